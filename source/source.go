@@ -1,0 +1,81 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+)
+
+// ErrStopped is returned by calls made on a receiver or generator after it
+// has stopped.
+var ErrStopped = errors.New("source: stopped")
+
+// Block is a sealed block on its way to the store: its records, and the
+// sequence ranges they were read from, in the order they were added.
+type Block[T any] struct {
+	Ranges  []batch.SeqRange
+	Records []T
+}
+
+// PushFunc stores a sealed block. It returns only once the block's records are
+// in the block store and its BlockInfo is in the recovery log (when one is
+// configured); the returned BlockInfo carries the ID the driver assigned. Only
+// after it returns without error may a receiver treat the block's sequence
+// numbers as stored. It is safe for concurrent use.
+type PushFunc[T any] func(ctx context.Context, b Block[T]) (batch.BlockInfo, error)
+
+// Runtime is what the driver gives a receiver when it starts it.
+type Runtime[T any] struct {
+	// Source is the index of this source in the pipeline (declaration order).
+	Source int
+	// Push stores a sealed block; see PushFunc.
+	Push PushFunc[T]
+	// BlockInterval is how often a receiver's BlockGenerator seals a block.
+	BlockInterval time.Duration
+	// MaxQueuedBlocks bounds the sealed blocks waiting to be pushed; adding
+	// records blocks while the queue is full (backpressure).
+	MaxQueuedBlocks int
+	// Clock is the time source for sealing and back-off.
+	Clock clock.Clock
+	// Logger receives the receiver's logs; never nil.
+	Logger *slog.Logger
+	// ReportError tells the driver's listeners about an error the receiver
+	// recovered from (a retry, a skipped range). Fatal errors are returned by
+	// Start instead. Never nil.
+	ReportError func(err error)
+}
+
+// Receiver is a source of records of type T.
+//
+// The driver calls Start once, in its own goroutine; Start runs until Stop is
+// called or ctx is done. Stop is graceful: the receiver stops reading, seals
+// and pushes what it holds, and Start returns nil. Cancelling ctx stops at
+// once: unpushed records are dropped, which is safe because nothing unpushed
+// was ever reported as stored, so it is read again after a restart.
+type Receiver[T any] interface {
+	// Start receives records and pushes them in blocks through rt.Push until
+	// Stop is called (then it returns nil) or ctx is done (then it returns
+	// ctx.Err()). Any other returned error is fatal to the pipeline.
+	Start(ctx context.Context, rt Runtime[T]) error
+	// Stop asks a running receiver to stop after pushing what it holds, and
+	// waits for Start to return or ctx to be done. It is safe to call more
+	// than once and before or after Start.
+	Stop(ctx context.Context) error
+	// Recompute rebuilds the records of a block from its ranges, in the same
+	// order, for a block the store no longer has (after a crash). It is safe
+	// for concurrent use and may be called whether or not the receiver runs.
+	Recompute(ctx context.Context, info batch.BlockInfo) ([]T, error)
+}
+
+// CompletionObserver is implemented by receivers that want to know when
+// blocks they pushed have been fully processed: every output of the batch
+// holding them succeeded. With no recovery log, that is when a block's
+// sequence numbers become safe to checkpoint (DESIGN.md, guarantee G4). The
+// driver calls BlocksCompleted in batch-time order, never concurrently.
+type CompletionObserver interface {
+	BlocksCompleted(ctx context.Context, blocks []batch.BlockInfo)
+}

@@ -1,0 +1,52 @@
+package source
+
+import (
+	"sync"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// Store is the in-process block store: the records of each stored block,
+// by ID, until the batch holding the block is complete. It is safe for
+// concurrent use. The zero value is an empty store.
+type Store[T any] struct {
+	mu     sync.Mutex
+	blocks map[batch.BlockID][]T
+	n      int
+}
+
+// Put stores the records of block id, replacing any held under that ID.
+func (s *Store[T]) Put(id batch.BlockID, records []T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blocks == nil {
+		s.blocks = make(map[batch.BlockID][]T)
+	}
+	s.n += len(records) - len(s.blocks[id])
+	s.blocks[id] = records
+}
+
+// Get returns the records of block id, and whether the store has it.
+func (s *Store[T]) Get(id batch.BlockID) ([]T, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.blocks[id]
+	return r, ok
+}
+
+// Delete removes the given blocks; absent IDs are ignored.
+func (s *Store[T]) Delete(ids ...batch.BlockID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.n -= len(s.blocks[id])
+		delete(s.blocks, id)
+	}
+}
+
+// Len returns the number of blocks and records held.
+func (s *Store[T]) Len() (blocks, records int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.blocks), s.n
+}
