@@ -1,0 +1,66 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// Defaults for the Runtime fields a driver leaves zero; WithDefaults applies them.
+const (
+	// DefaultBlockInterval is how often a BlockGenerator seals a block when
+	// Runtime.BlockInterval is zero.
+	DefaultBlockInterval = 200 * time.Millisecond
+	// DefaultMaxQueuedBlocks bounds the sealed blocks waiting to be pushed
+	// when Runtime.MaxQueuedBlocks is zero.
+	DefaultMaxQueuedBlocks = 10
+)
+
+// ErrInvalidRuntime is wrapped by the error Runtime.Validate returns, and so
+// by the error BlockGenerator.Run returns for a Runtime it cannot use.
+var ErrInvalidRuntime = errors.New("source: invalid runtime")
+
+// WithDefaults returns a copy of rt with every zero field set to its default:
+// BlockInterval DefaultBlockInterval, MaxQueuedBlocks DefaultMaxQueuedBlocks,
+// Clock clock.Real, Logger a logger that discards everything, ReportError a
+// function that ignores its argument. Negative values and a nil Push are left
+// as they are, for Validate to report.
+func (rt Runtime[T]) WithDefaults() Runtime[T] {
+	if rt.BlockInterval == 0 {
+		rt.BlockInterval = DefaultBlockInterval
+	}
+	if rt.MaxQueuedBlocks == 0 {
+		rt.MaxQueuedBlocks = DefaultMaxQueuedBlocks
+	}
+	rt.Clock = clock.Or(rt.Clock)
+	if rt.Logger == nil {
+		rt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if rt.ReportError == nil {
+		rt.ReportError = func(error) {}
+	}
+	return rt
+}
+
+// Validate reports every problem of rt together, wrapped in ErrInvalidRuntime:
+// a nil Push, a negative BlockInterval or MaxQueuedBlocks. Zero values are
+// valid: they mean the defaults (see WithDefaults).
+func (rt Runtime[T]) Validate() error {
+	var problems []error
+	if rt.Push == nil {
+		problems = append(problems, errors.New("Push is nil: the driver must set it to the function that stores blocks"))
+	}
+	if rt.BlockInterval < 0 {
+		problems = append(problems, fmt.Errorf("BlockInterval %v: must be >= 0 (0 means %v)", rt.BlockInterval, DefaultBlockInterval))
+	}
+	if rt.MaxQueuedBlocks < 0 {
+		problems = append(problems, fmt.Errorf("MaxQueuedBlocks %d: must be >= 0 (0 means %d)", rt.MaxQueuedBlocks, DefaultMaxQueuedBlocks))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidRuntime, errors.Join(problems...))
+	}
+	return nil
+}
