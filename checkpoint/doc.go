@@ -1,0 +1,38 @@
+// Package checkpoint records how far each Kinesis shard has been processed,
+// and which worker processes it, in a DynamoDB table laid out like the Kinesis
+// Client Library's (KCL) lease table, so a KCL application's table can be
+// taken over as it is.
+//
+// It has three parts, each usable alone and independent of the Kinesis
+// client (shards are plain IDs, positions plain sequence-number strings):
+//
+//   - Checkpointer commits, on a fixed interval, the latest *stored* sequence
+//     number of every registered shard through a Committer, whether or not new
+//     records arrived, never the same number twice (seed SPARK-11359).
+//   - Table is the lease and checkpoint table: one item per shard, every write
+//     a single-item conditional write on the lease owner and counter, so a
+//     worker that lost a lease can never write its checkpoint again
+//     (ErrLeaseLost).
+//   - Coordinator runs one worker's side of the lease protocol: it renews the
+//     leases it holds, takes expired ones, steals towards an even spread,
+//     starts a child shard only after its parents reached ShardEnd, and is the
+//     Committer the Checkpointer writes through.
+//
+// # Defaults compared with KCL
+//
+//	                          weir (this package)        KCL 1.x / 2.x
+//	lease duration            LeaseDuration 10s          failoverTimeMillis 10s
+//	renew period              LeaseDuration/3            failoverTime/3 - epsilon
+//	take/steal period         LeaseDuration              (failoverTime + epsilon) * 2
+//	max leases stolen/cycle   1                          maxLeasesToStealAtOneTime 1
+//	shard sync period         60s                        shardSyncIntervalMillis 60s
+//	checkpoint                on an interval, by timer   when the record processor calls it
+//	commit retries            4 attempts, 100ms jittered (application code)
+//	expiry rule               counter unchanged for LeaseDuration on this worker's clock (same)
+//	lease at SHARD_END        released, never taken again  kept, cleaned up later
+//
+// A checkpoint write increments leaseCounter, as KCL's does, so the counter is
+// a version: every write is conditional on the owner and the counter this
+// worker last saw. DynamoDB transactions and TTL are not used (the local test
+// server has neither).
+package checkpoint
