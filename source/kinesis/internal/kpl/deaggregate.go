@@ -157,13 +157,11 @@ func readRecords(d decoder, t *tables) ([]UserRecord, error) {
 			}
 			continue
 		}
-		base := d.offset()
 		b, err := d.bytes()
 		if err != nil {
 			return nil, err
 		}
-		base += varintLen(uint64(len(b))) // the record starts after its length
-		r, err := readRecord(decoder{buf: b, base: base}, t, len(recs))
+		r, err := readRecord(decoder{buf: b, base: d.offset() - len(b)}, t, len(recs))
 		if err != nil {
 			return nil, err
 		}

@@ -60,7 +60,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, aggregated, err := Deaggregate(Aggregate(tt.records), "outer")
+			data := Aggregate(tt.records)
+			if len(data) != cap(data) {
+				t.Errorf("Aggregate allocated %d bytes for %d: its size estimate is wrong", cap(data), len(data))
+			}
+			recs, aggregated, err := Deaggregate(data, "outer")
 			if err != nil || !aggregated {
 				t.Fatalf("Deaggregate(Aggregate(...)) = aggregated %v, error %v; want true, nil", aggregated, err)
 			}
@@ -202,6 +206,7 @@ func TestDeaggregateMalformed(t *testing.T) {
 		{"huge partition key index", pb(sfield(1, "a"), rec(vfield(1, 1<<64-1), sfield(3, "d"))), 4 + 3 + 2, "partition_key_index 18446744073709551615"},
 		{"explicit hash key index out of range", pb(sfield(1, "a"), sfield(2, "1"), rec(vfield(1, 0), vfield(2, 1), sfield(3, "d"))), 4 + 6 + 2 + 2, "explicit_hash_key_index 1 is out of range, the table has 1 keys"},
 		{"second record bad", pb(sfield(1, "a"), rec(vfield(1, 0), sfield(3, "d")), rec(vfield(1, 3), sfield(3, "d"))), 4 + 3 + 7 + 2, "record 1: partition_key_index 3"},
+		{"record with a non-minimal length", pb(sfield(1, "a"), []byte{0x1A, 0x85, 0x00}, vfield(1, 3), sfield(3, "d")), 4 + 3 + 3, "record 0: partition_key_index 3"},
 		{"missing partition key index", pb(sfield(1, "a"), rec(sfield(3, "d"))), 4 + 3 + 2, "record 0 has no partition_key_index"},
 		{"missing data", pb(sfield(1, "a"), rec(vfield(1, 0))), 4 + 3 + 2, "record 0 has no data"},
 		{"truncated tag", []byte{0x80}, 4, "truncated varint"},
