@@ -1,0 +1,248 @@
+package recovery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// Version is the version of the entry encoding this package writes and reads.
+// DecodeEntry refuses any other version, so a log written by a newer weir is
+// never misread by an older one.
+const Version = 1
+
+// ErrInvalidEntry is wrapped by the errors of EncodeEntry, DecodeEntry and
+// Append for an entry that is malformed: an unknown kind, a missing field, a
+// bad sequence range.
+var ErrInvalidEntry = errors.New("recovery: invalid entry")
+
+// Kind tells what an Entry records.
+type Kind string
+
+// The kinds of entries. Their string values are what the encoding stores.
+const (
+	// KindBlockStored records a block in the block store: Entry.Block.
+	KindBlockStored Kind = "block"
+	// KindBatchAllocated records the blocks of a batch, before its jobs run:
+	// Entry.Time and Entry.Blocks.
+	KindBatchAllocated Kind = "alloc"
+	// KindBatchCompleted records that every output of the batch at Entry.Time
+	// succeeded.
+	KindBatchCompleted Kind = "complete"
+	// KindShape records the pipeline's sources and outputs: Entry.Shape.
+	KindShape Kind = "shape"
+	// KindSummary carries the progress of entries that compaction dropped:
+	// Entry.Summary. Only compaction writes it.
+	KindSummary Kind = "summary"
+)
+
+// Entry is one record of the metadata log. Kind tells which of the other
+// fields are set; the others are zero. Build entries with BlockStored,
+// BatchAllocated, BatchCompleted and ShapeRecorded.
+type Entry struct {
+	// Kind tells what the entry records.
+	Kind Kind
+	// Block is the stored block (KindBlockStored).
+	Block batch.BlockInfo
+	// Time is the batch time (KindBatchAllocated, KindBatchCompleted).
+	Time batch.Time
+	// Blocks are the IDs of the batch's blocks, in batch order
+	// (KindBatchAllocated).
+	Blocks []batch.BlockID
+	// Shape is the pipeline shape (KindShape).
+	Shape Shape
+	// Summary is the progress compaction kept (KindSummary).
+	Summary Summary
+}
+
+// BlockStored returns the entry recording that a block is in the block store.
+// The driver appends it before anything else learns of the block.
+func BlockStored(info batch.BlockInfo) Entry {
+	return Entry{Kind: KindBlockStored, Block: info}
+}
+
+// BatchAllocated returns the entry recording that the batch at t holds the
+// given blocks, in that order. The driver appends it before the batch's jobs
+// run, so a restart recomputes the batch with exactly the same blocks.
+func BatchAllocated(t batch.Time, blocks ...batch.BlockID) Entry {
+	return Entry{Kind: KindBatchAllocated, Time: t, Blocks: blocks}
+}
+
+// BatchCompleted returns the entry recording that every output of the batch
+// at t succeeded.
+func BatchCompleted(t batch.Time) Entry {
+	return Entry{Kind: KindBatchCompleted, Time: t}
+}
+
+// ShapeRecorded returns the entry recording the pipeline's shape. The driver
+// appends it on the first start with a log; later starts compare the
+// recorded shape with theirs (CheckShape).
+func ShapeRecorded(s Shape) Entry {
+	return Entry{Kind: KindShape, Shape: s}
+}
+
+// String describes e briefly, for logs and error messages, for example
+// "alloc 1700000000000 ms (2023-11-14T22:13:20Z) [block-0-3 block-0-4]".
+func (e Entry) String() string {
+	switch e.Kind {
+	case KindBlockStored:
+		return "block " + e.Block.ID.String() + " (" + strconv.Itoa(len(e.Block.Ranges)) +
+			" ranges, " + strconv.Itoa(e.Block.Count) + " records)"
+	case KindBatchAllocated:
+		return fmt.Sprintf("alloc %v %v", e.Time, e.Blocks)
+	case KindBatchCompleted:
+		return "complete " + e.Time.String()
+	case KindShape:
+		return "shape " + e.Shape.String()
+	case KindSummary:
+		return "summary"
+	}
+	return "entry of kind " + strconv.Quote(string(e.Kind))
+}
+
+// Validate reports whether e is well formed: a known kind, and the fields of
+// that kind valid (sequence ranges, no duplicate block in a batch, named
+// shape components). It does not check e against the rest of the log; see
+// Recover for that.
+func (e Entry) Validate() error {
+	var err error
+	switch e.Kind {
+	case KindBlockStored:
+		err = validateBlock(e.Block)
+	case KindBatchAllocated:
+		err = validateAlloc(e.Blocks)
+	case KindBatchCompleted:
+	case KindShape:
+		err = e.Shape.validate()
+	case KindSummary:
+		err = e.Summary.validate()
+	default:
+		err = fmt.Errorf("unknown kind %q", e.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidEntry, e, err)
+	}
+	return nil
+}
+
+func validateBlock(b batch.BlockInfo) error {
+	if b.ID.Source < 0 {
+		return fmt.Errorf("source index %d: must be >= 0", b.ID.Source)
+	}
+	if b.Count < 0 {
+		return fmt.Errorf("count %d: must be >= 0", b.Count)
+	}
+	for _, r := range b.Ranges {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateAlloc(ids []batch.BlockID) error {
+	seen := make(map[batch.BlockID]bool, len(ids))
+	for _, id := range ids {
+		if id.Source < 0 {
+			return fmt.Errorf("%v: source index must be >= 0", id)
+		}
+		if seen[id] {
+			return fmt.Errorf("%v appears twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// wireEntry is the JSON form of an Entry: a version, a kind tag, and only the
+// fields of that kind.
+type wireEntry struct {
+	V       int              `json:"v"`
+	Kind    Kind             `json:"kind"`
+	Block   *batch.BlockInfo `json:"block,omitempty"`
+	Time    *batch.Time      `json:"time,omitempty"`
+	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
+	Shape   *Shape           `json:"shape,omitempty"`
+	Summary *wireSummary     `json:"summary,omitempty"`
+}
+
+// EncodeEntry returns the encoding of e: one line of JSON (without the
+// newline) holding the version, the kind and that kind's fields, for example
+// {"v":1,"kind":"complete","time":1700000000000}. It refuses an entry that
+// does not Validate.
+func EncodeEntry(e Entry) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	w := wireEntry{V: Version, Kind: e.Kind}
+	switch e.Kind {
+	case KindBlockStored:
+		w.Block = &e.Block
+	case KindBatchAllocated:
+		w.Time, w.Blocks = &e.Time, e.Blocks
+	case KindBatchCompleted:
+		w.Time = &e.Time
+	case KindShape:
+		w.Shape = &e.Shape
+	case KindSummary:
+		w.Summary = e.Summary.wire()
+	}
+	return json.Marshal(w)
+}
+
+// DecodeEntry decodes an entry EncodeEntry encoded. It refuses another
+// version, an unknown kind, a missing field and an entry that does not
+// Validate, with an error wrapping ErrInvalidEntry. It never panics.
+func DecodeEntry(b []byte) (Entry, error) {
+	var w wireEntry
+	if err := json.Unmarshal(b, &w); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalidEntry, err)
+	}
+	if w.V != Version {
+		return Entry{}, fmt.Errorf("%w: version %d, this weir reads version %d", ErrInvalidEntry, w.V, Version)
+	}
+	e, err := w.entry()
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: kind %q: %w", ErrInvalidEntry, w.Kind, err)
+	}
+	if err := e.Validate(); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+func (w wireEntry) entry() (Entry, error) {
+	e := Entry{Kind: w.Kind}
+	missing := func(field string) (Entry, error) { return Entry{}, fmt.Errorf("missing %q", field) }
+	switch w.Kind {
+	case KindBlockStored:
+		if w.Block == nil {
+			return missing("block")
+		}
+		e.Block = *w.Block
+	case KindBatchAllocated:
+		if w.Time == nil {
+			return missing("time")
+		}
+		e.Time, e.Blocks = *w.Time, w.Blocks
+	case KindBatchCompleted:
+		if w.Time == nil {
+			return missing("time")
+		}
+		e.Time = *w.Time
+	case KindShape:
+		if w.Shape == nil {
+			return missing("shape")
+		}
+		e.Shape = *w.Shape
+	case KindSummary:
+		if w.Summary == nil {
+			return missing("summary")
+		}
+		e.Summary = w.Summary.summary()
+	}
+	return e, nil
+}

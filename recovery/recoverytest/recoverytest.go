@@ -1,0 +1,302 @@
+// Package recoverytest is the conformance suite every recovery.Log
+// implementation passes. Run it from a test of an implementation, or of a
+// wrapper around one:
+//
+//	func TestConformance(t *testing.T) {
+//		recoverytest.Run(t, func(t *testing.T) recovery.Opener {
+//			return recovery.Dir(t.TempDir())
+//		})
+//	}
+package recoverytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+)
+
+// NewStore returns an Opener of a fresh, empty log for one test. The suite
+// opens it once or more, closing each Log before opening the next.
+type NewStore func(t *testing.T) recovery.Opener
+
+// Run runs the conformance suite, each case in its own subtest with its own
+// store from newStore.
+func Run(t *testing.T, newStore NewStore) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, o recovery.Opener)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"Reopen", testReopen},
+		{"Compact", testCompact},
+		{"CompactEmpty", testCompactEmpty},
+		{"CompactInconsistent", testCompactInconsistent},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"InvalidEntry", testInvalidEntry},
+		{"CanceledContext", testCanceledContext},
+		{"Closed", testClosed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
+	}
+}
+
+// EquateEmpty is the cmp option the suite compares entries and states with:
+// a nil and an empty slice or map are equal, as the encoding does not tell
+// them apart.
+var EquateEmpty = cmpopts.EquateEmpty()
+
+// Block returns a stored-block entry of source src and sequence seq with one
+// range on shard "shard-<src>" of stream "s", made up from seq.
+func Block(src int, seq uint64) recovery.Entry {
+	first := fmt.Sprint(seq*100 + 1)
+	last := fmt.Sprint(seq*100 + 10)
+	return recovery.BlockStored(batch.BlockInfo{
+		ID:     batch.BlockID{Source: src, Seq: seq},
+		Ranges: []batch.SeqRange{{Stream: "s", Shard: fmt.Sprint("shard-", src), First: first, Last: last, Count: 10}},
+		Count:  10,
+	})
+}
+
+// ID returns the block ID of source src and sequence seq.
+func ID(src int, seq uint64) batch.BlockID { return batch.BlockID{Source: src, Seq: seq} }
+
+// SampleShape is a pipeline shape with two sources and two outputs.
+var SampleShape = recovery.Shape{
+	Sources: []recovery.Component{{Kind: "kinesis", Name: "words"}, {Kind: "memory"}},
+	Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "Print"}},
+}
+
+// History returns a log of every kind of entry: a shape, blocks, two
+// completed batches and one pending, and one unallocated block.
+func History() []recovery.Entry {
+	return []recovery.Entry{
+		recovery.ShapeRecorded(SampleShape),
+		Block(0, 0), Block(1, 0),
+		recovery.BatchAllocated(1000, ID(0, 0), ID(1, 0)),
+		Block(0, 1),
+		recovery.BatchCompleted(1000),
+		recovery.BatchAllocated(2000, ID(0, 1)),
+		Block(0, 2), Block(1, 1),
+		recovery.BatchCompleted(2000),
+		recovery.BatchAllocated(3000, ID(1, 1)),
+		Block(0, 3),
+		recovery.BatchAllocated(4000),
+		recovery.BatchCompleted(4000),
+		{Kind: recovery.KindSummary, Summary: recovery.Summary{
+			ShardSeqs: map[recovery.ShardKey]string{{Stream: "t", Shard: "x"}: "12345678901234567890123"},
+		}},
+	}
+}
+
+func open(t *testing.T, o recovery.Opener) recovery.Log {
+	t.Helper()
+	l, err := o.Open(t.Context())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func mustAppend(t *testing.T, l recovery.Log, entries ...recovery.Entry) {
+	t.Helper()
+	if err := l.Append(t.Context(), entries...); err != nil {
+		t.Fatalf("Append(%v): %v", entries, err)
+	}
+}
+
+// Check reads l and compares its entries with want, failing t on a
+// difference.
+func Check(t *testing.T, l recovery.Log, want []recovery.Entry) {
+	t.Helper()
+	got, err := l.Read(t.Context())
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if diff := cmp.Diff(want, got, EquateEmpty); diff != "" {
+		t.Fatalf("Read entries mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func closeLog(t *testing.T, l recovery.Log) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func testRoundTrip(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	Check(t, l, nil)
+	h := History()
+	mustAppend(t, l, h[:3]...)
+	for _, e := range h[3:] {
+		mustAppend(t, l, e)
+	}
+	mustAppend(t, l)
+	Check(t, l, h)
+}
+
+func testReopen(t *testing.T, o recovery.Opener) {
+	h := History()
+	l := open(t, o)
+	mustAppend(t, l, h[:6]...)
+	closeLog(t, l)
+	l = open(t, o)
+	Check(t, l, h[:6])
+	mustAppend(t, l, h[6:]...)
+	closeLog(t, l)
+	l = open(t, o)
+	Check(t, l, h)
+}
+
+func testCompact(t *testing.T, o recovery.Opener) {
+	h := History()
+	before, err := recovery.Recover(h)
+	if err != nil {
+		t.Fatalf("Recover(History()): %v", err)
+	}
+	want := before.Entries()
+	l := open(t, o)
+	mustAppend(t, l, h...)
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	Check(t, l, want)
+	got, err := recovery.Load(t.Context(), l)
+	if err != nil {
+		t.Fatalf("Load after Compact: %v", err)
+	}
+	if diff := cmp.Diff(before, got, EquateEmpty); diff != "" {
+		t.Fatalf("State after Compact mismatch (-want +got):\n%s", diff)
+	}
+	// Appends go on after compaction, compaction is idempotent, and both
+	// survive a reopen.
+	more := []recovery.Entry{recovery.BatchCompleted(3000), Block(1, 2)}
+	mustAppend(t, l, more...)
+	Check(t, l, append(want, more...))
+	closeLog(t, l)
+	l = open(t, o)
+	Check(t, l, append(want, more...))
+	for range 2 {
+		if err := l.Compact(t.Context()); err != nil {
+			t.Fatalf("Compact: %v", err)
+		}
+	}
+	after, err := recovery.Recover(append(h, more...))
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	closeLog(t, l)
+	l = open(t, o)
+	Check(t, l, after.Entries())
+}
+
+func testCompactEmpty(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatalf("Compact of an empty log: %v", err)
+	}
+	Check(t, l, nil)
+	mustAppend(t, l, Block(0, 0))
+	Check(t, l, []recovery.Entry{Block(0, 0)})
+}
+
+func testCompactInconsistent(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	bad := []recovery.Entry{Block(0, 0), recovery.BatchCompleted(1000)}
+	mustAppend(t, l, bad...)
+	if err := l.Compact(t.Context()); !errors.Is(err, recovery.ErrInconsistent) {
+		t.Fatalf("Compact of an inconsistent log: got %v, want ErrInconsistent", err)
+	}
+	Check(t, l, bad)
+}
+
+// testConcurrentAppends appends pairs of entries from several goroutines
+// and checks each pair stays together and each goroutine's pairs stay in
+// order.
+func testConcurrentAppends(t *testing.T, o recovery.Opener) {
+	const writers, pairs = 4, 5
+	l := open(t, o)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range uint64(pairs) {
+				if err := l.Append(context.Background(), Block(w, i), recovery.BatchAllocated(batch.Time(w*1000+int(i)), ID(w, i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Append: %v", err)
+	}
+	got, err := l.Read(t.Context())
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if len(got) != 2*writers*pairs {
+		t.Fatalf("Read %d entries, want %d", len(got), 2*writers*pairs)
+	}
+	next := make([]uint64, writers)
+	for i := 0; i < len(got); i += 2 {
+		id := got[i].Block.ID
+		want := []recovery.Entry{Block(id.Source, next[id.Source]),
+			recovery.BatchAllocated(batch.Time(id.Source*1000+int(next[id.Source])), ID(id.Source, next[id.Source]))}
+		if diff := cmp.Diff(want, got[i:i+2], EquateEmpty); diff != "" {
+			t.Fatalf("entries %d and %d mismatch (-want +got):\n%s", i, i+1, diff)
+		}
+		next[id.Source]++
+	}
+}
+
+func testInvalidEntry(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	err := l.Append(t.Context(), Block(0, 0), recovery.Entry{Kind: "bogus"})
+	if !errors.Is(err, recovery.ErrInvalidEntry) {
+		t.Fatalf("Append of an invalid entry: got %v, want ErrInvalidEntry", err)
+	}
+	Check(t, l, nil)
+}
+
+func testCanceledContext(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.Append(ctx, Block(0, 0)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append with a canceled context: got %v, want context.Canceled", err)
+	}
+	Check(t, l, nil)
+}
+
+func testClosed(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	mustAppend(t, l, Block(0, 0))
+	closeLog(t, l)
+	closeLog(t, l)
+	ctx := t.Context()
+	if err := l.Append(ctx, Block(0, 1)); !errors.Is(err, recovery.ErrClosed) {
+		t.Errorf("Append after Close: got %v, want ErrClosed", err)
+	}
+	if _, err := l.Read(ctx); !errors.Is(err, recovery.ErrClosed) {
+		t.Errorf("Read after Close: got %v, want ErrClosed", err)
+	}
+	if err := l.Compact(ctx); !errors.Is(err, recovery.ErrClosed) {
+		t.Errorf("Compact after Close: got %v, want ErrClosed", err)
+	}
+	l = open(t, o)
+	Check(t, l, []recovery.Entry{Block(0, 0)})
+}

@@ -1,0 +1,356 @@
+package recovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// ErrInconsistent is wrapped by the error Recover returns for a log whose
+// entries contradict each other: a batch referencing a block never stored,
+// a batch completed but never allocated, a block stored twice differently.
+var ErrInconsistent = errors.New("recovery: inconsistent log")
+
+// ShardKey names a shard of a stream.
+type ShardKey struct {
+	Stream string
+	Shard  string
+}
+
+// PendingBatch is a batch that was allocated but not completed: after a
+// restart it is recomputed with exactly these blocks, in this order.
+type PendingBatch struct {
+	Time   batch.Time
+	Blocks []batch.BlockInfo
+}
+
+// IDs returns the IDs of the batch's blocks, in order.
+func (p PendingBatch) IDs() []batch.BlockID {
+	ids := make([]batch.BlockID, len(p.Blocks))
+	for i, b := range p.Blocks {
+		ids[i] = b.ID
+	}
+	return ids
+}
+
+// Progress is how far a pipeline got: the facts a restart needs even about
+// batches and blocks that are done with. A Summary entry carries it across
+// compaction, and State embeds it.
+type Progress struct {
+	// LastCompleted is the greatest time of a completed batch; it is only
+	// meaningful when HasCompleted is true.
+	LastCompleted batch.Time
+	// HasCompleted reports whether any batch has completed.
+	HasCompleted bool
+	// NextBlockSeq is, per source index, one more than the greatest block
+	// Seq ever logged for it: where the source's block numbering resumes,
+	// so that no block ID is reused. A source absent from the map has
+	// logged no block; its numbering starts at 0.
+	NextBlockSeq map[int]uint64
+	// ShardSeqs is, per shard, the greatest sequence number (the Last of a
+	// range) of any block ever logged: where a shard's reader resumes.
+	ShardSeqs map[ShardKey]string
+}
+
+// Summary is the content of a KindSummary entry: the progress of the entries
+// that compaction dropped.
+type Summary = Progress
+
+// State is what a restart needs to know, computed from a log by Recover.
+type State struct {
+	Progress
+	// Shape is the last pipeline shape recorded, or nil if none was.
+	Shape *Shape
+	// Pending are the batches allocated but not completed, in time order.
+	// The driver recomputes each with exactly its blocks before cutting new
+	// batches.
+	Pending []PendingBatch
+	// Unallocated are the blocks stored but not allocated to any batch, in
+	// ID order. They go into the next batch.
+	Unallocated []batch.BlockInfo
+}
+
+// Load reads log and returns the State its entries recover to: the usual
+// first call of a driver that has opened a log.
+func Load(ctx context.Context, log Log) (*State, error) {
+	entries, err := log.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Recover(entries)
+}
+
+// Recover computes the State of a log from its entries, in append order. It
+// returns an error wrapping ErrInconsistent, naming the entry, if the
+// entries contradict each other:
+//   - a block stored twice with different contents, or stored again after
+//     the batch holding it completed;
+//   - a batch allocated with a block that was never stored, that is in
+//     another batch, or whose batch completed;
+//   - a batch allocated twice with different blocks, or at a time not after
+//     the last completed batch (batch times must increase);
+//   - a batch completed that is not allocated or already completed.
+//
+// An entry that repeats one still in effect (the same block stored, the same
+// allocation) is accepted and has no further effect, so a log holding a
+// retried append recovers like one without.
+func Recover(entries []Entry) (*State, error) {
+	r := newRecoverer()
+	for i, e := range entries {
+		if err := r.apply(e); err != nil {
+			return nil, fmt.Errorf("%w: entries[%d] (%v): %w", ErrInconsistent, i, e, err)
+		}
+	}
+	return r.state(), nil
+}
+
+// Entries returns the shortest log that recovers to s: the shape, then each
+// pending batch's blocks and its allocation, then the unallocated blocks,
+// then a summary of the progress. Compaction replaces a log with these.
+func (s *State) Entries() []Entry {
+	var out []Entry
+	if s.Shape != nil {
+		out = append(out, ShapeRecorded(s.Shape.clone()))
+	}
+	for _, p := range s.Pending {
+		for _, b := range p.Blocks {
+			out = append(out, BlockStored(b))
+		}
+		out = append(out, BatchAllocated(p.Time, p.IDs()...))
+	}
+	for _, b := range s.Unallocated {
+		out = append(out, BlockStored(b))
+	}
+	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 {
+		out = append(out, Entry{Kind: KindSummary, Summary: s.Progress.clone()})
+	}
+	return out
+}
+
+func (s Shape) clone() Shape {
+	return Shape{Sources: slices.Clone(s.Sources), Outputs: slices.Clone(s.Outputs)}
+}
+
+func (p Progress) clone() Progress {
+	p.NextBlockSeq = maps.Clone(p.NextBlockSeq)
+	p.ShardSeqs = maps.Clone(p.ShardSeqs)
+	return p
+}
+
+// recoverer folds entries into the live blocks and batches of a log.
+type recoverer struct {
+	prog     Progress
+	shape    *Shape
+	blocks   map[batch.BlockID]batch.BlockInfo // stored, batch not completed
+	owner    map[batch.BlockID]batch.Time      // allocated blocks -> batch
+	pending  map[batch.Time][]batch.BlockID
+	consumed map[batch.BlockID]bool // blocks of completed batches
+}
+
+func newRecoverer() *recoverer {
+	return &recoverer{
+		prog: Progress{
+			NextBlockSeq: make(map[int]uint64),
+			ShardSeqs:    make(map[ShardKey]string),
+		},
+		blocks:   make(map[batch.BlockID]batch.BlockInfo),
+		owner:    make(map[batch.BlockID]batch.Time),
+		pending:  make(map[batch.Time][]batch.BlockID),
+		consumed: make(map[batch.BlockID]bool),
+	}
+}
+
+func (r *recoverer) apply(e Entry) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case KindBlockStored:
+		return r.store(e.Block)
+	case KindBatchAllocated:
+		return r.allocate(e.Time, e.Blocks)
+	case KindBatchCompleted:
+		return r.complete(e.Time)
+	case KindShape:
+		s := e.Shape.clone()
+		r.shape = &s
+	case KindSummary:
+		r.fold(e.Summary)
+	}
+	return nil
+}
+
+func (r *recoverer) store(b batch.BlockInfo) error {
+	if old, ok := r.blocks[b.ID]; ok {
+		if !sameBlock(old, b) {
+			return fmt.Errorf("block %v stored twice with different contents", b.ID)
+		}
+		return nil
+	}
+	if r.consumed[b.ID] {
+		return fmt.Errorf("block %v stored again after the batch holding it completed", b.ID)
+	}
+	b.Ranges = slices.Clone(b.Ranges)
+	r.blocks[b.ID] = b
+	p := Progress{NextBlockSeq: map[int]uint64{b.ID.Source: b.ID.Seq + 1}, ShardSeqs: map[ShardKey]string{}}
+	for _, rg := range b.Ranges {
+		k := ShardKey{rg.Stream, rg.Shard}
+		p.ShardSeqs[k] = batch.MaxSeq(p.ShardSeqs[k], rg.Last)
+	}
+	r.fold(p)
+	return nil
+}
+
+func sameBlock(a, b batch.BlockInfo) bool {
+	return a.ID == b.ID && a.Count == b.Count && slices.Equal(a.Ranges, b.Ranges)
+}
+
+func (r *recoverer) allocate(t batch.Time, ids []batch.BlockID) error {
+	if old, ok := r.pending[t]; ok {
+		if !slices.Equal(old, ids) {
+			return fmt.Errorf("batch %v allocated twice with different blocks: %v, then %v", t, old, ids)
+		}
+		return nil
+	}
+	if r.prog.HasCompleted && t <= r.prog.LastCompleted {
+		return fmt.Errorf("batch %v allocated after batch %v completed; batch times must increase",
+			t, r.prog.LastCompleted)
+	}
+	for _, id := range ids {
+		if r.consumed[id] {
+			return fmt.Errorf("block %v is in a batch that already completed", id)
+		}
+		if _, ok := r.blocks[id]; !ok {
+			return fmt.Errorf("block %v was never stored", id)
+		}
+		if o, ok := r.owner[id]; ok {
+			return fmt.Errorf("block %v is already in batch %v", id, o)
+		}
+	}
+	for _, id := range ids {
+		r.owner[id] = t
+	}
+	r.pending[t] = slices.Clone(ids)
+	return nil
+}
+
+func (r *recoverer) complete(t batch.Time) error {
+	ids, ok := r.pending[t]
+	if !ok {
+		return fmt.Errorf("batch %v completed but it is not allocated, or already completed", t)
+	}
+	for _, id := range ids {
+		delete(r.blocks, id)
+		delete(r.owner, id)
+		r.consumed[id] = true
+	}
+	delete(r.pending, t)
+	r.fold(Progress{LastCompleted: t, HasCompleted: true})
+	return nil
+}
+
+// fold merges p into r's progress, keeping the greater of each value.
+func (r *recoverer) fold(p Progress) {
+	if p.HasCompleted && (!r.prog.HasCompleted || p.LastCompleted > r.prog.LastCompleted) {
+		r.prog.LastCompleted, r.prog.HasCompleted = p.LastCompleted, true
+	}
+	for src, next := range p.NextBlockSeq {
+		r.prog.NextBlockSeq[src] = max(r.prog.NextBlockSeq[src], next)
+	}
+	for k, seq := range p.ShardSeqs {
+		r.prog.ShardSeqs[k] = batch.MaxSeq(r.prog.ShardSeqs[k], seq)
+	}
+}
+
+func (r *recoverer) state() *State {
+	s := &State{Progress: r.prog, Shape: r.shape}
+	for _, t := range slices.Sorted(maps.Keys(r.pending)) {
+		p := PendingBatch{Time: t, Blocks: make([]batch.BlockInfo, 0, len(r.pending[t]))}
+		for _, id := range r.pending[t] {
+			p.Blocks = append(p.Blocks, r.blocks[id])
+		}
+		s.Pending = append(s.Pending, p)
+	}
+	for id, b := range r.blocks {
+		if _, ok := r.owner[id]; !ok {
+			s.Unallocated = append(s.Unallocated, b)
+		}
+	}
+	slices.SortFunc(s.Unallocated, func(a, b batch.BlockInfo) int { return a.ID.Compare(b.ID) })
+	return s
+}
+
+// wireSummary is the JSON form of a Summary, with its maps as sorted lists
+// so that the encoding is deterministic and readable.
+type wireSummary struct {
+	LastCompleted *batch.Time    `json:"lastCompleted,omitempty"`
+	NextBlockSeq  []wireBlockSeq `json:"nextBlockSeq,omitempty"`
+	ShardSeqs     []wireShardSeq `json:"shardSeqs,omitempty"`
+}
+
+type wireBlockSeq struct {
+	Source int    `json:"source"`
+	Next   uint64 `json:"next"`
+}
+
+type wireShardSeq struct {
+	Stream string `json:"stream"`
+	Shard  string `json:"shard"`
+	Seq    string `json:"seq"`
+}
+
+func (p Progress) wire() *wireSummary {
+	w := &wireSummary{}
+	if p.HasCompleted {
+		t := p.LastCompleted
+		w.LastCompleted = &t
+	}
+	for _, src := range slices.Sorted(maps.Keys(p.NextBlockSeq)) {
+		w.NextBlockSeq = append(w.NextBlockSeq, wireBlockSeq{Source: src, Next: p.NextBlockSeq[src]})
+	}
+	keys := slices.SortedFunc(maps.Keys(p.ShardSeqs), func(a, b ShardKey) int {
+		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Shard, b.Shard))
+	})
+	for _, k := range keys {
+		w.ShardSeqs = append(w.ShardSeqs, wireShardSeq{Stream: k.Stream, Shard: k.Shard, Seq: p.ShardSeqs[k]})
+	}
+	return w
+}
+
+func (w *wireSummary) summary() Summary {
+	p := Progress{NextBlockSeq: make(map[int]uint64), ShardSeqs: make(map[ShardKey]string)}
+	if w.LastCompleted != nil {
+		p.LastCompleted, p.HasCompleted = *w.LastCompleted, true
+	}
+	for _, s := range w.NextBlockSeq {
+		p.NextBlockSeq[s.Source] = max(p.NextBlockSeq[s.Source], s.Next)
+	}
+	for _, s := range w.ShardSeqs {
+		k := ShardKey{s.Stream, s.Shard}
+		p.ShardSeqs[k] = batch.MaxSeq(p.ShardSeqs[k], s.Seq)
+	}
+	return p
+}
+
+func (p Progress) validate() error {
+	var problems []error
+	for src := range p.NextBlockSeq {
+		if src < 0 {
+			problems = append(problems, fmt.Errorf("next block seq of source %d: source must be >= 0", src))
+		}
+	}
+	for k, seq := range p.ShardSeqs {
+		if k.Stream == "" || k.Shard == "" {
+			problems = append(problems, fmt.Errorf("shard seq of %q/%q: empty stream or shard", k.Stream, k.Shard))
+		}
+		if err := batch.ValidateSeq(seq); err != nil {
+			problems = append(problems, fmt.Errorf("shard seq of %s/%s: %w", k.Stream, k.Shard, err))
+		}
+	}
+	return errors.Join(problems...)
+}

@@ -1,0 +1,294 @@
+package recovery_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/recoverytest"
+)
+
+var (
+	block = recoverytest.Block
+	id    = recoverytest.ID
+)
+
+func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }
+
+func TestRecover(t *testing.T) {
+	shape := recoverytest.SampleShape
+	other := recovery.Shape{Sources: []recovery.Component{{Kind: "memory"}}}
+	tests := []struct {
+		name    string
+		entries []recovery.Entry
+		want    *recovery.State
+	}{
+		{
+			name:    "empty",
+			entries: nil,
+			want:    &recovery.State{},
+		},
+		{
+			name:    "stored blocks are unallocated, in ID order",
+			entries: []recovery.Entry{block(1, 0), block(0, 5), block(0, 2)},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					NextBlockSeq: map[int]uint64{0: 6, 1: 1},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "510", {"s", "shard-1"}: "10"},
+				},
+				Unallocated: []batch.BlockInfo{info(0, 2), info(0, 5), info(1, 0)},
+			},
+		},
+		{
+			name: "allocated batches are pending in time order, blocks in batch order",
+			entries: []recovery.Entry{
+				block(0, 0), block(0, 1), block(0, 2),
+				recovery.BatchAllocated(2000, id(0, 2)),
+				recovery.BatchAllocated(1000, id(0, 1), id(0, 0)),
+			},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					NextBlockSeq: map[int]uint64{0: 3},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "210"},
+				},
+				Pending: []recovery.PendingBatch{
+					{Time: 1000, Blocks: []batch.BlockInfo{info(0, 1), info(0, 0)}},
+					{Time: 2000, Blocks: []batch.BlockInfo{info(0, 2)}},
+				},
+			},
+		},
+		{
+			name: "completed batches drop out, keeping progress",
+			entries: []recovery.Entry{
+				block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				block(0, 1), recovery.BatchAllocated(2000, id(0, 1)),
+				recovery.BatchCompleted(1000), block(0, 2),
+			},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					LastCompleted: 1000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 3},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "210"},
+				},
+				Pending:     []recovery.PendingBatch{{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1)}}},
+				Unallocated: []batch.BlockInfo{info(0, 2)},
+			},
+		},
+		{
+			name: "out-of-order completion, empty batch at time 0",
+			entries: []recovery.Entry{
+				recovery.BatchAllocated(0), block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				recovery.BatchAllocated(2000), recovery.BatchCompleted(2000),
+			},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					LastCompleted: 2000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 1},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "10"},
+				},
+				Pending: []recovery.PendingBatch{{Time: 0}, {Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
+			},
+		},
+		{
+			name: "repeated entries still in effect have no effect",
+			entries: []recovery.Entry{
+				block(0, 0), block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+			},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					NextBlockSeq: map[int]uint64{0: 1},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "10"},
+				},
+				Pending: []recovery.PendingBatch{{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
+			},
+		},
+		{
+			name:    "last shape wins",
+			entries: []recovery.Entry{recovery.ShapeRecorded(other), recovery.ShapeRecorded(shape)},
+			want:    &recovery.State{Shape: &shape},
+		},
+		{
+			name: "summaries fold as maxima, sequence numbers compared as numbers",
+			entries: []recovery.Entry{
+				{Kind: recovery.KindSummary, Summary: recovery.Summary{
+					LastCompleted: 5000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 10, 2: 4},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "9"},
+				}},
+				block(0, 3),
+				{Kind: recovery.KindSummary, Summary: recovery.Summary{
+					LastCompleted: 3000, HasCompleted: true,
+					ShardSeqs: map[recovery.ShardKey]string{{"s", "shard-0"}: "100"},
+				}},
+			},
+			want: &recovery.State{
+				Progress: recovery.Progress{
+					LastCompleted: 5000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 10, 2: 4},
+					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "310"},
+				},
+				Unallocated: []batch.BlockInfo{info(0, 3)},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := recovery.Recover(tt.entries)
+			if err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got, recoverytest.EquateEmpty); diff != "" {
+				t.Fatalf("State mismatch (-want +got):\n%s", diff)
+			}
+			// The compacted form recovers to the same state and is a
+			// fixed point of compaction.
+			compacted := got.Entries()
+			again, err := recovery.Recover(compacted)
+			if err != nil {
+				t.Fatalf("Recover(Entries()): %v", err)
+			}
+			if diff := cmp.Diff(tt.want, again, recoverytest.EquateEmpty); diff != "" {
+				t.Fatalf("State of Entries() mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(compacted, again.Entries(), recoverytest.EquateEmpty); diff != "" {
+				t.Fatalf("Entries() not a fixed point (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRecoverInconsistent(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries []recovery.Entry
+		want    string
+	}{
+		{
+			name:    "unknown block",
+			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0), id(0, 1))},
+			want:    "entries[1] (alloc 1000 ms (1970-01-01T00:00:01Z) [block-0-0 block-0-1]): block block-0-1 was never stored",
+		},
+		{
+			name:    "complete unallocated",
+			entries: []recovery.Entry{recovery.BatchCompleted(1000)},
+			want:    "entries[0] (complete 1000 ms (1970-01-01T00:00:01Z)): batch 1000 ms (1970-01-01T00:00:01Z) completed but it is not allocated, or already completed",
+		},
+		{
+			name:    "complete twice",
+			entries: []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchCompleted(1000), recovery.BatchCompleted(1000)},
+			want:    "entries[2]",
+		},
+		{
+			name:    "block stored twice differently",
+			entries: []recovery.Entry{block(0, 0), recovery.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
+			want:    "block block-0-0 stored twice with different contents",
+		},
+		{
+			name: "block stored after its batch completed",
+			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				recovery.BatchCompleted(1000), block(0, 0)},
+			want: "entries[3] (block block-0-0 (1 ranges, 10 records)): block block-0-0 stored again after the batch holding it completed",
+		},
+		{
+			name: "block in two batches",
+			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				recovery.BatchAllocated(2000, id(0, 0))},
+			want: "block block-0-0 is already in batch 1000 ms",
+		},
+		{
+			name: "block of a completed batch",
+			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				recovery.BatchCompleted(1000), recovery.BatchAllocated(2000, id(0, 0))},
+			want: "block block-0-0 is in a batch that already completed",
+		},
+		{
+			name: "batch allocated twice differently",
+			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+				recovery.BatchAllocated(1000)},
+			want: "batch 1000 ms (1970-01-01T00:00:01Z) allocated twice with different blocks",
+		},
+		{
+			name: "batch time not increasing",
+			entries: []recovery.Entry{recovery.BatchAllocated(2000), recovery.BatchCompleted(2000),
+				recovery.BatchAllocated(2000)},
+			want: "allocated after batch 2000 ms (1970-01-01T00:00:02Z) completed; batch times must increase",
+		},
+		{
+			name:    "invalid entry",
+			entries: []recovery.Entry{{Kind: "bogus"}},
+			want:    `unknown kind "bogus"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := recovery.Recover(tt.entries)
+			if !errors.Is(err, recovery.ErrInconsistent) {
+				t.Fatalf("Recover: got %v, want ErrInconsistent", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Recover error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckShape(t *testing.T) {
+	kin := recovery.Component{Kind: "kinesis", Name: "words"}
+	files := recovery.Component{Kind: "ForEachBatch", Name: "files"}
+	print := recovery.Component{Kind: "Print"}
+	tests := []struct {
+		name          string
+		was, now      recovery.Shape
+		want, wantNot []string
+	}{
+		{
+			name: "same",
+			was:  recovery.Shape{Sources: []recovery.Component{kin}, Outputs: []recovery.Component{files, print}},
+			now:  recovery.Shape{Sources: []recovery.Component{kin}, Outputs: []recovery.Component{files, print}},
+		},
+		{
+			name:    "output changed",
+			was:     recovery.Shape{Sources: []recovery.Component{kin}, Outputs: []recovery.Component{print, files}},
+			now:     recovery.Shape{Sources: []recovery.Component{kin}, Outputs: []recovery.Component{print, print}},
+			want:    []string{`output 2 was ForEachBatch("files"), now Print`, "deleting the log", "new DynamoDB log name"},
+			wantNot: []string{"output 1", "source 1"},
+		},
+		{
+			name: "source renamed, output added and removed",
+			was:  recovery.Shape{Sources: []recovery.Component{kin}, Outputs: []recovery.Component{files}},
+			now: recovery.Shape{Sources: []recovery.Component{{Kind: "kinesis", Name: "lines"}, kin},
+				Outputs: nil},
+			want: []string{`source 1 was kinesis("words"), now kinesis("lines")`,
+				`source 2 is new: kinesis("words")`, `output 1 was ForEachBatch("files"), now missing`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := recovery.CheckShape(tt.was, tt.now)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("CheckShape: %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, recovery.ErrShapeChanged) {
+				t.Fatalf("CheckShape: got %v, want ErrShapeChanged", err)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("CheckShape error %q does not contain %q", err, s)
+				}
+			}
+			for _, s := range tt.wantNot {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("CheckShape error %q contains %q", err, s)
+				}
+			}
+		})
+	}
+}
