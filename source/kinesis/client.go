@@ -1,0 +1,62 @@
+package kinesis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+// Client is the part of the Kinesis API the receiver calls. *kinesis.Client
+// of aws-sdk-go-v2 implements it; tests wrap one to inject faults.
+type Client interface {
+	// DescribeStreamSummary checks the stream exists before reading starts.
+	DescribeStreamSummary(ctx context.Context, in *awskinesis.DescribeStreamSummaryInput, optFns ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamSummaryOutput, error)
+	// ListShards lists the stream's shards, page by page.
+	ListShards(ctx context.Context, in *awskinesis.ListShardsInput, optFns ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error)
+	// GetShardIterator positions a reader in a shard.
+	GetShardIterator(ctx context.Context, in *awskinesis.GetShardIteratorInput, optFns ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error)
+	// GetRecords reads records from an iterator.
+	GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, optFns ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error)
+}
+
+// newDefaultClient builds the SDK client from cfg.AWS (or the default AWS
+// configuration) and cfg.Endpoint, with the SDK's retries off: the receiver
+// does its own, on its clock, and counts them.
+func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
+	var awsCfg aws.Config
+	if cfg.AWS != nil {
+		awsCfg = cfg.AWS.Copy()
+	} else {
+		loaded, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinesis: loading the default AWS configuration (set Config.AWS or Config.Client to avoid it): %w", err)
+		}
+		awsCfg = loaded
+	}
+	return awskinesis.NewFromConfig(awsCfg, func(o *awskinesis.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.Retryer = aws.NopRetryer{}
+	}), nil
+}
+
+// streamRef addresses a stream by name or ARN in requests.
+type streamRef string
+
+func (s streamRef) name() *string {
+	if isARN(string(s)) {
+		return nil
+	}
+	return aws.String(string(s))
+}
+
+func (s streamRef) arn() *string {
+	if isARN(string(s)) {
+		return aws.String(string(s))
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// ErrInvalidConfig is wrapped by the error New returns for a Config it cannot
+// use; the message lists every problem, each naming the field and the fix.
+var ErrInvalidConfig = errors.New("kinesis: invalid config")
+
+// Defaults for the Config fields left zero.
+const (
+	// DefaultRecordsPerRead is the GetRecords Limit when Config.RecordsPerRead
+	// is zero: the most Kinesis allows.
+	DefaultRecordsPerRead = 10000
+	// MaxRecordsPerRead is the largest Limit GetRecords accepts.
+	MaxRecordsPerRead = 10000
+	// DefaultPollInterval is the wait between two GetRecords calls on one
+	// shard when Config.PollInterval is zero. Kinesis allows 5 GetRecords
+	// calls per second per shard, shared by every consumer of the stream:
+	// 500ms uses 2 of them and leaves the rest to other applications.
+	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultShardSyncInterval is how often the shard list is re-read, to
+	// find shards made by a reshard, when Config.ShardSyncInterval is zero.
+	DefaultShardSyncInterval = 10 * time.Second
+	// DefaultRetryBaseDelay is the first back-off after a throttled or
+	// failed call when Config.RetryBaseDelay is zero.
+	DefaultRetryBaseDelay = 100 * time.Millisecond
+	// DefaultRetryMaxDelay caps the back-off when Config.RetryMaxDelay is zero.
+	DefaultRetryMaxDelay = 5 * time.Second
+	// DefaultRecomputeTimeout bounds one Recompute call when
+	// Config.RecomputeTimeout is zero.
+	DefaultRecomputeTimeout = time.Minute
+	// DefaultRecomputeMaxAttempts bounds the attempts of each Kinesis call
+	// Recompute makes when Config.RecomputeMaxAttempts is zero.
+	DefaultRecomputeMaxAttempts = 20
+)
+
+// InitialPosition is where a shard reader starts when no starting sequence
+// number is known for the shard (no checkpoint, see Config.StartAfter).
+type InitialPosition string
+
+// The initial positions. They are the Kinesis shard iterator types of the
+// same names.
+const (
+	// Latest starts after the newest record: only records put from now on
+	// are read. It is the default, as in the Kinesis Client Library.
+	Latest InitialPosition = "LATEST"
+	// TrimHorizon starts at the oldest record the stream still holds.
+	TrimHorizon InitialPosition = "TRIM_HORIZON"
+	// AtTimestamp starts at the first record put at or after
+	// Config.AtTimestamp.
+	AtTimestamp InitialPosition = "AT_TIMESTAMP"
+)
+
+// RangePolicy says what Recompute does with a sequence range Kinesis can no
+// longer serve (trimmed past the retention period, or its shard gone).
+type RangePolicy string
+
+// The range policies.
+const (
+	// FailRange makes Recompute return the *RangeUnavailableError: the
+	// pipeline stops rather than run a batch with records missing. It is
+	// the default.
+	FailRange RangePolicy = "fail"
+	// SkipRange makes Recompute leave the range's records out, report the
+	// *RangeUnavailableError through the Runtime's ReportError (or the
+	// logger when the receiver is not running), count it in
+	// Stats.RangesSkipped, and go on with the next range.
+	SkipRange RangePolicy = "skip"
+)
+
+// Config configures a Receiver. The zero value of each field is its
+// documented default; Stream and App are required.
+type Config struct {
+	// Stream is the name or the ARN ("arn:aws:kinesis:REGION:ACCOUNT:stream/NAME")
+	// of the stream to read. Required. Ranges record it as given.
+	Stream string
+	// App is the application name: it names this consumer in logs and, for
+	// the checkpoint package, its lease table. Required.
+	App string
+
+	// InitialPosition is where a shard present when the receiver starts is
+	// read from when no starting sequence number is known for it (see
+	// StartAfter). Default Latest, as in the Kinesis Client Library: a new
+	// application does not replay the stream's whole retention period. A
+	// shard created by a reshard while the receiver runs is always read
+	// from TrimHorizon, so none of its records is missed.
+	InitialPosition InitialPosition
+	// AtTimestamp is the start time for InitialPosition AtTimestamp;
+	// required with it and ignored otherwise.
+	AtTimestamp time.Time
+
+	// StartAfter, when set, supplies the sequence number each shard is read
+	// after (a checkpoint): it returns ok false when it knows none, and the
+	// shard starts at the initial position. An error fails Start. Called
+	// once each time a shard reader starts. Default: nil, no checkpoints.
+	StartAfter func(ctx context.Context, shardID string) (seq string, ok bool, err error)
+	// OnShardEnd, when set, is called once for each shard a reader read to
+	// its end, after every block holding its records was stored: lastSeq is
+	// the greatest sequence number stored for the shard ("" if its reader
+	// stored none). The checkpointer uses it to record SHARD_END once those
+	// blocks are complete. It is called from the receiver's goroutines,
+	// never concurrently for one shard, and must not block for long.
+	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
+	// Assigner decides which shards this receiver reads. Default: nil, every
+	// shard of the stream, a child shard only after its parents (see
+	// AllShards). A lease manager supplies its own.
+	Assigner Assigner
+
+	// AWS is the AWS configuration the default client is built from.
+	// Default: nil, config.LoadDefaultConfig (environment, shared files,
+	// instance role), loaded on first use by Start or Recompute.
+	AWS *aws.Config
+	// Endpoint overrides the Kinesis endpoint URL of the default client,
+	// for example "http://127.0.0.1:4567" for a local server. Default: the
+	// AWS configuration's endpoint.
+	Endpoint string
+	// Client is the Kinesis client used for every call. Default: a
+	// kinesis.Client built from AWS and Endpoint, with the SDK's own
+	// retries turned off, since the receiver retries, backs off and counts
+	// every retry itself. A Client given here is used as it is.
+	Client Client
+
+	// RecordsPerRead is the Limit of each GetRecords call, 1 to 10000.
+	// Default 10000.
+	RecordsPerRead int
+	// PollInterval is the wait between two GetRecords calls on one shard.
+	// Default 500ms (see DefaultPollInterval for the 5 reads/s/shard limit).
+	PollInterval time.Duration
+	// ShardSyncInterval is how often AllShards lists the stream's shards to
+	// find shards made by a reshard. Default 10s.
+	ShardSyncInterval time.Duration
+
+	// RetryBaseDelay is the first back-off after a throttled call, a server
+	// error or a broken connection; each further attempt doubles it, with
+	// jitter. Default 100ms.
+	RetryBaseDelay time.Duration
+	// RetryMaxDelay caps the back-off. Default 5s. Shard readers retry such
+	// errors for as long as they run: throttling is normal on Kinesis.
+	RetryMaxDelay time.Duration
+	// RecomputeTimeout bounds one Recompute call, retries included.
+	// Default 1m.
+	RecomputeTimeout time.Duration
+	// RecomputeMaxAttempts bounds the attempts of each Kinesis call made by
+	// Recompute. Default 20.
+	RecomputeMaxAttempts int
+	// OnRangeUnavailable is what Recompute does with a range Kinesis can no
+	// longer serve. Default FailRange.
+	OnRangeUnavailable RangePolicy
+
+	// Logger receives the receiver's logs. Default: the Runtime's logger
+	// while Start runs; a logger that discards everything otherwise.
+	Logger *slog.Logger
+	// Clock is the time source for polling, back-off and shard sync.
+	// Default: the Runtime's clock while Start runs, clock.Real otherwise.
+	Clock clock.Clock
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+// Logger and Clock are left nil: they default to the Runtime's.
+func (c Config) withDefaults() Config {
+	if c.InitialPosition == "" {
+		c.InitialPosition = Latest
+	}
+	if c.RecordsPerRead == 0 {
+		c.RecordsPerRead = DefaultRecordsPerRead
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ShardSyncInterval == 0 {
+		c.ShardSyncInterval = DefaultShardSyncInterval
+	}
+	if c.RetryBaseDelay == 0 {
+		c.RetryBaseDelay = DefaultRetryBaseDelay
+	}
+	if c.RetryMaxDelay == 0 {
+		c.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if c.RecomputeTimeout == 0 {
+		c.RecomputeTimeout = DefaultRecomputeTimeout
+	}
+	if c.RecomputeMaxAttempts == 0 {
+		c.RecomputeMaxAttempts = DefaultRecomputeMaxAttempts
+	}
+	if c.OnRangeUnavailable == "" {
+		c.OnRangeUnavailable = FailRange
+	}
+	return c
+}
+
+// validate reports every problem of c (after withDefaults) together.
+func (c Config) validate() error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+
+	if err := validateStream(c.Stream); err != nil {
+		problems = append(problems, err)
+	}
+	if strings.TrimSpace(c.App) == "" {
+		add("App %q: must name the application, for example \"wordcount\"", c.App)
+	}
+	switch c.InitialPosition {
+	case Latest, TrimHorizon:
+	case AtTimestamp:
+		if c.AtTimestamp.IsZero() {
+			add("AtTimestamp is zero: InitialPosition AT_TIMESTAMP needs the time to start reading at")
+		}
+	default:
+		add("InitialPosition %q: must be LATEST, TRIM_HORIZON or AT_TIMESTAMP", c.InitialPosition)
+	}
+	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
+		add("Endpoint %q: must be a URL starting with http:// or https://", c.Endpoint)
+	}
+	if c.RecordsPerRead < 1 || c.RecordsPerRead > MaxRecordsPerRead {
+		add("RecordsPerRead %d: must be 1 to %d (0 means %d)", c.RecordsPerRead, MaxRecordsPerRead, DefaultRecordsPerRead)
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+		def  time.Duration
+	}{
+		{"PollInterval", c.PollInterval, DefaultPollInterval},
+		{"ShardSyncInterval", c.ShardSyncInterval, DefaultShardSyncInterval},
+		{"RetryBaseDelay", c.RetryBaseDelay, DefaultRetryBaseDelay},
+		{"RetryMaxDelay", c.RetryMaxDelay, DefaultRetryMaxDelay},
+		{"RecomputeTimeout", c.RecomputeTimeout, DefaultRecomputeTimeout},
+	}
+	for _, p := range positive {
+		if p.d < 0 {
+			add("%s %v: must be > 0 (0 means %v)", p.name, p.d, p.def)
+		}
+	}
+	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
+		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)
+	}
+	if c.RecomputeMaxAttempts < 0 {
+		add("RecomputeMaxAttempts %d: must be >= 1 (0 means %d)", c.RecomputeMaxAttempts, DefaultRecomputeMaxAttempts)
+	}
+	switch c.OnRangeUnavailable {
+	case FailRange, SkipRange:
+	default:
+		add("OnRangeUnavailable %q: must be %q or %q", c.OnRangeUnavailable, FailRange, SkipRange)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// validateStream checks a stream name or ARN.
+func validateStream(s string) error {
+	if s == "" {
+		return errors.New("Stream is empty: set it to the stream's name or ARN")
+	}
+	if isARN(s) {
+		if _, ok := streamNameOfARN(s); !ok {
+			return fmt.Errorf("Stream %q: an ARN must look like arn:aws:kinesis:REGION:ACCOUNT:stream/NAME", s)
+		}
+		return nil
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("Stream %q: a stream name has at most 128 characters", s)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return fmt.Errorf("Stream %q: a stream name may hold only letters, digits, '_', '.' and '-'", s)
+		}
+	}
+	return nil
+}
+
+// isARN reports whether s is given as an ARN rather than a name.
+func isARN(s string) bool { return strings.HasPrefix(s, "arn:") }
+
+// streamNameOfARN returns the stream name at the end of a Kinesis stream ARN.
+func streamNameOfARN(arn string) (string, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[2] != "kinesis" {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(parts[5], "stream/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}

@@ -1,0 +1,364 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/source"
+)
+
+// Shard describes a shard of the stream, as ListShards returns it.
+type Shard struct {
+	// ID is the shard ID.
+	ID string
+	// Parent is the shard this one was split from or merged from; "" for
+	// a shard the stream was created with.
+	Parent string
+	// AdjacentParent is the other shard of a merge; "" otherwise.
+	AdjacentParent string
+	// StartingSeq is the shard's first sequence number.
+	StartingSeq string
+	// EndingSeq is the shard's last sequence number for a closed shard
+	// (one a reshard replaced), "" for an open one.
+	EndingSeq string
+}
+
+// Parents returns the shard's parents: none, one, or two after a merge.
+func (s Shard) Parents() []string {
+	var ps []string
+	for _, p := range []string{s.Parent, s.AdjacentParent} {
+		if p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// Position is where a shard reader starts.
+type Position struct {
+	// After, when set, starts right after this sequence number
+	// (AFTER_SEQUENCE_NUMBER): a checkpoint.
+	After string
+	// Initial is the start when After is empty; "" means TrimHorizon.
+	Initial InitialPosition
+	// Timestamp is the start time for Initial AtTimestamp.
+	Timestamp time.Time
+}
+
+// String describes the position for logs.
+func (p Position) String() string {
+	switch {
+	case p.After != "":
+		return "AFTER_SEQUENCE_NUMBER " + p.After
+	case p.Initial == AtTimestamp:
+		return "AT_TIMESTAMP " + p.Timestamp.Format(time.RFC3339Nano)
+	case p.Initial == "":
+		return string(TrimHorizon)
+	}
+	return string(p.Initial)
+}
+
+// iteratorInput returns the GetShardIterator request for shard at p.
+func (p Position) iteratorInput(stream streamRef, shard string) *awskinesis.GetShardIteratorInput {
+	in := &awskinesis.GetShardIteratorInput{StreamName: stream.name(), StreamARN: stream.arn(), ShardId: aws.String(shard)}
+	switch {
+	case p.After != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(p.After)
+	case p.Initial == Latest:
+		in.ShardIteratorType = types.ShardIteratorTypeLatest
+	case p.Initial == AtTimestamp:
+		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
+		in.Timestamp = aws.Time(p.Timestamp)
+	default:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	}
+	return in
+}
+
+// Assigner decides which shards a receiver reads, and from where. The
+// receiver runs Assign in its own goroutine while Start runs; Assign starts
+// and stops shard readers through the Control and should return nil once
+// ctx is done (any other error is fatal to the receiver). The default,
+// AllShards, reads every shard; a lease manager reads the shards it holds
+// leases for, starting each from its checkpoint.
+type Assigner interface {
+	Assign(ctx context.Context, c *Control) error
+}
+
+// AssignerFunc adapts a function to the Assigner interface.
+type AssignerFunc func(ctx context.Context, c *Control) error
+
+// Assign calls f.
+func (f AssignerFunc) Assign(ctx context.Context, c *Control) error { return f(ctx, c) }
+
+// Control is what an Assigner drives: the shard list, and the shard readers
+// of one run of a receiver. Its methods are safe for concurrent use; it is
+// valid only until the Assign call it was given to returns and the receiver
+// stops.
+type Control struct {
+	run *run
+
+	mu      sync.Mutex
+	closed  bool
+	group   *errgroup.Group
+	ctx     context.Context // the group's: cancelled on the first reader error or on stop
+	readers map[string]*readerHandle
+}
+
+// readerHandle lets StopShard stop one reader and wait for it.
+type readerHandle struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed by the reader goroutine when it returns
+}
+
+func newControl(ctx context.Context, rn *run) *Control {
+	g, gctx := errgroup.WithContext(ctx)
+	return &Control{run: rn, group: g, ctx: gctx, readers: make(map[string]*readerHandle)}
+}
+
+// Stream returns the stream this receiver reads, as configured.
+func (c *Control) Stream() string { return c.run.cfg.Stream }
+
+// InitialPosition returns the configured start for shards without a
+// checkpoint.
+func (c *Control) InitialPosition() Position {
+	return Position{Initial: c.run.cfg.InitialPosition, Timestamp: c.run.cfg.AtTimestamp}
+}
+
+// ShardSyncInterval returns the configured shard sync interval.
+func (c *Control) ShardSyncInterval() time.Duration { return c.run.cfg.ShardSyncInterval }
+
+// ListShards returns every shard of the stream, following NextToken across
+// pages, with throttling and server errors retried until ctx is done.
+func (c *Control) ListShards(ctx context.Context) ([]Shard, error) {
+	return c.run.listShards(ctx)
+}
+
+// Checkpoint returns the sequence number Config.StartAfter supplies for
+// shardID; ok is false when there is none or StartAfter is not set.
+func (c *Control) Checkpoint(ctx context.Context, shardID string) (seq string, ok bool, err error) {
+	if c.run.cfg.StartAfter == nil {
+		return "", false, nil
+	}
+	seq, ok, err = c.run.cfg.StartAfter(ctx, shardID)
+	if err != nil {
+		return "", false, fmt.Errorf("kinesis: StartAfter for shard %s: %w", shardID, err)
+	}
+	return seq, ok, nil
+}
+
+// StartShard starts a reader of shardID at pos and returns at once. It
+// returns ErrShardRunning if a reader of the shard runs, and an error
+// wrapping source.ErrStopped once the receiver is stopping. A reader stops
+// by itself at the shard's end (see Drained).
+func (c *Control) StartShard(shardID string, pos Position) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("kinesis: starting shard %s: %w", shardID, source.ErrStopped)
+	}
+	if _, ok := c.readers[shardID]; ok {
+		return fmt.Errorf("%w: %s", ErrShardRunning, shardID)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	h := &readerHandle{cancel: cancel, done: make(chan struct{})}
+	c.readers[shardID] = h
+	c.run.r.progress.started(shardID)
+	c.group.Go(func() error {
+		defer c.forget(shardID, h)
+		return c.run.readShard(ctx, shardID, pos)
+	})
+	return nil
+}
+
+// forget removes a finished reader.
+func (c *Control) forget(shardID string, h *readerHandle) {
+	h.cancel()
+	c.mu.Lock()
+	if c.readers[shardID] == h {
+		delete(c.readers, shardID)
+	}
+	c.mu.Unlock()
+	c.run.r.progress.stopped(shardID)
+	close(h.done)
+}
+
+// StopShard stops the reader of shardID at once (a lease was lost) and
+// waits until it returned or ctx is done. Records it already added stay in
+// their blocks and are stored. Stopping a shard that is not being read does
+// nothing.
+func (c *Control) StopShard(ctx context.Context, shardID string) error {
+	c.mu.Lock()
+	h, ok := c.readers[shardID]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	h.cancel()
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Reading reports whether a reader of shardID runs.
+func (c *Control) Reading(shardID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.readers[shardID]
+	return ok
+}
+
+// Drained returns a channel closed once a reader read shardID to its end
+// and every block holding its records was stored: the shard's children may
+// start.
+func (c *Control) Drained(shardID string) <-chan struct{} {
+	return c.run.r.progress.drained(shardID)
+}
+
+// Changed returns a channel that receives a value (coalesced, never closed)
+// when a shard drained or a reader stopped: a cue to look again.
+func (c *Control) Changed() <-chan struct{} { return c.run.r.progress.changed }
+
+// close stops new readers, cancels the running ones (through cancel, the
+// parent of the group's context) and waits for them; it returns the first
+// reader or assigner error.
+func (c *Control) close(cancel context.CancelFunc) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	cancel()
+	return c.group.Wait()
+}
+
+// AllShards is the default Assigner: it reads every shard of the stream.
+//
+// It lists the shards at start and every Config.ShardSyncInterval. A shard
+// starts once every parent of it that ListShards still returns is Drained,
+// so no child record is delivered before its parents' records are stored.
+// A shard's start is its checkpoint (Config.StartAfter) if any; otherwise,
+// for shards listed at start, Config.InitialPosition, and for shards that
+// appear later (made by a reshard while running), TrimHorizon. With
+// InitialPosition Latest, a closed shard listed at start without a
+// checkpoint is not read (it can get no new records) and does not hold back
+// its children.
+type AllShards struct{}
+
+// Assign runs the shard sync loop until ctx is done.
+func (AllShards) Assign(ctx context.Context, c *Control) error {
+	s := &shardSync{c: c, known: make(map[string]shardPlan)}
+	ticker := c.run.clock.NewTicker(c.ShardSyncInterval())
+	defer ticker.Stop()
+	for first := true; ; first = false {
+		if err := s.sync(ctx, first); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		case <-c.Changed():
+		}
+	}
+}
+
+// shardPlan is what AllShards knows of one shard.
+type shardPlan struct {
+	shard   Shard
+	pos     Position
+	skip    bool // never read: counts as drained for its children
+	started bool
+}
+
+// shardSync holds AllShards' state between syncs.
+type shardSync struct {
+	c     *Control
+	known map[string]shardPlan
+}
+
+// sync lists the shards and starts every one that is ready.
+func (s *shardSync) sync(ctx context.Context, first bool) error {
+	shards, err := s.c.ListShards(ctx)
+	if err != nil {
+		return err
+	}
+	listed := make(map[string]bool, len(shards))
+	for _, sh := range shards {
+		listed[sh.ID] = true
+		if _, ok := s.known[sh.ID]; ok {
+			continue
+		}
+		plan, err := s.plan(ctx, sh, first)
+		if err != nil {
+			return err
+		}
+		s.known[sh.ID] = plan
+	}
+	for _, sh := range shards {
+		plan := s.known[sh.ID]
+		if plan.started || plan.skip || !s.ready(sh, listed) {
+			continue
+		}
+		if err := s.c.StartShard(sh.ID, plan.pos); err != nil {
+			if errors.Is(err, source.ErrStopped) {
+				return nil
+			}
+			return err
+		}
+		plan.started = true
+		s.known[sh.ID] = plan
+	}
+	return nil
+}
+
+// plan decides where a newly listed shard starts.
+func (s *shardSync) plan(ctx context.Context, sh Shard, first bool) (shardPlan, error) {
+	seq, ok, err := s.c.Checkpoint(ctx, sh.ID)
+	if err != nil {
+		return shardPlan{}, err
+	}
+	switch {
+	case ok:
+		return shardPlan{shard: sh, pos: Position{After: seq}}, nil
+	case !first:
+		return shardPlan{shard: sh, pos: Position{Initial: TrimHorizon}}, nil
+	}
+	pos := s.c.InitialPosition()
+	return shardPlan{shard: sh, pos: pos, skip: pos.Initial == Latest && sh.EndingSeq != ""}, nil
+}
+
+// ready reports whether every listed parent of sh is done with.
+func (s *shardSync) ready(sh Shard, listed map[string]bool) bool {
+	for _, p := range sh.Parents() {
+		if !listed[p] {
+			continue // trimmed away: its records are gone anyway
+		}
+		plan, ok := s.known[p]
+		if !ok || plan.skip {
+			continue
+		}
+		if !plan.started {
+			return false
+		}
+		select {
+		case <-s.c.Drained(p):
+		default:
+			return false
+		}
+	}
+	return true
+}

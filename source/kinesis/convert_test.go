@@ -1,0 +1,90 @@
+package kinesis
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+)
+
+func krec(seq int, data string) types.Record {
+	return types.Record{
+		SequenceNumber: aws.String(strconv.Itoa(seq)), PartitionKey: aws.String("pk" + strconv.Itoa(seq)),
+		Data: []byte(data), ApproximateArrivalTimestamp: aws.Time(time.Unix(int64(seq), 0)),
+	}
+}
+
+func seqs(recs []types.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, aws.ToString(r.SequenceNumber))
+	}
+	return out
+}
+
+func TestTakeRange(t *testing.T) {
+	page := []types.Record{krec(10, "a"), krec(20, "b"), krec(30, "c"), krec(100, "d")}
+	tests := []struct {
+		name     string
+		first    string
+		last     string
+		lastRead string
+		page     []types.Record
+		want     []string
+		done     bool
+		wantErr  bool
+	}{
+		{name: "whole page, more to come", first: "10", last: "200", page: page, want: []string{"10", "20", "30", "100"}},
+		{name: "ends inside", first: "10", last: "30", page: page, want: []string{"10", "20", "30"}, done: true},
+		{name: "record past last ends the range", first: "10", last: "25", page: page, want: []string{"10", "20"}, done: true},
+		{name: "numeric compare", first: "10", last: "99", page: page, want: []string{"10", "20", "30"}, done: true},
+		{name: "trimmed start", first: "5", last: "30", page: page, wantErr: true},
+		{name: "continuation page", first: "1", last: "100", lastRead: "9", page: page, want: []string{"10", "20", "30", "100"}, done: true},
+		{name: "empty page", first: "1", last: "100", page: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, done, err := takeRange(rng("s0", tt.first, tt.last, 1), tt.page, tt.lastRead)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("takeRange error %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, seqs(got)); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+			if done != tt.done {
+				t.Errorf("done = %v, want %v", done, tt.done)
+			}
+		})
+	}
+}
+
+func TestConvertDeaggregates(t *testing.T) {
+	agg := kpl.Aggregate([]kpl.UserRecord{
+		{PartitionKey: "k1", Data: []byte("one")},
+		{PartitionKey: "k2", ExplicitHashKey: "12345", Data: []byte("two")},
+	})
+	bad := append([]byte(nil), agg...)
+	bad[len(bad)-1] ^= 0xff // break the digest
+	in := []types.Record{krec(1, "plain"), krec(2, ""), krec(3, "")}
+	in[1].Data, in[2].Data = agg, bad
+	got, badCount := convert("shard-1", in, slog.New(slog.DiscardHandler))
+	at := func(s int64) time.Time { return time.Unix(s, 0) }
+	want := []Record{
+		{Data: []byte("plain"), PartitionKey: "pk1", SequenceNumber: "1", ApproximateArrivalTimestamp: at(1), ShardID: "shard-1"},
+		{Data: []byte("one"), PartitionKey: "k1", SequenceNumber: "2", Aggregated: true, ApproximateArrivalTimestamp: at(2), ShardID: "shard-1"},
+		{Data: []byte("two"), PartitionKey: "k2", ExplicitHashKey: "12345", SequenceNumber: "2", SubSequenceNumber: 1, Aggregated: true, ApproximateArrivalTimestamp: at(2), ShardID: "shard-1"},
+		{Data: bad, PartitionKey: "pk3", SequenceNumber: "3", ApproximateArrivalTimestamp: at(3), ShardID: "shard-1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("convert (-want +got):\n%s", diff)
+	}
+	if badCount != 1 {
+		t.Errorf("bad aggregates = %d, want 1", badCount)
+	}
+}

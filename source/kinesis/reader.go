@@ -1,0 +1,214 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+)
+
+// readShard reads shardID from pos into the block generator until the
+// shard ends (the reader reports it and returns nil), ctx is done (returns
+// nil), or a call fails in a way retrying cannot fix (returns the error).
+func (rn *run) readShard(ctx context.Context, shardID string, pos Position) error {
+	log := rn.logger.With("shard", shardID)
+	log.Info("kinesis: shard reader starting", "from", pos.String())
+	it, err := rn.iterator(ctx, shardID, pos, 0)
+	if err != nil {
+		return rn.readerExit(ctx, shardID, err)
+	}
+	lastRead := pos.After
+	for {
+		out, err := rn.getRecords(ctx, shardID, it, rn.cfg.RecordsPerRead, 0)
+		var expired *types.ExpiredIteratorException
+		if errors.As(err, &expired) {
+			rn.r.stats.retry(CauseExpiredIterator)
+			resume := pos
+			if lastRead != "" {
+				resume = Position{After: lastRead}
+			}
+			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
+			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
+				return rn.readerExit(ctx, shardID, err)
+			}
+			continue
+		}
+		if err != nil {
+			return rn.readerExit(ctx, shardID, err)
+		}
+		if err := rn.deliver(ctx, shardID, out.Records); err != nil {
+			return rn.readerExit(ctx, shardID, err)
+		}
+		if n := len(out.Records); n > 0 {
+			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
+		}
+		if out.MillisBehindLatest != nil {
+			rn.r.progress.behind(shardID, *out.MillisBehindLatest)
+		}
+		if out.NextShardIterator == nil {
+			log.Info("kinesis: shard ended", "seq", lastRead)
+			if ev, ok := rn.r.progress.ended(shardID); ok {
+				rn.r.shardEnded(ctx, ev)
+			}
+			return nil
+		}
+		it = out.NextShardIterator
+		if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+			return nil
+		}
+	}
+}
+
+// readerExit turns a reader's error into what its goroutine returns: nil
+// when the reader was stopped, the error wrapped with the shard otherwise.
+func (rn *run) readerExit(ctx context.Context, shardID string, err error) error {
+	if ctx.Err() != nil || errors.Is(err, source.ErrStopped) {
+		return nil
+	}
+	return fmt.Errorf("kinesis: reading shard %s of stream %s: %w", shardID, rn.cfg.Stream, err)
+}
+
+// deliver de-aggregates one GetRecords result and adds it to the block
+// generator whole, with its range.
+func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record) error {
+	if len(krecs) == 0 {
+		return nil
+	}
+	recs, bad := convert(shardID, krecs, rn.logger)
+	rn.r.stats.read(len(krecs), len(recs), bad)
+	if len(recs) == 0 {
+		return nil // only empty aggregates: nothing to add, nothing to recompute
+	}
+	rng := batch.SeqRange{
+		Stream: rn.cfg.Stream,
+		Shard:  shardID,
+		First:  aws.ToString(krecs[0].SequenceNumber),
+		Last:   aws.ToString(krecs[len(krecs)-1].SequenceNumber),
+		Count:  len(recs),
+	}
+	if err := rn.gen.Add(ctx, recs, rng); err != nil {
+		return err
+	}
+	rn.r.progress.added(rng)
+	return nil
+}
+
+// convert de-aggregates Kinesis records into user records, in order. It
+// returns how many records looked like aggregates but were not (each is
+// delivered as it is, and logged).
+func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, int) {
+	out := make([]Record, 0, len(krecs))
+	bad := 0
+	for _, kr := range krecs {
+		seq := aws.ToString(kr.SequenceNumber)
+		pk := aws.ToString(kr.PartitionKey)
+		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+		urs, aggregated, err := kpl.Deaggregate(kr.Data, pk)
+		if err != nil {
+			bad++
+			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
+				"shard", shardID, "seq", seq, "err", err)
+		}
+		for _, ur := range urs {
+			out = append(out, Record{
+				Data:                        ur.Data,
+				PartitionKey:                ur.PartitionKey,
+				ExplicitHashKey:             ur.ExplicitHashKey,
+				SequenceNumber:              seq,
+				SubSequenceNumber:           ur.SubSequence,
+				Aggregated:                  aggregated,
+				ApproximateArrivalTimestamp: arrival,
+				ShardID:                     shardID,
+			})
+		}
+	}
+	return out, bad
+}
+
+// iterator gets a shard iterator at pos, retrying retryable errors
+// (maxAttempts 0: until ctx is done).
+func (rn *run) iterator(ctx context.Context, shardID string, pos Position, maxAttempts int) (*string, error) {
+	return iteratorWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, pos, maxAttempts)
+}
+
+// iteratorWith is iterator for any client and stream (Recompute uses the
+// range's stream).
+func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos Position, maxAttempts int) (*string, error) {
+	in := pos.iteratorInput(stream, shardID)
+	out, err := do(ctx, r, maxAttempts, "GetShardIterator", shardID, func(ctx context.Context) (*awskinesis.GetShardIteratorOutput, error) {
+		return client.GetShardIterator(ctx, in)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting a shard iterator at %s: %w", pos, err)
+	}
+	return out.ShardIterator, nil
+}
+
+// getRecords calls GetRecords with retries.
+func (rn *run) getRecords(ctx context.Context, shardID string, it *string, limit, maxAttempts int) (*awskinesis.GetRecordsOutput, error) {
+	return getRecordsWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, it, limit, maxAttempts)
+}
+
+// getRecordsWith is getRecords for any client and stream.
+func getRecordsWith(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, it *string, limit, maxAttempts int) (*awskinesis.GetRecordsOutput, error) {
+	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(limit)), StreamARN: stream.arn()}
+	return do(ctx, r, maxAttempts, "GetRecords", shardID, func(ctx context.Context) (*awskinesis.GetRecordsOutput, error) {
+		return client.GetRecords(ctx, in)
+	})
+}
+
+// listShards lists every shard of the stream, page by page. An expired
+// NextToken starts the listing again.
+func (rn *run) listShards(ctx context.Context) ([]Shard, error) {
+	for {
+		shards, err := rn.listShardsOnce(ctx)
+		var expired *types.ExpiredNextTokenException
+		if errors.As(err, &expired) {
+			continue
+		}
+		return shards, err
+	}
+}
+
+func (rn *run) listShardsOnce(ctx context.Context) ([]Shard, error) {
+	stream := streamRef(rn.cfg.Stream)
+	var shards []Shard
+	var token *string
+	for {
+		in := &awskinesis.ListShardsInput{NextToken: token}
+		if token == nil {
+			in.StreamName, in.StreamARN = stream.name(), stream.arn()
+		}
+		out, err := do(ctx, rn.retry, 0, "ListShards", "", func(ctx context.Context) (*awskinesis.ListShardsOutput, error) {
+			return rn.client.ListShards(ctx, in)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kinesis: listing the shards of stream %s: %w", rn.cfg.Stream, err)
+		}
+		for _, s := range out.Shards {
+			sh := Shard{
+				ID:             aws.ToString(s.ShardId),
+				Parent:         aws.ToString(s.ParentShardId),
+				AdjacentParent: aws.ToString(s.AdjacentParentShardId),
+			}
+			if r := s.SequenceNumberRange; r != nil {
+				sh.StartingSeq = aws.ToString(r.StartingSequenceNumber)
+				sh.EndingSeq = aws.ToString(r.EndingSequenceNumber)
+			}
+			shards = append(shards, sh)
+		}
+		if out.NextToken == nil || *out.NextToken == "" {
+			return shards, nil
+		}
+		token = out.NextToken
+	}
+}

@@ -1,0 +1,316 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source"
+)
+
+// Receiver reads a Kinesis stream and pushes its records in blocks that
+// remember the sequence ranges they came from: it implements
+// source.Receiver[Record]. Create one with New. Its methods are safe for
+// concurrent use. A Receiver runs once: after Start returned it cannot be
+// started again.
+type Receiver struct {
+	cfg      Config // with defaults
+	stats    statsCollector
+	progress *progress
+
+	clientMu sync.Mutex
+	client   Client // built on first use when cfg.Client is nil
+
+	mu      sync.Mutex
+	started bool
+	rt      *source.Runtime[Record] // while Start runs, for ReportError and Logger
+	stopCh  chan struct{}           // closed by the first Stop
+	done    chan struct{}           // closed when Start returns
+}
+
+var _ source.Receiver[Record] = (*Receiver)(nil)
+
+// New validates cfg and returns a Receiver. The error, wrapping
+// ErrInvalidConfig, lists every problem of cfg. New makes no network call:
+// the stream is checked by Start.
+func New(cfg Config) (*Receiver, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Receiver{
+		cfg:      cfg,
+		progress: newProgress(),
+		client:   cfg.Client,
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
+	}, nil
+}
+
+// run is the state of one Start call.
+type run struct {
+	r      *Receiver
+	cfg    Config
+	client Client
+	gen    *source.BlockGenerator[Record]
+	clock  clock.Clock
+	logger *slog.Logger
+	retry  *retrier
+}
+
+// Start checks that the stream exists, then reads it and pushes blocks
+// through rt.Push until Stop (returns nil) or ctx is done (returns
+// ctx.Err()). It returns an error wrapping ErrStreamNotFound, naming the
+// stream, before reading anything if the stream does not exist; any error
+// a shard reader cannot recover from, or a push that failed after its
+// retries, stops the receiver and is returned.
+//
+// Step by step on Stop: the assigner and every shard reader stop (a batch
+// of records being added either lands whole or not at all), the block
+// generator seals and pushes what it holds, then Start returns.
+func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
+	if err := r.begin(&rt); err != nil {
+		return err
+	}
+	defer r.end()
+	rn, err := r.prepare(ctx, rt)
+	if err != nil || rn == nil {
+		return err
+	}
+	return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
+}
+
+// begin marks the receiver started, once.
+func (r *Receiver) begin(rt *source.Runtime[Record]) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("kinesis: Start called more than once: a Receiver runs once, create a new one with New")
+	}
+	r.started = true
+	withDefaults := rt.WithDefaults()
+	r.rt = &withDefaults
+	return nil
+}
+
+// end marks Start as returned.
+func (r *Receiver) end() {
+	r.mu.Lock()
+	r.rt = nil
+	r.mu.Unlock()
+	close(r.done)
+}
+
+// prepare builds the client and checks the stream. It returns a nil run
+// and a nil error when Stop came first.
+func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
+	rt = rt.WithDefaults()
+	ctx, cancel := r.untilStop(ctx)
+	defer cancel()
+	rn := &run{r: r, cfg: r.cfg, clock: clock.Or(r.cfg.Clock), logger: r.cfg.Logger}
+	if r.cfg.Clock == nil {
+		rn.clock = rt.Clock
+	}
+	if rn.logger == nil {
+		rn.logger = rt.Logger
+	}
+	rn.logger = rn.logger.With("stream", r.cfg.Stream, "app", r.cfg.App)
+	rn.retry = &retrier{clock: rn.clock, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: rn.logger}
+	client, err := r.clientFor(ctx)
+	if err == nil {
+		rn.client = client
+		err = rn.checkStream(ctx)
+	}
+	if err != nil {
+		if r.stopping() && ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if r.stopping() {
+		return nil, nil
+	}
+	rn.gen = source.NewBlockGenerator(rt, r.onStored)
+	return rn, nil
+}
+
+// untilStop returns a context that is also cancelled by Stop, so that
+// the checks Start makes before reading do not delay a Stop. The returned
+// function cancels it and waits for its watcher goroutine.
+func (r *Receiver) untilStop(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-r.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); <-exited }
+}
+
+// stopping reports whether Stop was called.
+func (r *Receiver) stopping() bool {
+	select {
+	case <-r.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// checkStream makes sure the stream exists before anything starts.
+func (rn *run) checkStream(ctx context.Context) error {
+	stream := streamRef(rn.cfg.Stream)
+	in := &awskinesis.DescribeStreamSummaryInput{StreamName: stream.name(), StreamARN: stream.arn()}
+	out, err := do(ctx, rn.retry, 0, "DescribeStreamSummary", "", func(ctx context.Context) (*awskinesis.DescribeStreamSummaryOutput, error) {
+		return rn.client.DescribeStreamSummary(ctx, in)
+	})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &notFound):
+		return fmt.Errorf("%w: %q (check Config.Stream, the region and endpoint, or create the stream first): %w", ErrStreamNotFound, rn.cfg.Stream, err)
+	case err != nil:
+		return fmt.Errorf("kinesis: checking stream %q: %w", rn.cfg.Stream, err)
+	}
+	if s := out.StreamDescriptionSummary; s != nil {
+		rn.logger.Info("kinesis: stream found", "status", string(s.StreamStatus), "open_shards", aws.ToInt32(s.OpenShardCount))
+	}
+	return nil
+}
+
+// serve runs the block generator and the assigner (which runs the shard
+// readers) until stop, an error or ctx.
+func (rn *run) serve(ctx context.Context, stop <-chan struct{}, assigner Assigner) error {
+	if assigner == nil {
+		assigner = AllShards{}
+	}
+	genCtx, cancelGen := context.WithCancel(ctx)
+	defer cancelGen()
+	genErr := make(chan error, 1)
+	go func() { genErr <- rn.gen.Run(genCtx) }() // owned here: genErr is always received below
+
+	readCtx, cancelRead := context.WithCancel(ctx)
+	defer cancelRead()
+	ctl := newControl(readCtx, rn)
+	ctl.group.Go(func() error {
+		if err := assigner.Assign(ctl.ctx, ctl); err != nil && ctl.ctx.Err() == nil {
+			return fmt.Errorf("kinesis: assigner: %w", err)
+		}
+		return nil
+	})
+
+	var runErr error
+	graceful := false
+	select {
+	case <-stop:
+		graceful = true
+	case <-ctl.ctx.Done(): // a reader or the assigner failed, or ctx is done
+	case runErr = <-genErr:
+		genErr <- runErr
+	}
+	readErr := ctl.close(cancelRead)
+	switch {
+	case ctx.Err() != nil:
+		cancelGen()
+		<-genErr
+		return ctx.Err()
+	case readErr != nil:
+		cancelGen()
+		<-genErr
+		return readErr
+	case !graceful:
+		return <-genErr
+	}
+	if err := rn.gen.Stop(ctx); err != nil {
+		cancelGen()
+		<-genErr
+		return fmt.Errorf("kinesis: flushing blocks on stop: %w", err)
+	}
+	return <-genErr
+}
+
+// Stop asks Start to stop reading, push what it holds and return, and waits
+// for it or for ctx. Safe to call more than once, and before Start (Start
+// then returns nil at once).
+func (r *Receiver) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	select {
+	case <-r.stopCh:
+	default:
+		close(r.stopCh)
+	}
+	started := r.started
+	r.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onStored advances the stored sequence numbers of a stored block's shards
+// (never before the push returned) and reports shards that drained.
+func (r *Receiver) onStored(ctx context.Context, info batch.BlockInfo) {
+	for _, ev := range r.progress.stored(info.Ranges) {
+		r.shardEnded(ctx, ev)
+	}
+}
+
+// shardEnded calls Config.OnShardEnd for a drained shard.
+func (r *Receiver) shardEnded(ctx context.Context, ev drainEvent) {
+	if r.cfg.OnShardEnd != nil {
+		r.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
+	}
+}
+
+// LatestStored returns the greatest sequence number of shardID whose block
+// was stored (pushed without error), and whether there is one: the most a
+// checkpointer may record for the shard.
+func (r *Receiver) LatestStored(shardID string) (string, bool) {
+	return r.progress.latestStored(shardID)
+}
+
+// Stats returns a snapshot of the receiver's counters and shard states.
+func (r *Receiver) Stats() Stats {
+	s := r.stats.snapshot()
+	s.Shards = r.progress.snapshot()
+	return s
+}
+
+// clientFor returns the Kinesis client, building the default one on first
+// use.
+func (r *Receiver) clientFor(ctx context.Context) (Client, error) {
+	r.clientMu.Lock()
+	defer r.clientMu.Unlock()
+	if r.client != nil {
+		return r.client, nil
+	}
+	c, err := newDefaultClient(ctx, r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.client = c
+	return c, nil
+}
+
+// runtime returns the Runtime of the running Start, or nil.
+func (r *Receiver) runtime() *source.Runtime[Record] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rt
+}

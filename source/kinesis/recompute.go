@@ -1,0 +1,211 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+)
+
+// Recompute rebuilds the records of a stored block from its ranges, for a
+// block the store lost: for each range, in order, it reads the shard from
+// the range's First (AT_SEQUENCE_NUMBER) to its Last inclusive,
+// de-aggregating as the reader did, so the records come back the same and
+// in the same order. Throttling, server and connection errors are retried
+// with back-off, each call at most Config.RecomputeMaxAttempts times, the
+// whole call within Config.RecomputeTimeout.
+//
+// A range Kinesis can no longer serve (trimmed, or its shard gone) gives a
+// *RangeUnavailableError: returned under the FailRange policy (the
+// default); under SkipRange its records are left out, the error reported
+// and counted, and the next range read. Recompute is safe for concurrent use
+// and works whether or not the receiver runs.
+func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RecomputeTimeout)
+	defer cancel()
+	client, err := r.clientFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rc := r.rangeReader(client)
+	out := make([]Record, 0, info.Count)
+	read, skipped := 0, 0
+	defer func() { r.stats.recomputed(read, skipped) }()
+	for _, rng := range info.Ranges {
+		recs, err := rc.read(ctx, rng)
+		var unavailable *RangeUnavailableError
+		if errors.As(err, &unavailable) && r.cfg.OnRangeUnavailable == SkipRange {
+			skipped++
+			rc.report(fmt.Errorf("kinesis: recomputing block %v: skipping a range (OnRangeUnavailable is %q): %w", info.ID, SkipRange, err))
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, err)
+		}
+		read++
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// rangeReader reads sequence ranges back for Recompute.
+type rangeReader struct {
+	client      Client
+	retry       *retrier
+	clock       clock.Clock
+	cfg         Config
+	logger      *slog.Logger
+	reportError func(error)
+}
+
+// rangeReader builds a rangeReader on the running Start's clock, logger and
+// error reporting when there is one, on the configured or default ones
+// otherwise.
+func (r *Receiver) rangeReader(client Client) *rangeReader {
+	clk, logger := r.cfg.Clock, r.cfg.Logger
+	var report func(error)
+	if rt := r.runtime(); rt != nil {
+		if clk == nil {
+			clk = rt.Clock
+		}
+		if logger == nil {
+			logger = rt.Logger
+		}
+		report = rt.ReportError
+	}
+	clk = clock.Or(clk)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if report == nil {
+		report = func(err error) { logger.Error("kinesis: range skipped", "err", err) }
+	}
+	return &rangeReader{
+		client:      client,
+		retry:       &retrier{clock: clk, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: logger},
+		clock:       clk,
+		cfg:         r.cfg,
+		logger:      logger,
+		reportError: report,
+	}
+}
+
+// report hands a skipped range's error to the driver (or the log).
+func (rc *rangeReader) report(err error) { rc.reportError(err) }
+
+// read reads one range back.
+func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, error) {
+	if err := rng.Validate(); err != nil {
+		return nil, err
+	}
+	unavailable := func(err error) error {
+		return &RangeUnavailableError{Stream: rng.Stream, Shard: rng.Shard, First: rng.First, Last: rng.Last, Err: err}
+	}
+	stream := streamRef(rng.Stream)
+	it, err := rc.iterator(ctx, stream, rng, "")
+	if err != nil {
+		return nil, rc.classify(err, unavailable)
+	}
+	out := make([]Record, 0, rng.Count)
+	lastRead := ""
+	for expirations := 0; ; {
+		limit := min(max(rng.Count-len(out), 1), MaxRecordsPerRead)
+		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.RecomputeMaxAttempts)
+		var expired *types.ExpiredIteratorException
+		if errors.As(err, &expired) && expirations < rc.cfg.RecomputeMaxAttempts {
+			expirations++
+			rc.retry.stats.retry(CauseExpiredIterator)
+			if it, err = rc.iterator(ctx, stream, rng, lastRead); err != nil {
+				return nil, rc.classify(err, unavailable)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, rc.classify(err, unavailable)
+		}
+		page, done, err := takeRange(rng, res.Records, lastRead)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		recs, _ := convert(rng.Shard, page, rc.logger)
+		out = append(out, recs...)
+		if n := len(page); n > 0 {
+			lastRead = aws.ToString(page[n-1].SequenceNumber)
+		}
+		switch {
+		case done && len(out) != rng.Count:
+			return nil, unavailable(fmt.Errorf("read %d records back, the range holds %d", len(out), rng.Count))
+		case done:
+			return out, nil
+		case res.NextShardIterator == nil:
+			return nil, unavailable(fmt.Errorf("the shard ended at %q, before the range's last record", lastRead))
+		}
+		it = res.NextShardIterator
+		if len(res.Records) == 0 {
+			if err := clock.Sleep(ctx, rc.clock, rc.cfg.PollInterval); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// iterator gets an iterator at the range's First (when after is empty) or
+// after a sequence number already read back.
+func (rc *rangeReader) iterator(ctx context.Context, stream streamRef, rng batch.SeqRange, after string) (*string, error) {
+	if after != "" {
+		return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, Position{After: after}, rc.cfg.RecomputeMaxAttempts)
+	}
+	in := Position{}.iteratorInput(stream, rng.Shard)
+	in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+	in.StartingSequenceNumber = aws.String(rng.First)
+	out, err := do(ctx, rc.retry, rc.cfg.RecomputeMaxAttempts, "GetShardIterator", rng.Shard, func(ctx context.Context) (*string, error) {
+		o, err := rc.client.GetShardIterator(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return o.ShardIterator, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("getting a shard iterator at AT_SEQUENCE_NUMBER %s: %w", rng.First, err)
+	}
+	return out, nil
+}
+
+// classify turns the errors that mean "this range is gone" into a
+// *RangeUnavailableError and returns the others as they are.
+func (rc *rangeReader) classify(err error, unavailable func(error) error) error {
+	var (
+		notFound *types.ResourceNotFoundException
+		invalid  *types.InvalidArgumentException
+	)
+	if errors.As(err, &notFound) || errors.As(err, &invalid) {
+		return unavailable(err)
+	}
+	return err
+}
+
+// takeRange returns the records of page that belong to rng, given the last
+// sequence number already taken ("" for none), and whether the range is
+// complete. The first record of the range must be exactly rng.First: a
+// later one means the range's start was trimmed.
+func takeRange(rng batch.SeqRange, page []types.Record, lastRead string) ([]types.Record, bool, error) {
+	for i, kr := range page {
+		seq := aws.ToString(kr.SequenceNumber)
+		if lastRead == "" && i == 0 && batch.CompareSeq(seq, rng.First) != 0 {
+			return nil, false, fmt.Errorf("the first record still in the shard is %s, not the range's first %s: the range was trimmed", seq, rng.First)
+		}
+		switch c := batch.CompareSeq(seq, rng.Last); {
+		case c > 0:
+			return page[:i], true, nil
+		case c == 0:
+			return page[:i+1], true, nil
+		}
+	}
+	return page, false, nil
+}

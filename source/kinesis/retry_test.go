@@ -1,0 +1,155 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/clock"
+)
+
+func TestClassify(t *testing.T) {
+	resp := func(code int) error {
+		return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: code}}, Err: errors.New("x")}
+	}
+	op := func(err error) error {
+		return &smithy.OperationError{ServiceID: "Kinesis", OperationName: "GetRecords", Err: err}
+	}
+	tests := []struct {
+		name string
+		err  error
+		want RetryCause
+	}{
+		{"nil", nil, ""},
+		{"throttled", op(&types.ProvisionedThroughputExceededException{}), CauseThrottled},
+		{"limit", op(&types.LimitExceededException{}), CauseLimitExceeded},
+		{"kms", op(&types.KMSThrottlingException{}), CauseKMSThrottling},
+		{"internal failure", op(&types.InternalFailureException{}), CauseServerError},
+		{"503", op(resp(503)), CauseServerError},
+		{"400", op(resp(400)), ""},
+		{"send", op(&smithyhttp.RequestSendError{Err: errors.New("connection reset")}), CauseTransport},
+		{"truncated", op(&smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), CauseTransport},
+		{"eof", fmt.Errorf("read: %w", io.EOF), CauseTransport},
+		{"expired iterator", op(&types.ExpiredIteratorException{}), ""},
+		{"not found", op(&types.ResourceNotFoundException{}), ""},
+		{"canceled", op(&smithyhttp.RequestSendError{Err: context.Canceled}), ""},
+		{"http timeout", op(context.DeadlineExceeded), CauseTransport},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.err); got != tt.want {
+				t.Errorf("classify(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBackoffGrowsWithJitterUpToMax(t *testing.T) {
+	b := backoff{base: 100 * time.Millisecond, max: time.Second}
+	ceilings := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
+	for i, c := range ceilings {
+		c *= time.Millisecond
+		d := b.next()
+		if d < c/2 || d > c {
+			t.Errorf("attempt %d: delay %v, want in [%v, %v]", i, d, c/2, c)
+		}
+	}
+	b.reset()
+	if d := b.next(); d > 100*time.Millisecond {
+		t.Errorf("after reset: delay %v, want <= 100ms", d)
+	}
+}
+
+func TestDoRetriesRetryableErrorsAndCountsThem(t *testing.T) {
+	throttled := &types.ProvisionedThroughputExceededException{}
+	tests := []struct {
+		name        string
+		errs        []error // returned by successive calls; then success
+		maxAttempts int
+		wantErr     error
+		wantCalls   int
+		wantRetries map[RetryCause]int64
+	}{
+		{name: "success", wantCalls: 1},
+		{
+			name:      "throttled then 5xx then ok",
+			errs:      []error{throttled, throttled, &types.InternalFailureException{}},
+			wantCalls: 4, wantRetries: map[RetryCause]int64{CauseThrottled: 2, CauseServerError: 1},
+		},
+		{
+			name:      "not retryable",
+			errs:      []error{&types.InvalidArgumentException{}},
+			wantErr:   &types.InvalidArgumentException{},
+			wantCalls: 1,
+		},
+		{
+			name:        "attempts exhausted",
+			errs:        []error{throttled, throttled, throttled, throttled},
+			maxAttempts: 3, wantErr: throttled, wantCalls: 3,
+			wantRetries: map[RetryCause]int64{CauseThrottled: 2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				stats := &statsCollector{}
+				r := &retrier{clock: clock.Real{}, base: 100 * time.Millisecond, max: time.Second, stats: stats, logger: slog.New(slog.DiscardHandler)}
+				calls := 0
+				start := time.Now()
+				v, err := do(t.Context(), r, tt.maxAttempts, "op", "shard", func(context.Context) (int, error) {
+					calls++
+					if calls <= len(tt.errs) {
+						return 0, tt.errs[calls-1]
+					}
+					return 42, nil
+				})
+				if tt.wantErr != nil {
+					if err == nil || err.Error() != tt.wantErr.Error() {
+						t.Fatalf("do: error %v, want %v", err, tt.wantErr)
+					}
+				} else if err != nil || v != 42 {
+					t.Fatalf("do = %d, %v; want 42, nil", v, err)
+				}
+				if calls != tt.wantCalls {
+					t.Errorf("calls = %d, want %d", calls, tt.wantCalls)
+				}
+				if diff := cmp.Diff(tt.wantRetries, stats.snapshot().Retries); diff != "" {
+					t.Errorf("retries (-want +got):\n%s", diff)
+				}
+				if retries := calls - 1; retries > 0 && time.Since(start) < 50*time.Millisecond {
+					t.Errorf("%d retries took %v of virtual time: no back-off", retries, time.Since(start))
+				}
+			})
+		})
+	}
+}
+
+func TestDoStopsWaitingWhenContextIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &retrier{clock: clock.Real{}, base: time.Hour, max: time.Hour, stats: &statsCollector{}, logger: slog.New(slog.DiscardHandler)}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := do(ctx, r, 0, "op", "", func(context.Context) (int, error) {
+				return 0, &types.LimitExceededException{}
+			})
+			errc <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("do: %v, want context.Canceled", err)
+		}
+	})
+}

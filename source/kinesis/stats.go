@@ -1,0 +1,105 @@
+package kinesis
+
+import (
+	"maps"
+	"sync"
+)
+
+// Stats is a snapshot of a receiver's counters, from Receiver.Stats.
+type Stats struct {
+	// RecordsRead counts the user records added to blocks (after KPL
+	// de-aggregation), over all shards.
+	RecordsRead int64
+	// KinesisRecordsRead counts the Kinesis records GetRecords returned.
+	KinesisRecordsRead int64
+	// GetRecordsCalls counts the successful GetRecords calls of the shard
+	// readers.
+	GetRecordsCalls int64
+	// Retries counts the retried calls by cause, readers and Recompute
+	// together.
+	Retries map[RetryCause]int64
+	// BadAggregates counts records that start like a KPL aggregate but are
+	// not one (digest mismatch or malformed): each was delivered as it is.
+	BadAggregates int64
+	// RangesRecomputed counts the ranges Recompute read back.
+	RangesRecomputed int64
+	// RangesSkipped counts the unavailable ranges Recompute skipped under
+	// the SkipRange policy.
+	RangesSkipped int64
+	// Shards holds the state of every shard this receiver has read, by ID.
+	Shards map[string]ShardStats
+}
+
+// ShardStats is the state of one shard in a Stats snapshot.
+type ShardStats struct {
+	// Reading reports whether a reader runs for the shard.
+	Reading bool
+	// RecordsRead counts the user records of the shard added to blocks.
+	RecordsRead int64
+	// MillisBehindLatest is how far the reader was behind the tip of the
+	// shard after its latest GetRecords call, in milliseconds.
+	MillisBehindLatest int64
+	// LastAdded is the greatest sequence number added to a block.
+	LastAdded string
+	// LatestStored is the greatest sequence number whose block was stored:
+	// the most a checkpointer may record for the shard.
+	LatestStored string
+	// Ended reports that a reader read the shard to its end (a reshard
+	// closed it).
+	Ended bool
+	// Drained reports that the shard Ended and every record read from it
+	// is stored: its children may start.
+	Drained bool
+}
+
+// statsCollector holds the receiver-wide counters. It is safe for
+// concurrent use.
+type statsCollector struct {
+	mu      sync.Mutex
+	records int64
+	kinesis int64
+	calls   int64
+	retries map[RetryCause]int64
+	badAgg  int64
+	recomp  int64
+	skipped int64
+}
+
+func (s *statsCollector) retry(c RetryCause) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retries == nil {
+		s.retries = make(map[RetryCause]int64)
+	}
+	s.retries[c]++
+}
+
+func (s *statsCollector) read(kinesisRecords, userRecords, badAggregates int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.kinesis += int64(kinesisRecords)
+	s.records += int64(userRecords)
+	s.badAgg += int64(badAggregates)
+}
+
+func (s *statsCollector) recomputed(ranges, skipped int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recomp += int64(ranges)
+	s.skipped += int64(skipped)
+}
+
+func (s *statsCollector) snapshot() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		RecordsRead:        s.records,
+		KinesisRecordsRead: s.kinesis,
+		GetRecordsCalls:    s.calls,
+		Retries:            maps.Clone(s.retries),
+		BadAggregates:      s.badAgg,
+		RangesRecomputed:   s.recomp,
+		RangesSkipped:      s.skipped,
+	}
+}
