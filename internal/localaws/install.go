@@ -1,0 +1,222 @@
+package localaws
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// modulePath identifies the weir checkout whose package.json pins the servers.
+	modulePath = "github.com/weirstream/weir"
+	// lockPollEvery is how often a waiting installer retries the install lock.
+	lockPollEvery = 25 * time.Millisecond
+	// installHelp tells a user without Node how to get it.
+	installHelp = "the local AWS servers need Node.js 20 or newer with npm " +
+		"(https://nodejs.org/en/download, or e.g. `apt-get install nodejs npm`); " +
+		"alternatively point " + EnvKinesisEndpoint + " and " + EnvDynamoDBEndpoint +
+		" at loopback servers you started yourself"
+)
+
+// findRoot returns the folder holding package.json and node_modules: the value
+// of EnvDir when set, else the nearest folder at or above the working
+// directory that holds weir's go.mod and a package.json.
+func findRoot(getenv func(string) string) (string, error) {
+	if dir := getenv(EnvDir); dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("localaws: %s=%q: %w", EnvDir, dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(abs, "package.json")); err != nil {
+			return "", fmt.Errorf("localaws: %s=%q: no package.json there: %w", EnvDir, dir, err)
+		}
+		return abs, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("localaws: working directory: %w", err)
+	}
+	for dir := wd; ; {
+		if isRoot(dir) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("localaws: no weir checkout at or above %s (a go.mod of module %s beside package.json): "+
+				"run from inside the repository or set %s to the folder holding package.json", wd, modulePath, EnvDir)
+		}
+		dir = parent
+	}
+}
+
+// isRoot reports whether dir holds weir's go.mod and a package.json.
+func isRoot(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+		return false
+	}
+	f, err := os.Open(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module"); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`) == modulePath
+		}
+	}
+	return false
+}
+
+// lookNode returns the path of the node binary, or an ErrNodeMissing error.
+func lookNode(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s not found in PATH: %s", ErrNodeMissing, name, installHelp)
+	}
+	return path, nil
+}
+
+// installed reports whether node_modules under root holds every package that
+// root/package.json pins, at the pinned version.
+func installed(root string) (bool, error) {
+	var manifest struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "package.json"))
+	if err != nil {
+		return false, fmt.Errorf("localaws: read package.json: %w", err)
+	}
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		return false, fmt.Errorf("localaws: parse %s: %w", filepath.Join(root, "package.json"), err)
+	}
+	for name, want := range manifest.Dependencies {
+		var pkg struct {
+			Version string `json:"version"`
+		}
+		raw, err := os.ReadFile(filepath.Join(root, "node_modules", name, "package.json"))
+		if err != nil || json.Unmarshal(raw, &pkg) != nil || pkg.Version != want {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// ensureInstalled runs `npm ci` in root unless the pinned packages are
+// already there. Concurrent callers, in this process or others, serialize on
+// a lock file: one installs, the others wait and then find the packages.
+func ensureInstalled(ctx context.Context, root string, logger *slog.Logger) error {
+	check := func() (bool, error) { return installed(root) }
+	if ok, err := check(); err != nil || ok {
+		return err
+	}
+	npm, err := lookNode("npm")
+	if err != nil {
+		return err
+	}
+	in := installer{
+		lockPath: filepath.Join(root, ".localaws", "install.lock"),
+		check:    check,
+		install: func(ctx context.Context) error {
+			return npmCI(ctx, npm, root, logger)
+		},
+	}
+	return in.run(ctx)
+}
+
+// npmCI runs `npm ci` in root and returns its output on failure.
+func npmCI(ctx context.Context, npm, root string, logger *slog.Logger) error {
+	logger.Info("localaws: installing the local AWS servers with npm ci", "dir", root)
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("localaws: npm ci in %s: %w; output:\n%s", root, err, bytes.TrimSpace(out.Bytes()))
+	}
+	logger.Info("localaws: npm ci done", "took", time.Since(began))
+	return nil
+}
+
+// installer runs install at most once across every process that shares
+// lockPath: under an exclusive flock it checks, then installs if needed.
+type installer struct {
+	lockPath string
+	check    func() (bool, error)
+	install  func(ctx context.Context) error
+	// contended, if set, is called once when the lock is first found taken.
+	contended func()
+}
+
+// run takes the lock, re-checks, installs if still needed, and unlocks.
+func (in installer) run(ctx context.Context) error {
+	unlock, err := lockFile(ctx, in.lockPath, in.contended)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ok, err := in.check()
+	if err != nil || ok {
+		return err
+	}
+	if err := in.install(ctx); err != nil {
+		return err
+	}
+	if ok, err := in.check(); err != nil || !ok {
+		return errors.Join(errors.New("localaws: packages still missing after install"), err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on path, creating it and its folder. It
+// polls a non-blocking flock so that a cancelled ctx ends the wait. The
+// returned function releases the lock.
+func lockFile(ctx context.Context, path string, contended func()) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("localaws: install lock: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("localaws: install lock: %w", err)
+	}
+	var tick *time.Ticker
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("localaws: install lock %s: %w", path, err)
+		}
+		if tick == nil {
+			tick = time.NewTicker(lockPollEvery)
+			defer tick.Stop()
+			if contended != nil {
+				contended()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("localaws: waiting for install lock %s: %w", path, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}

@@ -1,0 +1,233 @@
+package localaws
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	// readyMarker is printed on stdout by the Node launcher once the server listens.
+	readyMarker = "localaws-ready"
+	// portInUseExit is the exit status of the Node launcher when its port is taken.
+	portInUseExit = 98
+	// stopGrace is how long a server gets to exit after SIGTERM before SIGKILL.
+	stopGrace = 3 * time.Second
+	// mockGrace replaces stopGrace for an in-memory kinesis-mock, which has
+	// nothing to save yet waits for open client connections before exiting.
+	mockGrace = 100 * time.Millisecond
+	// startTimeout bounds one start attempt when ctx has no earlier deadline.
+	startTimeout = 60 * time.Second
+	// pollEvery is the period of the readiness dial loop.
+	pollEvery = 20 * time.Millisecond
+	// outputLimit is how many trailing bytes of a server's output are kept for errors.
+	outputLimit = 16 << 10
+)
+
+// errPortInUse reports that a server could not bind its port; the start is retried.
+var errPortInUse = errors.New("port already in use")
+
+// launch describes how to run one server process.
+type launch struct {
+	name      string        // "kinesalite", "dynalite", "kinesis-mock"
+	node      string        // path of the node binary
+	args      []string      // arguments after node
+	env       []string      // added to the inherited environment
+	dir       string        // working directory
+	port      int           // the plain HTTP port it serves on 127.0.0.1
+	useMarker bool          // wait for readyMarker on stdout instead of dialing the port
+	grace     time.Duration // time between SIGTERM and SIGKILL on stop
+}
+
+// process is one running server started by this package. Its wait goroutine is
+// owned by the process and always ends: stop waits for it.
+type process struct {
+	name     string
+	pid      int
+	grace    time.Duration
+	logger   *slog.Logger
+	out      *tailBuffer
+	done     chan struct{} // closed when the process has exited and its output is drained
+	waitErr  error         // valid after done is closed
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// startProcess runs l and waits until it serves, the process exits or ctx ends.
+func startProcess(ctx context.Context, l launch, logger *slog.Logger) (*process, error) {
+	out := &tailBuffer{limit: outputLimit, marker: []byte(readyMarker), ready: make(chan struct{})}
+	cmd := exec.Command(l.node, l.args...)
+	cmd.Dir = l.dir
+	cmd.Env = append(os.Environ(), l.env...)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.WaitDelay = stopGrace
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // so stop can signal everything it spawned
+		Pdeathsig: syscall.SIGKILL, // so a crashed test binary leaves no server behind
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("localaws: start %s: %w", l.name, err)
+	}
+	p := &process{name: l.name, pid: cmd.Process.Pid, grace: l.grace, logger: logger, out: out, done: make(chan struct{})}
+	go p.wait(cmd)
+
+	ready := out.ready
+	if !l.useMarker {
+		ready = nil
+	}
+	if err := p.waitReady(ctx, l.port, ready); err != nil {
+		_ = p.stop()
+		return nil, fmt.Errorf("localaws: start %s on 127.0.0.1:%d: %w", l.name, l.port, err)
+	}
+	return p, nil
+}
+
+// wait reaps the process and logs an exit nobody asked for.
+func (p *process) wait(cmd *exec.Cmd) {
+	p.waitErr = cmd.Wait()
+	close(p.done)
+	if !p.stopping.Load() {
+		p.logger.Warn("localaws: server exited unexpectedly", "server", p.name, "pid", p.pid,
+			"err", p.waitErr, "output", p.out.String())
+	}
+}
+
+// waitReady returns when ready is closed or, with a nil ready, when the port
+// accepts a connection.
+func (p *process) waitReady(ctx context.Context, port int, ready <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		if ready == nil && dialOK(ctx, addr) {
+			return nil
+		}
+		select {
+		case <-ready:
+			return nil
+		case <-p.done:
+			return p.exitError()
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w; output: %s", ctx.Err(), p.out.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// exitError explains why the process exited before it was ready.
+func (p *process) exitError() error {
+	var ee *exec.ExitError
+	if errors.As(p.waitErr, &ee) && ee.ExitCode() == portInUseExit {
+		return errPortInUse
+	}
+	if bytes.Contains([]byte(p.out.String()), []byte("EADDRINUSE")) {
+		return errPortInUse
+	}
+	return fmt.Errorf("exited before it was ready (%v); output: %s", p.waitErr, p.out.String())
+}
+
+// dialOK reports whether addr accepts a TCP connection.
+func dialOK(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: 200 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after its grace, and
+// waits for the process to be reaped. It is idempotent.
+func (p *process) stop() error {
+	p.stopOnce.Do(func() {
+		p.stopping.Store(true)
+		if err := signalGroup(p.pid, syscall.SIGTERM); err != nil {
+			p.stopErr = err
+		}
+		timer := time.NewTimer(p.grace)
+		defer timer.Stop()
+		select {
+		case <-p.done:
+			return
+		case <-timer.C:
+		}
+		p.logger.Debug("localaws: server ignored SIGTERM; killing it", "server", p.name, "pid", p.pid)
+		if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && p.stopErr == nil {
+			p.stopErr = err
+		}
+		<-p.done
+	})
+	return p.stopErr
+}
+
+// signalGroup signals the process group led by pid; a group that is already
+// gone is not an error.
+func signalGroup(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	if err == nil || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return fmt.Errorf("localaws: signal %v to process group %d: %w", sig, pid, err)
+}
+
+// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
+// may take it before the server binds it; callers retry on errPortInUse.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("localaws: find a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("localaws: find a free port: %w", err)
+	}
+	return port, nil
+}
+
+// tailBuffer keeps the last limit bytes written to it and closes ready the
+// first time marker has been seen. It is safe for concurrent use.
+type tailBuffer struct {
+	mu     sync.Mutex
+	limit  int
+	buf    []byte
+	marker []byte
+	ready  chan struct{}
+	seen   bool
+}
+
+// Write implements io.Writer.
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if !b.seen && bytes.Contains(b.buf, b.marker) {
+		b.seen = true
+		close(b.ready)
+	}
+	if over := len(b.buf) - b.limit; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the kept output, trimmed.
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(bytes.TrimSpace(b.buf))
+}

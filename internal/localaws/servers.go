@@ -1,0 +1,174 @@
+package localaws
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// nodeLauncher starts kinesalite or dynalite from Node with its listen call
+// bound to 127.0.0.1 (kinesalite's CLI has no host flag), prints readyMarker
+// once listening, and exits with portInUseExit when the port is taken.
+// argv: module path, options as JSON, port.
+const nodeLauncher = `
+const [mod, opts, port] = process.argv.slice(1);
+const server = require(mod)(JSON.parse(opts));
+server.on('error', (err) => {
+  console.error('localaws launcher: ' + (err.code || '') + ' ' + err.message);
+  process.exit(err.code === 'EADDRINUSE' ? 98 : 1); // 98 is portInUseExit
+});
+server.listen(Number(port), '127.0.0.1', () => console.log('` + readyMarker + `'));
+`
+
+// kind is one of the servers this package can start.
+type kind int
+
+const (
+	kindKinesis kind = iota
+	kindDynamoDB
+	kindKinesisMock
+	numKinds // the number of kinds above
+)
+
+// String names the server program.
+func (k kind) String() string {
+	switch k {
+	case kindKinesis:
+		return "kinesalite"
+	case kindDynamoDB:
+		return "dynalite"
+	default:
+		return "kinesis-mock"
+	}
+}
+
+// envVar is the environment variable that supplies this server's endpoint.
+func (k kind) envVar() string {
+	switch k {
+	case kindKinesis:
+		return EnvKinesisEndpoint
+	case kindDynamoDB:
+		return EnvDynamoDBEndpoint
+	default:
+		return EnvKinesisMockEndpoint
+	}
+}
+
+// wanted reports whether opts asks for this server.
+func (k kind) wanted(opts Options) bool {
+	switch k {
+	case kindKinesis:
+		return opts.Kinesis
+	case kindDynamoDB:
+		return opts.DynamoDB
+	default:
+		return opts.KinesisMock
+	}
+}
+
+// launch builds the command that serves k on port. dataDir is "" for an
+// in-memory server, else the folder this server persists to.
+func (k kind) launch(node, root, dataDir string, port int) (launch, error) {
+	l := launch{name: k.String(), node: node, dir: root, port: port, grace: stopGrace}
+	modules := filepath.Join(root, "node_modules")
+	switch k {
+	case kindKinesis, kindDynamoDB:
+		opts := map[string]any{}
+		if k == kindKinesis {
+			opts = map[string]any{"createStreamMs": 0, "deleteStreamMs": 0, "updateStreamMs": 0, "shardLimit": 200}
+		} else {
+			opts = map[string]any{"createTableMs": 0, "deleteTableMs": 0, "updateTableMs": 0}
+		}
+		if dataDir != "" {
+			opts["path"] = dataDir
+		}
+		js, err := json.Marshal(opts)
+		if err != nil {
+			return launch{}, fmt.Errorf("localaws: encode %s options: %w", k, err)
+		}
+		l.args = []string{"-e", nodeLauncher, filepath.Join(modules, k.String()), string(js), strconv.Itoa(port)}
+		l.useMarker = true
+	case kindKinesisMock:
+		tlsPort, err := freePort()
+		if err != nil {
+			return launch{}, err
+		}
+		l.args = []string{filepath.Join(modules, "kinesis-local", "main.js")}
+		l.env = kinesisMockEnv(modules, dataDir, port, tlsPort)
+		if dataDir == "" {
+			l.grace = mockGrace
+		}
+	}
+	return l, nil
+}
+
+// kinesisMockEnv configures kinesis-mock: instant state changes, 200 shards,
+// quiet logs, and optional JSON snapshots every second under dataDir.
+func kinesisMockEnv(modules, dataDir string, port, tlsPort int) []string {
+	env := []string{
+		"KINESIS_MOCK_CERT_PATH=" + filepath.Join(modules, "kinesis-local", "server.json"),
+		"KINESIS_MOCK_PLAIN_PORT=" + strconv.Itoa(port),
+		"KINESIS_MOCK_TLS_PORT=" + strconv.Itoa(tlsPort),
+		"SHARD_LIMIT=200",
+		"LOG_LEVEL=WARN",
+		"AWS_REGION=" + Region,
+	}
+	for _, v := range []string{
+		"CREATE_STREAM_DURATION", "DELETE_STREAM_DURATION", "SPLIT_SHARD_DURATION",
+		"MERGE_SHARDS_DURATION", "UPDATE_SHARD_COUNT_DURATION", "UPDATE_STREAM_MODE_DURATION",
+		"REGISTER_STREAM_CONSUMER_DURATION", "DEREGISTER_STREAM_CONSUMER_DURATION",
+		"START_STREAM_ENCRYPTION_DURATION", "STOP_STREAM_ENCRYPTION_DURATION",
+	} {
+		env = append(env, v+"=0ms")
+	}
+	if dataDir != "" {
+		env = append(env, "SHOULD_PERSIST_DATA=true", "LOAD_DATA_IF_EXISTS=true",
+			"PERSIST_PATH="+dataDir, "PERSIST_INTERVAL=1s")
+	} else {
+		env = append(env, "SHOULD_PERSIST_DATA=false", "LOAD_DATA_IF_EXISTS=false")
+	}
+	return env
+}
+
+// startServer starts k on a free port, retrying when another process takes
+// the port first, and returns the process and its endpoint.
+func startServer(ctx context.Context, k kind, node, root, dataDir string, logger *slog.Logger) (*process, string, error) {
+	if dataDir != "" {
+		dataDir = filepath.Join(dataDir, k.String())
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, "", fmt.Errorf("localaws: data dir for %s: %w", k, err)
+		}
+	}
+	const attempts = 3
+	var err error
+	for range attempts {
+		var port int
+		if port, err = freePort(); err != nil {
+			return nil, "", err
+		}
+		var l launch
+		if l, err = k.launch(node, root, dataDir, port); err != nil {
+			return nil, "", err
+		}
+		began := time.Now()
+		var p *process
+		p, err = startProcess(ctx, l, logger)
+		if err == nil {
+			endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
+			logger.Debug("localaws: server ready", "server", k.String(), "endpoint", endpoint,
+				"pid", p.pid, "took", time.Since(began))
+			return p, endpoint, nil
+		}
+		if !errors.Is(err, errPortInUse) {
+			return nil, "", err
+		}
+		logger.Debug("localaws: port taken, retrying", "server", k.String(), "port", port)
+	}
+	return nil, "", err
+}
