@@ -1,0 +1,154 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// ErrInvalidConfig is wrapped by the error NewContext returns for a bad
+// Config, and by the error Run returns for a bad pipeline (a window whose
+// length is not a multiple of the batch interval, a nil function, an output
+// missing). The message names every bad field and how to fix it.
+var ErrInvalidConfig = errors.New("stream: invalid config")
+
+// Defaults of the Config fields whose zero value means "use the default".
+const (
+	// DefaultBatchInterval is the batch interval used when
+	// Config.BatchInterval is zero.
+	DefaultBatchInterval = time.Second
+	// DefaultBlockInterval is the block interval used when
+	// Config.BlockInterval is zero, unless the batch interval is shorter.
+	DefaultBlockInterval = 200 * time.Millisecond
+	// DefaultMaxQueuedBlocks is the default of Config.MaxQueuedBlocks.
+	DefaultMaxQueuedBlocks = 10
+	// DefaultMaxPendingBatches is the default of Config.MaxPendingBatches.
+	DefaultMaxPendingBatches = 10
+)
+
+// Config configures a Context. The zero value of every field means its
+// documented default, so Config{} is a valid configuration.
+type Config struct {
+	// BatchInterval is how often a batch is cut from the stored blocks.
+	// Batch times are the multiples of BatchInterval since the Unix epoch,
+	// so it must be a whole number of milliseconds. Default: 1s.
+	BatchInterval time.Duration
+
+	// BlockInterval is how often a receiver's block generator seals a block
+	// (passed to receivers in source.Runtime). It must be <= BatchInterval.
+	// Default: 200ms, or BatchInterval if that is shorter.
+	BlockInterval time.Duration
+
+	// Clock is the time source for the batch timer and is handed to
+	// receivers. Default: clock.Real{} (which runs in virtual time inside a
+	// testing/synctest bubble).
+	Clock clock.Clock
+
+	// Logger receives the driver's logs, with the key "source" added for a
+	// receiver's. Default: a logger that discards everything.
+	Logger *slog.Logger
+
+	// MaxQueuedBlocks bounds, per receiver, the sealed blocks waiting in its
+	// block generator to be pushed (source.Runtime.MaxQueuedBlocks): adding
+	// records blocks while the queue is full. Default: 10.
+	MaxQueuedBlocks int
+
+	// MaxUnbatchedBlocks bounds, per source, the blocks that are stored but
+	// not yet cut into a batch. A push waits while its source has this many
+	// (backpressure: the receiver's queue fills and it stops reading; no
+	// record is dropped). Default: twice the number of block intervals in a
+	// batch interval, and at least MaxQueuedBlocks.
+	MaxUnbatchedBlocks int
+
+	// MaxPendingBatches bounds the batches that are cut and wait for the
+	// batch running now. When that many wait, the batch timer waits too:
+	// no batch time is ever skipped, the late batches are cut in order once
+	// room frees (their scheduling delay grows), and meanwhile blocks pile
+	// up unbatched until MaxUnbatchedBlocks makes pushes wait. So a source
+	// holds at most (MaxPendingBatches+2)*MaxUnbatchedBlocks stored blocks.
+	// Default: 10.
+	MaxPendingBatches int
+
+	// Listeners are told about batches and receivers; see Listener.
+	// Default: none.
+	Listeners []Listener
+
+	// Stdout is where Print writes. Default: os.Stdout.
+	Stdout io.Writer
+}
+
+// withDefaults returns cfg with every zero field set to its default. It
+// assumes cfg is valid.
+func (cfg Config) withDefaults() Config {
+	if cfg.BatchInterval == 0 {
+		cfg.BatchInterval = DefaultBatchInterval
+	}
+	if cfg.BlockInterval == 0 {
+		cfg.BlockInterval = min(DefaultBlockInterval, cfg.BatchInterval)
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxQueuedBlocks == 0 {
+		cfg.MaxQueuedBlocks = DefaultMaxQueuedBlocks
+	}
+	if cfg.MaxUnbatchedBlocks == 0 {
+		perBatch := int((cfg.BatchInterval + cfg.BlockInterval - 1) / cfg.BlockInterval)
+		cfg.MaxUnbatchedBlocks = max(2*perBatch, cfg.MaxQueuedBlocks)
+	}
+	if cfg.MaxPendingBatches == 0 {
+		cfg.MaxPendingBatches = DefaultMaxPendingBatches
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	return cfg
+}
+
+// validate reports every problem of cfg together, each naming the field, its
+// value and the fix, wrapped in ErrInvalidConfig.
+func (cfg Config) validate() error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+
+	batchIv := cfg.BatchInterval
+	switch {
+	case batchIv < 0:
+		add("BatchInterval %v: must be > 0 (or 0 for the default, %v)", batchIv, DefaultBatchInterval)
+		batchIv = 0
+	case batchIv%time.Millisecond != 0:
+		add("BatchInterval %v: must be a whole number of milliseconds, such as %v", batchIv, batchIv.Truncate(time.Millisecond)+time.Millisecond)
+	case batchIv == 0:
+		batchIv = DefaultBatchInterval
+	}
+	switch {
+	case cfg.BlockInterval < 0:
+		add("BlockInterval %v: must be > 0 (or 0 for the default, %v)", cfg.BlockInterval, DefaultBlockInterval)
+	case batchIv > 0 && cfg.BlockInterval > batchIv:
+		add("BlockInterval %v: must be <= BatchInterval (%v)", cfg.BlockInterval, batchIv)
+	}
+	if cfg.MaxQueuedBlocks < 0 {
+		add("MaxQueuedBlocks %d: must be >= 1 (or 0 for the default, %d)", cfg.MaxQueuedBlocks, DefaultMaxQueuedBlocks)
+	}
+	if cfg.MaxUnbatchedBlocks < 0 {
+		add("MaxUnbatchedBlocks %d: must be >= 1 (or 0 for the default)", cfg.MaxUnbatchedBlocks)
+	}
+	if cfg.MaxPendingBatches < 0 {
+		add("MaxPendingBatches %d: must be >= 1 (or 0 for the default, %d)", cfg.MaxPendingBatches, DefaultMaxPendingBatches)
+	}
+	for i, l := range cfg.Listeners {
+		if l == nil {
+			add("Listeners[%d] nil: remove it or pass a Listener", i)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package stream
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string // one line per problem
+	}{
+		{"negative BatchInterval", Config{BatchInterval: -time.Second},
+			[]string{"BatchInterval -1s: must be > 0 (or 0 for the default, 1s)"}},
+		{"sub-millisecond BatchInterval", Config{BatchInterval: 1500 * time.Microsecond},
+			[]string{"BatchInterval 1.5ms: must be a whole number of milliseconds, such as 2ms"}},
+		{"negative BlockInterval", Config{BlockInterval: -1},
+			[]string{"BlockInterval -1ns: must be > 0 (or 0 for the default, 200ms)"}},
+		{"BlockInterval above BatchInterval", Config{BatchInterval: time.Second, BlockInterval: 2 * time.Second},
+			[]string{"BlockInterval 2s: must be <= BatchInterval (1s)"}},
+		{"BlockInterval above default BatchInterval", Config{BlockInterval: 3 * time.Second},
+			[]string{"BlockInterval 3s: must be <= BatchInterval (1s)"}},
+		{"negative MaxQueuedBlocks", Config{MaxQueuedBlocks: -1},
+			[]string{"MaxQueuedBlocks -1: must be >= 1 (or 0 for the default, 10)"}},
+		{"negative MaxUnbatchedBlocks", Config{MaxUnbatchedBlocks: -2},
+			[]string{"MaxUnbatchedBlocks -2: must be >= 1 (or 0 for the default)"}},
+		{"negative MaxPendingBatches", Config{MaxPendingBatches: -3},
+			[]string{"MaxPendingBatches -3: must be >= 1 (or 0 for the default, 10)"}},
+		{"nil listener", Config{Listeners: []Listener{NopListener{}, nil}},
+			[]string{"Listeners[1] nil: remove it or pass a Listener"}},
+		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
+			[]string{
+				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",
+				"BlockInterval -1ns: must be > 0 (or 0 for the default, 200ms)",
+				"MaxPendingBatches -1: must be >= 1 (or 0 for the default, 10)",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := NewContext(tt.cfg)
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewContext = %v, %v; want an error wrapping ErrInvalidConfig", sc, err)
+			}
+			got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want [5]any // batch, block, queued, unbatched, pending
+	}{
+		{"zero", Config{}, [5]any{time.Second, 200 * time.Millisecond, 10, 10, 10}},
+		{"short batch interval caps block interval", Config{BatchInterval: 50 * time.Millisecond},
+			[5]any{50 * time.Millisecond, 50 * time.Millisecond, 10, 10, 10}},
+		{"many blocks per batch", Config{BatchInterval: 10 * time.Second},
+			[5]any{10 * time.Second, 200 * time.Millisecond, 10, 100, 10}},
+		{"set", Config{BatchInterval: 2 * time.Second, BlockInterval: time.Second, MaxQueuedBlocks: 3, MaxUnbatchedBlocks: 4, MaxPendingBatches: 5},
+			[5]any{2 * time.Second, time.Second, 3, 4, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := NewContext(tt.cfg)
+			if err != nil {
+				t.Fatalf("NewContext: %v", err)
+			}
+			c := sc.cfg
+			got := [5]any{c.BatchInterval, c.BlockInterval, c.MaxQueuedBlocks, c.MaxUnbatchedBlocks, c.MaxPendingBatches}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("defaults (-want +got):\n%s", diff)
+			}
+			if c.Clock == nil || c.Logger == nil || c.Stdout == nil {
+				t.Errorf("Clock, Logger or Stdout left nil: %+v", c)
+			}
+		})
+	}
+}
+
+// TestGraphErrors checks the pipeline problems Run refuses to start with.
+func TestGraphErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(sc *Context, s *Stream[string])
+		want  []string
+	}{
+		{"no output", func(*Context, *Stream[string]) {},
+			[]string{"no output: add ForEach, ForEachBatch or Print to a stream before Run"}},
+		{"window length not a multiple", func(_ *Context, s *Stream[string]) {
+			Print(Window(s, 1500*time.Millisecond, time.Second), 1)
+		}, []string{"Window of From(source 0) (stream 0): length 1.5s: must be a positive multiple of the slide of From(source 0) (stream 0) (1s), such as 2s"}},
+		{"window slide zero", func(_ *Context, s *Stream[string]) {
+			Print(Window(s, 2*time.Second, 0), 1)
+		}, []string{"Window of From(source 0) (stream 0): slide 0s: must be a positive multiple of the slide of From(source 0) (stream 0) (1s), such as 1s"}},
+		{"window of a window", func(_ *Context, s *Stream[string]) {
+			Print(Window(Window(s, 4*time.Second, 2*time.Second), 6*time.Second, 3*time.Second), 1)
+		}, []string{"Window of Window (stream 1): slide 3s: must be a positive multiple of the slide of Window (stream 1) (2s), such as 4s"}},
+		{"reduce window", func(_ *Context, s *Stream[string]) {
+			Print(ReduceByKeyAndWindow(CountByValue(s), nil, nil, -time.Second, time.Second), 1)
+		}, []string{
+			"ReduceByKeyAndWindow of CountByValue (stream 1): reduce is nil: pass a function",
+			"ReduceByKeyAndWindow of CountByValue (stream 1): length -1s: must be a positive multiple of the slide of CountByValue (stream 1) (1s), such as 1s",
+		}},
+		{"nil functions", func(_ *Context, s *Stream[string]) {
+			ForEach(Filter(Map[string, int](s, nil), nil), nil)
+		}, []string{
+			"Map of From(source 0) (stream 0): f is nil: pass a function",
+			"Filter of Map (stream 1): keep is nil: pass a function",
+			"ForEach of Filter (stream 2): f is nil: pass a function",
+		}},
+		{"union of slides", func(_ *Context, s *Stream[string]) {
+			Print(Union(s, Window(s, 2*time.Second, 2*time.Second)), 1)
+		}, []string{"Union of From(source 0) (stream 0): argument 1 (Window (stream 1)) has slide 2s, not 1s: union streams of the same slide"}},
+		{"union of contexts", func(_ *Context, s *Stream[string]) {
+			other, _ := NewContext(Config{})
+			Print(Union(s, From(other, newTestReceiver[string]())), 1)
+		}, []string{"Union of From(source 0) (stream 0): argument 1 (From(source 0) (stream 0)) belongs to another Context: build every stream from the same Context"}},
+		{"nil receiver", func(sc *Context, s *Stream[string]) {
+			Print(Union(s, From[string](sc, nil)), 1)
+		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, _, s := newTest[string](t, Config{})
+			tt.build(sc, s)
+			err := sc.Validate()
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate = %v, want an error wrapping ErrInvalidConfig", err)
+			}
+			if runErr := sc.Run(t.Context()); runErr == nil || runErr.Error() != err.Error() {
+				t.Errorf("Run = %v, want %v", runErr, err)
+			}
+			got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// ErrClosed is returned by Run when the Context has already run, or was
+// stopped or drained before Run was called: a Context runs at most once.
+var ErrClosed = errors.New("stream: context already run, stopped or drained")
+
+// BatchError is the error Run returns when a batch fails: an output returned
+// an error, or a block could not be recomputed. Time is the batch time, so
+// the failed batch can be found in logs and listener events.
+type BatchError struct {
+	Time batch.Time
+	Err  error
+}
+
+// Error returns "stream: batch <time>: <cause>".
+func (e *BatchError) Error() string { return "stream: batch " + e.Time.String() + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+type runState int
+
+const (
+	idle    runState = iota // built, Run not called yet
+	running                 // in Run
+	closed                  // Run returned, or Stop/Drain called before Run
+)
+
+// Context is the driver of a pipeline: it holds the graph of streams built
+// with From and the operators, runs the receivers, cuts a batch every batch
+// interval and runs the outputs on it, in batch-time order.
+//
+// Build the graph, then call Run once. Stop and Drain may be called from any
+// goroutine, any number of times, before, during or after Run.
+type Context struct {
+	cfg Config
+
+	mu        sync.Mutex
+	nodes     []*node
+	sources   []sourceRunner
+	outputs   []*output
+	graphErrs []error
+	state     runState
+	stopReq   bool // Stop or Drain was called
+	draining  bool
+	cancel    context.CancelFunc
+	drainc    chan struct{} // closed by the first Drain of a running Context
+	done      chan struct{} // closed when the Context is closed and Run returned
+}
+
+// NewContext returns a Context configured by cfg, or an error wrapping
+// ErrInvalidConfig that names every bad field of cfg.
+func NewContext(cfg Config) (*Context, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Context{
+		cfg:    cfg.withDefaults(),
+		drainc: make(chan struct{}),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// BatchInterval returns the batch interval, after defaults.
+func (sc *Context) BatchInterval() time.Duration { return sc.cfg.BatchInterval }
+
+// addNode adds n to the graph and sets its id.
+func (sc *Context) addNode(n *node) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	n.id = len(sc.nodes)
+	sc.nodes = append(sc.nodes, n)
+	sc.lateLocked(n.String())
+}
+
+// lateLocked logs a graph change made after Run started: it is ignored.
+func (sc *Context) lateLocked(what string) {
+	if sc.state != idle {
+		sc.cfg.Logger.Error("stream: graph changed after Run: ignored; build the whole graph before calling Run", "node", what)
+	}
+}
+
+// graphError records a problem of the graph; Run reports it.
+func (sc *Context) graphError(err error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.graphErrs = append(sc.graphErrs, err)
+}
+
+// Validate reports the problems of the graph built so far that Run would
+// refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
+// and slides, nil functions, streams of another Context, no output.
+func (sc *Context) Validate() error {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.validateLocked()
+}
+
+func (sc *Context) validateLocked() error {
+	problems := sc.graphErrs
+	if len(sc.outputs) == 0 {
+		problems = append(problems[:len(problems):len(problems)],
+			errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+}
+
+// Run runs the pipeline: it starts every receiver in its own goroutine, cuts
+// a batch at every multiple of the batch interval and runs the outputs on
+// the batches in batch-time order, one batch at a time.
+//
+// Run returns when:
+//   - Stop was called: nil, at once, without running the batches still
+//     pending (their blocks were never completed, so they are read again
+//     after a restart).
+//   - Drain was called: nil, once every stored block has been processed.
+//   - ctx is done: ctx.Err(), stopping as Stop does.
+//   - a receiver's Start failed: that error, wrapped.
+//   - a batch failed: a *BatchError naming the batch time.
+//
+// In every case, every goroutine the Context started has ended. Run refuses
+// to start, with an error wrapping ErrInvalidConfig, if the graph is invalid
+// (see Validate), and returns ErrClosed if the Context already ran or was
+// stopped or drained.
+func (sc *Context) Run(ctx context.Context) error {
+	sc.mu.Lock()
+	if sc.state != idle {
+		sc.mu.Unlock()
+		return ErrClosed
+	}
+	if err := sc.validateLocked(); err != nil {
+		sc.mu.Unlock()
+		return err
+	}
+	e := newEngine(sc)
+	runCtx, cancel := context.WithCancel(ctx)
+	sc.state, sc.cancel = running, cancel
+	sc.mu.Unlock()
+
+	err := e.run(runCtx, sc.drainc)
+	cancel()
+
+	sc.mu.Lock()
+	stopped := sc.stopReq
+	sc.state = closed
+	sc.mu.Unlock()
+	close(sc.done)
+
+	switch {
+	case err != nil:
+		return err
+	case stopped:
+		return nil
+	}
+	return ctx.Err()
+}
+
+// Stop stops the pipeline now: it cancels the receivers and the batch
+// running, drops the batches pending, and waits until every goroutine the
+// Context started has ended. Blocks stored but not completed are not
+// reported as completed, so their records are read again after a restart.
+//
+// Stop is safe to call more than once and from any goroutine, but not from
+// an output function or a Listener (it would wait for itself): from there,
+// call it in a new goroutine. After Stop, Run returns nil.
+func (sc *Context) Stop() {
+	sc.mu.Lock()
+	switch sc.state {
+	case idle:
+		sc.state, sc.stopReq = closed, true
+		close(sc.done)
+	case running:
+		sc.stopReq = true
+		sc.cancel()
+	}
+	sc.mu.Unlock()
+	<-sc.done
+}
+
+// Drain stops the pipeline gracefully: it asks every receiver to stop (each
+// pushes what it holds), then keeps cutting and running batches, at their
+// usual batch times, until every stored block has been processed, and waits
+// until every goroutine the Context started has ended. A receiver that does
+// not stop keeps Drain waiting: call Stop, or cancel Run's ctx, to give up.
+//
+// Drain is safe to call more than once and from any goroutine, but not from
+// an output function or a Listener. After Drain, Run returns nil unless a
+// batch or a receiver failed meanwhile.
+func (sc *Context) Drain() {
+	sc.mu.Lock()
+	switch sc.state {
+	case idle:
+		sc.state, sc.stopReq = closed, true
+		close(sc.done)
+	case running:
+		sc.stopReq = true
+		if !sc.draining {
+			sc.draining = true
+			close(sc.drainc)
+		}
+	}
+	sc.mu.Unlock()
+	<-sc.done
+}

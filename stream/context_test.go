@@ -1,0 +1,394 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+)
+
+// recorder is a Listener that records events as strings, batch times as
+// seconds since the bubble's start.
+type recorder struct {
+	mu     sync.Mutex
+	base   batch.Time
+	events []string
+}
+
+func newRecorder() *recorder { return &recorder{base: batch.TimeOf(time.Now())} }
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) batch(ev string, b BatchInfo) {
+	r.add("%s %v: blocks=%d records=%d delay=%v took=%v err=%v", ev, b.Time.Sub(r.base), b.Blocks, b.Records, b.SchedulingDelay, b.ProcessingTime, b.Err)
+}
+
+func (r *recorder) BatchScheduled(b BatchInfo)      { r.batch("scheduled", b) }
+func (r *recorder) BatchStarted(b BatchInfo)        { r.batch("started", b) }
+func (r *recorder) BatchCompleted(b BatchInfo)      { r.batch("completed", b) }
+func (r *recorder) ReceiverStarted(ri ReceiverInfo) { r.add("receiver %d started", ri.Source) }
+func (r *recorder) ReceiverError(ri ReceiverInfo)   { r.add("receiver %d error: %v", ri.Source, ri.Err) }
+func (r *recorder) ReceiverStopped(ri ReceiverInfo) {
+	r.add("receiver %d stopped: %v", ri.Source, ri.Err)
+}
+func (r *recorder) get() []string { r.mu.Lock(); defer r.mu.Unlock(); return r.events }
+func (r *recorder) only(prefix string) (out []string) {
+	for _, e := range r.get() {
+		if strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// start runs sc.Run in a goroutine and returns a channel with its result.
+func start(t *testing.T, sc *Context) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- sc.Run(t.Context()) }()
+	return errc
+}
+
+func TestListenerEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		sc, r, s := newTest[string](t, Config{Listeners: []Listener{rec}})
+		collect(s)
+		errc := start(t, sc)
+		time.Sleep(500 * time.Millisecond)
+		r.push(t, "a", "b")
+		r.rt.ReportError(errors.New("oops"))
+		time.Sleep(time.Second)
+		r.push(t, "c")
+		sc.Drain()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []string{
+			"receiver 0 started",
+			"receiver 0 error: oops",
+			"scheduled 1s: blocks=1 records=2 delay=0s took=0s err=<nil>",
+			"started 1s: blocks=1 records=2 delay=0s took=0s err=<nil>",
+			"completed 1s: blocks=1 records=2 delay=0s took=0s err=<nil>",
+			"receiver 0 stopped: <nil>",
+			"scheduled 2s: blocks=1 records=1 delay=0s took=0s err=<nil>",
+			"started 2s: blocks=1 records=1 delay=0s took=0s err=<nil>",
+			"completed 2s: blocks=1 records=1 delay=0s took=0s err=<nil>",
+		}
+		if diff := cmp.Diff(want, rec.get()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestStopAndDrain(t *testing.T) {
+	tests := []struct {
+		name      string
+		end       func(sc *Context)
+		want      []out[string]
+		completed [][]batch.BlockID
+	}{
+		{"Drain processes pushed and held records", (*Context).Drain,
+			[]out[string]{{0, []string{"a", "held"}}},
+			[][]batch.BlockID{{{Source: 0, Seq: 0}, {Source: 0, Seq: 1}}}},
+		{"Stop does not wait for them", (*Context).Stop, nil, nil},
+		{"Drain twice, concurrently, then Stop", func(sc *Context) {
+			var wg sync.WaitGroup
+			wg.Go(sc.Drain)
+			wg.Go(sc.Drain)
+			wg.Wait()
+			sc.Stop()
+			sc.Drain()
+		}, []out[string]{{0, []string{"a", "held"}}},
+			[][]batch.BlockID{{{Source: 0, Seq: 0}, {Source: 0, Seq: 1}}}},
+		{"Stop twice, concurrently, then Drain", func(sc *Context) {
+			var wg sync.WaitGroup
+			wg.Go(sc.Stop)
+			wg.Go(sc.Stop)
+			wg.Wait()
+			sc.Drain()
+			sc.Stop()
+		}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc, r, s := newTest[string](t, Config{})
+				c := collect(s)
+				errc := start(t, sc)
+				time.Sleep(500 * time.Millisecond)
+				r.push(t, "a")
+				r.hold("held")
+				tt.end(sc)
+				if err := <-errc; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, c.outs()); diff != "" {
+					t.Errorf("outputs (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tt.completed, r.completed); diff != "" {
+					t.Errorf("completed blocks (-want +got):\n%s", diff)
+				}
+				if err := sc.Run(t.Context()); !errors.Is(err, ErrClosed) {
+					t.Errorf("second Run = %v, want ErrClosed", err)
+				}
+			})
+		})
+	}
+}
+
+func TestStopOrDrainBeforeRun(t *testing.T) {
+	for _, end := range []func(*Context){(*Context).Stop, (*Context).Drain} {
+		sc, _, s := newTest[string](t, Config{})
+		Print(s, 1)
+		end(sc)
+		end(sc)
+		if err := sc.Run(t.Context()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Run after Stop/Drain = %v, want ErrClosed", err)
+		}
+	}
+}
+
+func TestRunContextCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		c := collect(s)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- sc.Run(ctx) }()
+		time.Sleep(1500 * time.Millisecond)
+		r.push(t, "late")
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+		sc.Stop() // returns at once after Run ended
+		if diff := cmp.Diff([]out[string]{{0, nil}}, c.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestReceiverStartError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		sc, r, s := newTest[string](t, Config{Listeners: []Listener{rec}})
+		Print(s, 1)
+		boom := errors.New("boom")
+		r.startErr = boom
+		err := sc.Run(t.Context())
+		if !errors.Is(err, boom) || err.Error() != "stream: source 0: boom" {
+			t.Errorf("Run = %v, want stream: source 0: boom", err)
+		}
+		want := []string{"receiver 0 started", "receiver 0 error: stream: source 0: boom", "receiver 0 stopped: stream: source 0: boom"}
+		if diff := cmp.Diff(want, rec.only("receiver")); diff != "" {
+			t.Errorf("receiver events (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOutputErrorFailsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		sc, r, s := newTest[string](t, Config{Listeners: []Listener{rec}})
+		boom := errors.New("boom")
+		ForEach(s, func(_ context.Context, v string) error {
+			if v == "bad" {
+				return boom
+			}
+			return nil
+		})
+		after := collect(s)
+		err := feed(t, sc, r, [][]string{{"ok"}, {"bad"}})
+		want := "stream: batch 946684802000 ms (2000-01-01T00:00:02Z): output 0, ForEach of From(source 0) (stream 0): boom"
+		if err == nil || err.Error() != want {
+			t.Fatalf("Run = %v, want %s", err, want)
+		}
+		var be *BatchError
+		if !errors.As(err, &be) || !errors.Is(err, boom) || be.Time != batch.TimeOf(time.Unix(946684802, 0)) {
+			t.Errorf("Run = %#v, want a *BatchError at 2s wrapping boom", err)
+		}
+		if diff := cmp.Diff([]out[string]{{0, []string{"ok"}}}, after.outs()); diff != "" {
+			t.Errorf("later output (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([][]batch.BlockID{{{Source: 0, Seq: 0}}}, r.completed); diff != "" {
+			t.Errorf("completed (-want +got):\n%s", diff)
+		}
+		if got := rec.only("completed 2s"); len(got) != 1 || !strings.HasSuffix(got[0], "err="+want) {
+			t.Errorf("completed event = %v, want one with err=%s", got, want)
+		}
+	})
+}
+
+func TestBlocksCompletedAndDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		collect(s)
+		errc := start(t, sc)
+		time.Sleep(500 * time.Millisecond)
+		r.push(t, "a")
+		r.push(t, "b")
+		time.Sleep(time.Second)
+		r.push(t, "c")
+		st := sc.sources[0].(*sourceState[string])
+		if blocks, records := st.store.Len(); blocks != 1 || records != 1 {
+			t.Errorf("store after batch 0 holds %d blocks, %d records; want 1, 1", blocks, records)
+		}
+		sc.Drain()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := [][]batch.BlockID{{{Source: 0, Seq: 0}, {Source: 0, Seq: 1}}, {{Source: 0, Seq: 2}}}
+		if diff := cmp.Diff(want, r.completed); diff != "" {
+			t.Errorf("completed (-want +got):\n%s", diff)
+		}
+		if blocks, _ := st.store.Len(); blocks != 0 {
+			t.Errorf("store holds %d blocks after the drain, want 0", blocks)
+		}
+	})
+}
+
+func TestRecomputeMissingBlock(t *testing.T) {
+	tests := []struct {
+		name    string
+		forget  bool // the receiver cannot recompute either
+		want    []out[string]
+		wantErr error
+	}{
+		{"recomputed", false, []out[string]{{0, []string{"a", "b"}}}, nil},
+		{"lost", true, nil, errNoBlock},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := newRecorder()
+				sc, r, s := newTest[string](t, Config{Listeners: []Listener{rec}})
+				c := collect(s)
+				errc := start(t, sc)
+				time.Sleep(500 * time.Millisecond)
+				r.push(t, "a", "b")
+				id := batch.BlockID{Source: 0, Seq: 0}
+				sc.sources[0].(*sourceState[string]).store.Delete(id)
+				if tt.forget {
+					delete(r.pushed, id)
+				}
+				sc.Drain()
+				err := <-errc
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Run = %v, want %v", err, tt.wantErr)
+				}
+				if diff := cmp.Diff(tt.want, c.outs()); diff != "" {
+					t.Errorf("outputs (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]batch.BlockID{id}, r.recomputes); diff != "" {
+					t.Errorf("recomputed (-want +got):\n%s", diff)
+				}
+				if tt.forget {
+					want := []string{"receiver 0 error: source 0: recompute block-0-0: test receiver: no such block"}
+					if diff := cmp.Diff(want, rec.only("receiver 0 error")); diff != "" {
+						t.Errorf("receiver errors (-want +got):\n%s", diff)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestUnbatchedBlocksBackpressure checks that a push waits while its source
+// has MaxUnbatchedBlocks blocks not yet in a batch, until the next cut.
+func TestUnbatchedBlocksBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{MaxUnbatchedBlocks: 2})
+		c := collect(s)
+		errc := start(t, sc)
+		t0 := time.Now()
+		time.Sleep(500 * time.Millisecond)
+		r.push(t, "a")
+		r.push(t, "b")
+		r.push(t, "c") // waits for the cut at 1s
+		if got := time.Since(t0); got != time.Second {
+			t.Errorf("third push returned after %v, want 1s", got)
+		}
+		sc.Drain()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []out[string]{{0, []string{"a", "b"}}, {1, []string{"c"}}}
+		if diff := cmp.Diff(want, c.outs()); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestPendingBatchesBackpressure checks that slow outputs delay batches
+// (MaxPendingBatches waiting at most) without skipping a batch time.
+func TestPendingBatchesBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		sc, r, s := newTest[string](t, Config{MaxPendingBatches: 1, Listeners: []Listener{rec}})
+		c := collect(s)
+		ForEachBatch(s, func(ctx context.Context, _ *batch.Batch[string]) error {
+			return clock.Sleep(ctx, clock.Real{}, 2500*time.Millisecond)
+		})
+		if err := feed(t, sc, r, [][]string{{"a"}, {"b"}, {"c"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []string{
+			"started 1s: blocks=1 records=1 delay=0s took=0s err=<nil>",
+			"started 2s: blocks=1 records=1 delay=1.5s took=0s err=<nil>",
+			"started 3s: blocks=1 records=1 delay=3s took=0s err=<nil>",
+		}
+		if diff := cmp.Diff(want, rec.only("started")); diff != "" {
+			t.Errorf("started events (-want +got):\n%s", diff)
+		}
+		wantOut := []out[string]{{0, []string{"a"}}, {1, []string{"b"}}, {2, []string{"c"}}}
+		if diff := cmp.Diff(wantOut, c.outs()); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestTimerCatchesUp checks that a clock jumping several intervals yields
+// one batch per interval, in order, none skipped.
+func TestTimerCatchesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewManual(time.Now())
+		rec := newRecorder()
+		sc, r, s := newTest[string](t, Config{Clock: clk, Listeners: []Listener{rec}})
+		c := collect(s)
+		errc := start(t, sc)
+		synctest.Wait()
+		r.push(t, "a")
+		clk.Advance(3 * time.Second)
+		synctest.Wait()
+		sc.Stop()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []out[string]{{0, []string{"a"}}, {1, nil}, {2, nil}}
+		if diff := cmp.Diff(want, c.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+		wantEv := []string{
+			"scheduled 1s: blocks=1 records=1 delay=0s took=0s err=<nil>",
+			"scheduled 2s: blocks=0 records=0 delay=0s took=0s err=<nil>",
+			"scheduled 3s: blocks=0 records=0 delay=0s took=0s err=<nil>",
+		}
+		if diff := cmp.Diff(wantEv, rec.only("scheduled")); diff != "" {
+			t.Errorf("scheduled events (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -1,0 +1,49 @@
+// Package stream is weir's driver and its typed DStream API.
+//
+// A Context holds a pipeline: sources (From turns any source.Receiver[T]
+// into a *Stream[T]), transformations (Map, Filter, FlatMap, MapBatch,
+// Union, Transform, Window, ReduceByKey, CountByValue,
+// ReduceByKeyAndWindow, UpdateStateByKey) and outputs (ForEach,
+// ForEachBatch, Print). Go methods cannot have type parameters, so the
+// operators are package functions:
+//
+//	sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
+//	lines := stream.From(sc, src)
+//	counts := stream.CountByValue(stream.FlatMap(lines, strings.Fields))
+//	stream.Print(counts, 10)
+//	err = sc.Run(ctx)
+//
+// # How a record flows
+//
+// Run starts every receiver in its own goroutine. A receiver pushes blocks
+// of records; a push returns once the block is in the source's block store
+// (and, later, in the recovery log), with the BlockID the driver gave it.
+// At every multiple of the batch interval the driver cuts a batch: all
+// stored blocks of every source not yet in a batch, in block order. Batches
+// run one at a time, in batch-time order; the outputs of a batch run in the
+// order they were declared, each computing its stream lazily from the
+// sources up, and a stream shared by several outputs is computed once per
+// batch. When every output of a batch has succeeded, receivers that
+// implement source.CompletionObserver are told its blocks are complete and
+// the blocks are dropped from the store. Windows and state keep what they
+// need themselves (computed batches, per-key state), never store blocks.
+//
+// # Stopping
+//
+// Stop stops now; Drain stops the receivers gracefully and runs batches
+// until every stored block is processed. An output error or a receiver's
+// Start error stops the pipeline and is returned by Run; a failed batch is
+// reported as a *BatchError naming its time.
+//
+// # Backpressure
+//
+// Nothing is dropped when processing falls behind: batches wait
+// (MaxPendingBatches of them at most), batch times are never skipped, and
+// pushes wait once a source has MaxUnbatchedBlocks blocks not yet in a
+// batch, so receivers stop reading. See Config.
+//
+// # Time
+//
+// All timing uses Config.Clock, so tests run in virtual time with
+// testing/synctest or clock.Manual.
+package stream

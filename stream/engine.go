@@ -1,0 +1,281 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// engine is one Run of a Context: a snapshot of the graph and the
+// goroutines that run it.
+//
+// Goroutines, all owned by run's errgroup: one per receiver (Start), the
+// batch timer (cuts batches, sole closer of jobs), the batch runner (runs
+// jobs in order) and the drainer (stops receivers on Drain).
+type engine struct {
+	cfg     Config
+	ctx     context.Context // the Run's context: done when the Run stops
+	sources []sourceRunner
+	outputs []*output
+	ticks   []*node // stateful nodes an output depends on, parents first
+	nodes   int
+	log     metaLog
+	jobs    chan *job
+}
+
+// job is a batch cut and waiting to run.
+type job struct {
+	time    batch.Time
+	blocks  [][]batch.BlockInfo // by source index, in block order
+	records int
+	nblocks int
+}
+
+func (j *job) info() BatchInfo {
+	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records}
+}
+
+// newEngine snapshots sc's graph; sc.mu is held.
+func newEngine(sc *Context) *engine {
+	e := &engine{
+		cfg:     sc.cfg,
+		sources: slices.Clone(sc.sources),
+		outputs: slices.Clone(sc.outputs),
+		nodes:   len(sc.nodes),
+		log:     noLog{},
+		jobs:    make(chan *job, sc.cfg.MaxPendingBatches),
+	}
+	reachable := make([]bool, len(sc.nodes))
+	var mark func(n *node)
+	mark = func(n *node) {
+		if reachable[n.id] {
+			return
+		}
+		reachable[n.id] = true
+		for _, p := range n.parents {
+			mark(p)
+		}
+	}
+	for _, o := range e.outputs {
+		mark(o.n)
+	}
+	// A node's parents are made before it, so id order is parents first.
+	for id, n := range sc.nodes {
+		if reachable[id] && n.tick != nil {
+			e.ticks = append(e.ticks, n)
+		}
+	}
+	return e
+}
+
+// run runs the pipeline until ctx is done, a goroutine fails, or a drain
+// requested on drainc has finished.
+func (e *engine) run(ctx context.Context, drainc <-chan struct{}) error {
+	g, gctx := errgroup.WithContext(ctx)
+	e.ctx = gctx
+	for _, s := range e.sources {
+		s.bind(e)
+	}
+	var receivers sync.WaitGroup
+	receiversDone := make(chan struct{}) // closed by the drainer
+	for i, s := range e.sources {
+		receivers.Add(1)
+		g.Go(func() error {
+			defer receivers.Done()
+			return e.runReceiver(gctx, i, s)
+		})
+	}
+	g.Go(func() error { return e.drain(gctx, drainc, &receivers, receiversDone) })
+	g.Go(func() error { return e.timerLoop(gctx, receiversDone) })
+	g.Go(func() error { return e.runLoop(gctx) })
+	return g.Wait()
+}
+
+func (e *engine) emit(f func(Listener)) {
+	for _, l := range e.cfg.Listeners {
+		f(l)
+	}
+}
+
+// runReceiver runs source i's receiver until its Start returns. An error
+// from Start while the Run is not stopping is fatal.
+func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
+	e.emit(func(l Listener) { l.ReceiverStarted(ReceiverInfo{Source: i}) })
+	err := s.start(ctx, e)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("stream: source %d: %w", i, err)
+		info := ReceiverInfo{Source: i, Err: err}
+		e.emit(func(l Listener) { l.ReceiverError(info) })
+		e.emit(func(l Listener) { l.ReceiverStopped(info) })
+		return err
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.cfg.Logger.Warn("stream: receiver returned an error while stopping", "source", i, "err", err)
+	}
+	e.emit(func(l Listener) { l.ReceiverStopped(ReceiverInfo{Source: i}) })
+	return nil
+}
+
+// drain waits for a Drain, then stops every receiver gracefully, waits for
+// their Start to return and closes receiversDone.
+func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *sync.WaitGroup, receiversDone chan<- struct{}) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-drainc:
+	}
+	e.cfg.Logger.Info("stream: draining: stopping receivers")
+	var stops sync.WaitGroup
+	for i, s := range e.sources {
+		stops.Go(func() {
+			if err := s.stop(ctx); err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("stream: source %d: stop: %w", i, err)
+				e.cfg.Logger.Warn("stream: receiver stop failed", "source", i, "err", err)
+				e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: i, Err: err}) })
+			}
+		})
+	}
+	stops.Wait()
+	receivers.Wait()
+	close(receiversDone)
+	return nil
+}
+
+// firstBatchTime returns the first multiple of iv strictly after now.
+func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
+	ms, ivms := now.UnixMilli(), iv.Milliseconds()
+	return batch.Time((ms/ivms + 1) * ivms)
+}
+
+// timerLoop cuts a batch at every multiple of the batch interval, never
+// skipping one (a late timer catches up), until ctx is done or, once the
+// receivers have stopped for a drain, no stored block is left unbatched.
+// It is the only closer of e.jobs, which it closes when a drain is done.
+func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
+	clk, iv := e.cfg.Clock, e.cfg.BatchInterval
+	next := firstBatchTime(clk.Now(), iv)
+	timer := clk.NewTimer(next.Std().Sub(clk.Now()))
+	defer timer.Stop()
+	draining := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-receiversDone:
+			receiversDone, draining = nil, true
+			if e.unbatched() == 0 {
+				close(e.jobs)
+				return nil
+			}
+		case <-timer.C():
+			if err := e.schedule(ctx, next); err != nil {
+				return err
+			}
+			if draining && e.unbatched() == 0 {
+				close(e.jobs)
+				return nil
+			}
+			next = next.Add(iv)
+			timer.Reset(next.Std().Sub(clk.Now()))
+		}
+	}
+}
+
+func (e *engine) unbatched() int {
+	n := 0
+	for _, s := range e.sources {
+		n += s.unbatched()
+	}
+	return n
+}
+
+// schedule cuts the batch at time t from every source's unbatched blocks,
+// logs the allocation and queues the batch, waiting while MaxPendingBatches
+// batches are queued.
+func (e *engine) schedule(ctx context.Context, t batch.Time) error {
+	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources))}
+	var all []batch.BlockInfo
+	for i, s := range e.sources {
+		j.blocks[i] = s.take()
+		for _, b := range j.blocks[i] {
+			j.records += b.Count
+		}
+		j.nblocks += len(j.blocks[i])
+		all = append(all, j.blocks[i]...)
+	}
+	if err := e.log.batchAllocated(ctx, t, all); err != nil {
+		return &BatchError{Time: t, Err: fmt.Errorf("log allocation: %w", err)}
+	}
+	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
+	select {
+	case e.jobs <- j:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// runLoop runs the queued batches in order until ctx is done or e.jobs is
+// closed. A batch that fails because the Run is stopping is not an error.
+func (e *engine) runLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case j, ok := <-e.jobs:
+			if !ok || ctx.Err() != nil {
+				return nil
+			}
+			if err := e.runJob(ctx, j); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+}
+
+// runJob runs one batch and reports it to the listeners.
+func (e *engine) runJob(ctx context.Context, j *job) error {
+	info := j.info()
+	start := e.cfg.Clock.Now()
+	info.SchedulingDelay = start.Sub(j.time.Std())
+	e.emit(func(l Listener) { l.BatchStarted(info) })
+	err := e.process(ctx, j)
+	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
+	if err != nil {
+		err = &BatchError{Time: j.time, Err: err}
+	}
+	info.Err = err
+	e.cfg.Logger.Debug("stream: batch done", "batch", j.time, "records", info.Records,
+		"delay", info.SchedulingDelay, "took", info.ProcessingTime, "err", err)
+	e.emit(func(l Listener) { l.BatchCompleted(info) })
+	return err
+}
+
+// process computes the stateful nodes, runs the outputs in declaration
+// order, then completes the batch: logged, receivers told, blocks dropped.
+func (e *engine) process(ctx context.Context, j *job) error {
+	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes)}
+	for _, n := range e.ticks {
+		if err := n.tick(r); err != nil {
+			return fmt.Errorf("%v: %w", n, err)
+		}
+	}
+	for i, o := range e.outputs {
+		if err := o.run(r); err != nil {
+			return fmt.Errorf("output %d, %v: %w", i, o, err)
+		}
+	}
+	if err := e.log.batchCompleted(ctx, j.time); err != nil {
+		return fmt.Errorf("log completion: %w", err)
+	}
+	for i, s := range e.sources {
+		s.complete(ctx, j.blocks[i])
+	}
+	return nil
+}

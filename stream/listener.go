@@ -1,0 +1,88 @@
+package stream
+
+import (
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// Listener is told what the driver does: batches scheduled, started and
+// completed, receivers started, failing and stopped. It is for metrics and
+// monitoring, like Spark's StreamingListener.
+//
+// Methods are called synchronously from the driver's goroutines, never while
+// the driver holds a lock, and possibly concurrently (a batch is scheduled
+// while another runs; receivers run in their own goroutines), so an
+// implementation must be safe for concurrent use and quick. The events of one
+// batch arrive in order: scheduled, started, completed. A Listener must not
+// call the Context's Stop or Drain from a method (they wait for the goroutine
+// that called it); it may start a goroutine that does.
+//
+// Embed NopListener to implement only the methods you need.
+type Listener interface {
+	// BatchScheduled is called when a batch has been cut and queued to run.
+	BatchScheduled(BatchInfo)
+	// BatchStarted is called before the first output of a batch runs.
+	BatchStarted(BatchInfo)
+	// BatchCompleted is called after a batch ran: Err is nil if every output
+	// succeeded and its blocks were completed.
+	BatchCompleted(BatchInfo)
+	// ReceiverStarted is called just before a receiver's Start is called.
+	ReceiverStarted(ReceiverInfo)
+	// ReceiverError is called for an error a receiver reported through
+	// source.Runtime.ReportError, for an error its Start or Stop returned,
+	// and for a failure to recompute one of its blocks.
+	ReceiverError(ReceiverInfo)
+	// ReceiverStopped is called after a receiver's Start returned.
+	ReceiverStopped(ReceiverInfo)
+}
+
+// BatchInfo describes a batch for a Listener. Fields not yet known when an
+// event is sent are zero: ProcessingTime before BatchCompleted, and
+// SchedulingDelay before BatchStarted.
+type BatchInfo struct {
+	// Time is the batch time.
+	Time batch.Time
+	// Blocks is the number of input blocks, of all sources.
+	Blocks int
+	// Records is the number of input records, of all sources.
+	Records int
+	// SchedulingDelay is how late the batch started: from its batch time to
+	// the start of its first output.
+	SchedulingDelay time.Duration
+	// ProcessingTime is how long the batch ran, outputs and completion.
+	ProcessingTime time.Duration
+	// Err is why the batch failed; nil if it succeeded.
+	Err error
+}
+
+// ReceiverInfo describes a receiver for a Listener.
+type ReceiverInfo struct {
+	// Source is the index of the receiver's source, in From call order.
+	Source int
+	// Err is the error reported, for ReceiverError; for ReceiverStopped, the
+	// error Start returned if the receiver failed, otherwise nil.
+	Err error
+}
+
+// NopListener is a Listener that ignores every event: embed it in a type to
+// implement only some of Listener's methods.
+type NopListener struct{}
+
+// BatchScheduled does nothing.
+func (NopListener) BatchScheduled(BatchInfo) {}
+
+// BatchStarted does nothing.
+func (NopListener) BatchStarted(BatchInfo) {}
+
+// BatchCompleted does nothing.
+func (NopListener) BatchCompleted(BatchInfo) {}
+
+// ReceiverStarted does nothing.
+func (NopListener) ReceiverStarted(ReceiverInfo) {}
+
+// ReceiverError does nothing.
+func (NopListener) ReceiverError(ReceiverInfo) {}
+
+// ReceiverStopped does nothing.
+func (NopListener) ReceiverStopped(ReceiverInfo) {}

@@ -1,0 +1,88 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// output is an output operation: it runs once per batch of its stream.
+type output struct {
+	op  string
+	n   *node
+	run func(r *run) error
+}
+
+// String names the output in error messages, such as "ForEach of Map
+// (stream 2)".
+func (o *output) String() string { return o.op + " of " + o.n.String() }
+
+// addOutput registers an output that calls f with each batch of s, in
+// batch-time order; it is skipped at batch times where s has no batch.
+func addOutput[T any](s *Stream[T], op string, f func(ctx context.Context, b *batch.Batch[T]) error) {
+	o := &output{op: op, n: s.n, run: func(r *run) error {
+		b, err := s.at(r)
+		if err != nil || b == nil {
+			return err
+		}
+		return f(r.ctx, b)
+	}}
+	sc := s.sc
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.outputs = append(sc.outputs, o)
+	sc.lateLocked(o.String())
+}
+
+// ForEach calls f with every record of every batch of s, in order. Outputs
+// run in batch-time order, one batch at a time, and within a batch in the
+// order they were declared. An error from f fails the batch: Run returns it
+// in a *BatchError, and the batch's blocks are not completed. ctx is done
+// when the Context stops.
+func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error) {
+	requireFunc(s.sc, "ForEach", s.n, "f", f == nil)
+	addOutput(s, "ForEach", func(ctx context.Context, b *batch.Batch[T]) error {
+		for v := range b.All() {
+			if err := f(ctx, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ForEachBatch calls f with every batch of s, empty batches included, in
+// batch-time order. The batch's Time identifies it across restarts, so an
+// output keyed by it is exactly-once. Errors are handled as for ForEach.
+func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) {
+	requireFunc(s.sc, "ForEachBatch", s.n, "f", f == nil)
+	addOutput(s, "ForEachBatch", f)
+}
+
+// Print writes the first n records of every batch of s to the Context's
+// Config.Stdout, one per line with fmt's %v, under a header naming the batch
+// time, followed by "..." if the batch has more and an empty line. It is for
+// debugging and examples. A negative n is treated as 0.
+func Print[T any](s *Stream[T], n int) {
+	w := s.sc.cfg.Stdout
+	addOutput(s, "Print", func(_ context.Context, b *batch.Batch[T]) error {
+		var sb strings.Builder
+		sb.WriteString("-------------------------------------------\n")
+		fmt.Fprintf(&sb, "Time: %v\n", b.Time())
+		sb.WriteString("-------------------------------------------\n")
+		i := 0
+		for v := range b.All() {
+			if i == max(n, 0) {
+				sb.WriteString("...\n")
+				break
+			}
+			fmt.Fprintf(&sb, "%v\n", v)
+			i++
+		}
+		sb.WriteString("\n")
+		_, err := w.Write([]byte(sb.String()))
+		return err
+	})
+}

@@ -1,0 +1,199 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source"
+)
+
+// sourceRunner is the untyped view the engine has of a source.
+type sourceRunner interface {
+	// bind attaches the source to the engine of a Run, before any goroutine
+	// starts.
+	bind(e *engine)
+	// start runs the receiver's Start until it returns.
+	start(ctx context.Context, e *engine) error
+	// stop asks the receiver to stop gracefully and waits for it.
+	stop(ctx context.Context) error
+	// take returns the stored blocks not yet in a batch, in block order, and
+	// marks them batched.
+	take() []batch.BlockInfo
+	// unbatched returns the number of stored blocks not yet in a batch.
+	unbatched() int
+	// complete tells the receiver that blocks are processed and drops
+	// their records from the store.
+	complete(ctx context.Context, blocks []batch.BlockInfo)
+}
+
+// From returns the stream of the records r receives. The Context starts r
+// when Run is called and gives it a source.Runtime whose Push stores blocks
+// in this source's block store. Sources are numbered in From call order,
+// from 0; that index is the Source of their block IDs.
+func From[T any](sc *Context, r source.Receiver[T]) *Stream[T] {
+	s := &sourceState[T]{r: r, space: make(chan struct{})}
+	sc.mu.Lock()
+	s.idx = len(sc.sources)
+	sc.sources = append(sc.sources, s)
+	sc.mu.Unlock()
+	if r == nil {
+		sc.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
+	}
+	return newStream(sc, fmt.Sprintf("From(source %d)", s.idx), sc.cfg.BatchInterval, nil, s.batchAt)
+}
+
+// sourceState is one source: its receiver, its block store, and the blocks
+// stored but not yet in a batch.
+type sourceState[T any] struct {
+	idx   int
+	r     source.Receiver[T]
+	store source.Store[T]
+	e     *engine // set by bind
+
+	mu        sync.Mutex
+	nextSeq   uint64
+	pending   []batch.BlockInfo // stored, not yet in a batch
+	reserved  int               // pushes past the limit check, not yet stored
+	space     chan struct{}     // closed (and replaced) by take
+	completer source.CompletionObserver
+}
+
+func (s *sourceState[T]) bind(e *engine) {
+	s.e = e
+	s.completer, _ = s.r.(source.CompletionObserver)
+}
+
+func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
+	logger := e.cfg.Logger.With("source", s.idx)
+	rt := source.Runtime[T]{
+		Source:          s.idx,
+		Push:            s.push,
+		BlockInterval:   e.cfg.BlockInterval,
+		MaxQueuedBlocks: e.cfg.MaxQueuedBlocks,
+		Clock:           e.cfg.Clock,
+		Logger:          logger,
+		ReportError: func(err error) {
+			logger.Warn("stream: receiver error", "err", err)
+			e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
+		},
+	}
+	return s.r.Start(ctx, rt)
+}
+
+func (s *sourceState[T]) stop(ctx context.Context) error { return s.r.Stop(ctx) }
+
+// push is the source's source.PushFunc: it waits for room (backpressure),
+// stores the block, logs it, and only then makes it visible to the batch
+// cutter and returns.
+func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.BlockInfo, error) {
+	if err := s.reserve(ctx); err != nil {
+		return batch.BlockInfo{}, err
+	}
+	s.mu.Lock()
+	id := batch.BlockID{Source: s.idx, Seq: s.nextSeq}
+	s.nextSeq++
+	s.mu.Unlock()
+
+	info := batch.BlockInfo{ID: id, Ranges: b.Ranges, Count: len(b.Records)}
+	s.store.Put(id, b.Records)
+	if err := s.e.log.blockStored(ctx, info); err != nil {
+		s.store.Delete(id)
+		s.mu.Lock()
+		s.reserved--
+		s.mu.Unlock()
+		return batch.BlockInfo{}, fmt.Errorf("stream: source %d: log %v: %w", s.idx, id, err)
+	}
+	s.mu.Lock()
+	s.reserved--
+	s.pending = append(s.pending, info)
+	s.mu.Unlock()
+	return info, nil
+}
+
+// reserve waits until the source has fewer than MaxUnbatchedBlocks blocks
+// stored or being stored and not yet in a batch, and takes a slot.
+func (s *sourceState[T]) reserve(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if len(s.pending)+s.reserved < s.e.cfg.MaxUnbatchedBlocks {
+			s.reserved++
+			s.mu.Unlock()
+			return nil
+		}
+		space := s.space
+		s.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.e.ctx.Done():
+			return fmt.Errorf("stream: source %d: push: %w", s.idx, source.ErrStopped)
+		}
+	}
+}
+
+func (s *sourceState[T]) take() []batch.BlockInfo {
+	s.mu.Lock()
+	blocks := s.pending
+	s.pending = nil
+	close(s.space)
+	s.space = make(chan struct{})
+	s.mu.Unlock()
+	slices.SortFunc(blocks, func(a, b batch.BlockInfo) int { return a.ID.Compare(b.ID) })
+	return blocks
+}
+
+func (s *sourceState[T]) unbatched() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) + s.reserved
+}
+
+func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
+	if len(blocks) == 0 {
+		return
+	}
+	if s.completer != nil {
+		s.completer.BlocksCompleted(ctx, blocks)
+	}
+	ids := make([]batch.BlockID, len(blocks))
+	for i, b := range blocks {
+		ids[i] = b.ID
+	}
+	s.store.Delete(ids...)
+}
+
+// batchAt is the compute function of the source's stream: the records of
+// the batch's blocks of this source, one part per block, read from the store
+// or, for a block the store lost, recomputed by the receiver.
+func (s *sourceState[T]) batchAt(r *run) (*batch.Batch[T], error) {
+	infos := r.job.blocks[s.idx]
+	parts := make([][]T, len(infos))
+	for i, info := range infos {
+		recs, ok := s.store.Get(info.ID)
+		if !ok {
+			var err error
+			if recs, err = s.recompute(r.ctx, info); err != nil {
+				return nil, err
+			}
+		}
+		parts[i] = recs
+	}
+	return batch.New(r.job.time, infos, parts...), nil
+}
+
+func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([]T, error) {
+	recs, err := s.r.Recompute(ctx, info)
+	if err == nil && len(recs) != info.Count {
+		err = fmt.Errorf("got %d records, the block had %d", len(recs), info.Count)
+	}
+	if err != nil {
+		err = fmt.Errorf("source %d: recompute %v: %w", s.idx, info.ID, err)
+		s.e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
+		return nil, err
+	}
+	return recs, nil
+}

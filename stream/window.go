@@ -1,0 +1,226 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// Window returns the stream of the windows of s: every slide, a batch of
+// the records of the batches of s in the last length, that is of batch
+// times in (t-length, t] for a window at time t.
+//
+// Windows are at the batch times that are multiples of slide (since the
+// Unix epoch, so they are the same after a restart). The first windows of a
+// run are partial: they hold only the batches since the start. length and
+// slide must be positive multiples of the slide of s (for a stream that is
+// not windowed, the batch interval); otherwise Run refuses to start with an
+// error wrapping ErrInvalidConfig naming the bad argument.
+//
+// The window keeps the batches of s it needs (the last length of them), not
+// the source's stored blocks, which are dropped once their batch completes.
+// A window batch has the parts and blocks of its batches, in time order.
+func Window[T any](s *Stream[T], length, slide time.Duration) *Stream[T] {
+	length, slide = checkWindow(s.sc, "Window", s.n, length, slide)
+	h := &history[T]{}
+	return newStatefulStream(s.sc, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
+		t := r.job.time
+		var parts [][]T
+		var blocks []batch.BlockInfo
+		for _, b := range h.between(t.Add(-length), t) {
+			parts = append(parts, b.Parts()...)
+			blocks = append(blocks, b.Blocks()...)
+		}
+		return batch.New(t, blocks, parts...), nil
+	}, h.tick(s, length))
+}
+
+// checkWindow records a graph error for a length or slide that is not a
+// positive multiple of the parent's slide, and returns usable values (the
+// parent's slide for a bad one) so the graph can still be built.
+func checkWindow(sc *Context, op string, parent *node, length, slide time.Duration) (time.Duration, time.Duration) {
+	check := func(name string, d time.Duration) time.Duration {
+		p := parent.slide
+		if d > 0 && d%p == 0 {
+			return d
+		}
+		fix := max(p, (d+p-1)/p*p)
+		sc.graphError(fmt.Errorf("%s of %v: %s %v: must be a positive multiple of the slide of %v (%v), such as %v",
+			op, parent, name, d, parent, p, fix))
+		return p
+	}
+	return check("length", length), check("slide", slide)
+}
+
+// history keeps a parent stream's batches, in time order, for a window.
+type history[T any] struct {
+	bs []*batch.Batch[T]
+}
+
+// tick returns a node tick that adds parent's batch, if it has one, and
+// drops the batches older than keep before the batch time.
+func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) error {
+	return func(r *run) error {
+		b, err := parent.at(r)
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			h.bs = append(h.bs, b)
+		}
+		cut := r.job.time.Add(-keep)
+		i := 0
+		for i < len(h.bs) && h.bs[i].Time() <= cut {
+			i++
+		}
+		if i > 0 {
+			h.bs = append(h.bs[:0:0], h.bs[i:]...) // a new array frees the old batches
+		}
+		return nil
+	}
+}
+
+// between returns the kept batches with times in (from, to], in time order.
+func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
+	lo, hi := len(h.bs), len(h.bs)
+	for i, b := range h.bs {
+		if b.Time() > from {
+			lo = i
+			break
+		}
+	}
+	for i := lo; i < len(h.bs); i++ {
+		if h.bs[i].Time() > to {
+			hi = i
+			break
+		}
+	}
+	return h.bs[lo:hi]
+}
+
+// ReduceByKeyAndWindow returns, every slide, one pair per key of the
+// batches of s in the last length (as Window), with the key's values
+// combined by reduce, which must be associative and commutative.
+//
+// With inverse nil, each window is reduced from the per-batch reductions of
+// its batches. With inverse set, a window is computed from the previous one:
+// the batches that left the window are taken out with inverse (inverse(a, b)
+// must undo reduce(a, b), as subtraction undoes addition) and the batches
+// that entered are added with reduce. A key is dropped from the window when
+// no batch in the window has it any more, whatever its value: so both ways
+// give the same pairs. Pair order is deterministic but not otherwise
+// specified, and may differ between the two ways.
+//
+// length and slide are checked as for Window. The operator keeps the
+// per-batch reductions of the last length+slide.
+func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration) *Stream[Pair[K, V]] {
+	requireFunc(s.sc, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
+	length, slide = checkWindow(s.sc, "ReduceByKeyAndWindow", s.n, length, slide)
+	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
+		return batch.Derive(b, reduceBatch(b, reduce)), nil
+	})
+	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide}
+	return newStatefulStream(s.sc, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
+}
+
+// windowReduce is the state of a ReduceByKeyAndWindow.
+type windowReduce[K comparable, V any] struct {
+	reduce, inverse func(V, V) V
+	length, slide   time.Duration
+	h               history[Pair[K, V]]
+
+	// The previous window, kept only with an inverse.
+	vals map[K]*counted[V]
+	keys []K // keys of vals, in the order they entered
+	at   batch.Time
+	ok   bool
+}
+
+// counted is a key's value in a window and the number of the window's
+// batches that have the key.
+type counted[V any] struct {
+	v V
+	n int
+}
+
+func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
+	t := r.job.time
+	in := w.h.between(t.Add(-w.length), t)
+	var blocks []batch.BlockInfo
+	for _, b := range in {
+		blocks = append(blocks, b.Blocks()...)
+	}
+	if w.inverse == nil {
+		red := newReducer[K](w.reduce)
+		for _, b := range in {
+			for kv := range b.All() {
+				red.add(kv.Key, kv.Value)
+			}
+		}
+		return batch.New(t, blocks, red.out), nil
+	}
+	w.slideTo(t)
+	out := make([]Pair[K, V], len(w.keys))
+	for i, k := range w.keys {
+		out[i] = Pair[K, V]{Key: k, Value: w.vals[k].v}
+	}
+	return batch.New(t, blocks, out), nil
+}
+
+// slideTo moves the kept window to time t: incrementally from the window
+// one slide earlier if it is the one kept, otherwise from scratch.
+func (w *windowReduce[K, V]) slideTo(t batch.Time) {
+	prev := t.Add(-w.slide)
+	if !w.ok || w.at != prev {
+		w.vals, w.keys = make(map[K]*counted[V]), nil
+		for _, b := range w.h.between(t.Add(-w.length), t) {
+			w.enter(b)
+		}
+	} else {
+		// Left: in (prev-length, prev] but not after t-length.
+		for _, b := range w.h.between(prev.Add(-w.length), min(prev, t.Add(-w.length))) {
+			w.leave(b)
+		}
+		kept := w.keys[:0]
+		for _, k := range w.keys {
+			if _, ok := w.vals[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		clear(w.keys[len(kept):])
+		w.keys = kept
+		// Entered: in (t-length, t] but not before prev.
+		for _, b := range w.h.between(max(prev, t.Add(-w.length)), t) {
+			w.enter(b)
+		}
+	}
+	w.at, w.ok = t, true
+}
+
+func (w *windowReduce[K, V]) enter(b *batch.Batch[Pair[K, V]]) {
+	for kv := range b.All() {
+		if c, ok := w.vals[kv.Key]; ok {
+			c.v = w.reduce(c.v, kv.Value)
+			c.n++
+			continue
+		}
+		w.vals[kv.Key] = &counted[V]{v: kv.Value, n: 1}
+		w.keys = append(w.keys, kv.Key)
+	}
+}
+
+func (w *windowReduce[K, V]) leave(b *batch.Batch[Pair[K, V]]) {
+	for kv := range b.All() {
+		c, ok := w.vals[kv.Key]
+		if !ok {
+			continue
+		}
+		if c.n--; c.n == 0 {
+			delete(w.vals, kv.Key)
+			continue
+		}
+		c.v = w.inverse(c.v, kv.Value)
+	}
+}
