@@ -1,0 +1,21 @@
+// Package faults provides an HTTP transport that injects the failures no
+// local AWS server produces: throttling (ProvisionedThroughputExceededException,
+// LimitExceededException), ExpiredIteratorException, HTTP 500 and 503, and
+// dropped connections, before or after the server handled the request.
+//
+// Install it as the HTTPClient of an SDK client, so the SDK decodes an
+// injected error exactly as it would a real one (errors.As with
+// *types.ProvisionedThroughputExceededException works):
+//
+//	tr, err := faults.New(faults.Config{Seed: 1, Rules: []faults.Rule{
+//		{Operation: "GetRecords", Kind: faults.Throughput, Probability: 0.2},
+//	}})
+//	kc := env.Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr })
+//
+// Rules filter requests by operation (the X-Amz-Target header), fire always,
+// with a probability drawn from a seeded generator, after skipping some
+// requests, or a limited number of times. The transport counts what it
+// injected. Remember that the SDK retries throttling, 5xx and connection
+// errors itself: to see each injected error, give the client
+// aws.NopRetryer{} or RetryMaxAttempts 1.
+package faults
