@@ -1,0 +1,179 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+)
+
+func TestWindow(t *testing.T) {
+	steps := [][]string{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}, {"f"}}
+	tests := []struct {
+		name          string
+		length, slide time.Duration
+		want          []out[string]
+	}{
+		{"sliding by one batch, first windows partial", 3 * time.Second, time.Second, []out[string]{
+			{0, []string{"a"}}, {1, []string{"a", "b"}}, {2, []string{"a", "b", "c"}},
+			{3, []string{"b", "c", "d"}}, {4, []string{"c", "d", "e"}}, {5, []string{"d", "e", "f"}},
+		}},
+		{"slide of two batches", 4 * time.Second, 2 * time.Second, []out[string]{
+			{1, []string{"a", "b"}}, {3, []string{"a", "b", "c", "d"}}, {5, []string{"c", "d", "e", "f"}},
+		}},
+		{"tumbling", 3 * time.Second, 3 * time.Second, []out[string]{
+			{2, []string{"a", "b", "c"}}, {5, []string{"d", "e", "f"}},
+		}},
+		{"slide longer than length", time.Second, 2 * time.Second, []out[string]{
+			{1, []string{"b"}}, {3, []string{"d"}}, {5, []string{"f"}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				sc, r, s := newTest[string](t, Config{})
+				c := collect(Window(s, tt.length, tt.slide))
+				if err := feed(t, sc, r, steps); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if diff := gocmp.Diff(tt.want, c.outs()); diff != "" {
+					t.Errorf("windows (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestWindowOfWindow checks windows of a windowed stream and that operators
+// downstream of a window run only at its slide.
+func TestWindowOfWindow(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		inner := Window(s, 2*time.Second, 2*time.Second)
+		c := collect(Map(Window(inner, 4*time.Second, 4*time.Second), strings.ToUpper))
+		if err := feed(t, sc, r, [][]string{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []out[string]{{3, []string{"A", "B", "C", "D"}}}
+		if diff := gocmp.Diff(want, c.outs()); diff != "" {
+			t.Errorf("windows (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestWindowBlocks checks a window batch names the blocks of its batches.
+func TestWindowBlocks(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		var got [][]string
+		w := Window(s, 2*time.Second, time.Second)
+		ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
+			var ids []string
+			for _, id := range b.BlockIDs() {
+				ids = append(ids, id.String())
+			}
+			got = append(got, ids)
+			return nil
+		})
+		if err := feed(t, sc, r, [][]string{{"a"}, {"b"}, {"c"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := [][]string{{"block-0-0"}, {"block-0-0", "block-0-1"}, {"block-0-1", "block-0-2"}}
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("window blocks (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func sortPairs[V any](outs []out[Pair[string, V]]) []out[Pair[string, V]] {
+	for _, o := range outs {
+		slices.SortFunc(o.Records, func(a, b Pair[string, V]) int { return cmp.Compare(a.Key, b.Key) })
+	}
+	return outs
+}
+
+func TestReduceByKeyAndWindow(t *testing.T) {
+	steps := [][]string{{"a b", "a"}, {"a"}, {"c"}, {""}, {"b b"}, nil, {"a c"}}
+	tests := []struct {
+		name          string
+		length, slide time.Duration
+		want          []out[kv] // sorted by key
+	}{
+		{"sliding by one batch", 3 * time.Second, time.Second, []out[kv]{
+			{0, []kv{{"a", 2}, {"b", 1}}},
+			{1, []kv{{"a", 3}, {"b", 1}}},
+			{2, []kv{{"a", 3}, {"b", 1}, {"c", 1}}},
+			{3, []kv{{"a", 1}, {"c", 1}}},
+			{4, []kv{{"b", 2}, {"c", 1}}},
+			{5, []kv{{"b", 2}}},
+			{6, []kv{{"a", 1}, {"b", 2}, {"c", 1}}},
+		}},
+		{"slide of two batches", 4 * time.Second, 2 * time.Second, []out[kv]{
+			{1, []kv{{"a", 3}, {"b", 1}}},
+			{3, []kv{{"a", 3}, {"b", 1}, {"c", 1}}},
+			{5, []kv{{"b", 2}, {"c", 1}}},
+		}},
+		{"slide longer than length", time.Second, 2 * time.Second, []out[kv]{
+			{1, []kv{{"a", 1}}},
+			{3, nil},
+			{5, nil},
+		}},
+	}
+	for _, tt := range tests {
+		for _, inverse := range []func(int, int) int{nil, sub} {
+			name := tt.name + ", recomputed"
+			if inverse != nil {
+				name = tt.name + ", with inverse"
+			}
+			t.Run(name, func(t *testing.T) {
+				inBubble(t, func(t *testing.T) {
+					sc, r, s := newTest[string](t, Config{})
+					c := collect(ReduceByKeyAndWindow(wordPairs(s), sum, inverse, tt.length, tt.slide))
+					if err := feed(t, sc, r, steps); err != nil {
+						t.Fatalf("Run: %v", err)
+					}
+					if diff := gocmp.Diff(tt.want, sortPairs(c.outs()), cmpopts.EquateEmpty()); diff != "" {
+						t.Errorf("windows (-want +got):\n%s", diff)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestReduceByKeyAndWindowInverseEqualsRecompute runs both ways side by side
+// on the same stream, over a longer input.
+func TestReduceByKeyAndWindowInverseEqualsRecompute(t *testing.T) {
+	words := strings.Fields("a b c d e a a b z y x a c c")
+	var steps [][]string
+	for i := range 40 {
+		var line []string
+		for j := range i % 5 {
+			line = append(line, words[(i*7+j*3)%len(words)])
+		}
+		steps = append(steps, []string{strings.Join(line, " ")})
+	}
+	for _, w := range [][2]time.Duration{{3 * time.Second, time.Second}, {6 * time.Second, 2 * time.Second}, {2 * time.Second, 3 * time.Second}} {
+		t.Run(w[0].String()+"/"+w[1].String(), func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				sc, r, s := newTest[string](t, Config{})
+				pairs := wordPairs(s)
+				plain := collect(ReduceByKeyAndWindow(pairs, sum, nil, w[0], w[1]))
+				inc := collect(ReduceByKeyAndWindow(pairs, sum, sub, w[0], w[1]))
+				if err := feed(t, sc, r, steps); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if diff := gocmp.Diff(sortPairs(plain.outs()), sortPairs(inc.outs()), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("(-recomputed +inverse):\n%s", diff)
+				}
+			})
+		})
+	}
+}
