@@ -1,0 +1,461 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// DefaultSegmentSize is the size at which a directory log starts a new
+// segment file when DirConfig.SegmentSize is 0.
+const DefaultSegmentSize = 64 << 20
+
+// Names in a log directory. Segments are numbered from 1; a base segment
+// (written by Compact) supersedes every segment numbered below it.
+const (
+	lockName    = "LOCK"
+	compactTemp = "compact.tmp"
+	segSuffix   = ".log"
+	baseSuffix  = ".base.log"
+)
+
+// DirConfig configures a log kept in a local directory. It is an Opener.
+type DirConfig struct {
+	// Path is the directory. It is created if it does not exist. Required.
+	Path string
+	// SegmentSize is the size in bytes beyond which the next append starts a
+	// new segment file. Zero means DefaultSegmentSize (64 MiB).
+	SegmentSize int64
+	// Logger receives warnings, such as a torn entry dropped at open.
+	// Nil means discard.
+	Logger *slog.Logger
+}
+
+// Dir returns the configuration of a log in directory path, with defaults
+// for the rest: recovery.Dir("ckpt") in a driver's configuration.
+func Dir(path string) DirConfig { return DirConfig{Path: path} }
+
+// Open opens the log; see OpenDir.
+func (c DirConfig) Open(ctx context.Context) (Log, error) { return OpenDir(ctx, c) }
+
+func (c DirConfig) validate() error {
+	var problems []error
+	if c.Path == "" {
+		problems = append(problems, errors.New("Path empty: set the directory of the log"))
+	}
+	if c.SegmentSize < 0 {
+		problems = append(problems, fmt.Errorf("SegmentSize %d: must be >= 0 (0 means %d)", c.SegmentSize, DefaultSegmentSize))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// DirLog is a Log kept in a local directory: segment files of framed,
+// checksummed entries (see the package doc), fsynced before Append returns,
+// and a LOCK file held with flock(2) while the log is open, so two processes
+// (or two opens in one process) cannot write the same directory.
+//
+// A DirLog keeps the encoded entries in memory, to serve Read and Compact;
+// compacting regularly bounds both memory and disk use. Entries are at most
+// 16 MiB encoded. If a write or fsync fails, the log's state on disk is
+// unknown: every later call returns that error, and the log must be closed
+// and opened again, which recovers the state the disk holds.
+//
+// A DirLog is safe for concurrent use; it serialises appends.
+type DirLog struct {
+	dir    string
+	segMax int64
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	lock     *os.File
+	f        *os.File // active segment, nil before the first append
+	seg      uint64   // number of the active (or last) segment
+	size     int64    // bytes in the active segment
+	payloads [][]byte // encoded entries, in order
+	broken   error
+	closed   bool
+}
+
+// OpenDir opens the log in cfg.Path, creating the directory if needed. It
+// takes the directory's lock (ErrLocked if another writer holds it),
+// finishes a compaction a crash interrupted, and reads every segment. A torn
+// last entry (the end of the last segment cut short by a crash) is dropped
+// and the file truncated; any other damage is a *CorruptError naming the
+// file and offset, and the log is not opened.
+func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l := &DirLog{dir: cfg.Path, segMax: cfg.SegmentSize, logger: cfg.Logger}
+	if l.segMax == 0 {
+		l.segMax = DefaultSegmentSize
+	}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := l.open(); err != nil {
+		if l.lock != nil {
+			l.lock.Close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *DirLog) open() error {
+	if _, err := os.Stat(l.dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(l.dir, 0o755); err != nil {
+			return fmt.Errorf("recovery: create log directory: %w", err)
+		}
+		if err := syncDir(filepath.Dir(filepath.Clean(l.dir))); err != nil {
+			return err
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(l.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("recovery: open lock file: %w", err)
+	}
+	l.lock = lock
+	if err := lockFile(lock); err != nil {
+		return fmt.Errorf("recovery: lock log directory %s: %w", l.dir, err)
+	}
+	if err := removeIfExists(filepath.Join(l.dir, compactTemp)); err != nil {
+		return err
+	}
+	segs, err := l.segments()
+	if err != nil {
+		return err
+	}
+	for i, s := range segs {
+		if err := l.readSegment(s.path, i == len(segs)-1); err != nil {
+			return err
+		}
+		l.seg = s.num
+	}
+	return nil
+}
+
+type segment struct {
+	num  uint64
+	base bool
+	path string
+}
+
+// segments lists the segments in effect, in order: those from the last base
+// segment on. It removes the segments a base supersedes, which a crash during
+// Compact may have left.
+func (l *DirLog) segments() ([]segment, error) {
+	des, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: list log directory: %w", err)
+	}
+	var segs []segment
+	for _, de := range des {
+		if s, ok := parseSegment(de.Name()); ok {
+			s.path = filepath.Join(l.dir, de.Name())
+			segs = append(segs, s)
+		}
+	}
+	slices.SortFunc(segs, func(a, b segment) int { return compareUint(a.num, b.num) })
+	from := 0
+	for i, s := range segs {
+		if i > 0 && s.num == segs[i-1].num {
+			return nil, &CorruptError{Path: s.path, Err: fmt.Errorf("two segments numbered %d", s.num)}
+		}
+		if s.base {
+			from = i
+		}
+	}
+	for _, s := range segs[:from] {
+		if err := os.Remove(s.path); err != nil {
+			return nil, fmt.Errorf("recovery: remove compacted segment: %w", err)
+		}
+	}
+	if from > 0 {
+		if err := syncDir(l.dir); err != nil {
+			return nil, err
+		}
+	}
+	return segs[from:], nil
+}
+
+func parseSegment(name string) (segment, bool) {
+	var s segment
+	num, ok := strings.CutSuffix(name, baseSuffix)
+	if ok {
+		s.base = true
+	} else if num, ok = strings.CutSuffix(name, segSuffix); !ok {
+		return s, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || len(num) != 20 || n == 0 {
+		return s, false
+	}
+	s.num = n
+	return s, true
+}
+
+func segmentName(num uint64, base bool) string {
+	if base {
+		return fmt.Sprintf("%020d%s", num, baseSuffix)
+	}
+	return fmt.Sprintf("%020d%s", num, segSuffix)
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readSegment reads a segment's entries. The last segment's torn tail is
+// truncated away, and the segment is kept open for appends.
+func (l *DirLog) readSegment(path string, last bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("recovery: read segment: %w", err)
+	}
+	s, err := scanSegment(path, data, last)
+	if err != nil {
+		return err
+	}
+	l.payloads = append(l.payloads, s.payloads...)
+	if !last {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("recovery: open segment: %w", err)
+	}
+	l.f, l.size = f, s.valid
+	if s.torn == nil {
+		return nil
+	}
+	l.logger.Warn("recovery: dropping the torn last entry of the log, left by a crash",
+		"file", path, "offset", s.valid, "bytes", int64(len(data))-s.valid, "reason", s.torn)
+	if err := f.Truncate(s.valid); err != nil {
+		return fmt.Errorf("recovery: truncate torn entry: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("recovery: truncate torn entry: %w", err)
+	}
+	return nil
+}
+
+// Append appends entries and fsyncs the segment; see Log.Append.
+func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
+	enc, err := encodeAll(entries, maxFrame)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	if len(enc) == 0 {
+		return nil
+	}
+	var buf []byte
+	for _, p := range enc {
+		buf = appendFrame(buf, p)
+	}
+	if l.f == nil || l.size >= l.segMax {
+		if err := l.roll(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if _, err := l.f.Write(buf); err != nil {
+		return l.fail(err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return l.fail(err)
+	}
+	l.size += int64(len(buf))
+	l.payloads = append(l.payloads, enc...)
+	return nil
+}
+
+func (l *DirLog) usable(ctx context.Context) error {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.broken != nil:
+		return l.broken
+	}
+	return ctx.Err()
+}
+
+// fail records a write failure: the log's state on disk is now unknown.
+func (l *DirLog) fail(err error) error {
+	l.broken = fmt.Errorf("recovery: log %s failed, close and reopen it: %w", l.dir, err)
+	return l.broken
+}
+
+// roll starts the next segment file.
+func (l *DirLog) roll() error {
+	path := filepath.Join(l.dir, segmentName(l.seg+1, false))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create segment: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if l.f != nil {
+		l.f.Close()
+	}
+	l.f, l.seg, l.size = f, l.seg+1, 0
+	return nil
+}
+
+// Read returns the log's entries; see Log.Read.
+func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return nil, err
+	}
+	return decodeAll(l.payloads)
+}
+
+// decodeAll decodes payloads this package encoded.
+func decodeAll(payloads [][]byte) ([]Entry, error) {
+	out := make([]Entry, len(payloads))
+	for i, p := range payloads {
+		e, err := DecodeEntry(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// Compact writes the compacted entries to a new base segment and removes
+// the segments before it; see Log.Compact. The base segment is written to a
+// temporary file, fsynced and renamed into place, so a crash leaves either
+// the old segments or the new base in effect.
+func (l *DirLog) Compact(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	entries, err := decodeAll(l.payloads)
+	if err != nil {
+		return err
+	}
+	kept, err := compact(entries)
+	if err != nil {
+		return err
+	}
+	enc, err := encodeAll(kept, maxFrame)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for _, p := range enc {
+		buf = appendFrame(buf, p)
+	}
+	num := l.seg + 1
+	path := filepath.Join(l.dir, segmentName(num, true))
+	if err := writeFileSync(filepath.Join(l.dir, compactTemp), path, buf); err != nil {
+		return fmt.Errorf("recovery: compact: %w", err)
+	}
+	// The base segment is in effect: what follows only tidies up, and a
+	// crash here is finished by the next open.
+	if l.f != nil {
+		l.f.Close()
+	}
+	// The next append starts a new segment after the base.
+	l.f, l.seg, l.size, l.payloads = nil, num, 0, enc
+	if _, err := l.segments(); err != nil {
+		l.logger.Warn("recovery: could not remove compacted segments; the next open will", "dir", l.dir, "err", err)
+	}
+	return nil
+}
+
+// writeFileSync writes data to temp, fsyncs it, renames it to path and
+// fsyncs the directory.
+func writeFileSync(temp, path string, data []byte) error {
+	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(temp, path)
+	}
+	if err != nil {
+		os.Remove(temp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// Close closes the active segment and releases the directory lock; see
+// Log.Close.
+func (l *DirLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	if l.f != nil {
+		errs = append(errs, l.f.Close())
+	}
+	errs = append(errs, l.lock.Close())
+	l.payloads = nil
+	return errors.Join(errs...)
+}
+
+// syncDir fsyncs a directory, making the creation, renaming and removal of
+// its files durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("recovery: sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("recovery: sync directory: %w", err)
+	}
+	return nil
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("recovery: remove %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,370 @@
+package recovery_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/recoverytest"
+)
+
+func TestDirConformance(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		recoverytest.Run(t, func(t *testing.T) recovery.Opener { return recovery.Dir(t.TempDir()) })
+	})
+	t.Run("tiny segments", func(t *testing.T) {
+		recoverytest.Run(t, func(t *testing.T) recovery.Opener {
+			return recovery.DirConfig{Path: filepath.Join(t.TempDir(), "new", "log"), SegmentSize: 300}
+		})
+	})
+}
+
+func openDir(t *testing.T, cfg recovery.DirConfig) *recovery.DirLog {
+	t.Helper()
+	l, err := recovery.OpenDir(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("OpenDir: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func copyDir(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+func TestDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	l := openDir(t, recovery.Dir(dir))
+	if _, err := recovery.OpenDir(t.Context(), recovery.Dir(dir)); !errors.Is(err, recovery.ErrLocked) {
+		t.Fatalf("second OpenDir: got %v, want ErrLocked", err)
+	}
+	l.Close()
+	openDir(t, recovery.Dir(dir))
+}
+
+func TestDirInvalidConfig(t *testing.T) {
+	_, err := recovery.OpenDir(t.Context(), recovery.DirConfig{SegmentSize: -1})
+	if !errors.Is(err, recovery.ErrInvalidConfig) {
+		t.Fatalf("OpenDir: got %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"Path empty", "SegmentSize -1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenDir error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// writeLog appends History() to a new directory log, one entry per append,
+// and returns the directory and the last segment's size before and after
+// the last entry.
+func writeLog(t *testing.T, segSize int64) (dir string, lastStart, lastEnd int64) {
+	t.Helper()
+	dir = t.TempDir()
+	l := openDir(t, recovery.DirConfig{Path: dir, SegmentSize: segSize})
+	h := recoverytest.History()
+	for _, e := range h[:len(h)-1] {
+		mustAppend(t, l, e)
+	}
+	segs := segmentFiles(t, dir)
+	lastStart = fileSize(t, segs[len(segs)-1])
+	mustAppend(t, l, h[len(h)-1])
+	if got := segmentFiles(t, dir); len(got) != len(segs) {
+		t.Fatalf("the last append started a new segment; choose another segment size")
+	}
+	l.Close()
+	return dir, lastStart, fileSize(t, segs[len(segs)-1])
+}
+
+func mustAppend(t *testing.T, l recovery.Log, entries ...recovery.Entry) {
+	t.Helper()
+	if err := l.Append(t.Context(), entries...); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+}
+
+// TestDirTornTail cuts the last entry short at every byte, as a crash
+// during its write may, and checks that the log opens without it and takes
+// appends.
+func TestDirTornTail(t *testing.T) {
+	for _, segSize := range []int64{0, 400} {
+		t.Run(fmt.Sprint("segment size ", segSize), func(t *testing.T) {
+			orig, start, end := writeLog(t, segSize)
+			h := recoverytest.History()
+			for cut := start; cut < end; cut++ {
+				dir := copyDir(t, orig)
+				segs := segmentFiles(t, dir)
+				if err := os.Truncate(segs[len(segs)-1], cut); err != nil {
+					t.Fatal(err)
+				}
+				checkReopen(t, dir, h[:len(h)-1])
+			}
+		})
+	}
+	t.Run("zero-filled tail", func(t *testing.T) {
+		orig, start, end := writeLog(t, 0)
+		dir := copyDir(t, orig)
+		seg := segmentFiles(t, dir)[0]
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(data[start:end])
+		if err := os.WriteFile(seg, append(data, make([]byte, 100)...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h := recoverytest.History()
+		checkReopen(t, dir, h[:len(h)-1])
+	})
+	t.Run("last payload damaged", func(t *testing.T) {
+		orig, _, end := writeLog(t, 0)
+		dir := copyDir(t, orig)
+		flipByte(t, segmentFiles(t, dir)[0], end-1)
+		h := recoverytest.History()
+		checkReopen(t, dir, h[:len(h)-1])
+	})
+}
+
+// checkReopen opens dir, expects want, appends one more entry and checks it
+// survives another reopen.
+func checkReopen(t *testing.T, dir string, want []recovery.Entry) {
+	t.Helper()
+	l := openDir(t, recovery.DirConfig{Path: dir})
+	recoverytest.Check(t, l, want)
+	more := recoverytest.Block(3, 0)
+	mustAppend(t, l, more)
+	l.Close()
+	l = openDir(t, recovery.DirConfig{Path: dir})
+	recoverytest.Check(t, l, append(slices.Clone(want), more))
+	l.Close()
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[off] ^= 0x20
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDirCorrupt flips every byte of an entry in the middle of the log, in
+// a segment before the last and in the last one, and checks the open fails
+// naming the file and the entry's offset.
+func TestDirCorrupt(t *testing.T) {
+	tests := []struct {
+		name    string
+		segSize int64
+		seg     int // segment to damage, from the end: 1 is the last
+	}{
+		{"single segment", 0, 1},
+		{"earlier segment", 400, 2},
+		{"last of several segments", 400, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orig, _, _ := writeLog(t, tt.segSize)
+			segs := segmentFiles(t, orig)
+			seg := filepath.Base(segs[len(segs)-tt.seg])
+			start, end := firstFrame(t, filepath.Join(orig, seg))
+			for off := start; off < end; off++ {
+				dir := copyDir(t, orig)
+				path := filepath.Join(dir, seg)
+				flipByte(t, path, off)
+				wantCorrupt(t, dir, path, start)
+			}
+		})
+	}
+	t.Run("earlier segment cut short", func(t *testing.T) {
+		orig, _, _ := writeLog(t, 400)
+		dir := copyDir(t, orig)
+		path := segmentFiles(t, dir)[0]
+		size := fileSize(t, path)
+		if err := os.Truncate(path, size-1); err != nil {
+			t.Fatal(err)
+		}
+		start, _ := lastFrameStart(t, path)
+		wantCorrupt(t, dir, path, start)
+	})
+	t.Run("undecodable entry", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "00000000000000000001.log")
+		good, err := recovery.EncodeEntry(recovery.BatchCompleted(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := recovery.AppendFrameForTest(nil, good)
+		bad := len(data)
+		data = recovery.AppendFrameForTest(data, []byte(`{"v":9}`))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = wantCorrupt(t, dir, path, int64(bad))
+		if !strings.Contains(err.Error(), "version 9") {
+			t.Errorf("error %q does not say why", err)
+		}
+	})
+}
+
+// firstFrame returns the bounds of the first frame of a segment that is
+// followed by another.
+func firstFrame(t *testing.T, path string) (start, end int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(data[0]) | int64(data[1])<<8 | int64(data[2])<<16 | int64(data[3])<<24
+	end = 12 + n
+	if end >= int64(len(data)) {
+		t.Fatalf("%s holds a single frame", path)
+	}
+	return 0, end
+}
+
+// lastFrameStart returns the offset of the last frame header in a segment
+// that was cut short by one byte.
+func lastFrameStart(t *testing.T, path string) (int64, bool) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for {
+		n := int64(data[off]) | int64(data[off+1])<<8 | int64(data[off+2])<<16 | int64(data[off+3])<<24
+		if off+12+n > int64(len(data)) {
+			return off, true
+		}
+		off += 12 + n
+	}
+}
+
+func wantCorrupt(t *testing.T, dir, path string, off int64) error {
+	t.Helper()
+	l, err := recovery.OpenDir(t.Context(), recovery.Dir(dir))
+	if err == nil {
+		l.Close()
+		t.Fatalf("OpenDir of a log damaged at %s offset %d succeeded", path, off)
+	}
+	var ce *recovery.CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, recovery.ErrCorrupt) {
+		t.Fatalf("OpenDir: got %v, want a *CorruptError", err)
+	}
+	if ce.Path != path || ce.Offset != off {
+		t.Fatalf("CorruptError at %s offset %d, want %s offset %d: %v", ce.Path, ce.Offset, path, off, err)
+	}
+	return err
+}
+
+// TestDirCompactInterrupted checks the states a crash during Compact can
+// leave: a temporary file not yet renamed, and a base segment beside the
+// segments it supersedes.
+func TestDirCompactInterrupted(t *testing.T) {
+	h := recoverytest.History()
+	st, err := recovery.Recover(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l := openDir(t, recovery.DirConfig{Path: dir, SegmentSize: 400})
+	for _, e := range h {
+		mustAppend(t, l, e)
+	}
+	l.Close()
+	old := copyDir(t, dir)
+
+	if err := os.WriteFile(filepath.Join(dir, "compact.tmp"), []byte("half a compaction"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openDir(t, recovery.Dir(dir))
+	recoverytest.Check(t, l, h)
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	l.Close()
+	for _, seg := range segmentFiles(t, old) {
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(seg)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(segmentFiles(t, dir)); n < 3 {
+		t.Fatalf("%d segments, want the base and at least two it supersedes", n)
+	}
+	l = openDir(t, recovery.Dir(dir))
+	recoverytest.Check(t, l, st.Entries())
+	l.Close()
+	var names []string
+	for _, s := range segmentFiles(t, dir) {
+		names = append(names, filepath.Base(s))
+	}
+	if len(names) != 1 || !strings.HasSuffix(names[0], ".base.log") {
+		t.Fatalf("segments after reopen: %v, want the base segment only", names)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compact.tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("compact.tmp still there: %v", err)
+	}
+}
+
+func TestDirEntryTooLarge(t *testing.T) {
+	l := openDir(t, recovery.Dir(t.TempDir()))
+	huge := batch.SeqRange{Stream: strings.Repeat("s", 17<<20), Shard: "shardId-000000000000", First: "1", Last: "2", Count: 2}
+	err := l.Append(t.Context(), recoverytest.Block(0, 0),
+		recovery.BlockStored(batch.BlockInfo{Ranges: []batch.SeqRange{huge}, Count: 2}))
+	if !errors.Is(err, recovery.ErrEntryTooLarge) {
+		t.Fatalf("Append: got %v, want ErrEntryTooLarge", err)
+	}
+	recoverytest.Check(t, l, nil)
+}
+
+func BenchmarkDirAppend(b *testing.B) {
+	l, err := recovery.OpenDir(b.Context(), recovery.Dir(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var seq uint64
+	for b.Loop() {
+		if err := l.Append(b.Context(), recoverytest.Block(0, seq)); err != nil {
+			b.Fatal(err)
+		}
+		seq++
+	}
+}
