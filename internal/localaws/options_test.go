@@ -95,3 +95,17 @@ func TestStartRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeMissing checks that a missing node binary is reported with advice.
+func TestNodeMissing(t *testing.T) {
+	t.Parallel()
+	_, err := lookNode("node-that-is-not-installed")
+	if !errors.Is(err, ErrNodeMissing) {
+		t.Fatalf("lookNode: got %v, want ErrNodeMissing", err)
+	}
+	for _, s := range []string{"Node.js 20", "npm", EnvKinesisEndpoint} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not mention %q", err, s)
+		}
+	}
+}
