@@ -200,6 +200,21 @@ func (e *engine) unbatched() int {
 // logs the allocation and queues the batch, waiting while MaxPendingBatches
 // batches are queued.
 func (e *engine) schedule(ctx context.Context, t batch.Time) error {
+	j, err := e.cut(ctx, t)
+	if err != nil {
+		return err
+	}
+	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
+	select {
+	case e.jobs <- j:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// cut makes the batch at time t of every source's unbatched blocks and logs
+// the allocation.
+func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources))}
 	var all []batch.BlockInfo
 	for i, s := range e.sources {
@@ -211,14 +226,9 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 		all = append(all, j.blocks[i]...)
 	}
 	if err := e.log.batchAllocated(ctx, t, all); err != nil {
-		return &BatchError{Time: t, Err: fmt.Errorf("log allocation: %w", err)}
+		return nil, &BatchError{Time: t, Err: fmt.Errorf("log allocation: %w", err)}
 	}
-	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
-	select {
-	case e.jobs <- j:
-	case <-ctx.Done():
-	}
-	return nil
+	return j, nil
 }
 
 // runLoop runs the queued batches in order until ctx is done or e.jobs is

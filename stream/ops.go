@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -49,11 +50,22 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 	requireFunc(s.sc, "FlatMap", s.n, "f", f == nil)
 	return derive(s, "FlatMap", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
 		parts := make([][]U, len(b.Parts()))
+		var chunks [][]U
 		for i, p := range b.Parts() {
-			out := make([]U, 0, len(p))
+			// Two passes, so the part is allocated once at its exact size:
+			// growing it by appending copies it several times over.
+			chunks = slices.Grow(chunks[:0], len(p))
+			n := 0
 			for _, v := range p {
-				out = append(out, f(v)...)
+				c := f(v)
+				chunks = append(chunks, c)
+				n += len(c)
 			}
+			out := make([]U, 0, n)
+			for _, c := range chunks {
+				out = append(out, c...)
+			}
+			clear(chunks)
 			parts[i] = out
 		}
 		return batch.Derive(b, parts...), nil

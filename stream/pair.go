@@ -44,13 +44,16 @@ func (r *reducer[K, V]) add(k K, v V) {
 // part.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
 	requireFunc(s.sc, "ReduceByKey", s.n, "reduce", reduce == nil)
+	hint := 0 // keys of the previous batch, to size this one's
 	return derive(s, "ReduceByKey", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
-		return batch.Derive(b, reduceBatch(b, reduce)), nil
+		out := reduceBatch(b, reduce, hint)
+		hint = len(out)
+		return batch.Derive(b, out), nil
 	})
 }
 
-func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V, V) V) []Pair[K, V] {
-	r := newReducer[K](reduce)
+func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V, V) V, hint int) []Pair[K, V] {
+	r := &reducer[K, V]{reduce: reduce, index: make(map[K]int, hint), out: make([]Pair[K, V], 0, hint)}
 	for _, p := range b.Parts() {
 		for _, kv := range p {
 			r.add(kv.Key, kv.Value)
@@ -63,9 +66,10 @@ func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V,
 // with the number of times it occurs in the batch, in the order the records
 // first appear; the result has one part.
 func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
+	hint := 0 // distinct records of the previous batch, to size this one's
 	return derive(s, "CountByValue", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[Pair[T, int64]], error) {
-		index := make(map[T]int)
-		var out []Pair[T, int64]
+		index := make(map[T]int, hint)
+		out := make([]Pair[T, int64], 0, hint)
 		for _, p := range b.Parts() {
 			for _, v := range p {
 				if i, ok := index[v]; ok {
@@ -76,6 +80,7 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 				out = append(out, Pair[T, int64]{Key: v, Value: 1})
 			}
 		}
+		hint = len(out)
 		return batch.Derive(b, out), nil
 	})
 }

@@ -119,7 +119,7 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 	requireFunc(s.sc, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.sc, "ReduceByKeyAndWindow", s.n, length, slide)
 	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
-		return batch.Derive(b, reduceBatch(b, reduce)), nil
+		return batch.Derive(b, reduceBatch(b, reduce, 0)), nil
 	})
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide}
 	return newStatefulStream(s.sc, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
