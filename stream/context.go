@@ -10,9 +10,9 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// ErrClosed is returned by Run when the Context has already run, or was
-// stopped or drained before Run was called: a Context runs at most once.
-var ErrClosed = errors.New("stream: context already run, stopped or drained")
+// ErrClosed is returned by Run when the Context has already run: a Context
+// runs at most once.
+var ErrClosed = errors.New("stream: context already run")
 
 // BatchError is the error Run returns when a batch fails: an output returned
 // an error, or a block could not be recomputed. Time is the batch time, so
@@ -33,7 +33,7 @@ type runState int
 const (
 	idle    runState = iota // built, Run not called yet
 	running                 // in Run
-	closed                  // Run returned, or Stop/Drain called before Run
+	closed                  // Run returned
 )
 
 // Context is the driver of a pipeline: it holds the graph of streams built
@@ -51,11 +51,11 @@ type Context struct {
 	outputs   []*output
 	graphErrs []error
 	state     runState
-	stopReq   bool // Stop or Drain was called
-	draining  bool
+	stopped   bool // Stop was called
+	draining  bool // Drain was called
 	cancel    context.CancelFunc
 	drainc    chan struct{} // closed by the first Drain of a running Context
-	done      chan struct{} // closed when the Context is closed and Run returned
+	done      chan struct{} // closed when Run returns
 }
 
 // NewContext returns a Context configured by cfg, or an error wrapping
@@ -125,16 +125,17 @@ func (sc *Context) validateLocked() error {
 // Run returns when:
 //   - Stop was called: nil, at once, without running the batches still
 //     pending (their blocks were never completed, so they are read again
-//     after a restart).
+//     after a restart). If Stop was called before Run, Run returns nil
+//     without starting anything.
 //   - Drain was called: nil, once every stored block has been processed.
+//     If Drain was called before Run, Run starts and drains at once.
 //   - ctx is done: ctx.Err(), stopping as Stop does.
 //   - a receiver's Start failed: that error, wrapped.
 //   - a batch failed: a *BatchError naming the batch time.
 //
 // In every case, every goroutine the Context started has ended. Run refuses
 // to start, with an error wrapping ErrInvalidConfig, if the graph is invalid
-// (see Validate), and returns ErrClosed if the Context already ran or was
-// stopped or drained.
+// (see Validate), and returns ErrClosed if the Context already ran.
 func (sc *Context) Run(ctx context.Context) error {
 	sc.mu.Lock()
 	if sc.state != idle {
@@ -145,6 +146,12 @@ func (sc *Context) Run(ctx context.Context) error {
 		sc.mu.Unlock()
 		return err
 	}
+	if sc.stopped {
+		sc.state = closed
+		close(sc.done)
+		sc.mu.Unlock()
+		return nil
+	}
 	e := newEngine(sc)
 	runCtx, cancel := context.WithCancel(ctx)
 	sc.state, sc.cancel = running, cancel
@@ -154,7 +161,7 @@ func (sc *Context) Run(ctx context.Context) error {
 	cancel()
 
 	sc.mu.Lock()
-	stopped := sc.stopReq
+	requested := sc.stopped || sc.draining
 	sc.state = closed
 	sc.mu.Unlock()
 	close(sc.done)
@@ -162,7 +169,7 @@ func (sc *Context) Run(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case stopped:
+	case requested:
 		return nil
 	}
 	return ctx.Err()
@@ -172,46 +179,44 @@ func (sc *Context) Run(ctx context.Context) error {
 // running, drops the batches pending, and waits until every goroutine the
 // Context started has ended. Blocks stored but not completed are not
 // reported as completed, so their records are read again after a restart.
+// Called before Run, it only makes Run return nil at once.
 //
 // Stop is safe to call more than once and from any goroutine, but not from
 // an output function or a Listener (it would wait for itself): from there,
 // call it in a new goroutine. After Stop, Run returns nil.
 func (sc *Context) Stop() {
 	sc.mu.Lock()
-	switch sc.state {
-	case idle:
-		sc.state, sc.stopReq = closed, true
-		close(sc.done)
-	case running:
-		sc.stopReq = true
+	sc.stopped = true
+	if sc.state == running {
 		sc.cancel()
 	}
+	wait := sc.state != idle
 	sc.mu.Unlock()
-	<-sc.done
+	if wait {
+		<-sc.done
+	}
 }
 
 // Drain stops the pipeline gracefully: it asks every receiver to stop (each
 // pushes what it holds), then keeps cutting and running batches, at their
 // usual batch times, until every stored block has been processed, and waits
-// until every goroutine the Context started has ended. A receiver that does
-// not stop keeps Drain waiting: call Stop, or cancel Run's ctx, to give up.
+// until every goroutine the Context started has ended. Called before Run,
+// it returns at once and Run drains as soon as it has started the receivers.
+// A receiver that does not stop keeps Drain waiting: call Stop, or cancel
+// Run's ctx, to give up.
 //
 // Drain is safe to call more than once and from any goroutine, but not from
 // an output function or a Listener. After Drain, Run returns nil unless a
 // batch or a receiver failed meanwhile.
 func (sc *Context) Drain() {
 	sc.mu.Lock()
-	switch sc.state {
-	case idle:
-		sc.state, sc.stopReq = closed, true
-		close(sc.done)
-	case running:
-		sc.stopReq = true
-		if !sc.draining {
-			sc.draining = true
-			close(sc.drainc)
-		}
+	if !sc.draining {
+		sc.draining = true
+		close(sc.drainc)
 	}
+	wait := sc.state != idle
 	sc.mu.Unlock()
-	<-sc.done
+	if wait {
+		<-sc.done
+	}
 }

@@ -150,16 +150,34 @@ func TestStopAndDrain(t *testing.T) {
 	}
 }
 
-func TestStopOrDrainBeforeRun(t *testing.T) {
-	for _, end := range []func(*Context){(*Context).Stop, (*Context).Drain} {
-		sc, _, s := newTest[string](t, Config{})
-		Print(s, 1)
-		end(sc)
-		end(sc)
-		if err := sc.Run(t.Context()); !errors.Is(err, ErrClosed) {
-			t.Errorf("Run after Stop/Drain = %v, want ErrClosed", err)
-		}
+func TestStopBeforeRun(t *testing.T) {
+	sc, _, s := newTest[string](t, Config{})
+	Print(s, 1)
+	sc.Stop()
+	sc.Stop()
+	if err := sc.Run(t.Context()); err != nil {
+		t.Errorf("Run after Stop = %v, want nil", err)
 	}
+	if err := sc.Run(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Run = %v, want ErrClosed", err)
+	}
+	sc.Drain() // returns at once: Run has returned
+}
+
+func TestDrainBeforeRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		c := collect(s)
+		r.hold("held")
+		sc.Drain()
+		sc.Drain()
+		if err := sc.Run(t.Context()); err != nil {
+			t.Errorf("Run after Drain = %v, want nil", err)
+		}
+		if diff := cmp.Diff([]out[string]{{0, []string{"held"}}}, c.outs()); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestRunContextCancelled(t *testing.T) {
