@@ -62,10 +62,13 @@ func (e *Env) Kinesis(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return e.kinesisClient(e.KinesisEndpoint, "Kinesis", optFns)
 }
 
-// KinesisMock returns a client of kinesis-mock. If Options.KinesisMock was
-// false, every call of the client fails.
+// KinesisMock returns a client of kinesis-mock. Its HTTP client, including
+// one set by optFns, is wrapped so that SubscribeToShard works (see
+// LOCAL-AWS.md: kinesis-mock omits the initial-response message). If
+// Options.KinesisMock was false, every call of the client fails.
 func (e *Env) KinesisMock(optFns ...func(*kinesis.Options)) *kinesis.Client {
-	return e.kinesisClient(e.KinesisMockEndpoint, "KinesisMock", optFns)
+	fix := func(o *kinesis.Options) { o.HTTPClient = initialResponse{next: o.HTTPClient} }
+	return e.kinesisClient(e.KinesisMockEndpoint, "KinesisMock", append(optFns[:len(optFns):len(optFns)], fix))
 }
 
 // kinesisClient returns a Kinesis client of endpoint, or one that fails if

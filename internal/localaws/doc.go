@@ -1,6 +1,8 @@
 // Package localaws runs real local AWS servers for weir's tests and examples:
 // kinesalite (Kinesis), dynalite (DynamoDB) and, on request, kinesis-mock (the
 // fuller Kinesis API: UpdateShardCount, ChildShards, enhanced fan-out).
+// Clients from [Env.KinesisMock] work around kinesis-mock's SubscribeToShard
+// quirk (it omits the initial-response message the SDK waits for).
 //
 // The servers are npm packages pinned in the repository's package.json and
 // package-lock.json. [Start] installs them with `npm ci` into node_modules

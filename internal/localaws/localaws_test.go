@@ -32,10 +32,63 @@ func TestStartAll(t *testing.T) {
 		t.Parallel()
 		roundTrip(ctx, t, env.KinesisMock(), 20, 2)
 	})
+	t.Run("kinesis-mock SubscribeToShard", func(t *testing.T) {
+		t.Parallel()
+		subscribe(ctx, t, env.KinesisMock())
+	})
 	t.Run("dynalite", func(t *testing.T) {
 		t.Parallel()
 		conditionalWrite(ctx, t, env.DynamoDB())
 	})
+}
+
+// subscribe reads records through an enhanced fan-out consumer.
+func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	name := UniqueName(t)
+	want := []string{"a", "b", "c"}
+	err := errors.Join(
+		CreateStreamOn(ctx, c, name, 1),
+		PutRecordsOn(ctx, c, name, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, func(int) string { return "k" }),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{
+		StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String("efo"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: reg.Consumer.ConsumerARN, ShardId: aws.String("shardId-000000000000"),
+		StartingPosition: &ktypes.StartingPosition{Type: ktypes.ShardIteratorTypeTrimHorizon},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := out.GetStream()
+	defer stream.Close()
+	var got []string
+	for ev := range stream.Events() {
+		if e, ok := ev.(*ktypes.SubscribeToShardEventStreamMemberSubscribeToShardEvent); ok {
+			for _, r := range e.Value.Records {
+				got = append(got, string(r.Data))
+			}
+		}
+		if len(got) >= len(want) {
+			break
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("records from SubscribeToShard (-want +got):\n%s (stream error: %v)", diff, stream.Err())
+	}
 }
 
 // roundTrip creates a stream, puts n records and reads them all back.
