@@ -73,6 +73,9 @@ func startProcess(ctx context.Context, l launch, logger *slog.Logger) (*process,
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = stopGrace
+	// Pdeathsig fires when the forking OS thread exits; the Go runtime only
+	// ends threads of goroutines that exit while locked to them, which this
+	// package never does, so in practice it fires when the process dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // so stop can signal everything it spawned
 		Pdeathsig: syscall.SIGKILL, // so a crashed test binary leaves no server behind
