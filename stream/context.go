@@ -54,7 +54,8 @@ type Context struct {
 	stopped   bool // Stop was called
 	draining  bool // Drain was called
 	cancel    context.CancelFunc
-	drainc    chan struct{} // closed by the first Drain of a running Context
+	drainc    chan struct{} // closed by the first Drain
+	log       metaLog       // nil: noLog; set by tests until recovery plugs in
 	done      chan struct{} // closed when Run returns
 }
 

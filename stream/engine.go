@@ -49,8 +49,11 @@ func newEngine(sc *Context) *engine {
 		sources: slices.Clone(sc.sources),
 		outputs: slices.Clone(sc.outputs),
 		nodes:   len(sc.nodes),
-		log:     noLog{},
+		log:     sc.log,
 		jobs:    make(chan *job, sc.cfg.MaxPendingBatches),
+	}
+	if e.log == nil {
+		e.log = noLog{}
 	}
 	reachable := make([]bool, len(sc.nodes))
 	var mark func(n *node)

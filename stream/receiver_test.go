@@ -16,11 +16,12 @@ import (
 // (it returns once the driver stored it); hold buffers records that are
 // pushed, as one block, only when the receiver is stopped gracefully.
 type testReceiver[T any] struct {
-	in       chan testPush[T]
-	stopc    chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
-	startErr error // returned by Start at once, if set
+	in         chan testPush[T]
+	stopc      chan struct{}
+	stopOnce   sync.Once
+	done       chan struct{}
+	startErr   error                 // returned by Start at once, if set
+	onComplete func([]batch.BlockID) // called by BlocksCompleted, if set
 
 	mu         sync.Mutex
 	started    bool
@@ -141,6 +142,9 @@ func (r *testReceiver[T]) BlocksCompleted(_ context.Context, blocks []batch.Bloc
 	ids := make([]batch.BlockID, len(blocks))
 	for i, b := range blocks {
 		ids[i] = b.ID
+	}
+	if r.onComplete != nil {
+		r.onComplete(ids)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

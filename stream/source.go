@@ -104,7 +104,7 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 		s.mu.Lock()
 		s.reserved--
 		s.mu.Unlock()
-		return batch.BlockInfo{}, fmt.Errorf("stream: source %d: log %v: %w", s.idx, id, err)
+		return batch.BlockInfo{}, fmt.Errorf("log %v: %w", id, err)
 	}
 	s.mu.Lock()
 	s.reserved--
@@ -116,6 +116,9 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 // reserve waits until the source has fewer than MaxUnbatchedBlocks blocks
 // stored or being stored and not yet in a batch, and takes a slot.
 func (s *sourceState[T]) reserve(ctx context.Context) error {
+	if s.e.ctx.Err() != nil {
+		return fmt.Errorf("push: %w", source.ErrStopped)
+	}
 	for {
 		s.mu.Lock()
 		if len(s.pending)+s.reserved < s.e.cfg.MaxUnbatchedBlocks {
@@ -130,7 +133,7 @@ func (s *sourceState[T]) reserve(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.e.ctx.Done():
-			return fmt.Errorf("stream: source %d: push: %w", s.idx, source.ErrStopped)
+			return fmt.Errorf("push: %w", source.ErrStopped)
 		}
 	}
 }
