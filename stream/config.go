@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/clock"
@@ -70,7 +71,9 @@ type Config struct {
 	// no batch time is ever skipped, the late batches are cut in order once
 	// room frees (their scheduling delay grows), and meanwhile blocks pile
 	// up unbatched until MaxUnbatchedBlocks makes pushes wait. So a source
-	// holds at most (MaxPendingBatches+2)*MaxUnbatchedBlocks stored blocks.
+	// holds at most (MaxPendingBatches+3)*MaxUnbatchedBlocks stored blocks:
+	// those of the batch running, of the pending ones, of the one the timer
+	// holds, and the unbatched ones.
 	// Default: 10.
 	MaxPendingBatches int
 
@@ -105,6 +108,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.MaxPendingBatches == 0 {
 		cfg.MaxPendingBatches = DefaultMaxPendingBatches
 	}
+	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
 		cfg.Stdout = os.Stdout
 	}
