@@ -1,0 +1,292 @@
+package recovery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// MaxDynamoEntrySize is the largest encoded entry a DynamoDB log stores: an
+// item holds at most 400 KB, and the rest of the item (key, writer) needs
+// room. Append refuses a larger entry with ErrEntryTooLarge rather than
+// splitting it, which would make entries non-atomic: a block would need
+// thousands of sequence ranges, or a batch thousands of blocks, to reach it.
+const MaxDynamoEntrySize = 380 << 10
+
+// maxDynamoName is the longest log name accepted (a partition key may hold
+// 2048 bytes; the item size budget above assumes at most this).
+const maxDynamoName = 1024
+
+// Attribute names of the items of a DynamoDB log. The key is (log, seq): a
+// log is one partition, its items ordered by seq, a number from 1. An item's
+// type is one of the item* values.
+const (
+	attrLog    = "log"
+	attrSeq    = "seq"
+	attrType   = "type"
+	attrEntry  = "entry"  // entry items: the entry's encoding (JSON)
+	attrWriter = "writer" // the writer that put the item
+	attrBase   = "base"   // base items: the seq of the first item in effect
+)
+
+const (
+	// itemEntry holds one entry.
+	itemEntry = "entry"
+	// itemClaim marks the opening of the log by a writer: taking the next
+	// seq fences off any earlier writer, whose next put would need it.
+	itemClaim = "claim"
+	// itemBase ends a compaction: items before its base seq are
+	// superseded by the copies from base on.
+	itemBase = "base"
+)
+
+// DynamoClient is the part of *dynamodb.Client a DynamoDB log uses.
+type DynamoClient interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+}
+
+// DynamoConfig configures a log kept in a DynamoDB table, readable from any
+// machine: a worker taking over another's shards opens that worker's log to
+// find their pending ranges. It is an Opener.
+//
+// The table's key is log (string, partition) and seq (number, sort); it may
+// hold the logs of many applications and workers, one partition each. It is
+// created, on demand (PAY_PER_REQUEST), if it does not exist. Each entry is
+// one item, written with a single-item conditional put.
+type DynamoConfig struct {
+	// Client is the DynamoDB client, usually a *dynamodb.Client. Required.
+	Client DynamoClient
+	// Table is the table's name. Required.
+	Table string
+	// Name is the log's name, its partition key: unique per application
+	// and writer, for example "wordcount/worker-1". At most 1024 bytes.
+	// Required.
+	Name string
+	// Logger receives warnings, such as superseded items a compaction could
+	// not delete. Nil means discard.
+	Logger *slog.Logger
+}
+
+// Open opens the log; see OpenDynamo.
+func (c DynamoConfig) Open(ctx context.Context) (Log, error) { return OpenDynamo(ctx, c) }
+
+func (c DynamoConfig) validate() error {
+	var problems []error
+	if c.Client == nil {
+		problems = append(problems, errors.New("Client nil: set a DynamoDB client, e.g. dynamodb.NewFromConfig(cfg)"))
+	}
+	if c.Table == "" {
+		problems = append(problems, errors.New("Table empty: set the name of the table holding recovery logs"))
+	}
+	switch {
+	case c.Name == "":
+		problems = append(problems, errors.New("Name empty: set the log's name, unique per application and worker"))
+	case len(c.Name) > maxDynamoName || !utf8.ValidString(c.Name):
+		problems = append(problems, fmt.Errorf("Name %.40q...: must be valid UTF-8 of at most %d bytes", c.Name, maxDynamoName))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// DynamoLog is a Log kept in a DynamoDB table; see DynamoConfig.
+//
+// Opening a DynamoLog claims it: a writer that opened it before is fenced
+// off, its next Append failing with ErrFenced, so a zombie worker cannot
+// append after its successor has read the log. Read returns the log as read
+// at Open plus this writer's appends. Compact writes the compacted entries
+// as new items, then a base item marking the items before them superseded,
+// then deletes those; a crash at any point leaves a log that recovers to
+// the same State.
+//
+// If a put fails other than by fencing, whether it took effect is unknown:
+// every later call returns that error, and the log must be opened again.
+// A DynamoLog is safe for concurrent use; it serialises appends.
+type DynamoLog struct {
+	client DynamoClient
+	table  string
+	name   string
+	writer string
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	next     int64    // seq of the next item
+	payloads [][]byte // encoded entries in effect, in order
+	seqs     []int64  // seqs of the payloads' items
+	base     int64    // seq of the base item in effect, or 0
+	claims   []int64  // seqs of claim items
+	stale    []int64  // seqs of items superseded by a compaction, to delete
+	failed   error    // sticky: fenced, or a put of unknown outcome
+	closed   bool
+}
+
+// OpenDynamo opens the log cfg names, creating the table if it does not
+// exist, and claims it (see DynamoLog). An item that does not decode is a
+// *CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
+func OpenDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoLog, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	l := &DynamoLog{client: cfg.Client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]), logger: cfg.Logger}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := ensureTable(ctx, cfg.Client, cfg.Table); err != nil {
+		return nil, err
+	}
+	// Another writer may put items between our read and our claim; then
+	// the claim's seq is taken, and we read again.
+	const attempts = 10
+	for range attempts {
+		if err := l.load(ctx); err != nil {
+			return nil, err
+		}
+		err := l.put(ctx, map[string]types.AttributeValue{attrType: str(itemClaim)})
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			if err != nil {
+				return nil, fmt.Errorf("recovery: claim log %s: %w", l.where(), err)
+			}
+			l.claims = append(l.claims, l.next)
+			l.next++
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("recovery: claim log %s: %d attempts lost to other writers", l.where(), attempts)
+}
+
+func (l *DynamoLog) where() string { return "dynamodb:" + l.table + "/" + l.name }
+
+// load reads every item of the log, in seq order, and keeps the entries in
+// effect: those from the last base item's base seq on.
+func (l *DynamoLog) load(ctx context.Context) error {
+	var items []logItem
+	var base int64
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(l.table),
+		KeyConditionExpression:    aws.String("#l = :l"),
+		ExpressionAttributeNames:  map[string]string{"#l": attrLog},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": str(l.name)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := l.client.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("recovery: read log %s: %w", l.where(), err)
+		}
+		for _, it := range out.Items {
+			li, err := readItem(it)
+			if err != nil {
+				return &CorruptError{Path: l.where(), Offset: li.seq, Err: err}
+			}
+			if li.typ == itemBase {
+				base = li.base
+			}
+			items = append(items, li)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	l.payloads, l.seqs, l.claims, l.stale, l.base, l.next = nil, nil, nil, nil, 0, 1
+	for _, it := range items {
+		switch {
+		case it.typ == itemClaim:
+			l.claims = append(l.claims, it.seq)
+		case it.seq < base:
+			l.stale = append(l.stale, it.seq)
+		case it.typ == itemEntry:
+			l.payloads, l.seqs = append(l.payloads, it.payload), append(l.seqs, it.seq)
+		default:
+			l.base = it.seq
+		}
+		l.next = it.seq + 1
+	}
+	return nil
+}
+
+// logItem is an item of a DynamoDB log.
+type logItem struct {
+	seq     int64
+	typ     string // itemEntry, itemClaim or itemBase
+	payload []byte // itemEntry: the entry's encoding, which decodes
+	base    int64  // itemBase: the seq of the first item in effect
+}
+
+// readItem parses an item; on error, the seq is set if the item has one.
+func readItem(it map[string]types.AttributeValue) (logItem, error) {
+	var li logItem
+	var err error
+	if li.seq, err = numAttr(it, attrSeq); err != nil {
+		return li, err
+	}
+	t, ok := it[attrType].(*types.AttributeValueMemberS)
+	if !ok {
+		return li, fmt.Errorf("item has no string %q attribute", attrType)
+	}
+	li.typ = t.Value
+	switch li.typ {
+	case itemClaim:
+	case itemBase:
+		li.base, err = numAttr(it, attrBase)
+	case itemEntry:
+		e, ok := it[attrEntry].(*types.AttributeValueMemberS)
+		if !ok {
+			return li, fmt.Errorf("entry item has no string %q attribute", attrEntry)
+		}
+		li.payload = []byte(e.Value)
+		_, err = DecodeEntry(li.payload)
+	default:
+		err = fmt.Errorf("unknown item type %q", li.typ)
+	}
+	return li, err
+}
+
+func numAttr(it map[string]types.AttributeValue, name string) (int64, error) {
+	n, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("item has no number %q attribute", name)
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("attribute %q: %w", name, err)
+	}
+	return v, nil
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// put puts an item at l.next, on condition that no item is there yet.
+func (l *DynamoLog) put(ctx context.Context, attrs map[string]types.AttributeValue) error {
+	attrs[attrLog], attrs[attrSeq], attrs[attrWriter] = str(l.name), num(l.next), str(l.writer)
+	_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(l.table),
+		Item:                     attrs,
+		ConditionExpression:      aws.String("attribute_not_exists(#s)"),
+		ExpressionAttributeNames: map[string]string{"#s": attrSeq},
+	})
+	return err
+}

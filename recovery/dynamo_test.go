@@ -1,0 +1,335 @@
+package recovery_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/recoverytest"
+)
+
+const table = "weir-recovery"
+
+// TestDynamo runs every DynamoDB log test against one dynalite.
+func TestDynamo(t *testing.T) {
+	client := localaws.ForTest(t, localaws.Options{DynamoDB: true}).DynamoDB()
+	cfg := func(t *testing.T) recovery.DynamoConfig {
+		return recovery.DynamoConfig{Client: client, Table: table, Name: localaws.UniqueName(t)}
+	}
+	t.Run("Conformance", func(t *testing.T) {
+		recoverytest.Run(t, func(t *testing.T) recovery.Opener { return cfg(t) })
+	})
+	t.Run("Fencing", func(t *testing.T) { testDynamoFencing(t, cfg(t)) })
+	t.Run("RetriedPut", func(t *testing.T) { testDynamoRetriedPut(t, cfg(t)) })
+	t.Run("LostResponse", func(t *testing.T) { testDynamoLostResponse(t, cfg(t)) })
+	t.Run("CompactInterrupted", func(t *testing.T) { testDynamoCompactInterrupted(t, cfg(t)) })
+	t.Run("LargeEntries", func(t *testing.T) { testDynamoLargeEntries(t, cfg(t)) })
+	t.Run("CorruptItem", func(t *testing.T) { testDynamoCorruptItem(t, cfg(t)) })
+	t.Run("Table", func(t *testing.T) { testDynamoTable(t, client) })
+	t.Run("InvalidConfig", func(t *testing.T) {
+		_, err := recovery.OpenDynamo(t.Context(), recovery.DynamoConfig{Name: strings.Repeat("n", 1025)})
+		if !errors.Is(err, recovery.ErrInvalidConfig) {
+			t.Fatalf("OpenDynamo: got %v, want ErrInvalidConfig", err)
+		}
+		for _, want := range []string{"Client nil", "Table empty", "at most 1024 bytes"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("OpenDynamo error %q does not contain %q", err, want)
+			}
+		}
+	})
+}
+
+func openDynamo(t *testing.T, cfg recovery.DynamoConfig) *recovery.DynamoLog {
+	t.Helper()
+	l, err := recovery.OpenDynamo(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("OpenDynamo: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// testDynamoFencing opens the log a second time, as a new owner would, and
+// checks the first writer can no longer append.
+func testDynamoFencing(t *testing.T, cfg recovery.DynamoConfig) {
+	a := openDynamo(t, cfg)
+	mustAppend(t, a, block(0, 0))
+	b := openDynamo(t, cfg)
+	recoverytest.Check(t, b, []recovery.Entry{block(0, 0)})
+	if err := a.Append(t.Context(), block(0, 1)); !errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Append by the first writer: got %v, want ErrFenced", err)
+	}
+	if err := a.Compact(t.Context()); !errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Compact by the first writer: got %v, want ErrFenced", err)
+	}
+	mustAppend(t, b, block(0, 2))
+	if err := b.Compact(t.Context()); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	c := openDynamo(t, cfg)
+	st, err := recovery.Recover([]recovery.Entry{block(0, 0), block(0, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recoverytest.Check(t, c, st.Entries())
+}
+
+// faultyClient wraps a DynamoClient to inject faults into PutItem and
+// BatchWriteItem.
+type faultyClient struct {
+	recovery.DynamoClient
+	put     func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+	batch   func(ctx context.Context, in *dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error)
+	queries atomic.Int32
+}
+
+func (c *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.queries.Add(1)
+	return c.DynamoClient.Query(ctx, in, opts...)
+}
+
+func (c *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if c.put != nil {
+		return c.put(ctx, in)
+	}
+	return c.DynamoClient.PutItem(ctx, in, opts...)
+}
+
+func (c *faultyClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	if c.batch != nil {
+		return c.batch(ctx, in)
+	}
+	return c.DynamoClient.BatchWriteItem(ctx, in, opts...)
+}
+
+func itemType(in *dynamodb.PutItemInput) string {
+	if s, ok := in.Item["type"].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+// testDynamoRetriedPut sends every entry put twice, as the SDK does when a
+// response is lost, and checks the second put's conditional failure is
+// recognised as the writer's own success.
+func testDynamoRetriedPut(t *testing.T, cfg recovery.DynamoConfig) {
+	real := cfg.Client
+	fc := &faultyClient{DynamoClient: real}
+	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		if _, err := real.PutItem(ctx, in); err != nil || itemType(in) != "entry" {
+			return nil, err
+		}
+		return real.PutItem(ctx, in)
+	}
+	cfg.Client = fc
+	l := openDynamo(t, cfg)
+	h := recoverytest.History()
+	mustAppend(t, l, h...)
+	recoverytest.Check(t, l, h)
+	l.Close()
+	recoverytest.Check(t, openDynamo(t, cfg), h)
+}
+
+// testDynamoLostResponse makes a put succeed but report an error: the
+// append fails, the log refuses further use, and a reopen finds the entry.
+func testDynamoLostResponse(t *testing.T, cfg recovery.DynamoConfig) {
+	real := cfg.Client
+	lost := errors.New("connection reset")
+	var fail atomic.Bool
+	fc := &faultyClient{DynamoClient: real}
+	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		out, err := real.PutItem(ctx, in)
+		if err == nil && fail.Load() {
+			return nil, lost
+		}
+		return out, err
+	}
+	faulty := cfg
+	faulty.Client = fc
+	l := openDynamo(t, faulty)
+	mustAppend(t, l, block(0, 0))
+	fail.Store(true)
+	if err := l.Append(t.Context(), block(0, 1)); !errors.Is(err, lost) {
+		t.Fatalf("Append: got %v, want the injected error", err)
+	}
+	fail.Store(false)
+	if err := l.Append(t.Context(), block(0, 2)); !errors.Is(err, lost) {
+		t.Fatalf("Append after a failed append: got %v, want the first failure", err)
+	}
+	l.Close()
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
+}
+
+// testDynamoCompactInterrupted fails a compaction at each step that can
+// fail and checks the log recovers to the same state after a reopen.
+func testDynamoCompactInterrupted(t *testing.T, cfg recovery.DynamoConfig) {
+	h := recoverytest.History()
+	want, err := recovery.Recover(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	tests := []struct {
+		name     string
+		failPut  string // item type whose put fails
+		failSkip int    // puts of that type to let through first
+		failDel  bool
+	}{
+		{name: "after some copies", failPut: "entry", failSkip: 2},
+		{name: "before the base item", failPut: "base"},
+		{name: "deletes fail", failDel: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.Name = localaws.UniqueName(t)
+			l := openDynamo(t, cfg)
+			mustAppend(t, l, h...)
+			l.Close()
+
+			real := cfg.Client
+			var puts atomic.Int32
+			fc := &faultyClient{DynamoClient: real}
+			fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+				if itemType(in) == tt.failPut && int(puts.Add(1)) > tt.failSkip {
+					return nil, boom
+				}
+				return real.PutItem(ctx, in)
+			}
+			if tt.failDel {
+				fc.batch = func(context.Context, *dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error) {
+					return nil, boom
+				}
+			}
+			faulty := cfg
+			faulty.Client = fc
+			l = openDynamo(t, faulty)
+			err := l.Compact(t.Context())
+			if tt.failDel != (err == nil) {
+				t.Fatalf("Compact: %v", err)
+			}
+			l.Close()
+			l = openDynamo(t, cfg)
+			got, err := recovery.Load(t.Context(), l)
+			if err != nil {
+				t.Fatalf("Load after an interrupted Compact: %v", err)
+			}
+			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty); diff != "" {
+				t.Fatalf("State mismatch (-want +got):\n%s", diff)
+			}
+			if err := l.Compact(t.Context()); err != nil {
+				t.Fatalf("Compact: %v", err)
+			}
+			l.Close()
+			recoverytest.Check(t, openDynamo(t, cfg), want.Entries())
+			if n := countItems(t, cfg); n > len(want.Entries())+1+4 {
+				t.Errorf("%d items left after a full compaction, want the %d entries, a base item and the claims",
+					n, len(want.Entries()))
+			}
+		})
+	}
+}
+
+func countItems(t *testing.T, cfg recovery.DynamoConfig) int {
+	t.Helper()
+	out, err := cfg.Client.Query(t.Context(), &dynamodb.QueryInput{
+		TableName:                 aws.String(cfg.Table),
+		KeyConditionExpression:    aws.String("#l = :l"),
+		ExpressionAttributeNames:  map[string]string{"#l": "log"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": &types.AttributeValueMemberS{Value: cfg.Name}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Items)
+}
+
+// testDynamoLargeEntries appends entries near the item size limit, enough
+// for reads to span several Query pages, and one over it.
+func testDynamoLargeEntries(t *testing.T, cfg recovery.DynamoConfig) {
+	big := func(seq uint64, size int) recovery.Entry {
+		r := batch.SeqRange{Stream: strings.Repeat("s", size), Shard: "x", First: "1", Last: "1", Count: 1}
+		return recovery.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Ranges: []batch.SeqRange{r}, Count: 1})
+	}
+	l := openDynamo(t, cfg)
+	var want []recovery.Entry
+	for i := range uint64(4) {
+		want = append(want, big(i, recovery.MaxDynamoEntrySize-200))
+	}
+	mustAppend(t, l, want...)
+	err := l.Append(t.Context(), big(9, recovery.MaxDynamoEntrySize))
+	if !errors.Is(err, recovery.ErrEntryTooLarge) {
+		t.Fatalf("Append of a too large entry: got %v, want ErrEntryTooLarge", err)
+	}
+	l.Close()
+	fc := &faultyClient{DynamoClient: cfg.Client}
+	cfg.Client = fc
+	recoverytest.Check(t, openDynamo(t, cfg), want)
+	if n := fc.queries.Load(); n < 2 {
+		t.Errorf("the log was read in %d Query pages, want several", n)
+	}
+}
+
+func testDynamoCorruptItem(t *testing.T, cfg recovery.DynamoConfig) {
+	l := openDynamo(t, cfg)
+	mustAppend(t, l, block(0, 0))
+	l.Close()
+	_, err := cfg.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String(cfg.Table),
+		Item: map[string]types.AttributeValue{
+			"log":   &types.AttributeValueMemberS{Value: cfg.Name},
+			"seq":   &types.AttributeValueMemberN{Value: "100"},
+			"type":  &types.AttributeValueMemberS{Value: "entry"},
+			"entry": &types.AttributeValueMemberS{Value: `{"v":1,"kind":"complete"}`},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = recovery.OpenDynamo(t.Context(), cfg)
+	var ce *recovery.CorruptError
+	if !errors.As(err, &ce) {
+		t.Fatalf("OpenDynamo: got %v, want a *CorruptError", err)
+	}
+	if want := "dynamodb:" + cfg.Table + "/" + cfg.Name; ce.Path != want || ce.Offset != 100 {
+		t.Fatalf("CorruptError at %s offset %d, want %s offset 100", ce.Path, ce.Offset, want)
+	}
+}
+
+// testDynamoTable checks a missing table is created, an existing one used,
+// and one with another key refused.
+func testDynamoTable(t *testing.T, client *dynamodb.Client) {
+	name := localaws.UniqueName(t)
+	cfg := recovery.DynamoConfig{Client: client, Table: name, Name: "app"}
+	l := openDynamo(t, cfg)
+	mustAppend(t, l, block(0, 0))
+	l.Close()
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+
+	other := name + "-other"
+	_, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(other),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Table = other
+	_, err = recovery.OpenDynamo(t.Context(), cfg)
+	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
+		t.Fatalf("OpenDynamo on a table with another key: got %v", err)
+	}
+}

@@ -1,0 +1,299 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// keepClaims is how many of the latest claim items compaction keeps. A
+// writer's claim is what fences off its predecessor, so it must outlive
+// compaction; older claims only fence writers several generations stale.
+const keepClaims = 16
+
+// Append puts one item per entry; see Log.Append.
+func (l *DynamoLog) Append(ctx context.Context, entries ...Entry) error {
+	enc, err := encodeAll(entries, MaxDynamoEntrySize)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	for _, p := range enc {
+		seq, err := l.putEntry(ctx, p)
+		if err != nil {
+			return err
+		}
+		l.payloads, l.seqs = append(l.payloads, p), append(l.seqs, seq)
+	}
+	return nil
+}
+
+func (l *DynamoLog) usable(ctx context.Context) error {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.failed != nil:
+		return l.failed
+	}
+	return ctx.Err()
+}
+
+// putEntry puts an entry item at the next seq and returns the seq. If the
+// seq is taken by this writer's item with the same entry, a put the SDK
+// retried after it had succeeded, that counts as success. Another failure
+// makes the log unusable.
+func (l *DynamoLog) putEntry(ctx context.Context, payload []byte) (int64, error) {
+	return l.putNext(ctx, map[string]types.AttributeValue{attrType: str(itemEntry), attrEntry: str(string(payload))})
+}
+
+// putNext puts an item at the next seq; see putEntry.
+func (l *DynamoLog) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
+	seq := l.next
+	err := l.put(ctx, attrs)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		var mine bool
+		mine, err = l.isMine(ctx, seq, attrs)
+		if err == nil && !mine {
+			l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
+				ErrFenced, l.where(), seq)
+			return 0, l.failed
+		}
+	}
+	if err != nil {
+		l.failed = fmt.Errorf("recovery: log %s: put of item %d failed and may or may not have "+
+			"taken effect; close and reopen the log: %w", l.where(), seq, err)
+		return 0, l.failed
+	}
+	l.next++
+	return seq, nil
+}
+
+// isMine reports whether the item at seq is the one attrs describes, put by
+// this writer.
+func (l *DynamoLog) isMine(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
+	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(l.table),
+		Key:            l.key(seq),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, a := range []string{attrWriter, attrType, attrEntry, attrBase} {
+		if !sameAttr(out.Item[a], attrs[a]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func sameAttr(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case nil:
+		return b == nil
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberN:
+		b, ok := b.(*types.AttributeValueMemberN)
+		return ok && a.Value == b.Value
+	}
+	return false
+}
+
+func (l *DynamoLog) key(seq int64) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrLog: str(l.name), attrSeq: num(seq)}
+}
+
+// Read returns the entries in effect; see Log.Read and DynamoLog.
+func (l *DynamoLog) Read(ctx context.Context) ([]Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return nil, err
+	}
+	return decodeAll(l.payloads)
+}
+
+// Compact puts the compacted entries and a base item after them, then
+// deletes the items they supersede; see Log.Compact and DynamoLog.
+func (l *DynamoLog) Compact(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	entries, err := decodeAll(l.payloads)
+	if err != nil {
+		return err
+	}
+	kept, err := compact(entries)
+	if err != nil {
+		return err
+	}
+	enc, err := encodeAll(kept, MaxDynamoEntrySize)
+	if err != nil {
+		return err
+	}
+	base := l.next
+	var seqs []int64
+	for _, p := range enc {
+		seq, err := l.putEntry(ctx, p)
+		if err != nil {
+			return err
+		}
+		seqs = append(seqs, seq)
+	}
+	baseSeq, err := l.putNext(ctx, map[string]types.AttributeValue{attrType: str(itemBase), attrBase: num(base)})
+	if err != nil {
+		return err
+	}
+	// The copies are in effect: what follows only tidies up.
+	l.stale = append(l.stale, l.seqs...)
+	if l.base != 0 {
+		l.stale = append(l.stale, l.base)
+	}
+	if n := len(l.claims) - keepClaims; n > 0 {
+		l.stale, l.claims = append(l.stale, l.claims[:n]...), slices.Clone(l.claims[n:])
+	}
+	l.payloads, l.seqs, l.base = enc, seqs, baseSeq
+	l.stale = l.deleteItems(ctx, l.stale)
+	return nil
+}
+
+// deleteItems deletes the items at seqs, 25 to a request, and returns the
+// seqs it could not delete, logging why; they are superseded, so deleting
+// them can wait for the next compaction.
+func (l *DynamoLog) deleteItems(ctx context.Context, seqs []int64) []int64 {
+	for len(seqs) > 0 {
+		n := min(len(seqs), 25)
+		if err := l.deleteBatch(ctx, seqs[:n]); err != nil {
+			l.logger.Warn("recovery: could not delete superseded log items; the next compaction will retry",
+				"log", l.where(), "items", len(seqs), "err", err)
+			return seqs
+		}
+		seqs = seqs[n:]
+	}
+	return nil
+}
+
+// deleteBatch deletes up to 25 items, retrying the unprocessed ones with
+// back-off.
+func (l *DynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
+	reqs := make([]types.WriteRequest, len(seqs))
+	for i, seq := range seqs {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: l.key(seq)}}
+	}
+	items := map[string][]types.WriteRequest{l.table: reqs}
+	for attempt := 0; ; attempt++ {
+		out, err := l.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
+		if err != nil {
+			return err
+		}
+		if len(out.UnprocessedItems[l.table]) == 0 {
+			return nil
+		}
+		if attempt == 8 {
+			return fmt.Errorf("%d items still unprocessed after %d attempts", len(out.UnprocessedItems[l.table]), attempt+1)
+		}
+		items = out.UnprocessedItems
+		if err := clock.Sleep(ctx, clock.Real{}, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// backoff is the wait before retry attempt+1: 50ms doubling up to 2s.
+func backoff(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
+}
+
+// Close marks the log closed; see Log.Close. The client is the caller's and
+// stays open.
+func (l *DynamoLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.payloads = nil
+	return nil
+}
+
+// ensureTable creates the table if it does not exist, waits until it is
+// active, and checks its key.
+func ensureTable(ctx context.Context, c DynamoClient, table string) error {
+	created := false
+	for attempt := 0; ; attempt++ {
+		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &nf) && !created:
+			if err := createTable(ctx, c, table); err != nil {
+				return err
+			}
+			created = true
+			continue
+		case errors.As(err, &nf):
+		case err != nil:
+			return fmt.Errorf("recovery: describe table %s: %w", table, err)
+		case out.Table.TableStatus == types.TableStatusActive:
+			return checkKey(table, out.Table.KeySchema)
+		}
+		if attempt == 60 {
+			return fmt.Errorf("recovery: table %s is not active after %d attempts", table, attempt+1)
+		}
+		if err := clock.Sleep(ctx, clock.Real{}, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+func createTable(ctx context.Context, c DynamoClient, table string) error {
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrLog), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSeq), AttributeType: types.ScalarAttributeTypeN},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrLog), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSeq), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("recovery: create table %s: %w", table, err)
+	}
+	return nil
+}
+
+// checkKey refuses a table whose key is not (log, seq).
+func checkKey(table string, ks []types.KeySchemaElement) error {
+	var hash, rng string
+	for _, k := range ks {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			hash = aws.ToString(k.AttributeName)
+		case types.KeyTypeRange:
+			rng = aws.ToString(k.AttributeName)
+		}
+	}
+	if hash != attrLog || rng != attrSeq {
+		return fmt.Errorf("%w: Table %s has key (%q, %q); a recovery log table needs partition key %q "+
+			"(string) and sort key %q (number): use another table name", ErrInvalidConfig, table, hash, rng, attrLog, attrSeq)
+	}
+	return nil
+}
