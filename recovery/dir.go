@@ -107,6 +107,9 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
 	if err := l.open(); err != nil {
+		if l.f != nil {
+			l.f.Close()
+		}
 		if l.lock != nil {
 			l.lock.Close()
 		}

@@ -1,12 +1,14 @@
 package recovery_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weirstream/weir/batch"
@@ -367,4 +369,27 @@ func BenchmarkDirAppend(b *testing.B) {
 		}
 		seq++
 	}
+}
+
+// BenchmarkDirAppendParallel appends from several goroutines: appends are
+// serialised, each paying its own fsync.
+func BenchmarkDirAppendParallel(b *testing.B) {
+	l, err := recovery.OpenDir(b.Context(), recovery.Dir(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var src atomic.Int64
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		s := int(src.Add(1))
+		var seq uint64
+		for pb.Next() {
+			if err := l.Append(context.Background(), recoverytest.Block(s, seq)); err != nil {
+				b.Error(err)
+				return
+			}
+			seq++
+		}
+	})
 }

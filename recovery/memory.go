@@ -64,24 +64,13 @@ func (m *MemoryStore) FailNextAppend(err error) {
 }
 
 // Entries returns the stored entries, as Read would, whether or not a Log is
-// open: for assertions in tests.
+// open: for assertions in tests. The entries were encoded by this package
+// from valid entries, so they always decode.
 func (m *MemoryStore) Entries() []Entry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.decoded()
-}
-
-// decoded decodes the stored entries; they were encoded from valid entries
-// by this package, so decoding cannot fail.
-func (m *MemoryStore) decoded() []Entry {
-	out := make([]Entry, 0, len(m.entries))
-	for _, b := range m.entries {
-		e, err := DecodeEntry(b)
-		if err == nil {
-			out = append(out, e)
-		}
-	}
-	return out
+	entries, _ := decodeAll(m.entries)
+	return entries
 }
 
 // Open opens the store as a Log. It returns ErrLocked if a Log opened
@@ -146,7 +135,7 @@ func (l *memoryLog) Read(ctx context.Context) ([]Entry, error) {
 		return nil, err
 	}
 	defer unlock()
-	return l.m.decoded(), nil
+	return decodeAll(l.m.entries)
 }
 
 func (l *memoryLog) Compact(ctx context.Context) error {
@@ -155,7 +144,11 @@ func (l *memoryLog) Compact(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	kept, err := compact(l.m.decoded())
+	entries, err := decodeAll(l.m.entries)
+	if err != nil {
+		return err
+	}
+	kept, err := compact(entries)
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,17 @@ func Recover(entries []Entry) (*State, error) {
 	return r.state(), nil
 }
 
+// LastBatch returns the greatest time of a batch the log knows of, pending
+// or completed, and whether there is one: a restarting driver cuts its next
+// batch after it.
+func (s *State) LastBatch() (batch.Time, bool) {
+	t, ok := s.LastCompleted, s.HasCompleted
+	if n := len(s.Pending); n > 0 && (!ok || s.Pending[n-1].Time > t) {
+		t, ok = s.Pending[n-1].Time, true
+	}
+	return t, ok
+}
+
 // Entries returns the shortest log that recovers to s: the shape, then each
 // pending batch's blocks and its allocation, then the unallocated blocks,
 // then a summary of the progress. Compaction replaces a log with these.

@@ -292,3 +292,31 @@ func TestCheckShape(t *testing.T) {
 		})
 	}
 }
+
+func TestStateLastBatch(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries []recovery.Entry
+		want    batch.Time
+		wantOK  bool
+	}{
+		{"none", nil, 0, false},
+		{"pending only", []recovery.Entry{recovery.BatchAllocated(0)}, 0, true},
+		{"completed after pending", []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchAllocated(2000),
+			recovery.BatchCompleted(2000)}, 2000, true},
+		{"pending after completed", []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchCompleted(1000),
+			recovery.BatchAllocated(3000)}, 3000, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := recovery.Recover(tt.entries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := st.LastBatch()
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("LastBatch() = %v, %v, want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
