@@ -381,7 +381,12 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	}
 	num := l.seg + 1
 	path := filepath.Join(l.dir, segmentName(num, true))
-	if err := writeFileSync(filepath.Join(l.dir, compactTemp), path, buf); err != nil {
+	if renamed, err := writeFileSync(filepath.Join(l.dir, compactTemp), path, buf); err != nil {
+		if renamed {
+			// The base segment may or may not be in effect after a crash:
+			// appending to the old segment could lose entries.
+			return l.fail(fmt.Errorf("compact: %w", err))
+		}
 		return fmt.Errorf("recovery: compact: %w", err)
 	}
 	// The base segment is in effect: what follows only tidies up, and a
@@ -398,11 +403,11 @@ func (l *DirLog) Compact(ctx context.Context) error {
 }
 
 // writeFileSync writes data to temp, fsyncs it, renames it to path and
-// fsyncs the directory.
-func writeFileSync(temp, path string, data []byte) error {
+// fsyncs the directory. It reports whether the rename happened.
+func writeFileSync(temp, path string, data []byte) (renamed bool, err error) {
 	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -416,9 +421,9 @@ func writeFileSync(temp, path string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(temp)
-		return err
+		return false, err
 	}
-	return syncDir(filepath.Dir(path))
+	return true, syncDir(filepath.Dir(path))
 }
 
 // Close closes the active segment and releases the directory lock; see
