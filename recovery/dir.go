@@ -276,10 +276,7 @@ func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
 	if len(enc) == 0 {
 		return nil
 	}
-	var buf []byte
-	for _, p := range enc {
-		buf = appendFrame(buf, p)
-	}
+	buf := frames(enc)
 	if l.f == nil || l.size >= l.segMax {
 		if err := l.roll(); err != nil {
 			return l.fail(err)
@@ -340,19 +337,6 @@ func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
 	return decodeAll(l.payloads)
 }
 
-// decodeAll decodes payloads this package encoded.
-func decodeAll(payloads [][]byte) ([]Entry, error) {
-	out := make([]Entry, len(payloads))
-	for i, p := range payloads {
-		e, err := DecodeEntry(p)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = e
-	}
-	return out, nil
-}
-
 // Compact writes the compacted entries to a new base segment and removes
 // the segments before it; see Log.Compact. The base segment is written to a
 // temporary file, fsynced and renamed into place, so a crash leaves either
@@ -363,22 +347,11 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	if err := l.usable(ctx); err != nil {
 		return err
 	}
-	entries, err := decodeAll(l.payloads)
+	enc, err := compactPayloads(l.payloads, maxFrame)
 	if err != nil {
 		return err
 	}
-	kept, err := compact(entries)
-	if err != nil {
-		return err
-	}
-	enc, err := encodeAll(kept, maxFrame)
-	if err != nil {
-		return err
-	}
-	var buf []byte
-	for _, p := range enc {
-		buf = appendFrame(buf, p)
-	}
+	buf := frames(enc)
 	num := l.seg + 1
 	path := filepath.Join(l.dir, segmentName(num, true))
 	if renamed, err := writeFileSync(filepath.Join(l.dir, compactTemp), path, buf); err != nil {

@@ -136,15 +136,7 @@ func (l *DynamoLog) Compact(ctx context.Context) error {
 	if err := l.usable(ctx); err != nil {
 		return err
 	}
-	entries, err := decodeAll(l.payloads)
-	if err != nil {
-		return err
-	}
-	kept, err := compact(entries)
-	if err != nil {
-		return err
-	}
-	enc, err := encodeAll(kept, MaxDynamoEntrySize)
+	enc, err := compactPayloads(l.payloads, MaxDynamoEntrySize)
 	if err != nil {
 		return err
 	}

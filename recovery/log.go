@@ -93,13 +93,31 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
-// compact returns the compacted form of entries; see Log.Compact.
-func compact(entries []Entry) ([]Entry, error) {
+// compactPayloads returns the encoded compacted form of the encoded entries
+// payloads; see Log.Compact and encodeAll for limit.
+func compactPayloads(payloads [][]byte, limit int) ([][]byte, error) {
+	entries, err := decodeAll(payloads)
+	if err != nil {
+		return nil, err
+	}
 	st, err := Recover(entries)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: compact: %w", err)
 	}
-	return st.Entries(), nil
+	return encodeAll(st.Entries(), limit)
+}
+
+// decodeAll decodes payloads this package encoded.
+func decodeAll(payloads [][]byte) ([]Entry, error) {
+	out := make([]Entry, len(payloads))
+	for i, p := range payloads {
+		e, err := DecodeEntry(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
 }
 
 // encodeAll encodes entries, refusing all of them if one is invalid or, when

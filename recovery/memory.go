@@ -144,15 +144,7 @@ func (l *memoryLog) Compact(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	entries, err := decodeAll(l.m.entries)
-	if err != nil {
-		return err
-	}
-	kept, err := compact(entries)
-	if err != nil {
-		return err
-	}
-	enc, err := encodeAll(kept, 0)
+	enc, err := compactPayloads(l.m.entries, 0)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,15 @@ func appendFrame(buf, payload []byte) []byte {
 	return append(buf, payload...)
 }
 
+// frames returns the frames of payloads, one after the other.
+func frames(payloads [][]byte) []byte {
+	var buf []byte
+	for _, p := range payloads {
+		buf = appendFrame(buf, p)
+	}
+	return buf
+}
+
 // errTorn marks a frame cut short at the end of a file.
 var errTorn = errors.New("torn frame at end of file")
 
