@@ -224,7 +224,7 @@ func testDynamoCompactInterrupted(t *testing.T, cfg recovery.DynamoConfig) {
 			if err != nil {
 				t.Fatalf("Load after an interrupted Compact: %v", err)
 			}
-			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("State mismatch (-want +got):\n%s", diff)
 			}
 			if err := l.Compact(t.Context()); err != nil {

@@ -23,7 +23,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeEntry(%s): %v", b, err)
 			}
-			if diff := cmp.Diff(e, got, recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(e, got, recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("round trip of %s mismatch (-want +got):\n%s", b, diff)
 			}
 		})
@@ -117,7 +117,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		if err != nil {
 			t.Fatalf("DecodeEntry of re-encoded %s: %v", b2, err)
 		}
-		if diff := cmp.Diff(e, e2, recoverytest.EquateEmpty); diff != "" {
+		if diff := cmp.Diff(e, e2, recoverytest.EquateEmpty()); diff != "" {
 			t.Fatalf("re-decode mismatch (-want +got):\n%s", diff)
 		}
 	})

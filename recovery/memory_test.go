@@ -86,7 +86,7 @@ func TestMemoryFaults(t *testing.T) {
 				t.Fatalf("no append failed")
 			}
 			recoverytest.Check(t, l, tt.want)
-			if diff := cmp.Diff(tt.want, m.Entries(), recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(tt.want, m.Entries(), recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("Entries mismatch (-want +got):\n%s", diff)
 			}
 		})

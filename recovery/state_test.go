@@ -20,7 +20,7 @@ var (
 func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }
 
 func TestRecover(t *testing.T) {
-	shape := recoverytest.SampleShape
+	shape := recoverytest.SampleShape()
 	other := recovery.Shape{Sources: []recovery.Component{{Kind: "memory"}}}
 	tests := []struct {
 		name    string
@@ -142,7 +142,7 @@ func TestRecover(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Recover: %v", err)
 			}
-			if diff := cmp.Diff(tt.want, got, recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(tt.want, got, recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("State mismatch (-want +got):\n%s", diff)
 			}
 			// The compacted form recovers to the same state and is a
@@ -152,10 +152,10 @@ func TestRecover(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Recover(Entries()): %v", err)
 			}
-			if diff := cmp.Diff(tt.want, again, recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(tt.want, again, recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("State of Entries() mismatch (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(compacted, again.Entries(), recoverytest.EquateEmpty); diff != "" {
+			if diff := cmp.Diff(compacted, again.Entries(), recoverytest.EquateEmpty()); diff != "" {
 				t.Fatalf("Entries() not a fixed point (-want +got):\n%s", diff)
 			}
 		})

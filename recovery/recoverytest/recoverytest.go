@@ -49,10 +49,10 @@ func Run(t *testing.T, newStore NewStore) {
 	}
 }
 
-// EquateEmpty is the cmp option the suite compares entries and states with:
-// a nil and an empty slice or map are equal, as the encoding does not tell
-// them apart.
-var EquateEmpty = cmpopts.EquateEmpty()
+// EquateEmpty returns the cmp option the suite compares entries and states
+// with: a nil and an empty slice or map are equal, as the encoding does not
+// tell them apart.
+func EquateEmpty() cmp.Option { return cmpopts.EquateEmpty() }
 
 // Block returns a stored-block entry of source src and sequence seq with one
 // range on shard "shard-<src>" of stream "s", made up from seq.
@@ -69,17 +69,19 @@ func Block(src int, seq uint64) recovery.Entry {
 // ID returns the block ID of source src and sequence seq.
 func ID(src int, seq uint64) batch.BlockID { return batch.BlockID{Source: src, Seq: seq} }
 
-// SampleShape is a pipeline shape with two sources and two outputs.
-var SampleShape = recovery.Shape{
-	Sources: []recovery.Component{{Kind: "kinesis", Name: "words"}, {Kind: "memory"}},
-	Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "Print"}},
+// SampleShape returns a pipeline shape with two sources and two outputs.
+func SampleShape() recovery.Shape {
+	return recovery.Shape{
+		Sources: []recovery.Component{{Kind: "kinesis", Name: "words"}, {Kind: "memory"}},
+		Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "Print"}},
+	}
 }
 
 // History returns a log of every kind of entry: a shape, blocks, two
 // completed batches and one pending, and one unallocated block.
 func History() []recovery.Entry {
 	return []recovery.Entry{
-		recovery.ShapeRecorded(SampleShape),
+		recovery.ShapeRecorded(SampleShape()),
 		Block(0, 0), Block(1, 0),
 		recovery.BatchAllocated(1000, ID(0, 0), ID(1, 0)),
 		Block(0, 1),
@@ -122,7 +124,7 @@ func Check(t *testing.T, l recovery.Log, want []recovery.Entry) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if diff := cmp.Diff(want, got, EquateEmpty); diff != "" {
+	if diff := cmp.Diff(want, got, EquateEmpty()); diff != "" {
 		t.Fatalf("Read entries mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -176,7 +178,7 @@ func testCompact(t *testing.T, o recovery.Opener) {
 	if err != nil {
 		t.Fatalf("Load after Compact: %v", err)
 	}
-	if diff := cmp.Diff(before, got, EquateEmpty); diff != "" {
+	if diff := cmp.Diff(before, got, EquateEmpty()); diff != "" {
 		t.Fatalf("State after Compact mismatch (-want +got):\n%s", diff)
 	}
 	// Appends go on after compaction, compaction is idempotent, and both
@@ -256,7 +258,7 @@ func testConcurrentAppends(t *testing.T, o recovery.Opener) {
 		id := got[i].Block.ID
 		want := []recovery.Entry{Block(id.Source, next[id.Source]),
 			recovery.BatchAllocated(batch.Time(id.Source*1000+int(next[id.Source])), ID(id.Source, next[id.Source]))}
-		if diff := cmp.Diff(want, got[i:i+2], EquateEmpty); diff != "" {
+		if diff := cmp.Diff(want, got[i:i+2], EquateEmpty()); diff != "" {
 			t.Fatalf("entries %d and %d mismatch (-want +got):\n%s", i, i+1, diff)
 		}
 		next[id.Source]++
