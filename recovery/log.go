@@ -47,9 +47,10 @@ type Log interface {
 	// batches and the blocks only they referenced, and keeps the shape, the
 	// pending batches with their blocks, the unallocated blocks and the
 	// progress (last completed batch, next block Seq per source, greatest
-	// sequence number per shard). A crash during Compact leaves either the
-	// old entries or the new. It fails, changing nothing, on a log that
-	// Recover refuses.
+	// sequence number per shard). A crash during Compact leaves a log that
+	// recovers to the same State (the old entries, the new, or for a
+	// DynamoDB log possibly the old followed by some of the new). It fails,
+	// changing nothing, on a log that Recover refuses.
 	Compact(ctx context.Context) error
 	// Close releases the log (its lock, files, handles). Later calls
 	// return ErrClosed; Close itself may be called more than once.
