@@ -16,7 +16,20 @@ import (
 // bound to 127.0.0.1 (kinesalite's CLI has no host flag), prints readyMarker
 // once listening, and exits with portInUseExit when the port is taken.
 // argv: module path, options as JSON, port.
+//
+// kinesalite and dynalite rethrow the "aborted" error of a request whose
+// client hung up before sending all of it, which kills the server. A client
+// hanging up is normal (a cancelled context does it), so the launcher logs
+// and survives that one error; any other uncaught error still ends it.
 const nodeLauncher = `
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.message === 'aborted')) {
+    console.error('localaws launcher: a client aborted a request');
+    return;
+  }
+  console.error(err);
+  process.exit(1);
+});
 const [mod, opts, port] = process.argv.slice(1);
 const server = require(mod)(JSON.parse(opts));
 server.on('error', (err) => {
