@@ -68,7 +68,7 @@ type BlockGenerator[T any] struct {
 // rt.BlockInterval and pushes it with rt.Push. onStored (may be nil) is called
 // after each successful push, with the BlockInfo the push returned, in block
 // order, from the pushing goroutine, never while holding a lock that Add
-// takes.
+// takes. Its ctx is Run's.
 //
 // Zero fields of rt take their defaults (see Runtime.WithDefaults: a block
 // every 200ms, at most 10 queued blocks). An rt that Runtime.Validate rejects
@@ -89,7 +89,8 @@ func NewBlockGenerator[T any](rt Runtime[T], onStored func(ctx context.Context, 
 // Add adds records, read from the given ranges, to the current block
 // atomically: all of them land in the same block and the block's ranges are
 // exactly those of the records in it. Add keeps no reference to records or
-// ranges. Records added without ranges are pushed but cannot be recomputed
+// ranges, and does not check the ranges: they are the caller's account of
+// where the records came from. Records added without ranges are pushed but cannot be recomputed
 // from their source; an empty records slice adds nothing, not even its ranges.
 //
 // It blocks (honouring ctx) while the queue of sealed blocks is full
@@ -250,7 +251,7 @@ func (g *BlockGenerator[T]) pushAll(ctx context.Context) error {
 		g.queue = g.queue[1:]
 		g.broadcastLocked()
 		g.mu.Unlock()
-		g.rt.Logger.Debug("source: block pushed", "block", info.ID.String(), "records", len(b.Records), "ranges", len(b.Ranges))
+		g.rt.Logger.Debug("source: block pushed", "block", info.ID, "records", len(b.Records), "ranges", len(b.Ranges))
 		if g.onStored != nil {
 			g.onStored(ctx, info)
 		}

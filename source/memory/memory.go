@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
 	"sync"
 
 	"github.com/weirstream/weir/batch"
@@ -46,7 +45,7 @@ type shard[T any] struct {
 	latest  string // greatest sequence number in a stored block, or ""
 }
 
-// next returns the sequence number the shard's next record gets.
+// nextSeq returns the sequence number the shard's next record gets.
 func (sh *shard[T]) nextSeq() uint64 { return sh.first + uint64(len(sh.records)) }
 
 // queued is the records of one Push or Send call, waiting to be added to the

@@ -416,3 +416,60 @@ func TestShards(t *testing.T) {
 		t.Errorf("Shards (-want +got):\n%s", diff)
 	}
 }
+
+// Source implements the receiver contract.
+var _ source.Receiver[string] = (*memory.Source[string])(nil)
+
+func TestConcurrentProducers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := mustNew(t, memory.Config{Shards: 4, MaxQueued: 20})
+		d := &fakeDriver{}
+		ctx := t.Context()
+		startErr := start(ctx, src, source.Runtime[string]{Push: d.push, BlockInterval: 5 * time.Millisecond, MaxQueuedBlocks: 2})
+		const producers, calls = 6, 50
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Go(func() {
+				for c := range calls {
+					recs := []string{fmt.Sprintf("p%d-c%d-0", p, c), fmt.Sprintf("p%d-c%d-1", p, c)}
+					if c%2 == 0 {
+						src.Push(recs...)
+					} else if err := src.Send(ctx, recs...); err != nil {
+						t.Errorf("Send: %v", err)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		if err := src.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if err := <-startErr; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		blocks, infos := d.snapshot()
+		seen := map[string]int{}
+		for i, b := range blocks {
+			rec, err := src.Recompute(ctx, infos[i])
+			if err != nil {
+				t.Fatalf("Recompute block %d: %v", i, err)
+			}
+			if diff := cmp.Diff(b.Records, rec); diff != "" {
+				t.Errorf("Recompute block %d (-want +got):\n%s", i, diff)
+			}
+			for _, r := range b.Records {
+				seen[r]++
+			}
+		}
+		if len(seen) != producers*calls*2 {
+			t.Errorf("delivered %d distinct records, want %d", len(seen), producers*calls*2)
+		}
+		for r, n := range seen {
+			if n != 1 {
+				t.Errorf("record %s delivered %d times", r, n)
+			}
+		}
+	})
+}
