@@ -23,7 +23,8 @@ type Block[T any] struct {
 
 // PushFunc stores a sealed block. It returns only once the block's records are
 // in the block store and its BlockInfo is in the recovery log (when one is
-// configured); the returned BlockInfo carries the ID the driver assigned. Only
+// configured); the returned BlockInfo carries the ID the driver assigned, and
+// its Ranges and Count are those of b. Only
 // after it returns without error may a receiver treat the block's sequence
 // numbers as stored. It is safe for concurrent use.
 type PushFunc[T any] func(ctx context.Context, b Block[T]) (batch.BlockInfo, error)

@@ -1,0 +1,113 @@
+// Command wordcount counts words on a stream, batch by batch, and prints each
+// batch's time, record count, top words and a running total.
+//
+// With no flags it needs nothing but Go, Node and npm: it installs and starts
+// local Kinesis and DynamoDB servers on 127.0.0.1, creates a stream, produces
+// generated text into it and counts the words read back from Kinesis.
+//
+//	go run ./examples/wordcount                     # local Kinesis, generated text
+//	go run ./examples/wordcount -source memory      # no servers: the in-process memory source
+//	go run ./examples/wordcount -stream words       # a real stream, usual AWS credential chain
+//
+// Ctrl-C (SIGINT) or SIGTERM drains: the receivers stop, every record already
+// read is counted, and the program exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// options are the command-line settings.
+type options struct {
+	source   string        // "local", "memory" or "kinesis"
+	stream   string        // Kinesis stream name or ARN (real stream)
+	endpoint string        // Kinesis endpoint override (real stream)
+	region   string        // AWS region override (real stream)
+	app      string        // application name
+	shards   int           // shards of the local stream
+	batch    time.Duration // batch interval
+	rate     int           // generated lines per second (local and memory)
+	top      int           // words printed per batch
+	duration time.Duration // stop after this long; 0 runs until a signal
+	verbose  bool          // log at debug level to stderr
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.source, "source", "", `where lines come from: "local" (local Kinesis servers, the default), "memory" (no servers), or "kinesis" (a real stream; the default when -stream or WEIR_STREAM is set)`)
+	flag.StringVar(&o.stream, "stream", os.Getenv("WEIR_STREAM"), "name or ARN of a real Kinesis stream to read (default $WEIR_STREAM)")
+	flag.StringVar(&o.endpoint, "endpoint", "", "Kinesis endpoint override for -stream")
+	flag.StringVar(&o.region, "region", "", "AWS region for -stream (default from the AWS environment)")
+	flag.StringVar(&o.app, "app", "wordcount", "application name")
+	flag.IntVar(&o.shards, "shards", 2, "number of shards of the local stream")
+	flag.DurationVar(&o.batch, "batch", time.Second, "batch interval")
+	flag.IntVar(&o.rate, "rate", 200, "generated lines per second")
+	flag.IntVar(&o.top, "top", 5, "number of top words printed per batch")
+	flag.DurationVar(&o.duration, "duration", 0, "stop (draining) after this long; 0 runs until Ctrl-C")
+	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the example until ctx is done or o.duration has passed, then
+// drains the pipeline; it returns nil after a clean drain.
+func run(ctx context.Context, o options, out io.Writer) error {
+	out = &syncWriter{w: out} // the pipeline's output and the producer's reports share it
+	if o.source == "" {
+		o.source = "local"
+		if o.stream != "" {
+			o.source = "kinesis"
+		}
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	switch o.source {
+	case "memory":
+		return runMemory(ctx, o, logger, out)
+	case "local":
+		return runLocal(ctx, o, logger, out)
+	case "kinesis":
+		if o.stream == "" {
+			return errors.New(`-source kinesis needs -stream NAME (or WEIR_STREAM)`)
+		}
+		return runKinesis(ctx, o, logger, out)
+	default:
+		return fmt.Errorf(`-source %q: must be "local", "memory" or "kinesis"`, o.source)
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestRun runs the example in each mode that needs no real AWS account for a
+// short while and checks that it counted every line it produced and printed
+// batches on the way. The runs take real time (about a second each) but
+// nothing is asserted about time.
+func TestRun(t *testing.T) {
+	for _, source := range []string{"memory", "local"} {
+		t.Run(source, func(t *testing.T) {
+			var out bytes.Buffer
+			o := options{source: source, app: "wordcount-test", shards: 2, batch: 100 * time.Millisecond,
+				rate: 500, top: 3, duration: time.Second}
+			if err := run(context.Background(), o, &out); err != nil {
+				t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+			}
+			produced := lastInt(t, &out, `produced (\d+) lines`)
+			counted := lastInt(t, &out, `counted (\d+) lines`)
+			if produced == 0 || counted != produced {
+				t.Errorf("produced %d lines, counted %d\noutput:\n%s", produced, counted, out.String())
+			}
+			if !regexp.MustCompile(`batch \d\d:\d\d:\d\d\.\d{3}  lines [1-9]\d*  words [1-9]\d*  top \[\w+=\d+`).Match(out.Bytes()) {
+				t.Errorf("no non-empty batch line in output:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	for _, o := range []options{{source: "nope"}, {source: "kinesis"}} {
+		if err := run(context.Background(), o, new(bytes.Buffer)); err == nil {
+			t.Errorf("run(%+v) = nil, want an error", o)
+		}
+	}
+}
+
+func lastInt(t *testing.T, out *bytes.Buffer, re string) int {
+	t.Helper()
+	m := regexp.MustCompile(re).FindAllSubmatch(out.Bytes(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no %q in output:\n%s", re, out.String())
+	}
+	n, _ := strconv.Atoi(string(m[len(m)-1][1]))
+	return n
+}

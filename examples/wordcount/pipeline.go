@@ -1,0 +1,114 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/stream"
+)
+
+// countWords adds the word count to lines: words are counted per batch and
+// each batch printed with its top words and the running total of words. It
+// returns the number of lines counted so far, safe to read at any time.
+func countWords(lines *stream.Stream[string], top int, out io.Writer) *atomic.Int64 {
+	var counted atomic.Int64
+	words := stream.FlatMap(lines, strings.Fields)
+	counts := stream.CountByValue(words)
+	var total int64 // only touched by the output, which runs one batch at a time
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		pairs := b.Records()
+		var n int64
+		for _, p := range pairs {
+			n += p.Value
+		}
+		total += n
+		slices.SortFunc(pairs, func(x, y stream.Pair[string, int64]) int {
+			return cmp.Or(cmp.Compare(y.Value, x.Value), cmp.Compare(x.Key, y.Key))
+		})
+		var tops []string
+		for _, p := range pairs[:min(top, len(pairs))] {
+			tops = append(tops, fmt.Sprintf("%s=%d", p.Key, p.Value))
+		}
+		records := 0
+		for _, r := range b.Ranges() {
+			records += r.Count
+		}
+		counted.Add(int64(records))
+		_, err := fmt.Fprintf(out, "batch %s  lines %d  words %d  top [%s]  total words %d\n",
+			b.Time().Std().Format("15:04:05.000"), records, n, strings.Join(tops, " "), total)
+		return err
+	})
+	return &counted
+}
+
+// awaitCounted waits until counted reaches want, ctx is done or wait has
+// passed, whichever is first; it reports whether counted reached want.
+func awaitCounted(ctx context.Context, counted *atomic.Int64, want int64, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for counted.Load() < want {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// vocabulary is what the text generator draws words from.
+var vocabulary = strings.Fields(`the quick brown fox jumps over the lazy dog while a stream
+of records flows through shards and blocks into batches that count every word exactly once`)
+
+// lineGen produces pseudo-random lines of text; it is deterministic for a seed.
+type lineGen struct{ r *rand.Rand }
+
+func newLineGen(seed uint64) *lineGen { return &lineGen{r: rand.New(rand.NewPCG(seed, 1))} }
+
+// next returns a line of 3 to 12 words.
+func (g *lineGen) next() string {
+	n := 3 + g.r.IntN(10)
+	w := make([]string, n)
+	for i := range w {
+		w[i] = vocabulary[g.r.IntN(len(vocabulary))]
+	}
+	return strings.Join(w, " ")
+}
+
+// produce calls send with rate/10 generated lines ten times a second until ctx
+// is done or send fails; it returns the number of lines sent.
+func produce(ctx context.Context, rate int, send func(context.Context, []string) error) (int, error) {
+	g := newLineGen(uint64(time.Now().UnixNano()))
+	per := max(1, rate/10)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	sent := 0
+	for {
+		lines := make([]string, per)
+		for i := range lines {
+			lines[i] = g.next()
+		}
+		if err := send(ctx, lines); err != nil {
+			if ctx.Err() != nil {
+				return sent, nil
+			}
+			return sent, err
+		}
+		sent += per
+		select {
+		case <-ctx.Done():
+			return sent, nil
+		case <-tick.C:
+		}
+	}
+}
