@@ -40,9 +40,9 @@ const (
 	// DefaultRecomputeTimeout bounds one Recompute call when
 	// Config.RecomputeTimeout is zero.
 	DefaultRecomputeTimeout = time.Minute
-	// DefaultRecomputeMaxAttempts bounds the attempts of each Kinesis call
-	// Recompute makes when Config.RecomputeMaxAttempts is zero.
-	DefaultRecomputeMaxAttempts = 20
+	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
+	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
+	DefaultMaxAttempts = 20
 )
 
 // InitialPosition is where a shard reader starts when no starting sequence
@@ -151,9 +151,11 @@ type Config struct {
 	// RecomputeTimeout bounds one Recompute call, retries included.
 	// Default 1m.
 	RecomputeTimeout time.Duration
-	// RecomputeMaxAttempts bounds the attempts of each Kinesis call made by
-	// Recompute. Default 20.
-	RecomputeMaxAttempts int
+	// MaxAttempts bounds the attempts of each Kinesis call made by
+	// Recompute and by Start's check that the stream exists (so an
+	// unreachable endpoint fails Start instead of hanging it). Shard readers
+	// and shard listing retry for as long as they run. Default 20.
+	MaxAttempts int
 	// OnRangeUnavailable is what Recompute does with a range Kinesis can no
 	// longer serve. Default FailRange.
 	OnRangeUnavailable RangePolicy
@@ -190,8 +192,8 @@ func (c Config) withDefaults() Config {
 	if c.RecomputeTimeout == 0 {
 		c.RecomputeTimeout = DefaultRecomputeTimeout
 	}
-	if c.RecomputeMaxAttempts == 0 {
-		c.RecomputeMaxAttempts = DefaultRecomputeMaxAttempts
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.OnRangeUnavailable == "" {
 		c.OnRangeUnavailable = FailRange
@@ -244,8 +246,8 @@ func (c Config) validate() error {
 	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
 		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)
 	}
-	if c.RecomputeMaxAttempts < 0 {
-		add("RecomputeMaxAttempts %d: must be >= 1 (0 means %d)", c.RecomputeMaxAttempts, DefaultRecomputeMaxAttempts)
+	if c.MaxAttempts < 0 {
+		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)
 	}
 	switch c.OnRangeUnavailable {
 	case FailRange, SkipRange:

@@ -27,12 +27,12 @@ func TestNewValidatesConfig(t *testing.T) {
 				Stream: "s", App: "a", InitialPosition: "EARLIEST", Endpoint: "127.0.0.1:4567",
 				RecordsPerRead: 10001, PollInterval: -1, ShardSyncInterval: -time.Second,
 				RetryBaseDelay: time.Second, RetryMaxDelay: time.Millisecond,
-				RecomputeTimeout: -1, RecomputeMaxAttempts: -2, OnRangeUnavailable: "ignore",
+				RecomputeTimeout: -1, MaxAttempts: -2, OnRangeUnavailable: "ignore",
 			},
 			want: []string{
 				`InitialPosition "EARLIEST"`, `Endpoint "127.0.0.1:4567"`, "RecordsPerRead 10001",
 				"PollInterval -1ns", "ShardSyncInterval -1s", "RetryMaxDelay 1ms: must be >= RetryBaseDelay",
-				"RecomputeTimeout -1ns", "RecomputeMaxAttempts -2", `OnRangeUnavailable "ignore"`,
+				"RecomputeTimeout -1ns", "MaxAttempts -2", `OnRangeUnavailable "ignore"`,
 			},
 		},
 		{name: "timestamp missing", cfg: Config{Stream: "s", App: "a", InitialPosition: AtTimestamp}, want: []string{"AtTimestamp is zero"}},
@@ -67,7 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
-		RecomputeTimeout: time.Minute, RecomputeMaxAttempts: 20, OnRangeUnavailable: FailRange,
+		RecomputeTimeout: time.Minute, MaxAttempts: 20, OnRangeUnavailable: FailRange,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("withDefaults (-want +got):\n%s", diff)

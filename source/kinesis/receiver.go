@@ -173,7 +173,7 @@ func (r *Receiver) stopping() bool {
 func (rn *run) checkStream(ctx context.Context) error {
 	stream := streamRef(rn.cfg.Stream)
 	in := &awskinesis.DescribeStreamSummaryInput{StreamName: stream.name(), StreamARN: stream.arn()}
-	out, err := do(ctx, rn.retry, 0, "DescribeStreamSummary", "", func(ctx context.Context) (*awskinesis.DescribeStreamSummaryOutput, error) {
+	out, err := do(ctx, rn.retry, rn.cfg.MaxAttempts, "DescribeStreamSummary", "", func(ctx context.Context) (*awskinesis.DescribeStreamSummaryOutput, error) {
 		return rn.client.DescribeStreamSummary(ctx, in)
 	})
 	var notFound *types.ResourceNotFoundException

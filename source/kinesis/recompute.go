@@ -18,7 +18,7 @@ import (
 // the range's First (AT_SEQUENCE_NUMBER) to its Last inclusive,
 // de-aggregating as the reader did, so the records come back the same and
 // in the same order. Throttling, server and connection errors are retried
-// with back-off, each call at most Config.RecomputeMaxAttempts times, the
+// with back-off, each call at most Config.MaxAttempts times, the
 // whole call within Config.RecomputeTimeout.
 //
 // A range Kinesis can no longer serve (trimmed, or its shard gone) gives a
@@ -101,7 +101,7 @@ func (rc *rangeReader) report(err error) { rc.reportError(err) }
 
 // read reads one range back.
 func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, error) {
-	if err := rng.Validate(); err != nil {
+	if err := checkRange(rng); err != nil {
 		return nil, err
 	}
 	unavailable := func(err error) error {
@@ -116,9 +116,9 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 	lastRead := ""
 	for expirations := 0; ; {
 		limit := min(max(rng.Count-len(out), 1), MaxRecordsPerRead)
-		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.RecomputeMaxAttempts)
+		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.MaxAttempts)
 		var expired *types.ExpiredIteratorException
-		if errors.As(err, &expired) && expirations < rc.cfg.RecomputeMaxAttempts {
+		if errors.As(err, &expired) && expirations < rc.cfg.MaxAttempts {
 			expirations++
 			rc.retry.stats.retry(CauseExpiredIterator)
 			if it, err = rc.iterator(ctx, stream, rng, lastRead); err != nil {
@@ -159,12 +159,12 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 // after a sequence number already read back.
 func (rc *rangeReader) iterator(ctx context.Context, stream streamRef, rng batch.SeqRange, after string) (*string, error) {
 	if after != "" {
-		return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, Position{After: after}, rc.cfg.RecomputeMaxAttempts)
+		return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, Position{After: after}, rc.cfg.MaxAttempts)
 	}
 	in := Position{}.iteratorInput(stream, rng.Shard)
 	in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
 	in.StartingSequenceNumber = aws.String(rng.First)
-	out, err := do(ctx, rc.retry, rc.cfg.RecomputeMaxAttempts, "GetShardIterator", rng.Shard, func(ctx context.Context) (*string, error) {
+	out, err := do(ctx, rc.retry, rc.cfg.MaxAttempts, "GetShardIterator", rng.Shard, func(ctx context.Context) (*string, error) {
 		o, err := rc.client.GetShardIterator(ctx, in)
 		if err != nil {
 			return nil, err
@@ -208,4 +208,47 @@ func takeRange(rng batch.SeqRange, page []types.Record, lastRead string) ([]type
 		}
 	}
 	return page, false, nil
+}
+
+// maxSeqDigits is the most digits a Kinesis sequence number has: the API
+// documents the pattern 0|([1-9]\d{0,128}). Real ones have 56 digits, more
+// than 128 bits, which is why batch.SeqRange.Validate (limited to 128 bits)
+// is not used here.
+const maxSeqDigits = 129
+
+// checkRange reports whether rng can be read back: stream and shard named,
+// Count >= 1, First and Last sequence numbers with First <= Last.
+func checkRange(rng batch.SeqRange) error {
+	var problems []error
+	if rng.Stream == "" || rng.Shard == "" {
+		problems = append(problems, errors.New("stream or shard is empty"))
+	}
+	if rng.Count < 1 {
+		problems = append(problems, fmt.Errorf("count %d: must be >= 1", rng.Count))
+	}
+	for _, s := range []string{rng.First, rng.Last} {
+		if !isSeq(s) {
+			problems = append(problems, fmt.Errorf("%q is not a sequence number", s))
+		}
+	}
+	if len(problems) == 0 && batch.CompareSeq(rng.First, rng.Last) > 0 {
+		problems = append(problems, errors.New("first is after last"))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("kinesis: range %v cannot be recomputed: %w", rng, errors.Join(problems...))
+	}
+	return nil
+}
+
+// isSeq reports whether s is shaped like a Kinesis sequence number.
+func isSeq(s string) bool {
+	if s == "" || len(s) > maxSeqDigits || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,396 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+)
+
+func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 4)
+	data := payloads("r", 4000)
+	if err := env.PutRecords(t.Context(), stream, data[:2000], nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(env, stream)
+	cfg.RecordsPerRead = 150 // several ranges per shard and per block
+	run := startReceiver(t, cfg, len(data))
+	if err := env.PutRecords(t.Context(), stream, data[2000:], nil); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	run.stop(t)
+
+	got := run.c.records()
+	checkExactlyOnce(t, data, got)
+	checkShardOrder(t, got)
+	blocks := run.c.snapshot()
+	checkRanges(t, stream, blocks)
+	checkRecompute(t, run.r, blocks)
+
+	stats := run.r.Stats()
+	if stats.RecordsRead != int64(len(data)) || stats.RangesRecomputed == 0 || len(stats.Shards) != 4 {
+		t.Errorf("stats: %+v", stats)
+	}
+	for id, sh := range stats.Shards {
+		last := ""
+		for _, r := range got {
+			if r.ShardID == id {
+				last = r.SequenceNumber
+			}
+		}
+		if seq, ok := run.r.LatestStored(id); !ok || seq != last || sh.LatestStored != last {
+			t.Errorf("shard %s: LatestStored %q, %v (stats %q), want %q", id, seq, ok, sh.LatestStored, last)
+		}
+	}
+}
+
+func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 2)
+	client := env.Kinesis()
+	data := payloads("m", 1500)
+	put := func(part [][]byte) {
+		if err := env.PutRecords(t.Context(), stream, part, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(data[:500])
+
+	var mu sync.Mutex
+	ends := map[string]string{}
+	cfg := baseConfig(env, stream)
+	cfg.RecordsPerRead = 100
+	cfg.OnShardEnd = func(_ context.Context, shard, last string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ends[shard] = last
+	}
+	run := startReceiver(t, cfg, len(data))
+
+	parent := openShards(t, client, stream)[0]
+	if _, err := client.SplitShard(t.Context(), &awskinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(midHashKey(parent)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, client, stream)
+	put(data[500:1000])
+
+	var kids []types.Shard
+	for _, s := range openShards(t, client, stream) {
+		if aws.ToString(s.ParentShardId) == aws.ToString(parent.ShardId) {
+			kids = append(kids, s)
+		}
+	}
+	if len(kids) != 2 {
+		t.Fatalf("split made %d children, want 2", len(kids))
+	}
+	if _, err := client.MergeShards(t.Context(), &awskinesis.MergeShardsInput{
+		StreamName: aws.String(stream), ShardToMerge: kids[0].ShardId, AdjacentShardToMerge: kids[1].ShardId,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, client, stream)
+	put(data[1000:])
+
+	run.wait(t)
+	run.stop(t)
+	got := run.c.records()
+	checkExactlyOnce(t, data, got)
+	checkShardOrder(t, got)
+	blocks := run.c.snapshot()
+	checkRanges(t, stream, blocks)
+	checkLineage(t, t.Context(), client, stream, blocks)
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, closed := range []string{aws.ToString(parent.ShardId), aws.ToString(kids[0].ShardId), aws.ToString(kids[1].ShardId)} {
+		last, ok := ends[closed]
+		stored, _ := run.r.LatestStored(closed)
+		if !ok || last != stored {
+			t.Errorf("OnShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
+		}
+		if !run.r.Stats().Shards[closed].Drained {
+			t.Errorf("shard %s not drained", closed)
+		}
+	}
+}
+
+func TestKPLAggregatedRecords(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 2)
+	var aggregates [][]byte
+	var want []string
+	for a := range 30 {
+		var users []kpl.UserRecord
+		for u := range a%7 + 1 {
+			d := "agg-" + strconv.Itoa(a) + "-" + strconv.Itoa(u)
+			users = append(users, kpl.UserRecord{PartitionKey: "k" + strconv.Itoa(u), ExplicitHashKey: strconv.Itoa(u * 1000), Data: []byte(d)})
+			want = append(want, d)
+		}
+		aggregates = append(aggregates, kpl.Aggregate(users))
+	}
+	aggregates = append(aggregates, []byte("plain"))
+	want = append(want, "plain")
+	if err := env.PutRecords(t.Context(), stream, aggregates, nil); err != nil {
+		t.Fatal(err)
+	}
+	run := startReceiver(t, baseConfig(env, stream), len(want))
+	run.wait(t)
+	run.stop(t)
+
+	got := run.c.records()
+	wantData := make([][]byte, len(want))
+	for i, w := range want {
+		wantData[i] = []byte(w)
+	}
+	checkExactlyOnce(t, wantData, got)
+	checkShardOrder(t, got)
+	for _, r := range got {
+		if string(r.Data) == "plain" {
+			if r.Aggregated || r.SubSequenceNumber != 0 {
+				t.Errorf("plain record: %+v", r)
+			}
+			continue
+		}
+		var a, u int
+		if _, err := fmt.Sscanf(string(r.Data), "agg-%d-%d", &a, &u); err != nil || !r.Aggregated || r.SubSequenceNumber != int64(u) ||
+			r.PartitionKey != "k"+strconv.Itoa(u) || r.ExplicitHashKey != strconv.Itoa(u*1000) {
+			t.Errorf("user record %+v (parse %v)", r, err)
+		}
+	}
+	blocks := run.c.snapshot()
+	checkRanges(t, stream, blocks)
+	checkRecompute(t, run.r, blocks)
+}
+
+func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
+	env := servers.Env(t)
+	t.Run("bad config", func(t *testing.T) {
+		_, err := New(Config{Stream: "x y", RecordsPerRead: 20000})
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("New: %v, want ErrInvalidConfig", err)
+		}
+		for _, field := range []string{"Stream", "App", "RecordsPerRead"} {
+			if !strings.Contains(err.Error(), field) {
+				t.Errorf("error %q does not name %s", err, field)
+			}
+		}
+	})
+	t.Run("missing stream", func(t *testing.T) {
+		r, err := New(baseConfig(env, "no-such-stream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pushed := false
+		err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+			pushed = true
+			return batch.BlockInfo{}, nil
+		}})
+		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "no-such-stream") || pushed {
+			t.Errorf("Start: %v (pushed %v), want ErrStreamNotFound naming the stream", err, pushed)
+		}
+		if err := r.Start(t.Context(), source.Runtime[Record]{}); err == nil {
+			t.Error("second Start: nil error")
+		}
+	})
+	t.Run("stop before start", func(t *testing.T) {
+		r, err := New(baseConfig(env, "no-such-stream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(t.Context(), source.Runtime[Record]{}); err != nil {
+			t.Errorf("Start after Stop: %v, want nil", err)
+		}
+	})
+}
+
+func TestStartAfterAssignerAndLatest(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 2)
+	data := payloads("c", 400)
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := startReceiver(t, baseConfig(env, stream), len(data))
+	base.wait(t)
+	base.stop(t)
+	all := base.c.records()
+	byShard := map[string][]Record{}
+	for _, r := range all {
+		byShard[r.ShardID] = append(byShard[r.ShardID], r)
+	}
+	shardA := all[0].ShardID
+
+	t.Run("start after a checkpoint", func(t *testing.T) {
+		cut := byShard[shardA][len(byShard[shardA])/3]
+		cfg := baseConfig(env, stream)
+		cfg.StartAfter = func(_ context.Context, shard string) (string, bool, error) {
+			return cut.SequenceNumber, shard == shardA, nil
+		}
+		want := len(all) - len(byShard[shardA])/3 - 1
+		run := startReceiver(t, cfg, want)
+		run.wait(t)
+		run.stop(t)
+		got := run.c.records()
+		if len(got) != want {
+			t.Fatalf("got %d records, want %d", len(got), want)
+		}
+		for _, r := range got {
+			if r.ShardID == shardA && batch.CompareSeq(r.SequenceNumber, cut.SequenceNumber) <= 0 {
+				t.Fatalf("record %s read, the checkpoint is %s", r.SequenceNumber, cut.SequenceNumber)
+			}
+		}
+	})
+
+	t.Run("assigner reads one shard", func(t *testing.T) {
+		cfg := baseConfig(env, stream)
+		started := make(chan *Control, 1)
+		cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
+			if err := c.StartShard(shardA, Position{Initial: TrimHorizon}); err != nil {
+				return err
+			}
+			if err := c.StartShard(shardA, Position{}); !errors.Is(err, ErrShardRunning) {
+				t.Errorf("second StartShard: %v, want ErrShardRunning", err)
+			}
+			started <- c
+			<-ctx.Done()
+			return nil
+		})
+		run := startReceiver(t, cfg, len(byShard[shardA]))
+		run.wait(t)
+		c := <-started
+		if err := c.StopShard(t.Context(), shardA); err != nil {
+			t.Fatal(err)
+		}
+		if c.Reading(shardA) {
+			t.Error("shard still read after StopShard")
+		}
+		run.stop(t)
+		if diff := cmp.Diff(byShard[shardA], run.c.records()); diff != "" {
+			t.Errorf("records (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("latest skips old records", func(t *testing.T) {
+		cfg := baseConfig(env, stream)
+		cfg.InitialPosition = Latest
+		iterators := make(chan struct{}, 16)
+		cfg.Client = &hookClient{
+			Client: env.Kinesis(),
+			getShardIterator: func(ctx context.Context, in *awskinesis.GetShardIteratorInput, next Client) (*awskinesis.GetShardIteratorOutput, error) {
+				out, err := next.GetShardIterator(ctx, in)
+				iterators <- struct{}{}
+				return out, err
+			},
+		}
+		fresh := payloads("fresh", 50)
+		run := startReceiver(t, cfg, len(fresh))
+		for range 2 {
+			<-iterators
+		}
+		if err := env.PutRecords(t.Context(), stream, fresh, nil); err != nil {
+			t.Fatal(err)
+		}
+		run.wait(t)
+		run.stop(t)
+		checkExactlyOnce(t, fresh, run.c.records())
+	})
+}
+
+func TestUnavailableRange(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	data := payloads("t", 60)
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(env, stream)
+	cfg.RecordsPerRead = 20
+	run := startReceiver(t, cfg, len(data))
+	run.wait(t)
+	run.stop(t)
+	var ranges []batch.SeqRange
+	for _, b := range run.c.snapshot() {
+		ranges = append(ranges, b.info.Ranges...)
+	}
+	all := batch.BlockInfo{Ranges: ranges, Count: len(data)}
+	trimmedBefore := ranges[1].First // the first range is "trimmed"
+
+	trimming := &hookClient{Client: env.Kinesis(), getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+		out, err := next.GetRecords(ctx, in)
+		if err != nil {
+			return out, err
+		}
+		kept := out.Records[:0]
+		for _, r := range out.Records {
+			if batch.CompareSeq(aws.ToString(r.SequenceNumber), trimmedBefore) >= 0 {
+				kept = append(kept, r)
+			}
+		}
+		out.Records = kept
+		return out, nil
+	}}
+	invalid := &hookClient{Client: env.Kinesis(), getShardIterator: func(ctx context.Context, in *awskinesis.GetShardIteratorInput, next Client) (*awskinesis.GetShardIteratorOutput, error) {
+		if aws.ToString(in.StartingSequenceNumber) == ranges[0].First {
+			return nil, &types.InvalidArgumentException{Message: aws.String("sequence number is trimmed")}
+		}
+		return next.GetShardIterator(ctx, in)
+	}}
+	tests := []struct {
+		name   string
+		client Client
+		policy RangePolicy
+	}{
+		{"first record later, fail", trimming, FailRange},
+		{"first record later, skip", trimming, SkipRange},
+		{"invalid argument, fail", invalid, FailRange},
+		{"invalid argument, skip", invalid, SkipRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := baseConfig(env, stream)
+			c.Client, c.OnRangeUnavailable = tt.client, tt.policy
+			r, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Recompute(t.Context(), all)
+			if tt.policy == FailRange {
+				var ue *RangeUnavailableError
+				if !errors.As(err, &ue) || ue.Shard != ranges[0].Shard || ue.First != ranges[0].First || ue.Last != ranges[0].Last || ue.Stream != stream {
+					t.Fatalf("Recompute: %v, want a *RangeUnavailableError for %v", err, ranges[0])
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Recompute: %v", err)
+			}
+			if diff := cmp.Diff(run.c.records()[ranges[0].Count:], got); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+			if s := r.Stats(); s.RangesSkipped != 1 || s.RangesRecomputed != int64(len(ranges)-1) {
+				t.Errorf("stats: skipped %d, recomputed %d", s.RangesSkipped, s.RangesRecomputed)
+			}
+		})
+	}
+}
+
