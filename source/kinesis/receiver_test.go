@@ -393,4 +393,3 @@ func TestUnavailableRange(t *testing.T) {
 		})
 	}
 }
-
