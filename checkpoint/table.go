@@ -262,7 +262,7 @@ func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 
 // Take makes owner the holder of l (expired, unowned, or stolen), if its owner
 // and counter are still those of l: it sets the owner, adds one to the
-// counter and, if the owner changes, to ownerSwitchesSinceCheckpoint. It
+// counter and, if it had another owner, to ownerSwitchesSinceCheckpoint. It
 // returns the lease as written, or an error wrapping ErrLeaseLost if another
 // worker wrote the lease since l was read.
 func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
@@ -271,7 +271,7 @@ func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) 
 	}
 	set := ", #owner = :newowner"
 	values := map[string]types.AttributeValue{":newowner": str(owner)}
-	if owner != l.Owner {
+	if l.Owner != "" && owner != l.Owner { // as KCL: taking an unowned lease is no switch
 		set += ", #switches = if_not_exists(#switches, :zero) + :one"
 		values[":zero"] = num(0)
 	}

@@ -1,0 +1,283 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/internal/localaws"
+)
+
+// newDynaliteTable returns an ensured table of its own on the shared dynalite.
+func newDynaliteTable(t *testing.T) (*Table, *dynamodb.Client) {
+	t.Helper()
+	db := servers.Env(t).DynamoDB()
+	tbl, err := NewTable(TableConfig{Name: localaws.UniqueName(t), Client: db, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return tbl, db
+}
+
+func mustGet(t *testing.T, tbl *Table, shard string) Lease {
+	t.Helper()
+	l, ok, err := tbl.Get(t.Context(), shard)
+	if err != nil || !ok {
+		t.Fatalf("Get %s = %v, %v, %v", shard, l, ok, err)
+	}
+	return l
+}
+
+func TestTableEnsure(t *testing.T) {
+	tbl, db := newDynaliteTable(t)
+	if err := tbl.Ensure(t.Context()); err != nil {
+		t.Errorf("Ensure of an existing table = %v", err)
+	}
+	other := localaws.UniqueName(t)
+	_, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            &other,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := NewTable(TableConfig{Name: other, Client: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Ensure(t.Context()); err == nil || !strings.Contains(err.Error(), "key schema") {
+		t.Errorf("Ensure of a table keyed by id = %v, want a key schema error", err)
+	}
+}
+
+func TestTableConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  TableConfig
+		want []string // substrings of the error; nil means valid
+	}{
+		{"valid", TableConfig{Name: "app.leases-1_a", Client: &dynamodb.Client{}}, nil},
+		{"short name and no client", TableConfig{Name: "ab"}, []string{`"ab": length 2`, "client is nil"}},
+		{"bad byte", TableConfig{Name: "my table", Client: &dynamodb.Client{}}, []string{`byte 2 (' ')`}},
+		{"too long", TableConfig{Name: strings.Repeat("a", 256), Client: &dynamodb.Client{}}, []string{"length 256"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewTable(tc.cfg)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewTable = %v, want ErrInvalidConfig", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestTableCreateListGet(t *testing.T) {
+	tbl, _ := newDynaliteTable(t)
+	tbl.pageLimit = 7 // several Scan pages
+	var want []Lease
+	for i := range 25 {
+		l := Lease{Shard: fmt.Sprintf("shardId-%012d", i), Checkpoint: TrimHorizon}
+		if i >= 20 {
+			l.Parents = []string{fmt.Sprintf("shardId-%012d", i-20)}
+		}
+		created, err := tbl.Create(t.Context(), l)
+		if err != nil || !created {
+			t.Fatalf("Create %s = %v, %v", l.Shard, created, err)
+		}
+		want = append(want, l)
+	}
+	created, err := tbl.Create(t.Context(), Lease{Shard: want[0].Shard, Checkpoint: LatestPosition})
+	if err != nil || created {
+		t.Errorf("second Create = %v, %v; want false, nil", created, err)
+	}
+	got, err := tbl.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Shard < got[j].Shard })
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("List (-want +got):\n%s", d)
+	}
+	if _, ok, err := tbl.Get(t.Context(), "nope"); ok || err != nil {
+		t.Errorf("Get of a missing lease = %v, %v", ok, err)
+	}
+}
+
+func TestTableConditionalWrites(t *testing.T) {
+	tbl, _ := newDynaliteTable(t)
+	ctx := t.Context()
+	if _, err := tbl.Create(ctx, Lease{Shard: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	unowned := mustGet(t, tbl, "s")
+	a, err := tbl.Take(ctx, unowned, "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Lease{Shard: "s", Owner: "worker-a", Counter: 1, Checkpoint: TrimHorizon}, a); d != "" {
+		t.Errorf("taken lease (-want +got):\n%s", d)
+	}
+	if _, err := tbl.Take(ctx, unowned, "worker-b"); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Take with a stale counter = %v, want ErrLeaseLost", err)
+	}
+	a, err = tbl.Renew(ctx, a)
+	if err != nil || a.Counter != 2 {
+		t.Fatalf("Renew = %+v, %v; want counter 2", a, err)
+	}
+	a, err = tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136588898", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.OwnerSwitches != 0 || a.Counter != 3 {
+		t.Errorf("after checkpoint: %+v, want switches 0, counter 3", a)
+	}
+	// Worker b steals the lease; a's stale copy can neither renew nor checkpoint.
+	b, err := tbl.Take(ctx, mustGet(t, tbl, "s"), "worker-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Renew(ctx, a); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("zombie Renew = %v, want ErrLeaseLost", err)
+	}
+	if _, err := tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136589999", 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("zombie Checkpoint = %v, want ErrLeaseLost", err)
+	}
+	// A copy with the right counter but the wrong owner is refused too.
+	forged := b
+	forged.Owner = "worker-a"
+	if _, err := tbl.Checkpoint(ctx, forged, "1", 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Checkpoint by a non-owner = %v, want ErrLeaseLost", err)
+	}
+	if got := mustGet(t, tbl, "s"); got.Checkpoint != a.Checkpoint || got.Owner != "worker-b" {
+		t.Errorf("lease after zombie writes = %+v, want a's checkpoint and owner b", got)
+	}
+	r, err := tbl.Release(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner != "" || r.Counter != b.Counter+1 {
+		t.Errorf("released lease = %+v, want no owner, counter %d", r, b.Counter+1)
+	}
+	if _, err := tbl.Release(ctx, b); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("second Release = %v, want ErrLeaseLost", err)
+	}
+	if _, err := tbl.Renew(ctx, Lease{Shard: "gone", Owner: "worker-a"}); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Renew of a missing lease = %v, want ErrLeaseLost", err)
+	}
+	if _, err := tbl.Checkpoint(ctx, r, "1", 0); err == nil || errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Checkpoint of an unowned lease = %v, want a plain error", err)
+	}
+	if _, err := tbl.Checkpoint(ctx, b, "12abc", 0); err == nil || errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Checkpoint of a bad value = %v, want a plain error", err)
+	}
+}
+
+// failingDB fails every UpdateItem with a service error.
+type failingDB struct{ DynamoDBAPI }
+
+func (failingDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return nil, &types.InternalServerError{Message: aws.String("injected")}
+}
+
+func TestTableServiceErrorIsNotLeaseLost(t *testing.T) {
+	tbl, db := newDynaliteTable(t)
+	if _, err := tbl.Create(t.Context(), Lease{Shard: "s", Owner: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	failing := newTable(TableConfig{Name: tbl.Name(), Client: failingDB{db}})
+	_, err := failing.Renew(t.Context(), Lease{Shard: "s", Owner: "w"})
+	var ise *types.InternalServerError
+	if !errors.As(err, &ise) || errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Renew = %v, want the service error, not ErrLeaseLost", err)
+	}
+}
+
+// TestTableKCLItems writes items the way a KCL application does and checks
+// that weir reads them, takes them over and keeps the attributes it does not
+// know.
+func TestTableKCLItems(t *testing.T) {
+	tbl, db := newDynaliteTable(t)
+	ctx := t.Context()
+	kcl := []map[string]types.AttributeValue{
+		{
+			"leaseKey": str("shardId-000000000000"), "leaseOwner": str("kcl-host:1234"),
+			"leaseCounter": num(417), "checkpoint": str("49590338271490256608559692538361571095921575989136588898"),
+			"checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(2),
+			"pendingCheckpoint": str("49590338271490256608559692538361571095921575989136589000"),
+		},
+		{
+			"leaseKey": str("shardId-000000000001"), "leaseCounter": num(9), "checkpoint": str(ShardEnd),
+			"checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
+		},
+		{
+			"leaseKey": str("shardId-000000000002"), "leaseOwner": str("kcl-host:1234"), "leaseCounter": num(12),
+			"checkpoint": str(TrimHorizon), "checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
+			"parentShardIds": &types.AttributeValueMemberSS{Value: []string{"shardId-000000000001"}},
+		},
+	}
+	for _, item := range kcl {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl.Name()), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := tbl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Shard < got[j].Shard })
+	want := []Lease{
+		{Shard: "shardId-000000000000", Owner: "kcl-host:1234", Counter: 417, Checkpoint: "49590338271490256608559692538361571095921575989136588898", OwnerSwitches: 2},
+		{Shard: "shardId-000000000001", Counter: 9, Checkpoint: ShardEnd},
+		{Shard: "shardId-000000000002", Owner: "kcl-host:1234", Counter: 12, Checkpoint: TrimHorizon, Parents: []string{"shardId-000000000001"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("List of KCL items (-want +got):\n%s", d)
+	}
+	taken, err := tbl.Take(ctx, got[0], "weir-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Checkpoint(ctx, taken, "49590338271490256608559692538361571095921575989136589999", 0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl.Name()), Key: keyOf("shardId-000000000000"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"leaseOwner": "weir-1", "checkpoint": "49590338271490256608559692538361571095921575989136589999",
+		"pendingCheckpoint": "49590338271490256608559692538361571095921575989136589000",
+	} {
+		if v, ok := out.Item[name].(*types.AttributeValueMemberS); !ok || v.Value != want {
+			t.Errorf("%s = %#v, want %q", name, out.Item[name], want)
+		}
+	}
+	if v, ok := out.Item["leaseCounter"].(*types.AttributeValueMemberN); !ok || v.Value != "419" {
+		t.Errorf("leaseCounter = %#v, want 419", out.Item["leaseCounter"])
+	}
+}
