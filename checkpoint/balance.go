@@ -1,0 +1,105 @@
+package checkpoint
+
+import "math/rand/v2"
+
+// leaseView is a lease as one take cycle sees it.
+type leaseView struct {
+	Lease
+	// expired: the counter has not changed for a lease duration, as observed
+	// on this worker's clock.
+	expired bool
+}
+
+// takePlan decides which leases one take cycle of worker me tries to take,
+// in KCL's way:
+//
+//   - only leases not at ShardEnd count, and a lease whose parents' leases
+//     are not all at ShardEnd (or gone) is never taken;
+//   - the alive workers are me and the owners of unexpired leases; the
+//     target is ceil(leases / workers), capped by maxLeases if > 0;
+//   - below target, take unowned and expired leases (and leases owned by me
+//     that I do not hold: a previous run of this worker), up to the target;
+//   - if there are none, steal from the most loaded worker when it holds more
+//     than the target (or exactly the target while I need more than one), at
+//     most maxSteals (< 0: never) and never bringing it below the target.
+//
+// held is the set of shards I hold. The order of the result is random, so
+// that workers starting together do not all race for the same lease.
+func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, maxLeases int) []Lease {
+	byShard := make(map[string]leaseView, len(views))
+	for _, v := range views {
+		byShard[v.Shard] = v
+	}
+	parentsDone := func(l Lease) bool {
+		for _, p := range l.Parents {
+			if pv, ok := byShard[p]; ok && pv.Checkpoint != ShardEnd {
+				return false
+			}
+		}
+		return true
+	}
+	workers := map[string]int{me: 0} // alive worker -> active leases held
+	active := 0
+	for _, v := range views {
+		if v.Checkpoint == ShardEnd {
+			continue
+		}
+		active++
+		if v.Owner != "" && !v.expired && v.Owner != me {
+			workers[v.Owner]++
+		}
+	}
+	target := (active + len(workers) - 1) / len(workers)
+	if maxLeases > 0 && target > maxLeases {
+		target = maxLeases
+	}
+	needed := target - len(held)
+	if needed <= 0 {
+		return nil
+	}
+	var free []Lease
+	for _, v := range views {
+		if v.Checkpoint == ShardEnd || held[v.Shard] || !parentsDone(v.Lease) {
+			continue
+		}
+		if v.Owner == "" || v.expired || v.Owner == me {
+			free = append(free, v.Lease)
+		}
+	}
+	if len(free) > 0 {
+		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+		return free[:min(needed, len(free))]
+	}
+	return stealPlan(me, views, workers, target, needed, maxSteals)
+}
+
+// stealPlan picks the leases to steal from the most loaded alive worker.
+func stealPlan(me string, views []leaseView, workers map[string]int, target, needed, maxSteals int) []Lease {
+	if maxSteals < 0 {
+		return nil
+	}
+	victim, most := "", 0
+	for w, n := range workers {
+		if w != me && (n > most || n == most && w < victim) {
+			victim, most = w, n
+		}
+	}
+	var n int
+	switch {
+	case most > target:
+		n = min(needed, maxSteals, most-target)
+	case most == target && needed > 1:
+		n = min(1, maxSteals)
+	}
+	if n <= 0 {
+		return nil
+	}
+	var theirs []Lease
+	for _, v := range views {
+		if v.Owner == victim && !v.expired && v.Checkpoint != ShardEnd {
+			theirs = append(theirs, v.Lease)
+		}
+	}
+	rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
+	return theirs[:min(n, len(theirs))]
+}

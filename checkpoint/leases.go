@@ -1,0 +1,496 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// Defaults of CoordinatorConfig fields left at zero.
+const (
+	DefaultLeaseDuration     = 10 * time.Second
+	DefaultMaxStealsPerCycle = 1
+	DefaultShardSyncInterval = time.Minute
+)
+
+// renewParallelism bounds the renewals one cycle runs at once.
+const renewParallelism = 8
+
+// ShardInfo describes a shard of the stream, as the caller lists it.
+type ShardInfo struct {
+	ID        string
+	ParentIDs []string
+}
+
+// CoordinatorConfig configures a Coordinator. The zero value of each optional
+// field means its documented default.
+type CoordinatorConfig struct {
+	// TableName is the lease table's name: 3 to 255 of [a-zA-Z0-9_.-].
+	// Required. The table is created (on-demand billing) if missing.
+	TableName string
+	// DynamoDB is the client of the table, usually a *dynamodb.Client.
+	// Required.
+	DynamoDB DynamoDBAPI
+	// WorkerID names this worker in leaseOwner; it must be unique among the
+	// workers sharing the table (e.g. host name and a random suffix).
+	// Required.
+	WorkerID string
+	// LeaseDuration is how long a lease stays this worker's without a
+	// renewal, and how long another worker must see its counter unchanged
+	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
+	// time).
+	LeaseDuration time.Duration
+	// RenewInterval is how often held leases are renewed; it must be shorter
+	// than LeaseDuration. Default LeaseDuration/3.
+	RenewInterval time.Duration
+	// TakeInterval is how often the table is scanned to take expired leases
+	// and steal towards balance. Default LeaseDuration.
+	TakeInterval time.Duration
+	// MaxStealsPerCycle bounds the leases stolen in one take cycle. Default
+	// DefaultMaxStealsPerCycle (1); negative disables stealing.
+	MaxStealsPerCycle int
+	// MaxLeases caps the leases this worker holds. Default 0: no cap.
+	MaxLeases int
+	// ListShards, if set, is called at start and every ShardSyncInterval; its
+	// result is passed to SyncShards. Without it, the caller calls SyncShards.
+	ListShards func(ctx context.Context) ([]ShardInfo, error)
+	// ShardSyncInterval is how often ListShards is called. Default
+	// DefaultShardSyncInterval (1m).
+	ShardSyncInterval time.Duration
+	// InitialPosition is the checkpoint of a new lease whose shard has no
+	// known parent: TrimHorizon (default) or LatestPosition. Leases of child
+	// shards always start at TrimHorizon, so no record is skipped.
+	InitialPosition string
+	// OnAcquired is called with each lease this worker takes; the reader of
+	// the shard starts after lease.Checkpoint. Optional.
+	OnAcquired func(l Lease)
+	// OnLost is called with each shard whose lease this worker lost (another
+	// worker took it, or it could not be renewed within LeaseDuration); the
+	// shard must stop at once and must not be checkpointed. Optional.
+	OnLost func(shard string)
+	// Clock is the time source of every period and of lease expiry.
+	// Default clock.Real{}.
+	Clock clock.Clock
+	// Logger receives lease changes and errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *CoordinatorConfig) setDefaults() {
+	c.LeaseDuration = orDur(c.LeaseDuration, DefaultLeaseDuration)
+	c.RenewInterval = orDur(c.RenewInterval, c.LeaseDuration/3)
+	c.TakeInterval = orDur(c.TakeInterval, c.LeaseDuration)
+	c.ShardSyncInterval = orDur(c.ShardSyncInterval, DefaultShardSyncInterval)
+	c.MaxStealsPerCycle = orInt(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
+	if c.InitialPosition == "" {
+		c.InitialPosition = TrimHorizon
+	}
+	c.Clock = clock.Or(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// validate reports every problem of a config with defaults applied.
+func (c CoordinatorConfig) validate() error {
+	problems := TableConfig{Name: c.TableName, Client: c.DynamoDB}.problems()
+	if c.WorkerID == "" {
+		problems = append(problems, errors.New("WorkerID is empty: set a name unique among the workers"))
+	}
+	if c.LeaseDuration < 0 {
+		problems = append(problems, fmt.Errorf("LeaseDuration %v: must be > 0 (0 means %v)", c.LeaseDuration, DefaultLeaseDuration))
+	}
+	if c.RenewInterval < 0 {
+		problems = append(problems, fmt.Errorf("RenewInterval %v: must be > 0 (0 means LeaseDuration/3)", c.RenewInterval))
+	} else if c.RenewInterval >= c.LeaseDuration && c.LeaseDuration > 0 {
+		problems = append(problems, fmt.Errorf("RenewInterval %v: must be shorter than LeaseDuration %v (LeaseDuration/3 is usual)", c.RenewInterval, c.LeaseDuration))
+	}
+	if c.TakeInterval < 0 {
+		problems = append(problems, fmt.Errorf("TakeInterval %v: must be > 0 (0 means LeaseDuration)", c.TakeInterval))
+	}
+	if c.ShardSyncInterval < 0 {
+		problems = append(problems, fmt.Errorf("ShardSyncInterval %v: must be > 0 (0 means %v)", c.ShardSyncInterval, DefaultShardSyncInterval))
+	}
+	if c.MaxLeases < 0 {
+		problems = append(problems, fmt.Errorf("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases))
+	}
+	if c.InitialPosition != TrimHorizon && c.InitialPosition != LatestPosition {
+		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s or %s", c.InitialPosition, TrimHorizon, LatestPosition))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// Coordinator runs one worker's side of the lease protocol on the lease
+// table (see the package doc) and is the Committer that writes this worker's
+// checkpoints. It is safe for concurrent use.
+//
+// Lease changes are reported through OnAcquired and OnLost, in the order they
+// happen, from one goroutine that Run owns, never under a lock; a callback may
+// call any method of the Coordinator or of a Checkpointer.
+type Coordinator struct {
+	cfg   CoordinatorConfig
+	table *Table
+	log   *slog.Logger
+
+	drained chan struct{} // closed by Drain
+
+	mu       sync.Mutex
+	held     map[string]*heldLease
+	seen     map[string]seenLease
+	events   []leaseEvent
+	wake     chan struct{} // 1-slot: events were queued
+	draining bool
+	running  bool
+}
+
+// heldLease is a lease this worker holds. lease and renewed are guarded by
+// Coordinator.mu; sem serializes the writes of the lease (renew, checkpoint,
+// release), whose condition needs the counter the previous one wrote.
+type heldLease struct {
+	sem     chan struct{}
+	lease   Lease
+	renewed time.Time // last successful write, on this worker's clock
+}
+
+// seenLease is a lease as last scanned, and when its counter or owner last
+// changed on this worker's clock.
+type seenLease struct {
+	lease   Lease
+	changed time.Time
+}
+
+type leaseEvent struct {
+	acquired *Lease // nil for a loss
+	lost     string
+}
+
+// NewCoordinator validates cfg and returns a Coordinator; it does no I/O
+// (Run creates the table if needed).
+func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		cfg:     cfg,
+		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock}),
+		log:     cfg.Logger.With("worker", cfg.WorkerID),
+		drained: make(chan struct{}),
+		held:    make(map[string]*heldLease),
+		seen:    make(map[string]seenLease),
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Table returns the lease table.
+func (c *Coordinator) Table() *Table { return c.table }
+
+// WorkerID returns this worker's ID.
+func (c *Coordinator) WorkerID() string { return c.cfg.WorkerID }
+
+// Held returns the leases this worker holds, as last written.
+func (c *Coordinator) Held() []Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Lease, 0, len(c.held))
+	for _, h := range c.held {
+		out = append(out, h.lease)
+	}
+	return out
+}
+
+// Run makes sure the table exists, syncs shards (with ListShards), takes
+// leases at once, then renews, takes and syncs on their periods and
+// delivers lease events, until ctx is done (it returns ctx.Err(); held leases
+// are left to expire, or are kept by a restart with the same WorkerID) or
+// Drain is called (it returns nil). Calling Run more than once is an error.
+func (c *Coordinator) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("checkpoint: Coordinator.Run called more than once")
+	}
+	c.running = true
+	c.mu.Unlock()
+	if err := c.table.Ensure(ctx); err != nil {
+		return err
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var g errgroup.Group
+	g.Go(func() error { c.dispatch(loopCtx); return nil })
+	g.Go(func() error { c.every(loopCtx, c.cfg.RenewInterval, c.renewCycle); return nil })
+	g.Go(func() error {
+		if c.cfg.ListShards != nil {
+			c.every(loopCtx, c.cfg.ShardSyncInterval, c.syncListed)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if c.cfg.ListShards != nil { // leases first, so the first take finds them
+			c.syncListed(loopCtx)
+		}
+		c.takeCycle(loopCtx)
+		c.every(loopCtx, c.cfg.TakeInterval, c.takeCycle)
+		return nil
+	})
+	select {
+	case <-ctx.Done():
+	case <-c.drained:
+	}
+	stop()
+	_ = g.Wait() // the goroutines return nil
+	c.deliver()  // what was queued before the stop
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// every calls f every d until ctx is done.
+func (c *Coordinator) every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := c.cfg.Clock.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f(ctx)
+		}
+	}
+}
+
+// dispatch delivers queued lease events until ctx is done.
+func (c *Coordinator) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+			c.deliver()
+		}
+	}
+}
+
+// deliver calls the callbacks of the queued events, in order, without a lock.
+func (c *Coordinator) deliver() {
+	for {
+		c.mu.Lock()
+		evs := c.events
+		c.events = nil
+		c.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.acquired != nil && c.cfg.OnAcquired != nil:
+				c.cfg.OnAcquired(*ev.acquired)
+			case ev.acquired == nil && c.cfg.OnLost != nil:
+				c.cfg.OnLost(ev.lost)
+			}
+		}
+	}
+}
+
+// queueLocked queues an event for dispatch; c.mu must be held.
+func (c *Coordinator) queueLocked(ev leaseEvent) {
+	c.events = append(c.events, ev)
+	select {
+	case c.wake <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+func (h *heldLease) acquire(ctx context.Context) error {
+	select {
+	case h.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *heldLease) release() { <-h.sem }
+
+// current returns the lease of h if h is still the held lease of shard.
+func (c *Coordinator) current(shard string, h *heldLease) (Lease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[shard] != h {
+		return Lease{}, false
+	}
+	return h.lease, true
+}
+
+// wrote records a successful write of h's lease.
+func (c *Coordinator) wrote(h *heldLease, l Lease) {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	h.lease, h.renewed = l, now
+	c.mu.Unlock()
+}
+
+// lose drops h if it is still shard's held lease and reports the loss.
+func (c *Coordinator) lose(shard string, h *heldLease, why error) {
+	c.mu.Lock()
+	if c.held[shard] != h {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.held, shard)
+	c.queueLocked(leaseEvent{lost: shard})
+	c.mu.Unlock()
+	c.log.Info("checkpoint: lease lost", "shard", shard, "err", why)
+}
+
+// renewCycle renews every held lease once.
+func (c *Coordinator) renewCycle(ctx context.Context) {
+	c.mu.Lock()
+	hs := make(map[string]*heldLease, len(c.held))
+	for shard, h := range c.held {
+		hs[shard] = h
+	}
+	c.mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(renewParallelism)
+	for shard, h := range hs {
+		g.Go(func() error { c.renew(ctx, shard, h); return nil })
+	}
+	_ = g.Wait() // the goroutines return nil
+}
+
+func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
+	if h.acquire(ctx) != nil {
+		return
+	}
+	defer h.release()
+	l, ok := c.current(shard, h)
+	if !ok {
+		return
+	}
+	nl, err := c.table.Renew(ctx, l)
+	switch {
+	case err == nil:
+		c.wrote(h, nl)
+	case errors.Is(err, ErrLeaseLost):
+		c.lose(shard, h, err)
+	case ctx.Err() != nil:
+	default:
+		c.mu.Lock()
+		stale := c.cfg.Clock.Now().Sub(h.renewed) >= c.cfg.LeaseDuration
+		c.mu.Unlock()
+		if stale {
+			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
+			return
+		}
+		c.log.Warn("checkpoint: lease renewal failed; retrying next period", "shard", shard, "err", err)
+	}
+}
+
+// Commit writes seq (a sequence number, or ShardEnd) as the checkpoint of
+// shard, conditional on this worker still holding the lease with the counter
+// it last wrote; it makes the Coordinator a Committer for a Checkpointer.
+// If the lease is lost it returns an error wrapping ErrLeaseLost, writes
+// nothing, and reports the loss (OnLost). After ShardEnd is written the lease
+// is released: no worker takes a finished shard's lease, and its children may
+// start.
+func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
+	c.mu.Lock()
+	h := c.held[shard]
+	c.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("checkpoint: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, ErrLeaseLost)
+	}
+	if err := h.acquire(ctx); err != nil {
+		return fmt.Errorf("checkpoint: commit shard %s: %w", shard, err)
+	}
+	defer h.release()
+	l, ok := c.current(shard, h)
+	if !ok {
+		return fmt.Errorf("checkpoint: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, ErrLeaseLost)
+	}
+	nl, err := c.table.Checkpoint(ctx, l, seq, 0)
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		c.lose(shard, h, err)
+		return err
+	case err != nil:
+		return err
+	}
+	c.wrote(h, nl)
+	if seq == ShardEnd {
+		c.finish(ctx, shard, h, nl)
+	}
+	return nil
+}
+
+// finish stops holding a lease at ShardEnd and releases it (best effort: no
+// worker takes a finished lease either way).
+func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l Lease) {
+	c.mu.Lock()
+	if c.held[shard] == h {
+		delete(c.held, shard)
+	}
+	c.mu.Unlock()
+	if _, err := c.table.Release(ctx, l); err != nil {
+		c.log.Warn("checkpoint: releasing a finished shard's lease failed", "shard", shard, "err", err)
+	}
+	c.log.Info("checkpoint: shard finished", "shard", shard)
+}
+
+// Drain hands every held lease back, for a clean shutdown after the caller's
+// final checkpoints: (1) take cycles stop taking leases; (2) each held lease
+// is released (owner cleared) once a write in flight for it is done, so any
+// worker may take it at once, without waiting for it to expire; (3) Run
+// returns nil. No OnLost is reported for drained leases. It returns the
+// release errors joined (a lease not released expires after LeaseDuration).
+// Drain is idempotent.
+func (c *Coordinator) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	first := !c.draining
+	c.draining = true
+	hs := make(map[string]*heldLease, len(c.held))
+	for shard, h := range c.held {
+		hs[shard] = h
+	}
+	c.mu.Unlock()
+	var errs []error
+	for shard, h := range hs {
+		if err := c.drainOne(ctx, shard, h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if first {
+		close(c.drained)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) error {
+	if err := h.acquire(ctx); err != nil {
+		return fmt.Errorf("checkpoint: drain shard %s: %w", shard, err)
+	}
+	defer h.release()
+	l, ok := c.current(shard, h)
+	if !ok {
+		return nil // lost or finished meanwhile
+	}
+	c.mu.Lock()
+	delete(c.held, shard)
+	c.mu.Unlock()
+	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
