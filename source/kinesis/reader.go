@@ -84,8 +84,8 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 		return nil
 	}
 	recs, bad := convert(shardID, krecs, rn.logger)
-	rn.r.stats.read(len(krecs), len(recs), bad)
 	if len(recs) == 0 {
+		rn.r.stats.read(len(krecs), 0, bad)
 		return nil // only empty aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
@@ -98,6 +98,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 	if err := rn.gen.Add(ctx, recs, rng); err != nil {
 		return err
 	}
+	rn.r.stats.read(len(krecs), len(recs), bad)
 	rn.r.progress.added(rng)
 	return nil
 }
