@@ -474,6 +474,10 @@ func (cp *Checkpointer) Run(ctx context.Context) error {
 		cp.mu.Unlock()
 		return errors.New("checkpoint: Run called more than once")
 	}
+	if cp.closed {
+		cp.mu.Unlock()
+		return nil
+	}
 	done := make(chan struct{})
 	cp.runDone = done
 	cp.mu.Unlock()

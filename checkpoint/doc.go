@@ -30,6 +30,33 @@
 //	commit retries            4 attempts, 100ms jittered (application code)
 //	expiry rule               counter unchanged for LeaseDuration on this worker's clock (same)
 //	lease at SHARD_END        released, never taken again  kept, cleaned up later
+//	initial position          LATEST (children TRIM_HORIZON) same
+//	leases per worker         no cap (MaxLeases)         maxLeasesForWorker, no cap
+//
+// # Wiring a receiver
+//
+// One Coordinator and one Checkpointer per worker; the Coordinator is the
+// Checkpointer's Committer:
+//
+//	coord, _ := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+//		TableName: app, DynamoDB: ddb, WorkerID: id,
+//		OnAcquired: func(l checkpoint.Lease) {
+//			// start reading l.Shard after l.Checkpoint (a sequence number),
+//			// or at the initial position it names; then:
+//			cp.Register(l.Shard, coord, l.Checkpoint)
+//		},
+//		OnLost: func(shard string) {
+//			// stop reading shard at once, then, without a final checkpoint:
+//			cp.Remove(ctx, shard, nil)
+//		},
+//	})
+//	cp, _ := checkpoint.New(checkpoint.Config{Interval: batchInterval, Latest: receiver.LatestStored})
+//	go coord.Run(ctx); go cp.Run(ctx)
+//	// a shard read to its end, all its blocks completed:
+//	cp.MarkShardEnd(ctx, shard, coord)
+//	// clean shutdown: stop the readers, then
+//	cp.Close(ctx)   // last checkpoint of every shard
+//	coord.Drain(ctx) // hand the leases back at once
 //
 // A checkpoint write increments leaseCounter, as KCL's does, so the counter is
 // a version: every write is conditional on the owner and the counter this

@@ -65,11 +65,15 @@ type CoordinatorConfig struct {
 	// DefaultShardSyncInterval (1m).
 	ShardSyncInterval time.Duration
 	// InitialPosition is the checkpoint of a new lease whose shard has no
-	// known parent: TrimHorizon (default) or LatestPosition. Leases of child
-	// shards always start at TrimHorizon, so no record is skipped.
+	// known parent: LatestPosition (default, as KCL and the Kinesis
+	// receiver), TrimHorizon, or AtTimestamp (the timestamp itself is the
+	// caller's). Leases of child shards always start at TrimHorizon, so no
+	// record is skipped.
 	InitialPosition string
 	// OnAcquired is called with each lease this worker takes; the reader of
-	// the shard starts after lease.Checkpoint. Optional.
+	// the shard starts after lease.Checkpoint. Optional. Callbacks run one
+	// at a time, in order, on a goroutine Run owns; one that blocks delays
+	// the later events (not renewals).
 	OnAcquired func(l Lease)
 	// OnLost is called with each shard whose lease this worker lost (another
 	// worker took it, or it could not be renewed within LeaseDuration); the
@@ -89,7 +93,7 @@ func (c *CoordinatorConfig) setDefaults() {
 	c.ShardSyncInterval = orDur(c.ShardSyncInterval, DefaultShardSyncInterval)
 	c.MaxStealsPerCycle = orInt(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
 	if c.InitialPosition == "" {
-		c.InitialPosition = TrimHorizon
+		c.InitialPosition = LatestPosition
 	}
 	c.Clock = clock.Or(c.Clock)
 	if c.Logger == nil {
@@ -120,8 +124,10 @@ func (c CoordinatorConfig) validate() error {
 	if c.MaxLeases < 0 {
 		problems = append(problems, fmt.Errorf("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases))
 	}
-	if c.InitialPosition != TrimHorizon && c.InitialPosition != LatestPosition {
-		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s or %s", c.InitialPosition, TrimHorizon, LatestPosition))
+	switch c.InitialPosition {
+	case LatestPosition, TrimHorizon, AtTimestamp:
+	default:
+		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s, %s or %s", c.InitialPosition, LatestPosition, TrimHorizon, AtTimestamp))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))

@@ -185,14 +185,14 @@ func owners(t *testing.T, tbl *Table) map[string]string {
 func TestCoordinatorConfig(t *testing.T) {
 	_, err := NewCoordinator(CoordinatorConfig{
 		TableName: "bad name!", LeaseDuration: 3 * time.Second, RenewInterval: 5 * time.Second,
-		TakeInterval: -time.Second, InitialPosition: "AT_SEQUENCE_NUMBER",
+		TakeInterval: -time.Second, ShardSyncInterval: -time.Minute, InitialPosition: "AT_SEQUENCE_NUMBER",
 	})
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewCoordinator = %v, want ErrInvalidConfig", err)
 	}
 	for _, want := range []string{
 		`table name "bad name!"`, "DynamoDB client is nil", "WorkerID is empty",
-		"RenewInterval 5s: must be shorter than LeaseDuration 3s", "TakeInterval -1s", `InitialPosition "AT_SEQUENCE_NUMBER"`,
+		"RenewInterval 5s: must be shorter than LeaseDuration 3s", "TakeInterval -1s", "ShardSyncInterval -1m0s", `InitialPosition "AT_SEQUENCE_NUMBER"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)
@@ -282,7 +282,7 @@ func TestCoordinatorExpiredLeasesTaken(t *testing.T) {
 		t.Fatalf("w2 after expiry holds (-want +got):\n%s", d)
 	}
 	for _, l := range w2.c.Held() {
-		want := TrimHorizon
+		want := LatestPosition
 		if l.Shard == shards[0].ID {
 			want = "4242"
 		}
@@ -378,7 +378,7 @@ func TestCoordinatorParentsFirst(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	w := newWorker(t, table, "w", db, func(c *CoordinatorConfig) { c.InitialPosition = LatestPosition })
+	w := newWorker(t, table, "w", db, nil) // InitialPosition defaults to LATEST
 	shards := []ShardInfo{
 		{ID: "parent"}, {ID: "child-1", ParentIDs: []string{"parent"}},
 		{ID: "child-2", ParentIDs: []string{"parent"}}, {ID: "orphan", ParentIDs: []string{"expired-parent"}},
