@@ -3,25 +3,22 @@ package batch
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 )
 
-// MaxSeqDigits is the number of decimal digits of the largest sequence number
-// weir accepts: 2^128-1 has 39 digits. Kinesis sequence numbers are up to 128
-// bits.
-const MaxSeqDigits = 39
-
-// maxSeq is 2^128-1, the largest valid sequence number.
-var maxSeq = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1)).String()
+// MaxSeqDigits is the number of decimal digits of the longest sequence number
+// weir accepts: the Kinesis API's pattern for a sequence number is
+// 0|([1-9]\d{0,128}). Real ones are far longer than 64 bits (today they have
+// 56 digits), so they are kept as strings and compared with CompareSeq.
+const MaxSeqDigits = 129
 
 // ErrInvalidSeq is wrapped by the error ValidateSeq returns for a string that is
 // not a sequence number.
 var ErrInvalidSeq = errors.New("batch: invalid sequence number")
 
-// ValidateSeq reports whether s is a sequence number: a non-empty string of
-// decimal digits, without a sign or leading zeros (except "0" itself), whose
-// value fits in 128 bits.
+// ValidateSeq reports whether s is a sequence number: a non-empty string of at
+// most MaxSeqDigits decimal digits, without a sign or leading zeros (except
+// "0" itself).
 func ValidateSeq(s string) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidSeq)
@@ -34,8 +31,8 @@ func ValidateSeq(s string) error {
 	if len(s) > 1 && s[0] == '0' {
 		return fmt.Errorf("%w: %q: leading zero", ErrInvalidSeq, s)
 	}
-	if len(s) > MaxSeqDigits || (len(s) == MaxSeqDigits && s > maxSeq) {
-		return fmt.Errorf("%w: %q: larger than 128 bits", ErrInvalidSeq, s)
+	if len(s) > MaxSeqDigits {
+		return fmt.Errorf("%w: %d digits, more than %d", ErrInvalidSeq, len(s), MaxSeqDigits)
 	}
 	return nil
 }
