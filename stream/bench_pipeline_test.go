@@ -1,0 +1,113 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// The end-to-end word count benchmarks: the whole framework as a user runs
+// it (memory source -> FlatMap -> CountByValue -> sink, real timers, every
+// goroutine hand-off), against the same count in a plain loop, in one run:
+//
+//	go test -run x -bench 'WordCountE2E' -count 5 ./stream/
+//
+// Each iteration is a chunk of e2eChunk lines; the framework benchmark sends
+// the chunks through the memory source while the pipeline runs, then drains,
+// so its time includes the tail of the last batch.
+const (
+	e2eChunk     = 1000
+	e2eLineWords = 10
+)
+
+func e2eLines(n int) [][]string {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vocab := make([]string, 5000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%x", rng.Uint32()%(1<<24))
+	}
+	chunks := make([][]string, n)
+	for i := range chunks {
+		lines := make([]string, e2eChunk)
+		for j := range lines {
+			words := make([]string, e2eLineWords)
+			for k := range words {
+				words[k] = vocab[rng.IntN(len(vocab))]
+			}
+			lines[j] = strings.Join(words, " ")
+		}
+		chunks[i] = lines
+	}
+	return chunks
+}
+
+func BenchmarkWordCountE2E(b *testing.B) {
+	chunks := e2eLines(16)
+	sc, err := stream.NewContext(stream.Config{BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := memory.New[string](memory.Config{Shards: 2, MaxQueued: 20 * e2eChunk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var words int64 // only the output touches it, one batch at a time
+	counts := stream.CountByValue(stream.FlatMap(stream.From(sc, src), strings.Fields))
+	stream.ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[stream.Pair[string, int64]]) error {
+		for p := range bt.All() {
+			words += p.Value
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(context.Background()) }()
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		if err := src.Send(ctx, chunks[n%len(chunks)]...); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	sc.Drain()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n*e2eChunk)/b.Elapsed().Seconds(), "records/s")
+	if want := int64(n * e2eChunk * e2eLineWords); words != want {
+		b.Fatalf("counted %d words, want %d", words, want)
+	}
+}
+
+// BenchmarkWordCountE2ELoop is the baseline of BenchmarkWordCountE2E: the
+// same count over the same chunks in a plain loop, on one goroutine, with
+// one map cleared per chunk (so it does not pay for growing a new map).
+func BenchmarkWordCountE2ELoop(b *testing.B) {
+	chunks := e2eLines(16)
+	var words int64
+	n := 0
+	counts := make(map[string]int64)
+	for b.Loop() {
+		clear(counts)
+		for _, line := range chunks[n%len(chunks)] {
+			for _, w := range strings.Fields(line) {
+				counts[w]++
+			}
+		}
+		for _, c := range counts {
+			words += c
+		}
+		n++
+	}
+	b.ReportMetric(float64(n*e2eChunk)/b.Elapsed().Seconds(), "records/s")
+	if want := int64(n * e2eChunk * e2eLineWords); words != want {
+		b.Fatalf("counted %d words, want %d", words, want)
+	}
+}
