@@ -48,6 +48,23 @@ type Runtime[T any] struct {
 	// recovered from (a retry, a skipped range). Fatal errors are returned by
 	// Start instead. Never nil.
 	ReportError func(err error)
+	// ResumeAfter returns, for a shard of a stream, the greatest sequence
+	// number of any block the driver's recovery log holds (ok false if the
+	// log knows none for that shard). A restarted receiver reads each shard
+	// after max(ResumeAfter, its checkpoint): the records up to it are in
+	// logged blocks, which the driver recomputes from their ranges, so
+	// reading them again would only duplicate them. The answers are fixed
+	// when Start is called and safe for concurrent use. Nil (no recovery
+	// log, or a driver that does not set it) means none is known, as does
+	// ok false.
+	ResumeAfter func(stream, shard string) (seq string, ok bool)
+	// SharedLog reports that every block a push stored is in a recovery log
+	// that any worker can read (a DynamoDB log), so that a future owner of a
+	// shard recomputes it after a crash. Only then may a receiver checkpoint
+	// its stored sequence numbers; otherwise it must checkpoint only the
+	// numbers of completed blocks (see CompletionObserver), or records
+	// stored but not completed could be lost (DESIGN.md, guarantee G4).
+	SharedLog bool
 }
 
 // Receiver is a source of records of type T.

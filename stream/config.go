@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"time"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/recovery"
 )
 
 // ErrInvalidConfig is wrapped by the error NewContext returns for a bad
@@ -30,6 +32,8 @@ const (
 	DefaultMaxQueuedBlocks = 10
 	// DefaultMaxPendingBatches is the default of Config.MaxPendingBatches.
 	DefaultMaxPendingBatches = 10
+	// DefaultCompactEvery is the default of Config.CompactEvery.
+	DefaultCompactEvery = 100
 )
 
 // Config configures a Context. The zero value of every field means its
@@ -83,6 +87,25 @@ type Config struct {
 
 	// Stdout is where Print writes. Default: os.Stdout.
 	Stdout io.Writer
+
+	// Recovery opens the recovery log (DESIGN.md, Recovery): where the
+	// driver records every stored block, every batch allocation and every
+	// completion, so that a restarted pipeline recomputes exactly the
+	// batches a crash interrupted, with the same times and blocks.
+	// recovery.Dir("state") keeps it in a local directory;
+	// recovery.DynamoConfig in a DynamoDB table that any worker can read,
+	// which a receiver that checkpoints stored (not yet completed) records
+	// needs (see StoredCheckpointer). An Opener of another type may declare
+	// its logs readable by any worker with a method SharedLog() bool.
+	// Default: nil, no log: a restart recomputes nothing, and records
+	// stored but not completed are read again only if the source was
+	// checkpointed no further than completed records.
+	Recovery recovery.Opener
+
+	// CompactEvery is how many completed batches pass between two
+	// compactions of the recovery log, which drop what completed batches
+	// no longer need. Ignored without Recovery. Default: 100.
+	CompactEvery int
 }
 
 // withDefaults returns cfg with every zero field set to its default. It
@@ -107,6 +130,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxPendingBatches == 0 {
 		cfg.MaxPendingBatches = DefaultMaxPendingBatches
+	}
+	if cfg.CompactEvery == 0 {
+		cfg.CompactEvery = DefaultCompactEvery
 	}
 	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
@@ -145,6 +171,12 @@ func (cfg Config) validate() error {
 	}
 	if cfg.MaxPendingBatches < 0 {
 		add("MaxPendingBatches %d: must be >= 1 (or 0 for the default, %d)", cfg.MaxPendingBatches, DefaultMaxPendingBatches)
+	}
+	if v := reflect.ValueOf(cfg.Recovery); v.Kind() == reflect.Pointer && v.IsNil() {
+		add("Recovery is a nil %T: pass an Opener such as recovery.Dir(path), or nil for no log", cfg.Recovery)
+	}
+	if cfg.CompactEvery < 0 {
+		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
 	}
 	for i, l := range cfg.Listeners {
 		if l == nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/recovery"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -33,6 +35,10 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"MaxPendingBatches -3: must be >= 1 (or 0 for the default, 10)"}},
 		{"nil listener", Config{Listeners: []Listener{NopListener{}, nil}},
 			[]string{"Listeners[1] nil: remove it or pass a Listener"}},
+		{"negative CompactEvery", Config{CompactEvery: -1},
+			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
+		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
+			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
 			[]string{
 				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,7 +101,9 @@ func (sc *Context) graphError(err error) {
 
 // Validate reports the problems of the graph built so far that Run would
 // refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
-// and slides, nil functions, streams of another Context, no output.
+// and slides, nil functions, streams of another Context, no output, and a
+// receiver that checkpoints stored records without a shared recovery log
+// (see StoredCheckpointer).
 func (sc *Context) Validate() error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -108,11 +111,11 @@ func (sc *Context) Validate() error {
 }
 
 func (sc *Context) validateLocked() error {
-	problems := sc.graphErrs
+	problems := slices.Clone(sc.graphErrs)
 	if len(sc.outputs) == 0 {
-		problems = append(problems[:len(problems):len(problems)],
-			errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
+		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}
+	problems = append(problems, sc.checkpointProblemsLocked()...)
 	if len(problems) == 0 {
 		return nil
 	}
@@ -122,6 +125,22 @@ func (sc *Context) validateLocked() error {
 // Run runs the pipeline: it starts every receiver in its own goroutine, cuts
 // a batch at every multiple of the batch interval and runs the outputs on
 // the batches in batch-time order, one batch at a time.
+//
+// With Config.Recovery, Run first opens the recovery log and reads it. If
+// the log was written by a pipeline of another shape (other sources or
+// outputs, or another order; see Shape and Named), Run refuses to start
+// with an error wrapping recovery.ErrShapeChanged that says what changed
+// and how to start fresh; on a first start it records the shape. Then it
+// resumes: the batches allocated but not completed run first, each with
+// its logged time and blocks (recomputed by their receivers from their
+// ranges, since the block store did not survive); blocks stored but not
+// allocated go into the next batch; block IDs continue the logged
+// numbering; new batch times come after the last logged one; and receivers
+// learn where each shard resumes through source.Runtime.ResumeAfter. While
+// it runs, every stored block, allocation and completion is appended to the
+// log before anything depends on it, and a failed append stops Run with
+// that error: the log's state is then unknown, and a restart recovers from
+// what it holds. Run closes the log before it returns.
 //
 // Run returns when:
 //   - Stop was called: nil, at once, without running the batches still

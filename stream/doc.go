@@ -17,7 +17,7 @@
 //
 // Run starts every receiver in its own goroutine. A receiver pushes blocks
 // of records; a push returns once the block is in the source's block store
-// (and, later, in the recovery log), with the BlockID the driver gave it.
+// and, with a recovery log, in the log, with the BlockID the driver gave it.
 // At every multiple of the batch interval the driver cuts a batch: all
 // stored blocks of every source not yet in a batch, in block order. Batches
 // run one at a time, in batch-time order; the outputs of a batch run in the
@@ -27,6 +27,22 @@
 // implement source.CompletionObserver are told its blocks are complete and
 // the blocks are dropped from the store. Windows and state keep what they
 // need themselves (computed batches, per-key state), never store blocks.
+//
+// # Recovery
+//
+// With Config.Recovery (recovery.Dir("state"), or a recovery.DynamoConfig
+// for a fleet), the driver logs every stored block, every batch's
+// allocation (before its outputs run) and completion (after they all
+// succeeded). A restarted pipeline, built by the same code, reads the log:
+// it refuses a log written by a pipeline of another shape (see Shape and
+// Named), reruns every batch allocated but not completed with the same
+// time and blocks, recomputing their records from their ranges, puts the
+// logged but unallocated blocks in its first new batch, and tells
+// receivers where each shard resumes (source.Runtime.ResumeAfter). An
+// output keyed by batch time, such as the sink/files package's, is then
+// exactly-once; only batches that had started and not completed run twice.
+// A receiver that checkpoints stored records needs a log every worker can
+// read (see StoredCheckpointer).
 //
 // # Stopping
 //

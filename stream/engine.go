@@ -11,14 +11,16 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
 
 // engine is one Run of a Context: a snapshot of the graph and the
 // goroutines that run it.
 //
 // Goroutines, all owned by run's errgroup: one per receiver (Start), the
-// batch timer (cuts batches, sole closer of jobs), the batch runner (runs
-// jobs in order) and the drainer (stops receivers on Drain).
+// batch timer (queues the recovered batches, cuts batches, sole closer of
+// jobs), the batch runner (runs jobs in order), the drainer (stops
+// receivers on Drain) and the watcher of fatal log failures.
 type engine struct {
 	cfg     Config
 	ctx     context.Context // the Run's context: done when the Run stops
@@ -26,20 +28,33 @@ type engine struct {
 	outputs []*output
 	ticks   []*node // stateful nodes an output depends on, parents first
 	nodes   int
+	shape   recovery.Shape
 	log     metaLog
 	jobs    chan *job
+
+	// Set by resume when a recovery log is open, before any goroutine.
+	recovered   []*job     // batches allocated and not completed, in time order
+	last        batch.Time // greatest logged batch time, if hasLast
+	hasLast     bool
+	resumeAfter func(stream, shard string) (string, bool)
+	sharedLog   bool
+
+	failOnce sync.Once
+	failc    chan struct{} // closed by fail
+	failErr  error         // set by fail before failc is closed
 }
 
 // job is a batch cut and waiting to run.
 type job struct {
-	time    batch.Time
-	blocks  [][]batch.BlockInfo // by source index, in block order
-	records int
-	nblocks int
+	time      batch.Time
+	blocks    [][]batch.BlockInfo // by source index, in block order
+	records   int
+	nblocks   int
+	recovered bool // allocated before a restart, read from the recovery log
 }
 
 func (j *job) info() BatchInfo {
-	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records}
+	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
 }
 
 // newEngine snapshots sc's graph; sc.mu is held.
@@ -49,11 +64,10 @@ func newEngine(sc *Context) *engine {
 		sources: slices.Clone(sc.sources),
 		outputs: slices.Clone(sc.outputs),
 		nodes:   len(sc.nodes),
+		shape:   sc.shapeLocked(),
 		log:     sc.log,
 		jobs:    make(chan *job, sc.cfg.MaxPendingBatches),
-	}
-	if e.log == nil {
-		e.log = noLog{}
+		failc:   make(chan struct{}),
 	}
 	reachable := make([]bool, len(sc.nodes))
 	var mark func(n *node)
@@ -78,9 +92,46 @@ func newEngine(sc *Context) *engine {
 	return e
 }
 
-// run runs the pipeline until ctx is done, a goroutine fails, or a drain
-// requested on drainc has finished.
-func (e *engine) run(ctx context.Context, drainc <-chan struct{}) error {
+// run opens the recovery log, if any, and runs the pipeline until ctx is
+// done, a goroutine fails, or a drain requested on drainc has finished;
+// then it closes the log.
+func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
+	if e.log == nil && e.cfg.Recovery != nil {
+		l, st, err := e.openLog(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while opening: Run reports why
+			}
+			return err
+		}
+		defer func() {
+			if cerr := l.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("stream: close recovery log: %w", cerr)
+			}
+		}()
+		if err := e.resume(st); err != nil {
+			return err
+		}
+		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery, fail: e.fail}
+	}
+	if e.log == nil {
+		e.log = noLog{}
+	}
+	return e.runGraph(ctx, drainc)
+}
+
+// fail stops the Run with err, unless it is stopping anyway: for errors
+// found outside the goroutines that return them, such as a failed append to
+// the recovery log, which is fatal whoever made it.
+func (e *engine) fail(err error) {
+	e.failOnce.Do(func() {
+		e.failErr = err
+		close(e.failc)
+	})
+}
+
+// runGraph starts the goroutines of the Run and waits for them.
+func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) error {
 	g, gctx := errgroup.WithContext(ctx)
 	e.ctx = gctx
 	for _, s := range e.sources {
@@ -97,7 +148,24 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) error {
 	}
 	g.Go(func() error { return e.drain(gctx, drainc, &receivers, receiversDone) })
 	g.Go(func() error { return e.timerLoop(gctx, receiversDone) })
-	g.Go(func() error { return e.runLoop(gctx) })
+	ran := make(chan struct{}) // closed when the batch runner returns
+	g.Go(func() error {
+		defer close(ran)
+		return e.runLoop(gctx)
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-ran:
+			return nil
+		case <-e.failc:
+			if ctx.Err() != nil {
+				return nil // stopping anyway: the failure may be the stop's doing
+			}
+			return fmt.Errorf("stream: %w", e.failErr)
+		}
+	})
 	return g.Wait()
 }
 
@@ -157,13 +225,23 @@ func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
 	return batch.Time((ms/ivms + 1) * ivms)
 }
 
-// timerLoop cuts a batch at every multiple of the batch interval, never
-// skipping one (a late timer catches up), until ctx is done or, once the
-// receivers have stopped for a drain, no stored block is left unbatched.
-// It is the only closer of e.jobs, which it closes when a drain is done.
+// timerLoop first queues the batches recovered from the log, then cuts a
+// batch at every multiple of the batch interval after the last logged one,
+// never skipping one (a late timer catches up), until ctx is done or, once
+// the receivers have stopped for a drain, no stored block is left
+// unbatched. It is the only closer of e.jobs, which it closes when a drain
+// is done.
 func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
+	for _, j := range e.recovered {
+		if !e.queue(ctx, j) {
+			return nil
+		}
+	}
 	clk, iv := e.cfg.Clock, e.cfg.BatchInterval
 	next := firstBatchTime(clk.Now(), iv)
+	if e.hasLast && next <= e.last {
+		next = firstBatchTime(e.last.Std(), iv)
+	}
 	timer := clk.NewTimer(next.Std().Sub(clk.Now()))
 	defer timer.Stop()
 	draining := false
@@ -207,12 +285,21 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 	if err != nil {
 		return err
 	}
+	e.queue(ctx, j)
+	return nil
+}
+
+// queue tells the listeners that j is scheduled and queues it, waiting
+// while MaxPendingBatches batches are queued. It reports false if ctx was
+// done first.
+func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
 	select {
 	case e.jobs <- j:
+		return true
 	case <-ctx.Done():
+		return false
 	}
-	return nil
 }
 
 // cut makes the batch at time t of every source's unbatched blocks and logs

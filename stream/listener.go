@@ -54,6 +54,9 @@ type BatchInfo struct {
 	ProcessingTime time.Duration
 	// Err is why the batch failed; nil if it succeeded.
 	Err error
+	// Recovered reports a batch allocated before a restart and read back
+	// from the recovery log: it runs again with the same time and blocks.
+	Recovered bool
 }
 
 // ReceiverInfo describes a receiver for a Listener.

@@ -2,13 +2,17 @@ package stream
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
 
 // metaLog is where the driver records its progress so that a restarted
 // driver can recompute exactly the same batches (DESIGN.md, Recovery). The
-// recovery package's logs plug in here; until then the driver uses noLog.
+// recovery package's logs plug in through recoveryLog; without one the
+// driver uses noLog. Tests plug in fakes.
 //
 // Each method returns only once the record is durable; an error is fatal to
 // the pipeline, because continuing would break the guarantees.
@@ -32,3 +36,87 @@ func (noLog) blockStored(context.Context, batch.BlockInfo) error { return nil }
 func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo) error { return nil }
 
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
+
+// recoveryLog is the metaLog of a driver with a recovery log: each call is
+// one Append, and every compactEvery completed batches the log is compacted.
+//
+// A failed Append leaves the log in an unknown state (a prefix of the
+// entries may be in it), so it is fatal to this writer: the first failure
+// is latched, every later call returns it without touching the log, and
+// fail is called so the Run stops. A restart recovers from what the log
+// holds.
+type recoveryLog struct {
+	log          recovery.Log
+	compactEvery int
+	fail         func(error)
+
+	mu     sync.Mutex
+	broken error
+	done   int // batches completed since the last compaction
+}
+
+func (l *recoveryLog) append(ctx context.Context, entries ...recovery.Entry) error {
+	l.mu.Lock()
+	broken := l.broken
+	l.mu.Unlock()
+	if broken != nil {
+		return broken
+	}
+	if err := l.log.Append(ctx, entries...); err != nil {
+		l.failed(fmt.Errorf("recovery log: append %v: %w", entries[0], err))
+		return err
+	}
+	return nil
+}
+
+// failed latches err and reports it through fail, once.
+func (l *recoveryLog) failed(err error) {
+	l.mu.Lock()
+	first := l.broken == nil
+	if first {
+		l.broken = err
+	}
+	l.mu.Unlock()
+	if first && l.fail != nil {
+		l.fail(err)
+	}
+}
+
+func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) error {
+	return l.append(ctx, recovery.BlockStored(info))
+}
+
+func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
+	ids := make([]batch.BlockID, len(blocks))
+	for i, b := range blocks {
+		ids[i] = b.ID
+	}
+	return l.append(ctx, recovery.BatchAllocated(t, ids...))
+}
+
+// batchCompleted logs the completion and, every compactEvery of them,
+// compacts the log. A failed compaction stops the Run through fail but does
+// not fail the batch, whose completion is logged.
+func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
+	if err := l.append(ctx, recovery.BatchCompleted(t)); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.done++
+	due := l.done >= l.compactEvery
+	if due {
+		l.done = 0
+	}
+	l.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if err := l.log.Compact(ctx); err != nil && ctx.Err() == nil {
+		// The batch is complete (its completion is logged), so it is not
+		// failed; but a log whose compaction failed may refuse appends (a
+		// directory log) or have been taken over (a DynamoDB log): the Run
+		// stops, and a restart recovers from what the log holds.
+		l.failed(fmt.Errorf("recovery log: compact after batch %v: %w", t, err))
+	}
+	return nil
+}

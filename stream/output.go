@@ -6,23 +6,27 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
 
 // output is an output operation: it runs once per batch of its stream.
 type output struct {
-	op  string
-	n   *node
-	run func(r *run) error
+	op   string
+	name string // given with Named, or ""
+	n    *node
+	run  func(r *run) error
 }
 
 // String names the output in error messages, such as "ForEach of Map
-// (stream 2)".
-func (o *output) String() string { return o.op + " of " + o.n.String() }
+// (stream 2)" or `ForEachBatch("files") of Map (stream 2)`.
+func (o *output) String() string {
+	return recovery.Component{Kind: o.op, Name: o.name}.String() + " of " + o.n.String()
+}
 
 // addOutput registers an output that calls f with each batch of s, in
 // batch-time order; it is skipped at batch times where s has no batch.
-func addOutput[T any](s *Stream[T], op string, f func(ctx context.Context, b *batch.Batch[T]) error) {
-	o := &output{op: op, n: s.n, run: func(r *run) error {
+func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context.Context, b *batch.Batch[T]) error) {
+	o := &output{op: op, name: applyOptions(opts).name, n: s.n, run: func(r *run) error {
 		b, err := s.at(r)
 		if err != nil || b == nil {
 			return err
@@ -40,10 +44,11 @@ func addOutput[T any](s *Stream[T], op string, f func(ctx context.Context, b *ba
 // run in batch-time order, one batch at a time, and within a batch in the
 // order they were declared. An error from f fails the batch: Run returns it
 // in a *BatchError, and the batch's blocks are not completed. ctx is done
-// when the Context stops.
-func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error) {
+// when the Context stops. Named, among opts, names the output in the
+// pipeline's shape.
+func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	requireFunc(s.sc, "ForEach", s.n, "f", f == nil)
-	addOutput(s, "ForEach", func(ctx context.Context, b *batch.Batch[T]) error {
+	addOutput(s, "ForEach", opts, func(ctx context.Context, b *batch.Batch[T]) error {
 		for v := range b.All() {
 			if err := f(ctx, v); err != nil {
 				return err
@@ -54,20 +59,25 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error) {
 }
 
 // ForEachBatch calls f with every batch of s, empty batches included, in
-// batch-time order. The batch's Time identifies it across restarts, so an
-// output keyed by it is exactly-once. Errors are handled as for ForEach.
-func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) {
+// batch-time order. With a recovery log (Config.Recovery), a batch that a
+// crash interrupted runs again after the restart with the same Time, the
+// same blocks and ranges and the same records, so an output keyed by the
+// batch time (such as the sink/files package's) is exactly-once. Errors are
+// handled as for ForEach. Named, among opts, names the output in the
+// pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
+func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.sc, "ForEachBatch", s.n, "f", f == nil)
-	addOutput(s, "ForEachBatch", f)
+	addOutput(s, "ForEachBatch", opts, f)
 }
 
 // Print writes the first n records of every batch of s to the Context's
 // Config.Stdout, one per line with fmt's %v, under a header naming the batch
 // time, followed by "..." if the batch has more and an empty line. It is for
-// debugging and examples. A negative n is treated as 0.
-func Print[T any](s *Stream[T], n int) {
+// debugging and examples. A negative n is treated as 0. Named, among opts,
+// names the output in the pipeline's shape.
+func Print[T any](s *Stream[T], n int, opts ...Option) {
 	w := s.sc.cfg.Stdout
-	addOutput(s, "Print", func(_ context.Context, b *batch.Batch[T]) error {
+	addOutput(s, "Print", opts, func(_ context.Context, b *batch.Batch[T]) error {
 		var sb strings.Builder
 		sb.WriteString("-------------------------------------------\n")
 		fmt.Fprintf(&sb, "Time: %v\n", b.Time())

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source"
 )
 
@@ -27,14 +28,22 @@ type sourceRunner interface {
 	// complete tells the receiver that blocks are processed and drops
 	// their records from the store.
 	complete(ctx context.Context, blocks []batch.BlockInfo)
+	// resume continues the block numbering at next and makes blocks, read
+	// from the recovery log, wait for the next batch; called before start.
+	resume(next uint64, blocks []batch.BlockInfo)
+	// receiver returns the source's receiver.
+	receiver() any
+	// component describes the source in the pipeline's shape.
+	component() recovery.Component
 }
 
 // From returns the stream of the records r receives. The Context starts r
 // when Run is called and gives it a source.Runtime whose Push stores blocks
 // in this source's block store. Sources are numbered in From call order,
-// from 0; that index is the Source of their block IDs.
-func From[T any](sc *Context, r source.Receiver[T]) *Stream[T] {
-	s := &sourceState[T]{r: r, space: make(chan struct{})}
+// from 0; that index is the Source of their block IDs. Named, among opts,
+// names the source in the pipeline's shape (see Describer).
+func From[T any](sc *Context, r source.Receiver[T], opts ...Option) *Stream[T] {
+	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{})}
 	sc.mu.Lock()
 	s.idx = len(sc.sources)
 	sc.sources = append(sc.sources, s)
@@ -50,6 +59,7 @@ func From[T any](sc *Context, r source.Receiver[T]) *Stream[T] {
 type sourceState[T any] struct {
 	idx   int
 	r     source.Receiver[T]
+	opts  options
 	store source.Store[T]
 	e     *engine // set by bind
 
@@ -66,9 +76,22 @@ func (s *sourceState[T]) bind(e *engine) {
 	s.completer, _ = s.r.(source.CompletionObserver)
 }
 
+func (s *sourceState[T]) receiver() any { return s.r }
+
+func (s *sourceState[T]) component() recovery.Component { return describeSource(s.r, s.opts) }
+
+func (s *sourceState[T]) resume(next uint64, blocks []batch.BlockInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextSeq = next
+	s.pending = append(s.pending, blocks...)
+}
+
 func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
+		ResumeAfter:     e.resumeAfter,
+		SharedLog:       e.sharedLog,
 		Source:          s.idx,
 		Push:            s.push,
 		BlockInterval:   e.cfg.BlockInterval,

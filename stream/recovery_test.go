@@ -1,0 +1,425 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// durable is what survives a crash of the pipeline: the records put on the
+// stream, and the recovery log.
+type durable struct {
+	log   *recovery.MemoryStore
+	calls [][]string // the records of each Push, in order
+	n     int        // records produced so far
+}
+
+// replay is the receiver of one run of a pipeline. It plays the part of a
+// Kinesis stream that outlives the process: a fresh memory.Source given
+// every Push made so far, in the same order, so its sequence numbers are
+// those of earlier runs and Recompute serves their ranges; like a
+// restarted Kinesis receiver, it delivers only the records after
+// source.Runtime.ResumeAfter.
+type replay struct {
+	*memory.Source[string]
+	d *durable
+}
+
+func newReplay(t *testing.T, d *durable) *replay {
+	t.Helper()
+	src, err := memory.New[string](memory.Config{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.calls {
+		src.Push(c...)
+	}
+	return &replay{Source: src, d: d}
+}
+
+// Describe names the receiver in the pipeline's shape.
+func (r *replay) Describe() (kind, name string) { return "memory", "replay" }
+
+// produce puts records on the stream; the source receives them if it runs.
+func (r *replay) produce(recs ...string) {
+	r.d.calls = append(r.d.calls, recs)
+	r.Source.Push(recs...)
+}
+
+// Start starts the memory source with a push that drops the ranges at or
+// before the resume point of their shard.
+func (r *replay) Start(ctx context.Context, rt source.Runtime[string]) error {
+	resume, push := rt.ResumeAfter, rt.Push
+	if resume != nil {
+		rt.Push = func(ctx context.Context, b source.Block[string]) (batch.BlockInfo, error) {
+			var keep source.Block[string]
+			off := 0
+			for _, rg := range b.Ranges {
+				recs := b.Records[off : off+rg.Count]
+				off += rg.Count
+				if seq, ok := resume(rg.Stream, rg.Shard); ok && batch.CompareSeq(rg.First, seq) <= 0 {
+					continue
+				}
+				keep.Ranges = append(keep.Ranges, rg)
+				keep.Records = append(keep.Records, recs...)
+			}
+			if len(keep.Ranges) == 0 {
+				return batch.BlockInfo{}, nil
+			}
+			return push(ctx, keep)
+		}
+	}
+	return r.Source.Start(ctx, rt)
+}
+
+// seen is what the first output saw of a batch.
+type seen struct {
+	Blocks    []batch.BlockID
+	Ranges    []batch.SeqRange
+	Records   []string
+	Recovered bool
+}
+
+// runLog records one run of the pipeline: the batches its first output
+// saw, in order, and which of them completed.
+type runLog struct {
+	stream.NopListener
+	mu        sync.Mutex
+	order     []batch.Time
+	saw       map[batch.Time]seen
+	completed map[batch.Time]bool
+	recovered map[batch.Time]bool
+}
+
+func newRunLog() *runLog {
+	return &runLog{saw: map[batch.Time]seen{}, completed: map[batch.Time]bool{}, recovered: map[batch.Time]bool{}}
+}
+
+func (l *runLog) BatchStarted(b stream.BatchInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recovered[b.Time] = b.Recovered
+}
+
+func (l *runLog) BatchCompleted(b stream.BatchInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b.Err == nil {
+		l.completed[b.Time] = true
+	}
+}
+
+func (l *runLog) see(b *batch.Batch[string]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.order = append(l.order, b.Time())
+	l.saw[b.Time()] = seen{Blocks: b.BlockIDs(), Ranges: b.Ranges(), Records: b.Records(), Recovered: l.recovered[b.Time()]}
+}
+
+// hooks inject a crash into a run: output i calls out(ctx, i, n, b), n
+// counting the non-empty batches that output saw, this one included.
+type hooks struct {
+	out func(ctx context.Context, i, n int, b *batch.Batch[string]) error
+}
+
+// pipeline builds the test pipeline on d: the replay source and two
+// outputs, the first recording what it sees in rl.
+func pipeline(t *testing.T, d *durable, rl *runLog, h hooks) (*stream.Context, *replay) {
+	t.Helper()
+	sc, err := stream.NewContext(stream.Config{
+		BatchInterval: time.Second,
+		Recovery:      d.log,
+		CompactEvery:  3,
+		Listeners:     []stream.Listener{rl},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newReplay(t, d)
+	s := stream.From(sc, src)
+	for i, name := range []string{"collect", "second"} {
+		n := 0
+		stream.ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
+			if i == 0 {
+				rl.see(b)
+			}
+			if b.Len() > 0 {
+				n++
+			}
+			if h.out == nil {
+				return nil
+			}
+			return h.out(ctx, i, n, b)
+		}, stream.Named(name))
+	}
+	return sc, src
+}
+
+// produceUntil puts a Push of three records on the stream every 100ms until
+// Run returns or n pushes are made, then returns Run's error.
+func produceUntil(d *durable, src *replay, n int, errc <-chan error) error {
+	for range n {
+		select {
+		case err := <-errc:
+			return err
+		default:
+		}
+		src.produce(d.record(), d.record(), d.record())
+		time.Sleep(100 * time.Millisecond)
+	}
+	return <-errc
+}
+
+func (d *durable) record() string {
+	d.n++
+	return "r" + strconv.Itoa(d.n)
+}
+
+var errCrash = errors.New("crash")
+
+// crashCase is a crash injected into the first run.
+type crashCase struct {
+	name string
+	// setup installs the crash; cancel cancels the first run's ctx.
+	setup func(d *durable, cancel context.CancelFunc) hooks
+	// wantErr, if set, must be wrapped by the first Run's error.
+	wantErr error
+}
+
+// nthAppend returns an append hook that fails the n-th append of an entry
+// of kind k, keeping keep of its entries, and cancels the run if cancel is
+// not nil.
+func nthAppend(k recovery.Kind, n, keep int, cancel context.CancelFunc) recovery.AppendHook {
+	seen := 0
+	return func(_ int, entries []recovery.Entry) recovery.Fault {
+		if entries[0].Kind != k {
+			return recovery.Fault{}
+		}
+		if seen++; seen != n {
+			return recovery.Fault{}
+		}
+		if cancel != nil {
+			cancel()
+		}
+		return recovery.Fault{Err: errCrash, Keep: keep}
+	}
+}
+
+func crashCases() []crashCase {
+	cancelIn := func(output, at int, delay time.Duration) func(*durable, context.CancelFunc) hooks {
+		return func(_ *durable, cancel context.CancelFunc) hooks {
+			return hooks{out: func(ctx context.Context, i, n int, b *batch.Batch[string]) error {
+				time.Sleep(delay) // slower than the batch interval: batches queue up
+				if i == output && n == at {
+					cancel()
+					return ctx.Err()
+				}
+				return nil
+			}}
+		}
+	}
+	logFault := func(k recovery.Kind, n, keep int, withCancel bool) func(*durable, context.CancelFunc) hooks {
+		return func(d *durable, cancel context.CancelFunc) hooks {
+			if !withCancel {
+				cancel = nil
+			}
+			d.log.SetAppendHook(nthAppend(k, n, keep, cancel))
+			return hooks{}
+		}
+	}
+	return []crashCase{
+		{name: "cancel in first output after ten batches", setup: cancelIn(0, 10, 200*time.Millisecond)},
+		{name: "cancel in first output, batches queued", setup: cancelIn(0, 3, 1500*time.Millisecond)},
+		{name: "cancel between outputs", setup: cancelIn(1, 2, 1500*time.Millisecond)},
+		{name: "crash at completion append", setup: logFault(recovery.KindBatchCompleted, 3, 0, true)},
+		{name: "completion append fails", setup: logFault(recovery.KindBatchCompleted, 3, 0, false), wantErr: errCrash},
+		{name: "completion appended, reported failed", setup: logFault(recovery.KindBatchCompleted, 3, 1, false), wantErr: errCrash},
+		{name: "allocation append fails", setup: logFault(recovery.KindBatchAllocated, 4, 0, false), wantErr: errCrash},
+		{name: "allocation appended, reported failed", setup: logFault(recovery.KindBatchAllocated, 4, 1, false), wantErr: errCrash},
+		{name: "block append fails", setup: logFault(recovery.KindBlockStored, 12, 0, false), wantErr: errCrash},
+		{name: "block appended, reported failed", setup: logFault(recovery.KindBlockStored, 12, 1, false), wantErr: errCrash},
+		{name: "crash at block append", setup: logFault(recovery.KindBlockStored, 7, 0, true)},
+	}
+}
+
+// TestFailureRecovery is the seed's "failure recovery" test (SPARK-9217) on
+// the memory source, with a crash injected at each point where the driver
+// hands over to the log or the outputs. A first run is crashed; a second
+// run of the same pipeline on the same log and stream then drains. Every
+// batch that runs in both has the same time, blocks, ranges and records
+// (G2); the only batches that run twice are those that started and did not
+// complete (G3); every record is in exactly one completed batch (G1).
+func TestFailureRecovery(t *testing.T) {
+	for _, tc := range crashCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testFailureRecovery(t, tc) })
+		})
+	}
+}
+
+func testFailureRecovery(t *testing.T, tc crashCase) {
+	d := &durable{log: recovery.Memory()}
+
+	// Run 1: produce, crash.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	rl1 := newRunLog()
+	h := tc.setup(d, cancel)
+	sc1, src1 := pipeline(t, d, rl1, h)
+	errc := make(chan error, 1)
+	go func() { errc <- sc1.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	err := produceUntil(d, src1, 120, errc)
+	if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+		t.Fatalf("first Run = %v, want an error wrapping %v", err, tc.wantErr)
+	}
+	if tc.wantErr == nil && err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("first Run = %v, want nil or context.Canceled", err)
+	}
+	d.log.SetAppendHook(nil)
+	st1, err := recovery.Recover(d.log.Entries())
+	if err != nil {
+		t.Fatalf("Recover after the crash: %v", err)
+	}
+
+	// Run 2: same pipeline, same log; a few more records, then drain.
+	rl2 := newRunLog()
+	sc2, src2 := pipeline(t, d, rl2, hooks{})
+	errc = make(chan error, 1)
+	go func() { errc <- sc2.Run(t.Context()) }()
+	for range 5 {
+		src2.produce(d.record(), d.record())
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	sc2.Drain()
+	if err := <-errc; err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	checkRecovery(t, d, st1, rl1, rl2)
+}
+
+// checkRecovery checks G1, G2 and G3 and how the second run resumed from
+// the state st1 the first run left in the log.
+func checkRecovery(t *testing.T, d *durable, st1 *recovery.State, rl1, rl2 *runLog) {
+	t.Helper()
+	pending := map[batch.Time]recovery.PendingBatch{}
+	for _, p := range st1.Pending {
+		pending[p.Time] = p
+	}
+	if len(rl1.saw) == 0 || len(st1.Pending)+len(st1.Unallocated) == 0 {
+		t.Fatalf("the crash left nothing to recover (saw %d batches, state %+v): the test does not test", len(rl1.saw), st1)
+	}
+
+	// The recovered batches run first, in order, with their logged blocks.
+	for i, p := range st1.Pending {
+		if i >= len(rl2.order) || rl2.order[i] != p.Time {
+			t.Fatalf("second run's batches %v, want the pending %v first", rl2.order, st1.Pending)
+		}
+		if diff := cmp.Diff(p.IDs(), rl2.saw[p.Time].Blocks, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("recovered batch %v blocks (-log +got):\n%s", p.Time, diff)
+		}
+		if !rl2.saw[p.Time].Recovered {
+			t.Errorf("batch %v not reported Recovered", p.Time)
+		}
+	}
+	// Then the unallocated blocks, in the first new batch, after every
+	// logged batch time.
+	last, _ := st1.LastBatch()
+	if n := len(st1.Pending); n < len(rl2.order) {
+		first := rl2.order[n]
+		if first <= last {
+			t.Errorf("first new batch %v, not after the last logged batch %v", first, last)
+		}
+		got := rl2.saw[first].Blocks
+		want := make([]batch.BlockID, len(st1.Unallocated))
+		for i, b := range st1.Unallocated {
+			want[i] = b.ID
+		}
+		if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+			t.Errorf("first new batch %v has blocks %v, want the unallocated %v first", first, got, want)
+		}
+	}
+	// Block IDs continue the logged numbering.
+	for _, tm := range rl2.order {
+		if _, ok := pending[tm]; ok {
+			continue
+		}
+		for _, id := range rl2.saw[tm].Blocks {
+			if id.Seq < st1.NextBlockSeq[0] && !slices.ContainsFunc(st1.Unallocated, func(b batch.BlockInfo) bool { return b.ID == id }) {
+				t.Errorf("new batch %v has block %v, reusing a logged number (next was %d)", tm, id, st1.NextBlockSeq[0])
+			}
+		}
+	}
+
+	// G2 and G3.
+	var twice, wantTwice []batch.Time
+	for tm, s1 := range rl1.saw {
+		if _, ok := pending[tm]; ok {
+			wantTwice = append(wantTwice, tm)
+		}
+		s2, ok := rl2.saw[tm]
+		if !ok {
+			continue
+		}
+		twice = append(twice, tm)
+		s1.Recovered, s2.Recovered = false, false
+		if diff := cmp.Diff(s1, s2, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("batch %v differs after the restart (-first run +second run):\n%s", tm, diff)
+		}
+	}
+	slices.Sort(twice)
+	slices.Sort(wantTwice)
+	if diff := cmp.Diff(wantTwice, twice, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("batches run twice (-started and not completed +got):\n%s", diff)
+	}
+
+	t.Logf("first run saw %d batches; the log held %d pending batches and %d unallocated blocks; %d batches ran twice; %d records",
+		len(rl1.saw), len(st1.Pending), len(st1.Unallocated), len(twice), d.n)
+
+	// G1, exactly: every record in one completed batch.
+	var got []string
+	for tm, s := range rl1.saw {
+		if _, ok := pending[tm]; !ok {
+			got = append(got, s.Records...)
+		}
+	}
+	for tm, s := range rl2.saw {
+		if !rl2.completed[tm] {
+			t.Errorf("second run: batch %v not completed", tm)
+		}
+		got = append(got, s.Records...)
+	}
+	var want []string
+	for _, c := range d.calls {
+		want = append(want, c...)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("records of completed batches (-produced +got):\n%s", diff)
+	}
+
+	st2, err := recovery.Recover(d.log.Entries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st2.Pending)+len(st2.Unallocated) != 0 {
+		t.Errorf("after the drain the log still holds %d pending batches, %d unallocated blocks",
+			len(st2.Pending), len(st2.Unallocated))
+	}
+}

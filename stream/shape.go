@@ -1,0 +1,92 @@
+package stream
+
+import (
+	"path"
+	"reflect"
+
+	"github.com/weirstream/weir/recovery"
+)
+
+// Option is an optional setting of a source (From) or an output (ForEach,
+// ForEachBatch, Print). The only one is Named.
+type Option func(*options)
+
+type options struct {
+	name string
+}
+
+func applyOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// Named names a source or an output in the pipeline's shape, which the
+// recovery log records and checks on every restart (see Config.Recovery):
+// ForEachBatch(counts, write, stream.Named("files")) is recorded as
+// ForEachBatch("files"). Naming outputs lets a restart with a different
+// pipeline be told precisely what changed, and refused. For a source, the
+// name replaces the one its Describe method gives, if any.
+func Named(name string) Option {
+	return func(o *options) { o.name = name }
+}
+
+// Describer is implemented by a receiver that describes itself in the
+// pipeline's shape: its kind, such as "kinesis", and a name among receivers
+// of that kind, such as the stream it reads ("" for none).
+//
+// A receiver that does not implement it is described by the last element of
+// the package path of its type (so a *kinesis.Receiver is "kinesis" and a
+// *memory.Source[T] is "memory"), or "receiver" for a type without one, and
+// by the name given with Named.
+type Describer interface {
+	Describe() (kind, name string)
+}
+
+// describe returns the shape component of receiver r, named by o.
+func describeSource(r any, o options) recovery.Component {
+	c := recovery.Component{Kind: "receiver", Name: o.name}
+	if d, ok := r.(Describer); ok {
+		kind, name := d.Describe()
+		if kind != "" {
+			c.Kind = kind
+		}
+		if c.Name == "" {
+			c.Name = name
+		}
+		return c
+	}
+	t := reflect.TypeOf(r)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && t.PkgPath() != "" {
+		c.Kind = path.Base(t.PkgPath())
+	}
+	return c
+}
+
+// shapeLocked returns the pipeline's shape: its sources and outputs in
+// declaration order. sc.mu is held.
+func (sc *Context) shapeLocked() recovery.Shape {
+	var sh recovery.Shape
+	for _, s := range sc.sources {
+		sh.Sources = append(sh.Sources, s.component())
+	}
+	for _, o := range sc.outputs {
+		sh.Outputs = append(sh.Outputs, recovery.Component{Kind: o.op, Name: o.name})
+	}
+	return sh
+}
+
+// Shape returns the shape of the pipeline built so far: its sources and
+// outputs in declaration order, as the recovery log records it.
+func (sc *Context) Shape() recovery.Shape {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.shapeLocked()
+}

@@ -1,0 +1,368 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// shapedPipeline builds a pipeline of the given outputs on a fresh memory
+// source: "each" is a ForEach, "print" a Print, anything else a
+// ForEachBatch of that name.
+func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs ...string) *stream.Context {
+	t.Helper()
+	sc, err := stream.NewContext(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []stream.Option
+	if sourceName != "" {
+		opts = append(opts, stream.Named(sourceName))
+	}
+	s := stream.From(sc, src, opts...)
+	for _, o := range outputs {
+		switch o {
+		case "each":
+			stream.ForEach(s, func(context.Context, string) error { return nil })
+		case "print":
+			stream.Print(s, 1)
+		default:
+			stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(o))
+		}
+	}
+	return sc
+}
+
+func TestShape(t *testing.T) {
+	sc := shapedPipeline(t, stream.Config{}, "words", "files", "each", "print")
+	want := recovery.Shape{
+		Sources: []recovery.Component{{Kind: "memory", Name: "words"}},
+		Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "ForEach"}, {Kind: "Print"}},
+	}
+	if diff := cmp.Diff(want, sc.Shape()); diff != "" {
+		t.Errorf("Shape() (-want +got):\n%s", diff)
+	}
+	// A Describer names itself; Named overrides its name.
+	sc2, err := stream.NewContext(stream.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &durable{log: recovery.Memory()}
+	stream.From(sc2, newReplay(t, d))
+	stream.From(sc2, newReplay(t, d), stream.Named("other"))
+	want = recovery.Shape{Sources: []recovery.Component{{Kind: "memory", Name: "replay"}, {Kind: "memory", Name: "other"}}}
+	if diff := cmp.Diff(want, sc2.Shape()); diff != "" {
+		t.Errorf("Shape() of Describers (-want +got):\n%s", diff)
+	}
+}
+
+// TestShapeChecked runs a pipeline once with a log, then restarts pipelines
+// on it: the same shape is accepted, any other refused before anything
+// starts, with an error naming the difference and the way out.
+func TestShapeChecked(t *testing.T) {
+	tests := []struct {
+		name    string
+		source  string
+		outputs []string
+		want    []string // substrings of the error; none: accepted
+	}{
+		{"same", "words", []string{"files", "print"}, nil},
+		{"output renamed", "words", []string{"other", "print"},
+			[]string{`output 1 was ForEachBatch("files"), now ForEachBatch("other")`}},
+		{"output added", "words", []string{"files", "print", "each"},
+			[]string{"output 3 is new: ForEach"}},
+		{"outputs swapped", "words", []string{"print", "files"},
+			[]string{`output 1 was ForEachBatch("files"), now Print`, `output 2 was Print, now ForEachBatch("files")`}},
+		{"source renamed", "lines", []string{"files", "print"},
+			[]string{`source 1 was memory("words"), now memory("lines")`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := recovery.Memory()
+				cfg := stream.Config{Recovery: store}
+				sc := shapedPipeline(t, cfg, "words", "files", "print")
+				sc.Drain()
+				if err := sc.Run(t.Context()); err != nil {
+					t.Fatalf("first Run: %v", err)
+				}
+				sc = shapedPipeline(t, cfg, tt.source, tt.outputs...)
+				sc.Drain()
+				before := len(store.Entries())
+				err := sc.Run(t.Context())
+				if tt.want == nil {
+					if err != nil {
+						t.Fatalf("Run with the same shape: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, recovery.ErrShapeChanged) {
+					t.Fatalf("Run = %v, want an error wrapping recovery.ErrShapeChanged", err)
+				}
+				for _, w := range append(tt.want, "start fresh") {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+				if after := len(store.Entries()); after != before {
+					t.Errorf("a refused Run appended %d entries", after-before)
+				}
+				// The log is closed again: it can be opened.
+				l, err := store.Open(t.Context())
+				if err != nil {
+					t.Fatalf("log left open: %v", err)
+				}
+				l.Close()
+			})
+		})
+	}
+}
+
+// ckptReceiver is a memory source that declares whether it checkpoints
+// stored records, and records the Runtime it was started with.
+type ckptReceiver struct {
+	*memory.Source[string]
+	stored bool
+	mu     sync.Mutex
+	rt     source.Runtime[string]
+}
+
+func (r *ckptReceiver) CheckpointsStored() bool { return r.stored }
+
+func (r *ckptReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
+	r.mu.Lock()
+	r.rt = rt
+	r.mu.Unlock()
+	return r.Source.Start(ctx, rt)
+}
+
+// sharedStore is a MemoryStore that declares its log readable by any
+// worker, standing in for a DynamoDB log.
+type sharedStore struct{ *recovery.MemoryStore }
+
+func (sharedStore) SharedLog() bool { return true }
+
+// TestStoredCheckpointsNeedSharedLog checks the G4 refusal: a receiver that
+// checkpoints stored records needs a log every worker can read.
+func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
+	tests := []struct {
+		name       string
+		log        recovery.Opener
+		stored     bool
+		wantErr    string // substring; "" means Run starts
+		wantShared bool
+	}{
+		{"no log, completed checkpoints", nil, false, "", false},
+		{"no log, stored checkpoints", nil, true, "Recovery is nil (no recovery log)", false},
+		{"dir log, stored checkpoints", recovery.Dir("unused"), true, "Recovery is a recovery.DirConfig, which only this machine can read", false},
+		{"memory log, stored checkpoints", recovery.Memory(), true, "Recovery is a *recovery.MemoryStore", false},
+		{"memory log, completed checkpoints", recovery.Memory(), false, "", false},
+		{"shared log, stored checkpoints", sharedStore{recovery.Memory()}, true, "", true},
+		{"dynamodb log", recovery.DynamoConfig{}, true, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc, err := stream.NewContext(stream.Config{Recovery: tt.log})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := memory.New[string](memory.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := &ckptReceiver{Source: src, stored: tt.stored}
+				stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
+				verr := sc.Validate()
+				if tt.wantErr == "" {
+					if verr != nil {
+						t.Fatalf("Validate: %v", verr)
+					}
+					if _, ok := tt.log.(recovery.DynamoConfig); ok {
+						return // opening needs a server: the dynamo log is tested in recovery
+					}
+					sc.Drain()
+					if err := sc.Run(t.Context()); err != nil {
+						t.Fatalf("Run: %v", err)
+					}
+					if r.rt.SharedLog != tt.wantShared {
+						t.Errorf("Runtime.SharedLog = %v, want %v", r.rt.SharedLog, tt.wantShared)
+					}
+					return
+				}
+				err = sc.Run(t.Context())
+				for _, e := range []error{verr, err} {
+					if !errors.Is(e, stream.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(e), tt.wantErr) ||
+						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") {
+						t.Errorf("Validate/Run = %v, want ErrInvalidConfig saying %q and the fix", e, tt.wantErr)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestResumeAfter checks what receivers learn of the log: nothing without
+// one, and the greatest logged sequence number per shard with one.
+func TestResumeAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		run := func(cfg stream.Config, push ...string) source.Runtime[string] {
+			sc, err := stream.NewContext(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := memory.New[string](memory.Config{Shards: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range push {
+				src.Push(p)
+			}
+			r := &ckptReceiver{Source: src}
+			stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
+			sc.Drain()
+			if err := sc.Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return r.rt
+		}
+		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil || rt.SharedLog {
+			t.Errorf("without a log: ResumeAfter set %v, SharedLog %v", rt.ResumeAfter != nil, rt.SharedLog)
+		}
+		store := recovery.Memory()
+		if rt := run(stream.Config{Recovery: store}, "a", "b", "c"); rt.ResumeAfter == nil {
+			t.Fatal("first run with a log: ResumeAfter nil")
+		} else if seq, ok := rt.ResumeAfter(memory.DefaultName, memory.ShardName(0)); ok {
+			t.Errorf("first run: ResumeAfter = %q, want none", seq)
+		}
+		rt := run(stream.Config{Recovery: store})
+		type pos struct {
+			Seq string
+			OK  bool
+		}
+		var got []pos
+		for _, shard := range []string{memory.ShardName(0), memory.ShardName(1), "nope"} {
+			seq, ok := rt.ResumeAfter(memory.DefaultName, shard)
+			got = append(got, pos{seq, ok})
+		}
+		want := []pos{{"2", true}, {"1", true}, {"", false}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ResumeAfter (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// countingStore counts compactions of a MemoryStore's logs and can make
+// them fail.
+type countingStore struct {
+	*recovery.MemoryStore
+	mu       sync.Mutex
+	compacts int
+	fail     error
+}
+
+func (s *countingStore) Open(ctx context.Context) (recovery.Log, error) {
+	l, err := s.MemoryStore.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingLog{Log: l, s: s}, nil
+}
+
+type countingLog struct {
+	recovery.Log
+	s *countingStore
+}
+
+func (l *countingLog) Compact(ctx context.Context) error {
+	l.s.mu.Lock()
+	l.s.compacts++
+	fail := l.s.fail
+	l.s.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
+	return l.Log.Compact(ctx)
+}
+
+// TestCompaction checks that the log is compacted every CompactEvery
+// completed batches, and that a failed compaction stops the Run without
+// failing the batch.
+func TestCompaction(t *testing.T) {
+	tests := []struct {
+		name    string
+		every   int
+		fail    error
+		wantN   int
+		wantErr error
+	}{
+		{"every 3", 3, nil, 3, nil}, // 10 batches
+		{"default", 0, nil, 0, nil},
+		{"failure stops the run", 2, errCrash, 1, errCrash},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &countingStore{MemoryStore: recovery.Memory(), fail: tt.fail}
+				rl := newRunLog()
+				sc, err := stream.NewContext(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := memory.New[string](memory.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stream.ForEach(stream.From(sc, src), func(context.Context, string) error { return nil })
+				errc := make(chan error, 1)
+				go func() { errc <- sc.Run(t.Context()) }()
+				time.Sleep(10*time.Second + 500*time.Millisecond)
+				sc.Stop()
+				err = <-errc
+				if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+					t.Errorf("Run = %v, want %v", err, tt.wantErr)
+				}
+				if store.compacts != tt.wantN {
+					t.Errorf("%d compactions, want %d", store.compacts, tt.wantN)
+				}
+				if tt.fail != nil && len(rl.completed) != 2 {
+					t.Errorf("%d batches completed, want 2 (the one whose compaction failed included)", len(rl.completed))
+				}
+				if _, err := recovery.Recover(store.Entries()); err != nil {
+					t.Errorf("Recover: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// TestOpenFails checks that Run reports a log it cannot open.
+func TestOpenFails(t *testing.T) {
+	store := recovery.Memory()
+	l, err := store.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "print")
+	if err := sc.Run(t.Context()); !errors.Is(err, recovery.ErrLocked) {
+		t.Errorf("Run = %v, want an error wrapping recovery.ErrLocked", err)
+	}
+}
