@@ -20,23 +20,30 @@ type Clock interface {
 	NewTicker(d time.Duration) Ticker
 }
 
-// Timer is a one-shot timer made by a Clock.
+// Timer is a one-shot timer made by a Clock. It follows the semantics of
+// time.Timer since Go 1.23: once Stop or Reset returns, no value from before
+// the call is received from C, so callers need not drain C themselves.
 type Timer interface {
 	// C returns the channel the timer's time is delivered on.
 	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it was active.
+	// Stop prevents the timer from firing. It reports whether it did so: false
+	// if the timer had already been stopped, or had fired and its value had
+	// been received.
 	Stop() bool
-	// Reset makes the timer fire after d; it reports whether it was active.
+	// Reset makes the timer fire d from now, discarding a value not yet
+	// received; it reports what Stop would have.
 	Reset(d time.Duration) bool
 }
 
-// Ticker delivers the time on its channel at an interval.
+// Ticker delivers the time on its channel at an interval. A tick the
+// receiver is not ready for is dropped, as with time.Ticker.
 type Ticker interface {
 	// C returns the channel the ticks are delivered on.
 	C() <-chan time.Time
-	// Stop turns the ticker off.
+	// Stop turns the ticker off; a tick not yet received is discarded.
 	Stop()
-	// Reset changes the interval to d and restarts the period.
+	// Reset changes the interval to d (which must be > 0) and restarts the
+	// period: the next tick comes d from now.
 	Reset(d time.Duration)
 }
 

@@ -2,6 +2,7 @@ package clock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -87,7 +88,7 @@ func TestSleep(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := Sleep(ctx, Real{}, time.Minute); err != context.Canceled {
+		if err := Sleep(ctx, Real{}, time.Minute); !errors.Is(err, context.Canceled) {
 			t.Errorf("Sleep on a cancelled ctx = %v", err)
 		}
 		if Or(nil) != (Real{}) {
