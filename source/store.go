@@ -15,7 +15,9 @@ type Store[T any] struct {
 	n      int
 }
 
-// Put stores the records of block id, replacing any held under that ID.
+// Put stores the records of block id, replacing any held under that ID. A
+// block with no records is held too. The store keeps the slice itself, not a
+// copy: the caller must not modify it afterwards.
 func (s *Store[T]) Put(id batch.BlockID, records []T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -26,7 +28,8 @@ func (s *Store[T]) Put(id batch.BlockID, records []T) {
 	s.blocks[id] = records
 }
 
-// Get returns the records of block id, and whether the store has it.
+// Get returns the records of block id, and whether the store has it. The
+// slice is the one the store holds: callers must not modify it.
 func (s *Store[T]) Get(id batch.BlockID) ([]T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,7 +47,7 @@ func (s *Store[T]) Delete(ids ...batch.BlockID) {
 	}
 }
 
-// Len returns the number of blocks and records held.
+// Len returns the number of blocks held and the number of records in them.
 func (s *Store[T]) Len() (blocks, records int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
