@@ -1,0 +1,295 @@
+package files
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// ErrInvalidConfig is wrapped by the error New returns for a Config it
+// refuses; the message names every bad field and its fix.
+var ErrInvalidConfig = errors.New("files: invalid config")
+
+// Defaults of the Config fields left zero.
+const (
+	// DefaultPrefix starts every file name when Config.Prefix is empty.
+	DefaultPrefix = "batch-"
+	// DefaultSuffix ends every file name when Config.Suffix is empty.
+	DefaultSuffix = ".txt"
+	// DefaultPerm is the permission of the files when Config.Perm is 0.
+	DefaultPerm fs.FileMode = 0o644
+)
+
+// tempPrefix starts the names of the temporary files: hidden, and never a
+// final name, whatever Prefix is.
+const tempPrefix = ".tmp-"
+
+// Config configures a Sink of records of type T. Only Dir is required.
+type Config[T any] struct {
+	// Dir is the directory the files are written to, created (with its
+	// parents) by New if it does not exist. A directory belongs to one Sink:
+	// New removes the temporary files a crash left in it. Required.
+	Dir string
+	// Format returns the bytes of one record; the Sink writes a newline
+	// after each. Default: fmt's %v of the record. Ignored if Encode is set.
+	Format func(v T) []byte
+	// Encode writes a whole batch, for formats that are not one line per
+	// record (a JSON array, a CSV file with a header). Default: nil, write
+	// each record with Format.
+	Encode func(w io.Writer, b *batch.Batch[T]) error
+	// Prefix and Suffix surround the batch time in file names: a batch at
+	// time 1700000000000 is written to Dir/<Prefix>1700000000000<Suffix>.
+	// The time is zero-padded to 13 digits so that names sort in time
+	// order. Defaults: DefaultPrefix ("batch-") and DefaultSuffix (".txt").
+	// Prefix must not start with ".tmp-", which names temporary files.
+	Prefix, Suffix string
+	// Perm is the permission of the files. Default DefaultPerm (0644).
+	Perm fs.FileMode
+}
+
+func (c Config[T]) withDefaults() Config[T] {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Suffix == "" {
+		c.Suffix = DefaultSuffix
+	}
+	if c.Perm == 0 {
+		c.Perm = DefaultPerm
+	}
+	if c.Format == nil {
+		c.Format = func(v T) []byte { return fmt.Appendf(nil, "%v", v) }
+	}
+	return c
+}
+
+func (c Config[T]) validate() error {
+	var problems []error
+	if c.Dir == "" {
+		problems = append(problems, errors.New("Dir empty: set the directory to write the files to"))
+	}
+	for _, f := range []struct{ name, v string }{{"Prefix", c.Prefix}, {"Suffix", c.Suffix}} {
+		if strings.ContainsRune(f.v, filepath.Separator) || strings.ContainsRune(f.v, '/') {
+			problems = append(problems, fmt.Errorf("%s %q: must not contain a path separator; put directories in Dir", f.name, f.v))
+		}
+	}
+	if strings.HasPrefix(c.Prefix, tempPrefix) {
+		problems = append(problems, fmt.Errorf("Prefix %q: must not start with %q, which names temporary files", c.Prefix, tempPrefix))
+	}
+	if c.Perm&^fs.ModePerm != 0 {
+		problems = append(problems, fmt.Errorf("Perm %v: must hold permission bits only, such as 0644", c.Perm))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// Sink writes batches to files, one per batch time, exactly once. Its Write
+// is a stream.ForEachBatch function. A Sink is safe for concurrent use,
+// though a pipeline calls it one batch at a time.
+type Sink[T any] struct {
+	cfg Config[T]
+	// beforeRename, if set, is called with the temporary file's path after
+	// it is written and synced and before the rename: a test hook.
+	beforeRename func(tmp string) error
+}
+
+// New returns a Sink configured by cfg, or an error wrapping
+// ErrInvalidConfig that names every bad field. It creates cfg.Dir if
+// needed and removes the temporary files a crash left in it.
+func New[T any](cfg Config[T]) (*Sink[T], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sink[T]{cfg: cfg.withDefaults()}
+	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	if err := s.removeTemps(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// removeTemps removes the temporary files of this Sink's names.
+func (s *Sink[T]) removeTemps() error {
+	entries, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("files: %w", err)
+	}
+	for _, e := range entries {
+		if s.isTemp(e.Name()) {
+			if err := os.Remove(filepath.Join(s.cfg.Dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("files: remove a crash's temporary file: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// isTemp reports whether name is one of this Sink's temporary files:
+// tempPrefix, a final name, a dot and a random suffix.
+func (s *Sink[T]) isTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, tempPrefix)
+	if i := strings.LastIndexByte(rest, '.'); ok && i > 0 {
+		_, ok = s.parse(rest[:i])
+		return ok
+	}
+	return false
+}
+
+// Name returns the file name of the batch at t, without the directory.
+func (s *Sink[T]) Name(t batch.Time) string {
+	return s.cfg.Prefix + fmt.Sprintf("%013d", int64(t)) + s.cfg.Suffix
+}
+
+// Path returns the path of the file of the batch at t.
+func (s *Sink[T]) Path(t batch.Time) string { return filepath.Join(s.cfg.Dir, s.Name(t)) }
+
+// parse returns the batch time of a final file name, and whether it is one.
+func (s *Sink[T]) parse(name string) (batch.Time, bool) {
+	digits, ok := strings.CutPrefix(name, s.cfg.Prefix)
+	if !ok {
+		return 0, false
+	}
+	if digits, ok = strings.CutSuffix(digits, s.cfg.Suffix); !ok {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || s.Name(batch.Time(ms)) != name {
+		return 0, false
+	}
+	return batch.Time(ms), true
+}
+
+// Batches returns the times of the batches written to Dir, in order.
+func (s *Sink[T]) Batches() ([]batch.Time, error) {
+	entries, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	var ts []batch.Time
+	for _, e := range entries {
+		if t, ok := s.parse(e.Name()); ok && e.Type().IsRegular() {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts, nil
+}
+
+// Write writes batch b to its file, Path(b.Time()), atomically: to a
+// temporary file that is synced, then renamed, then the directory synced.
+// If the file already exists, the batch was written before (a recomputed
+// batch has the same records), and Write does nothing and returns nil.
+// An empty batch gets an empty file, so every batch time is accounted for.
+// On error no file of that name is created; the temporary file is removed.
+func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	final := s.Path(b.Time())
+	switch _, err := os.Lstat(final); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+	}
+	tmp, err := s.writeTemp(ctx, b)
+	if err != nil {
+		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+	}
+	if err := s.publish(tmp, final); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+	}
+	return nil
+}
+
+// writeTemp writes b to a new temporary file in Dir, syncs and closes it,
+// and returns its path. On error it removes the file.
+func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (path string, err error) {
+	f, err := os.CreateTemp(s.cfg.Dir, tempPrefix+s.Name(b.Time())+".*")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(s.cfg.Perm); err != nil {
+		return "", err
+	}
+	w := bufio.NewWriter(f)
+	if err := s.encode(ctx, w, b); err != nil {
+		return "", err
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
+
+// encode writes b's records with Encode or Format.
+func (s *Sink[T]) encode(ctx context.Context, w io.Writer, b *batch.Batch[T]) error {
+	if s.cfg.Encode != nil {
+		return s.cfg.Encode(w, b)
+	}
+	for _, part := range b.Parts() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, v := range part {
+			if _, err := w.Write(s.cfg.Format(v)); err != nil {
+				return err
+			}
+			if _, err := w.Write([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// publish renames tmp to final and syncs the directory, so that the name
+// survives a crash.
+func (s *Sink[T]) publish(tmp, final string) error {
+	if s.beforeRename != nil {
+		if err := s.beforeRename(tmp); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	return syncDir(s.cfg.Dir)
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,214 @@
+package files
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+)
+
+func newSink[T any](t *testing.T, cfg Config[T]) *Sink[T] {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// dirNames returns the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestWrite(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      Config[int]
+		parts    [][]int
+		wantName string
+		want     string
+	}{
+		{"default format", Config[int]{}, [][]int{{1, 2}, {3}}, "batch-1700000000000.txt", "1\n2\n3\n"},
+		{"empty batch", Config[int]{}, nil, "batch-1700000000000.txt", ""},
+		{"format", Config[int]{Format: func(v int) []byte { return []byte{byte('a' + v)} }}, [][]int{{0, 1}}, "batch-1700000000000.txt", "a\nb\n"},
+		{"encode", Config[int]{Encode: func(w io.Writer, b *batch.Batch[int]) error {
+			return json.NewEncoder(w).Encode(b.Records())
+		}, Prefix: "counts-", Suffix: ".json"}, [][]int{{4, 5}}, "counts-1700000000000.json", "[4,5]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSink(t, tt.cfg)
+			if err := s.Write(t.Context(), batch.New(1700000000000, nil, tt.parts...)); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			if diff := cmp.Diff([]string{tt.wantName}, dirNames(t, s.cfg.Dir)); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+			if got := read(t, s.Path(1700000000000)); got != tt.want {
+				t.Errorf("content %q, want %q", got, tt.want)
+			}
+			if fi, err := os.Stat(s.Path(1700000000000)); err != nil || fi.Mode().Perm() != DefaultPerm {
+				t.Errorf("mode %v, %v; want %v", fi.Mode(), err, DefaultPerm)
+			}
+		})
+	}
+}
+
+// TestRewriteSkipped checks exactly-once: a batch time already written is
+// not written again, whatever the records.
+func TestRewriteSkipped(t *testing.T) {
+	s := newSink(t, Config[string]{})
+	ctx := t.Context()
+	if err := s.Write(ctx, batch.New(2000, nil, []string{"first"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, batch.New(2000, nil, []string{"second"})); err != nil {
+		t.Fatalf("second Write: %v", err)
+	}
+	if got := read(t, s.Path(2000)); got != "first\n" {
+		t.Errorf("content %q after a rewrite, want the first write's", got)
+	}
+	if err := s.Write(ctx, batch.New(1000, nil, []string{"earlier"})); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Batches()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]batch.Time{1000, 2000}, got); diff != "" {
+		t.Errorf("Batches (-want +got):\n%s", diff)
+	}
+}
+
+// TestCrashBeforeRename checks atomicity: a write that fails, or a process
+// that dies, before the rename leaves no file under the batch's name; the
+// next write of the batch writes it whole, and New clears a dead write's
+// temporary file.
+func TestCrashBeforeRename(t *testing.T) {
+	dir := t.TempDir()
+	s := newSink(t, Config[string]{Dir: dir})
+	boom := errors.New("power cut")
+	var tmpSeen string
+	s.beforeRename = func(tmp string) error {
+		tmpSeen = tmp
+		if got := read(t, tmp); got != "a\nb\n" {
+			t.Errorf("temporary file holds %q before the rename, want the whole batch", got)
+		}
+		return boom
+	}
+	b := batch.New(3000, nil, []string{"a", "b"})
+	if err := s.Write(t.Context(), b); !errors.Is(err, boom) {
+		t.Fatalf("Write = %v, want %v", err, boom)
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("failed write left %v", names)
+	}
+	if got, _ := s.Batches(); len(got) != 0 {
+		t.Errorf("Batches after a failed write = %v", got)
+	}
+
+	// A process killed before the rename leaves its temporary file: it is
+	// not a batch, and New removes it (and nothing else).
+	if err := os.WriteFile(tmpSeen, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Batches(); len(got) != 0 {
+		t.Errorf("Batches with a dead write's temporary file = %v", got)
+	}
+	s = newSink(t, Config[string]{Dir: dir})
+	if diff := cmp.Diff([]string{"notes.txt"}, dirNames(t, dir)); diff != "" {
+		t.Errorf("after New (-want +got):\n%s", diff)
+	}
+	if err := s.Write(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, s.Path(3000)); got != "a\nb\n" {
+		t.Errorf("content %q", got)
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	s := newSink(t, Config[string]{Encode: func(io.Writer, *batch.Batch[string]) error { return io.ErrShortWrite }})
+	if err := s.Write(t.Context(), batch.New[string](1000, nil)); !errors.Is(err, io.ErrShortWrite) {
+		t.Errorf("Write = %v, want the encoder's error", err)
+	}
+	if names := dirNames(t, s.cfg.Dir); len(names) != 0 {
+		t.Errorf("failed encode left %v", names)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := newSink(t, Config[string]{}).Write(ctx, batch.New(1000, nil, []string{"x"})); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write with a done ctx = %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, err := New(Config[int]{Prefix: ".tmp-x", Suffix: "a/b", Perm: fs.ModeDir | 0o644})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	want := []string{
+		"Dir empty: set the directory to write the files to",
+		`Suffix "a/b": must not contain a path separator; put directories in Dir`,
+		`Prefix ".tmp-x": must not start with ".tmp-", which names temporary files`,
+		"Perm drw-r--r--: must hold permission bits only, such as 0644",
+	}
+	got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestNames(t *testing.T) {
+	s := newSink(t, Config[int]{})
+	for _, name := range []string{"batch-0000000001000.txt", "batch-1.txt", "batch-x.txt", "other", ".tmp-batch-0000000001000.txt.123"} {
+		_, ok := s.parse(name)
+		if want := name == "batch-0000000001000.txt"; ok != want {
+			t.Errorf("parse(%q) ok = %v, want %v", name, ok, want)
+		}
+	}
+	ts := []batch.Time{5, 1700000000000, 99999999999999}
+	names := make([]string, len(ts))
+	for i, tm := range ts {
+		names[i] = s.Name(tm)
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("names %v do not sort in time order", names)
+	}
+}
