@@ -206,8 +206,12 @@ func (g *BlockGenerator[T]) sealLocked() bool {
 		return false
 	}
 	g.queue = append(g.queue, g.cur)
-	// Blocks of a steady stream are alike: size the next like the last.
-	g.cur = Block[T]{Records: make([]T, 0, len(g.cur.Records))}
+	// Blocks of a steady stream are alike: size the next like the last, so
+	// that Add rarely grows the slices under the lock.
+	g.cur = Block[T]{
+		Ranges:  make([]batch.SeqRange, 0, len(g.cur.Ranges)),
+		Records: make([]T, 0, len(g.cur.Records)),
+	}
 	return true
 }
 
