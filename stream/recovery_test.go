@@ -3,17 +3,10 @@ package stream_test
 import (
 	"context"
 	"errors"
-	"os"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -21,6 +14,7 @@ import (
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/stream/internal/recoverycheck"
 )
 
 // durable is what survives a crash of the pipeline: the records put on the
@@ -90,51 +84,6 @@ func (r *replay) Start(ctx context.Context, rt source.Runtime[string]) error {
 	return r.Source.Start(ctx, rt)
 }
 
-// seen is what the first output saw of a batch.
-type seen struct {
-	Blocks    []batch.BlockID
-	Ranges    []batch.SeqRange
-	Records   []string
-	Recovered bool
-}
-
-// runLog records one run of the pipeline: the batches its first output
-// saw, in order, and which of them completed.
-type runLog struct {
-	stream.NopListener
-	mu        sync.Mutex
-	order     []batch.Time
-	saw       map[batch.Time]seen
-	completed map[batch.Time]bool
-	recovered map[batch.Time]bool
-}
-
-func newRunLog() *runLog {
-	return &runLog{saw: map[batch.Time]seen{}, completed: map[batch.Time]bool{}, recovered: map[batch.Time]bool{}}
-}
-
-func (l *runLog) BatchStarted(b stream.BatchInfo) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recovered[b.Time] = b.Recovered
-}
-
-func (l *runLog) BatchCompleted(b stream.BatchInfo) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if b.Err == nil {
-		l.completed[b.Time] = true
-	}
-}
-
-func (l *runLog) see(b *batch.Batch[string]) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.order = append(l.order, b.Time())
-	l.saw[b.Time()] = seen{Blocks: b.BlockIDs(), Ranges: b.Ranges(), Records: b.Records(), Recovered: l.recovered[b.Time()]}
-}
-
-// hooks inject a crash into a run: output i calls out(ctx, i, n, b), n
 // counting the non-empty batches that output saw, this one included.
 type hooks struct {
 	out func(ctx context.Context, i, n int, b *batch.Batch[string]) error
@@ -143,7 +92,7 @@ type hooks struct {
 // pipeline builds the test pipeline on d: the replay source and three
 // outputs, the first recording what it sees in rl, the third writing each
 // batch to a file in d.out.
-func pipeline(t *testing.T, d *durable, rl *runLog, h hooks) (*stream.Context, *replay) {
+func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Context, *replay) {
 	t.Helper()
 	sc, err := stream.NewContext(stream.Config{
 		BatchInterval: time.Second,
@@ -160,7 +109,7 @@ func pipeline(t *testing.T, d *durable, rl *runLog, h hooks) (*stream.Context, *
 		n := 0
 		stream.ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
 			if i == 0 {
-				rl.see(b)
+				rl.See(b)
 			}
 			if b.Len() > 0 {
 				n++
@@ -287,7 +236,7 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	// Run 1: produce, crash.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	rl1 := newRunLog()
+	rl1 := recoverycheck.NewRecorder()
 	h := tc.setup(d, cancel)
 	sc1, src1 := pipeline(t, d, rl1, h)
 	errc := make(chan error, 1)
@@ -307,7 +256,7 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	}
 
 	// Run 2: same pipeline, same log; a few more records, then drain.
-	rl2 := newRunLog()
+	rl2 := recoverycheck.NewRecorder()
 	sc2, src2 := pipeline(t, d, rl2, hooks{})
 	errc = make(chan error, 1)
 	go func() { errc <- sc2.Run(t.Context()) }()
@@ -320,155 +269,13 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
-	checkRecovery(t, d, st1, rl1, rl2)
-}
-
-// checkRecovery checks G1, G2 and G3 and how the second run resumed from
-// the state st1 the first run left in the log.
-func checkRecovery(t *testing.T, d *durable, st1 *recovery.State, rl1, rl2 *runLog) {
-	t.Helper()
-	pending := map[batch.Time]recovery.PendingBatch{}
-	for _, p := range st1.Pending {
-		pending[p.Time] = p
-	}
-	if len(rl1.saw) == 0 || len(st1.Pending)+len(st1.Unallocated) == 0 {
-		t.Fatalf("the crash left nothing to recover (saw %d batches, state %+v): the test does not test", len(rl1.saw), st1)
-	}
-
-	// The recovered batches run first, in order, with their logged blocks.
-	for i, p := range st1.Pending {
-		if i >= len(rl2.order) || rl2.order[i] != p.Time {
-			t.Fatalf("second run's batches %v, want the pending %v first", rl2.order, st1.Pending)
-		}
-		if diff := cmp.Diff(p.IDs(), rl2.saw[p.Time].Blocks, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("recovered batch %v blocks (-log +got):\n%s", p.Time, diff)
-		}
-		if !rl2.saw[p.Time].Recovered {
-			t.Errorf("batch %v not reported Recovered", p.Time)
-		}
-	}
-	// Then the unallocated blocks, in the first new batch, after every
-	// logged batch time.
-	last, _ := st1.LastBatch()
-	if n := len(st1.Pending); n < len(rl2.order) {
-		first := rl2.order[n]
-		if first <= last {
-			t.Errorf("first new batch %v, not after the last logged batch %v", first, last)
-		}
-		got := rl2.saw[first].Blocks
-		want := make([]batch.BlockID, len(st1.Unallocated))
-		for i, b := range st1.Unallocated {
-			want[i] = b.ID
-		}
-		if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
-			t.Errorf("first new batch %v has blocks %v, want the unallocated %v first", first, got, want)
-		}
-	}
-	// Block IDs continue the logged numbering.
-	for _, tm := range rl2.order {
-		if _, ok := pending[tm]; ok {
-			continue
-		}
-		for _, id := range rl2.saw[tm].Blocks {
-			if id.Seq < st1.NextBlockSeq[0] && !slices.ContainsFunc(st1.Unallocated, func(b batch.BlockInfo) bool { return b.ID == id }) {
-				t.Errorf("new batch %v has block %v, reusing a logged number (next was %d)", tm, id, st1.NextBlockSeq[0])
-			}
-		}
-	}
-
-	// G2 and G3.
-	var twice, wantTwice []batch.Time
-	for tm, s1 := range rl1.saw {
-		if _, ok := pending[tm]; ok {
-			wantTwice = append(wantTwice, tm)
-		}
-		s2, ok := rl2.saw[tm]
-		if !ok {
-			continue
-		}
-		twice = append(twice, tm)
-		s1.Recovered, s2.Recovered = false, false
-		if diff := cmp.Diff(s1, s2, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("batch %v differs after the restart (-first run +second run):\n%s", tm, diff)
-		}
-	}
-	slices.Sort(twice)
-	slices.Sort(wantTwice)
-	if diff := cmp.Diff(wantTwice, twice, cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("batches run twice (-started and not completed +got):\n%s", diff)
-	}
-
-	t.Logf("first run saw %d batches; the log held %d pending batches and %d unallocated blocks; %d batches ran twice; %d records",
-		len(rl1.saw), len(st1.Pending), len(st1.Unallocated), len(twice), d.n)
-
-	// G1, exactly: every record in one completed batch.
-	var got []string
-	for tm, s := range rl1.saw {
-		if _, ok := pending[tm]; !ok {
-			got = append(got, s.Records...)
-		}
-	}
-	for tm, s := range rl2.saw {
-		if !rl2.completed[tm] {
-			t.Errorf("second run: batch %v not completed", tm)
-		}
-		got = append(got, s.Records...)
-	}
-	var want []string
-	for _, c := range d.calls {
-		want = append(want, c...)
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("records of completed batches (-produced +got):\n%s", diff)
-	}
-
-	checkFiles(t, d, rl1, rl2)
-
 	st2, err := recovery.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st2.Pending)+len(st2.Unallocated) != 0 {
-		t.Errorf("after the drain the log still holds %d pending batches, %d unallocated blocks",
-			len(st2.Pending), len(st2.Unallocated))
+	var produced []string
+	for _, c := range d.calls {
+		produced = append(produced, c...)
 	}
-}
-
-// checkFiles checks that the files sink wrote one file per batch time seen,
-// every batch being complete after the drain, holding the batch's records
-// (the same in both runs, as checkRecovery checks): exactly-once output
-// across the crash.
-func checkFiles(t *testing.T, d *durable, rl1, rl2 *runLog) {
-	t.Helper()
-	sink, err := files.New(files.Config[string]{Dir: d.out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[batch.Time]string{}
-	for _, rl := range []*runLog{rl1, rl2} {
-		for tm, s := range rl.saw {
-			var sb strings.Builder
-			for _, r := range s.Records {
-				sb.WriteString(r + "\n")
-			}
-			want[tm] = sb.String()
-		}
-	}
-	got := map[batch.Time]string{}
-	times, err := sink.Batches()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tm := range times {
-		b, err := os.ReadFile(sink.Path(tm))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[tm] = string(b)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("files of completed batches (-want +got):\n%s", diff)
-	}
+	recoverycheck.Check(t, st1, st2, rl1, rl2, produced, d.out)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
+	"github.com/weirstream/weir/stream/internal/recoverycheck"
 )
 
 // shapedPipeline builds a pipeline of the given outputs on a fresh memory
@@ -321,7 +322,7 @@ func TestCompaction(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := &countingStore{MemoryStore: recovery.Memory(), fail: tt.fail}
-				rl := newRunLog()
+				rl := recoverycheck.NewRecorder()
 				sc, err := stream.NewContext(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
 				if err != nil {
 					t.Fatal(err)
@@ -342,8 +343,8 @@ func TestCompaction(t *testing.T) {
 				if store.compacts != tt.wantN {
 					t.Errorf("%d compactions, want %d", store.compacts, tt.wantN)
 				}
-				if tt.fail != nil && len(rl.completed) != 2 {
-					t.Errorf("%d batches completed, want 2 (the one whose compaction failed included)", len(rl.completed))
+				if tt.fail != nil && len(rl.Completed()) != 2 {
+					t.Errorf("%d batches completed, want 2 (the one whose compaction failed included)", len(rl.Completed()))
 				}
 				if _, err := recovery.Recover(store.Entries()); err != nil {
 					t.Errorf("Recover: %v", err)
