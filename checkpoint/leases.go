@@ -214,6 +214,20 @@ func (c *Coordinator) Held() []Lease {
 	return out
 }
 
+// Holds reports whether this worker holds shard's lease and wrote it (a
+// take, renewal or checkpoint) less than LeaseDuration ago on its clock. A
+// reader checks it before delivering records: once it is false, another
+// worker may already have taken the lease (a paused process learns of the
+// loss only when its next write fails), so records read now would be read
+// twice.
+func (c *Coordinator) Holds(shard string) bool {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[shard]
+	return ok && now.Sub(h.renewed) < c.cfg.LeaseDuration
+}
+
 // Run makes sure the table exists, syncs shards (with ListShards), takes
 // leases at once, then renews, takes and syncs on their periods and
 // delivers lease events, until ctx is done (it returns ctx.Err(); held leases

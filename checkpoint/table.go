@@ -89,6 +89,10 @@ func (c TableConfig) problems() []error {
 	return problems
 }
 
+// ValidateTableName reports why name cannot name a lease table (DynamoDB's
+// rule: 3 to 255 of a-z A-Z 0-9 _ . -), or nil if it can.
+func ValidateTableName(name string) error { return validTableName(name) }
+
 func validTableName(name string) error {
 	if len(name) < 3 || len(name) > 255 {
 		return fmt.Errorf("table name %q: length %d, must be 3 to 255 characters", name, len(name))

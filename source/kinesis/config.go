@@ -114,8 +114,13 @@ type Config struct {
 	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
 	// Assigner decides which shards this receiver reads. Default: nil, every
 	// shard of the stream, a child shard only after its parents (see
-	// AllShards). A lease manager supplies its own.
+	// AllShards). A lease manager supplies its own. Not with Leases.
 	Assigner Assigner
+	// Leases, when set, shares the stream's shards among every worker
+	// using the same lease table and checkpoints each shard to it on an
+	// interval (see LeaseConfig). Default: nil, this receiver reads every
+	// shard and checkpoints nothing.
+	Leases *LeaseConfig
 
 	// AWS is the AWS configuration the default client is built from.
 	// Default: nil, config.LoadDefaultConfig (environment, shared files,
@@ -198,6 +203,10 @@ func (c Config) withDefaults() Config {
 	if c.OnRangeUnavailable == "" {
 		c.OnRangeUnavailable = FailRange
 	}
+	if c.Leases != nil {
+		l := c.Leases.withDefaults() // a copy: the caller's is left alone
+		c.Leases = &l
+	}
 	return c
 }
 
@@ -253,6 +262,9 @@ func (c Config) validate() error {
 	case FailRange, SkipRange:
 	default:
 		add("OnRangeUnavailable %q: must be %q or %q", c.OnRangeUnavailable, FailRange, SkipRange)
+	}
+	if c.Leases != nil {
+		problems = append(problems, c.Leases.problems(c)...)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))

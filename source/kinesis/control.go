@@ -47,7 +47,12 @@ type Position struct {
 	// After, when set, starts right after this sequence number
 	// (AFTER_SEQUENCE_NUMBER): a checkpoint.
 	After string
-	// Initial is the start when After is empty; "" means TrimHorizon.
+	// At, when set and After is not, starts at this sequence number
+	// (AT_SEQUENCE_NUMBER): a checkpoint in the middle of a KPL aggregate,
+	// whose user records are all read again.
+	At string
+	// Initial is the start when After and At are empty; "" means
+	// TrimHorizon.
 	Initial InitialPosition
 	// Timestamp is the start time for Initial AtTimestamp.
 	Timestamp time.Time
@@ -58,6 +63,8 @@ func (p Position) String() string {
 	switch {
 	case p.After != "":
 		return "AFTER_SEQUENCE_NUMBER " + p.After
+	case p.At != "":
+		return "AT_SEQUENCE_NUMBER " + p.At
 	case p.Initial == AtTimestamp:
 		return "AT_TIMESTAMP " + p.Timestamp.Format(time.RFC3339Nano)
 	case p.Initial == "":
@@ -73,6 +80,9 @@ func (p Position) iteratorInput(stream streamRef, shard string) *awskinesis.GetS
 	case p.After != "":
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
 		in.StartingSequenceNumber = aws.String(p.After)
+	case p.At != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(p.At)
 	case p.Initial == Latest:
 		in.ShardIteratorType = types.ShardIteratorTypeLatest
 	case p.Initial == AtTimestamp:
@@ -161,6 +171,13 @@ func (c *Control) Checkpoint(ctx context.Context, shardID string) (seq string, o
 // wrapping source.ErrStopped once the receiver is stopping. A reader stops
 // by itself at the shard's end (see Drained).
 func (c *Control) StartShard(shardID string, pos Position) error {
+	return c.startShard(shardID, pos, nil)
+}
+
+// startShard is StartShard with a guard: when not nil, the reader delivers
+// what it read only while guard() is true (a lease is held), and otherwise
+// waits and reads it again.
+func (c *Control) startShard(shardID string, pos Position, guard func() bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -175,7 +192,7 @@ func (c *Control) StartShard(shardID string, pos Position) error {
 	c.run.r.progress.started(shardID)
 	c.group.Go(func() error {
 		defer c.forget(shardID, h)
-		return c.run.readShard(ctx, shardID, pos)
+		return c.run.readShard(ctx, shardID, pos, guard)
 	})
 	return nil
 }

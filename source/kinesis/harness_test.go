@@ -21,10 +21,12 @@ import (
 	"github.com/weirstream/weir/source"
 )
 
-// servers is one kinesalite for every test of the package.
+// servers is one kinesalite and one dynalite (for the lease tests of
+// package kinesis_test, see export_test.go) for every test of the package.
 var servers = localaws.NewShared(localaws.Options{
-	Kinesis: true,
-	Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	Kinesis:  true,
+	DynamoDB: true,
+	Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 })
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }

@@ -23,6 +23,7 @@ type shardState struct {
 	millisBehind int64
 	lastAdded    string // greatest sequence number added to a block, over every reader of the shard
 	latestStored string // greatest sequence number whose block was stored
+	completed    string // greatest sequence number whose block was completed
 	ended        bool
 	drained      bool
 	drainedCh    chan struct{} // closed when drained becomes true
@@ -122,6 +123,33 @@ func (p *progress) stored(ranges []batch.SeqRange) []drainEvent {
 	return events
 }
 
+// completed advances each range's shard's completed number to the range's
+// Last: it only ever moves forward. It reports whether any moved.
+func (p *progress) completed(ranges []batch.SeqRange) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	moved := false
+	for _, r := range ranges {
+		st := p.stateLocked(r.Shard)
+		if st.completed == "" || batch.CompareSeq(r.Last, st.completed) > 0 {
+			st.completed = r.Last
+			moved = true
+		}
+	}
+	return moved
+}
+
+// latestCompleted returns the greatest completed sequence number of shard.
+func (p *progress) latestCompleted(shard string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.shards[shard]
+	if !ok || st.completed == "" {
+		return "", false
+	}
+	return st.completed, true
+}
+
 // ended records that a reader of shard reached the shard's end, and
 // reports whether that made the shard drained.
 func (p *progress) ended(shard string) (drainEvent, bool) {
@@ -179,6 +207,7 @@ func (p *progress) snapshot() map[string]ShardStats {
 			MillisBehindLatest: st.millisBehind,
 			LastAdded:          st.lastAdded,
 			LatestStored:       st.latestStored,
+			LatestCompleted:    st.completed,
 			Ended:              st.ended,
 			Drained:            st.drained,
 		}

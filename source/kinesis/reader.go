@@ -19,7 +19,9 @@ import (
 // readShard reads shardID from pos into the block generator until the
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
-func (rn *run) readShard(ctx context.Context, shardID string, pos Position) error {
+// A non-nil guard is asked before each delivery; while it says false the
+// reader delivers nothing and reads the same records again later.
+func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guard func() bool) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	it, err := rn.iterator(ctx, shardID, pos, 0)
@@ -27,15 +29,13 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position) erro
 		return rn.readerExit(ctx, shardID, err)
 	}
 	lastRead := pos.After
+	holding := false // in a streak of records held back by guard
 	for {
 		out, err := rn.getRecords(ctx, shardID, it, rn.cfg.RecordsPerRead, 0)
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
 			rn.r.stats.retry(CauseExpiredIterator)
-			resume := pos
-			if lastRead != "" {
-				resume = Position{After: lastRead}
-			}
+			resume := resumeAt(pos, lastRead)
 			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
 				return rn.readerExit(ctx, shardID, err)
@@ -45,6 +45,23 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position) erro
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
+		if guard != nil && len(out.Records) > 0 && !guard() {
+			// The lease may be another worker's by now: deliver nothing,
+			// and read these records again once it is renewed (or stop
+			// when its loss is reported).
+			if !holding {
+				log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", lastRead)
+				holding = true
+			}
+			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+				return nil
+			}
+			if it, err = rn.iterator(ctx, shardID, resumeAt(pos, lastRead), 0); err != nil {
+				return rn.readerExit(ctx, shardID, err)
+			}
+			continue
+		}
+		holding = false
 		if err := rn.deliver(ctx, shardID, out.Records); err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
@@ -66,6 +83,15 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position) erro
 			return nil
 		}
 	}
+}
+
+// resumeAt is where a reader that started at pos and last delivered
+// lastRead ("" if nothing yet) reads again.
+func resumeAt(pos Position, lastRead string) Position {
+	if lastRead != "" {
+		return Position{After: lastRead}
+	}
+	return pos
 }
 
 // readerExit turns a reader's error into what its goroutine returns: nil

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/source"
 )
@@ -29,6 +31,8 @@ type Receiver struct {
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
 
+	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
+
 	mu      sync.Mutex
 	started bool
 	rt      *source.Runtime[Record] // while Start runs, for ReportError and Logger
@@ -36,7 +40,10 @@ type Receiver struct {
 	done    chan struct{}           // closed when Start returns
 }
 
-var _ source.Receiver[Record] = (*Receiver)(nil)
+var (
+	_ source.Receiver[Record]   = (*Receiver)(nil)
+	_ source.CompletionObserver = (*Receiver)(nil)
+)
 
 // New validates cfg and returns a Receiver. The error, wrapping
 // ErrInvalidConfig, lists every problem of cfg. New makes no network call:
@@ -85,7 +92,15 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	if err != nil || rn == nil {
 		return err
 	}
-	return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
+	if r.cfg.Leases == nil {
+		return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
+	}
+	lr, err := newLeaseRun(ctx, rn, rt)
+	if err != nil {
+		return err
+	}
+	r.lease.Store(lr)
+	return lr.run(ctx, r.stopCh)
 }
 
 // begin marks the receiver started, once.
@@ -271,11 +286,69 @@ func (r *Receiver) onStored(ctx context.Context, info batch.BlockInfo) {
 	}
 }
 
-// shardEnded calls Config.OnShardEnd for a drained shard.
+// shardEnded calls Config.OnShardEnd for a drained shard, and tells the
+// leases.
 func (r *Receiver) shardEnded(ctx context.Context, ev drainEvent) {
+	if lr := r.lease.Load(); lr != nil {
+		lr.drained(ev)
+	}
 	if r.cfg.OnShardEnd != nil {
 		r.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
 	}
+}
+
+// BlocksCompleted implements source.CompletionObserver: the driver calls
+// it, in batch-time order, once every output of the batch holding blocks
+// succeeded. Each block's shards' completed sequence numbers move forward
+// to its ranges' Last (never back). With Config.Leases and no shared
+// recovery log, these are the numbers the checkpoints record (DESIGN.md,
+// guarantee G4). It may be called before, during or after Start.
+func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
+	moved := false
+	for _, b := range blocks {
+		if r.progress.completed(b.Ranges) {
+			moved = true
+		}
+	}
+	if lr := r.lease.Load(); moved && lr != nil {
+		lr.signal()
+	}
+}
+
+// LatestCompleted returns the greatest sequence number of shardID whose
+// block the driver reported completed (see BlocksCompleted), and whether
+// there is one.
+func (r *Receiver) LatestCompleted(shardID string) (string, bool) {
+	return r.progress.latestCompleted(shardID)
+}
+
+// CheckpointStats returns the checkpointer's counters (commits, skips,
+// failures, per shard). It is the zero Stats without Config.Leases or
+// before Start.
+func (r *Receiver) CheckpointStats() checkpoint.Stats {
+	if lr := r.lease.Load(); lr != nil {
+		return lr.cp.Stats()
+	}
+	return checkpoint.Stats{}
+}
+
+// HeldLeases returns the leases this worker holds now, as last written;
+// nil without Config.Leases or before Start. After a graceful Stop it holds
+// none (they were handed back).
+func (r *Receiver) HeldLeases() []checkpoint.Lease {
+	if lr := r.lease.Load(); lr != nil {
+		return lr.coord.Held()
+	}
+	return nil
+}
+
+// WorkerID returns this worker's lease owner name (Config.Leases.WorkerID
+// or its default), "" without Config.Leases.
+func (r *Receiver) WorkerID() string {
+	if r.cfg.Leases == nil {
+		return ""
+	}
+	return r.cfg.Leases.WorkerID
 }
 
 // LatestStored returns the greatest sequence number of shardID whose block

@@ -44,6 +44,9 @@ type ShardStats struct {
 	// LatestStored is the greatest sequence number whose block was stored:
 	// the most a checkpointer may record for the shard.
 	LatestStored string
+	// LatestCompleted is the greatest sequence number whose block the
+	// driver reported completed (source.CompletionObserver).
+	LatestCompleted string
 	// Ended reports that a reader read the shard to its end (a reshard
 	// closed it).
 	Ended bool

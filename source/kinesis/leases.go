@@ -1,0 +1,408 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/source"
+)
+
+// leaseRun is the lease side of one Start with Config.Leases: the
+// Coordinator holding this worker's leases, the Checkpointer committing
+// their checkpoints through it, and the Assigner starting and stopping a
+// shard reader as each lease comes and goes.
+//
+// Lease events (from the Coordinator's goroutine) and shard ends (from the
+// receiver's) are queued and handled, in order, by the assigner goroutine,
+// the only one that starts and stops readers.
+type leaseRun struct {
+	rn          *run
+	cfg         LeaseConfig
+	coord       *checkpoint.Coordinator
+	cp          *checkpoint.Checkpointer
+	resumeAfter func(stream, shard string) (string, bool)
+	sharedLog   bool
+	report      func(error)
+	log         *slog.Logger
+
+	wake chan struct{} // 1 slot: events queued, or completed numbers moved
+
+	mu     sync.Mutex
+	events []leaseEvent
+	owned  map[string]bool   // shards read under a lease this worker holds
+	ending map[string]string // drained shards waiting for completion -> last stored seq
+}
+
+// leaseEvent is one queued event; exactly one of its fields is set.
+type leaseEvent struct {
+	acquired *checkpoint.Lease
+	lost     string
+	drained  *drainEvent
+}
+
+// newLeaseRun builds the DynamoDB client (unless given), the Checkpointer
+// and the Coordinator; it makes no call.
+func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leaseRun, error) {
+	cfg := *rn.cfg.Leases
+	lr := &leaseRun{
+		rn: rn, cfg: cfg, resumeAfter: rt.ResumeAfter, sharedLog: rt.SharedLog, report: rt.WithDefaults().ReportError,
+		log:  rn.logger.With("worker", cfg.WorkerID),
+		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
+	}
+	db := cfg.DynamoDB
+	if db == nil {
+		var err error
+		if db, err = newDefaultDynamoDB(ctx, rn.cfg); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	lr.cp, err = checkpoint.New(checkpoint.Config{
+		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: checkpointer: %w", err)
+	}
+	lr.coord, err = checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
+		TableName: cfg.table(rn.cfg.App), DynamoDB: db, WorkerID: cfg.WorkerID,
+		LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, TakeInterval: cfg.TakeInterval,
+		MaxStealsPerCycle: cfg.MaxStealsPerCycle, MaxLeases: cfg.MaxLeases,
+		ListShards: lr.listShards, ShardSyncInterval: rn.cfg.ShardSyncInterval,
+		InitialPosition: string(rn.cfg.InitialPosition),
+		OnAcquired:      func(l checkpoint.Lease) { lr.queue(leaseEvent{acquired: &l}) },
+		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
+		Clock:           rn.clock, Logger: rn.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: lease coordinator: %w", err)
+	}
+	return lr, nil
+}
+
+// newDefaultDynamoDB builds the lease table's client from cfg.AWS (or the
+// default AWS configuration) and cfg.Leases.Endpoint.
+func newDefaultDynamoDB(ctx context.Context, cfg Config) (*dynamodb.Client, error) {
+	var awsCfg aws.Config
+	if cfg.AWS != nil {
+		awsCfg = cfg.AWS.Copy()
+	} else {
+		loaded, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinesis: loading the default AWS configuration for DynamoDB (set Config.AWS or Leases.DynamoDB to avoid it): %w", err)
+		}
+		awsCfg = loaded
+	}
+	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if cfg.Leases.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Leases.Endpoint)
+		}
+	}), nil
+}
+
+// listShards is the Coordinator's shard list.
+func (lr *leaseRun) listShards(ctx context.Context) ([]checkpoint.ShardInfo, error) {
+	shards, err := lr.rn.listShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]checkpoint.ShardInfo, len(shards))
+	for i, s := range shards {
+		out[i] = checkpoint.ShardInfo{ID: s.ID, ParentIDs: s.Parents()}
+	}
+	return out, nil
+}
+
+// latest is the Checkpointer's Latest (guarantee G4): the greatest
+// completed sequence number of shard, or, when every stored block is in a
+// log any worker can read (Runtime.SharedLog), the greatest stored one.
+func (lr *leaseRun) latest(shard string) (string, bool) {
+	if lr.sharedLog {
+		return lr.rn.r.progress.latestStored(shard)
+	}
+	return lr.rn.r.progress.latestCompleted(shard)
+}
+
+// queue queues ev for the assigner goroutine. It never blocks.
+func (lr *leaseRun) queue(ev leaseEvent) {
+	lr.mu.Lock()
+	lr.events = append(lr.events, ev)
+	lr.mu.Unlock()
+	lr.signal()
+}
+
+// signal wakes whoever waits on lr.wake, without blocking.
+func (lr *leaseRun) signal() {
+	select {
+	case lr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run runs the Coordinator and the Checkpointer beside the receiver's
+// readers (lr is their Assigner) until stop or ctx, then shuts down: on
+// stop, gracefully (see shutdown); on ctx, at once, leaving the leases to
+// expire. A Coordinator that cannot run (the table cannot be created or
+// read) stops the receiver with its error.
+func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
+	serveCtx, cancelServe := context.WithCancel(ctx)
+	defer cancelServe()
+	leaseCtx, cancelLeases := context.WithCancel(ctx)
+	defer cancelLeases()
+	coordErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := lr.coord.Run(leaseCtx); err != nil && leaseCtx.Err() == nil {
+			coordErr <- err
+			cancelServe()
+		}
+	})
+	wg.Go(func() { _ = lr.cp.Run(leaseCtx) }) // returns ctx.Err(), or nil after Close
+	err := lr.rn.serve(serveCtx, stop, lr)
+	if err == nil && serveCtx.Err() == nil {
+		lr.shutdown(ctx)
+	}
+	cancelLeases()
+	wg.Wait()
+	select {
+	case cerr := <-coordErr:
+		return fmt.Errorf("kinesis: lease table %s: %w", lr.cfg.table(lr.rn.cfg.App), cerr)
+	default:
+	}
+	return err
+}
+
+// Assign is the lease Assigner: it starts a reader for each lease
+// acquired, stops the reader of each lease lost, and marks each shard read
+// to its end SHARD_END once all its records are completed, until ctx is
+// done.
+func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
+	t := lr.rn.clock.NewTicker(lr.cfg.CheckpointInterval) // retries of failed shard ends
+	defer t.Stop()
+	for {
+		lr.handleEvents(ctx, c)
+		lr.finishEnded(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-lr.wake:
+		case <-t.C():
+		}
+	}
+}
+
+// handleEvents handles the queued events in order. With c nil (shutting
+// down, readers stopped) acquired leases are not read: Drain hands them
+// back.
+func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
+	lr.mu.Lock()
+	evs := lr.events
+	lr.events = nil
+	lr.mu.Unlock()
+	for _, ev := range evs {
+		switch {
+		case ev.acquired != nil && c != nil:
+			lr.acquire(c, *ev.acquired)
+		case ev.lost != "":
+			lr.lose(ctx, c, ev.lost)
+		case ev.drained != nil:
+			lr.mu.Lock()
+			if lr.owned[ev.drained.shard] {
+				lr.ending[ev.drained.shard] = ev.drained.lastSeq
+			}
+			lr.mu.Unlock()
+		}
+	}
+}
+
+// acquire starts reading a shard whose lease this worker took, and
+// registers it with the Checkpointer.
+func (lr *leaseRun) acquire(c *Control, l checkpoint.Lease) {
+	if l.Checkpoint == checkpoint.ShardEnd {
+		return // finished: nothing left to read
+	}
+	log := lr.log.With("shard", l.Shard)
+	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
+		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
+		return
+	}
+	pos := lr.position(l)
+	guard := func() bool { return lr.coord.Holds(l.Shard) }
+	if err := c.startShard(l.Shard, pos, guard); err != nil {
+		if !errors.Is(err, source.ErrStopped) {
+			log.Warn("kinesis: starting the reader of a leased shard failed", "err", err)
+		}
+		return
+	}
+	lr.mu.Lock()
+	lr.owned[l.Shard] = true
+	lr.mu.Unlock()
+	log.Info("kinesis: reading leased shard", "checkpoint", l.Checkpoint, "from", pos.String())
+}
+
+// lose stops reading a shard whose lease was lost, at once, and stops
+// checkpointing it without a last checkpoint (the zombie rule: another
+// worker may already process it).
+func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
+	if c != nil {
+		if err := c.StopShard(ctx, shard); err != nil {
+			lr.log.Warn("kinesis: stopping the reader of a lost shard", "shard", shard, "err", err)
+		}
+	}
+	if err := lr.cp.Remove(ctx, shard, nil); err != nil {
+		lr.log.Warn("kinesis: unregistering a lost shard", "shard", shard, "err", err)
+	}
+	lr.mu.Lock()
+	delete(lr.owned, shard)
+	delete(lr.ending, shard)
+	lr.mu.Unlock()
+	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
+}
+
+// position is where the reader of a newly leased shard starts: after its
+// checkpoint, or at the position the checkpoint names, but never before
+// what the driver's recovery log already holds (Runtime.ResumeAfter).
+//
+// A KCL checkpoint inside a KPL aggregate (checkpointSubSequenceNumber > 0)
+// starts at the aggregate: all its user records are read again, those up to
+// the sub-sequence number included (a range cannot hold part of one).
+func (lr *leaseRun) position(l checkpoint.Lease) Position {
+	cfg := lr.rn.cfg
+	var pos Position
+	switch {
+	case isSeq(l.Checkpoint) && l.SubSequence > 0:
+		pos = Position{At: l.Checkpoint}
+	case isSeq(l.Checkpoint):
+		pos = Position{After: l.Checkpoint}
+	case l.Checkpoint == checkpoint.TrimHorizon:
+		pos = Position{Initial: TrimHorizon}
+	case l.Checkpoint == checkpoint.LatestPosition:
+		pos = Position{Initial: Latest}
+	case l.Checkpoint == checkpoint.AtTimestamp && !cfg.AtTimestamp.IsZero():
+		pos = Position{Initial: AtTimestamp, Timestamp: cfg.AtTimestamp}
+	case l.Checkpoint == checkpoint.AtTimestamp:
+		lr.log.Warn("kinesis: lease checkpoint is AT_TIMESTAMP but Config.AtTimestamp is zero; reading from TRIM_HORIZON", "shard", l.Shard)
+		pos = Position{Initial: TrimHorizon}
+	default:
+		pos = Position{Initial: cfg.InitialPosition, Timestamp: cfg.AtTimestamp}
+	}
+	if lr.resumeAfter == nil {
+		return pos
+	}
+	seq, ok := lr.resumeAfter(cfg.Stream, l.Shard)
+	switch {
+	case !ok || !isSeq(seq):
+	case pos.After != "" && batch.CompareSeq(seq, pos.After) <= 0:
+	case pos.At != "" && batch.CompareSeq(seq, pos.At) < 0:
+	default:
+		pos = Position{After: seq}
+	}
+	return pos
+}
+
+// drained is called when a shard was read to its end and all of it is
+// stored.
+func (lr *leaseRun) drained(ev drainEvent) { lr.queue(leaseEvent{drained: &ev}) }
+
+// finishEnded marks SHARD_END every drained shard whose records are all
+// completed, so that its children may start; a failed mark is tried again
+// on the next round.
+func (lr *leaseRun) finishEnded(ctx context.Context) {
+	lr.mu.Lock()
+	var ready []string
+	for shard, last := range lr.ending {
+		done, ok := lr.rn.r.progress.latestCompleted(shard)
+		if last == "" || ok && batch.CompareSeq(done, last) >= 0 {
+			ready = append(ready, shard)
+		}
+	}
+	lr.mu.Unlock()
+	for _, shard := range ready {
+		err := lr.cp.MarkShardEnd(ctx, shard, lr.coord)
+		if err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+			if ctx.Err() == nil {
+				lr.report(fmt.Errorf("kinesis: marking shard %s SHARD_END: %w", shard, err))
+			}
+			continue
+		}
+		lr.mu.Lock()
+		delete(lr.ending, shard)
+		delete(lr.owned, shard)
+		lr.mu.Unlock()
+		if err == nil {
+			lr.log.Info("kinesis: shard finished (SHARD_END); its children may start", "shard", shard)
+		}
+	}
+}
+
+// shutdown ends a graceful stop, the readers stopped and their blocks
+// pushed: (1) unless the log is shared, it waits, at most LeaseDuration,
+// for the driver to complete every block stored for the held shards (the
+// leases are renewed meanwhile); (2) it marks SHARD_END the shards that can
+// be; (3) losses reported meanwhile unregister their shards; (4) the
+// Checkpointer makes the last checkpoint of every held shard; (5) the
+// Coordinator hands every lease back, so other workers take them at once.
+// Failures are reported (ReportError), not returned: a checkpoint that
+// failed only means records are read again.
+func (lr *leaseRun) shutdown(ctx context.Context) {
+	if !lr.sharedLog {
+		lr.awaitCompleted(ctx)
+	}
+	lr.handleEvents(ctx, nil)
+	lr.finishEnded(ctx)
+	lr.handleEvents(ctx, nil)
+	if err := lr.cp.Close(ctx); err != nil {
+		lr.report(fmt.Errorf("kinesis: final checkpoints: %w", err))
+	}
+	if err := lr.coord.Drain(ctx); err != nil {
+		lr.report(fmt.Errorf("kinesis: handing leases back: %w", err))
+	}
+	lr.log.Info("kinesis: leases handed back after the final checkpoints")
+}
+
+// awaitCompleted waits until every owned shard's stored records are
+// completed, for at most LeaseDuration or until ctx is done.
+func (lr *leaseRun) awaitCompleted(ctx context.Context) {
+	timer := lr.rn.clock.NewTimer(lr.cfg.LeaseDuration)
+	defer timer.Stop()
+	for !lr.allCompleted() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+			lr.log.Warn("kinesis: stored records not completed within the lease duration; the last checkpoints stop short of them")
+			return
+		case <-lr.wake:
+		}
+	}
+}
+
+// allCompleted reports whether every owned shard's stored records are
+// completed.
+func (lr *leaseRun) allCompleted() bool {
+	lr.mu.Lock()
+	shards := make([]string, 0, len(lr.owned))
+	for s := range lr.owned {
+		shards = append(shards, s)
+	}
+	lr.mu.Unlock()
+	p := lr.rn.r.progress
+	for _, s := range shards {
+		stored, ok := p.latestStored(s)
+		if !ok {
+			continue
+		}
+		if done, ok := p.latestCompleted(s); !ok || batch.CompareSeq(done, stored) < 0 {
+			return false
+		}
+	}
+	return true
+}
