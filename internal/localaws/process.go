@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +27,6 @@ const (
 	mockGrace = 100 * time.Millisecond
 	// startTimeout bounds one start attempt when ctx has no earlier deadline.
 	startTimeout = 60 * time.Second
-	// pollEvery is the period of the readiness dial loop.
-	pollEvery = 20 * time.Millisecond
 	// outputLimit is how many trailing bytes of a server's output are kept for errors.
 	outputLimit = 16 << 10
 )
@@ -39,14 +36,13 @@ var errPortInUse = errors.New("port already in use")
 
 // launch describes how to run one server process.
 type launch struct {
-	name      string        // "kinesalite", "dynalite", "kinesis-mock"
-	node      string        // path of the node binary
-	args      []string      // arguments after node
-	env       []string      // added to the inherited environment
-	dir       string        // working directory
-	port      int           // the plain HTTP port it serves on 127.0.0.1
-	useMarker bool          // wait for readyMarker on stdout instead of dialing the port
-	grace     time.Duration // time between SIGTERM and SIGKILL on stop
+	name  string        // "kinesalite", "dynalite", "kinesis-mock"
+	node  string        // path of the node binary
+	args  []string      // arguments after node
+	env   []string      // added to the inherited environment
+	dir   string        // working directory
+	port  int           // the plain HTTP port it serves on 127.0.0.1
+	grace time.Duration // time between SIGTERM and SIGKILL on stop
 }
 
 // process is one running server started by this package. Its wait goroutine is
@@ -59,6 +55,7 @@ type process struct {
 	out      *tailBuffer
 	done     chan struct{} // closed when the process has exited and its output is drained
 	waitErr  error         // valid after done is closed
+	serving  atomic.Bool   // it printed readyMarker: an exit from now on is news
 	stopping atomic.Bool
 	stopOnce sync.Once
 	stopErr  error
@@ -86,48 +83,38 @@ func startProcess(ctx context.Context, l launch, logger *slog.Logger) (*process,
 	p := &process{name: l.name, pid: cmd.Process.Pid, grace: l.grace, logger: logger, out: out, done: make(chan struct{})}
 	go p.wait(cmd)
 
-	ready := out.ready
-	if !l.useMarker {
-		ready = nil
+	if err := p.waitReady(ctx, out.ready); err != nil {
+		return nil, errors.Join(fmt.Errorf("localaws: start %s on 127.0.0.1:%d: %w", l.name, l.port, err), p.stop())
 	}
-	if err := p.waitReady(ctx, l.port, ready); err != nil {
-		_ = p.stop()
-		return nil, fmt.Errorf("localaws: start %s on 127.0.0.1:%d: %w", l.name, l.port, err)
-	}
+	p.serving.Store(true)
 	return p, nil
 }
 
-// wait reaps the process and logs an exit nobody asked for.
+// wait reaps the process and logs an exit nobody asked for: one after the
+// server was ready and before stop. An exit during the start is not logged,
+// since startProcess returns it as an error.
 func (p *process) wait(cmd *exec.Cmd) {
 	p.waitErr = cmd.Wait()
 	close(p.done)
-	if !p.stopping.Load() {
+	if p.serving.Load() && !p.stopping.Load() {
 		p.logger.Warn("localaws: server exited unexpectedly", "server", p.name, "pid", p.pid,
 			"err", p.waitErr, "output", p.out.String())
 	}
 }
 
-// waitReady returns when ready is closed or, with a nil ready, when the port
-// accepts a connection.
-func (p *process) waitReady(ctx context.Context, port int, ready <-chan struct{}) error {
+// waitReady returns when ready is closed: the launcher prints readyMarker
+// once this very process listens on its port. Dialing the port instead would
+// be fooled by another process that took the port first.
+func (p *process) waitReady(ctx context.Context, ready <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		if ready == nil && dialOK(ctx, addr) {
-			return nil
-		}
-		select {
-		case <-ready:
-			return nil
-		case <-p.done:
-			return p.exitError()
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w; output: %s", ctx.Err(), p.out.String())
-		case <-tick.C:
-		}
+	select {
+	case <-ready:
+		return nil
+	case <-p.done:
+		return p.exitError()
+	case <-ctx.Done():
+		return fmt.Errorf("not ready: %w; output: %s", ctx.Err(), p.out.String())
 	}
 }
 
@@ -141,17 +128,6 @@ func (p *process) exitError() error {
 		return errPortInUse
 	}
 	return fmt.Errorf("exited before it was ready (%v); output: %s", p.waitErr, p.out.String())
-}
-
-// dialOK reports whether addr accepts a TCP connection.
-func dialOK(ctx context.Context, addr string) bool {
-	d := net.Dialer{Timeout: 200 * time.Millisecond}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
 }
 
 // stop sends SIGTERM to the process group, then SIGKILL after its grace, and

@@ -3,6 +3,8 @@ package localaws
 import (
 	"bufio"
 	"errors"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -115,5 +117,46 @@ func waitPidfd(pidfd int, timeout time.Duration) (bool, error) {
 			continue
 		}
 		return n > 0, err
+	}
+}
+
+// TestPortTakenByAnotherProcess starts each kind of launcher on a port that
+// something else already listens on: the start must fail with errPortInUse
+// (so startServer retries on another port), not take the other listener for
+// the server being ready.
+func TestPortTakenByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	root, err := findRoot(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := lookNode("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureInstalled(t.Context(), root, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []kind{kindKinesis, kindKinesisMock} {
+		t.Run(k.String(), func(t *testing.T) {
+			t.Parallel()
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			l, err := k.launch(node, root, "", taken.Addr().(*net.TCPAddr).Port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := startProcess(t.Context(), l, slog.New(slog.DiscardHandler))
+			if err == nil {
+				_ = p.stop()
+				t.Fatalf("start on a taken port succeeded")
+			}
+			if !errors.Is(err, errPortInUse) {
+				t.Errorf("start on a taken port: got %v, want errPortInUse", err)
+			}
+		})
 	}
 }

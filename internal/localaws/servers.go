@@ -39,6 +39,31 @@ server.on('error', (err) => {
 server.listen(Number(port), '127.0.0.1', () => console.log('` + readyMarker + `'));
 `
 
+// mockLauncher runs kinesis-mock's main.js with every server it creates bound
+// to 127.0.0.1 (kinesis-mock has no host setting and would listen on all
+// interfaces), and prints readyMarker once this process listens on the plain
+// port: a dial would also succeed if another process had taken the port.
+// argv: path of main.js, plain port.
+const mockLauncher = `
+const net = require('net');
+const [main, port] = process.argv.slice(1);
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] === 'number' && typeof args[1] !== 'string') {
+    args.splice(1, 0, '127.0.0.1');
+  } else if (args[0] && typeof args[0] === 'object' && !args[0].host) {
+    args[0] = { ...args[0], host: '127.0.0.1' };
+  }
+  this.once('listening', () => {
+    const a = this.address();
+    if (a && a.port === Number(port)) console.log('` + readyMarker + `');
+  });
+  return listen.apply(this, args);
+};
+process.argv.splice(1, 2, main);
+require(main);
+`
+
 // kind is one of the servers this package can start.
 type kind int
 
@@ -106,13 +131,12 @@ func (k kind) launch(node, root, dataDir string, port int) (launch, error) {
 			return launch{}, fmt.Errorf("localaws: encode %s options: %w", k, err)
 		}
 		l.args = []string{"-e", nodeLauncher, filepath.Join(modules, k.String()), string(js), strconv.Itoa(port)}
-		l.useMarker = true
 	case kindKinesisMock:
 		tlsPort, err := freePort()
 		if err != nil {
 			return launch{}, err
 		}
-		l.args = []string{filepath.Join(modules, "kinesis-local", "main.js")}
+		l.args = []string{"-e", mockLauncher, filepath.Join(modules, "kinesis-local", "main.js"), strconv.Itoa(port)}
 		l.env = kinesisMockEnv(modules, dataDir, port, tlsPort)
 		if dataDir == "" {
 			l.grace = mockGrace
