@@ -68,6 +68,13 @@ func (l *Recorder) Completed() []batch.Time {
 	return slices.Sorted(maps.Keys(l.completed))
 }
 
+// Saw returns what the output saw, by batch time.
+func (l *Recorder) Saw() map[batch.Time]Seen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.saw)
+}
+
 // See records what an output saw of b.
 func (l *Recorder) See(b *batch.Batch[string]) {
 	l.mu.Lock()
