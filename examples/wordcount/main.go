@@ -11,6 +11,18 @@
 //
 // Ctrl-C (SIGINT) or SIGTERM drains: the receivers stop, every record already
 // read is counted, and the program exits 0.
+//
+// Each batch's counts are also written to a file of their own in the -out
+// directory, named after the batch time, and the pipeline keeps a recovery
+// log in the -state directory. After a crash (even kill -9), running the
+// same command again recomputes the batches that were interrupted, with the
+// same times and records, and writes each batch's file exactly once:
+//
+//	go run ./examples/wordcount -stream words -state st -out counts   # kill it, run it again
+//
+// With the local and memory sources, whose streams do not outlive the
+// process, the log is kept in a temporary directory removed at exit unless
+// -state is given.
 package main
 
 import (
@@ -40,6 +52,8 @@ type options struct {
 	top      int           // words printed per batch
 	duration time.Duration // stop after this long; 0 runs until a signal
 	verbose  bool          // log at debug level to stderr
+	state    string        // recovery log directory; "" for the default
+	out      string        // per-batch count files directory
 }
 
 func main() {
@@ -55,6 +69,8 @@ func main() {
 	flag.IntVar(&o.top, "top", 5, "number of top words printed per batch")
 	flag.DurationVar(&o.duration, "duration", 0, "stop (draining) after this long; 0 runs until Ctrl-C")
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
+	flag.StringVar(&o.state, "state", "", `recovery log directory (default "wordcount-state" with -source kinesis, a temporary directory removed at exit otherwise)`)
+	flag.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -75,11 +91,31 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			o.source = "kinesis"
 		}
 	}
+	switch {
+	case o.source != "memory" && o.source != "local" && o.source != "kinesis":
+		return fmt.Errorf(`-source %q: must be "local", "memory" or "kinesis"`, o.source)
+	case o.source == "kinesis" && o.stream == "":
+		return errors.New(`-source kinesis needs -stream NAME (or WEIR_STREAM)`)
+	case o.out == "":
+		return errors.New("-out is empty: name the directory for the per-batch count files")
+	}
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	switch {
+	case o.state == "" && o.source == "kinesis":
+		o.state = "wordcount-state"
+	case o.state == "":
+		// The local and memory streams end with the process: so does the log.
+		dir, err := os.MkdirTemp("", "wordcount-state-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.state = dir
+	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -90,13 +126,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return runMemory(ctx, o, logger, out)
 	case "local":
 		return runLocal(ctx, o, logger, out)
-	case "kinesis":
-		if o.stream == "" {
-			return errors.New(`-source kinesis needs -stream NAME (or WEIR_STREAM)`)
-		}
-		return runKinesis(ctx, o, logger, out)
 	default:
-		return fmt.Errorf(`-source %q: must be "local", "memory" or "kinesis"`, o.source)
+		return runKinesis(ctx, o, logger, out)
 	}
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,7 +21,7 @@ func TestRun(t *testing.T) {
 		t.Run(source, func(t *testing.T) {
 			var out bytes.Buffer
 			o := options{source: source, app: "wordcount-test", shards: 2, batch: 100 * time.Millisecond,
-				rate: 500, top: 3, duration: time.Second}
+				rate: 500, top: 3, duration: time.Second, state: t.TempDir(), out: t.TempDir()}
 			if err := run(context.Background(), o, &out); err != nil {
 				t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 			}
@@ -30,12 +33,44 @@ func TestRun(t *testing.T) {
 			if !regexp.MustCompile(`batch \d\d:\d\d:\d\d\.\d{3}  lines [1-9]\d*  words [1-9]\d*  top \[\w+=\d+`).Match(out.Bytes()) {
 				t.Errorf("no non-empty batch line in output:\n%s", out.String())
 			}
+			// The count files hold every word printed, once per batch.
+			if got, want := fileWords(t, o.out), lastInt(t, &out, `total words (\d+)`); got != want {
+				t.Errorf("count files hold %d words, the printed total is %d", got, want)
+			}
 		})
 	}
 }
 
+// fileWords returns the sum of the counts in the count files in dir.
+func fileWords(t *testing.T, dir string) int {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "counts-*.txt"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no count files in %s: %v", dir, err)
+	}
+	n := 0
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line == "" {
+				continue
+			}
+			_, count, _ := strings.Cut(line, " ")
+			c, err := strconv.Atoi(count)
+			if err != nil {
+				t.Fatalf("%s: line %q", name, line)
+			}
+			n += c
+		}
+	}
+	return n
+}
+
 func TestRunBadFlags(t *testing.T) {
-	for _, o := range []options{{source: "nope"}, {source: "kinesis"}} {
+	for _, o := range []options{{source: "nope", out: "x"}, {source: "kinesis", out: "x"}, {source: "memory"}} {
 		if err := run(context.Background(), o, new(bytes.Buffer)); err == nil {
 			t.Errorf("run(%+v) = nil, want an error", o)
 		}

@@ -12,7 +12,7 @@ import (
 
 // runMemory counts generated lines fed through the in-process memory source.
 func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Writer) error {
-	sc, err := stream.NewContext(stream.Config{BatchInterval: o.batch, Logger: logger})
+	sc, err := newContext(o, logger)
 	if err != nil {
 		return err
 	}
@@ -20,7 +20,10 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 	if err != nil {
 		return err
 	}
-	counted := countWords(stream.From(sc, src), o.top, out)
+	counted, err := countWords(stream.From(sc, src), o, out)
+	if err != nil {
+		return err
+	}
 
 	prodCtx, stopProducing := context.WithCancel(ctx)
 	defer stopProducing()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,16 +13,33 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/stream"
 )
 
-// countWords adds the word count to lines: words are counted per batch and
-// each batch printed with its top words and the running total of words. It
-// returns the number of lines counted so far, safe to read at any time.
-func countWords(lines *stream.Stream[string], top int, out io.Writer) *atomic.Int64 {
+// newContext returns the example's Context: batches every o.batch, and a
+// recovery log in o.state so that a restarted run recomputes the batches a
+// crash interrupted.
+func newContext(o options, logger *slog.Logger) (*stream.Context, error) {
+	return stream.NewContext(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state)})
+}
+
+// countWords adds the word count to lines: words are counted per batch, each
+// batch's counts written to a file of its own in o.out (exactly once, even
+// across crashes), and each batch printed with its top words and the
+// running total of words. It returns the number of lines counted so far,
+// safe to read at any time.
+func countWords(lines *stream.Stream[string], o options, out io.Writer) (*atomic.Int64, error) {
+	sink, err := files.New(files.Config[stream.Pair[string, int64]]{Dir: o.out, Prefix: "counts-", Encode: encodeCounts})
+	if err != nil {
+		return nil, err
+	}
 	var counted atomic.Int64
 	words := stream.FlatMap(lines, strings.Fields)
 	counts := stream.CountByValue(words)
+	stream.ForEachBatch(counts, sink.Write, stream.Named("files"))
+	top := o.top
 	var total int64 // only touched by the output, which runs one batch at a time
 	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
 		pairs := b.Records()
@@ -45,8 +63,21 @@ func countWords(lines *stream.Stream[string], top int, out io.Writer) *atomic.In
 		_, err := fmt.Fprintf(out, "batch %s  lines %d  words %d  top [%s]  total words %d\n",
 			b.Time().Std().Format("15:04:05.000"), records, n, strings.Join(tops, " "), total)
 		return err
-	})
-	return &counted
+	}, stream.Named("print"))
+	return &counted, nil
+}
+
+// encodeCounts writes a batch's counts as "word count" lines sorted by
+// word, so that a batch's file does not depend on map order.
+func encodeCounts(w io.Writer, b *batch.Batch[stream.Pair[string, int64]]) error {
+	pairs := b.Records()
+	slices.SortFunc(pairs, func(x, y stream.Pair[string, int64]) int { return cmp.Compare(x.Key, y.Key) })
+	for _, p := range pairs {
+		if _, err := fmt.Fprintf(w, "%s %d\n", p.Key, p.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // awaitCounted waits until counted reaches want, ctx is done or wait has

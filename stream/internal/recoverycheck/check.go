@@ -110,8 +110,8 @@ func Check(t testing.TB, st1, st2 *recovery.State, rl1, rl2 *Recorder, produced 
 	for _, p := range st1.Pending {
 		pending[p.Time] = p
 	}
-	if len(rl1.saw) == 0 || len(st1.Pending)+len(st1.Unallocated) == 0 {
-		t.Fatalf("the crash left nothing to recover (saw %d batches, state %+v): the test does not test", len(rl1.saw), st1)
+	if len(rl1.saw) == 0 {
+		t.Fatal("the first run saw no batch: the test does not test")
 	}
 
 	// The recovered batches run first, in order, with their logged blocks.
