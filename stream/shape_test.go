@@ -367,3 +367,42 @@ func TestOpenFails(t *testing.T) {
 		t.Errorf("Run = %v, want an error wrapping recovery.ErrLocked", err)
 	}
 }
+
+// TestBatchTimesContinueAfterLog checks that a restart whose clock is
+// behind the last logged batch time (a clock step back, another machine)
+// cuts its first batch after that time, never at a logged time again.
+func TestBatchTimesContinueAfterLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := recovery.Memory()
+		ahead := batch.TimeOf(time.Now().Add(time.Hour))
+		ahead -= ahead % 1000
+		sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
+		l, err := store.Open(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(t.Context(), recovery.ShapeRecorded(sc.Shape()),
+			recovery.BatchAllocated(ahead), recovery.BatchCompleted(ahead)); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		rl := recoverycheck.NewRecorder()
+		sc, err = stream.NewContext(stream.Config{Recovery: store, Listeners: []stream.Listener{rl}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := memory.New[string](memory.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Push("x")
+		stream.ForEachBatch(stream.From(sc, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
+		sc.Drain()
+		if err := sc.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := rl.Completed(); len(got) != 1 || got[0] != ahead+1000 {
+			t.Errorf("batches %v, want one at %v, after the logged %v", got, ahead+1000, ahead)
+		}
+	})
+}
