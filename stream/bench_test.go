@@ -72,6 +72,7 @@ func BenchmarkWordCount(b *testing.B) {
 	sc.mu.Lock()
 	e := newEngine(sc)
 	sc.mu.Unlock()
+	e.log = noLog{}
 	e.ctx = ctx
 	e.sources[0].bind(e)
 	src := e.sources[0].(*sourceState[string])
