@@ -1,0 +1,391 @@
+package kinesis_test
+
+import (
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+func TestLeasesSpreadShardsOverWorkersAndDeliverEverything(t *testing.T) {
+	const leaseDuration = 2 * time.Second
+	f := newFleet(t, 8)
+	data := payloads("spread", 3000)
+	f.put(data[:1500])
+	steals := func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle = 2 }
+	ws := []*worker{f.start("w1", leaseDuration, steals), f.start("w2", leaseDuration, steals), f.start("w3", leaseDuration, steals)}
+	took := f.waitFor("each of 3 workers holds 2 or 3 of the 8 leases", func() bool {
+		total := 0
+		for _, w := range ws {
+			n := len(w.held())
+			if n < 2 || n > 3 {
+				return false
+			}
+			total += n
+		}
+		return total == 8
+	})
+	t.Logf("balanced after %v (%.1f lease periods)", took.Round(time.Millisecond), took.Seconds()/leaseDuration.Seconds())
+	f.put(data[1500:])
+	f.waitFor("every record in some output", f.allDelivered(data))
+
+	// A graceful stop makes the last checkpoints once every record is
+	// completed, and hands the leases back.
+	for _, w := range ws {
+		w.drain(t)
+	}
+	want := f.lastSeqs()
+	for shard, l := range f.leases() {
+		if l.Owner != "" || l.Checkpoint != want[shard] {
+			t.Errorf("shard %s after drain: owner %q, checkpoint %s; want no owner, checkpoint %s", shard, l.Owner, l.Checkpoint, want[shard])
+		}
+	}
+}
+
+func TestLeasesOfAKilledWorkerAreTakenOver(t *testing.T) {
+	const leaseDuration = 2 * time.Second
+	f := newFleet(t, 4)
+	data := payloads("kill", 2000)
+	f.put(data[:1000])
+	// w1 takes two leases, w2 the two others; nobody steals, so the
+	// take-over is the only way leases move.
+	noSteal := func(max int) func(*kinesis.Config) {
+		return func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle, c.Leases.MaxLeases = -1, max }
+	}
+	w1 := f.start("w1", leaseDuration, noSteal(2))
+	f.waitFor("w1 holds 2 leases", func() bool { return len(w1.held()) == 2 })
+	w2 := f.start("w2", leaseDuration, noSteal(0))
+	f.waitFor("w2 holds 2 leases", func() bool { return len(w2.held()) == 2 })
+	f.waitFor("the first records delivered", f.allDelivered(data[:1000]))
+
+	w1.kill() // no final checkpoint, no release
+	killed := time.Now()
+	f.put(data[1000:])
+	f.waitFor("w2 holds every lease", func() bool { return len(w2.held()) == 4 })
+	t.Logf("taken over %v after the kill (lease duration %v)", time.Since(killed).Round(time.Millisecond), leaseDuration)
+	f.waitFor("every record in some output", f.allDelivered(data))
+}
+
+func TestLeasesPausedWorkerStopsAndNeverCheckpointsAgain(t *testing.T) {
+	const leaseDuration = 2 * time.Second
+	f := newFleet(t, 4)
+	before := payloads("before", 800)
+	after := payloads("after", 800)
+	f.put(before)
+	w1 := f.start("zombie", leaseDuration, func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle, c.Leases.MaxLeases = -1, 2 })
+	f.waitFor("w1 holds 2 leases", func() bool { return len(w1.held()) == 2 })
+	w2 := f.start("heir", leaseDuration, func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle = -1 })
+	f.waitFor("w2 holds 2 leases", func() bool { return len(w2.held()) == 2 })
+	f.waitFor("the first records delivered", f.allDelivered(before))
+	lostShards := w1.held()
+
+	// Pause w1: every DynamoDB and Kinesis call it makes is held, as if
+	// the process were stopped; its clock runs on.
+	w1.ddb.gate.pause()
+	w1.kc.gate.pause()
+	took := f.waitFor("w2 took over w1's leases", func() bool { return len(w2.held()) == 4 })
+	t.Logf("w2 took over %v after the pause (lease duration %v)", took.Round(time.Millisecond), leaseDuration)
+	f.put(after)
+	f.waitFor("every record in some output", f.allDelivered(append(before, after...)))
+	f.waitFor("w2 checkpointed w1's former shards", func() bool {
+		for _, wr := range w2.ddb.checkpoints() {
+			delete(lostShards, wr.shard)
+		}
+		return len(lostShards) == 0
+	})
+
+	// Resume Kinesis first: w1 reads the new records before its lease
+	// renewals can fail, and must hold them back, its leases unrenewed for
+	// longer than their duration.
+	resumed := time.Now()
+	reads := w1.kc.reads()
+	w1.kc.gate.resume()
+	f.waitFor("w1 read records again", func() bool { return w1.kc.reads() >= reads+2 })
+	w1.ddb.gate.resume()
+	f.waitFor("w1 holds no lease and reads no shard", func() bool {
+		if len(w1.held()) > 0 {
+			return false
+		}
+		for _, sh := range w1.r.Stats().Shards {
+			if sh.Reading {
+				return false
+			}
+		}
+		return true
+	})
+	// Let both checkpointers run a few more rounds.
+	commits := w2.r.CheckpointStats().Commits + w2.r.CheckpointStats().Skips
+	f.waitFor("w2 ran more checkpoint rounds", func() bool {
+		s := w2.r.CheckpointStats()
+		return s.Commits+s.Skips >= commits+8
+	})
+	for _, wr := range w1.ddb.checkpoints() {
+		if !wr.at.Before(resumed) {
+			t.Errorf("the paused worker wrote checkpoint %s of shard %s after it resumed", wr.seq, wr.shard)
+		}
+	}
+	for _, r := range w1.records() {
+		if strings.HasPrefix(string(r.Data), "after") {
+			t.Fatalf("the paused worker delivered %q, put after it lost its leases", r.Data)
+		}
+	}
+	w1.kill()
+	w2.drain(t)
+	last := map[string]string{}
+	for _, wr := range w2.ddb.checkpoints() {
+		last[wr.shard] = wr.seq
+	}
+	for shard, l := range f.leases() {
+		if l.Checkpoint != last[shard] {
+			t.Errorf("shard %s: table checkpoint %s, want w2's last %s", shard, l.Checkpoint, last[shard])
+		}
+	}
+}
+
+func TestLeasesTakeOverAKCLTable(t *testing.T) {
+	f := newFleet(t, 2)
+	data := payloads("kcl", 400)
+	f.put(data)
+	recs := f.readAll()
+	if len(recs) != 2 {
+		t.Fatalf("%d shards with records, want 2", len(recs))
+	}
+	// Shard A was checkpointed by KCL after its 50th record; shard B in
+	// the middle of an aggregate at its 100th (sub-sequence 3): weir reads
+	// that Kinesis record again (a range cannot start inside it).
+	var shards []string
+	for s := range recs {
+		shards = append(shards, s)
+	}
+	a, b := shards[0], shards[1]
+	ckA, ckB := recs[a][49], recs[b][99]
+	writeKCLLease(t, f, a, *ckA.SequenceNumber, 0)
+	writeKCLLease(t, f, b, *ckB.SequenceNumber, 3)
+	want := map[string]bool{}
+	for _, r := range recs[a][50:] {
+		want[string(r.Data)] = true
+	}
+	for _, r := range recs[b][99:] {
+		want[string(r.Data)] = true
+	}
+
+	w := f.start("heir", time.Second, func(c *kinesis.Config) { c.InitialPosition = kinesis.Latest })
+	more := payloads("new", 200)
+	f.waitFor("w holds both KCL leases", func() bool { return len(w.held()) == 2 })
+	f.put(more)
+	for _, p := range more {
+		want[string(p)] = true
+	}
+	f.waitFor("every record after the KCL checkpoints delivered", func() bool {
+		seen := f.delivered()
+		for p := range want {
+			if seen[p] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	w.drain(t)
+	got := map[string]bool{}
+	for _, r := range w.records() {
+		if got[string(r.Data)] {
+			t.Errorf("%q delivered twice", r.Data)
+		}
+		got[string(r.Data)] = true
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delivered records (-want +got):\n%s", diff)
+	}
+	for shard, l := range f.leases() {
+		if l.Owner != "" || batch.CompareSeq(l.Checkpoint, map[string]string{a: *ckA.SequenceNumber, b: *ckB.SequenceNumber}[shard]) <= 0 {
+			t.Errorf("shard %s after drain: %+v; want no owner and a checkpoint past KCL's", shard, l)
+		}
+	}
+}
+
+// writeKCLLease writes a lease item as the KCL does, owned by a worker
+// that is gone, creating the table as the KCL does if needed.
+func writeKCLLease(t *testing.T, f *fleet, shard, seq string, subSeq int64) {
+	t.Helper()
+	ctx := t.Context()
+	db := f.env.DynamoDB()
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(f.table),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+	})
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		t.Fatal(err)
+	}
+	tbl, err := checkpoint.NewTable(checkpoint.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberN{Value: v} }
+	s := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
+	_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: map[string]ddbtypes.AttributeValue{
+		"leaseKey":                     s(shard),
+		"leaseOwner":                   s("kcl-worker-that-died"),
+		"leaseCounter":                 n("41"),
+		"checkpoint":                   s(seq),
+		"checkpointSubSequenceNumber":  n(big.NewInt(subSeq).String()),
+		"ownerSwitchesSinceCheckpoint": n("2"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLeasesCheckpointReachesTheLatestWithoutNewData(t *testing.T) {
+	f := newFleet(t, 2)
+	data := payloads("quiet", 600)
+	w := f.start("w", 2*time.Second, nil)
+	f.waitFor("w holds both leases", func() bool { return len(w.held()) == 2 })
+	f.put(data[:300])
+	f.waitFor("the first records delivered", f.allDelivered(data[:300]))
+	f.put(data[300:])
+	f.waitFor("every record delivered", f.allDelivered(data))
+	want := f.lastSeqs()
+	f.waitFor("the table's checkpoints reach the last records", func() bool {
+		for shard, l := range f.leases() {
+			if l.Checkpoint != want[shard] {
+				return false
+			}
+		}
+		return true
+	})
+	// No new data for several intervals: rounds run, nothing is written.
+	s := w.r.CheckpointStats()
+	f.waitFor("5 more checkpoint rounds", func() bool { return w.r.CheckpointStats().Skips >= s.Skips+10 })
+
+	writes := w.ddb.checkpoints()
+	seen := map[string]string{}
+	for _, wr := range writes {
+		if prev, ok := seen[wr.shard]; ok && batch.CompareSeq(wr.seq, prev) <= 0 {
+			t.Errorf("shard %s: checkpoint %s written after %s", wr.shard, wr.seq, prev)
+		}
+		seen[wr.shard] = wr.seq
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("last checkpoint written per shard (-want +got):\n%s", diff)
+	}
+	if got := w.r.CheckpointStats(); got.Commits != int64(len(writes)) || got.Failures != 0 {
+		t.Errorf("checkpointer counted %d commits, %d failures; %d distinct checkpoints were written", got.Commits, got.Failures, len(writes))
+	}
+}
+
+func TestLeasesShardEndThenChildren(t *testing.T) {
+	f := newFleet(t, 1)
+	data := payloads("split", 800)
+	w := f.start("w", time.Second, nil)
+	f.waitFor("w holds the lease", func() bool { return len(w.held()) == 1 })
+	f.put(data[:400])
+	f.waitFor("the parent's records delivered", f.allDelivered(data[:400]))
+
+	c := f.env.Kinesis()
+	shards, err := c.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := shards.Shards[0]
+	lo, _ := new(big.Int).SetString(*parent.HashKeyRange.StartingHashKey, 10)
+	hi, _ := new(big.Int).SetString(*parent.HashKeyRange.EndingHashKey, 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := c.SplitShard(t.Context(), &awskinesis.SplitShardInput{
+		StreamName: aws.String(f.stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(mid.String()),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the stream is active again", func() bool {
+		out, err := c.DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
+		return err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE"
+	})
+	f.put(data[400:])
+	f.waitFor("every record delivered", f.allDelivered(data))
+	f.waitFor("the parent is SHARD_END and both children are checkpointed", func() bool {
+		ls := f.leases()
+		if len(ls) != 3 || ls[*parent.ShardId].Checkpoint != checkpoint.ShardEnd {
+			return false
+		}
+		for id, l := range ls {
+			if id != *parent.ShardId && !isDigits(l.Checkpoint) {
+				return false
+			}
+		}
+		return true
+	})
+	// No child record was delivered before the parent's last one.
+	recs := w.records()
+	lastParent, firstChild := -1, len(recs)
+	for i, r := range recs {
+		if r.ShardID == *parent.ShardId {
+			lastParent = i
+		} else if i < firstChild {
+			firstChild = i
+		}
+	}
+	if firstChild < lastParent {
+		t.Errorf("a child record (#%d) was delivered before the parent's last one (#%d)", firstChild, lastParent)
+	}
+	w.drain(t)
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
+	base := func() kinesis.Config {
+		return kinesis.Config{Stream: "s", App: "app", Leases: &kinesis.LeaseConfig{}}
+	}
+	tests := []struct {
+		name  string
+		edit  func(*kinesis.Config)
+		wants []string
+	}{
+		{"negative checkpoint interval", func(c *kinesis.Config) { c.Leases.CheckpointInterval = -time.Second }, []string{"Leases.CheckpointInterval -1s: must be > 0"}},
+		{"table name too short", func(c *kinesis.Config) { c.Leases.TableName = "ab" }, []string{"Leases.TableName", "3 to 255"}},
+		{"table name from an App with a space", func(c *kinesis.Config) { c.App = "word count" }, []string{`defaults to App "word count"`, "set Leases.TableName"}},
+		{"lease shorter than the renew period", func(c *kinesis.Config) {
+			c.Leases.LeaseDuration, c.Leases.RenewInterval = time.Second, 2*time.Second
+		}, []string{"Leases.LeaseDuration 1s: must be longer than RenewInterval 2s"}},
+		{"several at once", func(c *kinesis.Config) {
+			c.Leases.TableName, c.Leases.LeaseDuration, c.Leases.MaxLeases = "a b c", -time.Second, -1
+			c.Assigner = kinesis.AllShards{}
+		}, []string{"Leases.TableName", "Leases.LeaseDuration -1s", "Leases.MaxLeases -1", "Assigner is set with Leases"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.edit(&cfg)
+			_, err := kinesis.New(cfg)
+			if !errors.Is(err, kinesis.ErrInvalidConfig) {
+				t.Fatalf("New: %v, want ErrInvalidConfig", err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	if _, err := kinesis.New(base()); err != nil {
+		t.Errorf("New with default leases: %v", err)
+	}
+}
