@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -115,13 +116,23 @@ func consumePlain(ctx context.Context, env *localaws.Env, name string, o options
 }
 
 // consumeWeir reads the whole stream through a weir pipeline (Kinesis
-// receiver -> batches -> an output counting records and bytes) and times it
-// until the output has seen every record.
+// receiver with leases and checkpoints -> batches -> an output counting
+// records and bytes) and times it until the output has seen every record.
+//
+// Each run has a fresh lease table, created (empty) before the clock
+// starts, as an application's table exists before it runs; the timed part
+// includes creating and taking the leases and checkpointing every batch
+// interval.
 func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options, logger *slog.Logger) (result, error) {
 	awsCfg := env.AWSConfig()
+	table := "bench-leases-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := createLeaseTable(ctx, env, table); err != nil {
+		return result{}, err
+	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: "bench", InitialPosition: kinesis.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: o.poll, Logger: logger,
+		Leases: &kinesis.LeaseConfig{TableName: table, DynamoDB: env.DynamoDB(), CheckpointInterval: o.batch},
 	})
 	if err != nil {
 		return result{}, err
@@ -159,5 +170,22 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	if total != int64(o.records) {
 		return result{}, fmt.Errorf("weir read %d records, want %d", total, o.records)
 	}
+	if cs := src.CheckpointStats(); cs.Failures > 0 {
+		return result{}, fmt.Errorf("weir: %d checkpoints failed", cs.Failures)
+	}
+	logger.Debug("bench: weir checkpoints", "commits", src.CheckpointStats().Commits)
 	return result{records: int(total), elapsed: elapsed}, nil
+}
+
+// createLeaseTable creates an empty lease table and waits until it is
+// usable.
+func createLeaseTable(ctx context.Context, env *localaws.Env, name string) error {
+	t, err := checkpoint.NewTable(checkpoint.TableConfig{Name: name, Client: env.DynamoDB(), PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if err := t.Ensure(ctx); err != nil {
+		return fmt.Errorf("lease table: %w", err)
+	}
+	return nil
 }

@@ -5,7 +5,8 @@
 //	go run ./bench/kinesis                       # 100000 x 100 B records, 4 shards, 3 runs each
 //	go run ./bench/kinesis -records 20000 -runs 1
 //
-// It starts a local Kinesis server (kinesalite) on 127.0.0.1, loads the
+// It starts a local Kinesis server (kinesalite) and, for weir's lease table
+// and checkpoints, a local DynamoDB (dynalite) on 127.0.0.1, loads the
 // records once, then alternates the two consumers, each reading the whole
 // stream from TRIM_HORIZON, and prints records/s for both, their medians and
 // the ratio weir/plain. Both poll again at once after a non-empty read and
@@ -80,7 +81,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.endpoint != "" {
 		os.Setenv(localaws.EnvKinesisEndpoint, o.endpoint)
 	}
-	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, Logger: logger})
+	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true, Logger: logger})
 	if err != nil {
 		return err
 	}
