@@ -1,0 +1,47 @@
+// Package crashtest holds weir's crash tests (DESIGN.md, "Recovery", G1 to
+// G4): a kill -9 torture test and deterministic crash-point tests of a
+// Kinesis pipeline with leases, checkpoints in DynamoDB and a recovery log,
+// all on local servers (kinesalite and dynalite, see internal/localaws).
+// The package has no API: everything is in its tests.
+//
+// # The torture test
+//
+// TestCrashTorture starts the servers with persistent data directories,
+// creates a 4-shard stream, and keeps putting records with unique
+// increasing IDs while a child process (the test binary re-executed, see
+// TestMain) runs the pipeline: the Kinesis receiver with leases and
+// checkpoints in DynamoDB under a fixed worker ID, a directory recovery
+// log, and one output that appends every batch to a file ("begin <time>",
+// one line per record, "end <time>", fsync). The parent kills the child
+// with SIGKILL at random moments, restarting it each time; then it stops
+// producing, lets a last child output every record, stops it with SIGTERM
+// (it drains and exits 0) and checks the file: no record lost, duplicates
+// only from batches that started and did not complete, a re-run batch with
+// exactly the records of its first run, in the same order (G2), and batch
+// times increasing but for those re-runs.
+//
+// The kill moments come from a seeded random generator; the seed is logged.
+// Environment variables:
+//
+//   - WEIR_TORTURE_KILLS: the number of kills (default 3, to keep CI fast;
+//     WEIR_TORTURE_KILLS=50 for a long run).
+//   - WEIR_TORTURE_SEED: the seed of the kill moments (default: the time),
+//     to replay a failing run's schedule.
+//
+// # Crash points
+//
+// TestCrashPoints crashes an in-process pipeline exactly at one point (a
+// block logged but not yet checkpointed, a checkpoint committed past the
+// completed records with a shared log, outputs done but the completion not
+// logged, ...): from that instant nothing the "dead" pipeline does takes
+// effect (its log appends, DynamoDB calls and output writes fail). A second
+// pipeline on the same log then must deliver every record, with duplicates
+// only from the batch that ran again. With completed-only checkpoints, an
+// inspecting DynamoDB client checks at every checkpoint write that it does
+// not pass the completed records. TestCrashTornLogEntry kills the child,
+// leaves a torn entry at the end of its log, and checks the restart drops
+// it and goes on.
+//
+// The tests need only Go, Node.js and npm (see internal/localaws); they run
+// on Unix systems, which have kill -9.
+package crashtest

@@ -1,0 +1,367 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws"
+)
+
+// waitLimit bounds every wait for a condition: a failure guard, never an
+// assertion about time.
+const waitLimit = 2 * time.Minute
+
+// producer puts records with unique increasing IDs (the record's data is
+// its ID, its partition key too, so they spread over the shards) and knows
+// which puts succeeded: an entry the call reports as put is put; the
+// entries of a call that failed as a whole may or may not be.
+type producer struct {
+	client *awskinesis.Client
+	stream string
+
+	mu     sync.Mutex
+	next   int64
+	put    map[int64]bool
+	maybe  map[int64]bool
+	maxSeq map[string]string // shard -> greatest sequence number put
+}
+
+func newProducer(client *awskinesis.Client, stream string) *producer {
+	return &producer{client: client, stream: stream, next: 1,
+		put: map[int64]bool{}, maybe: map[int64]bool{}, maxSeq: map[string]string{}}
+}
+
+// putOnce puts n new records in one PutRecords call.
+func (p *producer) putOnce(ctx context.Context, n int) error {
+	p.mu.Lock()
+	first := p.next
+	p.next += int64(n)
+	p.mu.Unlock()
+	entries := make([]types.PutRecordsRequestEntry, n)
+	for i := range entries {
+		id := strconv.FormatInt(first+int64(i), 10)
+		entries[i] = types.PutRecordsRequestEntry{Data: []byte(id), PartitionKey: aws.String(id)}
+	}
+	out, err := p.client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: &p.stream, Records: entries})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range entries {
+		id := first + int64(i)
+		switch {
+		case err != nil:
+			p.maybe[id] = true
+		case out.Records[i].ErrorCode == nil:
+			p.put[id] = true
+			shard, seq := aws.ToString(out.Records[i].ShardId), aws.ToString(out.Records[i].SequenceNumber)
+			p.maxSeq[shard] = batch.MaxSeq(p.maxSeq[shard], seq)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("put records %d to %d: %w", first, first+int64(n)-1, err)
+	}
+	return nil
+}
+
+// run puts 10 records every 20ms until stop is closed (it finishes the
+// put in flight) or ctx is done.
+func (p *producer) run(ctx context.Context, stop <-chan struct{}) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := p.putOnce(ctx, 10); err != nil {
+			return err
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// snapshot returns copies of the records put and maybe put.
+func (p *producer) snapshot() (put, maybe map[int64]bool, maxSeq map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	put, maybe, maxSeq = map[int64]bool{}, map[int64]bool{}, map[string]string{}
+	for k := range p.put {
+		put[k] = true
+	}
+	for k := range p.maybe {
+		maybe[k] = true
+	}
+	for k, v := range p.maxSeq {
+		maxSeq[k] = v
+	}
+	return put, maybe, maxSeq
+}
+
+// harness runs the pipeline in child processes on one stream, lease table,
+// recovery log and output file.
+type harness struct {
+	t      *testing.T
+	env    *localaws.Env
+	stream string
+	table  string
+	logDir string
+	out    string
+	dir    string // children's stderr files
+	slow   time.Duration
+	runs   int
+}
+
+func newHarness(t *testing.T, env *localaws.Env, shards int) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	name := localaws.UniqueName(t)
+	h := &harness{t: t, env: env, stream: name, table: name, logDir: filepath.Join(dir, "log"),
+		out: filepath.Join(dir, "out.txt"), dir: dir, slow: 20 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	if err := env.CreateStream(ctx, h.stream, shards); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// child is one running child process.
+type child struct {
+	h      *harness
+	n      int
+	cmd    *exec.Cmd
+	stderr string
+	exited chan struct{} // closed once Wait returned
+	err    error         // Wait's, set before exited is closed
+}
+
+// start starts a child process running the pipeline.
+func (h *harness) start() *child {
+	h.t.Helper()
+	h.runs++
+	c := &child{h: h, n: h.runs, stderr: filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", h.runs)), exited: make(chan struct{})}
+	errf, err := os.Create(c.stderr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer errf.Close()
+	c.cmd = exec.Command(os.Args[0])
+	c.cmd.Env = append(os.Environ(),
+		envChild+"=1",
+		"WEIR_KINESIS_ENDPOINT="+h.env.KinesisEndpoint,
+		"WEIR_DYNAMODB_ENDPOINT="+h.env.DynamoDBEndpoint,
+		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
+		envSlow+"="+h.slow.String())
+	c.cmd.Stdout, c.cmd.Stderr = errf, errf
+	if err := c.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	go func() { // owned by c: every path below waits for exited
+		c.err = c.cmd.Wait()
+		close(c.exited)
+	}()
+	h.t.Cleanup(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.exited
+	})
+	return c
+}
+
+// alive fails the test if the child has exited.
+func (c *child) alive() {
+	c.h.t.Helper()
+	select {
+	case <-c.exited:
+		c.h.t.Fatalf("child %d exited on its own: %v\n%s", c.n, c.err, c.tail())
+	default:
+	}
+}
+
+// kill kills the child with SIGKILL after delay, and waits for it to die.
+// The delay is the test's input (when the crash happens), not a wait for a
+// condition.
+func (c *child) kill(delay time.Duration) {
+	c.h.t.Helper()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.exited:
+	}
+	c.alive()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.h.t.Fatal(err)
+	}
+	<-c.exited
+}
+
+// term sends SIGTERM and waits for the child to drain and exit 0.
+func (c *child) term() {
+	c.h.t.Helper()
+	c.alive()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.h.t.Fatal(err)
+	}
+	t := time.NewTimer(waitLimit)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+	case <-t.C:
+		c.h.t.Fatalf("child %d did not drain within %v after SIGTERM\n%s", c.n, waitLimit, c.tail())
+	}
+	if c.err != nil {
+		c.h.t.Fatalf("child %d drained with %v\n%s", c.n, c.err, c.tail())
+	}
+}
+
+// tail returns the end of the child's stderr.
+func (c *child) tail() string {
+	b, _ := os.ReadFile(c.stderr)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// stderrHas reports whether the child's stderr holds s.
+func (c *child) stderrHas(s string) bool {
+	b, _ := os.ReadFile(c.stderr)
+	return bytes.Contains(b, []byte(s))
+}
+
+// awaitOutput polls the output file until every record in want has a
+// record line, failing the test after waitLimit or if c exits.
+func (h *harness) awaitOutput(c *child, want map[int64]bool) {
+	h.t.Helper()
+	seen := map[int64]bool{}
+	var off int64
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var err error
+		if off, err = scanRecords(h.out, off, seen); err != nil {
+			h.t.Fatal(err)
+		}
+		missing := 0
+		for id := range want {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.exited:
+			h.t.Fatalf("child %d exited with %d records not output: %v\n%s", c.n, missing, c.err, c.tail())
+		case <-deadline.C:
+			h.t.Fatalf("%d of %d records not output after %v\n%s", missing, len(want), waitLimit, c.tail())
+		}
+	}
+}
+
+// awaitBatches polls the output file until c has written n end lines,
+// failing the test after waitLimit or if c exits.
+func (h *harness) awaitBatches(c *child, n int) {
+	h.t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	label := lineStart + " pid-" + strconv.Itoa(c.cmd.Process.Pid) + "\n"
+	for {
+		data, err := os.ReadFile(h.out)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			h.t.Fatal(err)
+		}
+		_, mine, ok := strings.Cut(string(data), label)
+		if ok && strings.Count(mine, "\n"+lineEnd+" ") >= n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.exited:
+			h.t.Fatalf("child %d exited before writing %d batches: %v\n%s", c.n, n, c.err, c.tail())
+		case <-deadline.C:
+			h.t.Fatalf("child %d did not write %d batches within %v\n%s", c.n, n, waitLimit, c.tail())
+		}
+	}
+}
+
+// scanRecords adds to seen the IDs of the record lines of path's whole
+// lines from off on, and returns the offset after the last whole line.
+func scanRecords(path string, off int64, seen map[int64]bool) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return off, nil
+	}
+	if err != nil {
+		return off, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, 0); err != nil {
+		return off, err
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(f); err != nil {
+		return off, err
+	}
+	data := buf.String()
+	end := strings.LastIndexByte(data, '\n')
+	if end < 0 {
+		return off, nil
+	}
+	for _, l := range strings.Split(data[:end], "\n") {
+		if rest, ok := strings.CutPrefix(l, lineRec+" "); ok {
+			if r, err := parseRec(rest); err == nil {
+				seen[r.id] = true
+			}
+		}
+	}
+	return off + int64(end) + 1, nil
+}
+
+// check parses and checks the output file, failing the test on any
+// violation, and returns the figures.
+func (h *harness) check(put, maybe map[int64]bool) figures {
+	h.t.Helper()
+	data, err := os.ReadFile(h.out)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tr, err := parseOutput(string(data))
+	if err != nil {
+		h.t.Fatalf("output %s: %v", h.out, err)
+	}
+	f, errs := checkOutput(tr, put, maybe)
+	for i, err := range errs {
+		if i == 20 {
+			h.t.Errorf("... and %d more violations", len(errs)-i)
+			break
+		}
+		h.t.Error(err)
+	}
+	return f
+}

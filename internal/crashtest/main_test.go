@@ -1,0 +1,101 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
+)
+
+// Environment of a child process: the test binary re-executed with
+// envChild set runs the pipeline (childMain) instead of the tests. The
+// endpoints come in localaws's own variables (WEIR_KINESIS_ENDPOINT,
+// WEIR_DYNAMODB_ENDPOINT), so the child starts no server.
+const (
+	envChild  = "WEIR_CRASHTEST_CHILD"  // "1" in a child
+	envStream = "WEIR_CRASHTEST_STREAM" // the stream
+	envTable  = "WEIR_CRASHTEST_TABLE"  // the lease table
+	envLog    = "WEIR_CRASHTEST_LOG"    // the recovery log directory
+	envOut    = "WEIR_CRASHTEST_OUT"    // the output file
+	envSlow   = "WEIR_CRASHTEST_SLOW"   // the output's pause, a Go duration
+)
+
+// servers are the local servers of the in-process tests; the torture test
+// starts its own, with data directories.
+var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) == "1" {
+		os.Exit(childMain())
+	}
+	os.Exit(servers.Run(m))
+}
+
+// childMain runs the pipeline until SIGTERM, then drains it: exit status 0
+// if it drained cleanly. SIGKILL is the other way it ends.
+func childMain() int {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := runChild(logger); err != nil {
+		logger.Error("crashtest child failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runChild(logger *slog.Logger) error {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	ctx := context.Background()
+
+	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	slow, err := time.ParseDuration(os.Getenv(envSlow))
+	if err != nil {
+		return fmt.Errorf("%s: %w", envSlow, err)
+	}
+	out, err := openBatchFile(os.Getenv(envOut), "pid-"+strconv.Itoa(os.Getpid()), slow, nil)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	sc, _, err := newPipeline(pipelineConfig{
+		aws:             env.AWSConfig(),
+		kinesisEndpoint: env.KinesisEndpoint,
+		dynamoEndpoint:  env.DynamoDBEndpoint,
+		stream:          os.Getenv(envStream),
+		table:           os.Getenv(envTable),
+		recovery:        recovery.DirConfig{Path: os.Getenv(envLog), Logger: logger},
+		out:             out,
+		logger:          logger,
+	})
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		select {
+		case <-term:
+			sc.Drain()
+		case <-done:
+		}
+	}()
+	err = sc.Run(ctx)
+	close(done)
+	<-drained
+	return err
+}

@@ -1,0 +1,88 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// Timing of the test pipeline: short, so that a few seconds hold many
+// batches, checkpoints and compactions.
+const (
+	batchInterval      = 200 * time.Millisecond
+	blockInterval      = 50 * time.Millisecond
+	pollInterval       = 20 * time.Millisecond
+	checkpointInterval = 100 * time.Millisecond
+	leaseDuration      = 3 * time.Second
+	compactEvery       = 5
+	// workerID is fixed, so that a restarted worker takes its own leases
+	// back at once instead of waiting for them to expire.
+	workerID = "crash-worker"
+)
+
+// pipelineConfig is what the test pipeline is built from.
+type pipelineConfig struct {
+	aws             aws.Config
+	kinesisEndpoint string
+	dynamoEndpoint  string
+	stream          string
+	table           string // lease table
+	recovery        recovery.Opener
+	out             *batchFile
+	// dynamo, if not nil, is the lease table's client (a test's spy).
+	dynamo    checkpoint.DynamoDBAPI
+	logger    *slog.Logger
+	listeners []stream.Listener
+}
+
+// newPipeline builds the pipeline: the Kinesis receiver with leases and
+// interval checkpoints, every batch's records appended to cfg.out.
+func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error) {
+	awsCfg := cfg.aws
+	recv, err := kinesis.New(kinesis.Config{
+		Stream:          cfg.stream,
+		App:             "crashtest",
+		InitialPosition: kinesis.TrimHorizon,
+		AWS:             &awsCfg,
+		Endpoint:        cfg.kinesisEndpoint,
+		PollInterval:    pollInterval,
+		Logger:          cfg.logger,
+		Leases: &kinesis.LeaseConfig{
+			TableName:          cfg.table,
+			DynamoDB:           cfg.dynamo,
+			Endpoint:           cfg.dynamoEndpoint,
+			WorkerID:           workerID,
+			LeaseDuration:      leaseDuration,
+			CheckpointInterval: checkpointInterval,
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("receiver: %w", err)
+	}
+	sc, err := stream.NewContext(stream.Config{
+		BatchInterval: batchInterval,
+		BlockInterval: blockInterval,
+		Recovery:      cfg.recovery,
+		CompactEvery:  compactEvery,
+		Logger:        cfg.logger,
+		Listeners:     cfg.listeners,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("context: %w", err)
+	}
+	recs := stream.From(sc, recv, stream.Named(cfg.stream))
+	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
+	if err := sc.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return sc, recv, nil
+}

@@ -1,0 +1,215 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
+)
+
+// Kill moments are drawn uniformly from [minKillDelay, maxKillDelay) after
+// a child starts: some during its start (log open, lease take), most while
+// it reads, cuts batches and writes them.
+const (
+	minKillDelay = 100 * time.Millisecond
+	maxKillDelay = 2500 * time.Millisecond
+	tortureShard = 4
+)
+
+// envInt reads a positive integer from the environment, or returns def.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a number >= 0", name, s)
+	}
+	return n
+}
+
+// TestCrashTorture kills the pipeline's process with SIGKILL at random
+// moments while records keep arriving, restarts it each time, and checks
+// the output against G1 to G3 (see the package doc and checkOutput).
+func TestCrashTorture(t *testing.T) {
+	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WEIR_TORTURE_SEED=%q: want a number", s)
+		}
+		seed = n
+	}
+	t.Logf("kills %d, seed %d (WEIR_TORTURE_SEED=%d replays the kill moments)", kills, seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	start := time.Now()
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
+	h := newHarness(t, env, tortureShard)
+	f := h.torture(kills, func(_ int, c *child) {
+		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+	})
+	report(t, fmt.Sprintf("torture: %d kills, seed %d: %v; took %v", kills, seed, f, time.Since(start).Round(time.Millisecond)))
+}
+
+// TestCrashTornLogEntry kills the child, leaves a torn entry at the end of
+// its recovery log (the first bytes of an append that never returned, as a
+// kill during a write leaves), and checks that the restarted child drops it
+// and goes on with nothing lost.
+func TestCrashTornLogEntry(t *testing.T) {
+	h := newHarness(t, servers.Env(t), 2)
+	var tornChild int
+	f := h.torture(2, func(i int, c *child) {
+		h.awaitBatches(c, 2)
+		c.kill(0)
+		if i == 0 {
+			tearLog(t, h.logDir)
+			tornChild = h.runs + 1
+		}
+	})
+	report(t, fmt.Sprintf("torn log entry: %v", f))
+	b, err := os.ReadFile(filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", tornChild)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "dropping the torn last entry") {
+		t.Errorf("child %d, started after the tear, did not report dropping the torn entry; its stderr:\n%s", tornChild, b)
+	}
+}
+
+// report logs the figures, and prints them with -v.
+func report(t *testing.T, s string) {
+	t.Log(s)
+	if testing.Verbose() {
+		fmt.Println(s)
+	}
+}
+
+// torture runs the producer and starts a child kills times, calling
+// kill(i, child) to kill it (and do what a test does after); then
+// it stops producing, runs a last child until every record is output,
+// stops it with SIGTERM, and checks the output, the recovery log and the
+// lease table.
+func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
+	t := h.t
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	prod := newProducer(h.env.Kinesis(), h.stream)
+	stop := make(chan struct{})
+	prodErr := make(chan error, 1)
+	go func() { prodErr <- prod.run(ctx, stop) }()
+	stopProducer := func() {
+		if stop != nil {
+			close(stop)
+			stop = nil
+			if err := <-prodErr; err != nil {
+				t.Errorf("producer: %v", err)
+			}
+		}
+	}
+	defer stopProducer()
+
+	for i := range kills {
+		kill(i, h.start())
+	}
+	stopProducer()
+	put, maybe, maxSeq := prod.snapshot()
+	last := h.start()
+	h.awaitOutput(last, put)
+	last.term()
+
+	f := h.check(put, maybe)
+	h.checkLog()
+	h.checkLeases(maxSeq)
+	return f
+}
+
+// checkLog checks that the drained pipeline left nothing pending in its
+// recovery log.
+func (h *harness) checkLog() {
+	t := h.t
+	l, err := recovery.Dir(h.logDir).Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := recovery.Load(t.Context(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending)+len(st.Unallocated) > 0 {
+		t.Errorf("after the drain the log holds %d pending batches and %d unallocated blocks", len(st.Pending), len(st.Unallocated))
+	}
+}
+
+// checkLeases checks that the drained worker handed every lease back with
+// its shard's last record checkpointed.
+func (h *harness) checkLeases(maxSeq map[string]string) {
+	t := h.t
+	table, err := checkpoint.NewTable(checkpoint.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := table.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(leases, func(a, b checkpoint.Lease) int { return strings.Compare(a.Shard, b.Shard) })
+	for _, l := range leases {
+		want, ok := maxSeq[l.Shard]
+		if ok && (l.Checkpoint != want || l.Owner != "") {
+			t.Errorf("lease %s: owner %q, checkpoint %s; want handed back with the shard's last record %s checkpointed", l.Shard, l.Owner, l.Checkpoint, want)
+		}
+	}
+	if len(leases) != len(maxSeq) {
+		t.Errorf("%d leases, %d shards written to", len(leases), len(maxSeq))
+	}
+}
+
+// tearLog appends the first bytes of an entry's frame to the last segment
+// of the directory log in dir: what a kill during an append leaves (the
+// frame format is the recovery package's: length, CRC-32C of the length,
+// CRC-32C of the payload, payload).
+func tearLog(t *testing.T, dir string) {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	slices.Sort(segs) // names are zero-padded segment numbers
+	payload, err := recovery.EncodeEntry(recovery.BatchCompleted(batch.Time(time.Now().UnixMilli())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	var h [12]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(h[0:4], castagnoli))
+	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(payload, castagnoli))
+	frame := append(h[:], payload...)
+	f, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(frame[:len(frame)/2]); err != nil {
+		t.Fatal(err)
+	}
+}

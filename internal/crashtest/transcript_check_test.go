@@ -1,0 +1,114 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCheckOutput runs the checker on hand-written outputs, good and bad.
+func TestCheckOutput(t *testing.T) {
+	const (
+		s0 = "shardId-000000000000"
+		s1 = "shardId-000000000001"
+	)
+	put := map[int64]bool{1: true, 2: true, 3: true, 4: true}
+	tests := []struct {
+		name    string
+		out     string
+		want    figures // Put, Maybe left out
+		wantErr string  // a substring of the first error, "" for none
+	}{{
+		name: "clean",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
+		want: figures{Procs: 1, Batches: 2, Runs: 2},
+	}, {
+		name: "killed inside a batch, torn line, re-run",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 shar\n#torn\nstart b\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
+		want: figures{Procs: 2, Batches: 2, Runs: 3, Rerun: 1, Duplicates: 1, Torn: 1},
+	}, {
+		name: "complete run not logged complete runs again",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nstart b\n" +
+			"begin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\nbegin 300\nr 5",
+		want: figures{Procs: 2, Batches: 3, Runs: 4, Rerun: 1, Duplicates: 2, Torn: 1},
+		// batch 300 begun, never completed
+		wantErr: "batch 300: begun 1 times",
+	}, {
+		name:    "lost record",
+		out:     "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nr 3 " + s0 + "\nend 100\n",
+		want:    figures{Procs: 1, Batches: 1, Runs: 1},
+		wantErr: "1 records put are in no complete batch",
+	}, {
+		name: "re-run with other records",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nstart b\n" +
+			"begin 100\nr 1 " + s0 + "\nr 3 " + s0 + "\nr 2 " + s1 + "\nr 4 " + s1 + "\nend 100\n",
+		want:    figures{Procs: 2, Batches: 1, Runs: 2, Rerun: 1, Duplicates: 2},
+		wantErr: "not those of its first complete run",
+	}, {
+		name: "completed batch runs again",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n" +
+			"start b\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n",
+		want:    figures{Procs: 2, Batches: 2, Runs: 3, Rerun: 1, Duplicates: 2},
+		wantErr: "so it had completed (G3)",
+	}, {
+		name: "record in two batches",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+			"begin 200\nr 2 " + s1 + "\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2, Duplicates: 1},
+		wantErr: "record 2 is in batches 100 and 200",
+	}, {
+		name: "shard out of order",
+		out: "start a\nbegin 100\nr 3 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+			"begin 200\nr 1 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2},
+		wantErr: "out of order",
+	}, {
+		name: "batch time going back",
+		out: "start a\nbegin 200\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 200\n" +
+			"begin 100\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 100\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2},
+		wantErr: "not after every earlier batch time",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := parseOutput(tt.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, errs := checkOutput(tr, put, nil)
+			got.Put, got.Maybe = 0, 0
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("figures (-want +got):\n%s", diff)
+			}
+			switch {
+			case tt.wantErr == "" && len(errs) > 0:
+				t.Errorf("unexpected violations: %v", errs)
+			case tt.wantErr != "" && (len(errs) == 0 || !strings.Contains(errs[0].Error(), tt.wantErr)):
+				t.Errorf("violations %v, want first to contain %q", errs, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestParseOutputRefusesDisorder checks that lines out of place are errors,
+// not silently skipped.
+func TestParseOutputRefusesDisorder(t *testing.T) {
+	for _, out := range []string{
+		"begin 100\n",                         // before any start
+		"start a\nbegin 100\nbegin 200\n",     // begin inside a run
+		"start a\nr 1 shardId-000000000000\n", // record outside a run
+		"start a\nbegin 100\nend 200\n",       // end of another run
+		"start a\nhello\n",                    // unknown
+		"#torn\n",                             // torn with nothing before
+	} {
+		if _, err := parseOutput(out); err == nil {
+			t.Errorf("parseOutput(%q) = nil error, want one", out)
+		}
+	}
+}
