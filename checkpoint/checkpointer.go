@@ -59,8 +59,10 @@ type Config struct {
 	// Interval is how often every registered shard is checkpointed. Required,
 	// > 0; a receiver usually passes its batch interval.
 	Interval time.Duration
-	// Latest returns the latest stored sequence number of shard, the one
-	// that is safe to checkpoint, and false when there is none yet. Required.
+	// Latest returns the greatest sequence number of shard that is safe to
+	// checkpoint, and false when there is none yet: a completed one, or a
+	// stored one when every stored block is in a log any worker can read
+	// (DESIGN.md, guarantee G4). Required.
 	// It is called from the Checkpointer's goroutines, never under its lock,
 	// and must be safe for concurrent use.
 	Latest func(shard string) (seq string, ok bool)

@@ -6,9 +6,10 @@
 // It has three parts, each usable alone and independent of the Kinesis
 // client (shards are plain IDs, positions plain sequence-number strings):
 //
-//   - Checkpointer commits, on a fixed interval, the latest *stored* sequence
-//     number of every registered shard through a Committer, whether or not new
-//     records arrived, never the same number twice (seed SPARK-11359).
+//   - Checkpointer commits, on a fixed interval, the latest *safe* sequence
+//     number of every registered shard (Config.Latest: completed, or stored
+//     in a shared log) through a Committer, whether or not new records
+//     arrived, never the same number twice (seed SPARK-11359).
 //   - Table is the lease and checkpoint table: one item per shard, every write
 //     a single-item conditional write on the lease owner and counter, so a
 //     worker that lost a lease can never write its checkpoint again
@@ -35,8 +36,12 @@
 //
 // # Wiring a receiver
 //
-// One Coordinator and one Checkpointer per worker; the Coordinator is the
-// Checkpointer's Committer:
+// The Kinesis receiver does this wiring itself when its Config.Leases is
+// set (package github.com/weirstream/weir/source/kinesis). By hand: one
+// Coordinator and one Checkpointer per worker; the Coordinator is the
+// Checkpointer's Committer, and Latest returns the numbers that are safe
+// to checkpoint (completed ones, or stored ones in a log every worker can
+// read: guarantee G4); a reader delivers only while Holds(shard):
 //
 //	coord, _ := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
 //		TableName: app, DynamoDB: ddb, WorkerID: id,
@@ -50,7 +55,7 @@
 //			cp.Remove(ctx, shard, nil)
 //		},
 //	})
-//	cp, _ := checkpoint.New(checkpoint.Config{Interval: batchInterval, Latest: receiver.LatestStored})
+//	cp, _ := checkpoint.New(checkpoint.Config{Interval: batchInterval, Latest: receiver.LatestCompleted})
 //	go coord.Run(ctx); go cp.Run(ctx)
 //	// a shard read to its end, all its blocks completed:
 //	cp.MarkShardEnd(ctx, shard, coord)

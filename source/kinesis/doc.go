@@ -22,7 +22,46 @@
 //   - Recompute reads a block's ranges back, AT_SEQUENCE_NUMBER First up to
 //     Last inclusive, and gives the same records in the same order.
 //
-// Checkpoints and leases plug in without changing the receiver:
+// # Leases and checkpoints
+//
+// With Config.Leases, several workers (processes) share the stream through
+// a DynamoDB lease table in the Kinesis Client Library's layout (package
+// checkpoint), and each shard's progress is checkpointed to it:
+//
+//   - A worker reads only the shards it holds leases on. A lease acquired
+//     starts a reader after the lease's checkpoint, or at the position it
+//     names (TRIM_HORIZON, LATEST, AT_TIMESTAMP with Config.AtTimestamp),
+//     and never before Runtime.ResumeAfter (the driver's recovery log):
+//     the greater of the two, compared as numbers. A SHARD_END lease is
+//     never read again.
+//   - Every LeaseConfig.CheckpointInterval, each held shard whose safe
+//     number moved is committed, with a write conditional on the lease's
+//     owner and counter; the same number is never written twice, and no
+//     new data is no problem. The safe number (guarantee G4) is the
+//     greatest completed one (BlocksCompleted: every output of its batch
+//     succeeded), or, when Runtime.SharedLog says every stored block is in
+//     a log any worker can read, the greatest stored one.
+//   - A lease lost (another worker took it, or it was not renewed in time)
+//     stops its reader at once and is never checkpointed again (the zombie
+//     rule). A reader also holds back what it reads while its lease has
+//     not been renewed for LeaseDuration, so a paused process that
+//     resumes delivers nothing from a shard another worker may own.
+//     Records stored before the loss but not completed are read again by
+//     the new owner: delivery is at least once.
+//   - A shard read to its end is marked SHARD_END once all its records are
+//     completed; only then do workers take its children's leases.
+//   - Stop (graceful) stops the readers, pushes their blocks, waits (at
+//     most LeaseDuration) for the driver to complete them, makes the last
+//     checkpoints and hands every lease back, so other workers take them
+//     at once. Cancelling Start's ctx stops at once: the leases are left
+//     to expire after LeaseDuration.
+//
+// A KCL application's table is taken over as it is. A KCL checkpoint
+// inside a KPL aggregate (checkpointSubSequenceNumber > 0) resumes at that
+// aggregate: its user records up to the sub-sequence number are delivered
+// again, since a sequence range cannot start inside a Kinesis record.
+//
+// Without Config.Leases, checkpoints and leases can still plug in by hand:
 // Config.StartAfter supplies each shard's starting sequence number, and a
 // custom Assigner starts and stops shard readers one by one through its
 // Control.

@@ -3,6 +3,7 @@ package kinesis_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -35,4 +36,25 @@ func ExampleAssignerFunc() {
 	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Assigner: assign})
 	fmt.Println(r != nil, err)
 	// Output: true <nil>
+}
+
+// Several workers share a stream through a lease table: each runs this
+// with the same table and reads the shards it holds leases on, and
+// checkpoints them every second. Bad lease settings are refused by New,
+// with every other problem.
+func ExampleLeaseConfig() {
+	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &kinesis.LeaseConfig{
+		LeaseDuration: time.Second, RenewInterval: 2 * time.Second, CheckpointInterval: -time.Second,
+	}})
+	fmt.Println(err)
+
+	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &kinesis.LeaseConfig{
+		WorkerID: "host-a", CheckpointInterval: time.Second,
+	}})
+	fmt.Println(r.WorkerID(), err)
+	// Output:
+	// kinesis: invalid config: Leases.TableName is empty, so it defaults to App "word count", which is not a valid table name (table name "word count": byte 4 (' ') not allowed, use only a-z A-Z 0-9 _ . -): set Leases.TableName
+	// Leases.CheckpointInterval -1s: must be > 0 (0 means 1s)
+	// Leases.LeaseDuration 1s: must be longer than RenewInterval 2s, or the lease expires between two renewals (LeaseDuration/3 is usual)
+	// host-a <nil>
 }

@@ -292,7 +292,10 @@ func (lr *leaseRun) position(l checkpoint.Lease) Position {
 		lr.log.Warn("kinesis: lease checkpoint is AT_TIMESTAMP but Config.AtTimestamp is zero; reading from TRIM_HORIZON", "shard", l.Shard)
 		pos = Position{Initial: TrimHorizon}
 	default:
-		pos = Position{Initial: cfg.InitialPosition, Timestamp: cfg.AtTimestamp}
+		pos = Position{Initial: cfg.InitialPosition}
+		if pos.Initial == AtTimestamp {
+			pos.Timestamp = cfg.AtTimestamp
+		}
 	}
 	if lr.resumeAfter == nil {
 		return pos

@@ -1,0 +1,110 @@
+package kinesis
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+)
+
+func TestLeasePosition(t *testing.T) {
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		lease   checkpoint.Lease
+		initial InitialPosition
+		resume  string // Runtime.ResumeAfter's answer; "" means none
+		want    Position
+	}{
+		{"sequence number", checkpoint.Lease{Checkpoint: "100"}, Latest, "", Position{After: "100"}},
+		{"inside an aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100"}},
+		{"trim horizon", checkpoint.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
+		{"latest", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
+		{"at timestamp", checkpoint.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
+		{"no checkpoint", checkpoint.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
+		{"log ahead of checkpoint, compared as numbers", checkpoint.Lease{Checkpoint: "99"}, Latest, "100", Position{After: "100"}},
+		{"log behind checkpoint, compared as numbers", checkpoint.Lease{Checkpoint: "100"}, Latest, "99", Position{After: "100"}},
+		{"log equal to checkpoint", checkpoint.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
+		{"log covers the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
+		{"log behind the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100"}},
+		{"log beats an initial position", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := &leaseRun{
+				rn:  &run{cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}},
+				log: slog.New(slog.DiscardHandler),
+				resumeAfter: func(stream, shard string) (string, bool) {
+					if stream != "s" || shard != "shard-1" {
+						t.Errorf("ResumeAfter(%q, %q), want (s, shard-1)", stream, shard)
+					}
+					return tc.resume, tc.resume != ""
+				},
+			}
+			tc.lease.Shard = "shard-1"
+			if diff := cmp.Diff(tc.want, lr.position(tc.lease)); diff != "" {
+				t.Errorf("position (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLeaseLatestFollowsSharedLog(t *testing.T) {
+	r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: "x", First: "1", Last: "9", Count: 2}, {Stream: "s", Shard: "x", First: "10", Last: "20", Count: 2}})
+	block := func(first, last string) batch.BlockInfo {
+		return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
+	}
+	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
+	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
+
+	completedOnly := &leaseRun{rn: &run{r: r}}
+	shared := &leaseRun{rn: &run{r: r}, sharedLog: true}
+	for _, tc := range []struct {
+		name string
+		lr   *leaseRun
+		want string
+	}{{"completed only", completedOnly, "9"}, {"shared log", shared, "20"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.lr.latest("x")
+			if !ok || got != tc.want {
+				t.Errorf("latest = %q, %v; want %q", got, ok, tc.want)
+			}
+			if _, ok := tc.lr.latest("y"); ok {
+				t.Error("latest of an unknown shard: ok")
+			}
+		})
+	}
+}
+
+func TestLeaseDefaults(t *testing.T) {
+	r, err := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{LeaseDuration: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := *r.cfg.Leases
+	if l.WorkerID == "" || r.WorkerID() != l.WorkerID {
+		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
+	}
+	l.WorkerID = ""
+	want := LeaseConfig{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: 3 * time.Second,
+		MaxStealsPerCycle: 1, CheckpointInterval: DefaultCheckpointInterval}
+	if diff := cmp.Diff(want, l); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if got := l.table("my-app"); got != "my-app" {
+		t.Errorf("table name %q, want the App", got)
+	}
+	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{}})
+	if other.WorkerID() == r.WorkerID() {
+		t.Errorf("two receivers got the same default WorkerID %q", r.WorkerID())
+	}
+}
