@@ -252,6 +252,14 @@ func (c *child) stderrHas(s string) bool {
 // record line, failing the test after waitLimit or if c exits.
 func (h *harness) awaitOutput(c *child, want map[int64]bool) {
 	h.t.Helper()
+	awaitRecords(h.t, h.out, want, c.exited, func() string { return fmt.Sprintf("child %d: %v\n%s", c.n, c.err, c.tail()) })
+}
+
+// awaitRecords polls the output file at path until every record in want
+// has a record line, failing t after waitLimit or once exited is closed;
+// why describes the writer for the failure.
+func awaitRecords(t *testing.T, path string, want map[int64]bool, exited <-chan struct{}, why func() string) {
+	t.Helper()
 	seen := map[int64]bool{}
 	var off int64
 	deadline := time.NewTimer(waitLimit)
@@ -260,8 +268,8 @@ func (h *harness) awaitOutput(c *child, want map[int64]bool) {
 	defer tick.Stop()
 	for {
 		var err error
-		if off, err = scanRecords(h.out, off, seen); err != nil {
-			h.t.Fatal(err)
+		if off, err = scanRecords(path, off, seen); err != nil {
+			t.Fatal(err)
 		}
 		missing := 0
 		for id := range want {
@@ -274,10 +282,10 @@ func (h *harness) awaitOutput(c *child, want map[int64]bool) {
 		}
 		select {
 		case <-tick.C:
-		case <-c.exited:
-			h.t.Fatalf("child %d exited with %d records not output: %v\n%s", c.n, missing, c.err, c.tail())
+		case <-exited:
+			t.Fatalf("the pipeline stopped with %d records not output: %s", missing, why())
 		case <-deadline.C:
-			h.t.Fatalf("%d of %d records not output after %v\n%s", missing, len(want), waitLimit, c.tail())
+			t.Fatalf("%d of %d records not output after %v: %s", missing, len(want), waitLimit, why())
 		}
 	}
 }
@@ -347,21 +355,28 @@ func scanRecords(path string, off int64, seen map[int64]bool) (int64, error) {
 // violation, and returns the figures.
 func (h *harness) check(put, maybe map[int64]bool) figures {
 	h.t.Helper()
-	data, err := os.ReadFile(h.out)
+	return checkFile(h.t, h.out, put, maybe)
+}
+
+// checkFile parses and checks the output file at path, failing t on any
+// violation, and returns the figures.
+func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	tr, err := parseOutput(string(data))
 	if err != nil {
-		h.t.Fatalf("output %s: %v", h.out, err)
+		t.Fatalf("output %s: %v", path, err)
 	}
 	f, errs := checkOutput(tr, put, maybe)
 	for i, err := range errs {
 		if i == 20 {
-			h.t.Errorf("... and %d more violations", len(errs)-i)
+			t.Errorf("... and %d more violations", len(errs)-i)
 			break
 		}
-		h.t.Error(err)
+		t.Error(err)
 	}
 	return f
 }

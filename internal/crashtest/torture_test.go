@@ -96,6 +96,7 @@ func TestCrashTornLogEntry(t *testing.T) {
 
 // report logs the figures, and prints them with -v.
 func report(t *testing.T, s string) {
+	t.Helper()
 	t.Log(s)
 	if testing.Verbose() {
 		fmt.Println(s)

@@ -1,0 +1,274 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+)
+
+// crash is the instant an in-process pipeline "dies": from then on its log
+// appends, DynamoDB calls and output writes fail, as if the process were
+// gone.
+type crash struct {
+	dead atomic.Bool
+	once sync.Once
+	at   chan struct{} // closed by trigger
+	what string        // set before at is closed
+}
+
+func newCrash() *crash { return &crash{at: make(chan struct{})} }
+
+// trigger kills the pipeline now; what says where.
+func (c *crash) trigger(what string) {
+	c.once.Do(func() {
+		c.dead.Store(true)
+		c.what = what
+		close(c.at)
+	})
+}
+
+// logModel follows the recovery log's appends (through a MemoryStore's
+// hook) to know, at any instant, the greatest sequence number of each shard
+// whose batch's completion is logged: what a completed-only checkpoint may
+// reach, and no further. It outlives the pipelines, as the log does.
+type logModel struct {
+	mu        sync.Mutex
+	blocks    map[batch.BlockID]batch.BlockInfo
+	allocs    map[batch.Time][]batch.BlockID
+	completed map[string]string // shard -> greatest completed sequence number
+	seen      map[recovery.Kind]int
+}
+
+func newLogModel() *logModel {
+	return &logModel{blocks: map[batch.BlockID]batch.BlockInfo{}, allocs: map[batch.Time][]batch.BlockID{},
+		completed: map[string]string{}, seen: map[recovery.Kind]int{}}
+}
+
+// apply records entries that were appended.
+func (m *logModel) apply(entries []recovery.Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range entries {
+		switch e.Kind {
+		case recovery.KindBlockStored:
+			m.blocks[e.Block.ID] = e.Block
+		case recovery.KindBatchAllocated:
+			m.allocs[e.Time] = e.Blocks
+		case recovery.KindBatchCompleted:
+			for _, id := range m.allocs[e.Time] {
+				for _, r := range m.blocks[id].Ranges {
+					m.completed[r.Shard] = batch.MaxSeq(m.completed[r.Shard], r.Last)
+				}
+			}
+		}
+	}
+}
+
+// records returns the number of records an entry is about: a block's, a
+// batch's.
+func (m *logModel) records(e recovery.Entry) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []batch.BlockID
+	switch e.Kind {
+	case recovery.KindBlockStored:
+		return e.Block.Count
+	case recovery.KindBatchAllocated:
+		ids = e.Blocks
+	case recovery.KindBatchCompleted:
+		ids = m.allocs[e.Time]
+	}
+	n := 0
+	for _, id := range ids {
+		n += m.blocks[id].Count
+	}
+	return n
+}
+
+// count counts one more entry of kind e.Kind with records and returns how
+// many there have been.
+func (m *logModel) count(e recovery.Entry) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[e.Kind]++
+	return m.seen[e.Kind]
+}
+
+// completedSeq returns the greatest completed sequence number of shard.
+func (m *logModel) completedSeq(shard string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.completed[shard]
+}
+
+// appendCrash is a crash point at an append: the nth append of an entry of
+// kind about records crashes the pipeline, keeping the entry in the log
+// (keep: the append was durable, the process died right after) or not (it
+// died before writing).
+type appendCrash struct {
+	kind recovery.Kind
+	nth  int
+	keep bool
+}
+
+// hook returns the MemoryStore hook of one pipeline: it follows the log in
+// m and, if at is not nil, crashes c there. Once c is dead every append
+// fails, storing nothing.
+func hook(m *logModel, c *crash, at *appendCrash) recovery.AppendHook {
+	return func(_ int, entries []recovery.Entry) recovery.Fault {
+		if c.dead.Load() {
+			return recovery.Fault{Err: errCrashed}
+		}
+		e := entries[0]
+		if at != nil && len(entries) == 1 && e.Kind == at.kind && m.records(e) > 0 && m.count(e) == at.nth {
+			c.trigger(fmt.Sprintf("append %v (kept: %v)", e, at.keep))
+			if at.keep {
+				m.apply(entries)
+				return recovery.Fault{Err: errCrashed, Keep: 1}
+			}
+			return recovery.Fault{Err: errCrashed}
+		}
+		m.apply(entries)
+		return recovery.Fault{}
+	}
+}
+
+// ddbSpy wraps the lease table's DynamoDB client. It fails every call once
+// its pipeline crashed; it inspects every checkpoint write: with
+// completedOnly, one passing the completed records (as the log model knows
+// them) is a violation; with crashPastCompletion, the first successful one
+// that passes them crashes the pipeline just after it.
+type ddbSpy struct {
+	next                *dynamodb.Client
+	model               *logModel
+	crash               *crash
+	completedOnly       bool
+	crashPastCompletion bool
+	crashAfterCommit    int // > 0: crash after this many successful checkpoint writes
+
+	mu         sync.Mutex
+	commits    int
+	past       int // successful writes past the completed records
+	violations []string
+}
+
+func (d *ddbSpy) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.CreateTable(ctx, in, o...)
+}
+
+func (d *ddbSpy) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.DescribeTable(ctx, in, o...)
+}
+
+func (d *ddbSpy) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.Scan(ctx, in, o...)
+}
+
+func (d *ddbSpy) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.GetItem(ctx, in, o...)
+}
+
+func (d *ddbSpy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.PutItem(ctx, in, o...)
+}
+
+// UpdateItem inspects checkpoint writes (those setting :ckpt to a sequence
+// number) around the real call.
+func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	shard, seq := checkpointOf(in)
+	if seq == "" {
+		return d.next.UpdateItem(ctx, in, o...)
+	}
+	done := d.model.completedSeq(shard)
+	past := done == "" || batch.CompareSeq(seq, done) > 0
+	if past && d.completedOnly {
+		d.mu.Lock()
+		d.violations = append(d.violations, fmt.Sprintf("shard %s checkpointed at %s, past its completed records (up to %q) (G4)", shard, seq, done))
+		d.mu.Unlock()
+	}
+	out, err := d.next.UpdateItem(ctx, in, o...)
+	if err != nil {
+		return out, err
+	}
+	d.mu.Lock()
+	d.commits++
+	if past {
+		d.past++
+	}
+	n := d.commits
+	d.mu.Unlock()
+	switch {
+	case past && d.crashPastCompletion:
+		d.crash.trigger(fmt.Sprintf("checkpoint of shard %s at %s committed, past its completed records (up to %q)", shard, seq, done))
+	case d.crashAfterCommit > 0 && n == d.crashAfterCommit:
+		d.crash.trigger(fmt.Sprintf("checkpoint %d, of shard %s at %s, committed", n, shard, seq))
+	}
+	return out, nil
+}
+
+// checkpointOf returns the shard and sequence number a checkpoint write
+// sets, or "" for another update (a renewal, a take, SHARD_END).
+func checkpointOf(in *dynamodb.UpdateItemInput) (shard, seq string) {
+	v, ok := in.ExpressionAttributeValues[":ckpt"].(*types.AttributeValueMemberS)
+	if !ok || !isDigits(v.Value) {
+		return "", ""
+	}
+	k, ok := in.Key["leaseKey"].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", ""
+	}
+	return k.Value, v.Value
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// stats returns the commits, those past the completed records, and the
+// violations seen.
+func (d *ddbSpy) stats() (commits, past int, violations []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.commits, d.past, append([]string(nil), d.violations...)
+}
+
+// sharedMemory is a MemoryStore that declares its log readable by any
+// worker (stream.Config.Recovery's SharedLog method): in a one-worker test
+// the restarted worker reads the same store, so the receiver may
+// checkpoint stored records.
+type sharedMemory struct{ *recovery.MemoryStore }
+
+// SharedLog reports true.
+func (sharedMemory) SharedLog() bool { return true }
