@@ -59,8 +59,11 @@ type LeaseConfig struct {
 	// shorter than LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
 	// TakeInterval is how often the table is scanned to take expired or
-	// unowned leases and steal towards an even spread. Default
-	// LeaseDuration.
+	// unowned leases and steal towards an even spread. A lease counts as
+	// expired once a scan finds its counter unchanged for LeaseDuration
+	// since the scan that first saw it, so a dead worker's shards are taken
+	// over LeaseDuration to LeaseDuration + 2*TakeInterval after its last
+	// renewal; each scan reads the whole table. Default LeaseDuration.
 	TakeInterval time.Duration
 	// MaxStealsPerCycle bounds the leases stolen from a busier worker in
 	// one take cycle. Default 1, as KCL; negative disables stealing.

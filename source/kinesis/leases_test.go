@@ -1,6 +1,7 @@
 package kinesis_test
 
 import (
+	"context"
 	"errors"
 	"math/big"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
 
@@ -60,8 +62,12 @@ func TestLeasesOfAKilledWorkerAreTakenOver(t *testing.T) {
 	f.put(data[:1000])
 	// w1 takes two leases, w2 the two others; nobody steals, so the
 	// take-over is the only way leases move.
+	// Scanning every half batch interval bounds the take-over to
+	// LeaseDuration + 2*TakeInterval = LeaseDuration + one batch.
 	noSteal := func(max int) func(*kinesis.Config) {
-		return func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle, c.Leases.MaxLeases = -1, max }
+		return func(c *kinesis.Config) {
+			c.Leases.MaxStealsPerCycle, c.Leases.MaxLeases, c.Leases.TakeInterval = -1, max, 50*time.Millisecond
+		}
 	}
 	w1 := f.start("w1", leaseDuration, noSteal(2))
 	f.waitFor("w1 holds 2 leases", func() bool { return len(w1.held()) == 2 })
@@ -73,7 +79,7 @@ func TestLeasesOfAKilledWorkerAreTakenOver(t *testing.T) {
 	killed := time.Now()
 	f.put(data[1000:])
 	f.waitFor("w2 holds every lease", func() bool { return len(w2.held()) == 4 })
-	t.Logf("taken over %v after the kill (lease duration %v)", time.Since(killed).Round(time.Millisecond), leaseDuration)
+	t.Logf("taken over %v after the kill (lease duration %v + one batch = %v)", time.Since(killed).Round(time.Millisecond), leaseDuration, leaseDuration+100*time.Millisecond)
 	f.waitFor("every record in some output", f.allDelivered(data))
 }
 
@@ -344,6 +350,27 @@ func TestLeasesShardEndThenChildren(t *testing.T) {
 		t.Errorf("a child record (#%d) was delivered before the parent's last one (#%d)", firstChild, lastParent)
 	}
 	w.drain(t)
+}
+
+func TestLeasesUnreachableTableFailsStart(t *testing.T) {
+	f := newFleet(t, 1)
+	cfg := f.config("w", time.Second, nil, &kinesisSpy{next: f.env.Kinesis()})
+	awsCfg := f.env.AWSConfig()
+	cfg.AWS = &awsCfg
+	cfg.Leases.DynamoDB, cfg.Leases.Endpoint = nil, "http://127.0.0.1:1" // nothing listens there
+	r, err := kinesis.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := source.Runtime[kinesis.Record]{Push: func(context.Context, source.Block[kinesis.Record]) (batch.BlockInfo, error) {
+		return batch.BlockInfo{}, errors.New("nothing may be pushed")
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	err = r.Start(ctx, rt)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "lease table "+f.table) {
+		t.Errorf("Start = %v, want an error naming the lease table", err)
+	}
 }
 
 func isDigits(s string) bool {
