@@ -118,7 +118,8 @@ type ShardStats struct {
 	Skips int64
 	// Retries counts failed attempts that were retried.
 	Retries int64
-	// Failures counts commits that failed after every attempt.
+	// Failures counts commits that failed after every attempt (a commit
+	// abandoned because its ctx ended is not counted).
 	Failures int64
 }
 
@@ -368,7 +369,9 @@ func (cp *Checkpointer) commit(ctx context.Context, shard string, st *shardState
 	err := cp.retry(ctx, shard, st, func(ctx context.Context) error { return c.Commit(ctx, shard, seq) })
 	if err != nil {
 		err = fmt.Errorf("checkpoint: shard %s: commit %s: %w", shard, seq, err)
-		cp.recordFailure(shard, st, err)
+		if ctx.Err() == nil { // abandoned by a stop-now is no failure to count or log
+			cp.recordFailure(shard, st, err)
+		}
 		return err
 	}
 	cp.mu.Lock()
