@@ -242,12 +242,6 @@ func (c *child) tail() string {
 	return string(b)
 }
 
-// stderrHas reports whether the child's stderr holds s.
-func (c *child) stderrHas(s string) bool {
-	b, _ := os.ReadFile(c.stderr)
-	return bytes.Contains(b, []byte(s))
-}
-
 // awaitOutput polls the output file until every record in want has a
 // record line, failing the test after waitLimit or if c exits.
 func (h *harness) awaitOutput(c *child, want map[int64]bool) {

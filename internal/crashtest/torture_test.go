@@ -26,9 +26,9 @@ import (
 // a child starts: some during its start (log open, lease take), most while
 // it reads, cuts batches and writes them.
 const (
-	minKillDelay = 100 * time.Millisecond
-	maxKillDelay = 2500 * time.Millisecond
-	tortureShard = 4
+	minKillDelay  = 100 * time.Millisecond
+	maxKillDelay  = 2500 * time.Millisecond
+	tortureShards = 4
 )
 
 // envInt reads a positive integer from the environment, or returns def.
@@ -62,7 +62,7 @@ func TestCrashTorture(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
-	h := newHarness(t, env, tortureShard)
+	h := newHarness(t, env, tortureShards)
 	f := h.torture(kills, func(_ int, c *child) {
 		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
 	})

@@ -3,6 +3,8 @@
 package crashtest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -110,5 +112,45 @@ func TestParseOutputRefusesDisorder(t *testing.T) {
 		if _, err := parseOutput(out); err == nil {
 			t.Errorf("parseOutput(%q) = nil error, want one", out)
 		}
+	}
+}
+
+// TestOpenBatchFileMarksTornLine checks that opening an output whose last
+// line was cut short by a kill ends that line and marks it torn, so the
+// parser drops it.
+func TestOpenBatchFileMarksTornLine(t *testing.T) {
+	tests := []struct {
+		name, before, want string
+	}{
+		{"new file", "", "start b\n"},
+		{"whole lines", "start a\n", "start a\nstart b\n"},
+		{"torn line", "start a\nbegin 100\nr 12", "start a\nbegin 100\nr 12\n#torn\nstart b\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.txt")
+			if tt.before != "" {
+				if err := os.WriteFile(path, []byte(tt.before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w, err := openBatchFile(path, "b", 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Errorf("file (-want +got):\n%s", diff)
+			}
+			if _, err := parseOutput(string(got)); err != nil {
+				t.Errorf("parseOutput: %v", err)
+			}
+		})
 	}
 }
