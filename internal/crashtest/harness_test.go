@@ -127,6 +127,7 @@ type harness struct {
 	out    string
 	dir    string // children's stderr files
 	slow   time.Duration
+	shared bool // a DynamoDB recovery log instead of a directory
 	runs   int
 }
 
@@ -170,7 +171,7 @@ func (h *harness) start() *child {
 		"WEIR_KINESIS_ENDPOINT="+h.env.KinesisEndpoint,
 		"WEIR_DYNAMODB_ENDPOINT="+h.env.DynamoDBEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
-		envSlow+"="+h.slow.String())
+		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared])
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
 		h.t.Fatal(err)

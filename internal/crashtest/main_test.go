@@ -28,6 +28,7 @@ const (
 	envLog    = "WEIR_CRASHTEST_LOG"    // the recovery log directory
 	envOut    = "WEIR_CRASHTEST_OUT"    // the output file
 	envSlow   = "WEIR_CRASHTEST_SLOW"   // the output's pause, a Go duration
+	envShared = "WEIR_CRASHTEST_SHARED" // "1": a DynamoDB recovery log
 )
 
 // servers are the local servers of the in-process tests; the torture test
@@ -39,6 +40,16 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain())
 	}
 	os.Exit(servers.Run(m))
+}
+
+// logOpener returns the recovery log of the torture pipeline: a directory
+// log in dir, or, if shared, a DynamoDB log in the table named after the
+// lease table, which makes the receiver checkpoint stored records.
+func logOpener(env *localaws.Env, shared bool, dir, table string, logger *slog.Logger) recovery.Opener {
+	if shared {
+		return recovery.DynamoConfig{Client: env.DynamoDB(), Table: table + "-log", Name: workerID, Logger: logger}
+	}
+	return recovery.DirConfig{Path: dir, Logger: logger}
 }
 
 // childMain runs the pipeline until SIGTERM, then drains it: exit status 0
@@ -77,7 +88,7 @@ func runChild(logger *slog.Logger) error {
 		dynamoEndpoint:  env.DynamoDBEndpoint,
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
-		recovery:        recovery.DirConfig{Path: os.Getenv(envLog), Logger: logger},
+		recovery:        logOpener(env, os.Getenv(envShared) == "1", os.Getenv(envLog), os.Getenv(envTable), logger),
 		out:             out,
 		logger:          logger,
 	})

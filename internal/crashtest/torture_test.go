@@ -47,8 +47,17 @@ func envInt(t *testing.T, name string, def int) int {
 
 // TestCrashTorture kills the pipeline's process with SIGKILL at random
 // moments while records keep arriving, restarts it each time, and checks
-// the output against G1 to G3 (see the package doc and checkOutput).
-func TestCrashTorture(t *testing.T) {
+// the output against G1 to G3 (see the package doc and checkOutput). The
+// pipeline's recovery log is a local directory, so its checkpoints stop at
+// the completed records.
+func TestCrashTorture(t *testing.T) { torture(t, false) }
+
+// TestCrashTortureSharedLog is TestCrashTorture with the recovery log in
+// DynamoDB: the receiver then checkpoints stored records, past the
+// completed ones (G4), and a restart must recompute them from the log.
+func TestCrashTortureSharedLog(t *testing.T) { torture(t, true) }
+
+func torture(t *testing.T, shared bool) {
 	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
@@ -63,10 +72,11 @@ func TestCrashTorture(t *testing.T) {
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, tortureShards)
+	h.shared = shared
 	f := h.torture(kills, func(_ int, c *child) {
 		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
 	})
-	report(t, fmt.Sprintf("torture: %d kills, seed %d: %v; took %v", kills, seed, f, time.Since(start).Round(time.Millisecond)))
+	report(t, fmt.Sprintf("torture (shared log %v): %d kills, seed %d: %v; took %v", shared, kills, seed, f, time.Since(start).Round(time.Millisecond)))
 }
 
 // TestCrashTornLogEntry kills the child, leaves a torn entry at the end of
@@ -146,7 +156,7 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 // recovery log.
 func (h *harness) checkLog() {
 	t := h.t
-	l, err := recovery.Dir(h.logDir).Open(t.Context())
+	l, err := logOpener(h.env, h.shared, h.logDir, h.table, nil).Open(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
