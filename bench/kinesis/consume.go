@@ -84,7 +84,9 @@ func consumePlain(ctx context.Context, env *localaws.Env, name string, o options
 					b += int64(len(r.Data))
 				}
 				bytes.Add(b)
-				if total.Add(int64(len(out.Records))) == int64(o.records) {
+				// Only the read that reaches the total closes done: an empty
+				// read afterwards adds nothing and must not close it again.
+				if n := int64(len(out.Records)); n > 0 && total.Add(n) == int64(o.records) {
 					close(done)
 				}
 				iter = out.NextShardIterator
