@@ -18,13 +18,17 @@
 // (it drains and exits 0) and checks the file: no record lost, duplicates
 // only from batches that started and did not complete, a re-run batch with
 // exactly the records of its first run, in the same order (G2), and batch
-// times increasing but for those re-runs.
+// times increasing but for those re-runs. It also checks that the drained
+// log holds nothing pending and that every lease was handed back with its
+// shard's last record checkpointed. TestCrashTortureSharedLog does the
+// same with the recovery log in DynamoDB (recovery.DynamoConfig), so that
+// the receiver checkpoints stored records, past the completed ones (G4).
 //
 // The kill moments come from a seeded random generator; the seed is logged.
 // Environment variables:
 //
-//   - WEIR_TORTURE_KILLS: the number of kills (default 3, to keep CI fast;
-//     WEIR_TORTURE_KILLS=50 for a long run).
+//   - WEIR_TORTURE_KILLS: the number of kills of each torture test (default
+//     3, to keep CI fast; WEIR_TORTURE_KILLS=50 for a long run).
 //   - WEIR_TORTURE_SEED: the seed of the kill moments (default: the time),
 //     to replay a failing run's schedule.
 //
