@@ -539,6 +539,7 @@ func TestGeneratorInvalidRuntime(t *testing.T) {
 		{"nil push", Runtime[rec]{}, []string{"Push is nil"}},
 		{"negative interval", Runtime[rec]{Push: push, BlockInterval: -time.Second}, []string{"BlockInterval -1s"}},
 		{"negative queue", Runtime[rec]{Push: push, MaxQueuedBlocks: -1}, []string{"MaxQueuedBlocks -1"}},
+		{"negative batch interval", Runtime[rec]{Push: push, BatchInterval: -time.Second}, []string{"BatchInterval -1s"}},
 		{"all", Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -2}, []string{"Push is nil", "BlockInterval -1ns", "MaxQueuedBlocks -2"}},
 	}
 	for _, tt := range tests {
@@ -570,6 +571,7 @@ func TestRuntimeWithDefaults(t *testing.T) {
 	}{
 		{"zero", Runtime[rec]{}, Runtime[rec]{BlockInterval: DefaultBlockInterval, MaxQueuedBlocks: DefaultMaxQueuedBlocks, Clock: clock.Real{}}},
 		{"set", Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxQueuedBlocks: 3, Clock: m}, Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxQueuedBlocks: 3, Clock: m}},
+		{"batch interval kept", Runtime[rec]{BatchInterval: 2 * time.Second}, Runtime[rec]{BatchInterval: 2 * time.Second, BlockInterval: DefaultBlockInterval, MaxQueuedBlocks: DefaultMaxQueuedBlocks, Clock: clock.Real{}}},
 		{"negative kept", Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -1}, Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -1, Clock: clock.Real{}}},
 	}
 	for _, tt := range tests {

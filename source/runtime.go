@@ -26,8 +26,10 @@ var ErrInvalidRuntime = errors.New("source: invalid runtime")
 // WithDefaults returns a copy of rt with every zero field set to its default:
 // BlockInterval DefaultBlockInterval, MaxQueuedBlocks DefaultMaxQueuedBlocks,
 // Clock clock.Real, Logger a logger that discards everything, ReportError a
-// function that ignores its argument. Negative values and a nil Push are left
-// as they are, for Validate to report.
+// function that ignores its argument. BatchInterval is left as it is: zero
+// means the driver does not say, and each receiver picks its own fallback.
+// Negative values and a nil Push are left as they are, for Validate to
+// report.
 func (rt Runtime[T]) WithDefaults() Runtime[T] {
 	if rt.BlockInterval == 0 {
 		rt.BlockInterval = DefaultBlockInterval
@@ -46,8 +48,8 @@ func (rt Runtime[T]) WithDefaults() Runtime[T] {
 }
 
 // Validate reports every problem of rt together, wrapped in ErrInvalidRuntime:
-// a nil Push, a negative BlockInterval or MaxQueuedBlocks. Zero values are
-// valid: they mean the defaults (see WithDefaults).
+// a nil Push, a negative BlockInterval, BatchInterval or MaxQueuedBlocks.
+// Zero values are valid: they mean the defaults (see WithDefaults).
 func (rt Runtime[T]) Validate() error {
 	var problems []error
 	if rt.Push == nil {
@@ -55,6 +57,9 @@ func (rt Runtime[T]) Validate() error {
 	}
 	if rt.BlockInterval < 0 {
 		problems = append(problems, fmt.Errorf("BlockInterval %v: must be >= 0 (0 means %v)", rt.BlockInterval, DefaultBlockInterval))
+	}
+	if rt.BatchInterval < 0 {
+		problems = append(problems, fmt.Errorf("BatchInterval %v: must be >= 0 (0 means the driver does not say)", rt.BatchInterval))
 	}
 	if rt.MaxQueuedBlocks < 0 {
 		problems = append(problems, fmt.Errorf("MaxQueuedBlocks %d: must be >= 0 (0 means %d)", rt.MaxQueuedBlocks, DefaultMaxQueuedBlocks))

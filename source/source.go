@@ -37,6 +37,13 @@ type Runtime[T any] struct {
 	Push PushFunc[T]
 	// BlockInterval is how often a receiver's BlockGenerator seals a block.
 	BlockInterval time.Duration
+	// BatchInterval is the driver's batch interval: how often it cuts a
+	// batch from the stored blocks. Receivers use it as the default of
+	// their time-based settings, such as a checkpoint interval, so that
+	// they follow the pace of the pipeline. Zero means the driver does not
+	// say (WithDefaults leaves it zero); each receiver then documents its
+	// own fallback.
+	BatchInterval time.Duration
 	// MaxQueuedBlocks bounds the sealed blocks waiting to be pushed; adding
 	// records blocks while the queue is full (backpressure).
 	MaxQueuedBlocks int

@@ -95,6 +95,7 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 		Source:          s.idx,
 		Push:            s.push,
 		BlockInterval:   e.cfg.BlockInterval,
+		BatchInterval:   e.cfg.BatchInterval,
 		MaxQueuedBlocks: e.cfg.MaxQueuedBlocks,
 		Clock:           e.cfg.Clock,
 		Logger:          logger,

@@ -40,7 +40,7 @@ func ExampleAssignerFunc() {
 
 // Several workers share a stream through a lease table: each runs this
 // with the same table and reads the shards it holds leases on, and
-// checkpoints them every second. Bad lease settings are refused by New,
+// checkpoints them every second (by default, every batch interval). Bad lease settings are refused by New,
 // with every other problem.
 func ExampleLeaseConfig() {
 	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &kinesis.LeaseConfig{
@@ -54,7 +54,7 @@ func ExampleLeaseConfig() {
 	fmt.Println(r.WorkerID(), err)
 	// Output:
 	// kinesis: invalid config: Leases.TableName is empty, so it defaults to App "word count", which is not a valid table name (table name "word count": byte 4 (' ') not allowed, use only a-z A-Z 0-9 _ . -): set Leases.TableName
-	// Leases.CheckpointInterval -1s: must be > 0 (0 means 1s)
+	// Leases.CheckpointInterval -1s: must be > 0 (0 means the driver's batch interval)
 	// Leases.LeaseDuration 1s: must be longer than RenewInterval 2s, or the lease expires between two renewals (LeaseDuration/3 is usual)
 	// host-a <nil>
 }

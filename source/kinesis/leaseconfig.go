@@ -17,8 +17,10 @@ const (
 	// DefaultLeaseDuration is LeaseConfig.LeaseDuration's default: the
 	// Kinesis Client Library's failover time.
 	DefaultLeaseDuration = checkpoint.DefaultLeaseDuration
-	// DefaultCheckpointInterval is LeaseConfig.CheckpointInterval's default:
-	// the driver's default batch interval (stream.DefaultBatchInterval).
+	// DefaultCheckpointInterval is LeaseConfig.CheckpointInterval's
+	// fallback when the driver does not give its batch interval
+	// (source.Runtime.BatchInterval zero): the driver's default batch
+	// interval (stream.DefaultBatchInterval).
 	DefaultCheckpointInterval = time.Second
 	// DefaultMaxStealsPerCycle is LeaseConfig.MaxStealsPerCycle's default.
 	DefaultMaxStealsPerCycle = checkpoint.DefaultMaxStealsPerCycle
@@ -72,7 +74,9 @@ type LeaseConfig struct {
 	MaxLeases int
 	// CheckpointInterval is how often every held shard's checkpoint is
 	// committed when it moved (never the same number twice; no new data is
-	// no problem). Default 1s, the driver's default batch interval.
+	// no problem). Default: the driver's batch interval
+	// (source.Runtime.BatchInterval), or 1s (DefaultCheckpointInterval)
+	// when the driver does not give one.
 	CheckpointInterval time.Duration
 }
 
@@ -94,12 +98,21 @@ func (l LeaseConfig) withDefaults() LeaseConfig {
 	if l.MaxStealsPerCycle == 0 {
 		l.MaxStealsPerCycle = DefaultMaxStealsPerCycle
 	}
-	if l.CheckpointInterval == 0 {
-		// TODO(lead): default to rt.BatchInterval once source.Runtime
-		// carries it; until then, the driver's default batch interval.
-		l.CheckpointInterval = DefaultCheckpointInterval
-	}
+	// CheckpointInterval is left zero: its default is the Runtime's batch
+	// interval, known only when Start runs (see checkpointInterval).
 	return l
+}
+
+// checkpointInterval returns CheckpointInterval, or by default the driver's
+// batch interval, or DefaultCheckpointInterval when that is zero too.
+func (l LeaseConfig) checkpointInterval(batchInterval time.Duration) time.Duration {
+	switch {
+	case l.CheckpointInterval > 0:
+		return l.CheckpointInterval
+	case batchInterval > 0:
+		return batchInterval
+	}
+	return DefaultCheckpointInterval
 }
 
 // defaultWorkerID returns host:pid:random.
@@ -147,7 +160,7 @@ func (l LeaseConfig) problems(c Config) []error {
 		{"LeaseDuration", l.LeaseDuration, DefaultLeaseDuration.String()},
 		{"RenewInterval", l.RenewInterval, "LeaseDuration/3"},
 		{"TakeInterval", l.TakeInterval, "LeaseDuration"},
-		{"CheckpointInterval", l.CheckpointInterval, DefaultCheckpointInterval.String()},
+		{"CheckpointInterval", l.CheckpointInterval, "the driver's batch interval"},
 	} {
 		if d.v < 0 {
 			add("Leases.%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)

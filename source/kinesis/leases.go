@@ -53,6 +53,7 @@ type leaseEvent struct {
 // and the Coordinator; it makes no call.
 func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leaseRun, error) {
 	cfg := *rn.cfg.Leases
+	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
 	lr := &leaseRun{
 		rn: rn, cfg: cfg, resumeAfter: rt.ResumeAfter, sharedLog: rt.SharedLog, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source"
 )
 
 func TestLeasePosition(t *testing.T) {
@@ -96,7 +99,7 @@ func TestLeaseDefaults(t *testing.T) {
 	}
 	l.WorkerID = ""
 	want := LeaseConfig{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: 3 * time.Second,
-		MaxStealsPerCycle: 1, CheckpointInterval: DefaultCheckpointInterval}
+		MaxStealsPerCycle: 1}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -106,5 +109,36 @@ func TestLeaseDefaults(t *testing.T) {
 	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{}})
 	if other.WorkerID() == r.WorkerID() {
 		t.Errorf("two receivers got the same default WorkerID %q", r.WorkerID())
+	}
+}
+
+func TestLeaseCheckpointIntervalDefaultsToBatchInterval(t *testing.T) {
+	tests := []struct {
+		name          string
+		set           time.Duration // LeaseConfig.CheckpointInterval
+		batchInterval time.Duration // source.Runtime.BatchInterval
+		want          time.Duration
+	}{
+		{"batch interval", 0, 3 * time.Second, 3 * time.Second},
+		{"no batch interval", 0, 0, DefaultCheckpointInterval},
+		{"set wins", 250 * time.Millisecond, 3 * time.Second, 250 * time.Millisecond},
+		{"set without batch interval", 250 * time.Millisecond, 0, 250 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{DynamoDB: db, CheckpointInterval: tc.set}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
+			lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{BatchInterval: tc.batchInterval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lr.cfg.CheckpointInterval; got != tc.want {
+				t.Errorf("CheckpointInterval = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
