@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -45,28 +44,22 @@ func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 }
 
 // FlatMap returns the stream of the records f makes of every record of s,
-// in order: f may return any number of records for each.
+// in order: f may return any number of records for each. Each non-empty
+// slice f returns is kept as it is, as one part of the batch (see MapBatch),
+// so f must not reuse a slice it returned.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 	requireFunc(s.sc, "FlatMap", s.n, "f", f == nil)
 	return derive(s, "FlatMap", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
-		parts := make([][]U, len(b.Parts()))
-		var chunks [][]U
-		for i, p := range b.Parts() {
-			// Two passes, so the part is allocated once at its exact size:
-			// growing it by appending copies it several times over.
-			chunks = slices.Grow(chunks[:0], len(p))
-			n := 0
+		// Each non-empty result of f becomes a part of its own: the records
+		// are not copied into one slice, which for a word split would cost
+		// as much again as the split itself, in copying and in garbage.
+		var parts [][]U
+		for _, p := range b.Parts() {
 			for _, v := range p {
-				c := f(v)
-				chunks = append(chunks, c)
-				n += len(c)
+				if c := f(v); len(c) > 0 {
+					parts = append(parts, c)
+				}
 			}
-			out := make([]U, 0, n)
-			for _, c := range chunks {
-				out = append(out, c...)
-			}
-			clear(chunks)
-			parts[i] = out
 		}
 		return batch.Derive(b, parts...), nil
 	})
