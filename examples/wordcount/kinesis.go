@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -96,10 +95,9 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	if err != nil {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
-	startAfter, err := loggedPositions(ctx, o.state, o.stream)
-	if err != nil {
-		return err
-	}
+	// Restarted with the same -state, the receiver reads each shard after
+	// the greatest sequence number the recovery log holds for it (the
+	// driver recomputes the logged blocks), as the driver tells it.
 	src, err := kinesis.New(kinesis.Config{
 		Stream:          o.stream,
 		App:             o.app,
@@ -107,7 +105,6 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 		AWS:             &awsCfg,
 		Endpoint:        o.endpoint,
 		Logger:          logger,
-		StartAfter:      startAfter,
 	})
 	if err != nil {
 		return err
@@ -121,28 +118,4 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 		return err
 	}
 	return drainOnDone(ctx, sc, func() {})
-}
-
-// loggedPositions reads the recovery log in dir and returns, for the
-// receiver's StartAfter, the greatest sequence number it logged for each
-// shard of stream: a restarted run reads each shard after it, since the
-// driver recomputes the logged blocks from their ranges. (A receiver that
-// reads source.Runtime.ResumeAfter gets the same positions from the
-// driver.)
-func loggedPositions(ctx context.Context, dir, stream string) (func(context.Context, string) (string, bool, error), error) {
-	l, err := recovery.Dir(dir).Open(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the recovery log: %w", err)
-	}
-	st, err := recovery.Load(ctx, l)
-	if cerr := l.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the recovery log: %w", err)
-	}
-	return func(_ context.Context, shard string) (string, bool, error) {
-		seq, ok := st.ShardSeqs[recovery.ShardKey{Stream: stream, Shard: shard}]
-		return seq, ok, nil
-	}, nil
 }

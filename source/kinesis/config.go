@@ -104,6 +104,10 @@ type Config struct {
 	// after (a checkpoint): it returns ok false when it knows none, and the
 	// shard starts at the initial position. An error fails Start. Called
 	// once each time a shard reader starts. Default: nil, no checkpoints.
+	// Either way, a shard is never read from before the greatest sequence
+	// number of it in the driver's recovery log (source.Runtime.ResumeAfter):
+	// the driver recomputes those blocks itself, so a restarted pipeline
+	// needs no StartAfter to avoid duplicates.
 	StartAfter func(ctx context.Context, shardID string) (seq string, ok bool, err error)
 	// OnShardEnd, when set, is called once for each shard a reader read to
 	// its end, after every block holding its records was stored: lastSeq is

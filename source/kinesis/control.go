@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/source"
 )
 
@@ -153,15 +154,22 @@ func (c *Control) ListShards(ctx context.Context) ([]Shard, error) {
 	return c.run.listShards(ctx)
 }
 
-// Checkpoint returns the sequence number Config.StartAfter supplies for
-// shardID; ok is false when there is none or StartAfter is not set.
+// Checkpoint returns the sequence number a reader of shardID starts after:
+// the greater, compared as numbers, of Config.StartAfter's answer and
+// source.Runtime.ResumeAfter's (the greatest number of the shard in the
+// driver's recovery log, whose blocks the driver recomputes, so reading
+// them again would only duplicate them). ok is false when neither knows
+// one.
 func (c *Control) Checkpoint(ctx context.Context, shardID string) (seq string, ok bool, err error) {
-	if c.run.cfg.StartAfter == nil {
-		return "", false, nil
+	if c.run.cfg.StartAfter != nil {
+		seq, ok, err = c.run.cfg.StartAfter(ctx, shardID)
+		if err != nil {
+			return "", false, fmt.Errorf("kinesis: StartAfter for shard %s: %w", shardID, err)
+		}
 	}
-	seq, ok, err = c.run.cfg.StartAfter(ctx, shardID)
-	if err != nil {
-		return "", false, fmt.Errorf("kinesis: StartAfter for shard %s: %w", shardID, err)
+	logged, lok := c.run.logged(shardID)
+	if lok && (!ok || !isSeq(seq) || batch.CompareSeq(logged, seq) > 0) {
+		return logged, true, nil
 	}
 	return seq, ok, nil
 }
@@ -264,12 +272,13 @@ func (c *Control) close(cancel context.CancelFunc) error {
 // It lists the shards at start and every Config.ShardSyncInterval. A shard
 // starts once every parent of it that ListShards still returns is Drained,
 // so no child record is delivered before its parents' records are stored.
-// A shard's start is its checkpoint (Config.StartAfter) if any; otherwise,
-// for shards listed at start, Config.InitialPosition, and for shards that
-// appear later (made by a reshard while running), TrimHorizon. With
-// InitialPosition Latest, a closed shard listed at start without a
-// checkpoint is not read (it can get no new records) and does not hold back
-// its children.
+// A shard starts after its checkpoint if it has one: Config.StartAfter's,
+// but never before the greatest sequence number of the shard in the
+// driver's recovery log (see Control.Checkpoint). Otherwise, a shard listed
+// at start starts at Config.InitialPosition, and a shard that appears later
+// (made by a reshard while running) at TrimHorizon. With InitialPosition
+// Latest, a closed shard listed at start without a checkpoint is not read
+// (it can get no new records) and does not hold back its children.
 type AllShards struct{}
 
 // Assign runs the shard sync loop until ctx is done.

@@ -61,8 +61,11 @@
 // aggregate: its user records up to the sub-sequence number are delivered
 // again, since a sequence range cannot start inside a Kinesis record.
 //
-// Without Config.Leases, checkpoints and leases can still plug in by hand:
-// Config.StartAfter supplies each shard's starting sequence number, and a
-// custom Assigner starts and stops shard readers one by one through its
-// Control.
+// Without Config.Leases, every shard is read (AllShards), each after the
+// greatest sequence number of it in the driver's recovery log
+// (Runtime.ResumeAfter), so a restarted pipeline neither skips nor repeats
+// what its log holds. Checkpoints and leases can still plug in by hand:
+// Config.StartAfter supplies each shard's starting sequence number (the
+// log's, when greater, wins), and a custom Assigner starts and stops shard
+// readers one by one through its Control.
 package kinesis

@@ -71,6 +71,8 @@ type run struct {
 	clock  clock.Clock
 	logger *slog.Logger
 	retry  *retrier
+	// resumeAfter is the Runtime's ResumeAfter (nil: no recovery log).
+	resumeAfter func(stream, shard string) (string, bool)
 }
 
 // Start checks that the stream exists, then reads it and pushes blocks
@@ -130,7 +132,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 	rt = rt.WithDefaults()
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: clock.Or(r.cfg.Clock), logger: r.cfg.Logger}
+	rn := &run{r: r, cfg: r.cfg, clock: clock.Or(r.cfg.Clock), logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter}
 	if r.cfg.Clock == nil {
 		rn.clock = rt.Clock
 	}
@@ -202,6 +204,16 @@ func (rn *run) checkStream(ctx context.Context) error {
 		rn.logger.Info("kinesis: stream found", "status", string(s.StreamStatus), "open_shards", aws.ToInt32(s.OpenShardCount))
 	}
 	return nil
+}
+
+// logged returns the greatest sequence number of shardID the driver's
+// recovery log holds (Runtime.ResumeAfter), and whether there is one.
+func (rn *run) logged(shardID string) (string, bool) {
+	if rn.resumeAfter == nil {
+		return "", false
+	}
+	seq, ok := rn.resumeAfter(rn.cfg.Stream, shardID)
+	return seq, ok && isSeq(seq)
 }
 
 // serve runs the block generator and the assigner (which runs the shard

@@ -46,11 +46,11 @@ func (f *fixture) put(ctx context.Context, n int) error {
 	return f.env.PutRecords(ctx, f.stream, data, func(i int) string { return strconv.Itoa(base + i) })
 }
 
-// pipeline builds the test pipeline: the Kinesis receiver, starting each
-// shard after resume's sequence number if it has one, mapped to strings,
-// with a "collect" output (rl records it, then out is called) and the files
-// sink.
-func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder, resume map[recovery.ShardKey]string,
+// pipeline builds the test pipeline: the Kinesis receiver (which starts
+// each shard after the greatest sequence number the recovery log holds for
+// it, as the driver tells it), mapped to strings, with a "collect" output
+// (rl records it, then out is called) and the files sink.
+func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 	out func(ctx context.Context, b *batch.Batch[string]) error) *stream.Context {
 	t.Helper()
 	awsCfg := f.env.AWSConfig()
@@ -61,12 +61,6 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder, resume map[
 		AWS:             &awsCfg,
 		Endpoint:        f.env.KinesisEndpoint,
 		PollInterval:    10 * time.Millisecond,
-		// Until the receiver reads source.Runtime.ResumeAfter itself, the
-		// logged positions are handed to it as its starting points.
-		StartAfter: func(_ context.Context, shard string) (string, bool, error) {
-			seq, ok := resume[recovery.ShardKey{Stream: f.stream, Shard: shard}]
-			return seq, ok, nil
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +123,7 @@ func TestFailureRecovery(t *testing.T) {
 	defer crash()
 	rl1 := recoverycheck.NewRecorder()
 	withData := 0
-	sc1 := f.pipeline(t, rl1, nil, func(ctx context.Context, b *batch.Batch[string]) error {
+	sc1 := f.pipeline(t, rl1, func(ctx context.Context, b *batch.Batch[string]) error {
 		if b.Len() > 0 {
 			if withData++; withData == 4 {
 				crash()
@@ -148,8 +142,8 @@ func TestFailureRecovery(t *testing.T) {
 	}
 	st1 := f.state(t)
 
-	// Run 2: the same pipeline on the same log, reading each shard after
-	// its logged position; more records arrive; drain once every record
+	// Run 2: the same pipeline on the same log, which reads each shard
+	// after its logged position by itself; more records arrive; drain once every record
 	// not in a completed batch of run 1 was seen.
 	if err := f.put(ctx, 40); err != nil {
 		t.Fatal(err)
@@ -159,7 +153,7 @@ func TestFailureRecovery(t *testing.T) {
 	seenAll := make(chan struct{})
 	var seen sync.Map
 	var closeOnce sync.Once
-	sc2 := f.pipeline(t, rl2, st1.ShardSeqs, func(_ context.Context, b *batch.Batch[string]) error {
+	sc2 := f.pipeline(t, rl2, func(_ context.Context, b *batch.Batch[string]) error {
 		for r := range b.All() {
 			seen.Store(r, true)
 		}
