@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
 
 // trace is an ordered record of what happened, shared by a test's fakes.
@@ -136,6 +137,110 @@ func TestStopInterruptsOutput(t *testing.T) {
 		}
 		if len(r.completed) != 0 {
 			t.Errorf("interrupted batch completed blocks %v", r.completed)
+		}
+	})
+}
+
+// faultyLog is a recovery.Log that counts its calls and fails the ones
+// named by failAppend and failCompact.
+type faultyLog struct {
+	appends, compacts       int
+	failAppend, failCompact error
+}
+
+func (l *faultyLog) Append(context.Context, ...recovery.Entry) error {
+	l.appends++
+	return l.failAppend
+}
+
+func (l *faultyLog) Read(context.Context) ([]recovery.Entry, error) { return nil, nil }
+
+func (l *faultyLog) Compact(context.Context) error {
+	l.compacts++
+	return l.failCompact
+}
+
+func (l *faultyLog) Close() error { return nil }
+
+// TestRecoveryLogFailureIsFatal checks that the first failed append or
+// compaction is reported through fail once, and that every later call
+// returns it without touching the log, whose state is unknown.
+func TestRecoveryLogFailureIsFatal(t *testing.T) {
+	boom := errors.New("disk gone")
+	tests := []struct {
+		name               string
+		log                *faultyLog
+		wantCompleteErr    bool // whether the batchCompleted that hits the failure fails
+		wantAppends        int
+		wantCompacts       int
+		wantFailureMessage string
+	}{
+		{"append fails", &faultyLog{failAppend: boom}, true, 1, 0,
+			"recovery log: append complete 1000 ms (1970-01-01T00:00:01Z): disk gone"},
+		{"compaction fails", &faultyLog{failCompact: boom}, false, 1, 1,
+			"recovery log: compact after batch 1000 ms (1970-01-01T00:00:01Z): disk gone"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var failures []error
+			l := &recoveryLog{log: tt.log, compactEvery: 1, fail: func(err error) { failures = append(failures, err) }}
+			err := l.batchCompleted(t.Context(), 1000)
+			if (err != nil) != tt.wantCompleteErr {
+				t.Errorf("batchCompleted = %v, want error %t", err, tt.wantCompleteErr)
+			}
+			for range 2 {
+				if err := l.blockStored(t.Context(), batch.BlockInfo{Count: 1}); !errors.Is(err, boom) {
+					t.Errorf("blockStored after the failure = %v, want it to wrap %v", err, boom)
+				}
+			}
+			if tt.log.appends != tt.wantAppends || tt.log.compacts != tt.wantCompacts {
+				t.Errorf("log calls: %d appends, %d compactions; want %d, %d",
+					tt.log.appends, tt.log.compacts, tt.wantAppends, tt.wantCompacts)
+			}
+			if len(failures) != 1 || !errors.Is(failures[0], boom) {
+				t.Fatalf("fail called with %v, want once with an error wrapping %v", failures, boom)
+			}
+			if got := failures[0].Error(); got != tt.wantFailureMessage {
+				t.Errorf("failure = %q, want %q", got, tt.wantFailureMessage)
+			}
+		})
+	}
+}
+
+// compactFails opens its store's logs with a Compact that fails with err.
+type compactFails struct {
+	store *recovery.MemoryStore
+	err   error
+}
+
+func (o compactFails) Open(ctx context.Context) (recovery.Log, error) {
+	l, err := o.store.Open(ctx)
+	return compactFailsLog{Log: l, err: o.err}, err
+}
+
+type compactFailsLog struct {
+	recovery.Log
+	err error
+}
+
+func (l compactFailsLog) Compact(context.Context) error { return l.err }
+
+// TestRunStopsOnFailedCompaction checks that a failed compaction, which
+// fails no batch, still stops Run with its error.
+func TestRunStopsOnFailedCompaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("compaction failed")
+		sc, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
+		c := collect(s)
+		errc := start(t, sc)
+		time.Sleep(500 * time.Millisecond)
+		r.push(t, "a")
+		err := <-errc
+		if !errors.Is(err, boom) {
+			t.Fatalf("Run = %v, want an error wrapping %v", err, boom)
+		}
+		if diff := cmp.Diff([]out[string]{{0, []string{"a"}}}, c.outs()); diff != "" {
+			t.Errorf("batches (-want +got):\n%s", diff)
 		}
 	})
 }

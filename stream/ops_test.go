@@ -221,3 +221,27 @@ func TestTransformError(t *testing.T) {
 		}
 	})
 }
+
+// TestUnionBlocks checks that a union of streams computed from the same
+// blocks names each block once, while keeping every input's records.
+func TestUnionBlocks(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		sc, r, s := newTest[string](t, Config{})
+		var got []string
+		ForEachBatch(Union(s, Map(s, strings.ToUpper)), func(_ context.Context, b *batch.Batch[string]) error {
+			var ids []string
+			for _, id := range b.BlockIDs() {
+				ids = append(ids, id.String())
+			}
+			got = append(got, strings.Join(ids, ",")+" "+strings.Join(b.Records(), ","))
+			return nil
+		})
+		if err := feed(t, sc, r, [][]string{{"a", "b"}, {"c"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []string{"block-0-0 a,b,A,B", "block-0-1 c,C"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("union batches (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -177,3 +177,25 @@ func TestReduceByKeyAndWindowInverseEqualsRecompute(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowHistoryDropsOldBatches checks that a window's history keeps
+// only the batches a window can still need: those after t-keep.
+func TestWindowHistoryDropsOldBatches(t *testing.T) {
+	sc, _, s := newTest[string](t, Config{})
+	h := &history[string]{}
+	tick := h.tick(s, 3*time.Second)
+	for i := range 6 {
+		r := &run{ctx: t.Context(), job: &job{time: batch.Time((i + 1) * 1000), blocks: make([][]batch.BlockInfo, 1)}, memo: make([]any, len(sc.nodes))}
+		if err := tick(r); err != nil {
+			t.Fatalf("tick at %v: %v", r.job.time, err)
+		}
+	}
+	var got []batch.Time
+	for _, b := range h.bs {
+		got = append(got, b.Time())
+	}
+	want := []batch.Time{4000, 5000, 6000}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("kept batch times (-want +got):\n%s", diff)
+	}
+}
