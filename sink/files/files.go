@@ -113,7 +113,7 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 		return nil, err
 	}
 	s := &Sink[T]{cfg: cfg.withDefaults()}
-	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+	if err := mkdirAllSync(s.cfg.Dir); err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
 	if err := s.removeTemps(); err != nil {
@@ -192,9 +192,12 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // Write writes batch b to its file, Path(b.Time()), atomically: to a
 // temporary file that is synced, then renamed, then the directory synced.
 // If the file already exists, the batch was written before (a recomputed
-// batch has the same records), and Write does nothing and returns nil.
+// batch has the same records): Write only syncs the directory, since a
+// crash may have come between the rename and that sync, and returns nil.
 // An empty batch gets an empty file, so every batch time is accounted for.
-// On error no file of that name is created; the temporary file is removed.
+// On error the temporary file is removed, and no file of that name exists
+// unless the rename was done and only the directory sync failed; a retry
+// then finishes the sync.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -202,6 +205,11 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	final := s.Path(b.Time())
 	switch _, err := os.Lstat(final); {
 	case err == nil:
+		// The file's data was synced before its rename; its name may not
+		// be durable yet, and the batch must not complete before it is.
+		if err := syncDir(s.cfg.Dir); err != nil {
+			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+		}
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
@@ -292,4 +300,26 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// mkdirAllSync creates dir and its missing parents, and syncs the parent of
+// each directory it creates: files synced into a new directory are lost
+// with it after a crash unless the directory's own name is durable.
+func mkdirAllSync(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

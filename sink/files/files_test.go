@@ -212,3 +212,16 @@ func TestNames(t *testing.T) {
 		t.Errorf("names %v do not sort in time order", names)
 	}
 }
+
+// TestNewCreatesNestedDir checks that New creates Dir with its missing
+// parents, and that the Sink then writes there.
+func TestNewCreatesNestedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b", "out")
+	s := newSink(t, Config[string]{Dir: dir})
+	if err := s.Write(t.Context(), batch.New(1000, nil, []string{"x"})); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if got := read(t, filepath.Join(dir, "batch-0000000001000.txt")); got != "x\n" {
+		t.Errorf("content %q, want %q", got, "x\n")
+	}
+}
