@@ -119,13 +119,8 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 }
 
 func (l *DirLog) open() error {
-	if _, err := os.Stat(l.dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(l.dir, 0o755); err != nil {
-			return fmt.Errorf("recovery: create log directory: %w", err)
-		}
-		if err := syncDir(filepath.Dir(filepath.Clean(l.dir))); err != nil {
-			return err
-		}
+	if err := mkdirAllSync(l.dir); err != nil {
+		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(l.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -415,6 +410,28 @@ func (l *DirLog) Close() error {
 	errs = append(errs, l.lock.Close())
 	l.payloads = nil
 	return errors.Join(errs...)
+}
+
+// mkdirAllSync creates dir and its missing parents, and syncs the parent of
+// each directory it creates: a log in a new directory would be lost with it
+// after a crash unless the directory's own name is durable.
+func mkdirAllSync(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("recovery: create log directory: %w", err)
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // syncDir fsyncs a directory, making the creation, renaming and removal of
