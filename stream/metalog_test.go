@@ -226,21 +226,28 @@ type compactFailsLog struct {
 func (l compactFailsLog) Compact(context.Context) error { return l.err }
 
 // TestRunStopsOnFailedCompaction checks that a failed compaction, which
-// fails no batch, still stops Run with its error.
+// fails no batch, still makes Run return its error, also when it happens
+// on the last batch of a drain.
 func TestRunStopsOnFailedCompaction(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		boom := errors.New("compaction failed")
-		sc, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
-		c := collect(s)
-		errc := start(t, sc)
-		time.Sleep(500 * time.Millisecond)
-		r.push(t, "a")
-		err := <-errc
-		if !errors.Is(err, boom) {
-			t.Fatalf("Run = %v, want an error wrapping %v", err, boom)
-		}
-		if diff := cmp.Diff([]out[string]{{0, []string{"a"}}}, c.outs()); diff != "" {
-			t.Errorf("batches (-want +got):\n%s", diff)
-		}
-	})
+	for _, drain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drain=%t", drain), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				boom := errors.New("compaction failed")
+				sc, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
+				c := collect(s)
+				errc := start(t, sc)
+				time.Sleep(500 * time.Millisecond)
+				r.push(t, "a")
+				if drain {
+					sc.Drain()
+				}
+				if err := <-errc; !errors.Is(err, boom) {
+					t.Fatalf("Run = %v, want an error wrapping %v", err, boom)
+				}
+				if diff := cmp.Diff([]out[string]{{0, []string{"a"}}}, c.outs()); diff != "" {
+					t.Errorf("batches (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }
