@@ -2,8 +2,6 @@ package stream_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -28,26 +26,7 @@ const (
 	e2eLineWords = 10
 )
 
-func e2eLines(n int) [][]string {
-	rng := rand.New(rand.NewPCG(3, 4))
-	vocab := make([]string, 5000)
-	for i := range vocab {
-		vocab[i] = fmt.Sprintf("w%x", rng.Uint32()%(1<<24))
-	}
-	chunks := make([][]string, n)
-	for i := range chunks {
-		lines := make([]string, e2eChunk)
-		for j := range lines {
-			words := make([]string, e2eLineWords)
-			for k := range words {
-				words[k] = vocab[rng.IntN(len(vocab))]
-			}
-			lines[j] = strings.Join(words, " ")
-		}
-		chunks[i] = lines
-	}
-	return chunks
-}
+func e2eLines(n int) [][]string { return stream.WordLines(3, n, e2eChunk, e2eLineWords) }
 
 func BenchmarkWordCountE2E(b *testing.B) {
 	chunks := e2eLines(16)

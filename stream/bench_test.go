@@ -23,25 +23,30 @@ const (
 	benchBlocks        = 8 // distinct pre-generated blocks, cycled
 )
 
-func benchLines() [][]string {
-	rng := rand.New(rand.NewPCG(1, 2))
+func benchLines() [][]string { return wordLines(1, benchBlocks, benchLinesPerBatch, benchLineWords) }
+
+// wordLines returns n chunks of lines lines of words random words each,
+// drawn from a vocabulary of benchVocab words, the same for the same seed:
+// the input of the word count benchmarks.
+func wordLines(seed uint64, n, lines, words int) [][]string {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
 	vocab := make([]string, benchVocab)
 	for i := range vocab {
 		vocab[i] = fmt.Sprintf("w%x", rng.Uint32()%(1<<24))
 	}
-	blocks := make([][]string, benchBlocks)
-	for i := range blocks {
-		lines := make([]string, benchLinesPerBatch)
-		for j := range lines {
-			words := make([]string, benchLineWords)
-			for k := range words {
-				words[k] = vocab[rng.IntN(len(vocab))]
+	chunks := make([][]string, n)
+	for i := range chunks {
+		chunk := make([]string, lines)
+		for j := range chunk {
+			line := make([]string, words)
+			for k := range line {
+				line[k] = vocab[rng.IntN(len(vocab))]
 			}
-			lines[j] = strings.Join(words, " ")
+			chunk[j] = strings.Join(line, " ")
 		}
-		blocks[i] = lines
+		chunks[i] = chunk
 	}
-	return blocks
+	return chunks
 }
 
 func reportRecords(b *testing.B, batches int) {
