@@ -46,7 +46,8 @@
 //	coord, _ := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
 //		TableName: app, DynamoDB: ddb, WorkerID: id,
 //		OnAcquired: func(l checkpoint.Lease) {
-//			// start reading l.Shard after l.Checkpoint (a sequence number),
+//			// start reading l.Shard after l.Checkpoint (a sequence number;
+//			// at it if !l.WrittenByWeir(): a KCL application wrote it),
 //			// or at the initial position it names; then:
 //			cp.Register(l.Shard, coord, l.Checkpoint)
 //		},
@@ -62,6 +63,11 @@
 //	// clean shutdown: stop the readers, then
 //	cp.Close(ctx)   // last checkpoint of every shard
 //	coord.Drain(ctx) // hand the leases back at once
+//
+// Every checkpoint this package writes also goes to a weirCheckpoint
+// attribute (which the KCL ignores and keeps), so that a reader can tell a
+// weir checkpoint, which covers whole Kinesis records, from a KCL
+// application's, which may stop inside a KPL aggregate (Lease.WrittenByWeir).
 //
 // A checkpoint write increments leaseCounter, as KCL's does, so the counter is
 // a version: every write is conditional on the owner and the counter this

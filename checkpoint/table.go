@@ -23,6 +23,10 @@ const (
 	attrSubSeq        = "checkpointSubSequenceNumber"
 	attrOwnerSwitches = "ownerSwitchesSinceCheckpoint"
 	attrParents       = "parentShardIds"
+	// attrWeirCheckpoint is weir's own: every checkpoint weir writes also
+	// goes here, so a reader can tell weir's checkpoints from a KCL
+	// application's (which ignores and keeps unknown attributes).
+	attrWeirCheckpoint = "weirCheckpoint"
 )
 
 // DefaultPollInterval is how often Ensure checks whether a new table is
@@ -55,11 +59,26 @@ type Lease struct {
 	// SubSequence is the KPL sub-record within Checkpoint
 	// (checkpointSubSequenceNumber); weir writes 0.
 	SubSequence int64
+	// WeirCheckpoint is the checkpoint weir last wrote (weirCheckpoint, an
+	// attribute the KCL ignores and keeps), "" if weir never wrote one.
+	// See WrittenByWeir.
+	WeirCheckpoint string
 	// OwnerSwitches counts owner changes since the last checkpoint
 	// (ownerSwitchesSinceCheckpoint).
 	OwnerSwitches int64
 	// Parents are the shard's parent shard IDs (parentShardIds).
 	Parents []string
+}
+
+// WrittenByWeir reports whether weir wrote the lease's checkpoint: it is
+// the one weir last wrote (WeirCheckpoint) with sub-sequence 0. weir
+// checkpoints whole Kinesis records, so every record up to and including
+// such a checkpoint is processed. Otherwise a Kinesis Client Library
+// application wrote it, whose checkpoint (seq, subSeq) means the user
+// records up to that sub-record of seq are processed, not necessarily the
+// rest of a KPL aggregate at seq.
+func (l Lease) WrittenByWeir() bool {
+	return l.Checkpoint != "" && l.Checkpoint == l.WeirCheckpoint && l.SubSequence == 0
 }
 
 // TableConfig configures a Table.
@@ -293,7 +312,8 @@ func (t *Table) Release(ctx context.Context, l Lease) (Lease, error) {
 }
 
 // Checkpoint stores checkpoint (a sequence number, or ShardEnd, TrimHorizon,
-// LatestPosition, AtTimestamp) and subSeq in l, resets
+// LatestPosition, AtTimestamp) and subSeq in l, and checkpoint again in
+// weirCheckpoint (see Lease.WrittenByWeir), resets
 // ownerSwitchesSinceCheckpoint and adds one to the counter, if the owner and
 // counter are still those of l. Otherwise it returns an error wrapping
 // ErrLeaseLost and writes nothing: a worker that lost a lease can never
@@ -306,7 +326,7 @@ func (t *Table) Checkpoint(ctx context.Context, l Lease, checkpoint string, subS
 		return Lease{}, fmt.Errorf("checkpoint: checkpoint shard %s: %q is neither a sequence number nor %s, %s, %s or %s",
 			l.Shard, checkpoint, TrimHorizon, LatestPosition, AtTimestamp, ShardEnd)
 	}
-	set := ", #ckpt = :ckpt, #subseq = :subseq, #switches = :zero"
+	set := ", #ckpt = :ckpt, #weirckpt = :ckpt, #subseq = :subseq, #switches = :zero"
 	values := map[string]types.AttributeValue{":ckpt": str(checkpoint), ":subseq": num(subSeq), ":zero": num(0)}
 	return t.update(ctx, "checkpoint", l, set, values)
 }
@@ -366,6 +386,8 @@ func aliasAttr(alias string) (string, bool) {
 		return attrCounter, true
 	case "#ckpt":
 		return attrCheckpoint, true
+	case "#weirckpt":
+		return attrWeirCheckpoint, true
 	case "#subseq":
 		return attrSubSeq, true
 	case "#switches":
@@ -415,6 +437,9 @@ func encodeLease(l Lease) map[string]types.AttributeValue {
 	if l.Owner != "" {
 		item[attrOwner] = str(l.Owner)
 	}
+	if l.WeirCheckpoint != "" {
+		item[attrWeirCheckpoint] = str(l.WeirCheckpoint)
+	}
 	if len(l.Parents) > 0 { // a string set may not be empty
 		item[attrParents] = &types.AttributeValueMemberSS{Value: l.Parents}
 	}
@@ -433,6 +458,9 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
 	}
 	if l.Checkpoint, err = getS(item, attrCheckpoint, false); err != nil {
+		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
+	}
+	if l.WeirCheckpoint, err = getS(item, attrWeirCheckpoint, false); err != nil {
 		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
 	}
 	for _, f := range []struct {

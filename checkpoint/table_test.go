@@ -281,3 +281,60 @@ func TestTableKCLItems(t *testing.T) {
 		t.Errorf("leaseCounter = %#v, want 419", out.Item["leaseCounter"])
 	}
 }
+
+// TestTableWeirCheckpointMarker checks that weir's checkpoints carry the
+// weirCheckpoint marker, and that a KCL application's later checkpoint
+// (which writes checkpoint and sub-sequence and keeps unknown attributes)
+// is told apart from weir's.
+func TestTableWeirCheckpointMarker(t *testing.T) {
+	tbl, db := newDynaliteTable(t)
+	ctx := t.Context()
+	if _, err := tbl.Create(ctx, Lease{Shard: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tbl.Take(ctx, mustGet(t, tbl, "s"), "weir-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.WrittenByWeir() {
+		t.Errorf("a new lease at %s: WrittenByWeir", l.Checkpoint)
+	}
+	if l, err = tbl.Checkpoint(ctx, l, "100", 0); err != nil {
+		t.Fatal(err)
+	}
+	if l.WeirCheckpoint != "100" || !l.WrittenByWeir() || !mustGet(t, tbl, "s").WrittenByWeir() {
+		t.Errorf("after weir's checkpoint 100: %+v, WrittenByWeir %v", l, l.WrittenByWeir())
+	}
+	kcl := func(seq string, subSeq int64) Lease {
+		t.Helper()
+		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(tbl.Name()), Key: keyOf("s"),
+			UpdateExpression:          aws.String("SET checkpoint = :c, checkpointSubSequenceNumber = :s, leaseCounter = leaseCounter + :one"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":c": str(seq), ":s": num(subSeq), ":one": num(1)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustGet(t, tbl, "s")
+	}
+	tests := []struct {
+		name   string
+		seq    string
+		subSeq int64
+		weir   bool
+	}{
+		{"KCL moves on", "200", 0, false},
+		{"KCL inside weir's record", "100", 3, false},
+		// Indistinguishable from weir's own, and read the same way: KCL
+		// wrote it after reading the record again from its start.
+		{"KCL rewrites weir's checkpoint", "100", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := kcl(tc.seq, tc.subSeq)
+			if got.WeirCheckpoint != "100" || got.WrittenByWeir() != tc.weir {
+				t.Errorf("after KCL's (%s, %d): %+v, WrittenByWeir %v, want %v", tc.seq, tc.subSeq, got, got.WrittenByWeir(), tc.weir)
+			}
+		})
+	}
+}

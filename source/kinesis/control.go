@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -49,9 +50,16 @@ type Position struct {
 	// (AFTER_SEQUENCE_NUMBER): a checkpoint.
 	After string
 	// At, when set and After is not, starts at this sequence number
-	// (AT_SEQUENCE_NUMBER): a checkpoint in the middle of a KPL aggregate,
-	// whose user records are all read again.
+	// (AT_SEQUENCE_NUMBER): a Kinesis Client Library application's
+	// checkpoint, which the record itself may not be past (see
+	// AtSubSequence).
 	At string
+	// AtSubSequence, with At, leaves out the user records of the KPL
+	// aggregate at At whose sub-sequence number is <= AtSubSequence: a KCL
+	// checkpoint inside an aggregate, whose first user records are
+	// processed. 0 leaves out nothing: the record at At is read whole, and
+	// delivered again.
+	AtSubSequence int64
 	// Initial is the start when After and At are empty; "" means
 	// TrimHorizon.
 	Initial InitialPosition
@@ -64,6 +72,8 @@ func (p Position) String() string {
 	switch {
 	case p.After != "":
 		return "AFTER_SEQUENCE_NUMBER " + p.After
+	case p.At != "" && p.AtSubSequence > 0:
+		return "AT_SEQUENCE_NUMBER " + p.At + " after sub-sequence " + strconv.FormatInt(p.AtSubSequence, 10)
 	case p.At != "":
 		return "AT_SEQUENCE_NUMBER " + p.At
 	case p.Initial == AtTimestamp:

@@ -88,3 +88,83 @@ func TestConvertDeaggregates(t *testing.T) {
 		t.Errorf("bad aggregates = %d, want 1", badCount)
 	}
 }
+
+// urecs returns user records named by "seq/sub" ("5" is a plain record).
+func urecs(names ...string) []Record {
+	var out []Record
+	for _, n := range names {
+		seq, sub, agg := n, 0, false
+		if i := len(n) - 2; i > 0 && n[i] == '/' {
+			seq, sub, agg = n[:i], int(n[i+1]-'0'), true
+		}
+		out = append(out, Record{SequenceNumber: seq, SubSequenceNumber: int64(sub), Aggregated: agg})
+	}
+	return out
+}
+
+func names(recs []Record) []string {
+	var out []string
+	for _, r := range recs {
+		n := r.SequenceNumber
+		if r.Aggregated {
+			n += "/" + strconv.FormatInt(r.SubSequenceNumber, 10)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestHeadTrim(t *testing.T) {
+	read := urecs("10/0", "10/1", "10/2", "10/3", "11", "12/0")
+	tests := []struct {
+		name string
+		pos  Position
+		in   []Record
+		want []string
+	}{
+		{"inside the aggregate", Position{At: "10", AtSubSequence: 1}, read, []string{"10/2", "10/3", "11", "12/0"}},
+		{"its last user record", Position{At: "10", AtSubSequence: 3}, read, []string{"11", "12/0"}},
+		{"past its last user record", Position{At: "10", AtSubSequence: 9}, read, []string{"11", "12/0"}},
+		{"sub-sequence 0 leaves out nothing", Position{At: "10"}, read, names(read)},
+		{"after leaves out nothing", Position{After: "9", At: "10", AtSubSequence: 1}, read, names(read)},
+		{"a plain record at At", Position{At: "11", AtSubSequence: 2}, urecs("11", "12/0"), []string{"12/0"}},
+		{"trimmed: another record first", Position{At: "10", AtSubSequence: 2}, urecs("11", "12/0"), []string{"11", "12/0"}},
+		{"only the head", Position{At: "10", AtSubSequence: 9}, urecs("10/0", "10/1"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, names(headTrimAt(tt.pos).apply(tt.in))); diff != "" {
+				t.Errorf("apply (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFitCount(t *testing.T) {
+	read := urecs("10/0", "10/1", "10/2", "11")
+	tests := []struct {
+		name    string
+		first   string
+		count   int
+		want    []string
+		wantErr bool
+	}{
+		{"exact", "10", 4, names(read), false},
+		{"head of the first aggregate left out", "10", 2, []string{"10/2", "11"}, false},
+		{"all of it left out", "10", 1, []string{"11"}, false},
+		{"more than the aggregate", "10", 0, nil, true},
+		{"fewer than the range holds", "10", 5, nil, true},
+		{"extra records of another record", "11", 2, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := fitCount(rng("s0", tt.first, "11", tt.count), read)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("fitCount error %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, names(got)); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

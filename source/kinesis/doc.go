@@ -29,8 +29,8 @@
 // checkpoint), and each shard's progress is checkpointed to it:
 //
 //   - A worker reads only the shards it holds leases on. A lease acquired
-//     starts a reader after the lease's checkpoint, or at the position it
-//     names (TRIM_HORIZON, LATEST, AT_TIMESTAMP with Config.AtTimestamp),
+//     starts a reader after the lease's checkpoint (at it, for a KCL
+//     application's: see below), or at the position it names (TRIM_HORIZON, LATEST, AT_TIMESTAMP with Config.AtTimestamp),
 //     and never before Runtime.ResumeAfter (the driver's recovery log):
 //     the greater of the two, compared as numbers. A SHARD_END lease is
 //     never read again.
@@ -56,10 +56,27 @@
 //     at once. Cancelling Start's ctx stops at once: the leases are left
 //     to expire after LeaseDuration.
 //
-// A KCL application's table is taken over as it is. A KCL checkpoint
-// inside a KPL aggregate (checkpointSubSequenceNumber > 0) resumes at that
-// aggregate: its user records up to the sub-sequence number are delivered
-// again, since a sequence range cannot start inside a Kinesis record.
+// A KCL application's table is taken over as it is. The two kinds of
+// checkpoint mean different things, so weir tells them apart: every
+// checkpoint weir writes also goes to a weirCheckpoint attribute of the
+// lease item, which the KCL ignores and keeps
+// (checkpoint.Lease.WrittenByWeir).
+//
+//   - A checkpoint weir wrote (checkpoint equals weirCheckpoint, sub-sequence
+//     0) covers whole Kinesis records: the shard is read AFTER it, and
+//     nothing is delivered twice.
+//   - Any other (a KCL application wrote it) covers the user records up to
+//     (checkpoint, checkpointSubSequenceNumber), and the KCL resumes AT
+//     the checkpoint, dropping those. weir reads AT it too: with a
+//     sub-sequence number > 0, the user records of that KPL aggregate up to
+//     it are left out (the block's range then counts fewer records than
+//     it spans, and Recompute leaves them out the same way); with 0, the
+//     record at the checkpoint is delivered again, whole: a plain record
+//     the KCL application processed is delivered once more, and no user
+//     record of an aggregate is lost (at least once, never a loss).
+//
+// A table written by a weir without the weirCheckpoint attribute reads as
+// a KCL one: one record per shard is delivered again.
 //
 // Without Config.Leases, every shard is read (AllShards), each after the
 // greatest sequence number of it in the driver's recovery log

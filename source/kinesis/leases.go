@@ -272,17 +272,20 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 // checkpoint, or at the position the checkpoint names, but never before
 // what the driver's recovery log already holds (Runtime.ResumeAfter).
 //
-// A KCL checkpoint inside a KPL aggregate (checkpointSubSequenceNumber > 0)
-// starts at the aggregate: all its user records are read again, those up to
-// the sub-sequence number included (a range cannot hold part of one).
+// A checkpoint weir wrote (checkpoint.Lease.WrittenByWeir) covers whole
+// Kinesis records: the reader starts after it. One a KCL application wrote
+// covers the user records up to (seq, subSeq), maybe not the rest of a KPL
+// aggregate at seq: the reader starts at seq, leaving out the user records
+// up to subSeq when it is > 0, and delivering the record at seq again when
+// it is 0 (at least once, never a loss).
 func (lr *leaseRun) position(l checkpoint.Lease) Position {
 	cfg := lr.rn.cfg
 	var pos Position
 	switch {
-	case isSeq(l.Checkpoint) && l.SubSequence > 0:
-		pos = Position{At: l.Checkpoint}
-	case isSeq(l.Checkpoint):
+	case isSeq(l.Checkpoint) && l.WrittenByWeir():
 		pos = Position{After: l.Checkpoint}
+	case isSeq(l.Checkpoint):
+		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0)}
 	case l.Checkpoint == checkpoint.TrimHorizon:
 		pos = Position{Initial: TrimHorizon}
 	case l.Checkpoint == checkpoint.LatestPosition:

@@ -17,6 +17,7 @@ import (
 
 func TestLeasePosition(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	weir := func(seq string) checkpoint.Lease { return checkpoint.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
 	tests := []struct {
 		name    string
 		lease   checkpoint.Lease
@@ -24,17 +25,21 @@ func TestLeasePosition(t *testing.T) {
 		resume  string // Runtime.ResumeAfter's answer; "" means none
 		want    Position
 	}{
-		{"sequence number", checkpoint.Lease{Checkpoint: "100"}, Latest, "", Position{After: "100"}},
-		{"inside an aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100"}},
+		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
+		{"KCL checkpoint", checkpoint.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100"}},
+		{"KCL checkpoint after weir's", checkpoint.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200"}},
+		{"KCL inside weir's record", checkpoint.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2}},
+		{"KCL inside an aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3}},
 		{"trim horizon", checkpoint.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
 		{"latest", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
 		{"at timestamp", checkpoint.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
 		{"no checkpoint", checkpoint.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
-		{"log ahead of checkpoint, compared as numbers", checkpoint.Lease{Checkpoint: "99"}, Latest, "100", Position{After: "100"}},
-		{"log behind checkpoint, compared as numbers", checkpoint.Lease{Checkpoint: "100"}, Latest, "99", Position{After: "100"}},
-		{"log equal to checkpoint", checkpoint.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
+		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},
+		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", Position{After: "100"}},
+		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
+		{"log covers the KCL record", checkpoint.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
 		{"log covers the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100"}},
+		{"log behind the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2}},
 		{"log beats an initial position", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
 	}
 	for _, tc := range tests {

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
@@ -156,105 +154,6 @@ func TestLeasesPausedWorkerStopsAndNeverCheckpointsAgain(t *testing.T) {
 		if l.Checkpoint != last[shard] {
 			t.Errorf("shard %s: table checkpoint %s, want w2's last %s", shard, l.Checkpoint, last[shard])
 		}
-	}
-}
-
-func TestLeasesTakeOverAKCLTable(t *testing.T) {
-	f := newFleet(t, 2)
-	data := payloads("kcl", 400)
-	f.put(data)
-	recs := f.readAll()
-	if len(recs) != 2 {
-		t.Fatalf("%d shards with records, want 2", len(recs))
-	}
-	// Shard A was checkpointed by KCL after its 50th record; shard B in
-	// the middle of an aggregate at its 100th (sub-sequence 3): weir reads
-	// that Kinesis record again (a range cannot start inside it).
-	var shards []string
-	for s := range recs {
-		shards = append(shards, s)
-	}
-	a, b := shards[0], shards[1]
-	ckA, ckB := recs[a][49], recs[b][99]
-	writeKCLLease(t, f, a, *ckA.SequenceNumber, 0)
-	writeKCLLease(t, f, b, *ckB.SequenceNumber, 3)
-	want := map[string]bool{}
-	for _, r := range recs[a][50:] {
-		want[string(r.Data)] = true
-	}
-	for _, r := range recs[b][99:] {
-		want[string(r.Data)] = true
-	}
-
-	w := f.start("heir", time.Second, func(c *kinesis.Config) { c.InitialPosition = kinesis.Latest })
-	more := payloads("new", 200)
-	f.waitFor("w holds both KCL leases", func() bool { return len(w.held()) == 2 })
-	f.put(more)
-	for _, p := range more {
-		want[string(p)] = true
-	}
-	f.waitFor("every record after the KCL checkpoints delivered", func() bool {
-		seen := f.delivered()
-		for p := range want {
-			if seen[p] == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	w.drain(t)
-	got := map[string]bool{}
-	for _, r := range w.records() {
-		if got[string(r.Data)] {
-			t.Errorf("%q delivered twice", r.Data)
-		}
-		got[string(r.Data)] = true
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delivered records (-want +got):\n%s", diff)
-	}
-	for shard, l := range f.leases() {
-		if l.Owner != "" || batch.CompareSeq(l.Checkpoint, map[string]string{a: *ckA.SequenceNumber, b: *ckB.SequenceNumber}[shard]) <= 0 {
-			t.Errorf("shard %s after drain: %+v; want no owner and a checkpoint past KCL's", shard, l)
-		}
-	}
-}
-
-// writeKCLLease writes a lease item as the KCL does, owned by a worker
-// that is gone, creating the table as the KCL does if needed.
-func writeKCLLease(t *testing.T, f *fleet, shard, seq string, subSeq int64) {
-	t.Helper()
-	ctx := t.Context()
-	db := f.env.DynamoDB()
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(f.table),
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: ddbtypes.KeyTypeHash}},
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-	})
-	var inUse *ddbtypes.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		t.Fatal(err)
-	}
-	tbl, err := checkpoint.NewTable(checkpoint.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tbl.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberN{Value: v} }
-	s := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
-	_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: map[string]ddbtypes.AttributeValue{
-		"leaseKey":                     s(shard),
-		"leaseOwner":                   s("kcl-worker-that-died"),
-		"leaseCounter":                 n("41"),
-		"checkpoint":                   s(seq),
-		"checkpointSubSequenceNumber":  n(big.NewInt(subSeq).String()),
-		"ownerSwitchesSinceCheckpoint": n("2"),
-	}})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

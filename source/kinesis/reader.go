@@ -30,6 +30,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	}
 	lastRead := pos.After
 	holding := false // in a streak of records held back by guard
+	trim := headTrimAt(pos)
 	for {
 		out, err := rn.getRecords(ctx, shardID, it, rn.cfg.RecordsPerRead, 0)
 		var expired *types.ExpiredIteratorException
@@ -62,11 +63,12 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			continue
 		}
 		holding = false
-		if err := rn.deliver(ctx, shardID, out.Records); err != nil {
+		if err := rn.deliver(ctx, shardID, out.Records, trim); err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
 		if n := len(out.Records); n > 0 {
 			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
+			trim = headTrim{} // only the first record read can be the one at pos.At
 		}
 		if out.MillisBehindLatest != nil {
 			rn.r.progress.behind(shardID, *out.MillisBehindLatest)
@@ -103,13 +105,16 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 	return fmt.Errorf("kinesis: reading shard %s of stream %s: %w", shardID, rn.cfg.Stream, err)
 }
 
-// deliver de-aggregates one GetRecords result and adds it to the block
-// generator whole, with its range.
-func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record) error {
+// deliver de-aggregates one GetRecords result, leaves out the user records
+// trim covers, and adds the rest to the block generator whole, with its
+// range (whose Count is then less than its records: Recompute trims them
+// the same way).
+func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim) error {
 	if len(krecs) == 0 {
 		return nil
 	}
 	recs, bad := convert(shardID, krecs, rn.logger)
+	recs = trim.apply(recs)
 	if len(recs) == 0 {
 		rn.r.stats.read(len(krecs), 0, bad)
 		return nil // only empty aggregates: nothing to add, nothing to recompute
@@ -127,6 +132,34 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 	rn.r.stats.read(len(krecs), len(recs), bad)
 	rn.r.progress.added(rng)
 	return nil
+}
+
+// headTrim leaves out the first user records of the KPL aggregate at a KCL
+// checkpoint inside it (Position.AtSubSequence): they are processed.
+type headTrim struct {
+	seq     string // the aggregate's sequence number; "" leaves out nothing
+	through int64  // the greatest sub-sequence number left out
+}
+
+// headTrimAt returns the trim of a reader starting at pos.
+func headTrimAt(pos Position) headTrim {
+	if pos.After != "" || pos.At == "" || pos.AtSubSequence <= 0 {
+		return headTrim{}
+	}
+	return headTrim{seq: pos.At, through: pos.AtSubSequence}
+}
+
+// apply returns recs without its leading user records of the aggregate at
+// h.seq up to sub-sequence h.through.
+func (h headTrim) apply(recs []Record) []Record {
+	if h.seq == "" {
+		return recs
+	}
+	n := 0
+	for n < len(recs) && recs[n].SequenceNumber == h.seq && recs[n].SubSequenceNumber <= h.through {
+		n++
+	}
+	return recs[n:]
 }
 
 // convert de-aggregates Kinesis records into user records, in order. It

@@ -393,3 +393,65 @@ func TestUnavailableRange(t *testing.T) {
 		})
 	}
 }
+
+// TestStartInsideAKPLAggregate starts a reader at a KCL checkpoint inside
+// an aggregate (Position.AtSubSequence): the aggregate's user records up to
+// the sub-sequence number are left out, the rest and everything after are
+// delivered once, and Recompute gives the blocks back the same.
+func TestStartInsideAKPLAggregate(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	agg := func(name string, n int) []byte {
+		var users []kpl.UserRecord
+		for u := range n {
+			users = append(users, kpl.UserRecord{PartitionKey: "k", Data: []byte(name + "/" + strconv.Itoa(u))})
+		}
+		return kpl.Aggregate(users)
+	}
+	put := [][]byte{[]byte("p0"), agg("A", 5), []byte("p1"), agg("B", 3)}
+	if err := env.PutRecords(t.Context(), stream, put, func(int) string { return "k" }); err != nil {
+		t.Fatal(err)
+	}
+	base := startReceiver(t, baseConfig(env, stream), 10)
+	base.wait(t)
+	base.stop(t)
+	all := base.c.records()
+	at := all[1] // A/0
+	if string(at.Data) != "A/0" {
+		t.Fatalf("second record read %q, want A/0", at.Data)
+	}
+
+	tests := []struct {
+		name string
+		sub  int64
+		want []string
+	}{
+		{"inside", 2, []string{"A/3", "A/4", "p1", "B/0", "B/1", "B/2"}},
+		{"sub-sequence 0: the aggregate again", 0, []string{"A/0", "A/1", "A/2", "A/3", "A/4", "p1", "B/0", "B/1", "B/2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := baseConfig(env, stream)
+			cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
+				if err := c.StartShard(at.ShardID, Position{At: at.SequenceNumber, AtSubSequence: tt.sub}); err != nil {
+					return err
+				}
+				<-ctx.Done()
+				return nil
+			})
+			run := startReceiver(t, cfg, len(tt.want))
+			run.wait(t)
+			run.stop(t)
+			var got []string
+			for _, r := range run.c.records() {
+				got = append(got, string(r.Data))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+			blocks := run.c.snapshot()
+			checkRanges(t, stream, blocks)
+			checkRecompute(t, run.r, blocks)
+		})
+	}
+}

@@ -17,7 +17,9 @@ import (
 // block the store lost: for each range, in order, it reads the shard from
 // the range's First (AT_SEQUENCE_NUMBER) to its Last inclusive,
 // de-aggregating as the reader did, so the records come back the same and
-// in the same order. Throttling, server and connection errors are retried
+// in the same order. A range holding fewer records than it spans (a reader
+// started inside the KPL aggregate at First, at a KCL checkpoint) leaves
+// out that aggregate's first user records, as the reader did. Throttling, server and connection errors are retried
 // with back-off, each call at most Config.MaxAttempts times, the
 // whole call within Config.RecomputeTimeout.
 //
@@ -139,10 +141,12 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 			lastRead = aws.ToString(page[n-1].SequenceNumber)
 		}
 		switch {
-		case done && len(out) != rng.Count:
-			return nil, unavailable(fmt.Errorf("read %d records back, the range holds %d", len(out), rng.Count))
 		case done:
-			return out, nil
+			fit, err := fitCount(rng, out)
+			if err != nil {
+				return nil, unavailable(err)
+			}
+			return fit, nil
 		case res.NextShardIterator == nil:
 			return nil, unavailable(fmt.Errorf("the shard ended at %q, before the range's last record", lastRead))
 		}
@@ -153,6 +157,29 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 			}
 		}
 	}
+}
+
+// fitCount returns the records read back for rng, which must be rng.Count.
+// More are right only when the block left out the first user records of
+// the KPL aggregate at rng.First (its reader started inside it, at a KCL
+// checkpoint, see Position.AtSubSequence): they are left out again.
+func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
+	extra := len(out) - rng.Count
+	if extra > 0 {
+		for _, r := range out[:extra] {
+			if !r.Aggregated || r.SequenceNumber != rng.First {
+				extra = -1 // not the head of the first aggregate
+				break
+			}
+		}
+	}
+	switch {
+	case extra == 0:
+		return out, nil
+	case extra > 0:
+		return out[extra:], nil
+	}
+	return nil, fmt.Errorf("read %d records back, the range holds %d", len(out), rng.Count)
 }
 
 // iterator gets an iterator at the range's First (when after is empty) or
