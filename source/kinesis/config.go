@@ -24,11 +24,17 @@ const (
 	DefaultRecordsPerRead = 10000
 	// MaxRecordsPerRead is the largest Limit GetRecords accepts.
 	MaxRecordsPerRead = 10000
-	// DefaultPollInterval is the wait between two GetRecords calls on one
-	// shard when Config.PollInterval is zero. Kinesis allows 5 GetRecords
-	// calls per second per shard, shared by every consumer of the stream:
-	// 500ms uses 2 of them and leaves the rest to other applications.
+	// DefaultPollInterval is the wait, when Config.PollInterval is zero,
+	// after a GetRecords call that found nothing new (empty, or caught up
+	// with the tip of the shard). Kinesis allows 5 GetRecords calls per
+	// second per shard, shared by every consumer of the stream: polling an
+	// idle shard every 500ms uses 2 of them and leaves the rest to other
+	// applications.
 	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultMinReadInterval is the least time between the starts of two
+	// GetRecords calls on one shard when Config.MinReadInterval is zero:
+	// 200ms, Kinesis's limit of 5 calls per second per shard.
+	DefaultMinReadInterval = 200 * time.Millisecond
 	// DefaultShardSyncInterval is how often the shard list is re-read, to
 	// find shards made by a reshard, when Config.ShardSyncInterval is zero.
 	DefaultShardSyncInterval = 10 * time.Second
@@ -143,9 +149,21 @@ type Config struct {
 	// RecordsPerRead is the Limit of each GetRecords call, 1 to 10000.
 	// Default 10000.
 	RecordsPerRead int
-	// PollInterval is the wait between two GetRecords calls on one shard.
-	// Default 500ms (see DefaultPollInterval for the 5 reads/s/shard limit).
+	// PollInterval is the wait after a GetRecords call that returned no
+	// records, or whose MillisBehindLatest says the reader caught up with
+	// the tip of the shard: nothing more is there to read yet. Default
+	// 500ms (see DefaultPollInterval).
 	PollInterval time.Duration
+	// MinReadInterval is the least time between the starts of two
+	// GetRecords calls on one shard. A reader behind the tip of its shard
+	// (the last call returned records and MillisBehindLatest > 0) reads
+	// again as soon as this much time passed since its last call started,
+	// to catch up at the shard's full read rate; otherwise it waits
+	// PollInterval, and never less than this. Default 200ms, Kinesis's limit
+	// of 5 GetRecords calls per second per shard (a limit shared by every
+	// consumer of the stream: raise it to leave room for others, or lower
+	// it for a server that has no such limit).
+	MinReadInterval time.Duration
 	// ShardSyncInterval is how often AllShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
@@ -172,7 +190,7 @@ type Config struct {
 	// Logger receives the receiver's logs. Default: the Runtime's logger
 	// while Start runs; a logger that discards everything otherwise.
 	Logger *slog.Logger
-	// Clock is the time source for polling, back-off and shard sync.
+	// Clock is the time source for polling, pacing, back-off and shard sync.
 	// Default: the Runtime's clock while Start runs, clock.Real otherwise.
 	Clock clock.Clock
 }
@@ -188,6 +206,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.MinReadInterval == 0 {
+		c.MinReadInterval = DefaultMinReadInterval
 	}
 	if c.ShardSyncInterval == 0 {
 		c.ShardSyncInterval = DefaultShardSyncInterval
@@ -246,6 +267,7 @@ func (c Config) validate() error {
 		def  time.Duration
 	}{
 		{"PollInterval", c.PollInterval, DefaultPollInterval},
+		{"MinReadInterval", c.MinReadInterval, DefaultMinReadInterval},
 		{"ShardSyncInterval", c.ShardSyncInterval, DefaultShardSyncInterval},
 		{"RetryBaseDelay", c.RetryBaseDelay, DefaultRetryBaseDelay},
 		{"RetryMaxDelay", c.RetryMaxDelay, DefaultRetryMaxDelay},

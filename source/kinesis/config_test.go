@@ -25,13 +25,13 @@ func TestNewValidatesConfig(t *testing.T) {
 			name: "everything wrong",
 			cfg: Config{
 				Stream: "s", App: "a", InitialPosition: "EARLIEST", Endpoint: "127.0.0.1:4567",
-				RecordsPerRead: 10001, PollInterval: -1, ShardSyncInterval: -time.Second,
+				RecordsPerRead: 10001, PollInterval: -1, MinReadInterval: -time.Millisecond, ShardSyncInterval: -time.Second,
 				RetryBaseDelay: time.Second, RetryMaxDelay: time.Millisecond,
 				RecomputeTimeout: -1, MaxAttempts: -2, OnRangeUnavailable: "ignore",
 			},
 			want: []string{
 				`InitialPosition "EARLIEST"`, `Endpoint "127.0.0.1:4567"`, "RecordsPerRead 10001",
-				"PollInterval -1ns", "ShardSyncInterval -1s", "RetryMaxDelay 1ms: must be >= RetryBaseDelay",
+				"PollInterval -1ns", "MinReadInterval -1ms: must be > 0 (0 means 200ms)", "ShardSyncInterval -1s", "RetryMaxDelay 1ms: must be >= RetryBaseDelay",
 				"RecomputeTimeout -1ns", "MaxAttempts -2", `OnRangeUnavailable "ignore"`,
 			},
 		},
@@ -65,7 +65,7 @@ func TestNewValidatesConfig(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{Stream: "s", App: "a"}.withDefaults()
 	want := Config{
-		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond,
+		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
 		RecomputeTimeout: time.Minute, MaxAttempts: 20, OnRangeUnavailable: FailRange,
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -32,7 +33,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
 	for {
-		out, err := rn.getRecords(ctx, shardID, it, rn.cfg.RecordsPerRead, 0)
+		out, started, err := rn.readRecords(ctx, shardID, it)
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
 			rn.r.stats.retry(CauseExpiredIterator)
@@ -81,10 +82,22 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			return nil
 		}
 		it = out.NextShardIterator
-		if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out)); err != nil {
 			return nil
 		}
 	}
+}
+
+// pause returns how long a reader waits before its next GetRecords call,
+// after out, whose call started at started: behind the tip of the shard
+// (records read, MillisBehindLatest > 0), until MinReadInterval passed
+// since started; otherwise PollInterval, and never less.
+func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput) time.Duration {
+	floor := rn.cfg.MinReadInterval - rn.clock.Now().Sub(started)
+	if len(out.Records) > 0 && aws.ToInt64(out.MillisBehindLatest) > 0 {
+		return floor
+	}
+	return max(rn.cfg.PollInterval, floor)
 }
 
 // resumeAt is where a reader that started at pos and last delivered
@@ -213,9 +226,16 @@ func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamR
 	return out.ShardIterator, nil
 }
 
-// getRecords calls GetRecords with retries.
-func (rn *run) getRecords(ctx context.Context, shardID string, it *string, limit, maxAttempts int) (*awskinesis.GetRecordsOutput, error) {
-	return getRecordsWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, it, limit, maxAttempts)
+// readRecords calls GetRecords for a shard reader (RecordsPerRead,
+// retried until ctx is done), and returns when its last attempt started.
+func (rn *run) readRecords(ctx context.Context, shardID string, it *string) (*awskinesis.GetRecordsOutput, time.Time, error) {
+	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(rn.cfg.RecordsPerRead)), StreamARN: streamRef(rn.cfg.Stream).arn()}
+	var started time.Time
+	out, err := do(ctx, rn.retry, 0, "GetRecords", shardID, func(ctx context.Context) (*awskinesis.GetRecordsOutput, error) {
+		started = rn.clock.Now()
+		return rn.client.GetRecords(ctx, in)
+	})
+	return out, started, err
 }
 
 // getRecordsWith is getRecords for any client and stream.

@@ -1,0 +1,164 @@
+package kinesis
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source"
+)
+
+// read is one scripted GetRecords answer of a pacedClient.
+type read struct {
+	records int           // records returned
+	behind  int64         // MillisBehindLatest; < 0 leaves it unset
+	latency time.Duration // how long the call takes
+}
+
+// pacedClient is an in-process Kinesis of one shard that answers
+// GetRecords from a script, each call taking its latency in (virtual)
+// time, and records when each call started. The last answer ends the
+// shard. Only the pacing of the reader is tested with it; the AWS paths
+// are tested against kinesalite.
+type pacedClient struct {
+	script []read
+	done   chan struct{} // closed when the last answer is served
+
+	mu     sync.Mutex
+	starts []time.Time
+	seq    int
+}
+
+func (c *pacedClient) DescribeStreamSummary(context.Context, *awskinesis.DescribeStreamSummaryInput, ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamSummaryOutput, error) {
+	return &awskinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{}}, nil
+}
+
+func (c *pacedClient) ListShards(context.Context, *awskinesis.ListShardsInput, ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	return &awskinesis.ListShardsOutput{Shards: []types.Shard{{ShardId: aws.String("shard-0")}}}, nil
+}
+
+func (c *pacedClient) GetShardIterator(context.Context, *awskinesis.GetShardIteratorInput, ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
+	return &awskinesis.GetShardIteratorOutput{ShardIterator: aws.String("0")}, nil
+}
+
+func (c *pacedClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, _ ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	c.mu.Lock()
+	c.starts = append(c.starts, time.Now())
+	c.mu.Unlock()
+	i, _ := strconv.Atoi(aws.ToString(in.ShardIterator))
+	r := c.script[i]
+	if err := clock.Sleep(ctx, clock.Real{}, r.latency); err != nil {
+		return nil, err
+	}
+	out := &awskinesis.GetRecordsOutput{}
+	if r.behind >= 0 {
+		out.MillisBehindLatest = aws.Int64(r.behind)
+	}
+	c.mu.Lock()
+	for range r.records {
+		c.seq++
+		out.Records = append(out.Records, types.Record{SequenceNumber: aws.String(strconv.Itoa(c.seq)), PartitionKey: aws.String("k"), Data: []byte("x")})
+	}
+	c.mu.Unlock()
+	if i+1 < len(c.script) {
+		out.NextShardIterator = aws.String(strconv.Itoa(i + 1))
+	} else {
+		close(c.done)
+	}
+	return out, nil
+}
+
+// gaps returns the time between the starts of consecutive calls.
+func (c *pacedClient) gaps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(c.starts); i++ {
+		out = append(out, c.starts[i].Sub(c.starts[i-1]))
+	}
+	return out
+}
+
+// TestReadPacing checks, in virtual time, when a shard reader calls
+// GetRecords again: behind the tip, as soon as MinReadInterval passed
+// since the last call started; caught up or empty-handed, PollInterval
+// after the call returned, and never sooner than MinReadInterval.
+func TestReadPacing(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		poll     time.Duration
+		minRead  time.Duration
+		script   []read
+		wantGaps []time.Duration
+	}{
+		{
+			name: "defaults", script: []read{
+				{3, 5000, 50 * ms},  // behind, fast call: 200ms after it started
+				{3, 5000, 300 * ms}, // behind, slow call: at once
+				{3, 0, 10 * ms},     // caught up: poll
+				{0, 0, 10 * ms},     // empty: poll
+				{0, 1000, 10 * ms},  // empty though behind: poll
+				{2, -1, 10 * ms},    // no MillisBehindLatest: poll
+				{0, 0, 10 * ms},     // the shard ends
+			},
+			wantGaps: []time.Duration{200 * ms, 300 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms},
+		},
+		{
+			name: "poll shorter than the minimum", poll: 50 * ms, minRead: 200 * ms, script: []read{
+				{0, 0, 10 * ms}, // empty: the minimum wins
+				{1, 0, 10 * ms}, // caught up: the minimum wins
+				{1, 10, 10 * ms},
+				{0, 0, 250 * ms}, // the poll after a slow call
+				{0, 0, 10 * ms},
+			},
+			wantGaps: []time.Duration{200 * ms, 200 * ms, 200 * ms, 300 * ms},
+		},
+		{
+			name: "tight minimum", poll: time.Second, minRead: ms, script: []read{
+				{5, 100, 20 * ms}, // behind: back to back
+				{5, 100, 20 * ms},
+				{5, 0, 20 * ms},
+				{0, 0, 20 * ms},
+			},
+			wantGaps: []time.Duration{20 * ms, 20 * ms, 1020 * ms},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &pacedClient{script: tt.script, done: make(chan struct{})}
+				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
+					PollInterval: tt.poll, MinReadInterval: tt.minRead, ShardSyncInterval: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+				}
+				errc := make(chan error, 1)
+				go func() { errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BlockInterval: 10 * ms}) }()
+				<-c.done
+				if err := r.Stop(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				if diff := cmp.Diff(tt.wantGaps, c.gaps()); diff != "" {
+					t.Errorf("time between GetRecords calls (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
