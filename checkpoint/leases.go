@@ -20,7 +20,8 @@ const (
 	DefaultShardSyncInterval = time.Minute
 )
 
-// renewParallelism bounds the renewals one cycle runs at once.
+// renewParallelism bounds the lease writes one renew, take or shard sync
+// cycle runs at once.
 const renewParallelism = 8
 
 // ShardInfo describes a shard of the stream, as the caller lists it.

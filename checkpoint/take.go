@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // takeCycle scans the table, updates what this worker has observed of every
@@ -27,9 +30,14 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		held[shard] = true
 	}
 	c.mu.Unlock()
+	// The takes run at once (bounded): a worker starting on many shards
+	// reads them sooner, and each take is a single-item conditional write.
+	var g errgroup.Group
+	g.SetLimit(renewParallelism)
 	for _, l := range takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases) {
-		c.take(ctx, l)
+		g.Go(func() error { c.take(ctx, l); return nil })
 	}
+	_ = g.Wait() // the goroutines return nil
 }
 
 // observeLocked records the scanned leases and returns them with their
@@ -118,7 +126,12 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	for _, s := range shards {
 		known[s.ID] = true
 	}
-	var errs []error
+	var (
+		g    errgroup.Group
+		mu   sync.Mutex
+		errs []error
+	)
+	g.SetLimit(renewParallelism) // each create is one conditional PutItem
 	for _, s := range shards {
 		if exists[s.ID] {
 			continue
@@ -129,15 +142,20 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 				l.Checkpoint = TrimHorizon
 			}
 		}
-		created, err := c.table.Create(ctx, l)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if created {
-			c.log.Info("checkpoint: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
-		}
+		g.Go(func() error {
+			created, err := c.table.Create(ctx, l)
+			switch {
+			case err != nil:
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			case created:
+				c.log.Info("checkpoint: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
+			}
+			return nil
+		})
 	}
+	_ = g.Wait() // the goroutines return nil
 	if len(errs) > 0 {
 		return fmt.Errorf("checkpoint: sync shards: %w", errors.Join(errs...))
 	}

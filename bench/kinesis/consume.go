@@ -133,7 +133,7 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: "bench", InitialPosition: kinesis.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: o.poll, Logger: logger,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: o.poll, MinReadInterval: o.minRead, Logger: logger,
 		Leases: &kinesis.LeaseConfig{TableName: table, DynamoDB: env.DynamoDB()}, // checkpoints every batch interval
 	})
 	if err != nil {

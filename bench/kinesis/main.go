@@ -4,13 +4,19 @@
 //
 //	go run ./bench/kinesis                       # 100000 x 100 B records, 4 shards, 3 runs each
 //	go run ./bench/kinesis -records 20000 -runs 1
+//	go run ./bench/kinesis -cpuprofile weir.prof  # CPU profiles of weir's runs only
 //
 // It starts a local Kinesis server (kinesalite) and, for weir's lease table
 // and checkpoints, a local DynamoDB (dynalite) on 127.0.0.1, loads the
 // records once, then alternates the two consumers, each reading the whole
 // stream from TRIM_HORIZON, and prints records/s for both, their medians and
-// the ratio weir/plain. Both poll again at once after a non-empty read and
-// wait -poll after an empty one, so they make the same calls.
+// the ratio weir/plain. Both wait -poll after an empty read. After a
+// non-empty one the plain loop reads again at once; weir, while behind the
+// tip of the shard, once -min-read (default: weir's, 200ms, Kinesis's 5
+// reads/s per shard) passed since its previous call started, which on
+// kinesalite is no wait at all: a full read of four shards at once takes
+// longer than that. Timing weir ends when its output saw every record, so
+// it includes the wait for the last batch (about half a -batch interval).
 package main
 
 import (
@@ -39,6 +45,8 @@ type options struct {
 	poll     time.Duration
 	endpoint string
 	verbose  bool
+	cpuprof  string
+	minRead  time.Duration
 }
 
 func main() {
@@ -50,8 +58,10 @@ func main() {
 	flag.DurationVar(&o.batch, "batch", 100*time.Millisecond, "weir's batch interval")
 	flag.DurationVar(&o.block, "block", 20*time.Millisecond, "weir's block interval")
 	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "wait after an empty read, both consumers")
+	flag.DurationVar(&o.minRead, "min-read", 0, "weir's MinReadInterval (0: weir's default)")
 	flag.StringVar(&o.endpoint, "endpoint", "", "use this Kinesis endpoint (loopback) instead of starting kinesalite")
 	flag.BoolVar(&o.verbose, "v", false, "log weir at debug level")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of weir's runs (only) to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -96,13 +106,20 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "loaded %d records of %d B into %s (%d shards) in %v\n", o.records, o.size, name, o.shards, time.Since(start).Round(time.Millisecond))
 
+	prof := &profiler{path: o.cpuprof}
 	var plain, weir []float64
 	for i := range o.runs {
 		p, err := consumePlain(ctx, env, name, o)
 		if err != nil {
 			return fmt.Errorf("plain run %d: %w", i+1, err)
 		}
+		if err := prof.start(i + 1); err != nil {
+			return err
+		}
 		w, err := consumeWeir(ctx, env, name, o, logger)
+		if perr := prof.stop(); err == nil {
+			err = perr
+		}
 		if err != nil {
 			return fmt.Errorf("weir run %d: %w", i+1, err)
 		}

@@ -168,3 +168,34 @@ func TestFitCount(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkConvert converts one full GetRecords result (10000 records of
+// 100 B), plain or KPL aggregates of 10 user records.
+func BenchmarkConvert(b *testing.B) {
+	for _, agg := range []bool{false, true} {
+		name := "plain"
+		if agg {
+			name = "aggregates"
+		}
+		b.Run(name, func(b *testing.B) {
+			recs := make([]types.Record, 10000)
+			for i := range recs {
+				recs[i] = krec(i+1, string(make([]byte, 100)))
+				if agg {
+					users := make([]kpl.UserRecord, 10)
+					for u := range users {
+						users[u] = kpl.UserRecord{PartitionKey: "k", Data: make([]byte, 100)}
+					}
+					recs[i].Data = kpl.Aggregate(users)
+				}
+			}
+			log := slog.New(slog.DiscardHandler)
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, bad := convert("shard-1", recs, log); len(out) == 0 || bad != 0 {
+					b.Fatal("nothing converted")
+				}
+			}
+		})
+	}
+}

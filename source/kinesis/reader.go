@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -181,15 +182,24 @@ func (h headTrim) apply(recs []Record) []Record {
 func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, int) {
 	out := make([]Record, 0, len(krecs))
 	bad := 0
-	for _, kr := range krecs {
+	for i, kr := range krecs {
 		seq := aws.ToString(kr.SequenceNumber)
 		pk := aws.ToString(kr.PartitionKey)
 		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+		if !kpl.MaybeAggregate(kr.Data) { // most records: no de-aggregation, no allocation
+			out = append(out, Record{Data: kr.Data, PartitionKey: pk, SequenceNumber: seq, ApproximateArrivalTimestamp: arrival, ShardID: shardID})
+			continue
+		}
 		urs, aggregated, err := kpl.Deaggregate(kr.Data, pk)
 		if err != nil {
 			bad++
 			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
 				"shard", shardID, "seq", seq, "err", err)
+		}
+		if len(urs) > cap(out)-len(out) {
+			// Guess that the records left hold as many user records as
+			// this one, rather than growing out by doubling.
+			out = slices.Grow(out, len(urs)*(len(krecs)-i))
 		}
 		for _, ur := range urs {
 			out = append(out, Record{

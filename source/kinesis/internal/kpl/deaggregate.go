@@ -65,7 +65,7 @@ type UserRecord struct {
 // A valid aggregate may hold no user records, in which case recs is empty.
 // Data fields alias data (see [UserRecord.Data]).
 func Deaggregate(data []byte, partitionKey string) (recs []UserRecord, aggregated bool, err error) {
-	if len(data) < len(magic)+digestLen || string(data[:len(magic)]) != magic {
+	if !MaybeAggregate(data) {
 		return whole(data, partitionKey), false, nil
 	}
 	recs, err = decode(data)
@@ -73,6 +73,15 @@ func Deaggregate(data []byte, partitionKey string) (recs []UserRecord, aggregate
 		return whole(data, partitionKey), false, err
 	}
 	return recs, true, nil
+}
+
+// MaybeAggregate reports whether data starts like a KPL aggregate (the magic
+// number, and room for the digest). When it is false, Deaggregate would
+// return data whole, as the only user record, with aggregated false and no
+// error: a caller converting many records may skip the call, and its
+// allocation, for those.
+func MaybeAggregate(data []byte) bool {
+	return len(data) >= len(magic)+digestLen && string(data[:len(magic)]) == magic
 }
 
 // whole returns data as the only user record of a Kinesis record.

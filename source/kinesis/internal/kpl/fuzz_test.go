@@ -30,10 +30,14 @@ func FuzzDeaggregate(f *testing.F) {
 }
 
 // checkDeaggregate checks Deaggregate's contract on data: a pass-through
-// (with a *FormatError only for data that starts with the magic number), or
-// records that survive a second round trip through Aggregate unchanged.
+// (with a *FormatError only for data that starts with the magic number, and
+// neither for data MaybeAggregate rules out), or records that survive a
+// second round trip through Aggregate unchanged.
 func checkDeaggregate(t *testing.T, data []byte) {
 	recs, aggregated, err := Deaggregate(data, "outer")
+	if !MaybeAggregate(data) && (aggregated || err != nil) {
+		t.Fatalf("MaybeAggregate false, but Deaggregate says aggregated %v, error %v", aggregated, err)
+	}
 	if !aggregated {
 		if len(recs) != 1 || recs[0].PartitionKey != "outer" || !bytes.Equal(recs[0].Data, data) || recs[0].SubSequence != 0 {
 			t.Fatalf("not aggregated, but records are not the input passed through: %+v", recs)
