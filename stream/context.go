@@ -12,7 +12,8 @@ import (
 )
 
 // ErrClosed is returned by Run when the Context has already run: a Context
-// runs at most once.
+// runs at most once. A Run refused for an invalid graph (ErrInvalidConfig)
+// does not count: the graph may be completed and Run called again.
 var ErrClosed = errors.New("stream: context already run")
 
 // BatchError is the error Run returns when a batch fails: an output returned
@@ -155,7 +156,9 @@ func (sc *Context) validateLocked() error {
 //
 // In every case, every goroutine the Context started has ended. Run refuses
 // to start, with an error wrapping ErrInvalidConfig, if the graph is invalid
-// (see Validate), and returns ErrClosed if the Context already ran.
+// (see Validate) — the Context then stays unstarted, so the graph may be
+// fixed and Run called again — and returns ErrClosed if the Context already
+// ran.
 func (sc *Context) Run(ctx context.Context) error {
 	sc.mu.Lock()
 	if sc.state != idle {
