@@ -39,6 +39,9 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 		Endpoint:        env.KinesisEndpoint,
 		PollInterval:    100 * time.Millisecond,
 		Logger:          logger,
+		// Leases and checkpoints in the local DynamoDB, in a table named
+		// after the application, as on AWS.
+		Leases: &kinesis.LeaseConfig{Endpoint: env.DynamoDBEndpoint},
 	})
 	if err != nil {
 		return err
@@ -80,12 +83,17 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 			fmt.Fprintf(out, "counted %d of %d lines after 10s; the rest stay in the stream\n", counted.Load(), n)
 		}
 	})
-	fmt.Fprintf(out, "counted %d lines\n", counted.Load())
+	cs := src.CheckpointStats()
+	fmt.Fprintf(out, "counted %d lines; %d checkpoints written to the lease table, %d failed\n", counted.Load(), cs.Commits, cs.Failures)
 	return err
 }
 
 // runKinesis counts the words of a real stream, through the usual AWS
-// credential chain. It reads from the stream's trim horizon.
+// credential chain. Unless -leases=false, it holds the shards through a
+// lease table in DynamoDB named after -app (created on first use, like the
+// Kinesis Client Library's), checkpoints there and shares the stream with
+// any other worker of the same application; a shard without a checkpoint is
+// read from its trim horizon.
 func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writer) error {
 	var opts []func(*config.LoadOptions) error
 	if o.region != "" {
@@ -98,14 +106,18 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	// Restarted with the same -state, the receiver reads each shard after
 	// the greatest sequence number the recovery log holds for it (the
 	// driver recomputes the logged blocks), as the driver tells it.
-	src, err := kinesis.New(kinesis.Config{
+	cfg := kinesis.Config{
 		Stream:          o.stream,
 		App:             o.app,
 		InitialPosition: kinesis.TrimHorizon,
 		AWS:             &awsCfg,
 		Endpoint:        o.endpoint,
 		Logger:          logger,
-	})
+	}
+	if o.leases {
+		cfg.Leases = &kinesis.LeaseConfig{Endpoint: o.dynamoEndpoint}
+	}
+	src, err := kinesis.New(cfg)
 	if err != nil {
 		return err
 	}

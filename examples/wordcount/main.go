@@ -41,19 +41,21 @@ import (
 
 // options are the command-line settings.
 type options struct {
-	source   string        // "local", "memory" or "kinesis"
-	stream   string        // Kinesis stream name or ARN (real stream)
-	endpoint string        // Kinesis endpoint override (real stream)
-	region   string        // AWS region override (real stream)
-	app      string        // application name
-	shards   int           // shards of the local stream
-	batch    time.Duration // batch interval
-	rate     int           // generated lines per second (local and memory)
-	top      int           // words printed per batch
-	duration time.Duration // stop after this long; 0 runs until a signal
-	verbose  bool          // log at debug level to stderr
-	state    string        // recovery log directory; "" for the default
-	out      string        // per-batch count files directory
+	source         string        // "local", "memory" or "kinesis"
+	stream         string        // Kinesis stream name or ARN (real stream)
+	endpoint       string        // Kinesis endpoint override (real stream)
+	leases         bool          // leases and checkpoints in DynamoDB (real stream)
+	dynamoEndpoint string        // DynamoDB endpoint override (real stream)
+	region         string        // AWS region override (real stream)
+	app            string        // application name
+	shards         int           // shards of the local stream
+	batch          time.Duration // batch interval
+	rate           int           // generated lines per second (local and memory)
+	top            int           // words printed per batch
+	duration       time.Duration // stop after this long; 0 runs until a signal
+	verbose        bool          // log at debug level to stderr
+	state          string        // recovery log directory; "" for the default
+	out            string        // per-batch count files directory
 }
 
 func main() {
@@ -61,6 +63,8 @@ func main() {
 	flag.StringVar(&o.source, "source", "", `where lines come from: "local" (local Kinesis servers, the default), "memory" (no servers), or "kinesis" (a real stream; the default when -stream or WEIR_STREAM is set)`)
 	flag.StringVar(&o.stream, "stream", os.Getenv("WEIR_STREAM"), "name or ARN of a real Kinesis stream to read (default $WEIR_STREAM)")
 	flag.StringVar(&o.endpoint, "endpoint", "", "Kinesis endpoint override for -stream")
+	flag.BoolVar(&o.leases, "leases", true, "with -stream: hold shards through a DynamoDB lease table named after -app and checkpoint there (false: read every shard, no checkpoints)")
+	flag.StringVar(&o.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint override for the lease table of -stream")
 	flag.StringVar(&o.region, "region", "", "AWS region for -stream (default from the AWS environment)")
 	flag.StringVar(&o.app, "app", "wordcount", "application name")
 	flag.IntVar(&o.shards, "shards", 2, "number of shards of the local stream")
