@@ -33,7 +33,11 @@ type PushFunc[T any] func(ctx context.Context, b Block[T]) (batch.BlockInfo, err
 type Runtime[T any] struct {
 	// Source is the index of this source in the pipeline (declaration order).
 	Source int
-	// Push stores a sealed block; see PushFunc.
+	// Push stores a sealed block; see PushFunc. Blocks are given IDs in the
+	// order Push is called and enter batches in the order Push returns, so
+	// a receiver that pushes concurrently has no order between those blocks;
+	// the BlockGenerator pushes one block at a time, keeping each shard's
+	// records in order across blocks.
 	Push PushFunc[T]
 	// BlockInterval is how often a receiver's BlockGenerator seals a block.
 	BlockInterval time.Duration

@@ -158,6 +158,16 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) error {
 		case <-gctx.Done():
 			return nil
 		case <-ran:
+			// A log failure in the runner's last steps (the compaction after
+			// a drain's last batch) may have closed failc as well: select
+			// picks either ready case, so look again.
+			select {
+			case <-e.failc:
+				if ctx.Err() == nil {
+					return fmt.Errorf("stream: %w", e.failErr)
+				}
+			default:
+			}
 			return nil
 		case <-e.failc:
 			if ctx.Err() != nil {
