@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/weirstream/weir/batch"
@@ -92,15 +91,9 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 // newDefaultDynamoDB builds the lease table's client from cfg.AWS (or the
 // default AWS configuration) and cfg.Leases.Endpoint.
 func newDefaultDynamoDB(ctx context.Context, cfg Config) (*dynamodb.Client, error) {
-	var awsCfg aws.Config
-	if cfg.AWS != nil {
-		awsCfg = cfg.AWS.Copy()
-	} else {
-		loaded, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("kinesis: loading the default AWS configuration for DynamoDB (set Config.AWS or Leases.DynamoDB to avoid it): %w", err)
-		}
-		awsCfg = loaded
+	awsCfg, err := awsConfig(ctx, cfg, "DynamoDB (set Config.AWS or Leases.DynamoDB to avoid it)")
+	if err != nil {
+		return nil, err
 	}
 	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		if cfg.Leases.Endpoint != "" {
