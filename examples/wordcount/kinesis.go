@@ -73,7 +73,7 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 		})
 		produced <- n
 	}()
-	err = drainOnDone(ctx, sc, func() {
+	err = drainOnDone(ctx, o, sc, func() {
 		stopProducing()
 		n := <-produced
 		fmt.Fprintf(out, "produced %d lines; waiting for the receiver to read them all, then draining\n", n)
@@ -129,5 +129,5 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	if _, err := countWords(lines, o, out); err != nil {
 		return err
 	}
-	return drainOnDone(ctx, sc, func() {})
+	return drainOnDone(ctx, o, sc, func() {})
 }

@@ -85,8 +85,10 @@ func main() {
 	}
 }
 
-// run runs the example until ctx is done or o.duration has passed, then
-// drains the pipeline; it returns nil after a clean drain.
+// run runs the example until ctx is done or, once the pipeline runs,
+// o.duration has passed (setting up, such as installing and starting the
+// local servers, does not count), then drains the pipeline; it returns nil
+// after a clean drain.
 func run(ctx context.Context, o options, out io.Writer) error {
 	out = &syncWriter{w: out} // the pipeline's output and the producer's reports share it
 	if o.source == "" {
@@ -119,11 +121,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		o.state = dir
-	}
-	if o.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.duration)
-		defer cancel()
 	}
 	switch o.source {
 	case "memory":

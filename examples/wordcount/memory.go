@@ -34,7 +34,7 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 		})
 		produced <- n
 	}()
-	err = drainOnDone(ctx, sc, func() {
+	err = drainOnDone(ctx, o, sc, func() {
 		stopProducing()
 		fmt.Fprintf(out, "produced %d lines; draining\n", <-produced)
 	})
@@ -42,9 +42,15 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 	return err
 }
 
-// drainOnDone runs sc until ctx is done, then calls beforeDrain and drains sc.
+// drainOnDone runs sc until ctx is done or o.duration has passed (0: no
+// limit), then calls beforeDrain and drains sc.
 // It returns Run's error, or nil after a clean drain.
-func drainOnDone(ctx context.Context, sc *stream.Context, beforeDrain func()) error {
+func drainOnDone(ctx context.Context, o options, sc *stream.Context, beforeDrain func()) error {
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(context.Background()) }()
 	select {

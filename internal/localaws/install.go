@@ -144,6 +144,10 @@ func npmCI(ctx context.Context, npm, root string, logger *slog.Logger) error {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// The kill was ours: say why rather than "signal: killed".
+			return fmt.Errorf("localaws: npm ci in %s interrupted after %v (it was still installing): %w", root, time.Since(began).Round(time.Millisecond), context.Cause(ctx))
+		}
 		return fmt.Errorf("localaws: npm ci in %s: %w; output:\n%s", root, err, bytes.TrimSpace(out.Bytes()))
 	}
 	logger.Info("localaws: npm ci done", "took", time.Since(began))
