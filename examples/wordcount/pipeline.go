@@ -129,10 +129,13 @@ func produce(ctx context.Context, rate int, send func(context.Context, []string)
 		for i := range lines {
 			lines[i] = g.next()
 		}
-		if err := send(ctx, lines); err != nil {
-			if ctx.Err() != nil {
-				return sent, nil
-			}
+		// Stopping must not cancel a send in flight: a put whose reply is
+		// cut off may still have been stored, and then sent would miss
+		// lines the pipeline counts. So ctx is only looked at between sends.
+		sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := send(sendCtx, lines)
+		cancel()
+		if err != nil {
 			return sent, err
 		}
 		sent += per
