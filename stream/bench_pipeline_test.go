@@ -11,11 +11,14 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// The end-to-end word count benchmarks: the whole framework as a user runs
-// it (memory source -> FlatMap -> CountByValue -> sink, real timers, every
-// goroutine hand-off), against the same count in a plain loop, in one run:
+// The word count benchmarks: the whole framework as a user runs it (memory
+// source -> FlatMap -> CountByValue -> sink, real timers, every goroutine
+// hand-off), against the same count in a plain loop, in one run:
 //
-//	go test -run x -bench 'WordCountE2E' -count 5 ./stream/
+//	go test -run x -bench 'WordCount(Loop)?$' -count 5 ./stream/
+//
+// (BenchmarkWordCountEngine and its loop, in bench_test.go, measure the
+// driver's per-batch path alone.)
 //
 // Each iteration is a chunk of e2eChunk lines; the framework benchmark sends
 // the chunks through the memory source while the pipeline runs, then drains,
@@ -28,7 +31,7 @@ const (
 
 func e2eLines(n int) [][]string { return stream.WordLines(3, n, e2eChunk, e2eLineWords) }
 
-func BenchmarkWordCountE2E(b *testing.B) {
+func BenchmarkWordCount(b *testing.B) {
 	chunks := e2eLines(16)
 	sc, err := stream.NewContext(stream.Config{BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -69,10 +72,10 @@ func BenchmarkWordCountE2E(b *testing.B) {
 	}
 }
 
-// BenchmarkWordCountE2ELoop is the baseline of BenchmarkWordCountE2E: the
+// BenchmarkWordCountLoop is the baseline of BenchmarkWordCount: the
 // same count over the same chunks in a plain loop, on one goroutine, with
 // one map cleared per chunk (so it does not pay for growing a new map).
-func BenchmarkWordCountE2ELoop(b *testing.B) {
+func BenchmarkWordCountLoop(b *testing.B) {
 	chunks := e2eLines(16)
 	var words int64
 	n := 0

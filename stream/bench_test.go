@@ -53,12 +53,12 @@ func reportRecords(b *testing.B, batches int) {
 	b.ReportMetric(float64(batches*benchLinesPerBatch)/b.Elapsed().Seconds(), "records/s")
 }
 
-// BenchmarkWordCount measures the steady-state path of the driver for one
+// BenchmarkWordCountEngine measures the steady-state path of the driver for one
 // batch: push a block through the source's PushFunc, cut the batch, run
 // FlatMap(strings.Fields) -> CountByValue -> a sink, complete the batch.
 // It drives the engine directly, without timers or goroutine hand-offs,
 // which cost the same per batch whatever its size.
-func BenchmarkWordCount(b *testing.B) {
+func BenchmarkWordCountEngine(b *testing.B) {
 	blocks := benchLines()
 	sc, err := NewContext(Config{BatchInterval: time.Second})
 	if err != nil {
@@ -103,9 +103,9 @@ func BenchmarkWordCount(b *testing.B) {
 	}
 }
 
-// BenchmarkWordCountLoop is the baseline: the same word count per batch in a
+// BenchmarkWordCountEngineLoop is the baseline: the same word count per batch in a
 // plain loop over the same lines.
-func BenchmarkWordCountLoop(b *testing.B) {
+func BenchmarkWordCountEngineLoop(b *testing.B) {
 	blocks := benchLines()
 	var sink int64
 	n := 0
