@@ -342,8 +342,16 @@ func openShards(t *testing.T, c *awskinesis.Client, stream string) []types.Shard
 // hookClient wraps a real client to watch or alter its answers.
 type hookClient struct {
 	Client
+	listShards       func(ctx context.Context, in *awskinesis.ListShardsInput, next Client) (*awskinesis.ListShardsOutput, error)
 	getShardIterator func(ctx context.Context, in *awskinesis.GetShardIteratorInput, next Client) (*awskinesis.GetShardIteratorOutput, error)
 	getRecords       func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error)
+}
+
+func (h *hookClient) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, _ ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	if h.listShards != nil {
+		return h.listShards(ctx, in, h.Client)
+	}
+	return h.Client.ListShards(ctx, in)
 }
 
 func (h *hookClient) GetShardIterator(ctx context.Context, in *awskinesis.GetShardIteratorInput, _ ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
@@ -361,3 +369,67 @@ func (h *hookClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsIn
 }
 
 var errHook = errors.New("hook")
+
+// pagedListing is a ListShards hook that serves each real, full listing one
+// shard per page, every page but the last with a NextToken, as Kinesis pages
+// the shards of a large stream (kinesalite ignores NextToken and returns
+// every shard at once). Like Kinesis, it refuses a call that names the
+// stream and carries a token, or neither, and a token it did not issue.
+type pagedListing struct {
+	mu       sync.Mutex
+	issued   int                      // tokens issued so far
+	rest     map[string][]types.Shard // the shards after each issued token
+	followed int                      // calls that carried a valid token
+}
+
+func newPagedListing() *pagedListing {
+	return &pagedListing{rest: make(map[string][]types.Shard)}
+}
+
+func (p *pagedListing) listShards(ctx context.Context, in *awskinesis.ListShardsInput, next Client) (*awskinesis.ListShardsOutput, error) {
+	named := in.StreamName != nil || in.StreamARN != nil
+	if in.NextToken == nil {
+		if !named {
+			return nil, &types.InvalidArgumentException{Message: aws.String("either NextToken or StreamName should be provided")}
+		}
+		out, err := next.ListShards(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return p.page(out.Shards), nil
+	}
+	if named {
+		return nil, &types.InvalidArgumentException{Message: aws.String("NextToken and StreamName cannot be provided together")}
+	}
+	p.mu.Lock()
+	rest, ok := p.rest[*in.NextToken]
+	delete(p.rest, *in.NextToken)
+	if ok {
+		p.followed++
+	}
+	p.mu.Unlock()
+	if !ok {
+		return nil, &types.InvalidArgumentException{Message: aws.String("unknown NextToken " + *in.NextToken)}
+	}
+	return p.page(rest), nil
+}
+
+// page returns the first of shards, with a token for the others if any.
+func (p *pagedListing) page(shards []types.Shard) *awskinesis.ListShardsOutput {
+	if len(shards) <= 1 {
+		return &awskinesis.ListShardsOutput{Shards: shards}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.issued++
+	token := fmt.Sprintf("token-%d", p.issued)
+	p.rest[token] = shards[1:]
+	return &awskinesis.ListShardsOutput{Shards: shards[:1], NextToken: aws.String(token)}
+}
+
+// tokensFollowed returns how many calls carried a token this hook issued.
+func (p *pagedListing) tokensFollowed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.followed
+}

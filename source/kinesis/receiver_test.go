@@ -59,6 +59,35 @@ func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {
 	}
 }
 
+// TestListShardsFollowsNextToken reads a stream whose shard listing comes
+// one shard per page: every shard must be found by following NextToken, and
+// every record delivered.
+func TestListShardsFollowsNextToken(t *testing.T) {
+	env := servers.Env(t)
+	const shards = 4
+	stream := newStream(t, env, shards)
+	data := payloads("p", 400)
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	paged := newPagedListing()
+	cfg := baseConfig(env, stream)
+	cfg.Client = &hookClient{Client: env.Kinesis(), listShards: paged.listShards}
+	run := startReceiver(t, cfg, len(data))
+	run.wait(t)
+	run.stop(t)
+
+	got := run.c.records()
+	checkExactlyOnce(t, data, got)
+	checkShardOrder(t, got)
+	if n := len(run.r.Stats().Shards); n != shards {
+		t.Errorf("%d shards read, want %d", n, shards)
+	}
+	if n := paged.tokensFollowed(); n < shards-1 {
+		t.Errorf("%d ListShards calls followed a NextToken, want at least %d", n, shards-1)
+	}
+}
+
 func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
