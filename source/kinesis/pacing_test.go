@@ -92,7 +92,8 @@ func (c *pacedClient) gaps() []time.Duration {
 // TestReadPacing checks, in virtual time, when a shard reader calls
 // GetRecords again: behind the tip, as soon as MinReadInterval passed
 // since the last call started; caught up or empty-handed, PollInterval
-// after the call returned, and never sooner than MinReadInterval.
+// after the call returned, and never sooner than MinReadInterval. Stats
+// report the MillisBehindLatest of the latest call that had one.
 func TestReadPacing(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
@@ -101,6 +102,8 @@ func TestReadPacing(t *testing.T) {
 		minRead  time.Duration
 		script   []read
 		wantGaps []time.Duration
+		// wantBehind is the shard's MillisBehindLatest in Stats at the end.
+		wantBehind int64
 	}{
 		{
 			name: "defaults", script: []read{
@@ -110,9 +113,11 @@ func TestReadPacing(t *testing.T) {
 				{0, 0, 10 * ms},     // empty: poll
 				{0, 1000, 10 * ms},  // empty though behind: poll
 				{2, -1, 10 * ms},    // no MillisBehindLatest: poll
-				{0, 0, 10 * ms},     // the shard ends
+				{0, 1234, 10 * ms},  // empty though behind: poll
+				{0, -1, 10 * ms},    // the shard ends; no MillisBehindLatest: 1234 stays
 			},
-			wantGaps: []time.Duration{200 * ms, 300 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms},
+			wantGaps:   []time.Duration{200 * ms, 300 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms},
+			wantBehind: 1234,
 		},
 		{
 			name: "poll shorter than the minimum", poll: 50 * ms, minRead: 200 * ms, script: []read{
@@ -131,7 +136,8 @@ func TestReadPacing(t *testing.T) {
 				{5, 0, 20 * ms},
 				{0, 0, 20 * ms},
 			},
-			wantGaps: []time.Duration{20 * ms, 20 * ms, 1020 * ms},
+			wantGaps:   []time.Duration{20 * ms, 20 * ms, 1020 * ms},
+			wantBehind: 0, // the latest, not the greatest
 		},
 	}
 	for _, tt := range tests {
@@ -157,6 +163,9 @@ func TestReadPacing(t *testing.T) {
 				}
 				if diff := cmp.Diff(tt.wantGaps, c.gaps()); diff != "" {
 					t.Errorf("time between GetRecords calls (-want +got):\n%s", diff)
+				}
+				if got := r.Stats().Shards["shard-0"].MillisBehindLatest; got != tt.wantBehind {
+					t.Errorf("Stats: shard-0 MillisBehindLatest %d, want %d", got, tt.wantBehind)
 				}
 			})
 		})
