@@ -145,9 +145,18 @@ func TestTableConditionalWrites(t *testing.T) {
 	if _, err := tbl.Take(ctx, unowned, "worker-b"); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Take with a stale counter = %v, want ErrLeaseLost", err)
 	}
+	old := a // what a restarted worker reusing worker-a's ID could hold
 	a, err = tbl.Renew(ctx, a)
 	if err != nil || a.Counter != 2 {
 		t.Fatalf("Renew = %+v, %v; want counter 2", a, err)
+	}
+	// The right owner with a stale counter is refused: the counter half of
+	// the condition.
+	if _, err := tbl.Checkpoint(ctx, old, "1", 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Checkpoint with the owner but a stale counter = %v, want ErrLeaseLost", err)
+	}
+	if _, err := tbl.Renew(ctx, old); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Renew with the owner but a stale counter = %v, want ErrLeaseLost", err)
 	}
 	a, err = tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136588898", 0)
 	if err != nil {
