@@ -208,6 +208,38 @@ func TestKPLAggregatedRecords(t *testing.T) {
 	checkRecompute(t, run.r, blocks)
 }
 
+// TestBrokenKPLAggregate puts an aggregate whose MD5 digest does not
+// match: it is delivered unchanged, as one plain record, and counted.
+func TestBrokenKPLAggregate(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	broken := kpl.Aggregate([]kpl.UserRecord{{PartitionKey: "k", Data: []byte("u0")}, {PartitionKey: "k", Data: []byte("u1")}})
+	broken[len(broken)-1] ^= 0xff // the digest ends the data
+	put := [][]byte{[]byte("before"), broken, []byte("after")}
+	if err := env.PutRecords(t.Context(), stream, put, func(int) string { return "k" }); err != nil {
+		t.Fatal(err)
+	}
+	run := startReceiver(t, baseConfig(env, stream), len(put))
+	run.wait(t)
+	run.stop(t)
+
+	got := run.c.records()
+	if len(got) != len(put) {
+		t.Fatalf("got %d records, want %d", len(got), len(put))
+	}
+	for i, r := range got {
+		if diff := cmp.Diff(put[i], r.Data); diff != "" || r.Aggregated || r.SubSequenceNumber != 0 || r.PartitionKey != "k" {
+			t.Errorf("record %d: %+v, want the data put, whole and not aggregated (-want +got data):\n%s", i, r, diff)
+		}
+	}
+	if s := run.r.Stats(); s.BadAggregates != 1 || s.KinesisRecordsRead != 3 || s.RecordsRead != 3 {
+		t.Errorf("stats: BadAggregates %d, KinesisRecordsRead %d, RecordsRead %d; want 1, 3, 3", s.BadAggregates, s.KinesisRecordsRead, s.RecordsRead)
+	}
+	blocks := run.c.snapshot()
+	checkRanges(t, stream, blocks)
+	checkRecompute(t, run.r, blocks)
+}
+
 func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 	env := servers.Env(t)
 	t.Run("bad config", func(t *testing.T) {
