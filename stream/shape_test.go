@@ -211,7 +211,8 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 				err = sc.Run(t.Context())
 				for _, e := range []error{verr, err} {
 					if !errors.Is(e, stream.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(e), tt.wantErr) ||
-						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") {
+						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") ||
+						!strings.Contains(fmt.Sprint(e), "configure the receiver to checkpoint completed records only") {
 						t.Errorf("Validate/Run = %v, want ErrInvalidConfig saying %q and the fix", e, tt.wantErr)
 					}
 				}

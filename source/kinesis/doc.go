@@ -18,9 +18,11 @@
 //   - Each GetRecords result enters the block generator whole, with one
 //     batch.SeqRange{Stream, Shard, First, Last, Count}.
 //   - Once a block is pushed (stored), each of its shards' latest stored
-//     sequence number advances to its range's Last, never before:
-//     LatestStored is what a checkpointer may record. A shard read to its
-//     end is reported through Config.OnShardEnd once all of it is stored.
+//     sequence number advances to its range's Last, never before
+//     (LatestStored); once the driver reports its batch completed, the
+//     latest completed one does (LatestCompleted), and only that one is
+//     checkpointed (see below). A shard read to its end is reported
+//     through Config.OnShardEnd once all of it is stored.
 //   - Recompute reads a block's ranges back, AT_SEQUENCE_NUMBER First up to
 //     Last inclusive, and gives the same records in the same order.
 //
@@ -36,20 +38,26 @@
 //     and never before Runtime.ResumeAfter (the driver's recovery log):
 //     the greater of the two, compared as numbers. A SHARD_END lease is
 //     never read again.
-//   - Every LeaseConfig.CheckpointInterval, each held shard whose safe
-//     number moved is committed, with a write conditional on the lease's
-//     owner and counter; the same number is never written twice, and no
-//     new data is no problem. The safe number (guarantee G4) is the
-//     greatest completed one (BlocksCompleted: every output of its batch
-//     succeeded), or, when Runtime.SharedLog says every stored block is in
-//     a log any worker can read, the greatest stored one.
+//   - Every LeaseConfig.CheckpointInterval, each held shard whose greatest
+//     completed sequence number moved (BlocksCompleted: every output of
+//     its batch succeeded and the driver logged the completion) is
+//     committed, with a write conditional on the lease's owner and
+//     counter; the same number is never written twice, and no new data is
+//     no problem. Only completed numbers are checkpointed, with any
+//     recovery log or none, a DynamoDB one included (guarantee G4): a
+//     worker that takes a shard over reads its own recovery log, never the
+//     one of the worker that stored the blocks, so a checkpoint past
+//     stored but not completed records would lose them if that worker
+//     never came back with its log (died for good, or restarted under
+//     another log name or worker ID). Re-reading them from Kinesis costs
+//     what reading another worker's log would.
 //   - A lease lost (another worker took it, or it was not renewed in time)
 //     stops its reader at once and is never checkpointed again (the zombie
 //     rule). A reader also holds back what it reads while its lease has
 //     not been renewed for LeaseDuration, so a paused process that
 //     resumes delivers nothing from a shard another worker may own.
-//     Records stored before the loss but not completed are read again by
-//     the new owner: delivery is at least once.
+//   - A new owner of a shard reads it after the lease's checkpoint: every
+//     record not yet completed is read again, so none is lost (G1).
 //   - A shard read to its end is marked SHARD_END once all its records are
 //     completed; only then do workers take its children's leases.
 //   - Stop (graceful) stops the readers, pushes their blocks, waits (at
@@ -57,6 +65,23 @@
 //     checkpoints and hands every lease back, so other workers take them
 //     at once. Cancelling Start's ctx stops at once: the leases are left
 //     to expire after LeaseDuration.
+//
+// What a recovery log buys with leases: a worker restarted (on any
+// machine, for a DynamoDB log) with the same log recomputes exactly the
+// batches a crash interrupted (G2), and runs twice only those whose
+// outputs had started (G3). That bound is one worker's. In a fleet, a
+// lease that moves while its old owner has pending batches delivers
+// records twice: the old owner, restarted with its log, recomputes its
+// pending batches, and the new owner reads the same records again after
+// the completed checkpoint; a lease that moves because its owner paused
+// or stopped without draining does the same with the records stored but
+// not completed. Each such record reaches the outputs of two batches, of
+// two workers, under different batch times. Delivery in a fleet is at
+// least once, beyond the single-worker G3 bound; an output that must be
+// exactly once across workers needs its own key (the record's shard and
+// sequence number), not the batch time. A graceful Stop avoids it: it
+// completes what it stored before handing its leases back (unless that
+// takes longer than LeaseDuration).
 //
 // A KCL application's table is taken over as it is. The two kinds of
 // checkpoint mean different things, so weir tells them apart: every

@@ -29,7 +29,6 @@ type leaseRun struct {
 	coord       *checkpoint.Coordinator
 	cp          *checkpoint.Checkpointer
 	resumeAfter func(stream, shard string) (string, bool)
-	sharedLog   bool
 	report      func(error)
 	log         *slog.Logger
 
@@ -54,7 +53,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	cfg := *rn.cfg.Leases
 	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
 	lr := &leaseRun{
-		rn: rn, cfg: cfg, resumeAfter: rt.ResumeAfter, sharedLog: rt.SharedLog, report: rt.WithDefaults().ReportError,
+		rn: rn, cfg: cfg, resumeAfter: rt.ResumeAfter, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
 	}
@@ -116,12 +115,13 @@ func (lr *leaseRun) listShards(ctx context.Context) ([]checkpoint.ShardInfo, err
 }
 
 // latest is the Checkpointer's Latest (guarantee G4): the greatest
-// completed sequence number of shard, or, when every stored block is in a
-// log any worker can read (Runtime.SharedLog), the greatest stored one.
+// completed sequence number of shard, whatever the recovery log. A stored
+// number is never checkpointed, not even with a log any worker can read
+// (Runtime.SharedLog): a worker that takes the shard over reads its own
+// log, not the one that holds the blocks, so records stored but not
+// completed past the checkpoint would be lost if their worker never came
+// back with that log.
 func (lr *leaseRun) latest(shard string) (string, bool) {
-	if lr.sharedLog {
-		return lr.rn.r.progress.latestStored(shard)
-	}
 	return lr.rn.r.progress.latestCompleted(shard)
 }
 
@@ -344,18 +344,16 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 }
 
 // shutdown ends a graceful stop, the readers stopped and their blocks
-// pushed: (1) unless the log is shared, it waits, at most LeaseDuration,
-// for the driver to complete every block stored for the held shards (the
-// leases are renewed meanwhile); (2) it marks SHARD_END the shards that can
-// be; (3) losses reported meanwhile unregister their shards; (4) the
+// pushed: (1) it waits, at most LeaseDuration, for the driver to complete
+// every block stored for the held shards (the leases are renewed
+// meanwhile), so that the last checkpoints cover them; (2) it marks
+// SHARD_END the shards that can be; (3) losses reported meanwhile unregister their shards; (4) the
 // Checkpointer makes the last checkpoint of every held shard; (5) the
 // Coordinator hands every lease back, so other workers take them at once.
 // Failures are reported (ReportError), not returned: a checkpoint that
 // failed only means records are read again.
 func (lr *leaseRun) shutdown(ctx context.Context) {
-	if !lr.sharedLog {
-		lr.awaitCompleted(ctx)
-	}
+	lr.awaitCompleted(ctx)
 	lr.handleEvents(ctx, nil)
 	lr.finishEnded(ctx)
 	lr.handleEvents(ctx, nil)

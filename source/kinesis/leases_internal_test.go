@@ -62,31 +62,42 @@ func TestLeasePosition(t *testing.T) {
 	}
 }
 
-func TestLeaseLatestFollowsSharedLog(t *testing.T) {
-	r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: "x", First: "1", Last: "9", Count: 2}, {Stream: "s", Shard: "x", First: "10", Last: "20", Count: 2}})
-	block := func(first, last string) batch.BlockInfo {
-		return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
-	}
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
-
-	completedOnly := &leaseRun{rn: &run{r: r}}
-	shared := &leaseRun{rn: &run{r: r}, sharedLog: true}
+// TestLeaseLatestIsCompleted checks that the checkpointed number is the
+// greatest completed one, never a stored one, with or without a recovery
+// log any worker can read (Runtime.SharedLog): a new owner of the shard
+// does not read this worker's log (G4).
+func TestLeaseLatestIsCompleted(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		lr   *leaseRun
-		want string
-	}{{"completed only", completedOnly, "9"}, {"shared log", shared, "20"}} {
+		name   string
+		shared bool
+	}{{"no shared log", false}, {"shared log", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := tc.lr.latest("x")
-			if !ok || got != tc.want {
-				t.Errorf("latest = %q, %v; want %q", got, ok, tc.want)
+			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{DynamoDB: db}})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if _, ok := tc.lr.latest("y"); ok {
+			rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
+			lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{SharedLog: tc.shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := lr.latest("x"); ok {
+				t.Error("latest before anything completed: ok")
+			}
+			r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: "x", First: "1", Last: "9", Count: 2}, {Stream: "s", Shard: "x", First: "10", Last: "20", Count: 2}})
+			if got, ok := lr.latest("x"); ok {
+				t.Errorf("latest with records stored, none completed = %q; want none", got)
+			}
+			block := func(first, last string) batch.BlockInfo {
+				return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
+			}
+			r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
+			r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
+			if got, ok := lr.latest("x"); !ok || got != "9" {
+				t.Errorf("latest = %q, %v; want the completed 9, not the stored 20", got, ok)
+			}
+			if _, ok := lr.latest("y"); ok {
 				t.Error("latest of an unknown shard: ok")
 			}
 		})
