@@ -258,21 +258,10 @@ func (st *shardState) raiseLocked(v string) {
 	st.stats.Committed = st.last
 }
 
-// isSeq reports whether s looks like a Kinesis sequence number: decimal
-// digits without a leading zero. Real ones have up to 129 digits (typically
-// 56), more than batch.ValidateSeq's 128-bit limit accepts, so only the shape
-// is checked; batch.CompareSeq orders digit strings of any length.
-func isSeq(s string) bool {
-	if s == "" || len(s) > 1 && s[0] == '0' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// isSeq reports whether s is a Kinesis sequence number, as batch.ValidateSeq
+// defines one: decimal digits without a leading zero, at most
+// batch.MaxSeqDigits of them (the API's pattern; real ones have 56).
+func isSeq(s string) bool { return batch.ValidateSeq(s) == nil }
 
 // acquire waits until no commit is in flight for st, or ctx is done.
 func (st *shardState) acquire(ctx context.Context) error {

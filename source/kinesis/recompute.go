@@ -15,13 +15,21 @@ import (
 
 // Recompute rebuilds the records of a stored block from its ranges, for a
 // block the store lost: for each range, in order, it reads the shard from
-// the range's First (AT_SEQUENCE_NUMBER) to its Last inclusive,
-// de-aggregating as the reader did, so the records come back the same and
-// in the same order. A range holding fewer records than it spans (a reader
-// started inside the KPL aggregate at First, at a KCL checkpoint) leaves
-// out that aggregate's first user records, as the reader did. Throttling, server and connection errors are retried
-// with back-off, each call at most Config.MaxAttempts times, the
-// whole call within Config.RecomputeTimeout.
+// the range's First to its Last inclusive, de-aggregating as the reader
+// did, so the records come back the same and in the same order. A range
+// holding fewer records than it spans (a reader started inside the KPL
+// aggregate at First, at a KCL checkpoint) leaves out that aggregate's
+// first user records, as the reader did.
+//
+// A range is read with one GetShardIterator AT_SEQUENCE_NUMBER First, then
+// GetRecords calls that follow each answer's NextShardIterator, page by
+// page, until Last is read. An iterator that expires before then is
+// replaced by a GetShardIterator AFTER_SEQUENCE_NUMBER the last record read
+// back (AT_SEQUENCE_NUMBER First again if none was), at most
+// Config.MaxAttempts times per range: nothing is read twice or skipped.
+// Throttling, server and connection errors are retried with back-off, each
+// call at most Config.MaxAttempts times, the whole call within
+// Config.RecomputeTimeout.
 //
 // A range Kinesis can no longer serve (trimmed, or its shard gone) gives a
 // *RangeUnavailableError: returned under the FailRange policy (the
@@ -237,14 +245,11 @@ func takeRange(rng batch.SeqRange, page []types.Record, lastRead string) ([]type
 	return page, false, nil
 }
 
-// maxSeqDigits is the most digits a Kinesis sequence number has: the API
-// documents the pattern 0|([1-9]\d{0,128}). Real ones have 56 digits, more
-// than 128 bits, which is why batch.SeqRange.Validate (limited to 128 bits)
-// is not used here.
-const maxSeqDigits = 129
-
 // checkRange reports whether rng can be read back: stream and shard named,
-// Count >= 1, First and Last sequence numbers with First <= Last.
+// Count >= 1, First and Last sequence numbers (batch.ValidateSeq: up to
+// batch.MaxSeqDigits digits, the API's pattern, far more than the 56 of
+// real ones) with First <= Last. Unlike batch.SeqRange.Validate, it reports
+// every problem at once.
 func checkRange(rng batch.SeqRange) error {
 	var problems []error
 	if rng.Stream == "" || rng.Shard == "" {
@@ -253,9 +258,9 @@ func checkRange(rng batch.SeqRange) error {
 	if rng.Count < 1 {
 		problems = append(problems, fmt.Errorf("count %d: must be >= 1", rng.Count))
 	}
-	for _, s := range []string{rng.First, rng.Last} {
-		if !isSeq(s) {
-			problems = append(problems, fmt.Errorf("%q is not a sequence number", s))
+	for _, end := range []struct{ name, seq string }{{"first", rng.First}, {"last", rng.Last}} {
+		if err := batch.ValidateSeq(end.seq); err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", end.name, err))
 		}
 	}
 	if len(problems) == 0 && batch.CompareSeq(rng.First, rng.Last) > 0 {
@@ -267,15 +272,5 @@ func checkRange(rng batch.SeqRange) error {
 	return nil
 }
 
-// isSeq reports whether s is shaped like a Kinesis sequence number.
-func isSeq(s string) bool {
-	if s == "" || len(s) > maxSeqDigits || (len(s) > 1 && s[0] == '0') {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// isSeq reports whether s is a Kinesis sequence number (batch.ValidateSeq).
+func isSeq(s string) bool { return batch.ValidateSeq(s) == nil }
