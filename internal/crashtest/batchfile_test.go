@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
 )
 
 // The output file of the crash tests is append-only text, one line each:
@@ -25,12 +26,15 @@ import (
 //	begin <time>             an output started the batch at <time> (ms)
 //	r <id> <shard>           one record of the batch, in batch order
 //	end <time>               the batch's output finished (fsync follows)
+//	done <time>              the driver logged the batch's completion (a
+//	                         stream.Listener's BatchCompleted, see doneListener)
 const (
 	lineStart = "start"
 	lineTorn  = "#torn"
 	lineBegin = "begin"
 	lineRec   = "r"
 	lineEnd   = "end"
+	lineDone  = "done"
 )
 
 // errCrashed is returned by a batchFile's writes once its run has crashed:
@@ -148,4 +152,28 @@ func (w *batchFile) Write(ctx context.Context, b *batch.Batch[kinesis.Record]) e
 		return err
 	}
 	return w.f.Sync()
+}
+
+// done appends the done line of the batch at t, unless the run crashed.
+func (w *batchFile) done(t batch.Time) error {
+	return w.write(lineDone + " " + strconv.FormatInt(int64(t), 10) + "\n")
+}
+
+// doneListener records in the output file every batch whose completion
+// the driver logged: stream's engine calls BatchCompleted, with Err nil,
+// only after the completion was appended to the recovery log (and the
+// receivers were told), from the goroutine that runs the outputs, so the
+// done line follows the batch's end line and comes before the next begin.
+type doneListener struct {
+	stream.NopListener
+	out *batchFile
+}
+
+// BatchCompleted appends the batch's done line if it succeeded. A failed
+// write (the run crashed) leaves the line out, which only weakens the
+// check.
+func (l doneListener) BatchCompleted(info stream.BatchInfo) {
+	if info.Err == nil {
+		_ = l.out.done(info.Time)
+	}
 }

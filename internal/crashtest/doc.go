@@ -12,39 +12,53 @@
 // TestMain) runs the pipeline: the Kinesis receiver with leases and
 // checkpoints in DynamoDB under a fixed worker ID, a directory recovery
 // log, and one output that appends every batch to a file ("begin <time>",
-// one line per record, "end <time>", fsync). The parent kills the child
-// with SIGKILL at random moments, restarting it each time; then it stops
-// producing, lets a last child output every record, stops it with SIGTERM
-// (it drains and exits 0) and checks the file: no record lost, duplicates
-// only from batches that started and did not complete, a re-run batch with
-// exactly the records of its first run, in the same order (G2), and batch
-// times increasing but for those re-runs. It also checks that the drained
-// log holds nothing pending and that every lease was handed back with its
-// shard's last record checkpointed. TestCrashTortureSharedLog does the
-// same with the recovery log in DynamoDB (recovery.DynamoConfig), so that
-// the receiver checkpoints stored records, past the completed ones (G4).
+// one line per record, "end <time>", fsync), with a stream.Listener that
+// adds "done <time>" once the driver logged the batch's completion. The
+// child's lease-table client inspects every checkpoint write against the
+// completions its recovery log holds, and journals it beside the output.
+// The parent kills the child with SIGKILL at random moments, restarting it
+// each time; then it stops producing, lets a last child output every
+// record, stops it with SIGTERM (it drains and exits 0) and checks the
+// file: no record lost (G1), a re-run batch with exactly the records of
+// its first run, in the same order (G2), no batch run again after its done
+// line (G3), and batch times increasing but for the re-runs. It also checks
+// that no checkpoint write passed the completed records (G4), that the
+// drained log holds nothing pending, and that every lease was handed back
+// with its shard's last record checkpointed. With WEIR_TORTURE_KILLS >= 10
+// a run in which no batch ran twice fails: it did not test G2.
+// TestCrashTortureSharedLog does the same with the recovery log in
+// DynamoDB (recovery.DynamoConfig), which any worker can read: the
+// checkpoints must stop at the completed records all the same.
 //
 // The kill moments come from a seeded random generator; the seed is logged.
 // Environment variables:
 //
 //   - WEIR_TORTURE_KILLS: the number of kills of each torture test (default
-//     3, to keep CI fast; WEIR_TORTURE_KILLS=50 for a long run).
+//     3, to keep CI fast; WEIR_TORTURE_KILLS=50 for a long run; from 10 on,
+//     a batch must have run twice).
 //   - WEIR_TORTURE_SEED: the seed of the kill moments (default: the time),
 //     to replay a failing run's schedule.
 //
 // # Crash points
 //
 // TestCrashPoints crashes an in-process pipeline exactly at one point (a
-// block logged but not yet checkpointed, a checkpoint committed past the
-// completed records with a shared log, outputs done but the completion not
-// logged, ...): from that instant nothing the "dead" pipeline does takes
-// effect (its log appends, DynamoDB calls and output writes fail). A second
-// pipeline on the same log then must deliver every record, with duplicates
-// only from the batch that ran again. With completed-only checkpoints, an
+// block logged but not yet checkpointed, a checkpoint committed, outputs
+// done but the completion not logged, ...), some with a log declared
+// shared as a DynamoDB log is: from that instant nothing the "dead"
+// pipeline does takes effect (its log appends, DynamoDB calls and output
+// writes fail). A second pipeline on the same log then must deliver every
+// record, with duplicates only from the batch that ran again. An
 // inspecting DynamoDB client checks at every checkpoint write that it does
-// not pass the completed records. TestCrashTornLogEntry kills the child,
-// leaves a torn entry at the end of its log, and checks the restart drops
-// it and goes on.
+// not pass the completed records, whatever the log (G4).
+//
+// TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker "a", on its own
+// shared log, dies for good with stored blocks not completed; worker "b",
+// with another ID and another log, takes the shards over once the leases
+// expired and must deliver every record (at least once: records may come
+// twice, none may be lost).
+//
+// TestCrashTornLogEntry kills the child, leaves a torn entry at the end of
+// its log, and checks the restart drops it and goes on.
 //
 // The tests need only Go, Node.js and npm (see internal/localaws); they run
 // on Unix systems, which have kill -9.

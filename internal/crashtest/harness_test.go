@@ -27,7 +27,7 @@ import (
 
 // waitLimit bounds every wait for a condition: a failure guard, never an
 // assertion about time.
-const waitLimit = 2 * time.Minute
+const waitLimit = 30 * time.Second
 
 // producer puts records with unique increasing IDs (the record's data is
 // its ID, its partition key too, so they spread over the shards) and knows
@@ -129,6 +129,9 @@ type harness struct {
 	slow   time.Duration
 	shared bool // a DynamoDB recovery log instead of a directory
 	runs   int
+	// checkpoints is the number of checkpoint writes the children made,
+	// once checkJournal ran.
+	checkpoints int
 }
 
 func newHarness(t *testing.T, env *localaws.Env, shards int) *harness {

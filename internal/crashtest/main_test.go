@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 
 // logOpener returns the recovery log of the torture pipeline: a directory
 // log in dir, or, if shared, a DynamoDB log in the table named after the
-// lease table, which makes the receiver checkpoint stored records.
+// lease table (with which the receiver must still checkpoint completed
+// records only).
 func logOpener(env *localaws.Env, shared bool, dir, table string, logger *slog.Logger) recovery.Opener {
 	if shared {
 		return recovery.DynamoConfig{Client: env.DynamoDB(), Table: table + "-log", Name: workerID, Logger: logger}
@@ -62,6 +63,9 @@ func childMain() int {
 	}
 	return 0
 }
+
+// journalPath is the checkpoint journal's path beside the output at out.
+func journalPath(out string) string { return out + ".ckpt" }
 
 func runChild(logger *slog.Logger) error {
 	term := make(chan os.Signal, 1)
@@ -82,15 +86,27 @@ func runChild(logger *slog.Logger) error {
 		return err
 	}
 	defer out.Close()
+	jr, err := openJournal(journalPath(os.Getenv(envOut)))
+	if err != nil {
+		return err
+	}
+	defer jr.Close()
+	// The lease table's client inspects every checkpoint write against
+	// the completions the recovery log holds (G4).
+	model := newLogModel()
+	shared := os.Getenv(envShared) == "1"
+	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr}
 	sc, _, err := newPipeline(pipelineConfig{
 		aws:             env.AWSConfig(),
 		kinesisEndpoint: env.KinesisEndpoint,
 		dynamoEndpoint:  env.DynamoDBEndpoint,
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
-		recovery:        logOpener(env, os.Getenv(envShared) == "1", os.Getenv(envLog), os.Getenv(envTable), logger),
-		out:             out,
-		logger:          logger,
+		recovery: modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
+			model: model, shared: shared},
+		out:    out,
+		logger: logger,
+		dynamo: spy,
 	})
 	if err != nil {
 		return err

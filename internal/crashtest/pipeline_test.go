@@ -24,8 +24,9 @@ const (
 	checkpointInterval = 100 * time.Millisecond
 	leaseDuration      = 3 * time.Second
 	compactEvery       = 5
-	// workerID is fixed, so that a restarted worker takes its own leases
-	// back at once instead of waiting for them to expire.
+	// workerID is the default worker ID, fixed, so that a restarted worker
+	// takes its own leases back at once instead of waiting for them to
+	// expire.
 	workerID = "crash-worker"
 )
 
@@ -36,18 +37,23 @@ type pipelineConfig struct {
 	dynamoEndpoint  string
 	stream          string
 	table           string // lease table
+	worker          string // lease owner; "" for workerID
 	recovery        recovery.Opener
 	out             *batchFile
 	// dynamo, if not nil, is the lease table's client (a test's spy).
-	dynamo    checkpoint.DynamoDBAPI
-	logger    *slog.Logger
-	listeners []stream.Listener
+	dynamo checkpoint.DynamoDBAPI
+	logger *slog.Logger
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
-// interval checkpoints, every batch's records appended to cfg.out.
+// interval checkpoints, every batch's records appended to cfg.out, and
+// its done line once its completion is logged (doneListener).
 func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error) {
 	awsCfg := cfg.aws
+	worker := cfg.worker
+	if worker == "" {
+		worker = workerID
+	}
 	recv, err := kinesis.New(kinesis.Config{
 		Stream:          cfg.stream,
 		App:             "crashtest",
@@ -60,7 +66,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 			TableName:          cfg.table,
 			DynamoDB:           cfg.dynamo,
 			Endpoint:           cfg.dynamoEndpoint,
-			WorkerID:           workerID,
+			WorkerID:           worker,
 			LeaseDuration:      leaseDuration,
 			CheckpointInterval: checkpointInterval,
 		},
@@ -74,7 +80,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 		Recovery:      cfg.recovery,
 		CompactEvery:  compactEvery,
 		Logger:        cfg.logger,
-		Listeners:     cfg.listeners,
+		Listeners:     []stream.Listener{doneListener{out: cfg.out}},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("context: %w", err)

@@ -25,56 +25,69 @@ func TestCheckOutput(t *testing.T) {
 		wantErr string  // a substring of the first error, "" for none
 	}{{
 		name: "clean",
-		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
-			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
-		want: figures{Procs: 1, Batches: 2, Runs: 2},
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want: figures{Procs: 1, Batches: 2, Runs: 2, Done: 2},
 	}, {
 		name: "killed inside a batch, torn line, re-run",
-		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
 			"begin 200\nr 3 " + s0 + "\nr 4 shar\n#torn\nstart b\n" +
-			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
-		want: figures{Procs: 2, Batches: 2, Runs: 3, Rerun: 1, Duplicates: 1, Torn: 1},
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want: figures{Procs: 2, Batches: 2, Runs: 3, Done: 2, Rerun: 1, Duplicates: 1, Torn: 1},
 	}, {
 		name: "complete run not logged complete runs again",
 		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nstart b\n" +
-			"begin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\nbegin 300\nr 5",
-		want: figures{Procs: 2, Batches: 3, Runs: 4, Rerun: 1, Duplicates: 2, Torn: 1},
+			"begin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\nbegin 300\nr 5",
+		want: figures{Procs: 2, Batches: 3, Runs: 4, Done: 2, Rerun: 1, Duplicates: 2, Torn: 1},
 		// batch 300 begun, never completed
 		wantErr: "batch 300: begun 1 times",
 	}, {
 		name:    "lost record",
-		out:     "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nr 3 " + s0 + "\nend 100\n",
-		want:    figures{Procs: 1, Batches: 1, Runs: 1},
+		out:     "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nr 3 " + s0 + "\nend 100\ndone 100\n",
+		want:    figures{Procs: 1, Batches: 1, Runs: 1, Done: 1},
 		wantErr: "1 records put are in no complete batch",
 	}, {
 		name: "re-run with other records",
 		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nstart b\n" +
-			"begin 100\nr 1 " + s0 + "\nr 3 " + s0 + "\nr 2 " + s1 + "\nr 4 " + s1 + "\nend 100\n",
-		want:    figures{Procs: 2, Batches: 1, Runs: 2, Rerun: 1, Duplicates: 2},
+			"begin 100\nr 1 " + s0 + "\nr 3 " + s0 + "\nr 2 " + s1 + "\nr 4 " + s1 + "\nend 100\ndone 100\n",
+		want:    figures{Procs: 2, Batches: 1, Runs: 2, Done: 1, Rerun: 1, Duplicates: 2},
 		wantErr: "not those of its first complete run",
 	}, {
 		name: "completed batch runs again",
-		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n" +
-			"start b\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n",
-		want:    figures{Procs: 2, Batches: 2, Runs: 3, Rerun: 1, Duplicates: 2},
-		wantErr: "so it had completed (G3)",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n" +
+			"start b\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n",
+		want:    figures{Procs: 2, Batches: 2, Runs: 3, Done: 3, Rerun: 1, Duplicates: 2},
+		wantErr: "had its completion logged (done at line 6) (G3)",
+	}, {
+		name: "last batch of a process logged complete runs again",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
+			"start b\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want:    figures{Procs: 2, Batches: 2, Runs: 3, Done: 3, Rerun: 1, Duplicates: 2},
+		wantErr: "had its completion logged (done at line 6) (G3)",
+	}, {
+		name: "batch followed by another without a done line",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
+			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2, Done: 1},
+		wantErr: "batch 100: run at line 2 was followed by batch 200 in its process but has no done line",
 	}, {
 		name: "record in two batches",
-		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
-			"begin 200\nr 2 " + s1 + "\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
-		want:    figures{Procs: 1, Batches: 2, Runs: 2, Duplicates: 1},
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
+			"begin 200\nr 2 " + s1 + "\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2, Done: 2, Duplicates: 1},
 		wantErr: "record 2 is in batches 100 and 200",
 	}, {
 		name: "shard out of order",
-		out: "start a\nbegin 100\nr 3 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
-			"begin 200\nr 1 " + s0 + "\nr 4 " + s1 + "\nend 200\n",
-		want:    figures{Procs: 1, Batches: 2, Runs: 2},
+		out: "start a\nbegin 100\nr 3 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
+			"begin 200\nr 1 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2, Done: 2},
 		wantErr: "out of order",
 	}, {
 		name: "batch time going back",
-		out: "start a\nbegin 200\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 200\n" +
-			"begin 100\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 100\n",
-		want:    figures{Procs: 1, Batches: 2, Runs: 2},
+		out: "start a\nbegin 200\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 200\ndone 200\n" +
+			"begin 100\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 100\ndone 100\n",
+		want:    figures{Procs: 1, Batches: 2, Runs: 2, Done: 2},
 		wantErr: "not after every earlier batch time",
 	}}
 	for _, tt := range tests {
@@ -102,12 +115,17 @@ func TestCheckOutput(t *testing.T) {
 // not silently skipped.
 func TestParseOutputRefusesDisorder(t *testing.T) {
 	for _, out := range []string{
-		"begin 100\n",                         // before any start
-		"start a\nbegin 100\nbegin 200\n",     // begin inside a run
-		"start a\nr 1 shardId-000000000000\n", // record outside a run
-		"start a\nbegin 100\nend 200\n",       // end of another run
-		"start a\nhello\n",                    // unknown
-		"#torn\n",                             // torn with nothing before
+		"begin 100\n",                                       // before any start
+		"start a\nbegin 100\nbegin 200\n",                   // begin inside a run
+		"start a\nr 1 shardId-000000000000\n",               // record outside a run
+		"start a\nbegin 100\nend 200\n",                     // end of another run
+		"start a\nhello\n",                                  // unknown
+		"#torn\n",                                           // torn with nothing before
+		"start a\ndone 100\n",                               // done with no run
+		"start a\nbegin 100\ndone 100\n",                    // done inside a run
+		"start a\nbegin 100\nend 100\ndone 200\n",           // done of another time
+		"start a\nbegin 100\nend 100\ndone 100\ndone 100\n", // done twice
+		"start a\nbegin 100\nend 100\nstart b\ndone 100\n",  // done of another process's run
 	} {
 		if _, err := parseOutput(out); err == nil {
 			t.Errorf("parseOutput(%q) = nil error, want one", out)

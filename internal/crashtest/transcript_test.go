@@ -23,6 +23,7 @@ type batchRun struct {
 	line     int // line number of its begin, from 1
 	records  []rec
 	complete bool // reached its end line
+	done     int  // line number of its done line (completion logged), 0 if none
 }
 
 // transcript is the parsed output file.
@@ -83,11 +84,31 @@ func parseOutput(data string) (*transcript, error) {
 			}
 			open.complete = true
 			open = nil
+		case lineDone:
+			if err := markDone(tr, rest, open, n); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("line %d: %q: unknown line", n, l)
 		}
 	}
 	return tr, nil
+}
+
+// markDone marks done the run a done line at line n (its time in rest)
+// follows: the last run of the file, complete, of the current process, of
+// that time, and not marked yet; anything else is an error.
+func markDone(tr *transcript, rest string, open *batchRun, n int) error {
+	tm, err := strconv.ParseInt(rest, 10, 64)
+	var last *batchRun
+	if len(tr.runs) > 0 {
+		last = tr.runs[len(tr.runs)-1]
+	}
+	if err != nil || open != nil || last == nil || last.proc != tr.procs-1 || !last.complete || last.time != tm || last.done != 0 {
+		return fmt.Errorf("line %d: \"%s %s\": does not follow the end of its batch's run", n, lineDone, rest)
+	}
+	last.done = n
+	return nil
 }
 
 // parseRec parses "<id> <shard>"; a shard ID has 20 characters, so a line
@@ -108,14 +129,15 @@ type figures struct {
 	Procs      int // processes (or in-process runs) that opened the file
 	Batches    int // distinct batch times
 	Runs       int // batch runs, re-runs included
+	Done       int // runs whose completion the driver logged (done lines)
 	Rerun      int // batch times begun more than once
 	Duplicates int // record lines beyond the first of each record
 	Torn       int // torn lines dropped
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("records put %d (+%d uncertain), processes %d, batches %d, runs %d, re-run batches %d, duplicate records %d, torn lines %d",
-		f.Put, f.Maybe, f.Procs, f.Batches, f.Runs, f.Rerun, f.Duplicates, f.Torn)
+	return fmt.Sprintf("records put %d (+%d uncertain), processes %d, batches %d, runs %d (%d logged complete), re-run batches %d, duplicate records %d, torn lines %d",
+		f.Put, f.Maybe, f.Procs, f.Batches, f.Runs, f.Done, f.Rerun, f.Duplicates, f.Torn)
 }
 
 // checkOutput checks a transcript against the recovery guarantees, given
@@ -124,10 +146,11 @@ func (f figures) String() string {
 //   - every batch time begun has a complete run; every complete run of a
 //     time has exactly the records, in order, of its first complete run
 //     (G2), and every incomplete run is a prefix of it;
-//   - a time runs again only in a later process, and only if each earlier
-//     run was the last of its process: a batch followed by another in the
-//     same process had its completion logged, and must never run again
-//     (G3);
+//   - a time runs again only in a later process, and never after a run
+//     whose completion was logged (a done line) (G3); a run followed by
+//     another in its process has a done line (the driver starts a batch
+//     only after the one before completed), or the done lines are not
+//     to be trusted;
 //   - in each process, the re-runs come first, in time order, and then new
 //     times, each greater than every time before it in the file;
 //   - every record is in exactly one batch time (duplicates only from
@@ -135,16 +158,17 @@ func (f figures) String() string {
 //     unknown, and each shard's records come in put (ID) order.
 func checkOutput(tr *transcript, put, maybe map[int64]bool) (figures, []error) {
 	f := figures{Put: len(put), Maybe: len(maybe), Procs: tr.procs, Runs: len(tr.runs), Torn: tr.torn}
-	var errs []error
+	errs := checkDone(tr)
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	byTime := map[int64][]*batchRun{}
 	for _, r := range tr.runs {
 		byTime[r.time] = append(byTime[r.time], r)
 	}
-	lastOfProc := map[int]*batchRun{}
 	for _, r := range tr.runs {
-		lastOfProc[r.proc] = r
+		if r.done != 0 {
+			f.Done++
+		}
 	}
 	f.Batches = len(byTime)
 	first := map[int64]*batchRun{} // first complete run of each time
@@ -179,9 +203,9 @@ func checkOutput(tr *transcript, put, maybe map[int64]bool) (figures, []error) {
 			if prev.proc >= r.proc {
 				fail("batch %d: ran again at line %d in the same process as its run at line %d", tm, r.line, prev.line)
 			}
-			if lastOfProc[prev.proc] != prev {
-				fail("batch %d: ran again at line %d, but its run at line %d was followed by another batch in its process, so it had completed (G3)",
-					tm, r.line, prev.line)
+			if prev.done != 0 {
+				fail("batch %d: ran again at line %d, but its run at line %d had its completion logged (done at line %d) (G3)",
+					tm, r.line, prev.line, prev.done)
 			}
 		}
 	}
@@ -189,6 +213,21 @@ func checkOutput(tr *transcript, put, maybe map[int64]bool) (figures, []error) {
 	dups, recErrs := checkRecords(first, byTime, put, maybe)
 	f.Duplicates = dups
 	return f, append(errs, recErrs...)
+}
+
+// checkDone checks that every run followed by another in its process has
+// a done line: the driver runs a batch only once the one before completed,
+// so a missing done line means the completion listener does not record
+// every completion, and the G3 check would miss re-runs.
+func checkDone(tr *transcript) []error {
+	var errs []error
+	for i, r := range tr.runs[:max(len(tr.runs)-1, 0)] {
+		if next := tr.runs[i+1]; next.proc == r.proc && r.done == 0 {
+			errs = append(errs, fmt.Errorf("batch %d: run at line %d was followed by batch %d in its process but has no done line: completions are not all recorded",
+				r.time, r.line, next.time))
+		}
+	}
+	return errs
 }
 
 // checkOrder checks that each process runs its re-runs first, in time
