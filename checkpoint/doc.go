@@ -24,7 +24,8 @@
 //	                          weir (this package)        KCL 1.x / 2.x
 //	lease duration            LeaseDuration 10s          failoverTimeMillis 10s
 //	renew period              LeaseDuration/3            failoverTime/3 - epsilon
-//	take/steal period         LeaseDuration              (failoverTime + epsilon) * 2
+//	take/steal period         LeaseDuration/3 rounded up (failoverTime + epsilon) * 2
+//	first take                at start                   at start
 //	max leases stolen/cycle   1                          maxLeasesToStealAtOneTime 1
 //	shard sync period         60s                        shardSyncIntervalMillis 60s
 //	checkpoint                on an interval, by timer   when the record processor calls it
@@ -33,6 +34,18 @@
 //	lease at SHARD_END        released, never taken again  kept, cleaned up later
 //	initial position          LATEST (children TRIM_HORIZON) same
 //	leases per worker         no cap (MaxLeases)         maxLeasesForWorker, no cap
+//
+// weir scans the lease table six times as often as KCL. A scan reads the
+// whole table (one item per open shard), and LeaseDuration/3 is already the
+// period of a worker's renewals, one write per held lease: the scans add
+// about one read per shard per renew period per worker. In return, with one
+// lease stolen per cycle as in KCL, workers starting together spread their
+// shards within two lease durations (3 workers and 8 shards: each holds 2
+// or 3; KCL's period needs several times that), and a dead worker's leases
+// are taken at most LeaseDuration + TakeInterval after its last renewal
+// (KCL's period makes that up to 4*LeaseDuration). The rule: a lease is
+// taken at the first scan at least LeaseDuration after the first scan that
+// saw its counter's last change; see CoordinatorConfig.TakeInterval.
 //
 // # Wiring a receiver
 //

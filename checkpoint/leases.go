@@ -20,6 +20,15 @@ const (
 	DefaultShardSyncInterval = time.Minute
 )
 
+// DefaultTakeInterval returns the default TakeInterval for a lease duration:
+// leaseDuration/3, rounded up to the nanosecond so that three take periods
+// are never shorter than leaseDuration. Rounded down, the third scan after
+// a worker's last renewal would find its leases 1ns short of expiry, and the
+// take-over would wait for a fourth.
+func DefaultTakeInterval(leaseDuration time.Duration) time.Duration {
+	return (leaseDuration + 2) / 3
+}
+
 // renewParallelism bounds the lease writes one renew, take or shard sync
 // cycle runs at once.
 const renewParallelism = 8
@@ -51,11 +60,24 @@ type CoordinatorConfig struct {
 	// RenewInterval is how often held leases are renewed; it must be shorter
 	// than LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
-	// TakeInterval is how often the table is scanned to take expired leases
-	// and steal towards balance. Default LeaseDuration.
+	// TakeInterval is how often the table is scanned (one Scan of the whole
+	// table) to take unowned and expired leases and steal towards balance;
+	// the first take cycle runs at once when Run starts. Default
+	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
+	// period, where KCL scans every 2*LeaseDuration. At that period, one
+	// steal per cycle spreads 8 shards over 3 workers starting together
+	// within 2*LeaseDuration. A dead worker's leases are taken at the first
+	// scan at least LeaseDuration after the first scan that saw its last
+	// renewal: more than LeaseDuration and at most
+	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
+	// that renewal (plus a scan's and a write's latency), which is
+	// LeaseDuration + TakeInterval when TakeInterval divides LeaseDuration,
+	// as the default does, and always less than LeaseDuration +
+	// 2*TakeInterval.
 	TakeInterval time.Duration
 	// MaxStealsPerCycle bounds the leases stolen in one take cycle. Default
-	// DefaultMaxStealsPerCycle (1); negative disables stealing.
+	// DefaultMaxStealsPerCycle (1, as KCL's maxLeasesToStealAtOneTime);
+	// negative disables stealing.
 	MaxStealsPerCycle int
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
@@ -90,7 +112,7 @@ type CoordinatorConfig struct {
 func (c *CoordinatorConfig) setDefaults() {
 	c.LeaseDuration = orDur(c.LeaseDuration, DefaultLeaseDuration)
 	c.RenewInterval = orDur(c.RenewInterval, c.LeaseDuration/3)
-	c.TakeInterval = orDur(c.TakeInterval, c.LeaseDuration)
+	c.TakeInterval = orDur(c.TakeInterval, DefaultTakeInterval(c.LeaseDuration))
 	c.ShardSyncInterval = orDur(c.ShardSyncInterval, DefaultShardSyncInterval)
 	c.MaxStealsPerCycle = orInt(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
 	if c.InitialPosition == "" {
@@ -117,7 +139,7 @@ func (c CoordinatorConfig) validate() error {
 		problems = append(problems, fmt.Errorf("RenewInterval %v: must be shorter than LeaseDuration %v (LeaseDuration/3 is usual)", c.RenewInterval, c.LeaseDuration))
 	}
 	if c.TakeInterval < 0 {
-		problems = append(problems, fmt.Errorf("TakeInterval %v: must be > 0 (0 means LeaseDuration)", c.TakeInterval))
+		problems = append(problems, fmt.Errorf("TakeInterval %v: must be > 0 (0 means LeaseDuration/3)", c.TakeInterval))
 	}
 	if c.ShardSyncInterval < 0 {
 		problems = append(problems, fmt.Errorf("ShardSyncInterval %v: must be > 0 (0 means %v)", c.ShardSyncInterval, DefaultShardSyncInterval))

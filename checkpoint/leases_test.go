@@ -203,54 +203,147 @@ func TestCoordinatorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := [3]time.Duration{c.cfg.LeaseDuration, c.cfg.RenewInterval, c.cfg.TakeInterval}
-	if d := cmp.Diff([3]time.Duration{10 * time.Second, 10 * time.Second / 3, 10 * time.Second}, got); d != "" {
+	want := [3]time.Duration{10 * time.Second, 3333333333 * time.Nanosecond, 3333333334 * time.Nanosecond}
+	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
 }
 
-func TestCoordinatorConverges(t *testing.T) {
-	ctx := t.Context()
-	db := servers.Env(t).DynamoDB()
-	table := localaws.UniqueName(t)
-	var ws []*worker
-	for i := range 3 {
-		ws = append(ws, newWorker(t, table, fmt.Sprintf("worker-%d", i), db, nil))
+// runFor drives workers that start together through every renew and take
+// cycle their Run starts within d, on their own clocks, at the default
+// periods: a take cycle at once and every TakeInterval, a renew cycle every
+// RenewInterval (before a take due at the same time). Cycles due at the same
+// time run concurrently when together is set, else in worker order. After
+// each cycle, balanced (if not nil) is asked whether the workers' views are
+// balanced; runFor returns when that first held (-1 if never) and the number
+// of take cycles each worker ran.
+func runFor(ctx context.Context, ws []*worker, d time.Duration, together bool, balanced func() bool) (first time.Duration, takes int) {
+	type event struct {
+		at   time.Duration
+		take bool
 	}
-	shards := shardIDs(8)
-	if err := ws[0].c.SyncShards(ctx, shards); err != nil {
-		t.Fatal(err)
+	cfg := ws[0].c.cfg
+	var evs []event
+	for at := time.Duration(0); at <= d; at += cfg.TakeInterval {
+		evs = append(evs, event{at, true})
 	}
-	for range 5 { // KCL-style balance needs 3 cycles here; 5 leaves a margin
-		for _, w := range ws {
-			w.cycle(ctx)
-			w.clk.Advance(w.c.cfg.TakeInterval / 2)
-		}
+	for at := cfg.RenewInterval; at <= d; at += cfg.RenewInterval {
+		evs = append(evs, event{at, false})
 	}
-	var counts []int
-	all := map[string]string{}
-	for _, w := range ws {
-		counts = append(counts, len(w.held()))
-		for _, s := range w.held() {
-			if prev, dup := all[s]; dup {
-				t.Errorf("shard %s held by %s and %s", s, prev, w.c.WorkerID())
+	sort.SliceStable(evs, func(i, j int) bool {
+		return evs[i].at < evs[j].at || evs[i].at == evs[j].at && !evs[i].take && evs[j].take
+	})
+	start := make([]time.Time, len(ws))
+	for i, w := range ws {
+		start[i] = w.clk.Now()
+	}
+	first = -1
+	for _, ev := range evs {
+		run := func(i int, w *worker) {
+			w.clk.Set(start[i].Add(ev.at))
+			if ev.take {
+				w.c.takeCycle(ctx)
+			} else {
+				w.c.renewCycle(ctx)
 			}
-			all[s] = w.c.WorkerID()
+			w.c.deliver()
+		}
+		var wg sync.WaitGroup
+		for i, w := range ws {
+			if together {
+				wg.Go(func() { run(i, w) })
+			} else {
+				run(i, w)
+			}
+		}
+		wg.Wait()
+		if ev.take {
+			takes++
+		}
+		if first < 0 && balanced != nil && balanced() {
+			first = ev.at
 		}
 	}
-	sort.Ints(counts)
-	if d := cmp.Diff([]int{2, 3, 3}, counts); d != "" {
-		t.Errorf("leases per worker (-want +got):\n%s", d)
+	return first, takes
+}
+
+// TestCoordinatorConverges checks the bound with default settings:
+// 3 workers starting together on 8 unowned shards each hold 2 or 3 of them
+// within two lease durations, in virtual time. "One first" is a worker
+// that scans first and takes every lease, the others stealing one lease per
+// cycle; "together" has the first takes race (random winners) and two
+// workers steal from the same one at once (sometimes the same lease).
+func TestCoordinatorConverges(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		together bool
+	}{{"one first", false}, {"together", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := servers.Env(t).DynamoDB()
+			table := localaws.UniqueName(t)
+			var ws []*worker
+			for i := range 3 {
+				ws = append(ws, newWorker(t, table, fmt.Sprintf("worker-%d", i), db, func(c *CoordinatorConfig) {
+					c.LeaseDuration = 0 // every period at its default
+				}))
+			}
+			if err := ws[0].c.SyncShards(ctx, shardIDs(8)); err != nil {
+				t.Fatal(err)
+			}
+			lease := ws[0].c.cfg.LeaseDuration
+			balanced := func() bool { return checkSpread(ws, 8) == nil }
+			first, takes := runFor(ctx, ws, 2*lease, tc.together, balanced)
+			t.Logf("%d take cycles in %v; balanced after %v (%.2f lease durations)",
+				takes, 2*lease, first, first.Seconds()/lease.Seconds())
+			if err := checkSpread(ws, 8); err != nil {
+				t.Errorf("after %v: %v", 2*lease, err)
+			}
+			all := map[string]string{}
+			for _, w := range ws {
+				for _, s := range w.held() {
+					all[s] = w.c.WorkerID()
+				}
+			}
+			if d := cmp.Diff(all, owners(t, ws[0].c.Table())); d != "" {
+				t.Errorf("held leases vs table owners (-held +table):\n%s", d)
+			}
+			// Every loss a worker suffered (stolen leases) was reported.
+			for _, w := range ws {
+				acquired, lost := w.events()
+				if len(acquired)-len(lost) != len(w.held()) {
+					t.Errorf("%s: %d acquired - %d lost != %d held", w.c.WorkerID(), len(acquired), len(lost), len(w.held()))
+				}
+			}
+		})
 	}
-	if d := cmp.Diff(all, owners(t, ws[0].c.Table())); d != "" {
-		t.Errorf("held leases vs table owners (-held +table):\n%s", d)
-	}
-	// Every loss a worker suffered (stolen leases) was reported.
+}
+
+// checkSpread reports why the workers' held leases are not n leases spread
+// evenly, each held once, or nil.
+func checkSpread(ws []*worker, n int) error {
+	counts := make([]int, 0, len(ws))
+	holder := map[string]string{}
 	for _, w := range ws {
-		acquired, lost := w.events()
-		if len(acquired)-len(lost) != len(w.held()) {
-			t.Errorf("%s: %d acquired - %d lost != %d held", w.c.WorkerID(), len(acquired), len(lost), len(w.held()))
+		held := w.held()
+		counts = append(counts, len(held))
+		for _, s := range held {
+			if prev, dup := holder[s]; dup {
+				return fmt.Errorf("shard %s held by %s and %s", s, prev, w.c.WorkerID())
+			}
+			holder[s] = w.c.WorkerID()
 		}
 	}
+	lo, hi := n/len(ws), (n+len(ws)-1)/len(ws)
+	for _, c := range counts {
+		if c < lo || c > hi {
+			return fmt.Errorf("leases per worker %v, want each %d to %d", counts, lo, hi)
+		}
+	}
+	if len(holder) != n {
+		return fmt.Errorf("%d leases held, want %d", len(holder), n)
+	}
+	return nil
 }
 
 func TestCoordinatorExpiredLeasesTaken(t *testing.T) {

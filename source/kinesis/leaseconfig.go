@@ -60,15 +60,23 @@ type LeaseConfig struct {
 	// RenewInterval is how often held leases are renewed; it must be
 	// shorter than LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
-	// TakeInterval is how often the table is scanned to take expired or
-	// unowned leases and steal towards an even spread. A lease counts as
-	// expired once a scan finds its counter unchanged for LeaseDuration
+	// TakeInterval is how often the table is scanned (the whole table, one
+	// item per shard) to take expired or unowned leases and steal towards
+	// an even spread; the first scan runs at start. Default
+	// LeaseDuration/3 rounded up to the nanosecond
+	// (checkpoint.DefaultTakeInterval), the renew period, where KCL scans
+	// every 2*LeaseDuration: with the defaults, 3 workers starting together
+	// on 8 shards each hold 2 or 3 within 2*LeaseDuration. A lease counts
+	// as expired once a scan finds its counter unchanged for LeaseDuration
 	// since the scan that first saw it, so a dead worker's shards are taken
-	// over LeaseDuration to LeaseDuration + 2*TakeInterval after its last
-	// renewal; each scan reads the whole table. Default LeaseDuration.
+	// over more than LeaseDuration and at most LeaseDuration + TakeInterval
+	// after its last renewal when TakeInterval divides LeaseDuration (the
+	// default), less than LeaseDuration + 2*TakeInterval otherwise, plus a
+	// scan's and a write's latency.
 	TakeInterval time.Duration
 	// MaxStealsPerCycle bounds the leases stolen from a busier worker in
-	// one take cycle. Default 1, as KCL; negative disables stealing.
+	// one take cycle. Default 1, as KCL's maxLeasesToStealAtOneTime;
+	// negative disables stealing.
 	MaxStealsPerCycle int
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
@@ -92,8 +100,8 @@ func (l LeaseConfig) withDefaults() LeaseConfig {
 	if l.RenewInterval == 0 && l.LeaseDuration > 0 {
 		l.RenewInterval = l.LeaseDuration / 3
 	}
-	if l.TakeInterval == 0 {
-		l.TakeInterval = l.LeaseDuration
+	if l.TakeInterval == 0 && l.LeaseDuration > 0 {
+		l.TakeInterval = checkpoint.DefaultTakeInterval(l.LeaseDuration)
 	}
 	if l.MaxStealsPerCycle == 0 {
 		l.MaxStealsPerCycle = DefaultMaxStealsPerCycle
@@ -159,7 +167,7 @@ func (l LeaseConfig) problems(c Config) []error {
 	}{
 		{"LeaseDuration", l.LeaseDuration, DefaultLeaseDuration.String()},
 		{"RenewInterval", l.RenewInterval, "LeaseDuration/3"},
-		{"TakeInterval", l.TakeInterval, "LeaseDuration"},
+		{"TakeInterval", l.TakeInterval, "LeaseDuration/3"},
 		{"CheckpointInterval", l.CheckpointInterval, "the driver's batch interval"},
 	} {
 		if d.v < 0 {

@@ -23,8 +23,8 @@ func TestLeasesSpreadShardsOverWorkersAndDeliverEverything(t *testing.T) {
 	f := newFleet(t, 8)
 	data := payloads("spread", 3000)
 	f.put(data[:1500])
-	steals := func(c *kinesis.Config) { c.Leases.MaxStealsPerCycle = 2 }
-	ws := []*worker{f.start("w1", leaseDuration, steals), f.start("w2", leaseDuration, steals), f.start("w3", leaseDuration, steals)}
+	// Default periods and steals (1 per cycle, as KCL).
+	ws := []*worker{f.start("w1", leaseDuration, nil), f.start("w2", leaseDuration, nil), f.start("w3", leaseDuration, nil)}
 	took := f.waitFor("each of 3 workers holds 2 or 3 of the 8 leases", func() bool {
 		total := 0
 		for _, w := range ws {
@@ -36,7 +36,10 @@ func TestLeasesSpreadShardsOverWorkersAndDeliverEverything(t *testing.T) {
 		}
 		return total == 8
 	})
-	t.Logf("balanced after %v (%.1f lease periods)", took.Round(time.Millisecond), took.Seconds()/leaseDuration.Seconds())
+	// The bound is asserted in virtual time by checkpoint's
+	// TestCoordinatorConverges; here it is only logged.
+	t.Logf("balanced after %v (%.2f lease durations; bound 2 lease durations = %v)",
+		took.Round(time.Millisecond), took.Seconds()/leaseDuration.Seconds(), 2*leaseDuration)
 	f.put(data[1500:])
 	f.waitFor("every record in some output", f.allDelivered(data))
 
