@@ -385,6 +385,83 @@ func TestCoordinatorExpiredLeasesTaken(t *testing.T) {
 	}
 }
 
+// TestCoordinatorTakeOverAfterLastRenewal checks, in virtual time and with
+// default settings, when a dead worker's leases are taken: at the first scan
+// at least LeaseDuration after the first scan that saw its last renewal. A
+// survivor scanning every TakeInterval (T) that divides LeaseDuration (L)
+// takes them after more than L and at most L + T from that renewal: L + T
+// when the renewal lands just after a scan (the next scan is the first to
+// see it), ceil(L/T)*T = L when just before. Never less than L.
+func TestCoordinatorTakeOverAfterLastRenewal(t *testing.T) {
+	type scan struct {
+		after time.Duration // since the last renewal, on the survivor's clock
+		held  int           // leases the survivor holds after it: 2 while after < L
+	}
+	cfg := CoordinatorConfig{}
+	cfg.setDefaults()
+	lease, take := cfg.LeaseDuration, cfg.TakeInterval
+	bound := (lease+take-1)/take*take + take // ceil(L/T)*T + T
+	if bound > lease+take+2 {                // 2ns: the default T is L/3 rounded up
+		t.Fatalf("bound %v for LeaseDuration %v, TakeInterval %v: want LeaseDuration + TakeInterval", bound, lease, take)
+	}
+	tests := []struct {
+		name       string
+		scanBefore bool // the survivor scans just before the last renewal, else just after
+		scans      []scan
+	}{
+		{
+			name: "renewed just after a scan", scanBefore: true,
+			scans: []scan{{take, 2}, {2 * take, 2}, {3 * take, 2}, {bound, 4}},
+		},
+		{
+			name: "renewed just before a scan",
+			// 3T >= L: expired at the third scan after the one that saw it.
+			scans: []scan{{0, 2}, {take, 2}, {2 * take, 2}, {lease - 1, 2}, {3 * take, 4}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := servers.Env(t).DynamoDB()
+			table := localaws.UniqueName(t)
+			defaults := func(c *CoordinatorConfig) { c.LeaseDuration = 0 }
+			w1 := newWorker(t, table, "w1", db, defaults)
+			w2 := newWorker(t, table, "w2", db, defaults)
+			if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+				t.Fatal(err)
+			}
+			ws := []*worker{w1, w2}
+			runFor(ctx, ws, 2*lease, false, nil)
+			if err := checkSpread(ws, 4); err != nil {
+				t.Fatalf("before the death: %v", err)
+			}
+			// w1's last writes: a checkpoint, then a renewal of every lease.
+			if tc.scanBefore {
+				w2.c.takeCycle(ctx)
+			}
+			last := w1.held()[0]
+			if err := w1.c.Commit(ctx, last, "4242"); err != nil {
+				t.Fatal(err)
+			}
+			w1.c.renewCycle(ctx)
+			renewed := w2.clk.Now()
+			for _, sc := range tc.scans {
+				w2.clk.Set(renewed.Add(sc.after))
+				w2.cycle(ctx)
+				if n := len(w2.held()); n != sc.held {
+					t.Fatalf("%v after w1's last renewal: w2 holds %d leases, want %d", sc.after, n, sc.held)
+				}
+			}
+			if d := cmp.Diff(ids(shardIDs(4)), w2.held()); d != "" {
+				t.Errorf("w2 holds (-want +got):\n%s", d)
+			}
+			if l := mustGet(t, w2.c.Table(), last); l.Checkpoint != "4242" || l.Owner != "w2" {
+				t.Errorf("lease %s after the take-over: %+v, want w2's, checkpoint 4242", last, l)
+			}
+		})
+	}
+}
+
 func TestCoordinatorPausedWorkerLosesLeases(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
