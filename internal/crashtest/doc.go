@@ -31,6 +31,9 @@
 // checkpoints must stop at the completed records all the same.
 //
 // The kill moments come from a seeded random generator; the seed is logged.
+// Every fifth kill instead waits for the child to be inside a batch's
+// output (a begin line with no end yet), so that long runs surely re-run
+// batches.
 // Environment variables:
 //
 //   - WEIR_TORTURE_KILLS: the number of kills of each torture test (default

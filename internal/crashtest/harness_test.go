@@ -292,26 +292,48 @@ func awaitRecords(t *testing.T, path string, want map[int64]bool, exited <-chan 
 // failing the test after waitLimit or if c exits.
 func (h *harness) awaitBatches(c *child, n int) {
 	h.t.Helper()
+	h.awaitOwn(c, fmt.Sprintf("%d batches", n), 20*time.Millisecond, func(mine string) bool {
+		return strings.Count(mine, "\n"+lineEnd+" ") >= n
+	})
+}
+
+// awaitInOutput polls the output file, often, until c is inside a batch's
+// output (its last begin line has no end line after it), failing the test
+// after waitLimit or if c exits. A kill right after it lands, most often,
+// between the batch's outputs and its completion.
+func (h *harness) awaitInOutput(c *child) {
+	h.t.Helper()
+	h.awaitOwn(c, "a begin line with no end", 2*time.Millisecond, func(mine string) bool {
+		return strings.LastIndex(mine, "\n"+lineBegin+" ") > strings.LastIndex(mine, "\n"+lineEnd+" ")
+	})
+}
+
+// awaitOwn polls the output file every period until ok accepts what c
+// wrote (after its start line, from the newline ending it on: the last
+// start line naming c's pid, which an earlier child may have had), failing
+// the test, with what in the message, after waitLimit or if c exits.
+func (h *harness) awaitOwn(c *child, what string, period time.Duration, ok func(mine string) bool) {
+	h.t.Helper()
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
-	label := lineStart + " pid-" + strconv.Itoa(c.cmd.Process.Pid) + "\n"
+	label := lineStart + " pid-" + strconv.Itoa(c.cmd.Process.Pid)
 	for {
 		data, err := os.ReadFile(h.out)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			h.t.Fatal(err)
 		}
-		_, mine, ok := strings.Cut(string(data), label)
-		if ok && strings.Count(mine, "\n"+lineEnd+" ") >= n {
+		all := "\n" + string(data)
+		if i := strings.LastIndex(all, "\n"+label+"\n"); i >= 0 && ok(all[i+len(label)+1:]) {
 			return
 		}
 		select {
 		case <-tick.C:
 		case <-c.exited:
-			h.t.Fatalf("child %d exited before writing %d batches: %v\n%s", c.n, n, c.err, c.tail())
+			h.t.Fatalf("child %d exited before writing %s: %v\n%s", c.n, what, c.err, c.tail())
 		case <-deadline.C:
-			h.t.Fatalf("child %d did not write %d batches within %v\n%s", c.n, n, waitLimit, c.tail())
+			h.t.Fatalf("child %d did not write %s within %v\n%s", c.n, what, waitLimit, c.tail())
 		}
 	}
 }

@@ -46,7 +46,8 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // TestCrashTorture kills the pipeline's process with SIGKILL at random
-// moments while records keep arriving, restarts it each time, and checks
+// moments (every outputKillEvery-th kill, inside a batch's output) while
+// records keep arriving, restarts it each time, and checks
 // the output against G1 to G3 (see the package doc and checkOutput), and
 // every checkpoint write against G4 (checkJournal). The pipeline's
 // recovery log is a local directory.
@@ -74,7 +75,12 @@ func torture(t *testing.T, shared bool) {
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, tortureShards)
 	h.shared = shared
-	f := h.torture(kills, func(_ int, c *child) {
+	f := h.torture(kills, func(i int, c *child) {
+		if i%outputKillEvery == outputKillEvery-1 {
+			h.awaitInOutput(c)
+			c.kill(0)
+			return
+		}
 		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
 	})
 	report(t, fmt.Sprintf("torture (shared log %v): %d kills, seed %d: %v; checkpoint writes %d; took %v",
@@ -85,8 +91,13 @@ func torture(t *testing.T, shared bool) {
 }
 
 // minKillsForRerun is the number of kills from which a torture run must
-// have re-run a batch (about one kill in four lands inside an output).
-const minKillsForRerun = 10
+// have re-run a batch: every outputKillEvery-th kill waits for the child to
+// be inside a batch's output, so that one lands there nearly surely (of
+// the random ones, about one in eight does).
+const (
+	minKillsForRerun = 10
+	outputKillEvery  = 5
+)
 
 // TestCrashTornLogEntry kills the child, leaves a torn entry at the end of
 // its recovery log (the first bytes of an append that never returned, as a

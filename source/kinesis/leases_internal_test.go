@@ -114,7 +114,7 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: 3 * time.Second,
+	want := LeaseConfig{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second,
 		MaxStealsPerCycle: 1}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
