@@ -60,9 +60,9 @@ type Config struct {
 	// > 0; a receiver usually passes its batch interval.
 	Interval time.Duration
 	// Latest returns the greatest sequence number of shard that is safe to
-	// checkpoint, and false when there is none yet: a completed one, or a
-	// stored one when every stored block is in a log any worker can read
-	// (DESIGN.md, guarantee G4). Required.
+	// checkpoint, and false when there is none yet: for weir's Kinesis
+	// receiver, the latest record of a completed batch (DESIGN.md,
+	// guarantee G4). Required.
 	// It is called from the Checkpointer's goroutines, never under its lock,
 	// and must be safe for concurrent use.
 	Latest func(shard string) (seq string, ok bool)
@@ -89,7 +89,7 @@ func (c Config) validate() error {
 		problems = append(problems, fmt.Errorf("Interval %v: must be > 0 (use the batch interval)", c.Interval))
 	}
 	if c.Latest == nil {
-		problems = append(problems, errors.New("Latest is nil: set it to the receiver's latest-stored-sequence lookup"))
+		problems = append(problems, errors.New("Latest is nil: set it to the receiver's lookup of the latest safe (completed) sequence number"))
 	}
 	if c.CommitAttempts < 0 {
 		problems = append(problems, fmt.Errorf("CommitAttempts %d: must be >= 0 (0 means %d)", c.CommitAttempts, DefaultCommitAttempts))
@@ -130,8 +130,8 @@ type Stats struct {
 	Shards                            map[string]ShardStats
 }
 
-// Checkpointer commits, every Config.Interval, the latest stored sequence
-// number of every registered shard when it is greater than the last one
+// Checkpointer commits, every Config.Interval, the latest safe sequence
+// number (Config.Latest) of every registered shard when it is greater than the last one
 // committed. It fires whether or not new records arrived, never writes the
 // same number twice, retries a commit with jittered back-off and counts and
 // logs (once per failure streak per shard) a commit that still fails: a failed
@@ -277,7 +277,7 @@ func (st *shardState) release() { <-st.sem }
 
 // Remove stops checkpointing shard. It first waits for a commit in flight for
 // the shard to finish. Then, when final is not nil (the shard ended, or the
-// lease is handed back cleanly), it commits the latest stored sequence number
+// lease is handed back cleanly), it commits the latest safe sequence number
 // through final if it is newer than the last one committed, and returns that
 // commit's error; when final is nil (the lease was lost: another worker may
 // already be processing the shard) it commits nothing. Removing a shard that
@@ -329,13 +329,13 @@ func (cp *Checkpointer) MarkShardEnd(ctx context.Context, shard string, c Commit
 	return cp.commit(ctx, shard, st, c, ShardEnd)
 }
 
-// commitLatest commits the latest stored sequence number of shard through c
+// commitLatest commits the latest safe sequence number of shard through c
 // if it is newer than the last one committed. The caller holds st's token.
 func (cp *Checkpointer) commitLatest(ctx context.Context, shard string, st *shardState, c Committer) error {
 	seq, ok := cp.latest(shard)
 	if ok {
 		if !isSeq(seq) {
-			err := fmt.Errorf("checkpoint: shard %s: latest stored %q is not a sequence number", shard, seq)
+			err := fmt.Errorf("checkpoint: shard %s: latest %q is not a sequence number", shard, seq)
 			cp.recordFailure(shard, st, err)
 			return err
 		}

@@ -7,8 +7,8 @@
 // client (shards are plain IDs, positions plain sequence-number strings):
 //
 //   - Checkpointer commits, on a fixed interval, the latest *safe* sequence
-//     number of every registered shard (Config.Latest: completed, or stored
-//     in a shared log) through a Committer, whether or not new records
+//     number of every registered shard (Config.Latest: for weir's Kinesis
+//     receiver, the latest record of a completed batch) through a Committer, whether or not new records
 //     arrived, never the same number twice (seed SPARK-11359).
 //   - Table is the lease and checkpoint table: one item per shard, every write
 //     a single-item conditional write on the lease owner and counter, so a
@@ -53,8 +53,7 @@
 // set (package github.com/weirstream/weir/source/kinesis). By hand: one
 // Coordinator and one Checkpointer per worker; the Coordinator is the
 // Checkpointer's Committer, and Latest returns the numbers that are safe
-// to checkpoint (completed ones, or stored ones in a log every worker can
-// read: guarantee G4); a reader delivers only while Holds(shard):
+// to checkpoint (records of completed batches: guarantee G4); a reader delivers only while Holds(shard):
 //
 //	coord, _ := checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
 //		TableName: app, DynamoDB: ddb, WorkerID: id,

@@ -9,8 +9,8 @@ import (
 	"github.com/weirstream/weir/checkpoint"
 )
 
-// A receiver registers each shard it reads and supplies its latest stored
-// sequence numbers; the checkpointer commits them on its interval and once
+// A receiver registers each shard it reads and supplies its latest safe
+// (completed) sequence numbers; the checkpointer commits them on its interval and once
 // more on Close.
 func ExampleCheckpointer() {
 	stored := map[string]string{"shardId-000000000000": "49590338271490256608559692538361571095921575989136588898"}
@@ -49,5 +49,5 @@ func ExampleNew_invalidConfig() {
 	fmt.Println(err)
 	// Output:
 	// checkpoint: invalid config: Interval 0s: must be > 0 (use the batch interval)
-	// Latest is nil: set it to the receiver's latest-stored-sequence lookup
+	// Latest is nil: set it to the receiver's lookup of the latest safe (completed) sequence number
 }

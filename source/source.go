@@ -70,11 +70,14 @@ type Runtime[T any] struct {
 	// ok false.
 	ResumeAfter func(stream, shard string) (seq string, ok bool)
 	// SharedLog reports that every block a push stored is in a recovery log
-	// that any worker can read (a DynamoDB log), so that a future owner of a
-	// shard recomputes it after a crash. Only then may a receiver checkpoint
-	// its stored sequence numbers; otherwise it must checkpoint only the
-	// numbers of completed blocks (see CompletionObserver), or records
-	// stored but not completed could be lost (DESIGN.md, guarantee G4).
+	// that any worker can read (a DynamoDB log). It is necessary, not
+	// sufficient, for a receiver to checkpoint stored (not yet completed)
+	// sequence numbers: a future owner of the shard must also read that log
+	// for them, which weir's driver does not do (it reads only its own log).
+	// weir's Kinesis receiver therefore checkpoints only the numbers of
+	// completed blocks (see CompletionObserver) whatever this says; the
+	// field is for third-party receivers that recover another worker's
+	// blocks themselves (DESIGN.md, guarantee G4).
 	SharedLog bool
 }
 

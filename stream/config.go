@@ -93,13 +93,15 @@ type Config struct {
 	// completion, so that a restarted pipeline recomputes exactly the
 	// batches a crash interrupted, with the same times and blocks.
 	// recovery.Dir("state") keeps it in a local directory;
-	// recovery.DynamoConfig in a DynamoDB table that any worker can read,
-	// which a receiver that checkpoints stored (not yet completed) records
-	// needs (see StoredCheckpointer). An Opener of another type may declare
-	// its logs readable by any worker with a method SharedLog() bool.
-	// Default: nil, no log: a restart recomputes nothing, and records
-	// stored but not completed are read again only if the source was
-	// checkpointed no further than completed records.
+	// recovery.DynamoConfig in a DynamoDB table, so that the worker can be
+	// restarted on any machine with the same log. (A third-party receiver
+	// that checkpoints stored, not yet completed, records also needs a log
+	// any worker can read: see StoredCheckpointer. An Opener of another type
+	// may declare its logs so with a method SharedLog() bool.)
+	// Every batch, empty ones included, appends an allocation and a
+	// completion, so an idle pipeline still writes two entries per batch
+	// interval. Default: nil, no log: a restart recomputes nothing and
+	// re-reads from the checkpoints, which never pass a completed record.
 	Recovery recovery.Opener
 
 	// CompactEvery is how many completed batches pass between two
