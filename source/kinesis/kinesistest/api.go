@@ -232,8 +232,10 @@ func (sh *fshard) position(in *awskinesis.GetShardIteratorInput) (int, error) {
 }
 
 // GetRecords returns up to Limit (1..10000, default 10000) records from an
-// iterator, the next iterator (nil once a closed shard is read to its end,
-// with ChildShards then), and MillisBehindLatest: how long ago, on the
+// iterator, the next iterator (nil, with ChildShards, from a call that
+// starts at the end of a closed shard: as on kinesalite, the call that
+// returns a closed shard's last records still gives a next iterator, whose
+// call then returns none and ends the shard), and MillisBehindLatest: how long ago, on the
 // fake's clock, the next unread record arrived (0 when none is left). An
 // iterator that is not the fake's fails with
 // *types.InvalidArgumentException, one older than IteratorTTL or issued
@@ -291,7 +293,7 @@ func (f *Fake) read(s *fstream, sh *fshard, it iterator, limit int, now time.Tim
 	if end < len(sh.records) {
 		out.MillisBehindLatest = aws.Int64(max(now.Sub(sh.records[end].arrival).Milliseconds(), 0))
 	}
-	if sh.endSeq != "" && end == len(sh.records) {
+	if sh.endSeq != "" && start == len(sh.records) {
 		out.ChildShards = s.children(sh.id)
 		return out
 	}
