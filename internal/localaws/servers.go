@@ -119,7 +119,10 @@ func (k kind) launch(node, root, dataDir string, port int) (launch, error) {
 	case kindKinesis, kindDynamoDB:
 		opts := map[string]any{}
 		if k == kindKinesis {
-			opts = map[string]any{"createStreamMs": 0, "deleteStreamMs": 0, "updateStreamMs": 0, "shardLimit": 200}
+			// The shard limit counts every stream the server ever held: a
+			// package's tests share one server and make a stream each, and
+			// -count=N repeats them, so AWS's default of 200 runs out.
+			opts = map[string]any{"createStreamMs": 0, "deleteStreamMs": 0, "updateStreamMs": 0, "shardLimit": 20000}
 		} else {
 			opts = map[string]any{"createTableMs": 0, "deleteTableMs": 0, "updateTableMs": 0}
 		}
