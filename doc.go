@@ -15,9 +15,11 @@
 //   - [github.com/weirstream/weir/source]: the Receiver contract, the BlockGenerator, the block store.
 //   - [github.com/weirstream/weir/source/memory]: an in-process queue source for tests and examples.
 //   - [github.com/weirstream/weir/source/kinesis]: the Kinesis receiver.
+//   - [github.com/weirstream/weir/source/kinesis/kinesistest]: a fake Kinesis for pipeline tests.
 //   - [github.com/weirstream/weir/checkpoint]: the interval checkpointer and the lease table.
 //   - [github.com/weirstream/weir/recovery]: the metadata log that makes recovery exact.
 //   - [github.com/weirstream/weir/stream]: the driver (Context), Stream[T], operators and outputs.
+//   - [github.com/weirstream/weir/sink/files]: an exactly-once file sink, one file per batch time.
 //
 // # Guarantees
 //
@@ -27,16 +29,22 @@
 //     has the same time, ranges and records as before it.
 //   - G3 bounded duplicates: only batches whose outputs started but did not
 //     complete run twice.
-//   - G4 safe checkpoints: a checkpoint never passes a record that is neither
-//     in a completed batch nor in a log any future owner of the shard can read.
+//   - G4 safe checkpoints: a checkpoint never passes a record that is not in
+//     a completed batch.
 //
 // # Quick start
 //
-//	sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
+//	sc, err := stream.NewContext(stream.Config{
+//		BatchInterval: time.Second,
+//		Recovery:      recovery.Dir("wordcount-state"), // exact recovery after a crash
+//	})
 //	if err != nil {
 //		return err
 //	}
-//	src, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount"})
+//	src, err := kinesis.New(kinesis.Config{
+//		Stream: "words", App: "wordcount",
+//		Leases: &kinesis.LeaseConfig{}, // leases and checkpoints in DynamoDB
+//	})
 //	if err != nil {
 //		return err
 //	}
