@@ -94,19 +94,25 @@ func (s *Source[T]) Shards() []string {
 
 // Push queues records for delivery, all to the same shard, and returns at
 // once: it never blocks, whatever the queue holds. Records pushed before
-// Start are delivered after it starts. Records pushed after Stop was called,
-// or after Start returned, are discarded: use Send to learn of it. Push keeps
-// no reference to the records slice.
-func (s *Source[T]) Push(records ...T) {
+// Start are delivered after it starts. After Stop was called, or after Start
+// returned, Push queues nothing and returns an error wrapping
+// source.ErrStopped, so no record is dropped unseen. Push keeps no reference
+// to the records slice.
+func (s *Source[T]) Push(records ...T) error {
 	if len(records) == 0 {
-		return
+		return nil
 	}
 	s.mu.Lock()
-	if s.closedLocked() == nil {
+	err := s.closedLocked()
+	if err == nil {
 		s.enqueueLocked(records)
 	}
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	s.signal()
+	return nil
 }
 
 // Send is Push for producers that want backpressure: it waits, honouring

@@ -173,7 +173,9 @@ func TestStopFlushesAndThenRefuses(t *testing.T) {
 		if err := <-startErr; err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		src.Push("e") // discarded
+		if err := src.Push("e"); !errors.Is(err, source.ErrStopped) {
+			t.Errorf("Push after Stop: got %v, want ErrStopped", err)
+		}
 		if err := src.Send(ctx, "f"); !errors.Is(err, source.ErrStopped) {
 			t.Errorf("Send after Stop: got %v, want ErrStopped", err)
 		}
@@ -201,7 +203,9 @@ func TestStopBeforeStart(t *testing.T) {
 		if err := src.Stop(t.Context()); err != nil {
 			t.Fatalf("Stop before Start: %v", err)
 		}
-		src.Push("b") // after Stop: discarded
+		if err := src.Push("b"); !errors.Is(err, source.ErrStopped) {
+			t.Errorf("Push after Stop: got %v, want ErrStopped", err)
+		}
 		d := &fakeDriver{}
 		if err := src.Start(t.Context(), source.Runtime[string]{Push: d.push, BlockInterval: time.Hour}); err != nil {
 			t.Fatalf("Start after Stop: %v", err)
