@@ -46,7 +46,8 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // TestCrashTorture kills the pipeline's process with SIGKILL at random
-// moments (every outputKillEvery-th kill, inside a batch's output) while
+// moments (the second kill and every outputKillEvery-th after it, inside a
+// batch's output, so that even the default 3 kills re-run a batch) while
 // records keep arriving, restarts it each time, and checks
 // the output against G1 to G3 (see the package doc and checkOutput), and
 // every checkpoint write against G4 (checkJournal). The pipeline's
@@ -76,7 +77,7 @@ func torture(t *testing.T, shared bool) {
 	h := newHarness(t, env, tortureShards)
 	h.shared = shared
 	f := h.torture(kills, func(i int, c *child) {
-		if i%outputKillEvery == outputKillEvery-1 {
+		if i%outputKillEvery == 1 {
 			h.awaitInOutput(c)
 			c.kill(0)
 			return
@@ -91,9 +92,9 @@ func torture(t *testing.T, shared bool) {
 }
 
 // minKillsForRerun is the number of kills from which a torture run must
-// have re-run a batch: every outputKillEvery-th kill waits for the child to
-// be inside a batch's output, so that one lands there nearly surely (of
-// the random ones, about one in eight does).
+// have re-run a batch: the second kill and every outputKillEvery-th after it
+// wait for the child to be inside a batch's output, so that one lands there
+// nearly surely (of the random ones, about one in eight does).
 const (
 	minKillsForRerun = 10
 	outputKillEvery  = 5
