@@ -83,8 +83,6 @@ func (l *Recorder) See(b *batch.Batch[string]) {
 	l.saw[b.Time()] = Seen{Blocks: b.BlockIDs(), Ranges: b.Ranges(), Records: b.Records(), Recovered: l.recovered[b.Time()]}
 }
 
-// hooks inject a crash into a run: output i calls out(ctx, i, n, b), n
-
 // Check checks, after a first run of a pipeline crashed leaving the log in
 // state st1 and a second run of the same pipeline on the same log drained
 // leaving it in state st2, that:
