@@ -80,14 +80,6 @@ func (p *progress) stopped(shard string) {
 	p.notify()
 }
 
-// isReading reports whether a reader of shard runs.
-func (p *progress) isReading(shard string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st, ok := p.shards[shard]
-	return ok && st.reading
-}
-
 // added records that a range of shard entered a block.
 func (p *progress) added(r batch.SeqRange) {
 	p.mu.Lock()
