@@ -255,7 +255,7 @@ func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (path string
 }
 
 // encode writes b's records with Encode or Format.
-func (s *Sink[T]) encode(ctx context.Context, w io.Writer, b *batch.Batch[T]) error {
+func (s *Sink[T]) encode(ctx context.Context, w *bufio.Writer, b *batch.Batch[T]) error {
 	if s.cfg.Encode != nil {
 		return s.cfg.Encode(w, b)
 	}
@@ -267,7 +267,7 @@ func (s *Sink[T]) encode(ctx context.Context, w io.Writer, b *batch.Batch[T]) er
 			if _, err := w.Write(s.cfg.Format(v)); err != nil {
 				return err
 			}
-			if _, err := w.Write([]byte{'\n'}); err != nil {
+			if err := w.WriteByte('\n'); err != nil {
 				return err
 			}
 		}
