@@ -193,23 +193,8 @@ func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 // iterator gets an iterator at the range's First (when after is empty) or
 // after a sequence number already read back.
 func (rc *rangeReader) iterator(ctx context.Context, stream streamRef, rng batch.SeqRange, after string) (*string, error) {
-	if after != "" {
-		return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, Position{After: after}, rc.cfg.MaxAttempts)
-	}
-	in := Position{}.iteratorInput(stream, rng.Shard)
-	in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
-	in.StartingSequenceNumber = aws.String(rng.First)
-	out, err := do(ctx, rc.retry, rc.cfg.MaxAttempts, "GetShardIterator", rng.Shard, func(ctx context.Context) (*string, error) {
-		o, err := rc.client.GetShardIterator(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		return o.ShardIterator, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("getting a shard iterator at AT_SEQUENCE_NUMBER %s: %w", rng.First, err)
-	}
-	return out, nil
+	pos := resumeAt(Position{At: rng.First}, after)
+	return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, pos, rc.cfg.MaxAttempts)
 }
 
 // classify turns the errors that mean "this range is gone" into a
