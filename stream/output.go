@@ -19,9 +19,10 @@ type output struct {
 
 // String names the output in error messages, such as "ForEach of Map
 // (stream 2)" or `ForEachBatch("files") of Map (stream 2)`.
-func (o *output) String() string {
-	return recovery.Component{Kind: o.op, Name: o.name}.String() + " of " + o.n.String()
-}
+func (o *output) String() string { return o.component().String() + " of " + o.n.String() }
+
+// component describes the output in the pipeline's shape.
+func (o *output) component() recovery.Component { return recovery.Component{Kind: o.op, Name: o.name} }
 
 // addOutput registers an output that calls f with each batch of s, in
 // batch-time order; it is skipped at batch times where s has no batch.

@@ -47,7 +47,7 @@ type Describer interface {
 	Describe() (kind, name string)
 }
 
-// describe returns the shape component of receiver r, named by o.
+// describeSource returns the shape component of receiver r, named by o.
 func describeSource(r any, o options) recovery.Component {
 	c := recovery.Component{Kind: "receiver", Name: o.name}
 	if d, ok := r.(Describer); ok {
@@ -78,7 +78,7 @@ func (sc *Context) shapeLocked() recovery.Shape {
 		sh.Sources = append(sh.Sources, s.component())
 	}
 	for _, o := range sc.outputs {
-		sh.Outputs = append(sh.Outputs, recovery.Component{Kind: o.op, Name: o.name})
+		sh.Outputs = append(sh.Outputs, o.component())
 	}
 	return sh
 }
