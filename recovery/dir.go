@@ -265,7 +265,7 @@ func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return err
 	}
 	if len(enc) == 0 {
@@ -286,16 +286,6 @@ func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
 	l.size += int64(len(buf))
 	l.payloads = append(l.payloads, enc...)
 	return nil
-}
-
-func (l *DirLog) usable(ctx context.Context) error {
-	switch {
-	case l.closed:
-		return ErrClosed
-	case l.broken != nil:
-		return l.broken
-	}
-	return ctx.Err()
 }
 
 // fail records a write failure: the log's state on disk is now unknown.
@@ -326,7 +316,7 @@ func (l *DirLog) roll() error {
 func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return nil, err
 	}
 	return decodeAll(l.payloads)
@@ -339,7 +329,7 @@ func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
 func (l *DirLog) Compact(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return err
 	}
 	enc, err := compactPayloads(l.payloads, maxFrame)

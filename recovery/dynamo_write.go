@@ -27,7 +27,7 @@ func (l *DynamoLog) Append(ctx context.Context, entries ...Entry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.failed); err != nil {
 		return err
 	}
 	for _, p := range enc {
@@ -38,16 +38,6 @@ func (l *DynamoLog) Append(ctx context.Context, entries ...Entry) error {
 		l.payloads, l.seqs = append(l.payloads, p), append(l.seqs, seq)
 	}
 	return nil
-}
-
-func (l *DynamoLog) usable(ctx context.Context) error {
-	switch {
-	case l.closed:
-		return ErrClosed
-	case l.failed != nil:
-		return l.failed
-	}
-	return ctx.Err()
 }
 
 // putEntry puts an entry item at the next seq and returns the seq. If the
@@ -122,7 +112,7 @@ func (l *DynamoLog) key(seq int64) map[string]types.AttributeValue {
 func (l *DynamoLog) Read(ctx context.Context) ([]Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.failed); err != nil {
 		return nil, err
 	}
 	return decodeAll(l.payloads)
@@ -133,7 +123,7 @@ func (l *DynamoLog) Read(ctx context.Context) ([]Entry, error) {
 func (l *DynamoLog) Compact(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	if err := usable(ctx, l.closed, l.failed); err != nil {
 		return err
 	}
 	enc, err := compactPayloads(l.payloads, MaxDynamoEntrySize)

@@ -138,3 +138,15 @@ func encodeAll(entries []Entry, limit int) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// usable reports why a log cannot serve a call: ErrClosed after Close, the
+// sticky error of an earlier failure, or ctx's error; nil if it can.
+func usable(ctx context.Context, closed bool, failed error) error {
+	switch {
+	case closed:
+		return ErrClosed
+	case failed != nil:
+		return failed
+	}
+	return ctx.Err()
+}
