@@ -78,22 +78,28 @@ func (s *Source[T]) rangeLocked(r batch.SeqRange) ([]T, error) {
 			ErrBadRange, r, r.Shard, ShardName(0), ShardName(len(s.shards)-1))
 	}
 	sh := s.shards[i]
-	notHeld := &RangeNotHeldError{Range: r}
-	if len(sh.records) > 0 {
-		notHeld.Oldest = strconv.FormatUint(sh.first, 10)
-		notHeld.Newest = strconv.FormatUint(sh.nextSeq()-1, 10)
-	}
 	// Sequence numbers beyond 64 bits were never assigned: not held.
 	first, err1 := strconv.ParseUint(r.First, 10, 64)
 	last, err2 := strconv.ParseUint(r.Last, 10, 64)
 	if err1 != nil || err2 != nil {
-		return nil, notHeld
+		return nil, sh.notHeld(r)
 	}
 	if last-first+1 != uint64(r.Count) {
 		return nil, fmt.Errorf("%w: range %v: Count %d, but %s..%s spans %d records", ErrBadRange, r, r.Count, r.First, r.Last, last-first+1)
 	}
 	if first < sh.first || last >= sh.nextSeq() {
-		return nil, notHeld
+		return nil, sh.notHeld(r)
 	}
 	return sh.records[first-sh.first : last-sh.first+1], nil
+}
+
+// notHeld returns the error for a range of the shard whose records it does
+// not hold, naming what it does hold.
+func (sh *shard[T]) notHeld(r batch.SeqRange) *RangeNotHeldError {
+	e := &RangeNotHeldError{Range: r}
+	if len(sh.records) > 0 {
+		e.Oldest = strconv.FormatUint(sh.first, 10)
+		e.Newest = strconv.FormatUint(sh.nextSeq()-1, 10)
+	}
+	return e
 }
