@@ -87,11 +87,7 @@ func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) err
 }
 
 func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
-	ids := make([]batch.BlockID, len(blocks))
-	for i, b := range blocks {
-		ids[i] = b.ID
-	}
-	return l.append(ctx, recovery.BatchAllocated(t, ids...))
+	return l.append(ctx, recovery.BatchAllocated(t, blockIDs(blocks)...))
 }
 
 // batchCompleted logs the completion and, every compactEvery of them,

@@ -186,11 +186,16 @@ func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo)
 	if s.completer != nil {
 		s.completer.BlocksCompleted(ctx, blocks)
 	}
+	s.store.Delete(blockIDs(blocks)...)
+}
+
+// blockIDs returns the IDs of blocks, in order.
+func blockIDs(blocks []batch.BlockInfo) []batch.BlockID {
 	ids := make([]batch.BlockID, len(blocks))
 	for i, b := range blocks {
 		ids[i] = b.ID
 	}
-	s.store.Delete(ids...)
+	return ids
 }
 
 // batchAt is the compute function of the source's stream: the records of
