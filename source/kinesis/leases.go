@@ -24,13 +24,12 @@ import (
 // receiver's) are queued and handled, in order, by the assigner goroutine,
 // the only one that starts and stops readers.
 type leaseRun struct {
-	rn          *run
-	cfg         LeaseConfig
-	coord       *checkpoint.Coordinator
-	cp          *checkpoint.Checkpointer
-	resumeAfter func(stream, shard string) (string, bool)
-	report      func(error)
-	log         *slog.Logger
+	rn     *run
+	cfg    LeaseConfig
+	coord  *checkpoint.Coordinator
+	cp     *checkpoint.Checkpointer
+	report func(error)
+	log    *slog.Logger
 
 	wake chan struct{} // 1 slot: events queued, or completed numbers moved
 
@@ -53,7 +52,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	cfg := *rn.cfg.Leases
 	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
 	lr := &leaseRun{
-		rn: rn, cfg: cfg, resumeAfter: rt.ResumeAfter, report: rt.WithDefaults().ReportError,
+		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
 	}
@@ -294,12 +293,9 @@ func (lr *leaseRun) position(l checkpoint.Lease) Position {
 			pos.Timestamp = cfg.AtTimestamp
 		}
 	}
-	if lr.resumeAfter == nil {
-		return pos
-	}
-	seq, ok := lr.resumeAfter(cfg.Stream, l.Shard)
+	seq, ok := lr.rn.logged(l.Shard)
 	switch {
-	case !ok || !isSeq(seq):
+	case !ok:
 	case pos.After != "" && batch.CompareSeq(seq, pos.After) <= 0:
 	case pos.At != "" && batch.CompareSeq(seq, pos.At) < 0:
 	default:

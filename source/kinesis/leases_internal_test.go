@@ -44,15 +44,15 @@ func TestLeasePosition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			resumeAfter := func(stream, shard string) (string, bool) {
+				if stream != "s" || shard != "shard-1" {
+					t.Errorf("ResumeAfter(%q, %q), want (s, shard-1)", stream, shard)
+				}
+				return tc.resume, tc.resume != ""
+			}
 			lr := &leaseRun{
-				rn:  &run{cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}},
+				rn:  &run{cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}, resumeAfter: resumeAfter},
 				log: slog.New(slog.DiscardHandler),
-				resumeAfter: func(stream, shard string) (string, bool) {
-					if stream != "s" || shard != "shard-1" {
-						t.Errorf("ResumeAfter(%q, %q), want (s, shard-1)", stream, shard)
-					}
-					return tc.resume, tc.resume != ""
-				},
 			}
 			tc.lease.Shard = "shard-1"
 			if diff := cmp.Diff(tc.want, lr.position(tc.lease)); diff != "" {
