@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,9 +181,9 @@ func New(cfg Config) (*Checkpointer, error) {
 	cp := &Checkpointer{
 		interval:  cfg.Interval,
 		latest:    cfg.Latest,
-		attempts:  orInt(cfg.CommitAttempts, DefaultCommitAttempts),
-		backoff:   orDur(cfg.CommitBackoff, DefaultCommitBackoff),
-		parallel:  orInt(cfg.Parallelism, DefaultParallelism),
+		attempts:  cmp.Or(cfg.CommitAttempts, DefaultCommitAttempts),
+		backoff:   cmp.Or(cfg.CommitBackoff, DefaultCommitBackoff),
+		parallel:  cmp.Or(cfg.Parallelism, DefaultParallelism),
 		clk:       clock.Or(cfg.Clock),
 		log:       cfg.Logger,
 		stop:      make(chan struct{}),
@@ -193,20 +194,6 @@ func New(cfg Config) (*Checkpointer, error) {
 		cp.log = slog.Default()
 	}
 	return cp, nil
-}
-
-func orInt(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDur(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // stateLocked returns shard's state, creating it; c.mu must be held.

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,11 +111,11 @@ type CoordinatorConfig struct {
 }
 
 func (c *CoordinatorConfig) setDefaults() {
-	c.LeaseDuration = orDur(c.LeaseDuration, DefaultLeaseDuration)
-	c.RenewInterval = orDur(c.RenewInterval, c.LeaseDuration/3)
-	c.TakeInterval = orDur(c.TakeInterval, DefaultTakeInterval(c.LeaseDuration))
-	c.ShardSyncInterval = orDur(c.ShardSyncInterval, DefaultShardSyncInterval)
-	c.MaxStealsPerCycle = orInt(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.LeaseDuration/3)
+	c.TakeInterval = cmp.Or(c.TakeInterval, DefaultTakeInterval(c.LeaseDuration))
+	c.ShardSyncInterval = cmp.Or(c.ShardSyncInterval, DefaultShardSyncInterval)
+	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
 	if c.InitialPosition == "" {
 		c.InitialPosition = LatestPosition
 	}

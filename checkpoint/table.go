@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,7 +148,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 }
 
 func newTable(cfg TableConfig) *Table {
-	return &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: orDur(cfg.PollInterval, DefaultPollInterval)}
+	return &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval)}
 }
 
 // Name returns the table name.
