@@ -165,7 +165,7 @@ type Checkpointer struct {
 type shardState struct {
 	// sem holds one token while a commit for the shard is in flight, so a
 	// removal waits for it and commits are never concurrent per shard.
-	sem       chan struct{}
+	sem
 	committer Committer // nil when the shard is not registered
 	last      string    // last committed (or registered) checkpoint
 	failing   bool      // in a failure streak: logged once already
@@ -200,7 +200,7 @@ func New(cfg Config) (*Checkpointer, error) {
 func (cp *Checkpointer) stateLocked(shard string) *shardState {
 	st, ok := cp.shards[shard]
 	if !ok {
-		st = &shardState{sem: make(chan struct{}, 1)}
+		st = &shardState{sem: make(sem, 1)}
 		cp.shards[shard] = st
 	}
 	return st
@@ -250,17 +250,21 @@ func (st *shardState) raiseLocked(v string) {
 // batch.MaxSeqDigits of them (the API's pattern; real ones have 56).
 func isSeq(s string) bool { return batch.ValidateSeq(s) == nil }
 
-// acquire waits until no commit is in flight for st, or ctx is done.
-func (st *shardState) acquire(ctx context.Context) error {
+// sem is a one-token semaphore: make(sem, 1).
+type sem chan struct{}
+
+// acquire waits until the token is free and takes it, or ctx is done.
+func (s sem) acquire(ctx context.Context) error {
 	select {
-	case st.sem <- struct{}{}:
+	case s <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-func (st *shardState) release() { <-st.sem }
+// release hands the token back.
+func (s sem) release() { <-s }
 
 // Remove stops checkpointing shard. It first waits for a commit in flight for
 // the shard to finish. Then, when final is not nil (the shard ended, or the

@@ -186,7 +186,7 @@ type Coordinator struct {
 // Coordinator.mu; sem serializes the writes of the lease (renew, checkpoint,
 // release), whose condition needs the counter the previous one wrote.
 type heldLease struct {
-	sem     chan struct{}
+	sem
 	lease   Lease
 	renewed time.Time // last successful write, on this worker's clock
 }
@@ -355,17 +355,6 @@ func (c *Coordinator) queueLocked(ev leaseEvent) {
 	default: // already signalled
 	}
 }
-
-func (h *heldLease) acquire(ctx context.Context) error {
-	select {
-	case h.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (h *heldLease) release() { <-h.sem }
 
 // current returns the lease of h if h is still the held lease of shard.
 func (c *Coordinator) current(shard string, h *heldLease) (Lease, bool) {

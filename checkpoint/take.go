@@ -75,7 +75,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		}
 		return
 	}
-	h := &heldLease{sem: make(chan struct{}, 1), lease: nl, renewed: c.cfg.Clock.Now()}
+	h := &heldLease{sem: make(sem, 1), lease: nl, renewed: c.cfg.Clock.Now()}
 	c.mu.Lock()
 	if c.draining { // Drain began during the take: hand it back at once
 		c.mu.Unlock()
