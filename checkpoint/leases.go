@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -390,10 +391,7 @@ func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 // renewCycle renews every held lease once.
 func (c *Coordinator) renewCycle(ctx context.Context) {
 	c.mu.Lock()
-	hs := make(map[string]*heldLease, len(c.held))
-	for shard, h := range c.held {
-		hs[shard] = h
-	}
+	hs := maps.Clone(c.held)
 	c.mu.Unlock()
 	var g errgroup.Group
 	g.SetLimit(renewParallelism)
@@ -493,10 +491,7 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 	c.mu.Lock()
 	first := !c.draining
 	c.draining = true
-	hs := make(map[string]*heldLease, len(c.held))
-	for shard, h := range c.held {
-		hs[shard] = h
-	}
+	hs := maps.Clone(c.held)
 	c.mu.Unlock()
 	var errs []error
 	for shard, h := range hs {
