@@ -86,7 +86,8 @@ type run struct {
 // of records being added either lands whole or not at all), the block
 // generator seals and pushes what it holds, then Start returns.
 func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
-	if err := r.begin(&rt); err != nil {
+	rt = rt.WithDefaults()
+	if err := r.begin(rt); err != nil {
 		return err
 	}
 	defer r.end()
@@ -105,16 +106,16 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	return lr.run(ctx, r.stopCh)
 }
 
-// begin marks the receiver started, once.
-func (r *Receiver) begin(rt *source.Runtime[Record]) error {
+// begin marks the receiver started, once, and keeps rt (with defaults) for
+// runtime.
+func (r *Receiver) begin(rt source.Runtime[Record]) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
 		return errors.New("kinesis: Start called more than once: a Receiver runs once, create a new one with New")
 	}
 	r.started = true
-	withDefaults := rt.WithDefaults()
-	r.rt = &withDefaults
+	r.rt = &rt
 	return nil
 }
 
@@ -127,13 +128,12 @@ func (r *Receiver) end() {
 }
 
 // prepare builds the client and checks the stream. It returns a nil run
-// and a nil error when Stop came first.
+// and a nil error when Stop came first. rt has its defaults.
 func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
-	rt = rt.WithDefaults()
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: clock.Or(r.cfg.Clock), logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter}
-	if r.cfg.Clock == nil {
+	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter}
+	if rn.clock == nil {
 		rn.clock = rt.Clock
 	}
 	if rn.logger == nil {
