@@ -95,9 +95,6 @@ func (b *backoff) next() time.Duration {
 	return half + rand.N(d-half+1)
 }
 
-// reset starts the sequence again after a success.
-func (b *backoff) reset() { b.attempt = 0 }
-
 // retrier runs Kinesis calls with back-off on retryable errors, counting
 // every retry by cause.
 type retrier struct {
