@@ -1,6 +1,9 @@
 package kpl
 
-import "crypto/md5"
+import (
+	"crypto/md5"
+	"encoding/binary"
+)
 
 // Aggregate encodes records as the data of one KPL aggregated Kinesis record,
 // in the format the KPL writes and the KCL and [Deaggregate] read: magic
@@ -53,12 +56,12 @@ func Aggregate(records []UserRecord) []byte {
 	}
 	for i, r := range records {
 		out = appendTag(out, fieldRecords, wireBytes)
-		out = appendVarint(out, uint64(refs[i].size))
+		out = binary.AppendUvarint(out, uint64(refs[i].size))
 		out = appendTag(out, fieldPartitionKeyIndex, wireVarint)
-		out = appendVarint(out, refs[i].pk)
+		out = binary.AppendUvarint(out, refs[i].pk)
 		if refs[i].hasEHK {
 			out = appendTag(out, fieldExplicitHashKeyIndex, wireVarint)
-			out = appendVarint(out, refs[i].ehk)
+			out = binary.AppendUvarint(out, refs[i].ehk)
 		}
 		out = appendBytes(out, fieldData, r.Data)
 	}

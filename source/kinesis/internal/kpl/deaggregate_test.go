@@ -2,6 +2,7 @@ package kpl
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -218,7 +219,7 @@ func TestDeaggregateMalformed(t *testing.T) {
 		{"wire type 6", []byte{0x0E}, 4, "invalid wire type 6 in field 1"},
 		{"wire type 7 in record", pb(sfield(1, "a"), bfield(3, []byte{0x3F})), 4 + 3 + 2, "invalid wire type 7 in field 7"},
 		{"field number 0", []byte{0x00, 0x00}, 4, "invalid field number 0"},
-		{"field number too large", appendVarint(nil, (maxFieldNumber+1)<<3), 4, "invalid field number 536870912"},
+		{"field number too large", binary.AppendUvarint(nil, (maxFieldNumber+1)<<3), 4, "invalid field number 536870912"},
 		{"truncated fixed64", pb(appendTag(nil, 9, wireFixed64), make([]byte, 7)), 4 + 1, "truncated 8-byte fixed value"},
 		{"truncated fixed32", pb(appendTag(nil, 9, wireFixed32), make([]byte, 3)), 4 + 1, "truncated 4-byte fixed value"},
 		{"end group without start", appendTag(nil, 9, wireEndGroup), 4 + 1, "end of group 9 that was never started"},

@@ -1,6 +1,9 @@
 package kpl
 
-import "crypto/md5"
+import (
+	"crypto/md5"
+	"encoding/binary"
+)
 
 // This file builds protobuf messages by hand for the tests, independently of
 // the encoder under test: every helper writes exactly the bytes the protobuf
@@ -17,7 +20,7 @@ func pb(fields ...[]byte) []byte {
 
 // vfield encodes field num as a varint.
 func vfield(num int, v uint64) []byte {
-	return appendVarint(appendTag(nil, num, wireVarint), v)
+	return binary.AppendUvarint(appendTag(nil, num, wireVarint), v)
 }
 
 // bfield encodes field num as a length-delimited value.

@@ -4,6 +4,8 @@ package kpl
 // encoder need: varints, tags, length-delimited fields, and skipping fields
 // of every wire type.
 
+import "encoding/binary"
+
 // wireType is the low three bits of a protobuf field tag.
 type wireType uint8
 
@@ -155,35 +157,26 @@ func (d *decoder) skipScalar(num int, wt wireType) error {
 	}
 }
 
-// appendVarint appends v as a base-128 varint.
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
 // appendTag appends the tag of field num with wire type wt.
 func appendTag(b []byte, num int, wt wireType) []byte {
-	return appendVarint(b, uint64(num)<<3|uint64(wt))
+	return binary.AppendUvarint(b, uint64(num)<<3|uint64(wt))
 }
 
 // appendBytes appends field num as a length-delimited value.
 func appendBytes(b []byte, num int, v []byte) []byte {
 	b = appendTag(b, num, wireBytes)
-	b = appendVarint(b, uint64(len(v)))
+	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
 }
 
 // appendString is appendBytes for a string, without converting it.
 func appendString(b []byte, num int, v string) []byte {
 	b = appendTag(b, num, wireBytes)
-	b = appendVarint(b, uint64(len(v)))
+	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
 }
 
-// varintLen returns the number of bytes appendVarint uses for v.
+// varintLen returns the number of bytes binary.AppendUvarint uses for v.
 func varintLen(v uint64) int {
 	n := 1
 	for v >= 0x80 {
