@@ -208,12 +208,12 @@ func (r *recoverer) store(b batch.BlockInfo) error {
 	}
 	b.Ranges = slices.Clone(b.Ranges)
 	r.blocks[b.ID] = b
-	p := Progress{NextBlockSeq: map[int]uint64{b.ID.Source: b.ID.Seq + 1}, ShardSeqs: map[ShardKey]string{}}
+	next := r.prog.NextBlockSeq
+	next[b.ID.Source] = max(next[b.ID.Source], b.ID.Seq+1)
 	for _, rg := range b.Ranges {
 		k := ShardKey{rg.Stream, rg.Shard}
-		p.ShardSeqs[k] = batch.MaxSeq(p.ShardSeqs[k], rg.Last)
+		r.prog.ShardSeqs[k] = batch.MaxSeq(r.prog.ShardSeqs[k], rg.Last)
 	}
-	r.fold(p)
 	return nil
 }
 
