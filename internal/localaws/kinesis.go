@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/clock"
 )
 
 // Limits of one PutRecords call, and how hard PutRecordsOn tries.
@@ -55,7 +57,7 @@ func CreateStreamOn(ctx context.Context, c *kinesis.Client, name string, shards 
 		if out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
 			return nil
 		}
-		if err := pause(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, clock.Real{}, delay); err != nil {
 			return fmt.Errorf("localaws: wait for stream %q to become ACTIVE: %w", name, err)
 		}
 	}
@@ -120,22 +122,10 @@ func putBatch(ctx context.Context, c *kinesis.Client, stream string, entries []t
 			return fmt.Errorf("localaws: put on %q: %d records still failing after %d attempts: %w",
 				stream, len(failed), attempt, firstErr)
 		}
-		if err := pause(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, clock.Real{}, delay); err != nil {
 			return errors.Join(fmt.Errorf("localaws: put on %q: %w", stream, err), firstErr)
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 		entries = failed
-	}
-}
-
-// pause waits for d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
