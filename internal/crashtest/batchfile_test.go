@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -112,14 +113,7 @@ func (w *batchFile) pause(ctx context.Context) error {
 	if w.slow <= 0 {
 		return nil
 	}
-	t := time.NewTimer(w.slow)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, clock.Real{}, w.slow)
 }
 
 // Write is the pipeline's output: begin, the records in chunks, end, fsync.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,17 +104,7 @@ func (p *producer) run(ctx context.Context, stop <-chan struct{}) error {
 func (p *producer) snapshot() (put, maybe map[int64]bool, maxSeq map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	put, maybe, maxSeq = map[int64]bool{}, map[int64]bool{}, map[string]string{}
-	for k := range p.put {
-		put[k] = true
-	}
-	for k := range p.maybe {
-		maybe[k] = true
-	}
-	for k, v := range p.maxSeq {
-		maxSeq[k] = v
-	}
-	return put, maybe, maxSeq
+	return maps.Clone(p.put), maps.Clone(p.maybe), maps.Clone(p.maxSeq)
 }
 
 // harness runs the pipeline in child processes on one stream, lease table,
