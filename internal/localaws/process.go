@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -124,7 +125,7 @@ func (p *process) exitError() error {
 	if errors.As(p.waitErr, &ee) && ee.ExitCode() == portInUseExit {
 		return errPortInUse
 	}
-	if bytes.Contains([]byte(p.out.String()), []byte("EADDRINUSE")) {
+	if strings.Contains(p.out.String(), "EADDRINUSE") {
 		return errPortInUse
 	}
 	return fmt.Errorf("exited before it was ready (%v); output: %s", p.waitErr, p.out.String())

@@ -117,7 +117,7 @@ func (k kind) launch(node, root, dataDir string, port int) (launch, error) {
 	modules := filepath.Join(root, "node_modules")
 	switch k {
 	case kindKinesis, kindDynamoDB:
-		opts := map[string]any{}
+		var opts map[string]any
 		if k == kindKinesis {
 			// The shard limit counts every stream the server ever held: a
 			// package's tests share one server and make a stream each, and
