@@ -2,6 +2,7 @@ package recovery_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -201,12 +202,12 @@ func TestDirCorrupt(t *testing.T) {
 			orig, _, _ := writeLog(t, tt.segSize)
 			segs := segmentFiles(t, orig)
 			seg := filepath.Base(segs[len(segs)-tt.seg])
-			start, end := firstFrame(t, filepath.Join(orig, seg))
-			for off := start; off < end; off++ {
+			end := firstFrameEnd(t, filepath.Join(orig, seg))
+			for off := range end {
 				dir := copyDir(t, orig)
 				path := filepath.Join(dir, seg)
 				flipByte(t, path, off)
-				wantCorrupt(t, dir, path, start)
+				wantCorrupt(t, dir, path, 0)
 			}
 		})
 	}
@@ -218,8 +219,7 @@ func TestDirCorrupt(t *testing.T) {
 		if err := os.Truncate(path, size-1); err != nil {
 			t.Fatal(err)
 		}
-		start, _ := lastFrameStart(t, path)
-		wantCorrupt(t, dir, path, start)
+		wantCorrupt(t, dir, path, lastFrameStart(t, path))
 	})
 	t.Run("undecodable entry", func(t *testing.T) {
 		dir := t.TempDir()
@@ -241,25 +241,24 @@ func TestDirCorrupt(t *testing.T) {
 	})
 }
 
-// firstFrame returns the bounds of the first frame of a segment that is
-// followed by another.
-func firstFrame(t *testing.T, path string) (start, end int64) {
+// firstFrameEnd returns the end of the first frame of a segment, which
+// starts at 0 and must be followed by another.
+func firstFrameEnd(t *testing.T, path string) int64 {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int64(data[0]) | int64(data[1])<<8 | int64(data[2])<<16 | int64(data[3])<<24
-	end = 12 + n
+	end := 12 + int64(binary.LittleEndian.Uint32(data))
 	if end >= int64(len(data)) {
 		t.Fatalf("%s holds a single frame", path)
 	}
-	return 0, end
+	return end
 }
 
 // lastFrameStart returns the offset of the last frame header in a segment
 // that was cut short by one byte.
-func lastFrameStart(t *testing.T, path string) (int64, bool) {
+func lastFrameStart(t *testing.T, path string) int64 {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -267,9 +266,9 @@ func lastFrameStart(t *testing.T, path string) (int64, bool) {
 	}
 	var off int64
 	for {
-		n := int64(data[off]) | int64(data[off+1])<<8 | int64(data[off+2])<<16 | int64(data[off+3])<<24
+		n := int64(binary.LittleEndian.Uint32(data[off:]))
 		if off+12+n > int64(len(data)) {
-			return off, true
+			return off
 		}
 		off += 12 + n
 	}
