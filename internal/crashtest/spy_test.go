@@ -241,7 +241,7 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 // sets, or "" for another update (a renewal, a take, SHARD_END).
 func checkpointOf(in *dynamodb.UpdateItemInput) (shard, seq string) {
 	v, ok := in.ExpressionAttributeValues[":ckpt"].(*types.AttributeValueMemberS)
-	if !ok || !isDigits(v.Value) {
+	if !ok || batch.ValidateSeq(v.Value) != nil {
 		return "", ""
 	}
 	k, ok := in.Key["leaseKey"].(*types.AttributeValueMemberS)
@@ -249,15 +249,6 @@ func checkpointOf(in *dynamodb.UpdateItemInput) (shard, seq string) {
 		return "", ""
 	}
 	return k.Value, v.Value
-}
-
-func isDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // stats returns the successful checkpoint writes and the violations seen.
