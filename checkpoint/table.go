@@ -158,23 +158,30 @@ func (t *Table) Name() string { return t.name }
 // billing) if it does not exist, waits until it is ACTIVE, and checks that its
 // key is leaseKey.
 func (t *Table) Ensure(ctx context.Context) error {
+	created := false
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name})
 		var notFound *types.ResourceNotFoundException
+		status := "not found"
 		switch {
-		case errors.As(err, &notFound):
+		case errors.As(err, &notFound) && !created:
 			if err := t.create(ctx); err != nil {
 				return err
 			}
+			created = true
 			continue
+		case errors.As(err, &notFound):
+			// Created (by us or another worker) but not visible yet: wait,
+			// rather than create again at once, which would spin.
 		case err != nil:
 			return fmt.Errorf("checkpoint: describe table %s: %w", t.name, err)
-		}
-		if out.Table.TableStatus == types.TableStatusActive {
+		case out.Table.TableStatus == types.TableStatusActive:
 			return checkKeySchema(t.name, out.Table.KeySchema)
+		default:
+			status = string(out.Table.TableStatus)
 		}
 		if err := clock.Sleep(ctx, t.clk, t.poll); err != nil {
-			return fmt.Errorf("checkpoint: waiting for table %s (status %s) to be ACTIVE: %w", t.name, out.Table.TableStatus, err)
+			return fmt.Errorf("checkpoint: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
 		}
 	}
 }
