@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/weirstream/weir/internal/localaws"
 )
 
 // BenchmarkCheckpointerRound measures one interval's round over 500 shards
@@ -39,29 +37,4 @@ func BenchmarkCheckpointerRound(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*shards), "ns/shard")
-}
-
-// BenchmarkTableCheckpoint measures one conditional checkpoint write on
-// dynalite, the Committer's cost in a round.
-func BenchmarkTableCheckpoint(b *testing.B) {
-	db := servers.Env(b).DynamoDB()
-	tbl, err := NewTable(TableConfig{Name: localaws.UniqueName(b), Client: db, PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := tbl.Ensure(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := tbl.Create(ctx, Lease{Shard: "s", Owner: "w"}); err != nil {
-		b.Fatal(err)
-	}
-	l := Lease{Shard: "s", Owner: "w"}
-	n := int64(0)
-	for b.Loop() {
-		n++
-		if l, err = tbl.Checkpoint(ctx, l, strconv.FormatInt(n, 10), 0); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
 )
 
 // Special checkpoint values, spelled as the Kinesis Client Library writes them
@@ -37,6 +37,10 @@ const (
 	DefaultCommitBackoff  = 100 * time.Millisecond
 	DefaultParallelism    = 16
 )
+
+// maxCommitBackoff caps the wait between two attempts of one commit: the
+// attempts of a round must end well within a checkpoint interval.
+const maxCommitBackoff = 2 * time.Second
 
 // Committer writes a checkpoint for one shard: seq is a sequence number
 // (decimal string) or ShardEnd. It is called from the Checkpointer's
@@ -382,7 +386,7 @@ func (cp *Checkpointer) recordFailure(shard string, st *shardState, err error) {
 // retry calls f until it succeeds, fails CommitAttempts times, fails with
 // ErrLeaseLost, or ctx is done. It returns f's last error.
 func (cp *Checkpointer) retry(ctx context.Context, shard string, st *shardState, f func(context.Context) error) error {
-	wait := cp.backoff
+	wait := backoff.Policy{Base: cp.backoff, Max: maxCommitBackoff}.Start()
 	for attempt := 1; ; attempt++ {
 		err := f(ctx)
 		if err == nil || attempt >= cp.attempts || errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
@@ -391,19 +395,10 @@ func (cp *Checkpointer) retry(ctx context.Context, shard string, st *shardState,
 		cp.mu.Lock()
 		st.stats.Retries++
 		cp.mu.Unlock()
-		if serr := clock.Sleep(ctx, cp.clk, jitter(wait)); serr != nil {
+		if serr := wait.Wait(ctx, cp.clk); serr != nil {
 			return fmt.Errorf("%w (gave up waiting to retry: %w)", err, serr)
 		}
-		wait *= 2
 	}
-}
-
-// jitter returns a random duration between d/2 and d.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // fire checkpoints every registered shard once and returns the commit errors.

@@ -259,7 +259,7 @@ func (l *DirLog) readSegment(path string, last bool) error {
 
 // Append appends entries and fsyncs the segment; see Log.Append.
 func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
-	enc, err := encodeAll(entries, maxFrame)
+	enc, err := EncodeEntries(entries, maxFrame)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return nil, err
 	}
-	return decodeAll(l.payloads)
+	return DecodeEntries(l.payloads)
 }
 
 // Compact writes the compacted entries to a new base segment and removes
@@ -332,7 +332,7 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return err
 	}
-	enc, err := compactPayloads(l.payloads, maxFrame)
+	enc, err := CompactEncoded(l.payloads, maxFrame)
 	if err != nil {
 		return err
 	}

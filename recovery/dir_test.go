@@ -109,13 +109,6 @@ func writeLog(t *testing.T, segSize int64) (dir string, lastStart, lastEnd int64
 	return dir, lastStart, fileSize(t, segs[len(segs)-1])
 }
 
-func mustAppend(t *testing.T, l recovery.Log, entries ...recovery.Entry) {
-	t.Helper()
-	if err := l.Append(t.Context(), entries...); err != nil {
-		t.Fatalf("Append: %v", err)
-	}
-}
-
 // TestDirTornTail cuts the last entry short at every byte, as a crash
 // during its write may, and checks that the log opens without it and takes
 // appends.

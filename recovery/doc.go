@@ -34,13 +34,13 @@
 //     returns, the directory locked against a second writer. A torn last
 //     entry left by a crash is dropped on open; any other damage stops the
 //     open with a *CorruptError naming the file and offset.
-//   - DynamoConfig (OpenDynamo): one item per entry in a DynamoDB table, so
-//     that another machine can read a worker's log (DESIGN.md, G4), written
-//     with conditional puts so that a writer displaced by a newer one is
-//     fenced off (ErrFenced).
+//   - package dynamolog: one item per entry in a DynamoDB table, so that a
+//     worker restarted on another machine recovers exactly what its
+//     predecessor logged, written with conditional puts so that a writer
+//     displaced by a newer one is fenced off (ErrFenced).
 //   - Memory: in memory, with fault injection, for tests.
 //
-// Each is opened through an Opener (DirConfig, DynamoConfig, *MemoryStore),
+// Each is opened through an Opener (DirConfig, dynamolog.Config, *MemoryStore),
 // which a driver's configuration can hold.
 //
 // # Encoding

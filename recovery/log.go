@@ -57,7 +57,7 @@ type Log interface {
 	Close() error
 }
 
-// Opener opens a Log: DirConfig, DynamoConfig and MemoryStore are Openers,
+// Opener opens a Log: DirConfig, dynamolog.Config and MemoryStore are Openers,
 // so a driver's configuration can hold any of them.
 type Opener interface {
 	// Open opens the log, creating it if it does not exist. The caller
@@ -94,10 +94,11 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
-// compactPayloads returns the encoded compacted form of the encoded entries
-// payloads; see Log.Compact and encodeAll for limit.
-func compactPayloads(payloads [][]byte, limit int) ([][]byte, error) {
-	entries, err := decodeAll(payloads)
+// CompactEncoded returns the encoded compacted form of the encoded entries
+// payloads (see Log.Compact and EncodeEntries for limit): for Log
+// implementations, which keep their entries encoded.
+func CompactEncoded(payloads [][]byte, limit int) ([][]byte, error) {
+	entries, err := DecodeEntries(payloads)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +106,12 @@ func compactPayloads(payloads [][]byte, limit int) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recovery: compact: %w", err)
 	}
-	return encodeAll(st.Entries(), limit)
+	return EncodeEntries(st.Entries(), limit)
 }
 
-// decodeAll decodes payloads this package encoded.
-func decodeAll(payloads [][]byte) ([]Entry, error) {
+// DecodeEntries decodes payloads EncodeEntries encoded: for Log
+// implementations.
+func DecodeEntries(payloads [][]byte) ([]Entry, error) {
 	out := make([]Entry, len(payloads))
 	for i, p := range payloads {
 		e, err := DecodeEntry(p)
@@ -121,9 +123,10 @@ func decodeAll(payloads [][]byte) ([]Entry, error) {
 	return out, nil
 }
 
-// encodeAll encodes entries, refusing all of them if one is invalid or, when
-// limit > 0, if one's encoding is longer than limit bytes.
-func encodeAll(entries []Entry, limit int) ([][]byte, error) {
+// EncodeEntries encodes entries, refusing all of them if one is invalid or,
+// when limit > 0, if one's encoding is longer than limit bytes (an error
+// wrapping ErrEntryTooLarge): for Log implementations.
+func EncodeEntries(entries []Entry, limit int) ([][]byte, error) {
 	out := make([][]byte, len(entries))
 	for i, e := range entries {
 		b, err := EncodeEntry(e)

@@ -69,7 +69,7 @@ func (m *MemoryStore) FailNextAppend(err error) {
 func (m *MemoryStore) Entries() []Entry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	entries, _ := decodeAll(m.entries)
+	entries, _ := DecodeEntries(m.entries)
 	return entries
 }
 
@@ -112,7 +112,7 @@ func (l *memoryLog) Append(ctx context.Context, entries ...Entry) error {
 		return err
 	}
 	defer unlock()
-	enc, err := encodeAll(entries, 0)
+	enc, err := EncodeEntries(entries, 0)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func (l *memoryLog) Read(ctx context.Context) ([]Entry, error) {
 		return nil, err
 	}
 	defer unlock()
-	return decodeAll(l.m.entries)
+	return DecodeEntries(l.m.entries)
 }
 
 func (l *memoryLog) Compact(ctx context.Context) error {
@@ -144,7 +144,7 @@ func (l *memoryLog) Compact(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	enc, err := compactPayloads(l.m.entries, 0)
+	enc, err := CompactEncoded(l.m.entries, 0)
 	if err != nil {
 		return err
 	}

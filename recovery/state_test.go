@@ -13,8 +13,9 @@ import (
 )
 
 var (
-	block = recoverytest.Block
-	id    = recoverytest.ID
+	block      = recoverytest.Block
+	mustAppend = recoverytest.MustAppend
+	id         = recoverytest.ID
 )
 
 func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }

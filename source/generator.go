@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
 )
 
 // Push retry policy. A failed push is tried again after a jittered,
 // exponentially growing wait: the n-th retry waits a uniformly random time
-// in [w/2, w) with w = pushBackoffBase * 2^(n-1), that is about 100ms, 200ms,
+// in [w/2, w] with w = pushBackoffBase * 2^(n-1), that is about 100ms, 200ms,
 // 400ms, 800ms and 1.6s, so a push is given up after pushAttempts attempts and
 // at most 3.1s of waiting. A push fails when the block store or the recovery
 // log does; a few seconds ride out a hiccup, and anything longer is better
@@ -280,7 +280,7 @@ func (g *BlockGenerator[T]) next() (b Block[T], ok, flushed bool) {
 // push pushes b, retrying as pushAttempts and pushBackoffBase describe, and
 // reports each failure it retries through rt.ReportError.
 func (g *BlockGenerator[T]) push(ctx context.Context, b Block[T]) (batch.BlockInfo, error) {
-	wait := pushBackoffBase
+	wait := backoff.Policy{Base: pushBackoffBase, Max: pushBackoffBase << (pushAttempts - 2)}.Start()
 	for attempt := 1; ; attempt++ {
 		info, err := g.rt.Push(ctx, b)
 		if err == nil {
@@ -293,24 +293,13 @@ func (g *BlockGenerator[T]) push(ctx context.Context, b Block[T]) (batch.BlockIn
 			return batch.BlockInfo{}, fmt.Errorf("source: push of a block of %d records failed %d times, giving up: %w",
 				len(b.Records), attempt, err)
 		}
-		d := jitter(wait)
+		d := wait.Next()
 		g.rt.ReportError(fmt.Errorf("source: push of a block of %d records failed (attempt %d of %d), retrying in %v: %w",
 			len(b.Records), attempt, pushAttempts, d, err))
 		if err := clock.Sleep(ctx, g.rt.Clock, d); err != nil {
 			return batch.BlockInfo{}, err
 		}
-		wait *= 2
 	}
-}
-
-// jitter returns a uniformly random duration in [d/2, d), so that receivers
-// failing together do not retry together.
-func jitter(d time.Duration) time.Duration {
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half)
 }
 
 // Stop seals the current block, waits until every sealed block is pushed and

@@ -39,8 +39,6 @@ type StoredCheckpointer interface {
 // a DynamoDB log, or an Opener that says so with SharedLog() bool.
 func isSharedLog(o recovery.Opener) bool {
 	switch o := o.(type) {
-	case recovery.DynamoConfig, *recovery.DynamoConfig:
-		return true
 	case interface{ SharedLog() bool }:
 		return o.SharedLog()
 	}

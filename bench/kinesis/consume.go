@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -134,7 +135,7 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: "bench", InitialPosition: kinesis.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: o.poll, MinReadInterval: o.minRead, Logger: logger,
-		Leases: &kinesis.LeaseConfig{TableName: table, DynamoDB: env.DynamoDB()}, // checkpoints every batch interval
+		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{TableName: table, DynamoDB: env.DynamoDB()}}, // checkpoints every batch interval
 	})
 	if err != nil {
 		return result{}, err
@@ -182,7 +183,7 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 // createLeaseTable creates an empty lease table and waits until it is
 // usable.
 func createLeaseTable(ctx context.Context, env *localaws.Env, name string) error {
-	t, err := checkpoint.NewTable(checkpoint.TableConfig{Name: name, Client: env.DynamoDB(), PollInterval: 10 * time.Millisecond})
+	t, err := leasetable.NewTable(leasetable.TableConfig{Name: name, Client: env.DynamoDB(), PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		return err
 	}

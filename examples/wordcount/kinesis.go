@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/weirstream/weir/internal/localaws"
@@ -41,7 +43,7 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 		Logger:          logger,
 		// Leases and checkpoints in the local DynamoDB, in a table named
 		// after the application, as on AWS.
-		Leases: &kinesis.LeaseConfig{Endpoint: env.DynamoDBEndpoint},
+		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
 	})
 	if err != nil {
 		return err
@@ -115,7 +117,7 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 		Logger:          logger,
 	}
 	if o.leases {
-		cfg.Leases = &kinesis.LeaseConfig{Endpoint: o.dynamoEndpoint}
+		cfg.Leases = &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: o.dynamoEndpoint}}
 	}
 	src, err := kinesis.New(cfg)
 	if err != nil {

@@ -27,7 +27,7 @@
 // with its shard's last record checkpointed. With WEIR_TORTURE_KILLS >= 10
 // a run in which no batch ran twice fails: it did not test G2.
 // TestCrashTortureSharedLog does the same with the recovery log in
-// DynamoDB (recovery.DynamoConfig), which any worker can read: the
+// DynamoDB (dynamolog.Config), which any worker can read: the
 // checkpoints must stop at the completed records all the same.
 //
 // The kill moments come from a seeded random generator; the seed is logged.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/recovery/dynamolog"
+
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/recovery"
 )
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 // records only).
 func logOpener(env *localaws.Env, shared bool, dir, table string, logger *slog.Logger) recovery.Opener {
 	if shared {
-		return recovery.DynamoConfig{Client: env.DynamoDB(), Table: table + "-log", Name: workerID, Logger: logger}
+		return dynamolog.Config{Client: env.DynamoDB(), Table: table + "-log", Name: workerID, Logger: logger}
 	}
 	return recovery.DirConfig{Path: dir, Logger: logger}
 }

@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -41,7 +42,7 @@ type pipelineConfig struct {
 	recovery        recovery.Opener
 	out             *batchFile
 	// dynamo, if not nil, is the lease table's client (a test's spy).
-	dynamo checkpoint.DynamoDBAPI
+	dynamo leasetable.DynamoDBAPI
 	logger *slog.Logger
 }
 
@@ -62,14 +63,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 		Endpoint:        cfg.kinesisEndpoint,
 		PollInterval:    pollInterval,
 		Logger:          cfg.logger,
-		Leases: &kinesis.LeaseConfig{
-			TableName:          cfg.table,
-			DynamoDB:           cfg.dynamo,
-			Endpoint:           cfg.dynamoEndpoint,
-			WorkerID:           worker,
-			LeaseDuration:      leaseDuration,
-			CheckpointInterval: checkpointInterval,
-		},
+		Leases:          &kinesis.LeaseConfig{Config: leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: worker, LeaseDuration: leaseDuration}, CheckpointInterval: checkpointInterval},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/recovery"
 )
@@ -217,7 +218,7 @@ func (h *harness) checkLog() {
 // its shard's last record checkpointed.
 func (h *harness) checkLeases(maxSeq map[string]string) {
 	t := h.t
-	table, err := checkpoint.NewTable(checkpoint.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
+	table, err := leasetable.NewTable(leasetable.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func (h *harness) checkLeases(maxSeq map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(leases, func(a, b checkpoint.Lease) int { return strings.Compare(a.Shard, b.Shard) })
+	slices.SortFunc(leases, func(a, b leasetable.Lease) int { return strings.Compare(a.Shard, b.Shard) })
 	for _, l := range leases {
 		want, ok := maxSeq[l.Shard]
 		if ok && (l.Checkpoint != want || l.Owner != "") {

@@ -109,7 +109,8 @@ func open(t *testing.T, o recovery.Opener) recovery.Log {
 	return l
 }
 
-func mustAppend(t *testing.T, l recovery.Log, entries ...recovery.Entry) {
+// MustAppend appends entries to l, failing t if it cannot.
+func MustAppend(t *testing.T, l recovery.Log, entries ...recovery.Entry) {
 	t.Helper()
 	if err := l.Append(t.Context(), entries...); err != nil {
 		t.Fatalf("Append(%v): %v", entries, err)
@@ -140,22 +141,22 @@ func testRoundTrip(t *testing.T, o recovery.Opener) {
 	l := open(t, o)
 	Check(t, l, nil)
 	h := History()
-	mustAppend(t, l, h[:3]...)
+	MustAppend(t, l, h[:3]...)
 	for _, e := range h[3:] {
-		mustAppend(t, l, e)
+		MustAppend(t, l, e)
 	}
-	mustAppend(t, l)
+	MustAppend(t, l)
 	Check(t, l, h)
 }
 
 func testReopen(t *testing.T, o recovery.Opener) {
 	h := History()
 	l := open(t, o)
-	mustAppend(t, l, h[:6]...)
+	MustAppend(t, l, h[:6]...)
 	closeLog(t, l)
 	l = open(t, o)
 	Check(t, l, h[:6])
-	mustAppend(t, l, h[6:]...)
+	MustAppend(t, l, h[6:]...)
 	closeLog(t, l)
 	l = open(t, o)
 	Check(t, l, h)
@@ -169,7 +170,7 @@ func testCompact(t *testing.T, o recovery.Opener) {
 	}
 	want := before.Entries()
 	l := open(t, o)
-	mustAppend(t, l, h...)
+	MustAppend(t, l, h...)
 	if err := l.Compact(t.Context()); err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
@@ -184,7 +185,7 @@ func testCompact(t *testing.T, o recovery.Opener) {
 	// Appends go on after compaction, compaction is idempotent, and both
 	// survive a reopen.
 	more := []recovery.Entry{recovery.BatchCompleted(3000), Block(1, 2)}
-	mustAppend(t, l, more...)
+	MustAppend(t, l, more...)
 	Check(t, l, append(want, more...))
 	closeLog(t, l)
 	l = open(t, o)
@@ -209,14 +210,14 @@ func testCompactEmpty(t *testing.T, o recovery.Opener) {
 		t.Fatalf("Compact of an empty log: %v", err)
 	}
 	Check(t, l, nil)
-	mustAppend(t, l, Block(0, 0))
+	MustAppend(t, l, Block(0, 0))
 	Check(t, l, []recovery.Entry{Block(0, 0)})
 }
 
 func testCompactInconsistent(t *testing.T, o recovery.Opener) {
 	l := open(t, o)
 	bad := []recovery.Entry{Block(0, 0), recovery.BatchCompleted(1000)}
-	mustAppend(t, l, bad...)
+	MustAppend(t, l, bad...)
 	if err := l.Compact(t.Context()); !errors.Is(err, recovery.ErrInconsistent) {
 		t.Fatalf("Compact of an inconsistent log: got %v, want ErrInconsistent", err)
 	}
@@ -286,7 +287,7 @@ func testCanceledContext(t *testing.T, o recovery.Opener) {
 
 func testClosed(t *testing.T, o recovery.Opener) {
 	l := open(t, o)
-	mustAppend(t, l, Block(0, 0))
+	MustAppend(t, l, Block(0, 0))
 	closeLog(t, l)
 	closeLog(t, l)
 	ctx := t.Context()

@@ -87,7 +87,7 @@
 // checkpoint mean different things, so weir tells them apart: every
 // checkpoint weir writes also goes to a weirCheckpoint attribute of the
 // lease item, which the KCL ignores and keeps
-// (checkpoint.Lease.WrittenByWeir).
+// (leasetable.Lease.WrittenByWeir).
 //
 //   - A checkpoint weir wrote (checkpoint equals weirCheckpoint, sub-sequence
 //     0) covers whole Kinesis records: the shard is read AFTER it, and

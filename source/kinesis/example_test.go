@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/weirstream/weir/source/kinesis"
 )
 
@@ -43,18 +45,14 @@ func ExampleAssignerFunc() {
 // checkpoints them every second (by default, every batch interval). Bad lease settings are refused by New,
 // with every other problem.
 func ExampleLeaseConfig() {
-	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &kinesis.LeaseConfig{
-		LeaseDuration: time.Second, RenewInterval: 2 * time.Second, CheckpointInterval: -time.Second,
-	}})
+	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &kinesis.LeaseConfig{Config: leasetable.Config{LeaseDuration: time.Second, RenewInterval: 2 * time.Second}, CheckpointInterval: -time.Second}})
 	fmt.Println(err)
 
-	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &kinesis.LeaseConfig{
-		WorkerID: "host-a", CheckpointInterval: time.Second,
-	}})
+	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &kinesis.LeaseConfig{Config: leasetable.Config{WorkerID: "host-a"}, CheckpointInterval: time.Second}})
 	fmt.Println(r.WorkerID(), err)
 	// Output:
 	// kinesis: invalid config: Leases.TableName is empty, so it defaults to App "word count", which is not a valid table name (table name "word count": byte 4 (' ') not allowed, use only a-z A-Z 0-9 _ . -): set Leases.TableName
+	// Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s, or the lease expires between two renewals (LeaseDuration/3 is usual)
 	// Leases.CheckpointInterval -1s: must be > 0 (0 means the driver's batch interval)
-	// Leases.LeaseDuration 1s: must be longer than RenewInterval 2s, or the lease expires between two renewals (LeaseDuration/3 is usual)
 	// host-a <nil>
 }

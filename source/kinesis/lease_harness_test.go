@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,7 +19,6 @@ import (
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -223,10 +224,7 @@ func (f *fleet) config(id string, leaseDuration time.Duration, ddb *ddbSpy, kc *
 		Stream: f.stream, App: "leasetest", InitialPosition: kinesis.TrimHorizon, Client: kc,
 		PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond,
 		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, Logger: testLogger(),
-		Leases: &kinesis.LeaseConfig{
-			TableName: f.table, DynamoDB: ddb, WorkerID: id,
-			LeaseDuration: leaseDuration, CheckpointInterval: 100 * time.Millisecond,
-		},
+		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{TableName: f.table, DynamoDB: ddb, WorkerID: id, LeaseDuration: leaseDuration}, CheckpointInterval: 100 * time.Millisecond},
 	}
 }
 
@@ -374,9 +372,9 @@ func (f *fleet) allDelivered(want [][]byte) func() bool {
 }
 
 // leases reads the lease table.
-func (f *fleet) leases() map[string]checkpoint.Lease {
+func (f *fleet) leases() map[string]leasetable.Lease {
 	f.t.Helper()
-	tbl, err := checkpoint.NewTable(checkpoint.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
+	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -384,7 +382,7 @@ func (f *fleet) leases() map[string]checkpoint.Lease {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	out := make(map[string]checkpoint.Lease, len(ls))
+	out := make(map[string]leasetable.Lease, len(ls))
 	for _, l := range ls {
 		out[l.Shard] = l
 	}

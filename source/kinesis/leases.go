@@ -7,8 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
@@ -26,7 +25,7 @@ import (
 type leaseRun struct {
 	rn     *run
 	cfg    LeaseConfig
-	coord  *checkpoint.Coordinator
+	coord  *leasetable.Coordinator
 	cp     *checkpoint.Checkpointer
 	report func(error)
 	log    *slog.Logger
@@ -41,7 +40,7 @@ type leaseRun struct {
 
 // leaseEvent is one queued event; exactly one of its fields is set.
 type leaseEvent struct {
-	acquired *checkpoint.Lease
+	acquired *leasetable.Lease
 	lost     string
 	drained  *drainEvent
 }
@@ -56,27 +55,26 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
 	}
-	db := cfg.DynamoDB
-	if db == nil {
-		var err error
-		if db, err = newDefaultDynamoDB(ctx, rn.cfg); err != nil {
-			return nil, err
-		}
+	if cfg.AWS == nil {
+		cfg.AWS = rn.cfg.AWS
 	}
-	var err error
+	db, err := cfg.Client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: %w", err)
+	}
+	lcfg := cfg.Config
+	lcfg.TableName, lcfg.DynamoDB = cfg.table(rn.cfg.App), db
 	lr.cp, err = checkpoint.New(checkpoint.Config{
 		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: checkpointer: %w", err)
 	}
-	lr.coord, err = checkpoint.NewCoordinator(checkpoint.CoordinatorConfig{
-		TableName: cfg.table(rn.cfg.App), DynamoDB: db, WorkerID: cfg.WorkerID,
-		LeaseDuration: cfg.LeaseDuration, RenewInterval: cfg.RenewInterval, TakeInterval: cfg.TakeInterval,
-		MaxStealsPerCycle: cfg.MaxStealsPerCycle, MaxLeases: cfg.MaxLeases,
+	lr.coord, err = leasetable.NewCoordinator(leasetable.CoordinatorConfig{
+		Config:     lcfg,
 		ListShards: lr.listShards, ShardSyncInterval: rn.cfg.ShardSyncInterval,
 		InitialPosition: string(rn.cfg.InitialPosition),
-		OnAcquired:      func(l checkpoint.Lease) { lr.queue(leaseEvent{acquired: &l}) },
+		OnAcquired:      func(l leasetable.Lease) { lr.queue(leaseEvent{acquired: &l}) },
 		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
 		Clock:           rn.clock, Logger: rn.logger,
 	})
@@ -86,40 +84,25 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	return lr, nil
 }
 
-// newDefaultDynamoDB builds the lease table's client from cfg.AWS (or the
-// default AWS configuration) and cfg.Leases.Endpoint.
-func newDefaultDynamoDB(ctx context.Context, cfg Config) (*dynamodb.Client, error) {
-	awsCfg, err := awsConfig(ctx, cfg, "DynamoDB (set Config.AWS or Leases.DynamoDB to avoid it)")
-	if err != nil {
-		return nil, err
-	}
-	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		if cfg.Leases.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Leases.Endpoint)
-		}
-	}), nil
-}
-
 // listShards is the Coordinator's shard list.
-func (lr *leaseRun) listShards(ctx context.Context) ([]checkpoint.ShardInfo, error) {
+func (lr *leaseRun) listShards(ctx context.Context) ([]leasetable.ShardInfo, error) {
 	shards, err := lr.rn.listShards(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]checkpoint.ShardInfo, len(shards))
+	out := make([]leasetable.ShardInfo, len(shards))
 	for i, s := range shards {
-		out[i] = checkpoint.ShardInfo{ID: s.ID, ParentIDs: s.Parents()}
+		out[i] = leasetable.ShardInfo{ID: s.ID, ParentIDs: s.Parents()}
 	}
 	return out, nil
 }
 
 // latest is the Checkpointer's Latest (guarantee G4): the greatest
 // completed sequence number of shard, whatever the recovery log. A stored
-// number is never checkpointed, not even with a log any worker can read
-// (Runtime.SharedLog): a worker that takes the shard over reads its own
-// log, not the one that holds the blocks, so records stored but not
-// completed past the checkpoint would be lost if their worker never came
-// back with that log.
+// number is never checkpointed, not even with a DynamoDB recovery log: a
+// worker that takes the shard over reads its own log, not the one that
+// holds the blocks, so records stored but not completed past the
+// checkpoint would be lost if their worker never came back with that log.
 func (lr *leaseRun) latest(shard string) (string, bool) {
 	return lr.rn.r.progress.latestCompleted(shard)
 }
@@ -218,7 +201,7 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 
 // acquire starts reading a shard whose lease this worker took, and
 // registers it with the Checkpointer.
-func (lr *leaseRun) acquire(c *Control, l checkpoint.Lease) {
+func (lr *leaseRun) acquire(c *Control, l leasetable.Lease) {
 	if l.Checkpoint == checkpoint.ShardEnd {
 		return // finished: nothing left to read
 	}
@@ -264,13 +247,13 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 // checkpoint, or at the position the checkpoint names, but never before
 // what the driver's recovery log already holds (Runtime.ResumeAfter).
 //
-// A checkpoint weir wrote (checkpoint.Lease.WrittenByWeir) covers whole
+// A checkpoint weir wrote (leasetable.Lease.WrittenByWeir) covers whole
 // Kinesis records: the reader starts after it. One a KCL application wrote
 // covers the user records up to (seq, subSeq), maybe not the rest of a KPL
 // aggregate at seq: the reader starts at seq, leaving out the user records
 // up to subSeq when it is > 0, and delivering the record at seq again when
 // it is 0 (at least once, never a loss).
-func (lr *leaseRun) position(l checkpoint.Lease) Position {
+func (lr *leaseRun) position(l leasetable.Lease) Position {
 	cfg := lr.rn.cfg
 	var pos Position
 	switch {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
@@ -17,30 +19,30 @@ import (
 
 func TestLeasePosition(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	weir := func(seq string) checkpoint.Lease { return checkpoint.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
+	weir := func(seq string) leasetable.Lease { return leasetable.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
 	tests := []struct {
 		name    string
-		lease   checkpoint.Lease
+		lease   leasetable.Lease
 		initial InitialPosition
 		resume  string // Runtime.ResumeAfter's answer; "" means none
 		want    Position
 	}{
 		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", checkpoint.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100"}},
-		{"KCL checkpoint after weir's", checkpoint.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200"}},
-		{"KCL inside weir's record", checkpoint.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2}},
-		{"KCL inside an aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3}},
-		{"trim horizon", checkpoint.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
-		{"latest", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
-		{"at timestamp", checkpoint.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"no checkpoint", checkpoint.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
+		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100"}},
+		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200"}},
+		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2}},
+		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3}},
+		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
+		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
+		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
+		{"no checkpoint", leasetable.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
 		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},
 		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", Position{After: "100"}},
 		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
-		{"log covers the KCL record", checkpoint.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
-		{"log covers the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", checkpoint.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2}},
-		{"log beats an initial position", checkpoint.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
+		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
+		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
+		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2}},
+		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +75,7 @@ func TestLeaseLatestIsCompleted(t *testing.T) {
 	}{{"no shared log", false}, {"shared log", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{DynamoDB: db}})
+			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +107,7 @@ func TestLeaseLatestIsCompleted(t *testing.T) {
 }
 
 func TestLeaseDefaults(t *testing.T) {
-	r, err := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{LeaseDuration: 3 * time.Second}})
+	r, err := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +116,7 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second,
-		MaxStealsPerCycle: 1}
+	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1}}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -143,7 +144,7 @@ func TestLeaseCheckpointIntervalDefaultsToBatchInterval(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{DynamoDB: db, CheckpointInterval: tc.set}})
+			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}, CheckpointInterval: tc.set}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
@@ -186,7 +187,7 @@ func writeKCLLease(t *testing.T, f *fleet, shard, seq string, subSeq int64, weir
 	if err != nil && !errors.As(err, &inUse) {
 		t.Fatal(err)
 	}
-	tbl, err := checkpoint.NewTable(checkpoint.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
+	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

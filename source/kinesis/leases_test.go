@@ -298,7 +298,7 @@ func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 		{"table name from an App with a space", func(c *kinesis.Config) { c.App = "word count" }, []string{`defaults to App "word count"`, "set Leases.TableName"}},
 		{"lease shorter than the renew period", func(c *kinesis.Config) {
 			c.Leases.LeaseDuration, c.Leases.RenewInterval = time.Second, 2*time.Second
-		}, []string{"Leases.LeaseDuration 1s: must be longer than RenewInterval 2s"}},
+		}, []string{"Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s"}},
 		{"several at once", func(c *kinesis.Config) {
 			c.Leases.TableName, c.Leases.LeaseDuration, c.Leases.MaxLeases = "a b c", -time.Second, -1
 			c.Assigner = kinesis.AllShards{}

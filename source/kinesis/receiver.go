@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -347,7 +349,7 @@ func (r *Receiver) CheckpointStats() checkpoint.Stats {
 // HeldLeases returns the leases this worker holds now, as last written;
 // nil without Config.Leases or before Start. After a graceful Stop it holds
 // none (they were handed back).
-func (r *Receiver) HeldLeases() []checkpoint.Lease {
+func (r *Receiver) HeldLeases() []leasetable.Lease {
 	if lr := r.lease.Load(); lr != nil {
 		return lr.coord.Held()
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
 )
 
 // RetryCause names why a Kinesis call was retried; Stats.Retries counts
@@ -76,25 +76,6 @@ func classify(err error) RetryCause {
 	return ""
 }
 
-// backoff computes exponential back-off delays with jitter: attempt n waits
-// a random time in [d/2, d] with d = base*2^n, capped at max.
-type backoff struct {
-	base, max time.Duration
-	attempt   int
-}
-
-// next returns the delay before the next attempt and counts it.
-func (b *backoff) next() time.Duration {
-	d := b.base
-	for i := 0; i < b.attempt && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	b.attempt++
-	half := d / 2
-	return half + rand.N(d-half+1)
-}
-
 // retrier runs Kinesis calls with back-off on retryable errors, counting
 // every retry by cause.
 type retrier struct {
@@ -109,7 +90,7 @@ type retrier struct {
 // retrying, maxAttempts attempts failed (0 means no limit), or ctx is done.
 // op and shard are for logs.
 func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard string, f func(context.Context) (T, error)) (T, error) {
-	b := backoff{base: r.base, max: r.max}
+	b := backoff.Policy{Base: r.base, Max: r.max}.Start()
 	for attempt := 1; ; attempt++ {
 		v, err := f(ctx)
 		if err == nil {
@@ -123,7 +104,7 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			return v, err
 		}
 		r.stats.retry(cause)
-		delay := b.next()
+		delay := b.Next()
 		r.logger.Debug("kinesis: retrying", "op", op, "shard", shard, "cause", string(cause), "attempt", attempt, "delay", delay, "err", err)
 		if err := clock.Sleep(ctx, r.clock, delay); err != nil {
 			return v, err

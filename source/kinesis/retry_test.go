@@ -55,18 +55,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsWithJitterUpToMax(t *testing.T) {
-	b := backoff{base: 100 * time.Millisecond, max: time.Second}
-	ceilings := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
-	for i, c := range ceilings {
-		c *= time.Millisecond
-		d := b.next()
-		if d < c/2 || d > c {
-			t.Errorf("attempt %d: delay %v, want in [%v, %v]", i, d, c/2, c)
-		}
-	}
-}
-
 func TestDoRetriesRetryableErrorsAndCountsThem(t *testing.T) {
 	throttled := &types.ProvisionedThroughputExceededException{}
 	tests := []struct {

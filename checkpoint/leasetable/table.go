@@ -1,4 +1,4 @@
-package checkpoint
+package leasetable
 
 import (
 	"cmp"
@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -54,8 +57,8 @@ type Lease struct {
 	// Counter is the lease's version (leaseCounter): every write adds one,
 	// and every write is conditional on the value last seen.
 	Counter int64
-	// Checkpoint is a sequence number, or TrimHorizon, LatestPosition,
-	// AtTimestamp or ShardEnd (checkpoint).
+	// Checkpoint is a sequence number, or checkpoint.TrimHorizon, checkpoint.LatestPosition,
+	// checkpoint.AtTimestamp or checkpoint.ShardEnd (checkpoint).
 	Checkpoint string
 	// SubSequence is the KPL sub-record within Checkpoint
 	// (checkpointSubSequenceNumber); weir writes 0.
@@ -128,7 +131,7 @@ func validTableName(name string) error {
 
 // Table is the lease and checkpoint table. Every write is a single-item
 // conditional write; a write whose condition fails returns an error wrapping
-// ErrLeaseLost. A Table is safe for concurrent use; it keeps no state but its
+// checkpoint.ErrLeaseLost. A Table is safe for concurrent use; it keeps no state but its
 // configuration.
 type Table struct {
 	name string
@@ -174,14 +177,14 @@ func (t *Table) Ensure(ctx context.Context) error {
 			// Created (by us or another worker) but not visible yet: wait,
 			// rather than create again at once, which would spin.
 		case err != nil:
-			return fmt.Errorf("checkpoint: describe table %s: %w", t.name, err)
+			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
 		case out.Table.TableStatus == types.TableStatusActive:
 			return checkKeySchema(t.name, out.Table.KeySchema)
 		default:
 			status = string(out.Table.TableStatus)
 		}
 		if err := clock.Sleep(ctx, t.clk, t.poll); err != nil {
-			return fmt.Errorf("checkpoint: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
+			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
 		}
 	}
 }
@@ -195,14 +198,14 @@ func (t *Table) create(ctx context.Context) error {
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) { // in use: another worker created it first
-		return fmt.Errorf("checkpoint: create table %s: %w", t.name, err)
+		return fmt.Errorf("leasetable: create table %s: %w", t.name, err)
 	}
 	return nil
 }
 
 func checkKeySchema(name string, ks []types.KeySchemaElement) error {
 	if len(ks) != 1 || aws.ToString(ks[0].AttributeName) != attrKey || ks[0].KeyType != types.KeyTypeHash {
-		return fmt.Errorf("checkpoint: table %s: key schema %v is not a lease table's (hash key %s only)", name, keyNames(ks), attrKey)
+		return fmt.Errorf("leasetable: table %s: key schema %v is not a lease table's (hash key %s only)", name, keyNames(ks), attrKey)
 	}
 	return nil
 }
@@ -225,12 +228,12 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 		}
 		out, err := t.db.Scan(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: scan %s: %w", t.name, err)
+			return nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
 		}
 		for _, item := range out.Items {
 			l, err := decodeLease(item)
 			if err != nil {
-				return nil, fmt.Errorf("checkpoint: scan %s: %w", t.name, err)
+				return nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
 			}
 			leases = append(leases, l)
 		}
@@ -247,24 +250,24 @@ func (t *Table) Get(ctx context.Context, shard string) (Lease, bool, error) {
 		TableName: &t.name, Key: keyOf(shard), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Lease{}, false, fmt.Errorf("checkpoint: get shard %s: %w", shard, err)
+		return Lease{}, false, fmt.Errorf("leasetable: get shard %s: %w", shard, err)
 	}
 	if out.Item == nil {
 		return Lease{}, false, nil
 	}
 	l, err := decodeLease(out.Item)
 	if err != nil {
-		return Lease{}, false, fmt.Errorf("checkpoint: get shard %s: %w", shard, err)
+		return Lease{}, false, fmt.Errorf("leasetable: get shard %s: %w", shard, err)
 	}
 	return l, true, nil
 }
 
 // Create writes l as a new lease unless the shard already has one; it reports
 // whether it wrote. l.Counter and l.OwnerSwitches are written as given
-// (normally 0), and l.Checkpoint defaults to TrimHorizon.
+// (normally 0), and l.Checkpoint defaults to checkpoint.TrimHorizon.
 func (t *Table) Create(ctx context.Context, l Lease) (bool, error) {
 	if l.Checkpoint == "" {
-		l.Checkpoint = TrimHorizon
+		l.Checkpoint = checkpoint.TrimHorizon
 	}
 	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &t.name,
@@ -276,17 +279,17 @@ func (t *Table) Create(ctx context.Context, l Lease) (bool, error) {
 	case errors.As(err, &failed):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("checkpoint: create lease %s: %w", l.Shard, err)
+		return false, fmt.Errorf("leasetable: create lease %s: %w", l.Shard, err)
 	}
 	return true, nil
 }
 
 // Renew extends l, held by l.Owner: it adds one to the counter if the owner
 // and counter are still those of l, and returns the lease as written. It
-// returns an error wrapping ErrLeaseLost if they are not.
+// returns an error wrapping checkpoint.ErrLeaseLost if they are not.
 func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 	if l.Owner == "" {
-		return Lease{}, fmt.Errorf("checkpoint: renew shard %s: lease has no owner", l.Shard)
+		return Lease{}, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
 	}
 	return t.update(ctx, "renew", l, "", nil)
 }
@@ -294,11 +297,11 @@ func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 // Take makes owner the holder of l (expired, unowned, or stolen), if its owner
 // and counter are still those of l: it sets the owner, adds one to the
 // counter and, if it had another owner, to ownerSwitchesSinceCheckpoint. It
-// returns the lease as written, or an error wrapping ErrLeaseLost if another
+// returns the lease as written, or an error wrapping checkpoint.ErrLeaseLost if another
 // worker wrote the lease since l was read.
 func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
 	if owner == "" {
-		return Lease{}, fmt.Errorf("checkpoint: take shard %s: empty owner", l.Shard)
+		return Lease{}, fmt.Errorf("leasetable: take shard %s: empty owner", l.Shard)
 	}
 	set := ", #owner = :newowner"
 	values := map[string]types.AttributeValue{":newowner": str(owner)}
@@ -310,41 +313,41 @@ func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) 
 }
 
 // Release hands l back: it removes the owner and adds one to the counter if
-// the owner and counter are still those of l (else ErrLeaseLost). Any worker
+// the owner and counter are still those of l (else checkpoint.ErrLeaseLost). Any worker
 // may then take it.
 func (t *Table) Release(ctx context.Context, l Lease) (Lease, error) {
 	if l.Owner == "" {
-		return Lease{}, fmt.Errorf("checkpoint: release shard %s: lease has no owner", l.Shard)
+		return Lease{}, fmt.Errorf("leasetable: release shard %s: lease has no owner", l.Shard)
 	}
 	return t.update(ctx, "release", l, " REMOVE #owner", nil)
 }
 
-// Checkpoint stores checkpoint (a sequence number, or ShardEnd, TrimHorizon,
-// LatestPosition, AtTimestamp) and subSeq in l, and checkpoint again in
+// Checkpoint stores checkpoint (a sequence number, or checkpoint.ShardEnd, checkpoint.TrimHorizon,
+// checkpoint.LatestPosition, checkpoint.AtTimestamp) and subSeq in l, and checkpoint again in
 // weirCheckpoint (see Lease.WrittenByWeir), resets
 // ownerSwitchesSinceCheckpoint and adds one to the counter, if the owner and
 // counter are still those of l. Otherwise it returns an error wrapping
-// ErrLeaseLost and writes nothing: a worker that lost a lease can never
+// checkpoint.ErrLeaseLost and writes nothing: a worker that lost a lease can never
 // checkpoint it again.
-func (t *Table) Checkpoint(ctx context.Context, l Lease, checkpoint string, subSeq int64) (Lease, error) {
+func (t *Table) Checkpoint(ctx context.Context, l Lease, seq string, subSeq int64) (Lease, error) {
 	if l.Owner == "" {
-		return Lease{}, fmt.Errorf("checkpoint: checkpoint shard %s: lease has no owner", l.Shard)
+		return Lease{}, fmt.Errorf("leasetable: checkpoint shard %s: lease has no owner", l.Shard)
 	}
-	if !validCheckpoint(checkpoint) {
-		return Lease{}, fmt.Errorf("checkpoint: checkpoint shard %s: %q is neither a sequence number nor %s, %s, %s or %s",
-			l.Shard, checkpoint, TrimHorizon, LatestPosition, AtTimestamp, ShardEnd)
+	if !validCheckpoint(seq) {
+		return Lease{}, fmt.Errorf("leasetable: checkpoint shard %s: %q is neither a sequence number nor %s, %s, %s or %s",
+			l.Shard, seq, checkpoint.TrimHorizon, checkpoint.LatestPosition, checkpoint.AtTimestamp, checkpoint.ShardEnd)
 	}
 	set := ", #ckpt = :ckpt, #weirckpt = :ckpt, #subseq = :subseq, #switches = :zero"
-	values := map[string]types.AttributeValue{":ckpt": str(checkpoint), ":subseq": num(subSeq), ":zero": num(0)}
+	values := map[string]types.AttributeValue{":ckpt": str(seq), ":subseq": num(subSeq), ":zero": num(0)}
 	return t.update(ctx, "checkpoint", l, set, values)
 }
 
 func validCheckpoint(s string) bool {
 	switch s {
-	case TrimHorizon, LatestPosition, AtTimestamp, ShardEnd:
+	case checkpoint.TrimHorizon, checkpoint.LatestPosition, checkpoint.AtTimestamp, checkpoint.ShardEnd:
 		return true
 	}
-	return isSeq(s)
+	return batch.ValidateSeq(s) == nil
 }
 
 // update runs one conditional UpdateItem on l: it always adds one to the
@@ -374,13 +377,13 @@ func (t *Table) update(ctx context.Context, op string, l Lease, extra string, va
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
-		return Lease{}, fmt.Errorf("checkpoint: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, ErrLeaseLost)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, checkpoint.ErrLeaseLost)
 	case err != nil:
-		return Lease{}, fmt.Errorf("checkpoint: %s shard %s: %w", op, l.Shard, err)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
 	}
 	nl, err := decodeLease(out.Attributes)
 	if err != nil {
-		return Lease{}, fmt.Errorf("checkpoint: %s shard %s: %w", op, l.Shard, err)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
 	}
 	return nl, nil
 }

@@ -1,10 +1,14 @@
-package checkpoint
+package leasetable
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/weirstream/weir/checkpoint"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -15,7 +19,7 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 	leases, err := c.table.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Warn("checkpoint: lease scan failed; retrying next period", "err", err)
+			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
 		}
 		return
 	}
@@ -66,21 +70,21 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 func (c *Coordinator) take(ctx context.Context, l Lease) {
 	nl, err := c.table.Take(ctx, l, c.cfg.WorkerID)
 	switch {
-	case errors.Is(err, ErrLeaseLost):
-		c.log.Debug("checkpoint: another worker took the lease first", "shard", l.Shard)
+	case errors.Is(err, checkpoint.ErrLeaseLost):
+		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)
 		return
 	case err != nil:
 		if ctx.Err() == nil {
-			c.log.Warn("checkpoint: taking a lease failed", "shard", l.Shard, "err", err)
+			c.log.Warn("leasetable: taking a lease failed", "shard", l.Shard, "err", err)
 		}
 		return
 	}
-	h := &heldLease{sem: make(sem, 1), lease: nl, renewed: c.cfg.Clock.Now()}
+	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: c.cfg.Clock.Now()}
 	c.mu.Lock()
 	if c.draining { // Drain began during the take: hand it back at once
 		c.mu.Unlock()
 		if _, err := c.table.Release(ctx, nl); err != nil {
-			c.log.Warn("checkpoint: releasing a lease taken while draining failed", "shard", l.Shard, "err", err)
+			c.log.Warn("leasetable: releasing a lease taken while draining failed", "shard", l.Shard, "err", err)
 		}
 		return
 	}
@@ -91,7 +95,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	if l.Owner != "" && l.Owner != c.cfg.WorkerID {
 		verb = "took over"
 	}
-	c.log.Info("checkpoint: "+verb+" lease", "shard", l.Shard, "from", l.Owner, "checkpoint", nl.Checkpoint)
+	c.log.Info("leasetable: "+verb+" lease", "shard", l.Shard, "from", l.Owner, "checkpoint", nl.Checkpoint)
 }
 
 // syncListed calls ListShards and SyncShards, logging failures.
@@ -101,13 +105,13 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 		err = c.SyncShards(ctx, shards)
 	}
 	if err != nil && ctx.Err() == nil {
-		c.log.Warn("checkpoint: shard sync failed; retrying next period", "err", err)
+		c.log.Warn("leasetable: shard sync failed; retrying next period", "err", err)
 	}
 }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has
 // none. A shard with a parent among shards or in the table starts at
-// TrimHorizon, so that nothing written to it while its parent was read is
+// checkpoint.TrimHorizon, so that nothing written to it while its parent was read is
 // skipped; any other starts at InitialPosition. Leases of shards not listed
 // are left alone. It is safe to call from several workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
@@ -139,7 +143,7 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs}
 		for _, p := range s.ParentIDs {
 			if known[p] {
-				l.Checkpoint = TrimHorizon
+				l.Checkpoint = checkpoint.TrimHorizon
 			}
 		}
 		g.Go(func() error {
@@ -150,14 +154,14 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 				errs = append(errs, err)
 				mu.Unlock()
 			case created:
-				c.log.Info("checkpoint: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
+				c.log.Info("leasetable: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait() // the goroutines return nil
 	if len(errs) > 0 {
-		return fmt.Errorf("checkpoint: sync shards: %w", errors.Join(errs...))
+		return fmt.Errorf("leasetable: sync shards: %w", errors.Join(errs...))
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
-package checkpoint
+package leasetable
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/weirstream/weir/checkpoint"
+)
 
 // leaseView is a lease as one take cycle sees it.
 type leaseView struct {
@@ -13,8 +17,8 @@ type leaseView struct {
 // takePlan decides which leases one take cycle of worker me tries to take,
 // in KCL's way:
 //
-//   - only leases not at ShardEnd count, and a lease whose parents' leases
-//     are not all at ShardEnd (or gone) is never taken;
+//   - only leases not at checkpoint.ShardEnd count, and a lease whose parents' leases
+//     are not all at checkpoint.ShardEnd (or gone) is never taken;
 //   - the alive workers are me and the owners of unexpired leases; the
 //     target is ceil(leases / workers), capped by maxLeases if > 0;
 //   - below target, take unowned and expired leases (and leases owned by me
@@ -32,7 +36,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	}
 	parentsDone := func(l Lease) bool {
 		for _, p := range l.Parents {
-			if pv, ok := byShard[p]; ok && pv.Checkpoint != ShardEnd {
+			if pv, ok := byShard[p]; ok && pv.Checkpoint != checkpoint.ShardEnd {
 				return false
 			}
 		}
@@ -41,7 +45,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	workers := map[string]int{me: 0} // alive worker -> active leases held
 	active := 0
 	for _, v := range views {
-		if v.Checkpoint == ShardEnd {
+		if v.Checkpoint == checkpoint.ShardEnd {
 			continue
 		}
 		active++
@@ -59,7 +63,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	}
 	var free []Lease
 	for _, v := range views {
-		if v.Checkpoint == ShardEnd || held[v.Shard] || !parentsDone(v.Lease) {
+		if v.Checkpoint == checkpoint.ShardEnd || held[v.Shard] || !parentsDone(v.Lease) {
 			continue
 		}
 		if v.Owner == "" || v.expired || v.Owner == me {
@@ -96,7 +100,7 @@ func stealPlan(me string, views []leaseView, workers map[string]int, target, nee
 	}
 	var theirs []Lease
 	for _, v := range views {
-		if v.Owner == victim && !v.expired && v.Checkpoint != ShardEnd {
+		if v.Owner == victim && !v.expired && v.Checkpoint != checkpoint.ShardEnd {
 			theirs = append(theirs, v.Lease)
 		}
 	}

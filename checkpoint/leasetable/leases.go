@@ -1,4 +1,4 @@
-package checkpoint
+package leasetable
 
 import (
 	"cmp"
@@ -10,26 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
+	"github.com/weirstream/weir/checkpoint"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/clock"
 )
-
-// Defaults of CoordinatorConfig fields left at zero.
-const (
-	DefaultLeaseDuration     = 10 * time.Second
-	DefaultMaxStealsPerCycle = 1
-	DefaultShardSyncInterval = time.Minute
-)
-
-// DefaultTakeInterval returns the default TakeInterval for a lease duration:
-// leaseDuration/3, rounded up to the nanosecond so that three take periods
-// are never shorter than leaseDuration. Rounded down, the third scan after
-// a worker's last renewal would find its leases 1ns short of expiry, and the
-// take-over would wait for a fourth.
-func DefaultTakeInterval(leaseDuration time.Duration) time.Duration {
-	return (leaseDuration + 2) / 3
-}
 
 // renewParallelism bounds the lease writes one renew, take or shard sync
 // cycle runs at once.
@@ -41,48 +29,11 @@ type ShardInfo struct {
 	ParentIDs []string
 }
 
-// CoordinatorConfig configures a Coordinator. The zero value of each optional
-// field means its documented default.
+// CoordinatorConfig configures a Coordinator: the lease settings (Config,
+// where TableName and DynamoDB are required) and the wiring to the caller.
+// The zero value of each optional field means its documented default.
 type CoordinatorConfig struct {
-	// TableName is the lease table's name: 3 to 255 of [a-zA-Z0-9_.-].
-	// Required. The table is created (on-demand billing) if missing.
-	TableName string
-	// DynamoDB is the client of the table, usually a *dynamodb.Client.
-	// Required.
-	DynamoDB DynamoDBAPI
-	// WorkerID names this worker in leaseOwner; it must be unique among the
-	// workers sharing the table (e.g. host name and a random suffix).
-	// Required.
-	WorkerID string
-	// LeaseDuration is how long a lease stays this worker's without a
-	// renewal, and how long another worker must see its counter unchanged
-	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
-	// time).
-	LeaseDuration time.Duration
-	// RenewInterval is how often held leases are renewed; it must be shorter
-	// than LeaseDuration. Default LeaseDuration/3.
-	RenewInterval time.Duration
-	// TakeInterval is how often the table is scanned (one Scan of the whole
-	// table) to take unowned and expired leases and steal towards balance;
-	// the first take cycle runs at once when Run starts. Default
-	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
-	// period, where KCL scans every 2*LeaseDuration. At that period, one
-	// steal per cycle spreads 8 shards over 3 workers starting together
-	// within 2*LeaseDuration. A dead worker's leases are taken at the first
-	// scan at least LeaseDuration after the first scan that saw its last
-	// renewal: more than LeaseDuration and at most
-	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
-	// that renewal (plus a scan's and a write's latency), which is
-	// LeaseDuration + TakeInterval when TakeInterval divides LeaseDuration,
-	// as the default does, and always less than LeaseDuration +
-	// 2*TakeInterval.
-	TakeInterval time.Duration
-	// MaxStealsPerCycle bounds the leases stolen in one take cycle. Default
-	// DefaultMaxStealsPerCycle (1, as KCL's maxLeasesToStealAtOneTime);
-	// negative disables stealing.
-	MaxStealsPerCycle int
-	// MaxLeases caps the leases this worker holds. Default 0: no cap.
-	MaxLeases int
+	Config
 	// ListShards, if set, is called at start and every ShardSyncInterval; its
 	// result is passed to SyncShards. Without it, the caller calls SyncShards.
 	ListShards func(ctx context.Context) ([]ShardInfo, error)
@@ -90,9 +41,9 @@ type CoordinatorConfig struct {
 	// DefaultShardSyncInterval (1m).
 	ShardSyncInterval time.Duration
 	// InitialPosition is the checkpoint of a new lease whose shard has no
-	// known parent: LatestPosition (default, as KCL and the Kinesis
-	// receiver), TrimHorizon, or AtTimestamp (the timestamp itself is the
-	// caller's). Leases of child shards always start at TrimHorizon, so no
+	// known parent: checkpoint.LatestPosition (default, as KCL and the Kinesis
+	// receiver), checkpoint.TrimHorizon, or checkpoint.AtTimestamp (the timestamp itself is the
+	// caller's). Leases of child shards always start at checkpoint.TrimHorizon, so no
 	// record is skipped.
 	InitialPosition string
 	// OnAcquired is called with each lease this worker takes; the reader of
@@ -112,13 +63,10 @@ type CoordinatorConfig struct {
 }
 
 func (c *CoordinatorConfig) setDefaults() {
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
-	c.RenewInterval = cmp.Or(c.RenewInterval, c.LeaseDuration/3)
-	c.TakeInterval = cmp.Or(c.TakeInterval, DefaultTakeInterval(c.LeaseDuration))
+	c.Config = c.Config.WithDefaults()
 	c.ShardSyncInterval = cmp.Or(c.ShardSyncInterval, DefaultShardSyncInterval)
-	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
 	if c.InitialPosition == "" {
-		c.InitialPosition = LatestPosition
+		c.InitialPosition = checkpoint.LatestPosition
 	}
 	c.Clock = clock.Or(c.Clock)
 	if c.Logger == nil {
@@ -129,30 +77,14 @@ func (c *CoordinatorConfig) setDefaults() {
 // validate reports every problem of a config with defaults applied.
 func (c CoordinatorConfig) validate() error {
 	problems := TableConfig{Name: c.TableName, Client: c.DynamoDB}.problems()
-	if c.WorkerID == "" {
-		problems = append(problems, errors.New("WorkerID is empty: set a name unique among the workers"))
-	}
-	if c.LeaseDuration < 0 {
-		problems = append(problems, fmt.Errorf("LeaseDuration %v: must be > 0 (0 means %v)", c.LeaseDuration, DefaultLeaseDuration))
-	}
-	if c.RenewInterval < 0 {
-		problems = append(problems, fmt.Errorf("RenewInterval %v: must be > 0 (0 means LeaseDuration/3)", c.RenewInterval))
-	} else if c.RenewInterval >= c.LeaseDuration && c.LeaseDuration > 0 {
-		problems = append(problems, fmt.Errorf("RenewInterval %v: must be shorter than LeaseDuration %v (LeaseDuration/3 is usual)", c.RenewInterval, c.LeaseDuration))
-	}
-	if c.TakeInterval < 0 {
-		problems = append(problems, fmt.Errorf("TakeInterval %v: must be > 0 (0 means LeaseDuration/3)", c.TakeInterval))
-	}
+	problems = append(problems, c.Config.Problems()...)
 	if c.ShardSyncInterval < 0 {
 		problems = append(problems, fmt.Errorf("ShardSyncInterval %v: must be > 0 (0 means %v)", c.ShardSyncInterval, DefaultShardSyncInterval))
 	}
-	if c.MaxLeases < 0 {
-		problems = append(problems, fmt.Errorf("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases))
-	}
 	switch c.InitialPosition {
-	case LatestPosition, TrimHorizon, AtTimestamp:
+	case checkpoint.LatestPosition, checkpoint.TrimHorizon, checkpoint.AtTimestamp:
 	default:
-		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s, %s or %s", c.InitialPosition, LatestPosition, TrimHorizon, AtTimestamp))
+		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s, %s or %s", c.InitialPosition, checkpoint.LatestPosition, checkpoint.TrimHorizon, checkpoint.AtTimestamp))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
@@ -161,7 +93,7 @@ func (c CoordinatorConfig) validate() error {
 }
 
 // Coordinator runs one worker's side of the lease protocol on the lease
-// table (see the package doc) and is the Committer that writes this worker's
+// table (see the package doc) and is the checkpoint.Committer that writes this worker's
 // checkpoints. It is safe for concurrent use.
 //
 // Lease changes are reported through OnAcquired and OnLost, in the order they
@@ -187,7 +119,7 @@ type Coordinator struct {
 // Coordinator.mu; sem serializes the writes of the lease (renew, checkpoint,
 // release), whose condition needs the counter the previous one wrote.
 type heldLease struct {
-	sem
+	sem     *semaphore.Weighted // of weight 1
 	lease   Lease
 	renewed time.Time // last successful write, on this worker's clock
 }
@@ -262,7 +194,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()
-		return errors.New("checkpoint: Coordinator.Run called more than once")
+		return errors.New("leasetable: Coordinator.Run called more than once")
 	}
 	c.running = true
 	c.mu.Unlock()
@@ -385,7 +317,7 @@ func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 	delete(c.held, shard)
 	c.queueLocked(leaseEvent{lost: shard})
 	c.mu.Unlock()
-	c.log.Info("checkpoint: lease lost", "shard", shard, "err", why)
+	c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 }
 
 // renewCycle renews every held lease once.
@@ -402,10 +334,10 @@ func (c *Coordinator) renewCycle(ctx context.Context) {
 }
 
 func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
-	if h.acquire(ctx) != nil {
+	if h.sem.Acquire(ctx, 1) != nil {
 		return
 	}
-	defer h.release()
+	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
 	if !ok {
 		return
@@ -414,7 +346,7 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	switch {
 	case err == nil:
 		c.wrote(h, nl)
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)
 	case ctx.Err() != nil:
 	default:
@@ -425,15 +357,15 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}
-		c.log.Warn("checkpoint: lease renewal failed; retrying next period", "shard", shard, "err", err)
+		c.log.Warn("leasetable: lease renewal failed; retrying next period", "shard", shard, "err", err)
 	}
 }
 
-// Commit writes seq (a sequence number, or ShardEnd) as the checkpoint of
+// Commit writes seq (a sequence number, or checkpoint.ShardEnd) as the checkpoint of
 // shard, conditional on this worker still holding the lease with the counter
-// it last wrote; it makes the Coordinator a Committer for a Checkpointer.
-// If the lease is lost it returns an error wrapping ErrLeaseLost, writes
-// nothing, and reports the loss (OnLost). After ShardEnd is written the lease
+// it last wrote; it makes the Coordinator a checkpoint.Committer for a Checkpointer.
+// If the lease is lost it returns an error wrapping checkpoint.ErrLeaseLost, writes
+// nothing, and reports the loss (OnLost). After checkpoint.ShardEnd is written the lease
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
@@ -441,32 +373,32 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	h := c.held[shard]
 	c.mu.Unlock()
 	if h == nil {
-		return fmt.Errorf("checkpoint: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, ErrLeaseLost)
+		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpoint.ErrLeaseLost)
 	}
-	if err := h.acquire(ctx); err != nil {
-		return fmt.Errorf("checkpoint: commit shard %s: %w", shard, err)
+	if err := h.sem.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("leasetable: commit shard %s: %w", shard, err)
 	}
-	defer h.release()
+	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
 	if !ok {
-		return fmt.Errorf("checkpoint: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, ErrLeaseLost)
+		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpoint.ErrLeaseLost)
 	}
 	nl, err := c.table.Checkpoint(ctx, l, seq, 0)
 	switch {
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)
 		return err
 	case err != nil:
 		return err
 	}
 	c.wrote(h, nl)
-	if seq == ShardEnd {
+	if seq == checkpoint.ShardEnd {
 		c.finish(ctx, shard, h, nl)
 	}
 	return nil
 }
 
-// finish stops holding a lease at ShardEnd and releases it (best effort: no
+// finish stops holding a lease at checkpoint.ShardEnd and releases it (best effort: no
 // worker takes a finished lease either way).
 func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l Lease) {
 	c.mu.Lock()
@@ -475,9 +407,9 @@ func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l 
 	}
 	c.mu.Unlock()
 	if _, err := c.table.Release(ctx, l); err != nil {
-		c.log.Warn("checkpoint: releasing a finished shard's lease failed", "shard", shard, "err", err)
+		c.log.Warn("leasetable: releasing a finished shard's lease failed", "shard", shard, "err", err)
 	}
-	c.log.Info("checkpoint: shard finished", "shard", shard)
+	c.log.Info("leasetable: shard finished", "shard", shard)
 }
 
 // Drain hands every held lease back, for a clean shutdown after the caller's
@@ -506,10 +438,10 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 }
 
 func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) error {
-	if err := h.acquire(ctx); err != nil {
-		return fmt.Errorf("checkpoint: drain shard %s: %w", shard, err)
+	if err := h.sem.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("leasetable: drain shard %s: %w", shard, err)
 	}
-	defer h.release()
+	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
 	if !ok {
 		return nil // lost or finished meanwhile
@@ -517,7 +449,7 @@ func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) 
 	c.mu.Lock()
 	delete(c.held, shard)
 	c.mu.Unlock()
-	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, ErrLeaseLost) {
+	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
 		return err
 	}
 	return nil

@@ -1,4 +1,4 @@
-package checkpoint
+package leasetable
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/checkpoint"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -100,7 +102,7 @@ func newWorker(t *testing.T, table, id string, db DynamoDBAPI, tweak func(*Coord
 	t.Helper()
 	w := &worker{clk: clock.NewManual(time.Unix(1_700_000_000, 0)), db: newGatedDB(db)}
 	cfg := CoordinatorConfig{
-		TableName: table, DynamoDB: w.db, WorkerID: id, LeaseDuration: testLease, Clock: w.clk,
+		Config: Config{TableName: table, DynamoDB: w.db, WorkerID: id, LeaseDuration: testLease}, Clock: w.clk,
 		Logger:     slog.New(slog.DiscardHandler),
 		OnAcquired: func(l Lease) { w.mu.Lock(); w.acquired = append(w.acquired, l); w.mu.Unlock() },
 		OnLost:     func(s string) { w.mu.Lock(); w.lost = append(w.lost, s); w.mu.Unlock() },
@@ -184,21 +186,21 @@ func owners(t *testing.T, tbl *Table) map[string]string {
 
 func TestCoordinatorConfig(t *testing.T) {
 	_, err := NewCoordinator(CoordinatorConfig{
-		TableName: "bad name!", LeaseDuration: 3 * time.Second, RenewInterval: 5 * time.Second,
-		TakeInterval: -time.Second, ShardSyncInterval: -time.Minute, InitialPosition: "AT_SEQUENCE_NUMBER",
+		Config:            Config{TableName: "bad name!", WorkerID: " ", LeaseDuration: 3 * time.Second, RenewInterval: 5 * time.Second, TakeInterval: -time.Second},
+		ShardSyncInterval: -time.Minute, InitialPosition: "AT_SEQUENCE_NUMBER",
 	})
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("NewCoordinator = %v, want ErrInvalidConfig", err)
 	}
 	for _, want := range []string{
-		`table name "bad name!"`, "DynamoDB client is nil", "WorkerID is empty",
+		`table name "bad name!"`, "DynamoDB client is nil", `WorkerID " "`,
 		"RenewInterval 5s: must be shorter than LeaseDuration 3s", "TakeInterval -1s", "ShardSyncInterval -1m0s", `InitialPosition "AT_SEQUENCE_NUMBER"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)
 		}
 	}
-	c, err := NewCoordinator(CoordinatorConfig{TableName: "leases", DynamoDB: &dynamodb.Client{}, WorkerID: "w"})
+	c, err := NewCoordinator(CoordinatorConfig{Config: Config{TableName: "leases", DynamoDB: &dynamodb.Client{}, WorkerID: "w"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +377,7 @@ func TestCoordinatorExpiredLeasesTaken(t *testing.T) {
 		t.Fatalf("w2 after expiry holds (-want +got):\n%s", d)
 	}
 	for _, l := range w2.c.Held() {
-		want := LatestPosition
+		want := checkpoint.LatestPosition
 		if l.Shard == shards[0].ID {
 			want = "4242"
 		}
@@ -498,7 +500,7 @@ func TestCoordinatorPausedWorkerLosesLeases(t *testing.T) {
 
 	w1.db.resume()
 	wg.Wait()
-	if err := <-commitErr; !errors.Is(err, ErrLeaseLost) {
+	if err := <-commitErr; !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("paused worker's checkpoint = %v, want ErrLeaseLost", err)
 	}
 	w1.c.deliver()
@@ -506,7 +508,7 @@ func TestCoordinatorPausedWorkerLosesLeases(t *testing.T) {
 	if d := cmp.Diff(ids(shards), lost); d != "" {
 		t.Errorf("w1 reported lost (-want +got):\n%s", d)
 	}
-	if err := w1.c.Commit(ctx, shards[0].ID, "300"); !errors.Is(err, ErrLeaseLost) {
+	if err := w1.c.Commit(ctx, shards[0].ID, "300"); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("checkpoint after the loss = %v, want ErrLeaseLost", err)
 	}
 	l := mustGet(t, w2.c.Table(), shards[0].ID)
@@ -567,7 +569,7 @@ func TestCoordinatorParentsFirst(t *testing.T) {
 	for _, l := range leases {
 		start[l.Shard] = l.Checkpoint
 	}
-	wantStart := map[string]string{"parent": LatestPosition, "child-1": TrimHorizon, "child-2": TrimHorizon, "orphan": LatestPosition}
+	wantStart := map[string]string{"parent": checkpoint.LatestPosition, "child-1": checkpoint.TrimHorizon, "child-2": checkpoint.TrimHorizon, "orphan": checkpoint.LatestPosition}
 	if d := cmp.Diff(wantStart, start); d != "" {
 		t.Errorf("initial checkpoints (-want +got):\n%s", d)
 	}
@@ -579,10 +581,10 @@ func TestCoordinatorParentsFirst(t *testing.T) {
 	if d := cmp.Diff([]string{"orphan", "parent"}, w.held()); d != "" {
 		t.Fatalf("children taken before the parent ended (-want +got):\n%s", d)
 	}
-	if err := w.c.Commit(ctx, "parent", ShardEnd); err != nil {
+	if err := w.c.Commit(ctx, "parent", checkpoint.ShardEnd); err != nil {
 		t.Fatal(err)
 	}
-	if l := mustGet(t, w.c.Table(), "parent"); l.Checkpoint != ShardEnd || l.Owner != "" {
+	if l := mustGet(t, w.c.Table(), "parent"); l.Checkpoint != checkpoint.ShardEnd || l.Owner != "" {
 		t.Errorf("finished parent lease %+v, want SHARD_END and released", l)
 	}
 	w.cycle(ctx)
@@ -628,7 +630,7 @@ func TestCoordinatorRunAndDrain(t *testing.T) {
 			t.Errorf("after Drain, %s is owned by %q", shard, owner)
 		}
 	}
-	if err := w1.c.Commit(ctx, got[0], "78"); !errors.Is(err, ErrLeaseLost) {
+	if err := w1.c.Commit(ctx, got[0], "78"); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Commit after Drain = %v, want ErrLeaseLost", err)
 	}
 	// Another worker takes the released leases at once, checkpoint included.

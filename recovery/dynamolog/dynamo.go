@@ -1,4 +1,4 @@
-package recovery
+package dynamolog
 
 import (
 	"context"
@@ -11,17 +11,21 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/recovery"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// MaxDynamoEntrySize is the largest encoded entry a DynamoDB log stores: an
+// MaxEntrySize is the largest encoded entry a DynamoDB log stores: an
 // item holds at most 400 KB, and the rest of the item (key, writer) needs
-// room. Append refuses a larger entry with ErrEntryTooLarge rather than
+// room. Append refuses a larger entry with recovery.ErrEntryTooLarge rather than
 // splitting it, which would make entries non-atomic: a block would need
 // thousands of sequence ranges, or a batch thousands of blocks, to reach it.
-const MaxDynamoEntrySize = 380 << 10
+const MaxEntrySize = 380 << 10
 
 // maxDynamoName is the longest log name accepted (a partition key may hold
 // 2048 bytes; the item size budget above assumes at most this).
@@ -50,8 +54,8 @@ const (
 	itemBase = "base"
 )
 
-// DynamoClient is the part of *dynamodb.Client a DynamoDB log uses.
-type DynamoClient interface {
+// Client is the part of *dynamodb.Client a DynamoDB log uses.
+type Client interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -60,17 +64,28 @@ type DynamoClient interface {
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 }
 
-// DynamoConfig configures a log kept in a DynamoDB table, readable from any
-// machine: a worker taking over another's shards opens that worker's log to
-// find their pending ranges. It is an Opener.
+// Config configures a log kept in a DynamoDB table, so that a worker
+// restarted on any machine, with the same Name, recovers exactly what its
+// predecessor logged. It is a recovery.Opener. No other worker reads it: a
+// worker taking over another's shards reads them after their checkpoint,
+// which counts only completed records.
 //
 // The table's key is log (string, partition) and seq (number, sort); it may
 // hold the logs of many applications and workers, one partition each. It is
 // created, on demand (PAY_PER_REQUEST), if it does not exist. Each entry is
 // one item, written with a single-item conditional put.
-type DynamoConfig struct {
-	// Client is the DynamoDB client, usually a *dynamodb.Client. Required.
-	Client DynamoClient
+type Config struct {
+	// Client is the DynamoDB client, usually a *dynamodb.Client; a client
+	// given here is used as it is. Default: a client built from AWS and
+	// Endpoint, as the lease table's (package leasetable).
+	Client Client
+	// AWS is the AWS configuration of the default client. Default: the
+	// SDK's default configuration (environment, shared files, instance
+	// role).
+	AWS *aws.Config
+	// Endpoint overrides the DynamoDB endpoint URL of the default client,
+	// for example "http://127.0.0.1:4568" for a local server.
+	Endpoint string
 	// Table is the table's name. Required.
 	Table string
 	// Name is the log's name, its partition key: unique per application
@@ -80,15 +95,17 @@ type DynamoConfig struct {
 	// Logger receives warnings, such as superseded items a compaction could
 	// not delete. Nil means discard.
 	Logger *slog.Logger
+	// Clock times the waits between retries. Default clock.Real{}.
+	Clock clock.Clock
 }
 
-// Open opens the log; see OpenDynamo.
-func (c DynamoConfig) Open(ctx context.Context) (Log, error) { return OpenDynamo(ctx, c) }
+// Open opens the log; see Open.
+func (c Config) Open(ctx context.Context) (recovery.Log, error) { return Open(ctx, c) }
 
-func (c DynamoConfig) validate() error {
+func (c Config) validate() error {
 	var problems []error
-	if c.Client == nil {
-		problems = append(problems, errors.New("Client nil: set a DynamoDB client, e.g. dynamodb.NewFromConfig(cfg)"))
+	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
+		problems = append(problems, err)
 	}
 	if c.Table == "" {
 		problems = append(problems, errors.New("Table empty: set the name of the table holding recovery logs"))
@@ -100,30 +117,31 @@ func (c DynamoConfig) validate() error {
 		problems = append(problems, fmt.Errorf("Name %.40q...: must be valid UTF-8 of at most %d bytes", c.Name, maxDynamoName))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, errors.Join(problems...))
 	}
 	return nil
 }
 
-// DynamoLog is a Log kept in a DynamoDB table; see DynamoConfig.
+// Log is a recovery.Log kept in a DynamoDB table; see Config.
 //
-// Opening a DynamoLog claims it: a writer that opened it before is fenced
-// off, its next Append failing with ErrFenced, so a zombie worker cannot
+// Opening a Log claims it: a writer that opened it before is fenced
+// off, its next Append failing with recovery.ErrFenced, so a zombie worker cannot
 // append after its successor has read the log. Read returns the log as read
 // at Open plus this writer's appends. Compact writes the compacted entries
 // as new items, then a base item marking the items before them superseded,
 // then deletes those; a crash at any point leaves a log that recovers to
-// the same State.
+// the same recovery.State.
 //
 // If a put fails other than by fencing, whether it took effect is unknown:
 // every later call returns that error, and the log must be opened again.
-// A DynamoLog is safe for concurrent use; it serialises appends.
-type DynamoLog struct {
-	client DynamoClient
+// A Log is safe for concurrent use; it serialises appends.
+type Log struct {
+	client Client
 	table  string
 	name   string
 	writer string
 	logger *slog.Logger
+	clock  clock.Clock
 
 	mu       sync.Mutex
 	next     int64    // seq of the next item
@@ -136,20 +154,29 @@ type DynamoLog struct {
 	closed   bool
 }
 
-// OpenDynamo opens the log cfg names, creating the table if it does not
-// exist, and claims it (see DynamoLog). An item that does not decode is a
-// *CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
-func OpenDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoLog, error) {
+// Open opens the log cfg names, creating the table if it does not
+// exist, and claims it (see Log). An item that does not decode is a
+// *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	client := cfg.Client
+	if client == nil {
+		c, err := awsconf.DynamoDB(ctx, cfg.AWS, cfg.Endpoint, "the recovery log (set Client or AWS to avoid it)")
+		if err != nil {
+			return nil, fmt.Errorf("dynamolog: %w", err)
+		}
+		client = c
+	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &DynamoLog{client: cfg.Client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]), logger: cfg.Logger}
+	l := &Log{client: client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
-	if err := ensureTable(ctx, cfg.Client, cfg.Table); err != nil {
+	if err := l.ensureTable(ctx); err != nil {
 		return nil, err
 	}
 	// Another writer may put items between our read and our claim; then
@@ -163,21 +190,21 @@ func OpenDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoLog, error) {
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			if err != nil {
-				return nil, fmt.Errorf("recovery: claim log %s: %w", l.where(), err)
+				return nil, fmt.Errorf("dynamolog: claim log %s: %w", l.where(), err)
 			}
 			l.claims = append(l.claims, l.next)
 			l.next++
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("recovery: claim log %s: %d attempts lost to other writers", l.where(), attempts)
+	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers", l.where(), attempts)
 }
 
-func (l *DynamoLog) where() string { return "dynamodb:" + l.table + "/" + l.name }
+func (l *Log) where() string { return "dynamodb:" + l.table + "/" + l.name }
 
 // load reads every item of the log, in seq order, and keeps the entries in
 // effect: those from the last base item's base seq on.
-func (l *DynamoLog) load(ctx context.Context) error {
+func (l *Log) load(ctx context.Context) error {
 	var items []logItem
 	var base int64
 	in := &dynamodb.QueryInput{
@@ -190,12 +217,12 @@ func (l *DynamoLog) load(ctx context.Context) error {
 	for {
 		out, err := l.client.Query(ctx, in)
 		if err != nil {
-			return fmt.Errorf("recovery: read log %s: %w", l.where(), err)
+			return fmt.Errorf("dynamolog: read log %s: %w", l.where(), err)
 		}
 		for _, it := range out.Items {
 			li, err := readItem(it)
 			if err != nil {
-				return &CorruptError{Path: l.where(), Offset: li.seq, Err: err}
+				return &recovery.CorruptError{Path: l.where(), Offset: li.seq, Err: err}
 			}
 			if li.typ == itemBase {
 				base = li.base
@@ -254,7 +281,7 @@ func readItem(it map[string]types.AttributeValue) (logItem, error) {
 			return li, fmt.Errorf("entry item has no string %q attribute", attrEntry)
 		}
 		li.payload = []byte(e.Value)
-		_, err = DecodeEntry(li.payload)
+		_, err = recovery.DecodeEntry(li.payload)
 	default:
 		err = fmt.Errorf("unknown item type %q", li.typ)
 	}
@@ -280,7 +307,7 @@ func num(n int64) types.AttributeValue {
 }
 
 // put puts an item at l.next, on condition that no item is there yet.
-func (l *DynamoLog) put(ctx context.Context, attrs map[string]types.AttributeValue) error {
+func (l *Log) put(ctx context.Context, attrs map[string]types.AttributeValue) error {
 	attrs[attrLog], attrs[attrSeq], attrs[attrWriter] = str(l.name), num(l.next), str(l.writer)
 	_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(l.table),

@@ -1,4 +1,4 @@
-package recovery_test
+package dynamolog_test
 
 import (
 	"context"
@@ -15,16 +15,23 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/dynamolog"
 	"github.com/weirstream/weir/recovery/recoverytest"
 )
 
 const table = "weir-recovery"
 
+var (
+	block      = recoverytest.Block
+	mustAppend = recoverytest.MustAppend
+)
+
 // TestDynamo runs every DynamoDB log test against one dynalite.
 func TestDynamo(t *testing.T) {
-	client := localaws.ForTest(t, localaws.Options{DynamoDB: true}).DynamoDB()
-	cfg := func(t *testing.T) recovery.DynamoConfig {
-		return recovery.DynamoConfig{Client: client, Table: table, Name: localaws.UniqueName(t)}
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	client := env.DynamoDB()
+	cfg := func(t *testing.T) dynamolog.Config {
+		return dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t)}
 	}
 	t.Run("Conformance", func(t *testing.T) {
 		recoverytest.Run(t, func(t *testing.T) recovery.Opener { return cfg(t) })
@@ -36,24 +43,33 @@ func TestDynamo(t *testing.T) {
 	t.Run("LargeEntries", func(t *testing.T) { testDynamoLargeEntries(t, cfg(t)) })
 	t.Run("CorruptItem", func(t *testing.T) { testDynamoCorruptItem(t, cfg(t)) })
 	t.Run("Table", func(t *testing.T) { testDynamoTable(t, client) })
+	t.Run("Endpoint", func(t *testing.T) {
+		// No client: Open builds one from the AWS configuration and the
+		// endpoint, as the lease table's configuration does.
+		awsCfg := env.AWSConfig()
+		cfg := dynamolog.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: table, Name: localaws.UniqueName(t)}
+		l := openDynamo(t, cfg)
+		mustAppend(t, l, block(0, 0))
+		recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+	})
 	t.Run("InvalidConfig", func(t *testing.T) {
-		_, err := recovery.OpenDynamo(t.Context(), recovery.DynamoConfig{Name: strings.Repeat("n", 1025)})
+		_, err := dynamolog.Open(t.Context(), dynamolog.Config{Name: strings.Repeat("n", 1025), Endpoint: "127.0.0.1:1"})
 		if !errors.Is(err, recovery.ErrInvalidConfig) {
-			t.Fatalf("OpenDynamo: got %v, want ErrInvalidConfig", err)
+			t.Fatalf("Open: got %v, want ErrInvalidConfig", err)
 		}
-		for _, want := range []string{"Client nil", "Table empty", "at most 1024 bytes"} {
+		for _, want := range []string{`Endpoint "127.0.0.1:1"`, "Table empty", "at most 1024 bytes"} {
 			if !strings.Contains(err.Error(), want) {
-				t.Errorf("OpenDynamo error %q does not contain %q", err, want)
+				t.Errorf("Open error %q does not contain %q", err, want)
 			}
 		}
 	})
 }
 
-func openDynamo(t *testing.T, cfg recovery.DynamoConfig) *recovery.DynamoLog {
+func openDynamo(t *testing.T, cfg dynamolog.Config) *dynamolog.Log {
 	t.Helper()
-	l, err := recovery.OpenDynamo(t.Context(), cfg)
+	l, err := dynamolog.Open(t.Context(), cfg)
 	if err != nil {
-		t.Fatalf("OpenDynamo: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
@@ -61,7 +77,7 @@ func openDynamo(t *testing.T, cfg recovery.DynamoConfig) *recovery.DynamoLog {
 
 // testDynamoFencing opens the log a second time, as a new owner would, and
 // checks the first writer can no longer append.
-func testDynamoFencing(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoFencing(t *testing.T, cfg dynamolog.Config) {
 	a := openDynamo(t, cfg)
 	mustAppend(t, a, block(0, 0))
 	b := openDynamo(t, cfg)
@@ -84,10 +100,10 @@ func testDynamoFencing(t *testing.T, cfg recovery.DynamoConfig) {
 	recoverytest.Check(t, c, st.Entries())
 }
 
-// faultyClient wraps a DynamoClient to inject faults into PutItem and
+// faultyClient wraps a Client to inject faults into PutItem and
 // BatchWriteItem.
 type faultyClient struct {
-	recovery.DynamoClient
+	dynamolog.Client
 	put     func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
 	batch   func(ctx context.Context, in *dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error)
 	queries atomic.Int32
@@ -95,21 +111,21 @@ type faultyClient struct {
 
 func (c *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	c.queries.Add(1)
-	return c.DynamoClient.Query(ctx, in, opts...)
+	return c.Client.Query(ctx, in, opts...)
 }
 
 func (c *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if c.put != nil {
 		return c.put(ctx, in)
 	}
-	return c.DynamoClient.PutItem(ctx, in, opts...)
+	return c.Client.PutItem(ctx, in, opts...)
 }
 
 func (c *faultyClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
 	if c.batch != nil {
 		return c.batch(ctx, in)
 	}
-	return c.DynamoClient.BatchWriteItem(ctx, in, opts...)
+	return c.Client.BatchWriteItem(ctx, in, opts...)
 }
 
 func itemType(in *dynamodb.PutItemInput) string {
@@ -122,9 +138,9 @@ func itemType(in *dynamodb.PutItemInput) string {
 // testDynamoRetriedPut sends every entry put twice, as the SDK does when a
 // response is lost, and checks the second put's conditional failure is
 // recognised as the writer's own success.
-func testDynamoRetriedPut(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoRetriedPut(t *testing.T, cfg dynamolog.Config) {
 	real := cfg.Client
-	fc := &faultyClient{DynamoClient: real}
+	fc := &faultyClient{Client: real}
 	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
 		if _, err := real.PutItem(ctx, in); err != nil || itemType(in) != "entry" {
 			return nil, err
@@ -142,11 +158,11 @@ func testDynamoRetriedPut(t *testing.T, cfg recovery.DynamoConfig) {
 
 // testDynamoLostResponse makes a put succeed but report an error: the
 // append fails, the log refuses further use, and a reopen finds the entry.
-func testDynamoLostResponse(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 	real := cfg.Client
 	lost := errors.New("connection reset")
 	var fail atomic.Bool
-	fc := &faultyClient{DynamoClient: real}
+	fc := &faultyClient{Client: real}
 	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
 		out, err := real.PutItem(ctx, in)
 		if err == nil && fail.Load() {
@@ -172,7 +188,7 @@ func testDynamoLostResponse(t *testing.T, cfg recovery.DynamoConfig) {
 
 // testDynamoCompactInterrupted fails a compaction at each step that can
 // fail and checks the log recovers to the same state after a reopen.
-func testDynamoCompactInterrupted(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 	h := recoverytest.History()
 	want, err := recovery.Recover(h)
 	if err != nil {
@@ -199,7 +215,7 @@ func testDynamoCompactInterrupted(t *testing.T, cfg recovery.DynamoConfig) {
 
 			real := cfg.Client
 			var puts atomic.Int32
-			fc := &faultyClient{DynamoClient: real}
+			fc := &faultyClient{Client: real}
 			fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
 				if itemType(in) == tt.failPut && int(puts.Add(1)) > tt.failSkip {
 					return nil, boom
@@ -240,7 +256,7 @@ func testDynamoCompactInterrupted(t *testing.T, cfg recovery.DynamoConfig) {
 	}
 }
 
-func countItems(t *testing.T, cfg recovery.DynamoConfig) int {
+func countItems(t *testing.T, cfg dynamolog.Config) int {
 	t.Helper()
 	out, err := cfg.Client.Query(t.Context(), &dynamodb.QueryInput{
 		TableName:                 aws.String(cfg.Table),
@@ -257,7 +273,7 @@ func countItems(t *testing.T, cfg recovery.DynamoConfig) int {
 
 // testDynamoLargeEntries appends entries near the item size limit, enough
 // for reads to span several Query pages, and one over it.
-func testDynamoLargeEntries(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoLargeEntries(t *testing.T, cfg dynamolog.Config) {
 	big := func(seq uint64, size int) recovery.Entry {
 		r := batch.SeqRange{Stream: strings.Repeat("s", size), Shard: "x", First: "1", Last: "1", Count: 1}
 		return recovery.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Ranges: []batch.SeqRange{r}, Count: 1})
@@ -265,15 +281,15 @@ func testDynamoLargeEntries(t *testing.T, cfg recovery.DynamoConfig) {
 	l := openDynamo(t, cfg)
 	var want []recovery.Entry
 	for i := range uint64(4) {
-		want = append(want, big(i, recovery.MaxDynamoEntrySize-200))
+		want = append(want, big(i, dynamolog.MaxEntrySize-200))
 	}
 	mustAppend(t, l, want...)
-	err := l.Append(t.Context(), big(9, recovery.MaxDynamoEntrySize))
+	err := l.Append(t.Context(), big(9, dynamolog.MaxEntrySize))
 	if !errors.Is(err, recovery.ErrEntryTooLarge) {
 		t.Fatalf("Append of a too large entry: got %v, want ErrEntryTooLarge", err)
 	}
 	l.Close()
-	fc := &faultyClient{DynamoClient: cfg.Client}
+	fc := &faultyClient{Client: cfg.Client}
 	cfg.Client = fc
 	recoverytest.Check(t, openDynamo(t, cfg), want)
 	if n := fc.queries.Load(); n < 2 {
@@ -281,7 +297,7 @@ func testDynamoLargeEntries(t *testing.T, cfg recovery.DynamoConfig) {
 	}
 }
 
-func testDynamoCorruptItem(t *testing.T, cfg recovery.DynamoConfig) {
+func testDynamoCorruptItem(t *testing.T, cfg dynamolog.Config) {
 	l := openDynamo(t, cfg)
 	mustAppend(t, l, block(0, 0))
 	l.Close()
@@ -297,10 +313,10 @@ func testDynamoCorruptItem(t *testing.T, cfg recovery.DynamoConfig) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = recovery.OpenDynamo(t.Context(), cfg)
+	_, err = dynamolog.Open(t.Context(), cfg)
 	var ce *recovery.CorruptError
 	if !errors.As(err, &ce) {
-		t.Fatalf("OpenDynamo: got %v, want a *CorruptError", err)
+		t.Fatalf("Open: got %v, want a *CorruptError", err)
 	}
 	if want := "dynamodb:" + cfg.Table + "/" + cfg.Name; ce.Path != want || ce.Offset != 100 {
 		t.Fatalf("CorruptError at %s offset %d, want %s offset 100", ce.Path, ce.Offset, want)
@@ -311,7 +327,7 @@ func testDynamoCorruptItem(t *testing.T, cfg recovery.DynamoConfig) {
 // and one with another key refused.
 func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	name := localaws.UniqueName(t)
-	cfg := recovery.DynamoConfig{Client: client, Table: name, Name: "app"}
+	cfg := dynamolog.Config{Client: client, Table: name, Name: "app"}
 	l := openDynamo(t, cfg)
 	mustAppend(t, l, block(0, 0))
 	l.Close()
@@ -328,8 +344,8 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 		t.Fatal(err)
 	}
 	cfg.Table = other
-	_, err = recovery.OpenDynamo(t.Context(), cfg)
+	_, err = dynamolog.Open(t.Context(), cfg)
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
-		t.Fatalf("OpenDynamo on a table with another key: got %v", err)
+		t.Fatalf("Open on a table with another key: got %v", err)
 	}
 }

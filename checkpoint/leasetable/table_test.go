@@ -1,4 +1,4 @@
-package checkpoint
+package leasetable
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/checkpoint"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -101,7 +103,7 @@ func TestTableCreateListGet(t *testing.T) {
 	tbl.pageLimit = 7 // several Scan pages
 	var want []Lease
 	for i := range 25 {
-		l := Lease{Shard: fmt.Sprintf("shardId-%012d", i), Checkpoint: TrimHorizon}
+		l := Lease{Shard: fmt.Sprintf("shardId-%012d", i), Checkpoint: checkpoint.TrimHorizon}
 		if i >= 20 {
 			l.Parents = []string{fmt.Sprintf("shardId-%012d", i-20)}
 		}
@@ -111,7 +113,7 @@ func TestTableCreateListGet(t *testing.T) {
 		}
 		want = append(want, l)
 	}
-	created, err := tbl.Create(t.Context(), Lease{Shard: want[0].Shard, Checkpoint: LatestPosition})
+	created, err := tbl.Create(t.Context(), Lease{Shard: want[0].Shard, Checkpoint: checkpoint.LatestPosition})
 	if err != nil || created {
 		t.Errorf("second Create = %v, %v; want false, nil", created, err)
 	}
@@ -139,10 +141,10 @@ func TestTableConditionalWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(Lease{Shard: "s", Owner: "worker-a", Counter: 1, Checkpoint: TrimHorizon}, a); d != "" {
+	if d := cmp.Diff(Lease{Shard: "s", Owner: "worker-a", Counter: 1, Checkpoint: checkpoint.TrimHorizon}, a); d != "" {
 		t.Errorf("taken lease (-want +got):\n%s", d)
 	}
-	if _, err := tbl.Take(ctx, unowned, "worker-b"); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Take(ctx, unowned, "worker-b"); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Take with a stale counter = %v, want ErrLeaseLost", err)
 	}
 	old := a // what a restarted worker reusing worker-a's ID could hold
@@ -152,10 +154,10 @@ func TestTableConditionalWrites(t *testing.T) {
 	}
 	// The right owner with a stale counter is refused: the counter half of
 	// the condition.
-	if _, err := tbl.Checkpoint(ctx, old, "1", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Checkpoint(ctx, old, "1", 0); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Checkpoint with the owner but a stale counter = %v, want ErrLeaseLost", err)
 	}
-	if _, err := tbl.Renew(ctx, old); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Renew(ctx, old); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Renew with the owner but a stale counter = %v, want ErrLeaseLost", err)
 	}
 	a, err = tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136588898", 0)
@@ -170,16 +172,16 @@ func TestTableConditionalWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tbl.Renew(ctx, a); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Renew(ctx, a); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("zombie Renew = %v, want ErrLeaseLost", err)
 	}
-	if _, err := tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136589999", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Checkpoint(ctx, a, "49590338271490256608559692538361571095921575989136589999", 0); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("zombie Checkpoint = %v, want ErrLeaseLost", err)
 	}
 	// A copy with the right counter but the wrong owner is refused too.
 	forged := b
 	forged.Owner = "worker-a"
-	if _, err := tbl.Checkpoint(ctx, forged, "1", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Checkpoint(ctx, forged, "1", 0); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Checkpoint by a non-owner = %v, want ErrLeaseLost", err)
 	}
 	if got := mustGet(t, tbl, "s"); got.Checkpoint != a.Checkpoint || got.Owner != "worker-b" {
@@ -192,16 +194,16 @@ func TestTableConditionalWrites(t *testing.T) {
 	if r.Owner != "" || r.Counter != b.Counter+1 {
 		t.Errorf("released lease = %+v, want no owner, counter %d", r, b.Counter+1)
 	}
-	if _, err := tbl.Release(ctx, b); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Release(ctx, b); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("second Release = %v, want ErrLeaseLost", err)
 	}
-	if _, err := tbl.Renew(ctx, Lease{Shard: "gone", Owner: "worker-a"}); !errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Renew(ctx, Lease{Shard: "gone", Owner: "worker-a"}); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Renew of a missing lease = %v, want ErrLeaseLost", err)
 	}
-	if _, err := tbl.Checkpoint(ctx, r, "1", 0); err == nil || errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Checkpoint(ctx, r, "1", 0); err == nil || errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Checkpoint of an unowned lease = %v, want a plain error", err)
 	}
-	if _, err := tbl.Checkpoint(ctx, b, "12abc", 0); err == nil || errors.Is(err, ErrLeaseLost) {
+	if _, err := tbl.Checkpoint(ctx, b, "12abc", 0); err == nil || errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Checkpoint of a bad value = %v, want a plain error", err)
 	}
 }
@@ -221,7 +223,7 @@ func TestTableServiceErrorIsNotLeaseLost(t *testing.T) {
 	failing := newTable(TableConfig{Name: tbl.Name(), Client: failingDB{db}})
 	_, err := failing.Renew(t.Context(), Lease{Shard: "s", Owner: "w"})
 	var ise *types.InternalServerError
-	if !errors.As(err, &ise) || errors.Is(err, ErrLeaseLost) {
+	if !errors.As(err, &ise) || errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("Renew = %v, want the service error, not ErrLeaseLost", err)
 	}
 }
@@ -240,12 +242,12 @@ func TestTableKCLItems(t *testing.T) {
 			"pendingCheckpoint": str("49590338271490256608559692538361571095921575989136589000"),
 		},
 		{
-			"leaseKey": str("shardId-000000000001"), "leaseCounter": num(9), "checkpoint": str(ShardEnd),
+			"leaseKey": str("shardId-000000000001"), "leaseCounter": num(9), "checkpoint": str(checkpoint.ShardEnd),
 			"checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
 		},
 		{
 			"leaseKey": str("shardId-000000000002"), "leaseOwner": str("kcl-host:1234"), "leaseCounter": num(12),
-			"checkpoint": str(TrimHorizon), "checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
+			"checkpoint": str(checkpoint.TrimHorizon), "checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
 			"parentShardIds": &types.AttributeValueMemberSS{Value: []string{"shardId-000000000001"}},
 		},
 	}
@@ -261,8 +263,8 @@ func TestTableKCLItems(t *testing.T) {
 	sort.Slice(got, func(i, j int) bool { return got[i].Shard < got[j].Shard })
 	want := []Lease{
 		{Shard: "shardId-000000000000", Owner: "kcl-host:1234", Counter: 417, Checkpoint: "49590338271490256608559692538361571095921575989136588898", OwnerSwitches: 2},
-		{Shard: "shardId-000000000001", Counter: 9, Checkpoint: ShardEnd},
-		{Shard: "shardId-000000000002", Owner: "kcl-host:1234", Counter: 12, Checkpoint: TrimHorizon, Parents: []string{"shardId-000000000001"}},
+		{Shard: "shardId-000000000001", Counter: 9, Checkpoint: checkpoint.ShardEnd},
+		{Shard: "shardId-000000000002", Owner: "kcl-host:1234", Counter: 12, Checkpoint: checkpoint.TrimHorizon, Parents: []string{"shardId-000000000001"}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("List of KCL items (-want +got):\n%s", d)

@@ -1,4 +1,4 @@
-package recovery
+package dynamolog
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/recovery"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/weirstream/weir/clock"
 )
 
 // keepClaims is how many of the latest claim items compaction keeps. A
@@ -19,15 +20,15 @@ import (
 // compaction; older claims only fence writers several generations stale.
 const keepClaims = 16
 
-// Append puts one item per entry; see Log.Append.
-func (l *DynamoLog) Append(ctx context.Context, entries ...Entry) error {
-	enc, err := encodeAll(entries, MaxDynamoEntrySize)
+// Append puts one item per entry; see recovery.Log.Append.
+func (l *Log) Append(ctx context.Context, entries ...recovery.Entry) error {
+	enc, err := recovery.EncodeEntries(entries, MaxEntrySize)
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := usable(ctx, l.closed, l.failed); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
 	for _, p := range enc {
@@ -44,12 +45,12 @@ func (l *DynamoLog) Append(ctx context.Context, entries ...Entry) error {
 // seq is taken by this writer's item with the same entry, a put the SDK
 // retried after it had succeeded, that counts as success. Another failure
 // makes the log unusable.
-func (l *DynamoLog) putEntry(ctx context.Context, payload []byte) (int64, error) {
+func (l *Log) putEntry(ctx context.Context, payload []byte) (int64, error) {
 	return l.putNext(ctx, map[string]types.AttributeValue{attrType: str(itemEntry), attrEntry: str(string(payload))})
 }
 
 // putNext puts an item at the next seq; see putEntry.
-func (l *DynamoLog) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
+func (l *Log) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
 	seq := l.next
 	err := l.put(ctx, attrs)
 	var ccf *types.ConditionalCheckFailedException
@@ -58,12 +59,12 @@ func (l *DynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 		mine, err = l.isMine(ctx, seq, attrs)
 		if err == nil && !mine {
 			l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
-				ErrFenced, l.where(), seq)
+				recovery.ErrFenced, l.where(), seq)
 			return 0, l.failed
 		}
 	}
 	if err != nil {
-		l.failed = fmt.Errorf("recovery: log %s: put of item %d failed and may or may not have "+
+		l.failed = fmt.Errorf("dynamolog: log %s: put of item %d failed and may or may not have "+
 			"taken effect; close and reopen the log: %w", l.where(), seq, err)
 		return 0, l.failed
 	}
@@ -73,7 +74,7 @@ func (l *DynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 
 // isMine reports whether the item at seq is the one attrs describes, put by
 // this writer.
-func (l *DynamoLog) isMine(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
+func (l *Log) isMine(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
 	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(l.table),
 		Key:            l.key(seq),
@@ -104,29 +105,29 @@ func sameAttr(a, b types.AttributeValue) bool {
 	return false
 }
 
-func (l *DynamoLog) key(seq int64) map[string]types.AttributeValue {
+func (l *Log) key(seq int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrLog: str(l.name), attrSeq: num(seq)}
 }
 
-// Read returns the entries in effect; see Log.Read and DynamoLog.
-func (l *DynamoLog) Read(ctx context.Context) ([]Entry, error) {
+// Read returns the entries in effect; see recovery.Log.Read and Log.
+func (l *Log) Read(ctx context.Context) ([]recovery.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := usable(ctx, l.closed, l.failed); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return nil, err
 	}
-	return decodeAll(l.payloads)
+	return recovery.DecodeEntries(l.payloads)
 }
 
 // Compact puts the compacted entries and a base item after them, then
-// deletes the items they supersede; see Log.Compact and DynamoLog.
-func (l *DynamoLog) Compact(ctx context.Context) error {
+// deletes the items they supersede; see recovery.Log.Compact and Log.
+func (l *Log) Compact(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := usable(ctx, l.closed, l.failed); err != nil {
+	if err := l.usable(ctx); err != nil {
 		return err
 	}
-	enc, err := compactPayloads(l.payloads, MaxDynamoEntrySize)
+	enc, err := recovery.CompactEncoded(l.payloads, MaxEntrySize)
 	if err != nil {
 		return err
 	}
@@ -159,11 +160,11 @@ func (l *DynamoLog) Compact(ctx context.Context) error {
 // deleteItems deletes the items at seqs, 25 to a request, and returns the
 // seqs it could not delete, logging why; they are superseded, so deleting
 // them can wait for the next compaction.
-func (l *DynamoLog) deleteItems(ctx context.Context, seqs []int64) []int64 {
+func (l *Log) deleteItems(ctx context.Context, seqs []int64) []int64 {
 	for len(seqs) > 0 {
 		n := min(len(seqs), 25)
 		if err := l.deleteBatch(ctx, seqs[:n]); err != nil {
-			l.logger.Warn("recovery: could not delete superseded log items; the next compaction will retry",
+			l.logger.Warn("dynamolog: could not delete superseded log items; the next compaction will retry",
 				"log", l.where(), "items", len(seqs), "err", err)
 			return seqs
 		}
@@ -174,12 +175,13 @@ func (l *DynamoLog) deleteItems(ctx context.Context, seqs []int64) []int64 {
 
 // deleteBatch deletes up to 25 items, retrying the unprocessed ones with
 // back-off.
-func (l *DynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
+func (l *Log) deleteBatch(ctx context.Context, seqs []int64) error {
 	reqs := make([]types.WriteRequest, len(seqs))
 	for i, seq := range seqs {
 		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: l.key(seq)}}
 	}
 	items := map[string][]types.WriteRequest{l.table: reqs}
+	wait := unprocessedWait.Start()
 	for attempt := 0; ; attempt++ {
 		out, err := l.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
 		if err != nil {
@@ -192,20 +194,24 @@ func (l *DynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
 			return fmt.Errorf("%d items still unprocessed after %d attempts", len(out.UnprocessedItems[l.table]), attempt+1)
 		}
 		items = out.UnprocessedItems
-		if err := clock.Sleep(ctx, clock.Real{}, backoff(attempt)); err != nil {
+		if err := wait.Wait(ctx, l.clock); err != nil {
 			return err
 		}
 	}
 }
 
-// backoff is the wait before retry attempt+1: 50ms doubling up to 2s.
-func backoff(attempt int) time.Duration {
-	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
-}
+// The waits of the retry loops: for a new table to become active (fast at
+// first: a local server or a new table on AWS is ready within tens of
+// milliseconds to seconds), and for BatchWriteItem's unprocessed items
+// (DynamoDB's advice: back off exponentially).
+var (
+	tableWait       = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
+	unprocessedWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
+)
 
-// Close marks the log closed; see Log.Close. The client is the caller's and
+// Close marks the log closed; see recovery.Log.Close. The client is the caller's and
 // stays open.
-func (l *DynamoLog) Close() error {
+func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
@@ -215,8 +221,10 @@ func (l *DynamoLog) Close() error {
 
 // ensureTable creates the table if it does not exist, waits until it is
 // active, and checks its key.
-func ensureTable(ctx context.Context, c DynamoClient, table string) error {
+func (l *Log) ensureTable(ctx context.Context) error {
+	c, table := l.client, l.table
 	created := false
+	wait := tableWait.Start()
 	for attempt := 0; ; attempt++ {
 		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 		var nf *types.ResourceNotFoundException
@@ -229,20 +237,20 @@ func ensureTable(ctx context.Context, c DynamoClient, table string) error {
 			continue
 		case errors.As(err, &nf):
 		case err != nil:
-			return fmt.Errorf("recovery: describe table %s: %w", table, err)
+			return fmt.Errorf("dynamolog: describe table %s: %w", table, err)
 		case out.Table.TableStatus == types.TableStatusActive:
 			return checkKey(table, out.Table.KeySchema)
 		}
 		if attempt == 60 {
-			return fmt.Errorf("recovery: table %s is not active after %d attempts", table, attempt+1)
+			return fmt.Errorf("dynamolog: table %s is not active after %d attempts", table, attempt+1)
 		}
-		if err := clock.Sleep(ctx, clock.Real{}, backoff(attempt)); err != nil {
+		if err := wait.Wait(ctx, l.clock); err != nil {
 			return err
 		}
 	}
 }
 
-func createTable(ctx context.Context, c DynamoClient, table string) error {
+func createTable(ctx context.Context, c Client, table string) error {
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -257,7 +265,7 @@ func createTable(ctx context.Context, c DynamoClient, table string) error {
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("recovery: create table %s: %w", table, err)
+		return fmt.Errorf("dynamolog: create table %s: %w", table, err)
 	}
 	return nil
 }
@@ -275,7 +283,18 @@ func checkKey(table string, ks []types.KeySchemaElement) error {
 	}
 	if hash != attrLog || rng != attrSeq {
 		return fmt.Errorf("%w: Table %s has key (%q, %q); a recovery log table needs partition key %q "+
-			"(string) and sort key %q (number): use another table name", ErrInvalidConfig, table, hash, rng, attrLog, attrSeq)
+			"(string) and sort key %q (number): use another table name", recovery.ErrInvalidConfig, table, hash, rng, attrLog, attrSeq)
 	}
 	return nil
+}
+
+// usable returns why the log cannot be used now, or nil; l.mu is held.
+func (l *Log) usable(ctx context.Context) error {
+	switch {
+	case l.closed:
+		return recovery.ErrClosed
+	case l.failed != nil:
+		return l.failed
+	}
+	return ctx.Err()
 }

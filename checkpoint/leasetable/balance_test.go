@@ -1,18 +1,20 @@
-package checkpoint
+package leasetable
 
 import (
 	"sort"
 	"testing"
+
+	"github.com/weirstream/weir/checkpoint"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestTakePlan(t *testing.T) {
 	lease := func(shard, owner string, expired bool, parents ...string) leaseView {
-		return leaseView{Lease: Lease{Shard: shard, Owner: owner, Checkpoint: TrimHorizon, Parents: parents}, expired: expired}
+		return leaseView{Lease: Lease{Shard: shard, Owner: owner, Checkpoint: checkpoint.TrimHorizon, Parents: parents}, expired: expired}
 	}
 	ended := func(shard string) leaseView {
-		return leaseView{Lease: Lease{Shard: shard, Checkpoint: ShardEnd}}
+		return leaseView{Lease: Lease{Shard: shard, Checkpoint: checkpoint.ShardEnd}}
 	}
 	tests := []struct {
 		name      string

@@ -1,0 +1,176 @@
+package leasetable
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/weirstream/weir/internal/awsconf"
+)
+
+// Defaults of Config fields left at zero.
+const (
+	// DefaultLeaseDuration is the Kinesis Client Library's failover time.
+	DefaultLeaseDuration = 10 * time.Second
+	// DefaultMaxStealsPerCycle is KCL's maxLeasesToStealAtOneTime.
+	DefaultMaxStealsPerCycle = 1
+	// DefaultShardSyncInterval is CoordinatorConfig.ShardSyncInterval's
+	// default, KCL's shardSyncIntervalMillis.
+	DefaultShardSyncInterval = time.Minute
+)
+
+// DefaultTakeInterval returns the default TakeInterval for a lease duration:
+// leaseDuration/3, rounded up to the nanosecond so that three take periods
+// are never shorter than leaseDuration. Rounded down, the third scan after
+// a worker's last renewal would find its leases 1ns short of expiry, and the
+// take-over would wait for a fourth.
+func DefaultTakeInterval(leaseDuration time.Duration) time.Duration {
+	return (leaseDuration + 2) / 3
+}
+
+// Config is the lease protocol's configuration: the table, the worker and
+// its timing. It is the one set of lease settings in weir: a Coordinator
+// embeds it (CoordinatorConfig), and so does the Kinesis receiver's
+// LeaseConfig. The zero value of each field is its documented default.
+type Config struct {
+	// TableName is the lease table: 3 to 255 of a-z A-Z 0-9 _ . -; created
+	// (on-demand billing) if missing. Required by a Coordinator; the
+	// Kinesis receiver defaults it to its application name, as the KCL
+	// names its table after the application.
+	TableName string
+	// DynamoDB is the client of the table, usually a *dynamodb.Client. A
+	// client given here is used as it is (tests wrap one to hold or count
+	// calls). Default: a client built from AWS and Endpoint.
+	DynamoDB DynamoDBAPI
+	// AWS is the AWS configuration of the default client. Default: the
+	// SDK's default configuration (environment, shared files, instance
+	// role). The Kinesis receiver passes its own Config.AWS when this is nil.
+	AWS *aws.Config
+	// Endpoint overrides the DynamoDB endpoint URL of the default client,
+	// for example "http://127.0.0.1:4568" for a local server.
+	Endpoint string
+	// WorkerID names this worker in the table's leaseOwner; it must be
+	// unique among the workers sharing the table. Default: host name, pid
+	// and 8 random hex digits ("host:4242:1f2e3d4c"), fresh for each
+	// process. A restarted worker with a fresh ID cannot renew its
+	// predecessor's leases: other workers, or the restarted one, take them
+	// only once they expire (LeaseDuration), so a restart pauses its shards
+	// for about LeaseDuration. A stable ID (the same after a restart) avoids
+	// that pause, and is safe only if two live processes can never use the
+	// same ID at once (for example one per host and one process per host).
+	WorkerID string
+	// LeaseDuration is how long a lease stays this worker's without a
+	// renewal, and how long another worker must see its counter unchanged
+	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
+	// time).
+	LeaseDuration time.Duration
+	// RenewInterval is how often held leases are renewed; it must be shorter
+	// than LeaseDuration. Default LeaseDuration/3.
+	RenewInterval time.Duration
+	// TakeInterval is how often the table is scanned (one Scan of the whole
+	// table) to take unowned and expired leases and steal towards balance;
+	// the first take cycle runs at start. Default
+	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
+	// period, where KCL scans every 2*LeaseDuration. At that period, one
+	// steal per cycle spreads 8 shards over 3 workers starting together
+	// within 2*LeaseDuration. A dead worker's leases are taken at the first
+	// scan at least LeaseDuration after the first scan that saw its last
+	// renewal: more than LeaseDuration and at most
+	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
+	// that renewal (plus a scan's and a write's latency), which is
+	// LeaseDuration + TakeInterval when TakeInterval divides LeaseDuration,
+	// as the default does, and always less than LeaseDuration +
+	// 2*TakeInterval.
+	TakeInterval time.Duration
+	// MaxStealsPerCycle bounds the leases stolen from a busier worker in one
+	// take cycle. Default DefaultMaxStealsPerCycle (1, as KCL's
+	// maxLeasesToStealAtOneTime); negative disables stealing.
+	MaxStealsPerCycle int
+	// MaxLeases caps the leases this worker holds. Default 0: no cap.
+	MaxLeases int
+}
+
+// WithDefaults returns c with the defaults of its zero fields applied
+// (TableName and DynamoDB excepted: they have no default here).
+func (c Config) WithDefaults() Config {
+	if c.WorkerID == "" {
+		c.WorkerID = NewWorkerID()
+	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	if c.RenewInterval == 0 && c.LeaseDuration > 0 {
+		c.RenewInterval = c.LeaseDuration / 3
+	}
+	if c.TakeInterval == 0 && c.LeaseDuration > 0 {
+		c.TakeInterval = DefaultTakeInterval(c.LeaseDuration)
+	}
+	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
+	return c
+}
+
+// Problems returns every problem of c (after WithDefaults), each naming the
+// field and the fix; the table name and client are not checked (see
+// CoordinatorConfig).
+func (c Config) Problems() []error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if strings.TrimSpace(c.WorkerID) == "" {
+		add("WorkerID %q: must name this worker (leave it empty for host:pid:random)", c.WorkerID)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		def  string
+	}{
+		{"LeaseDuration", c.LeaseDuration, DefaultLeaseDuration.String()},
+		{"RenewInterval", c.RenewInterval, "LeaseDuration/3"},
+		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
+	} {
+		if d.v < 0 {
+			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
+		}
+	}
+	if c.LeaseDuration > 0 && c.RenewInterval >= c.LeaseDuration {
+		add("RenewInterval %v: must be shorter than LeaseDuration %v, or the lease expires between two renewals (LeaseDuration/3 is usual)",
+			c.RenewInterval, c.LeaseDuration)
+	}
+	if c.MaxLeases < 0 {
+		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)
+	}
+	return problems
+}
+
+// Client returns DynamoDB, or a client built from AWS and Endpoint when it
+// is nil.
+func (c Config) Client(ctx context.Context) (DynamoDBAPI, error) {
+	if c.DynamoDB != nil {
+		return c.DynamoDB, nil
+	}
+	db, err := awsconf.DynamoDB(ctx, c.AWS, c.Endpoint, "the lease table (set DynamoDB or AWS to avoid it)")
+	if err != nil {
+		return nil, fmt.Errorf("leasetable: %w", err)
+	}
+	return db, nil
+}
+
+// NewWorkerID returns a fresh worker ID: host name, pid and 8 random hex
+// digits ("host:4242:1f2e3d4c").
+func NewWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:])
+}

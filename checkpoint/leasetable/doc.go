@@ -1,0 +1,86 @@
+// Package leasetable keeps which worker processes each Kinesis shard, and
+// how far, in a DynamoDB table laid out like the Kinesis Client Library's
+// (KCL) lease table, so a KCL application's table can be taken over as it
+// is.
+//
+// It has two parts:
+//
+//   - Table is the lease and checkpoint table: one item per shard, every write
+//     a single-item conditional write on the lease owner and counter, so a
+//     worker that lost a lease can never write its checkpoint again
+//     (checkpoint.ErrLeaseLost).
+//   - Coordinator runs one worker's side of the lease protocol: it renews the
+//     leases it holds, takes expired ones, steals towards an even spread,
+//     starts a child shard only after its parents reached SHARD_END, and is the
+//     checkpoint.Committer a checkpoint.Checkpointer writes through.
+//
+// Config holds the lease settings; the Kinesis receiver's LeaseConfig embeds
+// it.
+//
+// # Defaults compared with KCL
+//
+//	                          weir (leasetable)          KCL 1.x / 2.x
+//	lease duration            LeaseDuration 10s          failoverTimeMillis 10s
+//	renew period              LeaseDuration/3            failoverTime/3 - epsilon
+//	take/steal period         LeaseDuration/3 rounded up (failoverTime + epsilon) * 2
+//	first take                at start                   at start
+//	max leases stolen/cycle   1                          maxLeasesToStealAtOneTime 1
+//	shard sync period         60s                        shardSyncIntervalMillis 60s
+//	checkpoint                on an interval, by timer   when the record processor calls it
+//	commit retries            4 attempts, 100ms jittered (application code)
+//	expiry rule               counter unchanged for LeaseDuration on this worker's clock (same)
+//	lease at SHARD_END        released, never taken again  kept, cleaned up later
+//	initial position          LATEST (children TRIM_HORIZON) same
+//	leases per worker         no cap (MaxLeases)         maxLeasesForWorker, no cap
+//
+// weir scans the lease table six times as often as KCL. A scan reads the
+// whole table (one item per open shard), and LeaseDuration/3 is already the
+// period of a worker's renewals, one write per held lease: the scans add
+// about one read per shard per renew period per worker. In return, with one
+// lease stolen per cycle as in KCL, workers starting together spread their
+// shards within two lease durations (3 workers and 8 shards: each holds 2
+// or 3; KCL's period needs several times that), and a dead worker's leases
+// are taken at most LeaseDuration + TakeInterval after its last renewal
+// (KCL's period makes that up to 4*LeaseDuration). The rule: a lease is
+// taken at the first scan at least LeaseDuration after the first scan that
+// saw its counter's last change; see Config.TakeInterval.
+//
+// # Wiring a receiver
+//
+// The Kinesis receiver does this wiring itself when its Config.Leases is
+// set (package github.com/weirstream/weir/source/kinesis). By hand: one
+// Coordinator and one Checkpointer per worker; the Coordinator is the
+// Checkpointer's Committer, and Latest returns the numbers that are safe
+// to checkpoint (records of completed batches: guarantee G4); a reader delivers only while Holds(shard):
+//
+//	coord, _ := leasetable.NewCoordinator(leasetable.CoordinatorConfig{
+//		Config: leasetable.Config{TableName: app, DynamoDB: ddb},
+//		OnAcquired: func(l leasetable.Lease) {
+//			// start reading l.Shard after l.Checkpoint (a sequence number;
+//			// at it if !l.WrittenByWeir(): a KCL application wrote it),
+//			// or at the initial position it names; then:
+//			cp.Register(l.Shard, coord, l.Checkpoint)
+//		},
+//		OnLost: func(shard string) {
+//			// stop reading shard at once, then, without a final checkpoint:
+//			cp.Remove(ctx, shard, nil)
+//		},
+//	})
+//	cp, _ := checkpoint.New(checkpoint.Config{Interval: batchInterval, Latest: receiver.LatestCompleted})
+//	go coord.Run(ctx); go cp.Run(ctx)
+//	// a shard read to its end, all its blocks completed:
+//	cp.MarkShardEnd(ctx, shard, coord)
+//	// clean shutdown: stop the readers, then
+//	cp.Close(ctx)   // last checkpoint of every shard
+//	coord.Drain(ctx) // hand the leases back at once
+//
+// Every checkpoint this package writes also goes to a weirCheckpoint
+// attribute (which the KCL ignores and keeps), so that a reader can tell a
+// weir checkpoint, which covers whole Kinesis records, from a KCL
+// application's, which may stop inside a KPL aggregate (Lease.WrittenByWeir).
+//
+// A checkpoint write increments leaseCounter, as KCL's does, so the counter is
+// a version: every write is conditional on the owner and the counter this
+// worker last saw. DynamoDB transactions and TTL are not used (the local test
+// server has neither).
+package leasetable

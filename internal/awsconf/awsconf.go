@@ -1,0 +1,51 @@
+// Package awsconf builds the AWS SDK clients weir makes when a user gives
+// an endpoint or an AWS configuration instead of a client: one place for
+// the DynamoDB clients of the lease table and the recovery log.
+package awsconf
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Load returns a copy of cfg, or the default AWS configuration (environment,
+// shared files, instance role) when cfg is nil. what names the client it is
+// for, in the error.
+func Load(ctx context.Context, cfg *aws.Config, what string) (aws.Config, error) {
+	if cfg != nil {
+		return cfg.Copy(), nil
+	}
+	loaded, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the default AWS configuration for %s: %w", what, err)
+	}
+	return loaded, nil
+}
+
+// DynamoDB returns a DynamoDB client from cfg (see Load) whose endpoint is
+// endpoint when it is not empty.
+func DynamoDB(ctx context.Context, cfg *aws.Config, endpoint, what string) (*dynamodb.Client, error) {
+	awsCfg, err := Load(ctx, cfg, what)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}
+
+// CheckEndpoint reports a problem with an endpoint URL, naming field, or nil
+// if it is empty or starts with http:// or https://.
+func CheckEndpoint(field, endpoint string) error {
+	if endpoint != "" && !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
+		return fmt.Errorf("%s %q: must be a URL starting with http:// or https://", field, endpoint)
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+// Package dynamolog is a recovery.Log kept in a DynamoDB table: one item per
+// entry, one partition per log, written with single-item conditional puts so
+// that a writer displaced by a newer one is fenced off (recovery.ErrFenced).
+// A worker restarted on any machine with the same log Name recovers exactly
+// what its predecessor logged. It lives outside package recovery so that the
+// driver, which depends only on the recovery.Log contract, does not pull in
+// the DynamoDB SDK.
+package dynamolog
