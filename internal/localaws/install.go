@@ -181,3 +181,9 @@ func (in installer) run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Dir returns the folder Start installs the servers into and runs them from:
+// the value of EnvDir when set, else the nearest folder at or above the
+// working directory that holds weir's go.mod and a package.json. It fails
+// outside a weir checkout when EnvDir is not set.
+func Dir() (string, error) { return findRoot(os.Getenv) }
