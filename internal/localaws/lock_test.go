@@ -33,7 +33,11 @@ func TestExclusiveCreateLock(t *testing.T) {
 		}
 		got <- err
 	}()
-	<-contended
+	select {
+	case <-contended:
+	case err := <-got:
+		t.Fatalf("second taker got the lock while the first held it (err %v)", err)
+	}
 	unlock()
 	unlock() // idempotent
 	if err := <-got; err != nil {
