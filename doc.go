@@ -9,6 +9,11 @@
 // to DynamoDB by an interval checkpointer, and several workers share a stream
 // through a DynamoDB lease table in the Kinesis Client Library's layout.
 //
+// DESIGN.md, at the root of the repository, is the design document: the
+// architecture and import rules, the data flow of one record, recovery, the
+// guarantees below, the failure model, leases and the test setup. The godoc
+// of each package refers to its sections by name.
+//
 // # Packages
 //
 //   - [github.com/weirstream/weir/batch]: batch times, block IDs, sequence ranges, Batch[T].

@@ -2,7 +2,7 @@
 // it: the reason weir needs no write-ahead log of the data itself.
 //
 // The driver appends an Entry to a Log at each step of a record's life
-// (DESIGN.md, "Data flow"):
+// (the repository's DESIGN.md, "Data flow"):
 //
 //   - BlockStored, when a block enters the block store and before anything
 //     else learns of it (a receiver may then advance its stored sequence

@@ -59,23 +59,16 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.source, "source", "", `where lines come from: "local" (local Kinesis servers, the default), "memory" (no servers), or "kinesis" (a real stream; the default when -stream or WEIR_STREAM is set)`)
-	flag.StringVar(&o.stream, "stream", os.Getenv("WEIR_STREAM"), "name or ARN of a real Kinesis stream to read (default $WEIR_STREAM)")
-	flag.StringVar(&o.endpoint, "endpoint", "", "Kinesis endpoint override for -stream")
-	flag.BoolVar(&o.leases, "leases", true, "with -stream: hold shards through a DynamoDB lease table named after -app and checkpoint there (false: read every shard, no checkpoints)")
-	flag.StringVar(&o.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint override for the lease table of -stream")
-	flag.StringVar(&o.region, "region", "", "AWS region for -stream (default from the AWS environment)")
-	flag.StringVar(&o.app, "app", "wordcount", "application name")
-	flag.IntVar(&o.shards, "shards", 2, "number of shards of the local stream")
-	flag.DurationVar(&o.batch, "batch", time.Second, "batch interval")
-	flag.IntVar(&o.rate, "rate", 200, "generated lines per second")
-	flag.IntVar(&o.top, "top", 5, "number of top words printed per batch")
-	flag.DurationVar(&o.duration, "duration", 0, "stop (draining) after this long; 0 runs until Ctrl-C")
-	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
-	flag.StringVar(&o.state, "state", "", `recovery log directory (default "wordcount-state" with -source kinesis, a temporary directory removed at exit otherwise)`)
-	flag.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each")
-	flag.Parse()
+	o, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errInvalidFlags):
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(2)
+	case err != nil:
+		os.Exit(2) // the flag package has printed the error and the usage
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

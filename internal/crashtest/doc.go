@@ -1,7 +1,8 @@
-// Package crashtest holds weir's crash tests (DESIGN.md, "Recovery", G1 to
-// G4): a kill -9 torture test and deterministic crash-point tests of a
-// Kinesis pipeline with leases, checkpoints in DynamoDB and a recovery log,
-// all on local servers (kinesalite and dynalite, see internal/localaws).
+// Package crashtest holds weir's crash tests (the repository's DESIGN.md,
+// "Recovery" and "Guarantees", G1 to G4): a kill -9 torture test and
+// deterministic crash-point tests of a Kinesis pipeline with leases,
+// checkpoints in DynamoDB and a recovery log, all on local servers
+// (kinesalite and dynalite, see internal/localaws).
 // The package has no API: everything is in its tests.
 //
 // # The torture test

@@ -10,7 +10,14 @@
 // turns through a file lock, so only one installs), then starts each server
 // with Node on a free port of 127.0.0.1 and waits until it serves. Only Go,
 // Node.js 20+ and npm are needed. [Env.Close] stops them; if the Go process
-// dies instead, the kernel kills them (parent-death signal, Linux).
+// dies instead, each server exits when its stdin, a pipe from the Go process,
+// closes (on Linux the parent-death signal also kills it).
+//
+// It builds and runs on Linux, macOS and Windows. The install lock is a
+// flock(2) where the platform has one, else a lock file created exclusively
+// whose holder keeps it fresh, so that one left by a dead holder is taken
+// over once stale. On Windows stopping a server kills it at once, as there is
+// no SIGTERM to send.
 //
 // In tests, [ForTest] starts servers for one test, and [Shared] one set for a
 // whole test binary:

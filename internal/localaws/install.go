@@ -12,15 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
 const (
 	// modulePath identifies the weir checkout whose package.json pins the servers.
 	modulePath = "github.com/weirstream/weir"
-	// lockPollEvery is how often a waiting installer retries the install lock.
-	lockPollEvery = 25 * time.Millisecond
 	// installHelp tells a user without Node how to get it.
 	installHelp = "the local AWS servers need Node.js 20 or newer with npm " +
 		"(https://nodejs.org/en/download, or e.g. `apt-get install nodejs npm`); " +
@@ -155,7 +152,8 @@ func npmCI(ctx context.Context, npm, root string, logger *slog.Logger) error {
 }
 
 // installer runs install at most once across every process that shares
-// lockPath: under an exclusive flock it checks, then installs if needed.
+// lockPath: under an exclusive file lock (lockFile) it checks, then installs
+// if needed.
 type installer struct {
 	lockPath string
 	check    func() (bool, error)
@@ -184,43 +182,8 @@ func (in installer) run(ctx context.Context) error {
 	return nil
 }
 
-// lockFile takes an exclusive flock on path, creating it and its folder. It
-// polls a non-blocking flock so that a cancelled ctx ends the wait. The
-// returned function releases the lock.
-func lockFile(ctx context.Context, path string, contended func()) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("localaws: install lock: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("localaws: install lock: %w", err)
-	}
-	var tick *time.Ticker
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("localaws: install lock %s: %w", path, err)
-		}
-		if tick == nil {
-			tick = time.NewTicker(lockPollEvery)
-			defer tick.Stop()
-			if contended != nil {
-				contended()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("localaws: waiting for install lock %s: %w", path, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, nil
-}
+// Dir returns the folder Start installs the servers into and runs them from:
+// the value of EnvDir when set, else the nearest folder at or above the
+// working directory that holds weir's go.mod and a package.json. It fails
+// outside a weir checkout when EnvDir is not set.
+func Dir() (string, error) { return findRoot(os.Getenv) }

@@ -194,8 +194,9 @@ func (e *Env) startAll(ctx context.Context, need []kind, dataDir string, getenv 
 	return g.Wait()
 }
 
-// Close stops every server Start started (SIGTERM, then SIGKILL after a grace
-// period) and waits for them to exit. Endpoints taken from the environment are
+// Close stops every server Start started (on Unix SIGTERM, then SIGKILL after
+// a grace period; on Windows it kills them at once) and waits for them to
+// exit. Endpoints taken from the environment are
 // left alone. Close is idempotent; later calls return the first result.
 func (e *Env) Close() error {
 	e.closeOnce.Do(func() {

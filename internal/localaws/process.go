@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -21,7 +20,7 @@ const (
 	readyMarker = "localaws-ready"
 	// portInUseExit is the exit status of the Node launcher when its port is taken.
 	portInUseExit = 98
-	// stopGrace is how long a server gets to exit after SIGTERM before SIGKILL.
+	// stopGrace is how long a server gets to exit after terminate before kill.
 	stopGrace = 3 * time.Second
 	// mockGrace replaces stopGrace for an in-memory kinesis-mock, which has
 	// nothing to save yet waits for open client connections before exiting.
@@ -43,7 +42,7 @@ type launch struct {
 	env   []string      // added to the inherited environment
 	dir   string        // working directory
 	port  int           // the plain HTTP port it serves on 127.0.0.1
-	grace time.Duration // time between SIGTERM and SIGKILL on stop
+	grace time.Duration // time between terminate and kill on stop
 }
 
 // process is one running server started by this package. Its wait goroutine is
@@ -51,6 +50,7 @@ type launch struct {
 type process struct {
 	name     string
 	pid      int
+	proc     *os.Process // to kill it where there are no process groups
 	grace    time.Duration
 	logger   *slog.Logger
 	out      *tailBuffer
@@ -71,17 +71,17 @@ func startProcess(ctx context.Context, l launch, logger *slog.Logger) (*process,
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = stopGrace
-	// Pdeathsig fires when the forking OS thread exits; the Go runtime only
-	// ends threads of goroutines that exit while locked to them, which this
-	// package never does, so in practice it fires when the process dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // so stop can signal everything it spawned
-		Pdeathsig: syscall.SIGKILL, // so a crashed test binary leaves no server behind
+	cmd.SysProcAttr = sysProcAttr()
+	// The write end of stdin stays open in this process until Wait returns
+	// (exec closes it then) or this process dies: stdinWatch ends the server
+	// when it closes. cmd, which holds it, lives as long as the wait goroutine.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("localaws: start %s: %w", l.name, err)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("localaws: start %s: %w", l.name, err)
 	}
-	p := &process{name: l.name, pid: cmd.Process.Pid, grace: l.grace, logger: logger, out: out, done: make(chan struct{})}
+	p := &process{name: l.name, pid: cmd.Process.Pid, proc: cmd.Process, grace: l.grace, logger: logger, out: out, done: make(chan struct{})}
 	go p.wait(cmd)
 
 	if err := p.waitReady(ctx, out.ready); err != nil {
@@ -131,12 +131,13 @@ func (p *process) exitError() error {
 	return fmt.Errorf("exited before it was ready (%v); output: %s", p.waitErr, p.out.String())
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after its grace, and
-// waits for the process to be reaped. It is idempotent.
+// stop asks the server to exit (terminate: SIGTERM to its process group on
+// Unix), then forces it (kill) after its grace, and waits for the process to
+// be reaped. It is idempotent.
 func (p *process) stop() error {
 	p.stopOnce.Do(func() {
 		p.stopping.Store(true)
-		if err := signalGroup(p.pid, syscall.SIGTERM); err != nil {
+		if err := p.terminate(); err != nil {
 			p.stopErr = err
 		}
 		timer := time.NewTimer(p.grace)
@@ -146,23 +147,13 @@ func (p *process) stop() error {
 			return
 		case <-timer.C:
 		}
-		p.logger.Debug("localaws: server ignored SIGTERM; killing it", "server", p.name, "pid", p.pid)
-		if err := signalGroup(p.pid, syscall.SIGKILL); err != nil && p.stopErr == nil {
+		p.logger.Debug("localaws: server ignored the request to exit; killing it", "server", p.name, "pid", p.pid)
+		if err := p.kill(); err != nil && p.stopErr == nil {
 			p.stopErr = err
 		}
 		<-p.done
 	})
 	return p.stopErr
-}
-
-// signalGroup signals the process group led by pid; a group that is already
-// gone is not an error.
-func signalGroup(pid int, sig syscall.Signal) error {
-	err := syscall.Kill(-pid, sig)
-	if err == nil || errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return fmt.Errorf("localaws: signal %v to process group %d: %w", sig, pid, err)
 }
 
 // freePort asks the kernel for a free TCP port on 127.0.0.1. Another process

@@ -12,6 +12,17 @@ import (
 	"time"
 )
 
+// stdinWatch, put before each launcher, ends the server when its stdin
+// reaches end of file. startProcess gives the server a pipe whose write end
+// only the Go process holds, so the pipe closes when that process exits for
+// any reason, kill -9 included: a server never outlives the program that
+// started it, on every platform (Linux also has the parent-death signal).
+const stdinWatch = `
+process.stdin.on('end', () => process.exit(0));
+process.stdin.on('error', () => process.exit(0));
+process.stdin.resume();
+`
+
 // nodeLauncher starts kinesalite or dynalite from Node with its listen call
 // bound to 127.0.0.1 (kinesalite's CLI has no host flag), prints readyMarker
 // once listening, and exits with portInUseExit when the port is taken.
@@ -133,13 +144,13 @@ func (k kind) launch(node, root, dataDir string, port int) (launch, error) {
 		if err != nil {
 			return launch{}, fmt.Errorf("localaws: encode %s options: %w", k, err)
 		}
-		l.args = []string{"-e", nodeLauncher, filepath.Join(modules, k.String()), string(js), strconv.Itoa(port)}
+		l.args = []string{"-e", stdinWatch + nodeLauncher, filepath.Join(modules, k.String()), string(js), strconv.Itoa(port)}
 	case kindKinesisMock:
 		tlsPort, err := freePort()
 		if err != nil {
 			return launch{}, err
 		}
-		l.args = []string{"-e", mockLauncher, filepath.Join(modules, "kinesis-local", "main.js"), strconv.Itoa(port)}
+		l.args = []string{"-e", stdinWatch + mockLauncher, filepath.Join(modules, "kinesis-local", "main.js"), strconv.Itoa(port)}
 		l.env = kinesisMockEnv(modules, dataDir, port, tlsPort)
 		if dataDir == "" {
 			l.grace = mockGrace

@@ -4,11 +4,12 @@
 //
 // With a recovery log (stream.Config.Recovery), a batch that a crash
 // interrupted runs again after the restart with the same time and the same
-// records (DESIGN.md, G2), so writing it again would only rewrite the same
-// file: Write notices the file and does nothing. A batch is written to a
-// temporary file, which is synced, renamed to its final name and made
-// durable by syncing the directory, so a crash leaves either the whole file
-// or none (a hidden temporary file, removed by the next New):
+// records (guarantee G2 in the repository's DESIGN.md), so writing it again
+// would only rewrite the same file: Write notices the file and does nothing.
+// A batch is written to a temporary file, which is synced, renamed to its
+// final name and made durable by syncing the directory, so a crash leaves
+// either the whole file or none (a hidden temporary file, removed by the
+// next New):
 //
 //	sink, err := files.New(files.Config[string]{Dir: "out"})
 //	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))

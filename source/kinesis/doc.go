@@ -2,7 +2,8 @@
 // that reads every shard it is assigned with GetRecords and pushes the
 // records in blocks that remember the sequence-number ranges they came from,
 // so a lost block is recomputed by reading those ranges again, and no data
-// write-ahead log is needed (DESIGN.md; Spark's SPARK-9217).
+// write-ahead log is needed (the repository's DESIGN.md, "Recovery"; Spark's
+// SPARK-9217).
 //
 // How a record travels:
 //
