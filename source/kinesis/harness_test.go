@@ -2,7 +2,6 @@ package kinesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -367,8 +366,6 @@ func (h *hookClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsIn
 	}
 	return h.Client.GetRecords(ctx, in)
 }
-
-var errHook = errors.New("hook")
 
 // pagedListing is a ListShards hook that serves each real, full listing one
 // shard per page, every page but the last with a NextToken, as Kinesis pages
