@@ -18,7 +18,7 @@
 //   - [github.com/weirstream/weir/source/kinesis/kinesistest]: a fake Kinesis for pipeline tests.
 //   - [github.com/weirstream/weir/checkpoint]: the interval checkpointer and the lease table.
 //   - [github.com/weirstream/weir/recovery]: the metadata log that makes recovery exact.
-//   - [github.com/weirstream/weir/stream]: the driver (Context), Stream[T], operators and outputs.
+//   - [github.com/weirstream/weir/stream]: the driver (Pipeline), Stream[T], operators and outputs.
 //   - [github.com/weirstream/weir/sink/files]: an exactly-once file sink, one file per batch time.
 //
 // # Guarantees
@@ -34,7 +34,7 @@
 //
 // # Quick start
 //
-//	sc, err := stream.NewContext(stream.Config{
+//	sc, err := stream.NewPipeline(stream.Config{
 //		BatchInterval: time.Second,
 //		Recovery:      recovery.Dir("wordcount-state"), // exact recovery after a crash
 //	})

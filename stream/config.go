@@ -14,7 +14,7 @@ import (
 	"github.com/weirstream/weir/recovery"
 )
 
-// ErrInvalidConfig is wrapped by the error NewContext returns for a bad
+// ErrInvalidConfig is wrapped by the error NewPipeline returns for a bad
 // Config, and by the error Run returns for a bad pipeline (a window whose
 // length is not a multiple of the batch interval, a nil function, an output
 // missing). The message names every bad field and how to fix it.
@@ -36,7 +36,7 @@ const (
 	DefaultCompactEvery = 100
 )
 
-// Config configures a Context. The zero value of every field means its
+// Config configures a Pipeline. The zero value of every field means its
 // documented default, so Config{} is a valid configuration.
 type Config struct {
 	// BatchInterval is how often a batch is cut from the stored blocks.

@@ -1,17 +1,17 @@
 // Package stream is weir's driver and its typed DStream API.
 //
-// A Context holds a pipeline: sources (From turns any source.Receiver[T]
+// A Pipeline holds the graph of a stream job: sources (From turns any source.Receiver[T]
 // into a *Stream[T]), transformations (Map, Filter, FlatMap, MapBatch,
 // Union, Transform, Window, ReduceByKey, CountByValue,
 // ReduceByKeyAndWindow, UpdateStateByKey) and outputs (ForEach,
 // ForEachBatch, Print). Go methods cannot have type parameters, so the
 // operators are package functions:
 //
-//	sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
-//	lines := stream.From(sc, src)
+//	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+//	lines := stream.From(p, src)
 //	counts := stream.CountByValue(stream.FlatMap(lines, strings.Fields))
 //	stream.Print(counts, 10)
-//	err = sc.Run(ctx)
+//	err = p.Run(ctx)
 //
 // # How a record flows
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/weirstream/weir/recovery"
 )
 
-// engine is one Run of a Context: a snapshot of the graph and the
+// engine is one Run of a Pipeline: a snapshot of the graph and the
 // goroutines that run it.
 //
 // Goroutines, all owned by run's errgroup: one per receiver (Start), the
@@ -57,34 +57,34 @@ func (j *job) info() BatchInfo {
 	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
 }
 
-// newEngine snapshots sc's graph; sc.mu is held.
-func newEngine(sc *Context) *engine {
+// newEngine snapshots p's graph; p.mu is held.
+func newEngine(p *Pipeline) *engine {
 	e := &engine{
-		cfg:     sc.cfg,
-		sources: slices.Clone(sc.sources),
-		outputs: slices.Clone(sc.outputs),
-		nodes:   len(sc.nodes),
-		shape:   sc.shapeLocked(),
-		log:     sc.log,
-		jobs:    make(chan *job, sc.cfg.MaxPendingBatches),
+		cfg:     p.cfg,
+		sources: slices.Clone(p.sources),
+		outputs: slices.Clone(p.outputs),
+		nodes:   len(p.nodes),
+		shape:   p.shapeLocked(),
+		log:     p.log,
+		jobs:    make(chan *job, p.cfg.MaxPendingBatches),
 		failc:   make(chan struct{}),
 	}
-	reachable := make([]bool, len(sc.nodes))
+	reachable := make([]bool, len(p.nodes))
 	var mark func(n *node)
 	mark = func(n *node) {
 		if reachable[n.id] {
 			return
 		}
 		reachable[n.id] = true
-		for _, p := range n.parents {
-			mark(p)
+		for _, parent := range n.parents {
+			mark(parent)
 		}
 	}
 	for _, o := range e.outputs {
 		mark(o.n)
 	}
 	// A node's parents are made before it, so id order is parents first.
-	for id, n := range sc.nodes {
+	for id, n := range p.nodes {
 		if reachable[id] && n.tick != nil {
 			e.ticks = append(e.ticks, n)
 		}

@@ -49,28 +49,28 @@ func (l *lines) Recompute(context.Context, batch.BlockInfo) ([]string, error) {
 // A word count: lines are split into words, counted per batch, and the
 // counts printed. Drain lets the pipeline finish what was pushed.
 func Example() {
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	src := newLines("to be or not to be", "that is the question")
-	words := stream.FlatMap(stream.From(sc, src), strings.Fields)
+	words := stream.FlatMap(stream.From(p, src), strings.Fields)
 	counts := stream.CountByValue(words)
 	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
 		pairs := b.Records()
 		slices.SortFunc(pairs, func(x, y stream.Pair[string, int64]) int {
 			return cmp.Or(cmp.Compare(y.Value, x.Value), cmp.Compare(x.Key, y.Key))
 		})
-		for _, p := range pairs {
-			fmt.Println(p)
+		for _, kv := range pairs {
+			fmt.Println(kv)
 		}
 		return nil
 	})
 
 	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	sc.Drain() // stop the source, process what it pushed, stop
+	go func() { done <- p.Run(context.Background()) }()
+	p.Drain() // stop the source, process what it pushed, stop
 	if err := <-done; err != nil {
 		fmt.Println(err)
 	}
@@ -87,8 +87,8 @@ func Example() {
 
 // Every problem of a Config is reported at once, naming the field and the
 // fix.
-func ExampleNewContext_invalid() {
-	_, err := stream.NewContext(stream.Config{
+func ExampleNewPipeline_invalid() {
+	_, err := stream.NewPipeline(stream.Config{
 		BatchInterval:   time.Second,
 		BlockInterval:   2 * time.Second,
 		MaxQueuedBlocks: -1,
@@ -102,12 +102,12 @@ func ExampleNewContext_invalid() {
 // Window and ReduceByKeyAndWindow count over the last few batches; with an
 // inverse function each window is computed from the previous one.
 func ExampleReduceByKeyAndWindow() {
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	pairs := stream.Map(stream.From(sc, newLines("a", "b", "a")), func(w string) stream.Pair[string, int] {
+	pairs := stream.Map(stream.From(p, newLines("a", "b", "a")), func(w string) stream.Pair[string, int] {
 		return stream.Pair[string, int]{Key: w, Value: 1}
 	})
 	add := func(x, y int) int { return x + y }
@@ -119,12 +119,12 @@ func ExampleReduceByKeyAndWindow() {
 		}
 		return nil
 	})
-	if err := sc.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		fmt.Println(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	sc.Drain()
+	go func() { done <- p.Run(context.Background()) }()
+	p.Drain()
 	if err := <-done; err != nil {
 		fmt.Println(err)
 	}

@@ -15,7 +15,7 @@ import (
 // while another runs; receivers run in their own goroutines), so an
 // implementation must be safe for concurrent use and quick. The events of one
 // batch arrive in order: scheduled, started, completed. A Listener must not
-// call the Context's Stop or Drain from a method (they wait for the goroutine
+// call the Pipeline's Stop or Drain from a method (they wait for the goroutine
 // that called it); it may start a goroutine that does.
 //
 // Embed NopListener to implement only the methods you need.

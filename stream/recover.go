@@ -48,18 +48,18 @@ func isSharedLog(o recovery.Opener) bool {
 }
 
 // checkpointProblemsLocked returns the G4 problems of the pipeline: every
-// receiver that checkpoints stored records without a shared log. sc.mu is
+// receiver that checkpoints stored records without a shared log. p.mu is
 // held.
-func (sc *Context) checkpointProblemsLocked() []error {
-	if isSharedLog(sc.cfg.Recovery) {
+func (p *Pipeline) checkpointProblemsLocked() []error {
+	if isSharedLog(p.cfg.Recovery) {
 		return nil
 	}
 	what := "nil (no recovery log)"
-	if sc.cfg.Recovery != nil {
-		what = fmt.Sprintf("a %T, which only this machine can read", sc.cfg.Recovery)
+	if p.cfg.Recovery != nil {
+		what = fmt.Sprintf("a %T, which only this machine can read", p.cfg.Recovery)
 	}
 	var problems []error
-	for i, s := range sc.sources {
+	for i, s := range p.sources {
 		c, ok := s.receiver().(StoredCheckpointer)
 		if !ok || !c.CheckpointsStored() {
 			continue

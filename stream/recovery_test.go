@@ -92,9 +92,9 @@ type hooks struct {
 // pipeline builds the test pipeline on d: the replay source and three
 // outputs, the first recording what it sees in rl, the third writing each
 // batch to a file in d.out.
-func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Context, *replay) {
+func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Pipeline, *replay) {
 	t.Helper()
-	sc, err := stream.NewContext(stream.Config{
+	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval: time.Second,
 		Recovery:      d.log,
 		CompactEvery:  3,
@@ -104,7 +104,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		t.Fatal(err)
 	}
 	src := newReplay(t, d)
-	s := stream.From(sc, src)
+	s := stream.From(p, src)
 	for i, name := range []string{"collect", "second"} {
 		n := 0
 		stream.ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
@@ -125,7 +125,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		t.Fatal(err)
 	}
 	stream.ForEachBatch(s, sink.Write, stream.Named("files"))
-	return sc, src
+	return p, src
 }
 
 // produceUntil puts a Push of three records on the stream every 100ms until
@@ -242,9 +242,9 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	defer cancel()
 	rl1 := recoverycheck.NewRecorder()
 	h := tc.setup(d, cancel)
-	sc1, src1 := pipeline(t, d, rl1, h)
+	p1, src1 := pipeline(t, d, rl1, h)
 	errc := make(chan error, 1)
-	go func() { errc <- sc1.Run(ctx) }()
+	go func() { errc <- p1.Run(ctx) }()
 	time.Sleep(300 * time.Millisecond)
 	err := produceUntil(d, src1, 120, errc)
 	if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
@@ -264,15 +264,15 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 
 	// Run 2: same pipeline, same log; a few more records, then drain.
 	rl2 := recoverycheck.NewRecorder()
-	sc2, src2 := pipeline(t, d, rl2, hooks{})
+	p2, src2 := pipeline(t, d, rl2, hooks{})
 	errc = make(chan error, 1)
-	go func() { errc <- sc2.Run(t.Context()) }()
+	go func() { errc <- p2.Run(t.Context()) }()
 	for range 5 {
 		src2.produce(d.record(), d.record())
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	sc2.Drain()
+	p2.Drain()
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}

@@ -23,9 +23,9 @@ import (
 // shapedPipeline builds a pipeline of the given outputs on a fresh memory
 // source: "each" is a ForEach, "print" a Print, anything else a
 // ForEachBatch of that name.
-func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs ...string) *stream.Context {
+func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs ...string) *stream.Pipeline {
 	t.Helper()
-	sc, err := stream.NewContext(cfg)
+	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs 
 	if sourceName != "" {
 		opts = append(opts, stream.Named(sourceName))
 	}
-	s := stream.From(sc, src, opts...)
+	s := stream.From(p, src, opts...)
 	for _, o := range outputs {
 		switch o {
 		case "each":
@@ -48,28 +48,28 @@ func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs 
 			stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(o))
 		}
 	}
-	return sc
+	return p
 }
 
 func TestShape(t *testing.T) {
-	sc := shapedPipeline(t, stream.Config{}, "words", "files", "each", "print")
+	p := shapedPipeline(t, stream.Config{}, "words", "files", "each", "print")
 	want := recovery.Shape{
 		Sources: []recovery.Component{{Kind: "memory", Name: "words"}},
 		Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "ForEach"}, {Kind: "Print"}},
 	}
-	if diff := cmp.Diff(want, sc.Shape()); diff != "" {
+	if diff := cmp.Diff(want, p.Shape()); diff != "" {
 		t.Errorf("Shape() (-want +got):\n%s", diff)
 	}
 	// A Describer names itself; Named overrides its name.
-	sc2, err := stream.NewContext(stream.Config{})
+	p2, err := stream.NewPipeline(stream.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &durable{log: recovery.Memory()}
-	stream.From(sc2, newReplay(t, d))
-	stream.From(sc2, newReplay(t, d), stream.Named("other"))
+	stream.From(p2, newReplay(t, d))
+	stream.From(p2, newReplay(t, d), stream.Named("other"))
 	want = recovery.Shape{Sources: []recovery.Component{{Kind: "memory", Name: "replay"}, {Kind: "memory", Name: "other"}}}
-	if diff := cmp.Diff(want, sc2.Shape()); diff != "" {
+	if diff := cmp.Diff(want, p2.Shape()); diff != "" {
 		t.Errorf("Shape() of Describers (-want +got):\n%s", diff)
 	}
 }
@@ -99,15 +99,15 @@ func TestShapeChecked(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := recovery.Memory()
 				cfg := stream.Config{Recovery: store}
-				sc := shapedPipeline(t, cfg, "words", "files", "print")
-				sc.Drain()
-				if err := sc.Run(t.Context()); err != nil {
+				p := shapedPipeline(t, cfg, "words", "files", "print")
+				p.Drain()
+				if err := p.Run(t.Context()); err != nil {
 					t.Fatalf("first Run: %v", err)
 				}
-				sc = shapedPipeline(t, cfg, tt.source, tt.outputs...)
-				sc.Drain()
+				p = shapedPipeline(t, cfg, tt.source, tt.outputs...)
+				p.Drain()
 				before := len(store.Entries())
-				err := sc.Run(t.Context())
+				err := p.Run(t.Context())
 				if tt.want == nil {
 					if err != nil {
 						t.Fatalf("Run with the same shape: %v", err)
@@ -181,7 +181,7 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sc, err := stream.NewContext(stream.Config{Recovery: tt.log})
+				p, err := stream.NewPipeline(stream.Config{Recovery: tt.log})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -190,8 +190,8 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := &ckptReceiver{Source: src, stored: tt.stored}
-				stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
-				verr := sc.Validate()
+				stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
+				verr := p.Validate()
 				if tt.wantErr == "" {
 					if verr != nil {
 						t.Fatalf("Validate: %v", verr)
@@ -199,8 +199,8 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 					if _, ok := tt.log.(recovery.DynamoConfig); ok {
 						return // opening needs a server: the dynamo log is tested in recovery
 					}
-					sc.Drain()
-					if err := sc.Run(t.Context()); err != nil {
+					p.Drain()
+					if err := p.Run(t.Context()); err != nil {
 						t.Fatalf("Run: %v", err)
 					}
 					if r.rt.SharedLog != tt.wantShared {
@@ -208,7 +208,7 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 					}
 					return
 				}
-				err = sc.Run(t.Context())
+				err = p.Run(t.Context())
 				for _, e := range []error{verr, err} {
 					if !errors.Is(e, stream.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(e), tt.wantErr) ||
 						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") ||
@@ -226,7 +226,7 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 func TestResumeAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		run := func(cfg stream.Config, push ...string) source.Runtime[string] {
-			sc, err := stream.NewContext(cfg)
+			p, err := stream.NewPipeline(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,13 +234,13 @@ func TestResumeAfter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range push {
-				src.Push(p)
+			for _, rec := range push {
+				src.Push(rec)
 			}
 			r := &ckptReceiver{Source: src}
-			stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
-			sc.Drain()
-			if err := sc.Run(t.Context()); err != nil {
+			stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
+			p.Drain()
+			if err := p.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			return r.rt
@@ -324,7 +324,7 @@ func TestCompaction(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := &countingStore{MemoryStore: recovery.Memory(), fail: tt.fail}
 				rl := recoverycheck.NewRecorder()
-				sc, err := stream.NewContext(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
+				p, err := stream.NewPipeline(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -332,11 +332,11 @@ func TestCompaction(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stream.ForEach(stream.From(sc, src), func(context.Context, string) error { return nil })
+				stream.ForEach(stream.From(p, src), func(context.Context, string) error { return nil })
 				errc := make(chan error, 1)
-				go func() { errc <- sc.Run(t.Context()) }()
+				go func() { errc <- p.Run(t.Context()) }()
 				time.Sleep(10*time.Second + 500*time.Millisecond)
-				sc.Stop()
+				p.Stop()
 				err = <-errc
 				if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 					t.Errorf("Run = %v, want %v", err, tt.wantErr)
@@ -363,8 +363,8 @@ func TestOpenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "print")
-	if err := sc.Run(t.Context()); !errors.Is(err, recovery.ErrLocked) {
+	p := shapedPipeline(t, stream.Config{Recovery: store}, "", "print")
+	if err := p.Run(t.Context()); !errors.Is(err, recovery.ErrLocked) {
 		t.Errorf("Run = %v, want an error wrapping recovery.ErrLocked", err)
 	}
 }
@@ -377,18 +377,18 @@ func TestBatchTimesContinueAfterLog(t *testing.T) {
 		store := recovery.Memory()
 		ahead := batch.TimeOf(time.Now().Add(time.Hour))
 		ahead -= ahead % 1000
-		sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
+		p := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
 		l, err := store.Open(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Append(t.Context(), recovery.ShapeRecorded(sc.Shape()),
+		if err := l.Append(t.Context(), recovery.ShapeRecorded(p.Shape()),
 			recovery.BatchAllocated(ahead), recovery.BatchCompleted(ahead)); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()
 		rl := recoverycheck.NewRecorder()
-		sc, err = stream.NewContext(stream.Config{Recovery: store, Listeners: []stream.Listener{rl}})
+		p, err = stream.NewPipeline(stream.Config{Recovery: store, Listeners: []stream.Listener{rl}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,9 +397,9 @@ func TestBatchTimesContinueAfterLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		src.Push("x")
-		stream.ForEachBatch(stream.From(sc, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
-		sc.Drain()
-		if err := sc.Run(t.Context()); err != nil {
+		stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
+		p.Drain()
+		if err := p.Run(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if got := rl.Completed(); len(got) != 1 || got[0] != ahead+1000 {

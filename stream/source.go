@@ -37,21 +37,21 @@ type sourceRunner interface {
 	component() recovery.Component
 }
 
-// From returns the stream of the records r receives. The Context starts r
+// From returns the stream of the records r receives. The Pipeline starts r
 // when Run is called and gives it a source.Runtime whose Push stores blocks
 // in this source's block store. Sources are numbered in From call order,
 // from 0; that index is the Source of their block IDs. Named, among opts,
 // names the source in the pipeline's shape (see Describer).
-func From[T any](sc *Context, r source.Receiver[T], opts ...Option) *Stream[T] {
+func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{})}
-	sc.mu.Lock()
-	s.idx = len(sc.sources)
-	sc.sources = append(sc.sources, s)
-	sc.mu.Unlock()
+	p.mu.Lock()
+	s.idx = len(p.sources)
+	p.sources = append(p.sources, s)
+	p.mu.Unlock()
 	if r == nil {
-		sc.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
+		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	}
-	return newStream(sc, fmt.Sprintf("From(source %d)", s.idx), sc.cfg.BatchInterval, nil, s.batchAt)
+	return newStream(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.batchAt)
 }
 
 // sourceState is one source: its receiver, its block store, and the blocks

@@ -139,7 +139,7 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	if err != nil {
 		return result{}, err
 	}
-	sc, err := stream.NewContext(stream.Config{BatchInterval: o.batch, BlockInterval: o.block, Logger: logger})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: o.batch, BlockInterval: o.block, Logger: logger})
 	if err != nil {
 		return result{}, err
 	}

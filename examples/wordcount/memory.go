@@ -45,7 +45,7 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 // drainOnDone runs sc until ctx is done or o.duration has passed (0: no
 // limit), then calls beforeDrain and drains sc.
 // It returns Run's error, or nil after a clean drain.
-func drainOnDone(ctx context.Context, o options, sc *stream.Context, beforeDrain func()) error {
+func drainOnDone(ctx context.Context, o options, sc *stream.Pipeline, beforeDrain func()) error {
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)

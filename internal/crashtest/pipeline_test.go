@@ -48,7 +48,7 @@ type pipelineConfig struct {
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
 // interval checkpoints, every batch's records appended to cfg.out, and
 // its done line once its completion is logged (doneListener).
-func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error) {
+func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error) {
 	awsCfg := cfg.aws
 	worker := cfg.worker
 	if worker == "" {
@@ -74,7 +74,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)
 	}
-	sc, err := stream.NewContext(stream.Config{
+	sc, err := stream.NewPipeline(stream.Config{
 		BatchInterval: batchInterval,
 		BlockInterval: blockInterval,
 		Recovery:      cfg.recovery,

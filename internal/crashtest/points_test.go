@@ -69,7 +69,7 @@ type pointRun struct {
 
 // start starts the pipeline with the spy and crash given, and returns its
 // Run's error channel and its Context.
-func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-chan error, *stream.Context) {
+func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-chan error, *stream.Pipeline) {
 	t.Helper()
 	bf, err := openBatchFile(r.out, label, 20*time.Millisecond, &c.dead)
 	if err != nil {

@@ -51,7 +51,7 @@ func (f *fixture) put(ctx context.Context, n int) error {
 // it, as the driver tells it), mapped to strings, with a "collect" output
 // (rl records it, then out is called) and the files sink.
 func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
-	out func(ctx context.Context, b *batch.Batch[string]) error) *stream.Context {
+	out func(ctx context.Context, b *batch.Batch[string]) error) *stream.Pipeline {
 	t.Helper()
 	awsCfg := f.env.AWSConfig()
 	recv, err := kinesis.New(kinesis.Config{
@@ -65,7 +65,7 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := stream.NewContext(stream.Config{
+	sc, err := stream.NewPipeline(stream.Config{
 		BatchInterval: 200 * time.Millisecond,
 		BlockInterval: 50 * time.Millisecond,
 		Recovery:      recovery.Dir(f.logDir),

@@ -78,7 +78,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		put(0, 200)
 
-		sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
+		sc, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

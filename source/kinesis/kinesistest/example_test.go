@@ -32,7 +32,7 @@ func Example() {
 		}
 	}
 
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return

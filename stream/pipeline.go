@@ -11,7 +11,7 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// ErrClosed is returned by Run when the Context has already run: a Context
+// ErrClosed is returned by Run when the Pipeline has already run: a Pipeline
 // runs at most once. A Run refused for an invalid graph (ErrInvalidConfig)
 // does not count: the graph may be completed and Run called again.
 var ErrClosed = errors.New("stream: context already run")
@@ -38,13 +38,13 @@ const (
 	closed                  // Run returned
 )
 
-// Context is the driver of a pipeline: it holds the graph of streams built
+// Pipeline is the driver of a pipeline: it holds the graph of streams built
 // with From and the operators, runs the receivers, cuts a batch every batch
 // interval and runs the outputs on it, in batch-time order.
 //
 // Build the graph, then call Run once. Stop and Drain may be called from any
 // goroutine, any number of times, before, during or after Run.
-type Context struct {
+type Pipeline struct {
 	cfg Config
 
 	mu        sync.Mutex
@@ -61,13 +61,13 @@ type Context struct {
 	done      chan struct{} // closed when Run returns
 }
 
-// NewContext returns a Context configured by cfg, or an error wrapping
+// NewPipeline returns a Pipeline configured by cfg, or an error wrapping
 // ErrInvalidConfig that names every bad field of cfg.
-func NewContext(cfg Config) (*Context, error) {
+func NewPipeline(cfg Config) (*Pipeline, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Context{
+	return &Pipeline{
 		cfg:    cfg.withDefaults(),
 		drainc: make(chan struct{}),
 		done:   make(chan struct{}),
@@ -75,48 +75,48 @@ func NewContext(cfg Config) (*Context, error) {
 }
 
 // BatchInterval returns the batch interval, after defaults.
-func (sc *Context) BatchInterval() time.Duration { return sc.cfg.BatchInterval }
+func (p *Pipeline) BatchInterval() time.Duration { return p.cfg.BatchInterval }
 
 // addNode adds n to the graph and sets its id.
-func (sc *Context) addNode(n *node) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	n.id = len(sc.nodes)
-	sc.nodes = append(sc.nodes, n)
-	sc.lateLocked(n.String())
+func (p *Pipeline) addNode(n *node) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n.id = len(p.nodes)
+	p.nodes = append(p.nodes, n)
+	p.lateLocked(n.String())
 }
 
 // lateLocked logs a graph change made after Run started: it is ignored.
-func (sc *Context) lateLocked(what string) {
-	if sc.state != idle {
-		sc.cfg.Logger.Error("stream: graph changed after Run: ignored; build the whole graph before calling Run", "node", what)
+func (p *Pipeline) lateLocked(what string) {
+	if p.state != idle {
+		p.cfg.Logger.Error("stream: graph changed after Run: ignored; build the whole graph before calling Run", "node", what)
 	}
 }
 
 // graphError records a problem of the graph; Run reports it.
-func (sc *Context) graphError(err error) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	sc.graphErrs = append(sc.graphErrs, err)
+func (p *Pipeline) graphError(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.graphErrs = append(p.graphErrs, err)
 }
 
 // Validate reports the problems of the graph built so far that Run would
 // refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
-// and slides, nil functions, streams of another Context, no output, and a
+// and slides, nil functions, streams of another Pipeline, no output, and a
 // receiver that checkpoints stored records without a shared recovery log
 // (see StoredCheckpointer).
-func (sc *Context) Validate() error {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.validateLocked()
+func (p *Pipeline) Validate() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.validateLocked()
 }
 
-func (sc *Context) validateLocked() error {
-	problems := slices.Clone(sc.graphErrs)
-	if len(sc.outputs) == 0 {
+func (p *Pipeline) validateLocked() error {
+	problems := slices.Clone(p.graphErrs)
+	if len(p.outputs) == 0 {
 		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}
-	problems = append(problems, sc.checkpointProblemsLocked()...)
+	problems = append(problems, p.checkpointProblemsLocked()...)
 	if len(problems) == 0 {
 		return nil
 	}
@@ -154,40 +154,40 @@ func (sc *Context) validateLocked() error {
 //   - a receiver's Start failed: that error, wrapped.
 //   - a batch failed: a *BatchError naming the batch time.
 //
-// In every case, every goroutine the Context started has ended. Run refuses
+// In every case, every goroutine the Pipeline started has ended. Run refuses
 // to start, with an error wrapping ErrInvalidConfig, if the graph is invalid
-// (see Validate) — the Context then stays unstarted, so the graph may be
-// fixed and Run called again — and returns ErrClosed if the Context already
+// (see Validate) — the Pipeline then stays unstarted, so the graph may be
+// fixed and Run called again — and returns ErrClosed if the Pipeline already
 // ran.
-func (sc *Context) Run(ctx context.Context) error {
-	sc.mu.Lock()
-	if sc.state != idle {
-		sc.mu.Unlock()
+func (p *Pipeline) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != idle {
+		p.mu.Unlock()
 		return ErrClosed
 	}
-	if err := sc.validateLocked(); err != nil {
-		sc.mu.Unlock()
+	if err := p.validateLocked(); err != nil {
+		p.mu.Unlock()
 		return err
 	}
-	if sc.stopped {
-		sc.state = closed
-		close(sc.done)
-		sc.mu.Unlock()
+	if p.stopped {
+		p.state = closed
+		close(p.done)
+		p.mu.Unlock()
 		return nil
 	}
-	e := newEngine(sc)
+	e := newEngine(p)
 	runCtx, cancel := context.WithCancel(ctx)
-	sc.state, sc.cancel = running, cancel
-	sc.mu.Unlock()
+	p.state, p.cancel = running, cancel
+	p.mu.Unlock()
 
-	err := e.run(runCtx, sc.drainc)
+	err := e.run(runCtx, p.drainc)
 	cancel()
 
-	sc.mu.Lock()
-	requested := sc.stopped || sc.draining
-	sc.state = closed
-	sc.mu.Unlock()
-	close(sc.done)
+	p.mu.Lock()
+	requested := p.stopped || p.draining
+	p.state = closed
+	p.mu.Unlock()
+	close(p.done)
 
 	switch {
 	case err != nil:
@@ -200,30 +200,30 @@ func (sc *Context) Run(ctx context.Context) error {
 
 // Stop stops the pipeline now: it cancels the receivers and the batch
 // running, drops the batches pending, and waits until every goroutine the
-// Context started has ended. Blocks stored but not completed are not
+// Pipeline started has ended. Blocks stored but not completed are not
 // reported as completed, so their records are read again after a restart.
 // Called before Run, it only makes Run return nil at once.
 //
 // Stop is safe to call more than once and from any goroutine, but not from
 // an output function or a Listener (it would wait for itself): from there,
 // call it in a new goroutine. After Stop, Run returns nil.
-func (sc *Context) Stop() {
-	sc.mu.Lock()
-	sc.stopped = true
-	if sc.state == running {
-		sc.cancel()
+func (p *Pipeline) Stop() {
+	p.mu.Lock()
+	p.stopped = true
+	if p.state == running {
+		p.cancel()
 	}
-	wait := sc.state != idle
-	sc.mu.Unlock()
+	wait := p.state != idle
+	p.mu.Unlock()
 	if wait {
-		<-sc.done
+		<-p.done
 	}
 }
 
 // Drain stops the pipeline gracefully: it asks every receiver to stop (each
 // pushes what it holds), then keeps cutting and running batches, at their
 // usual batch times, until every stored block has been processed, and waits
-// until every goroutine the Context started has ended. Called before Run,
+// until every goroutine the Pipeline started has ended. Called before Run,
 // it returns at once and Run drains as soon as it has started the receivers.
 // A receiver that does not stop keeps Drain waiting: call Stop, or cancel
 // Run's ctx, to give up.
@@ -231,15 +231,15 @@ func (sc *Context) Stop() {
 // Drain is safe to call more than once and from any goroutine, but not from
 // an output function or a Listener. After Drain, Run returns nil unless a
 // batch or a receiver failed meanwhile.
-func (sc *Context) Drain() {
-	sc.mu.Lock()
-	if !sc.draining {
-		sc.draining = true
-		close(sc.drainc)
+func (p *Pipeline) Drain() {
+	p.mu.Lock()
+	if !p.draining {
+		p.draining = true
+		close(p.drainc)
 	}
-	wait := sc.state != idle
-	sc.mu.Unlock()
+	wait := p.state != idle
+	p.mu.Unlock()
 	if wait {
-		<-sc.done
+		<-p.done
 	}
 }
