@@ -88,20 +88,18 @@ type Config struct {
 	// Stdout is where Print writes. Default: os.Stdout.
 	Stdout io.Writer
 
-	// Recovery opens the recovery log (DESIGN.md, Recovery): where the
-	// driver records every stored block, every batch allocation and every
-	// completion, so that a restarted pipeline recomputes exactly the
-	// batches a crash interrupted, with the same times and blocks.
-	// recovery.Dir("state") keeps it in a local directory;
-	// recovery.DynamoConfig in a DynamoDB table, so that the worker can be
-	// restarted on any machine with the same log. (A third-party receiver
-	// that checkpoints stored, not yet completed, records also needs a log
-	// any worker can read: see StoredCheckpointer. An Opener of another type
-	// may declare its logs so with a method SharedLog() bool.)
-	// Every batch, empty ones included, appends an allocation and a
-	// completion, so an idle pipeline still writes two entries per batch
+	// Recovery opens the recovery log (see the Recovery section of the
+	// package documentation): where the driver records every stored block,
+	// every batch allocation and every completion, so that a restarted
+	// pipeline recomputes exactly the batches a crash interrupted, with the
+	// same times and blocks. recovery.Dir("state") keeps it in a local
+	// directory; a DynamoDB log (package recovery/dynamolog) keeps it in a
+	// table, so that the worker can be restarted on any machine with the
+	// same log. Every batch, empty ones included, appends an allocation and
+	// a completion, so an idle pipeline still writes two entries per batch
 	// interval. Default: nil, no log: a restart recomputes nothing and
-	// re-reads from the checkpoints, which never pass a completed record.
+	// re-reads from the receivers' checkpoints, which never pass a record
+	// that is not in a completed batch.
 	Recovery recovery.Opener
 
 	// CompactEvery is how many completed batches pass between two

@@ -30,10 +30,10 @@
 //
 // # Recovery
 //
-// With Config.Recovery (recovery.Dir("state"), or a recovery.DynamoConfig
-// for a fleet), the driver logs every stored block, every batch's
-// allocation (before its outputs run) and completion (after they all
-// succeeded). A restarted pipeline, built by the same code, reads the log:
+// With Config.Recovery (recovery.Dir("state"), or a DynamoDB log from
+// recovery/dynamolog for a fleet), the driver logs every stored block,
+// every batch's allocation (before its outputs run) and completion (after
+// they all succeeded). A restarted pipeline, built by the same code, reads the log:
 // it refuses a log written by a pipeline of another shape (see Shape and
 // Named), reruns every batch allocated but not completed with the same
 // time and blocks, recomputing their records from their ranges, puts the
@@ -41,8 +41,6 @@
 // receivers where each shard resumes (source.Runtime.ResumeAfter). An
 // output keyed by batch time, such as the sink/files package's, is then
 // exactly-once; only batches that had started and not completed run twice.
-// A receiver that checkpoints stored records needs a log every worker can
-// read (see StoredCheckpointer).
 //
 // # Stopping
 //

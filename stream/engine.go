@@ -37,7 +37,6 @@ type engine struct {
 	last        batch.Time // greatest logged batch time, if hasLast
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
-	sharedLog   bool
 
 	failOnce sync.Once
 	failc    chan struct{} // closed by fail

@@ -102,9 +102,7 @@ func (p *Pipeline) graphError(err error) {
 
 // Validate reports the problems of the graph built so far that Run would
 // refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
-// and slides, nil functions, streams of another Pipeline, no output, and a
-// receiver that checkpoints stored records without a shared recovery log
-// (see StoredCheckpointer).
+// and slides, nil functions, streams of another Pipeline, and no output.
 func (p *Pipeline) Validate() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,7 +114,6 @@ func (p *Pipeline) validateLocked() error {
 	if len(p.outputs) == 0 {
 		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}
-	problems = append(problems, p.checkpointProblemsLocked()...)
 	if len(problems) == 0 {
 		return nil
 	}

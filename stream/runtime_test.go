@@ -34,7 +34,7 @@ func TestRuntimeCarriesTheIntervals(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := &ckptReceiver{Source: src}
+				r := &rtReceiver{Source: src}
 				stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
 				p.Drain()
 				if err := p.Run(t.Context()); err != nil {

@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -136,89 +135,19 @@ func TestShapeChecked(t *testing.T) {
 	}
 }
 
-// ckptReceiver is a memory source that declares whether it checkpoints
-// stored records, and records the Runtime it was started with.
-type ckptReceiver struct {
+// rtReceiver is a memory source that records the Runtime it was started
+// with.
+type rtReceiver struct {
 	*memory.Source[string]
-	stored bool
-	mu     sync.Mutex
-	rt     source.Runtime[string]
+	mu sync.Mutex
+	rt source.Runtime[string]
 }
 
-func (r *ckptReceiver) CheckpointsStored() bool { return r.stored }
-
-func (r *ckptReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
+func (r *rtReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
 	r.mu.Lock()
 	r.rt = rt
 	r.mu.Unlock()
 	return r.Source.Start(ctx, rt)
-}
-
-// sharedStore is a MemoryStore that declares its log readable by any
-// worker, standing in for a DynamoDB log.
-type sharedStore struct{ *recovery.MemoryStore }
-
-func (sharedStore) SharedLog() bool { return true }
-
-// TestStoredCheckpointsNeedSharedLog checks the G4 refusal: a receiver that
-// checkpoints stored records needs a log every worker can read.
-func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
-	tests := []struct {
-		name       string
-		log        recovery.Opener
-		stored     bool
-		wantErr    string // substring; "" means Run starts
-		wantShared bool
-	}{
-		{"no log, completed checkpoints", nil, false, "", false},
-		{"no log, stored checkpoints", nil, true, "Recovery is nil (no recovery log)", false},
-		{"dir log, stored checkpoints", recovery.Dir("unused"), true, "Recovery is a recovery.DirConfig, which only this machine can read", false},
-		{"memory log, stored checkpoints", recovery.Memory(), true, "Recovery is a *recovery.MemoryStore", false},
-		{"memory log, completed checkpoints", recovery.Memory(), false, "", false},
-		{"shared log, stored checkpoints", sharedStore{recovery.Memory()}, true, "", true},
-		{"dynamodb log", recovery.DynamoConfig{}, true, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				p, err := stream.NewPipeline(stream.Config{Recovery: tt.log})
-				if err != nil {
-					t.Fatal(err)
-				}
-				src, err := memory.New[string](memory.Config{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := &ckptReceiver{Source: src, stored: tt.stored}
-				stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
-				verr := p.Validate()
-				if tt.wantErr == "" {
-					if verr != nil {
-						t.Fatalf("Validate: %v", verr)
-					}
-					if _, ok := tt.log.(recovery.DynamoConfig); ok {
-						return // opening needs a server: the dynamo log is tested in recovery
-					}
-					p.Drain()
-					if err := p.Run(t.Context()); err != nil {
-						t.Fatalf("Run: %v", err)
-					}
-					if r.rt.SharedLog != tt.wantShared {
-						t.Errorf("Runtime.SharedLog = %v, want %v", r.rt.SharedLog, tt.wantShared)
-					}
-					return
-				}
-				err = p.Run(t.Context())
-				for _, e := range []error{verr, err} {
-					if !errors.Is(e, stream.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(e), tt.wantErr) ||
-						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") ||
-						!strings.Contains(fmt.Sprint(e), "configure the receiver to checkpoint completed records only") {
-						t.Errorf("Validate/Run = %v, want ErrInvalidConfig saying %q and the fix", e, tt.wantErr)
-					}
-				}
-			})
-		})
-	}
 }
 
 // TestResumeAfter checks what receivers learn of the log: nothing without
@@ -237,7 +166,7 @@ func TestResumeAfter(t *testing.T) {
 			for _, rec := range push {
 				src.Push(rec)
 			}
-			r := &ckptReceiver{Source: src}
+			r := &rtReceiver{Source: src}
 			stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
 			p.Drain()
 			if err := p.Run(t.Context()); err != nil {
@@ -245,8 +174,8 @@ func TestResumeAfter(t *testing.T) {
 			}
 			return r.rt
 		}
-		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil || rt.SharedLog {
-			t.Errorf("without a log: ResumeAfter set %v, SharedLog %v", rt.ResumeAfter != nil, rt.SharedLog)
+		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil {
+			t.Error("without a log: ResumeAfter set")
 		}
 		store := recovery.Memory()
 		if rt := run(stream.Config{Recovery: store}, "a", "b", "c"); rt.ResumeAfter == nil {

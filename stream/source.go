@@ -60,7 +60,7 @@ type sourceState[T any] struct {
 	idx   int
 	r     source.Receiver[T]
 	opts  options
-	store source.Store[T]
+	store blockStore[T]
 	e     *engine // set by bind
 
 	mu        sync.Mutex
@@ -91,7 +91,6 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
 		ResumeAfter:     e.resumeAfter,
-		SharedLog:       e.sharedLog,
 		Source:          s.idx,
 		Push:            s.push,
 		BlockInterval:   e.cfg.BlockInterval,

@@ -46,16 +46,15 @@
 //
 // TestCrashPoints crashes an in-process pipeline exactly at one point (a
 // block logged but not yet checkpointed, a checkpoint committed, outputs
-// done but the completion not logged, ...), some with a log declared
-// shared as a DynamoDB log is: from that instant nothing the "dead"
-// pipeline does takes effect (its log appends, DynamoDB calls and output
-// writes fail). A second pipeline on the same log then must deliver every
+// done but the completion not logged, ...): from that instant nothing the
+// "dead" pipeline does takes effect (its log appends, DynamoDB calls and
+// output writes fail). A second pipeline on the same log then must deliver every
 // record, with duplicates only from the batch that ran again. An
 // inspecting DynamoDB client checks at every checkpoint write that it does
 // not pass the completed records, whatever the log (G4).
 //
 // TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker "a", on its own
-// shared log, dies for good with stored blocks not completed; worker "b",
+// log, dies for good with stored blocks not completed; worker "b",
 // with another ID and another log, takes the shards over once the leases
 // expired and must deliver every record (at least once: records may come
 // twice, none may be lost).

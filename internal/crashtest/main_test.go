@@ -103,7 +103,7 @@ func runChild(logger *slog.Logger) error {
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
 		recovery: modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
-			model: model, shared: shared},
+			model: model},
 		out:    out,
 		logger: logger,
 		dynamo: spy,

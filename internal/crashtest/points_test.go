@@ -18,10 +18,6 @@ import (
 // crashPoint is one deterministic crash of TestCrashPoints.
 type crashPoint struct {
 	name string
-	// shared runs the pipeline on a log declared readable by any worker,
-	// as a DynamoDB log is (source.Runtime.SharedLog): the receiver must
-	// checkpoint completed records only all the same.
-	shared bool
 	// at crashes at an append; nil for a crash at a checkpoint write.
 	at *appendCrash
 	// afterCommit crashes after that many checkpoint commits.
@@ -35,18 +31,15 @@ type crashPoint struct {
 // completion append, restarts it on the same log and lease table, and checks
 // that every record is output, duplicates only from a batch run again (the
 // same records, in the same order), and that no checkpoint write ever
-// passed the completed records, with a shared log too (G4).
+// passed the completed records (G4).
 func TestCrashPoints(t *testing.T) {
 	points := []crashPoint{
 		{name: "block logged, not yet checkpointed", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4, keep: true}},
-		{name: "block logged, not yet checkpointed, shared log", shared: true, at: &appendCrash{kind: recovery.KindBlockStored, nth: 4, keep: true}},
 		{name: "block append never written", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4}},
 		{name: "batch allocated, outputs not started", at: &appendCrash{kind: recovery.KindBatchAllocated, nth: 2, keep: true}},
 		{name: "outputs done, completion not logged", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2}, rerun: true},
-		{name: "outputs done, completion not logged, shared log", shared: true, at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2}, rerun: true},
 		{name: "completion logged, receiver not told", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2, keep: true}},
 		{name: "checkpoint committed", afterCommit: 3},
-		{name: "checkpoint committed, shared log", shared: true, afterCommit: 3},
 	}
 	for _, p := range points {
 		t.Run(p.name, func(t *testing.T) {
@@ -98,9 +91,6 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 	r := &pointRun{env: env, name: localaws.UniqueName(t), out: filepath.Join(t.TempDir(), "out.txt"),
 		store: recovery.Memory(), model: newLogModel()}
 	r.open = r.store
-	if p.shared {
-		r.open = sharedMemory{r.store}
-	}
 	if err := env.CreateStream(ctx, r.name, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker A (ID "a", its
-// own log, declared shared as a DynamoDB log is) reads, checkpoints, and is
+// own log) reads, checkpoints, and is
 // killed with blocks stored that never completed (at the first block
 // logged after its second checkpoint); it never comes back. Worker B (ID
 // "b", another log) takes the shards over once A's leases expired, and
@@ -34,7 +34,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	name, out := localaws.UniqueName(t), filepath.Join(t.TempDir(), "out.txt")
 	worker := func(id string) *pointRun {
 		r := &pointRun{env: env, name: name, out: out, store: recovery.Memory(), model: newLogModel(), worker: id}
-		r.open = sharedMemory{r.store}
+		r.open = r.store
 		return r
 	}
 	a, b := worker("a"), worker("b")
