@@ -34,7 +34,7 @@
 //
 // # Quick start
 //
-//	sc, err := stream.NewPipeline(stream.Config{
+//	p, err := stream.NewPipeline(stream.Config{
 //		BatchInterval: time.Second,
 //		Recovery:      recovery.Dir("wordcount-state"), // exact recovery after a crash
 //	})
@@ -48,16 +48,18 @@
 //	if err != nil {
 //		return err
 //	}
-//	lines := stream.From(sc, src)
+//	lines := stream.From(p, src)
 //	words := stream.FlatMap(lines, func(r kinesis.Record) []string {
 //		return strings.Fields(string(r.Data))
 //	})
 //	counts := stream.CountByValue(words)
 //	stream.ForEachBatch(counts, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
-//		for p := range b.All() {
-//			fmt.Println(b.Time(), p.Key, p.Value)
+//		for kv := range b.All() {
+//			fmt.Println(b.Time(), kv.Key, kv.Value)
 //		}
 //		return nil
 //	})
-//	return sc.Run(ctx) // until ctx is done; sc.Drain() finishes in-flight batches first
+//	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	return p.Run(ctx) // Ctrl-C drains (leases handed back, stored records processed), then nil
 package weir

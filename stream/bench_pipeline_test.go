@@ -61,7 +61,7 @@ func BenchmarkWordCount(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	p.Drain()
+	p.Drain(context.Background())
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}

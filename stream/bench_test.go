@@ -73,9 +73,10 @@ func BenchmarkWordCountEngine(b *testing.B) {
 		}
 		return nil
 	})
-	ctx := b.Context()
+	ctx, cancel := context.WithCancelCause(b.Context())
+	defer cancel(nil)
 	p.mu.Lock()
-	e := newEngine(p)
+	e := newEngine(p, cancel)
 	p.mu.Unlock()
 	e.log = noLog{}
 	e.ctx = ctx

@@ -34,6 +34,8 @@ const (
 	DefaultMaxPendingBatches = 10
 	// DefaultCompactEvery is the default of Config.CompactEvery.
 	DefaultCompactEvery = 100
+	// DefaultDrainTimeout is the default of Config.DrainTimeout.
+	DefaultDrainTimeout = 30 * time.Second
 )
 
 // Config configures a Pipeline. The zero value of every field means its
@@ -106,6 +108,15 @@ type Config struct {
 	// compactions of the recovery log, which drop what completed batches
 	// no longer need. Ignored without Recovery. Default: 100.
 	CompactEvery int
+
+	// DrainTimeout bounds the drain Run starts when its ctx is done: the
+	// receivers' graceful Stop (handing leases back, final checkpoints) and
+	// the batches of what they stored. Past it, Run stops now, as Stop
+	// does, and returns a *DrainError wrapping ErrDrainTimeout that says
+	// what was left; the receivers' Stop calls are cancelled, so a hung
+	// call (DynamoDB, Kinesis) cannot hold the shutdown. It does not bound
+	// Drain, which its own ctx bounds. Default: 30s.
+	DrainTimeout time.Duration
 }
 
 // withDefaults returns cfg with every zero field set to its default. It
@@ -133,6 +144,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.CompactEvery == 0 {
 		cfg.CompactEvery = DefaultCompactEvery
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
@@ -177,6 +191,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
+	}
+	if cfg.DrainTimeout < 0 {
+		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)
 	}
 	for i, l := range cfg.Listeners {
 		if l == nil {

@@ -1,8 +1,8 @@
 // Package stream is weir's driver and its typed DStream API.
 //
-// A Pipeline holds the graph of a stream job: sources (From turns any source.Receiver[T]
-// into a *Stream[T]), transformations (Map, Filter, FlatMap, MapBatch,
-// Union, Transform, Window, ReduceByKey, CountByValue,
+// A Pipeline holds the graph of a stream job: sources (From turns any
+// source.Receiver[T] into a *Stream[T]), transformations (Map, Filter,
+// FlatMap, MapBatch, Union, Transform, Window, ReduceByKey, CountByValue,
 // ReduceByKeyAndWindow, UpdateStateByKey) and outputs (ForEach,
 // ForEachBatch, Print). Go methods cannot have type parameters, so the
 // operators are package functions:
@@ -11,7 +11,9 @@
 //	lines := stream.From(p, src)
 //	counts := stream.CountByValue(stream.FlatMap(lines, strings.Fields))
 //	stream.Print(counts, 10)
-//	err = p.Run(ctx)
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//	defer stop()
+//	err = p.Run(ctx) // Ctrl-C drains, then Run returns nil
 //
 // # How a record flows
 //
@@ -44,9 +46,12 @@
 //
 // # Stopping
 //
-// Stop stops now; Drain stops the receivers gracefully and runs batches
-// until every stored block is processed. An output error or a receiver's
-// Start error stops the pipeline and is returned by Run; a failed batch is
+// Run drains when its ctx is done, within Config.DrainTimeout, and returns
+// nil. Stop stops now and returns at once; Drain(ctx) stops the receivers
+// gracefully, runs batches until every stored block is processed and waits
+// for that, bounded by ctx; Done tells when Run has finished. They are safe
+// to call from outputs and Listeners. An output error or a receiver's Start
+// error stops the pipeline and is returned by Run; a failed batch is
 // reported as a *BatchError naming its time.
 //
 // # Backpressure

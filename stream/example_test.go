@@ -70,7 +70,7 @@ func Example() {
 
 	done := make(chan error, 1)
 	go func() { done <- p.Run(context.Background()) }()
-	p.Drain() // stop the source, process what it pushed, stop
+	p.Drain(context.Background()) // stop the source, process what it pushed, stop
 	if err := <-done; err != nil {
 		fmt.Println(err)
 	}
@@ -124,7 +124,7 @@ func ExampleReduceByKeyAndWindow() {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(context.Background()) }()
-	p.Drain()
+	p.Drain(context.Background())
 	if err := <-done; err != nil {
 		fmt.Println(err)
 	}

@@ -97,7 +97,7 @@ func TestMetaLogOrder(t *testing.T) {
 				if err := <-tp.ack; err == nil {
 					tr.add("pushed block-0-0")
 				}
-				p.Drain()
+				p.Drain(context.Background())
 				err := <-errc
 				if gotErr := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && gotErr != tt.wantErr) {
 					t.Errorf("Run = %v, want %q", err, tt.wantErr)
@@ -239,7 +239,7 @@ func TestRunStopsOnFailedCompaction(t *testing.T) {
 				time.Sleep(500 * time.Millisecond)
 				r.push(t, "a")
 				if drain {
-					p.Drain()
+					p.Drain(context.Background())
 				}
 				if err := <-errc; !errors.Is(err, boom) {
 					t.Fatalf("Run = %v, want an error wrapping %v", err, boom)

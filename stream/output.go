@@ -45,7 +45,8 @@ func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context
 // run in batch-time order, one batch at a time, and within a batch in the
 // order they were declared. An error from f fails the batch: Run returns it
 // in a *BatchError, and the batch's blocks are not completed. ctx is done
-// when the Pipeline stops. Named, among opts, names the output in the
+// when the Pipeline stops now (Stop, a failure, a drain past its bound); f
+// may pass it to Drain, which then requests the drain without waiting. Named, among opts, names the output in the
 // pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)

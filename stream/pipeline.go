@@ -14,7 +14,7 @@ import (
 // ErrClosed is returned by Run when the Pipeline has already run: a Pipeline
 // runs at most once. A Run refused for an invalid graph (ErrInvalidConfig)
 // does not count: the graph may be completed and Run called again.
-var ErrClosed = errors.New("stream: context already run")
+var ErrClosed = errors.New("stream: pipeline already ran")
 
 // BatchError is the error Run returns when a batch fails: an output returned
 // an error, or a block could not be recomputed. Time is the batch time, so
@@ -38,12 +38,13 @@ const (
 	closed                  // Run returned
 )
 
-// Pipeline is the driver of a pipeline: it holds the graph of streams built
-// with From and the operators, runs the receivers, cuts a batch every batch
-// interval and runs the outputs on it, in batch-time order.
+// Pipeline is weir's driver: it holds the graph of streams built with From
+// and the operators, runs the receivers, cuts a batch every batch interval
+// and runs the outputs on it, in batch-time order.
 //
-// Build the graph, then call Run once. Stop and Drain may be called from any
-// goroutine, any number of times, before, during or after Run.
+// Build the graph, then call Run once. Stop, Drain and Done may be called
+// from any goroutine, any number of times, before, during or after Run,
+// including from an output or a Listener.
 type Pipeline struct {
 	cfg Config
 
@@ -53,12 +54,13 @@ type Pipeline struct {
 	outputs   []*output
 	graphErrs []error
 	state     runState
-	stopped   bool // Stop was called
-	draining  bool // Drain was called
-	cancel    context.CancelFunc
-	drainc    chan struct{} // closed by the first Drain
-	log       metaLog       // nil: noLog; set by tests until recovery plugs in
-	done      chan struct{} // closed when Run returns
+	stopped   bool                    // Stop was called
+	draining  bool                    // a drain was requested
+	cancel    context.CancelCauseFunc // cancels the Run's context; set while running
+	eng       *engine                 // the Run's engine; set while running
+	drainc    chan struct{}           // closed when the first drain is requested
+	log       metaLog                 // nil: noLog; set by tests until recovery plugs in
+	done      chan struct{}           // closed by Run once every goroutine has ended
 }
 
 // NewPipeline returns a Pipeline configured by cfg, or an error wrapping
@@ -140,22 +142,36 @@ func (p *Pipeline) validateLocked() error {
 // that error: the log's state is then unknown, and a restart recovers from
 // what it holds. Run closes the log before it returns.
 //
-// Run returns when:
-//   - Stop was called: nil, at once, without running the batches still
-//     pending (their blocks were never completed, so they are read again
-//     after a restart). If Stop was called before Run, Run returns nil
-//     without starting anything.
-//   - Drain was called: nil, once every stored block has been processed.
-//     If Drain was called before Run, Run starts and drains at once.
-//   - ctx is done: ctx.Err(), stopping as Stop does.
-//   - a receiver's Start failed: that error, wrapped.
-//   - a batch failed: a *BatchError naming the batch time.
+// When ctx is done, Run drains, as Drain does: the receivers stop
+// gracefully (they push what they hold, hand their shards back and write
+// their last checkpoints) and the stored blocks are processed. The drain is
+// bounded by Config.DrainTimeout: past it, Run stops now, as Stop does. The
+// values of ctx are kept for the whole Run; only its cancellation starts
+// the drain. So the program
 //
-// In every case, every goroutine the Pipeline started has ended. Run refuses
-// to start, with an error wrapping ErrInvalidConfig, if the graph is invalid
-// (see Validate) — the Pipeline then stays unstarted, so the graph may be
-// fixed and Run called again — and returns ErrClosed if the Pipeline already
-// ran.
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	err = p.Run(ctx)
+//
+// drains on Ctrl-C and returns nil.
+//
+// Run returns:
+//   - nil after a requested shutdown: ctx done, Drain or Stop, once the
+//     drain has finished or, for Stop, at once, without running the batches
+//     still pending (their blocks were never completed, so they are read
+//     again after a restart). If Stop was called before Run, Run returns nil
+//     without starting anything; if Drain was, Run starts and drains at once.
+//   - a *DrainError naming what was left if a drain did not finish within
+//     its bound (Config.DrainTimeout, or the ctx given to Drain).
+//   - the error of a receiver's Start, wrapped, if it failed.
+//   - a *BatchError naming the batch time, if a batch failed.
+//   - the error of the recovery log, if an append or a compaction failed.
+//
+// In every case, every goroutine the Pipeline started has ended, and Done
+// is closed. Run refuses to start, with an error wrapping ErrInvalidConfig,
+// if the graph is invalid (see Validate) — the Pipeline then stays
+// unstarted, so the graph may be fixed and Run called again — and returns
+// ErrClosed if the Pipeline already ran.
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state != idle {
@@ -172,71 +188,31 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.mu.Unlock()
 		return nil
 	}
-	e := newEngine(p)
-	runCtx, cancel := context.WithCancel(ctx)
-	p.state, p.cancel = running, cancel
+	// The Run's own context keeps ctx's values but not its cancellation,
+	// which drains instead; it is cancelled, with a cause, to stop now
+	// (errStopped) or on the first failure (see engine.fail). Outputs and
+	// receivers see it marked as this pipeline's (see Drain).
+	runCtx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p))
+	defer cancel(nil)
+	e := newEngine(p, cancel)
+	p.state, p.cancel, p.eng = running, cancel, e
 	p.mu.Unlock()
 
+	ran := make(chan struct{}) // closed when the engine has returned
+	var watcher sync.WaitGroup
+	watcher.Go(func() { p.drainOnDone(ctx, ran) })
 	err := e.run(runCtx, p.drainc)
-	cancel()
+	close(ran)
+	watcher.Wait()
 
 	p.mu.Lock()
-	requested := p.stopped || p.draining
 	p.state = closed
+	cause := context.Cause(runCtx)
 	p.mu.Unlock()
 	close(p.done)
 
-	switch {
-	case err != nil:
-		return err
-	case requested:
-		return nil
+	if cause != nil && !errors.Is(cause, errStopped) {
+		return cause // a failure, or a drain that outlasted its bound
 	}
-	return ctx.Err()
-}
-
-// Stop stops the pipeline now: it cancels the receivers and the batch
-// running, drops the batches pending, and waits until every goroutine the
-// Pipeline started has ended. Blocks stored but not completed are not
-// reported as completed, so their records are read again after a restart.
-// Called before Run, it only makes Run return nil at once.
-//
-// Stop is safe to call more than once and from any goroutine, but not from
-// an output function or a Listener (it would wait for itself): from there,
-// call it in a new goroutine. After Stop, Run returns nil.
-func (p *Pipeline) Stop() {
-	p.mu.Lock()
-	p.stopped = true
-	if p.state == running {
-		p.cancel()
-	}
-	wait := p.state != idle
-	p.mu.Unlock()
-	if wait {
-		<-p.done
-	}
-}
-
-// Drain stops the pipeline gracefully: it asks every receiver to stop (each
-// pushes what it holds), then keeps cutting and running batches, at their
-// usual batch times, until every stored block has been processed, and waits
-// until every goroutine the Pipeline started has ended. Called before Run,
-// it returns at once and Run drains as soon as it has started the receivers.
-// A receiver that does not stop keeps Drain waiting: call Stop, or cancel
-// Run's ctx, to give up.
-//
-// Drain is safe to call more than once and from any goroutine, but not from
-// an output function or a Listener. After Drain, Run returns nil unless a
-// batch or a receiver failed meanwhile.
-func (p *Pipeline) Drain() {
-	p.mu.Lock()
-	if !p.draining {
-		p.draining = true
-		close(p.drainc)
-	}
-	wait := p.state != idle
-	p.mu.Unlock()
-	if wait {
-		<-p.done
-	}
+	return err
 }

@@ -203,7 +203,7 @@ func feed[T any](t *testing.T, p *Pipeline, r *testReceiver[T], steps [][]T) err
 			r.push(t, recs...)
 		}
 	}
-	p.Drain()
+	p.Drain(context.Background())
 	return <-errc
 }
 

@@ -36,7 +36,7 @@ func TestRuntimeCarriesTheIntervals(t *testing.T) {
 				}
 				r := &rtReceiver{Source: src}
 				stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
-				p.Drain()
+				p.Drain(context.Background())
 				if err := p.Run(t.Context()); err != nil {
 					t.Fatalf("Run: %v", err)
 				}

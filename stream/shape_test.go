@@ -99,12 +99,12 @@ func TestShapeChecked(t *testing.T) {
 				store := recovery.Memory()
 				cfg := stream.Config{Recovery: store}
 				p := shapedPipeline(t, cfg, "words", "files", "print")
-				p.Drain()
+				p.Drain(context.Background())
 				if err := p.Run(t.Context()); err != nil {
 					t.Fatalf("first Run: %v", err)
 				}
 				p = shapedPipeline(t, cfg, tt.source, tt.outputs...)
-				p.Drain()
+				p.Drain(context.Background())
 				before := len(store.Entries())
 				err := p.Run(t.Context())
 				if tt.want == nil {
@@ -168,7 +168,7 @@ func TestResumeAfter(t *testing.T) {
 			}
 			r := &rtReceiver{Source: src}
 			stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
-			p.Drain()
+			p.Drain(context.Background())
 			if err := p.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +327,7 @@ func TestBatchTimesContinueAfterLog(t *testing.T) {
 		}
 		src.Push("x")
 		stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
-		p.Drain()
+		p.Drain(context.Background())
 		if err := p.Run(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,9 @@ type sourceRunner interface {
 	take() []batch.BlockInfo
 	// unbatched returns the number of stored blocks not yet in a batch.
 	unbatched() int
+	// stored returns the number of blocks stored and not yet completed, and
+	// of records in them.
+	stored() (blocks, records int)
 	// complete tells the receiver that blocks are processed and drops
 	// their records from the store.
 	complete(ctx context.Context, blocks []batch.BlockInfo)
@@ -177,6 +180,8 @@ func (s *sourceState[T]) unbatched() int {
 	defer s.mu.Unlock()
 	return len(s.pending) + s.reserved
 }
+
+func (s *sourceState[T]) stored() (blocks, records int) { return s.store.Len() }
 
 func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
 	if len(blocks) == 0 {

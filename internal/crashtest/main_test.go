@@ -117,7 +117,7 @@ func runChild(logger *slog.Logger) error {
 		defer close(drained)
 		select {
 		case <-term:
-			sc.Drain()
+			sc.Drain(context.Background())
 		case <-done:
 		}
 	}()

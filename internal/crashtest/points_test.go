@@ -81,7 +81,7 @@ func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-c
 		bf.Close()
 		errc <- err
 	}()
-	t.Cleanup(sc.Stop)
+	t.Cleanup(func() { sc.Stop(); <-sc.Done() })
 	return errc, sc
 }
 
@@ -131,7 +131,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 	var err2 error
 	go func() { err2 = <-errc; close(exited) }()
 	awaitRecords(t, r.out, put, exited, func() string { return fmt.Sprintf("run 2: %v", err2) })
-	sc.Drain()
+	sc.Drain(context.Background())
 	<-exited
 	if err2 != nil {
 		t.Errorf("run 2 drained with %v", err2)

@@ -83,7 +83,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	var errB error
 	go func() { errB = <-errc; close(exited) }()
 	awaitRecords(t, out, put, exited, func() string { return fmt.Sprintf("worker b: %v", errB) })
-	sc.Drain()
+	sc.Drain(context.Background())
 	<-exited
 	if errB != nil {
 		t.Errorf("worker b drained with %v", errB)

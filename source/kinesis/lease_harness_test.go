@@ -298,7 +298,7 @@ func (w *worker) kill() {
 // drain stops the worker gracefully and checks Run's result.
 func (w *worker) drain(t *testing.T) {
 	t.Helper()
-	w.sc.Drain()
+	w.sc.Drain(context.Background())
 	<-w.done
 	if w.runErr != nil {
 		t.Errorf("worker %s: Run after Drain: %v", w.id, w.runErr)

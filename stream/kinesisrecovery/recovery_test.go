@@ -171,7 +171,7 @@ func TestFailureRecovery(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the second run did not see every record in time")
 	}
-	sc2.Drain()
+	sc2.Drain(context.Background())
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}

@@ -66,7 +66,7 @@ func Example() {
 	go func() { done <- sc.Run(context.Background()) }()
 	select {
 	case <-all:
-		sc.Drain() // finish what was pushed, then stop
+		sc.Drain(context.Background()) // finish what was pushed, then stop
 		err = <-done
 	case err = <-done: // stopped before every word was counted
 	}
