@@ -149,12 +149,13 @@ func (p *Pipeline) drainOnDone(ctx context.Context, ran <-chan struct{}) {
 // had finished already.
 func (p *Pipeline) giveUp(why error) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.state != running {
+		p.mu.Unlock()
 		return nil
 	}
 	err := p.eng.left(why)
-	p.cfg.Logger.Warn("stream: drain gave up: stopping now", "err", err)
 	p.cancel(err)
+	p.mu.Unlock()
+	p.cfg.Logger.Warn("stream: drain gave up: stopping now", "err", err)
 	return err
 }

@@ -206,13 +206,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	watcher.Wait()
 
 	p.mu.Lock()
-	p.state = closed
+	p.state, p.eng = closed, nil
 	cause := context.Cause(runCtx)
 	p.mu.Unlock()
 	close(p.done)
 
 	if cause != nil && !errors.Is(cause, errStopped) {
-		return cause // a failure, or a drain that outlasted its bound
+		// A failure, or a drain that outlasted its bound; err, if any, is
+		// from closing the recovery log afterwards.
+		return errors.Join(cause, err)
 	}
 	return err
 }

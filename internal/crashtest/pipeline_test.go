@@ -74,7 +74,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)
 	}
-	sc, err := stream.NewPipeline(stream.Config{
+	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval: batchInterval,
 		BlockInterval: blockInterval,
 		Recovery:      cfg.recovery,
@@ -85,10 +85,10 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("context: %w", err)
 	}
-	recs := stream.From(sc, recv, stream.Named(cfg.stream))
+	recs := stream.From(p, recv, stream.Named(cfg.stream))
 	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
-	if err := sc.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
-	return sc, recv, nil
+	return p, recv, nil
 }
