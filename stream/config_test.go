@@ -37,6 +37,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"Listeners[1] nil: remove it or pass a Listener"}},
 		{"negative CompactEvery", Config{CompactEvery: -1},
 			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
+		{"negative DrainTimeout", Config{DrainTimeout: -time.Second},
+			[]string{"DrainTimeout -1s: must be > 0 (or 0 for the default, 30s)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
@@ -87,6 +89,9 @@ func TestConfigDefaults(t *testing.T) {
 			}
 			if c.Clock == nil || c.Logger == nil || c.Stdout == nil {
 				t.Errorf("Clock, Logger or Stdout left nil: %+v", c)
+			}
+			if c.DrainTimeout != DefaultDrainTimeout && tt.cfg.DrainTimeout == 0 {
+				t.Errorf("DrainTimeout %v, want the default %v", c.DrainTimeout, DefaultDrainTimeout)
 			}
 		})
 	}

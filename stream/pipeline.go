@@ -43,8 +43,9 @@ const (
 // and runs the outputs on it, in batch-time order.
 //
 // Build the graph, then call Run once. Stop, Drain and Done may be called
-// from any goroutine, any number of times, before, during or after Run,
-// including from an output or a Listener.
+// from any goroutine, any number of times, before, during or after Run;
+// Stop and Done also from an output or a Listener, and Drain from an
+// output with the ctx it was given (see Drain).
 type Pipeline struct {
 	cfg Config
 
