@@ -78,16 +78,21 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 	// pipeline drains once production has stopped and the receiver has read
 	// every line produced (or 10s later).
 	runCtx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
+	ranCtx, ran := context.WithCancel(context.Background()) // done once Run has returned
+	caughtUp := make(chan struct{})
 	go func() {
+		defer close(caughtUp)
 		defer stopRun()
 		n := <-produced
 		fmt.Fprintf(out, "produced %d lines; waiting for the receiver to read them all, then draining\n", n)
-		if !awaitCounted(context.Background(), counted, int64(n), 10*time.Second) {
-			fmt.Fprintf(out, "counted %d of %d lines after 10s; the rest stay in the stream\n", counted.Load(), n)
+		if !awaitCounted(ranCtx, counted, int64(n), 10*time.Second) {
+			fmt.Fprintf(out, "counted %d of %d lines; the rest stay in the stream\n", counted.Load(), n)
 		}
 	}()
 	err = p.Run(runCtx)
+	ran()
+	stopProducing()
+	<-caughtUp
 	cs := src.CheckpointStats()
 	fmt.Fprintf(out, "counted %d lines; %d checkpoints written to the lease table, %d failed\n", counted.Load(), cs.Commits, cs.Failures)
 	return err
