@@ -210,6 +210,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.state, p.eng = closed, nil
 	cause := context.Cause(runCtx)
 	p.mu.Unlock()
+	cancel(nil) // anything still watching the Run's context ends with it
 	close(p.done)
 
 	if cause != nil && !errors.Is(cause, errStopped) {
