@@ -49,10 +49,11 @@
 // Run drains when its ctx is done, within Config.DrainTimeout, and returns
 // nil. Stop stops now and returns at once; Drain(ctx) stops the receivers
 // gracefully, runs batches until every stored block is processed and waits
-// for that, bounded by ctx; Done tells when Run has finished. They are safe
-// to call from outputs and Listeners. An output error or a receiver's Start
-// error stops the pipeline and is returned by Run; a failed batch is
-// reported as a *BatchError naming its time.
+// for that, bounded by ctx; Done tells when Run has finished. Stop and Done
+// are safe to call from outputs and Listeners, Drain from an output with the
+// ctx it was given. An output error or a receiver's Start error stops the
+// pipeline and is returned by Run; a failed batch is reported as a
+// *BatchError naming its time.
 //
 // # Backpressure
 //
