@@ -26,7 +26,7 @@
 // drained log holds nothing pending, and that every lease was handed back
 // with its shard's last record checkpointed. With WEIR_TORTURE_KILLS >= 10
 // a run in which no batch ran twice fails: it did not test G2.
-// TestCrashTortureSharedLog does the same with the recovery log in
+// TestCrashTortureDynamoLog does the same with the recovery log in
 // DynamoDB (recovery.DynamoConfig), which any worker can read: the
 // checkpoints must stop at the completed records all the same.
 //
