@@ -23,7 +23,7 @@
 //   - [github.com/weirstream/weir/source/kinesis/kinesistest]: a fake Kinesis for pipeline tests.
 //   - [github.com/weirstream/weir/checkpoint]: the interval checkpointer and the lease table.
 //   - [github.com/weirstream/weir/recovery]: the metadata log that makes recovery exact.
-//   - [github.com/weirstream/weir/stream]: the driver (Context), Stream[T], operators and outputs.
+//   - [github.com/weirstream/weir/stream]: the driver (Pipeline), Stream[T], operators and outputs.
 //   - [github.com/weirstream/weir/sink/files]: an exactly-once file sink, one file per batch time.
 //
 // # Guarantees
@@ -39,7 +39,7 @@
 //
 // # Quick start
 //
-//	sc, err := stream.NewContext(stream.Config{
+//	p, err := stream.NewPipeline(stream.Config{
 //		BatchInterval: time.Second,
 //		Recovery:      recovery.Dir("wordcount-state"), // exact recovery after a crash
 //	})
@@ -53,16 +53,18 @@
 //	if err != nil {
 //		return err
 //	}
-//	lines := stream.From(sc, src)
+//	lines := stream.From(p, src)
 //	words := stream.FlatMap(lines, func(r kinesis.Record) []string {
 //		return strings.Fields(string(r.Data))
 //	})
 //	counts := stream.CountByValue(words)
 //	stream.ForEachBatch(counts, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
-//		for p := range b.All() {
-//			fmt.Println(b.Time(), p.Key, p.Value)
+//		for kv := range b.All() {
+//			fmt.Println(b.Time(), kv.Key, kv.Value)
 //		}
 //		return nil
 //	})
-//	return sc.Run(ctx) // until ctx is done; sc.Drain() finishes in-flight batches first
+//	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	return p.Run(ctx) // Ctrl-C drains (leases handed back, stored records processed), then nil
 package weir

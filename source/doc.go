@@ -3,5 +3,5 @@
 // remember the sequence ranges they came from, and the in-process block store.
 //
 // A source never imports package stream: it is a Receiver[T], and
-// stream.From(sc, r) turns it into a *stream.Stream[T].
+// stream.From(p, r) turns it into a *stream.Stream[T].
 package source

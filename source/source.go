@@ -69,16 +69,6 @@ type Runtime[T any] struct {
 	// log, or a driver that does not set it) means none is known, as does
 	// ok false.
 	ResumeAfter func(stream, shard string) (seq string, ok bool)
-	// SharedLog reports that every block a push stored is in a recovery log
-	// that any worker can read (a DynamoDB log). It is necessary, not
-	// sufficient, for a receiver to checkpoint stored (not yet completed)
-	// sequence numbers: a future owner of the shard must also read that log
-	// for them, which weir's driver does not do (it reads only its own log).
-	// weir's Kinesis receiver therefore checkpoints only the numbers of
-	// completed blocks (see CompletionObserver) whatever this says; the
-	// field is for third-party receivers that recover another worker's
-	// blocks themselves (DESIGN.md, guarantee G4).
-	SharedLog bool
 }
 
 // Receiver is a source of records of type T.

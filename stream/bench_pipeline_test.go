@@ -33,7 +33,7 @@ func e2eLines(n int) [][]string { return stream.WordLines(3, n, e2eChunk, e2eLin
 
 func BenchmarkWordCount(b *testing.B) {
 	chunks := e2eLines(16)
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,15 +42,15 @@ func BenchmarkWordCount(b *testing.B) {
 		b.Fatal(err)
 	}
 	var words int64 // only the output touches it, one batch at a time
-	counts := stream.CountByValue(stream.FlatMap(stream.From(sc, src), strings.Fields))
+	counts := stream.CountByValue(stream.FlatMap(stream.From(p, src), strings.Fields))
 	stream.ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[stream.Pair[string, int64]]) error {
-		for p := range bt.All() {
-			words += p.Value
+		for kv := range bt.All() {
+			words += kv.Value
 		}
 		return nil
 	})
 	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
+	go func() { done <- p.Run(context.Background()) }()
 	ctx := context.Background()
 	// Not b.Loop: the timed region must include the drain, which processes
 	// what is still queued when the last Send returns.
@@ -61,7 +61,7 @@ func BenchmarkWordCount(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	sc.Drain()
+	p.Drain(context.Background())
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}

@@ -60,23 +60,24 @@ func reportRecords(b *testing.B, batches int) {
 // which cost the same per batch whatever its size.
 func BenchmarkWordCountEngine(b *testing.B) {
 	blocks := benchLines()
-	sc, err := NewContext(Config{BatchInterval: time.Second})
+	p, err := NewPipeline(Config{BatchInterval: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := newTestReceiver[string]()
-	counts := CountByValue(FlatMap(From(sc, r), strings.Fields))
+	counts := CountByValue(FlatMap(From(p, r), strings.Fields))
 	var sink int64
 	ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
-		for p := range bt.All() {
-			sink += p.Value
+		for kv := range bt.All() {
+			sink += kv.Value
 		}
 		return nil
 	})
-	ctx := b.Context()
-	sc.mu.Lock()
-	e := newEngine(sc)
-	sc.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(b.Context())
+	defer cancel(nil)
+	p.mu.Lock()
+	e := newEngine(p, cancel)
+	p.mu.Unlock()
 	e.log = noLog{}
 	e.ctx = ctx
 	e.sources[0].bind(e)

@@ -14,7 +14,7 @@ import (
 	"github.com/weirstream/weir/recovery"
 )
 
-// ErrInvalidConfig is wrapped by the error NewContext returns for a bad
+// ErrInvalidConfig is wrapped by the error NewPipeline returns for a bad
 // Config, and by the error Run returns for a bad pipeline (a window whose
 // length is not a multiple of the batch interval, a nil function, an output
 // missing). The message names every bad field and how to fix it.
@@ -34,9 +34,11 @@ const (
 	DefaultMaxPendingBatches = 10
 	// DefaultCompactEvery is the default of Config.CompactEvery.
 	DefaultCompactEvery = 100
+	// DefaultDrainTimeout is the default of Config.DrainTimeout.
+	DefaultDrainTimeout = 30 * time.Second
 )
 
-// Config configures a Context. The zero value of every field means its
+// Config configures a Pipeline. The zero value of every field means its
 // documented default, so Config{} is a valid configuration.
 type Config struct {
 	// BatchInterval is how often a batch is cut from the stored blocks.
@@ -88,26 +90,33 @@ type Config struct {
 	// Stdout is where Print writes. Default: os.Stdout.
 	Stdout io.Writer
 
-	// Recovery opens the recovery log (DESIGN.md, Recovery): where the
-	// driver records every stored block, every batch allocation and every
-	// completion, so that a restarted pipeline recomputes exactly the
-	// batches a crash interrupted, with the same times and blocks.
-	// recovery.Dir("state") keeps it in a local directory;
-	// recovery.DynamoConfig in a DynamoDB table, so that the worker can be
-	// restarted on any machine with the same log. (A third-party receiver
-	// that checkpoints stored, not yet completed, records also needs a log
-	// any worker can read: see StoredCheckpointer. An Opener of another type
-	// may declare its logs so with a method SharedLog() bool.)
-	// Every batch, empty ones included, appends an allocation and a
-	// completion, so an idle pipeline still writes two entries per batch
+	// Recovery opens the recovery log (see the Recovery section of the
+	// package documentation): where the driver records every stored block,
+	// every batch allocation and every completion, so that a restarted
+	// pipeline recomputes exactly the batches a crash interrupted, with the
+	// same times and blocks. recovery.Dir("state") keeps it in a local
+	// directory; a DynamoDB log (package recovery/dynamolog) keeps it in a
+	// table, so that the worker can be restarted on any machine with the
+	// same log. Every batch, empty ones included, appends an allocation and
+	// a completion, so an idle pipeline still writes two entries per batch
 	// interval. Default: nil, no log: a restart recomputes nothing and
-	// re-reads from the checkpoints, which never pass a completed record.
+	// re-reads from the receivers' checkpoints, which never pass a record
+	// that is not in a completed batch.
 	Recovery recovery.Opener
 
 	// CompactEvery is how many completed batches pass between two
 	// compactions of the recovery log, which drop what completed batches
 	// no longer need. Ignored without Recovery. Default: 100.
 	CompactEvery int
+
+	// DrainTimeout bounds the drain Run starts when its ctx is done: the
+	// receivers' graceful Stop (handing leases back, final checkpoints) and
+	// the batches of what they stored. Past it, Run stops now, as Stop
+	// does, and returns a *DrainError wrapping ErrDrainTimeout that says
+	// what was left; the receivers' Stop calls are cancelled, so a hung
+	// call (DynamoDB, Kinesis) cannot hold the shutdown. It does not bound
+	// Drain, which its own ctx bounds. Default: 30s.
+	DrainTimeout time.Duration
 }
 
 // withDefaults returns cfg with every zero field set to its default. It
@@ -135,6 +144,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.CompactEvery == 0 {
 		cfg.CompactEvery = DefaultCompactEvery
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
@@ -179,6 +191,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
+	}
+	if cfg.DrainTimeout < 0 {
+		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)
 	}
 	for i, l := range cfg.Listeners {
 		if l == nil {

@@ -37,6 +37,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"Listeners[1] nil: remove it or pass a Listener"}},
 		{"negative CompactEvery", Config{CompactEvery: -1},
 			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
+		{"negative DrainTimeout", Config{DrainTimeout: -time.Second},
+			[]string{"DrainTimeout -1s: must be > 0 (or 0 for the default, 30s)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
@@ -48,9 +50,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := NewContext(tt.cfg)
+			p, err := NewPipeline(tt.cfg)
 			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("NewContext = %v, %v; want an error wrapping ErrInvalidConfig", sc, err)
+				t.Fatalf("NewPipeline = %v, %v; want an error wrapping ErrInvalidConfig", p, err)
 			}
 			got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -76,17 +78,20 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := NewContext(tt.cfg)
+			p, err := NewPipeline(tt.cfg)
 			if err != nil {
-				t.Fatalf("NewContext: %v", err)
+				t.Fatalf("NewPipeline: %v", err)
 			}
-			c := sc.cfg
+			c := p.cfg
 			got := [5]any{c.BatchInterval, c.BlockInterval, c.MaxQueuedBlocks, c.MaxUnbatchedBlocks, c.MaxPendingBatches}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("defaults (-want +got):\n%s", diff)
 			}
 			if c.Clock == nil || c.Logger == nil || c.Stdout == nil {
 				t.Errorf("Clock, Logger or Stdout left nil: %+v", c)
+			}
+			if c.DrainTimeout != DefaultDrainTimeout && tt.cfg.DrainTimeout == 0 {
+				t.Errorf("DrainTimeout %v, want the default %v", c.DrainTimeout, DefaultDrainTimeout)
 			}
 		})
 	}
@@ -96,53 +101,53 @@ func TestConfigDefaults(t *testing.T) {
 func TestGraphErrors(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func(sc *Context, s *Stream[string])
+		build func(p *Pipeline, s *Stream[string])
 		want  []string
 	}{
-		{"no output", func(*Context, *Stream[string]) {},
+		{"no output", func(*Pipeline, *Stream[string]) {},
 			[]string{"no output: add ForEach, ForEachBatch or Print to a stream before Run"}},
-		{"window length not a multiple", func(_ *Context, s *Stream[string]) {
+		{"window length not a multiple", func(_ *Pipeline, s *Stream[string]) {
 			Print(Window(s, 1500*time.Millisecond, time.Second), 1)
 		}, []string{"Window of From(source 0) (stream 0): length 1.5s: must be a positive multiple of the slide of From(source 0) (stream 0) (1s), such as 2s"}},
-		{"window slide zero", func(_ *Context, s *Stream[string]) {
+		{"window slide zero", func(_ *Pipeline, s *Stream[string]) {
 			Print(Window(s, 2*time.Second, 0), 1)
 		}, []string{"Window of From(source 0) (stream 0): slide 0s: must be a positive multiple of the slide of From(source 0) (stream 0) (1s), such as 1s"}},
-		{"window of a window", func(_ *Context, s *Stream[string]) {
+		{"window of a window", func(_ *Pipeline, s *Stream[string]) {
 			Print(Window(Window(s, 4*time.Second, 2*time.Second), 6*time.Second, 3*time.Second), 1)
 		}, []string{"Window of Window (stream 1): slide 3s: must be a positive multiple of the slide of Window (stream 1) (2s), such as 4s"}},
-		{"reduce window", func(_ *Context, s *Stream[string]) {
+		{"reduce window", func(_ *Pipeline, s *Stream[string]) {
 			Print(ReduceByKeyAndWindow(CountByValue(s), nil, nil, -time.Second, time.Second), 1)
 		}, []string{
 			"ReduceByKeyAndWindow of CountByValue (stream 1): reduce is nil: pass a function",
 			"ReduceByKeyAndWindow of CountByValue (stream 1): length -1s: must be a positive multiple of the slide of CountByValue (stream 1) (1s), such as 1s",
 		}},
-		{"nil functions", func(_ *Context, s *Stream[string]) {
+		{"nil functions", func(_ *Pipeline, s *Stream[string]) {
 			ForEach(Filter(Map[string, int](s, nil), nil), nil)
 		}, []string{
 			"Map of From(source 0) (stream 0): f is nil: pass a function",
 			"Filter of Map (stream 1): keep is nil: pass a function",
 			"ForEach of Filter (stream 2): f is nil: pass a function",
 		}},
-		{"union of slides", func(_ *Context, s *Stream[string]) {
+		{"union of slides", func(_ *Pipeline, s *Stream[string]) {
 			Print(Union(s, Window(s, 2*time.Second, 2*time.Second)), 1)
 		}, []string{"Union of From(source 0) (stream 0): argument 1 (Window (stream 1)) has slide 2s, not 1s: union streams of the same slide"}},
-		{"union of contexts", func(_ *Context, s *Stream[string]) {
-			other, _ := NewContext(Config{})
+		{"union of contexts", func(_ *Pipeline, s *Stream[string]) {
+			other, _ := NewPipeline(Config{})
 			Print(Union(s, From(other, newTestReceiver[string]())), 1)
-		}, []string{"Union of From(source 0) (stream 0): argument 1 (From(source 0) (stream 0)) belongs to another Context: build every stream from the same Context"}},
-		{"nil receiver", func(sc *Context, s *Stream[string]) {
-			Print(Union(s, From[string](sc, nil)), 1)
+		}, []string{"Union of From(source 0) (stream 0): argument 1 (From(source 0) (stream 0)) belongs to another Pipeline: build every stream from the same Pipeline"}},
+		{"nil receiver", func(p *Pipeline, s *Stream[string]) {
+			Print(Union(s, From[string](p, nil)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, _, s := newTest[string](t, Config{})
-			tt.build(sc, s)
-			err := sc.Validate()
+			p, _, s := newTest[string](t, Config{})
+			tt.build(p, s)
+			err := p.Validate()
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("Validate = %v, want an error wrapping ErrInvalidConfig", err)
 			}
-			if runErr := sc.Run(t.Context()); runErr == nil || runErr.Error() != err.Error() {
+			if runErr := p.Run(t.Context()); runErr == nil || runErr.Error() != err.Error() {
 				t.Errorf("Run = %v, want %v", runErr, err)
 			}
 			got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")

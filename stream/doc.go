@@ -1,17 +1,19 @@
 // Package stream is weir's driver and its typed DStream API.
 //
-// A Context holds a pipeline: sources (From turns any source.Receiver[T]
-// into a *Stream[T]), transformations (Map, Filter, FlatMap, MapBatch,
-// Union, Transform, Window, ReduceByKey, CountByValue,
+// A Pipeline holds the graph of a stream job: sources (From turns any
+// source.Receiver[T] into a *Stream[T]), transformations (Map, Filter,
+// FlatMap, MapBatch, Union, Transform, Window, ReduceByKey, CountByValue,
 // ReduceByKeyAndWindow, UpdateStateByKey) and outputs (ForEach,
 // ForEachBatch, Print). Go methods cannot have type parameters, so the
 // operators are package functions:
 //
-//	sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
-//	lines := stream.From(sc, src)
+//	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+//	lines := stream.From(p, src)
 //	counts := stream.CountByValue(stream.FlatMap(lines, strings.Fields))
 //	stream.Print(counts, 10)
-//	err = sc.Run(ctx)
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//	defer stop()
+//	err = p.Run(ctx) // Ctrl-C drains, then Run returns nil
 //
 // # How a record flows
 //
@@ -30,10 +32,10 @@
 //
 // # Recovery
 //
-// With Config.Recovery (recovery.Dir("state"), or a recovery.DynamoConfig
-// for a fleet), the driver logs every stored block, every batch's
-// allocation (before its outputs run) and completion (after they all
-// succeeded). A restarted pipeline, built by the same code, reads the log:
+// With Config.Recovery (recovery.Dir("state"), or a DynamoDB log from
+// recovery/dynamolog for a fleet), the driver logs every stored block,
+// every batch's allocation (before its outputs run) and completion (after
+// they all succeeded). A restarted pipeline, built by the same code, reads the log:
 // it refuses a log written by a pipeline of another shape (see Shape and
 // Named), reruns every batch allocated but not completed with the same
 // time and blocks, recomputing their records from their ranges, puts the
@@ -41,15 +43,17 @@
 // receivers where each shard resumes (source.Runtime.ResumeAfter). An
 // output keyed by batch time, such as the sink/files package's, is then
 // exactly-once; only batches that had started and not completed run twice.
-// A receiver that checkpoints stored records needs a log every worker can
-// read (see StoredCheckpointer).
 //
 // # Stopping
 //
-// Stop stops now; Drain stops the receivers gracefully and runs batches
-// until every stored block is processed. An output error or a receiver's
-// Start error stops the pipeline and is returned by Run; a failed batch is
-// reported as a *BatchError naming its time.
+// Run drains when its ctx is done, within Config.DrainTimeout, and returns
+// nil. Stop stops now and returns at once; Drain(ctx) stops the receivers
+// gracefully, runs batches until every stored block is processed and waits
+// for that, bounded by ctx; Done tells when Run has finished. Stop and Done
+// are safe to call from outputs and Listeners, Drain from an output with the
+// ctx it was given. An output error or a receiver's Start error stops the
+// pipeline and is returned by Run; a failed batch is reported as a
+// *BatchError naming its time.
 //
 // # Backpressure
 //

@@ -6,24 +6,25 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
 )
 
-// engine is one Run of a Context: a snapshot of the graph and the
+// engine is one Run of a Pipeline: a snapshot of the graph and the
 // goroutines that run it.
 //
-// Goroutines, all owned by run's errgroup: one per receiver (Start), the
-// batch timer (queues the recovered batches, cuts batches, sole closer of
-// jobs), the batch runner (runs jobs in order), the drainer (stops
-// receivers on Drain) and the watcher of fatal log failures.
+// Goroutines, all owned by runGraph's WaitGroup: one per receiver (Start),
+// the batch timer (queues the recovered batches, cuts batches, sole closer
+// of jobs), the batch runner (runs jobs in order) and the drainer (stops
+// receivers on a drain). A goroutine that fails cancels the Run's context
+// with its error as the cause (fail), which stops the others.
 type engine struct {
 	cfg     Config
-	ctx     context.Context // the Run's context: done when the Run stops
+	ctx     context.Context         // the Run's context: done when the Run stops
+	cancel  context.CancelCauseFunc // cancels ctx; the first cause is kept
 	sources []sourceRunner
 	outputs []*output
 	ticks   []*node // stateful nodes an output depends on, parents first
@@ -37,11 +38,9 @@ type engine struct {
 	last        batch.Time // greatest logged batch time, if hasLast
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
-	sharedLog   bool
 
-	failOnce sync.Once
-	failc    chan struct{} // closed by fail
-	failErr  error         // set by fail before failc is closed
+	pending   atomic.Int64  // batches queued or running, for DrainError
+	receiving []atomic.Bool // by source: its Start has been called and not returned
 }
 
 // job is a batch cut and waiting to run.
@@ -57,34 +56,37 @@ func (j *job) info() BatchInfo {
 	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
 }
 
-// newEngine snapshots sc's graph; sc.mu is held.
-func newEngine(sc *Context) *engine {
+// newEngine snapshots p's graph; p.mu is held. cancel cancels the Run's
+// context.
+func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 	e := &engine{
-		cfg:     sc.cfg,
-		sources: slices.Clone(sc.sources),
-		outputs: slices.Clone(sc.outputs),
-		nodes:   len(sc.nodes),
-		shape:   sc.shapeLocked(),
-		log:     sc.log,
-		jobs:    make(chan *job, sc.cfg.MaxPendingBatches),
-		failc:   make(chan struct{}),
+		cfg:     p.cfg,
+		cancel:  cancel,
+		sources: slices.Clone(p.sources),
+		outputs: slices.Clone(p.outputs),
+		nodes:   len(p.nodes),
+		shape:   p.shapeLocked(),
+		log:     p.log,
+		jobs:    make(chan *job, p.cfg.MaxPendingBatches),
+
+		receiving: make([]atomic.Bool, len(p.sources)),
 	}
-	reachable := make([]bool, len(sc.nodes))
+	reachable := make([]bool, len(p.nodes))
 	var mark func(n *node)
 	mark = func(n *node) {
 		if reachable[n.id] {
 			return
 		}
 		reachable[n.id] = true
-		for _, p := range n.parents {
-			mark(p)
+		for _, parent := range n.parents {
+			mark(parent)
 		}
 	}
 	for _, o := range e.outputs {
 		mark(o.n)
 	}
 	// A node's parents are made before it, so id order is parents first.
-	for id, n := range sc.nodes {
+	for id, n := range p.nodes {
 		if reachable[id] && n.tick != nil {
 			e.ticks = append(e.ticks, n)
 		}
@@ -93,14 +95,16 @@ func newEngine(sc *Context) *engine {
 }
 
 // run opens the recovery log, if any, and runs the pipeline until ctx is
-// done, a goroutine fails, or a drain requested on drainc has finished;
-// then it closes the log.
+// done (a stop, or a failure: its cause says which) or a drain requested
+// on drainc has finished; then it closes the log. It returns the errors of
+// opening and closing the log; the failures of the goroutines are the
+// cause of ctx.
 func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 	if e.log == nil && e.cfg.Recovery != nil {
 		l, st, err := e.openLog(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // stopped while opening: Run reports why
+				return nil // stopped while opening: the cause says why
 			}
 			return err
 		}
@@ -112,71 +116,61 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		if err := e.resume(st); err != nil {
 			return err
 		}
-		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery, fail: e.fail}
+		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
+			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) }}
 	}
 	if e.log == nil {
 		e.log = noLog{}
 	}
-	return e.runGraph(ctx, drainc)
+	e.runGraph(ctx, drainc)
+	return nil
 }
 
-// fail stops the Run with err, unless it is stopping anyway: for errors
-// found outside the goroutines that return them, such as a failed append to
-// the recovery log, which is fatal whoever made it.
+// fail stops the Run with err as the cause of its context, unless err is
+// nil or the Run is stopping anyway (the first cause is kept): for the
+// errors the goroutines return, and for errors found outside them, such as
+// a failed append to the recovery log, which is fatal whoever made it.
 func (e *engine) fail(err error) {
-	e.failOnce.Do(func() {
-		e.failErr = err
-		close(e.failc)
-	})
+	if err != nil {
+		e.cancel(err)
+	}
 }
 
 // runGraph starts the goroutines of the Run and waits for them.
-func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) error {
-	g, gctx := errgroup.WithContext(ctx)
-	e.ctx = gctx
+func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
+	e.ctx = ctx
 	for _, s := range e.sources {
 		s.bind(e)
 	}
-	var receivers sync.WaitGroup
+	var all, receivers sync.WaitGroup
 	receiversDone := make(chan struct{}) // closed by the drainer
 	for i, s := range e.sources {
 		receivers.Add(1)
-		g.Go(func() error {
+		all.Go(func() {
 			defer receivers.Done()
-			return e.runReceiver(gctx, i, s)
+			e.fail(e.runReceiver(ctx, i, s))
 		})
 	}
-	g.Go(func() error { return e.drain(gctx, drainc, &receivers, receiversDone) })
-	g.Go(func() error { return e.timerLoop(gctx, receiversDone) })
-	ran := make(chan struct{}) // closed when the batch runner returns
-	g.Go(func() error {
-		defer close(ran)
-		return e.runLoop(gctx)
-	})
-	g.Go(func() error {
-		select {
-		case <-gctx.Done():
-			return nil
-		case <-ran:
-			// A log failure in the runner's last steps (the compaction after
-			// a drain's last batch) may have closed failc as well: select
-			// picks either ready case, so look again.
-			select {
-			case <-e.failc:
-				if ctx.Err() == nil {
-					return fmt.Errorf("stream: %w", e.failErr)
-				}
-			default:
-			}
-			return nil
-		case <-e.failc:
-			if ctx.Err() != nil {
-				return nil // stopping anyway: the failure may be the stop's doing
-			}
-			return fmt.Errorf("stream: %w", e.failErr)
+	all.Go(func() { e.drain(ctx, drainc, &receivers, receiversDone) })
+	all.Go(func() { e.fail(e.timerLoop(ctx, receiversDone)) })
+	all.Go(func() { e.fail(e.runLoop(ctx)) })
+	all.Wait()
+}
+
+// left returns what a drain giving up for why leaves: the batches cut and
+// not completed, the blocks stored and not completed, the receivers still
+// running.
+func (e *engine) left(why error) *DrainError {
+	d := &DrainError{Batches: int(e.pending.Load()), Err: why}
+	for i, s := range e.sources {
+		blocks, records := s.stored()
+		d.Blocks += blocks
+		d.Records += records
+		if e.receiving[i].Load() {
+			d.Receivers = append(d.Receivers, i)
 		}
-	})
-	return g.Wait()
+	}
+	return d
 }
 
 func (e *engine) emit(f func(Listener)) {
@@ -189,7 +183,9 @@ func (e *engine) emit(f func(Listener)) {
 // from Start while the Run is not stopping is fatal.
 func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
 	e.emit(func(l Listener) { l.ReceiverStarted(ReceiverInfo{Source: i}) })
+	e.receiving[i].Store(true)
 	err := s.start(ctx, e)
+	e.receiving[i].Store(false)
 	if err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("stream: source %d: %w", i, err)
 		info := ReceiverInfo{Source: i, Err: err}
@@ -204,12 +200,14 @@ func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
 	return nil
 }
 
-// drain waits for a Drain, then stops every receiver gracefully, waits for
-// their Start to return and closes receiversDone.
-func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *sync.WaitGroup, receiversDone chan<- struct{}) error {
+// drain waits for a drain to be requested, then stops every receiver
+// gracefully, waits for their Start to return and closes receiversDone.
+// The receivers' Stop gets ctx, so a stop now (Stop, a failure, a drain
+// past its bound) releases a Stop that hangs.
+func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *sync.WaitGroup, receiversDone chan<- struct{}) {
 	select {
 	case <-ctx.Done():
-		return nil
+		return
 	case <-drainc:
 	}
 	e.cfg.Logger.Info("stream: draining: stopping receivers")
@@ -226,7 +224,6 @@ func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *s
 	stops.Wait()
 	receivers.Wait()
 	close(receiversDone)
-	return nil
 }
 
 // firstBatchTime returns the first multiple of iv strictly after now.
@@ -303,11 +300,13 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 // while MaxPendingBatches batches are queued. It reports false if ctx was
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
+	e.pending.Add(1)
 	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
 	select {
 	case e.jobs <- j:
 		return true
 	case <-ctx.Done():
+		e.pending.Add(-1)
 		return false
 	}
 }
@@ -342,7 +341,9 @@ func (e *engine) runLoop(ctx context.Context) error {
 			if !ok || ctx.Err() != nil {
 				return nil
 			}
-			if err := e.runJob(ctx, j); err != nil && ctx.Err() == nil {
+			err := e.runJob(ctx, j)
+			e.pending.Add(-1)
+			if err != nil && ctx.Err() == nil {
 				return err
 			}
 		}

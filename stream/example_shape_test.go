@@ -12,7 +12,7 @@ import (
 // Named names the components of a pipeline's shape, which a recovery log
 // records and checks on every restart.
 func ExampleNamed() {
-	sc, err := stream.NewContext(stream.Config{})
+	p, err := stream.NewPipeline(stream.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -22,9 +22,9 @@ func ExampleNamed() {
 		fmt.Println(err)
 		return
 	}
-	lines := stream.From(sc, src, stream.Named("lines"))
+	lines := stream.From(p, src, stream.Named("lines"))
 	stream.ForEachBatch(lines, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
 	stream.Print(lines, 10)
-	fmt.Println(sc.Shape())
+	fmt.Println(p.Shape())
 	// Output: sources [memory("lines")] outputs [ForEachBatch("files") Print]
 }

@@ -6,72 +6,45 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
-// lines is a minimal receiver: it pushes its lines as one block, then waits
-// to be stopped. Real sources (source/memory, source/kinesis) use a
-// source.BlockGenerator instead.
-type lines struct {
-	lines []string
-	once  sync.Once
-	stop  chan struct{}
-}
-
-func newLines(ls ...string) *lines { return &lines{lines: ls, stop: make(chan struct{})} }
-
-func (l *lines) Start(ctx context.Context, rt source.Runtime[string]) error {
-	if _, err := rt.Push(ctx, source.Block[string]{Records: l.lines}); err != nil {
-		return err
-	}
-	select {
-	case <-l.stop:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (l *lines) Stop(context.Context) error {
-	l.once.Do(func() { close(l.stop) })
-	return nil
-}
-
-func (l *lines) Recompute(context.Context, batch.BlockInfo) ([]string, error) {
-	return l.lines, nil
-}
-
 // A word count: lines are split into words, counted per batch, and the
-// counts printed. Drain lets the pipeline finish what was pushed.
+// counts printed. The source is source/memory, an in-process queue; Run's
+// ctx is cancelled at once, as Ctrl-C would, so Run drains: the source
+// pushes what it holds, the batch is processed, and Run returns nil.
 func Example() {
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	src := newLines("to be or not to be", "that is the question")
-	words := stream.FlatMap(stream.From(sc, src), strings.Fields)
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Push("to be or not to be", "that is the question")
+	words := stream.FlatMap(stream.From(p, src), strings.Fields)
 	counts := stream.CountByValue(words)
 	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
 		pairs := b.Records()
 		slices.SortFunc(pairs, func(x, y stream.Pair[string, int64]) int {
 			return cmp.Or(cmp.Compare(y.Value, x.Value), cmp.Compare(x.Key, y.Key))
 		})
-		for _, p := range pairs {
-			fmt.Println(p)
+		for _, kv := range pairs {
+			fmt.Println(kv)
 		}
 		return nil
 	})
 
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	sc.Drain() // stop the source, process what it pushed, stop
-	if err := <-done; err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as Ctrl-C would, with signal.NotifyContext
+	if err := p.Run(ctx); err != nil {
 		fmt.Println(err)
 	}
 	// Output:
@@ -87,8 +60,8 @@ func Example() {
 
 // Every problem of a Config is reported at once, naming the field and the
 // fix.
-func ExampleNewContext_invalid() {
-	_, err := stream.NewContext(stream.Config{
+func ExampleNewPipeline_invalid() {
+	_, err := stream.NewPipeline(stream.Config{
 		BatchInterval:   time.Second,
 		BlockInterval:   2 * time.Second,
 		MaxQueuedBlocks: -1,
@@ -102,12 +75,18 @@ func ExampleNewContext_invalid() {
 // Window and ReduceByKeyAndWindow count over the last few batches; with an
 // inverse function each window is computed from the previous one.
 func ExampleReduceByKeyAndWindow() {
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	pairs := stream.Map(stream.From(sc, newLines("a", "b", "a")), func(w string) stream.Pair[string, int] {
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Push("a", "b", "a")
+	pairs := stream.Map(stream.From(p, src), func(w string) stream.Pair[string, int] {
 		return stream.Pair[string, int]{Key: w, Value: 1}
 	})
 	add := func(x, y int) int { return x + y }
@@ -119,13 +98,14 @@ func ExampleReduceByKeyAndWindow() {
 		}
 		return nil
 	})
-	if err := sc.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		fmt.Println(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	sc.Drain()
-	if err := <-done; err != nil {
+	// Drain before Run: Run drains as soon as it has started the source.
+	if err := p.Drain(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	if err := p.Run(context.Background()); err != nil {
 		fmt.Println(err)
 	}
 	// Output:

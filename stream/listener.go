@@ -14,9 +14,9 @@ import (
 // the driver holds a lock, and possibly concurrently (a batch is scheduled
 // while another runs; receivers run in their own goroutines), so an
 // implementation must be safe for concurrent use and quick. The events of one
-// batch arrive in order: scheduled, started, completed. A Listener must not
-// call the Context's Stop or Drain from a method (they wait for the goroutine
-// that called it); it may start a goroutine that does.
+// batch arrive in order: scheduled, started, completed. A method may call
+// the Pipeline's Stop, which returns at once. Drain waits for the pipeline,
+// which waits for the method: call it in a new goroutine (see Drain).
 //
 // Embed NopListener to implement only the methods you need.
 type Listener interface {

@@ -20,7 +20,7 @@ import (
 func TestListenerTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		sc, r, s := newTest[string](t, Config{BatchInterval: 200 * time.Millisecond, Listeners: []Listener{rec}})
+		p, r, s := newTest[string](t, Config{BatchInterval: 200 * time.Millisecond, Listeners: []Listener{rec}})
 		ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
 			if slices.Contains(b.Records(), "slow") {
 				return clock.Sleep(ctx, clock.Real{}, 300*time.Millisecond)
@@ -29,7 +29,7 @@ func TestListenerTimes(t *testing.T) {
 		})
 		// "slow" is in the batch of 200ms, which runs from 200ms to 500ms;
 		// "fast" is in the batch of 400ms, which waits for it.
-		if err := feed(t, sc, r, [][]string{{"slow"}, {"fast"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"slow"}, {"fast"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := []string{

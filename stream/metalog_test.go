@@ -83,21 +83,21 @@ func TestMetaLogOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tr := &trace{base: batch.TimeOf(time.Now())}
-				sc, r, s := newTest[string](t, Config{})
-				sc.log = &traceLog{tr: tr, fail: tt.fail, err: boom}
+				p, r, s := newTest[string](t, Config{})
+				p.log = &traceLog{tr: tr, fail: tt.fail, err: boom}
 				r.onComplete = func(ids []batch.BlockID) { tr.add("receiver completed %v", ids) }
 				ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
 					tr.add("output %v %v", b.Time().Sub(tr.base), b.Records())
 					return nil
 				})
-				errc := start(t, sc)
+				errc := start(t, p)
 				time.Sleep(500 * time.Millisecond)
-				p := testPush[string]{recs: []string{"a"}, ack: make(chan error, 1)}
-				r.in <- p
-				if err := <-p.ack; err == nil {
+				tp := testPush[string]{recs: []string{"a"}, ack: make(chan error, 1)}
+				r.in <- tp
+				if err := <-tp.ack; err == nil {
 					tr.add("pushed block-0-0")
 				}
-				sc.Drain()
+				p.Drain(context.Background())
 				err := <-errc
 				if gotErr := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && gotErr != tt.wantErr) {
 					t.Errorf("Run = %v, want %q", err, tt.wantErr)
@@ -117,7 +117,7 @@ func TestMetaLogOrder(t *testing.T) {
 // output and that the output's resulting error is not a failure.
 func TestStopInterruptsOutput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		started := make(chan struct{})
 		ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
 			if b.Len() == 0 {
@@ -127,11 +127,11 @@ func TestStopInterruptsOutput(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		errc := start(t, sc)
+		errc := start(t, p)
 		time.Sleep(500 * time.Millisecond)
 		r.push(t, "a")
 		<-started
-		sc.Stop()
+		p.Stop()
 		if err := <-errc; err != nil {
 			t.Errorf("Run = %v, want nil after Stop", err)
 		}
@@ -233,13 +233,13 @@ func TestRunStopsOnFailedCompaction(t *testing.T) {
 		t.Run(fmt.Sprintf("drain=%t", drain), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				boom := errors.New("compaction failed")
-				sc, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
+				p, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
 				c := collect(s)
-				errc := start(t, sc)
+				errc := start(t, p)
 				time.Sleep(500 * time.Millisecond)
 				r.push(t, "a")
 				if drain {
-					sc.Drain()
+					p.Drain(context.Background())
 				}
 				if err := <-errc; !errors.Is(err, boom) {
 					t.Fatalf("Run = %v, want an error wrapping %v", err, boom)

@@ -10,7 +10,7 @@ import (
 // Map returns the stream of f applied to every record of s, keeping records
 // in their parts and in order.
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
-	requireFunc(s.sc, "Map", s.n, "f", f == nil)
+	requireFunc(s.p, "Map", s.n, "f", f == nil)
 	return derive(s, "Map", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
 		parts := make([][]U, len(b.Parts()))
 		for i, p := range b.Parts() {
@@ -27,7 +27,7 @@ func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 // Filter returns the stream of the records of s for which keep returns
 // true, in order.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
-	requireFunc(s.sc, "Filter", s.n, "keep", keep == nil)
+	requireFunc(s.p, "Filter", s.n, "keep", keep == nil)
 	return derive(s, "Filter", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[T], error) {
 		parts := make([][]T, len(b.Parts()))
 		for i, p := range b.Parts() {
@@ -48,7 +48,7 @@ func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 // slice f returns is kept as it is, as one part of the batch (see MapBatch),
 // so f must not reuse a slice it returned.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
-	requireFunc(s.sc, "FlatMap", s.n, "f", f == nil)
+	requireFunc(s.p, "FlatMap", s.n, "f", f == nil)
 	return derive(s, "FlatMap", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
 		// Each non-empty result of f becomes a part of its own: the records
 		// are not copied into one slice, which for a word split would cost
@@ -70,7 +70,7 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 // at once, to amortise a per-call cost. f must not modify its argument and
 // may return it.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
-	requireFunc(s.sc, "MapBatch", s.n, "f", f == nil)
+	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
 	return derive(s, "MapBatch", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
 		parts := make([][]U, len(b.Parts()))
 		for i, p := range b.Parts() {
@@ -83,9 +83,9 @@ func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 // Transform returns the stream of f applied to each whole batch of s. f may
 // return an error, which fails the batch; if it returns a nil batch, the
 // result is an empty batch with the time and blocks of the input. ctx is
-// done when the Context stops.
+// done when the Pipeline stops.
 func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
-	requireFunc(s.sc, "Transform", s.n, "f", f == nil)
+	requireFunc(s.p, "Transform", s.n, "f", f == nil)
 	var out *Stream[U]
 	out = derive(s, "Transform", func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
 		nb, err := f(ctx, b)
@@ -102,7 +102,7 @@ func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 
 // Union returns the stream of the records of s and of every other stream,
 // batch by batch: the parts of s first, then those of others in order. The
-// streams must belong to the same Context and have the same slide interval
+// streams must belong to the same Pipeline and have the same slide interval
 // (Run reports it otherwise). The union's blocks are those of all inputs,
 // each once, in first-seen order.
 func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
@@ -111,13 +111,13 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 	for i, o := range all {
 		parents[i] = o.n
 		switch {
-		case o.sc != s.sc:
-			s.sc.graphError(fmt.Errorf("Union of %v: argument %d (%v) belongs to another Context: build every stream from the same Context", s.n, i, o.n))
+		case o.p != s.p:
+			s.p.graphError(fmt.Errorf("Union of %v: argument %d (%v) belongs to another Pipeline: build every stream from the same Pipeline", s.n, i, o.n))
 		case o.n.slide != s.n.slide:
-			s.sc.graphError(fmt.Errorf("Union of %v: argument %d (%v) has slide %v, not %v: union streams of the same slide", s.n, i, o.n, o.n.slide, s.n.slide))
+			s.p.graphError(fmt.Errorf("Union of %v: argument %d (%v) has slide %v, not %v: union streams of the same slide", s.n, i, o.n, o.n.slide, s.n.slide))
 		}
 	}
-	return newStream(s.sc, "Union", s.n.slide, parents, func(r *run) (*batch.Batch[T], error) {
+	return newStream(s.p, "Union", s.n.slide, parents, func(r *run) (*batch.Batch[T], error) {
 		var parts [][]T
 		var blocks []batch.BlockInfo
 		seen := make(map[batch.BlockID]bool)

@@ -121,9 +121,9 @@ func TestOperators(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				sc, r, s := newTest[string](t, Config{})
+				p, r, s := newTest[string](t, Config{})
 				got := tt.build(s)
-				if err := feed(t, sc, r, tt.steps); err != nil {
+				if err := feed(t, p, r, tt.steps); err != nil {
 					t.Fatalf("Run: %v", err)
 				}
 				if diff := cmp.Diff(tt.want, got(), cmpopts.EquateEmpty()); diff != "" {
@@ -139,7 +139,7 @@ func TestOperators(t *testing.T) {
 // order, batch after batch.
 func TestSharedStreamComputedOnce(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		calls := 0
 		var order []string
 		m := Map(s, func(v string) string { calls++; return v })
@@ -149,7 +149,7 @@ func TestSharedStreamComputedOnce(t *testing.T) {
 				return nil
 			})
 		}
-		if err := feed(t, sc, r, [][]string{{"a", "b"}, {"c"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a", "b"}, {"c"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		if calls != 3 {
@@ -164,10 +164,10 @@ func TestSharedStreamComputedOnce(t *testing.T) {
 
 func TestForEach(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		var got []string
 		ForEach(s, func(_ context.Context, v string) error { got = append(got, v); return nil })
-		if err := feed(t, sc, r, [][]string{{"a", "b"}, nil, {"c"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a", "b"}, nil, {"c"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
@@ -179,9 +179,9 @@ func TestForEach(t *testing.T) {
 func TestPrint(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		var sb strings.Builder
-		sc, r, s := newTest[string](t, Config{Stdout: &sb})
+		p, r, s := newTest[string](t, Config{Stdout: &sb})
 		Print(CountByValue(s), 2)
-		if err := feed(t, sc, r, [][]string{{"a", "b", "a", "c"}, {"d"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a", "b", "a", "c"}, {"d"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := `-------------------------------------------
@@ -205,10 +205,10 @@ Time: 946684802000 ms (2000-01-01T00:00:02Z)
 
 func TestTransformError(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		boom := errors.New("boom")
 		collect(Transform(s, func(context.Context, *batch.Batch[string]) (*batch.Batch[string], error) { return nil, boom }))
-		err := feed(t, sc, r, [][]string{{"a"}})
+		err := feed(t, p, r, [][]string{{"a"}})
 		var be *BatchError
 		if !errors.As(err, &be) || !errors.Is(err, boom) {
 			t.Fatalf("Run = %v, want a *BatchError wrapping %v", err, boom)
@@ -226,7 +226,7 @@ func TestTransformError(t *testing.T) {
 // blocks names each block once, while keeping every input's records.
 func TestUnionBlocks(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		var got []string
 		ForEachBatch(Union(s, Map(s, strings.ToUpper)), func(_ context.Context, b *batch.Batch[string]) error {
 			var ids []string
@@ -236,7 +236,7 @@ func TestUnionBlocks(t *testing.T) {
 			got = append(got, strings.Join(ids, ",")+" "+strings.Join(b.Records(), ","))
 			return nil
 		})
-		if err := feed(t, sc, r, [][]string{{"a", "b"}, {"c"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a", "b"}, {"c"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := []string{"block-0-0 a,b,A,B", "block-0-1 c,C"}

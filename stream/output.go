@@ -34,21 +34,22 @@ func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context
 		}
 		return f(r.ctx, b)
 	}}
-	sc := s.sc
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	sc.outputs = append(sc.outputs, o)
-	sc.lateLocked(o.String())
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outputs = append(p.outputs, o)
+	p.lateLocked(o.String())
 }
 
 // ForEach calls f with every record of every batch of s, in order. Outputs
 // run in batch-time order, one batch at a time, and within a batch in the
 // order they were declared. An error from f fails the batch: Run returns it
 // in a *BatchError, and the batch's blocks are not completed. ctx is done
-// when the Context stops. Named, among opts, names the output in the
+// when the Pipeline stops now (Stop, a failure, a drain past its bound); f
+// may pass it to Drain, which then requests the drain without waiting. Named, among opts, names the output in the
 // pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
-	requireFunc(s.sc, "ForEach", s.n, "f", f == nil)
+	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addOutput(s, "ForEach", opts, func(ctx context.Context, b *batch.Batch[T]) error {
 		for v := range b.All() {
 			if err := f(ctx, v); err != nil {
@@ -67,17 +68,17 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 // handled as for ForEach. Named, among opts, names the output in the
 // pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
-	requireFunc(s.sc, "ForEachBatch", s.n, "f", f == nil)
+	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
 	addOutput(s, "ForEachBatch", opts, f)
 }
 
-// Print writes the first n records of every batch of s to the Context's
+// Print writes the first n records of every batch of s to the Pipeline's
 // Config.Stdout, one per line with fmt's %v, under a header naming the batch
 // time, followed by "..." if the batch has more and an empty line. It is for
 // debugging and examples. A negative n is treated as 0. Named, among opts,
 // names the output in the pipeline's shape.
 func Print[T any](s *Stream[T], n int, opts ...Option) {
-	w := s.sc.cfg.Stdout
+	w := s.p.cfg.Stdout
 	addOutput(s, "Print", opts, func(_ context.Context, b *batch.Batch[T]) error {
 		var sb strings.Builder
 		sb.WriteString("-------------------------------------------\n")

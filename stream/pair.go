@@ -43,7 +43,7 @@ func (r *reducer[K, V]) add(k K, v V) {
 // are in the order their keys first appear in the batch; the result has one
 // part.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
-	requireFunc(s.sc, "ReduceByKey", s.n, "reduce", reduce == nil)
+	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
 	hint := 0 // keys of the previous batch, to size this one's
 	return derive(s, "ReduceByKey", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
 		out := reduceBatch(b, reduce, hint)

@@ -49,13 +49,13 @@ func newTestReceiver[T any]() *testReceiver[T] {
 // push stores recs as one block and waits until the driver stored it.
 func (r *testReceiver[T]) push(t *testing.T, recs ...T) {
 	t.Helper()
-	p := testPush[T]{recs: recs, ack: make(chan error, 1)}
+	tp := testPush[T]{recs: recs, ack: make(chan error, 1)}
 	select {
-	case r.in <- p:
+	case r.in <- tp:
 	case <-r.done:
 		t.Fatalf("push %v: receiver stopped", recs)
 	}
-	if err := <-p.ack; err != nil {
+	if err := <-tp.ack; err != nil {
 		t.Fatalf("push %v: %v", recs, err)
 	}
 }
@@ -88,9 +88,9 @@ func (r *testReceiver[T]) Start(ctx context.Context, rt source.Runtime[T]) error
 	}
 	for {
 		select {
-		case p := <-r.in:
-			err := r.store(ctx, p.recs)
-			p.ack <- err
+		case tp := <-r.in:
+			err := r.store(ctx, tp.recs)
+			tp.ack <- err
 			if err != nil {
 				return err
 			}
@@ -169,7 +169,7 @@ type collector[T any] struct {
 // collect adds an output to s that records its batches in c. Batch indexes
 // count batch intervals from the first batch time after the bubble's start.
 func collect[T any](s *Stream[T]) *collector[T] {
-	c := &collector[T]{base: batch.TimeOf(time.Now()), iv: s.sc.cfg.BatchInterval}
+	c := &collector[T]{base: batch.TimeOf(time.Now()), iv: s.p.cfg.BatchInterval}
 	ForEachBatch(s, func(_ context.Context, b *batch.Batch[T]) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -185,15 +185,15 @@ func (c *collector[T]) outs() []out[T] {
 	return c.got
 }
 
-// feed runs sc, inside a synctest bubble, with r as one of its sources: for
+// feed runs p, inside a synctest bubble, with r as one of its sources: for
 // each element of steps it pushes the records as one block in the middle of
-// that batch interval (nil: no block), then it drains sc and returns what
+// that batch interval (nil: no block), then it drains p and returns what
 // Run returned. Batch i holds step i.
-func feed[T any](t *testing.T, sc *Context, r *testReceiver[T], steps [][]T) error {
+func feed[T any](t *testing.T, p *Pipeline, r *testReceiver[T], steps [][]T) error {
 	t.Helper()
 	errc := make(chan error, 1)
-	go func() { errc <- sc.Run(t.Context()) }()
-	iv := sc.cfg.BatchInterval
+	go func() { errc <- p.Run(t.Context()) }()
+	iv := p.cfg.BatchInterval
 	time.Sleep(iv / 2)
 	for i, recs := range steps {
 		if i > 0 {
@@ -203,19 +203,19 @@ func feed[T any](t *testing.T, sc *Context, r *testReceiver[T], steps [][]T) err
 			r.push(t, recs...)
 		}
 	}
-	sc.Drain()
+	p.Drain(context.Background())
 	return <-errc
 }
 
-// newTest returns a Context with cfg and a test source in it.
-func newTest[T any](t *testing.T, cfg Config) (*Context, *testReceiver[T], *Stream[T]) {
+// newTest returns a Pipeline with cfg and a test source in it.
+func newTest[T any](t *testing.T, cfg Config) (*Pipeline, *testReceiver[T], *Stream[T]) {
 	t.Helper()
-	sc, err := NewContext(cfg)
+	p, err := NewPipeline(cfg)
 	if err != nil {
-		t.Fatalf("NewContext: %v", err)
+		t.Fatalf("NewPipeline: %v", err)
 	}
 	r := newTestReceiver[T]()
-	return sc, r, From(sc, r)
+	return p, r, From(p, r)
 }
 
 // inBubble runs f in a synctest bubble.

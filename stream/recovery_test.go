@@ -92,9 +92,9 @@ type hooks struct {
 // pipeline builds the test pipeline on d: the replay source and three
 // outputs, the first recording what it sees in rl, the third writing each
 // batch to a file in d.out.
-func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Context, *replay) {
+func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Pipeline, *replay) {
 	t.Helper()
-	sc, err := stream.NewContext(stream.Config{
+	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval: time.Second,
 		Recovery:      d.log,
 		CompactEvery:  3,
@@ -104,7 +104,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		t.Fatal(err)
 	}
 	src := newReplay(t, d)
-	s := stream.From(sc, src)
+	s := stream.From(p, src)
 	for i, name := range []string{"collect", "second"} {
 		n := 0
 		stream.ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
@@ -125,7 +125,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		t.Fatal(err)
 	}
 	stream.ForEachBatch(s, sink.Write, stream.Named("files"))
-	return sc, src
+	return p, src
 }
 
 // produceUntil puts a Push of three records on the stream every 100ms until
@@ -153,8 +153,9 @@ var errCrash = errors.New("crash")
 // crashCase is a crash injected into the first run.
 type crashCase struct {
 	name string
-	// setup installs the crash; cancel cancels the first run's ctx.
-	setup func(d *durable, cancel context.CancelFunc) hooks
+	// setup installs the crash; stop stops the first run now (Stop), as a
+	// crash would.
+	setup func(d *durable, stop func()) hooks
 	// wantErr, if set, must be wrapped by the first Run's error.
 	wantErr error
 	// mayLeaveNothing is set for a crash that can leave nothing to recover
@@ -164,9 +165,9 @@ type crashCase struct {
 }
 
 // nthAppend returns an append hook that fails the n-th append of an entry
-// of kind k, keeping keep of its entries, and cancels the run if cancel is
-// not nil.
-func nthAppend(k recovery.Kind, n, keep int, cancel context.CancelFunc) recovery.AppendHook {
+// of kind k, keeping keep of its entries, and stops the run if stop is not
+// nil.
+func nthAppend(k recovery.Kind, n, keep int, stop func()) recovery.AppendHook {
 	seen := 0
 	return func(_ int, entries []recovery.Entry) recovery.Fault {
 		if entries[0].Kind != k {
@@ -175,39 +176,39 @@ func nthAppend(k recovery.Kind, n, keep int, cancel context.CancelFunc) recovery
 		if seen++; seen != n {
 			return recovery.Fault{}
 		}
-		if cancel != nil {
-			cancel()
+		if stop != nil {
+			stop()
 		}
 		return recovery.Fault{Err: errCrash, Keep: keep}
 	}
 }
 
 func crashCases() []crashCase {
-	cancelIn := func(output, at int, delay time.Duration) func(*durable, context.CancelFunc) hooks {
-		return func(_ *durable, cancel context.CancelFunc) hooks {
+	stopIn := func(output, at int, delay time.Duration) func(*durable, func()) hooks {
+		return func(_ *durable, stop func()) hooks {
 			return hooks{out: func(ctx context.Context, i, n int, b *batch.Batch[string]) error {
 				time.Sleep(delay) // slower than the batch interval: batches queue up
 				if i == output && n == at {
-					cancel()
+					stop()
 					return ctx.Err()
 				}
 				return nil
 			}}
 		}
 	}
-	logFault := func(k recovery.Kind, n, keep int, withCancel bool) func(*durable, context.CancelFunc) hooks {
-		return func(d *durable, cancel context.CancelFunc) hooks {
-			if !withCancel {
-				cancel = nil
+	logFault := func(k recovery.Kind, n, keep int, withStop bool) func(*durable, func()) hooks {
+		return func(d *durable, stop func()) hooks {
+			if !withStop {
+				stop = nil
 			}
-			d.log.SetAppendHook(nthAppend(k, n, keep, cancel))
+			d.log.SetAppendHook(nthAppend(k, n, keep, stop))
 			return hooks{}
 		}
 	}
 	return []crashCase{
-		{name: "cancel in first output after ten batches", setup: cancelIn(0, 10, 200*time.Millisecond)},
-		{name: "cancel in first output, batches queued", setup: cancelIn(0, 3, 1500*time.Millisecond)},
-		{name: "cancel between outputs", setup: cancelIn(1, 2, 1500*time.Millisecond)},
+		{name: "stop in first output after ten batches", setup: stopIn(0, 10, 200*time.Millisecond)},
+		{name: "stop in first output, batches queued", setup: stopIn(0, 3, 1500*time.Millisecond)},
+		{name: "stop between outputs", setup: stopIn(1, 2, 1500*time.Millisecond)},
 		{name: "crash at completion append", setup: logFault(recovery.KindBatchCompleted, 3, 0, true)},
 		{name: "completion append fails", setup: logFault(recovery.KindBatchCompleted, 3, 0, false), wantErr: errCrash},
 		{name: "completion appended, reported failed", setup: logFault(recovery.KindBatchCompleted, 3, 1, false), wantErr: errCrash, mayLeaveNothing: true},
@@ -238,20 +239,19 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	d := &durable{log: recovery.Memory(), out: t.TempDir()}
 
 	// Run 1: produce, crash.
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	rl1 := recoverycheck.NewRecorder()
-	h := tc.setup(d, cancel)
-	sc1, src1 := pipeline(t, d, rl1, h)
+	var p1 *stream.Pipeline
+	h := tc.setup(d, func() { p1.Stop() })
+	p1, src1 := pipeline(t, d, rl1, h)
 	errc := make(chan error, 1)
-	go func() { errc <- sc1.Run(ctx) }()
+	go func() { errc <- p1.Run(t.Context()) }()
 	time.Sleep(300 * time.Millisecond)
 	err := produceUntil(d, src1, 120, errc)
 	if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 		t.Fatalf("first Run = %v, want an error wrapping %v", err, tc.wantErr)
 	}
-	if tc.wantErr == nil && err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("first Run = %v, want nil or context.Canceled", err)
+	if tc.wantErr == nil && err != nil {
+		t.Fatalf("first Run = %v, want nil after Stop", err)
 	}
 	d.log.SetAppendHook(nil)
 	st1, err := recovery.Recover(d.log.Entries())
@@ -264,15 +264,15 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 
 	// Run 2: same pipeline, same log; a few more records, then drain.
 	rl2 := recoverycheck.NewRecorder()
-	sc2, src2 := pipeline(t, d, rl2, hooks{})
+	p2, src2 := pipeline(t, d, rl2, hooks{})
 	errc = make(chan error, 1)
-	go func() { errc <- sc2.Run(t.Context()) }()
+	go func() { errc <- p2.Run(t.Context()) }()
 	for range 5 {
 		src2.produce(d.record(), d.record())
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	sc2.Drain()
+	p2.Drain(context.Background())
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}

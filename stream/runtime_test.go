@@ -26,7 +26,7 @@ func TestRuntimeCarriesTheIntervals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sc, err := stream.NewContext(tt.cfg)
+				p, err := stream.NewPipeline(tt.cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -34,10 +34,10 @@ func TestRuntimeCarriesTheIntervals(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := &ckptReceiver{Source: src}
-				stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
-				sc.Drain()
-				if err := sc.Run(t.Context()); err != nil {
+				r := &rtReceiver{Source: src}
+				stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
+				p.Drain(context.Background())
+				if err := p.Run(t.Context()); err != nil {
 					t.Fatalf("Run: %v", err)
 				}
 				r.mu.Lock()

@@ -71,13 +71,13 @@ func describeSource(r any, o options) recovery.Component {
 }
 
 // shapeLocked returns the pipeline's shape: its sources and outputs in
-// declaration order. sc.mu is held.
-func (sc *Context) shapeLocked() recovery.Shape {
+// declaration order. p.mu is held.
+func (p *Pipeline) shapeLocked() recovery.Shape {
 	var sh recovery.Shape
-	for _, s := range sc.sources {
+	for _, s := range p.sources {
 		sh.Sources = append(sh.Sources, s.component())
 	}
-	for _, o := range sc.outputs {
+	for _, o := range p.outputs {
 		sh.Outputs = append(sh.Outputs, o.component())
 	}
 	return sh
@@ -85,8 +85,8 @@ func (sc *Context) shapeLocked() recovery.Shape {
 
 // Shape returns the shape of the pipeline built so far: its sources and
 // outputs in declaration order, as the recovery log records it.
-func (sc *Context) Shape() recovery.Shape {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.shapeLocked()
+func (p *Pipeline) Shape() recovery.Shape {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shapeLocked()
 }

@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +22,9 @@ import (
 // shapedPipeline builds a pipeline of the given outputs on a fresh memory
 // source: "each" is a ForEach, "print" a Print, anything else a
 // ForEachBatch of that name.
-func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs ...string) *stream.Context {
+func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs ...string) *stream.Pipeline {
 	t.Helper()
-	sc, err := stream.NewContext(cfg)
+	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +36,7 @@ func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs 
 	if sourceName != "" {
 		opts = append(opts, stream.Named(sourceName))
 	}
-	s := stream.From(sc, src, opts...)
+	s := stream.From(p, src, opts...)
 	for _, o := range outputs {
 		switch o {
 		case "each":
@@ -48,28 +47,28 @@ func shapedPipeline(t *testing.T, cfg stream.Config, sourceName string, outputs 
 			stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(o))
 		}
 	}
-	return sc
+	return p
 }
 
 func TestShape(t *testing.T) {
-	sc := shapedPipeline(t, stream.Config{}, "words", "files", "each", "print")
+	p := shapedPipeline(t, stream.Config{}, "words", "files", "each", "print")
 	want := recovery.Shape{
 		Sources: []recovery.Component{{Kind: "memory", Name: "words"}},
 		Outputs: []recovery.Component{{Kind: "ForEachBatch", Name: "files"}, {Kind: "ForEach"}, {Kind: "Print"}},
 	}
-	if diff := cmp.Diff(want, sc.Shape()); diff != "" {
+	if diff := cmp.Diff(want, p.Shape()); diff != "" {
 		t.Errorf("Shape() (-want +got):\n%s", diff)
 	}
 	// A Describer names itself; Named overrides its name.
-	sc2, err := stream.NewContext(stream.Config{})
+	p2, err := stream.NewPipeline(stream.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &durable{log: recovery.Memory()}
-	stream.From(sc2, newReplay(t, d))
-	stream.From(sc2, newReplay(t, d), stream.Named("other"))
+	stream.From(p2, newReplay(t, d))
+	stream.From(p2, newReplay(t, d), stream.Named("other"))
 	want = recovery.Shape{Sources: []recovery.Component{{Kind: "memory", Name: "replay"}, {Kind: "memory", Name: "other"}}}
-	if diff := cmp.Diff(want, sc2.Shape()); diff != "" {
+	if diff := cmp.Diff(want, p2.Shape()); diff != "" {
 		t.Errorf("Shape() of Describers (-want +got):\n%s", diff)
 	}
 }
@@ -99,15 +98,15 @@ func TestShapeChecked(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := recovery.Memory()
 				cfg := stream.Config{Recovery: store}
-				sc := shapedPipeline(t, cfg, "words", "files", "print")
-				sc.Drain()
-				if err := sc.Run(t.Context()); err != nil {
+				p := shapedPipeline(t, cfg, "words", "files", "print")
+				p.Drain(context.Background())
+				if err := p.Run(t.Context()); err != nil {
 					t.Fatalf("first Run: %v", err)
 				}
-				sc = shapedPipeline(t, cfg, tt.source, tt.outputs...)
-				sc.Drain()
+				p = shapedPipeline(t, cfg, tt.source, tt.outputs...)
+				p.Drain(context.Background())
 				before := len(store.Entries())
-				err := sc.Run(t.Context())
+				err := p.Run(t.Context())
 				if tt.want == nil {
 					if err != nil {
 						t.Fatalf("Run with the same shape: %v", err)
@@ -136,85 +135,19 @@ func TestShapeChecked(t *testing.T) {
 	}
 }
 
-// ckptReceiver is a memory source that declares whether it checkpoints
-// stored records, and records the Runtime it was started with.
-type ckptReceiver struct {
+// rtReceiver is a memory source that records the Runtime it was started
+// with.
+type rtReceiver struct {
 	*memory.Source[string]
-	stored bool
-	mu     sync.Mutex
-	rt     source.Runtime[string]
+	mu sync.Mutex
+	rt source.Runtime[string]
 }
 
-func (r *ckptReceiver) CheckpointsStored() bool { return r.stored }
-
-func (r *ckptReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
+func (r *rtReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
 	r.mu.Lock()
 	r.rt = rt
 	r.mu.Unlock()
 	return r.Source.Start(ctx, rt)
-}
-
-// sharedStore is a MemoryStore that declares its log readable by any
-// worker, standing in for a DynamoDB log.
-type sharedStore struct{ *recovery.MemoryStore }
-
-func (sharedStore) SharedLog() bool { return true }
-
-// TestStoredCheckpointsNeedSharedLog checks the G4 refusal: a receiver that
-// checkpoints stored records needs a log every worker can read.
-func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
-	tests := []struct {
-		name       string
-		log        recovery.Opener
-		stored     bool
-		wantErr    string // substring; "" means Run starts
-		wantShared bool
-	}{
-		{"no log, completed checkpoints", nil, false, "", false},
-		{"no log, stored checkpoints", nil, true, "Recovery is nil (no recovery log)", false},
-		{"dir log, stored checkpoints", recovery.Dir("unused"), true, "Recovery is a recovery.DirConfig, which only this machine can read", false},
-		{"memory log, stored checkpoints", recovery.Memory(), true, "Recovery is a *recovery.MemoryStore", false},
-		{"memory log, completed checkpoints", recovery.Memory(), false, "", false},
-		{"shared log, stored checkpoints", sharedStore{recovery.Memory()}, true, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				sc, err := stream.NewContext(stream.Config{Recovery: tt.log})
-				if err != nil {
-					t.Fatal(err)
-				}
-				src, err := memory.New[string](memory.Config{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := &ckptReceiver{Source: src, stored: tt.stored}
-				stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
-				verr := sc.Validate()
-				if tt.wantErr == "" {
-					if verr != nil {
-						t.Fatalf("Validate: %v", verr)
-					}
-					sc.Drain()
-					if err := sc.Run(t.Context()); err != nil {
-						t.Fatalf("Run: %v", err)
-					}
-					if r.rt.SharedLog != tt.wantShared {
-						t.Errorf("Runtime.SharedLog = %v, want %v", r.rt.SharedLog, tt.wantShared)
-					}
-					return
-				}
-				err = sc.Run(t.Context())
-				for _, e := range []error{verr, err} {
-					if !errors.Is(e, stream.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(e), tt.wantErr) ||
-						!strings.Contains(fmt.Sprint(e), "set Config.Recovery to a recovery.DynamoConfig") ||
-						!strings.Contains(fmt.Sprint(e), "configure the receiver to checkpoint completed records only") {
-						t.Errorf("Validate/Run = %v, want ErrInvalidConfig saying %q and the fix", e, tt.wantErr)
-					}
-				}
-			})
-		})
-	}
 }
 
 // TestResumeAfter checks what receivers learn of the log: nothing without
@@ -222,7 +155,7 @@ func TestStoredCheckpointsNeedSharedLog(t *testing.T) {
 func TestResumeAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		run := func(cfg stream.Config, push ...string) source.Runtime[string] {
-			sc, err := stream.NewContext(cfg)
+			p, err := stream.NewPipeline(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,19 +163,19 @@ func TestResumeAfter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range push {
-				src.Push(p)
+			for _, rec := range push {
+				src.Push(rec)
 			}
-			r := &ckptReceiver{Source: src}
-			stream.ForEach(stream.From(sc, r), func(context.Context, string) error { return nil })
-			sc.Drain()
-			if err := sc.Run(t.Context()); err != nil {
+			r := &rtReceiver{Source: src}
+			stream.ForEach(stream.From(p, r), func(context.Context, string) error { return nil })
+			p.Drain(context.Background())
+			if err := p.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			return r.rt
 		}
-		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil || rt.SharedLog {
-			t.Errorf("without a log: ResumeAfter set %v, SharedLog %v", rt.ResumeAfter != nil, rt.SharedLog)
+		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil {
+			t.Error("without a log: ResumeAfter set")
 		}
 		store := recovery.Memory()
 		if rt := run(stream.Config{Recovery: store}, "a", "b", "c"); rt.ResumeAfter == nil {
@@ -320,7 +253,7 @@ func TestCompaction(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := &countingStore{MemoryStore: recovery.Memory(), fail: tt.fail}
 				rl := recoverycheck.NewRecorder()
-				sc, err := stream.NewContext(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
+				p, err := stream.NewPipeline(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -328,11 +261,11 @@ func TestCompaction(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stream.ForEach(stream.From(sc, src), func(context.Context, string) error { return nil })
+				stream.ForEach(stream.From(p, src), func(context.Context, string) error { return nil })
 				errc := make(chan error, 1)
-				go func() { errc <- sc.Run(t.Context()) }()
+				go func() { errc <- p.Run(t.Context()) }()
 				time.Sleep(10*time.Second + 500*time.Millisecond)
-				sc.Stop()
+				p.Stop()
 				err = <-errc
 				if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 					t.Errorf("Run = %v, want %v", err, tt.wantErr)
@@ -359,8 +292,8 @@ func TestOpenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "print")
-	if err := sc.Run(t.Context()); !errors.Is(err, recovery.ErrLocked) {
+	p := shapedPipeline(t, stream.Config{Recovery: store}, "", "print")
+	if err := p.Run(t.Context()); !errors.Is(err, recovery.ErrLocked) {
 		t.Errorf("Run = %v, want an error wrapping recovery.ErrLocked", err)
 	}
 }
@@ -373,18 +306,18 @@ func TestBatchTimesContinueAfterLog(t *testing.T) {
 		store := recovery.Memory()
 		ahead := batch.TimeOf(time.Now().Add(time.Hour))
 		ahead -= ahead % 1000
-		sc := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
+		p := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
 		l, err := store.Open(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Append(t.Context(), recovery.ShapeRecorded(sc.Shape()),
+		if err := l.Append(t.Context(), recovery.ShapeRecorded(p.Shape()),
 			recovery.BatchAllocated(ahead), recovery.BatchCompleted(ahead)); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()
 		rl := recoverycheck.NewRecorder()
-		sc, err = stream.NewContext(stream.Config{Recovery: store, Listeners: []stream.Listener{rl}})
+		p, err = stream.NewPipeline(stream.Config{Recovery: store, Listeners: []stream.Listener{rl}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,9 +326,9 @@ func TestBatchTimesContinueAfterLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		src.Push("x")
-		stream.ForEachBatch(stream.From(sc, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
-		sc.Drain()
-		if err := sc.Run(t.Context()); err != nil {
+		stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named("files"))
+		p.Drain(context.Background())
+		if err := p.Run(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if got := rl.Completed(); len(got) != 1 || got[0] != ahead+1000 {

@@ -25,6 +25,9 @@ type sourceRunner interface {
 	take() []batch.BlockInfo
 	// unbatched returns the number of stored blocks not yet in a batch.
 	unbatched() int
+	// stored returns the number of blocks stored and not yet completed, and
+	// of records in them.
+	stored() (blocks, records int)
 	// complete tells the receiver that blocks are processed and drops
 	// their records from the store.
 	complete(ctx context.Context, blocks []batch.BlockInfo)
@@ -37,21 +40,21 @@ type sourceRunner interface {
 	component() recovery.Component
 }
 
-// From returns the stream of the records r receives. The Context starts r
+// From returns the stream of the records r receives. The Pipeline starts r
 // when Run is called and gives it a source.Runtime whose Push stores blocks
 // in this source's block store. Sources are numbered in From call order,
 // from 0; that index is the Source of their block IDs. Named, among opts,
 // names the source in the pipeline's shape (see Describer).
-func From[T any](sc *Context, r source.Receiver[T], opts ...Option) *Stream[T] {
+func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{})}
-	sc.mu.Lock()
-	s.idx = len(sc.sources)
-	sc.sources = append(sc.sources, s)
-	sc.mu.Unlock()
+	p.mu.Lock()
+	s.idx = len(p.sources)
+	p.sources = append(p.sources, s)
+	p.mu.Unlock()
 	if r == nil {
-		sc.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
+		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	}
-	return newStream(sc, fmt.Sprintf("From(source %d)", s.idx), sc.cfg.BatchInterval, nil, s.batchAt)
+	return newStream(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.batchAt)
 }
 
 // sourceState is one source: its receiver, its block store, and the blocks
@@ -60,7 +63,7 @@ type sourceState[T any] struct {
 	idx   int
 	r     source.Receiver[T]
 	opts  options
-	store source.Store[T]
+	store blockStore[T]
 	e     *engine // set by bind
 
 	mu        sync.Mutex
@@ -91,7 +94,6 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
 		ResumeAfter:     e.resumeAfter,
-		SharedLog:       e.sharedLog,
 		Source:          s.idx,
 		Push:            s.push,
 		BlockInterval:   e.cfg.BlockInterval,
@@ -178,6 +180,8 @@ func (s *sourceState[T]) unbatched() int {
 	defer s.mu.Unlock()
 	return len(s.pending) + s.reserved
 }
+
+func (s *sourceState[T]) stored() (blocks, records int) { return s.store.Len() }
 
 func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
 	if len(blocks) == 0 {

@@ -21,10 +21,10 @@ import (
 // pairs are in that order. State is held in memory and lost when the
 // process ends.
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool)) *Stream[Pair[K, S]] {
-	requireFunc(s.sc, "UpdateStateByKey", s.n, "update", update == nil)
+	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
 	st := &keyState[K, V, S]{update: update, vals: make(map[K]S)}
 	var out *Stream[Pair[K, S]]
-	out = newStatefulStream(s.sc, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
+	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if st.last == nil || st.last.Time() != r.job.time {
 			return nil, fmt.Errorf("%v: no state computed for this batch", out.n)
 		}

@@ -13,7 +13,7 @@ import (
 // in the first batch without it.
 func TestUpdateStateByKey(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		var calls []string
 		counts := UpdateStateByKey(wordPairs(s), func(k string, vs []int, st int, exists bool) (int, bool) {
 			calls = append(calls, fmt.Sprintf("%s %v %d %t", k, vs, st, exists))
@@ -26,7 +26,7 @@ func TestUpdateStateByKey(t *testing.T) {
 			return st, true
 		})
 		c := collect(counts)
-		if err := feed(t, sc, r, [][]string{{"a b", "a"}, {"a"}, nil, {"b c"}, {"c", "b"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a b", "a"}, {"a"}, nil, {"b c"}, {"c", "b"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := []out[kv]{
@@ -56,7 +56,7 @@ func TestUpdateStateByKey(t *testing.T) {
 // even when the only output reads it at a window's slide.
 func TestUpdateStateByKeyWithoutOutput(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		totals := UpdateStateByKey(wordPairs(s), func(_ string, vs []int, st int, _ bool) (int, bool) {
 			for _, v := range vs {
 				st += v
@@ -64,7 +64,7 @@ func TestUpdateStateByKeyWithoutOutput(t *testing.T) {
 			return st, true
 		})
 		c := collect(Window(totals, 2*time.Second, 2*time.Second))
-		if err := feed(t, sc, r, [][]string{{"a"}, {"a"}, {"a b"}, {"a"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a"}, {"a"}, {"a b"}, {"a"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := []out[kv]{{1, []kv{{"a", 1}, {"a", 2}}}, {3, []kv{{"a", 3}, {"b", 1}, {"a", 4}, {"b", 1}}}}

@@ -21,8 +21,8 @@ import (
 // Build the graph before calling Run, from one goroutine. A Stream must not
 // be nil when passed to an operator.
 type Stream[T any] struct {
-	sc *Context
-	n  *node
+	p *Pipeline
+	n *node
 	// compute returns the stream's batch at r's time, which is a multiple of
 	// n.slide. It is called at most once per batch, through at.
 	compute func(r *run) (*batch.Batch[T], error)
@@ -80,23 +80,23 @@ func (s *Stream[T]) at(r *run) (*batch.Batch[T], error) {
 	return b, err
 }
 
-// newStream adds a stream to sc's graph.
-func newStream[T any](sc *Context, op string, slide time.Duration, parents []*node,
+// newStream adds a stream to p's graph.
+func newStream[T any](p *Pipeline, op string, slide time.Duration, parents []*node,
 	compute func(r *run) (*batch.Batch[T], error)) *Stream[T] {
-	return newStatefulStream(sc, op, slide, parents, compute, nil)
+	return newStatefulStream(p, op, slide, parents, compute, nil)
 }
 
-// newStatefulStream adds a stream with a tick (see node.tick) to sc's graph.
-func newStatefulStream[T any](sc *Context, op string, slide time.Duration, parents []*node,
+// newStatefulStream adds a stream with a tick (see node.tick) to p's graph.
+func newStatefulStream[T any](p *Pipeline, op string, slide time.Duration, parents []*node,
 	compute func(r *run) (*batch.Batch[T], error), tick func(r *run) error) *Stream[T] {
 	n := &node{op: op, slide: slide, parents: parents, tick: tick}
-	sc.addNode(n)
-	return &Stream[T]{sc: sc, n: n, compute: compute}
+	p.addNode(n)
+	return &Stream[T]{p: p, n: n, compute: compute}
 }
 
 // derive adds a stream computed batch by batch from s by fn, with s's slide.
 func derive[T, U any](s *Stream[T], op string, fn func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
-	return newStream(s.sc, op, s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
+	return newStream(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
 		b, err := s.at(r)
 		if err != nil || b == nil {
 			return nil, err
@@ -105,10 +105,10 @@ func derive[T, U any](s *Stream[T], op string, fn func(ctx context.Context, b *b
 	})
 }
 
-// requireFunc records a graph error on sc if a function argument is nil:
+// requireFunc records a graph error on p if a function argument is nil:
 // Run then refuses to start, so the nil function is never called.
-func requireFunc(sc *Context, op string, parent *node, arg string, isNil bool) {
+func requireFunc(p *Pipeline, op string, parent *node, arg string, isNil bool) {
 	if isNil {
-		sc.graphError(fmt.Errorf("%s of %v: %s is nil: pass a function", op, parent, arg))
+		p.graphError(fmt.Errorf("%s of %v: %s is nil: pass a function", op, parent, arg))
 	}
 }

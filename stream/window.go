@@ -23,9 +23,9 @@ import (
 // the source's stored blocks, which are dropped once their batch completes.
 // A window batch has the parts and blocks of its batches, in time order.
 func Window[T any](s *Stream[T], length, slide time.Duration) *Stream[T] {
-	length, slide = checkWindow(s.sc, "Window", s.n, length, slide)
+	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
 	h := &history[T]{}
-	return newStatefulStream(s.sc, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
+	return newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
 		t := r.job.time
 		var parts [][]T
 		var blocks []batch.BlockInfo
@@ -40,16 +40,16 @@ func Window[T any](s *Stream[T], length, slide time.Duration) *Stream[T] {
 // checkWindow records a graph error for a length or slide that is not a
 // positive multiple of the parent's slide, and returns usable values (the
 // parent's slide for a bad one) so the graph can still be built.
-func checkWindow(sc *Context, op string, parent *node, length, slide time.Duration) (time.Duration, time.Duration) {
+func checkWindow(p *Pipeline, op string, parent *node, length, slide time.Duration) (time.Duration, time.Duration) {
 	check := func(name string, d time.Duration) time.Duration {
-		p := parent.slide
-		if d > 0 && d%p == 0 {
+		ps := parent.slide
+		if d > 0 && d%ps == 0 {
 			return d
 		}
-		fix := max(p, (d+p-1)/p*p)
-		sc.graphError(fmt.Errorf("%s of %v: %s %v: must be a positive multiple of the slide of %v (%v), such as %v",
-			op, parent, name, d, parent, p, fix))
-		return p
+		fix := max(ps, (d+ps-1)/ps*ps)
+		p.graphError(fmt.Errorf("%s of %v: %s %v: must be a positive multiple of the slide of %v (%v), such as %v",
+			op, parent, name, d, parent, ps, fix))
+		return ps
 	}
 	return check("length", length), check("slide", slide)
 }
@@ -116,13 +116,13 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // length and slide are checked as for Window. The operator keeps the
 // per-batch reductions of the last length+slide.
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration) *Stream[Pair[K, V]] {
-	requireFunc(s.sc, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
-	length, slide = checkWindow(s.sc, "ReduceByKeyAndWindow", s.n, length, slide)
+	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
+	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
 	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
 		return batch.Derive(b, reduceBatch(b, reduce, 0)), nil
 	})
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide}
-	return newStatefulStream(s.sc, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
+	return newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
 }
 
 // windowReduce is the state of a ReduceByKeyAndWindow.

@@ -38,9 +38,9 @@ func TestWindow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				sc, r, s := newTest[string](t, Config{})
+				p, r, s := newTest[string](t, Config{})
 				c := collect(Window(s, tt.length, tt.slide))
-				if err := feed(t, sc, r, steps); err != nil {
+				if err := feed(t, p, r, steps); err != nil {
 					t.Fatalf("Run: %v", err)
 				}
 				if diff := gocmp.Diff(tt.want, c.outs()); diff != "" {
@@ -55,10 +55,10 @@ func TestWindow(t *testing.T) {
 // downstream of a window run only at its slide.
 func TestWindowOfWindow(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		inner := Window(s, 2*time.Second, 2*time.Second)
 		c := collect(Map(Window(inner, 4*time.Second, 4*time.Second), strings.ToUpper))
-		if err := feed(t, sc, r, [][]string{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := []out[string]{{3, []string{"A", "B", "C", "D"}}}
@@ -71,7 +71,7 @@ func TestWindowOfWindow(t *testing.T) {
 // TestWindowBlocks checks a window batch names the blocks of its batches.
 func TestWindowBlocks(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		sc, r, s := newTest[string](t, Config{})
+		p, r, s := newTest[string](t, Config{})
 		var got [][]string
 		w := Window(s, 2*time.Second, time.Second)
 		ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
@@ -82,7 +82,7 @@ func TestWindowBlocks(t *testing.T) {
 			got = append(got, ids)
 			return nil
 		})
-		if err := feed(t, sc, r, [][]string{{"a"}, {"b"}, {"c"}}); err != nil {
+		if err := feed(t, p, r, [][]string{{"a"}, {"b"}, {"c"}}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		want := [][]string{{"block-0-0"}, {"block-0-0", "block-0-1"}, {"block-0-1", "block-0-2"}}
@@ -134,9 +134,9 @@ func TestReduceByKeyAndWindow(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
-					sc, r, s := newTest[string](t, Config{})
+					p, r, s := newTest[string](t, Config{})
 					c := collect(ReduceByKeyAndWindow(wordPairs(s), sum, inverse, tt.length, tt.slide))
-					if err := feed(t, sc, r, steps); err != nil {
+					if err := feed(t, p, r, steps); err != nil {
 						t.Fatalf("Run: %v", err)
 					}
 					if diff := gocmp.Diff(tt.want, sortPairs(c.outs()), cmpopts.EquateEmpty()); diff != "" {
@@ -163,11 +163,11 @@ func TestReduceByKeyAndWindowInverseEqualsRecompute(t *testing.T) {
 	for _, w := range [][2]time.Duration{{3 * time.Second, time.Second}, {6 * time.Second, 2 * time.Second}, {2 * time.Second, 3 * time.Second}} {
 		t.Run(w[0].String()+"/"+w[1].String(), func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				sc, r, s := newTest[string](t, Config{})
+				p, r, s := newTest[string](t, Config{})
 				pairs := wordPairs(s)
 				plain := collect(ReduceByKeyAndWindow(pairs, sum, nil, w[0], w[1]))
 				inc := collect(ReduceByKeyAndWindow(pairs, sum, sub, w[0], w[1]))
-				if err := feed(t, sc, r, steps); err != nil {
+				if err := feed(t, p, r, steps); err != nil {
 					t.Fatalf("Run: %v", err)
 				}
 				if diff := gocmp.Diff(sortPairs(plain.outs()), sortPairs(inc.outs()), cmpopts.EquateEmpty()); diff != "" {
@@ -181,11 +181,11 @@ func TestReduceByKeyAndWindowInverseEqualsRecompute(t *testing.T) {
 // TestWindowHistoryDropsOldBatches checks that a window's history keeps
 // only the batches a window can still need: those after t-keep.
 func TestWindowHistoryDropsOldBatches(t *testing.T) {
-	sc, _, s := newTest[string](t, Config{})
+	p, _, s := newTest[string](t, Config{})
 	h := &history[string]{}
 	tick := h.tick(s, 3*time.Second)
 	for i := range 6 {
-		r := &run{ctx: t.Context(), job: &job{time: batch.Time((i + 1) * 1000), blocks: make([][]batch.BlockInfo, 1)}, memo: make([]any, len(sc.nodes))}
+		r := &run{ctx: t.Context(), job: &job{time: batch.Time((i + 1) * 1000), blocks: make([][]batch.BlockInfo, 1)}, memo: make([]any, len(p.nodes))}
 		if err := tick(r); err != nil {
 			t.Fatalf("tick at %v: %v", r.job.time, err)
 		}

@@ -140,13 +140,13 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	if err != nil {
 		return result{}, err
 	}
-	sc, err := stream.NewContext(stream.Config{BatchInterval: o.batch, BlockInterval: o.block, Logger: logger})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: o.batch, BlockInterval: o.block, Logger: logger})
 	if err != nil {
 		return result{}, err
 	}
 	var total, bytes int64 // touched only by the output, one batch at a time
 	done := make(chan struct{})
-	stream.ForEachBatch(stream.From(sc, src), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
+	stream.ForEachBatch(stream.From(p, src), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
 		for r := range b.All() {
 			bytes += int64(len(r.Data))
 		}
@@ -159,14 +159,14 @@ func consumeWeir(ctx context.Context, env *localaws.Env, name string, o options,
 	})
 	start := time.Now()
 	runErr := make(chan error, 1)
-	go func() { runErr <- sc.Run(ctx) }()
+	go func() { runErr <- p.Run(ctx) }()
 	select {
 	case <-done:
 	case err := <-runErr:
 		return result{}, fmt.Errorf("pipeline stopped before reading every record: %w", err)
 	}
 	elapsed := time.Since(start)
-	sc.Stop()
+	p.Stop()
 	if err := <-runErr; err != nil {
 		return result{}, err
 	}

@@ -48,18 +48,18 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 	if err != nil {
 		return err
 	}
-	sc, err := newContext(o, logger)
+	p, err := newPipeline(o, logger)
 	if err != nil {
 		return err
 	}
-	lines := stream.Map(stream.From(sc, src), func(r kinesis.Record) string { return string(r.Data) })
+	lines := stream.Map(stream.From(p, src), func(r kinesis.Record) string { return string(r.Data) })
 	counted, err := countWords(lines, o, out)
 	if err != nil {
 		return err
 	}
 
 	client := env.Kinesis()
-	prodCtx, stopProducing := context.WithCancel(ctx)
+	prodCtx, stopProducing := withDuration(ctx, o.duration)
 	defer stopProducing()
 	produced := make(chan int, 1)
 	var seq int
@@ -75,16 +75,26 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 		})
 		produced <- n
 	}()
-	err = drainOnDone(ctx, o, sc, func() {
-		stopProducing()
+	// Lines still in the stream when the pipeline drains are not lost (a
+	// restarted application reads them), but this demo counts them all: its
+	// pipeline drains once production has stopped and the receiver has read
+	// every line produced (or 10s later).
+	runCtx, stopRun := context.WithCancel(context.Background())
+	ranCtx, ran := context.WithCancel(context.Background()) // done once Run has returned
+	caughtUp := make(chan struct{})
+	go func() {
+		defer close(caughtUp)
+		defer stopRun()
 		n := <-produced
 		fmt.Fprintf(out, "produced %d lines; waiting for the receiver to read them all, then draining\n", n)
-		// Lines still in the stream when the pipeline stops are not lost (a
-		// restarted application reads them), but the example counts them all.
-		if !awaitCounted(context.Background(), counted, int64(n), 10*time.Second) {
-			fmt.Fprintf(out, "counted %d of %d lines after 10s; the rest stay in the stream\n", counted.Load(), n)
+		if !awaitCounted(ranCtx, counted, int64(n), 10*time.Second) {
+			fmt.Fprintf(out, "counted %d of %d lines; the rest stay in the stream\n", counted.Load(), n)
 		}
-	})
+	}()
+	err = p.Run(runCtx)
+	ran()
+	stopProducing()
+	<-caughtUp
 	cs := src.CheckpointStats()
 	fmt.Fprintf(out, "counted %d lines; %d checkpoints written to the lease table, %d failed\n", counted.Load(), cs.Commits, cs.Failures)
 	return err
@@ -123,13 +133,15 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	if err != nil {
 		return err
 	}
-	sc, err := newContext(o, logger)
+	p, err := newPipeline(o, logger)
 	if err != nil {
 		return err
 	}
-	lines := stream.Map(stream.From(sc, src), func(r kinesis.Record) string { return string(r.Data) })
+	lines := stream.Map(stream.From(p, src), func(r kinesis.Record) string { return string(r.Data) })
 	if _, err := countWords(lines, o, out); err != nil {
 		return err
 	}
-	return drainOnDone(ctx, o, sc, func() {})
+	ctx, cancel := withDuration(ctx, o.duration)
+	defer cancel()
+	return p.Run(ctx) // until Ctrl-C or -duration, then drains: leases handed back, final checkpoints
 }

@@ -12,7 +12,7 @@ import (
 
 // runMemory counts generated lines fed through the in-process memory source.
 func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Writer) error {
-	sc, err := newContext(o, logger)
+	p, err := newPipeline(o, logger)
 	if err != nil {
 		return err
 	}
@@ -20,45 +20,24 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 	if err != nil {
 		return err
 	}
-	counted, err := countWords(stream.From(sc, src), o, out)
+	counted, err := countWords(stream.From(p, src), o, out)
 	if err != nil {
 		return err
 	}
 
-	prodCtx, stopProducing := context.WithCancel(ctx)
-	defer stopProducing()
+	ctx, cancel := withDuration(ctx, o.duration)
+	defer cancel()
 	produced := make(chan int, 1)
 	go func() {
-		n, _ := produce(prodCtx, o.rate, func(ctx context.Context, lines []string) error {
+		// The source takes every line sent before it stops, and its Stop
+		// pushes them: the drain counts them all.
+		n, _ := produce(ctx, o.rate, func(ctx context.Context, lines []string) error {
 			return src.Send(ctx, lines...)
 		})
 		produced <- n
 	}()
-	err = drainOnDone(ctx, o, sc, func() {
-		stopProducing()
-		fmt.Fprintf(out, "produced %d lines; draining\n", <-produced)
-	})
+	err = p.Run(ctx) // until Ctrl-C or -duration, then drains
+	fmt.Fprintf(out, "produced %d lines\n", <-produced)
 	fmt.Fprintf(out, "counted %d lines\n", counted.Load())
 	return err
-}
-
-// drainOnDone runs sc until ctx is done or o.duration has passed (0: no
-// limit), then calls beforeDrain and drains sc.
-// It returns Run's error, or nil after a clean drain.
-func drainOnDone(ctx context.Context, o options, sc *stream.Context, beforeDrain func()) error {
-	if o.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.duration)
-		defer cancel()
-	}
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	beforeDrain()
-	sc.Drain()
-	return <-done
 }

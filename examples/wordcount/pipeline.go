@@ -18,11 +18,11 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// newContext returns the example's Context: batches every o.batch, and a
+// newPipeline returns the example's Pipeline: batches every o.batch, and a
 // recovery log in o.state so that a restarted run recomputes the batches a
 // crash interrupted.
-func newContext(o options, logger *slog.Logger) (*stream.Context, error) {
-	return stream.NewContext(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state)})
+func newPipeline(o options, logger *slog.Logger) (*stream.Pipeline, error) {
+	return stream.NewPipeline(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state)})
 }
 
 // countWords adds the word count to lines: words are counted per batch, each
@@ -78,6 +78,14 @@ func encodeCounts(w io.Writer, b *batch.Batch[stream.Pair[string, int64]]) error
 		}
 	}
 	return nil
+}
+
+// withDuration returns ctx, done after d too if d > 0 (-duration).
+func withDuration(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
 }
 
 // awaitCounted waits until counted reaches want, ctx is done or wait has

@@ -1,8 +1,7 @@
-// Package crashtest holds weir's crash tests (the repository's DESIGN.md,
-// "Recovery" and "Guarantees", G1 to G4): a kill -9 torture test and
-// deterministic crash-point tests of a Kinesis pipeline with leases,
-// checkpoints in DynamoDB and a recovery log, all on local servers
-// (kinesalite and dynalite, see internal/localaws).
+// Package crashtest holds weir's crash tests (DESIGN.md, "Recovery", G1 to
+// G4): a kill -9 torture test and deterministic crash-point tests of a
+// Kinesis pipeline with leases, checkpoints in DynamoDB and a recovery log,
+// all on local servers (kinesalite and dynalite, see internal/localaws).
 // The package has no API: everything is in its tests.
 //
 // # The torture test
@@ -27,7 +26,7 @@
 // drained log holds nothing pending, and that every lease was handed back
 // with its shard's last record checkpointed. With WEIR_TORTURE_KILLS >= 10
 // a run in which no batch ran twice fails: it did not test G2.
-// TestCrashTortureSharedLog does the same with the recovery log in
+// TestCrashTortureDynamoLog does the same with the recovery log in
 // DynamoDB (dynamolog.Config), which any worker can read: the
 // checkpoints must stop at the completed records all the same.
 //
@@ -47,16 +46,15 @@
 //
 // TestCrashPoints crashes an in-process pipeline exactly at one point (a
 // block logged but not yet checkpointed, a checkpoint committed, outputs
-// done but the completion not logged, ...), some with a log declared
-// shared as a DynamoDB log is: from that instant nothing the "dead"
-// pipeline does takes effect (its log appends, DynamoDB calls and output
-// writes fail). A second pipeline on the same log then must deliver every
+// done but the completion not logged, ...): from that instant nothing the
+// "dead" pipeline does takes effect (its log appends, DynamoDB calls and
+// output writes fail). A second pipeline on the same log then must deliver every
 // record, with duplicates only from the batch that ran again. An
 // inspecting DynamoDB client checks at every checkpoint write that it does
 // not pass the completed records, whatever the log (G4).
 //
 // TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker "a", on its own
-// shared log, dies for good with stored blocks not completed; worker "b",
+// log, dies for good with stored blocks not completed; worker "b",
 // with another ID and another log, takes the shards over once the leases
 // expired and must deliver every record (at least once: records may come
 // twice, none may be lost).

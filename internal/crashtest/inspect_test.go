@@ -83,13 +83,10 @@ func readJournal(path string) (commits int, past []string, err error) {
 // modelOpener wraps a recovery log's Opener so that a logModel follows
 // the log: at Open, what the log holds (a restarted child completes batches
 // an earlier one logged), then every append once it succeeded, before the
-// driver acts on it (so before the receiver learns of a completion). It
-// declares the log shared or not (SharedLog) as the wrapped one is, so the
-// driver treats it the same.
+// driver acts on it (so before the receiver learns of a completion).
 type modelOpener struct {
-	inner  recovery.Opener
-	model  *logModel
-	shared bool
+	inner recovery.Opener
+	model *logModel
 }
 
 // Open opens the wrapped log and reads it into the model.
@@ -105,9 +102,6 @@ func (o modelOpener) Open(ctx context.Context) (recovery.Log, error) {
 	o.model.apply(entries)
 	return modelLog{Log: l, model: o.model}, nil
 }
-
-// SharedLog reports whether the wrapped log is one any worker can read.
-func (o modelOpener) SharedLog() bool { return o.shared }
 
 // modelLog is a Log whose successful appends are applied to a logModel.
 type modelLog struct {

@@ -70,8 +70,10 @@ func childMain() int {
 func journalPath(out string) string { return out + ".ckpt" }
 
 func runChild(logger *slog.Logger) error {
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	// SIGTERM cancels runCtx, and Run drains: the program shape of every
+	// weir application.
+	runCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	ctx := context.Background()
 
 	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true})
@@ -98,14 +100,14 @@ func runChild(logger *slog.Logger) error {
 	model := newLogModel()
 	shared := os.Getenv(envShared) == "1"
 	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr}
-	sc, _, err := newPipeline(pipelineConfig{
+	p, _, err := newPipeline(pipelineConfig{
 		aws:             env.AWSConfig(),
 		kinesisEndpoint: env.KinesisEndpoint,
 		dynamoEndpoint:  env.DynamoDBEndpoint,
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
 		recovery: modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
-			model: model, shared: shared},
+			model: model},
 		out:    out,
 		logger: logger,
 		dynamo: spy,
@@ -113,18 +115,5 @@ func runChild(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		select {
-		case <-term:
-			sc.Drain()
-		case <-done:
-		}
-	}()
-	err = sc.Run(ctx)
-	close(done)
-	<-drained
-	return err
+	return p.Run(runCtx)
 }

@@ -49,7 +49,7 @@ type pipelineConfig struct {
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
 // interval checkpoints, every batch's records appended to cfg.out, and
 // its done line once its completion is logged (doneListener).
-func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error) {
+func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error) {
 	awsCfg := cfg.aws
 	worker := cfg.worker
 	if worker == "" {
@@ -68,7 +68,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)
 	}
-	sc, err := stream.NewContext(stream.Config{
+	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval: batchInterval,
 		BlockInterval: blockInterval,
 		Recovery:      cfg.recovery,
@@ -79,10 +79,10 @@ func newPipeline(cfg pipelineConfig) (*stream.Context, *kinesis.Receiver, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("context: %w", err)
 	}
-	recs := stream.From(sc, recv, stream.Named(cfg.stream))
+	recs := stream.From(p, recv, stream.Named(cfg.stream))
 	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
-	if err := sc.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
-	return sc, recv, nil
+	return p, recv, nil
 }

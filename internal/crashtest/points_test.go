@@ -18,10 +18,6 @@ import (
 // crashPoint is one deterministic crash of TestCrashPoints.
 type crashPoint struct {
 	name string
-	// shared runs the pipeline on a log declared readable by any worker,
-	// as a DynamoDB log is (source.Runtime.SharedLog): the receiver must
-	// checkpoint completed records only all the same.
-	shared bool
 	// at crashes at an append; nil for a crash at a checkpoint write.
 	at *appendCrash
 	// afterCommit crashes after that many checkpoint commits.
@@ -35,18 +31,15 @@ type crashPoint struct {
 // completion append, restarts it on the same log and lease table, and checks
 // that every record is output, duplicates only from a batch run again (the
 // same records, in the same order), and that no checkpoint write ever
-// passed the completed records, with a shared log too (G4).
+// passed the completed records (G4).
 func TestCrashPoints(t *testing.T) {
 	points := []crashPoint{
 		{name: "block logged, not yet checkpointed", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4, keep: true}},
-		{name: "block logged, not yet checkpointed, shared log", shared: true, at: &appendCrash{kind: recovery.KindBlockStored, nth: 4, keep: true}},
 		{name: "block append never written", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4}},
 		{name: "batch allocated, outputs not started", at: &appendCrash{kind: recovery.KindBatchAllocated, nth: 2, keep: true}},
 		{name: "outputs done, completion not logged", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2}, rerun: true},
-		{name: "outputs done, completion not logged, shared log", shared: true, at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2}, rerun: true},
 		{name: "completion logged, receiver not told", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2, keep: true}},
 		{name: "checkpoint committed", afterCommit: 3},
-		{name: "checkpoint committed, shared log", shared: true, afterCommit: 3},
 	}
 	for _, p := range points {
 		t.Run(p.name, func(t *testing.T) {
@@ -68,14 +61,14 @@ type pointRun struct {
 }
 
 // start starts the pipeline with the spy and crash given, and returns its
-// Run's error channel and its Context.
-func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-chan error, *stream.Context) {
+// Run's error channel and its Pipeline.
+func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-chan error, *stream.Pipeline) {
 	t.Helper()
 	bf, err := openBatchFile(r.out, label, 20*time.Millisecond, &c.dead)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, _, err := newPipeline(pipelineConfig{
+	p, _, err := newPipeline(pipelineConfig{
 		aws: r.env.AWSConfig(), kinesisEndpoint: r.env.KinesisEndpoint, dynamoEndpoint: r.env.DynamoDBEndpoint,
 		stream: r.name, table: r.name, worker: r.worker, recovery: r.open, out: bf, dynamo: spy,
 	})
@@ -84,23 +77,20 @@ func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-c
 	}
 	errc := make(chan error, 1)
 	go func() {
-		err := sc.Run(t.Context())
+		err := p.Run(t.Context())
 		bf.Close()
 		errc <- err
 	}()
-	t.Cleanup(sc.Stop)
-	return errc, sc
+	t.Cleanup(func() { p.Stop(); <-p.Done() })
+	return errc, p
 }
 
-func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
+func runCrashPoint(t *testing.T, env *localaws.Env, cp crashPoint) {
 	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 	defer cancel()
 	r := &pointRun{env: env, name: localaws.UniqueName(t), out: filepath.Join(t.TempDir(), "out.txt"),
 		store: recovery.Memory(), model: newLogModel()}
 	r.open = r.store
-	if p.shared {
-		r.open = sharedMemory{r.store}
-	}
 	if err := env.CreateStream(ctx, r.name, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +101,9 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 
 	// Run 1, until the crash.
 	c1 := newCrash()
-	r.store.SetAppendHook(hook(r.model, c1, p.at))
-	spy1 := &ddbSpy{next: env.DynamoDB(), model: r.model, crash: c1, crashAfterCommit: p.afterCommit}
-	errc, sc := r.start(t, "run-1", c1, spy1)
+	r.store.SetAppendHook(hook(r.model, c1, cp.at))
+	spy1 := &ddbSpy{next: env.DynamoDB(), model: r.model, crash: c1, crashAfterCommit: cp.afterCommit}
+	errc, p := r.start(t, "run-1", c1, spy1)
 	select {
 	case <-c1.at:
 	case err := <-errc:
@@ -121,7 +111,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 	case <-ctx.Done():
 		t.Fatal("run 1 never reached the crash point")
 	}
-	sc.Stop()
+	p.Stop()
 	err1 := <-errc
 	close(stopProd)
 	if err := <-prodErr; err != nil {
@@ -135,13 +125,13 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 	c2 := newCrash()
 	r.store.SetAppendHook(hook(r.model, c2, nil))
 	spy2 := &ddbSpy{next: env.DynamoDB(), model: r.model, crash: c2}
-	errc, sc = r.start(t, "run-2", c2, spy2)
+	errc, p = r.start(t, "run-2", c2, spy2)
 	put, maybe, _ := prod.snapshot()
 	exited := make(chan struct{})
 	var err2 error
 	go func() { err2 = <-errc; close(exited) }()
 	awaitRecords(t, r.out, put, exited, func() string { return fmt.Sprintf("run 2: %v", err2) })
-	sc.Drain()
+	p.Drain(context.Background())
 	<-exited
 	if err2 != nil {
 		t.Errorf("run 2 drained with %v", err2)
@@ -149,7 +139,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, p crashPoint) {
 
 	f := checkFile(t, r.out, put, maybe)
 	report(t, fmt.Sprintf("crash at %s: %v (run 1 returned %v)", c1.what, f, err1))
-	if p.rerun && f.Rerun == 0 {
+	if cp.rerun && f.Rerun == 0 {
 		t.Errorf("no batch ran twice: the crash point was not between the outputs and the completion")
 	}
 	checkSpies(t, spy1, spy2)

@@ -257,12 +257,3 @@ func (d *ddbSpy) stats() (commits int, violations []string) {
 	defer d.mu.Unlock()
 	return d.commits, append([]string(nil), d.violations...)
 }
-
-// sharedMemory is a MemoryStore that declares its log readable by any
-// worker (stream.Config.Recovery's SharedLog method), as a DynamoDB log
-// is: the driver then sets source.Runtime.SharedLog, which weir's Kinesis
-// receiver must not take as leave to checkpoint stored records.
-type sharedMemory struct{ *recovery.MemoryStore }
-
-// SharedLog reports true.
-func (sharedMemory) SharedLog() bool { return true }

@@ -16,7 +16,7 @@ import (
 )
 
 // TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker A (ID "a", its
-// own log, declared shared as a DynamoDB log is) reads, checkpoints, and is
+// own log) reads, checkpoints, and is
 // killed with blocks stored that never completed (at the first block
 // logged after its second checkpoint); it never comes back. Worker B (ID
 // "b", another log) takes the shards over once A's leases expired, and
@@ -34,7 +34,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	name, out := localaws.UniqueName(t), filepath.Join(t.TempDir(), "out.txt")
 	worker := func(id string) *pointRun {
 		r := &pointRun{env: env, name: name, out: out, store: recovery.Memory(), model: newLogModel(), worker: id}
-		r.open = sharedMemory{r.store}
+		r.open = r.store
 		return r
 	}
 	a, b := worker("a"), worker("b")
@@ -51,7 +51,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	spyA := &ddbSpy{next: env.DynamoDB(), model: a.model, crash: ca, crashPastCompletion: true}
 	afterCommits := func() bool { n, _ := spyA.stats(); return n >= 2 }
 	a.store.SetAppendHook(hook(a.model, ca, &appendCrash{kind: recovery.KindBlockStored, nth: 1, keep: true, after: afterCommits}))
-	errc, sc := a.start(t, "worker-a", ca, spyA)
+	errc, p := a.start(t, "worker-a", ca, spyA)
 	select {
 	case <-ca.at:
 	case err := <-errc:
@@ -59,7 +59,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("worker a never reached the crash point")
 	}
-	sc.Stop()
+	p.Stop()
 	errA := <-errc
 	close(stopProd)
 	if err := <-prodErr; err != nil {
@@ -77,13 +77,13 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	cb := newCrash()
 	b.store.SetAppendHook(hook(b.model, cb, nil))
 	spyB := &ddbSpy{next: env.DynamoDB(), model: b.model, crash: cb}
-	errc, sc = b.start(t, "worker-b", cb, spyB)
+	errc, p = b.start(t, "worker-b", cb, spyB)
 	put, maybe, _ := prod.snapshot()
 	exited := make(chan struct{})
 	var errB error
 	go func() { errB = <-errc; close(exited) }()
 	awaitRecords(t, out, put, exited, func() string { return fmt.Sprintf("worker b: %v", errB) })
-	sc.Drain()
+	p.Drain(context.Background())
 	<-exited
 	if errB != nil {
 		t.Errorf("worker b drained with %v", errB)

@@ -55,11 +55,11 @@ func envInt(t *testing.T, name string, def int) int {
 // recovery log is a local directory.
 func TestCrashTorture(t *testing.T) { torture(t, false) }
 
-// TestCrashTortureSharedLog is TestCrashTorture with the recovery log in
+// TestCrashTortureDynamoLog is TestCrashTorture with the recovery log in
 // DynamoDB, which any worker can read: the checkpoints must still stop at
 // the completed records (G4), and a restart recomputes from the log what
 // the crash left pending.
-func TestCrashTortureSharedLog(t *testing.T) { torture(t, true) }
+func TestCrashTortureDynamoLog(t *testing.T) { torture(t, true) }
 
 func torture(t *testing.T, shared bool) {
 	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)

@@ -228,12 +228,12 @@ func (f *fleet) config(id string, leaseDuration time.Duration, ddb *ddbSpy, kc *
 	}
 }
 
-// worker is one worker: a stream.Context reading the stream through a
+// worker is one worker: a stream.Pipeline reading the stream through a
 // leased receiver, its output collecting every record.
 type worker struct {
 	id     string
 	r      *kinesis.Receiver
-	sc     *stream.Context
+	sc     *stream.Pipeline
 	ddb    *ddbSpy
 	kc     *kinesisSpy
 	cancel context.CancelFunc
@@ -256,7 +256,7 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 	if err != nil {
 		f.t.Fatalf("worker %s: %v", id, err)
 	}
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func (w *worker) kill() {
 // drain stops the worker gracefully and checks Run's result.
 func (w *worker) drain(t *testing.T) {
 	t.Helper()
-	w.sc.Drain()
+	w.sc.Drain(context.Background())
 	<-w.done
 	if w.runErr != nil {
 		t.Errorf("worker %s: Run after Drain: %v", w.id, w.runErr)

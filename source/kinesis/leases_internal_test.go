@@ -65,44 +65,36 @@ func TestLeasePosition(t *testing.T) {
 }
 
 // TestLeaseLatestIsCompleted checks that the checkpointed number is the
-// greatest completed one, never a stored one, with or without a recovery
-// log any worker can read (Runtime.SharedLog): a new owner of the shard
-// does not read this worker's log (G4).
+// greatest completed one, never a stored one: a new owner of the shard
+// does not read this worker's recovery log (G4).
 func TestLeaseLatestIsCompleted(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		shared bool
-	}{{"no shared log", false}, {"shared log", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
-			lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{SharedLog: tc.shared})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := lr.latest("x"); ok {
-				t.Error("latest before anything completed: ok")
-			}
-			r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: "x", First: "1", Last: "9", Count: 2}, {Stream: "s", Shard: "x", First: "10", Last: "20", Count: 2}})
-			if got, ok := lr.latest("x"); ok {
-				t.Errorf("latest with records stored, none completed = %q; want none", got)
-			}
-			block := func(first, last string) batch.BlockInfo {
-				return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
-			}
-			r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
-			r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
-			if got, ok := lr.latest("x"); !ok || got != "9" {
-				t.Errorf("latest = %q, %v; want the completed 9, not the stored 20", got, ok)
-			}
-			if _, ok := lr.latest("y"); ok {
-				t.Error("latest of an unknown shard: ok")
-			}
-		})
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
+	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lr.latest("x"); ok {
+		t.Error("latest before anything completed: ok")
+	}
+	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: "x", First: "1", Last: "9", Count: 2}, {Stream: "s", Shard: "x", First: "10", Last: "20", Count: 2}})
+	if got, ok := lr.latest("x"); ok {
+		t.Errorf("latest with records stored, none completed = %q; want none", got)
+	}
+	block := func(first, last string) batch.BlockInfo {
+		return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
+	}
+	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
+	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
+	if got, ok := lr.latest("x"); !ok || got != "9" {
+		t.Errorf("latest = %q, %v; want the completed 9, not the stored 20", got, ok)
+	}
+	if _, ok := lr.latest("y"); ok {
+		t.Error("latest of an unknown shard: ok")
 	}
 }
 

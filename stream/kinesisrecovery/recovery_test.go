@@ -51,7 +51,7 @@ func (f *fixture) put(ctx context.Context, n int) error {
 // it, as the driver tells it), mapped to strings, with a "collect" output
 // (rl records it, then out is called) and the files sink.
 func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
-	out func(ctx context.Context, b *batch.Batch[string]) error) *stream.Context {
+	out func(ctx context.Context, b *batch.Batch[string]) error) *stream.Pipeline {
 	t.Helper()
 	awsCfg := f.env.AWSConfig()
 	recv, err := kinesis.New(kinesis.Config{
@@ -65,7 +65,7 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := stream.NewContext(stream.Config{
+	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval: 200 * time.Millisecond,
 		BlockInterval: 50 * time.Millisecond,
 		Recovery:      recovery.Dir(f.logDir),
@@ -75,7 +75,7 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := stream.Map(stream.From(sc, recv, stream.Named(f.stream)), func(r kinesis.Record) string { return string(r.Data) })
+	lines := stream.Map(stream.From(p, recv, stream.Named(f.stream)), func(r kinesis.Record) string { return string(r.Data) })
 	stream.ForEachBatch(lines, func(ctx context.Context, b *batch.Batch[string]) error {
 		rl.See(b)
 		return out(ctx, b)
@@ -85,7 +85,7 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 		t.Fatal(err)
 	}
 	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))
-	return sc
+	return p
 }
 
 func (f *fixture) state(t *testing.T) *recovery.State {
@@ -118,23 +118,23 @@ func TestFailureRecovery(t *testing.T) {
 	}
 
 	// Run 1: records arrive every 20ms; the fourth batch with data
-	// crashes the pipeline from inside its first output.
-	runCtx, crash := context.WithCancel(ctx)
-	defer crash()
+	// crashes the pipeline from inside its first output: it stops now
+	// (Stop), and the output fails as its ctx is done.
 	rl1 := recoverycheck.NewRecorder()
 	withData := 0
-	sc1 := f.pipeline(t, rl1, func(ctx context.Context, b *batch.Batch[string]) error {
+	var p1 *stream.Pipeline
+	p1 = f.pipeline(t, rl1, func(ctx context.Context, b *batch.Batch[string]) error {
 		if b.Len() > 0 {
 			if withData++; withData == 4 {
-				crash()
+				p1.Stop()
 				return ctx.Err()
 			}
 		}
 		return nil
 	})
 	errc := make(chan error, 1)
-	go func() { errc <- sc1.Run(runCtx) }()
-	if err := produceUntil(ctx, f, errc); err != nil && runCtx.Err() == nil {
+	go func() { errc <- p1.Run(ctx) }()
+	if err := produceUntil(ctx, f, errc); err != nil {
 		t.Fatalf("first Run: %v", err)
 	}
 	if ctx.Err() != nil {
@@ -153,7 +153,7 @@ func TestFailureRecovery(t *testing.T) {
 	seenAll := make(chan struct{})
 	var seen sync.Map
 	var closeOnce sync.Once
-	sc2 := f.pipeline(t, rl2, func(_ context.Context, b *batch.Batch[string]) error {
+	p2 := f.pipeline(t, rl2, func(_ context.Context, b *batch.Batch[string]) error {
 		for r := range b.All() {
 			seen.Store(r, true)
 		}
@@ -163,7 +163,7 @@ func TestFailureRecovery(t *testing.T) {
 		return nil
 	})
 	errc = make(chan error, 1)
-	go func() { errc <- sc2.Run(ctx) }()
+	go func() { errc <- p2.Run(ctx) }()
 	select {
 	case <-seenAll:
 	case err := <-errc:
@@ -171,7 +171,7 @@ func TestFailureRecovery(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the second run did not see every record in time")
 	}
-	sc2.Drain()
+	p2.Drain(context.Background())
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}

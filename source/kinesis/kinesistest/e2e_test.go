@@ -78,7 +78,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		put(0, 200)
 
-		sc, err := stream.NewContext(stream.Config{BatchInterval: time.Second})
+		sc, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		case <-time.After(10 * time.Minute): // virtual: a failure guard
 			t.Fatal("not every record was delivered within 10 minutes of virtual time")
 		}
-		sc.Drain()
+		sc.Drain(context.Background())
 		if err := <-ran; err != nil {
 			t.Fatalf("Run: %v", err)
 		}

@@ -32,7 +32,7 @@ func Example() {
 		}
 	}
 
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 10 * time.Millisecond})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -66,7 +66,7 @@ func Example() {
 	go func() { done <- sc.Run(context.Background()) }()
 	select {
 	case <-all:
-		sc.Drain() // finish what was pushed, then stop
+		sc.Drain(context.Background()) // finish what was pushed, then stop
 		err = <-done
 	case err = <-done: // stopped before every word was counted
 	}

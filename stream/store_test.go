@@ -1,4 +1,4 @@
-package source
+package stream
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ type storeView struct {
 	Held            map[batch.BlockID][]string
 }
 
-func view(s *Store[string], ids []batch.BlockID) storeView {
+func view(s *blockStore[string], ids []batch.BlockID) storeView {
 	v := storeView{Held: map[batch.BlockID][]string{}}
 	v.Blocks, v.Records = s.Len()
 	for _, id := range ids {
@@ -70,7 +70,7 @@ func TestStore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s Store[string]
+			var s blockStore[string]
 			for _, op := range tt.ops {
 				if op.put {
 					s.Put(op.id, op.records)
@@ -89,7 +89,7 @@ func TestStore(t *testing.T) {
 // while readers count: under -race this checks the locking, and the final
 // counts check that no update was lost.
 func TestStoreConcurrentUse(t *testing.T) {
-	var s Store[int]
+	var s blockStore[int]
 	const writers, blocks = 8, 200
 	var wg sync.WaitGroup
 	for w := range writers {

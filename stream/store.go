@@ -1,4 +1,4 @@
-package source
+package stream
 
 import (
 	"sync"
@@ -6,10 +6,10 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// Store is the in-process block store: the records of each stored block,
-// by ID, until the batch holding the block is complete. It is safe for
-// concurrent use. The zero value is an empty store.
-type Store[T any] struct {
+// blockStore is a source's in-process block store: the records of each
+// stored block, by ID, until the batch holding the block is complete. It is
+// safe for concurrent use. The zero value is an empty store.
+type blockStore[T any] struct {
 	mu     sync.Mutex
 	blocks map[batch.BlockID][]T
 	n      int
@@ -18,7 +18,7 @@ type Store[T any] struct {
 // Put stores the records of block id, replacing any held under that ID. A
 // block with no records is held too. The store keeps the slice itself, not a
 // copy: the caller must not modify it afterwards.
-func (s *Store[T]) Put(id batch.BlockID, records []T) {
+func (s *blockStore[T]) Put(id batch.BlockID, records []T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.blocks == nil {
@@ -30,7 +30,7 @@ func (s *Store[T]) Put(id batch.BlockID, records []T) {
 
 // Get returns the records of block id, and whether the store has it. The
 // slice is the one the store holds: callers must not modify it.
-func (s *Store[T]) Get(id batch.BlockID) ([]T, bool) {
+func (s *blockStore[T]) Get(id batch.BlockID) ([]T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.blocks[id]
@@ -38,7 +38,7 @@ func (s *Store[T]) Get(id batch.BlockID) ([]T, bool) {
 }
 
 // Delete removes the given blocks; absent IDs are ignored.
-func (s *Store[T]) Delete(ids ...batch.BlockID) {
+func (s *blockStore[T]) Delete(ids ...batch.BlockID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
@@ -48,7 +48,7 @@ func (s *Store[T]) Delete(ids ...batch.BlockID) {
 }
 
 // Len returns the number of blocks held and the number of records in them.
-func (s *Store[T]) Len() (blocks, records int) {
+func (s *blockStore[T]) Len() (blocks, records int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.blocks), s.n

@@ -1,0 +1,271 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// The tests of this file run in a synctest bubble: the batch timer and
+// every deadline fire in virtual time, once every goroutine is blocked, so
+// nothing here sleeps or depends on how fast the machine is.
+
+// records returns every record c's output saw, in order.
+func records[T any](c *collector[T]) []T {
+	var all []T
+	for _, o := range c.outs() {
+		all = append(all, o.Records...)
+	}
+	return all
+}
+
+// stopCalled reports whether r's Stop was called.
+func stopCalled[T any](r *testReceiver[T]) bool {
+	select {
+	case <-r.stopc:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitDone fails t unless p.Done is closed; it is called after Run
+// returned, so it must be.
+func awaitDone(t *testing.T, p *Pipeline) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	default:
+		t.Error("Done not closed after Run returned")
+	}
+}
+
+// TestRunCancelDrains checks the shape of every program: Run(ctx) with ctx
+// cancelled, as on Ctrl-C, drains. The receiver is stopped gracefully (it
+// pushes what it holds), every record pushed reaches the output, every
+// block is completed, and Run returns nil.
+func TestRunCancelDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		c := collect(s)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		r.push(t, "a", "b")
+		r.hold("held")
+		select {
+		case <-p.Done():
+			t.Fatal("Done closed while Run runs")
+		default:
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run after ctx was cancelled = %v, want nil", err)
+		}
+		awaitDone(t, p)
+		if !stopCalled(r) {
+			t.Error("the receiver's Stop was not called")
+		}
+		if diff := cmp.Diff([]string{"a", "b", "held"}, records(c)); diff != "" {
+			t.Errorf("records output (-want +got):\n%s", diff)
+		}
+		if got := slices.Concat(r.completed...); len(got) != 2 {
+			t.Errorf("completed blocks %v, want the 2 pushed", got)
+		}
+	})
+}
+
+// stopListener calls Stop on p when the first batch with records completes.
+type stopListener struct {
+	NopListener
+	p *Pipeline
+}
+
+func (l *stopListener) BatchCompleted(b BatchInfo) {
+	if b.Records > 0 {
+		l.p.Stop()
+	}
+}
+
+// TestStopFromInside checks that Stop returns at once when called from an
+// output or a Listener, which the pipeline waits for, and that Run then
+// returns nil.
+func TestStopFromInside(t *testing.T) {
+	tests := []struct {
+		name     string
+		listener bool
+	}{
+		{"output", false},
+		{"listener", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := &stopListener{}
+				cfg := Config{}
+				if tt.listener {
+					cfg.Listeners = []Listener{l}
+				}
+				p, r, s := newTest[string](t, cfg)
+				l.p = p
+				c := collect(s)
+				if !tt.listener {
+					ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
+						if b.Len() > 0 {
+							p.Stop()
+						}
+						return nil
+					})
+				}
+				errc := start(t, p)
+				r.push(t, "a")
+				if err := <-errc; err != nil {
+					t.Fatalf("Run = %v, want nil after Stop", err)
+				}
+				awaitDone(t, p)
+				if diff := cmp.Diff([]string{"a"}, records(c)); diff != "" {
+					t.Errorf("records output (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestDrainFromOutput checks that Drain, called from an output with the
+// ctx it was given, requests the drain without waiting for itself, and
+// that the drain then finishes: the held records are output too.
+func TestDrainFromOutput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		c := collect(s)
+		drained := make(chan error, 1) // outputs run one batch at a time
+		ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
+			if b.Len() > 0 && len(drained) == 0 {
+				drained <- p.Drain(ctx)
+			}
+			return nil
+		})
+		errc := start(t, p)
+		r.push(t, "a")
+		r.hold("held")
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v, want nil after Drain", err)
+		}
+		awaitDone(t, p)
+		if err := <-drained; err != nil {
+			t.Errorf("Drain from an output = %v, want nil", err)
+		}
+		if diff := cmp.Diff([]string{"a", "held"}, records(c)); diff != "" {
+			t.Errorf("records output (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// hangingStop is a test receiver whose Stop hangs until its ctx is done,
+// as a Stop stuck on a DynamoDB call does; its Start then runs until the
+// pipeline stops now.
+type hangingStop struct{ *testReceiver[string] }
+
+func (h hangingStop) Stop(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// newHanging returns a pipeline with cfg reading a hangingStop receiver,
+// whose output blocks on the first batch with records until the pipeline
+// stops now; started is closed when it does.
+func newHanging(t *testing.T, cfg Config) (p *Pipeline, r hangingStop, started <-chan struct{}) {
+	t.Helper()
+	p, err := NewPipeline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = hangingStop{newTestReceiver[string]()}
+	st := make(chan struct{})
+	ForEachBatch(From(p, r), func(ctx context.Context, b *batch.Batch[string]) error {
+		if b.Len() == 0 {
+			return nil
+		}
+		close(st)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	return p, r, st
+}
+
+// TestDrainGivesUp checks that Drain(ctx), with a receiver whose Stop hangs
+// and a batch that does not finish, returns once ctx expires with a
+// *DrainError naming what was left, and that Run then returns it too.
+func TestDrainGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, r, started := newHanging(t, Config{})
+		errc := start(t, p)
+		r.push(t, "a", "b")
+		<-started
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		err := p.Drain(ctx)
+		var de *DrainError
+		if !errors.As(err, &de) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Drain = %v, want a *DrainError wrapping context.DeadlineExceeded", err)
+		}
+		checkLeft(t, de)
+		runErr := <-errc
+		if !errors.As(runErr, &de) {
+			t.Errorf("Run = %v, want the *DrainError", runErr)
+		}
+		awaitDone(t, p)
+	})
+}
+
+// TestRunDrainTimeout checks that the drain Run starts when its ctx is
+// cancelled is bounded by Config.DrainTimeout: past it, Run stops now and
+// returns a *DrainError wrapping ErrDrainTimeout.
+func TestRunDrainTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, r, started := newHanging(t, Config{DrainTimeout: 3 * time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		r.push(t, "a", "b")
+		<-started
+		cancel()
+		err := <-errc
+		var de *DrainError
+		if !errors.As(err, &de) || !errors.Is(err, ErrDrainTimeout) {
+			t.Fatalf("Run = %v, want a *DrainError wrapping ErrDrainTimeout", err)
+		}
+		checkLeft(t, de)
+		awaitDone(t, p)
+	})
+}
+
+// checkLeft checks what a drain of newHanging's pipeline left: the block
+// of the batch that never finished, with its records, and the receiver.
+func checkLeft(t *testing.T, de *DrainError) {
+	t.Helper()
+	type left struct {
+		Blocks, Records int
+		Receivers       []int
+	}
+	want := left{Blocks: 1, Records: 2, Receivers: []int{0}}
+	if diff := cmp.Diff(want, left{de.Blocks, de.Records, de.Receivers}); diff != "" {
+		t.Errorf("left (-want +got):\n%s", diff)
+	}
+	if de.Batches < 1 {
+		t.Errorf("Batches = %d, want at least the one running", de.Batches)
+	}
+	for _, s := range []string{"drain gave up", "1 blocks (2 records) not completed", "receivers of sources [0] not stopped"} {
+		if !strings.Contains(de.Error(), s) {
+			t.Errorf("error %q does not say %q", de.Error(), s)
+		}
+	}
+}
