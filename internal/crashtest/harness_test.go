@@ -212,8 +212,14 @@ func (c *child) kill(delay time.Duration) {
 // term sends SIGTERM and waits for the child to drain and exit 0.
 func (c *child) term() {
 	c.h.t.Helper()
+	c.stop(syscall.SIGTERM)
+}
+
+// stop sends sig and waits for the child to drain and exit 0.
+func (c *child) stop(sig os.Signal) {
+	c.h.t.Helper()
 	c.alive()
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.cmd.Process.Signal(sig); err != nil {
 		c.h.t.Fatal(err)
 	}
 	t := time.NewTimer(waitLimit)
@@ -221,10 +227,10 @@ func (c *child) term() {
 	select {
 	case <-c.exited:
 	case <-t.C:
-		c.h.t.Fatalf("child %d did not drain within %v after SIGTERM\n%s", c.n, waitLimit, c.tail())
+		c.h.t.Fatalf("child %d did not drain within %v after %v\n%s", c.n, waitLimit, sig, c.tail())
 	}
 	if c.err != nil {
-		c.h.t.Fatalf("child %d drained with %v\n%s", c.n, c.err, c.tail())
+		c.h.t.Fatalf("child %d exited after %v with %v, want exit status 0\n%s", c.n, sig, c.err, c.tail())
 	}
 }
 

@@ -70,9 +70,9 @@ func childMain() int {
 func journalPath(out string) string { return out + ".ckpt" }
 
 func runChild(logger *slog.Logger) error {
-	// SIGTERM cancels runCtx, and Run drains: the program shape of every
-	// weir application.
-	runCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	// SIGTERM or Ctrl-C (SIGINT) cancels runCtx, and Run drains: the
+	// program shape of every weir application (README, "API tour").
+	runCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx := context.Background()
 
