@@ -32,7 +32,7 @@ func Example() {
 		}
 	}
 
-	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,32 +45,26 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	words := stream.FlatMap(stream.From(sc, src), func(r kinesis.Record) []string { return strings.Fields(string(r.Data)) })
+	words := stream.FlatMap(stream.From(p, src), func(r kinesis.Record) []string { return strings.Fields(string(r.Data)) })
 	var mu sync.Mutex
 	counts := map[string]int64{}
-	seen, all := 0, make(chan struct{})
-	stream.ForEachBatch(stream.CountByValue(words), func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+	seen := 0
+	stream.ForEachBatch(stream.CountByValue(words), func(ctx context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
 		mu.Lock()
 		defer mu.Unlock()
-		for p := range b.All() {
-			counts[p.Key] += p.Value
-			seen += int(p.Value)
+		for kv := range b.All() {
+			counts[kv.Key] += kv.Value
+			seen += int(kv.Value)
 		}
 		if seen == 10 {
-			close(all)
+			// Every word is counted: finish what was pushed, then stop.
+			// Called from an output with its ctx, Drain does not wait.
+			return p.Drain(ctx)
 		}
 		return nil
 	})
 
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(context.Background()) }()
-	select {
-	case <-all:
-		sc.Drain(context.Background()) // finish what was pushed, then stop
-		err = <-done
-	case err = <-done: // stopped before every word was counted
-	}
-	if err != nil {
+	if err := p.Run(context.Background()); err != nil {
 		fmt.Println(err)
 	}
 	for _, w := range slices.Sorted(maps.Keys(counts)) {
