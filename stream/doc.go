@@ -49,9 +49,11 @@
 // Run drains when its ctx is done, within Config.DrainTimeout, and returns
 // nil. Stop stops now and returns at once; Drain(ctx) stops the receivers
 // gracefully, runs batches until every stored block is processed and waits
-// for that, bounded by ctx; Done tells when Run has finished. Stop and Done
-// are safe to call from outputs and Listeners, Drain from an output with the
-// ctx it was given. An output error or a receiver's Start error stops the
+// for that, bounded by ctx; Done tells when Run has finished. Stop and Drain
+// are safe to call from outputs and Listeners: from an output, give Drain
+// the output's ctx (it requests the drain and returns at once); a Listener
+// runs on a goroutine of its own, so Drain waits there as anywhere else. Do
+// not wait on Done from inside the pipeline. An output error or a receiver's Start error stops the
 // pipeline and is returned by Run; a failed batch is reported as a
 // *BatchError naming its time.
 //

@@ -39,6 +39,7 @@ type engine struct {
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
 
+	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
 }
@@ -68,6 +69,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		shape:   p.shapeLocked(),
 		log:     p.log,
 		jobs:    make(chan *job, p.cfg.MaxPendingBatches),
+		bus:     newBus(p.cfg.Listeners),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
 	}
@@ -173,11 +175,8 @@ func (e *engine) left(why error) *DrainError {
 	return d
 }
 
-func (e *engine) emit(f func(Listener)) {
-	for _, l := range e.cfg.Listeners {
-		f(l)
-	}
-}
+// emit posts a listener event; see bus.
+func (e *engine) emit(f func(Listener)) { e.bus.post(f) }
 
 // runReceiver runs source i's receiver until its Start returns. An error
 // from Start while the Run is not stopping is fatal.
@@ -301,7 +300,8 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.pending.Add(1)
-	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
+	scheduled := j.info()
+	e.emit(func(l Listener) { l.BatchScheduled(scheduled) })
 	select {
 	case e.jobs <- j:
 		return true
@@ -355,7 +355,8 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info := j.info()
 	start := e.cfg.Clock.Now()
 	info.SchedulingDelay = start.Sub(j.time.Std())
-	e.emit(func(l Listener) { l.BatchStarted(info) })
+	started := info // emit delivers later: post a copy
+	e.emit(func(l Listener) { l.BatchStarted(started) })
 	err := e.process(ctx, j)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {

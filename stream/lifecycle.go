@@ -91,9 +91,8 @@ func (p *Pipeline) Stop() {
 // inside the pipeline, with a ctx it gave (an output's ctx, or one derived
 // from it), Drain cannot wait, since the pipeline waits for its caller: it
 // requests the drain and returns nil at once; Run returns when the drain
-// is done. A Listener's methods get no ctx, so from a Listener call Stop,
-// or call Drain in a new goroutine: called from one with another ctx, it
-// would wait for itself until that ctx expires.
+// is done. A Listener may call Drain with any ctx and wait: listener events
+// are delivered on a goroutine of their own, which the drain does not need.
 func (p *Pipeline) Drain(ctx context.Context) error {
 	p.mu.Lock()
 	p.requestDrainLocked()
@@ -103,7 +102,7 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-p.finished:
 		return nil
 	case <-ctx.Done():
 	}

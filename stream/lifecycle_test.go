@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -269,3 +270,91 @@ func checkLeft(t *testing.T, de *DrainError) {
 		}
 	}
 }
+
+// drainListener calls Drain, with a ctx of its own and waiting, from the
+// first BatchCompleted of a batch with records.
+type drainListener struct {
+	NopListener
+	p       *Pipeline
+	drained chan error // 1 slot
+}
+
+func (l *drainListener) BatchCompleted(b BatchInfo) {
+	if b.Records > 0 && len(l.drained) == 0 {
+		l.drained <- l.p.Drain(context.Background())
+	}
+}
+
+// TestDrainFromListener checks that a Listener may call Drain and wait for
+// it: listener events are delivered on a goroutine of their own, so the
+// drain goes on without it, the held records are output, Drain returns nil
+// and so does Run.
+func TestDrainFromListener(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &drainListener{drained: make(chan error, 1)}
+		p, r, s := newTest[string](t, Config{Listeners: []Listener{l}})
+		l.p = p
+		c := collect(s)
+		errc := start(t, p)
+		r.push(t, "a")
+		r.hold("held")
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v, want nil after Drain", err)
+		}
+		awaitDone(t, p)
+		if err := <-l.drained; err != nil {
+			t.Errorf("Drain from a Listener = %v, want nil", err)
+		}
+		if diff := cmp.Diff([]string{"a", "held"}, records(c)); diff != "" {
+			t.Errorf("records output (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// blockingListener blocks in BatchCompleted until release is closed.
+type blockingListener struct {
+	NopListener
+	release chan struct{}
+}
+
+func (l blockingListener) BatchCompleted(BatchInfo) { <-l.release }
+
+// TestSlowListenerDoesNotDelayBatches checks that batches go on while a
+// Listener is stuck, and that Run still delivers every event before it
+// returns.
+func TestSlowListenerDoesNotDelayBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := blockingListener{release: make(chan struct{})}
+		rec := &recordingListener{}
+		p, r, s := newTest[string](t, Config{Listeners: []Listener{l, rec}})
+		c := collect(s)
+		errc := start(t, p)
+		for _, v := range []string{"a", "b", "c"} {
+			r.push(t, v)
+			time.Sleep(p.BatchInterval())
+		}
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"a", "b", "c"}, records(c)); diff != "" {
+			t.Errorf("records output while a listener is stuck (-want +got):\n%s", diff)
+		}
+		close(l.release)
+		p.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if rec.completed() < 3 {
+			t.Errorf("%d BatchCompleted events delivered by the time Run returned, want every batch's", rec.completed())
+		}
+	})
+}
+
+// recordingListener counts completed batches.
+type recordingListener struct {
+	NopListener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *recordingListener) BatchCompleted(BatchInfo) { l.mu.Lock(); l.n++; l.mu.Unlock() }
+
+func (l *recordingListener) completed() int { l.mu.Lock(); defer l.mu.Unlock(); return l.n }

@@ -10,19 +10,22 @@ import (
 // completed, receivers started, failing and stopped. It is for metrics and
 // monitoring, like Spark's StreamingListener.
 //
-// Methods are called synchronously from the driver's goroutines, never while
-// the driver holds a lock, and possibly concurrently (a batch is scheduled
-// while another runs; receivers run in their own goroutines), so an
-// implementation must be safe for concurrent use and quick. The events of one
-// batch arrive in order: scheduled, started, completed. A method may call
-// the Pipeline's Stop, which returns at once. Drain waits for the pipeline,
-// which waits for the method: call it in a new goroutine (see Drain).
+// Events are delivered asynchronously, as Spark's listener bus does: the
+// driver posts them to a queue and goes on, and one goroutine of the
+// Pipeline calls the listeners, one event at a time, in the order the
+// events happened (for one batch: scheduled, started, completed), never
+// while the driver holds a lock. So a slow listener never delays a batch,
+// and a method may call any method of the Pipeline, Stop or Drain included
+// (but must not wait on Done: Done waits for the queue). An event may
+// therefore reach the listeners after the outputs it describes have run,
+// and every event of a Run is delivered before Run returns and Done is
+// closed.
 //
 // Embed NopListener to implement only the methods you need.
 type Listener interface {
 	// BatchScheduled is called when a batch has been cut and queued to run.
 	BatchScheduled(BatchInfo)
-	// BatchStarted is called before the first output of a batch runs.
+	// BatchStarted is called for a batch whose outputs are starting.
 	BatchStarted(BatchInfo)
 	// BatchCompleted is called after a batch ran: Err is nil if every output
 	// succeeded and its blocks were completed.

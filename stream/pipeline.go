@@ -44,8 +44,8 @@ const (
 //
 // Build the graph, then call Run once. Stop, Drain and Done may be called
 // from any goroutine, any number of times, before, during or after Run;
-// Stop and Done also from an output or a Listener, and Drain from an
-// output with the ctx it was given (see Drain).
+// Stop and Drain also from an output (Drain with the output's ctx, see
+// Drain) or a Listener. Waiting on Done from inside the pipeline never ends.
 type Pipeline struct {
 	cfg Config
 
@@ -61,6 +61,7 @@ type Pipeline struct {
 	eng       *engine                 // the Run's engine; set while running
 	drainc    chan struct{}           // closed when the first drain is requested
 	log       metaLog                 // nil: noLog; set by tests until recovery plugs in
+	finished  chan struct{}           // closed by Run once the engine has ended (Drain waits for it)
 	done      chan struct{}           // closed by Run once every goroutine has ended
 }
 
@@ -71,9 +72,10 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	return &Pipeline{
-		cfg:    cfg.withDefaults(),
-		drainc: make(chan struct{}),
-		done:   make(chan struct{}),
+		cfg:      cfg.withDefaults(),
+		drainc:   make(chan struct{}),
+		done:     make(chan struct{}),
+		finished: make(chan struct{}),
 	}, nil
 }
 
@@ -185,6 +187,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	if p.stopped {
 		p.state = closed
+		close(p.finished)
 		close(p.done)
 		p.mu.Unlock()
 		return nil
@@ -198,6 +201,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	e := newEngine(p, cancel)
 	p.state, p.cancel, p.eng = running, cancel, e
 	p.mu.Unlock()
+	if len(e.bus.listeners) > 0 {
+		go e.bus.run() // owned by Run: e.bus.close waits for it
+	}
 
 	ran := make(chan struct{}) // closed when the engine has returned
 	var watcher sync.WaitGroup
@@ -211,6 +217,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	cause := context.Cause(runCtx)
 	p.mu.Unlock()
 	cancel(nil) // anything still watching the Run's context ends with it
+	close(p.finished)
+	// Listener events still queued are delivered before Done: a Listener
+	// that waits for Drain is released by finished, above.
+	e.bus.close()
 	close(p.done)
 
 	if cause != nil && !errors.Is(cause, errStopped) {

@@ -85,7 +85,7 @@ func parseOutput(data string) (*transcript, error) {
 			open.complete = true
 			open = nil
 		case lineDone:
-			if err := markDone(tr, rest, open, n); err != nil {
+			if err := markDone(tr, rest, n); err != nil {
 				return nil, err
 			}
 		default:
@@ -96,19 +96,23 @@ func parseOutput(data string) (*transcript, error) {
 }
 
 // markDone marks done the run a done line at line n (its time in rest)
-// follows: the last run of the file, complete, of the current process, of
-// that time, and not marked yet; anything else is an error.
-func markDone(tr *transcript, rest string, open *batchRun, n int) error {
+// names: the last complete run of that time by the current process, not
+// marked yet. Listener events are delivered asynchronously, so the line may
+// come after later runs' lines, even inside one; anything else is an error.
+func markDone(tr *transcript, rest string, n int) error {
 	tm, err := strconv.ParseInt(rest, 10, 64)
-	var last *batchRun
-	if len(tr.runs) > 0 {
-		last = tr.runs[len(tr.runs)-1]
+	if err == nil {
+		for _, r := range slices.Backward(tr.runs) {
+			if r.proc != tr.procs-1 {
+				break
+			}
+			if r.time == tm && r.complete && r.done == 0 {
+				r.done = n
+				return nil
+			}
+		}
 	}
-	if err != nil || open != nil || last == nil || last.proc != tr.procs-1 || !last.complete || last.time != tm || last.done != 0 {
-		return fmt.Errorf("line %d: \"%s %s\": does not follow the end of its batch's run", n, lineDone, rest)
-	}
-	last.done = n
-	return nil
+	return fmt.Errorf("line %d: \"%s %s\": names no complete run of this process not yet done", n, lineDone, rest)
 }
 
 // parseRec parses "<id> <shard>"; a shard ID has 20 characters, so a line
