@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weirstream/weir/internal/backoff"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -99,7 +101,7 @@ func PutRecordsOn(ctx context.Context, c *kinesis.Client, stream string, records
 
 // putBatch puts entries in one call and retries the failed ones.
 func putBatch(ctx context.Context, c *kinesis.Client, stream string, entries []types.PutRecordsRequestEntry) error {
-	delay := 5 * time.Millisecond
+	wait := backoff.Policy{Base: 5 * time.Millisecond, Max: 500 * time.Millisecond}.Start()
 	for attempt := 1; ; attempt++ {
 		out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 		if err != nil {
@@ -122,10 +124,9 @@ func putBatch(ctx context.Context, c *kinesis.Client, stream string, entries []t
 			return fmt.Errorf("localaws: put on %q: %d records still failing after %d attempts: %w",
 				stream, len(failed), attempt, firstErr)
 		}
-		if err := clock.Sleep(ctx, clock.Real{}, delay); err != nil {
+		if err := wait.Wait(ctx, clock.Real{}); err != nil {
 			return errors.Join(fmt.Errorf("localaws: put on %q: %w", stream, err), firstErr)
 		}
-		delay = min(2*delay, 500*time.Millisecond)
 		entries = failed
 	}
 }
