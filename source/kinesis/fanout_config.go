@@ -117,6 +117,9 @@ type FanOutConfig struct {
 	// minSubscribeInterval is the least time between two SubscribeToShard
 	// calls of a reader; 0 means minSubscribeInterval. Tests lower it.
 	minSubscribeInterval time.Duration
+	// subscribe, when set, replaces the client's SubscribeToShard: unit
+	// tests script event streams with it.
+	subscribe func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error)
 }
 
 // withDefaults returns a copy of f with its zero fields set; app is

@@ -52,6 +52,20 @@ func ownCodec(o *awskinesis.Options) {
 	}
 }
 
+// subscribeWith returns fanOut.subscribe for client.
+func subscribeWith(client FanOutClient) func(context.Context, *awskinesis.SubscribeToShardInput) (eventStream, error) {
+	return func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error) {
+		out, err := client.SubscribeToShard(ctx, in, ownCodec)
+		if err != nil {
+			return nil, err
+		}
+		if out.GetStream() == nil {
+			return nil, errNoEventStream
+		}
+		return out.GetStream(), nil
+	}
+}
+
 // startFanOut finds, registers or waits for the consumer of
 // Config.FanOut, within FanOutConfig.RegisterTimeout, and readies rn's
 // readers to subscribe through it. Without Config.FanOut it does nothing.
@@ -64,16 +78,9 @@ func (rn *run) startFanOut(ctx context.Context) (bool, error) {
 	if !ok { // New refuses such a Config.Client; the default client is one
 		return false, fmt.Errorf("kinesis: FanOut: client %T lacks the enhanced fan-out calls", rn.client)
 	}
-	fo := &fanOut{cfg: *rn.cfg.FanOut, client: client}
-	fo.subscribe = func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error) {
-		out, err := client.SubscribeToShard(ctx, in, ownCodec)
-		if err != nil {
-			return nil, err
-		}
-		if out.GetStream() == nil {
-			return nil, errNoEventStream
-		}
-		return out.GetStream(), nil
+	fo := &fanOut{cfg: *rn.cfg.FanOut, client: client, subscribe: rn.cfg.FanOut.subscribe}
+	if fo.subscribe == nil {
+		fo.subscribe = subscribeWith(client)
 	}
 	ctx, cancel := rn.r.untilStop(ctx)
 	defer cancel()
