@@ -29,8 +29,8 @@ type scriptedSub struct {
 }
 
 func (s *scriptedSub) Events() <-chan types.SubscribeToShardEventStream { return s.events }
-func (s *scriptedSub) Close() error                                      { s.once.Do(func() { close(s.closed) }); return nil }
-func (s *scriptedSub) Err() error                                        { return s.err }
+func (s *scriptedSub) Close() error                                     { s.once.Do(func() { close(s.closed) }); return nil }
+func (s *scriptedSub) Err() error                                       { return s.err }
 
 // send sends an event with records seqs (decimal sequence numbers) and
 // continuation cont ("" for none: the shard's end).
