@@ -21,8 +21,10 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/eventstream"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
@@ -224,6 +226,30 @@ func (m *mockFanOut) putInRounds(t *testing.T, stream string, data [][]byte, siz
 	}
 }
 
+// startCompleting is startWatched for a receiver with leases: each block
+// is reported completed as soon as it is stored, as a driver whose batches
+// succeed at once would.
+func startCompleting(t *testing.T, cfg Config, want int) (*running, *watched) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	w := &watched{collector: newCollector(want), pushed: make(chan struct{}, 1)}
+	run := &running{r: r, c: w.collector, errc: make(chan error, 1)}
+	push := func(ctx context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+		info, err := w.push(ctx, b)
+		if err == nil {
+			r.BlocksCompleted(ctx, []batch.BlockInfo{info})
+		}
+		return info, err
+	}
+	rt := source.Runtime[Record]{Push: push, BlockInterval: 5 * time.Millisecond, ReportError: w.reportError}
+	go func() { run.errc <- r.Start(context.Background(), rt) }()
+	t.Cleanup(func() { run.stop(t) })
+	return run, w
+}
+
 // checkFanOutRead checks what a fan-out receiver pushed: every payload
 // exactly once, shard order, ranges, and Recompute (through GetRecords)
 // giving back every block.
@@ -344,6 +370,58 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 				t.Errorf("closed shard %s was read but not ended: %+v", shard, st)
 			}
 		}
+	})
+
+	t.Run("LeasesAndCheckpoints", func(t *testing.T) {
+		t.Parallel()
+		ddb := servers.Env(t).DynamoDB()
+		stream := m.stream(t, 2)
+		table := stream
+		data := payloads("k", 300)
+		m.put(t, stream, data[:200])
+		leased := func(worker string) Config {
+			cfg := m.config(stream, m.newSpy(0))
+			cfg.Leases = &LeaseConfig{Config: leasetable.Config{TableName: table, DynamoDB: ddb, WorkerID: worker, LeaseDuration: 2 * time.Second}, CheckpointInterval: 100 * time.Millisecond}
+			return cfg
+		}
+
+		// The first worker reads what is there, completes it as it is
+		// stored, and stops gracefully: its last checkpoints are made and
+		// its leases handed back.
+		run, w := startCompleting(t, leased("w1"), 200)
+		w.waitFor(t, run, 200)
+		run.stop(t)
+		checkFanOutRead(t, stream, data[:200], run)
+		last := map[string]string{}
+		for _, r := range run.c.records() {
+			last[r.ShardID] = batch.MaxSeq(last[r.ShardID], r.SequenceNumber)
+		}
+		tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: table, Client: ddb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := tbl.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, l := range leases {
+			got[l.Shard] = l.Checkpoint
+			if l.Owner != "" {
+				t.Errorf("lease %s still owned by %q after a graceful stop", l.Shard, l.Owner)
+			}
+		}
+		if diff := cmp.Diff(last, got); diff != "" {
+			t.Errorf("checkpoints (-last read +lease table):\n%s", diff)
+		}
+
+		// The next worker subscribes after the checkpoints: only new
+		// records.
+		run2, w2 := startCompleting(t, leased("w2"), 100)
+		m.put(t, stream, data[200:])
+		w2.waitFor(t, run2, 100)
+		run2.stop(t)
+		checkFanOutRead(t, stream, data[200:], run2)
 	})
 
 	t.Run("Consumer", func(t *testing.T) {
