@@ -84,6 +84,10 @@ var _ FanOutClient = (*awskinesis.Client)(nil)
 // is caught up on an idle shard checks at most every
 // Config.ShardSyncInterval, with one GetShardIterator and one GetRecords
 // call, whether the shard was closed and read to its end.
+//
+// In Stats, subscriptions retried are counted in Retries by cause
+// (CauseResourceInUse among them), and GetRecordsCalls counts the events
+// that carried records.
 type FanOutConfig struct {
 	// ConsumerName is the name of the stream consumer to use, registered
 	// if it does not exist: 1 to 128 letters, digits, '_', '.' or '-'.
