@@ -131,6 +131,10 @@ type Config struct {
 	// interval (see LeaseConfig). Default: nil, this receiver reads every
 	// shard and checkpoints nothing.
 	Leases *LeaseConfig
+	// FanOut, when set, reads every shard with enhanced fan-out
+	// (SubscribeToShard through a registered stream consumer) instead of
+	// polling it with GetRecords (see FanOutConfig). Default: nil, polling.
+	FanOut *FanOutConfig
 
 	// AWS is the AWS configuration the default client is built from.
 	// Default: nil, config.LoadDefaultConfig (environment, shared files,
@@ -232,6 +236,10 @@ func (c Config) withDefaults() Config {
 		l := c.Leases.withDefaults() // a copy: the caller's is left alone
 		c.Leases = &l
 	}
+	if c.FanOut != nil {
+		f := c.FanOut.withDefaults(c.App)
+		c.FanOut = &f
+	}
 	return c
 }
 
@@ -291,6 +299,9 @@ func (c Config) validate() error {
 	}
 	if c.Leases != nil {
 		problems = append(problems, c.Leases.problems(c)...)
+	}
+	if c.FanOut != nil {
+		problems = append(problems, c.FanOut.problems(c)...)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))

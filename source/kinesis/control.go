@@ -210,6 +210,9 @@ func (c *Control) startShard(shardID string, pos Position, guard func() bool) er
 	c.run.r.progress.started(shardID)
 	c.group.Go(func() error {
 		defer c.forget(shardID, h)
+		if c.run.fanOut != nil {
+			return c.run.subscribeShard(ctx, shardID, pos, guard)
+		}
 		return c.run.readShard(ctx, shardID, pos, guard)
 	})
 	return nil

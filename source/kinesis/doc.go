@@ -106,6 +106,18 @@
 // A table written by a weir without the weirCheckpoint attribute reads as
 // a KCL one: one record per shard is delivered again.
 //
+// # Enhanced fan-out
+//
+// With Config.FanOut, shard readers subscribe (SubscribeToShard) through a
+// registered stream consumer instead of polling: Kinesis pushes each
+// shard's records to this application alone, up to 2 MB/s per shard,
+// without sharing the 5 GetRecords calls/s of the shard with other
+// consumers. The consumer is found by name, registered if missing, awaited
+// until ACTIVE, and kept when the receiver stops (see FanOutConfig for the
+// de-registration policy). Everything downstream of the reader is the
+// same: one block range per event, KPL de-aggregation, Recompute through
+// GetRecords, leases, checkpoints, and children read after their parents.
+//
 // Without Config.Leases, every shard is read (AllShards), each after the
 // greatest sequence number of it in the driver's recovery log
 // (Runtime.ResumeAfter), so a restarted pipeline neither skips nor repeats

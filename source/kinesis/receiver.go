@@ -75,6 +75,8 @@ type run struct {
 	retry  *retrier
 	// resumeAfter is the Runtime's ResumeAfter (nil: no recovery log).
 	resumeAfter func(stream, shard string) (string, bool)
+	// fanOut is set with Config.FanOut: readers subscribe through it.
+	fanOut *fanOut
 }
 
 // Start checks that the stream exists, then reads it and pushes blocks
@@ -97,6 +99,10 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	if err != nil || rn == nil {
 		return err
 	}
+	if ok, err := rn.startFanOut(ctx); !ok {
+		return err
+	}
+	defer rn.stopFanOut(ctx)
 	if r.cfg.Leases == nil {
 		return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
 	}

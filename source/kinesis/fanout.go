@@ -1,0 +1,268 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
+)
+
+// CauseResourceInUse is a ResourceInUseException from SubscribeToShard:
+// Kinesis refuses a subscription of the same consumer and shard within 5
+// seconds of the previous one (this reader's, or another's it would take
+// over). The reader subscribes again after a back-off.
+const CauseResourceInUse RetryCause = "resource_in_use"
+
+// subEnd says how one subscription ended.
+type subEnd int
+
+const (
+	// subRenew: the subscription ended (its lifetime, the connection, an
+	// error); subscribe again from where it stopped.
+	subRenew subEnd = iota
+	// subEnded: the shard was read to its end.
+	subEnded
+	// subHeld: records came while the lease guard said no; subscribe
+	// again, from the last delivered position, after PollInterval.
+	subHeld
+	// subFailed: delivering records failed; the reader stops.
+	subFailed
+)
+
+// shardSub is the state of one shard's fan-out reader across its
+// subscriptions.
+type shardSub struct {
+	rn    *run
+	fo    *fanOut
+	shard string
+	pos   Position
+	guard func() bool
+	log   *slog.Logger
+
+	trim      headTrim
+	lastRead  string    // sequence number of the last record delivered
+	cont      string    // continuation sequence number of the last event delivered
+	lastProbe time.Time // of the safety-net end-of-shard check
+	delivered bool      // whether the current subscription delivered an event
+}
+
+// subscribeShard is readShard for enhanced fan-out: it reads shardID from
+// pos through subscriptions of the run's consumer, one after another, until
+// the shard ends (reported, returns nil), ctx is done (returns nil), or an
+// error retrying cannot fix (returns it). A non-nil guard is asked before
+// each delivery, as by readShard.
+func (rn *run) subscribeShard(ctx context.Context, shardID string, pos Position, guard func() bool) error {
+	s := &shardSub{
+		rn: rn, fo: rn.fanOut, shard: shardID, pos: pos, guard: guard,
+		log:  rn.logger.With("shard", shardID),
+		trim: headTrimAt(pos),
+	}
+	s.log.Info("kinesis: shard subscriber starting", "from", pos.String())
+	retry := backoff.Policy{Base: rn.cfg.RetryBaseDelay, Max: rn.cfg.RetryMaxDelay}.Start()
+	var lastCall time.Time
+	holding := false
+	for {
+		// At most one SubscribeToShard call per second per consumer and
+		// shard, Kinesis's limit.
+		if !lastCall.IsZero() {
+			if err := clock.Sleep(ctx, rn.clock, s.fo.cfg.minSubscribeInterval-rn.clock.Now().Sub(lastCall)); err != nil {
+				return nil
+			}
+		}
+		lastCall = rn.clock.Now()
+		end, err := s.subscription(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if s.delivered {
+			retry.Reset()
+		}
+		switch end {
+		case subEnded:
+			s.log.Info("kinesis: shard ended", "seq", s.lastRead)
+			if ev, ok := rn.r.progress.ended(shardID); ok {
+				rn.r.shardEnded(ctx, ev)
+			}
+			return nil
+		case subFailed:
+			return rn.readerExit(ctx, shardID, err)
+		case subHeld:
+			if !holding {
+				s.log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", s.lastRead)
+				holding = true
+			}
+			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+				return nil
+			}
+			continue
+		}
+		holding = false
+		if err == nil {
+			continue // the subscription ran its course: renew it
+		}
+		cause := subscribeRetryCause(err)
+		if cause == "" {
+			return rn.readerExit(ctx, shardID, err)
+		}
+		rn.r.stats.retry(cause)
+		delay := retry.Next()
+		s.log.Debug("kinesis: subscribing again", "cause", string(cause), "attempt", retry.Attempts(), "delay", delay, "err", err)
+		if err := clock.Sleep(ctx, rn.clock, delay); err != nil {
+			return nil
+		}
+	}
+}
+
+// subscribeRetryCause is classify for a subscription's errors, with
+// ResourceInUseException retried too.
+func subscribeRetryCause(err error) RetryCause {
+	var inUse *types.ResourceInUseException
+	if errors.As(err, &inUse) {
+		return CauseResourceInUse
+	}
+	return classify(err)
+}
+
+// subscription runs one subscription until it ends, and says how. The
+// error is why it ended (nil when Kinesis or the lifetime ended it), or,
+// with subFailed, the delivery's.
+func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.delivered = false
+	start := s.startingPosition()
+	events, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
+		ConsumerARN: aws.String(s.fo.consumerARN), ShardId: aws.String(s.shard), StartingPosition: start,
+	})
+	if err != nil {
+		return subRenew, err
+	}
+	defer events.Close()
+	s.log.Debug("kinesis: subscribed", "type", string(start.Type), "seq", aws.ToString(start.SequenceNumber))
+	lifetime := s.rn.clock.NewTimer(s.fo.cfg.lifetime)
+	defer lifetime.Stop()
+	idle := s.rn.clock.NewTimer(s.fo.cfg.idleTimeout)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return subRenew, ctx.Err()
+		case <-lifetime.C():
+			s.log.Debug("kinesis: subscription outlived its lifetime; renewing it")
+			return subRenew, nil
+		case <-idle.C():
+			s.log.Debug("kinesis: no event within the idle timeout; subscribing again", "timeout", s.fo.cfg.idleTimeout)
+			return subRenew, nil
+		case ev, ok := <-events.Events():
+			if !ok {
+				return subRenew, events.Err()
+			}
+			idle.Reset(s.fo.cfg.idleTimeout)
+			e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+			if !isEvent {
+				s.log.Debug("kinesis: ignoring an unknown event", "type", typeName(ev))
+				continue
+			}
+			if end, err := s.handle(ctx, &e.Value); end != subRenew || err != nil {
+				return end, err
+			}
+		}
+	}
+}
+
+// handle delivers one event's records. It returns subRenew to go on
+// reading the subscription.
+func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (subEnd, error) {
+	if s.guard != nil && len(e.Records) > 0 && !s.guard() {
+		return subHeld, nil
+	}
+	if err := s.rn.deliver(ctx, s.shard, e.Records, s.trim); err != nil {
+		return subFailed, err
+	}
+	s.delivered = true
+	if n := len(e.Records); n > 0 {
+		s.lastRead = aws.ToString(e.Records[n-1].SequenceNumber)
+		s.trim = headTrim{} // only the first record read can be the one at pos.At
+	}
+	if e.MillisBehindLatest != nil {
+		s.rn.r.progress.behind(s.shard, *e.MillisBehindLatest)
+	}
+	if e.ContinuationSequenceNumber == nil {
+		children := make([]string, len(e.ChildShards))
+		for i, c := range e.ChildShards {
+			children[i] = aws.ToString(c.ShardId)
+		}
+		s.log.Debug("kinesis: end of shard event", "children", children)
+		return subEnded, nil
+	}
+	s.cont = *e.ContinuationSequenceNumber
+	if len(e.Records) == 0 && aws.ToInt64(e.MillisBehindLatest) == 0 && s.probeEnd(ctx) {
+		return subEnded, nil
+	}
+	return subRenew, nil
+}
+
+// startingPosition is where the next subscription starts: after the last
+// event delivered, or at the reader's start position before any.
+func (s *shardSub) startingPosition() *types.StartingPosition {
+	after := func(seq string) *types.StartingPosition {
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
+	}
+	switch p := s.pos; {
+	case s.cont != "":
+		return after(s.cont)
+	case s.lastRead != "":
+		return after(s.lastRead)
+	case p.After != "":
+		return after(p.After)
+	case p.At != "":
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(p.At)}
+	case p.Initial == Latest:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeLatest}
+	case p.Initial == AtTimestamp:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(p.Timestamp)}
+	}
+	return &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
+}
+
+// probeEnd is the safety net for an end-of-shard event that never comes:
+// at most once per ShardSyncInterval, a caught-up reader asks GetRecords,
+// after the last record it delivered, whether the shard is closed and
+// fully read (no records, no next iterator). Any error means no.
+func (s *shardSub) probeEnd(ctx context.Context) bool {
+	now := s.rn.clock.Now()
+	if !s.lastProbe.IsZero() && now.Sub(s.lastProbe) < s.rn.cfg.ShardSyncInterval {
+		return false
+	}
+	s.lastProbe = now
+	it, err := s.rn.iterator(ctx, s.shard, resumeAt(s.pos, s.lastRead), 1)
+	if err != nil {
+		s.log.Debug("kinesis: end-of-shard check failed", "err", err)
+		return false
+	}
+	out, err := getRecordsWith(ctx, s.rn.client, s.rn.retry, streamRef(s.rn.cfg.Stream), s.shard, it, 1, 1)
+	if err != nil {
+		s.log.Debug("kinesis: end-of-shard check failed", "err", err)
+		return false
+	}
+	if len(out.Records) == 0 && out.NextShardIterator == nil {
+		s.log.Info("kinesis: shard closed and read to its end, though no end-of-shard event came")
+		return true
+	}
+	return false
+}
+
+// typeName names an event's type for logs.
+func typeName(v any) string {
+	if u, ok := v.(*types.UnknownUnionMember); ok {
+		return u.Tag
+	}
+	return "unknown"
+}

@@ -1,0 +1,271 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/source"
+)
+
+// scriptedSub is one subscription a test scripts: it sends the events and
+// ends it.
+type scriptedSub struct {
+	in     *awskinesis.SubscribeToShardInput
+	at     time.Time // when it was asked for
+	events chan types.SubscribeToShardEventStream
+	closed chan struct{}
+	once   sync.Once
+	err    error // set before events is closed
+}
+
+func (s *scriptedSub) Events() <-chan types.SubscribeToShardEventStream { return s.events }
+func (s *scriptedSub) Close() error                                     { s.once.Do(func() { close(s.closed) }); return nil }
+func (s *scriptedSub) Err() error                                       { return s.err }
+
+// send sends an event with records seqs (decimal sequence numbers) and
+// continuation cont ("" for none: the shard's end).
+func (s *scriptedSub) send(t *testing.T, cont string, seqs ...int) {
+	t.Helper()
+	e := types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(0)}
+	for _, n := range seqs {
+		seq := strconv.Itoa(n)
+		e.Records = append(e.Records, types.Record{SequenceNumber: aws.String(seq), PartitionKey: aws.String("k"), Data: []byte("r" + seq)})
+	}
+	if cont != "" {
+		e.ContinuationSequenceNumber = aws.String(cont)
+	} else {
+		e.ChildShards = []types.ChildShard{{ShardId: aws.String("shard-1"), ParentShards: []string{"shard-0"}}}
+	}
+	select {
+	case s.events <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: e}:
+	case <-s.closed:
+		t.Fatalf("subscription closed before an event with %v", seqs)
+	}
+}
+
+// end ends the subscription with err (nil: as Kinesis does after 5 minutes).
+func (s *scriptedSub) end(err error) {
+	s.err = err
+	close(s.events)
+}
+
+// subscriptions is a FanOutConfig.subscribe that hands every call to the
+// test: refuse answers it with an error, and otherwise the test gets the
+// subscription to script.
+type subscriptions struct {
+	calls  chan *scriptedSub
+	refuse chan error // the answer to each call: nil accepts
+}
+
+func (s *subscriptions) subscribe(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error) {
+	sub := &scriptedSub{in: in, at: time.Now(), events: make(chan types.SubscribeToShardEventStream), closed: make(chan struct{})}
+	select {
+	case s.calls <- sub:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := <-s.refuse; err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// next returns the next call, answered with refusal (nil accepts it), and
+// checks where it starts.
+func (s *subscriptions) next(t *testing.T, refusal error, typ types.ShardIteratorType, seq string) *scriptedSub {
+	t.Helper()
+	sub := <-s.calls
+	s.refuse <- refusal
+	got := sub.in.StartingPosition
+	if got.Type != typ || aws.ToString(got.SequenceNumber) != seq || aws.ToString(sub.in.ShardId) != "shard-0" || aws.ToString(sub.in.ConsumerARN) != fakeConsumerARN {
+		t.Fatalf("subscription %+v from %s %q, want shard-0 of %s from %s %q", *sub.in, got.Type, aws.ToString(got.SequenceNumber), fakeConsumerARN, typ, seq)
+	}
+	return sub
+}
+
+// shardFake is the rest of the client a scripted fan-out receiver calls:
+// one open shard, and the end-of-shard check's GetRecords.
+type shardFake struct {
+	consumerFake
+	mu     sync.Mutex
+	probes int
+}
+
+func (f *shardFake) ListShards(context.Context, *awskinesis.ListShardsInput, ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	return &awskinesis.ListShardsOutput{Shards: []types.Shard{{ShardId: aws.String("shard-0")}}}, nil
+}
+
+func (f *shardFake) GetShardIterator(context.Context, *awskinesis.GetShardIteratorInput, ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
+	return &awskinesis.GetShardIteratorOutput{ShardIterator: aws.String("it")}, nil
+}
+
+func (f *shardFake) GetRecords(context.Context, *awskinesis.GetRecordsInput, ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	f.mu.Lock()
+	f.probes++
+	f.mu.Unlock()
+	return &awskinesis.GetRecordsOutput{NextShardIterator: aws.String("it2"), MillisBehindLatest: aws.Int64(0)}, nil
+}
+
+// TestFanOutSubscriptionLifecycle scripts one shard's subscriptions in
+// virtual time: where each starts, when the next one is asked for (at most
+// one a second, after the lifetime, after an idle connection, after errors
+// with back-off), and the shard's end.
+func TestFanOutSubscriptionLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		const lifetime, idle = 20 * time.Second, 5 * time.Second
+		cfg := Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			FanOut: &FanOutConfig{lifetime: lifetime, idleTimeout: idle, subscribe: subs.subscribe},
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		var ended []string
+		r.cfg.OnShardEnd = func(_ context.Context, shard, lastSeq string) { ended = append(ended, shard+"@"+lastSeq) }
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+
+		// The first subscription starts at the initial position, and ends
+		// as Kinesis ends one: the next one starts after the continuation,
+		// a second after the first call at the earliest.
+		s1 := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s1.send(t, "2", 1, 2)
+		s1.end(nil)
+		s2 := subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		if d := s2.at.Sub(s1.at); d < time.Second {
+			t.Errorf("second subscription %v after the first, want >= 1s", d)
+		}
+
+		// A continuation past the last record (an idle shard) is where
+		// the next one starts; a connection silent for idleTimeout is
+		// given up.
+		s2.send(t, "5")
+		s3 := subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "5")
+		if d := s3.at.Sub(s2.at); d < idle {
+			t.Errorf("subscription after a silent one: %v, want >= %v", d, idle)
+		}
+
+		// Refused (ResourceInUseException, then a server error): asked
+		// again from the same position, with back-off, at most once a
+		// second.
+		s3.end(&types.ResourceInUseException{Message: aws.String("taken over")})
+		s4 := subs.next(t, &types.InternalFailureException{Message: aws.String("oops")}, types.ShardIteratorTypeAfterSequenceNumber, "5")
+		s5 := subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "5")
+		if d := s5.at.Sub(s4.at); d < time.Second {
+			t.Errorf("subscription after a refused one: %v, want >= 1s", d)
+		}
+
+		// Kinesis did not end it within its lifetime: the reader does.
+		start := time.Now()
+		for i := 6; time.Since(start) < lifetime; i += 2 {
+			s5.send(t, strconv.Itoa(i+1), i, i+1)
+			time.Sleep(idle / 2) // virtual time: events keep the connection alive
+		}
+		s6 := subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, strconv.Itoa(6+2*int(lifetime/(idle/2))-1))
+		if d := s6.at.Sub(s5.at); d < lifetime {
+			t.Errorf("subscription renewed after %v, want >= the %v lifetime", d, lifetime)
+		}
+
+		// The shard's end: an event without a continuation.
+		s6.send(t, "", 100)
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+
+		var seqs []string
+		for _, rec := range c.records() {
+			seqs = append(seqs, rec.SequenceNumber)
+		}
+		want := []string{"1", "2"}
+		for i := 6; i < 6+2*int(lifetime/(idle/2)); i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		want = append(want, "100")
+		if diff := cmp.Diff(want, seqs); diff != "" {
+			t.Errorf("records (-want +got):\n%s", diff)
+		}
+		for _, b := range c.snapshot() {
+			if len(b.info.Ranges) == 0 {
+				t.Errorf("block %v without ranges", b.info.ID)
+			}
+		}
+		if diff := cmp.Diff([]string{"shard-0@100"}, ended); diff != "" {
+			t.Errorf("OnShardEnd calls (-want +got):\n%s", diff)
+		}
+		retries := r.Stats().Retries
+		if retries[CauseResourceInUse] != 1 || retries[CauseServerError] != 1 {
+			t.Errorf("retries %v, want one resource_in_use and one server_error", retries)
+		}
+		if fake.probes != 1 {
+			t.Errorf("%d end-of-shard checks, want 1 (one idle event)", fake.probes)
+		}
+	})
+}
+
+// TestFanOutStartingPositions checks where a reader's first subscription
+// starts for each kind of Position.
+func TestFanOutStartingPositions(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		pos  Position
+		want types.StartingPosition
+	}{
+		{Position{After: "7"}, types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String("7")}},
+		{Position{At: "7", AtSubSequence: 3}, types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String("7")}},
+		{Position{Initial: Latest}, types.StartingPosition{Type: types.ShardIteratorTypeLatest}},
+		{Position{Initial: TrimHorizon}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
+		{Position{}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
+		{Position{Initial: AtTimestamp, Timestamp: at}, types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(at)}},
+	}
+	for _, tt := range tests {
+		s := &shardSub{pos: tt.pos}
+		if diff := cmp.Diff(tt.want, *s.startingPosition(), cmp.AllowUnexported(types.StartingPosition{})); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tt.pos, diff)
+		}
+	}
+	s := &shardSub{pos: Position{At: "7"}, lastRead: "9"}
+	if got := s.startingPosition(); got.Type != types.ShardIteratorTypeAfterSequenceNumber || aws.ToString(got.SequenceNumber) != "9" {
+		t.Errorf("after a record read: %s %s, want AFTER_SEQUENCE_NUMBER 9", got.Type, aws.ToString(got.SequenceNumber))
+	}
+}
+
+func TestFanOutFatalErrorStopsTheReceiver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		r, err := New(Config{Stream: "s", App: "app", Client: fake, FanOut: &FanOutConfig{subscribe: subs.subscribe}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push})
+		}()
+		denied := &types.AccessDeniedException{Message: aws.String("not allowed")}
+		subs.next(t, nil, types.ShardIteratorTypeLatest, "").end(denied)
+		if err := <-errc; !errors.As(err, &denied) {
+			t.Fatalf("Start = %v, want the AccessDeniedException", err)
+		}
+	})
+}
