@@ -53,7 +53,7 @@ func TestLeasePosition(t *testing.T) {
 				return tc.resume, tc.resume != ""
 			}
 			lr := &leaseRun{
-				rn:  &run{cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}, resumeAfter: resumeAfter},
+				rn:  &run{r: &Receiver{progress: newProgress()}, cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}, resumeAfter: resumeAfter},
 				log: slog.New(slog.DiscardHandler),
 			}
 			tc.lease.Shard = "shard-1"
