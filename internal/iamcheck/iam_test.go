@@ -19,8 +19,8 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/recovery/recoverytest"
 	"github.com/weirstream/weir/recovery/dynamolog"
+	"github.com/weirstream/weir/recovery/recoverytest"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
