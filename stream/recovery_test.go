@@ -21,9 +21,10 @@ import (
 // stream, and the recovery log.
 type durable struct {
 	log   *recovery.MemoryStore
-	out   string     // the directory of the files sink
-	calls [][]string // the records of each Push, in order
-	n     int        // records produced so far
+	out   string              // the directory of the files sink
+	sink  *files.Sink[string] // the last run's: a restart closes it, as the crash of its process would
+	calls [][]string          // the records of each Push, in order
+	n     int                 // records produced so far
 }
 
 // replay is the receiver of one run of a pipeline. It plays the part of a
@@ -120,10 +121,14 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 			return h.out(ctx, i, n, b)
 		}, stream.Named(name))
 	}
+	if d.sink != nil {
+		d.sink.Close()
+	}
 	sink, err := files.New(files.Config[string]{Dir: d.out})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.sink = sink
 	stream.ForEachBatch(s, sink.Write, stream.Named("files"))
 	return p, src
 }
@@ -284,5 +289,6 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	for _, c := range d.calls {
 		produced = append(produced, c...)
 	}
+	d.sink.Close()
 	recoverycheck.Check(t, st1, st2, rl1, rl2, produced, d.out)
 }

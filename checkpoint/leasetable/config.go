@@ -96,6 +96,19 @@ type Config struct {
 	MaxStealsPerCycle int
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
+	// AttemptTimeout bounds each attempt of every lease-table call (a
+	// renewal, take, checkpoint, scan page, table check): an attempt with
+	// no answer by then is abandoned, and retried by the client's retryer
+	// (the default client's retries it like any transient error). It must
+	// be shorter than LeaseDuration. Whatever it is, a write that keeps a
+	// lease (renewal, checkpoint) is abandoned when the lease expires on
+	// this worker's clock, and the lease then counts as lost: a renewal
+	// that cannot complete before expiry never lets a worker believe it
+	// still holds a lease others may take. Default LeaseDuration/5 (2s
+	// with the default LeaseDuration): a single-item write or a scan page
+	// answers in milliseconds, and a renewal (every LeaseDuration/3 by
+	// default) that timed out is tried again before its lease expires.
+	AttemptTimeout time.Duration
 }
 
 // WithDefaults returns c with the defaults of its zero fields applied
@@ -112,6 +125,9 @@ func (c Config) WithDefaults() Config {
 		c.TakeInterval = DefaultTakeInterval(c.LeaseDuration)
 	}
 	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
+	if c.AttemptTimeout == 0 && c.LeaseDuration > 0 {
+		c.AttemptTimeout = c.LeaseDuration / 5
+	}
 	return c
 }
 
@@ -135,6 +151,7 @@ func (c Config) Problems() []error {
 		{"LeaseDuration", c.LeaseDuration, DefaultLeaseDuration.String()},
 		{"RenewInterval", c.RenewInterval, "LeaseDuration/3"},
 		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
+		{"AttemptTimeout", c.AttemptTimeout, "LeaseDuration/5"},
 	} {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
@@ -143,6 +160,10 @@ func (c Config) Problems() []error {
 	if c.LeaseDuration > 0 && c.RenewInterval >= c.LeaseDuration {
 		add("RenewInterval %v: must be shorter than LeaseDuration %v, or the lease expires between two renewals (LeaseDuration/3 is usual)",
 			c.RenewInterval, c.LeaseDuration)
+	}
+	if c.LeaseDuration > 0 && c.AttemptTimeout >= c.LeaseDuration {
+		add("AttemptTimeout %v: must be shorter than LeaseDuration %v, or a renewal could outlast its lease (LeaseDuration/5 is usual)",
+			c.AttemptTimeout, c.LeaseDuration)
 	}
 	if c.MaxLeases < 0 {
 		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)

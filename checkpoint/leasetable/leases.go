@@ -145,7 +145,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	return &Coordinator{
 		cfg:     cfg,
-		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock}),
+		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock, AttemptTimeout: cfg.AttemptTimeout}),
 		log:     cfg.Logger.With("worker", cfg.WorkerID),
 		drained: make(chan struct{}),
 		held:    make(map[string]*heldLease),
@@ -299,14 +299,6 @@ func (c *Coordinator) current(shard string, h *heldLease) (Lease, bool) {
 	return h.lease, true
 }
 
-// wrote records a successful write of h's lease.
-func (c *Coordinator) wrote(h *heldLease, l Lease) {
-	now := c.cfg.Clock.Now()
-	c.mu.Lock()
-	h.lease, h.renewed = l, now
-	c.mu.Unlock()
-}
-
 // lose drops h if it is still shard's held lease and reports the loss.
 func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 	c.mu.Lock()
@@ -342,10 +334,13 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	if !ok {
 		return
 	}
-	nl, err := c.table.Renew(ctx, l)
+	started := c.cfg.Clock.Now()
+	wctx, cancel := c.untilExpiry(ctx, h)
+	nl, err := c.table.Renew(wctx, l)
+	cancel()
 	switch {
 	case err == nil:
-		c.wrote(h, nl)
+		c.wroteAt(h, nl, started)
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)
 	case ctx.Err() != nil:
@@ -383,7 +378,10 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	if !ok {
 		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpoint.ErrLeaseLost)
 	}
-	nl, err := c.table.Checkpoint(ctx, l, seq, 0)
+	started := c.cfg.Clock.Now()
+	wctx, cancel := c.untilExpiry(ctx, h)
+	nl, err := c.table.Checkpoint(wctx, l, seq, 0)
+	cancel()
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)
@@ -391,7 +389,7 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	case err != nil:
 		return err
 	}
-	c.wrote(h, nl)
+	c.wroteAt(h, nl, started)
 	if seq == checkpoint.ShardEnd {
 		c.finish(ctx, shard, h, nl)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/attempt"
 )
 
 // Attribute names of a lease item, as the Kinesis Client Library writes them.
@@ -96,6 +97,11 @@ type TableConfig struct {
 	// PollInterval is how often Ensure checks that a new table is ACTIVE.
 	// Default DefaultPollInterval (1s).
 	PollInterval time.Duration
+	// AttemptTimeout bounds each attempt of every DynamoDB call (see
+	// Config.AttemptTimeout). Default 0: none. It takes effect through the
+	// per-call options of the client's methods, as *dynamodb.Client applies
+	// them.
+	AttemptTimeout time.Duration
 }
 
 func (c TableConfig) problems() []error {
@@ -108,6 +114,9 @@ func (c TableConfig) problems() []error {
 	}
 	if c.PollInterval < 0 {
 		problems = append(problems, fmt.Errorf("PollInterval %v: must be >= 0 (0 means %v)", c.PollInterval, DefaultPollInterval))
+	}
+	if c.AttemptTimeout < 0 {
+		problems = append(problems, fmt.Errorf("AttemptTimeout %v: must be >= 0 (0 means none)", c.AttemptTimeout))
 	}
 	return problems
 }
@@ -140,6 +149,8 @@ type Table struct {
 	poll time.Duration
 	// pageLimit, when > 0, limits the items of one Scan page (tests).
 	pageLimit int32
+	// opts are the per-call options of every call: the attempt timeout.
+	opts []func(*dynamodb.Options)
 }
 
 // NewTable validates cfg and returns a Table; it does no I/O (see Ensure).
@@ -151,7 +162,12 @@ func NewTable(cfg TableConfig) (*Table, error) {
 }
 
 func newTable(cfg TableConfig) *Table {
-	return &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval)}
+	t := &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval)}
+	if cfg.AttemptTimeout > 0 {
+		mw := attempt.Middleware(t.clk, cfg.AttemptTimeout)
+		t.opts = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
+	}
+	return t
 }
 
 // Name returns the table name.
@@ -163,7 +179,7 @@ func (t *Table) Name() string { return t.name }
 func (t *Table) Ensure(ctx context.Context) error {
 	created := false
 	for {
-		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name})
+		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
 		status := "not found"
 		switch {
@@ -176,6 +192,8 @@ func (t *Table) Ensure(ctx context.Context) error {
 		case errors.As(err, &notFound):
 			// Created (by us or another worker) but not visible yet: wait,
 			// rather than create again at once, which would spin.
+		case errors.Is(err, attempt.ErrTimeout):
+			status = "no answer" // every attempt timed out: ask again
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
 		case out.Table.TableStatus == types.TableStatusActive:
@@ -195,7 +213,7 @@ func (t *Table) create(ctx context.Context) error {
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	})
+	}, t.opts...)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) { // in use: another worker created it first
 		return fmt.Errorf("leasetable: create table %s: %w", t.name, err)
@@ -226,7 +244,7 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 		if t.pageLimit > 0 {
 			in.Limit = &t.pageLimit
 		}
-		out, err := t.db.Scan(ctx, in)
+		out, err := t.db.Scan(ctx, in, t.opts...)
 		if err != nil {
 			return nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
 		}
@@ -248,7 +266,7 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 func (t *Table) Get(ctx context.Context, shard string) (Lease, bool, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &t.name, Key: keyOf(shard), ConsistentRead: aws.Bool(true),
-	})
+	}, t.opts...)
 	if err != nil {
 		return Lease{}, false, fmt.Errorf("leasetable: get shard %s: %w", shard, err)
 	}
@@ -273,7 +291,7 @@ func (t *Table) Create(ctx context.Context, l Lease) (bool, error) {
 		TableName:           &t.name,
 		Item:                encodeLease(l),
 		ConditionExpression: aws.String("attribute_not_exists(" + attrKey + ")"),
-	})
+	}, t.opts...)
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
@@ -373,7 +391,7 @@ func (t *Table) update(ctx context.Context, op string, l Lease, extra string, va
 		ExpressionAttributeNames:  namesIn(expr + " " + cond),
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
-	})
+	}, t.opts...)
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):

@@ -68,6 +68,7 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 
 // take takes l; losing the race to another worker is normal and only logged.
 func (c *Coordinator) take(ctx context.Context, l Lease) {
+	started := c.cfg.Clock.Now() // the lease is this worker's from when the take was sent, no earlier
 	nl, err := c.table.Take(ctx, l, c.cfg.WorkerID)
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
@@ -79,7 +80,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		}
 		return
 	}
-	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: c.cfg.Clock.Now()}
+	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started}
 	c.mu.Lock()
 	if c.draining { // Drain began during the take: hand it back at once
 		c.mu.Unlock()

@@ -1,6 +1,7 @@
 package dynamolog
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/clock"
@@ -95,8 +97,17 @@ type Config struct {
 	// Logger receives warnings, such as superseded items a compaction could
 	// not delete. Nil means discard.
 	Logger *slog.Logger
-	// Clock times the waits between retries. Default clock.Real{}.
+	// Clock times the waits between retries and the attempt timeout.
+	// Default clock.Real{}.
 	Clock clock.Clock
+	// AttemptTimeout bounds each attempt of every DynamoDB call: an
+	// attempt with no answer by then is abandoned and retried by the
+	// client's retryer (the default client's retries it like any transient
+	// error), so a silent connection holds a block push for at most this
+	// long per attempt. It takes effect through the per-call options of the
+	// client's methods, as *dynamodb.Client applies them. Default
+	// DefaultAttemptTimeout (5s); negative means none.
+	AttemptTimeout time.Duration
 }
 
 // Open opens the log; see Open.
@@ -168,6 +179,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("dynamolog: %w", err)
 		}
 		client = c
+	}
+	if cfg.AttemptTimeout >= 0 {
+		client = withAttemptTimeout(client, clock.Or(cfg.Clock), cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout))
 	}
 	var id [8]byte
 	rand.Read(id[:])

@@ -11,8 +11,14 @@
 // either the whole file or none (a hidden temporary file, removed by the
 // next New):
 //
-//	sink, err := files.New(files.Config[string]{Dir: "out"})
+//	sink, err := files.New(files.Config[string]{Dir: "out", Keep: 1000})
+//	defer sink.Close()
 //	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))
+//
+// A directory has one Sink at a time: New locks it, as a directory recovery
+// log is locked, so a second process given the same directory fails at
+// once instead of both reporting success. Config.Keep and Config.MaxAge
+// remove the files of old batches.
 //
 // The package imports nothing of weir's but batch.
 package files

@@ -12,13 +12,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/dirlock"
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
 // refuses; the message names every bad field and its fix.
 var ErrInvalidConfig = errors.New("files: invalid config")
+
+// ErrLocked is wrapped by the error New returns when another Sink, in this
+// process or another, has the directory: two writers of one directory
+// would each believe the other's files were their own batches.
+var ErrLocked = errors.New("files: directory in use by another sink")
+
+// ErrClosed is returned by Write after Close.
+var ErrClosed = errors.New("files: sink closed")
 
 // Defaults of the Config fields left zero.
 const (
@@ -34,11 +46,17 @@ const (
 // final name, whatever Prefix is.
 const tempPrefix = ".tmp-"
 
+// lockName is the lock file in Dir, held while a Sink is open.
+const lockName = ".lock"
+
 // Config configures a Sink of records of type T. Only Dir is required.
 type Config[T any] struct {
 	// Dir is the directory the files are written to, created (with its
-	// parents) by New if it does not exist. A directory belongs to one Sink:
-	// New removes the temporary files a crash left in it. Required.
+	// parents) by New if it does not exist. A directory belongs to one Sink
+	// at a time: New locks it (a hidden ".lock" file held with flock(2)
+	// until Close or the process ends), fails with ErrLocked if another
+	// Sink, in any process, has it, and removes the temporary files a crash
+	// left in it. Required.
 	Dir string
 	// Format returns the bytes of one record; the Sink writes a newline
 	// after each. Default: fmt's %v of the record. Ignored if Encode is set.
@@ -55,6 +73,19 @@ type Config[T any] struct {
 	Prefix, Suffix string
 	// Perm is the permission of the files. Default DefaultPerm (0644).
 	Perm fs.FileMode
+	// Keep, when > 0, is how many batch files are kept: after each write,
+	// the files of the oldest batches beyond the newest Keep are removed.
+	// Default 0: keep every file.
+	Keep int
+	// MaxAge, when > 0, removes after each write the files of batches
+	// older than the newest batch's time minus MaxAge (batch times, not
+	// the clock: a pipeline catching up removes nothing it still needs).
+	// Default 0: no age limit.
+	//
+	// A removed file is no longer there to mark its batch written: a batch
+	// recomputed after a restart (always one of the latest, see the package
+	// doc) is only kept from being written twice while its file is kept.
+	MaxAge time.Duration
 }
 
 func (c Config[T]) withDefaults() Config[T] {
@@ -86,6 +117,12 @@ func (c Config[T]) validate() error {
 	if strings.HasPrefix(c.Prefix, tempPrefix) {
 		problems = append(problems, fmt.Errorf("Prefix %q: must not start with %q, which names temporary files", c.Prefix, tempPrefix))
 	}
+	if c.Keep < 0 {
+		problems = append(problems, fmt.Errorf("Keep %d: must be >= 0 (0 keeps every file)", c.Keep))
+	}
+	if c.MaxAge < 0 {
+		problems = append(problems, fmt.Errorf("MaxAge %v: must be >= 0 (0 means no age limit)", c.MaxAge))
+	}
 	if c.Perm&^fs.ModePerm != 0 {
 		problems = append(problems, fmt.Errorf("Perm %v: must hold permission bits only, such as 0644", c.Perm))
 	}
@@ -97,9 +134,14 @@ func (c Config[T]) validate() error {
 
 // Sink writes batches to files, one per batch time, exactly once. Its Write
 // is a stream.ForEachBatch function. A Sink is safe for concurrent use,
-// though a pipeline calls it one batch at a time.
+// though a pipeline calls it one batch at a time. It holds its directory's
+// lock until Close.
 type Sink[T any] struct {
-	cfg Config[T]
+	cfg  Config[T]
+	lock *dirlock.Lock
+
+	mu     sync.Mutex // serialises pruning
+	closed atomic.Bool
 	// beforeRename, if set, is called with the temporary file's path after
 	// it is written and synced and before the rename: a test hook.
 	beforeRename func(tmp string) error
@@ -107,7 +149,8 @@ type Sink[T any] struct {
 
 // New returns a Sink configured by cfg, or an error wrapping
 // ErrInvalidConfig that names every bad field. It creates cfg.Dir if
-// needed and removes the temporary files a crash left in it.
+// needed, locks it (an error wrapping ErrLocked if another Sink has it) and
+// removes the temporary files a crash left in it. Close releases the lock.
 func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -116,10 +159,26 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err := mkdirAllSync(s.cfg.Dir); err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
+	lock, err := dirlock.Acquire(s.cfg.Dir, lockName)
+	switch {
+	case errors.Is(err, dirlock.ErrLocked):
+		return nil, fmt.Errorf("%w: %s (another process or Sink writes there: give each its own Dir, or stop the other first)", ErrLocked, s.cfg.Dir)
+	case err != nil:
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	s.lock = lock
 	if err := s.removeTemps(); err != nil {
+		lock.Release()
 		return nil, err
 	}
 	return s, nil
+}
+
+// Close releases the directory's lock; Write then returns ErrClosed. It is
+// idempotent.
+func (s *Sink[T]) Close() error {
+	s.closed.Store(true)
+	return s.lock.Release()
 }
 
 // removeTemps removes the temporary files of this Sink's names.
@@ -202,6 +261,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	final := s.Path(b.Time())
 	switch _, err := os.Lstat(final); {
 	case err == nil:
@@ -221,6 +283,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := s.publish(tmp, final); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+	}
+	if err := s.prune(); err != nil {
+		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
 	return nil
 }

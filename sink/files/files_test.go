@@ -26,10 +26,11 @@ func newSink[T any](t *testing.T, cfg Config[T]) *Sink[T] {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-// dirNames returns the names in dir, sorted.
+// dirNames returns the names in dir but the lock file, sorted.
 func dirNames(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -38,7 +39,9 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if e.Name() != lockName {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
@@ -151,6 +154,7 @@ func TestCrashBeforeRename(t *testing.T) {
 	if got, _ := s.Batches(); len(got) != 0 {
 		t.Errorf("Batches with a dead write's temporary file = %v", got)
 	}
+	s.Close() // the dead process's lock goes with it
 	s = newSink(t, Config[string]{Dir: dir})
 	if diff := cmp.Diff([]string{"notes.txt"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("after New (-want +got):\n%s", diff)

@@ -52,6 +52,21 @@ func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
 	}), nil
 }
 
+// credentialRefresher returns a function that drops the credentials client
+// caches, so that its next request signs with fresh ones (after an
+// expired-token answer), or nil when client is not the SDK's or its
+// credentials are not cached.
+func credentialRefresher(client Client) func() {
+	c, ok := client.(*awskinesis.Client)
+	if !ok {
+		return nil
+	}
+	if cache, ok := c.Options().Credentials.(interface{ Invalidate() }); ok {
+		return cache.Invalidate
+	}
+	return nil
+}
+
 // streamRef addresses a stream by name or ARN in requests.
 type streamRef string
 

@@ -46,6 +46,12 @@ const (
 	// DefaultRecomputeTimeout bounds one Recompute call when
 	// Config.RecomputeTimeout is zero.
 	DefaultRecomputeTimeout = time.Minute
+	// DefaultAttemptTimeout bounds one attempt of a Kinesis call when
+	// Config.AttemptTimeout is zero. A healthy GetRecords answers in tens
+	// of milliseconds; its largest answer, 10 MiB, takes under 10 s at
+	// 10 Mbit/s. The Kinesis Client Library waits 30 s for a GetRecords
+	// call, its SDK retries included.
+	DefaultAttemptTimeout = 10 * time.Second
 	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
 	DefaultMaxAttempts = 20
@@ -179,6 +185,14 @@ type Config struct {
 	// RetryMaxDelay caps the back-off. Default 5s. Shard readers retry such
 	// errors for as long as they run: throttling is normal on Kinesis.
 	RetryMaxDelay time.Duration
+	// AttemptTimeout bounds each attempt of every Kinesis call (GetRecords,
+	// GetShardIterator, ListShards, DescribeStreamSummary): an attempt with
+	// no answer by then is abandoned and retried like any transient error
+	// (counted as CauseTimeout), so a connection that went silent stalls a
+	// shard reader for at most this long. Default 10s
+	// (DefaultAttemptTimeout); raise it for a link slower than 10 Mbit/s,
+	// where a 10 MiB GetRecords answer takes longer.
+	AttemptTimeout time.Duration
 	// RecomputeTimeout bounds one Recompute call, retries included.
 	// Default 1m.
 	RecomputeTimeout time.Duration
@@ -222,6 +236,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryMaxDelay == 0 {
 		c.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
 	}
 	if c.RecomputeTimeout == 0 {
 		c.RecomputeTimeout = DefaultRecomputeTimeout
@@ -280,6 +297,7 @@ func (c Config) validate() error {
 		{"RetryBaseDelay", c.RetryBaseDelay, DefaultRetryBaseDelay},
 		{"RetryMaxDelay", c.RetryMaxDelay, DefaultRetryMaxDelay},
 		{"RecomputeTimeout", c.RecomputeTimeout, DefaultRecomputeTimeout},
+		{"AttemptTimeout", c.AttemptTimeout, DefaultAttemptTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

@@ -67,7 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
-		RecomputeTimeout: time.Minute, MaxAttempts: 20, OnRangeUnavailable: FailRange,
+		RecomputeTimeout: time.Minute, AttemptTimeout: 10 * time.Second, MaxAttempts: 20, OnRangeUnavailable: FailRange,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("withDefaults (-want +got):\n%s", diff)

@@ -245,7 +245,8 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 
 // position is where the reader of a newly leased shard starts: after its
 // checkpoint, or at the position the checkpoint names, but never before
-// what the driver's recovery log already holds (Runtime.ResumeAfter).
+// what the driver's recovery log already holds (Runtime.ResumeAfter) or
+// this receiver saw completed (see run.doneUpTo).
 //
 // A checkpoint weir wrote (leasetable.Lease.WrittenByWeir) covers whole
 // Kinesis records: the reader starts after it. One a KCL application wrote
@@ -276,7 +277,7 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 			pos.Timestamp = cfg.AtTimestamp
 		}
 	}
-	seq, ok := lr.rn.logged(l.Shard)
+	seq, ok := lr.rn.doneUpTo(l.Shard)
 	switch {
 	case !ok:
 	case pos.After != "" && batch.CompareSeq(seq, pos.After) <= 0:

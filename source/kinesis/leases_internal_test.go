@@ -53,7 +53,7 @@ func TestLeasePosition(t *testing.T) {
 				return tc.resume, tc.resume != ""
 			}
 			lr := &leaseRun{
-				rn:  &run{cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}, resumeAfter: resumeAfter},
+				rn:  &run{r: &Receiver{progress: newProgress()}, cfg: Config{Stream: "s", InitialPosition: tc.initial, AtTimestamp: ts}, resumeAfter: resumeAfter},
 				log: slog.New(slog.DiscardHandler),
 			}
 			tc.lease.Shard = "shard-1"
@@ -108,7 +108,7 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1}}
+	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1, AttemptTimeout: 600 * time.Millisecond}}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

@@ -148,10 +148,10 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 		rn.logger = rt.Logger
 	}
 	rn.logger = rn.logger.With("stream", r.cfg.Stream, "app", r.cfg.App)
-	rn.retry = &retrier{clock: rn.clock, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: rn.logger}
 	client, err := r.clientFor(ctx)
 	if err == nil {
 		rn.client = client
+		rn.retry = r.newRetrier(client, rn.clock, rn.logger)
 		err = rn.checkStream(ctx)
 	}
 	if err != nil {

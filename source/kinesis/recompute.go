@@ -98,7 +98,7 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 	}
 	return &rangeReader{
 		client:      client,
-		retry:       &retrier{clock: clk, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: logger},
+		retry:       r.newRetrier(client, clk, logger),
 		clock:       clk,
 		cfg:         r.cfg,
 		logger:      logger,

@@ -6,14 +6,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/backoff"
 )
 
@@ -23,8 +27,10 @@ type RetryCause string
 
 // The retry causes.
 const (
-	// CauseThrottled is a ProvisionedThroughputExceededException: the shard's
-	// read limit (5 calls/s, 2 MB/s, shared by all consumers) was reached.
+	// CauseThrottled is a ProvisionedThroughputExceededException (the
+	// shard's read limit, 5 calls/s and 2 MB/s shared by all consumers, was
+	// reached), any other error code the AWS SDK counts as throttling, or an
+	// HTTP 429 answer.
 	CauseThrottled RetryCause = "throttled"
 	// CauseLimitExceeded is a LimitExceededException: a control-plane call
 	// (ListShards, GetShardIterator) was throttled.
@@ -33,16 +39,45 @@ const (
 	CauseKMSThrottling RetryCause = "kms_throttling"
 	// CauseServerError is an HTTP 5xx answer or an InternalFailureException.
 	CauseServerError RetryCause = "server_error"
+	// CauseTimeout is an attempt that got no answer within
+	// Config.AttemptTimeout, an HTTP 408 answer or a RequestTimeout error
+	// code (the server or a proxy gave up waiting), or a network timeout.
+	CauseTimeout RetryCause = "timeout"
 	// CauseTransport is a connection that failed or broke mid-answer.
 	CauseTransport RetryCause = "transport"
+	// CauseExpiredCredentials is an ExpiredTokenException (or ExpiredToken,
+	// RequestExpired): the credentials are refreshed before the retry.
+	CauseExpiredCredentials RetryCause = "expired_credentials"
 	// CauseExpiredIterator is an ExpiredIteratorException: the reader got a
 	// new iterator after the last sequence number it read.
 	CauseExpiredIterator RetryCause = "expired_iterator"
 )
 
+// expiredCredentialCodes are the error codes of a request signed with
+// temporary credentials that expired, or signed too long before it was
+// sent: new credentials (or a new signature) heal them.
+var expiredCredentialCodes = map[string]bool{
+	"ExpiredTokenException": true,
+	"ExpiredToken":          true,
+	"RequestExpired":        true,
+}
+
+// sdkRetryables are the AWS SDK's own checks of a transient error
+// (aws/retry.DefaultRetryables: cancellations are not retried; errors that
+// say they are retryable, broken connections, HTTP 500/502/503/504, an
+// unmodeled 429, RequestTimeout codes and throttling codes are), so that
+// the receiver retries what the SDK's standard retryer would.
+var sdkRetryables = retry.IsErrorRetryables(retry.DefaultRetryables)
+
+// sdkThrottles is the SDK's check of a throttling error code.
+var sdkThrottles = retry.IsErrorThrottles(retry.DefaultThrottles)
+
 // classify returns the retry cause of err, or "" if err is not worth
-// retrying. Typed AWS errors are matched with errors.As, never by text. A
-// deadline counts as a transport error (an HTTP timeout): callers check
+// retrying: a request the service refused for a reason retrying cannot fix
+// (see withFix). It classifies errors as the AWS SDK's standard retryer
+// does, and also retries an HTTP 408, any 5xx, expired credentials, and
+// every broken or silent connection. Typed AWS errors are matched with
+// errors.As, never by text. A deadline counts as a timeout: callers check
 // their own context before asking.
 func classify(err error) RetryCause {
 	var (
@@ -50,14 +85,23 @@ func classify(err error) RetryCause {
 		limit     *types.LimitExceededException
 		kms       *types.KMSThrottlingException
 		internal  *types.InternalFailureException
-		resp      *smithyhttp.ResponseError
-		send      *smithyhttp.RequestSendError
-		deser     *smithy.DeserializationError
-		netErr    net.Error
+		expiredIt *types.ExpiredIteratorException
+		status    interface{ HTTPStatusCode() int }
+		api       smithy.APIError
 	)
+	code := ""
+	if errors.As(err, &api) {
+		code = api.ErrorCode()
+	}
+	httpStatus := 0
+	if errors.As(err, &status) {
+		httpStatus = status.HTTPStatusCode()
+	}
 	switch {
-	case err == nil, errors.Is(err, context.Canceled):
+	case err == nil, errors.Is(err, context.Canceled) && !errors.Is(err, attempt.ErrTimeout):
 		return ""
+	case errors.As(err, &expiredIt):
+		return "" // the reader gets a new iterator: see readShard
 	case errors.As(err, &throttled):
 		return CauseThrottled
 	case errors.As(err, &limit):
@@ -66,33 +110,84 @@ func classify(err error) RetryCause {
 		return CauseKMSThrottling
 	case errors.As(err, &internal):
 		return CauseServerError
-	case errors.As(err, &resp) && resp.HTTPStatusCode() >= 500:
+	case sdkThrottles.IsErrorThrottle(err) == aws.TrueTernary, httpStatus == http.StatusTooManyRequests:
+		return CauseThrottled
+	case expiredCredentialCodes[code]:
+		return CauseExpiredCredentials
+	case errors.Is(err, attempt.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		httpStatus == http.StatusRequestTimeout, code == "RequestTimeout", code == "RequestTimeoutException":
+		return CauseTimeout
+	case httpStatus >= 500:
 		return CauseServerError
-	case errors.As(err, &send), errors.As(err, &deser), errors.As(err, &netErr),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+	case isTransport(err):
 		return CauseTransport
+	case httpStatus == 0 && isTimeout(err):
+		return CauseTimeout
+	case sdkRetryables.IsErrorRetryable(err) == aws.TrueTernary:
+		return CauseTransport // e.g. a request the SDK found signed with a skewed clock
 	}
 	return ""
 }
 
+// isTransport reports whether err is a connection that failed or broke:
+// the SDK's connection checks (reset, refused, dial, temporary), a request
+// that could not be sent, or an answer cut short.
+func isTransport(err error) bool {
+	var (
+		send  *smithyhttp.RequestSendError
+		deser *smithy.DeserializationError
+		dns   *net.DNSError
+	)
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false // no such host: check the endpoint and region (see withFix)
+	}
+	if isTimeout(err) {
+		return false
+	}
+	return retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary ||
+		errors.As(err, &send) || errors.As(err, &deser) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
 // retrier runs Kinesis calls with back-off on retryable errors, counting
-// every retry by cause.
+// every retry by cause, each attempt bounded by timeout.
 type retrier struct {
-	clock  clock.Clock
-	base   time.Duration
-	max    time.Duration
-	stats  *statsCollector
-	logger *slog.Logger
+	clock   clock.Clock
+	base    time.Duration
+	max     time.Duration
+	timeout time.Duration // of one attempt; 0: none
+	stats   *statsCollector
+	logger  *slog.Logger
+	// refresh, when set, drops cached credentials after an expired-token
+	// answer, so that the retry signs with new ones.
+	refresh func()
+}
+
+// newRetrier returns the retrier of r's calls: back-off and attempt timeout
+// from its Config, credentials refreshed through client when it is the
+// SDK's.
+func (r *Receiver) newRetrier(client Client, clk clock.Clock, logger *slog.Logger) *retrier {
+	return &retrier{
+		clock: clk, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, timeout: r.cfg.AttemptTimeout,
+		stats: &r.stats, logger: logger, refresh: credentialRefresher(client),
+	}
 }
 
 // do calls f until it succeeds, fails with an error that is not worth
-// retrying, maxAttempts attempts failed (0 means no limit), or ctx is done.
-// op and shard are for logs.
+// retrying (returned with the fix named, see withFix), maxAttempts attempts
+// failed (0 means no limit), or ctx is done. Each attempt gets its own
+// context, ended after r.timeout. op and shard are for logs.
 func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard string, f func(context.Context) (T, error)) (T, error) {
 	b := backoff.Policy{Base: r.base, Max: r.max}.Start()
-	for attempt := 1; ; attempt++ {
-		v, err := f(ctx)
+	for n := 1; ; n++ {
+		v, err := once(ctx, r, f)
 		if err == nil {
 			return v, nil
 		}
@@ -100,14 +195,32 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			return v, ctx.Err()
 		}
 		cause := classify(err)
-		if cause == "" || (maxAttempts > 0 && attempt >= maxAttempts) {
+		if cause == "" {
+			return v, withFix(op, err)
+		}
+		if maxAttempts > 0 && n >= maxAttempts {
 			return v, err
 		}
 		r.stats.retry(cause)
+		if cause == CauseExpiredCredentials && r.refresh != nil {
+			r.refresh()
+		}
 		delay := b.Next()
-		r.logger.Debug("kinesis: retrying", "op", op, "shard", shard, "cause", string(cause), "attempt", attempt, "delay", delay, "err", err)
+		log := r.logger.Debug
+		if cause == CauseTimeout || cause == CauseExpiredCredentials {
+			log = r.logger.Warn // rare, and worth seeing
+		}
+		log("kinesis: retrying", "op", op, "shard", shard, "cause", string(cause), "attempt", n, "delay", delay, "err", err)
 		if err := clock.Sleep(ctx, r.clock, delay); err != nil {
 			return v, err
 		}
 	}
+}
+
+// once runs f once, bounded by r.timeout.
+func once[T any](ctx context.Context, r *retrier, f func(context.Context) (T, error)) (T, error) {
+	actx, cancel := attempt.WithTimeout(ctx, r.clock, r.timeout)
+	defer cancel()
+	v, err := f(actx)
+	return v, attempt.Error(actx, err, r.timeout)
 }

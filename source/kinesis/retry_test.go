@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/attempt"
 )
 
 func TestClassify(t *testing.T) {
@@ -44,7 +48,19 @@ func TestClassify(t *testing.T) {
 		{"expired iterator", op(&types.ExpiredIteratorException{}), ""},
 		{"not found", op(&types.ResourceNotFoundException{}), ""},
 		{"canceled", op(&smithyhttp.RequestSendError{Err: context.Canceled}), ""},
-		{"http timeout", op(context.DeadlineExceeded), CauseTransport},
+		{"http timeout", op(context.DeadlineExceeded), CauseTimeout},
+		{"408 unmodeled", op(apiResp(408, &smithy.GenericAPIError{Code: "UnknownError"})), CauseTimeout},
+		{"RequestTimeoutException", op(apiResp(400, &smithy.GenericAPIError{Code: "RequestTimeoutException"})), CauseTimeout},
+		{"attempt timeout", fmt.Errorf("no answer (%w): %w", attempt.ErrTimeout, op(&smithy.CanceledError{Err: context.Canceled})), CauseTimeout},
+		{"429 unmodeled", op(apiResp(429, &smithy.GenericAPIError{Code: "UnknownError"})), CauseThrottled},
+		{"ThrottlingException", op(apiResp(400, &smithy.GenericAPIError{Code: "ThrottlingException"})), CauseThrottled},
+		{"502", op(apiResp(502, &smithy.GenericAPIError{Code: "BadGateway"})), CauseServerError},
+		{"expired token", op(apiResp(400, &smithy.GenericAPIError{Code: "ExpiredTokenException"})), CauseExpiredCredentials},
+		{"connection reset", op(&smithyhttp.RequestSendError{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}), CauseTransport},
+		{"net timeout", op(&net.OpError{Op: "read", Err: timeoutErr{}}), CauseTimeout},
+		{"no such host", op(&smithyhttp.RequestSendError{Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}), ""},
+		{"access denied", op(apiResp(400, &types.AccessDeniedException{})), ""},
+		{"unrecognized client", op(apiResp(400, &smithy.GenericAPIError{Code: "UnrecognizedClientException"})), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +68,40 @@ func TestClassify(t *testing.T) {
 				t.Errorf("classify(%v) = %q, want %q", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// apiResp is an API error answered with an HTTP status, as the SDK builds it.
+func apiResp(code int, err error) error {
+	return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: code}}, Err: err}
+}
+
+// timeoutErr is a network timeout.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestWithFixNamesTheFix(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{apiResp(400, &types.AccessDeniedException{}), "kinesis:GetRecords"},
+		{apiResp(400, &types.KMSAccessDeniedException{}), "kms:Decrypt"},
+		{apiResp(400, &types.ResourceNotFoundException{}), "Config.Stream"},
+		{apiResp(400, &smithy.GenericAPIError{Code: "UnrecognizedClientException"}), "Config.AWS"},
+		{&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, "Config.Endpoint"},
+	}
+	for _, tt := range tests {
+		err := withFix("GetRecords", tt.err)
+		if !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("withFix(%v) = %v, want it to wrap the error and mention %q", tt.err, err, tt.want)
+		}
+	}
+	if err := errors.New("x"); withFix("GetRecords", err) != err {
+		t.Error("withFix changed an error it has no fix for")
 	}
 }
 
@@ -134,6 +184,53 @@ func TestDoStopsWaitingWhenContextIsDone(t *testing.T) {
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("do: %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestDoTimesOutASilentAttemptAndRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stats := &statsCollector{}
+		r := &retrier{clock: clock.Real{}, base: 100 * time.Millisecond, max: time.Second, timeout: 10 * time.Second, stats: stats, logger: slog.New(slog.DiscardHandler)}
+		calls := 0
+		start := time.Now()
+		var silentFor time.Duration
+		v, err := do(t.Context(), r, 0, "GetRecords", "shard", func(ctx context.Context) (int, error) {
+			calls++
+			if calls == 1 { // a connection that never answers
+				<-ctx.Done()
+				silentFor = time.Since(start)
+				return 0, &smithy.CanceledError{Err: ctx.Err()}
+			}
+			return 42, nil
+		})
+		if err != nil || v != 42 {
+			t.Fatalf("do = %d, %v; want 42, nil", v, err)
+		}
+		if silentFor != 10*time.Second {
+			t.Errorf("the silent attempt was abandoned after %v, want the attempt timeout, 10s", silentFor)
+		}
+		if diff := cmp.Diff(map[RetryCause]int64{CauseTimeout: 1}, stats.snapshot().Retries); diff != "" {
+			t.Errorf("retries (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDoRefreshesExpiredCredentials(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refreshed := 0
+		r := &retrier{clock: clock.Real{}, base: time.Millisecond, max: time.Millisecond, stats: &statsCollector{}, logger: slog.New(slog.DiscardHandler),
+			refresh: func() { refreshed++ }}
+		calls := 0
+		_, err := do(t.Context(), r, 0, "GetRecords", "shard", func(context.Context) (int, error) {
+			calls++
+			if refreshed == 0 {
+				return 0, apiResp(400, &smithy.GenericAPIError{Code: "ExpiredTokenException"})
+			}
+			return 1, nil
+		})
+		if err != nil || calls != 2 || refreshed != 1 {
+			t.Errorf("do: err %v after %d calls and %d refreshes; want nil after 2 calls and 1 refresh", err, calls, refreshed)
 		}
 	})
 }

@@ -26,6 +26,7 @@ type fixture struct {
 	stream string
 	logDir string
 	out    string
+	sink   *files.Sink[string] // the last run's: a restart closes it, as the crash of its process would
 
 	mu       sync.Mutex
 	produced []string
@@ -80,10 +81,14 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 		rl.See(b)
 		return out(ctx, b)
 	}, stream.Named("collect"))
+	if f.sink != nil {
+		f.sink.Close()
+	}
 	sink, err := files.New(files.Config[string]{Dir: f.out})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.sink = sink
 	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))
 	return p
 }
@@ -175,6 +180,7 @@ func TestFailureRecovery(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
+	f.sink.Close()
 	recoverycheck.Check(t, st1, f.state(t), rl1, rl2, f.produced, f.out)
 }
 

@@ -1,7 +1,8 @@
 // Package faults provides an HTTP transport that injects the failures no
 // local AWS server produces: throttling (ProvisionedThroughputExceededException,
-// LimitExceededException), ExpiredIteratorException, HTTP 500 and 503, and
-// dropped connections, before or after the server handled the request.
+// LimitExceededException), ExpiredIteratorException, HTTP 408, 500 and 503,
+// dropped connections, before or after the server handled the request, and
+// silent ones (a request held until its caller gives up, or for a delay).
 //
 // Install it as the HTTPClient of an SDK client, so the SDK decodes an
 // injected error exactly as it would a real one (errors.As with

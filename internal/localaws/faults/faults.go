@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrInvalidConfig is wrapped by the errors of New and SetRules for bad rules.
@@ -45,13 +46,22 @@ const (
 	// closed mid-body would. The SDK reports a *smithy.DeserializationError
 	// and does not retry it.
 	DropResponse
-	lastKind = DropResponse
+	// RequestTimeout answers 408 Request Timeout with an empty body, as a
+	// server or load balancer does when it gave up waiting: the SDK reports
+	// an unmodeled API error with HTTP status 408. The request never reaches
+	// the server. With Rule.Delay, it models a long hang that ends in 408.
+	RequestTimeout
+	// Hang holds the request, unsent, until its context ends (the caller's
+	// timeout), then fails the round trip with the context's error: a
+	// connection that went silent.
+	Hang
+	lastKind = Hang
 )
 
 // String names the kind, as in the constants above.
 func (k Kind) String() string {
 	names := [...]string{"Kind(0)", "Throughput", "LimitExceeded", "ExpiredIterator",
-		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse"}
+		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse", "RequestTimeout", "Hang"}
 	if k < 0 || k > lastKind {
 		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
@@ -69,6 +79,8 @@ func (k Kind) apiError() (status int, code, message string) {
 		return 400, "ExpiredIteratorException", "Iterator expired (injected by faults)"
 	case InternalFailure:
 		return 500, "InternalFailure", "Internal failure (injected by faults)"
+	case RequestTimeout:
+		return 408, "", ""
 	default:
 		return 503, "ServiceUnavailable", "Service unavailable (injected by faults)"
 	}
@@ -89,13 +101,18 @@ type Rule struct {
 	Skip int
 	// Times caps how many faults this rule injects; 0 (the default) means no cap.
 	Times int
+	// Delay holds a request this rule fires on for this long (on the
+	// runtime's clock, so virtual under testing/synctest) before its fault
+	// is injected; a request whose context ends first fails with the
+	// context's error. Default 0: no delay.
+	Delay time.Duration
 }
 
 // validate reports every problem with r, the i-th rule.
 func (r Rule) validate(i int) []error {
 	var problems []error
 	if r.Kind < Throughput || r.Kind > lastKind {
-		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..DropResponse", i, r.Kind))
+		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..Hang", i, r.Kind))
 	}
 	if r.Probability < 0 || r.Probability > 1 || r.Probability != r.Probability {
 		problems = append(problems, fmt.Errorf("Rules[%d].Probability %v: must be in [0, 1]", i, r.Probability))
@@ -105,6 +122,9 @@ func (r Rule) validate(i int) []error {
 	}
 	if r.Times < 0 {
 		problems = append(problems, fmt.Errorf("Rules[%d].Times %d: must be >= 0 (0 means no cap)", i, r.Times))
+	}
+	if r.Delay < 0 {
+		problems = append(problems, fmt.Errorf("Rules[%d].Delay %v: must be >= 0 (0 means none)", i, r.Delay))
 	}
 	return problems
 }
@@ -236,10 +256,21 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 // rule that fires, or forwards req to the base transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	target := req.Header.Get("X-Amz-Target")
-	kind := t.pick(target)
+	kind, delay := t.pick(target)
+	if kind != 0 && delay > 0 {
+		if err := wait(req, delay); err != nil {
+			return nil, err
+		}
+	}
 	switch kind {
 	case 0:
 		return t.base.RoundTrip(req)
+	case Hang:
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
 	case DropResponse:
 		return t.cutResponse(req)
 	}
@@ -253,8 +284,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return errorResponse(req, kind), nil
 }
 
-// pick counts the request and returns the kind of fault to inject, or 0.
-func (t *Transport) pick(target string) Kind {
+// wait holds req for d, or until its context ends (then it returns the
+// context's error).
+func wait(req *http.Request, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-req.Context().Done():
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return req.Context().Err()
+	}
+}
+
+// pick counts the request and returns the kind of fault to inject, or 0,
+// and the rule's delay.
+func (t *Transport) pick(target string) (Kind, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	op := operation(target)
@@ -273,9 +321,9 @@ func (t *Transport) pick(target string) Kind {
 		}
 		r.injected++
 		t.injected[key{op, r.Kind}]++
-		return r.Kind
+		return r.Kind, r.Delay
 	}
-	return 0
+	return 0, 0
 }
 
 // cutResponse forwards req and returns its response with the body cut half
@@ -312,7 +360,10 @@ func (b *cutBody) Close() error { return nil }
 // errorResponse builds the AWS JSON error response of kind.
 func errorResponse(req *http.Request, kind Kind) *http.Response {
 	status, code, message := kind.apiError()
-	body, _ := json.Marshal(map[string]string{"__type": code, "message": message})
+	var body []byte
+	if code != "" {
+		body, _ = json.Marshal(map[string]string{"__type": code, "message": message})
+	}
 	contentType := req.Header.Get("Content-Type")
 	if !strings.HasPrefix(contentType, "application/x-amz-json") {
 		contentType = "application/x-amz-json-1.1"
@@ -320,7 +371,9 @@ func errorResponse(req *http.Request, kind Kind) *http.Response {
 	h := http.Header{}
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Amzn-Errortype", code)
+	if code != "" {
+		h.Set("X-Amzn-Errortype", code)
+	}
 	h.Set("X-Amzn-Requestid", "injected-by-faults")
 	return &http.Response{
 		Status:        strconv.Itoa(status) + " " + http.StatusText(status),

@@ -1,12 +1,14 @@
 package faults_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -66,6 +68,7 @@ func TestSDKDecodesInjectedErrors(t *testing.T) {
 		{"GetRecords", faults.ServiceUnavailable, getRecords, hasStatus(503, "ServiceUnavailable")},
 		{"GetRecords", faults.DropRequest, getRecords, isRetryableConnectionError},
 		{"PutRecords", faults.DropResponse, putRecord, isA[*smithy.DeserializationError]},
+		{"GetRecords", faults.RequestTimeout, getRecords, hasStatus(408, "UnknownError")},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%v", tt.op, tt.kind), func(t *testing.T) {
@@ -79,6 +82,25 @@ func TestSDKDecodesInjectedErrors(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("GetRecords/Hang until the caller gives up", func(t *testing.T) {
+		tr := newTransport(t, faults.Rule{Operation: "GetRecords", Kind: faults.Hang})
+		kc := env.Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+		hung, cancel := context.WithTimeout(ctx, 20*time.Millisecond) // however long: Hang answers only when it ends
+		defer cancel()
+		_, err := kc.GetRecords(hung, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("GetRecords held by Hang until its deadline: got %v, want context.DeadlineExceeded", err)
+		}
+	})
+
+	t.Run("GetRecords/RequestTimeout after a delay", func(t *testing.T) {
+		tr := newTransport(t, faults.Rule{Operation: "GetRecords", Kind: faults.RequestTimeout, Delay: 50 * time.Millisecond})
+		kc := env.Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+		if err := getRecords(kc); !hasStatus(408, "UnknownError")(err) {
+			t.Errorf("GetRecords: got %#v, want a 408", err)
+		}
+	})
 
 	t.Run("DropResponse reaches the server", func(t *testing.T) {
 		got := countRecords(t, env.Kinesis(), it.ShardIterator)

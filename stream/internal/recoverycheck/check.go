@@ -217,6 +217,7 @@ func checkFiles(t testing.TB, out string, rl1, rl2 *Recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sink.Close()
 	want := map[batch.Time]string{}
 	for _, rl := range []*Recorder{rl1, rl2} {
 		for tm, s := range rl.saw {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package recovery
+package dirlock
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive flock(2) on f without waiting: ErrLocked if
+// File takes an exclusive flock(2) on f without waiting: ErrLocked if
 // another open file holds it. The lock goes when f is closed, or when the
 // process dies.
-func lockFile(f *os.File) error {
+func File(f *os.File) error {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return ErrLocked

@@ -1,0 +1,50 @@
+// Package dirlock keeps a directory to one owner at a time, across
+// processes: an exclusive flock(2) on a file in it, held while the owner
+// runs and dropped by the kernel when the owner closes it or dies. The
+// recovery log's directory and the file sink's use it.
+package dirlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ErrLocked is returned by Acquire and File when another owner, in this
+// process or another, holds the lock.
+var ErrLocked = errors.New("dirlock: held by another owner")
+
+// ErrUnsupported is returned by Acquire and File on a platform without
+// flock(2).
+var ErrUnsupported = errors.New("dirlock: locking a directory needs flock(2), which this platform lacks")
+
+// Lock is a held directory lock. Release drops it.
+type Lock struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// Acquire creates the file name in dir if needed and takes its lock
+// without waiting: an error wrapping ErrLocked when another owner holds it.
+func Acquire(dir, name string) (*Lock, error) {
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("dirlock: open %s: %w", path, err)
+	}
+	if err := File(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dirlock: lock %s: %w", path, err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release drops the lock. It is idempotent; it returns the error of
+// closing the lock file.
+func (l *Lock) Release() error {
+	l.once.Do(func() { l.err = l.f.Close() })
+	return l.err
+}

@@ -1,0 +1,309 @@
+package iamcheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery/dynamolog"
+	"github.com/weirstream/weir/recovery/recoverytest"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+// policyDir holds the policies, relative to this package.
+const policyDir = "../../docs/iam"
+
+// rarePaths are actions a policy must grant that a normal run does not
+// call, each with the reason.
+var rarePaths = map[string]string{
+	"dynamodb:GetItem": "the recovery log reads an item back only when a put the SDK retried finds its seq taken",
+}
+
+// recorder is an SDK HTTP client that records the IAM action of every
+// request (from its X-Amz-Target header) before sending it on.
+type recorder struct {
+	next aws.HTTPClient
+
+	mu      sync.Mutex
+	actions map[string]bool
+}
+
+func newRecorder(next aws.HTTPClient) *recorder {
+	if next == nil {
+		next = &http.Client{Transport: &http.Transport{}}
+	}
+	return &recorder{next: next, actions: map[string]bool{}}
+}
+
+// Do records req's action and sends it.
+func (r *recorder) Do(req *http.Request) (*http.Response, error) {
+	if a := action(req.Header.Get("X-Amz-Target")); a != "" {
+		r.mu.Lock()
+		r.actions[a] = true
+		r.mu.Unlock()
+	}
+	return r.next.Do(req)
+}
+
+// called returns the actions recorded, sorted.
+func (r *recorder) called() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(func(yield func(string) bool) {
+		for a := range r.actions {
+			if !yield(a) {
+				return
+			}
+		}
+	})
+}
+
+// action maps an X-Amz-Target ("Kinesis_20131202.GetRecords") to its IAM
+// action ("kinesis:GetRecords"): for these JSON protocols the action is
+// named after the operation.
+func action(target string) string {
+	service, op, ok := strings.Cut(target, ".")
+	if !ok {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(service, "Kinesis_"):
+		return "kinesis:" + op
+	case strings.HasPrefix(service, "DynamoDB_"):
+		return "dynamodb:" + op
+	}
+	return "unknown:" + target
+}
+
+// policy is the part of an IAM policy document the test reads.
+type policy struct {
+	Version   string
+	Statement []struct {
+		Effect   string
+		Action   stringOrList
+		Resource stringOrList
+	}
+}
+
+// stringOrList is a policy element that is a string or a list of them.
+type stringOrList []string
+
+func (s *stringOrList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = []string{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(s))
+}
+
+// readPolicy returns the actions the policy file name allows, by service
+// prefix.
+func readPolicy(t *testing.T, name string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(policyDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p policy
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if p.Version != "2012-10-17" || len(p.Statement) == 0 {
+		t.Fatalf("%s: version %q with %d statements, want 2012-10-17 and some", name, p.Version, len(p.Statement))
+	}
+	allowed := map[string]bool{}
+	for i, st := range p.Statement {
+		if st.Effect != "Allow" || len(st.Resource) == 0 || slices.Contains(st.Resource, "*") {
+			t.Errorf("%s: statement %d: effect %q on %v; want Allow on named resources", name, i, st.Effect, st.Resource)
+		}
+		for _, a := range st.Action {
+			if strings.Contains(a, "*") {
+				t.Errorf("%s: action %q: a least-privilege policy names each action", name, a)
+			}
+			allowed[a] = true
+		}
+	}
+	return allowed
+}
+
+// check compares the actions a run called with those of policy: every one
+// called must be allowed, and every one allowed for service (kinesis,
+// dynamodb) must be called or be a rare path.
+func check(t *testing.T, file, service string, called []string) {
+	t.Helper()
+	allowed := readPolicy(t, file)
+	for _, a := range called {
+		if strings.HasPrefix(a, service+":") && !allowed[a] {
+			t.Errorf("weir called %s, which %s does not allow: add it to the policy (and to docs/iam.md)", a, file)
+		}
+	}
+	for a := range allowed {
+		if strings.HasPrefix(a, service+":") && !slices.Contains(called, a) && rarePaths[a] == "" {
+			t.Errorf("%s allows %s, which weir never called: remove it (least privilege), or name its rare path in rarePaths", file, a)
+		}
+	}
+	t.Logf("%s: called %v", file, called)
+}
+
+// runReceiver reads n records of a new stream with cfg (stream, endpoint
+// and recording client set here), has their blocks completed, recomputes
+// one block, and stops the receiver gracefully.
+func runReceiver(t *testing.T, env *localaws.Env, rec *recorder, edit func(*kinesis.Config)) {
+	t.Helper()
+	ctx := t.Context()
+	stream := localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = fmt.Appendf(nil, "r-%03d", i)
+	}
+	if err := env.PutRecords(ctx, stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	awsCfg := env.AWSConfig()
+	awsCfg.HTTPClient = rec
+	cfg := kinesis.Config{
+		Stream: stream, App: "iam", InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint,
+		PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	r, err := kinesis.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		blocks []batch.BlockInfo
+		total  int
+	)
+	full := make(chan struct{})
+	push := func(_ context.Context, b source.Block[kinesis.Record]) (batch.BlockInfo, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(len(blocks))}, Ranges: b.Ranges, Count: len(b.Records)}
+		blocks = append(blocks, info)
+		if total < n && total+len(b.Records) >= n {
+			close(full)
+		}
+		total += len(b.Records)
+		return info, nil
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(context.Background(), source.Runtime[kinesis.Record]{Push: push, BlockInterval: 5 * time.Millisecond, BatchInterval: 50 * time.Millisecond})
+	}()
+	guard := time.NewTimer(time.Minute)
+	defer guard.Stop()
+	select {
+	case <-full:
+	case err := <-errc:
+		t.Fatalf("Start returned early: %v", err)
+	case <-guard.C:
+		t.Fatal("records did not arrive within a minute")
+	}
+	mu.Lock()
+	done := slices.Clone(blocks)
+	mu.Unlock()
+	r.BlocksCompleted(ctx, done)
+	if _, err := r.Recompute(ctx, done[0]); err != nil {
+		t.Fatalf("Recompute: %v", err)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := r.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+}
+
+func TestPollingPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	rec := newRecorder(env.AWSConfig().HTTPClient)
+	runReceiver(t, env, rec, nil)
+	check(t, "kinesis-polling.json", "kinesis", rec.called())
+}
+
+func TestLeasesPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	rec := newRecorder(env.AWSConfig().HTTPClient)
+	runReceiver(t, env, rec, func(c *kinesis.Config) {
+		c.Leases = &kinesis.LeaseConfig{Config: leasetable.Config{
+			TableName: localaws.UniqueName(t), Endpoint: env.DynamoDBEndpoint, LeaseDuration: 3 * time.Second,
+		}, CheckpointInterval: 20 * time.Millisecond}
+	})
+	called := rec.called()
+	check(t, "kinesis-polling.json", "kinesis", called)
+	check(t, "dynamodb-leases.json", "dynamodb", called)
+}
+
+func TestRecoveryLogPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	rec := newRecorder(env.AWSConfig().HTTPClient)
+	awsCfg := env.AWSConfig()
+	awsCfg.HTTPClient = rec
+	cfg := dynamolog.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: localaws.UniqueName(t), Name: "iam/worker-1"}
+	ctx := t.Context()
+	l, err := dynamolog.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		recoverytest.MustAppend(t, l, recoverytest.Block(0, uint64(i)))
+	}
+	if err := l.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, err = dynamolog.Open(ctx, cfg) // a restart reads it back
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	check(t, "dynamodb-log.json", "dynamodb", rec.called())
+}
+
+// TestFanoutPolicyCoversPolling checks the enhanced fan-out policy parses
+// and allows what polling needs too: ranges are replayed with GetRecords
+// whichever way shards are read.
+func TestFanoutPolicyCoversPolling(t *testing.T) {
+	fanout := readPolicy(t, "kinesis-fanout.json")
+	for a := range readPolicy(t, "kinesis-polling.json") {
+		if !fanout[a] {
+			t.Errorf("kinesis-fanout.json does not allow %s, which kinesis-polling.json does", a)
+		}
+	}
+}

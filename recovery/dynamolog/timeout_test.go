@@ -1,0 +1,36 @@
+package dynamolog_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/dynamolog"
+	"github.com/weirstream/weir/recovery/recoverytest"
+)
+
+// TestDynamoSilentAttemptIsRetried checks, against dynalite, that an append
+// whose first put gets no answer (a silent connection) is abandoned after
+// AttemptTimeout and retried, and lands once.
+func TestDynamoSilentAttemptIsRetried(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
+	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t), AttemptTimeout: 100 * time.Millisecond}
+	l := openDynamo(t, cfg)
+	if err := tr.SetRules(faults.Rule{Operation: "PutItem", Kind: faults.Hang, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, block(0, 0))
+	if n := tr.Injected("PutItem", faults.Hang); n != 1 {
+		t.Fatalf("%d PutItem calls held, want 1", n)
+	}
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+}

@@ -1,0 +1,134 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+)
+
+func TestSecondSinkOnADirFails(t *testing.T) {
+	dir := t.TempDir()
+	first := newSink(t, Config[string]{Dir: dir})
+	if _, err := New(Config[string]{Dir: dir}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second New on %s: got %v, want ErrLocked naming the directory", dir, err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Write(t.Context(), batch.New(1000, nil, []string{"x"})); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close: got %v, want ErrClosed", err)
+	}
+	second := newSink(t, Config[string]{Dir: dir}) // the lock went with Close
+	if err := second.Write(t.Context(), batch.New(1000, nil, []string{"x"})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockHelperEnv makes the test binary, started by
+// TestSecondProcessOnADirFails, open a Sink on the directory it names and
+// report the result.
+const lockHelperEnv = "WEIR_FILES_LOCK_HELPER_DIR"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockHelperEnv); dir != "" {
+		_, err := New(Config[string]{Dir: dir})
+		switch {
+		case errors.Is(err, ErrLocked):
+			fmt.Println("locked")
+		case err != nil:
+			fmt.Println("error:", err)
+		default:
+			fmt.Println("opened")
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSecondProcessOnADirFails checks that a Sink in another process
+// cannot open a directory this one has, and can once it is closed.
+func TestSecondProcessOnADirFails(t *testing.T) {
+	dir := t.TempDir()
+	other := func() string {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), lockHelperEnv+"="+dir)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	s := newSink(t, Config[string]{Dir: dir})
+	if got := other(); got != "locked" {
+		t.Errorf("another process's New while this one holds %s: %q, want locked", dir, got)
+	}
+	s.Close()
+	if got := other(); got != "opened" {
+		t.Errorf("another process's New after Close: %q, want opened", got)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	tests := []struct {
+		name   string
+		keep   int
+		maxAge time.Duration
+		want   []batch.Time
+	}{
+		{"keep all", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
+		{"keep 2", 2, 0, []batch.Time{4000, 5000}},
+		{"keep 1", 1, 0, []batch.Time{5000}},
+		{"max age 2s", 0, 2 * time.Second, []batch.Time{3000, 4000, 5000}},
+		{"max age 0.5s keeps the newest", 0, 500 * time.Millisecond, []batch.Time{5000}},
+		{"both: the stricter wins", 4, 1500 * time.Millisecond, []batch.Time{4000, 5000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
+			for _, bt := range []batch.Time{1000, 2000, 3000, 4000, 5000} {
+				if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Batches()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("batches kept (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRetentionLeavesOtherFiles(t *testing.T) {
+	s := newSink(t, Config[string]{Keep: 1})
+	if err := os.WriteFile(s.cfg.Dir+"/notes.txt", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bt := range []batch.Time{1000, 2000} {
+		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"batch-0000000002000.txt", "notes.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+func TestRetentionConfigErrors(t *testing.T) {
+	_, err := New(Config[string]{Dir: t.TempDir(), Keep: -1, MaxAge: -time.Second})
+	for _, want := range []string{"Keep -1: must be >= 0", "MaxAge -1s: must be >= 0"} {
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v, want ErrInvalidConfig saying %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package kinesis
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+)
+
+// withFix returns err, a Kinesis call's error retrying cannot heal, with
+// what would fix it appended when it is known. The result wraps err.
+func withFix(op string, err error) error {
+	if fix := fixFor(op, err); fix != "" {
+		return fmt.Errorf("%w (fix: %s)", err, fix)
+	}
+	return err
+}
+
+// fixFor names the fix of a Kinesis call's error that retrying cannot heal,
+// or "" when there is nothing to say beyond the error itself.
+func fixFor(op string, err error) string {
+	var (
+		notFound  *types.ResourceNotFoundException
+		kmsDenied *types.KMSAccessDeniedException
+		kmsOff    *types.KMSDisabledException
+		kmsGone   *types.KMSNotFoundException
+		kmsState  *types.KMSInvalidStateException
+		kmsOptIn  *types.KMSOptInRequired
+		denied    *types.AccessDeniedException
+		dns       *net.DNSError
+		api       smithy.APIError
+	)
+	code := ""
+	if errors.As(err, &api) {
+		code = api.ErrorCode()
+	}
+	switch {
+	case errors.As(err, &denied), code == "AccessDeniedException", code == "AccessDenied":
+		return fmt.Sprintf("allow the action kinesis:%s on the stream to these credentials (the IAM policies weir needs are in docs/iam.md)", op)
+	case errors.As(err, &kmsDenied):
+		return "allow kms:Decrypt on the stream's KMS key to these credentials (docs/iam.md)"
+	case errors.As(err, &kmsOff), errors.As(err, &kmsGone), errors.As(err, &kmsState):
+		return "the stream's KMS key is disabled, deleted or unusable: enable the key, or restore it"
+	case errors.As(err, &kmsOptIn):
+		return "the AWS account has no KMS subscription: opt in to AWS KMS"
+	case errors.As(err, &notFound):
+		return "check Config.Stream, the region and the endpoint: the stream or shard does not exist there (deleted?)"
+	case code == "UnrecognizedClientException", code == "InvalidClientTokenId", code == "InvalidSignatureException",
+		code == "SignatureDoesNotMatch", code == "MissingAuthenticationToken", code == "IncompleteSignature":
+		return "the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "no such host: check Config.Endpoint and the region"
+	}
+	return ""
+}
