@@ -142,7 +142,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 		rn.logger = rt.Logger
 	}
 	rn.logger = rn.logger.With("stream", r.cfg.Stream, "app", r.cfg.App)
-	rn.retry = &retrier{clock: rn.clock, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: rn.logger}
+	rn.retry = &retrier{clock: rn.clock, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, stats: &r.stats, logger: rn.logger, endpoint: r.cfg.Endpoint}
 	client, err := r.clientFor(ctx)
 	if err == nil {
 		rn.client = client
@@ -376,6 +376,7 @@ func (r *Receiver) LatestStored(shardID string) (string, bool) {
 func (r *Receiver) Stats() Stats {
 	s := r.stats.snapshot()
 	s.Shards = r.progress.snapshot()
+	r.stats.addShards(s.Shards)
 	return s
 }
 

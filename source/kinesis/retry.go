@@ -84,6 +84,9 @@ type retrier struct {
 	max    time.Duration
 	stats  *statsCollector
 	logger *slog.Logger
+	// endpoint is the Kinesis endpoint for warnings: Config.Endpoint, ""
+	// for the AWS configuration's.
+	endpoint string
 }
 
 // do calls f until it succeeds, fails with an error that is not worth
@@ -91,9 +94,11 @@ type retrier struct {
 // op and shard are for logs.
 func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard string, f func(context.Context) (T, error)) (T, error) {
 	b := backoff.Policy{Base: r.base, Max: r.max}.Start()
+	st := streak{r: r, op: op, shard: shard, maxAttempts: maxAttempts}
 	for attempt := 1; ; attempt++ {
 		v, err := f(ctx)
 		if err == nil {
+			st.ended(attempt)
 			return v, nil
 		}
 		if ctx.Err() != nil {
@@ -103,8 +108,9 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 		if cause == "" || (maxAttempts > 0 && attempt >= maxAttempts) {
 			return v, err
 		}
-		r.stats.retry(cause)
+		r.stats.shardRetry(shard, cause)
 		delay := b.Next()
+		st.failed(attempt, cause, err)
 		r.logger.Debug("kinesis: retrying", "op", op, "shard", shard, "cause", string(cause), "attempt", attempt, "delay", delay, "err", err)
 		if err := clock.Sleep(ctx, r.clock, delay); err != nil {
 			return v, err
