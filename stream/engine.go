@@ -54,7 +54,13 @@ type job struct {
 }
 
 func (j *job) info() BatchInfo {
-	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	for _, blocks := range j.blocks {
+		for _, b := range blocks {
+			info.Ranges = append(info.Ranges, b.Ranges...)
+		}
+	}
+	return info
 }
 
 // newEngine snapshots sc's graph; sc.mu is held.

@@ -57,6 +57,10 @@ type BatchInfo struct {
 	// Recovered reports a batch allocated before a restart and read back
 	// from the recovery log: it runs again with the same time and blocks.
 	Recovered bool
+	// Ranges are the Kinesis sequence-number ranges (or other source
+	// ranges) of the input blocks, of all sources, in block order. The
+	// slice is shared by every listener: do not modify it.
+	Ranges []batch.SeqRange
 }
 
 // ReceiverInfo describes a receiver for a Listener.
