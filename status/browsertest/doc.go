@@ -5,8 +5,8 @@
 // so that nothing else imports chromedp.
 //
 // The test needs a Chromium or Chrome binary in PATH, or named by
-// WEIR_CHROMIUM (Debian: apt-get install -y
-// chromium; .ci/run installs it). Outside CI it is skipped, saying so, when
-// none is found; with CI set it fails. WEIR_SCREENSHOT_DIR names where the
+// WEIR_CHROMIUM (Debian: apt-get install -y chromium; .ci/run installs it).
+// Outside CI it is skipped, saying so, when none is found; with CI set it
+// fails. WEIR_SCREENSHOT_DIR names where the
 // screenshot goes (default: the test's temporary directory, logged).
 package browsertest
