@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
@@ -22,6 +23,10 @@ var ErrInvalidConfig = errors.New("metrics: invalid config")
 
 // DefaultHistory is the default of Config.History.
 const DefaultHistory = 300
+
+// listFailWarning is the number of consecutive failed listings of the lease
+// table that is logged at WARN.
+const listFailWarning = 5
 
 // Receiver is what a Collector samples of a Kinesis receiver;
 // *kinesis.Receiver implements it.
@@ -153,7 +158,8 @@ type Collector struct {
 	changed   map[string]time.Time        // per shard: listing that saw its owner or counter change
 	prevSeen  map[string]time.Time        // changed, as of the listing before the latest
 	held      []map[string]bool           // per receiver, as of the latest sample
-	behind    []map[string]time.Time      // per receiver and shard: checkpoint behind since
+	completed []map[string][]seen         // per receiver and shard: completed positions not yet checkpointed
+	listFails int                         // consecutive failed listings of the lease table
 	warn      warnings
 }
 
@@ -164,9 +170,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Collector{
-		cfg:    cfg,
-		held:   make([]map[string]bool, len(cfg.Receivers)),
-		behind: make([]map[string]time.Time, len(cfg.Receivers)),
+		cfg:       cfg,
+		held:      make([]map[string]bool, len(cfg.Receivers)),
+		completed: make([]map[string][]seen, len(cfg.Receivers)),
 	}
 	c.warn.init(cfg)
 	return c, nil
@@ -289,17 +295,20 @@ func (c *Collector) Sample(ctx context.Context) {
 // listedLocked records a listing of the lease table; c.mu is held.
 func (c *Collector) listedLocked(now time.Time, table []leasetable.Lease, err error) []logLine {
 	if err != nil {
-		first := c.fleet == nil || c.fleet.Err == ""
 		if c.fleet == nil {
 			c.fleet = &Fleet{}
 		}
 		c.fleet.Err = err.Error()
-		if first {
+		// A table that a starting receiver has not created yet fails a
+		// listing or two: warn only about a failure that lasts.
+		c.listFails++
+		if c.listFails == listFailWarning {
 			return []logLine{{level: slog.LevelWarn, msg: "metrics: cannot list the lease table; the status page shows the last listing",
-				args: []any{"err", err}}}
+				args: []any{"failed_listings", c.listFails, "err", err, "fix", "check Config.Leases: the table name, its DynamoDB endpoint and the credentials' dynamodb:Scan permission"}}}
 		}
 		return nil
 	}
+	c.listFails = 0
 	slices.SortFunc(table, func(a, b leasetable.Lease) int { return strings.Compare(a.Shard, b.Shard) })
 	f := &Fleet{Listed: now, Leases: table}
 	byShard := make(map[string]leasetable.Lease, len(table))
@@ -355,26 +364,51 @@ func (c *Collector) leaseChangesLocked(now time.Time, i int, s *ReceiverSample) 
 	}
 }
 
-// checkpointLagLocked returns, per shard of s, how long its checkpoint has
-// been behind its latest completed record; c.mu is held.
+// seen is a shard's latest completed sequence number and when a sample
+// first saw it.
+type seen struct {
+	seq string
+	at  time.Time
+}
+
+// maxSeen bounds the completed positions kept per shard while its
+// checkpoint does not move; the oldest are dropped (the lag stays right).
+const maxSeen = 1024
+
+// checkpointLagLocked returns, per shard of s, how long its oldest
+// completed record not covered by its checkpoint has waited: the time since
+// a sample first saw the completed position just past the checkpoint. It is
+// 0 for a shard whose checkpoint covers every completed record, or that is
+// not checkpointed. c.mu is held.
 func (c *Collector) checkpointLagLocked(now time.Time, i int, s *ReceiverSample) map[string]time.Duration {
-	if c.behind[i] == nil {
-		c.behind[i] = make(map[string]time.Time)
+	if c.completed[i] == nil {
+		c.completed[i] = make(map[string][]seen)
 	}
 	lag := make(map[string]time.Duration)
 	for shard, st := range s.Stats.Shards {
 		cp := s.Checkpoint.Shards[shard]
-		if !cp.Registered || st.LatestCompleted == "" || st.LatestCompleted == cp.Committed {
-			delete(c.behind[i], shard)
+		q := c.completed[i][shard]
+		if !cp.Registered || st.LatestCompleted == "" {
+			delete(c.completed[i], shard)
 			lag[shard] = 0
 			continue
 		}
-		since, ok := c.behind[i][shard]
-		if !ok {
-			since = now
-			c.behind[i][shard] = now
+		if len(q) == 0 || q[len(q)-1].seq != st.LatestCompleted {
+			q = append(q, seen{seq: st.LatestCompleted, at: now})
 		}
-		lag[shard] = now.Sub(since)
+		if batch.ValidateSeq(cp.Committed) == nil {
+			for len(q) > 0 && batch.CompareSeq(q[0].seq, cp.Committed) <= 0 {
+				q = q[1:]
+			}
+		}
+		if len(q) > maxSeen {
+			q = q[len(q)-maxSeen:]
+		}
+		lag[shard] = 0
+		if len(q) > 0 {
+			lag[shard] = now.Sub(q[0].at)
+		}
+		c.completed[i][shard] = q
 	}
 	return lag
 }

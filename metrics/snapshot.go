@@ -90,10 +90,11 @@ type ReceiverSample struct {
 	Stats kinesis.Stats
 	// Checkpoint are the receiver's checkpointer counters.
 	Checkpoint checkpoint.Stats
-	// CheckpointLag is, per shard, how long its checkpoint has been behind
-	// the latest completed record: 0 when it is up to date. It grows by up
-	// to the checkpoint interval in normal operation; more means
-	// checkpoints fail or the lease is held back.
+	// CheckpointLag is, per shard, how long the oldest completed record
+	// its checkpoint does not cover has waited (as seen by the samples): 0
+	// when the checkpoint is up to date. In normal operation it stays under
+	// about the checkpoint interval plus the sample interval; more means
+	// checkpoints fail or are held back.
 	CheckpointLag map[string]time.Duration
 	// Held are the leases the receiver holds.
 	Held []leasetable.Lease

@@ -37,7 +37,7 @@
 //
 //	weir_checkpoint_commits_total             counter  checkpoints written
 //	weir_checkpoint_failures_total            counter  checkpoints that failed every attempt
-//	weir_checkpoint_lag_seconds               gauge    how long the checkpoint has been behind the latest completed record
+//	weir_checkpoint_lag_seconds               gauge    how long the oldest completed record not yet checkpointed has waited
 //
 // Leases:
 //

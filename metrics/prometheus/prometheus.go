@@ -62,7 +62,7 @@ var (
 
 	cpCommits  = newDesc("weir_checkpoint_commits_total", "Checkpoints written.", counter, "source", "shard")
 	cpFailures = newDesc("weir_checkpoint_failures_total", "Checkpoints that failed every attempt.", counter, "source", "shard")
-	cpLag      = newDesc("weir_checkpoint_lag_seconds", "How long the shard's checkpoint has been behind its latest completed record.", gauge, "source", "shard")
+	cpLag      = newDesc("weir_checkpoint_lag_seconds", "How long the oldest completed record of the shard not yet checkpointed has waited.", gauge, "source", "shard")
 
 	leasesHeld   = newDesc("weir_leases_held", "Leases this worker holds.", gauge, "source")
 	leasesAcq    = newDesc("weir_lease_acquisitions_total", "Leases acquired, by how: taken (unowned), expired, stolen.", counter, "source", "how")

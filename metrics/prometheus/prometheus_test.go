@@ -42,8 +42,10 @@ func (receiver) CheckpointStats() checkpoint.Stats {
 	return checkpoint.Stats{Commits: 2, Shards: map[string]checkpoint.ShardStats{"shard-0": {Registered: true, Commits: 2}}}
 }
 
-func (receiver) HeldLeases() []leasetable.Lease { return []leasetable.Lease{{Shard: "shard-0", Owner: "w1"}} }
-func (receiver) WorkerID() string               { return "w1" }
+func (receiver) HeldLeases() []leasetable.Lease {
+	return []leasetable.Lease{{Shard: "shard-0", Owner: "w1"}}
+}
+func (receiver) WorkerID() string { return "w1" }
 
 // TestScrape checks that a scrape shows every metric the package doc lists,
 // with the values of a known snapshot.
