@@ -56,6 +56,8 @@ type options struct {
 	verbose        bool          // log at debug level to stderr
 	state          string        // recovery log directory; "" for the default
 	out            string        // per-batch count files directory
+
+	monitor monitorOptions // -http, -http-public: see monitor.go
 }
 
 func main() {
@@ -75,6 +77,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	flag.StringVar(&o.state, "state", "", `recovery log directory (default "wordcount-state" with -source kinesis, a temporary directory removed at exit otherwise)`)
 	flag.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each")
+	o.monitor.register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

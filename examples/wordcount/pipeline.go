@@ -20,9 +20,9 @@ import (
 
 // newContext returns the example's Context: batches every o.batch, and a
 // recovery log in o.state so that a restarted run recomputes the batches a
-// crash interrupted.
-func newContext(o options, logger *slog.Logger) (*stream.Context, error) {
-	return stream.NewContext(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state)})
+// crash interrupted; listeners are told about its batches.
+func newContext(o options, logger *slog.Logger, listeners ...stream.Listener) (*stream.Context, error) {
+	return stream.NewContext(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state), Listeners: listeners})
 }
 
 // countWords adds the word count to lines: words are counted per batch, each
