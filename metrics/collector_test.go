@@ -315,3 +315,31 @@ func TestRunSamplesOnItsInterval(t *testing.T) {
 		}
 	})
 }
+
+// TestWarnsAboutLastingListingFailures fails the lease table's listing: a
+// table a starting receiver has not created yet fails a listing or two, so
+// only the fifth failure in a row is logged.
+func TestWarnsAboutLastingListingFailures(t *testing.T) {
+	h := &logs{}
+	table := &fakeTable{err: errors.New("ResourceNotFoundException")}
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: table, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for i := 1; i <= 12; i++ {
+		if i == 7 {
+			table.err = nil
+		}
+		if i == 8 {
+			table.err = errors.New("AccessDeniedException")
+		}
+		c.Sample(t.Context())
+		if len(h.take()) > 0 {
+			got = append(got, i)
+		}
+	}
+	if diff := cmp.Diff([]int{5, 12}, got); diff != "" {
+		t.Errorf("samples that logged (-want +got):\n%s", diff)
+	}
+}
