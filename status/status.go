@@ -67,7 +67,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	page, err := template.New("page.html.tmpl").Funcs(funcs).ParseFS(files, "page.html.tmpl")
+	page, err := template.ParseFS(files, "page.html.tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("status: parsing the page template: %w", err)
 	}

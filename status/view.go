@@ -2,7 +2,6 @@ package status
 
 import (
 	"fmt"
-	"html/template"
 	"maps"
 	"slices"
 	"strings"
@@ -265,8 +264,4 @@ func formatBytes(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-var funcs = template.FuncMap{
-	"ms": func(d time.Duration) string { return formatDuration(d) },
 }
