@@ -184,16 +184,18 @@ func (c *Collector) BatchScheduled(b stream.BatchInfo) {
 	defer c.mu.Unlock()
 	c.counts.Scheduled++
 	c.counts.Pending++
+	c.counts.UnbatchedBlocks = b.Unbatched
 	if !b.Recovered {
 		c.scheduled += int64(b.Records)
 	}
 }
 
 // BatchStarted counts a batch out of the pending ones.
-func (c *Collector) BatchStarted(stream.BatchInfo) {
+func (c *Collector) BatchStarted(b stream.BatchInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts.Pending = max(c.counts.Pending-1, 0)
+	c.counts.UnbatchedBlocks = b.Unbatched
 }
 
 // BatchCompleted records a completed batch and checks its delay.
@@ -209,6 +211,7 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	}
 	c.mu.Lock()
 	c.counts.Completed++
+	c.counts.UnbatchedBlocks = b.Unbatched
 	c.counts.Records += int64(b.Records)
 	c.counts.SchedulingDelay += s.SchedulingDelay
 	c.counts.ProcessingTime += s.ProcessingTime
@@ -285,7 +288,7 @@ func (c *Collector) Sample(ctx context.Context) {
 	}
 	c.receivers = samples
 	if len(samples) > 0 {
-		c.counts.Unbatched = max(read-c.scheduled, 0)
+		c.counts.UnbatchedRecords = max(read-c.scheduled, 0)
 	}
 	logs = append(logs, c.warn.shards(now, samples)...)
 	c.mu.Unlock()

@@ -306,7 +306,7 @@ func TestRunSamplesOnItsInterval(t *testing.T) {
 			time.Sleep(time.Second)
 			synctest.Wait()
 		}
-		if got := c.Snapshot().Batches.Unbatched; got != 26 {
+		if got := c.Snapshot().Batches.UnbatchedRecords; got != 26 {
 			t.Errorf("Unbatched = %d, want 30 read - 4 batched = 26", got)
 		}
 		cancel()

@@ -52,11 +52,15 @@ type BatchCounts struct {
 	// SchedulingDelay, ProcessingTime and TotalDelay are the sums over the
 	// completed batches: divided by Completed, the means.
 	SchedulingDelay, ProcessingTime, TotalDelay time.Duration
-	// Unbatched is the number of records the Receivers read that are in no
-	// scheduled batch yet (in open or queued blocks, or stored and waiting
-	// for the next batch); 0 without Receivers. It counts records of this
-	// process only: with sources other than the Receivers it is too low.
-	Unbatched int64
+	// UnbatchedRecords is the number of records the Receivers read that
+	// are in no scheduled batch yet (in open or queued blocks, or stored
+	// and waiting for the next batch); 0 without Receivers. It counts
+	// records of this process only: with sources other than the Receivers
+	// it is too low.
+	UnbatchedRecords int64
+	// UnbatchedBlocks is the number of blocks stored and in no batch yet,
+	// as of the latest batch event (stream.BatchInfo.Unbatched).
+	UnbatchedBlocks int
 }
 
 // BatchSample describes one completed batch.

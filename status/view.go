@@ -16,24 +16,25 @@ const tableRows = 25
 
 // view is what the page template shows.
 type view struct {
-	Title         string
-	Refresh       int // seconds; 0: no reload
-	Now           string
-	BatchInterval string
-	Completed     int64
-	Failed        int64
-	Pending       int
-	Recovered     int64
-	Records       int64
-	Unbatched     int64
-	AvgRate       string
-	AvgDelay      string
-	Warnings      []metrics.Warning
-	Charts        []chart
-	Shards        []shardRow
-	Fleet         *fleetView
-	Recent        []batchRow
-	FailedBatches []batchRow
+	Title           string
+	Refresh         int // seconds; 0: no reload
+	Now             string
+	BatchInterval   string
+	Completed       int64
+	Failed          int64
+	Pending         int
+	Recovered       int64
+	Records         int64
+	Unbatched       int64
+	UnbatchedBlocks int
+	AvgRate         string
+	AvgDelay        string
+	Warnings        []metrics.Warning
+	Charts          []chart
+	Shards          []shardRow
+	Fleet           *fleetView
+	Recent          []batchRow
+	FailedBatches   []batchRow
 }
 
 type shardRow struct {
@@ -111,7 +112,7 @@ func newView(cfg Config, s metrics.Snapshot) view {
 		Now:           s.Time.Format(time.DateTime + " MST"),
 		BatchInterval: formatDuration(s.BatchInterval),
 		Completed:     b.Completed, Failed: b.Failed, Pending: b.Pending, Recovered: b.Recovered,
-		Records: b.Records, Unbatched: b.Unbatched,
+		Records: b.Records, Unbatched: b.UnbatchedRecords, UnbatchedBlocks: b.UnbatchedBlocks,
 		Warnings: s.Warnings,
 	}
 	if cfg.Refresh > 0 {

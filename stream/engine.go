@@ -309,7 +309,9 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 // while MaxPendingBatches batches are queued. It reports false if ctx was
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
-	e.emit(func(l Listener) { l.BatchScheduled(j.info()) })
+	info := j.info()
+	info.Unbatched = e.unbatched()
+	e.emit(func(l Listener) { l.BatchScheduled(info) })
 	select {
 	case e.jobs <- j:
 		return true
@@ -360,6 +362,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info := j.info()
 	start := e.cfg.Clock.Now()
 	info.SchedulingDelay = start.Sub(j.time.Std())
+	info.Unbatched = e.unbatched()
 	e.emit(func(l Listener) { l.BatchStarted(info) })
 	err := e.process(ctx, j)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
@@ -367,6 +370,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		err = &BatchError{Time: j.time, Err: err}
 	}
 	info.Err = err
+	info.Unbatched = e.unbatched()
 	e.cfg.Logger.Debug("stream: batch done", "batch", j.time, "records", info.Records,
 		"delay", info.SchedulingDelay, "took", info.ProcessingTime, "err", err)
 	e.emit(func(l Listener) { l.BatchCompleted(info) })

@@ -23,6 +23,7 @@
 //	weir_batch_last_processing_time_seconds   gauge    of the latest completed batch
 //	weir_batch_last_total_delay_seconds       gauge    of the latest completed batch
 //	weir_unbatched_records                    gauge    records read, in no batch yet
+//	weir_unbatched_blocks                     gauge    blocks stored, in no batch yet
 //
 // Shards (labels source, shard):
 //

@@ -51,7 +51,8 @@ var (
 	lastSchedDelay   = newDesc("weir_batch_last_scheduling_delay_seconds", "Scheduling delay of the latest completed batch.", gauge)
 	lastProcTime     = newDesc("weir_batch_last_processing_time_seconds", "Processing time of the latest completed batch.", gauge)
 	lastTotalDelay   = newDesc("weir_batch_last_total_delay_seconds", "Total delay of the latest completed batch.", gauge)
-	unbatched        = newDesc("weir_unbatched_records", "Records read and in no batch yet.", gauge)
+	unbatchedRecords = newDesc("weir_unbatched_records", "Records read and in no batch yet.", gauge)
+	unbatchedBlocks  = newDesc("weir_unbatched_blocks", "Blocks stored and in no batch yet, as of the latest batch event.", gauge)
 
 	shardRecords = newDesc("weir_kinesis_records_read_total", "User records read from the shard, after KPL de-aggregation.", counter, "source", "shard")
 	shardBytes   = newDesc("weir_kinesis_bytes_read_total", "Bytes of Kinesis record data read from the shard.", counter, "source", "shard")
@@ -79,7 +80,7 @@ var (
 
 var all = []desc{
 	batchesScheduled, batchesCompleted, batchesFailed, batchesPending, batchRecords,
-	schedDelay, procTime, totalDelay, lastSchedDelay, lastProcTime, lastTotalDelay, unbatched,
+	schedDelay, procTime, totalDelay, lastSchedDelay, lastProcTime, lastTotalDelay, unbatchedRecords, unbatchedBlocks,
 	shardRecords, shardBytes, shardLatency, shardBehind, retries, shardReading,
 	cpCommits, cpFailures, cpLag,
 	leasesHeld, leasesAcq, leasesLost, tableLeases, tableWorkers,
@@ -117,7 +118,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(lastProcTime, last.ProcessingTime.Seconds())
 		send(lastTotalDelay, last.TotalDelay.Seconds())
 	}
-	send(unbatched, float64(b.Unbatched))
+	send(unbatchedRecords, float64(b.UnbatchedRecords))
+	send(unbatchedBlocks, float64(b.UnbatchedBlocks))
 	send(recBatches, float64(b.Recovered))
 
 	for _, r := range s.Receivers {
