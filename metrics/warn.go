@@ -120,10 +120,10 @@ func (w *warnings) raise(now time.Time, key, kind, subject string, value int64, 
 		if value < 2*cur.level {
 			return nil
 		}
-		cur.level, cur.Message = value, msg+" (fix: "+fixOf(args)+")"
+		cur.level, cur.Message = value, pageMessage(msg, args)
 		return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
 	}
-	w.on[key] = &warned{Warning: Warning{Kind: kind, Subject: subject, Since: now, Message: msg + " (fix: " + fixOf(args) + ")"}, level: value}
+	w.on[key] = &warned{Warning: Warning{Kind: kind, Subject: subject, Since: now, Message: pageMessage(msg, args)}, level: value}
 	return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
 }
 
@@ -146,6 +146,12 @@ func (w *warnings) active() []Warning {
 		return strings.Compare(a.Kind+"\x00"+a.Subject, b.Kind+"\x00"+b.Subject)
 	})
 	return out
+}
+
+// pageMessage returns the Warning.Message of a log line: its message,
+// without the package prefix, and its fix.
+func pageMessage(msg string, args []any) string {
+	return strings.TrimPrefix(msg, "metrics: ") + " (fix: " + fixOf(args) + ")"
 }
 
 // fixOf returns the value of the "fix" key of args.
