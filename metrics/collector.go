@@ -229,12 +229,22 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	c.log(logs)
 }
 
-// appendCapped appends s to list, dropping the oldest beyond limit.
+// appendCapped appends s to list, which keeps between limit and 2*limit
+// of the latest items: the oldest are dropped limit at a time, so that an
+// append costs O(1) amortized, not a move of the whole history. Read it
+// through latest.
 func appendCapped(list []BatchSample, s BatchSample, limit int) []BatchSample {
-	if len(list) >= limit {
-		list = slices.Delete(list, 0, len(list)-limit+1)
+	if len(list) >= 2*limit {
+		n := copy(list, list[len(list)-limit+1:])
+		clear(list[n:])
+		list = list[:n]
 	}
 	return append(list, s)
+}
+
+// latest returns a copy of the last limit items of list.
+func latest(list []BatchSample, limit int) []BatchSample {
+	return slices.Clone(list[max(len(list)-limit, 0):])
 }
 
 // Run samples the Receivers and the lease table every SampleInterval, and
@@ -424,8 +434,8 @@ func (c *Collector) Snapshot() Snapshot {
 		Time:          c.cfg.Clock.Now(),
 		BatchInterval: c.cfg.BatchInterval,
 		Batches:       c.counts,
-		Recent:        slices.Clone(c.recent),
-		Failed:        slices.Clone(c.failed),
+		Recent:        latest(c.recent, c.cfg.History),
+		Failed:        latest(c.failed, c.cfg.History),
 		Receivers:     slices.Clone(c.receivers),
 		Warnings:      c.warn.active(),
 	}
