@@ -46,7 +46,11 @@ func (s *streak) failed(attempt int, cause RetryCause, err error) {
 	if s.maxAttempts > 0 {
 		limit = "up to " + strconv.Itoa(s.maxAttempts) + " attempts, then failing"
 	}
-	s.r.logger.Warn("kinesis: "+s.op+" keeps failing; still retrying "+limit,
+	msg := "kinesis: " + s.op + " keeps failing; still retrying " + limit
+	if attempt < streakWarnAt {
+		msg = "kinesis: cannot reach Kinesis (" + s.op + "); retrying " + limit
+	}
+	s.r.logger.Warn(msg,
 		"op", s.op, "shard", s.shard, "endpoint", s.endpoint(), "cause", string(cause),
 		"attempts", attempt, "for", s.r.clock.Now().Sub(s.start).Round(time.Millisecond),
 		"err", err, "fix", fixFor(cause, s.endpoint()))
