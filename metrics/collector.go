@@ -249,8 +249,8 @@ func latest(list []BatchSample, limit int) []BatchSample {
 
 // Run samples the Receivers and the lease table every SampleInterval, and
 // checks the shards' lag, until ctx is done; it returns nil then. A failed
-// listing of the lease table is shown in Snapshot.Fleet.Err and logged at
-// most once in a row, never fatal.
+// listing of the lease table is never fatal: it is shown in
+// Snapshot.Fleet.Err, and logged at WARN once 5 listings in a row failed.
 func (c *Collector) Run(ctx context.Context) error {
 	t := c.cfg.Clock.NewTicker(c.cfg.SampleInterval)
 	defer t.Stop()

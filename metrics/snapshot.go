@@ -9,8 +9,9 @@ import (
 	"github.com/weirstream/weir/source/kinesis"
 )
 
-// Snapshot is what a Collector knows at one moment. It shares nothing with
-// the Collector: the caller may keep and modify it.
+// Snapshot is what a Collector knows at one moment. The caller may keep it
+// and modify its fields, but not the slices and maps they hold (ranges,
+// stats, leases), which later snapshots share.
 type Snapshot struct {
 	// Time is when the snapshot was taken, on the Collector's clock.
 	Time time.Time
