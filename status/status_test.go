@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/status"
 	"github.com/weirstream/weir/stream"
 )
@@ -136,5 +141,58 @@ func TestOnlyReads(t *testing.T) {
 	}
 	if resp, _ := get(t, h, http.MethodPost, "/"); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %s, want 405", resp.Status)
+	}
+}
+
+// table is a metrics.LeaseLister of fixed leases.
+type table []leasetable.Lease
+
+func (t table) List(context.Context) ([]leasetable.Lease, error) { return slices.Clone(t), nil }
+
+// receiver is a metrics.Receiver reading two shards, one of them held.
+type receiver struct{}
+
+func (receiver) Stats() kinesis.Stats {
+	return kinesis.Stats{Shards: map[string]kinesis.ShardStats{
+		"shard-a": {Reading: true, RecordsRead: 42, BytesRead: 4200, MillisBehindLatest: 1500, LastAdded: "123", LatestCompleted: "120"},
+		"shard-b": {Ended: true, Drained: true},
+	}}
+}
+func (receiver) CheckpointStats() checkpoint.Stats { return checkpoint.Stats{} }
+func (receiver) HeldLeases() []leasetable.Lease {
+	return []leasetable.Lease{{Shard: "shard-a", Owner: "me"}}
+}
+func (receiver) WorkerID() string { return "me" }
+
+// TestPageShowsShardsAndFleet checks the shard table and the lease owners
+// across the fleet.
+func TestPageShowsShardsAndFleet(t *testing.T) {
+	c, err := metrics.New(metrics.Config{
+		BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}},
+		Leases: table{{Shard: "shard-a", Owner: "me", Counter: 3}, {Shard: "shard-c", Owner: "other", Counter: 9}, {Shard: "shard-d"}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, h, http.MethodGet, "/")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	text = strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{
+		"0 shard-a lease reading 42 4.2 kB 1.5s",
+		"shard-b ended",
+		"me this worker 1 shard-a",
+		"other 1 shard-c",
+		"unowned 1 shard-d",
+		"2 workers hold leases",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("page lacks %q; its text:\n%s", want, text)
+		}
 	}
 }
