@@ -54,7 +54,13 @@ type job struct {
 }
 
 func (j *job) info() BatchInfo {
-	return BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	for _, blocks := range j.blocks {
+		for _, b := range blocks {
+			info.Ranges = append(info.Ranges, b.Ranges...)
+		}
+	}
+	return info
 }
 
 // newEngine snapshots p's graph; p.mu is held. cancel cancels the Run's
@@ -301,6 +307,7 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.pending.Add(1)
 	scheduled := j.info()
+	scheduled.Unbatched = e.unbatched()
 	e.emit(func(l Listener) { l.BatchScheduled(scheduled) })
 	select {
 	case e.jobs <- j:
@@ -355,6 +362,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info := j.info()
 	start := e.cfg.Clock.Now()
 	info.SchedulingDelay = start.Sub(j.time.Std())
+	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })
 	err := e.process(ctx, j)
@@ -363,6 +371,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		err = &BatchError{Time: j.time, Err: err}
 	}
 	info.Err = err
+	info.Unbatched = e.unbatched()
 	e.cfg.Logger.Debug("stream: batch done", "batch", j.time, "records", info.Records,
 		"delay", info.SchedulingDelay, "took", info.ProcessingTime, "err", err)
 	e.emit(func(l Listener) { l.BatchCompleted(info) })

@@ -60,6 +60,15 @@ type BatchInfo struct {
 	// Recovered reports a batch allocated before a restart and read back
 	// from the recovery log: it runs again with the same time and blocks.
 	Recovered bool
+	// Ranges are the Kinesis sequence-number ranges (or other source
+	// ranges) of the input blocks, of all sources, in block order. The
+	// slice is shared by every listener: do not modify it.
+	Ranges []batch.SeqRange
+	// Unbatched is the number of blocks, of all sources, stored and in no
+	// batch yet when the event was sent: blocks wait there for the next
+	// batch time, and pile up while the batch timer waits for room
+	// (Config.MaxPendingBatches).
+	Unbatched int
 }
 
 // ReceiverInfo describes a receiver for a Listener.

@@ -44,6 +44,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	fs.StringVar(&o.state, "state", "", `recovery log directory (default "wordcount-state" with -source kinesis, a temporary directory removed at exit otherwise)`)
 	fs.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each")
+	o.monitor.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -56,6 +57,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		}
 	}
 	problems := o.problems(set)
+	if o.monitor.addr != "" {
+		if err := o.monitor.checkAddr(); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: wordcount takes flags only (see -h)", fs.Arg(0)))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -48,7 +49,16 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 	if err != nil {
 		return err
 	}
-	p, err := newPipeline(o, logger)
+	table, err := leaseTable(o, leasetable.TableConfig{Name: o.app, Client: env.DynamoDB()})
+	if err != nil {
+		return err
+	}
+	mon, err := startMonitor(ctx, o, logger, out, table, src)
+	if err != nil {
+		return err
+	}
+	defer mon.stop()
+	p, err := newPipeline(o, logger, mon.listeners()...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +143,22 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	if err != nil {
 		return err
 	}
-	p, err := newPipeline(o, logger)
+	var table *leasetable.Table
+	if o.leases && o.monitor.addr != "" {
+		ddb, err := awsconf.DynamoDB(ctx, &awsCfg, o.dynamoEndpoint, "the status page's view of the lease table")
+		if err != nil {
+			return err
+		}
+		if table, err = leaseTable(o, leasetable.TableConfig{Name: o.app, Client: ddb}); err != nil {
+			return err
+		}
+	}
+	mon, err := startMonitor(ctx, o, logger, out, table, src)
+	if err != nil {
+		return err
+	}
+	defer mon.stop()
+	p, err := newPipeline(o, logger, mon.listeners()...)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ type options struct {
 	verbose        bool          // log at debug level to stderr
 	state          string        // recovery log directory; "" for the default
 	out            string        // per-batch count files directory
+
+	monitor monitorOptions // -http, -http-public: see monitor.go
 }
 
 func main() {

@@ -12,7 +12,12 @@ import (
 
 // runMemory counts generated lines fed through the in-process memory source.
 func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Writer) error {
-	p, err := newPipeline(o, logger)
+	mon, err := startMonitor(ctx, o, logger, out, nil)
+	if err != nil {
+		return err
+	}
+	defer mon.stop()
+	p, err := newPipeline(o, logger, mon.listeners()...)
 	if err != nil {
 		return err
 	}

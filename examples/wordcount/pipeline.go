@@ -20,9 +20,9 @@ import (
 
 // newPipeline returns the example's Pipeline: batches every o.batch, and a
 // recovery log in o.state so that a restarted run recomputes the batches a
-// crash interrupted.
-func newPipeline(o options, logger *slog.Logger) (*stream.Pipeline, error) {
-	return stream.NewPipeline(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state)})
+// crash interrupted; listeners are told about its batches.
+func newPipeline(o options, logger *slog.Logger, listeners ...stream.Listener) (*stream.Pipeline, error) {
+	return stream.NewPipeline(stream.Config{BatchInterval: o.batch, Logger: logger, Recovery: recovery.Dir(o.state), Listeners: listeners})
 }
 
 // countWords adds the word count to lines: words are counted per batch, each

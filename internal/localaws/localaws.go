@@ -62,6 +62,11 @@ type Options struct {
 	// Logger receives start, stop and unexpected-exit messages. Nil (the
 	// default) discards them.
 	Logger *slog.Logger
+	// Dir, if not empty, is the folder holding package.json, where the
+	// pinned servers are installed (npm ci) if missing; it takes precedence
+	// over EnvDir. Empty (the default): EnvDir, or the nearest weir checkout
+	// at or above the working directory.
+	Dir string
 }
 
 // Env is a set of running local AWS servers, or of endpoints taken from the
@@ -98,6 +103,15 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 func start(ctx context.Context, opts Options, getenv func(string) string) (*Env, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if opts.Dir != "" {
+		environ := getenv
+		getenv = func(k string) string {
+			if k == EnvDir {
+				return opts.Dir
+			}
+			return environ(k)
+		}
 	}
 	logger := opts.Logger
 	if logger == nil {

@@ -37,7 +37,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 		out, started, err := rn.readRecords(ctx, shardID, it)
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
-			rn.r.stats.retry(CauseExpiredIterator)
+			rn.r.stats.shardRetry(shardID, CauseExpiredIterator)
 			resume := resumeAt(pos, lastRead)
 			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
@@ -245,6 +245,13 @@ func (rn *run) readRecords(ctx context.Context, shardID string, it *string) (*aw
 		started = rn.clock.Now()
 		return rn.client.GetRecords(ctx, in)
 	})
+	if err == nil {
+		var bytes int64
+		for _, rec := range out.Records {
+			bytes += int64(len(rec.Data))
+		}
+		rn.r.stats.getRecords(shardID, rn.clock.Now().Sub(started), bytes)
+	}
 	return out, started, err
 }
 

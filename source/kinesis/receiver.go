@@ -382,6 +382,7 @@ func (r *Receiver) LatestStored(shardID string) (string, bool) {
 func (r *Receiver) Stats() Stats {
 	s := r.stats.snapshot()
 	s.Shards = r.progress.snapshot()
+	r.stats.addShards(s.Shards)
 	return s
 }
 

@@ -130,7 +130,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) && expirations < rc.cfg.MaxAttempts {
 			expirations++
-			rc.retry.stats.retry(CauseExpiredIterator)
+			rc.retry.stats.shardRetry(rng.Shard, CauseExpiredIterator)
 			if it, err = rc.iterator(ctx, stream, rng, lastRead); err != nil {
 				return nil, rc.classify(err, unavailable)
 			}

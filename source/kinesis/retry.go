@@ -168,6 +168,9 @@ type retrier struct {
 	// refresh, when set, drops cached credentials after an expired-token
 	// answer, so that the retry signs with new ones.
 	refresh func()
+	// endpoint is the Kinesis endpoint for warnings: Config.Endpoint, ""
+	// for the AWS configuration's.
+	endpoint string
 }
 
 // newRetrier returns the retrier of r's calls: back-off and attempt timeout
@@ -176,7 +179,7 @@ type retrier struct {
 func (r *Receiver) newRetrier(client Client, clk clock.Clock, logger *slog.Logger) *retrier {
 	return &retrier{
 		clock: clk, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, timeout: r.cfg.AttemptTimeout,
-		stats: &r.stats, logger: logger, refresh: credentialRefresher(client),
+		stats: &r.stats, logger: logger, refresh: credentialRefresher(client), endpoint: r.cfg.Endpoint,
 	}
 }
 
@@ -186,9 +189,11 @@ func (r *Receiver) newRetrier(client Client, clk clock.Clock, logger *slog.Logge
 // context, ended after r.timeout. op and shard are for logs.
 func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard string, f func(context.Context) (T, error)) (T, error) {
 	b := backoff.Policy{Base: r.base, Max: r.max}.Start()
+	st := streak{r: r, op: op, shard: shard, maxAttempts: maxAttempts}
 	for n := 1; ; n++ {
 		v, err := once(ctx, r, f)
 		if err == nil {
+			st.ended(n)
 			return v, nil
 		}
 		if ctx.Err() != nil {
@@ -201,11 +206,12 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 		if maxAttempts > 0 && n >= maxAttempts {
 			return v, err
 		}
-		r.stats.retry(cause)
+		r.stats.shardRetry(shard, cause)
 		if cause == CauseExpiredCredentials && r.refresh != nil {
 			r.refresh()
 		}
 		delay := b.Next()
+		st.failed(n, cause, err)
 		log := r.logger.Debug
 		if cause == CauseTimeout || cause == CauseExpiredCredentials {
 			log = r.logger.Warn // rare, and worth seeing

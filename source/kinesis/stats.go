@@ -3,6 +3,7 @@ package kinesis
 import (
 	"maps"
 	"sync"
+	"time"
 )
 
 // Stats is a snapshot of a receiver's counters, from Receiver.Stats.
@@ -53,6 +54,18 @@ type ShardStats struct {
 	// Drained reports that the shard Ended and every record read from it
 	// is stored: its children may start.
 	Drained bool
+	// BytesRead counts the bytes of Kinesis record data GetRecords returned
+	// for the shard (before KPL de-aggregation).
+	BytesRead int64
+	// GetRecordsCalls counts the shard reader's successful GetRecords calls.
+	GetRecordsCalls int64
+	// GetRecordsTime is the time those calls took, summed, from the start
+	// of the attempt that succeeded: divided by GetRecordsCalls, the mean
+	// latency.
+	GetRecordsTime time.Duration
+	// Retries counts the shard's retried calls by cause (readers and
+	// Recompute together); nil if none.
+	Retries map[RetryCause]int64
 }
 
 // statsCollector holds the receiver-wide counters. It is safe for
@@ -66,6 +79,67 @@ type statsCollector struct {
 	badAgg  int64
 	recomp  int64
 	skipped int64
+	shards  map[string]*shardCounters
+}
+
+// shardCounters are the per-shard counters of a statsCollector.
+type shardCounters struct {
+	bytes   int64
+	calls   int64
+	time    time.Duration
+	retries map[RetryCause]int64
+}
+
+// shardLocked returns the counters of shard, creating them; s.mu is held.
+func (s *statsCollector) shardLocked(shard string) *shardCounters {
+	if s.shards == nil {
+		s.shards = make(map[string]*shardCounters)
+	}
+	c, ok := s.shards[shard]
+	if !ok {
+		c = &shardCounters{}
+		s.shards[shard] = c
+	}
+	return c
+}
+
+// shardRetry counts a retry of a call for shard ("" for a call on the
+// stream): in the totals, and in the shard's counters.
+func (s *statsCollector) shardRetry(shard string, c RetryCause) {
+	s.retry(c)
+	if shard == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.shardLocked(shard)
+	if sc.retries == nil {
+		sc.retries = make(map[RetryCause]int64)
+	}
+	sc.retries[c]++
+}
+
+// getRecords counts one successful GetRecords call of a shard reader: its
+// latency and the bytes of data it returned.
+func (s *statsCollector) getRecords(shard string, took time.Duration, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.shardLocked(shard)
+	sc.calls++
+	sc.time += took
+	sc.bytes += bytes
+}
+
+// addShards adds the per-shard counters to shards, the progress snapshot.
+func (s *statsCollector) addShards(shards map[string]ShardStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, c := range s.shards {
+		st := shards[id]
+		st.BytesRead, st.GetRecordsCalls, st.GetRecordsTime = c.bytes, c.calls, c.time
+		st.Retries = maps.Clone(c.retries)
+		shards[id] = st
+	}
 }
 
 func (s *statsCollector) retry(c RetryCause) {

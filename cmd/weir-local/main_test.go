@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/localaws"
+)
+
+func TestStreamFlag(t *testing.T) {
+	var s streamFlags
+	for _, v := range []string{"words", "clicks:4"} {
+		if err := s.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(streamFlags{{"words", 1}, {"clicks", 4}}, s, cmp.AllowUnexported(streamSpec{})); diff != "" {
+		t.Errorf("streams (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"", ":2", "words:0", "words:x"} {
+		if err := s.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted", bad)
+		}
+	}
+}
+
+// notify is an io.Writer that closes ready once a line has been written.
+type notify struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	line  string
+	ready chan struct{}
+}
+
+func (n *notify) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	had := strings.Contains(n.buf.String(), n.line)
+	n.buf.Write(p)
+	if !had && strings.Contains(n.buf.String(), n.line) {
+		close(n.ready)
+	}
+	return len(p), nil
+}
+
+func (n *notify) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.buf.String()
+}
+
+// TestRun starts the servers with a stream, checks the printed endpoint
+// serves that stream, and stops them.
+func TestRun(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{opts: localaws.Options{Kinesis: true, DynamoDB: true, Dir: root}}
+	if err := o.streams.Set("words:2"); err != nil {
+		t.Fatal(err)
+	}
+	out := &notify{line: "# running", ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, out) }()
+	select {
+	case <-out.ready:
+	case err := <-done:
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`export WEIR_KINESIS_ENDPOINT=(\S+)\n`).FindStringSubmatch(out.String())
+	if m == nil || !strings.Contains(out.String(), "export WEIR_DYNAMODB_ENDPOINT=http://127.0.0.1:") {
+		t.Fatalf("endpoints not printed:\n%s", out)
+	}
+	kc := kinesis.New(kinesis.Options{
+		Region: localaws.Region, BaseEndpoint: aws.String(m[1]),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	shards, err := kc.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("words")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards.Shards) != 2 {
+		t.Errorf("stream words has %d shards, want 2", len(shards.Shards))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}

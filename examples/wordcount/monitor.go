@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/metrics"
+	weirprom "github.com/weirstream/weir/metrics/prometheus"
+	"github.com/weirstream/weir/status"
+	"github.com/weirstream/weir/stream"
+)
+
+// monitorOptions are the settings of the status page and /metrics.
+type monitorOptions struct {
+	addr   string // -http: where to serve them; "" serves nothing
+	public bool   // -http-public: allow an address other than loopback
+}
+
+// register adds the monitor's flags to fs.
+func (m *monitorOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.addr, "http", "", "serve the status page on / and Prometheus metrics on /metrics at this address, e.g. 127.0.0.1:8080 (loopback only unless -http-public)")
+	fs.BoolVar(&m.public, "http-public", false, "allow -http on an address other than loopback: the page shows stream, shard and worker names to whoever reaches it")
+}
+
+// checkAddr refuses an address that is not loopback unless public is set:
+// "host:port" with host 127.0.0.1, ::1 or localhost.
+func (m *monitorOptions) checkAddr() error {
+	host, _, err := net.SplitHostPort(m.addr)
+	if err != nil {
+		return fmt.Errorf("-http %q: %w (want host:port, e.g. 127.0.0.1:8080)", m.addr, err)
+	}
+	if m.public {
+		return nil
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("-http %q: not a loopback address; use 127.0.0.1:PORT, or add -http-public to serve the status page to the network", m.addr)
+	}
+	return nil
+}
+
+// monitor serves the status page and /metrics of one pipeline run. A nil
+// *monitor (no -http) does nothing.
+type monitor struct {
+	collector *metrics.Collector
+	srv       *http.Server
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// startMonitor starts serving the status page and /metrics on o.monitor.addr,
+// with the numbers of the pipeline the Collector it returns listens to
+// (monitor.listeners), of receivers and, if table is not nil, of the lease
+// table. It returns nil, nil without -http. Call stop when done.
+func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Writer, table *leasetable.Table, receivers ...metrics.Receiver) (*monitor, error) {
+	if o.monitor.addr == "" {
+		return nil, nil
+	}
+	if err := o.monitor.checkAddr(); err != nil {
+		return nil, err
+	}
+	cfg := metrics.Config{BatchInterval: o.batch, Receivers: receivers, Logger: logger}
+	if table != nil {
+		cfg.Leases = table // not when nil: that would be a non-nil LeaseLister
+	}
+	if cfg.BatchInterval <= 0 {
+		cfg.BatchInterval = stream.DefaultBatchInterval
+	}
+	c, err := metrics.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	page, err := status.New(status.Config{Collector: c, Title: o.app})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(weirprom.New(c)); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", page)
+	ln, err := net.Listen("tcp", o.monitor.addr)
+	if err != nil {
+		return nil, fmt.Errorf("-http: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	m := &monitor{collector: c, cancel: cancel, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	m.wg.Go(func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("wordcount: status page server failed", "err", err)
+		}
+	})
+	m.wg.Go(func() { _ = c.Run(ctx) }) // returns nil once ctx is done
+	fmt.Fprintf(out, "status page: http://%s/  Prometheus metrics: http://%s/metrics\n", ln.Addr(), ln.Addr())
+	return m, nil
+}
+
+// listeners returns the pipeline listeners of m: none for a nil m.
+func (m *monitor) listeners() []stream.Listener {
+	if m == nil {
+		return nil
+	}
+	return []stream.Listener{m.collector}
+}
+
+// stop stops serving, waiting a second at most for requests in flight, and
+// waits for m's goroutines. It does nothing for a nil m.
+func (m *monitor) stop() {
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.srv.Close()
+	}
+	m.cancel()
+	m.wg.Wait()
+}
+
+// leaseTable returns the lease table the status page lists, nil without
+// -http.
+func leaseTable(o options, cfg leasetable.TableConfig) (*leasetable.Table, error) {
+	if o.monitor.addr == "" {
+		return nil, nil
+	}
+	return leasetable.NewTable(cfg)
+}

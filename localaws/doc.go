@@ -1,0 +1,27 @@
+// Package localaws starts real, API-compatible AWS servers on 127.0.0.1 for
+// your own application's tests and local runs: kinesalite (Kinesis), dynalite
+// (DynamoDB) and, on request, kinesis-mock (the fuller Kinesis API:
+// UpdateShardCount, ChildShards, enhanced fan-out). They are the servers
+// weir's own tests run against; weir talks to them exactly as to AWS.
+//
+// They are npm packages, pinned (with their lock file) inside this package.
+// Start installs them with `npm ci` on first use into a folder of the user's
+// cache directory (os.UserCacheDir()/weir/localaws/<pin>), or into
+// Options.Dir, then starts each one with Node on a free loopback port. Only
+// Node.js 20+ and npm are needed. Close the Env to stop them.
+//
+//	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true})
+//	if err != nil { ... }
+//	defer env.Close()
+//	err = env.CreateStream(ctx, "words", 2)
+//	cfg := env.AWSConfig() // static credentials, region us-east-1
+//	src, err := kinesis.New(kinesis.Config{Stream: "words", App: "app", AWS: &cfg,
+//		Endpoint: env.KinesisEndpoint,
+//		Leases:   &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}}})
+//
+// In tests, ForTest does the same and stops the servers when the test ends.
+// Setting WEIR_KINESIS_ENDPOINT, WEIR_DYNAMODB_ENDPOINT or
+// WEIR_KINESIS_MOCK_ENDPOINT to a loopback URL uses a server already running
+// there instead (the weir-local command, github.com/weirstream/weir/cmd/weir-local,
+// starts a set and prints them).
+package localaws

@@ -1,0 +1,343 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// logs keeps the records logged at INFO and above.
+type logs struct {
+	mu   sync.Mutex
+	recs []string // "LEVEL message"
+}
+
+func (h *logs) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *logs) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *logs) WithGroup(string) slog.Handler                { return h }
+func (h *logs) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (h *logs) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.recs
+	h.recs = nil
+	return out
+}
+
+// fakeReceiver is a metrics.Receiver whose answers the test sets.
+type fakeReceiver struct {
+	mu     sync.Mutex
+	worker string
+	stats  kinesis.Stats
+	cp     checkpoint.Stats
+	held   []leasetable.Lease
+}
+
+func (f *fakeReceiver) Stats() kinesis.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+func (f *fakeReceiver) CheckpointStats() checkpoint.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cp
+}
+func (f *fakeReceiver) HeldLeases() []leasetable.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+func (f *fakeReceiver) WorkerID() string { return f.worker }
+
+func (f *fakeReceiver) set(fn func(f *fakeReceiver)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// fakeTable is a metrics.LeaseLister.
+type fakeTable struct {
+	leases []leasetable.Lease
+	err    error
+}
+
+func (f *fakeTable) List(context.Context) ([]leasetable.Lease, error) {
+	return append([]leasetable.Lease(nil), f.leases...), f.err
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	_, err := metrics.New(metrics.Config{History: -1, Receivers: []metrics.Receiver{nil}})
+	if !errors.Is(err, metrics.ErrInvalidConfig) {
+		t.Fatalf("New: %v, want ErrInvalidConfig", err)
+	}
+	for _, field := range []string{"BatchInterval", "History", "Receivers[0]"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+}
+
+func TestBatchCounts(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, History: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := batch.SeqRange{Stream: "s", Shard: "shard-0", First: "1", Last: "9", Count: 3}
+	run := func(tm batch.Time, records int, delay, took time.Duration, err error, recovered bool) {
+		info := stream.BatchInfo{Time: tm, Blocks: 1, Records: records, Recovered: recovered, Ranges: []batch.SeqRange{rng}}
+		c.BatchScheduled(info)
+		info.SchedulingDelay = delay
+		c.BatchStarted(info)
+		info.ProcessingTime, info.Err = took, err
+		c.BatchCompleted(info)
+	}
+	c.BatchScheduled(stream.BatchInfo{Time: 9000})
+	run(1000, 3, 10*time.Millisecond, 100*time.Millisecond, nil, true)
+	run(2000, 5, 20*time.Millisecond, 200*time.Millisecond, errors.New("boom"), false)
+	run(3000, 7, 30*time.Millisecond, 300*time.Millisecond, nil, false)
+
+	s := c.Snapshot()
+	want := metrics.BatchCounts{
+		Scheduled: 4, Completed: 3, Failed: 1, Recovered: 1, Pending: 1, Records: 15,
+		SchedulingDelay: 60 * time.Millisecond, ProcessingTime: 600 * time.Millisecond, TotalDelay: 660 * time.Millisecond,
+	}
+	if diff := cmp.Diff(want, s.Batches); diff != "" {
+		t.Errorf("Batches (-want +got):\n%s", diff)
+	}
+	var times []batch.Time
+	for _, b := range s.Recent {
+		times = append(times, b.Time)
+	}
+	if diff := cmp.Diff([]batch.Time{2000, 3000}, times); diff != "" {
+		t.Errorf("Recent times, History 2 (-want +got):\n%s", diff)
+	}
+	wantFailed := metrics.BatchSample{Time: 2000, Records: 5, Blocks: 1, SchedulingDelay: 20 * time.Millisecond,
+		ProcessingTime: 200 * time.Millisecond, TotalDelay: 220 * time.Millisecond, Err: "boom", Ranges: []batch.SeqRange{rng}}
+	if diff := cmp.Diff([]metrics.BatchSample{wantFailed}, s.Failed); diff != "" {
+		t.Errorf("Failed (-want +got):\n%s", diff)
+	}
+}
+
+// TestWarnsWhenSchedulingDelayGrows feeds batches whose scheduling delay
+// grows by 1s each (processing takes 2s per 1s batch), in virtual time.
+func TestWarnsWhenSchedulingDelayGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logs{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(0)
+		var got []string
+		batchAt := func(d time.Duration) {
+			info := stream.BatchInfo{Time: batch.TimeOf(time.Now()), SchedulingDelay: d, ProcessingTime: 2 * time.Second}
+			c.BatchScheduled(info)
+			c.BatchStarted(info)
+			c.BatchCompleted(info)
+			time.Sleep(time.Second)
+			for _, l := range h.take() {
+				got = append(got, d.String()+": "+l)
+			}
+		}
+		for range 12 {
+			batchAt(delay)
+			delay += time.Second
+		}
+		batchAt(500 * time.Millisecond)
+		want := []string{
+			"3s: WARN metrics: batches fall behind: scheduling delay 3s (3.0 batch intervals of 1s) and growing; processing takes 2s per batch on average (last 4)",
+			"6s: WARN metrics: batches fall behind: scheduling delay 6s (6.0 batch intervals of 1s) and growing; processing takes 2s per batch on average (last 7)",
+			"500ms: INFO metrics: scheduling delay back under its warning level",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("logs (-want +got):\n%s", diff)
+		}
+		if w := c.Snapshot().Warnings; len(w) != 0 {
+			t.Errorf("warnings still active after the delay fell: %v", w)
+		}
+	})
+}
+
+// TestWarnsWhenShardLagGrows samples a receiver whose shard falls further
+// behind at every sample, then catches up.
+func TestWarnsWhenShardLagGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logs{}
+		r := &fakeReceiver{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, LagWarning: 10 * time.Second, Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, behind := range []int64{0, 5000, 12000, 11000, 13000, 15000, 18000, 30000, 40000, 2000} {
+			r.set(func(f *fakeReceiver) {
+				f.stats.Shards = map[string]kinesis.ShardStats{"shard-0": {Reading: true, MillisBehindLatest: behind}}
+			})
+			c.Sample(t.Context())
+			got = append(got, h.take()...)
+			if behind == 40000 {
+				if w := c.Snapshot().Warnings; len(w) != 1 || w[0].Kind != "shard_lag" || w[0].Subject != "shard-0" {
+					t.Errorf("active warnings %+v, want one shard_lag for shard-0", w)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		want := []string{
+			"WARN metrics: shard shard-0 falls behind: 18s behind the tip of the stream and growing over the last 3 samples",
+			"WARN metrics: shard shard-0 falls behind: 40s behind the tip of the stream and growing over the last 3 samples",
+			"INFO metrics: shard lag back under its warning level",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("logs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestLeaseChanges samples a receiver whose leases change, with the lease
+// table listed at every sample, in virtual time.
+func TestLeaseChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeReceiver{worker: "me"}
+		table := &fakeTable{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, Leases: table, LeaseDuration: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := func(shard, owner string, counter int64) leasetable.Lease {
+			return leasetable.Lease{Shard: shard, Owner: owner, Counter: counter}
+		}
+		step := func(held []leasetable.Lease, leases ...leasetable.Lease) {
+			r.set(func(f *fakeReceiver) { f.held = held })
+			table.leases = leases
+			c.Sample(t.Context())
+			time.Sleep(5 * time.Second)
+		}
+		// a: new, unowned; b: live owner "w2" (counter moves); c: dead owner "w3".
+		step(nil, lease("a", "", 1), lease("b", "w2", 1), lease("c", "w3", 7))
+		step(nil, lease("a", "", 1), lease("b", "w2", 2), lease("c", "w3", 7))
+		step(nil, lease("a", "", 1), lease("b", "w2", 3), lease("c", "w3", 7))
+		mine := []leasetable.Lease{lease("a", "me", 2), lease("b", "me", 4), lease("c", "me", 8)}
+		step(mine, mine...)
+		step(mine[:2], lease("a", "me", 3), lease("b", "me", 5), lease("c", "w2", 9))
+
+		s := c.Snapshot()
+		want := metrics.LeaseCounts{Taken: 1, Stolen: 1, Expired: 1, Lost: 1}
+		if diff := cmp.Diff(want, s.Receivers[0].Leases); diff != "" {
+			t.Errorf("lease counts (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"me", "w2"}, s.Fleet.Workers); diff != "" {
+			t.Errorf("workers (-want +got):\n%s", diff)
+		}
+		table.err = errors.New("table gone")
+		c.Sample(t.Context())
+		if f := c.Snapshot().Fleet; f.Err != "table gone" || len(f.Leases) != 3 {
+			t.Errorf("after a failed listing: Err %q, %d leases; want the error and the last listing", f.Err, len(f.Leases))
+		}
+	})
+}
+
+// TestCheckpointLag samples a receiver whose completed records move ahead of
+// its checkpoint, which then catches up.
+func TestCheckpointLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeReceiver{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := func(completed, committed string) {
+			r.set(func(f *fakeReceiver) {
+				f.stats.Shards = map[string]kinesis.ShardStats{"s": {LatestCompleted: completed}}
+				f.cp.Shards = map[string]checkpoint.ShardStats{"s": {Registered: true, Committed: committed}}
+			})
+			c.Sample(t.Context())
+		}
+		var got []time.Duration
+		for _, st := range [][2]string{{"5", "5"}, {"7", "5"}, {"9", "5"}, {"9", "7"}, {"9", "9"}} {
+			set(st[0], st[1])
+			got = append(got, c.Snapshot().Receivers[0].CheckpointLag["s"])
+			time.Sleep(time.Second)
+		}
+		want := []time.Duration{0, 0, time.Second, time.Second, 0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("checkpoint lag per sample (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestRunSamplesOnItsInterval runs the Collector for 3.5 sample intervals
+// of virtual time and checks the unbatched records it saw.
+func TestRunSamplesOnItsInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeReceiver{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		c.BatchScheduled(stream.BatchInfo{Records: 4})
+		for i := range 3 {
+			r.set(func(f *fakeReceiver) { f.stats.RecordsRead = int64(10 * (i + 1)) })
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if got := c.Snapshot().Batches.UnbatchedRecords; got != 26 {
+			t.Errorf("Unbatched = %d, want 30 read - 4 batched = 26", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// TestWarnsAboutLastingListingFailures fails the lease table's listing: a
+// table a starting receiver has not created yet fails a listing or two, so
+// only the fifth failure in a row is logged.
+func TestWarnsAboutLastingListingFailures(t *testing.T) {
+	h := &logs{}
+	table := &fakeTable{err: errors.New("ResourceNotFoundException")}
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: table, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for i := 1; i <= 12; i++ {
+		if i == 7 {
+			table.err = nil
+		}
+		if i == 8 {
+			table.err = errors.New("AccessDeniedException")
+		}
+		c.Sample(t.Context())
+		if len(h.take()) > 0 {
+			got = append(got, i)
+		}
+	}
+	if diff := cmp.Diff([]int{5, 12}, got); diff != "" {
+		t.Errorf("samples that logged (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,60 @@
+// Package prometheus exports a metrics.Collector's numbers to Prometheus:
+// register the collector New returns and serve promhttp's handler on
+// /metrics. It lives apart from package metrics so that only users who want
+// Prometheus import its client library.
+//
+// The metric names, their units and labels are stable; they follow
+// Prometheus's conventions (base units: seconds and bytes; _total for
+// counters). Labels: source is the receiver's index in
+// metrics.Config.Receivers, shard the Kinesis shard ID, cause a
+// kinesis.RetryCause, how the way a lease was acquired.
+//
+// Batches:
+//
+//	weir_batches_scheduled_total              counter  batches cut and queued
+//	weir_batches_completed_total              counter  batches that ran, failed ones included
+//	weir_batches_failed_total                 counter  batches that failed
+//	weir_batches_pending                      gauge    batches queued, not started
+//	weir_batch_input_records_total            counter  input records of completed batches
+//	weir_batch_scheduling_delay_seconds       summary  batch time to start of its outputs
+//	weir_batch_processing_time_seconds        summary  run time of a batch
+//	weir_batch_total_delay_seconds            summary  batch time to completion
+//	weir_batch_last_scheduling_delay_seconds  gauge    of the latest completed batch
+//	weir_batch_last_processing_time_seconds   gauge    of the latest completed batch
+//	weir_batch_last_total_delay_seconds       gauge    of the latest completed batch
+//	weir_unbatched_records                    gauge    records read, in no batch yet
+//	weir_unbatched_blocks                     gauge    blocks stored, in no batch yet
+//
+// Shards (labels source, shard):
+//
+//	weir_kinesis_records_read_total           counter  user records read (after KPL de-aggregation)
+//	weir_kinesis_bytes_read_total             counter  bytes of Kinesis record data read
+//	weir_kinesis_get_records_seconds          summary  GetRecords latency (successful calls)
+//	weir_kinesis_behind_latest_seconds        gauge    MillisBehindLatest of the latest GetRecords
+//	weir_kinesis_retries_total                counter  retried calls, by cause (shard "" for calls on the stream)
+//	weir_kinesis_shard_reading                gauge    1 while a reader runs for the shard
+//
+// Checkpoints (labels source, shard):
+//
+//	weir_checkpoint_commits_total             counter  checkpoints written
+//	weir_checkpoint_failures_total            counter  checkpoints that failed every attempt
+//	weir_checkpoint_lag_seconds               gauge    how long the oldest completed record not yet checkpointed has waited
+//
+// Leases:
+//
+//	weir_leases_held{source}                  gauge    leases this worker holds
+//	weir_lease_acquisitions_total{source,how} counter  how: taken (unowned), expired, stolen
+//	weir_leases_lost_total{source}            counter  leases lost before their shard ended
+//	weir_lease_table_leases{owner}            gauge    leases in the table by owner ("" unowned)
+//	weir_lease_table_workers                  gauge    distinct owners in the table
+//
+// Recovery:
+//
+//	weir_recovery_batches_total               counter  batches recomputed after a restart
+//	weir_recovery_ranges_replayed_total{source} counter  sequence ranges re-read from Kinesis
+//	weir_recovery_ranges_skipped_total{source}  counter  unavailable ranges skipped
+//
+// Warnings:
+//
+//	weir_warnings_active{kind}                gauge    conditions warned about that still hold
+package prometheus

@@ -1,0 +1,165 @@
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// growthWindow is how many batches back, or samples back, a value must have
+// been lower for it to count as growing: one high value is a blip.
+const growthWindow = 3
+
+// warnings decides when to warn. A condition is warned about once when it
+// starts, again each time its value doubles, and reported over at INFO when
+// it ends. Its methods are called with the Collector's mu held.
+type warnings struct {
+	batchIv    time.Duration
+	delayLimit time.Duration
+	lagLimit   time.Duration
+	on         map[string]*warned // by kind and subject
+	history    map[string][]int64 // per shard key: recent MillisBehindLatest, oldest first
+}
+
+// warned is a condition warned about that still holds.
+type warned struct {
+	Warning
+	level int64 // the value last warned about
+}
+
+func (w *warnings) init(cfg Config) {
+	w.batchIv, w.delayLimit, w.lagLimit = cfg.BatchInterval, cfg.DelayWarning, cfg.LagWarning
+	w.on = make(map[string]*warned)
+	w.history = make(map[string][]int64)
+}
+
+// batch checks the scheduling delay of the latest of recent.
+func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
+	last := recent[len(recent)-1]
+	d := last.SchedulingDelay
+	growing := len(recent) > growthWindow && d > recent[len(recent)-1-growthWindow].SchedulingDelay
+	key := "scheduling_delay"
+	if d < w.delayLimit {
+		return w.clear(key, "metrics: scheduling delay back under its warning level", "delay", d, "warning_level", w.delayLimit)
+	}
+	if !growing {
+		return nil
+	}
+	var proc time.Duration
+	n := min(len(recent), 10)
+	for _, b := range recent[len(recent)-n:] {
+		proc += b.ProcessingTime
+	}
+	proc /= time.Duration(n)
+	fix := "processing is slower than the input arrives: make the outputs faster, raise stream.Config.BatchInterval, or spread the shards over more workers"
+	if proc < w.batchIv {
+		fix = "batches take less than the batch interval on average, so a few slow ones (a slow output call, a recomputation, a GC pause) piled up: look at the processing time chart; if it keeps growing, make the outputs faster or raise stream.Config.BatchInterval"
+	}
+	msg := fmt.Sprintf("metrics: batches fall behind: scheduling delay %v (%.1f batch intervals of %v) and growing; processing takes %v per batch on average (last %d)",
+		d.Round(time.Millisecond), float64(d)/float64(w.batchIv), w.batchIv, proc.Round(time.Millisecond), n)
+	return w.raise(now, key, "scheduling_delay", "", int64(d), msg,
+		"batch", last.Time, "delay", d, "batch_interval", w.batchIv, "processing_time", proc, "fix", fix)
+}
+
+// shards checks the lag of every shard in samples.
+func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
+	var out []logLine
+	for _, s := range samples {
+		ids := make([]string, 0, len(s.Stats.Shards))
+		for id := range s.Stats.Shards {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			st := s.Stats.Shards[id]
+			hkey := fmt.Sprintf("%d/%s", s.Index, id)
+			h := append(w.history[hkey], st.MillisBehindLatest)
+			if len(h) > growthWindow+1 {
+				h = h[len(h)-growthWindow-1:]
+			}
+			w.history[hkey] = h
+			lag := time.Duration(st.MillisBehindLatest) * time.Millisecond
+			key := "shard_lag/" + hkey
+			if lag < w.lagLimit || !st.Reading {
+				out = append(out, w.clear(key, "metrics: shard lag back under its warning level", "shard", id, "behind", lag)...)
+				continue
+			}
+			if len(h) <= growthWindow || !increasing(h) {
+				continue
+			}
+			retries := s.Stats.Shards[id].Retries
+			fix := "the shard's reader cannot keep up: if the scheduling delay grows too, processing is the bottleneck (make outputs faster, raise the batch interval, add workers); otherwise raise kinesis.Config.RecordsPerRead or lower MinReadInterval"
+			if retries["throttled"] > 0 {
+				fix = fmt.Sprintf("the shard was throttled %d times: its 5 reads/s and 2 MB/s are shared by every consumer of the stream: fewer consumers, enhanced fan-out, or more shards", retries["throttled"])
+			}
+			msg := fmt.Sprintf("metrics: shard %s falls behind: %v behind the tip of the stream and growing over the last %d samples",
+				id, lag.Round(time.Second), growthWindow)
+			out = append(out, w.raise(now, key, "shard_lag", id, int64(lag), msg,
+				"shard", id, "behind", lag, "records_read", st.RecordsRead, "fix", fix)...)
+		}
+	}
+	return out
+}
+
+// increasing reports whether h only grows.
+func increasing(h []int64) bool {
+	for i := 1; i < len(h); i++ {
+		if h[i] <= h[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// raise warns about key at value, unless it was warned about at more than
+// half of value already.
+func (w *warnings) raise(now time.Time, key, kind, subject string, value int64, msg string, args ...any) []logLine {
+	if cur, ok := w.on[key]; ok {
+		if value < 2*cur.level {
+			return nil
+		}
+		cur.level, cur.Message = value, pageMessage(msg, args)
+		return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
+	}
+	w.on[key] = &warned{Warning: Warning{Kind: kind, Subject: subject, Since: now, Message: pageMessage(msg, args)}, level: value}
+	return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
+}
+
+// clear ends key's warning, if any, with an INFO line.
+func (w *warnings) clear(key, msg string, args ...any) []logLine {
+	if _, ok := w.on[key]; !ok {
+		return nil
+	}
+	delete(w.on, key)
+	return []logLine{{level: slog.LevelInfo, msg: msg, args: args}}
+}
+
+// active returns the warnings that hold, by kind and subject.
+func (w *warnings) active() []Warning {
+	out := make([]Warning, 0, len(w.on))
+	for _, v := range w.on {
+		out = append(out, v.Warning)
+	}
+	slices.SortFunc(out, func(a, b Warning) int {
+		return strings.Compare(a.Kind+"\x00"+a.Subject, b.Kind+"\x00"+b.Subject)
+	})
+	return out
+}
+
+// pageMessage returns the Warning.Message of a log line: its message,
+// without the package prefix, and its fix.
+func pageMessage(msg string, args []any) string {
+	return strings.TrimPrefix(msg, "metrics: ") + " (fix: " + fixOf(args) + ")"
+}
+
+// fixOf returns the value of the "fix" key of args.
+func fixOf(args []any) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "fix" {
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,198 @@
+package status_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/status"
+	"github.com/weirstream/weir/stream"
+)
+
+func collector(t *testing.T, batches int) *metrics.Collector {
+	t.Helper()
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range batches {
+		info := stream.BatchInfo{Time: batch.Time(1_700_000_000_000 + int64(i)*1000), Records: 10 * i, Blocks: 1,
+			Ranges: []batch.SeqRange{{Stream: "s", Shard: "shard-0", First: "49590338271490256608559692538361571095921575989136588802", Last: "49590338271490256608559692538361571095921575989136588899", Count: 10 * i}}}
+		c.BatchScheduled(info)
+		info.SchedulingDelay = time.Duration(i) * 10 * time.Millisecond
+		c.BatchStarted(info)
+		info.ProcessingTime = 200 * time.Millisecond
+		if i == 2 {
+			info.Err = errors.New("stream: batch 2: output 0: <b>boom</b>")
+		}
+		c.BatchCompleted(info)
+	}
+	return c
+}
+
+func get(t *testing.T, h http.Handler, method, path string) (*http.Response, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	_, err := status.New(status.Config{Refresh: 1500 * time.Millisecond})
+	if !errors.Is(err, status.ErrInvalidConfig) || !strings.Contains(err.Error(), "Collector") || !strings.Contains(err.Error(), "Refresh") {
+		t.Errorf("New: %v, want ErrInvalidConfig naming Collector and Refresh", err)
+	}
+}
+
+func TestPage(t *testing.T) {
+	tests := []struct {
+		name       string
+		batches    int
+		wantPoints string
+	}{
+		{"no batches", 0, "0"},
+		{"five batches", 5, "5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := status.New(status.Config{Collector: collector(t, tt.batches), Title: "wordcount"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, body := get(t, h, http.MethodGet, "/")
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+				t.Fatalf("GET /: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+				t.Errorf("Content-Security-Policy %q lets the page load from elsewhere", csp)
+			}
+			var points []string
+			for _, m := range regexp.MustCompile(`<svg class="chart" data-points="(\d+)"`).FindAllStringSubmatch(body, -1) {
+				points = append(points, m[1])
+			}
+			want := []string{tt.wantPoints, tt.wantPoints, tt.wantPoints, tt.wantPoints}
+			if diff := cmp.Diff(want, points); diff != "" {
+				t.Errorf("chart points (-want +got):\n%s", diff)
+			}
+			if strings.Contains(body, "<b>boom</b>") {
+				t.Error("an error text is not escaped")
+			}
+			if tt.batches > 2 && !strings.Contains(body, "&lt;b&gt;boom&lt;/b&gt;") {
+				t.Error("the failed batch's error is not shown")
+			}
+			if tt.batches > 0 && !strings.Contains(body, "49590…588899") {
+				t.Error("the batches' ranges are not shown")
+			}
+		})
+	}
+}
+
+func TestSnapshotJSON(t *testing.T) {
+	h, err := status.New(status.Config{Collector: collector(t, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, h, http.MethodGet, "/status/snapshot.json")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET snapshot.json: %s", resp.Status)
+	}
+	var s metrics.Snapshot
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Batches.Completed != 3 || len(s.Recent) != 3 || s.Batches.Failed != 1 {
+		t.Errorf("snapshot: %d completed, %d recent, %d failed; want 3, 3, 1", s.Batches.Completed, len(s.Recent), s.Batches.Failed)
+	}
+}
+
+func TestOnlyReads(t *testing.T) {
+	h, err := status.New(status.Config{Collector: collector(t, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, h, http.MethodPost, "/"); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /: %s, want 405", resp.Status)
+	}
+}
+
+// table is a metrics.LeaseLister of fixed leases.
+type table []leasetable.Lease
+
+func (t table) List(context.Context) ([]leasetable.Lease, error) { return slices.Clone(t), nil }
+
+// receiver is a metrics.Receiver reading two shards, one of them held.
+type receiver struct{}
+
+func (receiver) Stats() kinesis.Stats {
+	return kinesis.Stats{Shards: map[string]kinesis.ShardStats{
+		"shard-a": {Reading: true, RecordsRead: 42, BytesRead: 4200, MillisBehindLatest: 1500, LastAdded: "123", LatestCompleted: "120"},
+		"shard-b": {Ended: true, Drained: true},
+	}}
+}
+func (receiver) CheckpointStats() checkpoint.Stats { return checkpoint.Stats{} }
+func (receiver) HeldLeases() []leasetable.Lease {
+	return []leasetable.Lease{{Shard: "shard-a", Owner: "me"}}
+}
+func (receiver) WorkerID() string { return "me" }
+
+// TestPageShowsShardsAndFleet checks the shard table and the lease owners
+// across the fleet.
+func TestPageShowsShardsAndFleet(t *testing.T) {
+	c, err := metrics.New(metrics.Config{
+		BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}},
+		Leases: table{{Shard: "shard-a", Owner: "me", Counter: 3}, {Shard: "shard-c", Owner: "other", Counter: 9}, {Shard: "shard-d"}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, h, http.MethodGet, "/")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	text = strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{
+		"0 shard-a lease reading 42 4.2 kB 1.5s",
+		"shard-b ended",
+		"me this worker 1 shard-a",
+		"other 1 shard-c",
+		"unowned 1 shard-d",
+		"2 workers hold leases",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("page lacks %q; its text:\n%s", want, text)
+		}
+	}
+}
