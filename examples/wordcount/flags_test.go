@@ -66,7 +66,7 @@ func TestParseFlags(t *testing.T) {
 				if err != nil {
 					t.Fatalf("parseFlags(%q): %v", tt.args, err)
 				}
-				if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(options{})); diff != "" {
+				if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(options{}, monitorOptions{})); diff != "" {
 					t.Errorf("parseFlags(%q) (-want +got):\n%s", tt.args, diff)
 				}
 				return
