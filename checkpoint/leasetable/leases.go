@@ -25,8 +25,13 @@ const renewParallelism = 8
 
 // ShardInfo describes a shard of the stream, as the caller lists it.
 type ShardInfo struct {
-	ID        string
+	// ID is the shard ID.
+	ID string
+	// ParentIDs are the shard's parents: none, one, or two after a merge.
 	ParentIDs []string
+	// StartingHashKey and EndingHashKey are the shard's hash key range,
+	// decimal; stored in a new lease as the KCL stores them. Optional.
+	StartingHashKey, EndingHashKey string
 }
 
 // CoordinatorConfig configures a Coordinator: the lease settings (Config,
@@ -55,6 +60,12 @@ type CoordinatorConfig struct {
 	// worker took it, or it could not be renewed within LeaseDuration); the
 	// shard must stop at once and must not be checkpointed. Optional.
 	OnLost func(shard string)
+	// OnBadItem is called with each item of the table that cannot be read
+	// as a lease, once when a scan first finds it so and again if its
+	// problem changes; the item is left alone (never taken) and every
+	// other shard goes on. Optional; the Coordinator also logs it at
+	// ERROR. It runs like OnAcquired.
+	OnBadItem func(err *BadItemError)
 	// Clock is the time source of every period and of lease expiry.
 	// Default clock.Real{}.
 	Clock clock.Clock
@@ -113,6 +124,9 @@ type Coordinator struct {
 	wake     chan struct{} // 1-slot: events were queued
 	draining bool
 	running  bool
+	bad      map[string]string   // unreadable items in the last scan: leaseKey -> problem
+	refused  map[string]string   // shards refused (Refuse) -> the checkpoint refused
+	children map[string][]string // shard -> its children, from the last SyncShards
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -131,9 +145,11 @@ type seenLease struct {
 	changed time.Time
 }
 
+// leaseEvent is one queued event; exactly one of its fields is set.
 type leaseEvent struct {
-	acquired *Lease // nil for a loss
+	acquired *Lease
 	lost     string
+	bad      *BadItemError
 }
 
 // NewCoordinator validates cfg and returns a Coordinator; it does no I/O
@@ -151,6 +167,8 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		held:    make(map[string]*heldLease),
 		seen:    make(map[string]seenLease),
 		wake:    make(chan struct{}, 1),
+		bad:     make(map[string]string),
+		refused: make(map[string]string),
 	}, nil
 }
 
@@ -273,8 +291,10 @@ func (c *Coordinator) deliver() {
 			switch {
 			case ev.acquired != nil && c.cfg.OnAcquired != nil:
 				c.cfg.OnAcquired(*ev.acquired)
-			case ev.acquired == nil && c.cfg.OnLost != nil:
+			case ev.lost != "" && c.cfg.OnLost != nil:
 				c.cfg.OnLost(ev.lost)
+			case ev.bad != nil && c.cfg.OnBadItem != nil:
+				c.cfg.OnBadItem(ev.bad)
 			}
 		}
 	}
@@ -383,7 +403,13 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	if !ok {
 		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpoint.ErrLeaseLost)
 	}
-	nl, err := c.table.Checkpoint(ctx, l, seq, 0)
+	var nl Lease
+	var err error
+	if seq == checkpoint.ShardEnd {
+		nl, err = c.table.checkpointEnd(ctx, l, c.childrenOf(shard))
+	} else {
+		nl, err = c.table.Checkpoint(ctx, l, seq, 0)
+	}
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)

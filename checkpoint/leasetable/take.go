@@ -14,9 +14,10 @@ import (
 )
 
 // takeCycle scans the table, updates what this worker has observed of every
-// lease, and takes the leases takePlan picks.
+// lease, drops the held leases the scan shows lost, reports unreadable
+// items, and takes the leases takePlan picks.
 func (c *Coordinator) takeCycle(ctx context.Context) {
-	leases, err := c.table.List(ctx)
+	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
@@ -28,11 +29,17 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		c.mu.Unlock()
 		return
 	}
+	c.badItemsLocked(bad)
+	lost := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
-	held := make(map[string]bool, len(c.held))
+	held := make(map[string]bool, len(c.held)+len(lost))
 	for shard := range c.held {
 		held[shard] = true
 	}
+	for _, shard := range lost { // not taken back in the cycle that saw them go
+		held[shard] = true
+	}
+	views = c.withoutRefusedLocked(views)
 	c.mu.Unlock()
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
@@ -42,6 +49,34 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
+}
+
+// lostInScanLocked drops every held lease that the scan shows owned by
+// another worker (or unreadable), reporting the loss before anything else
+// can happen for the shard: a worker that was paused learns of a take-over
+// here at the latest, and its reader stops before any take of the same
+// shard. c.mu must be held; takes of this worker run after the scan, so an
+// owner other than this worker in it is another worker's write.
+func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []string {
+	var lost []string
+	drop := func(shard string, why error) {
+		if _, ok := c.held[shard]; !ok {
+			return
+		}
+		delete(c.held, shard)
+		c.queueLocked(leaseEvent{lost: shard})
+		lost = append(lost, shard)
+		c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
+	}
+	for _, l := range leases {
+		if l.Owner != c.cfg.WorkerID {
+			drop(l.Shard, fmt.Errorf("the lease table shows owner %q, counter %d: %w", l.Owner, l.Counter, checkpoint.ErrLeaseLost))
+		}
+	}
+	for _, b := range bad {
+		drop(b.Key, b)
+	}
+	return lost
 }
 
 // observeLocked records the scanned leases and returns them with their
@@ -88,6 +123,11 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		}
 		return
 	}
+	if _, ok := c.held[l.Shard]; ok {
+		// Never expected (a take plan leaves held shards out), but the
+		// old reader must stop before the new one starts, whatever happens.
+		c.queueLocked(leaseEvent{lost: l.Shard})
+	}
 	c.held[l.Shard] = h
 	c.queueLocked(leaseEvent{acquired: &nl})
 	c.mu.Unlock()
@@ -115,13 +155,17 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 // skipped; any other starts at InitialPosition. Leases of shards not listed
 // are left alone. It is safe to call from several workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
-	leases, err := c.table.List(ctx)
+	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		return err
 	}
-	known := make(map[string]bool, len(leases)+len(shards))
+	c.learnChildren(shards)
+	known := make(map[string]bool, len(leases)+len(bad)+len(shards))
 	for _, l := range leases {
 		known[l.Shard] = true
+	}
+	for _, b := range bad { // it has an item, if a broken one: never overwritten
+		known[b.Key] = true
 	}
 	exists := make(map[string]bool, len(known))
 	for k := range known {
@@ -140,7 +184,8 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		if exists[s.ID] {
 			continue
 		}
-		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs}
+		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs,
+			StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 		for _, p := range s.ParentIDs {
 			if known[p] {
 				l.Checkpoint = checkpoint.TrimHorizon
