@@ -240,14 +240,37 @@ type worker struct {
 	done   chan struct{} // closed when Run returned
 	runErr error         // Run's result, once done is closed
 
+	listener *workerListener
+
 	mu   sync.Mutex
 	recs []kinesis.Record
+	errs []error // reported through source.Runtime.ReportError
+}
+
+// workerListener keeps what a worker's receiver reported.
+type workerListener struct {
+	stream.NopListener
+	w *worker
+}
+
+// ReceiverError implements stream.Listener.
+func (l *workerListener) ReceiverError(ri stream.ReceiverInfo) {
+	l.w.mu.Lock()
+	l.w.errs = append(l.w.errs, ri.Err)
+	l.w.mu.Unlock()
+}
+
+// reported returns the errors the worker's receiver reported so far.
+func (w *worker) reported() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]error(nil), w.errs...)
 }
 
 // start starts a worker named id; edit, if not nil, edits its config.
 func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis.Config)) *worker {
 	f.t.Helper()
-	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{})}
+	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{}), listener: &workerListener{}}
 	cfg := f.config(id, leaseDuration, w.ddb, w.kc)
 	if edit != nil {
 		edit(&cfg)
@@ -256,7 +279,9 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 	if err != nil {
 		f.t.Fatalf("worker %s: %v", id, err)
 	}
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
+	w.listener.w = w
+	sc, err := stream.NewContext(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger(),
+		Listeners: []stream.Listener{w.listener}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -371,14 +396,14 @@ func (f *fleet) allDelivered(want [][]byte) func() bool {
 	}
 }
 
-// leases reads the lease table.
+// leases reads the lease table (its readable leases).
 func (f *fleet) leases() map[string]leasetable.Lease {
 	f.t.Helper()
 	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ls, err := tbl.List(f.t.Context())
+	ls, _, err := tbl.ListAll(f.t.Context())
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -28,10 +28,10 @@ func TestLeasePosition(t *testing.T) {
 		want    Position
 	}{
 		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100"}},
-		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200"}},
-		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2}},
-		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3}},
+		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
+		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
+		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
 		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
 		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
 		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
@@ -41,7 +41,7 @@ func TestLeasePosition(t *testing.T) {
 		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
 		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
 		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2}},
+		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
 	}
 	for _, tc := range tests {

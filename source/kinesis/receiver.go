@@ -376,6 +376,10 @@ func (r *Receiver) LatestStored(shardID string) (string, bool) {
 func (r *Receiver) Stats() Stats {
 	s := r.stats.snapshot()
 	s.Shards = r.progress.snapshot()
+	if lr := r.lease.Load(); lr != nil {
+		s.BadLeaseItems = lr.coord.BadItems()
+		s.RefusedShards = lr.refusedCount()
+	}
 	return s
 }
 
