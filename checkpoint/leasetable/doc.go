@@ -74,6 +74,27 @@
 //	cp.Close(ctx)   // last checkpoint of every shard
 //	coord.Drain(ctx) // hand the leases back at once
 //
+// # Table layout
+//
+// Items are read and written with the attribute names and types of the
+// KCL's DynamoDBLeaseSerializer (2.x and 3.x): leaseKey, leaseOwner,
+// leaseCounter, checkpoint, checkpointSubSequenceNumber,
+// ownerSwitchesSinceCheckpoint, parentShardId (a string set, singular
+// name), childShardIds, startingHashKey and endingHashKey, and entityType
+// "LEASE" on the leases weir creates. Every write is an update of the
+// attributes it changes, so the others (pendingCheckpoint*,
+// throughputKBps, anything newer) stay as the KCL left them. Items of other
+// KCL 3.x entity types are not leases. Before weir followed the KCL's name
+// it wrote the parents as parentShardIds: that attribute is still read,
+// and a take of such a lease writes parentShardId too, so a table weir
+// wrote migrates as its leases move.
+//
+// An item that cannot be read as a lease (a leaseCounter stored as a
+// string or past 64 bits, a leaseOwner that is a number, a checkpoint that
+// is neither a sequence number nor a sentinel, a missing leaseCounter,
+// which the KCL cannot take either) is a *BadItemError: it is left alone
+// and reported with its fix, and every other lease goes on.
+//
 // Every checkpoint this package writes also goes to a weirCheckpoint
 // attribute (which the KCL ignores and keeps), so that a reader can tell a
 // weir checkpoint, which covers whole Kinesis records, from a KCL

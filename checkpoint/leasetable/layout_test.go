@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/internal/localaws"
 )
 
 // kclItem is a lease item with every attribute the KCL's
@@ -248,5 +249,46 @@ func TestTableBadItems(t *testing.T) {
 	}
 	if _, _, err := tbl.Get(ctx, "checkpoint-bad"); !errors.Is(err, ErrBadItem) {
 		t.Errorf("Get of a bad item = %v, want ErrBadItem", err)
+	}
+}
+
+// TestCoordinatorKCLParentsFirst takes over a KCL application's table after
+// a reshard: the children name their parent in parentShardId, as the KCL
+// writes it. The child leases are taken only once the parent is at
+// SHARD_END.
+func TestCoordinatorKCLParentsFirst(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w := newWorker(t, table, "weir", db, nil)
+	item := func(shard, ckpt string, parents ...string) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{
+			"leaseKey": str(shard), "leaseCounter": num(5), "checkpoint": str(ckpt),
+			"checkpointSubSequenceNumber": num(0), "ownerSwitchesSinceCheckpoint": num(0),
+		}
+		if len(parents) > 0 {
+			it["parentShardId"] = &types.AttributeValueMemberSS{Value: parents}
+		}
+		return it
+	}
+	for _, it := range []map[string]types.AttributeValue{
+		item("parent", "49590338271490256608559692538361571095921575989136588898"),
+		item("child-1", checkpoint.TrimHorizon, "parent"),
+		item("child-2", checkpoint.TrimHorizon, "parent"),
+	} {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.cycle(ctx)
+	if d := cmp.Diff([]string{"parent"}, w.held()); d != "" {
+		t.Fatalf("held before the parent ended (-want +got):\n%s", d)
+	}
+	if err := w.c.Commit(ctx, "parent", checkpoint.ShardEnd); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	if d := cmp.Diff([]string{"child-1", "child-2"}, w.held()); d != "" {
+		t.Errorf("held after the parent ended (-want +got):\n%s", d)
 	}
 }
