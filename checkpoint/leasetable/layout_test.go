@@ -76,8 +76,8 @@ func TestTableKCLLayout(t *testing.T) {
 	want := Lease{
 		Shard: shard, Owner: "kcl-worker-1", Counter: 77, OwnerSwitches: 3,
 		Checkpoint: "49590338271490256608559692538361571095921575989136588898", SubSequence: 2,
-		Parents:  []string{"shardId-000000000000"},
-		Children: []string{"shardId-000000000007", "shardId-000000000008"},
+		Parents:           []string{"shardId-000000000000"},
+		Children:          []string{"shardId-000000000007", "shardId-000000000008"},
 		PendingCheckpoint: "49590338271490256608559692538361571095921575989136589000", PendingCheckpointSubSequence: 5,
 		StartingHashKey: "0", EndingHashKey: "170141183460469231731687303715884105727",
 		CheckpointOwner: "kcl-worker-0",
