@@ -92,6 +92,7 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	rt := source.Runtime[T]{
 		ResumeAfter:     e.resumeAfter,
 		SharedLog:       e.sharedLog,
+		StateDir:        stateDir(e.cfg.Recovery),
 		Source:          s.idx,
 		Push:            s.push,
 		BlockInterval:   e.cfg.BlockInterval,

@@ -61,12 +61,35 @@ type Config struct {
 	// unique among the workers sharing the table. Default: host name, pid
 	// and 8 random hex digits ("host:4242:1f2e3d4c"), fresh for each
 	// process. A restarted worker with a fresh ID cannot renew its
-	// predecessor's leases: other workers, or the restarted one, take them
-	// only once they expire (LeaseDuration), so a restart pauses its shards
-	// for about LeaseDuration. A stable ID (the same after a restart) avoids
-	// that pause, and is safe only if two live processes can never use the
-	// same ID at once (for example one per host and one process per host).
+	// predecessor's leases: without StateDir, other workers, or the
+	// restarted one, take them only once they expire (LeaseDuration), so a
+	// restart pauses its shards for about LeaseDuration; with StateDir the
+	// restarted worker takes them back at once.
+	//
+	// A stable ID (the same after a restart) also avoids the pause, and is
+	// safe only if two live processes can never use the same ID at once:
+	// two of them would both renew, checkpoint and read the same leases,
+	// each believing it holds them. Nothing in the table can tell them
+	// apart. Set one only when something else guarantees a single process
+	// per ID (one per host, each host's ID its own, and a supervisor that
+	// never starts a second); StateDir gives the same fast restart without
+	// that risk, and is the better choice.
 	WorkerID string
+	// StateDir, if set, is a local directory where the worker keeps, for
+	// each table, a file of the worker IDs that ran on the directory
+	// before, under an exclusive lock (flock(2)) held while the Coordinator
+	// runs. A worker that gets the lock knows that every worker listed
+	// there is gone (each held the lock while it ran, and the kernel
+	// releases it only when its process closes it or dies), so it takes
+	// their leases back at once, each conditional on the counter it scans,
+	// instead of waiting LeaseDuration for them to expire. It must be on a
+	// local file system (flock is not reliable over NFS) and used by one
+	// deployment of one application: a directory shared by two workers
+	// running at once only lets one of them use it (the other logs a
+	// warning and does without). Default "": no state. The Kinesis
+	// receiver defaults it to the driver's directory recovery log
+	// (source.Runtime.StateDir).
+	StateDir string
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
 	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover

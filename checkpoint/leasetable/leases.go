@@ -124,8 +124,10 @@ type Coordinator struct {
 	wake     chan struct{} // 1-slot: events were queued
 	draining bool
 	running  bool
+	dead     map[string]bool     // earlier workers of StateDir, gone: their leases are free
 	bad      map[string]string   // unreadable items in the last scan: leaseKey -> problem
 	refused  map[string]string   // shards refused (Refuse) -> the checkpoint refused
+	state    *workerState        // StateDir's, while Run runs
 	children map[string][]string // shard -> its children, from the last SyncShards
 }
 
@@ -168,6 +170,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		seen:    make(map[string]seenLease),
 		wake:    make(chan struct{}, 1),
 		bad:     make(map[string]string),
+		dead:    make(map[string]bool),
 		refused: make(map[string]string),
 	}, nil
 }
@@ -218,6 +221,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	if err := c.table.Ensure(ctx); err != nil {
 		return err
+	}
+	if st := c.openState(); st != nil {
+		defer st.close()
 	}
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -40,6 +40,7 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		held[shard] = true
 	}
 	views = c.withoutRefusedLocked(views)
+	c.forgetDeadLocked(leases)
 	c.mu.Unlock()
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
@@ -94,7 +95,8 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 		}
 		s.lease = l
 		seen[l.Shard] = s
-		expired := l.Owner != "" && now.Sub(s.changed) >= c.cfg.LeaseDuration
+		// A gone worker's lease (StateDir) is free at once.
+		expired := l.Owner != "" && (now.Sub(s.changed) >= c.cfg.LeaseDuration || c.dead[l.Owner])
 		views = append(views, leaseView{Lease: l, expired: expired})
 	}
 	c.seen = seen

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -75,6 +76,9 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	}
 	lcfg := cfg.Config
 	lcfg.TableName, lcfg.DynamoDB = cfg.table(rn.cfg.App), db
+	if lcfg.StateDir == "" && rt.StateDir != "" {
+		lcfg.StateDir = filepath.Join(rt.StateDir, "kinesis-leases")
+	}
 	lr.cp, err = checkpoint.New(checkpoint.Config{
 		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
 	})

@@ -158,4 +158,3 @@ func ensureTable(t *testing.T, f *fleet) {
 		t.Fatal(err)
 	}
 }
-
