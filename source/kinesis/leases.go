@@ -62,6 +62,9 @@ type refusal struct {
 func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leaseRun, error) {
 	cfg := *rn.cfg.Leases
 	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
+	if cfg.StateDir == "" && rt.StateDir != "" {
+		cfg.StateDir = filepath.Join(rt.StateDir, "kinesis-leases")
+	}
 	lr := &leaseRun{
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
@@ -76,9 +79,6 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	}
 	lcfg := cfg.Config
 	lcfg.TableName, lcfg.DynamoDB = cfg.table(rn.cfg.App), db
-	if lcfg.StateDir == "" && rt.StateDir != "" {
-		lcfg.StateDir = filepath.Join(rt.StateDir, "kinesis-leases")
-	}
 	lr.cp, err = checkpoint.New(checkpoint.Config{
 		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
 	})

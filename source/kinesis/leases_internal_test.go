@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -126,6 +127,31 @@ func TestLeaseDefaults(t *testing.T) {
 	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{}})
 	if other.WorkerID() == r.WorkerID() {
 		t.Errorf("two receivers got the same default WorkerID %q", r.WorkerID())
+	}
+}
+
+// TestLeaseStateDirDefaultsToTheDriversDir checks that Leases.StateDir
+// defaults to a folder of the driver's directory recovery log, and that a
+// set one wins.
+func TestLeaseStateDirDefaultsToTheDriversDir(t *testing.T) {
+	for _, tc := range []struct{ set, runtime, want string }{
+		{"", "/var/lib/app/log", filepath.Join("/var/lib/app/log", "kinesis-leases")},
+		{"", "", ""},
+		{"/mine", "/var/lib/app/log", "/mine"},
+	} {
+		db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+		r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db, StateDir: tc.set}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
+		lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{StateDir: tc.runtime})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lr.cfg.StateDir != tc.want {
+			t.Errorf("set %q, Runtime %q: StateDir %q, want %q", tc.set, tc.runtime, lr.cfg.StateDir, tc.want)
+		}
 	}
 }
 
