@@ -25,6 +25,8 @@ const (
 	// DefaultShardSyncInterval is CoordinatorConfig.ShardSyncInterval's
 	// default, KCL's shardSyncIntervalMillis.
 	DefaultShardSyncInterval = time.Minute
+	// DefaultScanInterval is Config.ScanInterval's default.
+	DefaultScanInterval = 5 * time.Minute
 )
 
 // DefaultTakeInterval returns the default TakeInterval for a lease duration:
@@ -95,9 +97,27 @@ type Config struct {
 	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
 	// time).
 	LeaseDuration time.Duration
-	// RenewInterval is how often held leases are renewed; it must be shorter
-	// than LeaseDuration. Default LeaseDuration/3.
+	// RenewInterval is how often this worker proves it runs: it renews one
+	// of its leases (its anchor), or every held lease with RenewEveryLease.
+	// It must be shorter than LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
+	// RenewEveryLease renews every held lease each RenewInterval, and
+	// judges each lease by its own counter and scans the whole table every
+	// TakeInterval, as the KCL does. Set it when KCL workers share the
+	// table with weir workers at the same time (a mixed fleet, or a rolling
+	// migration): a KCL worker takes a lease whose counter stood still for
+	// its failover time. Default false: each worker renews one lease and
+	// the others judge all its leases by it (see the package doc), which
+	// costs one write per worker instead of one per lease, and a KCL
+	// application's table is still taken over as it is once its workers
+	// are stopped (their leases expire), as a KCL worker takes over weir's.
+	RenewEveryLease bool
+	// ScanInterval is, without RenewEveryLease, the longest time between
+	// two scans of the whole table: between them a worker reads one lease
+	// per other worker each TakeInterval, and scans only when that, its
+	// own leases or the shard list call for it. Default
+	// DefaultScanInterval (5m).
+	ScanInterval time.Duration
 	// TakeInterval is how often the table is scanned (one Scan of the whole
 	// table) to take unowned and expired leases and steal towards balance;
 	// the first take cycle runs at start. Default
@@ -135,6 +155,7 @@ func (c Config) WithDefaults() Config {
 		c.TakeInterval = DefaultTakeInterval(c.LeaseDuration)
 	}
 	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
+	c.ScanInterval = cmp.Or(c.ScanInterval, DefaultScanInterval)
 	return c
 }
 
@@ -158,6 +179,7 @@ func (c Config) Problems() []error {
 		{"LeaseDuration", c.LeaseDuration, DefaultLeaseDuration.String()},
 		{"RenewInterval", c.RenewInterval, "LeaseDuration/3"},
 		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
+		{"ScanInterval", c.ScanInterval, DefaultScanInterval.String()},
 	} {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)

@@ -124,11 +124,18 @@ type Coordinator struct {
 	wake     chan struct{} // 1-slot: events were queued
 	draining bool
 	running  bool
-	dead     map[string]bool     // earlier workers of StateDir, gone: their leases are free
-	bad      map[string]string   // unreadable items in the last scan: leaseKey -> problem
-	refused  map[string]string   // shards refused (Refuse) -> the checkpoint refused
-	state    *workerState        // StateDir's, while Run runs
-	children map[string][]string // shard -> its children, from the last SyncShards
+	dead     map[string]bool   // earlier workers of StateDir, gone: their leases are free
+	bad      map[string]string // unreadable items in the last scan: leaseKey -> problem
+	refused  map[string]string // shards refused (Refuse) -> the checkpoint refused
+	state    *workerState      // StateDir's, while Run runs
+
+	// Liveness without RenewEveryLease (liveness.go).
+	anchor       string               // the held lease beat renews
+	ownerChanged map[string]time.Time // owner -> when a lease of it last changed
+	watch        map[string]string    // other owner -> the lease read between scans
+	needScan     bool                 // the next take cycle scans the table
+	lastScan     time.Time            // of the last full scan
+	children     map[string][]string  // shard -> its children, from the last SyncShards
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -171,7 +178,9 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		wake:    make(chan struct{}, 1),
 		bad:     make(map[string]string),
 		dead:    make(map[string]bool),
-		refused: make(map[string]string),
+
+		ownerChanged: make(map[string]time.Time),
+		refused:      make(map[string]string),
 	}, nil
 }
 
@@ -346,8 +355,18 @@ func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 	c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 }
 
-// renewCycle renews every held lease once.
+// renewCycle runs one renewal period: every held lease is renewed with
+// RenewEveryLease, else one (see beat).
 func (c *Coordinator) renewCycle(ctx context.Context) {
+	if c.cfg.RenewEveryLease {
+		c.renewEach(ctx)
+		return
+	}
+	c.beat(ctx)
+}
+
+// renewEach renews every held lease once.
+func (c *Coordinator) renewEach(ctx context.Context) {
 	c.mu.Lock()
 	hs := maps.Clone(c.held)
 	c.mu.Unlock()
@@ -426,6 +445,9 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	c.wrote(h, nl)
 	if seq == checkpoint.ShardEnd {
 		c.finish(ctx, shard, h, nl)
+		c.mu.Lock()
+		c.needScan = true // its children may be taken now
+		c.mu.Unlock()
 	}
 	return nil
 }

@@ -13,10 +13,19 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// takeCycle scans the table, updates what this worker has observed of every
+// takeCycle runs one take period: a full cycle (scanCycle) with
+// RenewEveryLease or when one is due, else a check of the other workers'
+// liveness (checkOwners) that runs a full cycle only when it calls for one.
+func (c *Coordinator) takeCycle(ctx context.Context) {
+	if c.cfg.RenewEveryLease || c.scanDue() || c.checkOwners(ctx) {
+		c.scanCycle(ctx)
+	}
+}
+
+// scanCycle scans the table, updates what this worker has observed of every
 // lease, drops the held leases the scan shows lost, reports unreadable
 // items, and takes the leases takePlan picks.
-func (c *Coordinator) takeCycle(ctx context.Context) {
+func (c *Coordinator) scanCycle(ctx context.Context) {
 	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -41,12 +50,14 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 	}
 	views = c.withoutRefusedLocked(views)
 	c.forgetDeadLocked(leases)
+	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
+	c.scanned(len(plan) > 0)
 	c.mu.Unlock()
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
 	var g errgroup.Group
 	g.SetLimit(renewParallelism)
-	for _, l := range takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases) {
+	for _, l := range plan {
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
@@ -81,25 +92,35 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 }
 
 // observeLocked records the scanned leases and returns them with their
-// expiry: a lease is expired when its counter and owner have not changed for
-// LeaseDuration on this worker's clock (KCL's rule: no clock is compared
-// across workers). A lease first seen now is not expired unless unowned.
+// expiry, judged on this worker's clock only (KCL's rule: no clock is
+// compared across workers). With RenewEveryLease, a lease is expired when
+// its counter and owner have not changed for LeaseDuration, as the KCL
+// judges it; otherwise when no lease of its owner has changed for
+// LeaseDuration (see ownerAlive). A lease first seen now is not expired
+// unless unowned; a gone worker's (StateDir) is expired at once.
 func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 	now := c.cfg.Clock.Now()
 	seen := make(map[string]seenLease, len(leases))
-	views := make([]leaseView, 0, len(leases))
 	for _, l := range leases {
-		s, ok := c.seen[l.Shard]
-		if !ok || s.lease.Counter != l.Counter || s.lease.Owner != l.Owner {
-			s.changed = now
-		}
-		s.lease = l
-		seen[l.Shard] = s
-		// A gone worker's lease (StateDir) is free at once.
-		expired := l.Owner != "" && (now.Sub(s.changed) >= c.cfg.LeaseDuration || c.dead[l.Owner])
-		views = append(views, leaseView{Lease: l, expired: expired})
+		c.seeLocked(l, now)
+		seen[l.Shard] = c.seen[l.Shard]
 	}
 	c.seen = seen
+	c.watchLocked()
+	views := make([]leaseView, 0, len(leases))
+	for _, l := range leases {
+		var expired bool
+		switch {
+		case l.Owner == "":
+		case c.dead[l.Owner]:
+			expired = true
+		case c.cfg.RenewEveryLease:
+			expired = now.Sub(c.seen[l.Shard].changed) >= c.cfg.LeaseDuration
+		default:
+			expired = l.Owner != c.cfg.WorkerID && !c.ownerAliveLocked(l.Owner, now)
+		}
+		views = append(views, leaseView{Lease: l, expired: expired})
+	}
 	return views
 }
 
@@ -157,11 +178,20 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 // skipped; any other starts at InitialPosition. Leases of shards not listed
 // are left alone. It is safe to call from several workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
+	c.learnChildren(shards)
+	if c.allKnown(shards) { // the table is read only for a shard without a lease
+		return nil
+	}
 	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		return err
 	}
-	c.learnChildren(shards)
+	c.mu.Lock()
+	now := c.cfg.Clock.Now()
+	for _, l := range leases { // a scan is a scan: what it shows counts
+		c.seeLocked(l, now)
+	}
+	c.mu.Unlock()
 	known := make(map[string]bool, len(leases)+len(bad)+len(shards))
 	for _, l := range leases {
 		known[l.Shard] = true
@@ -202,6 +232,9 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 				mu.Unlock()
 			case created:
 				c.log.Info("leasetable: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
+				c.mu.Lock()
+				c.needScan = true // a new lease to take
+				c.mu.Unlock()
 			}
 			return nil
 		})
@@ -211,4 +244,18 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		return fmt.Errorf("leasetable: sync shards: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// allKnown reports whether every shard of shards had a lease item in the
+// last scan.
+func (c *Coordinator) allKnown(shards []ShardInfo) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range shards {
+		_, seen := c.seen[s.ID]
+		if _, bad := c.bad[s.ID]; !seen && !bad {
+			return false
+		}
+	}
+	return true
 }
