@@ -26,7 +26,7 @@ const (
 	// default, KCL's shardSyncIntervalMillis.
 	DefaultShardSyncInterval = time.Minute
 	// DefaultScanInterval is Config.ScanInterval's default.
-	DefaultScanInterval = 5 * time.Minute
+	DefaultScanInterval = 10 * time.Minute
 )
 
 // DefaultTakeInterval returns the default TakeInterval for a lease duration:
@@ -116,7 +116,7 @@ type Config struct {
 	// two scans of the whole table: between them a worker reads one lease
 	// per other worker each TakeInterval, and scans only when that, its
 	// own leases or the shard list call for it. Default
-	// DefaultScanInterval (5m).
+	// DefaultScanInterval (10m).
 	ScanInterval time.Duration
 	// TakeInterval is how often the table is scanned (one Scan of the whole
 	// table) to take unowned and expired leases and steal towards balance;

@@ -98,7 +98,7 @@ type worker struct {
 	lost     []string
 }
 
-func newWorker(t *testing.T, table, id string, db DynamoDBAPI, tweak func(*CoordinatorConfig)) *worker {
+func newWorker(t testing.TB, table, id string, db DynamoDBAPI, tweak func(*CoordinatorConfig)) *worker {
 	t.Helper()
 	w := &worker{clk: clock.NewManual(time.Unix(1_700_000_000, 0)), db: newGatedDB(db)}
 	cfg := CoordinatorConfig{

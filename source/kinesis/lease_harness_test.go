@@ -399,19 +399,29 @@ func (f *fleet) allDelivered(want [][]byte) func() bool {
 // leases reads the lease table (its readable leases).
 func (f *fleet) leases() map[string]leasetable.Lease {
 	f.t.Helper()
-	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
+	out, err := f.tryLeases()
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return out
+}
+
+// tryLeases reads the lease table (its readable leases), which may not
+// exist yet.
+func (f *fleet) tryLeases() (map[string]leasetable.Lease, error) {
+	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
+	if err != nil {
+		return nil, err
+	}
 	ls, _, err := tbl.ListAll(f.t.Context())
 	if err != nil {
-		f.t.Fatal(err)
+		return nil, err
 	}
 	out := make(map[string]leasetable.Lease, len(ls))
 	for _, l := range ls {
 		out[l.Shard] = l
 	}
-	return out
+	return out, nil
 }
 
 // payloads returns n distinct payloads.
