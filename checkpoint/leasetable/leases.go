@@ -201,12 +201,13 @@ func (c *Coordinator) Held() []Lease {
 	return out
 }
 
-// Holds reports whether this worker holds shard's lease and wrote it (a
-// take, renewal or checkpoint) less than LeaseDuration ago on its clock. A
-// reader checks it before delivering records: once it is false, another
-// worker may already have taken the lease (a paused process learns of the
-// loss only when its next write fails), so records read now would be read
-// twice.
+// Holds reports whether this worker holds shard's lease and renewed it (a
+// take, a checkpoint, its own renewal or, by default, the renewal of this
+// worker's anchor lease within LeaseDuration of the last one) less than
+// LeaseDuration ago on its clock. A reader checks it before delivering
+// records: once it is false, another worker may already have taken the
+// lease (a paused process learns of the loss only when its next write
+// fails), so records read now would be read twice.
 func (c *Coordinator) Holds(shard string) bool {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
