@@ -118,9 +118,11 @@ type Config struct {
 	// own leases or the shard list call for it. Default
 	// DefaultScanInterval (10m).
 	ScanInterval time.Duration
-	// TakeInterval is how often the table is scanned (one Scan of the whole
-	// table) to take unowned and expired leases and steal towards balance;
-	// the first take cycle runs at start. Default
+	// TakeInterval is the period of take cycles: each reads one lease of
+	// every other worker to see that it runs, and scans the whole table
+	// (one Scan) when that or this worker's leases call for it, or always
+	// with RenewEveryLease, to take unowned and expired leases and steal
+	// towards balance; the first take cycle runs at start. Default
 	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
 	// period, where KCL scans every 2*LeaseDuration. At that period, one
 	// steal per cycle spreads 8 shards over 3 workers starting together
