@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -270,6 +271,12 @@ func (w *worker) reported() []error {
 // start starts a worker named id; edit, if not nil, edits its config.
 func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis.Config)) *worker {
 	f.t.Helper()
+	return f.startWith(id, leaseDuration, edit, nil)
+}
+
+// startWith is start with the driver's recovery log, if not nil.
+func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kinesis.Config), log recovery.Opener) *worker {
+	f.t.Helper()
 	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{}), listener: &workerListener{}}
 	cfg := f.config(id, leaseDuration, w.ddb, w.kc)
 	if edit != nil {
@@ -280,7 +287,7 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 		f.t.Fatalf("worker %s: %v", id, err)
 	}
 	w.listener.w = w
-	sc, err := stream.NewContext(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger(),
+	sc, err := stream.NewContext(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger(), Recovery: log,
 		Listeners: []stream.Listener{w.listener}})
 	if err != nil {
 		f.t.Fatal(err)
