@@ -154,3 +154,34 @@ func TestLivenessStolenLeaseLostAtCheckpoint(t *testing.T) {
 		t.Errorf("stolen lease after the zombie checkpoint: %+v", l)
 	}
 }
+
+// TestLivenessDrainedLeasesTakenAtOnce checks that a worker's graceful
+// handoff is seen at the next take cycle, not the next periodic scan: the
+// lease the other worker reads between scans is released with the rest.
+func TestLivenessDrainedLeasesTakenAtOnce(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	w2 := newWorker(t, table, "w2", db, nil)
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		w1.cycle(ctx)
+		w2.cycle(ctx)
+		w1.clk.Advance(w1.c.cfg.TakeInterval)
+		w2.clk.Advance(w2.c.cfg.TakeInterval)
+	}
+	if err := checkSpread([]*worker{w1, w2}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.c.takeCycle(ctx)
+	if len(w2.held()) != 4 {
+		t.Errorf("w2 holds %v one take cycle after w1 drained, want all 4", w2.held())
+	}
+}
