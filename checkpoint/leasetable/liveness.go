@@ -19,8 +19,8 @@ import (
 // (ScanInterval) or when something calls for it: at start, while it has
 // leases to take or steal, when an owner's watched lease stops changing
 // (a suspected death: the scan confirms it and takes the leases), moves to
-// another owner or loses its owner (a release), and after its own leases
-// may have been taken (a renewal gap). Between scans it reads one lease per
+// another owner or loses its owner (a release), and after it lost its own
+// anchor, or finished a shard. Between scans it reads one lease per
 // other worker per TakeInterval: the one of that owner that changed last.
 // The cost per worker is one write per RenewInterval and one read per
 // other worker per TakeInterval, whatever the number of leases.
@@ -40,10 +40,10 @@ func (c *Coordinator) scanDue() bool {
 	return c.needScan || c.lastScan.IsZero() || now.Sub(c.lastScan) >= c.cfg.ScanInterval
 }
 
-// scanned records a full scan; busy (it planned takes) asks for another at
+// scannedLocked records a full scan; busy (it planned takes) asks for another at
 // the next take cycle, until the worker has what it should. c.mu must be
 // held.
-func (c *Coordinator) scanned(busy bool) {
+func (c *Coordinator) scannedLocked(busy bool) {
 	c.lastScan = c.cfg.Clock.Now()
 	c.needScan = busy
 }

@@ -51,7 +51,7 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	views = c.withoutRefusedLocked(views)
 	c.forgetDeadLocked(leases)
 	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
-	c.scanned(len(plan) > 0)
+	c.scannedLocked(len(plan) > 0)
 	c.mu.Unlock()
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
