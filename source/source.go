@@ -69,6 +69,15 @@ type Runtime[T any] struct {
 	// log, or a driver that does not set it) means none is known, as does
 	// ok false.
 	ResumeAfter func(stream, shard string) (seq string, ok bool)
+	// StateDir is a local directory the driver holds an exclusive lock on
+	// for as long as the receiver runs (a directory recovery log's), where
+	// a receiver may keep small files across restarts: a process that
+	// finds a file there knows that the process that wrote it is gone.
+	// weir's Kinesis receiver keeps its lease worker IDs there, to take its
+	// predecessor's leases back at once after a crash. A receiver names
+	// its files after itself, so that several can share the directory. ""
+	// (no directory log, or a driver that does not set it) means none.
+	StateDir string
 }
 
 // Receiver is a source of records of type T.

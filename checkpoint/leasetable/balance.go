@@ -74,11 +74,11 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 		return free[:min(needed, len(free))]
 	}
-	return stealPlan(me, views, workers, target, needed, maxSteals)
+	return stealPlan(me, views, held, workers, target, needed, maxSteals)
 }
 
 // stealPlan picks the leases to steal from the most loaded alive worker.
-func stealPlan(me string, views []leaseView, workers map[string]int, target, needed, maxSteals int) []Lease {
+func stealPlan(me string, views []leaseView, held map[string]bool, workers map[string]int, target, needed, maxSteals int) []Lease {
 	if maxSteals < 0 {
 		return nil
 	}
@@ -100,7 +100,10 @@ func stealPlan(me string, views []leaseView, workers map[string]int, target, nee
 	}
 	var theirs []Lease
 	for _, v := range views {
-		if v.Owner == victim && !v.expired && v.Checkpoint != checkpoint.ShardEnd {
+		// Never a shard I hold (a worker that was paused may still believe
+		// it holds a lease another worker took meanwhile): its reader must
+		// stop first, when the loss is seen.
+		if v.Owner == victim && !v.expired && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] {
 			theirs = append(theirs, v.Lease)
 		}
 	}

@@ -24,6 +24,7 @@ func TestTakePlan(t *testing.T) {
 		maxLeases int
 		want      []string // shards, sorted; for steals, how many matter
 		wantN     int      // when > 0, only the count is checked
+		never     string   // a shard no plan may hold, checked over many plans
 	}{
 		{
 			name:  "alone: take every unowned lease",
@@ -79,6 +80,18 @@ func TestTakePlan(t *testing.T) {
 			wantN:     2,
 		},
 		{
+			// A paused worker that still believes it holds "a", which w2
+			// took meanwhile, may steal "b" or "c", never "a" (the only
+			// choice left but one in a three-lease victim: every random
+			// order is checked by repeating the plan below).
+			name:      "never steal a shard I hold",
+			views:     []leaseView{lease("a", "w2", false), lease("b", "w2", false), lease("c", "w2", false)},
+			held:      []string{"a"},
+			maxSteals: 1,
+			wantN:     1,
+			never:     "a",
+		},
+		{
 			name:  "my own lease from a previous run",
 			views: []leaseView{lease("a", "me", false)},
 			want:  []string{"a"},
@@ -89,6 +102,15 @@ func TestTakePlan(t *testing.T) {
 			held := map[string]bool{}
 			for _, h := range tc.held {
 				held[h] = true
+			}
+			if tc.never != "" {
+				for range 200 {
+					for _, l := range takePlan("me", tc.views, held, tc.maxSteals, tc.maxLeases) {
+						if l.Shard == tc.never {
+							t.Fatalf("planned to take %s", l.Shard)
+						}
+					}
+				}
 			}
 			var got []string
 			for _, l := range takePlan("me", tc.views, held, tc.maxSteals, tc.maxLeases) {

@@ -25,6 +25,8 @@ const (
 	// DefaultShardSyncInterval is CoordinatorConfig.ShardSyncInterval's
 	// default, KCL's shardSyncIntervalMillis.
 	DefaultShardSyncInterval = time.Minute
+	// DefaultScanInterval is Config.ScanInterval's default.
+	DefaultScanInterval = 10 * time.Minute
 )
 
 // DefaultTakeInterval returns the default TakeInterval for a lease duration:
@@ -61,23 +63,66 @@ type Config struct {
 	// unique among the workers sharing the table. Default: host name, pid
 	// and 8 random hex digits ("host:4242:1f2e3d4c"), fresh for each
 	// process. A restarted worker with a fresh ID cannot renew its
-	// predecessor's leases: other workers, or the restarted one, take them
-	// only once they expire (LeaseDuration), so a restart pauses its shards
-	// for about LeaseDuration. A stable ID (the same after a restart) avoids
-	// that pause, and is safe only if two live processes can never use the
-	// same ID at once (for example one per host and one process per host).
+	// predecessor's leases: without StateDir, other workers, or the
+	// restarted one, take them only once they expire (LeaseDuration), so a
+	// restart pauses its shards for about LeaseDuration; with StateDir the
+	// restarted worker takes them back at once.
+	//
+	// A stable ID (the same after a restart) also avoids the pause, and is
+	// safe only if two live processes can never use the same ID at once:
+	// two of them would both renew, checkpoint and read the same leases,
+	// each believing it holds them. Nothing in the table can tell them
+	// apart. Set one only when something else guarantees a single process
+	// per ID (one per host, each host's ID its own, and a supervisor that
+	// never starts a second); StateDir gives the same fast restart without
+	// that risk, and is the better choice.
 	WorkerID string
+	// StateDir, if set, is a local directory where the worker keeps, for
+	// each table, a file of the worker IDs that ran on the directory
+	// before, under an exclusive lock (flock(2)) held while the Coordinator
+	// runs. A worker that gets the lock knows that every worker listed
+	// there is gone (each held the lock while it ran, and the kernel
+	// releases it only when its process closes it or dies), so it takes
+	// their leases back at once, each conditional on the counter it scans,
+	// instead of waiting LeaseDuration for them to expire. It must be on a
+	// local file system (flock is not reliable over NFS) and used by one
+	// deployment of one application: a directory shared by two workers
+	// running at once only lets one of them use it (the other logs a
+	// warning and does without). Default "": no state. The Kinesis
+	// receiver defaults it to the driver's directory recovery log
+	// (source.Runtime.StateDir).
+	StateDir string
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
 	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
 	// time).
 	LeaseDuration time.Duration
-	// RenewInterval is how often held leases are renewed; it must be shorter
-	// than LeaseDuration. Default LeaseDuration/3.
+	// RenewInterval is how often this worker proves it runs: it renews one
+	// of its leases (its anchor), or every held lease with RenewEveryLease.
+	// It must be shorter than LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
-	// TakeInterval is how often the table is scanned (one Scan of the whole
-	// table) to take unowned and expired leases and steal towards balance;
-	// the first take cycle runs at start. Default
+	// RenewEveryLease renews every held lease each RenewInterval, and
+	// judges each lease by its own counter and scans the whole table every
+	// TakeInterval, as the KCL does. Set it when KCL workers share the
+	// table with weir workers at the same time (a mixed fleet, or a rolling
+	// migration): a KCL worker takes a lease whose counter stood still for
+	// its failover time. Default false: each worker renews one lease and
+	// the others judge all its leases by it (see the package doc), which
+	// costs one write per worker instead of one per lease, and a KCL
+	// application's table is still taken over as it is once its workers
+	// are stopped (their leases expire), as a KCL worker takes over weir's.
+	RenewEveryLease bool
+	// ScanInterval is, without RenewEveryLease, the longest time between
+	// two scans of the whole table: between them a worker reads one lease
+	// per other worker each TakeInterval, and scans only when that, its
+	// own leases or the shard list call for it. Default
+	// DefaultScanInterval (10m).
+	ScanInterval time.Duration
+	// TakeInterval is the period of take cycles: each reads one lease of
+	// every other worker to see that it runs, and scans the whole table
+	// (one Scan) when that or this worker's leases call for it, or always
+	// with RenewEveryLease, to take unowned and expired leases and steal
+	// towards balance; the first take cycle runs at start. Default
 	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
 	// period, where KCL scans every 2*LeaseDuration. At that period, one
 	// steal per cycle spreads 8 shards over 3 workers starting together
@@ -128,6 +173,7 @@ func (c Config) WithDefaults() Config {
 	if c.AttemptTimeout == 0 && c.LeaseDuration > 0 {
 		c.AttemptTimeout = c.LeaseDuration / 5
 	}
+	c.ScanInterval = cmp.Or(c.ScanInterval, DefaultScanInterval)
 	return c
 }
 
@@ -152,6 +198,7 @@ func (c Config) Problems() []error {
 		{"RenewInterval", c.RenewInterval, "LeaseDuration/3"},
 		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
 		{"AttemptTimeout", c.AttemptTimeout, "LeaseDuration/5"},
+		{"ScanInterval", c.ScanInterval, DefaultScanInterval.String()},
 	} {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)

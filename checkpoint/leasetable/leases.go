@@ -25,8 +25,13 @@ const renewParallelism = 8
 
 // ShardInfo describes a shard of the stream, as the caller lists it.
 type ShardInfo struct {
-	ID        string
+	// ID is the shard ID.
+	ID string
+	// ParentIDs are the shard's parents: none, one, or two after a merge.
 	ParentIDs []string
+	// StartingHashKey and EndingHashKey are the shard's hash key range,
+	// decimal; stored in a new lease as the KCL stores them. Optional.
+	StartingHashKey, EndingHashKey string
 }
 
 // CoordinatorConfig configures a Coordinator: the lease settings (Config,
@@ -55,6 +60,12 @@ type CoordinatorConfig struct {
 	// worker took it, or it could not be renewed within LeaseDuration); the
 	// shard must stop at once and must not be checkpointed. Optional.
 	OnLost func(shard string)
+	// OnBadItem is called with each item of the table that cannot be read
+	// as a lease, once when a scan first finds it so and again if its
+	// problem changes; the item is left alone (never taken) and every
+	// other shard goes on. Optional; the Coordinator also logs it at
+	// ERROR. It runs like OnAcquired.
+	OnBadItem func(err *BadItemError)
 	// Clock is the time source of every period and of lease expiry.
 	// Default clock.Real{}.
 	Clock clock.Clock
@@ -113,6 +124,18 @@ type Coordinator struct {
 	wake     chan struct{} // 1-slot: events were queued
 	draining bool
 	running  bool
+	dead     map[string]bool   // earlier workers of StateDir, gone: their leases are free
+	bad      map[string]string // unreadable items in the last scan: leaseKey -> problem
+	refused  map[string]string // shards refused (Refuse) -> the checkpoint refused
+	state    *workerState      // StateDir's, while Run runs
+
+	// Liveness without RenewEveryLease (liveness.go).
+	anchor       string               // the held lease beat renews
+	ownerChanged map[string]time.Time // owner -> when a lease of it last changed
+	watch        map[string]string    // other owner -> the lease read between scans
+	needScan     bool                 // the next take cycle scans the table
+	lastScan     time.Time            // of the last full scan
+	children     map[string][]string  // shard -> its children, from the last SyncShards
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -131,9 +154,11 @@ type seenLease struct {
 	changed time.Time
 }
 
+// leaseEvent is one queued event; exactly one of its fields is set.
 type leaseEvent struct {
-	acquired *Lease // nil for a loss
+	acquired *Lease
 	lost     string
+	bad      *BadItemError
 }
 
 // NewCoordinator validates cfg and returns a Coordinator; it does no I/O
@@ -151,6 +176,11 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		held:    make(map[string]*heldLease),
 		seen:    make(map[string]seenLease),
 		wake:    make(chan struct{}, 1),
+		bad:     make(map[string]string),
+		dead:    make(map[string]bool),
+
+		ownerChanged: make(map[string]time.Time),
+		refused:      make(map[string]string),
 	}, nil
 }
 
@@ -171,12 +201,13 @@ func (c *Coordinator) Held() []Lease {
 	return out
 }
 
-// Holds reports whether this worker holds shard's lease and wrote it (a
-// take, renewal or checkpoint) less than LeaseDuration ago on its clock. A
-// reader checks it before delivering records: once it is false, another
-// worker may already have taken the lease (a paused process learns of the
-// loss only when its next write fails), so records read now would be read
-// twice.
+// Holds reports whether this worker holds shard's lease and renewed it (a
+// take, a checkpoint, its own renewal or, by default, the renewal of this
+// worker's anchor lease within LeaseDuration of the last one) less than
+// LeaseDuration ago on its clock. A reader checks it before delivering
+// records: once it is false, another worker may already have taken the
+// lease (a paused process learns of the loss only when its next write
+// fails), so records read now would be read twice.
 func (c *Coordinator) Holds(shard string) bool {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
@@ -200,6 +231,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	if err := c.table.Ensure(ctx); err != nil {
 		return err
+	}
+	if st := c.openState(); st != nil {
+		defer st.close()
 	}
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -273,8 +307,10 @@ func (c *Coordinator) deliver() {
 			switch {
 			case ev.acquired != nil && c.cfg.OnAcquired != nil:
 				c.cfg.OnAcquired(*ev.acquired)
-			case ev.acquired == nil && c.cfg.OnLost != nil:
+			case ev.lost != "" && c.cfg.OnLost != nil:
 				c.cfg.OnLost(ev.lost)
+			case ev.bad != nil && c.cfg.OnBadItem != nil:
+				c.cfg.OnBadItem(ev.bad)
 			}
 		}
 	}
@@ -312,8 +348,18 @@ func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 	c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 }
 
-// renewCycle renews every held lease once.
+// renewCycle runs one renewal period: every held lease is renewed with
+// RenewEveryLease, else one (see beat).
 func (c *Coordinator) renewCycle(ctx context.Context) {
+	if c.cfg.RenewEveryLease {
+		c.renewEach(ctx)
+		return
+	}
+	c.beat(ctx)
+}
+
+// renewEach renews every held lease once.
+func (c *Coordinator) renewEach(ctx context.Context) {
 	c.mu.Lock()
 	hs := maps.Clone(c.held)
 	c.mu.Unlock()
@@ -380,7 +426,13 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	}
 	started := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, h)
-	nl, err := c.table.Checkpoint(wctx, l, seq, 0)
+	var nl Lease
+	var err error
+	if seq == checkpoint.ShardEnd {
+		nl, err = c.table.checkpointEnd(wctx, l, c.childrenOf(shard))
+	} else {
+		nl, err = c.table.Checkpoint(wctx, l, seq, 0)
+	}
 	cancel()
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
@@ -392,6 +444,9 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	c.wroteAt(h, nl, started)
 	if seq == checkpoint.ShardEnd {
 		c.finish(ctx, shard, h, nl)
+		c.mu.Lock()
+		c.needScan = true // its children may be taken now
+		c.mu.Unlock()
 	}
 	return nil
 }

@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,21 +15,6 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
-)
-
-// Attribute names of a lease item, as the Kinesis Client Library writes them.
-const (
-	attrKey           = "leaseKey"
-	attrOwner         = "leaseOwner"
-	attrCounter       = "leaseCounter"
-	attrCheckpoint    = "checkpoint"
-	attrSubSeq        = "checkpointSubSequenceNumber"
-	attrOwnerSwitches = "ownerSwitchesSinceCheckpoint"
-	attrParents       = "parentShardIds"
-	// attrWeirCheckpoint is weir's own: every checkpoint weir writes also
-	// goes here, so a reader can tell weir's checkpoints from a KCL
-	// application's (which ignores and keeps unknown attributes).
-	attrWeirCheckpoint = "weirCheckpoint"
 )
 
 // DefaultPollInterval is how often Ensure checks whether a new table is
@@ -47,43 +30,6 @@ type DynamoDBAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-// Lease is one shard's item in the lease table.
-type Lease struct {
-	// Shard is the shard ID (leaseKey, the hash key).
-	Shard string
-	// Owner is the worker holding the lease (leaseOwner), "" if none.
-	Owner string
-	// Counter is the lease's version (leaseCounter): every write adds one,
-	// and every write is conditional on the value last seen.
-	Counter int64
-	// Checkpoint is a sequence number, or checkpoint.TrimHorizon, checkpoint.LatestPosition,
-	// checkpoint.AtTimestamp or checkpoint.ShardEnd (checkpoint).
-	Checkpoint string
-	// SubSequence is the KPL sub-record within Checkpoint
-	// (checkpointSubSequenceNumber); weir writes 0.
-	SubSequence int64
-	// WeirCheckpoint is the checkpoint weir last wrote (weirCheckpoint, an
-	// attribute the KCL ignores and keeps), "" if weir never wrote one.
-	// See WrittenByWeir.
-	WeirCheckpoint string
-	// OwnerSwitches counts owner changes since the last checkpoint
-	// (ownerSwitchesSinceCheckpoint).
-	OwnerSwitches int64
-	// Parents are the shard's parent shard IDs (parentShardIds).
-	Parents []string
-}
-
-// WrittenByWeir reports whether weir wrote the lease's checkpoint: it is
-// the one weir last wrote (WeirCheckpoint) with sub-sequence 0. weir
-// checkpoints whole Kinesis records, so every record up to and including
-// such a checkpoint is processed. Otherwise a Kinesis Client Library
-// application wrote it, whose checkpoint (seq, subSeq) means the user
-// records up to that sub-record of seq are processed, not necessarily the
-// rest of a KPL aggregate at seq.
-func (l Lease) WrittenByWeir() bool {
-	return l.Checkpoint != "" && l.Checkpoint == l.WeirCheckpoint && l.SubSequence == 0
 }
 
 // TableConfig configures a Table.
@@ -236,9 +182,29 @@ func keyNames(ks []types.KeySchemaElement) []string {
 	return names
 }
 
-// List returns every lease, read consistently, in no particular order.
+// List returns every lease, read consistently, in no particular order. If
+// some items cannot be read as leases, it returns the others together with
+// an error joining a *BadItemError for each (errors.Is(err, ErrBadItem));
+// ListAll separates them. Items of other KCL entity types are left out.
 func (t *Table) List(ctx context.Context) ([]Lease, error) {
-	var leases []Lease
+	leases, bad, err := t.ListAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		errs := make([]error, len(bad))
+		for i, b := range bad {
+			errs[i] = b
+		}
+		return leases, errors.Join(errs...)
+	}
+	return leases, nil
+}
+
+// ListAll scans the whole table, read consistently: it returns every lease,
+// in no particular order, and every item it cannot read as a lease. err is
+// for a failed scan only, and then nothing else is returned.
+func (t *Table) ListAll(ctx context.Context) (leases []Lease, bad []*BadItemError, err error) {
 	in := &dynamodb.ScanInput{TableName: &t.name, ConsistentRead: aws.Bool(true)}
 	for {
 		if t.pageLimit > 0 {
@@ -246,23 +212,38 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 		}
 		out, err := t.db.Scan(ctx, in, t.opts...)
 		if err != nil {
-			return nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
+			return nil, nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
 		}
 		for _, item := range out.Items {
-			l, err := decodeLease(item)
-			if err != nil {
-				return nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
+			l, ok, err := t.decode(item)
+			var b *BadItemError
+			switch {
+			case errors.As(err, &b):
+				bad = append(bad, b)
+			case ok:
+				leases = append(leases, l)
 			}
-			leases = append(leases, l)
 		}
 		if len(out.LastEvaluatedKey) == 0 {
-			return leases, nil
+			return leases, bad, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
 
-// Get returns shard's lease, read consistently, and false if it has none.
+// decode is decodeLease with the table named in its error.
+func (t *Table) decode(item map[string]types.AttributeValue) (Lease, bool, error) {
+	l, ok, err := decodeLease(item)
+	var b *BadItemError
+	if errors.As(err, &b) {
+		b.Table = t.name
+	}
+	return l, ok, err
+}
+
+// Get returns shard's lease, read consistently, and false if it has none
+// (or its item is of another KCL entity type). An item that cannot be read
+// as a lease returns a *BadItemError.
 func (t *Table) Get(ctx context.Context, shard string) (Lease, bool, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &t.name, Key: keyOf(shard), ConsistentRead: aws.Bool(true),
@@ -273,11 +254,7 @@ func (t *Table) Get(ctx context.Context, shard string) (Lease, bool, error) {
 	if out.Item == nil {
 		return Lease{}, false, nil
 	}
-	l, err := decodeLease(out.Item)
-	if err != nil {
-		return Lease{}, false, fmt.Errorf("leasetable: get shard %s: %w", shard, err)
-	}
-	return l, true, nil
+	return t.decode(out.Item)
 }
 
 // Create writes l as a new lease unless the shard already has one; it reports
@@ -314,9 +291,12 @@ func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 
 // Take makes owner the holder of l (expired, unowned, or stolen), if its owner
 // and counter are still those of l: it sets the owner, adds one to the
-// counter and, if it had another owner, to ownerSwitchesSinceCheckpoint. It
-// returns the lease as written, or an error wrapping checkpoint.ErrLeaseLost if another
-// worker wrote the lease since l was read.
+// counter and, if it had another owner, to ownerSwitchesSinceCheckpoint,
+// and removes checkpointOwner (a KCL 3.x hand-off in progress), as the
+// KCL's take does. It also writes l.Parents to parentShardId, which
+// migrates items weir wrote under the old name parentShardIds. It returns
+// the lease as written, or an error wrapping checkpoint.ErrLeaseLost if
+// another worker wrote the lease since l was read.
 func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
 	if owner == "" {
 		return Lease{}, fmt.Errorf("leasetable: take shard %s: empty owner", l.Shard)
@@ -326,6 +306,13 @@ func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) 
 	if l.Owner != "" && owner != l.Owner { // as KCL: taking an unowned lease is no switch
 		set += ", #switches = if_not_exists(#switches, :zero) + :one"
 		values[":zero"] = num(0)
+	}
+	if len(l.Parents) > 0 {
+		set += ", #parents = :parents"
+		values[":parents"] = &types.AttributeValueMemberSS{Value: l.Parents}
+	}
+	if l.CheckpointOwner != "" {
+		set += " REMOVE #ckptowner"
 	}
 	return t.update(ctx, "take", l, set, values)
 }
@@ -348,6 +335,17 @@ func (t *Table) Release(ctx context.Context, l Lease) (Lease, error) {
 // checkpoint.ErrLeaseLost and writes nothing: a worker that lost a lease can never
 // checkpoint it again.
 func (t *Table) Checkpoint(ctx context.Context, l Lease, seq string, subSeq int64) (Lease, error) {
+	return t.checkpoint(ctx, l, seq, subSeq, nil)
+}
+
+// checkpointEnd is Checkpoint at checkpoint.ShardEnd that also stores the
+// shard's children in childShardIds when known, as the KCL does at a
+// shard's end.
+func (t *Table) checkpointEnd(ctx context.Context, l Lease, children []string) (Lease, error) {
+	return t.checkpoint(ctx, l, checkpoint.ShardEnd, 0, children)
+}
+
+func (t *Table) checkpoint(ctx context.Context, l Lease, seq string, subSeq int64, children []string) (Lease, error) {
 	if l.Owner == "" {
 		return Lease{}, fmt.Errorf("leasetable: checkpoint shard %s: lease has no owner", l.Shard)
 	}
@@ -357,15 +355,11 @@ func (t *Table) Checkpoint(ctx context.Context, l Lease, seq string, subSeq int6
 	}
 	set := ", #ckpt = :ckpt, #weirckpt = :ckpt, #subseq = :subseq, #switches = :zero"
 	values := map[string]types.AttributeValue{":ckpt": str(seq), ":subseq": num(subSeq), ":zero": num(0)}
-	return t.update(ctx, "checkpoint", l, set, values)
-}
-
-func validCheckpoint(s string) bool {
-	switch s {
-	case checkpoint.TrimHorizon, checkpoint.LatestPosition, checkpoint.AtTimestamp, checkpoint.ShardEnd:
-		return true
+	if len(children) > 0 {
+		set += ", #children = :children"
+		values[":children"] = &types.AttributeValueMemberSS{Value: children}
 	}
-	return batch.ValidateSeq(s) == nil
+	return t.update(ctx, "checkpoint", l, set, values)
 }
 
 // update runs one conditional UpdateItem on l: it always adds one to the
@@ -399,9 +393,9 @@ func (t *Table) update(ctx context.Context, op string, l Lease, extra string, va
 	case err != nil:
 		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
 	}
-	nl, err := decodeLease(out.Attributes)
+	nl, _, err := t.decode(out.Attributes)
 	if err != nil {
-		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s: written, but %w", op, l.Shard, err)
 	}
 	return nl, nil
 }
@@ -421,6 +415,12 @@ func aliasAttr(alias string) (string, bool) {
 		return attrSubSeq, true
 	case "#switches":
 		return attrOwnerSwitches, true
+	case "#parents":
+		return attrParents, true
+	case "#children":
+		return attrChildren, true
+	case "#ckptowner":
+		return attrCkptOwner, true
 	}
 	return "", false
 }
@@ -443,100 +443,4 @@ func namesIn(expr string) map[string]string {
 		i = j - 1
 	}
 	return names
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func keyOf(shard string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrKey: str(shard)}
-}
-
-func encodeLease(l Lease) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		attrKey:           str(l.Shard),
-		attrCounter:       num(l.Counter),
-		attrCheckpoint:    str(l.Checkpoint),
-		attrSubSeq:        num(l.SubSequence),
-		attrOwnerSwitches: num(l.OwnerSwitches),
-	}
-	if l.Owner != "" {
-		item[attrOwner] = str(l.Owner)
-	}
-	if l.WeirCheckpoint != "" {
-		item[attrWeirCheckpoint] = str(l.WeirCheckpoint)
-	}
-	if len(l.Parents) > 0 { // a string set may not be empty
-		item[attrParents] = &types.AttributeValueMemberSS{Value: l.Parents}
-	}
-	return item
-}
-
-// decodeLease reads a lease item; attributes it does not know (KCL 2.x adds
-// some) are ignored, and kept in the table since every write is an update.
-func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
-	var l Lease
-	var err error
-	if l.Shard, err = getS(item, attrKey, true); err != nil {
-		return l, err
-	}
-	if l.Owner, err = getS(item, attrOwner, false); err != nil {
-		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
-	}
-	if l.Checkpoint, err = getS(item, attrCheckpoint, false); err != nil {
-		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
-	}
-	if l.WeirCheckpoint, err = getS(item, attrWeirCheckpoint, false); err != nil {
-		return l, fmt.Errorf("lease %s: %w", l.Shard, err)
-	}
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{attrCounter, &l.Counter}, {attrSubSeq, &l.SubSequence}, {attrOwnerSwitches, &l.OwnerSwitches}} {
-		if *f.dst, err = getN(item, f.name); err != nil {
-			return l, fmt.Errorf("lease %s: %w", l.Shard, err)
-		}
-	}
-	switch v := item[attrParents].(type) {
-	case nil:
-	case *types.AttributeValueMemberSS:
-		l.Parents = v.Value
-	default:
-		return l, fmt.Errorf("lease %s: %s is %T, want a string set", l.Shard, attrParents, v)
-	}
-	return l, nil
-}
-
-func getS(item map[string]types.AttributeValue, name string, required bool) (string, error) {
-	switch v := item[name].(type) {
-	case nil:
-		if required {
-			return "", fmt.Errorf("lease item without %s", name)
-		}
-		return "", nil
-	case *types.AttributeValueMemberS:
-		return v.Value, nil
-	case *types.AttributeValueMemberNULL:
-		return "", nil
-	default:
-		return "", fmt.Errorf("%s is %T, want a string", name, v)
-	}
-}
-
-func getN(item map[string]types.AttributeValue, name string) (int64, error) {
-	switch v := item[name].(type) {
-	case nil, *types.AttributeValueMemberNULL:
-		return 0, nil
-	case *types.AttributeValueMemberN:
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s %q: %w", name, v.Value, err)
-		}
-		return n, nil
-	default:
-		return 0, fmt.Errorf("%s is %T, want a number", name, v)
-	}
 }

@@ -228,9 +228,10 @@ func TestTableServiceErrorIsNotLeaseLost(t *testing.T) {
 	}
 }
 
-// TestTableKCLItems writes items the way a KCL application does and checks
+// TestTableKCLItems writes items the way a KCL application does (and one as
+// weir did before it named the parents attribute as the KCL does) and checks
 // that weir reads them, takes them over and keeps the attributes it does not
-// know.
+// write.
 func TestTableKCLItems(t *testing.T) {
 	tbl, db := newDynaliteTable(t)
 	ctx := t.Context()
@@ -262,7 +263,8 @@ func TestTableKCLItems(t *testing.T) {
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i].Shard < got[j].Shard })
 	want := []Lease{
-		{Shard: "shardId-000000000000", Owner: "kcl-host:1234", Counter: 417, Checkpoint: "49590338271490256608559692538361571095921575989136588898", OwnerSwitches: 2},
+		{Shard: "shardId-000000000000", Owner: "kcl-host:1234", Counter: 417, Checkpoint: "49590338271490256608559692538361571095921575989136588898", OwnerSwitches: 2,
+			PendingCheckpoint: "49590338271490256608559692538361571095921575989136589000"},
 		{Shard: "shardId-000000000001", Counter: 9, Checkpoint: checkpoint.ShardEnd},
 		{Shard: "shardId-000000000002", Owner: "kcl-host:1234", Counter: 12, Checkpoint: checkpoint.TrimHorizon, Parents: []string{"shardId-000000000001"}},
 	}

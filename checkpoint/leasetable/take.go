@@ -13,10 +13,20 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// takeCycle scans the table, updates what this worker has observed of every
-// lease, and takes the leases takePlan picks.
+// takeCycle runs one take period: a full cycle (scanCycle) with
+// RenewEveryLease or when one is due, else a check of the other workers'
+// liveness (checkOwners) that runs a full cycle only when it calls for one.
 func (c *Coordinator) takeCycle(ctx context.Context) {
-	leases, err := c.table.List(ctx)
+	if c.cfg.RenewEveryLease || c.scanDue() || c.checkOwners(ctx) {
+		c.scanCycle(ctx)
+	}
+}
+
+// scanCycle scans the table, updates what this worker has observed of every
+// lease, drops the held leases the scan shows lost, reports unreadable
+// items, and takes the leases takePlan picks.
+func (c *Coordinator) scanCycle(ctx context.Context) {
+	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
@@ -28,41 +38,89 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		c.mu.Unlock()
 		return
 	}
+	c.badItemsLocked(bad)
+	lost := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
-	held := make(map[string]bool, len(c.held))
+	held := make(map[string]bool, len(c.held)+len(lost))
 	for shard := range c.held {
 		held[shard] = true
 	}
+	for _, shard := range lost { // not taken back in the cycle that saw them go
+		held[shard] = true
+	}
+	views = c.withoutRefusedLocked(views)
+	c.forgetDeadLocked(leases)
+	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
+	c.scannedLocked(len(plan) > 0)
 	c.mu.Unlock()
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
 	var g errgroup.Group
 	g.SetLimit(renewParallelism)
-	for _, l := range takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases) {
+	for _, l := range plan {
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
 }
 
+// lostInScanLocked drops every held lease that the scan shows owned by
+// another worker (or unreadable), reporting the loss before anything else
+// can happen for the shard: a worker that was paused learns of a take-over
+// here at the latest, and its reader stops before any take of the same
+// shard. c.mu must be held; takes of this worker run after the scan, so an
+// owner other than this worker in it is another worker's write.
+func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []string {
+	var lost []string
+	drop := func(shard string, why error) {
+		if _, ok := c.held[shard]; !ok {
+			return
+		}
+		delete(c.held, shard)
+		c.queueLocked(leaseEvent{lost: shard})
+		lost = append(lost, shard)
+		c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
+	}
+	for _, l := range leases {
+		if l.Owner != c.cfg.WorkerID {
+			drop(l.Shard, fmt.Errorf("the lease table shows owner %q, counter %d: %w", l.Owner, l.Counter, checkpoint.ErrLeaseLost))
+		}
+	}
+	for _, b := range bad {
+		drop(b.Key, b)
+	}
+	return lost
+}
+
 // observeLocked records the scanned leases and returns them with their
-// expiry: a lease is expired when its counter and owner have not changed for
-// LeaseDuration on this worker's clock (KCL's rule: no clock is compared
-// across workers). A lease first seen now is not expired unless unowned.
+// expiry, judged on this worker's clock only (KCL's rule: no clock is
+// compared across workers). With RenewEveryLease, a lease is expired when
+// its counter and owner have not changed for LeaseDuration, as the KCL
+// judges it; otherwise when no lease of its owner has changed for
+// LeaseDuration (see ownerAlive). A lease first seen now is not expired
+// unless unowned; a gone worker's (StateDir) is expired at once.
 func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 	now := c.cfg.Clock.Now()
 	seen := make(map[string]seenLease, len(leases))
-	views := make([]leaseView, 0, len(leases))
 	for _, l := range leases {
-		s, ok := c.seen[l.Shard]
-		if !ok || s.lease.Counter != l.Counter || s.lease.Owner != l.Owner {
-			s.changed = now
-		}
-		s.lease = l
-		seen[l.Shard] = s
-		expired := l.Owner != "" && now.Sub(s.changed) >= c.cfg.LeaseDuration
-		views = append(views, leaseView{Lease: l, expired: expired})
+		c.seeLocked(l, now)
+		seen[l.Shard] = c.seen[l.Shard]
 	}
 	c.seen = seen
+	c.watchLocked()
+	views := make([]leaseView, 0, len(leases))
+	for _, l := range leases {
+		var expired bool
+		switch {
+		case l.Owner == "":
+		case c.dead[l.Owner]:
+			expired = true
+		case c.cfg.RenewEveryLease:
+			expired = now.Sub(c.seen[l.Shard].changed) >= c.cfg.LeaseDuration
+		default:
+			expired = l.Owner != c.cfg.WorkerID && !c.ownerAliveLocked(l.Owner, now)
+		}
+		views = append(views, leaseView{Lease: l, expired: expired})
+	}
 	return views
 }
 
@@ -88,6 +146,11 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 			c.log.Warn("leasetable: releasing a lease taken while draining failed", "shard", l.Shard, "err", err)
 		}
 		return
+	}
+	if _, ok := c.held[l.Shard]; ok {
+		// Never expected (a take plan leaves held shards out), but the
+		// old reader must stop before the new one starts, whatever happens.
+		c.queueLocked(leaseEvent{lost: l.Shard})
 	}
 	c.held[l.Shard] = h
 	c.queueLocked(leaseEvent{acquired: &nl})
@@ -116,13 +179,26 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 // skipped; any other starts at InitialPosition. Leases of shards not listed
 // are left alone. It is safe to call from several workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
-	leases, err := c.table.List(ctx)
+	c.learnChildren(shards)
+	if c.allKnown(shards) { // the table is read only for a shard without a lease
+		return nil
+	}
+	leases, bad, err := c.table.ListAll(ctx)
 	if err != nil {
 		return err
 	}
-	known := make(map[string]bool, len(leases)+len(shards))
+	c.mu.Lock()
+	now := c.cfg.Clock.Now()
+	for _, l := range leases { // a scan is a scan: what it shows counts
+		c.seeLocked(l, now)
+	}
+	c.mu.Unlock()
+	known := make(map[string]bool, len(leases)+len(bad)+len(shards))
 	for _, l := range leases {
 		known[l.Shard] = true
+	}
+	for _, b := range bad { // it has an item, if a broken one: never overwritten
+		known[b.Key] = true
 	}
 	exists := make(map[string]bool, len(known))
 	for k := range known {
@@ -141,7 +217,8 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		if exists[s.ID] {
 			continue
 		}
-		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs}
+		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs,
+			StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 		for _, p := range s.ParentIDs {
 			if known[p] {
 				l.Checkpoint = checkpoint.TrimHorizon
@@ -156,6 +233,9 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 				mu.Unlock()
 			case created:
 				c.log.Info("leasetable: lease created", "shard", s.ID, "checkpoint", l.Checkpoint, "parents", s.ParentIDs)
+				c.mu.Lock()
+				c.needScan = true // a new lease to take
+				c.mu.Unlock()
 			}
 			return nil
 		})
@@ -165,4 +245,18 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		return fmt.Errorf("leasetable: sync shards: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// allKnown reports whether every shard of shards had a lease item in the
+// last scan.
+func (c *Coordinator) allKnown(shards []ShardInfo) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range shards {
+		_, seen := c.seen[s.ID]
+		if _, bad := c.bad[s.ID]; !seen && !bad {
+			return false
+		}
+	}
+	return true
 }

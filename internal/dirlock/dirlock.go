@@ -1,7 +1,8 @@
 // Package dirlock keeps a directory to one owner at a time, across
 // processes: an exclusive flock(2) on a file in it, held while the owner
 // runs and dropped by the kernel when the owner closes it or dies. The
-// recovery log's directory and the file sink's use it.
+// recovery log's directory, the file sink's and the lease table's state
+// directory (where a restarted worker proves its predecessor dead) use it.
 package dirlock
 
 import (

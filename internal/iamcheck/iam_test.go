@@ -35,7 +35,7 @@ const policyDir = "../../docs/iam"
 // rarePaths are actions a policy must grant that a normal run does not
 // call, each with the reason.
 var rarePaths = map[string]string{
-	"dynamodb:GetItem": "the recovery log reads an item back only when a put the SDK retried finds its seq taken",
+	"dynamodb:GetItem": "the recovery log reads an item back only when a put the SDK retried finds its seq taken; the lease coordinator reads one lease of each other worker per renewal period, so a single worker never does",
 }
 
 // recorder is an SDK HTTP client that records the IAM action of every

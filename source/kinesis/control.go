@@ -31,6 +31,9 @@ type Shard struct {
 	// EndingSeq is the shard's last sequence number for a closed shard
 	// (one a reshard replaced), "" for an open one.
 	EndingSeq string
+	// StartingHashKey and EndingHashKey are the shard's hash key range,
+	// decimal, as ListShards returns it.
+	StartingHashKey, EndingHashKey string
 }
 
 // Parents returns the shard's parents: none, one, or two after a merge.
@@ -57,9 +60,16 @@ type Position struct {
 	// AtSubSequence, with At, leaves out the user records of the KPL
 	// aggregate at At whose sub-sequence number is <= AtSubSequence: a KCL
 	// checkpoint inside an aggregate, whose first user records are
-	// processed. 0 leaves out nothing: the record at At is read whole, and
-	// delivered again.
+	// processed. 0 leaves out nothing unless AtCheckpoint is set: the
+	// record at At is read whole.
 	AtSubSequence int64
+	// AtCheckpoint, with At, makes (At, AtSubSequence) a Kinesis Client
+	// Library checkpoint, read as the KCL reads it: every user record at At
+	// whose sub-sequence number is <= AtSubSequence is processed and left
+	// out, sub-sequence 0 included. A record that is not a KPL aggregate
+	// has sub-sequence number 0, so a KCL checkpoint (seq, 0) on it is not
+	// delivered again.
+	AtCheckpoint bool
 	// Initial is the start when After and At are empty; "" means
 	// TrimHorizon.
 	Initial InitialPosition
@@ -72,7 +82,7 @@ func (p Position) String() string {
 	switch {
 	case p.After != "":
 		return "AFTER_SEQUENCE_NUMBER " + p.After
-	case p.At != "" && p.AtSubSequence > 0:
+	case p.At != "" && (p.AtSubSequence > 0 || p.AtCheckpoint):
 		return "AT_SEQUENCE_NUMBER " + p.At + " after sub-sequence " + strconv.FormatInt(p.AtSubSequence, 10)
 	case p.At != "":
 		return "AT_SEQUENCE_NUMBER " + p.At
@@ -189,13 +199,23 @@ func (c *Control) Checkpoint(ctx context.Context, shardID string) (seq string, o
 // wrapping source.ErrStopped once the receiver is stopping. A reader stops
 // by itself at the shard's end (see Drained).
 func (c *Control) StartShard(shardID string, pos Position) error {
-	return c.startShard(shardID, pos, nil)
+	return c.startShard(shardID, pos, readerHooks{})
 }
 
-// startShard is StartShard with a guard: when not nil, the reader delivers
-// what it read only while guard() is true (a lease is held), and otherwise
-// waits and reads it again.
-func (c *Control) startShard(shardID string, pos Position, guard func() bool) error {
+// readerHooks are the lease side's hooks into one shard reader.
+type readerHooks struct {
+	// guard, when not nil, is asked before each delivery: the reader
+	// delivers what it read only while it is true (a lease is held), and
+	// otherwise waits and reads it again.
+	guard func() bool
+	// failed, when not nil, sees the error the reader stopped with and
+	// returns what the reader group gets: nil keeps the other readers
+	// going (a shard refused on its own).
+	failed func(err error) error
+}
+
+// startShard is StartShard with hooks.
+func (c *Control) startShard(shardID string, pos Position, hooks readerHooks) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -210,10 +230,16 @@ func (c *Control) startShard(shardID string, pos Position, guard func() bool) er
 	c.run.r.progress.started(shardID)
 	c.group.Go(func() error {
 		defer c.forget(shardID, h)
+		var err error
 		if c.run.fanOut != nil {
-			return c.run.subscribeShard(ctx, shardID, pos, guard)
+			err = c.run.subscribeShard(ctx, shardID, pos, hooks.guard)
+		} else {
+			err = c.run.readShard(ctx, shardID, pos, hooks.guard)
 		}
-		return c.run.readShard(ctx, shardID, pos, guard)
+		if err != nil && hooks.failed != nil {
+			err = hooks.failed(err)
+		}
+		return err
 	})
 	return nil
 }

@@ -126,6 +126,9 @@ func TestHeadTrim(t *testing.T) {
 		{"its last user record", Position{At: "10", AtSubSequence: 3}, read, []string{"11", "12/0"}},
 		{"past its last user record", Position{At: "10", AtSubSequence: 9}, read, []string{"11", "12/0"}},
 		{"sub-sequence 0 leaves out nothing", Position{At: "10"}, read, names(read)},
+		{"KCL checkpoint at sub-sequence 0 of an aggregate", Position{At: "10", AtCheckpoint: true}, read, []string{"10/1", "10/2", "10/3", "11", "12/0"}},
+		{"KCL checkpoint on a plain record", Position{At: "11", AtCheckpoint: true}, urecs("11", "12/0"), []string{"12/0"}},
+		{"KCL checkpoint, record gone", Position{At: "10", AtCheckpoint: true}, urecs("11", "12/0"), []string{"11", "12/0"}},
 		{"after leaves out nothing", Position{After: "9", At: "10", AtSubSequence: 1}, read, names(read)},
 		{"a plain record at At", Position{At: "11", AtSubSequence: 2}, urecs("11", "12/0"), []string{"12/0"}},
 		{"trimmed: another record first", Position{At: "10", AtSubSequence: 2}, urecs("11", "12/0"), []string{"11", "12/0"}},
@@ -167,6 +170,14 @@ func TestFitCount(t *testing.T) {
 			}
 		})
 	}
+	// A plain record at a KCL checkpoint is left out of its block, so it
+	// is left out again.
+	t.Run("plain record at First", func(t *testing.T) {
+		got, err := fitCount(rng("s0", "9", "11", 2), urecs("9", "10/0", "11"))
+		if err != nil || !cmp.Equal([]string{"10/0", "11"}, names(got)) {
+			t.Errorf("fitCount = %v, %v; want [10/0 11]", names(got), err)
+		}
+	})
 }
 
 // BenchmarkConvert converts one full GetRecords result (10000 records of

@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -224,14 +225,43 @@ type worker struct {
 	done   chan struct{} // closed when Run returned
 	runErr error         // Run's result, once done is closed
 
+	listener *workerListener
+
 	mu   sync.Mutex
 	recs []kinesis.Record
+	errs []error // reported through source.Runtime.ReportError
+}
+
+// workerListener keeps what a worker's receiver reported.
+type workerListener struct {
+	stream.NopListener
+	w *worker
+}
+
+// ReceiverError implements stream.Listener.
+func (l *workerListener) ReceiverError(ri stream.ReceiverInfo) {
+	l.w.mu.Lock()
+	l.w.errs = append(l.w.errs, ri.Err)
+	l.w.mu.Unlock()
+}
+
+// reported returns the errors the worker's receiver reported so far.
+func (w *worker) reported() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]error(nil), w.errs...)
 }
 
 // start starts a worker named id; edit, if not nil, edits its config.
 func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis.Config)) *worker {
 	f.t.Helper()
-	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{})}
+	return f.startWith(id, leaseDuration, edit, nil)
+}
+
+// startWith is start with the driver's recovery log, if not nil.
+func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kinesis.Config), log recovery.Opener) *worker {
+	f.t.Helper()
+	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{}), listener: &workerListener{}}
 	cfg := f.config(id, leaseDuration, w.ddb, w.kc)
 	if edit != nil {
 		edit(&cfg)
@@ -240,7 +270,9 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 	if err != nil {
 		f.t.Fatalf("worker %s: %v", id, err)
 	}
-	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
+	w.listener.w = w
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger(), Recovery: log,
+		Listeners: []stream.Listener{w.listener}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -271,7 +303,7 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 // kill stops the worker at once, without cleanup: its leases are left to
 // expire. Idempotent.
 func (w *worker) kill() {
-	w.cancel()
+	w.sc.Stop() // now, without a drain: cancelling Run's ctx would drain and hand the leases back
 	w.ddb.gate.resume() // a paused worker must be able to see ctx
 	w.kc.gate.resume()
 	<-w.done
@@ -355,22 +387,32 @@ func (f *fleet) allDelivered(want [][]byte) func() bool {
 	}
 }
 
-// leases reads the lease table.
+// leases reads the lease table (its readable leases).
 func (f *fleet) leases() map[string]leasetable.Lease {
 	f.t.Helper()
-	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
+	out, err := f.tryLeases()
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ls, err := tbl.List(f.t.Context())
+	return out
+}
+
+// tryLeases reads the lease table (its readable leases), which may not
+// exist yet.
+func (f *fleet) tryLeases() (map[string]leasetable.Lease, error) {
+	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
 	if err != nil {
-		f.t.Fatal(err)
+		return nil, err
+	}
+	ls, _, err := tbl.ListAll(f.t.Context())
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]leasetable.Lease, len(ls))
 	for _, l := range ls {
 		out[l.Shard] = l
 	}
-	return out
+	return out, nil
 }
 
 // payloads returns n distinct payloads.

@@ -29,8 +29,12 @@ const (
 // it is. The zero value of each field is its documented default.
 //
 // The lease settings are those of package leasetable (leasetable.Config),
-// embedded: TableName defaults to Config.App, and the default DynamoDB
-// client is built from Leases.AWS, or else Config.AWS, and Leases.Endpoint.
+// embedded: TableName defaults to Config.App, the default DynamoDB
+// client is built from Leases.AWS, or else Config.AWS, and Leases.Endpoint,
+// and StateDir defaults to the "kinesis-leases" folder of the driver's
+// directory recovery log (source.Runtime.StateDir), so that a worker
+// restarted after a crash takes its predecessor's leases back at once
+// instead of waiting LeaseDuration for them to expire.
 // The shard list the leases follow is refreshed every
 // Config.ShardSyncInterval.
 type LeaseConfig struct {

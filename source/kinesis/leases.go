@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 
@@ -32,10 +35,11 @@ type leaseRun struct {
 
 	wake chan struct{} // 1 slot: events queued, or completed numbers moved
 
-	mu     sync.Mutex
-	events []leaseEvent
-	owned  map[string]bool   // shards read under a lease this worker holds
-	ending map[string]string // drained shards waiting for completion -> last stored seq
+	mu      sync.Mutex
+	events  []leaseEvent
+	owned   map[string]bool   // shards read under a lease this worker holds
+	ending  map[string]string // drained shards waiting for completion -> last stored seq
+	refused int64             // shards refused (Stats.RefusedShards)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -43,6 +47,14 @@ type leaseEvent struct {
 	acquired *leasetable.Lease
 	lost     string
 	drained  *drainEvent
+	refused  *refusal
+}
+
+// refusal is a shard whose reader could not start at its lease's
+// checkpoint.
+type refusal struct {
+	lease leasetable.Lease
+	err   error
 }
 
 // newLeaseRun builds the DynamoDB client (unless given), the Checkpointer
@@ -50,6 +62,9 @@ type leaseEvent struct {
 func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leaseRun, error) {
 	cfg := *rn.cfg.Leases
 	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
+	if cfg.StateDir == "" && rt.StateDir != "" {
+		cfg.StateDir = filepath.Join(rt.StateDir, "kinesis-leases")
+	}
 	lr := &leaseRun{
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
@@ -76,6 +91,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		InitialPosition: string(rn.cfg.InitialPosition),
 		OnAcquired:      func(l leasetable.Lease) { lr.queue(leaseEvent{acquired: &l}) },
 		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
+		OnBadItem:       func(b *leasetable.BadItemError) { lr.report(fmt.Errorf("kinesis: %w", b)) },
 		Clock:           rn.clock, Logger: rn.logger,
 	})
 	if err != nil {
@@ -92,7 +108,7 @@ func (lr *leaseRun) listShards(ctx context.Context) ([]leasetable.ShardInfo, err
 	}
 	out := make([]leasetable.ShardInfo, len(shards))
 	for i, s := range shards {
-		out[i] = leasetable.ShardInfo{ID: s.ID, ParentIDs: s.Parents()}
+		out[i] = leasetable.ShardInfo{ID: s.ID, ParentIDs: s.Parents(), StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 	}
 	return out, nil
 }
@@ -186,7 +202,9 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 	for _, ev := range evs {
 		switch {
 		case ev.acquired != nil && c != nil:
-			lr.acquire(c, *ev.acquired)
+			lr.acquire(ctx, c, *ev.acquired)
+		case ev.refused != nil:
+			lr.refuse(ctx, *ev.refused)
 		case ev.lost != "":
 			lr.lose(ctx, c, ev.lost)
 		case ev.drained != nil:
@@ -201,18 +219,30 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 
 // acquire starts reading a shard whose lease this worker took, and
 // registers it with the Checkpointer.
-func (lr *leaseRun) acquire(c *Control, l leasetable.Lease) {
+func (lr *leaseRun) acquire(ctx context.Context, c *Control, l leasetable.Lease) {
 	if l.Checkpoint == checkpoint.ShardEnd {
 		return // finished: nothing left to read
 	}
 	log := lr.log.With("shard", l.Shard)
+	if c.Reading(l.Shard) {
+		// A reader from an earlier hold of the lease still runs (its loss
+		// is reported first, so this is a last resort): it stops before
+		// the new one starts, which reads after what it stored.
+		log.Warn("kinesis: a reader of a newly leased shard still runs; stopping it first")
+		if err := c.StopShard(ctx, l.Shard); err != nil {
+			return
+		}
+	}
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
 		return
 	}
 	pos := lr.position(l)
-	guard := func() bool { return lr.coord.Holds(l.Shard) }
-	if err := c.startShard(l.Shard, pos, guard); err != nil {
+	hooks := readerHooks{
+		guard:  func() bool { return lr.coord.Holds(l.Shard) },
+		failed: func(err error) error { return lr.readerFailed(l, pos, err) },
+	}
+	if err := c.startShard(l.Shard, pos, hooks); err != nil {
 		if !errors.Is(err, source.ErrStopped) {
 			log.Warn("kinesis: starting the reader of a leased shard failed", "err", err)
 		}
@@ -251,9 +281,9 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 // A checkpoint weir wrote (leasetable.Lease.WrittenByWeir) covers whole
 // Kinesis records: the reader starts after it. One a KCL application wrote
 // covers the user records up to (seq, subSeq), maybe not the rest of a KPL
-// aggregate at seq: the reader starts at seq, leaving out the user records
-// up to subSeq when it is > 0, and delivering the record at seq again when
-// it is 0 (at least once, never a loss).
+// aggregate at seq: the reader starts at seq and leaves out the user
+// records up to subSeq, as the KCL does (Position.AtCheckpoint); a plain
+// record at seq, sub-sequence 0, is not delivered again.
 func (lr *leaseRun) position(l leasetable.Lease) Position {
 	cfg := lr.rn.cfg
 	var pos Position
@@ -261,7 +291,7 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 	case isSeq(l.Checkpoint) && l.WrittenByWeir():
 		pos = Position{After: l.Checkpoint}
 	case isSeq(l.Checkpoint):
-		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0)}
+		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
 	case l.Checkpoint == checkpoint.TrimHorizon:
 		pos = Position{Initial: TrimHorizon}
 	case l.Checkpoint == checkpoint.LatestPosition:
@@ -383,4 +413,47 @@ func (lr *leaseRun) allCompleted() bool {
 		}
 	}
 	return true
+}
+
+// readerFailed is the failure hook of a leased shard's reader. A reader
+// that cannot start at its lease's checkpoint (Kinesis refuses the
+// position: a number past the shard's records, or of another shard) stops
+// on its own, and the shard is refused (see refuse); the other shards go
+// on. Any other error is returned as it is, to stop the receiver.
+func (lr *leaseRun) readerFailed(l leasetable.Lease, pos Position, err error) error {
+	var invalid *types.InvalidArgumentException
+	if !errors.As(err, &invalid) || pos.After == "" && pos.At == "" {
+		return err
+	}
+	lr.queue(leaseEvent{refused: &refusal{lease: l, err: err}})
+	return nil
+}
+
+// refuse hands back the lease of a shard whose checkpoint Kinesis refused,
+// reports it with the fix, and unregisters the shard; the Coordinator does
+// not take it again until its checkpoint changes.
+func (lr *leaseRun) refuse(ctx context.Context, r refusal) {
+	l := r.lease
+	err := fmt.Errorf("kinesis: lease table %s, item leaseKey=%q: checkpoint %s (sub-sequence %d) names no record this worker can read from, "+
+		"so the shard is not read; fix: set checkpoint to a sequence number of shard %s, or to %s to read it again from its oldest record: %w",
+		lr.cfg.table(lr.rn.cfg.App), l.Shard, l.Checkpoint, l.SubSequence, l.Shard, checkpoint.TrimHorizon, r.err)
+	lr.report(err)
+	if rerr := lr.coord.Refuse(ctx, l.Shard, err); rerr != nil {
+		lr.log.Warn("kinesis: handing back a refused shard's lease failed; it expires", "shard", l.Shard, "err", rerr)
+	}
+	if rerr := lr.cp.Remove(ctx, l.Shard, nil); rerr != nil {
+		lr.log.Warn("kinesis: unregistering a refused shard", "shard", l.Shard, "err", rerr)
+	}
+	lr.mu.Lock()
+	delete(lr.owned, l.Shard)
+	delete(lr.ending, l.Shard)
+	lr.refused++
+	lr.mu.Unlock()
+}
+
+// refusedCount returns how many shards were refused.
+func (lr *leaseRun) refusedCount() int64 {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.refused
 }

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,10 +29,10 @@ func TestLeasePosition(t *testing.T) {
 		want    Position
 	}{
 		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100"}},
-		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200"}},
-		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2}},
-		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3}},
+		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
+		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
+		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
 		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
 		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
 		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
@@ -41,7 +42,7 @@ func TestLeasePosition(t *testing.T) {
 		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
 		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
 		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2}},
+		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
 	}
 	for _, tc := range tests {
@@ -108,7 +109,7 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1, AttemptTimeout: 600 * time.Millisecond}}
+	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1, AttemptTimeout: 600 * time.Millisecond, ScanInterval: leasetable.DefaultScanInterval}}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -118,6 +119,31 @@ func TestLeaseDefaults(t *testing.T) {
 	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{}})
 	if other.WorkerID() == r.WorkerID() {
 		t.Errorf("two receivers got the same default WorkerID %q", r.WorkerID())
+	}
+}
+
+// TestLeaseStateDirDefaultsToTheDriversDir checks that Leases.StateDir
+// defaults to a folder of the driver's directory recovery log, and that a
+// set one wins.
+func TestLeaseStateDirDefaultsToTheDriversDir(t *testing.T) {
+	for _, tc := range []struct{ set, runtime, want string }{
+		{"", "/var/lib/app/log", filepath.Join("/var/lib/app/log", "kinesis-leases")},
+		{"", "", ""},
+		{"/mine", "/var/lib/app/log", "/mine"},
+	} {
+		db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+		r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db, StateDir: tc.set}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
+		lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{StateDir: tc.runtime})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lr.cfg.StateDir != tc.want {
+			t.Errorf("set %q, Runtime %q: StateDir %q, want %q", tc.set, tc.runtime, lr.cfg.StateDir, tc.want)
+		}
 	}
 }
 

@@ -157,7 +157,7 @@ type headTrim struct {
 
 // headTrimAt returns the trim of a reader starting at pos.
 func headTrimAt(pos Position) headTrim {
-	if pos.After != "" || pos.At == "" || pos.AtSubSequence <= 0 {
+	if pos.After != "" || pos.At == "" || pos.AtSubSequence < 0 || pos.AtSubSequence == 0 && !pos.AtCheckpoint {
 		return headTrim{}
 	}
 	return headTrim{seq: pos.At, through: pos.AtSubSequence}
@@ -296,6 +296,10 @@ func (rn *run) listShardsOnce(ctx context.Context) ([]Shard, error) {
 				ID:             aws.ToString(s.ShardId),
 				Parent:         aws.ToString(s.ParentShardId),
 				AdjacentParent: aws.ToString(s.AdjacentParentShardId),
+			}
+			if r := s.HashKeyRange; r != nil {
+				sh.StartingHashKey = aws.ToString(r.StartingHashKey)
+				sh.EndingHashKey = aws.ToString(r.EndingHashKey)
 			}
 			if r := s.SequenceNumberRange; r != nil {
 				sh.StartingSeq = aws.ToString(r.StartingSequenceNumber)

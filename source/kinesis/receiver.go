@@ -383,6 +383,10 @@ func (r *Receiver) Stats() Stats {
 	s := r.stats.snapshot()
 	s.Shards = r.progress.snapshot()
 	r.stats.addShards(s.Shards)
+	if lr := r.lease.Load(); lr != nil {
+		s.BadLeaseItems = lr.coord.BadItems()
+		s.RefusedShards = lr.refusedCount()
+	}
 	return s
 }
 

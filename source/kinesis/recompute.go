@@ -168,14 +168,14 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 }
 
 // fitCount returns the records read back for rng, which must be rng.Count.
-// More are right only when the block left out the first user records of
-// the KPL aggregate at rng.First (its reader started inside it, at a KCL
-// checkpoint, see Position.AtSubSequence): they are left out again.
+// More are right only when the block left out the first user records at
+// rng.First, of a KPL aggregate or a plain record (its reader started at a
+// KCL checkpoint, see Position.AtCheckpoint): they are left out again.
 func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 	extra := len(out) - rng.Count
 	if extra > 0 {
 		for _, r := range out[:extra] {
-			if !r.Aggregated || r.SequenceNumber != rng.First {
+			if r.SequenceNumber != rng.First {
 				extra = -1 // not the head of the first aggregate
 				break
 			}

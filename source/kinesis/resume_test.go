@@ -28,7 +28,7 @@ func TestLeasePositionAfterCompleted(t *testing.T) {
 		{"completed ahead of the log", weir("5"), "50", "100", Position{After: "100"}},
 		{"log ahead of completed", weir("5"), "100", "50", Position{After: "100"}},
 		{"completed covers a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
-		{"completed behind a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2}},
+		{"completed behind a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,6 +27,15 @@ type Stats struct {
 	// RangesSkipped counts the unavailable ranges Recompute skipped under
 	// the SkipRange policy.
 	RangesSkipped int64
+	// BadLeaseItems is how many items of the lease table the last scan
+	// could not read as leases (Config.Leases): each is logged at ERROR and
+	// reported (source.Runtime.ReportError) with its fix, and its shard is
+	// not read until it is fixed; the other shards go on.
+	BadLeaseItems int
+	// RefusedShards counts the leased shards this worker handed back
+	// because their checkpoint names no record it can read from (reported
+	// like BadLeaseItems).
+	RefusedShards int64
 	// Shards holds the state of every shard this receiver has read, by ID.
 	Shards map[string]ShardStats
 }
