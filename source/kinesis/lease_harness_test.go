@@ -303,7 +303,7 @@ func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kin
 // kill stops the worker at once, without cleanup: its leases are left to
 // expire. Idempotent.
 func (w *worker) kill() {
-	w.sc.Stop() // now, without a drain: cancelling Run's ctx would drain and hand the leases back
+	w.sc.Stop()         // now, without a drain: cancelling Run's ctx would drain and hand the leases back
 	w.ddb.gate.resume() // a paused worker must be able to see ctx
 	w.kc.gate.resume()
 	<-w.done
