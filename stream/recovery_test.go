@@ -35,6 +35,18 @@ type durable struct {
 type replay struct {
 	*memory.Source[string]
 	d *durable
+	// onRecompute, if set, is called at the first Recompute.
+	onRecompute func()
+	recomputed  bool
+}
+
+// Recompute calls onRecompute the first time, then the memory source's.
+func (r *replay) Recompute(ctx context.Context, info batch.BlockInfo) ([]string, error) {
+	if r.onRecompute != nil && !r.recomputed {
+		r.recomputed = true
+		r.onRecompute()
+	}
+	return r.Source.Recompute(ctx, info)
 }
 
 func newReplay(t *testing.T, d *durable) *replay {
