@@ -38,6 +38,8 @@ type replay struct {
 	// onRecompute, if set, is called at the first Recompute.
 	onRecompute func()
 	recomputed  bool
+	// recomputeErr, if set, is what every Recompute returns.
+	recomputeErr error
 }
 
 // Recompute calls onRecompute the first time, then the memory source's.
@@ -45,6 +47,9 @@ func (r *replay) Recompute(ctx context.Context, info batch.BlockInfo) ([]string,
 	if r.onRecompute != nil && !r.recomputed {
 		r.recomputed = true
 		r.onRecompute()
+	}
+	if r.recomputeErr != nil {
+		return nil, r.recomputeErr
 	}
 	return r.Source.Recompute(ctx, info)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -322,3 +323,40 @@ func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
 }
 
 func validSlide(t batch.Time, slide time.Duration) bool { return int64(t)%slide.Milliseconds() == 0 }
+
+// TestStateReplayRangeUnavailable checks that a range the source can no
+// longer serve while the state is replayed fails the Run, as for a pending
+// batch under the source's range policy, with an error that says the batch
+// was being replayed and wraps the source's.
+func TestStateReplayRangeUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recovery.Memory(), out: t.TempDir()}
+		var p1 *stream.Pipeline
+		d.log.SetAppendHook(nthAppend(recovery.KindSnapshot, 3, 0, func() { p1.Stop() }))
+		p1, src1 := statePipeline(t, d, newStateSeen(), nil)
+		errc := make(chan error, 1)
+		go func() { errc <- p1.Run(t.Context()) }()
+		time.Sleep(300 * time.Millisecond)
+		if err := produceUntil(d, src1, 150, errc); err != nil && !errors.Is(err, errCrash) {
+			t.Fatalf("first Run: %v", err)
+		}
+		d.log.SetAppendHook(nil)
+		st, err := recovery.Recover(d.log.Entries())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Replay) == 0 {
+			t.Fatalf("nothing to replay: the test does not test")
+		}
+		p2, src2 := statePipeline(t, d, newStateSeen(), nil)
+		expired := &memory.RangeNotHeldError{Range: st.Replay[0].Blocks[0].Ranges[0]}
+		src2.recomputeErr = expired
+		err = p2.Run(t.Context())
+		var be *stream.BatchError
+		var nh *memory.RangeNotHeldError
+		if !errors.As(err, &be) || be.Time != st.Replay[0].Time || !errors.As(err, &nh) ||
+			!strings.Contains(err.Error(), "replaying the completed batch") {
+			t.Fatalf("Run = %v; want a *BatchError of batch %v, replaying, wrapping the *RangeNotHeldError", err, st.Replay[0].Time)
+		}
+	})
+}
