@@ -159,4 +159,3 @@ func (o *outputClock) see(_ context.Context, b *batch.Batch[kinesis.Record]) err
 	}
 	return nil
 }
-
