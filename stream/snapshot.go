@@ -84,7 +84,10 @@ func (p *Pipeline) stateProblemsLocked() []error {
 // batches completed after it for replay, before the pending ones. On a
 // first start with state it records the empty state as the current
 // snapshot, so that the log keeps from now on the batches a restart must
-// replay. Without stateful operators it does nothing.
+// replay. Without stateful operators it does nothing, unless the log has a
+// snapshot (a pipeline that had state): then it goes on recording empty
+// snapshots, so that the log does not keep every batch for a replay, and a
+// snapshot holding state is refused as a changed graph.
 func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.State) error {
 	var nodes []*node
 	for _, n := range e.ticks {
@@ -92,11 +95,11 @@ func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.Sta
 			nodes = append(nodes, n)
 		}
 	}
-	if len(nodes) == 0 {
+	if len(nodes) == 0 && st.Snapshot == nil {
 		return nil
 	}
 	store, ok := l.(recovery.SnapshotStore)
-	if !ok {
+	if !ok && len(nodes) > 0 {
 		return fmt.Errorf("stream: the recovery log %T keeps no state snapshots (recovery.SnapshotStore), which the pipeline's stateful operators need: "+
 			"use recovery.Dir, recovery/dynamolog or recovery.Memory", l)
 	}
@@ -179,6 +182,14 @@ func (k *stateKeeper) restore(ctx context.Context, ref recovery.SnapshotRef) err
 func (e *engine) afterBatch(ctx context.Context, t batch.Time) {
 	k := e.state
 	if k == nil || t.Std().Sub(k.last.Std()) < k.every {
+		return
+	}
+	if len(k.nodes) == 0 {
+		// No state: an empty snapshot only releases the batches kept for
+		// a replay.
+		if k.log != nil && k.log.append(ctx, recovery.SnapshotTaken(t, "")) == nil {
+			k.last = t
+		}
 		return
 	}
 	f := snapshotFile{Version: snapshotVersion, Time: int64(t), Ops: k.ops(), Data: make([][]byte, len(k.nodes))}

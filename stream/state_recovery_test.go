@@ -360,3 +360,64 @@ func TestStateReplayRangeUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// TestStateRemoved checks a restart after the stateful operators were
+// removed from the pipeline: with a snapshot holding state it is refused as
+// a changed graph; a stateless pipeline on a log whose snapshot is the
+// empty state goes on releasing the completed batches.
+func TestStateRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recovery.Memory(), out: t.TempDir()}
+		p1, src1 := statePipeline(t, d, newStateSeen(), nil)
+		errc := make(chan error, 1)
+		go func() { errc <- p1.Run(t.Context()) }()
+		time.Sleep(300 * time.Millisecond)
+		for range 60 {
+			src1.produce(d.record())
+			time.Sleep(100 * time.Millisecond)
+		}
+		p1.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		stateless := func() *stream.Pipeline {
+			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log, CompactEvery: 3,
+				StateCheckpointInterval: 3 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := stream.From(p, newReplay(t, d))
+			for _, name := range []string{"records", "counts", "mws", "window", "windowN", "win"} {
+				stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(name))
+			}
+			return p
+		}
+		if err := stateless().Run(t.Context()); !errors.Is(err, recovery.ErrShapeChanged) || !strings.Contains(err.Error(), "stateful operators were") {
+			t.Fatalf("Run without the stateful operators, on a snapshot holding state: got %v, want ErrShapeChanged", err)
+		}
+
+		d = &durable{log: recovery.Memory(), out: t.TempDir()}
+		if l, err := d.log.Open(t.Context()); err != nil {
+			t.Fatal(err)
+		} else {
+			if err := l.Append(t.Context(), recovery.SnapshotTaken(0, "")); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+		}
+		p := stateless()
+		go func() { errc <- p.Run(t.Context()) }()
+		time.Sleep(20 * time.Second)
+		p.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		st, err := recovery.Recover(d.log.Entries())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Snapshot == nil || st.Snapshot.Time == 0 || len(st.Replay) > 3 {
+			t.Errorf("a stateless pipeline on a log with an empty snapshot keeps %d batches for a replay after the snapshot %v, want at most 3 after a recent one", len(st.Replay), st.Snapshot)
+		}
+	})
+}

@@ -28,9 +28,9 @@ import (
 // envState, set in a child, is the path prefix of the state files: the
 // child then keeps a running count per key with UpdateStateByKey and with
 // MapWithState, and writes each after every batch to <prefix>.ubk and
-// <prefix>.mws; it marks with <prefix>.snap.<pid> the time it spends in a
-// snapshot write and with <prefix>.restored.<pid> that it loaded a
-// snapshot, so that the parent can kill it there.
+// <prefix>.mws; it marks with <prefix>.snap.<pid>.<n> the time it spends
+// in its n-th snapshot write and with <prefix>.restored.<pid> that it
+// loaded a snapshot, so that the parent can kill it there.
 const envState = "WEIR_CRASHTEST_STATE"
 
 // stateKeys is the number of keys of the state test: record ID mod it.
@@ -127,16 +127,19 @@ type stateLog struct {
 	recovery.Log
 	ss             recovery.SnapshotStore
 	snap, restored string
+	puts           int // PutSnapshot calls; the driver makes them from one goroutine
 }
 
 func (l *stateLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
-	if err := os.WriteFile(l.snap, nil, 0o644); err != nil {
+	l.puts++
+	mark := l.snap + "." + strconv.Itoa(l.puts)
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
 		return "", err
 	}
 	time.Sleep(markWindow)
 	ref, err := l.ss.PutSnapshot(ctx, t, data)
 	time.Sleep(markWindow)
-	return ref, errors.Join(err, os.Remove(l.snap))
+	return ref, errors.Join(err, os.Remove(mark))
 }
 
 func (l *stateLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
@@ -149,10 +152,11 @@ func (l *stateLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) 
 }
 
 // awaitMark polls, often, until the child has created the mark file
-// prefix.<what>.<pid>, failing the test after waitLimit or if it exits.
-func (h *harness) awaitMark(c *child, what string) {
+// prefix.<what>.<pid><suffix>, failing the test after waitLimit or if it
+// exits.
+func (h *harness) awaitMark(c *child, what, suffix string) {
 	h.t.Helper()
-	path := h.state + "." + what + "." + strconv.Itoa(c.cmd.Process.Pid)
+	path := h.state + "." + what + "." + strconv.Itoa(c.cmd.Process.Pid) + suffix
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -190,10 +194,10 @@ func (h *harness) hasSnapshot() bool {
 // TestCrashTortureState is the torture test of state (DESIGN.md, "State:
 // snapshot + lineage"): the child keeps a running count per key with
 // UpdateStateByKey and with MapWithState, snapshotted every three batches
-// in its directory log; it is killed with SIGKILL in turn inside a
-// snapshot write, right after loading a snapshot (before or during the
-// replay of the batches after it) and at a random moment, and restarted
-// each time. After the last child drained, both counts must exactly equal
+// in its directory log; it is killed with SIGKILL in turn inside its
+// second snapshot write (so that its first is current), right after
+// loading a snapshot (before or during the replay of the batches after
+// it) and at a random moment, and restarted each time. After the last child drained, both counts must exactly equal
 // the truth: the count per key of the distinct records the pipeline
 // delivered (which must be every record put, G1). A count too high is an
 // update applied twice, too low one missed. The output and the log are
@@ -219,11 +223,11 @@ func TestCrashTortureState(t *testing.T) {
 	f := h.torture(kills, func(i int, c *child) {
 		switch {
 		case restoreNext:
-			h.awaitMark(c, "restored")
+			h.awaitMark(c, "restored", "")
 			c.kill(0)
 			afterRestore++
 		case i%3 == 0:
-			h.awaitMark(c, "snap")
+			h.awaitMark(c, "snap", ".2")
 			c.kill(0)
 			inSnapshot++
 		default:
