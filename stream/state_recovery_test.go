@@ -42,12 +42,13 @@ type stateSeen struct {
 	windowN map[batch.Time]map[string]int // ReduceByKeyAndWindow without
 	win     map[batch.Time]int            // Window: records in the window
 	clash   []string
+	runs    map[batch.Time]int // calls of the records output
 }
 
 func newStateSeen() *stateSeen {
 	return &stateSeen{records: map[batch.Time][]string{}, counts: map[batch.Time]map[string]int{},
 		mws: map[batch.Time]map[string]int{}, window: map[batch.Time]map[string]int{},
-		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}}
+		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{}}
 }
 
 func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
@@ -81,6 +82,7 @@ func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx cont
 			seen.clash = append(seen.clash, b.Time().String())
 		}
 		seen.records[b.Time()] = recs
+		seen.runs[b.Time()]++
 		seen.mu.Unlock()
 		if hook != nil {
 			return hook(ctx, b)
@@ -285,6 +287,17 @@ func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
 	defer seen.mu.Unlock()
 	if len(seen.clash) > 0 {
 		t.Errorf("batches run again with other records: %v", seen.clash)
+	}
+	// Only the batches the crash left pending run their outputs again;
+	// those replayed for the state do not.
+	pending := map[batch.Time]bool{}
+	for _, p := range st.Pending {
+		pending[p.Time] = true
+	}
+	for bt, n := range seen.runs {
+		if n > 1 && !pending[bt] {
+			t.Errorf("the outputs of batch %v ran %d times; it was not pending after the crash", bt, n)
+		}
 	}
 	var produced, got []string
 	for _, c := range d.calls {
