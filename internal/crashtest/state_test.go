@@ -175,11 +175,11 @@ func (h *harness) awaitMark(c *child, what, suffix string) {
 	}
 }
 
-// hasSnapshot reports whether the (closed) directory log holds a
+// hasSnapshot reports whether the log of the (dead) children holds a
 // snapshot that a restart loads.
 func (h *harness) hasSnapshot() bool {
 	h.t.Helper()
-	l, err := recovery.OpenDir(h.t.Context(), recovery.Dir(h.logDir))
+	l, err := logOpener(h.env, h.shared, h.logDir, h.table, nil).Open(h.t.Context())
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -202,7 +202,13 @@ func (h *harness) hasSnapshot() bool {
 // delivered (which must be every record put, G1). A count too high is an
 // update applied twice, too low one missed. The output and the log are
 // checked as in TestCrashTorture.
-func TestCrashTortureState(t *testing.T) {
+func TestCrashTortureState(t *testing.T) { tortureState(t, false) }
+
+// TestCrashTortureStateDynamoLog is TestCrashTortureState with the
+// recovery log, and so the snapshots, in DynamoDB (chunked items).
+func TestCrashTortureStateDynamoLog(t *testing.T) { tortureState(t, true) }
+
+func tortureState(t *testing.T, shared bool) {
 	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
@@ -218,6 +224,7 @@ func TestCrashTortureState(t *testing.T) {
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)
 	h.state = filepath.Join(h.dir, "state")
+	h.shared = shared
 	var inSnapshot, afterRestore, random int
 	restoreNext := false
 	f := h.torture(kills, func(i int, c *child) {
@@ -254,8 +261,8 @@ func TestCrashTortureState(t *testing.T) {
 			t.Errorf("%s: final state (-truth +got):\n%s", map[string]string{"ubk": "UpdateStateByKey", "mws": "MapWithState"}[op], diff)
 		}
 	}
-	report(t, fmt.Sprintf("state torture: %d kills (%d in a snapshot write, %d after a snapshot load, %d random), seed %d: %v; took %v",
-		kills, inSnapshot, afterRestore, random, seed, f, time.Since(start).Round(time.Millisecond)))
+	report(t, fmt.Sprintf("state torture (shared log %v): %d kills (%d in a snapshot write, %d after a snapshot load, %d random), seed %d: %v; took %v",
+		shared, kills, inSnapshot, afterRestore, random, seed, f, time.Since(start).Round(time.Millisecond)))
 	if kills >= 2 && afterRestore == 0 {
 		t.Errorf("no kill landed after a snapshot load: the replay was not tested")
 	}
