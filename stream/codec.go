@@ -23,27 +23,40 @@ type Codec[T any] interface {
 // GobCodec returns the Codec that encodes with encoding/gob: the default of
 // every stateful operator for every type it keeps. It handles the ordinary
 // Go values: numbers, strings, structs of exported fields, slices, arrays,
-// maps (of any key type gob encodes) and pointers to them. It refuses
-// channels, functions and structs without exported fields, and an
-// interface-typed value whose concrete type was not registered with
-// gob.Register. Unexported fields are not encoded: they are lost. A type
-// that implements gob.GobEncoder or encoding.BinaryMarshaler encodes itself.
+// maps (of any key type gob encodes) and pointers to them, nil ones
+// included. It refuses channels, functions and structs without exported
+// fields, and an interface-typed value whose concrete type was not
+// registered with gob.Register. As gob does, it drops unexported fields and
+// flattens pointers: a pointer to a zero value comes back nil. A type that
+// implements gob.GobEncoder or encoding.BinaryMarshaler encodes itself.
 func GobCodec[T any]() Codec[T] { return gobCodec[T]{} }
 
 type gobCodec[T any] struct{}
 
+// gobItem carries one value: gob refuses a nil pointer or interface as a
+// slice element, but omits it as a struct field.
+type gobItem[T any] struct{ V T }
+
 func (gobCodec[T]) Encode(values []T) ([]byte, error) {
+	items := make([]gobItem[T], len(values))
+	for i, v := range values {
+		items[i].V = v
+	}
 	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(values); err != nil {
+	if err := gob.NewEncoder(&buf).Encode(items); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
 func (gobCodec[T]) Decode(data []byte) ([]T, error) {
-	var out []T
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&out); err != nil {
+	var items []gobItem[T]
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&items); err != nil {
 		return nil, err
+	}
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = it.V
 	}
 	return out, nil
 }

@@ -165,3 +165,44 @@ func TestStateSnapshotRoundTrip(t *testing.T) {
 		t.Errorf("restore of a cut snapshot: no error")
 	}
 }
+
+// TestGobCodecValues round-trips the values the default codec must take:
+// nil and non-nil pointers, nil interfaces, struct keys, maps, empty
+// structs; and refuses a channel.
+func TestGobCodecValues(t *testing.T) {
+	one := 1
+	roundTrip(t, GobCodec[*int](), []*int{nil, &one, nil})
+	roundTrip(t, GobCodec[any](), []any{nil, "x", 3})
+	type key struct {
+		Shard string
+		N     int
+	}
+	roundTrip(t, GobCodec[key](), []key{{"a", 1}, {}, {"b", 2}})
+	roundTrip(t, GobCodec[map[key]int](), []map[key]int{{{"a", 1}: 2}, {}})
+	roundTrip(t, GobCodec[struct{}](), []struct{}{{}, {}})
+	roundTrip(t, JSONCodec[map[string]int](), []map[string]int{{"a": 1}, {}})
+	if err := checkCodec(GobCodec[chan int]()); err == nil || !strings.Contains(err.Error(), "chan int") {
+		t.Errorf("checkCodec of a channel type = %v; want an error naming the type", err)
+	}
+	if err := checkCodec(GobCodec[*opaque]()); err == nil {
+		t.Errorf("checkCodec of a pointer to a struct without exported fields: no error")
+	}
+}
+
+func roundTrip[T any](t *testing.T, c Codec[T], vs []T) {
+	t.Helper()
+	if err := checkCodec(c); err != nil {
+		t.Fatalf("checkCodec: %v", err)
+	}
+	b, err := c.Encode(vs)
+	if err != nil {
+		t.Fatalf("Encode(%v): %v", vs, err)
+	}
+	back, err := c.Decode(b)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if diff := cmp.Diff(vs, back, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip of %T (-want +got):\n%s", vs, diff)
+	}
+}
