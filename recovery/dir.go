@@ -133,6 +133,9 @@ func (l *DirLog) open() error {
 	if err := removeIfExists(filepath.Join(l.dir, compactTemp)); err != nil {
 		return err
 	}
+	if err := removeIfExists(filepath.Join(l.dir, snapTemp)); err != nil { // torn by a crash
+		return err
+	}
 	segs, err := l.segments()
 	if err != nil {
 		return err
@@ -357,6 +360,7 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	if _, err := l.segments(); err != nil {
 		l.logger.Warn("recovery: could not remove compacted segments; the next open will", "dir", l.dir, "err", err)
 	}
+	l.pruneSnapshots(enc)
 	return nil
 }
 

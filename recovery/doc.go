@@ -19,6 +19,12 @@
 // each shard's reader resume; and the recorded Shape, which CheckShape
 // compares with the restarting pipeline's.
 //
+// With stateful operators, the driver also stores snapshots of their state
+// in the log's SnapshotStore and records each with SnapshotTaken; Recover
+// then keeps the batches completed after the current snapshot, with their
+// blocks (State.Replay), through compaction, so that a restart rebuilds the
+// state exactly from the snapshot and their ranges.
+//
 // Compact keeps the log short: it replaces the entries with the shortest
 // log recovering to the same State (State.Entries), dropping completed
 // batches and the blocks only they referenced and keeping a Summary of their

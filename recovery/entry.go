@@ -37,6 +37,10 @@ const (
 	// KindSummary carries the progress of entries that compaction dropped:
 	// Entry.Summary. Only compaction writes it.
 	KindSummary Kind = "summary"
+	// KindSnapshot records that the state of the pipeline's stateful
+	// operators after the batch at Entry.Time is the snapshot Entry.Ref
+	// names (see SnapshotStore): Entry.Time and Entry.Ref.
+	KindSnapshot Kind = "snapshot"
 )
 
 // Entry is one record of the metadata log. Kind tells which of the other
@@ -56,6 +60,9 @@ type Entry struct {
 	Shape Shape
 	// Summary is the progress compaction kept (KindSummary).
 	Summary Summary
+	// Ref names a state snapshot in the log's SnapshotStore (KindSnapshot);
+	// "" for the empty state.
+	Ref string
 }
 
 // BlockStored returns the entry recording that a block is in the block store.
@@ -75,6 +82,15 @@ func BatchAllocated(t batch.Time, blocks ...batch.BlockID) Entry {
 // at t succeeded.
 func BatchCompleted(t batch.Time) Entry {
 	return Entry{Kind: KindBatchCompleted, Time: t}
+}
+
+// SnapshotTaken returns the entry recording that the state after the batch
+// at t is the snapshot ref names in the log's SnapshotStore, or the empty
+// state if ref is "". From then on, a restart loads that snapshot and
+// recomputes only the batches after t to rebuild the state, so the log keeps
+// the completed batches after t, with their blocks, until a later snapshot.
+func SnapshotTaken(t batch.Time, ref string) Entry {
+	return Entry{Kind: KindSnapshot, Time: t, Ref: ref}
 }
 
 // ShapeRecorded returns the entry recording the pipeline's shape. The driver
@@ -99,6 +115,8 @@ func (e Entry) String() string {
 		return "shape " + e.Shape.String()
 	case KindSummary:
 		return "summary"
+	case KindSnapshot:
+		return fmt.Sprintf("snapshot %v %q", e.Time, e.Ref)
 	}
 	return "entry of kind " + strconv.Quote(string(e.Kind))
 }
@@ -119,6 +137,7 @@ func (e Entry) Validate() error {
 		err = e.Shape.validate()
 	case KindSummary:
 		err = e.Summary.validate()
+	case KindSnapshot:
 	default:
 		err = fmt.Errorf("unknown kind %q", e.Kind)
 	}
@@ -167,6 +186,7 @@ type wireEntry struct {
 	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
 	Shape   *Shape           `json:"shape,omitempty"`
 	Summary *wireSummary     `json:"summary,omitempty"`
+	Ref     string           `json:"ref,omitempty"`
 }
 
 // EncodeEntry returns the encoding of e: one line of JSON (without the
@@ -189,6 +209,8 @@ func EncodeEntry(e Entry) ([]byte, error) {
 		w.Shape = &e.Shape
 	case KindSummary:
 		w.Summary = e.Summary.wire()
+	case KindSnapshot:
+		w.Time, w.Ref = &e.Time, e.Ref
 	}
 	return json.Marshal(w)
 }
@@ -243,6 +265,11 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("summary")
 		}
 		e.Summary = w.Summary.summary()
+	case KindSnapshot:
+		if w.Time == nil {
+			return missing("time")
+		}
+		e.Time, e.Ref = *w.Time, w.Ref
 	}
 	return e, nil
 }

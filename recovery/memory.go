@@ -2,7 +2,11 @@ package recovery
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"sync"
+
+	"github.com/weirstream/weir/batch"
 )
 
 // MemoryStore is an in-memory log store for tests: what it holds survives
@@ -20,6 +24,8 @@ type MemoryStore struct {
 	open    *memoryLog
 	appends int
 	hook    AppendHook
+	snaps   map[string][]byte
+	putSnap func(t batch.Time, data []byte) error
 }
 
 // Memory returns an empty MemoryStore.
@@ -149,7 +155,78 @@ func (l *memoryLog) Compact(ctx context.Context) error {
 		return err
 	}
 	l.m.entries = enc
+	if cur, err := CurrentSnapshot(enc); err == nil && cur != nil {
+		for ref := range l.m.snaps {
+			if ref != cur.Ref && memorySnapTime(ref) < cur.Time {
+				delete(l.m.snaps, ref)
+			}
+		}
+	}
 	return nil
+}
+
+// SetSnapshotHook makes h decide the fate of every later PutSnapshot: an
+// error from h fails the put, which stores nothing (a snapshot write
+// interrupted by a crash). nil removes the hook. h is called with the store
+// locked, so it must not call the store.
+func (m *MemoryStore) SetSnapshotHook(h func(t batch.Time, data []byte) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.putSnap = h
+}
+
+// Snapshots returns a copy of the snapshots the store holds, by reference:
+// for assertions in tests.
+func (m *MemoryStore) Snapshots() map[string][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.snaps)
+}
+
+func memorySnapRef(t batch.Time) string { return fmt.Sprintf("memory-%d", int64(t)) }
+
+func memorySnapTime(ref string) batch.Time {
+	var t int64
+	fmt.Sscanf(ref, "memory-%d", &t)
+	return batch.Time(t)
+}
+
+// PutSnapshot stores a copy of data; see SnapshotStore.
+func (l *memoryLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+	unlock, err := l.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if l.m.putSnap != nil {
+		if err := l.m.putSnap(t, data); err != nil {
+			return "", err
+		}
+	}
+	if l.m.snaps == nil {
+		l.m.snaps = make(map[string][]byte)
+	}
+	ref := memorySnapRef(t)
+	l.m.snaps[ref] = frameSnapshot(t, data)
+	return ref, nil
+}
+
+// GetSnapshot returns a copy of the snapshot ref names; see SnapshotStore.
+func (l *memoryLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
+	unlock, err := l.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	b, ok := l.m.snaps[ref]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoSnapshot, ref)
+	}
+	_, data, err := unframeSnapshot(b)
+	if err != nil {
+		return nil, &CorruptError{Path: "memory:" + ref, Err: err}
+	}
+	return append([]byte(nil), data...), nil
 }
 
 func (l *memoryLog) Close() error {

@@ -73,6 +73,22 @@ type State struct {
 	// Unallocated are the blocks stored but not allocated to any batch, in
 	// ID order. They go into the next batch.
 	Unallocated []batch.BlockInfo
+	// Snapshot is the last state snapshot recorded (SnapshotTaken), or nil
+	// if none was.
+	Snapshot *SnapshotRef
+	// Replay are the batches completed after Snapshot's time, in time
+	// order, each with its blocks: a restart recomputes them from their
+	// ranges to bring the state from the snapshot up to the last completed
+	// batch, without running their outputs again. It is empty when no
+	// snapshot was recorded: a log without state forgets completed batches.
+	Replay []PendingBatch
+}
+
+// SnapshotRef names the snapshot of the state after the batch at Time: Ref
+// is what the log's SnapshotStore returned for it, "" for the empty state.
+type SnapshotRef struct {
+	Time batch.Time
+	Ref  string
 }
 
 // Load reads log and returns the State its entries recover to: the usual
@@ -122,11 +138,22 @@ func (s *State) LastBatch() (batch.Time, bool) {
 
 // Entries returns the shortest log that recovers to s: the shape, then each
 // pending batch's blocks and its allocation, then the unallocated blocks,
-// then a summary of the progress. Compaction replaces a log with these.
+// then a summary of the progress. With a snapshot, the snapshot and the
+// batches to replay after it (blocks, allocation, completion) come after the
+// shape. Compaction replaces a log with these.
 func (s *State) Entries() []Entry {
 	var out []Entry
 	if s.Shape != nil {
 		out = append(out, ShapeRecorded(s.Shape.clone()))
+	}
+	if s.Snapshot != nil {
+		out = append(out, SnapshotTaken(s.Snapshot.Time, s.Snapshot.Ref))
+	}
+	for _, p := range s.Replay {
+		for _, b := range p.Blocks {
+			out = append(out, BlockStored(b))
+		}
+		out = append(out, BatchAllocated(p.Time, p.IDs()...), BatchCompleted(p.Time))
 	}
 	for _, p := range s.Pending {
 		for _, b := range p.Blocks {
@@ -161,6 +188,8 @@ type recoverer struct {
 	owner    map[batch.BlockID]batch.Time      // allocated blocks -> batch
 	pending  map[batch.Time][]batch.BlockID
 	consumed map[batch.BlockID]bool // blocks of completed batches
+	snap     *SnapshotRef
+	done     map[batch.Time][]batch.BlockInfo // completed after snap, to replay
 }
 
 func newRecoverer() *recoverer {
@@ -173,6 +202,7 @@ func newRecoverer() *recoverer {
 		owner:    make(map[batch.BlockID]batch.Time),
 		pending:  make(map[batch.Time][]batch.BlockID),
 		consumed: make(map[batch.BlockID]bool),
+		done:     make(map[batch.Time][]batch.BlockInfo),
 	}
 }
 
@@ -192,6 +222,23 @@ func (r *recoverer) apply(e Entry) error {
 		r.shape = &s
 	case KindSummary:
 		r.fold(e.Summary)
+	case KindSnapshot:
+		return r.snapshot(e.Time, e.Ref)
+	}
+	return nil
+}
+
+// snapshot makes the snapshot at t current and forgets the completed
+// batches it covers.
+func (r *recoverer) snapshot(t batch.Time, ref string) error {
+	if r.snap != nil && t < r.snap.Time {
+		return fmt.Errorf("snapshot at %v recorded after the one at %v; snapshot times must not decrease", t, r.snap.Time)
+	}
+	r.snap = &SnapshotRef{Time: t, Ref: ref}
+	for bt := range r.done {
+		if bt <= t {
+			delete(r.done, bt)
+		}
 	}
 	return nil
 }
@@ -255,6 +302,14 @@ func (r *recoverer) complete(t batch.Time) error {
 	if !ok {
 		return fmt.Errorf("batch %v completed but it is not allocated, or already completed", t)
 	}
+	var infos []batch.BlockInfo
+	if r.snap != nil && t > r.snap.Time {
+		infos = make([]batch.BlockInfo, 0, len(ids))
+		for _, id := range ids {
+			infos = append(infos, r.blocks[id])
+		}
+		r.done[t] = infos
+	}
 	for _, id := range ids {
 		delete(r.blocks, id)
 		delete(r.owner, id)
@@ -280,6 +335,13 @@ func (r *recoverer) fold(p Progress) {
 
 func (r *recoverer) state() *State {
 	s := &State{Progress: r.prog, Shape: r.shape}
+	if r.snap != nil {
+		snap := *r.snap
+		s.Snapshot = &snap
+	}
+	for _, t := range slices.Sorted(maps.Keys(r.done)) {
+		s.Replay = append(s.Replay, PendingBatch{Time: t, Blocks: r.done[t]})
+	}
 	for _, t := range slices.Sorted(maps.Keys(r.pending)) {
 		p := PendingBatch{Time: t, Blocks: make([]batch.BlockInfo, 0, len(r.pending[t]))}
 		for _, id := range r.pending[t] {

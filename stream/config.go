@@ -36,6 +36,9 @@ const (
 	DefaultCompactEvery = 100
 	// DefaultDrainTimeout is the default of Config.DrainTimeout.
 	DefaultDrainTimeout = 30 * time.Second
+	// DefaultStateCheckpointBatches is the default of
+	// Config.StateCheckpointInterval, in batch intervals.
+	DefaultStateCheckpointBatches = 10
 )
 
 // Config configures a Pipeline. The zero value of every field means its
@@ -117,6 +120,19 @@ type Config struct {
 	// call (DynamoDB, Kinesis) cannot hold the shutdown. It does not bound
 	// Drain, which its own ctx bounds. Default: 30s.
 	DrainTimeout time.Duration
+
+	// StateCheckpointInterval is how often, in batch time, the state of
+	// the stateful operators (UpdateStateByKey, MapWithState, Window,
+	// ReduceByKeyAndWindow) is snapshotted beside the recovery log: after
+	// the first batch completed at least this long after the current
+	// snapshot. A restart loads the last snapshot and recomputes the
+	// batches completed after it from their logged ranges, so the state is
+	// exactly that of a run never interrupted; the log keeps those batches
+	// until the next snapshot. A shorter interval means a shorter replay
+	// and more snapshot writes (each the whole state, written and fsynced
+	// between two batches). Ignored without Recovery or stateful
+	// operators. It must be >= BatchInterval. Default: 10 batch intervals.
+	StateCheckpointInterval time.Duration
 }
 
 // withDefaults returns cfg with every zero field set to its default. It
@@ -147,6 +163,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.StateCheckpointInterval == 0 {
+		cfg.StateCheckpointInterval = DefaultStateCheckpointBatches * cfg.BatchInterval
 	}
 	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
@@ -194,6 +213,10 @@ func (cfg Config) validate() error {
 	}
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)
+	}
+	if cfg.StateCheckpointInterval != 0 && (cfg.StateCheckpointInterval < 0 || (batchIv > 0 && cfg.StateCheckpointInterval < batchIv)) {
+		add("StateCheckpointInterval %v: must be >= BatchInterval (%v), or 0 for the default (%d batch intervals)",
+			cfg.StateCheckpointInterval, batchIv, DefaultStateCheckpointBatches)
 	}
 	for i, l := range cfg.Listeners {
 		if l == nil {

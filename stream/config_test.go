@@ -39,6 +39,10 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
 		{"negative DrainTimeout", Config{DrainTimeout: -time.Second},
 			[]string{"DrainTimeout -1s: must be > 0 (or 0 for the default, 30s)"}},
+		{"StateCheckpointInterval below BatchInterval", Config{BatchInterval: 2 * time.Second, StateCheckpointInterval: time.Second},
+			[]string{"StateCheckpointInterval 1s: must be >= BatchInterval (2s), or 0 for the default (10 batch intervals)"}},
+		{"negative StateCheckpointInterval", Config{StateCheckpointInterval: -time.Second},
+			[]string{"StateCheckpointInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
@@ -92,6 +96,9 @@ func TestConfigDefaults(t *testing.T) {
 			}
 			if c.DrainTimeout != DefaultDrainTimeout && tt.cfg.DrainTimeout == 0 {
 				t.Errorf("DrainTimeout %v, want the default %v", c.DrainTimeout, DefaultDrainTimeout)
+			}
+			if want := DefaultStateCheckpointBatches * c.BatchInterval; c.StateCheckpointInterval != want {
+				t.Errorf("StateCheckpointInterval %v, want the default %v (10 batch intervals)", c.StateCheckpointInterval, want)
 			}
 		})
 	}

@@ -3,7 +3,7 @@
 // A Pipeline holds the graph of a stream job: sources (From turns any
 // source.Receiver[T] into a *Stream[T]), transformations (Map, Filter,
 // FlatMap, MapBatch, Union, Transform, Window, ReduceByKey, CountByValue,
-// ReduceByKeyAndWindow, UpdateStateByKey) and outputs (ForEach,
+// ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) and outputs (ForEach,
 // ForEachBatch, Print). Go methods cannot have type parameters, so the
 // operators are package functions:
 //
@@ -43,6 +43,19 @@
 // receivers where each shard resumes (source.Runtime.ResumeAfter). An
 // output keyed by batch time, such as the sink/files package's, is then
 // exactly-once; only batches that had started and not completed run twice.
+//
+// # State
+//
+// UpdateStateByKey, MapWithState, Window and ReduceByKeyAndWindow keep
+// state across batches. With a recovery log it survives a crash exactly:
+// the driver snapshots it beside the log every
+// Config.StateCheckpointInterval, and a restart loads the last snapshot and
+// recomputes the batches completed after it from their ranges, for the
+// state only (their outputs do not run again). Values are encoded with
+// GobCodec unless StateCodec gives a codec; Run refuses to start if one
+// cannot encode its type. State is per worker: on a fleet, a shard whose
+// lease moves arrives without its history. DESIGN.md, "State: snapshot and
+// lineage", has the details.
 //
 // # Stopping
 //

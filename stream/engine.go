@@ -39,6 +39,8 @@ type engine struct {
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
 
+	state *stateKeeper // set by openState with a recovery log and stateful operators
+
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
@@ -51,6 +53,7 @@ type job struct {
 	records   int
 	nblocks   int
 	recovered bool // allocated before a restart, read from the recovery log
+	replay    bool // completed before a restart: recomputed for the state only
 }
 
 func (j *job) info() BatchInfo {
@@ -126,6 +129,9 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		}
 		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
 			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) }}
+		if err := e.openState(ctx, l, st); err != nil {
+			return err
+		}
 	}
 	if e.log == nil {
 		e.log = noLog{}
@@ -306,9 +312,11 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.pending.Add(1)
-	scheduled := j.info()
-	scheduled.Unbatched = e.unbatched()
-	e.emit(func(l Listener) { l.BatchScheduled(scheduled) })
+	if !j.replay {
+		scheduled := j.info()
+		scheduled.Unbatched = e.unbatched()
+		e.emit(func(l Listener) { l.BatchScheduled(scheduled) })
+	}
 	select {
 	case e.jobs <- j:
 		return true
@@ -359,6 +367,9 @@ func (e *engine) runLoop(ctx context.Context) error {
 
 // runJob runs one batch and reports it to the listeners.
 func (e *engine) runJob(ctx context.Context, j *job) error {
+	if j.replay {
+		return e.replay(ctx, j)
+	}
 	info := j.info()
 	start := e.cfg.Clock.Now()
 	info.SchedulingDelay = start.Sub(j.time.Std())
@@ -398,5 +409,6 @@ func (e *engine) process(ctx context.Context, j *job) error {
 	for i, s := range e.sources {
 		s.complete(ctx, j.blocks[i])
 	}
+	e.afterBatch(ctx, j.time)
 	return nil
 }

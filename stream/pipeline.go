@@ -116,6 +116,7 @@ func (p *Pipeline) Validate() error {
 
 func (p *Pipeline) validateLocked() error {
 	problems := slices.Clone(p.graphErrs)
+	problems = append(problems, p.stateProblemsLocked()...)
 	if len(p.outputs) == 0 {
 		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}

@@ -36,6 +36,23 @@ type durable struct {
 type replay struct {
 	*memory.Source[string]
 	d *durable
+	// onRecompute, if set, is called at the first Recompute.
+	onRecompute func()
+	recomputed  bool
+	// recomputeErr, if set, is what every Recompute returns.
+	recomputeErr error
+}
+
+// Recompute calls onRecompute the first time, then the memory source's.
+func (r *replay) Recompute(ctx context.Context, info batch.BlockInfo) ([]string, error) {
+	if r.onRecompute != nil && !r.recomputed {
+		r.recomputed = true
+		r.onRecompute()
+	}
+	if r.recomputeErr != nil {
+		return nil, r.recomputeErr
+	}
+	return r.Source.Recompute(ctx, info)
 }
 
 func newReplay(t *testing.T, d *durable) *replay {

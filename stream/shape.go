@@ -3,16 +3,20 @@ package stream
 import (
 	"path"
 	"reflect"
+	"time"
 
 	"github.com/weirstream/weir/recovery"
 )
 
-// Option is an optional setting of a source (From) or an output (ForEach,
-// ForEachBatch, Print). The only one is Named.
+// Option is an optional setting of a source (From), an output (ForEach,
+// ForEachBatch, Print) or a stateful operator: Named for the first two,
+// StateCodec and StateTimeout for the last.
 type Option func(*options)
 
 type options struct {
-	name string
+	name    string
+	codecs  []any         // StateCodec: Codec[T] values
+	timeout time.Duration // StateTimeout
 }
 
 func applyOptions(opts []Option) options {

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weirstream/weir/batch"
@@ -18,11 +19,19 @@ import (
 //
 // Keys with state are updated first, in the order they got their state,
 // then new keys in the order they first appear in the batch; the output
-// pairs are in that order. State is held in memory and lost when the
-// process ends.
-func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool)) *Stream[Pair[K, S]] {
+// pairs are in that order.
+//
+// The state is held in memory. With Config.Recovery it survives a crash
+// exactly: it is snapshotted every Config.StateCheckpointInterval, and a
+// restart loads the last snapshot and recomputes the batches after it, so
+// update sees every batch once, as in a run never interrupted. Keys and
+// states are encoded with GobCodec unless a StateCodec option gives another
+// codec for their type; Run refuses to start if they cannot be encoded.
+func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
-	st := &keyState[K, V, S]{update: update, vals: make(map[K]S)}
+	cs := newCodecSet(applyOptions(opts))
+	st := &keyState[K, V, S]{update: update, vals: make(map[K]S), kc: codecFor[K](cs), sc: codecFor[S](cs)}
+	cs.unused(s.p, "UpdateStateByKey", s.n)
 	var out *Stream[Pair[K, S]]
 	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if st.last == nil || st.last.Time() != r.job.time {
@@ -37,6 +46,7 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		st.apply(b)
 		return nil
 	})
+	out.n.state = st
 	return out
 }
 
@@ -46,6 +56,44 @@ type keyState[K comparable, V, S any] struct {
 	vals   map[K]S
 	keys   []K // keys of vals, in the order they got state
 	last   *batch.Batch[Pair[K, S]]
+	kc     Codec[K]
+	sc     Codec[S]
+}
+
+func (st *keyState[K, V, S]) check() error {
+	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))
+}
+
+// snapshot encodes the keys, in order, then their states.
+func (st *keyState[K, V, S]) snapshot() ([]byte, error) {
+	var w snapWriter
+	w.uint(uint64(len(st.keys)))
+	states := make([]S, len(st.keys))
+	for i, k := range st.keys {
+		states[i] = st.vals[k]
+	}
+	if err := snapValues(&w, st.kc, st.keys); err != nil {
+		return nil, err
+	}
+	if err := snapValues(&w, st.sc, states); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
+}
+
+func (st *keyState[K, V, S]) restore(data []byte) error {
+	r := &snapReader{buf: data}
+	n := r.count()
+	keys := snapRead(r, st.kc, n)
+	states := snapRead(r, st.sc, n)
+	if err := r.done(); err != nil {
+		return err
+	}
+	st.keys, st.vals, st.last = keys, make(map[K]S, n), nil
+	for i, k := range keys {
+		st.vals[k] = states[i]
+	}
+	return nil
 }
 
 // apply updates the state with batch b and remembers the resulting pairs.

@@ -40,6 +40,9 @@ type node struct {
 	// before children) so a stateful operator sees every batch of its
 	// parent, whether or not an output asks for its own batch then.
 	tick func(r *run) error
+	// state, if set, is the state tick keeps, which the driver snapshots
+	// with a recovery log (snapshot.go).
+	state nodeState
 }
 
 // String names the node in error messages, such as "Window (stream 3)".

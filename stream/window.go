@@ -22,10 +22,18 @@ import (
 // The window keeps the batches of s it needs (the last length of them), not
 // the source's stored blocks, which are dropped once their batch completes.
 // A window batch has the parts and blocks of its batches, in time order.
-func Window[T any](s *Stream[T], length, slide time.Duration) *Stream[T] {
+//
+// With Config.Recovery, the kept batches are part of the state snapshots
+// (see UpdateStateByKey), so the windows after a restart hold what they
+// would have held without it; their records are encoded with GobCodec
+// unless a StateCodec option gives another codec for T.
+func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
 	h := &history[T]{}
-	return newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
+	cs := newCodecSet(applyOptions(opts))
+	ws := &windowState[T]{h: h, rc: plainRecords(codecFor[T](cs))}
+	cs.unused(s.p, "Window", s.n)
+	out := newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
 		t := r.job.time
 		var parts [][]T
 		var blocks []batch.BlockInfo
@@ -35,6 +43,8 @@ func Window[T any](s *Stream[T], length, slide time.Duration) *Stream[T] {
 		}
 		return batch.New(t, blocks, parts...), nil
 	}, h.tick(s, length))
+	out.n.state = ws
+	return out
 }
 
 // checkWindow records a graph error for a length or slide that is not a
@@ -114,15 +124,23 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // specified, and may differ between the two ways.
 //
 // length and slide are checked as for Window. The operator keeps the
-// per-batch reductions of the last length+slide.
-func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration) *Stream[Pair[K, V]] {
+// per-batch reductions of the last length+slide and, with an inverse, the
+// last window. With Config.Recovery both are part of the state snapshots
+// (see UpdateStateByKey), keys and values encoded with GobCodec unless
+// StateCodec options give other codecs for K or V.
+func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
 	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
 		return batch.Derive(b, reduceBatch(b, reduce, 0)), nil
 	})
-	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide}
-	return newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
+	cs := newCodecSet(applyOptions(opts))
+	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
+		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
+	cs.unused(s.p, "ReduceByKeyAndWindow", s.n)
+	out := newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
+	out.n.state = w
+	return out
 }
 
 // windowReduce is the state of a ReduceByKeyAndWindow.
@@ -130,6 +148,7 @@ type windowReduce[K comparable, V any] struct {
 	reduce, inverse func(V, V) V
 	length, slide   time.Duration
 	h               history[Pair[K, V]]
+	rc              recordCodec[Pair[K, V]]
 
 	// The previous window, kept only with an inverse.
 	vals map[K]*counted[V]

@@ -30,6 +30,16 @@
 // DynamoDB (dynamolog.Config), which any worker can read: the
 // checkpoints must stop at the completed records all the same.
 //
+// TestCrashTortureState (and TestCrashTortureStateDynamoLog, with the log
+// and its snapshots in DynamoDB) adds state: the child also keeps a running
+// count per key with UpdateStateByKey and with MapWithState, snapshotted
+// every three batches, and writes both after every batch. Kills land in
+// turn inside a snapshot write, right after a restarted child loaded a
+// snapshot (before or during its replay) and at random; after the drain,
+// both counts must exactly equal the count per key of the records
+// delivered: no update applied twice or missed. BenchmarkStateReplay
+// measures the replay of a restart against the plain read.
+//
 // The kill moments come from a seeded random generator; the seed is logged.
 // Every fifth kill instead waits for the child to be inside a batch's
 // output (a begin line with no end yet), so that long runs surely re-run

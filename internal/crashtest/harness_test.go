@@ -118,7 +118,8 @@ type harness struct {
 	out    string
 	dir    string // children's stderr files
 	slow   time.Duration
-	shared bool // a DynamoDB recovery log instead of a directory
+	shared bool   // a DynamoDB recovery log instead of a directory
+	state  string // the state files' prefix: a pipeline with state (see envState)
 	runs   int
 	// checkpoints is the number of checkpoint writes the children made,
 	// once checkJournal ran.
@@ -165,7 +166,8 @@ func (h *harness) start() *child {
 		"WEIR_KINESIS_ENDPOINT="+h.env.KinesisEndpoint,
 		"WEIR_DYNAMODB_ENDPOINT="+h.env.DynamoDBEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
-		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared])
+		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
+		envState+"="+h.state)
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
 		h.t.Fatal(err)

@@ -100,17 +100,23 @@ func runChild(logger *slog.Logger) error {
 	model := newLogModel()
 	shared := os.Getenv(envShared) == "1"
 	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr}
+	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
+		model: model}
+	state := os.Getenv(envState)
+	if state != "" {
+		opener = stateOpener{inner: opener.(modelOpener), prefix: state}
+	}
 	p, _, err := newPipeline(pipelineConfig{
 		aws:             env.AWSConfig(),
 		kinesisEndpoint: env.KinesisEndpoint,
 		dynamoEndpoint:  env.DynamoDBEndpoint,
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
-		recovery: modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
-			model: model},
-		out:    out,
-		logger: logger,
-		dynamo: spy,
+		recovery:        opener,
+		state:           state,
+		out:             out,
+		logger:          logger,
+		dynamo:          spy,
 	})
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ type pipelineConfig struct {
 	// dynamo, if not nil, is the lease table's client (a test's spy).
 	dynamo leasetable.DynamoDBAPI
 	logger *slog.Logger
+	// state, if set, adds the state operators (see envState).
+	state string
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
@@ -73,14 +75,19 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		BlockInterval: blockInterval,
 		Recovery:      cfg.recovery,
 		CompactEvery:  compactEvery,
-		Logger:        cfg.logger,
-		Listeners:     []stream.Listener{doneListener{out: cfg.out}},
+		// Used only by the state children's pipeline.
+		StateCheckpointInterval: stateCheckpointEvery,
+		Logger:                  cfg.logger,
+		Listeners:               []stream.Listener{doneListener{out: cfg.out}},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("context: %w", err)
 	}
 	recs := stream.From(p, recv, stream.Named(cfg.stream))
 	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
+	if cfg.state != "" {
+		addState(recs, cfg.state)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -131,6 +131,7 @@ func (l *Log) Compact(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	old := l.payloads
 	base := l.next
 	var seqs []int64
 	for _, p := range enc {
@@ -154,6 +155,7 @@ func (l *Log) Compact(ctx context.Context) error {
 	}
 	l.payloads, l.seqs, l.base = enc, seqs, baseSeq
 	l.stale = l.deleteItems(ctx, l.stale)
+	l.pruneSnapshots(ctx, old, enc)
 	return nil
 }
 
@@ -180,6 +182,12 @@ func (l *Log) deleteBatch(ctx context.Context, seqs []int64) error {
 	for i, seq := range seqs {
 		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: l.key(seq)}}
 	}
+	return l.batchWrite(ctx, reqs)
+}
+
+// batchWrite makes up to 25 writes of the table in one BatchWriteItem,
+// retrying the unprocessed ones with back-off.
+func (l *Log) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
 	items := map[string][]types.WriteRequest{l.table: reqs}
 	wait := unprocessedWait.Start()
 	for attempt := 0; ; attempt++ {

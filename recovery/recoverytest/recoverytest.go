@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"InvalidEntry", testInvalidEntry},
 		{"CanceledContext", testCanceledContext},
 		{"Closed", testClosed},
+		{"Snapshots", testSnapshots},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
@@ -303,3 +304,92 @@ func testClosed(t *testing.T, o recovery.Opener) {
 	l = open(t, o)
 	Check(t, l, []recovery.Entry{Block(0, 0)})
 }
+
+// StateHistory returns a log with a state snapshot: batches 1000 and 2000
+// completed, the snapshot after 1000, batch 3000 completed and 4000
+// pending. A restart replays 2000 and 3000 on the snapshot.
+func StateHistory(ref string) []recovery.Entry {
+	return []recovery.Entry{
+		recovery.ShapeRecorded(SampleShape()),
+		recovery.SnapshotTaken(0, ""),
+		Block(0, 0), recovery.BatchAllocated(1000, ID(0, 0)), recovery.BatchCompleted(1000),
+		Block(0, 1), recovery.BatchAllocated(2000, ID(0, 1)), recovery.BatchCompleted(2000),
+		recovery.SnapshotTaken(1000, ref),
+		Block(1, 0), recovery.BatchAllocated(3000, ID(1, 0)), recovery.BatchCompleted(3000),
+		Block(0, 2), recovery.BatchAllocated(4000, ID(0, 2)),
+	}
+}
+
+// testSnapshots stores snapshots, reads them back after a reopen, checks
+// that compaction keeps the batches to replay after the current snapshot
+// and the snapshot itself, and removes the older ones.
+func testSnapshots(t *testing.T, o recovery.Opener) {
+	l := open(t, o)
+	ss, ok := l.(recovery.SnapshotStore)
+	if !ok {
+		t.Skipf("%T does not implement recovery.SnapshotStore: its pipelines cannot keep state across restarts", l)
+	}
+	ctx := t.Context()
+	big := make([]byte, 1<<20+17) // more than one chunk of a chunked store
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	old, err := ss.PutSnapshot(ctx, 500, []byte("old"))
+	if err != nil {
+		t.Fatalf("PutSnapshot: %v", err)
+	}
+	ref, err := ss.PutSnapshot(ctx, 1000, big)
+	if err != nil {
+		t.Fatalf("PutSnapshot: %v", err)
+	}
+	if _, err := ss.GetSnapshot(ctx, ref+"x"); !errors.Is(err, recovery.ErrNoSnapshot) {
+		t.Errorf("GetSnapshot of an unknown reference: got %v, want ErrNoSnapshot", err)
+	}
+	h := StateHistory(ref)
+	h[1] = recovery.SnapshotTaken(500, old)
+	MustAppend(t, l, h...)
+	closeLog(t, l)
+
+	l = open(t, o)
+	ss = l.(recovery.SnapshotStore)
+	got, err := ss.GetSnapshot(ctx, ref)
+	if err != nil {
+		t.Fatalf("GetSnapshot after reopen: %v", err)
+	}
+	if !bytesEqual(got, big) {
+		t.Fatalf("GetSnapshot: got %d bytes, not the %d put", len(got), len(big))
+	}
+	st, err := recovery.Load(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &recovery.SnapshotRef{Time: 1000, Ref: ref}
+	if diff := cmp.Diff(want, st.Snapshot); diff != "" {
+		t.Errorf("Snapshot (-want +got):\n%s", diff)
+	}
+	var replay []batch.Time
+	for _, p := range st.Replay {
+		replay = append(replay, p.Time)
+	}
+	if diff := cmp.Diff([]batch.Time{2000, 3000}, replay); diff != "" {
+		t.Errorf("Replay (-want +got):\n%s", diff)
+	}
+	if err := l.Compact(ctx); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	after, err := recovery.Load(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, after, EquateEmpty()); diff != "" {
+		t.Errorf("State after Compact (-want +got):\n%s", diff)
+	}
+	if _, err := ss.GetSnapshot(ctx, ref); err != nil {
+		t.Errorf("the current snapshot after Compact: %v", err)
+	}
+	if _, err := ss.GetSnapshot(ctx, old); !errors.Is(err, recovery.ErrNoSnapshot) {
+		t.Errorf("an older snapshot after Compact: got %v, want ErrNoSnapshot (removed)", err)
+	}
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }

@@ -1,0 +1,65 @@
+package dynamolog_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/dynamolog"
+)
+
+// TestDynamoSnapshotTorn checks, on dynalite, that a snapshot written in
+// several chunks whose head item is missing (a crash before the last put)
+// or whose chunk is damaged is a *recovery.CorruptError, never misread,
+// and that a new writer reads its predecessor's snapshot.
+func TestDynamoSnapshotTorn(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	client := env.DynamoDB()
+	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t)}
+	ctx := t.Context()
+	l := openDynamo(t, cfg)
+	data := make([]byte, 2*dynamolog.SnapshotChunkSize+5)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	ref, err := l.PutSnapshot(ctx, 7000, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, recovery.SnapshotTaken(7000, ref))
+
+	next := openDynamo(t, cfg) // a new writer: fences l, reads its snapshot
+	got, err := next.GetSnapshot(ctx, ref)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GetSnapshot by the next writer: %d bytes, %v; want the %d put", len(got), err, len(data))
+	}
+
+	key := func(seq string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"log": &types.AttributeValueMemberS{Value: ref}, "seq": &types.AttributeValueMemberN{Value: seq}}
+	}
+	// Damage chunk 2.
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"log": key("2")["log"], "seq": key("2")["seq"], "type": &types.AttributeValueMemberS{Value: "chunk"},
+		"data": &types.AttributeValueMemberB{Value: []byte("garbage")}}}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *recovery.CorruptError
+	if _, err := next.GetSnapshot(ctx, ref); !errors.As(err, &ce) {
+		t.Errorf("GetSnapshot of a damaged chunk: got %v, want a *recovery.CorruptError", err)
+	}
+	// Remove the head item: the write did not finish.
+	if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key("0")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.GetSnapshot(ctx, ref); !errors.As(err, &ce) {
+		t.Errorf("GetSnapshot without its head item: got %v, want a *recovery.CorruptError", err)
+	}
+	if _, err := next.GetSnapshot(ctx, "other#snapshot/x/1"); !errors.Is(err, recovery.ErrNoSnapshot) {
+		t.Errorf("GetSnapshot of another log's reference: got %v, want ErrNoSnapshot", err)
+	}
+}

@@ -1,0 +1,122 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// Names of a directory log's snapshot files: snapshot-<time>.snap, the time
+// in milliseconds, zero-padded to 20 digits so that names sort by time,
+// written through snapshot.tmp.
+const (
+	snapPrefix = "snapshot-"
+	snapSuffix = ".snap"
+	snapTemp   = "snapshot.tmp"
+)
+
+func snapshotName(t batch.Time) string {
+	return fmt.Sprintf("%s%020d%s", snapPrefix, int64(t), snapSuffix)
+}
+
+// parseSnapshotName returns the time of a snapshot file's name.
+func parseSnapshotName(name string) (batch.Time, bool) {
+	num, ok := strings.CutPrefix(name, snapPrefix)
+	if !ok {
+		return 0, false
+	}
+	if num, ok = strings.CutSuffix(num, snapSuffix); !ok || len(num) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return batch.Time(n), true
+}
+
+// PutSnapshot writes the snapshot to snapshot.tmp, fsyncs it, renames it to
+// snapshot-<t>.snap and fsyncs the directory: a crash leaves either no file
+// for t (a torn snapshot.tmp, removed at the next open) or the whole
+// snapshot. The reference is the file's name. See SnapshotStore.
+//
+// A failed PutSnapshot does not break the log: the snapshot is not
+// referenced by any entry yet, so the previous one stays current.
+func (l *DirLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := usable(ctx, l.closed, l.broken); err != nil {
+		return "", err
+	}
+	name := snapshotName(t)
+	if _, err := writeFileSync(filepath.Join(l.dir, snapTemp), filepath.Join(l.dir, name), frameSnapshot(t, data)); err != nil {
+		return "", fmt.Errorf("recovery: write snapshot %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// GetSnapshot reads and checks the snapshot file ref names; see
+// SnapshotStore.
+func (l *DirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := usable(ctx, l.closed, l.broken); err != nil {
+		return nil, err
+	}
+	t, ok := parseSnapshotName(ref)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not the name of a snapshot file", ErrNoSnapshot, ref)
+	}
+	path := filepath.Join(l.dir, ref)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoSnapshot, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recovery: read snapshot: %w", err)
+	}
+	ft, data, err := unframeSnapshot(b)
+	if err == nil && ft != t {
+		err = fmt.Errorf("the file holds the snapshot at %v, its name says %v", ft, t)
+	}
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	return data, nil
+}
+
+// pruneSnapshots removes the snapshot files older than the current one of
+// the entries payloads, and a snapshot.tmp a crash left. It only tidies up:
+// failures are logged. l.mu is held.
+func (l *DirLog) pruneSnapshots(payloads [][]byte) {
+	cur, err := CurrentSnapshot(payloads)
+	if err != nil || cur == nil {
+		return
+	}
+	des, err := os.ReadDir(l.dir)
+	if err != nil {
+		l.logger.Warn("recovery: could not list old snapshots to remove", "dir", l.dir, "err", err)
+		return
+	}
+	removed := false
+	for _, de := range des {
+		if t, ok := parseSnapshotName(de.Name()); ok && t < cur.Time && de.Name() != cur.Ref {
+			if err := os.Remove(filepath.Join(l.dir, de.Name())); err != nil {
+				l.logger.Warn("recovery: could not remove an old snapshot", "file", de.Name(), "err", err)
+				continue
+			}
+			removed = true
+		}
+	}
+	if removed {
+		if err := syncDir(l.dir); err != nil {
+			l.logger.Warn("recovery: could not sync the log directory after removing old snapshots", "dir", l.dir, "err", err)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package recovery_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/recoverytest"
+)
+
+// TestRecoverSnapshot checks which completed batches a snapshot keeps for
+// replay: those after it, with their blocks, empty ones included; none
+// without a snapshot.
+func TestRecoverSnapshot(t *testing.T) {
+	st, err := recovery.Recover(recoverytest.StateHistory("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []recovery.PendingBatch{
+		{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1)}},
+		{Time: 3000, Blocks: []batch.BlockInfo{info(1, 0)}},
+	}
+	if diff := cmp.Diff(want, st.Replay); diff != "" {
+		t.Errorf("Replay (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&recovery.SnapshotRef{Time: 1000, Ref: "r"}, st.Snapshot); diff != "" {
+		t.Errorf("Snapshot (-want +got):\n%s", diff)
+	}
+	if len(st.Pending) != 1 || st.Pending[0].Time != 4000 {
+		t.Errorf("Pending = %v, want batch 4000", st.Pending)
+	}
+	// The compacted log recovers to the same state.
+	again, err := recovery.Recover(st.Entries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, again, recoverytest.EquateEmpty()); diff != "" {
+		t.Errorf("State of Entries() (-want +got):\n%s", diff)
+	}
+
+	empty, err := recovery.Recover([]recovery.Entry{
+		recovery.SnapshotTaken(0, ""),
+		recovery.BatchAllocated(1000), recovery.BatchCompleted(1000),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(empty.Replay) != 1 || empty.Replay[0].Time != 1000 {
+		t.Errorf("an empty completed batch after the snapshot: Replay = %v, want batch 1000", empty.Replay)
+	}
+
+	none, err := recovery.Recover(recoverytest.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.Snapshot != nil || len(none.Replay) > 0 {
+		t.Errorf("a log without snapshot: Snapshot %v, Replay %v; want none", none.Snapshot, none.Replay)
+	}
+
+	_, err = recovery.Recover([]recovery.Entry{recovery.SnapshotTaken(2000, "b"), recovery.SnapshotTaken(1000, "a")})
+	if !errors.Is(err, recovery.ErrInconsistent) {
+		t.Errorf("a snapshot older than the current one: got %v, want ErrInconsistent", err)
+	}
+}
+
+// TestDirSnapshotTorn checks that a snapshot.tmp a crash tore is removed at
+// open and leaves the current snapshot readable, and that a damaged
+// snapshot file is a *CorruptError.
+func TestDirSnapshotTorn(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	l, err := recovery.OpenDir(ctx, recovery.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := l.PutSnapshot(ctx, 1000, []byte("state at 1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, recovery.SnapshotTaken(1000, ref))
+	l.Close()
+	// A crash in the middle of writing the next snapshot.
+	tmp := filepath.Join(dir, "snapshot.tmp")
+	if err := os.WriteFile(tmp, []byte("weirsnp1\x00\x01"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err = recovery.OpenDir(ctx, recovery.Dir(dir))
+	if err != nil {
+		t.Fatalf("open after a torn snapshot: %v", err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("snapshot.tmp still there after open: %v", err)
+	}
+	got, err := l.GetSnapshot(ctx, ref)
+	if err != nil || string(got) != "state at 1000" {
+		t.Fatalf("GetSnapshot = %q, %v; want the snapshot at 1000", got, err)
+	}
+	// Damage the snapshot file.
+	path := filepath.Join(dir, ref)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ce *recovery.CorruptError
+	if _, err := l.GetSnapshot(ctx, ref); !errors.As(err, &ce) || ce.Path != path {
+		t.Errorf("GetSnapshot of a damaged file: got %v, want a *CorruptError naming %s", err, path)
+	}
+	if _, err := l.GetSnapshot(ctx, "../LOCK"); !errors.Is(err, recovery.ErrNoSnapshot) {
+		t.Errorf("GetSnapshot of a name that is not a snapshot's: got %v, want ErrNoSnapshot", err)
+	}
+}

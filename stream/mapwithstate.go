@@ -1,0 +1,243 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// State is the state of one key in a MapWithState function: whether it
+// exists, its value, and whether the call is the last one of a key that
+// timed out. It is valid only during the call it is given to.
+type State[S any] struct {
+	value     S
+	exists    bool
+	timingOut bool
+	err       error // misuse, reported as the batch's error
+}
+
+// Exists reports whether the key has a state.
+func (s *State[S]) Exists() bool { return s.exists }
+
+// Get returns the key's state, or the zero S if it has none.
+func (s *State[S]) Get() S { return s.value }
+
+// Update sets the key's state. It must not be called on a state that is
+// timing out (the key's state is removed after that call whatever it
+// does): doing so fails the batch.
+func (s *State[S]) Update(v S) {
+	if s.timingOut {
+		s.err = errors.New("State.Update called on a state that is timing out: a timed-out key's state is removed; check IsTimingOut")
+		return
+	}
+	s.value, s.exists = v, true
+}
+
+// Remove removes the key's state. Removing a state that is timing out is
+// allowed and changes nothing.
+func (s *State[S]) Remove() {
+	var zero S
+	s.value, s.exists = zero, false
+}
+
+// IsTimingOut reports whether this call is the one MapWithState makes for a
+// key idle for its StateTimeout: there is no value, and the state is
+// removed after the call.
+func (s *State[S]) IsTimingOut() bool { return s.timingOut }
+
+// StateTimeout is an option of MapWithState: a key that has had no value
+// for at least d of batch time gets its function called once more, with a
+// timing-out state and the zero value, at the first batch at least d after
+// its last value, and then loses its state. d must be a positive multiple
+// of the batch interval. Default: no timeout.
+func StateTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout = d }
+}
+
+// MapWithState keeps a state per key across batches, as Spark's
+// mapWithState: for every pair of every batch of s, in order, f is called
+// with the pair's key and value and the key's *State, which it may read,
+// Update or Remove; what it returns is emitted (if emit) on the first
+// returned stream, the mapped stream, in call order. With StateTimeout, a
+// key idle for the timeout gets one more call with a timing-out state (see
+// State.IsTimingOut), whose result is emitted too, after the batch's pairs.
+//
+// The second returned stream has, after every batch, one pair per key with
+// a state and that state, in the order the keys got their state (Spark's
+// stateSnapshots).
+//
+// With Config.Recovery the states (and the batch time of each key's last
+// value, for the timeout) survive a crash exactly, as UpdateStateByKey's: f
+// sees every pair once, in a run that was interrupted as in one that was
+// not. The timeout is measured in batch time, so a replay times out the
+// same keys. Keys and states are encoded with GobCodec unless StateCodec
+// options give other codecs; Run refuses to start if they cannot be
+// encoded.
+func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K, value V, state *State[S]) (out U, emit bool), opts ...Option) (mapped *Stream[U], snapshots *Stream[Pair[K, S]]) {
+	requireFunc(s.p, "MapWithState", s.n, "f", f == nil)
+	o := applyOptions(opts)
+	bi := s.p.cfg.BatchInterval
+	if o.timeout < 0 || o.timeout%bi != 0 {
+		s.p.graphError(fmt.Errorf("MapWithState of %v: StateTimeout %v: must be a positive multiple of the batch interval (%v)", s.n, o.timeout, bi))
+	}
+	cs := newCodecSet(o)
+	st := &mapState[K, V, S, U]{f: f, timeout: o.timeout, vals: make(map[K]*keyEntry[S]),
+		kc: codecFor[K](cs), sc: codecFor[S](cs)}
+	cs.unused(s.p, "MapWithState", s.n)
+	tick := func(r *run) error {
+		b, err := s.at(r)
+		if err != nil || b == nil {
+			return err
+		}
+		return st.apply(b)
+	}
+	mapped = newStatefulStream(s.p, "MapWithState", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
+		if st.out == nil || st.out.Time() != r.job.time {
+			return nil, fmt.Errorf("%v: no state computed for this batch", mapped.n)
+		}
+		return st.out, nil
+	}, tick)
+	mapped.n.state = st
+	snapshots = newStream(s.p, "MapWithState(snapshots)", s.n.slide, []*node{mapped.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
+		if _, err := mapped.at(r); err != nil {
+			return nil, err
+		}
+		return st.snap, nil
+	})
+	return mapped, snapshots
+}
+
+// keyEntry is one key's state in a MapWithState.
+type keyEntry[S any] struct {
+	v    S
+	last batch.Time // batch time of the key's last value
+}
+
+// mapState is the state of a MapWithState.
+type mapState[K comparable, V, S, U any] struct {
+	f       func(K, V, *State[S]) (U, bool)
+	timeout time.Duration
+	vals    map[K]*keyEntry[S]
+	keys    []K // keys of vals, in the order they got state; may hold removed keys until compacted
+	kc      Codec[K]
+	sc      Codec[S]
+	out     *batch.Batch[U]
+	snap    *batch.Batch[Pair[K, S]]
+}
+
+// call calls f for key with its state and applies what f did to it.
+func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out *[]U) error {
+	e, has := st.vals[k]
+	state := State[S]{exists: has, timingOut: timingOut}
+	if has {
+		state.value = e.v
+	}
+	u, emit := st.f(k, v, &state)
+	if state.err != nil {
+		return fmt.Errorf("key %v: %w", k, state.err)
+	}
+	if emit {
+		*out = append(*out, u)
+	}
+	switch {
+	case timingOut || !state.exists:
+		delete(st.vals, k)
+	case has:
+		e.v, e.last = state.value, t
+	default:
+		st.vals[k] = &keyEntry[S]{v: state.value, last: t}
+		st.keys = append(st.keys, k)
+	}
+	return nil
+}
+
+// apply runs f on batch b and times out the idle keys.
+func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
+	t := b.Time()
+	var out []U
+	for kv := range b.All() {
+		if err := st.call(t, kv.Key, kv.Value, false, &out); err != nil {
+			return err
+		}
+	}
+	// A key removed and added again within the batch is in keys twice:
+	// compact, keeping each live key's first position.
+	var zero V
+	kept := st.keys[:0]
+	seen := make(map[K]bool, len(st.vals))
+	for _, k := range st.keys {
+		if _, ok := st.vals[k]; ok && !seen[k] {
+			seen[k] = true
+			kept = append(kept, k)
+		}
+	}
+	clear(st.keys[len(kept):])
+	st.keys = kept
+	if st.timeout > 0 {
+		for _, k := range st.keys {
+			if e := st.vals[k]; e != nil && t.Std().Sub(e.last.Std()) >= st.timeout {
+				if err := st.call(t, k, zero, true, &out); err != nil {
+					return err
+				}
+			}
+		}
+		kept := st.keys[:0]
+		for _, k := range st.keys {
+			if _, ok := st.vals[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		clear(st.keys[len(kept):])
+		st.keys = kept
+	}
+	pairs := make([]Pair[K, S], len(st.keys))
+	for i, k := range st.keys {
+		pairs[i] = Pair[K, S]{Key: k, Value: st.vals[k].v}
+	}
+	st.out = batch.Derive(b, out)
+	st.snap = batch.Derive(b, pairs)
+	return nil
+}
+
+func (st *mapState[K, V, S, U]) check() error {
+	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))
+}
+
+// snapshot encodes the keys in order, their states and last value times.
+func (st *mapState[K, V, S, U]) snapshot() ([]byte, error) {
+	var w snapWriter
+	w.uint(uint64(len(st.keys)))
+	states := make([]S, len(st.keys))
+	for i, k := range st.keys {
+		e := st.vals[k]
+		states[i] = e.v
+		w.int(int64(e.last))
+	}
+	if err := snapValues(&w, st.kc, st.keys); err != nil {
+		return nil, err
+	}
+	if err := snapValues(&w, st.sc, states); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
+}
+
+func (st *mapState[K, V, S, U]) restore(data []byte) error {
+	r := &snapReader{buf: data}
+	lasts := make([]batch.Time, r.count())
+	for i := range lasts {
+		lasts[i] = batch.Time(r.int())
+	}
+	keys := snapRead(r, st.kc, len(lasts))
+	states := snapRead(r, st.sc, len(lasts))
+	if err := r.done(); err != nil {
+		return err
+	}
+	st.keys, st.vals, st.out, st.snap = keys, make(map[K]*keyEntry[S], len(keys)), nil, nil
+	for i, k := range keys {
+		st.vals[k] = &keyEntry[S]{v: states[i], last: lasts[i]}
+	}
+	return nil
+}

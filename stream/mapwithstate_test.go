@@ -1,0 +1,208 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+)
+
+// TestMapWithState keeps a count per word, emits the new count of every
+// word seen, and times a word out after 2s without it.
+func TestMapWithState(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		mapped, snaps := MapWithState(wordPairs(s), func(k string, v int, st *State[int]) (string, bool) {
+			if st.IsTimingOut() {
+				return k + " timed out at " + strings.Repeat("*", st.Get()), true
+			}
+			st.Update(st.Get() + v)
+			return k + "=" + strings.Repeat("*", st.Get()), true
+		}, StateTimeout(2*time.Second))
+		m := collect(mapped)
+		c := collect(snaps)
+		if err := feed(t, p, r, [][]string{{"a b", "a"}, {"b"}, nil, {"b"}, nil, {"c"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		wantMapped := []out[string]{
+			{0, []string{"a=*", "b=*", "a=**"}},
+			{1, []string{"b=**"}},
+			{2, []string{"a timed out at **"}},
+			{3, []string{"b=***"}},
+			{4, nil},
+			{5, []string{"c=*", "b timed out at ***"}},
+		}
+		if diff := cmp.Diff(wantMapped, m.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("mapped (-want +got):\n%s", diff)
+		}
+		wantSnaps := []out[kv]{
+			{0, []kv{{"a", 2}, {"b", 1}}},
+			{1, []kv{{"a", 2}, {"b", 2}}},
+			{2, []kv{{"b", 2}}},
+			{3, []kv{{"b", 3}}},
+			{4, []kv{{"b", 3}}},
+			{5, []kv{{"c", 1}}},
+		}
+		if diff := cmp.Diff(wantSnaps, c.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("state snapshots (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestMapWithStateUpdateTimingOut fails the batch of a function that
+// updates a state that is timing out.
+func TestMapWithStateUpdateTimingOut(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		mapped, _ := MapWithState(wordPairs(s), func(_ string, v int, st *State[int]) (int, bool) {
+			st.Update(v)
+			return 0, false
+		}, StateTimeout(time.Second))
+		collect(mapped)
+		err := feed(t, p, r, [][]string{{"a"}, nil, nil})
+		var be *BatchError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), "timing out") {
+			t.Fatalf("Run = %v, want a *BatchError about updating a timing-out state", err)
+		}
+	})
+}
+
+type opaque struct{ n int } // no exported field: gob refuses it
+
+type opaqueCodec struct{}
+
+func (opaqueCodec) Encode(vs []opaque) ([]byte, error) {
+	b := make([]byte, len(vs))
+	for i, v := range vs {
+		b[i] = byte(v.n)
+	}
+	return b, nil
+}
+
+func (opaqueCodec) Decode(b []byte) ([]opaque, error) {
+	vs := make([]opaque, len(b))
+	for i, c := range b {
+		vs[i] = opaque{int(c)}
+	}
+	return vs, nil
+}
+
+// TestStateCodecRefusedAtRun checks that Run, with a recovery log, refuses
+// a state type its codec cannot encode, naming the operator and the fix;
+// that a StateCodec for the type fixes it; and that a codec of a type the
+// operator does not keep is refused.
+func TestStateCodecRefusedAtRun(t *testing.T) {
+	build := func(opts ...Option) error {
+		p, err := NewPipeline(Config{Recovery: recovery.Memory()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := From(p, newTestReceiver[string]())
+		st := UpdateStateByKey(wordPairs(s), func(_ string, vs []int, st opaque, _ bool) (opaque, bool) {
+			return opaque{st.n + len(vs)}, true
+		}, opts...)
+		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, opaque]]) error { return nil })
+		return p.Validate()
+	}
+	err := build()
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "UpdateStateByKey (stream") ||
+		!strings.Contains(err.Error(), "stream.StateCodec") || !strings.Contains(err.Error(), "opaque") {
+		t.Errorf("Validate with an opaque state = %v; want ErrInvalidConfig naming UpdateStateByKey, the type and StateCodec", err)
+	}
+	if err := build(StateCodec[opaque](opaqueCodec{})); err != nil {
+		t.Errorf("Validate with a StateCodec for the state: %v", err)
+	}
+	err = build(StateCodec[opaque](opaqueCodec{}), StateCodec[float64](GobCodec[float64]()))
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "float64") {
+		t.Errorf("Validate with a codec of a type the operator does not keep = %v; want ErrInvalidConfig naming it", err)
+	}
+	// Without a recovery log the state is never encoded: nothing to refuse.
+	p, _ := NewPipeline(Config{})
+	s := From(p, newTestReceiver[string]())
+	ForEachBatch(UpdateStateByKey(wordPairs(s), func(_ string, _ []int, st opaque, _ bool) (opaque, bool) { return st, true }),
+		func(context.Context, *batch.Batch[Pair[string, opaque]]) error { return nil })
+	if err := p.Validate(); err != nil {
+		t.Errorf("Validate without a recovery log: %v", err)
+	}
+}
+
+// TestStateSnapshotRoundTrip snapshots and restores each stateful
+// operator's state, with the default and a user codec, including struct
+// keys that JSON could not use as map keys.
+func TestStateSnapshotRoundTrip(t *testing.T) {
+	type key struct {
+		Shard string
+		N     int
+	}
+	st := &keyState[key, int, opaque]{vals: map[key]opaque{}, kc: GobCodec[key](), sc: opaqueCodec{}}
+	for i := range 5 {
+		k := key{"s", 4 - i}
+		st.keys = append(st.keys, k)
+		st.vals[k] = opaque{i}
+	}
+	data, err := st.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &keyState[key, int, opaque]{kc: GobCodec[key](), sc: opaqueCodec{}}
+	if err := back.restore(data); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st.keys, back.keys); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(st.vals, back.vals, cmp.AllowUnexported(opaque{})); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if err := back.restore(data[:len(data)-1]); err == nil {
+		t.Errorf("restore of a cut snapshot: no error")
+	}
+}
+
+// TestGobCodecValues round-trips the values the default codec must take:
+// nil and non-nil pointers, nil interfaces, struct keys, maps, empty
+// structs; and refuses a channel.
+func TestGobCodecValues(t *testing.T) {
+	one := 1
+	roundTrip(t, GobCodec[*int](), []*int{nil, &one, nil})
+	roundTrip(t, GobCodec[any](), []any{nil, "x", 3})
+	type key struct {
+		Shard string
+		N     int
+	}
+	roundTrip(t, GobCodec[key](), []key{{"a", 1}, {}, {"b", 2}})
+	roundTrip(t, GobCodec[map[key]int](), []map[key]int{{{"a", 1}: 2}, {}})
+	roundTrip(t, GobCodec[struct{}](), []struct{}{{}, {}})
+	roundTrip(t, JSONCodec[map[string]int](), []map[string]int{{"a": 1}, {}})
+	if err := checkCodec(GobCodec[chan int]()); err == nil || !strings.Contains(err.Error(), "chan int") {
+		t.Errorf("checkCodec of a channel type = %v; want an error naming the type", err)
+	}
+	if err := checkCodec(GobCodec[*opaque]()); err == nil {
+		t.Errorf("checkCodec of a pointer to a struct without exported fields: no error")
+	}
+}
+
+func roundTrip[T any](t *testing.T, c Codec[T], vs []T) {
+	t.Helper()
+	if err := checkCodec(c); err != nil {
+		t.Fatalf("checkCodec: %v", err)
+	}
+	b, err := c.Encode(vs)
+	if err != nil {
+		t.Fatalf("Encode(%v): %v", vs, err)
+	}
+	back, err := c.Decode(b)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if diff := cmp.Diff(vs, back, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip of %T (-want +got):\n%s", vs, diff)
+	}
+}

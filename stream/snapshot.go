@@ -1,0 +1,344 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+)
+
+// nodeState is the state of a stateful operator, as the driver snapshots it
+// (DESIGN.md, "State: snapshot + lineage"). Its methods are called from the
+// batch loop only, between batches.
+type nodeState interface {
+	// check reports whether the state's types can be encoded: Run refuses
+	// to start with a recovery log otherwise.
+	check() error
+	// snapshot encodes the state after the last batch ticked.
+	snapshot() ([]byte, error)
+	// restore replaces the state with one snapshot encoded.
+	restore(data []byte) error
+}
+
+// snapshotVersion is the version of the snapshot envelope this weir writes
+// and reads.
+const snapshotVersion = 1
+
+// snapshotFile is what the driver stores as one snapshot: the state of every
+// stateful operator after the batch at Time, in graph order, each named by
+// its operator so that a changed graph is refused rather than misread.
+type snapshotFile struct {
+	Version int
+	Time    int64
+	Ops     []string
+	Data    [][]byte
+}
+
+// stateKeeper snapshots the stateful operators of a Run every interval
+// and restores them on a restart. It is used by the batch loop only.
+type stateKeeper struct {
+	nodes []*node // reachable nodes with state, parents first
+	store recovery.SnapshotStore
+	log   *recoveryLog
+	every time.Duration
+	last  batch.Time // time of the current snapshot
+}
+
+func (k *stateKeeper) ops() []string {
+	ops := make([]string, len(k.nodes))
+	for i, n := range k.nodes {
+		ops[i] = n.op
+	}
+	return ops
+}
+
+// stateProblemsLocked returns, for a pipeline with a recovery log, a problem
+// for every stateful operator whose state cannot be encoded. p.mu is held.
+func (p *Pipeline) stateProblemsLocked() []error {
+	if p.cfg.Recovery == nil {
+		return nil
+	}
+	var problems []error
+	for _, n := range p.nodes {
+		if n.state == nil {
+			continue
+		}
+		if err := n.state.check(); err != nil {
+			problems = append(problems, fmt.Errorf("%v: its state cannot be snapshotted, which Config.Recovery needs: %w; "+
+				"give the operator a codec for that type with stream.StateCodec, or change the type "+
+				"(exported fields, no channels or functions, interfaces registered with gob.Register)", n, err))
+		}
+	}
+	return problems
+}
+
+// openState prepares the stateful operators of a Run with recovery log l,
+// whose state at open was st: it loads the current snapshot and queues the
+// batches completed after it for replay, before the pending ones. On a
+// first start with state it records the empty state as the current
+// snapshot, so that the log keeps from now on the batches a restart must
+// replay. Without stateful operators it does nothing, unless the log has a
+// snapshot (a pipeline that had state): then it goes on recording empty
+// snapshots, so that the log does not keep every batch for a replay, and a
+// snapshot holding state is refused as a changed graph.
+func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.State) error {
+	var nodes []*node
+	for _, n := range e.ticks {
+		if n.state != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 && st.Snapshot == nil {
+		return nil
+	}
+	store, ok := l.(recovery.SnapshotStore)
+	if !ok && len(nodes) > 0 {
+		return fmt.Errorf("stream: the recovery log %T keeps no state snapshots (recovery.SnapshotStore), which the pipeline's stateful operators need: "+
+			"use recovery.Dir, recovery/dynamolog or recovery.Memory", l)
+	}
+	rl, _ := e.log.(*recoveryLog)
+	k := &stateKeeper{nodes: nodes, store: store, log: rl, every: e.cfg.StateCheckpointInterval}
+	if st.Snapshot == nil {
+		var t batch.Time
+		if st.HasCompleted {
+			t = st.LastCompleted
+			e.cfg.Logger.Warn("stream: the recovery log has no state snapshot but completed batches: the state starts empty after them",
+				"batch", t)
+		}
+		if err := l.Append(ctx, recovery.SnapshotTaken(t, "")); err != nil {
+			return fmt.Errorf("stream: record the empty state in the recovery log: %w", err)
+		}
+		k.last = t
+		e.state = k
+		return nil
+	}
+	k.last = st.Snapshot.Time
+	if st.Snapshot.Ref != "" {
+		if err := k.restore(ctx, *st.Snapshot); err != nil {
+			return err
+		}
+	}
+	replay := make([]*job, 0, len(st.Replay))
+	records := 0
+	for _, b := range st.Replay {
+		j := &job{time: b.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true, replay: true}
+		for _, bl := range b.Blocks {
+			if bl.ID.Source < 0 || bl.ID.Source >= len(e.sources) {
+				return fmt.Errorf("stream: recovery log: batch %v holds block %v of source %d, but the pipeline has %d sources",
+					b.Time, bl.ID, bl.ID.Source, len(e.sources))
+			}
+			j.blocks[bl.ID.Source] = append(j.blocks[bl.ID.Source], bl)
+			j.records += bl.Count
+			j.nblocks++
+		}
+		records += j.records
+		replay = append(replay, j)
+	}
+	e.recovered = append(replay, e.recovered...)
+	e.state = k
+	e.cfg.Logger.Info("stream: state restored from a snapshot; replaying the batches completed after it",
+		"snapshot", st.Snapshot.Time, "replay", len(replay), "records", records)
+	return nil
+}
+
+// restore loads the snapshot ref into the operators.
+func (k *stateKeeper) restore(ctx context.Context, ref recovery.SnapshotRef) error {
+	data, err := k.store.GetSnapshot(ctx, ref.Ref)
+	if err != nil {
+		return fmt.Errorf("stream: load the state snapshot at %v: %w", ref.Time, err)
+	}
+	var f snapshotFile
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
+		return fmt.Errorf("stream: decode the state snapshot at %v: %w", ref.Time, err)
+	}
+	if f.Version != snapshotVersion {
+		return fmt.Errorf("stream: the state snapshot at %v has version %d, this weir reads version %d", ref.Time, f.Version, snapshotVersion)
+	}
+	if ops := k.ops(); !slices.Equal(f.Ops, ops) || len(f.Data) != len(ops) {
+		return fmt.Errorf("%w: the stateful operators were %v when the state snapshot at %v was taken, now %v; "+
+			"restore the pipeline, or start fresh by deleting the recovery log (the state is then lost)",
+			recovery.ErrShapeChanged, f.Ops, ref.Time, ops)
+	}
+	for i, n := range k.nodes {
+		if err := n.state.restore(f.Data[i]); err != nil {
+			return fmt.Errorf("stream: restore %v from the state snapshot at %v: %w", n, ref.Time, err)
+		}
+	}
+	return nil
+}
+
+// afterBatch snapshots the state after the completed batch at t if the
+// interval has passed since the current snapshot: the snapshot is stored,
+// then recorded in the log. A snapshot that cannot be encoded or stored is
+// logged and tried again after the next batch (the log keeps the batches to
+// replay meanwhile); a failed append stops the Run, as any.
+func (e *engine) afterBatch(ctx context.Context, t batch.Time) {
+	k := e.state
+	if k == nil || t.Std().Sub(k.last.Std()) < k.every {
+		return
+	}
+	if len(k.nodes) == 0 {
+		// No state: an empty snapshot only releases the batches kept for
+		// a replay.
+		if k.log != nil && k.log.append(ctx, recovery.SnapshotTaken(t, "")) == nil {
+			k.last = t
+		}
+		return
+	}
+	f := snapshotFile{Version: snapshotVersion, Time: int64(t), Ops: k.ops(), Data: make([][]byte, len(k.nodes))}
+	for i, n := range k.nodes {
+		b, err := n.state.snapshot()
+		if err != nil {
+			e.cfg.Logger.Error("stream: cannot snapshot the state; trying again after the next batch", "batch", t, "node", n.String(), "err", err)
+			return
+		}
+		f.Data[i] = b
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(f); err != nil {
+		e.cfg.Logger.Error("stream: cannot encode the state snapshot; trying again after the next batch", "batch", t, "err", err)
+		return
+	}
+	ref, err := k.store.PutSnapshot(ctx, t, buf.Bytes())
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("stream: cannot store the state snapshot; trying again after the next batch", "batch", t, "err", err)
+		}
+		return
+	}
+	if k.log == nil {
+		return
+	}
+	if err := k.log.append(ctx, recovery.SnapshotTaken(t, ref)); err != nil {
+		return // fatal: the recovery log stops the Run
+	}
+	k.last = t
+	e.cfg.Logger.Debug("stream: state snapshot taken", "batch", t, "bytes", buf.Len())
+}
+
+// replay recomputes the replayed batch j for its state only: the stateful
+// operators see it as in the run that completed it, its outputs do not run
+// again and nothing is logged.
+func (e *engine) replay(ctx context.Context, j *job) error {
+	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes)}
+	for _, n := range e.ticks {
+		if err := n.tick(r); err != nil {
+			return &BatchError{Time: j.time, Err: fmt.Errorf("replaying the completed batch to rebuild the state: %v: %w", n, err)}
+		}
+	}
+	return nil
+}
+
+// snapWriter builds an operator's snapshot: a sequence of unsigned varints
+// and length-prefixed byte strings.
+type snapWriter struct{ buf []byte }
+
+func (w *snapWriter) uint(v uint64) { w.buf = binary.AppendUvarint(w.buf, v) }
+
+func (w *snapWriter) int(v int64) { w.buf = binary.AppendVarint(w.buf, v) }
+
+func (w *snapWriter) bytes(b []byte) {
+	w.uint(uint64(len(b)))
+	w.buf = append(w.buf, b...)
+}
+
+// values appends vs encoded with c.
+func snapValues[T any](w *snapWriter, c Codec[T], vs []T) error {
+	b, err := c.Encode(vs)
+	if err != nil {
+		return err
+	}
+	w.bytes(b)
+	return nil
+}
+
+// snapReader reads what a snapWriter wrote; the first error sticks.
+type snapReader struct {
+	buf []byte
+	err error
+}
+
+var errSnapShort = errors.New("snapshot cut short")
+
+func (r *snapReader) uint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf)
+	if n <= 0 {
+		r.err = errSnapShort
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+func (r *snapReader) int() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.buf)
+	if n <= 0 {
+		r.err = errSnapShort
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+// count reads a length and checks it is not more than the bytes left
+// could hold (every counted item takes at least one byte).
+func (r *snapReader) count() int {
+	n := r.uint()
+	if r.err == nil && n > uint64(len(r.buf)) {
+		r.err = fmt.Errorf("count %d, with %d bytes left", n, len(r.buf))
+		return 0
+	}
+	return int(n)
+}
+
+func (r *snapReader) bytes() []byte {
+	n := r.uint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.buf)) {
+		r.err = errSnapShort
+		return nil
+	}
+	b := r.buf[:n]
+	r.buf = r.buf[n:]
+	return b
+}
+
+// snapRead reads n values encoded with c.
+func snapRead[T any](r *snapReader, c Codec[T], n int) []T {
+	b := r.bytes()
+	if r.err != nil {
+		return nil
+	}
+	vs, err := c.Decode(b)
+	if err == nil && len(vs) != n {
+		err = fmt.Errorf("decoded %d values, want %d", len(vs), n)
+	}
+	if err != nil {
+		r.err = err
+		return nil
+	}
+	return vs
+}
+
+// done returns the reader's error, or one if bytes are left over.
+func (r *snapReader) done() error {
+	if r.err == nil && len(r.buf) > 0 {
+		r.err = fmt.Errorf("%d bytes left over", len(r.buf))
+	}
+	return r.err
+}

@@ -1,0 +1,208 @@
+package stream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// recordCodec encodes the records of a history: all of them at once.
+type recordCodec[T any] struct {
+	encode func(w *snapWriter, recs []T) error
+	decode func(r *snapReader, n int) []T
+	check  func() error
+}
+
+func plainRecords[T any](c Codec[T]) recordCodec[T] {
+	return recordCodec[T]{
+		encode: func(w *snapWriter, recs []T) error { return snapValues(w, c, recs) },
+		decode: func(r *snapReader, n int) []T { return snapRead(r, c, n) },
+		check:  func() error { return checkCodec(c) },
+	}
+}
+
+// pairRecords encodes pairs as their keys, then their values, each with
+// its own codec.
+func pairRecords[K comparable, V any](kc Codec[K], vc Codec[V]) recordCodec[Pair[K, V]] {
+	return recordCodec[Pair[K, V]]{
+		encode: func(w *snapWriter, recs []Pair[K, V]) error {
+			keys, vals := splitPairs(recs)
+			return errors.Join(snapValues(w, kc, keys), snapValues(w, vc, vals))
+		},
+		decode: func(r *snapReader, n int) []Pair[K, V] {
+			return joinPairs(snapRead(r, kc, n), snapRead(r, vc, n))
+		},
+		check: func() error { return errors.Join(checkCodec(kc), checkCodec(vc)) },
+	}
+}
+
+func splitPairs[K comparable, V any](ps []Pair[K, V]) ([]K, []V) {
+	keys, vals := make([]K, len(ps)), make([]V, len(ps))
+	for i, p := range ps {
+		keys[i], vals[i] = p.Key, p.Value
+	}
+	return keys, vals
+}
+
+func joinPairs[K comparable, V any](keys []K, vals []V) []Pair[K, V] {
+	if len(keys) != len(vals) {
+		return nil
+	}
+	ps := make([]Pair[K, V], len(keys))
+	for i := range keys {
+		ps[i] = Pair[K, V]{Key: keys[i], Value: vals[i]}
+	}
+	return ps
+}
+
+// encode writes the kept batches: their times, blocks and part lengths,
+// then all their records at once.
+func (h *history[T]) encode(w *snapWriter, rc recordCodec[T]) error {
+	w.uint(uint64(len(h.bs)))
+	var all []T
+	for _, b := range h.bs {
+		w.int(int64(b.Time()))
+		blocks, err := json.Marshal(b.Blocks())
+		if err != nil {
+			return err
+		}
+		w.bytes(blocks)
+		w.uint(uint64(len(b.Parts())))
+		for _, p := range b.Parts() {
+			w.uint(uint64(len(p)))
+			all = append(all, p...)
+		}
+	}
+	w.uint(uint64(len(all)))
+	return rc.encode(w, all)
+}
+
+// decode reads what encode wrote.
+func (h *history[T]) decode(r *snapReader, rc recordCodec[T]) error {
+	type shape struct {
+		t      batch.Time
+		blocks []batch.BlockInfo
+		parts  []int
+	}
+	shapes := make([]shape, r.count())
+	for i := range shapes {
+		s := &shapes[i]
+		s.t = batch.Time(r.int())
+		if b := r.bytes(); r.err == nil {
+			if err := json.Unmarshal(b, &s.blocks); err != nil {
+				return fmt.Errorf("blocks of batch %v: %w", s.t, err)
+			}
+		}
+		s.parts = make([]int, r.count())
+		for j := range s.parts {
+			s.parts[j] = int(r.uint())
+		}
+	}
+	n := r.uint()
+	if r.err != nil {
+		return r.err
+	}
+	all := rc.decode(r, int(n))
+	if r.err != nil {
+		return r.err
+	}
+	bs := make([]*batch.Batch[T], len(shapes))
+	for i, s := range shapes {
+		parts := make([][]T, len(s.parts))
+		for j, l := range s.parts {
+			if l > len(all) {
+				return fmt.Errorf("batch %v: a part of %d records, %d left", s.t, l, len(all))
+			}
+			parts[j], all = all[:l:l], all[l:]
+		}
+		bs[i] = batch.New(s.t, s.blocks, parts...)
+	}
+	if len(all) > 0 {
+		return fmt.Errorf("%d records left over", len(all))
+	}
+	h.bs = bs
+	return nil
+}
+
+// windowState is the nodeState of a Window: its history.
+type windowState[T any] struct {
+	h  *history[T]
+	rc recordCodec[T]
+}
+
+func (s *windowState[T]) check() error { return s.rc.check() }
+
+func (s *windowState[T]) snapshot() ([]byte, error) {
+	var w snapWriter
+	if err := s.h.encode(&w, s.rc); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
+}
+
+func (s *windowState[T]) restore(data []byte) error {
+	r := &snapReader{buf: data}
+	if err := s.h.decode(r, s.rc); err != nil {
+		return err
+	}
+	return r.done()
+}
+
+func (w *windowReduce[K, V]) check() error { return w.rc.check() }
+
+// snapshot encodes the history of per-batch reductions and, with an
+// inverse, the window kept: its keys in order, their values and counts.
+func (w *windowReduce[K, V]) snapshot() ([]byte, error) {
+	var sw snapWriter
+	if err := w.h.encode(&sw, w.rc); err != nil {
+		return nil, err
+	}
+	if w.inverse == nil || !w.ok {
+		sw.uint(0)
+		return sw.buf, nil
+	}
+	sw.uint(1)
+	sw.int(int64(w.at))
+	pairs := make([]Pair[K, V], len(w.keys))
+	counts := make([]uint64, len(w.keys))
+	for i, k := range w.keys {
+		c := w.vals[k]
+		pairs[i], counts[i] = Pair[K, V]{Key: k, Value: c.v}, uint64(c.n)
+	}
+	sw.uint(uint64(len(pairs)))
+	for _, c := range counts {
+		sw.uint(c)
+	}
+	if err := w.rc.encode(&sw, pairs); err != nil {
+		return nil, err
+	}
+	return sw.buf, nil
+}
+
+func (w *windowReduce[K, V]) restore(data []byte) error {
+	r := &snapReader{buf: data}
+	if err := w.h.decode(r, w.rc); err != nil {
+		return err
+	}
+	w.vals, w.keys, w.at, w.ok = nil, nil, 0, false
+	if r.uint() == 1 {
+		at := batch.Time(r.int())
+		counts := make([]int, r.count())
+		for i := range counts {
+			counts[i] = int(r.uint())
+		}
+		pairs := w.rc.decode(r, len(counts))
+		if r.err == nil {
+			w.vals = make(map[K]*counted[V], len(pairs))
+			w.keys = make([]K, len(pairs))
+			for i, p := range pairs {
+				w.keys[i] = p.Key
+				w.vals[p.Key] = &counted[V]{v: p.Value, n: counts[i]}
+			}
+			w.at, w.ok = at, true
+		}
+	}
+	return r.done()
+}
