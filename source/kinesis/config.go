@@ -149,17 +149,19 @@ type Config struct {
 	// RecordsPerRead is the Limit of each GetRecords call, 1 to 10000.
 	// Default 10000.
 	RecordsPerRead int
-	// PollInterval is the wait after a GetRecords call that returned no
-	// records, or whose MillisBehindLatest says the reader caught up with
-	// the tip of the shard: nothing more is there to read yet. Default
-	// 500ms (see DefaultPollInterval).
+	// PollInterval is the wait after a GetRecords call that found the
+	// reader at the tip of the shard: no records, or a page neither full
+	// nor cut by the response size limit with MillisBehindLatest 0.
+	// Default 500ms (see DefaultPollInterval).
 	PollInterval time.Duration
 	// MinReadInterval is the least time between the starts of two
-	// GetRecords calls on one shard. A reader behind the tip of its shard
-	// (the last call returned records and MillisBehindLatest > 0) reads
-	// again as soon as this much time passed since its last call started,
-	// to catch up at the shard's full read rate; otherwise it waits
-	// PollInterval, and never less than this. Default 200ms, Kinesis's limit
+	// GetRecords calls on one shard. A reader with more records waiting
+	// (the last page was full, RecordsPerRead records or as many as the
+	// byte budget and rate let it ask for; or cut by the 10 MiB response
+	// limit; or MillisBehindLatest > 0) reads again as soon as this much
+	// time passed since its last call started, to catch up at the shard's
+	// full read rate; otherwise it waits PollInterval, and never less than
+	// this. Default 200ms, Kinesis's limit
 	// of 5 GetRecords calls per second per shard (a limit shared by every
 	// consumer of the stream: raise it to leave room for others, or lower
 	// it for a server that has no such limit).

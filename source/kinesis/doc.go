@@ -9,10 +9,11 @@
 //   - An Assigner (AllShards by default) lists the shards and starts one
 //     reader goroutine per shard, a child shard only once its parents were
 //     read to their end and every one of their records was stored.
-//   - A reader loops GetRecords (Config.RecordsPerRead): while behind the
-//     tip of its shard, again as soon as Config.MinReadInterval passed
-//     since the last call started (200ms: the shard's 5 reads/s); caught
-//     up or empty-handed, after Config.PollInterval. It backs off with
+//   - A reader loops GetRecords (Config.RecordsPerRead): while more
+//     records wait (a full page, a page cut by the 10 MiB response limit,
+//     or MillisBehindLatest > 0), again as soon as Config.MinReadInterval
+//     passed since the last call started (200ms: the shard's 5 reads/s);
+//     caught up or empty-handed, after Config.PollInterval. It backs off with
 //     jitter on throttling, server and connection errors, refreshes an expired iterator after the last
 //     sequence number it read, and de-aggregates KPL records.
 //   - Each GetRecords result enters the block generator whole, with one

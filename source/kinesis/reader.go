@@ -83,22 +83,50 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			return nil
 		}
 		it = out.NextShardIterator
-		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out)); err != nil {
+		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out, rn.cfg.RecordsPerRead)); err != nil {
 			return nil
 		}
 	}
 }
 
 // pause returns how long a reader waits before its next GetRecords call,
-// after out, whose call started at started: behind the tip of the shard
-// (records read, MillisBehindLatest > 0), until MinReadInterval passed
-// since started; otherwise PollInterval, and never less.
-func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput) time.Duration {
+// after out, whose call started at started and asked for at most limit
+// records. When more records are waiting, it reads again as soon as
+// MinReadInterval passed since started; otherwise it waits PollInterval,
+// and never less than that floor.
+func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput, limit int) time.Duration {
 	floor := rn.cfg.MinReadInterval - rn.clock.Now().Sub(started)
-	if len(out.Records) > 0 && aws.ToInt64(out.MillisBehindLatest) > 0 {
+	if moreWaiting(out, limit) {
 		return floor
 	}
 	return max(rn.cfg.PollInterval, floor)
+}
+
+// pageCutBytes is the data size from which a GetRecords page is taken to
+// have been cut by the call's response size limit (10 MiB) rather than
+// having reached the tip of the shard: within one largest record (1 MiB)
+// of it.
+const pageCutBytes = 9 << 20
+
+// moreWaiting reports whether records are known to wait after out, a
+// GetRecords answer to a call limited to limit records: the page is full
+// (limit records), or so large that the response size limit cut it, or
+// MillisBehindLatest says the reader is behind the tip. A page that is
+// full says so whatever MillisBehindLatest says: some servers always
+// answer 0, and Kinesis itself may answer 0 at the tip of a busy shard.
+func moreWaiting(out *awskinesis.GetRecordsOutput, limit int) bool {
+	n := len(out.Records)
+	switch {
+	case n == 0:
+		return false
+	case n >= limit, aws.ToInt64(out.MillisBehindLatest) > 0:
+		return true
+	}
+	size := 0
+	for _, r := range out.Records {
+		size += len(r.Data) + len(aws.ToString(r.PartitionKey))
+	}
+	return size >= pageCutBytes
 }
 
 // resumeAt is where a reader that started at pos and last delivered
