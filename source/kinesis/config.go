@@ -46,6 +46,10 @@ const (
 	// DefaultRecomputeTimeout bounds one Recompute call when
 	// Config.RecomputeTimeout is zero.
 	DefaultRecomputeTimeout = time.Minute
+	// DefaultMaxBufferedBytes is Config.MaxBufferedBytes when it is zero:
+	// 64 MiB, room for about three 1s batches of 8 shards read at
+	// Kinesis's full 2 MB/s each.
+	DefaultMaxBufferedBytes = 64 << 20
 	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
 	DefaultMaxAttempts = 20
@@ -166,6 +170,24 @@ type Config struct {
 	// consumer of the stream: raise it to leave room for others, or lower
 	// it for a server that has no such limit).
 	MinReadInterval time.Duration
+	// MaxBufferedBytes bounds the memory of the records this receiver read
+	// and the driver has not yet completed (every output of their batch
+	// succeeded): sealed blocks waiting to be pushed, stored blocks
+	// waiting for a batch, and the batches waiting or running. A record
+	// counts its data, partition key, explicit hash key, sequence number
+	// and its Record struct. While the budget is full, readers wait before
+	// their next GetRecords call (nothing is dropped), and when room is
+	// short they ask for fewer records (a smaller Limit); so it can be
+	// exceeded by less than one page per shard (pages hold at most 10 MiB;
+	// a page larger than the whole budget is read alone). Bytes are given
+	// back when the driver reports their block completed
+	// (source.CompletionObserver, which stream's driver does): a driver
+	// that does not report completions needs -1. The Go heap holds these
+	// records plus garbage not yet collected: with GOGC=100 the process can
+	// use about twice the budget (set GOMEMLIMIT to bound it). Default
+	// 64 MiB (DefaultMaxBufferedBytes); -1 means no limit; raise it for
+	// more than about 8 busy shards, or long batches.
+	MaxBufferedBytes int64
 	// ShardSyncInterval is how often AllShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
@@ -214,6 +236,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShardSyncInterval == 0 {
 		c.ShardSyncInterval = DefaultShardSyncInterval
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if c.RetryBaseDelay == 0 {
 		c.RetryBaseDelay = DefaultRetryBaseDelay
@@ -282,6 +307,9 @@ func (c Config) validate() error {
 	}
 	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
 		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)
+	}
+	if c.MaxBufferedBytes < -1 {
+		add("MaxBufferedBytes %d: must be > 0, or -1 for no limit (0 means %d)", c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	}
 	if c.MaxAttempts < 0 {
 		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)

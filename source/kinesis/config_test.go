@@ -21,6 +21,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{name: "empty", cfg: Config{}, want: []string{"Stream is empty", "App \"\""}},
 		{name: "bad name", cfg: Config{Stream: "a b", App: "a"}, want: []string{`Stream "a b"`}},
 		{name: "bad arn", cfg: Config{Stream: "arn:aws:s3:::bucket", App: "a"}, want: []string{"an ARN must look like"}},
+		{name: "bad byte budget", cfg: Config{Stream: "s", App: "a", MaxBufferedBytes: -2}, want: []string{"MaxBufferedBytes -2: must be > 0, or -1 for no limit"}},
 		{
 			name: "everything wrong",
 			cfg: Config{
@@ -67,7 +68,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
-		RecomputeTimeout: time.Minute, MaxAttempts: 20, OnRangeUnavailable: FailRange,
+		RecomputeTimeout: time.Minute, MaxAttempts: 20, OnRangeUnavailable: FailRange, MaxBufferedBytes: DefaultMaxBufferedBytes,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("withDefaults (-want +got):\n%s", diff)

@@ -33,8 +33,13 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	lastRead := pos.After
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
+	var avg int64 // bytes a Kinesis record of the last page took; 0: unknown
 	for {
-		out, started, err := rn.readRecords(ctx, shardID, it)
+		limit, err := rn.beforeRead(ctx, avg)
+		if err != nil {
+			return nil // ctx is done
+		}
+		out, started, err := rn.readRecords(ctx, shardID, it, limit)
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
 			rn.r.stats.retry(CauseExpiredIterator)
@@ -65,12 +70,14 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			continue
 		}
 		holding = false
-		if err := rn.deliver(ctx, shardID, out.Records, trim); err != nil {
+		size, err := rn.deliver(ctx, shardID, out.Records, trim)
+		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
 		if n := len(out.Records); n > 0 {
 			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
 			trim = headTrim{} // only the first record read can be the one at pos.At
+			avg = max(size/int64(n), 1)
 		}
 		if out.MillisBehindLatest != nil {
 			rn.r.progress.behind(shardID, *out.MillisBehindLatest)
@@ -83,7 +90,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			return nil
 		}
 		it = out.NextShardIterator
-		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out, rn.cfg.RecordsPerRead)); err != nil {
+		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out, limit)); err != nil {
 			return nil
 		}
 	}
@@ -147,19 +154,41 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 	return fmt.Errorf("kinesis: reading shard %s of stream %s: %w", shardID, rn.cfg.Stream, err)
 }
 
+// beforeRead waits until the byte budget has room for a page of records of
+// avg bytes (0: unknown), and returns the Limit of the next GetRecords
+// call: RecordsPerRead, or fewer when the room left holds fewer.
+func (rn *run) beforeRead(ctx context.Context, avg int64) (int, error) {
+	b := rn.r.budget
+	perRead := rn.cfg.RecordsPerRead
+	// Wait for a page's worth of room, but never for more than an eighth
+	// of the budget, so that readers of small pages share it.
+	want := min(avg*int64(perRead), maxPageBytes)
+	if b.max > 0 {
+		want = min(want, b.max/8)
+	}
+	if err := b.wait(ctx, want); err != nil {
+		return 0, err
+	}
+	return readLimit(perRead, b.room(), avg), nil
+}
+
+// maxPageBytes is the most data one GetRecords call returns (10 MiB).
+const maxPageBytes = 10 << 20
+
 // deliver de-aggregates one GetRecords result, leaves out the user records
 // trim covers, and adds the rest to the block generator whole, with its
 // range (whose Count is then less than its records: Recompute trims them
-// the same way).
-func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim) error {
+// the same way). It returns the bytes the records hold in memory, which
+// the byte budget holds until their block is completed.
+func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim) (int64, error) {
 	if len(krecs) == 0 {
-		return nil
+		return 0, nil
 	}
 	recs, bad := convert(shardID, krecs, rn.logger)
 	recs = trim.apply(recs)
 	if len(recs) == 0 {
 		rn.r.stats.read(len(krecs), 0, bad)
-		return nil // only empty aggregates: nothing to add, nothing to recompute
+		return 0, nil // only empty aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
 		Stream: rn.cfg.Stream,
@@ -168,12 +197,18 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 		Last:   aws.ToString(krecs[len(krecs)-1].SequenceNumber),
 		Count:  len(recs),
 	}
+	var size int64
+	for i := range recs {
+		size += recordBytes(&recs[i])
+	}
+	rn.r.budget.take(rng, size)
 	if err := rn.gen.Add(ctx, recs, rng); err != nil {
-		return err
+		rn.r.budget.giveBack([]batch.SeqRange{rng})
+		return 0, err
 	}
 	rn.r.stats.read(len(krecs), len(recs), bad)
 	rn.r.progress.added(rng)
-	return nil
+	return size, nil
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
@@ -264,10 +299,10 @@ func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamR
 	return out.ShardIterator, nil
 }
 
-// readRecords calls GetRecords for a shard reader (RecordsPerRead,
+// readRecords calls GetRecords for a shard reader (at most limit records,
 // retried until ctx is done), and returns when its last attempt started.
-func (rn *run) readRecords(ctx context.Context, shardID string, it *string) (*awskinesis.GetRecordsOutput, time.Time, error) {
-	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(rn.cfg.RecordsPerRead)), StreamARN: streamRef(rn.cfg.Stream).arn()}
+func (rn *run) readRecords(ctx context.Context, shardID string, it *string, limit int) (*awskinesis.GetRecordsOutput, time.Time, error) {
+	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(limit)), StreamARN: streamRef(rn.cfg.Stream).arn()}
 	var started time.Time
 	out, err := do(ctx, rn.retry, 0, "GetRecords", shardID, func(ctx context.Context) (*awskinesis.GetRecordsOutput, error) {
 		started = rn.clock.Now()

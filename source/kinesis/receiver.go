@@ -29,6 +29,7 @@ type Receiver struct {
 	cfg      Config // with defaults
 	stats    statsCollector
 	progress *progress
+	budget   *budget
 
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
@@ -58,6 +59,7 @@ func New(cfg Config) (*Receiver, error) {
 	return &Receiver{
 		cfg:      cfg,
 		progress: newProgress(),
+		budget:   newBudget(cfg.MaxBufferedBytes),
 		client:   cfg.Client,
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
@@ -314,12 +316,14 @@ func (r *Receiver) shardEnded(ctx context.Context, ev drainEvent) {
 // BlocksCompleted implements source.CompletionObserver: the driver calls
 // it, in batch-time order, once every output of the batch holding blocks
 // succeeded. Each block's shards' completed sequence numbers move forward
-// to its ranges' Last (never back). With Config.Leases and no shared
+// to its ranges' Last (never back), and the bytes their records held in
+// the budget (Config.MaxBufferedBytes) are given back. With Config.Leases and no shared
 // recovery log, these are the numbers the checkpoints record (DESIGN.md,
 // guarantee G4). It may be called before, during or after Start.
 func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
 	moved := false
 	for _, b := range blocks {
+		r.budget.giveBack(b.Ranges)
 		if r.progress.completed(b.Ranges) {
 			moved = true
 		}
@@ -376,6 +380,7 @@ func (r *Receiver) LatestStored(shardID string) (string, bool) {
 func (r *Receiver) Stats() Stats {
 	s := r.stats.snapshot()
 	s.Shards = r.progress.snapshot()
+	s.BufferedBytes, s.PeakBufferedBytes = r.budget.usage()
 	return s
 }
 

@@ -26,6 +26,11 @@ type Stats struct {
 	// RangesSkipped counts the unavailable ranges Recompute skipped under
 	// the SkipRange policy.
 	RangesSkipped int64
+	// BufferedBytes is the memory of the records read and not yet
+	// completed, as Config.MaxBufferedBytes counts it.
+	BufferedBytes int64
+	// PeakBufferedBytes is the most BufferedBytes has been.
+	PeakBufferedBytes int64
 	// Shards holds the state of every shard this receiver has read, by ID.
 	Shards map[string]ShardStats
 }
