@@ -69,11 +69,38 @@ type sourceState[T any] struct {
 	reserved  int               // pushes past the limit check, not yet stored
 	space     chan struct{}     // closed (and replaced) by take
 	completer source.CompletionObserver
+	// completedRecords is the record count of the blocks the last
+	// complete was given: the batch runner sets it, then reports the
+	// batch to a source.BatchObserver (batchObserver), one batch at a
+	// time.
+	completedRecords int
 }
 
 func (s *sourceState[T]) bind(e *engine) {
 	s.e = e
 	s.completer, _ = s.r.(source.CompletionObserver)
+	if o, ok := s.r.(source.BatchObserver); ok {
+		e.cfg.Listeners = append(slices.Clip(e.cfg.Listeners), batchObserver[T]{s: s, o: o})
+	}
+}
+
+// batchObserver tells a source.BatchObserver receiver about each batch
+// that completed, from the driver's BatchCompleted event (which follows
+// the batch's complete calls on the same goroutine).
+type batchObserver[T any] struct {
+	NopListener
+	s *sourceState[T]
+	o source.BatchObserver
+}
+
+func (b batchObserver[T]) BatchCompleted(info BatchInfo) {
+	if info.Err != nil {
+		return
+	}
+	b.o.BatchCompleted(b.s.e.ctx, source.BatchReport{
+		Time: info.Time.Std(), Interval: b.s.e.cfg.BatchInterval, Records: b.s.completedRecords,
+		SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
+	})
 }
 
 func (s *sourceState[T]) receiver() any { return s.r }
@@ -180,6 +207,10 @@ func (s *sourceState[T]) unbatched() int {
 }
 
 func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
+	s.completedRecords = 0
+	for _, b := range blocks {
+		s.completedRecords += b.Count
+	}
 	if len(blocks) == 0 {
 		return
 	}

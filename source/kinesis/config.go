@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -188,6 +189,19 @@ type Config struct {
 	// 64 MiB (DefaultMaxBufferedBytes); -1 means no limit; raise it for
 	// more than about 8 busy shards, or long batches.
 	MaxBufferedBytes int64
+	// MaxRecordsPerSecond caps how many Kinesis records a second are read
+	// from each shard (a static cap: a reader asks for no more than it
+	// has earned, and reads at most every MinReadInterval). Default 0: no
+	// cap.
+	MaxRecordsPerSecond float64
+	// Backpressure, when set, makes the read rate follow the rate at which
+	// the pipeline processes this receiver's records, so that batches
+	// start on time instead of queueing behind a backlog read into memory
+	// (see RateConfig for the estimator and its knobs). It needs a driver
+	// that reports batches (source.BatchObserver; stream's driver does).
+	// With MaxRecordsPerSecond too, both limits hold. Default: nil, read
+	// as fast as MaxBufferedBytes and Kinesis allow.
+	Backpressure *RateConfig
 	// ShardSyncInterval is how often AllShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
@@ -255,6 +269,10 @@ func (c Config) withDefaults() Config {
 	if c.OnRangeUnavailable == "" {
 		c.OnRangeUnavailable = FailRange
 	}
+	if c.Backpressure != nil {
+		b := c.Backpressure.withDefaults() // a copy: the caller's is left alone
+		c.Backpressure = &b
+	}
 	if c.Leases != nil {
 		l := c.Leases.withDefaults() // a copy: the caller's is left alone
 		c.Leases = &l
@@ -307,6 +325,14 @@ func (c Config) validate() error {
 	}
 	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
 		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)
+	}
+	if c.MaxRecordsPerSecond < 0 || math.IsNaN(c.MaxRecordsPerSecond) || math.IsInf(c.MaxRecordsPerSecond, 0) {
+		add("MaxRecordsPerSecond %v: must be > 0 records/s per shard, or 0 for no cap", c.MaxRecordsPerSecond)
+	}
+	if c.Backpressure != nil {
+		for _, p := range c.Backpressure.problems() {
+			problems = append(problems, errors.New(p))
+		}
 	}
 	if c.MaxBufferedBytes < -1 {
 		add("MaxBufferedBytes %d: must be > 0, or -1 for no limit (0 means %d)", c.MaxBufferedBytes, DefaultMaxBufferedBytes)

@@ -34,12 +34,19 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
 	var avg int64 // bytes a Kinesis record of the last page took; 0: unknown
+	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond)
+	rn.readers.Add(1)
+	defer rn.readers.Add(-1)
 	for {
-		limit, err := rn.beforeRead(ctx, avg)
+		limit, err := rn.beforeRead(ctx, avg, capped)
 		if err != nil {
 			return nil // ctx is done
 		}
 		out, started, err := rn.readRecords(ctx, shardID, it, limit)
+		if out != nil {
+			capped.giveBack(limit - len(out.Records))
+			rn.shared.giveBack(limit - len(out.Records))
+		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
 			rn.r.stats.retry(CauseExpiredIterator)
@@ -155,9 +162,12 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 }
 
 // beforeRead waits until the byte budget has room for a page of records of
-// avg bytes (0: unknown), and returns the Limit of the next GetRecords
-// call: RecordsPerRead, or fewer when the room left holds fewer.
-func (rn *run) beforeRead(ctx context.Context, avg int64) (int, error) {
+// avg bytes (0: unknown), and the shard's cap (capped) and the receiver's
+// rate (rn.shared) let it read, and returns the Limit of the next
+// GetRecords call: RecordsPerRead, or fewer when the room left or the
+// records earned are fewer. The caller gives back the records the call
+// did not use to both limiters.
+func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (int, error) {
 	b := rn.r.budget
 	perRead := rn.cfg.RecordsPerRead
 	// Wait for a page's worth of room, but never for more than an eighth
@@ -169,7 +179,24 @@ func (rn *run) beforeRead(ctx context.Context, avg int64) (int, error) {
 	if err := b.wait(ctx, want); err != nil {
 		return 0, err
 	}
-	return readLimit(perRead, b.room(), avg), nil
+	limit := readLimit(perRead, b.room(), avg)
+	// Each limiter is waited on for what a read every MinReadInterval
+	// earns (the shared one: this reader's share of it), so that reads
+	// are few and each takes what accumulated.
+	perInterval := func(rate float64, readers int64) int {
+		return int(rate * rn.cfg.MinReadInterval.Seconds() / float64(max(readers, 1)))
+	}
+	n, err := capped.take(ctx, limit, perInterval(capped.currentRate(), 1))
+	if err != nil {
+		return 0, err
+	}
+	m, err := rn.shared.take(ctx, n, perInterval(rn.shared.currentRate(), rn.readers.Load()))
+	if err != nil {
+		capped.giveBack(n)
+		return 0, err
+	}
+	capped.giveBack(n - m)
+	return m, nil
 }
 
 // maxPageBytes is the most data one GetRecords call returns (10 MiB).

@@ -36,6 +36,10 @@ type Receiver struct {
 
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
 
+	rateMu sync.Mutex
+	est    estimator // with Config.Backpressure
+	shared *limiter  // the receiver-wide read rate, set by Start; nil before
+
 	mu      sync.Mutex
 	started bool
 	rt      *source.Runtime[Record] // while Start runs, for ReportError and Logger
@@ -46,6 +50,7 @@ type Receiver struct {
 var (
 	_ source.Receiver[Record]   = (*Receiver)(nil)
 	_ source.CompletionObserver = (*Receiver)(nil)
+	_ source.BatchObserver      = (*Receiver)(nil)
 )
 
 // New validates cfg and returns a Receiver. The error, wrapping
@@ -56,7 +61,12 @@ func New(cfg Config) (*Receiver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var est estimator
+	if cfg.Backpressure != nil {
+		est = estimator{cfg: *cfg.Backpressure, rate: cfg.Backpressure.InitialRate}
+	}
 	return &Receiver{
+		est:      est,
 		cfg:      cfg,
 		progress: newProgress(),
 		budget:   newBudget(cfg.MaxBufferedBytes),
@@ -77,6 +87,10 @@ type run struct {
 	retry  *retrier
 	// resumeAfter is the Runtime's ResumeAfter (nil: no recovery log).
 	resumeAfter func(stream, shard string) (string, bool)
+	// shared is the read rate of every shard together (Backpressure).
+	shared *limiter
+	// readers counts the running shard readers, who share shared.
+	readers atomic.Int64
 }
 
 // Start checks that the stream exists, then reads it and pushes blocks
@@ -160,6 +174,10 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 		return nil, nil
 	}
 	rn.gen = source.NewBlockGenerator(rt, r.onStored)
+	r.rateMu.Lock()
+	rn.shared = newLimiter(rn.clock, r.est.rate) // rate 0: no limit
+	r.shared = rn.shared
+	r.rateMu.Unlock()
 	return rn, nil
 }
 
@@ -331,6 +349,31 @@ func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) 
 	if lr := r.lease.Load(); moved && lr != nil {
 		lr.signal()
 	}
+}
+
+// BatchCompleted implements source.BatchObserver: with
+// Config.Backpressure, each batch the driver reports updates the read
+// rate (see RateConfig). Without it, it does nothing. It may be called
+// before, during or after Start.
+func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
+	if r.cfg.Backpressure == nil {
+		return
+	}
+	r.rateMu.Lock()
+	defer r.rateMu.Unlock()
+	rate, ok := r.est.update(b)
+	if ok && r.shared != nil {
+		r.shared.setRate(rate)
+	}
+}
+
+// ReadRate returns the read rate backpressure set, in records/s over all
+// shards; 0 means no limit (no Config.Backpressure, or no estimate and no
+// InitialRate yet).
+func (r *Receiver) ReadRate() float64 {
+	r.rateMu.Lock()
+	defer r.rateMu.Unlock()
+	return r.est.rate
 }
 
 // LatestCompleted returns the greatest sequence number of shardID whose
