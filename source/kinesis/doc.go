@@ -27,6 +27,17 @@
 //   - Recompute reads a block's ranges back, AT_SEQUENCE_NUMBER First up to
 //     Last inclusive, and gives the same records in the same order.
 //
+// # Memory and read rate
+//
+// The records read and not yet completed are bounded in bytes
+// (Config.MaxBufferedBytes, 64 MiB by default): readers wait, and never
+// drop anything, while it is full, and ask for fewer records when room is
+// short; the bytes come back when the driver completes their batch. The
+// read rate can be capped per shard (Config.MaxRecordsPerSecond) and made
+// to follow the rate at which the pipeline processes the records
+// (Config.Backpressure, see RateConfig), so that a slow pipeline keeps its
+// batches on time and leaves its backlog in Kinesis.
+//
 // # Leases and checkpoints
 //
 // With Config.Leases, several workers (processes) share the stream through

@@ -38,13 +38,19 @@ const (
 // derivative term. The zero value of each field is its default.
 //
 // The rate is shared by the receiver's shards: a shard with records takes
-// what another, idle, leaves. A batch with none of the receiver's records,
+// what another, idle, leaves. At most a batch interval's worth of records
+// is read at once after an idle time, so a burst reaches the pipeline at
+// the rate it processes. A batch with none of the receiver's records,
 // or that took no time, says nothing about the processing rate and leaves
 // the rate as it is.
 type RateConfig struct {
 	// InitialRate is the read rate, in records/s over all shards, until
-	// the first batch with records is reported. Default 0: no limit (the
-	// first batch may then hold as much as MaxBufferedBytes lets in).
+	// the first batch with records is reported. Default: MinRate, a slow
+	// start: the first batch measures the processing rate on few records,
+	// and the rate moves to it at once. A pipeline that must not start
+	// slowly sets the rate it expects; one it cannot keep up with would
+	// take in a backlog (as much as MaxBufferedBytes lets in) in its first
+	// batches with a rate that is too high.
 	InitialRate float64
 	// MinRate is the lowest read rate, in records/s over all shards, the
 	// estimator sets, so that a pipeline that was slow once still reads.
@@ -62,6 +68,9 @@ func (c RateConfig) withDefaults() RateConfig {
 	if c.MinRate == 0 {
 		c.MinRate = DefaultMinRate
 	}
+	if c.InitialRate == 0 {
+		c.InitialRate = c.MinRate
+	}
 	if c.Proportional == 0 {
 		c.Proportional = DefaultRateProportional
 	}
@@ -75,7 +84,7 @@ func (c RateConfig) withDefaults() RateConfig {
 func (c RateConfig) problems() []string {
 	var p []string
 	if c.InitialRate < 0 || math.IsNaN(c.InitialRate) || math.IsInf(c.InitialRate, 0) {
-		p = append(p, "Backpressure.InitialRate: must be >= 0 records/s (0 means no limit before the first batch)")
+		p = append(p, "Backpressure.InitialRate: must be > 0 records/s (0 means MinRate)")
 	}
 	if c.MinRate < 0 || math.IsNaN(c.MinRate) || math.IsInf(c.MinRate, 0) {
 		p = append(p, "Backpressure.MinRate: must be > 0 records/s (0 means 100)")
@@ -113,9 +122,11 @@ func (e *estimator) update(b source.BatchReport) (float64, bool) {
 // limiter is a token bucket of records: a reader takes tokens before a
 // GetRecords call, as its Limit, and gives back those the call did not
 // use. Its rate can change at any time; rate 0 means no limit. It holds
-// at most a second's worth of tokens. Safe for concurrent use.
+// at most window's worth of tokens (and at least one), which bounds a
+// burst after an idle time. Safe for concurrent use.
 type limiter struct {
-	clk clock.Clock
+	clk    clock.Clock
+	window time.Duration
 
 	mu      sync.Mutex
 	rate    float64 // tokens per second; 0: no limit
@@ -124,8 +135,8 @@ type limiter struct {
 	changed chan struct{} // closed and replaced when the rate changes
 }
 
-func newLimiter(clk clock.Clock, rate float64) *limiter {
-	l := &limiter{clk: clock.Or(clk), rate: rate, changed: make(chan struct{})}
+func newLimiter(clk clock.Clock, rate float64, window time.Duration) *limiter {
+	l := &limiter{clk: clock.Or(clk), window: window, rate: rate, changed: make(chan struct{})}
 	l.last = l.clk.Now()
 	l.tokens = l.capacityLocked() // a full bucket: the first read does not wait
 	return l
@@ -139,9 +150,9 @@ func (l *limiter) refillLocked(now time.Time) {
 	l.last = now
 }
 
-// capacityLocked is the most tokens the bucket holds: a second's worth,
-// and at least one.
-func (l *limiter) capacityLocked() float64 { return max(l.rate, 1) }
+// capacityLocked is the most tokens the bucket holds: window's worth, and
+// at least one.
+func (l *limiter) capacityLocked() float64 { return max(l.rate*l.window.Seconds(), 1) }
 
 // setRate changes the rate (0: no limit), keeping the tokens earned so far.
 func (l *limiter) setRate(rate float64) {

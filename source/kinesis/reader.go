@@ -34,7 +34,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
 	var avg int64 // bytes a Kinesis record of the last page took; 0: unknown
-	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond)
+	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond, time.Second)
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
 	for {

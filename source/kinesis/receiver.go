@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,7 +176,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 	}
 	rn.gen = source.NewBlockGenerator(rt, r.onStored)
 	r.rateMu.Lock()
-	rn.shared = newLimiter(rn.clock, r.est.rate) // rate 0: no limit
+	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, DefaultCheckpointInterval)) // rate 0: no limit
 	r.shared = rn.shared
 	r.rateMu.Unlock()
 	return rn, nil
