@@ -22,6 +22,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{name: "bad name", cfg: Config{Stream: "a b", App: "a"}, want: []string{`Stream "a b"`}},
 		{name: "bad arn", cfg: Config{Stream: "arn:aws:s3:::bucket", App: "a"}, want: []string{"an ARN must look like"}},
 		{name: "bad byte budget", cfg: Config{Stream: "s", App: "a", MaxBufferedBytes: -2}, want: []string{"MaxBufferedBytes -2: must be > 0, or -1 for no limit"}},
+		{name: "bad rates", cfg: Config{Stream: "s", App: "a", MaxRecordsPerSecond: -1, Backpressure: &RateConfig{MinRate: -5, Integral: -1}}, want: []string{"MaxRecordsPerSecond -1: must be > 0", "Backpressure.MinRate: must be > 0", "Backpressure.Proportional and Integral: must be >= 0"}},
 		{
 			name: "everything wrong",
 			cfg: Config{
