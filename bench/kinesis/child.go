@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type childParams struct {
 	MaxBufferedBytes int64         // weir: Config.MaxBufferedBytes (0: default)
 	OutputRate       float64       // weir: records/s the output sustains; 0: as fast as it can
 	Duration         time.Duration // stop after this long even if not every record was output; 0: never
+	Verbose          bool          // weir: log at debug level to stderr
 }
 
 // Lines a child writes on its stdout, each read and timed by the parent.
@@ -211,6 +213,10 @@ func plainChild(ctx context.Context, p childParams, out io.Writer) (childStats, 
 // (the lease table named after the application, created by weir), every
 // other setting its default but TRIM_HORIZON and the batch interval.
 func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, error) {
+	var logger *slog.Logger // nil: weir's default, discard
+	if p.Verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: p.Stream, App: p.App, InitialPosition: kinesis.TrimHorizon, Endpoint: p.KinesisEndpoint,
 		MaxBufferedBytes: p.MaxBufferedBytes,
@@ -219,7 +225,7 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 	if err != nil {
 		return childStats{}, err
 	}
-	sc, err := stream.NewContext(stream.Config{BatchInterval: p.Batch})
+	sc, err := stream.NewContext(stream.Config{BatchInterval: p.Batch, Logger: logger})
 	if err != nil {
 		return childStats{}, err
 	}

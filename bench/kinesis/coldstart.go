@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -40,6 +41,9 @@ func spawn(ctx context.Context, p childParams) (childResult, error) {
 	)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	if p.Verbose {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return childResult{}, err

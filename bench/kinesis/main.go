@@ -142,7 +142,7 @@ func throughput(ctx context.Context, env *localaws.Env, o options, out io.Writer
 		pp := base
 		pp.Consumer, pp.Poll = "plain", o.poll
 		wp := base
-		wp.Consumer, wp.Batch = "weir", o.batch
+		wp.Consumer, wp.Batch, wp.Verbose = "weir", o.batch, o.verbose
 		wp.App = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) // a new lease table: a first start
 		if o.cpuprof != "" {
 			wp.CPUProfile = profilePath(o.cpuprof, i+1)
