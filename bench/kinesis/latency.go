@@ -23,31 +23,65 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// warmUp is how long after a consumer starts the records put are left out
-// of the latencies: the consumer's start, not its steady state.
-const warmUp = 3 * time.Second
-
-// latencies collects put -> output latencies of the records put after a
-// time. Safe for concurrent use.
+// latencies collects put -> output latencies of the records put once the
+// consumer is running (it output a probe record): its start is not its
+// steady state. Safe for concurrent use.
 type latencies struct {
-	after time.Time
+	ready     chan struct{} // closed when the first probe is output
+	readyOnce sync.Once
+
 	mu    sync.Mutex
+	after time.Time // records put before are left out; zero: all are
 	d     []time.Duration
 }
 
-// record takes the latency of one record whose data is its put time.
+func newLatencies() *latencies { return &latencies{ready: make(chan struct{})} }
+
+// probe is the data of a probe record; every other record's data is its
+// put time.
+var probe = make([]byte, 8)
+
+// record takes the latency of one record.
 func (l *latencies) record(data []byte) {
 	if len(data) < 8 {
 		return
 	}
-	put := time.Unix(0, int64(binary.BigEndian.Uint64(data)))
-	if put.Before(l.after) {
+	ns := int64(binary.BigEndian.Uint64(data))
+	if ns == 0 {
+		l.readyOnce.Do(func() { close(l.ready) })
 		return
 	}
-	d := time.Since(put)
+	d := time.Since(time.Unix(0, ns))
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.after.IsZero() || time.Unix(0, ns).Before(l.after) {
+		return
+	}
 	l.d = append(l.d, d)
+}
+
+// start starts counting records put from now on.
+func (l *latencies) start() {
+	l.mu.Lock()
+	l.after = time.Now()
 	l.mu.Unlock()
+}
+
+// awaitReady puts probe records until one is output, or ctx is done.
+func awaitReady(ctx context.Context, env *localaws.Env, name string, l *latencies) error {
+	client := env.Kinesis()
+	for {
+		if _, err := client.PutRecord(ctx, &awskinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("probe"), Data: probe}); err != nil {
+			return err
+		}
+		select {
+		case <-l.ready:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func (l *latencies) summary() string {
@@ -78,17 +112,23 @@ func latency(ctx context.Context, env *localaws.Env, o options, out io.Writer, l
 			return plainLatency(ctx, env, name, lat)
 		}},
 	}
-	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, the first %v left out:\n", o.rate, o.duration, o.shards, warmUp)
+	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, once the consumer output a first record:\n", o.rate, o.duration, o.shards)
 	for _, r := range runs {
 		name := "bench-lat-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		if err := env.CreateStream(ctx, name, o.shards); err != nil {
 			return err
 		}
-		lat := &latencies{after: time.Now().Add(warmUp)}
+		lat := newLatencies()
 		cctx, cancel := context.WithCancel(ctx)
 		g, gctx := errgroup.WithContext(cctx)
 		g.Go(func() error { return r.consume(gctx, name, lat) })
-		perr := produce(gctx, env, name, o.rate, o.duration)
+		readyCtx, readyCancel := context.WithTimeout(gctx, time.Minute)
+		perr := awaitReady(readyCtx, env, name, lat)
+		readyCancel()
+		if perr == nil {
+			lat.start()
+			perr = produce(gctx, env, name, o.rate, o.duration)
+		}
 		// Let the last records through, then stop the consumer.
 		select {
 		case <-time.After(3 * time.Second):

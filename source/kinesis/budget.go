@@ -18,9 +18,10 @@ func recordBytes(r *Record) int64 {
 }
 
 // budget bounds the bytes of the records a receiver read and the driver has
-// not completed yet (Config.MaxBufferedBytes): a reader waits for room
-// before it reads, the records it delivers take their bytes, and they give
-// them back when the driver reports their block completed
+// not completed yet (Config.MaxBufferedBytes). A reader reserves room for
+// the page it is about to read, waiting while the budget is full; the
+// records it delivers then hold their actual bytes in place of the
+// reservation, until the driver reports their block completed
 // (Receiver.BlocksCompleted). Nothing is ever dropped: a full budget only
 // stops reading. It is safe for concurrent use.
 //
@@ -30,11 +31,12 @@ func recordBytes(r *Record) int64 {
 type budget struct {
 	max int64 // <= 0: no limit, only counting
 
-	mu      sync.Mutex
-	used    int64
-	peak    int64
-	held    map[rangeKey][]int64 // bytes of delivered ranges not yet completed; a range read twice holds twice
-	changed chan struct{}        // closed and replaced when bytes are given back
+	mu       sync.Mutex
+	used     int64                // bytes of delivered records not yet completed
+	reserved int64                // bytes reserved for pages being read
+	peak     int64                // the most used has been
+	held     map[rangeKey][]int64 // bytes of delivered ranges not yet completed; a range read twice holds twice
+	changed  chan struct{}        // closed and replaced when bytes are given back
 }
 
 // rangeKey identifies a range among those a receiver delivered.
@@ -48,28 +50,15 @@ func newBudget(max int64) *budget {
 	return &budget{max: max, held: make(map[rangeKey][]int64), changed: make(chan struct{})}
 }
 
-// room returns the bytes left under the budget (a large number without a
-// limit; 0 when full or over).
-func (b *budget) room() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.roomLocked()
-}
-
-func (b *budget) roomLocked() int64 {
-	if b.max <= 0 {
-		return 1 << 62
-	}
-	return max(b.max-b.used, 0)
-}
-
-// wait returns once want bytes fit in the budget, or nothing is held (a page
-// larger than the whole budget is still read, alone), or ctx is done (then
-// it returns ctx.Err()).
-func (b *budget) wait(ctx context.Context, want int64) error {
+// reserve waits until n more bytes fit in the budget, or nothing is held
+// or reserved (a page larger than the whole budget is still read, alone),
+// then reserves them. It returns ctx.Err() if ctx is done first.
+func (b *budget) reserve(ctx context.Context, n int64) error {
 	for {
 		b.mu.Lock()
-		if b.max <= 0 || b.used == 0 || b.used+want <= b.max {
+		inUse := b.used + b.reserved
+		if b.max <= 0 || inUse == 0 || inUse+n <= b.max {
+			b.reserved += n
 			b.mu.Unlock()
 			return nil
 		}
@@ -83,21 +72,38 @@ func (b *budget) wait(ctx context.Context, want int64) error {
 	}
 }
 
-// take holds n bytes for a delivered range, whether or not they fit: the
-// reader waited for room before reading, and a page is never dropped.
-func (b *budget) take(r batch.SeqRange, n int64) {
+// release gives back n reserved bytes.
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.reserved -= n
+	b.broadcastLocked()
+	b.mu.Unlock()
+}
+
+// take holds n bytes for a delivered range in place of a reservation of
+// reserved bytes, whether or not they fit: the page is read, and is never
+// dropped.
+func (b *budget) take(r batch.SeqRange, n, reserved int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := keyOf(r)
 	b.held[k] = append(b.held[k], n)
 	b.used += n
+	b.reserved -= reserved
 	b.peak = max(b.peak, b.used)
+	if reserved > n {
+		b.broadcastLocked()
+	}
 }
 
 // giveBack releases the bytes held for each of ranges (once per range
 // given), and wakes the readers waiting for room.
 func (b *budget) giveBack(ranges []batch.SeqRange) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	freed := false
 	for _, r := range ranges {
 		k := keyOf(r)
@@ -114,10 +120,13 @@ func (b *budget) giveBack(ranges []batch.SeqRange) {
 		}
 	}
 	if freed {
-		close(b.changed)
-		b.changed = make(chan struct{})
+		b.broadcastLocked()
 	}
-	b.mu.Unlock()
+}
+
+func (b *budget) broadcastLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // usage returns the bytes held now and the most ever held.
@@ -125,14 +134,4 @@ func (b *budget) usage() (used, peak int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used, b.peak
-}
-
-// readLimit returns the Limit of a reader's next GetRecords call: at most
-// perRead records, and no more than the room left holds at avg bytes a
-// record (the reader's last page; 0 when unknown), but at least one.
-func readLimit(perRead int, room, avg int64) int {
-	if avg <= 0 {
-		return perRead
-	}
-	return int(max(min(int64(perRead), room/avg), 1))
 }

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
 	for {
-		limit, err := rn.beforeRead(ctx, avg, capped)
+		limit, reserved, err := rn.beforeRead(ctx, avg, capped)
 		if err != nil {
 			return nil // ctx is done
 		}
@@ -46,6 +47,12 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 		if out != nil {
 			capped.giveBack(limit - len(out.Records))
 			rn.shared.giveBack(limit - len(out.Records))
+		}
+		// Asked once: its answer decides both what the budget gets back and
+		// whether the records are delivered.
+		holdBack := err == nil && guard != nil && len(out.Records) > 0 && !guard()
+		if err != nil || holdBack {
+			rn.r.budget.release(reserved) // nothing delivered
 		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
@@ -60,7 +67,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
-		if guard != nil && len(out.Records) > 0 && !guard() {
+		if holdBack {
 			// The lease may be another worker's by now: deliver nothing,
 			// and read these records again once it is renewed (or stop
 			// when its loss is reported).
@@ -77,7 +84,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			continue
 		}
 		holding = false
-		size, err := rn.deliver(ctx, shardID, out.Records, trim)
+		size, err := rn.deliver(ctx, shardID, out.Records, trim, reserved)
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
@@ -161,25 +168,30 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 	return fmt.Errorf("kinesis: reading shard %s of stream %s: %w", shardID, rn.cfg.Stream, err)
 }
 
-// beforeRead waits until the byte budget has room for a page of records of
-// avg bytes (0: unknown), and the shard's cap (capped) and the receiver's
-// rate (rn.shared) let it read, and returns the Limit of the next
-// GetRecords call: RecordsPerRead, or fewer when the room left or the
-// records earned are fewer. The caller gives back the records the call
-// did not use to both limiters.
-func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (int, error) {
+// beforeRead reserves room in the byte budget for the next page, waiting
+// while it is full, and waits until the shard's cap (capped) and the
+// receiver's rate (rn.shared) let it read. It returns the Limit of the
+// next GetRecords call and the bytes reserved for it. The page is
+// RecordsPerRead records of avg bytes (the last page's; 0: unknown, then
+// a whole 10 MiB page is reserved, and its records are taken to be
+// assumedRecordBytes), but no more than a quarter of the budget, nor than
+// the records the limiters let it read. The caller gives
+// back the records the call did not use to both limiters, and the
+// reservation to the budget (deliver does).
+func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (limit int, reserved int64, err error) {
 	b := rn.r.budget
 	perRead := rn.cfg.RecordsPerRead
-	// Wait for a page's worth of room, but never for more than an eighth
-	// of the budget, so that readers of small pages share it.
-	want := min(avg*int64(perRead), maxPageBytes)
+	want := int64(maxPageBytes)
+	if avg > 0 {
+		want = min(avg*int64(perRead), maxPageBytes)
+	}
 	if b.max > 0 {
-		want = min(want, b.max/8)
+		want = min(want, max(b.max/4, avg))
 	}
-	if err := b.wait(ctx, want); err != nil {
-		return 0, err
+	if err := b.reserve(ctx, want); err != nil {
+		return 0, 0, err
 	}
-	limit := readLimit(perRead, b.room(), avg)
+	limit = int(max(min(want/cmp.Or(avg, assumedRecordBytes), int64(perRead)), 1))
 	// Each limiter is waited on for what a read every MinReadInterval
 	// earns (the shared one: this reader's share of it), so that reads
 	// are few and each takes what accumulated.
@@ -188,32 +200,47 @@ func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (int,
 	}
 	n, err := capped.take(ctx, limit, perInterval(capped.currentRate(), 1))
 	if err != nil {
-		return 0, err
+		b.release(want)
+		return 0, 0, err
 	}
 	m, err := rn.shared.take(ctx, n, perInterval(rn.shared.currentRate(), rn.readers.Load()))
 	if err != nil {
 		capped.giveBack(n)
-		return 0, err
+		b.release(want)
+		return 0, 0, err
 	}
 	capped.giveBack(n - m)
-	return m, nil
+	if avg > 0 && int64(m)*avg < want { // the limiters cut the page
+		b.release(want - int64(m)*avg)
+		want = int64(m) * avg
+	}
+	return m, want, nil
 }
 
 // maxPageBytes is the most data one GetRecords call returns (10 MiB).
 const maxPageBytes = 10 << 20
 
+// assumedRecordBytes is the record size a reader assumes, to size its
+// first page to its reservation, before it has read one: with the default
+// budget, a full page of RecordsPerRead records; with a small budget, a
+// page that stays within it unless records are larger than this.
+const assumedRecordBytes = 1 << 10
+
 // deliver de-aggregates one GetRecords result, leaves out the user records
 // trim covers, and adds the rest to the block generator whole, with its
 // range (whose Count is then less than its records: Recompute trims them
 // the same way). It returns the bytes the records hold in memory, which
-// the byte budget holds until their block is completed.
-func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim) (int64, error) {
+// the byte budget holds, in place of the reserved bytes, until their block
+// is completed.
+func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
 	if len(krecs) == 0 {
+		rn.r.budget.release(reserved)
 		return 0, nil
 	}
 	recs, bad := convert(shardID, krecs, rn.logger)
 	recs = trim.apply(recs)
 	if len(recs) == 0 {
+		rn.r.budget.release(reserved)
 		rn.r.stats.read(len(krecs), 0, bad)
 		return 0, nil // only empty aggregates: nothing to add, nothing to recompute
 	}
@@ -228,7 +255,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 	for i := range recs {
 		size += recordBytes(&recs[i])
 	}
-	rn.r.budget.take(rng, size)
+	rn.r.budget.take(rng, size, reserved)
 	if err := rn.gen.Add(ctx, recs, rng); err != nil {
 		rn.r.budget.giveBack([]batch.SeqRange{rng})
 		return 0, err
