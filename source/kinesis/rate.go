@@ -98,8 +98,9 @@ func (c RateConfig) problems() []string {
 // estimator is the backpressure rate estimator (RateConfig). Not safe for
 // concurrent use: the driver reports one batch at a time.
 type estimator struct {
-	cfg  RateConfig
-	rate float64 // records/s; 0 until the first estimate
+	cfg       RateConfig
+	rate      float64 // records/s; InitialRate until the first estimate
+	estimated bool    // a batch with records was reported
 }
 
 // update takes a batch report and returns the new rate, and whether there
@@ -110,8 +111,8 @@ func (e *estimator) update(b source.BatchReport) (float64, bool) {
 	}
 	processing := float64(b.Records) / b.ProcessingTime.Seconds()
 	backlog := b.SchedulingDelay.Seconds() * processing / b.Interval.Seconds()
-	if e.rate == 0 { // the first estimate: nothing to correct yet
-		e.rate = processing
+	if !e.estimated { // the first estimate: nothing to correct yet
+		e.rate, e.estimated = processing, true
 	} else {
 		e.rate -= e.cfg.Proportional*(e.rate-processing) + e.cfg.Integral*backlog
 	}

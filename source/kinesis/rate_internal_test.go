@@ -19,6 +19,7 @@ func TestEstimator(t *testing.T) {
 	tests := []struct {
 		name    string
 		initial float64
+		kp      float64 // Proportional; 0: the default
 		reports []source.BatchReport
 		want    []float64 // the rate after each report; NaN: no new rate
 	}{
@@ -55,17 +56,24 @@ func TestEstimator(t *testing.T) {
 			want: []float64{1000, 600, 1000, 100, 4000, 2000, 1800, 3000, 3000, 2970},
 		},
 		{
-			name: "an initial rate is corrected by the first report", initial: 500,
+			name: "a smaller proportional gain moves halfway, after a first estimate that jumps", initial: 100, kp: 0.5,
+			reports: []source.BatchReport{
+				report(1000, time.Second, 0),
+				report(2000, time.Second, 0),
+				report(2000, time.Second, 0),
+			},
+			want: []float64{1000, 1500, 1750},
+		},
+		{
+			name: "an initial rate is replaced by the first report", initial: 500,
 			reports: []source.BatchReport{report(1000, 250*time.Millisecond, 0)},
 			want:    []float64{4000},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := estimator{cfg: RateConfig{InitialRate: tt.initial}.withDefaults(), rate: tt.initial}
-			if tt.initial == 0 {
-				e.rate = 0 // no initial rate: the first report sets it
-			}
+			cfg := RateConfig{InitialRate: tt.initial, Proportional: tt.kp}.withDefaults()
+			e := estimator{cfg: cfg, rate: cfg.InitialRate}
 			for i, r := range tt.reports {
 				got, ok := e.update(r)
 				want := tt.want[i]

@@ -369,8 +369,8 @@ func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
 }
 
 // ReadRate returns the read rate backpressure set, in records/s over all
-// shards; 0 means no limit (no Config.Backpressure, or no estimate and no
-// InitialRate yet).
+// shards: RateConfig.InitialRate until the first batch with records is
+// reported; 0 (no limit) without Config.Backpressure.
 func (r *Receiver) ReadRate() float64 {
 	r.rateMu.Lock()
 	defer r.rateMu.Unlock()
