@@ -216,6 +216,7 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 	var logger *slog.Logger // nil: weir's default, discard
 	if p.Verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logger.Info("bench: weir child starting")
 	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: p.Stream, App: p.App, InitialPosition: kinesis.TrimHorizon, Endpoint: p.KinesisEndpoint,
