@@ -45,7 +45,7 @@ func TestRunThroughput(t *testing.T) {
 // their peaks.
 func TestRunMemory(t *testing.T) {
 	var out bytes.Buffer
-	o := options{mode: "memory", records: 2000, size: 200, shards: 2, runs: 1, poll: 10 * time.Millisecond, rate: 1, duration: 2 * time.Second}
+	o := options{mode: "memory", records: 2000, size: 200, shards: 2, runs: 1, poll: 10 * time.Millisecond, rate: 1, duration: time.Second}
 	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
