@@ -47,6 +47,7 @@ type childParams struct {
 	OutputRate       float64       // weir: records/s the output sustains; 0: as fast as it can
 	Duration         time.Duration // stop after this long even if not every record was output; 0: never
 	Verbose          bool          // weir: log at debug level to stderr
+	Backpressure     bool          // weir: Config.Backpressure with its defaults
 }
 
 // Lines a child writes on its stdout, each read and timed by the parent.
@@ -220,7 +221,7 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: p.Stream, App: p.App, InitialPosition: kinesis.TrimHorizon, Endpoint: p.KinesisEndpoint,
-		MaxBufferedBytes: p.MaxBufferedBytes,
+		MaxBufferedBytes: p.MaxBufferedBytes, Backpressure: backpressure(p.Backpressure),
 		Leases:           &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: p.DynamoDBEndpoint}},
 	})
 	if err != nil {
@@ -263,6 +264,13 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 		Records: int(rep.total.Load()), PeakBuffered: st.PeakBufferedBytes, BufferBudget: bufferBudget(p.MaxBufferedBytes),
 		CheckpointsOK: src.CheckpointStats().Commits,
 	}, nil
+}
+
+func backpressure(on bool) *kinesis.RateConfig {
+	if on {
+		return &kinesis.RateConfig{}
+	}
+	return nil
 }
 
 func bufferBudget(v int64) int64 {

@@ -27,7 +27,8 @@
 //
 // Memory: the records are read by weir whose output sustains a tenth of the
 // rate at which the plain loop read them, for -duration, with the default
-// MaxBufferedBytes, with 16 MiB and with no limit; peak RSS, peak heap and
+// MaxBufferedBytes, with 16 MiB, with no limit, and with backpressure
+// (-batch batches in every case); peak RSS, peak heap and
 // the receiver's peak buffered bytes are reported, and the plain loop's
 // peak RSS: what reading alone costs (the SDK decoding pages), the
 // constant the budget does not cover.
@@ -215,12 +216,19 @@ func memory(ctx context.Context, env *localaws.Env, o options, out io.Writer) er
 	fmt.Fprintf(out, "input: the plain loop read %.0f records/s (peak RSS %s); weir's output sustains %.0f records/s, for %v\n",
 		input, mib(p.stats.PeakRSS), input/10, o.duration)
 	for _, c := range []struct {
-		name   string
-		budget int64
-	}{{"default MaxBufferedBytes", 0}, {"MaxBufferedBytes 16 MiB", 16 << 20}, {"no limit (-1)", -1}} {
+		name         string
+		budget       int64
+		backpressure bool
+	}{
+		{"default MaxBufferedBytes", 0, false},
+		{"MaxBufferedBytes 16 MiB", 16 << 20, false},
+		{"no limit (-1)", -1, false},
+		{"default MaxBufferedBytes, Backpressure", 0, true},
+	} {
 		wp := base
 		wp.Consumer, wp.App = "weir", "bench-"+strconv.FormatInt(time.Now().UnixNano(), 36)
 		wp.MaxBufferedBytes, wp.OutputRate, wp.Duration = c.budget, input/10, o.duration
+		wp.Backpressure, wp.Batch = c.backpressure, o.batch
 		r, err := spawn(ctx, wp)
 		if err != nil {
 			return err

@@ -41,16 +41,16 @@ func TestRunThroughput(t *testing.T) {
 	}
 }
 
-// TestRunMemory runs the memory mode briefly: the three weir children report
+// TestRunMemory runs the memory mode briefly: the four weir children report
 // their peaks.
 func TestRunMemory(t *testing.T) {
 	var out bytes.Buffer
-	o := options{mode: "memory", records: 2000, size: 200, shards: 2, runs: 1, poll: 10 * time.Millisecond, rate: 1, duration: time.Second}
+	o := options{mode: "memory", records: 2000, size: 200, shards: 2, runs: 1, batch: 100 * time.Millisecond, poll: 10 * time.Millisecond, rate: 1, duration: time.Second}
 	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
-	if got := len(regexp.MustCompile(`weir, .*: budget .*, peak buffered .* MiB, peak heap objects .* MiB, peak RSS .* MiB, \d+ records output`).FindAll(out.Bytes(), -1)); got != 3 {
-		t.Errorf("%d weir lines in output, want 3:\n%s", got, out.String())
+	if got := len(regexp.MustCompile(`weir, .*: budget .*, peak buffered .* MiB, peak heap objects .* MiB, peak RSS .* MiB, \d+ records output`).FindAll(out.Bytes(), -1)); got != 4 {
+		t.Errorf("%d weir lines in output, want 4:\n%s", got, out.String())
 	}
 }
 
