@@ -35,7 +35,10 @@ var errRunTwice = errors.New("source: BlockGenerator.Run called more than once")
 //     never split across blocks and a block's ranges are exactly those of its
 //     records, in the order they were added.
 //   - Every BlockInterval the open block is sealed and queued, unless it is
-//     empty (empty blocks are never pushed) or the queue is full.
+//     empty (empty blocks are never pushed) or the queue is full. Seals
+//     come a little before each multiple of BlockInterval since the Unix
+//     epoch, so that a block sealed at a batch boundary is in that batch
+//     (see sealLead).
 //   - One goroutine pushes the queued blocks one at a time, in seal order,
 //     retrying a failed push a few times, and calls onStored after each
 //     successful push, without holding the lock.
@@ -177,24 +180,56 @@ func (g *BlockGenerator[T]) run(ctx context.Context) error {
 	return err
 }
 
-// sealEvery seals the open block at every tick of rt.BlockInterval until ctx
-// is done.
+// sealEvery seals the open block every rt.BlockInterval until ctx is done,
+// at times aligned on the interval (see sealLead).
 func (g *BlockGenerator[T]) sealEvery(ctx context.Context) {
-	t := g.rt.Clock.NewTicker(g.rt.BlockInterval)
+	clk, iv := g.rt.Clock, g.rt.BlockInterval
+	first := clk.NewTimer(untilSeal(clk.Now(), iv))
+	defer first.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-first.C():
+		g.sealNow()
+	}
+	t := clk.NewTicker(iv)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			g.mu.Lock()
-			sealed := g.sealLocked()
-			g.mu.Unlock()
-			if sealed {
-				g.signal()
-			}
+			g.sealNow()
 		}
 	}
+}
+
+// sealNow seals the open block, if it holds records, and wakes the pusher.
+func (g *BlockGenerator[T]) sealNow() {
+	g.mu.Lock()
+	sealed := g.sealLocked()
+	g.mu.Unlock()
+	if sealed {
+		g.signal()
+	}
+}
+
+// sealLead is how long before each multiple of the block interval (since
+// the Unix epoch) a block is sealed: a tenth of the interval, at most
+// 20ms. The driver cuts batches at the multiples of the batch interval,
+// which are multiples of the block interval when it divides the batch
+// interval (as by default), so a block sealed just before a batch is cut
+// is pushed in time to be in it, rather than waiting for the next batch:
+// records wait for the next seal, then at most sealLead for their batch.
+func sealLead(iv time.Duration) time.Duration { return min(iv/10, 20*time.Millisecond) }
+
+// untilSeal returns the time from now to the first seal: the next multiple
+// of iv since the Unix epoch, less sealLead.
+func untilSeal(now time.Time, iv time.Duration) time.Duration {
+	lead := sealLead(iv)
+	n, ivn := now.UnixNano(), iv.Nanoseconds()
+	next := ((n+lead.Nanoseconds())/ivn+1)*ivn - lead.Nanoseconds()
+	return time.Duration(next - n)
 }
 
 // sealLocked queues the open block and opens a new one, unless the open

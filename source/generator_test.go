@@ -510,10 +510,11 @@ func TestGeneratorUsesRuntimeClock(t *testing.T) {
 			t.Fatalf("Add: %v", err)
 		}
 		synctest.Wait()
-		m.Advance(999 * time.Millisecond)
+		// Seals come 20ms before each multiple of the interval.
+		m.Advance(979 * time.Millisecond)
 		synctest.Wait()
 		if blocks, _ := st.snapshot(); len(blocks) != 0 {
-			t.Fatalf("a block was pushed before the clock reached the interval")
+			t.Fatalf("a block was pushed before the clock reached the seal time")
 		}
 		m.Advance(time.Millisecond)
 		synctest.Wait()
@@ -623,5 +624,30 @@ func BenchmarkGeneratorAdd(b *testing.B) {
 			}
 			b.ReportMetric(float64(pushed.Load())/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// TestUntilSeal checks when the first seal comes: sealLead before the next
+// multiple of the block interval since the Unix epoch, never now.
+func TestUntilSeal(t *testing.T) {
+	ms := time.Millisecond
+	epoch := func(d time.Duration) time.Time { return time.Unix(0, 0).Add(d) }
+	tests := []struct {
+		now  time.Time
+		iv   time.Duration
+		want time.Duration
+	}{
+		{epoch(1000 * time.Second), time.Second, 980 * ms},          // lead 20ms
+		{epoch(1000*time.Second - 20*ms), time.Second, time.Second}, // at a seal time: the next one
+		{epoch(1000*time.Second - 21*ms), time.Second, ms},
+		{epoch(1000*time.Second - 19*ms), time.Second, time.Second - ms},
+		{epoch(5 * time.Second), 200 * ms, 180 * ms},
+		{epoch(5*time.Second + 50*ms), 100 * ms, 40 * ms}, // lead 10ms
+		{epoch(5 * time.Second), 10 * ms, 9 * ms},         // lead 1ms
+	}
+	for _, tt := range tests {
+		if got := untilSeal(tt.now, tt.iv); got != tt.want {
+			t.Errorf("untilSeal(%v, %v) = %v, want %v", tt.now.Sub(epoch(0)), tt.iv, got, tt.want)
+		}
 	}
 }

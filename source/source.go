@@ -110,3 +110,29 @@ type Receiver[T any] interface {
 type CompletionObserver interface {
 	BlocksCompleted(ctx context.Context, blocks []batch.BlockInfo)
 }
+
+// BatchObserver is implemented by receivers that adapt how fast they read
+// to how fast the pipeline processes what they read (backpressure, as
+// Spark's rate controller). After each batch whose outputs all succeeded,
+// the driver calls BatchCompleted with what the batch took, after
+// BlocksCompleted for its blocks, in batch-time order, never concurrently.
+// It must return quickly.
+type BatchObserver interface {
+	BatchCompleted(ctx context.Context, b BatchReport)
+}
+
+// BatchReport describes a completed batch to a BatchObserver.
+type BatchReport struct {
+	// Time is the batch time.
+	Time time.Time
+	// Interval is the driver's batch interval.
+	Interval time.Duration
+	// Records is the number of records of the observer's source in the
+	// batch.
+	Records int
+	// SchedulingDelay is how late the batch started: from its batch time
+	// to the start of its first output.
+	SchedulingDelay time.Duration
+	// ProcessingTime is how long the batch ran.
+	ProcessingTime time.Duration
+}

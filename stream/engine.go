@@ -385,6 +385,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info.Unbatched = e.unbatched()
 	e.cfg.Logger.Debug("stream: batch done", "batch", j.time, "records", info.Records,
 		"delay", info.SchedulingDelay, "took", info.ProcessingTime, "err", err)
+	for _, s := range e.sources {
+		s.observe(ctx, info)
+	}
 	e.emit(func(l Listener) { l.BatchCompleted(info) })
 	return err
 }

@@ -34,6 +34,9 @@ type sourceRunner interface {
 	// resume continues the block numbering at next and makes blocks, read
 	// from the recovery log, wait for the next batch; called before start.
 	resume(next uint64, blocks []batch.BlockInfo)
+	// observe reports a completed batch to the receiver if it is a
+	// source.BatchObserver.
+	observe(ctx context.Context, info BatchInfo)
 	// receiver returns the source's receiver.
 	receiver() any
 	// component describes the source in the pipeline's shape.
@@ -72,11 +75,30 @@ type sourceState[T any] struct {
 	reserved  int               // pushes past the limit check, not yet stored
 	space     chan struct{}     // closed (and replaced) by take
 	completer source.CompletionObserver
+	observer  source.BatchObserver
+	// completedRecords is the record count of the blocks the last
+	// complete was given; the batch runner sets it, then reports the
+	// batch to the observer (observe), one batch at a time.
+	completedRecords int
 }
 
 func (s *sourceState[T]) bind(e *engine) {
 	s.e = e
 	s.completer, _ = s.r.(source.CompletionObserver)
+	s.observer, _ = s.r.(source.BatchObserver)
+}
+
+// observe tells a source.BatchObserver receiver about a batch that
+// completed: called by the batch runner right after the batch, on its
+// goroutine, so the receiver's rate follows the batches in order.
+func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) {
+	if s.observer == nil || info.Err != nil {
+		return
+	}
+	s.observer.BatchCompleted(ctx, source.BatchReport{
+		Time: info.Time.Std(), Interval: s.e.cfg.BatchInterval, Records: s.completedRecords,
+		SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
+	})
 }
 
 func (s *sourceState[T]) receiver() any { return s.r }
@@ -185,6 +207,10 @@ func (s *sourceState[T]) unbatched() int {
 func (s *sourceState[T]) stored() (blocks, records int) { return s.store.Len() }
 
 func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
+	s.completedRecords = 0
+	for _, b := range blocks {
+		s.completedRecords += b.Count
+	}
 	if len(blocks) == 0 {
 		return
 	}

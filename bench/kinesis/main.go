@@ -1,25 +1,37 @@
-// Command kinesis measures how fast weir consumes a Kinesis stream against a
-// baseline: a plain aws-sdk-go-v2 GetRecords loop per shard, in the same run,
-// on the same local server and the same preloaded records.
+// Command kinesis measures weir's Kinesis consumer against a baseline, a
+// plain aws-sdk-go-v2 GetRecords loop per shard, in the same run, on the
+// same local servers (kinesalite and dynalite, started on 127.0.0.1) and
+// the same preloaded records.
 //
-//	go run ./bench/kinesis                       # 100000 x 100 B records, 4 shards, 3 runs each
-//	go run ./bench/kinesis -records 20000 -runs 1
-//	go run ./bench/kinesis -cpuprofile weir.prof  # CPU profiles of weir's runs only
+//	go run ./bench/kinesis                          # throughput from a cold start: 100000 x 100 B, 4 shards, 5 runs each
+//	go run ./bench/kinesis -mode latency            # put -> output latency at 100 records/s
+//	go run ./bench/kinesis -mode memory -size 1000  # memory with an output 10x slower than input
+//	go run ./bench/kinesis -cpuprofile weir.prof    # CPU profiles of weir's children
 //
-// It starts a local Kinesis server (kinesalite) and, for weir's lease table
-// and checkpoints, a local DynamoDB (dynalite) on 127.0.0.1, loads the
-// records once, then alternates the two consumers, each reading the whole
-// stream from TRIM_HORIZON, and prints records/s for both, their medians and
-// the ratio weir/plain. Both wait -poll after an empty read. After a
-// non-empty one the plain loop reads again at once; weir, while behind the
-// tip of the shard, once -min-read (default: weir's, 200ms, Kinesis's 5
-// reads/s per shard) passed since its previous call started, which on
-// kinesalite is no wait at all: a full read of four shards at once takes
-// longer than that. Timing weir ends when its output saw every record, so
-// it includes the wait for the last batch (about half a -batch interval):
-// a fixed cost of the micro-batch model, not of throughput. The default
-// -batch 50ms keeps it near 30 ms a run; with -batch 100ms -block 20ms the
-// median ratio here was 0.94-1.03 instead of 0.97-1.00.
+// Throughput: every consumer run is a child process of its own, timed from
+// the moment it is started until it has consumed every record, so it
+// includes what a user's process pays: the Go runtime, the default AWS
+// configuration, connections, and for weir creating its lease table
+// (named after a new application each run), taking the leases and
+// checkpointing. weir runs as a user configures it: leases on, TRIM_HORIZON,
+// -batch (200ms) batches, every other setting its default. The plain loop
+// reads again at once after records, and after -poll after an empty read.
+// The two alternate (which goes first alternates too); medians of -runs
+// runs, and the ratio of the medians, are reported. The machine is shared:
+// take the median of several invocations too.
+//
+// Latency: a producer puts -rate records/s for -duration; each record
+// carries its put time, and the output takes the difference. weir runs
+// with its defaults (1s batches) and with -batch batches; the plain loop
+// polls every 200ms. p50, p99 and max are reported.
+//
+// Memory: the records are read by weir whose output sustains a tenth of the
+// rate at which the plain loop read them, for -duration, with the default
+// MaxBufferedBytes, with 16 MiB, with no limit, and with backpressure
+// (-batch batches in every case); peak RSS, peak heap and
+// the receiver's peak buffered bytes are reported, and the plain loop's
+// peak RSS: what reading alone costs (the SDK decoding pages), the
+// constant the budget does not cover.
 package main
 
 import (
@@ -39,32 +51,37 @@ import (
 
 // options are the command-line settings.
 type options struct {
+	mode     string
 	records  int
 	size     int
 	shards   int
 	runs     int
 	batch    time.Duration
-	block    time.Duration
 	poll     time.Duration
+	rate     int
+	duration time.Duration
 	endpoint string
 	verbose  bool
 	cpuprof  string
-	minRead  time.Duration
 }
 
 func main() {
+	if isChild, code := childMain(); isChild {
+		os.Exit(code)
+	}
 	var o options
-	flag.IntVar(&o.records, "records", 100000, "number of records to load and consume")
+	flag.StringVar(&o.mode, "mode", "throughput", "throughput, latency or memory")
+	flag.IntVar(&o.records, "records", 100000, "records to load and consume (throughput, memory)")
 	flag.IntVar(&o.size, "size", 100, "record size in bytes")
 	flag.IntVar(&o.shards, "shards", 4, "number of shards")
-	flag.IntVar(&o.runs, "runs", 3, "runs of each consumer (alternated); medians are reported")
-	flag.DurationVar(&o.batch, "batch", 50*time.Millisecond, "weir's batch interval (and checkpoint interval)")
-	flag.DurationVar(&o.block, "block", 10*time.Millisecond, "weir's block interval")
-	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "wait after an empty read, both consumers")
-	flag.DurationVar(&o.minRead, "min-read", 0, "weir's MinReadInterval (0: weir's default)")
+	flag.IntVar(&o.runs, "runs", 5, "runs of each consumer (alternated); medians are reported")
+	flag.DurationVar(&o.batch, "batch", 200*time.Millisecond, "weir's batch interval (throughput; and latency's second weir run)")
+	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read")
+	flag.IntVar(&o.rate, "rate", 100, "records/s put during the latency run")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of a latency or memory run")
 	flag.StringVar(&o.endpoint, "endpoint", "", "use this Kinesis endpoint (loopback) instead of starting kinesalite")
-	flag.BoolVar(&o.verbose, "v", false, "log weir at debug level")
-	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of weir's runs (only) to this file")
+	flag.BoolVar(&o.verbose, "v", false, "log at debug level")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of each weir child to this file (run n > 1: file.n)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -74,17 +91,9 @@ func main() {
 	}
 }
 
-// result is one consumer's measurement.
-type result struct {
-	records int
-	elapsed time.Duration
-}
-
-func (r result) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
-
 func run(ctx context.Context, o options, out io.Writer) error {
-	if o.records <= 0 || o.size <= 0 || o.shards <= 0 || o.runs <= 0 {
-		return fmt.Errorf("-records, -size, -shards and -runs must be > 0")
+	if o.records <= 0 || o.size <= 0 || o.shards <= 0 || o.runs <= 0 || o.rate <= 0 || o.duration <= 0 {
+		return fmt.Errorf("-records, -size, -shards, -runs, -rate and -duration must be > 0")
 	}
 	level := slog.LevelWarn
 	if o.verbose {
@@ -99,41 +108,86 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer env.Close()
+	switch o.mode {
+	case "throughput":
+		return throughput(ctx, env, o, out)
+	case "latency":
+		return latency(ctx, env, o, out, logger)
+	case "memory":
+		return memory(ctx, env, o, out)
+	}
+	return fmt.Errorf("-mode %q: must be throughput, latency or memory", o.mode)
+}
+
+// newLoadedStream creates a stream and loads o.records records into it.
+func newLoadedStream(ctx context.Context, env *localaws.Env, o options, out io.Writer) (string, error) {
 	name := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := env.CreateStream(ctx, name, o.shards); err != nil {
-		return err
+		return "", err
 	}
 	start := time.Now()
 	if err := load(ctx, env, name, o.records, o.size); err != nil {
-		return fmt.Errorf("load: %w", err)
+		return "", fmt.Errorf("load: %w", err)
 	}
 	fmt.Fprintf(out, "loaded %d records of %d B into %s (%d shards) in %v\n", o.records, o.size, name, o.shards, time.Since(start).Round(time.Millisecond))
+	return name, nil
+}
 
-	prof := &profiler{path: o.cpuprof}
-	var plain, weir []float64
+// throughput times both consumers from their process start, alternated.
+func throughput(ctx context.Context, env *localaws.Env, o options, out io.Writer) error {
+	name, err := newLoadedStream(ctx, env, o, out)
+	if err != nil {
+		return err
+	}
+	base := childParams{Stream: name, Records: o.records, KinesisEndpoint: env.KinesisEndpoint, DynamoDBEndpoint: env.DynamoDBEndpoint}
+	var plain, weir, ratios []float64
 	for i := range o.runs {
-		p, err := consumePlain(ctx, env, name, o)
-		if err != nil {
-			return fmt.Errorf("plain run %d: %w", i+1, err)
+		pp := base
+		pp.Consumer, pp.Poll = "plain", o.poll
+		wp := base
+		wp.Consumer, wp.Batch, wp.Verbose = "weir", o.batch, o.verbose
+		wp.App = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) // a new lease table: a first start
+		if o.cpuprof != "" {
+			wp.CPUProfile = profilePath(o.cpuprof, i+1)
 		}
-		if err := prof.start(i + 1); err != nil {
-			return err
+		order := []*childParams{&pp, &wp}
+		if i%2 == 1 {
+			order = []*childParams{&wp, &pp}
 		}
-		w, err := consumeWeir(ctx, env, name, o, logger)
-		if perr := prof.stop(); err == nil {
-			err = perr
+		res := map[string]childResult{}
+		for _, p := range order {
+			r, err := spawn(ctx, *p)
+			if err != nil {
+				return fmt.Errorf("run %d: %w", i+1, err)
+			}
+			if r.done == 0 || r.stats.Records != o.records {
+				return fmt.Errorf("run %d: %s consumed %d of %d records", i+1, p.Consumer, r.stats.Records, o.records)
+			}
+			res[p.Consumer] = r
 		}
-		if err != nil {
-			return fmt.Errorf("weir run %d: %w", i+1, err)
-		}
-		fmt.Fprintf(out, "run %d: plain %8.0f records/s (%v)   weir %8.0f records/s (%v)   ratio %.3f\n",
-			i+1, p.rate(), p.elapsed.Round(time.Millisecond), w.rate(), w.elapsed.Round(time.Millisecond), w.rate()/p.rate())
-		plain = append(plain, p.rate())
-		weir = append(weir, w.rate())
+		p, w := res["plain"], res["weir"]
+		fmt.Fprintf(out, "run %d: plain %v (first record %v)   weir %v (first record %v, %d checkpoints)   weir/plain %.3f\n",
+			i+1, p.done.Round(time.Millisecond), p.first.Round(time.Millisecond),
+			w.done.Round(time.Millisecond), w.first.Round(time.Millisecond), w.stats.CheckpointsOK, p.done.Seconds()/w.done.Seconds())
+		plain = append(plain, p.done.Seconds())
+		weir = append(weir, w.done.Seconds())
+		ratios = append(ratios, p.done.Seconds()/w.done.Seconds())
 	}
 	mp, mw := median(plain), median(weir)
-	fmt.Fprintf(out, "median: plain %.0f records/s, weir %.0f records/s, ratio weir/plain %.3f\n", mp, mw, mw/mp)
+	fmt.Fprintf(out, "median from process start to the last record: plain %.3fs (%.0f records/s), weir %.3fs (%.0f records/s), weir/plain %.3f\n",
+		mp, float64(o.records)/mp, mw, float64(o.records)/mw, mp/mw)
+	// Runs next to each other share the machine's load: their ratio is
+	// steadier than the ratio of the medians when the load drifts.
+	fmt.Fprintf(out, "median of the per-run ratios weir/plain: %.3f\n", median(ratios))
 	return nil
+}
+
+// profilePath is the CPU profile file of run n (from 1).
+func profilePath(path string, n int) string {
+	if n == 1 {
+		return path
+	}
+	return path + "." + strconv.Itoa(n)
 }
 
 func median(xs []float64) float64 {
@@ -144,3 +198,49 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// memory reads the records with an output ten times slower than input.
+func memory(ctx context.Context, env *localaws.Env, o options, out io.Writer) error {
+	name, err := newLoadedStream(ctx, env, o, out)
+	if err != nil {
+		return err
+	}
+	base := childParams{Stream: name, Records: o.records, KinesisEndpoint: env.KinesisEndpoint, DynamoDBEndpoint: env.DynamoDBEndpoint}
+	pp := base
+	pp.Consumer, pp.Poll = "plain", o.poll
+	p, err := spawn(ctx, pp)
+	if err != nil {
+		return err
+	}
+	input := float64(o.records) / (p.done - p.first).Seconds()
+	fmt.Fprintf(out, "input: the plain loop read %.0f records/s (peak RSS %s); weir's output sustains %.0f records/s, for %v\n",
+		input, mib(p.stats.PeakRSS), input/10, o.duration)
+	for _, c := range []struct {
+		name         string
+		budget       int64
+		backpressure bool
+	}{
+		{"default MaxBufferedBytes", 0, false},
+		{"MaxBufferedBytes 16 MiB", 16 << 20, false},
+		{"no limit (-1)", -1, false},
+		{"default MaxBufferedBytes, Backpressure", 0, true},
+	} {
+		wp := base
+		wp.Consumer, wp.App = "weir", "bench-"+strconv.FormatInt(time.Now().UnixNano(), 36)
+		wp.MaxBufferedBytes, wp.OutputRate, wp.Duration = c.budget, input/10, o.duration
+		wp.Backpressure, wp.Batch = c.backpressure, o.batch
+		r, err := spawn(ctx, wp)
+		if err != nil {
+			return err
+		}
+		budget := "none"
+		if r.stats.BufferBudget > 0 {
+			budget = mib(r.stats.BufferBudget)
+		}
+		fmt.Fprintf(out, "weir, %s: budget %s, peak buffered %s, peak heap objects %s, peak RSS %s, %d records output\n",
+			c.name, budget, mib(r.stats.PeakBuffered), mib(r.stats.PeakHeap), mib(r.stats.PeakRSS), r.stats.Records)
+	}
+	return nil
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -10,19 +10,28 @@ import (
 	"time"
 )
 
-// TestRun runs the benchmark program on a small load, so it keeps working:
-// both consumers must read every record (each fails the run otherwise), a
-// ratio must be printed and each weir run profiled. Nothing about speed is
-// asserted.
-func TestRun(t *testing.T) {
+// TestMain lets the test binary serve as the program's consumer children,
+// which the throughput and memory modes start with os.Executable.
+func TestMain(m *testing.M) {
+	if isChild, code := childMain(); isChild {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// TestRunThroughput runs the throughput mode on a small load, so it keeps
+// working: both consumers, each a child process, must read every record
+// (the run fails otherwise), a ratio must be printed and each weir child
+// profiled. Nothing about speed is asserted.
+func TestRunThroughput(t *testing.T) {
 	var out bytes.Buffer
 	prof := filepath.Join(t.TempDir(), "weir.prof")
-	o := options{records: 600, size: 50, shards: 2, runs: 2, batch: 50 * time.Millisecond,
-		block: 10 * time.Millisecond, poll: 10 * time.Millisecond, cpuprof: prof}
-	if err := run(context.Background(), o, &out); err != nil {
+	o := options{mode: "throughput", records: 600, size: 50, shards: 2, runs: 2, batch: 50 * time.Millisecond,
+		poll: 10 * time.Millisecond, rate: 1, duration: time.Second, cpuprof: prof}
+	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
-	if !regexp.MustCompile(`median: plain \d+ records/s, weir \d+ records/s, ratio weir/plain \d+\.\d+`).Match(out.Bytes()) {
+	if !regexp.MustCompile(`median from process start to the last record: plain \d+\.\d+s \(\d+ records/s\), weir \d+\.\d+s \(\d+ records/s\), weir/plain \d+\.\d+`).Match(out.Bytes()) {
 		t.Errorf("no median line in output:\n%s", out.String())
 	}
 	for _, p := range []string{prof, prof + ".2"} { // one profile per weir run
@@ -32,8 +41,37 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunMemory runs the memory mode briefly: the four weir children report
+// their peaks.
+func TestRunMemory(t *testing.T) {
+	var out bytes.Buffer
+	o := options{mode: "memory", records: 2000, size: 200, shards: 2, runs: 1, batch: 100 * time.Millisecond, poll: 10 * time.Millisecond, rate: 1, duration: time.Second}
+	if err := run(t.Context(), o, &out); err != nil {
+		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+	}
+	if got := len(regexp.MustCompile(`weir, .*: budget .*, peak buffered .* MiB, peak heap objects .* MiB, peak RSS .* MiB, \d+ records output`).FindAll(out.Bytes(), -1)); got != 4 {
+		t.Errorf("%d weir lines in output, want 4:\n%s", got, out.String())
+	}
+}
+
+// TestRunLatency runs the latency mode briefly. It takes over 20s, so it
+// runs only with WEIR_BENCH_LATENCY_TEST=1.
+func TestRunLatency(t *testing.T) {
+	if os.Getenv("WEIR_BENCH_LATENCY_TEST") != "1" {
+		t.Skip("takes over 20s: set WEIR_BENCH_LATENCY_TEST=1 to run it")
+	}
+	var out bytes.Buffer
+	o := options{mode: "latency", records: 1, size: 1, shards: 1, runs: 1, batch: 100 * time.Millisecond, rate: 50, duration: 4 * time.Second}
+	if err := run(t.Context(), o, &out); err != nil {
+		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+	}
+	if got := len(regexp.MustCompile(`p50 \S+  p99 \S+  max \S+  \(\d+ records\)`).FindAll(out.Bytes(), -1)); got != 3 {
+		t.Errorf("%d latency lines in output, want 3:\n%s", got, out.String())
+	}
+}
+
 func TestRunRejectsBadFlags(t *testing.T) {
-	if err := run(context.Background(), options{records: 0, size: 1, shards: 1, runs: 1}, new(bytes.Buffer)); err == nil {
+	if err := run(context.Background(), options{records: 0, size: 1, shards: 1, runs: 1, rate: 1, duration: 1}, new(bytes.Buffer)); err == nil {
 		t.Error("run with -records 0 = nil, want an error")
 	}
 }

@@ -15,11 +15,19 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/backoff"
 )
 
-// DefaultPollInterval is how often Ensure checks whether a new table is
-// ACTIVE.
+// DefaultPollInterval is the longest wait between two checks of Ensure
+// whether a new table is ACTIVE.
 const DefaultPollInterval = time.Second
+
+// firstPoll is the first wait of Ensure for a new table. The waits double
+// from it, with jitter, up to the poll interval: a local server makes a
+// table usable within milliseconds, so a worker's cold start does not wait
+// a whole second for it, and DynamoDB's several seconds cost only a few
+// more checks.
+const firstPoll = 25 * time.Millisecond
 
 // DynamoDBAPI is the part of *dynamodb.Client a Table uses. Tests may wrap a
 // real client to hold or fail calls.
@@ -40,8 +48,9 @@ type TableConfig struct {
 	Client DynamoDBAPI
 	// Clock times the waits of Ensure. Default clock.Real{}.
 	Clock clock.Clock
-	// PollInterval is how often Ensure checks that a new table is ACTIVE.
-	// Default DefaultPollInterval (1s).
+	// PollInterval is the longest wait between two checks of Ensure that
+	// a new table is ACTIVE: the waits start at 25ms and double, with
+	// jitter, up to it. Default DefaultPollInterval (1s).
 	PollInterval time.Duration
 	// AttemptTimeout bounds each attempt of every DynamoDB call (see
 	// Config.AttemptTimeout). Default 0: none. It takes effect through the
@@ -124,6 +133,7 @@ func (t *Table) Name() string { return t.name }
 // key is leaseKey.
 func (t *Table) Ensure(ctx context.Context) error {
 	created := false
+	wait := backoff.Policy{Base: min(firstPoll, t.poll), Max: t.poll}.Start()
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
@@ -147,7 +157,7 @@ func (t *Table) Ensure(ctx context.Context) error {
 		default:
 			status = string(out.Table.TableStatus)
 		}
-		if err := clock.Sleep(ctx, t.clk, t.poll); err != nil {
+		if err := wait.Wait(ctx, t.clk); err != nil {
 			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
 		}
 	}

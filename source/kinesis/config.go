@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -52,6 +53,10 @@ const (
 	// 10 Mbit/s. The Kinesis Client Library waits 30 s for a GetRecords
 	// call, its SDK retries included.
 	DefaultAttemptTimeout = 10 * time.Second
+	// DefaultMaxBufferedBytes is Config.MaxBufferedBytes when it is zero:
+	// 64 MiB, room for about three 1s batches of 8 shards read at
+	// Kinesis's full 2 MB/s each.
+	DefaultMaxBufferedBytes = 64 << 20
 	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
 	DefaultMaxAttempts = 20
@@ -159,21 +164,57 @@ type Config struct {
 	// RecordsPerRead is the Limit of each GetRecords call, 1 to 10000.
 	// Default 10000.
 	RecordsPerRead int
-	// PollInterval is the wait after a GetRecords call that returned no
-	// records, or whose MillisBehindLatest says the reader caught up with
-	// the tip of the shard: nothing more is there to read yet. Default
-	// 500ms (see DefaultPollInterval).
+	// PollInterval is the wait after a GetRecords call that found the
+	// reader at the tip of the shard: no records, or a page neither full
+	// nor cut by the response size limit with MillisBehindLatest 0.
+	// Default 500ms (see DefaultPollInterval).
 	PollInterval time.Duration
 	// MinReadInterval is the least time between the starts of two
-	// GetRecords calls on one shard. A reader behind the tip of its shard
-	// (the last call returned records and MillisBehindLatest > 0) reads
-	// again as soon as this much time passed since its last call started,
-	// to catch up at the shard's full read rate; otherwise it waits
-	// PollInterval, and never less than this. Default 200ms, Kinesis's limit
+	// GetRecords calls on one shard. A reader with more records waiting
+	// (the last page was full, RecordsPerRead records or as many as the
+	// byte budget and rate let it ask for; or cut by the 10 MiB response
+	// limit; or MillisBehindLatest > 0) reads again as soon as this much
+	// time passed since its last call started, to catch up at the shard's
+	// full read rate; otherwise it waits PollInterval, and never less than
+	// this. Default 200ms, Kinesis's limit
 	// of 5 GetRecords calls per second per shard (a limit shared by every
 	// consumer of the stream: raise it to leave room for others, or lower
 	// it for a server that has no such limit).
 	MinReadInterval time.Duration
+	// MaxBufferedBytes bounds the memory of the records this receiver read
+	// and the driver has not yet completed (every output of their batch
+	// succeeded): sealed blocks waiting to be pushed, stored blocks
+	// waiting for a batch, and the batches waiting or running. A record
+	// counts its data, partition key, explicit hash key, sequence number
+	// and its Record struct. Before each GetRecords call a reader reserves
+	// room for the page it asks for (RecordsPerRead records of the size of
+	// its last page's, at most a quarter of the budget; fewer records when
+	// that is less), waiting while the budget is full: nothing is dropped,
+	// reading only pauses. A page can overrun its reservation only when
+	// its records are larger than the last page's, or, for a reader's first
+	// page, than 1 KiB; a page larger than the whole budget is read alone.
+	// Bytes are given back when the driver reports their block completed
+	// (source.CompletionObserver, which stream's driver does): a driver
+	// that does not report completions needs -1. Outside the budget: the
+	// AWS SDK's memory while it decodes a page (a few times the page's
+	// size, per shard reading), and garbage not yet collected (with
+	// GOGC=100 the heap grows to about twice what is live; GOMEMLIMIT
+	// bounds it). Default 64 MiB (DefaultMaxBufferedBytes); -1 means no
+	// limit; raise it for more than about 8 busy shards, or long batches.
+	MaxBufferedBytes int64
+	// MaxRecordsPerSecond caps how many Kinesis records a second are read
+	// from each shard (a static cap: a reader asks for no more than it
+	// has earned, and reads at most every MinReadInterval). Default 0: no
+	// cap.
+	MaxRecordsPerSecond float64
+	// Backpressure, when set, makes the read rate follow the rate at which
+	// the pipeline processes this receiver's records, so that batches
+	// start on time instead of queueing behind a backlog read into memory
+	// (see RateConfig for the estimator and its knobs). It needs a driver
+	// that reports batches (source.BatchObserver; stream's driver does).
+	// With MaxRecordsPerSecond too, both limits hold. Default: nil, read
+	// as fast as MaxBufferedBytes and Kinesis allow.
+	Backpressure *RateConfig
 	// ShardSyncInterval is how often AllShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
@@ -231,6 +272,9 @@ func (c Config) withDefaults() Config {
 	if c.ShardSyncInterval == 0 {
 		c.ShardSyncInterval = DefaultShardSyncInterval
 	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
 	if c.RetryBaseDelay == 0 {
 		c.RetryBaseDelay = DefaultRetryBaseDelay
 	}
@@ -248,6 +292,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnRangeUnavailable == "" {
 		c.OnRangeUnavailable = FailRange
+	}
+	if c.Backpressure != nil {
+		b := c.Backpressure.withDefaults() // a copy: the caller's is left alone
+		c.Backpressure = &b
 	}
 	if c.Leases != nil {
 		l := c.Leases.withDefaults() // a copy: the caller's is left alone
@@ -306,6 +354,17 @@ func (c Config) validate() error {
 	}
 	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
 		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)
+	}
+	if c.MaxRecordsPerSecond < 0 || math.IsNaN(c.MaxRecordsPerSecond) || math.IsInf(c.MaxRecordsPerSecond, 0) {
+		add("MaxRecordsPerSecond %v: must be > 0 records/s per shard, or 0 for no cap", c.MaxRecordsPerSecond)
+	}
+	if c.Backpressure != nil {
+		for _, p := range c.Backpressure.problems() {
+			problems = append(problems, errors.New(p))
+		}
+	}
+	if c.MaxBufferedBytes < -1 {
+		add("MaxBufferedBytes %d: must be > 0, or -1 for no limit (0 means %d)", c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	}
 	if c.MaxAttempts < 0 {
 		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)

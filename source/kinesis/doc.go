@@ -10,10 +10,11 @@
 //   - An Assigner (AllShards by default) lists the shards and starts one
 //     reader goroutine per shard, a child shard only once its parents were
 //     read to their end and every one of their records was stored.
-//   - A reader loops GetRecords (Config.RecordsPerRead): while behind the
-//     tip of its shard, again as soon as Config.MinReadInterval passed
-//     since the last call started (200ms: the shard's 5 reads/s); caught
-//     up or empty-handed, after Config.PollInterval. It backs off with
+//   - A reader loops GetRecords (Config.RecordsPerRead): while more
+//     records wait (a full page, a page cut by the 10 MiB response limit,
+//     or MillisBehindLatest > 0), again as soon as Config.MinReadInterval
+//     passed since the last call started (200ms: the shard's 5 reads/s);
+//     caught up or empty-handed, after Config.PollInterval. It backs off with
 //     jitter on throttling, server and connection errors, refreshes an expired iterator after the last
 //     sequence number it read, and de-aggregates KPL records.
 //   - Each GetRecords result enters the block generator whole, with one
@@ -26,6 +27,17 @@
 //     through Config.OnShardEnd once all of it is stored.
 //   - Recompute reads a block's ranges back, AT_SEQUENCE_NUMBER First up to
 //     Last inclusive, and gives the same records in the same order.
+//
+// # Memory and read rate
+//
+// The records read and not yet completed are bounded in bytes
+// (Config.MaxBufferedBytes, 64 MiB by default): readers wait, and never
+// drop anything, while it is full, and ask for fewer records when room is
+// short; the bytes come back when the driver completes their batch. The
+// read rate can be capped per shard (Config.MaxRecordsPerSecond) and made
+// to follow the rate at which the pipeline processes the records
+// (Config.Backpressure, see RateConfig), so that a slow pipeline keeps its
+// batches on time and leaves its backlog in Kinesis.
 //
 // # Leases and checkpoints
 //

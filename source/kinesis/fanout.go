@@ -183,7 +183,17 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	if s.guard != nil && len(e.Records) > 0 && !s.guard() {
 		return subHeld, nil
 	}
-	if err := s.rn.deliver(ctx, s.shard, e.Records, s.trim); err != nil {
+	// The event is already here: wait for the byte budget to hold it, which
+	// holds back the subscription's next events (Config.MaxBufferedBytes).
+	var size int64
+	for i := range e.Records {
+		r := &e.Records[i]
+		size += recordOverhead + int64(len(r.Data)+len(aws.ToString(r.PartitionKey))+len(aws.ToString(r.SequenceNumber)))
+	}
+	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
+		return subFailed, err
+	}
+	if _, err := s.rn.deliver(ctx, s.shard, e.Records, s.trim, size); err != nil {
 		return subFailed, err
 	}
 	s.delivered = true

@@ -23,6 +23,7 @@ type read struct {
 	records int           // records returned
 	behind  int64         // MillisBehindLatest; < 0 leaves it unset
 	latency time.Duration // how long the call takes
+	size    int           // bytes of each record's data; 0 means 1
 }
 
 // pacedClient is an in-process Kinesis of one shard that answers
@@ -65,9 +66,10 @@ func (c *pacedClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsI
 		out.MillisBehindLatest = aws.Int64(r.behind)
 	}
 	c.mu.Lock()
+	data := make([]byte, max(r.size, 1))
 	for range r.records {
 		c.seq++
-		out.Records = append(out.Records, types.Record{SequenceNumber: aws.String(strconv.Itoa(c.seq)), PartitionKey: aws.String("k"), Data: []byte("x")})
+		out.Records = append(out.Records, types.Record{SequenceNumber: aws.String(strconv.Itoa(c.seq)), PartitionKey: aws.String("k"), Data: data})
 	}
 	c.mu.Unlock()
 	if i+1 < len(c.script) {
@@ -90,8 +92,10 @@ func (c *pacedClient) gaps() []time.Duration {
 }
 
 // TestReadPacing checks, in virtual time, when a shard reader calls
-// GetRecords again: behind the tip, as soon as MinReadInterval passed
-// since the last call started; caught up or empty-handed, PollInterval
+// GetRecords again: with more records waiting (behind the tip, a full
+// page, a page cut by the response size limit), as soon as
+// MinReadInterval passed since the last call started; caught up or
+// empty-handed, PollInterval
 // after the call returned, and never sooner than MinReadInterval. Stats
 // report the MillisBehindLatest of the latest call that had one.
 func TestReadPacing(t *testing.T) {
@@ -100,6 +104,7 @@ func TestReadPacing(t *testing.T) {
 		name     string
 		poll     time.Duration
 		minRead  time.Duration
+		perRead  int // RecordsPerRead
 		script   []read
 		wantGaps []time.Duration
 		// wantBehind is the shard's MillisBehindLatest in Stats at the end.
@@ -107,34 +112,55 @@ func TestReadPacing(t *testing.T) {
 	}{
 		{
 			name: "defaults", script: []read{
-				{3, 5000, 50 * ms},  // behind, fast call: 200ms after it started
-				{3, 5000, 300 * ms}, // behind, slow call: at once
-				{3, 0, 10 * ms},     // caught up: poll
-				{0, 0, 10 * ms},     // empty: poll
-				{0, 1000, 10 * ms},  // empty though behind: poll
-				{2, -1, 10 * ms},    // no MillisBehindLatest: poll
-				{0, 1234, 10 * ms},  // empty though behind: poll
-				{0, -1, 10 * ms},    // the shard ends; no MillisBehindLatest: 1234 stays
+				{3, 5000, 50 * ms, 0},  // behind, fast call: 200ms after it started
+				{3, 5000, 300 * ms, 0}, // behind, slow call: at once
+				{3, 0, 10 * ms, 0},     // caught up: poll
+				{0, 0, 10 * ms, 0},     // empty: poll
+				{0, 1000, 10 * ms, 0},  // empty though behind: poll
+				{2, -1, 10 * ms, 0},    // no MillisBehindLatest: poll
+				{0, 1234, 10 * ms, 0},  // empty though behind: poll
+				{0, -1, 10 * ms, 0},    // the shard ends; no MillisBehindLatest: 1234 stays
 			},
 			wantGaps:   []time.Duration{200 * ms, 300 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms, 510 * ms},
 			wantBehind: 1234,
 		},
 		{
+			// kinesalite always answers MillisBehindLatest 0, and Kinesis
+			// may at the tip of a busy shard: a full page still means
+			// more is waiting.
+			name: "full pages", perRead: 3, script: []read{
+				{3, 0, 50 * ms, 0},  // full, fast: 200ms after it started
+				{3, -1, 10 * ms, 0}, // full, no MillisBehindLatest
+				{2, 0, 10 * ms, 0},  // short page at the tip: poll
+				{3, 0, 300 * ms, 0}, // full, slow: at once
+				{0, 0, 10 * ms, 0},
+			},
+			wantGaps: []time.Duration{200 * ms, 200 * ms, 510 * ms, 300 * ms},
+		},
+		{
+			name: "page cut by the response size limit", script: []read{
+				{10, 0, 10 * ms, 1 << 20}, // 10 MiB: cut, more is waiting
+				{8, 0, 10 * ms, 1 << 20},  // 8 MiB: the tip
+				{0, 0, 10 * ms, 0},
+			},
+			wantGaps: []time.Duration{200 * ms, 510 * ms},
+		},
+		{
 			name: "poll shorter than the minimum", poll: 50 * ms, minRead: 200 * ms, script: []read{
-				{0, 0, 10 * ms}, // empty: the minimum wins
-				{1, 0, 10 * ms}, // caught up: the minimum wins
-				{1, 10, 10 * ms},
-				{0, 0, 250 * ms}, // the poll after a slow call
-				{0, 0, 10 * ms},
+				{0, 0, 10 * ms, 0}, // empty: the minimum wins
+				{1, 0, 10 * ms, 0}, // caught up: the minimum wins
+				{1, 10, 10 * ms, 0},
+				{0, 0, 250 * ms, 0}, // the poll after a slow call
+				{0, 0, 10 * ms, 0},
 			},
 			wantGaps: []time.Duration{200 * ms, 200 * ms, 200 * ms, 300 * ms},
 		},
 		{
 			name: "tight minimum", poll: time.Second, minRead: ms, script: []read{
-				{5, 100, 20 * ms}, // behind: back to back
-				{5, 100, 20 * ms},
-				{5, 0, 20 * ms},
-				{0, 0, 20 * ms},
+				{5, 100, 20 * ms, 0}, // behind: back to back
+				{5, 100, 20 * ms, 0},
+				{5, 0, 20 * ms, 0},
+				{0, 0, 20 * ms, 0},
 			},
 			wantGaps:   []time.Duration{20 * ms, 20 * ms, 1020 * ms},
 			wantBehind: 0, // the latest, not the greatest
@@ -145,7 +171,7 @@ func TestReadPacing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &pacedClient{script: tt.script, done: make(chan struct{})}
 				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, MinReadInterval: tt.minRead, ShardSyncInterval: time.Hour})
+					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}

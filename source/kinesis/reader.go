@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,8 +34,26 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	lastRead := pos.After
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
+	var avg int64 // bytes a Kinesis record of the last page took; 0: unknown
+	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond, time.Second)
+	rn.readers.Add(1)
+	defer rn.readers.Add(-1)
 	for {
-		out, started, err := rn.readRecords(ctx, shardID, it)
+		limit, reserved, err := rn.beforeRead(ctx, avg, capped)
+		if err != nil {
+			return nil // ctx is done
+		}
+		out, started, err := rn.readRecords(ctx, shardID, it, limit)
+		if out != nil {
+			capped.giveBack(limit - len(out.Records))
+			rn.shared.giveBack(limit - len(out.Records))
+		}
+		// Asked once: its answer decides both what the budget gets back and
+		// whether the records are delivered.
+		holdBack := err == nil && guard != nil && len(out.Records) > 0 && !guard()
+		if err != nil || holdBack {
+			rn.r.budget.release(reserved) // nothing delivered
+		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
 			rn.r.stats.shardRetry(shardID, CauseExpiredIterator)
@@ -48,7 +67,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
-		if guard != nil && len(out.Records) > 0 && !guard() {
+		if holdBack {
 			// The lease may be another worker's by now: deliver nothing,
 			// and read these records again once it is renewed (or stop
 			// when its loss is reported).
@@ -65,12 +84,14 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			continue
 		}
 		holding = false
-		if err := rn.deliver(ctx, shardID, out.Records, trim); err != nil {
+		size, err := rn.deliver(ctx, shardID, out.Records, trim, reserved)
+		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
 		if n := len(out.Records); n > 0 {
 			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
 			trim = headTrim{} // only the first record read can be the one at pos.At
+			avg = max(size/int64(n), 1)
 		}
 		if out.MillisBehindLatest != nil {
 			rn.r.progress.behind(shardID, *out.MillisBehindLatest)
@@ -83,22 +104,50 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			return nil
 		}
 		it = out.NextShardIterator
-		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out)); err != nil {
+		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out, limit)); err != nil {
 			return nil
 		}
 	}
 }
 
 // pause returns how long a reader waits before its next GetRecords call,
-// after out, whose call started at started: behind the tip of the shard
-// (records read, MillisBehindLatest > 0), until MinReadInterval passed
-// since started; otherwise PollInterval, and never less.
-func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput) time.Duration {
+// after out, whose call started at started and asked for at most limit
+// records. When more records are waiting, it reads again as soon as
+// MinReadInterval passed since started; otherwise it waits PollInterval,
+// and never less than that floor.
+func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput, limit int) time.Duration {
 	floor := rn.cfg.MinReadInterval - rn.clock.Now().Sub(started)
-	if len(out.Records) > 0 && aws.ToInt64(out.MillisBehindLatest) > 0 {
+	if moreWaiting(out, limit) {
 		return floor
 	}
 	return max(rn.cfg.PollInterval, floor)
+}
+
+// pageCutBytes is the data size from which a GetRecords page is taken to
+// have been cut by the call's response size limit (10 MiB) rather than
+// having reached the tip of the shard: within one largest record (1 MiB)
+// of it.
+const pageCutBytes = 9 << 20
+
+// moreWaiting reports whether records are known to wait after out, a
+// GetRecords answer to a call limited to limit records: the page is full
+// (limit records), or so large that the response size limit cut it, or
+// MillisBehindLatest says the reader is behind the tip. A page that is
+// full says so whatever MillisBehindLatest says: some servers always
+// answer 0, and Kinesis itself may answer 0 at the tip of a busy shard.
+func moreWaiting(out *awskinesis.GetRecordsOutput, limit int) bool {
+	n := len(out.Records)
+	switch {
+	case n == 0:
+		return false
+	case n >= limit, aws.ToInt64(out.MillisBehindLatest) > 0:
+		return true
+	}
+	size := 0
+	for _, r := range out.Records {
+		size += len(r.Data) + len(aws.ToString(r.PartitionKey))
+	}
+	return size >= pageCutBytes
 }
 
 // resumeAt is where a reader that started at pos and last delivered
@@ -119,19 +168,81 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 	return fmt.Errorf("kinesis: reading shard %s of stream %s: %w", shardID, rn.cfg.Stream, err)
 }
 
+// beforeRead reserves room in the byte budget for the next page, waiting
+// while it is full, and waits until the shard's cap (capped) and the
+// receiver's rate (rn.shared) let it read. It returns the Limit of the
+// next GetRecords call and the bytes reserved for it. The page is
+// RecordsPerRead records of avg bytes (the last page's; 0: unknown, then
+// a whole 10 MiB page is reserved, and its records are taken to be
+// assumedRecordBytes), but no more than a quarter of the budget, nor than
+// the records the limiters let it read. The caller gives
+// back the records the call did not use to both limiters, and the
+// reservation to the budget (deliver does).
+func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (limit int, reserved int64, err error) {
+	b := rn.r.budget
+	perRead := rn.cfg.RecordsPerRead
+	want := int64(maxPageBytes)
+	if avg > 0 {
+		want = min(avg*int64(perRead), maxPageBytes)
+	}
+	if b.max > 0 {
+		want = min(want, max(b.max/4, avg))
+	}
+	if err := b.reserve(ctx, want); err != nil {
+		return 0, 0, err
+	}
+	limit = int(max(min(want/cmp.Or(avg, assumedRecordBytes), int64(perRead)), 1))
+	// Each limiter is waited on for what a read every MinReadInterval
+	// earns (the shared one: this reader's share of it), so that reads
+	// are few and each takes what accumulated.
+	perInterval := func(rate float64, readers int64) int {
+		return int(rate * rn.cfg.MinReadInterval.Seconds() / float64(max(readers, 1)))
+	}
+	n, err := capped.take(ctx, limit, perInterval(capped.currentRate(), 1))
+	if err != nil {
+		b.release(want)
+		return 0, 0, err
+	}
+	m, err := rn.shared.take(ctx, n, perInterval(rn.shared.currentRate(), rn.readers.Load()))
+	if err != nil {
+		capped.giveBack(n)
+		b.release(want)
+		return 0, 0, err
+	}
+	capped.giveBack(n - m)
+	if avg > 0 && int64(m)*avg < want { // the limiters cut the page
+		b.release(want - int64(m)*avg)
+		want = int64(m) * avg
+	}
+	return m, want, nil
+}
+
+// maxPageBytes is the most data one GetRecords call returns (10 MiB).
+const maxPageBytes = 10 << 20
+
+// assumedRecordBytes is the record size a reader assumes, to size its
+// first page to its reservation, before it has read one: with the default
+// budget, a full page of RecordsPerRead records; with a small budget, a
+// page that stays within it unless records are larger than this.
+const assumedRecordBytes = 1 << 10
+
 // deliver de-aggregates one GetRecords result, leaves out the user records
 // trim covers, and adds the rest to the block generator whole, with its
 // range (whose Count is then less than its records: Recompute trims them
-// the same way).
-func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim) error {
+// the same way). It returns the bytes the records hold in memory, which
+// the byte budget holds, in place of the reserved bytes, until their block
+// is completed.
+func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
 	if len(krecs) == 0 {
-		return nil
+		rn.r.budget.release(reserved)
+		return 0, nil
 	}
 	recs, bad := convert(shardID, krecs, rn.logger)
 	recs = trim.apply(recs)
 	if len(recs) == 0 {
+		rn.r.budget.release(reserved)
 		rn.r.stats.read(len(krecs), 0, bad)
-		return nil // only empty aggregates: nothing to add, nothing to recompute
+		return 0, nil // only empty aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
 		Stream: rn.cfg.Stream,
@@ -140,12 +251,18 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 		Last:   aws.ToString(krecs[len(krecs)-1].SequenceNumber),
 		Count:  len(recs),
 	}
+	var size int64
+	for i := range recs {
+		size += recordBytes(&recs[i])
+	}
+	rn.r.budget.take(rng, size, reserved)
 	if err := rn.gen.Add(ctx, recs, rng); err != nil {
-		return err
+		rn.r.budget.giveBack([]batch.SeqRange{rng})
+		return 0, err
 	}
 	rn.r.stats.read(len(krecs), len(recs), bad)
 	rn.r.progress.added(rng)
-	return nil
+	return size, nil
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
@@ -236,10 +353,10 @@ func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamR
 	return out.ShardIterator, nil
 }
 
-// readRecords calls GetRecords for a shard reader (RecordsPerRead,
+// readRecords calls GetRecords for a shard reader (at most limit records,
 // retried until ctx is done), and returns when its last attempt started.
-func (rn *run) readRecords(ctx context.Context, shardID string, it *string) (*awskinesis.GetRecordsOutput, time.Time, error) {
-	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(rn.cfg.RecordsPerRead)), StreamARN: streamRef(rn.cfg.Stream).arn()}
+func (rn *run) readRecords(ctx context.Context, shardID string, it *string, limit int) (*awskinesis.GetRecordsOutput, time.Time, error) {
+	in := &awskinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(int32(limit)), StreamARN: streamRef(rn.cfg.Stream).arn()}
 	var started time.Time
 	out, err := do(ctx, rn.retry, 0, "GetRecords", shardID, func(ctx context.Context) (*awskinesis.GetRecordsOutput, error) {
 		started = rn.clock.Now()

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,11 +30,16 @@ type Receiver struct {
 	cfg      Config // with defaults
 	stats    statsCollector
 	progress *progress
+	budget   *budget
 
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
 
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
+
+	rateMu sync.Mutex
+	est    estimator // with Config.Backpressure
+	shared *limiter  // the receiver-wide read rate, set by Start; nil before
 
 	mu      sync.Mutex
 	started bool
@@ -45,6 +51,7 @@ type Receiver struct {
 var (
 	_ source.Receiver[Record]   = (*Receiver)(nil)
 	_ source.CompletionObserver = (*Receiver)(nil)
+	_ source.BatchObserver      = (*Receiver)(nil)
 )
 
 // New validates cfg and returns a Receiver. The error, wrapping
@@ -55,9 +62,15 @@ func New(cfg Config) (*Receiver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var est estimator
+	if cfg.Backpressure != nil {
+		est = estimator{cfg: *cfg.Backpressure, rate: cfg.Backpressure.InitialRate}
+	}
 	return &Receiver{
+		est:      est,
 		cfg:      cfg,
 		progress: newProgress(),
+		budget:   newBudget(cfg.MaxBufferedBytes),
 		client:   cfg.Client,
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
@@ -77,6 +90,10 @@ type run struct {
 	resumeAfter func(stream, shard string) (string, bool)
 	// fanOut is set with Config.FanOut: readers subscribe through it.
 	fanOut *fanOut
+	// shared is the read rate of every shard together (Backpressure).
+	shared *limiter
+	// readers counts the running shard readers, who share shared.
+	readers atomic.Int64
 }
 
 // Start checks that the stream exists, then reads it and pushes blocks
@@ -164,6 +181,10 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 		return nil, nil
 	}
 	rn.gen = source.NewBlockGenerator(rt, r.onStored)
+	r.rateMu.Lock()
+	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, DefaultCheckpointInterval)) // rate 0: no limit
+	r.shared = rn.shared
+	r.rateMu.Unlock()
 	return rn, nil
 }
 
@@ -320,12 +341,14 @@ func (r *Receiver) shardEnded(ctx context.Context, ev drainEvent) {
 // BlocksCompleted implements source.CompletionObserver: the driver calls
 // it, in batch-time order, once every output of the batch holding blocks
 // succeeded. Each block's shards' completed sequence numbers move forward
-// to its ranges' Last (never back). With Config.Leases and no shared
+// to its ranges' Last (never back), and the bytes their records held in
+// the budget (Config.MaxBufferedBytes) are given back. With Config.Leases and no shared
 // recovery log, these are the numbers the checkpoints record (DESIGN.md,
 // guarantee G4). It may be called before, during or after Start.
 func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
 	moved := false
 	for _, b := range blocks {
+		r.budget.giveBack(b.Ranges)
 		if r.progress.completed(b.Ranges) {
 			moved = true
 		}
@@ -333,6 +356,31 @@ func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) 
 	if lr := r.lease.Load(); moved && lr != nil {
 		lr.signal()
 	}
+}
+
+// BatchCompleted implements source.BatchObserver: with
+// Config.Backpressure, each batch the driver reports updates the read
+// rate (see RateConfig). Without it, it does nothing. It may be called
+// before, during or after Start.
+func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
+	if r.cfg.Backpressure == nil {
+		return
+	}
+	r.rateMu.Lock()
+	defer r.rateMu.Unlock()
+	rate, ok := r.est.update(b)
+	if ok && r.shared != nil {
+		r.shared.setRate(rate)
+	}
+}
+
+// ReadRate returns the read rate backpressure set, in records/s over all
+// shards: RateConfig.InitialRate until the first batch with records is
+// reported; 0 (no limit) without Config.Backpressure.
+func (r *Receiver) ReadRate() float64 {
+	r.rateMu.Lock()
+	defer r.rateMu.Unlock()
+	return r.est.rate
 }
 
 // LatestCompleted returns the greatest sequence number of shardID whose
@@ -387,6 +435,7 @@ func (r *Receiver) Stats() Stats {
 		s.BadLeaseItems = lr.coord.BadItems()
 		s.RefusedShards = lr.refusedCount()
 	}
+	s.BufferedBytes, s.PeakBufferedBytes = r.budget.usage()
 	return s
 }
 

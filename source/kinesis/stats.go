@@ -36,6 +36,11 @@ type Stats struct {
 	// because their checkpoint names no record it can read from (reported
 	// like BadLeaseItems).
 	RefusedShards int64
+	// BufferedBytes is the memory of the records read and not yet
+	// completed, as Config.MaxBufferedBytes counts it.
+	BufferedBytes int64
+	// PeakBufferedBytes is the most BufferedBytes has been.
+	PeakBufferedBytes int64
 	// Shards holds the state of every shard this receiver has read, by ID.
 	Shards map[string]ShardStats
 }

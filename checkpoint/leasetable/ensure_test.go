@@ -1,0 +1,83 @@
+package leasetable
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// creatingDB is a DynamoDB that creates a table which stays CREATING for
+// the first `creating` DescribeTable calls after it, and records when each
+// DescribeTable came. Only Ensure's pacing is tested with it; the calls
+// themselves are tested against dynalite.
+type creatingDB struct {
+	DynamoDBAPI // nil: any other call panics
+	creating    int
+
+	mu        sync.Mutex
+	created   bool
+	describes []time.Time
+}
+
+func (d *creatingDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.created = true
+	return &dynamodb.CreateTableOutput{}, nil
+}
+
+func (d *creatingDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.created {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no table")}
+	}
+	d.describes = append(d.describes, time.Now())
+	status := types.TableStatusActive
+	if len(d.describes) <= d.creating {
+		status = types.TableStatusCreating
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: status,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	}}, nil
+}
+
+// TestEnsureBacksOffFast checks, in virtual time, that Ensure checks a
+// table it created again after tens of milliseconds, not a whole poll
+// interval, and that its waits then double up to PollInterval: a cold
+// start on a local server waits little, and DynamoDB's seconds cost a few
+// checks.
+func TestEnsureBacksOffFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := &creatingDB{creating: 8}
+		tbl, err := NewTable(TableConfig{Name: "leases", Client: db, PollInterval: 400 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := tbl.Ensure(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		d := db.describes
+		if len(d) != 9 {
+			t.Fatalf("%d DescribeTable calls after the table was created, want 9", len(d))
+		}
+		// The n-th wait (from 0) is in [w/2, w], w = min(25ms*2^n, 400ms).
+		for i := 1; i < len(d); i++ {
+			w := min(firstPoll<<(i-1), 400*time.Millisecond)
+			if got := d[i].Sub(d[i-1]); got < w/2 || got > w {
+				t.Errorf("wait %d: %v, want %v to %v", i, got, w/2, w)
+			}
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Ensure took %v for 8 CREATING answers, want under 2s", took)
+		}
+	})
+}
