@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/weirstream/weir/batch"
@@ -193,6 +195,14 @@ func runReceiver(t *testing.T, env *localaws.Env, rec *recorder, edit func(*kine
 	if edit != nil {
 		edit(&cfg)
 	}
+	readAndStop(t, cfg, n)
+}
+
+// readAndStop runs a receiver of cfg until it has read n records, has
+// their blocks completed, recomputes one block, and stops it gracefully.
+func readAndStop(t *testing.T, cfg kinesis.Config, n int) {
+	t.Helper()
+	ctx := t.Context()
 	r, err := kinesis.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +304,37 @@ func TestRecoveryLogPolicy(t *testing.T) {
 	}
 	l.Close()
 	check(t, "dynamodb-log.json", "dynamodb", rec.called())
+}
+
+// TestFanoutPolicy reads a stream of kinesis-mock (kinesalite has no
+// enhanced fan-out) with Config.FanOut, deregistering the consumer at the
+// end, and checks the calls against kinesis-fanout.json.
+func TestFanoutPolicy(t *testing.T) {
+	t.Parallel()
+	env := localaws.ForTest(t, localaws.Options{KinesisMock: true})
+	var rec *recorder
+	client := env.KinesisMock(func(o *awskinesis.Options) { rec = newRecorder(o.HTTPClient); o.HTTPClient = rec })
+	setup := env.KinesisMock() // not recorded: the stream is the test's, not weir's
+	ctx := t.Context()
+	stream := localaws.UniqueName(t)
+	if err := localaws.CreateStreamOn(ctx, setup, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = fmt.Appendf(nil, "r-%03d", i)
+	}
+	if err := localaws.PutRecordsOn(ctx, setup, stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	readAndStop(t, kinesis.Config{
+		Stream: stream, App: "iam", InitialPosition: kinesis.TrimHorizon, Client: client,
+		PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+		FanOut: &kinesis.FanOutConfig{ConsumerName: "iam-" + stream[len(stream)-8:], DeregisterOnStop: true},
+	}, n)
+	check(t, "kinesis-fanout.json", "kinesis", rec.called())
 }
 
 // TestFanoutPolicyCoversPolling checks the enhanced fan-out policy parses

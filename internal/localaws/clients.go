@@ -63,8 +63,8 @@ func (e *Env) Kinesis(optFns ...func(*kinesis.Options)) *kinesis.Client {
 }
 
 // KinesisMock returns a client of kinesis-mock. Its HTTP client, including
-// one set by optFns, is wrapped so that SubscribeToShard works (see
-// LOCAL-AWS.md: kinesis-mock omits the initial-response message). If
+// one set by optFns, is wrapped so that SubscribeToShard works: kinesis-mock
+// omits the initial-response message the SDK waits for first. If
 // Options.KinesisMock was false, every call of the client fails.
 func (e *Env) KinesisMock(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	fix := func(o *kinesis.Options) { o.HTTPClient = initialResponse{next: o.HTTPClient} }
