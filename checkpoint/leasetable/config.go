@@ -107,7 +107,7 @@ type Config struct {
 	// table with weir workers at the same time (a mixed fleet, or a rolling
 	// migration): a KCL worker takes a lease whose counter stood still for
 	// its failover time. Default false: each worker renews one lease and
-	// the others judge all its leases by it (see the package doc), which
+	// the others judge all its leases by it (DESIGN.md, section Leases), which
 	// costs one write per worker instead of one per lease, and a KCL
 	// application's table is still taken over as it is once its workers
 	// are stopped (their leases expire), as a KCL worker takes over weir's.

@@ -104,7 +104,7 @@ func (c CoordinatorConfig) validate() error {
 }
 
 // Coordinator runs one worker's side of the lease protocol on the lease
-// table (see the package doc) and is the checkpoint.Committer that writes this worker's
+// table (DESIGN.md, section Leases) and is the checkpoint.Committer that writes this worker's
 // checkpoints. It is safe for concurrent use.
 //
 // Lease changes are reported through OnAcquired and OnLost, in the order they
