@@ -1,0 +1,192 @@
+package stream
+
+import (
+	"context"
+	"hash/maphash"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// The in-process shuffle of the keyed operators (ReduceByKey,
+// CountByValue). For a batch of n input partitions:
+//
+//  1. Map side: one task per input partition runs the partition's fused
+//     chain and combines its records by key, in the order keys first
+//     appear, then splits the combined pairs into P buckets by a hash of
+//     the key (P = Config.Parallelism).
+//  2. Reduce side: one task per bucket combines bucket p of every map task,
+//     map task by map task, so the values of a key are combined in
+//     partition order: reduce need not be commutative.
+//  3. The P reduced lists are merged into one, ordered by where each key
+//     first appears: partition, then position in it. That order depends on
+//     the batch's records alone, not on P nor on the hash seed, so a batch
+//     recomputed after a restart gives the same output.
+//
+// With one input partition, the map side's result is the output as it is.
+
+// firstAt is where a key first appears in a batch: its partition, and its
+// index among the records of that partition.
+type firstAt struct {
+	part, off int32
+}
+
+func (a firstAt) before(b firstAt) bool {
+	return a.part < b.part || (a.part == b.part && a.off < b.off)
+}
+
+// combined is the pairs of a map or reduce task, one per key, in the order
+// keys first appear.
+type combined[K comparable, V any] struct {
+	index map[K]int32
+	pairs []Pair[K, V]
+	first []firstAt // first[i] is where pairs[i]'s key first appears
+}
+
+func newCombined[K comparable, V any](hint int) *combined[K, V] {
+	return &combined[K, V]{index: make(map[K]int32, hint), pairs: make([]Pair[K, V], 0, hint), first: make([]firstAt, 0, hint)}
+}
+
+// add combines v into key k's value with reduce, or adds the key, first
+// seen at at.
+func (c *combined[K, V]) add(k K, v V, at firstAt, reduce func(V, V) V) {
+	if i, ok := c.index[k]; ok {
+		c.pairs[i].Value = reduce(c.pairs[i].Value, v)
+		return
+	}
+	c.index[k] = int32(len(c.pairs))
+	c.pairs = append(c.pairs, Pair[K, V]{Key: k, Value: v})
+	c.first = append(c.first, at)
+}
+
+// keyed is a keyed operator: how a map task combines the records of one
+// partition, and how values are reduced.
+type keyed[T any, K comparable, V any] struct {
+	seed   maphash.Seed
+	reduce func(V, V) V
+	// combine adds the records of partition part of in to c.
+	combine func(c *combined[K, V], in *parted[T], part int)
+	hint    int // keys of the previous batch, to size this one's maps
+}
+
+// plan returns the stream's plan: the shuffle of the batch of s.
+func (kd *keyed[T, K, V]) plan(s *Stream[T]) func(r *run) (*parted[Pair[K, V]], error) {
+	return func(r *run) (*parted[Pair[K, V]], error) {
+		in, err := s.parts(r)
+		if err != nil || in == nil {
+			return nil, err
+		}
+		out, err := kd.shuffle(r.ctx, max(r.par, 1), in)
+		if err != nil {
+			return nil, err
+		}
+		kd.hint = len(out)
+		return split(batch.New(in.time, in.blocks, out), r.par), nil
+	}
+}
+
+// shuffle combines the records of in by key, par tasks at a time, and
+// returns one pair per key, in the order keys first appear.
+func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) ([]Pair[K, V], error) {
+	n := len(in.keys)
+	if n == 0 {
+		return nil, nil
+	}
+	if n == 1 {
+		c := newCombined[K, V](kd.hint)
+		if err := parallel(ctx, 1, 1, func(context.Context, int) error {
+			kd.combine(c, in, 0)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		return c.pairs, nil
+	}
+	buckets := make([][]*combined[K, V], n) // by map task, then by reduce task
+	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
+		c := newCombined[K, V](kd.hint / n)
+		kd.combine(c, in, i)
+		buckets[i] = kd.bucket(c, par)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	reduced := make([]*combined[K, V], par)
+	err = parallel(ctx, par, par, func(_ context.Context, p int) error {
+		size := 0
+		for _, b := range buckets {
+			size = max(size, len(b[p].pairs))
+		}
+		c := newCombined[K, V](size)
+		for _, b := range buckets {
+			for j, kv := range b[p].pairs {
+				c.add(kv.Key, kv.Value, b[p].first[j], kd.reduce)
+			}
+		}
+		reduced[p] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return merge(reduced), nil
+}
+
+// bucket splits c into par buckets by a hash of the key, keeping the order
+// of c in each.
+func (kd *keyed[T, K, V]) bucket(c *combined[K, V], par int) []*combined[K, V] {
+	bs := make([]*combined[K, V], par)
+	for p := range bs {
+		bs[p] = &combined[K, V]{}
+	}
+	for j, kv := range c.pairs {
+		b := bs[maphash.Comparable(kd.seed, kv.Key)%uint64(par)]
+		b.pairs = append(b.pairs, kv)
+		b.first = append(b.first, c.first[j])
+	}
+	return bs
+}
+
+// merge merges lists, each in first-appearance order, into one list in
+// first-appearance order, with a binary heap of the lists' heads.
+func merge[K comparable, V any](lists []*combined[K, V]) []Pair[K, V] {
+	total := 0
+	var heap []int // indexes of the lists not exhausted, a min-heap by head
+	next := make([]int, len(lists))
+	for i, l := range lists {
+		total += len(l.pairs)
+		if len(l.pairs) > 0 {
+			heap = append(heap, i)
+		}
+	}
+	head := func(h int) firstAt { l := heap[h]; return lists[l].first[next[l]] }
+	down := func(h int) {
+		for {
+			m := h
+			for _, c := range []int{2*h + 1, 2*h + 2} {
+				if c < len(heap) && head(c).before(head(m)) {
+					m = c
+				}
+			}
+			if m == h {
+				return
+			}
+			heap[h], heap[m] = heap[m], heap[h]
+			h = m
+		}
+	}
+	for h := len(heap)/2 - 1; h >= 0; h-- {
+		down(h)
+	}
+	out := make([]Pair[K, V], 0, total)
+	for len(heap) > 0 {
+		l := heap[0]
+		out = append(out, lists[l].pairs[next[l]])
+		if next[l]++; next[l] == len(lists[l].pairs) {
+			heap[0] = heap[len(heap)-1]
+			heap = heap[:len(heap)-1]
+		}
+		down(0)
+	}
+	return out
+}
