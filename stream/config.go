@@ -206,7 +206,7 @@ func (cfg Config) validate() error {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
 	}
 	if cfg.Parallelism < 0 {
-		add("Parallelism %d: must be >= 1 (or 0 for the default, GOMAXPROCS: %d)", cfg.Parallelism, runtime.GOMAXPROCS(0))
+		add("Parallelism %d: must be >= 1 (or 0 for the default, GOMAXPROCS)", cfg.Parallelism)
 	}
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
 		{"negative DrainTimeout", Config{DrainTimeout: -time.Second},
 			[]string{"DrainTimeout -1s: must be > 0 (or 0 for the default, 30s)"}},
+		{"negative Parallelism", Config{Parallelism: -1},
+			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
@@ -92,6 +95,9 @@ func TestConfigDefaults(t *testing.T) {
 			}
 			if c.DrainTimeout != DefaultDrainTimeout && tt.cfg.DrainTimeout == 0 {
 				t.Errorf("DrainTimeout %v, want the default %v", c.DrainTimeout, DefaultDrainTimeout)
+			}
+			if want := runtime.GOMAXPROCS(0); tt.cfg.Parallelism == 0 && c.Parallelism != want {
+				t.Errorf("Parallelism %d, want the default GOMAXPROCS %d", c.Parallelism, want)
 			}
 		})
 	}

@@ -13,13 +13,13 @@ import (
 // documentation), and in order within one.
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 	requireFunc(s.p, "Map", s.n, "f", f == nil)
-	return narrow(s, "Map", func(in *parted[T], i int, yield func([]U) bool) bool {
-		return in.each(i, func(c []T) bool {
+	return narrow(s, "Map", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
 			out := make([]U, len(c))
 			for j, v := range c {
 				out[j] = f(v)
 			}
-			return yield(out)
+			return yield(pos, out)
 		})
 	})
 }
@@ -28,15 +28,15 @@ func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 // true, in order. keep is called as Map's f is.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 	requireFunc(s.p, "Filter", s.n, "keep", keep == nil)
-	return narrow(s, "Filter", func(in *parted[T], i int, yield func([]T) bool) bool {
-		return in.each(i, func(c []T) bool {
+	return narrow(s, "Filter", func(in *parted[T], i int, yield func(int, []T) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
 			var out []T
 			for _, v := range c {
 				if keep(v) {
 					out = append(out, v)
 				}
 			}
-			return len(out) == 0 || yield(out)
+			return len(out) == 0 || yield(pos, out)
 		})
 	})
 }
@@ -47,13 +47,13 @@ func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 // so f must not reuse a slice it returned. f is called as Map's f is.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 	requireFunc(s.p, "FlatMap", s.n, "f", f == nil)
-	return narrow(s, "FlatMap", func(in *parted[T], i int, yield func([]U) bool) bool {
+	return narrow(s, "FlatMap", func(in *parted[T], i int, yield func(int, []U) bool) bool {
 		// Each non-empty result of f is passed on as it is: the records
 		// are not copied into one slice, which for a word split would cost
 		// as much again as the split itself, in copying and in garbage.
-		return in.each(i, func(c []T) bool {
+		return in.each(i, func(pos int, c []T) bool {
 			for _, v := range c {
-				if out := f(v); len(out) > 0 && !yield(out) {
+				if out := f(v); len(out) > 0 && !yield(pos, out) {
 					return false
 				}
 			}
@@ -69,10 +69,10 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 // for parts of different partitions, and in order within one.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
-	return narrow(s, "MapBatch", func(in *parted[T], i int, yield func([]U) bool) bool {
-		return in.each(i, func(c []T) bool {
+	return narrow(s, "MapBatch", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
 			out := f(c)
-			return len(out) == 0 || yield(out)
+			return len(out) == 0 || yield(pos, out)
 		})
 	})
 }
@@ -136,10 +136,17 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 				}
 			}
 		}
-		return &parted[T]{time: r.job.time, blocks: blocks, keys: keys, each: func(i int, yield func([]T) bool) bool {
-			for _, in := range ins {
+		// Positions follow the inputs' order: those of s first.
+		npos := 0
+		base := make([]int, len(ins))
+		for k, in := range ins {
+			base[k] = npos
+			npos += in.npos
+		}
+		return &parted[T]{time: r.job.time, blocks: blocks, keys: keys, npos: npos, each: func(i int, yield func(int, []T) bool) bool {
+			for k, in := range ins {
 				if i < len(in.keys) {
-					return in.each(i, yield)
+					return in.each(i, func(pos int, c []T) bool { return yield(base[k]+pos, c) })
 				}
 				i -= len(in.keys)
 			}

@@ -68,7 +68,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int) error {
 		var err error
-		pt.each(i, func(c []T) bool {
+		pt.each(i, func(_ int, c []T) bool {
 			for _, v := range c {
 				if err = f(ctx, v); err != nil {
 					return false
@@ -91,7 +91,7 @@ func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partiti
 	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int) error {
 		part := Partition[T]{Time: pt.time, Index: i, Stream: pt.keys[i].stream, Shard: pt.keys[i].shard}
-		pt.each(i, func(c []T) bool {
+		pt.each(i, func(_ int, c []T) bool {
 			if len(c) > 0 {
 				part.chunks = append(part.chunks, c)
 			}

@@ -52,11 +52,12 @@ func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
 	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
-		off := int32(0)
-		in.each(part, func(chunk []Pair[K, V]) bool {
+		at := firstAt{pos: -1}
+		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
+			at.next(pos)
 			for _, kv := range chunk {
-				c.add(kv.Key, kv.Value, firstAt{int32(part), off}, reduce)
-				off++
+				c.add(kv.Key, kv.Value, at, reduce)
+				at.off++
 			}
 			return true
 		})
@@ -81,17 +82,18 @@ func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V,
 func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
-		off := int32(0)
-		in.each(part, func(chunk []T) bool {
+		at := firstAt{pos: -1}
+		in.each(part, func(pos int, chunk []T) bool {
+			at.next(pos)
 			for _, v := range chunk {
 				if i, ok := c.index[v]; ok {
 					c.pairs[i].Value++
 				} else {
 					c.index[v] = int32(len(c.pairs))
 					c.pairs = append(c.pairs, Pair[T, int64]{Key: v, Value: 1})
-					c.first = append(c.first, firstAt{int32(part), off})
+					c.first = append(c.first, at)
 				}
-				off++
+				at.off++
 			}
 			return true
 		})

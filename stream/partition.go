@@ -68,9 +68,20 @@ type partKey struct {
 	stream, shard string
 }
 
+// chunk is a slice of a partition's records and its position in the batch:
+// the batch as ForEachBatch sees it holds the chunks of all partitions by
+// position, and, for one position, in the order its partition made them.
+// Positions start at the input: for a source, each run of one shard's
+// records in a block is a position, numbered in block order, so a batch
+// keeps the order of its blocks through narrow operators while each
+// partition keeps the order of its shard.
+type chunk[T any] struct {
+	pos  int
+	recs []T
+}
+
 // parted is a stream's batch as partitions, computed or not yet: the unit
-// the engine runs in parallel. The batch it stands for holds the records of
-// its partitions in partition order.
+// the engine runs in parallel.
 //
 // A parted is made, and its fields read, by the driver's goroutine only;
 // each may be called from several goroutines at once, for different
@@ -79,27 +90,30 @@ type parted[T any] struct {
 	time   batch.Time
 	blocks []batch.BlockInfo
 	keys   []partKey // one per partition
+	npos   int       // positions are in [0, npos)
 
 	// each calls yield with the records of partition i, chunk by chunk, in
-	// order, until yield returns false; it reports whether it ran to the
-	// end. For a narrow operator it runs the chain of operators from the
-	// last computed stream up, fused: this is where user functions run.
-	each func(i int, yield func([]T) bool) bool
+	// order, with their position, until yield returns false; it reports
+	// whether it ran to the end. Positions never decrease within a
+	// partition. For a narrow operator it runs the chain of operators from
+	// the last computed stream up, fused: this is where user functions run.
+	each func(i int, yield func(pos int, recs []T) bool) bool
 
 	// data holds the chunks of each partition once they are computed; nil
 	// for a chain not run yet.
-	data [][][]T
-	// whole is the batch, if it is already made (a computed batch split
-	// into partitions, a keyed operator's result).
+	data [][]chunk[T]
+	// whole is the batch, if it is already made (a source's, with one part
+	// per block; a computed batch split into partitions; a keyed
+	// operator's result).
 	whole *batch.Batch[T]
 }
 
 // computed returns a parted whose partitions are data.
-func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, data [][][]T) *parted[T] {
-	pt := &parted[T]{time: t, blocks: blocks, keys: keys, data: data}
-	pt.each = func(i int, yield func([]T) bool) bool {
+func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, npos int, data [][]chunk[T]) *parted[T] {
+	pt := &parted[T]{time: t, blocks: blocks, keys: keys, npos: npos, data: data}
+	pt.each = func(i int, yield func(int, []T) bool) bool {
 		for _, c := range pt.data[i] {
-			if !yield(c) {
+			if !yield(c.pos, c.recs) {
 				return false
 			}
 		}
@@ -110,8 +124,8 @@ func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, dat
 
 // derived returns a parted with pt's time, blocks and partitions, whose
 // partition i is each(i, ...).
-func derived[T, U any](pt *parted[T], each func(i int, yield func([]U) bool) bool) *parted[U] {
-	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, each: each}
+func derived[T, U any](pt *parted[T], each func(i int, yield func(int, []U) bool) bool) *parted[U] {
+	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, npos: pt.npos, each: each}
 }
 
 // compute runs pt's partitions as tasks, at most par at a time, and returns
@@ -120,12 +134,12 @@ func (pt *parted[T]) compute(ctx context.Context, par int) (*parted[T], error) {
 	if pt.data != nil {
 		return pt, nil
 	}
-	data := make([][][]T, len(pt.keys))
+	data := make([][]chunk[T], len(pt.keys))
 	err := parallel(ctx, par, len(pt.keys), func(_ context.Context, i int) error {
-		var chunks [][]T
-		pt.each(i, func(c []T) bool {
-			if len(c) > 0 {
-				chunks = append(chunks, c)
+		var chunks []chunk[T]
+		pt.each(i, func(pos int, recs []T) bool {
+			if len(recs) > 0 {
+				chunks = append(chunks, chunk[T]{pos, recs})
 			}
 			return true
 		})
@@ -135,11 +149,11 @@ func (pt *parted[T]) compute(ctx context.Context, par int) (*parted[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return computed(pt.time, pt.blocks, pt.keys, data), nil
+	return computed(pt.time, pt.blocks, pt.keys, pt.npos, data), nil
 }
 
-// batch returns the batch of a computed pt: the chunks of its partitions,
-// in partition order, as the batch's parts.
+// batch returns the batch of a computed pt: its chunks, by position, as the
+// batch's parts.
 func (pt *parted[T]) batch() *batch.Batch[T] {
 	if pt.whole != nil {
 		return pt.whole
@@ -148,9 +162,17 @@ func (pt *parted[T]) batch() *batch.Batch[T] {
 	for _, d := range pt.data {
 		n += len(d)
 	}
-	parts := make([][]T, 0, n)
+	// Each position is one partition's: gather the chunks by position,
+	// keeping their order, then list the positions in order.
+	byPos := make([][][]T, pt.npos)
 	for _, d := range pt.data {
-		parts = append(parts, d...)
+		for _, c := range d {
+			byPos[c.pos] = append(byPos[c.pos], c.recs)
+		}
+	}
+	parts := make([][]T, 0, n)
+	for _, cs := range byPos {
+		parts = append(parts, cs...)
 	}
 	return batch.New(pt.time, pt.blocks, parts...)
 }
@@ -165,22 +187,22 @@ func split[T any](b *batch.Batch[T], n int) *parted[T] {
 	if total == 0 {
 		n = 0
 	}
-	data := make([][][]T, n)
+	data := make([][]chunk[T], n)
 	keys := make([]partKey, n)
 	i, room := 0, (total+n-1)/max(n, 1)
-	left := total
+	left, pos := total, 0
 	for _, p := range b.Parts() {
 		for len(p) > 0 {
 			k := min(len(p), room)
-			data[i] = append(data[i], p[:k])
-			p, room, left = p[k:], room-k, left-k
+			data[i] = append(data[i], chunk[T]{pos, p[:k]})
+			p, room, left, pos = p[k:], room-k, left-k, pos+1
 			if room == 0 && i+1 < n {
 				i++
 				room = (left + (n - i) - 1) / (n - i)
 			}
 		}
 	}
-	pt := computed(b.Time(), b.Blocks(), keys, data)
+	pt := computed(b.Time(), b.Blocks(), keys, pos, data)
 	pt.whole = b
 	return pt
 }
@@ -190,11 +212,13 @@ func split[T any](b *batch.Batch[T], n int) *parted[T] {
 // records of a shard from every block, in block order and, within a block,
 // in the order of its ranges, which is the order they were read in. A block
 // whose ranges do not account for its records exactly (a receiver that adds
-// records without ranges) is a partition of its own.
-func shardParts[T any](blocks []batch.BlockInfo, recs [][]T) ([]partKey, [][][]T) {
+// records without ranges) is a partition of its own. It returns the number
+// of positions too: one per run of a shard's records in a block.
+func shardParts[T any](blocks []batch.BlockInfo, recs [][]T) ([]partKey, int, [][]chunk[T]) {
 	var keys []partKey
-	var data [][][]T
+	var data [][]chunk[T]
 	index := make(map[partKey]int)
+	pos := 0
 	for i, info := range blocks {
 		rs := recs[i]
 		if len(rs) == 0 {
@@ -202,15 +226,15 @@ func shardParts[T any](blocks []batch.BlockInfo, recs [][]T) ([]partKey, [][][]T
 		}
 		if !rangesCover(info.Ranges, len(rs)) {
 			keys = append(keys, partKey{})
-			data = append(data, [][]T{rs})
+			data = append(data, []chunk[T]{{pos, rs}})
+			pos++
 			continue
 		}
 		// Consecutive ranges of one shard (several reads in a block) make
 		// one chunk.
 		off := 0
 		for r := 0; r < len(info.Ranges); {
-			rg := info.Ranges[r]
-			k := partKey{stream: rg.Stream, shard: rg.Shard}
+			k := partKey{stream: info.Ranges[r].Stream, shard: info.Ranges[r].Shard}
 			n := 0
 			for ; r < len(info.Ranges) && info.Ranges[r].Stream == k.stream && info.Ranges[r].Shard == k.shard; r++ {
 				n += info.Ranges[r].Count
@@ -222,11 +246,12 @@ func shardParts[T any](blocks []batch.BlockInfo, recs [][]T) ([]partKey, [][][]T
 				keys = append(keys, k)
 				data = append(data, nil)
 			}
-			data[j] = append(data[j], rs[off:off+n:off+n])
+			data[j] = append(data[j], chunk[T]{pos, rs[off : off+n : off+n]})
 			off += n
+			pos++
 		}
 	}
-	return keys, data
+	return keys, pos, data
 }
 
 // rangesCover reports whether ranges account for exactly n records, each

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -16,22 +17,41 @@ import (
 //     the key (P = Config.Parallelism).
 //  2. Reduce side: one task per bucket combines bucket p of every map task,
 //     map task by map task, so the values of a key are combined in
-//     partition order: reduce need not be commutative.
-//  3. The P reduced lists are merged into one, ordered by where each key
-//     first appears: partition, then position in it. That order depends on
-//     the batch's records alone, not on P nor on the hash seed, so a batch
+//     partition order, and sorts its pairs by where their keys first appear
+//     in the batch.
+//  3. The P sorted lists are merged into one. Its order, that of first
+//     appearance in the batch as ForEachBatch sees it, depends on the
+//     batch's records alone, not on P nor on the hash seed, so a batch
 //     recomputed after a restart gives the same output.
 //
 // With one input partition, the map side's result is the output as it is.
 
-// firstAt is where a key first appears in a batch: its partition, and its
-// index among the records of that partition.
+// firstAt is where a key first appears in a batch: the position of its
+// chunk (see chunk), and its index among the records of that position.
 type firstAt struct {
-	part, off int32
+	pos, off int32
 }
 
 func (a firstAt) before(b firstAt) bool {
-	return a.part < b.part || (a.part == b.part && a.off < b.off)
+	return a.pos < b.pos || (a.pos == b.pos && a.off < b.off)
+}
+
+func (a firstAt) compare(b firstAt) int {
+	switch {
+	case a.before(b):
+		return -1
+	case b.before(a):
+		return 1
+	}
+	return 0
+}
+
+// next moves a to the chunk at pos, the next of a partition: the count of
+// records restarts at a new position.
+func (a *firstAt) next(pos int) {
+	if int32(pos) != a.pos {
+		a.pos, a.off = int32(pos), 0
+	}
 }
 
 // combined is the pairs of a map or reduce task, one per key, in the order
@@ -51,11 +71,29 @@ func newCombined[K comparable, V any](hint int) *combined[K, V] {
 func (c *combined[K, V]) add(k K, v V, at firstAt, reduce func(V, V) V) {
 	if i, ok := c.index[k]; ok {
 		c.pairs[i].Value = reduce(c.pairs[i].Value, v)
+		if at.before(c.first[i]) {
+			c.first[i] = at
+		}
 		return
 	}
 	c.index[k] = int32(len(c.pairs))
 	c.pairs = append(c.pairs, Pair[K, V]{Key: k, Value: v})
 	c.first = append(c.first, at)
+}
+
+// sort orders c's pairs by where their keys first appear. Its index is
+// not kept up to date.
+func (c *combined[K, V]) sort() {
+	order := make([]int32, len(c.pairs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return c.first[a].compare(c.first[b]) })
+	pairs, first := make([]Pair[K, V], len(order)), make([]firstAt, len(order))
+	for i, j := range order {
+		pairs[i], first[i] = c.pairs[j], c.first[j]
+	}
+	c.pairs, c.first = pairs, first
 }
 
 // keyed is a keyed operator: how a map task combines the records of one
@@ -123,6 +161,7 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 				c.add(kv.Key, kv.Value, b[p].first[j], kd.reduce)
 			}
 		}
+		c.sort()
 		reduced[p] = c
 		return nil
 	})

@@ -204,7 +204,8 @@ func blockIDs(blocks []batch.BlockInfo) []batch.BlockID {
 
 // partsAt is the plan of the source's stream: the records of the batch's
 // blocks of this source, read from the store or, for a block the store
-// lost, recomputed by the receiver, as partitions (see shardParts).
+// lost, recomputed by the receiver, as partitions (see shardParts). The
+// batch, as ForEachBatch sees it, has one part per block, in block order.
 func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	infos := r.job.blocks[s.idx]
 	recs := make([][]T, len(infos))
@@ -218,8 +219,10 @@ func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 		}
 		recs[i] = rs
 	}
-	keys, data := shardParts(infos, recs)
-	return computed(r.job.time, infos, keys, data), nil
+	keys, npos, data := shardParts(infos, recs)
+	pt := computed(r.job.time, infos, keys, npos, data)
+	pt.whole = batch.New(r.job.time, infos, recs...) // one part per block
+	return pt, nil
 }
 
 func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([]T, error) {
