@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,5 +217,67 @@ func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func
 		if err := e.runJob(ctx, j); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkWordCountPaired is BenchmarkWordCountEngine and its loop, one
+// batch of each per iteration, reporting the ratio of their total times
+// (engine/loop, > 1 when the engine is faster): measured side by side, the
+// two drift together when other processes load the machine. With shards=2
+// the block holds the lines of two shards, so the count runs as a shuffle
+// of two partitions.
+func BenchmarkWordCountPaired(b *testing.B) {
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			lines := benchLines()[0]
+			block := source.Block[string]{Records: lines}
+			if shards > 1 {
+				per := len(lines) / shards
+				for s := range shards {
+					block.Ranges = append(block.Ranges, batch.SeqRange{Stream: "words", Shard: "shard-" + strconv.Itoa(s),
+						First: "1", Last: strconv.Itoa(per), Count: per})
+				}
+			}
+			p, err := NewPipeline(Config{BatchInterval: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sink int64
+			counts := CountByValue(FlatMap(From(p, newTestReceiver[string]()), strings.Fields))
+			ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
+				for kv := range bt.All() {
+					sink += kv.Value
+				}
+				return nil
+			})
+			engine := engineStepper(b, p, block)
+			counted := make(map[string]int64)
+			loop := func() {
+				clear(counted)
+				for _, line := range lines {
+					for _, w := range strings.Fields(line) {
+						counted[w]++
+					}
+				}
+				for _, c := range counted {
+					sink += c
+				}
+			}
+			var tookEngine, tookLoop time.Duration
+			n := 0
+			for b.Loop() {
+				start := time.Now()
+				engine()
+				tookEngine += time.Since(start)
+				start = time.Now()
+				loop()
+				tookLoop += time.Since(start)
+				n++
+			}
+			b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
+			if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
+				b.Fatalf("counted %d words, want %d", sink, want)
+			}
+		})
 	}
 }

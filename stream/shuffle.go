@@ -13,12 +13,14 @@ import (
 //
 //  1. Map side: one task per input partition runs the partition's fused
 //     chain and combines its records by key, in the order keys first
-//     appear, then splits the combined pairs into P buckets by a hash of
+//     appear, and puts each combined key in one of P buckets by a hash of
 //     the key (P = Config.Parallelism).
-//  2. Reduce side: one task per bucket combines bucket p of every map task,
-//     map task by map task, so the values of a key are combined in
-//     partition order, and sorts its pairs by where their keys first appear
-//     in the batch.
+//  2. Reduce side: one task per bucket combines the keys of bucket p of
+//     every map task, map task by map task, so the values of a key are
+//     combined in partition order, and sorts its pairs by where their keys
+//     first appear in the batch. The pairs are not copied into buckets:
+//     reduce task p folds the others into the first map task's pairs of
+//     bucket p, which no other task touches.
 //  3. The P sorted lists are merged into one. Its order, that of first
 //     appearance in the batch as ForEachBatch sees it, depends on the
 //     batch's records alone, not on P nor on the hash seed, so a batch
@@ -103,7 +105,7 @@ type keyed[T any, K comparable, V any] struct {
 	reduce func(V, V) V
 	// combine adds the records of partition part of in to c.
 	combine func(c *combined[K, V], in *parted[T], part int)
-	hint    int // keys of the previous batch, to size this one's maps
+	hint    int // most keys a task had in the previous batch, to size maps
 }
 
 // plan returns the stream's plan: the shuffle of the batch of s.
@@ -117,7 +119,6 @@ func (kd *keyed[T, K, V]) plan(s *Stream[T]) func(r *run) (*parted[Pair[K, V]], 
 		if err != nil {
 			return nil, err
 		}
-		kd.hint = len(out)
 		return split(batch.New(in.time, in.blocks, out), r.par), nil
 	}
 }
@@ -137,53 +138,70 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 		}); err != nil {
 			return nil, err
 		}
+		kd.hint = len(c.pairs)
 		return c.pairs, nil
 	}
-	buckets := make([][]*combined[K, V], n) // by map task, then by reduce task
+	// Map side: each task combines its partition and notes the bucket of
+	// each of its keys.
+	tasks := make([]*combined[K, V], n)
+	buckets := make([][]uint32, n)
 	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
-		c := newCombined[K, V](kd.hint / n)
+		c := newCombined[K, V](kd.hint)
 		kd.combine(c, in, i)
-		buckets[i] = kd.bucket(c, par)
+		bk := make([]uint32, len(c.pairs))
+		for j, kv := range c.pairs {
+			bk[j] = uint32(maphash.Comparable(kd.seed, kv.Key) % uint64(par))
+		}
+		tasks[i], buckets[i] = c, bk
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	kd.hint = 0
+	for _, c := range tasks {
+		kd.hint = max(kd.hint, len(c.pairs))
+	}
+	// Reduce side: task p folds the keys of bucket p of every other map
+	// task into those of the first, where it has them (each entry of the
+	// first task is in one bucket, so one reduce task writes it, and no
+	// task writes the first task's index), or into its own pairs.
 	reduced := make([]*combined[K, V], par)
 	err = parallel(ctx, par, par, func(_ context.Context, p int) error {
-		size := 0
-		for _, b := range buckets {
-			size = max(size, len(b[p].pairs))
-		}
-		c := newCombined[K, V](size)
-		for _, b := range buckets {
-			for j, kv := range b[p].pairs {
-				c.add(kv.Key, kv.Value, b[p].first[j], kd.reduce)
+		base, own := tasks[0], newCombined[K, V](0)
+		for i := 1; i < n; i++ {
+			c, bk := tasks[i], buckets[i]
+			for j, kv := range c.pairs {
+				if bk[j] != uint32(p) {
+					continue
+				}
+				if b, ok := base.index[kv.Key]; ok {
+					base.pairs[b].Value = kd.reduce(base.pairs[b].Value, kv.Value)
+					if c.first[j].before(base.first[b]) {
+						base.first[b] = c.first[j]
+					}
+				} else {
+					own.add(kv.Key, kv.Value, c.first[j], kd.reduce)
+				}
 			}
 		}
-		c.sort()
-		reduced[p] = c
+		out := &combined[K, V]{}
+		for j, b := range buckets[0] {
+			if b == uint32(p) {
+				out.pairs = append(out.pairs, base.pairs[j])
+				out.first = append(out.first, base.first[j])
+			}
+		}
+		out.pairs = append(out.pairs, own.pairs...)
+		out.first = append(out.first, own.first...)
+		out.sort()
+		reduced[p] = out
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return merge(reduced), nil
-}
-
-// bucket splits c into par buckets by a hash of the key, keeping the order
-// of c in each.
-func (kd *keyed[T, K, V]) bucket(c *combined[K, V], par int) []*combined[K, V] {
-	bs := make([]*combined[K, V], par)
-	for p := range bs {
-		bs[p] = &combined[K, V]{}
-	}
-	for j, kv := range c.pairs {
-		b := bs[maphash.Comparable(kd.seed, kv.Key)%uint64(par)]
-		b.pairs = append(b.pairs, kv)
-		b.first = append(b.first, c.first[j])
-	}
-	return bs
 }
 
 // merge merges lists, each in first-appearance order, into one list in
