@@ -411,3 +411,66 @@ func TestParallel(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchAndOutputOrder checks, with Parallelism > 1, that batches run
+// in batch-time order, that the outputs of a batch run one after the other
+// in declaration order, each done before the next starts, and that
+// ForEachBatch sees the whole batch: every record ForEach saw in it.
+func TestBatchAndOutputOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := newMemoryPipeline(t, Config{Parallelism: 3, BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond}, 3)
+		recs := From(p, src)
+		type event struct {
+			time   batch.Time
+			output int
+			n      int // records seen
+		}
+		var mu sync.Mutex
+		var events []event
+		add := func(tm batch.Time, output, n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, event{tm, output, n})
+		}
+		// ForEach does not know its batch's time: the next output's event
+		// closes the group.
+		ForEach(recs, func(context.Context, shardRec) error { add(0, 0, 1); return nil })
+		ForEachPartition(recs, func(_ context.Context, pt Partition[shardRec]) error { add(pt.Time, 1, pt.Len()); return nil })
+		ForEachBatch(recs, func(_ context.Context, b *batch.Batch[shardRec]) error { add(b.Time(), 2, b.Len()); return nil })
+		if err := runMemory(t, p, src, 3, 900); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		// ForEachBatch runs once per batch, empty ones included, last: its
+		// event closes the batch's group.
+		var last batch.Time
+		var count [3]int
+		output, total, batches := 0, 0, 0
+		for i, ev := range events {
+			if ev.output < output {
+				t.Fatalf("event %d: output %d ran after output %d of the same batch", i, ev.output, output)
+			}
+			if ev.output == 1 && events[i-1].output == 1 && ev.time != events[i-1].time {
+				t.Fatalf("event %d: batch %v among the partitions of batch %v", i, ev.time, events[i-1].time)
+			}
+			output = ev.output
+			count[ev.output] += ev.n
+			if ev.output != 2 {
+				continue
+			}
+			if i > 0 && events[i-1].output == 1 && events[i-1].time != ev.time {
+				t.Fatalf("event %d: batch %v after the partitions of batch %v", i, ev.time, events[i-1].time)
+			}
+			if ev.time <= last {
+				t.Errorf("batch %v ran after batch %v", ev.time, last)
+			}
+			if count[0] != count[1] || count[0] != count[2] {
+				t.Errorf("batch %v: ForEach saw %d records, ForEachPartition %d, ForEachBatch %d; want the same", ev.time, count[0], count[1], count[2])
+			}
+			last, total, batches = ev.time, total+count[2], batches+1
+			count, output = [3]int{}, 0
+		}
+		if total != 900 || batches < 5 {
+			t.Errorf("%d records in %d batches; want 900 in several", total, batches)
+		}
+	})
+}

@@ -79,7 +79,12 @@ func validAt(t batch.Time, slide time.Duration) bool {
 
 // at returns the stream's batch at r's time, or nil if the stream has no
 // batch then (a window between two slides). It computes the batch on the
-// first call for a batch time and remembers it for the others.
+// first call for a batch time and remembers it for the others. For a
+// stream computed as partitions, it runs them in parallel and gathers them
+// in order: this is how the operators that need a whole batch (Transform,
+// Window, ReduceByKeyAndWindow, UpdateStateByKey) consume a partitioned
+// stream. Those that combine by key could run their per-batch step as a
+// shuffle instead (see keyed), as ReduceByKey does.
 func (s *Stream[T]) at(r *run) (*batch.Batch[T], error) {
 	if !validAt(r.job.time, s.n.slide) {
 		return nil, nil
