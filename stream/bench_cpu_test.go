@@ -105,17 +105,24 @@ func BenchmarkCPUPaired(b *testing.B) {
 		var sink atomic.Int64
 		run[2+i] = cpuLoopStepper(block, par, &sink)
 	}
-	var took [4]time.Duration
+	var took, cpu [4]time.Duration
 	for b.Loop() {
 		for i, f := range run {
-			start := time.Now()
+			start, startCPU := time.Now(), processCPU()
 			f()
 			took[i] += time.Since(start)
+			cpu[i] += processCPU() - startCPU
 		}
 	}
 	b.ReportMetric(float64(took[0])/float64(took[1]), "speedup-2/1")
 	b.ReportMetric(float64(took[2])/float64(took[0]), "engine/loop-1")
 	b.ReportMetric(float64(took[3])/float64(took[1]), "engine/loop-2")
+	if cpu[0] > 0 {
+		// CPU time of the loop over that of the engine, for the same work:
+		// the engine's overhead, whatever the load.
+		b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "cpu-engine/loop-1")
+		b.ReportMetric(float64(cpu[3])/float64(cpu[1]), "cpu-engine/loop-2")
+	}
 }
 
 // BenchmarkCPULoop is the baseline of BenchmarkCPUPipeline: the same work
@@ -263,18 +270,23 @@ func BenchmarkWordCountPaired(b *testing.B) {
 					sink += c
 				}
 			}
-			var tookEngine, tookLoop time.Duration
+			var tookEngine, tookLoop, cpuEngine, cpuLoop time.Duration
 			n := 0
 			for b.Loop() {
-				start := time.Now()
+				start, startCPU := time.Now(), processCPU()
 				engine()
 				tookEngine += time.Since(start)
-				start = time.Now()
+				cpuEngine += processCPU() - startCPU
+				start, startCPU = time.Now(), processCPU()
 				loop()
 				tookLoop += time.Since(start)
+				cpuLoop += processCPU() - startCPU
 				n++
 			}
 			b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
+			if cpuEngine > 0 {
+				b.ReportMetric(float64(cpuLoop)/float64(cpuEngine), "cpu-engine/loop")
+			}
 			if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
 				b.Fatalf("counted %d words, want %d", sink, want)
 			}

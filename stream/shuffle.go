@@ -106,6 +106,38 @@ type keyed[T any, K comparable, V any] struct {
 	// combine adds the records of partition part of in to c.
 	combine func(c *combined[K, V], in *parted[T], part int)
 	hint    int // most keys a task had in the previous batch, to size maps
+	// maps are the map tasks' indexes of the previous batch, cleared and
+	// used again: a batch's maps are as large as the last one's, and
+	// making them anew each batch costs as much in allocation and garbage
+	// collection as filling them. Batches run one at a time, and nothing
+	// keeps an index after its batch.
+	maps []map[K]int32
+}
+
+// task returns an empty combined for map task i, with the index that task
+// i used in the previous batch.
+func (kd *keyed[T, K, V]) task(i int) *combined[K, V] {
+	c := &combined[K, V]{pairs: make([]Pair[K, V], 0, kd.hint), first: make([]firstAt, 0, kd.hint)}
+	if i < len(kd.maps) {
+		c.index = kd.maps[i]
+		clear(c.index)
+	} else {
+		c.index = make(map[K]int32, kd.hint)
+	}
+	return c
+}
+
+// keep keeps the indexes of tasks for the next batch.
+func (kd *keyed[T, K, V]) keep(tasks []*combined[K, V]) {
+	kd.hint = 0
+	for i, c := range tasks {
+		kd.hint = max(kd.hint, len(c.pairs))
+		if i < len(kd.maps) {
+			kd.maps[i] = c.index
+		} else {
+			kd.maps = append(kd.maps, c.index)
+		}
+	}
 }
 
 // plan returns the stream's plan: the shuffle of the batch of s.
@@ -131,37 +163,37 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 		return nil, nil
 	}
 	if n == 1 {
-		c := newCombined[K, V](kd.hint)
+		c := kd.task(0)
 		if err := parallel(ctx, 1, 1, func(context.Context, int) error {
 			kd.combine(c, in, 0)
 			return nil
 		}); err != nil {
 			return nil, err
 		}
-		kd.hint = len(c.pairs)
+		kd.keep([]*combined[K, V]{c})
 		return c.pairs, nil
 	}
 	// Map side: each task combines its partition and notes the bucket of
 	// each of its keys.
 	tasks := make([]*combined[K, V], n)
+	for i := range tasks {
+		tasks[i] = kd.task(i)
+	}
 	buckets := make([][]uint32, n)
 	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
-		c := newCombined[K, V](kd.hint)
+		c := tasks[i]
 		kd.combine(c, in, i)
 		bk := make([]uint32, len(c.pairs))
 		for j, kv := range c.pairs {
 			bk[j] = uint32(maphash.Comparable(kd.seed, kv.Key) % uint64(par))
 		}
-		tasks[i], buckets[i] = c, bk
+		buckets[i] = bk
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	kd.hint = 0
-	for _, c := range tasks {
-		kd.hint = max(kd.hint, len(c.pairs))
-	}
+	defer kd.keep(tasks)
 	// Reduce side: task p folds the keys of bucket p of every other map
 	// task into those of the first, where it has them (each entry of the
 	// first task is in one bucket, so one reduce task writes it, and no
@@ -185,7 +217,13 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 				}
 			}
 		}
-		out := &combined[K, V]{}
+		size := len(own.pairs)
+		for _, b := range buckets[0] {
+			if b == uint32(p) {
+				size++
+			}
+		}
+		out := &combined[K, V]{pairs: make([]Pair[K, V], 0, size), first: make([]firstAt, 0, size)}
 		for j, b := range buckets[0] {
 			if b == uint32(p) {
 				out.pairs = append(out.pairs, base.pairs[j])
