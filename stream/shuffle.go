@@ -107,10 +107,10 @@ type keyed[T any, K comparable, V any] struct {
 	combine func(c *combined[K, V], in *parted[T], part int)
 	hint    int // most keys a task had in the previous batch, to size maps
 	// maps are the map tasks' indexes of the previous batch, cleared and
-	// used again: a batch's maps are as large as the last one's, and
-	// making them anew each batch costs as much in allocation and garbage
-	// collection as filling them. Batches run one at a time, and nothing
-	// keeps an index after its batch.
+	// used again: making them anew each batch costs about as much, in
+	// allocation and garbage collection, as filling them. A map keeps the
+	// room of the largest batch it held. Batches run one at a time, and
+	// nothing keeps an index after its batch.
 	maps []map[K]int32
 }
 
