@@ -118,12 +118,12 @@ func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f func(ct
 }
 
 // ForEachBatch calls f with every batch of s, empty batches included, in
-// batch-time order, from one goroutine: f sees the whole batch, its
-// partitions computed in parallel beforehand, in partition order. With a recovery log (Config.Recovery), a batch that a
-// crash interrupted runs again after the restart with the same Time, the
-// same blocks and ranges and the same records, so an output keyed by the
-// batch time (such as the sink/files package's) is exactly-once. Errors are
-// handled as for ForEach. Named, among opts, names the output in the
+// batch-time order, from one goroutine: f sees the whole batch, in block
+// order, once its partitions have been computed in parallel. With a
+// recovery log (Config.Recovery), a batch that a crash interrupted runs
+// again after the restart with the same Time, the same blocks and ranges
+// and the same records, so an output keyed by the batch time (such as the
+// sink/files package's) is exactly-once. Errors are handled as for ForEach. Named, among opts, names the output in the
 // pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
