@@ -474,3 +474,27 @@ func TestBatchAndOutputOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedNarrowStreamComputedOnce checks that a narrow stream that two
+// outputs and an operator consume is computed once per batch, its
+// partitions in parallel, while each consumer's own chain runs fused.
+func TestSharedNarrowStreamComputedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := newMemoryPipeline(t, Config{Parallelism: 2, BatchInterval: 20 * time.Millisecond, BlockInterval: 5 * time.Millisecond}, 3)
+		var shared, fused atomic.Int64
+		m := Map(From(p, src), func(r shardRec) shardRec { shared.Add(1); return r })
+		var seen atomic.Int64
+		ForEach(m, func(context.Context, shardRec) error { seen.Add(1); return nil })
+		ForEachPartition(Map(m, func(r shardRec) int { fused.Add(1); return r.Seq }), func(_ context.Context, pt Partition[int]) error {
+			seen.Add(int64(pt.Len()))
+			return nil
+		})
+		ForEachBatch(m, func(_ context.Context, b *batch.Batch[shardRec]) error { seen.Add(int64(b.Len())); return nil })
+		if err := runMemory(t, p, src, 3, 600); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if shared.Load() != 600 || fused.Load() != 600 || seen.Load() != 3*600 {
+			t.Errorf("shared map called %d times, fused map %d, outputs saw %d records; want 600, 600, %d", shared.Load(), fused.Load(), seen.Load(), 3*600)
+		}
+	})
+}
