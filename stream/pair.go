@@ -39,15 +39,18 @@ func (r *reducer[K, V]) add(k K, v V) {
 }
 
 // ReduceByKey returns, for every batch of s, one pair per key with the
-// values of that key combined by reduce, which must be associative. Pairs
-// are in the order their keys first appear in the batch (as ForEachBatch
-// sees it); the result's batch has one part.
+// values of that key combined by reduce, which must be associative and
+// commutative, as in Spark. Pairs are in the order their keys first appear
+// in the batch (as ForEachBatch sees it), whatever Config.Parallelism; the
+// result's batch has one part.
 //
 // It runs as a shuffle: each partition of s is combined by key in a task of
 // its own, the combined pairs are hash-partitioned by key and each hash
 // partition is reduced in a task of its own (see the Execution section of
-// the package documentation). So reduce is called concurrently, for
-// different keys; for one key, values are combined in batch order.
+// the package documentation). So reduce is called concurrently, and the
+// values of a key are combined partition by partition, in order within
+// each: a reduce that is not commutative would depend on how the records of
+// shards interleave in blocks.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
