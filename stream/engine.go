@@ -171,7 +171,19 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 	}
 	all.Go(func() { e.drain(ctx, drainc, &receivers, receiversDone) })
 	all.Go(func() { e.fail(e.timerLoop(ctx, receiversDone)) })
-	all.Go(func() { e.fail(e.runLoop(ctx)) })
+	all.Go(func() {
+		// A user function that calls runtime.Goexit in the batch runner's
+		// goroutine (a task run there, ForEachBatch) ends it: fail the Run
+		// rather than leave it waiting for batches that never run.
+		returned := false
+		defer func() {
+			if !returned {
+				e.fail(errTaskExited)
+			}
+		}()
+		e.fail(e.runLoop(ctx))
+		returned = true
+	})
 	all.Wait()
 }
 

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -85,7 +86,18 @@ func parallel(ctx context.Context, par, n int, task func(ctx context.Context, i 
 		return first
 	}
 	if int(done.Load()) < n {
-		return context.Cause(ctx)
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		// Neither an error nor a cancellation: a task's goroutine ended
+		// without returning, which only runtime.Goexit does.
+		return errTaskExited
 	}
 	return nil
 }
+
+// errTaskExited fails a batch one of whose tasks called runtime.Goexit (as
+// testing.T.FailNow does) in user code: the task's partition was not done.
+// If it was the batch runner's own goroutine that ended, the Run fails with
+// it (see runGraph).
+var errTaskExited = errors.New("stream: a task ended without returning: runtime.Goexit in a user function")

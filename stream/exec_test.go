@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -497,4 +498,33 @@ func TestSharedNarrowStreamComputedOnce(t *testing.T) {
 			t.Errorf("shared map called %d times, fused map %d, outputs saw %d records; want 600, 600, %d", shared.Load(), fused.Load(), seen.Load(), 3*600)
 		}
 	})
+}
+
+// TestGoexitFailsRun checks that a user function that calls
+// runtime.Goexit, in a task or in the batch runner's goroutine, fails the
+// Run instead of passing for done or leaving the pipeline stuck.
+func TestGoexitFailsRun(t *testing.T) {
+	for _, par := range []int{1, 2} {
+		t.Run(fmt.Sprintf("Parallelism %d", par), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, src := newMemoryPipeline(t, Config{Parallelism: par}, 2)
+				ForEach(From(p, src), func(_ context.Context, r shardRec) error {
+					if r.Seq == 3 {
+						runtime.Goexit()
+					}
+					return nil
+				})
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				for i := range 10 {
+					if err := src.Push(shardRec{i % 2, i / 2}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := <-errc; !errors.Is(err, errTaskExited) {
+					t.Errorf("Run = %v, want %v", err, errTaskExited)
+				}
+			})
+		})
+	}
 }
