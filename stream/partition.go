@@ -216,7 +216,7 @@ func split[T any](b *batch.Batch[T], n int) *parted[T] {
 // of positions too: one per run of a shard's records in a block.
 func shardParts[T any](blocks []batch.BlockInfo, recs [][]T) ([]partKey, int, [][]chunk[T]) {
 	var keys []partKey
-	var data [][]chunk[T]
+	data := make([][]chunk[T], 0, len(blocks)) // not nil: computed, even if empty
 	index := make(map[partKey]int)
 	pos := 0
 	for i, info := range blocks {

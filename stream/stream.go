@@ -126,7 +126,7 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	if s.compute != nil {
 		b, err := s.at(r)
-		if err != nil {
+		if err != nil || b == nil {
 			return nil, err
 		}
 		m.pt = split(b, r.par)
