@@ -112,12 +112,21 @@ type keyed[T any, K comparable, V any] struct {
 	// room of the largest batch it held. Batches run one at a time, and
 	// nothing keeps an index after its batch.
 	maps []map[K]int32
+	// spare are the map tasks' pairs and first slices of the previous
+	// batch, emptied, when the shuffle copied them (several partitions):
+	// used again as maps are.
+	spare []*combined[K, V]
 }
 
 // task returns an empty combined for map task i, with the index that task
 // i used in the previous batch.
 func (kd *keyed[T, K, V]) task(i int) *combined[K, V] {
-	c := &combined[K, V]{pairs: make([]Pair[K, V], 0, kd.hint), first: make([]firstAt, 0, kd.hint)}
+	c := &combined[K, V]{}
+	if i < len(kd.spare) && kd.spare[i] != nil {
+		c.pairs, c.first = kd.spare[i].pairs, kd.spare[i].first
+	} else {
+		c.pairs, c.first = make([]Pair[K, V], 0, kd.hint), make([]firstAt, 0, kd.hint)
+	}
 	if i < len(kd.maps) {
 		c.index = kd.maps[i]
 		clear(c.index)
@@ -127,15 +136,20 @@ func (kd *keyed[T, K, V]) task(i int) *combined[K, V] {
 	return c
 }
 
-// keep keeps the indexes of tasks for the next batch.
-func (kd *keyed[T, K, V]) keep(tasks []*combined[K, V]) {
+// keep keeps the indexes of tasks for the next batch, and their pairs if
+// spare, that is if nothing refers to them any more.
+func (kd *keyed[T, K, V]) keep(tasks []*combined[K, V], spare bool) {
 	kd.hint = 0
 	for i, c := range tasks {
 		kd.hint = max(kd.hint, len(c.pairs))
-		if i < len(kd.maps) {
-			kd.maps[i] = c.index
-		} else {
-			kd.maps = append(kd.maps, c.index)
+		if i >= len(kd.maps) {
+			kd.maps = append(kd.maps, nil)
+			kd.spare = append(kd.spare, nil)
+		}
+		kd.maps[i], kd.spare[i] = c.index, nil
+		if spare {
+			clear(c.pairs) // let go of the keys and values
+			kd.spare[i] = &combined[K, V]{pairs: c.pairs[:0], first: c.first[:0]}
 		}
 	}
 }
@@ -170,7 +184,7 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 		}); err != nil {
 			return nil, err
 		}
-		kd.keep([]*combined[K, V]{c})
+		kd.keep([]*combined[K, V]{c}, false) // its pairs are the result
 		return c.pairs, nil
 	}
 	// Map side: each task combines its partition and notes the bucket of
@@ -184,8 +198,10 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 		c := tasks[i]
 		kd.combine(c, in, i)
 		bk := make([]uint32, len(c.pairs))
-		for j, kv := range c.pairs {
-			bk[j] = uint32(maphash.Comparable(kd.seed, kv.Key) % uint64(par))
+		if par > 1 { // one bucket otherwise: no hash needed
+			for j, kv := range c.pairs {
+				bk[j] = uint32(maphash.Comparable(kd.seed, kv.Key) % uint64(par))
+			}
 		}
 		buckets[i] = bk
 		return nil
@@ -193,7 +209,7 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 	if err != nil {
 		return nil, err
 	}
-	defer kd.keep(tasks)
+	defer kd.keep(tasks, true) // the result is a copy: merge's
 	// Reduce side: task p folds the keys of bucket p of every other map
 	// task into those of the first, where it has them (each entry of the
 	// first task is in one bucket, so one reduce task writes it, and no
