@@ -19,7 +19,8 @@ type Partition[T any] struct {
 	// Time is the batch time.
 	Time batch.Time
 	// Index is the partition's position among the batch's partitions,
-	// from 0; the batch as ForEachBatch sees it holds them in index order.
+	// from 0: for a source's, the order in which their shards first appear
+	// in the batch's blocks.
 	Index int
 	// Stream and Shard name the shard whose records the partition holds,
 	// downstream of a source and of narrow operators. They are "" for a
