@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"time"
 
@@ -112,6 +113,15 @@ type Config struct {
 	// no longer need. Ignored without Recovery. Default: 100.
 	CompactEvery int
 
+	// Parallelism is the number of tasks of a batch that run at once: the
+	// partitions of a chain of narrow operators, the map and reduce tasks
+	// of a keyed operator, the calls of ForEach and ForEachPartition (see
+	// the Execution section of the package documentation). It is also the
+	// number of hash partitions of a keyed operator. 1 runs every task in
+	// the driver's goroutine, one after the other. Default:
+	// runtime.GOMAXPROCS(0) when NewPipeline is called.
+	Parallelism int
+
 	// DrainTimeout bounds the drain Run starts when its ctx is done: the
 	// receivers' graceful Stop (handing leases back, final checkpoints) and
 	// the batches of what they stored. Past it, Run stops now, as Stop
@@ -167,6 +177,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.StateCheckpointInterval == 0 {
 		cfg.StateCheckpointInterval = DefaultStateCheckpointBatches * cfg.BatchInterval
 	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = runtime.GOMAXPROCS(0)
+	}
 	cfg.Listeners = slices.Clone(cfg.Listeners)
 	if cfg.Stdout == nil {
 		cfg.Stdout = os.Stdout
@@ -210,6 +223,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
+	}
+	if cfg.Parallelism < 0 {
+		add("Parallelism %d: must be >= 1 (or 0 for the default, GOMAXPROCS)", cfg.Parallelism)
 	}
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"StateCheckpointInterval 1s: must be >= BatchInterval (2s), or 0 for the default (10 batch intervals)"}},
 		{"negative StateCheckpointInterval", Config{StateCheckpointInterval: -time.Second},
 			[]string{"StateCheckpointInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
+		{"negative Parallelism", Config{Parallelism: -1},
+			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
@@ -99,6 +102,9 @@ func TestConfigDefaults(t *testing.T) {
 			}
 			if want := DefaultStateCheckpointBatches * c.BatchInterval; c.StateCheckpointInterval != want {
 				t.Errorf("StateCheckpointInterval %v, want the default %v (10 batch intervals)", c.StateCheckpointInterval, want)
+			}
+			if want := runtime.GOMAXPROCS(0); tt.cfg.Parallelism == 0 && c.Parallelism != want {
+				t.Errorf("Parallelism %d, want the default GOMAXPROCS %d", c.Parallelism, want)
 			}
 		})
 	}

@@ -4,7 +4,7 @@
 // source.Receiver[T] into a *Stream[T]), transformations (Map, Filter,
 // FlatMap, MapBatch, Union, Transform, Window, ReduceByKey, CountByValue,
 // ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) and outputs (ForEach,
-// ForEachBatch, Print). Go methods cannot have type parameters, so the
+// ForEachPartition, ForEachBatch, Print). Go methods cannot have type parameters, so the
 // operators are package functions:
 //
 //	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
@@ -25,10 +25,51 @@
 // run one at a time, in batch-time order; the outputs of a batch run in the
 // order they were declared, each computing its stream lazily from the
 // sources up, and a stream shared by several outputs is computed once per
-// batch. When every output of a batch has succeeded, receivers that
+// batch (see Execution for how a batch runs). When every output of a batch
+// has succeeded, receivers that
 // implement source.CompletionObserver are told its blocks are complete and
 // the blocks are dropped from the store. Windows and state keep what they
 // need themselves (computed batches, per-key state), never store blocks.
+//
+// # Execution
+//
+// A batch runs on every core: its partitions run as tasks, at most
+// Config.Parallelism at a time (default GOMAXPROCS). A partition of a
+// source's batch is one shard: the records of that shard from all the
+// batch's blocks, in the order they were read (a block whose records carry
+// no ranges is a partition of its own). One partition per shard, rather
+// than per block, is the Kinesis Client Library's model of one record
+// processor per shard: it keeps each shard's order through everything that
+// runs per partition, at the cost of using at most as many cores as the
+// batch has shards.
+//
+//   - Narrow operators (Map, Filter, FlatMap, MapBatch, and Union, which
+//     concatenates partitions) are fused: the chain from the source, or
+//     from the last stream computed, runs per partition in one task, inside
+//     the task of the output or operator that consumes it. A stream that
+//     several operators or outputs consume is computed once per batch and
+//     kept for the batch. Their functions are called concurrently for
+//     different partitions, in order within one.
+//   - Keyed operators (ReduceByKey, CountByValue) shuffle in process: each
+//     task combines its partition by key, the combined pairs are
+//     hash-partitioned into Parallelism buckets, the buckets are reduced in
+//     parallel, and the result is ordered by where each key first appears
+//     in the batch, whatever the parallelism.
+//   - Operators that need a whole batch (Transform, Window, the windowed
+//     reduces, UpdateStateByKey) get the batch with its partitions
+//     concatenated in order; what follows them runs on slices of their
+//     result of about equal size.
+//   - ForEach calls its function concurrently across partitions and in
+//     order within one; ForEachPartition gets a whole partition per call;
+//     ForEachBatch and Print get the whole batch, from one goroutine.
+//
+// What does not change: batches run one at a time, in batch-time order,
+// and the outputs of a batch in the order they were declared, each
+// finishing before the next starts. The batch an output sees holds its
+// records in block order: a source's has one part per block; records of
+// one shard keep their order through narrow operators. A panic in a user
+// function fails its batch with a *BatchError holding the panic value and
+// stack, as an output's error does, instead of crashing the process.
 //
 // # Recovery
 //

@@ -29,6 +29,7 @@ type engine struct {
 	outputs []*output
 	ticks   []*node // stateful nodes an output depends on, parents first
 	nodes   int
+	shared  []bool // by node id: consumed by more than one node or output
 	shape   recovery.Shape
 	log     metaLog
 	jobs    chan *job
@@ -95,6 +96,23 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 	}
 	for _, o := range e.outputs {
 		mark(o.n)
+	}
+	// A stream consumed more than once in a batch is computed once and
+	// kept; the others run fused into their one consumer.
+	consumers := make([]int, len(p.nodes))
+	for id, n := range p.nodes {
+		if reachable[id] {
+			for _, parent := range n.parents {
+				consumers[parent.id]++
+			}
+		}
+	}
+	for _, o := range e.outputs {
+		consumers[o.n.id]++
+	}
+	e.shared = make([]bool, len(p.nodes))
+	for id, c := range consumers {
+		e.shared[id] = c > 1
 	}
 	// A node's parents are made before it, so id order is parents first.
 	for id, n := range p.nodes {
@@ -167,7 +185,19 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 	}
 	all.Go(func() { e.drain(ctx, drainc, &receivers, receiversDone) })
 	all.Go(func() { e.fail(e.timerLoop(ctx, receiversDone)) })
-	all.Go(func() { e.fail(e.runLoop(ctx)) })
+	all.Go(func() {
+		// A user function that calls runtime.Goexit in the batch runner's
+		// goroutine (a task run there, ForEachBatch) ends it: fail the Run
+		// rather than leave it waiting for batches that never run.
+		returned := false
+		defer func() {
+			if !returned {
+				e.fail(errTaskExited)
+			}
+		}()
+		e.fail(e.runLoop(ctx))
+		returned = true
+	})
 	all.Wait()
 }
 
@@ -379,7 +409,11 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	err := e.process(ctx, j)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
-		err = &BatchError{Time: j.time, Err: err}
+		be := &BatchError{Time: j.time, Err: err}
+		if pe, ok := errors.AsType[*panicError](err); ok {
+			be.Panic, be.Stack = pe.value, pe.stack
+		}
+		err = be
 	}
 	info.Err = err
 	info.Unbatched = e.unbatched()
@@ -394,15 +428,17 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 
 // process computes the stateful nodes, runs the outputs in declaration
 // order, then completes the batch: logged, receivers told, blocks dropped.
+// A panic in user code, whether in the driver's goroutine (ForEachBatch, a
+// state update) or in a task, fails the batch with a *panicError.
 func (e *engine) process(ctx context.Context, j *job) error {
-	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes)}
+	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism, shared: e.shared}
 	for _, n := range e.ticks {
-		if err := n.tick(r); err != nil {
+		if err := safely(func() error { return n.tick(r) }); err != nil {
 			return fmt.Errorf("%v: %w", n, err)
 		}
 	}
 	for i, o := range e.outputs {
-		if err := o.run(r); err != nil {
+		if err := safely(func() error { return o.run(r) }); err != nil {
 			return fmt.Errorf("output %d, %v: %w", i, o, err)
 		}
 	}

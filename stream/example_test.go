@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -110,4 +112,44 @@ func ExampleReduceByKeyAndWindow() {
 	}
 	// Output:
 	// [(a, 2) (b, 1)]
+}
+
+// Per-shard processing, as a Kinesis Client Library record processor does
+// it: ForEachPartition gets the records of one shard in a batch, in the
+// order they were read, while the shards of the batch run in parallel. The
+// memory source deals Push calls to its shards in turn.
+func ExampleForEachPartition() {
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond, Parallelism: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := memory.New[string](memory.Config{Shards: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, order := range []string{"a1", "b1", "a2", "b2", "a3", "b3"} {
+		src.Push(order) // a* to shard 0, b* to shard 1
+	}
+	var mu sync.Mutex
+	seen := make(map[string][]string) // by shard
+	stream.ForEachPartition(stream.From(p, src), func(_ context.Context, part stream.Partition[string]) error {
+		mu.Lock() // partitions run concurrently
+		defer mu.Unlock()
+		seen[part.Shard] = append(seen[part.Shard], part.Records()...)
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	for _, shard := range slices.Sorted(maps.Keys(seen)) {
+		fmt.Println(shard, seen[shard])
+	}
+	// Output:
+	// shardId-000000000000 [a1 a2 a3]
+	// shardId-000000000001 [b1 b2 b3]
 }

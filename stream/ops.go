@@ -8,75 +8,72 @@ import (
 )
 
 // Map returns the stream of f applied to every record of s, keeping records
-// in their parts and in order.
+// in their partitions and in order. f is called concurrently for records of
+// different partitions (see the Execution section of the package
+// documentation), and in order within one.
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 	requireFunc(s.p, "Map", s.n, "f", f == nil)
-	return derive(s, "Map", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
-		parts := make([][]U, len(b.Parts()))
-		for i, p := range b.Parts() {
-			out := make([]U, len(p))
-			for j, v := range p {
+	return narrow(s, "Map", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
+			out := make([]U, len(c))
+			for j, v := range c {
 				out[j] = f(v)
 			}
-			parts[i] = out
-		}
-		return batch.Derive(b, parts...), nil
+			return yield(pos, out)
+		})
 	})
 }
 
 // Filter returns the stream of the records of s for which keep returns
-// true, in order.
+// true, in order. keep is called as Map's f is.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 	requireFunc(s.p, "Filter", s.n, "keep", keep == nil)
-	return derive(s, "Filter", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[T], error) {
-		parts := make([][]T, len(b.Parts()))
-		for i, p := range b.Parts() {
+	return narrow(s, "Filter", func(in *parted[T], i int, yield func(int, []T) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
 			var out []T
-			for _, v := range p {
+			for _, v := range c {
 				if keep(v) {
 					out = append(out, v)
 				}
 			}
-			parts[i] = out
-		}
-		return batch.Derive(b, parts...), nil
+			return len(out) == 0 || yield(pos, out)
+		})
 	})
 }
 
 // FlatMap returns the stream of the records f makes of every record of s,
 // in order: f may return any number of records for each. Each non-empty
 // slice f returns is kept as it is, as one part of the batch (see MapBatch),
-// so f must not reuse a slice it returned.
+// so f must not reuse a slice it returned. f is called as Map's f is.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 	requireFunc(s.p, "FlatMap", s.n, "f", f == nil)
-	return derive(s, "FlatMap", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
-		// Each non-empty result of f becomes a part of its own: the records
+	return narrow(s, "FlatMap", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+		// Each non-empty result of f is passed on as it is: the records
 		// are not copied into one slice, which for a word split would cost
 		// as much again as the split itself, in copying and in garbage.
-		var parts [][]U
-		for _, p := range b.Parts() {
-			for _, v := range p {
-				if c := f(v); len(c) > 0 {
-					parts = append(parts, c)
+		return in.each(i, func(pos int, c []T) bool {
+			for _, v := range c {
+				if out := f(v); len(out) > 0 && !yield(pos, out) {
+					return false
 				}
 			}
-		}
-		return batch.Derive(b, parts...), nil
+			return true
+		})
 	})
 }
 
 // MapBatch returns the stream of f applied to each part of each batch of s
-// (a batch read from a source has one part per block): f sees many records
-// at once, to amortise a per-call cost. f must not modify its argument and
-// may return it.
+// (a batch read from a source has one part per block and shard, see
+// Partition): f sees many records at once, to amortise a per-call cost. f
+// must not modify its argument and may return it. f is called concurrently
+// for parts of different partitions, and in order within one.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
-	return derive(s, "MapBatch", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
-		parts := make([][]U, len(b.Parts()))
-		for i, p := range b.Parts() {
-			parts[i] = f(p)
-		}
-		return batch.Derive(b, parts...), nil
+	return narrow(s, "MapBatch", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+		return in.each(i, func(pos int, c []T) bool {
+			out := f(c)
+			return len(out) == 0 || yield(pos, out)
+		})
 	})
 }
 
@@ -117,26 +114,43 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 			s.p.graphError(fmt.Errorf("Union of %v: argument %d (%v) has slide %v, not %v: union streams of the same slide", s.n, i, o.n, o.n.slide, s.n.slide))
 		}
 	}
-	return newStream(s.p, "Union", s.n.slide, parents, func(r *run) (*batch.Batch[T], error) {
-		var parts [][]T
+	return newPlanned(s.p, "Union", s.n.slide, parents, func(r *run) (*parted[T], error) {
+		var ins []*parted[T]
+		var keys []partKey
 		var blocks []batch.BlockInfo
 		seen := make(map[batch.BlockID]bool)
 		for _, o := range all {
-			b, err := o.at(r)
+			pt, err := o.parts(r)
 			if err != nil {
 				return nil, err
 			}
-			if b == nil {
+			if pt == nil {
 				continue
 			}
-			parts = append(parts, b.Parts()...)
-			for _, bl := range b.Blocks() {
+			ins = append(ins, pt)
+			keys = append(keys, pt.keys...)
+			for _, bl := range pt.blocks {
 				if !seen[bl.ID] {
 					seen[bl.ID] = true
 					blocks = append(blocks, bl)
 				}
 			}
 		}
-		return batch.New(r.job.time, blocks, parts...), nil
+		// Positions follow the inputs' order: those of s first.
+		npos := 0
+		base := make([]int, len(ins))
+		for k, in := range ins {
+			base[k] = npos
+			npos += in.npos
+		}
+		return &parted[T]{time: r.job.time, blocks: blocks, keys: keys, npos: npos, each: func(i int, yield func(int, []T) bool) bool {
+			for k, in := range ins {
+				if i < len(in.keys) {
+					return in.each(i, func(pos int, c []T) bool { return yield(base[k]+pos, c) })
+				}
+				i -= len(in.keys)
+			}
+			return true
+		}}, nil
 	})
 }

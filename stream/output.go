@@ -27,13 +27,18 @@ func (o *output) component() recovery.Component { return recovery.Component{Kind
 // addOutput registers an output that calls f with each batch of s, in
 // batch-time order; it is skipped at batch times where s has no batch.
 func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context.Context, b *batch.Batch[T]) error) {
-	o := &output{op: op, name: applyOptions(opts).name, n: s.n, run: func(r *run) error {
+	addOutputRun(s, op, opts, func(r *run) error {
 		b, err := s.at(r)
 		if err != nil || b == nil {
 			return err
 		}
 		return f(r.ctx, b)
-	}}
+	})
+}
+
+// addOutputRun registers an output that calls run for each batch.
+func addOutputRun[T any](s *Stream[T], op string, opts []Option, run func(r *run) error) {
+	o := &output{op: op, name: applyOptions(opts).name, n: s.n, run: run}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -41,31 +46,84 @@ func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context
 	p.lateLocked(o.String())
 }
 
-// ForEach calls f with every record of every batch of s, in order. Outputs
-// run in batch-time order, one batch at a time, and within a batch in the
-// order they were declared. An error from f fails the batch: Run returns it
-// in a *BatchError, and the batch's blocks are not completed. ctx is done
-// when the Pipeline stops now (Stop, a failure, a drain past its bound); f
-// may pass it to Drain, which then requests the drain without waiting. Named, among opts, names the output in the
-// pipeline's shape.
+// ForEach calls f with every record of every batch of s. Within a batch,
+// f is called concurrently for records of different partitions, at most
+// Config.Parallelism calls at a time, and in order within a partition:
+// downstream of a source and narrow operators, a partition is a shard, so
+// the records of a shard are seen one at a time, in the order they were
+// read, as a Kinesis Client Library record processor sees them (see the
+// Execution section of the package documentation). f must therefore be
+// safe for concurrent use.
+//
+// Outputs run in batch-time order, one batch at a time, and within a batch
+// in the order they were declared: ForEach returns when every partition is
+// done. An error from f fails the batch: Run returns it in a *BatchError,
+// and the batch's blocks are not completed; the calls for other partitions
+// already running finish, and their ctx is done, while partitions not
+// started are skipped. ctx is also done when the Pipeline stops now (Stop,
+// a failure, a drain past its bound); f may pass it to Drain, which then
+// requests the drain without waiting. Named, among opts, names the output
+// in the pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
-	addOutput(s, "ForEach", opts, func(ctx context.Context, b *batch.Batch[T]) error {
-		for v := range b.All() {
-			if err := f(ctx, v); err != nil {
-				return err
+	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int) error {
+		var err error
+		pt.each(i, func(_ int, c []T) bool {
+			for _, v := range c {
+				if err = f(ctx, v); err != nil {
+					return false
+				}
 			}
+			return true
+		})
+		return err
+	})
+}
+
+// ForEachPartition calls f with every partition of every batch of s (see
+// Partition), empty partitions excepted: concurrently, at most
+// Config.Parallelism calls at a time, so f must be safe for concurrent use.
+// It is for outputs with a per-partition cost, such as a connection or a
+// bulk write, and for per-shard processing: downstream of a source and
+// narrow operators, a partition holds the records of one shard in the
+// batch, in order. Errors, ctx and opts are handled as for ForEach.
+func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partition[T]) error, opts ...Option) {
+	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
+	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int) error {
+		part := Partition[T]{Time: pt.time, Index: i, Stream: pt.keys[i].stream, Shard: pt.keys[i].shard}
+		pt.each(i, func(_ int, c []T) bool {
+			if len(c) > 0 {
+				part.chunks = append(part.chunks, c)
+			}
+			return true
+		})
+		if len(part.chunks) == 0 {
+			return nil
 		}
-		return nil
+		return f(ctx, part)
+	})
+}
+
+// addPartitionOutput registers an output that runs f for every partition of
+// each batch of s as parallel tasks, fused with the narrow operators before
+// it; see addOutput.
+func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context.Context, pt *parted[T], i int) error) {
+	addOutputRun(s, op, opts, func(r *run) error {
+		pt, err := s.parts(r)
+		if err != nil || pt == nil {
+			return err
+		}
+		return parallel(r.ctx, r.par, len(pt.keys), func(ctx context.Context, i int) error { return f(ctx, pt, i) })
 	})
 }
 
 // ForEachBatch calls f with every batch of s, empty batches included, in
-// batch-time order. With a recovery log (Config.Recovery), a batch that a
-// crash interrupted runs again after the restart with the same Time, the
-// same blocks and ranges and the same records, so an output keyed by the
-// batch time (such as the sink/files package's) is exactly-once. Errors are
-// handled as for ForEach. Named, among opts, names the output in the
+// batch-time order, from one goroutine: f sees the whole batch, in block
+// order, once its partitions have been computed in parallel. With a
+// recovery log (Config.Recovery), a batch that a crash interrupted runs
+// again after the restart with the same Time, the same blocks and ranges
+// and the same records, so an output keyed by the batch time (such as the
+// sink/files package's) is exactly-once. Errors are handled as for ForEach. Named, among opts, names the output in the
 // pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)

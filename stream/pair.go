@@ -1,8 +1,8 @@
 package stream
 
 import (
-	"context"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -39,17 +39,33 @@ func (r *reducer[K, V]) add(k K, v V) {
 }
 
 // ReduceByKey returns, for every batch of s, one pair per key with the
-// values of that key combined by reduce, which must be associative. Pairs
-// are in the order their keys first appear in the batch; the result has one
-// part.
+// values of that key combined by reduce, which must be associative and
+// commutative, as in Spark. Pairs are in the order their keys first appear
+// in the batch (as ForEachBatch sees it), whatever Config.Parallelism; the
+// result's batch has one part.
+//
+// It runs as a shuffle: each partition of s is combined by key in a task of
+// its own, the combined pairs are hash-partitioned by key and each hash
+// partition is reduced in a task of its own (see the Execution section of
+// the package documentation). So reduce is called concurrently, and the
+// values of a key are combined partition by partition, in order within
+// each: a reduce that is not commutative would depend on how the records of
+// shards interleave in blocks.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
-	hint := 0 // keys of the previous batch, to size this one's
-	return derive(s, "ReduceByKey", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
-		out := reduceBatch(b, reduce, hint)
-		hint = len(out)
-		return batch.Derive(b, out), nil
-	})
+	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
+	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
+		at := firstAt{pos: -1}
+		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
+			at.next(pos)
+			for _, kv := range chunk {
+				c.add(kv.Key, kv.Value, at, reduce)
+				at.off++
+			}
+			return true
+		})
+	}
+	return newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, kd.plan(s))
 }
 
 func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V, V) V, hint int) []Pair[K, V] {
@@ -64,23 +80,26 @@ func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V,
 
 // CountByValue returns, for every batch of s, one pair per distinct record
 // with the number of times it occurs in the batch, in the order the records
-// first appear; the result has one part.
+// first appear (as ForEachBatch sees them); the result's batch has one part.
+// It runs as ReduceByKey does.
 func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
-	hint := 0 // distinct records of the previous batch, to size this one's
-	return derive(s, "CountByValue", func(_ context.Context, b *batch.Batch[T]) (*batch.Batch[Pair[T, int64]], error) {
-		index := make(map[T]int, hint)
-		out := make([]Pair[T, int64], 0, hint)
-		for _, p := range b.Parts() {
-			for _, v := range p {
-				if i, ok := index[v]; ok {
-					out[i].Value++
-					continue
+	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
+	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
+		at := firstAt{pos: -1}
+		in.each(part, func(pos int, chunk []T) bool {
+			at.next(pos)
+			for _, v := range chunk {
+				if i, ok := c.index[v]; ok {
+					c.pairs[i].Value++
+				} else {
+					c.index[v] = int32(len(c.pairs))
+					c.pairs = append(c.pairs, Pair[T, int64]{Key: v, Value: 1})
+					c.first = append(c.first, at)
 				}
-				index[v] = len(out)
-				out = append(out, Pair[T, int64]{Key: v, Value: 1})
+				at.off++
 			}
-		}
-		hint = len(out)
-		return batch.Derive(b, out), nil
-	})
+			return true
+		})
+	}
+	return newPlanned(s.p, "CountByValue", s.n.slide, []*node{s.n}, kd.plan(s))
 }

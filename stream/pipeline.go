@@ -17,11 +17,19 @@ import (
 var ErrClosed = errors.New("stream: pipeline already ran")
 
 // BatchError is the error Run returns when a batch fails: an output returned
-// an error, or a block could not be recomputed. Time is the batch time, so
-// the failed batch can be found in logs and listener events.
+// an error, a user function panicked, or a block could not be recomputed.
+// Time is the batch time, so the failed batch can be found in logs and
+// listener events.
 type BatchError struct {
 	Time batch.Time
 	Err  error
+	// Panic is the value a user function (an operator's, an output's)
+	// panicked with while the batch ran, and Stack the stack of the
+	// goroutine that panicked, as runtime/debug.Stack gives it; both are
+	// nil if nothing panicked. The panic is recovered, so the process
+	// goes on and Run returns this error, as for an output's error.
+	Panic any
+	Stack []byte
 }
 
 // Error returns "stream: batch <time>: <cause>".

@@ -57,7 +57,7 @@ func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	if r == nil {
 		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	}
-	return newStream(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.batchAt)
+	return newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)
 }
 
 // sourceState is one source: its receiver, its block store, and the blocks
@@ -229,23 +229,27 @@ func blockIDs(blocks []batch.BlockInfo) []batch.BlockID {
 	return ids
 }
 
-// batchAt is the compute function of the source's stream: the records of
-// the batch's blocks of this source, one part per block, read from the store
-// or, for a block the store lost, recomputed by the receiver.
-func (s *sourceState[T]) batchAt(r *run) (*batch.Batch[T], error) {
+// partsAt is the plan of the source's stream: the records of the batch's
+// blocks of this source, read from the store or, for a block the store
+// lost, recomputed by the receiver, as partitions (see shardParts). The
+// batch, as ForEachBatch sees it, has one part per block, in block order.
+func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	infos := r.job.blocks[s.idx]
-	parts := make([][]T, len(infos))
+	recs := make([][]T, len(infos))
 	for i, info := range infos {
-		recs, ok := s.store.Get(info.ID)
+		rs, ok := s.store.Get(info.ID)
 		if !ok {
 			var err error
-			if recs, err = s.recompute(r.ctx, info); err != nil {
+			if rs, err = s.recompute(r.ctx, info); err != nil {
 				return nil, err
 			}
 		}
-		parts[i] = recs
+		recs[i] = rs
 	}
-	return batch.New(r.job.time, infos, parts...), nil
+	keys, npos, data := shardParts(infos, recs)
+	pt := computed(r.job.time, infos, keys, npos, data)
+	pt.whole = batch.New(r.job.time, infos, recs...) // one part per block
+	return pt, nil
 }
 
 func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([]T, error) {

@@ -23,9 +23,14 @@ import (
 type Stream[T any] struct {
 	p *Pipeline
 	n *node
-	// compute returns the stream's batch at r's time, which is a multiple of
-	// n.slide. It is called at most once per batch, through at.
+	// Exactly one of compute and plan is set. compute returns the stream's
+	// batch at r's time, which is a multiple of n.slide, as a whole: the
+	// operators that need a whole batch (Transform, Window, state). plan
+	// returns it as partitions (sources, narrow and keyed operators, Union),
+	// which may not be computed yet. Each is called at most once per batch,
+	// through at and parts.
 	compute func(r *run) (*batch.Batch[T], error)
+	plan    func(r *run) (*parted[T], error)
 }
 
 // node is the untyped part of a stream: what the driver needs to know to
@@ -49,16 +54,23 @@ type node struct {
 func (n *node) String() string { return fmt.Sprintf("%s (stream %d)", n.op, n.id) }
 
 // run is the computation of one batch: the batch's input blocks, and the
-// batches computed so far, by node id.
+// batches computed so far, by node id. Only the driver's goroutine uses it;
+// the tasks it starts (see parallel) never do.
 type run struct {
 	ctx  context.Context
 	job  *job
 	memo []any
+	// par is Config.Parallelism (0 is taken as 1), and shared tells, by
+	// node id, the streams that more than one operator or output consumes
+	// (nil: none), which are computed once and kept for the batch.
+	par    int
+	shared []bool
 }
 
-// result is a memoised stream batch.
+// result is a memoised stream batch: as a whole, as partitions, or both.
 type result[T any] struct {
 	b   *batch.Batch[T]
+	pt  *parted[T]
 	err error
 }
 
@@ -70,23 +82,112 @@ func validAt(t batch.Time, slide time.Duration) bool {
 
 // at returns the stream's batch at r's time, or nil if the stream has no
 // batch then (a window between two slides). It computes the batch on the
-// first call for a batch time and remembers it for the others.
+// first call for a batch time and remembers it for the others. For a
+// stream computed as partitions, it runs them in parallel and gathers them
+// in order: this is how the operators that need a whole batch (Transform,
+// Window, ReduceByKeyAndWindow, UpdateStateByKey) consume a partitioned
+// stream. Those that combine by key could run their per-batch step as a
+// shuffle instead (see keyed), as ReduceByKey does.
 func (s *Stream[T]) at(r *run) (*batch.Batch[T], error) {
 	if !validAt(r.job.time, s.n.slide) {
 		return nil, nil
 	}
-	if m, ok := r.memo[s.n.id].(*result[T]); ok {
+	m := s.memo(r)
+	if m.b != nil || m.err != nil {
 		return m.b, m.err
 	}
-	b, err := s.compute(r)
-	r.memo[s.n.id] = &result[T]{b: b, err: err}
-	return b, err
+	if s.compute != nil {
+		m.b, m.err = s.compute(r)
+		return m.b, m.err
+	}
+	pt, err := s.parts(r)
+	if err == nil {
+		pt, err = pt.compute(r.ctx, r.par)
+	}
+	if err != nil {
+		m.err = err
+		return nil, err
+	}
+	m.pt = pt
+	m.b = pt.batch()
+	return m.b, nil
 }
 
-// newStream adds a stream to p's graph.
+// parts returns the stream's batch at r's time as partitions, or nil if the
+// stream has no batch then. The partitions of a stream planned by narrow
+// operators are not computed yet: the caller runs them, fused with what it
+// does with their records, unless the stream is shared, in which case they
+// are computed once here and kept for the other consumers. A batch computed
+// as a whole is split into partitions of consecutive records.
+func (s *Stream[T]) parts(r *run) (*parted[T], error) {
+	if !validAt(r.job.time, s.n.slide) {
+		return nil, nil
+	}
+	m := s.memo(r)
+	if m.pt != nil || m.err != nil {
+		return m.pt, m.err
+	}
+	if s.compute != nil {
+		b, err := s.at(r)
+		if err != nil || b == nil {
+			return nil, err
+		}
+		m.pt = split(b, r.par)
+		return m.pt, nil
+	}
+	pt, err := s.plan(r)
+	if err == nil && r.shared != nil && r.shared[s.n.id] {
+		pt, err = pt.compute(r.ctx, r.par)
+	}
+	if err != nil {
+		m.err = err
+		return nil, err
+	}
+	if pt.data != nil {
+		m.pt = pt // computed: keep it for at and the other consumers
+	}
+	return pt, nil
+}
+
+// memo returns the stream's memoised result for r's batch, made empty on
+// the first call.
+func (s *Stream[T]) memo(r *run) *result[T] {
+	if m, ok := r.memo[s.n.id].(*result[T]); ok {
+		return m
+	}
+	m := &result[T]{}
+	r.memo[s.n.id] = m
+	return m
+}
+
+// newStream adds a stream computed as a whole batch to p's graph.
 func newStream[T any](p *Pipeline, op string, slide time.Duration, parents []*node,
 	compute func(r *run) (*batch.Batch[T], error)) *Stream[T] {
 	return newStatefulStream(p, op, slide, parents, compute, nil)
+}
+
+// newPlanned adds a stream computed as partitions to p's graph.
+func newPlanned[T any](p *Pipeline, op string, slide time.Duration, parents []*node,
+	plan func(r *run) (*parted[T], error)) *Stream[T] {
+	n := &node{op: op, slide: slide, parents: parents}
+	p.addNode(n)
+	return &Stream[T]{p: p, n: n, plan: plan}
+}
+
+// narrow adds a stream computed partition by partition from s by each, which
+// calls yield with the records it makes of partition i of in (the batch of s),
+// chunk by chunk, in order, each with the position of the chunk of in it was
+// made from, and reports whether yield always returned true.
+// The partitions run later, fused with the operator or output that consumes
+// the stream.
+func narrow[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, yield func(int, []U) bool) bool) *Stream[U] {
+	return newPlanned(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*parted[U], error) {
+		in, err := s.parts(r)
+		if err != nil || in == nil {
+			return nil, err
+		}
+		return derived(in, func(i int, yield func(int, []U) bool) bool { return each(in, i, yield) }), nil
+	})
 }
 
 // newStatefulStream adds a stream with a tick (see node.tick) to p's graph.

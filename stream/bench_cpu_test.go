@@ -1,0 +1,295 @@
+package stream
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source"
+)
+
+// The CPU-bound benchmarks: a batch of records from cpuShards shards whose
+// every record costs cpuRounds SHA-256 rounds (about 60 µs here), run by
+// the engine at Parallelism 1 and 2 and by a hand-written parallel loop over
+// the same records, in one run:
+//
+//	go test -run x -bench 'CPU' -count 5 ./stream/
+//
+// Parallelism=2 over Parallelism=1 is the engine's speed-up on 2 cores;
+// the engine over the loop with as many goroutines is its overhead. Like
+// BenchmarkWordCountEngine, they drive the engine batch by batch, without
+// timers, so that only the batch's work is timed.
+const (
+	cpuShards    = 4
+	cpuPerShard  = 50 // records of a shard in a batch
+	cpuRounds    = 700
+	cpuRecordLen = 64
+)
+
+// cpuWork is the per-record work: cpuRounds rounds of SHA-256.
+func cpuWork(rec []byte) byte {
+	h := sha256.Sum256(rec)
+	for range cpuRounds - 1 {
+		h = sha256.Sum256(h[:])
+	}
+	return h[0]
+}
+
+// cpuBlock returns a block of cpuShards*cpuPerShard records read from
+// cpuShards shards, interleaved in reads of 10 records as a receiver
+// reading every shard would add them, with the ranges that say so.
+func cpuBlock() source.Block[[]byte] {
+	var b source.Block[[]byte]
+	seq := make([]int, cpuShards)
+	for len(b.Records) < cpuShards*cpuPerShard {
+		for s := range cpuShards {
+			first := seq[s]
+			for range 10 {
+				rec := fmt.Appendf(nil, "shard %d record %d ", s, seq[s])
+				b.Records = append(b.Records, append(rec, make([]byte, cpuRecordLen-len(rec))...))
+				seq[s]++
+			}
+			b.Ranges = append(b.Ranges, batch.SeqRange{Stream: "cpu", Shard: "shard-" + strconv.Itoa(s),
+				First: strconv.Itoa(first + 1), Last: strconv.Itoa(seq[s]), Count: 10})
+		}
+	}
+	return b
+}
+
+func BenchmarkCPUPipeline(b *testing.B) {
+	for _, par := range []int{1, 2} {
+		b.Run(fmt.Sprintf("Parallelism=%d", par), func(b *testing.B) {
+			block := cpuBlock()
+			p, sink := cpuPipeline(b, par)
+			n := driveEngine(b, p, block)
+			b.ReportMetric(float64(n*len(block.Records))/b.Elapsed().Seconds(), "records/s")
+			if want := cpuSum(block.Records) * int64(n); sink.Load() != want {
+				b.Fatalf("sum %d, want %d", sink.Load(), want)
+			}
+		})
+	}
+}
+
+// cpuPipeline returns a pipeline that hashes the records of its source,
+// a test receiver, and adds the results up in the returned sink.
+func cpuPipeline(b *testing.B, par int) (*Pipeline, *atomic.Int64) {
+	p, err := NewPipeline(Config{BatchInterval: time.Second, Parallelism: par})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink := new(atomic.Int64)
+	hashed := Map(From(p, newTestReceiver[[]byte]()), cpuWork)
+	ForEach(hashed, func(_ context.Context, v byte) error { sink.Add(int64(v)); return nil })
+	return p, sink
+}
+
+// BenchmarkCPUPaired runs, in every iteration, one batch of each of
+// BenchmarkCPUPipeline's and BenchmarkCPULoop's variants, one after the
+// other, and reports the ratios of their total times: measured side by
+// side, they drift together when other processes load the machine.
+// speedup-2/1 is Parallelism=2 over Parallelism=1, engine/loop-N the
+// engine's throughput over the loop's with N goroutines.
+func BenchmarkCPUPaired(b *testing.B) {
+	block := cpuBlock()
+	var run [4]func()
+	for i, par := range []int{1, 2} {
+		p, _ := cpuPipeline(b, par)
+		run[i] = engineStepper(b, p, block)
+		var sink atomic.Int64
+		run[2+i] = cpuLoopStepper(block, par, &sink)
+	}
+	var took, cpu [4]time.Duration
+	for b.Loop() {
+		for i, f := range run {
+			start, startCPU := time.Now(), processCPU()
+			f()
+			took[i] += time.Since(start)
+			cpu[i] += processCPU() - startCPU
+		}
+	}
+	b.ReportMetric(float64(took[0])/float64(took[1]), "speedup-2/1")
+	b.ReportMetric(float64(took[2])/float64(took[0]), "engine/loop-1")
+	b.ReportMetric(float64(took[3])/float64(took[1]), "engine/loop-2")
+	if cpu[0] > 0 {
+		// CPU time of the loop over that of the engine, for the same work:
+		// the engine's overhead, whatever the load.
+		b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "cpu-engine/loop-1")
+		b.ReportMetric(float64(cpu[3])/float64(cpu[1]), "cpu-engine/loop-2")
+	}
+}
+
+// BenchmarkCPULoop is the baseline of BenchmarkCPUPipeline: the same work
+// on the same records of each batch, by a hand-written loop with one
+// goroutine per shard, at most goroutines at once.
+func BenchmarkCPULoop(b *testing.B) {
+	for _, par := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			block := cpuBlock()
+			var sink atomic.Int64
+			step := cpuLoopStepper(block, par, &sink)
+			n := 0
+			for b.Loop() {
+				step()
+				n++
+			}
+			b.ReportMetric(float64(n*len(block.Records))/b.Elapsed().Seconds(), "records/s")
+			if want := cpuSum(block.Records) * int64(n); sink.Load() != want {
+				b.Fatalf("sum %d, want %d", sink.Load(), want)
+			}
+		})
+	}
+}
+
+// cpuLoopStepper returns the hand-written loop's batch: the records of
+// block, split by shard as a receiver per shard holds them, hashed by one
+// goroutine per shard, at most par at once, the results added to sink.
+func cpuLoopStepper(block source.Block[[]byte], par int, sink *atomic.Int64) func() {
+	byShard := make([][][]byte, cpuShards)
+	recs := block.Records
+	for _, rg := range block.Ranges {
+		s, _ := strconv.Atoi(rg.Shard[len("shard-"):])
+		byShard[s] = append(byShard[s], recs[:rg.Count]...)
+		recs = recs[rg.Count:]
+	}
+	sem := make(chan struct{}, par)
+	return func() {
+		var wg sync.WaitGroup
+		for _, shard := range byShard {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				var sum int64
+				for _, r := range shard {
+					sum += int64(cpuWork(r))
+				}
+				sink.Add(sum)
+			})
+		}
+		wg.Wait()
+	}
+}
+
+func cpuSum(recs [][]byte) int64 {
+	var sum int64
+	for _, r := range recs {
+		sum += int64(cpuWork(r))
+	}
+	return sum
+}
+
+// driveEngine runs p's engine for b.Loop: each iteration pushes block to
+// p's only source, cuts the batch and runs it. It returns the number of
+// batches run.
+func driveEngine[T any](b *testing.B, p *Pipeline, block source.Block[T]) int {
+	b.Helper()
+	step := engineStepper(b, p, block)
+	n := 0
+	for b.Loop() {
+		step()
+		n++
+	}
+	return n
+}
+
+// engineStepper returns a function that runs one batch of p's engine:
+// push block to p's only source, cut the batch and run it.
+func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func() {
+	b.Helper()
+	ctx, cancel := context.WithCancelCause(b.Context())
+	b.Cleanup(func() { cancel(nil) })
+	p.mu.Lock()
+	e := newEngine(p, cancel)
+	p.mu.Unlock()
+	e.log = noLog{}
+	e.ctx = ctx
+	e.sources[0].bind(e)
+	src := e.sources[0].(*sourceState[T])
+	t := batch.TimeOf(time.Now().Truncate(time.Second))
+	return func() {
+		if _, err := src.push(ctx, block); err != nil {
+			b.Fatal(err)
+		}
+		t = t.Add(time.Second)
+		j, err := e.cut(ctx, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.runJob(ctx, j); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWordCountPaired is BenchmarkWordCountEngine and its loop, one
+// batch of each per iteration, reporting the ratio of their total times
+// (engine/loop, > 1 when the engine is faster): measured side by side, the
+// two drift together when other processes load the machine. With shards=2
+// the block holds the lines of two shards, so the count runs as a shuffle
+// of two partitions.
+func BenchmarkWordCountPaired(b *testing.B) {
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			lines := benchLines()[0]
+			block := source.Block[string]{Records: lines}
+			if shards > 1 {
+				per := len(lines) / shards
+				for s := range shards {
+					block.Ranges = append(block.Ranges, batch.SeqRange{Stream: "words", Shard: "shard-" + strconv.Itoa(s),
+						First: "1", Last: strconv.Itoa(per), Count: per})
+				}
+			}
+			p, err := NewPipeline(Config{BatchInterval: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sink int64
+			counts := CountByValue(FlatMap(From(p, newTestReceiver[string]()), strings.Fields))
+			ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
+				for kv := range bt.All() {
+					sink += kv.Value
+				}
+				return nil
+			})
+			engine := engineStepper(b, p, block)
+			counted := make(map[string]int64)
+			loop := func() {
+				clear(counted)
+				for _, line := range lines {
+					for _, w := range strings.Fields(line) {
+						counted[w]++
+					}
+				}
+				for _, c := range counted {
+					sink += c
+				}
+			}
+			var tookEngine, tookLoop, cpuEngine, cpuLoop time.Duration
+			n := 0
+			for b.Loop() {
+				start, startCPU := time.Now(), processCPU()
+				engine()
+				tookEngine += time.Since(start)
+				cpuEngine += processCPU() - startCPU
+				start, startCPU = time.Now(), processCPU()
+				loop()
+				tookLoop += time.Since(start)
+				cpuLoop += processCPU() - startCPU
+				n++
+			}
+			b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
+			if cpuEngine > 0 {
+				b.ReportMetric(float64(cpuLoop)/float64(cpuEngine), "cpu-engine/loop")
+			}
+			if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
+				b.Fatalf("counted %d words, want %d", sink, want)
+			}
+		})
+	}
+}
