@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type childParams struct {
 	Duration         time.Duration // stop after this long even if not every record was output; 0: never
 	Verbose          bool          // weir: log at debug level to stderr
 	Backpressure     bool          // weir: Config.Backpressure with its defaults
+	MemoryLimit      int64         // the Go runtime's soft memory limit (GOMEMLIMIT), as a user may set it; 0: none
 }
 
 // Lines a child writes on its stdout, each read and timed by the parent.
@@ -87,6 +89,9 @@ func childMain() (bool, int) {
 }
 
 func runChild(ctx context.Context, p childParams, out io.Writer) error {
+	if p.MemoryLimit > 0 {
+		debug.SetMemoryLimit(p.MemoryLimit)
+	}
 	if p.CPUProfile != "" {
 		f, err := os.Create(p.CPUProfile)
 		if err != nil {

@@ -219,16 +219,18 @@ func memory(ctx context.Context, env *localaws.Env, o options, out io.Writer) er
 		name         string
 		budget       int64
 		backpressure bool
+		memoryLimit  int64
 	}{
-		{"default MaxBufferedBytes", 0, false},
-		{"MaxBufferedBytes 16 MiB", 16 << 20, false},
-		{"no limit (-1)", -1, false},
-		{"default MaxBufferedBytes, Backpressure", 0, true},
+		{"default MaxBufferedBytes", 0, false, 0},
+		{"default MaxBufferedBytes, GOMEMLIMIT 96 MiB (the budget + 32 MiB)", 0, false, 96 << 20},
+		{"MaxBufferedBytes 16 MiB", 16 << 20, false, 0},
+		{"no limit (-1)", -1, false, 0},
+		{"default MaxBufferedBytes, Backpressure", 0, true, 0},
 	} {
 		wp := base
 		wp.Consumer, wp.App = "weir", "bench-"+strconv.FormatInt(time.Now().UnixNano(), 36)
 		wp.MaxBufferedBytes, wp.OutputRate, wp.Duration = c.budget, input/10, o.duration
-		wp.Backpressure, wp.Batch = c.backpressure, o.batch
+		wp.Backpressure, wp.Batch, wp.MemoryLimit = c.backpressure, o.batch, c.memoryLimit
 		r, err := spawn(ctx, wp)
 		if err != nil {
 			return err

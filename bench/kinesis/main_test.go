@@ -49,8 +49,8 @@ func TestRunMemory(t *testing.T) {
 	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
-	if got := len(regexp.MustCompile(`weir, .*: budget .*, peak buffered .* MiB, peak heap objects .* MiB, peak RSS .* MiB, \d+ records output`).FindAll(out.Bytes(), -1)); got != 4 {
-		t.Errorf("%d weir lines in output, want 4:\n%s", got, out.String())
+	if got := len(regexp.MustCompile(`weir, .*: budget .*, peak buffered .* MiB, peak heap objects .* MiB, peak RSS .* MiB, \d+ records output`).FindAll(out.Bytes(), -1)); got != 5 {
+		t.Errorf("%d weir lines in output, want 5:\n%s", got, out.String())
 	}
 }
 

@@ -187,19 +187,22 @@ type Config struct {
 	// waiting for a batch, and the batches waiting or running. A record
 	// counts its data, partition key, explicit hash key, sequence number
 	// and its Record struct. Before each GetRecords call a reader reserves
-	// room for the page it asks for (RecordsPerRead records of the size of
-	// its last page's, at most a quarter of the budget; fewer records when
-	// that is less), waiting while the budget is full: nothing is dropped,
+	// room for the page it asks for while it is received and decoded,
+	// three times its records' bytes (the JSON answer and the decoded
+	// records exist at once; a page is RecordsPerRead records of the size
+	// of its last page's, its reservation at most a quarter of the budget;
+	// fewer records when that is less), waiting while the budget is full; once
+	// delivered, its records hold their own bytes: nothing is dropped,
 	// reading only pauses. A page can overrun its reservation only when
 	// its records are larger than the last page's, or, for a reader's first
 	// page, than 1 KiB; a page larger than the whole budget is read alone.
 	// Bytes are given back when the driver reports their block completed
 	// (source.CompletionObserver, which stream's driver does): a driver
-	// that does not report completions needs -1. Outside the budget: the
-	// AWS SDK's memory while it decodes a page (a few times the page's
-	// size, per shard reading), and garbage not yet collected (with
-	// GOGC=100 the heap grows to about twice what is live; GOMEMLIMIT
-	// bounds it). Default 64 MiB (DefaultMaxBufferedBytes); -1 means no
+	// that does not report completions needs -1. Outside the budget:
+	// garbage not yet collected (with GOGC=100 the heap grows to about
+	// twice what is live; GOMEMLIMIT set to the budget plus some 32 MiB
+	// bounds it, see bench/kinesis -mode memory). Default 64 MiB
+	// (DefaultMaxBufferedBytes); -1 means no
 	// limit; raise it for more than about 8 busy shards, or long batches.
 	MaxBufferedBytes int64
 	// MaxRecordsPerSecond caps how many Kinesis records a second are read

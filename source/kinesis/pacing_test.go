@@ -170,8 +170,11 @@ func TestReadPacing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &pacedClient{script: tt.script, done: make(chan struct{})}
+				// No byte budget: this push never completes its blocks, and
+				// the budget (tested on its own) would shrink the pages.
 				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour})
+					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour,
+					MaxBufferedBytes: -1})
 				if err != nil {
 					t.Fatal(err)
 				}

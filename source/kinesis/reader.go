@@ -173,25 +173,28 @@ func (rn *run) readerExit(ctx context.Context, shardID string, err error) error 
 // receiver's rate (rn.shared) let it read. It returns the Limit of the
 // next GetRecords call and the bytes reserved for it. The page is
 // RecordsPerRead records of avg bytes (the last page's; 0: unknown, then
-// a whole 10 MiB page is reserved, and its records are taken to be
+// a whole 10 MiB page is planned, and its records are taken to be
 // assumedRecordBytes), but no more than a quarter of the budget, nor than
-// the records the limiters let it read. The caller gives
-// back the records the call did not use to both limiters, and the
-// reservation to the budget (deliver does).
+// the records the limiters let it read. The reservation is decodeFactor
+// times the page, the memory a page takes while it is received and
+// decoded, so that the budget bounds the reader's memory, not only the
+// records it holds. The caller gives back the records the call did not
+// use to both limiters, and the reservation to the budget (deliver does).
 func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (limit int, reserved int64, err error) {
 	b := rn.r.budget
 	perRead := rn.cfg.RecordsPerRead
-	want := int64(maxPageBytes)
+	page := int64(maxPageBytes)
 	if avg > 0 {
-		want = min(avg*int64(perRead), maxPageBytes)
+		page = min(avg*int64(perRead), maxPageBytes)
 	}
 	if b.max > 0 {
-		want = min(want, max(b.max/4, avg))
+		page = min(page, max(b.max/(4*decodeFactor), avg))
 	}
+	want := page * decodeFactor
 	if err := b.reserve(ctx, want); err != nil {
 		return 0, 0, err
 	}
-	limit = int(max(min(want/cmp.Or(avg, assumedRecordBytes), int64(perRead)), 1))
+	limit = int(max(min(page/cmp.Or(avg, assumedRecordBytes), int64(perRead)), 1))
 	// Each limiter is waited on for what a read every MinReadInterval
 	// earns (the shared one: this reader's share of it), so that reads
 	// are few and each takes what accumulated.
@@ -210,12 +213,17 @@ func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (limi
 		return 0, 0, err
 	}
 	capped.giveBack(n - m)
-	if avg > 0 && int64(m)*avg < want { // the limiters cut the page
-		b.release(want - int64(m)*avg)
-		want = int64(m) * avg
+	if cut := int64(m) * max(avg, 1) * decodeFactor; avg > 0 && cut < want { // the limiters cut the page
+		b.release(want - cut)
+		want = cut
 	}
 	return m, want, nil
 }
+
+// decodeFactor is how many times its records' bytes a page takes in
+// memory while it is read: the JSON answer (base64 data: 4/3 of it, plus
+// the other fields) and the decoded records exist at once.
+const decodeFactor = 3
 
 // maxPageBytes is the most data one GetRecords call returns (10 MiB).
 const maxPageBytes = 10 << 20
