@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/weirstream/weir/internal/durable"
 )
 
 // DefaultSegmentSize is the size at which a directory log starts a new
@@ -186,7 +188,7 @@ func (l *DirLog) segments() ([]segment, error) {
 		}
 	}
 	if from > 0 {
-		if err := syncDir(l.dir); err != nil {
+		if err := durable.SyncDir(l.dir); err != nil {
 			return nil, err
 		}
 	}
@@ -304,7 +306,7 @@ func (l *DirLog) roll() error {
 	if err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := durable.SyncDir(l.dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -385,7 +387,7 @@ func writeFileSync(temp, path string, data []byte) (renamed bool, err error) {
 		os.Remove(temp)
 		return false, err
 	}
-	return true, syncDir(filepath.Dir(path))
+	return true, durable.SyncDir(filepath.Dir(path))
 }
 
 // Close closes the active segment and releases the directory lock; see
@@ -421,26 +423,9 @@ func mkdirAllSync(dir string) error {
 		return fmt.Errorf("recovery: create log directory: %w", err)
 	}
 	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory, making the creation, renaming and removal of
-// its files durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("recovery: sync directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("recovery: sync directory: %w", err)
 	}
 	return nil
 }

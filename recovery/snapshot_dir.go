@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weirstream/weir/internal/durable"
+
 	"github.com/weirstream/weir/batch"
 )
 
@@ -115,7 +117,7 @@ func (l *DirLog) pruneSnapshots(payloads [][]byte) {
 		}
 	}
 	if removed {
-		if err := syncDir(l.dir); err != nil {
+		if err := durable.SyncDir(l.dir); err != nil {
 			l.logger.Warn("recovery: could not sync the log directory after removing old snapshots", "dir", l.dir, "err", err)
 		}
 	}

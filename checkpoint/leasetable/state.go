@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weirstream/weir/internal/durable"
+
 	"github.com/weirstream/weir/internal/dirlock"
 )
 
@@ -83,24 +85,12 @@ func (s *workerState) write(preds []string) error {
 		err = os.Rename(tmp, s.path)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(s.path))
+		err = durable.SyncDir(filepath.Dir(s.path))
 	}
 	if err != nil {
 		return fmt.Errorf("leasetable: writing %s: %w", s.path, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // close releases the lock.

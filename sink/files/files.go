@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirstream/weir/internal/durable"
+
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/dirlock"
 )
@@ -269,7 +271,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	case err == nil:
 		// The file's data was synced before its rename; its name may not
 		// be durable yet, and the batch must not complete before it is.
-		if err := syncDir(s.cfg.Dir); err != nil {
+		if err := durable.SyncDir(s.cfg.Dir); err != nil {
 			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 		}
 		return nil
@@ -351,20 +353,7 @@ func (s *Sink[T]) publish(tmp, final string) error {
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	return syncDir(s.cfg.Dir)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(s.cfg.Dir)
 }
 
 // mkdirAllSync creates dir and its missing parents, and syncs the parent of
@@ -382,7 +371,7 @@ func mkdirAllSync(dir string) error {
 		return err
 	}
 	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
