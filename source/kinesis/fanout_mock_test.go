@@ -219,10 +219,11 @@ func (w *watched) waitFor(t *testing.T, run *running, n int) {
 // subscriptions.
 func (m *mockFanOut) putInRounds(t *testing.T, stream string, data [][]byte, size int, run *running, w *watched) {
 	t.Helper()
+	before := len(w.records()) // records put earlier and already read
 	for i := 0; i < len(data); i += size {
 		end := min(i+size, len(data))
 		m.put(t, stream, data[i:end])
-		w.waitFor(t, run, end)
+		w.waitFor(t, run, before+end)
 	}
 }
 
@@ -288,6 +289,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		want = append(want, plain...)
 		spy := m.newSpy(0)
 		run, w := startWatched(t, m.config(stream, spy), len(want))
+		w.waitFor(t, run, len(want)-len(plain)) // the aggregates' user records, put before the start
 		m.putInRounds(t, stream, plain, 200, run, w)
 		run.stop(t)
 
