@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,17 +208,7 @@ func TestCrashTortureState(t *testing.T) { tortureState(t, false) }
 func TestCrashTortureStateDynamoLog(t *testing.T) { tortureState(t, true) }
 
 func tortureState(t *testing.T, shared bool) {
-	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("WEIR_TORTURE_SEED=%q: want a number", s)
-		}
-		seed = n
-	}
-	t.Logf("kills %d, seed %d", kills, seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)

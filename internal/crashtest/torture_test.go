@@ -61,9 +61,13 @@ func TestCrashTorture(t *testing.T) { torture(t, false) }
 // the crash left pending.
 func TestCrashTortureDynamoLog(t *testing.T) { torture(t, true) }
 
-func torture(t *testing.T, shared bool) {
-	kills := envInt(t, "WEIR_TORTURE_KILLS", 3)
-	seed := uint64(time.Now().UnixNano())
+// tortureSchedule returns the number of kills (WEIR_TORTURE_KILLS, default
+// 3), the seed of the kill moments (WEIR_TORTURE_SEED, default the time),
+// logged so that a failing run can be replayed, and a generator from it.
+func tortureSchedule(t *testing.T) (kills int, seed uint64, rng *rand.Rand) {
+	t.Helper()
+	kills = envInt(t, "WEIR_TORTURE_KILLS", 3)
+	seed = uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -72,7 +76,11 @@ func torture(t *testing.T, shared bool) {
 		seed = n
 	}
 	t.Logf("kills %d, seed %d (WEIR_TORTURE_SEED=%d replays the kill moments)", kills, seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	return kills, seed, rand.New(rand.NewPCG(seed, 0))
+}
+
+func torture(t *testing.T, shared bool) {
+	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, tortureShards)
