@@ -13,7 +13,6 @@ import (
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/kinesis/kinesistest"
-	"github.com/weirstream/weir/stream"
 )
 
 // recordMem is about what one test record of size bytes holds in the byte
@@ -189,7 +188,7 @@ func TestByteBudgetWithSlowPipeline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := runSlowPipeline(t, r, n, 5*time.Millisecond)
+		got := runPipeline(t, r, n, 5*time.Millisecond, nil, nil)
 		st := r.Stats()
 		t.Logf("budget %d, peak %d", budget, st.PeakBufferedBytes)
 		if limit := budget + perRead*recordMem(size); st.PeakBufferedBytes > limit {
@@ -200,42 +199,6 @@ func TestByteBudgetWithSlowPipeline(t *testing.T) {
 		}
 		checkOnceInOrder(t, want, got)
 	})
-}
-
-// runSlowPipeline runs r in a pipeline (100ms batches) whose output takes
-// perRecord for each record, until n records were output, and returns
-// them.
-func runSlowPipeline(t *testing.T, r *kinesis.Receiver, n int, perRecord time.Duration) []kinesis.Record {
-	t.Helper()
-	sc, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []kinesis.Record // touched by the output only, one batch at a time
-	all := make(chan struct{})
-	stream.ForEachBatch(stream.From(sc, r), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
-		time.Sleep(time.Duration(b.Len()) * perRecord) // the slow output
-		before := len(got)
-		for rec := range b.All() {
-			got = append(got, rec)
-		}
-		if before < n && len(got) >= n {
-			close(all)
-		}
-		return nil
-	})
-	done := make(chan error, 1)
-	go func() { done <- sc.Run(t.Context()) }()
-	select {
-	case <-all:
-		sc.Drain(context.Background())
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	case err := <-done:
-		t.Fatalf("pipeline stopped after %d of %d records: %v", len(got), n, err)
-	}
-	return got
 }
 
 // TestByteBudgetOnKinesalite runs a pipeline with an output slower than
@@ -270,7 +233,7 @@ func TestByteBudgetOnKinesalite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := runSlowPipeline(t, r, n, 200*time.Microsecond)
+	got := runPipeline(t, r, n, 200*time.Microsecond, nil, nil)
 	st := r.Stats()
 	t.Logf("budget %d, peak %d", budget, st.PeakBufferedBytes)
 	if limit := budget + perRead*recordMem(size); st.PeakBufferedBytes > limit {
