@@ -27,6 +27,12 @@ const (
 	DefaultShardSyncInterval = time.Minute
 	// DefaultScanInterval is Config.ScanInterval's default.
 	DefaultScanInterval = 10 * time.Minute
+	// DefaultCheckpointInterval is how often a lease holder commits its
+	// checkpoints by default (kinesis.LeaseConfig.CheckpointInterval): one
+	// minute, as the Kinesis Client Library's sample applications
+	// checkpoint. Under load a checkpoint is one write per shard, so this
+	// period sets most of the table's cost (DESIGN.md, section Leases).
+	DefaultCheckpointInterval = time.Minute
 )
 
 // DefaultTakeInterval returns the default TakeInterval for a lease duration:

@@ -13,10 +13,10 @@ const (
 	// Kinesis Client Library's failover time.
 	DefaultLeaseDuration = leasetable.DefaultLeaseDuration
 	// DefaultCheckpointInterval is LeaseConfig.CheckpointInterval's
-	// fallback when the driver does not give its batch interval
-	// (source.Runtime.BatchInterval zero): the driver's default batch
-	// interval (stream.DefaultBatchInterval).
-	DefaultCheckpointInterval = time.Second
+	// default (leasetable.DefaultCheckpointInterval, one minute, as the
+	// Kinesis Client Library's sample applications checkpoint), or the
+	// driver's batch interval when that is longer.
+	DefaultCheckpointInterval = leasetable.DefaultCheckpointInterval
 )
 
 // LeaseConfig turns on leases and checkpoints (Config.Leases): the shards
@@ -41,9 +41,15 @@ type LeaseConfig struct {
 	leasetable.Config
 	// CheckpointInterval is how often every held shard's checkpoint is
 	// committed when it moved (never the same number twice; no new data is
-	// no problem). Default: the driver's batch interval
-	// (source.Runtime.BatchInterval), or 1s (DefaultCheckpointInterval)
-	// when the driver does not give one.
+	// no problem). A checkpoint is one DynamoDB write per shard, so under
+	// load it is most of the lease table's cost: one a minute is about 60
+	// writes per shard-hour, one a second 3,600. What it bounds is the
+	// duplicates when a shard changes owner without a graceful Stop (a
+	// crash without a recovery log, a take-over, a steal): the new owner
+	// reads after the checkpoint, so the records of at most one interval
+	// are delivered again. A graceful Stop and a shard's end always
+	// checkpoint last. Default DefaultCheckpointInterval (1m), or the
+	// driver's batch interval (source.Runtime.BatchInterval) if longer.
 	CheckpointInterval time.Duration
 }
 
@@ -51,21 +57,18 @@ type LeaseConfig struct {
 // table).
 func (l LeaseConfig) withDefaults() LeaseConfig {
 	l.Config = l.Config.WithDefaults()
-	// CheckpointInterval is left zero: its default is the Runtime's batch
-	// interval, known only when Start runs (see checkpointInterval).
+	// CheckpointInterval is left zero: its default depends on the Runtime's
+	// batch interval, known only when Start runs (see checkpointInterval).
 	return l
 }
 
-// checkpointInterval returns CheckpointInterval, or by default the driver's
-// batch interval, or DefaultCheckpointInterval when that is zero too.
+// checkpointInterval returns CheckpointInterval, or by default
+// DefaultCheckpointInterval or the driver's batch interval, the longer.
 func (l LeaseConfig) checkpointInterval(batchInterval time.Duration) time.Duration {
-	switch {
-	case l.CheckpointInterval > 0:
+	if l.CheckpointInterval > 0 {
 		return l.CheckpointInterval
-	case batchInterval > 0:
-		return batchInterval
 	}
-	return DefaultCheckpointInterval
+	return max(DefaultCheckpointInterval, batchInterval)
 }
 
 // table returns the lease table's name: TableName, or app.
@@ -92,7 +95,7 @@ func (l LeaseConfig) problems(c Config) []error {
 		problems = append(problems, fmt.Errorf("Leases.%w", p))
 	}
 	if l.CheckpointInterval < 0 {
-		add("Leases.CheckpointInterval %v: must be > 0 (0 means the driver's batch interval)", l.CheckpointInterval)
+		add("Leases.CheckpointInterval %v: must be > 0 (0 means the default, %v)", l.CheckpointInterval, DefaultCheckpointInterval)
 	}
 	if c.Assigner != nil {
 		add("Assigner is set with Leases: the leases decide which shards this worker reads; set one or the other")

@@ -177,7 +177,13 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 // to its end SHARD_END once all its records are completed, until ctx is
 // done.
 func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
-	t := lr.rn.clock.NewTicker(lr.cfg.CheckpointInterval) // retries of failed shard ends
+	// Completions wake the loop; the ticker retries failed shard ends, as
+	// often as leases are renewed, whatever the checkpoint interval.
+	retry := lr.cfg.CheckpointInterval
+	if r := lr.cfg.RenewInterval; r > 0 && r < retry {
+		retry = r
+	}
+	t := lr.rn.clock.NewTicker(retry)
 	defer t.Stop()
 	for {
 		lr.handleEvents(ctx, c)

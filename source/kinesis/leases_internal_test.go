@@ -147,15 +147,16 @@ func TestLeaseStateDirDefaultsToTheDriversDir(t *testing.T) {
 	}
 }
 
-func TestLeaseCheckpointIntervalDefaultsToBatchInterval(t *testing.T) {
+func TestLeaseCheckpointIntervalDefault(t *testing.T) {
 	tests := []struct {
 		name          string
 		set           time.Duration // LeaseConfig.CheckpointInterval
 		batchInterval time.Duration // source.Runtime.BatchInterval
 		want          time.Duration
 	}{
-		{"batch interval", 0, 3 * time.Second, 3 * time.Second},
-		{"no batch interval", 0, 0, DefaultCheckpointInterval},
+		{"default", 0, 3 * time.Second, time.Minute},
+		{"no batch interval", 0, 0, time.Minute},
+		{"batch interval longer", 0, 5 * time.Minute, 5 * time.Minute},
 		{"set wins", 250 * time.Millisecond, 3 * time.Second, 250 * time.Millisecond},
 		{"set without batch interval", 250 * time.Millisecond, 0, 250 * time.Millisecond},
 	}

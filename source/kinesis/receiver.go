@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 
@@ -47,6 +48,11 @@ type Receiver struct {
 	stopCh  chan struct{}           // closed by the first Stop
 	done    chan struct{}           // closed when Start returns
 }
+
+// defaultBatchInterval is the period of the shared read rate when the
+// driver does not give its batch interval: the driver's default
+// (stream.DefaultBatchInterval).
+const defaultBatchInterval = time.Second
 
 var (
 	_ source.Receiver[Record]   = (*Receiver)(nil)
@@ -182,7 +188,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 	}
 	rn.gen = source.NewBlockGenerator(rt, r.onStored)
 	r.rateMu.Lock()
-	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, DefaultCheckpointInterval)) // rate 0: no limit
+	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, defaultBatchInterval)) // rate 0: no limit
 	r.shared = rn.shared
 	r.rateMu.Unlock()
 	return rn, nil
