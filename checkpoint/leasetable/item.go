@@ -42,6 +42,11 @@ const (
 	// goes here, so a reader can tell weir's checkpoints from a KCL
 	// application's (which ignores and keeps unknown attributes).
 	attrWeirCheckpoint = "weirCheckpoint"
+	// attrStolen is weir's own too: a string set of steal notices, "shard
+	// counter", that a worker stealing a lease adds to a lease its owner
+	// renews, so that the owner learns of the steal at its next renewal
+	// (see Coordinator.noteSteal). The KCL ignores and keeps it.
+	attrStolen = "weirStolen"
 )
 
 // ErrBadItem is wrapped by every *BadItemError: an item of the lease table

@@ -131,6 +131,7 @@ type Coordinator struct {
 
 	// Liveness without RenewEveryLease (liveness.go).
 	anchor       string               // the held lease beat renews
+	acks         []string             // steal notices on anchor acted on, deleted by its next renewal
 	ownerChanged map[string]time.Time // owner -> when a lease of it last changed
 	watch        map[string]string    // other owner -> the lease read between scans
 	needScan     bool                 // the next take cycle scans the table

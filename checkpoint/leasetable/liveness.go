@@ -97,8 +97,8 @@ func (c *Coordinator) watchLocked() {
 	c.watch = watch
 }
 
-// checkOwners reads each other owner's watched lease and reports whether a
-// full scan is needed: an owner looks dead (nothing of it changed for
+// checkOwners reads each other owner's watched lease, eventually
+// consistently (peek), and reports whether a full scan is needed: an owner looks dead (nothing of it changed for
 // LeaseDuration), or its watched lease moved, went or cannot be read.
 func (c *Coordinator) checkOwners(ctx context.Context) bool {
 	c.mu.Lock()
@@ -106,7 +106,7 @@ func (c *Coordinator) checkOwners(ctx context.Context) bool {
 	c.mu.Unlock()
 	need := false
 	for owner, shard := range watch {
-		l, ok, err := c.table.Get(ctx, shard)
+		l, ok, err := c.table.peek(ctx, shard)
 		if err != nil {
 			var bad *BadItemError
 			if errors.As(err, &bad) {
@@ -118,6 +118,12 @@ func (c *Coordinator) checkOwners(ctx context.Context) bool {
 		}
 		now := c.cfg.Clock.Now()
 		c.mu.Lock()
+		if s, seen := c.seen[shard]; ok && seen && l.Counter < s.lease.Counter {
+			// An eventually consistent read older than what was seen: no
+			// news, neither a change nor a move.
+			c.mu.Unlock()
+			continue
+		}
 		if ok {
 			c.seeLocked(l, now)
 		}
@@ -140,10 +146,11 @@ func (c *Coordinator) beat(ctx context.Context) {
 	if h == nil {
 		return
 	}
-	sent, err := c.renewAnchor(ctx, shard, h)
+	sent, notices, err := c.renewAnchor(ctx, shard, h)
 	now := c.cfg.Clock.Now()
 	switch {
 	case err == nil:
+		c.actOnNotices(shard, notices)
 		stale := false
 		c.mu.Lock()
 		for _, o := range c.held {
@@ -207,23 +214,79 @@ func (c *Coordinator) anchorLease() (string, *heldLease) {
 }
 
 // renewAnchor renews h, the anchor, and returns when the renewal was sent
-// (the time the worker's leases run from, see wroteAt). Like every write
-// that keeps a lease, it is abandoned when the lease expires.
-func (c *Coordinator) renewAnchor(ctx context.Context, shard string, h *heldLease) (time.Time, error) {
+// (the time the worker's leases run from, see wroteAt) and the steal
+// notices the anchor holds; the renewal deletes those acted on before.
+// Like every write that keeps a lease, it is abandoned when the lease
+// expires.
+func (c *Coordinator) renewAnchor(ctx context.Context, shard string, h *heldLease) (time.Time, []string, error) {
 	if err := h.sem.Acquire(ctx, 1); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
 	if !ok {
-		return time.Time{}, fmt.Errorf("leasetable: renew shard %s: %w", shard, checkpoint.ErrLeaseLost)
+		return time.Time{}, nil, fmt.Errorf("leasetable: renew shard %s: %w", shard, checkpoint.ErrLeaseLost)
 	}
+	c.mu.Lock()
+	acks := c.acks
+	c.mu.Unlock()
 	started := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, h)
-	nl, err := c.table.Renew(wctx, l)
+	nl, notices, err := c.table.renewNoting(wctx, l, acks)
 	cancel()
 	if err == nil {
 		c.wroteAt(h, nl, started)
 	}
-	return started, err
+	return started, notices, err
+}
+
+// actOnNotices acts on the steal notices found on the anchor (see
+// noteSteal): a held lease a notice names at a counter above the one this
+// worker last wrote was stolen, so it is lost now, its reader stopped,
+// rather than at its next checkpoint or scan. A notice of a lease this
+// worker took back since (a higher counter) is stale and ignored. Every
+// notice read is deleted by the next renewal of the anchor.
+func (c *Coordinator) actOnNotices(anchor string, notices []string) {
+	c.mu.Lock()
+	c.acks = notices
+	type loss struct {
+		shard string
+		h     *heldLease
+		by    int64
+	}
+	var lost []loss
+	for _, n := range notices {
+		shard, counter, ok := parseStealNotice(n)
+		if h := c.held[shard]; ok && h != nil && h.lease.Counter < counter {
+			lost = append(lost, loss{shard, h, counter})
+		}
+	}
+	c.mu.Unlock()
+	for _, l := range lost {
+		c.lose(l.shard, l.h, fmt.Errorf("another worker stole it (counter %d; notice on %s): %w", l.by, anchor, checkpoint.ErrLeaseLost))
+	}
+}
+
+// noteSteal tells owner, whose lease l this worker just stole (now at
+// counter), of the steal, by a notice on the lease of owner this worker
+// watches, which is the one owner renews (its anchor) unless it changed
+// since: the owner's reader of the shard then stops at its next renewal
+// instead of its next checkpoint of the shard or scan, which cuts the
+// records both workers deliver. Best effort, at one write per steal: a
+// notice lost or left on another lease only leaves the old way. Not used
+// with RenewEveryLease, whose owners renew every lease.
+func (c *Coordinator) noteSteal(ctx context.Context, l Lease, counter int64) {
+	if c.cfg.RenewEveryLease || l.Owner == "" || l.Owner == c.cfg.WorkerID {
+		return
+	}
+	c.mu.Lock()
+	on, ok := c.watch[l.Owner]
+	alive := c.ownerAliveLocked(l.Owner, c.cfg.Clock.Now())
+	c.mu.Unlock()
+	if !ok || !alive || on == l.Shard {
+		return // a dead owner reads nothing; a stolen anchor's owner learns it by its renewal
+	}
+	if _, err := c.table.noteSteal(ctx, on, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
+		c.log.Debug("leasetable: steal notice not written", "shard", l.Shard, "owner", l.Owner, "err", err)
+	}
 }

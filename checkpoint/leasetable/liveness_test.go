@@ -7,56 +7,94 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
-// countingDB counts the calls of a DynamoDB client and the items they read
-// and write.
+// countingDB counts the calls of a DynamoDB client, the items they read
+// and write, and the capacity units they consume as the server reports
+// them (ReturnConsumedCapacity TOTAL: DynamoDB's billing units, which
+// dynalite computes by DynamoDB's rules: a read of up to 4 KB is one unit
+// consistent and half eventually consistent, a scan's items counted
+// together; a write of up to 1 KB is one). A write whose condition fails
+// is billed by DynamoDB but not counted here.
 type countingDB struct {
 	DynamoDBAPI
 
 	mu                    sync.Mutex
 	scans, gets           int
 	itemsRead, itemsWrote int
+	rcu, wcu              float64
+}
+
+func units(c *types.ConsumedCapacity) float64 {
+	if c == nil || c.CapacityUnits == nil {
+		return 0
+	}
+	return *c.CapacityUnits
 }
 
 func (d *countingDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.Scan(ctx, in, o...)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.scans++
 	if err == nil {
 		d.itemsRead += len(out.Items)
+		d.rcu += units(out.ConsumedCapacity)
 	}
 	return out, err
 }
 
 func (d *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gets++
-	if err == nil && out.Item != nil {
-		d.itemsRead++
+	if err == nil {
+		if out.Item != nil {
+			d.itemsRead++
+		}
+		d.rcu += units(out.ConsumedCapacity)
 	}
 	return out, err
 }
 
 func (d *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, o...)
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.itemsWrote++
-	d.mu.Unlock()
-	return d.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	if err == nil {
+		d.wcu += units(out.ConsumedCapacity)
+	}
+	return out, err
 }
 
 func (d *countingDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := d.DynamoDBAPI.PutItem(ctx, in, o...)
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.itemsWrote++
-	d.mu.Unlock()
-	return d.DynamoDBAPI.PutItem(ctx, in, o...)
+	if err == nil {
+		d.wcu += units(out.ConsumedCapacity)
+	}
+	return out, err
+}
+
+// capacity returns the read and write capacity units consumed so far.
+func (d *countingDB) capacity() (rcu, wcu float64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rcu, d.wcu
 }
 
 func (d *countingDB) counts() (scans, gets, read, wrote int) {
@@ -152,6 +190,73 @@ func TestLivenessStolenLeaseLostAtCheckpoint(t *testing.T) {
 	}
 	if l := mustGet(t, w2.c.Table(), stolen[0]); l.Owner != "w2" || l.Checkpoint == "100" {
 		t.Errorf("stolen lease after the zombie checkpoint: %+v", l)
+	}
+}
+
+// TestLivenessStealNoticeStopsOldOwner checks that a worker a lease was
+// stolen from learns it at its next renewal, by the thief's notice on its
+// anchor, without a scan or a checkpoint of the shard; that the next
+// renewal deletes the notice; and that a notice of a lease the worker took
+// back since is ignored.
+func TestLivenessStealNoticeStopsOldOwner(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	c1 := &countingDB{DynamoDBAPI: db}
+	w1 := newWorker(t, table, "w1", c1, nil)
+	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx) // the anchor is now w1's lease that changed last
+	w2.cycle(ctx)        // sees w1 and watches its anchor; steals nothing
+	anchor := w1.c.anchor
+	var victim string
+	for _, s := range w1.held() {
+		if s != anchor {
+			victim = s
+			break
+		}
+	}
+	w2.c.take(ctx, mustGet(t, w2.c.Table(), victim)) // a steal
+	if got := w2.held(); len(got) != 1 || got[0] != victim {
+		t.Fatalf("w2 holds %v, want [%s]", got, victim)
+	}
+	scans0, _, _, _ := c1.counts()
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
+		t.Fatalf("w1 lost %v at its next renewal, want [%s]", lost, victim)
+	}
+	if len(w1.held()) != 3 {
+		t.Errorf("w1 holds %v, want the 3 others", w1.held())
+	}
+	if scans, _, _, _ := c1.counts(); scans != scans0 {
+		t.Errorf("w1 scanned %d times to learn of the steal, want 0", scans-scans0)
+	}
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: keyOf(anchor), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := out.Item[attrStolen]; ok {
+		t.Errorf("the notice is still on the anchor after the renewal that acknowledged it: %v", n)
+	}
+
+	// A stale notice (a counter below the lease's) loses nothing.
+	held := mustGet(t, w1.c.Table(), anchor)
+	if ok, err := w1.c.Table().noteSteal(ctx, anchor, "w1", held.Shard, held.Counter-1); err != nil || !ok {
+		t.Fatalf("noteSteal = %v, %v", ok, err)
+	}
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 1 {
+		t.Errorf("w1 lost %v after a stale notice, want only [%s] from before", lost, victim)
 	}
 }
 

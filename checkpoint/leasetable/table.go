@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint"
@@ -104,6 +106,12 @@ type Table struct {
 	poll time.Duration
 	// pageLimit, when > 0, limits the items of one Scan page (tests).
 	pageLimit int32
+	// eventualScans makes ListAll read eventually consistently, as the
+	// KCL's scans do by default (consistentReads false): the cost
+	// benchmark's baseline only. weir's own scans read consistently: a scan
+	// that missed this worker's own take could make it drop a lease it
+	// holds.
+	eventualScans bool
 	// opts are the per-call options of every call: the attempt timeout.
 	opts []func(*dynamodb.Options)
 }
@@ -215,7 +223,7 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 // in no particular order, and every item it cannot read as a lease. err is
 // for a failed scan only, and then nothing else is returned.
 func (t *Table) ListAll(ctx context.Context) (leases []Lease, bad []*BadItemError, err error) {
-	in := &dynamodb.ScanInput{TableName: &t.name, ConsistentRead: aws.Bool(true)}
+	in := &dynamodb.ScanInput{TableName: &t.name, ConsistentRead: aws.Bool(!t.eventualScans)}
 	for {
 		if t.pageLimit > 0 {
 			in.Limit = &t.pageLimit
@@ -255,8 +263,19 @@ func (t *Table) decode(item map[string]types.AttributeValue) (Lease, bool, error
 // (or its item is of another KCL entity type). An item that cannot be read
 // as a lease returns a *BadItemError.
 func (t *Table) Get(ctx context.Context, shard string) (Lease, bool, error) {
+	return t.get(ctx, shard, true)
+}
+
+// peek is Get read eventually consistently, at half the cost: the answer
+// may be a version older than the last write (typically by under a
+// second), which the liveness check allows for (see checkOwners).
+func (t *Table) peek(ctx context.Context, shard string) (Lease, bool, error) {
+	return t.get(ctx, shard, false)
+}
+
+func (t *Table) get(ctx context.Context, shard string, consistent bool) (Lease, bool, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &t.name, Key: keyOf(shard), ConsistentRead: aws.Bool(true),
+		TableName: &t.name, Key: keyOf(shard), ConsistentRead: aws.Bool(consistent),
 	}, t.opts...)
 	if err != nil {
 		return Lease{}, false, fmt.Errorf("leasetable: get shard %s: %w", shard, err)
@@ -279,12 +298,19 @@ func (t *Table) Create(ctx context.Context, l Lease) (bool, error) {
 		Item:                encodeLease(l),
 		ConditionExpression: aws.String("attribute_not_exists(" + attrKey + ")"),
 	}, t.opts...)
+	return applied(err, "create lease "+l.Shard)
+}
+
+// applied returns whether a conditional write took effect: false and no
+// error when its condition failed, err wrapped with what when it failed
+// otherwise.
+func applied(err error, what string) (bool, error) {
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("leasetable: create lease %s: %w", l.Shard, err)
+		return false, fmt.Errorf("leasetable: %s: %w", what, err)
 	}
 	return true, nil
 }
@@ -297,6 +323,57 @@ func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 		return Lease{}, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
 	}
 	return t.update(ctx, "renew", l, "", nil)
+}
+
+// renewNoting is Renew that also deletes the steal notices ack from the
+// item (notices the owner has acted on) and returns the notices the item
+// holds after the write (see attrStolen).
+func (t *Table) renewNoting(ctx context.Context, l Lease, ack []string) (Lease, []string, error) {
+	if l.Owner == "" {
+		return Lease{}, nil, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
+	}
+	extra, values := "", map[string]types.AttributeValue(nil)
+	if len(ack) > 0 {
+		extra = " DELETE #stolen :ack"
+		values = map[string]types.AttributeValue{":ack": &types.AttributeValueMemberSS{Value: ack}}
+	}
+	return t.updateRaw(ctx, "renew", l, extra, values)
+}
+
+// noteSteal adds the notice that shard, now at counter, was stolen from
+// owner to the lease on, if owner still holds it; the write changes
+// neither its owner nor its counter, so it is no renewal and fails no
+// conditional write of the owner. It reports whether the notice was
+// written.
+func (t *Table) noteSteal(ctx context.Context, on, owner, shard string, counter int64) (bool, error) {
+	expr, cond := "ADD #stolen :n", "#owner = :owner"
+	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &t.name,
+		Key:                      keyOf(on),
+		UpdateExpression:         &expr,
+		ConditionExpression:      &cond,
+		ExpressionAttributeNames: namesIn(expr + " " + cond),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":n":     &types.AttributeValueMemberSS{Value: []string{stealNotice(shard, counter)}},
+			":owner": str(owner),
+		},
+	}, t.opts...)
+	return applied(err, "note steal of "+shard+" on "+on)
+}
+
+// stealNotice is the notice that shard was stolen and is at counter.
+func stealNotice(shard string, counter int64) string {
+	return shard + " " + strconv.FormatInt(counter, 10)
+}
+
+// parseStealNotice parses a stealNotice.
+func parseStealNotice(n string) (shard string, counter int64, ok bool) {
+	i := strings.LastIndexByte(n, ' ')
+	if i < 0 {
+		return "", 0, false
+	}
+	c, err := strconv.ParseInt(n[i+1:], 10, 64)
+	return n[:i], c, err == nil
 }
 
 // Take makes owner the holder of l (expired, unowned, or stolen), if its owner
@@ -374,8 +451,15 @@ func (t *Table) checkpoint(ctx context.Context, l Lease, seq string, subSeq int6
 
 // update runs one conditional UpdateItem on l: it always adds one to the
 // counter, adds extra (which begins with ", " for more SET clauses or " " for
-// a REMOVE clause), and is conditional on l's owner and counter.
+// a REMOVE or DELETE clause), and is conditional on l's owner and counter.
 func (t *Table) update(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue) (Lease, error) {
+	nl, _, err := t.updateRaw(ctx, op, l, extra, values)
+	return nl, err
+}
+
+// updateRaw is update that also returns the steal notices of the item as
+// written (attrStolen).
+func (t *Table) updateRaw(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue) (Lease, []string, error) {
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
 	}
@@ -399,15 +483,19 @@ func (t *Table) update(ctx context.Context, op string, l Lease, extra string, va
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
-		return Lease{}, fmt.Errorf("leasetable: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, checkpoint.ErrLeaseLost)
+		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, checkpoint.ErrLeaseLost)
 	case err != nil:
-		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
+		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
 	}
 	nl, _, err := t.decode(out.Attributes)
 	if err != nil {
-		return Lease{}, fmt.Errorf("leasetable: %s shard %s: written, but %w", op, l.Shard, err)
+		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s: written, but %w", op, l.Shard, err)
 	}
-	return nl, nil
+	var notices []string
+	if ss, ok := out.Attributes[attrStolen].(*types.AttributeValueMemberSS); ok {
+		notices = ss.Value
+	}
+	return nl, notices, nil
 }
 
 // aliasAttr returns the attribute name of an expression alias update uses.
@@ -431,6 +519,8 @@ func aliasAttr(alias string) (string, bool) {
 		return attrChildren, true
 	case "#ckptowner":
 		return attrCkptOwner, true
+	case "#stolen":
+		return attrStolen, true
 	}
 	return "", false
 }

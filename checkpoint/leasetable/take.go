@@ -160,6 +160,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		verb = "took over"
 	}
 	c.log.Info("leasetable: "+verb+" lease", "shard", l.Shard, "from", l.Owner, "checkpoint", nl.Checkpoint)
+	c.noteSteal(ctx, l, nl.Counter)
 }
 
 // syncListed calls ListShards and SyncShards, logging failures.
