@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,6 +66,52 @@ func TestRecoverSnapshot(t *testing.T) {
 	_, err = recovery.Recover([]recovery.Entry{recovery.SnapshotTaken(2000, "b"), recovery.SnapshotTaken(1000, "a")})
 	if !errors.Is(err, recovery.ErrInconsistent) {
 		t.Errorf("a snapshot older than the current one: got %v, want ErrInconsistent", err)
+	}
+}
+
+// TestRecoverInterruptedCompaction checks that a log followed by any prefix
+// of its compacted entries, as a DynamoDB log keeps them when a crash cuts
+// its compaction short (copies written, no base item yet), recovers to the
+// same State: with a snapshot, the copies hold again the blocks, allocation
+// and completion of each batch kept for replay, which completed in the
+// entries before them.
+func TestRecoverInterruptedCompaction(t *testing.T) {
+	histories := map[string][]recovery.Entry{
+		"without state": recoverytest.History(),
+		"with state":    recoverytest.StateHistory("r"),
+		"empty batch kept for replay, a block after the last snapshot": {
+			recovery.SnapshotTaken(0, ""),
+			block(0, 0), recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
+			recovery.SnapshotTaken(1000, "a"),
+			recovery.BatchAllocated(2000), recovery.BatchCompleted(2000),
+			block(0, 1), block(1, 0), recovery.BatchAllocated(3000, id(1, 0), id(0, 1)), recovery.BatchCompleted(3000),
+			block(0, 2),
+		},
+	}
+	for name, h := range histories {
+		t.Run(name, func(t *testing.T) {
+			want, err := recovery.Recover(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copies := want.Entries()
+			for n := range len(copies) + 1 {
+				log := append(slices.Clone(h), copies[:n]...)
+				got, err := recovery.Recover(log)
+				if err != nil {
+					t.Fatalf("the log and %d of its %d compacted entries: %v", n, len(copies), err)
+				}
+				if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
+					t.Fatalf("the log and %d of its %d compacted entries: State (-want +got):\n%s", n, len(copies), diff)
+				}
+				// A restart appends on to such a log and compacts it later.
+				if again, err := recovery.Recover(got.Entries()); err != nil {
+					t.Fatalf("Recover(Entries()) of the log and %d compacted entries: %v", n, err)
+				} else if diff := cmp.Diff(want, again, recoverytest.EquateEmpty()); diff != "" {
+					t.Fatalf("State of Entries() (-want +got):\n%s", diff)
+				}
+			}
+		})
 	}
 }
 

@@ -114,7 +114,12 @@ func Load(ctx context.Context, log Log) (*State, error) {
 //
 // An entry that repeats one still in effect (the same block stored, the same
 // allocation) is accepted and has no further effect, so a log holding a
-// retried append recovers like one without.
+// retried append recovers like one without. A batch kept for replay (see
+// State.Replay) is still in effect too: its blocks, its allocation and its
+// completion may be repeated, unchanged. A compaction that a crash cut short
+// can leave a log's entries followed by a prefix of State.Entries, which
+// repeats every entry in effect, those batches included; such a log
+// recovers to the same State (see Log.Compact).
 func Recover(entries []Entry) (*State, error) {
 	r := newRecoverer()
 	for i, e := range entries {
@@ -140,7 +145,9 @@ func (s *State) LastBatch() (batch.Time, bool) {
 // pending batch's blocks and its allocation, then the unallocated blocks,
 // then a summary of the progress. With a snapshot, the snapshot and the
 // batches to replay after it (blocks, allocation, completion) come after the
-// shape. Compaction replaces a log with these.
+// shape. Compaction replaces a log with these. Each of them repeats an entry
+// in effect, so the log s was recovered from, followed by any prefix of them
+// (what a compaction a crash cut short may leave), still recovers to s.
 func (s *State) Entries() []Entry {
 	var out []Entry
 	if s.Shape != nil {
@@ -189,7 +196,8 @@ type recoverer struct {
 	pending  map[batch.Time][]batch.BlockID
 	consumed map[batch.BlockID]bool // blocks of completed batches
 	snap     *SnapshotRef
-	done     map[batch.Time][]batch.BlockInfo // completed after snap, to replay
+	done     map[batch.Time][]batch.BlockInfo  // completed after snap, to replay
+	kept     map[batch.BlockID]batch.BlockInfo // the blocks of done's batches
 }
 
 func newRecoverer() *recoverer {
@@ -203,6 +211,7 @@ func newRecoverer() *recoverer {
 		pending:  make(map[batch.Time][]batch.BlockID),
 		consumed: make(map[batch.BlockID]bool),
 		done:     make(map[batch.Time][]batch.BlockInfo),
+		kept:     make(map[batch.BlockID]batch.BlockInfo),
 	}
 }
 
@@ -235,8 +244,11 @@ func (r *recoverer) snapshot(t batch.Time, ref string) error {
 		return fmt.Errorf("snapshot at %v recorded after the one at %v; snapshot times must not decrease", t, r.snap.Time)
 	}
 	r.snap = &SnapshotRef{Time: t, Ref: ref}
-	for bt := range r.done {
+	for bt, infos := range r.done {
 		if bt <= t {
+			for _, b := range infos {
+				delete(r.kept, b.ID)
+			}
 			delete(r.done, bt)
 		}
 	}
@@ -251,6 +263,9 @@ func (r *recoverer) store(b batch.BlockInfo) error {
 		return nil
 	}
 	if r.consumed[b.ID] {
+		if old, ok := r.kept[b.ID]; ok && sameBlock(old, b) {
+			return nil // a block of a batch kept for replay, repeated
+		}
 		return fmt.Errorf("block %v stored again after the batch holding it completed", b.ID)
 	}
 	b.Ranges = slices.Clone(b.Ranges)
@@ -274,6 +289,9 @@ func (r *recoverer) allocate(t batch.Time, ids []batch.BlockID) error {
 			return fmt.Errorf("batch %v allocated twice with different blocks: %v, then %v", t, old, ids)
 		}
 		return nil
+	}
+	if infos, ok := r.done[t]; ok && slices.Equal(PendingBatch{Blocks: infos}.IDs(), ids) {
+		return nil // a batch kept for replay, allocated again as it was
 	}
 	if r.prog.HasCompleted && t <= r.prog.LastCompleted {
 		return fmt.Errorf("batch %v allocated after batch %v completed; batch times must increase",
@@ -300,6 +318,9 @@ func (r *recoverer) allocate(t batch.Time, ids []batch.BlockID) error {
 func (r *recoverer) complete(t batch.Time) error {
 	ids, ok := r.pending[t]
 	if !ok {
+		if _, kept := r.done[t]; kept {
+			return nil // a batch kept for replay, completed again
+		}
 		return fmt.Errorf("batch %v completed but it is not allocated, or already completed", t)
 	}
 	var infos []batch.BlockInfo
@@ -309,6 +330,9 @@ func (r *recoverer) complete(t batch.Time) error {
 			infos = append(infos, r.blocks[id])
 		}
 		r.done[t] = infos
+		for _, b := range infos {
+			r.kept[b.ID] = b
+		}
 	}
 	for _, id := range ids {
 		delete(r.blocks, id)

@@ -196,6 +196,33 @@ func TestRecoverInconsistent(t *testing.T) {
 			want: "entries[3] (block block-0-0 (1 ranges, 10 records)): block block-0-0 stored again after the batch holding it completed",
 		},
 		{
+			name: "block of a batch kept for replay stored again differently",
+			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0),
+				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
+				recovery.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
+			want: "entries[4] (block block-0-0 (0 ranges, 3 records)): block block-0-0 stored again after the batch holding it completed",
+		},
+		{
+			name: "block of a batch a snapshot covers stored again",
+			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0),
+				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
+				recovery.SnapshotTaken(1000, "r"), block(0, 0)},
+			want: "entries[5] (block block-0-0 (1 ranges, 10 records)): block block-0-0 stored again after the batch holding it completed",
+		},
+		{
+			name: "batch kept for replay allocated again differently",
+			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0), block(0, 1),
+				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
+				recovery.BatchAllocated(1000, id(0, 0), id(0, 1))},
+			want: "entries[5]",
+		},
+		{
+			name: "batch a snapshot covers completed again",
+			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), recovery.BatchAllocated(1000),
+				recovery.BatchCompleted(1000), recovery.SnapshotTaken(1000, "r"), recovery.BatchCompleted(1000)},
+			want: "entries[4]",
+		},
+		{
 			name: "block in two batches",
 			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
 				recovery.BatchAllocated(2000, id(0, 0))},

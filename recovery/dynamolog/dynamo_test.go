@@ -187,26 +187,34 @@ func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 }
 
 // testDynamoCompactInterrupted fails a compaction at each step that can
-// fail and checks the log recovers to the same state after a reopen.
+// fail, for a log without state and one with a snapshot and batches kept
+// for replay after it, and checks the log recovers to the same state after
+// a reopen.
 func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
-	h := recoverytest.History()
-	want, err := recovery.Recover(h)
-	if err != nil {
-		t.Fatal(err)
-	}
 	boom := errors.New("boom")
 	tests := []struct {
 		name     string
+		history  []recovery.Entry
 		failPut  string // item type whose put fails
 		failSkip int    // puts of that type to let through first
 		failDel  bool
 	}{
-		{name: "after some copies", failPut: "entry", failSkip: 2},
-		{name: "before the base item", failPut: "base"},
-		{name: "deletes fail", failDel: true},
+		{name: "after some copies", history: recoverytest.History(), failPut: "entry", failSkip: 2},
+		{name: "before the base item", history: recoverytest.History(), failPut: "base"},
+		{name: "deletes fail", history: recoverytest.History(), failDel: true},
+		// The copies of a batch kept for replay (its block, allocation and
+		// completion) follow the originals, in which the batch completed.
+		{name: "state after a replayed block", history: recoverytest.StateHistory(""), failPut: "entry", failSkip: 3},
+		{name: "state after a replayed batch", history: recoverytest.StateHistory(""), failPut: "entry", failSkip: 5},
+		{name: "state before the base item", history: recoverytest.StateHistory(""), failPut: "base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := tt.history
+			want, err := recovery.Recover(h)
+			if err != nil {
+				t.Fatal(err)
+			}
 			cfg := cfg
 			cfg.Name = localaws.UniqueName(t)
 			l := openDynamo(t, cfg)
@@ -230,7 +238,7 @@ func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 			faulty := cfg
 			faulty.Client = fc
 			l = openDynamo(t, faulty)
-			err := l.Compact(t.Context())
+			err = l.Compact(t.Context())
 			if tt.failDel != (err == nil) {
 				t.Fatalf("Compact: %v", err)
 			}
