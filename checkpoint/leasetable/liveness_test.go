@@ -31,62 +31,77 @@ type countingDB struct {
 	rcu, wcu              float64
 }
 
-func units(c *types.ConsumedCapacity) float64 {
-	if c == nil || c.CapacityUnits == nil {
-		return 0
+// note adds one call's counts: a scan or a get, the items it read or
+// wrote, and the capacity units it consumed.
+func (d *countingDB) note(scan, get bool, read, wrote int, c *types.ConsumedCapacity, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if scan {
+		d.scans++
 	}
-	return *c.CapacityUnits
+	if get {
+		d.gets++
+	}
+	d.itemsWrote += wrote // a failed write counts: it may have been applied
+	if err != nil {
+		return
+	}
+	d.itemsRead += read
+	if c == nil || c.CapacityUnits == nil {
+		return
+	}
+	if wrote > 0 {
+		d.wcu += *c.CapacityUnits
+	} else {
+		d.rcu += *c.CapacityUnits
+	}
 }
 
 func (d *countingDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.Scan(ctx, in, o...)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.scans++
-	if err == nil {
-		d.itemsRead += len(out.Items)
-		d.rcu += units(out.ConsumedCapacity)
+	if err != nil {
+		d.note(true, false, 0, 0, nil, err)
+		return out, err
 	}
-	return out, err
+	d.note(true, false, len(out.Items), 0, out.ConsumedCapacity, nil)
+	return out, nil
 }
 
 func (d *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gets++
-	if err == nil {
-		if out.Item != nil {
-			d.itemsRead++
-		}
-		d.rcu += units(out.ConsumedCapacity)
+	if err != nil {
+		d.note(false, true, 0, 0, nil, err)
+		return out, err
 	}
-	return out, err
+	read := 0
+	if out.Item != nil {
+		read = 1
+	}
+	d.note(false, true, read, 0, out.ConsumedCapacity, nil)
+	return out, nil
 }
 
 func (d *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.itemsWrote++
+	var c *types.ConsumedCapacity
 	if err == nil {
-		d.wcu += units(out.ConsumedCapacity)
+		c = out.ConsumedCapacity
 	}
+	d.note(false, false, 0, 1, c, err)
 	return out, err
 }
 
 func (d *countingDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := d.DynamoDBAPI.PutItem(ctx, in, o...)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.itemsWrote++
+	var c *types.ConsumedCapacity
 	if err == nil {
-		d.wcu += units(out.ConsumedCapacity)
+		c = out.ConsumedCapacity
 	}
+	d.note(false, false, 0, 1, c, err)
 	return out, err
 }
 
