@@ -98,8 +98,9 @@ func (c *Coordinator) watchLocked() {
 }
 
 // checkOwners reads each other owner's watched lease, eventually
-// consistently (peek), and reports whether a full scan is needed: an owner looks dead (nothing of it changed for
-// LeaseDuration), or its watched lease moved, went or cannot be read.
+// consistently (peek), and reports whether a full scan is needed: an owner
+// looks dead (nothing of it changed for LeaseDuration), or its watched
+// lease moved, went or cannot be read.
 func (c *Coordinator) checkOwners(ctx context.Context) bool {
 	c.mu.Lock()
 	watch := maps.Clone(c.watch)

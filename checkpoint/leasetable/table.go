@@ -319,10 +319,8 @@ func applied(err error, what string) (bool, error) {
 // and counter are still those of l, and returns the lease as written. It
 // returns an error wrapping checkpoint.ErrLeaseLost if they are not.
 func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
-	if l.Owner == "" {
-		return Lease{}, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
-	}
-	return t.update(ctx, "renew", l, "", nil)
+	nl, _, err := t.renewNoting(ctx, l, nil)
+	return nl, err
 }
 
 // renewNoting is Renew that also deletes the steal notices ack from the
