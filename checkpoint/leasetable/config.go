@@ -103,40 +103,44 @@ type Config struct {
 	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
 	// time).
 	LeaseDuration time.Duration
-	// RenewInterval is how often this worker proves it runs: it renews one
-	// of its leases (its anchor), or every held lease with RenewEveryLease.
-	// It must be shorter than LeaseDuration. Default LeaseDuration/3.
+	// RenewInterval is how often this worker proves it runs: it writes its
+	// beat on the table's beat board (one write, whatever it holds), or
+	// renews every held lease with RenewEveryLease. It must be shorter than
+	// LeaseDuration. Default LeaseDuration/3.
 	RenewInterval time.Duration
 	// RenewEveryLease renews every held lease each RenewInterval, and
 	// judges each lease by its own counter and scans the whole table every
 	// TakeInterval, as the KCL does. Set it when KCL workers share the
 	// table with weir workers at the same time (a mixed fleet, or a rolling
 	// migration): a KCL worker takes a lease whose counter stood still for
-	// its failover time. Default false: each worker renews one lease and
-	// the others judge all its leases by it (DESIGN.md, section Leases), which
-	// costs one write per worker instead of one per lease, and a KCL
+	// its failover time. Default false: each worker writes one beat on
+	// one shared lease item and the others judge all its leases by it
+	// (DESIGN.md, section Leases), which costs one write per worker instead
+	// of one per lease and no reads, and a KCL
 	// application's table is still taken over as it is once its workers
 	// are stopped (their leases expire), as a KCL worker takes over weir's.
 	RenewEveryLease bool
 	// ScanInterval is, without RenewEveryLease, the longest time between
-	// two scans of the whole table: between them a worker reads one lease
-	// per other worker each TakeInterval, and scans only when that, its
+	// two scans of the whole table: between them a worker judges the
+	// others by their beats (read by its own beat, or, without leases, by
+	// reading the board each TakeInterval), and scans only when they, its
 	// own leases or the shard list call for it. Default
 	// DefaultScanInterval (10m).
 	ScanInterval time.Duration
-	// TakeInterval is the period of take cycles: each reads one lease of
-	// every other worker to see that it runs, and scans the whole table
-	// (one Scan) when that or this worker's leases call for it, or always
+	// TakeInterval is the period of take cycles: each judges every other
+	// worker by its beat (reading the board if this worker holds no
+	// leases), and scans the whole table (one Scan) when that or this
+	// worker's leases call for it, or always
 	// with RenewEveryLease, to take unowned and expired leases and steal
 	// towards balance; the first take cycle runs at start. Default
 	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
 	// period, where KCL scans every 2*LeaseDuration. At that period, one
 	// steal per cycle spreads 8 shards over 3 workers starting together
 	// within 2*LeaseDuration. A dead worker's leases are taken at the first
-	// scan at least LeaseDuration after the first scan that saw its last
-	// renewal: more than LeaseDuration and at most
+	// take cycle at least LeaseDuration after this worker saw its last beat
+	// (or renewal): more than LeaseDuration and at most
 	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
-	// that renewal (plus a scan's and a write's latency), which is
+	// that beat (plus a scan's and a write's latency), which is
 	// LeaseDuration + TakeInterval when TakeInterval divides LeaseDuration,
 	// as the default does, and always less than LeaseDuration +
 	// 2*TakeInterval.

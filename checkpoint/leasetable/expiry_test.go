@@ -15,8 +15,8 @@ import (
 // flight (a connection gone silent) and checks, on the worker's manual
 // clock, that they are abandoned when the leases expire and the leases are
 // reported lost then, not when the connection comes back: with a renewal
-// per lease (RenewEveryLease) and with the default one renewal per worker
-// (its anchor lease), which vouches for all its leases.
+// per lease (RenewEveryLease) and with the default one beat per worker,
+// which vouches for all its leases.
 func TestCoordinatorSilentRenewalCountsAsLost(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -24,7 +24,7 @@ func TestCoordinatorSilentRenewalCountsAsLost(t *testing.T) {
 		inFlight int // renewals held
 	}{
 		{"every lease", true, 2},
-		{"anchor", false, 1},
+		{"beat", false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()

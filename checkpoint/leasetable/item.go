@@ -42,11 +42,13 @@ const (
 	// goes here, so a reader can tell weir's checkpoints from a KCL
 	// application's (which ignores and keeps unknown attributes).
 	attrWeirCheckpoint = "weirCheckpoint"
-	// attrStolen is weir's own too: a string set of steal notices, "shard
-	// counter", that a worker stealing a lease adds to a lease its owner
-	// renews, so that the owner learns of the steal at its next renewal
-	// (see Coordinator.noteSteal). The KCL ignores and keeps it.
-	attrStolen = "weirStolen"
+	// attrBeatPrefix and attrNoticePrefix name weir's own attributes of the
+	// beat board (see board.go), one pair per worker: "weirBeat:" + worker
+	// ID, a number each beat of the worker adds one to, and "weirStolen:" +
+	// worker ID, a string set of the steal notices ("shard counter") other
+	// workers left for it. The KCL ignores and keeps them.
+	attrBeatPrefix   = "weirBeat:"
+	attrNoticePrefix = "weirStolen:"
 )
 
 // ErrBadItem is wrapped by every *BadItemError: an item of the lease table

@@ -130,9 +130,14 @@ type Coordinator struct {
 	state    *workerState      // StateDir's, while Run runs
 
 	// Liveness without RenewEveryLease (liveness.go).
-	anchor       string               // the held lease beat renews
-	acks         []string             // steal notices on anchor acted on, deleted by its next renewal
-	ownerChanged map[string]time.Time // owner -> when a lease of it last changed
+	board        string               // the beat board: the smallest leaseKey of the last scan
+	beats        map[string]beatSeen  // beat attribute of another incarnation -> its beat as seen
+	boardRead    time.Time            // when this worker's beat last read the board
+	beatName     string               // this incarnation's beat attribute; "": start a new one
+	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
+	acks         []string             // steal notices for this worker acted on, deleted by its next beat
+	orphans      []string             // notice attributes of workers without a beat, removed by the next beat
+	ownerChanged map[string]time.Time // owner -> when its beat or a lease of it last changed
 	watch        map[string]string    // other owner -> the lease read between scans
 	needScan     bool                 // the next take cycle scans the table
 	lastScan     time.Time            // of the last full scan
@@ -181,6 +186,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		dead:    make(map[string]bool),
 
 		ownerChanged: make(map[string]time.Time),
+		beats:        make(map[string]beatSeen),
 		refused:      make(map[string]string),
 	}, nil
 }
@@ -203,8 +209,8 @@ func (c *Coordinator) Held() []Lease {
 }
 
 // Holds reports whether this worker holds shard's lease and renewed it (a
-// take, a checkpoint, its own renewal or, by default, the renewal of this
-// worker's anchor lease within LeaseDuration of the last one) less than
+// take, a checkpoint, its own renewal or, by default, this worker's beat
+// within LeaseDuration of the last renewal) less than
 // LeaseDuration ago on its clock. A reader checks it before delivering
 // records: once it is false, another worker may already have taken the
 // lease (a paused process learns of the loss only when its next write
@@ -469,10 +475,11 @@ func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l 
 // Drain hands every held lease back, for a clean shutdown after the caller's
 // final checkpoints: (1) take cycles stop taking leases; (2) each held lease
 // is released (owner cleared) once a write in flight for it is done, so any
-// worker may take it at once, without waiting for it to expire; (3) Run
-// returns nil. No OnLost is reported for drained leases. It returns the
-// release errors joined (a lease not released expires after LeaseDuration).
-// Drain is idempotent.
+// worker may take it at once, without waiting for it to expire, and this
+// worker's beat is removed from the board, which tells the other workers to
+// look; (3) Run returns nil. No OnLost is reported for drained leases. It
+// returns the release errors joined (a lease not released expires after
+// LeaseDuration). Drain is idempotent.
 func (c *Coordinator) Drain(ctx context.Context) error {
 	c.mu.Lock()
 	first := !c.draining
@@ -486,6 +493,7 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 		}
 	}
 	if first {
+		c.unbeat(ctx)
 		close(c.drained)
 	}
 	return errors.Join(errs...)

@@ -4,32 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint"
 )
 
 // A worker's liveness, without RenewEveryLease (the default): the worker
-// proves it runs by renewing one of its leases, its anchor, every
-// RenewInterval (a conditional write like any renewal), and every other
-// worker judges all its leases by that: an owner is alive while some lease
-// it owns changed (counter or owner) less than LeaseDuration ago on the
-// observer's clock. An observer reads the table whole only now and then
+// proves it runs by its beat on the beat board (board.go) every
+// RenewInterval, a write that also shows it every other worker's beat, and
+// every worker judges all the leases of another by that: an owner is alive
+// while its beat, or some lease it owns (counter or owner), changed less
+// than LeaseDuration ago on the observer's clock. An owner without a beat
+// on the board (a weir worker that has not beaten yet, or of a version
+// before the board) is judged by the lease of it that changed last, read
+// on its own. An observer reads the table whole only now and then
 // (ScanInterval) or when something calls for it: at start, while it has
-// leases to take or steal, when an owner's watched lease stops changing
-// (a suspected death: the scan confirms it and takes the leases), moves to
-// another owner or loses its owner (a release), and after it lost its own
-// anchor, or finished a shard. Between scans it reads one lease per
-// other worker per TakeInterval: the one of that owner that changed last.
-// The cost per worker is one write per RenewInterval and one read per
-// other worker per TakeInterval, whatever the number of leases.
+// leases to take or steal, when an owner's beat stops changing (a
+// suspected death: the scan confirms it and takes the leases) or goes (a
+// drain), when the board's item goes, and after this worker finished a
+// shard. A worker without leases reads the board once per TakeInterval.
+// The cost per worker is one write per RenewInterval (none without
+// leases) and, without leases, one read per TakeInterval, whatever the
+// number of workers and leases.
 //
-// A lease this worker holds stays valid (Holds) while the anchor is renewed
-// within LeaseDuration of its previous renewal, as every lease is with
-// per-lease renewals. After a longer gap (a pause), or when the anchor is
-// lost, each held lease is renewed once more, conditionally, before it is
-// trusted again: one taken meanwhile is lost, its reader stopped.
+// A lease this worker holds stays valid (Holds) while its beat succeeds
+// within LeaseDuration of the lease's previous renewal, as every lease is
+// with per-lease renewals. After a longer gap (a pause), a refused beat
+// (another worker took this one for dead) or the first beat of an
+// incarnation, each held lease is renewed once more, conditionally, before
+// it is trusted again: one taken meanwhile is lost, its reader stopped.
+
+// beatSeen is a beat of another incarnation as last seen on the board, and
+// when it last changed on this worker's clock.
+type beatSeen struct {
+	beatVal
+	changed time.Time
+}
 
 // scanDue reports whether the next take cycle must scan the table: a scan
 // was asked for, none ran yet, or the last one is ScanInterval old.
@@ -48,13 +59,16 @@ func (c *Coordinator) scannedLocked(busy bool) {
 	c.needScan = busy
 }
 
-// seeLocked records l as observed at now: its change time, and its owner's.
-// c.mu must be held.
+// seeLocked records l as observed at now: its change time, and its owner's
+// if the owner does not beat. c.mu must be held.
 func (c *Coordinator) seeLocked(l Lease, now time.Time) {
 	s, ok := c.seen[l.Shard]
 	if !ok || s.lease.Counter != l.Counter || s.lease.Owner != l.Owner {
 		s.changed = now
-		if l.Owner != "" {
+		// An owner that beats is judged by its beat alone: a lease change
+		// seen only at a scan, minutes after it was written, would make a
+		// dead owner look alive for another LeaseDuration.
+		if l.Owner != "" && !c.beatsLocked(l.Owner) {
 			c.ownerChanged[l.Owner] = now
 		}
 	}
@@ -70,8 +84,9 @@ func (c *Coordinator) ownerAliveLocked(owner string, now time.Time) bool {
 }
 
 // watchLocked picks, for each other owner in the last scan, the lease to
-// read between scans: the one of it that changed last (its anchor, or a
-// KCL worker's most recent renewal), ties broken by shard ID. It forgets
+// read between scans if it has no beat: the one of it that changed last
+// (an older weir's renewed lease, or a KCL worker's most recent renewal),
+// ties broken by shard ID. It forgets
 // owners that own nothing any more. c.mu must be held.
 func (c *Coordinator) watchLocked() {
 	watch := make(map[string]string)
@@ -97,65 +112,170 @@ func (c *Coordinator) watchLocked() {
 	c.watch = watch
 }
 
-// checkOwners reads each other owner's watched lease, eventually
-// consistently (peek), and reports whether a full scan is needed: an owner
-// looks dead (nothing of it changed for LeaseDuration), or its watched
-// lease moved, went or cannot be read.
-func (c *Coordinator) checkOwners(ctx context.Context) bool {
-	c.mu.Lock()
-	watch := maps.Clone(c.watch)
-	c.mu.Unlock()
-	need := false
-	for owner, shard := range watch {
-		l, ok, err := c.table.peek(ctx, shard)
-		if err != nil {
-			var bad *BadItemError
-			if errors.As(err, &bad) {
-				need = true
-			} else if ctx.Err() == nil {
-				c.log.Warn("leasetable: reading another worker's lease failed; retrying next period", "shard", shard, "err", err)
+// seeBeatsLocked records beats read from the board at now. A read of the
+// item as written (consistent: this worker's own beat, or a scan) shows
+// each beat as it is, so any difference is a change, and a beat that went
+// is gone: when it was the last of a worker that owns leases, that calls
+// for a scan (the worker drained them, or was forgotten). An eventually
+// consistent read may be older than what was seen, so only a higher beat
+// is a change there. Beats of this worker's earlier incarnations are kept
+// only to be forgotten. c.mu must be held.
+func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, consistent bool, now time.Time) {
+	for name, b := range beats {
+		if name == c.beatName {
+			continue
+		}
+		s, ok := c.beats[name]
+		if !ok || b.n > s.n || consistent && b.n != s.n {
+			s = beatSeen{beatVal: b, changed: now}
+			if b.worker != c.cfg.WorkerID {
+				c.ownerChanged[b.worker] = now
 			}
+		}
+		c.beats[name] = s
+	}
+	for name, s := range c.beats {
+		if _, ok := beats[name]; ok {
 			continue
 		}
-		now := c.cfg.Clock.Now()
-		c.mu.Lock()
-		if s, seen := c.seen[shard]; ok && seen && l.Counter < s.lease.Counter {
-			// An eventually consistent read older than what was seen: no
-			// news, neither a change nor a move.
+		delete(c.beats, name)
+		if _, owns := c.watch[s.worker]; owns && !c.beatsLocked(s.worker) {
+			c.needScan = true
+		}
+	}
+}
+
+// beatsLocked reports whether worker has a beat on the board, as last seen.
+// c.mu must be held.
+func (c *Coordinator) beatsLocked(worker string) bool {
+	for _, s := range c.beats {
+		if s.worker == worker {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOwners judges each other owner alive or not, and reports whether a
+// full scan is needed: an owner looks dead (neither its beat nor a lease
+// of it changed for LeaseDuration), or its beat went (seeBeatsLocked). It
+// uses the beats this worker's own beat read; without a recent one (no
+// leases) it reads the board, eventually consistently (peekBoard). An
+// owner without a beat is judged by its watched lease (checkLease).
+func (c *Coordinator) checkOwners(ctx context.Context) bool {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	board := c.board
+	stale := now.Sub(c.boardRead) > c.cfg.RenewInterval+c.cfg.TakeInterval
+	c.mu.Unlock()
+	if board != "" && stale {
+		beats, ok, err := c.table.peekBoard(ctx, board)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("leasetable: reading the beat board failed; retrying next period", "board", board, "err", err)
+			}
+		case !ok:
+			c.mu.Lock()
+			c.board, c.needScan = "", true
 			c.mu.Unlock()
-			continue
+		default:
+			c.mu.Lock()
+			c.seeBeatsLocked(beats, false, c.cfg.Clock.Now())
+			c.mu.Unlock()
 		}
-		if ok {
-			c.seeLocked(l, now)
-		}
-		if !ok || l.Owner != owner || !c.ownerAliveLocked(owner, now) {
+	}
+	c.mu.Lock()
+	need := c.needScan
+	now = c.cfg.Clock.Now()
+	unbeaten := make(map[string]string)
+	for owner, shard := range c.watch {
+		if !c.beatsLocked(owner) {
+			unbeaten[owner] = shard
+		} else if !c.ownerAliveLocked(owner, now) {
 			need = true
 		}
-		c.mu.Unlock()
+	}
+	c.mu.Unlock()
+	for owner, shard := range unbeaten {
+		if c.checkLease(ctx, owner, shard) {
+			need = true
+		}
 	}
 	return need
 }
 
-// beat renews this worker's anchor lease (the one it keeps renewing, else
-// the first of its leases by shard ID) and extends, on success, every held
-// lease still within LeaseDuration of its last renewal. A held lease past
-// it (a pause), or every one when the anchor is lost, is renewed on its own
-// (renewEach) before it is trusted again. A beat that keeps failing for
-// LeaseDuration loses every lease, as per-lease renewals would.
+// checkLease reads owner's watched lease shard, eventually consistently
+// (peek), and reports whether a full scan is needed: owner looks dead, or
+// the lease moved, went or cannot be read.
+func (c *Coordinator) checkLease(ctx context.Context, owner, shard string) bool {
+	l, ok, err := c.table.peek(ctx, shard)
+	if err != nil {
+		var bad *BadItemError
+		if errors.As(err, &bad) {
+			return true
+		}
+		if ctx.Err() == nil {
+			c.log.Warn("leasetable: reading another worker's lease failed; retrying next period", "shard", shard, "err", err)
+		}
+		return false
+	}
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, seen := c.seen[shard]; ok && seen && l.Counter < s.lease.Counter {
+		// An eventually consistent read older than what was seen: no
+		// news, neither a change nor a move.
+		return false
+	}
+	if ok {
+		c.seeLocked(l, now)
+	}
+	return !ok || l.Owner != owner || !c.ownerAliveLocked(owner, now)
+}
+
+// beat writes this worker's beat on the board, if it holds leases, and
+// extends, on success, every held lease still within LeaseDuration of its
+// last renewal. A held lease past it (a pause) is renewed on its own
+// (renewEach) before it is trusted again, and so is every lease after the
+// first beat of an incarnation, when there is no board to beat on, or when
+// the beat is refused (errBeatRefused: then the next beat starts a new
+// incarnation). A beat that keeps failing for LeaseDuration loses every
+// lease, as per-lease renewals would.
 func (c *Coordinator) beat(ctx context.Context) {
-	shard, h := c.anchorLease()
-	if h == nil {
+	c.mu.Lock()
+	if len(c.held) == 0 {
+		c.mu.Unlock()
 		return
 	}
-	sent, notices, err := c.renewAnchor(ctx, shard, h)
+	if c.beatName == "" {
+		c.beatName, c.myBeat = beatAttr(c.cfg.WorkerID, newIncarnation()), 0
+	}
+	board, name, prev, acks, forget := c.board, c.beatName, c.myBeat, c.acks, c.forgetLocked()
+	var first *heldLease // the lease that expires first bounds the write
+	for _, h := range c.held {
+		if first == nil || h.renewed.Before(first.renewed) {
+			first = h
+		}
+	}
+	c.mu.Unlock()
+	if board == "" {
+		c.renewEach(ctx)
+		return
+	}
+	sent := c.cfg.Clock.Now()
+	wctx, cancel := c.untilExpiry(ctx, first)
+	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget)
+	cancel()
 	now := c.cfg.Clock.Now()
 	switch {
 	case err == nil:
-		c.actOnNotices(shard, notices)
-		stale := false
+		stale := prev == 0 // a new incarnation vouches for nothing yet
 		c.mu.Lock()
+		c.boardRead, c.myBeat, c.orphans = now, beats[name].n, orphans
+		c.seeBeatsLocked(beats, true, now)
 		for _, o := range c.held {
-			if now.Sub(o.renewed) < c.cfg.LeaseDuration {
+			if prev > 0 && now.Sub(o.renewed) < c.cfg.LeaseDuration {
 				if sent.After(o.renewed) {
 					o.renewed = sent
 				}
@@ -164,13 +284,14 @@ func (c *Coordinator) beat(ctx context.Context) {
 			}
 		}
 		c.mu.Unlock()
+		c.actOnNotices(board, notices)
 		if stale {
 			c.renewEach(ctx)
 		}
-	case errors.Is(err, checkpoint.ErrLeaseLost):
-		c.lose(shard, h, err)
+	case errors.Is(err, errBeatRefused):
+		c.log.Info("leasetable: beat refused; renewing each lease before trusting it", "board", board, "err", err)
 		c.mu.Lock()
-		c.needScan = true
+		c.board, c.beatName, c.needScan = "", "", true
 		c.mu.Unlock()
 		c.renewEach(ctx)
 	case ctx.Err() != nil:
@@ -192,62 +313,44 @@ func (c *Coordinator) beat(ctx context.Context) {
 			}
 		}
 		if len(gone) == 0 {
-			c.log.Warn("leasetable: lease renewal failed; retrying next period", "shard", shard, "err", err)
+			c.log.Warn("leasetable: beat failed; retrying next period", "board", board, "err", err)
 		}
 	}
 }
 
-// anchorLease returns the lease beat renews: the current anchor if still
-// held, else the held lease with the smallest shard ID; nil if none.
-func (c *Coordinator) anchorLease() (string, *heldLease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h, ok := c.held[c.anchor]; ok {
-		return c.anchor, h
-	}
-	c.anchor = ""
-	for s := range c.held {
-		if c.anchor == "" || s < c.anchor {
-			c.anchor = s
+// forgetLocked returns the attributes the next beat removes from the
+// board: the beats that stood still for beatForgetAfter LeaseDurations or
+// are of earlier workers of StateDir, known gone, and the notices of each
+// worker left without a beat. c.mu must be held.
+func (c *Coordinator) forgetLocked() []string {
+	now := c.cfg.Clock.Now()
+	forget := slices.Clone(c.orphans)
+	kept := make(map[string]bool)
+	gone := make(map[string]bool)
+	for name, s := range c.beats {
+		if c.dead[s.worker] || now.Sub(s.changed) >= beatForgetAfter*c.cfg.LeaseDuration {
+			forget = append(forget, name)
+			gone[s.worker] = true
+		} else {
+			kept[s.worker] = true
 		}
 	}
-	return c.anchor, c.held[c.anchor]
+	for w := range gone {
+		if !kept[w] && w != c.cfg.WorkerID {
+			forget = append(forget, noticeAttr(w))
+		}
+	}
+	slices.Sort(forget)
+	return slices.Compact(forget)
 }
 
-// renewAnchor renews h, the anchor, and returns when the renewal was sent
-// (the time the worker's leases run from, see wroteAt) and the steal
-// notices the anchor holds; the renewal deletes those acted on before.
-// Like every write that keeps a lease, it is abandoned when the lease
-// expires.
-func (c *Coordinator) renewAnchor(ctx context.Context, shard string, h *heldLease) (time.Time, []string, error) {
-	if err := h.sem.Acquire(ctx, 1); err != nil {
-		return time.Time{}, nil, err
-	}
-	defer h.sem.Release(1)
-	l, ok := c.current(shard, h)
-	if !ok {
-		return time.Time{}, nil, fmt.Errorf("leasetable: renew shard %s: %w", shard, checkpoint.ErrLeaseLost)
-	}
-	c.mu.Lock()
-	acks := c.acks
-	c.mu.Unlock()
-	started := c.cfg.Clock.Now()
-	wctx, cancel := c.untilExpiry(ctx, h)
-	nl, notices, err := c.table.renewNoting(wctx, l, acks)
-	cancel()
-	if err == nil {
-		c.wroteAt(h, nl, started)
-	}
-	return started, notices, err
-}
-
-// actOnNotices acts on the steal notices found on the anchor (see
+// actOnNotices acts on the steal notices for this worker on the board (see
 // noteSteal): a held lease a notice names at a counter above the one this
 // worker last wrote was stolen, so it is lost now, its reader stopped,
 // rather than at its next checkpoint or scan. A notice of a lease this
 // worker took back since (a higher counter) is stale and ignored. Every
-// notice read is deleted by the next renewal of the anchor.
-func (c *Coordinator) actOnNotices(anchor string, notices []string) {
+// notice read is deleted by the next beat.
+func (c *Coordinator) actOnNotices(board string, notices []string) {
 	c.mu.Lock()
 	c.acks = notices
 	type loss struct {
@@ -264,30 +367,45 @@ func (c *Coordinator) actOnNotices(anchor string, notices []string) {
 	}
 	c.mu.Unlock()
 	for _, l := range lost {
-		c.lose(l.shard, l.h, fmt.Errorf("another worker stole it (counter %d; notice on %s): %w", l.by, anchor, checkpoint.ErrLeaseLost))
+		c.lose(l.shard, l.h, fmt.Errorf("another worker stole it (counter %d; notice on the beat board %s): %w", l.by, board, checkpoint.ErrLeaseLost))
 	}
 }
 
 // noteSteal tells owner, whose lease l this worker just stole (now at
-// counter), of the steal, by a notice on the lease of owner this worker
-// watches, which is the one owner renews (its anchor) unless it changed
-// since: the owner's reader of the shard then stops at its next renewal
-// instead of its next checkpoint of the shard or scan, which cuts the
-// records both workers deliver. Best effort, at one write per steal: a
-// notice lost or left on another lease only leaves the old way. Not used
-// with RenewEveryLease, whose owners renew every lease.
+// counter), of the steal, by a notice on the board: the owner's reader of
+// the shard then stops at its next beat instead of its next checkpoint of
+// the shard or scan, which cuts the records both workers deliver. Best
+// effort, at one write per steal, for an owner that beats: a notice lost
+// only leaves the old way. Not used with RenewEveryLease, whose owners
+// renew every lease.
 func (c *Coordinator) noteSteal(ctx context.Context, l Lease, counter int64) {
 	if c.cfg.RenewEveryLease || l.Owner == "" || l.Owner == c.cfg.WorkerID {
 		return
 	}
 	c.mu.Lock()
-	on, ok := c.watch[l.Owner]
+	board := c.board
+	beats := c.beatsLocked(l.Owner)
 	alive := c.ownerAliveLocked(l.Owner, c.cfg.Clock.Now())
 	c.mu.Unlock()
-	if !ok || !alive || on == l.Shard {
-		return // a dead owner reads nothing; a stolen anchor's owner learns it by its renewal
+	if board == "" || !beats || !alive {
+		return // a dead owner reads nothing
 	}
-	if _, err := c.table.noteSteal(ctx, on, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
+	if err := c.table.noteSteal(ctx, board, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
 		c.log.Debug("leasetable: steal notice not written", "shard", l.Shard, "owner", l.Owner, "err", err)
+	}
+}
+
+// unbeat removes this worker's beat from the board after a drain, so the
+// other workers scan and take the released leases at once. Best effort:
+// without it they take them once the beat stands still for LeaseDuration.
+func (c *Coordinator) unbeat(ctx context.Context) {
+	c.mu.Lock()
+	board, name, beaten := c.board, c.beatName, c.myBeat > 0
+	c.mu.Unlock()
+	if c.cfg.RenewEveryLease || board == "" || !beaten {
+		return
+	}
+	if err := c.table.unbeat(ctx, board, name, c.cfg.WorkerID); err != nil {
+		c.log.Warn("leasetable: removing this worker's beat failed; other workers take its released leases once it stands still", "board", board, "err", err)
 	}
 }

@@ -3,6 +3,7 @@ package leasetable
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
@@ -119,11 +121,12 @@ func (d *countingDB) counts() (scans, gets, read, wrote int) {
 }
 
 // TestLivenessDeadWorkerTakenOver checks the default liveness in virtual
-// time: a live worker renews one lease per period whatever it holds; the
-// other reads one lease of it per period and never scans the table while
+// time: a live worker writes one beat per period whatever it holds (after
+// its first beat, which renews each lease once); the other, without
+// leases, reads the board once per period and never scans the table while
 // nothing changes; once the first worker dies, its leases are taken at the
-// first take cycle LeaseDuration after the observation of its last
-// renewal, after one confirming scan.
+// first take cycle LeaseDuration after the observation of its last beat,
+// after one confirming scan.
 func TestLivenessDeadWorkerTakenOver(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -141,6 +144,8 @@ func TestLivenessDeadWorkerTakenOver(t *testing.T) {
 		t.Fatalf("w1 holds %v, w2 %v", w1.held(), w2.held())
 	}
 	period := w1.c.cfg.RenewInterval
+	w1.clk.Advance(period)
+	w1.c.renewCycle(ctx) // the first beat, and a renewal of each lease
 	_, _, _, wrote0 := c1.counts()
 	scans0, gets0, _, _ := c2.counts()
 	const periods = 6
@@ -153,10 +158,10 @@ func TestLivenessDeadWorkerTakenOver(t *testing.T) {
 	_, _, _, wrote := c1.counts()
 	scans, gets, _, _ := c2.counts()
 	if wrote-wrote0 != periods || scans != scans0 || gets-gets0 != periods {
-		t.Errorf("in %d periods: w1 wrote %d items (want %d), w2 scanned %d times (want 0) and read %d leases (want %d)",
+		t.Errorf("in %d periods: w1 wrote %d items (want %d), w2 scanned %d times (want 0) and read %d items (want %d)",
 			periods, wrote-wrote0, periods, scans-scans0, gets-gets0, periods)
 	}
-	// w1 dies: its last renewal was just observed by w2's last cycle.
+	// w1 dies: its last beat was just observed by w2's last cycle.
 	lease := w1.c.cfg.LeaseDuration
 	var waited int
 	for len(w2.held()) == 0 {
@@ -168,7 +173,7 @@ func TestLivenessDeadWorkerTakenOver(t *testing.T) {
 		}
 	}
 	if got, want := period*time.Duration(waited), (lease+period-1)/period*period; got != want {
-		t.Errorf("taken %v after the observation of the last renewal, want %v (the first cycle at least LeaseDuration %v later)", got, want, lease)
+		t.Errorf("taken %v after the observation of the last beat, want %v (the first cycle at least LeaseDuration %v later)", got, want, lease)
 	}
 	if len(w2.held()) != 4 {
 		t.Errorf("w2 took %v, want all 4", w2.held())
@@ -209,10 +214,10 @@ func TestLivenessStolenLeaseLostAtCheckpoint(t *testing.T) {
 }
 
 // TestLivenessStealNoticeStopsOldOwner checks that a worker a lease was
-// stolen from learns it at its next renewal, by the thief's notice on its
-// anchor, without a scan or a checkpoint of the shard; that the next
-// renewal deletes the notice; and that a notice of a lease the worker took
-// back since is ignored.
+// stolen from learns it at its next beat, by the thief's notice on the
+// board, without a scan or a checkpoint of the shard; that the next beat
+// deletes the notice; and that a notice of a lease the worker took back
+// since is ignored.
 func TestLivenessStealNoticeStopsOldOwner(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -225,16 +230,9 @@ func TestLivenessStealNoticeStopsOldOwner(t *testing.T) {
 	}
 	w1.cycle(ctx)
 	w1.clk.Advance(w1.c.cfg.RenewInterval)
-	w1.c.renewCycle(ctx) // the anchor is now w1's lease that changed last
-	w2.cycle(ctx)        // sees w1 and watches its anchor; steals nothing
-	anchor := w1.c.anchor
-	var victim string
-	for _, s := range w1.held() {
-		if s != anchor {
-			victim = s
-			break
-		}
-	}
+	w1.c.renewCycle(ctx) // w1's first beat
+	w2.cycle(ctx)        // sees w1's beat; steals nothing
+	victim := w1.held()[2]
 	w2.c.take(ctx, mustGet(t, w2.c.Table(), victim)) // a steal
 	if got := w2.held(); len(got) != 1 || got[0] != victim {
 		t.Fatalf("w2 holds %v, want [%s]", got, victim)
@@ -244,7 +242,7 @@ func TestLivenessStealNoticeStopsOldOwner(t *testing.T) {
 	w1.c.renewCycle(ctx)
 	w1.c.deliver()
 	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
-		t.Fatalf("w1 lost %v at its next renewal, want [%s]", lost, victim)
+		t.Fatalf("w1 lost %v at its next beat, want [%s]", lost, victim)
 	}
 	if len(w1.held()) != 3 {
 		t.Errorf("w1 holds %v, want the 3 others", w1.held())
@@ -254,24 +252,175 @@ func TestLivenessStealNoticeStopsOldOwner(t *testing.T) {
 	}
 	w1.clk.Advance(w1.c.cfg.RenewInterval)
 	w1.c.renewCycle(ctx)
-	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: keyOf(anchor), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, ok := out.Item[attrStolen]; ok {
-		t.Errorf("the notice is still on the anchor after the renewal that acknowledged it: %v", n)
+	board := boardItem(t, db, table, w1.c.board)
+	if n, ok := board[noticeAttr("w1")]; ok {
+		t.Errorf("the notice is still on the board after the beat that acknowledged it: %v", n)
 	}
 
 	// A stale notice (a counter below the lease's) loses nothing.
-	held := mustGet(t, w1.c.Table(), anchor)
-	if ok, err := w1.c.Table().noteSteal(ctx, anchor, "w1", held.Shard, held.Counter-1); err != nil || !ok {
-		t.Fatalf("noteSteal = %v, %v", ok, err)
+	held := mustGet(t, w1.c.Table(), w1.held()[0])
+	if err := w1.c.Table().noteSteal(ctx, w1.c.board, "w1", held.Shard, held.Counter-1); err != nil {
+		t.Fatalf("noteSteal: %v", err)
 	}
 	w1.clk.Advance(w1.c.cfg.RenewInterval)
 	w1.c.renewCycle(ctx)
 	w1.c.deliver()
 	if _, lost := w1.events(); len(lost) != 1 {
 		t.Errorf("w1 lost %v after a stale notice, want only [%s] from before", lost, victim)
+	}
+}
+
+// boardItem reads the board's lease item as it is.
+func boardItem(t *testing.T, db DynamoDBAPI, table, board string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, Key: keyOf(board), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// TestLivenessBeatBoard checks the cost and the end of the default
+// liveness with two workers that both hold leases: each writes one beat
+// per period and reads nothing at all (its beat's answer shows the other's
+// beat); when one dies, the other removes its beat and takes its leases at
+// the first take cycle LeaseDuration after it saw the last beat, with one
+// scan and no read; and beatForgetAfter later no trace of the dead worker
+// is left on the board.
+func TestLivenessBeatBoard(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	c1, c2 := &countingDB{DynamoDBAPI: db}, &countingDB{DynamoDBAPI: db}
+	w1 := newWorker(t, table, "w1", c1, nil)
+	w2 := newWorker(t, table, "w2", c2, nil)
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	ws := []*worker{w1, w2}
+	period := w1.c.cfg.RenewInterval
+	step := func(ws ...*worker) {
+		for _, w := range ws {
+			w.clk.Advance(period)
+			w.cycle(ctx)
+		}
+	}
+	for range 4 {
+		step(w1, w2)
+	}
+	if err := checkSpread(ws, 4); err != nil {
+		t.Fatal(err)
+	}
+	step(w1, w2) // the first beats after the last take, and their renewals
+	type counts struct{ scans, gets, wrote int }
+	snap := func(c *countingDB) counts {
+		s, g, _, w := c.counts()
+		return counts{s, g, w}
+	}
+	a1, a2 := snap(c1), snap(c2)
+	const periods = 6
+	for range periods {
+		step(w1, w2)
+	}
+	want := counts{0, 0, periods}
+	for i, d := range []counts{snap(c1), snap(c2)} {
+		a := []counts{a1, a2}[i]
+		if got := (counts{d.scans - a.scans, d.gets - a.gets, d.wrote - a.wrote}); got != want {
+			t.Errorf("w%d in %d periods: %+v, want %+v (one beat per period, no read)", i+1, periods, got, want)
+		}
+	}
+
+	// w1 dies; w2 saw its last beat in its last cycle.
+	a2 = snap(c2)
+	var waited int
+	for len(w2.held()) < 4 {
+		step(w2)
+		if waited++; waited > 10 {
+			t.Fatalf("w1's leases never taken; w2 holds %v", w2.held())
+		}
+	}
+	lease := w1.c.cfg.LeaseDuration
+	if got, want := period*time.Duration(waited), (lease+period-1)/period*period; got != want {
+		t.Errorf("taken %v after the observation of the last beat, want %v", got, want)
+	}
+	d := snap(c2)
+	if d.scans-a2.scans != 1 || d.gets != a2.gets {
+		t.Errorf("w2 scanned %d times and read %d items to take over, want 1 and 0", d.scans-a2.scans, d.gets-a2.gets)
+	}
+	if _, ok := boardItem(t, db, table, w2.c.board)[w1.c.beatName]; ok {
+		t.Errorf("w1's beat %q is still on the board after the take-over", w1.c.beatName)
+	}
+
+	// w1's earlier notice attribute, if any, and every beat but w2's are
+	// forgotten in time.
+	if err := w2.c.Table().noteSteal(ctx, w2.c.board, "w1", "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	for range beatForgetAfter*3 + 1 {
+		step(w2)
+	}
+	var left []string
+	for name := range boardItem(t, db, table, w2.c.board) {
+		if strings.HasPrefix(name, "weir") && strings.Contains(name, "w1") {
+			left = append(left, name)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("the dead worker's attributes are still on the board: %v", left)
+	}
+}
+
+// TestLivenessSuspendedWorkerBeatRefused checks a worker suspended with its
+// clock stopped (a suspended host) in the middle of a beat: the other
+// worker takes it for dead, removes its beat and takes its leases; when it
+// wakes, its beat lands but is refused, and it loses every lease before
+// delivering more, though its clock says they are fresh. Its next beat
+// starts a new incarnation.
+func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	shards := shardIDs(3)
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	period := w1.c.cfg.RenewInterval
+	w1.cycle(ctx)
+	for range 2 { // the first beat, then one that vouches for the leases
+		w1.clk.Advance(period)
+		w1.c.renewCycle(ctx)
+	}
+	w2.cycle(ctx)
+
+	w1.clk.Advance(period)
+	w1.db.pause()
+	done := make(chan struct{})
+	go func() { defer close(done); w1.c.renewCycle(ctx) }()
+	<-w1.db.blocked // the beat is held in flight; w1's clock stands still
+
+	for range 4 {
+		w2.clk.Advance(period)
+		w2.cycle(ctx)
+	}
+	if d := cmp.Diff(ids(shards), w2.held()); d != "" {
+		t.Fatalf("w2 holds (-want +got):\n%s", d)
+	}
+	if !w1.c.Holds(shards[0].ID) {
+		t.Fatal("w1's stopped clock should still vouch for its leases")
+	}
+	w1.db.resume()
+	<-done
+	w1.c.deliver()
+	if _, lost := w1.events(); !cmp.Equal(ids(shards), lost) {
+		t.Errorf("w1 lost %v after its refused beat, want %v", lost, ids(shards))
+	}
+	if w1.c.Holds(shards[0].ID) {
+		t.Error("w1 still holds a lease after its refused beat")
+	}
+	if w1.c.beatName != "" {
+		t.Errorf("w1 keeps beating as %q after the refusal, want a new incarnation", w1.c.beatName)
 	}
 }
 
@@ -303,5 +452,57 @@ func TestLivenessDrainedLeasesTakenAtOnce(t *testing.T) {
 	w2.c.takeCycle(ctx)
 	if len(w2.held()) != 4 {
 		t.Errorf("w2 holds %v one take cycle after w1 drained, want all 4", w2.held())
+	}
+}
+
+// TestLivenessBoardGone checks that a worker whose board item is deleted
+// (a KCL's clean-up of a finished shard) keeps its other leases: its beat
+// is refused, it renews each lease on its own, picks the next lease as the
+// board at its next scan, and beats there.
+func TestLivenessBoardGone(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w := newWorker(t, table, "w", db, nil)
+	shards := shardIDs(3)
+	if err := w.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	period := w.c.cfg.RenewInterval
+	step := func() {
+		w.clk.Advance(period)
+		w.cycle(ctx)
+	}
+	step()
+	step()
+	if w.c.board != shards[0].ID || w.c.myBeat == 0 {
+		t.Fatalf("board %q, beat %d; want %s and a beat", w.c.board, w.c.myBeat, shards[0].ID)
+	}
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: keyOf(shards[0].ID)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		step()
+	}
+	w.c.deliver()
+	if _, lost := w.events(); !cmp.Equal(lost, []string{shards[0].ID}) {
+		t.Errorf("lost %v, want only the deleted lease %s", lost, shards[0].ID)
+	}
+	for _, s := range shards[1:] {
+		if !w.c.Holds(s.ID) {
+			t.Errorf("shard %s not held after the board went", s.ID)
+		}
+	}
+	if w.c.board != shards[1].ID {
+		t.Errorf("board %q, want the next lease %s", w.c.board, shards[1].ID)
+	}
+	if _, ok := boardItem(t, db, table, shards[1].ID)[w.c.beatName]; !ok || w.c.myBeat < 2 {
+		t.Errorf("no beat %q (at %d) on the new board", w.c.beatName, w.c.myBeat)
+	}
+	// Only beats vouch for the leases from now on: their counters stand still.
+	before := mustGet(t, w.c.Table(), shards[2].ID).Counter
+	step()
+	if after := mustGet(t, w.c.Table(), shards[2].ID).Counter; after != before || !w.c.Holds(shards[2].ID) {
+		t.Errorf("lease %s counter %d -> %d, held %v; want it vouched for by the beat alone", shards[2].ID, before, after, w.c.Holds(shards[2].ID))
 	}
 }

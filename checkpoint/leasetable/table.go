@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint"
@@ -223,6 +221,20 @@ func (t *Table) List(ctx context.Context) ([]Lease, error) {
 // in no particular order, and every item it cannot read as a lease. err is
 // for a failed scan only, and then nothing else is returned.
 func (t *Table) ListAll(ctx context.Context) (leases []Lease, bad []*BadItemError, err error) {
+	sc, err := t.scan(ctx)
+	return sc.leases, sc.bad, err
+}
+
+// scanned is what one scan of the table found.
+type scanned struct {
+	leases []Lease
+	bad    []*BadItemError
+	beats  map[string]map[string]beatVal // leaseKey -> the beats on that lease (beatsOf)
+}
+
+// scan is ListAll that also returns the beats on every lease.
+func (t *Table) scan(ctx context.Context) (scanned, error) {
+	var sc scanned
 	in := &dynamodb.ScanInput{TableName: &t.name, ConsistentRead: aws.Bool(!t.eventualScans)}
 	for {
 		if t.pageLimit > 0 {
@@ -230,20 +242,26 @@ func (t *Table) ListAll(ctx context.Context) (leases []Lease, bad []*BadItemErro
 		}
 		out, err := t.db.Scan(ctx, in, t.opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
+			return scanned{}, fmt.Errorf("leasetable: scan %s: %w", t.name, err)
 		}
 		for _, item := range out.Items {
 			l, ok, err := t.decode(item)
 			var b *BadItemError
 			switch {
 			case errors.As(err, &b):
-				bad = append(bad, b)
+				sc.bad = append(sc.bad, b)
 			case ok:
-				leases = append(leases, l)
+				sc.leases = append(sc.leases, l)
+				if beats := beatsOf(item); len(beats) > 0 {
+					if sc.beats == nil {
+						sc.beats = make(map[string]map[string]beatVal)
+					}
+					sc.beats[l.Shard] = beats
+				}
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
-			return leases, bad, nil
+			return sc, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
@@ -319,59 +337,10 @@ func applied(err error, what string) (bool, error) {
 // and counter are still those of l, and returns the lease as written. It
 // returns an error wrapping checkpoint.ErrLeaseLost if they are not.
 func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
-	nl, _, err := t.renewNoting(ctx, l, nil)
-	return nl, err
-}
-
-// renewNoting is Renew that also deletes the steal notices ack from the
-// item (notices the owner has acted on) and returns the notices the item
-// holds after the write (see attrStolen).
-func (t *Table) renewNoting(ctx context.Context, l Lease, ack []string) (Lease, []string, error) {
 	if l.Owner == "" {
-		return Lease{}, nil, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
+		return Lease{}, fmt.Errorf("leasetable: renew shard %s: lease has no owner", l.Shard)
 	}
-	extra, values := "", map[string]types.AttributeValue(nil)
-	if len(ack) > 0 {
-		extra = " DELETE #stolen :ack"
-		values = map[string]types.AttributeValue{":ack": &types.AttributeValueMemberSS{Value: ack}}
-	}
-	return t.updateRaw(ctx, "renew", l, extra, values)
-}
-
-// noteSteal adds the notice that shard, now at counter, was stolen from
-// owner to the lease on, if owner still holds it; the write changes
-// neither its owner nor its counter, so it is no renewal and fails no
-// conditional write of the owner. It reports whether the notice was
-// written.
-func (t *Table) noteSteal(ctx context.Context, on, owner, shard string, counter int64) (bool, error) {
-	expr, cond := "ADD #stolen :n", "#owner = :owner"
-	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &t.name,
-		Key:                      keyOf(on),
-		UpdateExpression:         &expr,
-		ConditionExpression:      &cond,
-		ExpressionAttributeNames: namesIn(expr + " " + cond),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":n":     &types.AttributeValueMemberSS{Value: []string{stealNotice(shard, counter)}},
-			":owner": str(owner),
-		},
-	}, t.opts...)
-	return applied(err, "note steal of "+shard+" on "+on)
-}
-
-// stealNotice is the notice that shard was stolen and is at counter.
-func stealNotice(shard string, counter int64) string {
-	return shard + " " + strconv.FormatInt(counter, 10)
-}
-
-// parseStealNotice parses a stealNotice.
-func parseStealNotice(n string) (shard string, counter int64, ok bool) {
-	i := strings.LastIndexByte(n, ' ')
-	if i < 0 {
-		return "", 0, false
-	}
-	c, err := strconv.ParseInt(n[i+1:], 10, 64)
-	return n[:i], c, err == nil
+	return t.update(ctx, "renew", l, "", nil)
 }
 
 // Take makes owner the holder of l (expired, unowned, or stolen), if its owner
@@ -451,13 +420,6 @@ func (t *Table) checkpoint(ctx context.Context, l Lease, seq string, subSeq int6
 // counter, adds extra (which begins with ", " for more SET clauses or " " for
 // a REMOVE or DELETE clause), and is conditional on l's owner and counter.
 func (t *Table) update(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue) (Lease, error) {
-	nl, _, err := t.updateRaw(ctx, op, l, extra, values)
-	return nl, err
-}
-
-// updateRaw is update that also returns the steal notices of the item as
-// written (attrStolen).
-func (t *Table) updateRaw(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue) (Lease, []string, error) {
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
 	}
@@ -481,19 +443,15 @@ func (t *Table) updateRaw(ctx context.Context, op string, l Lease, extra string,
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
-		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, checkpoint.ErrLeaseLost)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s (owner %q, counter %d): %w", op, l.Shard, l.Owner, l.Counter, checkpoint.ErrLeaseLost)
 	case err != nil:
-		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s: %w", op, l.Shard, err)
 	}
 	nl, _, err := t.decode(out.Attributes)
 	if err != nil {
-		return Lease{}, nil, fmt.Errorf("leasetable: %s shard %s: written, but %w", op, l.Shard, err)
+		return Lease{}, fmt.Errorf("leasetable: %s shard %s: written, but %w", op, l.Shard, err)
 	}
-	var notices []string
-	if ss, ok := out.Attributes[attrStolen].(*types.AttributeValueMemberSS); ok {
-		notices = ss.Value
-	}
-	return nl, notices, nil
+	return nl, nil
 }
 
 // aliasAttr returns the attribute name of an expression alias update uses.
@@ -517,8 +475,6 @@ func aliasAttr(alias string) (string, bool) {
 		return attrChildren, true
 	case "#ckptowner":
 		return attrCkptOwner, true
-	case "#stolen":
-		return attrStolen, true
 	}
 	return "", false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/semaphore"
@@ -23,21 +24,23 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 }
 
 // scanCycle scans the table, updates what this worker has observed of every
-// lease, drops the held leases the scan shows lost, reports unreadable
+// lease and beat, drops the held leases the scan shows lost, reports unreadable
 // items, and takes the leases takePlan picks.
 func (c *Coordinator) scanCycle(ctx context.Context) {
-	leases, bad, err := c.table.ListAll(ctx)
+	sc, err := c.table.scan(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
 		}
 		return
 	}
+	leases, bad := sc.leases, sc.bad
 	c.mu.Lock()
 	if c.draining {
 		c.mu.Unlock()
 		return
 	}
+	c.seeScannedBeatsLocked(sc)
 	c.badItemsLocked(bad)
 	lost := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
@@ -52,7 +55,9 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	c.forgetDeadLocked(leases)
 	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
+	kills, board := c.killsLocked(plan), c.board
 	c.mu.Unlock()
+	plan = c.killDead(ctx, board, plan, kills)
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
 	var g errgroup.Group
@@ -61,6 +66,87 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
+}
+
+// killsLocked returns the beats to remove (killBeat) before the leases in
+// plan taken for dead (not stolen from a live owner) are taken: beat
+// attribute -> its beat as last seen. Earlier workers of StateDir are
+// known gone, and an owner without a beat has none to remove. c.mu must be
+// held.
+func (c *Coordinator) killsLocked(plan []Lease) map[string]beatVal {
+	now := c.cfg.Clock.Now()
+	dead := make(map[string]bool)
+	for _, l := range plan {
+		o := l.Owner
+		if o != "" && o != c.cfg.WorkerID && !c.dead[o] && !c.ownerAliveLocked(o, now) {
+			dead[o] = true
+		}
+	}
+	kills := make(map[string]beatVal)
+	for name, s := range c.beats {
+		if dead[s.worker] {
+			kills[name] = s.beatVal
+		}
+	}
+	return kills
+}
+
+// killDead removes the beats in kills from board and returns plan without
+// the leases of the workers whose beat could not be removed: it changed
+// since it was seen (the worker is alive after all, recorded as such), or
+// the write failed (the leases are looked at again next cycle).
+func (c *Coordinator) killDead(ctx context.Context, board string, plan []Lease, kills map[string]beatVal) []Lease {
+	if len(kills) == 0 {
+		return plan
+	}
+	spared := make(map[string]bool)
+	for name, b := range kills {
+		killed, err := c.table.killBeat(ctx, board, name, b.n)
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		switch {
+		case killed:
+			delete(c.beats, name)
+		case err == nil:
+			c.beats[name] = beatSeen{beatVal: b, changed: now}
+			c.ownerChanged[b.worker] = now
+		}
+		c.mu.Unlock()
+		switch {
+		case killed:
+		case err == nil:
+			spared[b.worker] = true
+			c.log.Info("leasetable: a worker taken for dead beat again; its leases are left to it", "owner", b.worker)
+		default:
+			spared[b.worker] = true
+			if ctx.Err() == nil {
+				c.log.Warn("leasetable: removing a dead worker's beat failed; its leases are taken once that succeeds", "owner", b.worker, "err", err)
+			}
+		}
+	}
+	return slices.DeleteFunc(plan, func(l Lease) bool { return spared[l.Owner] })
+}
+
+// seeScannedBeatsLocked makes the scanned lease with the smallest leaseKey
+// the board and records the beats on every lease: those on the board, and
+// those on boards other workers picked from older scans, so that their
+// workers are not taken for dead. c.mu must be held.
+func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
+	c.board = ""
+	for _, l := range sc.leases {
+		if c.board == "" || l.Shard < c.board {
+			c.board = l.Shard
+		}
+	}
+	all := make(map[string]beatVal)
+	for _, beats := range sc.beats {
+		for name, b := range beats {
+			if a, ok := all[name]; !ok || b.n > a.n {
+				all[name] = b
+			}
+		}
+	}
+	c.seeBeatsLocked(all, !c.table.eventualScans, c.cfg.Clock.Now())
 }
 
 // lostInScanLocked drops every held lease that the scan shows owned by
