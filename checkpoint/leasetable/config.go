@@ -112,8 +112,9 @@ type Config struct {
 	// judges each lease by its own counter and scans the whole table every
 	// TakeInterval, as the KCL does. Set it when KCL workers share the
 	// table with weir workers at the same time (a mixed fleet, or a rolling
-	// migration): a KCL worker takes a lease whose counter stood still for
-	// its failover time. Default false: each worker writes one beat on
+	// migration), or workers of a weir version before the beat board (a
+	// rolling upgrade; set it on both sides): they take a lease whose
+	// counter stood still for their failover time. Default false: each worker writes one beat on
 	// one shared lease item and the others judge all its leases by it
 	// (DESIGN.md, section Leases), which costs one write per worker instead
 	// of one per lease and no reads, and a KCL

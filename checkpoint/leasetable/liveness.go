@@ -39,6 +39,7 @@ import (
 // when it last changed on this worker's clock.
 type beatSeen struct {
 	beatVal
+	on      string // the lease item it is on
 	changed time.Time
 }
 
@@ -119,15 +120,22 @@ func (c *Coordinator) watchLocked() {
 // for a scan (the worker drained them, or was forgotten). An eventually
 // consistent read may be older than what was seen, so only a higher beat
 // is a change there. Beats of this worker's earlier incarnations are kept
-// only to be forgotten. c.mu must be held.
-func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, consistent bool, now time.Time) {
+// only to be forgotten. on names the item of each beat; nil means the view
+// is of the board alone, so beats seen on other items (by a scan) are kept.
+// c.mu must be held.
+func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, on map[string]string, consistent bool, now time.Time) {
 	for name, b := range beats {
 		if name == c.beatName {
 			continue
 		}
+		item := c.board
+		if on != nil {
+			item = on[name]
+		}
 		s, ok := c.beats[name]
+		s.on = item
 		if !ok || b.n > s.n || consistent && b.n != s.n {
-			s = beatSeen{beatVal: b, changed: now}
+			s = beatSeen{beatVal: b, on: item, changed: now}
 			if b.worker != c.cfg.WorkerID {
 				c.ownerChanged[b.worker] = now
 			}
@@ -135,7 +143,7 @@ func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, consistent bool, 
 		c.beats[name] = s
 	}
 	for name, s := range c.beats {
-		if _, ok := beats[name]; ok {
+		if _, ok := beats[name]; ok || on == nil && s.on != c.board {
 			continue
 		}
 		delete(c.beats, name)
@@ -181,7 +189,7 @@ func (c *Coordinator) checkOwners(ctx context.Context) bool {
 			c.mu.Unlock()
 		default:
 			c.mu.Lock()
-			c.seeBeatsLocked(beats, false, c.cfg.Clock.Now())
+			c.seeBeatsLocked(beats, nil, false, c.cfg.Clock.Now())
 			c.mu.Unlock()
 		}
 	}
@@ -273,7 +281,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 		stale := prev == 0 // a new incarnation vouches for nothing yet
 		c.mu.Lock()
 		c.boardRead, c.myBeat, c.orphans = now, beats[name].n, orphans
-		c.seeBeatsLocked(beats, true, now)
+		c.seeBeatsLocked(beats, nil, true, now)
 		for _, o := range c.held {
 			if prev > 0 && now.Sub(o.renewed) < c.cfg.LeaseDuration {
 				if sent.After(o.renewed) {
@@ -328,6 +336,9 @@ func (c *Coordinator) forgetLocked() []string {
 	kept := make(map[string]bool)
 	gone := make(map[string]bool)
 	for name, s := range c.beats {
+		if s.on != c.board {
+			continue // on another item: not this write's to remove
+		}
 		if c.dead[s.worker] || now.Sub(s.changed) >= beatForgetAfter*c.cfg.LeaseDuration {
 			forget = append(forget, name)
 			gone[s.worker] = true

@@ -506,3 +506,61 @@ func TestLivenessBoardGone(t *testing.T) {
 		t.Errorf("lease %s counter %d -> %d, held %v; want it vouched for by the beat alone", shards[2].ID, before, after, w.c.Holds(shards[2].ID))
 	}
 }
+
+// TestLivenessBoardsDisagree checks two workers that picked different
+// boards (a lease with a smaller key appeared after one of them scanned):
+// each sees the other alive through its scans, and when the one beating on
+// the other item is suspended with its clock stopped, the other removes
+// its beat there before taking its leases, so that its next beat is
+// refused and it loses them.
+func TestLivenessBoardsDisagree(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	all := shardIDs(3)
+	if err := w1.c.SyncShards(ctx, all[1:]); err != nil {
+		t.Fatal(err)
+	}
+	period := w1.c.cfg.RenewInterval
+	w1.cycle(ctx)
+	for range 2 {
+		w1.clk.Advance(period)
+		w1.c.renewCycle(ctx)
+	}
+	if err := w2.c.SyncShards(ctx, all); err != nil { // creates the lease of shard 0
+		t.Fatal(err)
+	}
+	for range 8 { // w2 takes shard 0 and beats there; w1 stays on shard 1
+		w1.clk.Advance(period)
+		w1.c.renewCycle(ctx)
+		w2.clk.Advance(period)
+		w2.cycle(ctx)
+	}
+	if w1.c.board != all[1].ID || w2.c.board != all[0].ID {
+		t.Fatalf("boards: w1 %q, w2 %q; want %s and %s", w1.c.board, w2.c.board, all[1].ID, all[0].ID)
+	}
+	if got := w2.held(); !cmp.Equal(got, []string{all[0].ID}) {
+		t.Fatalf("w2 holds %v while w1 beats on another board, want only %s", got, all[0].ID)
+	}
+
+	w1.clk.Advance(period)
+	w1.db.pause()
+	done := make(chan struct{})
+	go func() { defer close(done); w1.c.renewCycle(ctx) }()
+	<-w1.db.blocked
+	for i := 0; len(w2.held()) < 3; i++ {
+		if i > 10 {
+			t.Fatalf("w2 never took w1's leases; it holds %v", w2.held())
+		}
+		w2.clk.Advance(period)
+		w2.cycle(ctx)
+	}
+	w1.db.resume()
+	<-done
+	w1.c.deliver()
+	if _, lost := w1.events(); !cmp.Equal(ids(all[1:]), lost) {
+		t.Errorf("w1 lost %v after its refused beat, want %v", lost, ids(all[1:]))
+	}
+}

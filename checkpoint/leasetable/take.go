@@ -55,9 +55,9 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	c.forgetDeadLocked(leases)
 	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
-	kills, board := c.killsLocked(plan), c.board
+	kills := c.killsLocked(plan)
 	c.mu.Unlock()
-	plan = c.killDead(ctx, board, plan, kills)
+	plan = c.killDead(ctx, plan, kills)
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
 	var g errgroup.Group
@@ -73,7 +73,7 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 // attribute -> its beat as last seen. Earlier workers of StateDir are
 // known gone, and an owner without a beat has none to remove. c.mu must be
 // held.
-func (c *Coordinator) killsLocked(plan []Lease) map[string]beatVal {
+func (c *Coordinator) killsLocked(plan []Lease) map[string]beatSeen {
 	now := c.cfg.Clock.Now()
 	dead := make(map[string]bool)
 	for _, l := range plan {
@@ -82,33 +82,35 @@ func (c *Coordinator) killsLocked(plan []Lease) map[string]beatVal {
 			dead[o] = true
 		}
 	}
-	kills := make(map[string]beatVal)
+	kills := make(map[string]beatSeen)
 	for name, s := range c.beats {
 		if dead[s.worker] {
-			kills[name] = s.beatVal
+			kills[name] = s
 		}
 	}
 	return kills
 }
 
-// killDead removes the beats in kills from board and returns plan without
-// the leases of the workers whose beat could not be removed: it changed
-// since it was seen (the worker is alive after all, recorded as such), or
-// the write failed (the leases are looked at again next cycle).
-func (c *Coordinator) killDead(ctx context.Context, board string, plan []Lease, kills map[string]beatVal) []Lease {
+// killDead removes the beats in kills from the items they are on and
+// returns plan without the leases of the workers whose beat could not be
+// removed: it changed since it was seen (the worker is alive after all,
+// recorded as such), or the write failed (the leases are looked at again
+// next cycle).
+func (c *Coordinator) killDead(ctx context.Context, plan []Lease, kills map[string]beatSeen) []Lease {
 	if len(kills) == 0 {
 		return plan
 	}
 	spared := make(map[string]bool)
 	for name, b := range kills {
-		killed, err := c.table.killBeat(ctx, board, name, b.n)
+		killed, err := c.table.killBeat(ctx, b.on, name, b.n)
 		now := c.cfg.Clock.Now()
 		c.mu.Lock()
 		switch {
 		case killed:
 			delete(c.beats, name)
 		case err == nil:
-			c.beats[name] = beatSeen{beatVal: b, changed: now}
+			b.changed = now
+			c.beats[name] = b
 			c.ownerChanged[b.worker] = now
 		}
 		c.mu.Unlock()
@@ -139,14 +141,15 @@ func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
 		}
 	}
 	all := make(map[string]beatVal)
-	for _, beats := range sc.beats {
+	on := make(map[string]string)
+	for item, beats := range sc.beats {
 		for name, b := range beats {
 			if a, ok := all[name]; !ok || b.n > a.n {
-				all[name] = b
+				all[name], on[name] = b, item
 			}
 		}
 	}
-	c.seeBeatsLocked(all, !c.table.eventualScans, c.cfg.Clock.Now())
+	c.seeBeatsLocked(all, on, !c.table.eventualScans, c.cfg.Clock.Now())
 }
 
 // lostInScanLocked drops every held lease that the scan shows owned by
