@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -177,13 +178,8 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 // to its end SHARD_END once all its records are completed, until ctx is
 // done.
 func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
-	// Completions wake the loop; the ticker retries failed shard ends, as
-	// often as leases are renewed, whatever the checkpoint interval.
-	retry := lr.cfg.CheckpointInterval
-	if r := lr.cfg.RenewInterval; r > 0 && r < retry {
-		retry = r
-	}
-	t := lr.rn.clock.NewTicker(retry)
+	// Completions wake the loop; the ticker retries failed shard ends.
+	t := lr.rn.clock.NewTicker(lr.shardEndRetry())
 	defer t.Stop()
 	for {
 		lr.handleEvents(ctx, c)
@@ -195,6 +191,18 @@ func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
 		case <-t.C():
 		}
 	}
+}
+
+// shardEndRetry is the period at which a failed SHARD_END mark is tried
+// again: as often as leases are renewed, whatever the checkpoint interval,
+// so that a shard's children do not wait a checkpoint interval (a minute by
+// default) for one failed write.
+func (lr *leaseRun) shardEndRetry() time.Duration {
+	retry := lr.cfg.CheckpointInterval
+	if r := lr.cfg.RenewInterval; r > 0 && r < retry {
+		retry = r
+	}
+	return retry
 }
 
 // handleEvents handles the queued events in order. With c nil (shutting

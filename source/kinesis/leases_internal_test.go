@@ -175,6 +175,12 @@ func TestLeaseCheckpointIntervalDefault(t *testing.T) {
 			if got := lr.cfg.CheckpointInterval; got != tc.want {
 				t.Errorf("CheckpointInterval = %v, want %v", got, tc.want)
 			}
+			// A failed SHARD_END mark is retried at the renew period (a
+			// third of the default 10 s lease), however long the
+			// checkpoint interval.
+			if got, want := lr.shardEndRetry(), min(tc.want, leasetable.DefaultLeaseDuration/3); got != want {
+				t.Errorf("shard-end retry period = %v, want %v", got, want)
+			}
 		})
 	}
 }
