@@ -134,6 +134,7 @@ type Coordinator struct {
 	beats        map[string]beatSeen  // beat attribute of another incarnation -> its beat as seen
 	boardRead    time.Time            // when this worker's beat last read the board
 	beatName     string               // this incarnation's beat attribute; "": start a new one
+	beatOn       string               // the item this incarnation beats on (its board)
 	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
 	acks         []string             // steal notices for this worker acted on, deleted by its next beat
 	orphans      []string             // notice attributes of workers without a beat, removed by the next beat

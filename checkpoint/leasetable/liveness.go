@@ -66,10 +66,13 @@ func (c *Coordinator) seeLocked(l Lease, now time.Time) {
 	s, ok := c.seen[l.Shard]
 	if !ok || s.lease.Counter != l.Counter || s.lease.Owner != l.Owner {
 		s.changed = now
-		// An owner that beats is judged by its beat alone: a lease change
-		// seen only at a scan, minutes after it was written, would make a
-		// dead owner look alive for another LeaseDuration.
-		if l.Owner != "" && !c.beatsLocked(l.Owner) {
+		// An owner that beats is judged by its beat, not by a change of
+		// counter seen only at a scan, minutes after it was written, which
+		// would make a dead owner look alive for another LeaseDuration;
+		// but a lease that changed hands is news of its new owner (a
+		// worker that held nothing for a while has a beat that stood
+		// still until it beats again).
+		if l.Owner != "" && (!c.beatsLocked(l.Owner) || !ok || s.lease.Owner != l.Owner) {
 			c.ownerChanged[l.Owner] = now
 		}
 	}
@@ -120,16 +123,16 @@ func (c *Coordinator) watchLocked() {
 // for a scan (the worker drained them, or was forgotten). An eventually
 // consistent read may be older than what was seen, so only a higher beat
 // is a change there. Beats of this worker's earlier incarnations are kept
-// only to be forgotten. on names the item of each beat; nil means the view
-// is of the board alone, so beats seen on other items (by a scan) are kept.
-// c.mu must be held.
-func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, on map[string]string, consistent bool, now time.Time) {
+// only to be forgotten. A view of one item, viewed, drops only the beats
+// seen on that item; a scan's (viewed "") names the item of each beat in
+// on. c.mu must be held.
+func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, viewed string, on map[string]string, consistent bool, now time.Time) {
 	for name, b := range beats {
 		if name == c.beatName {
 			continue
 		}
-		item := c.board
-		if on != nil {
+		item := viewed
+		if viewed == "" {
 			item = on[name]
 		}
 		s, ok := c.beats[name]
@@ -143,7 +146,7 @@ func (c *Coordinator) seeBeatsLocked(beats map[string]beatVal, on map[string]str
 		c.beats[name] = s
 	}
 	for name, s := range c.beats {
-		if _, ok := beats[name]; ok || on == nil && s.on != c.board {
+		if _, ok := beats[name]; ok || viewed != "" && s.on != viewed {
 			continue
 		}
 		delete(c.beats, name)
@@ -189,7 +192,7 @@ func (c *Coordinator) checkOwners(ctx context.Context) bool {
 			c.mu.Unlock()
 		default:
 			c.mu.Lock()
-			c.seeBeatsLocked(beats, nil, false, c.cfg.Clock.Now())
+			c.seeBeatsLocked(beats, board, nil, false, c.cfg.Clock.Now())
 			c.mu.Unlock()
 		}
 	}
@@ -246,42 +249,50 @@ func (c *Coordinator) checkLease(ctx context.Context, owner, shard string) bool 
 // extends, on success, every held lease still within LeaseDuration of its
 // last renewal. A held lease past it (a pause) is renewed on its own
 // (renewEach) before it is trusted again, and so is every lease after the
-// first beat of an incarnation, when there is no board to beat on, or when
-// the beat is refused (errBeatRefused: then the next beat starts a new
-// incarnation). A beat that keeps failing for LeaseDuration loses every
-// lease, as per-lease renewals would.
+// first beat of an incarnation or when there is no board to beat on. A beat
+// refused because another worker removed it (errBeatRefused) starts a new
+// incarnation on the same board at once, so that the others see this
+// worker alive without a gap; one refused because the board's item is gone
+// leaves the board to the next scan. A beat that keeps failing for
+// LeaseDuration loses every lease, as per-lease renewals would.
 func (c *Coordinator) beat(ctx context.Context) {
 	c.mu.Lock()
 	if len(c.held) == 0 {
 		c.mu.Unlock()
 		return
 	}
-	if c.beatName == "" {
-		c.beatName, c.myBeat = beatAttr(c.cfg.WorkerID, newIncarnation()), 0
-	}
-	board, name, prev, acks, forget := c.board, c.beatName, c.myBeat, c.acks, c.forgetLocked()
-	var first *heldLease // the lease that expires first bounds the write
-	for _, h := range c.held {
-		if first == nil || h.renewed.Before(first.renewed) {
-			first = h
+	board := c.board
+	var old, oldOn string // an incarnation left on the board the last scan moved from
+	if board != "" && (c.beatName == "" || c.beatOn != board) {
+		if c.beatName != "" && c.beatOn != "" {
+			old, oldOn = c.beatName, c.beatOn
 		}
+		c.newIncarnationLocked(board)
 	}
 	c.mu.Unlock()
 	if board == "" {
 		c.renewEach(ctx)
 		return
 	}
+	if old != "" {
+		if err := c.table.unbeat(ctx, oldOn, old, c.cfg.WorkerID); err != nil && !errors.Is(err, errBeatRefused) && ctx.Err() == nil {
+			c.log.Debug("leasetable: removing this worker's beat from the previous board failed; it is forgotten in time", "board", oldOn, "err", err)
+		}
+	}
 	sent := c.cfg.Clock.Now()
-	wctx, cancel := c.untilExpiry(ctx, first)
-	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget)
-	cancel()
+	prev, notices, err := c.beatOnce(ctx, board)
+	if errors.Is(err, errBeatRefused) && prev > 0 {
+		c.log.Info("leasetable: beat refused (another worker took this one for dead); renewing each lease before trusting it", "board", board)
+		c.mu.Lock()
+		c.newIncarnationLocked(board)
+		c.mu.Unlock()
+		prev, notices, err = c.beatOnce(ctx, board)
+	}
 	now := c.cfg.Clock.Now()
 	switch {
 	case err == nil:
 		stale := prev == 0 // a new incarnation vouches for nothing yet
 		c.mu.Lock()
-		c.boardRead, c.myBeat, c.orphans = now, beats[name].n, orphans
-		c.seeBeatsLocked(beats, nil, true, now)
 		for _, o := range c.held {
 			if prev > 0 && now.Sub(o.renewed) < c.cfg.LeaseDuration {
 				if sent.After(o.renewed) {
@@ -296,15 +307,21 @@ func (c *Coordinator) beat(ctx context.Context) {
 		if stale {
 			c.renewEach(ctx)
 		}
-	case errors.Is(err, errBeatRefused):
-		c.log.Info("leasetable: beat refused; renewing each lease before trusting it", "board", board, "err", err)
+	case errors.Is(err, errBeatRefused): // a fresh attribute refused: the item is gone
+		c.log.Info("leasetable: the beat board's item is gone; renewing each lease until the next scan picks another", "board", board)
 		c.mu.Lock()
-		c.board, c.beatName, c.needScan = "", "", true
+		c.board, c.beatName, c.beatOn, c.needScan = "", "", "", true
 		c.mu.Unlock()
 		c.renewEach(ctx)
 	case ctx.Err() != nil:
 	default:
 		c.mu.Lock()
+		if prev == 0 {
+			// The first beat may have landed: the incarnation is dropped
+			// rather than written again, so that no attribute of it
+			// ever stands on two items or twice on one.
+			c.beatName, c.beatOn = "", ""
+		}
 		var gone []string
 		for s, o := range c.held {
 			if now.Sub(o.renewed) >= c.cfg.LeaseDuration {
@@ -326,17 +343,62 @@ func (c *Coordinator) beat(ctx context.Context) {
 	}
 }
 
+// newIncarnationLocked starts a new incarnation of this worker's beat, on
+// board: a fresh attribute, whose first beat must find it absent. c.mu must
+// be held.
+func (c *Coordinator) newIncarnationLocked(board string) {
+	c.beatName, c.beatOn, c.myBeat = beatAttr(c.cfg.WorkerID, newIncarnation()), board, 0
+}
+
+// beatOnce sends one beat of the current incarnation on board and, on
+// success, records what its answer shows. It returns the value the beat
+// was conditional on (0 for an incarnation's first) and the steal notices
+// for this worker. The write is abandoned when the held lease renewed
+// longest ago expires.
+func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, notices []string, err error) {
+	c.mu.Lock()
+	name, prev, acks, forget := c.beatName, c.myBeat, c.acks, c.forgetLocked()
+	var first *heldLease
+	for _, h := range c.held {
+		if first == nil || h.renewed.Before(first.renewed) {
+			first = h
+		}
+	}
+	c.mu.Unlock()
+	if first == nil {
+		return prev, nil, fmt.Errorf("leasetable: beat: no lease held")
+	}
+	wctx, cancel := c.untilExpiry(ctx, first)
+	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget)
+	cancel()
+	if err != nil {
+		return prev, nil, err
+	}
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	c.boardRead, c.myBeat, c.orphans = now, beats[name].n, orphans
+	c.seeBeatsLocked(beats, board, nil, true, now)
+	c.mu.Unlock()
+	return prev, notices, nil
+}
+
 // forgetLocked returns the attributes the next beat removes from the
 // board: the beats that stood still for beatForgetAfter LeaseDurations or
 // are of earlier workers of StateDir, known gone, and the notices of each
-// worker left without a beat. c.mu must be held.
+// worker left without a beat; nothing unless this worker's view of the
+// board is recent. c.mu must be held.
 func (c *Coordinator) forgetLocked() []string {
 	now := c.cfg.Clock.Now()
+	if now.Sub(c.boardRead) > c.cfg.RenewInterval+c.cfg.TakeInterval {
+		// No recent view: this worker was paused or failing, and what
+		// stood still meanwhile stood still only to it.
+		return nil
+	}
 	forget := slices.Clone(c.orphans)
 	kept := make(map[string]bool)
 	gone := make(map[string]bool)
 	for name, s := range c.beats {
-		if s.on != c.board {
+		if s.on != c.beatOn {
 			continue // on another item: not this write's to remove
 		}
 		if c.dead[s.worker] || now.Sub(s.changed) >= beatForgetAfter*c.cfg.LeaseDuration {
@@ -383,25 +445,30 @@ func (c *Coordinator) actOnNotices(board string, notices []string) {
 }
 
 // noteSteal tells owner, whose lease l this worker just stole (now at
-// counter), of the steal, by a notice on the board: the owner's reader of
-// the shard then stops at its next beat instead of its next checkpoint of
-// the shard or scan, which cuts the records both workers deliver. Best
-// effort, at one write per steal, for an owner that beats: a notice lost
-// only leaves the old way. Not used with RenewEveryLease, whose owners
-// renew every lease.
+// counter), of the steal, by a notice on the item its latest beat is on:
+// the owner's reader of the shard then stops at its next beat instead of
+// its next checkpoint of the shard or scan, which cuts the records both
+// workers deliver. Best effort, at one write per steal, for an owner that
+// beats (an owner renewing each lease learns at its next renewal): a
+// notice lost only leaves the old way.
 func (c *Coordinator) noteSteal(ctx context.Context, l Lease, counter int64) {
-	if c.cfg.RenewEveryLease || l.Owner == "" || l.Owner == c.cfg.WorkerID {
+	if l.Owner == "" || l.Owner == c.cfg.WorkerID {
 		return
 	}
 	c.mu.Lock()
-	board := c.board
-	beats := c.beatsLocked(l.Owner)
+	var on string
+	var latest time.Time
+	for _, s := range c.beats {
+		if s.worker == l.Owner && s.on != "" && (on == "" || s.changed.After(latest)) {
+			on, latest = s.on, s.changed
+		}
+	}
 	alive := c.ownerAliveLocked(l.Owner, c.cfg.Clock.Now())
 	c.mu.Unlock()
-	if board == "" || !beats || !alive {
+	if on == "" || !alive {
 		return // a dead owner reads nothing
 	}
-	if err := c.table.noteSteal(ctx, board, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
+	if err := c.table.noteSteal(ctx, on, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
 		c.log.Debug("leasetable: steal notice not written", "shard", l.Shard, "owner", l.Owner, "err", err)
 	}
 }
@@ -411,7 +478,7 @@ func (c *Coordinator) noteSteal(ctx context.Context, l Lease, counter int64) {
 // without it they take them once the beat stands still for LeaseDuration.
 func (c *Coordinator) unbeat(ctx context.Context) {
 	c.mu.Lock()
-	board, name, beaten := c.board, c.beatName, c.myBeat > 0
+	board, name, beaten := c.beatOn, c.beatName, c.myBeat > 0
 	c.mu.Unlock()
 	if c.cfg.RenewEveryLease || board == "" || !beaten {
 		return

@@ -374,8 +374,8 @@ func TestLivenessBeatBoard(t *testing.T) {
 // clock stopped (a suspended host) in the middle of a beat: the other
 // worker takes it for dead, removes its beat and takes its leases; when it
 // wakes, its beat lands but is refused, and it loses every lease before
-// delivering more, though its clock says they are fresh. Its next beat
-// starts a new incarnation.
+// delivering more, though its clock says they are fresh, and starts a new
+// incarnation.
 func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -394,6 +394,7 @@ func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
 	}
 	w2.cycle(ctx)
 
+	old := w1.c.beatName
 	w1.clk.Advance(period)
 	w1.db.pause()
 	done := make(chan struct{})
@@ -419,8 +420,8 @@ func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
 	if w1.c.Holds(shards[0].ID) {
 		t.Error("w1 still holds a lease after its refused beat")
 	}
-	if w1.c.beatName != "" {
-		t.Errorf("w1 keeps beating as %q after the refusal, want a new incarnation", w1.c.beatName)
+	if w1.c.beatName == old {
+		t.Errorf("w1 keeps beating as %q after the refusal, want a new incarnation", old)
 	}
 }
 

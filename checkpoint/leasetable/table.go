@@ -229,7 +229,7 @@ func (t *Table) ListAll(ctx context.Context) (leases []Lease, bad []*BadItemErro
 type scanned struct {
 	leases []Lease
 	bad    []*BadItemError
-	beats  map[string]map[string]beatVal // leaseKey -> the beats on that lease (beatsOf)
+	beats  map[string]map[string]beatVal // leaseKey -> the beats on that item (beatsOf), unreadable leases included
 }
 
 // scan is ListAll that also returns the beats on every lease.
@@ -247,17 +247,21 @@ func (t *Table) scan(ctx context.Context) (scanned, error) {
 		for _, item := range out.Items {
 			l, ok, err := t.decode(item)
 			var b *BadItemError
+			key := l.Shard
 			switch {
 			case errors.As(err, &b):
 				sc.bad = append(sc.bad, b)
-			case ok:
+				key = b.Key // a lease gone bad may still carry beats
+			case !ok:
+				continue
+			default:
 				sc.leases = append(sc.leases, l)
-				if beats := beatsOf(item); len(beats) > 0 {
-					if sc.beats == nil {
-						sc.beats = make(map[string]map[string]beatVal)
-					}
-					sc.beats[l.Shard] = beats
+			}
+			if beats := beatsOf(item); len(beats) > 0 {
+				if sc.beats == nil {
+					sc.beats = make(map[string]map[string]beatVal)
 				}
+				sc.beats[key] = beats
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {

@@ -149,7 +149,7 @@ func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
 			}
 		}
 	}
-	c.seeBeatsLocked(all, on, !c.table.eventualScans, c.cfg.Clock.Now())
+	c.seeBeatsLocked(all, "", on, !c.table.eventualScans, c.cfg.Clock.Now())
 }
 
 // lostInScanLocked drops every held lease that the scan shows owned by
@@ -204,7 +204,12 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 		case c.dead[l.Owner]:
 			expired = true
 		case c.cfg.RenewEveryLease:
-			expired = now.Sub(c.seen[l.Shard].changed) >= c.cfg.LeaseDuration
+			// As the KCL judges a lease; but an owner that beats (a
+			// worker without RenewEveryLease in a fleet changing its
+			// setting) renews none of its leases, and is judged by its
+			// beat, which is removed before its leases are taken.
+			expired = now.Sub(c.seen[l.Shard].changed) >= c.cfg.LeaseDuration &&
+				(!c.beatsLocked(l.Owner) || !c.ownerAliveLocked(l.Owner, now))
 		default:
 			expired = l.Owner != c.cfg.WorkerID && !c.ownerAliveLocked(l.Owner, now)
 		}
