@@ -33,12 +33,7 @@ func TestLivenessRetakeAfterIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	period := w1.c.cfg.RenewInterval
-	both := func() {
-		w1.clk.Advance(period)
-		w1.cycle(ctx)
-		w2.clk.Advance(period)
-		w2.cycle(ctx)
-	}
+	both := func() { stepAll(ctx, w1, w2) }
 	for range 3 {
 		both()
 	}
@@ -116,13 +111,7 @@ func TestLivenessRefusedBeatNoGap(t *testing.T) {
 	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
 		t.Fatal(err)
 	}
-	period := w1.c.cfg.RenewInterval
-	both := func() {
-		w1.clk.Advance(period)
-		w1.cycle(ctx)
-		w2.clk.Advance(period)
-		w2.cycle(ctx)
-	}
+	both := func() { stepAll(ctx, w1, w2) }
 	for range 6 {
 		both()
 	}
@@ -149,32 +138,8 @@ func TestLivenessRefusedBeatNoGap(t *testing.T) {
 // stops holding the stolen lease at its next beats.
 func TestLivenessStealNoticeBoardsDisagree(t *testing.T) {
 	ctx := t.Context()
-	db := servers.Env(t).DynamoDB()
-	table := localaws.UniqueName(t)
-	w1 := newWorker(t, table, "w1", db, nil)
-	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
-	all := shardIDs(4)
-	if err := w1.c.SyncShards(ctx, all[1:]); err != nil {
-		t.Fatal(err)
-	}
+	w1, w2, all := disagreeingBoards(t, 4)
 	period := w1.c.cfg.RenewInterval
-	w1.cycle(ctx)
-	for range 2 {
-		w1.clk.Advance(period)
-		w1.c.renewCycle(ctx)
-	}
-	if err := w2.c.SyncShards(ctx, all); err != nil { // creates the lease of shard 0
-		t.Fatal(err)
-	}
-	for range 4 {
-		w1.clk.Advance(period)
-		w1.c.renewCycle(ctx)
-		w2.clk.Advance(period)
-		w2.cycle(ctx)
-	}
-	if w1.c.board != all[1].ID || w2.c.board != all[0].ID || len(w1.held()) != 3 {
-		t.Fatalf("boards: w1 %q, w2 %q; w1 holds %v", w1.c.board, w2.c.board, w1.held())
-	}
 	w2.c.cfg.MaxStealsPerCycle = 1
 	w2.clk.Advance(period)
 	w2.c.needScan = true

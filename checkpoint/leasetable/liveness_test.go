@@ -299,12 +299,7 @@ func TestLivenessBeatBoard(t *testing.T) {
 	}
 	ws := []*worker{w1, w2}
 	period := w1.c.cfg.RenewInterval
-	step := func(ws ...*worker) {
-		for _, w := range ws {
-			w.clk.Advance(period)
-			w.cycle(ctx)
-		}
-	}
+	step := func(ws ...*worker) { stepAll(ctx, ws...) }
 	for range 4 {
 		step(w1, w2)
 	}
@@ -508,19 +503,18 @@ func TestLivenessBoardGone(t *testing.T) {
 	}
 }
 
-// TestLivenessBoardsDisagree checks two workers that picked different
-// boards (a lease with a smaller key appeared after one of them scanned):
-// each sees the other alive through its scans, and when the one beating on
-// the other item is suspended with its clock stopped, the other removes
-// its beat there before taking its leases, so that its next beat is
-// refused and it loses them.
-func TestLivenessBoardsDisagree(t *testing.T) {
+// disagreeingBoards returns two workers on a new table of n shards whose
+// boards differ: w1 took shards 1 to n-1 and beats on shard 1, the
+// smallest when it scanned; w2, which never steals, created shard 0's
+// lease afterwards, took it and beats there.
+func disagreeingBoards(t *testing.T, n int) (w1, w2 *worker, all []ShardInfo) {
+	t.Helper()
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	w1 := newWorker(t, table, "w1", db, nil)
-	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
-	all := shardIDs(3)
+	w1 = newWorker(t, table, "w1", db, nil)
+	w2 = newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	all = shardIDs(n)
 	if err := w1.c.SyncShards(ctx, all[1:]); err != nil {
 		t.Fatal(err)
 	}
@@ -536,12 +530,33 @@ func TestLivenessBoardsDisagree(t *testing.T) {
 	for range 8 { // w2 takes shard 0 and beats there; w1 stays on shard 1
 		w1.clk.Advance(period)
 		w1.c.renewCycle(ctx)
-		w2.clk.Advance(period)
-		w2.cycle(ctx)
+		stepAll(ctx, w2)
 	}
-	if w1.c.board != all[1].ID || w2.c.board != all[0].ID {
-		t.Fatalf("boards: w1 %q, w2 %q; want %s and %s", w1.c.board, w2.c.board, all[1].ID, all[0].ID)
+	if w1.c.board != all[1].ID || w2.c.board != all[0].ID || len(w1.held()) != n-1 {
+		t.Fatalf("boards: w1 %q, w2 %q, want %s and %s; w1 holds %v", w1.c.board, w2.c.board, all[1].ID, all[0].ID, w1.held())
 	}
+	return w1, w2, all
+}
+
+// stepAll advances each worker's clock by its renew period and runs one
+// cycle of it, in turn.
+func stepAll(ctx context.Context, ws ...*worker) {
+	for _, w := range ws {
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		w.cycle(ctx)
+	}
+}
+
+// TestLivenessBoardsDisagree checks two workers that picked different
+// boards (a lease with a smaller key appeared after one of them scanned):
+// each sees the other alive through its scans, and when the one beating on
+// the other item is suspended with its clock stopped, the other removes
+// its beat there before taking its leases, so that its next beat is
+// refused and it loses them.
+func TestLivenessBoardsDisagree(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, all := disagreeingBoards(t, 3)
+	period := w1.c.cfg.RenewInterval
 	if got := w2.held(); !cmp.Equal(got, []string{all[0].ID}) {
 		t.Fatalf("w2 holds %v while w1 beats on another board, want only %s", got, all[0].ID)
 	}
