@@ -21,8 +21,11 @@ type leaseView struct {
 //     are not all at checkpoint.ShardEnd (or gone) is never taken;
 //   - the alive workers are me and the owners of unexpired leases; the
 //     target is ceil(leases / workers), capped by maxLeases if > 0;
-//   - below target, take unowned and expired leases (and leases owned by me
-//     that I do not hold: a previous run of this worker), up to the target;
+//   - take back, whatever the target, every lease the table names mine that
+//     I do not hold (a previous run of this worker, a take whose answer was
+//     lost, a lease lost on my clock only): every other worker counts it as
+//     mine and never takes it;
+//   - below target, take unowned and expired leases, up to the target;
 //   - if there are none, steal from the most loaded worker when it holds more
 //     than the target (or exactly the target while I need more than one), at
 //     most maxSteals (< 0: never) and never bringing it below the target.
@@ -57,24 +60,33 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	if maxLeases > 0 && target > maxLeases {
 		target = maxLeases
 	}
-	needed := target - len(held)
+	// Leases the table names mine but I do not hold (a take whose answer
+	// was lost, a lease lost on my clock only) are taken back whatever the
+	// target: every other worker counts them as mine and never takes them.
+	var own []Lease
+	for _, v := range views {
+		if v.Owner == me && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
+			own = append(own, v.Lease)
+		}
+	}
+	needed := target - len(held) - len(own)
 	if needed <= 0 {
-		return nil
+		return own
 	}
 	var free []Lease
 	for _, v := range views {
-		if v.Checkpoint == checkpoint.ShardEnd || held[v.Shard] || !parentsDone(v.Lease) {
+		if v.Checkpoint == checkpoint.ShardEnd || held[v.Shard] || !parentsDone(v.Lease) || v.Owner == me {
 			continue
 		}
-		if v.Owner == "" || v.expired || v.Owner == me {
+		if v.Owner == "" || v.expired {
 			free = append(free, v.Lease)
 		}
 	}
 	if len(free) > 0 {
 		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-		return free[:min(needed, len(free))]
+		return append(own, free[:min(needed, len(free))]...)
 	}
-	return stealPlan(me, views, held, workers, target, needed, maxSteals)
+	return append(own, stealPlan(me, views, held, workers, target, needed, maxSteals)...)
 }
 
 // stealPlan picks the leases to steal from the most loaded alive worker.

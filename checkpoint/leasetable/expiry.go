@@ -30,6 +30,6 @@ func (c *Coordinator) untilExpiry(ctx context.Context, h *heldLease) (context.Co
 // sent, so this worker's view of its lease never outlasts theirs.
 func (c *Coordinator) wroteAt(h *heldLease, l Lease, started time.Time) {
 	c.mu.Lock()
-	h.lease, h.renewed = l, started
+	h.lease, h.renewed, h.unvouched = l, started, false
 	c.mu.Unlock()
 }

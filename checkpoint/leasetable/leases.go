@@ -133,6 +133,7 @@ type Coordinator struct {
 	board        string               // the beat board: the smallest leaseKey of the last scan
 	beats        map[string]beatSeen  // beat attribute of another incarnation -> its beat as seen
 	boardRead    time.Time            // when this worker's beat last read the board
+	beatSeq      int64                // beats started (retakenAt)
 	beatName     string               // this incarnation's beat attribute; "": start a new one
 	beatOn       string               // the item this incarnation beats on (its board)
 	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
@@ -152,6 +153,14 @@ type heldLease struct {
 	sem     *semaphore.Weighted // of weight 1
 	lease   Lease
 	renewed time.Time // last successful write, on this worker's clock
+	// unvouched: no beat may extend the lease until its own next
+	// conditional write (a refused beat, a new incarnation, a gap).
+	unvouched bool
+	// retakenAt: the beat count when this worker took back a lease the
+	// table still named it the owner of (0: not a retake). Other workers
+	// judge it by its beat, to which such a take is no news, so the lease
+	// is not trusted until a later beat of this worker succeeds.
+	retakenAt int64
 }
 
 // seenLease is a lease as last scanned, and when its counter or owner last
@@ -221,7 +230,7 @@ func (c *Coordinator) Holds(shard string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.held[shard]
-	return ok && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	return ok && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes
@@ -352,6 +361,10 @@ func (c *Coordinator) lose(shard string, h *heldLease, why error) {
 	}
 	delete(c.held, shard)
 	c.queueLocked(leaseEvent{lost: shard})
+	// The next take cycle scans: a lease lost only on this worker's clock
+	// (a pause, failed writes) is still this worker's in the table, and
+	// no other worker may be watching it.
+	c.needScan = true
 	c.mu.Unlock()
 	c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 }

@@ -53,11 +53,11 @@ func (c *Coordinator) scanDue() bool {
 }
 
 // scannedLocked records a full scan; busy (it planned takes) asks for another at
-// the next take cycle, until the worker has what it should. c.mu must be
-// held.
+// the next take cycle, until the worker has what it should, and so does a
+// request made while the scan ran. c.mu must be held.
 func (c *Coordinator) scannedLocked(busy bool) {
 	c.lastScan = c.cfg.Clock.Now()
-	c.needScan = busy
+	c.needScan = c.needScan || busy
 }
 
 // seeLocked records l as observed at now: its change time, and its owner's
@@ -261,6 +261,8 @@ func (c *Coordinator) beat(ctx context.Context) {
 		c.mu.Unlock()
 		return
 	}
+	c.beatSeq++
+	seq := c.beatSeq
 	board := c.board
 	var old, oldOn string // an incarnation left on the board the last scan moved from
 	if board != "" && (c.beatName == "" || c.beatOn != board) {
@@ -284,6 +286,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 	if errors.Is(err, errBeatRefused) && prev > 0 {
 		c.log.Info("leasetable: beat refused (another worker took this one for dead); renewing each lease before trusting it", "board", board)
 		c.mu.Lock()
+		c.unvouchLocked()
 		c.newIncarnationLocked(board)
 		c.mu.Unlock()
 		prev, notices, err = c.beatOnce(ctx, board)
@@ -294,7 +297,10 @@ func (c *Coordinator) beat(ctx context.Context) {
 		stale := prev == 0 // a new incarnation vouches for nothing yet
 		c.mu.Lock()
 		for _, o := range c.held {
-			if prev > 0 && now.Sub(o.renewed) < c.cfg.LeaseDuration {
+			if prev > 0 && o.retakenAt != 0 && seq >= o.retakenAt {
+				o.retakenAt = 0 // this beat, sent after the retake, proves no one took this worker for dead since
+			}
+			if prev > 0 && !o.unvouched && now.Sub(o.renewed) < c.cfg.LeaseDuration {
 				if sent.After(o.renewed) {
 					o.renewed = sent
 				}
@@ -302,15 +308,28 @@ func (c *Coordinator) beat(ctx context.Context) {
 				stale = true
 			}
 		}
+		if stale {
+			c.unvouchLocked()
+		}
 		c.mu.Unlock()
 		c.actOnNotices(board, notices)
 		if stale {
 			c.renewEach(ctx)
+			if prev == 0 { // a renewal after a new incarnation's first beat
+				c.mu.Lock()
+				for _, o := range c.held {
+					if o.retakenAt != 0 && seq >= o.retakenAt && !o.renewed.Before(sent) {
+						o.retakenAt = 0
+					}
+				}
+				c.mu.Unlock()
+			}
 		}
 	case errors.Is(err, errBeatRefused): // a fresh attribute refused: the item is gone
 		c.log.Info("leasetable: the beat board's item is gone; renewing each lease until the next scan picks another", "board", board)
 		c.mu.Lock()
 		c.board, c.beatName, c.beatOn, c.needScan = "", "", "", true
+		c.unvouchLocked()
 		c.mu.Unlock()
 		c.renewEach(ctx)
 	case ctx.Err() != nil:
@@ -340,6 +359,14 @@ func (c *Coordinator) beat(ctx context.Context) {
 		if len(gone) == 0 {
 			c.log.Warn("leasetable: beat failed; retrying next period", "board", board, "err", err)
 		}
+	}
+}
+
+// unvouchLocked marks every held lease as not to be extended by a beat
+// until its own next conditional write succeeds. c.mu must be held.
+func (c *Coordinator) unvouchLocked() {
+	for _, o := range c.held {
+		o.unvouched = true
 	}
 }
 

@@ -27,11 +27,17 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 // lease and beat, drops the held leases the scan shows lost, reports unreadable
 // items, and takes the leases takePlan picks.
 func (c *Coordinator) scanCycle(ctx context.Context) {
+	c.mu.Lock()
+	c.needScan = false // this scan answers what asked for one so far
+	c.mu.Unlock()
 	sc, err := c.table.scan(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
 		}
+		c.mu.Lock()
+		c.needScan = true
+		c.mu.Unlock()
 		return
 	}
 	leases, bad := sc.leases, sc.bad
@@ -234,6 +240,9 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	}
 	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started}
 	c.mu.Lock()
+	if l.Owner == c.cfg.WorkerID && !c.cfg.RenewEveryLease {
+		h.retakenAt = c.beatSeq + 1
+	}
 	if c.draining { // Drain began during the take: hand it back at once
 		c.mu.Unlock()
 		if _, err := c.table.Release(ctx, nl); err != nil {
