@@ -139,6 +139,7 @@ type Coordinator struct {
 	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
 	acks         []string             // steal notices for this worker acted on, deleted by its next beat
 	orphans      []string             // notice attributes of workers without a beat, removed by the next beat
+	unsent       []stealNote          // steal notices whose write failed, tried again (retryNotices)
 	ownerChanged map[string]time.Time // owner -> when its beat or a lease of it last changed
 	watch        map[string]string    // other owner -> the lease read between scans
 	needScan     bool                 // the next take cycle scans the table

@@ -475,28 +475,70 @@ func (c *Coordinator) actOnNotices(board string, notices []string) {
 // counter), of the steal, by a notice on the item its latest beat is on:
 // the owner's reader of the shard then stops at its next beat instead of
 // its next checkpoint of the shard or scan, which cuts the records both
-// workers deliver. Best effort, at one write per steal, for an owner that
-// beats (an owner renewing each lease learns at its next renewal): a
-// notice lost only leaves the old way.
+// workers deliver. One write per steal, for an owner that beats (an owner
+// renewing each lease learns at its next renewal); a failed write is tried
+// again at the next take cycles, a few times: a notice lost at last only
+// leaves the old way.
 func (c *Coordinator) noteSteal(ctx context.Context, l Lease, counter int64) {
 	if l.Owner == "" || l.Owner == c.cfg.WorkerID {
 		return
 	}
+	c.sendNotice(ctx, stealNote{owner: l.Owner, shard: l.Shard, counter: counter})
+}
+
+// stealNote is a steal notice to write: shard, now at counter, was stolen
+// from owner; tries counts the writes that failed.
+type stealNote struct {
+	owner, shard string
+	counter      int64
+	tries        int
+}
+
+// maxNoticeTries bounds the writes of one steal notice: one per take cycle.
+const maxNoticeTries = 5
+
+// sendNotice writes n where its owner beats, and keeps it to be written
+// again at the next take cycles (retryNotices) if the write fails.
+func (c *Coordinator) sendNotice(ctx context.Context, n stealNote) {
 	c.mu.Lock()
 	var on string
 	var latest time.Time
 	for _, s := range c.beats {
-		if s.worker == l.Owner && s.on != "" && (on == "" || s.changed.After(latest)) {
+		if s.worker == n.owner && s.on != "" && (on == "" || s.changed.After(latest)) {
 			on, latest = s.on, s.changed
 		}
 	}
-	alive := c.ownerAliveLocked(l.Owner, c.cfg.Clock.Now())
+	alive := c.ownerAliveLocked(n.owner, c.cfg.Clock.Now())
 	c.mu.Unlock()
 	if on == "" || !alive {
 		return // a dead owner reads nothing
 	}
-	if err := c.table.noteSteal(ctx, on, l.Owner, l.Shard, counter); err != nil && ctx.Err() == nil {
-		c.log.Debug("leasetable: steal notice not written", "shard", l.Shard, "owner", l.Owner, "err", err)
+	err := c.table.noteSteal(ctx, on, n.owner, n.shard, n.counter)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	c.log.Debug("leasetable: steal notice not written", "shard", n.shard, "owner", n.owner, "err", err)
+	if n.tries++; n.tries < maxNoticeTries {
+		c.mu.Lock()
+		c.unsent = append(c.unsent, n)
+		c.mu.Unlock()
+	}
+}
+
+// retryNotices writes again the steal notices whose write failed, for the
+// leases this worker still holds.
+func (c *Coordinator) retryNotices(ctx context.Context) {
+	c.mu.Lock()
+	notes := c.unsent
+	c.unsent = nil
+	c.mu.Unlock()
+	for _, n := range notes {
+		c.mu.Lock()
+		h := c.held[n.shard]
+		c.mu.Unlock()
+		if h != nil {
+			c.sendNotice(ctx, n)
+		}
 	}
 }
 

@@ -227,3 +227,60 @@ func orphanTrial(t *testing.T) string {
 	}
 	return ""
 }
+
+// noticeFailDB fails the next n steal-notice writes, unapplied.
+type noticeFailDB struct {
+	DynamoDBAPI
+	mu sync.Mutex
+	n  int
+}
+
+func (f *noticeFailDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.mu.Lock()
+	fail := f.n > 0 && aws.ToString(in.UpdateExpression) == "ADD #a0 :n"
+	if fail {
+		f.n--
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, &types.InternalServerError{Message: aws.String("injected: notice not written")}
+	}
+	return f.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// TestLivenessStealNoticeRetried checks that a steal notice whose write
+// failed is written again at the thief's next take cycle, so that the
+// victim stops holding the stolen lease at its next beat after that rather
+// than at its next checkpoint of the shard or scan.
+func TestLivenessStealNoticeRetried(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	f2 := &noticeFailDB{DynamoDBAPI: db, n: 1}
+	w2 := newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	for range 2 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.c.renewCycle(ctx)
+	}
+	w2.cycle(ctx) // sees w1's beat
+	victim := w1.held()[2]
+	w2.c.take(ctx, mustGet(t, w2.c.Table(), victim)) // a steal; its notice fails
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	if !w1.c.Holds(victim) {
+		t.Fatal("w1 learnt of the steal though its notice was not written")
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.c.takeCycle(ctx) // writes the notice again
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
+		t.Errorf("w1 lost %v after the notice was written again, want [%s]", lost, victim)
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// takeCycle runs one take period: a full cycle (scanCycle) with
-// RenewEveryLease or when one is due, else a check of the other workers'
-// liveness (checkOwners) that runs a full cycle only when it calls for one.
+// takeCycle runs one take period: it writes again the steal notices whose
+// write failed, then a full cycle (scanCycle) with RenewEveryLease or when
+// one is due, else a check of the other workers' liveness (checkOwners)
+// that runs a full cycle only when it calls for one.
 func (c *Coordinator) takeCycle(ctx context.Context) {
+	c.retryNotices(ctx)
 	if c.cfg.RenewEveryLease || c.scanDue() || c.checkOwners(ctx) {
 		c.scanCycle(ctx)
 	}
