@@ -74,8 +74,10 @@ type Config struct {
 	// restart pauses its shards for about LeaseDuration; with StateDir the
 	// restarted worker takes them back at once.
 	//
-	// A stable ID (the same after a restart) also avoids the pause, and is
-	// safe only if two live processes can never use the same ID at once:
+	// A stable ID (the same after a restart) also avoids most of the pause
+	// (the leases it takes back from itself are trusted once its first beat
+	// and their renewals succeed, within RenewInterval), and is safe only
+	// if two live processes can never use the same ID at once:
 	// two of them would both renew, checkpoint and read the same leases,
 	// each believing it holds them. Nothing in the table can tell them
 	// apart. Set one only when something else guarantees a single process
