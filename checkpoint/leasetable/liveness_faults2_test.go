@@ -60,11 +60,7 @@ func TestLivenessRefusedBeatThenRenewalFails(t *testing.T) {
 	}
 	w2.cycle(ctx)
 
-	w1.clk.Advance(period)
-	w1.db.pause()
-	done := make(chan struct{})
-	go func() { defer close(done); w1.c.renewCycle(ctx) }()
-	<-w1.db.blocked // suspended mid-beat, clock stopped
+	resume := suspendMidBeat(ctx, w1) // its beat held in flight, its clock stopped
 	for range 4 {
 		w2.clk.Advance(period)
 		w2.cycle(ctx)
@@ -73,8 +69,7 @@ func TestLivenessRefusedBeatThenRenewalFails(t *testing.T) {
 		t.Fatalf("w2 holds %v, want all 3", w2.held())
 	}
 	f1.set(true) // w1's renewals after the refusal are throttled
-	w1.db.resume()
-	<-done
+	resume()
 	f1.set(false)
 	for range 3 { // the new incarnation's next beats succeed
 		w1.clk.Advance(period)

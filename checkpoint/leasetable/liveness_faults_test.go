@@ -207,11 +207,7 @@ func duplicateBeatTrial(t *testing.T) []string {
 	if w1.c.board != all[0].ID || w1.c.myBeat != 1 {
 		t.Fatalf("board %q, beat %d", w1.c.board, w1.c.myBeat)
 	}
-	w1.clk.Advance(period)
-	w1.db.pause()
-	done := make(chan struct{})
-	go func() { defer close(done); w1.c.renewCycle(ctx) }()
-	<-w1.db.blocked // suspended, clock stopped, beat in flight
+	resume := suspendMidBeat(ctx, w1) // its beat held in flight, its clock stopped
 
 	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
 	for i := 0; len(w2.held()) < 3; i++ {
@@ -221,8 +217,7 @@ func duplicateBeatTrial(t *testing.T) []string {
 		w2.clk.Advance(period)
 		w2.cycle(ctx)
 	}
-	w1.db.resume()
-	<-done
+	resume()
 	for range 2 { // a few more beats while the clock hardly moves
 		w1.clk.Advance(period / 10)
 		w1.c.renewCycle(ctx)

@@ -390,11 +390,7 @@ func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
 	w2.cycle(ctx)
 
 	old := w1.c.beatName
-	w1.clk.Advance(period)
-	w1.db.pause()
-	done := make(chan struct{})
-	go func() { defer close(done); w1.c.renewCycle(ctx) }()
-	<-w1.db.blocked // the beat is held in flight; w1's clock stands still
+	resume := suspendMidBeat(ctx, w1) // its beat held in flight, its clock stopped
 
 	for range 4 {
 		w2.clk.Advance(period)
@@ -406,8 +402,7 @@ func TestLivenessSuspendedWorkerBeatRefused(t *testing.T) {
 	if !w1.c.Holds(shards[0].ID) {
 		t.Fatal("w1's stopped clock should still vouch for its leases")
 	}
-	w1.db.resume()
-	<-done
+	resume()
 	w1.c.deliver()
 	if _, lost := w1.events(); !cmp.Equal(ids(shards), lost) {
 		t.Errorf("w1 lost %v after its refused beat, want %v", lost, ids(shards))
@@ -538,6 +533,22 @@ func disagreeingBoards(t *testing.T, n int) (w1, w2 *worker, all []ShardInfo) {
 	return w1, w2, all
 }
 
+// suspendMidBeat suspends w in the middle of a beat, as a suspended host:
+// its clock advances to its next renew period and then stands still, and
+// the beat's write is held in flight. resume lets the write through and
+// returns once the renewal cycle is done.
+func suspendMidBeat(ctx context.Context, w *worker) (resume func()) {
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.db.pause()
+	done := make(chan struct{})
+	go func() { defer close(done); w.c.renewCycle(ctx) }()
+	<-w.db.blocked
+	return func() {
+		w.db.resume()
+		<-done
+	}
+}
+
 // stepAll advances each worker's clock by its renew period and runs one
 // cycle of it, in turn.
 func stepAll(ctx context.Context, ws ...*worker) {
@@ -561,11 +572,7 @@ func TestLivenessBoardsDisagree(t *testing.T) {
 		t.Fatalf("w2 holds %v while w1 beats on another board, want only %s", got, all[0].ID)
 	}
 
-	w1.clk.Advance(period)
-	w1.db.pause()
-	done := make(chan struct{})
-	go func() { defer close(done); w1.c.renewCycle(ctx) }()
-	<-w1.db.blocked
+	resume := suspendMidBeat(ctx, w1) // its beat held in flight, its clock stopped
 	for i := 0; len(w2.held()) < 3; i++ {
 		if i > 10 {
 			t.Fatalf("w2 never took w1's leases; it holds %v", w2.held())
@@ -573,8 +580,7 @@ func TestLivenessBoardsDisagree(t *testing.T) {
 		w2.clk.Advance(period)
 		w2.cycle(ctx)
 	}
-	w1.db.resume()
-	<-done
+	resume()
 	w1.c.deliver()
 	if _, lost := w1.events(); !cmp.Equal(ids(all[1:]), lost) {
 		t.Errorf("w1 lost %v after its refused beat, want %v", lost, ids(all[1:]))
