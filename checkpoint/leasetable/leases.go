@@ -137,6 +137,7 @@ type Coordinator struct {
 	beatName     string               // this incarnation's beat attribute; "": start a new one
 	beatOn       string               // the item this incarnation beats on (its board)
 	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
+	lastBeat     time.Time            // when the last successful beat was sent; zero: never (see Holds)
 	acks         []string             // steal notices for this worker acted on, deleted by its next beat
 	orphans      []string             // notice attributes of workers without a beat, removed by the next beat
 	unsent       []stealNote          // steal notices whose write failed, tried again (retryNotices)
@@ -222,7 +223,8 @@ func (c *Coordinator) Held() []Lease {
 // Holds reports whether this worker holds shard's lease and renewed it (a
 // take, a checkpoint, its own renewal or, by default, this worker's beat
 // within LeaseDuration of the last renewal) less than
-// LeaseDuration ago on its clock. A reader checks it before delivering
+// LeaseDuration ago on its clock, and, once it has beaten, its last beat
+// succeeded less than LeaseDuration ago. A reader checks it before delivering
 // records: once it is false, another worker may already have taken the
 // lease (a paused process learns of the loss only when its next write
 // fails), so records read now would be read twice.
@@ -231,7 +233,12 @@ func (c *Coordinator) Holds(shard string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.held[shard]
-	return ok && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	// Once this worker has beaten, the others judge all its leases by its
+	// beat alone: none is trusted past LeaseDuration after the last beat
+	// that succeeded, whatever wrote the lease since (a take after it held
+	// nothing for a while, a checkpoint while beats fail).
+	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
+	return ok && beatOK && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes

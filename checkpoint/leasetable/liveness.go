@@ -395,6 +395,7 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	if first == nil {
 		return prev, nil, fmt.Errorf("leasetable: beat: no lease held")
 	}
+	sent := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, first)
 	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget)
 	cancel()
@@ -403,7 +404,7 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	}
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
-	c.boardRead, c.myBeat, c.orphans = now, beats[name].n, orphans
+	c.boardRead, c.myBeat, c.orphans, c.lastBeat = now, beats[name].n, orphans, sent
 	c.seeBeatsLocked(beats, board, nil, true, now)
 	c.mu.Unlock()
 	return prev, notices, nil
