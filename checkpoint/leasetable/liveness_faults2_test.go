@@ -1,40 +1,13 @@
 package leasetable
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/internal/localaws"
 )
-
-// renewFailDB fails every lease renewal (an UpdateItem whose expression is
-// the renewal's) with a transient service error while failRenews is set.
-type renewFailDB struct {
-	DynamoDBAPI
-	mu         sync.Mutex
-	failRenews bool
-}
-
-func (f *renewFailDB) set(v bool) { f.mu.Lock(); f.failRenews = v; f.mu.Unlock() }
-
-func (f *renewFailDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.mu.Lock()
-	fail := f.failRenews && aws.ToString(in.UpdateExpression) == "SET #counter = #counter + :one"
-	f.mu.Unlock()
-	if fail {
-		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected: renewal throttled")}
-	}
-	return f.DynamoDBAPI.UpdateItem(ctx, in, o...)
-}
 
 // TestLivenessRefusedBeatThenRenewalFails checks a suspended worker (clock
 // stopped, beat in flight) taken for dead whose renewals fail transiently
@@ -45,7 +18,7 @@ func TestLivenessRefusedBeatThenRenewalFails(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	f1 := &renewFailDB{DynamoDBAPI: db}
+	f1 := &faultDB{DynamoDBAPI: db}
 	w1 := newWorker(t, table, "w1", f1, nil)
 	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
 	shards := shardIDs(3)
@@ -68,21 +41,15 @@ func TestLivenessRefusedBeatThenRenewalFails(t *testing.T) {
 	if len(w2.held()) != 3 {
 		t.Fatalf("w2 holds %v, want all 3", w2.held())
 	}
-	f1.set(true) // w1's renewals after the refusal are throttled
+	f1.setRule(times(1<<30, failBefore, isRenew)) // w1's renewals after the refusal fail
 	resume()
-	f1.set(false)
+	f1.setRule(nil)
 	for range 3 { // the new incarnation's next beats succeed
 		w1.clk.Advance(period)
 		w1.c.renewCycle(ctx)
 	}
 	w1.c.deliver()
-	var both []string
-	for _, s := range w2.held() {
-		if w1.c.Holds(s) {
-			both = append(both, s)
-		}
-	}
-	if len(both) > 0 {
+	if both := heldByBoth(w2, w1); len(both) > 0 {
 		t.Errorf("w1 and w2 both hold %v: w1's beats vouch for leases it never renewed after its beat was refused", both)
 	}
 }
@@ -146,34 +113,9 @@ func TestLivenessRetakeOwnLeaseAfterPause(t *testing.T) {
 	// w0 saw w2's beat last before the pause, and looks again now.
 	w0.clk.Advance(w0.c.cfg.LeaseDuration + w0.c.cfg.RenewInterval)
 	w0.cycle(ctx)
-	var both []string
-	for _, s := range w0.held() {
-		if w2.c.Holds(s) {
-			both = append(both, s)
-		}
-	}
-	if len(both) > 0 {
+	if both := heldByBoth(w0, w2); len(both) > 0 {
 		t.Errorf("w0 and w2 both hold %v: w0 took them moments after w2 took them back", both)
 	}
-}
-
-// takeLostDB applies the next n takes but answers each with an error (a
-// timed-out attempt that landed).
-type takeLostDB struct {
-	DynamoDBAPI
-	mu sync.Mutex
-	n  int
-}
-
-func (f *takeLostDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := f.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil && f.n > 0 && strings.Contains(aws.ToString(in.UpdateExpression), ":newowner") {
-		f.n--
-		return nil, &types.InternalServerError{Message: aws.String("injected: take applied, answer lost")}
-	}
-	return out, err
 }
 
 // TestLivenessOrphanedOwnLease checks takes whose answers were lost, which
@@ -193,7 +135,7 @@ func orphanTrial(t *testing.T) string {
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t) + strconv.Itoa(rand.IntN(1e6))
 	shards := shardIDs(4)
-	f0 := &takeLostDB{DynamoDBAPI: db}
+	f0 := &faultDB{DynamoDBAPI: db}
 	noSteal := func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 }
 	w0 := newWorker(t, table, "w0", f0, noSteal)
 	w1 := newWorker(t, table, "w1", db, noSteal)
@@ -204,9 +146,7 @@ func orphanTrial(t *testing.T) string {
 	if err := w0.c.SyncShards(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
-	f0.mu.Lock()
-	f0.n = 2
-	f0.mu.Unlock()
+	f0.setRule(times(2, loseAnswer, isTake))
 	stepAll(ctx, w0) // target 2: both takes land, both answers are lost
 	for range 12 {   // four lease durations
 		stepAll(ctx, w0, w1)
@@ -223,26 +163,6 @@ func orphanTrial(t *testing.T) string {
 	return ""
 }
 
-// noticeFailDB fails the next n steal-notice writes, unapplied.
-type noticeFailDB struct {
-	DynamoDBAPI
-	mu sync.Mutex
-	n  int
-}
-
-func (f *noticeFailDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.mu.Lock()
-	fail := f.n > 0 && aws.ToString(in.UpdateExpression) == "ADD #a0 :n"
-	if fail {
-		f.n--
-	}
-	f.mu.Unlock()
-	if fail {
-		return nil, &types.InternalServerError{Message: aws.String("injected: notice not written")}
-	}
-	return f.DynamoDBAPI.UpdateItem(ctx, in, o...)
-}
-
 // TestLivenessStealNoticeRetried checks that a steal notice whose write
 // failed is written again at the thief's next take cycle, so that the
 // victim stops holding the stolen lease at its next beat after that rather
@@ -252,7 +172,8 @@ func TestLivenessStealNoticeRetried(t *testing.T) {
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
 	w1 := newWorker(t, table, "w1", db, nil)
-	f2 := &noticeFailDB{DynamoDBAPI: db, n: 1}
+	f2 := &faultDB{DynamoDBAPI: db}
+	f2.setRule(times(1, failBefore, isNote))
 	w2 := newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
 	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,9 @@
 package leasetable
 
 import (
-	"context"
 	"math/rand/v2"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
@@ -66,36 +59,6 @@ func TestLivenessRetakeAfterIdle(t *testing.T) {
 	}
 }
 
-// flakyDB applies the next beat but answers with an error (a timed-out
-// attempt that still landed), and fails scans while failScans is set.
-type flakyDB struct {
-	DynamoDBAPI
-	mu            sync.Mutex
-	applyThenFail bool
-	failScans     bool
-}
-
-func (f *flakyDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := f.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.applyThenFail && err == nil && strings.HasPrefix(aws.ToString(in.UpdateExpression), "ADD #a0 :one") {
-		f.applyThenFail = false
-		return nil, &types.InternalServerError{Message: aws.String("injected: applied, answer lost")}
-	}
-	return out, err
-}
-
-func (f *flakyDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	f.mu.Lock()
-	fail := f.failScans
-	f.mu.Unlock()
-	if fail {
-		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
-	}
-	return f.DynamoDBAPI.Scan(ctx, in, o...)
-}
-
 // TestLivenessRefusedBeatNoGap checks a worker whose beat landed but whose
 // answer was lost, so that its next beat is refused, while its scans fail
 // (throttling): it must start a new incarnation on the same board at once,
@@ -105,7 +68,7 @@ func TestLivenessRefusedBeatNoGap(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	f1 := &flakyDB{DynamoDBAPI: db}
+	f1 := &faultDB{DynamoDBAPI: db}
 	w1 := newWorker(t, table, "w1", f1, nil)
 	w2 := newWorker(t, table, "w2", db, nil)
 	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
@@ -120,9 +83,13 @@ func TestLivenessRefusedBeatNoGap(t *testing.T) {
 	}
 	mine := w1.held()
 	_, lost0 := w1.events()
-	f1.mu.Lock()
-	f1.applyThenFail, f1.failScans = true, true
-	f1.mu.Unlock()
+	loseBeat := times(1, loseAnswer, isBeat)
+	f1.setRule(func(op, expr string) fault {
+		if op == "Scan" {
+			return failBefore
+		}
+		return loseBeat(op, expr)
+	})
 	for range 8 {
 		both()
 	}
@@ -182,7 +149,7 @@ func duplicateBeatTrial(t *testing.T) []string {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t) + strconv.Itoa(rand.IntN(1e6))
-	f1 := &flakyDB{DynamoDBAPI: db}
+	f1 := &faultDB{DynamoDBAPI: db}
 	w1 := newWorker(t, table, "w1", f1, nil)
 	all := shardIDs(3)
 	if err := w1.c.SyncShards(ctx, all[1:]); err != nil {
@@ -190,9 +157,7 @@ func duplicateBeatTrial(t *testing.T) []string {
 	}
 	period := w1.c.cfg.RenewInterval
 	w1.cycle(ctx) // takes shards 1 and 2; board shard 1
-	f1.mu.Lock()
-	f1.applyThenFail = true
-	f1.mu.Unlock()
+	f1.setRule(times(1, loseAnswer, isBeat))
 	w1.clk.Advance(period)
 	w1.c.renewCycle(ctx) // the first beat lands on shard 1; its answer is lost
 	if w1.c.myBeat != 0 || w1.c.beatName != "" {
@@ -223,13 +188,7 @@ func duplicateBeatTrial(t *testing.T) []string {
 		w1.c.renewCycle(ctx)
 	}
 	w1.c.deliver()
-	var both []string
-	for _, s := range w2.held() {
-		if w1.c.Holds(s) {
-			both = append(both, s)
-		}
-	}
-	return both
+	return heldByBoth(w2, w1)
 }
 
 // TestLivenessMixedRenewEveryLease checks a fleet turning RenewEveryLease
@@ -246,20 +205,10 @@ func TestLivenessMixedRenewEveryLease(t *testing.T) {
 	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
 		t.Fatal(err)
 	}
-	period := w1.c.cfg.RenewInterval
 	for range 12 {
-		w1.clk.Advance(period)
-		w1.cycle(ctx)
-		w2.clk.Advance(period)
-		w2.cycle(ctx)
+		stepAll(ctx, w1, w2)
 	}
-	var both []string
-	for _, s := range w2.held() {
-		if w1.c.Holds(s) {
-			both = append(both, s)
-		}
-	}
-	if len(both) > 0 {
+	if both := heldByBoth(w2, w1); len(both) > 0 {
 		t.Errorf("w1 and w2 both hold %v (w1 holds %v, w2 %v)", both, w1.held(), w2.held())
 	}
 }

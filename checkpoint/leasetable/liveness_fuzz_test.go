@@ -2,7 +2,6 @@ package leasetable
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,60 +11,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/weirstream/weir/internal/localaws"
 )
 
-// faultDB fails calls at random: before applying (not applied) or after
-// (applied, answer lost).
-type faultDB struct {
-	DynamoDBAPI
-	mu   sync.Mutex
-	rng  *rand.Rand
-	rate float64
-}
-
-func (f *faultDB) roll() (before, after bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.rng.Float64() >= f.rate {
-		return false, false
+// randomFaults returns a rule that fails a call with probability rate,
+// before it applies or after, its answer lost, alike.
+func randomFaults(rng *rand.Rand, rate float64) func(op, expr string) fault {
+	return func(string, string) fault {
+		switch {
+		case rng.Float64() >= rate:
+			return noFault
+		case rng.IntN(2) == 0:
+			return failBefore
+		}
+		return loseAnswer
 	}
-	if f.rng.IntN(2) == 0 {
-		return true, false
-	}
-	return false, true
-}
-
-var errInjected = &types.InternalServerError{Message: aws.String("injected")}
-
-func (f *faultDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	b, a := f.roll()
-	if b {
-		return nil, errInjected
-	}
-	out, err := f.DynamoDBAPI.UpdateItem(ctx, in, o...)
-	if a && err == nil {
-		return nil, errInjected
-	}
-	return out, err
-}
-
-func (f *faultDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if b, a := f.roll(); b || a {
-		return nil, errInjected
-	}
-	return f.DynamoDBAPI.Scan(ctx, in, o...)
-}
-
-func (f *faultDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if b, a := f.roll(); b || a {
-		return nil, errInjected
-	}
-	return f.DynamoDBAPI.GetItem(ctx, in, o...)
 }
 
 // TestLivenessFaultFuzz runs three workers on six shards for 150 renew
@@ -115,7 +75,8 @@ func fuzzTrial(t *testing.T, seed uint64, rate float64) string {
 	var ws []*worker
 	var fs []*faultDB
 	for i := range n {
-		f := &faultDB{DynamoDBAPI: db, rng: rand.New(rand.NewPCG(seed, uint64(i)))}
+		f := &faultDB{DynamoDBAPI: db}
+		f.setRule(randomFaults(rand.New(rand.NewPCG(seed, uint64(i))), rate))
 		fs = append(fs, f)
 		ws = append(ws, newWorker(t, table, fmt.Sprintf("w%d", i), f, func(c *CoordinatorConfig) {
 			c.Logger = lg
@@ -129,13 +90,10 @@ func fuzzTrial(t *testing.T, seed uint64, rate float64) string {
 	alive := make([]int, n) // steps left paused (clock running)
 	var log []string
 	for step := range 150 {
-		for _, f := range fs {
-			f.mu.Lock()
-			f.rate = rate
-			if step > 120 {
-				f.rate = 0
+		if step == 121 { // the faults stop
+			for _, f := range fs {
+				f.setRule(nil)
 			}
-			f.mu.Unlock()
 		}
 		order := rng.Perm(n)
 		for _, w := range ws {
