@@ -46,26 +46,6 @@ func collector(t *testing.T, batches int) *metrics.Collector {
 	return c
 }
 
-func get(t *testing.T, h http.Handler, method, path string) (*http.Response, string) {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(body)
-}
-
 func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := status.New(status.Config{Refresh: 1500 * time.Millisecond})
 	if !errors.Is(err, status.ErrInvalidConfig) || !strings.Contains(err.Error(), "Collector") || !strings.Contains(err.Error(), "Refresh") {
@@ -88,7 +68,7 @@ func TestPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, body := get(t, h, http.MethodGet, "/")
+			resp, body := request(t, h, http.MethodGet, "/", "")
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 				t.Fatalf("GET /: %s %s", resp.Status, resp.Header.Get("Content-Type"))
 			}
@@ -121,7 +101,7 @@ func TestSnapshotJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, body := get(t, h, http.MethodGet, "/status/snapshot.json")
+	resp, body := request(t, h, http.MethodGet, "/status/snapshot.json", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET snapshot.json: %s", resp.Status)
 	}
@@ -139,7 +119,7 @@ func TestOnlyReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := get(t, h, http.MethodPost, "/"); resp.StatusCode != http.StatusMethodNotAllowed {
+	if resp, _ := request(t, h, http.MethodPost, "/", ""); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %s, want 405", resp.Status)
 	}
 }
@@ -180,7 +160,7 @@ func TestPageShowsShardsAndFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body := get(t, h, http.MethodGet, "/")
+	_, body := request(t, h, http.MethodGet, "/", "")
 	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
 	text = strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{

@@ -22,18 +22,8 @@ const canary = "weir-canary-secret"
 func TestServerEnvironment(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", canary)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIA-weir-canary")
-	root, err := findRoot(os.Getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := lookNode("node")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, root := installedNode(t)
 	logger := slog.New(slog.DiscardHandler)
-	if err := ensureInstalled(t.Context(), root, logger); err != nil {
-		t.Fatal(err)
-	}
 	for _, k := range []kind{kindKinesis, kindDynamoDB, kindKinesisMock} {
 		t.Run(k.String(), func(t *testing.T) {
 			p, _, err := startServer(t.Context(), k, node, root, "", logger)

@@ -63,25 +63,7 @@ func TestScrape(t *testing.T) {
 	c.BatchCompleted(info)
 	c.Sample(t.Context())
 
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(weirprom.New(c)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, text)
-	}
+	reg, text := scrape(t, c)
 
 	for _, line := range []string{
 		`weir_batches_completed_total 1`,
@@ -124,6 +106,32 @@ func TestScrape(t *testing.T) {
 	}
 }
 
+// scrape registers c's exporter in a pedantic registry, scrapes it over
+// HTTP and returns the registry and the scraped text; a failed scrape
+// fails t.
+func scrape(t *testing.T, c *metrics.Collector) (*prometheus.Registry, string) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(weirprom.New(c)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape: %s\n%s", resp.Status, body)
+	}
+	return reg, string(body)
+}
+
 // readDoc returns the metric names doc.go lists, sorted.
 func readDoc() ([]string, error) {
 	b, err := os.ReadFile("doc.go")
@@ -160,29 +168,12 @@ func TestScrapeInvalidUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Sample(t.Context())
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(weirprom.New(c)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, body)
-	}
+	_, body := scrape(t, c)
 	for _, line := range []string{
 		`weir_kinesis_records_read_total{shard="shard-` + "\uFFFD" + `",source="0"} 1`,
 		`weir_lease_table_leases{owner="w` + "\uFFFD" + `"} 1`,
 	} {
-		if !strings.Contains(string(body), "\n"+line+"\n") {
+		if !strings.Contains(body, "\n"+line+"\n") {
 			t.Errorf("scrape lacks %q", line)
 		}
 	}
