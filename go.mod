@@ -2,6 +2,8 @@ module github.com/weirstream/weir
 
 go 1.26
 
+toolchain go1.26.8
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18

@@ -8,7 +8,11 @@
 // Start installs them with `npm ci` on first use into a folder of the user's
 // cache directory (os.UserCacheDir()/weir/localaws/<pin>), or into
 // Options.Dir, then starts each one with Node on a free loopback port. Only
-// Node.js 20+ and npm are needed. Close the Env to stop them.
+// Node.js 20+ and npm are needed. Close the Env to stop them. npm runs with
+// --ignore-scripts, and npm and the servers see only PATH, HOME, the
+// temporary folder and the locale of your environment (npm also proxies and
+// npm_config_*), never AWS_* credentials. An installed tree is reused only
+// if npm's record of it matches the pinned lock, integrity hashes included.
 //
 //	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true})
 //	if err != nil { ... }

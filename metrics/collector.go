@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
@@ -27,6 +28,12 @@ const DefaultHistory = 300
 // listFailWarning is the number of consecutive failed listings of the lease
 // table that is logged at WARN.
 const listFailWarning = 5
+
+// maxErrLen is the longest error text a Snapshot keeps (BatchSample.Err,
+// Fleet.Err), in bytes: a longer one is cut and ends with a note of how much
+// was cut. With History, it bounds the memory, the JSON snapshot and the
+// status page that errors of any size can take.
+const maxErrLen = 4 << 10
 
 // Receiver is what a Collector samples of a Kinesis receiver;
 // *kinesis.Receiver implements it.
@@ -207,7 +214,7 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 		Recovered:  b.Recovered, Ranges: slices.Clone(b.Ranges),
 	}
 	if b.Err != nil {
-		s.Err = b.Err.Error()
+		s.Err = clipErr(b.Err.Error())
 	}
 	c.mu.Lock()
 	c.counts.Completed++
@@ -227,6 +234,20 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	logs := c.warn.batch(c.cfg.Clock.Now(), c.recent)
 	c.mu.Unlock()
 	c.log(logs)
+}
+
+// clipErr returns msg cut to at most maxErrLen bytes, at a character
+// boundary, with a note of the bytes cut.
+func clipErr(msg string) string {
+	if len(msg) <= maxErrLen {
+		return msg
+	}
+	const noteRoom = 40 // " … [N bytes cut]" with N of up to 20 digits
+	end := maxErrLen - noteRoom
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return msg[:end] + fmt.Sprintf(" … [%d bytes cut]", len(msg)-end)
 }
 
 // appendCapped appends s to list, which keeps between limit and 2*limit
@@ -311,7 +332,7 @@ func (c *Collector) listedLocked(now time.Time, table []leasetable.Lease, err er
 		if c.fleet == nil {
 			c.fleet = &Fleet{}
 		}
-		c.fleet.Err = err.Error()
+		c.fleet.Err = clipErr(err.Error())
 		// A table that a starting receiver has not created yet fails a
 		// listing or two: warn only about a failure that lasts.
 		c.listFails++

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -339,5 +340,35 @@ func TestWarnsAboutLastingListingFailures(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{5, 12}, got); diff != "" {
 		t.Errorf("samples that logged (-want +got):\n%s", diff)
+	}
+}
+
+// TestErrorTextsBounded completes batches failing with a 1 MiB error, and
+// fails a listing of the lease table with one: the Snapshot keeps at most
+// 4 KiB of each, cut at a character boundary, saying how much was cut.
+func TestErrorTextsBounded(t *testing.T) {
+	table := &fakeTable{err: errors.New(strings.Repeat("é", 1<<19))} // 1 MiB
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, History: 3, Leases: table, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := errors.New("x" + strings.Repeat("é", 1<<19))
+	for i := range 10 {
+		info := stream.BatchInfo{Time: batch.Time(1000 * (i + 1)), Records: 1, Blocks: 1, Err: huge}
+		c.BatchScheduled(info)
+		c.BatchStarted(info)
+		c.BatchCompleted(info)
+	}
+	c.Sample(t.Context())
+	s := c.Snapshot()
+	texts := []string{s.Fleet.Err}
+	for _, b := range append(s.Recent, s.Failed...) {
+		texts = append(texts, b.Err)
+	}
+	for i, text := range texts {
+		if len(text) > 4<<10 || !utf8.ValidString(text) || !strings.HasSuffix(text, " bytes cut]") {
+			t.Errorf("error text %d: %d bytes, valid UTF-8 %v, ending %q; want at most 4096, valid, ending with the bytes cut",
+				i, len(text), utf8.ValidString(text), text[max(len(text)-30, 0):])
+		}
 	}
 }

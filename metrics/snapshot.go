@@ -79,7 +79,7 @@ type BatchSample struct {
 	TotalDelay time.Duration
 	// Recovered reports a batch recomputed after a restart.
 	Recovered bool
-	// Err is why the batch failed, "" if it succeeded.
+	// Err is why the batch failed, "" if it succeeded; cut to 4 KiB.
 	Err string
 	// Ranges are the sequence-number ranges of its input blocks.
 	Ranges []batch.SeqRange
@@ -132,7 +132,8 @@ type Fleet struct {
 	Leases []leasetable.Lease
 	// Workers are the owners of the leases, sorted, without "".
 	Workers []string
-	// Err is the error of the latest listing, "" if it succeeded.
+	// Err is the error of the latest listing, "" if it succeeded; cut to
+	// 4 KiB.
 	Err string
 }
 

@@ -10,7 +10,12 @@
 // proxies. It reloads itself every few seconds. The same snapshot is served
 // as JSON at snapshot.json beside it.
 //
-// The handler shows what the pipeline reads, where it is and which workers
-// run: serve it on a loopback or otherwise private address (the wordcount
-// example serves it on 127.0.0.1 unless told otherwise).
+// The handler shows what the pipeline reads, where it is, which workers run
+// and the error texts of failed batches (each cut to 4 KiB), without
+// authentication or TLS: serve it on a loopback or otherwise private
+// address (the wordcount example serves it on 127.0.0.1 unless told
+// otherwise). It answers only requests naming localhost, an IP address or a
+// name of Config.Hosts in their Host header, against DNS rebinding, and
+// forbids framing and content sniffing; Handler.Guard does the same for a
+// handler served beside it, such as Prometheus metrics.
 package status

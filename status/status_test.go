@@ -46,26 +46,6 @@ func collector(t *testing.T, batches int) *metrics.Collector {
 	return c
 }
 
-func get(t *testing.T, h http.Handler, method, path string) (*http.Response, string) {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(body)
-}
-
 func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := status.New(status.Config{Refresh: 1500 * time.Millisecond})
 	if !errors.Is(err, status.ErrInvalidConfig) || !strings.Contains(err.Error(), "Collector") || !strings.Contains(err.Error(), "Refresh") {
@@ -88,7 +68,7 @@ func TestPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, body := get(t, h, http.MethodGet, "/")
+			resp, body := request(t, h, http.MethodGet, "/", "")
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 				t.Fatalf("GET /: %s %s", resp.Status, resp.Header.Get("Content-Type"))
 			}
@@ -121,7 +101,7 @@ func TestSnapshotJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, body := get(t, h, http.MethodGet, "/status/snapshot.json")
+	resp, body := request(t, h, http.MethodGet, "/status/snapshot.json", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET snapshot.json: %s", resp.Status)
 	}
@@ -139,7 +119,7 @@ func TestOnlyReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := get(t, h, http.MethodPost, "/"); resp.StatusCode != http.StatusMethodNotAllowed {
+	if resp, _ := request(t, h, http.MethodPost, "/", ""); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %s, want 405", resp.Status)
 	}
 }
@@ -180,7 +160,7 @@ func TestPageShowsShardsAndFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body := get(t, h, http.MethodGet, "/")
+	_, body := request(t, h, http.MethodGet, "/", "")
 	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
 	text = strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{
@@ -193,6 +173,137 @@ func TestPageShowsShardsAndFleet(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("page lacks %q; its text:\n%s", want, text)
+		}
+	}
+}
+
+// request sends method path to h with the Host header host ("" keeps the
+// server's address) and returns the response and its body.
+func request(t *testing.T, h http.Handler, method, path, host string) (*http.Response, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// TestHostCheck sends requests naming various hosts, to the page and to a
+// handler behind Guard: only localhost, IP addresses and Config.Hosts are
+// answered, which defeats DNS rebinding.
+func TestHostCheck(t *testing.T) {
+	h, err := status.New(status.Config{Collector: collector(t, 3), Hosts: []string{"status.internal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := h.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") }))
+	tests := []struct {
+		host string
+		want int
+	}{
+		{"", http.StatusOK}, // the server's 127.0.0.1:port
+		{"localhost:8080", http.StatusOK},
+		{"LOCALHOST", http.StatusOK},
+		{"[::1]:8080", http.StatusOK},
+		{"10.0.0.7:8080", http.StatusOK},
+		{"status.internal:8080", http.StatusOK},
+		{"Status.Internal.", http.StatusOK},
+		{"evil.example", http.StatusMisdirectedRequest},
+		{"evil.example:8080", http.StatusMisdirectedRequest},
+		{"localhost.evil.example", http.StatusMisdirectedRequest},
+		{"127.0.0.1.nip.io", http.StatusMisdirectedRequest},
+	}
+	for _, tt := range tests {
+		for _, target := range []struct {
+			name, path string
+			h          http.Handler
+		}{{"page", "/", h}, {"snapshot", "/snapshot.json", h}, {"guarded", "/metrics", guarded}} {
+			resp, body := request(t, target.h, http.MethodGet, target.path, tt.host)
+			if resp.StatusCode != tt.want {
+				t.Errorf("%s with Host %q: %s, want %d", target.name, tt.host, resp.Status, tt.want)
+			}
+			if tt.want != http.StatusOK && (strings.Contains(body, "shard-0") || strings.Contains(body, "metrics")) {
+				t.Errorf("%s with Host %q: refused, yet the body shows data: %.200s", target.name, tt.host, body)
+			}
+		}
+	}
+	if _, err := status.New(status.Config{Collector: collector(t, 0), Hosts: []string{"*.example", "a:80", ""}}); !errors.Is(err, status.ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "Hosts[0]") || !strings.Contains(err.Error(), "Hosts[1]") || !strings.Contains(err.Error(), "Hosts[2]") {
+		t.Errorf("New with bad Hosts: %v, want ErrInvalidConfig naming Hosts[0], [1] and [2]", err)
+	}
+}
+
+// TestSecurityHeaders checks that every response, refusals included,
+// forbids framing and content sniffing.
+func TestSecurityHeaders(t *testing.T) {
+	h, err := status.New(status.Config{Collector: collector(t, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := h.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") }))
+	for _, tt := range []struct {
+		name, method, path, host string
+		h                        http.Handler
+	}{
+		{"page", http.MethodGet, "/", "", h},
+		{"snapshot", http.MethodGet, "/snapshot.json", "", h},
+		{"POST", http.MethodPost, "/", "", h},
+		{"other host", http.MethodGet, "/", "evil.example", h},
+		{"guarded", http.MethodGet, "/metrics", "", guarded},
+	} {
+		resp, _ := request(t, tt.h, tt.method, tt.path, tt.host)
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q, want nosniff", tt.name, got)
+		}
+		if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("%s: X-Frame-Options %q, want DENY", tt.name, got)
+		}
+		if got := resp.Header.Get("Content-Security-Policy"); !strings.Contains(got, "frame-ancestors 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q, want frame-ancestors 'none'", tt.name, got)
+		}
+	}
+}
+
+// TestPageBoundedByHugeErrors fails every batch of a full history with a
+// 1 MiB error: the page and the snapshot stay small.
+func TestPageBoundedByHugeErrors(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := errors.New(strings.Repeat("e", 1<<20))
+	for i := range 2 * metrics.DefaultHistory {
+		info := stream.BatchInfo{Time: batch.Time(1_700_000_000_000 + int64(i)*1000), Records: 1, Blocks: 1, Err: huge}
+		c.BatchScheduled(info)
+		c.BatchStarted(info)
+		c.BatchCompleted(info)
+	}
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path  string
+		limit int
+	}{{"/", 512 << 10}, {"/snapshot.json", 4 << 20}} {
+		resp, body := request(t, h, http.MethodGet, tt.path, "")
+		t.Logf("%s: %d bytes", tt.path, len(body))
+		if resp.StatusCode != http.StatusOK || len(body) > tt.limit {
+			t.Errorf("%s: %s, %d bytes; want 200 OK and at most %d", tt.path, resp.Status, len(body), tt.limit)
 		}
 	}
 }

@@ -61,6 +61,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		if err := o.monitor.checkAddr(); err != nil {
 			problems = append(problems, err.Error())
 		}
+	} else if o.monitor.hosts != "" {
+		problems = append(problems, "-http-hosts given without -http: add -http ADDRESS, or drop -http-hosts")
 	}
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: wordcount takes flags only (see -h)", fs.Arg(0)))

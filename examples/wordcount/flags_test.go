@@ -53,6 +53,8 @@ func TestParseFlags(t *testing.T) {
 			problems: []string{`-stream "words" given with -source local`}},
 		{name: "status page off loopback", args: []string{"-http", "0.0.0.0:8080"},
 			problems: []string{`-http "0.0.0.0:8080": not a loopback address`}},
+		{name: "status page hosts without the page", args: []string{"-http-hosts", "status.internal"},
+			problems: []string{`-http-hosts given without -http`}},
 		{name: "status page address", args: []string{"-http", "8080"},
 			problems: []string{`-http "8080": address 8080: missing port in address (want host:port`}},
 		{name: "bad endpoints", args: []string{"-stream", "s", "-endpoint", "localhost:4567", "-dynamodb-endpoint", "ftp://x"},

@@ -57,7 +57,7 @@ type options struct {
 	state          string        // recovery log directory; "" for the default
 	out            string        // per-batch count files directory
 
-	monitor monitorOptions // -http, -http-public: see monitor.go
+	monitor monitorOptions // -http, -http-public, -http-hosts: see monitor.go
 }
 
 func main() {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,12 +27,41 @@ import (
 type monitorOptions struct {
 	addr   string // -http: where to serve them; "" serves nothing
 	public bool   // -http-public: allow an address other than loopback
+	hosts  string // -http-hosts: more names the Host header may carry, comma-separated
 }
+
+// exposed says what -http serves to whoever reaches it.
+const exposed = "the status page (stream, shard and worker names, checkpoint positions, " +
+	"the error texts of failed batches), /snapshot.json (the same as JSON) and /metrics, " +
+	"with no authentication and no TLS"
 
 // register adds the monitor's flags to fs.
 func (m *monitorOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.addr, "http", "", "serve the status page on / and Prometheus metrics on /metrics at this address, e.g. 127.0.0.1:8080 (loopback only unless -http-public)")
-	fs.BoolVar(&m.public, "http-public", false, "allow -http on an address other than loopback: the page shows stream, shard and worker names to whoever reaches it")
+	fs.BoolVar(&m.public, "http-public", false, "allow -http on an address other than loopback, serving to whoever reaches it "+exposed)
+	fs.StringVar(&m.hosts, "http-hosts", "", "comma-separated host names the status page answers to besides localhost, IP addresses and -http's host, "+
+		"e.g. the machine's DNS name with -http-public; a request naming another host is refused (against DNS rebinding)")
+}
+
+// hostNames returns the names of -http-hosts and -http's host when it is a
+// name: the status page's Config.Hosts.
+func (m *monitorOptions) hostNames() []string {
+	var names []string
+	if host, _, err := net.SplitHostPort(m.addr); err == nil && host != "" && net.ParseIP(host) == nil {
+		names = append(names, host)
+	}
+	for name := range strings.SplitSeq(m.hosts, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// loopback reports whether host is localhost or a loopback IP address.
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // checkAddr refuses an address that is not loopback unless public is set:
@@ -44,7 +74,7 @@ func (m *monitorOptions) checkAddr() error {
 	if m.public {
 		return nil
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback(host) {
 		return fmt.Errorf("-http %q: not a loopback address; use 127.0.0.1:PORT, or add -http-public to serve the status page to the network", m.addr)
 	}
 	return nil
@@ -81,16 +111,16 @@ func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Wr
 	if err != nil {
 		return nil, err
 	}
-	page, err := status.New(status.Config{Collector: c, Title: o.app})
+	page, err := status.New(status.Config{Collector: c, Title: o.app, Hosts: o.monitor.hostNames()})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-http-hosts %q: %w", o.monitor.hosts, err)
 	}
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(weirprom.New(c)); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", page.Guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.Handle("/", page)
 	ln, err := net.Listen("tcp", o.monitor.addr)
 	if err != nil {
@@ -105,6 +135,10 @@ func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Wr
 	})
 	m.wg.Go(func() { _ = c.Run(ctx) }) // returns nil once ctx is done
 	fmt.Fprintf(out, "status page: http://%s/  Prometheus metrics: http://%s/metrics\n", ln.Addr(), ln.Addr())
+	if host, _, _ := net.SplitHostPort(o.monitor.addr); !loopback(host) {
+		logger.Warn("wordcount: -http serves beyond loopback", "addr", ln.Addr().String(), "exposed", exposed,
+			"fix", "serve on 127.0.0.1 and reach it through an SSH tunnel or an authenticating TLS proxy")
+	}
 	return m, nil
 }
 

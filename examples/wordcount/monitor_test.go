@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -36,6 +38,24 @@ func TestCheckAddr(t *testing.T) {
 				t.Errorf("checkAddr: %v, want an error mentioning %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestHostNames(t *testing.T) {
+	tests := []struct {
+		addr, hosts string
+		want        []string
+	}{
+		{"127.0.0.1:8080", "", nil},
+		{"0.0.0.0:8080", "status.internal, other.internal,", []string{"status.internal", "other.internal"}},
+		{"myhost:8080", "", []string{"myhost"}},
+		{":8080", "a.example", []string{"a.example"}},
+	}
+	for _, tt := range tests {
+		got := (&monitorOptions{addr: tt.addr, hosts: tt.hosts}).hostNames()
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("hostNames of -http %q -http-hosts %q (-want +got):\n%s", tt.addr, tt.hosts, diff)
+		}
 	}
 }
 
@@ -94,6 +114,23 @@ func TestRunServesStatusAndMetrics(t *testing.T) {
 	}
 	if m := get(urls[2]); !strings.Contains(m, "weir_batches_completed_total") || !strings.Contains(m, "weir_batch_total_delay_seconds") {
 		t.Errorf("/metrics lacks weir's metrics:\n%s", m)
+	}
+	// A page of another site that rebinds its name to 127.0.0.1 sends its
+	// own name as Host: /metrics refuses it as the page does.
+	for _, url := range urls[1:] {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s with Host evil.example: %s, nosniff %q; want 421 with nosniff", url, resp.Status, resp.Header.Get("X-Content-Type-Options"))
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -33,6 +35,31 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
 // policyDir holds the policies, relative to this package.
 const policyDir = "../../docs/iam"
+
+// provisioningPolicy grants what creates the resources a run needs (the
+// tables, the enhanced fan-out consumer) and deregisters the consumer: the
+// runtime policies leave these out, so that a running worker cannot make or
+// delete them unless given this policy too.
+const provisioningPolicy = "provisioning.json"
+
+// provisioningCalls are the actions provisioningPolicy must grant, each
+// with the tests whose runs call it (and check that they do).
+var provisioningCalls = map[string]string{
+	"dynamodb:CreateTable":             "TestLeasesPolicy, TestRecoveryLogPolicy",
+	"kinesis:RegisterStreamConsumer":   "TestFanoutPolicy",
+	"kinesis:DeregisterStreamConsumer": "TestFanoutPolicy (with DeregisterOnStop)",
+}
+
+// kmsConditions are the conditions every kms:Decrypt statement must have,
+// with the value each must hold: the key is usable only through Kinesis in
+// the stream's region (kms:ViaService) and only for this stream (Kinesis
+// passes the stream ARN as the encryption context aws:kinesis:arn; see
+// "Permissions to use user-generated KMS keys" in the Kinesis Data Streams
+// guide).
+var kmsConditions = map[string]string{
+	"kms:ViaService":                        "kinesis.REGION.amazonaws.com",
+	"kms:EncryptionContext:aws:kinesis:arn": "arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM",
+}
 
 // rarePaths are actions a policy must grant that a normal run does not
 // call, each with the reason.
@@ -100,9 +127,11 @@ func action(target string) string {
 type policy struct {
 	Version   string
 	Statement []struct {
-		Effect   string
-		Action   stringOrList
-		Resource stringOrList
+		Sid       string
+		Effect    string
+		Action    stringOrList
+		Resource  stringOrList
+		Condition map[string]map[string]stringOrList
 	}
 }
 
@@ -142,20 +171,28 @@ func readPolicy(t *testing.T, name string) map[string]bool {
 			if strings.Contains(a, "*") {
 				t.Errorf("%s: action %q: a least-privilege policy names each action", name, a)
 			}
+			if a == "kms:Decrypt" {
+				for key, want := range kmsConditions {
+					if got := st.Condition["StringEquals"][key]; len(got) != 1 || got[0] != want {
+						t.Errorf("%s: statement %d (%s): kms:Decrypt with condition StringEquals %s = %v; want %q", name, i, st.Sid, key, got, want)
+					}
+				}
+			}
 			allowed[a] = true
 		}
 	}
 	return allowed
 }
 
-// check compares the actions a run called with those of policy: every one
-// called must be allowed, and every one allowed for service (kinesis,
-// dynamodb) must be called or be a rare path.
+// check compares the actions a run called with those of policy file: every
+// one called must be allowed by file, or be one of provisioningCalls, and
+// every one file allows for service (kinesis, dynamodb) must be called or
+// be a rare path.
 func check(t *testing.T, file, service string, called []string) {
 	t.Helper()
 	allowed := readPolicy(t, file)
 	for _, a := range called {
-		if strings.HasPrefix(a, service+":") && !allowed[a] {
+		if strings.HasPrefix(a, service+":") && !allowed[a] && provisioningCalls[a] == "" {
 			t.Errorf("weir called %s, which %s does not allow: add it to the policy (and to docs/iam.md)", a, file)
 		}
 	}
@@ -165,6 +202,22 @@ func check(t *testing.T, file, service string, called []string) {
 		}
 	}
 	t.Logf("%s: called %v", file, called)
+}
+
+// provisioned checks that a run called the provisioning actions want, and
+// no others.
+func provisioned(t *testing.T, called []string, want ...string) {
+	t.Helper()
+	var got []string
+	for _, a := range called {
+		if provisioningCalls[a] != "" {
+			got = append(got, a)
+		}
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("provisioning actions called (-want +got):\n%s", diff)
+	}
 }
 
 // runReceiver reads n records of a new stream with cfg (stream, endpoint
@@ -274,6 +327,7 @@ func TestLeasesPolicy(t *testing.T) {
 	called := rec.called()
 	check(t, "kinesis-polling.json", "kinesis", called)
 	check(t, "dynamodb-leases.json", "dynamodb", called)
+	provisioned(t, called, "dynamodb:CreateTable")
 }
 
 func TestRecoveryLogPolicy(t *testing.T) {
@@ -304,6 +358,7 @@ func TestRecoveryLogPolicy(t *testing.T) {
 	}
 	l.Close()
 	check(t, "dynamodb-log.json", "dynamodb", rec.called())
+	provisioned(t, rec.called(), "dynamodb:CreateTable")
 }
 
 // TestFanoutPolicy reads a stream of kinesis-mock (kinesalite has no
@@ -335,6 +390,7 @@ func TestFanoutPolicy(t *testing.T) {
 		FanOut: &kinesis.FanOutConfig{ConsumerName: "iam-" + stream[len(stream)-8:], DeregisterOnStop: true},
 	}, n)
 	check(t, "kinesis-fanout.json", "kinesis", rec.called())
+	provisioned(t, rec.called(), "kinesis:RegisterStreamConsumer", "kinesis:DeregisterStreamConsumer")
 }
 
 // TestFanoutPolicyCoversPolling checks the enhanced fan-out policy parses
@@ -345,6 +401,33 @@ func TestFanoutPolicyCoversPolling(t *testing.T) {
 	for a := range readPolicy(t, "kinesis-polling.json") {
 		if !fanout[a] {
 			t.Errorf("kinesis-fanout.json does not allow %s, which kinesis-polling.json does", a)
+		}
+	}
+}
+
+// TestProvisioningPolicy checks that provisioning.json grants exactly the
+// provisioning actions, that no runtime policy grants any of them, and
+// (through readPolicy) that every kms:Decrypt carries kmsConditions.
+func TestProvisioningPolicy(t *testing.T) {
+	t.Parallel()
+	got := slices.Sorted(maps.Keys(readPolicy(t, provisioningPolicy)))
+	want := slices.Sorted(maps.Keys(provisioningCalls))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: actions (-want +got):\n%s", provisioningPolicy, diff)
+	}
+	files, err := filepath.Glob(filepath.Join(policyDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		if name == provisioningPolicy {
+			continue
+		}
+		for a := range readPolicy(t, name) {
+			if provisioningCalls[a] != "" {
+				t.Errorf("%s grants %s: move it to %s, which only whoever creates the resources needs", name, a, provisioningPolicy)
+			}
 		}
 	}
 }

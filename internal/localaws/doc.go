@@ -5,13 +5,19 @@
 // quirk (it omits the initial-response message the SDK waits for).
 //
 // The servers are npm packages pinned in the repository's package.json and
-// package-lock.json. [Start] installs them with `npm ci` into node_modules
-// beside package.json when they are missing (concurrent test processes take
-// turns through a file lock, so only one installs), then starts each server
+// package-lock.json. [Start] installs them with `npm ci --ignore-scripts`
+// (npm checks each tarball against the lock's sha512 integrity) into
+// node_modules beside package.json unless npm's record of the installed tree
+// (node_modules/.package-lock.json) matches the lock, package by package and
+// integrity by integrity (concurrent test processes take turns through a file
+// lock, so only one installs), then starts each server
 // with Node on a free port of 127.0.0.1 and waits until it serves. Only Go,
 // Node.js 20+ and npm are needed. [Env.Close] stops them; if the Go process
 // dies instead, each server exits when its stdin, a pipe from the Go process,
-// closes (on Linux the parent-death signal also kills it).
+// closes (on Linux the parent-death signal also kills it). npm and the
+// servers get an allow-listed environment (PATH, HOME, temporary folder,
+// locale; proxies and npm_config_* for npm), never the caller's AWS_*
+// variables.
 //
 // It builds and runs on Linux, macOS and Windows. The install lock is a
 // flock(2) where the platform has one, else a lock file created exclusively

@@ -84,33 +84,91 @@ func lookNode(name string) (string, error) {
 	return path, nil
 }
 
-// installed reports whether node_modules under root holds every package that
-// root/package.json pins, at the pinned version.
-func installed(root string) (bool, error) {
-	var manifest struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "package.json"))
+// lockEntry is one package of a package-lock.json (lockfileVersion 2 or 3)
+// or of the hidden lockfile npm writes into node_modules.
+type lockEntry struct {
+	Version   string `json:"version"`
+	Integrity string `json:"integrity"`
+	Optional  bool   `json:"optional"`
+}
+
+// readLock returns the packages of the lock file at path, by their folder
+// ("node_modules/a", "node_modules/a/node_modules/b"), without the root.
+func readLock(path string) (map[string]lockEntry, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
-		return false, fmt.Errorf("localaws: read package.json: %w", err)
+		return nil, err
 	}
-	if err := json.Unmarshal(raw, &manifest); err != nil {
-		return false, fmt.Errorf("localaws: parse %s: %w", filepath.Join(root, "package.json"), err)
+	var lock struct {
+		LockfileVersion int                  `json:"lockfileVersion"`
+		Packages        map[string]lockEntry `json:"packages"`
 	}
-	for name, want := range manifest.Dependencies {
+	if err := json.Unmarshal(raw, &lock); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	if lock.LockfileVersion < 2 {
+		return nil, fmt.Errorf("%s: lockfileVersion %d: want 2 or 3 (npm 7 or newer)", path, lock.LockfileVersion)
+	}
+	delete(lock.Packages, "")
+	return lock.Packages, nil
+}
+
+// installed reports whether node_modules under root is the tree `npm ci`
+// installs from root/package-lock.json: npm's record of what it installed
+// (node_modules/.package-lock.json, the hidden lockfile) lists exactly the
+// lock's packages, each at its version and with its integrity (the sha512
+// of the tarball npm checked when it unpacked it), and each package's
+// folder holds that version. A skipped optional package may be missing.
+//
+// This catches a tree npm did not install from this lock: another lock, a
+// partial or interrupted install, a package added or swapped by hand with
+// npm install. It cannot catch files edited in node_modules after the
+// install (npm keeps no hash of unpacked files, and whoever can edit them
+// can edit the hidden lockfile too): node_modules is trusted like the
+// checkout itself. Deleting node_modules makes the next Start run npm ci,
+// which checks every tarball against the lock again.
+func installed(root string) (bool, error) {
+	want, err := readLock(filepath.Join(root, "package-lock.json"))
+	if err != nil {
+		return false, fmt.Errorf("localaws: %w", err)
+	}
+	for dir, w := range want {
+		if w.Integrity == "" {
+			return false, fmt.Errorf("localaws: %s in %s has no integrity, so npm ci cannot check it: "+
+				"pin it to a registry version and regenerate the lock with npm install", dir, filepath.Join(root, "package-lock.json"))
+		}
+	}
+	modules := filepath.Join(root, "node_modules")
+	have, err := readLock(filepath.Join(modules, ".package-lock.json"))
+	if err != nil {
+		return false, nil // not installed by npm 7+, or not at all
+	}
+	for dir, w := range want {
+		h, ok := have[dir]
+		if !ok && w.Optional {
+			continue
+		}
+		if !ok || h.Version != w.Version || h.Integrity != w.Integrity {
+			return false, nil
+		}
 		var pkg struct {
 			Version string `json:"version"`
 		}
-		raw, err := os.ReadFile(filepath.Join(root, "node_modules", name, "package.json"))
-		if err != nil || json.Unmarshal(raw, &pkg) != nil || pkg.Version != want {
+		raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(dir), "package.json"))
+		if err != nil || json.Unmarshal(raw, &pkg) != nil || pkg.Version != w.Version {
+			return false, nil
+		}
+	}
+	for dir := range have {
+		if _, ok := want[dir]; !ok {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// ensureInstalled runs `npm ci` in root unless the pinned packages are
-// already there. Concurrent callers, in this process or others, serialize on
+// ensureInstalled runs `npm ci` in root unless node_modules already holds
+// the tree of the lock file (installed). Concurrent callers, in this process or others, serialize on
 // a lock file: one installs, the others wait and then find the packages.
 func ensureInstalled(ctx context.Context, root string, logger *slog.Logger) error {
 	check := func() (bool, error) { return installed(root) }
@@ -131,12 +189,18 @@ func ensureInstalled(ctx context.Context, root string, logger *slog.Logger) erro
 	return in.run(ctx)
 }
 
-// npmCI runs `npm ci` in root and returns its output on failure.
+// npmCI runs `npm ci` in root and returns its output on failure. npm
+// checks every tarball against the lock file's integrity (sha512). No
+// install script runs (--ignore-scripts): the only ones in the tree are the
+// LevelDB modules' node-gyp-build, and those modules ship prebuilt binaries
+// for Linux, macOS and Windows that load without it. npm sees an
+// allow-listed environment (childEnv), not the caller's AWS credentials.
 func npmCI(ctx context.Context, npm, root string, logger *slog.Logger) error {
 	logger.Info("localaws: installing the local AWS servers with npm ci", "dir", root)
 	began := time.Now()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund")
 	cmd.Dir = root
+	cmd.Env = childEnv(os.Environ(), true)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

@@ -3,6 +3,7 @@ package localaws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,7 +131,9 @@ func TestHelperInstaller(t *testing.T) {
 	}
 }
 
-// TestInstalled checks the version comparison against package.json pins.
+// TestInstalled checks the comparison of node_modules with the lock file:
+// npm's hidden lockfile must list the lock's packages with the same
+// versions and integrity, and each package folder must hold its version.
 func TestInstalled(t *testing.T) {
 	t.Parallel()
 	write := func(t *testing.T, path, content string) {
@@ -142,22 +145,58 @@ func TestInstalled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// lock renders a lock file of entries "dir version integrity [optional]".
+	lock := func(entries ...string) string {
+		var b strings.Builder
+		b.WriteString(`{"lockfileVersion":3,"packages":{"":{"name":"x"}`)
+		for _, e := range entries {
+			f := strings.Fields(e)
+			fmt.Fprintf(&b, `,%q:{"version":%q,"integrity":%q,"optional":%v}`, f[0], f[1], f[2], len(f) > 3)
+		}
+		b.WriteString("}}")
+		return b.String()
+	}
+	const (
+		a     = "node_modules/a 1.0.0 sha512-aaa"
+		b     = "node_modules/b 2.0.0 sha512-bbb"
+		opt   = "node_modules/c 3.0.0 sha512-ccc optional"
+		nestd = "node_modules/a/node_modules/d 4.0.0 sha512-ddd"
+	)
+	pinned := []string{a, b, opt, nestd}
 	tests := []struct {
-		name      string
-		installed map[string]string // package -> version in node_modules
-		want      bool
+		name    string
+		hidden  []string          // entries of node_modules/.package-lock.json; nil: no such file
+		folders map[string]string // package folder -> version in its package.json
+		want    bool
 	}{
-		{"all pinned versions", map[string]string{"a": "1.0.0", "b": "2.0.0"}, true},
-		{"one missing", map[string]string{"a": "1.0.0"}, false},
-		{"one at another version", map[string]string{"a": "1.0.0", "b": "2.0.1"}, false},
+		{"as locked, optional skipped", []string{a, b, nestd},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0", "node_modules/a/node_modules/d": "4.0.0"}, true},
+		{"as locked, optional installed", []string{a, b, opt, nestd},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0", "node_modules/c": "3.0.0", "node_modules/a/node_modules/d": "4.0.0"}, true},
+		{"no hidden lockfile", nil,
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0", "node_modules/a/node_modules/d": "4.0.0"}, false},
+		{"installed from another tarball", []string{a, "node_modules/b 2.0.0 sha512-evil", nestd},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0", "node_modules/a/node_modules/d": "4.0.0"}, false},
+		{"nested package missing", []string{a, b},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0"}, false},
+		{"folder at another version", []string{a, b, nestd},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.1", "node_modules/a/node_modules/d": "4.0.0"}, false},
+		{"folder missing", []string{a, b, nestd},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/a/node_modules/d": "4.0.0"}, false},
+		{"extra package", []string{a, b, nestd, "node_modules/e 5.0.0 sha512-eee"},
+			map[string]string{"node_modules/a": "1.0.0", "node_modules/b": "2.0.0", "node_modules/a/node_modules/d": "4.0.0", "node_modules/e": "5.0.0"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			root := t.TempDir()
 			write(t, filepath.Join(root, "package.json"), `{"dependencies":{"a":"1.0.0","b":"2.0.0"}}`)
-			for pkg, v := range tt.installed {
-				write(t, filepath.Join(root, "node_modules", pkg, "package.json"), `{"version":"`+v+`"}`)
+			write(t, filepath.Join(root, "package-lock.json"), lock(pinned...))
+			if tt.hidden != nil {
+				write(t, filepath.Join(root, "node_modules", ".package-lock.json"), lock(tt.hidden...))
+			}
+			for dir, v := range tt.folders {
+				write(t, filepath.Join(root, dir, "package.json"), `{"version":"`+v+`"}`)
 			}
 			got, err := installed(root)
 			if err != nil {
@@ -168,6 +207,14 @@ func TestInstalled(t *testing.T) {
 			}
 		})
 	}
+	t.Run("lock entry without integrity", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		write(t, filepath.Join(root, "package-lock.json"), `{"lockfileVersion":3,"packages":{"node_modules/a":{"version":"1.0.0"}}}`)
+		if _, err := installed(root); err == nil || !strings.Contains(err.Error(), "no integrity") {
+			t.Errorf("installed: got %v, want an error saying node_modules/a has no integrity", err)
+		}
+	})
 }
 
 // TestFindRoot checks the upward search and the EnvDir override.

@@ -39,7 +39,7 @@ type launch struct {
 	name  string        // "kinesalite", "dynalite", "kinesis-mock"
 	node  string        // path of the node binary
 	args  []string      // arguments after node
-	env   []string      // added to the inherited environment
+	env   []string      // added to the allow-listed environment (childEnv)
 	dir   string        // working directory
 	port  int           // the plain HTTP port it serves on 127.0.0.1
 	grace time.Duration // time between terminate and kill on stop
@@ -67,7 +67,7 @@ func startProcess(ctx context.Context, l launch, logger *slog.Logger) (*process,
 	out := &tailBuffer{limit: outputLimit, marker: []byte(readyMarker), ready: make(chan struct{})}
 	cmd := exec.Command(l.node, l.args...)
 	cmd.Dir = l.dir
-	cmd.Env = append(os.Environ(), l.env...)
+	cmd.Env = append(childEnv(os.Environ(), false), l.env...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = stopGrace

@@ -34,23 +34,31 @@ func TestCloseStopsServers(t *testing.T) {
 	}
 }
 
-// TestPortTakenByAnotherProcess starts each kind of launcher on a port that
-// something else already listens on: the start must fail with errPortInUse
-// (so startServer retries on another port), not take the other listener for
-// the server being ready.
-func TestPortTakenByAnotherProcess(t *testing.T) {
-	t.Parallel()
+// installedNode returns the node binary and the folder of the installed
+// servers, installing them if needed.
+func installedNode(t *testing.T) (node, root string) {
+	t.Helper()
 	root, err := findRoot(os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := lookNode("node")
+	node, err = lookNode("node")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ensureInstalled(t.Context(), root, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
+	return node, root
+}
+
+// TestPortTakenByAnotherProcess starts each kind of launcher on a port that
+// something else already listens on: the start must fail with errPortInUse
+// (so startServer retries on another port), not take the other listener for
+// the server being ready.
+func TestPortTakenByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	node, root := installedNode(t)
 	for _, k := range []kind{kindKinesis, kindKinesisMock} {
 		t.Run(k.String(), func(t *testing.T) {
 			t.Parallel()

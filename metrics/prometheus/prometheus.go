@@ -4,7 +4,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,7 +36,7 @@ func newDesc(name, help string, kind prometheus.ValueType, labels ...string) des
 var (
 	counter = prometheus.CounterValue
 	gauge   = prometheus.GaugeValue
-	// summary marks a desc sent with MustNewConstSummary (sum and count).
+	// summary marks a desc sent with NewConstSummary (sum and count).
 	summary = prometheus.UntypedValue
 )
 
@@ -94,14 +96,20 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the metrics of a fresh Snapshot.
+// Collect sends the metrics of a fresh Snapshot. Label values come from
+// outside (shard IDs, lease owners from the lease table): one that is not
+// valid UTF-8 is sent with its bad bytes replaced by U+FFFD, and a metric
+// the client library still refuses is sent as an invalid metric, which
+// fails the scrape with its error instead of panicking.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.Snapshot()
 	send := func(d desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d.d, d.kind, v, labels...)
+		m, err := prometheus.NewConstMetric(d.d, d.kind, v, validUTF8(labels)...)
+		ch <- orInvalid(d, m, err)
 	}
 	sum := func(d desc, count int64, total time.Duration, labels ...string) {
-		ch <- prometheus.MustNewConstSummary(d.d, uint64(max(count, 0)), total.Seconds(), nil, labels...)
+		m, err := prometheus.NewConstSummary(d.d, uint64(max(count, 0)), total.Seconds(), nil, validUTF8(labels)...)
+		ch <- orInvalid(d, m, err)
 	}
 	b := s.Batches
 	send(batchesScheduled, float64(b.Scheduled))
@@ -183,4 +191,30 @@ func collectShards(send func(desc, float64, ...string), sum func(desc, int64, ti
 			send(retries, float64(n), src, "", string(cause))
 		}
 	}
+}
+
+// validUTF8 returns labels with each value that is not valid UTF-8 (which
+// the exposition format cannot carry) made valid, its bad bytes replaced by
+// U+FFFD. It copies labels only when one changes.
+func validUTF8(labels []string) []string {
+	out := labels
+	for i, l := range labels {
+		if utf8.ValidString(l) {
+			continue
+		}
+		if &out[0] == &labels[0] {
+			out = slices.Clone(labels)
+		}
+		out[i] = strings.ToValidUTF8(l, "\uFFFD")
+	}
+	return out
+}
+
+// orInvalid returns m, or, if making it failed, a metric that reports err
+// to the registry, which fails the scrape with it.
+func orInvalid(d desc, m prometheus.Metric, err error) prometheus.Metric {
+	if err != nil {
+		return prometheus.NewInvalidMetric(d.d, err)
+	}
+	return m
 }

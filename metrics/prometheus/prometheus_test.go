@@ -1,6 +1,7 @@
 package prometheus_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -62,25 +63,7 @@ func TestScrape(t *testing.T) {
 	c.BatchCompleted(info)
 	c.Sample(t.Context())
 
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(weirprom.New(c)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, text)
-	}
+	reg, text := scrape(t, c)
 
 	for _, line := range []string{
 		`weir_batches_completed_total 1`,
@@ -123,6 +106,32 @@ func TestScrape(t *testing.T) {
 	}
 }
 
+// scrape registers c's exporter in a pedantic registry, scrapes it over
+// HTTP and returns the registry and the scraped text; a failed scrape
+// fails t.
+func scrape(t *testing.T, c *metrics.Collector) (*prometheus.Registry, string) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(weirprom.New(c)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape: %s\n%s", resp.Status, body)
+	}
+	return reg, string(body)
+}
+
 // readDoc returns the metric names doc.go lists, sorted.
 func readDoc() ([]string, error) {
 	b, err := os.ReadFile("doc.go")
@@ -136,4 +145,36 @@ func readDoc() ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// badUTF8 is a receiver, and a lease table, whose shard ID and lease owner
+// are not valid UTF-8: anyone who can write the lease table can make them so.
+type badUTF8 struct{ receiver }
+
+func (badUTF8) Stats() kinesis.Stats {
+	return kinesis.Stats{Shards: map[string]kinesis.ShardStats{"shard-\xff": {Reading: true, RecordsRead: 1}}}
+}
+
+func (badUTF8) List(context.Context) ([]leasetable.Lease, error) {
+	return []leasetable.Lease{{Shard: "shard-\xff", Owner: "w\xff"}}, nil
+}
+
+// TestScrapeInvalidUTF8 scrapes label values that are not valid UTF-8: the
+// scrape must succeed with the bad bytes replaced, not panic.
+func TestScrapeInvalidUTF8(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{badUTF8{}},
+		Leases: badUTF8{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	_, body := scrape(t, c)
+	for _, line := range []string{
+		`weir_kinesis_records_read_total{shard="shard-` + "\uFFFD" + `",source="0"} 1`,
+		`weir_lease_table_leases{owner="w` + "\uFFFD" + `"} 1`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
 }
