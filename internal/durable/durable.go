@@ -148,9 +148,9 @@ func (d *Dir) Create(name string, flag int) (*os.File, error) {
 	return d.root.OpenFile(name, flag|os.O_CREATE|os.O_EXCL, d.perm)
 }
 
-// Open opens the existing regular file name with flag, which must not hold
-// os.O_TRUNC. A symbolic link or another non-regular file there is refused
-// with an error wrapping ErrUnsafe, and nothing is opened through it. With
+// Open opens the existing regular file name with flag. A symbolic link or
+// another non-regular file there is refused with an error wrapping
+// ErrUnsafe, and nothing is opened (or truncated) through it. With
 // os.O_CREATE in flag, a missing file is created as Create does.
 func (d *Dir) Open(name string, flag int) (*os.File, error) {
 	for range 3 {
@@ -168,7 +168,8 @@ func (d *Dir) Open(name string, flag int) (*os.File, error) {
 }
 
 // openExisting opens name if it is a regular file, and checks that the file
-// opened is the one examined: a link swapped in between is refused too.
+// opened is the one examined: a link swapped in between is refused too. It
+// truncates only then, for os.O_TRUNC.
 func (d *Dir) openExisting(name string, flag int) (*os.File, error) {
 	fi, err := d.root.Lstat(name)
 	if err != nil {
@@ -177,13 +178,16 @@ func (d *Dir) openExisting(name string, flag int) (*os.File, error) {
 	if err := regular(d.Join(name), fi); err != nil {
 		return nil, err
 	}
-	f, err := d.root.OpenFile(name, flag, 0)
+	f, err := d.root.OpenFile(name, flag&^os.O_TRUNC, 0)
 	if err != nil {
 		return nil, err
 	}
 	ffi, err := f.Stat()
 	if err == nil && !os.SameFile(fi, ffi) {
 		err = fmt.Errorf("%w: %s was replaced while being opened", ErrUnsafe, d.Join(name))
+	}
+	if err == nil && flag&os.O_TRUNC != 0 {
+		err = f.Truncate(0)
 	}
 	if err != nil {
 		f.Close()

@@ -155,6 +155,13 @@ func TestSymlinksAreNotFollowed(t *testing.T) {
 			}
 			return err
 		},
+		"Open O_TRUNC": func(name string) error {
+			f, err := d.Open(name, os.O_WRONLY|os.O_TRUNC)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		},
 		"Open O_CREATE": func(name string) error {
 			f, err := d.Open(name, os.O_RDWR|os.O_CREATE)
 			if err == nil {
