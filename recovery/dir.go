@@ -402,8 +402,8 @@ func (l *DirLog) Close() error {
 	return errors.Join(errs...)
 }
 
-// removeTemps removes the temporary files a crash left. l.mu is held, or
-// the log is being opened.
+// removeTemps removes the temporary files of segments and snapshots a crash
+// left. The log is being opened.
 func (l *DirLog) removeTemps() error {
 	des, err := l.d.ReadDir()
 	if err != nil {
@@ -411,7 +411,7 @@ func (l *DirLog) removeTemps() error {
 	}
 	for _, de := range des {
 		name := de.Name()
-		if _, ok := durable.TempOf(name); !ok && name != compactTemp && name != snapTemp {
+		if !isTemp(name) {
 			continue
 		}
 		if err := l.d.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -419,4 +419,18 @@ func (l *DirLog) removeTemps() error {
 		}
 	}
 	return nil
+}
+
+// isTemp reports whether name is a temporary file of a segment or snapshot.
+func isTemp(name string) bool {
+	if name == compactTemp || name == snapTemp {
+		return true
+	}
+	final, ok := durable.TempOf(name)
+	if !ok {
+		return false
+	}
+	_, seg := parseSegment(final)
+	_, snap := parseSnapshotName(final)
+	return seg || snap
 }

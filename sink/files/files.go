@@ -40,7 +40,7 @@ const (
 	// DefaultSuffix ends every file name when Config.Suffix is empty.
 	DefaultSuffix = ".txt"
 	// DefaultPerm is the permission of the files when Config.Perm is 0:
-	// the owner's only.
+	// 0600, the owner's only.
 	DefaultPerm = durable.DefaultPerm
 )
 
