@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +20,10 @@ import (
 const DefaultSegmentSize = 64 << 20
 
 // Names in a log directory. Segments are numbered from 1; a base segment
-// (written by Compact) supersedes every segment numbered below it.
+// (written by Compact) supersedes every segment numbered below it. Files
+// are written through temporary files of fresh names (durable.TempOf tells
+// them), removed at open; compact.tmp and snapshot.tmp are the fixed names
+// earlier versions used, also removed at open.
 const (
 	lockName    = "LOCK"
 	compactTemp = "compact.tmp"
@@ -30,8 +33,16 @@ const (
 
 // DirConfig configures a log kept in a local directory. It is an Opener.
 type DirConfig struct {
-	// Path is the directory. It is created if it does not exist. Required.
+	// Path is the directory. It is created if it does not exist, with its
+	// missing parents, with mode 0700 (Perm plus search where read is
+	// granted). A directory that group or others can write, or that another
+	// user owns, is refused: they could plant files (or symbolic links,
+	// which weir never follows in it) that the log would trust. Required.
 	Path string
+	// Perm is the permission of the log's files (segments, snapshots, its
+	// LOCK), filtered by the umask. It must let the owner read and write and
+	// must not let group or others write. Zero means 0600.
+	Perm fs.FileMode
 	// SegmentSize is the size in bytes beyond which the next append starts a
 	// new segment file. Zero means DefaultSegmentSize (64 MiB).
 	SegmentSize int64
@@ -55,6 +66,9 @@ func (c DirConfig) validate() error {
 	if c.SegmentSize < 0 {
 		problems = append(problems, fmt.Errorf("SegmentSize %d: must be >= 0 (0 means %d)", c.SegmentSize, DefaultSegmentSize))
 	}
+	if err := durable.CheckPerm("Perm", c.Perm); err != nil {
+		problems = append(problems, err)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
 	}
@@ -75,10 +89,12 @@ func (c DirConfig) validate() error {
 // A DirLog is safe for concurrent use; it serialises appends.
 type DirLog struct {
 	dir    string
+	perm   fs.FileMode
 	segMax int64
 	logger *slog.Logger
 
 	mu       sync.Mutex
+	d        *durable.Dir // open until Close
 	lock     *os.File
 	f        *os.File // active segment, nil before the first append
 	seg      uint64   // number of the active (or last) segment
@@ -101,7 +117,7 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &DirLog{dir: cfg.Path, segMax: cfg.SegmentSize, logger: cfg.Logger}
+	l := &DirLog{dir: cfg.Path, perm: cfg.Perm, segMax: cfg.SegmentSize, logger: cfg.Logger}
 	if l.segMax == 0 {
 		l.segMax = DefaultSegmentSize
 	}
@@ -115,16 +131,21 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 		if l.lock != nil {
 			l.lock.Close()
 		}
+		if l.d != nil {
+			l.d.Close()
+		}
 		return nil, err
 	}
 	return l, nil
 }
 
 func (l *DirLog) open() error {
-	if err := mkdirAllSync(l.dir); err != nil {
-		return err
+	d, err := durable.OpenDir(l.dir, l.perm)
+	if err != nil {
+		return fmt.Errorf("recovery: log directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(l.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	l.d = d
+	lock, err := d.Open(lockName, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("recovery: open lock file: %w", err)
 	}
@@ -132,10 +153,7 @@ func (l *DirLog) open() error {
 	if err := lockFile(lock); err != nil {
 		return fmt.Errorf("recovery: lock log directory %s: %w", l.dir, err)
 	}
-	if err := removeIfExists(filepath.Join(l.dir, compactTemp)); err != nil {
-		return err
-	}
-	if err := removeIfExists(filepath.Join(l.dir, snapTemp)); err != nil { // torn by a crash
+	if err := l.removeTemps(); err != nil { // torn by a crash
 		return err
 	}
 	segs, err := l.segments()
@@ -143,7 +161,7 @@ func (l *DirLog) open() error {
 		return err
 	}
 	for i, s := range segs {
-		if err := l.readSegment(s.path, i == len(segs)-1); err != nil {
+		if err := l.readSegment(s, i == len(segs)-1); err != nil {
 			return err
 		}
 		l.seg = s.num
@@ -154,21 +172,22 @@ func (l *DirLog) open() error {
 type segment struct {
 	num  uint64
 	base bool
-	path string
+	name string
+	path string // for messages
 }
 
 // segments lists the segments in effect, in order: those from the last base
 // segment on. It removes the segments a base supersedes, which a crash during
 // Compact may have left.
 func (l *DirLog) segments() ([]segment, error) {
-	des, err := os.ReadDir(l.dir)
+	des, err := l.d.ReadDir()
 	if err != nil {
 		return nil, fmt.Errorf("recovery: list log directory: %w", err)
 	}
 	var segs []segment
 	for _, de := range des {
 		if s, ok := parseSegment(de.Name()); ok {
-			s.path = filepath.Join(l.dir, de.Name())
+			s.name, s.path = de.Name(), l.d.Join(de.Name())
 			segs = append(segs, s)
 		}
 	}
@@ -183,12 +202,12 @@ func (l *DirLog) segments() ([]segment, error) {
 		}
 	}
 	for _, s := range segs[:from] {
-		if err := os.Remove(s.path); err != nil {
+		if err := l.d.Remove(s.name); err != nil {
 			return nil, fmt.Errorf("recovery: remove compacted segment: %w", err)
 		}
 	}
 	if from > 0 {
-		if err := durable.SyncDir(l.dir); err != nil {
+		if err := l.d.Sync(); err != nil {
 			return nil, err
 		}
 	}
@@ -230,8 +249,9 @@ func compareUint(a, b uint64) int {
 
 // readSegment reads a segment's entries. The last segment's torn tail is
 // truncated away, and the segment is kept open for appends.
-func (l *DirLog) readSegment(path string, last bool) error {
-	data, err := os.ReadFile(path)
+func (l *DirLog) readSegment(seg segment, last bool) error {
+	path := seg.path
+	data, err := l.d.ReadFile(seg.name)
 	if err != nil {
 		return fmt.Errorf("recovery: read segment: %w", err)
 	}
@@ -243,7 +263,7 @@ func (l *DirLog) readSegment(path string, last bool) error {
 	if !last {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := l.d.Open(seg.name, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("recovery: open segment: %w", err)
 	}
@@ -301,12 +321,11 @@ func (l *DirLog) fail(err error) error {
 
 // roll starts the next segment file.
 func (l *DirLog) roll() error {
-	path := filepath.Join(l.dir, segmentName(l.seg+1, false))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.d.Create(segmentName(l.seg+1, false), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
-	if err := durable.SyncDir(l.dir); err != nil {
+	if err := l.d.Sync(); err != nil {
 		f.Close()
 		return err
 	}
@@ -343,8 +362,7 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	}
 	buf := frames(enc)
 	num := l.seg + 1
-	path := filepath.Join(l.dir, segmentName(num, true))
-	if renamed, err := writeFileSync(filepath.Join(l.dir, compactTemp), path, buf); err != nil {
+	if renamed, err := l.d.WriteFile(segmentName(num, true), buf); err != nil {
 		if renamed {
 			// The base segment may or may not be in effect after a crash:
 			// appending to the old segment could lose entries.
@@ -366,30 +384,6 @@ func (l *DirLog) Compact(ctx context.Context) error {
 	return nil
 }
 
-// writeFileSync writes data to temp, fsyncs it, renames it to path and
-// fsyncs the directory. It reports whether the rename happened.
-func writeFileSync(temp, path string, data []byte) (renamed bool, err error) {
-	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return false, err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(temp, path)
-	}
-	if err != nil {
-		os.Remove(temp)
-		return false, err
-	}
-	return true, durable.SyncDir(filepath.Dir(path))
-}
-
 // Close closes the active segment and releases the directory lock; see
 // Log.Close.
 func (l *DirLog) Close() error {
@@ -403,36 +397,40 @@ func (l *DirLog) Close() error {
 	if l.f != nil {
 		errs = append(errs, l.f.Close())
 	}
-	errs = append(errs, l.lock.Close())
+	errs = append(errs, l.lock.Close(), l.d.Close())
 	l.payloads = nil
 	return errors.Join(errs...)
 }
 
-// mkdirAllSync creates dir and its missing parents, and syncs the parent of
-// each directory it creates: a log in a new directory would be lost with it
-// after a crash unless the directory's own name is durable.
-func mkdirAllSync(dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
-			break
+// removeTemps removes the temporary files of segments and snapshots a crash
+// left. The log is being opened.
+func (l *DirLog) removeTemps() error {
+	des, err := l.d.ReadDir()
+	if err != nil {
+		return fmt.Errorf("recovery: list log directory: %w", err)
+	}
+	for _, de := range des {
+		name := de.Name()
+		if !isTemp(name) {
+			continue
 		}
-		created = append(created, d)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("recovery: create log directory: %w", err)
-	}
-	for _, d := range created {
-		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
-			return err
+		if err := l.d.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("recovery: remove %s: %w", l.d.Join(name), err)
 		}
 	}
 	return nil
 }
 
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("recovery: remove %s: %w", path, err)
+// isTemp reports whether name is a temporary file of a segment or snapshot.
+func isTemp(name string) bool {
+	if name == compactTemp || name == snapTemp {
+		return true
 	}
-	return nil
+	final, ok := durable.TempOf(name)
+	if !ok {
+		return false
+	}
+	_, seg := parseSegment(final)
+	_, snap := parseSnapshotName(final)
+	return seg || snap
 }

@@ -77,11 +77,11 @@ func TestDirLocked(t *testing.T) {
 }
 
 func TestDirInvalidConfig(t *testing.T) {
-	_, err := recovery.OpenDir(t.Context(), recovery.DirConfig{SegmentSize: -1})
+	_, err := recovery.OpenDir(t.Context(), recovery.DirConfig{SegmentSize: -1, Perm: 0o666})
 	if !errors.Is(err, recovery.ErrInvalidConfig) {
 		t.Fatalf("OpenDir: got %v, want ErrInvalidConfig", err)
 	}
-	for _, want := range []string{"Path empty", "SegmentSize -1"} {
+	for _, want := range []string{"Path empty", "SegmentSize -1", "Perm 0666: must not let group or others write"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("OpenDir error %q does not contain %q", err, want)
 		}

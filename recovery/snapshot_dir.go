@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/weirstream/weir/internal/durable"
 
 	"github.com/weirstream/weir/batch"
 )
 
 // Names of a directory log's snapshot files: snapshot-<time>.snap, the time
 // in milliseconds, zero-padded to 20 digits so that names sort by time,
-// written through snapshot.tmp.
+// written through a temporary file (snapshot.tmp in earlier versions).
 const (
 	snapPrefix = "snapshot-"
 	snapSuffix = ".snap"
@@ -43,9 +40,9 @@ func parseSnapshotName(name string) (batch.Time, bool) {
 	return batch.Time(n), true
 }
 
-// PutSnapshot writes the snapshot to snapshot.tmp, fsyncs it, renames it to
-// snapshot-<t>.snap and fsyncs the directory: a crash leaves either no file
-// for t (a torn snapshot.tmp, removed at the next open) or the whole
+// PutSnapshot writes the snapshot to a temporary file, fsyncs it, renames
+// it to snapshot-<t>.snap and fsyncs the directory: a crash leaves either no
+// file for t (a torn temporary file, removed at the next open) or the whole
 // snapshot. The reference is the file's name. See SnapshotStore.
 //
 // A failed PutSnapshot does not break the log: the snapshot is not
@@ -57,7 +54,7 @@ func (l *DirLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (st
 		return "", err
 	}
 	name := snapshotName(t)
-	if _, err := writeFileSync(filepath.Join(l.dir, snapTemp), filepath.Join(l.dir, name), frameSnapshot(t, data)); err != nil {
+	if _, err := l.d.WriteFile(name, frameSnapshot(t, data)); err != nil {
 		return "", fmt.Errorf("recovery: write snapshot %s: %w", name, err)
 	}
 	return name, nil
@@ -75,8 +72,8 @@ func (l *DirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not the name of a snapshot file", ErrNoSnapshot, ref)
 	}
-	path := filepath.Join(l.dir, ref)
-	b, err := os.ReadFile(path)
+	path := l.d.Join(ref)
+	b, err := l.d.ReadFile(ref)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoSnapshot, path)
 	}
@@ -94,14 +91,14 @@ func (l *DirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 }
 
 // pruneSnapshots removes the snapshot files older than the current one of
-// the entries payloads, and a snapshot.tmp a crash left. It only tidies up:
+// the entries payloads. It only tidies up:
 // failures are logged. l.mu is held.
 func (l *DirLog) pruneSnapshots(payloads [][]byte) {
 	cur, err := CurrentSnapshot(payloads)
 	if err != nil || cur == nil {
 		return
 	}
-	des, err := os.ReadDir(l.dir)
+	des, err := l.d.ReadDir()
 	if err != nil {
 		l.logger.Warn("recovery: could not list old snapshots to remove", "dir", l.dir, "err", err)
 		return
@@ -109,7 +106,7 @@ func (l *DirLog) pruneSnapshots(payloads [][]byte) {
 	removed := false
 	for _, de := range des {
 		if t, ok := parseSnapshotName(de.Name()); ok && t < cur.Time && de.Name() != cur.Ref {
-			if err := os.Remove(filepath.Join(l.dir, de.Name())); err != nil {
+			if err := l.d.Remove(de.Name()); err != nil {
 				l.logger.Warn("recovery: could not remove an old snapshot", "file", de.Name(), "err", err)
 				continue
 			}
@@ -117,7 +114,7 @@ func (l *DirLog) pruneSnapshots(payloads [][]byte) {
 		}
 	}
 	if removed {
-		if err := durable.SyncDir(l.dir); err != nil {
+		if err := l.d.Sync(); err != nil {
 			l.logger.Warn("recovery: could not sync the log directory after removing old snapshots", "dir", l.dir, "err", err)
 		}
 	}

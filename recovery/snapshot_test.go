@@ -131,18 +131,26 @@ func TestDirSnapshotTorn(t *testing.T) {
 	}
 	mustAppend(t, l, recovery.SnapshotTaken(1000, ref))
 	l.Close()
-	// A crash in the middle of writing the next snapshot.
-	tmp := filepath.Join(dir, "snapshot.tmp")
-	if err := os.WriteFile(tmp, []byte("weirsnp1\x00\x01"), 0o644); err != nil {
-		t.Fatal(err)
+	// A crash in the middle of writing the next snapshot, in this version
+	// (a temporary file of a fresh name) and in an earlier one.
+	temps := []string{
+		filepath.Join(dir, ".tmp-snapshot-00000000000000002000.snap.0123456789abcdef"),
+		filepath.Join(dir, "snapshot.tmp"),
+	}
+	for _, tmp := range temps {
+		if err := os.WriteFile(tmp, []byte("weirsnp1\x00\x01"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l, err = recovery.OpenDir(ctx, recovery.Dir(dir))
 	if err != nil {
 		t.Fatalf("open after a torn snapshot: %v", err)
 	}
 	defer l.Close()
-	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("snapshot.tmp still there after open: %v", err)
+	for _, tmp := range temps {
+		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after open: %v", filepath.Base(tmp), err)
+		}
 	}
 	got, err := l.GetSnapshot(ctx, ref)
 	if err != nil || string(got) != "state at 1000" {

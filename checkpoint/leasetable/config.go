@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/durable"
 )
 
 // Defaults of Config fields left at zero.
@@ -99,7 +101,17 @@ type Config struct {
 	// warning and does without). Default "": no state. The Kinesis
 	// receiver defaults it to the driver's directory recovery log
 	// (source.Runtime.StateDir).
+	//
+	// The directory is created if needed with mode 0700 (StatePerm plus
+	// search where read is granted). One that group or others can write,
+	// or that another user owns, is refused (logged, as any unusable state
+	// directory): a workers file planted there would make this worker take
+	// live workers' leases at once. Symbolic links in it are never followed.
 	StateDir string
+	// StatePerm is the permission of the files in StateDir, filtered by the
+	// umask. It must let the owner read and write and must not let group or
+	// others write. Default 0600.
+	StatePerm fs.FileMode
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
 	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
@@ -197,6 +209,9 @@ func (c Config) Problems() []error {
 	var problems []error
 	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
 	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if err := durable.CheckPerm("StatePerm", c.StatePerm); err != nil {
 		problems = append(problems, err)
 	}
 	if strings.TrimSpace(c.WorkerID) == "" {

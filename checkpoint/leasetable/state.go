@@ -2,16 +2,15 @@ package leasetable
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/weirstream/weir/internal/durable"
-
 	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/internal/durable"
 )
 
 // workerState is this worker's file in Config.StateDir: the worker IDs
@@ -25,41 +24,72 @@ import (
 // fsynced) so a crash leaves the old list or the new one. The lock is on a
 // file that is never replaced: a rename would move a later holder onto
 // another inode than an earlier one still locks.
+//
+// The list is trusted (its workers' leases are taken at once), so the
+// directory must be one only this user can write (durable.OpenDir), and
+// neither file may be a symbolic link.
 type workerState struct {
+	dir  *durable.Dir
 	lock *dirlock.Lock
-	path string // the workers file
+	name string // the workers file
 	me   string
 }
 
 // openWorkerState locks dir's lock file for table and returns the state
 // with the IDs of the earlier workers (never me), after writing me first
 // in the list, so that a successor of this worker learns of it before it
-// takes any lease.
-func openWorkerState(dir, table, me string) (*workerState, []string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// takes any lease. Its files get permission perm (0 means 0600).
+func openWorkerState(dir string, perm fs.FileMode, table, me string) (_ *workerState, _ []string, err error) {
+	d, err := durable.OpenDir(dir, perm)
+	if err != nil {
 		return nil, nil, fmt.Errorf("leasetable: state directory: %w", err)
 	}
-	lock, err := dirlock.Acquire(dir, table+".lock")
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	lock, err := dirlock.Acquire(d, table+".lock")
 	if err != nil {
 		return nil, nil, fmt.Errorf("leasetable: state directory %s: %w", dir, err)
 	}
-	s := &workerState{lock: lock, path: filepath.Join(dir, table+".workers"), me: me}
-	b, err := os.ReadFile(s.path)
-	if err != nil && !os.IsNotExist(err) {
-		lock.Release()
-		return nil, nil, fmt.Errorf("leasetable: state directory: %w", err)
+	s := &workerState{dir: d, lock: lock, name: table + ".workers", me: me}
+	preds, err := s.read()
+	if err == nil {
+		err = s.write(preds)
 	}
-	var preds []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if id := strings.TrimSpace(line); id != "" && id != me && !slices.Contains(preds, id) {
-			preds = append(preds, id)
-		}
-	}
-	if err := s.write(preds); err != nil {
+	if err != nil {
 		lock.Release()
 		return nil, nil, err
 	}
 	return s, preds, nil
+}
+
+// read returns the workers listed, but me, and removes the temporary files
+// of the list a crash left (".<table>.workers.tmp" in earlier versions).
+func (s *workerState) read() ([]string, error) {
+	des, err := s.dir.ReadDir()
+	if err != nil {
+		return nil, fmt.Errorf("leasetable: state directory: %w", err)
+	}
+	for _, de := range des {
+		if final, ok := durable.TempOf(de.Name()); ok && final == s.name || de.Name() == s.name+".tmp" {
+			if err := s.dir.Remove(de.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("leasetable: state directory: %w", err)
+			}
+		}
+	}
+	b, err := s.dir.ReadFile(s.name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("leasetable: state directory: %w", err)
+	}
+	var preds []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if id := strings.TrimSpace(line); id != "" && id != s.me && !slices.Contains(preds, id) {
+			preds = append(preds, id)
+		}
+	}
+	return preds, nil
 }
 
 // write replaces the list with me followed by preds, durably.
@@ -69,32 +99,14 @@ func (s *workerState) write(preds []string) error {
 		buf.WriteString(id)
 		buf.WriteByte('\n')
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("leasetable: state directory: %w", err)
-	}
-	_, err = f.Write(buf.Bytes())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.path)
-	}
-	if err == nil {
-		err = durable.SyncDir(filepath.Dir(s.path))
-	}
-	if err != nil {
-		return fmt.Errorf("leasetable: writing %s: %w", s.path, err)
+	if _, err := s.dir.WriteFile(s.name, buf.Bytes()); err != nil {
+		return fmt.Errorf("leasetable: writing %s: %w", s.dir.Join(s.name), err)
 	}
 	return nil
 }
 
 // close releases the lock.
-func (s *workerState) close() error { return s.lock.Release() }
+func (s *workerState) close() error { return errors.Join(s.lock.Release(), s.dir.Close()) }
 
 // openState opens StateDir, if set, and records the earlier workers listed
 // there as gone; nil if there is no state to keep. A state directory that
@@ -104,7 +116,7 @@ func (c *Coordinator) openState() *workerState {
 	if c.cfg.StateDir == "" {
 		return nil
 	}
-	st, preds, err := openWorkerState(c.cfg.StateDir, c.table.Name(), c.cfg.WorkerID)
+	st, preds, err := openWorkerState(c.cfg.StateDir, c.cfg.StatePerm, c.table.Name(), c.cfg.WorkerID)
 	if err != nil {
 		c.log.Warn("leasetable: state directory unusable; the leases of an earlier worker will be taken when they expire", "err", err)
 		return nil

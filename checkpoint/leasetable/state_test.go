@@ -1,8 +1,11 @@
 package leasetable
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -71,5 +74,113 @@ func TestCoordinatorStateDir(t *testing.T) {
 	}
 	if string(b) != "w3\n" {
 		t.Errorf("state file %q once w1 owns nothing, want w3 alone", b)
+	}
+}
+
+// openStateIn opens the worker state of table t in dir for worker me.
+func openStateIn(dir, me string) (*workerState, []string, error) {
+	return openWorkerState(dir, 0, "t", me)
+}
+
+// plantVictim returns the path of a file outside any state directory
+// holding content, and a check that it still holds exactly that.
+func plantVictim(t *testing.T, content string) (string, func()) {
+	t.Helper()
+	target := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(target, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return target, func() {
+		t.Helper()
+		if b, err := os.ReadFile(target); err != nil || string(b) != content {
+			t.Errorf("the symlink's target holds %q, %v; want %q", b, err, content)
+		}
+	}
+}
+
+// A workers file planted as a symbolic link (to a list naming a live
+// worker) is refused: its workers' leases must not be taken at once.
+func TestWorkerStateRefusesSymlinkedWorkers(t *testing.T) {
+	dir := t.TempDir()
+	target, untouched := plantVictim(t, "live\n")
+	if err := os.Symlink(target, filepath.Join(dir, "t.workers")); err != nil {
+		t.Fatal(err)
+	}
+	st, preds, err := openStateIn(dir, "me")
+	if err == nil {
+		st.close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("open with a symlinked workers file: got %v (earlier workers %v), want a symbolic link refused", err, preds)
+	}
+	untouched()
+}
+
+// Symbolic links planted at the lock's name and the workers file's former
+// temporary name write nothing through them.
+func TestWorkerStateDoesNotFollowSymlinks(t *testing.T) {
+	t.Run("lock", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "victim")
+		if err := os.Symlink(target, filepath.Join(dir, "t.lock")); err != nil {
+			t.Fatal(err)
+		}
+		if st, _, err := openStateIn(dir, "me"); err == nil {
+			st.close()
+			t.Error("open with a symlinked lock file: nil error")
+		}
+		if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the symlink's target was created: %v", err)
+		}
+	})
+	t.Run("workers.tmp", func(t *testing.T) {
+		dir := t.TempDir()
+		target, untouched := plantVictim(t, "victim")
+		if err := os.Symlink(target, filepath.Join(dir, "t.workers.tmp")); err != nil {
+			t.Fatal(err)
+		}
+		st, _, err := openStateIn(dir, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.close()
+		untouched()
+		b, err := os.ReadFile(filepath.Join(dir, "t.workers"))
+		if err != nil || string(b) != "me\n" {
+			t.Errorf("workers file %q, %v; want me alone", b, err)
+		}
+	})
+}
+
+// A state directory that others can write is refused, naming the fix; a
+// new one is 0700 with 0600 files.
+func TestWorkerStateModes(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no file modes on Windows")
+	}
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := openStateIn(open, "me"); err == nil || !strings.Contains(err.Error(), "chmod go-w "+open) {
+		if st != nil {
+			st.close()
+		}
+		t.Errorf("open of a directory of mode 0777: got %v, want an error naming chmod go-w", err)
+	}
+
+	dir := filepath.Join(t.TempDir(), "state")
+	st, _, err := openStateIn(dir, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory: mode %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+	for _, name := range []string{"t.lock", "t.workers"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", name, fi.Mode().Perm(), err)
+		}
 	}
 }

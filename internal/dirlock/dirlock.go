@@ -9,8 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/weirstream/weir/internal/durable"
 )
 
 // ErrLocked is returned by Acquire and File when another owner, in this
@@ -28,11 +29,13 @@ type Lock struct {
 	err  error
 }
 
-// Acquire creates the file name in dir if needed and takes its lock
-// without waiting: an error wrapping ErrLocked when another owner holds it.
-func Acquire(dir, name string) (*Lock, error) {
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// Acquire creates the file name in dir if needed (refusing a symbolic link
+// or another non-regular file there, see durable.Dir.Open) and takes its
+// lock without waiting: an error wrapping ErrLocked when another owner
+// holds it.
+func Acquire(dir *durable.Dir, name string) (*Lock, error) {
+	path := dir.Join(name)
+	f, err := dir.Open(name, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, fmt.Errorf("dirlock: open %s: %w", path, err)
 	}

@@ -1,6 +1,8 @@
 // Package files is an exactly-once file sink for weir pipelines: it writes
 // each batch to its own file, named after the batch time, atomically, and
-// skips a batch whose file already exists.
+// skips a batch whose file already exists (a regular file: anything else at
+// its name is an error, and its directory must be one only its owner can
+// write, see Config.Dir).
 //
 // With a recovery log (stream.Config.Recovery), a batch that a crash
 // interrupted runs again after the restart with the same time and the same

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,12 +39,13 @@ const (
 	DefaultPrefix = "batch-"
 	// DefaultSuffix ends every file name when Config.Suffix is empty.
 	DefaultSuffix = ".txt"
-	// DefaultPerm is the permission of the files when Config.Perm is 0.
-	DefaultPerm fs.FileMode = 0o644
+	// DefaultPerm is the permission of the files when Config.Perm is 0:
+	// 0600, the owner's only.
+	DefaultPerm = durable.DefaultPerm
 )
 
-// tempPrefix starts the names of the temporary files: hidden, and never a
-// final name, whatever Prefix is.
+// tempPrefix starts the names of the temporary files (see durable.TempOf):
+// hidden, and never a final name, whatever Prefix is.
 const tempPrefix = ".tmp-"
 
 // lockName is the lock file in Dir, held while a Sink is open.
@@ -54,11 +54,14 @@ const lockName = ".lock"
 // Config configures a Sink of records of type T. Only Dir is required.
 type Config[T any] struct {
 	// Dir is the directory the files are written to, created (with its
-	// parents) by New if it does not exist. A directory belongs to one Sink
-	// at a time: New locks it (a hidden ".lock" file held with flock(2)
-	// until Close or the process ends), fails with ErrLocked if another
-	// Sink, in any process, has it, and removes the temporary files a crash
-	// left in it. Required.
+	// parents, mode 0700: Perm plus search where read is granted) by New if
+	// it does not exist. A directory belongs to one Sink at a time: New
+	// locks it (a hidden ".lock" file held with flock(2) until Close or the
+	// process ends), fails with ErrLocked if another Sink, in any process,
+	// has it, and removes the temporary files a crash left in it. New
+	// refuses a directory that group or others can write, or that another
+	// user owns: a file they put at a batch's name would be taken for that
+	// batch's output. Required.
 	Dir string
 	// Format returns the bytes of one record; the Sink writes a newline
 	// after each. Default: fmt's %v of the record. Ignored if Encode is set.
@@ -73,7 +76,9 @@ type Config[T any] struct {
 	// order. Defaults: DefaultPrefix ("batch-") and DefaultSuffix (".txt").
 	// Prefix must not start with ".tmp-", which names temporary files.
 	Prefix, Suffix string
-	// Perm is the permission of the files. Default DefaultPerm (0644).
+	// Perm is the permission of the files (and the lock file), filtered by
+	// the umask. It must let the owner read and write and must not let group
+	// or others write. Default DefaultPerm (0600); 0644 lets others read.
 	Perm fs.FileMode
 	// Keep, when > 0, is how many batch files are kept: after each write,
 	// the files of the oldest batches beyond the newest Keep are removed.
@@ -125,8 +130,8 @@ func (c Config[T]) validate() error {
 	if c.MaxAge < 0 {
 		problems = append(problems, fmt.Errorf("MaxAge %v: must be >= 0 (0 means no age limit)", c.MaxAge))
 	}
-	if c.Perm&^fs.ModePerm != 0 {
-		problems = append(problems, fmt.Errorf("Perm %v: must hold permission bits only, such as 0644", c.Perm))
+	if err := durable.CheckPerm("Perm", c.Perm); err != nil {
+		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
@@ -140,6 +145,7 @@ func (c Config[T]) validate() error {
 // lock until Close.
 type Sink[T any] struct {
 	cfg  Config[T]
+	dir  *durable.Dir
 	lock *dirlock.Lock
 
 	mu     sync.Mutex // serialises pruning
@@ -158,19 +164,22 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 		return nil, err
 	}
 	s := &Sink[T]{cfg: cfg.withDefaults()}
-	if err := mkdirAllSync(s.cfg.Dir); err != nil {
+	dir, err := durable.OpenDir(s.cfg.Dir, s.cfg.Perm)
+	if err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
-	lock, err := dirlock.Acquire(s.cfg.Dir, lockName)
+	lock, err := dirlock.Acquire(dir, lockName)
 	switch {
 	case errors.Is(err, dirlock.ErrLocked):
+		dir.Close()
 		return nil, fmt.Errorf("%w: %s (another process or Sink writes there: give each its own Dir, or stop the other first)", ErrLocked, s.cfg.Dir)
 	case err != nil:
+		dir.Close()
 		return nil, fmt.Errorf("files: %w", err)
 	}
-	s.lock = lock
+	s.dir, s.lock = dir, lock
 	if err := s.removeTemps(); err != nil {
-		lock.Release()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -179,19 +188,21 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 // Close releases the directory's lock; Write then returns ErrClosed. It is
 // idempotent.
 func (s *Sink[T]) Close() error {
-	s.closed.Store(true)
-	return s.lock.Release()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return errors.Join(s.lock.Release(), s.dir.Close())
 }
 
 // removeTemps removes the temporary files of this Sink's names.
 func (s *Sink[T]) removeTemps() error {
-	entries, err := os.ReadDir(s.cfg.Dir)
+	entries, err := s.dir.ReadDir()
 	if err != nil {
 		return fmt.Errorf("files: %w", err)
 	}
 	for _, e := range entries {
 		if s.isTemp(e.Name()) {
-			if err := os.Remove(filepath.Join(s.cfg.Dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("files: remove a crash's temporary file: %w", err)
 			}
 		}
@@ -202,12 +213,11 @@ func (s *Sink[T]) removeTemps() error {
 // isTemp reports whether name is one of this Sink's temporary files:
 // tempPrefix, a final name, a dot and a random suffix.
 func (s *Sink[T]) isTemp(name string) bool {
-	rest, ok := strings.CutPrefix(name, tempPrefix)
-	if i := strings.LastIndexByte(rest, '.'); ok && i > 0 {
-		_, ok = s.parse(rest[:i])
-		return ok
+	final, ok := durable.TempOf(name)
+	if ok {
+		_, ok = s.parse(final)
 	}
-	return false
+	return ok
 }
 
 // Name returns the file name of the batch at t, without the directory.
@@ -236,7 +246,7 @@ func (s *Sink[T]) parse(name string) (batch.Time, bool) {
 
 // Batches returns the times of the batches written to Dir, in order.
 func (s *Sink[T]) Batches() ([]batch.Time, error) {
-	entries, err := os.ReadDir(s.cfg.Dir)
+	entries, err := s.dir.ReadDir()
 	if err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
@@ -252,9 +262,12 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 
 // Write writes batch b to its file, Path(b.Time()), atomically: to a
 // temporary file that is synced, then renamed, then the directory synced.
-// If the file already exists, the batch was written before (a recomputed
-// batch has the same records): Write only syncs the directory, since a
-// crash may have come between the rename and that sync, and returns nil.
+// If a regular file of that name exists, the batch was written before (a
+// recomputed batch has the same records, and only this user can write the
+// directory): Write only syncs the directory, since a crash may have come
+// between the rename and that sync, and returns nil. Anything else of that
+// name (a symbolic link, a directory) is an error naming it: the batch is
+// not written, and not reported as written.
 // An empty batch gets an empty file, so every batch time is accounted for.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
@@ -266,12 +279,12 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	final := s.Path(b.Time())
-	switch _, err := os.Lstat(final); {
+	final := s.Name(b.Time())
+	switch _, err := s.dir.Lstat(final); {
 	case err == nil:
 		// The file's data was synced before its rename; its name may not
 		// be durable yet, and the batch must not complete before it is.
-		if err := durable.SyncDir(s.cfg.Dir); err != nil {
+		if err := s.dir.Sync(); err != nil {
 			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 		}
 		return nil
@@ -283,7 +296,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
 	if err := s.publish(tmp, final); err != nil {
-		os.Remove(tmp)
+		s.dir.Remove(tmp)
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
 	if err := s.prune(); err != nil {
@@ -293,21 +306,18 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 }
 
 // writeTemp writes b to a new temporary file in Dir, syncs and closes it,
-// and returns its path. On error it removes the file.
-func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (path string, err error) {
-	f, err := os.CreateTemp(s.cfg.Dir, tempPrefix+s.Name(b.Time())+".*")
+// and returns its name. On error it removes the file.
+func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (_ string, err error) {
+	f, name, err := s.dir.CreateTemp(s.Name(b.Time()))
 	if err != nil {
 		return "", err
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			s.dir.Remove(name)
 		}
 	}()
-	if err := f.Chmod(s.cfg.Perm); err != nil {
-		return "", err
-	}
 	w := bufio.NewWriter(f)
 	if err := s.encode(ctx, w, b); err != nil {
 		return "", err
@@ -318,7 +328,7 @@ func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (path string
 	if err := f.Sync(); err != nil {
 		return "", err
 	}
-	return f.Name(), f.Close()
+	return name, f.Close()
 }
 
 // encode writes b's records with Encode or Format.
@@ -346,34 +356,12 @@ func (s *Sink[T]) encode(ctx context.Context, w *bufio.Writer, b *batch.Batch[T]
 // survives a crash.
 func (s *Sink[T]) publish(tmp, final string) error {
 	if s.beforeRename != nil {
-		if err := s.beforeRename(tmp); err != nil {
+		if err := s.beforeRename(s.dir.Join(tmp)); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := s.dir.Rename(tmp, final); err != nil {
 		return err
 	}
-	return durable.SyncDir(s.cfg.Dir)
-}
-
-// mkdirAllSync creates dir and its missing parents, and syncs the parent of
-// each directory it creates: files synced into a new directory are lost
-// with it after a crash unless the directory's own name is durable.
-func mkdirAllSync(dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
-			break
-		}
-		created = append(created, d)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created {
-		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.dir.Sync()
 }

@@ -191,7 +191,7 @@ func TestConfigErrors(t *testing.T) {
 		"Dir empty: set the directory to write the files to",
 		`Suffix "a/b": must not contain a path separator; put directories in Dir`,
 		`Prefix ".tmp-x": must not start with ".tmp-", which names temporary files`,
-		"Perm drw-r--r--: must hold permission bits only, such as 0644",
+		"Perm drw-r--r--: must hold permission bits only, such as 0600",
 	}
 	got := strings.Split(strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "), "\n")
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -3,7 +3,6 @@ package files
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -24,7 +23,7 @@ func (s *Sink[T]) prune() error {
 	drop := expired(times, s.cfg.Keep, s.cfg.MaxAge)
 	var errs []error
 	for _, t := range drop {
-		if err := os.Remove(s.Path(t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.dir.Remove(s.Name(t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

@@ -38,6 +38,10 @@ func TestSecondSinkOnADirFails(t *testing.T) {
 const lockHelperEnv = "WEIR_FILES_LOCK_HELPER_DIR"
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(umaskHelperEnv); dir != "" {
+		umaskHelper(dir)
+		os.Exit(0)
+	}
 	if dir := os.Getenv(lockHelperEnv); dir != "" {
 		_, err := New(Config[string]{Dir: dir})
 		switch {

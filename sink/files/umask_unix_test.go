@@ -1,0 +1,7 @@
+//go:build unix
+
+package files
+
+import "syscall"
+
+func setUmask(mask int) { syscall.Umask(mask) }
