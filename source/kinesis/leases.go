@@ -288,7 +288,8 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 }
 
 // position is where the reader of a newly leased shard starts: after its
-// checkpoint, or at the position the checkpoint names, but never before
+// checkpoint, or at the position the checkpoint names (LATEST as the
+// lease's first take pinned it, leasetable.Lease.LatestAt), but never before
 // what the driver's recovery log already holds (Runtime.ResumeAfter) or
 // this receiver saw completed (see run.doneUpTo).
 //
@@ -308,6 +309,10 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
 	case l.Checkpoint == checkpoint.TrimHorizon:
 		pos = Position{Initial: TrimHorizon}
+	case l.Checkpoint == checkpoint.LatestPosition && !l.LatestAt.IsZero():
+		// LATEST as its first take resolved it: whoever took it first may
+		// have read and died before its first checkpoint.
+		pos = Position{Initial: AtTimestamp, Timestamp: l.LatestAt}
 	case l.Checkpoint == checkpoint.LatestPosition:
 		pos = Position{Initial: Latest}
 	case l.Checkpoint == checkpoint.AtTimestamp && !cfg.AtTimestamp.IsZero():
