@@ -480,12 +480,8 @@ func (f *fleet) readAll() map[string][]kintypes.Record {
 	f.t.Helper()
 	ctx := f.t.Context()
 	c := f.env.Kinesis()
-	shards, err := c.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	out := map[string][]kintypes.Record{}
-	for _, s := range shards.Shards {
+	for _, s := range f.shards() {
 		it, err := c.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(f.stream), ShardId: s.ShardId, ShardIteratorType: "TRIM_HORIZON"})
 		if err != nil {
 			f.t.Fatal(err)
@@ -515,14 +511,11 @@ func (f *fleet) split() string {
 	f.t.Helper()
 	ctx := f.t.Context()
 	c := f.env.Kinesis()
-	shards, err := c.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
-	if err != nil {
-		f.t.Fatal(err)
+	shards := f.shards()
+	if len(shards) != 1 {
+		f.t.Fatalf("split: the stream has %d shards, want 1", len(shards))
 	}
-	if len(shards.Shards) != 1 {
-		f.t.Fatalf("split: the stream has %d shards, want 1", len(shards.Shards))
-	}
-	parent := shards.Shards[0]
+	parent := shards[0]
 	lo, _ := new(big.Int).SetString(*parent.HashKeyRange.StartingHashKey, 10)
 	hi, _ := new(big.Int).SetString(*parent.HashKeyRange.EndingHashKey, 10)
 	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
@@ -542,4 +535,28 @@ func (f *fleet) split() string {
 			return *parent.ShardId
 		}
 	}
+}
+
+// shards lists the stream's shards.
+func (f *fleet) shards() []kintypes.Shard {
+	f.t.Helper()
+	out, err := f.env.Kinesis().ListShards(f.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out.Shards
+}
+
+// deliveredAll reports whether every payload of want reached w's output.
+func (w *worker) deliveredAll(want [][]byte) bool {
+	seen := map[string]bool{}
+	for _, r := range w.records() {
+		seen[string(r.Data)] = true
+	}
+	for _, p := range want {
+		if !seen[string(p)] {
+			return false
+		}
+	}
+	return true
 }

@@ -50,19 +50,7 @@ func TestLeasesLatestDeathBeforeFirstCheckpoint(t *testing.T) {
 
 	b := f.start("b", leaseDuration, latest)
 	f.waitFor("b takes the lease over and delivers every record put after a started", func() bool {
-		if len(b.held()) != 1 {
-			return false
-		}
-		seen := map[string]bool{}
-		for _, r := range b.records() {
-			seen[string(r.Data)] = true
-		}
-		for _, p := range after {
-			if !seen[string(p)] {
-				return false
-			}
-		}
-		return true
+		return b.deliveredAll(after)
 	})
 	b.drain(t)
 }

@@ -91,16 +91,7 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 			w1b.kill()
 			w2 := f.start("w2", leaseDuration, nil)
 			f.waitFor("w2 takes over and delivers every record of the parent and the children", func() bool {
-				seen := map[string]bool{}
-				for _, r := range w2.records() {
-					seen[string(r.Data)] = true
-				}
-				for _, p := range all {
-					if !seen[string(p)] {
-						return false
-					}
-				}
-				return true
+				return w2.deliveredAll(all)
 			})
 			w2.drain(t)
 		})
