@@ -58,12 +58,12 @@ const (
 	attrLatestAt = "weirLatestAt"
 )
 
-// LatestMargin is how far before the time of its first take a lease at
+// latestMargin is how far before the time of its first take a lease at
 // LATEST is pinned (Lease.LatestAt): room for a worker's clock running
 // ahead of the clock Kinesis stamps records with
 // (ApproximateArrivalTimestamp), so that the pin is not later than the
 // records the first worker's LATEST iterator returns.
-const LatestMargin = 5 * time.Second
+const latestMargin = 5 * time.Second
 
 // ErrBadItem is wrapped by every *BadItemError: an item of the lease table
 // that cannot be read as a lease.
@@ -162,11 +162,11 @@ type Lease struct {
 	CheckpointOwner string
 	// LatestAt is, while Checkpoint is checkpoint.LatestPosition, the time
 	// LATEST was resolved to (weirLatestAt, Unix milliseconds): the time a
-	// Coordinator first took the lease, less LatestMargin. The zero time if
-	// none. Every owner reads such a shard from this time
-	// (AT_TIMESTAMP), so a worker that dies before its first checkpoint
-	// leaves no gap: its successor starts no later than it did. A
-	// checkpoint write removes it.
+	// Coordinator first took the lease, less 5 seconds (room for a worker
+	// clock ahead of Kinesis's); the zero time if none. Every owner reads
+	// such a shard from this time (AT_TIMESTAMP), so a worker that dies
+	// before its first checkpoint leaves no gap: its successor starts no
+	// later than it did. A checkpoint write removes it.
 	LatestAt time.Time
 }
 

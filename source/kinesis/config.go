@@ -70,7 +70,11 @@ type InitialPosition string
 // same names.
 const (
 	// Latest starts after the newest record: only records put from now on
-	// are read. It is the default, as in the Kinesis Client Library.
+	// are read. It is the default, as in the Kinesis Client Library. With
+	// Leases, a lease's first take pins "now" in the lease table, and
+	// every owner reads the shard from that time (a few seconds before)
+	// until its first checkpoint, so a worker that dies before its first
+	// checkpoint loses nothing.
 	Latest InitialPosition = "LATEST"
 	// TrimHorizon starts at the oldest record the stream still holds.
 	TrimHorizon InitialPosition = "TRIM_HORIZON"
