@@ -69,6 +69,18 @@ type Runtime[T any] struct {
 	// log, or a driver that does not set it) means none is known, as does
 	// ok false.
 	ResumeAfter func(stream, shard string) (seq string, ok bool)
+	// Uncompleted returns, for a shard of a stream, the greatest sequence
+	// number of any block the driver's recovery log holds that was not in a
+	// completed batch when Start was called: the blocks of the batches
+	// allocated but not completed, and those stored but not allocated (ok
+	// false if none). The driver completes them after Start, reporting them
+	// to a CompletionObserver like any other. A receiver that declares a
+	// shard done for good (a Kinesis shard end, which lets other workers
+	// read its children) waits until records up to it are completed, not
+	// only those it stored itself: a shard can be resumed past its end. The
+	// answers are fixed when Start is called and safe for concurrent use.
+	// Nil means none.
+	Uncompleted func(stream, shard string) (seq string, ok bool)
 	// StateDir is a local directory the driver holds an exclusive lock on
 	// for as long as the receiver runs (a directory recovery log's), where
 	// a receiver may keep small files across restarts: a process that

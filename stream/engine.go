@@ -39,6 +39,7 @@ type engine struct {
 	last        batch.Time // greatest logged batch time, if hasLast
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
+	uncompleted func(stream, shard string) (string, bool)
 
 	state *stateKeeper // set by openState with a recovery log and stateful operators
 

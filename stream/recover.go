@@ -78,7 +78,34 @@ func (e *engine) resume(st *recovery.State) error {
 		seq, ok := seqs[recovery.ShardKey{Stream: stream, Shard: shard}]
 		return seq, ok
 	}
+	open := uncompletedSeqs(st)
+	e.uncompleted = func(stream, shard string) (string, bool) {
+		seq, ok := open[recovery.ShardKey{Stream: stream, Shard: shard}]
+		return seq, ok
+	}
 	e.cfg.Logger.Info("stream: resuming from the recovery log",
 		"pending", len(st.Pending), "unallocated", len(st.Unallocated), "last", e.last)
 	return nil
+}
+
+// uncompletedSeqs returns, per shard, the greatest sequence number of the
+// blocks st has not completed: those of its pending batches and its
+// unallocated blocks (source.Runtime.Uncompleted).
+func uncompletedSeqs(st *recovery.State) map[recovery.ShardKey]string {
+	out := make(map[recovery.ShardKey]string)
+	add := func(b batch.BlockInfo) {
+		for _, r := range b.Ranges {
+			k := recovery.ShardKey{Stream: r.Stream, Shard: r.Shard}
+			out[k] = batch.MaxSeq(out[k], r.Last)
+		}
+	}
+	for _, p := range st.Pending {
+		for _, b := range p.Blocks {
+			add(b)
+		}
+	}
+	for _, b := range st.Unallocated {
+		add(b)
+	}
+	return out
 }

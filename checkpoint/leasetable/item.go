@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -49,7 +50,20 @@ const (
 	// workers left for it. The KCL ignores and keeps them.
 	attrBeatPrefix   = "weirBeat:"
 	attrNoticePrefix = "weirStolen:"
+	// attrLatestAt is weir's own: on a lease whose checkpoint is LATEST, the
+	// time (Unix milliseconds, N) LATEST was resolved to when a worker first
+	// took the lease (see Lease.LatestAt). The KCL, whose table has no room
+	// for a timestamp (its AT_TIMESTAMP takes the time from the
+	// application's configuration), ignores and keeps it.
+	attrLatestAt = "weirLatestAt"
 )
+
+// latestMargin is how far before the time of its first take a lease at
+// LATEST is pinned (Lease.LatestAt): room for a worker's clock running
+// ahead of the clock Kinesis stamps records with
+// (ApproximateArrivalTimestamp), so that the pin is not later than the
+// records the first worker's LATEST iterator returns.
+const latestMargin = 5 * time.Second
 
 // ErrBadItem is wrapped by every *BadItemError: an item of the lease table
 // that cannot be read as a lease.
@@ -146,6 +160,14 @@ type Lease struct {
 	// 3.x graceful hand-off (checkpointOwner), "" if none. A take removes
 	// it, as the KCL's does.
 	CheckpointOwner string
+	// LatestAt is, while Checkpoint is checkpoint.LatestPosition, the time
+	// LATEST was resolved to (weirLatestAt, Unix milliseconds): the time a
+	// Coordinator first took the lease, less 5 seconds (room for a worker
+	// clock ahead of Kinesis's); the zero time if none. Every owner reads
+	// such a shard from this time (AT_TIMESTAMP), so a worker that dies
+	// before its first checkpoint leaves no gap: its successor starts no
+	// later than it did. A checkpoint write removes it.
+	LatestAt time.Time
 }
 
 // WrittenByWeir reports whether weir wrote the lease's checkpoint: it is
@@ -235,6 +257,9 @@ func decodeLease(item map[string]types.AttributeValue) (l Lease, ok bool, err er
 	l.PendingCheckpoint = d.str(attrPending)
 	l.PendingCheckpointSubSequence = d.num(attrPendingSubSeq, false)
 	l.CheckpointOwner = d.str(attrCkptOwner)
+	if ms := d.num(attrLatestAt, false); ms != 0 {
+		l.LatestAt = time.UnixMilli(ms)
+	}
 	if d.err != nil {
 		d.err.Key = l.Shard
 		if s, isS := item[attrKey].(*types.AttributeValueMemberS); isS {

@@ -352,10 +352,17 @@ func (t *Table) Renew(ctx context.Context, l Lease) (Lease, error) {
 // counter and, if it had another owner, to ownerSwitchesSinceCheckpoint,
 // and removes checkpointOwner (a KCL 3.x hand-off in progress), as the
 // KCL's take does. It also writes l.Parents to parentShardId, which
-// migrates items weir wrote under the old name parentShardIds. It returns
+// migrates items weir wrote under the old name parentShardIds. It does not
+// pin a lease at LATEST (Lease.LatestAt); a Coordinator's take does. It returns
 // the lease as written, or an error wrapping checkpoint.ErrLeaseLost if
 // another worker wrote the lease since l was read.
 func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
+	return t.take(ctx, l, owner, time.Time{})
+}
+
+// take is Take that also pins a lease at LATEST without a pin
+// (Lease.LatestAt) to pin, unless pin is the zero time.
+func (t *Table) take(ctx context.Context, l Lease, owner string, pin time.Time) (Lease, error) {
 	if owner == "" {
 		return Lease{}, fmt.Errorf("leasetable: take shard %s: empty owner", l.Shard)
 	}
@@ -368,6 +375,10 @@ func (t *Table) Take(ctx context.Context, l Lease, owner string) (Lease, error) 
 	if len(l.Parents) > 0 {
 		set += ", #parents = :parents"
 		values[":parents"] = &types.AttributeValueMemberSS{Value: l.Parents}
+	}
+	if l.Checkpoint == checkpoint.LatestPosition && l.LatestAt.IsZero() && !pin.IsZero() {
+		set += ", #latestat = if_not_exists(#latestat, :latestat)"
+		values[":latestat"] = num(pin.UnixMilli())
 	}
 	if l.CheckpointOwner != "" {
 		set += " REMOVE #ckptowner"
@@ -416,6 +427,9 @@ func (t *Table) checkpoint(ctx context.Context, l Lease, seq string, subSeq int6
 	if len(children) > 0 {
 		set += ", #children = :children"
 		values[":children"] = &types.AttributeValueMemberSS{Value: children}
+	}
+	if !l.LatestAt.IsZero() {
+		set += " REMOVE #latestat" // the pin only means something at LATEST
 	}
 	return t.update(ctx, "checkpoint", l, set, values)
 }
@@ -479,6 +493,8 @@ func aliasAttr(alias string) (string, bool) {
 		return attrChildren, true
 	case "#ckptowner":
 		return attrCkptOwner, true
+	case "#latestat":
+		return attrLatestAt, true
 	}
 	return "", false
 }

@@ -351,3 +351,43 @@ func TestTableWeirCheckpointMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestTableLatestPin checks the pin of a lease at LATEST (Lease.LatestAt):
+// the first pinning take writes it, no later take moves it, a checkpoint
+// removes it, and a lease at another position is never pinned.
+func TestTableLatestPin(t *testing.T) {
+	tbl, _ := newDynaliteTable(t)
+	ctx := t.Context()
+	for _, l := range []Lease{{Shard: "latest", Checkpoint: checkpoint.LatestPosition}, {Shard: "trim", Checkpoint: checkpoint.TrimHorizon}} {
+		if _, err := tbl.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.UnixMilli(1_700_000_000_000)
+	l, err := tbl.take(ctx, mustGet(t, tbl, "latest"), "w1", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.LatestAt.Equal(first) || !mustGet(t, tbl, "latest").LatestAt.Equal(first) {
+		t.Errorf("after the first take: LatestAt %v (stored %v), want %v", l.LatestAt, mustGet(t, tbl, "latest").LatestAt, first)
+	}
+	if l, err = tbl.take(ctx, l, "w2", first.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.LatestAt.Equal(first) {
+		t.Errorf("after a second take: LatestAt %v, want the first take's %v", l.LatestAt, first)
+	}
+	if l, err = tbl.Checkpoint(ctx, l, "100", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, tbl, "latest"); !l.LatestAt.IsZero() || !got.LatestAt.IsZero() {
+		t.Errorf("after a checkpoint: LatestAt %v (stored %v), want none", l.LatestAt, got.LatestAt)
+	}
+	trim, err := tbl.take(ctx, mustGet(t, tbl, "trim"), "w1", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !trim.LatestAt.IsZero() {
+		t.Errorf("a lease at %s pinned at %v", trim.Checkpoint, trim.LatestAt)
+	}
+}

@@ -229,7 +229,10 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 // take takes l; losing the race to another worker is normal and only logged.
 func (c *Coordinator) take(ctx context.Context, l Lease) {
 	started := c.cfg.Clock.Now() // the lease is this worker's from when the take was sent, no earlier
-	nl, err := c.table.Take(ctx, l, c.cfg.WorkerID)
+	// A lease at LATEST is pinned by its first take to a time before this
+	// worker's reader starts, so that whoever reads the shard next, if this
+	// worker dies before its first checkpoint, starts no later.
+	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, started.Add(-latestMargin))
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)

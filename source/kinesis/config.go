@@ -70,7 +70,11 @@ type InitialPosition string
 // same names.
 const (
 	// Latest starts after the newest record: only records put from now on
-	// are read. It is the default, as in the Kinesis Client Library.
+	// are read. It is the default, as in the Kinesis Client Library. With
+	// Leases, a lease's first take pins "now" in the lease table, and
+	// every owner reads the shard from that time (a few seconds before)
+	// until its first checkpoint, so a worker that dies before its first
+	// checkpoint loses nothing.
 	Latest InitialPosition = "LATEST"
 	// TrimHorizon starts at the oldest record the stream still holds.
 	TrimHorizon InitialPosition = "TRIM_HORIZON"
@@ -128,9 +132,11 @@ type Config struct {
 	StartAfter func(ctx context.Context, shardID string) (seq string, ok bool, err error)
 	// OnShardEnd, when set, is called once for each shard a reader read to
 	// its end, after every block holding its records was stored: lastSeq is
-	// the greatest sequence number stored for the shard ("" if its reader
-	// stored none). The checkpointer uses it to record SHARD_END once those
-	// blocks are complete. It is called from the receiver's goroutines,
+	// the greatest sequence number stored for the shard, or the greatest of
+	// it in a block the driver's recovery log held uncompleted at Start
+	// (source.Runtime.Uncompleted) if greater ("" if neither). The
+	// checkpointer uses it to record SHARD_END once the records up to it are
+	// completed. It is called from the receiver's goroutines,
 	// never concurrently for one shard, and must not block for long.
 	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
 	// Assigner decides which shards this receiver reads. Default: nil, every

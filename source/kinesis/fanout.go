@@ -88,7 +88,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, pos Position,
 		case subEnded:
 			s.log.Info("kinesis: shard ended", "seq", s.lastRead)
 			if ev, ok := rn.r.progress.ended(shardID); ok {
-				rn.r.shardEnded(ctx, ev)
+				rn.shardEnded(ctx, ev)
 			}
 			return nil
 		case subFailed:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"os"
 	"strconv"
 	"sync"
@@ -55,6 +56,13 @@ func (g *gate) resume() {
 		close(g.hold)
 		g.hold = nil
 	}
+}
+
+// closed reports whether the gate holds calls.
+func (g *gate) closed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.hold != nil
 }
 
 // wait returns once the gate is open or ctx is done.
@@ -227,6 +235,11 @@ type worker struct {
 
 	listener *workerListener
 
+	// hold, closed (paused) before run, holds the output of every batch
+	// with records; held gets a signal each time a batch starts waiting.
+	hold      gate
+	heldBatch chan struct{}
+
 	mu   sync.Mutex
 	recs []kinesis.Record
 	errs []error // reported through source.Runtime.ReportError
@@ -261,7 +274,16 @@ func (f *fleet) start(id string, leaseDuration time.Duration, edit func(*kinesis
 // startWith is start with the driver's recovery log, if not nil.
 func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kinesis.Config), log recovery.Opener) *worker {
 	f.t.Helper()
-	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{}), listener: &workerListener{}}
+	w := f.newWorker(id, leaseDuration, edit, log)
+	f.run(w)
+	return w
+}
+
+// newWorker is startWith without the start: see run.
+func (f *fleet) newWorker(id string, leaseDuration time.Duration, edit func(*kinesis.Config), log recovery.Opener) *worker {
+	f.t.Helper()
+	w := &worker{id: id, ddb: &ddbSpy{next: f.env.DynamoDB()}, kc: &kinesisSpy{next: f.env.Kinesis()}, done: make(chan struct{}), listener: &workerListener{},
+		heldBatch: make(chan struct{}, 1)}
 	cfg := f.config(id, leaseDuration, w.ddb, w.kc)
 	if edit != nil {
 		edit(&cfg)
@@ -277,7 +299,18 @@ func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kin
 		f.t.Fatal(err)
 	}
 	w.r, w.sc = r, sc
-	stream.ForEachBatch(stream.From(sc, r), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
+	stream.ForEachBatch(stream.From(sc, r), func(ctx context.Context, b *batch.Batch[kinesis.Record]) error {
+		if len(b.Records()) > 0 {
+			if w.hold.closed() {
+				select {
+				case w.heldBatch <- struct{}{}:
+				default:
+				}
+			}
+			if err := w.hold.wait(ctx); err != nil {
+				return err
+			}
+		}
 		w.mu.Lock()
 		w.recs = append(w.recs, b.Records()...)
 		w.mu.Unlock()
@@ -287,17 +320,21 @@ func (f *fleet) startWith(id string, leaseDuration time.Duration, edit func(*kin
 		}
 		return nil
 	})
+	return w
+}
+
+// run starts a worker newWorker built.
+func (f *fleet) run(w *worker) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {
 		defer close(w.done)
-		w.runErr = sc.Run(ctx)
+		w.runErr = w.sc.Run(ctx)
 	}()
 	f.mu.Lock()
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()
-	f.t.Cleanup(func() { w.kill(); w.ddb.gate.resume(); w.kc.gate.resume() })
-	return w
+	f.t.Cleanup(func() { w.kill(); w.ddb.gate.resume(); w.kc.gate.resume(); w.hold.resume() })
 }
 
 // kill stops the worker at once, without cleanup: its leases are left to
@@ -443,12 +480,8 @@ func (f *fleet) readAll() map[string][]kintypes.Record {
 	f.t.Helper()
 	ctx := f.t.Context()
 	c := f.env.Kinesis()
-	shards, err := c.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	out := map[string][]kintypes.Record{}
-	for _, s := range shards.Shards {
+	for _, s := range f.shards() {
 		it, err := c.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(f.stream), ShardId: s.ShardId, ShardIteratorType: "TRIM_HORIZON"})
 		if err != nil {
 			f.t.Fatal(err)
@@ -471,3 +504,59 @@ func (f *fleet) readAll() map[string][]kintypes.Record {
 
 // key spreads records over shards by their index.
 func key(i int) string { return strconv.Itoa(i) }
+
+// split splits the stream's only shard in two and waits until the stream is
+// active again; it returns the parent's ID.
+func (f *fleet) split() string {
+	f.t.Helper()
+	ctx := f.t.Context()
+	c := f.env.Kinesis()
+	shards := f.shards()
+	if len(shards) != 1 {
+		f.t.Fatalf("split: the stream has %d shards, want 1", len(shards))
+	}
+	parent := shards[0]
+	lo, _ := new(big.Int).SetString(*parent.HashKeyRange.StartingHashKey, 10)
+	hi, _ := new(big.Int).SetString(*parent.HashKeyRange.EndingHashKey, 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := c.SplitShard(ctx, &awskinesis.SplitShardInput{
+		StreamName: aws.String(f.stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(mid.String()),
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	for {
+		// A server-side state change has nothing to wait on: ask again
+		// (each call is a round trip; the test's context bounds the loop).
+		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			return *parent.ShardId
+		}
+	}
+}
+
+// shards lists the stream's shards.
+func (f *fleet) shards() []kintypes.Shard {
+	f.t.Helper()
+	out, err := f.env.Kinesis().ListShards(f.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out.Shards
+}
+
+// deliveredAll reports whether every payload of want reached w's output.
+func (w *worker) deliveredAll(want [][]byte) bool {
+	seen := map[string]bool{}
+	for _, r := range w.records() {
+		seen[string(r.Data)] = true
+	}
+	for _, p := range want {
+		if !seen[string(p)] {
+			return false
+		}
+	}
+	return true
+}

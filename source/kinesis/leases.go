@@ -39,7 +39,7 @@ type leaseRun struct {
 	mu      sync.Mutex
 	events  []leaseEvent
 	owned   map[string]bool   // shards read under a lease this worker holds
-	ending  map[string]string // drained shards waiting for completion -> last stored seq
+	ending  map[string]string // drained shards waiting for completion -> what must complete (run.endSeq)
 	refused int64             // shards refused (Stats.RefusedShards)
 }
 
@@ -288,7 +288,8 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 }
 
 // position is where the reader of a newly leased shard starts: after its
-// checkpoint, or at the position the checkpoint names, but never before
+// checkpoint, or at the position the checkpoint names (LATEST as the
+// lease's first take pinned it, leasetable.Lease.LatestAt), but never before
 // what the driver's recovery log already holds (Runtime.ResumeAfter) or
 // this receiver saw completed (see run.doneUpTo).
 //
@@ -308,6 +309,10 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
 	case l.Checkpoint == checkpoint.TrimHorizon:
 		pos = Position{Initial: TrimHorizon}
+	case l.Checkpoint == checkpoint.LatestPosition && !l.LatestAt.IsZero():
+		// LATEST as its first take resolved it: whoever took it first may
+		// have read and died before its first checkpoint.
+		pos = Position{Initial: AtTimestamp, Timestamp: l.LatestAt}
 	case l.Checkpoint == checkpoint.LatestPosition:
 		pos = Position{Initial: Latest}
 	case l.Checkpoint == checkpoint.AtTimestamp && !cfg.AtTimestamp.IsZero():
@@ -337,18 +342,28 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 func (lr *leaseRun) drained(ev drainEvent) { lr.queue(leaseEvent{drained: &ev}) }
 
 // finishEnded marks SHARD_END every drained shard whose records are all
-// completed, so that its children may start; a failed mark is tried again
-// on the next round.
+// completed, so that its children may start: those it stored and those
+// the recovery log held uncompleted at Start (see run.completedThrough). A
+// failed mark is tried again on the next round.
 func (lr *leaseRun) finishEnded(ctx context.Context) {
 	lr.mu.Lock()
-	var ready []string
+	var ready, waiting []string
 	for shard, last := range lr.ending {
-		done, ok := lr.rn.r.progress.latestCompleted(shard)
-		if last == "" || ok && batch.CompareSeq(done, last) >= 0 {
+		if lr.rn.completedThrough(shard, last) {
 			ready = append(ready, shard)
+		} else {
+			waiting = append(waiting, shard)
 		}
 	}
 	lr.mu.Unlock()
+	if seen := lr.rn.r.endChecked; seen != nil {
+		for _, shard := range waiting {
+			seen(shard, false)
+		}
+		for _, shard := range ready {
+			seen(shard, true)
+		}
+	}
 	for _, shard := range ready {
 		err := lr.cp.MarkShardEnd(ctx, shard, lr.coord)
 		if err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
@@ -390,8 +405,9 @@ func (lr *leaseRun) shutdown(ctx context.Context) {
 	lr.log.Info("kinesis: leases handed back after the final checkpoints")
 }
 
-// awaitCompleted waits until every owned shard's stored records are
-// completed, for at most LeaseDuration or until ctx is done.
+// awaitCompleted waits until every owned shard's stored records, and those
+// the recovery log held uncompleted at Start, are completed, for at most
+// LeaseDuration or until ctx is done.
 func (lr *leaseRun) awaitCompleted(ctx context.Context) {
 	timer := lr.rn.clock.NewTimer(lr.cfg.LeaseDuration)
 	defer timer.Stop()
@@ -407,8 +423,8 @@ func (lr *leaseRun) awaitCompleted(ctx context.Context) {
 	}
 }
 
-// allCompleted reports whether every owned shard's stored records are
-// completed.
+// allCompleted reports whether every owned shard's stored records, and
+// those the recovery log held uncompleted at Start, are completed.
 func (lr *leaseRun) allCompleted() bool {
 	lr.mu.Lock()
 	shards := make([]string, 0, len(lr.owned))
@@ -416,13 +432,9 @@ func (lr *leaseRun) allCompleted() bool {
 		shards = append(shards, s)
 	}
 	lr.mu.Unlock()
-	p := lr.rn.r.progress
 	for _, s := range shards {
-		stored, ok := p.latestStored(s)
-		if !ok {
-			continue
-		}
-		if done, ok := p.latestCompleted(s); !ok || batch.CompareSeq(done, stored) < 0 {
+		stored, _ := lr.rn.r.progress.latestStored(s)
+		if !lr.rn.completedThrough(s, stored) {
 			return false
 		}
 	}

@@ -35,6 +35,8 @@ func TestLeasePosition(t *testing.T) {
 		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
 		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
 		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
+		{"latest pinned by a take", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "", Position{Initial: AtTimestamp, Timestamp: ts}},
+		{"log beats a pinned latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "7", Position{After: "7"}},
 		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
 		{"no checkpoint", leasetable.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
 		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},

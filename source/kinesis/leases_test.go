@@ -3,13 +3,10 @@ package kinesis_test
 import (
 	"context"
 	"errors"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -217,33 +214,16 @@ func TestLeasesShardEndThenChildren(t *testing.T) {
 	f.put(data[:400])
 	f.waitFor("the parent's records delivered", f.allDelivered(data[:400]))
 
-	c := f.env.Kinesis()
-	shards, err := c.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(f.stream)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := shards.Shards[0]
-	lo, _ := new(big.Int).SetString(*parent.HashKeyRange.StartingHashKey, 10)
-	hi, _ := new(big.Int).SetString(*parent.HashKeyRange.EndingHashKey, 10)
-	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
-	if _, err := c.SplitShard(t.Context(), &awskinesis.SplitShardInput{
-		StreamName: aws.String(f.stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(mid.String()),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	f.waitFor("the stream is active again", func() bool {
-		out, err := c.DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
-		return err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE"
-	})
+	parent := f.split()
 	f.put(data[400:])
 	f.waitFor("every record delivered", f.allDelivered(data))
 	f.waitFor("the parent is SHARD_END and both children are checkpointed", func() bool {
 		ls := f.leases()
-		if len(ls) != 3 || ls[*parent.ShardId].Checkpoint != checkpoint.ShardEnd {
+		if len(ls) != 3 || ls[parent].Checkpoint != checkpoint.ShardEnd {
 			return false
 		}
 		for id, l := range ls {
-			if id != *parent.ShardId && !isDigits(l.Checkpoint) {
+			if id != parent && !isDigits(l.Checkpoint) {
 				return false
 			}
 		}
@@ -253,7 +233,7 @@ func TestLeasesShardEndThenChildren(t *testing.T) {
 	recs := w.records()
 	lastParent, firstChild := -1, len(recs)
 	for i, r := range recs {
-		if r.ShardID == *parent.ShardId {
+		if r.ShardID == parent {
 			lastParent = i
 		} else if i < firstChild {
 			firstChild = i

@@ -99,7 +99,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 		if out.NextShardIterator == nil {
 			log.Info("kinesis: shard ended", "seq", lastRead)
 			if ev, ok := rn.r.progress.ended(shardID); ok {
-				rn.r.shardEnded(ctx, ev)
+				rn.shardEnded(ctx, ev)
 			}
 			return nil
 		}

@@ -38,6 +38,10 @@ type Receiver struct {
 
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
 
+	// endChecked, set by tests before Start, is told each time the lease
+	// side judges a drained shard: ready to be marked SHARD_END or not.
+	endChecked func(shard string, ready bool)
+
 	rateMu sync.Mutex
 	est    estimator // with Config.Backpressure
 	shared *limiter  // the receiver-wide read rate, set by Start; nil before
@@ -94,6 +98,8 @@ type run struct {
 	retry  *retrier
 	// resumeAfter is the Runtime's ResumeAfter (nil: no recovery log).
 	resumeAfter func(stream, shard string) (string, bool)
+	// uncompleted is the Runtime's Uncompleted (nil: no recovery log).
+	uncompleted func(stream, shard string) (string, bool)
 	// fanOut is set with Config.FanOut: readers subscribe through it.
 	fanOut *fanOut
 	// shared is the read rate of every shard together (Backpressure).
@@ -163,7 +169,7 @@ func (r *Receiver) end() {
 func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter}
+	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted}
 	if rn.clock == nil {
 		rn.clock = rt.Clock
 	}
@@ -186,7 +192,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 	if r.stopping() {
 		return nil, nil
 	}
-	rn.gen = source.NewBlockGenerator(rt, r.onStored)
+	rn.gen = source.NewBlockGenerator(rt, rn.onStored)
 	r.rateMu.Lock()
 	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, defaultBatchInterval)) // rate 0: no limit
 	r.shared = rn.shared
@@ -327,20 +333,22 @@ func (r *Receiver) Stop(ctx context.Context) error {
 
 // onStored advances the stored sequence numbers of a stored block's shards
 // (never before the push returned) and reports shards that drained.
-func (r *Receiver) onStored(ctx context.Context, info batch.BlockInfo) {
-	for _, ev := range r.progress.stored(info.Ranges) {
-		r.shardEnded(ctx, ev)
+func (rn *run) onStored(ctx context.Context, info batch.BlockInfo) {
+	for _, ev := range rn.r.progress.stored(info.Ranges) {
+		rn.shardEnded(ctx, ev)
 	}
 }
 
 // shardEnded calls Config.OnShardEnd for a drained shard, and tells the
-// leases.
-func (r *Receiver) shardEnded(ctx context.Context, ev drainEvent) {
-	if lr := r.lease.Load(); lr != nil {
+// leases, with the number the shard's end waits to see completed (see
+// run.endSeq) rather than only what this run stored.
+func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
+	ev.lastSeq = rn.endSeq(ev.shard, ev.lastSeq)
+	if lr := rn.r.lease.Load(); lr != nil {
 		lr.drained(ev)
 	}
-	if r.cfg.OnShardEnd != nil {
-		r.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
+	if rn.cfg.OnShardEnd != nil {
+		rn.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
 	}
 }
 

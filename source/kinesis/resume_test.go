@@ -49,3 +49,40 @@ func TestLeasePositionAfterCompleted(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletedThrough checks when a shard read to its end is done: once
+// the records up to the greater of what this receiver stored and what the
+// recovery log held uncompleted at Start are completed, compared as
+// numbers.
+func TestCompletedThrough(t *testing.T) {
+	tests := []struct {
+		name        string
+		stored      string // "" means none
+		uncompleted string // "" means none
+		completed   string // "" means none
+		want        bool
+	}{
+		{"nothing to wait for", "", "", "", true},
+		{"stored, not completed", "100", "", "99", false},
+		{"stored and completed", "100", "", "100", true},
+		{"resumed past the end, the recovered batch not completed", "", "100", "", false},
+		{"resumed past the end, the recovered batch completed", "", "100", "100", true},
+		{"the log ahead of what was stored", "99", "100", "99", false},
+		{"what was stored ahead of the log", "100", "99", "99", false},
+		{"both completed, compared as numbers", "99", "100", "1000", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Receiver{progress: newProgress()}
+			if tc.completed != "" {
+				r.progress.completed([]batch.SeqRange{{Shard: "shard-1", First: "1", Last: tc.completed}})
+			}
+			rn := &run{r: r, cfg: Config{Stream: "s"}, uncompleted: func(stream, shard string) (string, bool) {
+				return tc.uncompleted, stream == "s" && shard == "shard-1" && tc.uncompleted != ""
+			}}
+			if got := rn.completedThrough("shard-1", tc.stored); got != tc.want {
+				t.Errorf("completedThrough = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

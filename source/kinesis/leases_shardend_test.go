@@ -1,0 +1,121 @@
+package kinesis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+// TestLeasesShardEndWaitsForTheRecoveredBatch splits a shard holding
+// records, runs a worker with a directory recovery log that stores all of
+// the parent in a batch it never completes, kills it, and restarts it on
+// the same log. The restarted reader resumes after what the log holds and
+// reaches the parent's end having stored nothing, while the recovered batch
+// holding the parent's records is not completed: the parent must not be
+// marked SHARD_END before that batch completes. Then either the restarted
+// worker completes it, or it dies for good and another worker, without its
+// log, takes over: in both cases every record of the parent and of the
+// children is delivered.
+func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		restartedDies bool
+	}{
+		{"the restarted worker completes the batch", false},
+		{"the restarted worker dies, another takes over", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const leaseDuration = time.Second
+			f := newFleet(t, 1)
+			parentData := payloads("parent", 100)
+			f.put(parentData)
+			parent := f.split()
+			childData := payloads("child", 100)
+			f.put(childData)
+			dir := t.TempDir()
+
+			// w1 stores every record of the parent and never completes
+			// the batch holding them.
+			drained := make(chan struct{}, 1)
+			w1 := f.newWorker("w1", leaseDuration, func(c *kinesis.Config) {
+				c.OnShardEnd = func(_ context.Context, shard, _ string) {
+					if shard == parent {
+						drained <- struct{}{}
+					}
+				}
+			}, recovery.Dir(dir))
+			w1.hold.pause()
+			f.run(w1)
+			receive(t, w1.heldBatch, "w1 runs a batch with the parent's records")
+			receive(t, drained, "w1 stores every record of the parent")
+			w1.kill()
+			if l := f.leases()[parent]; l.Checkpoint != checkpoint.TrimHorizon {
+				t.Fatalf("after w1's death the parent's lease is at %q; the test needs it at %s", l.Checkpoint, checkpoint.TrimHorizon)
+			}
+
+			// w1 restarted on its log: the recovered batch holds the
+			// parent's records, and its reader stores nothing more.
+			checks := make(chan bool, 64)
+			w1b := f.newWorker("w1-restarted", leaseDuration, nil, recovery.Dir(dir))
+			kinesis.OnEndCheck(w1b.r, func(shard string, ready bool) {
+				if shard == parent {
+					select {
+					case checks <- ready:
+					default:
+					}
+				}
+			})
+			w1b.hold.pause()
+			f.run(w1b)
+			receive(t, w1b.heldBatch, "the restarted worker runs the recovered batch")
+			if ready := receiveValue(t, checks, "the restarted worker judges the parent's end"); ready {
+				t.Fatal("the restarted worker would mark the parent SHARD_END while the recovered batch holding its records is not completed")
+			}
+			if l := f.leases()[parent]; l.Checkpoint == checkpoint.ShardEnd {
+				t.Fatal("the parent is SHARD_END while the recovered batch holding its records is not completed")
+			}
+			all := append(append([][]byte(nil), parentData...), childData...)
+			if !tc.restartedDies {
+				w1b.hold.resume()
+				f.waitFor("the restarted worker delivers every record, the parent's first", f.allDelivered(all))
+				f.waitFor("the parent is SHARD_END once the batch completed", func() bool {
+					return f.leases()[parent].Checkpoint == checkpoint.ShardEnd
+				})
+				w1b.drain(t)
+				return
+			}
+			w1b.kill()
+			w2 := f.start("w2", leaseDuration, nil)
+			f.waitFor("w2 takes over and delivers every record of the parent and the children", func() bool {
+				return w2.deliveredAll(all)
+			})
+			w2.drain(t)
+		})
+	}
+}
+
+// receive waits for a value of ch, for at most deadline.
+func receive[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	receiveValue(t, ch, what)
+}
+
+// receiveValue waits for a value of ch, for at most deadline, and returns
+// it.
+func receiveValue[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	guard := time.NewTimer(deadline)
+	defer guard.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-guard.C:
+		t.Fatalf("not within %v: %s", deadline, what)
+	}
+	var zero T
+	return zero
+}
