@@ -2,7 +2,6 @@ package kinesis
 
 import (
 	"log/slog"
-	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -11,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/internal/allocs"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
@@ -43,15 +43,6 @@ func pageBytes(page []types.Record) int64 {
 // maxConvertAlloc is the most convert may allocate for page.
 func maxConvertAlloc(page []types.Record) uint64 {
 	return uint64(allocPerPageByte*pageBytes(page)) + allocSlack
-}
-
-// allocated returns how many bytes of heap f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // denseAggregate returns a KPL aggregate of n user records of empty data,
@@ -111,7 +102,7 @@ func TestConvertAllocationBoundedByPage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out []Record
-			got := allocated(func() { out, _ = convert("shard-1", tt.page, log) })
+			got := allocs.Bytes(func() { out, _ = convert("shard-1", tt.page, log) })
 			t.Logf("%d-byte page of %d records: %d user records, %d bytes allocated (%.1f per page byte)",
 				pageBytes(tt.page), len(tt.page), len(out), got, float64(got)/float64(pageBytes(tt.page)))
 			if limit := maxConvertAlloc(tt.page); got > limit {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/internal/allocs"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
@@ -132,7 +133,7 @@ func FuzzConvert(f *testing.F) {
 			out []Record
 			bad int
 		)
-		got := allocated(func() { out, bad = convert("shard-1", page, log) })
+		got := allocs.Bytes(func() { out, bad = convert("shard-1", page, log) })
 		if limit := maxConvertAlloc(page); got > limit {
 			t.Fatalf("convert of a %d-byte page of %d records allocated %d bytes, want at most %d",
 				pageBytes(page), len(page), got, limit)

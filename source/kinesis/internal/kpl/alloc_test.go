@@ -2,8 +2,9 @@ package kpl
 
 import (
 	"bytes"
-	"runtime"
 	"testing"
+
+	"github.com/weirstream/weir/internal/allocs"
 )
 
 // allocPerByte is how many bytes Deaggregate may allocate per byte of the
@@ -12,15 +13,6 @@ import (
 // UserRecord; a key takes at least 2 bytes (tag and length) and becomes a
 // 16-byte string header in its table.
 const allocPerByte = 16
-
-// allocated returns how many bytes of heap f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestDeaggregateAllocationBounded splits aggregates a producer can write
 // to make the decoder allocate for more keys or records than they hold
@@ -43,7 +35,7 @@ func TestDeaggregateAllocationBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := frame(tt.body)
-			got := allocated(func() { _, _, _ = Deaggregate(data, "outer") })
+			got := allocs.Bytes(func() { _, _, _ = Deaggregate(data, "outer") })
 			t.Logf("%d bytes: %d bytes allocated (%.1f per byte)", len(data), got, float64(got)/float64(len(data)))
 			if limit := uint64(allocPerByte*len(data)) + 64<<10; got > limit {
 				t.Errorf("Deaggregate of %d bytes allocated %d bytes, want at most %d", len(data), got, limit)
