@@ -205,8 +205,8 @@ func TestWarnsWhenShardLagGrows(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		want := []string{
-			"WARN metrics: shard shard-0 falls behind: 18s behind the tip of the stream and growing over the last 3 samples",
-			"WARN metrics: shard shard-0 falls behind: 40s behind the tip of the stream and growing over the last 3 samples",
+			"WARN metrics: a shard falls behind: 18s behind the tip of the stream and growing over the last 3 samples",
+			"WARN metrics: a shard falls behind: 40s behind the tip of the stream and growing over the last 3 samples",
 			"INFO metrics: shard lag back under its warning level",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {

@@ -94,8 +94,8 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 			if retries["throttled"] > 0 {
 				fix = fmt.Sprintf("the shard was throttled %d times: its 5 reads/s and 2 MB/s are shared by every consumer of the stream: fewer consumers, enhanced fan-out, or more shards", retries["throttled"])
 			}
-			msg := fmt.Sprintf("metrics: shard %s falls behind: %v behind the tip of the stream and growing over the last %d samples",
-				id, lag.Round(time.Second), growthWindow)
+			msg := fmt.Sprintf("metrics: a shard falls behind: %v behind the tip of the stream and growing over the last %d samples",
+				lag.Round(time.Second), growthWindow) // the shard only as an attribute: its ID comes from outside
 			out = append(out, w.raise(now, key, "shard_lag", id, int64(lag), msg,
 				"shard", id, "behind", lag, "records_read", st.RecordsRead, "fix", fix)...)
 		}

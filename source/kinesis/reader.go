@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -304,42 +303,58 @@ func (h headTrim) apply(recs []Record) []Record {
 // convert de-aggregates Kinesis records into user records, in order. It
 // returns how many records looked like aggregates but were not (each is
 // delivered as it is, and logged).
+//
+// The records are counted before the result is allocated, at its exact
+// size: the counts in a page come from its producer, so no guess sizes any
+// allocation, and what the result holds is what the byte budget counts.
 func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, int) {
-	out := make([]Record, 0, len(krecs))
-	bad := 0
-	for i, kr := range krecs {
-		seq := aws.ToString(kr.SequenceNumber)
-		pk := aws.ToString(kr.PartitionKey)
-		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+	n, bad := len(krecs), 0
+	var split []userRecords // by index in krecs; nil while no record looks like an aggregate
+	for i := range krecs {
+		kr := &krecs[i]
 		if !kpl.MaybeAggregate(kr.Data) { // most records: no de-aggregation, no allocation
-			out = append(out, Record{Data: kr.Data, PartitionKey: pk, SequenceNumber: seq, ApproximateArrivalTimestamp: arrival, ShardID: shardID})
 			continue
 		}
-		urs, aggregated, err := kpl.Deaggregate(kr.Data, pk)
+		urs, aggregated, err := kpl.Deaggregate(kr.Data, aws.ToString(kr.PartitionKey))
 		if err != nil {
 			bad++
 			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
-				"shard", shardID, "seq", seq, "err", err)
+				"shard", shardID, "seq", aws.ToString(kr.SequenceNumber), "err", err)
 		}
-		if len(urs) > cap(out)-len(out) {
-			// Guess that the records left hold as many user records as
-			// this one, rather than growing out by doubling.
-			out = slices.Grow(out, len(urs)*(len(krecs)-i))
+		if split == nil {
+			split = make([]userRecords, len(krecs))
 		}
-		for _, ur := range urs {
+		split[i] = userRecords{urs, aggregated}
+		n += len(urs) - 1
+	}
+	out := make([]Record, 0, n)
+	for i, kr := range krecs {
+		seq := aws.ToString(kr.SequenceNumber)
+		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+		if !kpl.MaybeAggregate(kr.Data) {
+			out = append(out, Record{Data: kr.Data, PartitionKey: aws.ToString(kr.PartitionKey), SequenceNumber: seq, ApproximateArrivalTimestamp: arrival, ShardID: shardID})
+			continue
+		}
+		for _, ur := range split[i].recs {
 			out = append(out, Record{
 				Data:                        ur.Data,
 				PartitionKey:                ur.PartitionKey,
 				ExplicitHashKey:             ur.ExplicitHashKey,
 				SequenceNumber:              seq,
 				SubSequenceNumber:           ur.SubSequence,
-				Aggregated:                  aggregated,
+				Aggregated:                  split[i].aggregated,
 				ApproximateArrivalTimestamp: arrival,
 				ShardID:                     shardID,
 			})
 		}
 	}
 	return out, bad
+}
+
+// userRecords is what kpl.Deaggregate made of one Kinesis record.
+type userRecords struct {
+	recs       []kpl.UserRecord
+	aggregated bool
 }
 
 // iterator gets a shard iterator at pos, retrying retryable errors

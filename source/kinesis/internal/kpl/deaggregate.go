@@ -115,66 +115,93 @@ func decode(data []byte) ([]UserRecord, error) {
 type tables struct {
 	partitionKeys    []string
 	explicitHashKeys []string
-	records          int
+	records          int // the records long enough to be valid
 }
 
-// readTables is the first pass: it collects the key tables, counts the
-// records and checks that the top-level message is well formed.
+// minRecordLen is the length of the shortest valid Record message: its two
+// required fields, a one-byte tag and a one-byte value each.
+const minRecordLen = 4
+
+// readTables is the first pass: it checks that the top-level message is well
+// formed, counts its fields, then collects the key tables. Every allocation
+// is sized by the count of fields actually in the message, never by a number
+// the message states; records too short to be valid are not counted, as
+// decoding fails at the first of them.
 func readTables(d decoder) (tables, error) {
-	var t tables
+	var n [fieldRecords + 1]int // by field number
+	err := eachField(d, func(num int, b []byte, _ int) error {
+		if num != fieldRecords || len(b) >= minRecordLen {
+			n[num]++
+		}
+		return nil
+	})
+	if err != nil {
+		return tables{}, err
+	}
+	t := tables{
+		partitionKeys:    make([]string, 0, n[fieldPartitionKeyTable]),
+		explicitHashKeys: make([]string, 0, n[fieldExplicitHashKeyTable]),
+		records:          n[fieldRecords],
+	}
+	// The same walk again: it cannot fail.
+	_ = eachField(d, func(num int, b []byte, _ int) error {
+		switch num {
+		case fieldPartitionKeyTable:
+			t.partitionKeys = append(t.partitionKeys, string(b))
+		case fieldExplicitHashKeyTable:
+			t.explicitHashKeys = append(t.explicitHashKeys, string(b))
+		}
+		return nil
+	})
+	return t, nil
+}
+
+// eachField walks the top-level message and calls f with the value of each
+// of its three fields (the key tables and the records) and the value's
+// offset, in order. It skips unknown fields, and known ones of the wrong
+// wire type, as protobuf does. It returns the first error of the walk or
+// of f.
+func eachField(d decoder, f func(num int, b []byte, at int) error) error {
 	for !d.done() {
 		num, wt, err := d.tag()
 		if err != nil {
-			return t, err
+			return err
 		}
-		var b []byte
-		switch {
-		case num == fieldPartitionKeyTable && wt == wireBytes:
-			if b, err = d.bytes(); err == nil {
-				t.partitionKeys = append(t.partitionKeys, string(b))
+		known := num == fieldPartitionKeyTable || num == fieldExplicitHashKeyTable || num == fieldRecords
+		if !known || wt != wireBytes {
+			if err := d.skip(num, wt); err != nil {
+				return err
 			}
-		case num == fieldExplicitHashKeyTable && wt == wireBytes:
-			if b, err = d.bytes(); err == nil {
-				t.explicitHashKeys = append(t.explicitHashKeys, string(b))
-			}
-		case num == fieldRecords && wt == wireBytes:
-			if _, err = d.bytes(); err == nil {
-				t.records++
-			}
-		default: // Unknown fields, and known ones of the wrong wire type, as protobuf does.
-			err = d.skip(num, wt)
+			continue
 		}
+		b, err := d.bytes()
 		if err != nil {
-			return t, err
+			return err
+		}
+		if err := f(num, b, d.offset()-len(b)); err != nil {
+			return err
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // readRecords is the second pass: it decodes every record, in order, against
 // the tables of the first pass, which has already checked the top level.
 func readRecords(d decoder, t *tables) ([]UserRecord, error) {
 	recs := make([]UserRecord, 0, t.records)
-	for !d.done() {
-		num, wt, err := d.tag()
-		if err != nil {
-			return nil, err
+	err := eachField(d, func(num int, b []byte, at int) error {
+		if num != fieldRecords {
+			return nil
 		}
-		if num != fieldRecords || wt != wireBytes {
-			if err := d.skip(num, wt); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		b, err := d.bytes()
+		r, err := readRecord(decoder{buf: b, base: at}, t, len(recs))
 		if err != nil {
-			return nil, err
-		}
-		r, err := readRecord(decoder{buf: b, base: d.offset() - len(b)}, t, len(recs))
-		if err != nil {
-			return nil, err
+			return err
 		}
 		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return recs, nil
 }

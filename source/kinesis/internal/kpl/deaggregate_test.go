@@ -192,6 +192,28 @@ func TestDeaggregateHandBuilt(t *testing.T) {
 	}
 }
 
+// nested returns depth groups, each inside the one before.
+func nested(depth int) []byte {
+	if depth == 0 {
+		return nil
+	}
+	return group(9, nested(depth-1))
+}
+
+// TestDeaggregateNestedGroups checks that groups nested as deep as
+// maxGroupDepth are skipped like any unknown field.
+func TestDeaggregateNestedGroups(t *testing.T) {
+	data := frame(pb(sfield(1, "a"), nested(maxGroupDepth), bfield(3, pb(vfield(1, 0), sfield(3, "d")))))
+	recs, aggregated, err := Deaggregate(data, "outer")
+	want := []UserRecord{{PartitionKey: "a", Data: []byte("d")}}
+	if err != nil || !aggregated {
+		t.Fatalf("Deaggregate = aggregated %v, error %v; want true, nil", aggregated, err)
+	}
+	if diff := cmp.Diff(want, recs); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+}
+
 func TestDeaggregateMalformed(t *testing.T) {
 	// Offsets count from the start of the Kinesis record: the body starts
 	// at 4, after the magic number.
@@ -227,6 +249,7 @@ func TestDeaggregateMalformed(t *testing.T) {
 		{"unclosed nested group", pb(appendTag(nil, 9, wireStartGroup), group(10)), 4 + 3, "group 9 is not closed"},
 		{"mismatched end group", pb(appendTag(nil, 9, wireStartGroup), appendTag(nil, 10, wireEndGroup)), 4 + 1, "end of group 10 inside group 9"},
 		{"bad field inside group", pb(appendTag(nil, 9, wireStartGroup), []byte{0x0F}), 4 + 1, "invalid wire type 7"},
+		{"groups nested too deep", nested(maxGroupDepth + 1), 4 + maxGroupDepth, "groups nested more than 100 deep"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,9 +42,10 @@
 //
 // The protobuf is decoded by hand: it is three small messages, and a
 // hand-written decoder needs no code generation and no dependency. Unknown
-// fields of every wire type, including groups, are skipped, so a producer
-// that adds fields does not break the reader. Tags are skipped: weir has no
-// use for them.
+// fields of every wire type, including groups (nested up to 100 deep), are
+// skipped, so a producer that adds fields does not break the reader. Tags
+// are skipped: weir has no use for them. Every allocation is sized by the
+// bytes of the record, never by a count or length the record states.
 //
 // Everything in this package is a pure function of its arguments and is safe
 // for concurrent use.

@@ -106,13 +106,19 @@ func (d *decoder) fixed(n int) error {
 	return nil
 }
 
+// maxGroupDepth is how deeply skip follows groups nested in groups, the
+// default depth limit of upb, protobuf's C decoder. The KPL writes no
+// groups at all; the limit keeps skip from allocating for the nesting.
+const maxGroupDepth = 100
+
 // skip skips the value of a field whose tag (num, wt) has just been read.
-// Groups are skipped whole, however deeply nested, without recursion.
+// Groups are skipped whole, nested up to maxGroupDepth, without recursion.
 func (d *decoder) skip(num int, wt wireType) error {
 	if wt != wireStartGroup {
 		return d.skipScalar(num, wt)
 	}
-	open := []int{num} // field numbers of the groups still open
+	var stack [maxGroupDepth]int // field numbers of the groups still open
+	open := append(stack[:0], num)
 	for len(open) > 0 {
 		start := d.offset()
 		if d.done() {
@@ -124,6 +130,9 @@ func (d *decoder) skip(num int, wt wireType) error {
 		}
 		switch t {
 		case wireStartGroup:
+			if len(open) == maxGroupDepth {
+				return malformed(start, "groups nested more than %d deep", maxGroupDepth)
+			}
 			open = append(open, n)
 		case wireEndGroup:
 			if top := open[len(open)-1]; n != top {
