@@ -1,10 +1,10 @@
 package leasetable
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -55,24 +55,14 @@ func silentServer(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
-// jsonLog is a logger that keeps its records as decoded JSON objects.
-type jsonLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *jsonLog) records(t *testing.T) []map[string]any {
+// jsonRecords decodes the JSON lines of a slog.JSONHandler written to out.
+func jsonRecords(t *testing.T, out *syncBuf) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var recs []map[string]any
-	for line := range strings.Lines(l.buf.String()) {
+	for line := range strings.Lines(out.tail(math.MaxInt)) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -95,7 +85,7 @@ func TestEnsureWarnsAndGivesUpOnASilentDynamoDB(t *testing.T) {
 		Retryer:     aws.NopRetryer{}, // one attempt a call: weir's loop alone is tested
 	})
 	clk := clock.NewManual(time.Unix(0, 0))
-	var out jsonLog
+	var out syncBuf
 	coord, err := NewCoordinator(CoordinatorConfig{
 		Config: Config{TableName: "leases", DynamoDB: db},
 		Clock:  clk, Logger: slog.New(slog.NewJSONHandler(&out, nil)),
@@ -129,7 +119,7 @@ func TestEnsureWarnsAndGivesUpOnASilentDynamoDB(t *testing.T) {
 	}
 	t.Logf("Run failed after %v of virtual time: %v", clk.Now().Sub(start), err)
 	var attempts []float64
-	for _, r := range out.records(t) {
+	for _, r := range jsonRecords(t, &out) {
 		if r["level"] != "WARN" {
 			continue
 		}
