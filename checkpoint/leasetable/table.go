@@ -163,10 +163,8 @@ func (t *Table) Ensure(ctx context.Context) error {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
 		status := "not found"
-		if err == nil || !errors.Is(err, attempt.ErrTimeout) {
-			if unanswered > 0 {
-				silent.Ended(unanswered + 1)
-			}
+		if unanswered > 0 && (err == nil || errors.As(err, &notFound)) {
+			silent.Ended(unanswered + 1) // DynamoDB answers again
 			unanswered = 0
 		}
 		switch {
