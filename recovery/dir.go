@@ -47,7 +47,7 @@ type DirConfig struct {
 	// new segment file. Zero means DefaultSegmentSize (64 MiB).
 	SegmentSize int64
 	// Logger receives warnings, such as a torn entry dropped at open.
-	// Nil means discard.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -122,7 +122,7 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 		l.segMax = DefaultSegmentSize
 	}
 	if l.logger == nil {
-		l.logger = slog.New(slog.DiscardHandler)
+		l.logger = slog.Default()
 	}
 	if err := l.open(); err != nil {
 		if l.f != nil {

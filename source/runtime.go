@@ -25,7 +25,7 @@ var ErrInvalidRuntime = errors.New("source: invalid runtime")
 
 // WithDefaults returns a copy of rt with every zero field set to its default:
 // BlockInterval DefaultBlockInterval, MaxQueuedBlocks DefaultMaxQueuedBlocks,
-// Clock clock.Real, Logger a logger that discards everything, ReportError a
+// Clock clock.Real, Logger slog.Default(), ReportError a
 // function that ignores its argument. BatchInterval is left as it is: zero
 // means the driver does not say, and each receiver picks its own fallback.
 // Negative values and a nil Push are left as they are, for Validate to
@@ -39,7 +39,7 @@ func (rt Runtime[T]) WithDefaults() Runtime[T] {
 	}
 	rt.Clock = clock.Or(rt.Clock)
 	if rt.Logger == nil {
-		rt.Logger = slog.New(slog.DiscardHandler)
+		rt.Logger = slog.Default()
 	}
 	if rt.ReportError == nil {
 		rt.ReportError = func(error) {}

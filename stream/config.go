@@ -61,7 +61,8 @@ type Config struct {
 	Clock clock.Clock
 
 	// Logger receives the driver's logs, with the key "source" added for a
-	// receiver's. Default: a logger that discards everything.
+	// receiver's. Default: slog.Default(), so a stall or a failure is seen
+	// without configuration; pass slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
 
 	// MaxQueuedBlocks bounds, per receiver, the sealed blocks waiting in its
@@ -156,7 +157,7 @@ func (cfg Config) withDefaults() Config {
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxQueuedBlocks == 0 {
 		cfg.MaxQueuedBlocks = DefaultMaxQueuedBlocks

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"errors"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -168,5 +170,21 @@ func TestGraphErrors(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLoggerDefaultsToSlogDefault checks that a Pipeline without a Logger
+// logs to slog.Default(), so that stalls and failures are seen without
+// configuration, and that its receivers get the same logger.
+func TestLoggerDefaultsToSlogDefault(t *testing.T) {
+	p, err := NewPipeline(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cfg.Logger != slog.Default() {
+		t.Errorf("Logger defaults to %v, want slog.Default()", p.cfg.Logger)
+	}
+	if rt := (source.Runtime[int]{}).WithDefaults(); rt.Logger != slog.Default() {
+		t.Errorf("source.Runtime's Logger defaults to %v, want slog.Default()", rt.Logger)
 	}
 }

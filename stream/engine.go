@@ -424,7 +424,10 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		s.observe(ctx, info)
 	}
 	e.emit(func(l Listener) { l.BatchCompleted(info) })
-	return err
+	if err != nil {
+		return err
+	}
+	return e.afterBatch(ctx, j.time)
 }
 
 // process computes the stateful nodes, runs the outputs in declaration
@@ -449,6 +452,5 @@ func (e *engine) process(ctx context.Context, j *job) error {
 	for i, s := range e.sources {
 		s.complete(ctx, j.blocks[i])
 	}
-	e.afterBatch(ctx, j.time)
 	return nil
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,42 @@ func TestStateCodecRefusedAtRun(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Errorf("Validate without a recovery log: %v", err)
 	}
+}
+
+// holder is a state whose zero value gob encodes (a nil interface) but
+// whose real values it does not when V holds an unregistered type: the
+// start-up check passes, every snapshot fails.
+type holder struct{ V any }
+
+// unregistered is never given to gob.Register.
+type unregistered struct{ N int }
+
+// TestStateSnapshotEncodeFailureFailsRun checks that a state the start-up
+// check could not catch (an interface holding an unregistered type) fails
+// Run at the first snapshot, naming the operator, the type and the fix,
+// instead of failing every snapshot while Run goes on without crash
+// recovery.
+func TestStateSnapshotEncodeFailureFailsRun(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{Recovery: recovery.Memory(), Logger: slog.New(slog.DiscardHandler)})
+		st := UpdateStateByKey(wordPairs(s), func(_ string, vs []int, st holder, _ bool) (holder, bool) {
+			n := 0
+			if u, ok := st.V.(unregistered); ok {
+				n = u.N
+			}
+			return holder{V: unregistered{N: n + len(vs)}}, true
+		})
+		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, holder]]) error { return nil })
+		err := feed(t, p, r, [][]string{{"a b"}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil})
+		if err == nil {
+			t.Fatal("Run returned nil: the state went unprotected without an error")
+		}
+		for _, want := range []string{"UpdateStateByKey", "stream.holder", "gob.Register", "stream.StateCodec"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Run = %v; want it to name %q", err, want)
+			}
+		}
+	})
 }
 
 // TestStateSnapshotRoundTrip snapshots and restores each stateful

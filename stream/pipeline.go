@@ -50,7 +50,9 @@ const (
 // and the operators, runs the receivers, cuts a batch every batch interval
 // and runs the outputs on it, in batch-time order.
 //
-// Build the graph, then call Run once. Stop, Drain and Done may be called
+// Build the graph, then call Run once: a stream or output added once Run has
+// started is ignored, and logged at ERROR (to Config.Logger, slog.Default()
+// unless set). Stop, Drain and Done may be called
 // from any goroutine, any number of times, before, during or after Run;
 // Stop and Drain also from an output (Drain with the output's ctx, see
 // Drain) or a Listener. Waiting on Done from inside the pipeline never ends.

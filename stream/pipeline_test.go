@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -416,3 +417,38 @@ func TestTimerCatchesUp(t *testing.T) {
 		}
 	})
 }
+
+// TestGraphChangeAfterRunIsLogged checks that an output added while Run
+// runs is ignored and reported at ERROR, naming the node, rather than
+// dropped without a word.
+func TestGraphChangeAfterRunIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out strings.Builder
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return out.Write(b)
+		}), nil))
+		p, _, s := newTest[string](t, Config{Logger: logger})
+		collect(s)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		time.Sleep(1500 * time.Millisecond) // one batch in: Run is running
+		Print(Map(s, strings.ToUpper), 1)
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(out.String(), "level=ERROR msg=\"stream: graph changed after Run") {
+			t.Errorf("log:\n%s\nwant an ERROR for the output added after Run", out.String())
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -7,6 +7,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -176,13 +177,16 @@ func (k *stateKeeper) restore(ctx context.Context, ref recovery.SnapshotRef) err
 
 // afterBatch snapshots the state after the completed batch at t if the
 // interval has passed since the current snapshot: the snapshot is stored,
-// then recorded in the log. A snapshot that cannot be encoded or stored is
-// logged and tried again after the next batch (the log keeps the batches to
-// replay meanwhile); a failed append stops the Run, as any.
-func (e *engine) afterBatch(ctx context.Context, t batch.Time) {
+// then recorded in the log. A snapshot that cannot be stored is logged and
+// tried again after the next batch (the log keeps the batches to replay
+// meanwhile); a failed append stops the Run, as any. A state that cannot be
+// encoded fails the Run with an error naming the operator, the type and the
+// fix: encoding fails the same way after every batch, and going on would
+// leave the state unprotected against a crash without anyone noticing.
+func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	k := e.state
 	if k == nil || t.Std().Sub(k.last.Std()) < k.every {
-		return
+		return nil
 	}
 	if len(k.nodes) == 0 {
 		// No state: an empty snapshot only releases the batches kept for
@@ -190,37 +194,38 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) {
 		if k.log != nil && k.log.append(ctx, recovery.SnapshotTaken(t, "")) == nil {
 			k.last = t
 		}
-		return
+		return nil
 	}
 	f := snapshotFile{Version: snapshotVersion, Time: int64(t), Ops: k.ops(), Data: make([][]byte, len(k.nodes))}
 	for i, n := range k.nodes {
 		b, err := n.state.snapshot()
 		if err != nil {
-			e.cfg.Logger.Error("stream: cannot snapshot the state; trying again after the next batch", "batch", t, "node", n.String(), "err", err)
-			return
+			return fmt.Errorf("stream: cannot snapshot the state of %v after the batch at %v, so it would not survive a crash: %w; "+
+				"fix: register the concrete types stored in interface values with gob.Register, or give the operator a codec for the type with stream.StateCodec",
+				n, t, err)
 		}
 		f.Data[i] = b
 	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(f); err != nil {
-		e.cfg.Logger.Error("stream: cannot encode the state snapshot; trying again after the next batch", "batch", t, "err", err)
-		return
+		return fmt.Errorf("stream: cannot encode the state snapshot after the batch at %v: %w", t, err)
 	}
 	ref, err := k.store.PutSnapshot(ctx, t, buf.Bytes())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Logger.Warn("stream: cannot store the state snapshot; trying again after the next batch", "batch", t, "err", err)
 		}
-		return
+		return nil
 	}
 	if k.log == nil {
-		return
+		return nil
 	}
 	if err := k.log.append(ctx, recovery.SnapshotTaken(t, ref)); err != nil {
-		return // fatal: the recovery log stops the Run
+		return nil // fatal: the recovery log stops the Run
 	}
 	k.last = t
 	e.cfg.Logger.Debug("stream: state snapshot taken", "batch", t, "bytes", buf.Len())
+	return nil
 }
 
 // replay recomputes the replayed batch j for its state only: the stateful
@@ -253,7 +258,7 @@ func (w *snapWriter) bytes(b []byte) {
 func snapValues[T any](w *snapWriter, c Codec[T], vs []T) error {
 	b, err := c.Encode(vs)
 	if err != nil {
-		return err
+		return fmt.Errorf("values of type %v cannot be encoded with %T: %w", reflect.TypeFor[T](), c, err)
 	}
 	w.bytes(b)
 	return nil

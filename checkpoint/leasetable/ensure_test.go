@@ -2,6 +2,8 @@ package leasetable
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,6 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/internal/attempt"
 )
 
 // creatingDB is a DynamoDB that creates a table which stays CREATING for
@@ -78,6 +83,44 @@ func TestEnsureBacksOffFast(t *testing.T) {
 		}
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("Ensure took %v for 8 CREATING answers, want under 2s", took)
+		}
+	})
+}
+
+// silentThenActiveDB answers its first `silent` DescribeTable calls as
+// attempts that timed out would, then with an ACTIVE lease table.
+type silentThenActiveDB struct {
+	creatingDB
+	silent int
+	calls  int
+}
+
+func (d *silentThenActiveDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.calls++; d.calls <= d.silent {
+		return nil, fmt.Errorf("operation error DynamoDB: DescribeTable: %w", attempt.ErrTimeout)
+	}
+	d.created = true
+	return d.creatingDB.DescribeTable(ctx, in, opts...)
+}
+
+// TestEnsureSaysWhenDynamoDBAnswersAgain checks that Ensure warns at the
+// first unanswered call and at the fifth, keeps asking below the limit,
+// says when DynamoDB answers again, and then succeeds.
+func TestEnsureSaysWhenDynamoDBAnswersAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuf
+		db := &silentThenActiveDB{silent: ensureMaxUnanswered - 1}
+		tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+		if err := tbl.Ensure(t.Context()); err != nil {
+			t.Fatalf("Ensure after %d unanswered calls: %v", db.silent, err)
+		}
+		var got []string
+		for _, r := range jsonRecords(t, &out) {
+			got = append(got, fmt.Sprint(r["attempts"], "/", r["failed_attempts"]))
+		}
+		want := []string{"1/<nil>", "5/<nil>", "<nil>/9"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("warnings attempts/failed_attempts (-want +got):\n%s", diff)
 		}
 	})
 }

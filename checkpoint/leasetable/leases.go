@@ -188,7 +188,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	return &Coordinator{
 		cfg:     cfg,
-		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock, AttemptTimeout: cfg.AttemptTimeout}),
+		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock, AttemptTimeout: cfg.AttemptTimeout}, cfg.Logger.With("worker", cfg.WorkerID)),
 		log:     cfg.Logger.With("worker", cfg.WorkerID),
 		drained: make(chan struct{}),
 		held:    make(map[string]*heldLease),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/streak"
 )
 
 // DefaultPollInterval is the longest wait between two checks of Ensure
@@ -28,6 +31,13 @@ const DefaultPollInterval = time.Second
 // a whole second for it, and DynamoDB's several seconds cost only a few
 // more checks.
 const firstPoll = 25 * time.Millisecond
+
+// ensureMaxUnanswered is how many DescribeTable calls in a row Ensure lets
+// go unanswered (every attempt of each timed out) before it gives up: with
+// the default client (three attempts a call) and AttemptTimeout (2s), a
+// minute or two, about as long as the Kinesis receiver's start-up tries
+// (kinesis.Config.MaxAttempts).
+const ensureMaxUnanswered = 10
 
 // DynamoDBAPI is the part of *dynamodb.Client a Table uses. Tests may wrap a
 // real client to hold or fail calls.
@@ -112,6 +122,8 @@ type Table struct {
 	eventualScans bool
 	// opts are the per-call options of every call: the attempt timeout.
 	opts []func(*dynamodb.Options)
+	// log receives Ensure's warnings.
+	log *slog.Logger
 }
 
 // NewTable validates cfg and returns a Table; it does no I/O (see Ensure).
@@ -119,11 +131,11 @@ func NewTable(cfg TableConfig) (*Table, error) {
 	if p := cfg.problems(); len(p) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(p...))
 	}
-	return newTable(cfg), nil
+	return newTable(cfg, slog.Default()), nil
 }
 
-func newTable(cfg TableConfig) *Table {
-	t := &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval)}
+func newTable(cfg TableConfig, log *slog.Logger) *Table {
+	t := &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval), log: log}
 	if cfg.AttemptTimeout > 0 {
 		mw := attempt.Middleware(t.clk, cfg.AttemptTimeout)
 		t.opts = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
@@ -136,14 +148,25 @@ func (t *Table) Name() string { return t.name }
 
 // Ensure makes the table usable: it creates it (hash key leaseKey, on-demand
 // billing) if it does not exist, waits until it is ACTIVE, and checks that its
-// key is leaseKey.
+// key is leaseKey. A DynamoDB that does not answer (every attempt timed
+// out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
+// the endpoint, and again as the failures go on (5, 10, 20... in a row);
+// Ensure gives up after 10 unanswered calls in a row. The warnings go to
+// slog.Default() for a Table of NewTable, to the Coordinator's logger for
+// its own.
 func (t *Table) Ensure(ctx context.Context) error {
 	created := false
 	wait := backoff.Policy{Base: min(firstPoll, t.poll), Max: t.poll}.Start()
+	silent := t.silence(ctx)
+	unanswered := 0
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
 		status := "not found"
+		if unanswered > 0 && (err == nil || errors.As(err, &notFound)) {
+			silent.Ended(unanswered + 1) // DynamoDB answers again
+			unanswered = 0
+		}
 		switch {
 		case errors.As(err, &notFound) && !created:
 			if err := t.create(ctx); err != nil {
@@ -155,6 +178,12 @@ func (t *Table) Ensure(ctx context.Context) error {
 			// Created (by us or another worker) but not visible yet: wait,
 			// rather than create again at once, which would spin.
 		case errors.Is(err, attempt.ErrTimeout):
+			unanswered++
+			if unanswered >= ensureMaxUnanswered {
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s answered none of %d DescribeTable calls in a row: %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, err, silentFix("timeout", silent.Endpoint))
+			}
+			silent.Failed(unanswered, "timeout", true, err)
 			status = "no answer" // every attempt timed out: ask again
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
@@ -167,6 +196,20 @@ func (t *Table) Ensure(ctx context.Context) error {
 			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
 		}
 	}
+}
+
+// silence returns the streak watcher of Ensure's calls that get no answer.
+func (t *Table) silence(ctx context.Context) streak.Streak {
+	return streak.Streak{
+		Logger: t.log, Clock: t.clk, Prefix: "leasetable", Service: "DynamoDB",
+		Op: "DescribeTable", Attr: slog.String("table", t.name),
+		Endpoint: awsconf.DynamoDBEndpoint(ctx, t.db), MaxAttempts: ensureMaxUnanswered, Fix: silentFix,
+	}
+}
+
+// silentFix is the fix of a DynamoDB that does not answer.
+func silentFix(_, endpoint string) string {
+	return "DynamoDB at " + endpoint + " does not answer within AttemptTimeout: check the lease table's Endpoint, the region (AWS_REGION), proxies and the network"
 }
 
 func (t *Table) create(ctx context.Context) error {

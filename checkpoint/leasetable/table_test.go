@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -220,7 +221,7 @@ func TestTableServiceErrorIsNotLeaseLost(t *testing.T) {
 	if _, err := tbl.Create(t.Context(), Lease{Shard: "s", Owner: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	failing := newTable(TableConfig{Name: tbl.Name(), Client: failingDB{db}})
+	failing := newTable(TableConfig{Name: tbl.Name(), Client: failingDB{db}}, slog.Default())
 	_, err := failing.Renew(t.Context(), Lease{Shard: "s", Owner: "w"})
 	var ise *types.InternalServerError
 	if !errors.As(err, &ise) || errors.Is(err, checkpoint.ErrLeaseLost) {

@@ -6,6 +6,7 @@ package awsconf
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,4 +49,31 @@ func CheckEndpoint(field, endpoint string) error {
 		return fmt.Errorf("%s %q: must be a URL starting with http:// or https://", field, endpoint)
 	}
 	return nil
+}
+
+// DynamoDBEndpoint returns, for logs, the endpoint a DynamoDB client sends
+// its calls to: its BaseEndpoint, or the one the SDK resolves for its
+// region. A client that does not show its options (a wrapper without an
+// Options method) gives "unknown (a custom client)".
+func DynamoDBEndpoint(ctx context.Context, client any) string {
+	c, ok := client.(interface{ Options() dynamodb.Options })
+	if !ok {
+		return "unknown (a custom client)"
+	}
+	o := c.Options()
+	if o.BaseEndpoint != nil {
+		return *o.BaseEndpoint
+	}
+	if o.Region == "" {
+		return "none (no endpoint and no region set)"
+	}
+	r := o.EndpointResolverV2
+	if r == nil {
+		r = dynamodb.NewDefaultEndpointResolverV2()
+	}
+	ep, err := r.ResolveEndpoint(ctx, dynamodb.EndpointParameters{Region: aws.String(o.Region)})
+	if err != nil {
+		return "none resolved for region " + strconv.Quote(o.Region)
+	}
+	return ep.URI.String()
 }

@@ -95,7 +95,7 @@ type Config struct {
 	// Required.
 	Name string
 	// Logger receives warnings, such as superseded items a compaction could
-	// not delete. Nil means discard.
+	// not delete. Default slog.Default().
 	Logger *slog.Logger
 	// Clock times the waits between retries and the attempt timeout.
 	// Default clock.Real{}.
@@ -189,7 +189,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l := &Log{client: client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
-		l.logger = slog.New(slog.DiscardHandler)
+		l.logger = slog.Default()
 	}
 	if err := l.ensureTable(ctx); err != nil {
 		return nil, err

@@ -256,7 +256,8 @@ type Config struct {
 	OnRangeUnavailable RangePolicy
 
 	// Logger receives the receiver's logs. Default: the Runtime's logger
-	// while Start runs; a logger that discards everything otherwise.
+	// while Start runs (the driver's, slog.Default() unless set);
+	// slog.Default() otherwise.
 	Logger *slog.Logger
 	// Clock is the time source for polling, pacing, back-off and shard sync.
 	// Default: the Runtime's clock while Start runs, clock.Real otherwise.

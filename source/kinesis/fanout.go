@@ -109,6 +109,9 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, pos Position,
 		}
 		cause := subscribeRetryCause(err)
 		if cause == "" {
+			if s.lastRead == "" { // nothing read yet: refused at pos
+				err = rn.notInStream(shardID, pos, err)
+			}
 			return rn.readerExit(ctx, shardID, err)
 		}
 		rn.r.stats.retry(cause)

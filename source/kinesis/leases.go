@@ -445,10 +445,14 @@ func (lr *leaseRun) allCompleted() bool {
 // that cannot start at its lease's checkpoint (Kinesis refuses the
 // position: a number past the shard's records, or of another shard) stops
 // on its own, and the shard is refused (see refuse); the other shards go
-// on. Any other error is returned as it is, to stop the receiver.
+// on. Any other error is returned as it is, to stop the receiver, and so is
+// a refused position that came from the driver's recovery log rather than
+// from the checkpoint (see run.notInStream): the fix is the log's, no
+// shard can be read until it is made, and refusing the shards one by one
+// would leave the pipeline cutting empty batches for ever.
 func (lr *leaseRun) readerFailed(l leasetable.Lease, pos Position, err error) error {
 	var invalid *types.InvalidArgumentException
-	if !errors.As(err, &invalid) || pos.After == "" && pos.At == "" {
+	if !errors.As(err, &invalid) || pos.After == "" && pos.At == "" || errors.Is(err, errNotInStream) {
 		return err
 	}
 	lr.queue(leaseEvent{refused: &refusal{lease: l, err: err}})

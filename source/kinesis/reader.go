@@ -28,7 +28,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	it, err := rn.iterator(ctx, shardID, pos, 0)
 	if err != nil {
-		return rn.readerExit(ctx, shardID, err)
+		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
 	lastRead := pos.After
 	holding := false // in a streak of records held back by guard

@@ -91,7 +91,7 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 	}
 	clk = clock.Or(clk)
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	if report == nil {
 		report = func(err error) { logger.Error("kinesis: range skipped", "err", err) }

@@ -1,6 +1,40 @@
 package kinesis
 
-import "github.com/weirstream/weir/batch"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// errNotInStream marks the error of a reader that could not start after
+// the position the driver's recovery log holds for its shard, because
+// Kinesis refuses it: the log describes another stream.
+var errNotInStream = errors.New("the recovery log's position is not in the stream")
+
+// notInStream returns err, the error of a reader's first call at pos, as
+// an error wrapping errNotInStream that says what happened and names the
+// fix, when Kinesis refused pos (an InvalidArgumentException: Kinesis
+// answers so for a sequence number that "did not come from this stream")
+// and pos starts after the sequence number the driver's recovery log holds
+// for the shard. A stream deleted and created again with the same name has
+// the same shard IDs and new sequence numbers, so a recovery log kept from
+// the old one names positions the new one does not have; no retry and no
+// checkpoint change helps, and going on would read nothing from the shard
+// forever. Other errors are returned as they are.
+func (rn *run) notInStream(shardID string, pos Position, err error) error {
+	var invalid *types.InvalidArgumentException
+	logged, ok := rn.logged(shardID)
+	if !ok || pos.After != logged || !errors.As(err, &invalid) {
+		return err
+	}
+	return fmt.Errorf("%w: stream %s refuses sequence number %s of shard %s, the last one the driver's recovery log (stream.Config.Recovery) holds for it: "+
+		"the log was written for an earlier stream of the same name (deleted and created again) or for another stream, and no record it describes is in this one; "+
+		"fix: start with a new recovery log (move the directory of recovery.Dir away, or give the DynamoDB log a new Name): %w",
+		errNotInStream, rn.cfg.Stream, logged, shardID, err)
+}
 
 // doneUpTo returns the greatest sequence number of shardID this receiver
 // knows needs no reading again, and whether there is one: the greater of

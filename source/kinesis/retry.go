@@ -189,11 +189,11 @@ func (r *Receiver) newRetrier(client Client, clk clock.Clock, logger *slog.Logge
 // context, ended after r.timeout. op and shard are for logs.
 func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard string, f func(context.Context) (T, error)) (T, error) {
 	b := backoff.Policy{Base: r.base, Max: r.max}.Start()
-	st := streak{r: r, op: op, shard: shard, maxAttempts: maxAttempts}
+	st := r.newStreak(op, shard, maxAttempts)
 	for n := 1; ; n++ {
 		v, err := once(ctx, r, f)
 		if err == nil {
-			st.ended(n)
+			st.Ended(n)
 			return v, nil
 		}
 		if ctx.Err() != nil {
@@ -211,7 +211,7 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			r.refresh()
 		}
 		delay := b.Next()
-		st.failed(n, cause, err)
+		st.Failed(n, string(cause), cause == CauseTransport, err)
 		log := r.logger.Debug
 		if cause == CauseTimeout || cause == CauseExpiredCredentials {
 			log = r.logger.Warn // rare, and worth seeing

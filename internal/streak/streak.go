@@ -1,0 +1,108 @@
+// Package streak warns when one AWS call keeps failing: at once when the
+// service cannot be reached, and then each time the run of failed attempts
+// doubles, so that a retry loop is never silent and an outage logs a line
+// now and then, not one per retry. The Kinesis receiver's calls and the
+// lease table's start-up use it.
+package streak
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// WarnAt is the first number of consecutive failed attempts of one call
+// that is logged at WARN; the next warnings come each time the streak
+// doubles (5, 10, 20, 40...).
+const WarnAt = 5
+
+// Streak watches the consecutive failed attempts of one call (one
+// operation, through one endpoint) and logs at WARN, with the numbers and
+// the likely fix, when the call cannot get through: at once for a failure
+// that says the service cannot be reached (Failed's urgent), whose retries
+// would otherwise go on silently for as long as the back-off allows, and
+// whenever the streak reaches WarnAt, 2*WarnAt, 4*WarnAt... attempts, for
+// any cause. Set the fields, then call Failed and Ended from the retry
+// loop; a Streak is used by one goroutine.
+type Streak struct {
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Prefix starts every message ("kinesis"); Service names what cannot
+	// be reached ("Kinesis").
+	Prefix, Service string
+	// Op is the operation retried; Attr, when its key is set, is one more
+	// attribute of every line, such as the shard or the table.
+	Op   string
+	Attr slog.Attr
+	// Endpoint is the endpoint the calls go to; "" means the AWS default
+	// for the region.
+	Endpoint string
+	// MaxAttempts bounds the attempts (0: none), for the message.
+	MaxAttempts int
+	// Fix returns the likely fix of a streak of failures of cause, given
+	// the endpoint.
+	Fix func(cause, endpoint string) string
+
+	start  time.Time // of the first failed attempt
+	warned bool
+	next   int // attempt count of the next streak warning
+}
+
+// Failed records that attempt (counted from 1) failed with err of cause
+// and that the call is about to be retried. urgent says the failure shows
+// the service cannot be reached (a refused or silent connection): the
+// first one is logged at once.
+func (s *Streak) Failed(attempt int, cause string, urgent bool, err error) {
+	if attempt == 1 {
+		s.start = s.Clock.Now()
+		s.next = WarnAt
+	}
+	now := urgent && !s.warned
+	if !now && attempt < s.next {
+		return
+	}
+	if attempt >= s.next {
+		s.next *= 2
+	}
+	s.warned = true
+	limit := "until it succeeds"
+	if s.MaxAttempts > 0 {
+		limit = "up to " + strconv.Itoa(s.MaxAttempts) + " attempts, then failing"
+	}
+	msg := s.Prefix + ": " + s.Op + " keeps failing; still retrying " + limit
+	if attempt < WarnAt {
+		msg = s.Prefix + ": cannot reach " + s.Service + " (" + s.Op + "); retrying " + limit
+	}
+	args := append(s.args(), "endpoint", s.endpoint(), "cause", cause,
+		"attempts", attempt, "for", s.Clock.Now().Sub(s.start).Round(time.Millisecond),
+		"err", err, "fix", s.Fix(cause, s.endpoint()))
+	s.Logger.Warn(msg, args...)
+}
+
+// Ended records that the call succeeded at attempt; a streak that was
+// warned about is reported over.
+func (s *Streak) Ended(attempt int) {
+	if !s.warned {
+		return
+	}
+	args := append(s.args(), "endpoint", s.endpoint(), "failed_attempts", attempt-1,
+		"for", s.Clock.Now().Sub(s.start).Round(time.Millisecond))
+	s.Logger.Warn(s.Prefix+": "+s.Op+" succeeded again after failed attempts", args...)
+}
+
+// args returns the first attributes of every line: the operation and Attr.
+func (s *Streak) args() []any {
+	if s.Attr.Key == "" {
+		return []any{"op", s.Op}
+	}
+	return []any{"op", s.Op, s.Attr}
+}
+
+func (s *Streak) endpoint() string {
+	if s.Endpoint == "" {
+		return "AWS default for the region"
+	}
+	return s.Endpoint
+}
