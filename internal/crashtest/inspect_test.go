@@ -17,11 +17,15 @@ import (
 // ddbSpy) and records them in a journal file beside the output, one line
 // each, for the parent to check:
 //
-//	commit <shard> <seq>   a checkpoint write succeeded
-//	past <what>            a checkpoint write passed the completed records (G4)
+//	commit <shard> <seq> <sent>  a checkpoint write succeeded; sent is when
+//	                             it was sent (Unix nanoseconds)
+//	past <what>                  a checkpoint write passed the completed records (G4)
+//	take <shard> <at>            a take of the shard's lease succeeded, at
+//	                             <at> (Unix nanoseconds)
 const (
 	journalCommit = "commit"
 	journalPast   = "past"
+	journalTake   = "take"
 )
 
 // journal is the append-only checkpoint journal of a child process.
@@ -53,31 +57,47 @@ func (j *journal) add(kind, s string) {
 // Close closes the file.
 func (j *journal) Close() error { return j.f.Close() }
 
-// readJournal returns the successful checkpoint writes and the violations
-// in the whole lines of the journal at path (a killed child may leave a
-// torn last line).
-func readJournal(path string) (commits int, past []string, err error) {
+// journalLine is one line of a journal: its kind, and the rest.
+type journalLine struct{ kind, rest string }
+
+// readJournalLines returns the whole lines of the journal at path (a
+// killed child may leave a torn last line); none if there is no journal.
+func readJournalLines(path string) ([]journalLine, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	s := string(data)
 	s = s[:strings.LastIndexByte(s, '\n')+1]
+	var lines []journalLine
 	for l := range strings.Lines(s) {
 		kind, rest, _ := strings.Cut(strings.TrimSuffix(l, "\n"), " ")
 		switch kind {
+		case journalCommit, journalPast, journalTake:
+			lines = append(lines, journalLine{kind: kind, rest: rest})
+		default:
+			return nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
+		}
+	}
+	return lines, nil
+}
+
+// readJournal returns the successful checkpoint writes and the violations
+// in the journal at path.
+func readJournal(path string) (commits int, past []string, err error) {
+	lines, err := readJournalLines(path)
+	for _, l := range lines {
+		switch l.kind {
 		case journalCommit:
 			commits++
 		case journalPast:
-			past = append(past, rest)
-		default:
-			return 0, nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
+			past = append(past, l.rest)
 		}
 	}
-	return commits, past, nil
+	return commits, past, err
 }
 
 // modelOpener wraps a recovery log's Opener so that a logModel follows

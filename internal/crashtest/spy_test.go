@@ -5,8 +5,10 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -208,8 +210,13 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	}
 	shard, seq := checkpointOf(in)
 	if seq == "" {
-		return d.next.UpdateItem(ctx, in, o...)
+		out, err := d.next.UpdateItem(ctx, in, o...)
+		if shard := takeOf(in); shard != "" && err == nil {
+			d.journal.add(journalTake, shard+" "+strconv.FormatInt(time.Now().UnixNano(), 10))
+		}
+		return out, err
 	}
+	sent := time.Now()
 	done := d.model.completedSeq(shard)
 	past := done == "" || batch.CompareSeq(seq, done) > 0
 	if past {
@@ -223,7 +230,7 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if err != nil {
 		return out, err
 	}
-	d.journal.add(journalCommit, shard+" "+seq)
+	d.journal.add(journalCommit, shard+" "+seq+" "+strconv.FormatInt(sent.UnixNano(), 10))
 	d.mu.Lock()
 	d.commits++
 	n := d.commits
@@ -241,14 +248,29 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 // sets, or "" for another update (a renewal, a take, SHARD_END).
 func checkpointOf(in *dynamodb.UpdateItemInput) (shard, seq string) {
 	v, ok := in.ExpressionAttributeValues[":ckpt"].(*types.AttributeValueMemberS)
-	if !ok || batch.ValidateSeq(v.Value) != nil {
+	if !ok || batch.ValidateSeq(v.Value) != nil || leaseKeyOf(in) == "" {
 		return "", ""
 	}
-	k, ok := in.Key["leaseKey"].(*types.AttributeValueMemberS)
-	if !ok {
-		return "", ""
+	return leaseKeyOf(in), v.Value
+}
+
+// leaseKeyOf returns the shard an update of the lease table is about, or
+// "" for another item.
+func leaseKeyOf(in *dynamodb.UpdateItemInput) string {
+	k, _ := in.Key["leaseKey"].(*types.AttributeValueMemberS)
+	if k == nil {
+		return ""
 	}
-	return k.Value, v.Value
+	return k.Value
+}
+
+// takeOf returns the shard whose lease a take (an update setting a new
+// owner) is of, or "" for another update.
+func takeOf(in *dynamodb.UpdateItemInput) string {
+	if _, ok := in.ExpressionAttributeValues[":newowner"]; !ok {
+		return ""
+	}
+	return leaseKeyOf(in)
 }
 
 // stats returns the successful checkpoint writes and the violations seen.

@@ -1,0 +1,200 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+// defaultOutage is the length of each outage of the outage tests unless
+// WEIR_OUTAGE_SECONDS says otherwise: longer than the lease duration, so
+// that a DynamoDB outage outlives the leases, and short enough for CI.
+const defaultOutage = 4 * time.Second
+
+// outageShards is the outage tests' stream size.
+const outageShards = 4
+
+// TestOutageDynamoDB takes DynamoDB away from a running child (directory
+// recovery log) while records keep arriving: first down (connections
+// refused and cut), then partitioned (connections held silent), each for
+// the outage length; after each it must catch up and have logged a
+// warning during the outage; at the end every record is checked (G1 to G4).
+func TestOutageDynamoDB(t *testing.T) { outage(t, false, "DynamoDB") }
+
+// TestOutageDynamoDBDynamoLog is TestOutageDynamoDB with the recovery log
+// in DynamoDB, so the outage also stops the log's appends.
+func TestOutageDynamoDBDynamoLog(t *testing.T) { outage(t, true, "DynamoDB") }
+
+// TestOutageKinesis is TestOutageDynamoDB with Kinesis taken away.
+func TestOutageKinesis(t *testing.T) { outage(t, false, "Kinesis") }
+
+// TestOutageKinesisDynamoLog is TestOutageKinesis with the recovery log in
+// DynamoDB.
+func TestOutageKinesisDynamoLog(t *testing.T) { outage(t, true, "Kinesis") }
+
+// outageLength returns the length of each outage: WEIR_OUTAGE_SECONDS, or
+// defaultOutage.
+func outageLength(t *testing.T) time.Duration {
+	t.Helper()
+	return time.Duration(envInt(t, "WEIR_OUTAGE_SECONDS", int(defaultOutage/time.Second))) * time.Second
+}
+
+// proxyTo starts a faults.Proxy in front of the server at endpoint (a URL),
+// closed when t ends.
+func proxyTo(t *testing.T, endpoint string) *faults.Proxy {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faults.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// outageFigures sums up one outage.
+type outageFigures struct {
+	what     string
+	mode     faults.Mode
+	length   time.Duration
+	recovery time.Duration // from the end of the outage until every record put before it was output
+	stats    faults.ProxyStats
+	warnings int    // WARN and ERROR lines the child logged from the outage's start to its recovery
+	first    string // the first of them
+}
+
+func (f outageFigures) String() string {
+	return fmt.Sprintf("%s %v for %v: caught up %v after; %d warnings (first: %s); proxy %+v",
+		f.what, f.mode, f.length, f.recovery.Round(time.Millisecond), f.warnings, f.first, f.stats)
+}
+
+// outage runs one child with its endpoint of service (DynamoDB or
+// Kinesis) behind a proxy, takes the service down (Refuse) and then
+// partitions it (Blackhole), each for outageLength, while a producer keeps
+// putting records; after each outage it waits for the child to output
+// every record put before its end, and checks that the child warned during
+// it. At the end it drains the child and checks the output (G1 to G3), the
+// checkpoint journal (G4), the log and the leases.
+func outage(t *testing.T, shared bool, service string) {
+	t.Parallel()
+	d := outageLength(t)
+	env := servers.Env(t)
+	h := newHarness(t, env, outageShards)
+	h.shared = shared
+	var p *faults.Proxy
+	if service == "DynamoDB" {
+		p = proxyTo(t, env.DynamoDBEndpoint)
+		h.dynamoEndpoint = p.Endpoint()
+	} else {
+		p = proxyTo(t, env.KinesisEndpoint)
+		h.kinesisEndpoint = p.Endpoint()
+	}
+	if d < 2*kinesis.DefaultAttemptTimeout {
+		// A partition shorter than the default attempt timeout would end
+		// before any Kinesis attempt gave up, and nothing would be
+		// worth a warning: a short test shortens the timeout with it.
+		h.tuning.attempt = d / 4
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	prod := newProducer(env.Kinesis(), h.stream)
+	stop := make(chan struct{})
+	prodErr := make(chan error, 1)
+	go func() { prodErr <- prod.run(ctx, stop) }()
+	c := h.start()
+	h.awaitBatches(c, 1)
+	var all []outageFigures
+	for _, mode := range []faults.Mode{faults.Refuse, faults.Blackhole} {
+		f := h.outage(c, p, service, mode, d, prod)
+		report(t, fmt.Sprintf("outage (shared log %v): %v", shared, f))
+		all = append(all, f)
+	}
+	close(stop)
+	if err := <-prodErr; err != nil {
+		t.Errorf("producer: %v", err)
+	}
+	put, maybe, maxSeq := prod.snapshot()
+	h.awaitOutput(c, put)
+	c.term()
+	fig := h.check(put, maybe)
+	h.checkLog()
+	h.checkLeases(maxSeq)
+	h.checkJournal()
+	report(t, fmt.Sprintf("outages of %s (shared log %v), %v each: %v; checkpoint writes %d", service, shared, d, fig, h.checkpoints))
+	for _, f := range all {
+		if f.warnings == 0 {
+			t.Errorf("%s %v for %v: the child logged no warning (its stderr, at WARN, shows what stalls)", f.what, f.mode, f.length)
+		}
+	}
+}
+
+// outage takes the service behind p away from child c in mode for d, then
+// gives it back and waits until c output every record prod put before,
+// and returns the figures.
+func (h *harness) outage(c *child, p *faults.Proxy, service string, mode faults.Mode, d time.Duration, prod *producer) outageFigures {
+	t := h.t
+	t.Helper()
+	from := fileSize(t, c.stderr)
+	before := p.Stats()
+	p.Set(mode)
+	timer := time.NewTimer(d) // the outage's length: the test's input
+	select {
+	case <-timer.C:
+	case <-c.exited:
+		p.Set(faults.Pass)
+		t.Fatalf("child %d exited during a %s outage (%v): %v\n%s", c.n, service, mode, c.err, c.tail())
+	}
+	p.Set(faults.Pass)
+	healed := time.Now()
+	put, _, _ := prod.snapshot()
+	h.awaitOutput(c, put)
+	f := outageFigures{what: service, mode: mode, length: d, recovery: time.Since(healed)}
+	after := p.Stats()
+	f.stats = faults.ProxyStats{Accepted: after.Accepted - before.Accepted, Refused: after.Refused - before.Refused, Cut: after.Cut - before.Cut}
+	f.warnings, f.first = warnings(t, c.stderr, from)
+	return f
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// warnings returns the number of WARN and ERROR lines a child's slog text
+// handler wrote to the file at path from offset from on, and the message
+// of the first.
+func warnings(t *testing.T, path string, from int64) (n int, first string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(data[from:])) {
+		if !strings.Contains(l, " level=WARN ") && !strings.Contains(l, " level=ERROR ") {
+			continue
+		}
+		if n++; n == 1 {
+			_, msg, _ := strings.Cut(l, " msg=")
+			first, _, _ = strings.Cut(msg, `" `)
+			first = strings.Trim(first, `"`)
+		}
+	}
+	return n, first
+}
