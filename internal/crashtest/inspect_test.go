@@ -20,8 +20,8 @@ import (
 //	commit <shard> <seq> <sent>  a checkpoint write succeeded; sent is when
 //	                             it was sent (Unix nanoseconds)
 //	past <what>                  a checkpoint write passed the completed records (G4)
-//	take <shard> <at>            a take of the shard's lease succeeded, at
-//	                             <at> (Unix nanoseconds)
+//	take <shard> <sent>          a take of the shard's lease succeeded; sent
+//	                             as for commit
 const (
 	journalCommit = "commit"
 	journalPast   = "past"

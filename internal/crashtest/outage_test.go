@@ -3,7 +3,6 @@
 package crashtest
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -107,12 +106,8 @@ func outage(t *testing.T, shared bool, service string) {
 		// worth a warning: a short test shortens the timeout with it.
 		h.tuning.attempt = d / 4
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	prod := newProducer(env.Kinesis(), h.stream)
-	stop := make(chan struct{})
-	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(ctx, stop) }()
+	prod, stopProducer := startProducer(t, h)
+	defer stopProducer()
 	c := h.start()
 	h.awaitBatches(c, 1)
 	var all []outageFigures
@@ -121,10 +116,7 @@ func outage(t *testing.T, shared bool, service string) {
 		report(t, fmt.Sprintf("outage (shared log %v): %v", shared, f))
 		all = append(all, f)
 	}
-	close(stop)
-	if err := <-prodErr; err != nil {
-		t.Errorf("producer: %v", err)
-	}
+	stopProducer()
 	put, maybe, maxSeq := prod.snapshot()
 	h.awaitOutput(c, put)
 	c.term()

@@ -208,15 +208,15 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if d.crash.dead.Load() {
 		return nil, errCrashed
 	}
+	sent := time.Now()
 	shard, seq := checkpointOf(in)
 	if seq == "" {
 		out, err := d.next.UpdateItem(ctx, in, o...)
 		if shard := takeOf(in); shard != "" && err == nil {
-			d.journal.add(journalTake, shard+" "+strconv.FormatInt(time.Now().UnixNano(), 10))
+			d.journal.add(journalTake, shard+" "+strconv.FormatInt(sent.UnixNano(), 10))
 		}
 		return out, err
 	}
-	sent := time.Now()
 	done := d.model.completedSeq(shard)
 	past := done == "" || batch.CompareSeq(seq, done) > 0
 	if past {

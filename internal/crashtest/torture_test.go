@@ -3,7 +3,6 @@
 package crashtest
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -150,21 +149,7 @@ func report(t *testing.T, s string) {
 // lease table.
 func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 	t := h.t
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	prod := newProducer(h.env.Kinesis(), h.stream)
-	stop := make(chan struct{})
-	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(ctx, stop) }()
-	stopProducer := func() {
-		if stop != nil {
-			close(stop)
-			stop = nil
-			if err := <-prodErr; err != nil {
-				t.Errorf("producer: %v", err)
-			}
-		}
-	}
+	prod, stopProducer := startProducer(t, h)
 	defer stopProducer()
 
 	for i := range kills {
@@ -226,11 +211,7 @@ func (h *harness) checkLog() {
 // its shard's last record checkpointed.
 func (h *harness) checkLeases(maxSeq map[string]string) {
 	t := h.t
-	table, err := leasetable.NewTable(leasetable.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := table.List(t.Context())
+	leases, err := h.leases()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +225,15 @@ func (h *harness) checkLeases(maxSeq map[string]string) {
 	if len(leases) != len(maxSeq) {
 		t.Errorf("%d leases, %d shards written to", len(leases), len(maxSeq))
 	}
+}
+
+// leases returns the lease table's leases.
+func (h *harness) leases() ([]leasetable.Lease, error) {
+	table, err := leasetable.NewTable(leasetable.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
+	if err != nil {
+		return nil, err
+	}
+	return table.List(h.t.Context())
 }
 
 // tearLog appends the first bytes of an entry's frame to the last segment
