@@ -17,15 +17,14 @@ import (
 // ddbSpy) and records them in a journal file beside the output, one line
 // each, for the parent to check:
 //
-//	commit <shard> <seq> <sent>  a checkpoint write succeeded; sent is when
-//	                             it was sent (Unix nanoseconds)
-//	past <what>                  a checkpoint write passed the completed records (G4)
-//	take <shard> <sent>          a take of the shard's lease succeeded; sent
-//	                             as for commit
+//	commit <shard> <seq>   a checkpoint write succeeded
+//	past <what>            a checkpoint write passed the completed records (G4)
+//	zombie <what>          a checkpoint write succeeded while the lease table
+//	                       named another owner (see ddbSpy.worker)
 const (
 	journalCommit = "commit"
 	journalPast   = "past"
-	journalTake   = "take"
+	journalZombie = "zombie"
 )
 
 // journal is the append-only checkpoint journal of a child process.
@@ -57,47 +56,33 @@ func (j *journal) add(kind, s string) {
 // Close closes the file.
 func (j *journal) Close() error { return j.f.Close() }
 
-// journalLine is one line of a journal: its kind, and the rest.
-type journalLine struct{ kind, rest string }
-
-// readJournalLines returns the whole lines of the journal at path (a
-// killed child may leave a torn last line); none if there is no journal.
-func readJournalLines(path string) ([]journalLine, error) {
+// readJournal returns the successful checkpoint writes and the violations
+// (past the completed records, and zombie writes) in the whole lines of the
+// journal at path (a killed child may leave a torn last line).
+func readJournal(path string) (commits int, past, zombie []string, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return 0, nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return 0, nil, nil, err
 	}
 	s := string(data)
 	s = s[:strings.LastIndexByte(s, '\n')+1]
-	var lines []journalLine
 	for l := range strings.Lines(s) {
 		kind, rest, _ := strings.Cut(strings.TrimSuffix(l, "\n"), " ")
 		switch kind {
-		case journalCommit, journalPast, journalTake:
-			lines = append(lines, journalLine{kind: kind, rest: rest})
-		default:
-			return nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
-		}
-	}
-	return lines, nil
-}
-
-// readJournal returns the successful checkpoint writes and the violations
-// in the journal at path.
-func readJournal(path string) (commits int, past []string, err error) {
-	lines, err := readJournalLines(path)
-	for _, l := range lines {
-		switch l.kind {
 		case journalCommit:
 			commits++
 		case journalPast:
-			past = append(past, l.rest)
+			past = append(past, rest)
+		case journalZombie:
+			zombie = append(zombie, rest)
+		default:
+			return 0, nil, nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
 		}
 	}
-	return commits, past, err
+	return commits, past, zombie, nil
 }
 
 // modelOpener wraps a recovery log's Opener so that a logModel follows

@@ -140,7 +140,7 @@ func runChild(logger *slog.Logger) error {
 	// the completions the recovery log holds (G4).
 	model := newLogModel()
 	shared := os.Getenv(envShared) == "1"
-	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr}
+	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr, worker: tuning.withDefaults().worker}
 	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), tuning.worker, logger),
 		model: model}
 	state := os.Getenv(envState)

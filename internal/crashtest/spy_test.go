@@ -5,11 +5,10 @@ package crashtest
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -161,6 +160,10 @@ type ddbSpy struct {
 	// journal, if not nil, gets a line for every checkpoint write (see
 	// journal), for a parent process to check.
 	journal *journal
+	// worker, if set with journal, is the worker's ID: the spy reads the
+	// lease before each checkpoint write, and journals a write that
+	// succeeded while the lease named another owner (a zombie's).
+	worker string
 
 	mu         sync.Mutex
 	commits    int
@@ -208,15 +211,11 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if d.crash.dead.Load() {
 		return nil, errCrashed
 	}
-	sent := time.Now()
 	shard, seq := checkpointOf(in)
 	if seq == "" {
-		out, err := d.next.UpdateItem(ctx, in, o...)
-		if shard := takeOf(in); shard != "" && err == nil {
-			d.journal.add(journalTake, shard+" "+strconv.FormatInt(sent.UnixNano(), 10))
-		}
-		return out, err
+		return d.next.UpdateItem(ctx, in, o...)
 	}
+	owner, known := d.ownerBefore(ctx, in)
 	done := d.model.completedSeq(shard)
 	past := done == "" || batch.CompareSeq(seq, done) > 0
 	if past {
@@ -230,7 +229,10 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if err != nil {
 		return out, err
 	}
-	d.journal.add(journalCommit, shard+" "+seq+" "+strconv.FormatInt(sent.UnixNano(), 10))
+	d.journal.add(journalCommit, shard+" "+seq)
+	if known && owner != d.worker {
+		d.journal.add(journalZombie, fmt.Sprintf("shard %s checkpointed at %s by %s while the lease table named %q its owner", shard, seq, d.worker, owner))
+	}
 	d.mu.Lock()
 	d.commits++
 	n := d.commits
@@ -244,33 +246,38 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	return out, nil
 }
 
+// ownerBefore reads the owner of the lease a checkpoint write in is about
+// (consistently: the last write before the read), if d journals with a
+// worker ID; known is false if it does not or the read failed. A
+// conditional checkpoint succeeds only if the lease is still the writer's,
+// so a write that succeeds after the read named another owner is a
+// zombie's: the lease was taken from it and it did not take it back.
+func (d *ddbSpy) ownerBefore(ctx context.Context, in *dynamodb.UpdateItemInput) (owner string, known bool) {
+	if d.journal == nil || d.worker == "" {
+		return "", false
+	}
+	out, err := d.next.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item == nil {
+		return "", false
+	}
+	if v, ok := out.Item["leaseOwner"].(*types.AttributeValueMemberS); ok {
+		owner = v.Value
+	}
+	return owner, true
+}
+
 // checkpointOf returns the shard and sequence number a checkpoint write
 // sets, or "" for another update (a renewal, a take, SHARD_END).
 func checkpointOf(in *dynamodb.UpdateItemInput) (shard, seq string) {
 	v, ok := in.ExpressionAttributeValues[":ckpt"].(*types.AttributeValueMemberS)
-	if !ok || batch.ValidateSeq(v.Value) != nil || leaseKeyOf(in) == "" {
+	if !ok || batch.ValidateSeq(v.Value) != nil {
 		return "", ""
 	}
-	return leaseKeyOf(in), v.Value
-}
-
-// leaseKeyOf returns the shard an update of the lease table is about, or
-// "" for another item.
-func leaseKeyOf(in *dynamodb.UpdateItemInput) string {
-	k, _ := in.Key["leaseKey"].(*types.AttributeValueMemberS)
-	if k == nil {
-		return ""
+	k, ok := in.Key["leaseKey"].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", ""
 	}
-	return k.Value
-}
-
-// takeOf returns the shard whose lease a take (an update setting a new
-// owner) is of, or "" for another update.
-func takeOf(in *dynamodb.UpdateItemInput) string {
-	if _, ok := in.ExpressionAttributeValues[":newowner"]; !ok {
-		return ""
-	}
-	return leaseKeyOf(in)
+	return k.Value, v.Value
 }
 
 // stats returns the successful checkpoint writes and the violations seen.
