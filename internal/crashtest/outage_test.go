@@ -70,7 +70,7 @@ type outageFigures struct {
 	length   time.Duration
 	recovery time.Duration // from the end of the outage until every record put before it was output
 	stats    faults.ProxyStats
-	warnings int    // WARN and ERROR lines the child logged from the outage's start to its recovery
+	warnings int    // WARN and ERROR lines about the service the child logged from the outage's start to its recovery
 	first    string // the first of them
 }
 
@@ -127,7 +127,7 @@ func outage(t *testing.T, shared bool, service string) {
 	report(t, fmt.Sprintf("outages of %s (shared log %v), %v each: %v; checkpoint writes %d", service, shared, d, fig, h.checkpoints))
 	for _, f := range all {
 		if f.warnings == 0 {
-			t.Errorf("%s %v for %v: the child logged no warning (its stderr, at WARN, shows what stalls)", f.what, f.mode, f.length)
+			t.Errorf("%s %v for %v: the child logged no warning about %s (its stderr, at WARN, must show what stalls)", f.what, f.mode, f.length, f.what)
 		}
 	}
 }
@@ -155,7 +155,7 @@ func (h *harness) outage(c *child, p *faults.Proxy, service string, mode faults.
 	f := outageFigures{what: service, mode: mode, length: d, recovery: time.Since(healed)}
 	after := p.Stats()
 	f.stats = faults.ProxyStats{Accepted: after.Accepted - before.Accepted, Refused: after.Refused - before.Refused, Cut: after.Cut - before.Cut}
-	f.warnings, f.first = warnings(t, c.stderr, from)
+	f.warnings, f.first = warnings(t, c.stderr, from, service)
 	return f
 }
 
@@ -170,9 +170,9 @@ func fileSize(t *testing.T, path string) int64 {
 }
 
 // warnings returns the number of WARN and ERROR lines a child's slog text
-// handler wrote to the file at path from offset from on, and the message
-// of the first.
-func warnings(t *testing.T, path string, from int64) (n int, first string) {
+// handler wrote to the file at path from offset from on about service
+// (see aboutService), and the message of the first.
+func warnings(t *testing.T, path string, from int64, service string) (n int, first string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -182,11 +182,25 @@ func warnings(t *testing.T, path string, from int64) (n int, first string) {
 		if !strings.Contains(l, " level=WARN ") && !strings.Contains(l, " level=ERROR ") {
 			continue
 		}
+		_, msg, _ := strings.Cut(l, " msg=")
+		msg, _, _ = strings.Cut(strings.TrimPrefix(msg, `"`), `"`)
+		if !aboutService(service, msg, l) {
+			continue
+		}
 		if n++; n == 1 {
-			_, msg, _ := strings.Cut(l, " msg=")
-			first, _, _ = strings.Cut(msg, `" `)
-			first = strings.Trim(first, `"`)
+			first = msg
 		}
 	}
 	return n, first
+}
+
+// aboutService reports whether a log line with message msg is about an
+// outage of service: for DynamoDB, the lease table's, the DynamoDB log's
+// or a lease's warnings; for Kinesis, the Kinesis calls' (they name the
+// operation).
+func aboutService(service, msg, line string) bool {
+	if service == "DynamoDB" {
+		return strings.HasPrefix(msg, "leasetable:") || strings.HasPrefix(msg, "dynamolog:") || strings.Contains(msg, "lease")
+	}
+	return strings.HasPrefix(msg, "kinesis:") && strings.Contains(line, " op=")
 }
