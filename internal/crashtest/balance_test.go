@@ -77,7 +77,7 @@ func TestLeaseBalance(t *testing.T) {
 	for _, c := range children {
 		c.term()
 	}
-	f := checkFleet(t, put, maybe, fleet...)
+	f := checkAtLeastOnceIn(t, put, maybe, fleet...)
 	for _, m := range fleet {
 		m.checkLog()
 		m.checkJournal()

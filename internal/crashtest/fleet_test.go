@@ -96,11 +96,11 @@ func (h *harness) awaitOwners(what string, limit time.Duration, ok func(owners m
 	}
 }
 
-// checkFleet checks the outputs of a fleet's members, each with its own
-// log, where a record may come from several workers (at least once): none
-// lost (G1), none unknown, each batch run in shard order. It returns the
-// figures.
-func checkFleet(t *testing.T, put, maybe map[int64]bool, members ...*harness) figures {
+// checkAtLeastOnceIn checks the outputs of a fleet's members, each with
+// its own log, where a record may come from several workers or batches
+// (at least once; see checkAtLeastOnce): none lost (G1), none unknown,
+// each batch run in shard order. It returns the figures.
+func checkAtLeastOnceIn(t *testing.T, put, maybe map[int64]bool, members ...*harness) figures {
 	t.Helper()
 	var all strings.Builder
 	for _, m := range members {
@@ -167,7 +167,7 @@ func TestZombieWorker(t *testing.T) {
 	ca.term()
 	cb.term()
 
-	f := checkFleet(t, put, maybe, a, b)
+	f := checkAtLeastOnceIn(t, put, maybe, a, b)
 	for _, m := range []*harness{a, b} {
 		m.checkLog()
 		m.checkJournal()
