@@ -115,13 +115,7 @@ func checkAtLeastOnceIn(t *testing.T, put, maybe map[int64]bool, members ...*har
 		t.Fatalf("outputs: %v", err)
 	}
 	f, errs := checkAtLeastOnce(tr, put, maybe)
-	for i, err := range errs {
-		if i == 20 {
-			t.Errorf("... and %d more violations", len(errs)-i)
-			break
-		}
-		t.Error(err)
-	}
+	reportViolations(t, errs)
 	return f
 }
 

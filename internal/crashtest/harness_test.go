@@ -406,6 +406,13 @@ func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
 		t.Fatalf("output %s: %v", path, err)
 	}
 	f, errs := checkOutput(tr, put, maybe)
+	reportViolations(t, errs)
+	return f
+}
+
+// reportViolations fails t with the first 20 of errs, and their number.
+func reportViolations(t *testing.T, errs []error) {
+	t.Helper()
 	for i, err := range errs {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(errs)-i)
@@ -413,5 +420,4 @@ func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
 		}
 		t.Error(err)
 	}
-	return f
 }

@@ -3,6 +3,7 @@
 package crashtest
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -44,15 +45,9 @@ type childTuning struct {
 // withDefaults returns tn with each zero field set to its default (but
 // attempt, which the receiver defaults).
 func (tn childTuning) withDefaults() childTuning {
-	if tn.worker == "" {
-		tn.worker = workerID
-	}
-	if tn.poll == 0 {
-		tn.poll = pollInterval
-	}
-	if tn.checkpoint == 0 {
-		tn.checkpoint = checkpointInterval
-	}
+	tn.worker = cmp.Or(tn.worker, workerID)
+	tn.poll = cmp.Or(tn.poll, pollInterval)
+	tn.checkpoint = cmp.Or(tn.checkpoint, checkpointInterval)
 	return tn
 }
 

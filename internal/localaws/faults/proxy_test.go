@@ -51,6 +51,14 @@ func get(c net.Conn) (string, error) {
 	return string(b), err
 }
 
+// mustGet fails t unless a GET on c answers "ok"; when names the moment.
+func mustGet(t *testing.T, c net.Conn, when string) {
+	t.Helper()
+	if body, err := get(c); err != nil || body != "ok" {
+		t.Fatalf("%s: %q, %v; want \"ok\"", when, body, err)
+	}
+}
+
 func dial(t *testing.T, p *faults.Proxy) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
@@ -79,9 +87,7 @@ func TestProxyPass(t *testing.T) {
 func TestProxyRefuse(t *testing.T) {
 	p, calls := proxied(t)
 	open := dial(t, p)
-	if body, err := get(open); err != nil || body != "ok" {
-		t.Fatalf("before Refuse: %q, %v", body, err)
-	}
+	mustGet(t, open, "before Refuse")
 	p.Set(faults.Refuse)
 	if _, err := open.Read(make([]byte, 1)); err == nil {
 		t.Error("an open connection was not cut by Refuse")
@@ -93,9 +99,7 @@ func TestProxyRefuse(t *testing.T) {
 		t.Errorf("the server got %d calls, want 1: a request passed during Refuse", calls.Load())
 	}
 	p.Set(faults.Pass)
-	if body, err := get(dial(t, p)); err != nil || body != "ok" {
-		t.Errorf("after Refuse, Pass: %q, %v; want \"ok\"", body, err)
-	}
+	mustGet(t, dial(t, p), "after Refuse, Pass")
 	if st := p.Stats(); st.Cut != 1 || st.Refused != 1 || st.Accepted != 3 {
 		t.Errorf("stats %+v, want 3 accepted, 1 refused, 1 cut", st)
 	}
@@ -107,9 +111,7 @@ func TestProxyRefuse(t *testing.T) {
 func TestProxyBlackhole(t *testing.T) {
 	p, calls := proxied(t)
 	open := dial(t, p)
-	if body, err := get(open); err != nil || body != "ok" {
-		t.Fatalf("before Blackhole: %q, %v", body, err)
-	}
+	mustGet(t, open, "before Blackhole")
 	p.Set(faults.Blackhole)
 	fresh := dial(t, p) // accepted: a partition does not refuse
 	results := make(chan error, 2)
@@ -159,9 +161,7 @@ func TestProxyBlackholeThenRefuse(t *testing.T) {
 func TestProxyClose(t *testing.T) {
 	p, _ := proxied(t)
 	open := dial(t, p)
-	if body, err := get(open); err != nil || body != "ok" {
-		t.Fatalf("before Close: %q, %v", body, err)
-	}
+	mustGet(t, open, "before Close")
 	p.Set(faults.Blackhole)
 	held := dial(t, p)
 	if err := p.Close(); err != nil {
