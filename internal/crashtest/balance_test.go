@@ -52,7 +52,6 @@ func TestLeaseBalance(t *testing.T) {
 	defer stopProducer()
 
 	c1 := first.start()
-	first.awaitBatches(c1, 1) // the lease table exists
 	alone := first.awaitOwners("balance-1 holding every lease", balanceLimit, func(o map[string]int) bool {
 		return o["balance-1"] == balanceShards
 	}, c1)
