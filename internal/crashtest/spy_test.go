@@ -215,7 +215,7 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if seq == "" {
 		return d.next.UpdateItem(ctx, in, o...)
 	}
-	owner, known := d.ownerBefore(ctx, in)
+	owner, known := d.ownerBefore(ctx, in, o)
 	done := d.model.completedSeq(shard)
 	past := done == "" || batch.CompareSeq(seq, done) > 0
 	if past {
@@ -252,11 +252,12 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 // conditional checkpoint succeeds only if the lease is still the writer's,
 // so a write that succeeds after the read named another owner is a
 // zombie's: the lease was taken from it and it did not take it back.
-func (d *ddbSpy) ownerBefore(ctx context.Context, in *dynamodb.UpdateItemInput) (owner string, known bool) {
+// The read gets the write's options (the lease table's attempt timeout).
+func (d *ddbSpy) ownerBefore(ctx context.Context, in *dynamodb.UpdateItemInput, o []func(*dynamodb.Options)) (owner string, known bool) {
 	if d.journal == nil || d.worker == "" {
 		return "", false
 	}
-	out, err := d.next.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
+	out, err := d.next.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)}, o...)
 	if err != nil || out.Item == nil {
 		return "", false
 	}
