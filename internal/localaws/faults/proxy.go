@@ -26,8 +26,9 @@ const (
 	// every open connection silent (bytes in flight wait, in neither
 	// direction). Clients see nothing until their own timeouts. When the
 	// mode goes back to Pass, what was held flows on, as it would once a
-	// partition heals within TCP's retransmission time; set Refuse first to
-	// cut it instead.
+	// partition heals within TCP's retransmission time: even the request
+	// of a client that gave up or died meanwhile reaches the server late.
+	// Set Refuse first to cut it instead.
 	Blackhole
 )
 
