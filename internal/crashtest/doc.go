@@ -44,6 +44,35 @@
 // Every fifth kill instead waits for the child to be inside a batch's
 // output (a begin line with no end yet), so that long runs surely re-run
 // batches.
+//
+// Every child's spy also reads the lease before each checkpoint write: a
+// write that succeeds while the lease table named another owner (a
+// worker writing a lease it lost) fails the test, as a G4 violation does.
+//
+// # Outages, zombies and balance
+//
+// TestOutageDynamoDB and TestOutageKinesis put a faults.Proxy between a
+// child and one service, and take the service away while records keep
+// arriving: down (connections refused and cut), then partitioned
+// (connections held silent), each for WEIR_OUTAGE_SECONDS. After each
+// outage the child must output every record put before its end (the time
+// it took is logged) and must have logged a warning about the service;
+// at the end the drained output is checked as the torture test's is.
+// The ...DynamoLog variants keep the recovery log in DynamoDB.
+//
+// TestZombieWorker runs two workers (child processes with their own IDs,
+// logs and outputs) on one stream, stops one with SIGSTOP past its leases
+// until the other took them all, resumes it, and checks both outputs
+// together: no record lost (G1), duplicates counted, and no checkpoint
+// written by a worker that lost its lease.
+//
+// TestLeaseBalance (WEIR_BALANCE=1) starts one worker on a 64-shard
+// stream, lets it take every lease, starts two more, and reports the time
+// until each holds 21 or 22 leases (seconds and take cycles) and the
+// duplicates the moves delivered. It is a measurement, not a timed
+// assertion, and takes half a minute or more, so it is kept out of the
+// default run.
+//
 // Environment variables:
 //
 //   - WEIR_TORTURE_KILLS: the number of kills of each torture test (default
@@ -51,6 +80,12 @@
 //     a batch must have run twice).
 //   - WEIR_TORTURE_SEED: the seed of the kill moments (default: the time),
 //     to replay a failing run's schedule.
+//   - WEIR_OUTAGE_SECONDS: the length of each outage of the outage tests
+//     (default 4, past the 3 s lease duration; WEIR_OUTAGE_SECONDS=30 for
+//     a long run). Below 20 s the child's Kinesis attempt timeout is a
+//     quarter of it, so that a partition times attempts out within it;
+//     from 20 s on the child keeps the default attempt timeout.
+//   - WEIR_BALANCE=1: run TestLeaseBalance.
 //
 // # Crash points
 //

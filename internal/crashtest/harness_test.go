@@ -120,6 +120,11 @@ type harness struct {
 	slow   time.Duration
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
+	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
+	// servers' by default, a faults.Proxy's in the outage tests.
+	kinesisEndpoint, dynamoEndpoint string
+	// tuning is the children's worker ID and timing (see childTuning).
+	tuning childTuning
 	runs   int
 	// checkpoints is the number of checkpoint writes the children made,
 	// once checkJournal ran.
@@ -131,7 +136,8 @@ func newHarness(t *testing.T, env *localaws.Env, shards int) *harness {
 	dir := t.TempDir()
 	name := localaws.UniqueName(t)
 	h := &harness{t: t, env: env, stream: name, table: name, logDir: filepath.Join(dir, "log"),
-		out: filepath.Join(dir, "out.txt"), dir: dir, slow: 20 * time.Millisecond}
+		out: filepath.Join(dir, "out.txt"), dir: dir, slow: 20 * time.Millisecond,
+		kinesisEndpoint: env.KinesisEndpoint, dynamoEndpoint: env.DynamoDBEndpoint}
 	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 	defer cancel()
 	if err := env.CreateStream(ctx, h.stream, shards); err != nil {
@@ -163,11 +169,12 @@ func (h *harness) start() *child {
 	c.cmd = exec.Command(os.Args[0])
 	c.cmd.Env = append(os.Environ(),
 		envChild+"=1",
-		"WEIR_KINESIS_ENDPOINT="+h.env.KinesisEndpoint,
-		"WEIR_DYNAMODB_ENDPOINT="+h.env.DynamoDBEndpoint,
+		localaws.EnvKinesisEndpoint+"="+h.kinesisEndpoint,
+		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
 		envState+"="+h.state)
+	c.cmd.Env = append(c.cmd.Env, h.tuning.env()...)
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
 		h.t.Fatal(err)
@@ -257,16 +264,25 @@ func (h *harness) awaitOutput(c *child, want map[int64]bool) {
 // why describes the writer for the failure.
 func awaitRecords(t *testing.T, path string, want map[int64]bool, exited <-chan struct{}, why func() string) {
 	t.Helper()
+	awaitRecordsIn(t, []string{path}, want, exited, why)
+}
+
+// awaitRecordsIn is awaitRecords over several output files (a fleet's):
+// every record in want must have a record line in one of them.
+func awaitRecordsIn(t *testing.T, paths []string, want map[int64]bool, exited <-chan struct{}, why func() string) {
+	t.Helper()
 	seen := map[int64]bool{}
-	var off int64
+	offs := make([]int64, len(paths))
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var err error
-		if off, err = scanRecords(path, off, seen); err != nil {
-			t.Fatal(err)
+		for i, path := range paths {
+			var err error
+			if offs[i], err = scanRecords(path, offs[i], seen); err != nil {
+				t.Fatal(err)
+			}
 		}
 		missing := 0
 		for id := range want {
@@ -390,6 +406,13 @@ func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
 		t.Fatalf("output %s: %v", path, err)
 	}
 	f, errs := checkOutput(tr, put, maybe)
+	reportViolations(t, errs)
+	return f
+}
+
+// reportViolations fails t with the first 20 of errs, and their number.
+func reportViolations(t *testing.T, errs []error) {
+	t.Helper()
 	for i, err := range errs {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(errs)-i)
@@ -397,5 +420,4 @@ func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
 		}
 		t.Error(err)
 	}
-	return f
 }

@@ -19,9 +19,12 @@ import (
 //
 //	commit <shard> <seq>   a checkpoint write succeeded
 //	past <what>            a checkpoint write passed the completed records (G4)
+//	zombie <what>          a checkpoint write succeeded while the lease table
+//	                       named another owner (see ddbSpy.worker)
 const (
 	journalCommit = "commit"
 	journalPast   = "past"
+	journalZombie = "zombie"
 )
 
 // journal is the append-only checkpoint journal of a child process.
@@ -54,15 +57,15 @@ func (j *journal) add(kind, s string) {
 func (j *journal) Close() error { return j.f.Close() }
 
 // readJournal returns the successful checkpoint writes and the violations
-// in the whole lines of the journal at path (a killed child may leave a
-// torn last line).
-func readJournal(path string) (commits int, past []string, err error) {
+// (past the completed records, and zombie writes) in the whole lines of the
+// journal at path (a killed child may leave a torn last line).
+func readJournal(path string) (commits int, past, zombie []string, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil, nil
+		return 0, nil, nil, nil
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	s := string(data)
 	s = s[:strings.LastIndexByte(s, '\n')+1]
@@ -73,11 +76,13 @@ func readJournal(path string) (commits int, past []string, err error) {
 			commits++
 		case journalPast:
 			past = append(past, rest)
+		case journalZombie:
+			zombie = append(zombie, rest)
 		default:
-			return 0, nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
+			return 0, nil, nil, fmt.Errorf("checkpoint journal %s: unknown line %q", path, l)
 		}
 	}
-	return commits, past, nil
+	return commits, past, zombie, nil
 }
 
 // modelOpener wraps a recovery log's Opener so that a logModel follows

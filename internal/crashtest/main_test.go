@@ -3,7 +3,9 @@
 package crashtest
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,7 +33,41 @@ const (
 	envOut    = "WEIR_CRASHTEST_OUT"    // the output file
 	envSlow   = "WEIR_CRASHTEST_SLOW"   // the output's pause, a Go duration
 	envShared = "WEIR_CRASHTEST_SHARED" // "1": a DynamoDB recovery log
+	// The fields of childTuning, "" for the default: the worker ID, and
+	// Go durations.
+	envWorker     = "WEIR_CRASHTEST_WORKER"
+	envPoll       = "WEIR_CRASHTEST_POLL"
+	envAttempt    = "WEIR_CRASHTEST_ATTEMPT"
+	envCheckpoint = "WEIR_CRASHTEST_CHECKPOINT"
 )
+
+// env returns tn as a child's environment.
+func (tn childTuning) env() []string {
+	d := func(v time.Duration) string {
+		if v == 0 {
+			return ""
+		}
+		return v.String()
+	}
+	return []string{envWorker + "=" + tn.worker, envPoll + "=" + d(tn.poll),
+		envAttempt + "=" + d(tn.attempt), envCheckpoint + "=" + d(tn.checkpoint)}
+}
+
+// tuningFromEnv reads a child's tuning from its environment.
+func tuningFromEnv() (childTuning, error) {
+	tn := childTuning{worker: os.Getenv(envWorker)}
+	var errs []error
+	for name, v := range map[string]*time.Duration{envPoll: &tn.poll, envAttempt: &tn.attempt, envCheckpoint: &tn.checkpoint} {
+		if s := os.Getenv(name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+			*v = d
+		}
+	}
+	return tn, errors.Join(errs...)
+}
 
 // servers are the local servers of the in-process tests; the torture test
 // starts its own, with data directories.
@@ -47,10 +83,11 @@ func TestMain(m *testing.M) {
 // logOpener returns the recovery log of the torture pipeline: a directory
 // log in dir, or, if shared, a DynamoDB log in the table named after the
 // lease table (with which the receiver must still checkpoint completed
-// records only).
-func logOpener(env *localaws.Env, shared bool, dir, table string, logger *slog.Logger) recovery.Opener {
+// records only), named after the worker (as childTuning.worker: "" for
+// workerID).
+func logOpener(env *localaws.Env, shared bool, dir, table, worker string, logger *slog.Logger) recovery.Opener {
 	if shared {
-		return dynamolog.Config{Client: env.DynamoDB(), Table: table + "-log", Name: workerID, Logger: logger}
+		return dynamolog.Config{Client: env.DynamoDB(), Table: table + "-log", Name: cmp.Or(worker, workerID), Logger: logger}
 	}
 	return recovery.DirConfig{Path: dir, Logger: logger}
 }
@@ -85,6 +122,10 @@ func runChild(logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", envSlow, err)
 	}
+	tuning, err := tuningFromEnv()
+	if err != nil {
+		return err
+	}
 	out, err := openBatchFile(os.Getenv(envOut), "pid-"+strconv.Itoa(os.Getpid()), slow, nil)
 	if err != nil {
 		return err
@@ -99,8 +140,8 @@ func runChild(logger *slog.Logger) error {
 	// the completions the recovery log holds (G4).
 	model := newLogModel()
 	shared := os.Getenv(envShared) == "1"
-	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr}
-	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), logger),
+	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr, worker: tuning.withDefaults().worker}
+	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), tuning.worker, logger),
 		model: model}
 	state := os.Getenv(envState)
 	if state != "" {
@@ -112,6 +153,7 @@ func runChild(logger *slog.Logger) error {
 		dynamoEndpoint:  env.DynamoDBEndpoint,
 		stream:          os.Getenv(envStream),
 		table:           os.Getenv(envTable),
+		tuning:          tuning,
 		recovery:        opener,
 		state:           state,
 		out:             out,

@@ -3,6 +3,7 @@
 package crashtest
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -31,6 +32,25 @@ const (
 	workerID = "crash-worker"
 )
 
+// childTuning is what a test may change in the pipeline: the worker ID (a
+// fleet's workers each have one) and timings (a many-shard stream wants
+// slower polls and checkpoints). Each field's zero means the default.
+type childTuning struct {
+	worker     string        // lease owner; default workerID
+	poll       time.Duration // Kinesis PollInterval; default pollInterval
+	attempt    time.Duration // Kinesis AttemptTimeout; default kinesis.DefaultAttemptTimeout
+	checkpoint time.Duration // lease CheckpointInterval; default checkpointInterval
+}
+
+// withDefaults returns tn with each zero field set to its default (but
+// attempt, which the receiver defaults).
+func (tn childTuning) withDefaults() childTuning {
+	tn.worker = cmp.Or(tn.worker, workerID)
+	tn.poll = cmp.Or(tn.poll, pollInterval)
+	tn.checkpoint = cmp.Or(tn.checkpoint, checkpointInterval)
+	return tn
+}
+
 // pipelineConfig is what the test pipeline is built from.
 type pipelineConfig struct {
 	aws             aws.Config
@@ -38,9 +58,10 @@ type pipelineConfig struct {
 	dynamoEndpoint  string
 	stream          string
 	table           string // lease table
-	worker          string // lease owner; "" for workerID
-	recovery        recovery.Opener
-	out             *batchFile
+	// tuning is the worker ID and timing, each field's zero a default.
+	tuning   childTuning
+	recovery recovery.Opener
+	out      *batchFile
 	// dynamo, if not nil, is the lease table's client (a test's spy).
 	dynamo leasetable.DynamoDBAPI
 	logger *slog.Logger
@@ -53,19 +74,17 @@ type pipelineConfig struct {
 // its done line once its completion is logged (doneListener).
 func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error) {
 	awsCfg := cfg.aws
-	worker := cfg.worker
-	if worker == "" {
-		worker = workerID
-	}
+	tn := cfg.tuning.withDefaults()
 	recv, err := kinesis.New(kinesis.Config{
 		Stream:          cfg.stream,
 		App:             "crashtest",
 		InitialPosition: kinesis.TrimHorizon,
 		AWS:             &awsCfg,
 		Endpoint:        cfg.kinesisEndpoint,
-		PollInterval:    pollInterval,
+		PollInterval:    tn.poll,
+		AttemptTimeout:  tn.attempt,
 		Logger:          cfg.logger,
-		Leases:          &kinesis.LeaseConfig{Config: leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: worker, LeaseDuration: leaseDuration}, CheckpointInterval: checkpointInterval},
+		Leases:          &kinesis.LeaseConfig{Config: leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: tn.worker, LeaseDuration: leaseDuration}, CheckpointInterval: tn.checkpoint},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)

@@ -70,7 +70,7 @@ func (r *pointRun) start(t *testing.T, label string, c *crash, spy *ddbSpy) (<-c
 	}
 	p, _, err := newPipeline(pipelineConfig{
 		aws: r.env.AWSConfig(), kinesisEndpoint: r.env.KinesisEndpoint, dynamoEndpoint: r.env.DynamoDBEndpoint,
-		stream: r.name, table: r.name, worker: r.worker, recovery: r.open, out: bf, dynamo: spy,
+		stream: r.name, table: r.name, tuning: childTuning{worker: r.worker}, recovery: r.open, out: bf, dynamo: spy,
 	})
 	if err != nil {
 		t.Fatal(err)

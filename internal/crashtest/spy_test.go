@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -159,6 +160,10 @@ type ddbSpy struct {
 	// journal, if not nil, gets a line for every checkpoint write (see
 	// journal), for a parent process to check.
 	journal *journal
+	// worker, if set with journal, is the worker's ID: the spy reads the
+	// lease before each checkpoint write, and journals a write that
+	// succeeded while the lease named another owner (a zombie's).
+	worker string
 
 	mu         sync.Mutex
 	commits    int
@@ -210,6 +215,7 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if seq == "" {
 		return d.next.UpdateItem(ctx, in, o...)
 	}
+	owner, known := d.ownerBefore(ctx, in, o)
 	done := d.model.completedSeq(shard)
 	past := done == "" || batch.CompareSeq(seq, done) > 0
 	if past {
@@ -224,6 +230,9 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 		return out, err
 	}
 	d.journal.add(journalCommit, shard+" "+seq)
+	if known && owner != d.worker {
+		d.journal.add(journalZombie, fmt.Sprintf("shard %s checkpointed at %s by %s while the lease table named %q its owner", shard, seq, d.worker, owner))
+	}
 	d.mu.Lock()
 	d.commits++
 	n := d.commits
@@ -235,6 +244,27 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 		d.crash.trigger(fmt.Sprintf("checkpoint %d, of shard %s at %s, committed", n, shard, seq))
 	}
 	return out, nil
+}
+
+// ownerBefore reads the owner of the lease a checkpoint write in is about
+// (consistently: the last write before the read), if d journals with a
+// worker ID; known is false if it does not or the read failed. A
+// conditional checkpoint succeeds only if the lease is still the writer's,
+// so a write that succeeds after the read named another owner is a
+// zombie's: the lease was taken from it and it did not take it back.
+// The read gets the write's options (the lease table's attempt timeout).
+func (d *ddbSpy) ownerBefore(ctx context.Context, in *dynamodb.UpdateItemInput, o []func(*dynamodb.Options)) (owner string, known bool) {
+	if d.journal == nil || d.worker == "" {
+		return "", false
+	}
+	out, err := d.next.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)}, o...)
+	if err != nil || out.Item == nil {
+		return "", false
+	}
+	if v, ok := out.Item["leaseOwner"].(*types.AttributeValueMemberS); ok {
+		owner = v.Value
+	}
+	return owner, true
 }
 
 // checkpointOf returns the shard and sequence number a checkpoint write

@@ -19,4 +19,10 @@
 // injected. Remember that the SDK retries throttling, 5xx and connection
 // errors itself: to see each injected error, give the client
 // aws.NopRetryer{} or RetryMaxAttempts 1.
+//
+// A Proxy, a TCP proxy on 127.0.0.1 in front of a local server, takes the
+// whole server away from every client given its Endpoint: down
+// (connections refused and cut) or partitioned (connections held silent),
+// and gives it back, for outage tests of processes that only get an
+// endpoint.
 package faults
