@@ -95,7 +95,8 @@ type Config struct {
 	// Required.
 	Name string
 	// Logger receives warnings, such as superseded items a compaction could
-	// not delete. Nil means discard.
+	// not delete, or a write DynamoDB did not answer and that is being
+	// retried. Nil means discard.
 	Logger *slog.Logger
 	// Clock times the waits between retries and the attempt timeout.
 	// Default clock.Real{}.
@@ -143,16 +144,21 @@ func (c Config) validate() error {
 // then deletes those; a crash at any point leaves a log that recovers to
 // the same recovery.State.
 //
-// If a put fails other than by fencing, whether it took effect is unknown:
-// every later call returns that error, and the log must be opened again.
-// A Log is safe for concurrent use; it serialises appends.
+// A put that gets no definite answer (DynamoDB unreachable, server errors)
+// is tried again until DynamoDB answers, the call waiting meanwhile (see
+// putNext): an outage delays appends and never ends the writer. A put
+// refused for good (the table deleted, access denied), or cut short by its
+// ctx, leaves its outcome unknown: every later call returns that error, and
+// the log must be opened again. A Log is safe for concurrent use; it
+// serialises appends.
 type Log struct {
-	client Client
-	table  string
-	name   string
-	writer string
-	logger *slog.Logger
-	clock  clock.Clock
+	client   Client
+	table    string
+	endpoint string // Config.Endpoint, for the logs
+	name     string
+	writer   string
+	logger   *slog.Logger
+	clock    clock.Clock
 
 	mu       sync.Mutex
 	next     int64    // seq of the next item
@@ -186,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &Log{client: client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+	l := &Log{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -156,34 +157,62 @@ func testDynamoRetriedPut(t *testing.T, cfg dynamolog.Config) {
 	recoverytest.Check(t, openDynamo(t, cfg), h)
 }
 
-// testDynamoLostResponse makes a put succeed but report an error: the
-// append fails, the log refuses further use, and a reopen finds the entry.
+// testDynamoLostResponse makes puts succeed but report an error, as a
+// connection cut after the request was sent does: the append retries until
+// an answer comes, finds its own item in place, and goes on. A put that
+// never landed and whose seq another writer took meanwhile is fenced off;
+// a put refused for good makes the log unusable.
 func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 	real := cfg.Client
 	lost := errors.New("connection reset")
-	var fail atomic.Bool
+	var fail, drop atomic.Int32 // puts to land but report lost; puts to lose
+	var refuse atomic.Bool
+	var onDrop func() // runs when a put is lost
 	fc := &faultyClient{Client: real}
 	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		if refuse.Load() {
+			return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Fault: smithy.FaultClient}
+		}
+		if drop.Add(-1) >= 0 {
+			if onDrop != nil {
+				onDrop()
+			}
+			return nil, lost
+		}
 		out, err := real.PutItem(ctx, in)
-		if err == nil && fail.Load() {
+		if err == nil && fail.Add(-1) >= 0 {
 			return nil, lost
 		}
 		return out, err
 	}
 	faulty := cfg
-	faulty.Client = fc
+	faulty.Client, faulty.Clock, faulty.AttemptTimeout = fc, &skipClock{}, -1
 	l := openDynamo(t, faulty)
 	mustAppend(t, l, block(0, 0))
-	fail.Store(true)
-	if err := l.Append(t.Context(), block(0, 1)); !errors.Is(err, lost) {
-		t.Fatalf("Append: got %v, want the injected error", err)
+	fail.Store(2)
+	mustAppend(t, l, block(0, 1), block(0, 2))
+	recoverytest.Check(t, l, []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
+
+	// The put is lost, and before it is tried again another writer opens
+	// the log and takes its seq with its claim.
+	drop.Store(1)
+	onDrop = func() { openDynamo(t, cfg) }
+	if err := l.Append(t.Context(), block(0, 3)); !errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Append whose seq another writer took during an outage: got %v, want ErrFenced", err)
 	}
-	fail.Store(false)
-	if err := l.Append(t.Context(), block(0, 2)); !errors.Is(err, lost) {
-		t.Fatalf("Append after a failed append: got %v, want the first failure", err)
+
+	onDrop = nil
+	l = openDynamo(t, faulty)
+	refuse.Store(true)
+	if err := l.Append(t.Context(), block(0, 4)); err == nil || errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Append refused for good: got %v, want the refusal", err)
+	}
+	refuse.Store(false)
+	if err := l.Append(t.Context(), block(0, 5)); err == nil {
+		t.Fatal("Append after a refused append succeeded, want the first failure")
 	}
 	l.Close()
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
 }
 
 // testDynamoCompactInterrupted fails a compaction at each step that can
@@ -191,7 +220,9 @@ func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 // for replay after it, and checks the log recovers to the same state after
 // a reopen.
 func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
-	boom := errors.New("boom")
+	// A refusal, which the log does not retry: the compaction stops there,
+	// as a crash would stop it.
+	var boom error = &smithy.GenericAPIError{Code: "ValidationException", Message: "boom", Fault: smithy.FaultClient}
 	tests := []struct {
 		name     string
 		history  []recovery.Entry
