@@ -82,3 +82,17 @@ func (e *engine) resume(st *recovery.State) error {
 		"pending", len(st.Pending), "unallocated", len(st.Unallocated), "last", e.last)
 	return nil
 }
+
+// shardFinished returns the driver's source.Runtime.ShardFinished: nil
+// without a recovery log.
+func (e *engine) shardFinished() func(ctx context.Context, stream, shard string) error {
+	if e.cfg.Recovery == nil {
+		return nil
+	}
+	return func(ctx context.Context, stream, shard string) error {
+		if stream == "" || shard == "" {
+			return fmt.Errorf("stream: ShardFinished(%q, %q): empty stream or shard", stream, shard)
+		}
+		return e.log.shardFinished(ctx, stream, shard)
+	}
+}

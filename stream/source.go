@@ -116,6 +116,7 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
 		ResumeAfter:     e.resumeAfter,
+		ShardFinished:   e.shardFinished(),
 		StateDir:        stateDir(e.cfg.Recovery),
 		Source:          s.idx,
 		Push:            s.push,

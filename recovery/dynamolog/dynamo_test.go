@@ -3,6 +3,8 @@ package dynamolog_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,6 +44,7 @@ func TestDynamo(t *testing.T) {
 	t.Run("LostResponse", func(t *testing.T) { testDynamoLostResponse(t, cfg(t)) })
 	t.Run("CompactInterrupted", func(t *testing.T) { testDynamoCompactInterrupted(t, cfg(t)) })
 	t.Run("LargeEntries", func(t *testing.T) { testDynamoLargeEntries(t, cfg(t)) })
+	t.Run("ManyShards", func(t *testing.T) { testDynamoManyShards(t, cfg) })
 	t.Run("CorruptItem", func(t *testing.T) { testDynamoCorruptItem(t, cfg(t)) })
 	t.Run("Table", func(t *testing.T) { testDynamoTable(t, client) })
 	t.Run("Endpoint", func(t *testing.T) {
@@ -386,5 +389,72 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	_, err = dynamolog.Open(t.Context(), cfg)
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
 		t.Fatalf("Open on a table with another key: got %v", err)
+	}
+}
+
+// testDynamoManyShards logs blocks of 2,500 distinct shards with long names,
+// whose progress alone is more than an item holds, as a stream resharded
+// over months leaves, and checks Compact succeeds: with every shard
+// finished, the log keeps nothing of them; with none finished, it keeps
+// their progress in several summary items.
+func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config) {
+	const shards, perBlock = 2500, 500
+	name := strings.Repeat("s", 100)
+	shard := func(i int) string { return "shardId-" + strconv.Itoa(1e11+i) }
+	var history []recovery.Entry
+	for b := range shards / perBlock {
+		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(b)}, Count: perBlock}
+		for i := b * perBlock; i < (b+1)*perBlock; i++ {
+			info.Ranges = append(info.Ranges, batch.SeqRange{Stream: name, Shard: shard(i),
+				First: "49590338271490256608559692538361571095921575989136588898", Last: "49590338271490256608559692538361571095921575989136588899", Count: 1})
+		}
+		bt := batch.Time(1000 * (b + 1))
+		history = append(history, recovery.BlockStored(info), recovery.BatchAllocated(bt, info.ID), recovery.BatchCompleted(bt))
+	}
+	var finished []recovery.Entry
+	for i := range shards {
+		finished = append(finished, recovery.ShardFinished(name, shard(i)))
+	}
+	for _, tt := range []struct {
+		name      string
+		entries   []recovery.Entry
+		maxShards int // shards the compacted log may keep
+	}{
+		{"finished", append(slices.Clone(history), finished...), 0},
+		{"not finished", history, shards},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg(t)
+			l := openDynamo(t, cfg)
+			mustAppend(t, l, tt.entries...)
+			want, err := recovery.Load(t.Context(), l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Compact(t.Context()); err != nil {
+				t.Fatalf("Compact: %v", err)
+			}
+			l.Close()
+			l = openDynamo(t, cfg)
+			got, err := recovery.Load(t.Context(), l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
+				t.Fatalf("State after Compact mismatch (-want +got):\n%s", diff)
+			}
+			if n := len(got.ShardSeqs); n > tt.maxShards {
+				t.Errorf("the compacted log keeps %d shards, want at most %d", n, tt.maxShards)
+			}
+			entries, err := l.Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if b, _ := recovery.EncodeEntry(e); tt.maxShards == 0 && len(b) > 1<<10 {
+					t.Errorf("%v encodes to %d bytes with every shard finished, want a small summary", e, len(b))
+				}
+			}
+		})
 	}
 }
