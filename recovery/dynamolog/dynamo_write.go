@@ -52,38 +52,54 @@ func (l *Log) putEntry(ctx context.Context, payload []byte) (int64, error) {
 // putNext puts an item at the next seq and returns the seq.
 //
 // A put whose outcome is unknown (no answer, a broken connection, server
-// errors the client's own retries did not heal) is tried again, with
-// back-off, until DynamoDB answers. The put is conditional on the seq being
-// free, so the answer settles it: the item lands, or the seq is taken and
-// reading the item back tells this writer's own earlier put (a success)
+// errors the client's own retries did not heal) is tried again until
+// DynamoDB answers (see untilAnswered). The put is conditional on the seq
+// being free, so the answer settles it: the item lands, or the seq is taken
+// and reading the item back tells this writer's own earlier put (a success)
 // from another writer's, which took the log over (fenced: the log is
-// unusable, as it is for a refusal no retry can fix, such as a deleted
-// table, and when ctx ends first). The first failure of a streak is logged
-// as a warning, and the recovery as information.
+// unusable, as it is when the put is refused for good or ctx ends first).
 func (l *Log) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
 	seq := l.next
+	var mine bool
+	err := l.untilAnswered(ctx, seq, func() (err error) {
+		mine, err = l.putOrCheck(ctx, seq, attrs)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, l.unknown(seq, err)
+	case !mine:
+		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
+			recovery.ErrFenced, l.where(), seq)
+		return 0, l.failed
+	}
+	l.next++
+	return seq, nil
+}
+
+// untilAnswered calls try until DynamoDB answers it: until it succeeds, or
+// fails in a way retrying cannot change (refused, or ctx done). Other
+// failures leave the outcome unknown: try is called again with back-off,
+// the first failure of the streak logged as a warning naming the log, table,
+// endpoint and item, and its end as information.
+func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) error {
 	var streak *outage
 	for {
-		mine, err := l.putOrCheck(ctx, seq, attrs)
+		err := try()
 		switch {
-		case err == nil && mine:
-			streak.over(l)
-			l.next++
-			return seq, nil
 		case err == nil:
-			l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
-				recovery.ErrFenced, l.where(), seq)
-			return 0, l.failed
+			streak.over(l, item)
+			return nil
 		case ctx.Err() != nil || refused(err):
-			return 0, l.unknown(seq, err)
+			return err
 		}
 		if streak == nil {
 			streak = &outage{start: l.clock.Now(), wait: putWait.Start()}
 			l.logger.Warn("dynamolog: DynamoDB did not answer a recovery log write; retrying until it does "+
-				"(appends wait meanwhile)", "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", seq, "err", err)
+				"(appends wait meanwhile)", "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
 		}
 		if werr := streak.wait.Wait(ctx, l.clock); werr != nil {
-			return 0, l.unknown(seq, errors.Join(werr, err))
+			return errors.Join(werr, err)
 		}
 	}
 }
@@ -115,12 +131,12 @@ type outage struct {
 }
 
 // over logs the end of the streak, if there is one.
-func (o *outage) over(l *Log) {
+func (o *outage) over(l *Log, item any) {
 	if o == nil {
 		return
 	}
 	l.logger.Info("dynamolog: DynamoDB answers again; the recovery log goes on",
-		"log", l.where(), "table", l.table, "endpoint", l.endpoint,
+		"log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item,
 		"retries", o.wait.Attempts(), "outage", l.clock.Now().Sub(o.start))
 }
 
