@@ -173,7 +173,9 @@ type Log struct {
 }
 
 // Open opens the log cfg names, creating the table if it does not
-// exist, and claims it (see Log). An item that does not decode is a
+// exist, and claims it (see Log). Once the table is found, reading the log
+// and claiming it are tried again until DynamoDB answers, as puts are (see
+// Log). An item that does not decode is a
 // *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
@@ -207,13 +209,17 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		if err := l.load(ctx); err != nil {
 			return nil, err
 		}
-		err := l.put(ctx, map[string]types.AttributeValue{attrType: str(itemClaim)})
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			if err != nil {
-				return nil, fmt.Errorf("dynamolog: claim log %s: %w", l.where(), err)
-			}
-			l.claims = append(l.claims, l.next)
+		seq, attrs := l.next, map[string]types.AttributeValue{attrType: str(itemClaim)}
+		var mine bool
+		err := l.untilAnswered(ctx, seq, func() (err error) {
+			mine, err = l.putOrCheck(ctx, seq, attrs)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamolog: claim log %s: %w", l.where(), err)
+		}
+		if mine {
+			l.claims = append(l.claims, seq)
 			l.next++
 			return l, nil
 		}
@@ -236,7 +242,11 @@ func (l *Log) load(ctx context.Context) error {
 		ConsistentRead:            aws.Bool(true),
 	}
 	for {
-		out, err := l.client.Query(ctx, in)
+		var out *dynamodb.QueryOutput
+		err := l.untilAnswered(ctx, "query", func() (err error) {
+			out, err = l.client.Query(ctx, in)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("dynamolog: read log %s: %w", l.where(), err)
 		}

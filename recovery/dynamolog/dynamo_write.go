@@ -95,7 +95,7 @@ func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) err
 		}
 		if streak == nil {
 			streak = &outage{start: l.clock.Now(), wait: putWait.Start()}
-			l.logger.Warn("dynamolog: DynamoDB did not answer a recovery log write; retrying until it does "+
+			l.logger.Warn("dynamolog: DynamoDB did not answer the recovery log; retrying until it does "+
 				"(appends wait meanwhile)", "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
 		}
 		if werr := streak.wait.Wait(ctx, l.clock); werr != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/weirstream/weir/internal/localaws"
@@ -33,4 +34,30 @@ func TestDynamoSilentAttemptIsRetried(t *testing.T) {
 		t.Fatalf("%d PutItem calls held, want 1", n)
 	}
 	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+}
+
+// TestDynamoOpenThroughOutage checks, against dynalite, that opening a log
+// while DynamoDB does not answer (reads dropped, then a claim that lands
+// but whose answer is lost) waits for it and claims the log once.
+func TestDynamoOpenThroughOutage(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t), Clock: &skipClock{}, AttemptTimeout: -1}
+	mustAppend(t, openDynamo(t, cfg), block(0, 0))
+	if err := tr.SetRules(
+		faults.Rule{Operation: "Query", Kind: faults.DropRequest, Times: 3},
+		faults.Rule{Operation: "PutItem", Kind: faults.DropResponse, Times: 1},
+	); err != nil {
+		t.Fatal(err)
+	}
+	l := openDynamo(t, cfg)
+	if n := tr.Injected("", 0); n != 4 {
+		t.Fatalf("%d faults injected, want 4", n)
+	}
+	mustAppend(t, l, block(0, 1))
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
 }
