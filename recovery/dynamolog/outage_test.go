@@ -59,6 +59,22 @@ func (c *skipClock) NewTimer(d time.Duration) clock.Timer {
 
 func (c *skipClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real{}.NewTicker(d) }
 
+// faultyLog starts dynalite and returns it, a fault transport, and the
+// configuration of a new log whose client goes through the transport
+// without the SDK's retries (the log's own loop sees every failure), on a
+// skipClock, without attempt timeouts.
+func faultyLog(t *testing.T) (*localaws.Env, *faults.Transport, dynamolog.Config) {
+	t.Helper()
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+	return env, tr, dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t),
+		Clock: &skipClock{}, AttemptTimeout: -1}
+}
+
 // TestDynamoOutageDuringRun runs a pipeline whose DynamoDB recovery log
 // loses DynamoDB for 20 s of (virtual) back-off time, starting with a put
 // that reached the table but whose answer was lost, and checks the log
@@ -66,14 +82,7 @@ func (c *skipClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real{
 // the outage is logged as a warning naming the table, and the log, read
 // again, holds a consistent state.
 func TestDynamoOutageDuringRun(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
-	tr, err := faults.New(faults.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No SDK retries: the log's own loop sees every failure, and its waits
-	// are on the skip clock.
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+	env, tr, cfg := faultyLog(t)
 	const outage = 20 * time.Second
 	var (
 		mu        sync.Mutex
@@ -94,8 +103,7 @@ func TestDynamoOutageDuringRun(t *testing.T) {
 	var logs bytes.Buffer
 	var logsMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logsMu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t),
-		Clock: clk, AttemptTimeout: -1, Logger: logger}
+	cfg.Clock, cfg.Logger = clk, logger
 
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: 20 * time.Millisecond, BlockInterval: 10 * time.Millisecond,
 		Recovery: cfg, CompactEvery: 5})

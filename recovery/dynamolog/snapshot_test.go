@@ -69,13 +69,7 @@ func TestDynamoSnapshotTorn(t *testing.T) {
 // get no answer for a while (one lands but its answer is lost, the next
 // ones are dropped) is written whole once DynamoDB answers again.
 func TestDynamoSnapshotOutage(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
-	tr, err := faults.New(faults.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
-	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t), Clock: &skipClock{}, AttemptTimeout: -1}
+	_, tr, cfg := faultyLog(t)
 	l := openDynamo(t, cfg)
 	if err := tr.SetRules(
 		faults.Rule{Operation: "PutItem", Kind: faults.DropResponse, Times: 1},

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/weirstream/weir/internal/localaws"
@@ -40,13 +39,7 @@ func TestDynamoSilentAttemptIsRetried(t *testing.T) {
 // while DynamoDB does not answer (reads dropped, then a claim that lands
 // but whose answer is lost) waits for it and claims the log once.
 func TestDynamoOpenThroughOutage(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
-	tr, err := faults.New(faults.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
-	cfg := dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(t), Clock: &skipClock{}, AttemptTimeout: -1}
+	_, tr, cfg := faultyLog(t)
 	mustAppend(t, openDynamo(t, cfg), block(0, 0))
 	if err := tr.SetRules(
 		faults.Rule{Operation: "Query", Kind: faults.DropRequest, Times: 3},
