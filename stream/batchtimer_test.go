@@ -94,6 +94,16 @@ func TestBatchesFollowTheLogWhenTheClockIsBehind(t *testing.T) {
 		time.Sleep(3*iv + iv/2)
 		clk.setLag(2 * lag) // a backward step of the wall clock
 		time.Sleep(3 * iv)
+		// A forward step, to 10 s ahead of the batch times: batches catch
+		// up with the wall clock.
+		clk.setLag(-10 * time.Second)
+		time.Sleep(2 * iv)
+		cuts.mu.Lock()
+		latest := cuts.times[len(cuts.times)-1]
+		cuts.mu.Unlock()
+		if behind := clk.Now().Sub(latest.Std()); behind > 2*iv {
+			t.Errorf("after a forward step the latest batch time is %v behind the clock, want at most %v", behind, 2*iv)
+		}
 		cancel()
 		if err := <-errc; err != nil {
 			t.Fatalf("Run: %v", err)

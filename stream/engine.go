@@ -320,7 +320,8 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 // flow). When to cut them is measured from the Run's start on the clock's
 // readings, which for clock.Real are monotonic: the first is cut at the
 // clock's next multiple of the interval, each later one an interval after
-// the one before, whatever the wall clock says. A restart on a machine
+// the one before, whatever the wall clock says (but not later than the
+// wall clock reaching their time: see wait). A restart on a machine
 // whose clock is behind the last logged batch, or a wall clock stepped back
 // during the Run, neither stalls batches until the wall clock catches up
 // nor reuses a batch time; a wait is never longer than one interval, even
@@ -349,10 +350,14 @@ func (e *engine) newBatchTimer() *batchTimer {
 }
 
 // wait returns how long from now the next batch is due: at most one
-// interval, and negative when it is late.
+// interval, and negative when it is late. It is due an interval after the
+// one before on the monotonic readings, or earlier if the wall clock has
+// reached its time: a wall clock stepped forward is caught up with, as a
+// late timer is, so batch times keep following it when it is ahead.
 func (b *batchTimer) wait() time.Duration {
+	now := b.clk.Now()
 	due := b.anchor.Add(b.next.Std().Sub(b.first.Std()))
-	return min(due.Sub(b.clk.Now()), b.iv)
+	return min(due.Sub(now), b.next.Std().Sub(now), b.iv)
 }
 
 // advance moves on to the batch after the one just cut.
