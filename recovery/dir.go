@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weirstream/weir/internal/durable"
 )
@@ -49,7 +50,16 @@ type DirConfig struct {
 	// Logger receives warnings, such as a torn entry dropped at open.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// LockWait is how long opening the log waits for another writer that
+	// holds the directory's lock to release it, as a predecessor that is
+	// still exiting does when it dies, before failing with ErrLocked.
+	// Default DefaultLockWait (10s); negative means fail at once.
+	LockWait time.Duration
 }
+
+// DefaultLockWait is DirConfig.LockWait's default: long enough for a
+// process being stopped to exit.
+const DefaultLockWait = 10 * time.Second
 
 // Dir returns the configuration of a log in directory path, with defaults
 // for the rest: recovery.Dir("ckpt") in a driver's configuration.
@@ -105,7 +115,8 @@ type DirLog struct {
 }
 
 // OpenDir opens the log in cfg.Path, creating the directory if needed. It
-// takes the directory's lock (ErrLocked if another writer holds it),
+// takes the directory's lock (ErrLocked if another writer still holds it
+// after cfg.LockWait),
 // finishes a compaction a crash interrupted, and reads every segment. A torn
 // last entry (the end of the last segment cut short by a crash) is dropped
 // and the file truncated; any other damage is a *CorruptError naming the
@@ -124,7 +135,11 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	if err := l.open(); err != nil {
+	wait := cfg.LockWait
+	if wait == 0 {
+		wait = DefaultLockWait
+	}
+	if err := l.open(ctx, wait); err != nil {
 		if l.f != nil {
 			l.f.Close()
 		}
@@ -139,7 +154,7 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 	return l, nil
 }
 
-func (l *DirLog) open() error {
+func (l *DirLog) open(ctx context.Context, lockWait time.Duration) error {
 	d, err := durable.OpenDir(l.dir, l.perm)
 	if err != nil {
 		return fmt.Errorf("recovery: log directory: %w", err)
@@ -150,7 +165,7 @@ func (l *DirLog) open() error {
 		return fmt.Errorf("recovery: open lock file: %w", err)
 	}
 	l.lock = lock
-	if err := lockFile(lock); err != nil {
+	if err := lockFile(ctx, lock, lockWait, l.logger); err != nil {
 		return fmt.Errorf("recovery: lock log directory %s: %w", l.dir, err)
 	}
 	if err := l.removeTemps(); err != nil { // torn by a crash

@@ -1,16 +1,20 @@
 package recovery_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -66,14 +70,46 @@ func copyDir(t *testing.T, from string) string {
 	return to
 }
 
+// TestDirLocked checks, in virtual time, that opening a directory log
+// another writer holds waits, logging it, for the holder to release it (a
+// predecessor that is exiting) up to DirConfig.LockWait, and fails with
+// ErrLocked after that, or at once with a negative LockWait.
 func TestDirLocked(t *testing.T) {
-	dir := t.TempDir()
-	l := openDir(t, recovery.Dir(dir))
-	if _, err := recovery.OpenDir(t.Context(), recovery.Dir(dir)); !errors.Is(err, recovery.ErrLocked) {
-		t.Fatalf("second OpenDir: got %v, want ErrLocked", err)
-	}
-	l.Close()
-	openDir(t, recovery.Dir(dir))
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		var logs bytes.Buffer
+		cfg := recovery.DirConfig{Path: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		l := openDir(t, cfg)
+
+		start := time.Now()
+		if _, err := recovery.OpenDir(t.Context(), cfg); !errors.Is(err, recovery.ErrLocked) {
+			t.Fatalf("second OpenDir: got %v, want ErrLocked", err)
+		}
+		if waited := time.Since(start); waited != recovery.DefaultLockWait {
+			t.Errorf("second OpenDir failed after %v, want after %v", waited, recovery.DefaultLockWait)
+		}
+		if !strings.Contains(logs.String(), "locked by another writer") {
+			t.Errorf("the wait was not logged: %q", logs.String())
+		}
+
+		noWait := cfg
+		noWait.LockWait = -1
+		start = time.Now()
+		if _, err := recovery.OpenDir(t.Context(), noWait); !errors.Is(err, recovery.ErrLocked) || time.Since(start) != 0 {
+			t.Fatalf("OpenDir with LockWait -1: got %v after %v, want ErrLocked at once", err, time.Since(start))
+		}
+
+		// The holder exits 3 s into the wait: the open succeeds then.
+		go func() {
+			time.Sleep(3 * time.Second)
+			l.Close()
+		}()
+		start = time.Now()
+		openDir(t, cfg)
+		if waited := time.Since(start); waited < 3*time.Second || waited > 4*time.Second {
+			t.Errorf("OpenDir took %v, want from 3s to 4s (the holder exits at 3s, tries are at most 0.5s apart)", waited)
+		}
+	})
 }
 
 func TestDirInvalidConfig(t *testing.T) {

@@ -41,6 +41,9 @@ const (
 	// operators after the batch at Entry.Time is the snapshot Entry.Ref
 	// names (see SnapshotStore): Entry.Time and Entry.Ref.
 	KindSnapshot Kind = "snapshot"
+	// KindShardFinished records that a shard is finished for good and known
+	// to be so outside the log: Entry.Shard. See ShardFinished.
+	KindShardFinished Kind = "finished"
 )
 
 // Entry is one record of the metadata log. Kind tells which of the other
@@ -63,6 +66,8 @@ type Entry struct {
 	// Ref names a state snapshot in the log's SnapshotStore (KindSnapshot);
 	// "" for the empty state.
 	Ref string
+	// Shard is the finished shard (KindShardFinished).
+	Shard ShardKey
 }
 
 // BlockStored returns the entry recording that a block is in the block store.
@@ -93,6 +98,18 @@ func SnapshotTaken(t batch.Time, ref string) Entry {
 	return Entry{Kind: KindSnapshot, Time: t, Ref: ref}
 }
 
+// ShardFinished returns the entry recording that a shard was read to its
+// end, that every record of it is in a completed batch, and that its end is
+// recorded where a restarted reader finds it (a SHARD_END checkpoint in the
+// lease table), so no reader will start on it again. From then on the log
+// forgets the shard's greatest sequence number (State.ShardSeqs), which
+// only told a restarted reader of the shard where to resume: the summary
+// compaction keeps does not grow with every shard a resharded stream ever
+// had.
+func ShardFinished(stream, shard string) Entry {
+	return Entry{Kind: KindShardFinished, Shard: ShardKey{Stream: stream, Shard: shard}}
+}
+
 // ShapeRecorded returns the entry recording the pipeline's shape. The driver
 // appends it on the first start with a log; later starts compare the
 // recorded shape with theirs (CheckShape).
@@ -117,6 +134,8 @@ func (e Entry) String() string {
 		return "summary"
 	case KindSnapshot:
 		return fmt.Sprintf("snapshot %v %q", e.Time, e.Ref)
+	case KindShardFinished:
+		return "finished " + e.Shard.Stream + "/" + e.Shard.Shard
 	}
 	return "entry of kind " + strconv.Quote(string(e.Kind))
 }
@@ -138,6 +157,10 @@ func (e Entry) Validate() error {
 	case KindSummary:
 		err = e.Summary.validate()
 	case KindSnapshot:
+	case KindShardFinished:
+		if e.Shard.Stream == "" || e.Shard.Shard == "" {
+			err = errors.New("empty stream or shard")
+		}
 	default:
 		err = fmt.Errorf("unknown kind %q", e.Kind)
 	}
@@ -187,6 +210,13 @@ type wireEntry struct {
 	Shape   *Shape           `json:"shape,omitempty"`
 	Summary *wireSummary     `json:"summary,omitempty"`
 	Ref     string           `json:"ref,omitempty"`
+	Shard   *wireShard       `json:"shard,omitempty"`
+}
+
+// wireShard is the JSON form of a ShardKey.
+type wireShard struct {
+	Stream string `json:"stream"`
+	Shard  string `json:"shard"`
 }
 
 // EncodeEntry returns the encoding of e: one line of JSON (without the
@@ -211,6 +241,8 @@ func EncodeEntry(e Entry) ([]byte, error) {
 		w.Summary = e.Summary.wire()
 	case KindSnapshot:
 		w.Time, w.Ref = &e.Time, e.Ref
+	case KindShardFinished:
+		w.Shard = &wireShard{Stream: e.Shard.Stream, Shard: e.Shard.Shard}
 	}
 	return json.Marshal(w)
 }
@@ -270,6 +302,11 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("time")
 		}
 		e.Time, e.Ref = *w.Time, w.Ref
+	case KindShardFinished:
+		if w.Shard == nil {
+			return missing("shard")
+		}
+		e.Shard = ShardKey{Stream: w.Shard.Stream, Shard: w.Shard.Shard}
 	}
 	return e, nil
 }

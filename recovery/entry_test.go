@@ -49,6 +49,8 @@ func TestEncodeEntry(t *testing.T) {
 			NextBlockSeq: map[int]uint64{1: 2, 0: 9},
 			ShardSeqs:    map[recovery.ShardKey]string{{"b", "x"}: "5", {"a", "y"}: "6"}}},
 			`{"v":1,"kind":"summary","summary":{"lastCompleted":7,"nextBlockSeq":[{"source":0,"next":9},{"source":1,"next":2}],"shardSeqs":[{"stream":"a","shard":"y","seq":"6"},{"stream":"b","shard":"x","seq":"5"}]}}`},
+		{recovery.ShardFinished("s", "shardId-000000000007"),
+			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.e.Kind), func(t *testing.T) {
@@ -73,6 +75,8 @@ func TestDecodeEntryErrors(t *testing.T) {
 		{"unknown kind", `{"v":1,"kind":"nope"}`, `unknown kind "nope"`},
 		{"missing time", `{"v":1,"kind":"complete"}`, `missing "time"`},
 		{"missing block", `{"v":1,"kind":"block"}`, `missing "block"`},
+		{"missing shard", `{"v":1,"kind":"finished"}`, `missing "shard"`},
+		{"empty shard", `{"v":1,"kind":"finished","shard":{"stream":"s","shard":""}}`, "empty stream or shard"},
 		{"missing shape", `{"v":1,"kind":"shape"}`, `missing "shape"`},
 		{"missing summary", `{"v":1,"kind":"summary"}`, `missing "summary"`},
 		{"bad range", `{"v":1,"kind":"block","block":{"id":{"source":0,"seq":1},"ranges":[{"stream":"s","shard":"x","first":"9","last":"1","count":1}],"count":1}}`, "first is after last"},

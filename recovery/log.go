@@ -47,7 +47,7 @@ type Log interface {
 	// batches and the blocks only they referenced, and keeps the shape, the
 	// pending batches with their blocks, the unallocated blocks and the
 	// progress (last completed batch, next block Seq per source, greatest
-	// sequence number per shard). A crash during Compact leaves a log that
+	// sequence number per shard not finished). A crash during Compact leaves a log that
 	// recovers to the same State (the old entries, the new, or for a
 	// DynamoDB log possibly the old followed by some of the new). It fails,
 	// changing nothing, on a log that Recover refuses.

@@ -53,7 +53,10 @@ type Progress struct {
 	// logged no block; its numbering starts at 0.
 	NextBlockSeq map[int]uint64
 	// ShardSeqs is, per shard, the greatest sequence number (the Last of a
-	// range) of any block ever logged: where a shard's reader resumes.
+	// range) of any block ever logged: where a shard's reader resumes. A
+	// shard logged finished (ShardFinished) is left out: no reader resumes
+	// it. A compacted log keeps it in summary entries of at most 500
+	// shards each.
 	ShardSeqs map[ShardKey]string
 }
 
@@ -172,9 +175,40 @@ func (s *State) Entries() []Entry {
 		out = append(out, BlockStored(b))
 	}
 	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 {
-		out = append(out, Entry{Kind: KindSummary, Summary: s.Progress.clone()})
+		out = append(out, s.Progress.summaries()...)
 	}
 	return out
+}
+
+// maxSummaryShards is the most shards one summary entry holds: at most
+// about 400 bytes each (a 128-character stream name and shard ID, a
+// sequence number, JSON), so that an entry stays well within what a
+// DynamoDB log stores in one item.
+const maxSummaryShards = 500
+
+// summaries returns the summary entries of p: one, or for more than
+// maxSummaryShards shards several, which Recover merges, the first holding
+// everything but the shards beyond the first maxSummaryShards.
+func (p Progress) summaries() []Entry {
+	keys := slices.SortedFunc(maps.Keys(p.ShardSeqs), compareShardKeys)
+	first := p.clone()
+	var out []Entry
+	for i := 0; i == 0 || i < len(keys); i += maxSummaryShards {
+		part := first
+		if i > 0 {
+			part = Progress{NextBlockSeq: map[int]uint64{}}
+		}
+		part.ShardSeqs = make(map[ShardKey]string, min(maxSummaryShards, len(keys)-i))
+		for _, k := range keys[i:min(i+maxSummaryShards, len(keys))] {
+			part.ShardSeqs[k] = p.ShardSeqs[k]
+		}
+		out = append(out, Entry{Kind: KindSummary, Summary: part})
+	}
+	return out
+}
+
+func compareShardKeys(a, b ShardKey) int {
+	return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Shard, b.Shard))
 }
 
 func (s Shape) clone() Shape {
@@ -233,6 +267,10 @@ func (r *recoverer) apply(e Entry) error {
 		r.fold(e.Summary)
 	case KindSnapshot:
 		return r.snapshot(e.Time, e.Ref)
+	case KindShardFinished:
+		// No reader starts on the shard again (see ShardFinished); a
+		// block of it logged later would bring it back.
+		delete(r.prog.ShardSeqs, e.Shard)
 	}
 	return nil
 }
@@ -410,9 +448,7 @@ func (p Progress) wire() *wireSummary {
 	for _, src := range slices.Sorted(maps.Keys(p.NextBlockSeq)) {
 		w.NextBlockSeq = append(w.NextBlockSeq, wireBlockSeq{Source: src, Next: p.NextBlockSeq[src]})
 	}
-	keys := slices.SortedFunc(maps.Keys(p.ShardSeqs), func(a, b ShardKey) int {
-		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Shard, b.Shard))
-	})
+	keys := slices.SortedFunc(maps.Keys(p.ShardSeqs), compareShardKeys)
 	for _, k := range keys {
 		w.ShardSeqs = append(w.ShardSeqs, wireShardSeq{Stream: k.Stream, Shard: k.Shard, Seq: p.ShardSeqs[k]})
 	}

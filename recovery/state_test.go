@@ -2,6 +2,8 @@ package recovery_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -346,5 +348,94 @@ func TestStateLastBatch(t *testing.T) {
 				t.Fatalf("LastBatch() = %v, %v, want %v, %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// shardBlock is a block of source 0 with one range in each of shards
+// first to first+n-1 of stream "s".
+func shardBlock(seq uint64, first, n int) recovery.Entry {
+	b := batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Count: n}
+	for i := range n {
+		b.Ranges = append(b.Ranges, batch.SeqRange{Stream: "s", Shard: shardName(first + i), First: "1", Last: "2", Count: 1})
+	}
+	return recovery.BlockStored(b)
+}
+
+func shardName(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+
+// TestShardFinishedPrunesProgress checks that a finished shard leaves the
+// progress a log keeps through compaction, and that one logged again comes
+// back.
+func TestShardFinishedPrunesProgress(t *testing.T) {
+	entries := []recovery.Entry{
+		shardBlock(0, 0, 3),
+		recovery.BatchAllocated(10, id(0, 0)), recovery.BatchCompleted(10),
+		recovery.ShardFinished("s", shardName(0)), recovery.ShardFinished("s", shardName(1)),
+	}
+	st, err := recovery.Recover(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[recovery.ShardKey]string{{Stream: "s", Shard: shardName(2)}: "2"}
+	if diff := cmp.Diff(want, st.ShardSeqs); diff != "" {
+		t.Fatalf("ShardSeqs mismatch (-want +got):\n%s", diff)
+	}
+	again, err := recovery.Recover(st.Entries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, again, recoverytest.EquateEmpty()); diff != "" {
+		t.Fatalf("compacted state mismatch (-want +got):\n%s", diff)
+	}
+	// The old entries followed by the compacted ones, as a compaction a
+	// crash cut short leaves, recover to the same.
+	torn, err := recovery.Recover(append(slices.Clone(entries), st.Entries()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, torn, recoverytest.EquateEmpty()); diff != "" {
+		t.Fatalf("state after a torn compaction mismatch (-want +got):\n%s", diff)
+	}
+	st, err = recovery.Recover(append(entries, shardBlock(1, 0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.ShardSeqs[recovery.ShardKey{Stream: "s", Shard: shardName(0)}]; !ok {
+		t.Errorf("a shard logged again after it finished is not in ShardSeqs")
+	}
+}
+
+// TestEntriesSplitsALargeSummary checks that the progress of many shards
+// is kept in several summary entries, each small enough for any log, that
+// recover to the same state.
+func TestEntriesSplitsALargeSummary(t *testing.T) {
+	var entries []recovery.Entry
+	for i := range 5 {
+		entries = append(entries, shardBlock(uint64(i), i*1000, 1000),
+			recovery.BatchAllocated(batch.Time(10*(i+1)), id(0, uint64(i))), recovery.BatchCompleted(batch.Time(10*(i+1))))
+	}
+	st, err := recovery.Recover(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := st.Entries()
+	if len(compacted) < 2 {
+		t.Fatalf("the progress of 5000 shards is in %d entries, want several", len(compacted))
+	}
+	for _, e := range compacted {
+		b, err := recovery.EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 100<<10 {
+			t.Errorf("%v encodes to %d bytes, want at most 100 KiB", e, len(b))
+		}
+	}
+	again, err := recovery.Recover(compacted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, again, recoverytest.EquateEmpty()); diff != "" {
+		t.Fatalf("compacted state mismatch (-want +got):\n%s", diff)
 	}
 }

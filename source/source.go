@@ -81,6 +81,16 @@ type Runtime[T any] struct {
 	// answers are fixed when Start is called and safe for concurrent use.
 	// Nil means none.
 	Uncompleted func(stream, shard string) (seq string, ok bool)
+	// ShardFinished tells the driver that a shard is finished for good:
+	// read to its end, every record of it in a completed batch, and its end
+	// recorded where a restarted receiver finds it (a SHARD_END checkpoint
+	// in the lease table), so that no reader starts on it again. The
+	// driver's recovery log then forgets the shard (ResumeAfter no longer
+	// knows it after a restart), so the log does not grow with every shard
+	// a resharded stream ever had. It returns once that is logged; an
+	// error means the Run is failing. Safe for concurrent use. Nil when the
+	// driver keeps no log.
+	ShardFinished func(ctx context.Context, stream, shard string) error
 	// StateDir is a local directory the driver holds an exclusive lock on
 	// for as long as the receiver runs (a directory recovery log's), where
 	// a receiver may keep small files across restarts: a process that

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -286,12 +287,8 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 			return nil
 		}
 	}
-	clk, iv := e.cfg.Clock, e.cfg.BatchInterval
-	next := firstBatchTime(clk.Now(), iv)
-	if e.hasLast && next <= e.last {
-		next = firstBatchTime(e.last.Std(), iv)
-	}
-	timer := clk.NewTimer(next.Std().Sub(clk.Now()))
+	bt := e.newBatchTimer()
+	timer := e.cfg.Clock.NewTimer(bt.wait())
 	defer timer.Stop()
 	draining := false
 	for {
@@ -305,18 +302,67 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 				return nil
 			}
 		case <-timer.C():
-			if err := e.schedule(ctx, next); err != nil {
+			if err := e.schedule(ctx, bt.next); err != nil {
 				return err
 			}
 			if draining && e.unbatched() == 0 {
 				close(e.jobs)
 				return nil
 			}
-			next = next.Add(iv)
-			timer.Reset(next.Std().Sub(clk.Now()))
+			bt.advance()
+			timer.Reset(bt.wait())
 		}
 	}
 }
+
+// batchTimer paces the batches of a Run. Batch times are multiples of the
+// interval that strictly increase: the first is the first multiple after
+// both the clock's time and the last logged batch time (DESIGN.md, Data
+// flow). When to cut them is measured from the Run's start on the clock's
+// readings, which for clock.Real are monotonic: the first is cut at the
+// clock's next multiple of the interval, each later one an interval after
+// the one before, whatever the wall clock says (but not later than the
+// wall clock reaching their time: see wait). A restart on a machine
+// whose clock is behind the last logged batch, or a wall clock stepped back
+// during the Run, neither stalls batches until the wall clock catches up
+// nor reuses a batch time; a wait is never longer than one interval, even
+// on a clock without monotonic readings.
+type batchTimer struct {
+	clk    clock.Clock
+	iv     time.Duration
+	next   batch.Time // the time of the next batch to cut
+	anchor time.Time  // the clock's reading when batch first is due
+	first  batch.Time
+}
+
+// newBatchTimer returns the timer of the batches after the recovered ones.
+func (e *engine) newBatchTimer() *batchTimer {
+	clk, iv := e.cfg.Clock, e.cfg.BatchInterval
+	now := clk.Now()
+	next := firstBatchTime(now, iv)
+	due := now.Add(next.Std().Sub(now))
+	if e.hasLast && next <= e.last {
+		e.cfg.Logger.Warn("stream: the clock is behind the last batch in the recovery log; "+
+			"new batches follow the log's times, an interval apart",
+			"now", now, "last", e.last, "behind", e.last.Std().Sub(now))
+		next = firstBatchTime(e.last.Std(), iv)
+	}
+	return &batchTimer{clk: clk, iv: iv, next: next, anchor: due, first: next}
+}
+
+// wait returns how long from now the next batch is due: at most one
+// interval, and negative when it is late. It is due an interval after the
+// one before on the monotonic readings, or earlier if the wall clock has
+// reached its time: a wall clock stepped forward is caught up with, as a
+// late timer is, so batch times keep following it when it is ahead.
+func (b *batchTimer) wait() time.Duration {
+	now := b.clk.Now()
+	due := b.anchor.Add(b.next.Std().Sub(b.first.Std()))
+	return min(due.Sub(now), b.next.Std().Sub(now), b.iv)
+}
+
+// advance moves on to the batch after the one just cut.
+func (b *batchTimer) advance() { b.next = b.next.Add(b.iv) }
 
 func (e *engine) unbatched() int {
 	n := 0

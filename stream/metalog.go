@@ -25,6 +25,9 @@ type metaLog interface {
 	// batchCompleted records that every output of batch t succeeded, before
 	// receivers are told their blocks are completed.
 	batchCompleted(ctx context.Context, t batch.Time) error
+	// shardFinished records that a shard is finished for good (see
+	// source.Runtime.ShardFinished).
+	shardFinished(ctx context.Context, stream, shard string) error
 }
 
 // noLog is the metaLog of a driver without a recovery log: it records
@@ -36,6 +39,8 @@ func (noLog) blockStored(context.Context, batch.BlockInfo) error { return nil }
 func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo) error { return nil }
 
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
+
+func (noLog) shardFinished(context.Context, string, string) error { return nil }
 
 // recoveryLog is the metaLog of a driver with a recovery log: each call is
 // one Append, and every compactEvery completed batches the log is compacted.
@@ -88,6 +93,10 @@ func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) err
 
 func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
 	return l.append(ctx, recovery.BatchAllocated(t, blockIDs(blocks)...))
+}
+
+func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) error {
+	return l.append(ctx, recovery.ShardFinished(stream, shard))
 }
 
 // batchCompleted logs the completion and, every compactEvery of them,

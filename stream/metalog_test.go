@@ -56,6 +56,10 @@ func (l *traceLog) batchCompleted(_ context.Context, t batch.Time) error {
 	return l.call("completed", "%v", t.Sub(l.tr.base))
 }
 
+func (l *traceLog) shardFinished(_ context.Context, stream, shard string) error {
+	return l.call("finished", "%s/%s", stream, shard)
+}
+
 // TestMetaLogOrder checks where the driver calls its metadata log: a block
 // is logged before its push returns, a batch's allocation before its
 // outputs run, its completion after them and before receivers are told.

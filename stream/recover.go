@@ -109,3 +109,17 @@ func uncompletedSeqs(st *recovery.State) map[recovery.ShardKey]string {
 	}
 	return out
 }
+
+// shardFinished returns the driver's source.Runtime.ShardFinished: nil
+// without a recovery log.
+func (e *engine) shardFinished() func(ctx context.Context, stream, shard string) error {
+	if e.cfg.Recovery == nil {
+		return nil
+	}
+	return func(ctx context.Context, stream, shard string) error {
+		if stream == "" || shard == "" {
+			return fmt.Errorf("stream: ShardFinished(%q, %q): empty stream or shard", stream, shard)
+		}
+		return e.log.shardFinished(ctx, stream, shard)
+	}
+}

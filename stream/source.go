@@ -117,6 +117,7 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	rt := source.Runtime[T]{
 		ResumeAfter:     e.resumeAfter,
 		Uncompleted:     e.uncompleted,
+		ShardFinished:   e.shardFinished(),
 		StateDir:        stateDir(e.cfg.Recovery),
 		Source:          s.idx,
 		Push:            s.push,

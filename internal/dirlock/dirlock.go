@@ -6,11 +6,15 @@
 package dirlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/durable"
 )
 
@@ -52,3 +56,36 @@ func (l *Lock) Release() error {
 	l.once.Do(func() { l.err = l.f.Close() })
 	return l.err
 }
+
+// FileWait is File, but when another owner holds the lock it waits up to d
+// on clk for it to be released, as a predecessor that is exiting releases it
+// when it dies: it calls waiting, if not nil, once, then tries again with
+// back-off, and returns ErrLocked if the lock is still held after d, or
+// ctx's error if ctx ends first. d <= 0 does not wait.
+func FileWait(ctx context.Context, f *os.File, clk clock.Clock, d time.Duration, waiting func()) error {
+	err := File(f)
+	if !errors.Is(err, ErrLocked) || d <= 0 {
+		return err
+	}
+	if waiting != nil {
+		waiting()
+	}
+	deadline := clk.Now().Add(d)
+	wait := pollWait.Start()
+	for {
+		left := deadline.Sub(clk.Now())
+		if left <= 0 {
+			return ErrLocked
+		}
+		if err := clock.Sleep(ctx, clk, min(wait.Next(), left)); err != nil {
+			return err
+		}
+		if err := File(f); !errors.Is(err, ErrLocked) {
+			return err
+		}
+	}
+}
+
+// pollWait paces FileWait's tries: soon at first, as a process exiting
+// usually does so within milliseconds, then at most every half second.
+var pollWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 500 * time.Millisecond}

@@ -1,11 +1,15 @@
 package dirlock_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
 )
@@ -59,4 +63,42 @@ func TestAcquireRefusesSymlink(t *testing.T) {
 	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the symlink's target was created: %v", err)
 	}
+}
+
+// TestFileWait checks, in virtual time, that FileWait takes a lock once its
+// holder releases it, gives up after its bound, and stops with its ctx.
+func TestFileWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := openDir(t)
+		held, err := dirlock.Acquire(dir, "LOCK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := func() *os.File {
+			f, err := os.OpenFile(dir.Join("LOCK"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}
+		waits := 0
+		start := time.Now()
+		err = dirlock.FileWait(t.Context(), open(), clock.Real{}, 5*time.Second, func() { waits++ })
+		if !errors.Is(err, dirlock.ErrLocked) || time.Since(start) != 5*time.Second || waits != 1 {
+			t.Fatalf("FileWait on a held lock: %v after %v, %d waits; want ErrLocked after 5s, 1 wait", err, time.Since(start), waits)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := dirlock.FileWait(ctx, open(), clock.Real{}, 5*time.Second, nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("FileWait past its ctx: %v, want DeadlineExceeded", err)
+		}
+		go func() {
+			time.Sleep(2 * time.Second)
+			held.Release()
+		}()
+		if err := dirlock.FileWait(t.Context(), open(), clock.Real{}, 5*time.Second, nil); err != nil {
+			t.Fatalf("FileWait on a lock released at 2s: %v", err)
+		}
+	})
 }

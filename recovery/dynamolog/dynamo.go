@@ -95,7 +95,8 @@ type Config struct {
 	// Required.
 	Name string
 	// Logger receives warnings, such as superseded items a compaction could
-	// not delete. Default slog.Default().
+	// not delete, or a write DynamoDB did not answer and that is being
+	// retried. Default slog.Default().
 	Logger *slog.Logger
 	// Clock times the waits between retries and the attempt timeout.
 	// Default clock.Real{}.
@@ -143,16 +144,21 @@ func (c Config) validate() error {
 // then deletes those; a crash at any point leaves a log that recovers to
 // the same recovery.State.
 //
-// If a put fails other than by fencing, whether it took effect is unknown:
-// every later call returns that error, and the log must be opened again.
-// A Log is safe for concurrent use; it serialises appends.
+// A put that gets no definite answer (DynamoDB unreachable, server errors)
+// is tried again until DynamoDB answers, the call waiting meanwhile (see
+// putNext): an outage delays appends and never ends the writer. A put
+// refused for good (the table deleted, access denied), or cut short by its
+// ctx, leaves its outcome unknown: every later call returns that error, and
+// the log must be opened again. A Log is safe for concurrent use; it
+// serialises appends.
 type Log struct {
-	client Client
-	table  string
-	name   string
-	writer string
-	logger *slog.Logger
-	clock  clock.Clock
+	client   Client
+	table    string
+	endpoint string // Config.Endpoint, for the logs
+	name     string
+	writer   string
+	logger   *slog.Logger
+	clock    clock.Clock
 
 	mu       sync.Mutex
 	next     int64    // seq of the next item
@@ -167,7 +173,9 @@ type Log struct {
 }
 
 // Open opens the log cfg names, creating the table if it does not
-// exist, and claims it (see Log). An item that does not decode is a
+// exist, and claims it (see Log). Once the table is found, reading the log
+// and claiming it are tried again until DynamoDB answers, as puts are (see
+// Log). An item that does not decode is a
 // *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
@@ -186,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &Log{client: client, table: cfg.Table, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+	l := &Log{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.Default()
@@ -201,13 +209,17 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		if err := l.load(ctx); err != nil {
 			return nil, err
 		}
-		err := l.put(ctx, map[string]types.AttributeValue{attrType: str(itemClaim)})
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			if err != nil {
-				return nil, fmt.Errorf("dynamolog: claim log %s: %w", l.where(), err)
-			}
-			l.claims = append(l.claims, l.next)
+		seq, attrs := l.next, map[string]types.AttributeValue{attrType: str(itemClaim)}
+		var mine bool
+		err := l.untilAnswered(ctx, seq, func() (err error) {
+			mine, err = l.putOrCheck(ctx, seq, attrs)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamolog: claim log %s: %w", l.where(), err)
+		}
+		if mine {
+			l.claims = append(l.claims, seq)
 			l.next++
 			return l, nil
 		}
@@ -230,7 +242,11 @@ func (l *Log) load(ctx context.Context) error {
 		ConsistentRead:            aws.Bool(true),
 	}
 	for {
-		out, err := l.client.Query(ctx, in)
+		var out *dynamodb.QueryOutput
+		err := l.untilAnswered(ctx, "query", func() (err error) {
+			out, err = l.client.Query(ctx, in)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("dynamolog: read log %s: %w", l.where(), err)
 		}

@@ -3,6 +3,8 @@ package dynamolog_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -41,6 +44,7 @@ func TestDynamo(t *testing.T) {
 	t.Run("LostResponse", func(t *testing.T) { testDynamoLostResponse(t, cfg(t)) })
 	t.Run("CompactInterrupted", func(t *testing.T) { testDynamoCompactInterrupted(t, cfg(t)) })
 	t.Run("LargeEntries", func(t *testing.T) { testDynamoLargeEntries(t, cfg(t)) })
+	t.Run("ManyShards", func(t *testing.T) { testDynamoManyShards(t, cfg) })
 	t.Run("CorruptItem", func(t *testing.T) { testDynamoCorruptItem(t, cfg(t)) })
 	t.Run("Table", func(t *testing.T) { testDynamoTable(t, client) })
 	t.Run("Endpoint", func(t *testing.T) {
@@ -156,34 +160,62 @@ func testDynamoRetriedPut(t *testing.T, cfg dynamolog.Config) {
 	recoverytest.Check(t, openDynamo(t, cfg), h)
 }
 
-// testDynamoLostResponse makes a put succeed but report an error: the
-// append fails, the log refuses further use, and a reopen finds the entry.
+// testDynamoLostResponse makes puts succeed but report an error, as a
+// connection cut after the request was sent does: the append retries until
+// an answer comes, finds its own item in place, and goes on. A put that
+// never landed and whose seq another writer took meanwhile is fenced off;
+// a put refused for good makes the log unusable.
 func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 	real := cfg.Client
 	lost := errors.New("connection reset")
-	var fail atomic.Bool
+	var fail, drop atomic.Int32 // puts to land but report lost; puts to lose
+	var refuse atomic.Bool
+	var onDrop func() // runs when a put is lost
 	fc := &faultyClient{Client: real}
 	fc.put = func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		if refuse.Load() {
+			return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Fault: smithy.FaultClient}
+		}
+		if drop.Add(-1) >= 0 {
+			if onDrop != nil {
+				onDrop()
+			}
+			return nil, lost
+		}
 		out, err := real.PutItem(ctx, in)
-		if err == nil && fail.Load() {
+		if err == nil && fail.Add(-1) >= 0 {
 			return nil, lost
 		}
 		return out, err
 	}
 	faulty := cfg
-	faulty.Client = fc
+	faulty.Client, faulty.Clock, faulty.AttemptTimeout = fc, &skipClock{}, -1
 	l := openDynamo(t, faulty)
 	mustAppend(t, l, block(0, 0))
-	fail.Store(true)
-	if err := l.Append(t.Context(), block(0, 1)); !errors.Is(err, lost) {
-		t.Fatalf("Append: got %v, want the injected error", err)
+	fail.Store(2)
+	mustAppend(t, l, block(0, 1), block(0, 2))
+	recoverytest.Check(t, l, []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
+
+	// The put is lost, and before it is tried again another writer opens
+	// the log and takes its seq with its claim.
+	drop.Store(1)
+	onDrop = func() { openDynamo(t, cfg) }
+	if err := l.Append(t.Context(), block(0, 3)); !errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Append whose seq another writer took during an outage: got %v, want ErrFenced", err)
 	}
-	fail.Store(false)
-	if err := l.Append(t.Context(), block(0, 2)); !errors.Is(err, lost) {
-		t.Fatalf("Append after a failed append: got %v, want the first failure", err)
+
+	onDrop = nil
+	l = openDynamo(t, faulty)
+	refuse.Store(true)
+	if err := l.Append(t.Context(), block(0, 4)); err == nil || errors.Is(err, recovery.ErrFenced) {
+		t.Fatalf("Append refused for good: got %v, want the refusal", err)
+	}
+	refuse.Store(false)
+	if err := l.Append(t.Context(), block(0, 5)); err == nil {
+		t.Fatal("Append after a refused append succeeded, want the first failure")
 	}
 	l.Close()
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
 }
 
 // testDynamoCompactInterrupted fails a compaction at each step that can
@@ -191,7 +223,9 @@ func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 // for replay after it, and checks the log recovers to the same state after
 // a reopen.
 func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
-	boom := errors.New("boom")
+	// A refusal, which the log does not retry: the compaction stops there,
+	// as a crash would stop it.
+	var boom error = &smithy.GenericAPIError{Code: "ValidationException", Message: "boom", Fault: smithy.FaultClient}
 	tests := []struct {
 		name     string
 		history  []recovery.Entry
@@ -355,5 +389,72 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	_, err = dynamolog.Open(t.Context(), cfg)
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
 		t.Fatalf("Open on a table with another key: got %v", err)
+	}
+}
+
+// testDynamoManyShards logs blocks of 2,500 distinct shards with long names,
+// whose progress alone is more than an item holds, as a stream resharded
+// over months leaves, and checks Compact succeeds: with every shard
+// finished, the log keeps nothing of them; with none finished, it keeps
+// their progress in several summary items.
+func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config) {
+	const shards, perBlock = 2500, 500
+	name := strings.Repeat("s", 100)
+	shard := func(i int) string { return "shardId-" + strconv.Itoa(1e11+i) }
+	var history []recovery.Entry
+	for b := range shards / perBlock {
+		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(b)}, Count: perBlock}
+		for i := b * perBlock; i < (b+1)*perBlock; i++ {
+			info.Ranges = append(info.Ranges, batch.SeqRange{Stream: name, Shard: shard(i),
+				First: "49590338271490256608559692538361571095921575989136588898", Last: "49590338271490256608559692538361571095921575989136588899", Count: 1})
+		}
+		bt := batch.Time(1000 * (b + 1))
+		history = append(history, recovery.BlockStored(info), recovery.BatchAllocated(bt, info.ID), recovery.BatchCompleted(bt))
+	}
+	var finished []recovery.Entry
+	for i := range shards {
+		finished = append(finished, recovery.ShardFinished(name, shard(i)))
+	}
+	for _, tt := range []struct {
+		name      string
+		entries   []recovery.Entry
+		maxShards int // shards the compacted log may keep
+	}{
+		{"finished", append(slices.Clone(history), finished...), 0},
+		{"not finished", history, shards},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg(t)
+			l := openDynamo(t, cfg)
+			mustAppend(t, l, tt.entries...)
+			want, err := recovery.Load(t.Context(), l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Compact(t.Context()); err != nil {
+				t.Fatalf("Compact: %v", err)
+			}
+			l.Close()
+			l = openDynamo(t, cfg)
+			got, err := recovery.Load(t.Context(), l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
+				t.Fatalf("State after Compact mismatch (-want +got):\n%s", diff)
+			}
+			if n := len(got.ShardSeqs); n > tt.maxShards {
+				t.Errorf("the compacted log keeps %d shards, want at most %d", n, tt.maxShards)
+			}
+			entries, err := l.Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if b, _ := recovery.EncodeEntry(e); tt.maxShards == 0 && len(b) > 1<<10 {
+					t.Errorf("%v encodes to %d bytes with every shard finished, want a small summary", e, len(b))
+				}
+			}
+		})
 	}
 }

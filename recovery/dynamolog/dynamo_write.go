@@ -11,8 +11,10 @@ import (
 	"github.com/weirstream/weir/recovery"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // keepClaims is how many of the latest claim items compaction keeps. A
@@ -41,36 +43,130 @@ func (l *Log) Append(ctx context.Context, entries ...recovery.Entry) error {
 	return nil
 }
 
-// putEntry puts an entry item at the next seq and returns the seq. If the
-// seq is taken by this writer's item with the same entry, a put the SDK
-// retried after it had succeeded, that counts as success. Another failure
-// makes the log unusable.
+// putEntry puts an entry item at the next seq and returns the seq; see
+// putNext.
 func (l *Log) putEntry(ctx context.Context, payload []byte) (int64, error) {
 	return l.putNext(ctx, map[string]types.AttributeValue{attrType: str(itemEntry), attrEntry: str(string(payload))})
 }
 
-// putNext puts an item at the next seq; see putEntry.
+// putNext puts an item at the next seq and returns the seq.
+//
+// A put whose outcome is unknown (no answer, a broken connection, server
+// errors the client's own retries did not heal) is tried again until
+// DynamoDB answers (see untilAnswered). The put is conditional on the seq
+// being free, so the answer settles it: the item lands, or the seq is taken
+// and reading the item back tells this writer's own earlier put (a success)
+// from another writer's, which took the log over (fenced: the log is
+// unusable, as it is when the put is refused for good or ctx ends first).
 func (l *Log) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
 	seq := l.next
-	err := l.put(ctx, attrs)
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		var mine bool
-		mine, err = l.isMine(ctx, seq, attrs)
-		if err == nil && !mine {
-			l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
-				recovery.ErrFenced, l.where(), seq)
-			return 0, l.failed
-		}
-	}
-	if err != nil {
-		l.failed = fmt.Errorf("dynamolog: log %s: put of item %d failed and may or may not have "+
-			"taken effect; close and reopen the log: %w", l.where(), seq, err)
+	var mine bool
+	err := l.untilAnswered(ctx, seq, func() (err error) {
+		mine, err = l.putOrCheck(ctx, seq, attrs)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, l.unknown(seq, err)
+	case !mine:
+		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
+			recovery.ErrFenced, l.where(), seq)
 		return 0, l.failed
 	}
 	l.next++
 	return seq, nil
 }
+
+// untilAnswered calls try until DynamoDB answers it: until it succeeds, or
+// fails in a way retrying cannot change (refused, or ctx done). Other
+// failures leave the outcome unknown: try is called again with back-off,
+// the first failure of the streak logged as a warning naming the log, table,
+// endpoint and item, and its end as information.
+func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) error {
+	var streak *outage
+	for {
+		err := try()
+		switch {
+		case err == nil:
+			streak.over(l, item)
+			return nil
+		case ctx.Err() != nil || refused(err):
+			return err
+		}
+		if streak == nil {
+			streak = &outage{start: l.clock.Now(), wait: putWait.Start()}
+			l.logger.Warn("dynamolog: DynamoDB did not answer the recovery log; retrying until it does "+
+				"(appends wait meanwhile)", "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
+		}
+		if werr := streak.wait.Wait(ctx, l.clock); werr != nil {
+			return errors.Join(werr, err)
+		}
+	}
+}
+
+// unknown makes the log unusable after a put of item seq whose outcome
+// stays unknown, and returns why.
+func (l *Log) unknown(seq int64, err error) error {
+	l.failed = fmt.Errorf("dynamolog: log %s: put of item %d failed and may or may not have "+
+		"taken effect; close and reopen the log: %w", l.where(), seq, err)
+	return l.failed
+}
+
+// putOrCheck puts attrs at seq on condition that the seq is free, and
+// reports whether the item there is now this put's: the put landed, or an
+// earlier put of the same item did (a retry after a lost answer).
+func (l *Log) putOrCheck(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
+	err := l.put(ctx, attrs)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return l.isMine(ctx, seq, attrs)
+	}
+	return err == nil, err
+}
+
+// outage is a streak of puts of one item that got no definite answer.
+type outage struct {
+	start time.Time
+	wait  *backoff.Backoff
+}
+
+// over logs the end of the streak, if there is one.
+func (o *outage) over(l *Log, item any) {
+	if o == nil {
+		return
+	}
+	l.logger.Info("dynamolog: DynamoDB answers again; the recovery log goes on",
+		"log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item,
+		"retries", o.wait.Attempts(), "outage", l.clock.Now().Sub(o.start))
+}
+
+// refused reports whether err is the service refusing the request for a
+// reason no retry fixes (a deleted table, a malformed request, access
+// denied): a client fault that is neither throttling nor one the SDK deems
+// retryable (a request timeout), nor expired credentials, which a refresh
+// heals. Anything else (no answer, a broken connection, a server error)
+// leaves the put's outcome unknown and is worth trying again.
+func refused(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorFault() != smithy.FaultClient {
+		return false
+	}
+	switch {
+	case sdkThrottles.IsErrorThrottle(err) == aws.TrueTernary,
+		sdkRetryables.IsErrorRetryable(err) == aws.TrueTernary,
+		expiredCredentials[api.ErrorCode()]:
+		return false
+	}
+	return true
+}
+
+// The SDK's own checks of throttling and transient errors, and the codes of
+// expired credentials.
+var (
+	sdkThrottles       = retry.IsErrorThrottles(retry.DefaultThrottles)
+	sdkRetryables      = retry.IsErrorRetryables(retry.DefaultRetryables)
+	expiredCredentials = map[string]bool{"ExpiredTokenException": true, "ExpiredToken": true, "RequestExpired": true}
+)
 
 // isMine reports whether the item at seq is the one attrs describes, put by
 // this writer.
@@ -215,6 +311,10 @@ func (l *Log) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
 var (
 	tableWait       = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
 	unprocessedWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
+	// putWait paces the retries of a put of unknown outcome (after the
+	// client's own retries): up to 5 s apart, so an outage of any length
+	// costs DynamoDB little and the log goes on within seconds of its end.
+	putWait = backoff.Policy{Base: 200 * time.Millisecond, Max: 5 * time.Second}
 )
 
 // Close marks the log closed; see recovery.Log.Close. The client is the caller's and

@@ -63,9 +63,14 @@ func (l *Log) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (strin
 	return ref, nil
 }
 
+// putSnapItem puts a snapshot item, trying again until DynamoDB answers
+// (see untilAnswered): the put is unconditional, so a repeat is harmless.
 func (l *Log) putSnapItem(ctx context.Context, ref string, seq int64, attrs map[string]types.AttributeValue) error {
 	attrs[attrLog], attrs[attrSeq], attrs[attrWriter] = str(ref), num(seq), str(l.writer)
-	_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: attrs})
+	err := l.untilAnswered(ctx, ref+"#"+strconv.FormatInt(seq, 10), func() error {
+		_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: attrs})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("dynamolog: put snapshot %s item %d: %w", ref, seq, err)
 	}

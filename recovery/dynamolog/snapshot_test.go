@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/recovery/dynamolog"
 )
@@ -61,5 +62,34 @@ func TestDynamoSnapshotTorn(t *testing.T) {
 	}
 	if _, err := next.GetSnapshot(ctx, "other#snapshot/x/1"); !errors.Is(err, recovery.ErrNoSnapshot) {
 		t.Errorf("GetSnapshot of another log's reference: got %v, want ErrNoSnapshot", err)
+	}
+}
+
+// TestDynamoSnapshotOutage checks, on dynalite, that a snapshot whose puts
+// get no answer for a while (one lands but its answer is lost, the next
+// ones are dropped) is written whole once DynamoDB answers again.
+func TestDynamoSnapshotOutage(t *testing.T) {
+	_, tr, cfg := faultyLog(t)
+	l := openDynamo(t, cfg)
+	if err := tr.SetRules(
+		faults.Rule{Operation: "PutItem", Kind: faults.DropResponse, Times: 1},
+		faults.Rule{Operation: "PutItem", Kind: faults.DropRequest, Times: 5},
+	); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, dynamolog.SnapshotChunkSize+5)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	ref, err := l.PutSnapshot(t.Context(), 7000, data)
+	if err != nil {
+		t.Fatalf("PutSnapshot through an outage: %v", err)
+	}
+	if n := tr.Injected("PutItem", 0); n != 6 {
+		t.Fatalf("%d faults injected, want 6", n)
+	}
+	got, err := l.GetSnapshot(t.Context(), ref)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GetSnapshot: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
 }

@@ -34,3 +34,23 @@ func TestDynamoSilentAttemptIsRetried(t *testing.T) {
 	}
 	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
 }
+
+// TestDynamoOpenThroughOutage checks, against dynalite, that opening a log
+// while DynamoDB does not answer (reads dropped, then a claim that lands
+// but whose answer is lost) waits for it and claims the log once.
+func TestDynamoOpenThroughOutage(t *testing.T) {
+	_, tr, cfg := faultyLog(t)
+	mustAppend(t, openDynamo(t, cfg), block(0, 0))
+	if err := tr.SetRules(
+		faults.Rule{Operation: "Query", Kind: faults.DropRequest, Times: 3},
+		faults.Rule{Operation: "PutItem", Kind: faults.DropResponse, Times: 1},
+	); err != nil {
+		t.Fatal(err)
+	}
+	l := openDynamo(t, cfg)
+	if n := tr.Injected("", 0); n != 4 {
+		t.Fatalf("%d faults injected, want 4", n)
+	}
+	mustAppend(t, l, block(0, 1))
+	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
+}
