@@ -376,8 +376,16 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 		delete(lr.ending, shard)
 		delete(lr.owned, shard)
 		lr.mu.Unlock()
-		if err == nil {
-			lr.log.Info("kinesis: shard finished (SHARD_END); its children may start", "shard", shard)
+		if err != nil {
+			continue
+		}
+		lr.log.Info("kinesis: shard finished (SHARD_END); its children may start", "shard", shard)
+		// The end is in the lease table, where a restarted reader finds
+		// it: the recovery log may forget the shard.
+		if fin := lr.rn.finished; fin != nil {
+			if err := fin(ctx, lr.rn.cfg.Stream, shard); err != nil && ctx.Err() == nil {
+				lr.report(fmt.Errorf("kinesis: logging shard %s finished: %w", shard, err))
+			}
 		}
 	}
 }

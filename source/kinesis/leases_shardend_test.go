@@ -86,6 +86,17 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 					return f.leases()[parent].Checkpoint == checkpoint.ShardEnd
 				})
 				w1b.drain(t)
+				// The parent's end is in the lease table: the log has
+				// forgotten it, so it does not grow with every shard.
+				st := loadLog(t, dir)
+				for k := range st.ShardSeqs {
+					if k.Shard == parent {
+						t.Errorf("the recovery log still holds the finished parent %s at %s", parent, st.ShardSeqs[k])
+					}
+				}
+				if len(st.ShardSeqs) == 0 {
+					t.Error("the recovery log holds no shard at all; the check above checks nothing")
+				}
 				return
 			}
 			w1b.kill()
@@ -118,4 +129,20 @@ func receiveValue[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 	var zero T
 	return zero
+}
+
+// loadLog opens the directory recovery log at dir, no longer in use, and
+// returns what a restart would recover from it.
+func loadLog(t *testing.T, dir string) *recovery.State {
+	t.Helper()
+	log, err := recovery.Dir(dir).Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	st, err := recovery.Load(t.Context(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -100,6 +100,9 @@ type run struct {
 	resumeAfter func(stream, shard string) (string, bool)
 	// uncompleted is the Runtime's Uncompleted (nil: no recovery log).
 	uncompleted func(stream, shard string) (string, bool)
+	// finished is the Runtime's ShardFinished (nil: no recovery log),
+	// called once a shard's SHARD_END is in the lease table.
+	finished func(ctx context.Context, stream, shard string) error
 	// fanOut is set with Config.FanOut: readers subscribe through it.
 	fanOut *fanOut
 	// shared is the read rate of every shard together (Backpressure).
@@ -169,7 +172,7 @@ func (r *Receiver) end() {
 func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted}
+	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted, finished: rt.ShardFinished}
 	if rn.clock == nil {
 		rn.clock = rt.Clock
 	}
