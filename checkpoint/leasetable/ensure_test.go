@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/internal/attempt"
@@ -87,16 +90,21 @@ func TestEnsureBacksOffFast(t *testing.T) {
 	})
 }
 
-// silentThenActiveDB answers its first `silent` DescribeTable calls as
-// attempts that timed out would, then with an ACTIVE lease table.
+// silentThenActiveDB answers its first `silent` DescribeTable calls with
+// fail, or as attempts that timed out would if fail is nil, then with an
+// ACTIVE lease table.
 type silentThenActiveDB struct {
 	creatingDB
 	silent int
+	fail   error
 	calls  int
 }
 
 func (d *silentThenActiveDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	if d.calls++; d.calls <= d.silent {
+		if d.fail != nil {
+			return nil, d.fail
+		}
 		return nil, fmt.Errorf("operation error DynamoDB: DescribeTable: %w", attempt.ErrTimeout)
 	}
 	d.created = true
@@ -123,4 +131,48 @@ func TestEnsureSaysWhenDynamoDBAnswersAgain(t *testing.T) {
 			t.Errorf("warnings attempts/failed_attempts (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestEnsureRidesOutAnUnreachableDynamoDB checks that a DynamoDB that
+// refuses connections at start-up (restarting, or briefly out of reach) is
+// warned about at once and asked again, within the same bound as one that
+// does not answer, while a request DynamoDB refuses for good (access
+// denied) fails Ensure at once.
+func TestEnsureRidesOutAnUnreachableDynamoDB(t *testing.T) {
+	refusedConn := fmt.Errorf("operation error DynamoDB: DescribeTable: request send failed: %w",
+		&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	denied := fmt.Errorf("operation error DynamoDB: DescribeTable: %w",
+		&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient})
+	for _, tc := range []struct {
+		name     string
+		fail     error
+		silent   int
+		wantErr  bool
+		warnings int
+	}{
+		{"refused, then up", refusedConn, ensureMaxUnanswered - 1, false, 3},
+		{"refused for good", refusedConn, 1000, true, 2},
+		{"access denied", denied, 1000, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &silentThenActiveDB{silent: tc.silent, fail: tc.fail}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				err := tbl.Ensure(t.Context())
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("Ensure: %v, want an error: %v", err, tc.wantErr)
+				}
+				if tc.fail == denied && db.calls != 1 {
+					t.Errorf("%d DescribeTable calls for access denied, want 1", db.calls)
+				}
+				if tc.fail == refusedConn && tc.wantErr && db.calls != ensureMaxUnanswered {
+					t.Errorf("%d DescribeTable calls before giving up, want %d", db.calls, ensureMaxUnanswered)
+				}
+				if got := len(jsonRecords(t, &out)); got != tc.warnings {
+					t.Errorf("%d log lines, want %d:\n%s", got, tc.warnings, out.tail(20))
+				}
+			})
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/streak"
 )
@@ -185,6 +186,17 @@ func (t *Table) Ensure(ctx context.Context) error {
 			}
 			silent.Failed(unanswered, "timeout", true, err)
 			status = "no answer" // every attempt timed out: ask again
+		case err != nil && !awserr.Refused(err) && ctx.Err() == nil:
+			// A refused or cut connection, a server error, throttling:
+			// DynamoDB may be restarting or briefly unreachable. Warn at
+			// once and try again, within the same bound as no answer.
+			unanswered++
+			if unanswered >= ensureMaxUnanswered {
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s failed %d DescribeTable calls in a row: %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, err, silentFix("error", silent.Endpoint))
+			}
+			silent.Failed(unanswered, "error", true, err)
+			status = "unreachable"
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
 		case out.Table.TableStatus == types.TableStatusActive:
@@ -208,8 +220,12 @@ func (t *Table) silence(ctx context.Context) streak.Streak {
 }
 
 // silentFix is the fix of a DynamoDB that does not answer.
-func silentFix(_, endpoint string) string {
-	return "DynamoDB at " + endpoint + " does not answer within AttemptTimeout: check the lease table's Endpoint, the region (AWS_REGION), proxies and the network"
+func silentFix(cause, endpoint string) string {
+	what := " does not answer within AttemptTimeout"
+	if cause != "timeout" {
+		what = " cannot be reached"
+	}
+	return "DynamoDB at " + endpoint + what + ": check the lease table's Endpoint, the region (AWS_REGION), proxies and the network"
 }
 
 func (t *Table) create(ctx context.Context) error {

@@ -7,14 +7,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/recovery"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 )
 
 // keepClaims is how many of the latest claim items compaction keeps. A
@@ -90,7 +89,7 @@ func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) err
 		case err == nil:
 			streak.over(l, item)
 			return nil
-		case ctx.Err() != nil || refused(err):
+		case ctx.Err() != nil || awserr.Refused(err):
 			return err
 		}
 		if streak == nil {
@@ -139,34 +138,6 @@ func (o *outage) over(l *Log, item any) {
 		"log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item,
 		"retries", o.wait.Attempts(), "outage", l.clock.Now().Sub(o.start))
 }
-
-// refused reports whether err is the service refusing the request for a
-// reason no retry fixes (a deleted table, a malformed request, access
-// denied): a client fault that is neither throttling nor one the SDK deems
-// retryable (a request timeout), nor expired credentials, which a refresh
-// heals. Anything else (no answer, a broken connection, a server error)
-// leaves the put's outcome unknown and is worth trying again.
-func refused(err error) bool {
-	var api smithy.APIError
-	if !errors.As(err, &api) || api.ErrorFault() != smithy.FaultClient {
-		return false
-	}
-	switch {
-	case sdkThrottles.IsErrorThrottle(err) == aws.TrueTernary,
-		sdkRetryables.IsErrorRetryable(err) == aws.TrueTernary,
-		expiredCredentials[api.ErrorCode()]:
-		return false
-	}
-	return true
-}
-
-// The SDK's own checks of throttling and transient errors, and the codes of
-// expired credentials.
-var (
-	sdkThrottles       = retry.IsErrorThrottles(retry.DefaultThrottles)
-	sdkRetryables      = retry.IsErrorRetryables(retry.DefaultRetryables)
-	expiredCredentials = map[string]bool{"ExpiredTokenException": true, "ExpiredToken": true, "RequestExpired": true}
-)
 
 // isMine reports whether the item at seq is the one attrs describes, put by
 // this writer.
