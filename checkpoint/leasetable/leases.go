@@ -413,6 +413,7 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	wctx, cancel := c.untilExpiry(ctx, h)
 	nl, err := c.table.Renew(wctx, l)
 	cancel()
+	c.checkWrittenItem(ctx, shard, err)
 	switch {
 	case err == nil:
 		c.wroteAt(h, nl, started)
@@ -463,6 +464,7 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		nl, err = c.table.Checkpoint(wctx, l, seq, 0)
 	}
 	cancel()
+	c.checkWrittenItem(ctx, shard, err)
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)

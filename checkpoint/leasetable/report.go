@@ -4,27 +4,88 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/weirstream/weir/checkpoint"
 )
 
 // badItemsLocked remembers the unreadable items of a scan and reports each
-// one that is new or whose problem changed: logged at ERROR and queued for
-// OnBadItem. c.mu must be held.
+// one that is new or whose problem changed (badItemLocked). c.mu must be
+// held.
 func (c *Coordinator) badItemsLocked(bad []*BadItemError) {
-	now := make(map[string]string, len(bad))
+	was := c.bad
+	c.bad = make(map[string]string, len(bad))
 	for _, b := range bad {
-		problem := b.Attr + " " + b.Problem
-		now[b.Key] = problem
-		if c.bad[b.Key] == problem {
-			continue
+		if p, ok := was[b.Key]; ok {
+			c.bad[b.Key] = p
 		}
-		c.log.Error("leasetable: lease item cannot be read; its shard is not processed until the item is fixed",
-			"table", b.Table, "shard", b.Key, "attribute", b.Attr, "problem", b.Problem, "fix", b.Fix)
-		c.queueLocked(leaseEvent{bad: b})
+		c.badItemLocked(b)
 	}
-	c.bad = now
+}
+
+// badItemLocked remembers an unreadable item and reports it, if it is new or
+// its problem changed: logged at ERROR, with the leaseKey and the fix as
+// attributes, and queued for OnBadItem. Until it reads as a lease again,
+// every take cycle looks at it (recheckBad). c.mu must be held.
+func (c *Coordinator) badItemLocked(b *BadItemError) {
+	problem := b.Attr + " " + b.Problem
+	if c.bad[b.Key] == problem {
+		return
+	}
+	c.bad[b.Key] = problem
+	c.log.Error("leasetable: lease item cannot be read; its shard is not processed until the item is fixed",
+		"table", b.Table, "leaseKey", b.Key, "attribute", b.Attr, "problem", b.Problem, "fix", b.Fix)
+	c.queueLocked(leaseEvent{bad: b})
+}
+
+// recheckBad reads each item the last scan or write found unreadable,
+// eventually consistently, and reports whether a scan is needed now: one
+// was repaired, deleted, or has another problem (the scan reports it), so a
+// repaired lease is taken within a take cycle rather than at the next
+// ScanInterval. A read that fails leaves the item to the next cycle.
+func (c *Coordinator) recheckBad(ctx context.Context) bool {
+	c.mu.Lock()
+	keys := slices.Sorted(maps.Keys(c.bad))
+	problems := maps.Clone(c.bad)
+	c.mu.Unlock()
+	for _, k := range keys {
+		_, _, err := c.table.peek(ctx, k)
+		var b *BadItemError
+		switch {
+		case errors.As(err, &b):
+			if b.Attr+" "+b.Problem != problems[k] {
+				return true
+			}
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("leasetable: reading an unreadable lease item again failed; retrying next period", "leaseKey", k, "err", err)
+			}
+		default: // readable, or gone
+			return true
+		}
+	}
+	return false
+}
+
+// checkWrittenItem reports shard's item as unreadable when err, from a
+// write of its lease, shows it so, or when the write's condition failed
+// and the item, read again, is unreadable (an edited leaseCounter or
+// leaseOwner fails every condition): the edit is reported at the write
+// that met it, not only at the next scan.
+func (c *Coordinator) checkWrittenItem(ctx context.Context, shard string, err error) {
+	var b *BadItemError
+	if !errors.As(err, &b) {
+		if !errors.Is(err, checkpoint.ErrLeaseLost) || ctx.Err() != nil {
+			return
+		}
+		if _, _, gerr := c.table.Get(ctx, shard); !errors.As(gerr, &b) {
+			return
+		}
+	}
+	c.mu.Lock()
+	c.badItemLocked(b)
+	c.mu.Unlock()
 }
 
 // BadItems returns how many items of the table the last scan could not

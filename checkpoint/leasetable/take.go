@@ -16,11 +16,12 @@ import (
 
 // takeCycle runs one take period: it writes again the steal notices whose
 // write failed, then a full cycle (scanCycle) with RenewEveryLease or when
-// one is due, else a check of the other workers' liveness (checkOwners)
-// that runs a full cycle only when it calls for one.
+// one is due, else a look at the unreadable items (recheckBad) and a check
+// of the other workers' liveness (checkOwners), which run a full cycle
+// only when they call for one.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
-	if c.cfg.RenewEveryLease || c.scanDue() || c.checkOwners(ctx) {
+	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) {
 		c.scanCycle(ctx)
 	}
 }
