@@ -146,6 +146,7 @@ type Coordinator struct {
 	needScan     bool                 // the next take cycle scans the table
 	lastScan     time.Time            // of the last full scan
 	children     map[string][]string  // shard -> its children, from the last SyncShards
+	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -200,6 +201,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ownerChanged: make(map[string]time.Time),
 		beats:        make(map[string]beatSeen),
 		refused:      make(map[string]string),
+		known:        make(map[string]string),
 	}, nil
 }
 
@@ -473,10 +475,15 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		return err
 	}
 	c.wroteAt(h, nl, started)
-	if seq == checkpoint.ShardEnd {
+	switch {
+	case seq == checkpoint.ShardEnd:
 		c.finish(ctx, shard, h, nl)
 		c.mu.Lock()
 		c.needScan = true // its children may be taken now
+		c.mu.Unlock()
+	case len(l.Parents) > 0 && !isSeq(l.Checkpoint):
+		c.mu.Lock()
+		c.needScan = true // a child's first checkpoint: its parents' leases may be deleted (finishedLeases)
 		c.mu.Unlock()
 	}
 	return nil

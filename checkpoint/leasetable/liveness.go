@@ -78,6 +78,7 @@ func (c *Coordinator) seeLocked(l Lease, now time.Time) {
 	}
 	s.lease = l
 	c.seen[l.Shard] = s
+	c.knowLocked(l)
 }
 
 // ownerAliveLocked reports whether some lease owner owns changed less than

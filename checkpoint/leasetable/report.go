@@ -156,6 +156,7 @@ func (c *Coordinator) learnChildren(shards []ShardInfo) {
 	}
 	c.mu.Lock()
 	c.children = children
+	c.forgetUnlistedLocked(shards)
 	c.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -65,7 +66,9 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
+	done := finishedLeases(views, c.children)
 	c.mu.Unlock()
+	defer c.deleteFinished(ctx, done)
 	plan = c.killDead(ctx, plan, kills)
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
@@ -162,7 +165,7 @@ func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
 }
 
 // lostInScanLocked drops every held lease that the scan shows owned by
-// another worker (or unreadable), reporting the loss before anything else
+// another worker, unreadable or deleted, reporting the loss before anything else
 // can happen for the shard: a worker that was paused learns of a take-over
 // here at the latest, and its reader stops before any take of the same
 // shard. c.mu must be held; takes of this worker run after the scan, so an
@@ -185,6 +188,17 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 	}
 	for _, b := range bad {
 		drop(b.Key, b)
+	}
+	inScan := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		inScan[l.Shard] = true
+	}
+	for shard := range c.held {
+		// Its item was deleted (by hand, or a KCL's clean-up): another
+		// worker's shard sync may create and take it again.
+		if !inScan[shard] {
+			drop(shard, fmt.Errorf("its lease item was deleted: %w", checkpoint.ErrLeaseLost))
+		}
 	}
 	return lost
 }
@@ -281,10 +295,15 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has
-// none. A shard with a parent among shards or in the table starts at
-// checkpoint.TrimHorizon, so that nothing written to it while its parent was read is
-// skipped; any other starts at InitialPosition. Leases of shards not listed
-// are left alone. It is safe to call from several workers at once.
+// none, unless a descendant of it among shards has a lease (it was read
+// to its end and its lease deleted, see finishedLeases). A new lease
+// starts at the checkpoint this worker last saw or wrote for the shard (a
+// lease item deleted by hand is not moved past what was not processed);
+// else, for a shard with a parent among shards, in the table or seen by
+// this worker, at checkpoint.TrimHorizon, so that nothing written to it
+// while its parent was read is skipped; else at InitialPosition. Leases of
+// shards not listed are left alone. It is safe to call from several
+// workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
 	c.learnChildren(shards)
 	if c.allKnown(shards) { // the table is read only for a shard without a lease
@@ -314,6 +333,10 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	for _, s := range shards {
 		known[s.ID] = true
 	}
+	descended := leasedDescendants(shards, exists)
+	c.mu.Lock()
+	seen := maps.Clone(c.known)
+	c.mu.Unlock()
 	var (
 		g    errgroup.Group
 		mu   sync.Mutex
@@ -321,16 +344,11 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	)
 	g.SetLimit(renewParallelism) // each create is one conditional PutItem
 	for _, s := range shards {
-		if exists[s.ID] {
+		if exists[s.ID] || descended[s.ID] {
 			continue
 		}
-		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs,
+		l := Lease{Shard: s.ID, Checkpoint: startOf(s, known, seen, c.cfg.InitialPosition), Parents: s.ParentIDs,
 			StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
-		for _, p := range s.ParentIDs {
-			if known[p] {
-				l.Checkpoint = checkpoint.TrimHorizon
-			}
-		}
 		g.Go(func() error {
 			created, err := c.table.Create(ctx, l)
 			switch {
