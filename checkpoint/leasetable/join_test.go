@@ -18,17 +18,7 @@ func TestCoordinatorBalancesAJoin(t *testing.T) {
 	for _, together := range []bool{false, true} {
 		t.Run(fmt.Sprintf("together=%v", together), func(t *testing.T) {
 			ctx := t.Context()
-			db := servers.Env(t).DynamoDB()
-			table := localaws.UniqueName(t)
-			var ws []*worker
-			for i := range 3 {
-				ws = append(ws, newWorker(t, table, fmt.Sprintf("worker-%d", i), db, func(c *CoordinatorConfig) {
-					c.LeaseDuration = 0 // every period at its default
-				}))
-			}
-			if err := ws[0].c.SyncShards(ctx, shardIDs(shards)); err != nil {
-				t.Fatal(err)
-			}
+			ws := defaultFleet(t, 3, shards, nil)
 			ws[0].cycle(ctx)
 			if n := len(ws[0].held()); n != shards {
 				t.Fatalf("the first worker holds %d leases, want %d", n, shards)
@@ -58,4 +48,26 @@ func TestCoordinatorBalancesAJoin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// defaultFleet returns n workers on a new table at the default periods
+// (tweak, if not nil, edits each config further), the table holding
+// unowned leases of shards shards.
+func defaultFleet(t *testing.T, n, shards int, tweak func(*CoordinatorConfig)) []*worker {
+	t.Helper()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	var ws []*worker
+	for i := range n {
+		ws = append(ws, newWorker(t, table, fmt.Sprintf("worker-%d", i), db, func(c *CoordinatorConfig) {
+			c.LeaseDuration = 0 // every period at its default
+			if tweak != nil {
+				tweak(c)
+			}
+		}))
+	}
+	if err := ws[0].c.SyncShards(t.Context(), shardIDs(shards)); err != nil {
+		t.Fatal(err)
+	}
+	return ws
 }

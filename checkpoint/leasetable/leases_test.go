@@ -283,18 +283,7 @@ func TestCoordinatorConverges(t *testing.T) {
 	}{{"one first", false, false}, {"together", true, false}, {"one first, every lease", false, true}, {"together, every lease", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			db := servers.Env(t).DynamoDB()
-			table := localaws.UniqueName(t)
-			var ws []*worker
-			for i := range 3 {
-				ws = append(ws, newWorker(t, table, fmt.Sprintf("worker-%d", i), db, func(c *CoordinatorConfig) {
-					c.LeaseDuration = 0 // every period at its default
-					c.RenewEveryLease = tc.every
-				}))
-			}
-			if err := ws[0].c.SyncShards(ctx, shardIDs(8)); err != nil {
-				t.Fatal(err)
-			}
+			ws := defaultFleet(t, 3, 8, func(c *CoordinatorConfig) { c.RenewEveryLease = tc.every })
 			lease := ws[0].c.cfg.LeaseDuration
 			balanced := func() bool { return checkSpread(ws, 8) == nil }
 			first, takes := runFor(ctx, ws, 2*lease, tc.together, balanced)
