@@ -66,7 +66,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	// target: every other worker counts them as mine and never takes them.
 	var own []Lease
 	for _, v := range views {
-		if v.Owner == me && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
+		if v.Owner == me && v.CheckpointOwner == "" && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
 			own = append(own, v.Lease)
 		}
 	}
@@ -133,7 +133,7 @@ func stealPlan(me string, views []leaseView, held map[string]bool, workers map[s
 			// Never a shard I hold (a worker that was paused may still believe
 			// it holds a lease another worker took meanwhile): its reader must
 			// stop first, when the loss is seen.
-			if v.Owner == victim && !v.expired && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] {
+			if v.Owner == victim && !v.expired && v.CheckpointOwner == "" && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] {
 				theirs = append(theirs, v.Lease)
 			}
 		}

@@ -38,9 +38,11 @@ func TestCoordinatorBalancesAJoin(t *testing.T) {
 				t.Fatalf("balanced %v after the join, want within %v: %v", first, limit, checkSpread(ws, shards))
 			}
 			t.Logf("balanced %v after the join", first)
-			// Every worker's view agrees with the table once it learned
-			// of its losses (its next beat reads the steal notices).
-			runFor(ctx, ws, take, together, nil)
+			// Every worker's view agrees with the table once the
+			// hand-offs asked for are done: the holder hands off at its
+			// next beat (which reads the notice), the thief takes at its
+			// next take cycle.
+			runFor(ctx, ws, 2*take, together, nil)
 			for _, w := range ws {
 				if n := len(w.held()); n < shards/3 || n > shards/3+1 {
 					t.Errorf("%s believes it holds %d leases", w.c.WorkerID(), n)

@@ -70,18 +70,13 @@ func (c *Coordinator) recheckBad(ctx context.Context) bool {
 
 // checkWrittenItem reports shard's item as unreadable when err, from a
 // write of its lease, shows it so, or when the write's condition failed
-// and the item, read again, is unreadable (an edited leaseCounter or
-// leaseOwner fails every condition): the edit is reported at the write
-// that met it, not only at the next scan.
-func (c *Coordinator) checkWrittenItem(ctx context.Context, shard string, err error) {
+// and the item, read again (gerr: the error of askedFor's read), is unreadable (an
+// edited leaseCounter or leaseOwner fails every condition): the edit is
+// reported at the write that met it, not only at the next scan.
+func (c *Coordinator) checkWrittenItem(err, gerr error) {
 	var b *BadItemError
-	if !errors.As(err, &b) {
-		if !errors.Is(err, checkpoint.ErrLeaseLost) || ctx.Err() != nil {
-			return
-		}
-		if _, _, gerr := c.table.Get(ctx, shard); !errors.As(gerr, &b) {
-			return
-		}
+	if !errors.As(err, &b) && (!errors.Is(err, checkpoint.ErrLeaseLost) || !errors.As(gerr, &b)) {
+		return
 	}
 	c.mu.Lock()
 	c.badItemLocked(b)
@@ -103,14 +98,31 @@ func (c *Coordinator) BadItems() int {
 // the lease may be taken again. No OnLost is reported. why is logged.
 // Refusing a shard not held does nothing.
 func (c *Coordinator) Refuse(ctx context.Context, shard string, why error) error {
+	return c.letGo(ctx, shard, "refuse", nil,
+		func(l Lease) { c.refused[shard] = l.Checkpoint },
+		func(l Lease) error {
+			c.log.Error("leasetable: shard refused; its lease is handed back and not taken again until its checkpoint changes",
+				"shard", shard, "checkpoint", l.Checkpoint, "err", why)
+			if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+				return err
+			}
+			return nil
+		})
+}
+
+// letGo stops holding shard's lease, if held (and want, if not nil, says
+// so of it), after a write of it in flight: drop runs under c.mu as the
+// lease leaves c.held, write after, the lease's writes still serialized.
+// op names the operation in the errors.
+func (c *Coordinator) letGo(ctx context.Context, shard, op string, want func(*heldLease) bool, drop func(Lease), write func(Lease) error) error {
 	c.mu.Lock()
 	h := c.held[shard]
 	c.mu.Unlock()
-	if h == nil {
+	if h == nil || want != nil && !want(h) {
 		return nil
 	}
 	if err := h.sem.Acquire(ctx, 1); err != nil {
-		return fmt.Errorf("leasetable: refuse shard %s: %w", shard, err)
+		return fmt.Errorf("leasetable: %s shard %s: %w", op, shard, err)
 	}
 	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
@@ -119,12 +131,12 @@ func (c *Coordinator) Refuse(ctx context.Context, shard string, why error) error
 	}
 	c.mu.Lock()
 	delete(c.held, shard)
-	c.refused[shard] = l.Checkpoint
+	if drop != nil {
+		drop(l)
+	}
 	c.mu.Unlock()
-	c.log.Error("leasetable: shard refused; its lease is handed back and not taken again until its checkpoint changes",
-		"shard", shard, "checkpoint", l.Checkpoint, "err", why)
-	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
-		return fmt.Errorf("leasetable: refuse shard %s: %w", shard, err)
+	if err := write(l); err != nil {
+		return fmt.Errorf("leasetable: %s shard %s: %w", op, shard, err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 // only when they call for one.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
+	c.checkHandoffs(ctx)
 	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) {
 		c.scanCycle(ctx)
 	}
@@ -52,10 +53,14 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	}
 	c.seeScannedBeatsLocked(sc)
 	c.badItemsLocked(bad)
-	lost := c.lostInScanLocked(leases, bad)
+	lost, handNow := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
-	held := make(map[string]bool, len(c.held)+len(lost))
+	c.notePendingLocked(views)
+	held := make(map[string]bool, len(c.held)+len(lost)+len(c.pending))
 	for shard := range c.held {
+		held[shard] = true
+	}
+	for shard := range c.pending { // asked for: counted as this worker's
 		held[shard] = true
 	}
 	for _, shard := range lost { // not taken back in the cycle that saw them go
@@ -67,7 +72,16 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
 	done := finishedLeases(views, c.children)
+	steal := make(map[string]bool)
+	for _, v := range views {
+		if v.Owner != "" && v.Owner != c.cfg.WorkerID && !v.expired && !c.dead[v.Owner] {
+			steal[v.Shard] = true // a live worker's: asked for, not taken
+		}
+	}
 	c.mu.Unlock()
+	for _, l := range handNow {
+		c.handOffNow(ctx, l)
+	}
 	defer c.deleteFinished(ctx, done)
 	plan = c.killDead(ctx, plan, kills)
 	// The takes run at once (bounded): a worker starting on many shards
@@ -75,6 +89,10 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	var g errgroup.Group
 	g.SetLimit(renewParallelism)
 	for _, l := range plan {
+		if steal[l.Shard] {
+			g.Go(func() error { c.requestHandoff(ctx, l); return nil })
+			continue
+		}
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
@@ -89,11 +107,18 @@ func (c *Coordinator) killsLocked(plan []Lease) map[string]beatSeen {
 	now := c.cfg.Clock.Now()
 	dead := make(map[string]bool)
 	for _, l := range plan {
-		o := l.Owner
-		if o != "" && o != c.cfg.WorkerID && !c.dead[o] && !c.ownerAliveLocked(o, now) {
-			dead[o] = true
+		for _, o := range []string{l.Owner, l.CheckpointOwner} { // and a holder handing it off
+			if o != "" && o != c.cfg.WorkerID && !c.dead[o] && !c.ownerAliveLocked(o, now) {
+				dead[o] = true
+			}
 		}
 	}
+	return c.beatsOfLocked(dead)
+}
+
+// beatsOfLocked returns the beats seen of the workers in dead: beat
+// attribute -> its beat as last seen. c.mu must be held.
+func (c *Coordinator) beatsOfLocked(dead map[string]bool) map[string]beatSeen {
 	kills := make(map[string]beatSeen)
 	for name, s := range c.beats {
 		if dead[s.worker] {
@@ -138,7 +163,7 @@ func (c *Coordinator) killDead(ctx context.Context, plan []Lease, kills map[stri
 			}
 		}
 	}
-	return slices.DeleteFunc(plan, func(l Lease) bool { return spared[l.Owner] })
+	return slices.DeleteFunc(plan, func(l Lease) bool { return spared[l.Owner] || spared[l.CheckpointOwner] })
 }
 
 // seeScannedBeatsLocked makes the scanned lease with the smallest leaseKey
@@ -170,8 +195,7 @@ func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
 // here at the latest, and its reader stops before any take of the same
 // shard. c.mu must be held; takes of this worker run after the scan, so an
 // owner other than this worker in it is another worker's write.
-func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []string {
-	var lost []string
+func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) (lost []string, handNow []Lease) {
 	drop := func(shard string, why error) {
 		if _, ok := c.held[shard]; !ok {
 			return
@@ -182,6 +206,17 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 		c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 	}
 	for _, l := range leases {
+		if h := c.held[l.Shard]; h != nil && l.Owner != c.cfg.WorkerID && l.CheckpointOwner == c.cfg.WorkerID {
+			// Asked for by its owner: handed off, not lost (see handoff.go).
+			if c.handoffLocked(l.Shard, h, l) {
+				handNow = append(handNow, l)
+			}
+			continue
+		}
+		if _, held := c.held[l.Shard]; !held && l.Owner != c.cfg.WorkerID && l.CheckpointOwner == c.cfg.WorkerID {
+			handNow = append(handNow, l) // asked for before this worker took it, or after it let it go
+			continue
+		}
 		if l.Owner != c.cfg.WorkerID {
 			drop(l.Shard, fmt.Errorf("the lease table shows owner %q, counter %d: %w", l.Owner, l.Counter, checkpoint.ErrLeaseLost))
 		}
@@ -200,7 +235,7 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 			drop(shard, fmt.Errorf("its lease item was deleted: %w", checkpoint.ErrLeaseLost))
 		}
 	}
-	return lost
+	return lost, handNow
 }
 
 // observeLocked records the scanned leases and returns them with their
@@ -236,6 +271,10 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 		default:
 			expired = l.Owner != c.cfg.WorkerID && !c.ownerAliveLocked(l.Owner, now)
 		}
+		if h := l.CheckpointOwner; expired && h != "" && h != l.Owner {
+			// Under hand-off: its holder reads it until it hands it off.
+			expired = h != c.cfg.WorkerID && (c.dead[h] || !c.ownerAliveLocked(h, now))
+		}
 		views = append(views, leaseView{Lease: l, expired: expired})
 	}
 	return views
@@ -248,6 +287,9 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)
+		c.mu.Lock()
+		c.needScan = true // or asked for it: the next scan tells
+		c.mu.Unlock()
 		return
 	case err != nil:
 		if ctx.Err() == nil {

@@ -1,0 +1,66 @@
+package kinesis
+
+import (
+	"context"
+	"fmt"
+	"maps"
+)
+
+// A lease another worker asks for (a steal towards balance) is handed off
+// gracefully (leasetable.CoordinatorConfig.OnHandoff): the shard's reader
+// stops at once, the records it stored complete, the last checkpoint
+// covers them and the lease is handed off, so the new owner reads after it
+// and delivers nothing twice. The records not completed within half a
+// lease duration are left to the new owner (read again), since the new
+// owner takes the lease anyway a lease duration after asking.
+
+// startHandoff stops reading a shard another worker asked for; the hand-off
+// itself waits for its stored records (finishHandoffs). With c nil
+// (shutting down) the readers are stopped already and Drain hands the
+// lease off.
+func (lr *leaseRun) startHandoff(ctx context.Context, c *Control, shard string) {
+	if c != nil {
+		if err := c.StopShard(ctx, shard); err != nil {
+			lr.log.Warn("kinesis: stopping the reader of a shard asked for", "shard", shard, "err", err)
+		}
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if !lr.owned[shard] {
+		return
+	}
+	lr.handing[shard] = lr.rn.clock.Now().Add(lr.cfg.LeaseDuration / 2)
+	lr.log.Info("kinesis: another worker asked for a shard; stopped reading it, handing it off once what was read completes", "shard", shard)
+}
+
+// finishHandoffs hands off each shard asked for whose stored records are
+// completed, or whose time is up: the last checkpoint, then the hand-off.
+func (lr *leaseRun) finishHandoffs(ctx context.Context) {
+	now := lr.rn.clock.Now()
+	lr.mu.Lock()
+	handing := maps.Clone(lr.handing)
+	lr.mu.Unlock()
+	var ready []string
+	for shard, by := range handing {
+		if !now.Before(by) || lr.completed(shard) {
+			ready = append(ready, shard)
+		}
+	}
+	for _, shard := range ready {
+		if !lr.completed(shard) {
+			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
+		}
+		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && ctx.Err() == nil {
+			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
+		}
+		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
+			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
+		}
+		lr.mu.Lock()
+		delete(lr.handing, shard)
+		delete(lr.owned, shard)
+		delete(lr.ending, shard)
+		lr.mu.Unlock()
+		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)
+	}
+}
