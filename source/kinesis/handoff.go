@@ -2,8 +2,11 @@ package kinesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+
+	"github.com/weirstream/weir/checkpoint"
 )
 
 // A lease another worker asks for (a steal towards balance) is handed off
@@ -50,7 +53,7 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if !lr.completed(shard) {
 			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
 		}
-		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && ctx.Err() == nil {
+		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) && ctx.Err() == nil {
 			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
 		}
 		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
