@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
 )
 
@@ -45,12 +46,12 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 	lr.mu.Unlock()
 	var ready []string
 	for shard, by := range handing {
-		if !now.Before(by) || lr.completed(shard) {
+		if !now.Before(by) || lr.allAddedCompleted(shard) {
 			ready = append(ready, shard)
 		}
 	}
 	for _, shard := range ready {
-		if !lr.completed(shard) {
+		if !lr.allAddedCompleted(shard) {
 			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
 		}
 		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) && ctx.Err() == nil {
@@ -59,11 +60,25 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
 			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
 		}
-		lr.mu.Lock()
-		delete(lr.handing, shard)
-		delete(lr.owned, shard)
-		delete(lr.ending, shard)
-		lr.mu.Unlock()
+		lr.forget(shard)
 		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)
 	}
+}
+
+// allAddedCompleted reports whether every record of shard added to a block
+// is completed: the blocks its stopped reader left are stored only a moment
+// later, so what is stored is not enough.
+func (lr *leaseRun) allAddedCompleted(shard string) bool {
+	st := lr.rn.r.progress.snapshot()[shard]
+	return st.LastAdded == "" || st.LatestCompleted != "" && batch.CompareSeq(st.LatestCompleted, st.LastAdded) >= 0
+}
+
+// forget drops a shard this worker no longer reads from the lease run's
+// records.
+func (lr *leaseRun) forget(shard string) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	delete(lr.owned, shard)
+	delete(lr.ending, shard)
+	delete(lr.handing, shard)
 }

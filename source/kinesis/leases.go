@@ -287,11 +287,7 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 	if err := lr.cp.Remove(ctx, shard, nil); err != nil {
 		lr.log.Warn("kinesis: unregistering a lost shard", "shard", shard, "err", err)
 	}
-	lr.mu.Lock()
-	delete(lr.owned, shard)
-	delete(lr.ending, shard)
-	delete(lr.handing, shard)
-	lr.mu.Unlock()
+	lr.forget(shard)
 	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
 }
 
