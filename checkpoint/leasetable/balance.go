@@ -26,9 +26,10 @@ type leaseView struct {
 //     lost, a lease lost on my clock only): every other worker counts it as
 //     mine and never takes it;
 //   - below target, take unowned and expired leases, up to the target;
-//   - if there are none, steal from the most loaded worker when it holds more
-//     than the target (or exactly the target while I need more than one), at
-//     most maxSteals (< 0: never) and never bringing it below the target.
+//   - if there are none, steal towards balance (stealPlan): one lease at a
+//     time from the most loaded worker while it holds two more than me, up
+//     to floor(leases / workers), or to target from a worker above target,
+//     at most maxSteals (0: no bound; < 0: never).
 //
 // held is the set of shards I hold. The order of the result is random, so
 // that workers starting together do not all race for the same lease.
@@ -65,7 +66,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 	// target: every other worker counts them as mine and never takes them.
 	var own []Lease
 	for _, v := range views {
-		if v.Owner == me && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
+		if v.Owner == me && v.CheckpointOwner == "" && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
 			own = append(own, v.Lease)
 		}
 	}
@@ -86,39 +87,58 @@ func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, max
 		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 		return append(own, free[:min(needed, len(free))]...)
 	}
-	return append(own, stealPlan(me, views, held, workers, target, needed, maxSteals)...)
+	floor := min(active/len(workers), target)
+	return append(own, stealPlan(me, views, held, workers, floor, target, target-needed, maxSteals)...)
 }
 
-// stealPlan picks the leases to steal from the most loaded alive worker.
-func stealPlan(me string, views []leaseView, held map[string]bool, workers map[string]int, target, needed, maxSteals int) []Lease {
+// stealPlan picks the leases to steal towards balance, one at a time from
+// the alive worker holding the most, while it holds at least two more than
+// me: up to floor (the fewest leases a balanced worker holds) from any such
+// worker, and up to target only from one above target, at most maxSteals
+// (0: no bound; < 0: never). A victim is never left with fewer than me, and
+// one cycle takes the whole deficit, spread over the busiest workers, rather
+// than one lease (the KCL's default): a worker that joins a fleet is
+// balanced within two take cycles. Thieves that steal at once cannot see
+// each other's steals; stopping at floor unless a victim holds more than
+// target keeps them from draining one below it.
+func stealPlan(me string, views []leaseView, held map[string]bool, workers map[string]int, floor, target, mine, maxSteals int) []Lease {
 	if maxSteals < 0 {
 		return nil
 	}
-	victim, most := "", 0
+	counts := make(map[string]int, len(workers))
 	for w, n := range workers {
-		if w != me && (n > most || n == most && w < victim) {
-			victim, most = w, n
+		if w != me {
+			counts[w] = n
 		}
 	}
-	var n int
-	switch {
-	case most > target:
-		n = min(needed, maxSteals, most-target)
-	case most == target && needed > 1:
-		n = min(1, maxSteals)
-	}
-	if n <= 0 {
-		return nil
-	}
-	var theirs []Lease
-	for _, v := range views {
-		// Never a shard I hold (a worker that was paused may still believe
-		// it holds a lease another worker took meanwhile): its reader must
-		// stop first, when the loss is seen.
-		if v.Owner == victim && !v.expired && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] {
-			theirs = append(theirs, v.Lease)
+	want := make(map[string]int) // victim -> leases to steal from it
+	for n := 0; maxSteals == 0 || n < maxSteals; n++ {
+		victim, most := "", 0
+		for w, c := range counts {
+			if c > most || c == most && w < victim {
+				victim, most = w, c
+			}
 		}
+		if most-mine < 2 || mine >= target || mine >= floor && most <= target {
+			break
+		}
+		counts[victim]--
+		want[victim]++
+		mine++
 	}
-	rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
-	return theirs[:min(n, len(theirs))]
+	var out []Lease
+	for victim, n := range want {
+		var theirs []Lease
+		for _, v := range views {
+			// Never a shard I hold (a worker that was paused may still believe
+			// it holds a lease another worker took meanwhile): its reader must
+			// stop first, when the loss is seen.
+			if v.Owner == victim && !v.expired && v.CheckpointOwner == "" && v.Checkpoint != checkpoint.ShardEnd && !held[v.Shard] {
+				theirs = append(theirs, v.Lease)
+			}
+		}
+		rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
+		out = append(out, theirs[:min(n, len(theirs))]...)
+	}
+	return out
 }

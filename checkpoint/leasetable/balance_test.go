@@ -1,6 +1,7 @@
 package leasetable
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 
@@ -127,5 +128,33 @@ func TestTakePlan(t *testing.T) {
 				t.Errorf("takePlan (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestStealPlanSpreads checks one take cycle steals the whole deficit,
+// spread over the busiest workers, leaving none below the thief.
+func TestStealPlanSpreads(t *testing.T) {
+	var views []leaseView
+	add := func(owner string, n int) {
+		for i := range n {
+			views = append(views, leaseView{Lease: Lease{Shard: fmt.Sprintf("%s-%d", owner, i), Owner: owner, Checkpoint: checkpoint.TrimHorizon}})
+		}
+	}
+	add("w2", 9)
+	add("w3", 7)
+	// 16 leases over 3 workers: 5 or 6 each, w2 and w3 drained in turn.
+	got := map[string]int{}
+	for _, l := range takePlan("me", views, nil, 0, 0) {
+		got[l.Owner]++
+	}
+	if d := cmp.Diff(map[string]int{"w2": 4, "w3": 1}, got); d != "" {
+		t.Errorf("stolen per victim (-want +got):\n%s", d)
+	}
+	got = map[string]int{}
+	for _, l := range takePlan("me", views, nil, 2, 0) {
+		got[l.Owner]++
+	}
+	if got["w2"] != 2 || len(got) != 1 {
+		t.Errorf("with MaxStealsPerCycle 2: stolen per victim %v, want w2 2", got)
 	}
 }

@@ -22,8 +22,9 @@ import (
 const (
 	// DefaultLeaseDuration is the Kinesis Client Library's failover time.
 	DefaultLeaseDuration = 10 * time.Second
-	// DefaultMaxStealsPerCycle is KCL's maxLeasesToStealAtOneTime.
-	DefaultMaxStealsPerCycle = 1
+	// DefaultMaxStealsPerCycle is Config.MaxStealsPerCycle's default: 0,
+	// no bound but balance (the KCL's maxLeasesToStealAtOneTime is 1).
+	DefaultMaxStealsPerCycle = 0
 	// DefaultShardSyncInterval is CoordinatorConfig.ShardSyncInterval's
 	// default, KCL's shardSyncIntervalMillis.
 	DefaultShardSyncInterval = time.Minute
@@ -149,9 +150,7 @@ type Config struct {
 	// with RenewEveryLease, to take unowned and expired leases and steal
 	// towards balance; the first take cycle runs at start. Default
 	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
-	// period, where KCL scans every 2*LeaseDuration. At that period, one
-	// steal per cycle spreads 8 shards over 3 workers starting together
-	// within 2*LeaseDuration. A dead worker's leases are taken at the first
+	// period, where KCL scans every 2*LeaseDuration. A dead worker's leases are taken at the first
 	// take cycle at least LeaseDuration after this worker saw its last beat
 	// (or renewal): more than LeaseDuration and at most
 	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
@@ -160,9 +159,13 @@ type Config struct {
 	// as the default does, and always less than LeaseDuration +
 	// 2*TakeInterval.
 	TakeInterval time.Duration
-	// MaxStealsPerCycle bounds the leases stolen from a busier worker in one
-	// take cycle. Default DefaultMaxStealsPerCycle (1, as KCL's
-	// maxLeasesToStealAtOneTime); negative disables stealing.
+	// MaxStealsPerCycle bounds the leases stolen from busier workers in one
+	// take cycle. Default DefaultMaxStealsPerCycle (0): no bound, a take
+	// cycle steals what balance calls for, spread over the busiest
+	// workers and leaving none with fewer leases than this worker, so a
+	// worker that joins is balanced within two take cycles (the KCL steals
+	// one per cycle, its maxLeasesToStealAtOneTime); negative disables
+	// stealing.
 	MaxStealsPerCycle int
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int

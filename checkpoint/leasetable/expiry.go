@@ -31,5 +31,6 @@ func (c *Coordinator) untilExpiry(ctx context.Context, h *heldLease) (context.Co
 func (c *Coordinator) wroteAt(h *heldLease, l Lease, started time.Time) {
 	c.mu.Lock()
 	h.lease, h.renewed, h.unvouched = l, started, false
+	c.knowLocked(l)
 	c.mu.Unlock()
 }

@@ -66,6 +66,16 @@ type CoordinatorConfig struct {
 	// other shard goes on. Optional; the Coordinator also logs it at
 	// ERROR. It runs like OnAcquired.
 	OnBadItem func(err *BadItemError)
+	// OnHandoff is called with each shard whose lease another worker asked
+	// for (a steal towards balance): the caller stops reading the shard at
+	// once, lets what it read complete, commits its last checkpoint
+	// (Commit) and then calls HandOff, so the new owner starts from there
+	// and delivers nothing twice. Holds is false for the shard from then
+	// on. A worker that does not hand off within LeaseDuration of the
+	// request has the lease taken. Optional: without it, the lease is
+	// handed off at once and reported lost (OnLost). It runs like
+	// OnAcquired.
+	OnHandoff func(shard string)
 	// Clock is the time source of every period and of lease expiry.
 	// Default clock.Real{}.
 	Clock clock.Clock
@@ -146,6 +156,8 @@ type Coordinator struct {
 	needScan     bool                 // the next take cycle scans the table
 	lastScan     time.Time            // of the last full scan
 	children     map[string][]string  // shard -> its children, from the last SyncShards
+	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
+	pending      map[string]time.Time // hand-offs this worker asked for -> when
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -158,6 +170,9 @@ type heldLease struct {
 	// unvouched: no beat may extend the lease until its own next
 	// conditional write (a refused beat, a new incarnation, a gap).
 	unvouched bool
+	// handoff: another worker asked for the lease (HandOff); h.lease
+	// names it the owner, this worker the checkpointOwner.
+	handoff bool
 	// retakenAt: the beat count when this worker took back a lease the
 	// table still named it the owner of (0: not a retake). Other workers
 	// judge it by its beat, to which such a take is no news, so the lease
@@ -177,6 +192,7 @@ type leaseEvent struct {
 	acquired *Lease
 	lost     string
 	bad      *BadItemError
+	handoff  string
 }
 
 // NewCoordinator validates cfg and returns a Coordinator; it does no I/O
@@ -200,6 +216,8 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ownerChanged: make(map[string]time.Time),
 		beats:        make(map[string]beatSeen),
 		refused:      make(map[string]string),
+		known:        make(map[string]string),
+		pending:      make(map[string]time.Time),
 	}, nil
 }
 
@@ -238,7 +256,7 @@ func (c *Coordinator) Holds(shard string) bool {
 	// that succeeded, whatever wrote the lease since (a take after it held
 	// nothing for a while, a checkpoint while beats fail).
 	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
-	return ok && beatOK && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	return ok && beatOK && h.retakenAt == 0 && !h.handoff && now.Sub(h.renewed) < c.cfg.LeaseDuration
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes
@@ -336,6 +354,8 @@ func (c *Coordinator) deliver() {
 				c.cfg.OnLost(ev.lost)
 			case ev.bad != nil && c.cfg.OnBadItem != nil:
 				c.cfg.OnBadItem(ev.bad)
+			case ev.handoff != "" && c.cfg.OnHandoff != nil:
+				c.cfg.OnHandoff(ev.handoff)
 			}
 		}
 	}
@@ -406,13 +426,16 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	}
 	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
-	if !ok {
+	if !ok || c.handingOff(h) {
 		return
 	}
 	started := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, h)
 	nl, err := c.table.Renew(wctx, l)
 	cancel()
+	if err != nil && c.askedFor(ctx, shard, h, err) {
+		return // handed off, not lost
+	}
 	switch {
 	case err == nil:
 		c.wroteAt(h, nl, started)
@@ -454,15 +477,15 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpoint.ErrLeaseLost)
 	}
 	started := c.cfg.Clock.Now()
-	wctx, cancel := c.untilExpiry(ctx, h)
-	var nl Lease
-	var err error
-	if seq == checkpoint.ShardEnd {
-		nl, err = c.table.checkpointEnd(wctx, l, c.childrenOf(shard))
-	} else {
-		nl, err = c.table.Checkpoint(wctx, l, seq, 0)
+	nl, err := c.commitOnce(ctx, h, l, seq)
+	if err != nil && c.askedFor(ctx, shard, h, err) {
+		// Asked for since this worker last wrote it: the last checkpoint
+		// before the hand-off is written on the lease as it is now.
+		if l, ok = c.current(shard, h); !ok {
+			return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpoint.ErrLeaseLost)
+		}
+		nl, err = c.commitOnce(ctx, h, l, seq)
 	}
-	cancel()
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.lose(shard, h, err)
@@ -471,13 +494,28 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		return err
 	}
 	c.wroteAt(h, nl, started)
-	if seq == checkpoint.ShardEnd {
+	switch {
+	case seq == checkpoint.ShardEnd:
 		c.finish(ctx, shard, h, nl)
 		c.mu.Lock()
 		c.needScan = true // its children may be taken now
 		c.mu.Unlock()
+	case len(l.Parents) > 0 && !isSeq(l.Checkpoint):
+		c.mu.Lock()
+		c.needScan = true // a child's first checkpoint: its parents' leases may be deleted (finishedLeases)
+		c.mu.Unlock()
 	}
 	return nil
+}
+
+// commitOnce writes seq as l's checkpoint, abandoned when h expires.
+func (c *Coordinator) commitOnce(ctx context.Context, h *heldLease, l Lease, seq string) (Lease, error) {
+	wctx, cancel := c.untilExpiry(ctx, h)
+	defer cancel()
+	if seq == checkpoint.ShardEnd {
+		return c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+	}
+	return c.table.Checkpoint(wctx, l, seq, 0)
 }
 
 // finish stops holding a lease at checkpoint.ShardEnd and releases it (best effort: no
@@ -532,8 +570,13 @@ func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) 
 	}
 	c.mu.Lock()
 	delete(c.held, shard)
+	handoff := h.handoff
 	c.mu.Unlock()
-	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+	release := c.table.Release
+	if handoff { // to the worker that asked for it
+		release = c.table.handOff
+	}
+	if _, err := release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
 		return err
 	}
 	return nil

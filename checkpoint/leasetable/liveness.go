@@ -78,6 +78,7 @@ func (c *Coordinator) seeLocked(l Lease, now time.Time) {
 	}
 	s.lease = l
 	c.seen[l.Shard] = s
+	c.knowLocked(l)
 }
 
 // ownerAliveLocked reports whether some lease owner owns changed less than
@@ -312,7 +313,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 			c.unvouchLocked()
 		}
 		c.mu.Unlock()
-		c.actOnNotices(board, notices)
+		c.actOnNotices(ctx, board, notices)
 		if stale {
 			c.renewEach(ctx)
 			if prev == 0 { // a renewal after a new incarnation's first beat
@@ -451,7 +452,7 @@ func (c *Coordinator) forgetLocked() []string {
 // rather than at its next checkpoint or scan. A notice of a lease this
 // worker took back since (a higher counter) is stale and ignored. Every
 // notice read is deleted by the next beat.
-func (c *Coordinator) actOnNotices(board string, notices []string) {
+func (c *Coordinator) actOnNotices(ctx context.Context, board string, notices []string) {
 	c.mu.Lock()
 	c.acks = notices
 	type loss struct {
@@ -468,6 +469,17 @@ func (c *Coordinator) actOnNotices(board string, notices []string) {
 	}
 	c.mu.Unlock()
 	for _, l := range lost {
+		// Asked for (a hand-off) or taken? The lease tells; a read that
+		// fails counts as taken.
+		if nl, ok, err := c.table.Get(ctx, l.shard); err == nil && ok && nl.Owner != c.cfg.WorkerID && nl.CheckpointOwner == c.cfg.WorkerID {
+			c.mu.Lock()
+			now := c.held[l.shard] == l.h && c.handoffLocked(l.shard, l.h, nl)
+			c.mu.Unlock()
+			if now {
+				c.handOffNow(ctx, nl)
+			}
+			continue
+		}
 		c.lose(l.shard, l.h, fmt.Errorf("another worker stole it (counter %d; notice on the beat board %s): %w", l.by, board, checkpoint.ErrLeaseLost))
 	}
 }
@@ -508,6 +520,11 @@ func (c *Coordinator) sendNotice(ctx context.Context, n stealNote) {
 		if s.worker == n.owner && s.on != "" && (on == "" || s.changed.After(latest)) {
 			on, latest = s.on, s.changed
 		}
+	}
+	if on == "" {
+		// No beat yet (it took its leases since its last beat): its
+		// first beat goes on the board, where it reads the notice.
+		on = c.board
 	}
 	alive := c.ownerAliveLocked(n.owner, c.cfg.Clock.Now())
 	c.mu.Unlock()

@@ -75,16 +75,17 @@ func fuzzTrial(t *testing.T, seed uint64, rate float64) string {
 	var ws []*worker
 	var fs []*faultDB
 	for i := range n {
-		f := &faultDB{DynamoDBAPI: db}
-		f.setRule(randomFaults(rand.New(rand.NewPCG(seed, uint64(i))), rate))
-		fs = append(fs, f)
-		ws = append(ws, newWorker(t, table, fmt.Sprintf("w%d", i), f, func(c *CoordinatorConfig) {
+		fs = append(fs, &faultDB{DynamoDBAPI: db})
+		ws = append(ws, newWorker(t, table, fmt.Sprintf("w%d", i), fs[i], func(c *CoordinatorConfig) {
 			c.Logger = lg
 			c.MaxStealsPerCycle = -1
 		}))
 	}
 	if err := ws[0].c.SyncShards(ctx, shardIDs(6)); err != nil {
 		t.Fatal(err)
+	}
+	for i, f := range fs { // the faults start once the leases exist
+		f.setRule(randomFaults(rand.New(rand.NewPCG(seed, uint64(i))), rate))
 	}
 	period := ws[0].c.cfg.RenewInterval
 	alive := make([]int, n) // steps left paused (clock running)

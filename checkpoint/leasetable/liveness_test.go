@@ -183,9 +183,10 @@ func TestLivenessDeadWorkerTakenOver(t *testing.T) {
 	}
 }
 
-// TestLivenessStolenLeaseLostAtCheckpoint checks that a worker a lease was
-// stolen from (it learns of steals at its next scan) loses it at its next
-// checkpoint of the shard, which fails and writes nothing.
+// TestLivenessStolenLeaseLostAtCheckpoint checks that a worker without
+// OnHandoff a lease was asked for (it learns of it at its next beat or
+// scan) loses it at its next checkpoint of the shard, which writes
+// nothing, and hands it off, so the thief takes it at its next take cycle.
 func TestLivenessStolenLeaseLostAtCheckpoint(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -196,19 +197,28 @@ func TestLivenessStolenLeaseLostAtCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	w1.cycle(ctx)
-	w2.cycle(ctx) // steals one
-	stolen := w2.held()
-	if len(stolen) != 1 || len(w1.held()) != 2 {
-		t.Fatalf("w1 holds %v, w2 %v; want w2 to have stolen one", w1.held(), w2.held())
+	w2.cycle(ctx) // asks for one
+	var stolen string
+	for s, o := range owners(t, w2.c.Table()) {
+		if o == "w2" {
+			stolen = s
+		}
 	}
-	if err := w1.c.Commit(ctx, stolen[0], "100"); !errors.Is(err, checkpoint.ErrLeaseLost) {
+	if stolen == "" || len(w2.held()) != 0 || len(w1.held()) != 2 {
+		t.Fatalf("w1 holds %v, w2 %v, w2 asked for %q; want w2 to have asked for one", w1.held(), w2.held(), stolen)
+	}
+	if err := w1.c.Commit(ctx, stolen, "100"); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Fatalf("w1's checkpoint of the stolen lease = %v, want ErrLeaseLost", err)
 	}
 	w1.c.deliver()
-	if _, lost := w1.events(); len(lost) != 1 || lost[0] != stolen[0] {
-		t.Errorf("w1 lost %v, want %v", lost, stolen)
+	if _, lost := w1.events(); len(lost) != 1 || lost[0] != stolen {
+		t.Errorf("w1 lost %v, want [%s]", lost, stolen)
 	}
-	if l := mustGet(t, w2.c.Table(), stolen[0]); l.Owner != "w2" || l.Checkpoint == "100" {
+	w2.cycle(ctx)
+	if got := w2.held(); len(got) != 1 || got[0] != stolen {
+		t.Errorf("w2 holds %v after the hand-off, want [%s]", got, stolen)
+	}
+	if l := mustGet(t, w2.c.Table(), stolen); l.Owner != "w2" || l.Checkpoint == "100" || l.CheckpointOwner != "" {
 		t.Errorf("stolen lease after the zombie checkpoint: %+v", l)
 	}
 }

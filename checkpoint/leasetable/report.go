@@ -4,27 +4,83 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/weirstream/weir/checkpoint"
 )
 
 // badItemsLocked remembers the unreadable items of a scan and reports each
-// one that is new or whose problem changed: logged at ERROR and queued for
-// OnBadItem. c.mu must be held.
+// one that is new or whose problem changed (badItemLocked). c.mu must be
+// held.
 func (c *Coordinator) badItemsLocked(bad []*BadItemError) {
-	now := make(map[string]string, len(bad))
+	was := c.bad
+	c.bad = make(map[string]string, len(bad))
 	for _, b := range bad {
-		problem := b.Attr + " " + b.Problem
-		now[b.Key] = problem
-		if c.bad[b.Key] == problem {
-			continue
+		if p, ok := was[b.Key]; ok {
+			c.bad[b.Key] = p
 		}
-		c.log.Error("leasetable: lease item cannot be read; its shard is not processed until the item is fixed",
-			"table", b.Table, "shard", b.Key, "attribute", b.Attr, "problem", b.Problem, "fix", b.Fix)
-		c.queueLocked(leaseEvent{bad: b})
+		c.badItemLocked(b)
 	}
-	c.bad = now
+}
+
+// badItemLocked remembers an unreadable item and reports it, if it is new or
+// its problem changed: logged at ERROR, with the leaseKey and the fix as
+// attributes, and queued for OnBadItem. Until it reads as a lease again,
+// every take cycle looks at it (recheckBad). c.mu must be held.
+func (c *Coordinator) badItemLocked(b *BadItemError) {
+	problem := b.Attr + " " + b.Problem
+	if c.bad[b.Key] == problem {
+		return
+	}
+	c.bad[b.Key] = problem
+	c.log.Error("leasetable: lease item cannot be read; its shard is not processed until the item is fixed",
+		"table", b.Table, "leaseKey", b.Key, "attribute", b.Attr, "problem", b.Problem, "fix", b.Fix)
+	c.queueLocked(leaseEvent{bad: b})
+}
+
+// recheckBad reads each item the last scan or write found unreadable,
+// eventually consistently, and reports whether a scan is needed now: one
+// was repaired, deleted, or has another problem (the scan reports it), so a
+// repaired lease is taken within a take cycle rather than at the next
+// ScanInterval. A read that fails leaves the item to the next cycle.
+func (c *Coordinator) recheckBad(ctx context.Context) bool {
+	c.mu.Lock()
+	keys := slices.Sorted(maps.Keys(c.bad))
+	problems := maps.Clone(c.bad)
+	c.mu.Unlock()
+	for _, k := range keys {
+		_, _, err := c.table.peek(ctx, k)
+		var b *BadItemError
+		switch {
+		case errors.As(err, &b):
+			if b.Attr+" "+b.Problem != problems[k] {
+				return true
+			}
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("leasetable: reading an unreadable lease item again failed; retrying next period", "leaseKey", k, "err", err)
+			}
+		default: // readable, or gone
+			return true
+		}
+	}
+	return false
+}
+
+// checkWrittenItem reports shard's item as unreadable when err, from a
+// write of its lease, shows it so, or when the write's condition failed
+// and the item, read again (gerr: the error of askedFor's read), is unreadable (an
+// edited leaseCounter or leaseOwner fails every condition): the edit is
+// reported at the write that met it, not only at the next scan.
+func (c *Coordinator) checkWrittenItem(err, gerr error) {
+	var b *BadItemError
+	if !errors.As(err, &b) && (!errors.Is(err, checkpoint.ErrLeaseLost) || !errors.As(gerr, &b)) {
+		return
+	}
+	c.mu.Lock()
+	c.badItemLocked(b)
+	c.mu.Unlock()
 }
 
 // BadItems returns how many items of the table the last scan could not
@@ -42,14 +98,31 @@ func (c *Coordinator) BadItems() int {
 // the lease may be taken again. No OnLost is reported. why is logged.
 // Refusing a shard not held does nothing.
 func (c *Coordinator) Refuse(ctx context.Context, shard string, why error) error {
+	return c.letGo(ctx, shard, "refuse", nil,
+		func(l Lease) { c.refused[shard] = l.Checkpoint },
+		func(l Lease) error {
+			c.log.Error("leasetable: shard refused; its lease is handed back and not taken again until its checkpoint changes",
+				"shard", shard, "checkpoint", l.Checkpoint, "err", why)
+			if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+				return err
+			}
+			return nil
+		})
+}
+
+// letGo stops holding shard's lease, if held (and want, if not nil, says
+// so of it), after a write of it in flight: drop runs under c.mu as the
+// lease leaves c.held, write after, the lease's writes still serialized.
+// op names the operation in the errors.
+func (c *Coordinator) letGo(ctx context.Context, shard, op string, want func(*heldLease) bool, drop func(Lease), write func(Lease) error) error {
 	c.mu.Lock()
 	h := c.held[shard]
 	c.mu.Unlock()
-	if h == nil {
+	if h == nil || want != nil && !want(h) {
 		return nil
 	}
 	if err := h.sem.Acquire(ctx, 1); err != nil {
-		return fmt.Errorf("leasetable: refuse shard %s: %w", shard, err)
+		return fmt.Errorf("leasetable: %s shard %s: %w", op, shard, err)
 	}
 	defer h.sem.Release(1)
 	l, ok := c.current(shard, h)
@@ -58,12 +131,12 @@ func (c *Coordinator) Refuse(ctx context.Context, shard string, why error) error
 	}
 	c.mu.Lock()
 	delete(c.held, shard)
-	c.refused[shard] = l.Checkpoint
+	if drop != nil {
+		drop(l)
+	}
 	c.mu.Unlock()
-	c.log.Error("leasetable: shard refused; its lease is handed back and not taken again until its checkpoint changes",
-		"shard", shard, "checkpoint", l.Checkpoint, "err", why)
-	if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
-		return fmt.Errorf("leasetable: refuse shard %s: %w", shard, err)
+	if err := write(l); err != nil {
+		return fmt.Errorf("leasetable: %s shard %s: %w", op, shard, err)
 	}
 	return nil
 }
@@ -95,6 +168,7 @@ func (c *Coordinator) learnChildren(shards []ShardInfo) {
 	}
 	c.mu.Lock()
 	c.children = children
+	c.forgetUnlistedLocked(shards)
 	c.mu.Unlock()
 }
 

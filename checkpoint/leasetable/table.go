@@ -49,6 +49,7 @@ type DynamoDBAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // TableConfig configures a Table.
@@ -497,6 +498,11 @@ func (t *Table) checkpoint(ctx context.Context, l Lease, seq string, subSeq int6
 // counter, adds extra (which begins with ", " for more SET clauses or " " for
 // a REMOVE or DELETE clause), and is conditional on l's owner and counter.
 func (t *Table) update(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue) (Lease, error) {
+	return t.updateIf(ctx, op, l, extra, values, "")
+}
+
+// updateIf is update also conditional on andCond, if not empty.
+func (t *Table) updateIf(ctx context.Context, op string, l Lease, extra string, values map[string]types.AttributeValue, andCond string) (Lease, error) {
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
 	}
@@ -506,6 +512,9 @@ func (t *Table) update(ctx context.Context, op string, l Lease, extra string, va
 	if l.Owner != "" {
 		cond = "#counter = :counter AND #owner = :owner"
 		values[":owner"] = str(l.Owner)
+	}
+	if andCond != "" {
+		cond += " AND " + andCond
 	}
 	expr := "SET #counter = #counter + :one" + extra
 	out, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -16,11 +17,13 @@ import (
 
 // takeCycle runs one take period: it writes again the steal notices whose
 // write failed, then a full cycle (scanCycle) with RenewEveryLease or when
-// one is due, else a check of the other workers' liveness (checkOwners)
-// that runs a full cycle only when it calls for one.
+// one is due, else a look at the unreadable items (recheckBad) and a check
+// of the other workers' liveness (checkOwners), which run a full cycle
+// only when they call for one.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
-	if c.cfg.RenewEveryLease || c.scanDue() || c.checkOwners(ctx) {
+	c.checkHandoffs(ctx)
+	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) {
 		c.scanCycle(ctx)
 	}
 }
@@ -50,10 +53,14 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	}
 	c.seeScannedBeatsLocked(sc)
 	c.badItemsLocked(bad)
-	lost := c.lostInScanLocked(leases, bad)
+	lost, handNow := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
-	held := make(map[string]bool, len(c.held)+len(lost))
+	c.notePendingLocked(views)
+	held := make(map[string]bool, len(c.held)+len(lost)+len(c.pending))
 	for shard := range c.held {
+		held[shard] = true
+	}
+	for shard := range c.pending { // asked for: counted as this worker's
 		held[shard] = true
 	}
 	for _, shard := range lost { // not taken back in the cycle that saw them go
@@ -64,13 +71,28 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
+	done := finishedLeases(views, c.children)
+	steal := make(map[string]bool)
+	for _, v := range views {
+		if v.Owner != "" && v.Owner != c.cfg.WorkerID && !v.expired && !c.dead[v.Owner] {
+			steal[v.Shard] = true // a live worker's: asked for, not taken
+		}
+	}
 	c.mu.Unlock()
+	for _, l := range handNow {
+		c.handOffNow(ctx, l)
+	}
+	defer c.deleteFinished(ctx, done)
 	plan = c.killDead(ctx, plan, kills)
 	// The takes run at once (bounded): a worker starting on many shards
 	// reads them sooner, and each take is a single-item conditional write.
 	var g errgroup.Group
 	g.SetLimit(renewParallelism)
 	for _, l := range plan {
+		if steal[l.Shard] {
+			g.Go(func() error { c.requestHandoff(ctx, l); return nil })
+			continue
+		}
 		g.Go(func() error { c.take(ctx, l); return nil })
 	}
 	_ = g.Wait() // the goroutines return nil
@@ -85,11 +107,18 @@ func (c *Coordinator) killsLocked(plan []Lease) map[string]beatSeen {
 	now := c.cfg.Clock.Now()
 	dead := make(map[string]bool)
 	for _, l := range plan {
-		o := l.Owner
-		if o != "" && o != c.cfg.WorkerID && !c.dead[o] && !c.ownerAliveLocked(o, now) {
-			dead[o] = true
+		for _, o := range []string{l.Owner, l.CheckpointOwner} { // and a holder handing it off
+			if o != "" && o != c.cfg.WorkerID && !c.dead[o] && !c.ownerAliveLocked(o, now) {
+				dead[o] = true
+			}
 		}
 	}
+	return c.beatsOfLocked(dead)
+}
+
+// beatsOfLocked returns the beats seen of the workers in dead: beat
+// attribute -> its beat as last seen. c.mu must be held.
+func (c *Coordinator) beatsOfLocked(dead map[string]bool) map[string]beatSeen {
 	kills := make(map[string]beatSeen)
 	for name, s := range c.beats {
 		if dead[s.worker] {
@@ -134,7 +163,7 @@ func (c *Coordinator) killDead(ctx context.Context, plan []Lease, kills map[stri
 			}
 		}
 	}
-	return slices.DeleteFunc(plan, func(l Lease) bool { return spared[l.Owner] })
+	return slices.DeleteFunc(plan, func(l Lease) bool { return spared[l.Owner] || spared[l.CheckpointOwner] })
 }
 
 // seeScannedBeatsLocked makes the scanned lease with the smallest leaseKey
@@ -161,13 +190,12 @@ func (c *Coordinator) seeScannedBeatsLocked(sc scanned) {
 }
 
 // lostInScanLocked drops every held lease that the scan shows owned by
-// another worker (or unreadable), reporting the loss before anything else
+// another worker, unreadable or deleted, reporting the loss before anything else
 // can happen for the shard: a worker that was paused learns of a take-over
 // here at the latest, and its reader stops before any take of the same
 // shard. c.mu must be held; takes of this worker run after the scan, so an
 // owner other than this worker in it is another worker's write.
-func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []string {
-	var lost []string
+func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) (lost []string, handNow []Lease) {
 	drop := func(shard string, why error) {
 		if _, ok := c.held[shard]; !ok {
 			return
@@ -178,6 +206,17 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 		c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 	}
 	for _, l := range leases {
+		if h := c.held[l.Shard]; h != nil && l.Owner != c.cfg.WorkerID && l.CheckpointOwner == c.cfg.WorkerID {
+			// Asked for by its owner: handed off, not lost (see handoff.go).
+			if c.handoffLocked(l.Shard, h, l) {
+				handNow = append(handNow, l)
+			}
+			continue
+		}
+		if _, held := c.held[l.Shard]; !held && l.Owner != c.cfg.WorkerID && l.CheckpointOwner == c.cfg.WorkerID {
+			handNow = append(handNow, l) // asked for before this worker took it, or after it let it go
+			continue
+		}
 		if l.Owner != c.cfg.WorkerID {
 			drop(l.Shard, fmt.Errorf("the lease table shows owner %q, counter %d: %w", l.Owner, l.Counter, checkpoint.ErrLeaseLost))
 		}
@@ -185,7 +224,18 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*BadItemError) []st
 	for _, b := range bad {
 		drop(b.Key, b)
 	}
-	return lost
+	inScan := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		inScan[l.Shard] = true
+	}
+	for shard := range c.held {
+		// Its item was deleted (by hand, or a KCL's clean-up): another
+		// worker's shard sync may create and take it again.
+		if !inScan[shard] {
+			drop(shard, fmt.Errorf("its lease item was deleted: %w", checkpoint.ErrLeaseLost))
+		}
+	}
+	return lost, handNow
 }
 
 // observeLocked records the scanned leases and returns them with their
@@ -221,6 +271,10 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 		default:
 			expired = l.Owner != c.cfg.WorkerID && !c.ownerAliveLocked(l.Owner, now)
 		}
+		if h := l.CheckpointOwner; expired && h != "" && h != l.Owner {
+			// Under hand-off: its holder reads it until it hands it off.
+			expired = h != c.cfg.WorkerID && (c.dead[h] || !c.ownerAliveLocked(h, now))
+		}
 		views = append(views, leaseView{Lease: l, expired: expired})
 	}
 	return views
@@ -236,6 +290,9 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	switch {
 	case errors.Is(err, checkpoint.ErrLeaseLost):
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)
+		c.mu.Lock()
+		c.needScan = true // or asked for it: the next scan tells
+		c.mu.Unlock()
 		return
 	case err != nil:
 		if ctx.Err() == nil {
@@ -283,10 +340,15 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has
-// none. A shard with a parent among shards or in the table starts at
-// checkpoint.TrimHorizon, so that nothing written to it while its parent was read is
-// skipped; any other starts at InitialPosition. Leases of shards not listed
-// are left alone. It is safe to call from several workers at once.
+// none, unless a descendant of it among shards has a lease (it was read
+// to its end and its lease deleted, see finishedLeases). A new lease
+// starts at the checkpoint this worker last saw or wrote for the shard (a
+// lease item deleted by hand is not moved past what was not processed);
+// else, for a shard with a parent among shards, in the table or seen by
+// this worker, at checkpoint.TrimHorizon, so that nothing written to it
+// while its parent was read is skipped; else at InitialPosition. Leases of
+// shards not listed are left alone. It is safe to call from several
+// workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
 	c.learnChildren(shards)
 	if c.allKnown(shards) { // the table is read only for a shard without a lease
@@ -316,6 +378,10 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	for _, s := range shards {
 		known[s.ID] = true
 	}
+	descended := leasedDescendants(shards, exists)
+	c.mu.Lock()
+	seen := maps.Clone(c.known)
+	c.mu.Unlock()
 	var (
 		g    errgroup.Group
 		mu   sync.Mutex
@@ -323,16 +389,11 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	)
 	g.SetLimit(renewParallelism) // each create is one conditional PutItem
 	for _, s := range shards {
-		if exists[s.ID] {
+		if exists[s.ID] || descended[s.ID] {
 			continue
 		}
-		l := Lease{Shard: s.ID, Checkpoint: c.cfg.InitialPosition, Parents: s.ParentIDs,
+		l := Lease{Shard: s.ID, Checkpoint: startOf(s, known, seen, c.cfg.InitialPosition), Parents: s.ParentIDs,
 			StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
-		for _, p := range s.ParentIDs {
-			if known[p] {
-				l.Checkpoint = checkpoint.TrimHorizon
-			}
-		}
 		g.Go(func() error {
 			created, err := c.table.Create(ctx, l)
 			switch {

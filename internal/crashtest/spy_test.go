@@ -205,6 +205,13 @@ func (d *ddbSpy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fu
 	return d.next.PutItem(ctx, in, o...)
 }
 
+func (d *ddbSpy) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if d.crash.dead.Load() {
+		return nil, errCrashed
+	}
+	return d.next.DeleteItem(ctx, in, o...)
+}
+
 // UpdateItem inspects checkpoint writes (those setting :ckpt to a sequence
 // number) around the real call.
 func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {

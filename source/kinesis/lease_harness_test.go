@@ -132,6 +132,13 @@ func (d *ddbSpy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fu
 	return d.next.PutItem(ctx, in, o...)
 }
 
+func (d *ddbSpy) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := d.gate.wait(ctx); err != nil {
+		return nil, err
+	}
+	return d.next.DeleteItem(ctx, in, o...)
+}
+
 func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if err := d.gate.wait(ctx); err != nil {
 		return nil, err

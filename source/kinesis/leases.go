@@ -38,15 +38,17 @@ type leaseRun struct {
 
 	mu      sync.Mutex
 	events  []leaseEvent
-	owned   map[string]bool   // shards read under a lease this worker holds
-	ending  map[string]string // drained shards waiting for completion -> what must complete (run.endSeq)
-	refused int64             // shards refused (Stats.RefusedShards)
+	owned   map[string]bool      // shards read under a lease this worker holds
+	ending  map[string]string    // drained shards waiting for completion -> what must complete (run.endSeq)
+	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
+	refused int64                // shards refused (Stats.RefusedShards)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
 type leaseEvent struct {
 	acquired *leasetable.Lease
 	lost     string
+	handoff  string
 	drained  *drainEvent
 	refused  *refusal
 }
@@ -70,6 +72,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
+		handing: make(map[string]time.Time),
 	}
 	if cfg.AWS == nil {
 		cfg.AWS = rn.cfg.AWS
@@ -92,6 +95,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		InitialPosition: string(rn.cfg.InitialPosition),
 		OnAcquired:      func(l leasetable.Lease) { lr.queue(leaseEvent{acquired: &l}) },
 		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
+		OnHandoff:       func(shard string) { lr.queue(leaseEvent{handoff: shard}) },
 		OnBadItem:       func(b *leasetable.BadItemError) { lr.report(fmt.Errorf("kinesis: %w", b)) },
 		Clock:           rn.clock, Logger: rn.logger,
 	})
@@ -184,6 +188,7 @@ func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
 	for {
 		lr.handleEvents(ctx, c)
 		lr.finishEnded(ctx)
+		lr.finishHandoffs(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -221,6 +226,8 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 			lr.refuse(ctx, *ev.refused)
 		case ev.lost != "":
 			lr.lose(ctx, c, ev.lost)
+		case ev.handoff != "":
+			lr.startHandoff(ctx, c, ev.handoff)
 		case ev.drained != nil:
 			lr.mu.Lock()
 			if lr.owned[ev.drained.shard] {
@@ -280,10 +287,7 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 	if err := lr.cp.Remove(ctx, shard, nil); err != nil {
 		lr.log.Warn("kinesis: unregistering a lost shard", "shard", shard, "err", err)
 	}
-	lr.mu.Lock()
-	delete(lr.owned, shard)
-	delete(lr.ending, shard)
-	lr.mu.Unlock()
+	lr.forget(shard)
 	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
 }
 
@@ -441,12 +445,19 @@ func (lr *leaseRun) allCompleted() bool {
 	}
 	lr.mu.Unlock()
 	for _, s := range shards {
-		stored, _ := lr.rn.r.progress.latestStored(s)
-		if !lr.rn.completedThrough(s, stored) {
+		if !lr.completed(s) {
 			return false
 		}
 	}
 	return true
+}
+
+// completed reports whether every record stored of shard is completed,
+// and every record the recovery log held uncompleted at Start
+// (run.completedThrough).
+func (lr *leaseRun) completed(shard string) bool {
+	stored, _ := lr.rn.r.progress.latestStored(shard)
+	return lr.rn.completedThrough(shard, stored)
 }
 
 // readerFailed is the failure hook of a leased shard's reader. A reader

@@ -111,7 +111,7 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: 1, AttemptTimeout: 600 * time.Millisecond, ScanInterval: leasetable.DefaultScanInterval}}
+	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: leasetable.DefaultMaxStealsPerCycle, AttemptTimeout: 600 * time.Millisecond, ScanInterval: leasetable.DefaultScanInterval}}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

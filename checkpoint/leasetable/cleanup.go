@@ -1,0 +1,175 @@
+package leasetable
+
+import (
+	"context"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/checkpoint"
+)
+
+// finishedLeases returns the leases of views that are done with and may be
+// deleted, by the rules of the KCL's LeaseCleanupManager for a completed
+// shard: the lease is at checkpoint.ShardEnd, it has children (its
+// childShardIds, the leases naming it a parent, or listed, from the last
+// shard list), every child has a lease whose processing has begun (its
+// checkpoint is a sequence number or checkpoint.ShardEnd, not a start
+// position), and no lease of its own parents is left, so leases go from
+// the oldest ancestor down. listed maps a shard to its children as the
+// shard list knows them.
+func finishedLeases(views []leaseView, listed map[string][]string) []Lease {
+	byShard := make(map[string]Lease, len(views))
+	children := make(map[string][]string)
+	for _, v := range views {
+		byShard[v.Shard] = v.Lease
+		for _, p := range v.Parents {
+			children[p] = append(children[p], v.Shard)
+		}
+	}
+	var out []Lease
+	for _, v := range views {
+		if v.Checkpoint != checkpoint.ShardEnd {
+			continue
+		}
+		kids := slices.Concat(v.Children, children[v.Shard], listed[v.Shard])
+		begun := len(kids) > 0
+		for _, k := range kids {
+			kl, ok := byShard[k]
+			if !ok || kl.Checkpoint != checkpoint.ShardEnd && !isSeq(kl.Checkpoint) {
+				begun = false
+				break
+			}
+		}
+		for _, p := range v.Parents {
+			if _, ok := byShard[p]; ok {
+				begun = false
+			}
+		}
+		if begun {
+			out = append(out, v.Lease)
+		}
+	}
+	return out
+}
+
+// isSeq reports whether a checkpoint is a sequence number (not a sentinel).
+func isSeq(ckpt string) bool {
+	return ckpt != checkpoint.ShardEnd && validCheckpoint(ckpt) &&
+		ckpt != checkpoint.TrimHorizon && ckpt != checkpoint.LatestPosition && ckpt != checkpoint.AtTimestamp
+}
+
+// deleteFinished deletes the leases of finished shards (finishedLeases),
+// each conditional on being still at checkpoint.ShardEnd with the counter
+// scanned, so the table, its scans and the beat board's choices do not
+// grow with every reshard. Best effort: a lease not deleted now is
+// looked at again by the next scan.
+func (c *Coordinator) deleteFinished(ctx context.Context, done []Lease) {
+	for _, l := range done {
+		deleted, err := c.table.deleteFinished(ctx, l)
+		switch {
+		case deleted:
+			c.log.Info("leasetable: lease of a finished shard deleted; its children's leases have begun", "shard", l.Shard)
+		case err != nil && ctx.Err() == nil:
+			c.log.Warn("leasetable: deleting a finished shard's lease failed; retrying at the next scan", "shard", l.Shard, "err", err)
+		}
+	}
+}
+
+// deleteFinished deletes l if it is still at checkpoint.ShardEnd with
+// l.Counter, and reports whether it did.
+func (t *Table) deleteFinished(ctx context.Context, l Lease) (bool, error) {
+	_, err := t.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           &t.name,
+		Key:                 keyOf(l.Shard),
+		ConditionExpression: aws.String("#counter = :counter AND #ckpt = :end"),
+		ExpressionAttributeNames: map[string]string{
+			"#counter": attrCounter, "#ckpt": attrCheckpoint,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":counter": num(l.Counter), ":end": str(checkpoint.ShardEnd),
+		},
+	}, t.opts...)
+	return applied(err, "delete finished shard "+l.Shard)
+}
+
+// knowLocked records l's checkpoint as the last this worker knows of its
+// shard, if it is a position in the shard (a sequence number or
+// checkpoint.ShardEnd): a lease item deleted later is created again there
+// (SyncShards) rather than at the initial position. c.mu must be held.
+func (c *Coordinator) knowLocked(l Lease) {
+	switch {
+	case isSeq(l.Checkpoint) || l.Checkpoint == checkpoint.ShardEnd:
+		c.known[l.Shard] = l.Checkpoint
+	case l.Checkpoint != "":
+		delete(c.known, l.Shard) // reset by hand to a start position: it says where to start
+	}
+}
+
+// forgetUnlistedLocked forgets the known checkpoints of shards neither in
+// shards nor parents of one: they will never be created again. c.mu must
+// be held.
+func (c *Coordinator) forgetUnlistedLocked(shards []ShardInfo) {
+	keep := make(map[string]bool, len(shards))
+	for _, s := range shards {
+		keep[s.ID] = true
+		for _, p := range s.ParentIDs {
+			keep[p] = true
+		}
+	}
+	for k := range c.known {
+		if !keep[k] {
+			delete(c.known, k)
+		}
+	}
+}
+
+// leasedDescendants returns the shards of shards with a descendant (among
+// shards) whose lease item exists: such a shard was read to its end and
+// its lease deleted (finishedLeases), so it never gets a lease again, as
+// the KCL's shard sync creates none for a closed shard whose descendants
+// have leases.
+func leasedDescendants(shards []ShardInfo, exists map[string]bool) map[string]bool {
+	parents := make(map[string][]string, len(shards))
+	for _, s := range shards {
+		parents[s.ID] = s.ParentIDs
+	}
+	out := make(map[string]bool)
+	var mark func(id string, depth int)
+	mark = func(id string, depth int) {
+		if depth > len(shards) { // a cycle in a broken list: stop
+			return
+		}
+		for _, p := range parents[id] {
+			if !out[p] {
+				out[p] = true
+				mark(p, depth+1)
+			}
+		}
+	}
+	for _, s := range shards {
+		if exists[s.ID] {
+			mark(s.ID, 0)
+		}
+	}
+	return out
+}
+
+// startOf returns where a new lease of s starts: the checkpoint this worker
+// knows of it (its item was deleted: never skip what was not processed);
+// checkpoint.TrimHorizon when a parent has a lease, is listed, or is known
+// to this worker (its records were read, so the child's are all new); else
+// initial.
+func startOf(s ShardInfo, exists map[string]bool, known map[string]string, initial string) string {
+	if ck, ok := known[s.ID]; ok {
+		return ck
+	}
+	for _, p := range s.ParentIDs {
+		if _, ok := known[p]; ok || exists[p] {
+			return checkpoint.TrimHorizon
+		}
+	}
+	return initial
+}

@@ -1,0 +1,84 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint"
+)
+
+// A lease another worker asks for (a steal towards balance) is handed off
+// gracefully (leasetable.CoordinatorConfig.OnHandoff): the shard's reader
+// stops at once, the records it stored complete, the last checkpoint
+// covers them and the lease is handed off, so the new owner reads after it
+// and delivers nothing twice. The records not completed within half a
+// lease duration are left to the new owner (read again), since the new
+// owner takes the lease anyway a lease duration after asking.
+
+// startHandoff stops reading a shard another worker asked for; the hand-off
+// itself waits for its stored records (finishHandoffs). With c nil
+// (shutting down) the readers are stopped already and Drain hands the
+// lease off.
+func (lr *leaseRun) startHandoff(ctx context.Context, c *Control, shard string) {
+	if c != nil {
+		if err := c.StopShard(ctx, shard); err != nil {
+			lr.log.Warn("kinesis: stopping the reader of a shard asked for", "shard", shard, "err", err)
+		}
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if !lr.owned[shard] {
+		return
+	}
+	lr.handing[shard] = lr.rn.clock.Now().Add(lr.cfg.LeaseDuration / 2)
+	lr.log.Info("kinesis: another worker asked for a shard; stopped reading it, handing it off once what was read completes", "shard", shard)
+}
+
+// finishHandoffs hands off each shard asked for whose stored records are
+// completed, or whose time is up: the last checkpoint, then the hand-off.
+func (lr *leaseRun) finishHandoffs(ctx context.Context) {
+	now := lr.rn.clock.Now()
+	lr.mu.Lock()
+	handing := maps.Clone(lr.handing)
+	lr.mu.Unlock()
+	var ready []string
+	for shard, by := range handing {
+		if !now.Before(by) || lr.allAddedCompleted(shard) {
+			ready = append(ready, shard)
+		}
+	}
+	for _, shard := range ready {
+		if !lr.allAddedCompleted(shard) {
+			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
+		}
+		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) && ctx.Err() == nil {
+			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
+		}
+		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
+			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
+		}
+		lr.forget(shard)
+		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)
+	}
+}
+
+// allAddedCompleted reports whether every record of shard added to a block
+// is completed: the blocks its stopped reader left are stored only a moment
+// later, so what is stored is not enough.
+func (lr *leaseRun) allAddedCompleted(shard string) bool {
+	st := lr.rn.r.progress.snapshot()[shard]
+	return st.LastAdded == "" || st.LatestCompleted != "" && batch.CompareSeq(st.LatestCompleted, st.LastAdded) >= 0
+}
+
+// forget drops a shard this worker no longer reads from the lease run's
+// records.
+func (lr *leaseRun) forget(shard string) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	delete(lr.owned, shard)
+	delete(lr.ending, shard)
+	delete(lr.handing, shard)
+}
