@@ -73,7 +73,7 @@ func TestConvertDeaggregates(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff // break the digest
 	in := []types.Record{krec(1, "plain"), krec(2, ""), krec(3, "")}
 	in[1].Data, in[2].Data = agg, bad
-	got, badCount := convert("shard-1", in, slog.New(slog.DiscardHandler))
+	got, conv := convert("shard-1", in, fullHashRange, slog.New(slog.DiscardHandler))
 	at := func(s int64) time.Time { return time.Unix(s, 0) }
 	want := []Record{
 		{Data: []byte("plain"), PartitionKey: "pk1", SequenceNumber: "1", ApproximateArrivalTimestamp: at(1), ShardID: "shard-1"},
@@ -84,8 +84,8 @@ func TestConvertDeaggregates(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("convert (-want +got):\n%s", diff)
 	}
-	if badCount != 1 {
-		t.Errorf("bad aggregates = %d, want 1", badCount)
+	if conv.bad != 1 {
+		t.Errorf("bad aggregates = %d, want 1", conv.bad)
 	}
 }
 
@@ -203,7 +203,7 @@ func BenchmarkConvert(b *testing.B) {
 			log := slog.New(slog.DiscardHandler)
 			b.ReportAllocs()
 			for b.Loop() {
-				if out, bad := convert("shard-1", recs, log); len(out) == 0 || bad != 0 {
+				if out, conv := convert("shard-1", recs, fullHashRange, log); len(out) == 0 || conv.bad != 0 {
 					b.Fatal("nothing converted")
 				}
 			}
