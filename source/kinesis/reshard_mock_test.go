@@ -63,10 +63,27 @@ func TestUpdateShardCountOnKinesisMock(t *testing.T) {
 func TestKPLAggregatesAfterSplitOnKinesisMock(t *testing.T) {
 	env := localaws.ForTest(t, localaws.Options{KinesisMock: true})
 	client := env.KinesisMock()
-	stream := localaws.UniqueName(t)
-	if err := localaws.CreateStreamOn(t.Context(), client, stream, 1); err != nil {
-		t.Fatal(err)
+	for _, fanOut := range []bool{false, true} {
+		t.Run(map[bool]string{false: "polling", true: "fan-out"}[fanOut], func(t *testing.T) {
+			stream := localaws.UniqueName(t)
+			if err := localaws.CreateStreamOn(t.Context(), client, stream, 1); err != nil {
+				t.Fatal(err)
+			}
+			cfg := baseConfig(env, stream)
+			cfg.AWS, cfg.Endpoint, cfg.Client = nil, "", env.KinesisMock(func(o *awskinesis.Options) { o.Retryer = aws.NopRetryer{} })
+			if fanOut {
+				m := &mockFanOut{env: env, client: client}
+				cfg = m.config(stream, m.newSpy(0))
+			}
+			checkKPLAfterSplit(t, client, stream, cfg)
+		})
 	}
+}
+
+// checkKPLAfterSplit splits the one shard of stream, puts KPL aggregates
+// as TestKPLAggregatesAfterSplitOnKinesisMock says, and checks what a
+// receiver of cfg delivers and recomputes.
+func checkKPLAfterSplit(t *testing.T, client *awskinesis.Client, stream string, cfg Config) {
 	parent := openShards(t, client, stream)[0]
 	if _, err := client.SplitShard(t.Context(), &awskinesis.SplitShardInput{
 		StreamName: aws.String(stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(midHashKey(parent)),
@@ -137,8 +154,6 @@ func TestKPLAggregatesAfterSplitOnKinesisMock(t *testing.T) {
 		}
 	}
 
-	cfg := baseConfig(env, stream)
-	cfg.AWS, cfg.Endpoint, cfg.Client = nil, "", env.KinesisMock(func(o *awskinesis.Options) { o.Retryer = aws.NopRetryer{} })
 	run := startReceiver(t, cfg, len(want))
 	run.wait(t)
 	run.stop(t)
