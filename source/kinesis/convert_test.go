@@ -181,21 +181,27 @@ func TestFitCount(t *testing.T) {
 }
 
 // BenchmarkConvert converts one full GetRecords result (10000 records of
-// 100 B), plain or KPL aggregates of 10 user records.
+// 100 B), plain or KPL aggregates of 10 user records, read from a shard
+// holding every hash key or from one child of a split (whose filter hashes
+// every user record's partition key).
 func BenchmarkConvert(b *testing.B) {
-	for _, agg := range []bool{false, true} {
-		name := "plain"
-		if agg {
-			name = "aggregates"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		agg  bool
+		keys hashRange
+	}{
+		{"plain", false, fullHashRange},
+		{"aggregates", true, fullHashRange},
+		{"aggregates in a child", true, lowerHalf},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			recs := make([]types.Record, 10000)
 			for i := range recs {
 				recs[i] = krec(i+1, string(make([]byte, 100)))
-				if agg {
+				if bc.agg {
 					users := make([]kpl.UserRecord, 10)
 					for u := range users {
-						users[u] = kpl.UserRecord{PartitionKey: "k", Data: make([]byte, 100)}
+						users[u] = kpl.UserRecord{PartitionKey: "key-" + strconv.Itoa(i*10+u), Data: make([]byte, 100)}
 					}
 					recs[i].Data = kpl.Aggregate(users)
 				}
@@ -203,7 +209,7 @@ func BenchmarkConvert(b *testing.B) {
 			log := slog.New(slog.DiscardHandler)
 			b.ReportAllocs()
 			for b.Loop() {
-				if out, conv := convert("shard-1", recs, fullHashRange, log); len(out) == 0 || conv.bad != 0 {
+				if out, conv := convert("shard-1", recs, bc.keys, log); len(out) == 0 || conv.bad != 0 {
 					b.Fatal("nothing converted")
 				}
 			}
