@@ -84,13 +84,7 @@ func TestKPLAggregatesAfterSplitOnKinesisMock(t *testing.T) {
 // as TestKPLAggregatesAfterSplitOnKinesisMock says, and checks what a
 // receiver of cfg delivers and recomputes.
 func checkKPLAfterSplit(t *testing.T, client *awskinesis.Client, stream string, cfg Config) {
-	parent := openShards(t, client, stream)[0]
-	if _, err := client.SplitShard(t.Context(), &awskinesis.SplitShardInput{
-		StreamName: aws.String(stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(midHashKey(parent)),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	waitActive(t, client, stream)
+	splitInHalf(t, client, stream)
 	children := openShards(t, client, stream)
 	if len(children) != 2 {
 		t.Fatalf("split made %d open shards, want 2", len(children))
