@@ -230,11 +230,14 @@ func (c *Control) startShard(shardID string, pos Position, hooks readerHooks) er
 	c.run.r.progress.started(shardID)
 	c.group.Go(func() error {
 		defer c.forget(shardID, h)
-		var err error
-		if c.run.fanOut != nil {
-			err = c.run.subscribeShard(ctx, shardID, pos, hooks.guard)
-		} else {
-			err = c.run.readShard(ctx, shardID, pos, hooks.guard)
+		keys, err := c.run.hashRange(ctx, shardID)
+		switch {
+		case err != nil:
+			err = c.run.readerExit(ctx, shardID, err)
+		case c.run.fanOut != nil:
+			err = c.run.subscribeShard(ctx, shardID, keys, pos, hooks.guard)
+		default:
+			err = c.run.readShard(ctx, shardID, keys, pos, hooks.guard)
 		}
 		if err != nil && hooks.failed != nil {
 			err = hooks.failed(err)

@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,28 +130,37 @@ func FuzzConvert(f *testing.F) {
 	log := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		page := pageOf(in)
+		keys := fullHashRange // a shard that was never split, or one half of a split
+		if len(in)%2 == 1 {
+			keys = lowerHalf
+		}
 		var (
-			out []Record
-			bad int
+			out  []Record
+			conv conversion
 		)
-		got := allocs.Bytes(func() { out, bad = convert("shard-1", page, log) })
+		got := allocs.Bytes(func() { out, conv = convert("shard-1", page, keys, log) })
 		if limit := maxConvertAlloc(page); got > limit {
 			t.Fatalf("convert of a %d-byte page of %d records allocated %d bytes, want at most %d",
 				pageBytes(page), len(page), got, limit)
 		}
-		checkConverted(t, page, out, bad)
+		checkConverted(t, page, keys, out, conv)
 	})
 }
 
-// checkConverted checks what convert made of page: for each record in
-// order, either the record whole or the user records of an aggregate, no
-// more than its bytes can hold, each with its data within the record's.
-func checkConverted(t *testing.T, page []types.Record, out []Record, bad int) {
+// lowerHalf is the hash key range of the first child of a shard holding
+// every key split in two.
+var lowerHalf = hashRange{end: hashKey{1<<63 - 1, 1<<64 - 1}}
+
+// checkConverted checks what convert made of page, read from a shard whose
+// hash key range is keys: for each record in order, either the record
+// whole or the user records of an aggregate that keys holds, no more than
+// its bytes can hold, each with its data within the record's.
+func checkConverted(t *testing.T, page []types.Record, keys hashRange, out []Record, conv conversion) {
 	t.Helper()
 	if cap(out) != len(out) {
 		t.Fatalf("%d records with room for %d", len(out), cap(out))
 	}
-	next, looked := 0, 0
+	next, looked, outside := 0, 0, 0
 	for _, kr := range page {
 		seq := aws.ToString(kr.SequenceNumber)
 		end := next
@@ -181,19 +191,51 @@ func checkConverted(t *testing.T, page []types.Record, out []Record, bad int) {
 		if most := (len(kr.Data) - len(kplMagic) - md5.Size) / minUserRecordBytes; len(recs) > most {
 			t.Fatalf("record %s of %d bytes gave %d user records, more than the %d it can hold", seq, len(kr.Data), len(recs), most)
 		}
-		for u, r := range recs {
-			if !r.Aggregated || r.SubSequenceNumber != int64(u) || !within(r.Data, kr.Data) || cap(r.Data) != len(r.Data) {
-				t.Fatalf("user record %d of record %s: aggregated %v, sub-sequence %d, data %d bytes (room %d) within the record %v",
-					u, seq, r.Aggregated, r.SubSequenceNumber, len(r.Data), cap(r.Data), within(r.Data, kr.Data))
+		all, _, _ := kpl.Deaggregate(kr.Data, aws.ToString(kr.PartitionKey))
+		outside += len(all) - len(recs)
+		u := 0 // the next user record of all that recs may hold
+		for _, r := range recs {
+			for u < len(all) && !inRange(keys, all[u]) {
+				u++
+			}
+			if u == len(all) || !r.Aggregated || r.SubSequenceNumber != int64(u) || !within(r.Data, kr.Data) || cap(r.Data) != len(r.Data) {
+				t.Fatalf("user record %d of record %s: aggregated %v, sub-sequence %d, data %d bytes (room %d) within the record %v; want the next one in range of %d",
+					u, seq, r.Aggregated, r.SubSequenceNumber, len(r.Data), cap(r.Data), within(r.Data, kr.Data), len(all))
+			}
+			u++
+		}
+		for ; u < len(all); u++ {
+			if inRange(keys, all[u]) {
+				t.Fatalf("user record %d of record %s is in the shard's range but was left out", u, seq)
 			}
 		}
 	}
+	if outside != conv.outside {
+		t.Fatalf("%d user records left out, convert counted %d", outside, conv.outside)
+	}
+	bad := conv.bad
 	if next != len(out) {
 		t.Fatalf("record %d of %d (%s) is not in the page's order", next, len(out), out[next].SequenceNumber)
 	}
 	if bad > looked {
 		t.Fatalf("%d bad aggregates among %d records that look like one", bad, looked)
 	}
+}
+
+// inRange reports whether a shard whose range is keys keeps ur: its hash
+// key is in keys, or it has an explicit hash key that is not one.
+func inRange(keys hashRange, ur kpl.UserRecord) bool {
+	k := partitionHashKey(ur.PartitionKey)
+	if ur.ExplicitHashKey != "" {
+		ehk, ok := new(big.Int).SetString(ur.ExplicitHashKey, 10)
+		if !ok || ehk.Sign() < 0 || ehk.BitLen() > 128 || strings.ContainsAny(ur.ExplicitHashKey, "+-_") {
+			return true
+		}
+		var b [16]byte
+		ehk.FillBytes(b[:])
+		k = hashKey{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+	}
+	return k.cmp(keys.start) >= 0 && k.cmp(keys.end) <= 0
 }
 
 // within reports whether sub lies in the memory of whole.

@@ -73,7 +73,7 @@ func TestConvertDeaggregates(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff // break the digest
 	in := []types.Record{krec(1, "plain"), krec(2, ""), krec(3, "")}
 	in[1].Data, in[2].Data = agg, bad
-	got, badCount := convert("shard-1", in, slog.New(slog.DiscardHandler))
+	got, conv := convert("shard-1", in, fullHashRange, slog.New(slog.DiscardHandler))
 	at := func(s int64) time.Time { return time.Unix(s, 0) }
 	want := []Record{
 		{Data: []byte("plain"), PartitionKey: "pk1", SequenceNumber: "1", ApproximateArrivalTimestamp: at(1), ShardID: "shard-1"},
@@ -84,8 +84,8 @@ func TestConvertDeaggregates(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("convert (-want +got):\n%s", diff)
 	}
-	if badCount != 1 {
-		t.Errorf("bad aggregates = %d, want 1", badCount)
+	if conv.bad != 1 {
+		t.Errorf("bad aggregates = %d, want 1", conv.bad)
 	}
 }
 
@@ -181,21 +181,27 @@ func TestFitCount(t *testing.T) {
 }
 
 // BenchmarkConvert converts one full GetRecords result (10000 records of
-// 100 B), plain or KPL aggregates of 10 user records.
+// 100 B), plain or KPL aggregates of 10 user records, read from a shard
+// holding every hash key or from one child of a split (whose filter hashes
+// every user record's partition key).
 func BenchmarkConvert(b *testing.B) {
-	for _, agg := range []bool{false, true} {
-		name := "plain"
-		if agg {
-			name = "aggregates"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		agg  bool
+		keys hashRange
+	}{
+		{"plain", false, fullHashRange},
+		{"aggregates", true, fullHashRange},
+		{"aggregates in a child", true, lowerHalf},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			recs := make([]types.Record, 10000)
 			for i := range recs {
 				recs[i] = krec(i+1, string(make([]byte, 100)))
-				if agg {
+				if bc.agg {
 					users := make([]kpl.UserRecord, 10)
 					for u := range users {
-						users[u] = kpl.UserRecord{PartitionKey: "k", Data: make([]byte, 100)}
+						users[u] = kpl.UserRecord{PartitionKey: "key-" + strconv.Itoa(i*10+u), Data: make([]byte, 100)}
 					}
 					recs[i].Data = kpl.Aggregate(users)
 				}
@@ -203,7 +209,7 @@ func BenchmarkConvert(b *testing.B) {
 			log := slog.New(slog.DiscardHandler)
 			b.ReportAllocs()
 			for b.Loop() {
-				if out, bad := convert("shard-1", recs, log); len(out) == 0 || bad != 0 {
+				if out, conv := convert("shard-1", recs, bc.keys, log); len(out) == 0 || conv.bad != 0 {
 					b.Fatal("nothing converted")
 				}
 			}

@@ -42,6 +42,7 @@ type shardSub struct {
 	rn    *run
 	fo    *fanOut
 	shard string
+	keys  hashRange // the shard's hash key range
 	pos   Position
 	guard func() bool
 	log   *slog.Logger
@@ -58,9 +59,9 @@ type shardSub struct {
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
 // each delivery, as by readShard.
-func (rn *run) subscribeShard(ctx context.Context, shardID string, pos Position, guard func() bool) error {
+func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos Position, guard func() bool) error {
 	s := &shardSub{
-		rn: rn, fo: rn.fanOut, shard: shardID, pos: pos, guard: guard,
+		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
 		log:  rn.logger.With("shard", shardID),
 		trim: headTrimAt(pos),
 	}
@@ -196,7 +197,7 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
 		return subFailed, err
 	}
-	if _, err := s.rn.deliver(ctx, s.shard, e.Records, s.trim, size); err != nil {
+	if _, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size); err != nil {
 		return subFailed, err
 	}
 	s.delivered = true

@@ -277,9 +277,12 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		stream := m.stream(t, 3)
 		var data [][]byte
 		for a := range 20 { // KPL aggregates among plain records
+			// m.put gives aggregate a the partition key a: its user records
+			// have it too, so that the shard it lands on holds them, as the
+			// KPL routes an aggregate.
 			var users []kpl.UserRecord
 			for u := range a%5 + 1 {
-				users = append(users, kpl.UserRecord{PartitionKey: "k" + strconv.Itoa(u), Data: fmt.Appendf(nil, "agg-%d-%d", a, u)})
+				users = append(users, kpl.UserRecord{PartitionKey: strconv.Itoa(a), Data: fmt.Appendf(nil, "agg-%d-%d", a, u)})
 			}
 			data = append(data, kpl.Aggregate(users))
 		}

@@ -322,6 +322,21 @@ func midHashKey(s types.Shard) string {
 	return mid.Rsh(mid, 1).Add(mid, big.NewInt(1)).String()
 }
 
+// splitInHalf splits the first open shard of stream in the middle of its
+// hash key range, waits until the stream is ACTIVE again, and returns the
+// shard it split.
+func splitInHalf(t *testing.T, c *awskinesis.Client, stream string) types.Shard {
+	t.Helper()
+	parent := openShards(t, c, stream)[0]
+	if _, err := c.SplitShard(t.Context(), &awskinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(midHashKey(parent)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, c, stream)
+	return parent
+}
+
 // openShards returns the open shards of stream.
 func openShards(t *testing.T, c *awskinesis.Client, stream string) []types.Shard {
 	t.Helper()

@@ -22,8 +22,9 @@ import (
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
 // A non-nil guard is asked before each delivery; while it says false the
-// reader delivers nothing and reads the same records again later.
-func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guard func() bool) error {
+// reader delivers nothing and reads the same records again later. keys is
+// the shard's hash key range (see convert).
+func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos Position, guard func() bool) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	it, err := rn.iterator(ctx, shardID, pos, 0)
@@ -83,7 +84,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, pos Position, guar
 			continue
 		}
 		holding = false
-		size, err := rn.deliver(ctx, shardID, out.Records, trim, reserved)
+		size, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved)
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
@@ -233,23 +234,27 @@ const maxPageBytes = 10 << 20
 // page that stays within it unless records are larger than this.
 const assumedRecordBytes = 1 << 10
 
-// deliver de-aggregates one GetRecords result, leaves out the user records
-// trim covers, and adds the rest to the block generator whole, with its
-// range (whose Count is then less than its records: Recompute trims them
-// the same way). It returns the bytes the records hold in memory, which
-// the byte budget holds, in place of the reserved bytes, until their block
-// is completed.
-func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
+// deliver de-aggregates one GetRecords result of a shard whose hash key
+// range is keys, leaves out the user records trim covers, and adds the rest
+// to the block generator whole, with its range (whose Count is then less
+// than its records: Recompute trims and filters them the same way). It
+// returns the bytes the records hold in memory, which the byte budget
+// holds, in place of the reserved bytes, until their block is completed.
+func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
 	if len(krecs) == 0 {
 		rn.r.budget.release(reserved)
 		return 0, nil
 	}
-	recs, bad := convert(shardID, krecs, rn.logger)
+	recs, conv := convert(shardID, krecs, keys, rn.logger)
+	if conv.outside > 0 && rn.r.stats.outOfRange(shardID, conv.outside) {
+		rn.logger.Info("kinesis: leaving out user records of KPL aggregates outside the shard's hash key range, as the KCL does; the KPL puts them again on their shard (logged once per shard)",
+			"shard", shardID, "seq", aws.ToString(krecs[0].SequenceNumber), "records", conv.outside)
+	}
 	recs = trim.apply(recs)
 	if len(recs) == 0 {
 		rn.r.budget.release(reserved)
-		rn.r.stats.read(len(krecs), 0, bad)
-		return 0, nil // only empty aggregates: nothing to add, nothing to recompute
+		rn.r.stats.read(len(krecs), 0, conv.bad)
+		return 0, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
 		Stream: rn.cfg.Stream,
@@ -267,7 +272,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, krecs []types.Record
 		rn.r.budget.giveBack([]batch.SeqRange{rng})
 		return 0, err
 	}
-	rn.r.stats.read(len(krecs), len(recs), bad)
+	rn.r.stats.read(len(krecs), len(recs), conv.bad)
 	rn.r.progress.added(rng)
 	return size, nil
 }
@@ -300,15 +305,22 @@ func (h headTrim) apply(recs []Record) []Record {
 	return recs[n:]
 }
 
-// convert de-aggregates Kinesis records into user records, in order. It
-// returns how many records looked like aggregates but were not (each is
-// delivered as it is, and logged).
+// convert de-aggregates Kinesis records of a shard whose hash key range is
+// keys into user records, in order. Like the KCL, it leaves out the user
+// records of KPL aggregates whose hash key is outside keys (see
+// hashRange.keep): after a reshard, an aggregate the KPL built for the
+// parent can land on a child, and the KPL puts again on their own shard
+// the user records the child does not hold. Records that are not
+// aggregates are never filtered. It returns how many records looked like
+// aggregates but were not (each is delivered as it is, and logged), and
+// how many user records it left out.
 //
 // The records are counted before the result is allocated, at its exact
 // size: the counts in a page come from its producer, so no guess sizes any
 // allocation, and what the result holds is what the byte budget counts.
-func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, int) {
-	n, bad := len(krecs), 0
+func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Logger) ([]Record, conversion) {
+	n := len(krecs)
+	var conv conversion
 	var split []userRecords // by index in krecs; nil while no record looks like an aggregate
 	for i := range krecs {
 		kr := &krecs[i]
@@ -317,9 +329,14 @@ func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, 
 		}
 		urs, aggregated, err := kpl.Deaggregate(kr.Data, aws.ToString(kr.PartitionKey))
 		if err != nil {
-			bad++
+			conv.bad++
 			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
 				"shard", shardID, "seq", aws.ToString(kr.SequenceNumber), "err", err)
+		}
+		if aggregated {
+			var outside int
+			urs, outside = keys.keep(urs)
+			conv.outside += outside
 		}
 		if split == nil {
 			split = make([]userRecords, len(krecs))
@@ -348,7 +365,13 @@ func convert(shardID string, krecs []types.Record, log *slog.Logger) ([]Record, 
 			})
 		}
 	}
-	return out, bad
+	return out, conv
+}
+
+// conversion counts what convert did not deliver as user records.
+type conversion struct {
+	bad     int // records that looked like KPL aggregates but were not, delivered as they are
+	outside int // user records left out: outside the shard's hash key range
 }
 
 // userRecords is what kpl.Deaggregate made of one Kinesis record.
@@ -403,11 +426,27 @@ func getRecordsWith(ctx context.Context, client Client, r *retrier, stream strea
 	})
 }
 
-// listShards lists every shard of the stream, page by page. An expired
-// NextToken starts the listing again.
+// listShards lists every shard of the stream, page by page, retrying
+// until ctx is done, and caches their hash key ranges.
 func (rn *run) listShards(ctx context.Context) ([]Shard, error) {
+	shards, err := listShardsWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), 0)
+	if err == nil {
+		rn.r.ranges.note(rn.cfg.Stream, shards)
+	}
+	return shards, err
+}
+
+// hashRange returns the hash key range of a shard of the stream.
+func (rn *run) hashRange(ctx context.Context, shardID string) (hashRange, error) {
+	return rn.r.hashRangeOf(ctx, rn.client, rn.retry, rn.cfg.Stream, shardID, 0, rn.logger)
+}
+
+// listShardsWith lists every shard of stream, page by page, each call
+// retried at most maxAttempts times (0: until ctx is done). An expired
+// NextToken starts the listing again.
+func listShardsWith(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]Shard, error) {
 	for {
-		shards, err := rn.listShardsOnce(ctx)
+		shards, err := listShardsOnce(ctx, client, retry, stream, maxAttempts)
 		var expired *types.ExpiredNextTokenException
 		if errors.As(err, &expired) {
 			continue
@@ -416,8 +455,7 @@ func (rn *run) listShards(ctx context.Context) ([]Shard, error) {
 	}
 }
 
-func (rn *run) listShardsOnce(ctx context.Context) ([]Shard, error) {
-	stream := streamRef(rn.cfg.Stream)
+func listShardsOnce(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]Shard, error) {
 	var shards []Shard
 	var token *string
 	for {
@@ -425,11 +463,11 @@ func (rn *run) listShardsOnce(ctx context.Context) ([]Shard, error) {
 		if token == nil {
 			in.StreamName, in.StreamARN = stream.name(), stream.arn()
 		}
-		out, err := do(ctx, rn.retry, 0, "ListShards", "", func(ctx context.Context) (*awskinesis.ListShardsOutput, error) {
-			return rn.client.ListShards(ctx, in)
+		out, err := do(ctx, retry, maxAttempts, "ListShards", "", func(ctx context.Context) (*awskinesis.ListShardsOutput, error) {
+			return client.ListShards(ctx, in)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("kinesis: listing the shards of stream %s: %w", rn.cfg.Stream, err)
+			return nil, fmt.Errorf("kinesis: listing the shards of stream %s: %w", string(stream), err)
 		}
 		for _, s := range out.Shards {
 			sh := Shard{

@@ -32,6 +32,7 @@ type Receiver struct {
 	stats    statsCollector
 	progress *progress
 	budget   *budget
+	ranges   shardRanges // of the shards listed, for convert
 
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil

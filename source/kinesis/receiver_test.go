@@ -111,13 +111,7 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	}
 	run := startReceiver(t, cfg, len(data))
 
-	parent := openShards(t, client, stream)[0]
-	if _, err := client.SplitShard(t.Context(), &awskinesis.SplitShardInput{
-		StreamName: aws.String(stream), ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(midHashKey(parent)),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	waitActive(t, client, stream)
+	parent := splitInHalf(t, client, stream)
 	put(data[500:1000])
 
 	var kids []types.Shard
@@ -176,7 +170,10 @@ func TestKPLAggregatedRecords(t *testing.T) {
 	}
 	aggregates = append(aggregates, []byte("plain"))
 	want = append(want, "plain")
-	if err := env.PutRecords(t.Context(), stream, aggregates, nil); err != nil {
+	// The user records' explicit hash keys are in the lower shard's range,
+	// and so is the MD5 of the aggregates' partition key: they land there,
+	// as the KPL routes an aggregate.
+	if err := env.PutRecords(t.Context(), stream, aggregates, func(int) string { return keyInLower }); err != nil {
 		t.Fatal(err)
 	}
 	run := startReceiver(t, baseConfig(env, stream), len(want))

@@ -72,6 +72,8 @@ type rangeReader struct {
 	cfg         Config
 	logger      *slog.Logger
 	reportError func(error)
+	// hashRangeOf is Receiver.hashRangeOf: the ranges the readers used.
+	hashRangeOf func(ctx context.Context, client Client, retry *retrier, stream, shard string, maxAttempts int, log *slog.Logger) (hashRange, error)
 }
 
 // rangeReader builds a rangeReader on the running Start's clock, logger and
@@ -103,6 +105,7 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 		cfg:         r.cfg,
 		logger:      logger,
 		reportError: report,
+		hashRangeOf: r.hashRangeOf,
 	}
 }
 
@@ -118,6 +121,12 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 		return &RangeUnavailableError{Stream: rng.Stream, Shard: rng.Shard, First: rng.First, Last: rng.Last, Err: err}
 	}
 	stream := streamRef(rng.Stream)
+	// The reader filtered the shard's KPL aggregates by its hash key range:
+	// so must this, to give back the same records.
+	keys, err := rc.hashRangeOf(ctx, rc.client, rc.retry, rng.Stream, rng.Shard, rc.cfg.MaxAttempts, rc.logger)
+	if err != nil {
+		return nil, rc.classify(err, unavailable)
+	}
 	it, err := rc.iterator(ctx, stream, rng, "")
 	if err != nil {
 		return nil, rc.classify(err, unavailable)
@@ -143,7 +152,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		recs, _ := convert(rng.Shard, page, rc.logger)
+		recs, _ := convert(rng.Shard, page, keys, rc.logger)
 		out = append(out, recs...)
 		if n := len(page); n > 0 {
 			lastRead = aws.ToString(page[n-1].SequenceNumber)

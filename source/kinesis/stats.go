@@ -22,6 +22,11 @@ type Stats struct {
 	// BadAggregates counts records that start like a KPL aggregate but are
 	// not one (digest mismatch or malformed): each was delivered as it is.
 	BadAggregates int64
+	// OutOfRangeRecords counts the user records of KPL aggregates left out
+	// because their hash key is outside the hash key range of the shard
+	// they were read from, as the KCL does: after a reshard, the KPL puts
+	// them again on their own shard.
+	OutOfRangeRecords int64
 	// RangesRecomputed counts the ranges Recompute read back.
 	RangesRecomputed int64
 	// RangesSkipped counts the unavailable ranges Recompute skipped under
@@ -91,6 +96,7 @@ type statsCollector struct {
 	calls   int64
 	retries map[RetryCause]int64
 	badAgg  int64
+	outside int64
 	recomp  int64
 	skipped int64
 	shards  map[string]*shardCounters
@@ -102,6 +108,7 @@ type shardCounters struct {
 	calls   int64
 	time    time.Duration
 	retries map[RetryCause]int64
+	outside int64 // user records out of the shard's hash key range
 }
 
 // shardLocked returns the counters of shard, creating them; s.mu is held.
@@ -174,6 +181,18 @@ func (s *statsCollector) read(kinesisRecords, userRecords, badAggregates int) {
 	s.badAgg += int64(badAggregates)
 }
 
+// outOfRange counts n user records of shard left out for their hash key,
+// and reports whether they are the shard's first.
+func (s *statsCollector) outOfRange(shard string, n int) (first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outside += int64(n)
+	sc := s.shardLocked(shard)
+	first = sc.outside == 0
+	sc.outside += int64(n)
+	return first
+}
+
 func (s *statsCollector) recomputed(ranges, skipped int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,6 +209,7 @@ func (s *statsCollector) snapshot() Stats {
 		GetRecordsCalls:    s.calls,
 		Retries:            maps.Clone(s.retries),
 		BadAggregates:      s.badAgg,
+		OutOfRangeRecords:  s.outside,
 		RangesRecomputed:   s.recomp,
 		RangesSkipped:      s.skipped,
 	}
