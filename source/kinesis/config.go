@@ -139,6 +139,16 @@ type Config struct {
 	// completed. It is called from the receiver's goroutines,
 	// never concurrently for one shard, and must not block for long.
 	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
+	// KeepOutOfRangeRecords delivers every user record of a KPL aggregate,
+	// also those whose hash key is outside the shard's hash key range.
+	// Default false: they are left out (and counted in
+	// Stats.OutOfRangeRecords), because the KPL puts such records again on
+	// the shard they belong to when it learns of a reshard, and delivering
+	// both copies would duplicate them. Set it when the producer aggregates
+	// records of several shards into one Kinesis record and never puts them
+	// again (some aggregation libraries other than the KPL do): without it
+	// such records are lost, as they are with the KCL.
+	KeepOutOfRangeRecords bool
 	// Assigner decides which shards this receiver reads. Default: nil, every
 	// shard of the stream, a child shard only after its parents (see
 	// AllShards). A lease manager supplies its own. Not with Leases.

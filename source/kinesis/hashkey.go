@@ -148,13 +148,17 @@ func (c *shardRanges) get(stream, shard string) (hashRange, bool) {
 	return r, ok
 }
 
-// hashRangeOf returns the hash key range of shard: the cached one, or the
+// hashRangeOf returns the hash key range of shard (fullHashRange with
+// Config.KeepOutOfRangeRecords): the cached one, or the
 // one a new listing of stream gives (each call at most maxAttempts times,
 // 0: until ctx is done). A shard no listing shows with a valid range (a
 // server that leaves it out) gets fullHashRange, so that its aggregates
 // are delivered whole: the same on every read, first or recomputed, since
 // a shard's range never changes.
 func (r *Receiver) hashRangeOf(ctx context.Context, client Client, retry *retrier, stream, shard string, maxAttempts int, log *slog.Logger) (hashRange, error) {
+	if r.cfg.KeepOutOfRangeRecords {
+		return fullHashRange, nil
+	}
 	if hr, ok := r.ranges.get(stream, shard); ok {
 		return hr, nil
 	}

@@ -160,3 +160,31 @@ func TestConvertFiltersByHashRange(t *testing.T) {
 		t.Errorf("convert counted %+v, want %+v", conv, want)
 	}
 }
+
+// TestKeepOutOfRangeRecords checks that Config.KeepOutOfRangeRecords turns
+// the hash key filter off for every reader and Recompute alike, without a
+// shard listing: the client, nil here, is never called.
+func TestKeepOutOfRangeRecords(t *testing.T) {
+	lower, ok := parseHashRange("0", lowerEnd)
+	if !ok {
+		t.Fatal("the lower half does not parse")
+	}
+	for _, keep := range []bool{false, true} {
+		r, err := New(Config{Stream: "s", App: "app", KeepOutOfRangeRecords: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ranges.note("s", []Shard{{ID: "shard-0", StartingHashKey: "0", EndingHashKey: lowerEnd}})
+		got, err := r.hashRangeOf(t.Context(), nil, nil, "s", "shard-0", 1, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := lower
+		if keep {
+			want = fullHashRange
+		}
+		if got != want {
+			t.Errorf("KeepOutOfRangeRecords %v: range %v, want %v", keep, got, want)
+		}
+	}
+}
