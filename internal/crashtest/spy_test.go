@@ -254,7 +254,8 @@ func (d *ddbSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 }
 
 // ownerBefore reads the owner of the lease a checkpoint write in is about
-// (consistently: the last write before the read), if d journals with a
+// (consistently: the last write before the read), its checkpointOwner
+// during a hand-off, if d journals with a
 // worker ID; known is false if it does not or the read failed. A
 // conditional checkpoint succeeds only if the lease is still the writer's,
 // so a write that succeeds after the read named another owner is a
@@ -269,6 +270,12 @@ func (d *ddbSpy) ownerBefore(ctx context.Context, in *dynamodb.UpdateItemInput, 
 		return "", false
 	}
 	if v, ok := out.Item["leaseOwner"].(*types.AttributeValueMemberS); ok {
+		owner = v.Value
+	}
+	// During a graceful hand-off (KCL 3.x) leaseOwner already names the
+	// next owner, and checkpointOwner the holder, whose last checkpoint it
+	// is to write.
+	if v, ok := out.Item["checkpointOwner"].(*types.AttributeValueMemberS); ok && v.Value != "" {
 		owner = v.Value
 	}
 	return owner, true
