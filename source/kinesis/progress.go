@@ -131,6 +131,18 @@ func (p *progress) completed(ranges []batch.SeqRange) bool {
 	return moved
 }
 
+// latestAdded returns the greatest sequence number of shard added to a
+// block.
+func (p *progress) latestAdded(shard string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.shards[shard]
+	if !ok || st.lastAdded == "" {
+		return "", false
+	}
+	return st.lastAdded, true
+}
+
 // latestCompleted returns the greatest completed sequence number of shard.
 func (p *progress) latestCompleted(shard string) (string, bool) {
 	p.mu.Lock()

@@ -39,19 +39,24 @@ func (rn *run) notInStream(shardID string, pos Position, err error) error {
 // doneUpTo returns the greatest sequence number of shardID this receiver
 // knows needs no reading again, and whether there is one: the greater of
 // what the driver's recovery log held at Start (Runtime.ResumeAfter, whose
-// blocks the driver recomputes) and what the driver reported completed
-// since (BlocksCompleted). A lease lost and taken back, after a worker was
-// cut off from the lease table for longer than its lease, starts after it
-// rather than after a checkpoint that could not be written meanwhile: the
-// records completed since that checkpoint are not delivered again.
+// blocks the driver recomputes) and what this run added to blocks
+// (progress.lastAdded). Records added to a block reach a batch of this
+// process: the block generator seals and pushes every block, and a push
+// that fails for good fails the Run (a restart then reads them again from
+// its log or the checkpoint). A lease lost and taken back, after a worker
+// was cut off from the lease table for longer than its lease, starts after
+// them rather than after a checkpoint that could not be written meanwhile:
+// the records this worker read since that checkpoint, completed or still on
+// their way (a DynamoDB recovery log stalled by the same outage holds them
+// back), are not delivered again.
 func (rn *run) doneUpTo(shardID string) (string, bool) {
 	logged, ok := rn.logged(shardID)
-	done, dok := rn.r.progress.latestCompleted(shardID)
+	added, aok := rn.r.progress.latestAdded(shardID)
 	switch {
-	case !dok:
+	case !aok:
 		return logged, ok
-	case !ok || batch.CompareSeq(done, logged) > 0:
-		return done, true
+	case !ok || batch.CompareSeq(added, logged) > 0:
+		return added, true
 	}
 	return logged, true
 }

@@ -10,31 +10,32 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 )
 
-// TestLeasePositionAfterCompleted checks that a lease taken (back) starts
-// after the greatest of its checkpoint, the recovery log's number and the
-// records this receiver saw completed, compared as numbers.
-func TestLeasePositionAfterCompleted(t *testing.T) {
+// TestLeasePositionAfterAdded checks that a lease taken (back) starts after
+// the greatest of its checkpoint, the recovery log's number and the records
+// this receiver added to blocks (which reach a batch of this process,
+// completed or not yet), compared as numbers.
+func TestLeasePositionAfterAdded(t *testing.T) {
 	weir := func(seq string) leasetable.Lease { return leasetable.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
 	tests := []struct {
-		name      string
-		lease     leasetable.Lease
-		logged    string // "" means none
-		completed string // "" means none
-		want      Position
+		name   string
+		lease  leasetable.Lease
+		logged string // "" means none
+		added  string // "" means none
+		want   Position
 	}{
-		{"completed ahead of a stale checkpoint", weir("99"), "", "100", Position{After: "100"}},
-		{"completed ahead of the initial position", leasetable.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", Position{After: "7"}},
-		{"completed behind the checkpoint", weir("100"), "", "99", Position{After: "100"}},
-		{"completed ahead of the log", weir("5"), "50", "100", Position{After: "100"}},
-		{"log ahead of completed", weir("5"), "100", "50", Position{After: "100"}},
-		{"completed covers a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
-		{"completed behind a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"added ahead of a stale checkpoint", weir("99"), "", "100", Position{After: "100"}},
+		{"added ahead of the initial position", leasetable.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", Position{After: "7"}},
+		{"added behind the checkpoint", weir("100"), "", "99", Position{After: "100"}},
+		{"added ahead of the log", weir("5"), "50", "100", Position{After: "100"}},
+		{"log ahead of added", weir("5"), "100", "50", Position{After: "100"}},
+		{"added covers a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
+		{"added behind a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Receiver{progress: newProgress()}
-			if tc.completed != "" {
-				r.progress.completed([]batch.SeqRange{{Shard: "shard-1", First: "1", Last: tc.completed}})
+			if tc.added != "" {
+				r.progress.added(batch.SeqRange{Shard: "shard-1", First: "1", Last: tc.added})
 			}
 			lr := &leaseRun{
 				rn: &run{r: r, cfg: Config{Stream: "s", InitialPosition: TrimHorizon}, resumeAfter: func(string, string) (string, bool) {
