@@ -8,9 +8,9 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// prune removes the files of the batches Config.Keep and Config.MaxAge no
-// longer keep; the newest batch's file is always kept.
-func (s *Sink[T]) prune() error {
+// prune removes the files of the batches before written that Config.Keep
+// and Config.MaxAge no longer keep; the newest batch's file is always kept.
+func (s *Sink[T]) prune(written batch.Time) error {
 	if s.cfg.Keep <= 0 && s.cfg.MaxAge <= 0 {
 		return nil
 	}
@@ -23,6 +23,9 @@ func (s *Sink[T]) prune() error {
 	drop := expired(times, s.cfg.Keep, s.cfg.MaxAge)
 	var errs []error
 	for _, t := range drop {
+		if t >= written {
+			break // drop is sorted: a later batch may still run again
+		}
 		if err := s.dir.Remove(s.Name(t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -87,7 +87,8 @@ func TestRetention(t *testing.T) {
 		maxAge time.Duration
 		want   []batch.Time
 	}{
-		{"keep all", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
+		{"keep all", 0, -1, []batch.Time{1000, 2000, 3000, 4000, 5000}},
+		{"default: a day", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
 		{"keep 2", 2, 0, []batch.Time{4000, 5000}},
 		{"keep 1", 1, 0, []batch.Time{5000}},
 		{"max age 2s", 0, 2 * time.Second, []batch.Time{3000, 4000, 5000}},
@@ -113,6 +114,62 @@ func TestRetention(t *testing.T) {
 	}
 }
 
+// TestDefaultRetention checks that a Sink configured with no retention
+// keeps the files of the last DefaultMaxAge of batch times, and that
+// setting Keep, or a negative MaxAge, replaces that default.
+func TestDefaultRetention(t *testing.T) {
+	const h = batch.Time(time.Hour / time.Millisecond)
+	written := []batch.Time{1000, 1 * h, 23 * h, 25 * h, 48 * h}
+	tests := []struct {
+		name   string
+		keep   int
+		maxAge time.Duration
+		want   []batch.Time
+	}{
+		{"default", 0, 0, []batch.Time{25 * h, 48 * h}},
+		{"Keep set: no age limit", 4, 0, []batch.Time{1 * h, 23 * h, 25 * h, 48 * h}},
+		{"MaxAge negative: keep every file", 0, -1, written},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
+			for _, bt := range written {
+				if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Batches()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("batches kept (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRetentionKeepsTheBatchWritten checks that a Write removes only files
+// of batches before its own, those a pipeline has completed: a batch written
+// after a later one (a pipeline restarted without a recovery log after its
+// clock stepped back) keeps its file, however old it is.
+func TestRetentionKeepsTheBatchWritten(t *testing.T) {
+	const h = batch.Time(time.Hour / time.Millisecond)
+	s := newSink(t, Config[string]{Keep: 1})
+	for _, bt := range []batch.Time{100 * h, 1 * h} {
+		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Batches()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]batch.Time{1 * h, 100 * h}, got); diff != "" {
+		t.Errorf("batches kept (-want +got):\n%s", diff)
+	}
+}
+
 func TestRetentionLeavesOtherFiles(t *testing.T) {
 	s := newSink(t, Config[string]{Keep: 1})
 	if err := os.WriteFile(s.cfg.Dir+"/notes.txt", nil, 0o644); err != nil {
@@ -129,8 +186,8 @@ func TestRetentionLeavesOtherFiles(t *testing.T) {
 }
 
 func TestRetentionConfigErrors(t *testing.T) {
-	_, err := New(Config[string]{Dir: t.TempDir(), Keep: -1, MaxAge: -time.Second})
-	for _, want := range []string{"Keep -1: must be >= 0", "MaxAge -1s: must be >= 0"} {
+	_, err := New(Config[string]{Dir: t.TempDir(), Keep: -1})
+	for _, want := range []string{"Keep -1: must be >= 0"} {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v, want ErrInvalidConfig saying %q", err, want)
 		}
