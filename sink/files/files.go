@@ -160,7 +160,12 @@ type Sink[T any] struct {
 	dir  *durable.Dir
 	lock *dirlock.Lock
 
-	mu     sync.Mutex // serialises pruning
+	mu sync.Mutex // guards times
+	// times are the batch times of the files in Dir, sorted: those New
+	// found and those Write wrote since, less those retention removed. An
+	// index, so that retention does not read a directory of a day's files
+	// after every batch.
+	times  []batch.Time
 	closed atomic.Bool
 	// beforeRename, if set, is called with the temporary file's path after
 	// it is written and synced and before the rename: a test hook.
@@ -191,6 +196,10 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	}
 	s.dir, s.lock = dir, lock
 	if err := s.removeTemps(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.times, err = s.Batches(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -322,7 +331,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		s.dir.Remove(tmp)
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
-	if err := s.prune(b.Time()); err != nil {
+	if err := s.retain(b.Time()); err != nil {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
 	return nil

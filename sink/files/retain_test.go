@@ -193,3 +193,23 @@ func TestRetentionConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionAfterRestart checks that retention removes the files a
+// previous Sink on the directory wrote, not only its own.
+func TestRetentionAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := newSink(t, Config[string]{Dir: dir, MaxAge: -1})
+	for _, bt := range []batch.Time{1000, 2000, 3000} {
+		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = newSink(t, Config[string]{Dir: dir, Keep: 2})
+	if err := s.Write(t.Context(), batch.New(4000, nil, []string{"x"})); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"batch-0000000003000.txt", "batch-0000000004000.txt"}, dirNames(t, dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
