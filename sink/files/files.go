@@ -91,9 +91,10 @@ type Config[T any] struct {
 	// Keep and MaxAge are the retention: after each file it writes, Write
 	// removes the files of the batches they no longer keep, the oldest
 	// first, and only files of batches before the one it writes (see
-	// Write), so never the newest. With both zero, the default, MaxAge is
-	// DefaultMaxAge: a day of batch times, as long as a Kinesis stream
-	// keeps its records by default.
+	// Write), so never the newest. It counts the batch files that were in
+	// Dir at New and those written since. With both zero, the default,
+	// MaxAge is DefaultMaxAge: a day of batch times, as long as a Kinesis
+	// stream keeps its records by default.
 	//
 	// Keep, when > 0, is how many batch files are kept. Default 0: no limit
 	// on the count.
@@ -290,8 +291,9 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // name (a symbolic link, a directory) is an error naming it: the batch is
 // not written, and not reported as written.
 // An empty batch writes nothing unless Config.WriteEmpty is set: Write
-// returns nil. That keeps exactly-once, since a recomputed batch has the
-// same records (G2): one empty when first run is empty again.
+// returns nil. That keeps exactly-once: a recomputed batch has the same
+// records (G2), so one empty when first run is empty again (given
+// deterministic functions, as its file's content needs anyway).
 // After writing a file, Write removes the old files retention no longer
 // keeps (Config.Keep, Config.MaxAge), only ever of batches before b. A
 // pipeline runs its batches one at a time in time order and logs each
