@@ -80,6 +80,22 @@ func TestSecondProcessOnADirFails(t *testing.T) {
 	}
 }
 
+// writeBatches writes a batch of one record at each of times, in order, and
+// returns the batch times whose files are left.
+func writeBatches(t *testing.T, s *Sink[string], times ...batch.Time) []batch.Time {
+	t.Helper()
+	for _, bt := range times {
+		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left, err := s.Batches()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
 func TestRetention(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -98,15 +114,7 @@ func TestRetention(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
-			for _, bt := range []batch.Time{1000, 2000, 3000, 4000, 5000} {
-				if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := s.Batches()
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := writeBatches(t, s, 1000, 2000, 3000, 4000, 5000)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("batches kept (-want +got):\n%s", diff)
 			}
@@ -133,15 +141,7 @@ func TestDefaultRetention(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
-			for _, bt := range written {
-				if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := s.Batches()
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := writeBatches(t, s, written...)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("batches kept (-want +got):\n%s", diff)
 			}
@@ -156,15 +156,7 @@ func TestDefaultRetention(t *testing.T) {
 func TestRetentionKeepsTheBatchWritten(t *testing.T) {
 	const h = batch.Time(time.Hour / time.Millisecond)
 	s := newSink(t, Config[string]{Keep: 1})
-	for _, bt := range []batch.Time{100 * h, 1 * h} {
-		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := s.Batches()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := writeBatches(t, s, 100*h, 1*h)
 	if diff := cmp.Diff([]batch.Time{1 * h, 100 * h}, got); diff != "" {
 		t.Errorf("batches kept (-want +got):\n%s", diff)
 	}
@@ -175,11 +167,7 @@ func TestRetentionLeavesOtherFiles(t *testing.T) {
 	if err := os.WriteFile(s.cfg.Dir+"/notes.txt", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, bt := range []batch.Time{1000, 2000} {
-		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeBatches(t, s, 1000, 2000)
 	if diff := cmp.Diff([]string{"batch-0000000002000.txt", "notes.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
@@ -199,16 +187,9 @@ func TestRetentionConfigErrors(t *testing.T) {
 func TestRetentionAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	s := newSink(t, Config[string]{Dir: dir, MaxAge: -1})
-	for _, bt := range []batch.Time{1000, 2000, 3000} {
-		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeBatches(t, s, 1000, 2000, 3000)
 	s.Close()
-	s = newSink(t, Config[string]{Dir: dir, Keep: 2})
-	if err := s.Write(t.Context(), batch.New(4000, nil, []string{"x"})); err != nil {
-		t.Fatal(err)
-	}
+	writeBatches(t, newSink(t, Config[string]{Dir: dir, Keep: 2}), 4000)
 	if diff := cmp.Diff([]string{"batch-0000000003000.txt", "batch-0000000004000.txt"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
