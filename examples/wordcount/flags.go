@@ -43,7 +43,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.duration, "duration", 0, "stop (draining) after this long (>= 0); 0 runs until Ctrl-C")
 	fs.BoolVar(&o.verbose, "v", false, "log at debug level to stderr")
 	fs.StringVar(&o.state, "state", "", `recovery log directory (default "wordcount-state" with -source kinesis, a temporary directory removed at exit otherwise)`)
-	fs.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each")
+	fs.StringVar(&o.out, "out", "wordcount-out", "directory of the per-batch count files, written exactly once each (none for a batch without words; the last day kept)")
 	o.monitor.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return options{}, err

@@ -13,10 +13,12 @@
 // read is counted, and the program exits 0.
 //
 // Each batch's counts are also written to a file of their own in the -out
-// directory, named after the batch time, and the pipeline keeps a recovery
-// log in the -state directory. After a crash (even kill -9), running the
-// same command again recomputes the batches that were interrupted, with the
-// same times and records, and writes each batch's file exactly once:
+// directory, named after the batch time (none for a batch without words;
+// the files of the last day of batch times are kept), and the pipeline
+// keeps a recovery log in the -state directory. After a crash (even
+// kill -9), running the same command again recomputes the batches that were
+// interrupted, with the same times and records, and writes each batch's
+// file exactly once:
 //
 //	go run ./examples/wordcount -stream words -state st -out counts   # kill it, run it again
 //

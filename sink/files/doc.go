@@ -13,14 +13,21 @@
 // either the whole file or none (a hidden temporary file, removed by the
 // next New):
 //
-//	sink, err := files.New(files.Config[string]{Dir: "out", Keep: 1000})
+//	sink, err := files.New(files.Config[string]{Dir: "out"})
 //	defer sink.Close()
 //	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))
 //
 // A directory has one Sink at a time: New locks it, as a directory recovery
 // log is locked, so a second process given the same directory fails at
-// once instead of both reporting success. Config.Keep and Config.MaxAge
-// remove the files of old batches.
+// once instead of both reporting success.
+//
+// An empty batch gets no file unless Config.WriteEmpty is set, so an idle
+// pipeline writes nothing; that is still exactly-once, as a batch empty
+// when first run is empty when recomputed. By default the files of the
+// last day of batch times are kept (DefaultMaxAge); Config.Keep and
+// Config.MaxAge set another retention, and a negative MaxAge keeps every
+// file. Retention removes only files of batches a restart cannot run
+// again (see Sink.Write).
 //
 // The package imports nothing of weir's but batch.
 package files

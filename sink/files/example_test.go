@@ -12,6 +12,7 @@ import (
 
 // A Sink writes each batch once: writing a batch time again, as a pipeline
 // does when it recomputes a batch after a crash, leaves the file as it was.
+// An empty batch gets no file.
 func Example() {
 	dir, err := os.MkdirTemp("", "files-example")
 	if err != nil {
@@ -30,6 +31,7 @@ func Example() {
 		batch.New(1700000000000, nil, []string{"hello", "world"}),
 		batch.New(1700000001000, nil, []string{"again"}),
 		batch.New(1700000000000, nil, []string{"hello", "world"}), // recomputed
+		batch.New[string](1700000002000, nil),                     // empty: no file
 	} {
 		if err := sink.Write(ctx, b); err != nil {
 			fmt.Println(err)

@@ -42,6 +42,9 @@ const (
 	// DefaultPerm is the permission of the files when Config.Perm is 0:
 	// 0600, the owner's only.
 	DefaultPerm = durable.DefaultPerm
+	// DefaultMaxAge is Config.MaxAge when it and Config.Keep are both 0:
+	// the files of the last day of batch times are kept.
+	DefaultMaxAge = 24 * time.Hour
 )
 
 // tempPrefix starts the names of the temporary files (see durable.TempOf):
@@ -80,18 +83,28 @@ type Config[T any] struct {
 	// the umask. It must let the owner read and write and must not let group
 	// or others write. Default DefaultPerm (0600); 0644 lets others read.
 	Perm fs.FileMode
-	// Keep, when > 0, is how many batch files are kept: after each write,
-	// the files of the oldest batches beyond the newest Keep are removed.
-	// Default 0: keep every file.
-	Keep int
-	// MaxAge, when > 0, removes after each write the files of batches
-	// older than the newest batch's time minus MaxAge (batch times, not
-	// the clock: a pipeline catching up removes nothing it still needs).
-	// Default 0: no age limit.
+	// WriteEmpty, when true, writes a file for an empty batch (no records)
+	// too: an empty file, or what Encode writes for no records, so that
+	// every batch time has a file. Default false: an empty batch writes
+	// nothing, so an idle pipeline leaves no files.
+	WriteEmpty bool
+	// Keep and MaxAge are the retention: after each file it writes, Write
+	// removes the files of the batches they no longer keep, the oldest
+	// first, and only files of batches before the one it writes (see
+	// Write), so never the newest. It counts the batch files that were in
+	// Dir at New and those written since. With both zero, the default,
+	// MaxAge is DefaultMaxAge: a day of batch times, as long as a Kinesis
+	// stream keeps its records by default.
 	//
-	// A removed file is no longer there to mark its batch written: a batch
-	// recomputed after a restart (always one of the latest, see the package
-	// doc) is only kept from being written twice while its file is kept.
+	// Keep, when > 0, is how many batch files are kept. Default 0: no limit
+	// on the count.
+	Keep int
+	// MaxAge, when > 0, removes the files of batches older than the newest
+	// batch's time minus MaxAge (batch times, not the clock: a pipeline
+	// catching up removes nothing it still needs, and an idle one, which
+	// writes nothing, removes nothing). Negative: no age limit, so with
+	// Keep 0 every file is kept. Default 0: DefaultMaxAge if Keep is 0, no
+	// age limit otherwise.
 	MaxAge time.Duration
 }
 
@@ -104,6 +117,9 @@ func (c Config[T]) withDefaults() Config[T] {
 	}
 	if c.Perm == 0 {
 		c.Perm = DefaultPerm
+	}
+	if c.Keep == 0 && c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
 	}
 	if c.Format == nil {
 		c.Format = func(v T) []byte { return fmt.Appendf(nil, "%v", v) }
@@ -127,9 +143,6 @@ func (c Config[T]) validate() error {
 	if c.Keep < 0 {
 		problems = append(problems, fmt.Errorf("Keep %d: must be >= 0 (0 keeps every file)", c.Keep))
 	}
-	if c.MaxAge < 0 {
-		problems = append(problems, fmt.Errorf("MaxAge %v: must be >= 0 (0 means no age limit)", c.MaxAge))
-	}
 	if err := durable.CheckPerm("Perm", c.Perm); err != nil {
 		problems = append(problems, err)
 	}
@@ -148,7 +161,12 @@ type Sink[T any] struct {
 	dir  *durable.Dir
 	lock *dirlock.Lock
 
-	mu     sync.Mutex // serialises pruning
+	mu sync.Mutex // guards times
+	// times are the batch times of the files in Dir, sorted: those New
+	// found and those Write wrote since, less those retention removed. An
+	// index, so that retention does not read a directory of a day's files
+	// after every batch.
+	times  []batch.Time
 	closed atomic.Bool
 	// beforeRename, if set, is called with the temporary file's path after
 	// it is written and synced and before the rename: a test hook.
@@ -179,6 +197,10 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	}
 	s.dir, s.lock = dir, lock
 	if err := s.removeTemps(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.times, err = s.Batches(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -268,7 +290,16 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // between the rename and that sync, and returns nil. Anything else of that
 // name (a symbolic link, a directory) is an error naming it: the batch is
 // not written, and not reported as written.
-// An empty batch gets an empty file, so every batch time is accounted for.
+// An empty batch writes nothing unless Config.WriteEmpty is set: Write
+// returns nil. That keeps exactly-once: a recomputed batch has the same
+// records (G2), so one empty when first run is empty again (given
+// deterministic functions, as its file's content needs anyway).
+// After writing a file, Write removes the old files retention no longer
+// keeps (Config.Keep, Config.MaxAge), only ever of batches before b. A
+// pipeline runs its batches one at a time in time order and logs each
+// completion before the next starts, so those batches are complete and a
+// restart never runs them again; the batch a restart may run again (b, or a
+// later one) keeps its file.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
 // then finishes the sync.
@@ -278,6 +309,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if b.Len() == 0 && !s.cfg.WriteEmpty {
+		return nil
 	}
 	final := s.Name(b.Time())
 	switch _, err := s.dir.Lstat(final); {
@@ -299,7 +333,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		s.dir.Remove(tmp)
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
-	if err := s.prune(); err != nil {
+	if err := s.retain(b.Time()); err != nil {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
 	return nil

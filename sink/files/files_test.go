@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -64,7 +65,7 @@ func TestWrite(t *testing.T) {
 		want     string
 	}{
 		{"default format", Config[int]{}, [][]int{{1, 2}, {3}}, "batch-1700000000000.txt", "1\n2\n3\n"},
-		{"empty batch", Config[int]{}, nil, "batch-1700000000000.txt", ""},
+		{"empty batch with WriteEmpty", Config[int]{WriteEmpty: true}, nil, "batch-1700000000000.txt", ""},
 		{"format", Config[int]{Format: func(v int) []byte { return []byte{byte('a' + v)} }}, [][]int{{0, 1}}, "batch-1700000000000.txt", "a\nb\n"},
 		{"encode", Config[int]{Encode: func(w io.Writer, b *batch.Batch[int]) error {
 			return json.NewEncoder(w).Encode(b.Records())
@@ -86,6 +87,40 @@ func TestWrite(t *testing.T) {
 				t.Errorf("mode %v, %v; want %v", fi.Mode(), err, DefaultPerm)
 			}
 		})
+	}
+}
+
+// TestEmptyBatchesWriteNothing checks that an idle pipeline's batches, all
+// empty, leave no file by default, that a batch with records still gets its
+// file, and that WriteEmpty writes the empty ones too (with what Encode
+// writes for no records).
+func TestEmptyBatchesWriteNothing(t *testing.T) {
+	s := newSink(t, Config[string]{})
+	for bt := batch.Time(1000); bt <= 60000; bt += 1000 {
+		if err := s.Write(t.Context(), batch.New[string](bt, nil)); err != nil {
+			t.Fatalf("Write of empty batch %v: %v", bt, err)
+		}
+	}
+	if names := dirNames(t, s.cfg.Dir); len(names) != 0 {
+		t.Errorf("an idle minute of 1s batches left %d files, want none: %v", len(names), names)
+	}
+	if err := s.Write(t.Context(), batch.New(61000, nil, []string{"x"})); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"batch-0000000061000.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
+		t.Errorf("files after a batch with records (-want +got):\n%s", diff)
+	}
+
+	header := func(w io.Writer, b *batch.Batch[string]) error {
+		_, err := fmt.Fprintf(w, "records %d\n", b.Len())
+		return err
+	}
+	s = newSink(t, Config[string]{WriteEmpty: true, Encode: header})
+	if err := s.Write(t.Context(), batch.New[string](1000, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, s.Path(1000)); got != "records 0\n" {
+		t.Errorf("WriteEmpty: empty batch's file holds %q, want what Encode wrote", got)
 	}
 }
 
@@ -169,7 +204,7 @@ func TestCrashBeforeRename(t *testing.T) {
 
 func TestWriteErrors(t *testing.T) {
 	s := newSink(t, Config[string]{Encode: func(io.Writer, *batch.Batch[string]) error { return io.ErrShortWrite }})
-	if err := s.Write(t.Context(), batch.New[string](1000, nil)); !errors.Is(err, io.ErrShortWrite) {
+	if err := s.Write(t.Context(), batch.New(1000, nil, []string{"x"})); !errors.Is(err, io.ErrShortWrite) {
 		t.Errorf("Write = %v, want the encoder's error", err)
 	}
 	if names := dirNames(t, s.cfg.Dir); len(names) != 0 {

@@ -3,30 +3,39 @@ package files
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/batch"
 )
 
-// prune removes the files of the batches Config.Keep and Config.MaxAge no
-// longer keep; the newest batch's file is always kept.
-func (s *Sink[T]) prune() error {
+// retain adds the file of the batch at written to the index and removes
+// the files of the batches before it that Config.Keep and Config.MaxAge no
+// longer keep. A file it fails to remove stays in the index, to be removed
+// after the next write.
+func (s *Sink[T]) retain(written batch.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, found := slices.BinarySearch(s.times, written); !found {
+		s.times = slices.Insert(s.times, i, written)
+	}
 	if s.cfg.Keep <= 0 && s.cfg.MaxAge <= 0 {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	times, err := s.Batches()
-	if err != nil || len(times) == 0 {
-		return err
-	}
-	drop := expired(times, s.cfg.Keep, s.cfg.MaxAge)
+	drop := expired(s.times, s.cfg.Keep, s.cfg.MaxAge)
+	// A batch at or after written may still run again: only a pipeline's
+	// completed batches, those before it, lose their files.
+	before, _ := slices.BinarySearch(drop, written)
+	drop = drop[:before]
+	var failed []batch.Time
 	var errs []error
 	for _, t := range drop {
 		if err := s.dir.Remove(s.Name(t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			failed = append(failed, t)
 			errs = append(errs, err)
 		}
 	}
+	s.times = slices.Replace(s.times, 0, len(drop), failed...)
 	return errors.Join(errs...)
 }
 

@@ -80,6 +80,22 @@ func TestSecondProcessOnADirFails(t *testing.T) {
 	}
 }
 
+// writeBatches writes a batch of one record at each of times, in order, and
+// returns the batch times whose files are left.
+func writeBatches(t *testing.T, s *Sink[string], times ...batch.Time) []batch.Time {
+	t.Helper()
+	for _, bt := range times {
+		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left, err := s.Batches()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
 func TestRetention(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -87,7 +103,8 @@ func TestRetention(t *testing.T) {
 		maxAge time.Duration
 		want   []batch.Time
 	}{
-		{"keep all", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
+		{"keep all", 0, -1, []batch.Time{1000, 2000, 3000, 4000, 5000}},
+		{"default: a day", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
 		{"keep 2", 2, 0, []batch.Time{4000, 5000}},
 		{"keep 1", 1, 0, []batch.Time{5000}},
 		{"max age 2s", 0, 2 * time.Second, []batch.Time{3000, 4000, 5000}},
@@ -97,19 +114,51 @@ func TestRetention(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
-			for _, bt := range []batch.Time{1000, 2000, 3000, 4000, 5000} {
-				if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := s.Batches()
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := writeBatches(t, s, 1000, 2000, 3000, 4000, 5000)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("batches kept (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDefaultRetention checks that a Sink configured with no retention
+// keeps the files of the last DefaultMaxAge of batch times, and that
+// setting Keep, or a negative MaxAge, replaces that default.
+func TestDefaultRetention(t *testing.T) {
+	const h = batch.Time(time.Hour / time.Millisecond)
+	written := []batch.Time{1000, 1 * h, 23 * h, 25 * h, 48 * h}
+	tests := []struct {
+		name   string
+		keep   int
+		maxAge time.Duration
+		want   []batch.Time
+	}{
+		{"default", 0, 0, []batch.Time{25 * h, 48 * h}},
+		{"Keep set: no age limit", 4, 0, []batch.Time{1 * h, 23 * h, 25 * h, 48 * h}},
+		{"MaxAge negative: keep every file", 0, -1, written},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
+			got := writeBatches(t, s, written...)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("batches kept (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRetentionKeepsTheBatchWritten checks that a Write removes only files
+// of batches before its own, those a pipeline has completed: a batch written
+// after a later one (a pipeline restarted without a recovery log after its
+// clock stepped back) keeps its file, however old it is.
+func TestRetentionKeepsTheBatchWritten(t *testing.T) {
+	const h = batch.Time(time.Hour / time.Millisecond)
+	s := newSink(t, Config[string]{Keep: 1})
+	got := writeBatches(t, s, 100*h, 1*h)
+	if diff := cmp.Diff([]batch.Time{1 * h, 100 * h}, got); diff != "" {
+		t.Errorf("batches kept (-want +got):\n%s", diff)
 	}
 }
 
@@ -118,21 +167,30 @@ func TestRetentionLeavesOtherFiles(t *testing.T) {
 	if err := os.WriteFile(s.cfg.Dir+"/notes.txt", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, bt := range []batch.Time{1000, 2000} {
-		if err := s.Write(t.Context(), batch.New(bt, nil, []string{"x"})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeBatches(t, s, 1000, 2000)
 	if diff := cmp.Diff([]string{"batch-0000000002000.txt", "notes.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
 
 func TestRetentionConfigErrors(t *testing.T) {
-	_, err := New(Config[string]{Dir: t.TempDir(), Keep: -1, MaxAge: -time.Second})
-	for _, want := range []string{"Keep -1: must be >= 0", "MaxAge -1s: must be >= 0"} {
+	_, err := New(Config[string]{Dir: t.TempDir(), Keep: -1})
+	for _, want := range []string{"Keep -1: must be >= 0"} {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v, want ErrInvalidConfig saying %q", err, want)
 		}
+	}
+}
+
+// TestRetentionAfterRestart checks that retention removes the files a
+// previous Sink on the directory wrote, not only its own.
+func TestRetentionAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := newSink(t, Config[string]{Dir: dir, MaxAge: -1})
+	writeBatches(t, s, 1000, 2000, 3000)
+	s.Close()
+	writeBatches(t, newSink(t, Config[string]{Dir: dir, Keep: 2}), 4000)
+	if diff := cmp.Diff([]string{"batch-0000000003000.txt", "batch-0000000004000.txt"}, dirNames(t, dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
