@@ -207,7 +207,8 @@ func Check(t testing.TB, st1, st2 *recovery.State, rl1, rl2 *Recorder, produced 
 	}
 }
 
-// checkFiles checks that the files sink wrote one file per batch time seen,
+// checkFiles checks that the files sink wrote one file per batch time seen
+// with records (none for an empty batch),
 // every batch being complete after the drain, holding the batch's records
 // (the same in both runs, as Check checks): exactly-once output
 // across the crash.
@@ -221,6 +222,9 @@ func checkFiles(t testing.TB, out string, rl1, rl2 *Recorder) {
 	want := map[batch.Time]string{}
 	for _, rl := range []*Recorder{rl1, rl2} {
 		for tm, s := range rl.saw {
+			if len(s.Records) == 0 {
+				continue // the sink writes no file for an empty batch
+			}
 			var sb strings.Builder
 			for _, r := range s.Records {
 				sb.WriteString(r + "\n")
