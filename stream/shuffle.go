@@ -56,9 +56,11 @@ func (a *firstAt) next(pos int) {
 // combined is the pairs of a map task, one per key, in the order keys first
 // appear in its partition, and what the shuffle notes about them.
 type combined[K comparable, V any] struct {
-	index map[K]int32
-	pairs []Pair[K, V]
-	first []firstAt // first[i] is where pairs[i]'s key first appears
+	seed   maphash.Seed
+	index  keyIndex
+	pairs  []Pair[K, V]
+	hashes []uint64  // hashes[i] is the hash of pairs[i]'s key, by seed
+	first  []firstAt // first[i] is where pairs[i]'s key first appears
 
 	// order lists the indexes of pairs by bucket: bucket p's are
 	// order[start[p]:start[p+1]]. bk[i] is the bucket of pairs[i].
@@ -77,24 +79,44 @@ type entry struct {
 	task, idx int32
 }
 
-// add combines v into key k's value with reduce, or adds the key, first
-// seen at at.
-func (c *combined[K, V]) add(k K, v V, at firstAt, reduce func(V, V) V) {
-	if i, ok := c.index[k]; ok {
-		c.pairs[i].Value = reduce(c.pairs[i].Value, v)
-		return
+// find returns the position in c.pairs of key k, of hash h, or -1 and the
+// slot of c.index where to add it.
+func (c *combined[K, V]) find(k K, h uint64) (pos int32, slot int) {
+	slots := c.index.slots
+	mask := uint64(len(slots) - 1)
+	tag := uint32(h >> 32)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := slots[i]
+		if s.pos == 0 {
+			return -1, int(i)
+		}
+		if s.tag == tag && c.pairs[s.pos-1].Key == k {
+			return s.pos - 1, int(i)
+		}
 	}
-	c.index[k] = int32(len(c.pairs))
-	c.pairs = append(c.pairs, Pair[K, V]{Key: k, Value: v})
+}
+
+// entry returns the position in c.pairs of key k, adding the key, with the
+// zero value, first seen at at, if c lacks it; added says it did.
+func (c *combined[K, V]) entry(k K, at firstAt) (pos int32, added bool) {
+	h := maphash.Comparable(c.seed, k)
+	pos, slot := c.find(k, h)
+	if pos >= 0 {
+		return pos, false
+	}
+	pos = int32(len(c.pairs))
+	c.pairs = append(c.pairs, Pair[K, V]{Key: k})
+	c.hashes = append(c.hashes, h)
 	c.first = append(c.first, at)
+	c.index.add(h, pos, slot, c.hashes)
+	return pos, true
 }
 
 // bucket returns the indexes of c's pairs in bucket p.
 func (c *combined[K, V]) bucket(p int) []int32 { return c.order[c.start[p]:c.start[p+1]] }
 
-// sortBuckets fills c's order and start for par buckets, hashing each key
-// once with seed, and empties dead.
-func (c *combined[K, V]) sortBuckets(seed maphash.Seed, par int) {
+// sortBuckets fills c's order and start for par buckets, and empties dead.
+func (c *combined[K, V]) sortBuckets(par int) {
 	n := len(c.pairs)
 	c.order, c.start, c.dead = resize(c.order, n), resize(c.start, par+2), resize(c.dead, n)
 	clear(c.start)
@@ -110,8 +132,8 @@ func (c *combined[K, V]) sortBuckets(seed maphash.Seed, par int) {
 	// the sums start[b+1] is where bucket b starts, and moves to where it
 	// ends as the indexes are placed.
 	c.bk = resize(c.bk, n)
-	for j, kv := range c.pairs {
-		b := int32(maphash.Comparable(seed, kv.Key) % uint64(par))
+	for j, h := range c.hashes {
+		b := bucketOf(h, par)
 		c.bk[j] = b
 		c.start[b+2]++
 	}
@@ -163,14 +185,12 @@ func (kd *keyed[T, K, V]) task(i int) *combined[K, V] {
 		kd.tasks = append(kd.tasks, &combined[K, V]{})
 	}
 	c := kd.tasks[i]
-	if c.index == nil {
-		c.index = make(map[K]int32, kd.hint)
-	} else {
-		clear(c.index)
-	}
+	c.seed = kd.seed
+	c.index.reset(kd.hint)
 	if c.pairs == nil {
-		c.pairs, c.first = make([]Pair[K, V], 0, kd.hint), make([]firstAt, 0, kd.hint)
+		c.pairs = make([]Pair[K, V], 0, kd.hint)
 	}
+	c.hashes, c.first = resize(c.hashes, 0), resize(c.first, 0)
 	return c
 }
 
@@ -181,11 +201,11 @@ func (kd *keyed[T, K, V]) keep(n int, out bool) {
 	for _, c := range kd.tasks[:n] {
 		kd.hint = max(kd.hint, len(c.pairs))
 		if out {
-			c.pairs, c.first = nil, nil
+			c.pairs = nil
 			continue
 		}
 		clear(c.pairs) // let go of the keys and values
-		c.pairs, c.first = c.pairs[:0], c.first[:0]
+		c.pairs = c.pairs[:0]
 	}
 }
 
@@ -230,7 +250,7 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
 		c := tasks[i]
 		kd.combine(c, in, i)
-		c.sortBuckets(kd.seed, par)
+		c.sortBuckets(par)
 		if i == 0 {
 			c.at = resize(c.at, len(c.pairs))
 			for j := range c.at {
@@ -282,7 +302,7 @@ func (kd *keyed[T, K, V]) reduceBucket(tasks []*combined[K, V], p int) int {
 		for _, j := range c.bucket(p) {
 			kv := &c.pairs[j]
 			var at *entry
-			if b, ok := base.index[kv.Key]; ok {
+			if b, _ := base.find(kv.Key, c.hashes[j]); b >= 0 {
 				at = &base.at[b]
 			} else if o, ok := own[kv.Key]; ok {
 				at = &owns[o]
