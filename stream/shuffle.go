@@ -52,7 +52,6 @@ func (a *firstAt) next(pos int) {
 	}
 }
 
-
 // combined is the pairs of a map task, one per key, in the order keys first
 // appear in its partition, and what the shuffle notes about them.
 type combined[K comparable, V any] struct {
