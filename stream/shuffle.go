@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"math"
 	"hash/maphash"
 
 	"github.com/weirstream/weir/batch"
@@ -335,18 +336,14 @@ func (kd *keyed[T, K, V]) reduceBucket(tasks []*combined[K, V], p int) int {
 
 // merge returns the live pairs of tasks, total of them, in the order their
 // keys first appear in the batch: each task's are in that order, so it
-// merges the tasks' lists, with a binary heap of the lists' heads.
+// merges the tasks' lists, with a binary heap of the lists' heads. It
+// takes from the list at the top of the heap for as long as it comes
+// before the other lists' heads, so two lists merge without heap work.
 func merge[K comparable, V any](tasks []*combined[K, V], total int) []Pair[K, V] {
-	next := make([]int, len(tasks)) // next[i] is task i's next live entry
-	skip := func(i int) {
-		c := tasks[i]
-		for next[i] < len(c.pairs) && c.dead[next[i]] {
-			next[i]++
-		}
-	}
-	var heap []int // tasks with live entries left, a min-heap by head
-	for i := range tasks {
-		if skip(i); next[i] < len(tasks[i].pairs) {
+	next := make([]int, len(tasks)) // next[i] is task i's next entry
+	var heap []int                  // tasks with entries left, a min-heap by head
+	for i, c := range tasks {
+		if len(c.pairs) > 0 {
 			heap = append(heap, i)
 		}
 	}
@@ -372,10 +369,21 @@ func merge[K comparable, V any](tasks []*combined[K, V], total int) []Pair[K, V]
 	}
 	out := make([]Pair[K, V], 0, total)
 	for len(heap) > 0 {
+		// The other lists' first head is one of the top's children.
+		end := firstAt{pos: math.MaxInt32, off: math.MaxInt32}
+		for _, h := range []int{1, 2} {
+			if h < len(heap) && head(h).before(end) {
+				end = head(h)
+			}
+		}
 		i := heap[0]
-		out = append(out, tasks[i].pairs[next[i]])
-		next[i]++
-		if skip(i); next[i] == len(tasks[i].pairs) {
+		c, j := tasks[i], next[i]
+		for ; j < len(c.pairs) && c.first[j].before(end); j++ {
+			if !c.dead[j] {
+				out = append(out, c.pairs[j])
+			}
+		}
+		if next[i] = j; j == len(c.pairs) {
 			heap[0] = heap[len(heap)-1]
 			heap = heap[:len(heap)-1]
 		}
