@@ -2,8 +2,8 @@ package stream
 
 import (
 	"context"
-	"math"
 	"hash/maphash"
+	"math"
 
 	"github.com/weirstream/weir/batch"
 )
