@@ -3,8 +3,6 @@ package stream
 import (
 	"fmt"
 	"hash/maphash"
-
-	"github.com/weirstream/weir/batch"
 )
 
 // Pair is a keyed record: the element type of the streams ReduceByKey,
@@ -75,16 +73,6 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 		})
 	}
 	return kd
-}
-
-func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V, V) V, hint int) []Pair[K, V] {
-	r := &reducer[K, V]{reduce: reduce, index: make(map[K]int, hint), out: make([]Pair[K, V], 0, hint)}
-	for _, p := range b.Parts() {
-		for _, kv := range p {
-			r.add(kv.Key, kv.Value)
-		}
-	}
-	return r.out
 }
 
 // CountByValue returns, for every batch of s, one pair per distinct record

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -123,6 +122,9 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // give the same pairs. Pair order is deterministic but not otherwise
 // specified, and may differ between the two ways.
 //
+// Each batch of s is first reduced by key as by ReduceByKey, so reduce is
+// called concurrently, as there.
+//
 // length and slide are checked as for Window. The operator keeps the
 // per-batch reductions of the last length+slide and, with an inverse, the
 // last window. With Config.Recovery both are part of the state snapshots
@@ -131,9 +133,8 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
-	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
-		return batch.Derive(b, reduceBatch(b, reduce, 0)), nil
-	})
+	// Each batch is reduced by key first, in parallel, as by ReduceByKey.
+	perBatch := newPlanned(s.p, "ReduceByKeyAndWindow(per batch)", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
 	cs := newCodecSet(applyOptions(opts))
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
