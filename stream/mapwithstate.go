@@ -121,6 +121,7 @@ type mapState[K comparable, V, S, U any] struct {
 	timeout time.Duration
 	vals    map[K]*keyEntry[S]
 	keys    []K // keys of vals, in the order they got state; may hold removed keys until compacted
+	removed bool // a key lost its state since keys was compacted
 	kc      Codec[K]
 	sc      Codec[S]
 	out     *batch.Batch[U]
@@ -143,7 +144,10 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 	}
 	switch {
 	case timingOut || !state.exists:
-		delete(st.vals, k)
+		if has {
+			delete(st.vals, k)
+			st.removed = true
+		}
 	case has:
 		e.v, e.last = state.value, t
 	default:
@@ -163,18 +167,21 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 		}
 	}
 	// A key removed and added again within the batch is in keys twice:
-	// compact, keeping each live key's first position.
+	// compact, keeping each live key's first position. Without removals,
+	// keys holds each key once.
 	var zero V
-	kept := st.keys[:0]
-	seen := make(map[K]bool, len(st.vals))
-	for _, k := range st.keys {
-		if _, ok := st.vals[k]; ok && !seen[k] {
-			seen[k] = true
-			kept = append(kept, k)
+	if st.removed {
+		kept := st.keys[:0]
+		seen := make(map[K]bool, len(st.vals))
+		for _, k := range st.keys {
+			if _, ok := st.vals[k]; ok && !seen[k] {
+				seen[k] = true
+				kept = append(kept, k)
+			}
 		}
+		clear(st.keys[len(kept):])
+		st.keys, st.removed = kept, false
 	}
-	clear(st.keys[len(kept):])
-	st.keys = kept
 	if st.timeout > 0 {
 		for _, k := range st.keys {
 			if e := st.vals[k]; e != nil && t.Std().Sub(e.last.Std()) >= st.timeout {
@@ -190,7 +197,7 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 			}
 		}
 		clear(st.keys[len(kept):])
-		st.keys = kept
+		st.keys, st.removed = kept, false
 	}
 	pairs := make([]Pair[K, S], len(st.keys))
 	for i, k := range st.keys {
