@@ -120,7 +120,7 @@ type mapState[K comparable, V, S, U any] struct {
 	f       func(K, V, *State[S]) (U, bool)
 	timeout time.Duration
 	vals    map[K]*keyEntry[S]
-	keys    []K // keys of vals, in the order they got state; may hold removed keys until compacted
+	keys    []K  // keys of vals, in the order they got state; may hold removed keys until compacted
 	removed bool // a key lost its state since keys was compacted
 	kc      Codec[K]
 	sc      Codec[S]
