@@ -126,16 +126,20 @@ type mapState[K comparable, V, S, U any] struct {
 	sc      Codec[S]
 	out     *batch.Batch[U]
 	snap    *batch.Batch[Pair[K, S]]
+	state   State[S] // the State of the current call
 }
 
 // call calls f for key with its state and applies what f did to it.
 func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out *[]U) error {
 	e, has := st.vals[k]
-	state := State[S]{exists: has, timingOut: timingOut}
+	// One State for every call: f may not keep it, and given to f, a new
+	// one would be allocated every call.
+	state := &st.state
+	*state = State[S]{exists: has, timingOut: timingOut}
 	if has {
 		state.value = e.v
 	}
-	u, emit := st.f(k, v, &state)
+	u, emit := st.f(k, v, state)
 	if state.err != nil {
 		return fmt.Errorf("key %v: %w", k, state.err)
 	}
@@ -160,7 +164,7 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 // apply runs f on batch b and times out the idle keys.
 func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 	t := b.Time()
-	var out []U
+	out := make([]U, 0, b.Len())
 	for kv := range b.All() {
 		if err := st.call(t, kv.Key, kv.Value, false, &out); err != nil {
 			return err
