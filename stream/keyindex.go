@@ -3,12 +3,12 @@ package stream
 import "math/bits"
 
 // keyIndex is a map task's index of its keys: an open-addressing hash
-// table, with linear probing, of positions in the task's pairs, which
-// hold the keys, and hashes, which hold each key's hash. It is used
-// instead of a Go map so that a key is hashed once per record, and once
-// in the whole shuffle: adding a key takes the probe that found it
-// missing, and the reduce side looks keys up with the hash their map task
-// computed, which also gives the key's bucket.
+// table, with linear probing, of positions in the task's pairs (see
+// combined), which hold the keys, and hashes, which hold each key's hash.
+// It is used instead of a Go map so that a record's key is hashed once:
+// adding a missing key takes the probe that found it missing (a Go map
+// takes a lookup, then an insert), the hash gives the key's bucket, and
+// the reduce side looks keys up with the hash their map task computed.
 type keyIndex struct {
 	slots []keySlot // a power of two of them, at most half full
 }

@@ -14,15 +14,17 @@ import (
 //
 //  1. Map side: one task per input partition runs the partition's fused
 //     chain and combines its records by key, in the order keys first
-//     appear, then hashes each of its keys once to put it in one of P
-//     buckets (P = Config.Parallelism), listing the keys of each bucket.
+//     appear, in an index that hashes each record's key once (keyIndex);
+//     the hash also puts the key in one of P buckets (P =
+//     Config.Parallelism), and the task lists the keys of each bucket.
 //  2. Reduce side: one task per bucket folds the keys of bucket p of every
 //     map task, map task by map task, so the values of a key are combined
 //     in partition order. Nothing is copied: a key's value is combined in
 //     place in the entry of the map task where the key appears first in
 //     the batch, and its entries in other map tasks are marked dead. The
-//     first map task's index finds a key; the keys it lacks go in an index
-//     of the bucket's own only when a third map task may look them up.
+//     first map task's index finds a key, with the hash its map task
+//     computed; the keys it lacks go in an index of the bucket's own only
+//     when a third map task may look them up.
 //  3. Each map task's live entries are already in the order their keys
 //     first appear in the batch, so one merge of the n lists gives the
 //     output. Its order, that of first appearance in the batch as
