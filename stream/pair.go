@@ -62,7 +62,7 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
 			at.next(pos)
 			for _, kv := range chunk {
-				if i, added := c.entry(kv.Key, at); added {
+				if i, added := c.keyPos(kv.Key, at); added {
 					c.pairs[i].Value = kv.Value
 				} else {
 					c.pairs[i].Value = reduce(c.pairs[i].Value, kv.Value)
@@ -86,7 +86,7 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 		in.each(part, func(pos int, chunk []T) bool {
 			at.next(pos)
 			for _, v := range chunk {
-				i, _ := c.entry(v, at)
+				i, _ := c.keyPos(v, at)
 				c.pairs[i].Value++
 				at.off++
 			}

@@ -98,9 +98,9 @@ func (c *combined[K, V]) find(k K, h uint64) (pos int32, slot int) {
 	}
 }
 
-// entry returns the position in c.pairs of key k, adding the key, with the
+// keyPos returns the position in c.pairs of key k, adding the key, with the
 // zero value, first seen at at, if c lacks it; added says it did.
-func (c *combined[K, V]) entry(k K, at firstAt) (pos int32, added bool) {
+func (c *combined[K, V]) keyPos(k K, at firstAt) (pos int32, added bool) {
 	h := maphash.Comparable(c.seed, k)
 	pos, slot := c.find(k, h)
 	if pos >= 0 {
@@ -298,7 +298,7 @@ func (kd *keyed[T, K, V]) reduceBucket(tasks []*combined[K, V], p int) int {
 		own = make(map[K]int32)
 		kd.own[p] = own
 	}
-	clear(own)
+	clear(own) // in case a panic of reduce left the last batch's
 	for i := 1; i < len(tasks); i++ {
 		c := tasks[i]
 		for _, j := range c.bucket(p) {
@@ -331,6 +331,7 @@ func (kd *keyed[T, K, V]) reduceBucket(tasks []*combined[K, V], p int) int {
 			}
 		}
 	}
+	clear(own) // let go of the keys
 	clear(owns)
 	kd.owns[p] = owns[:0]
 	return keys

@@ -162,7 +162,7 @@ func (st *keyState[K, V, S]) group(b *batch.Batch[Pair[K, V]]) (g *combined[K, i
 	keyOf := make([]int32, b.Len())
 	n := 0
 	for kv := range b.All() {
-		i, _ := g.entry(kv.Key, firstAt{})
+		i, _ := g.keyPos(kv.Key, firstAt{})
 		g.pairs[i].Value++
 		keyOf[n] = i
 		n++
