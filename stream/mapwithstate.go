@@ -104,7 +104,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		if _, err := mapped.at(r); err != nil {
 			return nil, err
 		}
-		return st.snap, nil
+		return st.snapshots(), nil
 	})
 	return mapped, snapshots
 }
@@ -125,8 +125,8 @@ type mapState[K comparable, V, S, U any] struct {
 	kc      Codec[K]
 	sc      Codec[S]
 	out     *batch.Batch[U]
-	snap    *batch.Batch[Pair[K, S]]
-	state   State[S] // the State of the current call
+	snap    *batch.Batch[Pair[K, S]] // made by snapshots, for the batch of out
+	state   State[S]                 // the State of the current call
 }
 
 // call calls f for key with its state and applies what f did to it.
@@ -203,13 +203,23 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 		clear(st.keys[len(kept):])
 		st.keys, st.removed = kept, false
 	}
-	pairs := make([]Pair[K, S], len(st.keys))
-	for i, k := range st.keys {
-		pairs[i] = Pair[K, S]{Key: k, Value: st.vals[k].v}
-	}
 	st.out = batch.Derive(b, out)
-	st.snap = batch.Derive(b, pairs)
+	st.snap = nil
 	return nil
+}
+
+// snapshots returns the batch of the snapshots stream for the batch last
+// applied: one pair per key with its state. It is made only if asked for:
+// the state does not change until the next batch is applied.
+func (st *mapState[K, V, S, U]) snapshots() *batch.Batch[Pair[K, S]] {
+	if st.snap == nil {
+		pairs := make([]Pair[K, S], len(st.keys))
+		for i, k := range st.keys {
+			pairs[i] = Pair[K, S]{Key: k, Value: st.vals[k].v}
+		}
+		st.snap = batch.Derive(st.out, pairs)
+	}
+	return st.snap
 }
 
 func (st *mapState[K, V, S, U]) check() error {
