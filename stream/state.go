@@ -114,19 +114,22 @@ func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
 		}
 		return vals[start:ends[i]:ends[i]]
 	}
-	// New keys are those without state before the batch, in the order
-	// they first appear.
-	var newKeys []int32
-	for i, kv := range g.pairs {
-		if _, has := st.vals[kv.Key]; !has {
-			newKeys = append(newKeys, int32(i))
+	// The batch's keys that have state, found before any update: the
+	// others are the new keys.
+	groupOf := make([]int32, len(st.keys))
+	has := make([]bool, len(g.pairs))
+	newKeys := len(g.pairs)
+	for j, k := range st.keys {
+		i, _ := g.find(k, maphash.Comparable(g.seed, k))
+		if groupOf[j] = i; i >= 0 {
+			has[i] = true
+			newKeys--
 		}
 	}
-	out := make([]Pair[K, S], 0, len(st.keys)+len(newKeys))
+	out := make([]Pair[K, S], 0, len(st.keys)+newKeys)
 	kept := st.keys[:0]
-	for _, k := range st.keys {
-		i, _ := g.find(k, maphash.Comparable(g.seed, k))
-		if ns, keep := st.update(k, values(i), st.vals[k], true); keep {
+	for j, k := range st.keys {
+		if ns, keep := st.update(k, values(groupOf[j]), st.vals[k], true); keep {
 			st.vals[k] = ns
 			kept = append(kept, k)
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
@@ -137,9 +140,12 @@ func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
 	clear(st.keys[len(kept):])
 	st.keys = kept
 	var zero S
-	for _, i := range newKeys {
+	for i := range g.pairs {
+		if has[i] {
+			continue
+		}
 		k := g.pairs[i].Key
-		if ns, keep := st.update(k, values(i), zero, false); keep {
+		if ns, keep := st.update(k, values(int32(i)), zero, false); keep {
 			st.vals[k] = ns
 			st.keys = append(st.keys, k)
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
