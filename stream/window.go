@@ -153,7 +153,8 @@ type windowReduce[K comparable, V any] struct {
 
 	// The previous window, kept only with an inverse.
 	vals map[K]*counted[V]
-	keys []K // keys of vals, in the order they entered
+	keys []K           // keys of vals, in the order they entered
+	cs   []*counted[V] // cs[i] is vals[keys[i]], or a key's left (n = 0) until compacted
 	at   batch.Time
 	ok   bool
 }
@@ -184,7 +185,7 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 	w.slideTo(t)
 	out := make([]Pair[K, V], len(w.keys))
 	for i, k := range w.keys {
-		out[i] = Pair[K, V]{Key: k, Value: w.vals[k].v}
+		out[i] = Pair[K, V]{Key: k, Value: w.cs[i].v}
 	}
 	return batch.New(t, blocks, out), nil
 }
@@ -194,7 +195,7 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 	prev := t.Add(-w.slide)
 	if !w.ok || w.at != prev {
-		w.vals, w.keys = make(map[K]*counted[V]), nil
+		w.vals, w.keys, w.cs = make(map[K]*counted[V]), nil, nil
 		for _, b := range w.h.between(t.Add(-w.length), t) {
 			w.enter(b)
 		}
@@ -203,14 +204,18 @@ func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 		for _, b := range w.h.between(prev.Add(-w.length), min(prev, t.Add(-w.length))) {
 			w.leave(b)
 		}
-		kept := w.keys[:0]
-		for _, k := range w.keys {
-			if _, ok := w.vals[k]; ok {
-				kept = append(kept, k)
+		// A key that left has a count of 0, and its counted is no other
+		// key's: drop them.
+		kept := 0
+		for i, c := range w.cs {
+			if c.n > 0 {
+				w.keys[kept], w.cs[kept] = w.keys[i], c
+				kept++
 			}
 		}
-		clear(w.keys[len(kept):])
-		w.keys = kept
+		clear(w.keys[kept:])
+		clear(w.cs[kept:])
+		w.keys, w.cs = w.keys[:kept], w.cs[:kept]
 		// Entered: in (t-length, t] but not before prev.
 		for _, b := range w.h.between(max(prev, t.Add(-w.length)), t) {
 			w.enter(b)
@@ -226,8 +231,9 @@ func (w *windowReduce[K, V]) enter(b *batch.Batch[Pair[K, V]]) {
 			c.n++
 			continue
 		}
-		w.vals[kv.Key] = &counted[V]{v: kv.Value, n: 1}
-		w.keys = append(w.keys, kv.Key)
+		c := &counted[V]{v: kv.Value, n: 1}
+		w.vals[kv.Key] = c
+		w.keys, w.cs = append(w.keys, kv.Key), append(w.cs, c)
 	}
 }
 
