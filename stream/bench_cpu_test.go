@@ -235,6 +235,8 @@ func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func
 // shards=2 the block holds the lines of two shards, so the count runs as a
 // shuffle of two partitions. The keyed operators other than CountByValue
 // are paired the same way, in BenchmarkKeyedPaired.
+//
+//	go test -run '^$' -bench 'WordCountPaired' -count 5 ./stream
 func BenchmarkWordCountPaired(b *testing.B) {
 	for _, shards := range []int{1, 2} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
