@@ -229,37 +229,29 @@ func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func
 
 // BenchmarkWordCountPaired is BenchmarkWordCountEngine and its loop, one
 // batch of each per iteration, reporting the ratio of their total times
-// (engine/loop, > 1 when the engine is faster): measured side by side, the
-// two drift together when other processes load the machine. With shards=2
-// the block holds the lines of two shards, so the count runs as a shuffle
-// of two partitions.
+// (engine/loop, > 1 when the engine is faster) and of their CPU times
+// (cpu-engine/loop, the loop's over the engine's): measured side by side,
+// the two drift together when other processes load the machine. With
+// shards=2 the block holds the lines of two shards, so the count runs as a
+// shuffle of two partitions. The keyed operators other than CountByValue
+// are paired the same way, in BenchmarkKeyedPaired.
+//
+//	go test -run '^$' -bench 'WordCountPaired' -count 5 ./stream
 func BenchmarkWordCountPaired(b *testing.B) {
 	for _, shards := range []int{1, 2} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			lines := benchLines()[0]
-			block := source.Block[string]{Records: lines}
-			if shards > 1 {
-				per := len(lines) / shards
-				for s := range shards {
-					block.Ranges = append(block.Ranges, batch.SeqRange{Stream: "words", Shard: "shard-" + strconv.Itoa(s),
-						First: "1", Last: strconv.Itoa(per), Count: per})
-				}
-			}
-			p, err := NewPipeline(Config{BatchInterval: time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
+			lines, block := wordBlock(shards)
 			var sink int64
-			counts := CountByValue(FlatMap(From(p, newTestReceiver[string]()), strings.Fields))
-			ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
-				for kv := range bt.All() {
-					sink += kv.Value
-				}
-				return nil
-			})
-			engine := engineStepper(b, p, block)
 			counted := make(map[string]int64)
-			loop := func() {
+			runPaired(b, block, func(words *Stream[string]) {
+				counts := CountByValue(words)
+				ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
+					for kv := range bt.All() {
+						sink += kv.Value
+					}
+					return nil
+				})
+			}, func() {
 				clear(counted)
 				for _, line := range lines {
 					for _, w := range strings.Fields(line) {
@@ -269,27 +261,59 @@ func BenchmarkWordCountPaired(b *testing.B) {
 				for _, c := range counted {
 					sink += c
 				}
-			}
-			var tookEngine, tookLoop, cpuEngine, cpuLoop time.Duration
-			n := 0
-			for b.Loop() {
-				start, startCPU := time.Now(), processCPU()
-				engine()
-				tookEngine += time.Since(start)
-				cpuEngine += processCPU() - startCPU
-				start, startCPU = time.Now(), processCPU()
-				loop()
-				tookLoop += time.Since(start)
-				cpuLoop += processCPU() - startCPU
-				n++
-			}
-			b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
-			if cpuEngine > 0 {
-				b.ReportMetric(float64(cpuLoop)/float64(cpuEngine), "cpu-engine/loop")
-			}
-			if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
-				b.Fatalf("counted %d words, want %d", sink, want)
-			}
+			}, func(n int) {
+				if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
+					b.Fatalf("counted %d words, want %d", sink, want)
+				}
+			})
 		})
 	}
+}
+
+// wordBlock returns the lines of a word count batch and a block of them
+// read from shards shards, in halves (no ranges for one shard).
+func wordBlock(shards int) ([]string, source.Block[string]) {
+	lines := benchLines()[0]
+	block := source.Block[string]{Records: lines}
+	if shards > 1 {
+		per := len(lines) / shards
+		for s := range shards {
+			block.Ranges = append(block.Ranges, batch.SeqRange{Stream: "words", Shard: "shard-" + strconv.Itoa(s),
+				First: "1", Last: strconv.Itoa(per), Count: per})
+		}
+	}
+	return lines, block
+}
+
+// runPaired runs a paired benchmark: a pipeline of the batch interval
+// that build completes from the words of block's lines, and loop, the same
+// work by hand on the same lines, one batch of each per iteration, timed
+// apart. It reports engine/loop (wall time) and cpu-engine/loop (CPU time,
+// the loop's over the engine's), then calls check with the number of
+// iterations.
+func runPaired(b *testing.B, block source.Block[string], build func(words *Stream[string]), loop func(), check func(n int)) {
+	p, err := NewPipeline(Config{BatchInterval: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	build(FlatMap(From(p, newTestReceiver[string]()), strings.Fields))
+	engine := engineStepper(b, p, block)
+	var tookEngine, tookLoop, cpuEngine, cpuLoop time.Duration
+	n := 0
+	for b.Loop() {
+		start, startCPU := time.Now(), processCPU()
+		engine()
+		tookEngine += time.Since(start)
+		cpuEngine += processCPU() - startCPU
+		start, startCPU = time.Now(), processCPU()
+		loop()
+		tookLoop += time.Since(start)
+		cpuLoop += processCPU() - startCPU
+		n++
+	}
+	b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
+	if cpuEngine > 0 {
+		b.ReportMetric(float64(cpuLoop)/float64(cpuEngine), "cpu-engine/loop")
+	}
+	check(n)
 }

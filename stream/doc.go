@@ -50,8 +50,9 @@
 //     several operators or outputs consume is computed once per batch and
 //     kept for the batch. Their functions are called concurrently for
 //     different partitions, in order within one.
-//   - Keyed operators (ReduceByKey, CountByValue) shuffle in process: each
-//     task combines its partition by key, the combined pairs are
+//   - Keyed operators (ReduceByKey, CountByValue, and ReduceByKeyAndWindow
+//     for each batch before windowing) shuffle in process: each task
+//     combines its partition by key, the combined pairs are
 //     hash-partitioned into Parallelism buckets, the buckets are reduced in
 //     parallel, and the result is ordered by where each key first appears
 //     in the batch, whatever the parallelism.

@@ -104,7 +104,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		if _, err := mapped.at(r); err != nil {
 			return nil, err
 		}
-		return st.snap, nil
+		return st.snapshots(), nil
 	})
 	return mapped, snapshots
 }
@@ -120,21 +120,26 @@ type mapState[K comparable, V, S, U any] struct {
 	f       func(K, V, *State[S]) (U, bool)
 	timeout time.Duration
 	vals    map[K]*keyEntry[S]
-	keys    []K // keys of vals, in the order they got state; may hold removed keys until compacted
+	keys    []K  // keys of vals, in the order they got state; may hold removed keys until compacted
+	removed bool // a key lost its state since keys was compacted
 	kc      Codec[K]
 	sc      Codec[S]
 	out     *batch.Batch[U]
-	snap    *batch.Batch[Pair[K, S]]
+	snap    *batch.Batch[Pair[K, S]] // made by snapshots, for the batch of out
+	state   State[S]                 // the State of the current call
 }
 
 // call calls f for key with its state and applies what f did to it.
 func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out *[]U) error {
 	e, has := st.vals[k]
-	state := State[S]{exists: has, timingOut: timingOut}
+	// One State for every call: f may not keep it, and given to f, a new
+	// one would be allocated every call.
+	state := &st.state
+	*state = State[S]{exists: has, timingOut: timingOut}
 	if has {
 		state.value = e.v
 	}
-	u, emit := st.f(k, v, &state)
+	u, emit := st.f(k, v, state)
 	if state.err != nil {
 		return fmt.Errorf("key %v: %w", k, state.err)
 	}
@@ -143,7 +148,10 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 	}
 	switch {
 	case timingOut || !state.exists:
-		delete(st.vals, k)
+		if has {
+			delete(st.vals, k)
+			st.removed = true
+		}
 	case has:
 		e.v, e.last = state.value, t
 	default:
@@ -156,25 +164,28 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 // apply runs f on batch b and times out the idle keys.
 func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 	t := b.Time()
-	var out []U
+	out := make([]U, 0, b.Len())
 	for kv := range b.All() {
 		if err := st.call(t, kv.Key, kv.Value, false, &out); err != nil {
 			return err
 		}
 	}
 	// A key removed and added again within the batch is in keys twice:
-	// compact, keeping each live key's first position.
+	// compact, keeping each live key's first position. Without removals,
+	// keys holds each key once.
 	var zero V
-	kept := st.keys[:0]
-	seen := make(map[K]bool, len(st.vals))
-	for _, k := range st.keys {
-		if _, ok := st.vals[k]; ok && !seen[k] {
-			seen[k] = true
-			kept = append(kept, k)
+	if st.removed {
+		kept := st.keys[:0]
+		seen := make(map[K]bool, len(st.vals))
+		for _, k := range st.keys {
+			if _, ok := st.vals[k]; ok && !seen[k] {
+				seen[k] = true
+				kept = append(kept, k)
+			}
 		}
+		clear(st.keys[len(kept):])
+		st.keys, st.removed = kept, false
 	}
-	clear(st.keys[len(kept):])
-	st.keys = kept
 	if st.timeout > 0 {
 		for _, k := range st.keys {
 			if e := st.vals[k]; e != nil && t.Std().Sub(e.last.Std()) >= st.timeout {
@@ -190,15 +201,25 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 			}
 		}
 		clear(st.keys[len(kept):])
-		st.keys = kept
-	}
-	pairs := make([]Pair[K, S], len(st.keys))
-	for i, k := range st.keys {
-		pairs[i] = Pair[K, S]{Key: k, Value: st.vals[k].v}
+		st.keys, st.removed = kept, false
 	}
 	st.out = batch.Derive(b, out)
-	st.snap = batch.Derive(b, pairs)
+	st.snap = nil
 	return nil
+}
+
+// snapshots returns the batch of the snapshots stream for the batch last
+// applied: one pair per key with its state. It is made only if asked for:
+// the state does not change until the next batch is applied.
+func (st *mapState[K, V, S, U]) snapshots() *batch.Batch[Pair[K, S]] {
+	if st.snap == nil {
+		pairs := make([]Pair[K, S], len(st.keys))
+		for i, k := range st.keys {
+			pairs[i] = Pair[K, S]{Key: k, Value: st.vals[k].v}
+		}
+		st.snap = batch.Derive(st.out, pairs)
+	}
+	return st.snap
 }
 
 func (st *mapState[K, V, S, U]) check() error {

@@ -57,6 +57,42 @@ func TestMapWithState(t *testing.T) {
 	})
 }
 
+// TestMapWithStateRemove removes states: word "-w" removes the state of
+// w. A key removed and given state again within a batch is listed once in
+// the snapshots, where it first got state.
+func TestMapWithStateRemove(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		pairs := Map(FlatMap(s, strings.Fields), func(w string) kv {
+			if k, ok := strings.CutPrefix(w, "-"); ok {
+				return kv{k, -1}
+			}
+			return kv{w, 1}
+		})
+		_, snaps := MapWithState(pairs, func(k string, v int, st *State[int]) (string, bool) {
+			if v < 0 {
+				st.Remove()
+			} else {
+				st.Update(st.Get() + v)
+			}
+			return k, true
+		})
+		c := collect(snaps)
+		if err := feed(t, p, r, [][]string{{"a b -a a"}, {"c"}, {"-b b -c"}, {"d"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []out[kv]{
+			{0, []kv{{"a", 1}, {"b", 1}}},
+			{1, []kv{{"a", 1}, {"b", 1}, {"c", 1}}},
+			{2, []kv{{"a", 1}, {"b", 1}}},
+			{3, []kv{{"a", 1}, {"b", 1}, {"d", 1}}},
+		}
+		if diff := cmp.Diff(want, c.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("state snapshots (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestMapWithStateUpdateTimingOut fails the batch of a function that
 // updates a state that is timing out.
 func TestMapWithStateUpdateTimingOut(t *testing.T) {

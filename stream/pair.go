@@ -3,8 +3,6 @@ package stream
 import (
 	"fmt"
 	"hash/maphash"
-
-	"github.com/weirstream/weir/batch"
 )
 
 // Pair is a keyed record: the element type of the streams ReduceByKey,
@@ -53,29 +51,28 @@ func (r *reducer[K, V]) add(k K, v V) {
 // shards interleave in blocks.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
+	return newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
+}
+
+// reduceByKey returns the keyed operator of ReduceByKey.
+func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K, V] {
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
 	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
 		at := firstAt{pos: -1}
 		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
 			at.next(pos)
 			for _, kv := range chunk {
-				c.add(kv.Key, kv.Value, at, reduce)
+				if i, added := c.keyPos(kv.Key, at); added {
+					c.pairs[i].Value = kv.Value
+				} else {
+					c.pairs[i].Value = reduce(c.pairs[i].Value, kv.Value)
+				}
 				at.off++
 			}
 			return true
 		})
 	}
-	return newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, kd.plan(s))
-}
-
-func reduceBatch[K comparable, V any](b *batch.Batch[Pair[K, V]], reduce func(V, V) V, hint int) []Pair[K, V] {
-	r := &reducer[K, V]{reduce: reduce, index: make(map[K]int, hint), out: make([]Pair[K, V], 0, hint)}
-	for _, p := range b.Parts() {
-		for _, kv := range p {
-			r.add(kv.Key, kv.Value)
-		}
-	}
-	return r.out
+	return kd
 }
 
 // CountByValue returns, for every batch of s, one pair per distinct record
@@ -89,13 +86,8 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 		in.each(part, func(pos int, chunk []T) bool {
 			at.next(pos)
 			for _, v := range chunk {
-				if i, ok := c.index[v]; ok {
-					c.pairs[i].Value++
-				} else {
-					c.index[v] = int32(len(c.pairs))
-					c.pairs = append(c.pairs, Pair[T, int64]{Key: v, Value: 1})
-					c.first = append(c.first, at)
-				}
+				i, _ := c.keyPos(v, at)
+				c.pairs[i].Value++
 				at.off++
 			}
 			return true

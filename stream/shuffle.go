@@ -3,28 +3,37 @@ package stream
 import (
 	"context"
 	"hash/maphash"
-	"slices"
+	"math"
 
 	"github.com/weirstream/weir/batch"
 )
 
 // The in-process shuffle of the keyed operators (ReduceByKey,
-// CountByValue). For a batch of n input partitions:
+// CountByValue, and the per-batch step of ReduceByKeyAndWindow). For a
+// batch of n input partitions:
 //
 //  1. Map side: one task per input partition runs the partition's fused
 //     chain and combines its records by key, in the order keys first
-//     appear, and puts each combined key in one of P buckets by a hash of
-//     the key (P = Config.Parallelism).
-//  2. Reduce side: one task per bucket combines the keys of bucket p of
-//     every map task, map task by map task, so the values of a key are
-//     combined in partition order, and sorts its pairs by where their keys
-//     first appear in the batch. The pairs are not copied into buckets:
-//     reduce task p folds the others into the first map task's pairs of
-//     bucket p, which no other task touches.
-//  3. The P sorted lists are merged into one. Its order, that of first
-//     appearance in the batch as ForEachBatch sees it, depends on the
-//     batch's records alone, not on P nor on the hash seed, so a batch
-//     recomputed after a restart gives the same output.
+//     appear, in an index that hashes each record's key once (keyIndex);
+//     the hash also puts the key in one of P buckets (P =
+//     Config.Parallelism), and the task lists the keys of each bucket.
+//  2. Reduce side: one task per bucket folds the keys of bucket p of every
+//     map task, map task by map task, so the values of a key are combined
+//     in partition order. Nothing is copied: a key's value is combined in
+//     place in the entry of the map task where the key appears first in
+//     the batch, and its entries in other map tasks are marked dead. The
+//     first map task's index finds a key, with the hash its map task
+//     computed; the keys it lacks go in an index of the bucket's own only
+//     when a third map task may look them up.
+//  3. Each map task's live entries are already in the order their keys
+//     first appear in the batch, so one merge of the n lists gives the
+//     output. Its order, that of first appearance in the batch as
+//     ForEachBatch sees it, depends on the batch's records alone, not on P
+//     nor on the hash seed, so a batch recomputed after a restart gives the
+//     same output.
+//
+// The map tasks' indexes and slices are kept from batch to batch, so a
+// steady stream allocates little more than its output.
 //
 // With one input partition, the map side's result is the output as it is.
 
@@ -38,16 +47,6 @@ func (a firstAt) before(b firstAt) bool {
 	return a.pos < b.pos || (a.pos == b.pos && a.off < b.off)
 }
 
-func (a firstAt) compare(b firstAt) int {
-	switch {
-	case a.before(b):
-		return -1
-	case b.before(a):
-		return 1
-	}
-	return 0
-}
-
 // next moves a to the chunk at pos, the next of a partition: the count of
 // records restarts at a new position.
 func (a *firstAt) next(pos int) {
@@ -56,46 +55,107 @@ func (a *firstAt) next(pos int) {
 	}
 }
 
-// combined is the pairs of a map or reduce task, one per key, in the order
-// keys first appear.
+// combined is the pairs of a map task, one per key, in the order keys first
+// appear in its partition, and what the shuffle notes about them.
 type combined[K comparable, V any] struct {
-	index map[K]int32
-	pairs []Pair[K, V]
-	first []firstAt // first[i] is where pairs[i]'s key first appears
+	seed   maphash.Seed
+	index  keyIndex
+	pairs  []Pair[K, V]
+	hashes []uint64  // hashes[i] is the hash of pairs[i]'s key, by seed
+	first  []firstAt // first[i] is where pairs[i]'s key first appears
+
+	// order lists the indexes of pairs by bucket: bucket p's are
+	// order[start[p]:start[p+1]]. bk[i] is the bucket of pairs[i].
+	order, start, bk []int32
+	// dead[i] is set when the value of pairs[i]'s key is combined in
+	// another map task's entry, which is the one in the output.
+	dead []bool
+	// at[i], for the first map task only, is the entry in which the value
+	// of pairs[i]'s key is combined: pairs[i] unless a later map task has
+	// the key earlier in the batch.
+	at []entry
 }
 
-func newCombined[K comparable, V any](hint int) *combined[K, V] {
-	return &combined[K, V]{index: make(map[K]int32, hint), pairs: make([]Pair[K, V], 0, hint), first: make([]firstAt, 0, hint)}
+// entry is pairs[idx] of map task task.
+type entry struct {
+	task, idx int32
 }
 
-// add combines v into key k's value with reduce, or adds the key, first
-// seen at at.
-func (c *combined[K, V]) add(k K, v V, at firstAt, reduce func(V, V) V) {
-	if i, ok := c.index[k]; ok {
-		c.pairs[i].Value = reduce(c.pairs[i].Value, v)
-		if at.before(c.first[i]) {
-			c.first[i] = at
+// find returns the position in c.pairs of key k, of hash h, or -1 and the
+// slot of c.index where to add it.
+func (c *combined[K, V]) find(k K, h uint64) (pos int32, slot int) {
+	slots := c.index.slots
+	mask := uint64(len(slots) - 1)
+	tag := uint32(h >> 32)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := slots[i]
+		if s.pos == 0 {
+			return -1, int(i)
 		}
+		if s.tag == tag && c.pairs[s.pos-1].Key == k {
+			return s.pos - 1, int(i)
+		}
+	}
+}
+
+// keyPos returns the position in c.pairs of key k, adding the key, with the
+// zero value, first seen at at, if c lacks it; added says it did.
+func (c *combined[K, V]) keyPos(k K, at firstAt) (pos int32, added bool) {
+	h := maphash.Comparable(c.seed, k)
+	pos, slot := c.find(k, h)
+	if pos >= 0 {
+		return pos, false
+	}
+	pos = int32(len(c.pairs))
+	c.pairs = append(c.pairs, Pair[K, V]{Key: k})
+	c.hashes = append(c.hashes, h)
+	c.first = append(c.first, at)
+	c.index.add(h, pos, slot, c.hashes)
+	return pos, true
+}
+
+// bucket returns the indexes of c's pairs in bucket p.
+func (c *combined[K, V]) bucket(p int) []int32 { return c.order[c.start[p]:c.start[p+1]] }
+
+// sortBuckets fills c's order and start for par buckets, and empties dead.
+func (c *combined[K, V]) sortBuckets(par int) {
+	n := len(c.pairs)
+	c.order, c.start, c.dead = resize(c.order, n), resize(c.start, par+2), resize(c.dead, n)
+	clear(c.start)
+	clear(c.dead)
+	if par == 1 {
+		for j := range c.order {
+			c.order[j] = int32(j)
+		}
+		c.start[1] = int32(n)
 		return
 	}
-	c.index[k] = int32(len(c.pairs))
-	c.pairs = append(c.pairs, Pair[K, V]{Key: k, Value: v})
-	c.first = append(c.first, at)
+	// A counting sort by bucket. start[b+2] counts bucket b, so that after
+	// the sums start[b+1] is where bucket b starts, and moves to where it
+	// ends as the indexes are placed.
+	c.bk = resize(c.bk, n)
+	for j, h := range c.hashes {
+		b := bucketOf(h, par)
+		c.bk[j] = b
+		c.start[b+2]++
+	}
+	for p := 2; p <= par; p++ {
+		c.start[p] += c.start[p-1]
+	}
+	for j, b := range c.bk {
+		c.order[c.start[b+1]] = int32(j)
+		c.start[b+1]++
+	}
+	c.start = c.start[:par+1]
 }
 
-// sort orders c's pairs by where their keys first appear. Its index is
-// not kept up to date.
-func (c *combined[K, V]) sort() {
-	order := make([]int32, len(c.pairs))
-	for i := range order {
-		order[i] = int32(i)
+// resize returns s with length n, reusing its array if it has the room.
+// The elements are not cleared.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
 	}
-	slices.SortFunc(order, func(a, b int32) int { return c.first[a].compare(c.first[b]) })
-	pairs, first := make([]Pair[K, V], len(order)), make([]firstAt, len(order))
-	for i, j := range order {
-		pairs[i], first[i] = c.pairs[j], c.first[j]
-	}
-	c.pairs, c.first = pairs, first
+	return make([]T, n, n+n/4)
 }
 
 // keyed is a keyed operator: how a map task combines the records of one
@@ -106,51 +166,48 @@ type keyed[T any, K comparable, V any] struct {
 	// combine adds the records of partition part of in to c.
 	combine func(c *combined[K, V], in *parted[T], part int)
 	hint    int // most keys a task had in the previous batch, to size maps
-	// maps are the map tasks' indexes of the previous batch, cleared and
-	// used again: making them anew each batch costs about as much, in
-	// allocation and garbage collection, as filling them. A map keeps the
-	// room of the largest batch it held. Batches run one at a time, and
-	// nothing keeps an index after its batch.
-	maps []map[K]int32
-	// spare are the map tasks' pairs and first slices of the previous
-	// batch, emptied, when the shuffle copied them (several partitions):
-	// used again as maps are.
-	spare []*combined[K, V]
+	// tasks are the map tasks of the previous batch, emptied, used again:
+	// making their indexes anew each batch costs about as much, in
+	// allocation and garbage collection, as filling them. An index keeps
+	// the room of the largest batch it held. Batches run one at a time,
+	// and nothing keeps a task after its batch. The pairs of a task are
+	// not kept when they were the output (one partition).
+	tasks []*combined[K, V]
+	// own are the reduce tasks' indexes of the keys the first map task
+	// lacks, and where each such key's value is combined, used again as
+	// tasks are.
+	own  []map[K]int32
+	owns [][]entry
 }
 
-// task returns an empty combined for map task i, with the index that task
-// i used in the previous batch.
+// task returns an empty combined for map task i, made from that of the
+// previous batch.
 func (kd *keyed[T, K, V]) task(i int) *combined[K, V] {
-	c := &combined[K, V]{}
-	if i < len(kd.spare) && kd.spare[i] != nil {
-		c.pairs, c.first = kd.spare[i].pairs, kd.spare[i].first
-	} else {
-		c.pairs, c.first = make([]Pair[K, V], 0, kd.hint), make([]firstAt, 0, kd.hint)
+	for len(kd.tasks) <= i {
+		kd.tasks = append(kd.tasks, &combined[K, V]{})
 	}
-	if i < len(kd.maps) {
-		c.index = kd.maps[i]
-		clear(c.index)
-	} else {
-		c.index = make(map[K]int32, kd.hint)
+	c := kd.tasks[i]
+	c.seed = kd.seed
+	c.index.reset(kd.hint)
+	if c.pairs == nil {
+		c.pairs = make([]Pair[K, V], 0, kd.hint)
 	}
+	c.hashes, c.first = resize(c.hashes, 0), resize(c.first, 0)
 	return c
 }
 
-// keep keeps the indexes of tasks for the next batch, and their pairs if
-// spare, that is if nothing refers to them any more.
-func (kd *keyed[T, K, V]) keep(tasks []*combined[K, V], spare bool) {
+// keep readies the first n tasks for the next batch: out says their pairs
+// are the output, which the next batch must not overwrite.
+func (kd *keyed[T, K, V]) keep(n int, out bool) {
 	kd.hint = 0
-	for i, c := range tasks {
+	for _, c := range kd.tasks[:n] {
 		kd.hint = max(kd.hint, len(c.pairs))
-		if i >= len(kd.maps) {
-			kd.maps = append(kd.maps, nil)
-			kd.spare = append(kd.spare, nil)
+		if out {
+			c.pairs = nil
+			continue
 		}
-		kd.maps[i], kd.spare[i] = c.index, nil
-		if spare {
-			clear(c.pairs) // let go of the keys and values
-			kd.spare[i] = &combined[K, V]{pairs: c.pairs[:0], first: c.first[:0]}
-		}
+		clear(c.pairs) // let go of the keys and values
+		c.pairs = c.pairs[:0]
 	}
 }
 
@@ -176,108 +233,132 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 	if n == 0 {
 		return nil, nil
 	}
-	if n == 1 {
-		c := kd.task(0)
-		if err := parallel(ctx, 1, 1, func(context.Context, int) error {
-			kd.combine(c, in, 0)
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		kd.keep([]*combined[K, V]{c}, false) // its pairs are the result
-		return c.pairs, nil
-	}
-	// Map side: each task combines its partition and notes the bucket of
-	// each of its keys.
 	tasks := make([]*combined[K, V], n)
 	for i := range tasks {
 		tasks[i] = kd.task(i)
 	}
-	buckets := make([][]uint32, n)
+	if n == 1 {
+		err := parallel(ctx, 1, 1, func(context.Context, int) error {
+			kd.combine(tasks[0], in, 0)
+			return nil
+		})
+		out := tasks[0].pairs
+		kd.keep(n, true)
+		return out, err
+	}
+	defer kd.keep(n, false) // the output is merge's copy
+	// Map side: each task combines its partition and sorts its keys by
+	// bucket.
 	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
 		c := tasks[i]
 		kd.combine(c, in, i)
-		bk := make([]uint32, len(c.pairs))
-		if par > 1 { // one bucket otherwise: no hash needed
-			for j, kv := range c.pairs {
-				bk[j] = uint32(maphash.Comparable(kd.seed, kv.Key) % uint64(par))
+		c.sortBuckets(par)
+		if i == 0 {
+			c.at = resize(c.at, len(c.pairs))
+			for j := range c.at {
+				c.at[j] = entry{0, int32(j)}
 			}
 		}
-		buckets[i] = bk
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer kd.keep(tasks, true) // the result is a copy: merge's
-	// Reduce side: task p folds the keys of bucket p of every other map
-	// task into those of the first, where it has them (each entry of the
-	// first task is in one bucket, so one reduce task writes it, and no
-	// task writes the first task's index), or into its own pairs.
-	reduced := make([]*combined[K, V], par)
+	// Reduce side: task p combines the keys of bucket p. Every entry it
+	// writes (a value, dead, at, or its own index) is of a key of bucket
+	// p, which no other task touches.
+	for len(kd.own) < par {
+		kd.own, kd.owns = append(kd.own, nil), append(kd.owns, nil)
+	}
+	keys := make([]int, par)
 	err = parallel(ctx, par, par, func(_ context.Context, p int) error {
-		base, own := tasks[0], newCombined[K, V](0)
-		for i := 1; i < n; i++ {
-			c, bk := tasks[i], buckets[i]
-			for j, kv := range c.pairs {
-				if bk[j] != uint32(p) {
-					continue
-				}
-				if b, ok := base.index[kv.Key]; ok {
-					base.pairs[b].Value = kd.reduce(base.pairs[b].Value, kv.Value)
-					if c.first[j].before(base.first[b]) {
-						base.first[b] = c.first[j]
-					}
-				} else {
-					own.add(kv.Key, kv.Value, c.first[j], kd.reduce)
-				}
-			}
-		}
-		size := len(own.pairs)
-		for _, b := range buckets[0] {
-			if b == uint32(p) {
-				size++
-			}
-		}
-		out := &combined[K, V]{pairs: make([]Pair[K, V], 0, size), first: make([]firstAt, 0, size)}
-		for j, b := range buckets[0] {
-			if b == uint32(p) {
-				out.pairs = append(out.pairs, base.pairs[j])
-				out.first = append(out.first, base.first[j])
-			}
-		}
-		out.pairs = append(out.pairs, own.pairs...)
-		out.first = append(out.first, own.first...)
-		out.sort()
-		reduced[p] = out
+		keys[p] = kd.reduceBucket(tasks, p)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return merge(reduced), nil
+	total := 0
+	for _, k := range keys {
+		total += k
+	}
+	return merge(tasks, total), nil
 }
 
-// merge merges lists, each in first-appearance order, into one list in
-// first-appearance order, with a binary heap of the lists' heads.
-func merge[K comparable, V any](lists []*combined[K, V]) []Pair[K, V] {
-	total := 0
-	var heap []int // indexes of the lists not exhausted, a min-heap by head
-	next := make([]int, len(lists))
-	for i, l := range lists {
-		total += len(l.pairs)
-		if len(l.pairs) > 0 {
+// reduceBucket combines the keys of bucket p of every map task, each into
+// the entry where the key first appears in the batch, and returns the
+// number of keys in the bucket.
+func (kd *keyed[T, K, V]) reduceBucket(tasks []*combined[K, V], p int) int {
+	base := tasks[0]
+	keys := len(base.bucket(p))
+	// The keys the first task lacks need an index only if a third task
+	// may look them up.
+	own, owns := kd.own[p], kd.owns[p][:0]
+	if own == nil && len(tasks) > 2 {
+		own = make(map[K]int32)
+		kd.own[p] = own
+	}
+	clear(own) // in case a panic of reduce left the last batch's
+	for i := 1; i < len(tasks); i++ {
+		c := tasks[i]
+		for _, j := range c.bucket(p) {
+			kv := &c.pairs[j]
+			var at *entry
+			if b, _ := base.find(kv.Key, c.hashes[j]); b >= 0 {
+				at = &base.at[b]
+			} else if o, ok := own[kv.Key]; ok {
+				at = &owns[o]
+			} else {
+				// The key's first entry: the output's, so far.
+				keys++
+				if i+1 < len(tasks) {
+					own[kv.Key] = int32(len(owns))
+					owns = append(owns, entry{int32(i), j})
+				}
+				continue
+			}
+			// Values combine in task order; the key's entry in the output
+			// is the one that comes first in the batch.
+			prev := tasks[at.task]
+			v := kd.reduce(prev.pairs[at.idx].Value, kv.Value)
+			if c.first[j].before(prev.first[at.idx]) {
+				kv.Value = v
+				prev.dead[at.idx] = true
+				*at = entry{int32(i), j}
+			} else {
+				prev.pairs[at.idx].Value = v
+				c.dead[j] = true
+			}
+		}
+	}
+	clear(own) // let go of the keys
+	clear(owns)
+	kd.owns[p] = owns[:0]
+	return keys
+}
+
+// merge returns the live pairs of tasks, total of them, in the order their
+// keys first appear in the batch: each task's are in that order, so it
+// merges the tasks' lists, with a binary heap of the lists' heads. It
+// takes from the list at the top of the heap for as long as it comes
+// before the other lists' heads, so two lists merge without heap work.
+func merge[K comparable, V any](tasks []*combined[K, V], total int) []Pair[K, V] {
+	next := make([]int, len(tasks)) // next[i] is task i's next entry
+	var heap []int                  // tasks with entries left, a min-heap by head
+	for i, c := range tasks {
+		if len(c.pairs) > 0 {
 			heap = append(heap, i)
 		}
 	}
-	head := func(h int) firstAt { l := heap[h]; return lists[l].first[next[l]] }
+	head := func(h int) firstAt { i := heap[h]; return tasks[i].first[next[i]] }
 	down := func(h int) {
 		for {
 			m := h
-			for _, c := range []int{2*h + 1, 2*h + 2} {
-				if c < len(heap) && head(c).before(head(m)) {
-					m = c
-				}
+			if l := 2*h + 1; l < len(heap) && head(l).before(head(m)) {
+				m = l
+			}
+			if r := 2*h + 2; r < len(heap) && head(r).before(head(m)) {
+				m = r
 			}
 			if m == h {
 				return
@@ -291,9 +372,21 @@ func merge[K comparable, V any](lists []*combined[K, V]) []Pair[K, V] {
 	}
 	out := make([]Pair[K, V], 0, total)
 	for len(heap) > 0 {
-		l := heap[0]
-		out = append(out, lists[l].pairs[next[l]])
-		if next[l]++; next[l] == len(lists[l].pairs) {
+		// The other lists' first head is one of the top's children.
+		end := firstAt{pos: math.MaxInt32, off: math.MaxInt32}
+		for _, h := range []int{1, 2} {
+			if h < len(heap) && head(h).before(end) {
+				end = head(h)
+			}
+		}
+		i := heap[0]
+		c, j := tasks[i], next[i]
+		for ; j < len(c.pairs) && c.first[j].before(end); j++ {
+			if !c.dead[j] {
+				out = append(out, c.pairs[j])
+			}
+		}
+		if next[i] = j; j == len(c.pairs) {
 			heap[0] = heap[len(heap)-1]
 			heap = heap[:len(heap)-1]
 		}

@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -30,7 +31,8 @@ import (
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
 	cs := newCodecSet(applyOptions(opts))
-	st := &keyState[K, V, S]{update: update, vals: make(map[K]S), kc: codecFor[K](cs), sc: codecFor[S](cs)}
+	st := &keyState[K, V, S]{update: update, vals: make(map[K]S), kc: codecFor[K](cs), sc: codecFor[S](cs),
+		groups: &combined[K, int32]{seed: maphash.MakeSeed()}}
 	cs.unused(s.p, "UpdateStateByKey", s.n)
 	var out *Stream[Pair[K, S]]
 	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
@@ -58,6 +60,9 @@ type keyState[K comparable, V, S any] struct {
 	last   *batch.Batch[Pair[K, S]]
 	kc     Codec[K]
 	sc     Codec[S]
+	// groups indexes the keys of a batch, with their numbers of values,
+	// kept from batch to batch as a shuffle's map tasks are.
+	groups *combined[K, int32]
 }
 
 func (st *keyState[K, V, S]) check() error {
@@ -98,22 +103,36 @@ func (st *keyState[K, V, S]) restore(data []byte) error {
 
 // apply updates the state with batch b and remembers the resulting pairs.
 func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
-	groups := make(map[K][]V)
-	var newKeys []K
-	for kv := range b.All() {
-		vs, seen := groups[kv.Key]
-		if !seen {
-			if _, has := st.vals[kv.Key]; !has {
-				newKeys = append(newKeys, kv.Key)
-			}
+	g, vals, ends := st.group(b)
+	values := func(i int32) []V {
+		if i < 0 {
+			return nil
 		}
-		groups[kv.Key] = append(vs, kv.Value)
+		start := int32(0)
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return vals[start:ends[i]:ends[i]]
 	}
+	// The batch's keys that have state, found before any update: the
+	// others are the new keys.
+	groupOf := make([]int32, len(st.keys))
+	has := make([]bool, len(g.pairs))
+	newKeys := len(g.pairs)
+	for j, k := range st.keys {
+		i, _ := g.find(k, maphash.Comparable(g.seed, k))
+		if groupOf[j] = i; i >= 0 {
+			has[i] = true
+			newKeys--
+		}
+	}
+	out := make([]Pair[K, S], 0, len(st.keys)+newKeys)
 	kept := st.keys[:0]
-	for _, k := range st.keys {
-		if ns, keep := st.update(k, groups[k], st.vals[k], true); keep {
+	for j, k := range st.keys {
+		if ns, keep := st.update(k, values(groupOf[j]), st.vals[k], true); keep {
 			st.vals[k] = ns
 			kept = append(kept, k)
+			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		} else {
 			delete(st.vals, k)
 		}
@@ -121,15 +140,53 @@ func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
 	clear(st.keys[len(kept):])
 	st.keys = kept
 	var zero S
-	for _, k := range newKeys {
-		if ns, keep := st.update(k, groups[k], zero, false); keep {
+	for i := range g.pairs {
+		if has[i] {
+			continue
+		}
+		k := g.pairs[i].Key
+		if ns, keep := st.update(k, values(int32(i)), zero, false); keep {
 			st.vals[k] = ns
 			st.keys = append(st.keys, k)
+			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		}
 	}
-	out := make([]Pair[K, S], len(st.keys))
-	for i, k := range st.keys {
-		out[i] = Pair[K, S]{Key: k, Value: st.vals[k]}
-	}
+	clear(g.pairs) // let go of the keys
+	g.pairs = g.pairs[:0]
 	st.last = batch.Derive(b, out)
+}
+
+// group returns the keys of b's pairs in st.groups, in the order they
+// first appear, and their values: those of the key at i in g.pairs are
+// vals[ends[i-1]:ends[i]] (from 0 for i = 0), in batch order.
+func (st *keyState[K, V, S]) group(b *batch.Batch[Pair[K, V]]) (g *combined[K, int32], vals []V, ends []int32) {
+	g = st.groups
+	g.index.reset(cap(g.pairs)) // the room of the largest batch so far
+	g.pairs, g.hashes, g.first = g.pairs[:0], g.hashes[:0], g.first[:0]
+	// Each record's key, then where each key's values go: counted, then
+	// placed.
+	keyOf := make([]int32, b.Len())
+	n := 0
+	for kv := range b.All() {
+		i, _ := g.keyPos(kv.Key, firstAt{})
+		g.pairs[i].Value++
+		keyOf[n] = i
+		n++
+	}
+	ends = make([]int32, len(g.pairs))
+	next := int32(0)
+	for i := range g.pairs {
+		// From here, a key's Value is where its next value goes.
+		next, g.pairs[i].Value = next+g.pairs[i].Value, next
+		ends[i] = next
+	}
+	vals = make([]V, n)
+	n = 0
+	for kv := range b.All() {
+		p := &g.pairs[keyOf[n]]
+		vals[p.Value] = kv.Value
+		p.Value++
+		n++
+	}
+	return g, vals, ends
 }

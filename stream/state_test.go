@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,39 @@ func TestUpdateStateByKey(t *testing.T) {
 		}
 		if diff := cmp.Diff(wantCalls, calls); diff != "" {
 			t.Errorf("update calls (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestUpdateStateByKeyValues checks that update gets each key's values in
+// batch order, and that a function appending to them changes no other
+// key's values.
+func TestUpdateStateByKeyValues(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		pairs := Map(FlatMap(s, strings.Fields), func(w string) kv { return kv{w[:1], int(w[1] - '0')} })
+		var calls []string
+		sums := UpdateStateByKey(pairs, func(k string, vs []int, st int, _ bool) (int, bool) {
+			calls = append(calls, fmt.Sprintf("%s %v", k, vs))
+			for _, v := range append(vs, 100) {
+				st += v
+			}
+			return st, true
+		})
+		c := collect(sums)
+		if err := feed(t, p, r, [][]string{{"a1 b2 a3", "c4 a5"}, {"c6 b7"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		wantCalls := []string{"a [1 3 5]", "b [2]", "c [4]", "a []", "b [7]", "c [6]"}
+		if diff := cmp.Diff(wantCalls, calls); diff != "" {
+			t.Errorf("update calls (-want +got):\n%s", diff)
+		}
+		want := []out[kv]{
+			{0, []kv{{"a", 109}, {"b", 102}, {"c", 104}}},
+			{1, []kv{{"a", 209}, {"b", 209}, {"c", 210}}},
+		}
+		if diff := cmp.Diff(want, c.outs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("state (-want +got):\n%s", diff)
 		}
 	})
 }

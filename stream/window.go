@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -123,6 +122,9 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // give the same pairs. Pair order is deterministic but not otherwise
 // specified, and may differ between the two ways.
 //
+// Each batch of s is first reduced by key as by ReduceByKey, so reduce is
+// called concurrently, as there.
+//
 // length and slide are checked as for Window. The operator keeps the
 // per-batch reductions of the last length+slide and, with an inverse, the
 // last window. With Config.Recovery both are part of the state snapshots
@@ -131,9 +133,8 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
-	perBatch := derive(s, "ReduceByKeyAndWindow(per batch)", func(_ context.Context, b *batch.Batch[Pair[K, V]]) (*batch.Batch[Pair[K, V]], error) {
-		return batch.Derive(b, reduceBatch(b, reduce, 0)), nil
-	})
+	// Each batch is reduced by key first, in parallel, as by ReduceByKey.
+	perBatch := newPlanned(s.p, "ReduceByKeyAndWindow(per batch)", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
 	cs := newCodecSet(applyOptions(opts))
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
@@ -152,7 +153,8 @@ type windowReduce[K comparable, V any] struct {
 
 	// The previous window, kept only with an inverse.
 	vals map[K]*counted[V]
-	keys []K // keys of vals, in the order they entered
+	keys []K           // keys of vals, in the order they entered
+	cs   []*counted[V] // cs[i] is vals[keys[i]], or a key's left (n = 0) until compacted
 	at   batch.Time
 	ok   bool
 }
@@ -183,7 +185,7 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 	w.slideTo(t)
 	out := make([]Pair[K, V], len(w.keys))
 	for i, k := range w.keys {
-		out[i] = Pair[K, V]{Key: k, Value: w.vals[k].v}
+		out[i] = Pair[K, V]{Key: k, Value: w.cs[i].v}
 	}
 	return batch.New(t, blocks, out), nil
 }
@@ -193,7 +195,7 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 	prev := t.Add(-w.slide)
 	if !w.ok || w.at != prev {
-		w.vals, w.keys = make(map[K]*counted[V]), nil
+		w.vals, w.keys, w.cs = make(map[K]*counted[V]), nil, nil
 		for _, b := range w.h.between(t.Add(-w.length), t) {
 			w.enter(b)
 		}
@@ -202,14 +204,18 @@ func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 		for _, b := range w.h.between(prev.Add(-w.length), min(prev, t.Add(-w.length))) {
 			w.leave(b)
 		}
-		kept := w.keys[:0]
-		for _, k := range w.keys {
-			if _, ok := w.vals[k]; ok {
-				kept = append(kept, k)
+		// A key that left has a count of 0, and its counted is no other
+		// key's: drop them.
+		kept := 0
+		for i, c := range w.cs {
+			if c.n > 0 {
+				w.keys[kept], w.cs[kept] = w.keys[i], c
+				kept++
 			}
 		}
-		clear(w.keys[len(kept):])
-		w.keys = kept
+		clear(w.keys[kept:])
+		clear(w.cs[kept:])
+		w.keys, w.cs = w.keys[:kept], w.cs[:kept]
 		// Entered: in (t-length, t] but not before prev.
 		for _, b := range w.h.between(max(prev, t.Add(-w.length)), t) {
 			w.enter(b)
@@ -225,8 +231,9 @@ func (w *windowReduce[K, V]) enter(b *batch.Batch[Pair[K, V]]) {
 			c.n++
 			continue
 		}
-		w.vals[kv.Key] = &counted[V]{v: kv.Value, n: 1}
-		w.keys = append(w.keys, kv.Key)
+		c := &counted[V]{v: kv.Value, n: 1}
+		w.vals[kv.Key] = c
+		w.keys, w.cs = append(w.keys, kv.Key), append(w.cs, c)
 	}
 }
 

@@ -186,7 +186,7 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 	if err := w.h.decode(r, w.rc); err != nil {
 		return err
 	}
-	w.vals, w.keys, w.at, w.ok = nil, nil, 0, false
+	w.vals, w.keys, w.cs, w.at, w.ok = nil, nil, nil, 0, false
 	if r.uint() == 1 {
 		at := batch.Time(r.int())
 		counts := make([]int, r.count())
@@ -196,10 +196,10 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 		pairs := w.rc.decode(r, len(counts))
 		if r.err == nil {
 			w.vals = make(map[K]*counted[V], len(pairs))
-			w.keys = make([]K, len(pairs))
+			w.keys, w.cs = make([]K, len(pairs)), make([]*counted[V], len(pairs))
 			for i, p := range pairs {
-				w.keys[i] = p.Key
-				w.vals[p.Key] = &counted[V]{v: p.Value, n: counts[i]}
+				w.keys[i], w.cs[i] = p.Key, &counted[V]{v: p.Value, n: counts[i]}
+				w.vals[p.Key] = w.cs[i]
 			}
 			w.at, w.ok = at, true
 		}
