@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	name := UniqueName(t)
+	name := "stream-" + strings.Map(safe, t.Name())
 	want := []string{"a", "b", "c"}
 	err := errors.Join(
 		CreateStreamOn(ctx, c, name, 1),
@@ -94,7 +95,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 // roundTrip creates a stream, puts n records and reads them all back.
 func roundTrip(ctx context.Context, t *testing.T, c *kinesis.Client, n, shards int) {
 	t.Helper()
-	name := UniqueName(t)
+	name := "stream-" + strings.Map(safe, t.Name())
 	if err := CreateStreamOn(ctx, c, name, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func readAll(ctx context.Context, t *testing.T, c *kinesis.Client, stream string
 // existing key fails with the typed error.
 func conditionalWrite(ctx context.Context, t *testing.T, c *dynamodb.Client) {
 	t.Helper()
-	table := UniqueName(t)
+	table := "table-" + strings.Map(safe, t.Name())
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          dtypes.BillingModePayPerRequest,
@@ -197,7 +198,7 @@ func TestEnvironmentEndpoints(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("endpoints and started processes (-want +got):\n%s", diff)
 	}
-	name := UniqueName(t)
+	name := "stream-" + strings.Map(safe, t.Name())
 	if err := env.CreateStream(t.Context(), name, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := UniqueName(t)
+	name := "stream-" + strings.Map(safe, t.Name())
 	err = errors.Join(
 		first.CreateStream(t.Context(), name, 1),
 		first.PutRecords(t.Context(), name, [][]byte{[]byte("kept")}, nil),
@@ -246,4 +247,14 @@ func TestPersistence(t *testing.T) {
 	if diff := cmp.Diff([]string{"kept"}, readAll(t.Context(), t, second.Kinesis(), name)); diff != "" {
 		t.Errorf("records after restart (-want +got):\n%s", diff)
 	}
+}
+
+// safe keeps the runes of a test's name that stream and table names allow
+// and turns the others into '-'. Each test here has servers of its own, so
+// a test's name is a name no other test uses.
+func safe(r rune) rune {
+	if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-' {
+		return r
+	}
+	return '-'
 }
