@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,4 +102,82 @@ func TestNoPublicTestOnlyPackage(t *testing.T) {
 				p.ImportPath, strings.Join(tests, ", "))
 		}
 	}
+}
+
+// TestDesignPackageTable checks that DESIGN.md's table of packages lists
+// every package of the module, and no other, each with the packages of
+// weir's it imports: for a package that holds only tests, those its tests
+// import.
+func TestDesignPackageTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header = "| package | holds | imports (of weir's) |"
+	_, rest, ok := strings.Cut(string(doc), header+"\n")
+	if !ok {
+		t.Fatalf("DESIGN.md has no table headed %q", header)
+	}
+	table := map[string]string{} // package (module-relative; "weir" for the root) to its imports cell
+	for line := range strings.Lines(rest) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if strings.HasPrefix(strings.TrimSpace(cells[0]), "---") {
+			continue
+		}
+		if len(cells) != 3 {
+			t.Errorf("DESIGN.md table row %q: want 3 cells", line)
+			continue
+		}
+		table[strings.Trim(strings.TrimSpace(cells[0]), "`")] = strings.TrimSpace(cells[2])
+	}
+	for _, p := range list(t) {
+		name := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if name == "" {
+			name = "weir"
+		}
+		imports := p.Imports
+		if code := slices.DeleteFunc(slices.Concat(p.GoFiles, p.CgoFiles), func(f string) bool { return f == "doc.go" }); len(code) == 0 {
+			imports = slices.Concat(p.TestImports, p.XTestImports)
+		}
+		var weirs []string
+		for _, imp := range imports {
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok && imp != p.ImportPath {
+				weirs = append(weirs, rel)
+			}
+		}
+		want := cell(weirs)
+		got, ok := table[name]
+		delete(table, name)
+		switch {
+		case !ok:
+			t.Errorf("DESIGN.md's package table has no row for `%s`; add one: | `%s` | what it holds | %s |", name, name, want)
+		case cell(strings.Split(strings.NewReplacer("`", "", "nothing", "").Replace(got), ",")) != want:
+			t.Errorf("DESIGN.md's package table says `%s` imports %s; it imports %s", name, got, want)
+		}
+	}
+	for name := range table {
+		t.Errorf("DESIGN.md's package table has a row for `%s`, which is not a package of the module", name)
+	}
+}
+
+// cell returns the imports column of DESIGN.md's table for the packages
+// names, in any order and possibly repeated: "nothing", or the sorted names
+// in backquotes, comma-separated.
+func cell(names []string) string {
+	var set []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" {
+			set = append(set, n)
+		}
+	}
+	slices.Sort(set)
+	set = slices.Compact(set)
+	if len(set) == 0 {
+		return "nothing"
+	}
+	return "`" + strings.Join(set, "`, `") + "`"
 }

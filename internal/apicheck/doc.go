@@ -1,5 +1,6 @@
-// Package apicheck checks the shape of weir's public API with go list:
-// the examples import no internal package, so a user can copy them into a
-// module of their own, and no public package is one that holds only tests.
-// The package has no API: everything is in its test.
+// Package apicheck checks the shape of weir's packages with go list: the
+// examples import no internal package, so a user can copy them into a module
+// of their own; no public package holds only tests; and DESIGN.md's table of
+// packages lists every package with what it imports. The package has no API:
+// everything is in its test.
 package apicheck
