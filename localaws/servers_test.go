@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	name := "stream-" + strings.Map(safe, t.Name())
+	name := "subscribe" // each test has servers of its own: a fixed name is free
 	want := []string{"a", "b", "c"}
 	err := errors.Join(
 		CreateStreamOn(ctx, c, name, 1),
@@ -95,7 +94,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 // roundTrip creates a stream, puts n records and reads them all back.
 func roundTrip(ctx context.Context, t *testing.T, c *kinesis.Client, n, shards int) {
 	t.Helper()
-	name := "stream-" + strings.Map(safe, t.Name())
+	name := "round-trip" // each test has servers of its own: a fixed name is free
 	if err := CreateStreamOn(ctx, c, name, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +150,7 @@ func readAll(ctx context.Context, t *testing.T, c *kinesis.Client, stream string
 // existing key fails with the typed error.
 func conditionalWrite(ctx context.Context, t *testing.T, c *dynamodb.Client) {
 	t.Helper()
-	table := "table-" + strings.Map(safe, t.Name())
+	table := "conditional-write"
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          dtypes.BillingModePayPerRequest,
@@ -198,7 +197,7 @@ func TestEnvironmentEndpoints(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("endpoints and started processes (-want +got):\n%s", diff)
 	}
-	name := "stream-" + strings.Map(safe, t.Name())
+	name := "from-environment"
 	if err := env.CreateStream(t.Context(), name, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +234,7 @@ func TestPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "stream-" + strings.Map(safe, t.Name())
+	name := "persisted"
 	err = errors.Join(
 		first.CreateStream(t.Context(), name, 1),
 		first.PutRecords(t.Context(), name, [][]byte{[]byte("kept")}, nil),
@@ -247,14 +246,4 @@ func TestPersistence(t *testing.T) {
 	if diff := cmp.Diff([]string{"kept"}, readAll(t.Context(), t, second.Kinesis(), name)); diff != "" {
 		t.Errorf("records after restart (-want +got):\n%s", diff)
 	}
-}
-
-// safe keeps the runes of a test's name that stream and table names allow
-// and turns the others into '-'. Each test here has servers of its own, so
-// a test's name is a name no other test uses.
-func safe(r rune) rune {
-	if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-' {
-		return r
-	}
-	return '-'
 }
