@@ -30,7 +30,8 @@ const (
 	// starting kinesis-mock.
 	EnvKinesisMockEndpoint = "WEIR_KINESIS_MOCK_ENDPOINT"
 	// EnvDir, when set, is the folder holding package.json and node_modules,
-	// used instead of searching upwards from the working directory.
+	// used instead of a weir checkout at or above the working directory or
+	// the user's cache directory (see Options.Dir).
 	EnvDir = "WEIR_LOCALAWS_DIR"
 )
 
