@@ -3,6 +3,9 @@ package apicheck
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +20,7 @@ const module = "github.com/weirstream/weir"
 // pkg is what go list reports of a package.
 type pkg struct {
 	ImportPath   string
+	Dir          string
 	Name         string
 	GoFiles      []string
 	CgoFiles     []string
@@ -180,4 +184,45 @@ func cell(names []string) string {
 		return "nothing"
 	}
 	return "`" + strings.Join(set, "`, `") + "`"
+}
+
+// TestNoPublicAliasOfInternalType checks that no public package declares a
+// type as an alias of an internal package's type (type Env = internal.Env):
+// go doc shows such a type without its fields' docs and methods, and a user
+// cannot follow it to the internal package.
+func TestNoPublicAliasOfInternalType(t *testing.T) {
+	for _, p := range list(t) {
+		if internal(p.ImportPath) || p.Name == "main" {
+			continue
+		}
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imports := map[string]string{} // name in the file to import path
+			for _, imp := range f.Imports {
+				ipath := strings.Trim(imp.Path.Value, `"`)
+				local := ipath[strings.LastIndex(ipath, "/")+1:]
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+				imports[local] = ipath
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok || !ts.Assign.IsValid() || !ts.Name.IsExported() {
+					return true
+				}
+				if sel, ok := ts.Type.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && internal(imports[x.Name]) {
+						t.Errorf("%s: type %s = %s.%s aliases a type of internal package %s: define the type in %s",
+							path, ts.Name.Name, x.Name, sel.Sel.Name, imports[x.Name], p.ImportPath)
+					}
+				}
+				return true
+			})
+		}
+	}
 }
