@@ -4,11 +4,15 @@
 // UpdateShardCount, ChildShards, enhanced fan-out). They are the servers
 // weir's own tests run against; weir talks to them exactly as to AWS.
 //
-// They are npm packages, pinned (with their lock file) inside this package.
-// Start installs them with `npm ci` on first use into a folder of the user's
-// cache directory (os.UserCacheDir()/weir/localaws/<pin>), or into
-// Options.Dir, then starts each one with Node on a free loopback port. Only
-// Node.js 20+ and npm are needed. Close the Env to stop them. npm runs with
+// They are npm packages, pinned (with their lock file) inside this package,
+// so a program built from it runs anywhere. Start installs them with
+// `npm ci` on first use into a folder of the user's cache directory
+// (os.UserCacheDir()/weir/localaws/<pin>), or into Options.Dir (inside a weir
+// checkout: its root), then starts each one with Node on a free loopback
+// port. Only Node.js 20+ and npm are needed. Close the Env to stop them; if
+// the program dies instead, each server exits with it. Clients from
+// Env.KinesisMock work around kinesis-mock's SubscribeToShard quirk (it omits
+// the initial-response message the SDK waits for). npm runs with
 // --ignore-scripts, and npm and the servers see only PATH, HOME, the
 // temporary folder and the locale of your environment (npm also proxies and
 // npm_config_*), never AWS_* credentials. An installed tree is reused only

@@ -1,75 +1,114 @@
 package localaws
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
-	internal "github.com/weirstream/weir/internal/localaws"
+	"golang.org/x/sync/errgroup"
 )
 
-// Options selects the servers Start provides; see its fields. The zero value
-// selects none and is refused. Options.Dir, when empty, defaults here to a
-// folder of the user's cache directory.
-type Options = internal.Options
-
-// Env is a set of running local servers: their endpoints, AWS clients and
-// configuration for them, and helpers to create streams and put records.
-// Close stops the servers.
-type Env = internal.Env
-
-// Environment variables Start reads: an endpoint variable set to a loopback
-// URL is used instead of starting that server; EnvDir names the folder of
-// package.json instead of the cache directory.
+// Environment variables read by Start.
 const (
-	EnvKinesisEndpoint     = internal.EnvKinesisEndpoint
-	EnvDynamoDBEndpoint    = internal.EnvDynamoDBEndpoint
-	EnvKinesisMockEndpoint = internal.EnvKinesisMockEndpoint
-	EnvDir                 = internal.EnvDir
+	// EnvKinesisEndpoint, when set, is the Kinesis endpoint used instead of
+	// starting kinesalite, e.g. "http://127.0.0.1:4567".
+	EnvKinesisEndpoint = "WEIR_KINESIS_ENDPOINT"
+	// EnvDynamoDBEndpoint, when set, is the DynamoDB endpoint used instead of
+	// starting dynalite.
+	EnvDynamoDBEndpoint = "WEIR_DYNAMODB_ENDPOINT"
+	// EnvKinesisMockEndpoint, when set, is the endpoint used instead of
+	// starting kinesis-mock.
+	EnvKinesisMockEndpoint = "WEIR_KINESIS_MOCK_ENDPOINT"
+	// EnvDir, when set, is the folder holding package.json and node_modules,
+	// used instead of a weir checkout at or above the working directory or
+	// the user's cache directory (see Options.Dir).
+	EnvDir = "WEIR_LOCALAWS_DIR"
 )
 
-// Region is the AWS region of every client and configuration an Env makes.
-const Region = internal.Region
+// Region is the AWS region of every client made by an Env.
+const Region = "us-east-1"
 
-// Errors Start's error may wrap.
 var (
-	// ErrInvalidOptions: bad Options.
-	ErrInvalidOptions = internal.ErrInvalidOptions
-	// ErrNotLoopback: an endpoint variable names a host other than loopback.
-	ErrNotLoopback = internal.ErrNotLoopback
-	// ErrNodeMissing: node or npm is not in PATH.
-	ErrNodeMissing = internal.ErrNodeMissing
+	// ErrInvalidOptions is wrapped by Start's error for bad Options.
+	ErrInvalidOptions = errors.New("localaws: invalid options")
+	// ErrNotLoopback is wrapped by Start's error when an endpoint variable
+	// names a host other than 127.0.0.1, ::1 or localhost.
+	ErrNotLoopback = errors.New("localaws: endpoint is not a loopback address")
+	// ErrNodeMissing is wrapped by Start's error when node or npm is not in PATH.
+	ErrNodeMissing = errors.New("localaws: Node.js is missing")
 )
 
-//go:embed npm/package.json npm/package-lock.json
-var pins embed.FS
+// Options selects the servers Start provides. The zero value selects none and
+// is rejected by Start.
+type Options struct {
+	// Kinesis starts kinesalite (fast, no UpdateShardCount, no ChildShards).
+	Kinesis bool
+	// DynamoDB starts dynalite.
+	DynamoDB bool
+	// KinesisMock starts kinesis-mock (full API, 1.5–3 s to start, slow puts).
+	KinesisMock bool
+	// DataDir, if not empty, makes the servers persist under DataDir/<server>,
+	// so a later Start with the same DataDir sees the same streams and tables.
+	// Empty (the default) keeps everything in memory.
+	DataDir string
+	// Logger receives start, stop and unexpected-exit messages. Nil (the
+	// default) discards them.
+	Logger *slog.Logger
+	// Dir, if not empty, is the folder holding package.json, where the
+	// pinned servers are installed (npm ci) if missing; it takes precedence
+	// over EnvDir. Empty (the default): EnvDir, else the nearest weir
+	// checkout at or above the working directory, else a folder of the
+	// user's cache directory (os.UserCacheDir()/weir/localaws/<pin>) into
+	// which the package.json and lock file built into this package are
+	// written.
+	Dir string
+}
 
-// Start provides the servers opts asks for, on free 127.0.0.1 ports, after
-// installing them if needed (see the package doc), and returns them
-// running. ctx bounds the start only: the caller must Close the Env. On
-// error, everything started is stopped.
+// Env is a set of running local AWS servers, or of endpoints taken from the
+// environment: their endpoints, AWS clients and a configuration for them,
+// and helpers to create streams and put records. Its methods are safe for
+// concurrent use. Close stops the servers.
+type Env struct {
+	// KinesisEndpoint is kinesalite's endpoint, e.g. "http://127.0.0.1:41234",
+	// or "" if Options.Kinesis was false.
+	KinesisEndpoint string
+	// DynamoDBEndpoint is dynalite's endpoint, or "" if Options.DynamoDB was false.
+	DynamoDBEndpoint string
+	// KinesisMockEndpoint is kinesis-mock's plain HTTP endpoint, or "" if
+	// Options.KinesisMock was false.
+	KinesisMockEndpoint string
+
+	logger    *slog.Logger
+	transport *http.Transport // of every client made by the methods; nil in a zero Env
+	procs     []*process      // started by Start; stopped by Close
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start provides the servers opts asks for. For each one, the endpoint in its
+// environment variable (EnvKinesisEndpoint etc.) is used if set; otherwise the
+// server is started on a free 127.0.0.1 port, after `npm ci` if the pinned
+// packages are not installed. ctx bounds the start only, not the servers'
+// lifetime: the caller must Close the returned Env. On error, everything
+// started is stopped.
 func Start(ctx context.Context, opts Options) (*Env, error) {
-	if opts.Dir == "" && os.Getenv(EnvDir) == "" {
-		dir, err := cacheDir()
-		if err != nil {
-			return nil, err
-		}
-		opts.Dir = dir
-	}
-	return internal.Start(ctx, opts)
+	return start(ctx, opts, os.Getenv)
 }
 
 // ForTest starts the servers opts asks for, as Start does, and stops them
-// when tb and its subtests are done. An error fails tb at once (Fatal).
+// when tb and its subtests are done. Any error fails tb at once (Fatal):
+// a test that needs the servers never skips.
 func ForTest(tb testing.TB, opts Options) *Env {
 	tb.Helper()
 	env, err := Start(tb.Context(), opts)
@@ -84,69 +123,158 @@ func ForTest(tb testing.TB, opts Options) *Env {
 	return env
 }
 
-// CreateStreamOn creates a provisioned stream of shards shards through c
-// (a client of any of the servers) and waits until it is ACTIVE.
-func CreateStreamOn(ctx context.Context, c *kinesis.Client, name string, shards int) error {
-	return internal.CreateStreamOn(ctx, c, name, shards)
-}
-
-// PutRecordsOn puts records on stream through c, retrying failed entries;
-// record i gets partition key partitionKey(i), or its index if nil.
-func PutRecordsOn(ctx context.Context, c *kinesis.Client, stream string, records [][]byte, partitionKey func(i int) string) error {
-	return internal.PutRecordsOn(ctx, c, stream, records, partitionKey)
-}
-
-// cacheDir returns the folder of the user's cache directory that holds the
-// pinned package.json and lock file, writing them there if they are missing
-// or differ. The folder is named after the lock file's hash, so a weir
-// version with other pins installs beside, not over, another's.
-func cacheDir() (string, error) {
-	lock, err := pins.ReadFile("npm/package-lock.json")
-	if err != nil {
-		return "", fmt.Errorf("localaws: %w", err)
+// start is Start with the environment passed in.
+func start(ctx context.Context, opts Options, getenv func(string) string) (*Env, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	manifest, err := pins.ReadFile("npm/package.json")
-	if err != nil {
-		return "", fmt.Errorf("localaws: %w", err)
+	if opts.Dir != "" {
+		environ := getenv
+		getenv = func(k string) string {
+			if k == EnvDir {
+				return opts.Dir
+			}
+			return environ(k)
+		}
 	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("localaws: no cache directory for the servers (%w): set Options.Dir or %s", err, EnvDir)
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(base, "weir", "localaws", hex.EncodeToString(sum[:6]))
-	if err := writePins(dir, manifest, lock); err != nil {
-		return "", err
-	}
-	return dir, nil
-}
-
-// writePins writes package.json and package-lock.json into dir unless they
-// are there already, each through a temporary file renamed into place, so
-// that concurrent processes never see half a file.
-func writePins(dir string, manifest, lock []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("localaws: %w", err)
-	}
-	for name, data := range map[string][]byte{"package.json": manifest, "package-lock.json": lock} {
-		path := filepath.Join(dir, name)
-		if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+	env := &Env{logger: logger, transport: newTransport()}
+	var need []kind
+	var problems []error
+	for k := range numKinds {
+		if !k.wanted(opts) {
 			continue
 		}
-		tmp, err := os.CreateTemp(dir, name+".*")
+		raw := getenv(k.envVar())
+		if raw == "" {
+			need = append(need, k)
+			continue
+		}
+		endpoint, err := checkEndpoint(k.envVar(), raw)
 		if err != nil {
-			return fmt.Errorf("localaws: %w", err)
+			problems = append(problems, err)
+			continue
 		}
-		_, werr := tmp.Write(data)
-		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr); err != nil {
-			os.Remove(tmp.Name())
-			return fmt.Errorf("localaws: writing %s: %w", path, err)
-		}
-		if err := os.Rename(tmp.Name(), path); err != nil {
-			os.Remove(tmp.Name())
-			return fmt.Errorf("localaws: %w", err)
-		}
+		*env.endpoint(k) = endpoint
+		logger.Debug("localaws: using endpoint from environment", "server", k.String(), "endpoint", endpoint)
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	if len(need) == 0 {
+		return env, nil
+	}
+	if err := env.startAll(ctx, need, opts.DataDir, getenv); err != nil {
+		return nil, errors.Join(err, env.Close())
+	}
+	return env, nil
+}
+
+// validate reports every problem with opts.
+func (o Options) validate() error {
+	var problems []error
+	if !o.Kinesis && !o.DynamoDB && !o.KinesisMock {
+		problems = append(problems, errors.New("Kinesis, DynamoDB and KinesisMock are all false: set at least one"))
+	}
+	if o.DataDir != "" && !filepath.IsAbs(o.DataDir) {
+		problems = append(problems, fmt.Errorf("DataDir %q: must be an absolute path (e.g. from t.TempDir())", o.DataDir))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(problems...))
 	}
 	return nil
+}
+
+// endpoint returns the field holding k's endpoint.
+func (e *Env) endpoint(k kind) *string {
+	switch k {
+	case kindKinesis:
+		return &e.KinesisEndpoint
+	case kindDynamoDB:
+		return &e.DynamoDBEndpoint
+	default:
+		return &e.KinesisMockEndpoint
+	}
+}
+
+// startAll installs the packages if needed and starts the servers in need
+// concurrently. Started processes are recorded in e.procs even on error.
+func (e *Env) startAll(ctx context.Context, need []kind, dataDir string, getenv func(string) string) error {
+	root, err := findRoot(getenv)
+	if err != nil {
+		return err
+	}
+	node, err := lookNode("node")
+	if err != nil {
+		return err
+	}
+	if err := ensureInstalled(ctx, root, e.logger); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, k := range need {
+		g.Go(func() error {
+			p, endpoint, err := startServer(gctx, k, node, root, dataDir, e.logger)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			e.procs = append(e.procs, p)
+			*e.endpoint(k) = endpoint
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Close stops every server Start started (on Unix SIGTERM, then SIGKILL after
+// a grace period; on Windows it kills them at once) and waits for them to
+// exit. Endpoints taken from the environment are
+// left alone. Close is idempotent; later calls return the first result.
+func (e *Env) Close() error {
+	e.closeOnce.Do(func() {
+		if e.transport != nil {
+			// Idle keep-alive connections make kinesis-mock wait before it exits.
+			e.transport.CloseIdleConnections()
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(e.procs))
+		for i, p := range e.procs {
+			wg.Go(func() { errs[i] = p.stop() })
+		}
+		wg.Wait()
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+// checkEndpoint validates the endpoint raw taken from variable name: an
+// http(s) URL whose host is a loopback address.
+func checkEndpoint(name, raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("localaws: %s=%q: %w", name, raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("localaws: %s=%q: scheme %q: want http or https, e.g. http://127.0.0.1:4567", name, raw, u.Scheme)
+	}
+	if !isLoopback(u.Hostname()) {
+		return "", fmt.Errorf("%w: %s=%q: host %q: tests only talk to 127.0.0.1, ::1 or localhost",
+			ErrNotLoopback, name, raw, u.Hostname())
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP literal.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

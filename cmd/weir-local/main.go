@@ -75,7 +75,7 @@ func main() {
 	flag.BoolVar(&o.opts.DynamoDB, "dynamodb", true, "start dynalite (DynamoDB: lease tables, recovery logs)")
 	flag.BoolVar(&o.opts.KinesisMock, "kinesis-mock", false, "also start kinesis-mock (UpdateShardCount, enhanced fan-out; slower)")
 	flag.StringVar(&o.opts.DataDir, "data", "", "keep the servers' data in this directory across runs (default: in memory)")
-	flag.StringVar(&o.opts.Dir, "dir", "", "folder to install the npm packages in (default: the user cache directory)")
+	flag.StringVar(&o.opts.Dir, "dir", "", "folder holding package.json to install the npm packages in (default: the weir checkout around the working directory, else the user cache directory)")
 	flag.Var(&o.streams, "stream", "create a stream on kinesalite, NAME or NAME:SHARDS; repeatable")
 	verbose := flag.Bool("v", false, "log the servers' start and stop")
 	flag.Parse()

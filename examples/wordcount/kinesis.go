@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
-
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/weirstream/weir/internal/awsconf"
-	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -145,10 +145,11 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 	}
 	var table *leasetable.Table
 	if o.leases && o.monitor.addr != "" {
-		ddb, err := awsconf.DynamoDB(ctx, &awsCfg, o.dynamoEndpoint, "the status page's view of the lease table")
-		if err != nil {
-			return err
-		}
+		ddb := dynamodb.NewFromConfig(awsCfg, func(opts *dynamodb.Options) {
+			if o.dynamoEndpoint != "" {
+				opts.BaseEndpoint = aws.String(o.dynamoEndpoint)
+			}
+		})
 		if table, err = leaseTable(o, leasetable.TableConfig{Name: o.app, Client: ddb}); err != nil {
 			return err
 		}

@@ -15,23 +15,6 @@ import (
 // sharedStartTimeout bounds the start of a Shared set of servers.
 const sharedStartTimeout = 3 * time.Minute
 
-// ForTest starts the servers opts asks for and stops them when tb and its
-// subtests are done. Any error fails tb at once (Fatal): tests that need the
-// servers never skip.
-func ForTest(tb testing.TB, opts Options) *Env {
-	tb.Helper()
-	env, err := Start(tb.Context(), opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			tb.Errorf("localaws: close: %v", err)
-		}
-	})
-	return env
-}
-
 // Shared is one set of servers for every test of a test binary, started on
 // the first call of Env and stopped by Close (or by Run at the end). Tests
 // sharing it must use names of their own for streams and tables, e.g. from

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 // TestShared checks that Shared starts once, hands out one Env, and stops it
@@ -22,10 +24,9 @@ func TestShared(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-first.procs[0].done:
-	default:
-		t.Errorf("kinesalite still running after Shared.Close")
+	// Close waited for kinesalite to exit, so nothing listens on its port.
+	if _, err := first.Kinesis().ListStreams(t.Context(), &kinesis.ListStreamsInput{}); err == nil {
+		t.Errorf("kinesalite still serving after Shared.Close")
 	}
 	if _, err := s.get(); err == nil {
 		t.Errorf("Shared.get after Close: got no error")

@@ -47,7 +47,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	name := UniqueName(t)
+	name := "subscribe" // each test has servers of its own: a fixed name is free
 	want := []string{"a", "b", "c"}
 	err := errors.Join(
 		CreateStreamOn(ctx, c, name, 1),
@@ -94,7 +94,7 @@ func subscribe(ctx context.Context, t *testing.T, c *kinesis.Client) {
 // roundTrip creates a stream, puts n records and reads them all back.
 func roundTrip(ctx context.Context, t *testing.T, c *kinesis.Client, n, shards int) {
 	t.Helper()
-	name := UniqueName(t)
+	name := "round-trip" // each test has servers of its own: a fixed name is free
 	if err := CreateStreamOn(ctx, c, name, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func readAll(ctx context.Context, t *testing.T, c *kinesis.Client, stream string
 // existing key fails with the typed error.
 func conditionalWrite(ctx context.Context, t *testing.T, c *dynamodb.Client) {
 	t.Helper()
-	table := UniqueName(t)
+	table := "conditional-write"
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          dtypes.BillingModePayPerRequest,
@@ -197,7 +197,7 @@ func TestEnvironmentEndpoints(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("endpoints and started processes (-want +got):\n%s", diff)
 	}
-	name := UniqueName(t)
+	name := "from-environment"
 	if err := env.CreateStream(t.Context(), name, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := UniqueName(t)
+	name := "persisted"
 	err = errors.Join(
 		first.CreateStream(t.Context(), name, 1),
 		first.PutRecords(t.Context(), name, [][]byte{[]byte("kept")}, nil),

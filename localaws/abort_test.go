@@ -34,7 +34,7 @@ func TestServersSurviveAbortedRequests(t *testing.T) {
 		}
 	}
 	// Both servers still answer.
-	if err := env.CreateStream(ctx, UniqueName(t), 1); err != nil {
+	if err := env.CreateStream(ctx, "after-abort", 1); err != nil {
 		t.Errorf("kinesalite after aborted requests: %v", err)
 	}
 	if _, err := env.DynamoDB().ListTables(ctx, nil); err != nil {

@@ -1,4 +1,4 @@
-package browsertest
+package statusbrowser
 
 import (
 	"context"

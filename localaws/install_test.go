@@ -1,6 +1,7 @@
 package localaws
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -220,7 +221,7 @@ func TestInstalled(t *testing.T) {
 // TestFindRoot checks the upward search and the EnvDir override.
 func TestFindRoot(t *testing.T) {
 	t.Parallel()
-	want, err := filepath.Abs("../..")
+	want, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +232,39 @@ func TestFindRoot(t *testing.T) {
 	if got != want {
 		t.Errorf("findRoot from the package folder = %q, want %q", got, want)
 	}
-	got, err = findRoot(func(k string) string { return map[string]string{EnvDir: "../.."}[k] })
+	got, err = findRoot(func(k string) string { return map[string]string{EnvDir: ".."}[k] })
 	if err != nil || got != want {
-		t.Errorf("findRoot with %s=../.. = %q, %v; want %q", EnvDir, got, err, want)
+		t.Errorf("findRoot with %s=.. = %q, %v; want %q", EnvDir, got, err, want)
 	}
 	if _, err := findRoot(func(k string) string { return map[string]string{EnvDir: t.TempDir()}[k] }); err == nil {
 		t.Errorf("findRoot with %s naming a folder without package.json: got no error", EnvDir)
+	}
+}
+
+// TestFindRootOutsideACheckout checks that, outside a weir checkout and
+// without EnvDir, the servers go into the user's cache directory, with the
+// pinned package.json and lock file written there: a program built from
+// this package runs anywhere.
+func TestFindRootOutsideACheckout(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache) // Linux and other Unix
+	t.Setenv("HOME", cache)           // macOS: HOME/Library/Caches
+	t.Setenv("LocalAppData", cache)   // Windows
+	t.Chdir(t.TempDir())
+	got, err := findRoot(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, err := filepath.Rel(cache, got); err != nil || !strings.HasPrefix(rel, filepath.Join("weir", "localaws")+string(filepath.Separator)) {
+		t.Errorf("findRoot outside a checkout = %q, want a folder under %s", got, filepath.Join(cache, "weir", "localaws"))
+	}
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		want, err := pins.ReadFile("npm/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if have, err := os.ReadFile(filepath.Join(got, name)); err != nil || !bytes.Equal(have, want) {
+			t.Errorf("%s in %s: %v; want the pinned one", name, got, err)
+		}
 	}
 }

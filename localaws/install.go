@@ -27,7 +27,10 @@ const (
 
 // findRoot returns the folder holding package.json and node_modules: the value
 // of EnvDir when set, else the nearest folder at or above the working
-// directory that holds weir's go.mod and a package.json.
+// directory that holds weir's go.mod and a package.json (a weir checkout,
+// whose tests install the servers there), else a folder of the user's cache
+// directory holding the embedded pins (cacheDir), so that a program built
+// from this package runs anywhere.
 func findRoot(getenv func(string) string) (string, error) {
 	if dir := getenv(EnvDir); dir != "" {
 		abs, err := filepath.Abs(dir)
@@ -49,8 +52,7 @@ func findRoot(getenv func(string) string) (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("localaws: no weir checkout at or above %s (a go.mod of module %s beside package.json): "+
-				"run from inside the repository or set %s to the folder holding package.json", wd, modulePath, EnvDir)
+			return cacheDir()
 		}
 		dir = parent
 	}
@@ -245,9 +247,3 @@ func (in installer) run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Dir returns the folder Start installs the servers into and runs them from:
-// the value of EnvDir when set, else the nearest folder at or above the
-// working directory that holds weir's go.mod and a package.json. It fails
-// outside a weir checkout when EnvDir is not set.
-func Dir() (string, error) { return findRoot(os.Getenv) }
