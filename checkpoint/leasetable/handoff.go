@@ -182,6 +182,13 @@ func (t *Table) handOff(ctx context.Context, l Lease) (Lease, error) {
 	return t.update(ctx, "hand off", l, " REMOVE #ckptowner", nil)
 }
 
+// releaseAsked frees a lease this worker asked for and no longer wants: it
+// removes its owner (this worker) and checkpointOwner, if the counter and
+// owner are still l's.
+func (t *Table) releaseAsked(ctx context.Context, l Lease) (Lease, error) {
+	return t.update(ctx, "release", l, " REMOVE #owner, #ckptowner", nil)
+}
+
 // askedFor reads shard's lease after a write of h failed its condition and
 // reports whether another worker asked for it (a hand-off, started now)
 // rather than took it; it also reports the item if it is unreadable

@@ -1,10 +1,12 @@
 package leasetable
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 
+	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
@@ -124,4 +126,42 @@ func handoffPair(t *testing.T, onHandoff func(string)) (w1, w2 *worker) {
 		}
 	}
 	return w1, w2
+}
+
+// TestHandoffAskerDrains has w2 ask for a lease of w1 and drain before it
+// took it: the lease must not stay with w2, which is gone, until it
+// expires. It is freed, w1's last checkpoint is refused as a loss, and w1
+// takes it again at its next take cycle.
+func TestHandoffAskerDrains(t *testing.T) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	var asked []string
+	w1, w2 := handoffPair(t, func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() })
+	w2.cycle(ctx) // asks for one
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // its beat reads the notice
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("OnHandoff called with %v, want one shard", got)
+	}
+	shard := got[0]
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(t, w2.c.Table())[shard]; o != "" {
+		t.Fatalf("after the asker drained, %s is owned by %q; want no owner", shard, o)
+	}
+	if err := w1.c.Commit(ctx, shard, seq2); !errors.Is(err, checkpoint.ErrLeaseLost) {
+		t.Errorf("w1's last checkpoint after the asker drained: %v, want ErrLeaseLost", err)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+		t.Errorf("w1's hand-off after the asker drained: %v, want nil (the loss is known) or ErrLeaseLost", err)
+	}
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.cycle(ctx)
+	if got := w1.held(); !slices.Contains(got, shard) {
+		t.Errorf("w1 holds %v; want %s taken again", got, shard)
+	}
 }

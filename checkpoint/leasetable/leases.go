@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -552,9 +553,38 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.dropPending(ctx))
 	if first {
 		c.unbeat(ctx)
 		close(c.drained)
+	}
+	return errors.Join(errs...)
+}
+
+// dropPending gives up the hand-offs this worker asked for and has not
+// taken yet (see checkHandoffs): each such lease names this worker its
+// owner, so left as it is it would stay with a worker that is gone until
+// it expires. The lease is freed (no owner, no checkpointOwner), for any
+// worker to take from its last checkpoint; a holder still handing it off
+// finds its hand-off refused (ErrLeaseLost) and lets it go.
+func (c *Coordinator) dropPending(ctx context.Context) error {
+	c.mu.Lock()
+	pending := slices.Collect(maps.Keys(c.pending))
+	clear(c.pending)
+	c.mu.Unlock()
+	var errs []error
+	for _, shard := range pending {
+		l, ok, err := c.table.Get(ctx, shard)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok || l.Owner != c.cfg.WorkerID {
+			continue
+		}
+		if _, err := c.table.releaseAsked(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
