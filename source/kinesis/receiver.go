@@ -32,6 +32,7 @@ type Receiver struct {
 	stats    statsCollector
 	progress *progress
 	budget   *budget
+	turns    shardTurns // whose Recompute reads a shard (readRanges)
 
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
