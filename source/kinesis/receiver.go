@@ -32,10 +32,11 @@ type Receiver struct {
 	stats    statsCollector
 	progress *progress
 	budget   *budget
-	turns    shardTurns // whose Recompute reads a shard (readRanges)
 
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
+
+	turns shardTurns // whose Recompute reads a shard (readRanges)
 
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
 
