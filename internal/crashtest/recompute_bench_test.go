@@ -93,17 +93,8 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
 	if err := env.CreateStream(ctx, name, rebuildShards); err != nil {
 		b.Fatal(err)
 	}
+	putNumbered(b, env, name, rebuildRecords)
 	client := env.Kinesis()
-	for i := 0; i < rebuildRecords; i += 500 {
-		entries := make([]types.PutRecordsRequestEntry, 500)
-		for j := range entries {
-			id := strconv.Itoa(i + j)
-			entries[j] = types.PutRecordsRequestEntry{Data: []byte(id), PartitionKey: aws.String(id)}
-		}
-		if _, err := client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: aws.String(name), Records: entries}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
 	if err != nil {
 		b.Fatal(err)
@@ -210,20 +201,7 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 		}
 		return nil
 	})
-	start := time.Now()
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	select {
-	case <-done:
-	case err := <-errc:
-		b.Fatalf("Run ended early: %v", err)
-	case <-time.After(waitLimit):
-		b.Fatalf("not done within %v", waitLimit)
-	}
-	p.Stop()
-	if err := <-errc; err != nil {
-		b.Fatal(err)
-	}
+	start := runUntil(b, p, done)
 	mu.Lock()
 	defer mu.Unlock()
 	return last.Sub(start)
