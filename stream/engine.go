@@ -21,8 +21,9 @@ import (
 // the batch timer (queues the recovered batches, cuts batches, sole closer
 // of jobs), the batch runner (runs jobs in order), the drainer (stops
 // receivers on a drain) and, after a restart, the prefetcher (recomputes
-// the recovered batches' blocks, see prefetcher). A goroutine that fails cancels the Run's context
-// with its error as the cause (fail), which stops the others.
+// the recovered batches' blocks, see prefetcher). A goroutine that fails
+// cancels the Run's context with its error as the cause (fail), which
+// stops the others.
 type engine struct {
 	cfg     Config
 	ctx     context.Context         // the Run's context: done when the Run stops
