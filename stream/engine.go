@@ -19,9 +19,11 @@ import (
 //
 // Goroutines, all owned by runGraph's WaitGroup: one per receiver (Start),
 // the batch timer (queues the recovered batches, cuts batches, sole closer
-// of jobs), the batch runner (runs jobs in order) and the drainer (stops
-// receivers on a drain). A goroutine that fails cancels the Run's context
-// with its error as the cause (fail), which stops the others.
+// of jobs), the batch runner (runs jobs in order), the drainer (stops
+// receivers on a drain) and, after a restart, the prefetcher (recomputes
+// the recovered batches' blocks, see prefetcher). A goroutine that fails
+// cancels the Run's context with its error as the cause (fail), which
+// stops the others.
 type engine struct {
 	cfg     Config
 	ctx     context.Context         // the Run's context: done when the Run stops
@@ -43,6 +45,7 @@ type engine struct {
 	uncompleted func(stream, shard string) (string, bool)
 
 	state *stateKeeper // set by openState with a recovery log and stateful operators
+	pre   *prefetcher  // set by runGraph when recovered batches have blocks to recompute
 
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
@@ -57,6 +60,10 @@ type job struct {
 	nblocks   int
 	recovered bool // allocated before a restart, read from the recovery log
 	replay    bool // completed before a restart: recomputed for the state only
+	// ahead holds, by source and as blocks, the recomputations the
+	// prefetcher makes of a recovered batch's blocks (nil for a source the
+	// batch does not read, or a batch cut in this Run).
+	ahead [][]*recomputed
 }
 
 func (j *job) info() BatchInfo {
@@ -177,6 +184,9 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 		s.bind(e)
 	}
 	var all, receivers sync.WaitGroup
+	if e.pre = e.newPrefetcher(); e.pre != nil {
+		all.Go(func() { e.pre.run(ctx, e.sources) })
+	}
 	receiversDone := make(chan struct{}) // closed by the drainer
 	for i, s := range e.sources {
 		receivers.Add(1)
@@ -435,6 +445,9 @@ func (e *engine) runLoop(ctx context.Context) error {
 			}
 			err := e.runJob(ctx, j)
 			e.pending.Add(-1)
+			if j.recovered && e.pre != nil {
+				e.pre.finished(ctx, j)
+			}
 			if err != nil && ctx.Err() == nil {
 				return err
 			}

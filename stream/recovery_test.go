@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,16 +39,15 @@ type replay struct {
 	d *durable
 	// onRecompute, if set, is called at the first Recompute.
 	onRecompute func()
-	recomputed  bool
+	recomputed  sync.Once // Recompute is called concurrently
 	// recomputeErr, if set, is what every Recompute returns.
 	recomputeErr error
 }
 
 // Recompute calls onRecompute the first time, then the memory source's.
 func (r *replay) Recompute(ctx context.Context, info batch.BlockInfo) ([]string, error) {
-	if r.onRecompute != nil && !r.recomputed {
-		r.recomputed = true
-		r.onRecompute()
+	if r.onRecompute != nil {
+		r.recomputed.Do(r.onRecompute)
 	}
 	if r.recomputeErr != nil {
 		return nil, r.recomputeErr

@@ -37,6 +37,11 @@ type sourceRunner interface {
 	// observe reports a completed batch to the receiver if it is a
 	// source.BatchObserver.
 	observe(ctx context.Context, info BatchInfo)
+	// rebuild recomputes a block the store lost (see recompute), without
+	// telling the listeners: its records are a []T.
+	rebuild(ctx context.Context, info batch.BlockInfo) (any, error)
+	// graphNode returns the source's stream in the graph.
+	graphNode() *node
 	// receiver returns the source's receiver.
 	receiver() any
 	// component describes the source in the pipeline's shape.
@@ -57,7 +62,9 @@ func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	if r == nil {
 		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	}
-	return newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)
+	st := newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)
+	s.n = st.n
+	return st
 }
 
 // sourceState is one source: its receiver, its block store, and the blocks
@@ -66,6 +73,7 @@ type sourceState[T any] struct {
 	idx   int
 	r     source.Receiver[T]
 	opts  options
+	n     *node // the source's stream
 	store blockStore[T]
 	e     *engine // set by bind
 
@@ -102,6 +110,8 @@ func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) {
 }
 
 func (s *sourceState[T]) receiver() any { return s.r }
+
+func (s *sourceState[T]) graphNode() *node { return s.n }
 
 func (s *sourceState[T]) component() recovery.Component { return describeSource(s.r, s.opts) }
 
@@ -232,21 +242,13 @@ func blockIDs(blocks []batch.BlockInfo) []batch.BlockID {
 }
 
 // partsAt is the plan of the source's stream: the records of the batch's
-// blocks of this source, read from the store or, for a block the store
-// lost, recomputed by the receiver, as partitions (see shardParts). The
+// blocks of this source (see records), as partitions (see shardParts). The
 // batch, as ForEachBatch sees it, has one part per block, in block order.
 func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	infos := r.job.blocks[s.idx]
-	recs := make([][]T, len(infos))
-	for i, info := range infos {
-		rs, ok := s.store.Get(info.ID)
-		if !ok {
-			var err error
-			if rs, err = s.recompute(r.ctx, info); err != nil {
-				return nil, err
-			}
-		}
-		recs[i] = rs
+	recs, err := s.records(r, infos)
+	if err != nil {
+		return nil, err
 	}
 	keys, npos, data := shardParts(infos, recs)
 	pt := computed(r.job.time, infos, keys, npos, data)
@@ -254,15 +256,73 @@ func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	return pt, nil
 }
 
+// records returns the records of the blocks infos of the batch r runs, in
+// block order: read from the store or, for a block the store lost,
+// recomputed by the receiver. The blocks of a recovered batch are
+// recomputed ahead by the prefetcher; the others now, at most Parallelism
+// at a time. The first failure, in block order for a recovered batch, fails
+// the batch.
+func (s *sourceState[T]) records(r *run, infos []batch.BlockInfo) ([][]T, error) {
+	recs := make([][]T, len(infos))
+	var lost []int
+	for i, info := range infos {
+		if rs, ok := s.store.Get(info.ID); ok {
+			recs[i] = rs
+		} else {
+			lost = append(lost, i)
+		}
+	}
+	if r.job.ahead != nil && r.job.ahead[s.idx] != nil {
+		ahead := r.job.ahead[s.idx]
+		for _, i := range lost {
+			f := ahead[i]
+			select {
+			case <-f.done:
+			case <-r.ctx.Done():
+				return nil, context.Cause(r.ctx)
+			}
+			if f.err != nil {
+				return nil, s.recomputeFailed(f.err)
+			}
+			recs[i] = f.recs.([]T)
+		}
+		return recs, nil
+	}
+	err := parallel(r.ctx, r.par, len(lost), func(ctx context.Context, k int) error {
+		i := lost[k]
+		rs, err := s.recompute(ctx, infos[i])
+		if err != nil {
+			return s.recomputeFailed(err)
+		}
+		recs[i] = rs
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+func (s *sourceState[T]) rebuild(ctx context.Context, info batch.BlockInfo) (any, error) {
+	return s.recompute(ctx, info)
+}
+
+// recompute asks the receiver for the records of a block the store lost,
+// and checks that it gave as many as the block had.
 func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([]T, error) {
 	recs, err := s.r.Recompute(ctx, info)
 	if err == nil && len(recs) != info.Count {
 		err = fmt.Errorf("got %d records, the block had %d", len(recs), info.Count)
 	}
 	if err != nil {
-		err = fmt.Errorf("source %d: recompute %v: %w", s.idx, info.ID, err)
-		s.e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
-		return nil, err
+		return nil, fmt.Errorf("source %d: recompute %v: %w", s.idx, info.ID, err)
 	}
 	return recs, nil
+}
+
+// recomputeFailed tells the listeners that recompute failed with err, when
+// the batch needing the block gets to it, and returns err.
+func (s *sourceState[T]) recomputeFailed(err error) error {
+	s.e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
+	return err
 }

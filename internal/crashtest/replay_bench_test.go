@@ -74,17 +74,7 @@ func replayOnce(b *testing.B, env *localaws.Env) (read, replay float64) {
 	if err := env.CreateStream(ctx, name, 4); err != nil {
 		b.Fatal(err)
 	}
-	client := env.Kinesis()
-	for i := 0; i < replayRecords; i += 500 {
-		entries := make([]types.PutRecordsRequestEntry, 500)
-		for j := range entries {
-			id := strconv.Itoa(i + j)
-			entries[j] = types.PutRecordsRequestEntry{Data: []byte(id), PartitionKey: aws.String(id)}
-		}
-		if _, err := client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: aws.String(name), Records: entries}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	putNumbered(b, env, name, replayRecords)
 	dir := b.TempDir()
 	build := func() (*stream.Pipeline, *timedReceiver, *outputClock) {
 		awsCfg := env.AWSConfig()
@@ -110,30 +100,50 @@ func replayOnce(b *testing.B, env *localaws.Env) (read, replay float64) {
 		stream.ForEachBatch(counts, func(context.Context, *batch.Batch[stream.Pair[string, int]]) error { return nil })
 		return p, tr, oc
 	}
-	run := func(p *stream.Pipeline, until <-chan struct{}) time.Time {
-		start := time.Now()
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(ctx) }()
-		select {
-		case <-until:
-		case err := <-errc:
-			b.Fatalf("Run ended early: %v", err)
-		case <-time.After(waitLimit):
-			b.Fatalf("not done within %v", waitLimit)
-		}
-		p.Stop()
-		if err := <-errc; err != nil {
-			b.Fatal(err)
-		}
-		return start
-	}
 	p1, _, oc := build()
-	start1 := run(p1, oc.done)
+	start1 := runUntil(b, p1, oc.done)
 	p2, tr, _ := build()
-	start2 := run(p2, tr.done)
+	start2 := runUntil(b, p2, tr.done)
 	read = float64(replayRecords) / oc.last.Sub(start1).Seconds()
 	replay = float64(replayRecords) / tr.last.Sub(start2).Seconds()
 	return read, replay
+}
+
+// putNumbered puts records "0" to "n-1" (n a multiple of 500) on the
+// stream name, each its own partition key, 500 a call.
+func putNumbered(b *testing.B, env *localaws.Env, name string, n int) {
+	client := env.Kinesis()
+	for i := 0; i < n; i += 500 {
+		entries := make([]types.PutRecordsRequestEntry, 500)
+		for j := range entries {
+			id := strconv.Itoa(i + j)
+			entries[j] = types.PutRecordsRequestEntry{Data: []byte(id), PartitionKey: aws.String(id)}
+		}
+		if _, err := client.PutRecords(b.Context(), &awskinesis.PutRecordsInput{StreamName: aws.String(name), Records: entries}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// runUntil runs p until until is closed, then stops it, and returns when
+// it started; it fails b if Run ends first or fails, or until is not closed
+// within waitLimit.
+func runUntil(b *testing.B, p *stream.Pipeline, until <-chan struct{}) time.Time {
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(b.Context()) }()
+	select {
+	case <-until:
+	case err := <-errc:
+		b.Fatalf("Run ended early: %v", err)
+	case <-time.After(waitLimit):
+		b.Fatalf("not done within %v", waitLimit)
+	}
+	p.Stop()
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	return start
 }
 
 // outputClock times the first and last record an output sees.

@@ -37,6 +37,8 @@ type Receiver struct {
 	clientMu sync.Mutex
 	client   Client // built on first use when cfg.Client is nil
 
+	turns shardTurns // whose Recompute reads a shard (readRanges)
+
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
 
 	// endChecked, set by tests before Start, is told each time the lease

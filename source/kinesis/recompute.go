@@ -14,9 +14,11 @@ import (
 )
 
 // Recompute rebuilds the records of a stored block from its ranges, for a
-// block the store lost: for each range, in order, it reads the shard from
-// the range's First to its Last inclusive, de-aggregating as the reader
-// did, so the records come back the same and in the same order. A range
+// block the store lost: for each range it reads the shard from the range's
+// First to its Last inclusive, de-aggregating as the reader did, so the
+// records come back the same and in the same order. The ranges of
+// different shards are read at once, those of one shard in order, one at
+// a time, also across concurrent calls. A range
 // holding fewer records than it spans (a reader started inside the KPL
 // aggregate at First, at a KCL checkpoint) leaves out that aggregate's
 // first user records, as the reader did.
@@ -47,19 +49,18 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 	out := make([]Record, 0, info.Count)
 	read, skipped := 0, 0
 	defer func() { r.stats.recomputed(read, skipped) }()
-	for _, rng := range info.Ranges {
-		recs, err := rc.read(ctx, rng)
-		var unavailable *RangeUnavailableError
-		if errors.As(err, &unavailable) && r.cfg.OnRangeUnavailable == SkipRange {
+	recs, errs, failed := r.readRanges(ctx, rc, info.Ranges)
+	if failed != nil {
+		return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, failed)
+	}
+	for i, err := range errs {
+		if err != nil { // unavailable, under SkipRange
 			skipped++
 			rc.report(fmt.Errorf("kinesis: recomputing block %v: skipping a range (OnRangeUnavailable is %q): %w", info.ID, SkipRange, err))
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, err)
-		}
 		read++
-		out = append(out, recs...)
+		out = append(out, recs[i]...)
 	}
 	return out, nil
 }

@@ -1,0 +1,224 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// Shape of BenchmarkRestartRecompute's recovery log: rebuildRecords
+// records on rebuildShards shards, read back in ranges of rebuildPage
+// records; each block holds one range of every shard (a receiver reading
+// them all in a block interval), and each pending batch rebuildBlocks
+// blocks (a batch interval of block intervals).
+const (
+	rebuildRecords = 40000
+	rebuildShards  = 4
+	rebuildPage    = 500
+	rebuildBlocks  = 5
+)
+
+// BenchmarkRestartRecompute measures a restart that must rebuild the blocks
+// of 4 shards: a recovery log whose pending batches hold every record of a
+// 4-shard kinesalite stream, as a crash before their completion leaves it,
+// is recovered by a pipeline with the Kinesis receiver, once sequentially
+// (Parallelism 1, and each block's ranges read one after the other, as
+// before goal 4 of issue 22: rangeByRange) and once as weir does (the
+// default Parallelism, a block's shards read at once), in the same run. Reported: the seconds from Run
+// to the last pending batch's output, for each (seq-s, par-s), and their
+// ratio (par/seq). kinesalite answers on one thread, on the same cores as
+// the pipeline, so the second sub-benchmark adds a round trip of
+// rebuildRTT to every call, as a region's Kinesis endpoint has, which
+// concurrent calls overlap. Run with -benchtime=1x -count=5 and take
+// medians: the machine is shared.
+func BenchmarkRestartRecompute(b *testing.B) {
+	env := servers.Env(b)
+	name := localaws.UniqueName(b) + strconv.Itoa(int(time.Now().UnixNano()%1e6))
+	entries := rebuildLog(b, env, name)
+	for _, rtt := range []time.Duration{0, rebuildRTT} {
+		b.Run("rtt="+rtt.String(), func(b *testing.B) {
+			for range b.N {
+				seq := rebuildOnce(b, env, name, entries, 1, true, rtt)
+				par := rebuildOnce(b, env, name, entries, 0, false, rtt)
+				b.ReportMetric(seq.Seconds(), "seq-s")
+				b.ReportMetric(par.Seconds(), "par-s")
+				b.ReportMetric(par.Seconds()/seq.Seconds(), "par/seq")
+			}
+		})
+	}
+}
+
+// rebuildRTT is the round trip BenchmarkRestartRecompute's second part adds
+// to every Kinesis call.
+const rebuildRTT = 20 * time.Millisecond
+
+// slowTrip holds every request for a round trip before sending it.
+type slowTrip struct {
+	rtt  time.Duration
+	base http.RoundTripper
+}
+
+func (s slowTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	t := time.NewTimer(s.rtt)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	return s.base.RoundTrip(req)
+}
+
+// rebuildLog puts rebuildRecords records on a new stream and returns the
+// entries of a recovery log whose pending batches hold them all.
+func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
+	ctx := b.Context()
+	if err := env.CreateStream(ctx, name, rebuildShards); err != nil {
+		b.Fatal(err)
+	}
+	putNumbered(b, env, name, rebuildRecords)
+	client := env.Kinesis()
+	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// pages[s] are shard s's ranges, in order.
+	pages := make([][]batch.SeqRange, len(shards.Shards))
+	for s, sh := range shards.Shards {
+		it, err := client.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
+			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(rebuildPage)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Records) == 0 {
+				break
+			}
+			pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(sh.ShardId),
+				First: aws.ToString(res.Records[0].SequenceNumber), Last: aws.ToString(res.Records[len(res.Records)-1].SequenceNumber),
+				Count: len(res.Records)})
+			iter = res.NextShardIterator
+		}
+	}
+	var out []recovery.Entry
+	var ids []batch.BlockID
+	t := batch.Time(time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000)
+	total := 0
+	for seq := 0; ; seq++ {
+		info := batch.BlockInfo{ID: batch.BlockID{Source: 0, Seq: uint64(seq)}}
+		for s := range pages {
+			if seq < len(pages[s]) {
+				info.Ranges = append(info.Ranges, pages[s][seq])
+				info.Count += pages[s][seq].Count
+			}
+		}
+		if len(ids) > 0 && (len(info.Ranges) == 0 || len(ids) == rebuildBlocks) {
+			out = append(out, recovery.BatchAllocated(t, ids...))
+			t, ids = t.Add(time.Second), nil
+		}
+		if len(info.Ranges) == 0 {
+			break
+		}
+		out = append(out, recovery.BlockStored(info))
+		ids = append(ids, info.ID)
+		total += info.Count
+	}
+	if total != rebuildRecords {
+		b.Fatalf("the blocks hold %d records, want %d", total, rebuildRecords)
+	}
+	return out
+}
+
+// rebuildOnce recovers a log holding entries with a pipeline of the given
+// Parallelism (recomputing each block range by range if sequential) and
+// returns how long its pending batches took, each Kinesis call delayed by
+// rtt.
+func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recovery.Entry, parallelism int, sequential bool, rtt time.Duration) time.Duration {
+	ctx := b.Context()
+	quiet := slog.New(slog.DiscardHandler)
+	store := recovery.Memory()
+	l, err := store.Open(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Append(ctx, entries...); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	awsCfg := env.AWSConfig()
+	if rtt > 0 {
+		awsCfg.HTTPClient = &http.Client{Transport: slowTrip{rtt: rtt, base: http.DefaultTransport}}
+	}
+	recv, err := kinesis.New(kinesis.Config{Stream: name, App: "rebuild", InitialPosition: kinesis.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: pollInterval, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: batchInterval, BlockInterval: blockInterval,
+		Recovery: store, Parallelism: parallelism, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen int
+		last time.Time
+		done = make(chan struct{})
+	)
+	var r source.Receiver[kinesis.Record] = recv
+	if sequential {
+		r = rangeByRange{recv}
+	}
+	stream.ForEachBatch(stream.From(p, r), func(_ context.Context, bt *batch.Batch[kinesis.Record]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen += bt.Len(); seen == rebuildRecords && bt.Len() > 0 {
+			last = time.Now()
+			close(done)
+		}
+		return nil
+	})
+	start := runUntil(b, p, done)
+	mu.Lock()
+	defer mu.Unlock()
+	return last.Sub(start)
+}
+
+// rangeByRange is a Kinesis receiver that recomputes a block one range
+// after the other: the sequential baseline of BenchmarkRestartRecompute.
+type rangeByRange struct{ *kinesis.Receiver }
+
+func (r rangeByRange) Recompute(ctx context.Context, info batch.BlockInfo) ([]kinesis.Record, error) {
+	var out []kinesis.Record
+	for _, rng := range info.Ranges {
+		recs, err := r.Receiver.Recompute(ctx, batch.BlockInfo{ID: info.ID, Ranges: []batch.SeqRange{rng}, Count: rng.Count})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
