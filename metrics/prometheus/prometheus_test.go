@@ -143,6 +143,26 @@ func TestScrapeFollowsConventions(t *testing.T) {
 	}
 }
 
+// TestCountersFromFirstScrape scrapes before any sample or batch: the
+// receiver's counters are there at 0 (retries by cause included), so that
+// rate() and increase() see the first retry.
+func TestCountersFromFirstScrape(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := scrape(t, c)
+	for _, line := range []string{
+		`weir_kinesis_retries_total{cause="timeout",stream="orders"} 0`,
+		`weir_lease_acquisitions_total{how="stolen",stream="orders"} 0`,
+		`weir_batches_failed_total 0`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("first scrape lacks %q", line)
+		}
+	}
+}
+
 // units are the base units a metric name may hold.
 var units = []string{"seconds", "bytes", "ratio"}
 
