@@ -151,8 +151,8 @@ type Lease struct {
 	// Owner is the worker holding the lease, "" if none.
 	Owner string
 	// Worker is Owner without what changes at every restart (the process
-	// ID and random suffix of a default worker ID), "" if unowned: a metric
-	// label keeps its series across restarts.
+	// ID and random suffix of a default worker ID), so that a metric label
+	// keeps its series across restarts. Default (""): Owner.
 	Worker string
 	// Counter is the lease's version: every write adds one.
 	Counter int64

@@ -7,7 +7,6 @@ package kinesismetrics
 
 import (
 	"context"
-	"maps"
 	"regexp"
 	"time"
 
@@ -91,7 +90,7 @@ func retries(m map[kinesis.RetryCause]int64) map[string]int64 {
 		return nil
 	}
 	out := make(map[string]int64, len(m))
-	for c, n := range maps.All(m) {
+	for c, n := range m {
 		out[string(c)] = n
 	}
 	return out

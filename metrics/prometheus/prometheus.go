@@ -144,7 +144,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if f := s.Fleet; f != nil && !f.Listed.IsZero() {
 		byWorker := map[string]int{}
 		for _, l := range f.Leases {
-			byWorker[l.Worker]++
+			w := l.Worker
+			if w == "" {
+				w = l.Owner
+			}
+			byWorker[w]++
 		}
 		for _, w := range slices.Sorted(maps.Keys(byWorker)) {
 			send(tableLeases, float64(byWorker[w]), w)

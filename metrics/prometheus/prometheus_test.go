@@ -254,7 +254,7 @@ func (badUTF8) Stats() metrics.ReceiverStats {
 }
 
 func (badUTF8) List(context.Context) ([]metrics.Lease, error) {
-	return []metrics.Lease{{Shard: "shard-\xff", Owner: "w\xff", Worker: "w\xff"}}, nil
+	return []metrics.Lease{{Shard: "shard-\xff", Owner: "w\xff"}}, nil // Worker "": labelled by Owner
 }
 
 // TestScrapeInvalidUTF8 scrapes label values that are not valid UTF-8: the
