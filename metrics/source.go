@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -94,10 +95,7 @@ func newHistogram(bounds []time.Duration) Histogram {
 
 // observe counts d.
 func (h *Histogram) observe(d time.Duration) {
-	i := 0
-	for i < len(h.Bounds) && d > h.Bounds[i] {
-		i++
-	}
+	i, _ := slices.BinarySearch(h.Bounds, d) // the first bound >= d
 	h.Counts[i]++
 	h.Sum += d
 }

@@ -173,10 +173,7 @@ func (s *statsCollector) getRecords(shard string, took time.Duration, bytes int6
 	sc := s.shardLocked(shard)
 	sc.calls++
 	sc.time += took
-	i := 0
-	for i < len(getRecordsBounds) && took > getRecordsBounds[i] {
-		i++
-	}
+	i, _ := slices.BinarySearch(getRecordsBounds[:], took) // the first bound >= took
 	sc.latency[i]++
 	sc.bytes += bytes
 }
