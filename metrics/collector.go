@@ -12,10 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
-	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
-	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -35,36 +32,23 @@ const listFailWarning = 5
 // status page that errors of any size can take.
 const maxErrLen = 4 << 10
 
-// Receiver is what a Collector samples of a Kinesis receiver;
-// *kinesis.Receiver implements it.
-type Receiver interface {
-	// Stats returns the receiver's counters and shard states.
-	Stats() kinesis.Stats
-	// CheckpointStats returns its checkpointer's counters.
-	CheckpointStats() checkpoint.Stats
-	// HeldLeases returns the leases it holds.
-	HeldLeases() []leasetable.Lease
-	// WorkerID returns its lease owner name.
-	WorkerID() string
-}
-
-// LeaseLister lists a lease table; *leasetable.Table implements it.
-type LeaseLister interface {
-	// List returns every lease.
-	List(ctx context.Context) ([]leasetable.Lease, error)
-}
+// defaultLeaseDuration is the default of Config.LeaseDuration: the lease
+// table's default (leasetable.DefaultLeaseDuration), which this package
+// cannot import without linking the AWS SDK.
+const defaultLeaseDuration = 10 * time.Second
 
 // Config configures a Collector.
 type Config struct {
 	// BatchInterval is the pipeline's batch interval
 	// (stream.Pipeline.BatchInterval). Required.
 	BatchInterval time.Duration
-	// Receivers are the Kinesis receivers to sample. Default: none.
+	// Receivers are the receivers to sample, each with its own Name (for a
+	// Kinesis receiver, kinesismetrics.Receiver). Default: none.
 	Receivers []Receiver
 	// Leases, when set, is listed at every sample to show the whole fleet
-	// and to tell stolen leases from expired ones: usually
-	// receiver's Coordinator Table, or a leasetable.Table of the
-	// application's table. Default: nil.
+	// and to tell stolen leases from expired ones: for Kinesis,
+	// kinesismetrics.Leases of a leasetable.Table of the application's
+	// table. Default: nil.
 	Leases LeaseLister
 	// SampleInterval is how often Run samples the Receivers and Leases.
 	// Default: BatchInterval, and at least 1s.
@@ -80,8 +64,8 @@ type Config struct {
 	LagWarning time.Duration
 	// LeaseDuration is the lease table's lease duration: a lease acquired
 	// from a worker that had not renewed it for that long counts as
-	// expired, otherwise as stolen. Default:
-	// leasetable.DefaultLeaseDuration (10s).
+	// expired, otherwise as stolen. Default: 10s, the lease table's
+	// default (leasetable.DefaultLeaseDuration).
 	LeaseDuration time.Duration
 	// Clock times samples and warnings. Default: clock.Real{}.
 	Clock clock.Clock
@@ -109,12 +93,21 @@ func (cfg Config) validate() error {
 		add("LagWarning %v: must be > 0 (or 0 for the default, 1m)", cfg.LagWarning)
 	}
 	if cfg.LeaseDuration < 0 {
-		add("LeaseDuration %v: must be > 0 (or 0 for the default, %v)", cfg.LeaseDuration, leasetable.DefaultLeaseDuration)
+		add("LeaseDuration %v: must be > 0 (or 0 for the default, %v)", cfg.LeaseDuration, defaultLeaseDuration)
 	}
+	names := make(map[string]int, len(cfg.Receivers))
 	for i, r := range cfg.Receivers {
 		if r == nil {
-			add("Receivers[%d] nil: remove it or pass a *kinesis.Receiver", i)
+			add("Receivers[%d] nil: remove it or pass a receiver (kinesismetrics.Receiver(r) for Kinesis)", i)
+			continue
 		}
+		name := r.Name()
+		if name == "" {
+			add("Receivers[%d] has an empty Name: it must name the receiver in metric labels", i)
+		} else if j, dup := names[name]; dup {
+			add("Receivers[%d] and [%d] are both named %q: each receiver needs its own name (one receiver per stream)", j, i, name)
+		}
+		names[name] = i
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
@@ -136,7 +129,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.LagWarning = time.Minute
 	}
 	if cfg.LeaseDuration == 0 {
-		cfg.LeaseDuration = leasetable.DefaultLeaseDuration
+		cfg.LeaseDuration = defaultLeaseDuration
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
@@ -159,14 +152,15 @@ type Collector struct {
 	recent    []BatchSample
 	failed    []BatchSample
 	receivers []ReceiverSample
+	names     []string // of the receivers, in order
 	fleet     *Fleet
-	lastTable map[string]leasetable.Lease // as of the latest listing
-	prevTable map[string]leasetable.Lease // as of the one before
-	changed   map[string]time.Time        // per shard: listing that saw its owner or counter change
-	prevSeen  map[string]time.Time        // changed, as of the listing before the latest
-	held      []map[string]bool           // per receiver, as of the latest sample
-	completed []map[string][]seen         // per receiver and shard: completed positions not yet checkpointed
-	listFails int                         // consecutive failed listings of the lease table
+	lastTable map[string]Lease     // as of the latest listing
+	prevTable map[string]Lease     // as of the one before
+	changed   map[string]time.Time // per shard: listing that saw its owner or counter change
+	prevSeen  map[string]time.Time // changed, as of the listing before the latest
+	held      []map[string]bool    // per receiver, as of the latest sample
+	completed []map[string][]seen  // per receiver and shard: completed positions not yet checkpointed
+	listFails int                  // consecutive failed listings of the lease table
 	warn      warnings
 }
 
@@ -180,8 +174,19 @@ func New(cfg Config) (*Collector, error) {
 		cfg:       cfg,
 		held:      make([]map[string]bool, len(cfg.Receivers)),
 		completed: make([]map[string][]seen, len(cfg.Receivers)),
+		names:     make([]string, len(cfg.Receivers)),
 	}
+	for i, r := range cfg.Receivers {
+		c.names[i] = r.Name()
+	}
+	c.counts.SchedulingDelay = newHistogram(batchBounds)
+	c.counts.ProcessingTime = newHistogram(batchBounds)
+	c.counts.TotalDelay = newHistogram(batchBounds)
 	c.warn.init(cfg)
+	// A first sample of the receivers, which does no I/O (the lease table
+	// waits for Run), so that their counters are there from the first
+	// scrape, at 0.
+	c.sample(false, nil, nil)
 	return c, nil
 }
 
@@ -220,9 +225,9 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	c.counts.Completed++
 	c.counts.UnbatchedBlocks = b.Unbatched
 	c.counts.Records += int64(b.Records)
-	c.counts.SchedulingDelay += s.SchedulingDelay
-	c.counts.ProcessingTime += s.ProcessingTime
-	c.counts.TotalDelay += s.TotalDelay
+	c.counts.SchedulingDelay.observe(s.SchedulingDelay)
+	c.counts.ProcessingTime.observe(s.ProcessingTime)
+	c.counts.TotalDelay.observe(s.TotalDelay)
 	if s.Recovered {
 		c.counts.Recovered++
 	}
@@ -288,23 +293,26 @@ func (c *Collector) Run(ctx context.Context) error {
 // Sample samples the Receivers and the lease table now. Run calls it on
 // its interval; call it yourself to sample without Run.
 func (c *Collector) Sample(ctx context.Context) {
-	now := c.cfg.Clock.Now()
-	var table []leasetable.Lease
+	var table []Lease
 	var listErr error
 	if c.cfg.Leases != nil {
 		table, listErr = c.cfg.Leases.List(ctx)
 	}
+	c.sample(c.cfg.Leases != nil, table, listErr)
+}
+
+// sample samples the Receivers and records a listing of the lease table,
+// if listed.
+func (c *Collector) sample(listed bool, table []Lease, listErr error) {
+	now := c.cfg.Clock.Now()
 	samples := make([]ReceiverSample, len(c.cfg.Receivers))
 	for i, r := range c.cfg.Receivers {
-		samples[i] = ReceiverSample{
-			Index: i, WorkerID: r.WorkerID(), Stats: r.Stats(),
-			Checkpoint: r.CheckpointStats(), Held: r.HeldLeases(),
-		}
+		samples[i] = ReceiverSample{Index: i, Name: c.names[i], Stats: r.Stats()}
 	}
 
 	c.mu.Lock()
 	var logs []logLine
-	if c.cfg.Leases != nil {
+	if listed {
 		logs = append(logs, c.listedLocked(now, table, listErr)...)
 	}
 	var read int64
@@ -327,7 +335,7 @@ func (c *Collector) Sample(ctx context.Context) {
 }
 
 // listedLocked records a listing of the lease table; c.mu is held.
-func (c *Collector) listedLocked(now time.Time, table []leasetable.Lease, err error) []logLine {
+func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logLine {
 	if err != nil {
 		if c.fleet == nil {
 			c.fleet = &Fleet{}
@@ -343,9 +351,9 @@ func (c *Collector) listedLocked(now time.Time, table []leasetable.Lease, err er
 		return nil
 	}
 	c.listFails = 0
-	slices.SortFunc(table, func(a, b leasetable.Lease) int { return strings.Compare(a.Shard, b.Shard) })
+	slices.SortFunc(table, func(a, b Lease) int { return strings.Compare(a.Shard, b.Shard) })
 	f := &Fleet{Listed: now, Leases: table}
-	byShard := make(map[string]leasetable.Lease, len(table))
+	byShard := make(map[string]Lease, len(table))
 	for _, l := range table {
 		byShard[l.Shard] = l
 		if l.Owner != "" && !slices.Contains(f.Workers, l.Owner) {
@@ -371,9 +379,9 @@ func (c *Collector) listedLocked(now time.Time, table []leasetable.Lease, err er
 // leaseChangesLocked counts the leases receiver i acquired and lost since
 // its previous sample; c.mu is held.
 func (c *Collector) leaseChangesLocked(now time.Time, i int, s *ReceiverSample) {
-	held := make(map[string]bool, len(s.Held))
-	for _, l := range s.Held {
-		held[l.Shard] = true
+	held := make(map[string]bool, len(s.Stats.Held))
+	for _, shard := range s.Stats.Held {
+		held[shard] = true
 	}
 	before := c.held[i]
 	c.held[i] = held
@@ -383,7 +391,7 @@ func (c *Collector) leaseChangesLocked(now time.Time, i int, s *ReceiverSample) 
 		}
 		prev, known := c.prevTable[shard]
 		switch {
-		case !known || prev.Owner == "" || prev.Owner == s.WorkerID:
+		case !known || prev.Owner == "" || prev.Owner == s.Stats.WorkerID:
 			s.Leases.Taken++
 		case now.Sub(c.prevSeen[shard]) >= c.cfg.LeaseDuration:
 			s.Leases.Expired++
@@ -412,37 +420,40 @@ const maxSeen = 1024
 // checkpointLagLocked returns, per shard of s, how long its oldest
 // completed record not covered by its checkpoint has waited: the time since
 // a sample first saw the completed position just past the checkpoint. It is
-// 0 for a shard whose checkpoint covers every completed record, or that is
-// not checkpointed. c.mu is held.
+// 0 for a shard whose checkpoint covers every completed record, and absent
+// for a shard that is not checkpointed or that this receiver has not yet
+// tried to checkpoint (no commit, no failure): before its first checkpoint
+// interval the lag would only show how long the interval is. c.mu is held.
 func (c *Collector) checkpointLagLocked(now time.Time, i int, s *ReceiverSample) map[string]time.Duration {
 	if c.completed[i] == nil {
 		c.completed[i] = make(map[string][]seen)
 	}
 	lag := make(map[string]time.Duration)
 	for shard, st := range s.Stats.Shards {
-		cp := s.Checkpoint.Shards[shard]
 		q := c.completed[i][shard]
-		if !cp.Registered || st.LatestCompleted == "" {
+		if !st.Checkpointed || st.LatestCompleted == "" {
 			delete(c.completed[i], shard)
-			lag[shard] = 0
 			continue
 		}
 		if len(q) == 0 || q[len(q)-1].seq != st.LatestCompleted {
 			q = append(q, seen{seq: st.LatestCompleted, at: now})
 		}
-		if batch.ValidateSeq(cp.Committed) == nil {
-			for len(q) > 0 && batch.CompareSeq(q[0].seq, cp.Committed) <= 0 {
+		if batch.ValidateSeq(st.Checkpoint) == nil {
+			for len(q) > 0 && batch.CompareSeq(q[0].seq, st.Checkpoint) <= 0 {
 				q = q[1:]
 			}
 		}
 		if len(q) > maxSeen {
 			q = q[len(q)-maxSeen:]
 		}
+		c.completed[i][shard] = q
+		if st.CheckpointCommits == 0 && st.CheckpointFailures == 0 {
+			continue
+		}
 		lag[shard] = 0
 		if len(q) > 0 {
 			lag[shard] = now.Sub(q[0].at)
 		}
-		c.completed[i][shard] = q
 	}
 	return lag
 }
@@ -454,7 +465,7 @@ func (c *Collector) Snapshot() Snapshot {
 	s := Snapshot{
 		Time:          c.cfg.Clock.Now(),
 		BatchInterval: c.cfg.BatchInterval,
-		Batches:       c.counts,
+		Batches:       c.counts.clone(),
 		Recent:        latest(c.recent, c.cfg.History),
 		Failed:        latest(c.failed, c.cfg.History),
 		Receivers:     slices.Clone(c.receivers),
@@ -466,6 +477,14 @@ func (c *Collector) Snapshot() Snapshot {
 		s.Fleet = &f
 	}
 	return s
+}
+
+// clone returns a copy of b that shares no memory with it.
+func (b BatchCounts) clone() BatchCounts {
+	b.SchedulingDelay = b.SchedulingDelay.clone()
+	b.ProcessingTime = b.ProcessingTime.clone()
+	b.TotalDelay = b.TotalDelay.clone()
+	return b
 }
 
 // logLine is a log record decided under c.mu and written after it.

@@ -3,7 +3,9 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,10 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
-	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/metrics"
-	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -47,29 +46,23 @@ func (h *logs) take() []string {
 
 // fakeReceiver is a metrics.Receiver whose answers the test sets.
 type fakeReceiver struct {
-	mu     sync.Mutex
-	worker string
-	stats  kinesis.Stats
-	cp     checkpoint.Stats
-	held   []leasetable.Lease
+	mu    sync.Mutex
+	name  string
+	stats metrics.ReceiverStats
 }
 
-func (f *fakeReceiver) Stats() kinesis.Stats {
+func (f *fakeReceiver) Name() string {
+	if f.name == "" {
+		return "stream"
+	}
+	return f.name
+}
+
+func (f *fakeReceiver) Stats() metrics.ReceiverStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stats
 }
-func (f *fakeReceiver) CheckpointStats() checkpoint.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cp
-}
-func (f *fakeReceiver) HeldLeases() []leasetable.Lease {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.held
-}
-func (f *fakeReceiver) WorkerID() string { return f.worker }
 
 func (f *fakeReceiver) set(fn func(f *fakeReceiver)) {
 	f.mu.Lock()
@@ -79,20 +72,20 @@ func (f *fakeReceiver) set(fn func(f *fakeReceiver)) {
 
 // fakeTable is a metrics.LeaseLister.
 type fakeTable struct {
-	leases []leasetable.Lease
+	leases []metrics.Lease
 	err    error
 }
 
-func (f *fakeTable) List(context.Context) ([]leasetable.Lease, error) {
-	return append([]leasetable.Lease(nil), f.leases...), f.err
+func (f *fakeTable) List(context.Context) ([]metrics.Lease, error) {
+	return append([]metrics.Lease(nil), f.leases...), f.err
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	_, err := metrics.New(metrics.Config{History: -1, Receivers: []metrics.Receiver{nil}})
+	_, err := metrics.New(metrics.Config{History: -1, Receivers: []metrics.Receiver{nil, &fakeReceiver{name: "a"}, &fakeReceiver{name: "a"}}})
 	if !errors.Is(err, metrics.ErrInvalidConfig) {
 		t.Fatalf("New: %v, want ErrInvalidConfig", err)
 	}
-	for _, field := range []string{"BatchInterval", "History", "Receivers[0]"} {
+	for _, field := range []string{"BatchInterval", "History", "Receivers[0]", `Receivers[1] and [2] are both named "a"`} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
@@ -119,12 +112,27 @@ func TestBatchCounts(t *testing.T) {
 	run(3000, 7, 30*time.Millisecond, 300*time.Millisecond, nil, false)
 
 	s := c.Snapshot()
-	want := metrics.BatchCounts{
-		Scheduled: 4, Completed: 3, Failed: 1, Recovered: 1, Pending: 1, Records: 15,
-		SchedulingDelay: 60 * time.Millisecond, ProcessingTime: 600 * time.Millisecond, TotalDelay: 660 * time.Millisecond,
-	}
-	if diff := cmp.Diff(want, s.Batches); diff != "" {
+	want := metrics.BatchCounts{Scheduled: 4, Completed: 3, Failed: 1, Recovered: 1, Pending: 1, Records: 15}
+	got := s.Batches
+	got.SchedulingDelay, got.ProcessingTime, got.TotalDelay = metrics.Histogram{}, metrics.Histogram{}, metrics.Histogram{}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Batches (-want +got):\n%s", diff)
+	}
+	// Buckets: 10ms, 25ms, 50ms, 100ms, 250ms, 500ms, 1s, ...
+	for _, h := range []struct {
+		name   string
+		h      metrics.Histogram
+		sum    time.Duration
+		counts []int64
+	}{
+		{"SchedulingDelay", s.Batches.SchedulingDelay, 60 * time.Millisecond, []int64{1, 1, 1}},
+		{"ProcessingTime", s.Batches.ProcessingTime, 600 * time.Millisecond, []int64{0, 0, 0, 1, 1, 1}},
+		{"TotalDelay", s.Batches.TotalDelay, 660 * time.Millisecond, []int64{0, 0, 0, 0, 2, 1}},
+	} {
+		counts := h.h.Counts[:len(h.counts)]
+		if h.h.Sum != h.sum || h.h.Count() != 3 || !slices.Equal(counts, h.counts) {
+			t.Errorf("%s: sum %v, count %d, first buckets %v; want %v, 3, %v", h.name, h.h.Sum, h.h.Count(), counts, h.sum, h.counts)
+		}
 	}
 	var times []batch.Time
 	for _, b := range s.Recent {
@@ -193,7 +201,7 @@ func TestWarnsWhenShardLagGrows(t *testing.T) {
 		var got []string
 		for _, behind := range []int64{0, 5000, 12000, 11000, 13000, 15000, 18000, 30000, 40000, 2000} {
 			r.set(func(f *fakeReceiver) {
-				f.stats.Shards = map[string]kinesis.ShardStats{"shard-0": {Reading: true, MillisBehindLatest: behind}}
+				f.stats.Shards = map[string]metrics.ShardStats{"shard-0": {Reading: true, Behind: time.Duration(behind) * time.Millisecond}}
 			})
 			c.Sample(t.Context())
 			got = append(got, h.take()...)
@@ -219,17 +227,22 @@ func TestWarnsWhenShardLagGrows(t *testing.T) {
 // table listed at every sample, in virtual time.
 func TestLeaseChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := &fakeReceiver{worker: "me"}
+		r := &fakeReceiver{stats: metrics.ReceiverStats{WorkerID: "me"}}
 		table := &fakeTable{}
 		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, Leases: table, LeaseDuration: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lease := func(shard, owner string, counter int64) leasetable.Lease {
-			return leasetable.Lease{Shard: shard, Owner: owner, Counter: counter}
+		lease := func(shard, owner string, counter int64) metrics.Lease {
+			return metrics.Lease{Shard: shard, Owner: owner, Counter: counter}
 		}
-		step := func(held []leasetable.Lease, leases ...leasetable.Lease) {
-			r.set(func(f *fakeReceiver) { f.held = held })
+		step := func(held []metrics.Lease, leases ...metrics.Lease) {
+			r.set(func(f *fakeReceiver) {
+				f.stats.Held = nil
+				for _, l := range held {
+					f.stats.Held = append(f.stats.Held, l.Shard)
+				}
+			})
 			table.leases = leases
 			c.Sample(t.Context())
 			time.Sleep(5 * time.Second)
@@ -238,7 +251,7 @@ func TestLeaseChanges(t *testing.T) {
 		step(nil, lease("a", "", 1), lease("b", "w2", 1), lease("c", "w3", 7))
 		step(nil, lease("a", "", 1), lease("b", "w2", 2), lease("c", "w3", 7))
 		step(nil, lease("a", "", 1), lease("b", "w2", 3), lease("c", "w3", 7))
-		mine := []leasetable.Lease{lease("a", "me", 2), lease("b", "me", 4), lease("c", "me", 8)}
+		mine := []metrics.Lease{lease("a", "me", 2), lease("b", "me", 4), lease("c", "me", 8)}
 		step(mine, mine...)
 		step(mine[:2], lease("a", "me", 3), lease("b", "me", 5), lease("c", "w2", 9))
 
@@ -259,7 +272,9 @@ func TestLeaseChanges(t *testing.T) {
 }
 
 // TestCheckpointLag samples a receiver whose completed records move ahead of
-// its checkpoint, which then catches up.
+// its checkpoint, which then catches up. Before the receiver's first
+// checkpoint of the shard, the lag is not measured: it would only count the
+// time until the first checkpoint interval ends (a minute by default).
 func TestCheckpointLag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &fakeReceiver{}
@@ -267,22 +282,29 @@ func TestCheckpointLag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		set := func(completed, committed string) {
+		set := func(completed, committed string, commits int64) {
 			r.set(func(f *fakeReceiver) {
-				f.stats.Shards = map[string]kinesis.ShardStats{"s": {LatestCompleted: completed}}
-				f.cp.Shards = map[string]checkpoint.ShardStats{"s": {Registered: true, Committed: committed}}
+				f.stats.Shards = map[string]metrics.ShardStats{"s": {
+					LatestCompleted: completed, Checkpointed: true, Checkpoint: committed, CheckpointCommits: commits,
+				}}
 			})
 			c.Sample(t.Context())
 		}
-		var got []time.Duration
-		for _, st := range [][2]string{{"5", "5"}, {"7", "5"}, {"9", "5"}, {"9", "7"}, {"9", "9"}} {
-			set(st[0], st[1])
-			got = append(got, c.Snapshot().Receivers[0].CheckpointLag["s"])
+		var got []string
+		for _, st := range []struct {
+			completed, committed string
+			commits              int64
+		}{
+			{"3", "TRIM_HORIZON", 0}, {"4", "TRIM_HORIZON", 0}, {"5", "5", 1}, {"7", "5", 1}, {"9", "5", 1}, {"9", "7", 2}, {"9", "9", 3},
+		} {
+			set(st.completed, st.committed, st.commits)
+			lag, ok := c.Snapshot().Receivers[0].CheckpointLag["s"]
+			got = append(got, fmt.Sprint(lag, ok))
 			time.Sleep(time.Second)
 		}
-		want := []time.Duration{0, 0, time.Second, time.Second, 0}
+		want := []string{"0s false", "0s false", "0s true", "0s true", "1s true", "1s true", "0s true"}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("checkpoint lag per sample (-want +got):\n%s", diff)
+			t.Errorf("checkpoint lag per sample, and whether measured (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -29,7 +29,7 @@ func ExampleCollector() {
 	}
 	s := c.Snapshot()
 	fmt.Printf("%d batches, %d records, mean total delay %v\n",
-		s.Batches.Completed, s.Batches.Records, s.Batches.TotalDelay/time.Duration(s.Batches.Completed))
+		s.Batches.Completed, s.Batches.Records, s.Batches.TotalDelay.Mean())
 	// Output:
 	// 2 batches, 200 records, mean total delay 320ms
 }

@@ -4,9 +4,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
-	"github.com/weirstream/weir/checkpoint/leasetable"
-	"github.com/weirstream/weir/source/kinesis"
 )
 
 // Snapshot is what a Collector knows at one moment. The caller may keep it
@@ -50,9 +47,9 @@ type BatchCounts struct {
 	Pending int
 	// Records counts the input records of the completed batches.
 	Records int64
-	// SchedulingDelay, ProcessingTime and TotalDelay are the sums over the
-	// completed batches: divided by Completed, the means.
-	SchedulingDelay, ProcessingTime, TotalDelay time.Duration
+	// SchedulingDelay, ProcessingTime and TotalDelay count the completed
+	// batches by their delays (see BatchSample); their Mean is the mean.
+	SchedulingDelay, ProcessingTime, TotalDelay Histogram
 	// UnbatchedRecords is the number of records the Receivers read that
 	// are in no scheduled batch yet (in open or queued blocks, or stored
 	// and waiting for the next batch); 0 without Receivers. It counts
@@ -89,20 +86,17 @@ type BatchSample struct {
 type ReceiverSample struct {
 	// Index is the receiver's index in Config.Receivers.
 	Index int
-	// WorkerID is the receiver's lease owner name, "" without leases.
-	WorkerID string
+	// Name is the receiver's Name.
+	Name string
 	// Stats are the receiver's counters and shard states.
-	Stats kinesis.Stats
-	// Checkpoint are the receiver's checkpointer counters.
-	Checkpoint checkpoint.Stats
+	Stats ReceiverStats
 	// CheckpointLag is, per shard, how long the oldest completed record
 	// its checkpoint does not cover has waited (as seen by the samples): 0
 	// when the checkpoint is up to date. In normal operation it stays under
 	// about the checkpoint interval plus the sample interval; more means
-	// checkpoints fail or are held back.
+	// checkpoints fail or are held back. A shard is absent until the
+	// receiver first tried to checkpoint it (one checkpoint interval).
 	CheckpointLag map[string]time.Duration
-	// Held are the leases the receiver holds.
-	Held []leasetable.Lease
 	// Leases counts the receiver's lease changes.
 	Leases LeaseCounts
 }
@@ -129,7 +123,7 @@ type Fleet struct {
 	// Listed is when the table was last listed successfully.
 	Listed time.Time
 	// Leases are every lease, by shard ID.
-	Leases []leasetable.Lease
+	Leases []Lease
 	// Workers are the owners of the leases, sorted, without "".
 	Workers []string
 	// Err is the error of the latest listing, "" if it succeeded; cut to

@@ -20,7 +20,7 @@ type warnings struct {
 	delayLimit time.Duration
 	lagLimit   time.Duration
 	on         map[string]*warned // by kind and subject
-	history    map[string][]int64 // per shard key: recent MillisBehindLatest, oldest first
+	history    map[string][]int64 // per shard key: recent ShardStats.Behind, oldest first
 }
 
 // warned is a condition warned about that still holds.
@@ -75,12 +75,12 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 		for _, id := range ids {
 			st := s.Stats.Shards[id]
 			hkey := fmt.Sprintf("%d/%s", s.Index, id)
-			h := append(w.history[hkey], st.MillisBehindLatest)
+			h := append(w.history[hkey], int64(st.Behind))
 			if len(h) > growthWindow+1 {
 				h = h[len(h)-growthWindow-1:]
 			}
 			w.history[hkey] = h
-			lag := time.Duration(st.MillisBehindLatest) * time.Millisecond
+			lag := st.Behind
 			key := "shard_lag/" + hkey
 			if lag < w.lagLimit || !st.Reading {
 				out = append(out, w.clear(key, "metrics: shard lag back under its warning level", "shard", id, "behind", lag)...)

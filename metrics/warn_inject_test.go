@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/weirstream/weir/source/kinesis"
 )
 
 // TestShardLagWarningOneLine checks that a shard ID holding a newline
@@ -21,8 +19,8 @@ func TestShardLagWarningOneLine(t *testing.T) {
 	w.init(Config{BatchInterval: time.Second, DelayWarning: time.Minute, LagWarning: time.Second})
 	var lines []logLine
 	for i := range growthWindow + 1 {
-		s := ReceiverSample{Stats: kinesis.Stats{Shards: map[string]kinesis.ShardStats{
-			id: {Reading: true, MillisBehindLatest: int64(10_000 * (i + 1))},
+		s := ReceiverSample{Stats: ReceiverStats{Shards: map[string]ShardStats{
+			id: {Reading: true, Behind: time.Duration(10*(i+1)) * time.Second},
 		}}}
 		lines = append(lines, w.shards(time.Unix(int64(i), 0), []ReceiverSample{s})...)
 	}

@@ -47,7 +47,9 @@ func Example() {
 	fmt.Println("page:", rec.Code, rec.Header().Get("Content-Type"))
 
 	rec = get("http://localhost:8080/status/snapshot.json")
-	var snap metrics.Snapshot
+	var snap struct { // snapshot.json: the parts shown here
+		Batches struct{ Completed, Records int64 }
+	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &snap); err != nil {
 		fmt.Println(err)
 		return

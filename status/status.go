@@ -3,7 +3,6 @@ package status
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -46,7 +45,8 @@ type Config struct {
 }
 
 // Handler serves the status page: at any path but one ending in
-// "snapshot.json", which serves the metrics.Snapshot as JSON. Mount it
+// "snapshot.json", which serves the metrics.Snapshot as JSON, its field
+// names as in Go and its durations in seconds (a number). Mount it
 // anywhere (http.StripPrefix is not needed). It only reads, so it answers
 // GET and HEAD; it is safe for concurrent use.
 //
@@ -160,11 +160,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.cfg.Collector.Snapshot()
 	w.Header().Set("Cache-Control", "no-store")
 	if strings.HasSuffix(r.URL.Path, "snapshot.json") {
+		b, err := snapshotJSON(snap)
+		if err != nil {
+			h.cfg.Logger.Error("status: encoding the snapshot", "err", err)
+			http.Error(w, "status: encoding the snapshot failed; see the logs", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(snap); err != nil {
-			h.cfg.Logger.Warn("status: writing the snapshot", "err", err)
+		if _, err := w.Write(b); err != nil {
+			h.cfg.Logger.Debug("status: writing the snapshot", "err", err)
 		}
 		return
 	}

@@ -17,10 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
-	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/metrics"
-	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/status"
 	"github.com/weirstream/weir/stream"
 )
@@ -105,12 +102,28 @@ func TestSnapshotJSON(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET snapshot.json: %s", resp.Status)
 	}
-	var s metrics.Snapshot
+	var s struct {
+		BatchInterval float64
+		Batches       struct {
+			Completed, Failed int64
+			ProcessingTime    struct {
+				Bounds []float64
+				Sum    float64
+			}
+		}
+		Recent []struct{ SchedulingDelay, ProcessingTime float64 }
+	}
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Batches.Completed != 3 || len(s.Recent) != 3 || s.Batches.Failed != 1 {
 		t.Errorf("snapshot: %d completed, %d recent, %d failed; want 3, 3, 1", s.Batches.Completed, len(s.Recent), s.Batches.Failed)
+	}
+	// Durations in seconds, not nanoseconds.
+	if s.BatchInterval != 1 || s.Recent[2].SchedulingDelay != 0.02 || s.Recent[2].ProcessingTime != 0.2 ||
+		s.Batches.ProcessingTime.Sum != 0.6 || s.Batches.ProcessingTime.Bounds[0] != 0.01 {
+		t.Errorf("durations: batch interval %v, last batch's delay %v and processing %v, processing sum %v, first bound %v; want 1, 0.02, 0.2, 0.6, 0.01 (seconds)",
+			s.BatchInterval, s.Recent[2].SchedulingDelay, s.Recent[2].ProcessingTime, s.Batches.ProcessingTime.Sum, s.Batches.ProcessingTime.Bounds[0])
 	}
 }
 
@@ -125,24 +138,23 @@ func TestOnlyReads(t *testing.T) {
 }
 
 // table is a metrics.LeaseLister of fixed leases.
-type table []leasetable.Lease
+type table []metrics.Lease
 
-func (t table) List(context.Context) ([]leasetable.Lease, error) { return slices.Clone(t), nil }
+func (t table) List(context.Context) ([]metrics.Lease, error) { return slices.Clone(t), nil }
 
-// receiver is a metrics.Receiver reading two shards, one of them held.
+// receiver is a metrics.Receiver reading two shards, one of them held and
+// not yet checkpointed by this worker.
 type receiver struct{}
 
-func (receiver) Stats() kinesis.Stats {
-	return kinesis.Stats{Shards: map[string]kinesis.ShardStats{
-		"shard-a": {Reading: true, RecordsRead: 42, BytesRead: 4200, MillisBehindLatest: 1500, LastAdded: "123", LatestCompleted: "120"},
-		"shard-b": {Ended: true, Drained: true},
+func (receiver) Name() string { return "orders" }
+
+func (receiver) Stats() metrics.ReceiverStats {
+	return metrics.ReceiverStats{WorkerID: "me", Held: []string{"shard-a"}, Shards: map[string]metrics.ShardStats{
+		"shard-a": {Reading: true, RecordsRead: 42, BytesRead: 4200, Behind: 1500 * time.Millisecond, LastAdded: "123", LatestCompleted: "120",
+			Checkpointed: true, Checkpoint: "TRIM_HORIZON"},
+		"shard-b": {Ended: true, Drained: true, LatestCompleted: "99", Checkpointed: true, Checkpoint: "99", CheckpointCommits: 1},
 	}}
 }
-func (receiver) CheckpointStats() checkpoint.Stats { return checkpoint.Stats{} }
-func (receiver) HeldLeases() []leasetable.Lease {
-	return []leasetable.Lease{{Shard: "shard-a", Owner: "me"}}
-}
-func (receiver) WorkerID() string { return "me" }
 
 // TestPageShowsShardsAndFleet checks the shard table and the lease owners
 // across the fleet.
@@ -164,8 +176,8 @@ func TestPageShowsShardsAndFleet(t *testing.T) {
 	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
 	text = strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{
-		"0 shard-a lease reading 42 4.2 kB 1.5s",
-		"shard-b ended",
+		"orders shard-a lease reading 42 4.2 kB 1.5s 123 120 TRIM_HORIZON –",
+		"orders shard-b ended 0 0 B 0 99 99 0",
 		"me this worker 1 shard-a",
 		"other 1 shard-c",
 		"unowned 1 shard-d",

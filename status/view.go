@@ -38,7 +38,7 @@ type view struct {
 }
 
 type shardRow struct {
-	Source          int
+	Stream          string // the receiver's Name
 	Shard           string
 	State           string
 	Records         int64
@@ -49,7 +49,7 @@ type shardRow struct {
 	LastAdded       seq
 	LatestCompleted seq
 	Committed       seq
-	CheckpointLag   string
+	CheckpointLag   string // "" until the first checkpoint was tried
 	Held            bool
 }
 
@@ -121,8 +121,8 @@ func newView(cfg Config, s metrics.Snapshot) view {
 	v.Charts, v.AvgRate, v.AvgDelay = charts(s)
 	me := map[string]bool{}
 	for _, r := range s.Receivers {
-		if r.WorkerID != "" {
-			me[r.WorkerID] = true
+		if r.Stats.WorkerID != "" {
+			me[r.Stats.WorkerID] = true
 		}
 		v.Shards = append(v.Shards, shardRows(r)...)
 	}
@@ -163,19 +163,21 @@ func charts(s metrics.Snapshot) ([]chart, string, string) {
 
 func shardRows(r metrics.ReceiverSample) []shardRow {
 	held := map[string]bool{}
-	for _, l := range r.Held {
-		held[l.Shard] = true
+	for _, shard := range r.Stats.Held {
+		held[shard] = true
 	}
 	var rows []shardRow
 	for _, id := range slices.Sorted(maps.Keys(r.Stats.Shards)) {
 		st := r.Stats.Shards[id]
 		row := shardRow{
-			Source: r.Index, Shard: id, Records: st.RecordsRead, Bytes: formatBytes(st.BytesRead),
-			Behind:    formatDuration(time.Duration(st.MillisBehindLatest) * time.Millisecond),
+			Stream: r.Name, Shard: id, Records: st.RecordsRead, Bytes: formatBytes(st.BytesRead),
+			Behind:    formatDuration(st.Behind),
 			LastAdded: newSeq(st.LastAdded), LatestCompleted: newSeq(st.LatestCompleted),
-			Committed:     newSeq(r.Checkpoint.Shards[id].Committed),
-			CheckpointLag: formatDuration(r.CheckpointLag[id]),
-			Held:          held[id],
+			Committed: newSeq(st.Checkpoint),
+			Held:      held[id],
+		}
+		if lag, ok := r.CheckpointLag[id]; ok {
+			row.CheckpointLag = formatDuration(lag)
 		}
 		switch {
 		case st.Drained:
@@ -187,8 +189,8 @@ func shardRows(r metrics.ReceiverSample) []shardRow {
 		default:
 			row.State = "stopped"
 		}
-		if st.GetRecordsCalls > 0 {
-			row.Latency = formatDuration(st.GetRecordsTime / time.Duration(st.GetRecordsCalls))
+		if st.ReadLatency.Count() > 0 {
+			row.Latency = formatDuration(st.ReadLatency.Mean())
 		}
 		var parts []string
 		for _, cause := range slices.Sorted(maps.Keys(st.Retries)) {

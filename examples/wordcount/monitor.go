@@ -14,11 +14,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/metrics/kinesismetrics"
 	weirprom "github.com/weirstream/weir/metrics/prometheus"
+	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/status"
 	"github.com/weirstream/weir/stream"
 )
@@ -93,16 +96,19 @@ type monitor struct {
 // with the numbers of the pipeline the Collector it returns listens to
 // (monitor.listeners), of receivers and, if table is not nil, of the lease
 // table. It returns nil, nil without -http. Call stop when done.
-func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Writer, table *leasetable.Table, receivers ...metrics.Receiver) (*monitor, error) {
+func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Writer, table *leasetable.Table, receivers ...*kinesis.Receiver) (*monitor, error) {
 	if o.monitor.addr == "" {
 		return nil, nil
 	}
 	if err := o.monitor.checkAddr(); err != nil {
 		return nil, err
 	}
-	cfg := metrics.Config{BatchInterval: o.batch, Receivers: receivers, Logger: logger}
+	cfg := metrics.Config{BatchInterval: o.batch, Logger: logger}
+	for _, r := range receivers {
+		cfg.Receivers = append(cfg.Receivers, kinesismetrics.Receiver(r))
+	}
 	if table != nil {
-		cfg.Leases = table // not when nil: that would be a non-nil LeaseLister
+		cfg.Leases = kinesismetrics.Leases(table)
 	}
 	if cfg.BatchInterval <= 0 {
 		cfg.BatchInterval = stream.DefaultBatchInterval
@@ -115,7 +121,10 @@ func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("-http-hosts %q: %w", o.monitor.hosts, err)
 	}
+	// The Go runtime's and the process's standard metrics (go_*,
+	// process_*), beside the pipeline's.
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := reg.Register(weirprom.New(c)); err != nil {
 		return nil, err
 	}

@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -112,8 +114,21 @@ func TestRunServesStatusAndMetrics(t *testing.T) {
 	if page := get(urls[1]); !strings.Contains(page, `<svg class="chart"`) || !strings.Contains(page, "wordcount-http-test") {
 		t.Errorf("status page lacks its charts or title:\n%s", page)
 	}
-	if m := get(urls[2]); !strings.Contains(m, "weir_batches_completed_total") || !strings.Contains(m, "weir_batch_total_delay_seconds") {
-		t.Errorf("/metrics lacks weir's metrics:\n%s", m)
+	m := get(urls[2])
+	if !strings.Contains(m, "weir_batches_completed_total") || !strings.Contains(m, "weir_batch_total_delay_seconds_bucket") ||
+		!strings.Contains(m, `weir_kinesis_retries_total{cause="throttled"`) {
+		t.Errorf("/metrics lacks weir's metrics (batches, delay histogram, retries from 0):\n%s", m)
+	}
+	// The standard collectors beside weir's.
+	if !strings.Contains(m, "\ngo_goroutines ") || (runtime.GOOS == "linux" && !strings.Contains(m, "\nprocess_cpu_seconds_total ")) {
+		t.Errorf("/metrics lacks the Go and process collectors (go_*, process_*):\n%s", m)
+	}
+	problems, err := promlint.New(strings.NewReader(m)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
 	}
 	// A page of another site that rebinds its name to 127.0.0.1 sends its
 	// own name as Host: /metrics refuses it as the page does.

@@ -24,6 +24,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/metrics/kinesismetrics"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/status"
 	"github.com/weirstream/weir/stream"
@@ -137,7 +138,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	const batchInterval = 200 * time.Millisecond
 	collector, err := metrics.New(metrics.Config{
-		BatchInterval: batchInterval, Receivers: []metrics.Receiver{src}, Leases: table,
+		BatchInterval: batchInterval, Receivers: []metrics.Receiver{kinesismetrics.Receiver(src)}, Leases: kinesismetrics.Leases(table),
 		SampleInterval: batchInterval, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -3,15 +3,12 @@ package prometheus
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/metrics"
-	"github.com/weirstream/weir/source/kinesis"
 )
 
 // Collector is a prometheus.Collector that reads a metrics.Collector's
@@ -26,7 +23,7 @@ func New(c *metrics.Collector) *Collector { return &Collector{src: c} }
 
 type desc struct {
 	d    *prometheus.Desc
-	kind prometheus.ValueType // CounterValue or GaugeValue; summaries are marked apart
+	kind prometheus.ValueType // CounterValue or GaugeValue; histograms are marked apart
 }
 
 func newDesc(name, help string, kind prometheus.ValueType, labels ...string) desc {
@@ -36,8 +33,8 @@ func newDesc(name, help string, kind prometheus.ValueType, labels ...string) des
 var (
 	counter = prometheus.CounterValue
 	gauge   = prometheus.GaugeValue
-	// summary marks a desc sent with NewConstSummary (sum and count).
-	summary = prometheus.UntypedValue
+	// histogram marks a desc sent with NewConstHistogram.
+	histogram = prometheus.UntypedValue
 )
 
 // The descriptions are immutable values, not state: they may be shared.
@@ -47,35 +44,35 @@ var (
 	batchesFailed    = newDesc("weir_batches_failed_total", "Batches that failed.", counter)
 	batchesPending   = newDesc("weir_batches_pending", "Batches queued and not started.", gauge)
 	batchRecords     = newDesc("weir_batch_input_records_total", "Input records of completed batches.", counter)
-	schedDelay       = newDesc("weir_batch_scheduling_delay_seconds", "From a batch's time to the start of its outputs.", summary)
-	procTime         = newDesc("weir_batch_processing_time_seconds", "How long a batch ran.", summary)
-	totalDelay       = newDesc("weir_batch_total_delay_seconds", "From a batch's time to its completion.", summary)
+	schedDelay       = newDesc("weir_batch_scheduling_delay_seconds", "From a batch's time to the start of its outputs.", histogram)
+	procTime         = newDesc("weir_batch_processing_time_seconds", "How long a batch ran.", histogram)
+	totalDelay       = newDesc("weir_batch_total_delay_seconds", "From a batch's time to its completion.", histogram)
 	lastSchedDelay   = newDesc("weir_batch_last_scheduling_delay_seconds", "Scheduling delay of the latest completed batch.", gauge)
 	lastProcTime     = newDesc("weir_batch_last_processing_time_seconds", "Processing time of the latest completed batch.", gauge)
 	lastTotalDelay   = newDesc("weir_batch_last_total_delay_seconds", "Total delay of the latest completed batch.", gauge)
 	unbatchedRecords = newDesc("weir_unbatched_records", "Records read and in no batch yet.", gauge)
 	unbatchedBlocks  = newDesc("weir_unbatched_blocks", "Blocks stored and in no batch yet, as of the latest batch event.", gauge)
 
-	shardRecords = newDesc("weir_kinesis_records_read_total", "User records read from the shard, after KPL de-aggregation.", counter, "source", "shard")
-	shardBytes   = newDesc("weir_kinesis_bytes_read_total", "Bytes of Kinesis record data read from the shard.", counter, "source", "shard")
-	shardLatency = newDesc("weir_kinesis_get_records_seconds", "Latency of the shard reader's successful GetRecords calls.", summary, "source", "shard")
-	shardBehind  = newDesc("weir_kinesis_behind_latest_seconds", "MillisBehindLatest of the shard's latest GetRecords, in seconds.", gauge, "source", "shard")
-	retries      = newDesc("weir_kinesis_retries_total", "Retried Kinesis calls by cause; shard is empty for calls on the stream.", counter, "source", "shard", "cause")
-	shardReading = newDesc("weir_kinesis_shard_reading", "1 while a reader runs for the shard.", gauge, "source", "shard")
+	shardRecords = newDesc("weir_kinesis_records_read_total", "User records read from the shard, after KPL de-aggregation.", counter, "stream", "shard")
+	shardBytes   = newDesc("weir_kinesis_read_bytes_total", "Bytes of Kinesis record data read from the shard.", counter, "stream", "shard")
+	shardLatency = newDesc("weir_kinesis_get_records_duration_seconds", "Latency of the shard reader's successful GetRecords calls.", histogram, "stream", "shard")
+	shardBehind  = newDesc("weir_kinesis_behind_latest_seconds", "MillisBehindLatest of the shard's latest GetRecords, in seconds.", gauge, "stream", "shard")
+	retries      = newDesc("weir_kinesis_retries_total", "Retried Kinesis calls by cause, over the shards and the calls on the stream.", counter, "stream", "cause")
+	shardReading = newDesc("weir_kinesis_shard_reading", "1 while a reader runs for the shard.", gauge, "stream", "shard")
 
-	cpCommits  = newDesc("weir_checkpoint_commits_total", "Checkpoints written.", counter, "source", "shard")
-	cpFailures = newDesc("weir_checkpoint_failures_total", "Checkpoints that failed every attempt.", counter, "source", "shard")
-	cpLag      = newDesc("weir_checkpoint_lag_seconds", "How long the oldest completed record of the shard not yet checkpointed has waited.", gauge, "source", "shard")
+	cpCommits  = newDesc("weir_checkpoint_commits_total", "Checkpoints written.", counter, "stream", "shard")
+	cpFailures = newDesc("weir_checkpoint_failures_total", "Checkpoints that failed every attempt.", counter, "stream", "shard")
+	cpLag      = newDesc("weir_checkpoint_lag_seconds", "How long the oldest completed record of the shard not yet checkpointed has waited.", gauge, "stream", "shard")
 
-	leasesHeld   = newDesc("weir_leases_held", "Leases this worker holds.", gauge, "source")
-	leasesAcq    = newDesc("weir_lease_acquisitions_total", "Leases acquired, by how: taken (unowned), expired, stolen.", counter, "source", "how")
-	leasesLost   = newDesc("weir_leases_lost_total", "Leases lost before their shard ended.", counter, "source")
-	tableLeases  = newDesc("weir_lease_table_leases", "Leases in the lease table by owner (empty: unowned).", gauge, "owner")
+	leasesHeld   = newDesc("weir_leases_held", "Leases this worker holds.", gauge, "stream")
+	leasesAcq    = newDesc("weir_lease_acquisitions_total", "Leases acquired, by how: taken (unowned), expired, stolen.", counter, "stream", "how")
+	leasesLost   = newDesc("weir_leases_lost_total", "Leases lost before their shard ended.", counter, "stream")
+	tableLeases  = newDesc("weir_lease_table_leases", "Leases in the lease table by worker (its ID without the pid and random suffix of a default ID; empty: unowned).", gauge, "worker")
 	tableWorkers = newDesc("weir_lease_table_workers", "Distinct lease owners in the lease table.", gauge)
 
 	recBatches = newDesc("weir_recovery_batches_total", "Batches recomputed after a restart.", counter)
-	recRanges  = newDesc("weir_recovery_ranges_replayed_total", "Sequence ranges re-read from Kinesis to rebuild lost blocks.", counter, "source")
-	recSkipped = newDesc("weir_recovery_ranges_skipped_total", "Unavailable ranges skipped.", counter, "source")
+	recRanges  = newDesc("weir_recovery_ranges_replayed_total", "Sequence ranges re-read from Kinesis to rebuild lost blocks.", counter, "stream")
+	recSkipped = newDesc("weir_recovery_ranges_skipped_total", "Unavailable ranges skipped.", counter, "stream")
 
 	warningsActive = newDesc("weir_warnings_active", "Conditions warned about that still hold.", gauge, "kind")
 )
@@ -107,8 +104,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		m, err := prometheus.NewConstMetric(d.d, d.kind, v, validUTF8(labels)...)
 		ch <- orInvalid(d, m, err)
 	}
-	sum := func(d desc, count int64, total time.Duration, labels ...string) {
-		m, err := prometheus.NewConstSummary(d.d, uint64(max(count, 0)), total.Seconds(), nil, validUTF8(labels)...)
+	hist := func(d desc, h metrics.Histogram, labels ...string) {
+		m, err := constHistogram(d, h, validUTF8(labels))
 		ch <- orInvalid(d, m, err)
 	}
 	b := s.Batches
@@ -117,9 +114,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(batchesFailed, float64(b.Failed))
 	send(batchesPending, float64(b.Pending))
 	send(batchRecords, float64(b.Records))
-	sum(schedDelay, b.Completed, b.SchedulingDelay)
-	sum(procTime, b.Completed, b.ProcessingTime)
-	sum(totalDelay, b.Completed, b.TotalDelay)
+	hist(schedDelay, b.SchedulingDelay)
+	hist(procTime, b.ProcessingTime)
+	hist(totalDelay, b.TotalDelay)
 	if n := len(s.Recent); n > 0 {
 		last := s.Recent[n-1]
 		send(lastSchedDelay, last.SchedulingDelay.Seconds())
@@ -131,15 +128,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(recBatches, float64(b.Recovered))
 
 	for _, r := range s.Receivers {
-		src := strconv.Itoa(r.Index)
-		collectShards(send, sum, src, r.Stats)
-		for _, id := range slices.Sorted(maps.Keys(r.Checkpoint.Shards)) {
-			cs := r.Checkpoint.Shards[id]
-			send(cpCommits, float64(cs.Commits), src, id)
-			send(cpFailures, float64(cs.Failures), src, id)
-			send(cpLag, r.CheckpointLag[id].Seconds(), src, id)
+		src := r.Name
+		collectShards(send, hist, r)
+		for _, cause := range slices.Sorted(maps.Keys(r.Stats.Retries)) {
+			send(retries, float64(r.Stats.Retries[cause]), src, cause)
 		}
-		send(leasesHeld, float64(len(r.Held)), src)
+		send(leasesHeld, float64(len(r.Stats.Held)), src)
 		send(leasesAcq, float64(r.Leases.Taken), src, "taken")
 		send(leasesAcq, float64(r.Leases.Expired), src, "expired")
 		send(leasesAcq, float64(r.Leases.Stolen), src, "stolen")
@@ -148,12 +142,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(recSkipped, float64(r.Stats.RangesSkipped), src)
 	}
 	if f := s.Fleet; f != nil && !f.Listed.IsZero() {
-		byOwner := map[string]int{}
+		byWorker := map[string]int{}
 		for _, l := range f.Leases {
-			byOwner[l.Owner]++
+			w := l.Worker
+			if w == "" {
+				w = l.Owner
+			}
+			byWorker[w]++
 		}
-		for _, owner := range slices.Sorted(maps.Keys(byOwner)) {
-			send(tableLeases, float64(byOwner[owner]), owner)
+		for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+			send(tableLeases, float64(byWorker[w]), w)
 		}
 		send(tableWorkers, float64(len(f.Workers)))
 	}
@@ -166,31 +164,42 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// collectShards sends the per-shard metrics of one receiver's stats, and
-// its retries of calls on the stream under shard "".
-func collectShards(send func(desc, float64, ...string), sum func(desc, int64, time.Duration, ...string), src string, st kinesis.Stats) {
-	onStream := maps.Clone(st.Retries)
-	for _, id := range slices.Sorted(maps.Keys(st.Shards)) {
-		sh := st.Shards[id]
+// collectShards sends the per-shard metrics of one receiver's sample.
+func collectShards(send func(desc, float64, ...string), hist func(desc, metrics.Histogram, ...string), r metrics.ReceiverSample) {
+	src := r.Name
+	for _, id := range slices.Sorted(maps.Keys(r.Stats.Shards)) {
+		sh := r.Stats.Shards[id]
 		send(shardRecords, float64(sh.RecordsRead), src, id)
 		send(shardBytes, float64(sh.BytesRead), src, id)
-		sum(shardLatency, sh.GetRecordsCalls, sh.GetRecordsTime, src, id)
-		send(shardBehind, float64(sh.MillisBehindLatest)/1000, src, id)
+		hist(shardLatency, sh.ReadLatency, src, id)
+		send(shardBehind, sh.Behind.Seconds(), src, id)
 		reading := 0.0
 		if sh.Reading {
 			reading = 1
 		}
 		send(shardReading, reading, src, id)
-		for _, cause := range slices.Sorted(maps.Keys(sh.Retries)) {
-			send(retries, float64(sh.Retries[cause]), src, id, string(cause))
-			onStream[cause] -= sh.Retries[cause]
+		if sh.Checkpointed || sh.CheckpointCommits > 0 || sh.CheckpointFailures > 0 {
+			send(cpCommits, float64(sh.CheckpointCommits), src, id)
+			send(cpFailures, float64(sh.CheckpointFailures), src, id)
+		}
+		if lag, ok := r.CheckpointLag[id]; ok {
+			send(cpLag, lag.Seconds(), src, id)
 		}
 	}
-	for _, cause := range slices.Sorted(maps.Keys(onStream)) {
-		if n := onStream[cause]; n > 0 {
-			send(retries, float64(n), src, "", string(cause))
+}
+
+// constHistogram returns h as a Prometheus histogram: cumulative buckets,
+// in seconds.
+func constHistogram(d desc, h metrics.Histogram, labels []string) (prometheus.Metric, error) {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum int64
+	for i, b := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
 		}
+		buckets[b.Seconds()] = uint64(max(cum, 0))
 	}
+	return prometheus.NewConstHistogram(d.d, uint64(max(h.Count(), 0)), h.Sum.Seconds(), buckets, labels...)
 }
 
 // validUTF8 returns labels with each value that is not valid UTF-8 (which

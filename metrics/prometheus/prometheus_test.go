@@ -2,6 +2,8 @@ package prometheus_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -15,38 +17,35 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
-	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/metrics"
 	weirprom "github.com/weirstream/weir/metrics/prometheus"
-	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
 
 type receiver struct{}
 
-func (receiver) Stats() kinesis.Stats {
-	return kinesis.Stats{
-		RecordsRead: 10, RangesRecomputed: 2,
-		Retries: map[kinesis.RetryCause]int64{kinesis.CauseThrottled: 3, kinesis.CauseTransport: 1},
-		Shards: map[string]kinesis.ShardStats{"shard-0": {
-			Reading: true, RecordsRead: 10, BytesRead: 1234, MillisBehindLatest: 1500,
-			GetRecordsCalls: 4, GetRecordsTime: 200 * time.Millisecond,
-			Retries: map[kinesis.RetryCause]int64{kinesis.CauseThrottled: 3},
+func (receiver) Name() string { return "orders" }
+
+func (receiver) Stats() metrics.ReceiverStats {
+	return metrics.ReceiverStats{
+		WorkerID: "w1", RecordsRead: 10, RangesRecomputed: 2,
+		Retries: map[string]int64{"throttled": 3, "transport": 1, "timeout": 0},
+		Held:    []string{"shard-0"},
+		Shards: map[string]metrics.ShardStats{"shard-0": {
+			Reading: true, RecordsRead: 10, BytesRead: 1234, Behind: 1500 * time.Millisecond,
+			ReadLatency: metrics.Histogram{
+				Bounds: []time.Duration{10 * time.Millisecond, 100 * time.Millisecond},
+				Counts: []int64{1, 3, 0}, Sum: 200 * time.Millisecond,
+			},
+			Retries:         map[string]int64{"throttled": 3},
+			LatestCompleted: "5", Checkpointed: true, Checkpoint: "5", CheckpointCommits: 2,
 		}},
 	}
 }
-
-func (receiver) CheckpointStats() checkpoint.Stats {
-	return checkpoint.Stats{Commits: 2, Shards: map[string]checkpoint.ShardStats{"shard-0": {Registered: true, Commits: 2}}}
-}
-
-func (receiver) HeldLeases() []leasetable.Lease {
-	return []leasetable.Lease{{Shard: "shard-0", Owner: "w1"}}
-}
-func (receiver) WorkerID() string { return "w1" }
 
 // TestScrape checks that a scrape shows every metric the package doc lists,
 // with the values of a known snapshot.
@@ -69,17 +68,26 @@ func TestScrape(t *testing.T) {
 		`weir_batches_completed_total 1`,
 		`weir_batch_input_records_total 7`,
 		`weir_batch_scheduling_delay_seconds_sum 0.25`,
+		`weir_batch_scheduling_delay_seconds_bucket{le="0.25"} 1`,
+		`weir_batch_scheduling_delay_seconds_bucket{le="0.1"} 0`,
 		`weir_batch_total_delay_seconds_sum 0.75`,
 		`weir_batch_total_delay_seconds_count 1`,
+		`weir_batch_total_delay_seconds_bucket{le="1"} 1`,
+		`weir_batch_total_delay_seconds_bucket{le="+Inf"} 1`,
 		`weir_unbatched_records 3`,
-		`weir_kinesis_bytes_read_total{shard="shard-0",source="0"} 1234`,
-		`weir_kinesis_behind_latest_seconds{shard="shard-0",source="0"} 1.5`,
-		`weir_kinesis_get_records_seconds_sum{shard="shard-0",source="0"} 0.2`,
-		`weir_kinesis_retries_total{cause="throttled",shard="shard-0",source="0"} 3`,
-		`weir_kinesis_retries_total{cause="transport",shard="",source="0"} 1`,
-		`weir_checkpoint_commits_total{shard="shard-0",source="0"} 2`,
-		`weir_leases_held{source="0"} 1`,
-		`weir_recovery_ranges_replayed_total{source="0"} 2`,
+		`weir_kinesis_read_bytes_total{shard="shard-0",stream="orders"} 1234`,
+		`weir_kinesis_behind_latest_seconds{shard="shard-0",stream="orders"} 1.5`,
+		`weir_kinesis_get_records_duration_seconds_sum{shard="shard-0",stream="orders"} 0.2`,
+		`weir_kinesis_get_records_duration_seconds_bucket{shard="shard-0",stream="orders",le="0.01"} 1`,
+		`weir_kinesis_get_records_duration_seconds_bucket{shard="shard-0",stream="orders",le="0.1"} 4`,
+		`weir_kinesis_get_records_duration_seconds_count{shard="shard-0",stream="orders"} 4`,
+		`weir_kinesis_retries_total{cause="throttled",stream="orders"} 3`,
+		`weir_kinesis_retries_total{cause="transport",stream="orders"} 1`,
+		`weir_kinesis_retries_total{cause="timeout",stream="orders"} 0`,
+		`weir_checkpoint_commits_total{shard="shard-0",stream="orders"} 2`,
+		`weir_checkpoint_lag_seconds{shard="shard-0",stream="orders"} 0`,
+		`weir_leases_held{stream="orders"} 1`,
+		`weir_recovery_ranges_replayed_total{stream="orders"} 2`,
 	} {
 		if !strings.Contains(text, "\n"+line+"\n") {
 			t.Errorf("scrape lacks %q", line)
@@ -104,6 +112,96 @@ func TestScrape(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics scraped vs listed in the package doc (-doc +scraped):\n%s", diff)
 	}
+}
+
+// TestScrapeFollowsConventions lints a real scrape against Prometheus's
+// naming and typing conventions: promlint's checks, and three it lacks.
+// The unit is the last word of a name, before _total only (not
+// weir_kinesis_bytes_read_total); a latency is a histogram, not a summary
+// without quantiles, from which no p99 can be computed.
+func TestScrapeFollowsConventions(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}},
+		Leases: badUTF8{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := stream.BatchInfo{Time: 1000, Records: 7, Blocks: 1}
+	c.BatchScheduled(info)
+	c.BatchStarted(info)
+	c.BatchCompleted(info)
+	c.Sample(t.Context())
+	_, body := scrape(t, c)
+
+	l := promlint.New(strings.NewReader(body))
+	l.AddCustomValidations(unitLast, noBareSummary, latencyHistogram)
+	problems, err := l.Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestCountersFromFirstScrape scrapes before any sample or batch: the
+// receiver's counters are there at 0 (retries by cause included), so that
+// rate() and increase() see the first retry.
+func TestCountersFromFirstScrape(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := scrape(t, c)
+	for _, line := range []string{
+		`weir_kinesis_retries_total{cause="timeout",stream="orders"} 0`,
+		`weir_lease_acquisitions_total{how="stolen",stream="orders"} 0`,
+		`weir_batches_failed_total 0`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("first scrape lacks %q", line)
+		}
+	}
+}
+
+// units are the base units a metric name may hold.
+var units = []string{"seconds", "bytes", "ratio"}
+
+// unitLast reports a unit that is not the last word of the name, or the
+// last but _total.
+func unitLast(mf *dto.MetricFamily) []error {
+	words := strings.Split(strings.TrimSuffix(mf.GetName(), "_total"), "_")
+	for i, w := range words {
+		if slices.Contains(units, w) && i != len(words)-1 {
+			return []error{fmt.Errorf("unit %q must end the name (before _total for a counter)", w)}
+		}
+	}
+	return nil
+}
+
+// noBareSummary reports a summary without quantiles: only a sum and a
+// count, from which no percentile can be computed.
+func noBareSummary(mf *dto.MetricFamily) []error {
+	if mf.GetType() != dto.MetricType_SUMMARY {
+		return nil
+	}
+	for _, m := range mf.GetMetric() {
+		if len(m.GetSummary().GetQuantile()) == 0 {
+			return []error{errors.New("summary without quantiles: make it a histogram")}
+		}
+	}
+	return nil
+}
+
+// latencyHistogram reports a duration or delay that is not a histogram:
+// a name in _duration_seconds, _time_seconds or _delay_seconds but for the
+// gauges of the latest batch.
+func latencyHistogram(mf *dto.MetricFamily) []error {
+	n := mf.GetName()
+	latency := strings.HasSuffix(n, "_duration_seconds") || strings.HasSuffix(n, "_time_seconds") || strings.HasSuffix(n, "_delay_seconds")
+	if !latency || strings.Contains(n, "_last_") || mf.GetType() == dto.MetricType_HISTOGRAM {
+		return nil
+	}
+	return []error{fmt.Errorf("a latency must be a histogram, not a %s", mf.GetType())}
 }
 
 // scrape registers c's exporter in a pedantic registry, scrapes it over
@@ -151,12 +249,12 @@ func readDoc() ([]string, error) {
 // are not valid UTF-8: anyone who can write the lease table can make them so.
 type badUTF8 struct{ receiver }
 
-func (badUTF8) Stats() kinesis.Stats {
-	return kinesis.Stats{Shards: map[string]kinesis.ShardStats{"shard-\xff": {Reading: true, RecordsRead: 1}}}
+func (badUTF8) Stats() metrics.ReceiverStats {
+	return metrics.ReceiverStats{Shards: map[string]metrics.ShardStats{"shard-\xff": {Reading: true, RecordsRead: 1}}}
 }
 
-func (badUTF8) List(context.Context) ([]leasetable.Lease, error) {
-	return []leasetable.Lease{{Shard: "shard-\xff", Owner: "w\xff"}}, nil
+func (badUTF8) List(context.Context) ([]metrics.Lease, error) {
+	return []metrics.Lease{{Shard: "shard-\xff", Owner: "w\xff"}}, nil // Worker "": labelled by Owner
 }
 
 // TestScrapeInvalidUTF8 scrapes label values that are not valid UTF-8: the
@@ -170,8 +268,8 @@ func TestScrapeInvalidUTF8(t *testing.T) {
 	c.Sample(t.Context())
 	_, body := scrape(t, c)
 	for _, line := range []string{
-		`weir_kinesis_records_read_total{shard="shard-` + "\uFFFD" + `",source="0"} 1`,
-		`weir_lease_table_leases{owner="w` + "\uFFFD" + `"} 1`,
+		`weir_kinesis_records_read_total{shard="shard-` + "\uFFFD" + `",stream="orders"} 1`,
+		`weir_lease_table_leases{worker="w` + "\uFFFD" + `"} 1`,
 	} {
 		if !strings.Contains(body, "\n"+line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -82,10 +83,33 @@ type ShardStats struct {
 	// of the attempt that succeeded: divided by GetRecordsCalls, the mean
 	// latency.
 	GetRecordsTime time.Duration
+	// GetRecordsLatency counts those calls by latency, in the buckets of
+	// GetRecordsBounds: [i] counts the calls that took at most
+	// GetRecordsBounds()[i] and more than the bound before; the last one,
+	// those over every bound. Nil if there was no call.
+	GetRecordsLatency []int64
 	// Retries counts the shard's retried calls by cause (readers and
 	// Recompute together); nil if none.
 	Retries map[RetryCause]int64
 }
+
+// getRecordsBounds are the bounds of ShardStats.GetRecordsLatency: from 5ms
+// to 10s, as GetRecords answers in tens of milliseconds, and seconds when the
+// service or the network is slow.
+var getRecordsBounds = [...]time.Duration{
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond,
+	5 * time.Second, 10 * time.Second,
+}
+
+// GetRecordsBounds returns the upper bounds, inclusive and ascending, of
+// the buckets of ShardStats.GetRecordsLatency, in a new slice.
+func GetRecordsBounds() []time.Duration { return slices.Clone(getRecordsBounds[:]) }
+
+// StreamName returns the stream the receiver reads, as configured
+// (Config.Stream: a name or an ARN).
+func (r *Receiver) StreamName() string { return r.cfg.Stream }
 
 // statsCollector holds the receiver-wide counters. It is safe for
 // concurrent use.
@@ -107,6 +131,7 @@ type shardCounters struct {
 	bytes   int64
 	calls   int64
 	time    time.Duration
+	latency [len(getRecordsBounds) + 1]int64
 	retries map[RetryCause]int64
 	outside int64 // user records out of the shard's hash key range
 }
@@ -148,6 +173,8 @@ func (s *statsCollector) getRecords(shard string, took time.Duration, bytes int6
 	sc := s.shardLocked(shard)
 	sc.calls++
 	sc.time += took
+	i, _ := slices.BinarySearch(getRecordsBounds[:], took) // the first bound >= took
+	sc.latency[i]++
 	sc.bytes += bytes
 }
 
@@ -158,6 +185,9 @@ func (s *statsCollector) addShards(shards map[string]ShardStats) {
 	for id, c := range s.shards {
 		st := shards[id]
 		st.BytesRead, st.GetRecordsCalls, st.GetRecordsTime = c.bytes, c.calls, c.time
+		if c.calls > 0 {
+			st.GetRecordsLatency = slices.Clone(c.latency[:])
+		}
 		st.Retries = maps.Clone(c.retries)
 		shards[id] = st
 	}

@@ -1,0 +1,131 @@
+// Package kinesismetrics adapts a Kinesis receiver and its DynamoDB lease
+// table to package metrics, whose Collector depends on neither: metrics
+// defines what it reads, and this package, which imports both sides, reads
+// it. Pass kinesismetrics.Receiver(r) in metrics.Config.Receivers and
+// kinesismetrics.Leases(table) as metrics.Config.Leases.
+package kinesismetrics
+
+import (
+	"context"
+	"regexp"
+	"time"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/metrics"
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+// causes are the kinesis.RetryCause values, each reported from 0 so that
+// its counter exists before the first retry.
+var causes = []kinesis.RetryCause{
+	kinesis.CauseThrottled, kinesis.CauseLimitExceeded, kinesis.CauseKMSThrottling,
+	kinesis.CauseServerError, kinesis.CauseTimeout, kinesis.CauseTransport,
+	kinesis.CauseExpiredCredentials, kinesis.CauseExpiredIterator,
+}
+
+// Receiver returns r as a metrics.Receiver named by its stream
+// (kinesis.Config.Stream as given).
+func Receiver(r *kinesis.Receiver) metrics.Receiver { return receiver{r} }
+
+type receiver struct{ r *kinesis.Receiver }
+
+// Name returns the stream r reads.
+func (a receiver) Name() string { return a.r.StreamName() }
+
+// Stats returns r's counters, checkpoints and leases in metrics' types.
+func (a receiver) Stats() metrics.ReceiverStats {
+	st := a.r.Stats()
+	cp := a.r.CheckpointStats()
+	held := a.r.HeldLeases()
+	out := metrics.ReceiverStats{
+		WorkerID:         a.r.WorkerID(),
+		RecordsRead:      st.RecordsRead,
+		Retries:          retries(st.Retries),
+		RangesRecomputed: st.RangesRecomputed,
+		RangesSkipped:    st.RangesSkipped,
+		Shards:           make(map[string]metrics.ShardStats, len(st.Shards)),
+	}
+	if out.Retries == nil {
+		out.Retries = make(map[string]int64, len(causes))
+	}
+	for _, c := range causes {
+		out.Retries[string(c)] += 0 // present, at 0 if never retried
+	}
+	leased := make(map[string]string, len(held)) // shard: checkpoint when taken
+	for _, l := range held {
+		out.Held = append(out.Held, l.Shard)
+		leased[l.Shard] = l.Checkpoint
+	}
+	bounds := kinesis.GetRecordsBounds()
+	for id, s := range st.Shards {
+		h := metrics.Histogram{Bounds: bounds, Counts: s.GetRecordsLatency, Sum: s.GetRecordsTime}
+		out.Shards[id] = metrics.ShardStats{
+			Reading: s.Reading, Ended: s.Ended, Drained: s.Drained,
+			RecordsRead: s.RecordsRead, BytesRead: s.BytesRead,
+			Behind:    msToDuration(s.MillisBehindLatest),
+			LastAdded: s.LastAdded, LatestCompleted: s.LatestCompleted,
+			ReadLatency: h, Retries: retries(s.Retries),
+		}
+	}
+	for id, c := range cp.Shards {
+		s := out.Shards[id]
+		s.Checkpointed, s.Checkpoint = c.Registered, c.Committed
+		s.CheckpointCommits, s.CheckpointFailures = c.Commits, c.Failures
+		out.Shards[id] = s
+	}
+	for id, taken := range leased {
+		// Before its first commit, the checkpointer knows only a sequence
+		// number found in the lease, not TRIM_HORIZON or LATEST.
+		if s := out.Shards[id]; s.Checkpoint == "" {
+			s.Checkpoint = taken
+			out.Shards[id] = s
+		}
+	}
+	return out
+}
+
+// retries returns m keyed by strings, nil for nil.
+func retries(m map[kinesis.RetryCause]int64) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for c, n := range m {
+		out[string(c)] = n
+	}
+	return out
+}
+
+// msToDuration returns ms milliseconds as a Duration.
+func msToDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// Leases returns t as a metrics.LeaseLister.
+func Leases(t *leasetable.Table) metrics.LeaseLister { return leases{t} }
+
+type leases struct{ t *leasetable.Table }
+
+// List lists the table's leases in metrics' type. Like
+// leasetable.Table.List, it returns the leases it could read together with
+// an error naming the items it could not.
+func (a leases) List(ctx context.Context) ([]metrics.Lease, error) {
+	ls, err := a.t.List(ctx)
+	out := make([]metrics.Lease, len(ls))
+	for i, l := range ls {
+		out[i] = metrics.Lease{
+			Shard: l.Shard, Owner: l.Owner, Worker: stableWorker(l.Owner),
+			Counter: l.Counter, Checkpoint: l.Checkpoint, Parents: l.Parents,
+		}
+	}
+	return out, err
+}
+
+// defaultIDSuffix matches what leasetable.NewWorkerID appends to the host
+// name: the process ID and 8 random hex digits, new at every start.
+var defaultIDSuffix = regexp.MustCompile(`:[0-9]+:[0-9a-f]{8}$`)
+
+// stableWorker returns owner without the suffix of a default worker ID, so
+// that a restarted worker keeps its metric label; an ID the user set is
+// kept whole.
+func stableWorker(owner string) string {
+	return defaultIDSuffix.ReplaceAllString(owner, "")
+}
