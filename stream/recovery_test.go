@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/source"
@@ -104,7 +105,8 @@ func (r *replay) Start(ctx context.Context, rt source.Runtime[string]) error {
 
 // counting the non-empty batches that output saw, this one included.
 type hooks struct {
-	out func(ctx context.Context, i, n int, b *batch.Batch[string]) error
+	out   func(ctx context.Context, i, n int, b *batch.Batch[string]) error
+	clock clock.Clock // the pipeline's, if set
 }
 
 // pipeline builds the test pipeline on d: the replay source and three
@@ -117,6 +119,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		Recovery:      d.log,
 		CompactEvery:  3,
 		Listeners:     []stream.Listener{rl},
+		Clock:         h.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
