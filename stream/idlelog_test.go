@@ -93,16 +93,7 @@ func TestIdleBatchTimesNotReused(t *testing.T) {
 		if len(second) == 0 || second[0] <= slices.Max(first) {
 			t.Errorf("second run's batches %v, want them after every batch of the first run %v", second, first)
 		}
-		st2, err := recovery.Recover(d.log.Entries())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var produced []string
-		for _, c := range d.calls {
-			produced = append(produced, c...)
-		}
-		d.sink.Close()
-		recoverycheck.Check(t, st1, st2, rl1, rl2, produced, d.out)
+		d.check(t, st1, rl1, rl2)
 	})
 }
 
@@ -196,16 +187,7 @@ func TestFailureRecoveryIdle(t *testing.T) {
 				if err := <-errc; err != nil {
 					t.Fatalf("second Run: %v", err)
 				}
-				st2, err := recovery.Recover(d.log.Entries())
-				if err != nil {
-					t.Fatal(err)
-				}
-				var produced []string
-				for _, c := range d.calls {
-					produced = append(produced, c...)
-				}
-				d.sink.Close()
-				recoverycheck.Check(t, st1, st2, rl1, rl2, produced, d.out)
+				d.check(t, st1, rl1, rl2)
 			})
 		})
 	}

@@ -301,6 +301,13 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
+	d.check(t, st1, rl1, rl2)
+}
+
+// check reads the log after the second run and checks both runs with
+// recoverycheck.Check.
+func (d *durable) check(t *testing.T, st1 *recovery.State, rl1, rl2 *recoverycheck.Recorder) {
+	t.Helper()
 	st2, err := recovery.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatal(err)

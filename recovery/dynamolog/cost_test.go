@@ -63,31 +63,41 @@ type completions struct {
 
 func (l completions) BatchCompleted(info stream.BatchInfo) { l.c <- info }
 
-// logCost runs the pipeline for span of virtual time after a warm-up of a
-// few batches, rate records a second pushed at the start of each batch
-// interval, and returns the log's writes per operation scaled to an hour.
-func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+// startCost starts a stateless pipeline of cfg on a memory source of 4
+// shards, with a DynamoDB recovery log whose requests go through the
+// returned transport, which counts them. Cancel stops the Run, which then
+// returns on runErr.
+func startCost(b *testing.B, env *localaws.Env, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
 	tr, err := faults.New(faults.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
-	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	done := completions{c: make(chan stream.BatchInfo, 1)}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done},
-		Recovery: dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}})
+	cfg.Recovery = dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}
+	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := memory.New[string](memory.Config{Shards: 4})
+	src, err = memory.New[string](memory.Config{Shards: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
 	ctx, cancel := context.WithCancel(b.Context())
-	defer cancel()
-	runErr := make(chan error, 1)
+	runErr = make(chan error, 1)
 	go func() { runErr <- p.Run(ctx) }()
+	return tr, src, runErr, cancel
+}
+
+// logCost runs the pipeline for span of virtual time after a warm-up of a
+// few batches, rate records a second pushed at the start of each batch
+// interval, and returns the log's writes per operation scaled to an hour.
+func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	done := completions{c: make(chan stream.BatchInfo, 1)}
+	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
+	defer cancel()
+	ctx := b.Context()
 	if err := clk.WaitForWaiters(ctx, 2); err != nil { // the batch timer, the block generator
 		b.Fatal(err)
 	}
@@ -137,25 +147,8 @@ func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span t
 // warm-up of a second, rate records a second pushed every batch interval,
 // and returns the log's writes per operation scaled to an hour.
 func logCostRealTime(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
-	tr, err := faults.New(faults.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: iv,
-		Recovery: dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	src, err := memory.New[string](memory.Config{Shards: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
-	ctx, cancel := context.WithCancel(b.Context())
+	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv})
 	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- p.Run(ctx) }()
 	records := make([]string, rate*int(iv/time.Millisecond)/1000)
 	for i := range records {
 		records[i] = "record-" + strconv.Itoa(i)
