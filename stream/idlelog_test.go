@@ -102,12 +102,7 @@ func TestIdleBatchTimesNotReused(t *testing.T) {
 // reservation of batch times, in an empty batch's output, at the
 // completion of the first batch with records after an idle period.
 func TestFailureRecoveryIdle(t *testing.T) {
-	tests := []struct {
-		name  string
-		setup func(d *durable, stop func()) hooks
-		// wantErr, if set, must be wrapped by the first Run's error.
-		wantErr error
-	}{
+	tests := []crashCase{
 		{name: "crash at a reservation", setup: func(d *durable, stop func()) hooks {
 			d.log.SetAppendHook(nthAppend(recovery.KindBatchesReserved, 2, 0, stop))
 			return hooks{}
@@ -134,61 +129,29 @@ func TestFailureRecoveryIdle(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
+		tc.mayLeaveNothing = true // a crash in an idle period leaves nothing pending
+		tc.produce = produceBursts
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				d := &durable{log: recovery.Memory(), out: t.TempDir()}
-				rl1 := recoverycheck.NewRecorder()
-				var p1 *stream.Pipeline
-				h := tc.setup(d, func() { p1.Stop() })
-				p1, src1 := pipeline(t, d, rl1, h)
-				errc := make(chan error, 1)
-				go func() { errc <- p1.Run(t.Context()) }()
-				time.Sleep(300 * time.Millisecond)
-				// Bursts of 4 pushes (about 2 batches with records), then
-				// 25 s idle, until the crash stops the Run.
-				var err error
-				for burst := 0; ; burst++ {
-					if burst == 20 {
-						t.Fatal("no crash after 20 bursts: the test does not test")
-					}
-					for range 4 {
-						src1.produce(d.record(), d.record(), d.record())
-						time.Sleep(100 * time.Millisecond)
-					}
-					select {
-					case err = <-errc:
-					case <-time.After(25 * time.Second):
-						continue
-					}
-					break
-				}
-				if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
-					t.Fatalf("first Run = %v, want an error wrapping %v", err, tc.wantErr)
-				}
-				if tc.wantErr == nil && err != nil {
-					t.Fatalf("first Run = %v, want nil after Stop", err)
-				}
-				d.log.SetAppendHook(nil)
-				st1, err := recovery.Recover(d.log.Entries())
-				if err != nil {
-					t.Fatalf("Recover after the crash: %v", err)
-				}
-
-				rl2 := recoverycheck.NewRecorder()
-				p2, src2 := pipeline(t, d, rl2, hooks{})
-				go func() { errc <- p2.Run(t.Context()) }()
-				time.Sleep(12 * time.Second) // idle first
-				for range 5 {
-					src2.produce(d.record(), d.record())
-					time.Sleep(100 * time.Millisecond)
-				}
-				time.Sleep(time.Second)
-				p2.Drain(context.Background())
-				if err := <-errc; err != nil {
-					t.Fatalf("second Run: %v", err)
-				}
-				d.check(t, st1, rl1, rl2)
-			})
+			synctest.Test(t, func(t *testing.T) { testFailureRecovery(t, tc) })
 		})
 	}
+}
+
+// produceBursts puts bursts of 4 pushes of three records, 100ms apart
+// (about 2 batches with records), each followed by 25 s idle, until Run
+// returns, and returns Run's error; after 40 bursts, an error saying the
+// crash never came.
+func produceBursts(d *durable, src *replay, errc <-chan error) error {
+	for range 40 {
+		for range 4 {
+			src.produce(d.record(), d.record(), d.record())
+			time.Sleep(100 * time.Millisecond)
+		}
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(25 * time.Second):
+		}
+	}
+	return errors.New("no crash after 40 bursts: the test does not test")
 }

@@ -187,6 +187,10 @@ type crashCase struct {
 	// (every logged batch completed, every logged block allocated),
 	// depending on how the receiver's pushes interleave with it.
 	mayLeaveNothing bool
+	// produce, if set, puts records on the stream in the first run until
+	// it returns, and returns its error, instead of produceUntil; the
+	// second run then idles a while before its records.
+	produce func(d *durable, src *replay, errc <-chan error) error
 }
 
 // nthAppend returns an append hook that fails the n-th append of an entry
@@ -271,7 +275,12 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	errc := make(chan error, 1)
 	go func() { errc <- p1.Run(t.Context()) }()
 	time.Sleep(300 * time.Millisecond)
-	err := produceUntil(d, src1, 120, errc)
+	var err error
+	if tc.produce != nil {
+		err = tc.produce(d, src1, errc)
+	} else {
+		err = produceUntil(d, src1, 120, errc)
+	}
 	if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 		t.Fatalf("first Run = %v, want an error wrapping %v", err, tc.wantErr)
 	}
@@ -292,6 +301,9 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	p2, src2 := pipeline(t, d, rl2, hooks{})
 	errc = make(chan error, 1)
 	go func() { errc <- p2.Run(t.Context()) }()
+	if tc.produce != nil {
+		time.Sleep(12 * time.Second) // idle first
+	}
 	for range 5 {
 		src2.produce(d.record(), d.record())
 		time.Sleep(100 * time.Millisecond)
