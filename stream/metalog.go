@@ -73,7 +73,7 @@ type recoveryLog struct {
 	mu       sync.Mutex
 	broken   error
 	done     int        // batches completed and reservations since the last compaction
-	reserved batch.Time // batch times up to this one are reserved; batch loop only
+	reserved batch.Time // batch times up to this one are reserved; timer loop only
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recovery.Entry) error {
