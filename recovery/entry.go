@@ -9,10 +9,14 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// Version is the version of the entry encoding this package writes and reads.
-// DecodeEntry refuses any other version, so a log written by a newer weir is
-// never misread by an older one.
-const Version = 1
+// Version is the newest version of the entry encoding this package writes
+// and reads. An entry is written with the oldest version that holds it:
+// version 1 unless it records reserved batch times (KindBatchesReserved, or
+// a summary carrying them), which are version 2. DecodeEntry reads both and
+// refuses any other, so a log written by a newer weir is never misread by an
+// older one: a weir that reads only version 1 refuses a log holding
+// reserved batch times rather than forget them.
+const Version = 2
 
 // ErrInvalidEntry is wrapped by the errors of EncodeEntry, DecodeEntry and
 // Append for an entry that is malformed: an unknown kind, a missing field, a
@@ -44,6 +48,10 @@ const (
 	// KindShardFinished records that a shard is finished for good and known
 	// to be so outside the log: Entry.Shard. See ShardFinished.
 	KindShardFinished Kind = "finished"
+	// KindBatchesReserved records that batch times up to Entry.Time may be
+	// used by batches the log holds no entry of (empty batches, see
+	// BatchesReserved).
+	KindBatchesReserved Kind = "reserved"
 )
 
 // Entry is one record of the metadata log. Kind tells which of the other
@@ -54,7 +62,8 @@ type Entry struct {
 	Kind Kind
 	// Block is the stored block (KindBlockStored).
 	Block batch.BlockInfo
-	// Time is the batch time (KindBatchAllocated, KindBatchCompleted).
+	// Time is the batch time (KindBatchAllocated, KindBatchCompleted,
+	// KindSnapshot), or the last reserved one (KindBatchesReserved).
 	Time batch.Time
 	// Blocks are the IDs of the batch's blocks, in batch order
 	// (KindBatchAllocated).
@@ -87,6 +96,18 @@ func BatchAllocated(t batch.Time, blocks ...batch.BlockID) Entry {
 // at t succeeded.
 func BatchCompleted(t batch.Time) Entry {
 	return Entry{Kind: KindBatchCompleted, Time: t}
+}
+
+// BatchesReserved returns the entry recording that batch times up to
+// through may be used by batches that the log holds no entry of: the empty
+// batches of a pipeline without stateful operators, which the driver does
+// not log one by one. It appends the entry before the first such batch past
+// the previous reservation runs its outputs, reserving some seconds ahead,
+// so that an idle pipeline writes one entry every few seconds rather than
+// two per batch, and a restart, which cuts its batches after every reserved
+// time (State.LastBatch), never gives an output a batch time it saw before.
+func BatchesReserved(through batch.Time) Entry {
+	return Entry{Kind: KindBatchesReserved, Time: through}
 }
 
 // SnapshotTaken returns the entry recording that the state after the batch
@@ -136,6 +157,8 @@ func (e Entry) String() string {
 		return fmt.Sprintf("snapshot %v %q", e.Time, e.Ref)
 	case KindShardFinished:
 		return "finished " + e.Shard.Stream + "/" + e.Shard.Shard
+	case KindBatchesReserved:
+		return "reserved through " + e.Time.String()
 	}
 	return "entry of kind " + strconv.Quote(string(e.Kind))
 }
@@ -156,7 +179,7 @@ func (e Entry) Validate() error {
 		err = e.Shape.validate()
 	case KindSummary:
 		err = e.Summary.validate()
-	case KindSnapshot:
+	case KindSnapshot, KindBatchesReserved:
 	case KindShardFinished:
 		if e.Shard.Stream == "" || e.Shard.Shard == "" {
 			err = errors.New("empty stream or shard")
@@ -221,13 +244,17 @@ type wireShard struct {
 
 // EncodeEntry returns the encoding of e: one line of JSON (without the
 // newline) holding the version, the kind and that kind's fields, for example
-// {"v":1,"kind":"complete","time":1700000000000}. It refuses an entry that
-// does not Validate.
+// {"v":1,"kind":"complete","time":1700000000000}: version 1 unless the entry
+// records reserved batch times (see Version). It refuses an entry that does
+// not Validate.
 func EncodeEntry(e Entry) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	w := wireEntry{V: Version, Kind: e.Kind}
+	w := wireEntry{V: 1, Kind: e.Kind}
+	if e.Kind == KindBatchesReserved || (e.Kind == KindSummary && e.Summary.ReservedThrough != 0) {
+		w.V = 2
+	}
 	switch e.Kind {
 	case KindBlockStored:
 		w.Block = &e.Block
@@ -241,22 +268,27 @@ func EncodeEntry(e Entry) ([]byte, error) {
 		w.Summary = e.Summary.wire()
 	case KindSnapshot:
 		w.Time, w.Ref = &e.Time, e.Ref
+	case KindBatchesReserved:
+		w.Time = &e.Time
 	case KindShardFinished:
 		w.Shard = &wireShard{Stream: e.Shard.Stream, Shard: e.Shard.Shard}
 	}
 	return json.Marshal(w)
 }
 
-// DecodeEntry decodes an entry EncodeEntry encoded. It refuses another
-// version, an unknown kind, a missing field and an entry that does not
+// DecodeEntry decodes an entry EncodeEntry encoded, of version 1 or 2. It
+// refuses another version, a version-2 kind in a version-1 entry, an unknown kind, a missing field and an entry that does not
 // Validate, with an error wrapping ErrInvalidEntry. It never panics.
 func DecodeEntry(b []byte) (Entry, error) {
 	var w wireEntry
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Entry{}, fmt.Errorf("%w: %w", ErrInvalidEntry, err)
 	}
-	if w.V != Version {
-		return Entry{}, fmt.Errorf("%w: version %d, this weir reads version %d", ErrInvalidEntry, w.V, Version)
+	if w.V < 1 || w.V > Version {
+		return Entry{}, fmt.Errorf("%w: version %d, this weir reads versions 1 to %d", ErrInvalidEntry, w.V, Version)
+	}
+	if w.V == 1 && (w.Kind == KindBatchesReserved || (w.Summary != nil && w.Summary.Reserved != nil)) {
+		return Entry{}, fmt.Errorf("%w: kind %q: reserved batch times in a version-1 entry", ErrInvalidEntry, w.Kind)
 	}
 	e, err := w.entry()
 	if err != nil {
@@ -282,7 +314,7 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("time")
 		}
 		e.Time, e.Blocks = *w.Time, w.Blocks
-	case KindBatchCompleted:
+	case KindBatchCompleted, KindBatchesReserved:
 		if w.Time == nil {
 			return missing("time")
 		}

@@ -49,6 +49,9 @@ func TestEncodeEntry(t *testing.T) {
 			NextBlockSeq: map[int]uint64{1: 2, 0: 9},
 			ShardSeqs:    map[recovery.ShardKey]string{{"b", "x"}: "5", {"a", "y"}: "6"}}},
 			`{"v":1,"kind":"summary","summary":{"lastCompleted":7,"nextBlockSeq":[{"source":0,"next":9},{"source":1,"next":2}],"shardSeqs":[{"stream":"a","shard":"y","seq":"6"},{"stream":"b","shard":"x","seq":"5"}]}}`},
+		{recovery.BatchesReserved(1700000010000), `{"v":2,"kind":"reserved","time":1700000010000}`},
+		{recovery.Entry{Kind: recovery.KindSummary, Summary: recovery.Summary{ReservedThrough: 9}},
+			`{"v":2,"kind":"summary","summary":{"reserved":9}}`},
 		{recovery.ShardFinished("s", "shardId-000000000007"),
 			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
@@ -70,7 +73,10 @@ func TestDecodeEntryErrors(t *testing.T) {
 		name, in, want string
 	}{
 		{"not JSON", `{"v":1,`, "unexpected end"},
-		{"other version", `{"v":2,"kind":"complete","time":1}`, "version 2, this weir reads version 1"},
+		{"other version", `{"v":3,"kind":"complete","time":1}`, "version 3, this weir reads versions 1 to 2"},
+		{"reserved in version 1", `{"v":1,"kind":"reserved","time":1}`, "reserved batch times in a version-1 entry"},
+		{"reserved summary in version 1", `{"v":1,"kind":"summary","summary":{"reserved":1}}`, "reserved batch times in a version-1 entry"},
+		{"missing reserved time", `{"v":2,"kind":"reserved"}`, `missing "time"`},
 		{"no version", `{"kind":"complete","time":1}`, "version 0"},
 		{"unknown kind", `{"v":1,"kind":"nope"}`, `unknown kind "nope"`},
 		{"missing time", `{"v":1,"kind":"complete"}`, `missing "time"`},

@@ -58,6 +58,9 @@ type Progress struct {
 	// it. A compacted log keeps it in summary entries of at most 500
 	// shards each.
 	ShardSeqs map[ShardKey]string
+	// ReservedThrough is the greatest batch time reserved for batches the
+	// log holds no entry of (BatchesReserved), or 0 if none was.
+	ReservedThrough batch.Time
 }
 
 // Summary is the content of a KindSummary entry: the progress of the entries
@@ -133,13 +136,16 @@ func Recover(entries []Entry) (*State, error) {
 	return r.state(), nil
 }
 
-// LastBatch returns the greatest time of a batch the log knows of, pending
-// or completed, and whether there is one: a restarting driver cuts its next
-// batch after it.
+// LastBatch returns the greatest batch time the log knows of, of a batch
+// pending or completed or reserved (BatchesReserved), and whether there is
+// one: a restarting driver cuts its next batch after it.
 func (s *State) LastBatch() (batch.Time, bool) {
 	t, ok := s.LastCompleted, s.HasCompleted
 	if n := len(s.Pending); n > 0 && (!ok || s.Pending[n-1].Time > t) {
 		t, ok = s.Pending[n-1].Time, true
+	}
+	if s.ReservedThrough != 0 && (!ok || s.ReservedThrough > t) {
+		t, ok = s.ReservedThrough, true
 	}
 	return t, ok
 }
@@ -174,7 +180,7 @@ func (s *State) Entries() []Entry {
 	for _, b := range s.Unallocated {
 		out = append(out, BlockStored(b))
 	}
-	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 {
+	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 || s.ReservedThrough != 0 {
 		out = append(out, s.Progress.summaries()...)
 	}
 	return out
@@ -267,6 +273,8 @@ func (r *recoverer) apply(e Entry) error {
 		r.fold(e.Summary)
 	case KindSnapshot:
 		return r.snapshot(e.Time, e.Ref)
+	case KindBatchesReserved:
+		r.fold(Progress{ReservedThrough: e.Time})
 	case KindShardFinished:
 		// No reader starts on the shard again (see ShardFinished); a
 		// block of it logged later would bring it back.
@@ -387,6 +395,7 @@ func (r *recoverer) fold(p Progress) {
 	if p.HasCompleted && (!r.prog.HasCompleted || p.LastCompleted > r.prog.LastCompleted) {
 		r.prog.LastCompleted, r.prog.HasCompleted = p.LastCompleted, true
 	}
+	r.prog.ReservedThrough = max(r.prog.ReservedThrough, p.ReservedThrough)
 	for src, next := range p.NextBlockSeq {
 		r.prog.NextBlockSeq[src] = max(r.prog.NextBlockSeq[src], next)
 	}
@@ -424,6 +433,7 @@ func (r *recoverer) state() *State {
 // so that the encoding is deterministic and readable.
 type wireSummary struct {
 	LastCompleted *batch.Time    `json:"lastCompleted,omitempty"`
+	Reserved      *batch.Time    `json:"reserved,omitempty"`
 	NextBlockSeq  []wireBlockSeq `json:"nextBlockSeq,omitempty"`
 	ShardSeqs     []wireShardSeq `json:"shardSeqs,omitempty"`
 }
@@ -445,6 +455,10 @@ func (p Progress) wire() *wireSummary {
 		t := p.LastCompleted
 		w.LastCompleted = &t
 	}
+	if p.ReservedThrough != 0 {
+		t := p.ReservedThrough
+		w.Reserved = &t
+	}
 	for _, src := range slices.Sorted(maps.Keys(p.NextBlockSeq)) {
 		w.NextBlockSeq = append(w.NextBlockSeq, wireBlockSeq{Source: src, Next: p.NextBlockSeq[src]})
 	}
@@ -459,6 +473,9 @@ func (w *wireSummary) summary() Summary {
 	p := Progress{NextBlockSeq: make(map[int]uint64), ShardSeqs: make(map[ShardKey]string)}
 	if w.LastCompleted != nil {
 		p.LastCompleted, p.HasCompleted = *w.LastCompleted, true
+	}
+	if w.Reserved != nil {
+		p.ReservedThrough = *w.Reserved
 	}
 	for _, s := range w.NextBlockSeq {
 		p.NextBlockSeq[s.Source] = max(p.NextBlockSeq[s.Source], s.Next)

@@ -336,6 +336,13 @@ func TestStateLastBatch(t *testing.T) {
 			recovery.BatchCompleted(2000)}, 2000, true},
 		{"pending after completed", []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchCompleted(1000),
 			recovery.BatchAllocated(3000)}, 3000, true},
+		{"reserved only", []recovery.Entry{recovery.BatchesReserved(11000)}, 11000, true},
+		{"batches inside a reservation", []recovery.Entry{recovery.BatchesReserved(11000),
+			recovery.BatchAllocated(2000), recovery.BatchCompleted(2000), recovery.BatchAllocated(3000)}, 11000, true},
+		{"batches after a reservation", []recovery.Entry{recovery.BatchesReserved(11000),
+			recovery.BatchAllocated(12000), recovery.BatchCompleted(12000)}, 12000, true},
+		{"reservations never go back", []recovery.Entry{recovery.BatchesReserved(21000),
+			recovery.BatchesReserved(11000)}, 21000, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -346,6 +353,14 @@ func TestStateLastBatch(t *testing.T) {
 			got, ok := st.LastBatch()
 			if got != tt.want || ok != tt.wantOK {
 				t.Fatalf("LastBatch() = %v, %v, want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+			// Compaction keeps the reservation.
+			again, err := recovery.Recover(st.Entries())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := again.LastBatch(); got != tt.want || ok != tt.wantOK {
+				t.Fatalf("after compaction, LastBatch() = %v, %v, want %v, %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}

@@ -60,6 +60,7 @@ type job struct {
 	nblocks   int
 	recovered bool // allocated before a restart, read from the recovery log
 	replay    bool // completed before a restart: recomputed for the state only
+	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -414,7 +415,12 @@ func (e *engine) queue(ctx context.Context, j *job) bool {
 }
 
 // cut makes the batch at time t of every source's unbatched blocks and logs
-// the allocation.
+// the allocation. An empty batch of a pipeline without stateful operators
+// is not allocated in the log, only its time reserved (batchSkipped): its
+// outputs get an empty batch, which a restart has nothing to recompute of,
+// and no operator's state depends on it. An empty batch of a stateful
+// pipeline is logged like any: it moves the state (timeouts, windows),
+// which a replay must repeat exactly.
 func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources))}
 	var all []batch.BlockInfo
@@ -425,6 +431,13 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 		}
 		j.nblocks += len(j.blocks[i])
 		all = append(all, j.blocks[i]...)
+	}
+	if len(all) == 0 && len(e.ticks) == 0 {
+		j.skipped = true
+		if err := e.log.batchSkipped(ctx, t); err != nil {
+			return nil, &BatchError{Time: t, Err: fmt.Errorf("log reserved batch times: %w", err)}
+		}
+		return j, nil
 	}
 	if err := e.log.batchAllocated(ctx, t, all); err != nil {
 		return nil, &BatchError{Time: t, Err: fmt.Errorf("log allocation: %w", err)}
@@ -483,8 +496,8 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		s.observe(ctx, info)
 	}
 	e.emit(func(l Listener) { l.BatchCompleted(info) })
-	if err != nil {
-		return err
+	if err != nil || j.skipped {
+		return err // a skipped batch is not in the log: no snapshot after it
 	}
 	return e.afterBatch(ctx, j.time)
 }
@@ -505,8 +518,10 @@ func (e *engine) process(ctx context.Context, j *job) error {
 			return fmt.Errorf("output %d, %v: %w", i, o, err)
 		}
 	}
-	if err := e.log.batchCompleted(ctx, j.time); err != nil {
-		return fmt.Errorf("log completion: %w", err)
+	if !j.skipped {
+		if err := e.log.batchCompleted(ctx, j.time); err != nil {
+			return fmt.Errorf("log completion: %w", err)
+		}
 	}
 	for i, s := range e.sources {
 		s.complete(ctx, j.blocks[i])

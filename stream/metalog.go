@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -25,6 +26,11 @@ type metaLog interface {
 	// batchCompleted records that every output of batch t succeeded, before
 	// receivers are told their blocks are completed.
 	batchCompleted(ctx context.Context, t batch.Time) error
+	// batchSkipped records, before any output runs, that the batch at t is
+	// empty and will be neither allocated nor completed in the log: a
+	// pipeline without stateful operators logs its empty batches only as
+	// reserved batch times, so that a restart never reuses t.
+	batchSkipped(ctx context.Context, t batch.Time) error
 	// shardFinished records that a shard is finished for good (see
 	// source.Runtime.ShardFinished).
 	shardFinished(ctx context.Context, stream, shard string) error
@@ -40,10 +46,19 @@ func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo) erro
 
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
 
+func (noLog) batchSkipped(context.Context, batch.Time) error { return nil }
+
 func (noLog) shardFinished(context.Context, string, string) error { return nil }
 
+// reserveAhead is how far past an empty batch's time a reservation of batch
+// times reaches (recovery.BatchesReserved): an idle pipeline writes one
+// entry per reserveAhead, or per batch if its interval is longer.
+const reserveAhead = 10 * time.Second
+
 // recoveryLog is the metaLog of a driver with a recovery log: each call is
-// one Append, and every compactEvery completed batches the log is compacted.
+// one Append but batchSkipped's, which appends only once in reserveAhead,
+// and every compactEvery completed batches or reservations the log is
+// compacted.
 //
 // A failed Append leaves the log in an unknown state (a prefix of the
 // entries may be in it), so it is fatal to this writer: the first failure
@@ -55,9 +70,10 @@ type recoveryLog struct {
 	compactEvery int
 	fail         func(error)
 
-	mu     sync.Mutex
-	broken error
-	done   int // batches completed since the last compaction
+	mu       sync.Mutex
+	broken   error
+	done     int        // batches completed and reservations since the last compaction
+	reserved batch.Time // batch times up to this one are reserved; timer loop only
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recovery.Entry) error {
@@ -99,13 +115,36 @@ func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) e
 	return l.append(ctx, recovery.ShardFinished(stream, shard))
 }
 
-// batchCompleted logs the completion and, every compactEvery of them,
-// compacts the log. A failed compaction stops the Run through fail but does
-// not fail the batch, whose completion is logged.
+// batchSkipped reserves the batch times up to reserveAhead past t, unless t
+// is reserved already. The timer loop calls it for batches in time order,
+// after every batch time the log held at open (which is how recovered
+// reservations are honoured), so one reservation covers the empty batches
+// of the next reserveAhead.
+func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
+	if t <= l.reserved {
+		return nil
+	}
+	through := t.Add(reserveAhead)
+	if err := l.append(ctx, recovery.BatchesReserved(through)); err != nil {
+		return err
+	}
+	l.reserved = through
+	return l.counted(ctx, t)
+}
+
+// batchCompleted logs the completion; see counted.
 func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
 	if err := l.append(ctx, recovery.BatchCompleted(t)); err != nil {
 		return err
 	}
+	return l.counted(ctx, t)
+}
+
+// counted counts an entry that compaction makes redundant (a completion, a
+// reservation) and, every compactEvery of them, compacts the log. A failed
+// compaction stops the Run through fail but does not fail the batch at t,
+// whose entry is logged.
+func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 	l.mu.Lock()
 	l.done++
 	due := l.done >= l.compactEvery

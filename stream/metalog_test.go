@@ -56,6 +56,10 @@ func (l *traceLog) batchCompleted(_ context.Context, t batch.Time) error {
 	return l.call("completed", "%v", t.Sub(l.tr.base))
 }
 
+func (l *traceLog) batchSkipped(_ context.Context, t batch.Time) error {
+	return l.call("skipped", "%v", t.Sub(l.tr.base))
+}
+
 func (l *traceLog) shardFinished(_ context.Context, stream, shard string) error {
 	return l.call("finished", "%s/%s", stream, shard)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/source"
@@ -104,7 +105,8 @@ func (r *replay) Start(ctx context.Context, rt source.Runtime[string]) error {
 
 // counting the non-empty batches that output saw, this one included.
 type hooks struct {
-	out func(ctx context.Context, i, n int, b *batch.Batch[string]) error
+	out   func(ctx context.Context, i, n int, b *batch.Batch[string]) error
+	clock clock.Clock // the pipeline's, if set
 }
 
 // pipeline builds the test pipeline on d: the replay source and three
@@ -117,6 +119,7 @@ func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*s
 		Recovery:      d.log,
 		CompactEvery:  3,
 		Listeners:     []stream.Listener{rl},
+		Clock:         h.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +187,10 @@ type crashCase struct {
 	// (every logged batch completed, every logged block allocated),
 	// depending on how the receiver's pushes interleave with it.
 	mayLeaveNothing bool
+	// produce, if set, puts records on the stream in the first run until
+	// it returns, and returns its error, instead of produceUntil; the
+	// second run then idles a while before its records.
+	produce func(d *durable, src *replay, errc <-chan error) error
 }
 
 // nthAppend returns an append hook that fails the n-th append of an entry
@@ -268,7 +275,12 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	errc := make(chan error, 1)
 	go func() { errc <- p1.Run(t.Context()) }()
 	time.Sleep(300 * time.Millisecond)
-	err := produceUntil(d, src1, 120, errc)
+	var err error
+	if tc.produce != nil {
+		err = tc.produce(d, src1, errc)
+	} else {
+		err = produceUntil(d, src1, 120, errc)
+	}
 	if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 		t.Fatalf("first Run = %v, want an error wrapping %v", err, tc.wantErr)
 	}
@@ -289,6 +301,9 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	p2, src2 := pipeline(t, d, rl2, hooks{})
 	errc = make(chan error, 1)
 	go func() { errc <- p2.Run(t.Context()) }()
+	if tc.produce != nil {
+		time.Sleep(12 * time.Second) // idle first
+	}
 	for range 5 {
 		src2.produce(d.record(), d.record())
 		time.Sleep(100 * time.Millisecond)
@@ -298,6 +313,13 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 	if err := <-errc; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
+	d.check(t, st1, rl1, rl2)
+}
+
+// check reads the log after the second run and checks both runs with
+// recoverycheck.Check.
+func (d *durable) check(t *testing.T, st1 *recovery.State, rl1, rl2 *recoverycheck.Recorder) {
+	t.Helper()
 	st2, err := recovery.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,11 @@ func TestCheckOutput(t *testing.T) {
 		// batch 300 begun, never completed
 		wantErr: "batch 300: begun 1 times",
 	}, {
+		name: "empty batch killed, not run again",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nend 100\ndone 100\nbegin 200\nstart b\n" +
+			"begin 300\nr 2 " + s1 + "\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 300\ndone 300\n",
+		want: figures{Procs: 2, Batches: 3, Runs: 3, Done: 2},
+	}, {
 		name:    "lost record",
 		out:     "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nr 3 " + s0 + "\nend 100\ndone 100\n",
 		want:    figures{Procs: 1, Batches: 1, Runs: 1, Done: 1},

@@ -94,6 +94,7 @@ func History() []recovery.Entry {
 		Block(0, 3),
 		recovery.BatchAllocated(4000),
 		recovery.BatchCompleted(4000),
+		recovery.BatchesReserved(14000),
 		{Kind: recovery.KindSummary, Summary: recovery.Summary{
 			ShardSeqs: map[recovery.ShardKey]string{{Stream: "t", Shard: "x"}: "12345678901234567890123"},
 		}},

@@ -1,0 +1,187 @@
+package dynamolog_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/recovery/dynamolog"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// logWrites are the DynamoDB operations that write the table.
+var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
+
+// BenchmarkLogCost runs a stateless pipeline with a DynamoDB recovery log
+// on dynalite, idle and at 100 records a second, and reports the writes the log made, counted at the
+// HTTP transport (each request the server got), per worker-hour:
+//
+//	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
+func BenchmarkLogCost(b *testing.B) {
+	env := localaws.ForTest(b, localaws.Options{DynamoDB: true})
+	for _, iv := range []time.Duration{200 * time.Millisecond, time.Second} {
+		for _, rate := range []int{0, 100} {
+			state := "idle"
+			if rate > 0 {
+				state = strconv.Itoa(rate) + "rps"
+			}
+			b.Run(fmt.Sprintf("batch=%v/%s", iv, state), func(b *testing.B) {
+				var perHour map[string]float64
+				for range b.N {
+					if rate == 0 {
+						perHour = logCost(b, env, iv, rate, 10*time.Minute)
+					} else {
+						perHour = logCostRealTime(b, env, iv, rate, 30*time.Second)
+					}
+				}
+				total := 0.0
+				for _, op := range logWrites {
+					total += perHour[op]
+				}
+				b.ReportMetric(total, "writes/worker-h")
+				b.ReportMetric(perHour["PutItem"], "puts/worker-h")
+				b.ReportMetric(perHour["BatchWriteItem"], "batchwrites/worker-h")
+			})
+		}
+	}
+}
+
+// completions signals every batch completed.
+type completions struct {
+	stream.NopListener
+	c chan stream.BatchInfo
+}
+
+func (l completions) BatchCompleted(info stream.BatchInfo) { l.c <- info }
+
+// startCost starts a stateless pipeline of cfg on a memory source of 4
+// shards, with a DynamoDB recovery log whose requests go through the
+// returned transport, which counts them. Cancel stops the Run, which then
+// returns on runErr.
+func startCost(b *testing.B, env *localaws.Env, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
+	cfg.Recovery = dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}
+	p, err := stream.NewPipeline(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err = memory.New[string](memory.Config{Shards: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
+	ctx, cancel := context.WithCancel(b.Context())
+	runErr = make(chan error, 1)
+	go func() { runErr <- p.Run(ctx) }()
+	return tr, src, runErr, cancel
+}
+
+// logCost runs the pipeline for span of virtual time after a warm-up of a
+// few batches, rate records a second pushed at the start of each batch
+// interval, and returns the log's writes per operation scaled to an hour.
+func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	done := completions{c: make(chan stream.BatchInfo, 1)}
+	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
+	defer cancel()
+	ctx := b.Context()
+	if err := clk.WaitForWaiters(ctx, 2); err != nil { // the batch timer, the block generator
+		b.Fatal(err)
+	}
+	perBatch := rate * int(iv/time.Millisecond) / 1000
+	records := make([]string, perBatch)
+	for i := range records {
+		records[i] = "record-" + strconv.Itoa(i)
+	}
+	step := func() {
+		if perBatch > 0 {
+			if err := src.Push(records...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		clk.Advance(iv)
+		select {
+		case info := <-done.c:
+			if info.Err != nil {
+				b.Fatal(info.Err)
+			}
+		case err := <-runErr:
+			b.Fatalf("Run returned early: %v", err)
+		}
+	}
+	for range 5 {
+		step()
+	}
+	before := map[string]int{}
+	for _, op := range logWrites {
+		before[op] = tr.Requests(op)
+	}
+	for range int(span / iv) {
+		step()
+	}
+	perHour := map[string]float64{}
+	for _, op := range logWrites {
+		perHour[op] = float64(tr.Requests(op)-before[op]) * float64(time.Hour) / float64(span)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
+	}
+	return perHour
+}
+
+// logCostRealTime runs the pipeline on the real clock for span after a
+// warm-up of a second, rate records a second pushed every batch interval,
+// and returns the log's writes per operation scaled to an hour.
+func logCostRealTime(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv})
+	defer cancel()
+	records := make([]string, rate*int(iv/time.Millisecond)/1000)
+	for i := range records {
+		records[i] = "record-" + strconv.Itoa(i)
+	}
+	tick := time.NewTicker(iv)
+	defer tick.Stop()
+	push := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			select {
+			case <-tick.C:
+				if err := src.Push(records...); err != nil {
+					b.Fatal(err)
+				}
+			case err := <-runErr:
+				b.Fatalf("Run returned early: %v", err)
+			}
+		}
+	}
+	push(time.Second)
+	before := map[string]int{}
+	for _, op := range logWrites {
+		before[op] = tr.Requests(op)
+	}
+	start := time.Now()
+	push(span)
+	took := time.Since(start)
+	perHour := map[string]float64{}
+	for _, op := range logWrites {
+		perHour[op] = float64(tr.Requests(op)-before[op]) * float64(time.Hour) / float64(took)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
+	}
+	return perHour
+}
