@@ -182,11 +182,15 @@ func (t *Table) handOff(ctx context.Context, l Lease) (Lease, error) {
 	return t.update(ctx, "hand off", l, " REMOVE #ckptowner", nil)
 }
 
-// releaseAsked frees a lease this worker asked for and no longer wants: it
-// removes its owner (this worker) and checkpointOwner, if the counter and
-// owner are still l's.
-func (t *Table) releaseAsked(ctx context.Context, l Lease) (Lease, error) {
-	return t.update(ctx, "release", l, " REMOVE #owner, #ckptowner", nil)
+// dropAsked gives up a lease this worker (l's owner) asked for and no
+// longer wants, if the counter and owner are still l's: back to its holder
+// (l.CheckpointOwner) if it has not handed it off yet, else freed.
+func (t *Table) dropAsked(ctx context.Context, l Lease) (Lease, error) {
+	if l.CheckpointOwner == "" {
+		return t.update(ctx, "release", l, " REMOVE #owner", nil)
+	}
+	return t.update(ctx, "give back", l, ", #owner = :holder REMOVE #ckptowner",
+		map[string]types.AttributeValue{":holder": str(l.CheckpointOwner)})
 }
 
 // askedFor reads shard's lease after a write of h failed its condition and

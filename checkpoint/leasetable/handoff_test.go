@@ -130,8 +130,9 @@ func handoffPair(t *testing.T, onHandoff func(string)) (w1, w2 *worker) {
 
 // TestHandoffAskerDrains has w2 ask for a lease of w1 and drain before it
 // took it: the lease must not stay with w2, which is gone, until it
-// expires. It is freed, w1's last checkpoint is refused as a loss, and w1
-// takes it again at its next take cycle.
+// expires, nor be freed while w1 may still read it. It goes back to w1:
+// w1's last checkpoint is refused (the counter moved), and w1 takes its
+// lease back at its next take cycle.
 func TestHandoffAskerDrains(t *testing.T) {
 	ctx := t.Context()
 	var mu sync.Mutex
@@ -150,8 +151,8 @@ func TestHandoffAskerDrains(t *testing.T) {
 	if err := w2.c.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if o := owners(t, w2.c.Table())[shard]; o != "" {
-		t.Fatalf("after the asker drained, %s is owned by %q; want no owner", shard, o)
+	if o := owners(t, w2.c.Table())[shard]; o != "w1" {
+		t.Fatalf("after the asker drained, %s is owned by %q; want it back with w1", shard, o)
 	}
 	if err := w1.c.Commit(ctx, shard, seq2); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("w1's last checkpoint after the asker drained: %v, want ErrLeaseLost", err)
@@ -162,6 +163,32 @@ func TestHandoffAskerDrains(t *testing.T) {
 	w1.clk.Advance(w1.c.cfg.TakeInterval)
 	w1.cycle(ctx)
 	if got := w1.held(); !slices.Contains(got, shard) {
-		t.Errorf("w1 holds %v; want %s taken again", got, shard)
+		t.Errorf("w1 holds %v; want %s taken back", got, shard)
+	}
+}
+
+// TestHandoffAskerDrainsBeforeHolderLearns has w2 ask for a lease of w1
+// and drain before w1 learned of it: a third worker must not take the
+// lease while w1 still trusts it (two owners reading one shard).
+func TestHandoffAskerDrainsBeforeHolderLearns(t *testing.T) {
+	ctx := t.Context()
+	w1, w2 := handoffPair(t, func(string) {})
+	w2.cycle(ctx) // asks for one
+	var shard string
+	for s, o := range owners(t, w2.c.Table()) {
+		if o == "w2" {
+			shard = s
+		}
+	}
+	if shard == "" {
+		t.Fatal("w2 asked for nothing")
+	}
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w3 := newWorker(t, w1.c.cfg.TableName, "w3", servers.Env(t).DynamoDB(), nil)
+	w3.cycle(ctx)
+	if w1.c.Holds(shard) && w3.c.Holds(shard) {
+		t.Errorf("w1 and w3 both hold %s; owners %v", shard, owners(t, w3.c.Table()))
 	}
 }

@@ -564,9 +564,13 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 // dropPending gives up the hand-offs this worker asked for and has not
 // taken yet (see checkHandoffs): each such lease names this worker its
 // owner, so left as it is it would stay with a worker that is gone until
-// it expires. The lease is freed (no owner, no checkpointOwner), for any
-// worker to take from its last checkpoint; a holder still handing it off
-// finds its hand-off refused (ErrLeaseLost) and lets it go.
+// it expires. A lease its holder has not handed off yet is given back to
+// the holder (owner again, no checkpointOwner), which may still be reading
+// it and trusting it: freeing it would let a third worker take it while
+// the holder reads on. The holder's next write of it is refused (the
+// counter moved), it takes its own lease back at its next take cycle, and
+// reads again after its last checkpoint. A lease already handed off is
+// freed, for any worker to take from that checkpoint.
 func (c *Coordinator) dropPending(ctx context.Context) error {
 	c.mu.Lock()
 	pending := slices.Collect(maps.Keys(c.pending))
@@ -582,7 +586,7 @@ func (c *Coordinator) dropPending(ctx context.Context) error {
 		if !ok || l.Owner != c.cfg.WorkerID {
 			continue
 		}
-		if _, err := c.table.releaseAsked(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+		if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
 			errs = append(errs, err)
 		}
 	}
