@@ -31,16 +31,32 @@ type leaseView struct {
 //     to floor(leases / workers), or to target from a worker above target,
 //     at most maxSteals (0: no bound; < 0: never).
 //
-// held is the set of shards I hold. The order of the result is random, so
+// held is the set of shards I hold; listed, the shards of the last shard
+// list (nil if none was given). The order of the result is random, so
 // that workers starting together do not all race for the same lease.
-func takePlan(me string, views []leaseView, held map[string]bool, maxSteals, maxLeases int) []Lease {
+func takePlan(me string, views []leaseView, held map[string]bool, listed map[string]bool, maxSteals, maxLeases int) []Lease {
 	byShard := make(map[string]leaseView, len(views))
+	childBegun := make(map[string]bool) // parent -> a lease naming it a parent has begun
 	for _, v := range views {
 		byShard[v.Shard] = v
+		if hasBegun(v.Lease) {
+			for _, p := range v.Parents {
+				childBegun[p] = true
+			}
+		}
 	}
+	// A parent is done at SHARD_END. A parent without a lease is done if
+	// its lease was deleted as finished (a child has begun) or it is not
+	// listed (past retention); a listed parent whose lease is gone while
+	// no child began was deleted before it finished: the shard sync
+	// creates it again, and its children wait.
 	parentsDone := func(l Lease) bool {
 		for _, p := range l.Parents {
-			if pv, ok := byShard[p]; ok && pv.Checkpoint != checkpoint.ShardEnd {
+			pv, ok := byShard[p]
+			switch {
+			case ok && pv.Checkpoint != checkpoint.ShardEnd:
+				return false
+			case !ok && listed[p] && !childBegun[p]:
 				return false
 			}
 		}

@@ -106,7 +106,7 @@ func TestTakePlan(t *testing.T) {
 			}
 			if tc.never != "" {
 				for range 200 {
-					for _, l := range takePlan("me", tc.views, held, tc.maxSteals, tc.maxLeases) {
+					for _, l := range takePlan("me", tc.views, held, nil, tc.maxSteals, tc.maxLeases) {
 						if l.Shard == tc.never {
 							t.Fatalf("planned to take %s", l.Shard)
 						}
@@ -114,7 +114,7 @@ func TestTakePlan(t *testing.T) {
 				}
 			}
 			var got []string
-			for _, l := range takePlan("me", tc.views, held, tc.maxSteals, tc.maxLeases) {
+			for _, l := range takePlan("me", tc.views, held, nil, tc.maxSteals, tc.maxLeases) {
 				got = append(got, l.Shard)
 			}
 			sort.Strings(got)
@@ -144,14 +144,14 @@ func TestStealPlanSpreads(t *testing.T) {
 	add("w3", 7)
 	// 16 leases over 3 workers: 5 or 6 each, w2 and w3 drained in turn.
 	got := map[string]int{}
-	for _, l := range takePlan("me", views, nil, 0, 0) {
+	for _, l := range takePlan("me", views, nil, nil, 0, 0) {
 		got[l.Owner]++
 	}
 	if d := cmp.Diff(map[string]int{"w2": 4, "w3": 1}, got); d != "" {
 		t.Errorf("stolen per victim (-want +got):\n%s", d)
 	}
 	got = map[string]int{}
-	for _, l := range takePlan("me", views, nil, 2, 0) {
+	for _, l := range takePlan("me", views, nil, nil, 2, 0) {
 		got[l.Owner]++
 	}
 	if got["w2"] != 2 || len(got) != 1 {

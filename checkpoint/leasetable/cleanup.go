@@ -38,7 +38,7 @@ func finishedLeases(views []leaseView, listed map[string][]string) []Lease {
 		begun := len(kids) > 0
 		for _, k := range kids {
 			kl, ok := byShard[k]
-			if !ok || kl.Checkpoint != checkpoint.ShardEnd && !isSeq(kl.Checkpoint) {
+			if !ok || !hasBegun(kl) {
 				begun = false
 				break
 			}
@@ -127,11 +127,15 @@ func (c *Coordinator) forgetUnlistedLocked(shards []ShardInfo) {
 }
 
 // leasedDescendants returns the shards of shards with a descendant (among
-// shards) whose lease item exists: such a shard was read to its end and
-// its lease deleted (finishedLeases), so it never gets a lease again, as
-// the KCL's shard sync creates none for a closed shard whose descendants
-// have leases.
-func leasedDescendants(shards []ShardInfo, exists map[string]bool) map[string]bool {
+// shards) whose lease has begun (begun: a sequence number or SHARD_END, see
+// hasBegun): such a shard was read to its end, since a child is read only
+// after its parents ended, and its lease deleted (finishedLeases), so it
+// never gets a lease again, as the KCL's shard sync creates none for a
+// closed shard whose descendants are processed. A descendant's lease that
+// merely exists proves nothing: the shard sync creates the children's
+// leases while their parent is still read, and a parent whose lease was
+// deleted then must get one again, or its last records are never read.
+func leasedDescendants(shards []ShardInfo, begun map[string]bool) map[string]bool {
 	parents := make(map[string][]string, len(shards))
 	for _, s := range shards {
 		parents[s.ID] = s.ParentIDs
@@ -150,21 +154,34 @@ func leasedDescendants(shards []ShardInfo, exists map[string]bool) map[string]bo
 		}
 	}
 	for _, s := range shards {
-		if exists[s.ID] {
+		if begun[s.ID] {
 			mark(s.ID, 0)
 		}
 	}
 	return out
 }
 
+// hasBegun reports whether l's shard is being or was processed: its
+// checkpoint is a sequence number or checkpoint.ShardEnd, not a start
+// position.
+func hasBegun(l Lease) bool {
+	return isSeq(l.Checkpoint) || l.Checkpoint == checkpoint.ShardEnd
+}
+
 // startOf returns where a new lease of s starts: the checkpoint this worker
 // knows of it (its item was deleted: never skip what was not processed);
 // checkpoint.TrimHorizon when a parent has a lease, is listed, or is known
-// to this worker (its records were read, so the child's are all new); else
-// initial.
-func startOf(s ShardInfo, exists map[string]bool, known map[string]string, initial string) string {
+// to this worker (its records were read, so the child's are all new), or
+// when s is closed and its lease was deleted before it ended (closed: a
+// child's lease exists): a closed shard has nothing after LATEST, so a
+// lease of it created again at LATEST would skip its last records; else
+// initial (a new application at LATEST reads no closed parent's history).
+func startOf(s ShardInfo, exists map[string]bool, known map[string]string, initial string, closed bool) string {
 	if ck, ok := known[s.ID]; ok {
 		return ck
+	}
+	if closed {
+		return checkpoint.TrimHorizon
 	}
 	for _, p := range s.ParentIDs {
 		if _, ok := known[p]; ok || exists[p] {

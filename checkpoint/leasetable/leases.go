@@ -157,6 +157,7 @@ type Coordinator struct {
 	needScan     bool                 // the next take cycle scans the table
 	lastScan     time.Time            // of the last full scan
 	children     map[string][]string  // shard -> its children, from the last SyncShards
+	listed       map[string]bool      // the shards of the last SyncShards
 	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
 	pending      map[string]time.Time // hand-offs this worker asked for -> when
 }

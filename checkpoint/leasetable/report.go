@@ -161,13 +161,15 @@ func (c *Coordinator) withoutRefusedLocked(views []leaseView) []leaseView {
 // learnChildren records the children of each shard of a shard list.
 func (c *Coordinator) learnChildren(shards []ShardInfo) {
 	children := make(map[string][]string)
+	listed := make(map[string]bool, len(shards))
 	for _, s := range shards {
+		listed[s.ID] = true
 		for _, p := range s.ParentIDs {
 			children[p] = append(children[p], s.ID)
 		}
 	}
 	c.mu.Lock()
-	c.children = children
+	c.children, c.listed = children, listed
 	c.forgetUnlistedLocked(shards)
 	c.mu.Unlock()
 }

@@ -258,3 +258,53 @@ func TestCoordinatorDeletedLeaseNotSkipped(t *testing.T) {
 		}
 	})
 }
+
+// TestDeletedUnfinishedParentCreatedAgain deletes by hand the lease of a
+// parent checkpointed half way while its children's leases exist (the
+// shard sync created them at TRIM_HORIZON): the parent's lease must be
+// created again, at the checkpoint the worker that read it knows, and no
+// worker may take a child before the parent ends, or the parent's last
+// records are never read.
+func TestDeletedUnfinishedParentCreatedAgain(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	parent := ShardInfo{ID: "shardId-000000000000"}
+	shards := []ShardInfo{parent,
+		{ID: "shardId-000000000001", ParentIDs: []string{parent.ID}},
+		{ID: "shardId-000000000002", ParentIDs: []string{parent.ID}}}
+	w1 := newWorker(t, table, "w1", db, nil)
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	if err := w1.c.Commit(ctx, parent.ID, seq1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: keyOf(parent.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	w2 := newWorker(t, table, "w2", db, nil) // a restarted worker: knows no checkpoint
+	if err := w2.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w2.cycle(ctx) // before the parent's lease exists again
+	for _, s := range w2.held() {
+		if s != parent.ID {
+			t.Errorf("w2 took child %s while its parent's lease was gone, not ended", s)
+		}
+	}
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := w1.c.Table().Get(ctx, parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("the unfinished parent's lease was not created again")
+	}
+	if l.Checkpoint != seq1 && l.Checkpoint != "TRIM_HORIZON" {
+		t.Errorf("the parent's lease created again at %s; want the checkpoint w1 knows (%s) or TRIM_HORIZON", l.Checkpoint, seq1)
+	}
+}

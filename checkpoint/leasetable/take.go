@@ -68,7 +68,7 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	}
 	views = c.withoutRefusedLocked(views)
 	c.forgetDeadLocked(leases)
-	plan := takePlan(c.cfg.WorkerID, views, held, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
+	plan := takePlan(c.cfg.WorkerID, views, held, c.listed, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
 	done := finishedLeases(views, c.children)
@@ -378,7 +378,23 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	for _, s := range shards {
 		known[s.ID] = true
 	}
-	descended := leasedDescendants(shards, exists)
+	begun := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		begun[l.Shard] = hasBegun(l)
+	}
+	descended := leasedDescendants(shards, begun)
+	// A shard with a child whose lease exists had a lease of its own
+	// (the shard sync creates a parent's with its children's): if it has
+	// none now, it was deleted before it ended (a finished one is not
+	// created again, above).
+	closed := make(map[string]bool)
+	for _, s := range shards {
+		if exists[s.ID] {
+			for _, p := range s.ParentIDs {
+				closed[p] = true
+			}
+		}
+	}
 	c.mu.Lock()
 	seen := maps.Clone(c.known)
 	c.mu.Unlock()
@@ -392,7 +408,7 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		if exists[s.ID] || descended[s.ID] {
 			continue
 		}
-		l := Lease{Shard: s.ID, Checkpoint: startOf(s, known, seen, c.cfg.InitialPosition), Parents: s.ParentIDs,
+		l := Lease{Shard: s.ID, Checkpoint: startOf(s, known, seen, c.cfg.InitialPosition, closed[s.ID]), Parents: s.ParentIDs,
 			StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 		g.Go(func() error {
 			created, err := c.table.Create(ctx, l)
