@@ -26,8 +26,10 @@
 //
 // Latency: a producer puts -rate records/s for -duration; each record
 // carries its put time, and the output takes the difference. weir runs
-// with its defaults (1s batches) and with -batch batches; the plain loop
-// polls every 200ms. p50, p99 and max are reported.
+// with its defaults (1s batches), with -batch batches, and with -batch
+// batches and a -poll PollInterval (the low-latency configuration); the
+// plain loop reads every -poll, as harlow/kinesis-consumer does with that
+// PollInterval: the same GetRecords rate. p50, p99 and max are reported.
 //
 // Memory: the records are read by weir whose output sustains a tenth of the
 // rate at which the plain loop read them, for -duration, with the default
@@ -81,7 +83,7 @@ func main() {
 	flag.IntVar(&o.shards, "shards", 4, "number of shards")
 	flag.IntVar(&o.runs, "runs", 5, "runs of each consumer (alternated); medians are reported")
 	flag.DurationVar(&o.batch, "batch", 200*time.Millisecond, "weir's batch interval (throughput; and latency's second weir run)")
-	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read")
+	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read (latency: between reads, and weir's PollInterval in its low-latency run)")
 	flag.IntVar(&o.rate, "rate", 100, "records/s put during the latency run")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of a latency or memory run")
 	flag.StringVar(&o.endpoint, "endpoint", "", "use this Kinesis endpoint (loopback) instead of starting kinesalite")
