@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/sealtime"
 )
 
 // Push retry policy. A failed push is tried again after a jittered,
@@ -181,18 +182,12 @@ func (g *BlockGenerator[T]) run(ctx context.Context) error {
 }
 
 // sealEvery seals the open block every rt.BlockInterval until ctx is done,
-// at times aligned on the interval (see sealLead).
+// at times aligned on the interval (see sealLead). Each wait is measured
+// from the clock again, so a seal that came late (a busy machine) does
+// not delay every later one: the next seal is at the next aligned time.
 func (g *BlockGenerator[T]) sealEvery(ctx context.Context) {
 	clk, iv := g.rt.Clock, g.rt.BlockInterval
-	first := clk.NewTimer(untilSeal(clk.Now(), iv))
-	defer first.Stop()
-	select {
-	case <-ctx.Done():
-		return
-	case <-first.C():
-		g.sealNow()
-	}
-	t := clk.NewTicker(iv)
+	t := clk.NewTimer(untilSeal(clk.Now(), iv))
 	defer t.Stop()
 	for {
 		select {
@@ -200,6 +195,7 @@ func (g *BlockGenerator[T]) sealEvery(ctx context.Context) {
 			return
 		case <-t.C():
 			g.sealNow()
+			t.Reset(untilSeal(clk.Now(), iv))
 		}
 	}
 }
@@ -215,13 +211,9 @@ func (g *BlockGenerator[T]) sealNow() {
 }
 
 // sealLead is how long before each multiple of the block interval (since
-// the Unix epoch) a block is sealed: a tenth of the interval, at most
-// 20ms. The driver cuts batches at the multiples of the batch interval,
-// which are multiples of the block interval when it divides the batch
-// interval (as by default), so a block sealed just before a batch is cut
-// is pushed in time to be in it, rather than waiting for the next batch:
-// records wait for the next seal, then at most sealLead for their batch.
-func sealLead(iv time.Duration) time.Duration { return min(iv/10, 20*time.Millisecond) }
+// the Unix epoch) a block is sealed (see sealtime.Lead): records wait for
+// the next seal, then at most sealLead for their batch.
+func sealLead(iv time.Duration) time.Duration { return sealtime.Lead(iv) }
 
 // untilSeal returns the time from now to the first seal: the next multiple
 // of iv since the Unix epoch, less sealLead.

@@ -651,3 +651,51 @@ func TestUntilSeal(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratorSealsStayAlignedAfterALateSeal checks that a seal that
+// came late (the clock jumped past it, as a busy machine's timer fires
+// late) does not delay the later seals: the next one still comes sealLead
+// before the next multiple of the interval, so its block is in time for
+// the batch cut there.
+func TestGeneratorSealsStayAlignedAfterALateSeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &fakeStore{}
+		m := clock.NewManual(time.Unix(1000, 0))
+		g := NewBlockGenerator(Runtime[rec]{Push: st.push, BlockInterval: 200 * time.Millisecond, Clock: m}, nil)
+		ctx := t.Context()
+		runErr := startRun(ctx, g)
+		add := func(first int) {
+			t.Helper()
+			rs, r := recsOf("a", first, 1)
+			if err := g.Add(ctx, rs, r); err != nil {
+				t.Fatalf("Add: %v", err)
+			}
+			synctest.Wait()
+		}
+		add(1)
+		// The first seal is due at 180ms; it comes 50ms late.
+		m.Advance(230 * time.Millisecond)
+		synctest.Wait()
+		if blocks, _ := st.snapshot(); len(blocks) != 1 {
+			t.Fatalf("pushed blocks after the late seal: got %d, want 1", len(blocks))
+		}
+		add(2)
+		// The next seal is due at 380ms, not 200ms after the late one.
+		m.Advance(149 * time.Millisecond)
+		synctest.Wait()
+		if blocks, _ := st.snapshot(); len(blocks) != 1 {
+			t.Fatalf("a block was pushed before the next seal time")
+		}
+		m.Advance(time.Millisecond)
+		synctest.Wait()
+		if blocks, _ := st.snapshot(); len(blocks) != 2 {
+			t.Fatalf("pushed blocks at the next aligned seal time (380ms): got %d, want 2", len(blocks))
+		}
+		if err := g.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if err := <-runErr; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}

@@ -50,6 +50,7 @@ type childParams struct {
 	Verbose          bool          // weir: log at debug level to stderr
 	Backpressure     bool          // weir: Config.Backpressure with its defaults
 	MemoryLimit      int64         // the Go runtime's soft memory limit (GOMEMLIMIT), as a user may set it; 0: none
+	Work             int           // rounds of CPU work (see work) per record; 0: none
 }
 
 // Lines a child writes on its stdout, each read and timed by the parent.
@@ -191,6 +192,9 @@ func plainChild(ctx context.Context, p childParams, out io.Writer) (childStats, 
 					}
 					return err
 				}
+				for range out.Records {
+					work(p.Work)
+				}
 				rep.add(len(out.Records))
 				iter = out.NextShardIterator
 				if len(out.Records) == 0 {
@@ -237,8 +241,21 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 		return childStats{}, err
 	}
 	rep := newReporter(out, p.Records)
+	records := stream.From(sc, src)
+	if p.Work > 0 {
+		// Work per record, as a user would spread it: each shard's
+		// records of a batch are a task, Config.Parallelism at a time.
+		stream.ForEachPartition(records, func(_ context.Context, part stream.Partition[kinesis.Record]) error {
+			for range part.All() {
+				work(p.Work)
+			}
+			rep.add(part.Len())
+			return nil
+		})
+		return runWeir(ctx, p, sc, src, rep)
+	}
 	var debt time.Duration // the slow output's time owed, one batch at a time
-	stream.ForEachBatch(stream.From(sc, src), func(ctx context.Context, b *batch.Batch[kinesis.Record]) error {
+	stream.ForEachBatch(records, func(ctx context.Context, b *batch.Batch[kinesis.Record]) error {
 		n := b.Len()
 		if p.OutputRate > 0 {
 			debt += time.Duration(float64(n) / p.OutputRate * float64(time.Second))
@@ -252,6 +269,12 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 		rep.add(n)
 		return nil
 	})
+	return runWeir(ctx, p, sc, src, rep)
+}
+
+// runWeir runs the pipeline sc, reading src, until rep has seen every
+// record or ctx is done, and returns the child's stats.
+func runWeir(ctx context.Context, p childParams, sc *stream.Pipeline, src *kinesis.Receiver, rep *reporter) (childStats, error) {
 	runErr := make(chan error, 1)
 	go func() { runErr <- sc.Run(ctx) }()
 	select {
@@ -283,4 +306,40 @@ func bufferBudget(v int64) int64 {
 		return kinesis.DefaultMaxBufferedBytes
 	}
 	return v
+}
+
+// workSink keeps the result of work alive, so that it is not optimized away.
+var workSink atomic.Uint64
+
+// work burns CPU for n rounds of a xorshift generator: the same
+// computation for every consumer, calibrated by the parent (see
+// calibrateWork) to a duration of CPU time per record.
+func work(n int) {
+	if n <= 0 {
+		return
+	}
+	x := uint64(n) | 1
+	for range n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	workSink.Add(x)
+}
+
+// calibrateWork returns the rounds of work that take about d of CPU time
+// on this machine now (the fastest of a few tries, as other processes
+// share the CPU).
+func calibrateWork(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	const rounds = 1 << 22
+	best := time.Duration(1<<63 - 1)
+	for range 5 {
+		start := time.Now()
+		work(rounds)
+		best = min(best, time.Since(start))
+	}
+	return max(int(float64(rounds)*d.Seconds()/best.Seconds()), 1)
 }

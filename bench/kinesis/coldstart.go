@@ -17,6 +17,7 @@ import (
 // started the process.
 type childResult struct {
 	first, done time.Duration // 0 if the line never came
+	cpu         time.Duration // the child process's user + system CPU time (rusage)
 	stats       childStats
 }
 
@@ -71,6 +72,7 @@ func spawn(ctx context.Context, p childParams) (childResult, error) {
 	if err := cmd.Wait(); err != nil {
 		return childResult{}, fmt.Errorf("%s child: %w; stderr:\n%s", p.Consumer, err, lastLines(stderr.String(), 20))
 	}
+	res.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return res, nil
 }
 

@@ -103,13 +103,16 @@ func latency(ctx context.Context, env *localaws.Env, o options, out io.Writer, l
 		consume func(ctx context.Context, name string, lat *latencies) error
 	}{
 		{"weir, defaults (1s batches)", func(ctx context.Context, name string, lat *latencies) error {
-			return weirLatency(ctx, env, name, 0, lat, logger)
+			return weirLatency(ctx, env, name, 0, 0, lat, logger)
 		}},
 		{fmt.Sprintf("weir, %v batches", o.batch), func(ctx context.Context, name string, lat *latencies) error {
-			return weirLatency(ctx, env, name, o.batch, lat, logger)
+			return weirLatency(ctx, env, name, o.batch, 0, lat, logger)
 		}},
-		{"plain loop, a read every 200ms", func(ctx context.Context, name string, lat *latencies) error {
-			return plainLatency(ctx, env, name, lat)
+		{fmt.Sprintf("weir, %v batches, %v poll", o.poll/2, o.poll), func(ctx context.Context, name string, lat *latencies) error {
+			return weirLatency(ctx, env, name, o.poll/2, o.poll, lat, logger)
+		}},
+		{fmt.Sprintf("plain loop, a read every %v", o.poll), func(ctx context.Context, name string, lat *latencies) error {
+			return plainLatency(ctx, env, name, o.poll, lat)
 		}},
 	}
 	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, once the consumer output a first record:\n", o.rate, o.duration, o.shards)
@@ -141,7 +144,7 @@ func latency(ctx context.Context, env *localaws.Env, o options, out io.Writer, l
 		if perr != nil && ctx.Err() == nil {
 			return fmt.Errorf("producer: %w", perr)
 		}
-		fmt.Fprintf(out, "  %-32s %s\n", r.name, lat.summary())
+		fmt.Fprintf(out, "  %-40s %s\n", r.name, lat.summary())
 	}
 	return nil
 }
@@ -167,12 +170,13 @@ func produce(ctx context.Context, env *localaws.Env, name string, rate int, d ti
 }
 
 // weirLatency runs weir with its defaults (leases on, TRIM_HORIZON) and
-// the given batch interval (0: the default) until ctx is done.
-func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInterval time.Duration, lat *latencies, logger *slog.Logger) error {
+// the given batch and poll intervals (0: the default) until ctx is done.
+func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInterval, poll time.Duration, lat *latencies, logger *slog.Logger) error {
 	awsCfg := env.AWSConfig()
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: name, InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint, Logger: logger,
-		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
+		PollInterval: poll,
+		Leases:       &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
 	})
 	if err != nil {
 		return err
@@ -191,9 +195,10 @@ func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInter
 	return sc.Run(context.WithoutCancel(ctx))
 }
 
-// plainLatency reads every shard with a GetRecords loop that calls at most
-// every 200ms (Kinesis's 5 reads/s per shard), until ctx is done.
-func plainLatency(ctx context.Context, env *localaws.Env, name string, lat *latencies) error {
+// plainLatency reads every shard with a GetRecords loop that calls every
+// poll (200ms: Kinesis's 5 reads/s per shard), as harlow/kinesis-consumer
+// does with its PollInterval, until ctx is done.
+func plainLatency(ctx context.Context, env *localaws.Env, name string, poll time.Duration, lat *latencies) error {
 	client := env.Kinesis()
 	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
 	if err != nil {
@@ -221,7 +226,7 @@ func plainLatency(ctx context.Context, env *localaws.Env, name string, lat *late
 				select {
 				case <-gctx.Done():
 					return nil
-				case <-time.After(200*time.Millisecond - time.Since(start)):
+				case <-time.After(poll - time.Since(start)):
 				}
 			}
 			return nil

@@ -7,6 +7,7 @@
 //	go run ./bench/kinesis -mode latency            # put -> output latency at 100 records/s
 //	go run ./bench/kinesis -mode memory -size 1000  # memory with an output 10x slower than input
 //	go run ./bench/kinesis -cpuprofile weir.prof    # CPU profiles of weir's children
+//	go run ./bench/kinesis -work 60us               # throughput with ~60µs of CPU work per record
 //
 // Throughput: every consumer run is a child process of its own, timed from
 // the moment it is started until it has consumed every record, so it
@@ -17,13 +18,18 @@
 // -batch (200ms) batches, every other setting its default. The plain loop
 // reads again at once after records, and after -poll after an empty read.
 // The two alternate (which goes first alternates too); medians of -runs
-// runs, and the ratio of the medians, are reported. The machine is shared:
-// take the median of several invocations too.
+// runs, and the ratio of the medians, are reported, and each child
+// process's CPU time (user + system, rusage) per record. The machine is
+// shared: take the median of several invocations too. With -work, each
+// consumer does the same CPU work for every record (the plain loop in its
+// shard loops, weir in a ForEachPartition).
 //
 // Latency: a producer puts -rate records/s for -duration; each record
 // carries its put time, and the output takes the difference. weir runs
-// with its defaults (1s batches) and with -batch batches; the plain loop
-// polls every 200ms. p50, p99 and max are reported.
+// with its defaults (1s batches), with -batch batches, and with -batch
+// batches and a -poll PollInterval (the low-latency configuration); the
+// plain loop reads every -poll, as harlow/kinesis-consumer does with that
+// PollInterval: the same GetRecords rate. p50, p99 and max are reported.
 //
 // Memory: the records are read by weir whose output sustains a tenth of the
 // rate at which the plain loop read them, for -duration, with the default
@@ -63,6 +69,7 @@ type options struct {
 	endpoint string
 	verbose  bool
 	cpuprof  string
+	work     time.Duration
 }
 
 func main() {
@@ -76,12 +83,13 @@ func main() {
 	flag.IntVar(&o.shards, "shards", 4, "number of shards")
 	flag.IntVar(&o.runs, "runs", 5, "runs of each consumer (alternated); medians are reported")
 	flag.DurationVar(&o.batch, "batch", 200*time.Millisecond, "weir's batch interval (throughput; and latency's second weir run)")
-	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read")
+	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read (latency: between reads, and weir's PollInterval in its low-latency run)")
 	flag.IntVar(&o.rate, "rate", 100, "records/s put during the latency run")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of a latency or memory run")
 	flag.StringVar(&o.endpoint, "endpoint", "", "use this Kinesis endpoint (loopback) instead of starting kinesalite")
 	flag.BoolVar(&o.verbose, "v", false, "log at debug level")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of each weir child to this file (run n > 1: file.n)")
+	flag.DurationVar(&o.work, "work", 0, "CPU work per record in throughput mode (e.g. 60us), the same computation in both consumers")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -140,7 +148,11 @@ func throughput(ctx context.Context, env *localaws.Env, o options, out io.Writer
 		return err
 	}
 	base := childParams{Stream: name, Records: o.records, KinesisEndpoint: env.KinesisEndpoint, DynamoDBEndpoint: env.DynamoDBEndpoint}
-	var plain, weir, ratios []float64
+	if o.work > 0 {
+		base.Work = calibrateWork(o.work)
+		fmt.Fprintf(out, "work: %d rounds per record (about %v of CPU here now), in the plain loop's shard loops and in a weir ForEachPartition\n", base.Work, o.work)
+	}
+	var plain, weir, ratios, plainCPU, weirCPU, cpuRatios []float64
 	for i := range o.runs {
 		pp := base
 		pp.Consumer, pp.Poll = "plain", o.poll
@@ -166,12 +178,16 @@ func throughput(ctx context.Context, env *localaws.Env, o options, out io.Writer
 			res[p.Consumer] = r
 		}
 		p, w := res["plain"], res["weir"]
-		fmt.Fprintf(out, "run %d: plain %v (first record %v)   weir %v (first record %v, %d checkpoints)   weir/plain %.3f\n",
-			i+1, p.done.Round(time.Millisecond), p.first.Round(time.Millisecond),
-			w.done.Round(time.Millisecond), w.first.Round(time.Millisecond), w.stats.CheckpointsOK, p.done.Seconds()/w.done.Seconds())
+		fmt.Fprintf(out, "run %d: plain %v (first record %v, CPU %v)   weir %v (first record %v, CPU %v, %d checkpoints)   weir/plain %.3f, CPU weir/plain %.3f\n",
+			i+1, p.done.Round(time.Millisecond), p.first.Round(time.Millisecond), p.cpu.Round(time.Millisecond),
+			w.done.Round(time.Millisecond), w.first.Round(time.Millisecond), w.cpu.Round(time.Millisecond), w.stats.CheckpointsOK,
+			p.done.Seconds()/w.done.Seconds(), w.cpu.Seconds()/p.cpu.Seconds())
 		plain = append(plain, p.done.Seconds())
 		weir = append(weir, w.done.Seconds())
 		ratios = append(ratios, p.done.Seconds()/w.done.Seconds())
+		plainCPU = append(plainCPU, p.cpu.Seconds())
+		weirCPU = append(weirCPU, w.cpu.Seconds())
+		cpuRatios = append(cpuRatios, w.cpu.Seconds()/p.cpu.Seconds())
 	}
 	mp, mw := median(plain), median(weir)
 	fmt.Fprintf(out, "median from process start to the last record: plain %.3fs (%.0f records/s), weir %.3fs (%.0f records/s), weir/plain %.3f\n",
@@ -179,6 +195,11 @@ func throughput(ctx context.Context, env *localaws.Env, o options, out io.Writer
 	// Runs next to each other share the machine's load: their ratio is
 	// steadier than the ratio of the medians when the load drifts.
 	fmt.Fprintf(out, "median of the per-run ratios weir/plain: %.3f\n", median(ratios))
+	// CPU time is the whole child process's (user + system, from rusage),
+	// from its start to its exit: what a user is billed for.
+	mpc, mwc := median(plainCPU), median(weirCPU)
+	fmt.Fprintf(out, "median process CPU per record: plain %.2fµs, weir %.2fµs, weir/plain %.3f (median of the per-run ratios %.3f)\n",
+		mpc/float64(o.records)*1e6, mwc/float64(o.records)*1e6, mwc/mpc, median(cpuRatios))
 	return nil
 }
 

@@ -183,7 +183,11 @@ type Config struct {
 	// PollInterval is the wait after a GetRecords call that found the
 	// reader at the tip of the shard: no records, or a page neither full
 	// nor cut by the response size limit with MillisBehindLatest 0.
-	// Default 500ms (see DefaultPollInterval).
+	// When the driver gives its batch interval (and the block interval
+	// divides it), the next call is timed to end just before the block
+	// seal that precedes a batch cut: up to half of this wait sooner, or
+	// once, to get in phase, up to this wait later; never closer than
+	// MinReadInterval. Default 500ms (see DefaultPollInterval).
 	PollInterval time.Duration
 	// MinReadInterval is the least time between the starts of two
 	// GetRecords calls on one shard. A reader with more records waiting

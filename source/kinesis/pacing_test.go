@@ -200,3 +200,89 @@ func TestReadPacing(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPacingAlignedToBatches checks, in virtual time, that a reader at
+// the tip of its shard times its reads to end just before the block seal
+// that precedes a batch cut, when the driver says its batch interval: each
+// read starts lead before a batch time (lead: the seal's lead, twice the
+// call's usual duration and a margin, rounded up to 10ms), or PollInterval
+// before that (reads stay PollInterval apart), so what it reads is in
+// that batch; never less than MinReadInterval after the read before.
+// Without a batch interval the reader keeps its PollInterval
+// (TestReadPacing).
+func TestReadPacingAlignedToBatches(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name             string
+		poll             time.Duration
+		batchIv, blockIv time.Duration
+		wantStarts       []time.Duration // of every call but the first, since the start of the test
+	}{
+		{
+			// lead = 20ms seal lead + 2*10ms + 25ms margin (1s/40) -> 70ms:
+			// slots at 430ms and 930ms in every second.
+			name: "defaults, 1s batches", batchIv: time.Second, blockIv: 200 * ms,
+			wantStarts: []time.Duration{430 * ms, 930 * ms, 1430 * ms, 1930 * ms},
+		},
+		{
+			// lead = 10ms + 2*10ms + 5ms -> 40ms: slots at 60ms in every
+			// 100ms; the first slot after the read at 0 that is 200ms
+			// (MinReadInterval) later is at 260ms.
+			name: "low latency, 100ms batches, 200ms poll", poll: 200 * ms, batchIv: 100 * ms, blockIv: 100 * ms,
+			wantStarts: []time.Duration{260 * ms, 460 * ms, 660 * ms, 860 * ms},
+		},
+		{
+			// 200ms batches with the default 500ms poll: lead 20ms + 2*10ms
+			// + 5ms -> 50ms, slots at 150ms in every 200ms, the latest
+			// within the 500ms wait.
+			name: "200ms batches, default poll", batchIv: 200 * ms, blockIv: 200 * ms,
+			wantStarts: []time.Duration{350 * ms, 750 * ms, 1150 * ms, 1550 * ms},
+		},
+		{
+			// The block interval does not divide the batch interval: no
+			// seal comes just before a cut, the reader keeps its poll.
+			name: "block interval not dividing the batch interval", batchIv: time.Second, blockIv: 300 * ms,
+			wantStarts: []time.Duration{510 * ms, 1020 * ms, 1530 * ms, 2040 * ms},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				begin := time.Now() // synctest's clock starts on a whole second
+				script := make([]read, len(tt.wantStarts)+1)
+				for i := range script {
+					script[i] = read{records: 1, latency: 10 * ms}
+				}
+				c := &pacedClient{script: script, done: make(chan struct{})}
+				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
+					PollInterval: tt.poll, ShardSyncInterval: time.Hour, MaxBufferedBytes: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+				}
+				errc := make(chan error, 1)
+				go func() {
+					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: tt.batchIv, BlockInterval: tt.blockIv})
+				}()
+				<-c.done
+				if err := r.Stop(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				c.mu.Lock()
+				var got []time.Duration
+				for _, s := range c.starts[1:] {
+					got = append(got, s.Sub(begin))
+				}
+				c.mu.Unlock()
+				if diff := cmp.Diff(tt.wantStarts, got); diff != "" {
+					t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}

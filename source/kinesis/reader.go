@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/sealtime"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
@@ -34,7 +35,9 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	lastRead := pos.After
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
-	var avg int64 // bytes a Kinesis record of the last page took; 0: unknown
+	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
+	var planned time.Time  // when the reader meant to call GetRecords next; zero: at once
+	var late time.Duration // how long after its planned start a call usually returns (moving average); 0: unknown
 	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond, time.Second)
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
@@ -44,6 +47,10 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			return nil // ctx is done
 		}
 		out, started, err := rn.readRecords(ctx, shardID, it, limit)
+		if planned.IsZero() || started.Before(planned) {
+			planned = started
+		}
+		late = movingAverage(late, rn.clock.Now().Sub(planned))
 		if out != nil {
 			capped.giveBack(limit - len(out.Records))
 			rn.shared.giveBack(limit - len(out.Records))
@@ -62,6 +69,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
 				return rn.readerExit(ctx, shardID, err)
 			}
+			planned = time.Time{} // not a planned read: its start is no lateness
 			continue
 		}
 		if err != nil {
@@ -81,6 +89,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			if it, err = rn.iterator(ctx, shardID, resumeAt(pos, lastRead), 0); err != nil {
 				return rn.readerExit(ctx, shardID, err)
 			}
+			planned = time.Time{}
 			continue
 		}
 		holding = false
@@ -104,7 +113,9 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			return nil
 		}
 		it = out.NextShardIterator
-		if err := clock.Sleep(ctx, rn.clock, rn.pause(started, out, limit)); err != nil {
+		wait := rn.pause(started, out, limit, late)
+		planned = rn.clock.Now().Add(wait)
+		if err := clock.Sleep(ctx, rn.clock, wait); err != nil {
 			return nil
 		}
 	}
@@ -112,15 +123,84 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 
 // pause returns how long a reader waits before its next GetRecords call,
 // after out, whose call started at started and asked for at most limit
-// records. When more records are waiting, it reads again as soon as
+// records; late is how long after its planned start a call usually
+// returns. When more records are waiting, it reads again as soon as
 // MinReadInterval passed since started; otherwise it waits PollInterval,
-// and never less than that floor.
-func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput, limit int) time.Duration {
-	floor := rn.cfg.MinReadInterval - rn.clock.Now().Sub(started)
+// and never less than that floor, but reads up to half of that wait
+// sooner (or once, to get in phase, up to a PollInterval later) to end
+// just before a batch is cut (see alignedWait).
+func (rn *run) pause(started time.Time, out *awskinesis.GetRecordsOutput, limit int, late time.Duration) time.Duration {
+	now := rn.clock.Now()
+	floor := rn.cfg.MinReadInterval - now.Sub(started)
 	if moreWaiting(out, limit) {
 		return floor
 	}
-	return max(rn.cfg.PollInterval, floor)
+	wait := max(rn.cfg.PollInterval, floor)
+	return rn.alignedWait(now, max(floor, wait/2), wait, late)
+}
+
+// The lead of a read slot (see alignedWait) has a margin of
+// minReadMargin, or of a 40th of the batch interval if longer (a read
+// that misses its batch costs a batch interval), and is rounded up to
+// leadStep, so that it changes seldom.
+const (
+	minReadMargin = 5 * time.Millisecond
+	leadStep      = 10 * time.Millisecond
+)
+
+// alignedWait returns the wait from now until the latest read slot
+// between now+lo and now+hi, or if there is none the first slot after
+// now+hi (a reader gets in phase once); or hi if the driver did not say
+// its batch interval or the block interval does not divide it. A reader
+// at the tip of its shard reads at a slot so that what it reads is in the
+// block sealed just before a batch is cut, not left for the next batch:
+// records then wait for the reader's next read and hardly for the batch.
+// The slots are B - lead - k*step for each batch time B (a multiple of
+// the batch interval since the Unix epoch), k >= 0 with k*step < the
+// batch interval, step the wait after a read at the tip (PollInterval, at
+// least MinReadInterval), and lead the block seal's lead (sealtime.Lead)
+// plus twice late (how long after its planned start a call usually
+// returns) plus a margin, rounded up to leadStep. Reads stay at least
+// MinReadInterval apart (lo is at least the floor): a slot less than
+// leadStep before lo is taken at lo.
+func (rn *run) alignedWait(now time.Time, lo, hi, late time.Duration) time.Duration {
+	iv, biv := rn.batchInterval, rn.blockInterval
+	if iv <= 0 || biv <= 0 || iv%biv != 0 || lo > hi {
+		return hi
+	}
+	step := max(rn.cfg.PollInterval, rn.cfg.MinReadInterval).Nanoseconds()
+	margin := max(minReadMargin, iv/40)
+	lead := ceilDiv((sealtime.Lead(biv)+2*late+margin).Nanoseconds(), leadStep.Nanoseconds()) * leadStep.Nanoseconds()
+	ivn, at := iv.Nanoseconds(), now.UnixNano()
+	latest := at + hi.Nanoseconds()
+	b := ceilDiv(latest+lead, ivn) * ivn // the first batch time with a slot at or after latest: b - lead
+	var slot int64
+	if k := ceilDiv(b-lead-latest, step); k*step < ivn {
+		slot = b - lead - k*step // the latest of b's slots not after latest
+	} else {
+		slot = b - ivn - lead // b's slots are all after latest: the batch before's last
+	}
+	// A slot just before lo is taken at lo: a read that started a little
+	// late (a busy machine), or a lead that grew a step, puts the floor a
+	// little past the next slot, and starting at the floor still ends
+	// before the seal, within the lead's margin.
+	if slot >= at+lo.Nanoseconds()-leadStep.Nanoseconds() {
+		return max(time.Duration(slot-at), lo)
+	}
+	k := min((b-lead-latest)/step, ceilDiv(ivn, step)-1) // b's first slot at or after latest
+	return time.Duration(b - lead - k*step - at)
+}
+
+// ceilDiv returns a/b rounded up, for a >= 0 and b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// movingAverage adds the sample d to the moving average avg (0: none yet),
+// weighing it a quarter.
+func movingAverage(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return d
+	}
+	return avg + (d-avg)/4
 }
 
 // pageCutBytes is the data size from which a GetRecords page is taken to

@@ -112,6 +112,10 @@ type run struct {
 	shared *limiter
 	// readers counts the running shard readers, who share shared.
 	readers atomic.Int64
+	// batchInterval and blockInterval are the Runtime's (with defaults;
+	// batchInterval 0: the driver does not say): readers time their reads
+	// at the tip to the batches (see alignedWait).
+	batchInterval, blockInterval time.Duration
 }
 
 // Start checks that the stream exists, then reads it and pushes blocks
@@ -175,7 +179,8 @@ func (r *Receiver) end() {
 func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted, finished: rt.ShardFinished}
+	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted, finished: rt.ShardFinished,
+		batchInterval: rt.BatchInterval, blockInterval: rt.BlockInterval}
 	if rn.clock == nil {
 		rn.clock = rt.Clock
 	}
