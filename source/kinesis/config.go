@@ -147,7 +147,11 @@ type Config struct {
 	// both copies would duplicate them. Set it when the producer aggregates
 	// records of several shards into one Kinesis record and never puts them
 	// again (some aggregation libraries other than the KPL do): without it
-	// such records are lost, as they are with the KCL.
+	// such records are lost, as they are with the KCL. Change it only
+	// after a graceful stop (a drain): the blocks a restart recomputes
+	// from the recovery log are filtered by the setting in force then,
+	// and a block read under the other setting would come back different
+	// (G2) or fail its batch.
 	KeepOutOfRangeRecords bool
 	// Assigner decides which shards this receiver reads. Default: nil, every
 	// shard of the stream, a child shard only after its parents (see
