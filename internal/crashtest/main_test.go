@@ -84,10 +84,10 @@ func TestMain(m *testing.M) {
 // log in dir, or, if shared, a DynamoDB log in the table named after the
 // lease table (with which the receiver must still checkpoint completed
 // records only), named after the worker (as childTuning.worker: "" for
-// workerID).
-func logOpener(env *localaws.Env, shared bool, dir, table, worker string, logger *slog.Logger) recovery.Opener {
+// workerID), its calls' attempts bounded by attempt (0: the default).
+func logOpener(env *localaws.Env, shared bool, dir, table, worker string, attempt time.Duration, logger *slog.Logger) recovery.Opener {
 	if shared {
-		return dynamolog.Config{Client: env.DynamoDB(), Table: table + "-log", Name: cmp.Or(worker, workerID), Logger: logger}
+		return dynamolog.Config{Client: env.DynamoDB(), Table: table + "-log", Name: cmp.Or(worker, workerID), AttemptTimeout: attempt, Logger: logger}
 	}
 	return recovery.DirConfig{Path: dir, Logger: logger}
 }
@@ -141,7 +141,7 @@ func runChild(logger *slog.Logger) error {
 	model := newLogModel()
 	shared := os.Getenv(envShared) == "1"
 	spy := &ddbSpy{next: env.DynamoDB(), model: model, crash: newCrash(), journal: jr, worker: tuning.withDefaults().worker}
-	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), tuning.worker, logger),
+	var opener recovery.Opener = modelOpener{inner: logOpener(env, shared, os.Getenv(envLog), os.Getenv(envTable), tuning.worker, tuning.attempt, logger),
 		model: model}
 	state := os.Getenv(envState)
 	if state != "" {

@@ -178,7 +178,7 @@ func (h *harness) awaitMark(c *child, what, suffix string) {
 // snapshot that a restart loads.
 func (h *harness) hasSnapshot() bool {
 	h.t.Helper()
-	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, nil).Open(h.t.Context())
+	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil).Open(h.t.Context())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func (h *harness) checkJournal() {
 // recovery log.
 func (h *harness) checkLog() {
 	t := h.t
-	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, nil).Open(t.Context())
+	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil).Open(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
