@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -62,7 +61,7 @@ type Options struct {
 	// Empty (the default) keeps everything in memory.
 	DataDir string
 	// Logger receives start, stop and unexpected-exit messages. Nil (the
-	// default) discards them.
+	// default) means slog.Default(), so a server that dies is seen.
 	Logger *slog.Logger
 	// Dir, if not empty, is the folder holding package.json, where the
 	// pinned servers are installed (npm ci) if missing; it takes precedence
@@ -139,7 +138,7 @@ func start(ctx context.Context, opts Options, getenv func(string) string) (*Env,
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.Default()
 	}
 	env := &Env{logger: logger, transport: newTransport()}
 	var need []kind

@@ -32,7 +32,7 @@ type Config struct {
 	// Refresh is how often the page reloads itself, a whole number of
 	// seconds; negative: never. Default DefaultRefresh (2s).
 	Refresh time.Duration
-	// Logger receives the errors of writing a page. Default: discard.
+	// Logger receives the errors of writing a page. Default: slog.Default().
 	Logger *slog.Logger
 	// Hosts are the host names, besides localhost and IP addresses, that
 	// a request's Host header may name: the names this server is reached
@@ -86,7 +86,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Refresh = DefaultRefresh
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	page, err := template.ParseFS(files, "page.html.tmpl")
 	if err != nil {
