@@ -167,7 +167,10 @@ func TestZombieWorker(t *testing.T) {
 	f := checkAtLeastOnceIn(t, put, maybe, a, b)
 	for _, m := range []*harness{a, b} {
 		m.checkLog()
-		m.checkJournal()
+		m.checkJournalOf(false) // zombie-a may be stopped before its first checkpoint
+	}
+	if a.checkpoints+b.checkpoints == 0 {
+		t.Error("no checkpoint was written by either worker: the test does not test the checkpoints")
 	}
 	a.checkLeases(maxSeq)
 	report(t, fmt.Sprintf("zombie: stopped %v until zombie-b held every lease (%v); zombie-a held a lease again %v after it resumed; %v; checkpoint writes a %d, b %d",

@@ -171,7 +171,12 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 // checkJournal checks the children's checkpoint journal: checkpoints were
 // written, none passed the completed records (G4), with any log, and none
 // succeeded while another worker owned the lease (a zombie's write).
-func (h *harness) checkJournal() {
+func (h *harness) checkJournal() { h.checkJournalOf(true) }
+
+// checkJournalOf is checkJournal; with requireCommits false, a worker that
+// wrote no checkpoint at all is no error (a fleet's member may lose its
+// leases before its first one).
+func (h *harness) checkJournalOf(requireCommits bool) {
 	t := h.t
 	commits, past, zombie, err := readJournal(journalPath(h.out))
 	if err != nil {
@@ -185,7 +190,7 @@ func (h *harness) checkJournal() {
 		}
 		t.Error(p)
 	}
-	if commits == 0 {
+	if commits == 0 && requireCommits {
 		t.Error("no checkpoint was written: the test does not test the checkpoints")
 	}
 }
