@@ -16,22 +16,7 @@ import (
 // from that checkpoint, and never before the hand-off.
 func TestHandoffGraceful(t *testing.T) {
 	ctx := t.Context()
-	var mu sync.Mutex
-	var asked []string
-	w1, w2 := handoffPair(t, func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() })
-	w2.cycle(ctx) // asks for one
-	if got := w2.held(); len(got) != 0 {
-		t.Fatalf("w2 holds %v before any hand-off", got)
-	}
-	w1.clk.Advance(w1.c.cfg.RenewInterval)
-	w1.cycle(ctx) // its beat reads the notice
-	mu.Lock()
-	got := slices.Clone(asked)
-	mu.Unlock()
-	if len(got) != 1 {
-		t.Fatalf("OnHandoff called with %v, want one shard", got)
-	}
-	shard := got[0]
+	w1, w2, shard := askedHandoff(t)
 	if w1.c.Holds(shard) {
 		t.Errorf("w1 still Holds %s while handing it off", shard)
 	}
@@ -135,19 +120,7 @@ func handoffPair(t *testing.T, onHandoff func(string)) (w1, w2 *worker) {
 // lease back at its next take cycle.
 func TestHandoffAskerDrains(t *testing.T) {
 	ctx := t.Context()
-	var mu sync.Mutex
-	var asked []string
-	w1, w2 := handoffPair(t, func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() })
-	w2.cycle(ctx) // asks for one
-	w1.clk.Advance(w1.c.cfg.RenewInterval)
-	w1.cycle(ctx) // its beat reads the notice
-	mu.Lock()
-	got := slices.Clone(asked)
-	mu.Unlock()
-	if len(got) != 1 {
-		t.Fatalf("OnHandoff called with %v, want one shard", got)
-	}
-	shard := got[0]
+	w1, w2, shard := askedHandoff(t)
 	if err := w2.c.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -191,4 +164,28 @@ func TestHandoffAskerDrainsBeforeHolderLearns(t *testing.T) {
 	if w1.c.Holds(shard) && w3.c.Holds(shard) {
 		t.Errorf("w1 and w3 both hold %s; owners %v", shard, owners(t, w3.c.Table()))
 	}
+}
+
+// askedHandoff sets up a hand-off pair, has w2 ask for one of w1's leases
+// and w1 learn of it at its next beat (OnHandoff), and returns the pair
+// and that shard.
+func askedHandoff(t *testing.T) (w1, w2 *worker, shard string) {
+	t.Helper()
+	ctx := t.Context()
+	var mu sync.Mutex
+	var asked []string
+	w1, w2 = handoffPair(t, func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() })
+	w2.cycle(ctx) // asks for one
+	if got := w2.held(); len(got) != 0 {
+		t.Fatalf("w2 holds %v before any hand-off", got)
+	}
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // its beat reads the notice
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("OnHandoff called with %v, want one shard", got)
+	}
+	return w1, w2, got[0]
 }

@@ -137,24 +137,13 @@ func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span t
 	for range 5 {
 		step()
 	}
-	before := map[string]int{}
-	for _, op := range logWrites {
-		before[op] = tr.Requests(op)
-	}
+	before := logRequests(tr)
 	start := clk.Now()
 	for clk.Now().Sub(start) < span {
 		step()
 	}
 	took := clk.Now().Sub(start)
-	perHour := map[string]float64{}
-	for _, op := range logWrites {
-		perHour[op] = float64(tr.Requests(op)-before[op]) * float64(time.Hour) / float64(took)
-	}
-	cancel()
-	if err := <-runErr; err != nil {
-		b.Fatal(err)
-	}
-	return perHour
+	return stopCost(b, tr, before, took, cancel, runErr)
 }
 
 // logCostRealTime runs the pipeline on the real clock for span after a
@@ -182,16 +171,28 @@ func logCostRealTime(b *testing.B, env *localaws.Env, iv time.Duration, rate int
 		}
 	}
 	push(time.Second)
-	before := map[string]int{}
-	for _, op := range logWrites {
-		before[op] = tr.Requests(op)
-	}
+	before := logRequests(tr)
 	start := time.Now()
 	push(span)
 	took := time.Since(start)
-	perHour := map[string]float64{}
+	return stopCost(b, tr, before, took, cancel, runErr)
+}
+
+// logRequests returns the log's write requests so far, by operation.
+func logRequests(tr *faults.Transport) map[string]int {
+	n := map[string]int{}
 	for _, op := range logWrites {
-		perHour[op] = float64(tr.Requests(op)-before[op]) * float64(time.Hour) / float64(took)
+		n[op] = tr.Requests(op)
+	}
+	return n
+}
+
+// stopCost stops the pipeline and returns its log's writes per operation
+// since before, over took, scaled to an hour.
+func stopCost(b *testing.B, tr *faults.Transport, before map[string]int, took time.Duration, cancel func(), runErr chan error) map[string]float64 {
+	perHour := map[string]float64{}
+	for op, n := range logRequests(tr) {
+		perHour[op] = float64(n-before[op]) * float64(time.Hour) / float64(took)
 	}
 	cancel()
 	if err := <-runErr; err != nil {
