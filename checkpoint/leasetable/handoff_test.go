@@ -53,15 +53,7 @@ func TestHandoffTimeout(t *testing.T) {
 	w1, w2 := handoffPair(t, func(string) {})
 	asked := w2.clk.Now()
 	w2.cycle(ctx) // asks for one; w1 is paused from now on
-	var shard string
-	for s, o := range owners(t, w2.c.Table()) {
-		if o == "w2" {
-			shard = s
-		}
-	}
-	if shard == "" {
-		t.Fatal("w2 asked for nothing")
-	}
+	shard := askedBy(t, w2)
 	take := w2.c.cfg.TakeInterval
 	for w2.clk.Now().Add(take).Before(asked.Add(w2.c.cfg.LeaseDuration)) {
 		w2.clk.Advance(take)
@@ -147,15 +139,7 @@ func TestHandoffAskerDrainsBeforeHolderLearns(t *testing.T) {
 	ctx := t.Context()
 	w1, w2 := handoffPair(t, func(string) {})
 	w2.cycle(ctx) // asks for one
-	var shard string
-	for s, o := range owners(t, w2.c.Table()) {
-		if o == "w2" {
-			shard = s
-		}
-	}
-	if shard == "" {
-		t.Fatal("w2 asked for nothing")
-	}
+	shard := askedBy(t, w2)
 	if err := w2.c.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +172,17 @@ func askedHandoff(t *testing.T) (w1, w2 *worker, shard string) {
 		t.Fatalf("OnHandoff called with %v, want one shard", got)
 	}
 	return w1, w2, got[0]
+}
+
+// askedBy returns the shard whose lease w, after its cycle, asked for (it
+// names w its owner while the holder hands it off).
+func askedBy(t *testing.T, w *worker) string {
+	t.Helper()
+	for s, o := range owners(t, w.c.Table()) {
+		if o == w.c.cfg.WorkerID {
+			return s
+		}
+	}
+	t.Fatalf("%s asked for nothing", w.c.cfg.WorkerID)
+	return ""
 }

@@ -131,27 +131,26 @@ func (p *progress) completed(ranges []batch.SeqRange) bool {
 	return moved
 }
 
-// latestAdded returns the greatest sequence number of shard added to a
-// block.
-func (p *progress) latestAdded(shard string) (string, bool) {
+// seq returns field of shard's state, and whether it is set.
+func (p *progress) seq(shard string, field func(*shardState) string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, ok := p.shards[shard]
-	if !ok || st.lastAdded == "" {
+	if !ok || field(st) == "" {
 		return "", false
 	}
-	return st.lastAdded, true
+	return field(st), true
+}
+
+// latestAdded returns the greatest sequence number of shard added to a
+// block.
+func (p *progress) latestAdded(shard string) (string, bool) {
+	return p.seq(shard, func(st *shardState) string { return st.lastAdded })
 }
 
 // latestCompleted returns the greatest completed sequence number of shard.
 func (p *progress) latestCompleted(shard string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st, ok := p.shards[shard]
-	if !ok || st.completed == "" {
-		return "", false
-	}
-	return st.completed, true
+	return p.seq(shard, func(st *shardState) string { return st.completed })
 }
 
 // ended records that a reader of shard reached the shard's end, and
@@ -190,13 +189,7 @@ func (p *progress) drained(shard string) <-chan struct{} {
 
 // latestStored returns the greatest stored sequence number of shard.
 func (p *progress) latestStored(shard string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st, ok := p.shards[shard]
-	if !ok || st.latestStored == "" {
-		return "", false
-	}
-	return st.latestStored, true
+	return p.seq(shard, func(st *shardState) string { return st.latestStored })
 }
 
 // snapshot returns the state of every shard.
