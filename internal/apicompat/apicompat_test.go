@@ -188,7 +188,7 @@ func TestCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, "0 incompatible and 0 compatible changes") {
+		if !strings.Contains(out, "no change in the exported API") {
 			t.Errorf("report does not say there is no change")
 		}
 	})

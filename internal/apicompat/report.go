@@ -160,7 +160,11 @@ func writeReport(w io.Writer, changes []change) []change {
 		}
 		fmt.Fprintf(w, "    %s %s\n", kind, c.message)
 	}
-	fmt.Fprintf(w, "apicompat: %d incompatible and %d compatible changes\n", len(breaks), len(changes)-len(breaks))
+	if len(changes) == 0 {
+		fmt.Fprintln(w, "apicompat: no change in the exported API")
+	} else {
+		fmt.Fprintf(w, "apicompat: %d incompatible and %d compatible changes\n", len(breaks), len(changes)-len(breaks))
+	}
 	return breaks
 }
 
