@@ -19,12 +19,13 @@ func recordBytes(r *Record) int64 {
 
 // budget bounds the bytes of the records a receiver read and the driver has
 // not completed yet (source.Runtime.MaxBufferedBytes, set by Start: the
-// receiver's share of stream.Config.MaxBufferedBytes). A reader reserves room for
-// the page it is about to read, waiting while the budget is full; the
-// records it delivers then hold their actual bytes in place of the
-// reservation, until the driver reports their block completed
-// (Receiver.BlocksCompleted). Nothing is ever dropped: a full budget only
-// stops reading. It is safe for concurrent use.
+// receiver's share of stream.Config.MaxBufferedBytes; DESIGN.md, "Memory
+// and flow control"). A reader reserves room for the page it is about to
+// read, waiting while the budget is full; the records it delivers then
+// hold their actual bytes in place of the reservation, until the driver
+// reports their block completed (Receiver.BlocksCompleted). Nothing is
+// ever dropped: a full budget only stops reading. It is safe for
+// concurrent use.
 //
 // Bytes are held per range (one GetRecords page of one shard), so a
 // completion gives back exactly what its ranges took; a range the receiver
