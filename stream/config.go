@@ -91,11 +91,11 @@ type Config struct {
 	// waiting and the one running, until every output of their batch
 	// succeeded. It is the one memory setting: see "Memory and flow
 	// control" in DESIGN.md for what it bounds, how, and what it does not.
-	// Each source's receiver gets an equal share (source.Runtime
-	// .MaxBufferedBytes) and pauses reading while its records hold it;
-	// nothing is dropped, and a receiver holding nothing still reads one
-	// page, however large. -1 means no limit. Default: 64 MiB
-	// (source.DefaultMaxBufferedBytes). At least 1 MiB, the largest
+	// Each source's receiver gets an equal share
+	// (source.Runtime.MaxBufferedBytes) and pauses reading while its
+	// records hold it; nothing is dropped, and a receiver holding nothing
+	// still reads one page, however large. -1 means no limit. Default:
+	// 64 MiB (source.DefaultMaxBufferedBytes). At least 1 MiB, the largest
 	// Kinesis record by default.
 	MaxBufferedBytes int64
 
