@@ -25,6 +25,13 @@ const (
 	pushBackoffBase = 100 * time.Millisecond
 )
 
+// maxQueuedBlocks bounds the sealed blocks a generator holds waiting to be
+// pushed. The driver's push waits while its source has enough blocks not
+// yet in a batch, so a full queue means the pipeline is behind: a few
+// blocks let the reader run ahead of a push that waits for a batch cut,
+// and more would only hold more memory.
+const maxQueuedBlocks = 10
+
 var errRunTwice = errors.New("source: BlockGenerator.Run called more than once")
 
 // BlockGenerator turns records into blocks that remember the sequence ranges
@@ -44,16 +51,18 @@ var errRunTwice = errors.New("source: BlockGenerator.Run called more than once")
 //     retrying a failed push a few times, and calls onStored after each
 //     successful push, without holding the lock.
 //
-// The queue holds at most MaxQueuedBlocks sealed blocks, counting the one
+// The queue holds at most maxQueuedBlocks sealed blocks, counting the one
 // being pushed; while it is full Add blocks, which is the backpressure a
-// receiver passes on to its reader.
+// receiver passes on to its reader. (The bytes of those blocks are the
+// receiver's to bound: Runtime.MaxBufferedBytes.)
 //
 // The zero value is not usable; call NewBlockGenerator. All methods are safe
 // for concurrent use.
 type BlockGenerator[T any] struct {
-	rt       Runtime[T] // with defaults applied
-	invalid  error      // rt.Validate(), returned by Run
-	onStored func(ctx context.Context, info batch.BlockInfo)
+	rt        Runtime[T] // with defaults applied
+	invalid   error      // rt.Validate(), returned by Run
+	maxQueued int        // maxQueuedBlocks; tests set less before Run
+	onStored  func(ctx context.Context, info batch.BlockInfo)
 
 	work chan struct{} // capacity 1: a block was sealed or Stop was called
 	done chan struct{} // closed when Run returns
@@ -75,18 +84,19 @@ type BlockGenerator[T any] struct {
 // takes. Its ctx is Run's.
 //
 // Zero fields of rt take their defaults (see Runtime.WithDefaults: a block
-// every 200ms, at most 10 queued blocks). An rt that Runtime.Validate rejects
-// (nil Push, negative BlockInterval or MaxQueuedBlocks) is not refused here:
+// every 200ms). An rt that Runtime.Validate rejects (nil Push, negative
+// BlockInterval) is not refused here:
 // Run returns the validation error at once, and Add then returns ErrStopped.
 func NewBlockGenerator[T any](rt Runtime[T], onStored func(ctx context.Context, info batch.BlockInfo)) *BlockGenerator[T] {
 	rt = rt.WithDefaults()
 	return &BlockGenerator[T]{
-		rt:       rt,
-		invalid:  rt.Validate(),
-		onStored: onStored,
-		work:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		changed:  make(chan struct{}),
+		rt:        rt,
+		invalid:   rt.Validate(),
+		maxQueued: maxQueuedBlocks,
+		onStored:  onStored,
+		work:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		changed:   make(chan struct{}),
 	}
 }
 
@@ -97,8 +107,8 @@ func NewBlockGenerator[T any](rt Runtime[T], onStored func(ctx context.Context, 
 // where the records came from. Records added without ranges are pushed but cannot be recomputed
 // from their source; an empty records slice adds nothing, not even its ranges.
 //
-// It blocks (honouring ctx) while the queue of sealed blocks is full
-// (rt.MaxQueuedBlocks): that is the backpressure. After Stop, or once Run
+// It blocks (honouring ctx) while the queue of sealed blocks is full (a
+// few blocks: the pipeline is behind): that is the backpressure. After Stop, or once Run
 // has returned, it returns an error wrapping ErrStopped. Safe for concurrent
 // use.
 func (g *BlockGenerator[T]) Add(ctx context.Context, records []T, ranges ...batch.SeqRange) error {
@@ -108,7 +118,7 @@ func (g *BlockGenerator[T]) Add(ctx context.Context, records []T, ranges ...batc
 			g.mu.Unlock()
 			return err
 		}
-		if len(records) == 0 || len(g.queue) < g.rt.MaxQueuedBlocks {
+		if len(records) == 0 || len(g.queue) < g.maxQueued {
 			break
 		}
 		changed := g.changed
@@ -229,7 +239,7 @@ func untilSeal(now time.Time, iv time.Duration) time.Duration {
 // restates the bound: Add adds only while the queue has room, so a non-empty
 // open block always fits.
 func (g *BlockGenerator[T]) sealLocked() bool {
-	if len(g.cur.Records) == 0 || len(g.queue) >= g.rt.MaxQueuedBlocks {
+	if len(g.cur.Records) == 0 || len(g.queue) >= g.maxQueued {
 		return false
 	}
 	g.queue = append(g.queue, g.cur)

@@ -115,7 +115,8 @@ func wantRecordsOfRanges(t *testing.T, ranges []batch.SeqRange) []rec {
 func TestGeneratorRangesMatchRecordsUnderConcurrentAdds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, log := &fakeStore{}, &storedLog{}
-		g := NewBlockGenerator(Runtime[rec]{Push: st.push, BlockInterval: 10 * time.Millisecond, MaxQueuedBlocks: 2}, log.onStored)
+		g := NewBlockGenerator(Runtime[rec]{Push: st.push, BlockInterval: 10 * time.Millisecond}, log.onStored)
+		g.maxQueued = 2
 		ctx := t.Context()
 		runErr := startRun(ctx, g)
 
@@ -210,7 +211,8 @@ func TestGeneratorBackpressure(t *testing.T) {
 			}
 			return st.push(ctx, b)
 		}
-		g = NewBlockGenerator(Runtime[rec]{Push: push, BlockInterval: interval, MaxQueuedBlocks: maxQueued}, nil)
+		g = NewBlockGenerator(Runtime[rec]{Push: push, BlockInterval: interval}, nil)
+		g.maxQueued = maxQueued
 		ctx := t.Context()
 		runErr := startRun(ctx, g)
 
@@ -539,9 +541,9 @@ func TestGeneratorInvalidRuntime(t *testing.T) {
 	}{
 		{"nil push", Runtime[rec]{}, []string{"Push is nil"}},
 		{"negative interval", Runtime[rec]{Push: push, BlockInterval: -time.Second}, []string{"BlockInterval -1s"}},
-		{"negative queue", Runtime[rec]{Push: push, MaxQueuedBlocks: -1}, []string{"MaxQueuedBlocks -1"}},
+		{"budget below -1", Runtime[rec]{Push: push, MaxBufferedBytes: -2}, []string{"MaxBufferedBytes -2: must be > 0 bytes, or -1 for no limit"}},
 		{"negative batch interval", Runtime[rec]{Push: push, BatchInterval: -time.Second}, []string{"BatchInterval -1s"}},
-		{"all", Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -2}, []string{"Push is nil", "BlockInterval -1ns", "MaxQueuedBlocks -2"}},
+		{"all", Runtime[rec]{BlockInterval: -1, MaxBufferedBytes: -3}, []string{"Push is nil", "BlockInterval -1ns", "MaxBufferedBytes -3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -570,10 +572,11 @@ func TestRuntimeWithDefaults(t *testing.T) {
 		in   Runtime[rec]
 		want Runtime[rec]
 	}{
-		{"zero", Runtime[rec]{}, Runtime[rec]{BlockInterval: DefaultBlockInterval, MaxQueuedBlocks: DefaultMaxQueuedBlocks, Clock: clock.Real{}}},
-		{"set", Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxQueuedBlocks: 3, Clock: m}, Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxQueuedBlocks: 3, Clock: m}},
-		{"batch interval kept", Runtime[rec]{BatchInterval: 2 * time.Second}, Runtime[rec]{BatchInterval: 2 * time.Second, BlockInterval: DefaultBlockInterval, MaxQueuedBlocks: DefaultMaxQueuedBlocks, Clock: clock.Real{}}},
-		{"negative kept", Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -1}, Runtime[rec]{BlockInterval: -1, MaxQueuedBlocks: -1, Clock: clock.Real{}}},
+		{"zero", Runtime[rec]{}, Runtime[rec]{BlockInterval: DefaultBlockInterval, MaxBufferedBytes: DefaultMaxBufferedBytes, Clock: clock.Real{}}},
+		{"set", Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxBufferedBytes: 3 << 20, Clock: m}, Runtime[rec]{Source: 2, BlockInterval: time.Second, MaxBufferedBytes: 3 << 20, Clock: m}},
+		{"no limit kept", Runtime[rec]{MaxBufferedBytes: -1}, Runtime[rec]{BlockInterval: DefaultBlockInterval, MaxBufferedBytes: -1, Clock: clock.Real{}}},
+		{"batch interval kept", Runtime[rec]{BatchInterval: 2 * time.Second}, Runtime[rec]{BatchInterval: 2 * time.Second, BlockInterval: DefaultBlockInterval, MaxBufferedBytes: DefaultMaxBufferedBytes, Clock: clock.Real{}}},
+		{"negative kept", Runtime[rec]{BlockInterval: -1, MaxBufferedBytes: -2}, Runtime[rec]{BlockInterval: -1, MaxBufferedBytes: -2, Clock: clock.Real{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

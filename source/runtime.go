@@ -14,9 +14,11 @@ const (
 	// DefaultBlockInterval is how often a BlockGenerator seals a block when
 	// Runtime.BlockInterval is zero.
 	DefaultBlockInterval = 200 * time.Millisecond
-	// DefaultMaxQueuedBlocks bounds the sealed blocks waiting to be pushed
-	// when Runtime.MaxQueuedBlocks is zero.
-	DefaultMaxQueuedBlocks = 10
+	// DefaultMaxBufferedBytes is Runtime.MaxBufferedBytes when it is
+	// zero, and the default of the pipeline's memory budget
+	// (stream.Config.MaxBufferedBytes): 64 MiB, room for about three 1s
+	// batches of 8 shards read at Kinesis's full 2 MB/s each.
+	DefaultMaxBufferedBytes = 64 << 20
 )
 
 // ErrInvalidRuntime is wrapped by the error Runtime.Validate returns, and so
@@ -24,8 +26,8 @@ const (
 var ErrInvalidRuntime = errors.New("source: invalid runtime")
 
 // WithDefaults returns a copy of rt with every zero field set to its default:
-// BlockInterval DefaultBlockInterval, MaxQueuedBlocks DefaultMaxQueuedBlocks,
-// Clock clock.Real, Logger slog.Default(), ReportError a
+// BlockInterval DefaultBlockInterval, MaxBufferedBytes
+// DefaultMaxBufferedBytes, Clock clock.Real, Logger slog.Default(), ReportError a
 // function that ignores its argument. BatchInterval is left as it is: zero
 // means the driver does not say, and each receiver picks its own fallback.
 // Negative values and a nil Push are left as they are, for Validate to
@@ -34,8 +36,8 @@ func (rt Runtime[T]) WithDefaults() Runtime[T] {
 	if rt.BlockInterval == 0 {
 		rt.BlockInterval = DefaultBlockInterval
 	}
-	if rt.MaxQueuedBlocks == 0 {
-		rt.MaxQueuedBlocks = DefaultMaxQueuedBlocks
+	if rt.MaxBufferedBytes == 0 {
+		rt.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	rt.Clock = clock.Or(rt.Clock)
 	if rt.Logger == nil {
@@ -48,7 +50,8 @@ func (rt Runtime[T]) WithDefaults() Runtime[T] {
 }
 
 // Validate reports every problem of rt together, wrapped in ErrInvalidRuntime:
-// a nil Push, a negative BlockInterval, BatchInterval or MaxQueuedBlocks.
+// a nil Push, a negative BlockInterval or BatchInterval, a MaxBufferedBytes
+// below -1.
 // Zero values are valid: they mean the defaults (see WithDefaults).
 func (rt Runtime[T]) Validate() error {
 	var problems []error
@@ -61,8 +64,8 @@ func (rt Runtime[T]) Validate() error {
 	if rt.BatchInterval < 0 {
 		problems = append(problems, fmt.Errorf("BatchInterval %v: must be >= 0 (0 means the driver does not say)", rt.BatchInterval))
 	}
-	if rt.MaxQueuedBlocks < 0 {
-		problems = append(problems, fmt.Errorf("MaxQueuedBlocks %d: must be >= 0 (0 means %d)", rt.MaxQueuedBlocks, DefaultMaxQueuedBlocks))
+	if rt.MaxBufferedBytes < -1 {
+		problems = append(problems, fmt.Errorf("MaxBufferedBytes %d: must be > 0 bytes, or -1 for no limit (0 means %d)", rt.MaxBufferedBytes, DefaultMaxBufferedBytes))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidRuntime, errors.Join(problems...))

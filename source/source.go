@@ -48,9 +48,17 @@ type Runtime[T any] struct {
 	// say (WithDefaults leaves it zero); each receiver then documents its
 	// own fallback.
 	BatchInterval time.Duration
-	// MaxQueuedBlocks bounds the sealed blocks waiting to be pushed; adding
-	// records blocks while the queue is full (backpressure).
-	MaxQueuedBlocks int
+	// MaxBufferedBytes is the memory, in bytes, this receiver's records
+	// may hold from when they are read until the driver reports their
+	// block completed (CompletionObserver): the receiver's share of the
+	// pipeline's budget (stream.Config.MaxBufferedBytes; DESIGN.md,
+	// "Memory and flow control"). A receiver that can measure its records,
+	// as weir's Kinesis receiver does, pauses reading while they hold this
+	// much, and still reads one page when it holds nothing, however large
+	// the page: it never drops a record. -1 means no limit, and is what a
+	// driver that does not report completions must pass; 0 means
+	// DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
 	// Clock is the time source for sealing and back-off.
 	Clock clock.Clock
 	// Logger receives the receiver's logs; never nil.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
 )
 
 // ErrInvalidConfig is wrapped by the error NewPipeline returns for a bad
@@ -29,10 +30,6 @@ const (
 	// DefaultBlockInterval is the block interval used when
 	// Config.BlockInterval is zero, unless the batch interval is shorter.
 	DefaultBlockInterval = 200 * time.Millisecond
-	// DefaultMaxQueuedBlocks is the default of Config.MaxQueuedBlocks.
-	DefaultMaxQueuedBlocks = 10
-	// DefaultMaxPendingBatches is the default of Config.MaxPendingBatches.
-	DefaultMaxPendingBatches = 10
 	// DefaultCompactEvery is the default of Config.CompactEvery.
 	DefaultCompactEvery = 100
 	// DefaultDrainTimeout is the default of Config.DrainTimeout.
@@ -40,6 +37,29 @@ const (
 	// DefaultStateCheckpointBatches is the default of
 	// Config.StateCheckpointInterval, in batch intervals.
 	DefaultStateCheckpointBatches = 10
+)
+
+// The driver's internal flow bounds, behind the one setting a user makes,
+// MaxBufferedBytes (DESIGN.md, "Memory and flow control").
+const (
+	// minBufferedBytes is the least MaxBufferedBytes accepted: 1 MiB, the
+	// largest Kinesis record by default. Less is most likely a size meant
+	// in MiB, and would read one page at a time.
+	minBufferedBytes = 1 << 20
+	// defaultMaxPendingBatches bounds the batches cut and waiting for the
+	// one running. When that many wait, the batch timer waits too: no
+	// batch time is ever skipped, the late batches are cut in order once
+	// room frees (their scheduling delay grows), and meanwhile blocks pile
+	// up unbatched until maxUnbatchedBlocks makes pushes wait.
+	defaultMaxPendingBatches = 10
+	// minUnbatchedBlocks is the least bound on a source's blocks stored
+	// and not yet cut into a batch: a push waits while its source has
+	// that many (the default is twice the blocks of a batch interval, at
+	// least this). So a source holds at most
+	// (maxPendingBatches+3)*maxUnbatchedBlocks stored blocks: those of the
+	// batch running, of the pending ones, of the one the timer holds, and
+	// the unbatched ones; their bytes are bounded by MaxBufferedBytes.
+	minUnbatchedBlocks = 10
 )
 
 // Config configures a Pipeline. The zero value of every field means its
@@ -65,28 +85,25 @@ type Config struct {
 	// without configuration; pass slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
 
-	// MaxQueuedBlocks bounds, per receiver, the sealed blocks waiting in its
-	// block generator to be pushed (source.Runtime.MaxQueuedBlocks): adding
-	// records blocks while the queue is full. Default: 10.
-	MaxQueuedBlocks int
+	// MaxBufferedBytes is the memory, in bytes, the pipeline may hold in
+	// records read and not yet processed: from a receiver's read through
+	// its block queue, the stored blocks waiting for a batch, the batches
+	// waiting and the one running, until every output of their batch
+	// succeeded. It is the one memory setting: see "Memory and flow
+	// control" in DESIGN.md for what it bounds, how, and what it does not.
+	// Each source's receiver gets an equal share
+	// (source.Runtime.MaxBufferedBytes) and pauses reading while its
+	// records hold it; nothing is dropped, and a receiver holding nothing
+	// still reads one page, however large. -1 means no limit. Default:
+	// 64 MiB (source.DefaultMaxBufferedBytes). At least 1 MiB, the largest
+	// Kinesis record by default.
+	MaxBufferedBytes int64
 
-	// MaxUnbatchedBlocks bounds, per source, the blocks that are stored but
-	// not yet cut into a batch. A push waits while its source has this many
-	// (backpressure: the receiver's queue fills and it stops reading; no
-	// record is dropped). Default: twice the number of block intervals in a
-	// batch interval, and at least MaxQueuedBlocks.
-	MaxUnbatchedBlocks int
-
-	// MaxPendingBatches bounds the batches that are cut and wait for the
-	// batch running now. When that many wait, the batch timer waits too:
-	// no batch time is ever skipped, the late batches are cut in order once
-	// room frees (their scheduling delay grows), and meanwhile blocks pile
-	// up unbatched until MaxUnbatchedBlocks makes pushes wait. So a source
-	// holds at most (MaxPendingBatches+3)*MaxUnbatchedBlocks stored blocks:
-	// those of the batch running, of the pending ones, of the one the timer
-	// holds, and the unbatched ones.
-	// Default: 10.
-	MaxPendingBatches int
+	// maxUnbatchedBlocks and maxPendingBatches are the driver's block and
+	// batch bounds (see "Memory and flow control" in DESIGN.md); zero
+	// means their defaults. Only tests set them.
+	maxUnbatchedBlocks int
+	maxPendingBatches  int
 
 	// Listeners are told about batches and receivers; see Listener.
 	// Default: none.
@@ -159,15 +176,15 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.MaxQueuedBlocks == 0 {
-		cfg.MaxQueuedBlocks = DefaultMaxQueuedBlocks
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = source.DefaultMaxBufferedBytes
 	}
-	if cfg.MaxUnbatchedBlocks == 0 {
+	if cfg.maxUnbatchedBlocks == 0 {
 		perBatch := int((cfg.BatchInterval + cfg.BlockInterval - 1) / cfg.BlockInterval)
-		cfg.MaxUnbatchedBlocks = max(2*perBatch, cfg.MaxQueuedBlocks)
+		cfg.maxUnbatchedBlocks = max(2*perBatch, minUnbatchedBlocks)
 	}
-	if cfg.MaxPendingBatches == 0 {
-		cfg.MaxPendingBatches = DefaultMaxPendingBatches
+	if cfg.maxPendingBatches == 0 {
+		cfg.maxPendingBatches = defaultMaxPendingBatches
 	}
 	if cfg.CompactEvery == 0 {
 		cfg.CompactEvery = DefaultCompactEvery
@@ -210,14 +227,9 @@ func (cfg Config) validate() error {
 	case batchIv > 0 && cfg.BlockInterval > batchIv:
 		add("BlockInterval %v: must be <= BatchInterval (%v)", cfg.BlockInterval, batchIv)
 	}
-	if cfg.MaxQueuedBlocks < 0 {
-		add("MaxQueuedBlocks %d: must be >= 1 (or 0 for the default, %d)", cfg.MaxQueuedBlocks, DefaultMaxQueuedBlocks)
-	}
-	if cfg.MaxUnbatchedBlocks < 0 {
-		add("MaxUnbatchedBlocks %d: must be >= 1 (or 0 for the default)", cfg.MaxUnbatchedBlocks)
-	}
-	if cfg.MaxPendingBatches < 0 {
-		add("MaxPendingBatches %d: must be >= 1 (or 0 for the default, %d)", cfg.MaxPendingBatches, DefaultMaxPendingBatches)
+	if b := cfg.MaxBufferedBytes; b < -1 || (b > 0 && b < minBufferedBytes) {
+		add("MaxBufferedBytes %d: must be at least %d (1 MiB), or -1 for no limit, or 0 for the default (%d MiB); write a size in MiB as n<<20",
+			b, minBufferedBytes, source.DefaultMaxBufferedBytes>>20)
 	}
 	if v := reflect.ValueOf(cfg.Recovery); v.Kind() == reflect.Pointer && v.IsNil() {
 		add("Recovery is a nil %T: pass an Opener such as recovery.Dir(path), or nil for no log", cfg.Recovery)

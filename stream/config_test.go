@@ -30,12 +30,10 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"BlockInterval 2s: must be <= BatchInterval (1s)"}},
 		{"BlockInterval above default BatchInterval", Config{BlockInterval: 3 * time.Second},
 			[]string{"BlockInterval 3s: must be <= BatchInterval (1s)"}},
-		{"negative MaxQueuedBlocks", Config{MaxQueuedBlocks: -1},
-			[]string{"MaxQueuedBlocks -1: must be >= 1 (or 0 for the default, 10)"}},
-		{"negative MaxUnbatchedBlocks", Config{MaxUnbatchedBlocks: -2},
-			[]string{"MaxUnbatchedBlocks -2: must be >= 1 (or 0 for the default)"}},
-		{"negative MaxPendingBatches", Config{MaxPendingBatches: -3},
-			[]string{"MaxPendingBatches -3: must be >= 1 (or 0 for the default, 10)"}},
+		{"MaxBufferedBytes below -1", Config{MaxBufferedBytes: -2},
+			[]string{"MaxBufferedBytes -2: must be at least 1048576 (1 MiB), or -1 for no limit, or 0 for the default (64 MiB); write a size in MiB as n<<20"}},
+		{"MaxBufferedBytes in MiB by mistake", Config{MaxBufferedBytes: 64},
+			[]string{"MaxBufferedBytes 64: must be at least 1048576 (1 MiB), or -1 for no limit, or 0 for the default (64 MiB); write a size in MiB as n<<20"}},
 		{"nil listener", Config{Listeners: []Listener{NopListener{}, nil}},
 			[]string{"Listeners[1] nil: remove it or pass a Listener"}},
 		{"negative CompactEvery", Config{CompactEvery: -1},
@@ -50,11 +48,11 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
-		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxPendingBatches: -1},
+		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxBufferedBytes: 1000},
 			[]string{
 				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",
 				"BlockInterval -1ns: must be > 0 (or 0 for the default, 200ms)",
-				"MaxPendingBatches -1: must be >= 1 (or 0 for the default, 10)",
+				"MaxBufferedBytes 1000: must be at least 1048576 (1 MiB), or -1 for no limit, or 0 for the default (64 MiB); write a size in MiB as n<<20",
 			}},
 	}
 	for _, tt := range tests {
@@ -75,15 +73,17 @@ func TestConfigDefaults(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		want [5]any // batch, block, queued, unbatched, pending
+		want [5]any // batch, block, bytes, unbatched, pending
 	}{
-		{"zero", Config{}, [5]any{time.Second, 200 * time.Millisecond, 10, 10, 10}},
+		{"zero", Config{}, [5]any{time.Second, 200 * time.Millisecond, int64(64 << 20), 10, 10}},
 		{"short batch interval caps block interval", Config{BatchInterval: 50 * time.Millisecond},
-			[5]any{50 * time.Millisecond, 50 * time.Millisecond, 10, 10, 10}},
+			[5]any{50 * time.Millisecond, 50 * time.Millisecond, int64(64 << 20), 10, 10}},
 		{"many blocks per batch", Config{BatchInterval: 10 * time.Second},
-			[5]any{10 * time.Second, 200 * time.Millisecond, 10, 100, 10}},
-		{"set", Config{BatchInterval: 2 * time.Second, BlockInterval: time.Second, MaxQueuedBlocks: 3, MaxUnbatchedBlocks: 4, MaxPendingBatches: 5},
-			[5]any{2 * time.Second, time.Second, 3, 4, 5}},
+			[5]any{10 * time.Second, 200 * time.Millisecond, int64(64 << 20), 100, 10}},
+		{"no memory limit", Config{MaxBufferedBytes: -1},
+			[5]any{time.Second, 200 * time.Millisecond, int64(-1), 10, 10}},
+		{"set", Config{BatchInterval: 2 * time.Second, BlockInterval: time.Second, MaxBufferedBytes: 1 << 20, maxUnbatchedBlocks: 4, maxPendingBatches: 5},
+			[5]any{2 * time.Second, time.Second, int64(1 << 20), 4, 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestConfigDefaults(t *testing.T) {
 				t.Fatalf("NewPipeline: %v", err)
 			}
 			c := p.cfg
-			got := [5]any{c.BatchInterval, c.BlockInterval, c.MaxQueuedBlocks, c.MaxUnbatchedBlocks, c.MaxPendingBatches}
+			got := [5]any{c.BatchInterval, c.BlockInterval, c.MaxBufferedBytes, c.maxUnbatchedBlocks, c.maxPendingBatches}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("defaults (-want +got):\n%s", diff)
 			}

@@ -112,12 +112,13 @@
 // pipeline and is returned by Run; a failed batch is reported as a
 // *BatchError naming its time.
 //
-// # Backpressure
+// # Memory and backpressure
 //
-// Nothing is dropped when processing falls behind: batches wait
-// (MaxPendingBatches of them at most), batch times are never skipped, and
-// pushes wait once a source has MaxUnbatchedBlocks blocks not yet in a
-// batch, so receivers stop reading. See Config.
+// One setting bounds the memory of the records read and not yet
+// processed: Config.MaxBufferedBytes. Nothing is dropped when processing
+// falls behind: batches wait, batch times are never skipped, pushes wait,
+// and receivers stop reading. DESIGN.md, section "Memory and flow
+// control", says what is bounded and how.
 //
 // # Time
 //

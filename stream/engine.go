@@ -88,7 +88,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		nodes:   len(p.nodes),
 		shape:   p.shapeLocked(),
 		log:     p.log,
-		jobs:    make(chan *job, p.cfg.MaxPendingBatches),
+		jobs:    make(chan *job, p.cfg.maxPendingBatches),
 		bus:     newBus(p.cfg.Listeners),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
@@ -384,7 +384,7 @@ func (e *engine) unbatched() int {
 }
 
 // schedule cuts the batch at time t from every source's unbatched blocks,
-// logs the allocation and queues the batch, waiting while MaxPendingBatches
+// logs the allocation and queues the batch, waiting while maxPendingBatches
 // batches are queued.
 func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 	j, err := e.cut(ctx, t)
@@ -396,7 +396,7 @@ func (e *engine) schedule(ctx context.Context, t batch.Time) error {
 }
 
 // queue tells the listeners that j is scheduled and queues it, waiting
-// while MaxPendingBatches batches are queued. It reports false if ctx was
+// while maxPendingBatches batches are queued. It reports false if ctx was
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.pending.Add(1)

@@ -64,14 +64,14 @@ func Example() {
 // fix.
 func ExampleNewPipeline_invalid() {
 	_, err := stream.NewPipeline(stream.Config{
-		BatchInterval:   time.Second,
-		BlockInterval:   2 * time.Second,
-		MaxQueuedBlocks: -1,
+		BatchInterval:    time.Second,
+		BlockInterval:    2 * time.Second,
+		MaxBufferedBytes: 64, // meant 64 MiB: 64 << 20
 	})
 	fmt.Println(err)
 	// Output:
 	// stream: invalid config: BlockInterval 2s: must be <= BatchInterval (1s)
-	// MaxQueuedBlocks -1: must be >= 1 (or 0 for the default, 10)
+	// MaxBufferedBytes 64: must be at least 1048576 (1 MiB), or -1 for no limit, or 0 for the default (64 MiB); write a size in MiB as n<<20
 }
 
 // Window and ReduceByKeyAndWindow count over the last few batches; with an

@@ -67,7 +67,7 @@ type BatchInfo struct {
 	// Unbatched is the number of blocks, of all sources, stored and in no
 	// batch yet when the event was sent: blocks wait there for the next
 	// batch time, and pile up while the batch timer waits for room
-	// (Config.MaxPendingBatches).
+	// (DESIGN.md, "Memory and flow control").
 	Unbatched int
 }
 

@@ -333,10 +333,10 @@ func TestRecomputeMissingBlock(t *testing.T) {
 }
 
 // TestUnbatchedBlocksBackpressure checks that a push waits while its source
-// has MaxUnbatchedBlocks blocks not yet in a batch, until the next cut.
+// has maxUnbatchedBlocks blocks not yet in a batch, until the next cut.
 func TestUnbatchedBlocksBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, r, s := newTest[string](t, Config{MaxUnbatchedBlocks: 2})
+		p, r, s := newTest[string](t, Config{maxUnbatchedBlocks: 2})
 		c := collect(s)
 		errc := start(t, p)
 		t0 := time.Now()
@@ -359,11 +359,11 @@ func TestUnbatchedBlocksBackpressure(t *testing.T) {
 }
 
 // TestPendingBatchesBackpressure checks that slow outputs delay batches
-// (MaxPendingBatches waiting at most) without skipping a batch time.
+// (maxPendingBatches waiting at most) without skipping a batch time.
 func TestPendingBatchesBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		p, r, s := newTest[string](t, Config{MaxPendingBatches: 1, Listeners: []Listener{rec}})
+		p, r, s := newTest[string](t, Config{maxPendingBatches: 1, Listeners: []Listener{rec}})
 		c := collect(s)
 		ForEachBatch(s, func(ctx context.Context, _ *batch.Batch[string]) error {
 			return clock.Sleep(ctx, clock.Real{}, 2500*time.Millisecond)

@@ -20,7 +20,7 @@ type recomputed struct {
 // shards, at once instead of one block after the other. It starts them in
 // batch order, then block order, at most Config.Parallelism at a time, and
 // no further ahead than the batches the runner may have queued
-// (MaxPendingBatches past the one it runs): it holds no more records than
+// (maxPendingBatches past the one it runs): it holds no more records than
 // the pipeline holds for its queued batches when it runs live. Each batch
 // still applies its blocks in order, so its records are those of a
 // sequential recomputation (G2).
@@ -63,7 +63,7 @@ func (e *engine) newPrefetcher() *prefetcher {
 		return nil
 	}
 	return &prefetcher{jobs: e.recovered, par: max(e.cfg.Parallelism, 1),
-		window: e.cfg.MaxPendingBatches + 1, changed: make(chan struct{})}
+		window: e.cfg.maxPendingBatches + 1, changed: make(chan struct{})}
 }
 
 // sourcesRead tells, by source index, the sources an output reads and

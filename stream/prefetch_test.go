@@ -211,11 +211,11 @@ func TestRecoveredBlocksRecomputedConcurrently(t *testing.T) {
 
 // TestRecomputeAheadBounded checks that the blocks of recovered batches are
 // recomputed no further ahead than the batches the runner may queue
-// (MaxPendingBatches past the running one).
+// (maxPendingBatches past the running one).
 func TestRecomputeAheadBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGatedReceiver()
-		_, _, stop := gatedRun(t, stream.Config{Parallelism: 10, MaxPendingBatches: 1, Recovery: gatedLog(t, 6, 2, 3)}, r)
+		_, _, stop := gatedRun(t, stream.WithMaxPendingBatches(stream.Config{Parallelism: 10, Recovery: gatedLog(t, 6, 2, 3)}, 1), r)
 		synctest.Wait()
 		if started, _ := r.startedSoFar(); len(started) != 4 {
 			t.Errorf("recomputing %v before the first batch ran, want the blocks of 2 batches", started)

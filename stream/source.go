@@ -125,23 +125,33 @@ func (s *sourceState[T]) resume(next uint64, blocks []batch.BlockInfo) {
 func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
-		ResumeAfter:     e.resumeAfter,
-		Uncompleted:     e.uncompleted,
-		ShardFinished:   e.shardFinished(),
-		StateDir:        stateDir(e.cfg.Recovery),
-		Source:          s.idx,
-		Push:            s.push,
-		BlockInterval:   e.cfg.BlockInterval,
-		BatchInterval:   e.cfg.BatchInterval,
-		MaxQueuedBlocks: e.cfg.MaxQueuedBlocks,
-		Clock:           e.cfg.Clock,
-		Logger:          logger,
+		ResumeAfter:      e.resumeAfter,
+		Uncompleted:      e.uncompleted,
+		ShardFinished:    e.shardFinished(),
+		StateDir:         stateDir(e.cfg.Recovery),
+		Source:           s.idx,
+		Push:             s.push,
+		BlockInterval:    e.cfg.BlockInterval,
+		BatchInterval:    e.cfg.BatchInterval,
+		MaxBufferedBytes: e.bufferShare(),
+		Clock:            e.cfg.Clock,
+		Logger:           logger,
 		ReportError: func(err error) {
 			logger.Warn("stream: receiver error", "err", err)
 			e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
 		},
 	}
 	return s.r.Start(ctx, rt)
+}
+
+// bufferShare is what each source's receiver may hold of the pipeline's
+// memory budget (Config.MaxBufferedBytes): an equal share, or -1 for no
+// limit.
+func (e *engine) bufferShare() int64 {
+	if e.cfg.MaxBufferedBytes < 0 || len(e.sources) == 0 {
+		return e.cfg.MaxBufferedBytes
+	}
+	return max(e.cfg.MaxBufferedBytes/int64(len(e.sources)), 1)
 }
 
 func (s *sourceState[T]) stop(ctx context.Context) error { return s.r.Stop(ctx) }
@@ -174,7 +184,7 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 	return info, nil
 }
 
-// reserve waits until the source has fewer than MaxUnbatchedBlocks blocks
+// reserve waits until the source has fewer than maxUnbatchedBlocks blocks
 // stored or being stored and not yet in a batch, and takes a slot.
 func (s *sourceState[T]) reserve(ctx context.Context) error {
 	if s.e.ctx.Err() != nil {
@@ -182,7 +192,7 @@ func (s *sourceState[T]) reserve(ctx context.Context) error {
 	}
 	for {
 		s.mu.Lock()
-		if len(s.pending)+s.reserved < s.e.cfg.MaxUnbatchedBlocks {
+		if len(s.pending)+s.reserved < s.e.cfg.maxUnbatchedBlocks {
 			s.reserved++
 			s.mu.Unlock()
 			return nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -44,11 +45,11 @@ type childParams struct {
 	Batch            time.Duration // weir: the batch interval; 0 means stream's default
 	Poll             time.Duration // plain: the wait after an empty read
 	CPUProfile       string        // write a CPU profile of the child here
-	MaxBufferedBytes int64         // weir: Config.MaxBufferedBytes (0: default)
+	MaxBufferedBytes int64         // weir: stream.Config.MaxBufferedBytes (0: default)
 	OutputRate       float64       // weir: records/s the output sustains; 0: as fast as it can
 	Duration         time.Duration // stop after this long even if not every record was output; 0: never
 	Verbose          bool          // weir: log at debug level to stderr
-	Backpressure     bool          // weir: Config.Backpressure with its defaults
+	Backpressure     bool          // weir: kinesis.Config.Backpressure
 	MemoryLimit      int64         // the Go runtime's soft memory limit (GOMEMLIMIT), as a user may set it; 0: none
 	Work             int           // rounds of CPU work (see work) per record; 0: none
 }
@@ -230,13 +231,13 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 	}
 	src, err := kinesis.New(kinesis.Config{
 		Stream: p.Stream, App: p.App, InitialPosition: kinesis.TrimHorizon, Endpoint: p.KinesisEndpoint,
-		MaxBufferedBytes: p.MaxBufferedBytes, Backpressure: backpressure(p.Backpressure),
-		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: p.DynamoDBEndpoint}},
+		Backpressure: p.Backpressure,
+		Leases:       &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: p.DynamoDBEndpoint}},
 	})
 	if err != nil {
 		return childStats{}, err
 	}
-	sc, err := stream.NewPipeline(stream.Config{BatchInterval: p.Batch, Logger: logger})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: p.Batch, Logger: logger, MaxBufferedBytes: p.MaxBufferedBytes})
 	if err != nil {
 		return childStats{}, err
 	}
@@ -294,16 +295,9 @@ func runWeir(ctx context.Context, p childParams, sc *stream.Pipeline, src *kines
 	}, nil
 }
 
-func backpressure(on bool) *kinesis.RateConfig {
-	if on {
-		return &kinesis.RateConfig{}
-	}
-	return nil
-}
-
 func bufferBudget(v int64) int64 {
 	if v == 0 {
-		return kinesis.DefaultMaxBufferedBytes
+		return source.DefaultMaxBufferedBytes
 	}
 	return v
 }

@@ -18,20 +18,21 @@ func recordBytes(r *Record) int64 {
 }
 
 // budget bounds the bytes of the records a receiver read and the driver has
-// not completed yet (Config.MaxBufferedBytes). A reader reserves room for
-// the page it is about to read, waiting while the budget is full; the
-// records it delivers then hold their actual bytes in place of the
-// reservation, until the driver reports their block completed
-// (Receiver.BlocksCompleted). Nothing is ever dropped: a full budget only
-// stops reading. It is safe for concurrent use.
+// not completed yet (source.Runtime.MaxBufferedBytes, set by Start: the
+// receiver's share of stream.Config.MaxBufferedBytes; DESIGN.md, "Memory
+// and flow control"). A reader reserves room for the page it is about to
+// read, waiting while the budget is full; the records it delivers then
+// hold their actual bytes in place of the reservation, until the driver
+// reports their block completed (Receiver.BlocksCompleted). Nothing is
+// ever dropped: a full budget only stops reading. It is safe for
+// concurrent use.
 //
 // Bytes are held per range (one GetRecords page of one shard), so a
 // completion gives back exactly what its ranges took; a range the receiver
 // did not deliver (a block recomputed after a restart) gives back nothing.
 type budget struct {
-	max int64 // <= 0: no limit, only counting
-
 	mu       sync.Mutex
+	max      int64                // <= 0: no limit, only counting
 	used     int64                // bytes of delivered records not yet completed
 	reserved int64                // bytes reserved for pages being read
 	peak     int64                // the most used has been
@@ -46,8 +47,25 @@ type rangeKey struct {
 
 func keyOf(r batch.SeqRange) rangeKey { return rangeKey{r.Shard, r.First, r.Last} }
 
-func newBudget(max int64) *budget {
-	return &budget{max: max, held: make(map[rangeKey][]int64), changed: make(chan struct{})}
+// newBudget returns a budget with no limit until setLimit is called.
+func newBudget() *budget {
+	return &budget{held: make(map[rangeKey][]int64), changed: make(chan struct{})}
+}
+
+// setLimit sets the most bytes the budget holds (<= 0: no limit) and wakes
+// the readers waiting for room.
+func (b *budget) setLimit(max int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.max = max
+	b.broadcastLocked()
+}
+
+// limit returns the most bytes the budget holds (<= 0: no limit).
+func (b *budget) limit() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.max
 }
 
 // reserve waits until n more bytes fit in the budget, or nothing is held

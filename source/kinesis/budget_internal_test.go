@@ -15,7 +15,8 @@ import (
 func TestBudgetAccounting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		b := newBudget(100)
+		b := newBudget()
+		b.setLimit(100)
 		r1 := batch.SeqRange{Shard: "a", First: "1", Last: "5"}
 		r2 := batch.SeqRange{Shard: "b", First: "1", Last: "5"}
 		reserveAsync := func(n int64) chan error {

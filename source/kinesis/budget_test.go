@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/kinesis/kinesistest"
+	"github.com/weirstream/weir/stream"
 )
 
 // recordMem is about what one test record of size bytes holds in the byte
@@ -71,7 +72,7 @@ func (s *blockSink) count() int {
 
 // TestByteBudgetHoldsReadersUntilCompleted checks, in virtual time on the
 // fake, that readers stop reading once the records read and not completed
-// fill MaxBufferedBytes (beyond it by less than a page: only a first page,
+// fill the Runtime's MaxBufferedBytes (beyond it by less than a page: only a first page,
 // whose record size is not known yet, can overrun its reservation), that
 // they stay stopped while nothing completes, and that completions let
 // them read on until every record was delivered, exactly once and in
@@ -90,7 +91,6 @@ func TestByteBudgetHoldsReadersUntilCompleted(t *testing.T) {
 		r, err := kinesis.New(kinesis.Config{
 			Stream: "s", App: "a", Client: fake, InitialPosition: kinesis.TrimHorizon,
 			RecordsPerRead: perRead, MinReadInterval: time.Millisecond, PollInterval: time.Millisecond,
-			MaxBufferedBytes: budget,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +98,7 @@ func TestByteBudgetHoldsReadersUntilCompleted(t *testing.T) {
 		sink := &blockSink{}
 		errc := make(chan error, 1)
 		go func() {
-			errc <- r.Start(t.Context(), source.Runtime[kinesis.Record]{Push: sink.push, BlockInterval: 10 * time.Millisecond})
+			errc <- r.Start(t.Context(), source.Runtime[kinesis.Record]{Push: sink.push, BlockInterval: 10 * time.Millisecond, MaxBufferedBytes: budget})
 		}()
 		limit := budget + perRead*recordMem(size)
 
@@ -168,13 +168,14 @@ func checkOnceInOrder(t *testing.T, want map[string]bool, got []kinesis.Record) 
 
 // TestByteBudgetWithSlowPipeline runs a pipeline whose output is far
 // slower than reading, in virtual time on the fake, and checks that the
-// records held stay within the budget (plus less than a page)
-// while every record still arrives once, in order.
+// records held stay within the pipeline's one memory setting,
+// stream.Config.MaxBufferedBytes (plus less than a page), while every
+// record still arrives once, in order.
 func TestByteBudgetWithSlowPipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const (
-			n, size, perRead, shards = 2000, 1000, 100, 4
-			budget                   = 200 * 1000
+			n, size, perRead, shards = 2000, 5000, 20, 4
+			budget                   = 1 << 20
 		)
 		fake := kinesistest.New()
 		if err := fake.CreateStream("s", shards); err != nil {
@@ -183,12 +184,12 @@ func TestByteBudgetWithSlowPipeline(t *testing.T) {
 		want := putSized(t, fake, "s", n, size)
 		r, err := kinesis.New(kinesis.Config{
 			Stream: "s", App: "a", Client: fake, InitialPosition: kinesis.TrimHorizon,
-			RecordsPerRead: perRead, MaxBufferedBytes: budget,
+			RecordsPerRead: perRead,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := runPipeline(t, r, n, 5*time.Millisecond, nil, nil)
+		got := runPipelineIn(t, stream.Config{MaxBufferedBytes: budget}, r, n, 5*time.Millisecond, nil, nil)
 		st := r.Stats()
 		t.Logf("budget %d, peak %d", budget, st.PeakBufferedBytes)
 		if limit := budget + perRead*recordMem(size); st.PeakBufferedBytes > limit {
@@ -206,8 +207,8 @@ func TestByteBudgetWithSlowPipeline(t *testing.T) {
 // wire (page sizes, de-serialised records) as on the fake.
 func TestByteBudgetOnKinesalite(t *testing.T) {
 	const (
-		n, size, perRead, shards = 1500, 1000, 100, 2
-		budget                   = 150 * 1000
+		n, size, perRead, shards = 1200, 3000, 100, 2
+		budget                   = 1 << 20
 	)
 	env := kinesis.Servers.Env(t)
 	name := localaws.UniqueName(t)
@@ -228,16 +229,124 @@ func TestByteBudgetOnKinesalite(t *testing.T) {
 	r, err := kinesis.New(kinesis.Config{
 		Stream: name, App: "a", AWS: &awsCfg, Endpoint: env.KinesisEndpoint, InitialPosition: kinesis.TrimHorizon,
 		RecordsPerRead: perRead, PollInterval: 10 * time.Millisecond, MinReadInterval: time.Millisecond,
-		MaxBufferedBytes: budget,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := runPipeline(t, r, n, 200*time.Microsecond, nil, nil)
+	got := runPipelineIn(t, stream.Config{MaxBufferedBytes: budget}, r, n, 200*time.Microsecond, nil, nil)
 	st := r.Stats()
 	t.Logf("budget %d, peak %d", budget, st.PeakBufferedBytes)
 	if limit := budget + perRead*recordMem(size); st.PeakBufferedBytes > limit {
 		t.Errorf("PeakBufferedBytes %d, want at most the budget %d plus a page (%d)", st.PeakBufferedBytes, budget, limit)
 	}
 	checkOnceInOrder(t, want, got)
+}
+
+// TestByteBudgetSharedBySources runs, in virtual time on the fake, a
+// pipeline of two Kinesis sources whose outputs are far slower than
+// reading, and checks that the one memory setting,
+// stream.Config.MaxBufferedBytes, bounds what both hold together: each
+// source's receiver gets half, and holds at most its half plus a page.
+// With records larger than a half, each page is over the budget on its
+// own: it is still read, alone, so the pipeline makes progress. Every
+// record arrives once, in order.
+func TestByteBudgetSharedBySources(t *testing.T) {
+	for _, tt := range []struct {
+		name               string
+		n, size, perRead   int
+		perRecord          time.Duration
+		wantFilled         bool // the slow outputs fill each half
+		budget, maxPageMem int64
+	}{
+		{name: "small records", n: 1000, size: 5000, perRead: 20, perRecord: 5 * time.Millisecond, wantFilled: true, budget: 1 << 20},
+		{name: "records larger than a source's share", n: 12, size: 700 << 10, perRead: 2, perRecord: 100 * time.Millisecond, budget: 1 << 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := kinesistest.New()
+				var (
+					rs   []*kinesis.Receiver
+					want []map[string]bool
+				)
+				for _, name := range []string{"a", "b"} {
+					if err := fake.CreateStream(name, 2); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, putSized(t, fake, name, tt.n, tt.size))
+					r, err := kinesis.New(kinesis.Config{
+						Stream: name, App: "app", Client: fake, InitialPosition: kinesis.TrimHorizon, RecordsPerRead: tt.perRead,
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					rs = append(rs, r)
+				}
+				got := runSources(t, stream.Config{MaxBufferedBytes: tt.budget}, rs, tt.n, tt.perRecord)
+
+				share, page := tt.budget/2, int64(tt.perRead)*recordMem(tt.size)
+				var sum int64
+				for i, r := range rs {
+					peak := r.Stats().PeakBufferedBytes
+					t.Logf("source %d: share %d, peak %d", i, share, peak)
+					sum += peak
+					if peak > share+page {
+						t.Errorf("source %d: PeakBufferedBytes %d, want at most its share of the budget %d plus a page (%d)", i, peak, share, share+page)
+					}
+					if tt.wantFilled && peak < share/2 {
+						t.Errorf("source %d: PeakBufferedBytes %d: the slow output never filled its share %d, the test proves nothing", i, peak, share)
+					}
+					checkOnceInOrder(t, want[i], got[i])
+				}
+				if limit := tt.budget + 2*page; sum > limit {
+					t.Errorf("the sources' peaks add up to %d, want at most the budget %d plus a page each (%d)", sum, tt.budget, limit)
+				}
+			})
+		})
+	}
+}
+
+// runSources runs rs in a pipeline of 100ms batches with the other
+// settings of cfg, each with an output that takes perRecord for each
+// record, until each output had n records, and returns them by source.
+// Call it in a synctest bubble: a pipeline stuck for an hour of its
+// virtual time fails the test.
+func runSources(t *testing.T, cfg stream.Config, rs []*kinesis.Receiver, n int, perRecord time.Duration) [][]kinesis.Record {
+	t.Helper()
+	cfg.BatchInterval, cfg.BlockInterval = 100*time.Millisecond, 20*time.Millisecond
+	sc, err := stream.NewPipeline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]kinesis.Record, len(rs)) // got[i] is touched by output i only, one batch at a time
+	filled := make(chan struct{}, len(rs))   // one per output that had n records
+	for i, r := range rs {
+		stream.ForEachBatch(stream.From(sc, r), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
+			time.Sleep(time.Duration(b.Len()) * perRecord)
+			before := len(got[i])
+			got[i] = append(got[i], b.Records()...)
+			if before < n && len(got[i]) >= n {
+				filled <- struct{}{}
+			}
+			return nil
+		})
+	}
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(t.Context()) }()
+	stuck := time.After(time.Hour) // virtual time
+	for range rs {
+		select {
+		case <-filled:
+		case err := <-done:
+			t.Fatalf("pipeline stopped before every output had %d records: %v", n, err)
+		case <-stuck:
+			sc.Stop()
+			<-done
+			t.Fatalf("no progress in an hour: an output has fewer than %d records", n)
+		}
+	}
+	sc.Drain(context.Background())
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

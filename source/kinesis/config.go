@@ -53,10 +53,6 @@ const (
 	// 10 Mbit/s. The Kinesis Client Library waits 30 s for a GetRecords
 	// call, its SDK retries included.
 	DefaultAttemptTimeout = 10 * time.Second
-	// DefaultMaxBufferedBytes is Config.MaxBufferedBytes when it is zero:
-	// 64 MiB, room for about three 1s batches of 8 shards read at
-	// Kinesis's full 2 MB/s each.
-	DefaultMaxBufferedBytes = 64 << 20
 	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
 	DefaultMaxAttempts = 20
@@ -205,43 +201,24 @@ type Config struct {
 	// consumer of the stream: raise it to leave room for others, or lower
 	// it for a server that has no such limit).
 	MinReadInterval time.Duration
-	// MaxBufferedBytes bounds the memory of the records this receiver read
-	// and the driver has not yet completed (every output of their batch
-	// succeeded): sealed blocks waiting to be pushed, stored blocks
-	// waiting for a batch, and the batches waiting or running. A record
-	// counts its data, partition key, explicit hash key, sequence number
-	// and its Record struct. Before each GetRecords call a reader reserves
-	// room for the page it asks for while it is received and decoded,
-	// three times its records' bytes (the JSON answer and the decoded
-	// records exist at once; a page is RecordsPerRead records of the size
-	// of its last page's, its reservation at most a quarter of the budget;
-	// fewer records when that is less), waiting while the budget is full; once
-	// delivered, its records hold their own bytes: nothing is dropped,
-	// reading only pauses. A page can overrun its reservation only when
-	// its records are larger than the last page's, or, for a reader's first
-	// page, than 1 KiB; a page larger than the whole budget is read alone.
-	// Bytes are given back when the driver reports their block completed
-	// (source.CompletionObserver, which stream's driver does): a driver
-	// that does not report completions needs -1. Outside the budget:
-	// garbage not yet collected (with GOGC=100 the heap grows to about
-	// twice what is live; GOMEMLIMIT set to the budget plus some 32 MiB
-	// bounds it, see bench/kinesis -mode memory). Default 64 MiB
-	// (DefaultMaxBufferedBytes); -1 means no
-	// limit; raise it for more than about 8 busy shards, or long batches.
-	MaxBufferedBytes int64
 	// MaxRecordsPerSecond caps how many Kinesis records a second are read
 	// from each shard (a static cap: a reader asks for no more than it
-	// has earned, and reads at most every MinReadInterval). Default 0: no
-	// cap.
+	// has earned, and reads at most every MinReadInterval), for example to
+	// leave a shard's read throughput to other consumers. Default 0: no
+	// cap. The memory the receiver holds is the pipeline's setting, not
+	// this receiver's: stream.Config.MaxBufferedBytes (DESIGN.md, "Memory
+	// and flow control").
 	MaxRecordsPerSecond float64
-	// Backpressure, when set, makes the read rate follow the rate at which
-	// the pipeline processes this receiver's records, so that batches
-	// start on time instead of queueing behind a backlog read into memory
-	// (see RateConfig for the estimator and its knobs). It needs a driver
-	// that reports batches (source.BatchObserver; stream's driver does).
-	// With MaxRecordsPerSecond too, both limits hold. Default: nil, read
-	// as fast as MaxBufferedBytes and Kinesis allow.
-	Backpressure *RateConfig
+	// Backpressure makes the read rate follow the rate at which the
+	// pipeline processes this receiver's records, so that batches start on
+	// time instead of queueing behind a backlog read into memory; the
+	// backlog waits in Kinesis (DESIGN.md, "Memory and flow control"). The
+	// rate starts at 100 records/s over all shards and moves to the
+	// measured processing rate after the first batch with records. It
+	// needs a driver that reports batches (source.BatchObserver; stream's
+	// driver does). With MaxRecordsPerSecond too, both limits hold.
+	// Default false: read as fast as the memory budget and Kinesis allow.
+	Backpressure bool
 	// ShardSyncInterval is how often AllShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
@@ -300,9 +277,6 @@ func (c Config) withDefaults() Config {
 	if c.ShardSyncInterval == 0 {
 		c.ShardSyncInterval = DefaultShardSyncInterval
 	}
-	if c.MaxBufferedBytes == 0 {
-		c.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
 	if c.RetryBaseDelay == 0 {
 		c.RetryBaseDelay = DefaultRetryBaseDelay
 	}
@@ -320,10 +294,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnRangeUnavailable == "" {
 		c.OnRangeUnavailable = FailRange
-	}
-	if c.Backpressure != nil {
-		b := c.Backpressure.withDefaults() // a copy: the caller's is left alone
-		c.Backpressure = &b
 	}
 	if c.Leases != nil {
 		l := c.Leases.withDefaults() // a copy: the caller's is left alone
@@ -385,14 +355,6 @@ func (c Config) validate() error {
 	}
 	if c.MaxRecordsPerSecond < 0 || math.IsNaN(c.MaxRecordsPerSecond) || math.IsInf(c.MaxRecordsPerSecond, 0) {
 		add("MaxRecordsPerSecond %v: must be > 0 records/s per shard, or 0 for no cap", c.MaxRecordsPerSecond)
-	}
-	if c.Backpressure != nil {
-		for _, p := range c.Backpressure.problems() {
-			problems = append(problems, errors.New(p))
-		}
-	}
-	if c.MaxBufferedBytes < -1 {
-		add("MaxBufferedBytes %d: must be > 0, or -1 for no limit (0 means %d)", c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	}
 	if c.MaxAttempts < 0 {
 		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)

@@ -21,8 +21,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{name: "empty", cfg: Config{}, want: []string{"Stream is empty", "App \"\""}},
 		{name: "bad name", cfg: Config{Stream: "a b", App: "a"}, want: []string{`Stream "a b"`}},
 		{name: "bad arn", cfg: Config{Stream: "arn:aws:s3:::bucket", App: "a"}, want: []string{"an ARN must look like"}},
-		{name: "bad byte budget", cfg: Config{Stream: "s", App: "a", MaxBufferedBytes: -2}, want: []string{"MaxBufferedBytes -2: must be > 0, or -1 for no limit"}},
-		{name: "bad rates", cfg: Config{Stream: "s", App: "a", MaxRecordsPerSecond: -1, Backpressure: &RateConfig{MinRate: -5, Integral: -1}}, want: []string{"MaxRecordsPerSecond -1: must be > 0", "Backpressure.MinRate: must be > 0", "Backpressure.Proportional and Integral: must be >= 0"}},
+		{name: "bad rate", cfg: Config{Stream: "s", App: "a", MaxRecordsPerSecond: -1, Backpressure: true}, want: []string{"MaxRecordsPerSecond -1: must be > 0"}},
 		{
 			name: "everything wrong",
 			cfg: Config{
@@ -69,7 +68,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
-		RecomputeTimeout: time.Minute, AttemptTimeout: 10 * time.Second, MaxAttempts: 20, OnRangeUnavailable: FailRange, MaxBufferedBytes: DefaultMaxBufferedBytes,
+		RecomputeTimeout: time.Minute, AttemptTimeout: 10 * time.Second, MaxAttempts: 20, OnRangeUnavailable: FailRange,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("withDefaults (-want +got):\n%s", diff)

@@ -19,8 +19,9 @@
 // are retried with back-off and an expired iterator resumes after the last
 // record read. Only records of completed batches are checkpointed, so a
 // worker that takes a shard over loses nothing (it may deliver again what
-// the old owner had not completed). Memory is bounded
-// (Config.MaxBufferedBytes): a full buffer pauses reading, never drops.
+// the old owner had not completed). Memory is bounded by the pipeline's
+// budget (stream.Config.MaxBufferedBytes; DESIGN.md "Memory and flow
+// control"): a full buffer pauses reading, never drops.
 //
 // The repository's DESIGN.md says more: section "Data flow" for reading,
 // pacing, memory and enhanced fan-out; "Recovery" for Recompute and where a

@@ -188,7 +188,7 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 		return subHeld, nil
 	}
 	// The event is already here: wait for the byte budget to hold it, which
-	// holds back the subscription's next events (Config.MaxBufferedBytes).
+	// holds back the subscription's next events (source.Runtime.MaxBufferedBytes).
 	var size int64
 	for i := range e.Records {
 		r := &e.Records[i]

@@ -170,11 +170,8 @@ func TestReadPacing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &pacedClient{script: tt.script, done: make(chan struct{})}
-				// No byte budget: this push never completes its blocks, and
-				// the budget (tested on its own) would shrink the pages.
 				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour,
-					MaxBufferedBytes: -1})
+					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,7 +179,11 @@ func TestReadPacing(t *testing.T) {
 					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
 				}
 				errc := make(chan error, 1)
-				go func() { errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BlockInterval: 10 * ms}) }()
+				// No byte budget: this push never completes its blocks, and
+				// the budget (tested on its own) would shrink the pages.
+				go func() {
+					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BlockInterval: 10 * ms, MaxBufferedBytes: -1})
+				}()
 				<-c.done
 				if err := r.Stop(t.Context()); err != nil {
 					t.Fatal(err)
@@ -255,7 +256,7 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 				}
 				c := &pacedClient{script: script, done: make(chan struct{})}
 				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, ShardSyncInterval: time.Hour, MaxBufferedBytes: -1})
+					PollInterval: tt.poll, ShardSyncInterval: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -264,7 +265,7 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 				}
 				errc := make(chan error, 1)
 				go func() {
-					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: tt.batchIv, BlockInterval: tt.blockIv})
+					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: tt.batchIv, BlockInterval: tt.blockIv, MaxBufferedBytes: -1})
 				}()
 				<-c.done
 				if err := r.Stop(t.Context()); err != nil {

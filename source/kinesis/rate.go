@@ -10,23 +10,24 @@ import (
 	"github.com/weirstream/weir/source"
 )
 
-// Defaults of the RateConfig fields left zero.
+// The backpressure estimator's tuning (rateConfig): the defaults of
+// Spark Streaming's PID rate estimator, without its derivative term.
 const (
-	// DefaultRateProportional is RateConfig.Proportional's default.
-	DefaultRateProportional = 1.0
-	// DefaultRateIntegral is RateConfig.Integral's default.
-	DefaultRateIntegral = 0.2
-	// DefaultMinRate is RateConfig.MinRate's default, in records/s.
-	DefaultMinRate = 100.0
+	rateProportional = 1.0
+	rateIntegral     = 0.2
+	// minRate is the lowest read rate, in records/s over all shards, the
+	// estimator sets, so that a pipeline that was slow once still reads;
+	// it is also the rate before the first estimate.
+	minRate = 100.0
 )
 
-// RateConfig turns on backpressure (Config.Backpressure): the receiver
-// reads no faster than the pipeline processes, so batches keep their
-// scheduling delay bounded and a backlog stays in Kinesis instead of in
-// memory. After every batch the driver reports (source.BatchObserver), the
-// receiver estimates the rate the pipeline can process its records at
-// (its records in the batch over the batch's processing time) and sets
-// its read rate, over all its shards, to
+// rateConfig tunes backpressure (Config.Backpressure): the receiver reads
+// no faster than the pipeline processes, so batches keep their scheduling
+// delay bounded and a backlog stays in Kinesis instead of in memory. After
+// every batch the driver reports (source.BatchObserver), the receiver
+// estimates the rate the pipeline can process its records at (its records
+// in the batch over the batch's processing time) and sets its read rate,
+// over all its shards, to
 //
 //	rate - Proportional*(rate - processing rate) - Integral*backlog
 //
@@ -35,7 +36,9 @@ const (
 // pipeline to catch up within a batch interval. With the defaults the rate
 // becomes the processing rate, less a fifth of the backlog. This is the
 // PID rate estimator of Spark Streaming's backpressure, without its
-// derivative term. The zero value of each field is its default.
+// derivative term. The zero value of each field is its default; users
+// cannot set them (one flow setting, DESIGN.md "Memory and flow
+// control"), tests do.
 //
 // The rate is shared by the receiver's shards: a shard with records takes
 // what another, idle, leaves. At most a batch interval's worth of records
@@ -43,62 +46,43 @@ const (
 // the rate it processes. A batch with none of the receiver's records,
 // or that took no time, says nothing about the processing rate and leaves
 // the rate as it is.
-type RateConfig struct {
+type rateConfig struct {
 	// InitialRate is the read rate, in records/s over all shards, until
 	// the first batch with records is reported. Default: MinRate, a slow
 	// start: the first batch measures the processing rate on few records,
-	// and the rate moves to it at once. A pipeline that must not start
-	// slowly sets the rate it expects; one it cannot keep up with would
-	// take in a backlog (as much as MaxBufferedBytes lets in) in its first
-	// batches with a rate that is too high.
+	// and the rate moves to it at once.
 	InitialRate float64
-	// MinRate is the lowest read rate, in records/s over all shards, the
-	// estimator sets, so that a pipeline that was slow once still reads.
-	// Default 100 (DefaultMinRate).
+	// MinRate is the lowest read rate, in records/s over all shards.
+	// Default minRate.
 	MinRate float64
 	// Proportional weighs the difference between the read rate and the
-	// processing rate. Default 1 (DefaultRateProportional).
+	// processing rate. Default rateProportional.
 	Proportional float64
-	// Integral weighs the backlog (scheduling delay). Default 0.2
-	// (DefaultRateIntegral).
+	// Integral weighs the backlog (scheduling delay). Default
+	// rateIntegral.
 	Integral float64
 }
 
-func (c RateConfig) withDefaults() RateConfig {
+func (c rateConfig) withDefaults() rateConfig {
 	if c.MinRate == 0 {
-		c.MinRate = DefaultMinRate
+		c.MinRate = minRate
 	}
 	if c.InitialRate == 0 {
 		c.InitialRate = c.MinRate
 	}
 	if c.Proportional == 0 {
-		c.Proportional = DefaultRateProportional
+		c.Proportional = rateProportional
 	}
 	if c.Integral == 0 {
-		c.Integral = DefaultRateIntegral
+		c.Integral = rateIntegral
 	}
 	return c
 }
 
-// problems returns every problem of c (after withDefaults).
-func (c RateConfig) problems() []string {
-	var p []string
-	if c.InitialRate < 0 || math.IsNaN(c.InitialRate) || math.IsInf(c.InitialRate, 0) {
-		p = append(p, "Backpressure.InitialRate: must be > 0 records/s (0 means MinRate)")
-	}
-	if c.MinRate < 0 || math.IsNaN(c.MinRate) || math.IsInf(c.MinRate, 0) {
-		p = append(p, "Backpressure.MinRate: must be > 0 records/s (0 means 100)")
-	}
-	if c.Proportional < 0 || math.IsNaN(c.Proportional) || c.Integral < 0 || math.IsNaN(c.Integral) {
-		p = append(p, "Backpressure.Proportional and Integral: must be >= 0 (0 means 1 and 0.2)")
-	}
-	return p
-}
-
-// estimator is the backpressure rate estimator (RateConfig). Not safe for
+// estimator is the backpressure rate estimator (rateConfig). Not safe for
 // concurrent use: the driver reports one batch at a time.
 type estimator struct {
-	cfg       RateConfig
+	cfg       rateConfig
 	rate      float64 // records/s; InitialRate until the first estimate
 	estimated bool    // a batch with records was reported
 }

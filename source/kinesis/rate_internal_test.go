@@ -72,7 +72,7 @@ func TestEstimator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := RateConfig{InitialRate: tt.initial, Proportional: tt.kp}.withDefaults()
+			cfg := rateConfig{InitialRate: tt.initial, Proportional: tt.kp}.withDefaults()
 			e := estimator{cfg: cfg, rate: cfg.InitialRate}
 			for i, r := range tt.reports {
 				got, ok := e.update(r)

@@ -267,8 +267,8 @@ func (rn *run) beforeRead(ctx context.Context, avg int64, capped *limiter) (limi
 	if avg > 0 {
 		page = min(avg*int64(perRead), maxPageBytes)
 	}
-	if b.max > 0 {
-		page = min(page, max(b.max/(4*decodeFactor), avg))
+	if lim := b.limit(); lim > 0 {
+		page = min(page, max(lim/(4*decodeFactor), avg))
 	}
 	want := page * decodeFactor
 	if err := b.reserve(ctx, want); err != nil {

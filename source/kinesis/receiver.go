@@ -46,7 +46,7 @@ type Receiver struct {
 	endChecked func(shard string, ready bool)
 
 	rateMu sync.Mutex
-	est    estimator // with Config.Backpressure
+	est    estimator // with Config.Backpressure; tests set its tuning before Start
 	shared *limiter  // the receiver-wide read rate, set by Start; nil before
 
 	mu      sync.Mutex
@@ -76,14 +76,15 @@ func New(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	var est estimator
-	if cfg.Backpressure != nil {
-		est = estimator{cfg: *cfg.Backpressure, rate: cfg.Backpressure.InitialRate}
+	if cfg.Backpressure {
+		rc := rateConfig{}.withDefaults()
+		est = estimator{cfg: rc, rate: rc.InitialRate}
 	}
 	return &Receiver{
 		est:      est,
 		cfg:      cfg,
 		progress: newProgress(),
-		budget:   newBudget(cfg.MaxBufferedBytes),
+		budget:   newBudget(),
 		client:   cfg.Client,
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
@@ -203,6 +204,7 @@ func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run
 	if r.stopping() {
 		return nil, nil
 	}
+	r.budget.setLimit(rt.MaxBufferedBytes)
 	rn.gen = source.NewBlockGenerator(rt, rn.onStored)
 	r.rateMu.Lock()
 	rn.shared = newLimiter(rn.clock, r.est.rate, cmp.Or(rt.BatchInterval, defaultBatchInterval)) // rate 0: no limit
@@ -367,7 +369,7 @@ func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
 // it, in batch-time order, once every output of the batch holding blocks
 // succeeded. Each block's shards' completed sequence numbers move forward
 // to its ranges' Last (never back), and the bytes their records held in
-// the budget (Config.MaxBufferedBytes) are given back. With Config.Leases and no shared
+// the budget (source.Runtime.MaxBufferedBytes) are given back. With Config.Leases and no shared
 // recovery log, these are the numbers the checkpoints record (DESIGN.md,
 // guarantee G4). It may be called before, during or after Start.
 func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
@@ -385,10 +387,11 @@ func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) 
 
 // BatchCompleted implements source.BatchObserver: with
 // Config.Backpressure, each batch the driver reports updates the read
-// rate (see RateConfig). Without it, it does nothing. It may be called
+// rate (DESIGN.md, "Memory and flow control"). Without it, it does
+// nothing. It may be called
 // before, during or after Start.
 func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
-	if r.cfg.Backpressure == nil {
+	if !r.cfg.Backpressure {
 		return
 	}
 	r.rateMu.Lock()
@@ -400,8 +403,8 @@ func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
 }
 
 // ReadRate returns the read rate backpressure set, in records/s over all
-// shards: RateConfig.InitialRate until the first batch with records is
-// reported; 0 (no limit) without Config.Backpressure.
+// shards: 100 until the first batch with records is reported; 0 (no
+// limit) without Config.Backpressure.
 func (r *Receiver) ReadRate() float64 {
 	r.rateMu.Lock()
 	defer r.rateMu.Unlock()

@@ -43,7 +43,8 @@ type Stats struct {
 	// like BadLeaseItems).
 	RefusedShards int64
 	// BufferedBytes is the memory of the records read and not yet
-	// completed, as Config.MaxBufferedBytes counts it.
+	// completed, as the memory budget counts it
+	// (source.Runtime.MaxBufferedBytes).
 	BufferedBytes int64
 	// PeakBufferedBytes is the most BufferedBytes has been.
 	PeakBufferedBytes int64

@@ -429,7 +429,7 @@ func TestConcurrentProducers(t *testing.T) {
 		src := mustNew(t, memory.Config{Shards: 4, MaxQueued: 20})
 		d := &fakeDriver{}
 		ctx := t.Context()
-		startErr := start(ctx, src, source.Runtime[string]{Push: d.push, BlockInterval: 5 * time.Millisecond, MaxQueuedBlocks: 2})
+		startErr := start(ctx, src, source.Runtime[string]{Push: d.push, BlockInterval: 5 * time.Millisecond})
 		const producers, calls = 6, 50
 		var wg sync.WaitGroup
 		for p := range producers {
