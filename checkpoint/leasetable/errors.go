@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// ErrInvalidConfig is wrapped by the error a bad Config gets; the wrapped
-// errors name each bad field and its fix. (kinesis.New reports a bad
-// Config.Leases with kinesis.ErrInvalidConfig, naming the fields
-// Leases.Field.)
+// ErrInvalidConfig is wrapped by the error kinesismetrics.Leases returns for
+// a Config it cannot list, naming each bad field and its fix. kinesis.New
+// reports a bad Config.Leases with kinesis.ErrInvalidConfig, naming the
+// fields Leases.Field.
 var ErrInvalidConfig = errors.New("leasetable: invalid config")
 
 // ErrBadItem is wrapped by every *BadItemError: an item of the lease table

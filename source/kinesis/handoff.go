@@ -11,7 +11,7 @@ import (
 )
 
 // A lease another worker asks for (a steal towards balance) is handed off
-// gracefully (leasetable.CoordinatorConfig.OnHandoff): the shard's reader
+// gracefully (lease.CoordinatorConfig.OnHandoff): the shard's reader
 // stops at once, the records it stored complete, the last checkpoint
 // covers them and the lease is handed off, so the new owner reads after it
 // and delivers nothing twice. The records not completed within half a
