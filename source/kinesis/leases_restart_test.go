@@ -1,6 +1,9 @@
 package kinesis_test
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,4 +38,21 @@ func TestLeasesRestartTakesThePredecessorsLeasesAtOnce(t *testing.T) {
 		return len(w2.held()) == 4 && f.allDelivered(data)()
 	})
 	w2.drain(t)
+}
+
+// TestLeasesKeepNoStateUnlessAsked checks that the lease state directory is
+// passed explicitly: a worker with a directory recovery log and no
+// Leases.StateDir keeps no lease state, in the log's directory or
+// anywhere, so it never takes leases at once on the word of a folder it
+// was not given. (weir once derived a "kinesis-leases" folder of a
+// directory recovery log.)
+func TestLeasesKeepNoStateUnlessAsked(t *testing.T) {
+	f := newFleet(t, 2)
+	dir := t.TempDir()
+	w := f.startWith("w1", time.Hour, nil, recovery.Dir(dir))
+	f.waitFor("w1 holds every lease", func() bool { return len(w.held()) == 2 })
+	if _, err := os.Stat(filepath.Join(dir, "kinesis-leases")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the recovery log's directory holds a lease state folder (Stat: %v); StateDir was not set", err)
+	}
+	w.drain(t)
 }
