@@ -82,15 +82,14 @@ func fixFor(attr string) string {
 	return "give " + attr + " the type the Kinesis Client Library writes, or remove it"
 }
 
-// Lease is one shard's item in the lease table.
+// Lease is one shard's item in the lease table: the attributes a user sees
+// (Public), documented on leasetable.Lease, and the protocol's.
 type Lease struct {
-	// Shard is the shard ID (leaseKey, the hash key).
-	Shard string
-	// Owner is the worker holding the lease (leaseOwner), "" if none.
-	Owner string
-	// Counter is the lease's version (leaseCounter): every write adds one,
-	// and every write is conditional on the value last seen.
-	Counter int64
+	// Shard (leaseKey, the hash key), Owner (leaseOwner, "" if none) and
+	// Counter (leaseCounter, the version every write adds one to and is
+	// conditional on) are as leasetable.Lease documents them.
+	Shard, Owner string
+	Counter      int64
 	// Checkpoint is a sequence number, or checkpointer.TrimHorizon,
 	// checkpointer.LatestPosition, checkpointer.AtTimestamp or
 	// checkpointer.ShardEnd (checkpoint).
