@@ -30,7 +30,7 @@
 //	}
 //	src, err := kinesis.New(kinesis.Config{
 //		Stream: "words", App: "wordcount",
-//		Leases: &kinesis.LeaseConfig{}, // leases and checkpoints in DynamoDB
+//		Leases: &leasetable.Config{}, // leases and checkpoints in DynamoDB
 //	})
 //	if err != nil {
 //		return err

@@ -1,14 +1,16 @@
-// Package checkpoint records how far each Kinesis shard has been processed:
-// the Checkpointer commits, on a fixed interval, the latest *safe* sequence
-// number of every registered shard (Config.Latest: for weir's Kinesis
-// receiver, the latest record of a completed batch) through a Committer,
-// whether or not new records arrived, and never the same number twice (the
-// interval checkpointer of Spark's SPARK-11359). It is independent of the
-// Kinesis client and of where checkpoints are kept: shards are plain IDs,
-// positions plain sequence-number strings.
+// Package checkpoint describes how far each Kinesis shard has been
+// processed, as the Kinesis receiver reports it
+// (kinesis.Receiver.CheckpointStats returns a [Stats]).
 //
-// The DynamoDB lease table, laid out like the Kinesis Client Library's,
-// and the Coordinator that runs one worker's side of the lease protocol
-// (and is the Committer writing its checkpoints) are in package leasetable.
-// The repository's DESIGN.md describes how checkpoints keep guarantee G4.
+// With leases (kinesis.Config.Leases, a leasetable.Config), every worker
+// commits, every CheckpointInterval, the latest *safe* sequence number of
+// each shard it holds — the latest record of a completed batch — to the
+// shard's lease in the lease table, whether or not new records arrived, and
+// never the same number twice (the interval checkpointer of Spark's
+// SPARK-11359). A worker that takes a shard over, or restarts, reads after
+// the checkpoint. A graceful Stop and a shard's end always checkpoint last.
+//
+// The lease settings, including CheckpointInterval, are in package
+// leasetable. The repository's DESIGN.md describes how checkpoints keep
+// guarantee G4 (sections Data flow and Leases).
 package checkpoint

@@ -25,7 +25,7 @@
 //	cfg := env.AWSConfig() // static credentials, region us-east-1
 //	src, err := kinesis.New(kinesis.Config{Stream: "words", App: "app", AWS: &cfg,
 //		Endpoint: env.KinesisEndpoint,
-//		Leases:   &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}}})
+//		Leases:   &leasetable.Config{Endpoint: env.DynamoDBEndpoint}})
 //
 // In tests, ForTest does the same and stops the servers when the test ends.
 // Setting WEIR_KINESIS_ENDPOINT, WEIR_DYNAMODB_ENDPOINT or

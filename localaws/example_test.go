@@ -85,7 +85,7 @@ func Example_pipeline() {
 		InitialPosition: weirkinesis.TrimHorizon,
 		Logger:          logger,
 		Endpoint:        env.KinesisEndpoint,
-		Leases:          &weirkinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
+		Leases:          &leasetable.Config{Endpoint: env.DynamoDBEndpoint},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -33,8 +33,8 @@ const listFailWarning = 5
 const maxErrLen = 4 << 10
 
 // defaultLeaseDuration is the default of Config.LeaseDuration: the lease
-// table's default (leasetable.DefaultLeaseDuration), which this package
-// cannot import without linking the AWS SDK.
+// table's default (leasetable.Config.LeaseDuration's, 10s), which this
+// package cannot import without linking the AWS SDK.
 const defaultLeaseDuration = 10 * time.Second
 
 // Config configures a Collector.
@@ -47,8 +47,8 @@ type Config struct {
 	Receivers []Receiver
 	// Leases, when set, is listed at every sample to show the whole fleet
 	// and to tell stolen leases from expired ones: for Kinesis,
-	// kinesismetrics.Leases of a leasetable.Table of the application's
-	// table. Default: nil.
+	// kinesismetrics.Leases of the application's leasetable.Config.
+	// Default: nil.
 	Leases LeaseLister
 	// SampleInterval is how often Run samples the Receivers and Leases.
 	// Default: BatchInterval, and at least 1s.
@@ -65,7 +65,7 @@ type Config struct {
 	// LeaseDuration is the lease table's lease duration: a lease acquired
 	// from a worker that had not renewed it for that long counts as
 	// expired, otherwise as stolen. Default: 10s, the lease table's
-	// default (leasetable.DefaultLeaseDuration).
+	// default (leasetable.Config.LeaseDuration).
 	LeaseDuration time.Duration
 	// Clock times samples and warnings. Default: clock.Real{}.
 	Clock clock.Clock

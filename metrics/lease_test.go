@@ -3,14 +3,14 @@ package metrics
 import (
 	"testing"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // TestDefaultLeaseDuration checks that the default of Config.LeaseDuration,
-// copied because this package must not import leasetable (and the AWS SDK
-// with it), is still the lease table's.
+// copied because this package must not import the lease packages (and the
+// AWS SDK with them), is still the lease table's.
 func TestDefaultLeaseDuration(t *testing.T) {
-	if defaultLeaseDuration != leasetable.DefaultLeaseDuration {
-		t.Errorf("defaultLeaseDuration %v, leasetable.DefaultLeaseDuration %v: make them equal", defaultLeaseDuration, leasetable.DefaultLeaseDuration)
+	if defaultLeaseDuration != lease.DefaultLeaseDuration {
+		t.Errorf("defaultLeaseDuration %v, lease.DefaultLeaseDuration %v: make them equal", defaultLeaseDuration, lease.DefaultLeaseDuration)
 	}
 }

@@ -99,15 +99,6 @@ type Runtime[T any] struct {
 	// error means the Run is failing. Safe for concurrent use. Nil when the
 	// driver keeps no log.
 	ShardFinished func(ctx context.Context, stream, shard string) error
-	// StateDir is a local directory the driver holds an exclusive lock on
-	// for as long as the receiver runs (a directory recovery log's), where
-	// a receiver may keep small files across restarts: a process that
-	// finds a file there knows that the process that wrote it is gone.
-	// weir's Kinesis receiver keeps its lease worker IDs there, to take its
-	// predecessor's leases back at once after a crash. A receiver names
-	// its files after itself, so that several can share the directory. ""
-	// (no directory log, or a driver that does not set it) means none.
-	StateDir string
 }
 
 // Receiver is a source of records of type T.

@@ -128,7 +128,6 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 		ResumeAfter:      e.resumeAfter,
 		Uncompleted:      e.uncompleted,
 		ShardFinished:    e.shardFinished(),
-		StateDir:         stateDir(e.cfg.Recovery),
 		Source:           s.idx,
 		Push:             s.push,
 		BlockInterval:    e.cfg.BlockInterval,

@@ -232,7 +232,7 @@ func weirChild(ctx context.Context, p childParams, out io.Writer) (childStats, e
 	src, err := kinesis.New(kinesis.Config{
 		Stream: p.Stream, App: p.App, InitialPosition: kinesis.TrimHorizon, Endpoint: p.KinesisEndpoint,
 		Backpressure: p.Backpressure,
-		Leases:       &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: p.DynamoDBEndpoint}},
+		Leases:       &leasetable.Config{Endpoint: p.DynamoDBEndpoint},
 	})
 	if err != nil {
 		return childStats{}, err

@@ -176,7 +176,7 @@ func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInter
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: name, InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint, Logger: logger,
 		PollInterval: poll,
-		Leases:       &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
+		Leases:       &leasetable.Config{Endpoint: env.DynamoDBEndpoint},
 	})
 	if err != nil {
 		return err

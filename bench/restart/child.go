@@ -28,7 +28,7 @@ func runChild(ctx context.Context, o options, out io.Writer) error {
 	src, err := kinesis.New(kinesis.Config{
 		Stream: o.stream, App: "restart", AWS: &awsCfg, Endpoint: o.kinesisEndpoint,
 		Logger: logger,
-		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{TableName: o.table, Endpoint: o.dynamoEndpoint, StateDir: o.stateDir}},
+		Leases: &leasetable.Config{TableName: o.table, Endpoint: o.dynamoEndpoint, StateDir: o.stateDir},
 	})
 	if err != nil {
 		return err

@@ -14,11 +14,12 @@
 // the same recovery log, and times the first output holding a record put
 // after the kill. Two modes alternate, on recovery logs of their own:
 //
-//   - statedir: the defaults (the lease state folder inside the recovery
-//     log: the restarted worker takes its predecessor's leases at once);
-//   - baseline: Leases.StateDir set to a fresh folder per process, so the
-//     restarted worker knows no predecessor and waits for its leases to
-//     expire (weir before StateDir, and the KCL).
+//   - statedir: Leases.StateDir set to the same folder beside the recovery
+//     log for every process: the restarted worker takes its predecessor's
+//     leases at once;
+//   - baseline: the default, no Leases.StateDir, so the restarted worker
+//     knows no predecessor and waits for its leases to expire (weir before
+//     StateDir, and the KCL).
 //
 // Medians of each mode and their ratio are printed, for the first output
 // and for the moment every shard delivered again: the measure that
@@ -70,7 +71,7 @@ func main() {
 	flag.StringVar(&o.kinesisEndpoint, "kinesis", "", "Kinesis endpoint (child)")
 	flag.StringVar(&o.dynamoEndpoint, "dynamodb", "", "DynamoDB endpoint (child)")
 	flag.StringVar(&o.recoveryDir, "recovery", "", "recovery log directory (child)")
-	flag.StringVar(&o.stateDir, "statedir", "", "Leases.StateDir (child); empty: the default")
+	flag.StringVar(&o.stateDir, "statedir", "", "Leases.StateDir (child); empty: none, the default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -160,7 +161,6 @@ func produce(ctx context.Context, env *localaws.Env, stream string) {
 type worker struct {
 	self, mode, tmp string
 	args            []string
-	starts          int
 }
 
 // output is one line of the child: the newest put time of the records of
@@ -173,9 +173,8 @@ type output struct {
 // start starts the child and returns its output lines.
 func (w *worker) start(ctx context.Context) (*exec.Cmd, <-chan output, error) {
 	args := slices.Clone(w.args)
-	if w.mode == "baseline" {
-		w.starts++
-		args = append(args, "-statedir", filepath.Join(w.tmp, fmt.Sprintf("baseline-state-%d", w.starts)))
+	if w.mode == "statedir" {
+		args = append(args, "-statedir", filepath.Join(w.tmp, "statedir-leases"))
 	}
 	cmd := exec.CommandContext(ctx, w.self, args...)
 	cmd.Stderr = os.Stderr

@@ -1,69 +1,39 @@
 package leasetable
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/weirstream/weir/internal/awsconf"
-	"github.com/weirstream/weir/internal/durable"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// Defaults of Config fields left at zero.
-const (
-	// DefaultLeaseDuration is the Kinesis Client Library's failover time.
-	DefaultLeaseDuration = 10 * time.Second
-	// DefaultMaxStealsPerCycle is Config.MaxStealsPerCycle's default: 0,
-	// no bound but balance (the KCL's maxLeasesToStealAtOneTime is 1).
-	DefaultMaxStealsPerCycle = 0
-	// DefaultShardSyncInterval is CoordinatorConfig.ShardSyncInterval's
-	// default, KCL's shardSyncIntervalMillis.
-	DefaultShardSyncInterval = time.Minute
-	// DefaultScanInterval is Config.ScanInterval's default.
-	DefaultScanInterval = 10 * time.Minute
-	// DefaultCheckpointInterval is how often a lease holder commits its
-	// checkpoints by default (kinesis.LeaseConfig.CheckpointInterval): one
-	// minute, as the Kinesis Client Library's sample applications
-	// checkpoint. Under load a checkpoint is one write per shard, so this
-	// period sets most of the table's cost (DESIGN.md, section Leases).
-	DefaultCheckpointInterval = time.Minute
-)
-
-// DefaultTakeInterval returns the default TakeInterval for a lease duration:
-// leaseDuration/3, rounded up to the nanosecond so that three take periods
-// are never shorter than leaseDuration. Rounded down, the third scan after
-// a worker's last renewal would find its leases 1ns short of expiry, and the
-// take-over would wait for a fourth.
-func DefaultTakeInterval(leaseDuration time.Duration) time.Duration {
-	return (leaseDuration + 2) / 3
-}
-
-// Config is the lease protocol's configuration: the table, the worker and
-// its timing. It is the one set of lease settings in weir: a Coordinator
-// embeds it (CoordinatorConfig), and so does the Kinesis receiver's
-// LeaseConfig. The zero value of each field is its documented default.
+// Config is the one set of lease settings in weir: the table, the worker,
+// its timing and how often it checkpoints. Setting kinesis.Config.Leases to
+// one turns leases and checkpoints on: the shards of the stream are shared
+// among every worker (process) running a receiver with the same lease
+// table, one lease per shard in a DynamoDB table laid out like the Kinesis
+// Client Library's, and each worker commits, every CheckpointInterval, how
+// far its shards are safely processed (the records of completed batches).
+// A restarted worker, or one taking a shard over, reads after the
+// checkpoint. A KCL application's table is taken over as it is.
+//
+// The zero value of each field is its documented default; a Config{} is a
+// working configuration whose table is named after the receiver's App.
 type Config struct {
 	// TableName is the lease table: 3 to 255 of a-z A-Z 0-9 _ . -; created
-	// (on-demand billing) if missing. Required by a Coordinator; the
-	// Kinesis receiver defaults it to its application name, as the KCL
-	// names its table after the application.
+	// (on-demand billing) if missing. Default: the Kinesis receiver's App,
+	// as the KCL names its table after the application.
 	TableName string
-	// DynamoDB is the client of the table, usually a *dynamodb.Client. A
-	// client given here is used as it is (tests wrap one to hold or count
-	// calls). Default: a client built from AWS and Endpoint.
+	// DynamoDB is the client of the table, usually a *dynamodb.Client
+	// configured as the program needs (retries, HTTP client). A client
+	// given here is used as it is. Default: a client built from AWS and
+	// Endpoint.
 	DynamoDB DynamoDBAPI
 	// AWS is the AWS configuration of the default client. Default: the
-	// SDK's default configuration (environment, shared files, instance
-	// role). The Kinesis receiver passes its own Config.AWS when this is nil.
+	// Kinesis receiver's Config.AWS, or else the SDK's default
+	// configuration (environment, shared files, instance role).
 	AWS *aws.Config
 	// Endpoint overrides the DynamoDB endpoint URL of the default client,
 	// for example "http://127.0.0.1:4568" for a local server.
@@ -90,7 +60,7 @@ type Config struct {
 	WorkerID string
 	// StateDir, if set, is a local directory where the worker keeps, for
 	// each table, a file of the worker IDs that ran on the directory
-	// before, under an exclusive lock (flock(2)) held while the Coordinator
+	// before, under an exclusive lock (flock(2)) held while the worker
 	// runs. A worker that gets the lock knows that every worker listed
 	// there is gone (each held the lock while it ran, and the kernel
 	// releases it only when its process closes it or dies), so it takes
@@ -99,9 +69,14 @@ type Config struct {
 	// local file system (flock is not reliable over NFS) and used by one
 	// deployment of one application: a directory shared by two workers
 	// running at once only lets one of them use it (the other logs a
-	// warning and does without). Default "": no state. The Kinesis
-	// receiver defaults it to the driver's directory recovery log
-	// (source.Runtime.StateDir).
+	// warning and does without). A folder next to the pipeline's recovery
+	// log, or the log's own directory, is a good place.
+	//
+	// Default "": no state, so a restarted worker waits about
+	// LeaseDuration for its predecessor's leases to expire before it, or
+	// another worker, reads their shards again. weir never picks a
+	// directory itself: a directory two deployments shared by accident,
+	// or one on a network file system, would be worse than the pause.
 	//
 	// The directory is created if needed with mode 0700 (StatePerm plus
 	// search where read is granted). One that group or others can write,
@@ -115,8 +90,8 @@ type Config struct {
 	StatePerm fs.FileMode
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
-	// before taking it. Default DefaultLeaseDuration (10s, KCL's failover
-	// time).
+	// before taking it. Default 10s, the Kinesis Client Library's failover
+	// time.
 	LeaseDuration time.Duration
 	// RenewInterval is how often this worker proves it runs: it writes its
 	// beat on the table's beat board (one write, whatever it holds), or
@@ -129,10 +104,10 @@ type Config struct {
 	// table with weir workers at the same time (a mixed fleet, or a rolling
 	// migration), or workers of a weir version before the beat board (a
 	// rolling upgrade; set it on both sides): they take a lease whose
-	// counter stood still for their failover time. Default false: each worker writes one beat on
-	// one shared lease item and the others judge all its leases by it
-	// (DESIGN.md, section Leases), which costs one write per worker instead
-	// of one per lease and no reads, and a KCL
+	// counter stood still for their failover time. Default false: each
+	// worker writes one beat on one shared lease item and the others judge
+	// all its leases by it (DESIGN.md, section Leases), which costs one
+	// write per worker instead of one per lease and no reads, and a KCL
 	// application's table is still taken over as it is once its workers
 	// are stopped (their leases expire), as a KCL worker takes over weir's.
 	RenewEveryLease bool
@@ -140,19 +115,18 @@ type Config struct {
 	// two scans of the whole table: between them a worker judges the
 	// others by their beats (read by its own beat, or, without leases, by
 	// reading the board each TakeInterval), and scans only when they, its
-	// own leases or the shard list call for it. Default
-	// DefaultScanInterval (10m).
+	// own leases or the shard list call for it. Default 10m.
 	ScanInterval time.Duration
 	// TakeInterval is the period of take cycles: each judges every other
 	// worker by its beat (reading the board if this worker holds no
 	// leases), and scans the whole table (one Scan) when that or this
-	// worker's leases call for it, or always
-	// with RenewEveryLease, to take unowned and expired leases and steal
-	// towards balance; the first take cycle runs at start. Default
-	// DefaultTakeInterval(LeaseDuration): LeaseDuration/3, the renew
-	// period, where KCL scans every 2*LeaseDuration. A dead worker's leases are taken at the first
-	// take cycle at least LeaseDuration after this worker saw its last beat
-	// (or renewal): more than LeaseDuration and at most
+	// worker's leases call for it, or always with RenewEveryLease, to take
+	// unowned and expired leases and steal towards balance; the first take
+	// cycle runs at start. Default LeaseDuration/3 (rounded up to the
+	// nanosecond), the renew period, where KCL scans every
+	// 2*LeaseDuration. A dead worker's leases are taken at the first take
+	// cycle at least LeaseDuration after this worker saw its last beat (or
+	// renewal): more than LeaseDuration and at most
 	// ceil(LeaseDuration/TakeInterval)*TakeInterval + TakeInterval after
 	// that beat (plus a scan's and a write's latency), which is
 	// LeaseDuration + TakeInterval when TakeInterval divides LeaseDuration,
@@ -160,12 +134,11 @@ type Config struct {
 	// 2*TakeInterval.
 	TakeInterval time.Duration
 	// MaxStealsPerCycle bounds the leases stolen from busier workers in one
-	// take cycle. Default DefaultMaxStealsPerCycle (0): no bound, a take
-	// cycle steals what balance calls for, spread over the busiest
-	// workers and leaving none with fewer leases than this worker, so a
-	// worker that joins is balanced within two take cycles (the KCL steals
-	// one per cycle, its maxLeasesToStealAtOneTime); negative disables
-	// stealing.
+	// take cycle. Default 0: no bound, a take cycle steals what balance
+	// calls for, spread over the busiest workers and leaving none with
+	// fewer leases than this worker, so a worker that joins is balanced
+	// within two take cycles (the KCL steals one per cycle, its
+	// maxLeasesToStealAtOneTime); negative disables stealing.
 	MaxStealsPerCycle int
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
@@ -182,94 +155,28 @@ type Config struct {
 	// answers in milliseconds, and a renewal (every LeaseDuration/3 by
 	// default) that timed out is tried again before its lease expires.
 	AttemptTimeout time.Duration
+	// CheckpointInterval is how often every held shard's checkpoint is
+	// committed when it moved (never the same number twice; no new data is
+	// no problem). A checkpoint is one DynamoDB write per shard, so under
+	// load it is most of the lease table's cost: one a minute is about 60
+	// writes per shard-hour, one a second 3,600. What it bounds is the
+	// duplicates when a shard changes owner without a graceful Stop (a
+	// crash without a recovery log, a take-over, a steal): the new owner
+	// reads after the checkpoint, so the records of at most one interval
+	// are delivered again. A graceful Stop and a shard's end always
+	// checkpoint last. Default 1m, as the Kinesis Client Library's sample
+	// applications checkpoint, or the pipeline's batch interval if longer.
+	CheckpointInterval time.Duration
 }
 
-// WithDefaults returns c with the defaults of its zero fields applied
-// (TableName and DynamoDB excepted: they have no default here).
-func (c Config) WithDefaults() Config {
-	if c.WorkerID == "" {
-		c.WorkerID = NewWorkerID()
-	}
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
-	if c.RenewInterval == 0 && c.LeaseDuration > 0 {
-		c.RenewInterval = c.LeaseDuration / 3
-	}
-	if c.TakeInterval == 0 && c.LeaseDuration > 0 {
-		c.TakeInterval = DefaultTakeInterval(c.LeaseDuration)
-	}
-	c.MaxStealsPerCycle = cmp.Or(c.MaxStealsPerCycle, DefaultMaxStealsPerCycle)
-	if c.AttemptTimeout == 0 && c.LeaseDuration > 0 {
-		c.AttemptTimeout = c.LeaseDuration / 5
-	}
-	c.ScanInterval = cmp.Or(c.ScanInterval, DefaultScanInterval)
-	return c
-}
-
-// Problems returns every problem of c (after WithDefaults), each naming the
-// field and the fix; the table name and client are not checked (see
-// CoordinatorConfig).
-func (c Config) Problems() []error {
-	var problems []error
-	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
-	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
-		problems = append(problems, err)
-	}
-	if err := durable.CheckPerm("StatePerm", c.StatePerm); err != nil {
-		problems = append(problems, err)
-	}
-	if strings.TrimSpace(c.WorkerID) == "" {
-		add("WorkerID %q: must name this worker (leave it empty for host:pid:random)", c.WorkerID)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-		def  string
-	}{
-		{"LeaseDuration", c.LeaseDuration, DefaultLeaseDuration.String()},
-		{"RenewInterval", c.RenewInterval, "LeaseDuration/3"},
-		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
-		{"AttemptTimeout", c.AttemptTimeout, "LeaseDuration/5"},
-		{"ScanInterval", c.ScanInterval, DefaultScanInterval.String()},
-	} {
-		if d.v < 0 {
-			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
-		}
-	}
-	if c.LeaseDuration > 0 && c.RenewInterval >= c.LeaseDuration {
-		add("RenewInterval %v: must be shorter than LeaseDuration %v, or the lease expires between two renewals (LeaseDuration/3 is usual)",
-			c.RenewInterval, c.LeaseDuration)
-	}
-	if c.LeaseDuration > 0 && c.AttemptTimeout >= c.LeaseDuration {
-		add("AttemptTimeout %v: must be shorter than LeaseDuration %v, or a renewal could outlast its lease (LeaseDuration/5 is usual)",
-			c.AttemptTimeout, c.LeaseDuration)
-	}
-	if c.MaxLeases < 0 {
-		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)
-	}
-	return problems
-}
-
-// Client returns DynamoDB, or a client built from AWS and Endpoint when it
-// is nil.
-func (c Config) Client(ctx context.Context) (DynamoDBAPI, error) {
-	if c.DynamoDB != nil {
-		return c.DynamoDB, nil
-	}
-	db, err := awsconf.DynamoDB(ctx, c.AWS, c.Endpoint, "the lease table (set DynamoDB or AWS to avoid it)")
-	if err != nil {
-		return nil, fmt.Errorf("leasetable: %w", err)
-	}
-	return db, nil
-}
-
-// NewWorkerID returns a fresh worker ID: host name, pid and 8 random hex
-// digits ("host:4242:1f2e3d4c").
-func NewWorkerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "worker"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:])
+// DynamoDBAPI is the part of *dynamodb.Client the lease table uses
+// (Config.DynamoDB). A program may wrap a client, to count or hold calls.
+type DynamoDBAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }

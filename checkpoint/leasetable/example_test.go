@@ -1,53 +1,35 @@
 package leasetable_test
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/source/kinesis"
 )
 
-// The Kinesis receiver wires a Coordinator and a Checkpointer itself when
-// its Config.Leases is set. By hand, a worker runs one of each: the
-// Coordinator is the Checkpointer's Committer, Latest returns the sequence
-// numbers safe to checkpoint (records of completed batches only: guarantee
-// G4), and a reader delivers only while Holds(shard) is true.
-func ExampleCoordinator() {
-	ctx := context.Background()
-	var (
-		ddb             leasetable.DynamoDBAPI                   // usually a *dynamodb.Client
-		latestCompleted func(shard string) (seq string, ok bool) // the receiver's completed positions
-	)
-	cp, err := checkpoint.New(checkpoint.Config{Interval: time.Second, Latest: latestCompleted})
-	if err != nil {
-		return
-	}
-	var coord *leasetable.Coordinator
-	coord, err = leasetable.NewCoordinator(leasetable.CoordinatorConfig{
-		Config: leasetable.Config{TableName: "wordcount", DynamoDB: ddb},
-		OnAcquired: func(l leasetable.Lease) {
-			// Start reading l.Shard after l.Checkpoint (a sequence number;
-			// at it when !l.WrittenByWeir(): a KCL application wrote it),
-			// or at the initial position it names. Then:
-			_ = cp.Register(l.Shard, coord, l.Checkpoint)
-		},
-		OnLost: func(shard string) {
-			// Stop reading shard at once, then drop it without a final
-			// checkpoint:
-			_ = cp.Remove(ctx, shard, nil)
-		},
-	})
-	if err != nil {
-		return
-	}
-	go func() { _ = coord.Run(ctx) }()
-	go func() { _ = cp.Run(ctx) }()
+// Every worker of an application runs a Kinesis receiver with the same
+// lease settings: they share the stream's shards through the lease table
+// (named after App unless TableName says otherwise) and checkpoint every
+// CheckpointInterval. StateDir lets a worker restarted after a crash take
+// its predecessor's leases back at once. Bad settings are refused by
+// kinesis.New, naming each field.
+func ExampleConfig() {
+	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &leasetable.Config{
+		WorkerID:           "host-a",
+		StateDir:           "/var/lib/wordcount/leases",
+		CheckpointInterval: 30 * time.Second,
+	}})
+	fmt.Println(r.WorkerID(), err)
 
-	// A shard read to its end, all its blocks completed:
-	_ = cp.MarkShardEnd(ctx, "shardId-000000000000", coord)
-
-	// Clean shutdown: stop the readers, then
-	_ = cp.Close(ctx)    // the last checkpoint of every shard
-	_ = coord.Drain(ctx) // hand the leases back at once
+	_, err = kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &leasetable.Config{
+		LeaseDuration: time.Second, AttemptTimeout: 2 * time.Second,
+	}})
+	fmt.Println(errors.Is(err, kinesis.ErrInvalidConfig))
+	fmt.Println(err)
+	// Output:
+	// host-a <nil>
+	// true
+	// kinesis: invalid config: Leases.AttemptTimeout 2s: must be shorter than LeaseDuration 1s, or a renewal could outlast its lease (LeaseDuration/5 is usual)
 }

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/localaws"
@@ -34,6 +33,9 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 	fmt.Fprintf(out, "stream %s (%d shards) at %s\n", name, o.shards, env.KinesisEndpoint)
 
 	awsCfg := env.AWSConfig()
+	// Leases and checkpoints in the local DynamoDB, in a table named after
+	// the application, as on AWS; the status page lists the same table.
+	leases := &leasetable.Config{TableName: o.app, AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint}
 	src, err := kinesis.New(kinesis.Config{
 		Stream:          name,
 		App:             o.app,
@@ -42,18 +44,12 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 		Endpoint:        env.KinesisEndpoint,
 		PollInterval:    100 * time.Millisecond,
 		Logger:          logger,
-		// Leases and checkpoints in the local DynamoDB, in a table named
-		// after the application, as on AWS.
-		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
+		Leases:          leases,
 	})
 	if err != nil {
 		return err
 	}
-	table, err := leaseTable(o, leasetable.TableConfig{Name: o.app, Client: env.DynamoDB()})
-	if err != nil {
-		return err
-	}
-	mon, err := startMonitor(ctx, o, logger, out, table, src)
+	mon, err := startMonitor(ctx, o, logger, out, leases, src)
 	if err != nil {
 		return err
 	}
@@ -137,24 +133,18 @@ func runKinesis(ctx context.Context, o options, logger *slog.Logger, out io.Writ
 		Logger:          logger,
 	}
 	if o.leases {
-		cfg.Leases = &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: o.dynamoEndpoint}}
+		// StateDir in the recovery log's directory: restarted with the same
+		// -state after a crash, this worker takes its predecessor's leases
+		// back at once instead of waiting a lease duration for them to
+		// expire.
+		cfg.Leases = &leasetable.Config{TableName: o.app, AWS: &awsCfg, Endpoint: o.dynamoEndpoint,
+			StateDir: filepath.Join(o.state, "kinesis-leases")}
 	}
 	src, err := kinesis.New(cfg)
 	if err != nil {
 		return err
 	}
-	var table *leasetable.Table
-	if o.leases && o.monitor.addr != "" {
-		ddb := dynamodb.NewFromConfig(awsCfg, func(opts *dynamodb.Options) {
-			if o.dynamoEndpoint != "" {
-				opts.BaseEndpoint = aws.String(o.dynamoEndpoint)
-			}
-		})
-		if table, err = leaseTable(o, leasetable.TableConfig{Name: o.app, Client: ddb}); err != nil {
-			return err
-		}
-	}
-	mon, err := startMonitor(ctx, o, logger, out, table, src)
+	mon, err := startMonitor(ctx, o, logger, out, cfg.Leases, src)
 	if err != nil {
 		return err
 	}

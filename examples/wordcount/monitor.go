@@ -94,9 +94,9 @@ type monitor struct {
 
 // startMonitor starts serving the status page and /metrics on o.monitor.addr,
 // with the numbers of the pipeline the Collector it returns listens to
-// (monitor.listeners), of receivers and, if table is not nil, of the lease
-// table. It returns nil, nil without -http. Call stop when done.
-func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Writer, table *leasetable.Table, receivers ...*kinesis.Receiver) (*monitor, error) {
+// (monitor.listeners), of receivers and, if leases is not nil, of the lease
+// table it names. It returns nil, nil without -http. Call stop when done.
+func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Writer, leases *leasetable.Config, receivers ...*kinesis.Receiver) (*monitor, error) {
 	if o.monitor.addr == "" {
 		return nil, nil
 	}
@@ -107,8 +107,12 @@ func startMonitor(ctx context.Context, o options, logger *slog.Logger, out io.Wr
 	for _, r := range receivers {
 		cfg.Receivers = append(cfg.Receivers, kinesismetrics.Receiver(r))
 	}
-	if table != nil {
-		cfg.Leases = kinesismetrics.Leases(table)
+	if leases != nil {
+		l, err := kinesismetrics.Leases(ctx, *leases)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Leases = l
 	}
 	if cfg.BatchInterval <= 0 {
 		cfg.BatchInterval = stream.DefaultBatchInterval
@@ -172,13 +176,4 @@ func (m *monitor) stop() {
 	}
 	m.cancel()
 	m.wg.Wait()
-}
-
-// leaseTable returns the lease table the status page lists, nil without
-// -http.
-func leaseTable(o options, cfg leasetable.TableConfig) (*leasetable.Table, error) {
-	if o.monitor.addr == "" {
-		return nil, nil
-	}
-	return leasetable.NewTable(cfg)
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // The lease balance measurement: a stream of balanceShards shards, one
@@ -31,7 +31,7 @@ var balanceTuning = childTuning{poll: 200 * time.Millisecond, checkpoint: time.S
 // out of the default run): one worker takes every lease of a 64-shard
 // stream, two more start, and the test reports the time until each of the
 // three holds 21 or 22 leases, in seconds and in take cycles
-// (leasetable.DefaultTakeInterval of the lease duration), and the
+// (lease.DefaultTakeInterval of the lease duration), and the
 // duplicates the moves delivered (every record counted across the three
 // outputs), while records keep arriving. It checks that no record is lost
 // (G1) and no checkpoint passed the completed records (G4); the time is a
@@ -82,7 +82,7 @@ func TestLeaseBalance(t *testing.T) {
 		m.checkJournal()
 	}
 	first.checkLeases(maxSeq)
-	cycle := leasetable.DefaultTakeInterval(leaseDuration)
+	cycle := lease.DefaultTakeInterval(leaseDuration)
 	report(t, fmt.Sprintf("balance: %d shards: one worker held every lease after %v; %d more balanced them (%d to %d each) in %v, %.1f take cycles of %v; %v",
 		balanceShards, alone.Round(time.Millisecond), balanceJoin, lo, hi, took.Round(time.Millisecond), float64(took)/float64(cycle), cycle, f))
 }

@@ -84,7 +84,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		PollInterval:    tn.poll,
 		AttemptTimeout:  tn.attempt,
 		Logger:          cfg.logger,
-		Leases:          &kinesis.LeaseConfig{Config: leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: tn.worker, LeaseDuration: leaseDuration}, CheckpointInterval: tn.checkpoint},
+		Leases:          &leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: tn.worker, LeaseDuration: leaseDuration, CheckpointInterval: tn.checkpoint},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
@@ -221,7 +221,7 @@ func (h *harness) checkLeases(maxSeq map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(leases, func(a, b leasetable.Lease) int { return strings.Compare(a.Shard, b.Shard) })
+	slices.SortFunc(leases, func(a, b lease.Lease) int { return strings.Compare(a.Shard, b.Shard) })
 	for _, l := range leases {
 		want, ok := maxSeq[l.Shard]
 		if ok && (l.Checkpoint != want || l.Owner != "") {
@@ -234,8 +234,8 @@ func (h *harness) checkLeases(maxSeq map[string]string) {
 }
 
 // leases returns the lease table's leases.
-func (h *harness) leases() ([]leasetable.Lease, error) {
-	table, err := leasetable.NewTable(leasetable.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
+func (h *harness) leases() ([]lease.Lease, error) {
+	table, err := lease.NewTable(lease.TableConfig{Name: h.table, Client: h.env.DynamoDB()})
 	if err != nil {
 		return nil, err
 	}

@@ -320,9 +320,8 @@ func TestLeasesPolicy(t *testing.T) {
 	env := servers.Env(t)
 	rec := newRecorder(env.AWSConfig().HTTPClient)
 	runReceiver(t, env, rec, func(c *kinesis.Config) {
-		c.Leases = &kinesis.LeaseConfig{Config: leasetable.Config{
-			TableName: localaws.UniqueName(t), Endpoint: env.DynamoDBEndpoint, LeaseDuration: 3 * time.Second,
-		}, CheckpointInterval: 20 * time.Millisecond}
+		c.Leases = &leasetable.Config{
+			TableName: localaws.UniqueName(t), Endpoint: env.DynamoDBEndpoint, LeaseDuration: 3 * time.Second, CheckpointInterval: 20 * time.Millisecond}
 	})
 	called := rec.called()
 	check(t, "kinesis-polling.json", "kinesis", called)

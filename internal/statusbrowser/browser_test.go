@@ -127,18 +127,18 @@ func TestStatusPageInBrowser(t *testing.T) {
 		Stream: name, App: name, InitialPosition: kinesis.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond,
 		RecordsPerRead: 40,
-		Leases:         &kinesis.LeaseConfig{Config: leasetable.Config{Endpoint: env.DynamoDBEndpoint}},
+		Leases:         &leasetable.Config{Endpoint: env.DynamoDBEndpoint},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := leasetable.NewTable(leasetable.TableConfig{Name: name, Client: env.DynamoDB()})
+	leases, err := kinesismetrics.Leases(t.Context(), leasetable.Config{TableName: name, DynamoDB: env.DynamoDB()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const batchInterval = 200 * time.Millisecond
 	collector, err := metrics.New(metrics.Config{
-		BatchInterval: batchInterval, Receivers: []metrics.Receiver{kinesismetrics.Receiver(src)}, Leases: kinesismetrics.Leases(table),
+		BatchInterval: batchInterval, Receivers: []metrics.Receiver{kinesismetrics.Receiver(src)}, Leases: leases,
 		SampleInterval: batchInterval, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

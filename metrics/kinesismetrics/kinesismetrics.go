@@ -2,15 +2,17 @@
 // table to package metrics, whose Collector depends on neither: metrics
 // defines what it reads, and this package, which imports both sides, reads
 // it. Pass kinesismetrics.Receiver(r) in metrics.Config.Receivers and
-// kinesismetrics.Leases(table) as metrics.Config.Leases.
+// kinesismetrics.Leases(ctx, leaseConfig) as metrics.Config.Leases.
 package kinesismetrics
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/metrics"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -99,14 +101,26 @@ func retries(m map[kinesis.RetryCause]int64) map[string]int64 {
 // msToDuration returns ms milliseconds as a Duration.
 func msToDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-// Leases returns t as a metrics.LeaseLister.
-func Leases(t *leasetable.Table) metrics.LeaseLister { return leases{t} }
+// Leases returns a metrics.LeaseLister of the lease table cfg names: the
+// same leasetable.Config as the receivers' Config.Leases, with TableName
+// set (the receiver's default, its App, is not known here) and, for the
+// default client, AWS (the receiver's Config.AWS is not known here
+// either). Only the table and client settings are used. It returns an error
+// wrapping leasetable.ErrInvalidConfig for a bad name or endpoint, or one
+// loading the default AWS configuration; it makes no call to the table.
+func Leases(ctx context.Context, cfg leasetable.Config) (metrics.LeaseLister, error) {
+	t, err := lease.OpenTable(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kinesismetrics: %w", err)
+	}
+	return leases{t}, nil
+}
 
-type leases struct{ t *leasetable.Table }
+type leases struct{ t *lease.Table }
 
-// List lists the table's leases in metrics' type. Like
-// leasetable.Table.List, it returns the leases it could read together with
-// an error naming the items it could not.
+// List lists the table's leases in metrics' type. It returns the leases it
+// could read together with an error naming the items it could not (each a
+// *leasetable.BadItemError).
 func (a leases) List(ctx context.Context) ([]metrics.Lease, error) {
 	ls, err := a.t.List(ctx)
 	out := make([]metrics.Lease, len(ls))
@@ -119,7 +133,7 @@ func (a leases) List(ctx context.Context) ([]metrics.Lease, error) {
 	return out, err
 }
 
-// defaultIDSuffix matches what leasetable.NewWorkerID appends to the host
+// defaultIDSuffix matches what the default leasetable.Config.WorkerID appends to the host
 // name: the process ID and 8 random hex digits, new at every start.
 var defaultIDSuffix = regexp.MustCompile(`:[0-9]+:[0-9a-f]{8}$`)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -26,7 +27,7 @@ func TestStableWorker(t *testing.T) {
 		host = "worker"
 	}
 	for _, tc := range []struct{ owner, want string }{
-		{leasetable.NewWorkerID(), host},
+		{lease.NewWorkerID(), host},
 		{"orders-1", "orders-1"},
 		{"host:8080", "host:8080"},
 		{"", ""},
@@ -57,10 +58,7 @@ func TestAdapters(t *testing.T) {
 	src, err := kinesis.New(kinesis.Config{
 		Stream: name, App: name, InitialPosition: kinesis.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond,
-		Leases: &kinesis.LeaseConfig{
-			Config:             leasetable.Config{Endpoint: env.DynamoDBEndpoint},
-			CheckpointInterval: time.Hour,
-		},
+		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, CheckpointInterval: time.Hour},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -112,11 +110,11 @@ func TestAdapters(t *testing.T) {
 			t.Errorf("Retries lacks cause %q (has %v)", c, n)
 		}
 	}
-	table, err := leasetable.NewTable(leasetable.TableConfig{Name: name, Client: env.DynamoDB()})
+	lister, err := Leases(ctx, leasetable.Config{TableName: name, DynamoDB: env.DynamoDB()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := Leases(table).List(ctx)
+	leases, err := lister.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

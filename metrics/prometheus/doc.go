@@ -13,7 +13,7 @@
 // given), the same after a restart; shard the shard ID; cause a
 // kinesis.RetryCause; how the way a lease was acquired; worker a lease
 // owner's ID without the process ID and random suffix of a default one
-// (leasetable.NewWorkerID), so that a restart keeps its series.
+// (leasetable.Config.WorkerID), so that a restart keeps its series.
 //
 // Histogram buckets: the batch delays from 10ms to 500s (1, 2.5, 5 in each
 // decade), GetRecords latency from 5ms to 10s.

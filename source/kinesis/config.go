@@ -11,7 +11,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it cannot
@@ -155,9 +157,10 @@ type Config struct {
 	Assigner Assigner
 	// Leases, when set, shares the stream's shards among every worker
 	// using the same lease table and checkpoints each shard to it on an
-	// interval (see LeaseConfig). Default: nil, this receiver reads every
+	// interval (see leasetable.Config: its TableName defaults to App, its
+	// AWS to this Config's AWS). Default: nil, this receiver reads every
 	// shard and checkpoints nothing.
-	Leases *LeaseConfig
+	Leases *leasetable.Config
 	// FanOut, when set, reads every shard with enhanced fan-out
 	// (SubscribeToShard through a registered stream consumer) instead of
 	// polling it with GetRecords (see FanOutConfig). Default: nil, polling.
@@ -296,7 +299,7 @@ func (c Config) withDefaults() Config {
 		c.OnRangeUnavailable = FailRange
 	}
 	if c.Leases != nil {
-		l := c.Leases.withDefaults() // a copy: the caller's is left alone
+		l := lease.WithDefaults(*c.Leases) // a copy: the caller's is left alone
 		c.Leases = &l
 	}
 	if c.FanOut != nil {
@@ -365,7 +368,7 @@ func (c Config) validate() error {
 		add("OnRangeUnavailable %q: must be %q or %q", c.OnRangeUnavailable, FailRange, SkipRange)
 	}
 	if c.Leases != nil {
-		problems = append(problems, c.Leases.problems(c)...)
+		problems = append(problems, leaseProblems(*c.Leases, c)...)
 	}
 	if c.FanOut != nil {
 		problems = append(problems, c.FanOut.problems(c)...)

@@ -8,10 +8,11 @@
 //
 //   - [New] and [Config]: the stream, the application name, and how to read
 //     (polling with GetRecords, or enhanced fan-out with [FanOutConfig]).
-//   - [LeaseConfig] (Config.Leases): share the stream among several workers
-//     through a DynamoDB lease table in the Kinesis Client Library's layout,
-//     and checkpoint each shard to it (package checkpoint/leasetable). A
-//     KCL application's table is taken over as it is.
+//   - Config.Leases (a leasetable.Config): share the stream among several
+//     workers through a DynamoDB lease table in the Kinesis Client
+//     Library's layout, and checkpoint each shard to it (package
+//     checkpoint/leasetable). A KCL application's table is taken over as
+//     it is.
 //   - [Record]: one user record, KPL aggregates de-aggregated.
 //
 // Guarantees: a shard is read in order, a child shard only after its

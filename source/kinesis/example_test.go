@@ -44,11 +44,11 @@ func ExampleAssignerFunc() {
 // with the same table and reads the shards it holds leases on, and
 // checkpoints them every second (by default, every batch interval). Bad lease settings are refused by New,
 // with every other problem.
-func ExampleLeaseConfig() {
-	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &kinesis.LeaseConfig{Config: leasetable.Config{LeaseDuration: time.Second, RenewInterval: 2 * time.Second}, CheckpointInterval: -time.Second}})
+func Example_leases() {
+	_, err := kinesis.New(kinesis.Config{Stream: "words", App: "word count", Leases: &leasetable.Config{LeaseDuration: time.Second, RenewInterval: 2 * time.Second, CheckpointInterval: -time.Second}})
 	fmt.Println(err)
 
-	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &kinesis.LeaseConfig{Config: leasetable.Config{WorkerID: "host-a"}, CheckpointInterval: time.Second}})
+	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Leases: &leasetable.Config{WorkerID: "host-a", CheckpointInterval: time.Second}})
 	fmt.Println(r.WorkerID(), err)
 	// Output:
 	// kinesis: invalid config: Leases.TableName is empty, so it defaults to App "word count", which is not a valid table name (table name "word count": byte 4 (' ') not allowed, use only a-z A-Z 0-9 _ . -): set Leases.TableName

@@ -25,6 +25,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis/internal/kpl"
@@ -386,7 +387,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		m.put(t, stream, data[:200])
 		leased := func(worker string) Config {
 			cfg := m.config(stream, m.newSpy(0))
-			cfg.Leases = &LeaseConfig{Config: leasetable.Config{TableName: table, DynamoDB: ddb, WorkerID: worker, LeaseDuration: 2 * time.Second}, CheckpointInterval: 100 * time.Millisecond}
+			cfg.Leases = &leasetable.Config{TableName: table, DynamoDB: ddb, WorkerID: worker, LeaseDuration: 2 * time.Second, CheckpointInterval: 100 * time.Millisecond}
 			return cfg
 		}
 
@@ -401,7 +402,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		for _, r := range run.c.records() {
 			last[r.ShardID] = batch.MaxSeq(last[r.ShardID], r.SequenceNumber)
 		}
-		tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: table, Client: ddb})
+		tbl, err := lease.NewTable(lease.TableConfig{Name: table, Client: ddb})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,11 +7,11 @@ import (
 	"maps"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/internal/checkpointer"
 )
 
 // A lease another worker asks for (a steal towards balance) is handed off
-// gracefully (leasetable.CoordinatorConfig.OnHandoff): the shard's reader
+// gracefully (lease.CoordinatorConfig.OnHandoff): the shard's reader
 // stops at once, the records it stored complete, the last checkpoint
 // covers them and the lease is handed off, so the new owner reads after it
 // and delivers nothing twice. The records not completed within half a
@@ -54,7 +54,7 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if !lr.allAddedCompleted(shard) {
 			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
 		}
-		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) && ctx.Err() == nil {
+		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) && ctx.Err() == nil {
 			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
 		}
 		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {

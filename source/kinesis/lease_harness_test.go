@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -224,7 +225,7 @@ func (f *fleet) config(id string, leaseDuration time.Duration, ddb *ddbSpy, kc *
 		Stream: f.stream, App: "leasetest", InitialPosition: kinesis.TrimHorizon, Client: kc,
 		PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond,
 		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, Logger: testLogger(),
-		Leases: &kinesis.LeaseConfig{Config: leasetable.Config{TableName: f.table, DynamoDB: ddb, WorkerID: id, LeaseDuration: leaseDuration}, CheckpointInterval: 100 * time.Millisecond},
+		Leases: &leasetable.Config{TableName: f.table, DynamoDB: ddb, WorkerID: id, LeaseDuration: leaseDuration, CheckpointInterval: 100 * time.Millisecond},
 	}
 }
 
@@ -432,7 +433,7 @@ func (f *fleet) allDelivered(want [][]byte) func() bool {
 }
 
 // leases reads the lease table (its readable leases).
-func (f *fleet) leases() map[string]leasetable.Lease {
+func (f *fleet) leases() map[string]lease.Lease {
 	f.t.Helper()
 	out, err := f.tryLeases()
 	if err != nil {
@@ -443,8 +444,8 @@ func (f *fleet) leases() map[string]leasetable.Lease {
 
 // tryLeases reads the lease table (its readable leases), which may not
 // exist yet.
-func (f *fleet) tryLeases() (map[string]leasetable.Lease, error) {
-	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
+func (f *fleet) tryLeases() (map[string]lease.Lease, error) {
+	tbl, err := lease.NewTable(lease.TableConfig{Name: f.table, Client: f.env.DynamoDB()})
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +453,7 @@ func (f *fleet) tryLeases() (map[string]leasetable.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]leasetable.Lease, len(ls))
+	out := make(map[string]lease.Lease, len(ls))
 	for _, l := range ls {
 		out[l.Shard] = l
 	}

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
-
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/source"
 )
 
@@ -28,9 +27,9 @@ import (
 // the only one that starts and stops readers.
 type leaseRun struct {
 	rn     *run
-	cfg    LeaseConfig
-	coord  *leasetable.Coordinator
-	cp     *checkpoint.Checkpointer
+	cfg    leasetable.Config
+	coord  *lease.Coordinator
+	cp     *checkpointer.Checkpointer
 	report func(error)
 	log    *slog.Logger
 
@@ -46,7 +45,7 @@ type leaseRun struct {
 
 // leaseEvent is one queued event; exactly one of its fields is set.
 type leaseEvent struct {
-	acquired *leasetable.Lease
+	acquired *lease.Lease
 	lost     string
 	handoff  string
 	drained  *drainEvent
@@ -56,7 +55,7 @@ type leaseEvent struct {
 // refusal is a shard whose reader could not start at its lease's
 // checkpoint.
 type refusal struct {
-	lease leasetable.Lease
+	lease lease.Lease
 	err   error
 }
 
@@ -64,36 +63,33 @@ type refusal struct {
 // and the Coordinator; it makes no call.
 func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leaseRun, error) {
 	cfg := *rn.cfg.Leases
-	cfg.CheckpointInterval = cfg.checkpointInterval(rt.BatchInterval)
-	if cfg.StateDir == "" && rt.StateDir != "" {
-		cfg.StateDir = filepath.Join(rt.StateDir, "kinesis-leases")
+	cfg.CheckpointInterval = checkpointInterval(cfg, rt.BatchInterval)
+	cfg.TableName = leaseTable(cfg, rn.cfg.App)
+	if cfg.AWS == nil {
+		cfg.AWS = rn.cfg.AWS
 	}
+	db, err := lease.Client(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: %w", err)
+	}
+	cfg.DynamoDB = db
 	lr := &leaseRun{
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
 		handing: make(map[string]time.Time),
 	}
-	if cfg.AWS == nil {
-		cfg.AWS = rn.cfg.AWS
-	}
-	db, err := cfg.Client(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("kinesis: %w", err)
-	}
-	lcfg := cfg.Config
-	lcfg.TableName, lcfg.DynamoDB = cfg.table(rn.cfg.App), db
-	lr.cp, err = checkpoint.New(checkpoint.Config{
+	lr.cp, err = checkpointer.New(checkpointer.Config{
 		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: checkpointer: %w", err)
 	}
-	lr.coord, err = leasetable.NewCoordinator(leasetable.CoordinatorConfig{
-		Config:     lcfg,
+	lr.coord, err = lease.NewCoordinator(lease.CoordinatorConfig{
+		Config:     cfg,
 		ListShards: lr.listShards, ShardSyncInterval: rn.cfg.ShardSyncInterval,
 		InitialPosition: string(rn.cfg.InitialPosition),
-		OnAcquired:      func(l leasetable.Lease) { lr.queue(leaseEvent{acquired: &l}) },
+		OnAcquired:      func(l lease.Lease) { lr.queue(leaseEvent{acquired: &l}) },
 		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
 		OnHandoff:       func(shard string) { lr.queue(leaseEvent{handoff: shard}) },
 		OnBadItem:       func(b *leasetable.BadItemError) { lr.report(fmt.Errorf("kinesis: %w", b)) },
@@ -106,14 +102,14 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 }
 
 // listShards is the Coordinator's shard list.
-func (lr *leaseRun) listShards(ctx context.Context) ([]leasetable.ShardInfo, error) {
+func (lr *leaseRun) listShards(ctx context.Context) ([]lease.ShardInfo, error) {
 	shards, err := lr.rn.listShards(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]leasetable.ShardInfo, len(shards))
+	out := make([]lease.ShardInfo, len(shards))
 	for i, s := range shards {
-		out[i] = leasetable.ShardInfo{ID: s.ID, ParentIDs: s.Parents(), StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
+		out[i] = lease.ShardInfo{ID: s.ID, ParentIDs: s.Parents(), StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 	}
 	return out, nil
 }
@@ -171,7 +167,7 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 	wg.Wait()
 	select {
 	case cerr := <-coordErr:
-		return fmt.Errorf("kinesis: lease table %s: %w", lr.cfg.table(lr.rn.cfg.App), cerr)
+		return fmt.Errorf("kinesis: lease table %s: %w", lr.cfg.TableName, cerr)
 	default:
 	}
 	return err
@@ -240,8 +236,8 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 
 // acquire starts reading a shard whose lease this worker took, and
 // registers it with the Checkpointer.
-func (lr *leaseRun) acquire(ctx context.Context, c *Control, l leasetable.Lease) {
-	if l.Checkpoint == checkpoint.ShardEnd {
+func (lr *leaseRun) acquire(ctx context.Context, c *Control, l lease.Lease) {
+	if l.Checkpoint == checkpointer.ShardEnd {
 		return // finished: nothing left to read
 	}
 	log := lr.log.With("shard", l.Shard)
@@ -293,17 +289,17 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 
 // position is where the reader of a newly leased shard starts: after its
 // checkpoint, or at the position the checkpoint names (LATEST as the
-// lease's first take pinned it, leasetable.Lease.LatestAt), but never before
+// lease's first take pinned it, lease.Lease.LatestAt), but never before
 // what the driver's recovery log already holds (Runtime.ResumeAfter) or
 // this receiver saw completed (see run.doneUpTo).
 //
-// A checkpoint weir wrote (leasetable.Lease.WrittenByWeir) covers whole
+// A checkpoint weir wrote (lease.Lease.WrittenByWeir) covers whole
 // Kinesis records: the reader starts after it. One a KCL application wrote
 // covers the user records up to (seq, subSeq), maybe not the rest of a KPL
 // aggregate at seq: the reader starts at seq and leaves out the user
 // records up to subSeq, as the KCL does (Position.AtCheckpoint); a plain
 // record at seq, sub-sequence 0, is not delivered again.
-func (lr *leaseRun) position(l leasetable.Lease) Position {
+func (lr *leaseRun) position(l lease.Lease) Position {
 	cfg := lr.rn.cfg
 	var pos Position
 	switch {
@@ -311,17 +307,17 @@ func (lr *leaseRun) position(l leasetable.Lease) Position {
 		pos = Position{After: l.Checkpoint}
 	case isSeq(l.Checkpoint):
 		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
-	case l.Checkpoint == checkpoint.TrimHorizon:
+	case l.Checkpoint == checkpointer.TrimHorizon:
 		pos = Position{Initial: TrimHorizon}
-	case l.Checkpoint == checkpoint.LatestPosition && !l.LatestAt.IsZero():
+	case l.Checkpoint == checkpointer.LatestPosition && !l.LatestAt.IsZero():
 		// LATEST as its first take resolved it: whoever took it first may
 		// have read and died before its first checkpoint.
 		pos = Position{Initial: AtTimestamp, Timestamp: l.LatestAt}
-	case l.Checkpoint == checkpoint.LatestPosition:
+	case l.Checkpoint == checkpointer.LatestPosition:
 		pos = Position{Initial: Latest}
-	case l.Checkpoint == checkpoint.AtTimestamp && !cfg.AtTimestamp.IsZero():
+	case l.Checkpoint == checkpointer.AtTimestamp && !cfg.AtTimestamp.IsZero():
 		pos = Position{Initial: AtTimestamp, Timestamp: cfg.AtTimestamp}
-	case l.Checkpoint == checkpoint.AtTimestamp:
+	case l.Checkpoint == checkpointer.AtTimestamp:
 		lr.log.Warn("kinesis: lease checkpoint is AT_TIMESTAMP but Config.AtTimestamp is zero; reading from TRIM_HORIZON", "shard", l.Shard)
 		pos = Position{Initial: TrimHorizon}
 	default:
@@ -370,7 +366,7 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 	}
 	for _, shard := range ready {
 		err := lr.cp.MarkShardEnd(ctx, shard, lr.coord)
-		if err != nil && !errors.Is(err, checkpoint.ErrLeaseLost) {
+		if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
 			if ctx.Err() == nil {
 				lr.report(fmt.Errorf("kinesis: marking shard %s SHARD_END: %w", shard, err))
 			}
@@ -469,7 +465,7 @@ func (lr *leaseRun) completed(shard string) bool {
 // from the checkpoint (see run.notInStream): the fix is the log's, no
 // shard can be read until it is made, and refusing the shards one by one
 // would leave the pipeline cutting empty batches for ever.
-func (lr *leaseRun) readerFailed(l leasetable.Lease, pos Position, err error) error {
+func (lr *leaseRun) readerFailed(l lease.Lease, pos Position, err error) error {
 	var invalid *types.InvalidArgumentException
 	if !errors.As(err, &invalid) || pos.After == "" && pos.At == "" || errors.Is(err, errNotInStream) {
 		return err
@@ -485,7 +481,7 @@ func (lr *leaseRun) refuse(ctx context.Context, r refusal) {
 	l := r.lease
 	err := fmt.Errorf("kinesis: lease table %s, item leaseKey=%q: checkpoint %s (sub-sequence %d) names no record this worker can read from, "+
 		"so the shard is not read; fix: set checkpoint to a sequence number of shard %s, or to %s to read it again from its oldest record: %w",
-		lr.cfg.table(lr.rn.cfg.App), l.Shard, l.Checkpoint, l.SubSequence, l.Shard, checkpoint.TrimHorizon, r.err)
+		lr.cfg.TableName, l.Shard, l.Checkpoint, l.SubSequence, l.Shard, checkpointer.TrimHorizon, r.err)
 	lr.report(err)
 	if rerr := lr.coord.Refuse(ctx, l.Shard, err); rerr != nil {
 		lr.log.Warn("kinesis: handing back a refused shard's lease failed; it expires", "shard", l.Shard, "err", rerr)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // TestLeasesBadItemsIsolated hand-writes lease items a worker cannot use
@@ -150,7 +150,7 @@ func TestLeasesBadItemsIsolated(t *testing.T) {
 // ensureTable creates the fleet's lease table as weir does.
 func ensureTable(t *testing.T, f *fleet) {
 	t.Helper()
-	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: f.env.DynamoDB(), PollInterval: 10 * time.Millisecond})
+	tbl, err := lease.NewTable(lease.TableConfig{Name: f.table, Client: f.env.DynamoDB(), PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

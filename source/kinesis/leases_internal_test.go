@@ -3,49 +3,49 @@ package kinesis
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/lease"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/source"
 )
 
 func TestLeasePosition(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	weir := func(seq string) leasetable.Lease { return leasetable.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
+	weir := func(seq string) lease.Lease { return lease.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
 	tests := []struct {
 		name    string
-		lease   leasetable.Lease
+		lease   lease.Lease
 		initial InitialPosition
 		resume  string // Runtime.ResumeAfter's answer; "" means none
 		want    Position
 	}{
 		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
-		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
-		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
-		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
-		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
-		{"latest pinned by a take", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"log beats a pinned latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "7", Position{After: "7"}},
-		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"no checkpoint", leasetable.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
+		{"KCL checkpoint", lease.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
+		{"KCL checkpoint after weir's", lease.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
+		{"KCL inside weir's record", lease.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"KCL inside an aggregate", lease.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
+		{"trim horizon", lease.Lease{Checkpoint: checkpointer.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
+		{"latest", lease.Lease{Checkpoint: checkpointer.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
+		{"latest pinned by a take", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "", Position{Initial: AtTimestamp, Timestamp: ts}},
+		{"log beats a pinned latest", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "7", Position{After: "7"}},
+		{"at timestamp", lease.Lease{Checkpoint: checkpointer.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
+		{"no checkpoint", lease.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
 		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},
 		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", Position{After: "100"}},
 		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
-		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
-		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
+		{"log covers the KCL record", lease.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
+		{"log covers the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
+		{"log behind the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"log beats an initial position", lease.Lease{Checkpoint: checkpointer.LatestPosition}, Latest, "7", Position{After: "7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestLeasePosition(t *testing.T) {
 // does not read this worker's recovery log (G4).
 func TestLeaseLatestIsCompleted(t *testing.T) {
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-	r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}}})
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestLeaseLatestIsCompleted(t *testing.T) {
 }
 
 func TestLeaseDefaults(t *testing.T) {
-	r, err := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second}}})
+	r, err := New(Config{Stream: "s", App: "my-app", Leases: &leasetable.Config{LeaseDuration: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,40 +111,37 @@ func TestLeaseDefaults(t *testing.T) {
 		t.Errorf("WorkerID %q, Receiver.WorkerID %q", l.WorkerID, r.WorkerID())
 	}
 	l.WorkerID = ""
-	want := LeaseConfig{Config: leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: leasetable.DefaultMaxStealsPerCycle, AttemptTimeout: 600 * time.Millisecond, ScanInterval: leasetable.DefaultScanInterval}}
+	want := leasetable.Config{LeaseDuration: 3 * time.Second, RenewInterval: time.Second, TakeInterval: time.Second, MaxStealsPerCycle: lease.DefaultMaxStealsPerCycle, AttemptTimeout: 600 * time.Millisecond, ScanInterval: lease.DefaultScanInterval}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
-	if got := l.table("my-app"); got != "my-app" {
+	if got := leaseTable(l, "my-app"); got != "my-app" {
 		t.Errorf("table name %q, want the App", got)
 	}
-	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &LeaseConfig{}})
+	other, _ := New(Config{Stream: "s", App: "my-app", Leases: &leasetable.Config{}})
 	if other.WorkerID() == r.WorkerID() {
 		t.Errorf("two receivers got the same default WorkerID %q", r.WorkerID())
 	}
 }
 
-// TestLeaseStateDirDefaultsToTheDriversDir checks that Leases.StateDir
-// defaults to a folder of the driver's directory recovery log, and that a
-// set one wins.
-func TestLeaseStateDirDefaultsToTheDriversDir(t *testing.T) {
-	for _, tc := range []struct{ set, runtime, want string }{
-		{"", "/var/lib/app/log", filepath.Join("/var/lib/app/log", "kinesis-leases")},
-		{"", "", ""},
-		{"/mine", "/var/lib/app/log", "/mine"},
-	} {
+// TestLeaseStateDirAsSet checks that Leases.StateDir is used as the user
+// set it, and that unset it stays unset (no state: a restart waits for the
+// old leases to expire), whatever recovery log the driver keeps: the state
+// directory is passed explicitly, never derived.
+func TestLeaseStateDirAsSet(t *testing.T) {
+	for _, set := range []string{"", "/var/lib/app/leases"} {
 		db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-		r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db, StateDir: tc.set}}})
+		r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, StateDir: set}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler)}
-		lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{StateDir: tc.runtime})
+		lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lr.cfg.StateDir != tc.want {
-			t.Errorf("set %q, Runtime %q: StateDir %q, want %q", tc.set, tc.runtime, lr.cfg.StateDir, tc.want)
+		if lr.cfg.StateDir != set {
+			t.Errorf("set %q: StateDir %q, want it as set", set, lr.cfg.StateDir)
 		}
 	}
 }
@@ -152,7 +149,7 @@ func TestLeaseStateDirDefaultsToTheDriversDir(t *testing.T) {
 func TestLeaseCheckpointIntervalDefault(t *testing.T) {
 	tests := []struct {
 		name          string
-		set           time.Duration // LeaseConfig.CheckpointInterval
+		set           time.Duration // leasetable.Config.CheckpointInterval
 		batchInterval time.Duration // source.Runtime.BatchInterval
 		want          time.Duration
 	}{
@@ -165,7 +162,7 @@ func TestLeaseCheckpointIntervalDefault(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-			r, err := New(Config{Stream: "s", App: "app", Leases: &LeaseConfig{Config: leasetable.Config{DynamoDB: db}, CheckpointInterval: tc.set}})
+			r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: tc.set}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +177,7 @@ func TestLeaseCheckpointIntervalDefault(t *testing.T) {
 			// A failed SHARD_END mark is retried at the renew period (a
 			// third of the default 10 s lease), however long the
 			// checkpoint interval.
-			if got, want := lr.shardEndRetry(), min(tc.want, leasetable.DefaultLeaseDuration/3); got != want {
+			if got, want := lr.shardEndRetry(), min(tc.want, lease.DefaultLeaseDuration/3); got != want {
 				t.Errorf("shard-end retry period = %v, want %v", got, want)
 			}
 		})

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -191,7 +191,7 @@ func writeKCLLease(t *testing.T, f *fleet, shard, seq string, subSeq int64, weir
 	if err != nil && !errors.As(err, &inUse) {
 		t.Fatal(err)
 	}
-	tbl, err := leasetable.NewTable(leasetable.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
+	tbl, err := lease.NewTable(lease.TableConfig{Name: f.table, Client: db, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/source/kinesis"
 )
 
@@ -43,7 +43,7 @@ func TestLeasesLatestDeathBeforeFirstCheckpoint(t *testing.T) {
 	f.waitFor("a delivers the records put after it started", f.allDelivered(after))
 	a.kill()
 	for shard, l := range f.leases() {
-		if l.Checkpoint != checkpoint.LatestPosition {
+		if l.Checkpoint != checkpointer.LatestPosition {
 			t.Fatalf("lease %s after a's death: checkpoint %q; the test needs a death before the first checkpoint", shard, l.Checkpoint)
 		}
 	}

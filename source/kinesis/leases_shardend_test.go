@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/checkpoint"
+	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -53,8 +53,8 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 			receive(t, w1.heldBatch, "w1 runs a batch with the parent's records")
 			receive(t, drained, "w1 stores every record of the parent")
 			w1.kill()
-			if l := f.leases()[parent]; l.Checkpoint != checkpoint.TrimHorizon {
-				t.Fatalf("after w1's death the parent's lease is at %q; the test needs it at %s", l.Checkpoint, checkpoint.TrimHorizon)
+			if l := f.leases()[parent]; l.Checkpoint != checkpointer.TrimHorizon {
+				t.Fatalf("after w1's death the parent's lease is at %q; the test needs it at %s", l.Checkpoint, checkpointer.TrimHorizon)
 			}
 
 			// w1 restarted on its log: the recovered batch holds the
@@ -75,7 +75,7 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 			if ready := receiveValue(t, checks, "the restarted worker judges the parent's end"); ready {
 				t.Fatal("the restarted worker would mark the parent SHARD_END while the recovered batch holding its records is not completed")
 			}
-			if l := f.leases()[parent]; l.Checkpoint == checkpoint.ShardEnd {
+			if l := f.leases()[parent]; l.Checkpoint == checkpointer.ShardEnd {
 				t.Fatal("the parent is SHARD_END while the recovered batch holding its records is not completed")
 			}
 			all := append(append([][]byte(nil), parentData...), childData...)
@@ -84,7 +84,7 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 				f.waitFor("the restarted worker delivers every record, the parent's first", f.allDelivered(all))
 				f.waitFor("the parent is SHARD_END once the batch completed (or deleted, its children begun)", func() bool {
 					l, ok := f.leases()[parent]
-					return !ok || l.Checkpoint == checkpoint.ShardEnd
+					return !ok || l.Checkpoint == checkpointer.ShardEnd
 				})
 				w1b.drain(t)
 				// The parent's end is in the lease table: the log has

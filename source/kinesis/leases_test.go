@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -273,7 +274,7 @@ func isDigits(s string) bool {
 
 func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 	base := func() kinesis.Config {
-		return kinesis.Config{Stream: "s", App: "app", Leases: &kinesis.LeaseConfig{}}
+		return kinesis.Config{Stream: "s", App: "app", Leases: &leasetable.Config{}}
 	}
 	tests := []struct {
 		name  string

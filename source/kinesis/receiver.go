@@ -433,7 +433,12 @@ func (r *Receiver) CheckpointStats() checkpoint.Stats {
 // none (they were handed back).
 func (r *Receiver) HeldLeases() []leasetable.Lease {
 	if lr := r.lease.Load(); lr != nil {
-		return lr.coord.Held()
+		held := lr.coord.Held()
+		out := make([]leasetable.Lease, len(held))
+		for i, l := range held {
+			out[i] = l.Public()
+		}
+		return out
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // TestLeasePositionAfterAdded checks that a lease taken (back) starts after
@@ -15,21 +15,21 @@ import (
 // this receiver added to blocks (which reach a batch of this process,
 // completed or not yet), compared as numbers.
 func TestLeasePositionAfterAdded(t *testing.T) {
-	weir := func(seq string) leasetable.Lease { return leasetable.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
+	weir := func(seq string) lease.Lease { return lease.Lease{Checkpoint: seq, WeirCheckpoint: seq} }
 	tests := []struct {
 		name   string
-		lease  leasetable.Lease
+		lease  lease.Lease
 		logged string // "" means none
 		added  string // "" means none
 		want   Position
 	}{
 		{"added ahead of a stale checkpoint", weir("99"), "", "100", Position{After: "100"}},
-		{"added ahead of the initial position", leasetable.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", Position{After: "7"}},
+		{"added ahead of the initial position", lease.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", Position{After: "7"}},
 		{"added behind the checkpoint", weir("100"), "", "99", Position{After: "100"}},
 		{"added ahead of the log", weir("5"), "50", "100", Position{After: "100"}},
 		{"log ahead of added", weir("5"), "100", "50", Position{After: "100"}},
-		{"added covers a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
-		{"added behind a KCL aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"added covers a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
+		{"added behind a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

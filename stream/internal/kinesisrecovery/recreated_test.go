@@ -60,7 +60,7 @@ func TestStaleRecoveryLogOnARecreatedStream(t *testing.T) {
 				cfg := kinesis.Config{Stream: name, App: "recreated", InitialPosition: kinesis.TrimHorizon,
 					AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond}
 				if leases {
-					cfg.Leases = &kinesis.LeaseConfig{Config: leasetable.Config{TableName: table, Endpoint: env.DynamoDBEndpoint}}
+					cfg.Leases = &leasetable.Config{TableName: table, Endpoint: env.DynamoDBEndpoint}
 				}
 				recv, err := kinesis.New(cfg)
 				if err != nil {

@@ -1,0 +1,160 @@
+package lease
+
+import (
+	"math/rand/v2"
+
+	"github.com/weirstream/weir/internal/checkpointer"
+)
+
+// leaseView is a lease as one take cycle sees it.
+type leaseView struct {
+	Lease
+	// expired: the counter has not changed for a lease duration, as observed
+	// on this worker's clock.
+	expired bool
+}
+
+// takePlan decides which leases one take cycle of worker me tries to take,
+// in KCL's way:
+//
+//   - only leases not at checkpointer.ShardEnd count, and a lease whose parents' leases
+//     are not all at checkpointer.ShardEnd (or gone) is never taken;
+//   - the alive workers are me and the owners of unexpired leases; the
+//     target is ceil(leases / workers), capped by maxLeases if > 0;
+//   - take back, whatever the target, every lease the table names mine that
+//     I do not hold (a previous run of this worker, a take whose answer was
+//     lost, a lease lost on my clock only): every other worker counts it as
+//     mine and never takes it;
+//   - below target, take unowned and expired leases, up to the target;
+//   - if there are none, steal towards balance (stealPlan): one lease at a
+//     time from the most loaded worker while it holds two more than me, up
+//     to floor(leases / workers), or to target from a worker above target,
+//     at most maxSteals (0: no bound; < 0: never).
+//
+// held is the set of shards I hold; listed, the shards of the last shard
+// list (nil if none was given). The order of the result is random, so
+// that workers starting together do not all race for the same lease.
+func takePlan(me string, views []leaseView, held map[string]bool, listed map[string]bool, maxSteals, maxLeases int) []Lease {
+	byShard := make(map[string]leaseView, len(views))
+	childBegun := make(map[string]bool) // parent -> a lease naming it a parent has begun
+	for _, v := range views {
+		byShard[v.Shard] = v
+		if hasBegun(v.Lease) {
+			for _, p := range v.Parents {
+				childBegun[p] = true
+			}
+		}
+	}
+	// A parent is done at SHARD_END. A parent without a lease is done if
+	// its lease was deleted as finished (a child has begun) or it is not
+	// listed (past retention); a listed parent whose lease is gone while
+	// no child began was deleted before it finished: the shard sync
+	// creates it again, and its children wait.
+	parentsDone := func(l Lease) bool {
+		for _, p := range l.Parents {
+			pv, ok := byShard[p]
+			switch {
+			case ok && pv.Checkpoint != checkpointer.ShardEnd:
+				return false
+			case !ok && listed[p] && !childBegun[p]:
+				return false
+			}
+		}
+		return true
+	}
+	workers := map[string]int{me: 0} // alive worker -> active leases held
+	active := 0
+	for _, v := range views {
+		if v.Checkpoint == checkpointer.ShardEnd {
+			continue
+		}
+		active++
+		if v.Owner != "" && !v.expired && v.Owner != me {
+			workers[v.Owner]++
+		}
+	}
+	target := (active + len(workers) - 1) / len(workers)
+	if maxLeases > 0 && target > maxLeases {
+		target = maxLeases
+	}
+	// Leases the table names mine but I do not hold (a take whose answer
+	// was lost, a lease lost on my clock only) are taken back whatever the
+	// target: every other worker counts them as mine and never takes them.
+	var own []Lease
+	for _, v := range views {
+		if v.Owner == me && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
+			own = append(own, v.Lease)
+		}
+	}
+	needed := target - len(held) - len(own)
+	if needed <= 0 {
+		return own
+	}
+	var free []Lease
+	for _, v := range views {
+		if v.Checkpoint == checkpointer.ShardEnd || held[v.Shard] || !parentsDone(v.Lease) || v.Owner == me {
+			continue
+		}
+		if v.Owner == "" || v.expired {
+			free = append(free, v.Lease)
+		}
+	}
+	if len(free) > 0 {
+		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+		return append(own, free[:min(needed, len(free))]...)
+	}
+	floor := min(active/len(workers), target)
+	return append(own, stealPlan(me, views, held, workers, floor, target, target-needed, maxSteals)...)
+}
+
+// stealPlan picks the leases to steal towards balance, one at a time from
+// the alive worker holding the most, while it holds at least two more than
+// me: up to floor (the fewest leases a balanced worker holds) from any such
+// worker, and up to target only from one above target, at most maxSteals
+// (0: no bound; < 0: never). A victim is never left with fewer than me, and
+// one cycle takes the whole deficit, spread over the busiest workers, rather
+// than one lease (the KCL's default): a worker that joins a fleet is
+// balanced within two take cycles. Thieves that steal at once cannot see
+// each other's steals; stopping at floor unless a victim holds more than
+// target keeps them from draining one below it.
+func stealPlan(me string, views []leaseView, held map[string]bool, workers map[string]int, floor, target, mine, maxSteals int) []Lease {
+	if maxSteals < 0 {
+		return nil
+	}
+	counts := make(map[string]int, len(workers))
+	for w, n := range workers {
+		if w != me {
+			counts[w] = n
+		}
+	}
+	want := make(map[string]int) // victim -> leases to steal from it
+	for n := 0; maxSteals == 0 || n < maxSteals; n++ {
+		victim, most := "", 0
+		for w, c := range counts {
+			if c > most || c == most && w < victim {
+				victim, most = w, c
+			}
+		}
+		if most-mine < 2 || mine >= target || mine >= floor && most <= target {
+			break
+		}
+		counts[victim]--
+		want[victim]++
+		mine++
+	}
+	var out []Lease
+	for victim, n := range want {
+		var theirs []Lease
+		for _, v := range views {
+			// Never a shard I hold (a worker that was paused may still believe
+			// it holds a lease another worker took meanwhile): its reader must
+			// stop first, when the loss is seen.
+			if v.Owner == victim && !v.expired && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] {
+				theirs = append(theirs, v.Lease)
+			}
+		}
+		rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
+		out = append(out, theirs[:min(n, len(theirs))]...)
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/attempt"
+)
+
+// creatingDB is a DynamoDB that creates a table which stays CREATING for
+// the first `creating` DescribeTable calls after it, and records when each
+// DescribeTable came. Only Ensure's pacing is tested with it; the calls
+// themselves are tested against dynalite.
+type creatingDB struct {
+	leasetable.DynamoDBAPI // nil: any other call panics
+	creating               int
+
+	mu        sync.Mutex
+	created   bool
+	describes []time.Time
+}
+
+func (d *creatingDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.created = true
+	return &dynamodb.CreateTableOutput{}, nil
+}
+
+func (d *creatingDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.created {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no table")}
+	}
+	d.describes = append(d.describes, time.Now())
+	status := types.TableStatusActive
+	if len(d.describes) <= d.creating {
+		status = types.TableStatusCreating
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: status,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	}}, nil
+}
+
+// TestEnsureBacksOffFast checks, in virtual time, that Ensure checks a
+// table it created again after tens of milliseconds, not a whole poll
+// interval, and that its waits then double up to PollInterval: a cold
+// start on a local server waits little, and DynamoDB's seconds cost a few
+// checks.
+func TestEnsureBacksOffFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := &creatingDB{creating: 8}
+		tbl, err := NewTable(TableConfig{Name: "leases", Client: db, PollInterval: 400 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := tbl.Ensure(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		d := db.describes
+		if len(d) != 9 {
+			t.Fatalf("%d DescribeTable calls after the table was created, want 9", len(d))
+		}
+		// The n-th wait (from 0) is in [w/2, w], w = min(25ms*2^n, 400ms).
+		for i := 1; i < len(d); i++ {
+			w := min(firstPoll<<(i-1), 400*time.Millisecond)
+			if got := d[i].Sub(d[i-1]); got < w/2 || got > w {
+				t.Errorf("wait %d: %v, want %v to %v", i, got, w/2, w)
+			}
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Ensure took %v for 8 CREATING answers, want under 2s", took)
+		}
+	})
+}
+
+// silentThenActiveDB answers its first `silent` DescribeTable calls with
+// fail, or as attempts that timed out would if fail is nil, then with an
+// ACTIVE lease table.
+type silentThenActiveDB struct {
+	creatingDB
+	silent int
+	fail   error
+	calls  int
+}
+
+func (d *silentThenActiveDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.calls++; d.calls <= d.silent {
+		if d.fail != nil {
+			return nil, d.fail
+		}
+		return nil, fmt.Errorf("operation error DynamoDB: DescribeTable: %w", attempt.ErrTimeout)
+	}
+	d.created = true
+	return d.creatingDB.DescribeTable(ctx, in, opts...)
+}
+
+// TestEnsureSaysWhenDynamoDBAnswersAgain checks that Ensure warns at the
+// first unanswered call and at the fifth, keeps asking below the limit,
+// says when DynamoDB answers again, and then succeeds.
+func TestEnsureSaysWhenDynamoDBAnswersAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuf
+		db := &silentThenActiveDB{silent: ensureMaxUnanswered - 1}
+		tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+		if err := tbl.Ensure(t.Context()); err != nil {
+			t.Fatalf("Ensure after %d unanswered calls: %v", db.silent, err)
+		}
+		var got []string
+		for _, r := range jsonRecords(t, &out) {
+			got = append(got, fmt.Sprint(r["attempts"], "/", r["failed_attempts"]))
+		}
+		want := []string{"1/<nil>", "5/<nil>", "<nil>/9"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("warnings attempts/failed_attempts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestEnsureRidesOutAnUnreachableDynamoDB checks that a DynamoDB that
+// refuses connections at start-up (restarting, or briefly out of reach) is
+// warned about at once and asked again, within the same bound as one that
+// does not answer, while a request DynamoDB refuses for good (access
+// denied) fails Ensure at once.
+func TestEnsureRidesOutAnUnreachableDynamoDB(t *testing.T) {
+	refusedConn := fmt.Errorf("operation error DynamoDB: DescribeTable: request send failed: %w",
+		&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	denied := fmt.Errorf("operation error DynamoDB: DescribeTable: %w",
+		&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient})
+	for _, tc := range []struct {
+		name     string
+		fail     error
+		silent   int
+		wantErr  bool
+		warnings int
+	}{
+		{"refused, then up", refusedConn, ensureMaxUnanswered - 1, false, 3},
+		{"refused for good", refusedConn, 1000, true, 2},
+		{"access denied", denied, 1000, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &silentThenActiveDB{silent: tc.silent, fail: tc.fail}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				err := tbl.Ensure(t.Context())
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("Ensure: %v, want an error: %v", err, tc.wantErr)
+				}
+				if tc.fail == denied && db.calls != 1 {
+					t.Errorf("%d DescribeTable calls for access denied, want 1", db.calls)
+				}
+				if tc.fail == refusedConn && tc.wantErr && db.calls != ensureMaxUnanswered {
+					t.Errorf("%d DescribeTable calls before giving up, want %d", db.calls, ensureMaxUnanswered)
+				}
+				if got := len(jsonRecords(t, &out)); got != tc.warnings {
+					t.Errorf("%d log lines, want %d:\n%s", got, tc.warnings, out.tail(20))
+				}
+			})
+		})
+	}
+}

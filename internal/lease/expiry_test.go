@@ -1,0 +1,94 @@
+package lease
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/localaws"
+)
+
+// TestCoordinatorSilentRenewalCountsAsLost holds a worker's renewals in
+// flight (a connection gone silent) and checks, on the worker's manual
+// clock, that they are abandoned when the leases expire and the leases are
+// reported lost then, not when the connection comes back: with a renewal
+// per lease (RenewEveryLease) and with the default one beat per worker,
+// which vouches for all its leases.
+func TestCoordinatorSilentRenewalCountsAsLost(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		everyOne bool
+		inFlight int // renewals held
+	}{
+		{"every lease", true, 2},
+		{"beat", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := servers.Env(t).DynamoDB()
+			w := newWorker(t, localaws.UniqueName(t), "w", db, func(c *CoordinatorConfig) { c.RenewEveryLease = tc.everyOne })
+			shards := shardIDs(2)
+			if err := w.c.SyncShards(ctx, shards); err != nil {
+				t.Fatal(err)
+			}
+			w.cycle(ctx)
+			if len(w.held()) != 2 {
+				t.Fatalf("held %v, want both shards", w.held())
+			}
+			w.clk.Advance(w.c.cfg.RenewInterval)
+			w.db.pause() // never resumed: the calls end only when their context does
+			done := make(chan struct{})
+			go func() { defer close(done); w.c.renewCycle(ctx) }()
+			for range tc.inFlight {
+				<-w.db.blocked
+			}
+			w.clk.Advance(testLease - w.c.cfg.RenewInterval - time.Nanosecond)
+			if n := len(w.c.Held()); n != 2 || !w.c.Holds(shards[0].ID) {
+				t.Fatalf("1ns before expiry: %d held, Holds %v; want both held", n, w.c.Holds(shards[0].ID))
+			}
+			w.clk.Advance(time.Nanosecond)
+			guard := time.NewTimer(waitGuard)
+			defer guard.Stop()
+			select {
+			case <-done:
+			case <-guard.C:
+				t.Fatal("renewals still in flight after their leases expired")
+			}
+			w.c.deliver()
+			if _, lost := w.events(); !cmp.Equal(ids(shards), lost) {
+				t.Errorf("lost %v, want %v", lost, ids(shards))
+			}
+			if w.c.Holds(shards[0].ID) {
+				t.Error("Holds is true after the lease expired")
+			}
+		})
+	}
+}
+
+// waitGuard bounds a wait that fails the test if reached: not a sleep.
+const waitGuard = 30 * time.Second
+
+func TestAttemptTimeoutConfig(t *testing.T) {
+	if got := WithDefaults(leasetable.Config{}).AttemptTimeout; got != 2*time.Second {
+		t.Errorf("default AttemptTimeout = %v, want LeaseDuration/5, 2s", got)
+	}
+	if got := WithDefaults(leasetable.Config{LeaseDuration: time.Second}).AttemptTimeout; got != 200*time.Millisecond {
+		t.Errorf("default AttemptTimeout with a 1s lease = %v, want 200ms", got)
+	}
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "AttemptTimeout -1s: must be > 0"},
+		{10 * time.Second, "AttemptTimeout 10s: must be shorter than LeaseDuration 10s"},
+	} {
+		problems := Problems(WithDefaults(leasetable.Config{WorkerID: "w", AttemptTimeout: tt.d}))
+		if !strings.Contains(errors.Join(problems...).Error(), tt.want) {
+			t.Errorf("AttemptTimeout %v: problems %v, want one saying %q", tt.d, problems, tt.want)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/internal/checkpointer"
+)
+
+// A graceful hand-off, as the KCL 3.x hands a lease over: a worker stealing
+// a live worker's lease towards balance does not take it but asks for it
+// (requestHandoff): it names itself leaseOwner and the holder
+// checkpointOwner, conditional on the counter, and leaves a steal notice.
+// The holder learns at its next beat (or scan), stops reading the shard
+// (OnHandoff; Holds is false from then on), lets what it read complete,
+// commits the last checkpoint and hands the lease off (HandOff: removes
+// checkpointOwner); its writes stay conditional on the counter, which no
+// one else writes meanwhile. The thief looks at the lease every take cycle
+// (checkHandoffs) and takes it once checkpointOwner is gone, from the last
+// checkpoint, so nothing is delivered twice; or after LeaseDuration
+// whatever the holder did (paused, dead, or not handing off), as any take.
+
+// requestHandoff asks l's holder, a live worker, to hand it off to this
+// worker, and tells it by a steal notice.
+func (c *Coordinator) requestHandoff(ctx context.Context, l Lease) {
+	nl, err := c.table.requestHandoff(ctx, l, c.cfg.WorkerID)
+	switch {
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.log.Debug("leasetable: the lease changed before a hand-off was asked for", "shard", l.Shard)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Warn("leasetable: asking for a hand-off failed", "shard", l.Shard, "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	c.pending[l.Shard] = c.cfg.Clock.Now()
+	c.mu.Unlock()
+	c.log.Info("leasetable: asked for a lease's hand-off", "shard", l.Shard, "from", l.Owner)
+	c.noteSteal(ctx, l, nl.Counter)
+}
+
+// checkHandoffs reads each lease this worker asked for and takes it once
+// its holder handed it off. A holder that has not, LeaseDuration after the
+// request, is judged as an owner is: if it looks dead (its beat stood
+// still), its beat is removed first (killDead), so that, if it was only
+// paused, it trusts none of its leases again before renewing each; if it
+// is alive, it learns of the request at its next beat, checkpoint or scan
+// and hands off, and the lease is taken without it only once a scan of it
+// is sure to have happened (ScanInterval + LeaseDuration after the
+// request: a worker of a version without hand-offs drops the lease then).
+func (c *Coordinator) checkHandoffs(ctx context.Context) {
+	c.mu.Lock()
+	pending := maps.Clone(c.pending)
+	c.mu.Unlock()
+	for shard, at := range pending {
+		l, ok, err := c.table.Get(ctx, shard)
+		if err != nil {
+			continue // read again next cycle; the lease stays this worker's in the table
+		}
+		now := c.cfg.Clock.Now()
+		asked := ok && l.Owner == c.cfg.WorkerID && l.CheckpointOwner != ""
+		if asked && now.Sub(at) < c.cfg.LeaseDuration {
+			continue
+		}
+		if asked {
+			holder := l.CheckpointOwner
+			c.mu.Lock()
+			alive := c.ownerAliveLocked(holder, now)
+			kills := c.beatsOfLocked(map[string]bool{holder: true})
+			c.mu.Unlock()
+			switch {
+			case alive && now.Sub(at) < c.cfg.ScanInterval+c.cfg.LeaseDuration:
+				continue
+			case alive: // its scan since showed it the request: it trusts the lease no more
+			case len(c.killDead(ctx, []Lease{{Shard: shard, Owner: holder}}, kills)) == 0:
+				continue // it beat again: alive after all
+			}
+			c.log.Warn("leasetable: a lease was not handed off in time; taking it from its last checkpoint",
+				"shard", shard, "holder", holder, "checkpoint", l.Checkpoint)
+		}
+		c.mu.Lock()
+		delete(c.pending, shard)
+		draining := c.draining
+		_, held := c.held[shard]
+		c.mu.Unlock()
+		if ok && l.CheckpointOwner == c.cfg.WorkerID && !held {
+			// Asked for by another worker before this one took it.
+			c.handOffNow(ctx, l)
+		}
+		if !ok || l.Owner != c.cfg.WorkerID || draining {
+			continue // taken or deleted meanwhile: the next scan sees it
+		}
+		c.take(ctx, l)
+	}
+}
+
+// notePendingLocked records as pending the leases a scan shows asked for
+// by this worker that it does not know of (a hand-off asked for before a
+// restart), so they are taken once handed off. c.mu must be held.
+func (c *Coordinator) notePendingLocked(views []leaseView) {
+	for _, v := range views {
+		if v.Owner != c.cfg.WorkerID || v.CheckpointOwner == "" || v.CheckpointOwner == c.cfg.WorkerID {
+			continue
+		}
+		if _, ok := c.pending[v.Shard]; !ok {
+			if _, held := c.held[v.Shard]; !held {
+				c.pending[v.Shard] = c.cfg.Clock.Now()
+			}
+		}
+	}
+}
+
+// handoffLocked starts handing off h, shard's held lease, now l (another
+// worker its owner, this one its checkpointOwner): the caller is told
+// (OnHandoff) or, without OnHandoff, the lease is lost now and handed off
+// by the caller of handoffLocked (it returns true). c.mu must be held.
+func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bool) {
+	if h.handoff {
+		return false
+	}
+	h.handoff, h.lease = true, l
+	c.needScan = true // the next take cycle looks at the balance without it
+	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)
+	if c.cfg.OnHandoff == nil {
+		delete(c.held, shard)
+		c.queueLocked(leaseEvent{lost: shard})
+		return true
+	}
+	c.queueLocked(leaseEvent{handoff: shard})
+	return false
+}
+
+// handingOff reports whether h is being handed off.
+func (c *Coordinator) handingOff(h *heldLease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return h.handoff
+}
+
+// HandOff completes the hand-off of shard's lease that another worker asked
+// for (see OnHandoff), after the caller's last checkpoint of it (Commit):
+// the lease becomes the other worker's, which reads after that checkpoint.
+// This worker holds it no more; no OnLost is reported. It returns an error
+// wrapping checkpointer.ErrLeaseLost if the other worker took it meanwhile
+// (it waited LeaseDuration), and nil for a shard not held or not being
+// handed off.
+func (c *Coordinator) HandOff(ctx context.Context, shard string) error {
+	return c.letGo(ctx, shard, "hand off", c.handingOff, nil, func(l Lease) error {
+		if _, err := c.table.handOff(ctx, l); err != nil {
+			return err
+		}
+		c.log.Info("leasetable: lease handed off", "shard", shard, "to", l.Owner, "checkpoint", l.Checkpoint)
+		return nil
+	})
+}
+
+// handOffNow hands off at once a lease whose hand-off no caller handles
+// (no OnHandoff). Best effort: the other worker takes it after
+// LeaseDuration otherwise.
+func (c *Coordinator) handOffNow(ctx context.Context, l Lease) {
+	if _, err := c.table.handOff(ctx, l); err != nil && ctx.Err() == nil {
+		c.log.Debug("leasetable: handing a lease off failed; the other worker takes it in time", "shard", l.Shard, "err", err)
+	}
+}
+
+// requestHandoff names newOwner the owner of l, and l's owner its
+// checkpointOwner, if the counter and owner are still l's and no hand-off
+// is under way, and returns the lease as written.
+func (t *Table) requestHandoff(ctx context.Context, l Lease, newOwner string) (Lease, error) {
+	return t.updateIf(ctx, "ask for", l, ", #owner = :newowner, #ckptowner = :owner, #switches = if_not_exists(#switches, :zero) + :one",
+		map[string]types.AttributeValue{":newowner": str(newOwner), ":zero": num(0)}, "attribute_not_exists(#ckptowner)")
+}
+
+// handOff completes a hand-off: it removes l's checkpointOwner, leaving
+// the lease to its owner, if the counter and owner are still l's.
+func (t *Table) handOff(ctx context.Context, l Lease) (Lease, error) {
+	return t.update(ctx, "hand off", l, " REMOVE #ckptowner", nil)
+}
+
+// dropAsked gives up a lease this worker (l's owner) asked for and no
+// longer wants, if the counter and owner are still l's: back to its holder
+// (l.CheckpointOwner) if it has not handed it off yet, else freed.
+func (t *Table) dropAsked(ctx context.Context, l Lease) (Lease, error) {
+	if l.CheckpointOwner == "" {
+		return t.update(ctx, "release", l, " REMOVE #owner", nil)
+	}
+	return t.update(ctx, "give back", l, ", #owner = :holder REMOVE #ckptowner",
+		map[string]types.AttributeValue{":holder": str(l.CheckpointOwner)})
+}
+
+// askedFor reads shard's lease after a write of h failed its condition and
+// reports whether another worker asked for it (a hand-off, started now)
+// rather than took it; it also reports the item if it is unreadable
+// (checkWrittenItem).
+func (c *Coordinator) askedFor(ctx context.Context, shard string, h *heldLease, err error) bool {
+	if !errors.Is(err, checkpointer.ErrLeaseLost) || ctx.Err() != nil {
+		c.checkWrittenItem(err, nil)
+		return false
+	}
+	l, ok, gerr := c.table.Get(ctx, shard)
+	c.checkWrittenItem(err, gerr)
+	if gerr != nil || !ok || l.Owner == c.cfg.WorkerID || l.CheckpointOwner != c.cfg.WorkerID {
+		return false
+	}
+	c.mu.Lock()
+	if c.held[shard] != h {
+		c.mu.Unlock()
+		return false
+	}
+	now := c.handoffLocked(shard, h, l)
+	c.mu.Unlock()
+	if now {
+		c.handOffNow(ctx, l)
+	}
+	return true
+}

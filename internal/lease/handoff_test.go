@@ -1,0 +1,188 @@
+package lease
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/localaws"
+)
+
+// TestHandoffGraceful has w2 ask for one of w1's two leases: w1 learns at
+// its next beat (OnHandoff; Holds turns false), commits its last
+// checkpoint and hands the lease off; w2 takes it at its next take cycle
+// from that checkpoint, and never before the hand-off.
+func TestHandoffGraceful(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if w1.c.Holds(shard) {
+		t.Errorf("w1 still Holds %s while handing it off", shard)
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.cycle(ctx)
+	if got := w2.held(); len(got) != 0 {
+		t.Fatalf("w2 took %v before w1 handed it off", got)
+	}
+	if err := w1.c.Commit(ctx, shard, seq2); err != nil {
+		t.Fatalf("the last checkpoint before the hand-off: %v", err)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.cycle(ctx)
+	held := w2.c.Held()
+	if len(held) != 1 || held[0].Shard != shard || held[0].Checkpoint != seq2 {
+		t.Fatalf("w2 holds %+v, want %s at the last checkpoint %s", held, shard, seq2)
+	}
+	if _, lost := w1.events(); len(lost) != 0 {
+		t.Errorf("w1 reported %v lost; a hand-off is no loss", lost)
+	}
+	if got := w1.held(); len(got) != 1 || got[0] == shard {
+		t.Errorf("w1 holds %v after the hand-off", got)
+	}
+}
+
+// TestHandoffTimeout has w2 ask for a lease of w1, which is paused (its
+// clock and cycles stand still, as a stopped process): w2 takes it after
+// LeaseDuration, from w1's last checkpoint, and w1, resumed, loses it.
+func TestHandoffTimeout(t *testing.T) {
+	ctx := t.Context()
+	w1, w2 := handoffPair(t, func(string) {})
+	asked := w2.clk.Now()
+	w2.cycle(ctx) // asks for one; w1 is paused from now on
+	shard := askedBy(t, w2)
+	take := w2.c.cfg.TakeInterval
+	for w2.clk.Now().Add(take).Before(asked.Add(w2.c.cfg.LeaseDuration)) {
+		w2.clk.Advance(take)
+		w2.cycle(ctx)
+		if slices.Contains(w2.held(), shard) {
+			t.Fatalf("w2 took %s before LeaseDuration", shard)
+		}
+	}
+	for range 2 {
+		w2.clk.Advance(take)
+		w2.cycle(ctx)
+	}
+	var got *Lease
+	for _, l := range w2.c.Held() {
+		if l.Shard == shard {
+			got = &l
+		}
+	}
+	if got == nil || got.Checkpoint != seq1 || got.CheckpointOwner != "" {
+		t.Fatalf("w2 holds %+v after the time-out, want %s at %s", w2.c.Held(), shard, seq1)
+	}
+	w1.clk.Advance(w2.c.cfg.LeaseDuration)
+	w1.cycle(ctx)
+	if w1.c.Holds(shard) {
+		t.Errorf("w1, resumed, still Holds %s", shard)
+	}
+}
+
+// handoffPair returns w1 (with onHandoff) holding two leases, both
+// checkpointed at seq1, after its first beat, and w2, which has not run.
+func handoffPair(t *testing.T, onHandoff func(string)) (w1, w2 *worker) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 = newWorker(t, table, "w1", db, func(c *CoordinatorConfig) { c.OnHandoff = onHandoff })
+	w2 = newWorker(t, table, "w2", db, nil)
+	shards := shardIDs(2)
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // beats
+	for _, s := range shards {
+		if err := w1.c.Commit(ctx, s.ID, seq1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w1, w2
+}
+
+// TestHandoffAskerDrains has w2 ask for a lease of w1 and drain before it
+// took it: the lease must not stay with w2, which is gone, until it
+// expires, nor be freed while w1 may still read it. It goes back to w1:
+// w1's last checkpoint is refused (the counter moved), and w1 takes its
+// lease back at its next take cycle.
+func TestHandoffAskerDrains(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(t, w2.c.Table())[shard]; o != "w1" {
+		t.Fatalf("after the asker drained, %s is owned by %q; want it back with w1", shard, o)
+	}
+	if err := w1.c.Commit(ctx, shard, seq2); !errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Errorf("w1's last checkpoint after the asker drained: %v, want ErrLeaseLost", err)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Errorf("w1's hand-off after the asker drained: %v, want nil (the loss is known) or ErrLeaseLost", err)
+	}
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.cycle(ctx)
+	if got := w1.held(); !slices.Contains(got, shard) {
+		t.Errorf("w1 holds %v; want %s taken back", got, shard)
+	}
+}
+
+// TestHandoffAskerDrainsBeforeHolderLearns has w2 ask for a lease of w1
+// and drain before w1 learned of it: a third worker must not take the
+// lease while w1 still trusts it (two owners reading one shard).
+func TestHandoffAskerDrainsBeforeHolderLearns(t *testing.T) {
+	ctx := t.Context()
+	w1, w2 := handoffPair(t, func(string) {})
+	w2.cycle(ctx) // asks for one
+	shard := askedBy(t, w2)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w3 := newWorker(t, w1.c.cfg.TableName, "w3", servers.Env(t).DynamoDB(), nil)
+	w3.cycle(ctx)
+	if w1.c.Holds(shard) && w3.c.Holds(shard) {
+		t.Errorf("w1 and w3 both hold %s; owners %v", shard, owners(t, w3.c.Table()))
+	}
+}
+
+// askedHandoff sets up a hand-off pair, has w2 ask for one of w1's leases
+// and w1 learn of it at its next beat (OnHandoff), and returns the pair
+// and that shard.
+func askedHandoff(t *testing.T) (w1, w2 *worker, shard string) {
+	t.Helper()
+	ctx := t.Context()
+	var mu sync.Mutex
+	var asked []string
+	w1, w2 = handoffPair(t, func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() })
+	w2.cycle(ctx) // asks for one
+	if got := w2.held(); len(got) != 0 {
+		t.Fatalf("w2 holds %v before any hand-off", got)
+	}
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // its beat reads the notice
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("OnHandoff called with %v, want one shard", got)
+	}
+	return w1, w2, got[0]
+}
+
+// askedBy returns the shard whose lease w, after its cycle, asked for (it
+// names w its owner while the holder hands it off).
+func askedBy(t *testing.T, w *worker) string {
+	t.Helper()
+	for s, o := range owners(t, w.c.Table()) {
+		if o == w.c.cfg.WorkerID {
+			return s
+		}
+	}
+	t.Fatalf("%s asked for nothing", w.c.cfg.WorkerID)
+	return ""
+}

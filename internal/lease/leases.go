@@ -1,0 +1,619 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/checkpointer"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// renewParallelism bounds the lease writes one renew, take or shard sync
+// cycle runs at once.
+const renewParallelism = 8
+
+// ShardInfo describes a shard of the stream, as the caller lists it.
+type ShardInfo struct {
+	// ID is the shard ID.
+	ID string
+	// ParentIDs are the shard's parents: none, one, or two after a merge.
+	ParentIDs []string
+	// StartingHashKey and EndingHashKey are the shard's hash key range,
+	// decimal; stored in a new lease as the KCL stores them. Optional.
+	StartingHashKey, EndingHashKey string
+}
+
+// CoordinatorConfig configures a Coordinator: the lease settings (leasetable.Config,
+// where TableName and DynamoDB are required) and the wiring to the caller.
+// The zero value of each optional field means its documented default.
+type CoordinatorConfig struct {
+	leasetable.Config
+	// ListShards, if set, is called at start and every ShardSyncInterval; its
+	// result is passed to SyncShards. Without it, the caller calls SyncShards.
+	ListShards func(ctx context.Context) ([]ShardInfo, error)
+	// ShardSyncInterval is how often ListShards is called. Default
+	// DefaultShardSyncInterval (1m).
+	ShardSyncInterval time.Duration
+	// InitialPosition is the checkpoint of a new lease whose shard has no
+	// known parent: checkpointer.LatestPosition (default, as KCL and the Kinesis
+	// receiver), checkpointer.TrimHorizon, or checkpointer.AtTimestamp (the timestamp itself is the
+	// caller's). Leases of child shards always start at checkpointer.TrimHorizon, so no
+	// record is skipped.
+	InitialPosition string
+	// OnAcquired is called with each lease this worker takes; the reader of
+	// the shard starts after lease.Checkpoint. Optional. Callbacks run one
+	// at a time, in order, on a goroutine Run owns; one that blocks delays
+	// the later events (not renewals).
+	OnAcquired func(l Lease)
+	// OnLost is called with each shard whose lease this worker lost (another
+	// worker took it, or it could not be renewed within LeaseDuration); the
+	// shard must stop at once and must not be checkpointed. Optional.
+	OnLost func(shard string)
+	// OnBadItem is called with each item of the table that cannot be read
+	// as a lease, once when a scan first finds it so and again if its
+	// problem changes; the item is left alone (never taken) and every
+	// other shard goes on. Optional; the Coordinator also logs it at
+	// ERROR. It runs like OnAcquired.
+	OnBadItem func(err *leasetable.BadItemError)
+	// OnHandoff is called with each shard whose lease another worker asked
+	// for (a steal towards balance): the caller stops reading the shard at
+	// once, lets what it read complete, commits its last checkpoint
+	// (Commit) and then calls HandOff, so the new owner starts from there
+	// and delivers nothing twice. Holds is false for the shard from then
+	// on. A worker that does not hand off within LeaseDuration of the
+	// request has the lease taken. Optional: without it, the lease is
+	// handed off at once and reported lost (OnLost). It runs like
+	// OnAcquired.
+	OnHandoff func(shard string)
+	// Clock is the time source of every period and of lease expiry.
+	// Default clock.Real{}.
+	Clock clock.Clock
+	// Logger receives lease changes and errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *CoordinatorConfig) setDefaults() {
+	c.Config = WithDefaults(c.Config)
+	c.ShardSyncInterval = cmp.Or(c.ShardSyncInterval, DefaultShardSyncInterval)
+	if c.InitialPosition == "" {
+		c.InitialPosition = checkpointer.LatestPosition
+	}
+	c.Clock = clock.Or(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// validate reports every problem of a config with defaults applied.
+func (c CoordinatorConfig) validate() error {
+	problems := TableConfig{Name: c.TableName, Client: c.DynamoDB}.problems()
+	problems = append(problems, Problems(c.Config)...)
+	if c.ShardSyncInterval < 0 {
+		problems = append(problems, fmt.Errorf("ShardSyncInterval %v: must be > 0 (0 means %v)", c.ShardSyncInterval, DefaultShardSyncInterval))
+	}
+	switch c.InitialPosition {
+	case checkpointer.LatestPosition, checkpointer.TrimHorizon, checkpointer.AtTimestamp:
+	default:
+		problems = append(problems, fmt.Errorf("InitialPosition %q: must be %s, %s or %s", c.InitialPosition, checkpointer.LatestPosition, checkpointer.TrimHorizon, checkpointer.AtTimestamp))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", leasetable.ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// Coordinator runs one worker's side of the lease protocol on the lease
+// table (DESIGN.md, section Leases) and is the checkpointer.Committer that writes this worker's
+// checkpoints. It is safe for concurrent use.
+//
+// Lease changes are reported through OnAcquired and OnLost, in the order they
+// happen, from one goroutine that Run owns, never under a lock; a callback may
+// call any method of the Coordinator or of a Checkpointer.
+type Coordinator struct {
+	cfg   CoordinatorConfig
+	table *Table
+	log   *slog.Logger
+
+	drained chan struct{} // closed by Drain
+
+	mu       sync.Mutex
+	held     map[string]*heldLease
+	seen     map[string]seenLease
+	events   []leaseEvent
+	wake     chan struct{} // 1-slot: events were queued
+	draining bool
+	running  bool
+	dead     map[string]bool   // earlier workers of StateDir, gone: their leases are free
+	bad      map[string]string // unreadable items in the last scan: leaseKey -> problem
+	refused  map[string]string // shards refused (Refuse) -> the checkpoint refused
+	state    *workerState      // StateDir's, while Run runs
+
+	// Liveness without RenewEveryLease (liveness.go).
+	board        string               // the beat board: the smallest leaseKey of the last scan
+	beats        map[string]beatSeen  // beat attribute of another incarnation -> its beat as seen
+	boardRead    time.Time            // when this worker's beat last read the board
+	beatSeq      int64                // beats started (retakenAt)
+	beatName     string               // this incarnation's beat attribute; "": start a new one
+	beatOn       string               // the item this incarnation beats on (its board)
+	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
+	lastBeat     time.Time            // when the last successful beat was sent; zero: never (see Holds)
+	acks         []string             // steal notices for this worker acted on, deleted by its next beat
+	orphans      []string             // notice attributes of workers without a beat, removed by the next beat
+	unsent       []stealNote          // steal notices whose write failed, tried again (retryNotices)
+	ownerChanged map[string]time.Time // owner -> when its beat or a lease of it last changed
+	watch        map[string]string    // other owner -> the lease read between scans
+	needScan     bool                 // the next take cycle scans the table
+	lastScan     time.Time            // of the last full scan
+	children     map[string][]string  // shard -> its children, from the last SyncShards
+	listed       map[string]bool      // the shards of the last SyncShards
+	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
+	pending      map[string]time.Time // hand-offs this worker asked for -> when
+}
+
+// heldLease is a lease this worker holds. lease and renewed are guarded by
+// Coordinator.mu; sem serializes the writes of the lease (renew, checkpoint,
+// release), whose condition needs the counter the previous one wrote.
+type heldLease struct {
+	sem     *semaphore.Weighted // of weight 1
+	lease   Lease
+	renewed time.Time // last successful write, on this worker's clock
+	// unvouched: no beat may extend the lease until its own next
+	// conditional write (a refused beat, a new incarnation, a gap).
+	unvouched bool
+	// handoff: another worker asked for the lease (HandOff); h.lease
+	// names it the owner, this worker the checkpointOwner.
+	handoff bool
+	// retakenAt: the beat count when this worker took back a lease the
+	// table still named it the owner of (0: not a retake). Other workers
+	// judge it by its beat, to which such a take is no news, so the lease
+	// is not trusted until a later beat of this worker succeeds.
+	retakenAt int64
+}
+
+// seenLease is a lease as last scanned, and when its counter or owner last
+// changed on this worker's clock.
+type seenLease struct {
+	lease   Lease
+	changed time.Time
+}
+
+// leaseEvent is one queued event; exactly one of its fields is set.
+type leaseEvent struct {
+	acquired *Lease
+	lost     string
+	bad      *leasetable.BadItemError
+	handoff  string
+}
+
+// NewCoordinator validates cfg and returns a Coordinator; it does no I/O
+// (Run creates the table if needed).
+func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		cfg:     cfg,
+		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock, AttemptTimeout: cfg.AttemptTimeout}, cfg.Logger.With("worker", cfg.WorkerID)),
+		log:     cfg.Logger.With("worker", cfg.WorkerID),
+		drained: make(chan struct{}),
+		held:    make(map[string]*heldLease),
+		seen:    make(map[string]seenLease),
+		wake:    make(chan struct{}, 1),
+		bad:     make(map[string]string),
+		dead:    make(map[string]bool),
+
+		ownerChanged: make(map[string]time.Time),
+		beats:        make(map[string]beatSeen),
+		refused:      make(map[string]string),
+		known:        make(map[string]string),
+		pending:      make(map[string]time.Time),
+	}, nil
+}
+
+// Table returns the lease table.
+func (c *Coordinator) Table() *Table { return c.table }
+
+// WorkerID returns this worker's ID.
+func (c *Coordinator) WorkerID() string { return c.cfg.WorkerID }
+
+// Held returns the leases this worker holds, as last written.
+func (c *Coordinator) Held() []Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Lease, 0, len(c.held))
+	for _, h := range c.held {
+		out = append(out, h.lease)
+	}
+	return out
+}
+
+// Holds reports whether this worker holds shard's lease and renewed it (a
+// take, a checkpoint, its own renewal or, by default, this worker's beat
+// within LeaseDuration of the last renewal) less than
+// LeaseDuration ago on its clock, and, once it has beaten, its last beat
+// succeeded less than LeaseDuration ago. A reader checks it before delivering
+// records: once it is false, another worker may already have taken the
+// lease (a paused process learns of the loss only when its next write
+// fails), so records read now would be read twice.
+func (c *Coordinator) Holds(shard string) bool {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[shard]
+	// Once this worker has beaten, the others judge all its leases by its
+	// beat alone: none is trusted past LeaseDuration after the last beat
+	// that succeeded, whatever wrote the lease since (a take after it held
+	// nothing for a while, a checkpoint while beats fail).
+	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
+	return ok && beatOK && h.retakenAt == 0 && !h.handoff && now.Sub(h.renewed) < c.cfg.LeaseDuration
+}
+
+// Run makes sure the table exists, syncs shards (with ListShards), takes
+// leases at once, then renews, takes and syncs on their periods and
+// delivers lease events, until ctx is done (it returns ctx.Err(); held leases
+// are left to expire, or are kept by a restart with the same WorkerID) or
+// Drain is called (it returns nil). Calling Run more than once is an error.
+func (c *Coordinator) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("leasetable: Coordinator.Run called more than once")
+	}
+	c.running = true
+	c.mu.Unlock()
+	if err := c.table.Ensure(ctx); err != nil {
+		return err
+	}
+	if st := c.openState(); st != nil {
+		defer st.close()
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var g errgroup.Group
+	g.Go(func() error { c.dispatch(loopCtx); return nil })
+	g.Go(func() error { c.every(loopCtx, c.cfg.RenewInterval, c.renewCycle); return nil })
+	g.Go(func() error {
+		if c.cfg.ListShards != nil {
+			c.every(loopCtx, c.cfg.ShardSyncInterval, c.syncListed)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if c.cfg.ListShards != nil { // leases first, so the first take finds them
+			c.syncListed(loopCtx)
+		}
+		c.takeCycle(loopCtx)
+		c.every(loopCtx, c.cfg.TakeInterval, c.takeCycle)
+		return nil
+	})
+	select {
+	case <-ctx.Done():
+	case <-c.drained:
+	}
+	stop()
+	_ = g.Wait() // the goroutines return nil
+	c.deliver()  // what was queued before the stop
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// every calls f every d until ctx is done.
+func (c *Coordinator) every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := c.cfg.Clock.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f(ctx)
+		}
+	}
+}
+
+// dispatch delivers queued lease events until ctx is done.
+func (c *Coordinator) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+			c.deliver()
+		}
+	}
+}
+
+// deliver calls the callbacks of the queued events, in order, without a lock.
+func (c *Coordinator) deliver() {
+	for {
+		c.mu.Lock()
+		evs := c.events
+		c.events = nil
+		c.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.acquired != nil && c.cfg.OnAcquired != nil:
+				c.cfg.OnAcquired(*ev.acquired)
+			case ev.lost != "" && c.cfg.OnLost != nil:
+				c.cfg.OnLost(ev.lost)
+			case ev.bad != nil && c.cfg.OnBadItem != nil:
+				c.cfg.OnBadItem(ev.bad)
+			case ev.handoff != "" && c.cfg.OnHandoff != nil:
+				c.cfg.OnHandoff(ev.handoff)
+			}
+		}
+	}
+}
+
+// queueLocked queues an event for dispatch; c.mu must be held.
+func (c *Coordinator) queueLocked(ev leaseEvent) {
+	c.events = append(c.events, ev)
+	select {
+	case c.wake <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// current returns the lease of h if h is still the held lease of shard.
+func (c *Coordinator) current(shard string, h *heldLease) (Lease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[shard] != h {
+		return Lease{}, false
+	}
+	return h.lease, true
+}
+
+// lose drops h if it is still shard's held lease and reports the loss.
+func (c *Coordinator) lose(shard string, h *heldLease, why error) {
+	c.mu.Lock()
+	if c.held[shard] != h {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.held, shard)
+	c.queueLocked(leaseEvent{lost: shard})
+	// The next take cycle scans: a lease lost only on this worker's clock
+	// (a pause, failed writes) is still this worker's in the table, and
+	// no other worker may be watching it.
+	c.needScan = true
+	c.mu.Unlock()
+	c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
+}
+
+// renewCycle runs one renewal period: every held lease is renewed with
+// RenewEveryLease, else one (see beat).
+func (c *Coordinator) renewCycle(ctx context.Context) {
+	if c.cfg.RenewEveryLease {
+		c.renewEach(ctx)
+		return
+	}
+	c.beat(ctx)
+}
+
+// renewEach renews every held lease once.
+func (c *Coordinator) renewEach(ctx context.Context) {
+	c.mu.Lock()
+	hs := maps.Clone(c.held)
+	c.mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(renewParallelism)
+	for shard, h := range hs {
+		g.Go(func() error { c.renew(ctx, shard, h); return nil })
+	}
+	_ = g.Wait() // the goroutines return nil
+}
+
+func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
+	if h.sem.Acquire(ctx, 1) != nil {
+		return
+	}
+	defer h.sem.Release(1)
+	l, ok := c.current(shard, h)
+	if !ok || c.handingOff(h) {
+		return
+	}
+	started := c.cfg.Clock.Now()
+	wctx, cancel := c.untilExpiry(ctx, h)
+	nl, err := c.table.Renew(wctx, l)
+	cancel()
+	if err != nil && c.askedFor(ctx, shard, h, err) {
+		return // handed off, not lost
+	}
+	switch {
+	case err == nil:
+		c.wroteAt(h, nl, started)
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.lose(shard, h, err)
+	case ctx.Err() != nil:
+	default:
+		c.mu.Lock()
+		stale := c.cfg.Clock.Now().Sub(h.renewed) >= c.cfg.LeaseDuration
+		c.mu.Unlock()
+		if stale {
+			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
+			return
+		}
+		c.log.Warn("leasetable: lease renewal failed; retrying next period", "shard", shard, "err", err)
+	}
+}
+
+// Commit writes seq (a sequence number, or checkpointer.ShardEnd) as the checkpoint of
+// shard, conditional on this worker still holding the lease with the counter
+// it last wrote; it makes the Coordinator a checkpointer.Committer for a Checkpointer.
+// If the lease is lost it returns an error wrapping checkpointer.ErrLeaseLost, writes
+// nothing, and reports the loss (OnLost). After checkpointer.ShardEnd is written the lease
+// is released: no worker takes a finished shard's lease, and its children may
+// start.
+func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
+	c.mu.Lock()
+	h := c.held[shard]
+	c.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpointer.ErrLeaseLost)
+	}
+	if err := h.sem.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("leasetable: commit shard %s: %w", shard, err)
+	}
+	defer h.sem.Release(1)
+	l, ok := c.current(shard, h)
+	if !ok {
+		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpointer.ErrLeaseLost)
+	}
+	started := c.cfg.Clock.Now()
+	nl, err := c.commitOnce(ctx, h, l, seq)
+	if err != nil && c.askedFor(ctx, shard, h, err) {
+		// Asked for since this worker last wrote it: the last checkpoint
+		// before the hand-off is written on the lease as it is now.
+		if l, ok = c.current(shard, h); !ok {
+			return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
+		}
+		nl, err = c.commitOnce(ctx, h, l, seq)
+	}
+	switch {
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.lose(shard, h, err)
+		return err
+	case err != nil:
+		return err
+	}
+	c.wroteAt(h, nl, started)
+	switch {
+	case seq == checkpointer.ShardEnd:
+		c.finish(ctx, shard, h, nl)
+		c.mu.Lock()
+		c.needScan = true // its children may be taken now
+		c.mu.Unlock()
+	case len(l.Parents) > 0 && !isSeq(l.Checkpoint):
+		c.mu.Lock()
+		c.needScan = true // a child's first checkpoint: its parents' leases may be deleted (finishedLeases)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// commitOnce writes seq as l's checkpoint, abandoned when h expires.
+func (c *Coordinator) commitOnce(ctx context.Context, h *heldLease, l Lease, seq string) (Lease, error) {
+	wctx, cancel := c.untilExpiry(ctx, h)
+	defer cancel()
+	if seq == checkpointer.ShardEnd {
+		return c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+	}
+	return c.table.Checkpoint(wctx, l, seq, 0)
+}
+
+// finish stops holding a lease at checkpointer.ShardEnd and releases it (best effort: no
+// worker takes a finished lease either way).
+func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l Lease) {
+	c.mu.Lock()
+	if c.held[shard] == h {
+		delete(c.held, shard)
+	}
+	c.mu.Unlock()
+	if _, err := c.table.Release(ctx, l); err != nil {
+		c.log.Warn("leasetable: releasing a finished shard's lease failed", "shard", shard, "err", err)
+	}
+	c.log.Info("leasetable: shard finished", "shard", shard)
+}
+
+// Drain hands every held lease back, for a clean shutdown after the caller's
+// final checkpoints: (1) take cycles stop taking leases; (2) each held lease
+// is released (owner cleared) once a write in flight for it is done, so any
+// worker may take it at once, without waiting for it to expire, and this
+// worker's beat is removed from the board, which tells the other workers to
+// look; (3) Run returns nil. No OnLost is reported for drained leases. It
+// returns the release errors joined (a lease not released expires after
+// LeaseDuration). Drain is idempotent.
+func (c *Coordinator) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	first := !c.draining
+	c.draining = true
+	hs := maps.Clone(c.held)
+	c.mu.Unlock()
+	var errs []error
+	for shard, h := range hs {
+		if err := c.drainOne(ctx, shard, h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, c.dropPending(ctx))
+	if first {
+		c.unbeat(ctx)
+		close(c.drained)
+	}
+	return errors.Join(errs...)
+}
+
+// dropPending gives up the hand-offs this worker asked for and has not
+// taken yet (see checkHandoffs): each such lease names this worker its
+// owner, so left as it is it would stay with a worker that is gone until
+// it expires. A lease its holder has not handed off yet is given back to
+// the holder (owner again, no checkpointOwner), which may still be reading
+// it and trusting it: freeing it would let a third worker take it while
+// the holder reads on. The holder's next write of it is refused (the
+// counter moved), it takes its own lease back at its next take cycle, and
+// reads again after its last checkpoint. A lease already handed off is
+// freed, for any worker to take from that checkpoint.
+func (c *Coordinator) dropPending(ctx context.Context) error {
+	c.mu.Lock()
+	pending := slices.Collect(maps.Keys(c.pending))
+	clear(c.pending)
+	c.mu.Unlock()
+	var errs []error
+	for _, shard := range pending {
+		l, ok, err := c.table.Get(ctx, shard)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok || l.Owner != c.cfg.WorkerID {
+			continue
+		}
+		if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) error {
+	if err := h.sem.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("leasetable: drain shard %s: %w", shard, err)
+	}
+	defer h.sem.Release(1)
+	l, ok := c.current(shard, h)
+	if !ok {
+		return nil // lost or finished meanwhile
+	}
+	c.mu.Lock()
+	delete(c.held, shard)
+	handoff := h.handoff
+	c.mu.Unlock()
+	release := c.table.Release
+	if handoff { // to the worker that asked for it
+		release = c.table.handOff
+	}
+	if _, err := release(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
