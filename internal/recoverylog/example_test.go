@@ -1,10 +1,11 @@
-package recovery_test
+package recoverylog_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -12,13 +13,13 @@ import (
 // the state and recomputes what was not completed.
 func Example() {
 	ctx := context.Background()
-	store := recovery.Memory() // recovery.Dir("ckpt") in production
+	store := recoverylog.NewMemory() // recovery.Dir("ckpt") in production
 	shape := recovery.Shape{
 		Sources: []recovery.Component{{Kind: "kinesis", Name: "words"}},
 		Outputs: []recovery.Component{{Kind: "Print"}},
 	}
 
-	log, err := store.Open(ctx)
+	log, err := recoverylog.Open(ctx, store, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -27,26 +28,26 @@ func Example() {
 	b1 := batch.BlockInfo{ID: batch.BlockID{Source: 0, Seq: 1}, Count: 1, Ranges: []batch.SeqRange{
 		{Stream: "words", Shard: "shardId-000000000000", First: "300", Last: "300", Count: 1}}}
 	err = log.Append(ctx,
-		recovery.ShapeRecorded(shape),
-		recovery.BlockStored(b0),
-		recovery.BatchAllocated(1000, b0.ID),
-		recovery.BlockStored(b1),
+		recoverylog.ShapeRecorded(shape),
+		recoverylog.BlockStored(b0),
+		recoverylog.BatchAllocated(1000, b0.ID),
+		recoverylog.BlockStored(b1),
 	)
 	if err != nil {
 		panic(err)
 	}
 	log.Close() // as if the process died here
 
-	log, err = store.Open(ctx)
+	log, err = recoverylog.Open(ctx, store, nil)
 	if err != nil {
 		panic(err)
 	}
 	defer log.Close()
-	st, err := recovery.Load(ctx, log)
+	st, err := recoverylog.Load(ctx, log)
 	if err != nil {
 		panic(err)
 	}
-	if err := recovery.CheckShape(*st.Shape, shape); err != nil {
+	if err := recoverylog.CheckShape(*st.Shape, shape); err != nil {
 		panic(err)
 	}
 	for _, p := range st.Pending {
@@ -54,7 +55,7 @@ func Example() {
 	}
 	fmt.Println("next batch gets", len(st.Unallocated), "stored block(s)")
 	fmt.Println("source 0 numbers blocks from", st.NextBlockSeq[0])
-	fmt.Println("shard resumes after", st.ShardSeqs[recovery.ShardKey{Stream: "words", Shard: "shardId-000000000000"}])
+	fmt.Println("shard resumes after", st.ShardSeqs[recoverylog.ShardKey{Stream: "words", Shard: "shardId-000000000000"}])
 	// Output:
 	// recompute batch 1000 from [block-0-0]
 	// next batch gets 1 stored block(s)
@@ -66,7 +67,7 @@ func Example() {
 func ExampleCheckShape() {
 	was := recovery.Shape{Outputs: []recovery.Component{{Kind: "Print"}, {Kind: "ForEachBatch", Name: "files"}}}
 	now := recovery.Shape{Outputs: []recovery.Component{{Kind: "Print"}, {Kind: "Print"}}}
-	fmt.Println(recovery.CheckShape(was, now))
+	fmt.Println(recoverylog.CheckShape(was, now))
 	// Output:
 	// recovery: pipeline shape changed since the recovery log was written: output 2 was ForEachBatch("files"), now Print; a log can only be replayed by a pipeline with the same sources and outputs in the same order: restore the pipeline, or start fresh by deleting the log (its directory, or use a new DynamoDB log name), accepting that its pending batches will not be recomputed
 }
