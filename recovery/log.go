@@ -110,8 +110,9 @@ type SnapshotStore interface {
 // start afresh.
 type CorruptError struct {
 	// Path is the file holding the damage, or for a DynamoDB log
-	// "dynamodb:<table>/<log name>", or "recovery log" for a record that
-	// does not decode though its log stored it intact.
+	// "dynamodb:<table>/<log name>"; "recovery log" for a record that
+	// does not decode though its log stored it intact, "snapshot <ref>"
+	// for a snapshot that is damaged or not of the time its entry says.
 	Path string
 	// Offset is the byte offset in Path of the damaged frame, or the
 	// sequence number of the damaged DynamoDB item, or the index from 0 of
