@@ -21,7 +21,7 @@ import (
 const DefaultSegmentSize = 64 << 20
 
 // Names in a log directory. Segments are numbered from 1; a base segment
-// (written by Compact) supersedes every segment numbered below it. Files
+// (written by Replace) supersedes every segment numbered below it. Files
 // are written through temporary files of fresh names (durable.TempOf tells
 // them), removed at open; compact.tmp and snapshot.tmp are the fixed names
 // earlier versions used, also removed at open.
@@ -194,7 +194,7 @@ type segment struct {
 
 // segments lists the segments in effect, in order: those from the last base
 // segment on. It removes the segments a base supersedes, which a crash during
-// Compact may have left.
+// Replace may have left.
 func (l *dirLog) segments() ([]segment, error) {
 	des, err := l.d.ReadDir()
 	if err != nil {

@@ -179,7 +179,7 @@ type dynamoLog struct {
 	base     int64    // seq of the base item in effect, or 0
 	claims   []int64  // seqs of claim items
 	stale    []int64  // seqs of items superseded by a compaction, to delete
-	snaps    []string // references of snapshots put or kept since the last compaction, to prune
+	snaps    []string // snapshots put or referenced by replaced records, not yet pruned (PruneSnapshots)
 	failed   error    // sticky: fenced, or a put of unknown outcome
 	closed   bool
 }
