@@ -21,7 +21,7 @@ import (
 const DefaultSegmentSize = 64 << 20
 
 // Names in a log directory. Segments are numbered from 1; a base segment
-// (written by Compact) supersedes every segment numbered below it. Files
+// (written by Replace) supersedes every segment numbered below it. Files
 // are written through temporary files of fresh names (durable.TempOf tells
 // them), removed at open; compact.tmp and snapshot.tmp are the fixed names
 // earlier versions used, also removed at open.
@@ -32,7 +32,17 @@ const (
 	baseSuffix  = ".base.log"
 )
 
-// DirConfig configures a log kept in a local directory. It is an Opener.
+// DirConfig configures a log kept in a local directory: segment files of
+// framed, checksummed records, fsynced before Append returns, and a LOCK
+// file held with flock(2) while the log is open, so that two processes (or
+// two opens in one process) cannot write the same directory. State
+// snapshots are files of their own in it. It is an Opener.
+//
+// An open directory log keeps its records in memory, to serve Read;
+// compacting regularly bounds both memory and disk use. Records are at
+// most 16 MiB. If a write or fsync fails, the log's state on disk is
+// unknown: every later call returns that error, and the log must be closed
+// and opened again, which recovers the state the disk holds.
 type DirConfig struct {
 	// Path is the directory. It is created if it does not exist, with its
 	// missing parents, with mode 0700 (Perm plus search where read is
@@ -85,19 +95,9 @@ func (c DirConfig) validate() error {
 	return nil
 }
 
-// DirLog is a Log kept in a local directory: segment files of framed,
-// checksummed entries (see the package doc), fsynced before Append returns,
-// and a LOCK file held with flock(2) while the log is open, so two processes
-// (or two opens in one process) cannot write the same directory.
-//
-// A DirLog keeps the encoded entries in memory, to serve Read and Compact;
-// compacting regularly bounds both memory and disk use. Entries are at most
-// 16 MiB encoded. If a write or fsync fails, the log's state on disk is
-// unknown: every later call returns that error, and the log must be closed
-// and opened again, which recovers the state the disk holds.
-//
-// A DirLog is safe for concurrent use; it serialises appends.
-type DirLog struct {
+// dirLog is a Log and SnapshotStore kept in a local directory; see
+// DirConfig. It serialises appends.
+type dirLog struct {
 	dir    string
 	perm   fs.FileMode
 	segMax int64
@@ -114,21 +114,22 @@ type DirLog struct {
 	closed   bool
 }
 
-// OpenDir opens the log in cfg.Path, creating the directory if needed. It
+// OpenDir opens the log in cfg.Path, creating the directory if needed; the
+// Log is also a SnapshotStore. It
 // takes the directory's lock (ErrLocked if another writer still holds it
 // after cfg.LockWait),
 // finishes a compaction a crash interrupted, and reads every segment. A torn
 // last entry (the end of the last segment cut short by a crash) is dropped
 // and the file truncated; any other damage is a *CorruptError naming the
 // file and offset, and the log is not opened.
-func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
+func OpenDir(ctx context.Context, cfg DirConfig) (Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &DirLog{dir: cfg.Path, perm: cfg.Perm, segMax: cfg.SegmentSize, logger: cfg.Logger}
+	l := &dirLog{dir: cfg.Path, perm: cfg.Perm, segMax: cfg.SegmentSize, logger: cfg.Logger}
 	if l.segMax == 0 {
 		l.segMax = DefaultSegmentSize
 	}
@@ -154,7 +155,7 @@ func OpenDir(ctx context.Context, cfg DirConfig) (*DirLog, error) {
 	return l, nil
 }
 
-func (l *DirLog) open(ctx context.Context, lockWait time.Duration) error {
+func (l *dirLog) open(ctx context.Context, lockWait time.Duration) error {
 	d, err := durable.OpenDir(l.dir, l.perm)
 	if err != nil {
 		return fmt.Errorf("recovery: log directory: %w", err)
@@ -193,8 +194,8 @@ type segment struct {
 
 // segments lists the segments in effect, in order: those from the last base
 // segment on. It removes the segments a base supersedes, which a crash during
-// Compact may have left.
-func (l *DirLog) segments() ([]segment, error) {
+// Replace may have left.
+func (l *dirLog) segments() ([]segment, error) {
 	des, err := l.d.ReadDir()
 	if err != nil {
 		return nil, fmt.Errorf("recovery: list log directory: %w", err)
@@ -264,7 +265,7 @@ func compareUint(a, b uint64) int {
 
 // readSegment reads a segment's entries. The last segment's torn tail is
 // truncated away, and the segment is kept open for appends.
-func (l *DirLog) readSegment(seg segment, last bool) error {
+func (l *dirLog) readSegment(seg segment, last bool) error {
 	path := seg.path
 	data, err := l.d.ReadFile(seg.name)
 	if err != nil {
@@ -297,10 +298,9 @@ func (l *DirLog) readSegment(seg segment, last bool) error {
 	return nil
 }
 
-// Append appends entries and fsyncs the segment; see Log.Append.
-func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
-	enc, err := EncodeEntries(entries, maxFrame)
-	if err != nil {
+// Append appends records and fsyncs the segment; see Log.Append.
+func (l *dirLog) Append(ctx context.Context, records ...[]byte) error {
+	if err := checkRecords(records); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -308,10 +308,10 @@ func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return err
 	}
-	if len(enc) == 0 {
+	if len(records) == 0 {
 		return nil
 	}
-	buf := frames(enc)
+	buf := frames(records)
 	if l.f == nil || l.size >= l.segMax {
 		if err := l.roll(); err != nil {
 			return l.fail(err)
@@ -324,18 +324,42 @@ func (l *DirLog) Append(ctx context.Context, entries ...Entry) error {
 		return l.fail(err)
 	}
 	l.size += int64(len(buf))
-	l.payloads = append(l.payloads, enc...)
+	l.payloads = append(l.payloads, clone(records)...)
 	return nil
 }
 
+// checkRecords refuses records a frame cannot hold: an empty one, or one
+// longer than maxFrame (ErrEntryTooLarge).
+func checkRecords(records [][]byte) error {
+	for i, r := range records {
+		switch {
+		case len(r) == 0:
+			return fmt.Errorf("recovery: record %d is empty", i)
+		case len(r) > maxFrame:
+			return fmt.Errorf("%w: record %d is %d bytes, more than the %d a directory log stores in one entry",
+				ErrEntryTooLarge, i, len(r), maxFrame)
+		}
+	}
+	return nil
+}
+
+// clone returns a deep copy of records.
+func clone(records [][]byte) [][]byte {
+	out := make([][]byte, len(records))
+	for i, r := range records {
+		out[i] = slices.Clone(r)
+	}
+	return out
+}
+
 // fail records a write failure: the log's state on disk is now unknown.
-func (l *DirLog) fail(err error) error {
+func (l *dirLog) fail(err error) error {
 	l.broken = fmt.Errorf("recovery: log %s failed, close and reopen it: %w", l.dir, err)
 	return l.broken
 }
 
 // roll starts the next segment file.
-func (l *DirLog) roll() error {
+func (l *dirLog) roll() error {
 	f, err := l.d.Create(segmentName(l.seg+1, false), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("create segment: %w", err)
@@ -351,36 +375,35 @@ func (l *DirLog) roll() error {
 	return nil
 }
 
-// Read returns the log's entries; see Log.Read.
-func (l *DirLog) Read(ctx context.Context) ([]Entry, error) {
+// Read returns the log's records; see Log.Read.
+func (l *dirLog) Read(ctx context.Context) ([][]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return nil, err
 	}
-	return DecodeEntries(l.payloads)
+	return clone(l.payloads), nil
 }
 
-// Compact writes the compacted entries to a new base segment and removes
-// the segments before it; see Log.Compact. The base segment is written to a
-// temporary file, fsynced and renamed into place, so a crash leaves either
-// the old segments or the new base in effect.
-func (l *DirLog) Compact(ctx context.Context) error {
+// Replace writes records to a new base segment and removes the segments
+// before it; see Log.Replace. The base segment is written to a temporary
+// file, fsynced and renamed into place, so a crash leaves either the old
+// segments or the new base in effect.
+func (l *dirLog) Replace(ctx context.Context, records [][]byte) error {
+	if err := checkRecords(records); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return err
 	}
-	enc, err := CompactEncoded(l.payloads, maxFrame)
-	if err != nil {
-		return err
-	}
-	buf := frames(enc)
+	buf := frames(records)
 	num := l.seg + 1
 	if renamed, err := l.d.WriteFile(segmentName(num, true), buf); err != nil {
 		if renamed {
 			// The base segment may or may not be in effect after a crash:
-			// appending to the old segment could lose entries.
+			// appending to the old segment could lose records.
 			return l.fail(fmt.Errorf("compact: %w", err))
 		}
 		return fmt.Errorf("recovery: compact: %w", err)
@@ -391,17 +414,16 @@ func (l *DirLog) Compact(ctx context.Context) error {
 		l.f.Close()
 	}
 	// The next append starts a new segment after the base.
-	l.f, l.seg, l.size, l.payloads = nil, num, 0, enc
+	l.f, l.seg, l.size, l.payloads = nil, num, 0, clone(records)
 	if _, err := l.segments(); err != nil {
 		l.logger.Warn("recovery: could not remove compacted segments; the next open will", "dir", l.dir, "err", err)
 	}
-	l.pruneSnapshots(enc)
 	return nil
 }
 
 // Close closes the active segment and releases the directory lock; see
 // Log.Close.
-func (l *DirLog) Close() error {
+func (l *dirLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -419,7 +441,7 @@ func (l *DirLog) Close() error {
 
 // removeTemps removes the temporary files of segments and snapshots a crash
 // left. The log is being opened.
-func (l *DirLog) removeTemps() error {
+func (l *dirLog) removeTemps() error {
 	des, err := l.d.ReadDir()
 	if err != nil {
 		return fmt.Errorf("recovery: list log directory: %w", err)

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery"
-	"github.com/weirstream/weir/recovery/recoverytest"
 )
 
 // victim returns the path of a file outside the log directory holding
@@ -53,7 +54,7 @@ func TestDirRefusesSymlinkedSegment(t *testing.T) {
 	}
 	l, err := recovery.OpenDir(t.Context(), recovery.Dir(dir))
 	if err == nil {
-		l.Append(t.Context(), recoverytest.History()[0])
+		recoverylog.Wrap(l, nil).Append(t.Context(), logtest.History()[0])
 		l.Close()
 	}
 	if err == nil || !strings.Contains(err.Error(), last) || !strings.Contains(err.Error(), "symbolic link") {
@@ -88,7 +89,7 @@ func TestDirTempFilesDoNotFollowSymlinks(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	l := openDir(t, recovery.Dir(dir))
-	for _, e := range recoverytest.History() {
+	for _, e := range logtest.History() {
 		mustAppend(t, l, e)
 	}
 	var checks []func()
@@ -137,18 +138,18 @@ func TestDirModes(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "new", "log")
 	l := openDir(t, recovery.DirConfig{Path: dir, SegmentSize: 300})
-	for _, e := range recoverytest.History() {
+	for _, e := range logtest.History() {
 		mustAppend(t, l, e)
 	}
 	ref, err := l.PutSnapshot(ctx, 5000, []byte("state"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, recovery.SnapshotTaken(5000, ref))
+	mustAppend(t, l, recoverylog.SnapshotTaken(5000, ref))
 	if err := l.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, recoverytest.History()[0])
+	mustAppend(t, l, logtest.History()[0])
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("directory %s: mode %v, %v; want 0700", d, fi.Mode().Perm(), err)

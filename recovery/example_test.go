@@ -2,71 +2,33 @@ package recovery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
 )
 
-// A driver logs blocks and batches as they happen; after a restart it loads
-// the state and recomputes what was not completed.
-func Example() {
+// A pipeline is given a directory log with stream.Config{Recovery:
+// recovery.Dir(path)}; one writer at a time may hold it. A second open, as
+// a second worker started on the same directory would make, fails with
+// ErrLocked once LockWait has passed (here at once).
+func ExampleDirConfig() {
+	dir, err := os.MkdirTemp("", "weir-log")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	store := recovery.Memory() // recovery.Dir("ckpt") in production
-	shape := recovery.Shape{
-		Sources: []recovery.Component{{Kind: "kinesis", Name: "words"}},
-		Outputs: []recovery.Component{{Kind: "Print"}},
-	}
-
-	log, err := store.Open(ctx)
+	cfg := recovery.DirConfig{Path: dir, LockWait: -1}
+	first, err := cfg.Open(ctx)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
-	b0 := batch.BlockInfo{ID: batch.BlockID{Source: 0, Seq: 0}, Count: 2, Ranges: []batch.SeqRange{
-		{Stream: "words", Shard: "shardId-000000000000", First: "100", Last: "200", Count: 2}}}
-	b1 := batch.BlockInfo{ID: batch.BlockID{Source: 0, Seq: 1}, Count: 1, Ranges: []batch.SeqRange{
-		{Stream: "words", Shard: "shardId-000000000000", First: "300", Last: "300", Count: 1}}}
-	err = log.Append(ctx,
-		recovery.ShapeRecorded(shape),
-		recovery.BlockStored(b0),
-		recovery.BatchAllocated(1000, b0.ID),
-		recovery.BlockStored(b1),
-	)
-	if err != nil {
-		panic(err)
-	}
-	log.Close() // as if the process died here
-
-	log, err = store.Open(ctx)
-	if err != nil {
-		panic(err)
-	}
-	defer log.Close()
-	st, err := recovery.Load(ctx, log)
-	if err != nil {
-		panic(err)
-	}
-	if err := recovery.CheckShape(*st.Shape, shape); err != nil {
-		panic(err)
-	}
-	for _, p := range st.Pending {
-		fmt.Println("recompute batch", int64(p.Time), "from", p.IDs())
-	}
-	fmt.Println("next batch gets", len(st.Unallocated), "stored block(s)")
-	fmt.Println("source 0 numbers blocks from", st.NextBlockSeq[0])
-	fmt.Println("shard resumes after", st.ShardSeqs[recovery.ShardKey{Stream: "words", Shard: "shardId-000000000000"}])
-	// Output:
-	// recompute batch 1000 from [block-0-0]
-	// next batch gets 1 stored block(s)
-	// source 0 numbers blocks from 2
-	// shard resumes after 300
-}
-
-// CheckShape refuses a restart with a different pipeline.
-func ExampleCheckShape() {
-	was := recovery.Shape{Outputs: []recovery.Component{{Kind: "Print"}, {Kind: "ForEachBatch", Name: "files"}}}
-	now := recovery.Shape{Outputs: []recovery.Component{{Kind: "Print"}, {Kind: "Print"}}}
-	fmt.Println(recovery.CheckShape(was, now))
-	// Output:
-	// recovery: pipeline shape changed since the recovery log was written: output 2 was ForEachBatch("files"), now Print; a log can only be replayed by a pipeline with the same sources and outputs in the same order: restore the pipeline, or start fresh by deleting the log (its directory, or use a new DynamoDB log name), accepting that its pending batches will not be recomputed
+	defer first.Close()
+	_, err = cfg.Open(ctx)
+	fmt.Println("second writer locked out:", errors.Is(err, recovery.ErrLocked))
+	// Output: second writer locked out: true
 }

@@ -12,7 +12,7 @@ import (
 //	length  uint32, little endian: the number of payload bytes, >= 1
 //	hcrc    uint32: CRC-32C (Castagnoli) of the 4 length bytes
 //	pcrc    uint32: CRC-32C of the payload
-//	payload the entry, as EncodeEntry encodes it
+//	payload the record (an entry, as the driver encodes it)
 //
 // The length has its own checksum so that a damaged length is told apart
 // from a frame cut short by a crash: only the end of the last segment may be
@@ -51,7 +51,7 @@ var errTorn = errors.New("torn frame at end of file")
 
 // scanned is the result of reading one segment.
 type scanned struct {
-	payloads [][]byte // the entries' encodings, in order
+	payloads [][]byte // the records, in order
 	valid    int64    // bytes of whole, valid frames
 	torn     error    // why the bytes after valid were dropped, or nil
 }
@@ -61,8 +61,7 @@ type scanned struct {
 // the frame that ends the file, or only zero bytes left) ends the scan
 // without error when last is true: torn says why, valid where the tail
 // starts. Any other damage, or a torn frame when last is false, is a
-// *CorruptError naming path and the frame's offset. Every payload returned
-// decodes.
+// *CorruptError naming path and the frame's offset.
 func scanSegment(path string, data []byte, last bool) (scanned, error) {
 	var s scanned
 	for off := 0; off < len(data); {
@@ -73,9 +72,6 @@ func scanSegment(path string, data []byte, last bool) (scanned, error) {
 		}
 		if errors.Is(err, errTorn) {
 			err = fmt.Errorf("%w, in a segment that is not the last", err)
-		}
-		if err == nil {
-			_, err = DecodeEntry(payload)
 		}
 		if err != nil {
 			return scanned{}, &CorruptError{Path: path, Offset: int64(off), Err: err}

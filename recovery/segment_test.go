@@ -9,15 +9,12 @@ import (
 
 // FuzzScanSegment feeds arbitrary bytes to the segment reader: it never
 // panics, reports damage as a *CorruptError, and what it accepts as the
-// valid prefix of a last segment reads back whole, with the same entries.
+// valid prefix of a last segment reads back whole, with the same records.
 func FuzzScanSegment(f *testing.F) {
 	var seg []byte
-	for _, e := range []Entry{BatchAllocated(1), BatchCompleted(1), ShapeRecorded(Shape{Outputs: []Component{{Kind: "Print"}}})} {
-		b, err := EncodeEntry(e)
-		if err != nil {
-			f.Fatal(err)
-		}
-		seg = appendFrame(seg, b)
+	for _, rec := range []string{`{"v":1,"kind":"alloc","time":1}`, `{"v":1,"kind":"complete","time":1}`,
+		`{"v":1,"kind":"shape","shape":{"sources":null,"outputs":[{"kind":"Print"}]}}`} {
+		seg = appendFrame(seg, []byte(rec))
 		f.Add(seg)
 	}
 	f.Add(seg[:len(seg)-3])

@@ -47,28 +47,28 @@ func parseSnapshotName(name string) (batch.Time, bool) {
 //
 // A failed PutSnapshot does not break the log: the snapshot is not
 // referenced by any entry yet, so the previous one stays current.
-func (l *DirLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+func (l *dirLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return "", err
 	}
 	name := snapshotName(t)
-	if _, err := l.d.WriteFile(name, frameSnapshot(t, data)); err != nil {
+	if _, err := l.d.WriteFile(name, data); err != nil {
 		return "", fmt.Errorf("recovery: write snapshot %s: %w", name, err)
 	}
 	return name, nil
 }
 
-// GetSnapshot reads and checks the snapshot file ref names; see
+// GetSnapshot reads the snapshot file ref names; see
 // SnapshotStore.
-func (l *DirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
+func (l *dirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := usable(ctx, l.closed, l.broken); err != nil {
 		return nil, err
 	}
-	t, ok := parseSnapshotName(ref)
+	_, ok := parseSnapshotName(ref)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not the name of a snapshot file", ErrNoSnapshot, ref)
 	}
@@ -80,32 +80,25 @@ func (l *DirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recovery: read snapshot: %w", err)
 	}
-	ft, data, err := unframeSnapshot(b)
-	if err == nil && ft != t {
-		err = fmt.Errorf("the file holds the snapshot at %v, its name says %v", ft, t)
-	}
-	if err != nil {
-		return nil, &CorruptError{Path: path, Err: err}
-	}
-	return data, nil
+	return b, nil
 }
 
-// pruneSnapshots removes the snapshot files older than the current one of
-// the entries payloads. It only tidies up:
-// failures are logged. l.mu is held.
-func (l *DirLog) pruneSnapshots(payloads [][]byte) {
-	cur, err := CurrentSnapshot(payloads)
-	if err != nil || cur == nil {
-		return
+// PruneSnapshots removes the snapshot files older than t but ref's; see
+// SnapshotStore. A file it cannot remove is logged and left for the next
+// call.
+func (l *dirLog) PruneSnapshots(ctx context.Context, t batch.Time, ref string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := usable(ctx, l.closed, l.broken); err != nil {
+		return err
 	}
 	des, err := l.d.ReadDir()
 	if err != nil {
-		l.logger.Warn("recovery: could not list old snapshots to remove", "dir", l.dir, "err", err)
-		return
+		return fmt.Errorf("recovery: list old snapshots to remove: %w", err)
 	}
 	removed := false
 	for _, de := range des {
-		if t, ok := parseSnapshotName(de.Name()); ok && t < cur.Time && de.Name() != cur.Ref {
+		if st, ok := parseSnapshotName(de.Name()); ok && st < t && de.Name() != ref {
 			if err := l.d.Remove(de.Name()); err != nil {
 				l.logger.Warn("recovery: could not remove an old snapshot", "file", de.Name(), "err", err)
 				continue
@@ -115,7 +108,8 @@ func (l *DirLog) pruneSnapshots(payloads [][]byte) {
 	}
 	if removed {
 		if err := l.d.Sync(); err != nil {
-			l.logger.Warn("recovery: could not sync the log directory after removing old snapshots", "dir", l.dir, "err", err)
+			return fmt.Errorf("recovery: sync the log directory after removing old snapshots: %w", err)
 		}
 	}
+	return nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
@@ -65,13 +65,13 @@ func TestBatchesFollowTheLogWhenTheClockIsBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const iv = time.Second
 		const lag = 20 * time.Second
-		log := recovery.Memory()
+		log := recoverylog.NewMemory()
 		last := batch.Time((time.Now().UnixMilli()/iv.Milliseconds() + 1) * iv.Milliseconds())
-		l, err := log.Open(t.Context())
+		l, err := recoverylog.Open(t.Context(), log, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Append(t.Context(), recovery.BatchAllocated(last), recovery.BatchCompleted(last)); err != nil {
+		if err := l.Append(t.Context(), recoverylog.BatchAllocated(last), recoverylog.BatchCompleted(last)); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 )
 
@@ -46,8 +46,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"StateCheckpointInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
 		{"negative Parallelism", Config{Parallelism: -1},
 			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
-		{"nil Recovery pointer", Config{Recovery: (*recovery.MemoryStore)(nil)},
-			[]string{"Recovery is a nil *recovery.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
+		{"nil Recovery pointer", Config{Recovery: (*recoverylog.MemoryStore)(nil)},
+			[]string{"Recovery is a nil *recoverylog.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxBufferedBytes: 1000},
 			[]string{
 				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/recovery/recoverytest"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
@@ -16,7 +16,7 @@ import (
 // With a recovery log (here in memory; recovery.Dir in production) the
 // counts survive a crash exactly.
 func ExampleMapWithState() {
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond, Recovery: recovery.Memory()})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond, Recovery: recoverytest.Memory()})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/stream"
 	"github.com/weirstream/weir/stream/internal/recoverycheck"
 )
@@ -23,11 +23,11 @@ func TestIdleLogEntries(t *testing.T) {
 			iv      = 200 * time.Millisecond
 			batches = 300 // 60 s
 		)
-		store := recovery.Memory()
-		var appended []recovery.Entry // compaction would shorten store.Entries()
-		store.SetAppendHook(func(_ int, entries []recovery.Entry) recovery.Fault {
+		store := recoverylog.NewMemory()
+		var appended []recoverylog.Entry // compaction would shorten store.Entries()
+		store.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
 			appended = append(appended, entries...)
-			return recovery.Fault{}
+			return recoverylog.Fault{}
 		})
 		rl := recoverycheck.NewRecorder()
 		p := shapedPipeline(t, stream.Config{BatchInterval: iv, Recovery: store, Listeners: []stream.Listener{rl}}, "", "files")
@@ -57,7 +57,7 @@ func TestIdleLogEntries(t *testing.T) {
 // reaches the files.
 func TestIdleBatchTimesNotReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &durable{log: recovery.Memory(), out: t.TempDir()}
+		d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 		clk := &wallClock{}
 		rl1 := recoverycheck.NewRecorder()
 		p1, src1 := pipeline(t, d, rl1, hooks{clock: clk})
@@ -70,7 +70,7 @@ func TestIdleBatchTimesNotReused(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		st1, err := recovery.Recover(d.log.Entries())
+		st1, err := recoverylog.Recover(d.log.Entries())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,11 +104,11 @@ func TestIdleBatchTimesNotReused(t *testing.T) {
 func TestFailureRecoveryIdle(t *testing.T) {
 	tests := []crashCase{
 		{name: "crash at a reservation", setup: func(d *durable, stop func()) hooks {
-			d.log.SetAppendHook(nthAppend(recovery.KindBatchesReserved, 2, 0, stop))
+			d.log.SetAppendHook(nthAppend(recoverylog.KindBatchesReserved, 2, 0, stop))
 			return hooks{}
 		}},
 		{name: "reservation append fails", setup: func(d *durable, _ func()) hooks {
-			d.log.SetAppendHook(nthAppend(recovery.KindBatchesReserved, 2, 0, nil))
+			d.log.SetAppendHook(nthAppend(recoverylog.KindBatchesReserved, 2, 0, nil))
 			return hooks{}
 		}, wantErr: errCrash},
 		{name: "stop in an empty batch's output", setup: func(_ *durable, stop func()) hooks {
@@ -124,7 +124,7 @@ func TestFailureRecoveryIdle(t *testing.T) {
 			}}
 		}},
 		{name: "crash at a completion after an idle period", setup: func(d *durable, stop func()) hooks {
-			d.log.SetAppendHook(nthAppend(recovery.KindBatchCompleted, 5, 0, stop))
+			d.log.SetAppendHook(nthAppend(recoverylog.KindBatchCompleted, 5, 0, stop))
 			return hooks{}
 		}},
 	}

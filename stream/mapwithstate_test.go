@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // TestMapWithState keeps a count per word, emits the new count of every
@@ -137,7 +137,7 @@ func (opaqueCodec) Decode(b []byte) ([]opaque, error) {
 // operator does not keep is refused.
 func TestStateCodecRefusedAtRun(t *testing.T) {
 	build := func(opts ...Option) error {
-		p, err := NewPipeline(Config{Recovery: recovery.Memory()})
+		p, err := NewPipeline(Config{Recovery: recoverylog.NewMemory()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ type unregistered struct{ N int }
 // recovery.
 func TestStateSnapshotEncodeFailureFailsRun(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		p, r, s := newTest[string](t, Config{Recovery: recovery.Memory(), Logger: slog.New(slog.DiscardHandler)})
+		p, r, s := newTest[string](t, Config{Recovery: recoverylog.NewMemory(), Logger: slog.New(slog.DiscardHandler)})
 		st := UpdateStateByKey(wordPairs(s), func(_ string, vs []int, st holder, _ bool) (holder, bool) {
 			n := 0
 			if u, ok := st.V.(unregistered); ok {

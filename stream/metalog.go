@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // metaLog is where the driver records its progress so that a restarted
@@ -51,7 +51,7 @@ func (noLog) batchSkipped(context.Context, batch.Time) error { return nil }
 func (noLog) shardFinished(context.Context, string, string) error { return nil }
 
 // reserveAhead is how far past an empty batch's time a reservation of batch
-// times reaches (recovery.BatchesReserved): an idle pipeline writes one
+// times reaches (recoverylog.BatchesReserved): an idle pipeline writes one
 // entry per reserveAhead, or per batch if its interval is longer.
 const reserveAhead = 10 * time.Second
 
@@ -66,7 +66,7 @@ const reserveAhead = 10 * time.Second
 // fail is called so the Run stops. A restart recovers from what the log
 // holds.
 type recoveryLog struct {
-	log          recovery.Log
+	log          *recoverylog.Log
 	compactEvery int
 	fail         func(error)
 
@@ -76,7 +76,7 @@ type recoveryLog struct {
 	reserved batch.Time // batch times up to this one are reserved; timer loop only
 }
 
-func (l *recoveryLog) append(ctx context.Context, entries ...recovery.Entry) error {
+func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
 	l.mu.Lock()
 	broken := l.broken
 	l.mu.Unlock()
@@ -104,15 +104,15 @@ func (l *recoveryLog) failed(err error) {
 }
 
 func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) error {
-	return l.append(ctx, recovery.BlockStored(info))
+	return l.append(ctx, recoverylog.BlockStored(info))
 }
 
 func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
-	return l.append(ctx, recovery.BatchAllocated(t, blockIDs(blocks)...))
+	return l.append(ctx, recoverylog.BatchAllocated(t, blockIDs(blocks)...))
 }
 
 func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) error {
-	return l.append(ctx, recovery.ShardFinished(stream, shard))
+	return l.append(ctx, recoverylog.ShardFinished(stream, shard))
 }
 
 // batchSkipped reserves the batch times up to reserveAhead past t, unless t
@@ -125,7 +125,7 @@ func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 		return nil
 	}
 	through := t.Add(reserveAhead)
-	if err := l.append(ctx, recovery.BatchesReserved(through)); err != nil {
+	if err := l.append(ctx, recoverylog.BatchesReserved(through)); err != nil {
 		return err
 	}
 	l.reserved = through
@@ -134,7 +134,7 @@ func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 
 // batchCompleted logs the completion; see counted.
 func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
-	if err := l.append(ctx, recovery.BatchCompleted(t)); err != nil {
+	if err := l.append(ctx, recoverylog.BatchCompleted(t)); err != nil {
 		return err
 	}
 	return l.counted(ctx, t)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -156,14 +157,14 @@ type faultyLog struct {
 	failAppend, failCompact error
 }
 
-func (l *faultyLog) Append(context.Context, ...recovery.Entry) error {
+func (l *faultyLog) Append(context.Context, ...[]byte) error {
 	l.appends++
 	return l.failAppend
 }
 
-func (l *faultyLog) Read(context.Context) ([]recovery.Entry, error) { return nil, nil }
+func (l *faultyLog) Read(context.Context) ([][]byte, error) { return nil, nil }
 
-func (l *faultyLog) Compact(context.Context) error {
+func (l *faultyLog) Replace(context.Context, [][]byte) error {
 	l.compacts++
 	return l.failCompact
 }
@@ -191,7 +192,7 @@ func TestRecoveryLogFailureIsFatal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var failures []error
-			l := &recoveryLog{log: tt.log, compactEvery: 1, fail: func(err error) { failures = append(failures, err) }}
+			l := &recoveryLog{log: recoverylog.Wrap(tt.log, nil), compactEvery: 1, fail: func(err error) { failures = append(failures, err) }}
 			err := l.batchCompleted(t.Context(), 1000)
 			if (err != nil) != tt.wantCompleteErr {
 				t.Errorf("batchCompleted = %v, want error %t", err, tt.wantCompleteErr)
@@ -215,9 +216,10 @@ func TestRecoveryLogFailureIsFatal(t *testing.T) {
 	}
 }
 
-// compactFails opens its store's logs with a Compact that fails with err.
+// compactFails opens its store's logs with a Replace (the driver's
+// compaction) that fails with err.
 type compactFails struct {
-	store *recovery.MemoryStore
+	store *recoverylog.MemoryStore
 	err   error
 }
 
@@ -231,7 +233,7 @@ type compactFailsLog struct {
 	err error
 }
 
-func (l compactFailsLog) Compact(context.Context) error { return l.err }
+func (l compactFailsLog) Replace(context.Context, [][]byte) error { return l.err }
 
 // TestRunStopsOnFailedCompaction checks that a failed compaction, which
 // fails no batch, still makes Run return its error, also when it happens
@@ -241,7 +243,7 @@ func TestRunStopsOnFailedCompaction(t *testing.T) {
 		t.Run(fmt.Sprintf("drain=%t", drain), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				boom := errors.New("compaction failed")
-				p, r, s := newTest[string](t, Config{Recovery: compactFails{store: recovery.Memory(), err: boom}, CompactEvery: 1})
+				p, r, s := newTest[string](t, Config{Recovery: compactFails{store: recoverylog.NewMemory(), err: boom}, CompactEvery: 1})
 				c := collect(s)
 				errc := start(t, p)
 				time.Sleep(500 * time.Millisecond)

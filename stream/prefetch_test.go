@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/stream"
 )
@@ -107,24 +107,24 @@ func (r *gatedReceiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]
 // gatedLog returns a recovery log holding blocks 0 to n-1 of source 0 (2
 // records each), allocated perBatch at a time to pending batches a second
 // apart, the last ones, if any, unallocated.
-func gatedLog(t *testing.T, n, perBatch, batches int) *recovery.MemoryStore {
+func gatedLog(t *testing.T, n, perBatch, batches int) *recoverylog.MemoryStore {
 	t.Helper()
-	store := recovery.Memory()
-	l, err := store.Open(t.Context())
+	store := recoverylog.NewMemory()
+	l, err := recoverylog.Open(t.Context(), store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var entries []recovery.Entry
+	var entries []recoverylog.Entry
 	for seq := range n {
 		rng := batch.SeqRange{Stream: "s", Shard: "a", First: fmt.Sprint(10*seq + 1), Last: fmt.Sprint(10*seq + 2), Count: 2}
-		entries = append(entries, recovery.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: uint64(seq)}, Ranges: []batch.SeqRange{rng}, Count: 2}))
+		entries = append(entries, recoverylog.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: uint64(seq)}, Ranges: []batch.SeqRange{rng}, Count: 2}))
 	}
 	for b := range batches {
 		var ids []batch.BlockID
 		for seq := b * perBatch; seq < (b+1)*perBatch; seq++ {
 			ids = append(ids, batch.BlockID{Seq: uint64(seq)})
 		}
-		entries = append(entries, recovery.BatchAllocated(batch.Time(int64(b+1)*1000), ids...))
+		entries = append(entries, recoverylog.BatchAllocated(batch.Time(int64(b+1)*1000), ids...))
 	}
 	if err := l.Append(t.Context(), entries...); err != nil {
 		t.Fatal(err)

@@ -7,18 +7,18 @@ import (
 	"maps"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // openLog opens the recovery log, reads the state it recovers to and checks
 // the pipeline's shape against the one recorded, or records it on a first
 // start. The caller closes the returned log.
-func (e *engine) openLog(ctx context.Context) (recovery.Log, *recovery.State, error) {
-	l, err := e.cfg.Recovery.Open(ctx)
+func (e *engine) openLog(ctx context.Context) (*recoverylog.Log, *recoverylog.State, error) {
+	l, err := recoverylog.Open(ctx, e.cfg.Recovery, e.cfg.Logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream: open recovery log: %w", err)
 	}
-	st, err := recovery.Load(ctx, l)
+	st, err := recoverylog.Load(ctx, l)
 	if err == nil {
 		err = e.checkShape(ctx, l, st)
 	}
@@ -30,14 +30,14 @@ func (e *engine) openLog(ctx context.Context) (recovery.Log, *recovery.State, er
 
 // checkShape refuses a log recorded by a pipeline of another shape, and
 // records the shape in a log that has none.
-func (e *engine) checkShape(ctx context.Context, l recovery.Log, st *recovery.State) error {
+func (e *engine) checkShape(ctx context.Context, l *recoverylog.Log, st *recoverylog.State) error {
 	if st.Shape != nil {
-		if err := recovery.CheckShape(*st.Shape, e.shape); err != nil {
+		if err := recoverylog.CheckShape(*st.Shape, e.shape); err != nil {
 			return fmt.Errorf("stream: %w", err)
 		}
 		return nil
 	}
-	if err := l.Append(ctx, recovery.ShapeRecorded(e.shape)); err != nil {
+	if err := l.Append(ctx, recoverylog.ShapeRecorded(e.shape)); err != nil {
 		return fmt.Errorf("stream: record the pipeline shape in the recovery log: %w", err)
 	}
 	return nil
@@ -47,7 +47,7 @@ func (e *engine) checkShape(ctx context.Context, l recovery.Log, st *recovery.St
 // the stored but unallocated blocks wait for the next batch, the pending
 // batches are queued first, with their times and blocks, and new batch
 // times come after every logged one.
-func (e *engine) resume(st *recovery.State) error {
+func (e *engine) resume(st *recoverylog.State) error {
 	unallocated := make([][]batch.BlockInfo, len(e.sources))
 	for _, b := range st.Unallocated {
 		if b.ID.Source < 0 || b.ID.Source >= len(e.sources) {
@@ -75,12 +75,12 @@ func (e *engine) resume(st *recovery.State) error {
 	e.last, e.hasLast = st.LastBatch()
 	seqs := maps.Clone(st.ShardSeqs)
 	e.resumeAfter = func(stream, shard string) (string, bool) {
-		seq, ok := seqs[recovery.ShardKey{Stream: stream, Shard: shard}]
+		seq, ok := seqs[recoverylog.ShardKey{Stream: stream, Shard: shard}]
 		return seq, ok
 	}
 	open := uncompletedSeqs(st)
 	e.uncompleted = func(stream, shard string) (string, bool) {
-		seq, ok := open[recovery.ShardKey{Stream: stream, Shard: shard}]
+		seq, ok := open[recoverylog.ShardKey{Stream: stream, Shard: shard}]
 		return seq, ok
 	}
 	e.cfg.Logger.Info("stream: resuming from the recovery log",
@@ -91,11 +91,11 @@ func (e *engine) resume(st *recovery.State) error {
 // uncompletedSeqs returns, per shard, the greatest sequence number of the
 // blocks st has not completed: those of its pending batches and its
 // unallocated blocks (source.Runtime.Uncompleted).
-func uncompletedSeqs(st *recovery.State) map[recovery.ShardKey]string {
-	out := make(map[recovery.ShardKey]string)
+func uncompletedSeqs(st *recoverylog.State) map[recoverylog.ShardKey]string {
+	out := make(map[recoverylog.ShardKey]string)
 	add := func(b batch.BlockInfo) {
 		for _, r := range b.Ranges {
-			k := recovery.ShardKey{Stream: r.Stream, Shard: r.Shard}
+			k := recoverylog.ShardKey{Stream: r.Stream, Shard: r.Shard}
 			out[k] = batch.MaxSeq(out[k], r.Last)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
@@ -22,7 +22,7 @@ import (
 // durable is what survives a crash of the pipeline: the records put on the
 // stream, and the recovery log.
 type durable struct {
-	log   *recovery.MemoryStore
+	log   *recoverylog.MemoryStore
 	out   string              // the directory of the files sink
 	sink  *files.Sink[string] // the last run's: a restart closes it, as the crash of its process would
 	calls [][]string          // the records of each Push, in order
@@ -196,19 +196,19 @@ type crashCase struct {
 // nthAppend returns an append hook that fails the n-th append of an entry
 // of kind k, keeping keep of its entries, and stops the run if stop is not
 // nil.
-func nthAppend(k recovery.Kind, n, keep int, stop func()) recovery.AppendHook {
+func nthAppend(k recoverylog.Kind, n, keep int, stop func()) recoverylog.AppendHook {
 	seen := 0
-	return func(_ int, entries []recovery.Entry) recovery.Fault {
+	return func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
 		if entries[0].Kind != k {
-			return recovery.Fault{}
+			return recoverylog.Fault{}
 		}
 		if seen++; seen != n {
-			return recovery.Fault{}
+			return recoverylog.Fault{}
 		}
 		if stop != nil {
 			stop()
 		}
-		return recovery.Fault{Err: errCrash, Keep: keep}
+		return recoverylog.Fault{Err: errCrash, Keep: keep}
 	}
 }
 
@@ -225,7 +225,7 @@ func crashCases() []crashCase {
 			}}
 		}
 	}
-	logFault := func(k recovery.Kind, n, keep int, withStop bool) func(*durable, func()) hooks {
+	logFault := func(k recoverylog.Kind, n, keep int, withStop bool) func(*durable, func()) hooks {
 		return func(d *durable, stop func()) hooks {
 			if !withStop {
 				stop = nil
@@ -238,14 +238,14 @@ func crashCases() []crashCase {
 		{name: "stop in first output after ten batches", setup: stopIn(0, 10, 200*time.Millisecond)},
 		{name: "stop in first output, batches queued", setup: stopIn(0, 3, 1500*time.Millisecond)},
 		{name: "stop between outputs", setup: stopIn(1, 2, 1500*time.Millisecond)},
-		{name: "crash at completion append", setup: logFault(recovery.KindBatchCompleted, 3, 0, true)},
-		{name: "completion append fails", setup: logFault(recovery.KindBatchCompleted, 3, 0, false), wantErr: errCrash},
-		{name: "completion appended, reported failed", setup: logFault(recovery.KindBatchCompleted, 3, 1, false), wantErr: errCrash, mayLeaveNothing: true},
-		{name: "allocation append fails", setup: logFault(recovery.KindBatchAllocated, 4, 0, false), wantErr: errCrash},
-		{name: "allocation appended, reported failed", setup: logFault(recovery.KindBatchAllocated, 4, 1, false), wantErr: errCrash},
-		{name: "block append fails", setup: logFault(recovery.KindBlockStored, 12, 0, false), wantErr: errCrash},
-		{name: "block appended, reported failed", setup: logFault(recovery.KindBlockStored, 12, 1, false), wantErr: errCrash},
-		{name: "crash at block append", setup: logFault(recovery.KindBlockStored, 7, 0, true), mayLeaveNothing: true},
+		{name: "crash at completion append", setup: logFault(recoverylog.KindBatchCompleted, 3, 0, true)},
+		{name: "completion append fails", setup: logFault(recoverylog.KindBatchCompleted, 3, 0, false), wantErr: errCrash},
+		{name: "completion appended, reported failed", setup: logFault(recoverylog.KindBatchCompleted, 3, 1, false), wantErr: errCrash, mayLeaveNothing: true},
+		{name: "allocation append fails", setup: logFault(recoverylog.KindBatchAllocated, 4, 0, false), wantErr: errCrash},
+		{name: "allocation appended, reported failed", setup: logFault(recoverylog.KindBatchAllocated, 4, 1, false), wantErr: errCrash},
+		{name: "block append fails", setup: logFault(recoverylog.KindBlockStored, 12, 0, false), wantErr: errCrash},
+		{name: "block appended, reported failed", setup: logFault(recoverylog.KindBlockStored, 12, 1, false), wantErr: errCrash},
+		{name: "crash at block append", setup: logFault(recoverylog.KindBlockStored, 7, 0, true), mayLeaveNothing: true},
 	}
 }
 
@@ -265,7 +265,7 @@ func TestFailureRecovery(t *testing.T) {
 }
 
 func testFailureRecovery(t *testing.T, tc crashCase) {
-	d := &durable{log: recovery.Memory(), out: t.TempDir()}
+	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 
 	// Run 1: produce, crash.
 	rl1 := recoverycheck.NewRecorder()
@@ -288,7 +288,7 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 		t.Fatalf("first Run = %v, want nil after Stop", err)
 	}
 	d.log.SetAppendHook(nil)
-	st1, err := recovery.Recover(d.log.Entries())
+	st1, err := recoverylog.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatalf("Recover after the crash: %v", err)
 	}
@@ -318,9 +318,9 @@ func testFailureRecovery(t *testing.T, tc crashCase) {
 
 // check reads the log after the second run and checks both runs with
 // recoverycheck.Check.
-func (d *durable) check(t *testing.T, st1 *recovery.State, rl1, rl2 *recoverycheck.Recorder) {
+func (d *durable) check(t *testing.T, st1 *recoverylog.State, rl1, rl2 *recoverycheck.Recorder) {
 	t.Helper()
-	st2, err := recovery.Recover(d.log.Entries())
+	st2, err := recoverylog.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
@@ -79,7 +79,7 @@ func TestShardFinishedIsLogged(t *testing.T) {
 	for _, withLog := range []bool{true, false} {
 		t.Run(fmt.Sprint("log=", withLog), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				log := recovery.Memory()
+				log := recoverylog.NewMemory()
 				cfg := stream.Config{}
 				if withLog {
 					cfg.Recovery = log
@@ -108,8 +108,8 @@ func TestShardFinishedIsLogged(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ShardFinished: %v", err)
 				}
-				want := recovery.ShardFinished("s", "shardId-000000000001")
-				if !slices.ContainsFunc(log.Entries(), func(e recovery.Entry) bool { return e.Kind == want.Kind && e.Shard == want.Shard }) {
+				want := recoverylog.ShardFinished("s", "shardId-000000000001")
+				if !slices.ContainsFunc(log.Entries(), func(e recoverylog.Entry) bool { return e.Kind == want.Kind && e.Shard == want.Shard }) {
 					t.Errorf("the log holds no %v: %v", want, log.Entries())
 				}
 			})

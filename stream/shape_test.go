@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
@@ -64,7 +65,7 @@ func TestShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &durable{log: recovery.Memory()}
+	d := &durable{log: recoverylog.NewMemory()}
 	stream.From(p2, newReplay(t, d))
 	stream.From(p2, newReplay(t, d), stream.Named("other"))
 	want = recovery.Shape{Sources: []recovery.Component{{Kind: "memory", Name: "replay"}, {Kind: "memory", Name: "other"}}}
@@ -96,7 +97,7 @@ func TestShapeChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := recovery.Memory()
+				store := recoverylog.NewMemory()
 				cfg := stream.Config{Recovery: store}
 				p := shapedPipeline(t, cfg, "words", "files", "print")
 				p.Drain(context.Background())
@@ -177,7 +178,7 @@ func TestResumeAfter(t *testing.T) {
 		if rt := run(stream.Config{}, "a"); rt.ResumeAfter != nil {
 			t.Error("without a log: ResumeAfter set")
 		}
-		store := recovery.Memory()
+		store := recoverylog.NewMemory()
 		if rt := run(stream.Config{Recovery: store}, "a", "b", "c"); rt.ResumeAfter == nil {
 			t.Fatal("first run with a log: ResumeAfter nil")
 		} else if seq, ok := rt.ResumeAfter(memory.DefaultName, memory.ShardName(0)); ok {
@@ -203,7 +204,7 @@ func TestResumeAfter(t *testing.T) {
 // countingStore counts compactions of a MemoryStore's logs and can make
 // them fail.
 type countingStore struct {
-	*recovery.MemoryStore
+	*recoverylog.MemoryStore
 	mu       sync.Mutex
 	compacts int
 	fail     error
@@ -222,7 +223,7 @@ type countingLog struct {
 	s *countingStore
 }
 
-func (l *countingLog) Compact(ctx context.Context) error {
+func (l *countingLog) Replace(ctx context.Context, records [][]byte) error {
 	l.s.mu.Lock()
 	l.s.compacts++
 	fail := l.s.fail
@@ -230,7 +231,7 @@ func (l *countingLog) Compact(ctx context.Context) error {
 	if fail != nil {
 		return fail
 	}
-	return l.Log.Compact(ctx)
+	return l.Log.Replace(ctx, records)
 }
 
 // TestCompaction checks that the log is compacted every CompactEvery
@@ -251,7 +252,7 @@ func TestCompaction(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := &countingStore{MemoryStore: recovery.Memory(), fail: tt.fail}
+				store := &countingStore{MemoryStore: recoverylog.NewMemory(), fail: tt.fail}
 				rl := recoverycheck.NewRecorder()
 				p, err := stream.NewPipeline(stream.Config{Recovery: store, CompactEvery: tt.every, Listeners: []stream.Listener{rl}})
 				if err != nil {
@@ -282,7 +283,7 @@ func TestCompaction(t *testing.T) {
 				if tt.fail != nil && len(rl.Completed()) != 2 {
 					t.Errorf("%d batches completed, want 2 (the one whose compaction failed included)", len(rl.Completed()))
 				}
-				if _, err := recovery.Recover(store.Entries()); err != nil {
+				if _, err := recoverylog.Recover(store.Entries()); err != nil {
 					t.Errorf("Recover: %v", err)
 				}
 			})
@@ -292,7 +293,7 @@ func TestCompaction(t *testing.T) {
 
 // TestOpenFails checks that Run reports a log it cannot open.
 func TestOpenFails(t *testing.T) {
-	store := recovery.Memory()
+	store := recoverylog.NewMemory()
 	l, err := store.Open(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -309,16 +310,16 @@ func TestOpenFails(t *testing.T) {
 // cuts its first batch after that time, never at a logged time again.
 func TestBatchTimesContinueAfterLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := recovery.Memory()
+		store := recoverylog.NewMemory()
 		ahead := batch.TimeOf(time.Now().Add(time.Hour))
 		ahead -= ahead % 1000
 		p := shapedPipeline(t, stream.Config{Recovery: store}, "", "files")
-		l, err := store.Open(t.Context())
+		l, err := recoverylog.Open(t.Context(), store, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Append(t.Context(), recovery.ShapeRecorded(p.Shape()),
-			recovery.BatchAllocated(ahead), recovery.BatchCompleted(ahead)); err != nil {
+		if err := l.Append(t.Context(), recoverylog.ShapeRecorded(p.Shape()),
+			recoverylog.BatchAllocated(ahead), recoverylog.BatchCompleted(ahead)); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()

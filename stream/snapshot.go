@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -46,7 +47,7 @@ type snapshotFile struct {
 // and restores them on a restart. It is used by the batch loop only.
 type stateKeeper struct {
 	nodes []*node // reachable nodes with state, parents first
-	store recovery.SnapshotStore
+	store *recoverylog.Log
 	log   *recoveryLog
 	every time.Duration
 	last  batch.Time // time of the current snapshot
@@ -89,7 +90,7 @@ func (p *Pipeline) stateProblemsLocked() []error {
 // snapshot (a pipeline that had state): then it goes on recording empty
 // snapshots, so that the log does not keep every batch for a replay, and a
 // snapshot holding state is refused as a changed graph.
-func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.State) error {
+func (e *engine) openState(ctx context.Context, l *recoverylog.Log, st *recoverylog.State) error {
 	var nodes []*node
 	for _, n := range e.ticks {
 		if n.state != nil {
@@ -99,13 +100,12 @@ func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.Sta
 	if len(nodes) == 0 && st.Snapshot == nil {
 		return nil
 	}
-	store, ok := l.(recovery.SnapshotStore)
-	if !ok && len(nodes) > 0 {
+	if !l.KeepsSnapshots() && len(nodes) > 0 {
 		return fmt.Errorf("stream: the recovery log %T keeps no state snapshots (recovery.SnapshotStore), which the pipeline's stateful operators need: "+
-			"use recovery.Dir, recovery/dynamolog or recovery.Memory", l)
+			"use recovery.Dir or recovery/dynamolog", l.Store())
 	}
 	rl, _ := e.log.(*recoveryLog)
-	k := &stateKeeper{nodes: nodes, store: store, log: rl, every: e.cfg.StateCheckpointInterval}
+	k := &stateKeeper{nodes: nodes, store: l, log: rl, every: e.cfg.StateCheckpointInterval}
 	if st.Snapshot == nil {
 		var t batch.Time
 		if st.HasCompleted {
@@ -113,7 +113,7 @@ func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.Sta
 			e.cfg.Logger.Warn("stream: the recovery log has no state snapshot but completed batches: the state starts empty after them",
 				"batch", t)
 		}
-		if err := l.Append(ctx, recovery.SnapshotTaken(t, "")); err != nil {
+		if err := l.Append(ctx, recoverylog.SnapshotTaken(t, "")); err != nil {
 			return fmt.Errorf("stream: record the empty state in the recovery log: %w", err)
 		}
 		k.last = t
@@ -150,8 +150,8 @@ func (e *engine) openState(ctx context.Context, l recovery.Log, st *recovery.Sta
 }
 
 // restore loads the snapshot ref into the operators.
-func (k *stateKeeper) restore(ctx context.Context, ref recovery.SnapshotRef) error {
-	data, err := k.store.GetSnapshot(ctx, ref.Ref)
+func (k *stateKeeper) restore(ctx context.Context, ref recoverylog.SnapshotRef) error {
+	data, err := k.store.GetSnapshot(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("stream: load the state snapshot at %v: %w", ref.Time, err)
 	}
@@ -191,7 +191,7 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	if len(k.nodes) == 0 {
 		// No state: an empty snapshot only releases the batches kept for
 		// a replay.
-		if k.log != nil && k.log.append(ctx, recovery.SnapshotTaken(t, "")) == nil {
+		if k.log != nil && k.log.append(ctx, recoverylog.SnapshotTaken(t, "")) == nil {
 			k.last = t
 		}
 		return nil
@@ -220,7 +220,7 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	if k.log == nil {
 		return nil
 	}
-	if err := k.log.append(ctx, recovery.SnapshotTaken(t, ref)); err != nil {
+	if err := k.log.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
 		return nil // fatal: the recovery log stops the Run
 	}
 	k.last = t

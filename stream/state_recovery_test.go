@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
@@ -164,17 +165,17 @@ type stateCrash struct {
 }
 
 func stateCrashes() []stateCrash {
-	nth := func(k recovery.Kind, n, keep int) func(*durable, func()) func(context.Context, *batch.Batch[string]) error {
+	nth := func(k recoverylog.Kind, n, keep int) func(*durable, func()) func(context.Context, *batch.Batch[string]) error {
 		return func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
 			d.log.SetAppendHook(nthAppend(k, n, keep, stop))
 			return nil
 		}
 	}
 	return []stateCrash{
-		{"after the snapshot write, before its entry", nth(recovery.KindSnapshot, 3, 0)},
-		{"right after a snapshot entry", nth(recovery.KindBatchAllocated, 8, 0)},
-		{"at a completion append", nth(recovery.KindBatchCompleted, 7, 0)},
-		{"completion appended, crash", nth(recovery.KindBatchCompleted, 5, 1)},
+		{"after the snapshot write, before its entry", nth(recoverylog.KindSnapshot, 3, 0)},
+		{"right after a snapshot entry", nth(recoverylog.KindBatchAllocated, 8, 0)},
+		{"at a completion append", nth(recoverylog.KindBatchCompleted, 7, 0)},
+		{"completion appended, crash", nth(recoverylog.KindBatchCompleted, 5, 1)},
 		{"during a snapshot write", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
 			n := 0
 			d.log.SetSnapshotHook(func(batch.Time, []byte) error {
@@ -222,7 +223,7 @@ func TestStateRecovery(t *testing.T) {
 }
 
 func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
-	d := &durable{log: recovery.Memory(), out: t.TempDir()}
+	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 	seen := newStateSeen()
 
 	var p1 *stream.Pipeline
@@ -236,7 +237,7 @@ func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
 	}
 	d.log.SetAppendHook(nil)
 	d.log.SetSnapshotHook(nil)
-	st, err := recovery.Recover(d.log.Entries())
+	st, err := recoverylog.Recover(d.log.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,9 +344,9 @@ func validSlide(t batch.Time, slide time.Duration) bool { return int64(t)%slide.
 // was being replayed and wraps the source's.
 func TestStateReplayRangeUnavailable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &durable{log: recovery.Memory(), out: t.TempDir()}
+		d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 		var p1 *stream.Pipeline
-		d.log.SetAppendHook(nthAppend(recovery.KindSnapshot, 3, 0, func() { p1.Stop() }))
+		d.log.SetAppendHook(nthAppend(recoverylog.KindSnapshot, 3, 0, func() { p1.Stop() }))
 		p1, src1 := statePipeline(t, d, newStateSeen(), nil)
 		errc := make(chan error, 1)
 		go func() { errc <- p1.Run(t.Context()) }()
@@ -354,7 +355,7 @@ func TestStateReplayRangeUnavailable(t *testing.T) {
 			t.Fatalf("first Run: %v", err)
 		}
 		d.log.SetAppendHook(nil)
-		st, err := recovery.Recover(d.log.Entries())
+		st, err := recoverylog.Recover(d.log.Entries())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +381,7 @@ func TestStateReplayRangeUnavailable(t *testing.T) {
 // empty state goes on releasing the completed batches.
 func TestStateRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &durable{log: recovery.Memory(), out: t.TempDir()}
+		d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 		p1, src1 := statePipeline(t, d, newStateSeen(), nil)
 		errc := make(chan error, 1)
 		go func() { errc <- p1.Run(t.Context()) }()
@@ -411,11 +412,11 @@ func TestStateRemoved(t *testing.T) {
 			t.Fatalf("Run without the stateful operators, on a snapshot holding state: got %v, want ErrShapeChanged", err)
 		}
 
-		d = &durable{log: recovery.Memory(), out: t.TempDir()}
-		if l, err := d.log.Open(t.Context()); err != nil {
+		d = &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
+		if l, err := recoverylog.Open(t.Context(), d.log, nil); err != nil {
 			t.Fatal(err)
 		} else {
-			if err := l.Append(t.Context(), recovery.SnapshotTaken(0, "")); err != nil {
+			if err := l.Append(t.Context(), recoverylog.SnapshotTaken(0, "")); err != nil {
 				t.Fatal(err)
 			}
 			l.Close()
@@ -432,7 +433,7 @@ func TestStateRemoved(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		st, err := recovery.Recover(d.log.Entries())
+		st, err := recoverylog.Recover(d.log.Entries())
 		if err != nil {
 			t.Fatal(err)
 		}

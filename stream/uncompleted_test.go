@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // TestUncompletedSeqs checks source.Runtime.Uncompleted's answers: per
@@ -20,17 +20,17 @@ func TestUncompletedSeqs(t *testing.T) {
 	rng := func(shard, first, last string) batch.SeqRange {
 		return batch.SeqRange{Stream: "s", Shard: shard, First: first, Last: last, Count: 1}
 	}
-	st := &recovery.State{
-		Progress: recovery.Progress{ShardSeqs: map[recovery.ShardKey]string{
+	st := &recoverylog.State{
+		Progress: recoverylog.Progress{ShardSeqs: map[recoverylog.ShardKey]string{
 			{Stream: "s", Shard: "done"}: "500", // completed: not uncompleted
 		}},
-		Pending: []recovery.PendingBatch{
+		Pending: []recoverylog.PendingBatch{
 			{Blocks: []batch.BlockInfo{block(1, rng("a", "90", "99"), rng("b", "5", "7"))}},
 			{Blocks: []batch.BlockInfo{block(2, rng("a", "100", "100"))}},
 		},
 		Unallocated: []batch.BlockInfo{block(3, rng("b", "8", "9"), rng("c", "1", "1"))},
 	}
-	want := map[recovery.ShardKey]string{
+	want := map[recoverylog.ShardKey]string{
 		{Stream: "s", Shard: "a"}: "100",
 		{Stream: "s", Shard: "b"}: "9",
 		{Stream: "s", Shard: "c"}: "1",

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -100,7 +101,11 @@ func (o modelOpener) Open(ctx context.Context) (recovery.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := l.Read(ctx)
+	records, err := l.Read(ctx)
+	var entries []recoverylog.Entry
+	if err == nil {
+		entries, err = recoverylog.DecodeEntries(records)
+	}
 	if err != nil {
 		return nil, errors.Join(err, l.Close())
 	}
@@ -114,9 +119,14 @@ type modelLog struct {
 	model *logModel
 }
 
-// Append appends to the wrapped log, then applies entries to the model.
-func (l modelLog) Append(ctx context.Context, entries ...recovery.Entry) error {
-	if err := l.Log.Append(ctx, entries...); err != nil {
+// Append appends to the wrapped log, then applies the records' entries to
+// the model.
+func (l modelLog) Append(ctx context.Context, records ...[]byte) error {
+	if err := l.Log.Append(ctx, records...); err != nil {
+		return err
+	}
+	entries, err := recoverylog.DecodeEntries(records)
+	if err != nil {
 		return err
 	}
 	l.model.apply(entries)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -95,7 +95,7 @@ func TestDrainBoundedDuringDynamoDBHang(t *testing.T) {
 	hang := &hangTransport{next: http.DefaultTransport}
 	p, _, err := newPipeline(pipelineConfig{
 		aws: env.AWSConfig(), kinesisEndpoint: env.KinesisEndpoint, stream: h.stream, table: h.table,
-		recovery: recovery.Memory(), out: out, logger: slog.New(slog.DiscardHandler),
+		recovery: recoverylog.NewMemory(), out: out, logger: slog.New(slog.DiscardHandler),
 		dynamo: env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: hang} }),
 	})
 	if err != nil {

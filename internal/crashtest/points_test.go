@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/stream"
 )
@@ -34,11 +35,11 @@ type crashPoint struct {
 // passed the completed records (G4).
 func TestCrashPoints(t *testing.T) {
 	points := []crashPoint{
-		{name: "block logged, not yet checkpointed", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4, keep: true}},
-		{name: "block append never written", at: &appendCrash{kind: recovery.KindBlockStored, nth: 4}},
-		{name: "batch allocated, outputs not started", at: &appendCrash{kind: recovery.KindBatchAllocated, nth: 2, keep: true}},
-		{name: "outputs done, completion not logged", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2}, rerun: true},
-		{name: "completion logged, receiver not told", at: &appendCrash{kind: recovery.KindBatchCompleted, nth: 2, keep: true}},
+		{name: "block logged, not yet checkpointed", at: &appendCrash{kind: recoverylog.KindBlockStored, nth: 4, keep: true}},
+		{name: "block append never written", at: &appendCrash{kind: recoverylog.KindBlockStored, nth: 4}},
+		{name: "batch allocated, outputs not started", at: &appendCrash{kind: recoverylog.KindBatchAllocated, nth: 2, keep: true}},
+		{name: "outputs done, completion not logged", at: &appendCrash{kind: recoverylog.KindBatchCompleted, nth: 2}, rerun: true},
+		{name: "completion logged, receiver not told", at: &appendCrash{kind: recoverylog.KindBatchCompleted, nth: 2, keep: true}},
 		{name: "checkpoint committed", afterCommit: 3},
 	}
 	for _, p := range points {
@@ -54,7 +55,7 @@ type pointRun struct {
 	env    *localaws.Env
 	name   string
 	out    string
-	store  *recovery.MemoryStore
+	store  *recoverylog.MemoryStore
 	open   recovery.Opener
 	model  *logModel
 	worker string // lease owner; "" for workerID
@@ -89,7 +90,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, cp crashPoint) {
 	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 	defer cancel()
 	r := &pointRun{env: env, name: localaws.UniqueName(t), out: filepath.Join(t.TempDir(), "out.txt"),
-		store: recovery.Memory(), model: newLogModel()}
+		store: recoverylog.NewMemory(), model: newLogModel()}
 	r.open = r.store
 	if err := env.CreateStream(ctx, r.name, 2); err != nil {
 		t.Fatal(err)

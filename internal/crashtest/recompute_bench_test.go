@@ -17,7 +17,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -88,7 +88,7 @@ func (s slowTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // rebuildLog puts rebuildRecords records on a new stream and returns the
 // entries of a recovery log whose pending batches hold them all.
-func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
+func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entry {
 	ctx := b.Context()
 	if err := env.CreateStream(ctx, name, rebuildShards); err != nil {
 		b.Fatal(err)
@@ -121,7 +121,7 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
 			iter = res.NextShardIterator
 		}
 	}
-	var out []recovery.Entry
+	var out []recoverylog.Entry
 	var ids []batch.BlockID
 	t := batch.Time(time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000)
 	total := 0
@@ -134,13 +134,13 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
 			}
 		}
 		if len(ids) > 0 && (len(info.Ranges) == 0 || len(ids) == rebuildBlocks) {
-			out = append(out, recovery.BatchAllocated(t, ids...))
+			out = append(out, recoverylog.BatchAllocated(t, ids...))
 			t, ids = t.Add(time.Second), nil
 		}
 		if len(info.Ranges) == 0 {
 			break
 		}
-		out = append(out, recovery.BlockStored(info))
+		out = append(out, recoverylog.BlockStored(info))
 		ids = append(ids, info.ID)
 		total += info.Count
 	}
@@ -154,11 +154,11 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recovery.Entry {
 // Parallelism (recomputing each block range by range if sequential) and
 // returns how long its pending batches took, each Kinesis call delayed by
 // rtt.
-func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recovery.Entry, parallelism int, sequential bool, rtt time.Duration) time.Duration {
+func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recoverylog.Entry, parallelism int, sequential bool, rtt time.Duration) time.Duration {
 	ctx := b.Context()
 	quiet := slog.New(slog.DiscardHandler)
-	store := recovery.Memory()
-	l, err := store.Open(ctx)
+	store := recoverylog.NewMemory()
+	l, err := recoverylog.Open(ctx, store, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // crash is the instant an in-process pipeline "dies": from then on its log
@@ -46,25 +46,25 @@ type logModel struct {
 	blocks    map[batch.BlockID]batch.BlockInfo
 	allocs    map[batch.Time][]batch.BlockID
 	completed map[string]string // shard -> greatest completed sequence number
-	seen      map[recovery.Kind]int
+	seen      map[recoverylog.Kind]int
 }
 
 func newLogModel() *logModel {
 	return &logModel{blocks: map[batch.BlockID]batch.BlockInfo{}, allocs: map[batch.Time][]batch.BlockID{},
-		completed: map[string]string{}, seen: map[recovery.Kind]int{}}
+		completed: map[string]string{}, seen: map[recoverylog.Kind]int{}}
 }
 
 // apply records entries that were appended.
-func (m *logModel) apply(entries []recovery.Entry) {
+func (m *logModel) apply(entries []recoverylog.Entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range entries {
 		switch e.Kind {
-		case recovery.KindBlockStored:
+		case recoverylog.KindBlockStored:
 			m.blocks[e.Block.ID] = e.Block
-		case recovery.KindBatchAllocated:
+		case recoverylog.KindBatchAllocated:
 			m.allocs[e.Time] = e.Blocks
-		case recovery.KindBatchCompleted:
+		case recoverylog.KindBatchCompleted:
 			for _, id := range m.allocs[e.Time] {
 				for _, r := range m.blocks[id].Ranges {
 					m.completed[r.Shard] = batch.MaxSeq(m.completed[r.Shard], r.Last)
@@ -76,16 +76,16 @@ func (m *logModel) apply(entries []recovery.Entry) {
 
 // records returns the number of records an entry is about: a block's, a
 // batch's.
-func (m *logModel) records(e recovery.Entry) int {
+func (m *logModel) records(e recoverylog.Entry) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ids []batch.BlockID
 	switch e.Kind {
-	case recovery.KindBlockStored:
+	case recoverylog.KindBlockStored:
 		return e.Block.Count
-	case recovery.KindBatchAllocated:
+	case recoverylog.KindBatchAllocated:
 		ids = e.Blocks
-	case recovery.KindBatchCompleted:
+	case recoverylog.KindBatchCompleted:
 		ids = m.allocs[e.Time]
 	}
 	n := 0
@@ -97,7 +97,7 @@ func (m *logModel) records(e recovery.Entry) int {
 
 // count counts one more entry of kind e.Kind with records and returns how
 // many there have been.
-func (m *logModel) count(e recovery.Entry) int {
+func (m *logModel) count(e recoverylog.Entry) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[e.Kind]++
@@ -117,7 +117,7 @@ func (m *logModel) completedSeq(shard string) string {
 // died before writing). With after set, only appends made once after
 // reports true count.
 type appendCrash struct {
-	kind  recovery.Kind
+	kind  recoverylog.Kind
 	nth   int
 	keep  bool
 	after func() bool
@@ -126,10 +126,10 @@ type appendCrash struct {
 // hook returns the MemoryStore hook of one pipeline: it follows the log in
 // m and, if at is not nil, crashes c there. Once c is dead every append
 // fails, storing nothing.
-func hook(m *logModel, c *crash, at *appendCrash) recovery.AppendHook {
-	return func(_ int, entries []recovery.Entry) recovery.Fault {
+func hook(m *logModel, c *crash, at *appendCrash) recoverylog.AppendHook {
+	return func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
 		if c.dead.Load() {
-			return recovery.Fault{Err: errCrashed}
+			return recoverylog.Fault{Err: errCrashed}
 		}
 		e := entries[0]
 		if at != nil && len(entries) == 1 && e.Kind == at.kind && m.records(e) > 0 &&
@@ -137,12 +137,12 @@ func hook(m *logModel, c *crash, at *appendCrash) recovery.AppendHook {
 			c.trigger(fmt.Sprintf("append %v (kept: %v)", e, at.keep))
 			if at.keep {
 				m.apply(entries)
-				return recovery.Fault{Err: errCrashed, Keep: 1}
+				return recoverylog.Fault{Err: errCrashed, Keep: 1}
 			}
-			return recovery.Fault{Err: errCrashed}
+			return recoverylog.Fault{Err: errCrashed}
 		}
 		m.apply(entries)
-		return recovery.Fault{}
+		return recoverylog.Fault{}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -141,6 +142,10 @@ func (l *stateLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (
 	return ref, errors.Join(err, os.Remove(mark))
 }
 
+func (l *stateLog) PruneSnapshots(ctx context.Context, t batch.Time, ref string) error {
+	return l.ss.PruneSnapshots(ctx, t, ref)
+}
+
 func (l *stateLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 	data, err := l.ss.GetSnapshot(ctx, ref)
 	if err == nil {
@@ -178,12 +183,12 @@ func (h *harness) awaitMark(c *child, what, suffix string) {
 // snapshot that a restart loads.
 func (h *harness) hasSnapshot() bool {
 	h.t.Helper()
-	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil).Open(h.t.Context())
+	l, err := recoverylog.Open(h.t.Context(), logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil), nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer l.Close()
-	st, err := recovery.Load(h.t.Context(), l)
+	st, err := recoverylog.Load(h.t.Context(), l)
 	if err != nil {
 		h.t.Fatal(err)
 	}

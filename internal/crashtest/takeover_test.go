@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 )
 
 // TestCrashTakeOverByAnotherWorker is G1 in a fleet: worker A (ID "a", its
@@ -33,7 +33,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	defer cancel()
 	name, out := localaws.UniqueName(t), filepath.Join(t.TempDir(), "out.txt")
 	worker := func(id string) *pointRun {
-		r := &pointRun{env: env, name: name, out: out, store: recovery.Memory(), model: newLogModel(), worker: id}
+		r := &pointRun{env: env, name: name, out: out, store: recoverylog.NewMemory(), model: newLogModel(), worker: id}
 		r.open = r.store
 		return r
 	}
@@ -50,7 +50,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	ca := newCrash()
 	spyA := &ddbSpy{next: env.DynamoDB(), model: a.model, crash: ca, crashPastCompletion: true}
 	afterCommits := func() bool { n, _ := spyA.stats(); return n >= 2 }
-	a.store.SetAppendHook(hook(a.model, ca, &appendCrash{kind: recovery.KindBlockStored, nth: 1, keep: true, after: afterCommits}))
+	a.store.SetAppendHook(hook(a.model, ca, &appendCrash{kind: recoverylog.KindBlockStored, nth: 1, keep: true, after: afterCommits}))
 	errc, p := a.start(t, "worker-a", ca, spyA)
 	select {
 	case <-ca.at:
@@ -108,14 +108,14 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 
 // uncompleted returns the number of records in the blocks the log of store
 // holds stored or allocated but not completed.
-func uncompleted(t *testing.T, store *recovery.MemoryStore) int {
+func uncompleted(t *testing.T, store *recoverylog.MemoryStore) int {
 	t.Helper()
-	l, err := store.Open(t.Context())
+	l, err := recoverylog.Open(t.Context(), store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	st, err := recovery.Load(t.Context(), l)
+	st, err := recoverylog.Load(t.Context(), l)
 	if err != nil {
 		t.Fatal(err)
 	}

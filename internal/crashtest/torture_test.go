@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/internal/recoverylog"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/recovery"
 )
 
 // Kill moments are drawn uniformly from [minKillDelay, maxKillDelay) after
@@ -199,12 +199,12 @@ func (h *harness) checkJournalOf(requireCommits bool) {
 // recovery log.
 func (h *harness) checkLog() {
 	t := h.t
-	l, err := logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil).Open(t.Context())
+	l, err := recoverylog.Open(t.Context(), logOpener(h.env, h.shared, h.logDir, h.table, h.tuning.worker, h.tuning.attempt, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	st, err := recovery.Load(t.Context(), l)
+	st, err := recoverylog.Load(t.Context(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func tearLog(t *testing.T, dir string) {
 		t.Fatalf("no segment in %s (%v)", dir, err)
 	}
 	slices.Sort(segs) // names are zero-padded segment numbers
-	payload, err := recovery.EncodeEntry(recovery.BatchCompleted(batch.Time(time.Now().UnixMilli())))
+	payload, err := recoverylog.EncodeEntry(recoverylog.BatchCompleted(batch.Time(time.Now().UnixMilli())))
 	if err != nil {
 		t.Fatal(err)
 	}

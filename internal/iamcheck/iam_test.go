@@ -23,8 +23,9 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery/dynamolog"
-	"github.com/weirstream/weir/recovery/recoverytest"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -337,12 +338,12 @@ func TestRecoveryLogPolicy(t *testing.T) {
 	awsCfg.HTTPClient = rec
 	cfg := dynamolog.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: localaws.UniqueName(t), Name: "iam/worker-1"}
 	ctx := t.Context()
-	l, err := dynamolog.Open(ctx, cfg)
+	l, err := recoverylog.Open(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		recoverytest.MustAppend(t, l, recoverytest.Block(0, uint64(i)))
+		logtest.MustAppend(t, l, logtest.Block(0, uint64(i)))
 	}
 	if err := l.Compact(ctx); err != nil {
 		t.Fatal(err)
@@ -351,7 +352,7 @@ func TestRecoveryLogPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	l, err = dynamolog.Open(ctx, cfg) // a restart reads it back
+	l, err = recoverylog.Open(ctx, cfg, nil) // a restart reads it back
 	if err != nil {
 		t.Fatal(err)
 	}

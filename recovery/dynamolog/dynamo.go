@@ -22,11 +22,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// MaxEntrySize is the largest encoded entry a DynamoDB log stores: an
-// item holds at most 400 KB, and the rest of the item (key, writer) needs
-// room. Append refuses a larger entry with recovery.ErrEntryTooLarge rather than
-// splitting it, which would make entries non-atomic: a block would need
-// thousands of sequence ranges, or a batch thousands of blocks, to reach it.
+// MaxEntrySize is the largest record (an encoded entry) a DynamoDB log
+// stores: an item holds at most 400 KB, and the rest of the item (key,
+// writer) needs room. Append refuses a larger record with
+// recovery.ErrEntryTooLarge rather than splitting it, which would make
+// entries non-atomic: a block would need thousands of sequence ranges, or a
+// batch thousands of blocks, to reach it.
 const MaxEntrySize = 380 << 10
 
 // maxDynamoName is the longest log name accepted (a partition key may hold
@@ -74,8 +75,24 @@ type Client interface {
 //
 // The table's key is log (string, partition) and seq (number, sort); it may
 // hold the logs of many applications and workers, one partition each. It is
-// created, on demand (PAY_PER_REQUEST), if it does not exist. Each entry is
-// one item, written with a single-item conditional put.
+// created, on demand (PAY_PER_REQUEST), if it does not exist. Each record
+// is one item, written with a single-item conditional put.
+//
+// Opening the log claims it: a writer that opened it before is fenced
+// off, its next Append failing with recovery.ErrFenced, so a zombie worker cannot
+// append after its successor has read the log. Read returns the log as read
+// at Open plus this writer's appends. Replace writes the new records as new
+// items, then a base item marking the items before them superseded, then
+// deletes those; a crash at any point leaves the old records, or the new,
+// or the old followed by a prefix of the new.
+//
+// A put that gets no definite answer (DynamoDB unreachable, server errors)
+// is tried again until DynamoDB answers, the call waiting meanwhile (see
+// putNext): an outage delays appends and never ends the writer. A put
+// refused for good (the table deleted, access denied), or cut short by its
+// ctx, leaves its outcome unknown: every later call returns that error, and
+// the log must be opened again. The log is safe for concurrent use; it
+// serialises appends.
 type Config struct {
 	// Client is the DynamoDB client, usually a *dynamodb.Client; a client
 	// given here is used as it is. Default: a client built from AWS and
@@ -111,8 +128,19 @@ type Config struct {
 	AttemptTimeout time.Duration
 }
 
-// Open opens the log; see Open.
-func (c Config) Open(ctx context.Context) (recovery.Log, error) { return Open(ctx, c) }
+// Open opens the log c names, creating the table if it does not exist,
+// and claims it (see Config). The Log is also a recovery.SnapshotStore.
+// Once the table is found, reading the log and claiming it are tried again
+// until DynamoDB answers, as puts are. An item that does not decode is a
+// *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its
+// seq. A record is stored as it is, and decoded by the driver.
+func (c Config) Open(ctx context.Context) (recovery.Log, error) {
+	l, err := open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
 
 func (c Config) validate() error {
 	var problems []error
@@ -134,24 +162,8 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Log is a recovery.Log kept in a DynamoDB table; see Config.
-//
-// Opening a Log claims it: a writer that opened it before is fenced
-// off, its next Append failing with recovery.ErrFenced, so a zombie worker cannot
-// append after its successor has read the log. Read returns the log as read
-// at Open plus this writer's appends. Compact writes the compacted entries
-// as new items, then a base item marking the items before them superseded,
-// then deletes those; a crash at any point leaves a log that recovers to
-// the same recovery.State.
-//
-// A put that gets no definite answer (DynamoDB unreachable, server errors)
-// is tried again until DynamoDB answers, the call waiting meanwhile (see
-// putNext): an outage delays appends and never ends the writer. A put
-// refused for good (the table deleted, access denied), or cut short by its
-// ctx, leaves its outcome unknown: every later call returns that error, and
-// the log must be opened again. A Log is safe for concurrent use; it
-// serialises appends.
-type Log struct {
+// dynamoLog is the recovery.Log and recovery.SnapshotStore a Config opens.
+type dynamoLog struct {
 	client   Client
 	table    string
 	endpoint string // Config.Endpoint, for the logs
@@ -167,17 +179,13 @@ type Log struct {
 	base     int64    // seq of the base item in effect, or 0
 	claims   []int64  // seqs of claim items
 	stale    []int64  // seqs of items superseded by a compaction, to delete
-	snaps    []string // references of snapshots put or kept since the last compaction, to prune
+	snaps    []string // snapshots put or referenced by replaced records, not yet pruned (PruneSnapshots)
 	failed   error    // sticky: fenced, or a put of unknown outcome
 	closed   bool
 }
 
-// Open opens the log cfg names, creating the table if it does not
-// exist, and claims it (see Log). Once the table is found, reading the log
-// and claiming it are tried again until DynamoDB answers, as puts are (see
-// Log). An item that does not decode is a
-// *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its seq.
-func Open(ctx context.Context, cfg Config) (*Log, error) {
+// open opens the log cfg names; see Config.Open.
+func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -194,7 +202,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &Log{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+	l := &dynamoLog{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.Default()
@@ -227,11 +235,11 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers", l.where(), attempts)
 }
 
-func (l *Log) where() string { return "dynamodb:" + l.table + "/" + l.name }
+func (l *dynamoLog) where() string { return "dynamodb:" + l.table + "/" + l.name }
 
 // load reads every item of the log, in seq order, and keeps the entries in
 // effect: those from the last base item's base seq on.
-func (l *Log) load(ctx context.Context) error {
+func (l *dynamoLog) load(ctx context.Context) error {
 	var items []logItem
 	var base int64
 	in := &dynamodb.QueryInput{
@@ -312,7 +320,6 @@ func readItem(it map[string]types.AttributeValue) (logItem, error) {
 			return li, fmt.Errorf("entry item has no string %q attribute", attrEntry)
 		}
 		li.payload = []byte(e.Value)
-		_, err = recovery.DecodeEntry(li.payload)
 	default:
 		err = fmt.Errorf("unknown item type %q", li.typ)
 	}
@@ -338,7 +345,7 @@ func num(n int64) types.AttributeValue {
 }
 
 // put puts an item at l.next, on condition that no item is there yet.
-func (l *Log) put(ctx context.Context, attrs map[string]types.AttributeValue) error {
+func (l *dynamoLog) put(ctx context.Context, attrs map[string]types.AttributeValue) error {
 	attrs[attrLog], attrs[attrSeq], attrs[attrWriter] = str(l.name), num(l.next), str(l.writer)
 	_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(l.table),

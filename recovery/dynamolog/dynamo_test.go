@@ -17,6 +17,8 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/recovery/dynamolog"
 	"github.com/weirstream/weir/recovery/recoverytest"
@@ -25,8 +27,8 @@ import (
 const table = "weir-recovery"
 
 var (
-	block      = recoverytest.Block
-	mustAppend = recoverytest.MustAppend
+	block      = logtest.Block
+	mustAppend = logtest.MustAppend
 )
 
 // TestDynamo runs every DynamoDB log test against one dynalite.
@@ -54,10 +56,10 @@ func TestDynamo(t *testing.T) {
 		cfg := dynamolog.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: table, Name: localaws.UniqueName(t)}
 		l := openDynamo(t, cfg)
 		mustAppend(t, l, block(0, 0))
-		recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+		logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0)})
 	})
 	t.Run("InvalidConfig", func(t *testing.T) {
-		_, err := dynamolog.Open(t.Context(), dynamolog.Config{Name: strings.Repeat("n", 1025), Endpoint: "127.0.0.1:1"})
+		_, err := dynamolog.Config{Name: strings.Repeat("n", 1025), Endpoint: "127.0.0.1:1"}.Open(t.Context())
 		if !errors.Is(err, recovery.ErrInvalidConfig) {
 			t.Fatalf("Open: got %v, want ErrInvalidConfig", err)
 		}
@@ -69,9 +71,10 @@ func TestDynamo(t *testing.T) {
 	})
 }
 
-func openDynamo(t *testing.T, cfg dynamolog.Config) *dynamolog.Log {
+// openDynamo opens a DynamoDB log through the driver's view.
+func openDynamo(t *testing.T, cfg dynamolog.Config) *recoverylog.Log {
 	t.Helper()
-	l, err := dynamolog.Open(t.Context(), cfg)
+	l, err := recoverylog.Open(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -85,7 +88,7 @@ func testDynamoFencing(t *testing.T, cfg dynamolog.Config) {
 	a := openDynamo(t, cfg)
 	mustAppend(t, a, block(0, 0))
 	b := openDynamo(t, cfg)
-	recoverytest.Check(t, b, []recovery.Entry{block(0, 0)})
+	logtest.Check(t, b, []recoverylog.Entry{block(0, 0)})
 	if err := a.Append(t.Context(), block(0, 1)); !errors.Is(err, recovery.ErrFenced) {
 		t.Fatalf("Append by the first writer: got %v, want ErrFenced", err)
 	}
@@ -97,11 +100,11 @@ func testDynamoFencing(t *testing.T, cfg dynamolog.Config) {
 		t.Fatalf("Compact: %v", err)
 	}
 	c := openDynamo(t, cfg)
-	st, err := recovery.Recover([]recovery.Entry{block(0, 0), block(0, 2)})
+	st, err := recoverylog.Recover([]recoverylog.Entry{block(0, 0), block(0, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recoverytest.Check(t, c, st.Entries())
+	logtest.Check(t, c, st.Entries())
 }
 
 // faultyClient wraps a Client to inject faults into PutItem and
@@ -153,11 +156,11 @@ func testDynamoRetriedPut(t *testing.T, cfg dynamolog.Config) {
 	}
 	cfg.Client = fc
 	l := openDynamo(t, cfg)
-	h := recoverytest.History()
+	h := logtest.History()
 	mustAppend(t, l, h...)
-	recoverytest.Check(t, l, h)
+	logtest.Check(t, l, h)
 	l.Close()
-	recoverytest.Check(t, openDynamo(t, cfg), h)
+	logtest.Check(t, openDynamo(t, cfg), h)
 }
 
 // testDynamoLostResponse makes puts succeed but report an error, as a
@@ -194,7 +197,7 @@ func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 	mustAppend(t, l, block(0, 0))
 	fail.Store(2)
 	mustAppend(t, l, block(0, 1), block(0, 2))
-	recoverytest.Check(t, l, []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
+	logtest.Check(t, l, []recoverylog.Entry{block(0, 0), block(0, 1), block(0, 2)})
 
 	// The put is lost, and before it is tried again another writer opens
 	// the log and takes its seq with its claim.
@@ -215,7 +218,7 @@ func testDynamoLostResponse(t *testing.T, cfg dynamolog.Config) {
 		t.Fatal("Append after a refused append succeeded, want the first failure")
 	}
 	l.Close()
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1), block(0, 2)})
+	logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0), block(0, 1), block(0, 2)})
 }
 
 // testDynamoCompactInterrupted fails a compaction at each step that can
@@ -228,24 +231,24 @@ func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 	var boom error = &smithy.GenericAPIError{Code: "ValidationException", Message: "boom", Fault: smithy.FaultClient}
 	tests := []struct {
 		name     string
-		history  []recovery.Entry
+		history  []recoverylog.Entry
 		failPut  string // item type whose put fails
 		failSkip int    // puts of that type to let through first
 		failDel  bool
 	}{
-		{name: "after some copies", history: recoverytest.History(), failPut: "entry", failSkip: 2},
-		{name: "before the base item", history: recoverytest.History(), failPut: "base"},
-		{name: "deletes fail", history: recoverytest.History(), failDel: true},
+		{name: "after some copies", history: logtest.History(), failPut: "entry", failSkip: 2},
+		{name: "before the base item", history: logtest.History(), failPut: "base"},
+		{name: "deletes fail", history: logtest.History(), failDel: true},
 		// The copies of a batch kept for replay (its block, allocation and
 		// completion) follow the originals, in which the batch completed.
-		{name: "state after a replayed block", history: recoverytest.StateHistory(""), failPut: "entry", failSkip: 3},
-		{name: "state after a replayed batch", history: recoverytest.StateHistory(""), failPut: "entry", failSkip: 5},
-		{name: "state before the base item", history: recoverytest.StateHistory(""), failPut: "base"},
+		{name: "state after a replayed block", history: logtest.StateHistory(""), failPut: "entry", failSkip: 3},
+		{name: "state after a replayed batch", history: logtest.StateHistory(""), failPut: "entry", failSkip: 5},
+		{name: "state before the base item", history: logtest.StateHistory(""), failPut: "base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := tt.history
-			want, err := recovery.Recover(h)
+			want, err := recoverylog.Recover(h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,18 +281,18 @@ func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 			}
 			l.Close()
 			l = openDynamo(t, cfg)
-			got, err := recovery.Load(t.Context(), l)
+			got, err := recoverylog.Load(t.Context(), l)
 			if err != nil {
 				t.Fatalf("Load after an interrupted Compact: %v", err)
 			}
-			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, got, logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("State mismatch (-want +got):\n%s", diff)
 			}
 			if err := l.Compact(t.Context()); err != nil {
 				t.Fatalf("Compact: %v", err)
 			}
 			l.Close()
-			recoverytest.Check(t, openDynamo(t, cfg), want.Entries())
+			logtest.Check(t, openDynamo(t, cfg), want.Entries())
 			if n := countItems(t, cfg); n > len(want.Entries())+1+4 {
 				t.Errorf("%d items left after a full compaction, want the %d entries, a base item and the claims",
 					n, len(want.Entries()))
@@ -316,12 +319,12 @@ func countItems(t *testing.T, cfg dynamolog.Config) int {
 // testDynamoLargeEntries appends entries near the item size limit, enough
 // for reads to span several Query pages, and one over it.
 func testDynamoLargeEntries(t *testing.T, cfg dynamolog.Config) {
-	big := func(seq uint64, size int) recovery.Entry {
+	big := func(seq uint64, size int) recoverylog.Entry {
 		r := batch.SeqRange{Stream: strings.Repeat("s", size), Shard: "x", First: "1", Last: "1", Count: 1}
-		return recovery.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Ranges: []batch.SeqRange{r}, Count: 1})
+		return recoverylog.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Ranges: []batch.SeqRange{r}, Count: 1})
 	}
 	l := openDynamo(t, cfg)
-	var want []recovery.Entry
+	var want []recoverylog.Entry
 	for i := range uint64(4) {
 		want = append(want, big(i, dynamolog.MaxEntrySize-200))
 	}
@@ -333,7 +336,7 @@ func testDynamoLargeEntries(t *testing.T, cfg dynamolog.Config) {
 	l.Close()
 	fc := &faultyClient{Client: cfg.Client}
 	cfg.Client = fc
-	recoverytest.Check(t, openDynamo(t, cfg), want)
+	logtest.Check(t, openDynamo(t, cfg), want)
 	if n := fc.queries.Load(); n < 2 {
 		t.Errorf("the log was read in %d Query pages, want several", n)
 	}
@@ -343,25 +346,38 @@ func testDynamoCorruptItem(t *testing.T, cfg dynamolog.Config) {
 	l := openDynamo(t, cfg)
 	mustAppend(t, l, block(0, 0))
 	l.Close()
-	_, err := cfg.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
-		TableName: aws.String(cfg.Table),
-		Item: map[string]types.AttributeValue{
-			"log":   &types.AttributeValueMemberS{Value: cfg.Name},
-			"seq":   &types.AttributeValueMemberN{Value: "100"},
-			"type":  &types.AttributeValueMemberS{Value: "entry"},
-			"entry": &types.AttributeValueMemberS{Value: `{"v":1,"kind":"complete"}`},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+	put := func(seq string, entry types.AttributeValue) {
+		t.Helper()
+		_, err := cfg.Client.PutItem(t.Context(), &dynamodb.PutItemInput{
+			TableName: aws.String(cfg.Table),
+			Item: map[string]types.AttributeValue{
+				"log":   &types.AttributeValueMemberS{Value: cfg.Name},
+				"seq":   &types.AttributeValueMemberN{Value: seq},
+				"type":  &types.AttributeValueMemberS{Value: "entry"},
+				"entry": entry,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	_, err = dynamolog.Open(t.Context(), cfg)
+	// An entry the driver cannot decode: the log opens, its Read fails.
+	put("100", &types.AttributeValueMemberS{Value: `{"v":1,"kind":"complete"}`})
+	l = openDynamo(t, cfg)
+	_, err := l.Read(t.Context())
 	var ce *recovery.CorruptError
+	if !errors.As(err, &ce) || ce.Offset != 1 {
+		t.Fatalf("Read: got %v, want a *CorruptError of record 1", err)
+	}
+	l.Close()
+	// An item that is not an entry's: the log does not open.
+	put("101", &types.AttributeValueMemberN{Value: "1"})
+	_, err = cfg.Open(t.Context())
 	if !errors.As(err, &ce) {
 		t.Fatalf("Open: got %v, want a *CorruptError", err)
 	}
-	if want := "dynamodb:" + cfg.Table + "/" + cfg.Name; ce.Path != want || ce.Offset != 100 {
-		t.Fatalf("CorruptError at %s offset %d, want %s offset 100", ce.Path, ce.Offset, want)
+	if want := "dynamodb:" + cfg.Table + "/" + cfg.Name; ce.Path != want || ce.Offset != 101 {
+		t.Fatalf("CorruptError at %s offset %d, want %s offset 101", ce.Path, ce.Offset, want)
 	}
 }
 
@@ -373,7 +389,7 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	l := openDynamo(t, cfg)
 	mustAppend(t, l, block(0, 0))
 	l.Close()
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+	logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0)})
 
 	other := name + "-other"
 	_, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
@@ -386,7 +402,7 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 		t.Fatal(err)
 	}
 	cfg.Table = other
-	_, err = dynamolog.Open(t.Context(), cfg)
+	_, err = cfg.Open(t.Context())
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
 		t.Fatalf("Open on a table with another key: got %v", err)
 	}
@@ -401,7 +417,7 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 	const shards, perBlock = 2500, 500
 	name := strings.Repeat("s", 100)
 	shard := func(i int) string { return "shardId-" + strconv.Itoa(1e11+i) }
-	var history []recovery.Entry
+	var history []recoverylog.Entry
 	for b := range shards / perBlock {
 		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(b)}, Count: perBlock}
 		for i := b * perBlock; i < (b+1)*perBlock; i++ {
@@ -409,15 +425,15 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 				First: "49590338271490256608559692538361571095921575989136588898", Last: "49590338271490256608559692538361571095921575989136588899", Count: 1})
 		}
 		bt := batch.Time(1000 * (b + 1))
-		history = append(history, recovery.BlockStored(info), recovery.BatchAllocated(bt, info.ID), recovery.BatchCompleted(bt))
+		history = append(history, recoverylog.BlockStored(info), recoverylog.BatchAllocated(bt, info.ID), recoverylog.BatchCompleted(bt))
 	}
-	var finished []recovery.Entry
+	var finished []recoverylog.Entry
 	for i := range shards {
-		finished = append(finished, recovery.ShardFinished(name, shard(i)))
+		finished = append(finished, recoverylog.ShardFinished(name, shard(i)))
 	}
 	for _, tt := range []struct {
 		name      string
-		entries   []recovery.Entry
+		entries   []recoverylog.Entry
 		maxShards int // shards the compacted log may keep
 	}{
 		{"finished", append(slices.Clone(history), finished...), 0},
@@ -427,7 +443,7 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 			cfg := cfg(t)
 			l := openDynamo(t, cfg)
 			mustAppend(t, l, tt.entries...)
-			want, err := recovery.Load(t.Context(), l)
+			want, err := recoverylog.Load(t.Context(), l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,11 +452,11 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 			}
 			l.Close()
 			l = openDynamo(t, cfg)
-			got, err := recovery.Load(t.Context(), l)
+			got, err := recoverylog.Load(t.Context(), l)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(want, got, recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, got, logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("State after Compact mismatch (-want +got):\n%s", diff)
 			}
 			if n := len(got.ShardSeqs); n > tt.maxShards {
@@ -451,7 +467,7 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 				t.Fatal(err)
 			}
 			for _, e := range entries {
-				if b, _ := recovery.EncodeEntry(e); tt.maxShards == 0 && len(b) > 1<<10 {
+				if b, _ := recoverylog.EncodeEntry(e); tt.maxShards == 0 && len(b) > 1<<10 {
 					t.Errorf("%v encodes to %d bytes with every shard finished, want a small summary", e, len(b))
 				}
 			}

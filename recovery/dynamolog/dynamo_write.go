@@ -21,9 +21,9 @@ import (
 // compaction; older claims only fence writers several generations stale.
 const keepClaims = 16
 
-// Append puts one item per entry; see recovery.Log.Append.
-func (l *Log) Append(ctx context.Context, entries ...recovery.Entry) error {
-	enc, err := recovery.EncodeEntries(entries, MaxEntrySize)
+// Append puts one item per record; see recovery.Log.Append.
+func (l *dynamoLog) Append(ctx context.Context, records ...[]byte) error {
+	enc, err := checkRecords(records)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (l *Log) Append(ctx context.Context, entries ...recovery.Entry) error {
 
 // putEntry puts an entry item at the next seq and returns the seq; see
 // putNext.
-func (l *Log) putEntry(ctx context.Context, payload []byte) (int64, error) {
+func (l *dynamoLog) putEntry(ctx context.Context, payload []byte) (int64, error) {
 	return l.putNext(ctx, map[string]types.AttributeValue{attrType: str(itemEntry), attrEntry: str(string(payload))})
 }
 
@@ -57,7 +57,7 @@ func (l *Log) putEntry(ctx context.Context, payload []byte) (int64, error) {
 // and reading the item back tells this writer's own earlier put (a success)
 // from another writer's, which took the log over (fenced: the log is
 // unusable, as it is when the put is refused for good or ctx ends first).
-func (l *Log) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
+func (l *dynamoLog) putNext(ctx context.Context, attrs map[string]types.AttributeValue) (int64, error) {
 	seq := l.next
 	var mine bool
 	err := l.untilAnswered(ctx, seq, func() (err error) {
@@ -81,7 +81,7 @@ func (l *Log) putNext(ctx context.Context, attrs map[string]types.AttributeValue
 // failures leave the outcome unknown: try is called again with back-off,
 // the first failure of the streak logged as a warning naming the log, table,
 // endpoint and item, and its end as information.
-func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) error {
+func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() error) error {
 	var streak *outage
 	for {
 		err := try()
@@ -105,7 +105,7 @@ func (l *Log) untilAnswered(ctx context.Context, item any, try func() error) err
 
 // unknown makes the log unusable after a put of item seq whose outcome
 // stays unknown, and returns why.
-func (l *Log) unknown(seq int64, err error) error {
+func (l *dynamoLog) unknown(seq int64, err error) error {
 	l.failed = fmt.Errorf("dynamolog: log %s: put of item %d failed and may or may not have "+
 		"taken effect; close and reopen the log: %w", l.where(), seq, err)
 	return l.failed
@@ -114,7 +114,7 @@ func (l *Log) unknown(seq int64, err error) error {
 // putOrCheck puts attrs at seq on condition that the seq is free, and
 // reports whether the item there is now this put's: the put landed, or an
 // earlier put of the same item did (a retry after a lost answer).
-func (l *Log) putOrCheck(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
+func (l *dynamoLog) putOrCheck(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
 	err := l.put(ctx, attrs)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -130,7 +130,7 @@ type outage struct {
 }
 
 // over logs the end of the streak, if there is one.
-func (o *outage) over(l *Log, item any) {
+func (o *outage) over(l *dynamoLog, item any) {
 	if o == nil {
 		return
 	}
@@ -141,7 +141,7 @@ func (o *outage) over(l *Log, item any) {
 
 // isMine reports whether the item at seq is the one attrs describes, put by
 // this writer.
-func (l *Log) isMine(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
+func (l *dynamoLog) isMine(ctx context.Context, seq int64, attrs map[string]types.AttributeValue) (bool, error) {
 	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(l.table),
 		Key:            l.key(seq),
@@ -172,30 +172,51 @@ func sameAttr(a, b types.AttributeValue) bool {
 	return false
 }
 
-func (l *Log) key(seq int64) map[string]types.AttributeValue {
+func (l *dynamoLog) key(seq int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrLog: str(l.name), attrSeq: num(seq)}
 }
 
-// Read returns the entries in effect; see recovery.Log.Read and Log.
-func (l *Log) Read(ctx context.Context) ([]recovery.Entry, error) {
+// checkRecords returns copies of records, refusing them all if one is
+// empty or longer than MaxEntrySize (recovery.ErrEntryTooLarge).
+func checkRecords(records [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(records))
+	for i, r := range records {
+		switch {
+		case len(r) == 0:
+			return nil, fmt.Errorf("dynamolog: record %d is empty", i)
+		case len(r) > MaxEntrySize:
+			return nil, fmt.Errorf("%w: record %d is %d bytes, more than the %d a DynamoDB log stores in one item",
+				recovery.ErrEntryTooLarge, i, len(r), MaxEntrySize)
+		}
+		out[i] = slices.Clone(r)
+	}
+	return out, nil
+}
+
+// Read returns the records in effect; see recovery.Log.Read and Config.
+func (l *dynamoLog) Read(ctx context.Context) ([][]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(ctx); err != nil {
 		return nil, err
 	}
-	return recovery.DecodeEntries(l.payloads)
+	out := make([][]byte, len(l.payloads))
+	for i, p := range l.payloads {
+		out[i] = slices.Clone(p)
+	}
+	return out, nil
 }
 
-// Compact puts the compacted entries and a base item after them, then
-// deletes the items they supersede; see recovery.Log.Compact and Log.
-func (l *Log) Compact(ctx context.Context) error {
+// Replace puts the records and a base item after them, then deletes the
+// items they supersede; see recovery.Log.Replace and Config.
+func (l *dynamoLog) Replace(ctx context.Context, records [][]byte) error {
+	enc, err := checkRecords(records)
+	if err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(ctx); err != nil {
-		return err
-	}
-	enc, err := recovery.CompactEncoded(l.payloads, MaxEntrySize)
-	if err != nil {
 		return err
 	}
 	old := l.payloads
@@ -222,14 +243,14 @@ func (l *Log) Compact(ctx context.Context) error {
 	}
 	l.payloads, l.seqs, l.base = enc, seqs, baseSeq
 	l.stale = l.deleteItems(ctx, l.stale)
-	l.pruneSnapshots(ctx, old, enc)
+	l.noteSnapshots(old)
 	return nil
 }
 
 // deleteItems deletes the items at seqs, 25 to a request, and returns the
 // seqs it could not delete, logging why; they are superseded, so deleting
 // them can wait for the next compaction.
-func (l *Log) deleteItems(ctx context.Context, seqs []int64) []int64 {
+func (l *dynamoLog) deleteItems(ctx context.Context, seqs []int64) []int64 {
 	for len(seqs) > 0 {
 		n := min(len(seqs), 25)
 		if err := l.deleteBatch(ctx, seqs[:n]); err != nil {
@@ -244,7 +265,7 @@ func (l *Log) deleteItems(ctx context.Context, seqs []int64) []int64 {
 
 // deleteBatch deletes up to 25 items, retrying the unprocessed ones with
 // back-off.
-func (l *Log) deleteBatch(ctx context.Context, seqs []int64) error {
+func (l *dynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
 	reqs := make([]types.WriteRequest, len(seqs))
 	for i, seq := range seqs {
 		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: l.key(seq)}}
@@ -254,7 +275,7 @@ func (l *Log) deleteBatch(ctx context.Context, seqs []int64) error {
 
 // batchWrite makes up to 25 writes of the table in one BatchWriteItem,
 // retrying the unprocessed ones with back-off.
-func (l *Log) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+func (l *dynamoLog) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
 	items := map[string][]types.WriteRequest{l.table: reqs}
 	wait := unprocessedWait.Start()
 	for attempt := 0; ; attempt++ {
@@ -290,7 +311,7 @@ var (
 
 // Close marks the log closed; see recovery.Log.Close. The client is the caller's and
 // stays open.
-func (l *Log) Close() error {
+func (l *dynamoLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
@@ -300,7 +321,7 @@ func (l *Log) Close() error {
 
 // ensureTable creates the table if it does not exist, waits until it is
 // active, and checks its key.
-func (l *Log) ensureTable(ctx context.Context) error {
+func (l *dynamoLog) ensureTable(ctx context.Context) error {
 	c, table := l.client, l.table
 	created := false
 	wait := tableWait.Start()
@@ -368,7 +389,7 @@ func checkKey(table string, ks []types.KeySchemaElement) error {
 }
 
 // usable returns why the log cannot be used now, or nil; l.mu is held.
-func (l *Log) usable(ctx context.Context) error {
+func (l *dynamoLog) usable(ctx context.Context) error {
 	switch {
 	case l.closed:
 		return recovery.ErrClosed

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/localaws"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/recovery/dynamolog"
@@ -31,39 +30,37 @@ func Example() {
 	}
 	// p, err := stream.NewPipeline(stream.Config{Recovery: cfg, ...})
 
-	first, err := dynamolog.Open(ctx, cfg) // creates the table on first use
+	first, err := cfg.Open(ctx) // creates the table on first use
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer first.Close()
-	block := batch.BlockInfo{ID: batch.BlockID{Source: 0, Seq: 0}, Count: 2, Ranges: []batch.SeqRange{
-		{Stream: "words", Shard: "shardId-000000000000", First: "100", Last: "200", Count: 2},
-	}}
-	if err := first.Append(ctx, recovery.BlockStored(block), recovery.BatchAllocated(1000, block.ID)); err != nil {
+	// The driver appends its encoded entries; plain bytes here.
+	if err := first.Append(ctx, []byte("block 0 stored"), []byte("batch 1000 allocated")); err != nil {
 		fmt.Println(err)
 		return
 	}
 
 	// The worker restarts, elsewhere: it reads what its predecessor logged.
-	second, err := dynamolog.Open(ctx, cfg)
+	second, err := cfg.Open(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer second.Close()
-	entries, err := second.Read(ctx)
+	records, err := second.Read(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, e := range entries {
-		fmt.Println(e)
+	for _, r := range records {
+		fmt.Println(string(r))
 	}
-	err = first.Append(ctx, recovery.BatchCompleted(1000))
+	err = first.Append(ctx, []byte("batch 1000 completed"))
 	fmt.Println("old writer fenced:", errors.Is(err, recovery.ErrFenced))
 	// Output:
-	// block block-0-0 (1 ranges, 2 records)
-	// alloc 1000 ms (1970-01-01T00:00:01Z) [block-0-0]
+	// block 0 stored
+	// batch 1000 allocated
 	// old writer fenced: true
 }

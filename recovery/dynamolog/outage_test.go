@@ -17,7 +17,7 @@ import (
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/localaws/faults"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery/dynamolog"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
@@ -213,7 +213,7 @@ func TestDynamoOutageDuringRun(t *testing.T) {
 		}
 	}
 	l := openDynamo(t, dynamolog.Config{Client: env.DynamoDB(), Table: table, Name: cfg.Name})
-	st, err := recovery.Load(t.Context(), l)
+	st, err := recoverylog.Load(t.Context(), l)
 	if err != nil {
 		t.Fatalf("Load after the run: %v", err)
 	}

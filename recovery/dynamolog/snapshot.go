@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -24,7 +26,7 @@ const SnapshotChunkSize = 300 << 10
 // Items of a snapshot. A snapshot is a partition of its own, named by its
 // reference: "<log name>#snapshot/<writer>/<batch time>", so that a zombie
 // writer cannot overwrite its successor's. Its chunks are items 1 to n,
-// holding the framed snapshot (recovery.FrameSnapshot) in order; item 0,
+// holding the snapshot's bytes (framed by the driver) in order; item 0,
 // put last, holds n and marks the snapshot whole.
 const (
 	snapMarker = "#snapshot/"
@@ -38,14 +40,14 @@ const (
 // recovery.SnapshotStore. Snapshot items are not fenced: they are in a
 // partition of this writer's, and only an entry a fenced append would put
 // makes them current. A failed put leaves the log usable.
-func (l *Log) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+func (l *dynamoLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(ctx); err != nil {
 		return "", err
 	}
 	ref := l.name + snapMarker + l.writer + "/" + strconv.FormatInt(int64(t), 10)
-	framed := recovery.FrameSnapshot(t, data)
+	framed := data
 	n := 0
 	for off := 0; off < len(framed); off += SnapshotChunkSize {
 		n++
@@ -65,7 +67,7 @@ func (l *Log) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (strin
 
 // putSnapItem puts a snapshot item, trying again until DynamoDB answers
 // (see untilAnswered): the put is unconditional, so a repeat is harmless.
-func (l *Log) putSnapItem(ctx context.Context, ref string, seq int64, attrs map[string]types.AttributeValue) error {
+func (l *dynamoLog) putSnapItem(ctx context.Context, ref string, seq int64, attrs map[string]types.AttributeValue) error {
 	attrs[attrLog], attrs[attrSeq], attrs[attrWriter] = str(ref), num(seq), str(l.writer)
 	err := l.untilAnswered(ctx, ref+"#"+strconv.FormatInt(seq, 10), func() error {
 		_, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: attrs})
@@ -77,15 +79,15 @@ func (l *Log) putSnapItem(ctx context.Context, ref string, seq int64, attrs map[
 	return nil
 }
 
-// GetSnapshot reads the snapshot's items and checks them; see
+// GetSnapshot reads the snapshot's items and checks that they are whole; see
 // recovery.SnapshotStore.
-func (l *Log) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
+func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(ctx); err != nil {
 		return nil, err
 	}
-	want, ok := l.snapTime(ref)
+	_, ok := l.snapTime(ref)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not a snapshot of log %s", recovery.ErrNoSnapshot, ref, l.where())
 	}
@@ -118,18 +120,11 @@ func (l *Log) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 		}
 		framed = append(framed, b.Value...)
 	}
-	t, data, err := recovery.UnframeSnapshot(framed)
-	if err == nil && t != want {
-		err = fmt.Errorf("the items hold the snapshot at %v, the reference says %v", t, want)
-	}
-	if err != nil {
-		return nil, corrupt(0, err)
-	}
-	return data, nil
+	return framed, nil
 }
 
 // snapTime returns the batch time of a snapshot reference of this log.
-func (l *Log) snapTime(ref string) (batch.Time, bool) {
+func (l *dynamoLog) snapTime(ref string) (batch.Time, bool) {
 	rest, ok := strings.CutPrefix(ref, l.name+snapMarker)
 	if !ok {
 		return 0, false
@@ -143,7 +138,7 @@ func (l *Log) snapTime(ref string) (batch.Time, bool) {
 }
 
 // queryPartition returns the items of partition key, in seq order.
-func (l *Log) queryPartition(ctx context.Context, key string) ([]map[string]types.AttributeValue, error) {
+func (l *dynamoLog) queryPartition(ctx context.Context, key string) ([]map[string]types.AttributeValue, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(l.table),
 		KeyConditionExpression:    aws.String("#l = :l"),
@@ -165,46 +160,52 @@ func (l *Log) queryPartition(ctx context.Context, key string) ([]map[string]type
 	}
 }
 
-// pruneSnapshots deletes the snapshots the entries before a compaction
-// (old) referenced, and those this writer put, that are older than the
-// current one of the compacted entries (now). A snapshot put by a writer
-// that crashed before referencing it is not known here and stays. It only
-// tidies up: failures are logged. l.mu is held.
-func (l *Log) pruneSnapshots(ctx context.Context, old, now [][]byte) {
-	cur, err := recovery.CurrentSnapshot(now)
-	if err != nil || cur == nil {
-		return
+// noteSnapshots adds the snapshots the records before a Replace (old)
+// referenced to those PruneSnapshots considers. l.mu is held.
+func (l *dynamoLog) noteSnapshots(old [][]byte) {
+	entries, err := recoverylog.DecodeEntries(old)
+	if err != nil {
+		return // they decoded when read or appended
 	}
-	refs := map[string]bool{}
-	if entries, err := recovery.DecodeEntries(old); err == nil {
-		for _, e := range entries {
-			if e.Kind == recovery.KindSnapshot && e.Ref != "" {
-				refs[e.Ref] = true
-			}
-		}
-	}
-	for _, ref := range l.snaps {
-		refs[ref] = true
-	}
-	l.snaps = nil
-	for ref := range refs {
-		t, ok := l.snapTime(ref)
-		if !ok || ref == cur.Ref || t >= cur.Time {
-			if ok && ref != cur.Ref {
-				l.snaps = append(l.snaps, ref)
-			}
-			continue
-		}
-		if err := l.deletePartition(ctx, ref); err != nil {
-			l.logger.Warn("dynamolog: could not delete an old snapshot; the next compaction will retry",
-				"log", l.where(), "snapshot", ref, "err", err)
-			l.snaps = append(l.snaps, ref)
+	for _, e := range entries {
+		if e.Kind == recoverylog.KindSnapshot && e.Ref != "" && !slices.Contains(l.snaps, e.Ref) {
+			l.snaps = append(l.snaps, e.Ref)
 		}
 	}
 }
 
+// PruneSnapshots deletes the snapshots older than t but ref's among those
+// the records replaced so far referenced and those this writer put; see
+// recovery.SnapshotStore. A snapshot put by a writer that crashed before
+// referencing it is not known here and stays. A snapshot it cannot delete
+// is tried again by the next call.
+func (l *dynamoLog) PruneSnapshots(ctx context.Context, t batch.Time, ref string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	refs := l.snaps
+	l.snaps = nil
+	var errs []error
+	for _, r := range refs {
+		st, ok := l.snapTime(r)
+		if !ok || r == ref || st >= t {
+			if ok && r != ref {
+				l.snaps = append(l.snaps, r)
+			}
+			continue
+		}
+		if err := l.deletePartition(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("dynamolog: delete old snapshot %s of log %s: %w", r, l.where(), err))
+			l.snaps = append(l.snaps, r)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // deletePartition deletes every item of partition key, 25 to a request.
-func (l *Log) deletePartition(ctx context.Context, key string) error {
+func (l *dynamoLog) deletePartition(ctx context.Context, key string) error {
 	items, err := l.queryPartition(ctx, key)
 	if err != nil {
 		return err

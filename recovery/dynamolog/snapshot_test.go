@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/recovery/dynamolog"
 )
@@ -32,10 +33,10 @@ func TestDynamoSnapshotTorn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, recovery.SnapshotTaken(7000, ref))
+	mustAppend(t, l, recoverylog.SnapshotTaken(7000, ref))
 
 	next := openDynamo(t, cfg) // a new writer: fences l, reads its snapshot
-	got, err := next.GetSnapshot(ctx, ref)
+	got, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 7000, Ref: ref})
 	if err != nil || string(got) != string(data) {
 		t.Fatalf("GetSnapshot by the next writer: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
@@ -50,17 +51,17 @@ func TestDynamoSnapshotTorn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ce *recovery.CorruptError
-	if _, err := next.GetSnapshot(ctx, ref); !errors.As(err, &ce) {
+	if _, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 7000, Ref: ref}); !errors.As(err, &ce) {
 		t.Errorf("GetSnapshot of a damaged chunk: got %v, want a *recovery.CorruptError", err)
 	}
 	// Remove the head item: the write did not finish.
 	if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key("0")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := next.GetSnapshot(ctx, ref); !errors.As(err, &ce) {
+	if _, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 7000, Ref: ref}); !errors.As(err, &ce) {
 		t.Errorf("GetSnapshot without its head item: got %v, want a *recovery.CorruptError", err)
 	}
-	if _, err := next.GetSnapshot(ctx, "other#snapshot/x/1"); !errors.Is(err, recovery.ErrNoSnapshot) {
+	if _, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 1, Ref: "other#snapshot/x/1"}); !errors.Is(err, recovery.ErrNoSnapshot) {
 		t.Errorf("GetSnapshot of another log's reference: got %v, want ErrNoSnapshot", err)
 	}
 }
@@ -88,7 +89,7 @@ func TestDynamoSnapshotOutage(t *testing.T) {
 	if n := tr.Injected("PutItem", 0); n != 6 {
 		t.Fatalf("%d faults injected, want 6", n)
 	}
-	got, err := l.GetSnapshot(t.Context(), ref)
+	got, err := l.GetSnapshot(t.Context(), recoverylog.SnapshotRef{Time: 7000, Ref: ref})
 	if err != nil || string(got) != string(data) {
 		t.Fatalf("GetSnapshot: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}

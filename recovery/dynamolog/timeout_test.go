@@ -8,9 +8,9 @@ import (
 
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/localaws/faults"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery/dynamolog"
-	"github.com/weirstream/weir/recovery/recoverytest"
 )
 
 // TestDynamoSilentAttemptIsRetried checks, against dynalite, that an append
@@ -32,7 +32,7 @@ func TestDynamoSilentAttemptIsRetried(t *testing.T) {
 	if n := tr.Injected("PutItem", faults.Hang); n != 1 {
 		t.Fatalf("%d PutItem calls held, want 1", n)
 	}
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0)})
+	logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0)})
 }
 
 // TestDynamoOpenThroughOutage checks, against dynalite, that opening a log
@@ -52,5 +52,5 @@ func TestDynamoOpenThroughOutage(t *testing.T) {
 		t.Fatalf("%d faults injected, want 4", n)
 	}
 	mustAppend(t, l, block(0, 1))
-	recoverytest.Check(t, openDynamo(t, cfg), []recovery.Entry{block(0, 0), block(0, 1)})
+	logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0), block(0, 1)})
 }

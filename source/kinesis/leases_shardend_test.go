@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -134,14 +135,14 @@ func receiveValue[T any](t *testing.T, ch <-chan T, what string) T {
 
 // loadLog opens the directory recovery log at dir, no longer in use, and
 // returns what a restart would recover from it.
-func loadLog(t *testing.T, dir string) *recovery.State {
+func loadLog(t *testing.T, dir string) *recoverylog.State {
 	t.Helper()
-	log, err := recovery.Dir(dir).Open(t.Context())
+	log, err := recoverylog.Open(t.Context(), recovery.Dir(dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	st, err := recovery.Load(t.Context(), log)
+	st, err := recoverylog.Load(t.Context(), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/source/kinesis"
@@ -93,14 +94,14 @@ func (f *fixture) pipeline(t *testing.T, rl *recoverycheck.Recorder,
 	return p
 }
 
-func (f *fixture) state(t *testing.T) *recovery.State {
+func (f *fixture) state(t *testing.T) *recoverylog.State {
 	t.Helper()
-	l, err := recovery.Dir(f.logDir).Open(t.Context())
+	l, err := recoverylog.Open(t.Context(), recovery.Dir(f.logDir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	st, err := recovery.Load(t.Context(), l)
+	st, err := recoverylog.Load(t.Context(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func produceUntil(ctx context.Context, f *fixture, errc <-chan error) error {
 }
 
 // needed returns the records produced that no batch of run 1 completed.
-func (f *fixture) needed(rl1 *recoverycheck.Recorder, st1 *recovery.State) []string {
+func (f *fixture) needed(rl1 *recoverycheck.Recorder, st1 *recoverylog.State) []string {
 	done := map[string]bool{}
 	pending := map[batch.Time]bool{}
 	for _, p := range st1.Pending {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/stream"
 )
@@ -105,9 +105,9 @@ func (l *Recorder) See(b *batch.Batch[string]) {
 //
 // rl1 and rl2 record the first output of each run; produced lists every
 // record put on the stream.
-func Check(t testing.TB, st1, st2 *recovery.State, rl1, rl2 *Recorder, produced []string, out string) {
+func Check(t testing.TB, st1, st2 *recoverylog.State, rl1, rl2 *Recorder, produced []string, out string) {
 	t.Helper()
-	pending := map[batch.Time]recovery.PendingBatch{}
+	pending := map[batch.Time]recoverylog.PendingBatch{}
 	for _, p := range st1.Pending {
 		pending[p.Time] = p
 	}

@@ -1,4 +1,4 @@
-package recovery
+package recoverylog
 
 import (
 	"cmp"
@@ -9,12 +9,8 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
-
-// ErrInconsistent is wrapped by the error Recover returns for a log whose
-// entries contradict each other: a batch referencing a block never stored,
-// a batch completed but never allocated, a block stored twice differently.
-var ErrInconsistent = errors.New("recovery: inconsistent log")
 
 // ShardKey names a shard of a stream.
 type ShardKey struct {
@@ -63,15 +59,11 @@ type Progress struct {
 	ReservedThrough batch.Time
 }
 
-// Summary is the content of a KindSummary entry: the progress of the entries
-// that compaction dropped.
-type Summary = Progress
-
 // State is what a restart needs to know, computed from a log by Recover.
 type State struct {
 	Progress
 	// Shape is the last pipeline shape recorded, or nil if none was.
-	Shape *Shape
+	Shape *recovery.Shape
 	// Pending are the batches allocated but not completed, in time order.
 	// The driver recomputes each with exactly its blocks before cutting new
 	// batches.
@@ -99,7 +91,7 @@ type SnapshotRef struct {
 
 // Load reads log and returns the State its entries recover to: the usual
 // first call of a driver that has opened a log.
-func Load(ctx context.Context, log Log) (*State, error) {
+func Load(ctx context.Context, log *Log) (*State, error) {
 	entries, err := log.Read(ctx)
 	if err != nil {
 		return nil, err
@@ -108,7 +100,7 @@ func Load(ctx context.Context, log Log) (*State, error) {
 }
 
 // Recover computes the State of a log from its entries, in append order. It
-// returns an error wrapping ErrInconsistent, naming the entry, if the
+// returns an error wrapping recovery.ErrInconsistent, naming the entry, if the
 // entries contradict each other:
 //   - a block stored twice with different contents, or stored again after
 //     the batch holding it completed;
@@ -130,7 +122,7 @@ func Recover(entries []Entry) (*State, error) {
 	r := newRecoverer()
 	for i, e := range entries {
 		if err := r.apply(e); err != nil {
-			return nil, fmt.Errorf("%w: entries[%d] (%v): %w", ErrInconsistent, i, e, err)
+			return nil, fmt.Errorf("%w: entries[%d] (%v): %w", recovery.ErrInconsistent, i, e, err)
 		}
 	}
 	return r.state(), nil
@@ -160,7 +152,7 @@ func (s *State) LastBatch() (batch.Time, bool) {
 func (s *State) Entries() []Entry {
 	var out []Entry
 	if s.Shape != nil {
-		out = append(out, ShapeRecorded(s.Shape.clone()))
+		out = append(out, ShapeRecorded(cloneShape(*s.Shape)))
 	}
 	if s.Snapshot != nil {
 		out = append(out, SnapshotTaken(s.Snapshot.Time, s.Snapshot.Ref))
@@ -217,8 +209,8 @@ func compareShardKeys(a, b ShardKey) int {
 	return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Shard, b.Shard))
 }
 
-func (s Shape) clone() Shape {
-	return Shape{Sources: slices.Clone(s.Sources), Outputs: slices.Clone(s.Outputs)}
+func cloneShape(s recovery.Shape) recovery.Shape {
+	return recovery.Shape{Sources: slices.Clone(s.Sources), Outputs: slices.Clone(s.Outputs)}
 }
 
 func (p Progress) clone() Progress {
@@ -230,7 +222,7 @@ func (p Progress) clone() Progress {
 // recoverer folds entries into the live blocks and batches of a log.
 type recoverer struct {
 	prog     Progress
-	shape    *Shape
+	shape    *recovery.Shape
 	blocks   map[batch.BlockID]batch.BlockInfo // stored, batch not completed
 	owner    map[batch.BlockID]batch.Time      // allocated blocks -> batch
 	pending  map[batch.Time][]batch.BlockID
@@ -267,7 +259,7 @@ func (r *recoverer) apply(e Entry) error {
 	case KindBatchCompleted:
 		return r.complete(e.Time)
 	case KindShape:
-		s := e.Shape.clone()
+		s := cloneShape(e.Shape)
 		r.shape = &s
 	case KindSummary:
 		r.fold(e.Summary)
@@ -429,7 +421,7 @@ func (r *recoverer) state() *State {
 	return s
 }
 
-// wireSummary is the JSON form of a Summary, with its maps as sorted lists
+// wireSummary is the JSON form of a summary entry's Progress, with its maps as sorted lists
 // so that the encoding is deterministic and readable.
 type wireSummary struct {
 	LastCompleted *batch.Time    `json:"lastCompleted,omitempty"`
@@ -469,7 +461,7 @@ func (p Progress) wire() *wireSummary {
 	return w
 }
 
-func (w *wireSummary) summary() Summary {
+func (w *wireSummary) summary() Progress {
 	p := Progress{NextBlockSeq: make(map[int]uint64), ShardSeqs: make(map[ShardKey]string)}
 	if w.LastCompleted != nil {
 		p.LastCompleted, p.HasCompleted = *w.LastCompleted, true

@@ -1,4 +1,4 @@
-package recovery_test
+package recoverylog_test
 
 import (
 	"errors"
@@ -10,55 +10,56 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery"
-	"github.com/weirstream/weir/recovery/recoverytest"
 )
 
 var (
-	block      = recoverytest.Block
-	mustAppend = recoverytest.MustAppend
-	id         = recoverytest.ID
+	block      = logtest.Block
+	mustAppend = logtest.MustAppend
+	id         = logtest.ID
 )
 
 func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }
 
 func TestRecover(t *testing.T) {
-	shape := recoverytest.SampleShape()
+	shape := logtest.SampleShape()
 	other := recovery.Shape{Sources: []recovery.Component{{Kind: "memory"}}}
 	tests := []struct {
 		name    string
-		entries []recovery.Entry
-		want    *recovery.State
+		entries []recoverylog.Entry
+		want    *recoverylog.State
 	}{
 		{
 			name:    "empty",
 			entries: nil,
-			want:    &recovery.State{},
+			want:    &recoverylog.State{},
 		},
 		{
 			name:    "stored blocks are unallocated, in ID order",
-			entries: []recovery.Entry{block(1, 0), block(0, 5), block(0, 2)},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			entries: []recoverylog.Entry{block(1, 0), block(0, 5), block(0, 2)},
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					NextBlockSeq: map[int]uint64{0: 6, 1: 1},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "510", {"s", "shard-1"}: "10"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "510", {"s", "shard-1"}: "10"},
 				},
 				Unallocated: []batch.BlockInfo{info(0, 2), info(0, 5), info(1, 0)},
 			},
 		},
 		{
 			name: "allocated batches are pending in time order, blocks in batch order",
-			entries: []recovery.Entry{
+			entries: []recoverylog.Entry{
 				block(0, 0), block(0, 1), block(0, 2),
-				recovery.BatchAllocated(2000, id(0, 2)),
-				recovery.BatchAllocated(1000, id(0, 1), id(0, 0)),
+				recoverylog.BatchAllocated(2000, id(0, 2)),
+				recoverylog.BatchAllocated(1000, id(0, 1), id(0, 0)),
 			},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					NextBlockSeq: map[int]uint64{0: 3},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "210"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "210"},
 				},
-				Pending: []recovery.PendingBatch{
+				Pending: []recoverylog.PendingBatch{
 					{Time: 1000, Blocks: []batch.BlockInfo{info(0, 1), info(0, 0)}},
 					{Time: 2000, Blocks: []batch.BlockInfo{info(0, 2)}},
 				},
@@ -66,74 +67,74 @@ func TestRecover(t *testing.T) {
 		},
 		{
 			name: "completed batches drop out, keeping progress",
-			entries: []recovery.Entry{
-				block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				block(0, 1), recovery.BatchAllocated(2000, id(0, 1)),
-				recovery.BatchCompleted(1000), block(0, 2),
+			entries: []recoverylog.Entry{
+				block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				block(0, 1), recoverylog.BatchAllocated(2000, id(0, 1)),
+				recoverylog.BatchCompleted(1000), block(0, 2),
 			},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					LastCompleted: 1000, HasCompleted: true,
 					NextBlockSeq: map[int]uint64{0: 3},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "210"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "210"},
 				},
-				Pending:     []recovery.PendingBatch{{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1)}}},
+				Pending:     []recoverylog.PendingBatch{{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1)}}},
 				Unallocated: []batch.BlockInfo{info(0, 2)},
 			},
 		},
 		{
 			name: "out-of-order completion, empty batch at time 0",
-			entries: []recovery.Entry{
-				recovery.BatchAllocated(0), block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				recovery.BatchAllocated(2000), recovery.BatchCompleted(2000),
+			entries: []recoverylog.Entry{
+				recoverylog.BatchAllocated(0), block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				recoverylog.BatchAllocated(2000), recoverylog.BatchCompleted(2000),
 			},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					LastCompleted: 2000, HasCompleted: true,
 					NextBlockSeq: map[int]uint64{0: 1},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "10"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "10"},
 				},
-				Pending: []recovery.PendingBatch{{Time: 0}, {Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
+				Pending: []recoverylog.PendingBatch{{Time: 0}, {Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
 			},
 		},
 		{
 			name: "repeated entries still in effect have no effect",
-			entries: []recovery.Entry{
-				block(0, 0), block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
+			entries: []recoverylog.Entry{
+				block(0, 0), block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
 			},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					NextBlockSeq: map[int]uint64{0: 1},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "10"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "10"},
 				},
-				Pending: []recovery.PendingBatch{{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
+				Pending: []recoverylog.PendingBatch{{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
 			},
 		},
 		{
 			name:    "last shape wins",
-			entries: []recovery.Entry{recovery.ShapeRecorded(other), recovery.ShapeRecorded(shape)},
-			want:    &recovery.State{Shape: &shape},
+			entries: []recoverylog.Entry{recoverylog.ShapeRecorded(other), recoverylog.ShapeRecorded(shape)},
+			want:    &recoverylog.State{Shape: &shape},
 		},
 		{
 			name: "summaries fold as maxima, sequence numbers compared as numbers",
-			entries: []recovery.Entry{
-				{Kind: recovery.KindSummary, Summary: recovery.Summary{
+			entries: []recoverylog.Entry{
+				{Kind: recoverylog.KindSummary, Summary: recoverylog.Progress{
 					LastCompleted: 5000, HasCompleted: true,
 					NextBlockSeq: map[int]uint64{0: 10, 2: 4},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "9"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "9"},
 				}},
 				block(0, 3),
-				{Kind: recovery.KindSummary, Summary: recovery.Summary{
+				{Kind: recoverylog.KindSummary, Summary: recoverylog.Progress{
 					LastCompleted: 3000, HasCompleted: true,
-					ShardSeqs: map[recovery.ShardKey]string{{"s", "shard-0"}: "100"},
+					ShardSeqs: map[recoverylog.ShardKey]string{{"s", "shard-0"}: "100"},
 				}},
 			},
-			want: &recovery.State{
-				Progress: recovery.Progress{
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
 					LastCompleted: 5000, HasCompleted: true,
 					NextBlockSeq: map[int]uint64{0: 10, 2: 4},
-					ShardSeqs:    map[recovery.ShardKey]string{{"s", "shard-0"}: "310"},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "310"},
 				},
 				Unallocated: []batch.BlockInfo{info(0, 3)},
 			},
@@ -141,24 +142,24 @@ func TestRecover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := recovery.Recover(tt.entries)
+			got, err := recoverylog.Recover(tt.entries)
 			if err != nil {
 				t.Fatalf("Recover: %v", err)
 			}
-			if diff := cmp.Diff(tt.want, got, recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tt.want, got, logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("State mismatch (-want +got):\n%s", diff)
 			}
 			// The compacted form recovers to the same state and is a
 			// fixed point of compaction.
 			compacted := got.Entries()
-			again, err := recovery.Recover(compacted)
+			again, err := recoverylog.Recover(compacted)
 			if err != nil {
 				t.Fatalf("Recover(Entries()): %v", err)
 			}
-			if diff := cmp.Diff(tt.want, again, recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tt.want, again, logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("State of Entries() mismatch (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(compacted, again.Entries(), recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(compacted, again.Entries(), logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("Entries() not a fixed point (-want +got):\n%s", diff)
 			}
 		})
@@ -168,95 +169,95 @@ func TestRecover(t *testing.T) {
 func TestRecoverInconsistent(t *testing.T) {
 	tests := []struct {
 		name    string
-		entries []recovery.Entry
+		entries []recoverylog.Entry
 		want    string
 	}{
 		{
 			name:    "unknown block",
-			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0), id(0, 1))},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0), id(0, 1))},
 			want:    "entries[1] (alloc 1000 ms (1970-01-01T00:00:01Z) [block-0-0 block-0-1]): block block-0-1 was never stored",
 		},
 		{
 			name:    "complete unallocated",
-			entries: []recovery.Entry{recovery.BatchCompleted(1000)},
+			entries: []recoverylog.Entry{recoverylog.BatchCompleted(1000)},
 			want:    "entries[0] (complete 1000 ms (1970-01-01T00:00:01Z)): batch 1000 ms (1970-01-01T00:00:01Z) completed but it is not allocated, or already completed",
 		},
 		{
 			name:    "complete twice",
-			entries: []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchCompleted(1000), recovery.BatchCompleted(1000)},
+			entries: []recoverylog.Entry{recoverylog.BatchAllocated(1000), recoverylog.BatchCompleted(1000), recoverylog.BatchCompleted(1000)},
 			want:    "entries[2]",
 		},
 		{
 			name:    "block stored twice differently",
-			entries: []recovery.Entry{block(0, 0), recovery.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
 			want:    "block block-0-0 stored twice with different contents",
 		},
 		{
 			name: "block stored after its batch completed",
-			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				recovery.BatchCompleted(1000), block(0, 0)},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				recoverylog.BatchCompleted(1000), block(0, 0)},
 			want: "entries[3] (block block-0-0 (1 ranges, 10 records)): block block-0-0 stored again after the batch holding it completed",
 		},
 		{
 			name: "block of a batch kept for replay stored again differently",
-			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0),
-				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
-				recovery.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
+			entries: []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), block(0, 0),
+				recoverylog.BatchAllocated(1000, id(0, 0)), recoverylog.BatchCompleted(1000),
+				recoverylog.BlockStored(batch.BlockInfo{ID: id(0, 0), Count: 3})},
 			want: "entries[4] (block block-0-0 (0 ranges, 3 records)): block block-0-0 stored again after the batch holding it completed",
 		},
 		{
 			name: "block of a batch a snapshot covers stored again",
-			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0),
-				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
-				recovery.SnapshotTaken(1000, "r"), block(0, 0)},
+			entries: []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), block(0, 0),
+				recoverylog.BatchAllocated(1000, id(0, 0)), recoverylog.BatchCompleted(1000),
+				recoverylog.SnapshotTaken(1000, "r"), block(0, 0)},
 			want: "entries[5] (block block-0-0 (1 ranges, 10 records)): block block-0-0 stored again after the batch holding it completed",
 		},
 		{
 			name: "batch kept for replay allocated again differently",
-			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), block(0, 0), block(0, 1),
-				recovery.BatchAllocated(1000, id(0, 0)), recovery.BatchCompleted(1000),
-				recovery.BatchAllocated(1000, id(0, 0), id(0, 1))},
+			entries: []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), block(0, 0), block(0, 1),
+				recoverylog.BatchAllocated(1000, id(0, 0)), recoverylog.BatchCompleted(1000),
+				recoverylog.BatchAllocated(1000, id(0, 0), id(0, 1))},
 			want: "entries[5]",
 		},
 		{
 			name: "batch a snapshot covers completed again",
-			entries: []recovery.Entry{recovery.SnapshotTaken(0, ""), recovery.BatchAllocated(1000),
-				recovery.BatchCompleted(1000), recovery.SnapshotTaken(1000, "r"), recovery.BatchCompleted(1000)},
+			entries: []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), recoverylog.BatchAllocated(1000),
+				recoverylog.BatchCompleted(1000), recoverylog.SnapshotTaken(1000, "r"), recoverylog.BatchCompleted(1000)},
 			want: "entries[4]",
 		},
 		{
 			name: "block in two batches",
-			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				recovery.BatchAllocated(2000, id(0, 0))},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				recoverylog.BatchAllocated(2000, id(0, 0))},
 			want: "block block-0-0 is already in batch 1000 ms",
 		},
 		{
 			name: "block of a completed batch",
-			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				recovery.BatchCompleted(1000), recovery.BatchAllocated(2000, id(0, 0))},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				recoverylog.BatchCompleted(1000), recoverylog.BatchAllocated(2000, id(0, 0))},
 			want: "block block-0-0 is in a batch that already completed",
 		},
 		{
 			name: "batch allocated twice differently",
-			entries: []recovery.Entry{block(0, 0), recovery.BatchAllocated(1000, id(0, 0)),
-				recovery.BatchAllocated(1000)},
+			entries: []recoverylog.Entry{block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)),
+				recoverylog.BatchAllocated(1000)},
 			want: "batch 1000 ms (1970-01-01T00:00:01Z) allocated twice with different blocks",
 		},
 		{
 			name: "batch time not increasing",
-			entries: []recovery.Entry{recovery.BatchAllocated(2000), recovery.BatchCompleted(2000),
-				recovery.BatchAllocated(2000)},
+			entries: []recoverylog.Entry{recoverylog.BatchAllocated(2000), recoverylog.BatchCompleted(2000),
+				recoverylog.BatchAllocated(2000)},
 			want: "allocated after batch 2000 ms (1970-01-01T00:00:02Z) completed; batch times must increase",
 		},
 		{
 			name:    "invalid entry",
-			entries: []recovery.Entry{{Kind: "bogus"}},
+			entries: []recoverylog.Entry{{Kind: "bogus"}},
 			want:    `unknown kind "bogus"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := recovery.Recover(tt.entries)
+			_, err := recoverylog.Recover(tt.entries)
 			if !errors.Is(err, recovery.ErrInconsistent) {
 				t.Fatalf("Recover: got %v, want ErrInconsistent", err)
 			}
@@ -299,7 +300,7 @@ func TestCheckShape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := recovery.CheckShape(tt.was, tt.now)
+			err := recoverylog.CheckShape(tt.was, tt.now)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("CheckShape: %v, want nil", err)
@@ -326,27 +327,27 @@ func TestCheckShape(t *testing.T) {
 func TestStateLastBatch(t *testing.T) {
 	tests := []struct {
 		name    string
-		entries []recovery.Entry
+		entries []recoverylog.Entry
 		want    batch.Time
 		wantOK  bool
 	}{
 		{"none", nil, 0, false},
-		{"pending only", []recovery.Entry{recovery.BatchAllocated(0)}, 0, true},
-		{"completed after pending", []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchAllocated(2000),
-			recovery.BatchCompleted(2000)}, 2000, true},
-		{"pending after completed", []recovery.Entry{recovery.BatchAllocated(1000), recovery.BatchCompleted(1000),
-			recovery.BatchAllocated(3000)}, 3000, true},
-		{"reserved only", []recovery.Entry{recovery.BatchesReserved(11000)}, 11000, true},
-		{"batches inside a reservation", []recovery.Entry{recovery.BatchesReserved(11000),
-			recovery.BatchAllocated(2000), recovery.BatchCompleted(2000), recovery.BatchAllocated(3000)}, 11000, true},
-		{"batches after a reservation", []recovery.Entry{recovery.BatchesReserved(11000),
-			recovery.BatchAllocated(12000), recovery.BatchCompleted(12000)}, 12000, true},
-		{"reservations never go back", []recovery.Entry{recovery.BatchesReserved(21000),
-			recovery.BatchesReserved(11000)}, 21000, true},
+		{"pending only", []recoverylog.Entry{recoverylog.BatchAllocated(0)}, 0, true},
+		{"completed after pending", []recoverylog.Entry{recoverylog.BatchAllocated(1000), recoverylog.BatchAllocated(2000),
+			recoverylog.BatchCompleted(2000)}, 2000, true},
+		{"pending after completed", []recoverylog.Entry{recoverylog.BatchAllocated(1000), recoverylog.BatchCompleted(1000),
+			recoverylog.BatchAllocated(3000)}, 3000, true},
+		{"reserved only", []recoverylog.Entry{recoverylog.BatchesReserved(11000)}, 11000, true},
+		{"batches inside a reservation", []recoverylog.Entry{recoverylog.BatchesReserved(11000),
+			recoverylog.BatchAllocated(2000), recoverylog.BatchCompleted(2000), recoverylog.BatchAllocated(3000)}, 11000, true},
+		{"batches after a reservation", []recoverylog.Entry{recoverylog.BatchesReserved(11000),
+			recoverylog.BatchAllocated(12000), recoverylog.BatchCompleted(12000)}, 12000, true},
+		{"reservations never go back", []recoverylog.Entry{recoverylog.BatchesReserved(21000),
+			recoverylog.BatchesReserved(11000)}, 21000, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := recovery.Recover(tt.entries)
+			st, err := recoverylog.Recover(tt.entries)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,7 +356,7 @@ func TestStateLastBatch(t *testing.T) {
 				t.Fatalf("LastBatch() = %v, %v, want %v, %v", got, ok, tt.want, tt.wantOK)
 			}
 			// Compaction keeps the reservation.
-			again, err := recovery.Recover(st.Entries())
+			again, err := recoverylog.Recover(st.Entries())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,12 +369,12 @@ func TestStateLastBatch(t *testing.T) {
 
 // shardBlock is a block of source 0 with one range in each of shards
 // first to first+n-1 of stream "s".
-func shardBlock(seq uint64, first, n int) recovery.Entry {
+func shardBlock(seq uint64, first, n int) recoverylog.Entry {
 	b := batch.BlockInfo{ID: batch.BlockID{Seq: seq}, Count: n}
 	for i := range n {
 		b.Ranges = append(b.Ranges, batch.SeqRange{Stream: "s", Shard: shardName(first + i), First: "1", Last: "2", Count: 1})
 	}
-	return recovery.BlockStored(b)
+	return recoverylog.BlockStored(b)
 }
 
 func shardName(i int) string { return fmt.Sprintf("shardId-%012d", i) }
@@ -382,40 +383,40 @@ func shardName(i int) string { return fmt.Sprintf("shardId-%012d", i) }
 // progress a log keeps through compaction, and that one logged again comes
 // back.
 func TestShardFinishedPrunesProgress(t *testing.T) {
-	entries := []recovery.Entry{
+	entries := []recoverylog.Entry{
 		shardBlock(0, 0, 3),
-		recovery.BatchAllocated(10, id(0, 0)), recovery.BatchCompleted(10),
-		recovery.ShardFinished("s", shardName(0)), recovery.ShardFinished("s", shardName(1)),
+		recoverylog.BatchAllocated(10, id(0, 0)), recoverylog.BatchCompleted(10),
+		recoverylog.ShardFinished("s", shardName(0)), recoverylog.ShardFinished("s", shardName(1)),
 	}
-	st, err := recovery.Recover(entries)
+	st, err := recoverylog.Recover(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[recovery.ShardKey]string{{Stream: "s", Shard: shardName(2)}: "2"}
+	want := map[recoverylog.ShardKey]string{{Stream: "s", Shard: shardName(2)}: "2"}
 	if diff := cmp.Diff(want, st.ShardSeqs); diff != "" {
 		t.Fatalf("ShardSeqs mismatch (-want +got):\n%s", diff)
 	}
-	again, err := recovery.Recover(st.Entries())
+	again, err := recoverylog.Recover(st.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(st, again, recoverytest.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(st, again, logtest.EquateEmpty()); diff != "" {
 		t.Fatalf("compacted state mismatch (-want +got):\n%s", diff)
 	}
 	// The old entries followed by the compacted ones, as a compaction a
 	// crash cut short leaves, recover to the same.
-	torn, err := recovery.Recover(append(slices.Clone(entries), st.Entries()...))
+	torn, err := recoverylog.Recover(append(slices.Clone(entries), st.Entries()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(st, torn, recoverytest.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(st, torn, logtest.EquateEmpty()); diff != "" {
 		t.Fatalf("state after a torn compaction mismatch (-want +got):\n%s", diff)
 	}
-	st, err = recovery.Recover(append(entries, shardBlock(1, 0, 1)))
+	st, err = recoverylog.Recover(append(entries, shardBlock(1, 0, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.ShardSeqs[recovery.ShardKey{Stream: "s", Shard: shardName(0)}]; !ok {
+	if _, ok := st.ShardSeqs[recoverylog.ShardKey{Stream: "s", Shard: shardName(0)}]; !ok {
 		t.Errorf("a shard logged again after it finished is not in ShardSeqs")
 	}
 }
@@ -424,12 +425,12 @@ func TestShardFinishedPrunesProgress(t *testing.T) {
 // is kept in several summary entries, each small enough for any log, that
 // recover to the same state.
 func TestEntriesSplitsALargeSummary(t *testing.T) {
-	var entries []recovery.Entry
+	var entries []recoverylog.Entry
 	for i := range 5 {
 		entries = append(entries, shardBlock(uint64(i), i*1000, 1000),
-			recovery.BatchAllocated(batch.Time(10*(i+1)), id(0, uint64(i))), recovery.BatchCompleted(batch.Time(10*(i+1))))
+			recoverylog.BatchAllocated(batch.Time(10*(i+1)), id(0, uint64(i))), recoverylog.BatchCompleted(batch.Time(10*(i+1))))
 	}
-	st, err := recovery.Recover(entries)
+	st, err := recoverylog.Recover(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,7 @@ func TestEntriesSplitsALargeSummary(t *testing.T) {
 		t.Fatalf("the progress of 5000 shards is in %d entries, want several", len(compacted))
 	}
 	for _, e := range compacted {
-		b, err := recovery.EncodeEntry(e)
+		b, err := recoverylog.EncodeEntry(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,11 +447,11 @@ func TestEntriesSplitsALargeSummary(t *testing.T) {
 			t.Errorf("%v encodes to %d bytes, want at most 100 KiB", e, len(b))
 		}
 	}
-	again, err := recovery.Recover(compacted)
+	again, err := recoverylog.Recover(compacted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(st, again, recoverytest.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(st, again, logtest.EquateEmpty()); diff != "" {
 		t.Fatalf("compacted state mismatch (-want +got):\n%s", diff)
 	}
 }

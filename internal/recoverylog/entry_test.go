@@ -1,4 +1,4 @@
-package recovery_test
+package recoverylog_test
 
 import (
 	"errors"
@@ -8,22 +8,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery"
-	"github.com/weirstream/weir/recovery/recoverytest"
 )
 
 func TestEntryRoundTrip(t *testing.T) {
-	for _, e := range recoverytest.History() {
+	for _, e := range logtest.History() {
 		t.Run(e.String(), func(t *testing.T) {
-			b, err := recovery.EncodeEntry(e)
+			b, err := recoverylog.EncodeEntry(e)
 			if err != nil {
 				t.Fatalf("EncodeEntry: %v", err)
 			}
-			got, err := recovery.DecodeEntry(b)
+			got, err := recoverylog.DecodeEntry(b)
 			if err != nil {
 				t.Fatalf("DecodeEntry(%s): %v", b, err)
 			}
-			if diff := cmp.Diff(e, got, recoverytest.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(e, got, logtest.EquateEmpty()); diff != "" {
 				t.Fatalf("round trip of %s mismatch (-want +got):\n%s", b, diff)
 			}
 		})
@@ -32,32 +33,32 @@ func TestEntryRoundTrip(t *testing.T) {
 
 func TestEncodeEntry(t *testing.T) {
 	tests := []struct {
-		e    recovery.Entry
+		e    recoverylog.Entry
 		want string
 	}{
-		{recovery.BatchCompleted(1700000000000), `{"v":1,"kind":"complete","time":1700000000000}`},
-		{recovery.BatchAllocated(0), `{"v":1,"kind":"alloc","time":0}`},
-		{recovery.BatchAllocated(5, batch.BlockID{Source: 1, Seq: 2}),
+		{recoverylog.BatchCompleted(1700000000000), `{"v":1,"kind":"complete","time":1700000000000}`},
+		{recoverylog.BatchAllocated(0), `{"v":1,"kind":"alloc","time":0}`},
+		{recoverylog.BatchAllocated(5, batch.BlockID{Source: 1, Seq: 2}),
 			`{"v":1,"kind":"alloc","time":5,"blocks":[{"source":1,"seq":2}]}`},
-		{recovery.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: 3}, Count: 2,
+		{recoverylog.BlockStored(batch.BlockInfo{ID: batch.BlockID{Seq: 3}, Count: 2,
 			Ranges: []batch.SeqRange{{Stream: "s", Shard: "sh", First: "1", Last: "2", Count: 2}}}),
 			`{"v":1,"kind":"block","block":{"id":{"source":0,"seq":3},"ranges":[{"stream":"s","shard":"sh","first":"1","last":"2","count":2}],"count":2}}`},
-		{recovery.ShapeRecorded(recovery.Shape{Sources: []recovery.Component{{Kind: "kinesis", Name: "w"}},
+		{recoverylog.ShapeRecorded(recovery.Shape{Sources: []recovery.Component{{Kind: "kinesis", Name: "w"}},
 			Outputs: []recovery.Component{{Kind: "Print"}}}),
 			`{"v":1,"kind":"shape","shape":{"sources":[{"kind":"kinesis","name":"w"}],"outputs":[{"kind":"Print"}]}}`},
-		{recovery.Entry{Kind: recovery.KindSummary, Summary: recovery.Summary{LastCompleted: 7, HasCompleted: true,
+		{recoverylog.Entry{Kind: recoverylog.KindSummary, Summary: recoverylog.Progress{LastCompleted: 7, HasCompleted: true,
 			NextBlockSeq: map[int]uint64{1: 2, 0: 9},
-			ShardSeqs:    map[recovery.ShardKey]string{{"b", "x"}: "5", {"a", "y"}: "6"}}},
+			ShardSeqs:    map[recoverylog.ShardKey]string{{"b", "x"}: "5", {"a", "y"}: "6"}}},
 			`{"v":1,"kind":"summary","summary":{"lastCompleted":7,"nextBlockSeq":[{"source":0,"next":9},{"source":1,"next":2}],"shardSeqs":[{"stream":"a","shard":"y","seq":"6"},{"stream":"b","shard":"x","seq":"5"}]}}`},
-		{recovery.BatchesReserved(1700000010000), `{"v":2,"kind":"reserved","time":1700000010000}`},
-		{recovery.Entry{Kind: recovery.KindSummary, Summary: recovery.Summary{ReservedThrough: 9}},
+		{recoverylog.BatchesReserved(1700000010000), `{"v":2,"kind":"reserved","time":1700000010000}`},
+		{recoverylog.Entry{Kind: recoverylog.KindSummary, Summary: recoverylog.Progress{ReservedThrough: 9}},
 			`{"v":2,"kind":"summary","summary":{"reserved":9}}`},
-		{recovery.ShardFinished("s", "shardId-000000000007"),
+		{recoverylog.ShardFinished("s", "shardId-000000000007"),
 			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.e.Kind), func(t *testing.T) {
-			got, err := recovery.EncodeEntry(tt.e)
+			got, err := recoverylog.EncodeEntry(tt.e)
 			if err != nil {
 				t.Fatalf("EncodeEntry: %v", err)
 			}
@@ -93,8 +94,8 @@ func TestDecodeEntryErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := recovery.DecodeEntry([]byte(tt.in))
-			if !errors.Is(err, recovery.ErrInvalidEntry) {
+			_, err := recoverylog.DecodeEntry([]byte(tt.in))
+			if !errors.Is(err, recoverylog.ErrInvalidEntry) {
 				t.Fatalf("DecodeEntry: got %v, want ErrInvalidEntry", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -105,8 +106,8 @@ func TestDecodeEntryErrors(t *testing.T) {
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	for _, e := range recoverytest.History() {
-		b, err := recovery.EncodeEntry(e)
+	for _, e := range logtest.History() {
+		b, err := recoverylog.EncodeEntry(e)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -114,20 +115,20 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	f.Add([]byte(`{"v":1,"kind":"alloc","time":-1,"blocks":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := recovery.DecodeEntry(b)
+		e, err := recoverylog.DecodeEntry(b)
 		if err != nil {
 			return
 		}
 		// Whatever decodes re-encodes, and decodes again to the same entry.
-		b2, err := recovery.EncodeEntry(e)
+		b2, err := recoverylog.EncodeEntry(e)
 		if err != nil {
 			t.Fatalf("EncodeEntry of decoded %v: %v", e, err)
 		}
-		e2, err := recovery.DecodeEntry(b2)
+		e2, err := recoverylog.DecodeEntry(b2)
 		if err != nil {
 			t.Fatalf("DecodeEntry of re-encoded %s: %v", b2, err)
 		}
-		if diff := cmp.Diff(e, e2, recoverytest.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(e, e2, logtest.EquateEmpty()); diff != "" {
 			t.Fatalf("re-decode mismatch (-want +got):\n%s", diff)
 		}
 	})

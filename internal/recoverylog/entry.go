@@ -1,4 +1,4 @@
-package recovery
+package recoverylog
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
 )
 
 // Version is the newest version of the entry encoding this package writes
@@ -19,7 +20,7 @@ import (
 const Version = 2
 
 // ErrInvalidEntry is wrapped by the errors of EncodeEntry, DecodeEntry and
-// Append for an entry that is malformed: an unknown kind, a missing field, a
+// Log.Append for an entry that is malformed: an unknown kind, a missing field, a
 // bad sequence range.
 var ErrInvalidEntry = errors.New("recovery: invalid entry")
 
@@ -43,7 +44,7 @@ const (
 	KindSummary Kind = "summary"
 	// KindSnapshot records that the state of the pipeline's stateful
 	// operators after the batch at Entry.Time is the snapshot Entry.Ref
-	// names (see SnapshotStore): Entry.Time and Entry.Ref.
+	// names (see recovery.SnapshotStore): Entry.Time and Entry.Ref.
 	KindSnapshot Kind = "snapshot"
 	// KindShardFinished records that a shard is finished for good and known
 	// to be so outside the log: Entry.Shard. See ShardFinished.
@@ -69,10 +70,10 @@ type Entry struct {
 	// (KindBatchAllocated).
 	Blocks []batch.BlockID
 	// Shape is the pipeline shape (KindShape).
-	Shape Shape
+	Shape recovery.Shape
 	// Summary is the progress compaction kept (KindSummary).
-	Summary Summary
-	// Ref names a state snapshot in the log's SnapshotStore (KindSnapshot);
+	Summary Progress
+	// Ref names a state snapshot in the log's recovery.SnapshotStore (KindSnapshot);
 	// "" for the empty state.
 	Ref string
 	// Shard is the finished shard (KindShardFinished).
@@ -134,7 +135,7 @@ func ShardFinished(stream, shard string) Entry {
 // ShapeRecorded returns the entry recording the pipeline's shape. The driver
 // appends it on the first start with a log; later starts compare the
 // recorded shape with theirs (CheckShape).
-func ShapeRecorded(s Shape) Entry {
+func ShapeRecorded(s recovery.Shape) Entry {
 	return Entry{Kind: KindShape, Shape: s}
 }
 
@@ -176,7 +177,7 @@ func (e Entry) Validate() error {
 		err = validateAlloc(e.Blocks)
 	case KindBatchCompleted:
 	case KindShape:
-		err = e.Shape.validate()
+		err = validateShape(e.Shape)
 	case KindSummary:
 		err = e.Summary.validate()
 	case KindSnapshot, KindBatchesReserved:
@@ -230,7 +231,7 @@ type wireEntry struct {
 	Block   *batch.BlockInfo `json:"block,omitempty"`
 	Time    *batch.Time      `json:"time,omitempty"`
 	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
-	Shape   *Shape           `json:"shape,omitempty"`
+	Shape   *recovery.Shape  `json:"shape,omitempty"`
 	Summary *wireSummary     `json:"summary,omitempty"`
 	Ref     string           `json:"ref,omitempty"`
 	Shard   *wireShard       `json:"shard,omitempty"`
@@ -341,4 +342,32 @@ func (w wireEntry) entry() (Entry, error) {
 		e.Shard = ShardKey{Stream: w.Shard.Stream, Shard: w.Shard.Shard}
 	}
 	return e, nil
+}
+
+// DecodeEntries decodes records EncodeEntry encoded. The error of a record
+// that does not decode is a *recovery.CorruptError with Path "recovery log"
+// and Offset its index.
+func DecodeEntries(records [][]byte) ([]Entry, error) {
+	out := make([]Entry, len(records))
+	for i, p := range records {
+		e, err := DecodeEntry(p)
+		if err != nil {
+			return nil, &recovery.CorruptError{Path: "recovery log", Offset: int64(i), Err: err}
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// EncodeEntries encodes entries, refusing all of them if one is invalid.
+func EncodeEntries(entries []Entry) ([][]byte, error) {
+	out := make([][]byte, len(entries))
+	for i, e := range entries {
+		b, err := EncodeEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
 }
