@@ -63,7 +63,8 @@ const (
 )
 
 // InitialPosition is where a shard reader starts when no starting sequence
-// number is known for the shard (no checkpoint, see Config.StartAfter).
+// number is known for the shard: no checkpoint (Config.Leases), and nothing
+// of it in the driver's recovery log.
 type InitialPosition string
 
 // The initial positions. They are the Kinesis shard iterator types of the
@@ -112,7 +113,7 @@ type Config struct {
 
 	// InitialPosition is where a shard present when the receiver starts is
 	// read from when no starting sequence number is known for it (see
-	// StartAfter). Default Latest, as in the Kinesis Client Library: a new
+	// the type). Default Latest, as in the Kinesis Client Library: a new
 	// application does not replay the stream's whole retention period. A
 	// shard created by a reshard while the receiver runs is always read
 	// from TrimHorizon, so none of its records is missed.
@@ -121,24 +122,6 @@ type Config struct {
 	// required with it and ignored otherwise.
 	AtTimestamp time.Time
 
-	// StartAfter, when set, supplies the sequence number each shard is read
-	// after (a checkpoint): it returns ok false when it knows none, and the
-	// shard starts at the initial position. An error fails Start. Called
-	// once each time a shard reader starts. Default: nil, no checkpoints.
-	// Either way, a shard is never read from before the greatest sequence
-	// number of it in the driver's recovery log (source.Runtime.ResumeAfter):
-	// the driver recomputes those blocks itself, so a restarted pipeline
-	// needs no StartAfter to avoid duplicates.
-	StartAfter func(ctx context.Context, shardID string) (seq string, ok bool, err error)
-	// OnShardEnd, when set, is called once for each shard a reader read to
-	// its end, after every block holding its records was stored: lastSeq is
-	// the greatest sequence number stored for the shard, or the greatest of
-	// it in a block the driver's recovery log held uncompleted at Start
-	// (source.Runtime.Uncompleted) if greater ("" if neither). The
-	// checkpointer uses it to record SHARD_END once the records up to it are
-	// completed. It is called from the receiver's goroutines,
-	// never concurrently for one shard, and must not block for long.
-	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
 	// KeepOutOfRangeRecords delivers every user record of a KPL aggregate,
 	// also those whose hash key is outside the shard's hash key range.
 	// Default false: they are left out (and counted in
@@ -153,10 +136,6 @@ type Config struct {
 	// and a block read under the other setting would come back different
 	// (G2) or fail its batch.
 	KeepOutOfRangeRecords bool
-	// Assigner decides which shards this receiver reads. Default: nil, every
-	// shard of the stream, a child shard only after its parents (see
-	// AllShards). A lease manager supplies its own. Not with Leases.
-	Assigner Assigner
 	// Leases, when set, shares the stream's shards among every worker
 	// using the same lease table and checkpoints each shard to it on an
 	// interval (see LeaseConfig). Default: nil, this receiver reads every
@@ -242,7 +221,7 @@ type Config struct {
 	// With MaxRecordsPerSecond too, both limits hold. Default: nil, read
 	// as fast as MaxBufferedBytes and Kinesis allow.
 	Backpressure *RateConfig
-	// ShardSyncInterval is how often AllShards lists the stream's shards to
+	// ShardSyncInterval is how often allShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
 
@@ -280,6 +259,19 @@ type Config struct {
 	// Clock is the time source for polling, pacing, back-off and shard sync.
 	// Default: the Runtime's clock while Start runs, clock.Real otherwise.
 	Clock clock.Clock
+
+	// Set by this package's tests only:
+
+	// assigner, when set without Leases, decides which shards are read
+	// instead of allShards.
+	assigner assigner
+	// onShardEnd, when set, is called once for each shard a reader read to
+	// its end, after every block holding its records was stored: lastSeq is
+	// the greatest sequence number stored for the shard, or the greatest of
+	// it in a block the driver's recovery log held uncompleted at Start
+	// (source.Runtime.Uncompleted) if greater ("" if neither). It is called
+	// from the receiver's goroutines, never concurrently for one shard.
+	onShardEnd func(ctx context.Context, shardID, lastSeq string)
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

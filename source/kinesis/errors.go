@@ -9,9 +9,9 @@ import (
 // does not exist (or the credentials may not see it).
 var ErrStreamNotFound = errors.New("kinesis: stream not found")
 
-// ErrShardRunning is returned by Control.StartShard for a shard already
+// errShardRunning is returned by control.StartShard for a shard already
 // being read.
-var ErrShardRunning = errors.New("kinesis: shard already being read")
+var errShardRunning = errors.New("kinesis: shard already being read")
 
 // RangeUnavailableError reports a sequence range Kinesis can no longer
 // serve: its records were trimmed (older than the retention period), or the

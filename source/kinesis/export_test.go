@@ -1,5 +1,7 @@
 package kinesis
 
+import "context"
+
 // Servers gives the tests of package kinesis_test the package's shared
 // local servers (one test binary, one TestMain).
 var Servers = servers
@@ -8,3 +10,10 @@ var Servers = servers
 // to its end: ready to be marked SHARD_END, or still waiting for records
 // to complete. Call it before Start.
 func OnEndCheck(r *Receiver, f func(shard string, ready bool)) { r.endChecked = f }
+
+// OnShardEnd makes a receiver built from cfg call f once for each shard a
+// reader read to its end, after every block holding its records was stored
+// (see Config.onShardEnd).
+func OnShardEnd(cfg *Config, f func(ctx context.Context, shard, lastSeq string)) {
+	cfg.onShardEnd = f
+}

@@ -43,7 +43,7 @@ type shardSub struct {
 	fo    *fanOut
 	shard string
 	keys  hashRange // the shard's hash key range
-	pos   Position
+	pos   position
 	guard func() bool
 	log   *slog.Logger
 
@@ -59,7 +59,7 @@ type shardSub struct {
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
 // each delivery, as by readShard.
-func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos Position, guard func() bool) error {
+func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
 		log:  rn.logger.With("shard", shardID),

@@ -97,11 +97,5 @@ func (l LeaseConfig) problems(c Config) []error {
 	if l.CheckpointInterval < 0 {
 		add("Leases.CheckpointInterval %v: must be > 0 (0 means the default, %v)", l.CheckpointInterval, DefaultCheckpointInterval)
 	}
-	if c.Assigner != nil {
-		add("Assigner is set with Leases: the leases decide which shards this worker reads; set one or the other")
-	}
-	if c.StartAfter != nil {
-		add("StartAfter is set with Leases: the lease table holds the checkpoints; set one or the other")
-	}
 	return problems
 }

@@ -26,26 +26,26 @@ func TestLeasePosition(t *testing.T) {
 		lease   leasetable.Lease
 		initial InitialPosition
 		resume  string // Runtime.ResumeAfter's answer; "" means none
-		want    Position
+		want    position
 	}{
-		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
-		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
-		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
-		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
-		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
-		{"latest pinned by a take", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"log beats a pinned latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "7", Position{After: "7"}},
-		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"no checkpoint", leasetable.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
-		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},
-		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", Position{After: "100"}},
-		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
-		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
-		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", Position{After: "7"}},
+		{"weir's checkpoint", weir("100"), Latest, "", position{After: "100"}},
+		{"KCL checkpoint", leasetable.Lease{Checkpoint: "100"}, Latest, "", position{At: "100", AtCheckpoint: true}},
+		{"KCL checkpoint after weir's", leasetable.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", position{At: "200", AtCheckpoint: true}},
+		{"KCL inside weir's record", leasetable.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"KCL inside an aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
+		{"trim horizon", leasetable.Lease{Checkpoint: checkpoint.TrimHorizon}, Latest, "", position{Initial: TrimHorizon}},
+		{"latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, TrimHorizon, "", position{Initial: Latest}},
+		{"latest pinned by a take", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "", position{Initial: AtTimestamp, Timestamp: ts}},
+		{"log beats a pinned latest", leasetable.Lease{Checkpoint: checkpoint.LatestPosition, LatestAt: ts}, Latest, "7", position{After: "7"}},
+		{"at timestamp", leasetable.Lease{Checkpoint: checkpoint.AtTimestamp}, AtTimestamp, "", position{Initial: AtTimestamp, Timestamp: ts}},
+		{"no checkpoint", leasetable.Lease{}, TrimHorizon, "", position{Initial: TrimHorizon}},
+		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", position{After: "100"}},
+		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", position{After: "100"}},
+		{"log equal to checkpoint", weir("100"), Latest, "100", position{After: "100"}},
+		{"log covers the KCL record", leasetable.Lease{Checkpoint: "100"}, Latest, "100", position{After: "100"}},
+		{"log covers the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", position{After: "100"}},
+		{"log behind the aggregate", leasetable.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"log beats an initial position", leasetable.Lease{Checkpoint: checkpoint.LatestPosition}, Latest, "7", position{After: "7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -143,7 +143,7 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	}
 	defer rn.stopFanOut(ctx)
 	if r.cfg.Leases == nil {
-		return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
+		return rn.serve(ctx, r.stopCh, r.cfg.assigner)
 	}
 	lr, err := newLeaseRun(ctx, rn, rt)
 	if err != nil {
@@ -270,9 +270,9 @@ func (rn *run) logged(shardID string) (string, bool) {
 
 // serve runs the block generator and the assigner (which runs the shard
 // readers) until stop, an error or ctx.
-func (rn *run) serve(ctx context.Context, stop <-chan struct{}, assigner Assigner) error {
-	if assigner == nil {
-		assigner = AllShards{}
+func (rn *run) serve(ctx context.Context, stop <-chan struct{}, a assigner) error {
+	if a == nil {
+		a = allShards{}
 	}
 	genCtx, cancelGen := context.WithCancel(ctx)
 	defer cancelGen()
@@ -283,7 +283,7 @@ func (rn *run) serve(ctx context.Context, stop <-chan struct{}, assigner Assigne
 	defer cancelRead()
 	ctl := newControl(readCtx, rn)
 	ctl.group.Go(func() error {
-		if err := assigner.Assign(ctl.ctx, ctl); err != nil && ctl.ctx.Err() == nil {
+		if err := a.assign(ctl.ctx, ctl); err != nil && ctl.ctx.Err() == nil {
 			return fmt.Errorf("kinesis: assigner: %w", err)
 		}
 		return nil
@@ -350,16 +350,16 @@ func (rn *run) onStored(ctx context.Context, info batch.BlockInfo) {
 	}
 }
 
-// shardEnded calls Config.OnShardEnd for a drained shard, and tells the
-// leases, with the number the shard's end waits to see completed (see
-// run.endSeq) rather than only what this run stored.
+// shardEnded tells the leases (and the tests, through Config.onShardEnd)
+// that a shard drained, with the number the shard's end waits to see
+// completed (see run.endSeq) rather than only what this run stored.
 func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
 	ev.lastSeq = rn.endSeq(ev.shard, ev.lastSeq)
 	if lr := rn.r.lease.Load(); lr != nil {
 		lr.drained(ev)
 	}
-	if rn.cfg.OnShardEnd != nil {
-		rn.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
+	if rn.cfg.onShardEnd != nil {
+		rn.cfg.onShardEnd(ctx, ev.shard, ev.lastSeq)
 	}
 }
 

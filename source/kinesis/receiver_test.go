@@ -104,7 +104,7 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	ends := map[string]string{}
 	cfg := baseConfig(env, stream)
 	cfg.RecordsPerRead = 100
-	cfg.OnShardEnd = func(_ context.Context, shard, last string) {
+	cfg.onShardEnd = func(_ context.Context, shard, last string) {
 		mu.Lock()
 		defer mu.Unlock()
 		ends[shard] = last
@@ -146,7 +146,7 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 		last, ok := ends[closed]
 		stored, _ := run.r.LatestStored(closed)
 		if !ok || last != stored {
-			t.Errorf("OnShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
+			t.Errorf("onShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
 		}
 		if !run.r.Stats().Shards[closed].Drained {
 			t.Errorf("shard %s not drained", closed)
@@ -281,7 +281,7 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 	})
 }
 
-func TestStartAfterAssignerAndLatest(t *testing.T) {
+func TestAssignerAndLatest(t *testing.T) {
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
 	data := payloads("c", 400)
@@ -298,36 +298,15 @@ func TestStartAfterAssignerAndLatest(t *testing.T) {
 	}
 	shardA := all[0].ShardID
 
-	t.Run("start after a checkpoint", func(t *testing.T) {
-		cut := byShard[shardA][len(byShard[shardA])/3]
-		cfg := baseConfig(env, stream)
-		cfg.StartAfter = func(_ context.Context, shard string) (string, bool, error) {
-			return cut.SequenceNumber, shard == shardA, nil
-		}
-		want := len(all) - len(byShard[shardA])/3 - 1
-		run := startReceiver(t, cfg, want)
-		run.wait(t)
-		run.stop(t)
-		got := run.c.records()
-		if len(got) != want {
-			t.Fatalf("got %d records, want %d", len(got), want)
-		}
-		for _, r := range got {
-			if r.ShardID == shardA && batch.CompareSeq(r.SequenceNumber, cut.SequenceNumber) <= 0 {
-				t.Fatalf("record %s read, the checkpoint is %s", r.SequenceNumber, cut.SequenceNumber)
-			}
-		}
-	})
-
 	t.Run("assigner reads one shard", func(t *testing.T) {
 		cfg := baseConfig(env, stream)
-		started := make(chan *Control, 1)
-		cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
-			if err := c.StartShard(shardA, Position{Initial: TrimHorizon}); err != nil {
+		started := make(chan *control, 1)
+		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+			if err := c.startShard(shardA, position{Initial: TrimHorizon}, readerHooks{}); err != nil {
 				return err
 			}
-			if err := c.StartShard(shardA, Position{}); !errors.Is(err, ErrShardRunning) {
-				t.Errorf("second StartShard: %v, want ErrShardRunning", err)
+			if err := c.startShard(shardA, position{}, readerHooks{}); !errors.Is(err, errShardRunning) {
+				t.Errorf("second startShard: %v, want errShardRunning", err)
 			}
 			started <- c
 			<-ctx.Done()
@@ -336,11 +315,11 @@ func TestStartAfterAssignerAndLatest(t *testing.T) {
 		run := startReceiver(t, cfg, len(byShard[shardA]))
 		run.wait(t)
 		c := <-started
-		if err := c.StopShard(t.Context(), shardA); err != nil {
+		if err := c.stopShard(t.Context(), shardA); err != nil {
 			t.Fatal(err)
 		}
-		if c.Reading(shardA) {
-			t.Error("shard still read after StopShard")
+		if c.reading(shardA) {
+			t.Error("shard still read after stopShard")
 		}
 		run.stop(t)
 		if diff := cmp.Diff(byShard[shardA], run.c.records()); diff != "" {
@@ -453,7 +432,7 @@ func TestUnavailableRange(t *testing.T) {
 }
 
 // TestStartInsideAKPLAggregate starts a reader at a KCL checkpoint inside
-// an aggregate (Position.AtSubSequence): the aggregate's user records up to
+// an aggregate (position.AtSubSequence): the aggregate's user records up to
 // the sub-sequence number are left out, the rest and everything after are
 // delivered once, and Recompute gives the blocks back the same.
 func TestStartInsideAKPLAggregate(t *testing.T) {
@@ -490,8 +469,8 @@ func TestStartInsideAKPLAggregate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := baseConfig(env, stream)
-			cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
-				if err := c.StartShard(at.ShardID, Position{At: at.SequenceNumber, AtSubSequence: tt.sub}); err != nil {
+			cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+				if err := c.startShard(at.ShardID, position{At: at.SequenceNumber, AtSubSequence: tt.sub}, readerHooks{}); err != nil {
 					return err
 				}
 				<-ctx.Done()

@@ -180,7 +180,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 // fitCount returns the records read back for rng, which must be rng.Count.
 // More are right only when the block left out the first user records at
 // rng.First, of a KPL aggregate or a plain record (its reader started at a
-// KCL checkpoint, see Position.AtCheckpoint): they are left out again.
+// KCL checkpoint, see position.AtCheckpoint): they are left out again.
 func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 	extra := len(out) - rng.Count
 	if extra > 0 {
@@ -203,7 +203,7 @@ func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 // iterator gets an iterator at the range's First (when after is empty) or
 // after a sequence number already read back.
 func (rc *rangeReader) iterator(ctx context.Context, stream streamRef, rng batch.SeqRange, after string) (*string, error) {
-	pos := resumeAt(Position{At: rng.First}, after)
+	pos := resumeAt(position{At: rng.First}, after)
 	return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, pos, rc.cfg.MaxAttempts)
 }
 
