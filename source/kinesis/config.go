@@ -20,46 +20,46 @@ var ErrInvalidConfig = errors.New("kinesis: invalid config")
 
 // Defaults for the Config fields left zero.
 const (
-	// DefaultRecordsPerRead is the GetRecords Limit when Config.RecordsPerRead
+	// defaultRecordsPerRead is the GetRecords Limit when Config.RecordsPerRead
 	// is zero: the most Kinesis allows.
-	DefaultRecordsPerRead = 10000
-	// MaxRecordsPerRead is the largest Limit GetRecords accepts.
-	MaxRecordsPerRead = 10000
-	// DefaultPollInterval is the wait, when Config.PollInterval is zero,
+	defaultRecordsPerRead = 10000
+	// maxRecordsPerRead is the largest Limit GetRecords accepts.
+	maxRecordsPerRead = 10000
+	// defaultPollInterval is the wait, when Config.PollInterval is zero,
 	// after a GetRecords call that found nothing new (empty, or caught up
 	// with the tip of the shard). Kinesis allows 5 GetRecords calls per
 	// second per shard, shared by every consumer of the stream: polling an
 	// idle shard every 500ms uses 2 of them and leaves the rest to other
 	// applications.
-	DefaultPollInterval = 500 * time.Millisecond
-	// DefaultMinReadInterval is the least time between the starts of two
+	defaultPollInterval = 500 * time.Millisecond
+	// defaultMinReadInterval is the least time between the starts of two
 	// GetRecords calls on one shard when Config.MinReadInterval is zero:
 	// 200ms, Kinesis's limit of 5 calls per second per shard.
-	DefaultMinReadInterval = 200 * time.Millisecond
-	// DefaultShardSyncInterval is how often the shard list is re-read, to
+	defaultMinReadInterval = 200 * time.Millisecond
+	// defaultShardSyncInterval is how often the shard list is re-read, to
 	// find shards made by a reshard, when Config.ShardSyncInterval is zero.
-	DefaultShardSyncInterval = 10 * time.Second
-	// DefaultRetryBaseDelay is the first back-off after a throttled or
+	defaultShardSyncInterval = 10 * time.Second
+	// defaultRetryBaseDelay is the first back-off after a throttled or
 	// failed call when Config.RetryBaseDelay is zero.
-	DefaultRetryBaseDelay = 100 * time.Millisecond
-	// DefaultRetryMaxDelay caps the back-off when Config.RetryMaxDelay is zero.
-	DefaultRetryMaxDelay = 5 * time.Second
-	// DefaultRecomputeTimeout bounds one Recompute call when
+	defaultRetryBaseDelay = 100 * time.Millisecond
+	// defaultRetryMaxDelay caps the back-off when Config.RetryMaxDelay is zero.
+	defaultRetryMaxDelay = 5 * time.Second
+	// defaultRecomputeTimeout bounds one Recompute call when
 	// Config.RecomputeTimeout is zero.
-	DefaultRecomputeTimeout = time.Minute
-	// DefaultAttemptTimeout bounds one attempt of a Kinesis call when
+	defaultRecomputeTimeout = time.Minute
+	// defaultAttemptTimeout bounds one attempt of a Kinesis call when
 	// Config.AttemptTimeout is zero. A healthy GetRecords answers in tens
 	// of milliseconds; its largest answer, 10 MiB, takes under 10 s at
 	// 10 Mbit/s. The Kinesis Client Library waits 30 s for a GetRecords
 	// call, its SDK retries included.
-	DefaultAttemptTimeout = 10 * time.Second
+	defaultAttemptTimeout = 10 * time.Second
 	// DefaultMaxBufferedBytes is Config.MaxBufferedBytes when it is zero:
 	// 64 MiB, room for about three 1s batches of 8 shards read at
 	// Kinesis's full 2 MB/s each.
 	DefaultMaxBufferedBytes = 64 << 20
-	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
+	// defaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
-	DefaultMaxAttempts = 20
+	defaultMaxAttempts = 20
 )
 
 // InitialPosition is where a shard reader starts when no starting sequence
@@ -82,23 +82,6 @@ const (
 	// AtTimestamp starts at the first record put at or after
 	// Config.AtTimestamp.
 	AtTimestamp InitialPosition = "AT_TIMESTAMP"
-)
-
-// RangePolicy says what Recompute does with a sequence range Kinesis can no
-// longer serve (trimmed past the retention period, or its shard gone).
-type RangePolicy string
-
-// The range policies.
-const (
-	// FailRange makes Recompute return the *RangeUnavailableError: the
-	// pipeline stops rather than run a batch with records missing. It is
-	// the default.
-	FailRange RangePolicy = "fail"
-	// SkipRange makes Recompute leave the range's records out, report the
-	// *RangeUnavailableError through the Runtime's ReportError (or the
-	// logger when the receiver is not running), count it in
-	// Stats.RangesSkipped, and go on with the next range.
-	SkipRange RangePolicy = "skip"
 )
 
 // Config configures a Receiver. The zero value of each field is its
@@ -170,7 +153,9 @@ type Config struct {
 	// divides it), the next call is timed to end just before the block
 	// seal that precedes a batch cut: up to half of this wait sooner, or
 	// once, to get in phase, up to this wait later; never closer than
-	// MinReadInterval. Default 500ms (see DefaultPollInterval).
+	// MinReadInterval. Default 500ms: an idle shard then uses 2 of the 5
+	// GetRecords calls per second Kinesis allows each shard, shared by
+	// every consumer of the stream, and leaves the rest to the others.
 	PollInterval time.Duration
 	// MinReadInterval is the least time between the starts of two
 	// GetRecords calls on one shard. A reader with more records waiting
@@ -235,10 +220,11 @@ type Config struct {
 	// AttemptTimeout bounds each attempt of every Kinesis call (GetRecords,
 	// GetShardIterator, ListShards, DescribeStreamSummary): an attempt with
 	// no answer by then is abandoned and retried like any transient error
-	// (counted as CauseTimeout), so a connection that went silent stalls a
-	// shard reader for at most this long. Default 10s
-	// (DefaultAttemptTimeout); raise it for a link slower than 10 Mbit/s,
-	// where a 10 MiB GetRecords answer takes longer.
+	// (counted as "timeout" in Stats.Retries), so a connection that went
+	// silent stalls a shard reader for at most this long. Default 10s:
+	// a healthy GetRecords answers in tens of milliseconds, and its largest
+	// answer, 10 MiB, in under 10s at 10 Mbit/s; raise it for a slower
+	// link.
 	AttemptTimeout time.Duration
 	// RecomputeTimeout bounds one Recompute call, retries included.
 	// Default 1m.
@@ -248,9 +234,14 @@ type Config struct {
 	// unreachable endpoint fails Start instead of hanging it). Shard readers
 	// and shard listing retry for as long as they run. Default 20.
 	MaxAttempts int
-	// OnRangeUnavailable is what Recompute does with a range Kinesis can no
-	// longer serve. Default FailRange.
-	OnRangeUnavailable RangePolicy
+	// SkipUnavailableRanges makes Recompute leave out the records of a
+	// range Kinesis can no longer serve (trimmed past the retention period,
+	// or its shard gone), report its *RangeUnavailableError through the
+	// Runtime's ReportError (or the logger when the receiver is not
+	// running), count it in Stats.RangesSkipped, and go on with the next
+	// range. Default false: Recompute returns the *RangeUnavailableError,
+	// and the pipeline stops rather than run a batch with records missing.
+	SkipUnavailableRanges bool
 
 	// Logger receives the receiver's logs. Default: the Runtime's logger
 	// while Start runs (the driver's, slog.Default() unless set);
@@ -281,37 +272,34 @@ func (c Config) withDefaults() Config {
 		c.InitialPosition = Latest
 	}
 	if c.RecordsPerRead == 0 {
-		c.RecordsPerRead = DefaultRecordsPerRead
+		c.RecordsPerRead = defaultRecordsPerRead
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	if c.MinReadInterval == 0 {
-		c.MinReadInterval = DefaultMinReadInterval
+		c.MinReadInterval = defaultMinReadInterval
 	}
 	if c.ShardSyncInterval == 0 {
-		c.ShardSyncInterval = DefaultShardSyncInterval
+		c.ShardSyncInterval = defaultShardSyncInterval
 	}
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if c.RetryBaseDelay == 0 {
-		c.RetryBaseDelay = DefaultRetryBaseDelay
+		c.RetryBaseDelay = defaultRetryBaseDelay
 	}
 	if c.RetryMaxDelay == 0 {
-		c.RetryMaxDelay = DefaultRetryMaxDelay
+		c.RetryMaxDelay = defaultRetryMaxDelay
 	}
 	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = DefaultAttemptTimeout
+		c.AttemptTimeout = defaultAttemptTimeout
 	}
 	if c.RecomputeTimeout == 0 {
-		c.RecomputeTimeout = DefaultRecomputeTimeout
+		c.RecomputeTimeout = defaultRecomputeTimeout
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.OnRangeUnavailable == "" {
-		c.OnRangeUnavailable = FailRange
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.Backpressure != nil {
 		b := c.Backpressure.withDefaults() // a copy: the caller's is left alone
@@ -351,21 +339,21 @@ func (c Config) validate() error {
 	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
 		add("Endpoint %q: must be a URL starting with http:// or https://", c.Endpoint)
 	}
-	if c.RecordsPerRead < 1 || c.RecordsPerRead > MaxRecordsPerRead {
-		add("RecordsPerRead %d: must be 1 to %d (0 means %d)", c.RecordsPerRead, MaxRecordsPerRead, DefaultRecordsPerRead)
+	if c.RecordsPerRead < 1 || c.RecordsPerRead > maxRecordsPerRead {
+		add("RecordsPerRead %d: must be 1 to %d (0 means %d)", c.RecordsPerRead, maxRecordsPerRead, defaultRecordsPerRead)
 	}
 	positive := []struct {
 		name string
 		d    time.Duration
 		def  time.Duration
 	}{
-		{"PollInterval", c.PollInterval, DefaultPollInterval},
-		{"MinReadInterval", c.MinReadInterval, DefaultMinReadInterval},
-		{"ShardSyncInterval", c.ShardSyncInterval, DefaultShardSyncInterval},
-		{"RetryBaseDelay", c.RetryBaseDelay, DefaultRetryBaseDelay},
-		{"RetryMaxDelay", c.RetryMaxDelay, DefaultRetryMaxDelay},
-		{"RecomputeTimeout", c.RecomputeTimeout, DefaultRecomputeTimeout},
-		{"AttemptTimeout", c.AttemptTimeout, DefaultAttemptTimeout},
+		{"PollInterval", c.PollInterval, defaultPollInterval},
+		{"MinReadInterval", c.MinReadInterval, defaultMinReadInterval},
+		{"ShardSyncInterval", c.ShardSyncInterval, defaultShardSyncInterval},
+		{"RetryBaseDelay", c.RetryBaseDelay, defaultRetryBaseDelay},
+		{"RetryMaxDelay", c.RetryMaxDelay, defaultRetryMaxDelay},
+		{"RecomputeTimeout", c.RecomputeTimeout, defaultRecomputeTimeout},
+		{"AttemptTimeout", c.AttemptTimeout, defaultAttemptTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
@@ -387,12 +375,7 @@ func (c Config) validate() error {
 		add("MaxBufferedBytes %d: must be > 0, or -1 for no limit (0 means %d)", c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	}
 	if c.MaxAttempts < 0 {
-		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)
-	}
-	switch c.OnRangeUnavailable {
-	case FailRange, SkipRange:
-	default:
-		add("OnRangeUnavailable %q: must be %q or %q", c.OnRangeUnavailable, FailRange, SkipRange)
+		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, defaultMaxAttempts)
 	}
 	if c.Leases != nil {
 		problems = append(problems, c.Leases.problems(c)...)

@@ -12,12 +12,12 @@ import (
 // New refuses a bad configuration before anything starts, naming every
 // field at fault and the fix.
 func ExampleNew() {
-	_, err := kinesis.New(kinesis.Config{Stream: "words", RecordsPerRead: 20000, OnRangeUnavailable: "ignore"})
+	_, err := kinesis.New(kinesis.Config{Stream: "words", RecordsPerRead: 20000, PollInterval: -time.Second})
 	fmt.Println(err)
 	// Output:
 	// kinesis: invalid config: App "": must name the application, for example "wordcount"
 	// RecordsPerRead 20000: must be 1 to 10000 (0 means 10000)
-	// OnRangeUnavailable "ignore": must be "fail" or "skip"
+	// PollInterval -1s: must be > 0 (0 means 500ms)
 }
 
 // Several workers share a stream through a lease table: each runs this

@@ -14,11 +14,11 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 )
 
-// CauseResourceInUse is a ResourceInUseException from SubscribeToShard:
+// causeResourceInUse is a ResourceInUseException from SubscribeToShard:
 // Kinesis refuses a subscription of the same consumer and shard within 5
 // seconds of the previous one (this reader's, or another's it would take
 // over). The reader subscribes again after a back-off.
-const CauseResourceInUse RetryCause = "resource_in_use"
+const causeResourceInUse retryCause = "resource_in_use"
 
 // subEnd says how one subscription ended.
 type subEnd int
@@ -126,10 +126,10 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 
 // subscribeRetryCause is classify for a subscription's errors, with
 // ResourceInUseException retried too.
-func subscribeRetryCause(err error) RetryCause {
+func subscribeRetryCause(err error) retryCause {
 	var inUse *types.ResourceInUseException
 	if errors.As(err, &inUse) {
-		return CauseResourceInUse
+		return causeResourceInUse
 	}
 	return classify(err)
 }

@@ -345,7 +345,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 
 		checkFanOutRead(t, stream, data, run)
 		retries := run.r.Stats().Retries
-		if retries[CauseTransport] < cuts || retries[CauseResourceInUse] < refusals {
+		if retries[string(causeTransport)] < cuts || retries[string(causeResourceInUse)] < refusals {
 			t.Errorf("retries %v: want >= %d transport (broken streams) and >= %d resource_in_use", retries, cuts, refusals)
 		}
 	})

@@ -214,7 +214,7 @@ func TestFanOutSubscriptionLifecycle(t *testing.T) {
 			t.Errorf("onShardEnd calls (-want +got):\n%s", diff)
 		}
 		retries := r.Stats().Retries
-		if retries[CauseResourceInUse] != 1 || retries[CauseServerError] != 1 {
+		if retries[string(causeResourceInUse)] != 1 || retries[string(causeServerError)] != 1 {
 			t.Errorf("retries %v, want one resource_in_use and one server_error", retries)
 		}
 		if fake.probes != 1 {

@@ -63,7 +63,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
-			rn.r.stats.shardRetry(shardID, CauseExpiredIterator)
+			rn.r.stats.shardRetry(shardID, causeExpiredIterator)
 			resume := resumeAt(pos, lastRead)
 			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {

@@ -395,25 +395,25 @@ func TestUnavailableRange(t *testing.T) {
 	tests := []struct {
 		name   string
 		client Client
-		policy RangePolicy
+		skip   bool
 	}{
-		{"first record later, fail", trimming, FailRange},
-		{"first record later, skip", trimming, SkipRange},
-		{"invalid argument, fail", invalid, FailRange},
-		{"invalid argument, skip", invalid, SkipRange},
+		{"first record later, fail", trimming, false},
+		{"first record later, skip", trimming, true},
+		{"invalid argument, fail", invalid, false},
+		{"invalid argument, skip", invalid, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := baseConfig(env, stream)
-			c.Client, c.OnRangeUnavailable = tt.client, tt.policy
+			c.Client, c.SkipUnavailableRanges = tt.client, tt.skip
 			r, err := New(c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := r.Recompute(t.Context(), all)
-			if tt.policy == FailRange {
+			if !tt.skip {
 				var ue *RangeUnavailableError
-				if !errors.As(err, &ue) || ue.Shard != ranges[0].Shard || ue.First != ranges[0].First || ue.Last != ranges[0].Last || ue.Stream != stream {
+				if !errors.As(err, &ue) || ue.Range != ranges[0] || ue.Range.Stream != stream {
 					t.Fatalf("Recompute: %v, want a *RangeUnavailableError for %v", err, ranges[0])
 				}
 				return

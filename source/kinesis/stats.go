@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -18,8 +17,17 @@ type Stats struct {
 	// readers.
 	GetRecordsCalls int64
 	// Retries counts the retried calls by cause, readers and Recompute
-	// together.
-	Retries map[RetryCause]int64
+	// together; every cause is present, 0 if never retried. The causes:
+	// "throttled" (ProvisionedThroughputExceededException, an HTTP 429 or
+	// another throttling code), "limit_exceeded" (LimitExceededException:
+	// a control-plane call throttled), "kms_throttling", "server_error"
+	// (HTTP 5xx, InternalFailureException), "timeout" (no answer within
+	// Config.AttemptTimeout, HTTP 408, a network timeout), "transport" (a
+	// connection that failed or broke), "expired_credentials" (refreshed
+	// before the retry), "expired_iterator" (a new iterator after the last
+	// record read), "resource_in_use" (SubscribeToShard refused within 5s
+	// of the previous subscription, with Config.FanOut).
+	Retries map[string]int64
 	// BadAggregates counts records that start like a KPL aggregate but are
 	// not one (digest mismatch or malformed): each was delivered as it is.
 	BadAggregates int64
@@ -31,7 +39,7 @@ type Stats struct {
 	// RangesRecomputed counts the ranges Recompute read back.
 	RangesRecomputed int64
 	// RangesSkipped counts the unavailable ranges Recompute skipped under
-	// the SkipRange policy.
+	// Config.SkipUnavailableRanges.
 	RangesSkipped int64
 	// BadLeaseItems is how many items of the lease table the last scan
 	// could not read as leases (Config.Leases): each is logged at ERROR and
@@ -89,8 +97,8 @@ type ShardStats struct {
 	// those over every bound. Nil if there was no call.
 	GetRecordsLatency []int64
 	// Retries counts the shard's retried calls by cause (readers and
-	// Recompute together); nil if none.
-	Retries map[RetryCause]int64
+	// Recompute together), under the names of Stats.Retries; nil if none.
+	Retries map[string]int64
 }
 
 // getRecordsBounds are the bounds of ShardStats.GetRecordsLatency: from 5ms
@@ -118,7 +126,7 @@ type statsCollector struct {
 	records int64
 	kinesis int64
 	calls   int64
-	retries map[RetryCause]int64
+	retries map[retryCause]int64
 	badAgg  int64
 	outside int64
 	recomp  int64
@@ -132,7 +140,7 @@ type shardCounters struct {
 	calls   int64
 	time    time.Duration
 	latency [len(getRecordsBounds) + 1]int64
-	retries map[RetryCause]int64
+	retries map[retryCause]int64
 	outside int64 // user records out of the shard's hash key range
 }
 
@@ -151,7 +159,7 @@ func (s *statsCollector) shardLocked(shard string) *shardCounters {
 
 // shardRetry counts a retry of a call for shard ("" for a call on the
 // stream): in the totals, and in the shard's counters.
-func (s *statsCollector) shardRetry(shard string, c RetryCause) {
+func (s *statsCollector) shardRetry(shard string, c retryCause) {
 	s.retry(c)
 	if shard == "" {
 		return
@@ -160,7 +168,7 @@ func (s *statsCollector) shardRetry(shard string, c RetryCause) {
 	defer s.mu.Unlock()
 	sc := s.shardLocked(shard)
 	if sc.retries == nil {
-		sc.retries = make(map[RetryCause]int64)
+		sc.retries = make(map[retryCause]int64)
 	}
 	sc.retries[c]++
 }
@@ -188,16 +196,16 @@ func (s *statsCollector) addShards(shards map[string]ShardStats) {
 		if c.calls > 0 {
 			st.GetRecordsLatency = slices.Clone(c.latency[:])
 		}
-		st.Retries = maps.Clone(c.retries)
+		st.Retries = causeCounts(c.retries, false)
 		shards[id] = st
 	}
 }
 
-func (s *statsCollector) retry(c RetryCause) {
+func (s *statsCollector) retry(c retryCause) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retries == nil {
-		s.retries = make(map[RetryCause]int64)
+		s.retries = make(map[retryCause]int64)
 	}
 	s.retries[c]++
 }
@@ -237,10 +245,28 @@ func (s *statsCollector) snapshot() Stats {
 		RecordsRead:        s.records,
 		KinesisRecordsRead: s.kinesis,
 		GetRecordsCalls:    s.calls,
-		Retries:            maps.Clone(s.retries),
+		Retries:            causeCounts(s.retries, true),
 		BadAggregates:      s.badAgg,
 		OutOfRangeRecords:  s.outside,
 		RangesRecomputed:   s.recomp,
 		RangesSkipped:      s.skipped,
 	}
+}
+
+// causeCounts returns m keyed by cause name; with all, every cause is
+// present (0 if absent from m); without, nil for an empty m.
+func causeCounts(m map[retryCause]int64, all bool) map[string]int64 {
+	if len(m) == 0 && !all {
+		return nil
+	}
+	out := make(map[string]int64, len(retryCauses))
+	if all {
+		for _, c := range retryCauses {
+			out[string(c)] = 0
+		}
+	}
+	for c, n := range m {
+		out[string(c)] = n
+	}
+	return out
 }
