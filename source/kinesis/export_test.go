@@ -17,3 +17,6 @@ func OnEndCheck(r *Receiver, f func(shard string, ready bool)) { r.endChecked = 
 func OnShardEnd(cfg *Config, f func(ctx context.Context, shard, lastSeq string)) {
 	cfg.onShardEnd = f
 }
+
+// ReadRate returns the read rate backpressure set (see Receiver.readRate).
+func ReadRate(r *Receiver) float64 { return r.readRate() }

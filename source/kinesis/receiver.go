@@ -399,20 +399,13 @@ func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
 	}
 }
 
-// ReadRate returns the read rate backpressure set, in records/s over all
+// readRate returns the read rate backpressure set, in records/s over all
 // shards: RateConfig.InitialRate until the first batch with records is
 // reported; 0 (no limit) without Config.Backpressure.
-func (r *Receiver) ReadRate() float64 {
+func (r *Receiver) readRate() float64 {
 	r.rateMu.Lock()
 	defer r.rateMu.Unlock()
 	return r.est.rate
-}
-
-// LatestCompleted returns the greatest sequence number of shardID whose
-// block the driver reported completed (see BlocksCompleted), and whether
-// there is one.
-func (r *Receiver) LatestCompleted(shardID string) (string, bool) {
-	return r.progress.latestCompleted(shardID)
 }
 
 // CheckpointStats returns the checkpointer's counters (commits, skips,
@@ -442,13 +435,6 @@ func (r *Receiver) WorkerID() string {
 		return ""
 	}
 	return r.cfg.Leases.WorkerID
-}
-
-// LatestStored returns the greatest sequence number of shardID whose block
-// was stored (pushed without error), and whether there is one: the most a
-// checkpointer may record for the shard.
-func (r *Receiver) LatestStored(shardID string) (string, bool) {
-	return r.progress.latestStored(shardID)
 }
 
 // Stats returns a snapshot of the receiver's counters and shard states.

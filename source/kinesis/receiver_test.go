@@ -46,15 +46,15 @@ func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {
 	if stats.RecordsRead != int64(len(data)) || stats.RangesRecomputed == 0 || len(stats.Shards) != 4 {
 		t.Errorf("stats: %+v", stats)
 	}
-	for id, sh := range stats.Shards {
+	for id := range stats.Shards {
 		last := ""
 		for _, r := range got {
 			if r.ShardID == id {
 				last = r.SequenceNumber
 			}
 		}
-		if seq, ok := run.r.LatestStored(id); !ok || seq != last || sh.LatestStored != last {
-			t.Errorf("shard %s: LatestStored %q, %v (stats %q), want %q", id, seq, ok, sh.LatestStored, last)
+		if seq, ok := run.r.progress.latestStored(id); !ok || seq != last {
+			t.Errorf("shard %s: latest stored %q, %v, want %q", id, seq, ok, last)
 		}
 	}
 }
@@ -144,7 +144,7 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	defer mu.Unlock()
 	for _, closed := range []string{aws.ToString(parent.ShardId), aws.ToString(kids[0].ShardId), aws.ToString(kids[1].ShardId)} {
 		last, ok := ends[closed]
-		stored, _ := run.r.LatestStored(closed)
+		stored, _ := run.r.progress.latestStored(closed)
 		if !ok || last != stored {
 			t.Errorf("onShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
 		}
@@ -229,8 +229,9 @@ func TestBrokenKPLAggregate(t *testing.T) {
 			t.Errorf("record %d: %+v, want the data put, whole and not aggregated (-want +got data):\n%s", i, r, diff)
 		}
 	}
-	if s := run.r.Stats(); s.BadAggregates != 1 || s.KinesisRecordsRead != 3 || s.RecordsRead != 3 {
-		t.Errorf("stats: BadAggregates %d, KinesisRecordsRead %d, RecordsRead %d; want 1, 3, 3", s.BadAggregates, s.KinesisRecordsRead, s.RecordsRead)
+	kinesisRecords, bad := run.r.stats.readCounts()
+	if s := run.r.Stats(); bad != 1 || kinesisRecords != 3 || s.RecordsRead != 3 {
+		t.Errorf("bad aggregates %d, Kinesis records read %d, RecordsRead %d; want 1, 3, 3", bad, kinesisRecords, s.RecordsRead)
 	}
 	blocks := run.c.snapshot()
 	checkRanges(t, stream, blocks)

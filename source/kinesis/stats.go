@@ -11,11 +11,6 @@ type Stats struct {
 	// RecordsRead counts the user records added to blocks (after KPL
 	// de-aggregation), over all shards.
 	RecordsRead int64
-	// KinesisRecordsRead counts the Kinesis records GetRecords returned.
-	KinesisRecordsRead int64
-	// GetRecordsCalls counts the successful GetRecords calls of the shard
-	// readers.
-	GetRecordsCalls int64
 	// Retries counts the retried calls by cause, readers and Recompute
 	// together; every cause is present, 0 if never retried. The causes:
 	// "throttled" (ProvisionedThroughputExceededException, an HTTP 429 or
@@ -28,9 +23,6 @@ type Stats struct {
 	// record read), "resource_in_use" (SubscribeToShard refused within 5s
 	// of the previous subscription, with Config.FanOut).
 	Retries map[string]int64
-	// BadAggregates counts records that start like a KPL aggregate but are
-	// not one (digest mismatch or malformed): each was delivered as it is.
-	BadAggregates int64
 	// OutOfRangeRecords counts the user records of KPL aggregates left out
 	// because their hash key is outside the hash key range of the shard
 	// they were read from, as the KCL does: after a reshard, the KPL puts
@@ -70,9 +62,6 @@ type ShardStats struct {
 	MillisBehindLatest int64
 	// LastAdded is the greatest sequence number added to a block.
 	LastAdded string
-	// LatestStored is the greatest sequence number whose block was stored:
-	// the most a checkpointer may record for the shard.
-	LatestStored string
 	// LatestCompleted is the greatest sequence number whose block the
 	// driver reported completed (source.CompletionObserver).
 	LatestCompleted string
@@ -85,10 +74,9 @@ type ShardStats struct {
 	// BytesRead counts the bytes of Kinesis record data GetRecords returned
 	// for the shard (before KPL de-aggregation).
 	BytesRead int64
-	// GetRecordsCalls counts the shard reader's successful GetRecords calls.
-	GetRecordsCalls int64
-	// GetRecordsTime is the time those calls took, summed, from the start
-	// of the attempt that succeeded: divided by GetRecordsCalls, the mean
+	// GetRecordsTime is the time the shard reader's successful GetRecords
+	// calls took, summed, from the start of the attempt that succeeded:
+	// divided by their number (the sum of GetRecordsLatency), the mean
 	// latency.
 	GetRecordsTime time.Duration
 	// GetRecordsLatency counts those calls by latency, in the buckets of
@@ -124,10 +112,9 @@ func (r *Receiver) StreamName() string { return r.cfg.Stream }
 type statsCollector struct {
 	mu      sync.Mutex
 	records int64
-	kinesis int64
-	calls   int64
+	kinesis int64 // Kinesis records read, KPL aggregates counted once
 	retries map[retryCause]int64
-	badAgg  int64
+	badAgg  int64 // records that looked like KPL aggregates but were not (each logged)
 	outside int64
 	recomp  int64
 	skipped int64
@@ -192,7 +179,7 @@ func (s *statsCollector) addShards(shards map[string]ShardStats) {
 	defer s.mu.Unlock()
 	for id, c := range s.shards {
 		st := shards[id]
-		st.BytesRead, st.GetRecordsCalls, st.GetRecordsTime = c.bytes, c.calls, c.time
+		st.BytesRead, st.GetRecordsTime = c.bytes, c.time
 		if c.calls > 0 {
 			st.GetRecordsLatency = slices.Clone(c.latency[:])
 		}
@@ -213,7 +200,6 @@ func (s *statsCollector) retry(c retryCause) {
 func (s *statsCollector) read(kinesisRecords, userRecords, badAggregates int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls++
 	s.kinesis += int64(kinesisRecords)
 	s.records += int64(userRecords)
 	s.badAgg += int64(badAggregates)
@@ -242,14 +228,11 @@ func (s *statsCollector) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
-		RecordsRead:        s.records,
-		KinesisRecordsRead: s.kinesis,
-		GetRecordsCalls:    s.calls,
-		Retries:            causeCounts(s.retries, true),
-		BadAggregates:      s.badAgg,
-		OutOfRangeRecords:  s.outside,
-		RangesRecomputed:   s.recomp,
-		RangesSkipped:      s.skipped,
+		RecordsRead:       s.records,
+		Retries:           causeCounts(s.retries, true),
+		OutOfRangeRecords: s.outside,
+		RangesRecomputed:  s.recomp,
+		RangesSkipped:     s.skipped,
 	}
 }
 
@@ -269,4 +252,12 @@ func causeCounts(m map[retryCause]int64, all bool) map[string]int64 {
 		out[string(c)] = n
 	}
 	return out
+}
+
+// readCounts returns the Kinesis records read (a KPL aggregate counts once) and
+// the records among them that looked like KPL aggregates but were not.
+func (s *statsCollector) readCounts() (kinesisRecords, badAggregates int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinesis, s.badAgg
 }
