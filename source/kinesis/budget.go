@@ -22,7 +22,7 @@ func recordBytes(r *Record) int64 {
 // the page it is about to read, waiting while the budget is full; the
 // records it delivers then hold their actual bytes in place of the
 // reservation, until the driver reports their block completed
-// (Receiver.BlocksCompleted). Nothing is ever dropped: a full budget only
+// (Receiver.blocksCompleted). Nothing is ever dropped: a full budget only
 // stops reading. It is safe for concurrent use.
 //
 // Bytes are held per range (one GetRecords page of one shard), so a

@@ -1,6 +1,10 @@
 package kinesis
 
-import "context"
+import (
+	"context"
+
+	"github.com/weirstream/weir/batch"
+)
 
 // Servers gives the tests of package kinesis_test the package's shared
 // local servers (one test binary, one TestMain).
@@ -20,3 +24,9 @@ func OnShardEnd(cfg *Config, f func(ctx context.Context, shard, lastSeq string))
 
 // ReadRate returns the read rate backpressure set (see Receiver.readRate).
 func ReadRate(r *Receiver) float64 { return r.readRate() }
+
+// BlocksCompleted tells r that blocks completed, as the driver does
+// through the hooks r registers in Start.
+func BlocksCompleted(r *Receiver, blocks []batch.BlockInfo) {
+	r.blocksCompleted(context.Background(), blocks)
+}

@@ -241,7 +241,7 @@ func startCompleting(t *testing.T, cfg Config, want int) (*running, *watched) {
 	push := func(ctx context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
 		info, err := w.push(ctx, b)
 		if err == nil {
-			r.BlocksCompleted(ctx, []batch.BlockInfo{info})
+			r.blocksCompleted(ctx, []batch.BlockInfo{info})
 		}
 		return info, err
 	}

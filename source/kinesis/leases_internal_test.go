@@ -91,8 +91,8 @@ func TestLeaseLatestIsCompleted(t *testing.T) {
 	block := func(first, last string) batch.BlockInfo {
 		return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
 	}
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
+	r.blocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
+	r.blocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
 	if got, ok := lr.latest("x"); !ok || got != "9" {
 		t.Errorf("latest = %q, %v; want the completed 9, not the stored 20", got, ok)
 	}

@@ -63,8 +63,8 @@ const defaultBatchInterval = time.Second
 
 var (
 	_ source.Receiver[Record]   = (*Receiver)(nil)
-	_ source.CompletionObserver = (*Receiver)(nil)
-	_ source.BatchObserver      = (*Receiver)(nil)
+	_ source.CompletionObserver = driverHooks{}
+	_ source.BatchObserver      = driverHooks{}
 )
 
 // New validates cfg and returns a Receiver. The error, wrapping
@@ -133,6 +133,7 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	if err := r.begin(rt); err != nil {
 		return err
 	}
+	rt.Observe(driverHooks{r}) // before the first push, as Observe asks
 	defer r.end()
 	rn, err := r.prepare(ctx, rt)
 	if err != nil || rn == nil {
@@ -363,14 +364,31 @@ func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
 	}
 }
 
-// BlocksCompleted implements source.CompletionObserver: the driver calls
-// it, in batch-time order, once every output of the batch holding blocks
-// succeeded. Each block's shards' completed sequence numbers move forward
-// to its ranges' Last (never back), and the bytes their records held in
-// the budget (Config.MaxBufferedBytes) are given back. With Config.Leases and no shared
-// recovery log, these are the numbers the checkpoints record (DESIGN.md,
-// guarantee G4). It may be called before, during or after Start.
-func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
+// driverHooks are the receiver's hooks the driver calls, registered in
+// Start with source.Runtime.Observe, so that they are no methods of
+// Receiver a user could call.
+type driverHooks struct{ r *Receiver }
+
+// BlocksCompleted implements source.CompletionObserver (see
+// Receiver.blocksCompleted).
+func (h driverHooks) BlocksCompleted(ctx context.Context, blocks []batch.BlockInfo) {
+	h.r.blocksCompleted(ctx, blocks)
+}
+
+// BatchCompleted implements source.BatchObserver (see
+// Receiver.batchCompleted).
+func (h driverHooks) BatchCompleted(ctx context.Context, b source.BatchReport) {
+	h.r.batchCompleted(ctx, b)
+}
+
+// blocksCompleted is told by the driver, in batch-time order, once every
+// output of the batch holding blocks succeeded. Each block's shards'
+// completed sequence numbers move forward to its ranges' Last (never
+// back), and the bytes their records held in the budget
+// (Config.MaxBufferedBytes) are given back. With Config.Leases and no
+// shared recovery log, these are the numbers the checkpoints record
+// (DESIGN.md, guarantee G4). It may be called during or after Start.
+func (r *Receiver) blocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
 	moved := false
 	for _, b := range blocks {
 		r.budget.giveBack(b.Ranges)
@@ -383,11 +401,10 @@ func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) 
 	}
 }
 
-// BatchCompleted implements source.BatchObserver: with
-// Config.Backpressure, each batch the driver reports updates the read
-// rate (see RateConfig). Without it, it does nothing. It may be called
-// before, during or after Start.
-func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
+// batchCompleted is told by the driver of each batch that completed: with
+// Config.Backpressure, each one updates the read rate (see RateConfig).
+// Without it, it does nothing. It may be called during or after Start.
+func (r *Receiver) batchCompleted(_ context.Context, b source.BatchReport) {
 	if r.cfg.Backpressure == nil {
 		return
 	}
