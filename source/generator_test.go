@@ -581,14 +581,15 @@ func TestRuntimeWithDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.in.WithDefaults()
-			if got.Logger == nil || got.ReportError == nil {
-				t.Fatal("Logger or ReportError left nil")
+			if got.Logger == nil || got.ReportError == nil || got.Observe == nil {
+				t.Fatal("Logger, ReportError or Observe left nil")
 			}
 			got.ReportError(errBoom) // must not panic
+			got.Observe(nil)
 			if got.Clock != tt.want.Clock {
 				t.Errorf("Clock: got %v, want %v", got.Clock, tt.want.Clock)
 			}
-			opts := cmpopts.IgnoreFields(Runtime[rec]{}, "Push", "Logger", "ReportError", "Clock")
+			opts := cmpopts.IgnoreFields(Runtime[rec]{}, "Push", "Logger", "ReportError", "Observe", "Clock")
 			if diff := cmp.Diff(tt.want, got, opts); diff != "" {
 				t.Errorf("WithDefaults (-want +got):\n%s", diff)
 			}

@@ -27,7 +27,7 @@ var ErrInvalidRuntime = errors.New("source: invalid runtime")
 
 // WithDefaults returns a copy of rt with every zero field set to its default:
 // BlockInterval DefaultBlockInterval, MaxBufferedBytes
-// DefaultMaxBufferedBytes, Clock clock.Real, Logger slog.Default(), ReportError a
+// DefaultMaxBufferedBytes, Clock clock.Real, Logger slog.Default(), ReportError and Observe a
 // function that ignores its argument. BatchInterval is left as it is: zero
 // means the driver does not say, and each receiver picks its own fallback.
 // Negative values and a nil Push are left as they are, for Validate to
@@ -45,6 +45,9 @@ func (rt Runtime[T]) WithDefaults() Runtime[T] {
 	}
 	if rt.ReportError == nil {
 		rt.ReportError = func(error) {}
+	}
+	if rt.Observe == nil {
+		rt.Observe = func(any) {}
 	}
 	return rt
 }

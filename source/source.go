@@ -82,7 +82,7 @@ type Runtime[T any] struct {
 	// completed batch when Start was called: the blocks of the batches
 	// allocated but not completed, and those stored but not allocated (ok
 	// false if none). The driver completes them after Start, reporting them
-	// to a CompletionObserver like any other. A receiver that declares a
+	// to the receiver's CompletionObserver like any other. A receiver that declares a
 	// shard done for good (a Kinesis shard end, which lets other workers
 	// read its children) waits until records up to it are completed, not
 	// only those it stored itself: a shard can be resumed past its end. The
@@ -99,6 +99,15 @@ type Runtime[T any] struct {
 	// error means the Run is failing. Safe for concurrent use. Nil when the
 	// driver keeps no log.
 	ShardFinished func(ctx context.Context, stream, shard string) error
+	// Observe registers hook, a CompletionObserver, a BatchObserver or
+	// both, with the driver, which then reports to it as to a receiver
+	// that is one itself: a receiver keeps its hooks off its own method
+	// set this way. Call it from Start before the first Push; the blocks
+	// the driver completed before (those of batches recovered from its
+	// log) are reported to hook within the call. The driver never calls
+	// hooks concurrently; a hook must not call Observe. WithDefaults sets
+	// a function that ignores hook (a driver that reports nothing).
+	Observe func(hook any)
 }
 
 // Receiver is a source of records of type T.
@@ -123,18 +132,20 @@ type Receiver[T any] interface {
 	Recompute(ctx context.Context, info batch.BlockInfo) ([]T, error)
 }
 
-// CompletionObserver is implemented by receivers that want to know when
-// blocks they pushed have been fully processed: every output of the batch
-// holding them succeeded. With no recovery log, that is when a block's
-// sequence numbers become safe to checkpoint (DESIGN.md, guarantee G4). The
-// driver calls BlocksCompleted in batch-time order, never concurrently.
+// CompletionObserver is implemented by receivers, or by the hooks they
+// register with Runtime.Observe, that want to know when blocks they pushed
+// have been fully processed: every output of the batch holding them
+// succeeded. With no recovery log, that is when a block's sequence numbers
+// become safe to checkpoint (DESIGN.md, guarantee G4). The driver calls
+// BlocksCompleted in batch-time order, never concurrently.
 type CompletionObserver interface {
 	BlocksCompleted(ctx context.Context, blocks []batch.BlockInfo)
 }
 
-// BatchObserver is implemented by receivers that adapt how fast they read
-// to how fast the pipeline processes what they read (backpressure, as
-// Spark's rate controller). After each batch whose outputs all succeeded,
+// BatchObserver is implemented by receivers, or by the hooks they register
+// with Runtime.Observe, that adapt how fast they read to how fast the
+// pipeline processes what they read (backpressure, as Spark's rate
+// controller). After each batch whose outputs all succeeded,
 // the driver calls BatchCompleted with what the batch took, after
 // BlocksCompleted for its blocks, in batch-time order, never concurrently.
 // It must return quickly.

@@ -26,10 +26,11 @@
 // order they were declared, each computing its stream lazily from the
 // sources up, and a stream shared by several outputs is computed once per
 // batch (see Execution for how a batch runs). When every output of a batch
-// has succeeded, receivers that
-// implement source.CompletionObserver are told its blocks are complete and
-// the blocks are dropped from the store. Windows and state keep what they
-// need themselves (computed batches, per-key state), never store blocks.
+// has succeeded, the receivers' source.CompletionObserver hooks (a receiver
+// that is one, or those it registered with source.Runtime.Observe) are told
+// its blocks are complete and the blocks are dropped from the store.
+// Windows and state keep what they need themselves (computed batches,
+// per-key state), never store blocks.
 //
 // # Execution
 //

@@ -34,8 +34,8 @@ type sourceRunner interface {
 	// resume continues the block numbering at next and makes blocks, read
 	// from the recovery log, wait for the next batch; called before start.
 	resume(next uint64, blocks []batch.BlockInfo)
-	// observe reports a completed batch to the receiver if it is a
-	// source.BatchObserver.
+	// observe reports a completed batch to the receiver's
+	// source.BatchObservers.
 	observe(ctx context.Context, info BatchInfo)
 	// rebuild recomputes a block the store lost (see recompute), without
 	// telling the listeners: its records are a []T.
@@ -77,36 +77,95 @@ type sourceState[T any] struct {
 	store blockStore[T]
 	e     *engine // set by bind
 
-	mu        sync.Mutex
-	nextSeq   uint64
-	pending   []batch.BlockInfo // stored, not yet in a batch
-	reserved  int               // pushes past the limit check, not yet stored
-	space     chan struct{}     // closed (and replaced) by take
-	completer source.CompletionObserver
-	observer  source.BatchObserver
+	mu       sync.Mutex
+	nextSeq  uint64
+	pending  []batch.BlockInfo // stored, not yet in a batch
+	reserved int               // pushes past the limit check, not yet stored
+	space    chan struct{}     // closed (and replaced) by take
 	// completedRecords is the record count of the blocks the last
 	// complete was given; the batch runner sets it, then reports the
-	// batch to the observer (observe), one batch at a time.
+	// batch to the observers (observe), one batch at a time.
 	completedRecords int
+
+	// hooksMu is held while the receiver's hooks are called, so that they
+	// are called one at a time and in order (see register).
+	hooksMu sync.Mutex
+	// Guarded by mu: the receiver's hooks (the receiver itself, if it is
+	// one, and those it registered with Runtime.Observe), and, until its
+	// first push or the end of its Start, the blocks completed so far, for
+	// the hooks it registers meanwhile (see register).
+	completers []source.CompletionObserver
+	observers  []source.BatchObserver
+	held       [][]batch.BlockInfo
+	holding    bool
 }
 
 func (s *sourceState[T]) bind(e *engine) {
 	s.e = e
-	s.completer, _ = s.r.(source.CompletionObserver)
-	s.observer, _ = s.r.(source.BatchObserver)
+	s.completers, s.observers, s.held, s.holding = nil, nil, nil, true
+	s.addHook(s.r)
 }
 
-// observe tells a source.BatchObserver receiver about a batch that
+// addHook adds hook to the completers and observers it is one of; s.mu is
+// held or no goroutine runs yet.
+func (s *sourceState[T]) addHook(hook any) (source.CompletionObserver, bool) {
+	if o, ok := hook.(source.BatchObserver); ok {
+		s.observers = append(s.observers, o)
+	}
+	c, ok := hook.(source.CompletionObserver)
+	if ok {
+		s.completers = append(s.completers, c)
+	}
+	return c, ok
+}
+
+// register is the receiver's Runtime.Observe: it adds hook, and reports
+// to it the blocks completed before, which are those of batches recovered
+// from the log when the receiver registers before its first push, as
+// Runtime.Observe asks. A receiver's completion bookkeeping (a Kinesis
+// shard's end waits for the completion of the blocks the log held) then
+// misses none of them, although the batch runner and Start run at once.
+func (s *sourceState[T]) register(hook any) {
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.mu.Lock()
+	c, ok := s.addHook(hook)
+	held := s.held
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, blocks := range held {
+		c.BlocksCompleted(s.e.ctx, blocks)
+	}
+}
+
+// stopHolding ends the keeping of completed blocks for register: at the
+// receiver's first push, or when its Start returned.
+func (s *sourceState[T]) stopHolding() {
+	s.mu.Lock()
+	s.holding, s.held = false, nil
+	s.mu.Unlock()
+}
+
+// observe tells the receiver's source.BatchObservers about a batch that
 // completed: called by the batch runner right after the batch, on its
 // goroutine, so the receiver's rate follows the batches in order.
 func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) {
-	if s.observer == nil || info.Err != nil {
+	if info.Err != nil {
 		return
 	}
-	s.observer.BatchCompleted(ctx, source.BatchReport{
-		Time: info.Time.Std(), Interval: s.e.cfg.BatchInterval, Records: s.completedRecords,
-		SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
-	})
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.mu.Lock()
+	observers := s.observers
+	s.mu.Unlock()
+	for _, o := range observers {
+		o.BatchCompleted(ctx, source.BatchReport{
+			Time: info.Time.Std(), Interval: s.e.cfg.BatchInterval, Records: s.completedRecords,
+			SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
+		})
+	}
 }
 
 func (s *sourceState[T]) receiver() any { return s.r }
@@ -139,7 +198,9 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 			logger.Warn("stream: receiver error", "err", err)
 			e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
 		},
+		Observe: s.register,
 	}
+	defer s.stopHolding()
 	return s.r.Start(ctx, rt)
 }
 
@@ -159,6 +220,7 @@ func (s *sourceState[T]) stop(ctx context.Context) error { return s.r.Stop(ctx) 
 // stores the block, logs it, and only then makes it visible to the batch
 // cutter and returns.
 func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.BlockInfo, error) {
+	s.stopHolding()
 	if err := s.reserve(ctx); err != nil {
 		return batch.BlockInfo{}, err
 	}
@@ -235,9 +297,17 @@ func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo)
 	if len(blocks) == 0 {
 		return
 	}
-	if s.completer != nil {
-		s.completer.BlocksCompleted(ctx, blocks)
+	s.hooksMu.Lock()
+	s.mu.Lock()
+	completers := s.completers
+	if s.holding {
+		s.held = append(s.held, blocks)
 	}
+	s.mu.Unlock()
+	for _, c := range completers {
+		c.BlocksCompleted(ctx, blocks)
+	}
+	s.hooksMu.Unlock()
 	s.store.Delete(blockIDs(blocks)...)
 }
 

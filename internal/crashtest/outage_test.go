@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/localaws/faults"
-	"github.com/weirstream/weir/source/kinesis"
 )
 
 // defaultOutage is the length of each outage of the outage tests unless
@@ -105,7 +104,7 @@ func outage(t *testing.T, shared bool, service string) {
 		p = proxyTo(t, env.KinesisEndpoint)
 		h.kinesisEndpoint = p.Endpoint()
 	}
-	if d < 2*kinesis.DefaultAttemptTimeout {
+	if d < 2*kinesisAttemptTimeout {
 		// A partition shorter than the default attempt timeout would end
 		// before any Kinesis or DynamoDB log attempt gave up, and nothing
 		// would be worth a warning: a short test shortens the timeout

@@ -26,6 +26,8 @@ const (
 	checkpointInterval = 100 * time.Millisecond
 	leaseDuration      = 3 * time.Second
 	compactEvery       = 5
+	// kinesisAttemptTimeout is kinesis.Config.AttemptTimeout's default.
+	kinesisAttemptTimeout = 10 * time.Second
 	// workerID is the default worker ID, fixed, so that a restarted worker
 	// takes its own leases back at once instead of waiting for them to
 	// expire.
@@ -38,7 +40,7 @@ const (
 type childTuning struct {
 	worker     string        // lease owner; default workerID
 	poll       time.Duration // Kinesis PollInterval; default pollInterval
-	attempt    time.Duration // Kinesis AttemptTimeout; default kinesis.DefaultAttemptTimeout
+	attempt    time.Duration // Kinesis AttemptTimeout; default kinesisAttemptTimeout
 	checkpoint time.Duration // lease CheckpointInterval; default checkpointInterval
 }
 

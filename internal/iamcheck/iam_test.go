@@ -265,8 +265,10 @@ func readAndStop(t *testing.T, cfg kinesis.Config, n int) {
 		mu     sync.Mutex
 		blocks []batch.BlockInfo
 		total  int
+		hook   source.CompletionObserver // the receiver's, registered in Start before its first push
 	)
 	full := make(chan struct{})
+	observe := func(h any) { hook, _ = h.(source.CompletionObserver) }
 	push := func(_ context.Context, b source.Block[kinesis.Record]) (batch.BlockInfo, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -280,7 +282,7 @@ func readAndStop(t *testing.T, cfg kinesis.Config, n int) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- r.Start(context.Background(), source.Runtime[kinesis.Record]{Push: push, BlockInterval: 5 * time.Millisecond, BatchInterval: 50 * time.Millisecond})
+		errc <- r.Start(context.Background(), source.Runtime[kinesis.Record]{Push: push, Observe: observe, BlockInterval: 5 * time.Millisecond, BatchInterval: 50 * time.Millisecond})
 	}()
 	guard := time.NewTimer(time.Minute)
 	defer guard.Stop()
@@ -294,7 +296,7 @@ func readAndStop(t *testing.T, cfg kinesis.Config, n int) {
 	mu.Lock()
 	done := slices.Clone(blocks)
 	mu.Unlock()
-	r.BlocksCompleted(ctx, done)
+	hook.BlocksCompleted(ctx, done)
 	if _, err := r.Recompute(ctx, done[0]); err != nil {
 		t.Fatalf("Recompute: %v", err)
 	}

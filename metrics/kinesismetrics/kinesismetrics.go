@@ -17,14 +17,6 @@ import (
 	"github.com/weirstream/weir/source/kinesis"
 )
 
-// causes are the kinesis.RetryCause values, each reported from 0 so that
-// its counter exists before the first retry.
-var causes = []kinesis.RetryCause{
-	kinesis.CauseThrottled, kinesis.CauseLimitExceeded, kinesis.CauseKMSThrottling,
-	kinesis.CauseServerError, kinesis.CauseTimeout, kinesis.CauseTransport,
-	kinesis.CauseExpiredCredentials, kinesis.CauseExpiredIterator,
-}
-
 // Receiver returns r as a metrics.Receiver named by its stream
 // (kinesis.Config.Stream as given).
 func Receiver(r *kinesis.Receiver) metrics.Receiver { return receiver{r} }
@@ -42,16 +34,10 @@ func (a receiver) Stats() metrics.ReceiverStats {
 	out := metrics.ReceiverStats{
 		WorkerID:         a.r.WorkerID(),
 		RecordsRead:      st.RecordsRead,
-		Retries:          retries(st.Retries),
+		Retries:          st.Retries, // every cause, from 0
 		RangesRecomputed: st.RangesRecomputed,
 		RangesSkipped:    st.RangesSkipped,
 		Shards:           make(map[string]metrics.ShardStats, len(st.Shards)),
-	}
-	if out.Retries == nil {
-		out.Retries = make(map[string]int64, len(causes))
-	}
-	for _, c := range causes {
-		out.Retries[string(c)] += 0 // present, at 0 if never retried
 	}
 	leased := make(map[string]string, len(held)) // shard: checkpoint when taken
 	for _, l := range held {
@@ -66,7 +52,7 @@ func (a receiver) Stats() metrics.ReceiverStats {
 			RecordsRead: s.RecordsRead, BytesRead: s.BytesRead,
 			Behind:    msToDuration(s.MillisBehindLatest),
 			LastAdded: s.LastAdded, LatestCompleted: s.LatestCompleted,
-			ReadLatency: h, Retries: retries(s.Retries),
+			ReadLatency: h, Retries: s.Retries,
 		}
 	}
 	for id, c := range cp.Shards {
@@ -82,18 +68,6 @@ func (a receiver) Stats() metrics.ReceiverStats {
 			s.Checkpoint = taken
 			out.Shards[id] = s
 		}
-	}
-	return out
-}
-
-// retries returns m keyed by strings, nil for nil.
-func retries(m map[kinesis.RetryCause]int64) map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]int64, len(m))
-	for c, n := range m {
-		out[string(c)] = n
 	}
 	return out
 }

@@ -105,9 +105,10 @@ func TestAdapters(t *testing.T) {
 	if s := st.Shards[shard]; !s.Checkpointed || s.Checkpoint != "TRIM_HORIZON" || s.CheckpointCommits != 0 || s.RecordsRead != 2 || s.ReadLatency.Count() == 0 {
 		t.Errorf("shard %s: %+v; want checkpointed at TRIM_HORIZON, no commit, 2 records read, read calls timed", shard, s)
 	}
-	for _, c := range causes {
-		if n, ok := st.Retries[string(c)]; !ok {
-			t.Errorf("Retries lacks cause %q (has %v)", c, n)
+	for _, c := range []string{"throttled", "limit_exceeded", "kms_throttling", "server_error", "timeout",
+		"transport", "expired_credentials", "expired_iterator", "resource_in_use"} {
+		if _, ok := st.Retries[c]; !ok {
+			t.Errorf("Retries lacks cause %q (has %v)", c, st.Retries)
 		}
 	}
 	lister, err := Leases(ctx, leasetable.Config{TableName: name, DynamoDB: env.DynamoDB()})

@@ -10,8 +10,9 @@
 // workers with histogram_quantile). A counter is sent from 0, as soon as
 // what it counts exists: retries by cause from the first scrape. Labels:
 // stream is the receiver's Name (for Kinesis, kinesis.Config.Stream as
-// given), the same after a restart; shard the shard ID; cause a
-// kinesis.RetryCause; how the way a lease was acquired; worker a lease
+// given), the same after a restart; shard the shard ID; cause a retry
+// cause (for Kinesis, a key of kinesis.Stats.Retries); how the way a
+// lease was acquired; worker a lease
 // owner's ID without the process ID and random suffix of a default one
 // (leasetable.Config.WorkerID), so that a restart keeps its series.
 //

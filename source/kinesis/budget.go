@@ -23,7 +23,7 @@ func recordBytes(r *Record) int64 {
 // and flow control"). A reader reserves room for the page it is about to
 // read, waiting while the budget is full; the records it delivers then
 // hold their actual bytes in place of the reservation, until the driver
-// reports their block completed (Receiver.BlocksCompleted). Nothing is
+// reports their block completed (Receiver.blocksCompleted). Nothing is
 // ever dropped: a full budget only stops reading. It is safe for
 // concurrent use.
 //

@@ -121,10 +121,10 @@ func TestByteBudgetHoldsReadersUntilCompleted(t *testing.T) {
 			if rounds > 1000 {
 				t.Fatalf("only %d of %d records after %d rounds of completions", sink.count(), n, rounds)
 			}
-			r.BlocksCompleted(t.Context(), sink.uncompleted())
+			kinesis.BlocksCompleted(r, sink.uncompleted())
 			time.Sleep(20 * time.Millisecond)
 		}
-		r.BlocksCompleted(t.Context(), sink.uncompleted())
+		kinesis.BlocksCompleted(r, sink.uncompleted())
 		if err := r.Stop(t.Context()); err != nil {
 			t.Fatal(err)
 		}

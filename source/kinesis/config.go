@@ -22,46 +22,47 @@ var ErrInvalidConfig = errors.New("kinesis: invalid config")
 
 // Defaults for the Config fields left zero.
 const (
-	// DefaultRecordsPerRead is the GetRecords Limit when Config.RecordsPerRead
+	// defaultRecordsPerRead is the GetRecords Limit when Config.RecordsPerRead
 	// is zero: the most Kinesis allows.
-	DefaultRecordsPerRead = 10000
-	// MaxRecordsPerRead is the largest Limit GetRecords accepts.
-	MaxRecordsPerRead = 10000
-	// DefaultPollInterval is the wait, when Config.PollInterval is zero,
+	defaultRecordsPerRead = 10000
+	// maxRecordsPerRead is the largest Limit GetRecords accepts.
+	maxRecordsPerRead = 10000
+	// defaultPollInterval is the wait, when Config.PollInterval is zero,
 	// after a GetRecords call that found nothing new (empty, or caught up
 	// with the tip of the shard). Kinesis allows 5 GetRecords calls per
 	// second per shard, shared by every consumer of the stream: polling an
 	// idle shard every 500ms uses 2 of them and leaves the rest to other
 	// applications.
-	DefaultPollInterval = 500 * time.Millisecond
-	// DefaultMinReadInterval is the least time between the starts of two
+	defaultPollInterval = 500 * time.Millisecond
+	// defaultMinReadInterval is the least time between the starts of two
 	// GetRecords calls on one shard when Config.MinReadInterval is zero:
 	// 200ms, Kinesis's limit of 5 calls per second per shard.
-	DefaultMinReadInterval = 200 * time.Millisecond
-	// DefaultShardSyncInterval is how often the shard list is re-read, to
+	defaultMinReadInterval = 200 * time.Millisecond
+	// defaultShardSyncInterval is how often the shard list is re-read, to
 	// find shards made by a reshard, when Config.ShardSyncInterval is zero.
-	DefaultShardSyncInterval = 10 * time.Second
-	// DefaultRetryBaseDelay is the first back-off after a throttled or
+	defaultShardSyncInterval = 10 * time.Second
+	// defaultRetryBaseDelay is the first back-off after a throttled or
 	// failed call when Config.RetryBaseDelay is zero.
-	DefaultRetryBaseDelay = 100 * time.Millisecond
-	// DefaultRetryMaxDelay caps the back-off when Config.RetryMaxDelay is zero.
-	DefaultRetryMaxDelay = 5 * time.Second
-	// DefaultRecomputeTimeout bounds one Recompute call when
+	defaultRetryBaseDelay = 100 * time.Millisecond
+	// defaultRetryMaxDelay caps the back-off when Config.RetryMaxDelay is zero.
+	defaultRetryMaxDelay = 5 * time.Second
+	// defaultRecomputeTimeout bounds one Recompute call when
 	// Config.RecomputeTimeout is zero.
-	DefaultRecomputeTimeout = time.Minute
-	// DefaultAttemptTimeout bounds one attempt of a Kinesis call when
+	defaultRecomputeTimeout = time.Minute
+	// defaultAttemptTimeout bounds one attempt of a Kinesis call when
 	// Config.AttemptTimeout is zero. A healthy GetRecords answers in tens
 	// of milliseconds; its largest answer, 10 MiB, takes under 10 s at
 	// 10 Mbit/s. The Kinesis Client Library waits 30 s for a GetRecords
 	// call, its SDK retries included.
-	DefaultAttemptTimeout = 10 * time.Second
-	// DefaultMaxAttempts bounds the attempts of each Kinesis call made by
+	defaultAttemptTimeout = 10 * time.Second
+	// defaultMaxAttempts bounds the attempts of each Kinesis call made by
 	// Recompute and by Start's stream check when Config.MaxAttempts is zero.
-	DefaultMaxAttempts = 20
+	defaultMaxAttempts = 20
 )
 
 // InitialPosition is where a shard reader starts when no starting sequence
-// number is known for the shard (no checkpoint, see Config.StartAfter).
+// number is known for the shard: no checkpoint (Config.Leases), and nothing
+// of it in the driver's recovery log.
 type InitialPosition string
 
 // The initial positions. They are the Kinesis shard iterator types of the
@@ -81,23 +82,6 @@ const (
 	AtTimestamp InitialPosition = "AT_TIMESTAMP"
 )
 
-// RangePolicy says what Recompute does with a sequence range Kinesis can no
-// longer serve (trimmed past the retention period, or its shard gone).
-type RangePolicy string
-
-// The range policies.
-const (
-	// FailRange makes Recompute return the *RangeUnavailableError: the
-	// pipeline stops rather than run a batch with records missing. It is
-	// the default.
-	FailRange RangePolicy = "fail"
-	// SkipRange makes Recompute leave the range's records out, report the
-	// *RangeUnavailableError through the Runtime's ReportError (or the
-	// logger when the receiver is not running), count it in
-	// Stats.RangesSkipped, and go on with the next range.
-	SkipRange RangePolicy = "skip"
-)
-
 // Config configures a Receiver. The zero value of each field is its
 // documented default; Stream and App are required.
 type Config struct {
@@ -110,7 +94,7 @@ type Config struct {
 
 	// InitialPosition is where a shard present when the receiver starts is
 	// read from when no starting sequence number is known for it (see
-	// StartAfter). Default Latest, as in the Kinesis Client Library: a new
+	// the type). Default Latest, as in the Kinesis Client Library: a new
 	// application does not replay the stream's whole retention period. A
 	// shard created by a reshard while the receiver runs is always read
 	// from TrimHorizon, so none of its records is missed.
@@ -119,24 +103,6 @@ type Config struct {
 	// required with it and ignored otherwise.
 	AtTimestamp time.Time
 
-	// StartAfter, when set, supplies the sequence number each shard is read
-	// after (a checkpoint): it returns ok false when it knows none, and the
-	// shard starts at the initial position. An error fails Start. Called
-	// once each time a shard reader starts. Default: nil, no checkpoints.
-	// Either way, a shard is never read from before the greatest sequence
-	// number of it in the driver's recovery log (source.Runtime.ResumeAfter):
-	// the driver recomputes those blocks itself, so a restarted pipeline
-	// needs no StartAfter to avoid duplicates.
-	StartAfter func(ctx context.Context, shardID string) (seq string, ok bool, err error)
-	// OnShardEnd, when set, is called once for each shard a reader read to
-	// its end, after every block holding its records was stored: lastSeq is
-	// the greatest sequence number stored for the shard, or the greatest of
-	// it in a block the driver's recovery log held uncompleted at Start
-	// (source.Runtime.Uncompleted) if greater ("" if neither). The
-	// checkpointer uses it to record SHARD_END once the records up to it are
-	// completed. It is called from the receiver's goroutines,
-	// never concurrently for one shard, and must not block for long.
-	OnShardEnd func(ctx context.Context, shardID, lastSeq string)
 	// KeepOutOfRangeRecords delivers every user record of a KPL aggregate,
 	// also those whose hash key is outside the shard's hash key range.
 	// Default false: they are left out (and counted in
@@ -151,10 +117,6 @@ type Config struct {
 	// and a block read under the other setting would come back different
 	// (G2) or fail its batch.
 	KeepOutOfRangeRecords bool
-	// Assigner decides which shards this receiver reads. Default: nil, every
-	// shard of the stream, a child shard only after its parents (see
-	// AllShards). A lease manager supplies its own. Not with Leases.
-	Assigner Assigner
 	// Leases, when set, shares the stream's shards among every worker
 	// using the same lease table and checkpoints each shard to it on an
 	// interval (see leasetable.Config: its TableName defaults to App, its
@@ -190,7 +152,9 @@ type Config struct {
 	// divides it), the next call is timed to end just before the block
 	// seal that precedes a batch cut: up to half of this wait sooner, or
 	// once, to get in phase, up to this wait later; never closer than
-	// MinReadInterval. Default 500ms (see DefaultPollInterval).
+	// MinReadInterval. Default 500ms: an idle shard then uses 2 of the 5
+	// GetRecords calls per second Kinesis allows each shard, shared by
+	// every consumer of the stream, and leaves the rest to the others.
 	PollInterval time.Duration
 	// MinReadInterval is the least time between the starts of two
 	// GetRecords calls on one shard. A reader with more records waiting
@@ -222,7 +186,7 @@ type Config struct {
 	// driver does). With MaxRecordsPerSecond too, both limits hold.
 	// Default false: read as fast as the memory budget and Kinesis allow.
 	Backpressure bool
-	// ShardSyncInterval is how often AllShards lists the stream's shards to
+	// ShardSyncInterval is how often allShards lists the stream's shards to
 	// find shards made by a reshard. Default 10s.
 	ShardSyncInterval time.Duration
 
@@ -236,10 +200,11 @@ type Config struct {
 	// AttemptTimeout bounds each attempt of every Kinesis call (GetRecords,
 	// GetShardIterator, ListShards, DescribeStreamSummary): an attempt with
 	// no answer by then is abandoned and retried like any transient error
-	// (counted as CauseTimeout), so a connection that went silent stalls a
-	// shard reader for at most this long. Default 10s
-	// (DefaultAttemptTimeout); raise it for a link slower than 10 Mbit/s,
-	// where a 10 MiB GetRecords answer takes longer.
+	// (counted as "timeout" in Stats.Retries), so a connection that went
+	// silent stalls a shard reader for at most this long. Default 10s:
+	// a healthy GetRecords answers in tens of milliseconds, and its largest
+	// answer, 10 MiB, in under 10s at 10 Mbit/s; raise it for a slower
+	// link.
 	AttemptTimeout time.Duration
 	// RecomputeTimeout bounds one Recompute call, retries included.
 	// Default 1m.
@@ -249,9 +214,14 @@ type Config struct {
 	// unreachable endpoint fails Start instead of hanging it). Shard readers
 	// and shard listing retry for as long as they run. Default 20.
 	MaxAttempts int
-	// OnRangeUnavailable is what Recompute does with a range Kinesis can no
-	// longer serve. Default FailRange.
-	OnRangeUnavailable RangePolicy
+	// SkipUnavailableRanges makes Recompute leave out the records of a
+	// range Kinesis can no longer serve (trimmed past the retention period,
+	// or its shard gone), report its *RangeUnavailableError through the
+	// Runtime's ReportError (or the logger when the receiver is not
+	// running), count it in Stats.RangesSkipped, and go on with the next
+	// range. Default false: Recompute returns the *RangeUnavailableError,
+	// and the pipeline stops rather than run a batch with records missing.
+	SkipUnavailableRanges bool
 
 	// Logger receives the receiver's logs. Default: the Runtime's logger
 	// while Start runs (the driver's, slog.Default() unless set);
@@ -260,6 +230,19 @@ type Config struct {
 	// Clock is the time source for polling, pacing, back-off and shard sync.
 	// Default: the Runtime's clock while Start runs, clock.Real otherwise.
 	Clock clock.Clock
+
+	// Set by this package's tests only:
+
+	// assigner, when set without Leases, decides which shards are read
+	// instead of allShards.
+	assigner assigner
+	// onShardEnd, when set, is called once for each shard a reader read to
+	// its end, after every block holding its records was stored: lastSeq is
+	// the greatest sequence number stored for the shard, or the greatest of
+	// it in a block the driver's recovery log held uncompleted at Start
+	// (source.Runtime.Uncompleted) if greater ("" if neither). It is called
+	// from the receiver's goroutines, never concurrently for one shard.
+	onShardEnd func(ctx context.Context, shardID, lastSeq string)
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.
@@ -269,34 +252,31 @@ func (c Config) withDefaults() Config {
 		c.InitialPosition = Latest
 	}
 	if c.RecordsPerRead == 0 {
-		c.RecordsPerRead = DefaultRecordsPerRead
+		c.RecordsPerRead = defaultRecordsPerRead
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	if c.MinReadInterval == 0 {
-		c.MinReadInterval = DefaultMinReadInterval
+		c.MinReadInterval = defaultMinReadInterval
 	}
 	if c.ShardSyncInterval == 0 {
-		c.ShardSyncInterval = DefaultShardSyncInterval
+		c.ShardSyncInterval = defaultShardSyncInterval
 	}
 	if c.RetryBaseDelay == 0 {
-		c.RetryBaseDelay = DefaultRetryBaseDelay
+		c.RetryBaseDelay = defaultRetryBaseDelay
 	}
 	if c.RetryMaxDelay == 0 {
-		c.RetryMaxDelay = DefaultRetryMaxDelay
+		c.RetryMaxDelay = defaultRetryMaxDelay
 	}
 	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = DefaultAttemptTimeout
+		c.AttemptTimeout = defaultAttemptTimeout
 	}
 	if c.RecomputeTimeout == 0 {
-		c.RecomputeTimeout = DefaultRecomputeTimeout
+		c.RecomputeTimeout = defaultRecomputeTimeout
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.OnRangeUnavailable == "" {
-		c.OnRangeUnavailable = FailRange
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.Leases != nil {
 		l := lease.WithDefaults(*c.Leases) // a copy: the caller's is left alone
@@ -332,21 +312,21 @@ func (c Config) validate() error {
 	if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
 		add("Endpoint %q: must be a URL starting with http:// or https://", c.Endpoint)
 	}
-	if c.RecordsPerRead < 1 || c.RecordsPerRead > MaxRecordsPerRead {
-		add("RecordsPerRead %d: must be 1 to %d (0 means %d)", c.RecordsPerRead, MaxRecordsPerRead, DefaultRecordsPerRead)
+	if c.RecordsPerRead < 1 || c.RecordsPerRead > maxRecordsPerRead {
+		add("RecordsPerRead %d: must be 1 to %d (0 means %d)", c.RecordsPerRead, maxRecordsPerRead, defaultRecordsPerRead)
 	}
 	positive := []struct {
 		name string
 		d    time.Duration
 		def  time.Duration
 	}{
-		{"PollInterval", c.PollInterval, DefaultPollInterval},
-		{"MinReadInterval", c.MinReadInterval, DefaultMinReadInterval},
-		{"ShardSyncInterval", c.ShardSyncInterval, DefaultShardSyncInterval},
-		{"RetryBaseDelay", c.RetryBaseDelay, DefaultRetryBaseDelay},
-		{"RetryMaxDelay", c.RetryMaxDelay, DefaultRetryMaxDelay},
-		{"RecomputeTimeout", c.RecomputeTimeout, DefaultRecomputeTimeout},
-		{"AttemptTimeout", c.AttemptTimeout, DefaultAttemptTimeout},
+		{"PollInterval", c.PollInterval, defaultPollInterval},
+		{"MinReadInterval", c.MinReadInterval, defaultMinReadInterval},
+		{"ShardSyncInterval", c.ShardSyncInterval, defaultShardSyncInterval},
+		{"RetryBaseDelay", c.RetryBaseDelay, defaultRetryBaseDelay},
+		{"RetryMaxDelay", c.RetryMaxDelay, defaultRetryMaxDelay},
+		{"RecomputeTimeout", c.RecomputeTimeout, defaultRecomputeTimeout},
+		{"AttemptTimeout", c.AttemptTimeout, defaultAttemptTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
@@ -360,12 +340,7 @@ func (c Config) validate() error {
 		add("MaxRecordsPerSecond %v: must be > 0 records/s per shard, or 0 for no cap", c.MaxRecordsPerSecond)
 	}
 	if c.MaxAttempts < 0 {
-		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, DefaultMaxAttempts)
-	}
-	switch c.OnRangeUnavailable {
-	case FailRange, SkipRange:
-	default:
-		add("OnRangeUnavailable %q: must be %q or %q", c.OnRangeUnavailable, FailRange, SkipRange)
+		add("MaxAttempts %d: must be >= 1 (0 means %d)", c.MaxAttempts, defaultMaxAttempts)
 	}
 	if c.Leases != nil {
 		problems = append(problems, leaseProblems(*c.Leases, c)...)

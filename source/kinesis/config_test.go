@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -28,12 +29,12 @@ func TestNewValidatesConfig(t *testing.T) {
 				Stream: "s", App: "a", InitialPosition: "EARLIEST", Endpoint: "127.0.0.1:4567",
 				RecordsPerRead: 10001, PollInterval: -1, MinReadInterval: -time.Millisecond, ShardSyncInterval: -time.Second,
 				RetryBaseDelay: time.Second, RetryMaxDelay: time.Millisecond,
-				RecomputeTimeout: -1, MaxAttempts: -2, OnRangeUnavailable: "ignore",
+				RecomputeTimeout: -1, MaxAttempts: -2,
 			},
 			want: []string{
 				`InitialPosition "EARLIEST"`, `Endpoint "127.0.0.1:4567"`, "RecordsPerRead 10001",
 				"PollInterval -1ns", "MinReadInterval -1ms: must be > 0 (0 means 200ms)", "ShardSyncInterval -1s", "RetryMaxDelay 1ms: must be >= RetryBaseDelay",
-				"RecomputeTimeout -1ns", "MaxAttempts -2", `OnRangeUnavailable "ignore"`,
+				"RecomputeTimeout -1ns", "MaxAttempts -2",
 			},
 		},
 		{name: "timestamp missing", cfg: Config{Stream: "s", App: "a", InitialPosition: AtTimestamp}, want: []string{"AtTimestamp is zero"}},
@@ -68,9 +69,9 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Stream: "s", App: "a", InitialPosition: Latest, RecordsPerRead: 10000, PollInterval: 500 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 		ShardSyncInterval: 10 * time.Second, RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: 5 * time.Second,
-		RecomputeTimeout: time.Minute, AttemptTimeout: 10 * time.Second, MaxAttempts: 20, OnRangeUnavailable: FailRange,
+		RecomputeTimeout: time.Minute, AttemptTimeout: 10 * time.Second, MaxAttempts: 20,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Config{})); diff != "" {
 		t.Errorf("withDefaults (-want +got):\n%s", diff)
 	}
 }

@@ -13,12 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/source"
 )
 
-// Shard describes a shard of the stream, as ListShards returns it.
-type Shard struct {
+// shardInfo describes a shard of the stream, as ListShards returns it.
+type shardInfo struct {
 	// ID is the shard ID.
 	ID string
 	// Parent is the shard this one was split from or merged from; "" for
@@ -36,8 +35,8 @@ type Shard struct {
 	StartingHashKey, EndingHashKey string
 }
 
-// Parents returns the shard's parents: none, one, or two after a merge.
-func (s Shard) Parents() []string {
+// parents returns the shard's parents: none, one, or two after a merge.
+func (s shardInfo) parents() []string {
 	var ps []string
 	for _, p := range []string{s.Parent, s.AdjacentParent} {
 		if p != "" {
@@ -47,8 +46,9 @@ func (s Shard) Parents() []string {
 	return ps
 }
 
-// Position is where a shard reader starts.
-type Position struct {
+// position is where a shard reader starts: a checkpoint, or an initial
+// position.
+type position struct {
 	// After, when set, starts right after this sequence number
 	// (AFTER_SEQUENCE_NUMBER): a checkpoint.
 	After string
@@ -78,7 +78,7 @@ type Position struct {
 }
 
 // String describes the position for logs.
-func (p Position) String() string {
+func (p position) String() string {
 	switch {
 	case p.After != "":
 		return "AFTER_SEQUENCE_NUMBER " + p.After
@@ -95,7 +95,7 @@ func (p Position) String() string {
 }
 
 // iteratorInput returns the GetShardIterator request for shard at p.
-func (p Position) iteratorInput(stream streamRef, shard string) *awskinesis.GetShardIteratorInput {
+func (p position) iteratorInput(stream streamRef, shard string) *awskinesis.GetShardIteratorInput {
 	in := &awskinesis.GetShardIteratorInput{StreamName: stream.name(), StreamARN: stream.arn(), ShardId: aws.String(shard)}
 	switch {
 	case p.After != "":
@@ -115,27 +115,21 @@ func (p Position) iteratorInput(stream streamRef, shard string) *awskinesis.GetS
 	return in
 }
 
-// Assigner decides which shards a receiver reads, and from where. The
-// receiver runs Assign in its own goroutine while Start runs; Assign starts
-// and stops shard readers through the Control and should return nil once
-// ctx is done (any other error is fatal to the receiver). The default,
-// AllShards, reads every shard; a lease manager reads the shards it holds
-// leases for, starting each from its checkpoint.
-type Assigner interface {
-	Assign(ctx context.Context, c *Control) error
+// assigner decides which shards a receiver reads, and from where. The
+// receiver runs assign in its own goroutine while Start runs; assign starts
+// and stops shard readers through the control and should return nil once
+// ctx is done (any other error is fatal to the receiver). Without leases it
+// is allShards; with them, the lease run, which reads the shards it holds
+// leases for, each from its checkpoint.
+type assigner interface {
+	assign(ctx context.Context, c *control) error
 }
 
-// AssignerFunc adapts a function to the Assigner interface.
-type AssignerFunc func(ctx context.Context, c *Control) error
-
-// Assign calls f.
-func (f AssignerFunc) Assign(ctx context.Context, c *Control) error { return f(ctx, c) }
-
-// Control is what an Assigner drives: the shard list, and the shard readers
+// control is what an assigner drives: the shard list, and the shard readers
 // of one run of a receiver. Its methods are safe for concurrent use; it is
-// valid only until the Assign call it was given to returns and the receiver
+// valid only until the assign call it was given to returns and the receiver
 // stops.
-type Control struct {
+type control struct {
 	run *run
 
 	mu      sync.Mutex
@@ -151,55 +145,15 @@ type readerHandle struct {
 	done   chan struct{} // closed by the reader goroutine when it returns
 }
 
-func newControl(ctx context.Context, rn *run) *Control {
+func newControl(ctx context.Context, rn *run) *control {
 	g, gctx := errgroup.WithContext(ctx)
-	return &Control{run: rn, group: g, ctx: gctx, readers: make(map[string]*readerHandle)}
+	return &control{run: rn, group: g, ctx: gctx, readers: make(map[string]*readerHandle)}
 }
 
-// Stream returns the stream this receiver reads, as configured.
-func (c *Control) Stream() string { return c.run.cfg.Stream }
-
-// InitialPosition returns the configured start for shards without a
+// initialPosition returns the configured start for shards without a
 // checkpoint.
-func (c *Control) InitialPosition() Position {
-	return Position{Initial: c.run.cfg.InitialPosition, Timestamp: c.run.cfg.AtTimestamp}
-}
-
-// ShardSyncInterval returns the configured shard sync interval.
-func (c *Control) ShardSyncInterval() time.Duration { return c.run.cfg.ShardSyncInterval }
-
-// ListShards returns every shard of the stream, following NextToken across
-// pages, with throttling and server errors retried until ctx is done.
-func (c *Control) ListShards(ctx context.Context) ([]Shard, error) {
-	return c.run.listShards(ctx)
-}
-
-// Checkpoint returns the sequence number a reader of shardID starts after:
-// the greater, compared as numbers, of Config.StartAfter's answer and
-// source.Runtime.ResumeAfter's (the greatest number of the shard in the
-// driver's recovery log, whose blocks the driver recomputes, so reading
-// them again would only duplicate them). ok is false when neither knows
-// one.
-func (c *Control) Checkpoint(ctx context.Context, shardID string) (seq string, ok bool, err error) {
-	if c.run.cfg.StartAfter != nil {
-		seq, ok, err = c.run.cfg.StartAfter(ctx, shardID)
-		if err != nil {
-			return "", false, fmt.Errorf("kinesis: StartAfter for shard %s: %w", shardID, err)
-		}
-	}
-	logged, lok := c.run.logged(shardID)
-	if lok && (!ok || !isSeq(seq) || batch.CompareSeq(logged, seq) > 0) {
-		return logged, true, nil
-	}
-	return seq, ok, nil
-}
-
-// StartShard starts a reader of shardID at pos and returns at once. It
-// returns ErrShardRunning if a reader of the shard runs, and an error
-// wrapping source.ErrStopped once the receiver is stopping. A reader stops
-// by itself at the shard's end (see Drained).
-func (c *Control) StartShard(shardID string, pos Position) error {
-	return c.startShard(shardID, pos, readerHooks{})
+func (c *control) initialPosition() position {
+	return position{Initial: c.run.cfg.InitialPosition, Timestamp: c.run.cfg.AtTimestamp}
 }
 
 // readerHooks are the lease side's hooks into one shard reader.
@@ -214,15 +168,18 @@ type readerHooks struct {
 	failed func(err error) error
 }
 
-// startShard is StartShard with hooks.
-func (c *Control) startShard(shardID string, pos Position, hooks readerHooks) error {
+// startShard starts a reader of shardID at pos, with the lease side's
+// hooks, and returns at once. It returns errShardRunning if a reader of the
+// shard runs, and an error wrapping source.ErrStopped once the receiver is
+// stopping. A reader stops by itself at the shard's end (see drained).
+func (c *control) startShard(shardID string, pos position, hooks readerHooks) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return fmt.Errorf("kinesis: starting shard %s: %w", shardID, source.ErrStopped)
 	}
 	if _, ok := c.readers[shardID]; ok {
-		return fmt.Errorf("%w: %s", ErrShardRunning, shardID)
+		return fmt.Errorf("%w: %s", errShardRunning, shardID)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	h := &readerHandle{cancel: cancel, done: make(chan struct{})}
@@ -248,7 +205,7 @@ func (c *Control) startShard(shardID string, pos Position, hooks readerHooks) er
 }
 
 // forget removes a finished reader.
-func (c *Control) forget(shardID string, h *readerHandle) {
+func (c *control) forget(shardID string, h *readerHandle) {
 	h.cancel()
 	c.mu.Lock()
 	if c.readers[shardID] == h {
@@ -259,11 +216,11 @@ func (c *Control) forget(shardID string, h *readerHandle) {
 	close(h.done)
 }
 
-// StopShard stops the reader of shardID at once (a lease was lost) and
+// stopShard stops the reader of shardID at once (a lease was lost) and
 // waits until it returned or ctx is done. Records it already added stay in
 // their blocks and are stored. Stopping a shard that is not being read does
 // nothing.
-func (c *Control) StopShard(ctx context.Context, shardID string) error {
+func (c *control) stopShard(ctx context.Context, shardID string) error {
 	c.mu.Lock()
 	h, ok := c.readers[shardID]
 	c.mu.Unlock()
@@ -279,29 +236,29 @@ func (c *Control) StopShard(ctx context.Context, shardID string) error {
 	}
 }
 
-// Reading reports whether a reader of shardID runs.
-func (c *Control) Reading(shardID string) bool {
+// reading reports whether a reader of shardID runs.
+func (c *control) reading(shardID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.readers[shardID]
 	return ok
 }
 
-// Drained returns a channel closed once a reader read shardID to its end
+// drained returns a channel closed once a reader read shardID to its end
 // and every block holding its records was stored: the shard's children may
 // start.
-func (c *Control) Drained(shardID string) <-chan struct{} {
+func (c *control) drained(shardID string) <-chan struct{} {
 	return c.run.r.progress.drained(shardID)
 }
 
-// Changed returns a channel that receives a value (coalesced, never closed)
+// changed returns a channel that receives a value (coalesced, never closed)
 // when a shard drained or a reader stopped: a cue to look again.
-func (c *Control) Changed() <-chan struct{} { return c.run.r.progress.changed }
+func (c *control) changed() <-chan struct{} { return c.run.r.progress.changed }
 
 // close stops new readers, cancels the running ones (through cancel, the
 // parent of the group's context) and waits for them; it returns the first
 // reader or assigner error.
-func (c *Control) close(cancel context.CancelFunc) error {
+func (c *control) close(cancel context.CancelFunc) error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -309,24 +266,25 @@ func (c *Control) close(cancel context.CancelFunc) error {
 	return c.group.Wait()
 }
 
-// AllShards is the default Assigner: it reads every shard of the stream.
+// allShards is the default assigner: it reads every shard of the stream.
 //
 // It lists the shards at start and every Config.ShardSyncInterval. A shard
-// starts once every parent of it that ListShards still returns is Drained,
+// starts once every parent of it that ListShards still returns is drained,
 // so no child record is delivered before its parents' records are stored.
-// A shard starts after its checkpoint if it has one: Config.StartAfter's,
-// but never before the greatest sequence number of the shard in the
-// driver's recovery log (see Control.Checkpoint). Otherwise, a shard listed
+// A shard starts after the greatest sequence number of it in the driver's
+// recovery log (source.Runtime.ResumeAfter), whose blocks the driver
+// recomputes, so reading them again would only duplicate them. Otherwise, a
+// shard listed
 // at start starts at Config.InitialPosition, and a shard that appears later
 // (made by a reshard while running) at TrimHorizon. With InitialPosition
 // Latest, a closed shard listed at start without a checkpoint is not read
 // (it can get no new records) and does not hold back its children.
-type AllShards struct{}
+type allShards struct{}
 
-// Assign runs the shard sync loop until ctx is done.
-func (AllShards) Assign(ctx context.Context, c *Control) error {
+// assign runs the shard sync loop until ctx is done.
+func (allShards) assign(ctx context.Context, c *control) error {
 	s := &shardSync{c: c, known: make(map[string]shardPlan)}
-	ticker := c.run.clock.NewTicker(c.ShardSyncInterval())
+	ticker := c.run.clock.NewTicker(c.run.cfg.ShardSyncInterval)
 	defer ticker.Stop()
 	for first := true; ; first = false {
 		if err := s.sync(ctx, first); err != nil {
@@ -339,28 +297,28 @@ func (AllShards) Assign(ctx context.Context, c *Control) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
-		case <-c.Changed():
+		case <-c.changed():
 		}
 	}
 }
 
-// shardPlan is what AllShards knows of one shard.
+// shardPlan is what allShards knows of one shard.
 type shardPlan struct {
-	shard   Shard
-	pos     Position
+	shard   shardInfo
+	pos     position
 	skip    bool // never read: counts as drained for its children
 	started bool
 }
 
-// shardSync holds AllShards' state between syncs.
+// shardSync holds allShards' state between syncs.
 type shardSync struct {
-	c     *Control
+	c     *control
 	known map[string]shardPlan
 }
 
 // sync lists the shards and starts every one that is ready.
 func (s *shardSync) sync(ctx context.Context, first bool) error {
-	shards, err := s.c.ListShards(ctx)
+	shards, err := s.c.run.listShards(ctx)
 	if err != nil {
 		return err
 	}
@@ -370,18 +328,14 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		if _, ok := s.known[sh.ID]; ok {
 			continue
 		}
-		plan, err := s.plan(ctx, sh, first)
-		if err != nil {
-			return err
-		}
-		s.known[sh.ID] = plan
+		s.known[sh.ID] = s.plan(sh, first)
 	}
 	for _, sh := range shards {
 		plan := s.known[sh.ID]
 		if plan.started || plan.skip || !s.ready(sh, listed) {
 			continue
 		}
-		if err := s.c.StartShard(sh.ID, plan.pos); err != nil {
+		if err := s.c.startShard(sh.ID, plan.pos, readerHooks{}); err != nil {
 			if errors.Is(err, source.ErrStopped) {
 				return nil
 			}
@@ -394,24 +348,21 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 }
 
 // plan decides where a newly listed shard starts.
-func (s *shardSync) plan(ctx context.Context, sh Shard, first bool) (shardPlan, error) {
-	seq, ok, err := s.c.Checkpoint(ctx, sh.ID)
-	if err != nil {
-		return shardPlan{}, err
-	}
+func (s *shardSync) plan(sh shardInfo, first bool) shardPlan {
+	seq, ok := s.c.run.logged(sh.ID)
 	switch {
 	case ok:
-		return shardPlan{shard: sh, pos: Position{After: seq}}, nil
+		return shardPlan{shard: sh, pos: position{After: seq}}
 	case !first:
-		return shardPlan{shard: sh, pos: Position{Initial: TrimHorizon}}, nil
+		return shardPlan{shard: sh, pos: position{Initial: TrimHorizon}}
 	}
-	pos := s.c.InitialPosition()
-	return shardPlan{shard: sh, pos: pos, skip: pos.Initial == Latest && sh.EndingSeq != ""}, nil
+	pos := s.c.initialPosition()
+	return shardPlan{shard: sh, pos: pos, skip: pos.Initial == Latest && sh.EndingSeq != ""}
 }
 
 // ready reports whether every listed parent of sh is done with.
-func (s *shardSync) ready(sh Shard, listed map[string]bool) bool {
-	for _, p := range sh.Parents() {
+func (s *shardSync) ready(sh shardInfo, listed map[string]bool) bool {
+	for _, p := range sh.parents() {
 		if !listed[p] {
 			continue // trimmed away: its records are gone anyway
 		}
@@ -423,7 +374,7 @@ func (s *shardSync) ready(sh Shard, listed map[string]bool) bool {
 			return false
 		}
 		select {
-		case <-s.c.Drained(p):
+		case <-s.c.drained(p):
 		default:
 			return false
 		}

@@ -118,21 +118,21 @@ func TestHeadTrim(t *testing.T) {
 	read := urecs("10/0", "10/1", "10/2", "10/3", "11", "12/0")
 	tests := []struct {
 		name string
-		pos  Position
+		pos  position
 		in   []Record
 		want []string
 	}{
-		{"inside the aggregate", Position{At: "10", AtSubSequence: 1}, read, []string{"10/2", "10/3", "11", "12/0"}},
-		{"its last user record", Position{At: "10", AtSubSequence: 3}, read, []string{"11", "12/0"}},
-		{"past its last user record", Position{At: "10", AtSubSequence: 9}, read, []string{"11", "12/0"}},
-		{"sub-sequence 0 leaves out nothing", Position{At: "10"}, read, names(read)},
-		{"KCL checkpoint at sub-sequence 0 of an aggregate", Position{At: "10", AtCheckpoint: true}, read, []string{"10/1", "10/2", "10/3", "11", "12/0"}},
-		{"KCL checkpoint on a plain record", Position{At: "11", AtCheckpoint: true}, urecs("11", "12/0"), []string{"12/0"}},
-		{"KCL checkpoint, record gone", Position{At: "10", AtCheckpoint: true}, urecs("11", "12/0"), []string{"11", "12/0"}},
-		{"after leaves out nothing", Position{After: "9", At: "10", AtSubSequence: 1}, read, names(read)},
-		{"a plain record at At", Position{At: "11", AtSubSequence: 2}, urecs("11", "12/0"), []string{"12/0"}},
-		{"trimmed: another record first", Position{At: "10", AtSubSequence: 2}, urecs("11", "12/0"), []string{"11", "12/0"}},
-		{"only the head", Position{At: "10", AtSubSequence: 9}, urecs("10/0", "10/1"), nil},
+		{"inside the aggregate", position{At: "10", AtSubSequence: 1}, read, []string{"10/2", "10/3", "11", "12/0"}},
+		{"its last user record", position{At: "10", AtSubSequence: 3}, read, []string{"11", "12/0"}},
+		{"past its last user record", position{At: "10", AtSubSequence: 9}, read, []string{"11", "12/0"}},
+		{"sub-sequence 0 leaves out nothing", position{At: "10"}, read, names(read)},
+		{"KCL checkpoint at sub-sequence 0 of an aggregate", position{At: "10", AtCheckpoint: true}, read, []string{"10/1", "10/2", "10/3", "11", "12/0"}},
+		{"KCL checkpoint on a plain record", position{At: "11", AtCheckpoint: true}, urecs("11", "12/0"), []string{"12/0"}},
+		{"KCL checkpoint, record gone", position{At: "10", AtCheckpoint: true}, urecs("11", "12/0"), []string{"11", "12/0"}},
+		{"after leaves out nothing", position{After: "9", At: "10", AtSubSequence: 1}, read, names(read)},
+		{"a plain record at At", position{At: "11", AtSubSequence: 2}, urecs("11", "12/0"), []string{"12/0"}},
+		{"trimmed: another record first", position{At: "10", AtSubSequence: 2}, urecs("11", "12/0"), []string{"11", "12/0"}},
+		{"only the head", position{At: "10", AtSubSequence: 9}, urecs("10/0", "10/1"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package kinesis_test
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -13,31 +12,12 @@ import (
 // New refuses a bad configuration before anything starts, naming every
 // field at fault and the fix.
 func ExampleNew() {
-	_, err := kinesis.New(kinesis.Config{Stream: "words", RecordsPerRead: 20000, OnRangeUnavailable: "ignore"})
+	_, err := kinesis.New(kinesis.Config{Stream: "words", RecordsPerRead: 20000, PollInterval: -time.Second})
 	fmt.Println(err)
 	// Output:
 	// kinesis: invalid config: App "": must name the application, for example "wordcount"
 	// RecordsPerRead 20000: must be 1 to 10000 (0 means 10000)
-	// OnRangeUnavailable "ignore": must be "fail" or "skip"
-}
-
-// A lease manager plugs in as an Assigner: it starts a reader for each
-// shard it holds a lease on, from that lease's checkpoint, and stops the
-// reader when the lease is lost. This one reads a fixed set of shards.
-func ExampleAssignerFunc() {
-	checkpoints := map[string]string{"shardId-000000000000": "49590338271490256608559692538361571095921575989136588898"}
-	assign := kinesis.AssignerFunc(func(ctx context.Context, c *kinesis.Control) error {
-		for shard, seq := range checkpoints {
-			if err := c.StartShard(shard, kinesis.Position{After: seq}); err != nil {
-				return err
-			}
-		}
-		<-ctx.Done() // a lease manager would renew, take and lose leases here
-		return nil
-	})
-	r, err := kinesis.New(kinesis.Config{Stream: "words", App: "wordcount", Assigner: assign})
-	fmt.Println(r != nil, err)
-	// Output: true <nil>
+	// PollInterval -1s: must be > 0 (0 means 500ms)
 }
 
 // Several workers share a stream through a lease table: each runs this

@@ -1,5 +1,11 @@
 package kinesis
 
+import (
+	"context"
+
+	"github.com/weirstream/weir/batch"
+)
+
 // Servers gives the tests of package kinesis_test the package's shared
 // local servers (one test binary, one TestMain).
 var Servers = servers
@@ -8,3 +14,19 @@ var Servers = servers
 // to its end: ready to be marked SHARD_END, or still waiting for records
 // to complete. Call it before Start.
 func OnEndCheck(r *Receiver, f func(shard string, ready bool)) { r.endChecked = f }
+
+// OnShardEnd makes a receiver built from cfg call f once for each shard a
+// reader read to its end, after every block holding its records was stored
+// (see Config.onShardEnd).
+func OnShardEnd(cfg *Config, f func(ctx context.Context, shard, lastSeq string)) {
+	cfg.onShardEnd = f
+}
+
+// ReadRate returns the read rate backpressure set (see Receiver.readRate).
+func ReadRate(r *Receiver) float64 { return r.readRate() }
+
+// BlocksCompleted tells r that blocks completed, as the driver does
+// through the hooks r registers in Start.
+func BlocksCompleted(r *Receiver, blocks []batch.BlockInfo) {
+	r.blocksCompleted(context.Background(), blocks)
+}

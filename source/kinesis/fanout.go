@@ -14,11 +14,11 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 )
 
-// CauseResourceInUse is a ResourceInUseException from SubscribeToShard:
+// causeResourceInUse is a ResourceInUseException from SubscribeToShard:
 // Kinesis refuses a subscription of the same consumer and shard within 5
 // seconds of the previous one (this reader's, or another's it would take
 // over). The reader subscribes again after a back-off.
-const CauseResourceInUse RetryCause = "resource_in_use"
+const causeResourceInUse retryCause = "resource_in_use"
 
 // subEnd says how one subscription ended.
 type subEnd int
@@ -43,7 +43,7 @@ type shardSub struct {
 	fo    *fanOut
 	shard string
 	keys  hashRange // the shard's hash key range
-	pos   Position
+	pos   position
 	guard func() bool
 	log   *slog.Logger
 
@@ -59,7 +59,7 @@ type shardSub struct {
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
 // each delivery, as by readShard.
-func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos Position, guard func() bool) error {
+func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
 		log:  rn.logger.With("shard", shardID),
@@ -126,10 +126,10 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 
 // subscribeRetryCause is classify for a subscription's errors, with
 // ResourceInUseException retried too.
-func subscribeRetryCause(err error) RetryCause {
+func subscribeRetryCause(err error) retryCause {
 	var inUse *types.ResourceInUseException
 	if errors.As(err, &inUse) {
-		return CauseResourceInUse
+		return causeResourceInUse
 	}
 	return classify(err)
 }

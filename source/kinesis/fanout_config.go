@@ -11,11 +11,11 @@ import (
 
 // Defaults of FanOutConfig.
 const (
-	// DefaultRegisterTimeout bounds the registration of the stream
+	// defaultRegisterTimeout bounds the registration of the stream
 	// consumer, its wait until ACTIVE included, when
 	// FanOutConfig.RegisterTimeout is zero; it also bounds the
 	// de-registration of FanOutConfig.DeregisterOnStop.
-	DefaultRegisterTimeout = 2 * time.Minute
+	defaultRegisterTimeout = 2 * time.Minute
 
 	// subscriptionLifetime is how long Kinesis serves one SubscribeToShard
 	// subscription before it ends it: 5 minutes.
@@ -86,8 +86,7 @@ var _ FanOutClient = (*awskinesis.Client)(nil)
 // call, whether the shard was closed and read to its end.
 //
 // In Stats, subscriptions retried are counted in Retries by cause
-// (CauseResourceInUse among them), and GetRecordsCalls counts the events
-// that carried records.
+// ("resource_in_use" among them).
 type FanOutConfig struct {
 	// ConsumerName is the name of the stream consumer to use, registered
 	// if it does not exist: 1 to 128 letters, digits, '_', '.' or '-'.
@@ -133,7 +132,7 @@ func (f FanOutConfig) withDefaults(app string) FanOutConfig {
 		f.ConsumerName = app
 	}
 	if f.RegisterTimeout == 0 {
-		f.RegisterTimeout = DefaultRegisterTimeout
+		f.RegisterTimeout = defaultRegisterTimeout
 	}
 	if f.lifetime == 0 {
 		f.lifetime = subscriptionLifetime + lifetimeMargin
@@ -162,7 +161,7 @@ func (f FanOutConfig) problems(c Config) []error {
 		problems = append(problems, err)
 	}
 	if f.RegisterTimeout < 0 {
-		add("FanOut.RegisterTimeout %v: must be > 0 (0 means %v)", f.RegisterTimeout, DefaultRegisterTimeout)
+		add("FanOut.RegisterTimeout %v: must be > 0 (0 means %v)", f.RegisterTimeout, defaultRegisterTimeout)
 	}
 	if c.Client != nil {
 		if _, ok := c.Client.(FanOutClient); !ok {

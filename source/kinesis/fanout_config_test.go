@@ -66,7 +66,7 @@ func TestFanOutConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := FanOutConfig{
-		ConsumerName: "wordcount", RegisterTimeout: DefaultRegisterTimeout,
+		ConsumerName: "wordcount", RegisterTimeout: defaultRegisterTimeout,
 		lifetime: 5*time.Minute + 15*time.Second, idleTimeout: time.Minute, minSubscribeInterval: time.Second,
 	}
 	if diff := cmp.Diff(want, *r.cfg.FanOut, cmp.AllowUnexported(FanOutConfig{})); diff != "" {

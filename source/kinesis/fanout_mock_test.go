@@ -242,7 +242,7 @@ func startCompleting(t *testing.T, cfg Config, want int) (*running, *watched) {
 	push := func(ctx context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
 		info, err := w.push(ctx, b)
 		if err == nil {
-			r.BlocksCompleted(ctx, []batch.BlockInfo{info})
+			r.blocksCompleted(ctx, []batch.BlockInfo{info})
 		}
 		return info, err
 	}
@@ -346,7 +346,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 
 		checkFanOutRead(t, stream, data, run)
 		retries := run.r.Stats().Retries
-		if retries[CauseTransport] < cuts || retries[CauseResourceInUse] < refusals {
+		if retries[string(causeTransport)] < cuts || retries[string(causeResourceInUse)] < refusals {
 			t.Errorf("retries %v: want >= %d transport (broken streams) and >= %d resource_in_use", retries, cuts, refusals)
 		}
 	})

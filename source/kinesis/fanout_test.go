@@ -136,7 +136,7 @@ func TestFanOutSubscriptionLifecycle(t *testing.T) {
 		}
 		c := newCollector(0)
 		var ended []string
-		r.cfg.OnShardEnd = func(_ context.Context, shard, lastSeq string) { ended = append(ended, shard+"@"+lastSeq) }
+		r.cfg.onShardEnd = func(_ context.Context, shard, lastSeq string) { ended = append(ended, shard+"@"+lastSeq) }
 		errc := make(chan error, 1)
 		go func() {
 			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
@@ -211,10 +211,10 @@ func TestFanOutSubscriptionLifecycle(t *testing.T) {
 			}
 		}
 		if diff := cmp.Diff([]string{"shard-0@100"}, ended); diff != "" {
-			t.Errorf("OnShardEnd calls (-want +got):\n%s", diff)
+			t.Errorf("onShardEnd calls (-want +got):\n%s", diff)
 		}
 		retries := r.Stats().Retries
-		if retries[CauseResourceInUse] != 1 || retries[CauseServerError] != 1 {
+		if retries[string(causeResourceInUse)] != 1 || retries[string(causeServerError)] != 1 {
 			t.Errorf("retries %v, want one resource_in_use and one server_error", retries)
 		}
 		if fake.probes != 1 {
@@ -224,19 +224,19 @@ func TestFanOutSubscriptionLifecycle(t *testing.T) {
 }
 
 // TestFanOutStartingPositions checks where a reader's first subscription
-// starts for each kind of Position.
+// starts for each kind of position.
 func TestFanOutStartingPositions(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
-		pos  Position
+		pos  position
 		want types.StartingPosition
 	}{
-		{Position{After: "7"}, types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String("7")}},
-		{Position{At: "7", AtSubSequence: 3}, types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String("7")}},
-		{Position{Initial: Latest}, types.StartingPosition{Type: types.ShardIteratorTypeLatest}},
-		{Position{Initial: TrimHorizon}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
-		{Position{}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
-		{Position{Initial: AtTimestamp, Timestamp: at}, types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(at)}},
+		{position{After: "7"}, types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String("7")}},
+		{position{At: "7", AtSubSequence: 3}, types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String("7")}},
+		{position{Initial: Latest}, types.StartingPosition{Type: types.ShardIteratorTypeLatest}},
+		{position{Initial: TrimHorizon}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
+		{position{}, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}},
+		{position{Initial: AtTimestamp, Timestamp: at}, types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(at)}},
 	}
 	for _, tt := range tests {
 		s := &shardSub{pos: tt.pos}
@@ -244,7 +244,7 @@ func TestFanOutStartingPositions(t *testing.T) {
 			t.Errorf("%v (-want +got):\n%s", tt.pos, diff)
 		}
 	}
-	s := &shardSub{pos: Position{At: "7"}, lastRead: "9"}
+	s := &shardSub{pos: position{At: "7"}, lastRead: "9"}
 	if got := s.startingPosition(); got.Type != types.ShardIteratorTypeAfterSequenceNumber || aws.ToString(got.SequenceNumber) != "9" {
 		t.Errorf("after a record read: %s %s, want AFTER_SEQUENCE_NUMBER 9", got.Type, aws.ToString(got.SequenceNumber))
 	}

@@ -47,11 +47,11 @@ func TestFaultsLoseNoRecordAndAreCounted(t *testing.T) {
 
 	stats := run.r.Stats()
 	var counted int64
-	for _, cause := range []RetryCause{CauseThrottled, CauseLimitExceeded, CauseServerError, CauseTransport, CauseExpiredIterator} {
-		if stats.Retries[cause] == 0 {
+	for _, cause := range []retryCause{causeThrottled, causeLimitExceeded, causeServerError, causeTransport, causeExpiredIterator} {
+		if stats.Retries[string(cause)] == 0 {
 			t.Errorf("no retry counted for %s: %v", cause, stats.Retries)
 		}
-		counted += stats.Retries[cause]
+		counted += stats.Retries[string(cause)]
 	}
 	// A fault answered just as Stop cancels a reader is not retried, so
 	// not counted: at most one per reader (3) and the lister.

@@ -22,9 +22,9 @@ import (
 // itself waits for its stored records (finishHandoffs). With c nil
 // (shutting down) the readers are stopped already and Drain hands the
 // lease off.
-func (lr *leaseRun) startHandoff(ctx context.Context, c *Control, shard string) {
+func (lr *leaseRun) startHandoff(ctx context.Context, c *control, shard string) {
 	if c != nil {
-		if err := c.StopShard(ctx, shard); err != nil {
+		if err := c.stopShard(ctx, shard); err != nil {
 			lr.log.Warn("kinesis: stopping the reader of a shard asked for", "shard", shard, "err", err)
 		}
 	}

@@ -128,7 +128,7 @@ type shardRanges struct {
 }
 
 // note caches the ranges of shards, listed from stream.
-func (c *shardRanges) note(stream string, shards []Shard) {
+func (c *shardRanges) note(stream string, shards []shardInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {

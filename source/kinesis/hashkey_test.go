@@ -174,7 +174,7 @@ func TestKeepOutOfRangeRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.ranges.note("s", []Shard{{ID: "shard-0", StartingHashKey: "0", EndingHashKey: lowerEnd}})
+		r.ranges.note("s", []shardInfo{{ID: "shard-0", StartingHashKey: "0", EndingHashKey: lowerEnd}})
 		got, err := r.hashRangeOf(t.Context(), nil, nil, "s", "shard-0", 1, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)

@@ -42,11 +42,5 @@ func leaseProblems(l leasetable.Config, c Config) []error {
 	for _, p := range lease.Problems(l) {
 		problems = append(problems, fmt.Errorf("Leases.%w", p))
 	}
-	if c.Assigner != nil {
-		add("Assigner is set with Leases: the leases decide which shards this worker reads; set one or the other")
-	}
-	if c.StartAfter != nil {
-		add("StartAfter is set with Leases: the lease table holds the checkpoints; set one or the other")
-	}
 	return problems
 }

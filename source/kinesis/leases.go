@@ -19,7 +19,7 @@ import (
 
 // leaseRun is the lease side of one Start with Config.Leases: the
 // Coordinator holding this worker's leases, the Checkpointer committing
-// their checkpoints through it, and the Assigner starting and stopping a
+// their checkpoints through it, and the assigner starting and stopping a
 // shard reader as each lease comes and goes.
 //
 // Lease events (from the Coordinator's goroutine) and shard ends (from the
@@ -109,7 +109,7 @@ func (lr *leaseRun) listShards(ctx context.Context) ([]lease.ShardInfo, error) {
 	}
 	out := make([]lease.ShardInfo, len(shards))
 	for i, s := range shards {
-		out[i] = lease.ShardInfo{ID: s.ID, ParentIDs: s.Parents(), StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
+		out[i] = lease.ShardInfo{ID: s.ID, ParentIDs: s.parents(), StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 	}
 	return out, nil
 }
@@ -141,7 +141,7 @@ func (lr *leaseRun) signal() {
 }
 
 // run runs the Coordinator and the Checkpointer beside the receiver's
-// readers (lr is their Assigner) until stop or ctx, then shuts down: on
+// readers (lr is their assigner) until stop or ctx, then shuts down: on
 // stop, gracefully (see shutdown); on ctx, at once, leaving the leases to
 // expire. A Coordinator that cannot run (the table cannot be created or
 // read) stops the receiver with its error.
@@ -173,11 +173,11 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 	return err
 }
 
-// Assign is the lease Assigner: it starts a reader for each lease
+// assign is the lease assigner: it starts a reader for each lease
 // acquired, stops the reader of each lease lost, and marks each shard read
 // to its end SHARD_END once all its records are completed, until ctx is
 // done.
-func (lr *leaseRun) Assign(ctx context.Context, c *Control) error {
+func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 	// Completions wake the loop; the ticker retries failed shard ends.
 	t := lr.rn.clock.NewTicker(lr.shardEndRetry())
 	defer t.Stop()
@@ -209,7 +209,7 @@ func (lr *leaseRun) shardEndRetry() time.Duration {
 // handleEvents handles the queued events in order. With c nil (shutting
 // down, readers stopped) acquired leases are not read: Drain hands them
 // back.
-func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
+func (lr *leaseRun) handleEvents(ctx context.Context, c *control) {
 	lr.mu.Lock()
 	evs := lr.events
 	lr.events = nil
@@ -236,17 +236,17 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *Control) {
 
 // acquire starts reading a shard whose lease this worker took, and
 // registers it with the Checkpointer.
-func (lr *leaseRun) acquire(ctx context.Context, c *Control, l lease.Lease) {
+func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	if l.Checkpoint == checkpointer.ShardEnd {
 		return // finished: nothing left to read
 	}
 	log := lr.log.With("shard", l.Shard)
-	if c.Reading(l.Shard) {
+	if c.reading(l.Shard) {
 		// A reader from an earlier hold of the lease still runs (its loss
 		// is reported first, so this is a last resort): it stops before
 		// the new one starts, which reads after what it stored.
 		log.Warn("kinesis: a reader of a newly leased shard still runs; stopping it first")
-		if err := c.StopShard(ctx, l.Shard); err != nil {
+		if err := c.stopShard(ctx, l.Shard); err != nil {
 			return
 		}
 	}
@@ -274,9 +274,9 @@ func (lr *leaseRun) acquire(ctx context.Context, c *Control, l lease.Lease) {
 // lose stops reading a shard whose lease was lost, at once, and stops
 // checkpointing it without a last checkpoint (the zombie rule: another
 // worker may already process it).
-func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
+func (lr *leaseRun) lose(ctx context.Context, c *control, shard string) {
 	if c != nil {
-		if err := c.StopShard(ctx, shard); err != nil {
+		if err := c.stopShard(ctx, shard); err != nil {
 			lr.log.Warn("kinesis: stopping the reader of a lost shard", "shard", shard, "err", err)
 		}
 	}
@@ -297,31 +297,31 @@ func (lr *leaseRun) lose(ctx context.Context, c *Control, shard string) {
 // Kinesis records: the reader starts after it. One a KCL application wrote
 // covers the user records up to (seq, subSeq), maybe not the rest of a KPL
 // aggregate at seq: the reader starts at seq and leaves out the user
-// records up to subSeq, as the KCL does (Position.AtCheckpoint); a plain
+// records up to subSeq, as the KCL does (position.AtCheckpoint); a plain
 // record at seq, sub-sequence 0, is not delivered again.
-func (lr *leaseRun) position(l lease.Lease) Position {
+func (lr *leaseRun) position(l lease.Lease) position {
 	cfg := lr.rn.cfg
-	var pos Position
+	var pos position
 	switch {
 	case isSeq(l.Checkpoint) && l.WrittenByWeir():
-		pos = Position{After: l.Checkpoint}
+		pos = position{After: l.Checkpoint}
 	case isSeq(l.Checkpoint):
-		pos = Position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
+		pos = position{At: l.Checkpoint, AtSubSequence: max(l.SubSequence, 0), AtCheckpoint: true}
 	case l.Checkpoint == checkpointer.TrimHorizon:
-		pos = Position{Initial: TrimHorizon}
+		pos = position{Initial: TrimHorizon}
 	case l.Checkpoint == checkpointer.LatestPosition && !l.LatestAt.IsZero():
 		// LATEST as its first take resolved it: whoever took it first may
 		// have read and died before its first checkpoint.
-		pos = Position{Initial: AtTimestamp, Timestamp: l.LatestAt}
+		pos = position{Initial: AtTimestamp, Timestamp: l.LatestAt}
 	case l.Checkpoint == checkpointer.LatestPosition:
-		pos = Position{Initial: Latest}
+		pos = position{Initial: Latest}
 	case l.Checkpoint == checkpointer.AtTimestamp && !cfg.AtTimestamp.IsZero():
-		pos = Position{Initial: AtTimestamp, Timestamp: cfg.AtTimestamp}
+		pos = position{Initial: AtTimestamp, Timestamp: cfg.AtTimestamp}
 	case l.Checkpoint == checkpointer.AtTimestamp:
 		lr.log.Warn("kinesis: lease checkpoint is AT_TIMESTAMP but Config.AtTimestamp is zero; reading from TRIM_HORIZON", "shard", l.Shard)
-		pos = Position{Initial: TrimHorizon}
+		pos = position{Initial: TrimHorizon}
 	default:
-		pos = Position{Initial: cfg.InitialPosition}
+		pos = position{Initial: cfg.InitialPosition}
 		if pos.Initial == AtTimestamp {
 			pos.Timestamp = cfg.AtTimestamp
 		}
@@ -332,7 +332,7 @@ func (lr *leaseRun) position(l lease.Lease) Position {
 	case pos.After != "" && batch.CompareSeq(seq, pos.After) <= 0:
 	case pos.At != "" && batch.CompareSeq(seq, pos.At) < 0:
 	default:
-		pos = Position{After: seq}
+		pos = position{After: seq}
 	}
 	return pos
 }
@@ -465,7 +465,7 @@ func (lr *leaseRun) completed(shard string) bool {
 // from the checkpoint (see run.notInStream): the fix is the log's, no
 // shard can be read until it is made, and refusing the shards one by one
 // would leave the pipeline cutting empty batches for ever.
-func (lr *leaseRun) readerFailed(l lease.Lease, pos Position, err error) error {
+func (lr *leaseRun) readerFailed(l lease.Lease, pos position, err error) error {
 	var invalid *types.InvalidArgumentException
 	if !errors.As(err, &invalid) || pos.After == "" && pos.At == "" || errors.Is(err, errNotInStream) {
 		return err

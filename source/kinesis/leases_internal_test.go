@@ -26,26 +26,26 @@ func TestLeasePosition(t *testing.T) {
 		lease   lease.Lease
 		initial InitialPosition
 		resume  string // Runtime.ResumeAfter's answer; "" means none
-		want    Position
+		want    position
 	}{
-		{"weir's checkpoint", weir("100"), Latest, "", Position{After: "100"}},
-		{"KCL checkpoint", lease.Lease{Checkpoint: "100"}, Latest, "", Position{At: "100", AtCheckpoint: true}},
-		{"KCL checkpoint after weir's", lease.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", Position{At: "200", AtCheckpoint: true}},
-		{"KCL inside weir's record", lease.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"KCL inside an aggregate", lease.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", Position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
-		{"trim horizon", lease.Lease{Checkpoint: checkpointer.TrimHorizon}, Latest, "", Position{Initial: TrimHorizon}},
-		{"latest", lease.Lease{Checkpoint: checkpointer.LatestPosition}, TrimHorizon, "", Position{Initial: Latest}},
-		{"latest pinned by a take", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"log beats a pinned latest", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "7", Position{After: "7"}},
-		{"at timestamp", lease.Lease{Checkpoint: checkpointer.AtTimestamp}, AtTimestamp, "", Position{Initial: AtTimestamp, Timestamp: ts}},
-		{"no checkpoint", lease.Lease{}, TrimHorizon, "", Position{Initial: TrimHorizon}},
-		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", Position{After: "100"}},
-		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", Position{After: "100"}},
-		{"log equal to checkpoint", weir("100"), Latest, "100", Position{After: "100"}},
-		{"log covers the KCL record", lease.Lease{Checkpoint: "100"}, Latest, "100", Position{After: "100"}},
-		{"log covers the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", Position{After: "100"}},
-		{"log behind the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
-		{"log beats an initial position", lease.Lease{Checkpoint: checkpointer.LatestPosition}, Latest, "7", Position{After: "7"}},
+		{"weir's checkpoint", weir("100"), Latest, "", position{After: "100"}},
+		{"KCL checkpoint", lease.Lease{Checkpoint: "100"}, Latest, "", position{At: "100", AtCheckpoint: true}},
+		{"KCL checkpoint after weir's", lease.Lease{Checkpoint: "200", WeirCheckpoint: "100"}, Latest, "", position{At: "200", AtCheckpoint: true}},
+		{"KCL inside weir's record", lease.Lease{Checkpoint: "100", WeirCheckpoint: "100", SubSequence: 2}, Latest, "", position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"KCL inside an aggregate", lease.Lease{Checkpoint: "100", SubSequence: 3}, Latest, "", position{At: "100", AtSubSequence: 3, AtCheckpoint: true}},
+		{"trim horizon", lease.Lease{Checkpoint: checkpointer.TrimHorizon}, Latest, "", position{Initial: TrimHorizon}},
+		{"latest", lease.Lease{Checkpoint: checkpointer.LatestPosition}, TrimHorizon, "", position{Initial: Latest}},
+		{"latest pinned by a take", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "", position{Initial: AtTimestamp, Timestamp: ts}},
+		{"log beats a pinned latest", lease.Lease{Checkpoint: checkpointer.LatestPosition, LatestAt: ts}, Latest, "7", position{After: "7"}},
+		{"at timestamp", lease.Lease{Checkpoint: checkpointer.AtTimestamp}, AtTimestamp, "", position{Initial: AtTimestamp, Timestamp: ts}},
+		{"no checkpoint", lease.Lease{}, TrimHorizon, "", position{Initial: TrimHorizon}},
+		{"log ahead of checkpoint, compared as numbers", weir("99"), Latest, "100", position{After: "100"}},
+		{"log behind checkpoint, compared as numbers", weir("100"), Latest, "99", position{After: "100"}},
+		{"log equal to checkpoint", weir("100"), Latest, "100", position{After: "100"}},
+		{"log covers the KCL record", lease.Lease{Checkpoint: "100"}, Latest, "100", position{After: "100"}},
+		{"log covers the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "100", position{After: "100"}},
+		{"log behind the aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, Latest, "99", position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"log beats an initial position", lease.Lease{Checkpoint: checkpointer.LatestPosition}, Latest, "7", position{After: "7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,8 +91,8 @@ func TestLeaseLatestIsCompleted(t *testing.T) {
 	block := func(first, last string) batch.BlockInfo {
 		return batch.BlockInfo{Ranges: []batch.SeqRange{{Stream: "s", Shard: "x", First: first, Last: last, Count: 2}}}
 	}
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
-	r.BlocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
+	r.blocksCompleted(context.Background(), []batch.BlockInfo{block("1", "9")})
+	r.blocksCompleted(context.Background(), []batch.BlockInfo{block("1", "8")}) // never backwards
 	if got, ok := lr.latest("x"); !ok || got != "9" {
 		t.Errorf("latest = %q, %v; want the completed 9, not the stored 20", got, ok)
 	}

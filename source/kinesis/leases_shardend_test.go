@@ -43,11 +43,11 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 			// the batch holding them.
 			drained := make(chan struct{}, 1)
 			w1 := f.newWorker("w1", leaseDuration, func(c *kinesis.Config) {
-				c.OnShardEnd = func(_ context.Context, shard, _ string) {
+				kinesis.OnShardEnd(c, func(_ context.Context, shard, _ string) {
 					if shard == parent {
 						drained <- struct{}{}
 					}
-				}
+				})
 			}, recovery.Dir(dir))
 			w1.hold.pause()
 			f.run(w1)

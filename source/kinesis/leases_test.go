@@ -289,8 +289,7 @@ func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 		}, []string{"Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s"}},
 		{"several at once", func(c *kinesis.Config) {
 			c.Leases.TableName, c.Leases.LeaseDuration, c.Leases.MaxLeases = "a b c", -time.Second, -1
-			c.Assigner = kinesis.AllShards{}
-		}, []string{"Leases.TableName", "Leases.LeaseDuration -1s", "Leases.MaxLeases -1", "Assigner is set with Leases"}},
+		}, []string{"Leases.TableName", "Leases.LeaseDuration -1s", "Leases.MaxLeases -1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -203,7 +203,6 @@ func (p *progress) snapshot() map[string]ShardStats {
 			RecordsRead:        st.recordsRead,
 			MillisBehindLatest: st.millisBehind,
 			LastAdded:          st.lastAdded,
-			LatestStored:       st.latestStored,
 			LatestCompleted:    st.completed,
 			Ended:              st.ended,
 			Drained:            st.drained,

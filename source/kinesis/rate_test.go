@@ -171,11 +171,11 @@ func TestBackpressureBoundsDelay(t *testing.T) {
 				}
 				d := &delays{from: time.Now().Add(time.Second)}
 				got := runPipeline(t, r, n, perRecord, nil, d)
-				t.Logf("worst scheduling delay after 1s: %v; read rate at the end %.0f records/s", d.worst(), r.ReadRate())
+				t.Logf("worst scheduling delay after 1s: %v; read rate at the end %.0f records/s", d.worst(), kinesis.ReadRate(r))
 				tt.check(t, d.worst())
 				if tt.backpressure {
-					if rate := r.ReadRate(); rate < 700 || rate > 1100 {
-						t.Errorf("ReadRate %v at the end, want about the processing rate, 1000/s", rate)
+					if rate := kinesis.ReadRate(r); rate < 700 || rate > 1100 {
+						t.Errorf("read rate %v at the end, want about the processing rate, 1000/s", rate)
 					}
 				}
 				checkOnceInOrder(t, want, got)

@@ -25,7 +25,7 @@ import (
 // A non-nil guard is asked before each delivery; while it says false the
 // reader delivers nothing and reads the same records again later. keys is
 // the shard's hash key range (see convert).
-func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos Position, guard func() bool) error {
+func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	it, err := rn.iterator(ctx, shardID, pos, 0)
@@ -63,7 +63,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) {
-			rn.r.stats.shardRetry(shardID, CauseExpiredIterator)
+			rn.r.stats.shardRetry(shardID, causeExpiredIterator)
 			resume := resumeAt(pos, lastRead)
 			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
@@ -232,9 +232,9 @@ func moreWaiting(out *awskinesis.GetRecordsOutput, limit int) bool {
 
 // resumeAt is where a reader that started at pos and last delivered
 // lastRead ("" if nothing yet) reads again.
-func resumeAt(pos Position, lastRead string) Position {
+func resumeAt(pos position, lastRead string) position {
 	if lastRead != "" {
-		return Position{After: lastRead}
+		return position{After: lastRead}
 	}
 	return pos
 }
@@ -358,14 +358,14 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
-// checkpoint inside it (Position.AtSubSequence): they are processed.
+// checkpoint inside it (position.AtSubSequence): they are processed.
 type headTrim struct {
 	seq     string // the aggregate's sequence number; "" leaves out nothing
 	through int64  // the greatest sub-sequence number left out
 }
 
 // headTrimAt returns the trim of a reader starting at pos.
-func headTrimAt(pos Position) headTrim {
+func headTrimAt(pos position) headTrim {
 	if pos.After != "" || pos.At == "" || pos.AtSubSequence < 0 || pos.AtSubSequence == 0 && !pos.AtCheckpoint {
 		return headTrim{}
 	}
@@ -462,13 +462,13 @@ type userRecords struct {
 
 // iterator gets a shard iterator at pos, retrying retryable errors
 // (maxAttempts 0: until ctx is done).
-func (rn *run) iterator(ctx context.Context, shardID string, pos Position, maxAttempts int) (*string, error) {
+func (rn *run) iterator(ctx context.Context, shardID string, pos position, maxAttempts int) (*string, error) {
 	return iteratorWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, pos, maxAttempts)
 }
 
 // iteratorWith is iterator for any client and stream (Recompute uses the
 // range's stream).
-func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos Position, maxAttempts int) (*string, error) {
+func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos position, maxAttempts int) (*string, error) {
 	in := pos.iteratorInput(stream, shardID)
 	out, err := do(ctx, r, maxAttempts, "GetShardIterator", shardID, func(ctx context.Context) (*awskinesis.GetShardIteratorOutput, error) {
 		return client.GetShardIterator(ctx, in)
@@ -508,7 +508,7 @@ func getRecordsWith(ctx context.Context, client Client, r *retrier, stream strea
 
 // listShards lists every shard of the stream, page by page, retrying
 // until ctx is done, and caches their hash key ranges.
-func (rn *run) listShards(ctx context.Context) ([]Shard, error) {
+func (rn *run) listShards(ctx context.Context) ([]shardInfo, error) {
 	shards, err := listShardsWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), 0)
 	if err == nil {
 		rn.r.ranges.note(rn.cfg.Stream, shards)
@@ -524,7 +524,7 @@ func (rn *run) hashRange(ctx context.Context, shardID string) (hashRange, error)
 // listShardsWith lists every shard of stream, page by page, each call
 // retried at most maxAttempts times (0: until ctx is done). An expired
 // NextToken starts the listing again.
-func listShardsWith(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]Shard, error) {
+func listShardsWith(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]shardInfo, error) {
 	for {
 		shards, err := listShardsOnce(ctx, client, retry, stream, maxAttempts)
 		var expired *types.ExpiredNextTokenException
@@ -535,8 +535,8 @@ func listShardsWith(ctx context.Context, client Client, retry *retrier, stream s
 	}
 }
 
-func listShardsOnce(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]Shard, error) {
-	var shards []Shard
+func listShardsOnce(ctx context.Context, client Client, retry *retrier, stream streamRef, maxAttempts int) ([]shardInfo, error) {
+	var shards []shardInfo
 	var token *string
 	for {
 		in := &awskinesis.ListShardsInput{NextToken: token}
@@ -550,7 +550,7 @@ func listShardsOnce(ctx context.Context, client Client, retry *retrier, stream s
 			return nil, fmt.Errorf("kinesis: listing the shards of stream %s: %w", string(stream), err)
 		}
 		for _, s := range out.Shards {
-			sh := Shard{
+			sh := shardInfo{
 				ID:             aws.ToString(s.ShardId),
 				Parent:         aws.ToString(s.ParentShardId),
 				AdjacentParent: aws.ToString(s.AdjacentParentShardId),

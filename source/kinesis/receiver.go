@@ -63,8 +63,8 @@ const defaultBatchInterval = time.Second
 
 var (
 	_ source.Receiver[Record]   = (*Receiver)(nil)
-	_ source.CompletionObserver = (*Receiver)(nil)
-	_ source.BatchObserver      = (*Receiver)(nil)
+	_ source.CompletionObserver = driverHooks{}
+	_ source.BatchObserver      = driverHooks{}
 )
 
 // New validates cfg and returns a Receiver. The error, wrapping
@@ -134,6 +134,7 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	if err := r.begin(rt); err != nil {
 		return err
 	}
+	rt.Observe(driverHooks{r}) // before the first push, as Observe asks
 	defer r.end()
 	rn, err := r.prepare(ctx, rt)
 	if err != nil || rn == nil {
@@ -144,7 +145,7 @@ func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	}
 	defer rn.stopFanOut(ctx)
 	if r.cfg.Leases == nil {
-		return rn.serve(ctx, r.stopCh, r.cfg.Assigner)
+		return rn.serve(ctx, r.stopCh, r.cfg.assigner)
 	}
 	lr, err := newLeaseRun(ctx, rn, rt)
 	if err != nil {
@@ -272,9 +273,9 @@ func (rn *run) logged(shardID string) (string, bool) {
 
 // serve runs the block generator and the assigner (which runs the shard
 // readers) until stop, an error or ctx.
-func (rn *run) serve(ctx context.Context, stop <-chan struct{}, assigner Assigner) error {
-	if assigner == nil {
-		assigner = AllShards{}
+func (rn *run) serve(ctx context.Context, stop <-chan struct{}, a assigner) error {
+	if a == nil {
+		a = allShards{}
 	}
 	genCtx, cancelGen := context.WithCancel(ctx)
 	defer cancelGen()
@@ -285,7 +286,7 @@ func (rn *run) serve(ctx context.Context, stop <-chan struct{}, assigner Assigne
 	defer cancelRead()
 	ctl := newControl(readCtx, rn)
 	ctl.group.Go(func() error {
-		if err := assigner.Assign(ctl.ctx, ctl); err != nil && ctl.ctx.Err() == nil {
+		if err := a.assign(ctl.ctx, ctl); err != nil && ctl.ctx.Err() == nil {
 			return fmt.Errorf("kinesis: assigner: %w", err)
 		}
 		return nil
@@ -352,27 +353,44 @@ func (rn *run) onStored(ctx context.Context, info batch.BlockInfo) {
 	}
 }
 
-// shardEnded calls Config.OnShardEnd for a drained shard, and tells the
-// leases, with the number the shard's end waits to see completed (see
-// run.endSeq) rather than only what this run stored.
+// shardEnded tells the leases (and the tests, through Config.onShardEnd)
+// that a shard drained, with the number the shard's end waits to see
+// completed (see run.endSeq) rather than only what this run stored.
 func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
 	ev.lastSeq = rn.endSeq(ev.shard, ev.lastSeq)
 	if lr := rn.r.lease.Load(); lr != nil {
 		lr.drained(ev)
 	}
-	if rn.cfg.OnShardEnd != nil {
-		rn.cfg.OnShardEnd(ctx, ev.shard, ev.lastSeq)
+	if rn.cfg.onShardEnd != nil {
+		rn.cfg.onShardEnd(ctx, ev.shard, ev.lastSeq)
 	}
 }
 
-// BlocksCompleted implements source.CompletionObserver: the driver calls
-// it, in batch-time order, once every output of the batch holding blocks
-// succeeded. Each block's shards' completed sequence numbers move forward
-// to its ranges' Last (never back), and the bytes their records held in
-// the budget (source.Runtime.MaxBufferedBytes) are given back. With Config.Leases and no shared
-// recovery log, these are the numbers the checkpoints record (DESIGN.md,
-// guarantee G4). It may be called before, during or after Start.
-func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
+// driverHooks are the receiver's hooks the driver calls, registered in
+// Start with source.Runtime.Observe, so that they are no methods of
+// Receiver a user could call.
+type driverHooks struct{ r *Receiver }
+
+// BlocksCompleted implements source.CompletionObserver (see
+// Receiver.blocksCompleted).
+func (h driverHooks) BlocksCompleted(ctx context.Context, blocks []batch.BlockInfo) {
+	h.r.blocksCompleted(ctx, blocks)
+}
+
+// BatchCompleted implements source.BatchObserver (see
+// Receiver.batchCompleted).
+func (h driverHooks) BatchCompleted(ctx context.Context, b source.BatchReport) {
+	h.r.batchCompleted(ctx, b)
+}
+
+// blocksCompleted is told by the driver, in batch-time order, once every
+// output of the batch holding blocks succeeded. Each block's shards'
+// completed sequence numbers move forward to its ranges' Last (never
+// back), and the bytes their records held in the budget
+// (source.Runtime.MaxBufferedBytes) are given back. With Config.Leases and no
+// shared recovery log, these are the numbers the checkpoints record
+// (DESIGN.md, guarantee G4). It may be called during or after Start.
+func (r *Receiver) blocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
 	moved := false
 	for _, b := range blocks {
 		r.budget.giveBack(b.Ranges)
@@ -385,12 +403,11 @@ func (r *Receiver) BlocksCompleted(_ context.Context, blocks []batch.BlockInfo) 
 	}
 }
 
-// BatchCompleted implements source.BatchObserver: with
-// Config.Backpressure, each batch the driver reports updates the read
-// rate (DESIGN.md, "Memory and flow control"). Without it, it does
-// nothing. It may be called
-// before, during or after Start.
-func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
+// batchCompleted is told by the driver of each batch that completed: with
+// Config.Backpressure, each one updates the read rate (DESIGN.md, "Memory
+// and flow control"). Without it, it does nothing. It may be called during
+// or after Start.
+func (r *Receiver) batchCompleted(_ context.Context, b source.BatchReport) {
 	if !r.cfg.Backpressure {
 		return
 	}
@@ -402,20 +419,13 @@ func (r *Receiver) BatchCompleted(_ context.Context, b source.BatchReport) {
 	}
 }
 
-// ReadRate returns the read rate backpressure set, in records/s over all
+// readRate returns the read rate backpressure set, in records/s over all
 // shards: 100 until the first batch with records is reported; 0 (no
 // limit) without Config.Backpressure.
-func (r *Receiver) ReadRate() float64 {
+func (r *Receiver) readRate() float64 {
 	r.rateMu.Lock()
 	defer r.rateMu.Unlock()
 	return r.est.rate
-}
-
-// LatestCompleted returns the greatest sequence number of shardID whose
-// block the driver reported completed (see BlocksCompleted), and whether
-// there is one.
-func (r *Receiver) LatestCompleted(shardID string) (string, bool) {
-	return r.progress.latestCompleted(shardID)
 }
 
 // CheckpointStats returns the checkpointer's counters (commits, skips,
@@ -450,13 +460,6 @@ func (r *Receiver) WorkerID() string {
 		return ""
 	}
 	return r.cfg.Leases.WorkerID
-}
-
-// LatestStored returns the greatest sequence number of shardID whose block
-// was stored (pushed without error), and whether there is one: the most a
-// checkpointer may record for the shard.
-func (r *Receiver) LatestStored(shardID string) (string, bool) {
-	return r.progress.latestStored(shardID)
 }
 
 // Stats returns a snapshot of the receiver's counters and shard states.

@@ -46,15 +46,15 @@ func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {
 	if stats.RecordsRead != int64(len(data)) || stats.RangesRecomputed == 0 || len(stats.Shards) != 4 {
 		t.Errorf("stats: %+v", stats)
 	}
-	for id, sh := range stats.Shards {
+	for id := range stats.Shards {
 		last := ""
 		for _, r := range got {
 			if r.ShardID == id {
 				last = r.SequenceNumber
 			}
 		}
-		if seq, ok := run.r.LatestStored(id); !ok || seq != last || sh.LatestStored != last {
-			t.Errorf("shard %s: LatestStored %q, %v (stats %q), want %q", id, seq, ok, sh.LatestStored, last)
+		if seq, ok := run.r.progress.latestStored(id); !ok || seq != last {
+			t.Errorf("shard %s: latest stored %q, %v, want %q", id, seq, ok, last)
 		}
 	}
 }
@@ -104,7 +104,7 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	ends := map[string]string{}
 	cfg := baseConfig(env, stream)
 	cfg.RecordsPerRead = 100
-	cfg.OnShardEnd = func(_ context.Context, shard, last string) {
+	cfg.onShardEnd = func(_ context.Context, shard, last string) {
 		mu.Lock()
 		defer mu.Unlock()
 		ends[shard] = last
@@ -144,9 +144,9 @@ func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
 	defer mu.Unlock()
 	for _, closed := range []string{aws.ToString(parent.ShardId), aws.ToString(kids[0].ShardId), aws.ToString(kids[1].ShardId)} {
 		last, ok := ends[closed]
-		stored, _ := run.r.LatestStored(closed)
+		stored, _ := run.r.progress.latestStored(closed)
 		if !ok || last != stored {
-			t.Errorf("OnShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
+			t.Errorf("onShardEnd for %s: %q, %v; want the latest stored %q", closed, last, ok, stored)
 		}
 		if !run.r.Stats().Shards[closed].Drained {
 			t.Errorf("shard %s not drained", closed)
@@ -229,8 +229,9 @@ func TestBrokenKPLAggregate(t *testing.T) {
 			t.Errorf("record %d: %+v, want the data put, whole and not aggregated (-want +got data):\n%s", i, r, diff)
 		}
 	}
-	if s := run.r.Stats(); s.BadAggregates != 1 || s.KinesisRecordsRead != 3 || s.RecordsRead != 3 {
-		t.Errorf("stats: BadAggregates %d, KinesisRecordsRead %d, RecordsRead %d; want 1, 3, 3", s.BadAggregates, s.KinesisRecordsRead, s.RecordsRead)
+	kinesisRecords, bad := run.r.stats.readCounts()
+	if s := run.r.Stats(); bad != 1 || kinesisRecords != 3 || s.RecordsRead != 3 {
+		t.Errorf("bad aggregates %d, Kinesis records read %d, RecordsRead %d; want 1, 3, 3", bad, kinesisRecords, s.RecordsRead)
 	}
 	blocks := run.c.snapshot()
 	checkRanges(t, stream, blocks)
@@ -281,7 +282,7 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 	})
 }
 
-func TestStartAfterAssignerAndLatest(t *testing.T) {
+func TestAssignerAndLatest(t *testing.T) {
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
 	data := payloads("c", 400)
@@ -298,36 +299,15 @@ func TestStartAfterAssignerAndLatest(t *testing.T) {
 	}
 	shardA := all[0].ShardID
 
-	t.Run("start after a checkpoint", func(t *testing.T) {
-		cut := byShard[shardA][len(byShard[shardA])/3]
-		cfg := baseConfig(env, stream)
-		cfg.StartAfter = func(_ context.Context, shard string) (string, bool, error) {
-			return cut.SequenceNumber, shard == shardA, nil
-		}
-		want := len(all) - len(byShard[shardA])/3 - 1
-		run := startReceiver(t, cfg, want)
-		run.wait(t)
-		run.stop(t)
-		got := run.c.records()
-		if len(got) != want {
-			t.Fatalf("got %d records, want %d", len(got), want)
-		}
-		for _, r := range got {
-			if r.ShardID == shardA && batch.CompareSeq(r.SequenceNumber, cut.SequenceNumber) <= 0 {
-				t.Fatalf("record %s read, the checkpoint is %s", r.SequenceNumber, cut.SequenceNumber)
-			}
-		}
-	})
-
 	t.Run("assigner reads one shard", func(t *testing.T) {
 		cfg := baseConfig(env, stream)
-		started := make(chan *Control, 1)
-		cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
-			if err := c.StartShard(shardA, Position{Initial: TrimHorizon}); err != nil {
+		started := make(chan *control, 1)
+		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+			if err := c.startShard(shardA, position{Initial: TrimHorizon}, readerHooks{}); err != nil {
 				return err
 			}
-			if err := c.StartShard(shardA, Position{}); !errors.Is(err, ErrShardRunning) {
-				t.Errorf("second StartShard: %v, want ErrShardRunning", err)
+			if err := c.startShard(shardA, position{}, readerHooks{}); !errors.Is(err, errShardRunning) {
+				t.Errorf("second startShard: %v, want errShardRunning", err)
 			}
 			started <- c
 			<-ctx.Done()
@@ -336,11 +316,11 @@ func TestStartAfterAssignerAndLatest(t *testing.T) {
 		run := startReceiver(t, cfg, len(byShard[shardA]))
 		run.wait(t)
 		c := <-started
-		if err := c.StopShard(t.Context(), shardA); err != nil {
+		if err := c.stopShard(t.Context(), shardA); err != nil {
 			t.Fatal(err)
 		}
-		if c.Reading(shardA) {
-			t.Error("shard still read after StopShard")
+		if c.reading(shardA) {
+			t.Error("shard still read after stopShard")
 		}
 		run.stop(t)
 		if diff := cmp.Diff(byShard[shardA], run.c.records()); diff != "" {
@@ -416,25 +396,25 @@ func TestUnavailableRange(t *testing.T) {
 	tests := []struct {
 		name   string
 		client Client
-		policy RangePolicy
+		skip   bool
 	}{
-		{"first record later, fail", trimming, FailRange},
-		{"first record later, skip", trimming, SkipRange},
-		{"invalid argument, fail", invalid, FailRange},
-		{"invalid argument, skip", invalid, SkipRange},
+		{"first record later, fail", trimming, false},
+		{"first record later, skip", trimming, true},
+		{"invalid argument, fail", invalid, false},
+		{"invalid argument, skip", invalid, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := baseConfig(env, stream)
-			c.Client, c.OnRangeUnavailable = tt.client, tt.policy
+			c.Client, c.SkipUnavailableRanges = tt.client, tt.skip
 			r, err := New(c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := r.Recompute(t.Context(), all)
-			if tt.policy == FailRange {
+			if !tt.skip {
 				var ue *RangeUnavailableError
-				if !errors.As(err, &ue) || ue.Shard != ranges[0].Shard || ue.First != ranges[0].First || ue.Last != ranges[0].Last || ue.Stream != stream {
+				if !errors.As(err, &ue) || ue.Range != ranges[0] || ue.Range.Stream != stream {
 					t.Fatalf("Recompute: %v, want a *RangeUnavailableError for %v", err, ranges[0])
 				}
 				return
@@ -453,7 +433,7 @@ func TestUnavailableRange(t *testing.T) {
 }
 
 // TestStartInsideAKPLAggregate starts a reader at a KCL checkpoint inside
-// an aggregate (Position.AtSubSequence): the aggregate's user records up to
+// an aggregate (position.AtSubSequence): the aggregate's user records up to
 // the sub-sequence number are left out, the rest and everything after are
 // delivered once, and Recompute gives the blocks back the same.
 func TestStartInsideAKPLAggregate(t *testing.T) {
@@ -490,8 +470,8 @@ func TestStartInsideAKPLAggregate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := baseConfig(env, stream)
-			cfg.Assigner = AssignerFunc(func(ctx context.Context, c *Control) error {
-				if err := c.StartShard(at.ShardID, Position{At: at.SequenceNumber, AtSubSequence: tt.sub}); err != nil {
+			cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+				if err := c.startShard(at.ShardID, position{At: at.SequenceNumber, AtSubSequence: tt.sub}, readerHooks{}); err != nil {
 					return err
 				}
 				<-ctx.Done()

@@ -34,8 +34,8 @@ import (
 // Config.RecomputeTimeout.
 //
 // A range Kinesis can no longer serve (trimmed, or its shard gone) gives a
-// *RangeUnavailableError: returned under the FailRange policy (the
-// default); under SkipRange its records are left out, the error reported
+// *RangeUnavailableError: returned by default; with
+// Config.SkipUnavailableRanges its records are left out, the error reported
 // and counted, and the next range read. Recompute is safe for concurrent use
 // and works whether or not the receiver runs.
 func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Record, error) {
@@ -54,9 +54,9 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 		return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, failed)
 	}
 	for i, err := range errs {
-		if err != nil { // unavailable, under SkipRange
+		if err != nil { // unavailable, with SkipUnavailableRanges
 			skipped++
-			rc.report(fmt.Errorf("kinesis: recomputing block %v: skipping a range (OnRangeUnavailable is %q): %w", info.ID, SkipRange, err))
+			rc.report(fmt.Errorf("kinesis: recomputing block %v: skipping a range (SkipUnavailableRanges is set): %w", info.ID, err))
 			continue
 		}
 		read++
@@ -119,7 +119,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 		return nil, err
 	}
 	unavailable := func(err error) error {
-		return &RangeUnavailableError{Stream: rng.Stream, Shard: rng.Shard, First: rng.First, Last: rng.Last, Err: err}
+		return &RangeUnavailableError{Range: rng, Err: err}
 	}
 	stream := streamRef(rng.Stream)
 	// The reader filtered the shard's KPL aggregates by its hash key range:
@@ -135,12 +135,12 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 	out := make([]Record, 0, rng.Count)
 	lastRead := ""
 	for expirations := 0; ; {
-		limit := min(max(rng.Count-len(out), 1), MaxRecordsPerRead)
+		limit := min(max(rng.Count-len(out), 1), maxRecordsPerRead)
 		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.MaxAttempts)
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) && expirations < rc.cfg.MaxAttempts {
 			expirations++
-			rc.retry.stats.shardRetry(rng.Shard, CauseExpiredIterator)
+			rc.retry.stats.shardRetry(rng.Shard, causeExpiredIterator)
 			if it, err = rc.iterator(ctx, stream, rng, lastRead); err != nil {
 				return nil, rc.classify(err, unavailable)
 			}
@@ -180,7 +180,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 // fitCount returns the records read back for rng, which must be rng.Count.
 // More are right only when the block left out the first user records at
 // rng.First, of a KPL aggregate or a plain record (its reader started at a
-// KCL checkpoint, see Position.AtCheckpoint): they are left out again.
+// KCL checkpoint, see position.AtCheckpoint): they are left out again.
 func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 	extra := len(out) - rng.Count
 	if extra > 0 {
@@ -203,7 +203,7 @@ func fitCount(rng batch.SeqRange, out []Record) ([]Record, error) {
 // iterator gets an iterator at the range's First (when after is empty) or
 // after a sequence number already read back.
 func (rc *rangeReader) iterator(ctx context.Context, stream streamRef, rng batch.SeqRange, after string) (*string, error) {
-	pos := resumeAt(Position{At: rng.First}, after)
+	pos := resumeAt(position{At: rng.First}, after)
 	return iteratorWith(ctx, rc.client, rc.retry, stream, rng.Shard, pos, rc.cfg.MaxAttempts)
 }
 

@@ -14,7 +14,7 @@ import (
 // shard (shardTurns): a shard's reads stay as few at a time as a reader's,
 // and a restart recomputing many blocks reads every shard at once. It
 // returns each range's records and error, by range index. A failure
-// (other than a range unavailable under SkipRange) stops the reads not
+// (other than a range unavailable with SkipUnavailableRanges) stops the reads not
 // yet done, which then fail with the ctx's error: failed is the first.
 func (r *Receiver) readRanges(ctx context.Context, rc *rangeReader, ranges []batch.SeqRange) (recs [][]Record, errs []error, failed error) {
 	recs, errs = make([][]Record, len(ranges)), make([]error, len(ranges))
@@ -44,7 +44,7 @@ func (r *Receiver) readRanges(ctx context.Context, rc *rangeReader, ranges []bat
 					return err
 				})
 				var unavailable *RangeUnavailableError
-				if errs[i] != nil && (r.cfg.OnRangeUnavailable != SkipRange || !errors.As(errs[i], &unavailable)) {
+				if errs[i] != nil && (!r.cfg.SkipUnavailableRanges || !errors.As(errs[i], &unavailable)) {
 					fail(errs[i])
 					return
 				}

@@ -24,7 +24,7 @@ var errNotInStream = errors.New("the recovery log's position is not in the strea
 // the old one names positions the new one does not have; no retry and no
 // checkpoint change helps, and going on would read nothing from the shard
 // forever. Other errors are returned as they are.
-func (rn *run) notInStream(shardID string, pos Position, err error) error {
+func (rn *run) notInStream(shardID string, pos position, err error) error {
 	var invalid *types.InvalidArgumentException
 	logged, ok := rn.logged(shardID)
 	if !ok || pos.After != logged || !errors.As(err, &invalid) {

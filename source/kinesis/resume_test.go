@@ -21,15 +21,15 @@ func TestLeasePositionAfterAdded(t *testing.T) {
 		lease  lease.Lease
 		logged string // "" means none
 		added  string // "" means none
-		want   Position
+		want   position
 	}{
-		{"added ahead of a stale checkpoint", weir("99"), "", "100", Position{After: "100"}},
-		{"added ahead of the initial position", lease.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", Position{After: "7"}},
-		{"added behind the checkpoint", weir("100"), "", "99", Position{After: "100"}},
-		{"added ahead of the log", weir("5"), "50", "100", Position{After: "100"}},
-		{"log ahead of added", weir("5"), "100", "50", Position{After: "100"}},
-		{"added covers a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", Position{After: "100"}},
-		{"added behind a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", Position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
+		{"added ahead of a stale checkpoint", weir("99"), "", "100", position{After: "100"}},
+		{"added ahead of the initial position", lease.Lease{Checkpoint: "TRIM_HORIZON"}, "", "7", position{After: "7"}},
+		{"added behind the checkpoint", weir("100"), "", "99", position{After: "100"}},
+		{"added ahead of the log", weir("5"), "50", "100", position{After: "100"}},
+		{"log ahead of added", weir("5"), "100", "50", position{After: "100"}},
+		{"added covers a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "100", position{After: "100"}},
+		{"added behind a KCL aggregate", lease.Lease{Checkpoint: "100", SubSequence: 2}, "", "99", position{At: "100", AtSubSequence: 2, AtCheckpoint: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

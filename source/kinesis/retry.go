@@ -21,36 +21,43 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 )
 
-// RetryCause names why a Kinesis call was retried; Stats.Retries counts
-// retries by cause.
-type RetryCause string
+// retryCause names why a Kinesis call was retried; Stats.Retries counts
+// retries by cause, under these names.
+type retryCause string
+
+// retryCauses are every retry cause, each in Stats.Retries from 0 so that
+// a metric of it exists before its first retry.
+var retryCauses = []retryCause{
+	causeThrottled, causeLimitExceeded, causeKMSThrottling, causeServerError, causeTimeout,
+	causeTransport, causeExpiredCredentials, causeExpiredIterator, causeResourceInUse,
+}
 
 // The retry causes.
 const (
-	// CauseThrottled is a ProvisionedThroughputExceededException (the
+	// causeThrottled is a ProvisionedThroughputExceededException (the
 	// shard's read limit, 5 calls/s and 2 MB/s shared by all consumers, was
 	// reached), any other error code the AWS SDK counts as throttling, or an
 	// HTTP 429 answer.
-	CauseThrottled RetryCause = "throttled"
-	// CauseLimitExceeded is a LimitExceededException: a control-plane call
+	causeThrottled retryCause = "throttled"
+	// causeLimitExceeded is a LimitExceededException: a control-plane call
 	// (ListShards, GetShardIterator) was throttled.
-	CauseLimitExceeded RetryCause = "limit_exceeded"
-	// CauseKMSThrottling is a KMSThrottlingException on an encrypted stream.
-	CauseKMSThrottling RetryCause = "kms_throttling"
-	// CauseServerError is an HTTP 5xx answer or an InternalFailureException.
-	CauseServerError RetryCause = "server_error"
-	// CauseTimeout is an attempt that got no answer within
+	causeLimitExceeded retryCause = "limit_exceeded"
+	// causeKMSThrottling is a KMSThrottlingException on an encrypted stream.
+	causeKMSThrottling retryCause = "kms_throttling"
+	// causeServerError is an HTTP 5xx answer or an InternalFailureException.
+	causeServerError retryCause = "server_error"
+	// causeTimeout is an attempt that got no answer within
 	// Config.AttemptTimeout, an HTTP 408 answer or a RequestTimeout error
 	// code (the server or a proxy gave up waiting), or a network timeout.
-	CauseTimeout RetryCause = "timeout"
-	// CauseTransport is a connection that failed or broke mid-answer.
-	CauseTransport RetryCause = "transport"
-	// CauseExpiredCredentials is an ExpiredTokenException (or ExpiredToken,
+	causeTimeout retryCause = "timeout"
+	// causeTransport is a connection that failed or broke mid-answer.
+	causeTransport retryCause = "transport"
+	// causeExpiredCredentials is an ExpiredTokenException (or ExpiredToken,
 	// RequestExpired): the credentials are refreshed before the retry.
-	CauseExpiredCredentials RetryCause = "expired_credentials"
-	// CauseExpiredIterator is an ExpiredIteratorException: the reader got a
+	causeExpiredCredentials retryCause = "expired_credentials"
+	// causeExpiredIterator is an ExpiredIteratorException: the reader got a
 	// new iterator after the last sequence number it read.
-	CauseExpiredIterator RetryCause = "expired_iterator"
+	causeExpiredIterator retryCause = "expired_iterator"
 )
 
 // expiredCredentialCodes are the error codes of a request signed with
@@ -79,7 +86,7 @@ var sdkThrottles = retry.IsErrorThrottles(retry.DefaultThrottles)
 // every broken or silent connection. Typed AWS errors are matched with
 // errors.As, never by text. A deadline counts as a timeout: callers check
 // their own context before asking.
-func classify(err error) RetryCause {
+func classify(err error) retryCause {
 	var (
 		throttled *types.ProvisionedThroughputExceededException
 		limit     *types.LimitExceededException
@@ -103,28 +110,28 @@ func classify(err error) RetryCause {
 	case errors.As(err, &expiredIt):
 		return "" // the reader gets a new iterator: see readShard
 	case errors.As(err, &throttled):
-		return CauseThrottled
+		return causeThrottled
 	case errors.As(err, &limit):
-		return CauseLimitExceeded
+		return causeLimitExceeded
 	case errors.As(err, &kms):
-		return CauseKMSThrottling
+		return causeKMSThrottling
 	case errors.As(err, &internal):
-		return CauseServerError
+		return causeServerError
 	case sdkThrottles.IsErrorThrottle(err) == aws.TrueTernary, httpStatus == http.StatusTooManyRequests:
-		return CauseThrottled
+		return causeThrottled
 	case expiredCredentialCodes[code]:
-		return CauseExpiredCredentials
+		return causeExpiredCredentials
 	case errors.Is(err, attempt.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		httpStatus == http.StatusRequestTimeout, code == "RequestTimeout", code == "RequestTimeoutException":
-		return CauseTimeout
+		return causeTimeout
 	case httpStatus >= 500:
-		return CauseServerError
+		return causeServerError
 	case isTransport(err):
-		return CauseTransport
+		return causeTransport
 	case httpStatus == 0 && isTimeout(err):
-		return CauseTimeout
+		return causeTimeout
 	case sdkRetryables.IsErrorRetryable(err) == aws.TrueTernary:
-		return CauseTransport // e.g. a request the SDK found signed with a skewed clock
+		return causeTransport // e.g. a request the SDK found signed with a skewed clock
 	}
 	return ""
 }
@@ -207,13 +214,13 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			return v, err
 		}
 		r.stats.shardRetry(shard, cause)
-		if cause == CauseExpiredCredentials && r.refresh != nil {
+		if cause == causeExpiredCredentials && r.refresh != nil {
 			r.refresh()
 		}
 		delay := b.Next()
-		st.Failed(n, string(cause), cause == CauseTransport, err)
+		st.Failed(n, string(cause), cause == causeTransport, err)
 		log := r.logger.Debug
-		if cause == CauseTimeout || cause == CauseExpiredCredentials {
+		if cause == causeTimeout || cause == causeExpiredCredentials {
 			log = r.logger.Warn // rare, and worth seeing
 		}
 		log("kinesis: retrying", "op", op, "shard", shard, "cause", string(cause), "attempt", n, "delay", delay, "err", err)

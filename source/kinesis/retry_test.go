@@ -33,31 +33,31 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want RetryCause
+		want retryCause
 	}{
 		{"nil", nil, ""},
-		{"throttled", op(&types.ProvisionedThroughputExceededException{}), CauseThrottled},
-		{"limit", op(&types.LimitExceededException{}), CauseLimitExceeded},
-		{"kms", op(&types.KMSThrottlingException{}), CauseKMSThrottling},
-		{"internal failure", op(&types.InternalFailureException{}), CauseServerError},
-		{"503", op(resp(503)), CauseServerError},
+		{"throttled", op(&types.ProvisionedThroughputExceededException{}), causeThrottled},
+		{"limit", op(&types.LimitExceededException{}), causeLimitExceeded},
+		{"kms", op(&types.KMSThrottlingException{}), causeKMSThrottling},
+		{"internal failure", op(&types.InternalFailureException{}), causeServerError},
+		{"503", op(resp(503)), causeServerError},
 		{"400", op(resp(400)), ""},
-		{"send", op(&smithyhttp.RequestSendError{Err: errors.New("connection reset")}), CauseTransport},
-		{"truncated", op(&smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), CauseTransport},
-		{"eof", fmt.Errorf("read: %w", io.EOF), CauseTransport},
+		{"send", op(&smithyhttp.RequestSendError{Err: errors.New("connection reset")}), causeTransport},
+		{"truncated", op(&smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), causeTransport},
+		{"eof", fmt.Errorf("read: %w", io.EOF), causeTransport},
 		{"expired iterator", op(&types.ExpiredIteratorException{}), ""},
 		{"not found", op(&types.ResourceNotFoundException{}), ""},
 		{"canceled", op(&smithyhttp.RequestSendError{Err: context.Canceled}), ""},
-		{"http timeout", op(context.DeadlineExceeded), CauseTimeout},
-		{"408 unmodeled", op(apiResp(408, &smithy.GenericAPIError{Code: "UnknownError"})), CauseTimeout},
-		{"RequestTimeoutException", op(apiResp(400, &smithy.GenericAPIError{Code: "RequestTimeoutException"})), CauseTimeout},
-		{"attempt timeout", fmt.Errorf("no answer (%w): %w", attempt.ErrTimeout, op(&smithy.CanceledError{Err: context.Canceled})), CauseTimeout},
-		{"429 unmodeled", op(apiResp(429, &smithy.GenericAPIError{Code: "UnknownError"})), CauseThrottled},
-		{"ThrottlingException", op(apiResp(400, &smithy.GenericAPIError{Code: "ThrottlingException"})), CauseThrottled},
-		{"502", op(apiResp(502, &smithy.GenericAPIError{Code: "BadGateway"})), CauseServerError},
-		{"expired token", op(apiResp(400, &smithy.GenericAPIError{Code: "ExpiredTokenException"})), CauseExpiredCredentials},
-		{"connection reset", op(&smithyhttp.RequestSendError{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}), CauseTransport},
-		{"net timeout", op(&net.OpError{Op: "read", Err: timeoutErr{}}), CauseTimeout},
+		{"http timeout", op(context.DeadlineExceeded), causeTimeout},
+		{"408 unmodeled", op(apiResp(408, &smithy.GenericAPIError{Code: "UnknownError"})), causeTimeout},
+		{"RequestTimeoutException", op(apiResp(400, &smithy.GenericAPIError{Code: "RequestTimeoutException"})), causeTimeout},
+		{"attempt timeout", fmt.Errorf("no answer (%w): %w", attempt.ErrTimeout, op(&smithy.CanceledError{Err: context.Canceled})), causeTimeout},
+		{"429 unmodeled", op(apiResp(429, &smithy.GenericAPIError{Code: "UnknownError"})), causeThrottled},
+		{"ThrottlingException", op(apiResp(400, &smithy.GenericAPIError{Code: "ThrottlingException"})), causeThrottled},
+		{"502", op(apiResp(502, &smithy.GenericAPIError{Code: "BadGateway"})), causeServerError},
+		{"expired token", op(apiResp(400, &smithy.GenericAPIError{Code: "ExpiredTokenException"})), causeExpiredCredentials},
+		{"connection reset", op(&smithyhttp.RequestSendError{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}), causeTransport},
+		{"net timeout", op(&net.OpError{Op: "read", Err: timeoutErr{}}), causeTimeout},
 		{"no such host", op(&smithyhttp.RequestSendError{Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}), ""},
 		{"access denied", op(apiResp(400, &types.AccessDeniedException{})), ""},
 		{"unrecognized client", op(apiResp(400, &smithy.GenericAPIError{Code: "UnrecognizedClientException"})), ""},
@@ -113,13 +113,13 @@ func TestDoRetriesRetryableErrorsAndCountsThem(t *testing.T) {
 		maxAttempts int
 		wantErr     error
 		wantCalls   int
-		wantRetries map[RetryCause]int64
+		wantRetries map[retryCause]int64
 	}{
 		{name: "success", wantCalls: 1},
 		{
 			name:      "throttled then 5xx then ok",
 			errs:      []error{throttled, throttled, &types.InternalFailureException{}},
-			wantCalls: 4, wantRetries: map[RetryCause]int64{CauseThrottled: 2, CauseServerError: 1},
+			wantCalls: 4, wantRetries: map[retryCause]int64{causeThrottled: 2, causeServerError: 1},
 		},
 		{
 			name:      "not retryable",
@@ -131,7 +131,7 @@ func TestDoRetriesRetryableErrorsAndCountsThem(t *testing.T) {
 			name:        "attempts exhausted",
 			errs:        []error{throttled, throttled, throttled, throttled},
 			maxAttempts: 3, wantErr: throttled, wantCalls: 3,
-			wantRetries: map[RetryCause]int64{CauseThrottled: 2},
+			wantRetries: map[retryCause]int64{causeThrottled: 2},
 		},
 	}
 	for _, tt := range tests {
@@ -158,7 +158,7 @@ func TestDoRetriesRetryableErrorsAndCountsThem(t *testing.T) {
 				if calls != tt.wantCalls {
 					t.Errorf("calls = %d, want %d", calls, tt.wantCalls)
 				}
-				if diff := cmp.Diff(tt.wantRetries, stats.snapshot().Retries); diff != "" {
+				if diff := cmp.Diff(causeCounts(tt.wantRetries, true), stats.snapshot().Retries); diff != "" {
 					t.Errorf("retries (-want +got):\n%s", diff)
 				}
 				if retries := calls - 1; retries > 0 && time.Since(start) < 50*time.Millisecond {
@@ -210,7 +210,7 @@ func TestDoTimesOutASilentAttemptAndRetries(t *testing.T) {
 		if silentFor != 10*time.Second {
 			t.Errorf("the silent attempt was abandoned after %v, want the attempt timeout, 10s", silentFor)
 		}
-		if diff := cmp.Diff(map[RetryCause]int64{CauseTimeout: 1}, stats.snapshot().Retries); diff != "" {
+		if diff := cmp.Diff(causeCounts(map[retryCause]int64{causeTimeout: 1}, true), stats.snapshot().Retries); diff != "" {
 			t.Errorf("retries (-want +got):\n%s", diff)
 		}
 	})

@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -12,17 +11,18 @@ type Stats struct {
 	// RecordsRead counts the user records added to blocks (after KPL
 	// de-aggregation), over all shards.
 	RecordsRead int64
-	// KinesisRecordsRead counts the Kinesis records GetRecords returned.
-	KinesisRecordsRead int64
-	// GetRecordsCalls counts the successful GetRecords calls of the shard
-	// readers.
-	GetRecordsCalls int64
 	// Retries counts the retried calls by cause, readers and Recompute
-	// together.
-	Retries map[RetryCause]int64
-	// BadAggregates counts records that start like a KPL aggregate but are
-	// not one (digest mismatch or malformed): each was delivered as it is.
-	BadAggregates int64
+	// together; every cause is present, 0 if never retried. The causes:
+	// "throttled" (ProvisionedThroughputExceededException, an HTTP 429 or
+	// another throttling code), "limit_exceeded" (LimitExceededException:
+	// a control-plane call throttled), "kms_throttling", "server_error"
+	// (HTTP 5xx, InternalFailureException), "timeout" (no answer within
+	// Config.AttemptTimeout, HTTP 408, a network timeout), "transport" (a
+	// connection that failed or broke), "expired_credentials" (refreshed
+	// before the retry), "expired_iterator" (a new iterator after the last
+	// record read), "resource_in_use" (SubscribeToShard refused within 5s
+	// of the previous subscription, with Config.FanOut).
+	Retries map[string]int64
 	// OutOfRangeRecords counts the user records of KPL aggregates left out
 	// because their hash key is outside the hash key range of the shard
 	// they were read from, as the KCL does: after a reshard, the KPL puts
@@ -31,7 +31,7 @@ type Stats struct {
 	// RangesRecomputed counts the ranges Recompute read back.
 	RangesRecomputed int64
 	// RangesSkipped counts the unavailable ranges Recompute skipped under
-	// the SkipRange policy.
+	// Config.SkipUnavailableRanges.
 	RangesSkipped int64
 	// BadLeaseItems is how many items of the lease table the last scan
 	// could not read as leases (Config.Leases): each is logged at ERROR and
@@ -63,9 +63,6 @@ type ShardStats struct {
 	MillisBehindLatest int64
 	// LastAdded is the greatest sequence number added to a block.
 	LastAdded string
-	// LatestStored is the greatest sequence number whose block was stored:
-	// the most a checkpointer may record for the shard.
-	LatestStored string
 	// LatestCompleted is the greatest sequence number whose block the
 	// driver reported completed (source.CompletionObserver).
 	LatestCompleted string
@@ -78,10 +75,9 @@ type ShardStats struct {
 	// BytesRead counts the bytes of Kinesis record data GetRecords returned
 	// for the shard (before KPL de-aggregation).
 	BytesRead int64
-	// GetRecordsCalls counts the shard reader's successful GetRecords calls.
-	GetRecordsCalls int64
-	// GetRecordsTime is the time those calls took, summed, from the start
-	// of the attempt that succeeded: divided by GetRecordsCalls, the mean
+	// GetRecordsTime is the time the shard reader's successful GetRecords
+	// calls took, summed, from the start of the attempt that succeeded:
+	// divided by their number (the sum of GetRecordsLatency), the mean
 	// latency.
 	GetRecordsTime time.Duration
 	// GetRecordsLatency counts those calls by latency, in the buckets of
@@ -90,8 +86,8 @@ type ShardStats struct {
 	// those over every bound. Nil if there was no call.
 	GetRecordsLatency []int64
 	// Retries counts the shard's retried calls by cause (readers and
-	// Recompute together); nil if none.
-	Retries map[RetryCause]int64
+	// Recompute together), under the names of Stats.Retries; nil if none.
+	Retries map[string]int64
 }
 
 // getRecordsBounds are the bounds of ShardStats.GetRecordsLatency: from 5ms
@@ -117,10 +113,9 @@ func (r *Receiver) StreamName() string { return r.cfg.Stream }
 type statsCollector struct {
 	mu      sync.Mutex
 	records int64
-	kinesis int64
-	calls   int64
-	retries map[RetryCause]int64
-	badAgg  int64
+	kinesis int64 // Kinesis records read, KPL aggregates counted once
+	retries map[retryCause]int64
+	badAgg  int64 // records that looked like KPL aggregates but were not (each logged)
 	outside int64
 	recomp  int64
 	skipped int64
@@ -133,7 +128,7 @@ type shardCounters struct {
 	calls   int64
 	time    time.Duration
 	latency [len(getRecordsBounds) + 1]int64
-	retries map[RetryCause]int64
+	retries map[retryCause]int64
 	outside int64 // user records out of the shard's hash key range
 }
 
@@ -152,7 +147,7 @@ func (s *statsCollector) shardLocked(shard string) *shardCounters {
 
 // shardRetry counts a retry of a call for shard ("" for a call on the
 // stream): in the totals, and in the shard's counters.
-func (s *statsCollector) shardRetry(shard string, c RetryCause) {
+func (s *statsCollector) shardRetry(shard string, c retryCause) {
 	s.retry(c)
 	if shard == "" {
 		return
@@ -161,7 +156,7 @@ func (s *statsCollector) shardRetry(shard string, c RetryCause) {
 	defer s.mu.Unlock()
 	sc := s.shardLocked(shard)
 	if sc.retries == nil {
-		sc.retries = make(map[RetryCause]int64)
+		sc.retries = make(map[retryCause]int64)
 	}
 	sc.retries[c]++
 }
@@ -185,20 +180,20 @@ func (s *statsCollector) addShards(shards map[string]ShardStats) {
 	defer s.mu.Unlock()
 	for id, c := range s.shards {
 		st := shards[id]
-		st.BytesRead, st.GetRecordsCalls, st.GetRecordsTime = c.bytes, c.calls, c.time
+		st.BytesRead, st.GetRecordsTime = c.bytes, c.time
 		if c.calls > 0 {
 			st.GetRecordsLatency = slices.Clone(c.latency[:])
 		}
-		st.Retries = maps.Clone(c.retries)
+		st.Retries = causeCounts(c.retries, false)
 		shards[id] = st
 	}
 }
 
-func (s *statsCollector) retry(c RetryCause) {
+func (s *statsCollector) retry(c retryCause) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retries == nil {
-		s.retries = make(map[RetryCause]int64)
+		s.retries = make(map[retryCause]int64)
 	}
 	s.retries[c]++
 }
@@ -206,7 +201,6 @@ func (s *statsCollector) retry(c RetryCause) {
 func (s *statsCollector) read(kinesisRecords, userRecords, badAggregates int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls++
 	s.kinesis += int64(kinesisRecords)
 	s.records += int64(userRecords)
 	s.badAgg += int64(badAggregates)
@@ -235,13 +229,36 @@ func (s *statsCollector) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
-		RecordsRead:        s.records,
-		KinesisRecordsRead: s.kinesis,
-		GetRecordsCalls:    s.calls,
-		Retries:            maps.Clone(s.retries),
-		BadAggregates:      s.badAgg,
-		OutOfRangeRecords:  s.outside,
-		RangesRecomputed:   s.recomp,
-		RangesSkipped:      s.skipped,
+		RecordsRead:       s.records,
+		Retries:           causeCounts(s.retries, true),
+		OutOfRangeRecords: s.outside,
+		RangesRecomputed:  s.recomp,
+		RangesSkipped:     s.skipped,
 	}
+}
+
+// causeCounts returns m keyed by cause name; with all, every cause is
+// present (0 if absent from m); without, nil for an empty m.
+func causeCounts(m map[retryCause]int64, all bool) map[string]int64 {
+	if len(m) == 0 && !all {
+		return nil
+	}
+	out := make(map[string]int64, len(retryCauses))
+	if all {
+		for _, c := range retryCauses {
+			out[string(c)] = 0
+		}
+	}
+	for c, n := range m {
+		out[string(c)] = n
+	}
+	return out
+}
+
+// readCounts returns the Kinesis records read (a KPL aggregate counts once) and
+// the records among them that looked like KPL aggregates but were not.
+func (s *statsCollector) readCounts() (kinesisRecords, badAggregates int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinesis, s.badAgg
 }

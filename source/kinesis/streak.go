@@ -12,26 +12,26 @@ func (r *retrier) newStreak(op, shard string, maxAttempts int) streak.Streak {
 	return streak.Streak{
 		Logger: r.logger, Clock: r.clock, Prefix: "kinesis", Service: "Kinesis",
 		Op: op, Attr: slog.String("shard", shard), Endpoint: r.endpoint, MaxAttempts: maxAttempts,
-		Fix: func(cause, endpoint string) string { return streakFix(RetryCause(cause), endpoint) },
+		Fix: func(cause, endpoint string) string { return streakFix(retryCause(cause), endpoint) },
 	}
 }
 
 // streakFix returns the likely fix for a streak of retries of cause.
-func streakFix(cause RetryCause, endpoint string) string {
+func streakFix(cause retryCause, endpoint string) string {
 	switch cause {
-	case CauseTransport:
+	case causeTransport:
 		return "cannot connect to Kinesis at " + endpoint + ": check Config.Endpoint, the region (AWS_REGION), proxies and the network"
-	case CauseThrottled:
+	case causeThrottled:
 		return "the shard's read limits (5 calls/s, 2 MB/s) are shared by every consumer of the stream: fewer consumers, a longer Config.PollInterval or MinReadInterval, or more shards"
-	case CauseLimitExceeded:
+	case causeLimitExceeded:
 		return "control-plane calls are limited per account and stream: fewer workers starting or listing shards at once"
-	case CauseKMSThrottling:
+	case causeKMSThrottling:
 		return "the stream's KMS key is throttled: raise its KMS request quota"
-	case CauseServerError:
+	case causeServerError:
 		return "Kinesis answers with server errors: usually transient; check the AWS Health Dashboard if it lasts"
-	case CauseTimeout:
+	case causeTimeout:
 		return "Kinesis at " + endpoint + " does not answer within Config.AttemptTimeout: check the network, proxies and the endpoint"
-	case CauseExpiredCredentials:
+	case causeExpiredCredentials:
 		return "the AWS credentials expired and refreshing them keeps failing: check the credential source (role, profile, environment)"
 	}
 	return "see the error"

@@ -16,12 +16,12 @@ func TestTransientAnswersDoNotStopTheReceiver(t *testing.T) {
 		name           string
 		rule           faults.Rule
 		attemptTimeout time.Duration
-		cause          RetryCause
+		cause          retryCause
 	}{
-		{"one 408", faults.Rule{Operation: "GetRecords", Kind: faults.RequestTimeout, Skip: 2, Times: 1}, 0, CauseTimeout},
-		{"hang then 408", faults.Rule{Operation: "GetRecords", Kind: faults.RequestTimeout, Skip: 2, Times: 1, Delay: 300 * time.Millisecond}, 0, CauseTimeout},
-		{"silent connection", faults.Rule{Operation: "GetRecords", Kind: faults.Hang, Skip: 2, Times: 2}, 100 * time.Millisecond, CauseTimeout},
-		{"silent GetShardIterator", faults.Rule{Operation: "GetShardIterator", Kind: faults.Hang, Times: 1}, 100 * time.Millisecond, CauseTimeout},
+		{"one 408", faults.Rule{Operation: "GetRecords", Kind: faults.RequestTimeout, Skip: 2, Times: 1}, 0, causeTimeout},
+		{"hang then 408", faults.Rule{Operation: "GetRecords", Kind: faults.RequestTimeout, Skip: 2, Times: 1, Delay: 300 * time.Millisecond}, 0, causeTimeout},
+		{"silent connection", faults.Rule{Operation: "GetRecords", Kind: faults.Hang, Skip: 2, Times: 2}, 100 * time.Millisecond, causeTimeout},
+		{"silent GetShardIterator", faults.Rule{Operation: "GetShardIterator", Kind: faults.Hang, Times: 1}, 100 * time.Millisecond, causeTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,7 +47,7 @@ func TestTransientAnswersDoNotStopTheReceiver(t *testing.T) {
 			if n := tr.Injected("", 0); n != max(tt.rule.Times, 1) {
 				t.Errorf("%d faults injected, want %d", n, tt.rule.Times)
 			}
-			if got := run.r.Stats().Retries[tt.cause]; got < int64(tt.rule.Times) { // more: a slow answer under load also times out
+			if got := run.r.Stats().Retries[string(tt.cause)]; got < int64(tt.rule.Times) { // more: a slow answer under load also times out
 				t.Errorf("Retries[%s] = %d, want at least %d (all: %v)", tt.cause, got, tt.rule.Times, run.r.Stats().Retries)
 			}
 		})

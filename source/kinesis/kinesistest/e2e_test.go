@@ -137,7 +137,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 			t.Error("no block was recomputed")
 		}
 		st := r.Stats()
-		for _, cause := range []kinesis.RetryCause{kinesis.CauseThrottled, kinesis.CauseLimitExceeded, kinesis.CauseExpiredIterator} {
+		for _, cause := range []string{"throttled", "limit_exceeded", "expired_iterator"} {
 			if st.Retries[cause] == 0 {
 				t.Errorf("Stats.Retries[%s] = 0, want the injected faults retried", cause)
 			}
