@@ -69,6 +69,10 @@ type BatchInfo struct {
 	// batch time, and pile up while the batch timer waits for room
 	// (Config.MaxPendingBatches).
 	Unbatched int
+	// Outputs are what the outputs' failure policies did in the batch (see
+	// Retry and Quarantine), one per output in declaration order, zeros
+	// included; set for BatchCompleted only.
+	Outputs []OutputInfo
 }
 
 // ReceiverInfo describes a receiver for a Listener.
