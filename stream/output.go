@@ -60,13 +60,16 @@ func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *outp
 //
 // Outputs run in batch-time order, one batch at a time, and within a batch
 // in the order they were declared: ForEach returns when every partition is
-// done. An error from f fails the batch: Run returns it in a *BatchError,
-// and the batch's blocks are not completed; the calls for other partitions
-// already running finish, and their ctx is done, while partitions not
-// started are skipped. ctx is also done when the Pipeline stops now (Stop,
-// a failure, a drain past its bound); f may pass it to Drain, which then
-// requests the drain without waiting. Named, among opts, names the output
-// in the pipeline's shape.
+// done. An error from f (or a panic) fails its partition, and the other
+// partitions go on; the failed ones are tried again after a back-off,
+// resuming after the records f accepted (see Retry, among opts). Once the
+// retries are spent, the failure fails the batch: Run returns it in a
+// *BatchError, and the batch's blocks are not completed; or, with
+// Quarantine among opts, the records that still fail are sent to dead
+// letters and the batch goes on. ctx is done when the Pipeline stops now
+// (Stop, a failure, a drain past its bound); f may pass it to Drain, which
+// then requests the drain without waiting. Named, among opts, names the
+// output in the pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
@@ -98,7 +101,8 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 // It is for outputs with a per-partition cost, such as a connection or a
 // bulk write, and for per-shard processing: downstream of a source and
 // narrow operators, a partition holds the records of one shard in the
-// batch, in order. Errors, ctx and opts are handled as for ForEach.
+// batch, in order. Errors, ctx and opts are handled as for ForEach, but a
+// partition is tried again whole, and quarantined whole if f fails on it.
 func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partition[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
@@ -141,8 +145,10 @@ func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f partFun
 // recovery log (Config.Recovery), a batch that a crash interrupted runs
 // again after the restart with the same Time, the same blocks and ranges
 // and the same records, so an output keyed by the batch time (such as the
-// sink/files package's) is exactly-once. Errors are handled as for ForEach. Named, among opts, names the output in the
-// pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
+// sink/files package's) is exactly-once. Errors are handled as for ForEach,
+// with the batch as the unit tried again and quarantined. Named, among
+// opts, names the output in the pipeline's shape:
+// ForEachBatch(s, f, stream.Named("files")).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
 	addOutput(s, "ForEachBatch", opts, f)
