@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -162,7 +163,28 @@ func (d *Dir) Letters() ([]stream.DeadLetter, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	entries, err := d.dir.ReadDir() // sorted by name: by time, then output
+	return readLetters(d.dir)
+}
+
+// Read returns every letter in the directory at path, as Letters does,
+// without locking it: for a tool that lists them while a pipeline writes
+// there (each file is replaced whole, so a read sees every file whole). It
+// refuses a directory Open would refuse, and one that does not exist.
+func Read(path string) ([]stream.DeadLetter, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	dir, err := durable.OpenDir(path, 0)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	defer dir.Close()
+	return readLetters(dir)
+}
+
+// readLetters reads the letter files of dir, in name order.
+func readLetters(dir *durable.Dir) ([]stream.DeadLetter, error) {
+	entries, err := dir.ReadDir() // sorted by name: by time, then output
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
@@ -171,7 +193,7 @@ func (d *Dir) Letters() ([]stream.DeadLetter, error) {
 		if _, _, ok := parseName(e.Name()); !ok || !e.Type().IsRegular() {
 			continue
 		}
-		data, err := d.dir.ReadFile(e.Name())
+		data, err := dir.ReadFile(e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("deadletter: %w", err)
 		}
@@ -180,12 +202,12 @@ func (d *Dir) Letters() ([]stream.DeadLetter, error) {
 		for line := 1; sc.Scan(); line++ {
 			var l stream.DeadLetter
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				return nil, fmt.Errorf("deadletter: %s line %d: %w", d.dir.Join(e.Name()), line, err)
+				return nil, fmt.Errorf("deadletter: %s line %d: %w", dir.Join(e.Name()), line, err)
 			}
 			all = append(all, l)
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("deadletter: %s: %w", d.dir.Join(e.Name()), err)
+			return nil, fmt.Errorf("deadletter: %s: %w", dir.Join(e.Name()), err)
 		}
 	}
 	return all, nil

@@ -56,6 +56,16 @@ func TestQuarantineAndLetters(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Letters (-want +got):\n%s", diff)
 	}
+	read, err := deadletter.Read(dir) // while d holds the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, read); diff != "" {
+		t.Errorf("Read (-want +got):\n%s", diff)
+	}
+	if _, err := deadletter.Read(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Read of a missing directory = nil, want an error")
+	}
 	if runtime.GOOS != "windows" {
 		fi, err := os.Stat(filepath.Join(dir, "letters-0000000001000-000.jsonl"))
 		if err != nil {
