@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
 )
 
@@ -164,22 +165,10 @@ func (o *output) retry(r *run, attempt func() error, units func() int) error {
 		wait := b.Next()
 		r.logger.Warn("stream: output failed; trying again", "output", o.String(), "batch", r.job.time,
 			"retry", b.Attempts(), "of", o.policy.retries, "wait", wait, "err", err)
-		if werr := sleep(r, wait); werr != nil {
-			return err
+		if clock.Sleep(r.ctx, r.clk, wait) != nil {
+			return err // the Run stops
 		}
 		r.forgetFailures()
-	}
-}
-
-// sleep waits d on the Run's clock, or until the Run stops.
-func sleep(r *run, d time.Duration) error {
-	t := r.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-r.ctx.Done():
-		return context.Cause(r.ctx)
 	}
 }
 
