@@ -281,6 +281,15 @@ func TestQuarantineWholeUnits(t *testing.T) {
 		{"ForEachPartition", func(s *Stream[string], box *letterBox) {
 			ForEachPartition(s, func(_ context.Context, p Partition[string]) error { return failOn(p.Records()) }, Quarantine(box), Retry(1))
 		}, []string{"x", "bad", "y"}, false},
+		{"Map before ForEachPartition", func(s *Stream[string], box *letterBox) {
+			m := Map(s, func(v string) string {
+				if v == "bad" {
+					panic("kaboom")
+				}
+				return v
+			})
+			ForEachPartition(m, func(_ context.Context, p Partition[string]) error { return failOn(p.Records()) }, Quarantine(box), Retry(1))
+		}, []string{"bad"}, false},
 		{"ForEachBatch", func(s *Stream[string], box *letterBox) {
 			ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error { return failOn(b.Records()) }, Quarantine(box), Retry(1))
 		}, []string{"x", "bad", "y"}, false},

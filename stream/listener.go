@@ -71,7 +71,8 @@ type BatchInfo struct {
 	Unbatched int
 	// Outputs are what the outputs' failure policies did in the batch (see
 	// Retry and Quarantine), one per output in declaration order, zeros
-	// included; set for BatchCompleted only.
+	// included; set for BatchCompleted only. The slice is shared by every
+	// listener: do not modify it.
 	Outputs []OutputInfo
 }
 
