@@ -148,6 +148,7 @@ type Collector struct {
 
 	mu        sync.Mutex
 	counts    BatchCounts
+	outputs   []OutputCounts
 	scheduled int64 // input records of scheduled batches not recovered
 	recent    []BatchSample
 	failed    []BatchSample
@@ -231,6 +232,7 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	if s.Recovered {
 		c.counts.Recovered++
 	}
+	c.countOutputsLocked(b.Outputs)
 	c.recent = appendCapped(c.recent, s, c.cfg.History)
 	if s.Err != "" {
 		c.counts.Failed++
@@ -239,6 +241,20 @@ func (c *Collector) BatchCompleted(b stream.BatchInfo) {
 	logs := c.warn.batch(c.cfg.Clock.Now(), c.recent)
 	c.mu.Unlock()
 	c.log(logs)
+}
+
+// countOutputsLocked adds what the outputs' failure policies did in a
+// batch. An output is known by its position: a pipeline's outputs do not
+// change while it runs.
+func (c *Collector) countOutputsLocked(outs []stream.OutputInfo) {
+	for i, o := range outs {
+		if i == len(c.outputs) {
+			c.outputs = append(c.outputs, OutputCounts{Output: o.Output})
+		}
+		c.outputs[i].Output = o.Output
+		c.outputs[i].Retries += int64(o.Retries)
+		c.outputs[i].Quarantined += int64(o.Quarantined)
+	}
 }
 
 // clipErr returns msg cut to at most maxErrLen bytes, at a character
@@ -470,6 +486,7 @@ func (c *Collector) Snapshot() Snapshot {
 		Failed:        latest(c.failed, c.cfg.History),
 		Receivers:     slices.Clone(c.receivers),
 		Warnings:      c.warn.active(),
+		Outputs:       slices.Clone(c.outputs),
 	}
 	if c.fleet != nil {
 		f := *c.fleet

@@ -104,6 +104,7 @@ func TestBatchCounts(t *testing.T) {
 		info.SchedulingDelay = delay
 		c.BatchStarted(info)
 		info.ProcessingTime, info.Err = took, err
+		info.Outputs = []stream.OutputInfo{{Output: "ForEach of Map (stream 1)", Retries: records / 5, Quarantined: records % 5}, {Output: "Print of From(source 0) (stream 0)"}}
 		c.BatchCompleted(info)
 	}
 	c.BatchScheduled(stream.BatchInfo{Time: 9000})
@@ -145,6 +146,10 @@ func TestBatchCounts(t *testing.T) {
 		ProcessingTime: 200 * time.Millisecond, TotalDelay: 220 * time.Millisecond, Err: "boom", Ranges: []batch.SeqRange{rng}}
 	if diff := cmp.Diff([]metrics.BatchSample{wantFailed}, s.Failed); diff != "" {
 		t.Errorf("Failed (-want +got):\n%s", diff)
+	}
+	wantOutputs := []metrics.OutputCounts{{Output: "ForEach of Map (stream 1)", Retries: 0 + 1 + 1, Quarantined: 3 + 0 + 2}, {Output: "Print of From(source 0) (stream 0)"}}
+	if diff := cmp.Diff(wantOutputs, s.Outputs); diff != "" {
+		t.Errorf("Outputs (-want +got):\n%s", diff)
 	}
 }
 

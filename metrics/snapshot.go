@@ -30,6 +30,23 @@ type Snapshot struct {
 	Fleet *Fleet
 	// Warnings are the conditions warned about that still hold.
 	Warnings []Warning
+	// Outputs count what each output's failure policy did (stream.Retry,
+	// stream.Quarantine), in declaration order; empty before the first
+	// completed batch.
+	Outputs []OutputCounts
+}
+
+// OutputCounts counts what an output's failure policy did, since the
+// Collector was made.
+type OutputCounts struct {
+	// Output describes the output as stream's errors do:
+	// `ForEach("mail") of Map (stream 1)`.
+	Output string
+	// Retries counts the units (partitions, or the whole output) tried
+	// again after a failure.
+	Retries int64
+	// Quarantined counts the records sent to dead letters.
+	Quarantined int64
 }
 
 // BatchCounts counts batches. Durations are in the Collector's clock.

@@ -38,6 +38,7 @@ func collector(t *testing.T, batches int) *metrics.Collector {
 		if i == 2 {
 			info.Err = errors.New("stream: batch 2: output 0: <b>boom</b>")
 		}
+		info.Outputs = []stream.OutputInfo{{Output: "ForEach of From(source 0) (stream 0)", Retries: i, Quarantined: i % 2}}
 		c.BatchCompleted(info)
 	}
 	return c
@@ -88,6 +89,10 @@ func TestPage(t *testing.T) {
 			}
 			if tt.batches > 0 && !strings.Contains(body, "49590…588899") {
 				t.Error("the batches' ranges are not shown")
+			}
+			// Batches 1 and 3 quarantined a record each; 0+1+2+3+4 retries.
+			if tt.batches == 5 && (!strings.Contains(body, `id="quarantined">2<`) || !strings.Contains(body, "10 output retries")) {
+				t.Error("the quarantined records and output retries are not shown")
 			}
 		})
 	}

@@ -25,6 +25,8 @@ type view struct {
 	Pending         int
 	Recovered       int64
 	Records         int64
+	Quarantined     int64 // records, over the outputs
+	OutputRetries   int64
 	Unbatched       int64
 	UnbatchedBlocks int
 	AvgRate         string
@@ -114,6 +116,10 @@ func newView(cfg Config, s metrics.Snapshot) view {
 		Completed:     b.Completed, Failed: b.Failed, Pending: b.Pending, Recovered: b.Recovered,
 		Records: b.Records, Unbatched: b.UnbatchedRecords, UnbatchedBlocks: b.UnbatchedBlocks,
 		Warnings: s.Warnings,
+	}
+	for _, o := range s.Outputs {
+		v.Quarantined += o.Quarantined
+		v.OutputRetries += o.Retries
 	}
 	if cfg.Refresh > 0 {
 		v.Refresh = int(cfg.Refresh / time.Second)

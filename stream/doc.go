@@ -70,8 +70,10 @@
 // finishing before the next starts. The batch an output sees holds its
 // records in block order: a source's has one part per block; records of
 // one shard keep their order through narrow operators. A panic in a user
-// function fails its batch with a *BatchError holding the panic value and
-// stack, as an output's error does, instead of crashing the process.
+// function fails its output as an output's error does, instead of crashing
+// the process: the output is tried again (Retry), then the batch fails with
+// a *BatchError holding the panic value and stack, or, with Quarantine, the
+// failing records go to dead letters and the batch completes.
 //
 // # Recovery
 //
@@ -109,8 +111,9 @@
 // are safe to call from outputs and Listeners: from an output, give Drain
 // the output's ctx (it requests the drain and returns at once); a Listener
 // runs on a goroutine of its own, so Drain waits there as anywhere else. Do
-// not wait on Done from inside the pipeline. An output error or a receiver's Start error stops the
-// pipeline and is returned by Run; a failed batch is reported as a
+// not wait on Done from inside the pipeline. An output error, once its
+// retries are spent (unless the output quarantines), or a receiver's Start
+// error stops the pipeline and is returned by Run; a failed batch is reported as a
 // *BatchError naming its time.
 //
 // # Memory and backpressure

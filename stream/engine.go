@@ -479,7 +479,11 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })
-	err := e.process(ctx, j)
+	info.Outputs = make([]OutputInfo, len(e.outputs))
+	for i, o := range e.outputs {
+		info.Outputs[i].Output = o.String()
+	}
+	err := e.process(ctx, j, info.Outputs)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
 		be := &BatchError{Time: j.time, Err: err}
@@ -505,9 +509,11 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 // process computes the stateful nodes, runs the outputs in declaration
 // order, then completes the batch: logged, receivers told, blocks dropped.
 // A panic in user code, whether in the driver's goroutine (ForEachBatch, a
-// state update) or in a task, fails the batch with a *panicError.
-func (e *engine) process(ctx context.Context, j *job) error {
-	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism, shared: e.shared}
+// state update) or in a task, fails the batch with a *panicError. What the
+// outputs' failure policies did goes to outs, by output index.
+func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
+	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism, shared: e.shared,
+		clk: e.cfg.Clock, logger: e.cfg.Logger, outs: outs}
 	for _, n := range e.ticks {
 		if err := safely(func() error { return n.tick(r) }); err != nil {
 			return fmt.Errorf("%v: %w", n, err)

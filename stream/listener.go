@@ -69,6 +69,11 @@ type BatchInfo struct {
 	// batch time, and pile up while the batch timer waits for room
 	// (DESIGN.md, "Memory and flow control").
 	Unbatched int
+	// Outputs are what the outputs' failure policies did in the batch (see
+	// Retry and Quarantine), one per output in declaration order, zeros
+	// included; set for BatchCompleted only. The slice is shared by every
+	// listener: do not modify it.
+	Outputs []OutputInfo
 }
 
 // ReceiverInfo describes a receiver for a Listener.

@@ -11,10 +11,12 @@ import (
 
 // output is an output operation: it runs once per batch of its stream.
 type output struct {
-	op   string
-	name string // given with Named, or ""
-	n    *node
-	run  func(r *run) error
+	op     string
+	name   string // given with Named, or ""
+	index  int    // in declaration order
+	n      *node
+	policy failurePolicy
+	run    func(r *run) error
 }
 
 // String names the output in error messages, such as "ForEach of Map
@@ -25,23 +27,24 @@ func (o *output) String() string { return o.component().String() + " of " + o.n.
 func (o *output) component() recovery.Component { return recovery.Component{Kind: o.op, Name: o.name} }
 
 // addOutput registers an output that calls f with each batch of s, in
-// batch-time order; it is skipped at batch times where s has no batch.
+// batch-time order, under its failure policy; it is skipped at batch times
+// where s has no batch.
 func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context.Context, b *batch.Batch[T]) error) {
-	addOutputRun(s, op, opts, func(r *run) error {
-		b, err := s.at(r)
-		if err != nil || b == nil {
-			return err
-		}
-		return f(r.ctx, b)
+	addOutputRun(s, op, opts, func(o *output) func(r *run) error {
+		return func(r *run) error { return runWhole(r, o, s, f) }
 	})
 }
 
-// addOutputRun registers an output that calls run for each batch.
-func addOutputRun[T any](s *Stream[T], op string, opts []Option, run func(r *run) error) {
-	o := &output{op: op, name: applyOptions(opts).name, n: s.n, run: run}
+// addOutputRun registers an output whose run mk makes.
+func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *output) func(r *run) error) {
+	oo := applyOptions(opts)
+	o := &output{op: op, name: oo.name, n: s.n}
+	o.policy = policyOf(s.p, o, oo)
+	o.run = mk(o)
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	o.index = len(p.outputs)
 	p.outputs = append(p.outputs, o)
 	p.lateLocked(o.String())
 }
@@ -57,22 +60,34 @@ func addOutputRun[T any](s *Stream[T], op string, opts []Option, run func(r *run
 //
 // Outputs run in batch-time order, one batch at a time, and within a batch
 // in the order they were declared: ForEach returns when every partition is
-// done. An error from f fails the batch: Run returns it in a *BatchError,
-// and the batch's blocks are not completed; the calls for other partitions
-// already running finish, and their ctx is done, while partitions not
-// started are skipped. ctx is also done when the Pipeline stops now (Stop,
-// a failure, a drain past its bound); f may pass it to Drain, which then
-// requests the drain without waiting. Named, among opts, names the output
-// in the pipeline's shape.
+// done. An error from f (or a panic) fails its partition, and the other
+// partitions go on; the failed ones are tried again after a back-off,
+// resuming after the records f accepted (see Retry, among opts). Once the
+// retries are spent, the failure fails the batch: Run returns it in a
+// *BatchError, and the batch's blocks are not completed; or, with
+// Quarantine among opts, the records that still fail are sent to dead
+// letters and the batch goes on. ctx is done when the Pipeline stops now
+// (Stop, a failure, a drain past its bound); f may pass it to Drain, which
+// then requests the drain without waiting. Named, among opts, names the
+// output in the pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
-	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int) error {
+	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		var err error
 		pt.each(i, func(_ int, c []T) bool {
 			for _, v := range c {
-				if err = f(ctx, v); err != nil {
-					return false
+				if st.calls < st.skip {
+					st.calls++ // done by an earlier try
+					continue
 				}
+				if err = f(ctx, v); err != nil {
+					if st.iso == nil || ctx.Err() != nil {
+						return false
+					}
+					st.iso.fail(err) // its record is quarantined
+					err = nil
+				}
+				st.calls++
 			}
 			return true
 		})
@@ -86,10 +101,11 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 // It is for outputs with a per-partition cost, such as a connection or a
 // bulk write, and for per-shard processing: downstream of a source and
 // narrow operators, a partition holds the records of one shard in the
-// batch, in order. Errors, ctx and opts are handled as for ForEach.
+// batch, in order. Errors, ctx and opts are handled as for ForEach, but a
+// partition is tried again whole, and quarantined whole if f fails on it.
 func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partition[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
-	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int) error {
+	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		part := Partition[T]{Time: pt.time, Index: i, Stream: pt.keys[i].stream, Shard: pt.keys[i].shard}
 		pt.each(i, func(_ int, c []T) bool {
 			if len(c) > 0 {
@@ -100,20 +116,26 @@ func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partiti
 		if len(part.chunks) == 0 {
 			return nil
 		}
-		return f(ctx, part)
+		if st.iso == nil {
+			return f(ctx, part)
+		}
+		// The quarantine pass: the records the operators before it made
+		// have been isolated; a failure of f is the partition's.
+		err := safely(func() error { return f(ctx, part) })
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		st.iso.letters = append(st.iso.letters, lettersOf(part.All(), batch.SeqRange{Stream: part.Stream, Shard: part.Shard}, err)...)
+		return nil
 	})
 }
 
 // addPartitionOutput registers an output that runs f for every partition of
 // each batch of s as parallel tasks, fused with the narrow operators before
-// it; see addOutput.
-func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context.Context, pt *parted[T], i int) error) {
-	addOutputRun(s, op, opts, func(r *run) error {
-		pt, err := s.parts(r)
-		if err != nil || pt == nil {
-			return err
-		}
-		return parallel(r.ctx, r.par, len(pt.keys), func(ctx context.Context, i int) error { return f(ctx, pt, i) })
+// it, under its failure policy (see runParts).
+func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f partFunc[T]) {
+	addOutputRun(s, op, opts, func(o *output) func(r *run) error {
+		return func(r *run) error { return runParts(r, o, s, f) }
 	})
 }
 
@@ -123,8 +145,10 @@ func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f func(ct
 // recovery log (Config.Recovery), a batch that a crash interrupted runs
 // again after the restart with the same Time, the same blocks and ranges
 // and the same records, so an output keyed by the batch time (such as the
-// sink/files package's) is exactly-once. Errors are handled as for ForEach. Named, among opts, names the output in the
-// pipeline's shape: ForEachBatch(s, f, stream.Named("files")).
+// sink/files package's) is exactly-once. Errors are handled as for ForEach,
+// with the batch as the unit tried again and quarantined. Named, among
+// opts, names the output in the pipeline's shape:
+// ForEachBatch(s, f, stream.Named("files")).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
 	addOutput(s, "ForEachBatch", opts, f)

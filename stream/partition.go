@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"iter"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -107,12 +108,25 @@ type parted[T any] struct {
 	// per block; a computed batch split into partitions; a keyed
 	// operator's result).
 	whole *batch.Batch[T]
+
+	// iso is the run's quarantine pass, for a computed pt (the root of
+	// the chains of narrow operators run on it): while it holds one, each
+	// yields records one at a time (see isolated). Set by Stream.parts.
+	iso *atomic.Pointer[isolation]
+	// ranged reports a source's partitions, whose records are those of
+	// the blocks' ranges, in order (see origin).
+	ranged bool
 }
 
 // computed returns a parted whose partitions are data.
 func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, npos int, data [][]chunk[T]) *parted[T] {
 	pt := &parted[T]{time: t, blocks: blocks, keys: keys, npos: npos, data: data}
 	pt.each = func(i int, yield func(int, []T) bool) bool {
+		if pt.iso != nil {
+			if iso := pt.iso.Load(); iso != nil {
+				return pt.isolated(iso, i, yield)
+			}
+		}
 		for _, c := range pt.data[i] {
 			if !yield(c.pos, c.recs) {
 				return false

@@ -9,14 +9,20 @@ import (
 )
 
 // Option is an optional setting of a source (From), an output (ForEach,
-// ForEachBatch, Print) or a stateful operator: Named for the first two,
-// StateCodec and StateTimeout for the last.
+// ForEachPartition, ForEachBatch, Print) or a stateful operator: Named for
+// the first two, Retry and Quarantine for outputs, StateCodec and
+// StateTimeout for the last.
 type Option func(*options)
 
 type options struct {
 	name    string
 	codecs  []any         // StateCodec: Codec[T] values
 	timeout time.Duration // StateTimeout
+
+	// An output's failure policy (failure.go).
+	retries    *int        // Retry; nil: DefaultRetries
+	dead       DeadLetters // Quarantine
+	quarantine bool        // Quarantine was given, even with nil
 }
 
 func applyOptions(opts []Option) options {

@@ -332,6 +332,7 @@ func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	keys, npos, data := shardParts(infos, recs)
 	pt := computed(r.job.time, infos, keys, npos, data)
 	pt.whole = batch.New(r.job.time, infos, recs...) // one part per block
+	pt.ranged = true
 	return pt, nil
 }
 
@@ -400,8 +401,17 @@ func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([
 }
 
 // recomputeFailed tells the listeners that recompute failed with err, when
-// the batch needing the block gets to it, and returns err.
+// the batch needing the block gets to it, and returns err as a
+// *recomputeError.
 func (s *sourceState[T]) recomputeFailed(err error) error {
 	s.e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
-	return err
+	return &recomputeError{err}
 }
+
+// recomputeError is a receiver's failure to recompute a block: the
+// receiver's to retry (the Kinesis receiver does), not an output's failure,
+// so an output's failure policy neither tries it again nor quarantines.
+type recomputeError struct{ err error }
+
+func (e *recomputeError) Error() string { return e.err.Error() }
+func (e *recomputeError) Unwrap() error { return e.err }

@@ -3,9 +3,12 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 )
 
 // Stream is a typed stream of batches: a DStream. It has one batch per batch
@@ -65,6 +68,14 @@ type run struct {
 	// (nil: none), which are computed once and kept for the batch.
 	par    int
 	shared []bool
+	// For the outputs' failure policies (failure.go): the clock and logger
+	// of their retries, what each output's did (by output index), and the
+	// quarantine pass running, if any, which the roots of the chains read
+	// from the tasks' goroutines.
+	clk    clock.Clock
+	logger *slog.Logger
+	outs   []OutputInfo
+	iso    atomic.Pointer[isolation]
 }
 
 // result is a memoised stream batch: as a whole, as partitions, or both.
@@ -125,6 +136,9 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	m := s.memo(r)
 	if m.pt != nil || m.err != nil {
+		if m.pt != nil {
+			m.pt.iso = &r.iso
+		}
 		return m.pt, m.err
 	}
 	if s.compute != nil {
@@ -133,6 +147,7 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 			return nil, err
 		}
 		m.pt = split(b, r.par)
+		m.pt.iso = &r.iso
 		return m.pt, nil
 	}
 	pt, err := s.plan(r)
@@ -145,6 +160,7 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	if pt.data != nil {
 		m.pt = pt // computed: keep it for at and the other consumers
+		pt.iso = &r.iso
 	}
 	return pt, nil
 }

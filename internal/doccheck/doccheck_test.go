@@ -19,6 +19,7 @@ import (
 var imports = map[string]string{
 	"batch":          "github.com/weirstream/weir/batch",
 	"checkpoint":     "github.com/weirstream/weir/checkpoint",
+	"deadletter":     "github.com/weirstream/weir/sink/deadletter",
 	"dynamolog":      "github.com/weirstream/weir/recovery/dynamolog",
 	"files":          "github.com/weirstream/weir/sink/files",
 	"kinesis":        "github.com/weirstream/weir/source/kinesis",

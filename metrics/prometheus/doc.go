@@ -34,6 +34,8 @@
 //	weir_batch_last_total_delay_seconds       gauge    of the latest completed batch
 //	weir_unbatched_records                    gauge    records read, in no batch yet
 //	weir_unbatched_blocks                     gauge    blocks stored, in no batch yet
+//	weir_output_retries_total{output}         counter  units of the output tried again after a failure
+//	weir_output_quarantined_records_total{output} counter records sent to dead letters
 //
 // Shards (labels stream, shard):
 //

@@ -74,6 +74,9 @@ var (
 	recRanges  = newDesc("weir_recovery_ranges_replayed_total", "Sequence ranges re-read from Kinesis to rebuild lost blocks.", counter, "stream")
 	recSkipped = newDesc("weir_recovery_ranges_skipped_total", "Unavailable ranges skipped.", counter, "stream")
 
+	outRetries     = newDesc("weir_output_retries_total", "Units of the output (partitions, or the whole output) tried again after a failure.", counter, "output")
+	outQuarantined = newDesc("weir_output_quarantined_records_total", "Records the output's failure policy sent to dead letters.", counter, "output")
+
 	warningsActive = newDesc("weir_warnings_active", "Conditions warned about that still hold.", gauge, "kind")
 )
 
@@ -83,7 +86,7 @@ var all = []desc{
 	shardRecords, shardBytes, shardLatency, shardBehind, retries, shardReading,
 	cpCommits, cpFailures, cpLag,
 	leasesHeld, leasesAcq, leasesLost, tableLeases, tableWorkers,
-	recBatches, recRanges, recSkipped, warningsActive,
+	recBatches, recRanges, recSkipped, outRetries, outQuarantined, warningsActive,
 }
 
 // Describe sends the descriptions of every metric.
@@ -126,6 +129,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(unbatchedRecords, float64(b.UnbatchedRecords))
 	send(unbatchedBlocks, float64(b.UnbatchedBlocks))
 	send(recBatches, float64(b.Recovered))
+	for _, o := range s.Outputs {
+		send(outRetries, float64(o.Retries), o.Output)
+		send(outQuarantined, float64(o.Quarantined), o.Output)
+	}
 
 	for _, r := range s.Receivers {
 		src := r.Name

@@ -59,6 +59,7 @@ func TestScrape(t *testing.T) {
 	info.SchedulingDelay = 250 * time.Millisecond
 	c.BatchStarted(info)
 	info.ProcessingTime = 500 * time.Millisecond
+	info.Outputs = []stream.OutputInfo{{Output: "ForEach of Map (stream 1)", Retries: 3, Quarantined: 1}}
 	c.BatchCompleted(info)
 	c.Sample(t.Context())
 
@@ -88,6 +89,8 @@ func TestScrape(t *testing.T) {
 		`weir_checkpoint_lag_seconds{shard="shard-0",stream="orders"} 0`,
 		`weir_leases_held{stream="orders"} 1`,
 		`weir_recovery_ranges_replayed_total{stream="orders"} 2`,
+		`weir_output_retries_total{output="ForEach of Map (stream 1)"} 3`,
+		`weir_output_quarantined_records_total{output="ForEach of Map (stream 1)"} 1`,
 	} {
 		if !strings.Contains(text, "\n"+line+"\n") {
 			t.Errorf("scrape lacks %q", line)

@@ -1,0 +1,160 @@
+// Command weir is the operator's tool of a weir pipeline. Its deadletters
+// commands list the records an output quarantined (stream.Quarantine) into a
+// directory (package sink/deadletter), and put chosen ones back into a
+// Kinesis stream, each exactly once:
+//
+//	weir deadletters list -dir dead-letters
+//	weir deadletters replay -dir dead-letters -stream orders -id 1700000000000-0-3
+//	weir deadletters replay -dir dead-letters -stream orders -all
+//
+// A letter is named <batch time>-<output>-<index>. Replay puts a letter's
+// record as it was read (a kinesis.Record's Data, PartitionKey and
+// ExplicitHashKey; a letter of []byte or string records gets its ID as
+// partition key) and records, in the directory's replays.jsonl, that it
+// is about to put it and then that it did, each durably; a letter done is
+// never put again, and one a crash left between the two is looked for in
+// the stream before it is put again. See DESIGN.md, Failure model.
+//
+// AWS credentials and region come from the environment, as for any AWS SDK
+// program; -endpoint and -region override them (for a local server).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/weirstream/weir/sink/deadletter"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, awsKinesis); err != nil {
+		fmt.Fprintln(os.Stderr, "weir:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage is returned for a command line the tool does not understand.
+var errUsage = errors.New(`usage:
+  weir deadletters list -dir DIR
+  weir deadletters replay -dir DIR -stream STREAM (-id ID ... | -all) [-endpoint URL] [-region REGION]`)
+
+// clientFunc makes the Kinesis client of a replay.
+type clientFunc func(ctx context.Context, endpoint, region string) (*kinesis.Client, error)
+
+// awsKinesis is a client configured as the AWS SDK's default chain says,
+// with endpoint and region, if given, instead.
+func awsKinesis(ctx context.Context, endpoint, region string) (*kinesis.Client, error) {
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = &endpoint
+		}
+	}), nil
+}
+
+// run runs the command line args, writing its report to out.
+func run(ctx context.Context, args []string, out io.Writer, client clientFunc) error {
+	if len(args) < 2 || args[0] != "deadletters" {
+		return errUsage
+	}
+	fs := flag.NewFlagSet("weir deadletters "+args[1], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("dir", "", "the dead-letter directory (required)")
+	var (
+		streamName, endpoint, region *string
+		ids                          *idFlags
+		all                          *bool
+	)
+	switch args[1] {
+	case "list":
+	case "replay":
+		streamName = fs.String("stream", "", "the Kinesis stream to put the records into (required)")
+		ids = &idFlags{}
+		fs.Var(ids, "id", "a letter to replay (repeatable)")
+		all = fs.Bool("all", false, "replay every letter not replayed yet")
+		endpoint = fs.String("endpoint", "", "the Kinesis endpoint (default: the AWS SDK's)")
+		region = fs.String("region", "", "the AWS region (default: the AWS SDK's)")
+	default:
+		return errUsage
+	}
+	if err := fs.Parse(args[2:]); err != nil {
+		return fmt.Errorf("%w\n%w", err, errUsage)
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		return errUsage
+	}
+	if args[1] == "list" {
+		return list(*dir, out)
+	}
+	switch {
+	case *streamName == "":
+		return fmt.Errorf("-stream missing: name the stream to put the records into\n%w", errUsage)
+	case len(*ids) == 0 && !*all, len(*ids) > 0 && *all:
+		return fmt.Errorf("choose the letters: -id ID (repeatable) or -all\n%w", errUsage)
+	}
+	c, err := client(ctx, *endpoint, *region)
+	if err != nil {
+		return err
+	}
+	return replay(ctx, c, *dir, *streamName, *ids, out)
+}
+
+// idFlags is a repeatable -id flag.
+type idFlags []string
+
+func (f *idFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *idFlags) Set(v string) error {
+	if !slices.Contains(*f, v) {
+		*f = append(*f, v)
+	}
+	return nil
+}
+
+// list prints the letters of dir, one a line, with what replay did.
+func list(dir string, out io.Writer) error {
+	letters, err := deadletter.Read(dir)
+	if err != nil {
+		return err
+	}
+	done, err := readJournal(dir)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tBATCH\tOUTPUT\tSHARD\tFIRST\tOFFSET\tREPLAYED\tERROR")
+	for _, l := range letters {
+		id := letterID(l)
+		replayed := "no"
+		if e, ok := done[id]; ok {
+			replayed = e.State
+			if e.State == stateDone {
+				replayed = "to " + e.Stream + " " + e.Shard + " " + e.Seq
+			}
+		}
+		errText, _, _ := strings.Cut(l.Err, "\n")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%q\n", id, l.Time, l.OutputName, l.Range.Shard, l.Range.First, l.Offset, replayed, errText)
+	}
+	return w.Flush()
+}

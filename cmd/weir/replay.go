@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/internal/durable"
+	"github.com/weirstream/weir/sink/deadletter"
+	"github.com/weirstream/weir/stream"
+)
+
+// The replay journal: a file of the dead-letter directory, one JSON entry a
+// line, appended and fsynced. For each letter replay writes "putting"
+// before its PutRecord and "done" (with the shard and sequence number)
+// after; the latest entry of a letter is its state.
+const (
+	journalName   = "replays.jsonl"
+	replayLock    = ".replay.lock"
+	statePutting  = "putting"
+	stateDone     = "done"
+	findMargin    = 5 * time.Minute // how far before a "putting" entry its record is looked for
+	getRecordsMax = 10000
+)
+
+type journalEntry struct {
+	ID     string    `json:"id"`
+	State  string    `json:"state"`
+	At     time.Time `json:"at"`
+	Stream string    `json:"stream"`
+	Shard  string    `json:"shard,omitempty"`
+	Seq    string    `json:"seq,omitempty"`
+}
+
+// letterID names a letter: its batch time, output and index.
+func letterID(l stream.DeadLetter) string {
+	return fmt.Sprintf("%d-%d-%d", int64(l.Time), l.Output, l.Index)
+}
+
+// parseJournal returns the latest entry of each letter in data, and the
+// length of data that holds whole lines: a last line without its newline
+// is a write a crash cut, never acted on (its fsync had not returned), and
+// is ignored.
+func parseJournal(data []byte) (map[string]journalEntry, int, error) {
+	state := make(map[string]journalEntry)
+	whole := bytes.LastIndexByte(data, '\n') + 1
+	for n, line := range bytes.Split(data[:whole], []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var e journalEntry
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, 0, fmt.Errorf("%s line %d: %w", journalName, n+1, err)
+		}
+		state[e.ID] = e
+	}
+	return state, whole, nil
+}
+
+// readJournal returns the latest entry of each letter of the journal in
+// dir; none if there is no journal.
+func readJournal(dir string) (map[string]journalEntry, error) {
+	d, err := durable.OpenDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	data, err := d.ReadFile(journalName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]journalEntry{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	state, _, err := parseJournal(data)
+	return state, err
+}
+
+// journal is the replay journal, open for appending.
+type journal struct{ f *os.File }
+
+// openJournal reads the journal of d, cuts a torn last line, and opens it
+// for appending.
+func openJournal(d *durable.Dir) (map[string]journalEntry, *journal, error) {
+	f, err := d.Open(journalName, os.O_RDWR)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f, err = d.Create(journalName, os.O_RDWR); err == nil {
+			err = d.Sync() // the journal's name survives a crash
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := io.ReadAll(f)
+	var state map[string]journalEntry
+	whole := 0
+	if err == nil {
+		state, whole, err = parseJournal(data)
+	}
+	if err == nil && whole < len(data) {
+		err = f.Truncate(int64(whole))
+	}
+	if err == nil {
+		_, err = f.Seek(int64(whole), io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", d.Join(journalName), err)
+	}
+	return state, &journal{f: f}, nil
+}
+
+// add appends e and fsyncs it.
+func (j *journal) add(e journalEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("replay journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("replay journal: %w", err)
+	}
+	return nil
+}
+
+// record is what replay puts.
+type record struct {
+	Data                          []byte
+	PartitionKey, ExplicitHashKey string
+}
+
+// recordOf returns the record of letter l, named id, to put.
+func recordOf(l stream.DeadLetter, id string) (record, error) {
+	switch l.Encoding {
+	case "json":
+		var r record
+		if err := json.Unmarshal(l.Record, &r); err != nil || r.PartitionKey == "" {
+			return record{}, fmt.Errorf("letter %s: its record is not a kinesis.Record (JSON with Data and PartitionKey): replay puts records a pipeline read from Kinesis", id)
+		}
+		return r, nil
+	case "raw":
+		return record{Data: l.Record, PartitionKey: id}, nil
+	}
+	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: it cannot be replayed", id, l.Encoding)
+}
+
+// replay puts the chosen letters of dir (ids, or all if none) into
+// streamName, each at most once over every run, and reports each to out.
+func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
+	letters, err := deadletter.Read(dir)
+	if err != nil {
+		return err
+	}
+	chosen := letters
+	if len(ids) > 0 {
+		byID := make(map[string]stream.DeadLetter, len(letters))
+		for _, l := range letters {
+			byID[letterID(l)] = l
+		}
+		chosen = nil
+		var unknown []string
+		for _, id := range ids {
+			l, ok := byID[id]
+			if !ok {
+				unknown = append(unknown, id)
+			}
+			chosen = append(chosen, l)
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("no letter %s in %s: see weir deadletters list -dir %s", strings.Join(unknown, ", "), dir, dir)
+		}
+	}
+	d, err := durable.OpenDir(dir, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	lock, err := dirlock.Acquire(d, replayLock)
+	if errors.Is(err, dirlock.ErrLocked) {
+		return fmt.Errorf("another replay runs on %s: wait for it to end", dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	state, j, err := openJournal(d)
+	if err != nil {
+		return err
+	}
+	defer j.f.Close()
+	for _, l := range chosen {
+		if err := replayOne(ctx, c, j, state, l, streamName, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayOne puts letter l into streamName unless the journal says it was,
+// or the stream holds it after a put the journal did not see end.
+func replayOne(ctx context.Context, c *kinesis.Client, j *journal, state map[string]journalEntry, l stream.DeadLetter, streamName string, out io.Writer) error {
+	id := letterID(l)
+	e, seen := state[id]
+	if seen && e.State == stateDone {
+		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, e.Stream, e.Shard, e.Seq)
+		return nil
+	}
+	rec, err := recordOf(l, id)
+	if err != nil {
+		return err
+	}
+	if seen && e.State == statePutting {
+		// A put that a crash (or an error) left unconfirmed: look for it.
+		shard, seq, found, err := find(ctx, c, e.Stream, rec, e.At.Add(-findMargin))
+		if err != nil {
+			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, e.Stream, err)
+		}
+		if found {
+			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, e.Stream, shard, seq)
+			return j.add(journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: e.Stream, Shard: shard, Seq: seq})
+		}
+	}
+	if err := j.add(journalEntry{ID: id, State: statePutting, At: time.Now(), Stream: streamName}); err != nil {
+		return err
+	}
+	in := &kinesis.PutRecordInput{StreamName: &streamName, Data: rec.Data, PartitionKey: &rec.PartitionKey}
+	if rec.ExplicitHashKey != "" {
+		in.ExplicitHashKey = &rec.ExplicitHashKey
+	}
+	// No retry by the SDK: a put retried after a lost answer would put
+	// the record twice. An error leaves the letter "putting", which the
+	// next replay looks for in the stream first.
+	res, err := c.PutRecord(ctx, in, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		return fmt.Errorf("letter %s: put into %s: %w (run replay again: it looks for the record in the stream before putting it again)", id, streamName, err)
+	}
+	shard, seq := aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
+	state[id] = journalEntry{ID: id, State: stateDone, Stream: streamName, Shard: shard, Seq: seq}
+	fmt.Fprintf(out, "%s: replayed to %s %s %s\n", id, streamName, shard, seq)
+	return j.add(journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: streamName, Shard: shard, Seq: seq})
+}
+
+// find looks in every shard of streamName, from since to the end, for a
+// record with rec's partition key and data.
+func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time) (shard, seq string, found bool, err error) {
+	var shards []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: &streamName}
+	for {
+		res, err := c.ListShards(ctx, in)
+		if err != nil {
+			return "", "", false, err
+		}
+		shards = append(shards, res.Shards...)
+		if res.NextToken == nil {
+			break
+		}
+		in = &kinesis.ListShardsInput{NextToken: res.NextToken}
+	}
+	for _, sh := range shards {
+		it, err := c.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &streamName, ShardId: sh.ShardId,
+			ShardIteratorType: types.ShardIteratorTypeAtTimestamp, Timestamp: &since})
+		if err != nil {
+			return "", "", false, err
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			res, err := c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(getRecordsMax)})
+			if err != nil {
+				return "", "", false, err
+			}
+			for _, r := range res.Records {
+				if aws.ToString(r.PartitionKey) == rec.PartitionKey && bytes.Equal(r.Data, rec.Data) {
+					return aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber), true, nil
+				}
+			}
+			// At the tip: nothing returned and nothing behind (an empty
+			// page alone may be a gap in the shard).
+			if len(res.Records) == 0 && aws.ToInt64(res.MillisBehindLatest) == 0 {
+				break
+			}
+			iter = res.NextShardIterator
+		}
+	}
+	return "", "", false, nil
+}

@@ -1,0 +1,214 @@
+package deadletter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/internal/durable"
+	"github.com/weirstream/weir/stream"
+)
+
+// ErrLocked is wrapped by the error Open returns when another Dir, in this
+// process or another, has the directory.
+var ErrLocked = errors.New("deadletter: directory in use")
+
+// ErrClosed is returned by Quarantine and Letters after Close.
+var ErrClosed = errors.New("deadletter: closed")
+
+// lockName is the lock file held while a Dir is open.
+const lockName = ".lock"
+
+// Dir is a directory of dead letters: a stream.DeadLetters. Each call of
+// Quarantine writes the file "letters-<batch time>-<output>.jsonl" (the
+// batch time in milliseconds, 13 digits, and the output's index, 3), one
+// stream.DeadLetter in JSON per line, in Index order, replacing the file a
+// crashed run may have written for the same batch and output. Files are
+// readable and writable by their owner only (0600), and the directory must
+// be writable by its owner only (see Open). A Dir is safe for concurrent
+// use; it holds the directory's lock until Close.
+type Dir struct {
+	dir    *durable.Dir
+	lock   *dirlock.Lock
+	closed atomic.Bool
+}
+
+var _ stream.DeadLetters = (*Dir)(nil)
+
+// Open opens the directory at path as a Dir, creating it (mode 0700) if
+// needed, locks it (an error wrapping ErrLocked if another Dir has it: two
+// writers would replace each other's files), and removes the temporary
+// files a crash left. It refuses a directory that group or others can
+// write, or another user owns: files planted there would be taken for
+// letters. Close releases the lock.
+func Open(path string) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("deadletter: empty path: name the directory to keep dead letters in")
+	}
+	dir, err := durable.OpenDir(path, 0)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	lock, err := dirlock.Acquire(dir, lockName)
+	switch {
+	case errors.Is(err, dirlock.ErrLocked):
+		dir.Close()
+		return nil, fmt.Errorf("%w: %s (another pipeline or tool has it open: give each pipeline its own directory, or stop the other first)", ErrLocked, path)
+	case err != nil:
+		dir.Close()
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	d := &Dir{dir: dir, lock: lock}
+	if err := d.removeTemps(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close releases the directory's lock; it is idempotent.
+func (d *Dir) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	return errors.Join(d.lock.Release(), d.dir.Close())
+}
+
+// removeTemps removes the temporary files of letter files a crash left.
+func (d *Dir) removeTemps() error {
+	entries, err := d.dir.ReadDir()
+	if err != nil {
+		return fmt.Errorf("deadletter: %w", err)
+	}
+	for _, e := range entries {
+		if final, ok := durable.TempOf(e.Name()); ok {
+			if _, _, ok := parseName(final); ok {
+				if err := d.dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("deadletter: remove a crash's temporary file: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fileName returns the name of the file of a batch's letters from output.
+func fileName(t batch.Time, output int) string {
+	return fmt.Sprintf("letters-%013d-%03d.jsonl", int64(t), output)
+}
+
+// parseName returns the batch time and output of a letter file's name.
+func parseName(name string) (batch.Time, int, bool) {
+	rest, ok := strings.CutPrefix(name, "letters-")
+	if !ok {
+		return 0, 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".jsonl")
+	ts, outs, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseInt(ts, 10, 64)
+	out, err2 := strconv.Atoi(outs)
+	if err1 != nil || err2 != nil || fileName(batch.Time(ms), out) != name {
+		return 0, 0, false
+	}
+	return batch.Time(ms), out, true
+}
+
+// Quarantine writes letters, all of one batch and output, to their file,
+// atomically and durably: to a temporary file that is synced, renamed over
+// the file, then the directory synced. It returns nil only once all of
+// that is done.
+func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	t, out := letters[0].Time, letters[0].Output
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, l := range letters {
+		if l.Time != t || l.Output != out {
+			return fmt.Errorf("deadletter: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t, out, l.Time, l.Output)
+		}
+		if err := enc.Encode(l); err != nil {
+			return fmt.Errorf("deadletter: batch %v: %w", t, err)
+		}
+	}
+	if _, err := d.dir.WriteFile(fileName(t, out), buf.Bytes()); err != nil {
+		return fmt.Errorf("deadletter: batch %v: %w", t, err)
+	}
+	return nil
+}
+
+// Letters returns every letter in the directory, by batch time, then
+// output, then Index.
+func (d *Dir) Letters() ([]stream.DeadLetter, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	return readLetters(d.dir)
+}
+
+// Read returns every letter in the directory at path, as Letters does,
+// without locking it: for a tool that lists them while a pipeline writes
+// there (each file is replaced whole, so a read sees every file whole). It
+// refuses a directory Open would refuse, and one that does not exist.
+func Read(path string) ([]stream.DeadLetter, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	dir, err := durable.OpenDir(path, 0)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	defer dir.Close()
+	return readLetters(dir)
+}
+
+// readLetters reads the letter files of dir, in name order.
+func readLetters(dir *durable.Dir) ([]stream.DeadLetter, error) {
+	entries, err := dir.ReadDir() // sorted by name: by time, then output
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	var all []stream.DeadLetter
+	for _, e := range entries {
+		if _, _, ok := parseName(e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		data, err := dir.ReadFile(e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("deadletter: %w", err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, len(data)+1)
+		for line := 1; sc.Scan(); line++ {
+			var l stream.DeadLetter
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				return nil, fmt.Errorf("deadletter: %s line %d: %w", dir.Join(e.Name()), line, err)
+			}
+			all = append(all, l)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("deadletter: %s: %w", dir.Join(e.Name()), err)
+		}
+	}
+	return all, nil
+}

@@ -1,0 +1,103 @@
+package deadletter_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/sink/deadletter"
+	"github.com/weirstream/weir/stream"
+)
+
+func letters(t batch.Time, output int, records ...string) []stream.DeadLetter {
+	var ls []stream.DeadLetter
+	for i, r := range records {
+		ls = append(ls, stream.DeadLetter{Time: t, Output: output, OutputName: "ForEach of Map (stream 1)", Index: i,
+			Range:  batch.SeqRange{Stream: "s", Shard: "shardId-000000000000", First: "7", Last: "9", Count: 3},
+			Offset: i, Record: []byte(r), Encoding: "raw", Err: "panic: boom", Panic: "boom", Stack: "goroutine 1"})
+	}
+	return ls
+}
+
+// TestQuarantineAndLetters checks the round trip, the order of Letters, and
+// that a second call for a batch and output replaces the first.
+func TestQuarantineAndLetters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dead")
+	d, err := deadletter.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	for _, call := range [][]stream.DeadLetter{
+		letters(2000, 1, "c"),
+		letters(1000, 0, "x", "y"),
+		letters(2000, 0, "a", "b"),
+		letters(1000, 0, "x", "y"), // a recomputed batch: replaces, adds nothing
+	} {
+		if err := d.Quarantine(ctx, call); err != nil {
+			t.Fatalf("Quarantine: %v", err)
+		}
+	}
+	got, err := d.Letters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []stream.DeadLetter
+	want = append(want, letters(1000, 0, "x", "y")...)
+	want = append(want, letters(2000, 0, "a", "b")...)
+	want = append(want, letters(2000, 1, "c")...)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Letters (-want +got):\n%s", diff)
+	}
+	read, err := deadletter.Read(dir) // while d holds the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, read); diff != "" {
+		t.Errorf("Read (-want +got):\n%s", diff)
+	}
+	if _, err := deadletter.Read(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Read of a missing directory = nil, want an error")
+	}
+	if runtime.GOOS != "windows" {
+		fi, err := os.Stat(filepath.Join(dir, "letters-0000000001000-000.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m&0o077 != 0 {
+			t.Errorf("letter file mode %v, want the owner's only", m)
+		}
+	}
+	mixed := append(letters(1000, 0, "x"), letters(1000, 1, "y")...)
+	if err := d.Quarantine(ctx, mixed); err == nil {
+		t.Error("Quarantine of two outputs' letters in one call = nil, want an error")
+	}
+}
+
+// TestOpenLocks checks that a directory has one Dir at a time.
+func TestOpenLocks(t *testing.T) {
+	dir := t.TempDir()
+	d, err := deadletter.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadletter.Open(dir); !errors.Is(err, deadletter.ErrLocked) {
+		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+	d.Close()
+	d2, err := deadletter.Open(dir)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	d2.Close()
+	if err := d2.Quarantine(context.Background(), letters(1, 0, "x")); !errors.Is(err, deadletter.ErrClosed) {
+		t.Errorf("Quarantine after Close = %v, want ErrClosed", err)
+	}
+}

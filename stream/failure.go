@@ -1,0 +1,418 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
+)
+
+// DefaultRetries is how many times an output that fails in a batch is tried
+// again, when no Retry option is given, before its failure policy gives up.
+const DefaultRetries = 3
+
+// retryBackoff spaces the tries of an output: the n-th wait (from 0) is
+// random in [d/2, d], d = 1s*2^n, at most 30s; so the default 3 retries
+// wait 0.5-1s, 1-2s and 2-4s, on Config.Clock.
+var retryBackoff = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
+
+// Retry is an option of an output (ForEach, ForEachPartition, ForEachBatch,
+// Print): when the output fails in a batch (its function returns an error
+// or panics, or an operator's function does while the output computes its
+// stream), what failed is tried again up to n times, with back-off (about
+// 1s, 2s, 4s, ... up to 30s, jittered, on Config.Clock), before the
+// output's failure policy gives up: it stops the pipeline (Run returns the
+// *BatchError), or, with Quarantine, sends the failing records to dead
+// letters. What is tried again is the unit that failed: for ForEach the
+// partitions that failed, resuming each after the last record f accepted;
+// for ForEachPartition the partitions that failed, whole; for ForEachBatch
+// and Print the whole batch. n must be >= 0; 0 gives up at the first
+// failure, as weir did before v0.3. Default DefaultRetries (3).
+func Retry(n int) Option {
+	return func(o *options) { o.retries = &n }
+}
+
+// Quarantine is an option of an output: once its retries (see Retry) are
+// spent, the records that still fail are sent to d, each as a DeadLetter
+// with the error, the panic's stack, the batch time and where the record
+// was read, and the batch goes on and completes; without it, the failure
+// stops the pipeline. Records are isolated one by one for ForEach and for
+// the narrow operators (Map, Filter, FlatMap, MapBatch) whose functions run
+// in the output's partitions: the failing partitions run again record by
+// record, in order, skipping the records ForEach has already output, and
+// each record whose processing fails is quarantined alone. The unit is the
+// partition for a ForEachPartition function that fails, and the batch for
+// ForEachBatch and Print. A failure the output cannot pin to its records
+// (of a keyed, window, state or Transform operator, or of a stream several
+// outputs share, computed before the output runs) is not quarantined: it
+// stops the pipeline once the retries are spent. Later records of the key
+// of a quarantined record go on: they are not held back, so a record
+// replayed from dead letters arrives after them. See DESIGN.md, Failure
+// model.
+func Quarantine(d DeadLetters) Option {
+	return func(o *options) { o.dead, o.quarantine = d, true }
+}
+
+// DeadLetters receives the records an output quarantines (see
+// Quarantine). The sink/deadletter package keeps them in a directory.
+type DeadLetters interface {
+	// Quarantine makes letters durable and returns nil only once they are:
+	// the batch completes after it returns. It is called from the
+	// driver's goroutine, once per batch and output that quarantined
+	// records, with all of them, which share Time and Output and are
+	// numbered by Index from 0. A batch recomputed after a crash calls it
+	// again for the same Time and Output, with the same letters if the
+	// functions are deterministic: it must replace what the earlier call
+	// wrote, not add to it. An error fails the batch, as the output's own
+	// failure would without Quarantine.
+	Quarantine(ctx context.Context, letters []DeadLetter) error
+}
+
+// DeadLetter is a record an output quarantined: the record, why it failed,
+// and where it came from.
+type DeadLetter struct {
+	// Time is the batch time.
+	Time batch.Time `json:"time"`
+	// Output is the output's index in declaration order, as in the
+	// pipeline's Shape, and OutputName describes it as errors do:
+	// `ForEach("mail") of Map (stream 1)`.
+	Output     int    `json:"output"`
+	OutputName string `json:"outputName"`
+	// Index is the letter's position among those of its batch and output,
+	// from 0, in partition order and, within a partition, in record order.
+	Index int `json:"index"`
+	// Range is the source range the record was read in, and Offset its
+	// position in it, from 0: for a record isolated by ForEach or a narrow
+	// operator, Record is then the source's record, as read. When the
+	// record is not a source's (quarantined by ForEachPartition or
+	// ForEachBatch, or downstream of an operator that is not narrow),
+	// Record is the output's and Range names at most the partition's
+	// Stream and Shard; Range.First is then "".
+	Range  batch.SeqRange `json:"range"`
+	Offset int            `json:"offset"`
+	// Record is the record's encoding, as Encoding says: "raw" for a
+	// []byte or a string, as it is; "json" for another type
+	// (encoding/json); "fmt" for one JSON refuses, fmt's %v, which may not
+	// be decodable.
+	Record   []byte `json:"record"`
+	Encoding string `json:"encoding"`
+	// Err is the error's text; for a panic, "panic: " and the value.
+	Err string `json:"err"`
+	// Panic is fmt's %v of the value a function panicked with, and Stack
+	// the stack of the goroutine that panicked; both "" for an error.
+	Panic string `json:"panic,omitempty"`
+	Stack string `json:"stack,omitempty"`
+}
+
+// failurePolicy is what an output does when it fails: try again retries
+// times, then quarantine to dead, or stop if dead is nil.
+type failurePolicy struct {
+	retries int
+	dead    DeadLetters
+}
+
+// policyOf returns the failure policy opts give output o, and records a
+// graph error for a bad one.
+func policyOf(p *Pipeline, o *output, opts options) failurePolicy {
+	pol := failurePolicy{retries: DefaultRetries, dead: opts.dead}
+	if opts.retries != nil {
+		pol.retries = *opts.retries
+	}
+	if pol.retries < 0 {
+		p.graphError(fmt.Errorf("%v: Retry(%d): must be >= 0 (0 gives up at the first failure)", o, pol.retries))
+	}
+	if opts.quarantine && opts.dead == nil {
+		p.graphError(fmt.Errorf("%v: Quarantine(nil): pass the DeadLetters to send failing records to", o))
+	}
+	return pol
+}
+
+// OutputInfo tells a Listener what an output's failure policy did in a
+// batch (see Retry and Quarantine).
+type OutputInfo struct {
+	// Output describes the output as errors do: `ForEach("mail") of Map
+	// (stream 1)`.
+	Output string
+	// Retries counts the units tried again: partitions for ForEach and
+	// ForEachPartition, the whole output otherwise.
+	Retries int
+	// Quarantined counts the records sent to the output's dead letters.
+	Quarantined int
+}
+
+// retry runs attempt, and again after a back-off while it fails, up to the
+// policy's retries, and returns its last error. Before each new attempt
+// the failed streams of the batch are forgotten, so that they are computed
+// again. It gives up early, returning the error, when the Run stops.
+// units counts what a new attempt retries.
+func (o *output) retry(r *run, attempt func() error, units func() int) error {
+	b := retryBackoff.Start()
+	for {
+		err := attempt()
+		if err == nil || r.ctx.Err() != nil || b.Attempts() >= o.policy.retries {
+			return err
+		}
+		if _, ok := errors.AsType[*recomputeError](err); ok {
+			return err // a source's failure: not the output's to retry
+		}
+		r.outs[o.index].Retries += units()
+		wait := b.Next()
+		r.logger.Warn("stream: output failed; trying again", "output", o.String(), "batch", r.job.time,
+			"retry", b.Attempts(), "of", o.policy.retries, "wait", wait, "err", err)
+		if clock.Sleep(r.ctx, r.clk, wait) != nil {
+			return err // the Run stops
+		}
+		r.forgetFailures()
+	}
+}
+
+// forgetFailures drops the failed results of r's streams, so that an output
+// tried again computes them again.
+func (r *run) forgetFailures() {
+	for i, m := range r.memo {
+		if f, ok := m.(interface{ failed() bool }); ok && f.failed() {
+			r.memo[i] = nil
+		}
+	}
+}
+
+func (m *result[T]) failed() bool { return m.err != nil }
+
+// quarantine sends letters, which o's last attempt left failing in r's
+// batch, to o's dead letters, numbered, and counts them.
+func (o *output) quarantine(r *run, letters []DeadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	for i := range letters {
+		letters[i].Time, letters[i].Output, letters[i].OutputName, letters[i].Index = r.job.time, o.index, o.String(), i
+	}
+	if err := o.policy.dead.Quarantine(r.ctx, letters); err != nil {
+		return fmt.Errorf("quarantine %d records: %w", len(letters), err)
+	}
+	r.outs[o.index].Quarantined += len(letters)
+	r.logger.Warn("stream: records quarantined", "output", o.String(), "batch", r.job.time,
+		"records", len(letters), "err", letters[0].Err)
+	return nil
+}
+
+// runWhole runs an output whose unit is the batch (ForEachBatch, Print)
+// under its failure policy: f with each try's batch of s.
+func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
+	err := o.retry(r, func() error {
+		b, err := s.at(r)
+		if err != nil || b == nil {
+			return err
+		}
+		return safely(func() error { return f(r.ctx, b) })
+	}, func() int { return 1 })
+	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil {
+		return err
+	}
+	b, berr := s.at(r)
+	if berr != nil || b == nil {
+		return err // the stream itself failed: nothing to quarantine
+	}
+	return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+}
+
+// partState is one partition's progress through the tries of an output.
+type partState struct {
+	// skip is how many calls of a ForEach function earlier tries made
+	// successfully, in order: a new try resumes after them. calls counts
+	// those of the current try, skipped ones included.
+	skip, calls int
+	// iso is set for the quarantine pass: then the partition's records run
+	// one at a time, and those that fail become letters.
+	iso *isolation
+}
+
+// partFunc runs partition i of pt for an output, one try of it.
+type partFunc[T any] func(ctx context.Context, pt *parted[T], i int, st *partState) error
+
+// runParts runs an output whose unit is the partition (ForEach,
+// ForEachPartition) under its failure policy: f for every partition of s,
+// then again for the partitions that failed, until none fails or the
+// retries are spent; then, with Quarantine, the failed ones once more,
+// record by record (see isolation).
+func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
+	var (
+		pt     *parted[T]
+		states []partState
+		errs   []error
+		todo   []int
+	)
+	err := o.retry(r, func() error {
+		if pt == nil {
+			p, err := s.parts(r)
+			if err != nil || p == nil {
+				return err
+			}
+			pt, states, errs = p, make([]partState, len(p.keys)), make([]error, len(p.keys))
+			todo = make([]int, len(p.keys))
+			for i := range todo {
+				todo[i] = i
+			}
+		}
+		// Each partition's failure is its own: the others go on.
+		err := parallel(r.ctx, r.par, len(todo), func(ctx context.Context, k int) error {
+			i := todo[k]
+			st := &states[i]
+			st.calls = 0
+			errs[i] = safely(func() error { return f(ctx, pt, i, st) })
+			st.skip = max(st.skip, st.calls)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		failed := todo[:0]
+		for _, i := range todo {
+			if errs[i] != nil {
+				failed = append(failed, i)
+			}
+		}
+		todo = failed
+		if len(todo) > 0 {
+			return errs[todo[0]]
+		}
+		return nil
+	}, func() int { return max(len(todo), 1) })
+	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil || pt == nil || len(todo) == 0 {
+		return err
+	}
+	// The quarantine pass: one partition at a time, on this goroutine, so
+	// that the roots of the chains (see parted.isolated) share one
+	// isolation.
+	iso := &isolation{}
+	r.iso.Store(iso)
+	defer r.iso.Store(nil)
+	for _, i := range todo {
+		st := &states[i]
+		st.calls, st.iso = 0, iso
+		if err := safely(func() error { return f(r.ctx, pt, i, st) }); err != nil {
+			return err
+		}
+	}
+	return o.quarantine(r, iso.letters)
+}
+
+// isolation is the quarantine pass of an output's failed partitions. While
+// it is the run's (run.iso), the roots of the partitions' chains (see parted.isolated) yield
+// their records one at a time and recover the failure of each, which
+// becomes a letter. Only the driver's goroutine uses it.
+type isolation struct {
+	failure error // set by fail for the record being processed
+	letters []DeadLetter
+}
+
+// fail records err as the failure of the record being processed: for an
+// output's function that returned err, as a panic would fail it.
+func (iso *isolation) fail(err error) {
+	if iso.failure == nil {
+		iso.failure = err
+	}
+}
+
+// isolated is parted's each in the quarantine pass: it yields the records
+// of partition i one at a time, and turns the failure of each (a panic, or
+// an error an output reports with fail) into a letter, going on with the
+// next record.
+func (pt *parted[T]) isolated(iso *isolation, i int, yield func(int, []T) bool) bool {
+	n := -1
+	for _, c := range pt.data[i] {
+		for k := range c.recs {
+			n++
+			one := c.recs[k : k+1 : k+1]
+			iso.failure = nil
+			cont := true
+			err := safely(func() error { cont = yield(c.pos, one); return nil })
+			if err == nil {
+				err = iso.failure
+			}
+			if err != nil {
+				rg, off := pt.origin(i, n)
+				l := letterOf(one[0], err)
+				l.Range, l.Offset = rg, off
+				iso.letters = append(iso.letters, l)
+				continue
+			}
+			if !cont {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// origin returns the range record n of partition i was read in, and its
+// offset there, for a source's partitions; otherwise the partition's
+// stream and shard only, if it is one shard's.
+func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
+	k := pt.keys[i]
+	shard := batch.SeqRange{Stream: k.stream, Shard: k.shard}
+	if !pt.ranged || k.shard == "" {
+		return shard, 0
+	}
+	// The order of shardParts: blocks in order, ranges in order.
+	for _, b := range pt.blocks {
+		if !rangesCover(b.Ranges, b.Count) {
+			continue
+		}
+		for _, rg := range b.Ranges {
+			if rg.Stream != k.stream || rg.Shard != k.shard {
+				continue
+			}
+			if n < rg.Count {
+				return rg, n
+			}
+			n -= rg.Count
+		}
+	}
+	return shard, 0
+}
+
+// lettersOf returns a letter for each of recs, with the failure err, from
+// range rg.
+func lettersOf[T any](recs iter.Seq[T], rg batch.SeqRange, err error) []DeadLetter {
+	var out []DeadLetter
+	for v := range recs {
+		l := letterOf(v, err)
+		l.Range = rg
+		out = append(out, l)
+	}
+	return out
+}
+
+// letterOf returns the letter of record v that failed with err.
+func letterOf(v any, err error) DeadLetter {
+	l := DeadLetter{Err: err.Error()}
+	if pe, ok := errors.AsType[*panicError](err); ok {
+		l.Panic, l.Stack = fmt.Sprint(pe.value), string(pe.stack)
+	}
+	l.Record, l.Encoding = encodeRecord(v)
+	return l
+}
+
+// encodeRecord encodes v for a letter: a []byte or a string as it is,
+// another type in JSON, or with fmt if JSON fails (or panics, in a
+// MarshalJSON method).
+func encodeRecord(v any) ([]byte, string) {
+	switch x := v.(type) {
+	case []byte:
+		return append([]byte(nil), x...), "raw"
+	case string:
+		return []byte(x), "raw"
+	}
+	var b []byte
+	if err := safely(func() (err error) { b, err = json.Marshal(v); return err }); err == nil {
+		return b, "json"
+	}
+	return fmt.Appendf(nil, "%v", v), "fmt"
+}
