@@ -1,0 +1,293 @@
+package kinesis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/sink/kinesis"
+)
+
+// rec is a test record: a partition key and an index, its data "key/index".
+type rec struct {
+	Key string
+	I   int
+}
+
+func recordOf(r rec) (string, []byte) { return r.Key, []byte(r.Key + "/" + strconv.Itoa(r.I)) }
+
+// parse returns the record data names, less any origin tag.
+func parse(t testing.TB, data []byte) rec {
+	t.Helper()
+	if _, payload, ok, err := origin.Decode(data); err != nil {
+		t.Fatalf("tag: %v", err)
+	} else if ok {
+		data = payload
+	}
+	key, i, ok := strings.Cut(string(data), "/")
+	n, err := strconv.Atoi(i)
+	if !ok || err != nil {
+		t.Fatalf("record data %q", data)
+	}
+	return rec{key, n}
+}
+
+// fakeStream is a PutRecords that fails the records fail chooses, checks
+// the limits and the sink's rules on every call, and keeps what it wrote.
+type fakeStream struct {
+	t    testing.TB
+	fail func(call int, r rec) string // an error code, or "" to write r
+	err  func(call int) error         // an error of the whole call, or nil
+
+	mu      sync.Mutex
+	calls   int
+	written []rec
+	acked   map[int]bool
+}
+
+func (f *fakeStream) PutRecords(_ context.Context, in *awskinesis.PutRecordsInput, _ ...func(*awskinesis.Options)) (*awskinesis.PutRecordsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		if err := f.err(f.calls); err != nil {
+			return nil, err
+		}
+	}
+	if n := len(in.Records); n == 0 || n > 500 {
+		f.t.Errorf("call %d: %d records", f.calls, n)
+	}
+	keys, size := map[string]bool{}, 0
+	low := 0
+	for f.acked[low] {
+		low++
+	}
+	out := &awskinesis.PutRecordsOutput{}
+	for _, e := range in.Records {
+		key := aws.ToString(e.PartitionKey)
+		size += len(key) + len(e.Data)
+		if keys[key] {
+			f.t.Errorf("call %d: two records of key %q", f.calls, key)
+		}
+		keys[key] = true
+		r := parse(f.t, e.Data)
+		if r.I >= low+origin.Window {
+			f.t.Errorf("call %d: record %d sent while %d is not acknowledged", f.calls, r.I, low)
+		}
+		if code := f.fail(f.calls, r); code != "" {
+			out.FailedRecordCount = aws.Int32(aws.ToInt32(out.FailedRecordCount) + 1)
+			out.Records = append(out.Records, types.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("injected")})
+			continue
+		}
+		f.written = append(f.written, r)
+		f.acked[r.I] = true
+		out.Records = append(out.Records, types.PutRecordsResultEntry{ShardId: aws.String("shardId-0"), SequenceNumber: aws.String(strconv.Itoa(len(f.written)))})
+	}
+	if size > 5<<20 {
+		f.t.Errorf("call %d: %d bytes", f.calls, size)
+	}
+	return out, nil
+}
+
+func newFake(t testing.TB, fail func(call int, r rec) string) *fakeStream {
+	if fail == nil {
+		fail = func(int, rec) string { return "" }
+	}
+	return &fakeStream{t: t, fail: fail, acked: map[int]bool{}}
+}
+
+func newSink(t testing.TB, client kinesis.Client, origin string) *kinesis.Sink[rec] {
+	t.Helper()
+	s, err := kinesis.New(kinesis.Config[rec]{Client: client, Stream: "out", Record: recordOf, Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// records returns n records spread over keys, with a hot key "hot" taking
+// every hotEvery-th one when hotEvery > 0.
+func records(n, keys, hotEvery int) []rec {
+	rs := make([]rec, n)
+	for i := range rs {
+		rs[i] = rec{Key: "k" + strconv.Itoa(i%keys), I: i}
+		if hotEvery > 0 && i%hotEvery == 0 {
+			rs[i].Key = "hot"
+		}
+	}
+	return rs
+}
+
+// checkOnceInOrder checks that written holds every record of want once,
+// and each key's records in want's order.
+func checkOnceInOrder(t testing.TB, want, written []rec) {
+	t.Helper()
+	byKey := func(rs []rec) map[string][]int {
+		m := map[string][]int{}
+		for _, r := range rs {
+			m[r.Key] = append(m[r.Key], r.I)
+		}
+		return m
+	}
+	if diff := cmp.Diff(byKey(want), byKey(written)); diff != "" {
+		t.Errorf("records per key, in stream order (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteKeepsKeyOrderThroughPartialFailures fails random records of
+// every call, including later records of a key whose earlier one failed:
+// every record is written once and each key's records in batch order.
+func TestWriteKeepsKeyOrderThroughPartialFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		n, keys, hot   int
+		failOneIn, tag int
+	}{
+		{"many keys", 3000, 700, 0, 3, 0},
+		{"few keys", 2000, 3, 0, 2, 0},
+		{"hot key past the window", 3 * origin.Window, 5000, 4, 10, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				codes := []string{"ProvisionedThroughputExceededException", "InternalFailure"}
+				f := newFake(t, func(int, rec) string {
+					if rng.IntN(tc.failOneIn) == 0 {
+						return codes[rng.IntN(2)]
+					}
+					return ""
+				})
+				name := ""
+				if tc.tag == 1 {
+					name = "app/out"
+				}
+				want := records(tc.n, tc.keys, tc.hot)
+				if err := newSink(t, f, name).Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+					t.Fatal(err)
+				}
+				checkOnceInOrder(t, want, f.written)
+			})
+		})
+	}
+}
+
+// TestWriteRetriesCallErrors retries a call that fails for a reason a
+// retry can fix, and fails Write, naming the stream, for one it cannot.
+func TestWriteRetriesCallErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, nil)
+		f.err = func(call int) error {
+			switch call {
+			case 1:
+				return &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+			case 2:
+				return &types.KMSThrottlingException{Message: aws.String("kms")}
+			case 3:
+				return &types.InternalFailureException{Message: aws.String("oops")}
+			}
+			return nil
+		}
+		want := records(10, 3, 0)
+		if err := newSink(t, f, "").Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+			t.Fatal(err)
+		}
+		checkOnceInOrder(t, want, f.written)
+
+		f = newFake(t, nil)
+		f.err = func(int) error { return &types.ResourceNotFoundException{Message: aws.String("no stream")} }
+		err := newSink(t, f, "").Write(t.Context(), batch.New(1000, nil, want))
+		var rnf *types.ResourceNotFoundException
+		if !errors.As(err, &rnf) || !strings.Contains(err.Error(), `"out"`) {
+			t.Errorf("Write = %v, want a ResourceNotFoundException naming the stream", err)
+		}
+		if f.calls != 1 {
+			t.Errorf("%d calls for an error no retry fixes, want 1", f.calls)
+		}
+	})
+}
+
+// TestWriteStopsWithCtx stops retrying records that keep failing when ctx
+// is done.
+func TestWriteStopsWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, func(int, rec) string { return "ProvisionedThroughputExceededException" })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- newSink(t, f, "").Write(ctx, batch.New(1000, nil, records(5, 5, 0))) }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Write = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestWriteRefusesInvalidRecords checks every record before sending any.
+func TestWriteRefusesInvalidRecords(t *testing.T) {
+	long := strings.Repeat("ü", 257)
+	for _, tc := range []struct {
+		name string
+		r    rec
+		want string
+	}{
+		{"empty key", rec{Key: ""}, `record 2 of batch 1000, partition key "": empty`},
+		{"long key", rec{Key: long}, "257 characters"},
+		{"bad key", rec{Key: "\xff"}, "not valid UTF-8"},
+		{"too large", rec{Key: "big", I: -1}, `partition key "big": 1048577 bytes of data and origin tag and partition key, more than MaxRecordBytes (1048576)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, nil)
+			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Origin: "w", Record: func(r rec) (string, []byte) {
+				if r.I == -1 {
+					return r.Key, make([]byte, 1<<20-len(r.Key)-origin.Overhead(origin.Tag{Writer: "w", Batch: 1000, Index: 2})+1)
+				}
+				return recordOf(r)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Write(t.Context(), batch.New(1000, nil, []rec{{"a", 0}, {"b", 1}, tc.r}))
+			if !errors.Is(err, kinesis.ErrInvalidRecord) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Write = %v, want ErrInvalidRecord with %q", err, tc.want)
+			}
+			if f.calls != 0 {
+				t.Errorf("%d calls made for a batch with an invalid record", f.calls)
+			}
+		})
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	_, err := kinesis.New(kinesis.Config[rec]{Origin: strings.Repeat("o", 129), MaxRecordBytes: 11 << 20})
+	if !errors.Is(err, kinesis.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, field := range []string{"Client nil", "Stream empty", "Record nil", "Origin of 129 bytes", "MaxRecordBytes 11534336"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %q", err, field)
+		}
+	}
+}
+
+// TestWriteEmptyBatch sends nothing.
+func TestWriteEmptyBatch(t *testing.T) {
+	f := newFake(t, nil)
+	if err := newSink(t, f, "w").Write(t.Context(), batch.New[rec](1000, nil)); err != nil || f.calls != 0 {
+		t.Errorf("Write(empty) = %v with %d calls", err, f.calls)
+	}
+}
+
+var _ = fmt.Sprint
