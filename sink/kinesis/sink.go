@@ -207,7 +207,10 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 		}
 		pending = compact(pending, acked)
 		if failed == 0 {
-			st.Ended(attempt)
+			if attempt > 1 {
+				st.Ended(attempt)
+				st = s.streak()
+			}
 			attempt = 0
 			wait.Reset()
 			continue
