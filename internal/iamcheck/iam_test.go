@@ -25,8 +25,8 @@ import (
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/recovery/dynamolog"
 	"github.com/weirstream/weir/recovery/recoverytest"
-	"github.com/weirstream/weir/source"
 	kinesissink "github.com/weirstream/weir/sink/kinesis"
+	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
 
