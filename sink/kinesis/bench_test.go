@@ -31,7 +31,7 @@ func BenchmarkWriteVsPlain(b *testing.B) {
 		{"keys=100", 100, ""},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			name := stream(b, env, 4)
+			name := newStream(b, env, 4)
 			kc := env.Kinesis()
 			data := make([][]byte, n)
 			recs := make([]int, n)

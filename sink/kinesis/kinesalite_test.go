@@ -27,8 +27,8 @@ var servers = localaws.NewShared(localaws.Options{Kinesis: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
-// stream creates a stream of shards shards on kinesalite for t.
-func stream(t testing.TB, env *localaws.Env, shards int) string {
+// newStream creates a stream of shards shards on kinesalite for t.
+func newStream(t testing.TB, env *localaws.Env, shards int) string {
 	t.Helper()
 	name := localaws.UniqueName(t)
 	if err := env.CreateStream(t.Context(), name, shards); err != nil {
@@ -206,7 +206,7 @@ func TestKinesaliteWritesOnceInOrder(t *testing.T) {
 		{"partial failures", func(r rec, attempt int) bool { return r.I%4 == 1 && attempt == 1 || r.I%9 == 0 && attempt <= 3 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := stream(t, env, 3)
+			name := newStream(t, env, 3)
 			kc, p := faulty(env, tc.fail)
 			s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf})
 			if err != nil {
@@ -231,7 +231,7 @@ func TestKinesaliteWritesOnceInOrder(t *testing.T) {
 // batches, once each, in order per key.
 func TestKinesaliteReplayDeduplicated(t *testing.T) {
 	env := servers.Env(t)
-	name := stream(t, env, 2)
+	name := newStream(t, env, 2)
 	ctx, crash := context.WithCancel(t.Context())
 	kc, _ := faulty(env, func(r rec, attempt int) bool { return r.I%3 == 0 && attempt == 1 })
 	cfg := kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf, Origin: "app/out"}
@@ -301,7 +301,7 @@ func TestKinesaliteReplayDeduplicated(t *testing.T) {
 // kinesalite takes, and refuses one byte more, naming the key.
 func TestKinesaliteRecordSize(t *testing.T) {
 	env := servers.Env(t)
-	name := stream(t, env, 1)
+	name := newStream(t, env, 1)
 	const key = "big-key"
 	tagLen := func(i int) int { return origin.Overhead(origin.Tag{Writer: "w", Batch: 1000, Index: uint64(i)}) }
 	s, err := kinesis.New(kinesis.Config[int]{Client: env.Kinesis(), Stream: name, Origin: "w",
