@@ -42,8 +42,11 @@ const (
 	// raised to.
 	maxRecordBytes = 10 << 20
 	// requestBytes is the most data and partition keys one PutRecords call
-	// takes everywhere (10 MiB where records larger than 1 MiB are served).
-	requestBytes = 5 << 20
+	// takes everywhere, and largeRequestBytes where a stream's records may
+	// be larger than 1 MiB: the request limit was raised with the record
+	// size.
+	requestBytes      = 5 << 20
+	largeRequestBytes = 10 << 20
 	// maxKeyChars is the longest partition key, in Unicode characters.
 	maxKeyChars = 256
 )
@@ -79,7 +82,8 @@ type Config[T any] struct {
 	// partition key (and origin tag) together, in bytes: a record larger
 	// than it fails Write before anything is sent. Default 1 MiB, the
 	// default of every stream; up to 10 MiB for a stream whose maximum
-	// record size was raised.
+	// record size was raised. Above 1 MiB, a PutRecords call holds up to
+	// 10 MiB instead of 5 MiB, as Kinesis allows with large records.
 	MaxRecordBytes int
 	// Logger receives the warnings of retries that keep failing. Default:
 	// slog.Default().

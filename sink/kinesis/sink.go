@@ -33,8 +33,9 @@ const arenaSize = 1 << 20
 // the caller's) and is safe for concurrent use, though a pipeline calls it
 // one batch at a time.
 type Sink[T any] struct {
-	cfg      Config[T]
-	endpoint string // for the logs
+	cfg          Config[T]
+	endpoint     string // for the logs
+	requestBytes int    // the most bytes of records a call holds
 }
 
 // New returns a Sink configured by cfg, or an error wrapping
@@ -43,7 +44,10 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink[T]{cfg: cfg.withDefaults()}
+	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes}
+	if s.cfg.MaxRecordBytes > defaultMaxRecordBytes {
+		s.requestBytes = largeRequestBytes
+	}
 	if c, ok := cfg.Client.(*awskinesis.Client); ok {
 		s.endpoint = aws.ToString(c.Options().BaseEndpoint)
 	}
@@ -65,7 +69,9 @@ type entry struct {
 // with back-off, until they are written or ctx is done; whatever a retry
 // cannot fix (the stream does not exist, access denied, an invalid
 // request) fails Write with the SDK's error. Records are sent from one
-// goroutine, one call at a time, up to 500 records and 5 MiB a call.
+// goroutine, one call at a time, up to 500 records and 5 MiB a call (10
+// MiB with MaxRecordBytes above 1 MiB). The first record not yet written
+// always fits in a call, so every call holds at least one record.
 //
 // Every record is checked before any is sent: a record Kinesis would
 // refuse fails Write with an error wrapping ErrInvalidRecord, naming its
@@ -168,12 +174,16 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 				continue
 			}
 			keys[r.key] = struct{}{} // in the call, or held back with the rest of its key
-			if size+len(r.key)+len(r.data) > requestBytes {
+			if size+len(r.key)+len(r.data) > s.requestBytes {
 				continue
 			}
 			size += len(r.key) + len(r.data)
 			reqEntries = append(reqEntries, types.PutRecordsRequestEntry{PartitionKey: aws.String(r.key), Data: r.data})
 			sent = append(sent, i)
+		}
+		if len(sent) == 0 { // cannot happen: the first pending record always fits
+			r := recs[pending[0]]
+			return fmt.Errorf("kinesis: record %d (partition key %q, %d bytes) fits no PutRecords call of %d bytes", pending[0], r.key, len(r.key)+len(r.data), s.requestBytes)
 		}
 		in.Records = reqEntries
 		attempt++

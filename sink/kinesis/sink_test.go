@@ -1,6 +1,7 @@
 package kinesis_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,13 +30,17 @@ type rec struct {
 
 func recordOf(r rec) (string, []byte) { return r.Key, []byte(r.Key + "/" + strconv.Itoa(r.I)) }
 
-// parse returns the record data names, less any origin tag.
+// parse returns the record data names, less any origin tag and padding
+// of zero bytes.
 func parse(t testing.TB, data []byte) rec {
 	t.Helper()
 	if _, payload, ok, err := origin.Decode(data); err != nil {
 		t.Fatalf("tag: %v", err)
 	} else if ok {
 		data = payload
+	}
+	if end := bytes.IndexByte(data, 0); end >= 0 { // padding
+		data = data[:end]
 	}
 	key, i, ok := strings.Cut(string(data), "/")
 	n, err := strconv.Atoi(i)
@@ -51,6 +56,8 @@ type fakeStream struct {
 	t    testing.TB
 	fail func(call int, r rec) string // an error code, or "" to write r
 	err  func(call int) error         // an error of the whole call, or nil
+	// maxBytes is the most bytes of records a call may hold.
+	maxBytes int
 
 	mu      sync.Mutex
 	calls   int
@@ -96,7 +103,7 @@ func (f *fakeStream) PutRecords(_ context.Context, in *awskinesis.PutRecordsInpu
 		f.acked[r.I] = true
 		out.Records = append(out.Records, types.PutRecordsResultEntry{ShardId: aws.String("shardId-0"), SequenceNumber: aws.String(strconv.Itoa(len(f.written)))})
 	}
-	if size > 5<<20 {
+	if size > f.maxBytes {
 		f.t.Errorf("call %d: %d bytes", f.calls, size)
 	}
 	return out, nil
@@ -106,7 +113,7 @@ func newFake(t testing.TB, fail func(call int, r rec) string) *fakeStream {
 	if fail == nil {
 		fail = func(int, rec) string { return "" }
 	}
-	return &fakeStream{t: t, fail: fail, acked: map[int]bool{}}
+	return &fakeStream{t: t, fail: fail, acked: map[int]bool{}, maxBytes: 5 << 20}
 }
 
 func newSink(t testing.TB, client kinesis.Client, origin string) *kinesis.Sink[rec] {
@@ -290,4 +297,35 @@ func TestWriteEmptyBatch(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
+// TestWriteCallSizes checks that calls hold at most 5 MiB of records, or
+// 10 MiB when MaxRecordBytes allows records over 1 MiB, and that a record
+// as large as MaxRecordBytes is written.
+func TestWriteCallSizes(t *testing.T) {
+	for _, tc := range []struct {
+		maxRecord, callBytes, size, n, calls int
+	}{
+		{0, 5 << 20, 900 << 10, 12, 3},      // 5 records of 900 KiB a call
+		{10 << 20, 10 << 20, 3 << 20, 7, 3}, // 3 records of 3 MiB a call
+		{10 << 20, 10 << 20, 10<<20 - 64, 2, 2},
+	} {
+		t.Run(fmt.Sprint(tc.maxRecord, "/", tc.size), func(t *testing.T) {
+			f := newFake(t, nil)
+			f.maxBytes = tc.callBytes
+			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", MaxRecordBytes: tc.maxRecord, Record: func(r rec) (string, []byte) {
+				key, data := recordOf(r)
+				return key, append(data, make([]byte, tc.size-len(data)-len(key))...)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := records(tc.n, tc.n, 0)
+			if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+				t.Fatal(err)
+			}
+			checkOnceInOrder(t, want, f.written)
+			if f.calls != tc.calls {
+				t.Errorf("%d calls, want %d", f.calls, tc.calls)
+			}
+		})
+	}
+}
