@@ -1,12 +1,14 @@
 package origin
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 // copyOf is one copy of a record in a shard, as a reader sees it.
@@ -119,7 +121,7 @@ func TestFilterExactlyOnce(t *testing.T) {
 			}
 			sortTags(want)
 			sortTags(got)
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := gocmp.Diff(want, got); diff != "" {
 				t.Fatalf("delivered (-want +got):\n%s", diff)
 			}
 			if len(want) > 100 && late == 0 {
@@ -131,28 +133,8 @@ func TestFilterExactlyOnce(t *testing.T) {
 
 func sortTags(ts []Tag) {
 	slices.SortFunc(ts, func(a, b Tag) int {
-		return cmpTag(a, b)
+		return cmp.Or(strings.Compare(a.Writer, b.Writer), cmp.Compare(a.Batch, b.Batch), cmp.Compare(a.Index, b.Index))
 	})
-}
-
-func cmpTag(a, b Tag) int {
-	switch {
-	case a.Writer != b.Writer:
-		if a.Writer < b.Writer {
-			return -1
-		}
-		return 1
-	case a.Batch != b.Batch:
-		if a.Batch < b.Batch {
-			return -1
-		}
-		return 1
-	case a.Index < b.Index:
-		return -1
-	case a.Index > b.Index:
-		return 1
-	}
-	return 0
 }
 
 func TestFilterCases(t *testing.T) {
@@ -176,7 +158,7 @@ func TestFilterCases(t *testing.T) {
 			for _, tg := range tc.in {
 				got = append(got, f.Keep(tg))
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Keep (-want +got):\n%s", diff)
 			}
 		})
@@ -224,7 +206,7 @@ func TestFilterStateRoundTrip(t *testing.T) {
 			t.Fatalf("cut %d: UnmarshalBinary: %v", cut, err)
 		}
 		again, _ := b.MarshalBinary()
-		if diff := cmp.Diff(state, again); diff != "" {
+		if diff := gocmp.Diff(state, again); diff != "" {
 			t.Fatalf("cut %d: re-encoding differs", cut)
 		}
 		for i, c := range recs[cut:] {
@@ -256,7 +238,7 @@ func FuzzFilterState(f *testing.F) {
 			t.Fatalf("re-encoded state refused: %v", err)
 		}
 		enc2, _ := h.MarshalBinary()
-		if diff := cmp.Diff(enc, enc2); diff != "" {
+		if diff := gocmp.Diff(enc, enc2); diff != "" {
 			t.Fatalf("state not stable across a round trip")
 		}
 	})
