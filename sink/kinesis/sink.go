@@ -108,7 +108,7 @@ func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
 			arena = origin.Append(arena, tag, data)
 			data = arena[start:len(arena):len(arena)]
 		}
-		if err := s.check(i, key, data); err != nil {
+		if err := s.check(key, data); err != nil {
 			return nil, fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
 		}
 		recs = append(recs, entry{key: key, data: data})
@@ -117,7 +117,7 @@ func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
 }
 
 // check returns why Kinesis would refuse a record, or nil.
-func (s *Sink[T]) check(i int, key string, data []byte) error {
+func (s *Sink[T]) check(key string, data []byte) error {
 	switch {
 	case key == "":
 		return errors.New("empty: a partition key must be 1 to 256 characters")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -238,6 +239,38 @@ func TestWriteStopsWithCtx(t *testing.T) {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("Write = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestWriteLogsStall checks that records that keep failing are logged, at
+// WARN, with the stream and the error code, and that the end of the streak
+// is too.
+func TestWriteLogsStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		f := newFake(t, func(call int, _ rec) string {
+			if call <= 6 {
+				return "ProvisionedThroughputExceededException"
+			}
+			return ""
+		})
+		s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Record: recordOf,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(t.Context(), batch.New(1000, nil, records(3, 3, 0))); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`level=WARN msg="kinesis sink: PutRecords keeps failing; still retrying until it succeeds" op=PutRecords stream=out`,
+			`cause=ProvisionedThroughputExceededException attempts=5`,
+			`level=WARN msg="kinesis sink: PutRecords succeeded again after failed attempts" op=PutRecords stream=out`,
+		} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("logs lack %q:\n%s", want, logs.String())
+			}
 		}
 	})
 }
