@@ -24,18 +24,21 @@ import (
 // of each and the median of the pairs' ratios (sink rate / plain rate; the
 // goal is >= 0.9). keys is the number of distinct partition keys: a call of
 // the Sink holds at most one record per key, so with 100 keys it makes 50
-// calls where the loop makes 10.
+// calls where the loop makes 10, or 1 with aggregation (the records the
+// loop puts are not aggregated: the ratio then compares the two ways).
 func BenchmarkWriteVsPlain(b *testing.B) {
 	env := servers.Env(b)
 	const n, size = 5000, 100
 	for _, tc := range []struct {
-		name   string
-		keys   int
-		origin string
+		name      string
+		keys      int
+		origin    string
+		aggregate bool
 	}{
-		{"keys=5000", n, ""},
-		{"keys=5000/origin", n, "bench/out"},
-		{"keys=100", 100, ""},
+		{"keys=5000", n, "", false},
+		{"keys=5000/origin", n, "bench/out", false},
+		{"keys=100", 100, "", false},
+		{"keys=100/aggregate", 100, "", true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			name := newStream(b, env, 4)
@@ -47,7 +50,7 @@ func BenchmarkWriteVsPlain(b *testing.B) {
 				recs[i] = i
 			}
 			key := func(i int) string { return strconv.Itoa(i % tc.keys) }
-			s, err := kinesis.New(kinesis.Config[int]{Client: kc, Stream: name, Origin: tc.origin,
+			s, err := kinesis.New(kinesis.Config[int]{Client: kc, Stream: name, Origin: tc.origin, Aggregate: tc.aggregate,
 				Record: func(i int) (string, []byte) { return key(i), data[i] }})
 			if err != nil {
 				b.Fatal(err)

@@ -78,6 +78,16 @@ type Config[T any] struct {
 	// changes the records' data: leave Origin empty, the default, when
 	// other programs read the stream. DESIGN.md describes the format.
 	Origin string
+	// Aggregate, when true, packs the records of one partition key that a
+	// call would otherwise have to send one call after another into a KPL
+	// aggregate (the Kinesis Producer Library's format), one Kinesis record
+	// of up to MaxRecordBytes, which is written or fails as a whole: a
+	// batch whose records share few keys then needs far fewer calls. A
+	// consumer must de-aggregate the records: the Kinesis Client Library
+	// and weir's Kinesis receiver do; other programs may not. Each record in
+	// an aggregate keeps its origin tag. Default false: one Kinesis record
+	// per record.
+	Aggregate bool
 	// MaxRecordBytes is the largest record the stream takes, data and
 	// partition key (and origin tag) together, in bytes: a record larger
 	// than it fails Write before anything is sent. Default 1 MiB, the

@@ -24,5 +24,8 @@
 // ("Writing to Kinesis"). Without it the records are written as they are:
 // at least once.
 //
-// The sink does not aggregate records (KPL aggregation).
+// With Config.Aggregate, the records of one key that would otherwise wait
+// for calls of their own are packed into KPL aggregates (one Kinesis record
+// each, written or failed as a whole), which the Kinesis Client Library and
+// weir's Kinesis receiver split again.
 package kinesis

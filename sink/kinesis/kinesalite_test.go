@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/sink/kinesis"
@@ -38,7 +39,7 @@ func newStream(t testing.TB, env *localaws.Env, shards int) string {
 }
 
 // readAll returns the data of every record of every shard of name, each
-// shard's in order.
+// shard's in order, with KPL aggregates split into their user records.
 func readAll(t testing.TB, kc *awskinesis.Client, name string) map[string][][]byte {
 	t.Helper()
 	ctx := t.Context()
@@ -63,7 +64,13 @@ func readAll(t testing.TB, kc *awskinesis.Client, name string) map[string][][]by
 				break
 			}
 			for _, r := range page.Records {
-				out[*sh.ShardId] = append(out[*sh.ShardId], r.Data)
+				users, _, err := kpl.Deaggregate(r.Data, aws.ToString(r.PartitionKey))
+				if err != nil {
+					t.Fatalf("record %s: %v", aws.ToString(r.SequenceNumber), err)
+				}
+				for _, u := range users {
+					out[*sh.ShardId] = append(out[*sh.ShardId], u.Data)
+				}
 			}
 			iter = page.NextShardIterator
 		}
@@ -134,7 +141,12 @@ func (p *partialFaults) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	for i, r := range in.Records {
-		rc := parse(testingTB{}, r.Data)
+		users, _, err := kpl.Deaggregate(r.Data, r.PartitionKey)
+		if err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		rc := parse(testingTB{}, users[0].Data) // an aggregate fails as a whole, by its first record
 		p.attempts[rc]++
 		if failed[i] = p.fail(rc, p.attempts[rc]); failed[i] {
 			p.failed++
@@ -195,20 +207,23 @@ func faulty(env *localaws.Env, fail func(r rec, attempt int) bool) (*awskinesis.
 // records of each key in batch order.
 func TestKinesaliteWritesOnceInOrder(t *testing.T) {
 	env := servers.Env(t)
+	// A quarter of the records fail once, every ninth one twice more:
+	// later records of their keys in the same call would have been written
+	// before them.
+	partial := func(r rec, attempt int) bool { return r.I%4 == 1 && attempt == 1 || r.I%9 == 0 && attempt <= 3 }
 	for _, tc := range []struct {
-		name string
-		fail func(r rec, attempt int) bool
+		name      string
+		fail      func(r rec, attempt int) bool
+		aggregate bool
 	}{
-		{"no faults", func(rec, int) bool { return false }},
-		// A quarter of the records fail once, every ninth one twice more:
-		// later records of their keys in the same call would have been
-		// written before them.
-		{"partial failures", func(r rec, attempt int) bool { return r.I%4 == 1 && attempt == 1 || r.I%9 == 0 && attempt <= 3 }},
+		{"no faults", func(rec, int) bool { return false }, false},
+		{"partial failures", partial, false},
+		{"aggregated partial failures", partial, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := newStream(t, env, 3)
 			kc, p := faulty(env, tc.fail)
-			s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf})
+			s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf, Aggregate: tc.aggregate, MaxRecordBytes: 2048})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,76 +239,81 @@ func TestKinesaliteWritesOnceInOrder(t *testing.T) {
 }
 
 // TestKinesaliteReplayDeduplicated writes a batch as a crash and a replay
-// do: a first Write stopped after two calls (with failed records, so that
+// do, with and without aggregation (records of at most 256 bytes, so that
+// a batch takes several calls): a first Write stopped after two calls (with failed records, so that
 // later records of the batch are written before earlier ones), then the
 // whole batch again, then the next batch. Every record is read back once
 // or more; an origin.Filter per shard keeps exactly the records of the two
 // batches, once each, in order per key.
 func TestKinesaliteReplayDeduplicated(t *testing.T) {
 	env := servers.Env(t)
-	name := newStream(t, env, 2)
-	ctx, crash := context.WithCancel(t.Context())
-	kc, _ := faulty(env, func(r rec, attempt int) bool { return r.I%3 == 0 && attempt == 1 })
-	cfg := kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf, Origin: "app/out"}
-	first := records(3000, 100, 0)
-	s, err := kinesis.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcCrash, pc := faulty(env, func(r rec, attempt int) bool { return r.I%3 == 0 && attempt == 1 })
-	pc.after = func(call int) {
-		if call == 2 {
-			crash()
-		}
-	}
-	crashCfg := cfg
-	crashCfg.Client = kcCrash
-	crashing, err := kinesis.New(crashCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crashing.Write(ctx, batch.New(1000, nil, first)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("crashed Write = %v", err)
-	}
-	if err := s.Write(t.Context(), batch.New(1000, nil, first)); err != nil { // the replay
-		t.Fatal(err)
-	}
-	second := records(500, 100, 0)
-	if err := s.Write(t.Context(), batch.New(2000, nil, second)); err != nil {
-		t.Fatal(err)
-	}
+	for _, aggregate := range []bool{false, true} {
+		t.Run(fmt.Sprint("aggregate=", aggregate), func(t *testing.T) {
+			name := newStream(t, env, 2)
+			ctx, crash := context.WithCancel(t.Context())
+			kc, _ := faulty(env, func(r rec, attempt int) bool { return r.I%3 == 0 && attempt == 1 })
+			cfg := kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf, Origin: "app/out", Aggregate: aggregate, MaxRecordBytes: 256}
+			first := records(3000, 100, 0)
+			s, err := kinesis.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kcCrash, pc := faulty(env, func(r rec, attempt int) bool { return r.I%3 == 0 && attempt == 1 })
+			pc.after = func(call int) {
+				if call == 2 {
+					crash()
+				}
+			}
+			crashCfg := cfg
+			crashCfg.Client = kcCrash
+			crashing, err := kinesis.New(crashCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := crashing.Write(ctx, batch.New(1000, nil, first)); !errors.Is(err, context.Canceled) {
+				t.Fatalf("crashed Write = %v", err)
+			}
+			if err := s.Write(t.Context(), batch.New(1000, nil, first)); err != nil { // the replay
+				t.Fatal(err)
+			}
+			second := records(500, 100, 0)
+			if err := s.Write(t.Context(), batch.New(2000, nil, second)); err != nil {
+				t.Fatal(err)
+			}
 
-	shards := readAll(t, env.Kinesis(), name)
-	var raw int
-	var got1, got2 []rec
-	for _, data := range shards {
-		raw += len(data)
-		f := origin.NewFilter(0)
-		for _, d := range data {
-			tag, _, ok, err := origin.Decode(d)
-			if !ok || err != nil {
-				t.Fatalf("record %q not tagged: %v", d, err)
+			shards := readAll(t, env.Kinesis(), name)
+			var raw int
+			var got1, got2 []rec
+			for _, data := range shards {
+				raw += len(data)
+				f := origin.NewFilter(0)
+				for _, d := range data {
+					tag, _, ok, err := origin.Decode(d)
+					if !ok || err != nil {
+						t.Fatalf("record %q not tagged: %v", d, err)
+					}
+					if !f.Keep(tag) {
+						continue
+					}
+					r := parse(t, d)
+					if r.I != int(tag.Index) || tag.Writer != "app/out" {
+						t.Fatalf("record %+v tagged %+v", r, tag)
+					}
+					if tag.Batch == 1000 {
+						got1 = append(got1, r)
+					} else {
+						got2 = append(got2, r)
+					}
+				}
 			}
-			if !f.Keep(tag) {
-				continue
+			if raw <= len(first)+len(second) {
+				t.Fatalf("%d records in the stream: the crashed write wrote nothing twice", raw)
 			}
-			r := parse(t, d)
-			if r.I != int(tag.Index) || tag.Writer != "app/out" {
-				t.Fatalf("record %+v tagged %+v", r, tag)
-			}
-			if tag.Batch == 1000 {
-				got1 = append(got1, r)
-			} else {
-				got2 = append(got2, r)
-			}
-		}
+			checkOnceInOrder(t, first, got1)
+			checkOnceInOrder(t, second, got2)
+			t.Logf("%d records in the stream, %d after the filter", raw, len(got1)+len(got2))
+		})
 	}
-	if raw <= len(first)+len(second) {
-		t.Fatalf("%d records in the stream: the crashed write wrote nothing twice", raw)
-	}
-	checkOnceInOrder(t, first, got1)
-	checkOnceInOrder(t, second, got2)
-	t.Logf("%d records in the stream, %d after the filter", raw, len(got1)+len(got2))
 }
 
 // TestKinesaliteRecordSize writes a record of exactly MaxRecordBytes (data,

@@ -137,12 +137,12 @@ func (s *Sink[T]) check(key string, data []byte) error {
 
 // put writes recs in rounds of one PutRecords call each, until every one
 // is acknowledged. pending holds the indexes of the records not yet
-// acknowledged, in batch order. A round takes, in that order, the first
-// record of each partition key that is pending, skipping the keys already
-// in the call: so a record never travels with, or after, a later record of
-// its key. It looks no further than origin.Window records past the first
-// pending one, the window a reader's duplicate filter relies on (and the
-// bound of a round's scan).
+// acknowledged, in batch order. A round's call (see call) holds, for each
+// partition key, only its first pending record, or with Config.Aggregate
+// an aggregate of its first pending ones: so a record never travels with,
+// or after, a later record of its key. It looks no further than
+// origin.Window records past the first pending one, the window a reader's
+// duplicate filter relies on (and the bound of a round's scan).
 func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 	pending := make([]int32, len(recs))
 	for i := range pending {
@@ -154,42 +154,24 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 	} else {
 		in.StreamName = aws.String(s.cfg.Stream)
 	}
-	reqEntries := make([]types.PutRecordsRequestEntry, 0, maxRequestRecords)
-	sent := make([]int32, 0, maxRequestRecords) // recs' index of each entry of the call
-	keys := make(map[string]struct{}, maxRequestRecords)
+	c := newCall(s.requestBytes, s.cfg.MaxRecordBytes, s.cfg.Aggregate)
+	var reqEntries []types.PutRecordsRequestEntry
 	acked := make([]bool, len(recs))
 	wait := backoff.Policy{Base: retryBase, Max: retryMax}.Start()
 	st := s.streak()
 	attempt := 0
 	for len(pending) > 0 {
-		reqEntries, sent = reqEntries[:0], sent[:0]
-		clear(keys)
-		size, limit := 0, int(pending[0])+origin.Window
-		for _, i := range pending {
-			if int(i) >= limit || len(sent) == maxRequestRecords {
-				break
-			}
-			r := &recs[i]
-			if _, ok := keys[r.key]; ok {
-				continue
-			}
-			keys[r.key] = struct{}{} // in the call, or held back with the rest of its key
-			if size+len(r.key)+len(r.data) > s.requestBytes {
-				continue
-			}
-			size += len(r.key) + len(r.data)
-			reqEntries = append(reqEntries, types.PutRecordsRequestEntry{PartitionKey: aws.String(r.key), Data: r.data})
-			sent = append(sent, i)
-		}
-		if len(sent) == 0 { // cannot happen: the first pending record always fits
+		c.build(recs, pending, int(pending[0])+origin.Window)
+		if len(c.kin) == 0 { // cannot happen: the first pending record always fits
 			r := recs[pending[0]]
 			return fmt.Errorf("kinesis: record %d (partition key %q, %d bytes) fits no PutRecords call of %d bytes", pending[0], r.key, len(r.key)+len(r.data), s.requestBytes)
 		}
+		reqEntries = c.entries(reqEntries, recs)
 		in.Records = reqEntries
 		attempt++
 		out, err := s.cfg.Client.PutRecords(ctx, in)
-		if err == nil && len(out.Records) != len(sent) {
-			return fmt.Errorf("kinesis: PutRecords to stream %q answered %d results for %d records; cannot tell which were written", s.cfg.Stream, len(out.Records), len(sent))
+		if err == nil && len(out.Records) != len(reqEntries) {
+			return fmt.Errorf("kinesis: PutRecords to stream %q answered %d results for %d records; cannot tell which were written", s.cfg.Stream, len(out.Records), len(reqEntries))
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -213,7 +195,9 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 				}
 				continue
 			}
-			acked[sent[j]] = true
+			for _, i := range c.kin[j].idx {
+				acked[i] = true
+			}
 		}
 		pending = compact(pending, acked)
 		if failed == 0 {
@@ -225,12 +209,12 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 			wait.Reset()
 			continue
 		}
-		if failed < len(sent) {
+		if failed < len(reqEntries) {
 			wait.Reset() // progress: wait the shortest back-off
 		}
 		res := out.Records[first]
 		st.Failed(attempt, aws.ToString(res.ErrorCode), false, fmt.Errorf("%d of %d records failed, the first with %s: %s",
-			failed, len(sent), aws.ToString(res.ErrorCode), aws.ToString(res.ErrorMessage)))
+			failed, len(reqEntries), aws.ToString(res.ErrorCode), aws.ToString(res.ErrorMessage)))
 		if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
 			return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 		}

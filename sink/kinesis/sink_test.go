@@ -2,6 +2,7 @@ package kinesis_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/sink/kinesis"
 )
@@ -57,13 +59,15 @@ type fakeStream struct {
 	t    testing.TB
 	fail func(call int, r rec) string // an error code, or "" to write r
 	err  func(call int) error         // an error of the whole call, or nil
-	// maxBytes is the most bytes of records a call may hold.
-	maxBytes int
+	// maxBytes is the most bytes of records a call may hold, maxRecord
+	// of one record.
+	maxBytes, maxRecord int
 
-	mu      sync.Mutex
-	calls   int
-	written []rec
-	acked   map[int]bool
+	mu         sync.Mutex
+	calls      int
+	written    []rec // user records, in the order written
+	aggregates int   // user records that came in aggregates
+	acked      map[int]bool
 }
 
 func (f *fakeStream) PutRecords(_ context.Context, in *awskinesis.PutRecordsInput, _ ...func(*awskinesis.Options)) (*awskinesis.PutRecordsOutput, error) {
@@ -87,21 +91,35 @@ func (f *fakeStream) PutRecords(_ context.Context, in *awskinesis.PutRecordsInpu
 	for _, e := range in.Records {
 		key := aws.ToString(e.PartitionKey)
 		size += len(key) + len(e.Data)
+		if len(key)+len(e.Data) > f.maxRecord {
+			f.t.Errorf("call %d: a record of %d bytes", f.calls, len(key)+len(e.Data))
+		}
 		if keys[key] {
 			f.t.Errorf("call %d: two records of key %q", f.calls, key)
 		}
 		keys[key] = true
-		r := parse(f.t, e.Data)
-		if r.I >= low+origin.Window {
-			f.t.Errorf("call %d: record %d sent while %d is not acknowledged", f.calls, r.I, low)
+		users, aggregated, err := kpl.Deaggregate(e.Data, key)
+		if err != nil {
+			f.t.Errorf("call %d: %v", f.calls, err)
 		}
-		if code := f.fail(f.calls, r); code != "" {
+		f.aggregates += len(users) * boolInt(aggregated)
+		var rs []rec
+		for _, u := range users {
+			r := parse(f.t, u.Data)
+			if r.I >= low+origin.Window {
+				f.t.Errorf("call %d: record %d sent while %d is not acknowledged", f.calls, r.I, low)
+			}
+			rs = append(rs, r)
+		}
+		if code := f.fail(f.calls, rs[0]); code != "" {
 			out.FailedRecordCount = aws.Int32(aws.ToInt32(out.FailedRecordCount) + 1)
 			out.Records = append(out.Records, types.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("injected")})
 			continue
 		}
-		f.written = append(f.written, r)
-		f.acked[r.I] = true
+		for _, r := range rs {
+			f.written = append(f.written, r)
+			f.acked[r.I] = true
+		}
 		out.Records = append(out.Records, types.PutRecordsResultEntry{ShardId: aws.String("shardId-0"), SequenceNumber: aws.String(strconv.Itoa(len(f.written)))})
 	}
 	if size > f.maxBytes {
@@ -114,12 +132,12 @@ func newFake(t testing.TB, fail func(call int, r rec) string) *fakeStream {
 	if fail == nil {
 		fail = func(int, rec) string { return "" }
 	}
-	return &fakeStream{t: t, fail: fail, acked: map[int]bool{}, maxBytes: 5 << 20}
+	return &fakeStream{t: t, fail: fail, acked: map[int]bool{}, maxBytes: 5 << 20, maxRecord: 1 << 20}
 }
 
-func newSink(t testing.TB, client kinesis.Client, origin string) *kinesis.Sink[rec] {
+func newSink(t testing.TB, client kinesis.Client, origin string, aggregate bool) *kinesis.Sink[rec] {
 	t.Helper()
-	s, err := kinesis.New(kinesis.Config[rec]{Client: client, Stream: "out", Record: recordOf, Origin: origin})
+	s, err := kinesis.New(kinesis.Config[rec]{Client: client, Stream: "out", Record: recordOf, Origin: origin, Aggregate: aggregate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +168,7 @@ func checkOnceInOrder(t testing.TB, want, written []rec) {
 		}
 		return m
 	}
-	if diff := cmp.Diff(byKey(want), byKey(written)); diff != "" {
+	if diff := gocmp.Diff(byKey(want), byKey(written)); diff != "" {
 		t.Errorf("records per key, in stream order (-want +got):\n%s", diff)
 	}
 }
@@ -163,10 +181,13 @@ func TestWriteKeepsKeyOrderThroughPartialFailures(t *testing.T) {
 		name           string
 		n, keys, hot   int
 		failOneIn, tag int
+		aggregate      bool
 	}{
-		{"many keys", 3000, 700, 0, 3, 0},
-		{"few keys", 2000, 3, 0, 2, 0},
-		{"hot key past the window", 3 * origin.Window, 5000, 4, 10, 1},
+		{"many keys", 3000, 700, 0, 3, 0, false},
+		{"few keys", 2000, 3, 0, 2, 0, false},
+		{"hot key past the window", 3 * origin.Window, 5000, 4, 10, 1, false},
+		{"few keys aggregated", 2000, 3, 0, 2, 0, true},
+		{"hot key aggregated past the window", 3 * origin.Window, 5000, 4, 10, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -183,13 +204,69 @@ func TestWriteKeepsKeyOrderThroughPartialFailures(t *testing.T) {
 					name = "app/out"
 				}
 				want := records(tc.n, tc.keys, tc.hot)
-				if err := newSink(t, f, name).Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+				if err := newSink(t, f, name, tc.aggregate).Write(t.Context(), batch.New(1000, nil, want)); err != nil {
 					t.Fatal(err)
 				}
 				checkOnceInOrder(t, want, f.written)
+				if tc.aggregate && f.aggregates == 0 {
+					t.Error("no record was aggregated")
+				}
 			})
 		})
 	}
+}
+
+// TestWriteAggregates checks that records of one key go into aggregates of
+// at most MaxRecordBytes, so that a batch of few keys needs few calls.
+func TestWriteAggregates(t *testing.T) {
+	for _, tc := range []struct {
+		maxRecord, n, keys, calls int
+	}{
+		{0, 3000, 3, 1},       // every key's records in one aggregate
+		{4096, 3000, 3, 7},    // tagged records of ~20 bytes: ~150 to an aggregate of 4 KiB
+		{0, 30000, 30000, 60}, // distinct keys: nothing to aggregate
+	} {
+		t.Run(fmt.Sprint(tc.maxRecord, "/", tc.keys), func(t *testing.T) {
+			f := newFake(t, nil)
+			f.maxRecord = cmp.Or(tc.maxRecord, 1<<20)
+			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Record: recordOf, Origin: "w", Aggregate: true, MaxRecordBytes: tc.maxRecord})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := records(tc.n, tc.keys, 0)
+			if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+				t.Fatal(err)
+			}
+			checkOnceInOrder(t, want, f.written)
+			if f.calls != tc.calls {
+				t.Errorf("%d calls, want %d", f.calls, tc.calls)
+			}
+		})
+	}
+}
+
+// TestWriteAggregatesInOrderUnevenSizes fills aggregates with records of
+// uneven sizes: once a record does not fit in its key's aggregate, no later
+// (smaller) record of the key may take its place.
+func TestWriteAggregatesInOrderUnevenSizes(t *testing.T) {
+	f := newFake(t, nil)
+	f.maxRecord = 4096
+	s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Aggregate: true, MaxRecordBytes: 4096,
+		Record: func(r rec) (string, []byte) {
+			key, data := recordOf(r)
+			if r.I%3 == 0 {
+				data = append(data, make([]byte, 1500)...) // padding, which parse drops
+			}
+			return key, data
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := records(300, 2, 0)
+	if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, want, f.written)
 }
 
 // TestWriteRetriesCallErrors retries a call that fails for a reason a
@@ -209,14 +286,14 @@ func TestWriteRetriesCallErrors(t *testing.T) {
 			return nil
 		}
 		want := records(10, 3, 0)
-		if err := newSink(t, f, "").Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+		if err := newSink(t, f, "", false).Write(t.Context(), batch.New(1000, nil, want)); err != nil {
 			t.Fatal(err)
 		}
 		checkOnceInOrder(t, want, f.written)
 
 		f = newFake(t, nil)
 		f.err = func(int) error { return &types.ResourceNotFoundException{Message: aws.String("no stream")} }
-		err := newSink(t, f, "").Write(t.Context(), batch.New(1000, nil, want))
+		err := newSink(t, f, "", false).Write(t.Context(), batch.New(1000, nil, want))
 		var rnf *types.ResourceNotFoundException
 		if !errors.As(err, &rnf) || !strings.Contains(err.Error(), `"out"`) {
 			t.Errorf("Write = %v, want a ResourceNotFoundException naming the stream", err)
@@ -234,7 +311,7 @@ func TestWriteStopsWithCtx(t *testing.T) {
 		f := newFake(t, func(int, rec) string { return "ProvisionedThroughputExceededException" })
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() { done <- newSink(t, f, "").Write(ctx, batch.New(1000, nil, records(5, 5, 0))) }()
+		go func() { done <- newSink(t, f, "", false).Write(ctx, batch.New(1000, nil, records(5, 5, 0))) }()
 		synctest.Wait()
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -325,7 +402,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // TestWriteEmptyBatch sends nothing.
 func TestWriteEmptyBatch(t *testing.T) {
 	f := newFake(t, nil)
-	if err := newSink(t, f, "w").Write(t.Context(), batch.New[rec](1000, nil)); err != nil || f.calls != 0 {
+	if err := newSink(t, f, "w", false).Write(t.Context(), batch.New[rec](1000, nil)); err != nil || f.calls != 0 {
 		t.Errorf("Write(empty) = %v with %d calls", err, f.calls)
 	}
 }
@@ -343,7 +420,7 @@ func TestWriteCallSizes(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.maxRecord, "/", tc.size), func(t *testing.T) {
 			f := newFake(t, nil)
-			f.maxBytes = tc.callBytes
+			f.maxBytes, f.maxRecord = tc.callBytes, cmp.Or(tc.maxRecord, 1<<20)
 			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", MaxRecordBytes: tc.maxRecord, Record: func(r rec) (string, []byte) {
 				key, data := recordOf(r)
 				return key, append(data, make([]byte, tc.size-len(data)-len(key))...)
@@ -361,4 +438,11 @@ func TestWriteCallSizes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
