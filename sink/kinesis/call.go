@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/internal/kpl"
@@ -106,4 +107,23 @@ func (c *call) entries(dst []types.PutRecordsRequestEntry, recs []entry) []types
 		dst = append(dst, types.PutRecordsRequestEntry{PartitionKey: aws.String(kr.key), Data: data})
 	}
 	return dst
+}
+
+// settle marks acked the records of the call's Kinesis records that out
+// says were written, and returns how many Kinesis records failed and the
+// result of the first that did.
+func (c *call) settle(out *awskinesis.PutRecordsOutput, acked []bool) (failed int, first types.PutRecordsResultEntry) {
+	for j, res := range out.Records {
+		if res.ErrorCode != nil {
+			if failed == 0 {
+				first = res
+			}
+			failed++
+			continue
+		}
+		for _, i := range c.kin[j].idx {
+			acked[i] = true
+		}
+	}
+	return failed, first
 }

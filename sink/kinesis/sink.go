@@ -186,19 +186,7 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 			}
 			continue
 		}
-		failed, first := 0, -1
-		for j, res := range out.Records {
-			if res.ErrorCode != nil {
-				failed++
-				if first < 0 {
-					first = j
-				}
-				continue
-			}
-			for _, i := range c.kin[j].idx {
-				acked[i] = true
-			}
-		}
+		failed, res := c.settle(out, acked)
 		pending = compact(pending, acked)
 		if failed == 0 {
 			if attempt > 1 {
@@ -212,7 +200,6 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 		if failed < len(reqEntries) {
 			wait.Reset() // progress: wait the shortest back-off
 		}
-		res := out.Records[first]
 		st.Failed(attempt, aws.ToString(res.ErrorCode), false, fmt.Errorf("%d of %d records failed, the first with %s: %s",
 			failed, len(reqEntries), aws.ToString(res.ErrorCode), aws.ToString(res.ErrorMessage)))
 		if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
