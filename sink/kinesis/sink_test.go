@@ -144,6 +144,25 @@ func newSink(t testing.TB, client kinesis.Client, origin string, aggregate bool)
 	return s
 }
 
+// writeThrough writes want in one batch with a Sink of cfg (Client f,
+// Stream "out", Record recordOf unless set) and checks f got each record
+// once, in order per key.
+func writeThrough(t *testing.T, f *fakeStream, cfg kinesis.Config[rec], want []rec) {
+	t.Helper()
+	cfg.Client, cfg.Stream = f, "out"
+	if cfg.Record == nil {
+		cfg.Record = recordOf
+	}
+	s, err := kinesis.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, want, f.written)
+}
+
 // records returns n records spread over keys, with a hot key "hot" taking
 // every hotEvery-th one when hotEvery > 0.
 func records(n, keys, hotEvery int) []rec {
@@ -229,15 +248,7 @@ func TestWriteAggregates(t *testing.T) {
 		t.Run(fmt.Sprint(tc.maxRecord, "/", tc.keys), func(t *testing.T) {
 			f := newFake(t, nil)
 			f.maxRecord = cmp.Or(tc.maxRecord, 1<<20)
-			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Record: recordOf, Origin: "w", Aggregate: true, MaxRecordBytes: tc.maxRecord})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := records(tc.n, tc.keys, 0)
-			if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
-				t.Fatal(err)
-			}
-			checkOnceInOrder(t, want, f.written)
+			writeThrough(t, f, kinesis.Config[rec]{Origin: "w", Aggregate: true, MaxRecordBytes: tc.maxRecord}, records(tc.n, tc.keys, 0))
 			if f.calls != tc.calls {
 				t.Errorf("%d calls, want %d", f.calls, tc.calls)
 			}
@@ -251,22 +262,13 @@ func TestWriteAggregates(t *testing.T) {
 func TestWriteAggregatesInOrderUnevenSizes(t *testing.T) {
 	f := newFake(t, nil)
 	f.maxRecord = 4096
-	s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Aggregate: true, MaxRecordBytes: 4096,
-		Record: func(r rec) (string, []byte) {
-			key, data := recordOf(r)
-			if r.I%3 == 0 {
-				data = append(data, make([]byte, 1500)...) // padding, which parse drops
-			}
-			return key, data
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := records(300, 2, 0)
-	if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
-		t.Fatal(err)
-	}
-	checkOnceInOrder(t, want, f.written)
+	writeThrough(t, f, kinesis.Config[rec]{Aggregate: true, MaxRecordBytes: 4096, Record: func(r rec) (string, []byte) {
+		key, data := recordOf(r)
+		if r.I%3 == 0 {
+			data = append(data, make([]byte, 1500)...) // padding, which parse drops
+		}
+		return key, data
+	}}, records(300, 2, 0))
 }
 
 // TestWriteRetriesCallErrors retries a call that fails for a reason a
@@ -421,18 +423,10 @@ func TestWriteCallSizes(t *testing.T) {
 		t.Run(fmt.Sprint(tc.maxRecord, "/", tc.size), func(t *testing.T) {
 			f := newFake(t, nil)
 			f.maxBytes, f.maxRecord = tc.callBytes, cmp.Or(tc.maxRecord, 1<<20)
-			s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", MaxRecordBytes: tc.maxRecord, Record: func(r rec) (string, []byte) {
+			writeThrough(t, f, kinesis.Config[rec]{MaxRecordBytes: tc.maxRecord, Record: func(r rec) (string, []byte) {
 				key, data := recordOf(r)
 				return key, append(data, make([]byte, tc.size-len(data)-len(key))...)
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := records(tc.n, tc.n, 0)
-			if err := s.Write(t.Context(), batch.New(1000, nil, want)); err != nil {
-				t.Fatal(err)
-			}
-			checkOnceInOrder(t, want, f.written)
+			}}, records(tc.n, tc.n, 0))
 			if f.calls != tc.calls {
 				t.Errorf("%d calls, want %d", f.calls, tc.calls)
 			}
