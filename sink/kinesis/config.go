@@ -74,9 +74,15 @@ type Config[T any] struct {
 	// exactly-once delivery from one pipeline to the next. It must be the
 	// same across the pipeline's restarts (with the same recovery log) and
 	// differ from every other writer of the stream, such as the
-	// application's and the output's names; at most 128 bytes. The tag
-	// changes the records' data: leave Origin empty, the default, when
-	// other programs read the stream. DESIGN.md describes the format.
+	// application's and the output's names; at most 128 bytes. A record is
+	// known by its batch time and its index in the batch, so a recomputed
+	// batch must hold the same records in the same order, which weir's
+	// operators ensure when the functions given to them are deterministic
+	// (no map iteration order, clock or randomness in what they emit):
+	// otherwise a reader may drop a recomputed record that differs from the
+	// one first written at its index. The tag changes the records' data:
+	// leave Origin empty, the default, when other programs read the stream.
+	// DESIGN.md describes the format.
 	Origin string
 	// Aggregate, when true, packs the records of one partition key that a
 	// call would otherwise have to send one call after another into a KPL
