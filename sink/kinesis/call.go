@@ -50,9 +50,14 @@ func (c *call) build(recs []entry, pending []int32, limit int) {
 		r := &recs[i]
 		k, seen := c.keys[r.key]
 		switch {
+		case !seen && len(c.kin) == maxRequestRecords:
+			if !c.aggregate {
+				return // full: nothing more can join
+			}
+			// No new key can join; the aggregates may still grow.
 		case !seen:
 			c.keys[r.key] = -1
-			if len(c.kin) < maxRequestRecords && c.size+len(r.key)+len(r.data) <= c.requestBytes {
+			if c.size+len(r.key)+len(r.data) <= c.requestBytes {
 				c.keys[r.key] = len(c.kin)
 				c.size += len(r.key) + len(r.data)
 				c.kin = append(c.kin, kinesisRecord{key: r.key, idx: append(c.nextIdx(), i), size: len(r.data)})
