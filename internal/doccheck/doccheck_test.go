@@ -13,7 +13,8 @@ import (
 	"testing"
 )
 
-// imports maps the package names the snippets use to their import paths.
+// imports maps the package names the snippets use to their import paths;
+// a snippet imports each under the name it uses.
 // A snippet gets the imports of the names it mentions, so the documents need
 // not list them.
 var imports = map[string]string{
@@ -37,6 +38,9 @@ var imports = map[string]string{
 	"prometheus":     "github.com/prometheus/client_golang/prometheus",
 	"promhttp":       "github.com/prometheus/client_golang/prometheus/promhttp",
 	"aws":            "github.com/aws/aws-sdk-go-v2/aws",
+	"awskinesis":     "github.com/aws/aws-sdk-go-v2/service/kinesis",
+	"config":         "github.com/aws/aws-sdk-go-v2/config",
+	"kinesissink":    "github.com/weirstream/weir/sink/kinesis",
 	"context":        "context",
 	"errors":         "errors",
 	"fmt":            "fmt",
@@ -115,21 +119,17 @@ var qualifier = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.[A-Za-z_]`)
 // any other block is the body of a function. The number of lines before the
 // block's code is returned too, to map the compiler's lines back.
 func (b block) source() (src string, offset int) {
-	var used []string
+	var used []string // the names, each imported as itself
 	for _, m := range qualifier.FindAllStringSubmatch(b.code, -1) {
-		if path, ok := imports[m[1]]; ok && !slices.Contains(used, path) {
-			used = append(used, path)
+		if _, ok := imports[m[1]]; ok && !slices.Contains(used, m[1]) {
+			used = append(used, m[1])
 		}
 	}
 	slices.Sort(used)
 	var sb strings.Builder
 	sb.WriteString("package snippet\n\nimport (\n")
-	for _, path := range used {
-		name := path[strings.LastIndex(path, "/")+1:]
-		if path == "github.com/weirstream/weir/metrics/prometheus" {
-			name = "weirprom"
-		}
-		fmt.Fprintf(&sb, "\t%s %q\n", name, path)
+	for _, name := range used {
+		fmt.Fprintf(&sb, "\t%s %q\n", name, imports[name])
 	}
 	sb.WriteString(")\n\n")
 	topLevel := regexp.MustCompile(`(?m)^(func|type|var|const) `).MatchString(b.code)

@@ -26,6 +26,7 @@ import (
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery/dynamolog"
+	kinesissink "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 )
@@ -51,7 +52,8 @@ var provisioningCalls = map[string]string{
 	"kinesis:DeregisterStreamConsumer": "TestFanoutPolicy (with DeregisterOnStop)",
 }
 
-// kmsConditions are the conditions every kms:Decrypt statement must have,
+// kmsConditions are the conditions every kms:Decrypt statement (and
+// kms:GenerateDataKey, the sink's) must have,
 // with the value each must hold: the key is usable only through Kinesis in
 // the stream's region (kms:ViaService) and only for this stream (Kinesis
 // passes the stream ARN as the encryption context aws:kinesis:arn; see
@@ -172,10 +174,10 @@ func readPolicy(t *testing.T, name string) map[string]bool {
 			if strings.Contains(a, "*") {
 				t.Errorf("%s: action %q: a least-privilege policy names each action", name, a)
 			}
-			if a == "kms:Decrypt" {
+			if a == "kms:Decrypt" || a == "kms:GenerateDataKey" {
 				for key, want := range kmsConditions {
 					if got := st.Condition["StringEquals"][key]; len(got) != 1 || got[0] != want {
-						t.Errorf("%s: statement %d (%s): kms:Decrypt with condition StringEquals %s = %v; want %q", name, i, st.Sid, key, got, want)
+						t.Errorf("%s: statement %d (%s): %s with condition StringEquals %s = %v; want %q", name, i, st.Sid, a, key, got, want)
 					}
 				}
 			}
@@ -432,4 +434,26 @@ func TestProvisioningPolicy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSinkPolicy writes a batch with the Kinesis sink.
+func TestSinkPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	rec := newRecorder(env.AWSConfig().HTTPClient)
+	stream := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := kinesissink.New(kinesissink.Config[string]{
+		Client: env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient = rec }),
+		Stream: stream, Origin: "iam", Record: func(s string) (string, []byte) { return s, []byte(s) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(t.Context(), batch.New(1000, nil, []string{"a", "b", "c"})); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "kinesis-sink.json", "kinesis", rec.called())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/internal/allocs"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+	"github.com/weirstream/weir/internal/kpl"
 )
 
 // A user record takes at least minUserRecordBytes of its aggregate: the

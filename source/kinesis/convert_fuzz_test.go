@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/internal/allocs"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+	"github.com/weirstream/weir/internal/kpl"
 )
 
 // The kinds of record of a fuzz input (see pageOf).
@@ -83,7 +83,7 @@ func body(aggregate []byte) []byte { return aggregate[len(kplMagic) : len(aggreg
 // kplSeeds returns the inputs of the KPL decoder's fuzz corpus, which hold
 // its golden aggregate's bytes and the crashers it found.
 func kplSeeds(f *testing.F) [][]byte {
-	files, err := filepath.Glob(filepath.Join("internal", "kpl", "testdata", "fuzz", "FuzzDeaggregate", "*"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "internal", "kpl", "testdata", "fuzz", "FuzzDeaggregate", "*"))
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no KPL fuzz corpus: %v", err)
 	}

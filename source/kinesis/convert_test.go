@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+	"github.com/weirstream/weir/internal/kpl"
 )
 
 func krec(seq int, data string) types.Record {

@@ -25,10 +25,10 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
 // fanOutSpy wraps a kinesis-mock client: it counts the fan-out calls and

@@ -10,7 +10,7 @@ import (
 	"math/bits"
 	"sync"
 
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+	"github.com/weirstream/weir/internal/kpl"
 )
 
 // hashKey is a Kinesis hash key: an unsigned 128-bit number.

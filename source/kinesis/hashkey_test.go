@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
+	"github.com/weirstream/weir/internal/kpl"
 )
 
 // Hash keys of the split of a shard holding every key into two halves.

@@ -16,8 +16,8 @@ import (
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/source/kinesis"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
 // userRecord is one user record of a shard, as the stream holds it.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/sealtime"
 	"github.com/weirstream/weir/source"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
 // readShard reads shardID from pos into the block generator until the

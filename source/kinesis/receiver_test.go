@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/source"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 )
 
 func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/localaws"
-	"github.com/weirstream/weir/source/kinesis/internal/kpl"
 	"github.com/weirstream/weir/source/kinesis/kinesistest"
 )
 

@@ -69,6 +69,17 @@ func Aggregate(records []UserRecord) []byte {
 	return append(out, sum[:]...)
 }
 
+// AggregateBase and UserRecordSize give the size of the data Aggregate
+// returns for user records that all have one partition key of keyLen bytes
+// and no explicit hash key: AggregateBase(keyLen) plus the UserRecordSize
+// of each one's data length. A producer uses them to fill an aggregate up
+// to the record limit without encoding it first.
+func AggregateBase(keyLen int) int { return len(magic) + digestLen + fieldSize(keyLen) }
+
+// UserRecordSize is the size one user record of dataLen bytes adds to an
+// aggregate of one partition key; see AggregateBase.
+func UserRecordSize(dataLen int) int { return fieldSize(recordRef{}.encodedSize(dataLen)) }
+
 // recordRef is what Aggregate knows of one record before writing it: its
 // table indexes and the size of its encoded Record message.
 type recordRef struct {

@@ -37,8 +37,9 @@
 // number but is damaged (wrong digest, malformed protobuf) is also passed
 // through unchanged, together with a [*FormatError], so the caller can
 // deliver it as it is and count it: this is what the KCL does too, and it
-// never loses data. [Aggregate] is the encoder, for tests, benchmarks and
-// producers.
+// never loses data. [Aggregate] is the encoder, for the Kinesis sink, tests and
+// benchmarks; [AggregateBase] and [UserRecordSize] size an aggregate before
+// it is encoded.
 //
 // The protobuf is decoded by hand: it is three small messages, and a
 // hand-written decoder needs no code generation and no dependency. Unknown

@@ -1,0 +1,31 @@
+// Package kinesis is a weir sink that writes each batch to a Kinesis data
+// stream with PutRecords, a partition key per record:
+//
+//	sink, err := kinesis.New(kinesis.Config[Event]{
+//		Client: awskinesis.NewFromConfig(awsCfg),
+//		Stream: "events-out",
+//		Record: func(e Event) (string, []byte) { return e.User, e.JSON() },
+//	})
+//	stream.ForEachBatch(events, sink.Write, stream.Named("kinesis"))
+//
+// Write returns once every record of the batch is written. Records of one
+// partition key are written in the order of the batch: a PutRecords call
+// holds at most one record per key, and a record that failed (throttled,
+// an internal failure) is written before any later record of its key.
+// Failed records are retried with back-off until written; a record Kinesis
+// would refuse fails the batch before anything is sent.
+//
+// A batch that a crash interrupted runs again after the restart (with a
+// recovery log: same time, same records, same order), so the records it
+// wrote before the crash are written twice. With Config.Origin set, every
+// record carries an origin tag (writer, batch time, index in the batch) in
+// front of its data, by which a weir pipeline reading the stream drops the
+// copies; the reading side is described in the repository's DESIGN.md
+// ("Writing to Kinesis"). Without it the records are written as they are:
+// at least once.
+//
+// With Config.Aggregate, the records of one key that would otherwise wait
+// for calls of their own are packed into KPL aggregates (one Kinesis record
+// each, written or failed as a whole), which the Kinesis Client Library and
+// weir's Kinesis receiver split again.
+package kinesis

@@ -1,0 +1,246 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/awserr"
+	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/internal/streak"
+)
+
+// Back-off between the rounds of a Write that had failures.
+const (
+	retryBase = 100 * time.Millisecond
+	retryMax  = 5 * time.Second
+)
+
+// arenaSize is the size of the buffers tagged records are built in.
+const arenaSize = 1 << 20
+
+// Sink writes batches to a Kinesis stream. Its Write is a
+// stream.ForEachBatch function. A Sink holds no resources (the client is
+// the caller's) and is safe for concurrent use, though a pipeline calls it
+// one batch at a time.
+type Sink[T any] struct {
+	cfg          Config[T]
+	endpoint     string // for the logs
+	requestBytes int    // the most bytes of records a call holds
+}
+
+// New returns a Sink configured by cfg, or an error wrapping
+// ErrInvalidConfig that names every bad field.
+func New[T any](cfg Config[T]) (*Sink[T], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes}
+	if s.cfg.MaxRecordBytes > defaultMaxRecordBytes {
+		s.requestBytes = largeRequestBytes
+	}
+	if c, ok := cfg.Client.(*awskinesis.Client); ok {
+		s.endpoint = aws.ToString(c.Options().BaseEndpoint)
+	}
+	return s, nil
+}
+
+// entry is one record of a batch, ready to put.
+type entry struct {
+	key  string
+	data []byte
+}
+
+// Write puts the records of b to the stream and returns once every one of
+// them is written, in the order of the batch for each partition key: a
+// record is sent only after every earlier record of its key was
+// acknowledged, so a PutRecords call holds at most one record per key, and
+// a record that failed (throttled, an internal failure) is sent again
+// before any later record of its key. Records that failed are retried,
+// with back-off, until they are written or ctx is done; whatever a retry
+// cannot fix (the stream does not exist, access denied, an invalid
+// request) fails Write with the SDK's error. Records are sent from one
+// goroutine, one call at a time, up to 500 records and 5 MiB a call (10
+// MiB with MaxRecordBytes above 1 MiB). The first record not yet written
+// always fits in a call, so every call holds at least one record.
+//
+// Every record is checked before any is sent: a record Kinesis would
+// refuse fails Write with an error wrapping ErrInvalidRecord, naming its
+// index and partition key, and nothing of the batch is written. An error
+// after some records were written leaves them written: a batch that runs
+// again (a retried or recomputed batch) writes them again, and with Origin
+// set a weir reader drops those copies.
+func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	recs, err := s.prepare(b)
+	if err != nil {
+		return err
+	}
+	return s.put(ctx, recs)
+}
+
+// prepare returns the records of b as entries, tagged if Origin is set, or
+// an error for the first record Kinesis would refuse.
+func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
+	recs := make([]entry, 0, b.Len())
+	var arena []byte
+	for v := range b.All() {
+		i := len(recs)
+		key, data := s.cfg.Record(v)
+		if s.cfg.Origin != "" {
+			tag := origin.Tag{Writer: s.cfg.Origin, Batch: int64(b.Time()), Index: uint64(i)}
+			n := origin.Overhead(tag) + len(data)
+			if cap(arena)-len(arena) < n {
+				arena = make([]byte, 0, max(arenaSize, n))
+			}
+			start := len(arena)
+			arena = origin.Append(arena, tag, data)
+			data = arena[start:len(arena):len(arena)]
+		}
+		if err := s.check(key, data); err != nil {
+			return nil, fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
+		}
+		recs = append(recs, entry{key: key, data: data})
+	}
+	return recs, nil
+}
+
+// check returns why Kinesis would refuse a record, or nil.
+func (s *Sink[T]) check(key string, data []byte) error {
+	switch {
+	case key == "":
+		return errors.New("empty: a partition key must be 1 to 256 characters")
+	case !utf8.ValidString(key):
+		return errors.New("not valid UTF-8")
+	case utf8.RuneCountInString(key) > maxKeyChars:
+		return fmt.Errorf("%d characters, more than the 256 a partition key may have", utf8.RuneCountInString(key))
+	case len(key)+len(data) > s.cfg.MaxRecordBytes:
+		tagged := ""
+		if s.cfg.Origin != "" {
+			tagged = " and origin tag"
+		}
+		return fmt.Errorf("%d bytes of data%s and partition key, more than MaxRecordBytes (%d): split the record, or raise the stream's maximum record size and MaxRecordBytes", len(key)+len(data), tagged, s.cfg.MaxRecordBytes)
+	}
+	return nil
+}
+
+// put writes recs in rounds of one PutRecords call each, until every one
+// is acknowledged. pending holds the indexes of the records not yet
+// acknowledged, in batch order. A round's call (see call) holds, for each
+// partition key, only its first pending record, or with Config.Aggregate
+// an aggregate of its first pending ones: so a record never travels with,
+// or after, a later record of its key. It looks no further than
+// origin.Window records past the first pending one, the window a reader's
+// duplicate filter relies on (and the bound of a round's scan).
+func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
+	pending := make([]int32, len(recs))
+	for i := range pending {
+		pending[i] = int32(i)
+	}
+	in := &awskinesis.PutRecordsInput{}
+	if isARN(s.cfg.Stream) {
+		in.StreamARN = aws.String(s.cfg.Stream)
+	} else {
+		in.StreamName = aws.String(s.cfg.Stream)
+	}
+	c := newCall(s.requestBytes, s.cfg.MaxRecordBytes, s.cfg.Aggregate)
+	var reqEntries []types.PutRecordsRequestEntry
+	acked := make([]bool, len(recs))
+	wait := backoff.Policy{Base: retryBase, Max: retryMax}.Start()
+	st := s.streak()
+	attempt := 0
+	for len(pending) > 0 {
+		c.build(recs, pending, int(pending[0])+origin.Window)
+		if len(c.kin) == 0 { // cannot happen: the first pending record always fits
+			r := recs[pending[0]]
+			return fmt.Errorf("kinesis: record %d (partition key %q, %d bytes) fits no PutRecords call of %d bytes", pending[0], r.key, len(r.key)+len(r.data), s.requestBytes)
+		}
+		reqEntries = c.entries(reqEntries, recs)
+		in.Records = reqEntries
+		attempt++
+		out, err := s.cfg.Client.PutRecords(ctx, in)
+		if err == nil && len(out.Records) != len(reqEntries) {
+			return fmt.Errorf("kinesis: PutRecords to stream %q answered %d results for %d records; cannot tell which were written", s.cfg.Stream, len(out.Records), len(reqEntries))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
+			}
+			if refused(err) {
+				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, err)
+			}
+			st.Failed(attempt, "error", false, err)
+			if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
+				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
+			}
+			continue
+		}
+		failed, res := c.settle(out, acked)
+		pending = compact(pending, acked)
+		if failed == 0 {
+			if attempt > 1 {
+				st.Ended(attempt)
+				st = s.streak()
+			}
+			attempt = 0
+			wait.Reset()
+			continue
+		}
+		if failed < len(reqEntries) {
+			wait.Reset() // progress: wait the shortest back-off
+		}
+		st.Failed(attempt, aws.ToString(res.ErrorCode), false, fmt.Errorf("%d of %d records failed, the first with %s: %s",
+			failed, len(reqEntries), aws.ToString(res.ErrorCode), aws.ToString(res.ErrorMessage)))
+		if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
+			return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// compact removes the acknowledged indexes from pending, keeping the order.
+func compact(pending []int32, acked []bool) []int32 {
+	kept := pending[:0]
+	for _, i := range pending {
+		if !acked[i] {
+			kept = append(kept, i)
+		}
+	}
+	return kept
+}
+
+// refused reports whether err is one no retry of PutRecords fixes. KMS
+// throttling is a client fault the SDK does not count as throttling, but
+// it passes.
+func refused(err error) bool {
+	var kms *types.KMSThrottlingException
+	return !errors.As(err, &kms) && awserr.Refused(err)
+}
+
+// streak returns the warning of a Write whose calls keep failing.
+func (s *Sink[T]) streak() streak.Streak {
+	return streak.Streak{
+		Logger: s.cfg.Logger, Clock: s.cfg.Clock, Prefix: "kinesis sink", Service: "Kinesis",
+		Op: "PutRecords", Attr: slog.String("stream", s.cfg.Stream), Endpoint: s.endpoint,
+		Fix: func(cause, endpoint string) string {
+			switch cause {
+			case "ProvisionedThroughputExceededException":
+				return "a shard takes 1,000 records or 1 MiB per second: more shards, or partition keys spread over more of them"
+			case "InternalFailure":
+				return "Kinesis reports internal failures: usually transient; check the AWS Health Dashboard if it lasts"
+			}
+			return "check the network, the endpoint (" + endpoint + ") and the error"
+		},
+	}
+}
