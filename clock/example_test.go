@@ -1,31 +1,30 @@
 package clock_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/weirstream/weir/clock"
 )
 
-// A Manual clock moves only when told: a timer fires once the clock passes
-// its deadline, so a test of "fires after 10s" takes no time and cannot
-// flake. Components take it as their Config.Clock.
+// A Manual clock moves only when told, so a test of code that waits
+// ("retries after 10s") takes no time and cannot flake: the test waits
+// until the code is blocked on the clock, then moves it.
 func ExampleManual() {
+	ctx := context.Background()
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	c := clock.NewManual(start)
-	t := c.NewTimer(10 * time.Second)
 
-	c.Advance(9 * time.Second)
-	select {
-	case <-t.C():
-		fmt.Println("fired early")
-	default:
-		fmt.Println("not yet at", c.Now().Sub(start))
+	slept := make(chan error)
+	go func() { slept <- clock.Sleep(ctx, c, 10*time.Second) }() // the code under test
+
+	if err := c.WaitForWaiters(ctx, 1); err != nil { // it is asleep now
+		fmt.Println(err)
+		return
 	}
-
-	c.Advance(time.Second)
-	fmt.Println("fired at", (<-t.C()).Sub(start))
+	c.Advance(10 * time.Second)
+	fmt.Println(<-slept, c.Now().Sub(start))
 	// Output:
-	// not yet at 9s
-	// fired at 10s
+	// <nil> 10s
 }
