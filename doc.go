@@ -7,10 +7,12 @@
 //
 // This package holds no code. Start with package stream (the driver,
 // [github.com/weirstream/weir/stream.NewPipeline]) and a source such as
-// [github.com/weirstream/weir/source/kinesis]; the lease table and checkpoints
-// are in [github.com/weirstream/weir/checkpoint/leasetable] and
-// [github.com/weirstream/weir/checkpoint], the recovery log in
-// [github.com/weirstream/weir/recovery].
+// [github.com/weirstream/weir/source/kinesis]; the settings of the lease
+// table and its checkpoints are in
+// [github.com/weirstream/weir/checkpoint/leasetable] (the checkpoint counters
+// a receiver reports in [github.com/weirstream/weir/checkpoint]), the
+// recovery log in [github.com/weirstream/weir/recovery], and where
+// quarantined records go in [github.com/weirstream/weir/sink/deadletter].
 //
 // The README lists the packages and their guarantees; DESIGN.md, at the root
 // of the repository, is the design document (sections Data flow, Recovery,

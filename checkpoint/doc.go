@@ -10,6 +10,12 @@
 // SPARK-11359). A worker that takes a shard over, or restarts, reads after
 // the checkpoint. A graceful Stop and a shard's end always checkpoint last.
 //
+// A checkpoint, here and in packages leasetable and kinesis, is this
+// position of a shard in the lease table. The state of stateful operators
+// is saved otherwise, in snapshots beside the recovery log, at the pace of
+// stream.Config.StateCheckpointInterval (named after Spark's state
+// checkpoint).
+//
 // The lease settings, including CheckpointInterval, are in package
 // leasetable. The repository's DESIGN.md describes how checkpoints keep
 // guarantee G4 (sections Data flow and Leases).

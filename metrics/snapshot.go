@@ -6,8 +6,9 @@ import (
 	"github.com/weirstream/weir/batch"
 )
 
-// Snapshot is what a Collector knows at one moment. The caller may keep it
-// and modify its fields, but not the slices and maps they hold (ranges,
+// Snapshot is what a Collector knows at one moment: a copy of its numbers,
+// unrelated to the state snapshots a recovery log keeps. The caller may keep
+// it and modify its fields, but not the slices and maps they hold (ranges,
 // stats, leases), which later snapshots share.
 type Snapshot struct {
 	// Time is when the snapshot was taken, on the Collector's clock.

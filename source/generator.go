@@ -45,14 +45,13 @@ var errRunTwice = errors.New("source: BlockGenerator.Run called more than once")
 //   - Every BlockInterval the open block is sealed and queued, unless it is
 //     empty (empty blocks are never pushed) or the queue is full. Seals
 //     come a little before each multiple of BlockInterval since the Unix
-//     epoch, so that a block sealed at a batch boundary is in that batch
-//     (see sealLead).
+//     epoch (a few milliseconds before, growing with the interval), so that a
+//     block sealed at a batch boundary is in that batch.
 //   - One goroutine pushes the queued blocks one at a time, in seal order,
 //     retrying a failed push a few times, and calls onStored after each
 //     successful push, without holding the lock.
 //
-// The queue holds at most maxQueuedBlocks sealed blocks, counting the one
-// being pushed; while it is full Add blocks, which is the backpressure a
+// The queue holds at most 10 sealed blocks, counting the one being pushed; while it is full Add blocks, which is the backpressure a
 // receiver passes on to its reader. (The bytes of those blocks are the
 // receiver's to bound: Runtime.MaxBufferedBytes.)
 //

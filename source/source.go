@@ -148,7 +148,9 @@ type CompletionObserver interface {
 // controller). After each batch whose outputs all succeeded,
 // the driver calls BatchCompleted with what the batch took, after
 // BlocksCompleted for its blocks, in batch-time order, never concurrently.
-// It must return quickly.
+// It must return quickly. It is the completion stream.Listener's
+// BatchCompleted reports too, but called from the driver's goroutine, only
+// for a batch that succeeded, and with this source's records alone.
 type BatchObserver interface {
 	BatchCompleted(ctx context.Context, b BatchReport)
 }

@@ -35,7 +35,8 @@ const (
 	// DefaultDrainTimeout is the default of Config.DrainTimeout.
 	DefaultDrainTimeout = 30 * time.Second
 	// DefaultStateCheckpointBatches is the default of
-	// Config.StateCheckpointInterval, in batch intervals.
+	// Config.StateCheckpointInterval, in batch intervals: a state snapshot
+	// every 10 batches.
 	DefaultStateCheckpointBatches = 10
 )
 
@@ -151,7 +152,9 @@ type Config struct {
 
 	// StateCheckpointInterval is how often, in batch time, the state of
 	// the stateful operators (UpdateStateByKey, MapWithState, Window,
-	// ReduceByKeyAndWindow) is snapshotted beside the recovery log: after
+	// ReduceByKeyAndWindow) is snapshotted beside the recovery log (Spark's
+	// state checkpoint; not the Kinesis checkpoints of a lease table, whose
+	// interval is leasetable.Config.CheckpointInterval): after
 	// the first batch completed at least this long after the current
 	// snapshot. A restart loads the last snapshot and recomputes the
 	// batches completed after it from their logged ranges, so the state is

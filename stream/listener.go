@@ -27,8 +27,10 @@ type Listener interface {
 	BatchScheduled(BatchInfo)
 	// BatchStarted is called for a batch whose outputs are starting.
 	BatchStarted(BatchInfo)
-	// BatchCompleted is called after a batch ran: Err is nil if every output
-	// succeeded and its blocks were completed.
+	// BatchCompleted is called after a batch ran, whether or not it
+	// succeeded: Err is nil if every output succeeded and its blocks were
+	// completed. (A receiver's source.BatchObserver hears of the same
+	// completion, synchronously and only for a batch that succeeded.)
 	BatchCompleted(BatchInfo)
 	// ReceiverStarted is called just before a receiver's Start is called.
 	ReceiverStarted(ReceiverInfo)

@@ -12,7 +12,8 @@ import (
 )
 
 // ErrClosed is returned by Run when the Pipeline has already run: a Pipeline
-// runs at most once. A Run refused for an invalid graph (ErrInvalidConfig)
+// runs at most once, and is closed once its Run returned (it has no Close
+// method). A Run refused for an invalid graph (ErrInvalidConfig)
 // does not count: the graph may be completed and Run called again.
 var ErrClosed = errors.New("stream: pipeline already ran")
 

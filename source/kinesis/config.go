@@ -88,8 +88,9 @@ type Config struct {
 	// Stream is the name or the ARN ("arn:aws:kinesis:REGION:ACCOUNT:stream/NAME")
 	// of the stream to read. Required. Ranges record it as given.
 	Stream string
-	// App is the application name: it names this consumer in logs and, for
-	// the checkpoint package, its lease table. Required.
+	// App is the application name: it names this consumer in logs and is
+	// the default name of its lease table (Leases) and of its enhanced
+	// fan-out consumer (FanOut). Required.
 	App string
 
 	// InitialPosition is where a shard present when the receiver starts is
@@ -186,8 +187,9 @@ type Config struct {
 	// driver does). With MaxRecordsPerSecond too, both limits hold.
 	// Default false: read as fast as the memory budget and Kinesis allow.
 	Backpressure bool
-	// ShardSyncInterval is how often allShards lists the stream's shards to
-	// find shards made by a reshard. Default 10s.
+	// ShardSyncInterval is how often the receiver lists the stream's shards
+	// to find shards made by a reshard (without Leases; with them, the
+	// lease table's shard sync uses it). Default 10s.
 	ShardSyncInterval time.Duration
 
 	// RetryBaseDelay is the first back-off after a throttled call, a server

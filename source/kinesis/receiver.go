@@ -126,9 +126,12 @@ type run struct {
 // a shard reader cannot recover from, or a push that failed after its
 // retries, stops the receiver and is returned.
 //
-// Step by step on Stop: the assigner and every shard reader stop (a batch
-// of records being added either lands whole or not at all), the block
-// generator seals and pushes what it holds, then Start returns.
+// Step by step on Stop: shard listing and every shard reader stop (a batch
+// of records being added either lands whole or not at all), and the block
+// generator seals and pushes what it holds. With Config.Leases the receiver
+// then waits, at most a lease duration, for the driver to complete what it
+// read, writes the last checkpoints and hands every lease back. Then Start
+// returns.
 func (r *Receiver) Start(ctx context.Context, rt source.Runtime[Record]) error {
 	rt = rt.WithDefaults()
 	if err := r.begin(rt); err != nil {

@@ -70,7 +70,9 @@ type ShardStats struct {
 	// closed it).
 	Ended bool
 	// Drained reports that the shard Ended and every record read from it
-	// is stored: its children may start.
+	// is stored: its children may start. (Stored, not yet processed: unlike
+	// a drained stream.Pipeline, its records may still be in batches to
+	// run.)
 	Drained bool
 	// BytesRead counts the bytes of Kinesis record data GetRecords returned
 	// for the shard (before KPL de-aggregation).
