@@ -154,4 +154,3 @@ func newSink(tb testing.TB, ctx context.Context, cfg dynamodb.Config) *dynamodb.
 	}
 	return s
 }
-
