@@ -40,7 +40,9 @@ func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 	awsCfg := cfg.aws
 	id := func(r kinesis.Record) int64 { n, _ := strconv.ParseInt(string(r.Data), 10, 64); return n }
 	str := func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-	num := func(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)} }
+	num := func(n int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+	}
 	puts, err := dynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: cfg.dynamoEndpoint, Table: cfg.sink, Logger: cfg.logger},
 		func(r kinesis.Record) (dynamodb.Write, error) {
 			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str(fmt.Sprint("r", id(r))), "n": num(id(r))}}, nil
