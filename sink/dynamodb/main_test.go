@@ -19,6 +19,14 @@ var servers = localaws.NewShared(localaws.Options{DynamoDB: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
+// setup returns a client of the shared dynalite, a new table on it (see
+// createTable) and the test's context.
+func setup(t *testing.T) (*ddb.Client, string, context.Context) {
+	t.Helper()
+	c := servers.Env(t).DynamoDB()
+	return c, createTable(t, c), t.Context()
+}
+
 // createTable creates a table of partition key "id" (string) on c and
 // returns its name.
 func createTable(tb testing.TB, c *ddb.Client) string {

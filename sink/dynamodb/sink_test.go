@@ -23,10 +23,7 @@ import (
 // item moved back.
 func TestReplayedBatchAppliesOnce(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	c := env.DynamoDB()
-	table := createTable(t, c)
-	ctx := t.Context()
+	c, table, ctx := setup(t)
 	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 4})
 	first := batch.New(1_700_000_000_000, nil, events(40, 7, true)[:25], events(40, 7, true)[25:])
 	second := batch.New(1_700_000_001_000, nil, events(30, 5, true))
@@ -124,10 +121,7 @@ func (crashError) Is(err error) bool             { return err == errCrash }
 // different items run in parallel up to Concurrency.
 func TestWritesOfOneItemInOrder(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	c := env.DynamoDB()
-	table := createTable(t, c)
-	ctx := t.Context()
+	c, table, ctx := setup(t)
 	watch := &watchClient{Client: c, inFlight: map[string]bool{}, last: map[string]string{}}
 	const par = 4
 	s := newSink(t, ctx, dynamodb.Config{Client: watch, Table: table, Concurrency: par})
@@ -200,10 +194,7 @@ func (c *watchClient) UpdateItem(ctx context.Context, in *ddb.UpdateItemInput, o
 // item's size fails the batch naming them too.
 func TestItemTooLarge(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	c := env.DynamoDB()
-	table := createTable(t, c)
-	ctx := t.Context()
+	c, table, ctx := setup(t)
 	// id "big" (2+3 bytes), the version (11 bytes of name, and 2 of value:
 	// 1700000000000000000000 has two significant digits) and a value whose
 	// name and bytes make the rest exactly fit, then one byte over.

@@ -96,29 +96,34 @@ func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.Att
 		return nil, errors.New("Names or Values set on a put: they are Update's")
 	}
 	key := w.Key
+	var itemKey map[string]types.AttributeValue // Item's key attributes
 	if put {
 		if _, ok := w.Item[versionAttr]; ok {
 			return nil, fmt.Errorf("Item has the version attribute %q, which the Sink sets", versionAttr)
 		}
-		if key == nil {
-			key = make(map[string]types.AttributeValue, len(keyAttrs))
-			for _, a := range keyAttrs {
-				if v, ok := w.Item[a]; ok {
-					key[a] = v
-				}
+		itemKey = make(map[string]types.AttributeValue, len(keyAttrs))
+		for _, a := range keyAttrs {
+			if v, ok := w.Item[a]; ok {
+				itemKey[a] = v
 			}
+		}
+		if key == nil {
+			key = itemKey
 		}
 	}
 	if len(key) != len(keyAttrs) {
 		return nil, fmt.Errorf("key %s: must have exactly the table's key attributes %q", formatKey(key, keyAttrs), keyAttrs)
 	}
 	for _, a := range keyAttrs {
-		v, ok := key[a]
-		if !ok {
+		if _, ok := key[a]; !ok {
 			return nil, fmt.Errorf("key %s: must have exactly the table's key attributes %q", formatKey(key, keyAttrs), keyAttrs)
 		}
-		if put && !sameValue(w.Item[a], v) {
-			return nil, fmt.Errorf("key %s: Item's %q differs from Key's", formatKey(key, keyAttrs), a)
+	}
+	if put && w.Key != nil {
+		inItem, err1 := keyID(itemKey, keyAttrs)
+		inKey, err2 := keyID(key, keyAttrs)
+		if err := errors.Join(err1, err2); err != nil || inItem != inKey {
+			return nil, fmt.Errorf("key %s: Item's key attributes %s differ from Key's", formatKey(key, keyAttrs), formatKey(itemKey, keyAttrs))
 		}
 	}
 	if update {
@@ -207,21 +212,6 @@ func formatKey(key map[string]types.AttributeValue, keyAttrs []string) string {
 	return sb.String()
 }
 
-func sameValue(a, b types.AttributeValue) bool {
-	switch a := a.(type) {
-	case *types.AttributeValueMemberS:
-		b, ok := b.(*types.AttributeValueMemberS)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberN:
-		b, ok := b.(*types.AttributeValueMemberN)
-		return ok && a.Value == b.Value
-	case *types.AttributeValueMemberB:
-		b, ok := b.(*types.AttributeValueMemberB)
-		return ok && string(a.Value) == string(b.Value)
-	}
-	return false
-}
-
 // itemSize returns the size DynamoDB counts for an item: the UTF-8 length
 // of each attribute name plus its value's size (see valueSize).
 func itemSize(item map[string]types.AttributeValue) int {
@@ -249,23 +239,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sum(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sum(v.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sum(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -280,6 +258,15 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sum returns the sum of the sizes of xs.
+func sum[E any](xs []E, size func(E) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
 }
 
 // numberSize is the size of a number: one byte per two significant digits

@@ -80,7 +80,7 @@ func TestCheck(t *testing.T) {
 		{"neither", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}}, "neither Item nor Update"},
 		{"put without sort key", Write{Item: map[string]types.AttributeValue{"pk": s("a")}}, `must have exactly the table's key attributes ["pk" "sk"]`},
 		{"update key with extra", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b"), "x": s("c")}, Update: "ADD n :one"}, "must have exactly"},
-		{"put key differs", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("c")}}, `Item's "sk" differs`},
+		{"put key differs", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("c")}}, "Item's key attributes"},
 		{"put sets version", Write{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b"), "v": s("c")}}, `version attribute "v"`},
 		{"update names version", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "SET #v = :v", Names: map[string]string{"#v": "v"}}, `version attribute "v"`},
 		{"update uses #weir", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "SET #weirX = :x", Names: map[string]string{"#weirX": "x"}}, "#weir"},
