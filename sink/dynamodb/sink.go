@@ -292,7 +292,7 @@ func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
 		if len(ops) == maxOrdinal {
 			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
 		}
-		byKey[id] = append(ops, op{w: w, key: key, id: id, n: len(ops)})
+		byKey[id] = append(ops, op{w: w, key: key, n: len(ops)})
 	}
 	return keys, byKey, nil
 }

@@ -75,12 +75,11 @@ func version(t int64, n int) string {
 	return strconv.FormatInt(t, 10) + strings.Repeat("0", ordinalDigits-len(ord)) + ord
 }
 
-// op is a write ready to send: its key, the key's identity and its ordinal.
+// op is a write ready to send: its key and its ordinal.
 type op struct {
 	w   Write
 	key map[string]types.AttributeValue
-	id  string // the key's identity, equal for equal keys
-	n   int    // ordinal among the batch's writes of the key
+	n   int // ordinal among the batch's writes of the key
 }
 
 // check validates w against the table's key attributes and the version
