@@ -313,6 +313,47 @@ func (h *harness) awaitBatches(c *child, n int) {
 	})
 }
 
+// awaitAllDone polls the output file until every batch begun in it has a
+// done line (a batch a killed child began is run again, and completed, by
+// a later one), failing the test after waitLimit or if c exits.
+func (h *harness) awaitAllDone(c *child) {
+	h.t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		data, err := os.ReadFile(h.out)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			h.t.Fatal(err)
+		}
+		begun, done := map[string]bool{}, map[string]bool{}
+		for l := range strings.Lines(string(data)) {
+			if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineBegin+" "); ok {
+				begun[tm] = true
+			} else if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineDone+" "); ok {
+				done[tm] = true
+			}
+		}
+		open := 0
+		for tm := range begun {
+			if !done[tm] {
+				open++
+			}
+		}
+		if open == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.exited:
+			h.t.Fatalf("child %d exited with %d batches begun and not done: %v\n%s", c.n, open, c.err, c.tail())
+		case <-deadline.C:
+			h.t.Fatalf("%d batches begun and not done after %v: child %d\n%s", open, waitLimit, c.n, c.tail())
+		}
+	}
+}
+
 // awaitInOutput polls the output file, often, until c is inside a batch's
 // output (its last begin line has no end line after it), failing the test
 // after waitLimit or if c exits. A kill right after it lands, most often,
