@@ -313,9 +313,10 @@ func (h *harness) awaitBatches(c *child, n int) {
 	})
 }
 
-// awaitAllDone polls the output file until every batch begun in it has a
-// done line (a batch a killed child began is run again, and completed, by
-// a later one), failing the test after waitLimit or if c exits.
+// awaitAllDone polls the output file until every batch with records begun
+// in it has a done line (a batch a killed child began is run again, and
+// completed, by a later one; an empty one is not logged, and not run
+// again), failing the test after waitLimit or if c exits.
 func (h *harness) awaitAllDone(c *child) {
 	h.t.Helper()
 	deadline := time.NewTimer(waitLimit)
@@ -328,10 +329,14 @@ func (h *harness) awaitAllDone(c *child) {
 			h.t.Fatal(err)
 		}
 		begun, done := map[string]bool{}, map[string]bool{}
+		cur := "" // the time of the last begin line
 		for l := range strings.Lines(string(data)) {
-			if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineBegin+" "); ok {
-				begun[tm] = true
-			} else if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineDone+" "); ok {
+			l = strings.TrimSuffix(l, "\n")
+			if tm, ok := strings.CutPrefix(l, lineBegin+" "); ok {
+				cur = tm
+			} else if strings.HasPrefix(l, lineRec+" ") && cur != "" {
+				begun[cur] = true
+			} else if tm, ok := strings.CutPrefix(l, lineDone+" "); ok {
 				done[tm] = true
 			}
 		}
