@@ -313,50 +313,38 @@ func (h *harness) awaitBatches(c *child, n int) {
 	})
 }
 
-// awaitAllDone polls the output file until every batch with records begun
-// in it has a done line (a batch a killed child began is run again, and
-// completed, by a later one; an empty one is not logged, and not run
-// again), failing the test after waitLimit or if c exits.
-func (h *harness) awaitAllDone(c *child) {
+// awaitPastRecovery polls the output file until c has completed (written
+// the done line of) a batch later than every batch begun before it
+// started: batches run in time order, so every batch a killed child began
+// and c ran again is complete. Record lines a killed child wrote satisfy
+// awaitOutput before that.
+func (h *harness) awaitPastRecovery(c *child) {
 	h.t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		data, err := os.ReadFile(h.out)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			h.t.Fatal(err)
-		}
-		begun, done := map[string]bool{}, map[string]bool{}
-		cur := "" // the time of the last begin line
-		for l := range strings.Lines(string(data)) {
-			l = strings.TrimSuffix(l, "\n")
-			if tm, ok := strings.CutPrefix(l, lineBegin+" "); ok {
-				cur = tm
-			} else if strings.HasPrefix(l, lineRec+" ") && cur != "" {
-				begun[cur] = true
-			} else if tm, ok := strings.CutPrefix(l, lineDone+" "); ok {
-				done[tm] = true
+	label := "\n" + lineStart + " pid-" + strconv.Itoa(c.cmd.Process.Pid) + "\n"
+	var last int64 // the latest batch time begun before c started
+	h.awaitOwn(c, "a done line past the batches begun before it", 20*time.Millisecond, func(mine string) bool {
+		if last == 0 {
+			data, err := os.ReadFile(h.out)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			all := "\n" + string(data)
+			for l := range strings.Lines(all[:strings.LastIndex(all, label)+1]) {
+				if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineBegin+" "); ok {
+					n, _ := strconv.ParseInt(tm, 10, 64)
+					last = max(last, n)
+				}
 			}
 		}
-		open := 0
-		for tm := range begun {
-			if !done[tm] {
-				open++
+		for l := range strings.Lines(mine) {
+			if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineDone+" "); ok {
+				if n, _ := strconv.ParseInt(tm, 10, 64); n > last {
+					return true
+				}
 			}
 		}
-		if open == 0 {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-c.exited:
-			h.t.Fatalf("child %d exited with %d batches begun and not done: %v\n%s", c.n, open, c.err, c.tail())
-		case <-deadline.C:
-			h.t.Fatalf("%d batches begun and not done after %v: child %d\n%s", open, waitLimit, c.n, c.tail())
-		}
-	}
+		return false
+	})
 }
 
 // awaitInOutput polls the output file, often, until c is inside a batch's

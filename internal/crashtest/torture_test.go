@@ -162,7 +162,7 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 	// Records output by a killed child are in the file already: the last
 	// child may still be running their batches again, which a SIGTERM
 	// during its start would leave to a later run.
-	h.awaitAllDone(last)
+	h.awaitPastRecovery(last)
 	last.term()
 
 	f := h.check(put, maybe)
