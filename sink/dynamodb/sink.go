@@ -36,9 +36,13 @@ const (
 	DefaultConcurrency = 16
 )
 
-// attemptTimeout bounds each attempt of a write: one of an item of 400 KB
-// answers well within it on a healthy connection, and one with no answer
-// is abandoned and tried again rather than holding its batch.
+// attemptTimeout bounds each call of a write, the client's own retries
+// included: a write of an item of 400 KB answers well within it on a
+// healthy connection, and one with no answer is abandoned and tried again
+// rather than holding its batch. It bounds the call, not each attempt
+// within it (as an SDK middleware would), because options given per call
+// make the SDK redo work on every call: about a tenth of the throughput on
+// dynalite (BenchmarkSinkVsLoop).
 const attemptTimeout = 5 * time.Second
 
 // retryWait paces the Sink's own retries of a write (after the client's):
@@ -82,7 +86,8 @@ type Config struct {
 	// Logger receives warnings, such as writes that keep failing and are
 	// being retried. Default slog.Default().
 	Logger *slog.Logger
-	// Clock times the waits between retries and the attempts' timeout.
+	// Clock times the waits between retries and the timeout of each call
+	// (5 s: a call with no answer by then is abandoned and retried).
 	// Default clock.Real{}.
 	Clock clock.Clock
 }
@@ -117,7 +122,7 @@ type Sink[T any] struct {
 	logger   *slog.Logger
 	clock    clock.Clock
 	endpoint string
-	opts     []func(*ddb.Options) // per call: the attempt timeout
+	timeout  time.Duration // attemptTimeout; tests shorten it
 	f        func(T) (Write, error)
 
 	written, skipped, retried atomic.Int64
@@ -180,9 +185,8 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 		s.logger = slog.Default()
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
-	mw := attempt.Middleware(s.clock, attemptTimeout)
-	s.opts = []func(*ddb.Options){func(o *ddb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
-	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)}, s.opts...)
+	s.timeout = attemptTimeout
+	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
 	}
@@ -310,7 +314,9 @@ func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
 	var wait *backoff.Backoff
 	var st *streak.Streak
 	for n := 1; ; n++ {
-		err := send(ctx)
+		actx, cancel := attempt.WithTimeout(ctx, s.clock, s.timeout)
+		err := attempt.Error(actx, send(actx), s.timeout)
+		cancel()
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil:
@@ -360,7 +366,7 @@ func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) e
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: map[string]types.AttributeValue{versionValue: v},
 		}
-		return func(ctx context.Context) error { _, err := s.client.PutItem(ctx, in, s.opts...); return err }, nil
+		return func(ctx context.Context) error { _, err := s.client.PutItem(ctx, in); return err }, nil
 	}
 	values := make(map[string]types.AttributeValue, len(o.w.Values)+1)
 	for k, x := range o.w.Values {
@@ -374,7 +380,7 @@ func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) e
 		TableName: aws.String(s.table), Key: o.key, UpdateExpression: aws.String(withVersion(o.w.Update)),
 		ConditionExpression: aws.String(condition), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}
-	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in, s.opts...); return err }, nil
+	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
 }
 
 // streak returns the warner of a write that keeps failing.
