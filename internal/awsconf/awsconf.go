@@ -1,6 +1,7 @@
 // Package awsconf builds the AWS SDK clients weir makes when a user gives
 // an endpoint or an AWS configuration instead of a client: one place for
-// the DynamoDB clients of the lease table and the recovery log.
+// the DynamoDB clients of the lease table, the recovery log and the DynamoDB
+// sink.
 package awsconf
 
 import (

@@ -4,9 +4,11 @@ package awserr
 
 import (
 	"errors"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 )
 
@@ -16,9 +18,25 @@ import (
 // retryable (a request timeout), nor expired credentials, which a refresh
 // heals. Anything else (no answer, a refused or broken connection, a server
 // error) is worth trying again.
+//
+// An error the service's API model does not name (DynamoDB's
+// ValidationException, such as "Item size to update has exceeded the
+// maximum allowed size") comes with no fault: it is a client fault when
+// its HTTP status is 400, the status of the AWS JSON protocols' client
+// errors.
 func Refused(err error) bool {
 	var api smithy.APIError
-	if !errors.As(err, &api) || api.ErrorFault() != smithy.FaultClient {
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorFault() {
+	case smithy.FaultClient:
+	case smithy.FaultUnknown:
+		var resp *awshttp.ResponseError
+		if !errors.As(err, &resp) || resp.HTTPStatusCode() != http.StatusBadRequest {
+			return false
+		}
+	default:
 		return false
 	}
 	switch {

@@ -49,6 +49,13 @@
 // write that succeeds while the lease table named another owner (a
 // worker writing a lease it lost) fails the test, as a G4 violation does.
 //
+// TestCrashTortureDynamoSink adds the DynamoDB sink (sink/dynamodb): the
+// child puts one item per record and adds 1 to a count per key in a
+// dynalite table; every other kill lands right after the child's first
+// write, inside a batch partly written that the restart runs again. After
+// the drain the table must hold exactly one item per record delivered and
+// each key's count of them: no write applied twice or missed.
+//
 // # Outages, zombies and balance
 //
 // TestOutageDynamoDB and TestOutageKinesis put a faults.Proxy between a

@@ -120,6 +120,7 @@ type harness struct {
 	slow   time.Duration
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
+	sink   string // the DynamoDB sink's table: a pipeline with the sink (see envSink)
 	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
 	// servers' by default, a faults.Proxy's in the outage tests.
 	kinesisEndpoint, dynamoEndpoint string
@@ -173,7 +174,7 @@ func (h *harness) start() *child {
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
-		envState+"="+h.state)
+		envState+"="+h.state, envSink+"="+h.sink)
 	c.cmd.Env = append(c.cmd.Env, h.tuning.env()...)
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
@@ -309,6 +310,40 @@ func (h *harness) awaitBatches(c *child, n int) {
 	h.t.Helper()
 	h.awaitOwn(c, fmt.Sprintf("%d batches", n), 20*time.Millisecond, func(mine string) bool {
 		return strings.Count(mine, "\n"+lineEnd+" ") >= n
+	})
+}
+
+// awaitPastRecovery polls the output file until c has completed (written
+// the done line of) a batch later than every batch begun before it
+// started: batches run in time order, so every batch a killed child began
+// and c ran again is complete. Record lines a killed child wrote satisfy
+// awaitOutput before that.
+func (h *harness) awaitPastRecovery(c *child) {
+	h.t.Helper()
+	label := "\n" + lineStart + " pid-" + strconv.Itoa(c.cmd.Process.Pid) + "\n"
+	var last int64 // the latest batch time begun before c started
+	h.awaitOwn(c, "a done line past the batches begun before it", 20*time.Millisecond, func(mine string) bool {
+		if last == 0 {
+			data, err := os.ReadFile(h.out)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			all := "\n" + string(data)
+			for l := range strings.Lines(all[:strings.LastIndex(all, label)+1]) {
+				if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineBegin+" "); ok {
+					n, _ := strconv.ParseInt(tm, 10, 64)
+					last = max(last, n)
+				}
+			}
+		}
+		for l := range strings.Lines(mine) {
+			if tm, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), lineDone+" "); ok {
+				if n, _ := strconv.ParseInt(tm, 10, 64); n > last {
+					return true
+				}
+			}
+		}
+		return false
 	})
 }
 

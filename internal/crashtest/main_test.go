@@ -156,6 +156,8 @@ func runChild(logger *slog.Logger) error {
 		tuning:          tuning,
 		recovery:        opener,
 		state:           state,
+		sink:            os.Getenv(envSink),
+		sinkMarks:       sinkMarks(os.Getenv(envOut)),
 		out:             out,
 		logger:          logger,
 		dynamo:          spy,

@@ -69,6 +69,9 @@ type pipelineConfig struct {
 	logger *slog.Logger
 	// state, if set, adds the state operators (see envState).
 	state string
+	// sink, if set, adds the DynamoDB sink's outputs to this table, which
+	// mark their first write at sinkMarks (see envSink).
+	sink, sinkMarks string
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
@@ -108,6 +111,11 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
 	if cfg.state != "" {
 		addState(recs, cfg.state)
+	}
+	if cfg.sink != "" {
+		if err := addSink(recs, cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, err

@@ -156,11 +156,11 @@ func (l *stateLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) 
 }
 
 // awaitMark polls, often, until the child has created the mark file
-// prefix.<what>.<pid><suffix>, failing the test after waitLimit or if it
+// <prefix>.<what>.<pid><suffix>, failing the test after waitLimit or if it
 // exits.
-func (h *harness) awaitMark(c *child, what, suffix string) {
+func (h *harness) awaitMark(c *child, prefix, what, suffix string) {
 	h.t.Helper()
-	path := h.state + "." + what + "." + strconv.Itoa(c.cmd.Process.Pid) + suffix
+	path := prefix + "." + what + "." + strconv.Itoa(c.cmd.Process.Pid) + suffix
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -224,11 +224,11 @@ func tortureState(t *testing.T, shared bool) {
 	f := h.torture(kills, func(i int, c *child) {
 		switch {
 		case restoreNext:
-			h.awaitMark(c, "restored", "")
+			h.awaitMark(c, h.state, "restored", "")
 			c.kill(0)
 			afterRestore++
 		case i%3 == 0:
-			h.awaitMark(c, "snap", ".2")
+			h.awaitMark(c, h.state, "snap", ".2")
 			c.kill(0)
 			inSnapshot++
 		default:

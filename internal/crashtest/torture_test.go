@@ -159,6 +159,10 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 	put, maybe, maxSeq := prod.snapshot()
 	last := h.start()
 	h.awaitOutput(last, put)
+	// Records output by a killed child are in the file already: the last
+	// child may still be running their batches again, which a SIGTERM
+	// during its start would leave to a later run.
+	h.awaitPastRecovery(last)
 	last.term()
 
 	f := h.check(put, maybe)

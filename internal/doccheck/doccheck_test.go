@@ -23,6 +23,8 @@ var imports = map[string]string{
 	"deadletter":     "github.com/weirstream/weir/sink/deadletter",
 	"dynamolog":      "github.com/weirstream/weir/recovery/dynamolog",
 	"files":          "github.com/weirstream/weir/sink/files",
+	"dynamodb":       "github.com/weirstream/weir/sink/dynamodb",
+	"types":          "github.com/aws/aws-sdk-go-v2/service/dynamodb/types",
 	"kinesis":        "github.com/weirstream/weir/source/kinesis",
 	"kinesistest":    "github.com/weirstream/weir/source/kinesis/kinesistest",
 	"leasetable":     "github.com/weirstream/weir/checkpoint/leasetable",

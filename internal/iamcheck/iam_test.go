@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery/dynamolog"
+	"github.com/weirstream/weir/sink/dynamodb"
 	kinesissink "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
@@ -365,6 +368,47 @@ func TestRecoveryLogPolicy(t *testing.T) {
 	provisioned(t, rec.called(), "dynamodb:CreateTable")
 }
 
+// TestSinkPolicy writes a batch of puts and updates with the DynamoDB sink,
+// then the same batch again (every write then skipped), and checks the
+// calls against dynamodb-sink.json. The table is the test's: the sink
+// never creates one.
+func TestDynamoDBSinkPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	ctx := t.Context()
+	table := localaws.UniqueName(t)
+	if _, err := env.DynamoDB().CreateTable(ctx, &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awsCfg := env.AWSConfig()
+	rec := newRecorder(awsCfg.HTTPClient)
+	awsCfg.HTTPClient = rec
+	s, err := dynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: table}, func(i int) (dynamodb.Write, error) {
+		id := &types.AttributeValueMemberS{Value: fmt.Sprint("item-", i%3)}
+		if i%2 == 0 {
+			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": id}}, nil
+		}
+		return dynamodb.Write{Key: map[string]types.AttributeValue{"id": id}, Update: "ADD hits :one",
+			Values: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := batch.New(1_700_000_000_000, nil, []int{0, 1, 2, 3, 4, 5})
+	for range 2 {
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, "dynamodb-sink.json", "dynamodb", rec.called())
+	provisioned(t, rec.called())
+}
+
 // TestFanoutPolicy reads a stream of kinesis-mock (kinesalite has no
 // enhanced fan-out) with Config.FanOut, deregistering the consumer at the
 // end, and checks the calls against kinesis-fanout.json.
@@ -437,7 +481,7 @@ func TestProvisioningPolicy(t *testing.T) {
 }
 
 // TestSinkPolicy writes a batch with the Kinesis sink.
-func TestSinkPolicy(t *testing.T) {
+func TestKinesisSinkPolicy(t *testing.T) {
 	t.Parallel()
 	env := servers.Env(t)
 	rec := newRecorder(env.AWSConfig().HTTPClient)

@@ -1,0 +1,44 @@
+package awserr
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// answered wraps apiErr as the SDK returns an error the service answered
+// with HTTP status.
+func answered(status int, apiErr error) error {
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "UpdateItem", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: apiErr},
+	}}
+}
+
+func TestRefused(t *testing.T) {
+	generic := func(code string) error { return &smithy.GenericAPIError{Code: code, Message: "m"} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"modeled client fault", answered(400, &types.ResourceNotFoundException{}), true},
+		{"conditional check failed", answered(400, &types.ConditionalCheckFailedException{}), true},
+		{"unmodeled 400 (ValidationException)", answered(400, generic("ValidationException")), true},
+		{"unmodeled 400 throttling", answered(400, generic("ThrottlingException")), false},
+		{"modeled throttling", answered(400, &types.ProvisionedThroughputExceededException{}), false},
+		{"expired credentials", answered(400, generic("ExpiredTokenException")), false},
+		{"unmodeled 500", answered(500, generic("InternalFailure")), false},
+		{"unmodeled 408", answered(408, generic("RequestTimeout")), false},
+		{"modeled server fault", answered(500, &types.InternalServerError{}), false},
+		{"no answer", errors.New("connection refused"), false},
+	} {
+		if got := Refused(tc.err); got != tc.want {
+			t.Errorf("%s: Refused = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// envSink, set in a child, is the table of the DynamoDB sink: the child
+// then adds two sink outputs, one putting an item "r<id>" {n: id} per
+// record, one adding 1 to the hits of the item of the record's key
+// (stateKey). The counting sink's client marks its first write in each
+// child with the file <out>.sink.wrote.<pid> and holds that write's answer
+// for markWindow, so that the parent can kill the child inside a batch
+// whose writes are partly applied.
+const envSink = "WEIR_CRASHTEST_SINK"
+
+// sinkMarks is the mark prefix of a child whose output file is out.
+func sinkMarks(out string) string { return out + ".sink" }
+
+// addSink adds the sink outputs of envSink to the child's pipeline.
+func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
+	ctx := context.Background() // bounds only New's DescribeTable
+	awsCfg := cfg.aws
+	id := func(r kinesis.Record) int64 { n, _ := strconv.ParseInt(string(r.Data), 10, 64); return n }
+	str := func(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+	num := func(n int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+	}
+	puts, err := dynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: cfg.dynamoEndpoint, Table: cfg.sink, Logger: cfg.logger},
+		func(r kinesis.Record) (dynamodb.Write, error) {
+			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str(fmt.Sprint("r", id(r))), "n": num(id(r))}}, nil
+		})
+	if err != nil {
+		return err
+	}
+	client := awsdynamodb.NewFromConfig(awsCfg, func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoEndpoint) })
+	counts, err := dynamodb.New(ctx, dynamodb.Config{Client: &markClient{Client: client, mark: cfg.sinkMarks + ".wrote." + strconv.Itoa(os.Getpid())},
+		Table: cfg.sink, Logger: cfg.logger},
+		func(r kinesis.Record) (dynamodb.Write, error) {
+			return dynamodb.Write{
+				Key: map[string]types.AttributeValue{"id": str(stateKey(id(r)))}, Update: "ADD hits :one",
+				Values: map[string]types.AttributeValue{":one": num(1)},
+			}, nil
+		})
+	if err != nil {
+		return err
+	}
+	stream.ForEachBatch(recs, puts.Write, stream.Named("sink-puts"))
+	stream.ForEachBatch(recs, counts.Write, stream.Named("sink-counts"))
+	return nil
+}
+
+// markClient marks its first applied update (see envSink).
+type markClient struct {
+	*awsdynamodb.Client
+	mark   string
+	marked atomic.Bool
+}
+
+func (c *markClient) UpdateItem(ctx context.Context, in *awsdynamodb.UpdateItemInput, o ...func(*awsdynamodb.Options)) (*awsdynamodb.UpdateItemOutput, error) {
+	out, err := c.Client.UpdateItem(ctx, in, o...)
+	if err == nil && !c.marked.Swap(true) {
+		if werr := os.WriteFile(c.mark, nil, 0o644); werr != nil {
+			return nil, werr
+		}
+		time.Sleep(markWindow)
+	}
+	return out, err
+}
+
+// TestCrashTortureDynamoSink is the torture test of the DynamoDB sink
+// (DESIGN.md, "Exactly-once outputs"): the child writes every record to a
+// table twice over, a put of one item per record and an ADD to a count per
+// key, and is killed in turn right after its first write landed (inside a
+// batch partly written, which the restart runs again) and at a random
+// moment, and restarted each time with its recovery log. After the last
+// child drained, the table must hold exactly what one uninterrupted run
+// writes: one item per record delivered, and each key's count equal to its
+// number of records, every item counted. The output file is checked as in
+// TestCrashTorture.
+func TestCrashTortureDynamoSink(t *testing.T) {
+	kills, seed, rng := tortureSchedule(t)
+	start := time.Now()
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
+	h := newHarness(t, env, 2)
+	h.sink = localaws.UniqueName(t)
+	client := env.DynamoDB()
+	if _, err := client.CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(h.sink),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var inSink, random int
+	f := h.torture(kills, func(i int, c *child) {
+		if i%2 == 0 {
+			h.awaitMark(c, sinkMarks(h.out), "wrote", "")
+			c.kill(0)
+			inSink++
+			return
+		}
+		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+		random++
+	})
+
+	seen := map[int64]bool{}
+	if _, err := scanRecords(h.out, 0, seen); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for id := range seen {
+		want[fmt.Sprint("r", id)] = fmt.Sprint("n=", id)
+	}
+	hits := map[string]int64{}
+	for id := range seen {
+		hits[stateKey(id)]++
+	}
+	for k, n := range hits {
+		want[k] = fmt.Sprint("hits=", n)
+	}
+	got := map[string]string{}
+	in := &awsdynamodb.ScanInput{TableName: aws.String(h.sink), ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := client.Scan(t.Context(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			id := it["id"].(*types.AttributeValueMemberS).Value
+			for a, v := range it {
+				if a != "id" && a != dynamodb.DefaultVersionAttribute {
+					got[id] = a + "=" + v.(*types.AttributeValueMemberN).Value
+				}
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sink table (-want +got):\n%s", diff)
+	}
+	report(t, fmt.Sprintf("DynamoDB sink torture: %d kills (%d inside the sink's writes, %d random), seed %d: %v; %d items; took %v",
+		kills, inSink, random, seed, f, len(got), time.Since(start).Round(time.Millisecond)))
+}

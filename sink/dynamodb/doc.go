@@ -1,0 +1,24 @@
+// Package dynamodb is an exactly-once DynamoDB sink for weir pipelines: a
+// function the user gives maps each record to a write of one item (a put of
+// the whole item, or an update expression such as "ADD hits :one"), and the
+// Sink makes every write conditional on a version it derives from the
+// record's place in its batch, so that a batch run again after a crash
+// (with a recovery log, see stream.Config.Recovery) applies none of its
+// writes twice and never moves an item backwards:
+//
+//	sink, err := dynamodb.New(ctx, dynamodb.Config{Table: "counts"}, func(w Word) (dynamodb.Write, error) {
+//		return dynamodb.Write{
+//			Key:    map[string]types.AttributeValue{"word": &types.AttributeValueMemberS{Value: w.Text}},
+//			Update: "ADD hits :one",
+//			Values: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
+//		}, nil
+//	})
+//	stream.ForEachBatch(words, sink.Write, stream.Named("counts"))
+//
+// The version of a write is its batch's time and its ordinal among the
+// batch's writes of the same item; the item keeps the version of the last
+// write applied, and a write whose version is not greater is skipped and
+// counted (Stats), not an error. The repository's DESIGN.md ("Exactly-once
+// outputs") explains the scheme, the order rule and its limits: versions
+// are batch times, so an item must be written by one worker.
+package dynamodb

@@ -1,0 +1,7 @@
+package dynamodb
+
+import "time"
+
+// SetCallTimeout sets the timeout of each call of s's writes, for tests
+// that hold a call silent.
+func SetCallTimeout[T any](s *Sink[T], d time.Duration) { s.timeout = d }

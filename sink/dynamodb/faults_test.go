@@ -1,0 +1,89 @@
+package dynamodb_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/sink/dynamodb"
+)
+
+// TestThrottlingAndLostAnswersRetried checks, against dynalite behind a
+// fault-injecting HTTP client and with the SDK's own retries off, that
+// throttled writes (ProvisionedThroughputExceededException), writes never
+// sent (a reset connection) and writes applied whose answer was lost (a
+// response cut half way) are retried until DynamoDB answers, and that each
+// is applied once: a lost answer's retry finds the write applied and is
+// skipped.
+func TestThrottlingAndLostAnswersRetried(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	tr, err := faults.New(faults.Config{Seed: 7, Rules: []faults.Rule{
+		{Operation: "UpdateItem", Kind: faults.Throughput, Probability: 0.2, Times: 10},
+		{Operation: "PutItem", Kind: faults.Throughput, Times: 2},
+		{Operation: "UpdateItem", Kind: faults.DropRequest, Times: 3},
+		{Operation: "UpdateItem", Kind: faults.DropResponse, Skip: 5, Times: 4},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+	ctx := t.Context()
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 4})
+	b := batch.New(1_700_000_000_000, nil, events(60, 9, true))
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	injected := tr.Injected("", 0)
+	cut := tr.Injected("UpdateItem", faults.DropResponse)
+	if injected < 10 || cut != 4 {
+		t.Fatalf("%d faults injected, %d responses cut; want at least 10 and 4", injected, cut)
+	}
+	// Each fault cost one retry. A write whose answer was cut is skipped
+	// when retried, unless that retry's answer was cut too.
+	st := s.Stats()
+	if st.Written+st.Skipped != int64(b.Len()) || st.Skipped < 1 || st.Skipped > int64(cut) || st.Retried != int64(injected) {
+		t.Errorf("Stats %+v: want %d written or skipped, 1 to %d skipped, %d retried", st, b.Len(), cut, injected)
+	}
+}
+
+// TestSilentCallRetried checks, against dynalite behind a fault-injecting
+// HTTP client, that a write whose request gets no answer (held silent) is
+// abandoned after the call timeout and retried, and lands once.
+func TestSilentCallRetried(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Hang, Times: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+	ctx := t.Context()
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	dynamodb.SetCallTimeout(s, 100*time.Millisecond)
+	b := batch.New(1_700_000_000_000, nil, events(5, 5, false))
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.Injected("UpdateItem", faults.Hang); n != 1 {
+		t.Fatalf("%d UpdateItem calls held, want 1", n)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := s.Stats(); st.Retried != 1 || st.Written != 5 {
+		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
+	}
+}

@@ -1,0 +1,412 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/awserr"
+	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/streak"
+)
+
+// ErrInvalidConfig is wrapped by the error New returns for a Config it
+// refuses; the message names every bad field and its fix.
+var ErrInvalidConfig = errors.New("dynamodb: invalid config")
+
+// Defaults of the Config fields left zero.
+const (
+	// DefaultVersionAttribute is Config.VersionAttribute's default.
+	DefaultVersionAttribute = "weirVersion"
+	// DefaultConcurrency is Config.Concurrency's default: enough requests
+	// in flight to keep a table busy from one worker, few enough not to
+	// need a larger HTTP connection pool than the SDK's.
+	DefaultConcurrency = 16
+)
+
+// attemptTimeout bounds each call of a write, the client's own retries
+// included: a write of an item of 400 KB answers well within it on a
+// healthy connection, and one with no answer is abandoned and tried again
+// rather than holding its batch. It bounds the call, not each attempt
+// within it (as an SDK middleware would), because options given per call
+// make the SDK redo work on every call: about a tenth of the throughput on
+// dynalite (BenchmarkSinkVsLoop).
+const attemptTimeout = 5 * time.Second
+
+// retryWait paces the Sink's own retries of a write (after the client's):
+// throttling and errors of unknown outcome are retried until DynamoDB
+// answers, at most 5 s apart.
+var retryWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second}
+
+// Client is the part of *dynamodb.Client (package
+// github.com/aws/aws-sdk-go-v2/service/dynamodb) the Sink uses, so that a
+// wrapped client (instrumented, or in tests) can be given.
+type Client interface {
+	DescribeTable(ctx context.Context, in *ddb.DescribeTableInput, optFns ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error)
+	PutItem(ctx context.Context, in *ddb.PutItemInput, optFns ...func(*ddb.Options)) (*ddb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *ddb.UpdateItemInput, optFns ...func(*ddb.Options)) (*ddb.UpdateItemOutput, error)
+}
+
+// Config configures a Sink. Only Table is required.
+type Config struct {
+	// Client is the DynamoDB client, usually a *dynamodb.Client; a client
+	// given here is used as it is. Default: a client built from AWS and
+	// Endpoint.
+	Client Client
+	// AWS is the AWS configuration of the default client. Default: the
+	// SDK's default configuration (environment, shared files, instance
+	// role).
+	AWS *aws.Config
+	// Endpoint overrides the DynamoDB endpoint URL of the default client,
+	// for example "http://127.0.0.1:4568" for a local server.
+	Endpoint string
+	// Table is the name of the table written to, which must exist. Required.
+	Table string
+	// VersionAttribute is the attribute in which each item keeps the
+	// version of the last write applied to it (a number; see the package
+	// documentation). It must not be a key attribute. Default
+	// DefaultVersionAttribute ("weirVersion").
+	VersionAttribute string
+	// Concurrency is the most writes in flight at once. Writes of the
+	// same item are never in flight together. Default DefaultConcurrency
+	// (16).
+	Concurrency int
+	// Logger receives warnings, such as writes that keep failing and are
+	// being retried. Default slog.Default().
+	Logger *slog.Logger
+	// Clock times the waits between retries and the timeout of each call
+	// (5 s: a call with no answer by then is abandoned and retried).
+	// Default clock.Real{}.
+	Clock clock.Clock
+}
+
+func (c Config) validate() error {
+	var problems []error
+	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if c.Table == "" {
+		problems = append(problems, errors.New("Table empty: set the name of the table to write to"))
+	}
+	if c.Concurrency < 0 {
+		problems = append(problems, fmt.Errorf("Concurrency %d: must be >= 0 (0 means %d)", c.Concurrency, DefaultConcurrency))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// Sink writes the records of each batch to a DynamoDB table exactly once,
+// through the function given to New. Its Write is a stream.ForEachBatch
+// function. A Sink is safe for concurrent use, though a pipeline calls it
+// one batch at a time; it holds no resource to close.
+type Sink[T any] struct {
+	client   Client
+	table    string
+	version  string   // the version attribute
+	keyAttrs []string // the table's key attributes, partition key first
+	par      int
+	logger   *slog.Logger
+	clock    clock.Clock
+	endpoint string
+	timeout  time.Duration // attemptTimeout; tests shorten it
+	f        func(T) (Write, error)
+
+	written, skipped, retried atomic.Int64
+}
+
+// Stats counts what a Sink did since New.
+type Stats struct {
+	// Written counts the writes DynamoDB applied.
+	Written int64
+	// Skipped counts the writes DynamoDB did not apply because the item's
+	// version was not older than theirs: already applied by an earlier run
+	// of their batch (a replay after a crash, or a retry of a write whose
+	// answer was lost), or overtaken by a write of a later batch (a second
+	// worker writing the item: see the package documentation).
+	Skipped int64
+	// Retried counts the attempts that failed and were tried again
+	// (throttling, errors of unknown outcome), beyond the client's own
+	// retries.
+	Retried int64
+}
+
+// Stats returns the counts since New.
+func (s *Sink[T]) Stats() Stats {
+	return Stats{Written: s.written.Load(), Skipped: s.skipped.Load(), Retried: s.retried.Load()}
+}
+
+// New returns a Sink that writes what f makes of each record to
+// cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
+// field. It reads the table's key attributes (DescribeTable): a table that
+// does not exist, or that cfg.VersionAttribute is a key of, is an error.
+// f is called from one goroutine, in record order, and must be
+// deterministic: a batch run again after a crash must make the same
+// writes in the same order (see Write).
+func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sink[T], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, fmt.Errorf("%w: f is nil: give the function that maps a record to its Write", ErrInvalidConfig)
+	}
+	client := cfg.Client
+	if client == nil {
+		c, err := awsconf.DynamoDB(ctx, cfg.AWS, cfg.Endpoint, "the DynamoDB sink (set Client or AWS to avoid it)")
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: %w", err)
+		}
+		client = c
+	}
+	s := &Sink[T]{
+		client: client, table: cfg.Table, version: cfg.VersionAttribute, par: cfg.Concurrency,
+		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f,
+	}
+	if s.version == "" {
+		s.version = DefaultVersionAttribute
+	}
+	if s.par == 0 {
+		s.par = DefaultConcurrency
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
+	s.timeout = attemptTimeout
+	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
+	}
+	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
+		for _, e := range out.Table.KeySchema {
+			if e.KeyType == k {
+				s.keyAttrs = append(s.keyAttrs, aws.ToString(e.AttributeName))
+			}
+		}
+	}
+	for _, a := range s.keyAttrs {
+		if a == s.version {
+			return nil, fmt.Errorf("%w: VersionAttribute %q is a key attribute of table %s: choose another name", ErrInvalidConfig, a, s.table)
+		}
+	}
+	return s, nil
+}
+
+// Write writes the records of batch b, each through the function given to
+// New, and returns when every write is applied or skipped as already
+// applied, or on the first error, which fails the batch (a pipeline then
+// stops, and runs the batch again after a restart).
+//
+// Each write is conditional on its version: the batch's time and its
+// ordinal among the batch's writes of the same item, in record order. The
+// version is written to the item with the write, and a write whose item
+// has a version as new or newer is skipped (counted in Stats.Skipped), so
+// running a batch again, or an older batch after a newer one, changes
+// nothing: with a recovery log, a batch run again after a crash has the
+// same time and the same records in the same order (DESIGN.md, G2).
+//
+// Writes of different items run in parallel, at most Config.Concurrency at
+// a time; the writes of one item run one at a time, in record order.
+// Throttling and errors that leave a write's outcome unknown (no answer, a
+// broken connection, a server error) are retried with back-off until
+// DynamoDB answers or ctx is done, logged at WARN as they go on; a write
+// refused (a ValidationException, access denied, a missing table) fails
+// the batch with an error naming the table and the item's key, as does a
+// put of an item over MaxItemSize (ErrItemTooLarge) or a Write the
+// function returns that is not valid.
+func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if b.Time() < 0 {
+		return fmt.Errorf("dynamodb: batch %v: a batch time before 1970 has no version", b.Time())
+	}
+	skipped := s.skipped.Load()
+	keys, byKey, err := s.plan(b)
+	if err != nil {
+		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.par, len(keys)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) || ctx.Err() != nil {
+					return
+				}
+				for _, o := range byKey[keys[i]] {
+					if err := s.apply(ctx, int64(b.Time()), o); err != nil {
+						cancel(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
+	}
+	if n := s.skipped.Load() - skipped; n > 0 {
+		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, or an item a later batch wrote)",
+			"table", s.table, "batch", b.Time(), "skipped", n)
+	}
+	return nil
+}
+
+// plan maps b's records to writes and groups them by item: the keys' ids
+// in order of first appearance, and each item's writes in record order,
+// numbered.
+func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
+	var keys []string
+	byKey := make(map[string][]op)
+	for v := range b.All() {
+		w, err := s.f(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		key, err := check(w, s.keyAttrs, s.version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid Write: %w", err)
+		}
+		id, err := keyID(key, s.keyAttrs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid Write: key %s: %w", formatKey(key, s.keyAttrs), err)
+		}
+		ops, seen := byKey[id]
+		if !seen {
+			keys = append(keys, id)
+		}
+		if len(ops) == maxOrdinal {
+			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
+		}
+		byKey[id] = append(ops, op{w: w, key: key, n: len(ops)})
+	}
+	return keys, byKey, nil
+}
+
+// maxOrdinal is the most writes of one item a batch may have.
+const maxOrdinal = 1_000_000_000
+
+// apply sends one write, retrying it until DynamoDB answers.
+func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
+	v := &types.AttributeValueMemberN{Value: version(t, o.n)}
+	send, err := s.request(o, v)
+	if err != nil {
+		return err
+	}
+	var wait *backoff.Backoff
+	var st *streak.Streak
+	for n := 1; ; n++ {
+		actx, cancel := attempt.WithTimeout(ctx, s.clock, s.timeout)
+		err := attempt.Error(actx, send(actx), s.timeout)
+		cancel()
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			s.written.Add(1)
+		case errors.As(err, &ccf):
+			s.skipped.Add(1)
+			err = nil
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case awserr.Refused(err):
+			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), err)
+		default:
+			if wait == nil {
+				wait = retryWait.Start()
+				st = s.streak(ctx, o)
+			}
+			s.retried.Add(1)
+			st.Failed(n, cause(err), false, err)
+			if werr := wait.Wait(ctx, s.clock); werr != nil {
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		if st != nil {
+			st.Ended(n)
+		}
+		return err
+	}
+}
+
+// request returns the call that sends o with version v, or an error for a
+// put of an item too large.
+func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) error, error) {
+	names := map[string]string{versionName: s.version}
+	if o.w.Item != nil {
+		item := make(map[string]types.AttributeValue, len(o.w.Item)+1)
+		for a, x := range o.w.Item {
+			item[a] = x
+		}
+		item[s.version] = v
+		if size := itemSize(item); size > MaxItemSize {
+			return nil, fmt.Errorf("%w: key %s: %d bytes (attribute names and version included), DynamoDB stores at most %d",
+				ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
+		}
+		in := &ddb.PutItemInput{
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(condition),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: map[string]types.AttributeValue{versionValue: v},
+		}
+		return func(ctx context.Context) error { _, err := s.client.PutItem(ctx, in); return err }, nil
+	}
+	values := make(map[string]types.AttributeValue, len(o.w.Values)+1)
+	for k, x := range o.w.Values {
+		values[k] = x
+	}
+	values[versionValue] = v
+	for k, x := range o.w.Names {
+		names[k] = x
+	}
+	in := &ddb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: o.key, UpdateExpression: aws.String(withVersion(o.w.Update)),
+		ConditionExpression: aws.String(condition), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}
+	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
+}
+
+// streak returns the warner of a write that keeps failing.
+func (s *Sink[T]) streak(ctx context.Context, o op) *streak.Streak {
+	return &streak.Streak{
+		Logger: s.logger, Clock: s.clock, Prefix: "dynamodb sink", Service: "DynamoDB",
+		Op: "write", Attr: slog.String("table", s.table), Endpoint: s.endpoint,
+		Fix: func(cause, endpoint string) string {
+			if cause == "throttled" {
+				return "the table's capacity is too small for the writes: raise it (or use on-demand), or lower Concurrency"
+			}
+			return "DynamoDB at " + endpoint + " does not answer: check the sink's Endpoint, the region (AWS_REGION), proxies and the network"
+		},
+	}
+}
+
+// cause names the cause of a failed attempt for the logs.
+func cause(err error) string {
+	var pte *types.ProvisionedThroughputExceededException
+	var rle *types.RequestLimitExceeded
+	var te *types.ThrottlingException
+	switch {
+	case errors.As(err, &pte), errors.As(err, &rle), errors.As(err, &te):
+		return "throttled"
+	case errors.Is(err, attempt.ErrTimeout):
+		return "timeout"
+	}
+	return "no definite answer"
+}

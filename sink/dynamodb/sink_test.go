@@ -1,0 +1,237 @@
+package dynamodb_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/sink/dynamodb"
+)
+
+// TestReplayedBatchAppliesOnce checks, against dynalite, that running a
+// batch again (as the driver does after a crash) and running an older batch
+// after a newer one leave the table as one run of each batch in time order
+// did: updates (ADD) counted once, puts of one item in record order, no
+// item moved back.
+func TestReplayedBatchAppliesOnce(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 4})
+	first := batch.New(1_700_000_000_000, nil, events(40, 7, true)[:25], events(40, 7, true)[25:])
+	second := batch.New(1_700_000_001_000, nil, events(30, 5, true))
+	for _, b := range []*batch.Batch[event]{first, first, second, first, second} {
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := apply(apply(nil, first.Records()...), second.Records()...)
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	st := s.Stats()
+	if st.Written != int64(first.Len()+second.Len()) || st.Skipped != int64(2*first.Len()+second.Len()) {
+		t.Errorf("Stats %+v: want %d written, %d skipped", st, first.Len()+second.Len(), 2*first.Len()+second.Len())
+	}
+	// item-0's last write is the second batch's sixth of it (records 0, 5,
+	// ..., 25): ordinal 5.
+	if got, want := versions(t, c, table)["item-0"], "1700000001000000000005"; got != want {
+		t.Errorf("item-0's version %s, want %s", got, want)
+	}
+}
+
+// TestInterruptedBatchRunAgain checks, against dynalite, that a batch whose
+// writes were cut short after some had landed (a crash mid-output) and that
+// runs again applies the rest once: the table is that of an uninterrupted
+// run. The cut comes after every count of writes in turn.
+func TestInterruptedBatchRunAgain(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	c := env.DynamoDB()
+	ctx := t.Context()
+	recs := events(24, 5, true)
+	b := batch.New(1_700_000_000_000, nil, recs)
+	want := apply(nil, recs...)
+	for cut := 0; cut <= len(recs); cut += 3 {
+		table := createTable(t, c)
+		crashing := &cutClient{Client: c, after: cut}
+		s := newSink(t, ctx, dynamodb.Config{Client: crashing, Table: table, Concurrency: 3})
+		err := s.Write(ctx, b)
+		if cut < len(recs) && !errors.Is(err, errCrash) {
+			t.Fatalf("cut after %d: Write: %v, want the crash", cut, err)
+		}
+		if err := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 3}).Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+			t.Errorf("cut after %d writes: table (-want +got):\n%s", cut, diff)
+		}
+	}
+}
+
+var errCrash = errors.New("crash")
+
+// cutClient lets the first after writes through, then fails every write.
+type cutClient struct {
+	dynamodb.Client
+	mu    sync.Mutex
+	after int
+}
+
+func (c *cutClient) pass() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.after--
+	return c.after >= 0
+}
+
+func (c *cutClient) PutItem(ctx context.Context, in *ddb.PutItemInput, o ...func(*ddb.Options)) (*ddb.PutItemOutput, error) {
+	if !c.pass() {
+		return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: crashError{}}
+	}
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c *cutClient) UpdateItem(ctx context.Context, in *ddb.UpdateItemInput, o ...func(*ddb.Options)) (*ddb.UpdateItemOutput, error) {
+	if !c.pass() {
+		return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "UpdateItem", Err: crashError{}}
+	}
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+// crashError is a refused write (a client fault no retry fixes) that is
+// errCrash.
+type crashError struct{}
+
+func (crashError) Error() string                 { return "crash" }
+func (crashError) ErrorCode() string             { return "Crash" }
+func (crashError) ErrorMessage() string          { return "crash" }
+func (crashError) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
+func (crashError) Is(err error) bool             { return err == errCrash }
+
+// TestWritesOfOneItemInOrder checks that the writes of one item are never
+// in flight together and reach DynamoDB in record order, while writes of
+// different items run in parallel up to Concurrency.
+func TestWritesOfOneItemInOrder(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	watch := &watchClient{Client: c, inFlight: map[string]bool{}, last: map[string]string{}}
+	const par = 4
+	s := newSink(t, ctx, dynamodb.Config{Client: watch, Table: table, Concurrency: par})
+	b := batch.New(1_700_000_000_000, nil, events(200, 20, true))
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if watch.err != nil {
+		t.Fatal(watch.err)
+	}
+	if watch.max > par {
+		t.Errorf("%d writes in flight at once, want at most %d", watch.max, par)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+// watchClient checks that no two writes of one item are in flight together
+// and that each item's versions increase, and records the most writes in
+// flight.
+type watchClient struct {
+	dynamodb.Client
+	mu       sync.Mutex
+	inFlight map[string]bool
+	last     map[string]string // version of each item's last write
+	n, max   int
+	err      error
+}
+
+func (c *watchClient) start(key map[string]types.AttributeValue, vs map[string]types.AttributeValue) string {
+	id := key["id"].(*types.AttributeValueMemberS).Value
+	v := vs[":weirVersion"].(*types.AttributeValueMemberN).Value
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.inFlight[id] && c.err == nil:
+		c.err = errors.New("two writes of " + id + " in flight at once")
+	case len(v) < len(c.last[id]) || len(v) == len(c.last[id]) && v <= c.last[id]:
+		c.err = errors.New("write of " + id + " at version " + v + " after " + c.last[id])
+	}
+	c.inFlight[id], c.last[id] = true, v
+	c.n++
+	c.max = max(c.max, c.n)
+	return id
+}
+
+func (c *watchClient) end(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight[id] = false
+	c.n--
+}
+
+func (c *watchClient) PutItem(ctx context.Context, in *ddb.PutItemInput, o ...func(*ddb.Options)) (*ddb.PutItemOutput, error) {
+	id := c.start(map[string]types.AttributeValue{"id": in.Item["id"]}, in.ExpressionAttributeValues)
+	defer c.end(id)
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c *watchClient) UpdateItem(ctx context.Context, in *ddb.UpdateItemInput, o ...func(*ddb.Options)) (*ddb.UpdateItemOutput, error) {
+	id := c.start(in.Key, in.ExpressionAttributeValues)
+	defer c.end(id)
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+// TestItemTooLarge checks that a put of an item over 400 KB, attribute
+// names counted, fails its batch with ErrItemTooLarge naming the table and
+// the key, before sending it; and that an update DynamoDB refuses for the
+// item's size fails the batch naming them too.
+func TestItemTooLarge(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	// id "big" (2+3 bytes), the version (11 bytes of name, and 2 of value:
+	// 1700000000000000000000 has two significant digits) and a value whose
+	// name and bytes make the rest exactly fit, then one byte over.
+	const name = "payload"
+	fits := dynamodb.MaxItemSize - len("id") - len("big") - len(dynamodb.DefaultVersionAttribute) - 2 - len(name)
+	for _, tc := range []struct {
+		size    int
+		wantErr bool
+	}{{fits, false}, {fits + 1, true}} {
+		s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(n int) (dynamodb.Write, error) {
+			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("big"), name: str(strings.Repeat("x", n))}}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Write(ctx, batch.New(1_700_000_000_000, nil, []int{tc.size}))
+		switch {
+		case !tc.wantErr && err != nil:
+			t.Errorf("put of %d bytes: %v", tc.size, err)
+		case tc.wantErr && !errors.Is(err, dynamodb.ErrItemTooLarge):
+			t.Errorf("put of %d bytes: error %v, want ErrItemTooLarge", tc.size, err)
+		case tc.wantErr && (!strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), `id: "big"`)):
+			t.Errorf("error %q does not name the table %s and the key", err, table)
+		}
+	}
+	// An update that grows the item past the limit: DynamoDB refuses it.
+	s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(n int) (dynamodb.Write, error) {
+		return dynamodb.Write{
+			Key:    map[string]types.AttributeValue{"id": str("big")},
+			Update: "SET more = :m", Values: map[string]types.AttributeValue{":m": str(strings.Repeat("y", n))},
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Write(ctx, batch.New(1_700_000_100_000, nil, []int{1000}))
+	if err == nil || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), `id: "big"`) {
+		t.Errorf("update past the limit: error %v, want one naming the table %s and the key", err, table)
+	}
+}

@@ -1,0 +1,323 @@
+package dynamodb
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// MaxItemSize is the largest item DynamoDB stores, in bytes: 400 KB, where a
+// KB is 1024 bytes, counting the UTF-8 length of every attribute name as
+// well as the values ("Items" in the DynamoDB Developer Guide's
+// constraints).
+const MaxItemSize = 400 << 10
+
+// ErrItemTooLarge is wrapped by the error of a batch with a put whose item,
+// version attribute included, is over MaxItemSize; the error names the
+// table and the item's key.
+var ErrItemTooLarge = errors.New("dynamodb: item over DynamoDB's 400 KB limit")
+
+// Write is the write of one item that the user's function makes of a
+// record: a put of a whole item (Item set) or an update (Update set), never
+// both. The Sink adds the version attribute and the condition; a Write must
+// not use the version attribute itself.
+type Write struct {
+	// Key is the item's primary key: its partition key attribute and, if
+	// the table has one, its sort key attribute, and nothing else.
+	// Required for an update; for a put it may be left nil, and is then
+	// taken from Item.
+	Key map[string]types.AttributeValue
+	// Item is the whole item of a put, key attributes included: it
+	// replaces whatever item has its key.
+	Item map[string]types.AttributeValue
+	// Update is the update expression of an update, such as
+	// "SET title = :t ADD hits :one" (see "Update expressions" in the
+	// DynamoDB Developer Guide): it may use every clause but must not name
+	// the version attribute.
+	Update string
+	// Names and Values are Update's expression attribute names ("#n") and
+	// values (":v"). Names starting "#weir" and values starting ":weir" are
+	// the Sink's.
+	Names  map[string]string
+	Values map[string]types.AttributeValue
+}
+
+// The Sink's expression attribute name and value of the version.
+const (
+	versionName  = "#weirVersion"
+	versionValue = ":weirVersion"
+	// condition is every write's condition: the item has no version yet
+	// (it is new, or written by something else than a Sink), or an older
+	// one.
+	condition = "attribute_not_exists(" + versionName + ") OR " + versionName + " < " + versionValue
+)
+
+// ordinalDigits is the number of decimal digits a version gives the
+// ordinal of a write among its batch's writes of the same item, after the
+// batch time's: 13 + 9 digits fit a DynamoDB number's 38.
+const ordinalDigits = 9
+
+// version returns the version of the write of ordinal n among the writes
+// of one item in the batch at time t (t >= 0, n < 10^ordinalDigits): the
+// number t*10^9 + n, which orders writes by batch time, then by ordinal.
+func version(t int64, n int) string {
+	ord := strconv.Itoa(n)
+	if t == 0 {
+		return ord
+	}
+	return strconv.FormatInt(t, 10) + strings.Repeat("0", ordinalDigits-len(ord)) + ord
+}
+
+// op is a write ready to send: its key and its ordinal.
+type op struct {
+	w   Write
+	key map[string]types.AttributeValue
+	n   int // ordinal among the batch's writes of the key
+}
+
+// check validates w against the table's key attributes and the version
+// attribute, and returns the write's key.
+func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.AttributeValue, error) {
+	put, update := w.Item != nil, w.Update != ""
+	switch {
+	case put && update:
+		return nil, errors.New("both Item and Update set: a Write is a put (Item) or an update (Update)")
+	case !put && !update:
+		return nil, errors.New("neither Item nor Update set: a Write is a put (Item) or an update (Update)")
+	case put && (w.Names != nil || w.Values != nil):
+		return nil, errors.New("Names or Values set on a put: they are Update's")
+	}
+	key := w.Key
+	var itemKey map[string]types.AttributeValue // Item's key attributes
+	if put {
+		if _, ok := w.Item[versionAttr]; ok {
+			return nil, fmt.Errorf("Item has the version attribute %q, which the Sink sets", versionAttr)
+		}
+		itemKey = make(map[string]types.AttributeValue, len(keyAttrs))
+		for _, a := range keyAttrs {
+			if v, ok := w.Item[a]; ok {
+				itemKey[a] = v
+			}
+		}
+		if key == nil {
+			key = itemKey
+		}
+	}
+	if len(key) != len(keyAttrs) {
+		return nil, fmt.Errorf("key %s: must have exactly the table's key attributes %q", formatKey(key, keyAttrs), keyAttrs)
+	}
+	for _, a := range keyAttrs {
+		if _, ok := key[a]; !ok {
+			return nil, fmt.Errorf("key %s: must have exactly the table's key attributes %q", formatKey(key, keyAttrs), keyAttrs)
+		}
+	}
+	if put && w.Key != nil {
+		inItem, err1 := keyID(itemKey, keyAttrs)
+		inKey, err2 := keyID(key, keyAttrs)
+		if err := errors.Join(err1, err2); err != nil || inItem != inKey {
+			return nil, fmt.Errorf("key %s: Item's key attributes %s differ from Key's", formatKey(key, keyAttrs), formatKey(itemKey, keyAttrs))
+		}
+	}
+	if update {
+		for n, name := range w.Names {
+			if strings.HasPrefix(n, "#weir") {
+				return nil, fmt.Errorf("Names has %q: names starting #weir are the Sink's", n)
+			}
+			if name == versionAttr {
+				return nil, fmt.Errorf("Update names the version attribute %q, which the Sink sets", versionAttr)
+			}
+		}
+		for v := range w.Values {
+			if strings.HasPrefix(v, ":weir") {
+				return nil, fmt.Errorf("Values has %q: values starting :weir are the Sink's", v)
+			}
+		}
+	}
+	return key, nil
+}
+
+// keyID returns the identity of a key: equal for keys DynamoDB takes for
+// the same item, numbers compared as numbers ("1" and "1.0" are one key).
+func keyID(key map[string]types.AttributeValue, keyAttrs []string) (string, error) {
+	var sb strings.Builder
+	for _, a := range keyAttrs {
+		switch v := key[a].(type) {
+		case *types.AttributeValueMemberS:
+			sb.WriteString("S")
+			sb.WriteString(strconv.Itoa(len(v.Value)))
+			sb.WriteString(":")
+			sb.WriteString(v.Value)
+		case *types.AttributeValueMemberN:
+			r, ok := new(big.Rat).SetString(v.Value)
+			if !ok {
+				return "", fmt.Errorf("key attribute %q: %q is not a number", a, v.Value)
+			}
+			s := r.RatString()
+			sb.WriteString("N")
+			sb.WriteString(strconv.Itoa(len(s)))
+			sb.WriteString(":")
+			sb.WriteString(s)
+		case *types.AttributeValueMemberB:
+			sb.WriteString("B")
+			sb.WriteString(strconv.Itoa(len(v.Value)))
+			sb.WriteString(":")
+			sb.Write(v.Value)
+		default:
+			return "", fmt.Errorf("key attribute %q: a key is a string, number or binary, not %T", a, v)
+		}
+	}
+	return sb.String(), nil
+}
+
+// formatKey formats a key for messages: {id: "a", n: 3}.
+func formatKey(key map[string]types.AttributeValue, keyAttrs []string) string {
+	names := slices.Clone(keyAttrs)
+	for a := range key {
+		if !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i, a := range names {
+		v, ok := key[a]
+		if !ok {
+			continue
+		}
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a)
+		sb.WriteString(": ")
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			sb.WriteString(strconv.Quote(v.Value))
+		case *types.AttributeValueMemberN:
+			sb.WriteString(v.Value)
+		case *types.AttributeValueMemberB:
+			fmt.Fprintf(&sb, "0x%x", v.Value)
+		default:
+			fmt.Fprintf(&sb, "%T", v)
+		}
+	}
+	sb.WriteString("}")
+	return sb.String()
+}
+
+// itemSize returns the size DynamoDB counts for an item: the UTF-8 length
+// of each attribute name plus its value's size (see valueSize).
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+// valueSize returns the size of a value by the rules of "DynamoDB item
+// sizes and formats" (DynamoDB Developer Guide): a string's UTF-8 bytes, a
+// binary's raw bytes, a number's one byte per two significant digits plus
+// one, one byte for a null or a Boolean, and for a list or a map 3 bytes
+// plus one per element plus the elements' sizes (a map's element names
+// counted). A set counts as its elements' sizes.
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		return sum(v.Value, func(s string) int { return len(s) })
+	case *types.AttributeValueMemberNS:
+		return sum(v.Value, numberSize)
+	case *types.AttributeValueMemberBS:
+		return sum(v.Value, func(b []byte) int { return len(b) })
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for name, e := range v.Value {
+			n += 1 + len(name) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// sum returns the sum of the sizes of xs.
+func sum[E any](xs []E, size func(E) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
+}
+
+// numberSize is the size of a number: one byte per two significant digits
+// (leading and trailing zeros trimmed), plus one.
+func numberSize(s string) int {
+	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
+	digits := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, mant)
+	digits = strings.Trim(digits, "0")
+	return (len(digits)+1)/2 + 1
+}
+
+// withVersion returns the update expression expr that also sets the
+// version attribute: in expr's SET clause if it has one (an update
+// expression may have each clause once), in a new one otherwise.
+func withVersion(expr string) string {
+	set := " SET " + versionName + " = " + versionValue
+	if i := setClause(expr); i >= 0 {
+		return expr[:i+3] + " " + versionName + " = " + versionValue + "," + expr[i+3:]
+	}
+	return expr + set
+}
+
+// setClause returns the index of the SET keyword in an update expression,
+// or -1. SET is a reserved word, so it cannot be a plain attribute name:
+// any word SET (in any case) that is not part of a placeholder ("#set",
+// ":set") or of a longer name is the keyword.
+func setClause(expr string) int {
+	for i := 0; i+3 <= len(expr); {
+		r, size := utf8.DecodeRuneInString(expr[i:])
+		if !isWordRune(r) {
+			i += size
+			continue
+		}
+		start := i
+		for i < len(expr) {
+			r, size := utf8.DecodeRuneInString(expr[i:])
+			if !isWordRune(r) {
+				break
+			}
+			i += size
+		}
+		placeholder := start > 0 && (expr[start-1] == '#' || expr[start-1] == ':')
+		if !placeholder && strings.EqualFold(expr[start:i], "SET") {
+			return start
+		}
+	}
+	return -1
+}
+
+func isWordRune(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }

@@ -1,0 +1,128 @@
+package dynamodb
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func TestWithVersion(t *testing.T) {
+	for _, tc := range []struct{ expr, want string }{
+		{"ADD hits :one", "ADD hits :one SET #weirVersion = :weirVersion"},
+		{"SET a = :a ADD hits :one", "SET #weirVersion = :weirVersion, a = :a ADD hits :one"},
+		{"ADD hits :one set a = :a", "ADD hits :one set #weirVersion = :weirVersion, a = :a"},
+		{"ADD #set :set SET #x = :x", "ADD #set :set SET #weirVersion = :weirVersion, #x = :x"},
+		{"REMOVE settings, offset", "REMOVE settings, offset SET #weirVersion = :weirVersion"},
+		{"SET\ta=:a", "SET #weirVersion = :weirVersion,\ta=:a"},
+	} {
+		if got := withVersion(tc.expr); got != tc.want {
+			t.Errorf("withVersion(%q) = %q, want %q", tc.expr, got, tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, tc := range []struct {
+		t    int64
+		n    int
+		want string
+	}{
+		{1_700_000_000_000, 0, "1700000000000000000000"},
+		{1_700_000_000_000, 12, "1700000000000000000012"},
+		{1_700_000_000_000, 999_999_999, "1700000000000999999999"},
+		{1, 3, "1000000003"},
+		{0, 3, "3"},
+	} {
+		if got := version(tc.t, tc.n); got != tc.want {
+			t.Errorf("version(%d, %d) = %s, want %s", tc.t, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestItemSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		want int
+	}{
+		{"string", map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "héllo"}}, 2 + 6},
+		{"number", map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "-0012.3400"}}, 1 + 2 + 1},
+		{"number exponent", map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "1.5E+10"}}, 1 + 1 + 1},
+		{"binary", map[string]types.AttributeValue{"b": &types.AttributeValueMemberB{Value: []byte{1, 2, 3}}}, 1 + 3},
+		{"bool, null", map[string]types.AttributeValue{"t": &types.AttributeValueMemberBOOL{Value: true}, "z": &types.AttributeValueMemberNULL{Value: true}}, 2 + 2},
+		{"list", map[string]types.AttributeValue{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberBOOL{},
+		}}}, 1 + 3 + (1 + 2) + (1 + 1)},
+		{"map", map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"key": &types.AttributeValueMemberS{Value: "v"},
+		}}}, 1 + 3 + (1 + 3 + 1)},
+		{"string set", map[string]types.AttributeValue{"ss": &types.AttributeValueMemberSS{Value: []string{"a", "bc"}}}, 2 + 3},
+	} {
+		if got := itemSize(tc.item); got != tc.want {
+			t.Errorf("%s: itemSize = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	keyAttrs := []string{"pk", "sk"}
+	for _, tc := range []struct {
+		name    string
+		w       Write
+		wantErr string
+	}{
+		{"put, key from item", Write{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b"), "x": s("c")}}, ""},
+		{"update", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "ADD n :one"}, ""},
+		{"both", Write{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "ADD n :one"}, "both Item and Update"},
+		{"neither", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}}, "neither Item nor Update"},
+		{"put without sort key", Write{Item: map[string]types.AttributeValue{"pk": s("a")}}, `must have exactly the table's key attributes ["pk" "sk"]`},
+		{"update key with extra", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b"), "x": s("c")}, Update: "ADD n :one"}, "must have exactly"},
+		{"put key differs", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("c")}}, "Item's key attributes"},
+		{"put sets version", Write{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b"), "v": s("c")}}, `version attribute "v"`},
+		{"update names version", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "SET #v = :v", Names: map[string]string{"#v": "v"}}, `version attribute "v"`},
+		{"update uses #weir", Write{Key: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Update: "SET #weirX = :x", Names: map[string]string{"#weirX": "x"}}, "#weir"},
+		{"put with Values", Write{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}, Values: map[string]types.AttributeValue{":x": s("c")}}, "Update's"},
+	} {
+		_, err := check(tc.w, keyAttrs, "v")
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// TestKeyIDNumbers checks that number keys DynamoDB takes for one item have
+// one identity, so that their writes are ordered and numbered together.
+func TestKeyIDNumbers(t *testing.T) {
+	id := func(v string) string {
+		s, err := keyID(map[string]types.AttributeValue{"k": &types.AttributeValueMemberN{Value: v}}, []string{"k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if id("1") != id("1.0") || id("100") != id("1E2") || id("1") == id("10") {
+		t.Errorf("ids: 1 %q, 1.0 %q, 1E2 %q, 100 %q, 10 %q", id("1"), id("1.0"), id("1E2"), id("100"), id("10"))
+	}
+	strKey, _ := keyID(map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "1"}}, []string{"k"})
+	if strKey == id("1") {
+		t.Errorf("string key \"1\" and number key 1 have one identity %q", strKey)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	err := Config{Endpoint: "localhost:8000", Concurrency: -1}.validate()
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("error %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"Endpoint", "Table empty", "Concurrency -1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
