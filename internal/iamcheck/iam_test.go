@@ -368,7 +368,7 @@ func TestRecoveryLogPolicy(t *testing.T) {
 	provisioned(t, rec.called(), "dynamodb:CreateTable")
 }
 
-// TestSinkPolicy writes a batch of puts and updates with the DynamoDB sink,
+// TestDynamoDBSinkPolicy writes a batch of puts and updates with the DynamoDB sink,
 // then the same batch again (every write then skipped), and checks the
 // calls against dynamodb-sink.json. The table is the test's: the sink
 // never creates one.
@@ -480,7 +480,7 @@ func TestProvisioningPolicy(t *testing.T) {
 	}
 }
 
-// TestSinkPolicy writes a batch with the Kinesis sink.
+// TestKinesisSinkPolicy writes a batch with the Kinesis sink.
 func TestKinesisSinkPolicy(t *testing.T) {
 	t.Parallel()
 	env := servers.Env(t)
