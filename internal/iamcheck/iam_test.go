@@ -58,7 +58,7 @@ var provisioningCalls = map[string]string{
 }
 
 // kmsConditions are the conditions every kms:Decrypt statement (and
-// kms:GenerateDataKey, the sink's) must have,
+// kms:GenerateDataKey, a writer's) must have,
 // with the value each must hold: the key is usable only through Kinesis in
 // the stream's region (kms:ViaService) and only for this stream (Kinesis
 // passes the stream ARN as the encryption context aws:kinesis:arn; see
