@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -56,7 +59,7 @@ var provisioningCalls = map[string]string{
 }
 
 // kmsConditions are the conditions every kms:Decrypt statement (and
-// kms:GenerateDataKey, the sink's) must have,
+// kms:GenerateDataKey, a writer's) must have,
 // with the value each must hold: the key is usable only through Kinesis in
 // the stream's region (kms:ViaService) and only for this stream (Kinesis
 // passes the stream ARN as the encryption context aws:kinesis:arn; see
@@ -70,7 +73,8 @@ var kmsConditions = map[string]string{
 // rarePaths are actions a policy must grant that a normal run does not
 // call, each with the reason.
 var rarePaths = map[string]string{
-	"dynamodb:GetItem": "the recovery log reads an item back only when a put the SDK retried finds its seq taken; the lease coordinator reads one lease of each other worker per renewal period, so a single worker never does",
+	"dynamodb:DeleteItem": "the lease code deletes the lease of a shard that ended once its children's leases have begun: only after a reshard (TestLeasesPolicyReshard waits for the call)",
+	"dynamodb:GetItem":    "the recovery log reads an item back only when a put the SDK retried finds its seq taken; the lease coordinator reads one lease of each other worker per renewal period, so a single worker never does",
 }
 
 // recorder is an SDK HTTP client that records the IAM action of every
@@ -80,23 +84,44 @@ type recorder struct {
 
 	mu      sync.Mutex
 	actions map[string]bool
+	waiters map[string]chan struct{} // by action, closed when it is first recorded
 }
 
 func newRecorder(next aws.HTTPClient) *recorder {
 	if next == nil {
 		next = &http.Client{Transport: &http.Transport{}}
 	}
-	return &recorder{next: next, actions: map[string]bool{}}
+	return &recorder{next: next, actions: map[string]bool{}, waiters: map[string]chan struct{}{}}
 }
 
 // Do records req's action and sends it.
 func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	if a := action(req.Header.Get("X-Amz-Target")); a != "" {
 		r.mu.Lock()
-		r.actions[a] = true
+		if !r.actions[a] {
+			r.actions[a] = true
+			if ch := r.waiters[a]; ch != nil {
+				close(ch)
+			}
+		}
 		r.mu.Unlock()
 	}
 	return r.next.Do(req)
+}
+
+// seen returns a channel closed once action a is recorded (sent).
+func (r *recorder) seen(a string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.waiters[a]
+	if ch == nil {
+		ch = make(chan struct{})
+		r.waiters[a] = ch
+		if r.actions[a] {
+			close(ch)
+		}
+	}
+	return ch
 }
 
 // called returns the actions recorded, sorted.
@@ -262,55 +287,140 @@ func runReceiver(t *testing.T, env *localaws.Env, rec *recorder, edit func(*kine
 func readAndStop(t *testing.T, cfg kinesis.Config, n int) {
 	t.Helper()
 	ctx := t.Context()
+	rc := receive(t, cfg, false)
+	rc.waitFor(t, n)
+	rc.mu.Lock()
+	done := slices.Clone(rc.blocks)
+	hook := rc.hook
+	rc.mu.Unlock()
+	hook.BlocksCompleted(ctx, done)
+	if _, err := rc.r.Recompute(ctx, done[0]); err != nil {
+		t.Fatalf("Recompute: %v", err)
+	}
+	rc.stop(t)
+}
+
+// receiving is a receiver started by receive, with the blocks it pushed.
+type receiving struct {
+	r      *kinesis.Receiver
+	errc   chan error           // Start's result
+	pushed chan struct{}        // a token after each push, dropped when one waits
+	done   chan batch.BlockInfo // with completeEach, the blocks to complete, in order
+
+	mu     sync.Mutex
+	blocks []batch.BlockInfo
+	total  int
+	hook   source.CompletionObserver // the receiver's, registered in Start before its first push
+}
+
+// receive starts a receiver of cfg. With completeEach, every block it
+// pushes is completed at once (by one goroutine, in order, as a driver
+// reports them), so its checkpoints follow its reads.
+func receive(t *testing.T, cfg kinesis.Config, completeEach bool) *receiving {
+	t.Helper()
 	r, err := kinesis.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu     sync.Mutex
-		blocks []batch.BlockInfo
-		total  int
-		hook   source.CompletionObserver // the receiver's, registered in Start before its first push
-	)
-	full := make(chan struct{})
-	observe := func(h any) { hook, _ = h.(source.CompletionObserver) }
-	push := func(_ context.Context, b source.Block[kinesis.Record]) (batch.BlockInfo, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(len(blocks))}, Ranges: b.Ranges, Count: len(b.Records)}
-		blocks = append(blocks, info)
-		if total < n && total+len(b.Records) >= n {
-			close(full)
+	rc := &receiving{r: r, errc: make(chan error, 1), pushed: make(chan struct{}, 1), done: make(chan batch.BlockInfo, 64)}
+	observe := func(h any) {
+		rc.mu.Lock()
+		rc.hook, _ = h.(source.CompletionObserver)
+		rc.mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	push := func(pctx context.Context, b source.Block[kinesis.Record]) (batch.BlockInfo, error) {
+		rc.mu.Lock()
+		info := batch.BlockInfo{ID: batch.BlockID{Seq: uint64(len(rc.blocks))}, Ranges: b.Ranges, Count: len(b.Records)}
+		rc.blocks = append(rc.blocks, info)
+		rc.total += len(b.Records)
+		rc.mu.Unlock()
+		select {
+		case rc.pushed <- struct{}{}:
+		default:
 		}
-		total += len(b.Records)
+		if completeEach {
+			select {
+			case rc.done <- info:
+			case <-pctx.Done():
+				return batch.BlockInfo{}, pctx.Err()
+			case <-ctx.Done():
+				return batch.BlockInfo{}, ctx.Err()
+			}
+		}
 		return info, nil
 	}
-	errc := make(chan error, 1)
+	if completeEach {
+		wg.Go(func() {
+			for {
+				select {
+				case info := <-rc.done:
+					rc.mu.Lock()
+					hook := rc.hook
+					rc.mu.Unlock()
+					hook.BlocksCompleted(ctx, []batch.BlockInfo{info})
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
 	go func() {
-		errc <- r.Start(context.Background(), source.Runtime[kinesis.Record]{Push: push, Observe: observe, BlockInterval: 5 * time.Millisecond, BatchInterval: 50 * time.Millisecond})
+		rc.errc <- r.Start(context.Background(), source.Runtime[kinesis.Record]{Push: push, Observe: observe, BlockInterval: 5 * time.Millisecond, BatchInterval: 50 * time.Millisecond})
 	}()
+	return rc
+}
+
+// waitFor waits until rc's receiver has pushed n records, failing t if
+// Start returns first or a minute passes.
+func (rc *receiving) waitFor(t *testing.T, n int) {
+	t.Helper()
+	rc.until(t, fmt.Sprintf("%d records pushed", n), func() <-chan struct{} {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if rc.total >= n {
+			return closed
+		}
+		return rc.pushed
+	})
+}
+
+// closed is a closed channel.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// until waits until the channel next returns is closed (next is called
+// again whenever it yields a token), failing t with what it waited for if
+// Start returns first or a minute passes.
+func (rc *receiving) until(t *testing.T, what string, next func() <-chan struct{}) {
+	t.Helper()
 	guard := time.NewTimer(time.Minute)
 	defer guard.Stop()
-	select {
-	case <-full:
-	case err := <-errc:
-		t.Fatalf("Start returned early: %v", err)
-	case <-guard.C:
-		t.Fatal("records did not arrive within a minute")
+	for {
+		ch := next()
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case err := <-rc.errc:
+			t.Fatalf("Start returned before %s: %v", what, err)
+		case <-guard.C:
+			t.Fatalf("no %s within a minute", what)
+		}
 	}
-	mu.Lock()
-	done := slices.Clone(blocks)
-	mu.Unlock()
-	hook.BlocksCompleted(ctx, done)
-	if _, err := r.Recompute(ctx, done[0]); err != nil {
-		t.Fatalf("Recompute: %v", err)
-	}
-	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+}
+
+// stop stops rc's receiver gracefully.
+func (rc *receiving) stop(t *testing.T) {
+	t.Helper()
+	stopCtx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := r.Stop(stopCtx); err != nil {
+	if err := rc.r.Stop(stopCtx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; err != nil {
+	if err := <-rc.errc; err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 }
@@ -335,6 +445,101 @@ func TestLeasesPolicy(t *testing.T) {
 	check(t, "kinesis-polling.json", "kinesis", called)
 	check(t, "dynamodb-leases.json", "dynamodb", called)
 	provisioned(t, called, "dynamodb:CreateTable")
+}
+
+// TestLeasesPolicyReshard splits the shard of a stream read with leases:
+// the parent is read to its end and checkpointed at SHARD_END, its
+// children are taken and checkpointed past their start, and the lease code
+// then deletes the parent's lease (internal/lease, deleteFinished), a call
+// TestLeasesPolicy's run, which never reshards, does not make.
+func TestLeasesPolicyReshard(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	ctx := t.Context()
+	rec := newRecorder(env.AWSConfig().HTTPClient)
+	setup := env.Kinesis() // not recorded: the stream and its reshard are the test's, not weir's
+	stream, table := localaws.UniqueName(t), localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	put := func(prefix string) {
+		t.Helper()
+		data := make([][]byte, n)
+		for i := range data {
+			data[i] = fmt.Appendf(nil, "%s-%03d", prefix, i)
+		}
+		if err := env.PutRecords(ctx, stream, data, strconv.Itoa); err != nil { // keys spread over both children
+			t.Fatal(err)
+		}
+	}
+	put("parent")
+	awsCfg := env.AWSConfig()
+	awsCfg.HTTPClient = rec
+	rc := receive(t, kinesis.Config{
+		Stream: stream, App: "iam", InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint,
+		PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+		Leases: &leasetable.Config{
+			TableName: table, Endpoint: env.DynamoDBEndpoint, LeaseDuration: 3 * time.Second,
+			TakeInterval: 50 * time.Millisecond, CheckpointInterval: 20 * time.Millisecond,
+		},
+	}, true)
+	rc.waitFor(t, n)
+	parent := split(t, setup, stream)
+	put("child")
+	rc.until(t, "DeleteItem of the parent's lease", func() <-chan struct{} { return rec.seen("dynamodb:DeleteItem") })
+	rc.stop(t)
+
+	// The delete was sent; once the receiver stopped, it was answered.
+	out, err := env.DynamoDB().GetItem(ctx, &awsdynamodb.GetItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: parent}}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Item != nil {
+		t.Errorf("the lease of %s, which ended and whose children were taken, is still in the table", parent)
+	}
+	called := rec.called()
+	check(t, "kinesis-polling.json", "kinesis", called)
+	check(t, "dynamodb-leases.json", "dynamodb", called)
+	provisioned(t, called, "dynamodb:CreateTable")
+}
+
+// split splits the only shard of stream in the middle of its hash key
+// range, waits until the stream is ACTIVE again, and returns the shard
+// split.
+func split(t *testing.T, c *awskinesis.Client, stream string) string {
+	t.Helper()
+	ctx := t.Context()
+	out, err := c.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Shards) != 1 {
+		t.Fatalf("%s has %d shards, want 1", stream, len(out.Shards))
+	}
+	parent := out.Shards[0]
+	lo, _ := new(big.Int).SetString(aws.ToString(parent.HashKeyRange.StartingHashKey), 10)
+	hi, _ := new(big.Int).SetString(aws.ToString(parent.HashKeyRange.EndingHashKey), 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := c.SplitShard(ctx, &awskinesis.SplitShardInput{
+		StreamName: &stream, ShardToSplit: parent.ShardId, NewStartingHashKey: aws.String(mid.String()),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// A server-side state change has nothing to wait on: ask again
+		// (each call is a round trip; the test's context bounds the loop).
+		d, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			return aws.ToString(parent.ShardId)
+		}
+	}
 }
 
 func TestRecoveryLogPolicy(t *testing.T) {
