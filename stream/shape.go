@@ -10,13 +10,15 @@ import (
 
 // Option is an optional setting of a source (From), an output (ForEach,
 // ForEachBatch, Print) or a stateful operator: Named for the first two,
-// StateCodec and StateTimeout for the last.
+// PartitionedByKey for a source, StateCodec and StateTimeout for the last.
 type Option func(*options)
 
 type options struct {
 	name    string
 	codecs  []any         // StateCodec: Codec[T] values
 	timeout time.Duration // StateTimeout
+	// partitioned is PartitionedByKey.
+	partitioned bool
 }
 
 func applyOptions(opts []Option) options {
