@@ -224,9 +224,12 @@ func FuzzFilterState(f *testing.F) {
 	fl := NewFilter(3)
 	fl.Keep(Tag{Writer: "a", Batch: 1, Index: 70})
 	fl.Keep(Tag{Writer: "b", Batch: 2, Index: 9000})
+	fl.Keep(Tag{Stream: "in", Shard: "s", Seq: "15", Index: 1, RangeStart: "10"})
+	fl.Keep(Tag{Stream: "in", Shard: "s", Seq: "12", RangeStart: "10"})
 	state, _ := fl.MarshalBinary()
 	f.Add(state)
-	f.Add([]byte{stateVersion, 1, 0})
+	f.Add([]byte{stateVersion, 1, 0, 0})
+	f.Add([]byte{1, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := NewFilter(0)
 		if err := g.UnmarshalBinary(data); err != nil {

@@ -18,6 +18,9 @@ func TestTagRoundTrip(t *testing.T) {
 		{Tag{Writer: "", Batch: 0, Index: 0}, ""},
 		{Tag{Writer: string(bytes.Repeat([]byte("w"), MaxWriterLen)), Batch: math.MaxInt64, Index: math.MaxUint64}, "\xF6weir"},
 		{Tag{Writer: "ü", Batch: -1, Index: 300}, "x"},
+		{Tag{Stream: "in", Shard: "shardId-000000000001", Seq: "49590338271490256608559692538361571095921575989136588898", SubSeq: 3, Index: 2, RangeStart: "49590338271490256608559692538361571095921575989136588800"}, "v2"},
+		{Tag{Stream: "", Shard: "s", Seq: "0", RangeStart: "0"}, ""},
+		{Tag{Stream: string(bytes.Repeat([]byte("s"), MaxNameLen)), Shard: "s", Seq: "12345", SubSeq: math.MaxUint64, Index: math.MaxUint64, RangeStart: "9"}, "\xF6weir"},
 	} {
 		data := Append([]byte("junk"), tc.tag, []byte(tc.payload))[len("junk"):]
 		if got, want := len(data)-len(tc.payload), Overhead(tc.tag); got != want {
@@ -43,10 +46,24 @@ func TestDecodePlainAndMalformed(t *testing.T) {
 		}
 	}
 	good := Append(nil, Tag{Writer: "w", Batch: 5, Index: 7}, []byte("p"))
+	v2 := Append(nil, Tag{Stream: "in", Shard: "s", Seq: "123", Index: 1, RangeStart: "12"}, nil)
+	v2Tag := func(seq, start []byte) []byte {
+		b := append([]byte(magic), 2, 2, 'i', 'n', 1, 's')
+		b = append(b, seq...)
+		b = append(b, 0, 0)
+		return append(b, start...)
+	}
 	long := Append(nil, Tag{Writer: string(bytes.Repeat([]byte("w"), MaxWriterLen+1))}, nil)
 	for name, data := range map[string][]byte{
 		"no version":  []byte(magic),
-		"version 2":   append([]byte(magic), 2, 0, 0, 0),
+		"version 3":   append([]byte(magic), 3, 0, 0, 0),
+		"v2 cut":      v2[:len(v2)-1],
+		"v2 no seq":   v2Tag([]byte{0}, []byte{1, 0x10}),
+		"v2 hex":      v2Tag([]byte{2, 0x1A}, []byte{1, 0x10}),
+		"v2 pad":      v2Tag([]byte{1, 0x11}, []byte{1, 0x10}),
+		"v2 zero":     v2Tag([]byte{2, 0x01}, []byte{1, 0x00}),
+		"v2 start":    v2Tag([]byte{1, 0x10}, []byte{1, 0x20}),
+		"v2 long":     Append(nil, Tag{Stream: string(bytes.Repeat([]byte("s"), MaxNameLen+1)), Seq: "1", RangeStart: "1"}, nil),
 		"writer cut":  good[:len(magic)+2],
 		"no batch":    good[:len(magic)+3],
 		"no index":    good[:len(magic)+4],
@@ -64,9 +81,10 @@ func TestDecodePlainAndMalformed(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, Tag{Writer: "w", Batch: 1700000000000, Index: 3}, []byte("payload")))
 	f.Add([]byte(magic))
+	f.Add(Append(nil, Tag{Stream: "in", Shard: "s", Seq: "123", SubSeq: 1, Index: 1, RangeStart: "12"}, []byte("payload")))
 	f.Add([]byte("plain"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, d := range [][]byte{data, append([]byte(magic+"\x01"), data...)} {
+		for _, d := range [][]byte{data, append([]byte(magic+"\x01"), data...), append([]byte(magic+"\x02"), data...)} {
 			tag, payload, ok, err := Decode(d)
 			switch {
 			case !Tagged(d) && (ok || err != nil):
