@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
-
-	gocmp "github.com/google/go-cmp/cmp"
 )
 
 // fleetCopy is one copy of a version 2 tagged record in a reading shard.
@@ -256,36 +254,6 @@ func (h *highWater) Keep(t Tag) bool {
 	}
 	h.high[k] = p
 	return true
-}
-
-// TestFilterV2Cases pins the rules of version 2 tags.
-func TestFilterV2Cases(t *testing.T) {
-	tag := func(seq string, index uint64, start string) Tag {
-		return Tag{Stream: "in", Shard: "s", Seq: seq, Index: index, RangeStart: start}
-	}
-	for _, tc := range []struct {
-		name string
-		in   []Tag
-		want []bool
-	}{
-		{"a late first copy is kept", []Tag{tag("15", 0, "10"), tag("12", 0, "10"), tag("15", 0, "10"), tag("12", 0, "10")}, []bool{true, true, false, false}},
-		{"fan-out indexes apart", []Tag{tag("12", 1, "10"), tag("12", 0, "10"), tag("12", 1, "10")}, []bool{true, true, false}},
-		{"below a later range start is a copy", []Tag{tag("12", 0, "10"), tag("20", 0, "20"), tag("15", 0, "10"), tag("25", 0, "10")}, []bool{true, true, false, true}},
-		{"a zombie's copy at or above the start", []Tag{tag("25", 0, "20"), tag("25", 0, "10"), tag("26", 0, "10")}, []bool{true, false, true}},
-		{"numbers, not strings", []Tag{tag("9", 0, "9"), tag("10", 0, "10"), tag("9", 0, "9")}, []bool{true, true, false}},
-		{"shards apart", []Tag{tag("20", 0, "20"), {Stream: "in", Shard: "t", Seq: "12", RangeStart: "10"}}, []bool{true, true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := NewFilter(0)
-			var got []bool
-			for _, tg := range tc.in {
-				got = append(got, f.Keep(tg))
-			}
-			if diff := gocmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Keep (-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 // TestFilterV2StateRoundTrip checks that a Filter restored from its
