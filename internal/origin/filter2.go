@@ -39,7 +39,7 @@ func comparePos(a, b pos) int {
 // order.
 type shardState struct {
 	start string
-	seen  []pos
+	seen  map[pos]struct{}
 	used  uint64 // Filter.tick when last seen, for eviction
 }
 
@@ -74,22 +74,38 @@ func (f *Filter) keepV2(t Tag) bool {
 	s.used = f.tick
 	if batch.CompareSeq(t.RangeStart, s.start) > 0 {
 		s.start = t.RangeStart
-		low, _ := slices.BinarySearchFunc(s.seen, pos{seq: s.start}, comparePos)
-		s.seen = slices.Delete(s.seen, 0, low)
+		for p := range s.seen {
+			if batch.CompareSeq(p.seq, s.start) < 0 {
+				delete(s.seen, p)
+			}
+		}
 	}
 	if batch.CompareSeq(t.Seq, s.start) < 0 {
 		return false
 	}
 	p := pos{t.Seq, t.SubSeq, t.Index}
-	at, found := slices.BinarySearchFunc(s.seen, p, comparePos)
-	if found {
+	if _, found := s.seen[p]; found {
 		return false
 	}
-	s.seen = slices.Insert(s.seen, at, p)
+	s.seen[p] = struct{}{}
 	if len(s.seen) > MaxPositions {
-		s.seen = slices.Delete(s.seen, 0, len(s.seen)-MaxPositions)
+		s.forget()
 	}
 	return true
+}
+
+// forget forgets the lowest positions of s, down to 3/4 of MaxPositions,
+// so that it sorts them once in a quarter of MaxPositions new ones.
+func (s *shardState) forget() {
+	all := s.sorted()
+	for _, p := range all[:len(all)-MaxPositions*3/4] {
+		delete(s.seen, p)
+	}
+}
+
+// sorted returns the positions of s in order.
+func (s *shardState) sorted() []pos {
+	return slices.SortedFunc(maps.Keys(s.seen), comparePos)
 }
 
 // addShard makes room for and returns a new origin shard's state.
@@ -105,7 +121,7 @@ func (f *Filter) addShard(k shardKey) *shardState {
 		}
 		delete(f.shards, oldest)
 	}
-	s := &shardState{used: f.tick}
+	s := &shardState{seen: make(map[pos]struct{}), used: f.tick}
 	f.shards[k] = s
 	return s
 }
@@ -125,7 +141,7 @@ func (f *Filter) appendShards(b []byte) []byte {
 		b = append(b, k.shard...)
 		b = appendDigits(b, s.start)
 		b = binary.AppendUvarint(b, uint64(len(s.seen)))
-		for _, p := range s.seen {
+		for _, p := range s.sorted() {
 			b = appendDigits(b, p.seq)
 			b = binary.AppendUvarint(b, p.subSeq)
 			b = binary.AppendUvarint(b, p.index)
@@ -156,16 +172,17 @@ func readShards(r *reader, maxShards, tick uint64) (map[shardKey]*shardState, er
 		if m > MaxPositions {
 			return nil, fmt.Errorf("%w: %d positions", errState, m)
 		}
-		s.seen = make([]pos, 0, min(m, uint64(len(r.b))))
-		for range m {
+		s.seen = make(map[pos]struct{}, min(m, uint64(len(r.b))))
+		var last pos
+		for i := range m {
 			if r.err != nil {
 				break
 			}
 			p := pos{seq: r.digits(), subSeq: r.uvarint(), index: r.uvarint()}
-			if r.err == nil && (batch.CompareSeq(p.seq, s.start) < 0 || len(s.seen) > 0 && comparePos(s.seen[len(s.seen)-1], p) >= 0) {
+			if r.err == nil && (batch.CompareSeq(p.seq, s.start) < 0 || i > 0 && comparePos(last, p) >= 0) {
 				return nil, fmt.Errorf("%w: positions of %v/%v out of order", errState, k.stream, k.shard)
 			}
-			s.seen = append(s.seen, p)
+			s.seen[p], last = struct{}{}, p
 		}
 		if _, dup := shards[k]; dup {
 			return nil, fmt.Errorf("%w: origin shard %q/%q twice", errState, k.stream, k.shard)

@@ -194,7 +194,8 @@ func (r *reader) digits() string {
 		return ""
 	}
 	packed := r.bytes(int(n+1) / 2)
-	s := make([]byte, 0, n)
+	var buf [batch.MaxSeqDigits + 1]byte
+	s := buf[:0]
 	for _, b := range packed {
 		s = append(s, '0'+b>>4, '0'+b&15)
 	}
