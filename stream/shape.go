@@ -23,6 +23,7 @@ type options struct {
 	retries    *int        // Retry; nil: DefaultRetries
 	dead       DeadLetters // Quarantine
 	quarantine bool        // Quarantine was given, even with nil
+	origins    bool        // Origins (origins.go)
 }
 
 func applyOptions(opts []Option) options {
