@@ -22,7 +22,15 @@ import (
 // writes it whole again, with the same tags. The target stream then holds
 // copies, and an origin.Filter per shard leaves every input record exactly
 // once, each key's in input order: what a run never interrupted writes.
-func TestPipelineReplayFiltersExactly(t *testing.T) {
+// The tags are version 1 (writer, batch time, index).
+func TestPipelineReplayFiltersExactly(t *testing.T) { testPipelineReplay(t, false) }
+
+// TestPipelineReplayFiltersOrigins is TestPipelineReplayFiltersExactly
+// with stream.Origins: the tags are version 2, naming each record's source
+// record in the input stream.
+func TestPipelineReplayFiltersOrigins(t *testing.T) { testPipelineReplay(t, true) }
+
+func testPipelineReplay(t *testing.T, withOrigins bool) {
 	env := servers.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -57,6 +65,10 @@ func TestPipelineReplayFiltersExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 		recs := stream.Map(stream.From(p, recv, stream.Named("in")), func(r source.Record) rec { return parse(t, r.Data) })
+		opts := []stream.Option{stream.Named("kinesis")}
+		if withOrigins {
+			opts = append(opts, stream.Origins())
+		}
 		stream.ForEachBatch(recs, func(ctx context.Context, b *batch.Batch[rec]) error {
 			if err := sink.Write(ctx, b); err != nil {
 				return err
@@ -70,7 +82,7 @@ func TestPipelineReplayFiltersExactly(t *testing.T) {
 				once.Do(func() { close(done) })
 			}
 			return nil
-		}, stream.Named("kinesis"))
+		}, opts...)
 		hook(p)
 		return p.Run(ctx)
 	}
@@ -121,6 +133,9 @@ func TestPipelineReplayFiltersExactly(t *testing.T) {
 			tag, _, ok, err := origin.Decode(d)
 			if !ok || err != nil {
 				t.Fatalf("record %q not tagged: %v", d, err)
+			}
+			if v2 := tag.Seq != ""; v2 != withOrigins || v2 && tag.Stream != in {
+				t.Fatalf("tag %+v: want version 2 with origins in %s: %v", tag, in, withOrigins)
 			}
 			if f.Keep(tag) {
 				kept = append(kept, parse(t, d))
