@@ -17,9 +17,10 @@ import (
 // narrow operators (Map, Filter, FlatMap, MapBatch) lie between the source
 // and the output: a keyed, window, state, Transform or Union operator
 // makes records of many source records, and a batch after one has no
-// origins; so has a stream that another output consumes too, which is
-// computed once before the outputs run. The cost: the output's chain of
-// operators runs record by record, so MapBatch sees parts of one record.
+// origins. The cost: the output's chain of operators runs record by
+// record, so MapBatch sees parts of one record, and for this output alone:
+// the operators of a stream it shares with other outputs run once for it
+// and once for them.
 func Origins() Option {
 	return func(o *options) { o.origins = true }
 }
@@ -55,11 +56,13 @@ func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
 }
 
 // originBatch returns the batch of s at r's time with its records'
-// origins, computed from the source's partitions (not memoised: the
-// output that asks for origins is the only consumer of the chain), or
-// s's batch without origins if it has none (see Origins).
+// origins, computed from the source's partitions for this output alone
+// (see run.tracing), or s's batch without origins if it has none (see
+// Origins).
 func originBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], error) {
+	r.tracing = true
 	pt, err := s.parts(r)
+	r.tracing = false
 	if err != nil || pt == nil {
 		return nil, err
 	}

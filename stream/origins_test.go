@@ -29,8 +29,9 @@ type fanRec struct {
 
 // TestOriginsThroughNarrowOperators checks that a ForEachBatch output
 // declared with Origins sees, through Filter, FlatMap and Map, the source
-// record each record came from and its index in the FlatMap's output;
-// that an output without the option, and one after a shuffle, see none.
+// record each record came from and its index in the FlatMap's output,
+// also when another output shares its stream; that an output without the
+// option, and one after a shuffle, see none.
 func TestOriginsThroughNarrowOperators(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards, n = 3, 900
@@ -53,12 +54,22 @@ func TestOriginsThroughNarrowOperators(t *testing.T) {
 		})
 		final := Map(fanned, func(r fanRec) fanRec { return r })
 		var (
-			mu       sync.Mutex
-			got      int
+			mu     sync.Mutex
+			got    int
+			shared int // records of final another output saw, before
+
 			bad      []string
 			plainHas bool
 			keyedHas bool
 		)
+		// final is shared: computed once for this output, before the one
+		// with origins, which must not take it as it is.
+		ForEachBatch(final, func(_ context.Context, b *batch.Batch[fanRec]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			shared += b.Len()
+			return nil
+		})
 		ForEachBatch(final, func(_ context.Context, b *batch.Batch[fanRec]) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -117,8 +128,8 @@ func TestOriginsThroughNarrowOperators(t *testing.T) {
 		if len(bad) > 0 {
 			t.Fatalf("%d wrong origins, first %s", len(bad), bad[0])
 		}
-		if got != want {
-			t.Errorf("%d records output, want %d", got, want)
+		if got != want || shared != want {
+			t.Errorf("%d records output with origins, %d by the other output of their stream, want %d", got, shared, want)
 		}
 		if plainHas || keyedHas {
 			t.Errorf("origins given without the option: %v; after a shuffle: %v", plainHas, keyedHas)
