@@ -60,9 +60,11 @@ func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
 // (see run.tracing), or s's batch without origins if it has none (see
 // Origins).
 func originBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], error) {
-	r.tracing = true
-	pt, err := s.parts(r)
-	r.tracing = false
+	pt, err := func() (*parted[T], error) {
+		r.tracing = true
+		defer func() { r.tracing = false }() // planning may call user code
+		return s.parts(r)
+	}()
 	if err != nil || pt == nil {
 		return nil, err
 	}
