@@ -52,7 +52,8 @@ type shardState struct {
 // checkpoint it started reading O from, by the writers whose completed
 // batches that checkpoint counts. The same holds for a zombie (a worker
 // that lost its lease and goes on) and for a batch recomputed after a
-// crash. Kinesis orders a shard by the time records were acknowledged, and
+// crash. Kinesis orders a shard's records by arrival, so a record
+// acknowledged before another is sent comes first (as Window assumes), and
 // a record's origin decides its partition key and so its shard (functions
 // are deterministic). So once a reading shard holds a record tagged with
 // range start R, a copy of every record of O below R that belongs to this
