@@ -67,9 +67,11 @@ var ErrMalformed = errors.New("origin: malformed tag")
 // Overhead returns the bytes Append adds to a payload for t.
 func Overhead(t Tag) int {
 	if t.v2() {
+		p := commonPrefix(t.Seq, t.RangeStart)
+		rest := len(t.RangeStart) - p
 		return len(magic) + 1 + uvarintLen(uint64(len(t.Stream))) + len(t.Stream) +
-			uvarintLen(uint64(len(t.Shard))) + len(t.Shard) + digitsLen(t.Seq) +
-			uvarintLen(t.SubSeq) + uvarintLen(t.Index) + digitsLen(t.RangeStart)
+			shardLen(t.Shard) + digitsLen(t.Seq) + uvarintLen(t.SubSeq) + uvarintLen(t.Index) +
+			uvarintLen(uint64(p)) + uvarintLen(uint64(rest)) + (rest+1)/2
 	}
 	return len(magic) + 1 + uvarintLen(uint64(len(t.Writer))) + len(t.Writer) +
 		uvarintLen(zigzag(t.Batch)) + uvarintLen(t.Index)
@@ -86,12 +88,19 @@ func Append(dst []byte, t Tag, payload []byte) []byte {
 		dst = append(dst, 2)
 		dst = binary.AppendUvarint(dst, uint64(len(t.Stream)))
 		dst = append(dst, t.Stream...)
-		dst = binary.AppendUvarint(dst, uint64(len(t.Shard)))
-		dst = append(dst, t.Shard...)
+		if n, ok := shardNumber(t.Shard); ok {
+			dst = append(dst, 0)
+			dst = binary.AppendUvarint(dst, n)
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(len(t.Shard))+1)
+			dst = append(dst, t.Shard...)
+		}
 		dst = appendDigits(dst, t.Seq)
 		dst = binary.AppendUvarint(dst, t.SubSeq)
 		dst = binary.AppendUvarint(dst, t.Index)
-		dst = appendDigits(dst, t.RangeStart)
+		p := commonPrefix(t.Seq, t.RangeStart)
+		dst = binary.AppendUvarint(dst, uint64(p))
+		dst = appendDigits(dst, t.RangeStart[p:])
 		return append(dst, payload...)
 	}
 	dst = append(dst, 1)
@@ -146,17 +155,15 @@ func Decode(data []byte) (t Tag, payload []byte, ok bool, err error) {
 // decodeV2 decodes what follows the version byte of a version 2 tag.
 func decodeV2(rest []byte) (t Tag, payload []byte, ok bool, err error) {
 	r := reader{b: rest}
-	name := func(what string) string {
-		n := r.uvarint()
-		if r.err == nil && n > MaxNameLen {
-			r.err = fmt.Errorf("%s of %d bytes", what, n)
-		}
-		return string(r.bytes(int(min(n, MaxNameLen))))
+	n := r.uvarint()
+	if r.err == nil && n > MaxNameLen {
+		r.err = fmt.Errorf("stream name of %d bytes", n)
 	}
-	t.Stream, t.Shard = name("stream name"), name("shard ID")
+	t.Stream = string(r.bytes(int(min(n, MaxNameLen))))
+	t.Shard = r.shard()
 	t.Seq = r.digits()
 	t.SubSeq, t.Index = r.uvarint(), r.uvarint()
-	t.RangeStart = r.digits()
+	t.RangeStart = r.rangeStart(t.Seq)
 	if r.err == nil && batch.CompareSeq(t.RangeStart, t.Seq) > 0 {
 		r.err = errors.New("range start after the sequence number")
 	}
@@ -164,6 +171,85 @@ func decodeV2(rest []byte) (t Tag, payload []byte, ok bool, err error) {
 		return Tag{}, nil, false, fmt.Errorf("%w: version 2: %w", ErrMalformed, r.err)
 	}
 	return t, r.b, true, nil
+}
+
+// shardPrefix starts the IDs of Kinesis shards, followed by shardDigits
+// decimal digits: a tag holds such an ID as its number.
+const (
+	shardPrefix = "shardId-"
+	shardDigits = 12
+)
+
+// shardNumber returns the number of a shard ID of Kinesis's form.
+func shardNumber(id string) (uint64, bool) {
+	if len(id) != len(shardPrefix)+shardDigits || id[:len(shardPrefix)] != shardPrefix {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range []byte(id[len(shardPrefix):]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// shardLen returns the bytes a tag takes for shard ID id: 0 and its
+// number for a Kinesis shard ID, else its length plus 1 and its bytes.
+func shardLen(id string) int {
+	if n, ok := shardNumber(id); ok {
+		return 1 + uvarintLen(n)
+	}
+	return uvarintLen(uint64(len(id))+1) + len(id)
+}
+
+// shard reads a shard ID as Append wrote it.
+func (r *reader) shard() string {
+	l := r.uvarint()
+	switch {
+	case r.err != nil:
+		return ""
+	case l > 0:
+		if l-1 > MaxNameLen {
+			r.err = fmt.Errorf("shard ID of %d bytes", l-1)
+			return ""
+		}
+		return string(r.bytes(int(l - 1)))
+	}
+	n := r.uvarint()
+	var b [len(shardPrefix) + shardDigits]byte
+	copy(b[:], shardPrefix)
+	for i := len(b) - 1; i >= len(shardPrefix); i-- {
+		b[i] = '0' + byte(n%10)
+		n /= 10
+	}
+	if n != 0 && r.err == nil {
+		r.err = errors.New("shard number of more than 12 digits")
+	}
+	return string(b[:])
+}
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// rangeStart reads a range start as Append wrote it: the length of its
+// common prefix with seq, then its other digits as appendDigits writes them.
+func (r *reader) rangeStart(seq string) string {
+	p := r.uvarint()
+	if r.err == nil && p > uint64(len(seq)) {
+		r.err = fmt.Errorf("range start sharing %d digits with a sequence number of %d", p, len(seq))
+	}
+	if r.err != nil {
+		return ""
+	}
+	return r.seq(seq[:p])
 }
 
 // appendDigits appends sequence number s packed two decimal digits a byte:
@@ -185,24 +271,28 @@ func appendDigits(dst []byte, s string) []byte {
 func digitsLen(s string) int { return uvarintLen(uint64(len(s))) + (len(s)+1)/2 }
 
 // digits reads a sequence number appendDigits wrote.
-func (r *reader) digits() string {
+func (r *reader) digits() string { return r.seq("") }
+
+// seq reads digits appendDigits wrote and returns the sequence number
+// they end, after prefix.
+func (r *reader) seq(prefix string) string {
 	n := r.uvarint()
-	if r.err == nil && (n == 0 || n > batch.MaxSeqDigits) {
-		r.err = fmt.Errorf("sequence number of %d digits", n)
+	if r.err == nil && (uint64(len(prefix))+n == 0 || uint64(len(prefix))+n > batch.MaxSeqDigits) {
+		r.err = fmt.Errorf("sequence number of %d digits", uint64(len(prefix))+n)
 	}
 	if r.err != nil {
 		return ""
 	}
 	packed := r.bytes(int(n+1) / 2)
 	var buf [batch.MaxSeqDigits + 1]byte
-	s := buf[:0]
+	s := append(buf[:0], prefix...)
 	for _, b := range packed {
 		s = append(s, '0'+b>>4, '0'+b&15)
 	}
 	if n%2 == 1 && packed[len(packed)-1]&15 != 0 && r.err == nil {
 		r.err = errors.New("sequence number with a non-zero pad nibble")
 	}
-	s = s[:n]
+	s = s[:len(prefix)+int(n)]
 	if err := batch.ValidateSeq(string(s)); err != nil && r.err == nil {
 		r.err = err
 	}
