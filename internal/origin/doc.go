@@ -29,8 +29,8 @@
 // those its source record produced, and the first sequence number of the
 // writing batch's range of that shard. A Filter drops version 2 copies
 // exactly across takeovers, zombies and replays (see Filter.keepV2 for the
-// argument). sink/kinesis writes version 1 until the engine tells outputs
-// their records' origins.
+// argument). sink/kinesis writes version 2 for a batch with origins
+// (stream.Origins), version 1 otherwise.
 //
 // Everything here is a pure function of its arguments, except a Filter,
 // which is not safe for concurrent use.
