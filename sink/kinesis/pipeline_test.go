@@ -22,15 +22,7 @@ import (
 // writes it whole again, with the same tags. The target stream then holds
 // copies, and an origin.Filter per shard leaves every input record exactly
 // once, each key's in input order: what a run never interrupted writes.
-// The tags are version 1 (writer, batch time, index).
-func TestPipelineReplayFiltersExactly(t *testing.T) { testPipelineReplay(t, false) }
-
-// TestPipelineReplayFiltersOrigins is TestPipelineReplayFiltersExactly
-// with stream.Origins: the tags are version 2, naming each record's source
-// record in the input stream.
-func TestPipelineReplayFiltersOrigins(t *testing.T) { testPipelineReplay(t, true) }
-
-func testPipelineReplay(t *testing.T, withOrigins bool) {
+func TestPipelineReplayFiltersExactly(t *testing.T) {
 	env := servers.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -65,10 +57,6 @@ func testPipelineReplay(t *testing.T, withOrigins bool) {
 			t.Fatal(err)
 		}
 		recs := stream.Map(stream.From(p, recv, stream.Named("in")), func(r source.Record) rec { return parse(t, r.Data) })
-		opts := []stream.Option{stream.Named("kinesis")}
-		if withOrigins {
-			opts = append(opts, stream.Origins())
-		}
 		stream.ForEachBatch(recs, func(ctx context.Context, b *batch.Batch[rec]) error {
 			if err := sink.Write(ctx, b); err != nil {
 				return err
@@ -82,7 +70,7 @@ func testPipelineReplay(t *testing.T, withOrigins bool) {
 				once.Do(func() { close(done) })
 			}
 			return nil
-		}, opts...)
+		}, stream.Named("kinesis"))
 		hook(p)
 		return p.Run(ctx)
 	}
@@ -133,9 +121,6 @@ func testPipelineReplay(t *testing.T, withOrigins bool) {
 			tag, _, ok, err := origin.Decode(d)
 			if !ok || err != nil {
 				t.Fatalf("record %q not tagged: %v", d, err)
-			}
-			if v2 := tag.Seq != ""; v2 != withOrigins || v2 && tag.Stream != in {
-				t.Fatalf("tag %+v: want version 2 with origins in %s: %v", tag, in, withOrigins)
 			}
 			if f.Keep(tag) {
 				kept = append(kept, parse(t, d))
