@@ -230,3 +230,48 @@ func BenchmarkDynamo(b *testing.B) {
 		}
 	})
 }
+
+// hookClient calls before on each GetItem, before passing it on.
+type hookClient struct {
+	Client
+	before func(ctx context.Context, key map[string]types.AttributeValue)
+}
+
+func (h hookClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	h.before(ctx, in.Key)
+	return h.Client.GetItem(ctx, in, optFns...)
+}
+
+// TestDynamoGetFollowsSwitch checks, on dynalite, a Get whose generation is
+// replaced, and deleted, after it read the head and before it read the
+// chunks: it reads the new generation, whole.
+func TestDynamoGetFollowsSwitch(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := newTable(t, c)
+	writer := newDynamo(t, c, table)
+	k := Key{Application: "app", Stream: "s", Shard: "shardId-000000000000"}
+	old := Snapshot{Data: testData(2*dynamochunk.Size+1, 1), Position: pos("100", 0), Lease: Lease{Counter: 1, Owner: "w"}}
+	next := Snapshot{Data: testData(3*dynamochunk.Size+2, 2), Position: pos("200", 0), Lease: Lease{Counter: 1, Owner: "w"}}
+	if err := writer.Put(t.Context(), k, old); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	reader, err := NewDynamo(DynamoConfig{Table: table, Concurrency: 1, Client: hookClient{Client: c,
+		before: func(ctx context.Context, key map[string]types.AttributeValue) {
+			if sAttr(key, attrLog) == "shardstate/app/s/shardId-000000000000" {
+				return // the head
+			}
+			once.Do(func() {
+				if err := writer.Put(ctx, k, next); err != nil {
+					t.Error(err)
+				}
+			})
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := reader.Get(t.Context(), k)
+	if err != nil || !bytes.Equal(got.Data, next.Data) || got.Position != next.Position {
+		t.Fatalf("Get across a switch: %d bytes at %v, %v; want the new snapshot, %d bytes at %v", len(got.Data), got.Position, err, len(next.Data), next.Position)
+	}
+}
