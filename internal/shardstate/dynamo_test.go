@@ -17,31 +17,24 @@ import (
 	"github.com/weirstream/weir/internal/dynamochunk"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/recovery/dynamolog"
 )
 
 var servers = localaws.NewShared(localaws.Options{DynamoDB: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
-// newTable creates a table with the recovery log table's key.
+// newTable returns a new table holding a recovery log (created by
+// recovery/dynamolog, which creates the table): shard states share the
+// recovery log table.
 func newTable(tb testing.TB, c *dynamodb.Client) string {
 	tb.Helper()
 	name := localaws.UniqueName(tb)
-	_, err := c.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrLog), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrSeq), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrLog), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSeq), KeyType: types.KeyTypeRange},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
+	l, err := dynamolog.Config{Client: c, Table: name, Name: "a-recovery-log"}.Open(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
+	l.Close()
 	return name
 }
 
@@ -61,10 +54,12 @@ func TestDynamo(t *testing.T) {
 	conformance(t, func(t *testing.T) Store { return newDynamo(t, c, table) })
 }
 
-// countItems returns the number of items in table.
+// countItems returns the number of shard state items in table.
 func countItems(t *testing.T, c *dynamodb.Client, table string) int {
 	t.Helper()
-	out, err := c.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
+	out, err := c.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true),
+		FilterExpression: aws.String("begins_with(#l, :p)"), ExpressionAttributeNames: map[string]string{"#l": attrLog},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str("shardstate/")}})
 	if err != nil {
 		t.Fatal(err)
 	}
