@@ -286,6 +286,7 @@ func (d *Dynamo) getHead(ctx context.Context, hp string) (map[string]types.Attri
 
 func headFence(h map[string]types.AttributeValue) fence {
 	return fence{
+		claimed:  len(h) > 0,
 		lease:    Lease{Counter: nAttr(h, attrFenceC), Owner: sAttr(h, attrFenceO)},
 		snapshot: Lease{Counter: nAttr(h, attrCounter), Owner: sAttr(h, attrOwner)},
 		has:      sAttr(h, attrGen) != "",

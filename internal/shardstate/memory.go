@@ -49,7 +49,7 @@ func (m *Memory) Put(ctx context.Context, key Key, snap Snapshot) error {
 		return fencedError(key, snap.Lease, s.fence)
 	}
 	snap.Data = slices.Clone(snap.Data)
-	s.fence = fence{lease: snap.Lease, snapshot: snap.Lease, has: true, order: snap.Position.order()}
+	s.fence = fence{claimed: true, lease: snap.Lease, snapshot: snap.Lease, has: true, order: snap.Position.order()}
 	s.shape, s.snap = key.Shape, snap
 	return nil
 }
@@ -71,7 +71,7 @@ func (m *Memory) Claim(ctx context.Context, key Key, lease Lease) error {
 	if !s.fence.admits(lease, nil) {
 		return fencedError(key, lease, s.fence)
 	}
-	s.fence.lease = lease
+	s.fence.claimed, s.fence.lease = true, lease
 	return nil
 }
 

@@ -162,6 +162,7 @@ type Store interface {
 // fence is what the fencing rule decides on: the fence, and the lease and
 // position of the current snapshot (zero if none).
 type fence struct {
+	claimed  bool // a claim or a put set lease
 	lease    Lease
 	snapshot Lease
 	has      bool   // a snapshot exists
@@ -172,7 +173,7 @@ type fence struct {
 // *pos; see Store.
 func (f fence) admits(l Lease, pos *Position) bool {
 	switch {
-	case l.Counter > f.lease.Counter:
+	case !f.claimed || l.Counter > f.lease.Counter:
 		return true
 	case l.Counter < f.lease.Counter || l.Owner != f.lease.Owner:
 		return false

@@ -72,6 +72,17 @@ func conformance(t *testing.T, newStore func(t *testing.T) Store) {
 		}
 	})
 
+	t.Run("CounterZero", func(t *testing.T) {
+		s, k := newStore(t), key(t)
+		if err := s.Claim(t.Context(), k, Lease{Counter: 0, Owner: "w"}); err != nil {
+			t.Fatalf("Claim at counter 0 of a new shard: %v", err)
+		}
+		k.Shard += "-2"
+		if err := s.Put(t.Context(), k, Snapshot{Data: []byte("x"), Lease: Lease{Counter: 0, Owner: "w"}}); err != nil {
+			t.Fatalf("Put at counter 0 to a new shard: %v", err)
+		}
+	})
+
 	t.Run("ShapeChanged", func(t *testing.T) {
 		s, k := newStore(t), key(t)
 		if err := s.Put(t.Context(), k, Snapshot{Data: []byte("x"), Lease: Lease{Counter: 1, Owner: "w"}}); err != nil {
