@@ -226,15 +226,75 @@ func BenchmarkDynamo(b *testing.B) {
 	})
 }
 
-// hookClient calls before on each GetItem, before passing it on.
+// hookClient calls before with the key of each GetItem, and beforePut with
+// the item of each PutItem, if set, before passing them on.
 type hookClient struct {
 	Client
-	before func(ctx context.Context, key map[string]types.AttributeValue)
+	before    func(ctx context.Context, key map[string]types.AttributeValue)
+	beforePut func(ctx context.Context, item map[string]types.AttributeValue)
 }
 
 func (h hookClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	h.before(ctx, in.Key)
+	if h.before != nil {
+		h.before(ctx, in.Key)
+	}
 	return h.Client.GetItem(ctx, in, optFns...)
+}
+
+func (h hookClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if h.beforePut != nil {
+		h.beforePut(ctx, in.Item)
+	}
+	return h.Client.PutItem(ctx, in, optFns...)
+}
+
+// TestDynamoFencedPutLeavesNothing checks, on dynalite, that a fenced
+// writer's Put leaves no chunk behind: refused before it writes one when the
+// successor claimed first, and deleting those it wrote when the successor
+// claims while it writes them. The successor's snapshot stays current.
+func TestDynamoFencedPutLeavesNothing(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := newTable(t, c)
+	k := Key{Application: "app", Stream: "s", Shard: "shardId-000000000000"}
+	successor := newDynamo(t, c, table)
+	var claim func(ctx context.Context)
+	zombie, err := NewDynamo(DynamoConfig{Table: table, Concurrency: 1, Client: hookClient{Client: c,
+		beforePut: func(ctx context.Context, item map[string]types.AttributeValue) {
+			if claim != nil && item[attrData] != nil {
+				claim(ctx)
+				claim = nil
+			}
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := testData(3*dynamochunk.Size, 1)
+	if err := zombie.Put(t.Context(), k, Snapshot{Data: big, Position: pos("100", 0), Lease: Lease{Counter: 5, Owner: "zombie"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The successor claims while the zombie writes its chunks.
+	claim = func(ctx context.Context) {
+		if err := successor.Claim(ctx, k, Lease{Counter: 6, Owner: "successor"}); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := zombie.Put(t.Context(), k, Snapshot{Data: big, Position: pos("200", 0), Lease: Lease{Counter: 5, Owner: "zombie"}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie's Put during the claim: %v, want ErrFenced", err)
+	}
+	if n := countItems(t, c, table); n != 1+3 {
+		t.Errorf("%d items after the zombie's fenced Put; want the head and the 3 chunks of its first snapshot", n)
+	}
+	// The successor claimed before this one starts.
+	if err := zombie.Put(t.Context(), k, Snapshot{Data: big, Position: pos("300", 0), Lease: Lease{Counter: 5, Owner: "zombie"}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie's Put after the claim: %v, want ErrFenced", err)
+	}
+	if n := countItems(t, c, table); n != 1+3 {
+		t.Errorf("%d items after the zombie's second fenced Put; want 4", n)
+	}
+	got, err := successor.Get(t.Context(), k)
+	if err != nil || got.Position != pos("100", 0) {
+		t.Fatalf("Get: at %v, %v; want the zombie's snapshot from before the claim, at 100", got.Position, err)
+	}
 }
 
 // TestDynamoGetFollowsSwitch checks, on dynalite, a Get whose generation is
