@@ -5,6 +5,7 @@ package letters
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/stream"
@@ -22,67 +23,57 @@ func ID(l stream.DeadLetter) string {
 // source record.
 const Truncated = "truncated:"
 
-// reserve is the room kept for a marker after a cut.
-const reserve = 64
-
 // Fit returns l cut to at most limit bytes of JSON (encoding/json's), and
 // whether it cut anything. It cuts, in this order and only as much as
-// needed, the Stack, the Panic, the Err and last the Record, each to a
-// prefix (at a UTF-8 boundary for the strings) ending with a marker that
-// says how many bytes of how many were kept; a cut record's Encoding gets
-// the prefix Truncated. The JSON size bounds both a Kinesis record's data
-// and a DynamoDB item's size (base64 and escapes only make JSON larger).
-// It returns an error if l does not fit even then (limit is smaller than
-// the letter's other fields).
+// needed, the Stack, the Panic, the Err and last the Record, each to its
+// longest prefix that fits (at a UTF-8 boundary for the strings) followed
+// by a marker that says how many bytes of how many were kept; a cut
+// record's Encoding gets the prefix Truncated. The JSON size bounds both a
+// Kinesis record's data and a DynamoDB item's size (base64 and escapes
+// only make JSON larger). It returns an error if l does not fit even then
+// (limit is smaller than the letter's other fields).
 func Fit(l stream.DeadLetter, limit int) (stream.DeadLetter, bool, error) {
 	size, err := jsonSize(l)
-	if err != nil {
+	if err != nil || size <= limit {
 		return l, false, err
 	}
-	cut := false
-	for _, f := range []*string{&l.Stack, &l.Panic, &l.Err} {
+	cutStr := func(f *string) func(keep int) {
+		s := *f
+		return func(keep int) {
+			for keep > 0 && keep < len(s) && !utf8.RuneStart(s[keep]) {
+				keep--
+			}
+			*f = s[:keep] + fmt.Sprintf("…[truncated: %d of %d bytes kept]", keep, len(s))
+		}
+	}
+	rec, enc := l.Record, l.Encoding
+	cutRec := func(keep int) {
+		l.Record = append(rec[:keep:keep], fmt.Sprintf("…[record truncated: %d of %d bytes kept]", keep, len(rec))...)
+		l.Encoding = Truncated + enc
+	}
+	fields := []struct {
+		n   int
+		cut func(keep int)
+	}{{len(l.Stack), cutStr(&l.Stack)}, {len(l.Panic), cutStr(&l.Panic)}, {len(l.Err), cutStr(&l.Err)}, {len(rec), cutRec}}
+	for _, f := range fields {
+		if f.n == 0 {
+			continue
+		}
+		// The longest prefix that fits, or none.
+		keep := sort.Search(f.n, func(k int) bool {
+			f.cut(k + 1)
+			s, err := jsonSize(l)
+			return err != nil || s > limit
+		})
+		f.cut(keep)
+		if size, err = jsonSize(l); err != nil {
+			return l, true, err
+		}
 		if size <= limit {
-			return l, cut, nil
-		}
-		if c := cutString(*f, size-limit); c != *f {
-			*f, cut = c, true
-		}
-		if size, err = jsonSize(l); err != nil {
-			return l, cut, err
+			return l, true, nil
 		}
 	}
-	if size > limit && len(l.Record) > 0 {
-		n := len(l.Record)
-		keep := max(0, n-(size-limit)-reserve)
-		l.Record = append(l.Record[:keep:keep], fmt.Sprintf("…[record truncated: %d of %d bytes kept]", keep, n)...)
-		l.Encoding = Truncated + l.Encoding
-		cut = true
-		if size, err = jsonSize(l); err != nil {
-			return l, cut, err
-		}
-	}
-	if size > limit {
-		return l, cut, fmt.Errorf("letter %s: %d bytes of JSON with its stack, panic, error and record cut: over the store's %d", ID(l), size, limit)
-	}
-	return l, cut, nil
-}
-
-// cutString returns s cut to leave over bytes and room for the marker it
-// ends with, or s if the marker alone would be as long.
-func cutString(s string, over int) string {
-	n := len(s)
-	if n == 0 {
-		return s
-	}
-	keep := max(0, n-over-reserve)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	c := s[:keep] + fmt.Sprintf("…[truncated: %d of %d bytes kept]", keep, n)
-	if len(c) >= n {
-		return s
-	}
-	return c
+	return l, true, fmt.Errorf("letter %s: %d bytes of JSON with its stack, panic, error and record cut: over the store's %d", ID(l), size, limit)
 }
 
 // jsonSize returns the length of l in JSON.

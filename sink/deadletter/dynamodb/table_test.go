@@ -119,7 +119,7 @@ func TestOversizedLetter(t *testing.T) {
 		t.Fatalf("%d letters, want 2", len(got))
 	}
 	l := got[0]
-	if l.Encoding != "truncated:raw" || !bytes.HasSuffix(l.Record, []byte(" bytes kept]")) || !bytes.HasPrefix(l.Record, []byte("rrrr")) {
+	if l.Encoding != "truncated:raw" || !bytes.HasSuffix(l.Record, []byte(" bytes kept]")) || !bytes.HasPrefix(l.Record, []byte("rrrr")) || len(l.Record) < 250<<10 {
 		t.Errorf("big letter: encoding %q, record of %d bytes ending %q: want it cut with a marker", l.Encoding, len(l.Record), l.Record[max(0, len(l.Record)-60):])
 	}
 	if !strings.HasSuffix(l.Stack, " bytes kept]") || len(l.Stack) > 100 {
