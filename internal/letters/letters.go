@@ -23,10 +23,15 @@ func ID(l stream.DeadLetter) string {
 // source record.
 const Truncated = "truncated:"
 
+// minCut is the length of a field at or below which Fit leaves it whole:
+// its marker would be as long.
+const minCut = 64
+
 // Fit returns l cut to at most limit bytes of JSON (encoding/json's), and
 // whether it cut anything. It cuts, in this order and only as much as
-// needed, the Stack, the Panic, the Err and last the Record, each to its
-// longest prefix that fits (at a UTF-8 boundary for the strings) followed
+// needed, the Stack, the Record (which its Range and Offset still name in
+// the source), the Panic and last the Err, each longer than 64 bytes to
+// its longest prefix that fits (at a UTF-8 boundary for the strings) followed
 // by a marker that says how many bytes of how many were kept; a cut
 // record's Encoding gets the prefix Truncated. The JSON size bounds both a
 // Kinesis record's data and a DynamoDB item's size (base64 and escapes
@@ -54,9 +59,9 @@ func Fit(l stream.DeadLetter, limit int) (stream.DeadLetter, bool, error) {
 	fields := []struct {
 		n   int
 		cut func(keep int)
-	}{{len(l.Stack), cutStr(&l.Stack)}, {len(l.Panic), cutStr(&l.Panic)}, {len(l.Err), cutStr(&l.Err)}, {len(rec), cutRec}}
+	}{{len(l.Stack), cutStr(&l.Stack)}, {len(rec), cutRec}, {len(l.Panic), cutStr(&l.Panic)}, {len(l.Err), cutStr(&l.Err)}}
 	for _, f := range fields {
-		if f.n == 0 {
+		if f.n <= minCut {
 			continue
 		}
 		// The longest prefix that fits, or none.

@@ -39,7 +39,7 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // map of stream, shard, first, last and count, offset, record as a binary,
 // encoding, err, panic, stack; those empty are left out), and the sink's
 // version attribute. A letter whose JSON is over about 399 KiB is cut
-// first: its stack, then its panic and error, then its record, each to a
+// first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so
 // that it is not taken for the record (weir deadletters replay refuses
 // it); each cut is logged at WARN. Its Range and Offset still name the

@@ -26,7 +26,7 @@ const tagRoom = 1 << 10
 // "<Origin>/<output>" (one writer per output, since the letters of two
 // outputs share batch times and indexes), batch time and Index. A letter
 // whose JSON, key and tag would not fit Config.MaxRecordBytes is cut
-// first: its stack, then its panic and error, then its record, each to a
+// first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so
 // that it is not taken for the record (weir deadletters replay refuses
 // it); each cut is logged at WARN. Its Range and Offset still name the
