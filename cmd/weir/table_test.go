@@ -5,10 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/internal/localaws"
 	dldynamodb "github.com/weirstream/weir/sink/deadletter/dynamodb"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
@@ -21,22 +18,7 @@ import (
 func TestListTable(t *testing.T) {
 	env := servers.Env(t)
 	c := env.DynamoDB()
-	name := localaws.UniqueName(t)
-	_, err := c.CreateTable(t.Context(), &ddb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("batch"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("index"), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("batch"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("index"), KeyType: types.KeyTypeRange},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := letterstest.CreateTable(t, c)
 	tab, err := dldynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})
 	if err != nil {
 		t.Fatal(err)

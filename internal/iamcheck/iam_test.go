@@ -27,6 +27,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/internal/recoverylog/logtest"
@@ -623,21 +624,7 @@ func TestDynamoDBDeadLettersPolicy(t *testing.T) {
 	t.Parallel()
 	env := servers.Env(t)
 	ctx := t.Context()
-	table := localaws.UniqueName(t)
-	if _, err := env.DynamoDB().CreateTable(ctx, &awsdynamodb.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("batch"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("index"), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("batch"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("index"), KeyType: types.KeyTypeRange},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	table := letterstest.CreateTable(t, env.DynamoDB())
 	awsCfg := env.AWSConfig()
 	rec := newRecorder(awsCfg.HTTPClient)
 	awsCfg.HTTPClient = rec

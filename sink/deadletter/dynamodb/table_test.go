@@ -29,22 +29,7 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 func newTable(t *testing.T) (*dynamodb.Table, *ddb.Client, string) {
 	t.Helper()
 	c := servers.Env(t).DynamoDB()
-	name := localaws.UniqueName(t)
-	_, err := c.CreateTable(t.Context(), &ddb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("batch"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("index"), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("batch"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("index"), KeyType: types.KeyTypeRange},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := letterstest.CreateTable(t, c)
 	tab, err := dynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})
 	if err != nil {
 		t.Fatal(err)
