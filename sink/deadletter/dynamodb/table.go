@@ -49,7 +49,9 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // sink/dynamodb, versioned by their batch time: a batch recomputed after a
 // crash writes the same keys, and its writes are skipped as already
 // applied, so the table keeps one item per letter, as the first run wrote
-// it (its stack may differ from the recomputed one's). A Table is safe for
+// it (its stack may differ from the recomputed one's); a recomputation
+// that quarantines fewer records (functions that are not deterministic)
+// leaves the first run's letters of higher Index. A Table is safe for
 // concurrent use and holds no resource to close.
 type Table struct {
 	sink   *sinkddb.Sink[stream.DeadLetter]
