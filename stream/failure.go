@@ -60,7 +60,9 @@ func Quarantine(d DeadLetters) Option {
 }
 
 // DeadLetters receives the records an output quarantines (see
-// Quarantine). The sink/deadletter package keeps them in a directory.
+// Quarantine). The sink/deadletter package keeps them in a directory,
+// sink/deadletter/dynamodb in a DynamoDB table and sink/deadletter/kinesis
+// in a Kinesis stream.
 type DeadLetters interface {
 	// Quarantine makes letters durable and returns nil only once they are:
 	// the batch completes after it returns. It is called from the

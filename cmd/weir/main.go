@@ -1,9 +1,11 @@
 // Command weir is the operator's tool of a weir pipeline. Its deadletters
 // commands list the records an output quarantined (stream.Quarantine) into a
-// directory (package sink/deadletter), and put chosen ones back into a
+// directory (package sink/deadletter) or a DynamoDB table (package
+// sink/deadletter/dynamodb), and put chosen ones of a directory back into a
 // Kinesis stream, each exactly once:
 //
 //	weir deadletters list -dir dead-letters
+//	weir deadletters list -table dead-letters
 //	weir deadletters replay -dir dead-letters -stream orders -id 1700000000000-0-3
 //	weir deadletters replay -dir dead-letters -stream orders -all
 //
@@ -32,10 +34,15 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/sink/deadletter"
+	dldynamodb "github.com/weirstream/weir/sink/deadletter/dynamodb"
+	sinkddb "github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/stream"
 )
 
 func main() {
@@ -49,7 +56,7 @@ func main() {
 
 // errUsage is returned for a command line the tool does not understand.
 var errUsage = errors.New(`usage:
-  weir deadletters list -dir DIR
+  weir deadletters list (-dir DIR | -table TABLE [-endpoint URL] [-region REGION])
   weir deadletters replay -dir DIR -stream STREAM (-id ID ... | -all) [-endpoint URL] [-region REGION]`)
 
 // clientFunc makes the Kinesis client of a replay.
@@ -58,19 +65,28 @@ type clientFunc func(ctx context.Context, endpoint, region string) (*kinesis.Cli
 // awsKinesis is a client configured as the AWS SDK's default chain says,
 // with endpoint and region, if given, instead.
 func awsKinesis(ctx context.Context, endpoint, region string) (*kinesis.Client, error) {
-	var opts []func(*config.LoadOptions) error
-	if region != "" {
-		opts = append(opts, config.WithRegion(region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := awsConfig(ctx, region)
 	if err != nil {
-		return nil, fmt.Errorf("AWS configuration: %w", err)
+		return nil, err
 	}
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = &endpoint
 		}
 	}), nil
+}
+
+// awsConfig is the AWS SDK's default configuration, with region if given.
+func awsConfig(ctx context.Context, region string) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
+	}
+	return cfg, nil
 }
 
 // run runs the command line args, writing its report to out.
@@ -82,12 +98,15 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	fs.SetOutput(io.Discard)
 	dir := fs.String("dir", "", "the dead-letter directory (required)")
 	var (
-		streamName, endpoint, region *string
-		ids                          *idFlags
-		all                          *bool
+		streamName, endpoint, region, table *string
+		ids                                 *idFlags
+		all                                 *bool
 	)
 	switch args[1] {
 	case "list":
+		table = fs.String("table", "", "the dead-letter DynamoDB table, instead of -dir")
+		endpoint = fs.String("endpoint", "", "the DynamoDB endpoint of -table (default: the AWS SDK's)")
+		region = fs.String("region", "", "the AWS region (default: the AWS SDK's)")
 	case "replay":
 		streamName = fs.String("stream", "", "the Kinesis stream to put the records into (required)")
 		ids = &idFlags{}
@@ -101,7 +120,16 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	if err := fs.Parse(args[2:]); err != nil {
 		return fmt.Errorf("%w\n%w", err, errUsage)
 	}
-	if *dir == "" || fs.NArg() > 0 {
+	if fs.NArg() > 0 {
+		return errUsage
+	}
+	if table != nil && *table != "" {
+		if *dir != "" {
+			return fmt.Errorf("-dir and -table both given: list one store\n%w", errUsage)
+		}
+		return listTable(ctx, *table, *endpoint, *region, out)
+	}
+	if *dir == "" {
 		return errUsage
 	}
 	if args[1] == "list" {
@@ -134,7 +162,7 @@ func (f *idFlags) Set(v string) error {
 
 // list prints the letters of dir, one a line, with what replay did.
 func list(dir string, out io.Writer) error {
-	letters, err := deadletter.Read(dir)
+	ls, err := deadletter.Read(dir)
 	if err != nil {
 		return err
 	}
@@ -142,10 +170,33 @@ func list(dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return printLetters(ls, done, out)
+}
+
+// listTable prints the letters of a DynamoDB dead-letter table, one a
+// line; replay does not read tables, so none is replayed.
+func listTable(ctx context.Context, table, endpoint, region string, out io.Writer) error {
+	cfg, err := awsConfig(ctx, region)
+	if err != nil {
+		return err
+	}
+	t, err := dldynamodb.New(ctx, sinkddb.Config{Table: table, AWS: &cfg, Endpoint: endpoint})
+	if err != nil {
+		return err
+	}
+	ls, err := t.Letters(ctx)
+	if err != nil {
+		return err
+	}
+	return printLetters(ls, nil, out)
+}
+
+// printLetters prints letters, one a line, with what replay did (done).
+func printLetters(ls []stream.DeadLetter, done map[string]journalEntry, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tBATCH\tOUTPUT\tSHARD\tFIRST\tOFFSET\tREPLAYED\tERROR")
-	for _, l := range letters {
-		id := letterID(l)
+	for _, l := range ls {
+		id := letters.ID(l)
 		replayed := "no"
 		if e, ok := done[id]; ok {
 			replayed = e.State

@@ -22,7 +22,7 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-var servers = localaws.NewShared(localaws.Options{Kinesis: true})
+var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 

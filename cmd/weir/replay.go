@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
+	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/sink/deadletter"
 	"github.com/weirstream/weir/stream"
 )
@@ -42,11 +43,6 @@ type journalEntry struct {
 	Stream string    `json:"stream"`
 	Shard  string    `json:"shard,omitempty"`
 	Seq    string    `json:"seq,omitempty"`
-}
-
-// letterID names a letter: its batch time, output and index.
-func letterID(l stream.DeadLetter) string {
-	return fmt.Sprintf("%d-%d-%d", int64(l.Time), l.Output, l.Index)
 }
 
 // parseJournal returns the latest entry of each letter in data, and the
@@ -161,15 +157,15 @@ func recordOf(l stream.DeadLetter, id string) (record, error) {
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, and reports each to out.
 func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
-	letters, err := deadletter.Read(dir)
+	all, err := deadletter.Read(dir)
 	if err != nil {
 		return err
 	}
-	chosen := letters
+	chosen := all
 	if len(ids) > 0 {
-		byID := make(map[string]stream.DeadLetter, len(letters))
-		for _, l := range letters {
-			byID[letterID(l)] = l
+		byID := make(map[string]stream.DeadLetter, len(all))
+		for _, l := range all {
+			byID[letters.ID(l)] = l
 		}
 		chosen = nil
 		var unknown []string
@@ -213,7 +209,7 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 // replayOne puts letter l into streamName unless the journal says it was,
 // or the stream holds it after a put the journal did not see end.
 func replayOne(ctx context.Context, c *kinesis.Client, j *journal, state map[string]journalEntry, l stream.DeadLetter, streamName string, out io.Writer) error {
-	id := letterID(l)
+	id := letters.ID(l)
 	e, seen := state[id]
 	if seen && e.State == stateDone {
 		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, e.Stream, e.Shard, e.Seq)

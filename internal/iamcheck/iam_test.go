@@ -27,14 +27,17 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery/dynamolog"
+	dldynamodb "github.com/weirstream/weir/sink/deadletter/dynamodb"
 	"github.com/weirstream/weir/sink/dynamodb"
 	kinesissink "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
 )
 
 var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
@@ -611,6 +614,34 @@ func TestDynamoDBSinkPolicy(t *testing.T) {
 		}
 	}
 	check(t, "dynamodb-sink.json", "dynamodb", rec.called())
+	provisioned(t, rec.called())
+}
+
+// TestDynamoDBDeadLettersPolicy quarantines letters into a DynamoDB
+// dead-letter table, twice (a recomputed batch), lists them, and checks
+// the calls against dynamodb-deadletters.json.
+func TestDynamoDBDeadLettersPolicy(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	ctx := t.Context()
+	table := letterstest.CreateTable(t, env.DynamoDB())
+	awsCfg := env.AWSConfig()
+	rec := newRecorder(awsCfg.HTTPClient)
+	awsCfg.HTTPClient = rec
+	dead, err := dldynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters := []stream.DeadLetter{{Time: 1_700_000_000_000, Record: []byte("a"), Encoding: "raw", Err: "boom"}}
+	for range 2 {
+		if err := dead.Quarantine(ctx, letters); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := dead.Letters(ctx); err != nil || len(got) != 1 {
+		t.Fatalf("Letters = %d letters, %v; want 1", len(got), err)
+	}
+	check(t, "dynamodb-deadletters.json", "dynamodb", rec.called())
 	provisioned(t, rec.called())
 }
 

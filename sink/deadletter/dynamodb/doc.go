@@ -1,0 +1,11 @@
+// Package dynamodb keeps the records a pipeline's outputs quarantine
+// (stream.Quarantine) in a DynamoDB table, one item per letter, written
+// through the exactly-once DynamoDB sink (package sink/dynamodb):
+//
+//	dead, err := dynamodb.New(ctx, sinkddb.Config{Table: "dead-letters"})
+//	stream.ForEach(events, send, stream.Quarantine(dead))
+//
+// The table, which must exist, has the partition key "batch" (a string)
+// and the sort key "index" (a number); see Table for its items and
+// DESIGN.md's Failure model in the repository for what is quarantined.
+package dynamodb

@@ -1,0 +1,273 @@
+package dynamodb
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/letters"
+	sinkddb "github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/stream"
+)
+
+// The table's key attributes.
+const (
+	hashKey  = "batch"
+	rangeKey = "index"
+)
+
+// maxLetterBytes is the most JSON a letter may take before it is cut (see
+// Table): an item is no larger than its letter's JSON, and 1 KiB is left
+// for the version attribute and the key.
+const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
+
+// Table is a DynamoDB table of dead letters: a stream.DeadLetters. Each
+// letter is an item whose partition key "batch" is "<batch time>-<output>"
+// (the batch time in milliseconds, the output's index) and sort key
+// "index" the letter's Index, with the letter's fields as attributes of
+// the names of their JSON (time, output, outputName, index, range as a
+// map of stream, shard, first, last and count, offset, record as a binary,
+// encoding, err, panic, stack; those empty are left out), and the sink's
+// version attribute. A letter whose JSON is over about 399 KiB is cut
+// first: its stack, then its record, then its panic and error, each to a
+// prefix with a marker, a cut record's encoding prefixed "truncated:" so
+// that it is not taken for the record (weir deadletters replay refuses
+// it); each cut is logged at WARN. Its Range and Offset still name the
+// source record.
+//
+// Letters are written with the exactly-once sink of package
+// sink/dynamodb, versioned by their batch time: a batch recomputed after a
+// crash writes the same keys, and its writes are skipped as already
+// applied, so the table keeps one item per letter, as the first run wrote
+// it (its stack may differ from the recomputed one's); a recomputation
+// that quarantines fewer records (functions that are not deterministic)
+// leaves the first run's letters of higher Index. A Table is safe for
+// concurrent use and holds no resource to close.
+type Table struct {
+	sink   *sinkddb.Sink[stream.DeadLetter]
+	client sinkddb.Client
+	table  string
+	logger *slog.Logger
+}
+
+var _ stream.DeadLetters = (*Table)(nil)
+
+// New returns a Table writing to cfg.Table, configured as the sink of
+// package sink/dynamodb is (its client, endpoint, version attribute,
+// concurrency, logger and clock), or an error naming what is wrong. The
+// table must exist, with the partition key "batch" (string) and the sort
+// key "index" (number); New does not create it.
+func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
+	if cfg.Client == nil && cfg.Table != "" {
+		if err := awsconf.CheckEndpoint("Endpoint", cfg.Endpoint); err == nil {
+			c, err := awsconf.DynamoDB(ctx, cfg.AWS, cfg.Endpoint, "the dead-letter table (set Client or AWS to avoid it)")
+			if err != nil {
+				return nil, fmt.Errorf("deadletter table: %w", err)
+			}
+			cfg.Client = c
+		}
+	}
+	s, err := sinkddb.New(ctx, cfg, item)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter table: %w", err)
+	}
+	out, err := cfg.Client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(cfg.Table)})
+	if err != nil {
+		return nil, fmt.Errorf("deadletter table: describe table %s: %w", cfg.Table, err)
+	}
+	if err := checkSchema(out.Table); err != nil {
+		return nil, fmt.Errorf("deadletter table: table %s: %w", cfg.Table, err)
+	}
+	t := &Table{sink: s, client: cfg.Client, table: cfg.Table, logger: cfg.Logger}
+	if t.logger == nil {
+		t.logger = slog.Default()
+	}
+	return t, nil
+}
+
+// checkSchema returns an error unless td's key is "batch" (S), "index" (N).
+func checkSchema(td *types.TableDescription) error {
+	want := map[string]types.ScalarAttributeType{hashKey: types.ScalarAttributeTypeS, rangeKey: types.ScalarAttributeTypeN}
+	kinds := map[string]types.KeyType{hashKey: types.KeyTypeHash, rangeKey: types.KeyTypeRange}
+	ok := len(td.KeySchema) == 2
+	for _, e := range td.KeySchema {
+		name := aws.ToString(e.AttributeName)
+		if kinds[name] != e.KeyType {
+			ok = false
+		}
+		for _, d := range td.AttributeDefinitions {
+			if aws.ToString(d.AttributeName) == name && d.AttributeType != want[name] {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		return errors.New(`its key must be the partition key "batch" (string) and the sort key "index" (number): create the table so`)
+	}
+	return nil
+}
+
+// Quarantine writes letters, all of one batch and output, each as an item,
+// and returns nil once DynamoDB has applied (or skipped as already
+// applied) every write. Throttling and errors of unknown outcome are
+// retried until ctx is done (see sink/dynamodb's Write).
+func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	bt, out := ls[0].Time, ls[0].Output
+	fitted := make([]stream.DeadLetter, len(ls))
+	for i, l := range ls {
+		if l.Time != bt || l.Output != out {
+			return fmt.Errorf("deadletter table %s: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t.table, bt, out, l.Time, l.Output)
+		}
+		f, cut, err := letters.Fit(l, maxLetterBytes)
+		if err != nil {
+			return fmt.Errorf("deadletter table %s: %w", t.table, err)
+		}
+		if cut {
+			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset name the source record)",
+				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
+		}
+		fitted[i] = f
+	}
+	if err := t.sink.Write(ctx, batch.New(bt, nil, fitted)); err != nil {
+		return fmt.Errorf("deadletter table: %w", err)
+	}
+	return nil
+}
+
+// Letters returns every letter of the table, by batch time, then output,
+// then Index. It reads the table with Scan (strongly consistent), so the
+// Client given to New must have a Scan method, as *dynamodb.Client has.
+func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
+	sc, ok := t.client.(interface {
+		Scan(ctx context.Context, in *ddb.ScanInput, optFns ...func(*ddb.Options)) (*ddb.ScanOutput, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("deadletter table %s: the client (%T) has no Scan method: give a *dynamodb.Client", t.table, t.client)
+	}
+	var all []stream.DeadLetter
+	in := &ddb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := sc.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("deadletter table %s: scan: %w", t.table, err)
+		}
+		for _, it := range out.Items {
+			l, err := letterOf(it)
+			if err != nil {
+				return nil, fmt.Errorf("deadletter table %s: %w", t.table, err)
+			}
+			all = append(all, l)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	slices.SortFunc(all, func(a, b stream.DeadLetter) int {
+		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.Output, b.Output), cmp.Compare(a.Index, b.Index))
+	})
+	return all, nil
+}
+
+// partition returns the partition key of the letters of batch t, output o.
+func partition(t batch.Time, o int) string { return fmt.Sprintf("%d-%d", int64(t), o) }
+
+// item returns the put of letter l's item.
+func item(l stream.DeadLetter) (sinkddb.Write, error) {
+	it := map[string]types.AttributeValue{
+		hashKey:  &types.AttributeValueMemberS{Value: partition(l.Time, l.Output)},
+		rangeKey: num(l.Index),
+		"time":   &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(l.Time), 10)},
+		"output": num(l.Output),
+		"offset": num(l.Offset),
+	}
+	r := map[string]types.AttributeValue{"count": num(l.Range.Count)}
+	putS(r, "stream", l.Range.Stream)
+	putS(r, "shard", l.Range.Shard)
+	putS(r, "first", l.Range.First)
+	putS(r, "last", l.Range.Last)
+	it["range"] = &types.AttributeValueMemberM{Value: r}
+	if len(l.Record) > 0 {
+		it["record"] = &types.AttributeValueMemberB{Value: l.Record}
+	}
+	putS(it, "outputName", l.OutputName)
+	putS(it, "encoding", l.Encoding)
+	putS(it, "err", l.Err)
+	putS(it, "panic", l.Panic)
+	putS(it, "stack", l.Stack)
+	return sinkddb.Write{Item: it}, nil
+}
+
+func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
+
+// putS sets m[name] to the string s, unless s is empty.
+func putS(m map[string]types.AttributeValue, name, s string) {
+	if s != "" {
+		m[name] = &types.AttributeValueMemberS{Value: s}
+	}
+}
+
+// letterOf returns the letter an item holds.
+func letterOf(it map[string]types.AttributeValue) (stream.DeadLetter, error) {
+	var l stream.DeadLetter
+	var errs []error
+	getN := func(m map[string]types.AttributeValue, name string, dst *int) {
+		v, ok := m[name].(*types.AttributeValueMemberN)
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %q missing or not a number", name))
+			return
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q: %w", name, err))
+		}
+		*dst = int(n)
+	}
+	getS := func(m map[string]types.AttributeValue, name string) string {
+		v, _ := m[name].(*types.AttributeValueMemberS)
+		if v == nil {
+			return ""
+		}
+		return v.Value
+	}
+	var t int
+	getN(it, "time", &t)
+	l.Time = batch.Time(t)
+	getN(it, "output", &l.Output)
+	getN(it, rangeKey, &l.Index)
+	getN(it, "offset", &l.Offset)
+	if r, ok := it["range"].(*types.AttributeValueMemberM); ok {
+		l.Range = batch.SeqRange{Stream: getS(r.Value, "stream"), Shard: getS(r.Value, "shard"), First: getS(r.Value, "first"), Last: getS(r.Value, "last")}
+		getN(r.Value, "count", &l.Range.Count)
+	}
+	if b, ok := it["record"].(*types.AttributeValueMemberB); ok {
+		l.Record = b.Value
+	}
+	l.OutputName, l.Encoding = getS(it, "outputName"), getS(it, "encoding")
+	l.Err, l.Panic, l.Stack = getS(it, "err"), getS(it, "panic"), getS(it, "stack")
+	if err := errors.Join(errs...); err != nil {
+		return l, fmt.Errorf("item %s/%s: not a dead letter: %w", getS(it, hashKey), formatN(it[rangeKey]), err)
+	}
+	return l, nil
+}
+
+// formatN formats a number attribute for messages.
+func formatN(v types.AttributeValue) string {
+	if n, ok := v.(*types.AttributeValueMemberN); ok {
+		return n.Value
+	}
+	return "?"
+}

@@ -1,0 +1,172 @@
+package kinesis_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/letters/letterstest"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/sink/deadletter/kinesis"
+	sinkkinesis "github.com/weirstream/weir/sink/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+var servers = localaws.NewShared(localaws.Options{Kinesis: true})
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+// newStream creates a one-shard stream and returns a Stream writing to it
+// as origin "app", and the client.
+func newStream(t *testing.T) (*kinesis.Stream, *awskinesis.Client, string) {
+	t.Helper()
+	env := servers.Env(t)
+	name := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), name, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Kinesis()
+	s, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, name
+}
+
+// read returns the letters in the one-shard stream name, in order, the
+// copies an origin filter drops included if all is set, and the number
+// of records.
+func read(t *testing.T, c *awskinesis.Client, name string, all bool) ([]stream.DeadLetter, int) {
+	t.Helper()
+	ctx := t.Context()
+	it, err := c.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
+		ShardId: aws.String("shardId-000000000000"), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := origin.NewFilter(0)
+	var ls []stream.DeadLetter
+	n := 0
+	for iter := it.ShardIterator; iter != nil; {
+		page, err := c.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) == 0 {
+			break
+		}
+		for _, r := range page.Records {
+			n++
+			tag, data, ok, err := origin.Decode(r.Data)
+			if !ok || err != nil {
+				t.Fatalf("record %s not tagged: %v", aws.ToString(r.SequenceNumber), err)
+			}
+			if !f.Keep(tag) && !all {
+				continue
+			}
+			var l stream.DeadLetter
+			if err := json.Unmarshal(data, &l); err != nil {
+				t.Fatalf("record %s: %v", aws.ToString(r.SequenceNumber), err)
+			}
+			ls = append(ls, l)
+		}
+		iter = page.NextShardIterator
+	}
+	return ls, n
+}
+
+// TestPipelineOneInN quarantines the records a Map panics on, one in 1000
+// of 10,000, into a stream: each is a record, with its panic, stack and
+// source range, and the pipeline goes on.
+func TestPipelineOneInN(t *testing.T) {
+	s, c, name := newStream(t)
+	bad := letterstest.RunOneInN(t, s, 10000, 1000)
+	ls, _ := read(t, c, name, false)
+	letterstest.Check(t, ls, bad)
+}
+
+// letter returns a letter of batch 1700000000000 and output o.
+func letter(o, i int, rec string) stream.DeadLetter {
+	return stream.DeadLetter{
+		Time: 1700000000000, Output: o, OutputName: "out", Index: i,
+		Range:  batch.SeqRange{Stream: "in", Shard: "shardId-000000000001", First: "100", Last: "200", Count: 5},
+		Offset: i, Record: []byte(rec), Encoding: "raw", Err: "panic: no", Panic: "no", Stack: "goroutine 7 [running]:",
+	}
+}
+
+// TestRecomputedBatchFiltered quarantines a batch's letters of two
+// outputs (same batch time, same indexes), then output 0's again as a
+// recomputed batch does: the stream holds a copy per call, and the origin
+// filter leaves each letter once, the letters of both outputs kept.
+func TestRecomputedBatchFiltered(t *testing.T) {
+	s, c, name := newStream(t)
+	out0 := []stream.DeadLetter{letter(0, 0, "a"), letter(0, 1, "b")}
+	out1 := []stream.DeadLetter{letter(1, 0, "c")}
+	for _, ls := range [][]stream.DeadLetter{out0, out1, out0} {
+		if err := s.Quarantine(t.Context(), ls); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, n := read(t, c, name, false)
+	if n != 5 {
+		t.Errorf("%d records, want 5: a copy per call", n)
+	}
+	want := append(append([]stream.DeadLetter{}, out0...), out1...)
+	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters after the filter (-want +got):\n%s", diff)
+	}
+}
+
+// TestOversizedLetter quarantines a letter with a 2 MiB record and a 1 MiB
+// stack: it is written cut to fit a record, its stack and record ending
+// with markers and its encoding "truncated:raw".
+func TestOversizedLetter(t *testing.T) {
+	s, c, name := newStream(t)
+	big := letter(0, 0, strings.Repeat("r", 2<<20))
+	big.Stack = strings.Repeat("s", 1<<20)
+	if err := s.Quarantine(t.Context(), []stream.DeadLetter{big, letter(0, 1, "small")}); err != nil {
+		t.Fatalf("Quarantine of an oversized letter: %v", err)
+	}
+	got, _ := read(t, c, name, false)
+	if len(got) != 2 {
+		t.Fatalf("%d letters, want 2", len(got))
+	}
+	l := got[0]
+	if l.Encoding != "truncated:raw" || !bytes.HasSuffix(l.Record, []byte(" bytes kept]")) || len(l.Record) < 700<<10 {
+		t.Errorf("big letter: encoding %q, record of %d bytes: want it cut with a marker", l.Encoding, len(l.Record))
+	}
+	if !strings.HasSuffix(l.Stack, " bytes kept]") || len(l.Stack) > 100 {
+		t.Errorf("big letter: stack of %d bytes: want it cut first", len(l.Stack))
+	}
+	if string(got[1].Record) != "small" {
+		t.Errorf("second letter's record %q, want small", got[1].Record)
+	}
+}
+
+// TestNewRefuses checks that New names what is missing or wrong.
+func TestNewRefuses(t *testing.T) {
+	_, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Stream: "s",
+		Record: func(stream.DeadLetter) (string, []byte) { return "", nil }})
+	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"Record set", "Origin empty"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New = %v, want it to name %q", err, want)
+		}
+	}
+	_, err = kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Stream: "s", Origin: "app"})
+	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Client nil") {
+		t.Errorf("New without Client = %v, want ErrInvalidConfig naming Client", err)
+	}
+}
