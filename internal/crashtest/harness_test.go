@@ -121,6 +121,9 @@ type harness struct {
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
 	sink   string // the DynamoDB sink's table: a pipeline with the sink (see envSink)
+	// kinesisSink is the Kinesis sink's stream: a pipeline with that sink
+	// (see envKinesisSink).
+	kinesisSink string
 	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
 	// servers' by default, a faults.Proxy's in the outage tests.
 	kinesisEndpoint, dynamoEndpoint string
@@ -174,7 +177,7 @@ func (h *harness) start() *child {
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
-		envState+"="+h.state, envSink+"="+h.sink)
+		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink)
 	c.cmd.Env = append(c.cmd.Env, h.tuning.env()...)
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
