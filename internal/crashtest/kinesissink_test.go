@@ -5,6 +5,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -63,22 +64,58 @@ func addKinesisSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) err
 }
 
 // putMarkClient marks its first PutRecords call that returned (see
-// envKinesisSink).
+// envKinesisSink), and fails records on purpose, as a throttled shard
+// does: a third of that first call's records (never its first one, so
+// that the call writes something), and a third of the records of one
+// later call in failOneIn. The sink retries them before any later record
+// of their keys, so a batch a kill cuts short holds gaps, and its replay
+// fails other records: its copies reach the target stream in another
+// order than the first writes.
 type putMarkClient struct {
 	*awskinesis.Client
 	mark   string
 	marked atomic.Bool
 }
 
+// failOneIn is how rare a call with failed records is, after the first.
+const failOneIn = 8
+
 func (c *putMarkClient) PutRecords(ctx context.Context, in *awskinesis.PutRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.PutRecordsOutput, error) {
-	out, err := c.Client.PutRecords(ctx, in, o...)
-	if err == nil && !c.marked.Swap(true) {
+	failing := !c.marked.Load() || rand.IntN(failOneIn) == 0
+	fail := make([]bool, len(in.Records))
+	sent := *in
+	sent.Records = nil
+	for i, e := range in.Records {
+		fail[i] = failing && i > 0 && rand.IntN(3) == 0
+		if !fail[i] {
+			sent.Records = append(sent.Records, e)
+		}
+	}
+	out, err := c.Client.PutRecords(ctx, &sent, o...)
+	if err != nil {
+		return out, err
+	}
+	if len(out.Records) != len(sent.Records) {
+		return nil, fmt.Errorf("crashtest: %d results for %d records", len(out.Records), len(sent.Records))
+	}
+	res, failed := make([]types.PutRecordsResultEntry, 0, len(in.Records)), aws.ToInt32(out.FailedRecordCount)
+	for i := range in.Records {
+		if fail[i] {
+			res = append(res, types.PutRecordsResultEntry{ErrorCode: aws.String("ProvisionedThroughputExceededException"),
+				ErrorMessage: aws.String("crashtest: failed on purpose")})
+			failed++
+			continue
+		}
+		res, out.Records = append(res, out.Records[0]), out.Records[1:]
+	}
+	out.Records, out.FailedRecordCount = res, aws.Int32(failed)
+	if !c.marked.Swap(true) {
 		if werr := os.WriteFile(c.mark, nil, 0o644); werr != nil {
 			return nil, werr
 		}
 		time.Sleep(markWindow)
 	}
-	return out, err
+	return out, nil
 }
 
 // TestCrashTortureKinesisSink is the torture test of the Kinesis sink with
