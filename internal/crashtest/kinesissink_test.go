@@ -109,11 +109,8 @@ func (c *putMarkClient) PutRecords(ctx context.Context, in *awskinesis.PutRecord
 		res, out.Records = append(res, out.Records[0]), out.Records[1:]
 	}
 	out.Records, out.FailedRecordCount = res, aws.Int32(failed)
-	if !c.marked.Swap(true) {
-		if werr := os.WriteFile(c.mark, nil, 0o644); werr != nil {
-			return nil, werr
-		}
-		time.Sleep(markWindow)
+	if err := markFirst(&c.marked, c.mark); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -141,17 +138,7 @@ func TestCrashTortureKinesisSink(t *testing.T) {
 	if err := env.CreateStream(ctx, h.kinesisSink, 3); err != nil {
 		t.Fatal(err)
 	}
-	var inSink, random int
-	f := h.torture(kills, func(i int, c *child) {
-		if i%2 == 0 {
-			h.awaitMark(c, sinkMarks(h.out), "put", "")
-			c.kill(0)
-			inSink++
-			return
-		}
-		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
-		random++
-	})
+	f, inSink, random := h.sinkTorture(kills, rng, "put")
 
 	delivered := map[int64]bool{}
 	if _, err := scanRecords(h.out, 0, delivered); err != nil {
