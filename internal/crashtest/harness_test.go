@@ -43,11 +43,12 @@ type producer struct {
 	put    map[int64]bool
 	maybe  map[int64]bool
 	maxSeq map[string]string // shard -> greatest sequence number put
+	last   map[string]int64  // shard -> ID of the record at maxSeq
 }
 
 func newProducer(client *awskinesis.Client, stream string) *producer {
 	return &producer{client: client, stream: stream, next: 1,
-		put: map[int64]bool{}, maybe: map[int64]bool{}, maxSeq: map[string]string{}}
+		put: map[int64]bool{}, maybe: map[int64]bool{}, maxSeq: map[string]string{}, last: map[string]int64{}}
 }
 
 // putOnce puts n new records in one PutRecords call.
@@ -72,7 +73,9 @@ func (p *producer) putOnce(ctx context.Context, n int) error {
 		case out.Records[i].ErrorCode == nil:
 			p.put[id] = true
 			shard, seq := aws.ToString(out.Records[i].ShardId), aws.ToString(out.Records[i].SequenceNumber)
-			p.maxSeq[shard] = batch.MaxSeq(p.maxSeq[shard], seq)
+			if batch.MaxSeq(p.maxSeq[shard], seq) == seq {
+				p.maxSeq[shard], p.last[shard] = seq, id
+			}
 		}
 	}
 	if err != nil {
@@ -107,6 +110,13 @@ func (p *producer) snapshot() (put, maybe map[int64]bool, maxSeq map[string]stri
 	return maps.Clone(p.put), maps.Clone(p.maybe), maps.Clone(p.maxSeq)
 }
 
+// lastIDs returns, per shard, the ID of the last record put to it.
+func (p *producer) lastIDs() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.last)
+}
+
 // harness runs the pipeline in child processes on one stream, lease table,
 // recovery log and output file.
 type harness struct {
@@ -121,6 +131,9 @@ type harness struct {
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
 	sink   string // the DynamoDB sink's table: a pipeline with the sink (see envSink)
+	// kinesisSink is the Kinesis sink's stream: a pipeline with that sink
+	// (see envKinesisSink).
+	kinesisSink string
 	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
 	// servers' by default, a faults.Proxy's in the outage tests.
 	kinesisEndpoint, dynamoEndpoint string
@@ -174,7 +187,7 @@ func (h *harness) start() *child {
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
-		envState+"="+h.state, envSink+"="+h.sink)
+		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink)
 	c.cmd.Env = append(c.cmd.Env, h.tuning.env()...)
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
@@ -345,6 +358,44 @@ func (h *harness) awaitPastRecovery(c *child) {
 		}
 		return false
 	})
+}
+
+// awaitLastRecords polls the output file and the lease table until, for
+// every shard, c has output the last record put to it (last, at maxSeq)
+// or the shard's lease is checkpointed at that record: c has then read
+// every record, and its drain completes them all and checkpoints the last.
+// Record lines a killed child wrote satisfy awaitOutput, and a batch c
+// began after its recovery awaitPastRecovery, while c may still be reading
+// again what that child completed but did not checkpoint: a SIGTERM then
+// leaves the checkpoints short of the shards' last records.
+func (h *harness) awaitLastRecords(c *child, last map[string]int64, maxSeq map[string]string) {
+	h.t.Helper()
+	h.awaitOwn(c, "the last record of every shard", 20*time.Millisecond, func(mine string) bool {
+		if outputLast(mine, last, nil) {
+			return true
+		}
+		leases, err := h.leases()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		checkpointed := map[string]bool{}
+		for _, l := range leases {
+			checkpointed[l.Shard] = l.Checkpoint == maxSeq[l.Shard]
+		}
+		return outputLast(mine, last, checkpointed)
+	})
+}
+
+// outputLast reports whether mine, a child's own lines from the newline
+// ending its start line on, holds a record line of each shard's last
+// record (last), but for the shards checkpointed at it.
+func outputLast(mine string, last map[string]int64, checkpointed map[string]bool) bool {
+	for shard, id := range last {
+		if !checkpointed[shard] && !strings.Contains(mine, "\n"+lineRec+" "+strconv.FormatInt(id, 10)+" "+shard+"\n") {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitInOutput polls the output file, often, until c is inside a batch's

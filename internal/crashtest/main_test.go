@@ -158,6 +158,7 @@ func runChild(logger *slog.Logger) error {
 		state:           state,
 		sink:            os.Getenv(envSink),
 		sinkMarks:       sinkMarks(os.Getenv(envOut)),
+		kinesisSink:     os.Getenv(envKinesisSink),
 		out:             out,
 		logger:          logger,
 		dynamo:          spy,

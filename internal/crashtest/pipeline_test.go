@@ -72,6 +72,9 @@ type pipelineConfig struct {
 	// sink, if set, adds the DynamoDB sink's outputs to this table, which
 	// mark their first write at sinkMarks (see envSink).
 	sink, sinkMarks string
+	// kinesisSink, if set, adds the Kinesis sink's output to this stream,
+	// which marks its first call at sinkMarks (see envKinesisSink).
+	kinesisSink string
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
@@ -120,6 +123,11 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 	}
 	if cfg.sink != "" {
 		if err := addSink(recs, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.kinesisSink != "" {
+		if err := addKinesisSink(recs, cfg); err != nil {
 			return nil, nil, err
 		}
 	}

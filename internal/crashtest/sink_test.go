@@ -5,6 +5,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -76,13 +77,45 @@ type markClient struct {
 
 func (c *markClient) UpdateItem(ctx context.Context, in *awsdynamodb.UpdateItemInput, o ...func(*awsdynamodb.Options)) (*awsdynamodb.UpdateItemOutput, error) {
 	out, err := c.Client.UpdateItem(ctx, in, o...)
-	if err == nil && !c.marked.Swap(true) {
-		if werr := os.WriteFile(c.mark, nil, 0o644); werr != nil {
+	if err == nil {
+		if werr := markFirst(&c.marked, c.mark); werr != nil {
 			return nil, werr
 		}
-		time.Sleep(markWindow)
 	}
 	return out, err
+}
+
+// markFirst, the first time it is called with marked, creates the mark
+// file at path and holds its caller for markWindow: the window a sink
+// test's parent kills the child in (see envSink).
+func markFirst(marked *atomic.Bool, path string) error {
+	if marked.Swap(true) {
+		return nil
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		return err
+	}
+	time.Sleep(markWindow)
+	return nil
+}
+
+// sinkTorture runs h.torture with the kills of the sinks' torture tests:
+// in turn right after the child marked its first write with the mark what
+// (see awaitMark; inside a batch partly written, which the restart runs
+// again) and at a random moment. It returns the figures and the number of
+// kills of each kind.
+func (h *harness) sinkTorture(kills int, rng *rand.Rand, what string) (f figures, inSink, random int) {
+	f = h.torture(kills, func(i int, c *child) {
+		if i%2 == 0 {
+			h.awaitMark(c, sinkMarks(h.out), what, "")
+			c.kill(0)
+			inSink++
+			return
+		}
+		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+		random++
+	})
+	return f, inSink, random
 }
 
 // TestCrashTortureDynamoSink is the torture test of the DynamoDB sink
@@ -110,17 +143,7 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var inSink, random int
-	f := h.torture(kills, func(i int, c *child) {
-		if i%2 == 0 {
-			h.awaitMark(c, sinkMarks(h.out), "wrote", "")
-			c.kill(0)
-			inSink++
-			return
-		}
-		c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
-		random++
-	})
+	f, inSink, random := h.sinkTorture(kills, rng, "wrote")
 
 	seen := map[int64]bool{}
 	if _, err := scanRecords(h.out, 0, seen); err != nil {

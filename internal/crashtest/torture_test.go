@@ -161,8 +161,11 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 	h.awaitOutput(last, put)
 	// Records output by a killed child are in the file already: the last
 	// child may still be running their batches again, which a SIGTERM
-	// during its start would leave to a later run.
+	// during its start would leave to a later run, or reading again those
+	// of its completed batches not checkpointed, which a SIGTERM would
+	// leave unread (checkLeases).
 	h.awaitPastRecovery(last)
+	h.awaitLastRecords(last, prod.lastIDs(), maxSeq)
 	last.term()
 
 	f := h.check(put, maybe)
