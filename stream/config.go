@@ -150,6 +150,20 @@ type Config struct {
 	// Drain, which its own ctx bounds. Default: 30s.
 	DrainTimeout time.Duration
 
+	// AllowSplitState runs stateful operators (UpdateStateByKey,
+	// MapWithState, Window, ReduceByKeyAndWindow) on the records of a
+	// source that shares its shards with other workers (a Kinesis receiver
+	// with Config.Leases) even when they are not declared partitioned by
+	// key (PartitionedByKey), which Run otherwise refuses (ErrSplitState).
+	// The risk it accepts: state is per worker. Each worker keeps the state
+	// of the records it read, so a key whose records come from shards held
+	// by several workers has a partial state on each, and a shard whose
+	// lease moves leaves its keys' history with the worker that read it
+	// before (DESIGN.md, "On a fleet, today"). Set it for a fleet of one
+	// worker, or when the outputs combine the workers' partial states
+	// themselves (sums written as additive updates). Default: false.
+	AllowSplitState bool
+
 	// StateCheckpointInterval is how often, in batch time, the state of
 	// the stateful operators (UpdateStateByKey, MapWithState, Window,
 	// ReduceByKeyAndWindow) is snapshotted beside the recovery log (Spark's

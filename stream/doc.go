@@ -99,8 +99,11 @@
 // state only (their outputs do not run again). Values are encoded with
 // GobCodec unless StateCodec gives a codec; Run refuses to start if one
 // cannot encode its type. State is per worker: on a fleet, a shard whose
-// lease moves arrives without its history. DESIGN.md, "State: snapshot and
-// lineage", has the details.
+// lease moves arrives without its history, and Run refuses a stateful
+// operator on a source whose shards other workers share (ErrSplitState)
+// unless the source is declared PartitionedByKey or Config.AllowSplitState
+// accepts per-worker state. DESIGN.md, "State: snapshot and lineage", has
+// the details.
 //
 // # Stopping
 //

@@ -118,7 +118,8 @@ func (p *Pipeline) graphError(err error) {
 
 // Validate reports the problems of the graph built so far that Run would
 // refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
-// and slides, nil functions, streams of another Pipeline, and no output.
+// and slides, nil functions, streams of another Pipeline, no output, and
+// state that would be split across workers (ErrSplitState).
 func (p *Pipeline) Validate() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,6 +129,7 @@ func (p *Pipeline) Validate() error {
 func (p *Pipeline) validateLocked() error {
 	problems := slices.Clone(p.graphErrs)
 	problems = append(problems, p.stateProblemsLocked()...)
+	problems = append(problems, p.splitProblemsLocked()...)
 	if len(p.outputs) == 0 {
 		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}

@@ -10,14 +10,16 @@ import (
 
 // Option is an optional setting of a source (From), an output (ForEach,
 // ForEachPartition, ForEachBatch, Print) or a stateful operator: Named for
-// the first two, Retry and Quarantine for outputs, StateCodec and
-// StateTimeout for the last.
+// the first two, PartitionedByKey for a source, Retry and Quarantine for
+// outputs, StateCodec and StateTimeout for the last.
 type Option func(*options)
 
 type options struct {
 	name    string
 	codecs  []any         // StateCodec: Codec[T] values
 	timeout time.Duration // StateTimeout
+	// partitioned is PartitionedByKey.
+	partitioned bool
 
 	// An output's failure policy (failure.go).
 	retries    *int        // Retry; nil: DefaultRetries

@@ -48,7 +48,7 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		st.apply(b)
 		return nil
 	})
-	out.n.state = st
+	out.n.keepState(st)
 	return out
 }
 

@@ -49,8 +49,16 @@ type node struct {
 	// parent, whether or not an output asks for its own batch then.
 	tick func(r *run) error
 	// state, if set, is the state tick keeps, which the driver snapshots
-	// with a recovery log (snapshot.go).
-	state nodeState
+	// with a recovery log (snapshot.go); declared is where the user's code
+	// made the operator, "file.go:line" (see keepState).
+	state    nodeState
+	declared string
+	// partitioned tells that the node's records are partitioned by key:
+	// every record of a key comes from one shard (From with
+	// PartitionedByKey). A stateful operator is refused on records of a
+	// source sharing its shards unless every path from it to that source
+	// goes through such a node (split.go).
+	partitioned bool
 }
 
 // String names the node in error messages, such as "Window (stream 3)".

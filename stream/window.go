@@ -42,7 +42,7 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 		}
 		return batch.New(t, blocks, parts...), nil
 	}, h.tick(s, length))
-	out.n.state = ws
+	out.n.keepState(ws)
 	return out
 }
 
@@ -140,7 +140,7 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
 	cs.unused(s.p, "ReduceByKeyAndWindow", s.n)
 	out := newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
-	out.n.state = w
+	out.n.keepState(w)
 	return out
 }
 
