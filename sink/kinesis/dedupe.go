@@ -22,11 +22,14 @@ import (
 // by the record's ShardID): with stream.Config.Recovery it is snapshotted
 // and replayed as any state, so a batch recomputed after a crash drops
 // exactly the records it dropped the first time, and s → Deduplicate →
-// an exactly-once output delivers each record the writer wrote once. On a
-// fleet whose leases move, the state of a shard does not move with its
-// lease yet: the new owner keeps the copies the old owner's state would
-// have dropped (duplicates, never losses); see DESIGN.md, "Writing to
-// Kinesis".
+// an exactly-once output delivers each record the writer wrote once.
+//
+// Its state is kept by shard, so it is accepted on a receiver with leases
+// (it is declared stream.PartitionedByKey; the stateful operators after it
+// are checked as any). But on a fleet whose leases move, a shard's state
+// does not move with its lease yet: the new owner keeps the copies the old
+// owner's state would have dropped (duplicates, never losses); see
+// DESIGN.md, "Writing to Kinesis".
 func Deduplicate(s *stream.Stream[source.Record]) *stream.Stream[source.Record] {
 	byShard := stream.Map(s, func(r source.Record) stream.Pair[string, source.Record] {
 		return stream.Pair[string, source.Record]{Key: r.ShardID, Value: r}
@@ -46,7 +49,7 @@ func Deduplicate(s *stream.Stream[source.Record]) *stream.Stream[source.Record] 
 		}
 		r.Data = payload
 		return r, keep
-	}, stream.StateCodec[*origin.Filter](filterCodec{}))
+	}, stream.StateCodec[*origin.Filter](filterCodec{}), stream.PartitionedByKey())
 	return kept
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/sink/kinesis"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/kinesis/kinesistest"
+	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -255,4 +256,43 @@ func TestDeduplicateExactAfterCrash(t *testing.T) {
 		}
 		t.Logf("crashed in batch %v with %d of %d records delivered", crashed, before, count(want))
 	})
+}
+
+// sharing is a memory source that says it shares its shards with other
+// workers, as a Kinesis receiver with leases does.
+type sharing struct{ *memory.Source[source.Record] }
+
+func (sharing) SharesShards() bool { return true }
+
+// TestDeduplicateAcceptedOnSharedShards checks that Deduplicate, whose
+// state is kept by shard, is accepted on a source sharing its shards with
+// other workers, while a stateful operator after it is still refused
+// (stream.ErrSplitState).
+func TestDeduplicateAcceptedOnSharedShards(t *testing.T) {
+	build := func(after bool) error {
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := memory.New[source.Record](memory.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := kinesis.Deduplicate(stream.From(p, sharing{src}))
+		if after {
+			byKey := stream.Map(kept, func(r source.Record) stream.Pair[string, int] {
+				return stream.Pair[string, int]{Key: r.PartitionKey, Value: 1}
+			})
+			kept = stream.Map(stream.UpdateStateByKey(byKey, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true }),
+				func(stream.Pair[string, int]) source.Record { return source.Record{} })
+		}
+		stream.ForEachBatch(kept, func(context.Context, *batch.Batch[source.Record]) error { return nil })
+		return p.Validate()
+	}
+	if err := build(false); err != nil {
+		t.Errorf("Deduplicate on shared shards: %v", err)
+	}
+	if err := build(true); !errors.Is(err, stream.ErrSplitState) {
+		t.Errorf("a keyed state after Deduplicate on shared shards: %v, want ErrSplitState", err)
+	}
 }
