@@ -86,6 +86,17 @@ func putCopies(t testing.TB, fake *kinesistest.Fake, name string) map[string][]s
 	return want
 }
 
+// taggedStream returns a fake with a stream "tagged" of 2 shards holding
+// putCopies's records, and what Deduplicate must let through of them.
+func taggedStream(t testing.TB) (*kinesistest.Fake, map[string][]string) {
+	t.Helper()
+	fake := kinesistest.New()
+	if err := fake.CreateStream("tagged", 2); err != nil {
+		t.Fatal(err)
+	}
+	return fake, putCopies(t, fake, "tagged")
+}
+
 // dedupeRun builds a pipeline reading the fake stream name through
 // Deduplicate; out gets each batch's records' data by shard.
 func dedupeRun(t testing.TB, fake *kinesistest.Fake, name string, cfg stream.Config,
@@ -132,11 +143,7 @@ func count(m map[string][]string) int {
 // are, each shard's in order.
 func TestDeduplicateKeepsFirstCopies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := kinesistest.New()
-		if err := fake.CreateStream("tagged", 2); err != nil {
-			t.Fatal(err)
-		}
-		want := putCopies(t, fake, "tagged")
+		fake, want := taggedStream(t)
 		got := map[string][]string{}
 		p := dedupeRun(t, fake, "tagged", stream.Config{}, func(ctx context.Context, p *stream.Pipeline, b *batch.Batch[source.Record]) error {
 			for s, d := range byShard(b) {
@@ -168,11 +175,7 @@ var errCrash = errors.New("crash")
 // batch replacing the earlier), holds every record once.
 func TestDeduplicateExactAfterCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := kinesistest.New()
-		if err := fake.CreateStream("tagged", 2); err != nil {
-			t.Fatal(err)
-		}
-		want := putCopies(t, fake, "tagged")
+		fake, want := taggedStream(t)
 		log := recoverylog.NewMemory()
 
 		var mu sync.Mutex
