@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/weirstream/weir/internal/origin"
 	source "github.com/weirstream/weir/source/kinesis"
@@ -34,14 +33,15 @@ func Deduplicate(s *stream.Stream[source.Record]) *stream.Stream[source.Record] 
 	byShard := stream.Map(s, func(r source.Record) stream.Pair[string, source.Record] {
 		return stream.Pair[string, source.Record]{Key: r.ShardID, Value: r}
 	})
-	var warned sync.Map // shards whose malformed tag was logged
+	warned := map[string]bool{} // shards whose malformed tag was logged; f runs on one goroutine
 	kept, _ := stream.MapWithState(byShard, func(shard string, r source.Record, st *stream.State[*origin.Filter]) (source.Record, bool) {
 		if !st.Exists() {
 			st.Update(origin.NewFilter(0))
 		}
 		payload, keep, err := filter(st.Get(), r.Data)
 		if err != nil {
-			if _, dup := warned.LoadOrStore(shard, true); !dup {
+			if !warned[shard] {
+				warned[shard] = true
 				slog.Warn("sink/kinesis: Deduplicate passes a record with a malformed origin tag through unchanged",
 					"shard", shard, "sequence", r.SequenceNumber, "err", err)
 			}

@@ -30,7 +30,7 @@ import (
 // the replay of the whole batch (record 30 failed and came after 33, and
 // the request of records 10 to 14 applied twice: the SDK retried a call
 // whose answer was lost); and untagged records of another producer in
-// between. It returns the data expected out of Deduplicate, per shard in
+// between, one of them with a tag of an unknown version. It returns the data expected out of Deduplicate, per shard in
 // order: each first copy's payload, and the untagged records.
 func putCopies(t testing.TB, fake *kinesistest.Fake, name string) map[string][]string {
 	t.Helper()
@@ -73,6 +73,8 @@ func putCopies(t testing.TB, fake *kinesistest.Fake, name string) map[string][]s
 				tagged(w, bt, i)
 			}
 			put("other", fmt.Appendf(nil, "plain %s %d", w, bt), fmt.Sprintf("plain %s %d", w, bt))
+			newer := fmt.Sprintf("\xF6weir\x63 a newer tag %s %d", w, bt) // passed as it is
+			put("other", []byte(newer), newer)
 			for _, i := range order(40, 30, 33) { // the replay
 				tagged(w, bt, i)
 				if i == 14 {
