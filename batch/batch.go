@@ -3,6 +3,7 @@ package batch
 import (
 	"iter"
 	"slices"
+	"strconv"
 )
 
 // Batch is the typed unit of work the driver cuts every batch interval: the
@@ -17,10 +18,30 @@ import (
 // A Batch is not modified after it is built and is safe for concurrent reads.
 // The slices it returns are its own: callers must not modify them.
 type Batch[T any] struct {
-	time   Time
-	blocks []BlockInfo
-	parts  [][]T
-	n      int
+	time    Time
+	blocks  []BlockInfo
+	parts   [][]T
+	n       int
+	origins []Origin
+}
+
+// Origin is where a record of a batch came from: the source record it was
+// made of, the same whoever reads the source and however often. A sink
+// that writes to a stream another pipeline reads tags each record with it,
+// so that the reader can drop the copies a replay, a lease moved mid-batch
+// or a zombie worker writes (sink/kinesis does, with its Origin setting).
+type Origin struct {
+	// Stream and Shard name the source shard, as the batch's ranges do.
+	Stream, Shard string
+	// Seq and SubSeq are the source record's sequence number in its shard
+	// and its sub-sequence number in a KPL aggregate (0 for a plain
+	// record). Seq is "" for a record with no origin.
+	Seq    string
+	SubSeq int64
+	// Index is the record's position among the records its source record
+	// produced, from 0: 0 through Map and Filter, the position in the
+	// output of FlatMap.
+	Index int
 }
 
 // New builds a batch at time t from the given input blocks and record parts.
@@ -81,6 +102,28 @@ func (b *Batch[T]) All() iter.Seq[T] {
 			}
 		}
 	}
+}
+
+// Origins returns the origin of each record of the batch, in the order of
+// All, or nil if the batch has none. The stream package gives them to a
+// ForEachBatch output declared with stream.Origins, downstream of a source
+// whose records know their position (such as weir's Kinesis receiver's)
+// through narrow operators only; a record with no origin has a zero
+// Origin.
+func (b *Batch[T]) Origins() []Origin { return b.origins }
+
+// WithOrigins returns a batch with b's time, blocks and records, whose
+// Origins are origins (one per record, in the order of All): for a test
+// of an output that writes origins, or a Transform that keeps its records
+// one for one. It panics if len(origins) is not b.Len(). It keeps origins;
+// callers must not modify it afterwards.
+func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
+	if len(origins) != b.n {
+		panic("batch: WithOrigins: " + strconv.Itoa(len(origins)) + " origins for " + strconv.Itoa(b.n) + " records")
+	}
+	c := *b
+	c.origins = origins
+	return &c
 }
 
 // Records returns all records of the batch in one new slice.

@@ -21,6 +21,17 @@ type Block[T any] struct {
 	Records []T
 }
 
+// Positioned is implemented by a record type (through its value or its
+// pointer) whose records know their position in the shard they were read
+// from, as weir's Kinesis receiver's Record does. The driver then tells a
+// ForEachBatch output declared with stream.Origins each record's
+// batch.Origin, which sink/kinesis writes as an origin tag.
+type Positioned interface {
+	// Position returns the record's sequence number in its shard and its
+	// sub-sequence number in a KPL aggregate (0 for a plain record).
+	Position() (seq string, subSeq int64)
+}
+
 // PushFunc stores a sealed block. It returns only once the block's records are
 // in the block store and its BlockInfo is in the recovery log (when one is
 // configured); the returned BlockInfo carries the ID the driver assigned, and

@@ -206,8 +206,19 @@ func (o *output) quarantine(r *run, letters []DeadLetter) error {
 // runWhole runs an output whose unit is the batch (ForEachBatch, Print)
 // under its failure policy: f with each try's batch of s.
 func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
+	var withOrigins *batch.Batch[T] // kept across tries: computed once
 	err := o.retry(r, func() error {
-		b, err := s.at(r)
+		var b *batch.Batch[T]
+		var err error
+		switch {
+		case !o.origins:
+			b, err = s.at(r)
+		case withOrigins != nil:
+			b = withOrigins
+		default:
+			b, err = originBatch(r, s)
+			withOrigins = b
+		}
 		if err != nil || b == nil {
 			return err
 		}

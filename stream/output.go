@@ -11,12 +11,13 @@ import (
 
 // output is an output operation: it runs once per batch of its stream.
 type output struct {
-	op     string
-	name   string // given with Named, or ""
-	index  int    // in declaration order
-	n      *node
-	policy failurePolicy
-	run    func(r *run) error
+	op      string
+	name    string // given with Named, or ""
+	index   int    // in declaration order
+	n       *node
+	policy  failurePolicy
+	origins bool // Origins: ForEachBatch only
+	run     func(r *run) error
 }
 
 // String names the output in error messages, such as "ForEach of Map
@@ -38,8 +39,11 @@ func addOutput[T any](s *Stream[T], op string, opts []Option, f func(ctx context
 // addOutputRun registers an output whose run mk makes.
 func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *output) func(r *run) error) {
 	oo := applyOptions(opts)
-	o := &output{op: op, name: oo.name, n: s.n}
+	o := &output{op: op, name: oo.name, n: s.n, origins: oo.origins}
 	o.policy = policyOf(s.p, o, oo)
+	if o.origins && op != "ForEachBatch" {
+		s.p.graphError(fmt.Errorf("%v: Origins is an option of ForEachBatch only", o))
+	}
 	o.run = mk(o)
 	p := s.p
 	p.mu.Lock()
@@ -148,7 +152,8 @@ func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f partFun
 // sink/files package's) is exactly-once. Errors are handled as for ForEach,
 // with the batch as the unit tried again and quarantined. Named, among
 // opts, names the output in the pipeline's shape:
-// ForEachBatch(s, f, stream.Named("files")).
+// ForEachBatch(s, f, stream.Named("files")); Origins, among opts, gives f
+// each record's origin (see Origins).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
 	addOutput(s, "ForEachBatch", opts, f)

@@ -116,12 +116,22 @@ type parted[T any] struct {
 	// ranged reports a source's partitions, whose records are those of
 	// the blocks' ranges, in order (see origin).
 	ranged bool
+	// trace is set on a source's partitions whose records know their
+	// position (source.Positioned), and passed on to the chains of narrow
+	// operators run on them: while an output collects origins it holds a
+	// tracer, and each yields the records one at a time (see traced).
+	trace *atomic.Pointer[tracer]
 }
 
 // computed returns a parted whose partitions are data.
 func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, npos int, data [][]chunk[T]) *parted[T] {
 	pt := &parted[T]{time: t, blocks: blocks, keys: keys, npos: npos, data: data}
 	pt.each = func(i int, yield func(int, []T) bool) bool {
+		if pt.trace != nil {
+			if tr := pt.trace.Load(); tr != nil {
+				return pt.traced(tr, i, yield)
+			}
+		}
 		if pt.iso != nil {
 			if iso := pt.iso.Load(); iso != nil {
 				return pt.isolated(iso, i, yield)
@@ -140,7 +150,7 @@ func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, npo
 // derived returns a parted with pt's time, blocks and partitions, whose
 // partition i is each(i, ...).
 func derived[T, U any](pt *parted[T], each func(i int, yield func(int, []U) bool) bool) *parted[U] {
-	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, npos: pt.npos, each: each}
+	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, npos: pt.npos, each: each, trace: pt.trace}
 }
 
 // compute runs pt's partitions as tasks, at most par at a time, and returns

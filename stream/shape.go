@@ -10,8 +10,9 @@ import (
 
 // Option is an optional setting of a source (From), an output (ForEach,
 // ForEachPartition, ForEachBatch, Print) or a stateful operator: Named for
-// the first two, PartitionedByKey for a source (or MapWithState), Retry and Quarantine for
-// outputs, StateCodec and StateTimeout for the last.
+// the first two, PartitionedByKey for a source (or MapWithState), Retry and
+// Quarantine for outputs, Origins for ForEachBatch, StateCodec and
+// StateTimeout for the last.
 type Option func(*options)
 
 type options struct {
@@ -25,6 +26,7 @@ type options struct {
 	retries    *int        // Retry; nil: DefaultRetries
 	dead       DeadLetters // Quarantine
 	quarantine bool        // Quarantine was given, even with nil
+	origins    bool        // Origins (origins.go)
 }
 
 func applyOptions(opts []Option) options {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -334,6 +335,9 @@ func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 	pt := computed(r.job.time, infos, keys, npos, data)
 	pt.whole = batch.New(r.job.time, infos, recs...) // one part per block
 	pt.ranged = true
+	if _, ok := any((*T)(nil)).(source.Positioned); ok {
+		pt.trace = new(atomic.Pointer[tracer])
+	}
 	return pt, nil
 }
 

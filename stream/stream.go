@@ -89,6 +89,11 @@ type run struct {
 	logger *slog.Logger
 	outs   []OutputInfo
 	iso    atomic.Pointer[isolation]
+	// tracing is set while an output with Origins plans its stream (see
+	// originBatch): parts then neither computes a shared stream nor
+	// returns one computed before, so that the chain runs from the
+	// source's partitions, for this output alone.
+	tracing bool
 }
 
 // result is a memoised stream batch: as a whole, as partitions, or both.
@@ -148,7 +153,8 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 		return nil, nil
 	}
 	m := s.memo(r)
-	if m.pt != nil || m.err != nil {
+	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil
+	if (m.pt != nil || m.err != nil) && !retrace {
 		if m.pt != nil {
 			m.pt.iso = &r.iso
 		}
@@ -164,14 +170,14 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 		return m.pt, nil
 	}
 	pt, err := s.plan(r)
-	if err == nil && r.shared != nil && r.shared[s.n.id] {
+	if err == nil && r.shared != nil && r.shared[s.n.id] && !r.tracing {
 		pt, err = pt.compute(r.ctx, r.par)
 	}
 	if err != nil {
 		m.err = err
 		return nil, err
 	}
-	if pt.data != nil {
+	if pt.data != nil && m.pt == nil {
 		m.pt = pt // computed: keep it for at and the other consumers
 		pt.iso = &r.iso
 	}

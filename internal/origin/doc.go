@@ -20,6 +20,18 @@
 // first copy that arrives after later records of its batch (a PutRecords
 // retry) is kept.
 //
+// Version 1 identifies a record by its writer's batch, which holds for one
+// worker replaying its own batches but not for a fleet, where a lease that
+// moves has another worker write the same source records in batches of its
+// own. A version 2 tag (the same magic, version byte 2) names the record's
+// origin instead, the same whoever writes it: the source shard, the source
+// record's sequence and sub-sequence numbers, the record's index among
+// those its source record produced, and the first sequence number of the
+// writing batch's range of that shard. A Filter drops version 2 copies
+// exactly across takeovers, zombies and replays (see Filter.keepV2 for the
+// argument). sink/kinesis writes version 2 for a batch with origins
+// (stream.Origins), version 1 otherwise.
+//
 // Everything here is a pure function of its arguments, except a Filter,
 // which is not safe for concurrent use.
 package origin

@@ -25,14 +25,19 @@ const DefaultMaxWriters = 64
 // errState is wrapped by the error UnmarshalBinary returns.
 var errState = errors.New("origin: bad filter state")
 
-// stateVersion is the first byte of a Filter's encoding.
-const stateVersion = 1
+// stateVersion is the first byte of a Filter's encoding: 2 adds the
+// origin shards of version 2 tags after the writers; UnmarshalBinary reads
+// 1 too.
+const stateVersion = 2
 
 // words is the number of 64-bit words of a writer's bitmap.
 const words = Window / 64
 
-// Filter drops the records a reader has already seen, by their tag. It
-// keeps, per writer, the latest batch time, the greatest index seen of that
+// Filter drops the records a reader has already seen, by their tag. For
+// version 2 tags it keeps, per origin shard, the highest range start seen
+// and the positions seen at or above it (see keepV2; at most MaxPositions),
+// at most as many origin shards as NewFilter was given writers, the least
+// recently seen forgotten first. For version 1 tags it keeps, per writer, the latest batch time, the greatest index seen of that
 // batch and a bitmap of the last Window indexes: about 1 KiB per writer, and
 // at most the number of writers NewFilter was given, the least recently seen
 // one forgotten first. A forgotten writer's records are all kept until it is
@@ -42,6 +47,7 @@ const words = Window / 64
 type Filter struct {
 	max     int
 	writers map[string]*writerState
+	shards  map[shardKey]*shardState
 	tick    uint64
 }
 
@@ -54,12 +60,13 @@ type writerState struct {
 }
 
 // NewFilter returns an empty Filter that remembers up to maxWriters writers
+// of version 1 tags and as many origin shards of version 2 tags
 // (DefaultMaxWriters if maxWriters <= 0).
 func NewFilter(maxWriters int) *Filter {
 	if maxWriters <= 0 {
 		maxWriters = DefaultMaxWriters
 	}
-	return &Filter{max: maxWriters, writers: make(map[string]*writerState)}
+	return &Filter{max: maxWriters, writers: make(map[string]*writerState), shards: make(map[shardKey]*shardState)}
 }
 
 // Keep reports whether the record tagged t is to be delivered, and
@@ -71,6 +78,9 @@ func NewFilter(maxWriters int) *Filter {
 // another writer using the same name, and nothing proves it a copy.
 func (f *Filter) Keep(t Tag) bool {
 	f.tick++
+	if t.v2() {
+		return f.keepV2(t)
+	}
 	w := f.writers[t.Writer]
 	switch {
 	case w == nil:
@@ -135,7 +145,8 @@ func (w *writerState) slide(x uint64) {
 
 // MarshalBinary encodes the Filter's state: the writers, least recently
 // seen first, each with its batch, greatest index and the non-zero words
-// of its bitmap.
+// of its bitmap; then the origin shards, least recently seen first, each
+// with its range start and positions.
 func (f *Filter) MarshalBinary() ([]byte, error) {
 	names := slices.SortedFunc(maps.Keys(f.writers), func(a, b string) int {
 		return cmp.Compare(f.writers[a].used, f.writers[b].used)
@@ -163,15 +174,16 @@ func (f *Filter) MarshalBinary() ([]byte, error) {
 			}
 		}
 	}
-	return b, nil
+	return f.appendShards(b), nil
 }
 
 // UnmarshalBinary replaces the Filter's state with the one data encodes, as
 // MarshalBinary wrote it. On error the Filter is left unchanged.
 func (f *Filter) UnmarshalBinary(data []byte) error {
 	r := reader{b: data}
-	if v := r.byte(); v != stateVersion {
-		return fmt.Errorf("%w: version %d, want %d", errState, v, stateVersion)
+	v := r.byte()
+	if v != 1 && v != stateVersion {
+		return fmt.Errorf("%w: version %d, want 1 or %d", errState, v, stateVersion)
 	}
 	maxW, n := r.uvarint(), r.uvarint()
 	if r.err == nil && (maxW == 0 || maxW > 1<<20 || n > maxW) {
@@ -201,13 +213,20 @@ func (f *Filter) UnmarshalBinary(data []byte) error {
 		}
 		writers[name] = w
 	}
+	shards := make(map[shardKey]*shardState)
+	if v >= 2 && r.err == nil {
+		var err error
+		if shards, err = readShards(&r, maxW, n); err != nil {
+			return err
+		}
+	}
 	if r.err == nil && len(r.b) > 0 {
 		r.err = fmt.Errorf("%d bytes after the end", len(r.b))
 	}
 	if r.err != nil {
 		return fmt.Errorf("%w: %w", errState, r.err)
 	}
-	f.max, f.writers, f.tick = int(maxW), writers, n
+	f.max, f.writers, f.shards, f.tick = int(maxW), writers, shards, n+uint64(len(shards))
 	return nil
 }
 

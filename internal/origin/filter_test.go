@@ -137,8 +137,12 @@ func sortTags(ts []Tag) {
 	})
 }
 
+// TestFilterCases pins the rules of both tag versions.
 func TestFilterCases(t *testing.T) {
 	tag := func(w string, b int64, i uint64) Tag { return Tag{Writer: w, Batch: b, Index: i} }
+	v2 := func(seq string, index uint64, start string) Tag {
+		return Tag{Stream: "in", Shard: "s", Seq: seq, Index: index, RangeStart: start}
+	}
 	for _, tc := range []struct {
 		name string
 		in   []Tag
@@ -151,6 +155,12 @@ func TestFilterCases(t *testing.T) {
 		{"an older batch is kept", []Tag{tag("w", 2, 3), tag("w", 1, 3), tag("w", 1, 3)}, []bool{true, true, true}},
 		{"writers apart", []Tag{tag("a", 1, 3), tag("b", 1, 3), tag("a", 1, 3)}, []bool{true, true, false}},
 		{"a long jump clears the bitmap", []Tag{tag("w", 1, 1), tag("w", 1, 3*Window+1), tag("w", 1, 3*Window+1-Window+1)}, []bool{true, true, true}},
+		{"v2: a late first copy is kept", []Tag{v2("15", 0, "10"), v2("12", 0, "10"), v2("15", 0, "10"), v2("12", 0, "10")}, []bool{true, true, false, false}},
+		{"v2: fan-out indexes apart", []Tag{v2("12", 1, "10"), v2("12", 0, "10"), v2("12", 1, "10")}, []bool{true, true, false}},
+		{"v2: below a later range start is a copy", []Tag{v2("12", 0, "10"), v2("20", 0, "20"), v2("15", 0, "10"), v2("25", 0, "10")}, []bool{true, true, false, true}},
+		{"v2: a zombie's copy at or above the start", []Tag{v2("25", 0, "20"), v2("25", 0, "10"), v2("26", 0, "10")}, []bool{true, false, true}},
+		{"v2: numbers, not strings", []Tag{v2("9", 0, "9"), v2("10", 0, "10"), v2("9", 0, "9")}, []bool{true, true, false}},
+		{"v2: shards apart", []Tag{v2("20", 0, "20"), {Stream: "in", Shard: "t", Seq: "12", RangeStart: "10"}}, []bool{true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := NewFilter(0)
@@ -224,9 +234,12 @@ func FuzzFilterState(f *testing.F) {
 	fl := NewFilter(3)
 	fl.Keep(Tag{Writer: "a", Batch: 1, Index: 70})
 	fl.Keep(Tag{Writer: "b", Batch: 2, Index: 9000})
+	fl.Keep(Tag{Stream: "in", Shard: "s", Seq: "15", Index: 1, RangeStart: "10"})
+	fl.Keep(Tag{Stream: "in", Shard: "s", Seq: "12", RangeStart: "10"})
 	state, _ := fl.MarshalBinary()
 	f.Add(state)
-	f.Add([]byte{stateVersion, 1, 0})
+	f.Add([]byte{stateVersion, 1, 0, 0})
+	f.Add([]byte{1, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := NewFilter(0)
 		if err := g.UnmarshalBinary(data); err != nil {

@@ -18,6 +18,12 @@ func TestTagRoundTrip(t *testing.T) {
 		{Tag{Writer: "", Batch: 0, Index: 0}, ""},
 		{Tag{Writer: string(bytes.Repeat([]byte("w"), MaxWriterLen)), Batch: math.MaxInt64, Index: math.MaxUint64}, "\xF6weir"},
 		{Tag{Writer: "ü", Batch: -1, Index: 300}, "x"},
+		{Tag{Stream: "in", Shard: "shardId-000000000001", Seq: "49590338271490256608559692538361571095921575989136588898", SubSeq: 3, Index: 2, RangeStart: "49590338271490256608559692538361571095921575989136588800"}, "v2"},
+		{Tag{Stream: "", Shard: "s", Seq: "0", RangeStart: "0"}, ""},
+		{Tag{Stream: "in", Shard: "shardId-999999999999", Seq: "123456", RangeStart: "99"}, "p"},
+		{Tag{Stream: "in", Shard: "shardId-00000000000a", Seq: "10", RangeStart: "10"}, "p"},
+		{Tag{Stream: "in", Shard: "shardId-0000000000001", Seq: "10", RangeStart: "9"}, "p"},
+		{Tag{Stream: string(bytes.Repeat([]byte("s"), MaxNameLen)), Shard: "s", Seq: "12345", SubSeq: math.MaxUint64, Index: math.MaxUint64, RangeStart: "9"}, "\xF6weir"},
 	} {
 		data := Append([]byte("junk"), tc.tag, []byte(tc.payload))[len("junk"):]
 		if got, want := len(data)-len(tc.payload), Overhead(tc.tag); got != want {
@@ -43,10 +49,27 @@ func TestDecodePlainAndMalformed(t *testing.T) {
 		}
 	}
 	good := Append(nil, Tag{Writer: "w", Batch: 5, Index: 7}, []byte("p"))
+	v2 := Append(nil, Tag{Stream: "in", Shard: "s", Seq: "123", Index: 1, RangeStart: "12"}, nil)
+	v2Tag := func(seq, start []byte) []byte {
+		b := append([]byte(magic), 2, 2, 'i', 'n', 2, 's')
+		b = append(b, seq...)
+		b = append(b, 0, 0)
+		return append(b, start...)
+	}
 	long := Append(nil, Tag{Writer: string(bytes.Repeat([]byte("w"), MaxWriterLen+1))}, nil)
 	for name, data := range map[string][]byte{
 		"no version":  []byte(magic),
-		"version 2":   append([]byte(magic), 2, 0, 0, 0),
+		"version 3":   append([]byte(magic), 3, 0, 0, 0),
+		"v2 cut":      v2[:len(v2)-1],
+		"v2 no seq":   v2Tag([]byte{0}, []byte{0, 1, 0x10}),
+		"v2 hex":      v2Tag([]byte{2, 0x1A}, []byte{0, 1, 0x10}),
+		"v2 pad":      v2Tag([]byte{1, 0x11}, []byte{0, 1, 0x10}),
+		"v2 zero":     v2Tag([]byte{2, 0x01}, []byte{0, 1, 0x00}),
+		"v2 start":    v2Tag([]byte{1, 0x10}, []byte{0, 1, 0x20}),
+		"v2 prefix":   v2Tag([]byte{1, 0x10}, []byte{2, 1, 0x10}),
+		"v2 no start": v2Tag([]byte{1, 0x10}, []byte{0, 0}),
+		"v2 shard":    append([]byte(magic), 2, 0, 0, 0x80, 0xA0, 0x94, 0xA5, 0x8D, 0x1D, 1, 0x10, 0, 0, 1, 0),
+		"v2 long":     Append(nil, Tag{Stream: string(bytes.Repeat([]byte("s"), MaxNameLen+1)), Seq: "1", RangeStart: "1"}, nil),
 		"writer cut":  good[:len(magic)+2],
 		"no batch":    good[:len(magic)+3],
 		"no index":    good[:len(magic)+4],
@@ -64,9 +87,10 @@ func TestDecodePlainAndMalformed(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, Tag{Writer: "w", Batch: 1700000000000, Index: 3}, []byte("payload")))
 	f.Add([]byte(magic))
+	f.Add(Append(nil, Tag{Stream: "in", Shard: "s", Seq: "123", SubSeq: 1, Index: 1, RangeStart: "12"}, []byte("payload")))
 	f.Add([]byte("plain"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, d := range [][]byte{data, append([]byte(magic+"\x01"), data...)} {
+		for _, d := range [][]byte{data, append([]byte(magic+"\x01"), data...), append([]byte(magic+"\x02"), data...)} {
 			tag, payload, ok, err := Decode(d)
 			switch {
 			case !Tagged(d) && (ok || err != nil):

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamochunk"
 	"github.com/weirstream/weir/recovery"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -266,43 +267,18 @@ func (l *dynamoLog) deleteItems(ctx context.Context, seqs []int64) []int64 {
 // deleteBatch deletes up to 25 items, retrying the unprocessed ones with
 // back-off.
 func (l *dynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
-	reqs := make([]types.WriteRequest, len(seqs))
+	keys := make([]map[string]types.AttributeValue, len(seqs))
 	for i, seq := range seqs {
-		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: l.key(seq)}}
+		keys[i] = l.key(seq)
 	}
-	return l.batchWrite(ctx, reqs)
-}
-
-// batchWrite makes up to 25 writes of the table in one BatchWriteItem,
-// retrying the unprocessed ones with back-off.
-func (l *dynamoLog) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
-	items := map[string][]types.WriteRequest{l.table: reqs}
-	wait := unprocessedWait.Start()
-	for attempt := 0; ; attempt++ {
-		out, err := l.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
-		if err != nil {
-			return err
-		}
-		if len(out.UnprocessedItems[l.table]) == 0 {
-			return nil
-		}
-		if attempt == 8 {
-			return fmt.Errorf("%d items still unprocessed after %d attempts", len(out.UnprocessedItems[l.table]), attempt+1)
-		}
-		items = out.UnprocessedItems
-		if err := wait.Wait(ctx, l.clock); err != nil {
-			return err
-		}
-	}
+	return dynamochunk.DeleteKeys(ctx, l.client, l.clock, l.table, keys)
 }
 
 // The waits of the retry loops: for a new table to become active (fast at
 // first: a local server or a new table on AWS is ready within tens of
-// milliseconds to seconds), and for BatchWriteItem's unprocessed items
-// (DynamoDB's advice: back off exponentially).
+// milliseconds to seconds); BatchWriteItem's are dynamochunk's.
 var (
-	tableWait       = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
-	unprocessedWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
+	tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
 	// putWait paces the retries of a put of unknown outcome (after the
 	// client's own retries): up to 5 s apart, so an outage of any length
 	// costs DynamoDB little and the log goes on within seconds of its end.

@@ -13,15 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/dynamochunk"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
 // SnapshotChunkSize is the number of snapshot bytes a DynamoDB log puts in
-// one item. An item holds at most 400 KB, counting its attribute names and
-// values (binary values by their raw length); the rest of a chunk item is
-// its key (a partition key of at most about 1.1 KB here) and short names.
-const SnapshotChunkSize = 300 << 10
+// one item: an item holds at most 400 KB, with its key and attribute names.
+const SnapshotChunkSize = dynamochunk.Size
 
 // Items of a snapshot. A snapshot is a partition of its own, named by its
 // reference: "<log name>#snapshot/<writer>/<batch time>", so that a zombie
@@ -47,18 +46,15 @@ func (l *dynamoLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) 
 		return "", err
 	}
 	ref := l.name + snapMarker + l.writer + "/" + strconv.FormatInt(int64(t), 10)
-	framed := data
-	n := 0
-	for off := 0; off < len(framed); off += SnapshotChunkSize {
-		n++
-		chunk := framed[off:min(off+SnapshotChunkSize, len(framed))]
-		if err := l.putSnapItem(ctx, ref, int64(n), map[string]types.AttributeValue{
+	chunks := dynamochunk.Split(data)
+	for i, chunk := range chunks {
+		if err := l.putSnapItem(ctx, ref, int64(i+1), map[string]types.AttributeValue{
 			attrType: str(itemChunk), attrData: &types.AttributeValueMemberB{Value: chunk}}); err != nil {
 			return "", err
 		}
 	}
 	if err := l.putSnapItem(ctx, ref, 0, map[string]types.AttributeValue{
-		attrType: str(itemHead), attrChunks: num(int64(n))}); err != nil {
+		attrType: str(itemHead), attrChunks: num(int64(len(chunks)))}); err != nil {
 		return "", err
 	}
 	l.snaps = append(l.snaps, ref)
@@ -111,14 +107,9 @@ func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error)
 	if int64(len(items)-1) != chunks {
 		return nil, corrupt(0, fmt.Errorf("%d chunk items, the head says %d", len(items)-1, chunks))
 	}
-	var framed []byte
-	for i, it := range items[1:] {
-		seq, _ := numAttr(it, attrSeq)
-		b, ok := it[attrData].(*types.AttributeValueMemberB)
-		if seq != int64(i+1) || !ok {
-			return nil, corrupt(seq, fmt.Errorf("item %d is not chunk %d", seq, i+1))
-		}
-		framed = append(framed, b.Value...)
+	framed, bad, err := dynamochunk.Join(items[1:], attrSeq, attrData)
+	if err != nil {
+		return nil, corrupt(bad, err)
 	}
 	return framed, nil
 }
@@ -210,17 +201,9 @@ func (l *dynamoLog) deletePartition(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	for len(items) > 0 {
-		n := min(len(items), 25)
-		reqs := make([]types.WriteRequest, n)
-		for i, it := range items[:n] {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{
-				Key: map[string]types.AttributeValue{attrLog: it[attrLog], attrSeq: it[attrSeq]}}}
-		}
-		if err := l.batchWrite(ctx, reqs); err != nil {
-			return err
-		}
-		items = items[n:]
+	keys := make([]map[string]types.AttributeValue, len(items))
+	for i, it := range items {
+		keys[i] = map[string]types.AttributeValue{attrLog: it[attrLog], attrSeq: it[attrSeq]}
 	}
-	return nil
+	return dynamochunk.DeleteKeys(ctx, l.client, l.clock, l.table, keys)
 }

@@ -2,6 +2,7 @@ package kinesis_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -143,4 +144,25 @@ func BenchmarkWriteCPU(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/record")
 		})
 	}
+	b.Run("sink/origins", func(b *testing.B) {
+		s, err := kinesis.New(kinesis.Config[int]{Client: &nopKinesis{}, Stream: "out", Origin: "bench/out",
+			Record: func(i int) (string, []byte) { return keys[i], data[i] }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		seq := func(i int) string { return fmt.Sprintf("49590338271490256608559692538361%024d", i) }
+		origins := make([]batch.Origin, n)
+		for i := range origins {
+			origins[i] = batch.Origin{Stream: "in", Shard: "shardId-000000000001", Seq: seq(i)}
+		}
+		blocks := []batch.BlockInfo{{Ranges: []batch.SeqRange{{Stream: "in", Shard: "shardId-000000000001", First: seq(0), Last: seq(n - 1), Count: n}}, Count: n}}
+		bt := batch.Time(0)
+		for b.Loop() {
+			bt += 1000
+			if err := s.Write(b.Context(), batch.New(bt, blocks, recs).WithOrigins(origins)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/record")
+	})
 }

@@ -82,7 +82,14 @@ type Config[T any] struct {
 	// otherwise a reader may drop a recomputed record that differs from the
 	// one first written at its index. The tag changes the records' data:
 	// leave Origin empty, the default, when other programs read the stream.
-	// DESIGN.md describes the format.
+	// When the batch has origins (the sink's Write given to
+	// stream.ForEachBatch with the stream.Origins option, downstream of
+	// weir's Kinesis receiver through narrow operators), the tag names
+	// each record's origin instead (version 2): the source record it came
+	// from and the start of the batch's range of its shard, the same
+	// whichever worker of a fleet writes it, so copies written after a
+	// lease moved, or by a zombie worker, are dropped too. DESIGN.md
+	// describes the formats.
 	Origin string
 	// Aggregate, when true, packs the records of one partition key that a
 	// call would otherwise have to send one call after another into a KPL

@@ -95,11 +95,23 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
 	recs := make([]entry, 0, b.Len())
 	var arena []byte
+	origins := b.Origins()
+	var starts map[[2]string]string
 	for v := range b.All() {
 		i := len(recs)
 		key, data := s.cfg.Record(v)
 		if s.cfg.Origin != "" {
 			tag := origin.Tag{Writer: s.cfg.Origin, Batch: int64(b.Time()), Index: uint64(i)}
+			if origins != nil && origins[i].Seq != "" {
+				if starts == nil {
+					starts = rangeStarts(b.Ranges())
+				}
+				t, err := originTag(origins[i], starts)
+				if err != nil {
+					return nil, fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
+				}
+				tag = t
+			}
 			n := origin.Overhead(tag) + len(data)
 			if cap(arena)-len(arena) < n {
 				arena = make([]byte, 0, max(arenaSize, n))
@@ -114,6 +126,40 @@ func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
 		recs = append(recs, entry{key: key, data: data})
 	}
 	return recs, nil
+}
+
+// rangeStarts returns the first sequence number of each shard (stream,
+// shard) among ranges.
+func rangeStarts(ranges []batch.SeqRange) map[[2]string]string {
+	starts := make(map[[2]string]string)
+	for _, r := range ranges {
+		k := [2]string{r.Stream, r.Shard}
+		if s, ok := starts[k]; !ok || batch.SeqLess(r.First, s) {
+			starts[k] = r.First
+		}
+	}
+	return starts
+}
+
+// originTag returns the version 2 tag of a record of origin o, whose batch
+// starts its range of o's shard at starts[o's stream and shard].
+func originTag(o batch.Origin, starts map[[2]string]string) (origin.Tag, error) {
+	start, ok := starts[[2]string{o.Stream, o.Shard}]
+	switch {
+	case !ok:
+		return origin.Tag{}, fmt.Errorf("origin shard %s/%s is not among the batch's ranges", o.Stream, o.Shard)
+	case len(o.Stream) > origin.MaxNameLen || len(o.Shard) > origin.MaxNameLen:
+		return origin.Tag{}, fmt.Errorf("origin stream name or shard ID longer than %d bytes", origin.MaxNameLen)
+	case o.SubSeq < 0 || o.Index < 0:
+		return origin.Tag{}, fmt.Errorf("origin sub-sequence %d or index %d negative", o.SubSeq, o.Index)
+	}
+	if err := batch.ValidateSeq(o.Seq); err != nil {
+		return origin.Tag{}, fmt.Errorf("origin: %w", err)
+	}
+	if batch.SeqLess(o.Seq, start) {
+		return origin.Tag{}, fmt.Errorf("origin sequence number %s before its batch's range start %s", o.Seq, start)
+	}
+	return origin.Tag{Stream: o.Stream, Shard: o.Shard, Seq: o.Seq, SubSeq: uint64(o.SubSeq), Index: uint64(o.Index), RangeStart: start}, nil
 }
 
 // check returns why Kinesis would refuse a record, or nil.

@@ -65,8 +65,9 @@ type fakeStream struct {
 
 	mu         sync.Mutex
 	calls      int
-	written    []rec // user records, in the order written
-	aggregates int   // user records that came in aggregates
+	written    []rec        // user records, in the order written
+	tags       []origin.Tag // their origin tags, if tagged
+	aggregates int          // user records that came in aggregates
 	acked      map[int]bool
 }
 
@@ -116,9 +117,12 @@ func (f *fakeStream) PutRecords(_ context.Context, in *awskinesis.PutRecordsInpu
 			out.Records = append(out.Records, types.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("injected")})
 			continue
 		}
-		for _, r := range rs {
+		for k, r := range rs {
 			f.written = append(f.written, r)
 			f.acked[r.I] = true
+			if tag, _, ok, _ := origin.Decode(users[k].Data); ok {
+				f.tags = append(f.tags, tag)
+			}
 		}
 		out.Records = append(out.Records, types.PutRecordsResultEntry{ShardId: aws.String("shardId-0"), SequenceNumber: aws.String(strconv.Itoa(len(f.written)))})
 	}
@@ -386,6 +390,60 @@ func TestWriteRefusesInvalidRecords(t *testing.T) {
 				t.Errorf("%d calls made for a batch with an invalid record", f.calls)
 			}
 		})
+	}
+}
+
+// TestWriteOriginTags checks that the records of a batch with origins are
+// tagged with them (version 2), with their shard's range start in the
+// batch, that a record without one gets a version 1 tag, and that an
+// origin outside the batch's ranges fails Write before anything is sent.
+func TestWriteOriginTags(t *testing.T) {
+	ranges := []batch.SeqRange{
+		{Stream: "in", Shard: "s1", First: "120", Last: "130", Count: 2},
+		{Stream: "in", Shard: "s2", First: "99", Last: "99", Count: 1},
+		{Stream: "in", Shard: "s1", First: "140", Last: "150", Count: 1},
+	}
+	b := batch.New(1000, []batch.BlockInfo{{Ranges: ranges, Count: 4}}, []rec{{"a", 0}, {"b", 1}, {"c", 2}, {"d", 3}})
+	wb := b.WithOrigins([]batch.Origin{
+		{Stream: "in", Shard: "s1", Seq: "120", SubSeq: 2},
+		{Stream: "in", Shard: "s2", Seq: "99", Index: 1},
+		{},
+		{Stream: "in", Shard: "s1", Seq: "1000", Index: 3},
+	})
+	f := newFake(t, nil)
+	s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Origin: "w", Record: recordOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), wb); err != nil {
+		t.Fatal(err)
+	}
+	want := []origin.Tag{
+		{Stream: "in", Shard: "s1", Seq: "120", SubSeq: 2, RangeStart: "120"},
+		{Stream: "in", Shard: "s2", Seq: "99", Index: 1, RangeStart: "99"},
+		{Writer: "w", Batch: 1000, Index: 2},
+		{Stream: "in", Shard: "s1", Seq: "1000", Index: 3, RangeStart: "120"},
+	}
+	got := make([]origin.Tag, 4)
+	for k, r := range f.written {
+		got[r.I] = f.tags[k]
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("tags (-want +got):\n%s", diff)
+	}
+
+	for name, o := range map[string]batch.Origin{
+		"another shard":    {Stream: "in", Shard: "s3", Seq: "120"},
+		"before the range": {Stream: "in", Shard: "s1", Seq: "119"},
+		"not a sequence":   {Stream: "in", Shard: "s1", Seq: "12a"},
+		"a negative index": {Stream: "in", Shard: "s1", Seq: "125", Index: -1},
+	} {
+		f := newFake(t, nil)
+		s, _ := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Origin: "w", Record: recordOf})
+		err := s.Write(t.Context(), b.WithOrigins([]batch.Origin{{}, {}, o, {}}))
+		if !errors.Is(err, kinesis.ErrInvalidRecord) || !strings.Contains(err.Error(), "record 2 of batch 1000") || f.calls != 0 {
+			t.Errorf("%s: Write = %v after %d calls, want ErrInvalidRecord for record 2 before any call", name, err, f.calls)
+		}
 	}
 }
 

@@ -1,6 +1,12 @@
 package kinesis
 
-import "time"
+import (
+	"time"
+
+	"github.com/weirstream/weir/source"
+)
+
+var _ source.Positioned = (*Record)(nil)
 
 // Record is one user record read from a Kinesis stream. A Kinesis record
 // written by the Kinesis Producer Library as an aggregate gives one Record
@@ -29,3 +35,8 @@ type Record struct {
 	// ShardID is the shard the record was read from.
 	ShardID string
 }
+
+// Position returns the record's SequenceNumber and SubSequenceNumber: a
+// Record is a source.Positioned, so a pipeline's ForEachBatch output
+// declared with stream.Origins sees each record's origin.
+func (r *Record) Position() (seq string, subSeq int64) { return r.SequenceNumber, r.SubSequenceNumber }

@@ -1,0 +1,137 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source"
+)
+
+// Origins is an option of ForEachBatch: the batches given to its function
+// carry the origin of each record (batch.Batch.Origins), the source record
+// it was made of, which sink/kinesis writes as an origin tag so that a
+// pipeline reading its stream drops copies exactly, whichever worker wrote
+// them. A record has an origin when the source's records know their
+// position (source.Positioned: weir's Kinesis receiver's do) and only
+// narrow operators (Map, Filter, FlatMap, MapBatch) lie between the source
+// and the output: a keyed, window, state, Transform or Union operator
+// makes records of many source records, and a batch after one has no
+// origins. The cost: the output's chain of operators runs record by
+// record, so MapBatch sees parts of one record, and for this output alone:
+// the operators of a stream it shares with other outputs run once for it
+// and once for them.
+func Origins() Option {
+	return func(o *options) { o.origins = true }
+}
+
+// tracer is what a chain of narrow operators run for origins (see
+// parted.traced) tells its consumer, per partition: the origin of the
+// source record whose outputs are being yielded, and how many source
+// records were yielded so far.
+type tracer struct {
+	cur []batch.Origin
+	n   []int
+}
+
+// traced is parted's each while an output collects origins: it yields the
+// source records of partition i one at a time, each after setting its
+// origin in tr.
+func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
+	k := pt.keys[i]
+	for _, c := range pt.data[i] {
+		for j := range c.recs {
+			tr.cur[i] = batch.Origin{}
+			if k.shard != "" {
+				seq, sub := any(&c.recs[j]).(source.Positioned).Position()
+				tr.cur[i] = batch.Origin{Stream: k.stream, Shard: k.shard, Seq: seq, SubSeq: sub}
+			}
+			tr.n[i]++
+			if !yield(c.pos, c.recs[j:j+1:j+1]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// originBatch returns the batch of s at r's time with its records'
+// origins, computed from the source's partitions for this output alone
+// (see run.tracing), or s's batch without origins if it has none (see
+// Origins).
+func originBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], error) {
+	pt, err := func() (*parted[T], error) {
+		r.tracing = true
+		defer func() { r.tracing = false }() // planning may call user code
+		return s.parts(r)
+	}()
+	if err != nil || pt == nil {
+		return nil, err
+	}
+	if pt.trace == nil {
+		return s.at(r)
+	}
+	n := len(pt.keys)
+	tr := &tracer{cur: make([]batch.Origin, n), n: make([]int, n)}
+	if !pt.trace.CompareAndSwap(nil, tr) {
+		return nil, fmt.Errorf("stream: %v: origins collected twice at once", s.n)
+	}
+	defer pt.trace.Store(nil)
+	type part struct {
+		chunks  []chunk[T]
+		origins [][]batch.Origin // per chunk
+	}
+	parts := make([]part, n)
+	err = parallel(r.ctx, r.par, n, func(_ context.Context, i int) error {
+		p := &parts[i]
+		last, fan := 0, 0
+		pt.each(i, func(pos int, recs []T) bool {
+			if len(recs) == 0 {
+				return true
+			}
+			if k := len(p.chunks) - 1; k < 0 || p.chunks[k].pos != pos {
+				p.chunks = append(p.chunks, chunk[T]{pos: pos})
+				p.origins = append(p.origins, nil)
+			}
+			k := len(p.chunks) - 1
+			p.chunks[k].recs = append(p.chunks[k].recs, recs...)
+			for range recs {
+				if tr.n[i] != last {
+					last, fan = tr.n[i], 0
+				}
+				o := tr.cur[i]
+				if o.Seq != "" {
+					o.Index = fan
+				}
+				fan++
+				p.origins[k] = append(p.origins[k], o)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The order of parted.batch: chunks by position, then partition.
+	byPos := make([][]int, pt.npos) // partition of each chunk, with its index below
+	at := make([][]int, pt.npos)
+	total := 0
+	for i, p := range parts {
+		for k, c := range p.chunks {
+			byPos[c.pos] = append(byPos[c.pos], i)
+			at[c.pos] = append(at[c.pos], k)
+			total += len(c.recs)
+		}
+	}
+	recs := make([][]T, 0, len(parts))
+	origins := make([]batch.Origin, 0, total)
+	for pos, is := range byPos {
+		for x, i := range is {
+			k := at[pos][x]
+			recs = append(recs, parts[i].chunks[k].recs)
+			origins = append(origins, parts[i].origins[k]...)
+		}
+	}
+	return batch.New(pt.time, pt.blocks, recs...).WithOrigins(origins), nil
+}
