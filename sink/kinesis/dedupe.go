@@ -12,9 +12,10 @@ import (
 )
 
 // Deduplicate returns the records of s, read from a stream this package
-// wrote with Config.Origin set, with the copies a replayed or retried write
-// left dropped and the origin tags taken off: each kept record's Data is
-// its payload. Records without a tag pass through unchanged. Order is kept:
+// wrote with Config.Origin set, with the copies a replayed batch or a
+// retried PutRecords left (and, for records written with stream.Origins,
+// those of another worker of the writing fleet) dropped and the origin tags
+// taken off: each kept record's Data is its payload. Records without a tag pass through unchanged. Order is kept:
 // the records of a shard come out in the shard's order.
 //
 // The filter's state is a stateful operator's (stream.MapWithState, keyed
