@@ -101,6 +101,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		return st.out, nil
 	}, tick)
 	mapped.n.keepState(st)
+	mapped.n.keyedByShard = o.partitioned
 	snapshots = newStream(s.p, "MapWithState(snapshots)", s.n.slide, []*node{mapped.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if _, err := mapped.at(r); err != nil {
 			return nil, err

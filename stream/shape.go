@@ -10,9 +10,9 @@ import (
 
 // Option is an optional setting of a source (From), an output (ForEach,
 // ForEachPartition, ForEachBatch, Print) or a stateful operator: Named for
-// the first two, PartitionedByKey for a source, Retry and Quarantine for
-// outputs, Origins for ForEachBatch, StateCodec and StateTimeout for the
-// last.
+// the first two, PartitionedByKey for a source (or MapWithState), Retry and
+// Quarantine for outputs, Origins for ForEachBatch, StateCodec and
+// StateTimeout for the last.
 type Option func(*options)
 
 type options struct {

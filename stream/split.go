@@ -35,7 +35,14 @@ var ErrSplitState = errors.New("stream: state would be split across workers")
 // the key's shard. State is still per worker (DESIGN.md, "On a fleet,
 // today"): when a shard's lease moves to another worker, or the shard is
 // split or merged, the new reader starts the shard's keys without their
-// history. Given to anything but From, it has no effect.
+// history.
+//
+// Given to MapWithState, it declares the operator's own keys partitioned:
+// every record of a key comes from one shard (a key that is the record's
+// shard, as sink/kinesis's Deduplicate keeps its filters by). That
+// operator alone is then accepted on a source sharing its shards; the
+// stateful operators after it are checked as before. Given to anything
+// else, it has no effect.
 func PartitionedByKey() Option {
 	return func(o *options) { o.partitioned = true }
 }
@@ -70,7 +77,7 @@ func (p *Pipeline) splitProblemsLocked() []error {
 	}
 	var problems []error
 	for _, n := range p.nodes {
-		if n.state == nil {
+		if n.state == nil || n.keyedByShard {
 			continue
 		}
 		srcs := splitSources(n, shared)

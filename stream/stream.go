@@ -59,6 +59,11 @@ type node struct {
 	// source sharing its shards unless every path from it to that source
 	// goes through such a node (split.go).
 	partitioned bool
+	// keyedByShard tells that the node's own state is kept by keys each
+	// of whose records comes from one shard (MapWithState with
+	// PartitionedByKey): the node is accepted on a source sharing its
+	// shards, and its output is not thereby declared partitioned.
+	keyedByShard bool
 }
 
 // String names the node in error messages, such as "Window (stream 3)".
