@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,18 +112,25 @@ func noticesOf(item map[string]types.AttributeValue, worker string) []string {
 	return nil
 }
 
-// orphanNotices returns the notice attributes on item of workers without a
-// beat on it: their steal notices reach no one.
-func orphanNotices(item map[string]types.AttributeValue, beats map[string]beatVal) []string {
+// orphanNotices returns the notices on item of workers without a beat on
+// it (notice attribute -> its notices): they reach no one, unless their
+// worker's first beat comes soon.
+func orphanNotices(item map[string]types.AttributeValue, beats map[string]beatVal) map[string][]string {
 	beating := make(map[string]bool, len(beats))
 	for _, b := range beats {
 		beating[b.worker] = true
 	}
-	var out []string
-	for name := range item {
-		if w, ok := strings.CutPrefix(name, attrNoticePrefix); ok && !beating[w] {
-			out = append(out, name)
+	var out map[string][]string
+	for name, v := range item {
+		w, ok := strings.CutPrefix(name, attrNoticePrefix)
+		ss, isSet := v.(*types.AttributeValueMemberSS)
+		if !ok || beating[w] || !isSet || len(ss.Value) == 0 {
+			continue
 		}
+		if out == nil {
+			out = make(map[string][]string)
+		}
+		out[name] = ss.Value
 	}
 	return out
 }
@@ -176,10 +185,14 @@ func (t *Table) boardWrite(ctx context.Context, board, update, cond string, attr
 // beat adds one to the beat attribute name of me on board, if it is still
 // prev (the value the previous beat wrote; 0: a new incarnation, whose
 // attribute must not exist yet), deletes the notices for me in ack (acted
-// on), removes the attributes in forget (beats and notices of others), and
-// returns every beat, me's included, the notices for me, and the notice
-// attributes of workers without a beat (orphanNotices), as written.
-func (t *Table) beat(ctx context.Context, board, name, me string, prev int64, ack, forget []string) (beats map[string]beatVal, notices, orphans []string, err error) {
+// on) and the notices in orphans (notice attribute -> the notices seen
+// there without a beat of their worker), removes the attributes in forget
+// (beats and notices of gone workers), and returns every beat, me's
+// included, the notices for me, and the notices of workers without a beat
+// (orphanNotices), as written. An orphan's notices are deleted one by one,
+// never its attribute: a notice written after they were seen is for a
+// worker whose first beat on board may still come (see sendNotice).
+func (t *Table) beat(ctx context.Context, board, name, me string, prev int64, ack, forget []string, orphans map[string][]string) (beats map[string]beatVal, notices []string, orphaned map[string][]string, err error) {
 	attrs := []string{name}
 	update, cond := "ADD #a0 :one", "attribute_not_exists(#a0)"
 	values := map[string]types.AttributeValue{":one": num(1)}
@@ -187,10 +200,23 @@ func (t *Table) beat(ctx context.Context, board, name, me string, prev int64, ac
 		cond = "#a0 = :prev"
 		values[":prev"] = num(prev)
 	}
+	var del []string
 	if len(ack) > 0 {
+		del = append(del, "#a"+strconv.Itoa(len(attrs))+" :ack")
 		attrs = append(attrs, noticeAttr(me))
-		update += " DELETE #a1 :ack"
 		values[":ack"] = &types.AttributeValueMemberSS{Value: ack}
+	}
+	for _, a := range slices.Sorted(maps.Keys(orphans)) {
+		if len(orphans[a]) == 0 || a == noticeAttr(me) || slices.Contains(forget, a) {
+			continue // nothing to delete, or a path written otherwise: DynamoDB refuses overlapping paths
+		}
+		v := ":o" + strconv.Itoa(len(attrs))
+		del = append(del, "#a"+strconv.Itoa(len(attrs))+" "+v)
+		attrs = append(attrs, a)
+		values[v] = &types.AttributeValueMemberSS{Value: orphans[a]}
+	}
+	if len(del) > 0 {
+		update += " DELETE " + strings.Join(del, ", ")
 	}
 	var remove []string
 	for _, a := range forget {

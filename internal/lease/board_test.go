@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,23 +23,23 @@ func TestBoardBeatConditions(t *testing.T) {
 		}
 	}
 	a, b := beatAttr("w1", "i1"), beatAttr("w2", "i2")
-	beats, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 0, nil, nil)
+	beats, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 0, nil, nil, nil)
 	if err != nil || beats[a].n != 1 {
 		t.Fatalf("first beat: %v, %v", beats, err)
 	}
-	if _, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 0, nil, nil); !errors.Is(err, errBeatRefused) {
+	if _, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 0, nil, nil, nil); !errors.Is(err, errBeatRefused) {
 		t.Errorf("a second first beat of one incarnation = %v, want errBeatRefused", err)
 	}
-	if _, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 7, nil, nil); !errors.Is(err, errBeatRefused) {
+	if _, _, _, err := tbl.beat(ctx, "shard-a", a, "w1", 7, nil, nil, nil); !errors.Is(err, errBeatRefused) {
 		t.Errorf("a beat after another value = %v, want errBeatRefused", err)
 	}
-	if _, _, _, err := tbl.beat(ctx, "shard-a", b, "w2", 0, nil, nil); err != nil {
+	if _, _, _, err := tbl.beat(ctx, "shard-a", b, "w2", 0, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := tbl.noteSteal(ctx, "shard-a", "w1", "shard-b", 5); err != nil {
 		t.Fatal(err)
 	}
-	beats, notices, orphans, err := tbl.beat(ctx, "shard-a", a, "w1", 1, nil, nil)
+	beats, notices, orphans, err := tbl.beat(ctx, "shard-a", a, "w1", 1, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,24 +56,64 @@ func TestBoardBeatConditions(t *testing.T) {
 	if killed, err := tbl.killBeat(ctx, "shard-a", b, 1); !killed || err != nil {
 		t.Errorf("killBeat of the beat as seen = %v, %v; want true", killed, err)
 	}
-	if _, _, _, err := tbl.beat(ctx, "shard-a", b, "w2", 1, nil, nil); !errors.Is(err, errBeatRefused) {
+	if _, _, _, err := tbl.beat(ctx, "shard-a", b, "w2", 1, nil, nil, nil); !errors.Is(err, errBeatRefused) {
 		t.Errorf("a killed worker's beat = %v, want errBeatRefused", err)
 	}
 	if err := tbl.noteSteal(ctx, "shard-a", "w2", "shard-b", 6); err != nil {
 		t.Fatal(err)
 	}
-	_, _, orphans, err = tbl.beat(ctx, "shard-a", a, "w1", 2, []string{"shard-b 5"}, nil)
-	if err != nil || !cmp.Equal(orphans, []string{noticeAttr("w2")}) {
+	_, _, orphans, err = tbl.beat(ctx, "shard-a", a, "w1", 2, []string{"shard-b 5"}, nil, nil)
+	if err != nil || !cmp.Equal(orphans, map[string][]string{noticeAttr("w2"): {"shard-b 6"}}) {
 		t.Errorf("orphans %v, %v; want the killed worker's notices", orphans, err)
 	}
-	_, notices, orphans, err = tbl.beat(ctx, "shard-a", a, "w1", 3, nil, orphans)
+	_, notices, orphans, err = tbl.beat(ctx, "shard-a", a, "w1", 3, nil, nil, orphans)
 	if err != nil || len(notices) != 0 || len(orphans) != 0 {
 		t.Errorf("after the acknowledgement and the clean-up: notices %v, orphans %v, %v", notices, orphans, err)
 	}
-	if _, _, _, err := tbl.beat(ctx, "no-such-shard", a, "w1", 0, nil, nil); !errors.Is(err, errBeatRefused) {
+	if _, _, _, err := tbl.beat(ctx, "no-such-shard", a, "w1", 0, nil, nil, nil); !errors.Is(err, errBeatRefused) {
 		t.Errorf("a beat on a missing item = %v, want errBeatRefused", err)
 	}
 	if got := mustGet(t, tbl, "shard-a"); got.Counter != 0 || got.Owner != "" {
 		t.Errorf("the board's lease after the beats: %+v, want its counter and owner untouched", got)
+	}
+}
+
+// TestBoardOrphanCleanupKeepsLaterNotices forces the interleaving that
+// lost a steal notice in TestCoordinatorBalancesAJoin/together=true: a
+// worker's beat sees notices for a worker with no beat on the board yet
+// (an orphan: its first beat is still to come), a thief then writes a new
+// notice for that worker, and the next beat cleans up the orphans. Only
+// the notices seen orphaned may go: the new one is for a lease the worker
+// holds, and without it the worker keeps reading a shard asked of it until
+// its next checkpoint or scan, the thief waiting for the hand-off.
+func TestBoardOrphanCleanupKeepsLaterNotices(t *testing.T) {
+	ctx := t.Context()
+	ws := defaultFleet(t, 1, 2, nil)
+	w := ws[0]
+	w.cycle(ctx)        // takes both leases
+	w.c.renewCycle(ctx) // first beat, on the board
+	w.c.mu.Lock()
+	board := w.c.beatOn
+	w.c.mu.Unlock()
+	if board == "" {
+		t.Fatal("no board after a beat")
+	}
+	const other = "worker-joining"
+	if err := w.c.table.noteSteal(ctx, board, other, "shard-old", 3); err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx) // sees the orphaned notice
+	if err := w.c.table.noteSteal(ctx, board, other, "shard-new", 4); err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx) // cleans up what it saw orphaned
+	out, err := w.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(w.c.Table().name), Key: keyOf(board), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := noticesOf(out.Item, other), []string{stealNotice("shard-new", 4)}; !cmp.Equal(got, want) {
+		t.Errorf("notices for %s after the clean-up: %v, want %v (the one written after the orphans were seen)", other, got, want)
 	}
 }

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/weirstream/weir/internal/localaws"
@@ -39,13 +41,27 @@ func TestCoordinatorBalancesAJoin(t *testing.T) {
 			}
 			t.Logf("balanced %v after the join", first)
 			// Every worker's view agrees with the table once the
-			// hand-offs asked for are done: the holder hands off at its
-			// next beat (which reads the notice), the thief takes at its
-			// next take cycle.
+			// hand-offs asked for are done: a hand-off asked at the last
+			// take cycle is read by the holder's next beat (its steal
+			// notice), which hands it off at once (no OnHandoff), and the
+			// thief takes it at the take cycle of that instant: one
+			// period. A balanced fleet asks for none after it.
 			runFor(ctx, ws, 2*take, together, nil)
+			table := owners(t, ws[0].c.Table())
 			for _, w := range ws {
 				if n := len(w.held()); n < shards/3 || n > shards/3+1 {
 					t.Errorf("%s believes it holds %d leases", w.c.WorkerID(), n)
+				}
+				for _, s := range w.held() {
+					if table[s] != w.c.WorkerID() {
+						t.Errorf("%s believes it holds %s, which the table gives %q", w.c.WorkerID(), s, table[s])
+					}
+				}
+				w.c.mu.Lock()
+				pending := slices.Sorted(maps.Keys(w.c.pending))
+				w.c.mu.Unlock()
+				if len(pending) > 0 {
+					t.Errorf("%s still waits for the hand-off of %v", w.c.WorkerID(), pending)
 				}
 			}
 		})

@@ -151,7 +151,7 @@ type Coordinator struct {
 	myBeat       int64                // this incarnation's beat as its last beat wrote it; 0: none yet
 	lastBeat     time.Time            // when the last successful beat was sent; zero: never (see Holds)
 	acks         []string             // steal notices for this worker acted on, deleted by its next beat
-	orphans      []string             // notice attributes of workers without a beat, removed by the next beat
+	orphans      map[string][]string  // notices of workers without a beat, as the last beat saw them: deleted by the next one
 	unsent       []stealNote          // steal notices whose write failed, tried again (retryNotices)
 	ownerChanged map[string]time.Time // owner -> when its beat or a lease of it last changed
 	watch        map[string]string    // other owner -> the lease read between scans

@@ -386,7 +386,8 @@ func (c *Coordinator) newIncarnationLocked(board string) {
 // longest ago expires.
 func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, notices []string, err error) {
 	c.mu.Lock()
-	name, prev, acks, forget := c.beatName, c.myBeat, c.acks, c.forgetLocked()
+	name, prev, acks := c.beatName, c.myBeat, c.acks
+	forget, orphans := c.forgetLocked()
 	var first *heldLease
 	for _, h := range c.held {
 		if first == nil || h.renewed.Before(first.renewed) {
@@ -399,7 +400,7 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	}
 	sent := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, first)
-	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget)
+	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget, orphans)
 	cancel()
 	if err != nil {
 		return prev, nil, err
@@ -412,19 +413,20 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	return prev, notices, nil
 }
 
-// forgetLocked returns the attributes the next beat removes from the
-// board: the beats that stood still for beatForgetAfter LeaseDurations or
-// are of earlier workers of StateDir, known gone, and the notices of each
-// worker left without a beat; nothing unless this worker's view of the
-// board is recent. c.mu must be held.
-func (c *Coordinator) forgetLocked() []string {
+// forgetLocked returns what the next beat removes from the board: the
+// attributes of the beats that stood still for beatForgetAfter
+// LeaseDurations or are of earlier workers of StateDir, known gone, and of
+// the notices of each worker left without a beat; and the notices the
+// last beat saw of workers without a beat on it (orphans), deleted one by
+// one; nothing unless this worker's view of the board is recent. c.mu must
+// be held.
+func (c *Coordinator) forgetLocked() (forget []string, orphans map[string][]string) {
 	now := c.cfg.Clock.Now()
 	if now.Sub(c.boardRead) > c.cfg.RenewInterval+c.cfg.TakeInterval {
 		// No recent view: this worker was paused or failing, and what
 		// stood still meanwhile stood still only to it.
-		return nil
+		return nil, nil
 	}
-	forget := slices.Clone(c.orphans)
 	kept := make(map[string]bool)
 	gone := make(map[string]bool)
 	for name, s := range c.beats {
@@ -444,7 +446,7 @@ func (c *Coordinator) forgetLocked() []string {
 		}
 	}
 	slices.Sort(forget)
-	return slices.Compact(forget)
+	return slices.Compact(forget), c.orphans
 }
 
 // actOnNotices acts on the steal notices for this worker on the board (see
