@@ -16,9 +16,8 @@ import (
 )
 
 var (
-	block      = logtest.Block
-	mustAppend = logtest.MustAppend
-	id         = logtest.ID
+	block = logtest.Block
+	id    = logtest.ID
 )
 
 func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }

@@ -2,7 +2,6 @@ package kinesis_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -86,6 +85,6 @@ func runOnce(b *testing.B, recs [][]source.Record, op func(*stream.Stream[source
 		b.Fatal(err)
 	}
 	if got != want {
-		b.Fatal(fmt.Sprintf("%d records out, want %d", got, want))
+		b.Fatalf("%d records out, want %d", got, want)
 	}
 }
