@@ -222,6 +222,10 @@ func (st *mapState[K, V, S, U]) snapshots() *batch.Batch[Pair[K, S]] {
 	return st.snap
 }
 
+// quiet: with no key, f is not called for an empty batch, nothing times
+// out and the snapshots are empty.
+func (st *mapState[K, V, S, U]) quiet() bool { return len(st.vals) == 0 }
+
 func (st *mapState[K, V, S, U]) check() error {
 	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))
 }

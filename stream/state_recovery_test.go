@@ -65,6 +65,14 @@ func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
 // a timeout, windowed sums with and without an inverse, and a Window.
 func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error) (*stream.Pipeline, *replay) {
 	t.Helper()
+	return statePipelineOf(t, d, seen, hook, true)
+}
+
+// statePipelineOf is statePipeline; with keepCounts false, UpdateStateByKey
+// drops a key in a batch without values of it, so that an idle pipeline's
+// operators come to hold no state.
+func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error, keepCounts bool) (*stream.Pipeline, *replay) {
+	t.Helper()
 	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval:           time.Second,
 		Recovery:                d.log,
@@ -92,7 +100,7 @@ func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx cont
 	}, stream.Named("records"))
 	pairs := stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: stateKey(r), Value: 1} })
 	counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) {
-		return st + len(vs), true
+		return st + len(vs), keepCounts || len(vs) > 0
 	})
 	put := func(m map[batch.Time]map[string]int) func(context.Context, *batch.Batch[stream.Pair[string, int]]) error {
 		return func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
