@@ -177,6 +177,9 @@ func testStateRecoveryIdle(t *testing.T, tc stateCrash) {
 		if got, ok := seen.win[at]; ok && got != want.win {
 			t.Errorf("Window at %v: %d records, truth %d", at, got, want.win)
 		}
+		if got, ok := seen.timeout[at]; ok && !slices.Equal(got, want.timeout) {
+			t.Errorf("MapWithState timed out %v at %v, truth %v", got, at, want.timeout)
+		}
 	}
 	if checked < 100 {
 		t.Errorf("%d outputs checked: the test does not test", checked)
@@ -188,6 +191,7 @@ func testStateRecoveryIdle(t *testing.T, tc stateCrash) {
 type idleOutputs struct {
 	counts, mws, window, windowN map[string]int
 	win                          int
+	timeout                      []string // sorted
 }
 
 // idleTruth computes, for every batch time of records, what the state
@@ -208,13 +212,17 @@ func idleTruth(records map[batch.Time][]string) map[batch.Time]idleOutputs {
 			lastSeen[k] = t
 		}
 		counts = next
+		var timedOut []string
 		for k, l := range lastSeen {
 			if t.Std().Sub(l.Std()) >= stateTimeout {
 				delete(mws, k)
 				delete(lastSeen, k)
+				timedOut = append(timedOut, k)
 			}
 		}
-		o := idleOutputs{counts: maps.Clone(counts), mws: maps.Clone(mws), window: map[string]int{}, windowN: map[string]int{}}
+		slices.Sort(timedOut)
+		o := idleOutputs{counts: maps.Clone(counts), mws: maps.Clone(mws), window: map[string]int{}, windowN: map[string]int{},
+			timeout: timedOut}
 		for _, u := range times {
 			if u > t {
 				break

@@ -42,6 +42,7 @@ type stateSeen struct {
 	window  map[batch.Time]map[string]int // ReduceByKeyAndWindow with inverse
 	windowN map[batch.Time]map[string]int // ReduceByKeyAndWindow without
 	win     map[batch.Time]int            // Window: records in the window
+	timeout map[batch.Time][]string       // MapWithState: the keys timed out, sorted
 	clash   []string
 	runs    map[batch.Time]int // calls of the records output
 }
@@ -49,7 +50,8 @@ type stateSeen struct {
 func newStateSeen() *stateSeen {
 	return &stateSeen{records: map[batch.Time][]string{}, counts: map[batch.Time]map[string]int{},
 		mws: map[batch.Time]map[string]int{}, window: map[batch.Time]map[string]int{},
-		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{}}
+		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{},
+		timeout: map[batch.Time][]string{}}
 }
 
 func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
@@ -111,14 +113,20 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 		}
 	}
 	stream.ForEachBatch(counts, put(seen.counts), stream.Named("counts"))
-	_, snaps := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (string, bool) {
+	timedOut, snaps := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (string, bool) {
 		if st.IsTimingOut() {
-			return k + " timed out", true
+			return k, true
 		}
 		st.Update(st.Get() + v)
 		return "", false
 	}, stream.StateTimeout(stateTimeout))
 	stream.ForEachBatch(snaps, put(seen.mws), stream.Named("mws"))
+	stream.ForEachBatch(timedOut, func(_ context.Context, b *batch.Batch[string]) error {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		seen.timeout[b.Time()] = slices.Sorted(b.All())
+		return nil
+	}, stream.Named("timeouts"))
 	sum := func(a, b int) int { return a + b }
 	sub := func(a, b int) int { return a - b }
 	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs, sum, sub, 3*time.Second, time.Second), put(seen.window), stream.Named("window"))
