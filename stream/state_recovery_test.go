@@ -418,7 +418,7 @@ func TestStateRemoved(t *testing.T) {
 			}
 			src := newReplay(t, d)
 			s := stream.From(p, src)
-			for _, name := range []string{"records", "counts", "mws", "window", "windowN", "win"} {
+			for _, name := range []string{"records", "counts", "mws", "timeouts", "window", "windowN", "win"} {
 				stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(name))
 			}
 			return p, src
