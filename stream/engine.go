@@ -33,6 +33,7 @@ type engine struct {
 	ticks   []*node // stateful nodes an output depends on, parents first
 	nodes   int
 	shared  []bool // by node id: consumed by more than one node or output
+	used    []bool // by node id: an output depends on it
 	shape   recovery.Shape
 	log     metaLog
 	jobs    chan *job
@@ -121,6 +122,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 	for _, o := range e.outputs {
 		consumers[o.n.id]++
 	}
+	e.used = reachable
 	e.shared = make([]bool, len(p.nodes))
 	for id, c := range consumers {
 		e.shared[id] = c > 1
@@ -524,7 +526,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 func (e *engine) logEmpty(ctx context.Context, j *job) error {
 	quiet := true
 	for _, n := range e.ticks {
-		if n.state == nil || !n.state.quiet() {
+		if n.state == nil || !n.state.quiet(j.time, func(m *node) bool { return e.used[m.id] }) {
 			quiet = false
 			break
 		}

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -66,9 +67,21 @@ func TestIdleLogEntriesStateful(t *testing.T) {
 // idle periods long enough for every operator to come to hold no state, and
 // crashes where the log of those idle batches changed: every operator's
 // output at every batch time, in any run, must be what a run never
-// interrupted computes from the batches before it.
+// interrupted computes from the batches before it. Without an output of
+// MapWithState's snapshots and with a timeout longer than the windows,
+// MapWithState is quiet while its keys wait for their timeout.
 func TestStateRecoveryIdle(t *testing.T) {
-	for _, tc := range []stateCrash{
+	for _, o := range []stateOpts{{timeout: stateTimeout}, {noSnaps: true, timeout: 10 * time.Second}} {
+		for _, tc := range idleCrashes() {
+			t.Run(fmt.Sprintf("%s, snapshots %t", tc.name, !o.noSnaps), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { testStateRecoveryIdle(t, tc, o) })
+			})
+		}
+	}
+}
+
+func idleCrashes() []stateCrash {
+	return []stateCrash{
 		{"crash at a reservation", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
 			d.log.SetAppendHook(nthAppend(recoverylog.KindBatchesReserved, 3, 0, stop))
 			return nil
@@ -102,19 +115,15 @@ func TestStateRecoveryIdle(t *testing.T) {
 			})
 			return nil
 		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testStateRecoveryIdle(t, tc) })
-		})
 	}
 }
 
-func testStateRecoveryIdle(t *testing.T, tc stateCrash) {
+func testStateRecoveryIdle(t *testing.T, tc stateCrash, o stateOpts) {
 	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 	seen := newStateSeen()
 	var p1 *stream.Pipeline
 	hook := tc.setup(d, func() { p1.Stop() })
-	p1, src1 := statePipelineOf(t, d, seen, hook, false)
+	p1, src1 := statePipelineOf(t, d, seen, hook, o)
 	errc := make(chan error, 1)
 	go func() { errc <- p1.Run(t.Context()) }()
 	time.Sleep(300 * time.Millisecond)
@@ -130,8 +139,9 @@ func testStateRecoveryIdle(t *testing.T, tc stateCrash) {
 		t.Fatal("no batch times reserved: no quiet batch, the test does not test")
 	}
 
-	p2, src2 := statePipelineOf(t, d, seen, nil, false)
+	p2, src2 := statePipelineOf(t, d, seen, nil, o)
 	go func() { errc <- p2.Run(t.Context()) }()
+	time.Sleep(2 * time.Second) // idle first: what the state holds shows
 	for range 2 {
 		for range 4 {
 			src2.produce(d.record(), d.record())
@@ -150,7 +160,7 @@ func testStateRecoveryIdle(t *testing.T, tc stateCrash) {
 		t.Errorf("batches run again with other records: %v", seen.clash)
 	}
 	checked := 0
-	for at, want := range idleTruth(seen.records) {
+	for at, want := range idleTruth(seen.records, o.timeout) {
 		for _, c := range []struct {
 			name string
 			got  map[batch.Time]map[string]int
@@ -193,7 +203,7 @@ type idleOutputs struct {
 // idleTruth computes, for every batch time of records, what the state
 // pipeline with keepCounts false outputs at that time in a run never
 // interrupted.
-func idleTruth(records map[batch.Time][]string) map[batch.Time]idleOutputs {
+func idleTruth(records map[batch.Time][]string, timeout time.Duration) map[batch.Time]idleOutputs {
 	out := map[batch.Time]idleOutputs{}
 	counts, mws := map[string]int{}, map[string]int{}
 	lastSeen := map[string]batch.Time{}
@@ -210,7 +220,7 @@ func idleTruth(records map[batch.Time][]string) map[batch.Time]idleOutputs {
 		counts = next
 		var timedOut []string
 		for k, l := range lastSeen {
-			if t.Std().Sub(l.Std()) >= stateTimeout {
+			if t.Std().Sub(l.Std()) >= timeout {
 				delete(mws, k)
 				delete(lastSeen, k)
 				timedOut = append(timedOut, k)

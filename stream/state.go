@@ -66,7 +66,7 @@ type keyState[K comparable, V, S any] struct {
 }
 
 // quiet: with no key, update is not called for an empty batch.
-func (st *keyState[K, V, S]) quiet() bool { return len(st.vals) == 0 }
+func (st *keyState[K, V, S]) quiet(batch.Time, func(*node) bool) bool { return len(st.vals) == 0 }
 
 func (st *keyState[K, V, S]) check() error {
 	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))

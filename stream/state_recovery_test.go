@@ -67,14 +67,25 @@ func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
 // a timeout, windowed sums with and without an inverse, and a Window.
 func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error) (*stream.Pipeline, *replay) {
 	t.Helper()
-	return statePipelineOf(t, d, seen, hook, true)
+	return statePipelineOf(t, d, seen, hook, stateOpts{keepCounts: true, timeout: stateTimeout})
 }
 
-// statePipelineOf is statePipeline; with keepCounts false, UpdateStateByKey
-// drops a key in a batch without values of it, so that an idle pipeline's
-// operators come to hold no state.
-func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error, keepCounts bool) (*stream.Pipeline, *replay) {
+// stateOpts vary the state test pipeline.
+type stateOpts struct {
+	// keepCounts false: UpdateStateByKey drops a key in a batch without
+	// values of it, so that an idle pipeline's operators come to hold no
+	// state.
+	keepCounts bool
+	// noSnaps: no output of MapWithState's snapshots, so that an idle
+	// MapWithState with keys is quiet until one times out.
+	noSnaps bool
+	timeout time.Duration // MapWithState's
+}
+
+// statePipelineOf is statePipeline varied by o.
+func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error, o stateOpts) (*stream.Pipeline, *replay) {
 	t.Helper()
+	keepCounts := o.keepCounts
 	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval:           time.Second,
 		Recovery:                d.log,
@@ -119,8 +130,10 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 		}
 		st.Update(st.Get() + v)
 		return "", false
-	}, stream.StateTimeout(stateTimeout))
-	stream.ForEachBatch(snaps, put(seen.mws), stream.Named("mws"))
+	}, stream.StateTimeout(o.timeout))
+	if !o.noSnaps {
+		stream.ForEachBatch(snaps, put(seen.mws), stream.Named("mws"))
+	}
 	stream.ForEachBatch(timedOut, func(_ context.Context, b *batch.Batch[string]) error {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
