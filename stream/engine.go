@@ -33,6 +33,7 @@ type engine struct {
 	ticks   []*node // stateful nodes an output depends on, parents first
 	nodes   int
 	shared  []bool // by node id: consumed by more than one node or output
+	used    []bool // by node id: an output depends on it
 	shape   recovery.Shape
 	log     metaLog
 	jobs    chan *job
@@ -61,6 +62,7 @@ type job struct {
 	recovered bool // allocated before a restart, read from the recovery log
 	replay    bool // completed before a restart: recomputed for the state only
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
+	unlogged  bool // empty, of a stateful pipeline: the batch runner logs it (logEmpty)
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -120,6 +122,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 	for _, o := range e.outputs {
 		consumers[o.n.id]++
 	}
+	e.used = reachable
 	e.shared = make([]bool, len(p.nodes))
 	for id, c := range consumers {
 		e.shared[id] = c > 1
@@ -419,8 +422,8 @@ func (e *engine) queue(ctx context.Context, j *job) bool {
 // is not allocated in the log, only its time reserved (batchSkipped): its
 // outputs get an empty batch, which a restart has nothing to recompute of,
 // and no operator's state depends on it. An empty batch of a stateful
-// pipeline is logged like any: it moves the state (timeouts, windows),
-// which a replay must repeat exactly.
+// pipeline is left to the batch runner, which alone may look at the state:
+// see logEmpty.
 func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources))}
 	var all []batch.BlockInfo
@@ -432,7 +435,11 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 		j.nblocks += len(j.blocks[i])
 		all = append(all, j.blocks[i]...)
 	}
-	if len(all) == 0 && len(e.ticks) == 0 {
+	if len(all) == 0 {
+		if len(e.ticks) > 0 {
+			j.unlogged = true
+			return j, nil
+		}
 		j.skipped = true
 		if err := e.log.batchSkipped(ctx, t); err != nil {
 			return nil, &BatchError{Time: t, Err: fmt.Errorf("log reserved batch times: %w", err)}
@@ -506,6 +513,37 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	return e.afterBatch(ctx, j.time)
 }
 
+// logEmpty logs the empty batch j of a stateful pipeline before its
+// stateful nodes tick: like an empty batch of a pipeline without state (a
+// reserved batch time, batchSkipped) if every stateful operator is quiet,
+// so that the batch changes no state and every output gets an empty batch,
+// which a replay may leave out and a restart has nothing to recompute of;
+// otherwise allocated, as any batch, since it moves the state (timeouts,
+// windows) and a replay must repeat it. The allocation may come after that
+// of a later batch the timer cut meanwhile: a crash between the two leaves
+// a log in which j never was, and j had not changed the state nor run an
+// output.
+func (e *engine) logEmpty(ctx context.Context, j *job) error {
+	quiet := true
+	for _, n := range e.ticks {
+		if n.state == nil || !n.state.quiet(j.time, func(m *node) bool { return e.used[m.id] }) {
+			quiet = false
+			break
+		}
+	}
+	if quiet {
+		j.skipped = true
+		if err := e.log.batchSkipped(ctx, j.time); err != nil {
+			return fmt.Errorf("log reserved batch times: %w", err)
+		}
+		return nil
+	}
+	if err := e.log.batchAllocated(ctx, j.time, nil); err != nil {
+		return fmt.Errorf("log allocation: %w", err)
+	}
+	return nil
+}
+
 // process computes the stateful nodes, runs the outputs in declaration
 // order, then completes the batch: logged, receivers told, blocks dropped.
 // A panic in user code, whether in the driver's goroutine (ForEachBatch, a
@@ -514,6 +552,11 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism, shared: e.shared,
 		clk: e.cfg.Clock, logger: e.cfg.Logger, outs: outs}
+	if j.unlogged {
+		if err := e.logEmpty(ctx, j); err != nil {
+			return err
+		}
+	}
 	for _, n := range e.ticks {
 		if err := safely(func() error { return n.tick(r) }); err != nil {
 			return fmt.Errorf("%v: %w", n, err)

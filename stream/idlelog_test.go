@@ -24,11 +24,7 @@ func TestIdleLogEntries(t *testing.T) {
 			batches = 300 // 60 s
 		)
 		store := recoverylog.NewMemory()
-		var appended []recoverylog.Entry // compaction would shorten store.Entries()
-		store.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
-			appended = append(appended, entries...)
-			return recoverylog.Fault{}
-		})
+		appended := recordAppends(store)
 		rl := recoverycheck.NewRecorder()
 		p := shapedPipeline(t, stream.Config{BatchInterval: iv, Recovery: store, Listeners: []stream.Listener{rl}}, "", "files")
 		errc := make(chan error, 1)
@@ -41,12 +37,23 @@ func TestIdleLogEntries(t *testing.T) {
 		if n := len(rl.Completed()); n < batches {
 			t.Fatalf("%d batches completed, want %d: the test does not test", n, batches)
 		}
-		entries := appended
+		entries := *appended
 		const most = (batches*iv+10*time.Second-1)/(10*time.Second) + 1 // the reservations, and the shape
 		if len(entries) > int(most) {
 			t.Errorf("%d batches of an idle pipeline wrote %d log entries, want at most %d: %v", batches, len(entries), most, entries)
 		}
 	})
+}
+
+// recordAppends returns the entries appended to store from now on, which
+// compaction does not shorten as it does store.Entries().
+func recordAppends(store *recoverylog.MemoryStore) *[]recoverylog.Entry {
+	var appended []recoverylog.Entry
+	store.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
+		appended = append(appended, entries...)
+		return recoverylog.Fault{}
+	})
+	return &appended
 }
 
 // TestIdleBatchTimesNotReused restarts a pipeline that ran empty batches

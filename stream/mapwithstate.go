@@ -108,6 +108,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		}
 		return st.snapshots(), nil
 	})
+	st.snapsNode = snapshots.n
 	return mapped, snapshots
 }
 
@@ -119,16 +120,17 @@ type keyEntry[S any] struct {
 
 // mapState is the state of a MapWithState.
 type mapState[K comparable, V, S, U any] struct {
-	f       func(K, V, *State[S]) (U, bool)
-	timeout time.Duration
-	vals    map[K]*keyEntry[S]
-	keys    []K  // keys of vals, in the order they got state; may hold removed keys until compacted
-	removed bool // a key lost its state since keys was compacted
-	kc      Codec[K]
-	sc      Codec[S]
-	out     *batch.Batch[U]
-	snap    *batch.Batch[Pair[K, S]] // made by snapshots, for the batch of out
-	state   State[S]                 // the State of the current call
+	f         func(K, V, *State[S]) (U, bool)
+	timeout   time.Duration
+	vals      map[K]*keyEntry[S]
+	keys      []K  // keys of vals, in the order they got state; may hold removed keys until compacted
+	removed   bool // a key lost its state since keys was compacted
+	kc        Codec[K]
+	sc        Codec[S]
+	out       *batch.Batch[U]
+	snap      *batch.Batch[Pair[K, S]] // made by snapshots, for the batch of out
+	snapsNode *node                    // the snapshots stream's
+	state     State[S]                 // the State of the current call
 }
 
 // call calls f for key with its state and applies what f did to it.
@@ -222,6 +224,23 @@ func (st *mapState[K, V, S, U]) snapshots() *batch.Batch[Pair[K, S]] {
 		st.snap = batch.Derive(st.out, pairs)
 	}
 	return st.snap
+}
+
+// quiet: for an empty batch f is called only for the keys that time out;
+// the snapshots hold every key, so they must be empty or unused.
+func (st *mapState[K, V, S, U]) quiet(t batch.Time, used func(*node) bool) bool {
+	if len(st.vals) == 0 {
+		return true
+	}
+	if used(st.snapsNode) {
+		return false
+	}
+	for _, e := range st.vals {
+		if st.timeout > 0 && t.Std().Sub(e.last.Std()) >= st.timeout {
+			return false
+		}
+	}
+	return true
 }
 
 func (st *mapState[K, V, S, U]) check() error {

@@ -28,7 +28,7 @@ type metaLog interface {
 	batchCompleted(ctx context.Context, t batch.Time) error
 	// batchSkipped records, before any output runs, that the batch at t is
 	// empty and will be neither allocated nor completed in the log: a
-	// pipeline without stateful operators logs its empty batches only as
+	// pipeline logs its empty batches that change no state only as
 	// reserved batch times, so that a restart never reuses t.
 	batchSkipped(ctx context.Context, t batch.Time) error
 	// shardFinished records that a shard is finished for good (see
@@ -73,7 +73,7 @@ type recoveryLog struct {
 	mu       sync.Mutex
 	broken   error
 	done     int        // batches completed and reservations since the last compaction
-	reserved batch.Time // batch times up to this one are reserved; timer loop only
+	reserved batch.Time // batch times up to this one are reserved; batchSkipped only
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
@@ -116,8 +116,9 @@ func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) e
 }
 
 // batchSkipped reserves the batch times up to reserveAhead past t, unless t
-// is reserved already. The timer loop calls it for batches in time order,
-// after every batch time the log held at open (which is how recovered
+// is reserved already. One goroutine calls it for batches in time order
+// (the timer loop, or in a stateful pipeline the batch runner), after
+// every batch time the log held at open (which is how recovered
 // reservations are honoured), so one reservation covers the empty batches
 // of the next reserveAhead.
 func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {

@@ -27,6 +27,15 @@ type nodeState interface {
 	snapshot() ([]byte, error)
 	// restore replaces the state with one snapshot encoded.
 	restore(data []byte) error
+	// quiet reports whether a batch at t with no records, ticked now,
+	// would change nothing the operator computes from then on and would
+	// emit nothing to the nodes used reports as used: an operator holding
+	// no state, a window of empty batches, a MapWithState whose snapshots
+	// are unused with no key to time out at t. The driver then logs such a
+	// batch as it logs an empty batch of a pipeline without state (a
+	// reserved batch time) and a replay leaves it out, which gives the
+	// same state.
+	quiet(t batch.Time, used func(*node) bool) bool
 }
 
 // snapshotVersion is the version of the snapshot envelope this weir writes

@@ -65,6 +65,9 @@ type keyState[K comparable, V, S any] struct {
 	groups *combined[K, int32]
 }
 
+// quiet: with no key, update is not called for an empty batch.
+func (st *keyState[K, V, S]) quiet(batch.Time, func(*node) bool) bool { return len(st.vals) == 0 }
+
 func (st *keyState[K, V, S]) check() error {
 	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))
 }

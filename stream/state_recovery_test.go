@@ -42,6 +42,7 @@ type stateSeen struct {
 	window  map[batch.Time]map[string]int // ReduceByKeyAndWindow with inverse
 	windowN map[batch.Time]map[string]int // ReduceByKeyAndWindow without
 	win     map[batch.Time]int            // Window: records in the window
+	timeout map[batch.Time][]string       // MapWithState: the keys timed out, sorted
 	clash   []string
 	runs    map[batch.Time]int // calls of the records output
 }
@@ -49,7 +50,8 @@ type stateSeen struct {
 func newStateSeen() *stateSeen {
 	return &stateSeen{records: map[batch.Time][]string{}, counts: map[batch.Time]map[string]int{},
 		mws: map[batch.Time]map[string]int{}, window: map[batch.Time]map[string]int{},
-		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{}}
+		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{},
+		timeout: map[batch.Time][]string{}}
 }
 
 func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
@@ -65,6 +67,25 @@ func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
 // a timeout, windowed sums with and without an inverse, and a Window.
 func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error) (*stream.Pipeline, *replay) {
 	t.Helper()
+	return statePipelineOf(t, d, seen, hook, stateOpts{keepCounts: true, timeout: stateTimeout})
+}
+
+// stateOpts vary the state test pipeline.
+type stateOpts struct {
+	// keepCounts false: UpdateStateByKey drops a key in a batch without
+	// values of it, so that an idle pipeline's operators come to hold no
+	// state.
+	keepCounts bool
+	// noSnaps: no output of MapWithState's snapshots, so that an idle
+	// MapWithState with keys is quiet until one times out.
+	noSnaps bool
+	timeout time.Duration // MapWithState's
+}
+
+// statePipelineOf is statePipeline varied by o.
+func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error, o stateOpts) (*stream.Pipeline, *replay) {
+	t.Helper()
+	keepCounts := o.keepCounts
 	p, err := stream.NewPipeline(stream.Config{
 		BatchInterval:           time.Second,
 		Recovery:                d.log,
@@ -92,7 +113,7 @@ func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx cont
 	}, stream.Named("records"))
 	pairs := stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: stateKey(r), Value: 1} })
 	counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) {
-		return st + len(vs), true
+		return st + len(vs), keepCounts || len(vs) > 0
 	})
 	put := func(m map[batch.Time]map[string]int) func(context.Context, *batch.Batch[stream.Pair[string, int]]) error {
 		return func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
@@ -103,14 +124,22 @@ func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx cont
 		}
 	}
 	stream.ForEachBatch(counts, put(seen.counts), stream.Named("counts"))
-	_, snaps := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (string, bool) {
+	timedOut, snaps := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (string, bool) {
 		if st.IsTimingOut() {
-			return k + " timed out", true
+			return k, true
 		}
 		st.Update(st.Get() + v)
 		return "", false
-	}, stream.StateTimeout(stateTimeout))
-	stream.ForEachBatch(snaps, put(seen.mws), stream.Named("mws"))
+	}, stream.StateTimeout(o.timeout))
+	if !o.noSnaps {
+		stream.ForEachBatch(snaps, put(seen.mws), stream.Named("mws"))
+	}
+	stream.ForEachBatch(timedOut, func(_ context.Context, b *batch.Batch[string]) error {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		seen.timeout[b.Time()] = slices.Sorted(b.All())
+		return nil
+	}, stream.Named("timeouts"))
 	sum := func(a, b int) int { return a + b }
 	sub := func(a, b int) int { return a - b }
 	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs, sum, sub, 3*time.Second, time.Second), put(seen.window), stream.Named("window"))
@@ -402,7 +431,7 @@ func TestStateRemoved(t *testing.T) {
 			}
 			src := newReplay(t, d)
 			s := stream.From(p, src)
-			for _, name := range []string{"records", "counts", "mws", "window", "windowN", "win"} {
+			for _, name := range []string{"records", "counts", "mws", "timeouts", "window", "windowN", "win"} {
 				stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }, stream.Named(name))
 			}
 			return p, src

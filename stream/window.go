@@ -91,6 +91,16 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 	}
 }
 
+// empty reports whether every kept batch is empty.
+func (h *history[T]) empty() bool {
+	for _, b := range h.bs {
+		if b.Len() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // between returns the kept batches with times in (from, to], in time order.
 func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 	lo, hi := len(h.bs), len(h.bs)

@@ -134,6 +134,10 @@ type windowState[T any] struct {
 
 func (s *windowState[T]) check() error { return s.rc.check() }
 
+// quiet: a window of empty batches is empty, and one more empty batch in
+// it changes no later window.
+func (s *windowState[T]) quiet(batch.Time, func(*node) bool) bool { return s.h.empty() }
+
 func (s *windowState[T]) snapshot() ([]byte, error) {
 	var w snapWriter
 	if err := s.h.encode(&w, s.rc); err != nil {
@@ -151,6 +155,13 @@ func (s *windowState[T]) restore(data []byte) error {
 }
 
 func (w *windowReduce[K, V]) check() error { return w.rc.check() }
+
+// quiet: as a Window's, and with an inverse, no key in the window kept, so
+// that the next window, computed incrementally or from the history, enters
+// the same batches into an empty window.
+func (w *windowReduce[K, V]) quiet(batch.Time, func(*node) bool) bool {
+	return w.h.empty() && len(w.vals) == 0
+}
 
 // snapshot encodes the history of per-batch reductions and, with an
 // inverse, the window kept: its keys in order, their values and counts.

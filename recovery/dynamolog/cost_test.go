@@ -21,53 +21,72 @@ import (
 // logWrites are the DynamoDB operations that write the table.
 var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
 
-// BenchmarkLogCost runs a stateless pipeline with a DynamoDB recovery log
-// on dynalite, idle and at 100 records a second, and reports the writes the log made, counted at the
-// HTTP transport (each request the server got), per worker-hour:
+// BenchmarkLogCost runs a pipeline with a DynamoDB recovery log on
+// dynalite, without state and with a MapWithState (whose keys time out),
+// idle (on a manual clock) and at 100 records a second (for 10 s of real
+// time), and reports the writes the log made, state snapshots included,
+// counted at the HTTP transport (each request the server got), per
+// worker-hour:
 //
 //	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
 func BenchmarkLogCost(b *testing.B) {
 	env := localaws.ForTest(b, localaws.Options{DynamoDB: true})
-	for _, iv := range []time.Duration{200 * time.Millisecond, time.Second} {
-		for _, rate := range []int{0, 100} {
-			state := "idle"
-			if rate > 0 {
-				state = strconv.Itoa(rate) + "rps"
+	for _, stateful := range []bool{false, true} {
+		for _, iv := range []time.Duration{200 * time.Millisecond, time.Second} {
+			for _, rate := range []int{0, 100} {
+				benchLogCost(b, env, stateful, iv, rate)
 			}
-			b.Run(fmt.Sprintf("batch=%v/%s", iv, state), func(b *testing.B) {
-				var perHour map[string]float64
-				for range b.N {
-					if rate == 0 {
-						perHour = logCost(b, env, iv, rate, 10*time.Minute)
-					} else {
-						perHour = logCostRealTime(b, env, iv, rate, 10*time.Second)
-					}
-				}
-				total := 0.0
-				for _, op := range logWrites {
-					total += perHour[op]
-				}
-				b.ReportMetric(total, "writes/worker-h")
-				b.ReportMetric(perHour["PutItem"], "puts/worker-h")
-				b.ReportMetric(perHour["BatchWriteItem"], "batchwrites/worker-h")
-			})
 		}
 	}
 }
 
-// completions signals every batch completed.
+func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int) {
+	kind, state := "stateless", "idle"
+	if stateful {
+		kind = "stateful"
+	}
+	if rate > 0 {
+		state = strconv.Itoa(rate) + "rps"
+	}
+	b.Run(fmt.Sprintf("%s/batch=%v/%s", kind, iv, state), func(b *testing.B) {
+		var perHour map[string]float64
+		for range b.N {
+			if rate == 0 {
+				perHour = logCost(b, env, stateful, iv, rate, 10*time.Minute)
+			} else {
+				perHour = logCostRealTime(b, env, stateful, iv, rate, 10*time.Second)
+			}
+		}
+		total := 0.0
+		for _, op := range logWrites {
+			total += perHour[op]
+		}
+		b.ReportMetric(total, "writes/worker-h")
+		b.ReportMetric(perHour["PutItem"], "puts/worker-h")
+		b.ReportMetric(perHour["BatchWriteItem"], "batchwrites/worker-h")
+	})
+}
+
+// completions signals batches completed: those that find room in c, so
+// that the Run, which drains when it is stopped, is never held up.
 type completions struct {
 	stream.NopListener
 	c chan stream.BatchInfo
 }
 
-func (l completions) BatchCompleted(info stream.BatchInfo) { l.c <- info }
+func (l completions) BatchCompleted(info stream.BatchInfo) {
+	select {
+	case l.c <- info:
+	default:
+	}
+}
 
-// startCost starts a stateless pipeline of cfg on a memory source of 4
-// shards, with a DynamoDB recovery log whose requests go through the
-// returned transport, which counts them. Cancel stops the Run, which then
-// returns on runErr.
-func startCost(b *testing.B, env *localaws.Env, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
+// startCost starts a pipeline of cfg on a memory source of 4 shards, with a
+// DynamoDB recovery log whose requests go through the returned transport,
+// which counts them, and if stateful a MapWithState of the records, keyed
+// by record, whose keys time out after 5 s. Cancel stops the Run, which
+// then returns on runErr.
+func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
 	tr, err := faults.New(faults.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -82,7 +101,18 @@ func startCost(b *testing.B, env *localaws.Env, cfg stream.Config) (tr *faults.T
 	if err != nil {
 		b.Fatal(err)
 	}
-	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
+	s := stream.From(p, src)
+	stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil })
+	if stateful {
+		pairs := stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: r, Value: 1} })
+		counts, _ := stream.MapWithState(pairs, func(_ string, v int, st *stream.State[int]) (int, bool) {
+			if !st.IsTimingOut() {
+				st.Update(st.Get() + v)
+			}
+			return st.Get(), true
+		}, stream.StateTimeout(5*time.Second))
+		stream.ForEachBatch(counts, func(context.Context, *batch.Batch[int]) error { return nil })
+	}
 	ctx, cancel := context.WithCancel(b.Context())
 	runErr = make(chan error, 1)
 	go func() { runErr <- p.Run(ctx) }()
@@ -92,10 +122,10 @@ func startCost(b *testing.B, env *localaws.Env, cfg stream.Config) (tr *faults.T
 // logCost runs the pipeline for span of virtual time after a warm-up of a
 // few batches, rate records a second pushed at the start of each batch
 // interval, and returns the log's writes per operation scaled to an hour.
-func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+func logCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int, span time.Duration) map[string]float64 {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	done := completions{c: make(chan stream.BatchInfo, 1)}
-	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
+	tr, src, runErr, cancel := startCost(b, env, stateful, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
 	defer cancel()
 	ctx := b.Context()
 	if err := clk.WaitForWaiters(ctx, 2); err != nil { // the batch timer, the block generator
@@ -143,14 +173,14 @@ func logCost(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span t
 		step()
 	}
 	took := clk.Now().Sub(start)
-	return stopCost(b, tr, before, took, cancel, runErr)
+	return stopCost(b, tr, before, took, cancel, runErr, func() { clk.Advance(iv) })
 }
 
 // logCostRealTime runs the pipeline on the real clock for span after a
 // warm-up of a second, rate records a second pushed every batch interval,
 // and returns the log's writes per operation scaled to an hour.
-func logCostRealTime(b *testing.B, env *localaws.Env, iv time.Duration, rate int, span time.Duration) map[string]float64 {
-	tr, src, runErr, cancel := startCost(b, env, stream.Config{BatchInterval: iv})
+func logCostRealTime(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+	tr, src, runErr, cancel := startCost(b, env, stateful, stream.Config{BatchInterval: iv})
 	defer cancel()
 	records := make([]string, rate*int(iv/time.Millisecond)/1000)
 	for i := range records {
@@ -175,7 +205,7 @@ func logCostRealTime(b *testing.B, env *localaws.Env, iv time.Duration, rate int
 	start := time.Now()
 	push(span)
 	took := time.Since(start)
-	return stopCost(b, tr, before, took, cancel, runErr)
+	return stopCost(b, tr, before, took, cancel, runErr, nil)
 }
 
 // logRequests returns the log's write requests so far, by operation.
@@ -188,15 +218,25 @@ func logRequests(tr *faults.Transport) map[string]int {
 }
 
 // stopCost stops the pipeline and returns its log's writes per operation
-// since before, over took, scaled to an hour.
-func stopCost(b *testing.B, tr *faults.Transport, before map[string]int, took time.Duration, cancel func(), runErr chan error) map[string]float64 {
+// since before, over took, scaled to an hour. advance, if not nil, moves a
+// manual clock on while the Run stops: it drains, on that clock.
+func stopCost(b *testing.B, tr *faults.Transport, before map[string]int, took time.Duration, cancel func(), runErr chan error, advance func()) map[string]float64 {
 	perHour := map[string]float64{}
 	for op, n := range logRequests(tr) {
 		perHour[op] = float64(n-before[op]) * float64(time.Hour) / float64(took)
 	}
 	cancel()
-	if err := <-runErr; err != nil {
-		b.Fatal(err)
+	for {
+		select {
+		case err := <-runErr:
+			if err != nil {
+				b.Fatal(err)
+			}
+			return perHour
+		case <-time.After(time.Millisecond):
+			if advance != nil {
+				advance()
+			}
+		}
 	}
-	return perHour
 }
