@@ -13,7 +13,7 @@
 // A checkpoint, here and in packages leasetable and kinesis, is this
 // position of a shard in the lease table. The state of stateful operators
 // is saved otherwise, in snapshots beside the recovery log, at the pace of
-// stream.Config.StateCheckpointInterval (named after Spark's state
+// stream.Config.StateSnapshotInterval (what Spark calls a state
 // checkpoint).
 //
 // The lease settings, including CheckpointInterval, are in package

@@ -10,7 +10,7 @@ import (
 
 // Codec encodes the values of type T a stateful operator keeps (keys,
 // states, windowed values) into the snapshots it takes with a recovery log
-// (see Config.StateCheckpointInterval), and decodes them back. A Codec
+// (see Config.StateSnapshotInterval), and decodes them back. A Codec
 // encodes a whole slice at once, so that per-snapshot costs (gob's type
 // descriptions, a buffer) are paid once per snapshot, not once per value.
 // Decode must return the values Encode was given, in order. Implementations

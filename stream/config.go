@@ -34,10 +34,10 @@ const (
 	DefaultCompactEvery = 100
 	// DefaultDrainTimeout is the default of Config.DrainTimeout.
 	DefaultDrainTimeout = 30 * time.Second
-	// DefaultStateCheckpointBatches is the default of
-	// Config.StateCheckpointInterval, in batch intervals: a state snapshot
+	// DefaultStateSnapshotBatches is the default of
+	// Config.StateSnapshotInterval, in batch intervals: a state snapshot
 	// every 10 batches.
-	DefaultStateCheckpointBatches = 10
+	DefaultStateSnapshotBatches = 10
 )
 
 // The driver's internal flow bounds, behind the one setting a user makes,
@@ -165,11 +165,12 @@ type Config struct {
 	// themselves (sums written as additive updates). Default: false.
 	AllowSplitState bool
 
-	// StateCheckpointInterval is how often, in batch time, the state of
+	// StateSnapshotInterval is how often, in batch time, the state of
 	// the stateful operators (UpdateStateByKey, MapWithState, Window,
-	// ReduceByKeyAndWindow) is snapshotted beside the recovery log (Spark's
-	// state checkpoint; not the Kinesis checkpoints of a lease table, whose
-	// interval is leasetable.Config.CheckpointInterval): after
+	// ReduceByKeyAndWindow) is snapshotted beside the recovery log (what
+	// Spark calls a state checkpoint; a checkpoint in weir is only a
+	// shard's position in the lease table, every
+	// leasetable.Config.CheckpointInterval): after
 	// the first batch completed at least this long after the current
 	// snapshot. A restart loads the last snapshot and recomputes the
 	// batches completed after it from their logged ranges, so the state is
@@ -178,7 +179,7 @@ type Config struct {
 	// and more snapshot writes (each the whole state, written and fsynced
 	// between two batches). Ignored without Recovery or stateful
 	// operators. It must be >= BatchInterval. Default: 10 batch intervals.
-	StateCheckpointInterval time.Duration
+	StateSnapshotInterval time.Duration
 }
 
 // withDefaults returns cfg with every zero field set to its default. It
@@ -210,8 +211,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
-	if cfg.StateCheckpointInterval == 0 {
-		cfg.StateCheckpointInterval = DefaultStateCheckpointBatches * cfg.BatchInterval
+	if cfg.StateSnapshotInterval == 0 {
+		cfg.StateSnapshotInterval = DefaultStateSnapshotBatches * cfg.BatchInterval
 	}
 	if cfg.Parallelism == 0 {
 		cfg.Parallelism = runtime.GOMAXPROCS(0)
@@ -261,9 +262,9 @@ func (cfg Config) validate() error {
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)
 	}
-	if cfg.StateCheckpointInterval != 0 && (cfg.StateCheckpointInterval < 0 || (batchIv > 0 && cfg.StateCheckpointInterval < batchIv)) {
-		add("StateCheckpointInterval %v: must be >= BatchInterval (%v), or 0 for the default (%d batch intervals)",
-			cfg.StateCheckpointInterval, batchIv, DefaultStateCheckpointBatches)
+	if cfg.StateSnapshotInterval != 0 && (cfg.StateSnapshotInterval < 0 || (batchIv > 0 && cfg.StateSnapshotInterval < batchIv)) {
+		add("StateSnapshotInterval %v: must be >= BatchInterval (%v), or 0 for the default (%d batch intervals)",
+			cfg.StateSnapshotInterval, batchIv, DefaultStateSnapshotBatches)
 	}
 	for i, l := range cfg.Listeners {
 		if l == nil {

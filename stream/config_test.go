@@ -40,10 +40,10 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"CompactEvery -1: must be >= 1 (or 0 for the default, 100)"}},
 		{"negative DrainTimeout", Config{DrainTimeout: -time.Second},
 			[]string{"DrainTimeout -1s: must be > 0 (or 0 for the default, 30s)"}},
-		{"StateCheckpointInterval below BatchInterval", Config{BatchInterval: 2 * time.Second, StateCheckpointInterval: time.Second},
-			[]string{"StateCheckpointInterval 1s: must be >= BatchInterval (2s), or 0 for the default (10 batch intervals)"}},
-		{"negative StateCheckpointInterval", Config{StateCheckpointInterval: -time.Second},
-			[]string{"StateCheckpointInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
+		{"StateSnapshotInterval below BatchInterval", Config{BatchInterval: 2 * time.Second, StateSnapshotInterval: time.Second},
+			[]string{"StateSnapshotInterval 1s: must be >= BatchInterval (2s), or 0 for the default (10 batch intervals)"}},
+		{"negative StateSnapshotInterval", Config{StateSnapshotInterval: -time.Second},
+			[]string{"StateSnapshotInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
 		{"negative Parallelism", Config{Parallelism: -1},
 			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
 		{"nil Recovery pointer", Config{Recovery: (*recoverylog.MemoryStore)(nil)},
@@ -102,8 +102,8 @@ func TestConfigDefaults(t *testing.T) {
 			if c.DrainTimeout != DefaultDrainTimeout && tt.cfg.DrainTimeout == 0 {
 				t.Errorf("DrainTimeout %v, want the default %v", c.DrainTimeout, DefaultDrainTimeout)
 			}
-			if want := DefaultStateCheckpointBatches * c.BatchInterval; c.StateCheckpointInterval != want {
-				t.Errorf("StateCheckpointInterval %v, want the default %v (10 batch intervals)", c.StateCheckpointInterval, want)
+			if want := DefaultStateSnapshotBatches * c.BatchInterval; c.StateSnapshotInterval != want {
+				t.Errorf("StateSnapshotInterval %v, want the default %v (10 batch intervals)", c.StateSnapshotInterval, want)
 			}
 			if want := runtime.GOMAXPROCS(0); tt.cfg.Parallelism == 0 && c.Parallelism != want {
 				t.Errorf("Parallelism %d, want the default GOMAXPROCS %d", c.Parallelism, want)

@@ -94,7 +94,7 @@
 // UpdateStateByKey, MapWithState, Window and ReduceByKeyAndWindow keep
 // state across batches. With a recovery log it survives a crash exactly:
 // the driver snapshots it beside the log every
-// Config.StateCheckpointInterval, and a restart loads the last snapshot and
+// Config.StateSnapshotInterval, and a restart loads the last snapshot and
 // recomputes the batches completed after it from their ranges, for the
 // state only (their outputs do not run again). Values are encoded with
 // GobCodec unless StateCodec gives a codec; Run refuses to start if one

@@ -67,7 +67,7 @@ func StateTimeout(d time.Duration) Option {
 // The second returned stream has, after every batch, one pair per key with
 // a state and that state, in the order the keys got their state (Spark's
 // stateSnapshots: records of the stream, not the snapshots a recovery log
-// keeps, see Config.StateCheckpointInterval).
+// keeps, see Config.StateSnapshotInterval).
 //
 // With Config.Recovery the states (and the batch time of each key's last
 // value, for the timeout) survive a crash exactly, as UpdateStateByKey's: f

@@ -114,7 +114,7 @@ func (e *engine) openState(ctx context.Context, l *recoverylog.Log, st *recovery
 			"use recovery.Dir or recovery/dynamolog", l.Store())
 	}
 	rl, _ := e.log.(*recoveryLog)
-	k := &stateKeeper{nodes: nodes, store: l, log: rl, every: e.cfg.StateCheckpointInterval}
+	k := &stateKeeper{nodes: nodes, store: l, log: rl, every: e.cfg.StateSnapshotInterval}
 	if st.Snapshot == nil {
 		var t batch.Time
 		if st.HasCompleted {

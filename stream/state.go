@@ -23,7 +23,7 @@ import (
 // pairs are in that order.
 //
 // The state is held in memory. With Config.Recovery it survives a crash
-// exactly: it is snapshotted every Config.StateCheckpointInterval, and a
+// exactly: it is snapshotted every Config.StateSnapshotInterval, and a
 // restart loads the last snapshot and recomputes the batches after it, so
 // update sees every batch once, as in a run never interrupted. Keys and
 // states are encoded with GobCodec unless a StateCodec option gives another

@@ -87,10 +87,10 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 	t.Helper()
 	keepCounts := o.keepCounts
 	p, err := stream.NewPipeline(stream.Config{
-		BatchInterval:           time.Second,
-		Recovery:                d.log,
-		CompactEvery:            3,
-		StateCheckpointInterval: 3 * time.Second,
+		BatchInterval:         time.Second,
+		Recovery:              d.log,
+		CompactEvery:          3,
+		StateSnapshotInterval: 3 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestStateRemoved(t *testing.T) {
 		}
 		stateless := func() (*stream.Pipeline, *replay) {
 			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log, CompactEvery: 3,
-				StateCheckpointInterval: 3 * time.Second})
+				StateSnapshotInterval: 3 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -103,9 +103,9 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		Recovery:      cfg.recovery,
 		CompactEvery:  compactEvery,
 		// Used only by the state children's pipeline.
-		StateCheckpointInterval: stateCheckpointEvery,
-		Logger:                  cfg.logger,
-		Listeners:               []stream.Listener{doneListener{out: cfg.out}},
+		StateSnapshotInterval: stateSnapshotEvery,
+		Logger:                cfg.logger,
+		Listeners:             []stream.Listener{doneListener{out: cfg.out}},
 
 		// The state children count keys of records of every shard, which
 		// is per-worker state on a receiver with leases. They are one

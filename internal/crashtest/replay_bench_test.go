@@ -84,7 +84,7 @@ func replayOnce(b *testing.B, env *localaws.Env) (read, replay float64) {
 			b.Fatal(err)
 		}
 		p, err := stream.NewPipeline(stream.Config{BatchInterval: batchInterval, BlockInterval: blockInterval,
-			Recovery: recovery.Dir(dir), StateCheckpointInterval: time.Hour})
+			Recovery: recovery.Dir(dir), StateSnapshotInterval: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

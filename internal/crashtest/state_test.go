@@ -36,9 +36,9 @@ const envState = "WEIR_CRASHTEST_STATE"
 // stateKeys is the number of keys of the state test: record ID mod it.
 const stateKeys = 7
 
-// stateCheckpointEvery is the state children's snapshot interval: short,
+// stateSnapshotEvery is the state children's snapshot interval: short,
 // so that kills land in and around snapshots and replays are short.
-const stateCheckpointEvery = 3 * batchInterval
+const stateSnapshotEvery = 3 * batchInterval
 
 // markWindow widens the moments the parent kills a state child in: spent
 // in a snapshot write (before and after the real one), and after loading a

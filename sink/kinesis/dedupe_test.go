@@ -203,7 +203,7 @@ func TestDeduplicateExactAfterCrash(t *testing.T) {
 			return nil
 		}
 
-		p1 := dedupeRun(t, fake, "tagged", stream.Config{Recovery: log, StateCheckpointInterval: 200 * time.Millisecond}, collect)
+		p1 := dedupeRun(t, fake, "tagged", stream.Config{Recovery: log, StateSnapshotInterval: 200 * time.Millisecond}, collect)
 		completions := 0
 		log.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
 			for _, e := range entries {
@@ -243,7 +243,7 @@ func TestDeduplicateExactAfterCrash(t *testing.T) {
 			t.Fatal("the first run delivered everything before its crash")
 		}
 
-		p2 := dedupeRun(t, fake, "tagged", stream.Config{Recovery: log, StateCheckpointInterval: 200 * time.Millisecond}, collect)
+		p2 := dedupeRun(t, fake, "tagged", stream.Config{Recovery: log, StateSnapshotInterval: 200 * time.Millisecond}, collect)
 		if err := p2.Run(t.Context()); err != nil {
 			t.Fatalf("second Run: %v", err)
 		}
