@@ -248,8 +248,9 @@ func TestByteBudgetOnKinesalite(t *testing.T) {
 // stream.Config.MaxBufferedBytes, bounds what both hold together: each
 // source's receiver gets half, and holds at most its half plus a page.
 // With records larger than a half, each page is over the budget on its
-// own: it is still read, alone, so the pipeline makes progress. Every
-// record arrives once, in order.
+// own: it is still read, so the pipeline makes progress (the first pages
+// of a source's two shard readers may overrun their reservations together,
+// as DESIGN.md's bound allows). Every record arrives once, in order.
 func TestByteBudgetSharedBySources(t *testing.T) {
 	for _, tt := range []struct {
 		name               string
@@ -283,22 +284,34 @@ func TestByteBudgetSharedBySources(t *testing.T) {
 				}
 				got := runSources(t, stream.Config{MaxBufferedBytes: tt.budget}, rs, tt.n, tt.perRecord)
 
+				// DESIGN.md's bound: a receiver holds at most its share,
+				// or one page if that is more, plus what pages overran
+				// their reservations, which only a page of records larger
+				// than the reader's last page's does: with records larger
+				// than the 1 KiB a reader's first page assumes, the first
+				// pages of both shard readers may overrun together (they
+				// reserve before either has read).
+				const shards = 2
 				share, page := tt.budget/2, int64(tt.perRead)*recordMem(tt.size)
+				overrun := int64(0)
+				if int64(tt.size) > 1<<10 && page > share {
+					overrun = shards * page
+				}
 				var sum int64
 				for i, r := range rs {
 					peak := r.Stats().PeakBufferedBytes
 					t.Logf("source %d: share %d, peak %d", i, share, peak)
 					sum += peak
-					if peak > share+page {
-						t.Errorf("source %d: PeakBufferedBytes %d, want at most its share of the budget %d plus a page (%d)", i, peak, share, share+page)
+					if limit := max(share, page) + overrun; peak > max(share+page, limit) {
+						t.Errorf("source %d: PeakBufferedBytes %d, want at most its share of the budget %d plus a page (%d), or a page plus the first pages' overruns (%d)", i, peak, share, share+page, limit)
 					}
 					if tt.wantFilled && peak < share/2 {
 						t.Errorf("source %d: PeakBufferedBytes %d: the slow output never filled its share %d, the test proves nothing", i, peak, share)
 					}
 					checkOnceInOrder(t, want[i], got[i])
 				}
-				if limit := tt.budget + 2*page; sum > limit {
-					t.Errorf("the sources' peaks add up to %d, want at most the budget %d plus a page each (%d)", sum, tt.budget, limit)
+				if limit := max(tt.budget+2*page, 2*(max(share, page)+overrun)); sum > limit {
+					t.Errorf("the sources' peaks add up to %d, want at most %d", sum, limit)
 				}
 			})
 		})
