@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
+	sink "github.com/weirstream/weir/sink/kinesis"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -64,64 +65,8 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 	for i := range n {
 		want[keyOf(i)]++
 	}
-	awsCfg := env.AWSConfig()
-	recv, err := source.New(source.Config{Stream: in, App: "count", InitialPosition: source.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
-		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
-	})
 	mid := localaws.UniqueName(t)
-	shuffled, err := ByKey(ctx, pairs, Config[string, int64]{Stream: mid, Shards: 3, AWS: &awsCfg, Endpoint: env.KinesisEndpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
-		for _, v := range vs {
-			s += v
-		}
-		return s, true
-	})
-	var (
-		mu   sync.Mutex
-		got  map[string]int64
-		done = make(chan struct{})
-	)
-	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
-		m := map[string]int64{}
-		total := int64(0)
-		for p := range b.All() {
-			m[p.Key] = p.Value
-			total += p.Value
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if got = m; total == n && done != nil {
-			close(done)
-			done = nil
-		}
-		return nil
-	})
-	wait := done
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	select {
-	case <-wait:
-	case err := <-errc:
-		t.Fatalf("Run returned early: %v", err)
-	}
-	p.Drain(context.Background())
-	if err := <-errc; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := runCount(ctx, t, env, in, n, Config[string, int64]{Stream: mid, Shards: 3})
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("key %q: count %d, want %d", k, got[k], w)
@@ -152,6 +97,110 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 	}
 	if seen != n {
 		t.Errorf("%d records in the intermediate stream, want %d", seen, n)
+	}
+}
+
+// runCount counts the records of each key of the stream in, n records,
+// through ByKey configured by cfg (AWS and Endpoint set to env's), with
+// UpdateStateByKey after it, until the counts add up to at least n; it
+// returns them.
+func runCount(ctx context.Context, t *testing.T, env *localaws.Env, in string, n int, cfg Config[string, int64]) map[string]int64 {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	recv, err := source.New(source.Config{Stream: in, App: "count", InitialPosition: source.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
+		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
+	})
+	cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
+	shuffled, err := ByKey(ctx, pairs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
+		for _, v := range vs {
+			s += v
+		}
+		return s, true
+	})
+	var (
+		mu   sync.Mutex
+		got  map[string]int64
+		done = make(chan struct{})
+	)
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		m := map[string]int64{}
+		total := int64(0)
+		for p := range b.All() {
+			m[p.Key] = p.Value
+			total += p.Value
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got = m; total >= int64(n) && done != nil {
+			close(done)
+			done = nil
+		}
+		return nil
+	})
+	wait := done
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	select {
+	case <-wait:
+	case err := <-errc:
+		t.Fatalf("Run returned early: %v", err)
+	}
+	p.Drain(context.Background())
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}
+
+// TestByKeyDropsReplayedCopies: a batch written twice to an existing
+// intermediate stream (as a batch replayed after a crash writes its records
+// again, with the same tags) is counted once.
+func TestByKeyDropsReplayedCopies(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n, replayed = 500, 300
+	in := putInput(t, env, 2, n)
+	mid := localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, mid, 2); err != nil {
+		t.Fatal(err)
+	}
+	w, err := sink.New(sink.Config[encoded]{Client: env.Kinesis(), Stream: mid, Origin: "repartition",
+		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := codec[string, int64]{stream.JSONCodec[string](), stream.JSONCodec[int64]()}
+	recs := make([]encoded, replayed)
+	for i := range recs {
+		recs[i] = c.encode(stream.Pair[string, int64]{Key: "replayed-" + strconv.Itoa(i%5), Value: 1})
+	}
+	b := batch.New(batch.Time(1000), nil, recs)
+	for range 2 {
+		if err := w.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := runCount(ctx, t, env, in, n+replayed, Config[string, int64]{Stream: mid})
+	for i := range 5 {
+		if k := "replayed-" + strconv.Itoa(i); got[k] != replayed/5 {
+			t.Errorf("key %q: count %d, want %d (each record once)", k, got[k], replayed/5)
+		}
 	}
 }
 
