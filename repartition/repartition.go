@@ -119,8 +119,9 @@ func (c *Config[K, V]) validate() error {
 // prefix), the same for every record of the key.
 //
 // Each batch of s is written by an output of the pipeline (named
-// "repartition <Stream>"), with origin tags (see Config.Writer and
-// DESIGN.md, "Repartition"): a batch that runs again after a crash
+// "repartition <Stream>"), the records of one key packed into KPL
+// aggregates (kinesis.Config.Aggregate), with origin tags (see
+// Config.Writer and DESIGN.md, "Repartition"): a batch that runs again after a crash
 // writes its records again, and the reading side drops the copies. The
 // records come back in later batches, each key's in the order written.
 // ctx bounds the creation of the stream (Config.Shards); ByKey makes no
@@ -163,7 +164,7 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		}
 	}
 
-	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: cfg.Writer,
+	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: cfg.Writer, Aggregate: true,
 		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
 	if err != nil {
 		return nil, fmt.Errorf("repartition: %w", err)
@@ -209,7 +210,11 @@ func create(ctx context.Context, kc *awskinesis.Client, name string, shards int)
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("repartition: create stream %q: %w", name, err)
 	}
-	waiter := awskinesis.NewStreamExistsWaiter(kc)
+	// The SDK's default first wait, 10s, is longer than a stream takes to
+	// become ACTIVE (a few seconds on Kinesis).
+	waiter := awskinesis.NewStreamExistsWaiter(kc, func(o *awskinesis.StreamExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
 	if err := waiter.Wait(ctx, &awskinesis.DescribeStreamInput{StreamName: aws.String(name)}, activeWait); err != nil {
 		return fmt.Errorf("repartition: wait for stream %q to be ACTIVE: %w", name, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
 	sink "github.com/weirstream/weir/sink/kinesis"
@@ -34,7 +35,7 @@ func keyOf(i int) string { return "user-" + strconv.Itoa(i*7%37) }
 
 // putInput creates a stream of shards shards holding n records, record i's
 // data keyOf(i) and its partition key i.
-func putInput(t *testing.T, env *localaws.Env, shards, n int) string {
+func putInput(t testing.TB, env *localaws.Env, shards, n int) string {
 	t.Helper()
 	name := localaws.UniqueName(t)
 	if err := env.CreateStream(t.Context(), name, shards); err != nil {
@@ -66,7 +67,7 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 		want[keyOf(i)]++
 	}
 	mid := localaws.UniqueName(t)
-	got := runCount(ctx, t, env, in, n, Config[string, int64]{Stream: mid, Shards: 3})
+	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 3})
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("key %q: count %d, want %d", k, got[k], w)
@@ -103,8 +104,8 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 // runCount counts the records of each key of the stream in, n records,
 // through ByKey configured by cfg (AWS and Endpoint set to env's), with
 // UpdateStateByKey after it, until the counts add up to at least n; it
-// returns them.
-func runCount(ctx context.Context, t *testing.T, env *localaws.Env, in string, n int, cfg Config[string, int64]) map[string]int64 {
+// returns them. A nil cfg counts without ByKey.
+func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n int, cfg *Config[string, int64]) map[string]int64 {
 	t.Helper()
 	awsCfg := env.AWSConfig()
 	recv, err := source.New(source.Config{Stream: in, App: "count", InitialPosition: source.TrimHorizon,
@@ -119,10 +120,12 @@ func runCount(ctx context.Context, t *testing.T, env *localaws.Env, in string, n
 	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
 		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
 	})
-	cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
-	shuffled, err := ByKey(ctx, pairs, cfg)
-	if err != nil {
-		t.Fatal(err)
+	shuffled := pairs
+	if cfg != nil {
+		cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
+		if shuffled, err = ByKey(ctx, pairs, *cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
 		for _, v := range vs {
@@ -196,7 +199,7 @@ func TestByKeyDropsReplayedCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := runCount(ctx, t, env, in, n+replayed, Config[string, int64]{Stream: mid})
+	got := runCount(ctx, t, env, in, n+replayed, &Config[string, int64]{Stream: mid})
 	for i := range 5 {
 		if k := "replayed-" + strconv.Itoa(i); got[k] != replayed/5 {
 			t.Errorf("key %q: count %d, want %d (each record once)", k, got[k], replayed/5)
@@ -204,8 +207,9 @@ func TestByKeyDropsReplayedCopies(t *testing.T) {
 	}
 }
 
-// readShards returns the data of every record of every shard of name, each
-// shard's in order, and checks the stream has 3 shards.
+// readShards returns the data of every user record of every shard of name,
+// each shard's in order (aggregates split), and checks the stream has 3
+// shards.
 func readShards(t *testing.T, kc *awskinesis.Client, name string) map[string][][]byte {
 	t.Helper()
 	ctx := t.Context()
@@ -229,7 +233,13 @@ func readShards(t *testing.T, kc *awskinesis.Client, name string) map[string][][
 				t.Fatal(err)
 			}
 			for _, r := range page.Records {
-				out[*sh.ShardId] = append(out[*sh.ShardId], r.Data)
+				users, _, err := kpl.Deaggregate(r.Data, aws.ToString(r.PartitionKey))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, u := range users {
+					out[*sh.ShardId] = append(out[*sh.ShardId], u.Data)
+				}
 			}
 			if len(page.Records) == 0 {
 				break
