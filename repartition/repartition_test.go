@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -25,7 +26,7 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-var servers = localaws.NewShared(localaws.Options{Kinesis: true})
+var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
@@ -108,8 +109,12 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n int, cfg *Config[string, int64]) map[string]int64 {
 	t.Helper()
 	awsCfg := env.AWSConfig()
-	recv, err := source.New(source.Config{Stream: in, App: "count", InitialPosition: source.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond})
+	sc := source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond}
+	if cfg != nil {
+		sc.Leases = cfg.Leases // the source's and ByKey's: the same Config
+	}
+	recv, err := source.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +209,37 @@ func TestByKeyDropsReplayedCopies(t *testing.T) {
 		if k := "replayed-" + strconv.Itoa(i); got[k] != replayed/5 {
 			t.Errorf("key %q: count %d, want %d (each record once)", k, got[k], replayed/5)
 		}
+	}
+}
+
+// TestByKeyWithLeases counts after ByKey with leases on the source and on
+// the intermediate stream (one worker, the same leasetable.Config, with a
+// StateDir): the pipeline is accepted, the counts are exact, and the
+// intermediate stream's leases are in a table of their own, named after it.
+func TestByKeyWithLeases(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n = 1000
+	in := putInput(t, env, 4, n)
+	leases := &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}
+	mid := localaws.UniqueName(t)
+	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 2, Leases: leases})
+	want := map[string]int64{}
+	for i := range n {
+		want[keyOf(i)]++
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("key %q: count %d, want %d", k, got[k], w)
+		}
+	}
+	out, err := env.DynamoDB().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(mid + ".leases")})
+	if err != nil {
+		t.Fatalf("the intermediate stream's lease table: %v", err)
+	}
+	if len(out.Items) != 2 {
+		t.Errorf("%d items in table %s.leases, want 2 (a lease per shard)", len(out.Items), mid)
 	}
 }
 
