@@ -53,7 +53,8 @@ type Config[K comparable, V any] struct {
 	// record of one worker as a copy of another's. Records with origins
 	// (only narrow operators between a Kinesis source and ByKey) are
 	// tagged with their origin, the same whichever worker writes them, and
-	// ignore it. At most 128 bytes. Default "repartition".
+	// ignore it. At most 128 bytes. Default "repartition"; required with
+	// Leases.
 	Writer string
 
 	// Leases, when set, shares the intermediate stream's shards among the
@@ -94,6 +95,9 @@ func (c *Config[K, V]) validate() error {
 	}
 	if c.Shards < 0 || c.Shards > maxShards {
 		add("Shards %d: must be 0 (the stream must exist) to %d", c.Shards, maxShards)
+	}
+	if c.Writer == "" && c.Leases != nil {
+		add("Writer is empty with Leases set: name each worker of the fleet, the same across its restarts")
 	}
 	if len(c.Writer) > 128 {
 		add("Writer: %d bytes: must be at most 128", len(c.Writer))

@@ -224,7 +224,7 @@ func TestByKeyWithLeases(t *testing.T) {
 	in := putInput(t, env, 4, n)
 	leases := &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}
 	mid := localaws.UniqueName(t)
-	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 2, Leases: leases})
+	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 2, Writer: "worker-1", Leases: leases})
 	want := map[string]int64{}
 	for i := range n {
 		want[keyOf(i)]++
@@ -305,7 +305,7 @@ func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 			return stream.Pair[string, int]{Key: string(r.Data), Value: 1}
 		})
 		if repartition {
-			if pairs, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid", AWS: &awsCfg, Leases: &leasetable.Config{}}); err != nil {
+			if pairs, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid", Writer: "worker-1", AWS: &awsCfg, Leases: &leasetable.Config{}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -333,6 +333,7 @@ func TestByKeyBadConfig(t *testing.T) {
 		{"bad stream", Config[string, int]{Stream: "a/b", AWS: &awsCfg}, []string{"Stream \"a/b\""}},
 		{"shards", Config[string, int]{Stream: "s", Shards: -1, AWS: &awsCfg}, []string{"Shards -1"}},
 		{"writer", Config[string, int]{Stream: "s", Writer: strings.Repeat("w", 129), AWS: &awsCfg}, []string{"Writer: 129 bytes"}},
+		{"leases without writer", Config[string, int]{Stream: "s", AWS: &awsCfg, Leases: &leasetable.Config{}}, []string{"Writer is empty with Leases"}},
 		{"client and AWS", Config[string, int]{Stream: "s", AWS: &awsCfg, Client: awskinesis.NewFromConfig(awsCfg)}, []string{"Client is set with AWS"}},
 		{"all", Config[string, int]{Shards: 20000, Writer: strings.Repeat("w", 200)}, []string{"Stream", "Shards 20000", "Writer: 200"}},
 	} {
