@@ -96,6 +96,11 @@ type run struct {
 	tracing bool
 }
 
+// Pipeline returns the Pipeline s belongs to: for a function that builds
+// part of a graph from a stream and adds a source to it, as
+// repartition.ByKey does.
+func (s *Stream[T]) Pipeline() *Pipeline { return s.p }
+
 // result is a memoised stream batch: as a whole, as partitions, or both.
 type result[T any] struct {
 	b   *batch.Batch[T]

@@ -1,0 +1,105 @@
+package repartition
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/weirstream/weir/batch"
+	source "github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// maxKeyChars is the longest partition key Kinesis takes, in Unicode
+// characters (PutRecordsRequestEntry.PartitionKey: 1 to 256).
+const maxKeyChars = 256
+
+// hashedKeyPrefix starts the partition key that stands for an encoded key
+// Kinesis would refuse as one.
+const hashedKeyPrefix = "sha256:"
+
+// errRecord is wrapped by the error that fails a batch whose record cannot
+// be encoded, or read back.
+var errRecord = errors.New("repartition: bad record")
+
+// codec encodes a record's key and value into the data of its Kinesis
+// record: the key's length (uvarint), the key, the value.
+type codec[K comparable, V any] struct {
+	key   stream.Codec[K]
+	value stream.Codec[V]
+}
+
+// encoded is a record ready to be written, or the error that prevents it.
+type encoded struct {
+	partitionKey string
+	data         []byte
+	err          error
+}
+
+// encode encodes p; a codec's error is kept in the result, so that the
+// writing output fails its batch with it.
+func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
+	k, err := c.key.Encode([]K{p.Key})
+	if err != nil {
+		return encoded{err: fmt.Errorf("%w: KeyCodec: key %v: %w", errRecord, p.Key, err)}
+	}
+	v, err := c.value.Encode([]V{p.Value})
+	if err != nil {
+		return encoded{err: fmt.Errorf("%w: ValueCodec: value of key %v: %w", errRecord, p.Key, err)}
+	}
+	data := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(k)+len(v)), uint64(len(k)))
+	data = append(append(data, k...), v...)
+	return encoded{partitionKey: partitionKey(k), data: data}
+}
+
+// partitionKey returns the partition key of a record whose key encodes to
+// k: k itself when Kinesis takes it as one (1 to 256 characters of valid
+// UTF-8), else its SHA-256.
+func partitionKey(k []byte) string {
+	if len(k) > 0 && utf8.Valid(k) && utf8.RuneCount(k) <= maxKeyChars {
+		return string(k)
+	}
+	sum := sha256.Sum256(k)
+	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+// decode returns the pair whose record's payload is data.
+func (c codec[K, V]) decode(data []byte) (stream.Pair[K, V], error) {
+	var p stream.Pair[K, V]
+	n, w := binary.Uvarint(data)
+	if w <= 0 || n > uint64(len(data)-w) {
+		return p, fmt.Errorf("%w: the key's length is cut short or too long", errRecord)
+	}
+	ks, err := c.key.Decode(data[w : w+int(n)])
+	if err != nil || len(ks) != 1 {
+		return p, fmt.Errorf("%w: KeyCodec: %d keys decoded, want 1: %v", errRecord, len(ks), err)
+	}
+	vs, err := c.value.Decode(data[w+int(n):])
+	if err != nil || len(vs) != 1 {
+		return p, fmt.Errorf("%w: ValueCodec: %d values decoded, want 1: %v", errRecord, len(vs), err)
+	}
+	return stream.Pair[K, V]{Key: ks[0], Value: vs[0]}, nil
+}
+
+// decodeBatch is the reading side's last step: the pairs of b's records
+// (whose tags were stripped), part by part. A record that cannot be decoded
+// fails the batch: it was not written by this package, or with other codecs.
+func (c codec[K, V]) decodeBatch(_ context.Context, b *batch.Batch[source.Record]) (*batch.Batch[stream.Pair[K, V]], error) {
+	parts := make([][]stream.Pair[K, V], 0, len(b.Parts()))
+	for _, part := range b.Parts() {
+		out := make([]stream.Pair[K, V], len(part))
+		for i := range part {
+			p, err := c.decode(part[i].Data)
+			if err != nil {
+				return nil, fmt.Errorf("shard %s, record %s: %w", part[i].ShardID, part[i].SequenceNumber, err)
+			}
+			out[i] = p
+		}
+		parts = append(parts, out)
+	}
+	return batch.Derive(b, parts...), nil
+}

@@ -1,0 +1,226 @@
+package repartition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	sink "github.com/weirstream/weir/sink/kinesis"
+	source "github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// ErrInvalidConfig is wrapped by the error ByKey returns for a Config it
+// refuses; the message names every bad field and its fix.
+var ErrInvalidConfig = errors.New("repartition: invalid config")
+
+// maxShards is the most shards ByKey creates a stream with; more is a
+// mistake (Kinesis's default account limit is far lower) or a reshard.
+const maxShards = 10000
+
+// activeWait bounds the wait for a stream ByKey created to become ACTIVE.
+const activeWait = 5 * time.Minute
+
+// streamName is Kinesis's pattern for a stream name.
+var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+
+// Config configures ByKey. Stream is required; every other field's zero
+// value is its documented default.
+type Config[K comparable, V any] struct {
+	// Stream is the name of the intermediate Kinesis stream: 1 to 128 of
+	// a-z A-Z 0-9 _ . -. It must be this pipeline's alone (no other
+	// program writes or reads it). Required.
+	Stream string
+	// Shards, when > 0, creates the stream with this many shards if it
+	// does not exist (ByKey waits until it is ACTIVE); an existing stream
+	// is used as it is, whatever its shard count. Default 0: the stream
+	// must exist (the receiver's Start fails otherwise).
+	Shards int
+	// Writer names this worker's writes in the origin tags of records
+	// that have no origins (a keyed operator before ByKey, see
+	// stream.Origins): it must be the same across the worker's restarts
+	// and differ between the workers of a fleet, or a reader may drop a
+	// record of one worker as a copy of another's. Records with origins
+	// (only narrow operators between a Kinesis source and ByKey) are
+	// tagged with their origin, the same whichever worker writes them, and
+	// ignore it. At most 128 bytes. Default "repartition"; required with
+	// Leases.
+	Writer string
+
+	// Leases, when set, shares the intermediate stream's shards among the
+	// workers of a fleet and checkpoints them, as kinesis.Config.Leases
+	// does; give the same Config as the pipeline's source. The lease table
+	// is named after the stream (Stream + ".leases"), whatever TableName
+	// says, since a table holds the leases of one stream; a StateDir gets
+	// a sub-directory of the same name. Default nil: this worker reads every
+	// shard and checkpoints nothing, so each start reads the stream from
+	// its trim horizon again: for tests, or a stream made for one run.
+	Leases *leasetable.Config
+	// AWS is the AWS configuration the default clients are built from.
+	// Default: nil, config.LoadDefaultConfig (environment, shared files,
+	// instance role).
+	AWS *aws.Config
+	// Endpoint overrides the Kinesis endpoint URL of the default clients,
+	// for example "http://127.0.0.1:4567" for a local server.
+	Endpoint string
+	// Client is the Kinesis client used to create, write and read the
+	// stream. Default: clients built from AWS and Endpoint (the reader's
+	// without the SDK's retries, as kinesis.Config.Client).
+	Client *awskinesis.Client
+
+	// KeyCodec and ValueCodec encode each record's key and value into its
+	// Kinesis record, and decode them when it is read. The encoded key is
+	// also the partition key (see ByKey). Default stream.JSONCodec.
+	KeyCodec   stream.Codec[K]
+	ValueCodec stream.Codec[V]
+}
+
+// validate returns an error wrapping ErrInvalidConfig that names every bad
+// field of c, or nil.
+func (c *Config[K, V]) validate() error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if !streamName.MatchString(c.Stream) {
+		add("Stream %q: must be 1 to 128 of a-z A-Z 0-9 _ . -", c.Stream)
+	}
+	if c.Shards < 0 || c.Shards > maxShards {
+		add("Shards %d: must be 0 (the stream must exist) to %d", c.Shards, maxShards)
+	}
+	if c.Writer == "" && c.Leases != nil {
+		add("Writer is empty with Leases set: name each worker of the fleet, the same across its restarts")
+	}
+	if len(c.Writer) > 128 {
+		add("Writer: %d bytes: must be at most 128", len(c.Writer))
+	}
+	if c.Client != nil && (c.AWS != nil || c.Endpoint != "") {
+		add("Client is set with AWS or Endpoint: set either Client or AWS/Endpoint")
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+}
+
+// ByKey writes the records of s to the Kinesis stream cfg.Stream, each
+// with its encoded key as partition key, and returns the stream of the
+// records read back from it by a Kinesis receiver added to s's Pipeline:
+// after it, every record of a key is read from one shard, so a stateful
+// operator keyed by the same key runs on a fleet sharing the stream's
+// shards by leases (the receiver is declared stream.PartitionedByKey).
+// Kinesis picks a record's shard by the MD5 hash of its partition key; an
+// encoded key that is not 1 to 256 characters of valid UTF-8, the partition
+// keys Kinesis takes, is replaced by its SHA-256 in hexadecimal (with a
+// prefix), the same for every record of the key.
+//
+// Each batch of s is written by an output of the pipeline (named
+// "repartition <Stream>"), the records of one key packed into KPL
+// aggregates (kinesis.Config.Aggregate), with origin tags (see
+// Config.Writer and DESIGN.md, "Repartition"): a batch that runs again after a crash
+// writes its records again, and the reading side drops the copies. The
+// records come back in later batches, each key's in the order written.
+// ctx bounds the creation of the stream (Config.Shards); ByKey makes no
+// other call. A bad Config returns an error wrapping ErrInvalidConfig.
+func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pair[K, V]], cfg Config[K, V]) (*stream.Stream[stream.Pair[K, V]], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Writer == "" {
+		cfg.Writer = "repartition"
+	}
+	c := codec[K, V]{key: cfg.KeyCodec, value: cfg.ValueCodec}
+	if c.key == nil {
+		c.key = stream.JSONCodec[K]()
+	}
+	if c.value == nil {
+		c.value = stream.JSONCodec[V]()
+	}
+	kc := cfg.Client
+	if kc == nil {
+		var awsCfg aws.Config
+		if cfg.AWS != nil {
+			awsCfg = *cfg.AWS
+		} else {
+			var err error
+			if awsCfg, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+				return nil, fmt.Errorf("repartition: load the AWS configuration: %w", err)
+			}
+			cfg.AWS = &awsCfg
+		}
+		kc = awskinesis.NewFromConfig(awsCfg, func(o *awskinesis.Options) {
+			if cfg.Endpoint != "" {
+				o.BaseEndpoint = aws.String(cfg.Endpoint)
+			}
+		})
+	}
+	if cfg.Shards > 0 {
+		if err := create(ctx, kc, cfg.Stream, cfg.Shards); err != nil {
+			return nil, err
+		}
+	}
+
+	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: cfg.Writer, Aggregate: true,
+		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
+	if err != nil {
+		return nil, fmt.Errorf("repartition: %w", err)
+	}
+	name := "repartition " + cfg.Stream
+	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
+		for e := range b.All() {
+			if e.err != nil {
+				return e.err
+			}
+		}
+		return w.Write(ctx, b)
+	}, stream.Named(name), stream.Origins())
+
+	rc := source.Config{Stream: cfg.Stream, App: cfg.Stream, InitialPosition: source.TrimHorizon,
+		AWS: cfg.AWS, Endpoint: cfg.Endpoint}
+	if cfg.Client != nil {
+		rc.Client = cfg.Client
+	}
+	if cfg.Leases != nil {
+		l := *cfg.Leases // a copy: the caller's is the source's too
+		l.TableName = cfg.Stream + ".leases"
+		if l.StateDir != "" {
+			l.StateDir = filepath.Join(l.StateDir, l.TableName)
+		}
+		rc.Leases = &l
+	}
+	recv, err := source.New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("repartition: %w", err)
+	}
+	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
+	// The reading side's deduplication: one step, replaced by the
+	// crash-exact Deduplicate of sink/kinesis once it is merged.
+	return stream.Transform(deduplicate(raw), c.decodeBatch), nil
+}
+
+// create creates the stream name with shards shards unless it exists, and
+// waits until it is ACTIVE.
+func create(ctx context.Context, kc *awskinesis.Client, name string, shards int) error {
+	_, err := kc.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("repartition: create stream %q: %w", name, err)
+	}
+	// The SDK's default first wait, 10s, is longer than a stream takes to
+	// become ACTIVE (a few seconds on Kinesis).
+	waiter := awskinesis.NewStreamExistsWaiter(kc, func(o *awskinesis.StreamExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	if err := waiter.Wait(ctx, &awskinesis.DescribeStreamInput{StreamName: aws.String(name)}, activeWait); err != nil {
+		return fmt.Errorf("repartition: wait for stream %q to be ACTIVE: %w", name, err)
+	}
+	return nil
+}

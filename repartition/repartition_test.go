@@ -1,0 +1,376 @@
+package repartition
+
+import (
+	"context"
+	"errors"
+
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/kpl"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/origin"
+	sink "github.com/weirstream/weir/sink/kinesis"
+	source "github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+var servers = localaws.NewShared(localaws.Options{Kinesis: true, DynamoDB: true})
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+// keyOf is the key of input record i: 37 keys, each spread over every
+// shard of the input (the partition key is i).
+func keyOf(i int) string { return "user-" + strconv.Itoa(i*7%37) }
+
+// putInput creates a stream of shards shards holding n records, record i's
+// data keyOf(i) and its partition key i.
+func putInput(t testing.TB, env *localaws.Env, shards, n int) string {
+	t.Helper()
+	name := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), name, shards); err != nil {
+		t.Fatal(err)
+	}
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = []byte(keyOf(i))
+	}
+	if err := env.PutRecords(t.Context(), name, data, strconv.Itoa); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestByKeyCountsEveryKey counts the records of each key of a 4-shard
+// stream, whose keys are spread over every shard, with UpdateStateByKey
+// after ByKey: the counts equal the truth, the intermediate stream was
+// created with the shards asked for, and each key's records are all in one
+// of its shards.
+func TestByKeyCountsEveryKey(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n = 3000
+	in := putInput(t, env, 4, n)
+	want := map[string]int64{}
+	for i := range n {
+		want[keyOf(i)]++
+	}
+	mid := localaws.UniqueName(t)
+	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 3})
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("key %q: count %d, want %d", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d keys counted, want %d", len(got), len(want))
+	}
+
+	shardOf := map[string]string{}
+	seen := 0
+	for shard, recs := range readShards(t, env.Kinesis(), mid) {
+		for _, d := range recs {
+			_, payload, ok, err := origin.Decode(d)
+			if !ok || err != nil {
+				t.Fatalf("shard %s: record not tagged: %v", shard, err)
+			}
+			pr, err := (codec[string, int64]{stream.JSONCodec[string](), stream.JSONCodec[int64]()}).decode(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen++
+			if s, ok := shardOf[pr.Key]; ok && s != shard {
+				t.Errorf("key %q in shards %s and %s", pr.Key, s, shard)
+			}
+			shardOf[pr.Key] = shard
+		}
+	}
+	if seen != n {
+		t.Errorf("%d records in the intermediate stream, want %d", seen, n)
+	}
+}
+
+// runCount counts the records of each key of the stream in, n records,
+// through ByKey configured by cfg (AWS and Endpoint set to env's), with
+// UpdateStateByKey after it, until the counts add up to at least n; it
+// returns them. A nil cfg counts without ByKey.
+func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n int, cfg *Config[string, int64]) map[string]int64 {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	sc := source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond}
+	if cfg != nil {
+		sc.Leases = cfg.Leases // the source's and ByKey's: the same Config
+	}
+	recv, err := source.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
+		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
+	})
+	shuffled := pairs
+	if cfg != nil {
+		cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
+		if shuffled, err = ByKey(ctx, pairs, *cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
+		for _, v := range vs {
+			s += v
+		}
+		return s, true
+	})
+	var (
+		mu   sync.Mutex
+		got  map[string]int64
+		done = make(chan struct{})
+	)
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		m := map[string]int64{}
+		total := int64(0)
+		for p := range b.All() {
+			m[p.Key] = p.Value
+			total += p.Value
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got = m; total >= int64(n) && done != nil {
+			close(done)
+			done = nil
+		}
+		return nil
+	})
+	wait := done
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	select {
+	case <-wait:
+	case err := <-errc:
+		t.Fatalf("Run returned early: %v", err)
+	}
+	p.Drain(context.Background())
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}
+
+// TestByKeyDropsReplayedCopies: a batch written twice to an existing
+// intermediate stream (as a batch replayed after a crash writes its records
+// again, with the same tags) is counted once.
+func TestByKeyDropsReplayedCopies(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n, replayed = 500, 300
+	in := putInput(t, env, 2, n)
+	mid := localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, mid, 2); err != nil {
+		t.Fatal(err)
+	}
+	w, err := sink.New(sink.Config[encoded]{Client: env.Kinesis(), Stream: mid, Origin: "repartition",
+		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := codec[string, int64]{stream.JSONCodec[string](), stream.JSONCodec[int64]()}
+	recs := make([]encoded, replayed)
+	for i := range recs {
+		recs[i] = c.encode(stream.Pair[string, int64]{Key: "replayed-" + strconv.Itoa(i%5), Value: 1})
+	}
+	b := batch.New(batch.Time(1000), nil, recs)
+	for range 2 {
+		if err := w.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := runCount(ctx, t, env, in, n+replayed, &Config[string, int64]{Stream: mid})
+	for i := range 5 {
+		if k := "replayed-" + strconv.Itoa(i); got[k] != replayed/5 {
+			t.Errorf("key %q: count %d, want %d (each record once)", k, got[k], replayed/5)
+		}
+	}
+}
+
+// TestByKeyWithLeases counts after ByKey with leases on the source and on
+// the intermediate stream (one worker, the same leasetable.Config, with a
+// StateDir): the pipeline is accepted, the counts are exact, and the
+// intermediate stream's leases are in a table of their own, named after it.
+func TestByKeyWithLeases(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n = 1000
+	in := putInput(t, env, 4, n)
+	leases := &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}
+	mid := localaws.UniqueName(t)
+	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 2, Writer: "worker-1", Leases: leases})
+	want := map[string]int64{}
+	for i := range n {
+		want[keyOf(i)]++
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("key %q: count %d, want %d", k, got[k], w)
+		}
+	}
+	out, err := env.DynamoDB().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(mid + ".leases")})
+	if err != nil {
+		t.Fatalf("the intermediate stream's lease table: %v", err)
+	}
+	if len(out.Items) != 2 {
+		t.Errorf("%d items in table %s.leases, want 2 (a lease per shard)", len(out.Items), mid)
+	}
+}
+
+// readShards returns the data of every user record of every shard of name,
+// each shard's in order (aggregates split), and checks the stream has 3
+// shards.
+func readShards(t *testing.T, kc *awskinesis.Client, name string) map[string][][]byte {
+	t.Helper()
+	ctx := t.Context()
+	shards, err := kc.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards.Shards) != 3 {
+		t.Errorf("intermediate stream: %d shards, want 3 (Config.Shards)", len(shards.Shards))
+	}
+	out := map[string][][]byte{}
+	for _, sh := range shards.Shards {
+		it, err := kc.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
+			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			page, err := kc.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Records {
+				users, _, err := kpl.Deaggregate(r.Data, aws.ToString(r.PartitionKey))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, u := range users {
+					out[*sh.ShardId] = append(out[*sh.ShardId], u.Data)
+				}
+			}
+			if len(page.Records) == 0 {
+				break
+			}
+			iter = page.NextShardIterator
+		}
+	}
+	return out
+}
+
+// TestByKeyAcceptsStateOnAFleet: with leases on the source, a stateful
+// operator on the source's records is refused (stream.ErrSplitState), and
+// accepted after ByKey, whose receiver is declared partitioned by key. No
+// call is made: Validate checks the graph.
+func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
+	awsCfg := aws.Config{Region: "us-east-1"}
+	build := func(repartition bool) error {
+		recv, err := source.New(source.Config{Stream: "in", App: "fleet", AWS: &awsCfg, Leases: &leasetable.Config{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int] {
+			return stream.Pair[string, int]{Key: string(r.Data), Value: 1}
+		})
+		if repartition {
+			if pairs, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid", Writer: "worker-1", AWS: &awsCfg, Leases: &leasetable.Config{}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, s int, _ bool) (int, bool) { return s + len(vs), true })
+		stream.Print(counts, 1)
+		return p.Validate()
+	}
+	if err := build(false); !errors.Is(err, stream.ErrSplitState) {
+		t.Errorf("without ByKey: Validate = %v, want ErrSplitState", err)
+	}
+	if err := build(true); err != nil {
+		t.Errorf("with ByKey: Validate = %v, want nil", err)
+	}
+}
+
+// TestByKeyBadConfig: every bad field is named in the error.
+func TestByKeyBadConfig(t *testing.T) {
+	awsCfg := aws.Config{Region: "us-east-1"}
+	for _, tc := range []struct {
+		name string
+		cfg  Config[string, int]
+		want []string
+	}{
+		{"no stream", Config[string, int]{AWS: &awsCfg}, []string{"Stream \"\""}},
+		{"bad stream", Config[string, int]{Stream: "a/b", AWS: &awsCfg}, []string{"Stream \"a/b\""}},
+		{"shards", Config[string, int]{Stream: "s", Shards: -1, AWS: &awsCfg}, []string{"Shards -1"}},
+		{"writer", Config[string, int]{Stream: "s", Writer: strings.Repeat("w", 129), AWS: &awsCfg}, []string{"Writer: 129 bytes"}},
+		{"leases without writer", Config[string, int]{Stream: "s", AWS: &awsCfg, Leases: &leasetable.Config{}}, []string{"Writer is empty with Leases"}},
+		{"client and AWS", Config[string, int]{Stream: "s", AWS: &awsCfg, Client: awskinesis.NewFromConfig(awsCfg)}, []string{"Client is set with AWS"}},
+		{"all", Config[string, int]{Shards: 20000, Writer: strings.Repeat("w", 200)}, []string{"Stream", "Shards 20000", "Writer: 200"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ByKey(t.Context(), stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} }), tc.cfg)
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v: does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPartitionKey: an encoded key Kinesis takes is its own partition key;
+// one it refuses (empty, over 256 characters, not UTF-8) is hashed.
+func TestPartitionKey(t *testing.T) {
+	long := strings.Repeat("é", 256)
+	for _, tc := range []struct {
+		key    string
+		hashed bool
+	}{
+		{`"a"`, false}, {long, false}, {long + "x", true}, {"", true}, {"\xff", true},
+	} {
+		got := partitionKey([]byte(tc.key))
+		if hashed := strings.HasPrefix(got, hashedKeyPrefix) && got != tc.key; hashed != tc.hashed {
+			t.Errorf("partitionKey(%.20q) = %.20q, hashed %v, want %v", tc.key, got, hashed, tc.hashed)
+		}
+		if len([]rune(got)) > maxKeyChars || got == "" {
+			t.Errorf("partitionKey(%.20q) = %.20q: not a partition key Kinesis takes", tc.key, got)
+		}
+	}
+}
