@@ -203,7 +203,7 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
 	// The reading side's deduplication: one step, replaced by the
 	// crash-exact Deduplicate of sink/kinesis once it is merged.
-	return stream.Transform(deduplicate(raw), c.decodeBatch), nil
+	return stream.Transform(sink.Deduplicate(raw), c.decodeBatch), nil
 }
 
 // create creates the stream name with shards shards unless it exists, and
