@@ -43,6 +43,10 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // it); each cut is logged at WARN. Its Range and Offset still name the
 // source record.
 //
+// weir deadletters replay -table adds to the item of each letter it puts
+// back an attribute "replay", its replay state (see DESIGN.md, Failure
+// model), which Letters ignores.
+//
 // Letters are written with the exactly-once sink of package
 // sink/dynamodb, versioned by their batch time: a batch recomputed after a
 // crash writes the same keys, and its writes are skipped as already
