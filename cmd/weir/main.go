@@ -99,8 +99,8 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	dir := fs.String("dir", "", "the dead-letter directory (required)")
 	var (
 		streamName, endpoint, region, table, tableEndpoint *string
-		ids                                 *idFlags
-		all                                 *bool
+		ids                                                *idFlags
+		all                                                *bool
 	)
 	switch args[1] {
 	case "list":

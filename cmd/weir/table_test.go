@@ -22,21 +22,11 @@ import (
 // and region from the environment, the endpoint from -endpoint).
 func TestListTable(t *testing.T) {
 	env := servers.Env(t)
-	c := env.DynamoDB()
-	name := letterstest.CreateTable(t, c)
-	tab, err := dldynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ls := range [][]stream.DeadLetter{
+	name := newTable(t, env, [][]stream.DeadLetter{
 		{{Time: 2000, Output: 1, Index: 0, Record: []byte("c"), Encoding: "raw", Err: "boom"}},
 		{{Time: 1000, Output: 0, Index: 0, Record: []byte("a"), Encoding: "raw", Err: "boom"},
 			{Time: 1000, Output: 0, Index: 1, Record: []byte("b"), Encoding: "raw", Err: "panic: kaboom\nmore"}},
-	} {
-		if err := tab.Quarantine(t.Context(), ls); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	localCredentials(t)
 	var out bytes.Buffer
 	args := []string{"deadletters", "list", "-table", name, "-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
@@ -75,20 +65,28 @@ func newTableFixture(t *testing.T) (*fixture, tableStore) {
 	t.Helper()
 	f := newFixture(t)
 	env := servers.Env(t)
+	name := newTable(t, env, f.batches)
+	localCredentials(t)
+	f.store = []string{"-table", name, "-table-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
+	return f, tableStore{c: env.DynamoDB(), table: name}
+}
+
+// newTable creates a dead-letter table holding the letters of batches
+// (each of one batch and output) and returns its name.
+func newTable(t *testing.T, env *localaws.Env, batches [][]stream.DeadLetter) string {
+	t.Helper()
 	c := env.DynamoDB()
 	name := letterstest.CreateTable(t, c)
 	tab, err := dldynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range f.batches {
+	for _, b := range batches {
 		if err := tab.Quarantine(t.Context(), b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	localCredentials(t)
-	f.store = []string{"-table", name, "-table-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
-	return f, tableStore{c: c, table: name}
+	return name
 }
 
 // checkDone fails t unless every letter of s is marked done, with the
