@@ -83,17 +83,20 @@ func (s tableStore) mark(ctx context.Context, l stream.DeadLetter, prev, next jo
 		v["seq"] = &types.AttributeValueMemberS{Value: next.Seq}
 	}
 	in := &ddb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       lettertable.Key(l),
-		UpdateExpression:          aws.String("SET #r = :r"),
-		ExpressionAttributeNames:  map[string]string{"#r": replayAttr, "#k": lettertable.HashKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberM{Value: v}},
-		// The item must exist: UpdateItem would otherwise create one.
-		ConditionExpression: aws.String("attribute_exists(#k) AND attribute_not_exists(#r)"),
+		TableName:                aws.String(s.table),
+		Key:                      lettertable.Key(l),
+		UpdateExpression:         aws.String("SET #r = :r"),
+		ExpressionAttributeNames: map[string]string{"#r": replayAttr, "#k": lettertable.HashKey, "#s": "state", "#at": "at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberM{Value: v},
+			":ns": v["state"], ":nat": v["at"]},
+		// The item must exist: UpdateItem would otherwise create one. A
+		// state already next (its state and time) is this very update,
+		// applied by an attempt whose answer was lost and retried by the
+		// SDK.
+		ConditionExpression: aws.String("attribute_exists(#k) AND (attribute_not_exists(#r) OR (#r.#s = :ns AND #r.#at = :nat))"),
 	}
 	if prev.State != "" {
-		in.ConditionExpression = aws.String("attribute_exists(#k) AND #r.#s = :s AND #r.#at = :at")
-		in.ExpressionAttributeNames["#s"], in.ExpressionAttributeNames["#at"] = "state", "at"
+		in.ConditionExpression = aws.String("attribute_exists(#k) AND ((#r.#s = :s AND #r.#at = :at) OR (#r.#s = :ns AND #r.#at = :nat))")
 		in.ExpressionAttributeValues[":s"] = &types.AttributeValueMemberS{Value: prev.State}
 		in.ExpressionAttributeValues[":at"] = &types.AttributeValueMemberS{Value: prev.At.Format(time.RFC3339Nano)}
 	}

@@ -173,7 +173,9 @@ func TestReplayTableCrashWindows(t *testing.T) {
 }
 
 // TestReplayTableStateChanged checks that a replay whose letter's state
-// changed since it read it (another replay) stops instead of putting it.
+// changed since it read it (another replay) stops instead of putting it,
+// and that a mark repeated as is (the SDK's retry of an update whose
+// answer was lost) is not taken for such a change.
 func TestReplayTableStateChanged(t *testing.T) {
 	f, s := newTableFixture(t)
 	l := f.batches[0][0]
@@ -181,12 +183,21 @@ func TestReplayTableStateChanged(t *testing.T) {
 	if err := s.mark(t.Context(), l, journalEntry{}, putting); err != nil {
 		t.Fatal(err)
 	}
-	err := s.mark(t.Context(), l, journalEntry{}, putting)
-	if err == nil || !strings.Contains(err.Error(), "run replay again, alone") {
-		t.Errorf("a second mark from no state = %v, want refused", err)
+	if err := s.mark(t.Context(), l, journalEntry{}, putting); err != nil {
+		t.Errorf("the same mark again (the SDK's retry of an update whose answer was lost) = %v, want nil", err)
 	}
-	other := journalEntry{State: statePutting, Stream: f.stream, At: putting.At.Add(time.Second)}
-	if err := s.mark(t.Context(), l, other, journalEntry{State: stateDone, Stream: f.stream, At: time.Now()}); err == nil {
+	later := journalEntry{State: statePutting, Stream: f.stream, At: putting.At.Add(time.Second)}
+	err := s.mark(t.Context(), l, journalEntry{}, later)
+	if err == nil || !strings.Contains(err.Error(), "run replay again, alone") {
+		t.Errorf("a second replay's mark from no state = %v, want refused", err)
+	}
+	done := journalEntry{State: stateDone, Stream: f.stream, At: time.Now(), Shard: "shardId-000000000000", Seq: "1"}
+	for range 2 {
+		if err := s.mark(t.Context(), l, putting, done); err != nil {
+			t.Errorf("mark done from putting (then its retry) = %v, want nil", err)
+		}
+	}
+	if err := s.mark(t.Context(), l, later, journalEntry{State: stateDone, Stream: f.stream, At: time.Now()}); err == nil {
 		t.Errorf("a mark from a state the item does not hold succeeded")
 	}
 	ghost := stream.DeadLetter{Time: 9000}
