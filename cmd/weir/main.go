@@ -1,18 +1,20 @@
 // Command weir is the operator's tool of a weir pipeline. Its deadletters
 // commands list the records an output quarantined (stream.Quarantine) into a
 // directory (package sink/deadletter) or a DynamoDB table (package
-// sink/deadletter/dynamodb), and put chosen ones of a directory back into a
-// Kinesis stream, each exactly once:
+// sink/deadletter/dynamodb), and put chosen ones back into a Kinesis
+// stream, each exactly once:
 //
 //	weir deadletters list -dir dead-letters
 //	weir deadletters list -table dead-letters
 //	weir deadletters replay -dir dead-letters -stream orders -id 1700000000000-0-3
 //	weir deadletters replay -dir dead-letters -stream orders -all
+//	weir deadletters replay -table dead-letters -stream orders -all
 //
 // A letter is named <batch time>-<output>-<index>. Replay puts a letter's
 // record as it was read (a kinesis.Record's Data, PartitionKey and
 // ExplicitHashKey; a letter of []byte or string records gets its ID as
-// partition key) and records, in the directory's replays.jsonl, that it
+// partition key) and records, in the directory's replays.jsonl (or the
+// letter's item, attribute "replay", by a conditional UpdateItem), that it
 // is about to put it and then that it did, each durably; a letter done is
 // never put again, and one a crash left between the two is looked for in
 // the stream before it is put again. See DESIGN.md, Failure model.
@@ -40,8 +42,6 @@ import (
 
 	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/sink/deadletter"
-	dldynamodb "github.com/weirstream/weir/sink/deadletter/dynamodb"
-	sinkddb "github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -57,7 +57,7 @@ func main() {
 // errUsage is returned for a command line the tool does not understand.
 var errUsage = errors.New(`usage:
   weir deadletters list (-dir DIR | -table TABLE [-endpoint URL] [-region REGION])
-  weir deadletters replay -dir DIR -stream STREAM (-id ID ... | -all) [-endpoint URL] [-region REGION]`)
+  weir deadletters replay (-dir DIR | -table TABLE [-table-endpoint URL]) -stream STREAM (-id ID ... | -all) [-endpoint URL] [-region REGION]`)
 
 // clientFunc makes the Kinesis client of a replay.
 type clientFunc func(ctx context.Context, endpoint, region string) (*kinesis.Client, error)
@@ -98,9 +98,9 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	fs.SetOutput(io.Discard)
 	dir := fs.String("dir", "", "the dead-letter directory (required)")
 	var (
-		streamName, endpoint, region, table *string
-		ids                                 *idFlags
-		all                                 *bool
+		streamName, endpoint, region, table, tableEndpoint *string
+		ids                                                *idFlags
+		all                                                *bool
 	)
 	switch args[1] {
 	case "list":
@@ -108,6 +108,8 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 		endpoint = fs.String("endpoint", "", "the DynamoDB endpoint of -table (default: the AWS SDK's)")
 		region = fs.String("region", "", "the AWS region (default: the AWS SDK's)")
 	case "replay":
+		table = fs.String("table", "", "the dead-letter DynamoDB table, instead of -dir")
+		tableEndpoint = fs.String("table-endpoint", "", "the DynamoDB endpoint of -table (default: the AWS SDK's)")
 		streamName = fs.String("stream", "", "the Kinesis stream to put the records into (required)")
 		ids = &idFlags{}
 		fs.Var(ids, "id", "a letter to replay (repeatable)")
@@ -123,16 +125,19 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	if fs.NArg() > 0 {
 		return errUsage
 	}
-	if table != nil && *table != "" {
-		if *dir != "" {
-			return fmt.Errorf("-dir and -table both given: list one store\n%w", errUsage)
-		}
-		return listTable(ctx, *table, *endpoint, *region, out)
-	}
-	if *dir == "" {
+	hasTable := *table != ""
+	switch {
+	case hasTable && *dir != "":
+		return fmt.Errorf("-dir and -table both given: choose one store\n%w", errUsage)
+	case !hasTable && *dir == "":
 		return errUsage
-	}
-	if args[1] == "list" {
+	case args[1] == "list" && hasTable:
+		c, err := dynamoDB(ctx, *endpoint, *region)
+		if err != nil {
+			return err
+		}
+		return listTable(ctx, tableStore{c: c, table: *table}, out)
+	case args[1] == "list":
 		return list(*dir, out)
 	}
 	switch {
@@ -144,6 +149,13 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	c, err := client(ctx, *endpoint, *region)
 	if err != nil {
 		return err
+	}
+	if hasTable {
+		dc, err := dynamoDB(ctx, *tableEndpoint, *region)
+		if err != nil {
+			return err
+		}
+		return replayTable(ctx, c, tableStore{c: dc, table: *table}, *streamName, *ids, out)
 	}
 	return replay(ctx, c, *dir, *streamName, *ids, out)
 }
@@ -171,24 +183,6 @@ func list(dir string, out io.Writer) error {
 		return err
 	}
 	return printLetters(ls, done, out)
-}
-
-// listTable prints the letters of a DynamoDB dead-letter table, one a
-// line; replay does not read tables, so none is replayed.
-func listTable(ctx context.Context, table, endpoint, region string, out io.Writer) error {
-	cfg, err := awsConfig(ctx, region)
-	if err != nil {
-		return err
-	}
-	t, err := dldynamodb.New(ctx, sinkddb.Config{Table: table, AWS: &cfg, Endpoint: endpoint})
-	if err != nil {
-		return err
-	}
-	ls, err := t.Letters(ctx)
-	if err != nil {
-		return err
-	}
-	return printLetters(ls, nil, out)
 }
 
 // printLetters prints letters, one a line, with what replay did (done).

@@ -32,12 +32,15 @@ type fixture struct {
 	dir, stream string
 	c           *kinesis.Client
 	ids         []string
+	store       []string // the flags naming the dead-letter store
+	batches     [][]stream.DeadLetter
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := servers.Env(t)
 	f := &fixture{dir: filepath.Join(t.TempDir(), "dead"), stream: localaws.UniqueName(t), c: env.Kinesis()}
+	f.store = []string{"-dir", f.dir}
 	if err := env.CreateStream(t.Context(), f.stream, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +62,7 @@ func newFixture(t *testing.T) *fixture {
 		{{Time: 2000, Output: 1, Index: 0, Record: []byte("c"), Encoding: "raw", Err: "boom"}},
 		{{Time: 3000, Output: 0, Index: 0, Record: kr("d", "k4"), Encoding: "json", Err: "boom"}},
 	}
+	f.batches = batches
 	for _, b := range batches {
 		if err := dead.Quarantine(t.Context(), b); err != nil {
 			t.Fatal(err)
@@ -79,7 +83,7 @@ func (f *fixture) cmd(t *testing.T, args ...string) (string, error) {
 
 func (f *fixture) replay(t *testing.T, ids ...string) string {
 	t.Helper()
-	args := []string{"deadletters", "replay", "-dir", f.dir, "-stream", f.stream}
+	args := append([]string{"deadletters", "replay", "-stream", f.stream}, f.store...)
 	if len(ids) == 0 {
 		args = append(args, "-all")
 	}

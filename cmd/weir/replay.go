@@ -154,6 +154,45 @@ func recordOf(l stream.DeadLetter, id string) (record, error) {
 	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: it cannot be replayed", id, l.Encoding)
 }
 
+// stateStore keeps the replay state of letters: the journal of a
+// directory, or the items of a table.
+type stateStore interface {
+	// mark records next as the state of letter l, whose state was prev
+	// (zero if none), durably, or returns an error.
+	mark(ctx context.Context, l stream.DeadLetter, prev, next journalEntry) error
+}
+
+// mark appends next to the journal.
+func (j *journal) mark(_ context.Context, _ stream.DeadLetter, _, next journalEntry) error {
+	return j.add(next)
+}
+
+// choose returns the letters of all named ids, all if none, or an error
+// naming those it does not hold; where names the store for the error
+// ("-dir D", "-table T").
+func choose(all []stream.DeadLetter, ids []string, where string) ([]stream.DeadLetter, error) {
+	if len(ids) == 0 {
+		return all, nil
+	}
+	byID := make(map[string]stream.DeadLetter, len(all))
+	for _, l := range all {
+		byID[letters.ID(l)] = l
+	}
+	var chosen []stream.DeadLetter
+	var unknown []string
+	for _, id := range ids {
+		l, ok := byID[id]
+		if !ok {
+			unknown = append(unknown, id)
+		}
+		chosen = append(chosen, l)
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("no letter %s in %s: see weir deadletters list %s", strings.Join(unknown, ", "), where, where)
+	}
+	return chosen, nil
+}
+
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, and reports each to out.
 func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
@@ -161,24 +200,9 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 	if err != nil {
 		return err
 	}
-	chosen := all
-	if len(ids) > 0 {
-		byID := make(map[string]stream.DeadLetter, len(all))
-		for _, l := range all {
-			byID[letters.ID(l)] = l
-		}
-		chosen = nil
-		var unknown []string
-		for _, id := range ids {
-			l, ok := byID[id]
-			if !ok {
-				unknown = append(unknown, id)
-			}
-			chosen = append(chosen, l)
-		}
-		if len(unknown) > 0 {
-			return fmt.Errorf("no letter %s in %s: see weir deadletters list -dir %s", strings.Join(unknown, ", "), dir, dir)
-		}
+	chosen, err := choose(all, ids, "-dir "+dir)
+	if err != nil {
+		return err
 	}
 	d, err := durable.OpenDir(dir, 0)
 	if err != nil {
@@ -199,38 +223,39 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 	}
 	defer j.f.Close()
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, j, state, l, streamName, out); err != nil {
+		if err := replayOne(ctx, c, j, state[letters.ID(l)], l, streamName, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// replayOne puts letter l into streamName unless the journal says it was,
-// or the stream holds it after a put the journal did not see end.
-func replayOne(ctx context.Context, c *kinesis.Client, j *journal, state map[string]journalEntry, l stream.DeadLetter, streamName string, out io.Writer) error {
+// replayOne puts letter l, whose replay state is prev, into streamName
+// unless it was put, or the stream holds it after a put whose end the
+// state did not record; s records its state before and after the put.
+func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journalEntry, l stream.DeadLetter, streamName string, out io.Writer) error {
 	id := letters.ID(l)
-	e, seen := state[id]
-	if seen && e.State == stateDone {
-		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, e.Stream, e.Shard, e.Seq)
+	if prev.State == stateDone {
+		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, prev.Stream, prev.Shard, prev.Seq)
 		return nil
 	}
 	rec, err := recordOf(l, id)
 	if err != nil {
 		return err
 	}
-	if seen && e.State == statePutting {
+	if prev.State == statePutting {
 		// A put that a crash (or an error) left unconfirmed: look for it.
-		shard, seq, found, err := find(ctx, c, e.Stream, rec, e.At.Add(-findMargin))
+		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.At.Add(-findMargin))
 		if err != nil {
-			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, e.Stream, err)
+			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, prev.Stream, err)
 		}
 		if found {
-			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, e.Stream, shard, seq)
-			return j.add(journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: e.Stream, Shard: shard, Seq: seq})
+			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, prev.Stream, shard, seq)
+			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
 		}
 	}
-	if err := j.add(journalEntry{ID: id, State: statePutting, At: time.Now(), Stream: streamName}); err != nil {
+	putting := journalEntry{ID: id, State: statePutting, At: time.Now(), Stream: streamName}
+	if err := s.mark(ctx, l, prev, putting); err != nil {
 		return err
 	}
 	in := &kinesis.PutRecordInput{StreamName: &streamName, Data: rec.Data, PartitionKey: &rec.PartitionKey}
@@ -245,9 +270,8 @@ func replayOne(ctx context.Context, c *kinesis.Client, j *journal, state map[str
 		return fmt.Errorf("letter %s: put into %s: %w (run replay again: it looks for the record in the stream before putting it again)", id, streamName, err)
 	}
 	shard, seq := aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
-	state[id] = journalEntry{ID: id, State: stateDone, Stream: streamName, Shard: shard, Seq: seq}
 	fmt.Fprintf(out, "%s: replayed to %s %s %s\n", id, streamName, shard, seq)
-	return j.add(journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: streamName, Shard: shard, Seq: seq})
+	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: streamName, Shard: shard, Seq: seq})
 }
 
 // find looks in every shard of streamName, from since to the end, for a

@@ -1,13 +1,10 @@
 package dynamodb
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,14 +13,15 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/letters"
+	"github.com/weirstream/weir/internal/letters/lettertable"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
 )
 
 // The table's key attributes.
 const (
-	hashKey  = "batch"
-	rangeKey = "index"
+	hashKey  = lettertable.HashKey
+	rangeKey = lettertable.RangeKey
 )
 
 // maxLetterBytes is the most JSON a letter may take before it is cut (see
@@ -44,6 +42,10 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // that it is not taken for the record (weir deadletters replay refuses
 // it); each cut is logged at WARN. Its Range and Offset still name the
 // source record.
+//
+// weir deadletters replay -table adds to the item of each letter it puts
+// back an attribute "replay", its replay state (see DESIGN.md, Failure
+// model), which Letters ignores.
 //
 // Letters are written with the exactly-once sink of package
 // sink/dynamodb, versioned by their batch time: a batch recomputed after a
@@ -151,123 +153,22 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 // then Index. It reads the table with Scan (strongly consistent), so the
 // Client given to New must have a Scan method, as *dynamodb.Client has.
 func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
-	sc, ok := t.client.(interface {
-		Scan(ctx context.Context, in *ddb.ScanInput, optFns ...func(*ddb.Options)) (*ddb.ScanOutput, error)
-	})
+	sc, ok := t.client.(lettertable.Scanner)
 	if !ok {
 		return nil, fmt.Errorf("deadletter table %s: the client (%T) has no Scan method: give a *dynamodb.Client", t.table, t.client)
 	}
-	var all []stream.DeadLetter
-	in := &ddb.ScanInput{TableName: aws.String(t.table), ConsistentRead: aws.Bool(true)}
-	for {
-		out, err := sc.Scan(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("deadletter table %s: scan: %w", t.table, err)
-		}
-		for _, it := range out.Items {
-			l, err := letterOf(it)
-			if err != nil {
-				return nil, fmt.Errorf("deadletter table %s: %w", t.table, err)
-			}
-			all = append(all, l)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	es, err := lettertable.Scan(ctx, sc, t.table)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(all, func(a, b stream.DeadLetter) int {
-		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.Output, b.Output), cmp.Compare(a.Index, b.Index))
-	})
+	all := make([]stream.DeadLetter, len(es))
+	for i, e := range es {
+		all[i] = e.Letter
+	}
 	return all, nil
 }
 
-// partition returns the partition key of the letters of batch t, output o.
-func partition(t batch.Time, o int) string { return fmt.Sprintf("%d-%d", int64(t), o) }
-
 // item returns the put of letter l's item.
 func item(l stream.DeadLetter) (sinkddb.Write, error) {
-	it := map[string]types.AttributeValue{
-		hashKey:  &types.AttributeValueMemberS{Value: partition(l.Time, l.Output)},
-		rangeKey: num(l.Index),
-		"time":   &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(l.Time), 10)},
-		"output": num(l.Output),
-		"offset": num(l.Offset),
-	}
-	r := map[string]types.AttributeValue{"count": num(l.Range.Count)}
-	putS(r, "stream", l.Range.Stream)
-	putS(r, "shard", l.Range.Shard)
-	putS(r, "first", l.Range.First)
-	putS(r, "last", l.Range.Last)
-	it["range"] = &types.AttributeValueMemberM{Value: r}
-	if len(l.Record) > 0 {
-		it["record"] = &types.AttributeValueMemberB{Value: l.Record}
-	}
-	putS(it, "outputName", l.OutputName)
-	putS(it, "encoding", l.Encoding)
-	putS(it, "err", l.Err)
-	putS(it, "panic", l.Panic)
-	putS(it, "stack", l.Stack)
-	return sinkddb.Write{Item: it}, nil
-}
-
-func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
-
-// putS sets m[name] to the string s, unless s is empty.
-func putS(m map[string]types.AttributeValue, name, s string) {
-	if s != "" {
-		m[name] = &types.AttributeValueMemberS{Value: s}
-	}
-}
-
-// letterOf returns the letter an item holds.
-func letterOf(it map[string]types.AttributeValue) (stream.DeadLetter, error) {
-	var l stream.DeadLetter
-	var errs []error
-	getN := func(m map[string]types.AttributeValue, name string, dst *int) {
-		v, ok := m[name].(*types.AttributeValueMemberN)
-		if !ok {
-			errs = append(errs, fmt.Errorf("attribute %q missing or not a number", name))
-			return
-		}
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("attribute %q: %w", name, err))
-		}
-		*dst = int(n)
-	}
-	getS := func(m map[string]types.AttributeValue, name string) string {
-		v, _ := m[name].(*types.AttributeValueMemberS)
-		if v == nil {
-			return ""
-		}
-		return v.Value
-	}
-	var t int
-	getN(it, "time", &t)
-	l.Time = batch.Time(t)
-	getN(it, "output", &l.Output)
-	getN(it, rangeKey, &l.Index)
-	getN(it, "offset", &l.Offset)
-	if r, ok := it["range"].(*types.AttributeValueMemberM); ok {
-		l.Range = batch.SeqRange{Stream: getS(r.Value, "stream"), Shard: getS(r.Value, "shard"), First: getS(r.Value, "first"), Last: getS(r.Value, "last")}
-		getN(r.Value, "count", &l.Range.Count)
-	}
-	if b, ok := it["record"].(*types.AttributeValueMemberB); ok {
-		l.Record = b.Value
-	}
-	l.OutputName, l.Encoding = getS(it, "outputName"), getS(it, "encoding")
-	l.Err, l.Panic, l.Stack = getS(it, "err"), getS(it, "panic"), getS(it, "stack")
-	if err := errors.Join(errs...); err != nil {
-		return l, fmt.Errorf("item %s/%s: not a dead letter: %w", getS(it, hashKey), formatN(it[rangeKey]), err)
-	}
-	return l, nil
-}
-
-// formatN formats a number attribute for messages.
-func formatN(v types.AttributeValue) string {
-	if n, ok := v.(*types.AttributeValueMemberN); ok {
-		return n.Value
-	}
-	return "?"
+	return sinkddb.Write{Item: lettertable.Item(l)}, nil
 }

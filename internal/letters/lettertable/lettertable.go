@@ -1,0 +1,164 @@
+// Package lettertable is the item format of a DynamoDB dead-letter table
+// (sink/deadletter/dynamodb), shared by the store, which writes and reads
+// it, and weir deadletters, which reads it and keeps the replay state of
+// each letter on its item.
+package lettertable
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/stream"
+)
+
+// The table's key attributes.
+const (
+	HashKey  = "batch"
+	RangeKey = "index"
+)
+
+// Key returns the key of letter l's item: "batch" is "<batch time>-<output>"
+// (the batch time in milliseconds, the output's index), "index" the
+// letter's Index.
+func Key(l stream.DeadLetter) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d-%d", int64(l.Time), l.Output)},
+		RangeKey: num(l.Index),
+	}
+}
+
+// Item returns letter l's item: its key and the letter's fields as
+// attributes of the names of their JSON (see sink/deadletter/dynamodb's
+// Table).
+func Item(l stream.DeadLetter) map[string]types.AttributeValue {
+	it := Key(l)
+	it["time"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(l.Time), 10)}
+	it["output"] = num(l.Output)
+	it["offset"] = num(l.Offset)
+	r := map[string]types.AttributeValue{"count": num(l.Range.Count)}
+	putS(r, "stream", l.Range.Stream)
+	putS(r, "shard", l.Range.Shard)
+	putS(r, "first", l.Range.First)
+	putS(r, "last", l.Range.Last)
+	it["range"] = &types.AttributeValueMemberM{Value: r}
+	if len(l.Record) > 0 {
+		it["record"] = &types.AttributeValueMemberB{Value: l.Record}
+	}
+	putS(it, "outputName", l.OutputName)
+	putS(it, "encoding", l.Encoding)
+	putS(it, "err", l.Err)
+	putS(it, "panic", l.Panic)
+	putS(it, "stack", l.Stack)
+	return it
+}
+
+func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
+
+// putS sets m[name] to the string s, unless s is empty.
+func putS(m map[string]types.AttributeValue, name, s string) {
+	if s != "" {
+		m[name] = &types.AttributeValueMemberS{Value: s}
+	}
+}
+
+// Letter returns the letter an item holds.
+func Letter(it map[string]types.AttributeValue) (stream.DeadLetter, error) {
+	var l stream.DeadLetter
+	var errs []error
+	getN := func(m map[string]types.AttributeValue, name string, dst *int) {
+		v, ok := m[name].(*types.AttributeValueMemberN)
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %q missing or not a number", name))
+			return
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q: %w", name, err))
+		}
+		*dst = int(n)
+	}
+	var t int
+	getN(it, "time", &t)
+	l.Time = batch.Time(t)
+	getN(it, "output", &l.Output)
+	getN(it, RangeKey, &l.Index)
+	getN(it, "offset", &l.Offset)
+	if r, ok := it["range"].(*types.AttributeValueMemberM); ok {
+		l.Range = batch.SeqRange{Stream: S(r.Value, "stream"), Shard: S(r.Value, "shard"), First: S(r.Value, "first"), Last: S(r.Value, "last")}
+		getN(r.Value, "count", &l.Range.Count)
+	}
+	if b, ok := it["record"].(*types.AttributeValueMemberB); ok {
+		l.Record = b.Value
+	}
+	l.OutputName, l.Encoding = S(it, "outputName"), S(it, "encoding")
+	l.Err, l.Panic, l.Stack = S(it, "err"), S(it, "panic"), S(it, "stack")
+	if err := errors.Join(errs...); err != nil {
+		return l, fmt.Errorf("item %s/%s: not a dead letter: %w", S(it, HashKey), formatN(it[RangeKey]), err)
+	}
+	return l, nil
+}
+
+// S returns the string attribute name of m, or "" if it has none.
+func S(m map[string]types.AttributeValue, name string) string {
+	v, _ := m[name].(*types.AttributeValueMemberS)
+	if v == nil {
+		return ""
+	}
+	return v.Value
+}
+
+// formatN formats a number attribute for messages.
+func formatN(v types.AttributeValue) string {
+	if n, ok := v.(*types.AttributeValueMemberN); ok {
+		return n.Value
+	}
+	return "?"
+}
+
+// Scanner reads a table: *dynamodb.Client is one.
+type Scanner interface {
+	Scan(ctx context.Context, in *ddb.ScanInput, optFns ...func(*ddb.Options)) (*ddb.ScanOutput, error)
+}
+
+// Entry is a letter of a table and the item that holds it.
+type Entry struct {
+	Letter stream.DeadLetter
+	Item   map[string]types.AttributeValue
+}
+
+// Scan returns every letter of table, by batch time, then output, then
+// Index, read with a strongly consistent Scan.
+func Scan(ctx context.Context, c Scanner, table string) ([]Entry, error) {
+	var all []Entry
+	in := &ddb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := c.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("deadletter table %s: scan: %w", table, err)
+		}
+		for _, it := range out.Items {
+			l, err := Letter(it)
+			if err != nil {
+				return nil, fmt.Errorf("deadletter table %s: %w", table, err)
+			}
+			all = append(all, Entry{Letter: l, Item: it})
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	slices.SortFunc(all, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Letter.Time, b.Letter.Time), cmp.Compare(a.Letter.Output, b.Letter.Output), cmp.Compare(a.Letter.Index, b.Letter.Index))
+	})
+	return all, nil
+}
