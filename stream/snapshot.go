@@ -194,7 +194,18 @@ func (k *stateKeeper) restore(ctx context.Context, ref recoverylog.SnapshotRef) 
 // leave the state unprotected against a crash without anyone noticing.
 func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	k := e.state
-	if k == nil || t.Std().Sub(k.last.Std()) < k.every {
+	if k == nil {
+		return nil
+	}
+	if k.last == 0 {
+		// The empty state recorded at a first start (time 0): the
+		// interval counts from the first batch that completes, not from
+		// 1970, or the first non-empty batch would always be snapshotted
+		// (idle batches before it are not logged, so they never were).
+		k.last = t
+		return nil
+	}
+	if t.Std().Sub(k.last.Std()) < k.every {
 		return nil
 	}
 	if len(k.nodes) == 0 {
