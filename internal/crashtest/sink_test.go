@@ -210,16 +210,8 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)
-	h.sink = localaws.UniqueName(t)
+	h.sink = createSinkTable(t, env)
 	client := env.DynamoDB()
-	if _, err := client.CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
-		TableName:            aws.String(h.sink),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatal(err)
-	}
 	f, inSink, random := h.sinkTorture(kills, rng, "wrote")
 
 	seen := map[int64]bool{}
@@ -275,15 +267,7 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 func TestCrashDrainSlowLastBatch(t *testing.T) {
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)
-	h.sink, h.slowLast = localaws.UniqueName(t), true
-	if _, err := env.DynamoDB().CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
-		TableName:            aws.String(h.sink),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	h.sink, h.slowLast = createSinkTable(t, env), true
 	// The kill lands inside a batch, which the child did not complete:
 	// the records it holds and those put after it are left to the last
 	// child, whose batch holding the last records is then the slow one.
@@ -291,4 +275,20 @@ func TestCrashDrainSlowLastBatch(t *testing.T) {
 		h.awaitInOutput(c)
 		c.kill(0)
 	})
+}
+
+// createSinkTable creates the DynamoDB sink's table (see envSink) and
+// returns its name.
+func createSinkTable(t *testing.T, env *localaws.Env) string {
+	t.Helper()
+	name := localaws.UniqueName(t)
+	if _, err := env.DynamoDB().CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -178,7 +178,12 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 
 	f := h.check(put, maybe)
 	h.checkLog()
+	failed := t.Failed()
 	h.checkLeases(maxSeq)
+	if !failed && t.Failed() {
+		// Its warnings say why (a stop that did not wait for completions).
+		t.Logf("the last child's stderr:\n%s", last.tail())
+	}
 	h.checkJournal()
 	return f
 }
