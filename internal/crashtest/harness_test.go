@@ -131,6 +131,9 @@ type harness struct {
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
 	sink   string // the DynamoDB sink's table: a pipeline with the sink (see envSink)
+	// slowLast, with sink, makes the last child's counting sink slow on
+	// the batch holding the shards' last records (see slowSinkIDs).
+	slowLast bool
 	// kinesisSink is the Kinesis sink's stream: a pipeline with that sink
 	// (see envKinesisSink).
 	kinesisSink string
@@ -361,17 +364,22 @@ func (h *harness) awaitPastRecovery(c *child) {
 }
 
 // awaitLastRecords polls the output file and the lease table until, for
-// every shard, c has output the last record put to it (last, at maxSeq)
-// or the shard's lease is checkpointed at that record: c has then read
-// every record, and its drain completes them all and checkpoints the last.
-// Record lines a killed child wrote satisfy awaitOutput, and a batch c
-// began after its recovery awaitPastRecovery, while c may still be reading
-// again what that child completed but did not checkpoint: a SIGTERM then
-// leaves the checkpoints short of the shards' last records.
+// every shard, c has completed a batch holding the last record put to it
+// (last, at maxSeq: its record line, then the done line of its batch) or
+// the shard's lease is checkpointed at that record: c has then read and
+// completed every record, and its drain checkpoints the last. Record lines
+// a killed child wrote satisfy awaitOutput, and a batch c began after its
+// recovery awaitPastRecovery, while c may still be reading again what
+// that child completed but did not checkpoint: a SIGTERM then leaves the
+// checkpoints short of the shards' last records. Nor is c's own record
+// line enough: the batch's other outputs (a sink's writes) still run after
+// it, and a receiver's graceful stop waits for their completion at most
+// the lease duration before its final checkpoints, which a slow sink
+// outlasts (TestCrashDrainSlowLastBatch).
 func (h *harness) awaitLastRecords(c *child, last map[string]int64, maxSeq map[string]string) {
 	h.t.Helper()
-	h.awaitOwn(c, "the last record of every shard", 20*time.Millisecond, func(mine string) bool {
-		if outputLast(mine, last, nil) {
+	h.awaitOwn(c, "the completion of the last record of every shard", 20*time.Millisecond, func(mine string) bool {
+		if completedLast(mine, last, nil) {
 			return true
 		}
 		leases, err := h.leases()
@@ -382,16 +390,29 @@ func (h *harness) awaitLastRecords(c *child, last map[string]int64, maxSeq map[s
 		for _, l := range leases {
 			checkpointed[l.Shard] = l.Checkpoint == maxSeq[l.Shard]
 		}
-		return outputLast(mine, last, checkpointed)
+		return completedLast(mine, last, checkpointed)
 	})
 }
 
-// outputLast reports whether mine, a child's own lines from the newline
+// completedLast reports whether mine, a child's own lines from the newline
 // ending its start line on, holds a record line of each shard's last
-// record (last), but for the shards checkpointed at it.
-func outputLast(mine string, last map[string]int64, checkpointed map[string]bool) bool {
+// record (last), but for the shards checkpointed at it, in a batch whose
+// done line follows.
+func completedLast(mine string, last map[string]int64, checkpointed map[string]bool) bool {
 	for shard, id := range last {
-		if !checkpointed[shard] && !strings.Contains(mine, "\n"+lineRec+" "+strconv.FormatInt(id, 10)+" "+shard+"\n") {
+		if checkpointed[shard] {
+			continue
+		}
+		rec := strings.LastIndex(mine, "\n"+lineRec+" "+strconv.FormatInt(id, 10)+" "+shard+"\n")
+		if rec < 0 {
+			return false
+		}
+		begin := strings.LastIndex(mine[:rec], "\n"+lineBegin+" ")
+		if begin < 0 {
+			return false
+		}
+		tm, _, _ := strings.Cut(mine[begin+len("\n"+lineBegin+" "):], "\n")
+		if !strings.Contains(mine[rec:], "\n"+lineDone+" "+tm+"\n") {
 			return false
 		}
 	}

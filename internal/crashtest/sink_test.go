@@ -4,10 +4,12 @@ package crashtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,9 +54,17 @@ func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 		return err
 	}
 	client := awsdynamodb.NewFromConfig(awsCfg, func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(cfg.dynamoEndpoint) })
+	slowIDs, err := readSlowSinkIDs(cfg.sinkMarks)
+	if err != nil {
+		return err
+	}
+	var slowed atomic.Bool
 	counts, err := dynamodb.New(ctx, dynamodb.Config{Client: &markClient{Client: client, mark: cfg.sinkMarks + ".wrote." + strconv.Itoa(os.Getpid())},
 		Table: cfg.sink, Logger: cfg.logger},
 		func(r kinesis.Record) (dynamodb.Write, error) {
+			if slowIDs[id(r)] && !slowed.Swap(true) {
+				time.Sleep(slowSinkDelay)
+			}
 			return dynamodb.Write{
 				Key: map[string]types.AttributeValue{"id": str(stateKey(id(r)))}, Update: "ADD hits :one",
 				Values: map[string]types.AttributeValue{":one": num(1)},
@@ -66,6 +76,73 @@ func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 	stream.ForEachBatch(recs, puts.Write, stream.Named("sink-puts"))
 	stream.ForEachBatch(recs, counts.Write, stream.Named("sink-counts"))
 	return nil
+}
+
+// slowSinkDelay is how long the counting sink holds the batch of a slow
+// record (see slowSinkIDs): past the lease duration, the longest a
+// receiver's graceful stop waits for its stored records' completion.
+const slowSinkDelay = leaseDuration + 2*time.Second
+
+// slowSinkIDs is the file, beside the sink's marks, of the IDs of records
+// whose batch the counting sink holds for slowSinkDelay, once per child,
+// before its writes: after the batch's record lines, before its
+// completion. The harness writes the shards' last records there for the
+// last child (harness.slowLast).
+func slowSinkIDs(marks string) string { return marks + ".slow" }
+
+// writeSlowSinkIDs writes ids to the slowSinkIDs file of the output out.
+func writeSlowSinkIDs(t *testing.T, out string, ids map[string]int64) {
+	t.Helper()
+	var sb strings.Builder
+	for _, id := range ids {
+		sb.WriteString(strconv.FormatInt(id, 10) + "\n")
+	}
+	if err := os.WriteFile(slowSinkIDs(sinkMarks(out)), []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitPuts polls prod until it put n more records, failing the test
+// after waitLimit.
+func (h *harness) awaitPuts(prod *producer, n int) {
+	h.t.Helper()
+	put, _, _ := prod.snapshot()
+	want := len(put) + n
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if put, _, _ := prod.snapshot(); len(put) >= want {
+			return
+		}
+		select {
+		case <-deadline.C:
+			h.t.Fatalf("the producer did not put %d more records within %v", n, waitLimit)
+		case <-tick.C:
+		}
+	}
+}
+
+// readSlowSinkIDs reads the slowSinkIDs file of marks; none if it does not
+// exist.
+func readSlowSinkIDs(marks string) (map[int64]bool, error) {
+	data, err := os.ReadFile(slowSinkIDs(marks))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := map[int64]bool{}
+	for f := range strings.FieldsSeq(string(data)) {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", slowSinkIDs(marks), err)
+		}
+		ids[n] = true
+	}
+	return ids, nil
 }
 
 // markClient marks its first applied update (see envSink).
@@ -133,16 +210,8 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)
-	h.sink = localaws.UniqueName(t)
+	h.sink = createSinkTable(t, env)
 	client := env.DynamoDB()
-	if _, err := client.CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
-		TableName:            aws.String(h.sink),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatal(err)
-	}
 	f, inSink, random := h.sinkTorture(kills, rng, "wrote")
 
 	seen := map[int64]bool{}
@@ -185,4 +254,41 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 	}
 	report(t, fmt.Sprintf("DynamoDB sink torture: %d kills (%d inside the sink's writes, %d random), seed %d: %v; %d items; took %v",
 		kills, inSink, random, seed, f, len(got), time.Since(start).Round(time.Millisecond)))
+}
+
+// TestCrashDrainSlowLastBatch is the regression test of the torture tests'
+// last stop: the SIGTERM waits for the completion of the batch holding the
+// shards' last records, not only for its record lines. Here that batch's
+// sink writes take longer than the lease duration, which bounds how long
+// the receiver's graceful stop waits for completions before its final
+// checkpoints; a SIGTERM right after the record lines left the checkpoints
+// short of the last records (the torture tests' rare failure on a slow
+// machine).
+func TestCrashDrainSlowLastBatch(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
+	h := newHarness(t, env, 2)
+	h.sink, h.slowLast = createSinkTable(t, env), true
+	// The kill lands inside a batch, which the child did not complete:
+	// the records it holds and those put after it are left to the last
+	// child, whose batch holding the last records is then the slow one.
+	h.torture(1, func(_ int, c *child) {
+		h.awaitInOutput(c)
+		c.kill(0)
+	})
+}
+
+// createSinkTable creates the DynamoDB sink's table (see envSink) and
+// returns its name.
+func createSinkTable(t *testing.T, env *localaws.Env) string {
+	t.Helper()
+	name := localaws.UniqueName(t)
+	if _, err := env.DynamoDB().CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -155,8 +155,16 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 	for i := range kills {
 		kill(i, h.start())
 	}
+	if h.slowLast {
+		// The last records are then put after the kills: only the last
+		// child reads them, in a batch of its own (not one it recovered).
+		h.awaitPuts(prod, 20)
+	}
 	stopProducer()
 	put, maybe, maxSeq := prod.snapshot()
+	if h.slowLast {
+		writeSlowSinkIDs(t, h.out, prod.lastIDs())
+	}
 	last := h.start()
 	h.awaitOutput(last, put)
 	// Records output by a killed child are in the file already: the last
@@ -170,7 +178,12 @@ func (h *harness) torture(kills int, kill func(i int, c *child)) figures {
 
 	f := h.check(put, maybe)
 	h.checkLog()
+	failed := t.Failed()
 	h.checkLeases(maxSeq)
+	if !failed && t.Failed() {
+		// Its warnings say why (a stop that did not wait for completions).
+		t.Logf("the last child's stderr:\n%s", last.tail())
+	}
 	h.checkJournal()
 	return f
 }

@@ -178,17 +178,21 @@ func TestOpenBatchFileMarksTornLine(t *testing.T) {
 	}
 }
 
-// TestOutputLastWantsTheLastChildsOwnLines checks the final drain's wait
-// (awaitLastRecords) on outputs written after the torture run that failed
-// checkLeases (TestCrashTortureDynamoSink under -race, seed
-// 1796151225289628155, its leases handed back short of the shards' last
-// records), as the harness read it: a killed child output every record, so awaitOutput was satisfied, and the
+// TestCompletedLastWantsTheLastChildsOwnCompletions checks the final
+// drain's wait (awaitLastRecords) on outputs written after the torture
+// runs that failed checkLeases, their leases handed back short of the
+// shards' last records, as the harness read them. First
+// (TestCrashTortureDynamoSink under -race, seed 1796151225289628155): a
+// killed child output every record, so awaitOutput was satisfied, and the
 // last child completed a batch past its recovery, so awaitPastRecovery
 // was too, but it had not yet read again the records the killed child
-// completed and did not checkpoint: its drain checkpointed short of them.
-// The wait must hold until the last child output each shard's last record
-// itself, or the shard is checkpointed at it.
-func TestOutputLastWantsTheLastChildsOwnLines(t *testing.T) {
+// completed and did not checkpoint. Then (seed 1796153117860581669): the
+// last child had output both last records, but its batch's sink writes
+// were still running, and outlasted the lease duration the receiver's
+// stop waits for completions. The wait must hold until the last child
+// completed a batch holding each shard's last record (its done line), or
+// the shard is checkpointed at it.
+func TestCompletedLastWantsTheLastChildsOwnCompletions(t *testing.T) {
 	const (
 		s0 = "shardId-000000000000"
 		s1 = "shardId-000000000001"
@@ -197,7 +201,7 @@ func TestOutputLastWantsTheLastChildsOwnLines(t *testing.T) {
 	// The last child's own lines (the killed child's, with records 8 and
 	// 9, come before its start line).
 	early := "\nbegin 1200\nr 5 " + s0 + "\nend 1200\ndone 1200\n"
-	later := early + "begin 1400\nr 8 " + s0 + "\nr 9 " + s1 + "\nend 1400\n"
+	output := early + "begin 1400\nr 8 " + s0 + "\nr 9 " + s1 + "\nend 1400\n"
 	for _, tc := range []struct {
 		name         string
 		mine         string
@@ -206,13 +210,17 @@ func TestOutputLastWantsTheLastChildsOwnLines(t *testing.T) {
 	}{
 		{"not read again yet", early, nil, false},
 		{"one shard read again", early + "begin 1400\nr 8 " + s0 + "\n", nil, false},
-		{"one shard read again, the other checkpointed", early + "begin 1400\nr 8 " + s0 + "\n", map[string]bool{s1: true}, true},
-		{"both read again", later, nil, true},
+		{"one shard read again, the other checkpointed", early + "begin 1400\nr 8 " + s0 + "\n", map[string]bool{s1: true}, false},
+		{"one shard completed, the other checkpointed", early + "begin 1400\nr 8 " + s0 + "\nend 1400\ndone 1400\n", map[string]bool{s1: true}, true},
+		{"both output, not completed", output, nil, false},
+		{"both completed", output + "done 1400\n", nil, true},
+		{"both completed, a later batch begun", output + "done 1400\nbegin 1600\n", nil, true},
+		{"an earlier batch's done line", early + "begin 1400\nr 8 " + s0 + "\nr 9 " + s1 + "\nend 1400\nbegin 1600\nend 1600\ndone 1200\n", nil, false},
 		{"a torn last line", early + "begin 1400\nr 8 " + s0 + "\nr 9 " + s1, nil, false},
 		{"both checkpointed", "\n", map[string]bool{s0: true, s1: true}, true},
 	} {
-		if got := outputLast(tc.mine, last, tc.checkpointed); got != tc.want {
-			t.Errorf("%s: outputLast = %v, want %v", tc.name, got, tc.want)
+		if got := completedLast(tc.mine, last, tc.checkpointed); got != tc.want {
+			t.Errorf("%s: completedLast = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
