@@ -49,15 +49,17 @@ func apidiff(t *testing.T) string {
 }
 
 // gitRun runs git in dir, as a committer of its own.
-func gitRun(t *testing.T, dir string, args ...string) {
+func gitRun(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return string(out)
 }
 
 // write writes the files (path to content; "" removes the file) under dir.
@@ -284,6 +286,30 @@ func TestNoTag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "git fetch --tags --unshallow") {
 			t.Errorf("%s clone: %v, want an error saying to run git fetch --tags --unshallow", name, err)
 		}
+	}
+}
+
+// TestReleaseCommit checks that a clone without tags (a CI checkout of one
+// branch) finds the last release by its release commit's subject, and that
+// a tag, when there is one, wins.
+func TestReleaseCommit(t *testing.T) {
+	repo := t.TempDir()
+	write(t, repo, map[string]string{"go.mod": "module example.com/m\n\ngo 1.26\n"})
+	gitRun(t, repo, "init", "-q")
+	gitRun(t, repo, "add", ".")
+	gitRun(t, repo, "commit", "-q", "-m", "one")
+	gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "Release v0.1.0")
+	gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "Release v0.2.0: not the subject's form")
+	gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "three")
+	want := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD~2"))
+	name, rev, err := lastTag(t.Context(), repo)
+	if err != nil || name != "v0.1.0" || rev != want {
+		t.Errorf("lastTag without tags = %q, %q, %v; want v0.1.0, %s (the release commit), nil", name, rev, err, want)
+	}
+	gitRun(t, repo, "tag", "-a", "v0.1.1", "-m", "v0.1.1", "HEAD~1")
+	name, rev, err = lastTag(t.Context(), repo)
+	if err != nil || name != "v0.1.1" || rev != "v0.1.1" {
+		t.Errorf("lastTag with a tag = %q, %q, %v; want the tag v0.1.1", name, rev, err)
 	}
 }
 

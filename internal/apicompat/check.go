@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 )
@@ -19,7 +20,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	tag, err := lastTag(ctx, dir)
+	tag, rev, err := lastTag(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	old := filepath.Join(tmp, "old")
-	if err := extract(ctx, dir, tag, old); err != nil {
+	if err := extract(ctx, dir, rev, old); err != nil {
 		return err
 	}
 	oldSide, err := load(ctx, bin, old, filepath.Join(tmp, "old.x"))
@@ -76,32 +77,50 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// lastTag returns the newest release tag (v*) reachable from HEAD. A
-// shallow clone, or one without tags, is an error saying how to fetch them:
-// skipping the check there would pass what it should fail.
-func lastTag(ctx context.Context, dir string) (string, error) {
+// lastTag returns the newest release reachable from HEAD: its tag (v*), or,
+// in a clone without tags (a CI checkout of one branch, say), the newest
+// release commit on the first-parent history, whose subject RELEASING.md
+// fixes as "Release vX.Y.Z". It returns the release's name (vX.Y.Z) and the
+// revision to extract. A shallow clone, or one with neither, is an error
+// saying how to fetch the history: skipping the check there would pass what
+// it should fail.
+func lastTag(ctx context.Context, dir string) (name, rev string, err error) {
 	shallow, err := command(ctx, dir, "git", "rev-parse", "--is-shallow-repository")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if strings.TrimSpace(shallow) == "true" {
-		return "", fmt.Errorf("%s is a shallow clone, whose history may not reach the last release tag: run git fetch --tags --unshallow", dir)
+		return "", "", fmt.Errorf("%s is a shallow clone, whose history may not reach the last release tag: run git fetch --tags --unshallow", dir)
 	}
-	tag, err := command(ctx, dir, "git", "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*")
+	tag, tagErr := command(ctx, dir, "git", "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*")
+	if tagErr == nil {
+		tag = strings.TrimSpace(tag)
+		return tag, tag, nil
+	}
+	commits, err := command(ctx, dir, "git", "log", "--first-parent", "--format=%H %s", "-E", "--grep", `^Release v[0-9]+\.[0-9]+\.[0-9]+`)
 	if err != nil {
-		return "", fmt.Errorf("no release tag (v*) is reachable from HEAD, so there is no API to compare with: "+
-			"run git fetch --tags --unshallow (a clone without its tags), or tag the first release as RELEASING.md says: %w", err)
+		return "", "", err
 	}
-	return strings.TrimSpace(tag), nil
+	for line := range strings.Lines(commits) {
+		hash, subject, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if version, ok := strings.CutPrefix(subject, "Release "); ok && releaseName.MatchString(version) {
+			return version, hash, nil
+		}
+	}
+	return "", "", fmt.Errorf("no release tag (v*) and no release commit (subject \"Release vX.Y.Z\") is reachable from HEAD, so there is no API to compare with: "+
+		"run git fetch --tags --unshallow (a clone without its tags), or tag the first release as RELEASING.md says: %w", tagErr)
 }
 
-// extract writes the files of the commit tag names into dir.
-func extract(ctx context.Context, repo, tag, dir string) error {
+// releaseName is the form of a release's name in a release commit's subject.
+var releaseName = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-rc\.[0-9]+)?$`)
+
+// extract writes the files of the revision rev into dir.
+func extract(ctx context.Context, repo, rev, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
 	archive := dir + ".tar"
-	if _, err := command(ctx, repo, "git", "archive", "--format=tar", "-o", archive, tag); err != nil {
+	if _, err := command(ctx, repo, "git", "archive", "--format=tar", "-o", archive, rev); err != nil {
 		return err
 	}
 	_, err := command(ctx, dir, "tar", "-x", "-f", archive)
