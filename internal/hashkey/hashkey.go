@@ -10,6 +10,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"math"
+	"math/big"
 	"math/bits"
 )
 
@@ -78,3 +79,11 @@ func ParseRange(start, end string) (Range, bool) {
 
 // Contains reports whether k is in r.
 func (r Range) Contains(k Key) bool { return k.Cmp(r.Start) >= 0 && k.Cmp(r.End) <= 0 }
+
+// String returns k in decimal, as ListShards writes hash keys.
+func (k Key) String() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], k.Hi)
+	binary.BigEndian.PutUint64(b[8:], k.Lo)
+	return new(big.Int).SetBytes(b[:]).String()
+}
