@@ -323,31 +323,12 @@ func (st *mapState[K, V, S, U]) keyList() []K { return st.keys }
 
 func (st *mapState[K, V, S, U]) mergeKeys(data []byte, keep func(K) bool) error {
 	keys, entries, err := st.decode(data)
-	if err != nil {
-		return err
+	if err == nil {
+		st.keys, st.snap = mergeKeyed(st.keys, st.vals, keys, entries, keep), nil
 	}
-	for i, k := range keys {
-		if !keep(k) {
-			continue
-		}
-		if _, ok := st.vals[k]; !ok {
-			st.keys = append(st.keys, k)
-		}
-		st.vals[k] = entries[i]
-	}
-	st.snap = nil
-	return nil
+	return err
 }
 
 func (st *mapState[K, V, S, U]) removeKeys(drop func(K) bool) {
-	kept := st.keys[:0]
-	for _, k := range st.keys {
-		if drop(k) {
-			delete(st.vals, k)
-		} else {
-			kept = append(kept, k)
-		}
-	}
-	clear(st.keys[len(kept):])
-	st.keys, st.snap = kept, nil
+	st.keys, st.snap = removeKeyed(st.keys, st.vals, drop), nil
 }

@@ -150,6 +150,37 @@ type keyedState[K comparable] interface {
 	removeKeys(drop func(K) bool)
 }
 
+// mergeKeyed adds to a keyed state (keys in order, vals by key) the
+// decoded keys for which keep is true, with their values: a new key after
+// the others, a key it has already replaced. It returns the keys.
+func mergeKeyed[K comparable, E any](keys []K, vals map[K]E, decoded []K, values []E, keep func(K) bool) []K {
+	for i, k := range decoded {
+		if !keep(k) {
+			continue
+		}
+		if _, ok := vals[k]; !ok {
+			keys = append(keys, k)
+		}
+		vals[k] = values[i]
+	}
+	return keys
+}
+
+// removeKeyed removes from a keyed state the keys for which drop is
+// true, and returns the keys left, in order.
+func removeKeyed[K comparable, E any](keys []K, vals map[K]E, drop func(K) bool) []K {
+	kept := keys[:0]
+	for _, k := range keys {
+		if drop(k) {
+			delete(vals, k)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	clear(keys[len(kept):])
+	return kept
+}
+
 // keyedView is the shardView of a keyed state.
 type keyedView[K comparable] struct {
 	x  *shardKeys[K]

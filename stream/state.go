@@ -128,32 +128,14 @@ func (st *keyState[K, V, S]) keyList() []K { return st.keys }
 
 func (st *keyState[K, V, S]) mergeKeys(data []byte, keep func(K) bool) error {
 	keys, states, err := st.decode(data)
-	if err != nil {
-		return err
+	if err == nil {
+		st.keys = mergeKeyed(st.keys, st.vals, keys, states, keep)
 	}
-	for i, k := range keys {
-		if !keep(k) {
-			continue
-		}
-		if _, ok := st.vals[k]; !ok {
-			st.keys = append(st.keys, k)
-		}
-		st.vals[k] = states[i]
-	}
-	return nil
+	return err
 }
 
 func (st *keyState[K, V, S]) removeKeys(drop func(K) bool) {
-	kept := st.keys[:0]
-	for _, k := range st.keys {
-		if drop(k) {
-			delete(st.vals, k)
-		} else {
-			kept = append(kept, k)
-		}
-	}
-	clear(st.keys[len(kept):])
-	st.keys = kept
+	st.keys = removeKeyed(st.keys, st.vals, drop)
 }
 
 // apply updates the state with batch b and remembers the resulting pairs.

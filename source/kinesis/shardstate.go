@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -192,10 +194,7 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string) error 
 // saveAll saves every held shard, reporting failures.
 func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun) {
 	sr.mu.Lock()
-	shards := make([]string, 0, len(sr.held))
-	for s := range sr.held {
-		shards = append(shards, s)
-	}
+	shards := slices.Collect(maps.Keys(sr.held))
 	sr.mu.Unlock()
 	for _, s := range shards {
 		if err := sr.save(ctx, lr, s); err != nil && ctx.Err() == nil {
