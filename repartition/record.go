@@ -67,6 +67,16 @@ func partitionKey(k []byte) string {
 	return hashedKeyPrefix + hex.EncodeToString(sum[:])
 }
 
+// partitionKeyOf returns the partition key the records of key k are
+// written with ("" if the key cannot be encoded: no record of it is).
+func (c codec[K, V]) partitionKeyOf(k K) string {
+	b, err := c.key.Encode([]K{k})
+	if err != nil {
+		return ""
+	}
+	return partitionKey(b)
+}
+
 // decode returns the pair whose record's payload is data.
 func (c codec[K, V]) decode(data []byte) (stream.Pair[K, V], error) {
 	var p stream.Pair[K, V]

@@ -203,7 +203,10 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
 	// The reading side's deduplication: one step, replaced by the
 	// crash-exact Deduplicate of sink/kinesis once it is merged.
-	return stream.Transform(sink.Deduplicate(raw), c.decodeBatch), nil
+	// Every record of a key is read from the shard its partition key
+	// places it in: the stateful operators after ByKey keep their state
+	// per shard, moving with the shard's lease (stream.PartitionedBy).
+	return stream.PartitionedBy(stream.Transform(sink.Deduplicate(raw), c.decodeBatch), c.partitionKeyOf), nil
 }
 
 // create creates the stream name with shards shards unless it exists, and

@@ -1,5 +1,7 @@
 package source
 
+import "context"
+
 // ShardSharer is implemented by a receiver that may share its stream with
 // other worker processes, each reading the shards it holds at the moment,
 // such as weir's Kinesis receiver with leases. The driver asks before it
@@ -12,4 +14,51 @@ type ShardSharer interface {
 	// worker while it runs. A receiver that reads every shard of its
 	// stream, or a fixed part no other worker reads, returns false.
 	SharesShards() bool
+}
+
+// Shard names one shard of a stream and its hash key range, as Kinesis's
+// ListShards gives it (decimal strings): the keys whose partition key's MD5
+// falls in the range are read from the shard.
+type Shard struct {
+	Stream          string
+	ID              string
+	StartingHashKey string
+	EndingHashKey   string
+}
+
+// ShardState is the driver's side of state kept per shard, which a
+// ShardSharer receiver is given in Runtime.ShardState when the pipeline's
+// stateful operators on its records keep their state by the shard each key
+// is read from (stream.PartitionedBy; DESIGN.md, "State per shard"): the
+// receiver stores each shard's state where every worker reads it, so that
+// the state moves with the shard.
+//
+// The receiver must call Load for a shard before it pushes any of the
+// shard's records, and Drop once it stops reading the shard for good
+// (its lease lost or handed off): the driver keeps the state of the keys of
+// the shards loaded, and leaves out of the state the records of any other
+// shard. A receiver that checkpoints a shard must not checkpoint past the
+// position (upTo) of the last snapshot it stored, so that a successor that
+// loads the snapshot and reads after the checkpoint or the snapshot,
+// whichever is later, sees every record once in the state.
+//
+// The methods are safe for concurrent use; each waits for the batch
+// running, if any, to complete.
+type ShardState interface {
+	// Shape identifies the pipeline's operators keeping state per shard
+	// and their encoding: a snapshot of another shape must not be loaded.
+	Shape() string
+	// Snapshot returns the encoded state of the shard's keys after the
+	// last completed batch, and the greatest sequence number of the
+	// shard's records in completed batches, which the state reflects
+	// ("" if none completed since the shard was loaded: the state is the
+	// one loaded).
+	Snapshot(ctx context.Context, shard Shard) (data []byte, upTo string, err error)
+	// Load replaces the state of the shard's keys with the state of those
+	// keys in each of data: the shard's own snapshot, or, for a shard made
+	// by a split or a merge, its parents' (each restricted to the shard's
+	// hash key range). No data loads an empty state.
+	Load(ctx context.Context, shard Shard, data ...[]byte) error
+	// Drop forgets the state of the shard's keys.
+	Drop(ctx context.Context, shard Shard) error
 }

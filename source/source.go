@@ -110,6 +110,12 @@ type Runtime[T any] struct {
 	// error means the Run is failing. Safe for concurrent use. Nil when the
 	// driver keeps no log.
 	ShardFinished func(ctx context.Context, stream, shard string) error
+	// ShardState, when not nil, is the driver's state kept per shard of
+	// this receiver's records (see ShardState): a ShardSharer whose
+	// SharesShards is true is given one when the pipeline's stateful
+	// operators on its records keep their state by shard. Nil: the driver
+	// keeps no state per shard of this source.
+	ShardState ShardState
 	// Observe registers hook, a CompletionObserver, a BatchObserver or
 	// both, with the driver, which then reports to it as to a receiver
 	// that is one itself: a receiver keeps its hooks off its own method

@@ -160,7 +160,7 @@ type Config struct {
 	// of the records it read, so a key whose records come from shards held
 	// by several workers has a partial state on each, and a shard whose
 	// lease moves leaves its keys' history with the worker that read it
-	// before (DESIGN.md, "On a fleet, today"). Set it for a fleet of one
+	// before (DESIGN.md, "State per worker"). Set it for a fleet of one
 	// worker, or when the outputs combine the workers' partial states
 	// themselves (sums written as additive updates). Default: false.
 	AllowSplitState bool

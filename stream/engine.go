@@ -48,6 +48,16 @@ type engine struct {
 	state *stateKeeper // set by openState with a recovery log and stateful operators
 	pre   *prefetcher  // set by runGraph when recovered batches have blocks to recompute
 
+	// State per shard (pershard.go): by source index, the operators'
+	// side given to its receiver (nil for a source without); the batch
+	// loop runs betweenc's functions between two batches, and closes
+	// loopDone when it ends, after which between runs them at once,
+	// one at a time (afterLoop).
+	shardStates []*shardStates
+	betweenc    chan func()
+	loopDone    chan struct{}
+	afterLoop   sync.Mutex
+
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
@@ -94,6 +104,14 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		bus:     newBus(p.cfg.Listeners),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
+		betweenc:  make(chan func()),
+		loopDone:  make(chan struct{}),
+	}
+	if plan := p.planShards(); len(plan) > 0 {
+		e.shardStates = make([]*shardStates, len(p.sources))
+		for i, nodes := range plan {
+			e.shardStates[i] = newShardStates(e, i, nodes)
+		}
 	}
 	reachable := make([]bool, len(p.nodes))
 	var mark func(n *node)
@@ -455,10 +473,13 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 // runLoop runs the queued batches in order until ctx is done or e.jobs is
 // closed. A batch that fails because the Run is stopping is not an error.
 func (e *engine) runLoop(ctx context.Context) error {
+	defer close(e.loopDone)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case f := <-e.betweenc:
+			f()
 		case j, ok := <-e.jobs:
 			if !ok || ctx.Err() != nil {
 				return nil
@@ -574,6 +595,9 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 	}
 	for i, s := range e.sources {
 		s.complete(ctx, j.blocks[i])
+		if e.shardStates != nil && e.shardStates[i] != nil {
+			e.shardStates[i].completed(j.blocks[i])
+		}
 	}
 	return nil
 }

@@ -131,6 +131,9 @@ type mapState[K comparable, V, S, U any] struct {
 	snap      *batch.Batch[Pair[K, S]] // made by snapshots, for the batch of out
 	snapsNode *node                    // the snapshots stream's
 	state     State[S]                 // the State of the current call
+	// shards, when the state is kept per shard (pershard.go), places the
+	// keys; the pairs of a new key of a shard not loaded are left out.
+	shards *shardKeys[K]
 }
 
 // call calls f for key with its state and applies what f did to it.
@@ -170,6 +173,11 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 	t := b.Time()
 	out := make([]U, 0, b.Len())
 	for kv := range b.All() {
+		if st.shards != nil {
+			if _, ok := st.vals[kv.Key]; !ok && !st.shards.owns(kv.Key) {
+				continue
+			}
+		}
 		if err := st.call(t, kv.Key, kv.Value, false, &out); err != nil {
 			return err
 		}
@@ -248,16 +256,20 @@ func (st *mapState[K, V, S, U]) check() error {
 }
 
 // snapshot encodes the keys in order, their states and last value times.
-func (st *mapState[K, V, S, U]) snapshot() ([]byte, error) {
+func (st *mapState[K, V, S, U]) snapshot() ([]byte, error) { return st.encodeKeys(st.keys) }
+
+// encodeKeys encodes the last value times of keys, the keys, in order,
+// then their states.
+func (st *mapState[K, V, S, U]) encodeKeys(keys []K) ([]byte, error) {
 	var w snapWriter
-	w.uint(uint64(len(st.keys)))
-	states := make([]S, len(st.keys))
-	for i, k := range st.keys {
+	w.uint(uint64(len(keys)))
+	states := make([]S, len(keys))
+	for i, k := range keys {
 		e := st.vals[k]
 		states[i] = e.v
 		w.int(int64(e.last))
 	}
-	if err := snapValues(&w, st.kc, st.keys); err != nil {
+	if err := snapValues(&w, st.kc, keys); err != nil {
 		return nil, err
 	}
 	if err := snapValues(&w, st.sc, states); err != nil {
@@ -266,7 +278,8 @@ func (st *mapState[K, V, S, U]) snapshot() ([]byte, error) {
 	return w.buf, nil
 }
 
-func (st *mapState[K, V, S, U]) restore(data []byte) error {
+// decode decodes what encodeKeys encoded.
+func (st *mapState[K, V, S, U]) decode(data []byte) ([]K, []*keyEntry[S], error) {
 	r := &snapReader{buf: data}
 	lasts := make([]batch.Time, r.count())
 	for i := range lasts {
@@ -275,11 +288,47 @@ func (st *mapState[K, V, S, U]) restore(data []byte) error {
 	keys := snapRead(r, st.kc, len(lasts))
 	states := snapRead(r, st.sc, len(lasts))
 	if err := r.done(); err != nil {
+		return nil, nil, err
+	}
+	entries := make([]*keyEntry[S], len(keys))
+	for i := range keys {
+		entries[i] = &keyEntry[S]{v: states[i], last: lasts[i]}
+	}
+	return keys, entries, nil
+}
+
+func (st *mapState[K, V, S, U]) restore(data []byte) error {
+	keys, entries, err := st.decode(data)
+	if err != nil {
 		return err
 	}
 	st.keys, st.vals, st.out, st.snap = keys, make(map[K]*keyEntry[S], len(keys)), nil, nil
 	for i, k := range keys {
-		st.vals[k] = &keyEntry[S]{v: states[i], last: lasts[i]}
+		st.vals[k] = entries[i]
 	}
 	return nil
+}
+
+// byShard implements shardKeyed.
+func (st *mapState[K, V, S, U]) byShard(n *node) shardView {
+	if st.shards = newShardKeys[K](n); st.shards == nil {
+		return nil
+	}
+	return keyedView[K]{x: st.shards, st: st}
+}
+
+// keyList returns the keys with state, in order (compacted: keys may hold
+// removed keys only during a batch).
+func (st *mapState[K, V, S, U]) keyList() []K { return st.keys }
+
+func (st *mapState[K, V, S, U]) mergeKeys(data []byte, keep func(K) bool) error {
+	keys, entries, err := st.decode(data)
+	if err == nil {
+		st.keys, st.snap = mergeKeyed(st.keys, st.vals, keys, entries, keep), nil
+	}
+	return err
+}
+
+func (st *mapState[K, V, S, U]) removeKeys(drop func(K) bool) {
+	st.keys, st.snap = removeKeyed(st.keys, st.vals, drop), nil
 }

@@ -130,6 +130,7 @@ func (p *Pipeline) validateLocked() error {
 	problems := slices.Clone(p.graphErrs)
 	problems = append(problems, p.stateProblemsLocked()...)
 	problems = append(problems, p.splitProblemsLocked()...)
+	problems = append(problems, p.shardProblemsLocked()...)
 	if len(p.outputs) == 0 {
 		problems = append(problems, errors.New("no output: add ForEach, ForEachBatch or Print to a stream before Run"))
 	}

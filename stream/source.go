@@ -202,6 +202,9 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 		},
 		Observe: s.register,
 	}
+	if e.shardStates != nil && e.shardStates[s.idx] != nil {
+		rt.ShardState = e.shardStates[s.idx]
+	}
 	defer s.stopHolding()
 	return s.r.Start(ctx, rt)
 }

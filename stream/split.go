@@ -32,10 +32,11 @@ var ErrSplitState = errors.New("stream: state would be split across workers")
 // It lets a stateful operator run on the records of a source that shares
 // its shards with other workers, which Run otherwise refuses
 // (ErrSplitState): each key's state is then kept by the one worker reading
-// the key's shard. State is still per worker (DESIGN.md, "On a fleet,
-// today"): when a shard's lease moves to another worker, or the shard is
+// the key's shard. State is still per worker (DESIGN.md, "State per
+// worker"): when a shard's lease moves to another worker, or the shard is
 // split or merged, the new reader starts the shard's keys without their
-// history.
+// history. PartitionedBy, which says how keys are placed, keeps the state
+// per shard instead, moving with the shard.
 //
 // Given to MapWithState, it declares the operator's own keys partitioned:
 // every record of a key comes from one shard (a key that is the record's

@@ -63,6 +63,9 @@ type keyState[K comparable, V, S any] struct {
 	// groups indexes the keys of a batch, with their numbers of values,
 	// kept from batch to batch as a shuffle's map tasks are.
 	groups *combined[K, int32]
+	// shards, when the state is kept per shard (pershard.go), places the
+	// keys; a new key of a shard not loaded gets no state.
+	shards *shardKeys[K]
 }
 
 // quiet: with no key, update is not called for an empty batch.
@@ -73,14 +76,17 @@ func (st *keyState[K, V, S]) check() error {
 }
 
 // snapshot encodes the keys, in order, then their states.
-func (st *keyState[K, V, S]) snapshot() ([]byte, error) {
+func (st *keyState[K, V, S]) snapshot() ([]byte, error) { return st.encodeKeys(st.keys) }
+
+// encodeKeys encodes keys, in order, then their states.
+func (st *keyState[K, V, S]) encodeKeys(keys []K) ([]byte, error) {
 	var w snapWriter
-	w.uint(uint64(len(st.keys)))
-	states := make([]S, len(st.keys))
-	for i, k := range st.keys {
+	w.uint(uint64(len(keys)))
+	states := make([]S, len(keys))
+	for i, k := range keys {
 		states[i] = st.vals[k]
 	}
-	if err := snapValues(&w, st.kc, st.keys); err != nil {
+	if err := snapValues(&w, st.kc, keys); err != nil {
 		return nil, err
 	}
 	if err := snapValues(&w, st.sc, states); err != nil {
@@ -89,19 +95,47 @@ func (st *keyState[K, V, S]) snapshot() ([]byte, error) {
 	return w.buf, nil
 }
 
-func (st *keyState[K, V, S]) restore(data []byte) error {
+// decode decodes what encodeKeys encoded.
+func (st *keyState[K, V, S]) decode(data []byte) ([]K, []S, error) {
 	r := &snapReader{buf: data}
 	n := r.count()
 	keys := snapRead(r, st.kc, n)
 	states := snapRead(r, st.sc, n)
-	if err := r.done(); err != nil {
+	return keys, states, r.done()
+}
+
+func (st *keyState[K, V, S]) restore(data []byte) error {
+	keys, states, err := st.decode(data)
+	if err != nil {
 		return err
 	}
-	st.keys, st.vals, st.last = keys, make(map[K]S, n), nil
+	st.keys, st.vals, st.last = keys, make(map[K]S, len(keys)), nil
 	for i, k := range keys {
 		st.vals[k] = states[i]
 	}
 	return nil
+}
+
+// byShard implements shardKeyed.
+func (st *keyState[K, V, S]) byShard(n *node) shardView {
+	if st.shards = newShardKeys[K](n); st.shards == nil {
+		return nil
+	}
+	return keyedView[K]{x: st.shards, st: st}
+}
+
+func (st *keyState[K, V, S]) keyList() []K { return st.keys }
+
+func (st *keyState[K, V, S]) mergeKeys(data []byte, keep func(K) bool) error {
+	keys, states, err := st.decode(data)
+	if err == nil {
+		st.keys = mergeKeyed(st.keys, st.vals, keys, states, keep)
+	}
+	return err
+}
+
+func (st *keyState[K, V, S]) removeKeys(drop func(K) bool) {
+	st.keys = removeKeyed(st.keys, st.vals, drop)
 }
 
 // apply updates the state with batch b and remembers the resulting pairs.
@@ -148,6 +182,9 @@ func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
 			continue
 		}
 		k := g.pairs[i].Key
+		if !st.shards.owns(k) {
+			continue
+		}
 		if ns, keep := st.update(k, values(int32(i)), zero, false); keep {
 			st.vals[k] = ns
 			st.keys = append(st.keys, k)

@@ -64,6 +64,10 @@ type node struct {
 	// PartitionedByKey): the node is accepted on a source sharing its
 	// shards, and its output is not thereby declared partitioned.
 	keyedByShard bool
+	// partitionKey is the func(K) string a PartitionedBy declared, and
+	// shardView the node's state kept per shard, if it is (pershard.go).
+	partitionKey any
+	shardView    shardView
 }
 
 // String names the node in error messages, such as "Window (stream 3)".

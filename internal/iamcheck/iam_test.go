@@ -56,7 +56,7 @@ const provisioningPolicy = "provisioning.json"
 // provisioningCalls are the actions provisioningPolicy must grant, each
 // with the tests whose runs call it (and check that they do).
 var provisioningCalls = map[string]string{
-	"dynamodb:CreateTable":             "TestLeasesPolicy, TestRecoveryLogPolicy",
+	"dynamodb:CreateTable":             "TestLeasesPolicy, TestRecoveryLogPolicy, TestShardStatePolicy",
 	"kinesis:RegisterStreamConsumer":   "TestFanoutPolicy",
 	"kinesis:DeregisterStreamConsumer": "TestFanoutPolicy (with DeregisterOnStop)",
 }

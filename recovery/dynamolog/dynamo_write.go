@@ -278,7 +278,6 @@ func (l *dynamoLog) deleteBatch(ctx context.Context, seqs []int64) error {
 // first: a local server or a new table on AWS is ready within tens of
 // milliseconds to seconds); BatchWriteItem's are dynamochunk's.
 var (
-	tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
 	// putWait paces the retries of a put of unknown outcome (after the
 	// client's own retries): up to 5 s apart, so an outage of any length
 	// costs DynamoDB little and the log goes on within seconds of its end.
@@ -298,68 +297,12 @@ func (l *dynamoLog) Close() error {
 // ensureTable creates the table if it does not exist, waits until it is
 // active, and checks its key.
 func (l *dynamoLog) ensureTable(ctx context.Context) error {
-	c, table := l.client, l.table
-	created := false
-	wait := tableWait.Start()
-	for attempt := 0; ; attempt++ {
-		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-		var nf *types.ResourceNotFoundException
-		switch {
-		case errors.As(err, &nf) && !created:
-			if err := createTable(ctx, c, table); err != nil {
-				return err
-			}
-			created = true
-			continue
-		case errors.As(err, &nf):
-		case err != nil:
-			return fmt.Errorf("dynamolog: describe table %s: %w", table, err)
-		case out.Table.TableStatus == types.TableStatusActive:
-			return checkKey(table, out.Table.KeySchema)
-		}
-		if attempt == 60 {
-			return fmt.Errorf("dynamolog: table %s is not active after %d attempts", table, attempt+1)
-		}
-		if err := wait.Wait(ctx, l.clock); err != nil {
-			return err
-		}
-	}
-}
-
-func createTable(ctx context.Context, c Client, table string) error {
-	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrLog), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrSeq), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrLog), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSeq), KeyType: types.KeyTypeRange},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("dynamolog: create table %s: %w", table, err)
-	}
-	return nil
-}
-
-// checkKey refuses a table whose key is not (log, seq).
-func checkKey(table string, ks []types.KeySchemaElement) error {
-	var hash, rng string
-	for _, k := range ks {
-		switch k.KeyType {
-		case types.KeyTypeHash:
-			hash = aws.ToString(k.AttributeName)
-		case types.KeyTypeRange:
-			rng = aws.ToString(k.AttributeName)
-		}
-	}
-	if hash != attrLog || rng != attrSeq {
-		return fmt.Errorf("%w: Table %s has key (%q, %q); a recovery log table needs partition key %q "+
-			"(string) and sort key %q (number): use another table name", recovery.ErrInvalidConfig, table, hash, rng, attrLog, attrSeq)
+	err := dynamochunk.EnsureTable(ctx, l.client, l.clock, l.table, attrLog, attrSeq, "recovery log table")
+	switch {
+	case errors.Is(err, dynamochunk.ErrTableKey):
+		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, err)
+	case err != nil:
+		return fmt.Errorf("dynamolog: %w", err)
 	}
 	return nil
 }

@@ -26,10 +26,11 @@ import (
 //
 // Its state is kept by shard, so it is accepted on a receiver with leases
 // (it is declared stream.PartitionedByKey; the stateful operators after it
-// are checked as any). But on a fleet whose leases move, a shard's state
-// does not move with its lease yet: the new owner keeps the copies the old
-// owner's state would have dropped (duplicates, never losses); see
-// DESIGN.md, "Writing to Kinesis".
+// are checked as any). On a receiver with leases its state is kept per
+// shard and moves with the shard's lease (stream.PartitionedBy, DESIGN.md,
+// "On a fleet: state per shard"), without Config.Recovery. A reshard's
+// children start with empty filters: a copy of a record written to the
+// parent and again to a child is kept (a duplicate, never a loss).
 func Deduplicate(s *stream.Stream[source.Record]) *stream.Stream[source.Record] {
 	byShard := stream.Map(s, func(r source.Record) stream.Pair[string, source.Record] {
 		return stream.Pair[string, source.Record]{Key: r.ShardID, Value: r}

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"crypto/md5"
 	"encoding/binary"
+	"github.com/weirstream/weir/internal/hashkey"
 	"log/slog"
 	"math/big"
 	"os"
@@ -149,7 +150,7 @@ func FuzzConvert(f *testing.F) {
 
 // lowerHalf is the hash key range of the first child of a shard holding
 // every key split in two.
-var lowerHalf = hashRange{end: hashKey{1<<63 - 1, 1<<64 - 1}}
+var lowerHalf = hashRange{End: hashKey{Hi: 1<<63 - 1, Lo: 1<<64 - 1}}
 
 // checkConverted checks what convert made of page, read from a shard whose
 // hash key range is keys: for each record in order, either the record
@@ -225,7 +226,7 @@ func checkConverted(t *testing.T, page []types.Record, keys hashRange, out []Rec
 // inRange reports whether a shard whose range is keys keeps ur: its hash
 // key is in keys, or it has an explicit hash key that is not one.
 func inRange(keys hashRange, ur kpl.UserRecord) bool {
-	k := partitionHashKey(ur.PartitionKey)
+	k := hashkey.Of(ur.PartitionKey)
 	if ur.ExplicitHashKey != "" {
 		ehk, ok := new(big.Int).SetString(ur.ExplicitHashKey, 10)
 		if !ok || ehk.Sign() < 0 || ehk.BitLen() > 128 || strings.ContainsAny(ur.ExplicitHashKey, "+-_") {
@@ -233,9 +234,9 @@ func inRange(keys hashRange, ur kpl.UserRecord) bool {
 		}
 		var b [16]byte
 		ehk.FillBytes(b[:])
-		k = hashKey{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+		k = hashKey{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
 	}
-	return k.cmp(keys.start) >= 0 && k.cmp(keys.end) <= 0
+	return keys.Contains(k)
 }
 
 // within reports whether sub lies in the memory of whole.

@@ -54,11 +54,21 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if !lr.allAddedCompleted(shard) {
 			lr.log.Warn("kinesis: the records read of a shard asked for did not complete in time; the new owner reads them again", "shard", shard)
 		}
+		if lr.state != nil {
+			// The snapshot first: the last checkpoint stops at it, and the
+			// new owner loads it.
+			if err := lr.state.save(ctx, lr, shard); err != nil && ctx.Err() == nil {
+				lr.stateFailed(shard, err)
+			}
+		}
 		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) && ctx.Err() == nil {
 			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
 		}
 		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
 			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
+		}
+		if lr.state != nil {
+			lr.state.drop(ctx, lr, shard)
 		}
 		lr.forget(shard)
 		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)

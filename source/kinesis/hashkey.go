@@ -1,79 +1,22 @@
 package kinesis
 
 import (
-	"cmp"
 	"context"
-	"crypto/md5"
-	"encoding/binary"
+	"github.com/weirstream/weir/internal/hashkey"
 	"log/slog"
-	"math"
-	"math/bits"
 	"sync"
 
 	"github.com/weirstream/weir/internal/kpl"
 )
 
-// hashKey is a Kinesis hash key: an unsigned 128-bit number.
-type hashKey struct{ hi, lo uint64 }
-
-func (a hashKey) cmp(b hashKey) int {
-	if c := cmp.Compare(a.hi, b.hi); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.lo, b.lo)
-}
-
-// parseHashKey parses a decimal hash key, as ListShards returns them and
-// the KPL writes explicit hash keys: digits only, at most 2^128-1.
-func parseHashKey(s string) (hashKey, bool) {
-	if s == "" {
-		return hashKey{}, false
-	}
-	var k hashKey
-	for i := range len(s) {
-		d := s[i]
-		if d < '0' || d > '9' {
-			return hashKey{}, false
-		}
-		// k = k*10 + d, failing on overflow.
-		carry, hi := bits.Mul64(k.hi, 10)
-		if carry != 0 {
-			return hashKey{}, false
-		}
-		loHi, lo := bits.Mul64(k.lo, 10)
-		hi, c1 := bits.Add64(hi, loHi, 0)
-		lo, c2 := bits.Add64(lo, uint64(d-'0'), 0)
-		hi, c3 := bits.Add64(hi, c2, 0)
-		if c1 != 0 || c3 != 0 {
-			return hashKey{}, false
-		}
-		k = hashKey{hi, lo}
-	}
-	return k, true
-}
-
-// partitionHashKey is the hash key Kinesis gives a partition key: the MD5
-// digest of its UTF-8 bytes, big-endian.
-func partitionHashKey(partitionKey string) hashKey {
-	sum := md5.Sum([]byte(partitionKey))
-	return hashKey{binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:])}
-}
-
-// hashRange is a shard's hash key range, both ends included.
-type hashRange struct{ start, end hashKey }
+// hashKey and hashRange are Kinesis hash keys and a shard's range of them.
+type (
+	hashKey   = hashkey.Key
+	hashRange = hashkey.Range
+)
 
 // fullHashRange holds every hash key: nothing is outside it.
-var fullHashRange = hashRange{end: hashKey{math.MaxUint64, math.MaxUint64}}
-
-// parseHashRange parses a shard's hash key range as ListShards returns it.
-func parseHashRange(start, end string) (hashRange, bool) {
-	s, ok1 := parseHashKey(start)
-	e, ok2 := parseHashKey(end)
-	if !ok1 || !ok2 || s.cmp(e) > 0 {
-		return hashRange{}, false
-	}
-	return hashRange{s, e}, true
-}
+var fullHashRange = hashkey.Full
 
 // keep removes from urs, the user records of one KPL aggregate read from
 // a shard whose range is r, those whose hash key is outside r, and returns
@@ -88,7 +31,7 @@ func parseHashRange(start, end string) (hashRange, bool) {
 // counts the others as put (retrier.cc, succeed_if_correct_shard), so
 // dropping them would lose them. An explicit hash key that is not a
 // decimal number of at most 128 bits cannot be placed: its record is kept.
-func (r hashRange) keep(urs []kpl.UserRecord) ([]kpl.UserRecord, int) {
+func keepInRange(r hashRange, urs []kpl.UserRecord) ([]kpl.UserRecord, int) {
 	if r == fullHashRange {
 		return urs, 0
 	}
@@ -101,17 +44,17 @@ func (r hashRange) keep(urs []kpl.UserRecord) ([]kpl.UserRecord, int) {
 		switch {
 		case ur.ExplicitHashKey != "":
 			var ok bool
-			if k, ok = parseHashKey(ur.ExplicitHashKey); !ok {
+			if k, ok = hashkey.Parse(ur.ExplicitHashKey); !ok {
 				kept = append(kept, ur)
 				continue
 			}
 		case hashed && ur.PartitionKey == lastKey: // aggregates often repeat a key
 			k = lastHash
 		default:
-			k = partitionHashKey(ur.PartitionKey)
+			k = hashkey.Of(ur.PartitionKey)
 			lastKey, lastHash, hashed = ur.PartitionKey, k, true
 		}
-		if k.cmp(r.start) >= 0 && k.cmp(r.end) <= 0 {
+		if r.Contains(k) {
 			kept = append(kept, ur)
 		}
 	}
@@ -135,7 +78,7 @@ func (c *shardRanges) note(stream string, shards []shardInfo) {
 		c.m = make(map[[2]string]hashRange)
 	}
 	for _, s := range shards {
-		if r, ok := parseHashRange(s.StartingHashKey, s.EndingHashKey); ok {
+		if r, ok := hashkey.ParseRange(s.StartingHashKey, s.EndingHashKey); ok {
 			c.m[[2]string{stream, s.ID}] = r
 		}
 	}

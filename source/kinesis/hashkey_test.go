@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"github.com/weirstream/weir/internal/hashkey"
 	"log/slog"
 	"math/big"
 	"strconv"
@@ -42,13 +43,13 @@ func TestParseHashKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			k, ok := parseHashKey(tt.in)
+			k, ok := hashkey.Parse(tt.in)
 			got := ""
 			if ok {
 				got = keyString(k)
 			}
 			if got != tt.want {
-				t.Errorf("parseHashKey(%q) = %q, %v; want %q", tt.in, got, ok, tt.want)
+				t.Errorf("hashkey.Parse(%q) = %q, %v; want %q", tt.in, got, ok, tt.want)
 			}
 		})
 	}
@@ -56,8 +57,8 @@ func TestParseHashKey(t *testing.T) {
 
 // keyString formats k in decimal.
 func keyString(k hashKey) string {
-	v := new(big.Int).Lsh(new(big.Int).SetUint64(k.hi), 64)
-	return v.Or(v, new(big.Int).SetUint64(k.lo)).String()
+	v := new(big.Int).Lsh(new(big.Int).SetUint64(k.Hi), 64)
+	return v.Or(v, new(big.Int).SetUint64(k.Lo)).String()
 }
 
 func TestPartitionHashKey(t *testing.T) {
@@ -65,22 +66,22 @@ func TestPartitionHashKey(t *testing.T) {
 		keyInLower: "16955237001963240173058271559858726497",  // 0x0cc175b9c0f1b6a831c399e269772661
 		keyInUpper: "195289424170611159128911017612795795343", // 0x92eb5ffee6ae2fec3ad71c777531578f
 	} {
-		if got := keyString(partitionHashKey(key)); got != want {
-			t.Errorf("partitionHashKey(%q) = %s, want %s", key, got, want)
+		if got := keyString(hashkey.Of(key)); got != want {
+			t.Errorf("hashkey.Of(%q) = %s, want %s", key, got, want)
 		}
 	}
 }
 
 func TestParseHashRange(t *testing.T) {
-	if r, ok := parseHashRange("0", maxKey); !ok || r != fullHashRange {
-		t.Errorf("parseHashRange(0, 2^128-1) = %+v, %v; want the full range", r, ok)
+	if r, ok := hashkey.ParseRange("0", maxKey); !ok || r != fullHashRange {
+		t.Errorf("hashkey.ParseRange(0, 2^128-1) = %+v, %v; want the full range", r, ok)
 	}
-	if r, ok := parseHashRange("0", lowerEnd); !ok || r != lowerHalf {
-		t.Errorf("parseHashRange(0, 2^127-1) = %+v, %v; want the lower half", r, ok)
+	if r, ok := hashkey.ParseRange("0", lowerEnd); !ok || r != lowerHalf {
+		t.Errorf("hashkey.ParseRange(0, 2^127-1) = %+v, %v; want the lower half", r, ok)
 	}
 	for _, bad := range [][2]string{{"", maxKey}, {"0", ""}, {upperStart, lowerEnd}, {"0", notAHashKey}} {
-		if r, ok := parseHashRange(bad[0], bad[1]); ok {
-			t.Errorf("parseHashRange(%q, %q) = %+v, want not ok", bad[0], bad[1], r)
+		if r, ok := hashkey.ParseRange(bad[0], bad[1]); ok {
+			t.Errorf("hashkey.ParseRange(%q, %q) = %+v, want not ok", bad[0], bad[1], r)
 		}
 	}
 }
@@ -89,7 +90,7 @@ func TestParseHashRange(t *testing.T) {
 // keeps: those whose hash key (explicit, else the MD5 of the partition
 // key) is in its range, ends included.
 func TestHashRangeKeep(t *testing.T) {
-	upper, _ := parseHashRange(upperStart, maxKey)
+	upper, _ := hashkey.ParseRange(upperStart, maxKey)
 	ur := func(pk, ehk string) kpl.UserRecord {
 		return kpl.UserRecord{PartitionKey: pk, ExplicitHashKey: ehk, Data: []byte(pk + "/" + ehk)}
 	}
@@ -112,7 +113,7 @@ func TestHashRangeKeep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kept, out := tt.keys.keep(tt.recs)
+			kept, out := keepInRange(tt.keys, tt.recs)
 			var got []string
 			for _, r := range kept {
 				got = append(got, string(r.Data))
@@ -165,7 +166,7 @@ func TestConvertFiltersByHashRange(t *testing.T) {
 // the hash key filter off for every reader and Recompute alike, without a
 // shard listing: the client, nil here, is never called.
 func TestKeepOutOfRangeRecords(t *testing.T) {
-	lower, ok := parseHashRange("0", lowerEnd)
+	lower, ok := hashkey.ParseRange("0", lowerEnd)
 	if !ok {
 		t.Fatal("the lower half does not parse")
 	}

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/internal/shardstate"
 	"github.com/weirstream/weir/source"
 )
 
@@ -30,6 +32,7 @@ type leaseRun struct {
 	cfg    leasetable.Config
 	coord  *lease.Coordinator
 	cp     *checkpointer.Checkpointer
+	state  *stateRun // state per shard, nil without (shardstate.go)
 	report func(error)
 	log    *slog.Logger
 
@@ -41,6 +44,7 @@ type leaseRun struct {
 	ending  map[string]string    // drained shards waiting for completion -> what must complete (run.endSeq)
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
+	fatal   error                // stops the receiver (assign returns it)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -85,6 +89,9 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: checkpointer: %w", err)
 	}
+	if lr.state, err = newStateRun(rt.ShardState, db, cfg.TableName, cfg.TableName, lr); err != nil {
+		return nil, err
+	}
 	lr.coord, err = lease.NewCoordinator(lease.CoordinatorConfig{
 		Config:     cfg,
 		ListShards: lr.listShards, ShardSyncInterval: rn.cfg.ShardSyncInterval,
@@ -121,7 +128,11 @@ func (lr *leaseRun) listShards(ctx context.Context) ([]lease.ShardInfo, error) {
 // holds the blocks, so records stored but not completed past the
 // checkpoint would be lost if their worker never came back with that log.
 func (lr *leaseRun) latest(shard string) (string, bool) {
-	return lr.rn.r.progress.latestCompleted(shard)
+	seq, ok := lr.rn.r.progress.latestCompleted(shard)
+	if ok && lr.state != nil {
+		return lr.state.capped(shard, seq)
+	}
+	return seq, ok
 }
 
 // queue queues ev for the assigner goroutine. It never blocks.
@@ -159,6 +170,14 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 		}
 	})
 	wg.Go(func() { _ = lr.cp.Run(leaseCtx) }) // returns ctx.Err(), or nil after Close
+	if lr.state != nil {
+		if err := lr.state.ensureTable(ctx, lr); err != nil {
+			cancelLeases()
+			wg.Wait()
+			return err
+		}
+		wg.Go(func() { lr.state.saveLoop(leaseCtx, lr) })
+	}
 	err := lr.rn.serve(serveCtx, stop, lr)
 	if err == nil && serveCtx.Err() == nil {
 		lr.shutdown(ctx)
@@ -185,6 +204,12 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 		lr.handleEvents(ctx, c)
 		lr.finishEnded(ctx)
 		lr.finishHandoffs(ctx)
+		lr.mu.Lock()
+		fatal := lr.fatal
+		lr.mu.Unlock()
+		if fatal != nil {
+			return fatal
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -255,6 +280,23 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		return
 	}
 	pos := lr.position(l)
+	if lr.state != nil {
+		at, err := lr.state.load(ctx, lr, l)
+		if err != nil {
+			if errors.Is(err, shardstate.ErrFenced) || ctx.Err() != nil {
+				log.Warn("kinesis: another worker took the state of a newly leased shard; not reading it", "err", err)
+			} else {
+				lr.mu.Lock()
+				lr.fatal = cmp.Or(lr.fatal, err)
+				lr.mu.Unlock()
+			}
+			_ = lr.cp.Remove(ctx, l.Shard, nil)
+			return
+		}
+		if at != "" && pos.after(at) {
+			pos = position{After: at}
+		}
+	}
 	hooks := readerHooks{
 		guard:  func() bool { return lr.coord.Holds(l.Shard) },
 		failed: func(err error) error { return lr.readerFailed(l, pos, err) },
@@ -282,6 +324,9 @@ func (lr *leaseRun) lose(ctx context.Context, c *control, shard string) {
 	}
 	if err := lr.cp.Remove(ctx, shard, nil); err != nil {
 		lr.log.Warn("kinesis: unregistering a lost shard", "shard", shard, "err", err)
+	}
+	if lr.state != nil {
+		lr.state.drop(ctx, lr, shard)
 	}
 	lr.forget(shard)
 	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
@@ -365,6 +410,15 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 		}
 	}
 	for _, shard := range ready {
+		if lr.state != nil {
+			// The shard's last state, which its children start from.
+			if err := lr.state.save(ctx, lr, shard); err != nil {
+				if ctx.Err() == nil {
+					lr.stateFailed(shard, err)
+				}
+				continue
+			}
+		}
 		err := lr.cp.MarkShardEnd(ctx, shard, lr.coord)
 		if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
 			if ctx.Err() == nil {
@@ -376,6 +430,9 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 		delete(lr.ending, shard)
 		delete(lr.owned, shard)
 		lr.mu.Unlock()
+		if lr.state != nil {
+			lr.state.drop(ctx, lr, shard)
+		}
 		if err != nil {
 			continue
 		}
@@ -404,6 +461,10 @@ func (lr *leaseRun) shutdown(ctx context.Context) {
 	lr.handleEvents(ctx, nil)
 	lr.finishEnded(ctx)
 	lr.handleEvents(ctx, nil)
+	if lr.state != nil {
+		// The snapshots first: the last checkpoints stop at them.
+		lr.state.saveAll(ctx, lr)
+	}
 	if err := lr.cp.Close(ctx); err != nil {
 		lr.report(fmt.Errorf("kinesis: final checkpoints: %w", err))
 	}

@@ -415,7 +415,7 @@ func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Log
 		}
 		if aggregated {
 			var outside int
-			urs, outside = keys.keep(urs)
+			urs, outside = keepInRange(keys, urs)
 			conv.outside += outside
 		}
 		if split == nil {

@@ -1,0 +1,99 @@
+package dynamochunk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/backoff"
+)
+
+// TableClient is the part of *dynamodb.Client EnsureTable uses.
+type TableClient interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// ErrTableKey is wrapped by the error EnsureTable returns for a table whose
+// key is not (hash, sort).
+var ErrTableKey = errors.New("table key")
+
+// tableWait paces the checks of a table being created.
+var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second}
+
+// EnsureTable creates table, on demand (PAY_PER_REQUEST), with partition
+// key hash (string) and sort key sort (number) if it does not exist,
+// waits until it is ACTIVE (61 checks, backing off on clk), and checks its
+// key: a table of another key is an error wrapping ErrTableKey. what names
+// the table's use in errors ("recovery log table").
+func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string) error {
+	created := false
+	wait := tableWait.Start()
+	for attempt := 0; ; attempt++ {
+		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &nf) && !created:
+			if err := createTable(ctx, c, table, hash, sort); err != nil {
+				return err
+			}
+			created = true
+			continue
+		case errors.As(err, &nf):
+		case err != nil:
+			return fmt.Errorf("describe table %s: %w", table, err)
+		case out.Table.TableStatus == types.TableStatusActive:
+			return checkKey(table, out.Table.KeySchema, hash, sort, what)
+		}
+		if attempt == 60 {
+			return fmt.Errorf("table %s is not active after %d attempts", table, attempt+1)
+		}
+		if err := wait.Wait(ctx, clk); err != nil {
+			return err
+		}
+	}
+}
+
+func createTable(ctx context.Context, c TableClient, table, hash, sort string) error {
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(hash), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(sort), AttributeType: types.ScalarAttributeTypeN},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(sort), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	return nil
+}
+
+// checkKey refuses a table whose key is not (hash, sort).
+func checkKey(table string, ks []types.KeySchemaElement, hash, sort, what string) error {
+	var h, s string
+	for _, k := range ks {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			h = aws.ToString(k.AttributeName)
+		case types.KeyTypeRange:
+			s = aws.ToString(k.AttributeName)
+		}
+	}
+	if h != hash || s != sort {
+		return fmt.Errorf("%w: table %s has key (%q, %q); a %s needs partition key %q "+
+			"(string) and sort key %q (number): use another table name", ErrTableKey, table, h, s, what, hash, sort)
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package kinesis_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// countFleet is a fleet whose workers count records per partition key
+// with a state declared partitioned by it (stream.PartitionedBy): each key
+// records the greatest count any worker wrote, which is exact only if the
+// state moved whole from worker to worker and shard to shard.
+type countFleet struct {
+	*fleet
+	keys, perRound, round int
+
+	mu   sync.Mutex
+	best map[string]int
+}
+
+func newCountFleet(t *testing.T, shards int) *countFleet {
+	return &countFleet{fleet: newFleet(t, shards), keys: 24, perRound: 3, best: map[string]int{}}
+}
+
+// worker starts a worker and returns its pipeline and Run's result.
+func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
+	t := f.t
+	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
+		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: testLogger(),
+		Leases: &leasetable.Config{TableName: f.table, DynamoDB: f.env.DynamoDB(), WorkerID: id,
+			LeaseDuration: 2 * time.Second, CheckpointInterval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, r), func(rec kinesis.Record) stream.Pair[string, int] {
+		return stream.Pair[string, int]{Key: rec.PartitionKey, Value: 1}
+	})
+	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
+		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+		f.mu.Lock()
+		for kv := range b.All() {
+			f.best[kv.Key] = max(f.best[kv.Key], kv.Value)
+		}
+		f.mu.Unlock()
+		select {
+		case f.tick <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.WithoutCancel(t.Context())) }()
+	return p, done
+}
+
+// put puts one more round: perRound records of every key.
+func (f *countFleet) put() {
+	f.round++
+	data := make([][]byte, f.keys*f.perRound)
+	for i := range data {
+		data[i] = []byte(strconv.Itoa(i))
+	}
+	if err := f.env.PutRecords(f.t.Context(), f.stream, data, func(i int) string { return "k" + strconv.Itoa(i%f.keys) }); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// wrong returns the keys whose greatest count is not the rounds' records.
+func (f *countFleet) wrong() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var bad []string
+	for k := range f.keys {
+		key := "k" + strconv.Itoa(k)
+		if n := f.best[key]; n != f.perRound*f.round {
+			bad = append(bad, key+"="+strconv.Itoa(n))
+		}
+	}
+	return bad
+}
+
+// waitExact waits until every key's count is exact.
+func (f *countFleet) waitExact(what string) {
+	f.t.Helper()
+	f.waitFor(what, func() bool { return len(f.wrong()) == 0 })
+}
+
+// drain drains p and checks Run's result.
+func (f *countFleet) drain(name string, p *stream.Pipeline, done chan error) {
+	f.t.Helper()
+	if err := p.Drain(f.t.Context()); err != nil {
+		f.t.Fatalf("%s: Drain: %v", name, err)
+	}
+	if err := <-done; err != nil {
+		f.t.Fatalf("%s: Run: %v", name, err)
+	}
+	if bad := f.wrong(); len(bad) > 0 {
+		f.t.Errorf("after %s: counts %v, want %d each", name, bad, f.perRound*f.round)
+	}
+}
+
+// A keyed count declared partitioned by its key (stream.PartitionedBy)
+// keeps its state per shard, and the state moves with the shard's lease:
+// one worker counts the first records and drains, a second counts the
+// next and is stopped at once (no drain: a crash for the lease table),
+// and a third takes the leases once they expire and counts the rest.
+// Every key's count, the greatest any worker wrote, is exact: a state
+// split between workers would leave it short, a record counted twice long.
+func TestLeasesStatePerShardMovesWithLease(t *testing.T) {
+	f := newCountFleet(t, 4)
+
+	// a counts round 1 and drains: snapshots stored, then the last
+	// checkpoints, then the leases handed back.
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1")
+	f.drain("a", a, aDone)
+
+	// b takes every lease, loads the states and counts round 2 on top of
+	// them; then it stops at once, without a drain.
+	b, bDone := f.worker("b")
+	f.put()
+	f.waitExact("b counts rounds 1-2")
+	b.Stop()
+	<-bDone
+
+	// c takes the leases once they expire, loads what b stored (the
+	// checkpoints stop at it) and counts round 3 on top.
+	f.put()
+	c, cDone := f.worker("c")
+	f.waitExact("c counts rounds 1-3")
+	f.drain("c", c, cDone)
+}
+
+// A split passes the parent's state on: the children of a shard split
+// while a worker counts start from their parent's last state, each with
+// the keys of its half, and a worker that takes them over later goes on
+// from theirs.
+func TestLeasesStatePerShardAcrossSplit(t *testing.T) {
+	f := newCountFleet(t, 1)
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1 on the parent")
+	f.split()
+	f.put()
+	f.waitExact("a counts round 2 on the children")
+	f.drain("a", a, aDone)
+
+	f.put()
+	b, bDone := f.worker("b")
+	f.waitExact("b counts round 3 on the children")
+	f.drain("b", b, bDone)
+}

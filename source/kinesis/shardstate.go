@@ -1,0 +1,282 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/dynamochunk"
+	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/internal/shardstate"
+	"github.com/weirstream/weir/source"
+)
+
+// State per shard (source.ShardState; DESIGN.md, "State per shard"): when
+// the driver keeps the state of its stateful operators by shard, the lease
+// run moves each shard's state with its lease through a store in DynamoDB
+// (the lease table's name + "-state"):
+//
+//   - taking a lease, it claims the shard's state in the store (fencing
+//     off the previous owner's late writes), loads the shard's snapshot (or,
+//     for a shard a reshard made that has none, its parents' last ones)
+//     into the driver, and reads after the checkpoint or the snapshot,
+//     whichever is later;
+//   - every checkpoint interval, it stores the snapshot of each held
+//     shard whose state moved, and the checkpointer commits no further than
+//     the last snapshot stored, so a successor that loads it neither
+//     misses nor counts twice a record in the state;
+//   - a hand-off, a drain and a shard's end store the snapshot first and
+//     the last checkpoint after it, so the next owner (or a child shard)
+//     starts where this one stopped;
+//   - a lease lost drops the shard's state, storing nothing.
+
+// stateSuffix is appended to the lease table's name to name the table of
+// shard states.
+const stateSuffix = "-state"
+
+// stateClient is what the shard state store needs of the lease table's
+// DynamoDB client.
+type stateClient interface {
+	shardstate.Client
+	dynamochunk.TableClient
+}
+
+// stateRun is the lease run's side of state per shard.
+type stateRun struct {
+	states source.ShardState
+	store  shardstate.Store
+	db     stateClient
+	table  string
+	app    string
+
+	saveMu sync.Mutex // one save at a time
+
+	mu   sync.Mutex
+	held map[string]*heldState // by shard: those loaded
+}
+
+// heldState is a shard whose state is loaded.
+type heldState struct {
+	shard source.Shard
+	// durable is the position of the last snapshot stored or loaded, ""
+	// if none: the checkpointer commits no further.
+	durable string
+}
+
+// newStateRun returns the state side of a lease run whose lease table
+// client is db, or nil if the driver keeps no state per shard.
+func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *leaseRun) (*stateRun, error) {
+	if states == nil {
+		return nil, nil
+	}
+	c, ok := db.(stateClient)
+	if !ok {
+		return nil, fmt.Errorf("kinesis: the lease table's DynamoDB client %T has no BatchWriteItem, which state per shard needs to store snapshots: "+
+			"give leasetable.Config.DynamoDB a *dynamodb.Client", db)
+	}
+	table := cfgTable + stateSuffix
+	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock})
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: shard state store: %w", err)
+	}
+	return &stateRun{states: states, store: store, db: c, table: table, app: app, held: make(map[string]*heldState)}, nil
+}
+
+var _ stateClient = (*dynamodb.Client)(nil)
+
+// ensureTable creates the store's table if it does not exist.
+func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
+	if err := dynamochunk.EnsureTable(ctx, sr.db, lr.rn.clock, sr.table, "log", "seq", "shard state table"); err != nil {
+		return fmt.Errorf("kinesis: shard state table: %w", err)
+	}
+	return nil
+}
+
+func (sr *stateRun) key(lr *leaseRun, shard string) shardstate.Key {
+	return shardstate.Key{Application: sr.app, Stream: lr.rn.cfg.Stream, Shard: shard, Shape: sr.states.Shape()}
+}
+
+// shardOf returns the shard and its hash key range, from the lease or
+// the stream's shard list.
+func (lr *leaseRun) shardOf(ctx context.Context, id, start, end string) (source.Shard, error) {
+	if _, ok := hashkey.ParseRange(start, end); !ok {
+		r, err := lr.rn.hashRange(ctx, id)
+		if err != nil {
+			return source.Shard{}, fmt.Errorf("kinesis: the hash key range of shard %s: %w", id, err)
+		}
+		start, end = r.Start.String(), r.End.String()
+	}
+	return source.Shard{Stream: lr.rn.cfg.Stream, ID: id, StartingHashKey: start, EndingHashKey: end}, nil
+}
+
+// load claims and loads the state of a shard whose lease l was taken,
+// and returns the position of the snapshot loaded ("" if none). A state
+// of another pipeline shape is returned as an error that stops the
+// receiver: its fix is the user's.
+func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (string, error) {
+	sh, err := lr.shardOf(ctx, l.Shard, l.StartingHashKey, l.EndingHashKey)
+	if err != nil {
+		return "", err
+	}
+	key := sr.key(lr, l.Shard)
+	if err := sr.store.Claim(ctx, key, shardstate.Lease{Counter: l.Counter, Owner: l.Owner}); err != nil {
+		return "", fmt.Errorf("kinesis: claim the state of shard %s: %w", l.Shard, err)
+	}
+	var data [][]byte
+	pos := ""
+	snap, err := sr.store.Get(ctx, key)
+	switch {
+	case err == nil:
+		data, pos = [][]byte{snap.Data}, snap.Position.Sequence
+	case errors.Is(err, shardstate.ErrNoSnapshot):
+		// A shard a reshard made starts from its parents' last states,
+		// restricted to its range (the driver places the keys).
+		for _, p := range l.Parents {
+			ps, err := sr.store.Get(ctx, sr.key(lr, p))
+			switch {
+			case err == nil:
+				data = append(data, ps.Data)
+			case errors.Is(err, shardstate.ErrNoSnapshot):
+			default:
+				return "", fmt.Errorf("kinesis: the state of shard %s's parent %s: %w", l.Shard, p, err)
+			}
+		}
+	default:
+		return "", fmt.Errorf("kinesis: the state of shard %s: %w", l.Shard, err)
+	}
+	if err := sr.states.Load(ctx, sh, data...); err != nil {
+		return "", err
+	}
+	sr.mu.Lock()
+	sr.held[l.Shard] = &heldState{shard: sh, durable: pos}
+	sr.mu.Unlock()
+	return pos, nil
+}
+
+// save stores the snapshot of a held shard if its state moved since the
+// last one, under the lease this worker holds now. A worker that no longer
+// holds the lease stores nothing.
+func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string) error {
+	sr.saveMu.Lock()
+	defer sr.saveMu.Unlock()
+	sr.mu.Lock()
+	h := sr.held[shard]
+	sr.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	data, upTo, err := sr.states.Snapshot(ctx, h.shard)
+	if err != nil || upTo == "" || upTo == h.durable {
+		return err
+	}
+	l, ok := lr.heldLease(shard)
+	if !ok {
+		return nil
+	}
+	snap := shardstate.Snapshot{Data: data, Position: shardstate.Position{Sequence: upTo},
+		Lease: shardstate.Lease{Counter: l.Counter, Owner: l.Owner}}
+	if err := sr.store.Put(ctx, sr.key(lr, shard), snap); err != nil {
+		return fmt.Errorf("kinesis: store the state of shard %s: %w", shard, err)
+	}
+	sr.mu.Lock()
+	h.durable = upTo
+	sr.mu.Unlock()
+	return nil
+}
+
+// saveAll saves every held shard, reporting failures.
+func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun) {
+	sr.mu.Lock()
+	shards := slices.Collect(maps.Keys(sr.held))
+	sr.mu.Unlock()
+	for _, s := range shards {
+		if err := sr.save(ctx, lr, s); err != nil && ctx.Err() == nil {
+			lr.stateFailed(s, err)
+		}
+	}
+}
+
+// drop forgets a shard's state, here and in the driver.
+func (sr *stateRun) drop(ctx context.Context, lr *leaseRun, shard string) {
+	sr.mu.Lock()
+	h := sr.held[shard]
+	delete(sr.held, shard)
+	sr.mu.Unlock()
+	if h == nil {
+		return
+	}
+	if err := sr.states.Drop(ctx, h.shard); err != nil && ctx.Err() == nil {
+		lr.log.Warn("kinesis: dropping the state of a shard no longer read", "shard", shard, "err", err)
+	}
+}
+
+// capped returns seq, or the position of the shard's last snapshot if
+// lower: what the checkpointer may commit.
+func (sr *stateRun) capped(shard, seq string) (string, bool) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	h := sr.held[shard]
+	if h == nil || h.durable == "" {
+		return "", false
+	}
+	if batch.CompareSeq(h.durable, seq) < 0 {
+		return h.durable, true
+	}
+	return seq, true
+}
+
+// heldLease returns the lease this worker holds on shard now.
+func (lr *leaseRun) heldLease(shard string) (lease.Lease, bool) {
+	for _, l := range lr.coord.Held() {
+		if l.Shard == shard {
+			return l, true
+		}
+	}
+	return lease.Lease{}, false
+}
+
+// stateFailed reports a failed snapshot: a fenced one means another worker
+// took the lease (its loss follows); any other is a failure to store, after
+// which the checkpoint stays at the last snapshot stored.
+func (lr *leaseRun) stateFailed(shard string, err error) {
+	if errors.Is(err, shardstate.ErrFenced) {
+		lr.log.Warn("kinesis: another worker took a shard's state; its loss follows", "shard", shard, "err", err)
+		return
+	}
+	lr.report(err)
+}
+
+// saveLoop stores the held shards' snapshots every checkpoint interval
+// until ctx is done.
+func (sr *stateRun) saveLoop(ctx context.Context, lr *leaseRun) {
+	t := lr.rn.clock.NewTicker(lr.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			sr.saveAll(ctx, lr)
+		}
+	}
+}
+
+// after reports whether reading after seq starts later in the shard than
+// reading from p: always for an initial position, since a snapshot at seq
+// holds every record up to it.
+func (p position) after(seq string) bool {
+	switch {
+	case p.After != "":
+		return batch.CompareSeq(seq, p.After) > 0
+	case p.At != "":
+		return batch.CompareSeq(seq, p.At) >= 0
+	}
+	return true
+}

@@ -1,0 +1,261 @@
+package stream_test
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
+	"github.com/weirstream/weir/stream"
+)
+
+// shardedSource is a receiver sharing its shards, as a Kinesis receiver
+// with leases does, whose test pushes blocks of named shards by hand and
+// gets the driver's source.ShardState.
+type shardedSource struct {
+	states chan source.ShardState
+	push   chan shardPush
+	stop   chan struct{}
+	once   sync.Once
+}
+
+type shardPush struct {
+	shard string
+	first int // sequence number of the first record
+	keys  []string
+	done  chan error
+}
+
+func newShardedSource() *shardedSource {
+	return &shardedSource{states: make(chan source.ShardState, 1), push: make(chan shardPush), stop: make(chan struct{})}
+}
+
+func (s *shardedSource) SharesShards() bool { return true }
+
+func (s *shardedSource) Start(ctx context.Context, rt source.Runtime[string]) error {
+	s.states <- rt.ShardState
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stop:
+			return nil
+		case p := <-s.push:
+			last := strconv.Itoa(p.first + len(p.keys) - 1)
+			_, err := rt.Push(ctx, source.Block[string]{Records: p.keys,
+				Ranges: []batch.SeqRange{{Stream: "s", Shard: p.shard, First: strconv.Itoa(p.first), Last: last, Count: len(p.keys)}}})
+			p.done <- err
+		}
+	}
+}
+
+func (s *shardedSource) Stop(context.Context) error {
+	s.once.Do(func() { close(s.stop) })
+	return nil
+}
+
+func (s *shardedSource) Recompute(context.Context, batch.BlockInfo) ([]string, error) {
+	return nil, errors.New("no recompute")
+}
+
+// Halves of the hash key space: shard "lo" and shard "hi".
+var (
+	loShard = source.Shard{Stream: "s", ID: "lo", StartingHashKey: "0", EndingHashKey: "170141183460469231731687303715884105727"}
+	hiShard = source.Shard{Stream: "s", ID: "hi", StartingHashKey: "170141183460469231731687303715884105728", EndingHashKey: "340282366920938463463374607431768211455"}
+)
+
+// keyIn returns a key whose MD5 falls in the lower half (lo) or the upper
+// half of the hash key space: the first digit of its hex MD5 is below 8.
+func keyIn(t *testing.T, lo bool) string {
+	t.Helper()
+	for i := range 100 {
+		k := fmt.Sprintf("key%d", i)
+		if md5High(k) == !lo {
+			return k
+		}
+	}
+	t.Fatal("no key found")
+	return ""
+}
+
+// A keyed count declared PartitionedBy on a source sharing its shards
+// keeps the state of the loaded shards' keys only: a record of a shard not
+// loaded gets no state; Snapshot gives a shard's keys and the position of
+// its last completed record; Drop forgets them; Load puts them back,
+// restricted to the shard loaded.
+func TestStatePerShard(t *testing.T) {
+	src := newShardedSource()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
+		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	batches := make(chan map[string]int, 1000)
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+		m := map[string]int{}
+		for kv := range b.All() {
+			m[kv.Key] = kv.Value
+		}
+		batches <- m
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ss := <-src.states
+	if ss == nil {
+		t.Fatal("Runtime.ShardState is nil for a keyed count declared PartitionedBy on a source sharing its shards")
+	}
+	lo, hi := keyIn(t, true), keyIn(t, false)
+	push := func(shard string, first int, keys ...string) {
+		t.Helper()
+		d := make(chan error, 1)
+		src.push <- shardPush{shard: shard, first: first, keys: keys, done: d}
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitFor waits for a batch whose counts are want.
+	waitFor := func(what string, want map[string]int) {
+		t.Helper()
+		for {
+			select {
+			case m := <-batches:
+				if fmt.Sprint(m) == fmt.Sprint(want) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no batch with counts %v: %s", want, what)
+			}
+		}
+	}
+
+	if err := ss.Load(ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	push("lo", 1, lo, lo, lo)
+	push("hi", 1, hi, hi) // hi is not loaded: its key gets no state
+	waitFor("lo counted, hi left out", map[string]int{lo: 3})
+
+	data, upTo, err := ss.Snapshot(ctx, loShard)
+	if err != nil || upTo != "3" {
+		t.Fatalf("Snapshot(lo) = %d bytes, upTo %q, %v; want upTo 3", len(data), upTo, err)
+	}
+	if err := ss.Drop(ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("lo dropped", map[string]int{})
+	// Loaded into the other half, lo's key is outside it: left out.
+	if err := ss.Load(ctx, hiShard, data); err != nil {
+		t.Fatal(err)
+	}
+	push("hi", 3, hi)
+	waitFor("hi counted from its load, lo's key not loaded into hi", map[string]int{hi: 1})
+	if err := ss.Load(ctx, loShard, data); err != nil {
+		t.Fatal(err)
+	}
+	push("lo", 4, lo)
+	waitFor("lo counted on top of its snapshot", map[string]int{hi: 1, lo: 4})
+	if _, upTo, _ := ss.Snapshot(ctx, loShard); upTo != "4" {
+		t.Errorf("Snapshot(lo) after a record at 4: upTo %q, want 4", upTo)
+	}
+	if _, upTo, _ := ss.Snapshot(ctx, hiShard); upTo != "3" {
+		t.Errorf("Snapshot(hi): upTo %q, want 3", upTo)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// State per shard replaces the recovery log: Run refuses both, naming the
+// operator and the fix.
+func TestStatePerShardRefusesRecovery(t *testing.T) {
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond, Recovery: recovery.Dir(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, newShardedSource()), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
+		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	stream.ForEachBatch(counts, func(context.Context, *batch.Batch[stream.Pair[string, int]]) error { return nil })
+	err = p.Validate()
+	if !errors.Is(err, stream.ErrInvalidConfig) || !strings.Contains(err.Error(), "UpdateStateByKey") || !strings.Contains(err.Error(), "remove Config.Recovery") {
+		t.Errorf("Validate: %v; want ErrInvalidConfig naming UpdateStateByKey and saying to remove Config.Recovery", err)
+	}
+}
+
+// md5High reports whether k's MD5, as a hash key, is in the upper half.
+func md5High(k string) bool {
+	sum := md5.Sum([]byte(k))
+	return sum[0] >= 0x80
+}
+
+// A MapWithState kept per shard calls its function only for the records
+// of loaded shards' keys.
+func TestStatePerShardMapWithState(t *testing.T) {
+	src := newShardedSource()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	mapped, _ := stream.MapWithState(stream.PartitionedBy(pairs, func(k string) string { return k }),
+		func(k string, v int, st *stream.State[int]) (string, bool) {
+			st.Update(st.Get() + v)
+			return k + "=" + strconv.Itoa(st.Get()), true
+		})
+	seen := make(chan string, 100)
+	stream.ForEach(mapped, func(_ context.Context, s string) error { seen <- s; return nil })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ss := <-src.states
+	lo, hi := keyIn(t, true), keyIn(t, false)
+	if err := ss.Load(ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []shardPush{{shard: "hi", first: 1, keys: []string{hi}}, {shard: "lo", first: 1, keys: []string{lo, lo}}} {
+		r.done = make(chan error, 1)
+		src.push <- r
+		if err := <-r.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case s := <-seen:
+			got = append(got, s)
+		case <-ctx.Done():
+			t.Fatalf("mapped %v, want %s=1 and %s=2", got, lo, lo)
+		}
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(seen)
+	for s := range seen {
+		got = append(got, s)
+	}
+	if want := []string{lo + "=1", lo + "=2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mapped %v, want %v (the key of shard hi, not loaded, left out)", got, want)
+	}
+}
