@@ -198,7 +198,7 @@ func (k *kinesisSpy) GetRecords(ctx context.Context, in *awskinesis.GetRecordsIn
 
 // fleet is the workers of one test sharing a stream and a lease table.
 type fleet struct {
-	t      *testing.T
+	t      testing.TB
 	env    *localaws.Env
 	stream string
 	table  string
@@ -208,7 +208,7 @@ type fleet struct {
 	workers []*worker
 }
 
-func newFleet(t *testing.T, shards int) *fleet {
+func newFleet(t testing.TB, shards int) *fleet {
 	t.Helper()
 	env := kinesis.Servers.Env(t)
 	name := localaws.UniqueName(t)

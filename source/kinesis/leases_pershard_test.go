@@ -2,10 +2,15 @@ package kinesis_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -162,4 +167,131 @@ func TestLeasesStatePerShardAcrossSplit(t *testing.T) {
 	b, bDone := f.worker("b")
 	f.waitExact("b counts round 3 on the children")
 	f.drain("b", b, bDone)
+}
+
+// BenchmarkLeaseTakeWithState is the time a worker takes to read on from a
+// shard whose lease it takes with a state snapshot of WEIR_SHARDSTATE_MB
+// megabytes (default 1; the figure is 100): worker a builds the
+// state (1000 keys of a kinesalite shard, each holding MB/1000 of bytes),
+// drains (storing the snapshot: "store-s"), then worker b starts, takes the
+// lease, loads the snapshot and reads a record put after the drain:
+// "take-s" is from b's start, its lease table scan included, to that
+// record's batch at its output, with default lease settings.
+//
+//	WEIR_SHARDSTATE_MB=100 go test -run x -bench LeaseTakeWithState -benchtime 1x ./source/kinesis/
+func BenchmarkLeaseTakeWithState(b *testing.B) {
+	mb := 1
+	if s, err := strconv.Atoi(os.Getenv("WEIR_SHARDSTATE_MB")); err == nil && s > 0 {
+		mb = s
+	}
+	const keys = 1000
+	per := mb << 20 / keys
+	for b.Loop() {
+		f := newFleet(b, 1)
+		worker := func(id string, marker chan<- struct{}) (*stream.Pipeline, chan error) {
+			r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "take", InitialPosition: kinesis.TrimHorizon,
+				Client: f.env.Kinesis(), Logger: testLogger(),
+				Leases: &leasetable.Config{TableName: f.table, DynamoDB: f.env.DynamoDB(), WorkerID: id}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := stream.NewPipeline(stream.Config{Logger: testLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pairs := stream.Map(stream.From(p, r), func(rec kinesis.Record) stream.Pair[string, int] {
+				return stream.Pair[string, int]{Key: rec.PartitionKey, Value: 1}
+			})
+			state := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
+				func(k string, vs []int, s []byte, ok bool) ([]byte, bool) {
+					if !ok {
+						s = make([]byte, per)
+					}
+					return s, true
+				})
+			stream.ForEachBatch(state, func(_ context.Context, bt *batch.Batch[stream.Pair[string, []byte]]) error {
+				n := 0
+				for kv := range bt.All() {
+					n++
+					if kv.Key == "marker" && marker != nil {
+						marker <- struct{}{}
+						marker = nil
+					}
+				}
+				if n >= keys {
+					select {
+					case f.tick <- struct{}{}:
+					default:
+					}
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() { done <- p.Run(context.WithoutCancel(b.Context())) }()
+			return p, done
+		}
+		data := make([][]byte, keys)
+		for i := range data {
+			data[i] = []byte("k" + strconv.Itoa(i))
+		}
+		if err := f.env.PutRecords(b.Context(), f.stream, data, func(i int) string { return "k" + strconv.Itoa(i) }); err != nil {
+			b.Fatal(err)
+		}
+		a, aDone := worker("a", nil)
+		<-f.tick // every key has its state
+		start := time.Now()
+		if err := a.Drain(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-aDone; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "store-s")
+		if err := f.env.PutRecords(b.Context(), f.stream, [][]byte{[]byte("marker")}, func(int) string { return "marker" }); err != nil {
+			b.Fatal(err)
+		}
+		marker := make(chan struct{})
+		start = time.Now()
+		w, wDone := worker("b", marker)
+		<-marker
+		b.ReportMetric(time.Since(start).Seconds(), "take-s")
+		if err := w.Drain(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-wDone; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A merge passes both parents' states on: the child of two shards merged
+// while a worker counts starts with the keys of both.
+func TestLeasesStatePerShardAcrossMerge(t *testing.T) {
+	f := newCountFleet(t, 2)
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1 on the parents")
+	shards := f.shards()
+	if len(shards) != 2 {
+		t.Fatalf("%d shards, want 2", len(shards))
+	}
+	ctx := t.Context()
+	c := f.env.Kinesis()
+	if _, err := c.MergeShards(ctx, &awskinesis.MergeShardsInput{StreamName: aws.String(f.stream),
+		ShardToMerge: shards[0].ShardId, AdjacentShardToMerge: shards[1].ShardId}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// A server-side state change has nothing to wait on: ask again.
+		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			break
+		}
+	}
+	f.put()
+	f.waitExact("a counts round 2 on the merged child")
+	f.drain("a", a, aDone)
 }
