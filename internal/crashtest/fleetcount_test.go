@@ -41,18 +41,18 @@ const (
 	fleetKills = 2
 )
 
-// TestFleetCountSettledLeases starts 3 workers of examples/fleetcount
-// together on a 4-shard stream, waits until they share the leases of the
-// stream and of the intermediate stream (every shard held, each worker
-// holding some), puts WEIR_FLEET_RECORDS records of 64 keys, waits until
+// TestFleetCountSettledLeases starts a worker of examples/fleetcount on a
+// 4-shard stream, then, once it holds every lease, two more, waits until
+// the 3 share the leases of the stream and of the intermediate stream
+// (every shard held, each worker holding some), puts WEIR_FLEET_RECORDS records of 64 keys, waits until
 // every shard of both streams is checkpointed at its end, stops every
 // worker with SIGTERM (each must drain and exit 0) and checks that the
 // count table equals the count of each key put, exactly. No lease moves
 // while there are records, so even state per worker is exact.
 func TestFleetCountSettledLeases(t *testing.T) { fleetNoKills(t, true) }
 
-// TestFleetCountNoKills is TestFleetCountSettledLeases without the wait for
-// the leases: the records are put as the 3 workers start, so the first
+// TestFleetCountNoKills is TestFleetCountSettledLeases without the waits for
+// the leases: the records are put as the 3 workers start together, so the first
 // worker takes every lease and the others steal theirs towards balance
 // (graceful hand-overs) while records flow. No kill, no split.
 //
@@ -70,9 +70,19 @@ func fleetNoKills(t *testing.T, settled bool) {
 	records := envInt(t, "WEIR_FLEET_RECORDS", fleetRecords)
 	start := time.Now()
 	f := newFleet(t, servers.Env(t))
-	f.startAll()
 	if settled {
-		f.awaitShared()
+		// One worker first, until it holds every lease: the others then
+		// find the leases at their first scan and steal their share. (A
+		// worker whose first scan finds no lease yet may wait for its next
+		// full scan, ScanInterval, before it takes any.)
+		f.start(f.workers[0])
+		f.awaitHolders(1)
+		for _, w := range f.workers[1:] {
+			f.start(w)
+		}
+		f.awaitHolders(fleetWorkers)
+	} else {
+		f.startAll()
 	}
 	f.put(records)
 	right := f.finish()
@@ -204,10 +214,13 @@ func (f *fleet) start(w *fleetWorker) {
 }
 
 // running returns the workers' current runs that have not exited (a
-// killed one is not restarted yet).
+// killed one is not restarted yet; one not started has none).
 func (f *fleet) running() []*child {
 	var cs []*child
 	for _, w := range f.workers {
+		if w.c == nil {
+			continue
+		}
 		select {
 		case <-w.c.exited:
 		default:
@@ -283,12 +296,12 @@ func (f *fleet) await(what string, ok func() (bool, string)) {
 	}
 }
 
-// awaitShared waits until the leases of both streams are all held and
-// every worker holds some of each.
-func (f *fleet) awaitShared() {
+// awaitHolders waits until the leases of both streams are all held, by n
+// workers (each holding some of each).
+func (f *fleet) awaitHolders(n int) {
 	f.t.Helper()
 	_, mid := f.intermediate()
-	f.await("every worker holding leases of both streams", func() (bool, string) {
+	f.await(fmt.Sprintf("%d workers holding every lease of both streams", n), func() (bool, string) {
 		var state []string
 		ok := true
 		for _, table := range []string{f.app, mid} {
@@ -297,7 +310,7 @@ func (f *fleet) awaitShared() {
 				owners[l.Owner]++
 			}
 			state = append(state, fmt.Sprintf("%s: %v", table, owners))
-			ok = ok && owners[""] == 0 && len(owners) == fleetWorkers
+			ok = ok && owners[""] == 0 && len(owners) == n
 		}
 		return ok, strings.Join(state, "; ")
 	})
