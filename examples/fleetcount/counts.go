@@ -33,6 +33,7 @@ type countTable struct {
 
 	mu      sync.Mutex
 	written map[string]int64 // this worker's latest count per key
+	sum     int64            // of written
 }
 
 // openCountTable uses the table name if it exists with the expected key,
@@ -100,7 +101,10 @@ func (t *countTable) write(ctx context.Context, b *batch.Batch[stream.Pair[strin
 	}
 	t.mu.Lock()
 	for key, n := range latest {
-		t.written[key] = max(t.written[key], n)
+		if n > t.written[key] {
+			t.sum += n - t.written[key]
+			t.written[key] = n
+		}
 	}
 	t.mu.Unlock()
 	return len(latest), nil
@@ -130,11 +134,7 @@ func (t *countTable) put(ctx context.Context, key string, n int64) error {
 func (t *countTable) total() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var n int64
-	for _, c := range t.written {
-		n += c
-	}
-	return n
+	return t.sum
 }
 
 // keyCount is one item of the table.

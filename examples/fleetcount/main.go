@@ -42,6 +42,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -101,6 +102,7 @@ func main() {
 // drain. Without -stream it runs the demo: local servers, -put records,
 // and a drain once they are all counted.
 func run(ctx context.Context, o options, out io.Writer) error {
+	out = &syncWriter{w: out} // the pipeline's output and the demo's report share it
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelDebug
@@ -230,19 +232,18 @@ func count(ctx context.Context, o options, awsCfg aws.Config, logger *slog.Logge
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	caughtUp := make(chan struct{})
-	go func() { // owned by count: waited for below
-		defer close(caughtUp)
-		if demo {
+	var demoDone sync.WaitGroup
+	if demo {
+		demoDone.Go(func() {
 			defer stopRun() // drain once every record put is counted
 			if !awaitTotal(runCtx, table, int64(o.put), 30*time.Second) {
 				fmt.Fprintf(out, "counted %d of %d records; draining\n", table.total(), o.put)
 			}
-		}
-	}()
+		})
+	}
 	err = p.Run(runCtx) // until SIGTERM, Ctrl-C or the demo's end, then drains
 	stopRun()
-	<-caughtUp
+	demoDone.Wait()
 	if err != nil || !demo {
 		return err
 	}
@@ -319,4 +320,16 @@ func workerName(state string) (string, error) {
 		return "", fmt.Errorf("-state: keep the worker's name: %w", err)
 	}
 	return name, nil
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
