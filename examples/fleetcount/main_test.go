@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -88,17 +87,17 @@ func TestOneWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	var out syncBuffer
+	out := newSyncBuffer()
 	o, err := parseFlags([]string{"-stream", "events", "-app", "counter", "-table", "counts", "-shards", "3",
 		"-kinesis-endpoint", env.KinesisEndpoint, "-dynamodb-endpoint", env.DynamoDBEndpoint,
-		"-state", state, "-repartition-shards", "2", "-batch", "200ms", "-checkpoint", "200ms"}, &out)
+		"-state", state, "-repartition-shards", "2", "-batch", "200ms", "-checkpoint", "200ms"}, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, &out) }()
+	go func() { done <- run(ctx, o, out) }()
 
 	deadline := time.Now().Add(time.Minute) // a failure guard, not an assertion
 	table := &countTable{db: env.DynamoDB(), name: "counts"}
@@ -147,14 +146,14 @@ func scanMap(t *testing.T, table *countTable) map[string]int64 {
 
 // syncBuffer is a bytes.Buffer the test reads while run writes to it.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	syncWriter // writes to b
+	b          bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func newSyncBuffer() *syncBuffer {
+	s := &syncBuffer{}
+	s.w = &s.b
+	return s
 }
 
 func (s *syncBuffer) String() string {
