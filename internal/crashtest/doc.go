@@ -113,9 +113,9 @@
 // key put, exactly; a mismatch prints each wrong key's expected and got
 // count and the workers' output. TestFleetCountNoKills starts the 3 workers
 // and puts the records at once (leases move by balance steals only), and
-// TestFleetCountSettledLeases puts them once the leases are shared (one
-// worker started first, the two others once it holds every lease; no lease
-// moves while there are records). The first two run only with WEIR_FLEET_TORTURE=1 until
+// TestFleetCountSettledLeases puts them once the leases are shared (the
+// workers started one at a time, each once those before it share every
+// lease; no lease moves while there are records). The first two run only with WEIR_FLEET_TORTURE=1 until
 // state per shard moves with its lease (issue 20): they fail with state
 // per worker.
 //

@@ -41,10 +41,10 @@ const (
 	fleetKills = 2
 )
 
-// TestFleetCountSettledLeases starts a worker of examples/fleetcount on a
-// 4-shard stream, then, once it holds every lease, two more, waits until
-// the 3 share the leases of the stream and of the intermediate stream
-// (every shard held, each worker holding some), puts WEIR_FLEET_RECORDS records of 64 keys, waits until
+// TestFleetCountSettledLeases starts 3 workers of examples/fleetcount on a
+// 4-shard stream one at a time, each once the workers before it share the
+// leases of the stream and of the intermediate stream (every shard held,
+// each worker holding some), puts WEIR_FLEET_RECORDS records of 64 keys, waits until
 // every shard of both streams is checkpointed at its end, stops every
 // worker with SIGTERM (each must drain and exit 0) and checks that the
 // count table equals the count of each key put, exactly. No lease moves
@@ -71,16 +71,15 @@ func fleetNoKills(t *testing.T, settled bool) {
 	start := time.Now()
 	f := newFleet(t, servers.Env(t))
 	if settled {
-		// One worker first, until it holds every lease: the others then
-		// find the leases at their first scan and steal their share. (A
-		// worker whose first scan finds no lease yet may wait for its next
-		// full scan, ScanInterval, before it takes any.)
-		f.start(f.workers[0])
-		f.awaitHolders(1)
-		for _, w := range f.workers[1:] {
+		// One worker at a time, each once the leases are shared by those
+		// before: a worker whose first scan comes while another's steal is
+		// pending can plan nothing (its pick of the busiest worker may be
+		// one whose leases are all being handed over) and take nothing
+		// until its next full scan, ScanInterval (10 minutes) later.
+		for i, w := range f.workers {
 			f.start(w)
+			f.awaitHolders(i + 1)
 		}
-		f.awaitHolders(fleetWorkers)
 	} else {
 		f.startAll()
 	}
