@@ -100,9 +100,9 @@ func gateFleetTorture(t *testing.T) {
 // TestFleetCountTorture is the fleet torture test of issue 20: 3 workers of
 // examples/fleetcount on a 4-shard stream, WEIR_FLEET_RECORDS records
 // (default 5000; 50000 for the long run) of 64 keys put in parts, with
-// WEIR_TORTURE_KILLS (default 2) kill -9s of a random worker between them,
-// each restarted (on its state directory) only once the others hold every
-// lease it held, so that leases move each time; and one split of a shard of
+// WEIR_TORTURE_KILLS (default 2) kill -9s of a random worker holding
+// leases between them, each restarted (on its state directory) only once
+// the others hold every lease it held, so that leases move each time; and one split of a shard of
 // the intermediate stream, at its hash key range's middle, while they run.
 // Then every worker gets SIGTERM and must drain and exit 0, and the count
 // table must equal the count of each key put, exactly.
@@ -124,9 +124,10 @@ func TestFleetCountTorture(t *testing.T) {
 		if i == splitAt {
 			f.split(rng)
 		}
-		w := f.workers[rng.IntN(len(f.workers))]
+		w := f.victim(minKillDelay+time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))), rng)
 		pid := w.c.cmd.Process.Pid
-		w.c.kill(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+		w.c.kill(0)
+		t.Logf("kill %d: worker %s (pid %d) killed holding %d leases", i+1, w.h.tuning.worker, pid, len(f.heldBy(pid)))
 		f.put(records / parts)
 		f.awaitLeasesLeft(pid)
 		f.start(w)
@@ -315,21 +316,59 @@ func (f *fleet) awaitHolders(n int) {
 	})
 }
 
-// awaitLeasesLeft waits until no lease of either stream names an owner of
-// the process pid (a worker ID holds its pid: "host:pid:hex").
-func (f *fleet) awaitLeasesLeft(pid int) {
+// victim waits delay (the kill moment, the test's input), then picks, by
+// rng, one of the workers holding leases (waiting for one if none does),
+// so that the kill moves leases.
+func (f *fleet) victim(delay time.Duration, rng *rand.Rand) *fleetWorker {
+	f.t.Helper()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	exited, why := anyExited(f.running()...)
+	select {
+	case <-t.C:
+	case <-exited:
+		f.t.Fatalf("a worker exited on its own: %s", why())
+	}
+	var w *fleetWorker
+	f.await("a worker holding leases", func() (bool, string) {
+		var holding []*fleetWorker
+		for _, w := range f.workers {
+			if len(f.heldBy(w.c.cmd.Process.Pid)) > 0 {
+				holding = append(holding, w)
+			}
+		}
+		if len(holding) == 0 {
+			return false, "no worker holds a lease"
+		}
+		w = holding[rng.IntN(len(holding))]
+		return true, ""
+	})
+	return w
+}
+
+// heldBy returns the leases of either stream that name an owner of the
+// process pid (a worker ID holds its pid: "host:pid:hex"), as table/shard.
+func (f *fleet) heldBy(pid int) []string {
 	f.t.Helper()
 	_, mid := f.intermediate()
 	mark := ":" + strconv.Itoa(pid) + ":"
-	f.await(fmt.Sprintf("the leases of the killed pid %d taken by others", pid), func() (bool, string) {
-		var held []string
-		for _, table := range []string{f.app, mid} {
-			for _, l := range f.leasesOf(table) {
-				if strings.Contains(l.Owner, mark) {
-					held = append(held, table+"/"+l.Shard)
-				}
+	var held []string
+	for _, table := range []string{f.app, mid} {
+		for _, l := range f.leasesOf(table) {
+			if strings.Contains(l.Owner, mark) {
+				held = append(held, table+"/"+l.Shard)
 			}
 		}
+	}
+	return held
+}
+
+// awaitLeasesLeft waits until no lease of either stream names an owner of
+// the process pid.
+func (f *fleet) awaitLeasesLeft(pid int) {
+	f.t.Helper()
+	f.await(fmt.Sprintf("the leases of the killed pid %d taken by others", pid), func() (bool, string) {
+		held := f.heldBy(pid)
 		return len(held) == 0, fmt.Sprintf("still held: %v", held)
 	})
 }
