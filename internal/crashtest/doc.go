@@ -105,7 +105,7 @@
 // TestFleetCountTorture builds examples/fleetcount and runs 3 workers of it
 // (processes, each on its own state directory) on a 4-shard stream:
 // records of 64 keys, each key's on every shard, put in parts, a kill -9
-// of a random worker between parts, each restarted once the others hold
+// of a random worker holding leases between parts, each restarted once the others hold
 // every lease it held (so leases move each time), and one split of a shard
 // of the intermediate stream at its hash key range's middle. Once every
 // shard of both streams is checkpointed at its end, every worker gets
