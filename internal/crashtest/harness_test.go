@@ -177,21 +177,28 @@ type child struct {
 func (h *harness) start() *child {
 	h.t.Helper()
 	h.runs++
-	c := &child{h: h, n: h.runs, stderr: filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", h.runs)), exited: make(chan struct{})}
-	errf, err := os.Create(c.stderr)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer errf.Close()
-	c.cmd = exec.Command(os.Args[0])
-	c.cmd.Env = append(os.Environ(),
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(),
 		envChild+"=1",
 		localaws.EnvKinesisEndpoint+"="+h.kinesisEndpoint,
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
 		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink)
-	c.cmd.Env = append(c.cmd.Env, h.tuning.env()...)
+	cmd.Env = append(cmd.Env, h.tuning.env()...)
+	return launch(h, h.runs, filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", h.runs)), cmd)
+}
+
+// launch starts cmd as h's child number n, its stdout and stderr going to
+// the file stderr; the test's cleanup kills it if it still runs.
+func launch(h *harness, n int, stderr string, cmd *exec.Cmd) *child {
+	h.t.Helper()
+	c := &child{h: h, n: n, cmd: cmd, stderr: stderr, exited: make(chan struct{})}
+	errf, err := os.Create(c.stderr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer errf.Close()
 	c.cmd.Stdout, c.cmd.Stderr = errf, errf
 	if err := c.cmd.Start(); err != nil {
 		h.t.Fatal(err)

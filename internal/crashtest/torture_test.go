@@ -65,7 +65,13 @@ func TestCrashTortureDynamoLog(t *testing.T) { torture(t, true) }
 // logged so that a failing run can be replayed, and a generator from it.
 func tortureSchedule(t *testing.T) (kills int, seed uint64, rng *rand.Rand) {
 	t.Helper()
-	kills = envInt(t, "WEIR_TORTURE_KILLS", 3)
+	return tortureScheduleOf(t, 3)
+}
+
+// tortureScheduleOf is tortureSchedule with defKills kills by default.
+func tortureScheduleOf(t *testing.T, defKills int) (kills int, seed uint64, rng *rand.Rand) {
+	t.Helper()
+	kills = envInt(t, "WEIR_TORTURE_KILLS", defKills)
 	seed = uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
