@@ -93,10 +93,8 @@
 //     quarter of it, so that a partition times attempts out within it;
 //     from 20 s on the child keeps the default attempt timeout.
 //   - WEIR_BALANCE=1: run TestLeaseBalance.
-//   - WEIR_FLEET_TORTURE=1: run TestFleetCountTorture and
-//     TestFleetCountNoKills. TestFleetCountTorture's kills are
-//     WEIR_TORTURE_KILLS (default 2 for it) at moments drawn from
-//     WEIR_TORTURE_SEED.
+//   - TestFleetCountTorture's kills are WEIR_TORTURE_KILLS (default 2 for
+//     it) at moments drawn from WEIR_TORTURE_SEED.
 //   - WEIR_FLEET_RECORDS: the records the fleet tests put (default 5000;
 //     WEIR_FLEET_RECORDS=50000 for a long run).
 //
@@ -115,9 +113,9 @@
 // and puts the records at once (leases move by balance steals only), and
 // TestFleetCountSettledLeases puts them once the leases are shared (the
 // workers started one at a time, each once those before it share every
-// lease; no lease moves while there are records). The first two run only with WEIR_FLEET_TORTURE=1 until
-// state per shard moves with its lease (issue 20): they fail with state
-// per worker.
+// lease; no lease moves while there are records). The first two are exact
+// because each shard's state moves with its lease (state per shard); with
+// state per worker they fail.
 //
 // # Crash points
 //

@@ -55,12 +55,8 @@ func TestFleetCountSettledLeases(t *testing.T) { fleetNoKills(t, true) }
 // the leases: the records are put as the 3 workers start together, so the first
 // worker takes every lease and the others steal theirs towards balance
 // (graceful hand-overs) while records flow. No kill, no split.
-//
-// It runs only with WEIR_FLEET_TORTURE=1 until state per shard moves with
-// its lease: today a handed-over shard's keys start again from 0 on the
-// new owner, and this test fails.
+// Each shard's count moves with its lease (state per shard).
 func TestFleetCountNoKills(t *testing.T) {
-	gateFleetTorture(t)
 	fleetNoKills(t, false)
 }
 
@@ -89,14 +85,6 @@ func fleetNoKills(t *testing.T, settled bool) {
 		settled, records, right, len(f.truth), time.Since(start).Round(time.Millisecond)))
 }
 
-// gateFleetTorture skips the tests that fail until state per shard moves
-// with its lease, unless WEIR_FLEET_TORTURE=1.
-func gateFleetTorture(t *testing.T) {
-	if os.Getenv("WEIR_FLEET_TORTURE") != "1" {
-		t.Skip("WEIR_FLEET_TORTURE=1 runs it: it fails until state per shard moves with its lease (issue 20)")
-	}
-}
-
 // TestFleetCountTorture is the fleet torture test of issue 20: 3 workers of
 // examples/fleetcount on a 4-shard stream, WEIR_FLEET_RECORDS records
 // (default 5000; 50000 for the long run) of 64 keys put in parts, with
@@ -106,12 +94,10 @@ func gateFleetTorture(t *testing.T) {
 // the intermediate stream, at its hash key range's middle, while they run.
 // Then every worker gets SIGTERM and must drain and exit 0, and the count
 // table must equal the count of each key put, exactly.
-//
-// It runs only with WEIR_FLEET_TORTURE=1 until state per shard moves with
-// its lease: today a moved lease leaves its keys' counts with the worker
-// that held it, and this test fails.
+// Exact because each shard's state moves with its lease, and a split's
+// children start from their parent's (DESIGN.md, "On a fleet: state per
+// shard").
 func TestFleetCountTorture(t *testing.T) {
-	gateFleetTorture(t)
 	kills, seed, rng := tortureScheduleOf(t, fleetKills)
 	records := envInt(t, "WEIR_FLEET_RECORDS", fleetRecords)
 	start := time.Now()
