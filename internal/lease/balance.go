@@ -127,15 +127,31 @@ func stealPlan(me string, views []leaseView, held map[string]bool, workers map[s
 			counts[w] = n
 		}
 	}
+	// The leases that can be stolen from each worker: not under hand-off
+	// (CheckpointOwner), not at their end, not expired, none I hold (a
+	// worker that was paused may still believe it holds a lease another
+	// worker took meanwhile: its reader must stop first, when the loss is
+	// seen). A worker whose leases are all under hand-off is no victim:
+	// picking it would plan nothing, and the thief would wait for its next
+	// full scan.
+	stealable := make(map[string][]Lease)
+	for _, v := range views {
+		if counts[v.Owner] > 0 && !v.expired && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] {
+			stealable[v.Owner] = append(stealable[v.Owner], v.Lease)
+		}
+	}
 	want := make(map[string]int) // victim -> leases to steal from it
 	for n := 0; maxSteals == 0 || n < maxSteals; n++ {
 		victim, most := "", 0
 		for w, c := range counts {
+			if want[w] >= len(stealable[w]) {
+				continue
+			}
 			if c > most || c == most && w < victim {
 				victim, most = w, c
 			}
 		}
-		if most-mine < 2 || mine >= target || mine >= floor && most <= target {
+		if victim == "" || most-mine < 2 || mine >= target || mine >= floor && most <= target {
 			break
 		}
 		counts[victim]--
@@ -144,17 +160,9 @@ func stealPlan(me string, views []leaseView, held map[string]bool, workers map[s
 	}
 	var out []Lease
 	for victim, n := range want {
-		var theirs []Lease
-		for _, v := range views {
-			// Never a shard I hold (a worker that was paused may still believe
-			// it holds a lease another worker took meanwhile): its reader must
-			// stop first, when the loss is seen.
-			if v.Owner == victim && !v.expired && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] {
-				theirs = append(theirs, v.Lease)
-			}
-		}
+		theirs := stealable[victim]
 		rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
-		out = append(out, theirs[:min(n, len(theirs))]...)
+		out = append(out, theirs[:n]...)
 	}
 	return out
 }

@@ -158,3 +158,19 @@ func TestStealPlanSpreads(t *testing.T) {
 		t.Errorf("with MaxStealsPerCycle 2: stolen per victim %v, want w2 2", got)
 	}
 }
+
+// TestStealPlanSkipsWorkerHandingOff: a busiest worker whose leases are all
+// under hand-off to another (CheckpointOwner set) has nothing to steal;
+// the plan steals from the next busiest instead of planning nothing (a
+// joining worker then waited for its next full scan, 10 minutes by
+// default, holding no lease).
+func TestStealPlanSkipsWorkerHandingOff(t *testing.T) {
+	lease := func(shard, owner, handingTo string) leaseView {
+		return leaseView{Lease: Lease{Shard: shard, Owner: owner, CheckpointOwner: handingTo, Checkpoint: checkpointer.TrimHorizon}}
+	}
+	views := []leaseView{lease("0", "w1", "w2"), lease("1", "w2", ""), lease("2", "w1", "w2"), lease("3", "w2", "")}
+	got := takePlan("w3", views, nil, nil, 0, 0)
+	if len(got) != 1 || got[0].Owner != "w2" {
+		t.Errorf("plan %v, want one lease of w2 (w1's are both under hand-off)", got)
+	}
+}
