@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/streak"
+	"github.com/weirstream/weir/stream"
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
@@ -90,6 +91,15 @@ type Config struct {
 	// (5 s: a call with no answer by then is abandoned and retried).
 	// Default clock.Real{}.
 	Clock clock.Clock
+	// AllowBatchTimeVersions accepts batches without origins on a pipeline
+	// whose source shares its shards with other workers (a fleet, see
+	// stream.SharesShards), which Write otherwise refuses: their writes are
+	// versioned by this worker's batch times, which order nothing across
+	// workers, so when an item is written by two workers (a shard's lease
+	// moved) the writes of the one whose batch times run behind are skipped
+	// as stale, and lost. Set it only when every item is written by one
+	// worker for good. Default false.
+	AllowBatchTimeVersions bool
 }
 
 func (c Config) validate() error {
@@ -124,6 +134,7 @@ type Sink[T any] struct {
 	endpoint string
 	timeout  time.Duration // attemptTimeout; tests shorten it
 	f        func(T) (Write, error)
+	anyTime  bool // Config.AllowBatchTimeVersions
 
 	written, skipped, retried atomic.Int64
 }
@@ -173,7 +184,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s := &Sink[T]{
 		client: client, table: cfg.Table, version: cfg.VersionAttribute, par: cfg.Concurrency,
-		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f,
+		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f, anyTime: cfg.AllowBatchTimeVersions,
 	}
 	if s.version == "" {
 		s.version = DefaultVersionAttribute
@@ -231,11 +242,8 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if b.Time() < 0 {
-		return fmt.Errorf("dynamodb: batch %v: a batch time before 1970 has no version", b.Time())
-	}
 	skipped := s.skipped.Load()
-	keys, byKey, err := s.plan(b)
+	keys, byKey, err := s.plan(b, !s.anyTime && stream.SharesShards(ctx))
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -251,7 +259,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 					return
 				}
 				for _, o := range byKey[keys[i]] {
-					if err := s.apply(ctx, int64(b.Time()), o); err != nil {
+					if err := s.apply(ctx, o); err != nil {
 						cancel(err)
 						return
 					}
@@ -272,11 +280,16 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
-// numbered.
-func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
+// each with its version: its record's origin if it has one, else its
+// batch time and ordinal among the batch's writes of the item. fleet
+// refuses a record without origin (see Write).
+func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
 	var keys []string
 	byKey := make(map[string][]op)
+	origins := b.Origins()
+	i := -1
 	for v := range b.All() {
+		i++
 		w, err := s.f(v)
 		if err != nil {
 			return nil, nil, err
@@ -296,7 +309,31 @@ func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
 		if len(ops) == maxOrdinal {
 			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
 		}
-		byKey[id] = append(ops, op{w: w, key: key, n: len(ops)})
+		o := op{w: w, key: key}
+		switch {
+		case origins != nil && origins[i].Seq != "":
+			if o.prefix, o.v, err = originVersion(origins[i]); err != nil {
+				return nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
+			}
+			// The writes of an item go out in record order: a version of
+			// the same shard that does not grow would be skipped.
+			if n := len(ops); n > 0 && ops[n-1].prefix == o.prefix && ops[n-1].v >= o.v {
+				return nil, nil, fmt.Errorf("record %d, key %s: origin %s/%s %s (sub-sequence %d, index %d) comes after a later record of its shard in the batch",
+					i, formatKey(key, s.keyAttrs), origins[i].Stream, origins[i].Shard, origins[i].Seq, origins[i].SubSeq, origins[i].Index)
+			}
+		case fleet:
+			return nil, nil, fmt.Errorf("%w: record %d has no origin, and the pipeline's source shares its shards with other workers (leases): "+
+				"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
+				"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
+				"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
+				ErrInvalidConfig, i)
+		default:
+			if b.Time() < 0 {
+				return nil, nil, errors.New("a batch time before 1970 has no version")
+			}
+			o.v = version(int64(b.Time()), len(ops))
+		}
+		byKey[id] = append(ops, o)
 	}
 	return keys, byKey, nil
 }
@@ -305,9 +342,8 @@ func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
 const maxOrdinal = 1_000_000_000
 
 // apply sends one write, retrying it until DynamoDB answers.
-func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
-	v := &types.AttributeValueMemberN{Value: version(t, o.n)}
-	send, err := s.request(o, v)
+func (s *Sink[T]) apply(ctx context.Context, o op) error {
+	send, err := s.request(o)
 	if err != nil {
 		return err
 	}
@@ -347,10 +383,22 @@ func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
 	}
 }
 
-// request returns the call that sends o with version v, or an error for a
-// put of an item too large.
-func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) error, error) {
+// request returns the call that sends o with its version, or an error for
+// a put of an item too large.
+func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	names := map[string]string{versionName: s.version}
+	cond, values := timeCondition, map[string]types.AttributeValue{
+		versionValue: &types.AttributeValueMemberN{Value: o.v},
+		typeValue:    &types.AttributeValueMemberS{Value: string(types.ScalarAttributeTypeS)},
+	}
+	if o.prefix != "" {
+		cond, values = originCondition, map[string]types.AttributeValue{
+			versionValue: &types.AttributeValueMemberS{Value: o.v},
+			shardValue:   &types.AttributeValueMemberS{Value: o.prefix},
+			typeValue:    &types.AttributeValueMemberS{Value: string(types.ScalarAttributeTypeN)},
+		}
+	}
+	v := values[versionValue]
 	if o.w.Item != nil {
 		item := make(map[string]types.AttributeValue, len(o.w.Item)+1)
 		for a, x := range o.w.Item {
@@ -362,23 +410,20 @@ func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) e
 				ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
 		}
 		in := &ddb.PutItemInput{
-			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(condition),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: map[string]types.AttributeValue{versionValue: v},
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 		}
 		return func(ctx context.Context) error { _, err := s.client.PutItem(ctx, in); return err }, nil
 	}
-	values := make(map[string]types.AttributeValue, len(o.w.Values)+1)
 	for k, x := range o.w.Values {
 		values[k] = x
 	}
-	values[versionValue] = v
 	for k, x := range o.w.Names {
 		names[k] = x
 	}
 	in := &ddb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: o.key, UpdateExpression: aws.String(withVersion(o.w.Update)),
-		ConditionExpression: aws.String(condition), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}
 	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
 }
