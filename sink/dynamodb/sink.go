@@ -76,8 +76,8 @@ type Config struct {
 	// Table is the name of the table written to, which must exist. Required.
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
-	// version of the last write applied to it (a number; see the package
-	// documentation). It must not be a key attribute. Default
+	// version of the last write applied to it (a number, or a string for a
+	// version of origin; see Write). It must not be a key attribute. Default
 	// DefaultVersionAttribute ("weirVersion").
 	VersionAttribute string
 	// Concurrency is the most writes in flight at once. Writes of the
@@ -146,8 +146,8 @@ type Stats struct {
 	// Skipped counts the writes DynamoDB did not apply because the item's
 	// version was not older than theirs: already applied by an earlier run
 	// of their batch (a replay after a crash, or a retry of a write whose
-	// answer was lost), or overtaken by a write of a later batch (a second
-	// worker writing the item: see the package documentation).
+	// answer was lost), or overtaken by a later write of the item (see
+	// Write).
 	Skipped int64
 	// Retried counts the attempts that failed and were tried again
 	// (throttling, errors of unknown outcome), beyond the client's own
@@ -221,13 +221,28 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // applied, or on the first error, which fails the batch (a pipeline then
 // stops, and runs the batch again after a restart).
 //
-// Each write is conditional on its version: the batch's time and its
-// ordinal among the batch's writes of the same item, in record order. The
-// version is written to the item with the write, and a write whose item
-// has a version as new or newer is skipped (counted in Stats.Skipped), so
-// running a batch again, or an older batch after a newer one, changes
-// nothing: with a recovery log, a batch run again after a crash has the
-// same time and the same records in the same order (DESIGN.md, G2).
+// Each write is conditional on its version, which is written to the item
+// with it; a write whose item has a version as new or newer is skipped
+// (counted in Stats.Skipped). A record with an origin (b.Origins: the
+// output was declared with stream.Origins, downstream of a Kinesis source
+// through narrow operators) gives its write the version of its position:
+// its source shard, sequence number, sub-sequence number and index, the
+// same whichever worker of a fleet writes it, so a batch run again, on
+// this worker or on the one a shard's lease moved to, or by a zombie,
+// changes nothing, and a later record of the shard is applied whatever
+// the batch times of the worker writing it. Positions order only the
+// records of one shard: a write from another shard than the item's last
+// is applied (a key moved to a child shard in a reshard), so an item
+// whose records come from several shards (a source not partitioned by the
+// item's key) is written at least once. A record without origin gives its
+// write the batch's time and the write's ordinal among the batch's writes
+// of the item: with a recovery log, a batch run again after a crash has
+// the same time and the same records in the same order (DESIGN.md, G2),
+// but batch times order nothing across workers, so on a pipeline whose
+// source shares its shards with other workers (stream.SharesShards) such a
+// record fails the batch with an error wrapping ErrInvalidConfig that
+// names the fixes, unless Config.AllowBatchTimeVersions. An item whose
+// version is of the other kind (the pipeline changed) takes the write.
 //
 // Writes of different items run in parallel, at most Config.Concurrency at
 // a time; the writes of one item run one at a time, in record order.
