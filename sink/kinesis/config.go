@@ -104,7 +104,7 @@ type Config[T any] struct {
 	// Kinesis receiver with leases), the writer is Origin + "/" + a random
 	// name drawn by New, distinct for each Sink: no record is lost, but a
 	// batch a restarted worker runs again is written under a new name, and
-	// its copies are kept (at least once; logged once). Records with
+	// its copies are kept (at least once; a warning says so once). Records with
 	// origins (version 2 tags) ignore it. Origin must be set with it; the
 	// two with the "/" at most 128 bytes. Default "".
 	Worker string

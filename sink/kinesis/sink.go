@@ -127,7 +127,7 @@ func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 	}
 	if s.cfg.Worker == "" {
 		s.fleetNote.Do(func() {
-			s.cfg.Logger.Info("kinesis sink: the pipeline's source shares its shards with other workers and Worker is empty: "+
+			s.cfg.Logger.Warn("kinesis sink: the pipeline's source shares its shards with other workers and Worker is empty: "+
 				"records without origins are tagged with a random name of this worker, so a batch it runs again after a restart is written under another name and read twice; "+
 				"set Worker to a name distinct per worker and stable across restarts for exactly once",
 				"stream", s.cfg.Stream, "writer", s.fleetWriter)
