@@ -181,18 +181,20 @@ func TestOriginVersionsAcrossShardsAndKinds(t *testing.T) {
 	}
 }
 
-// A batch whose origins put a record of a shard before an earlier one
-// writing the same item fails, naming the record, rather than skip the
-// later write.
+// A batch whose origins put a record of a shard after a later one of the
+// shard writing the same item (a write of another shard between them or
+// not) fails, naming the record, rather than write the item backwards.
 func TestOriginsOutOfOrderRefused(t *testing.T) {
 	t.Parallel()
 	c, table, ctx := setup(t)
 	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
-	b := batch.New(1_700_000_000_000, nil, []event{{ID: "x", N: 1}, {ID: "x", N: 2}}).WithOrigins([]batch.Origin{
-		{Stream: "src", Shard: "shardId-000000000000", Seq: "20"}, {Stream: "src", Shard: "shardId-000000000000", Seq: "19"}})
+	b := batch.New(1_700_000_000_000, nil, []event{{ID: "x", N: 1}, {ID: "x", N: 2}, {ID: "x", N: 3}}).WithOrigins([]batch.Origin{
+		{Stream: "src", Shard: "shardId-000000000000", Seq: "20"},
+		{Stream: "src", Shard: "shardId-000000000001", Seq: "5"},
+		{Stream: "src", Shard: "shardId-000000000000", Seq: "19"}})
 	err := s.Write(ctx, b)
-	if err == nil || !strings.Contains(err.Error(), "record 1") || !strings.Contains(err.Error(), "comes after a later record") {
-		t.Fatalf("Write: %v; want an error naming record 1", err)
+	if err == nil || !strings.Contains(err.Error(), "record 2") || !strings.Contains(err.Error(), "comes after a later record") {
+		t.Fatalf("Write: %v; want an error naming record 2", err)
 	}
 	if got := scan(t, c, table); len(got) != 0 {
 		t.Errorf("refused batch wrote %v", got)

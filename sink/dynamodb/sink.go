@@ -295,13 +295,13 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
-// each with its version: its record's origin if it has one, else its
-// batch time and ordinal among the batch's writes of the item. fleet
-// refuses a record without origin (see Write).
+// each with its version (see versionOf). fleet refuses a record without
+// origin (see Write).
 func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
 	var keys []string
 	byKey := make(map[string][]op)
 	origins := b.Origins()
+	var last map[[2]string]string // an item's (id) last version of origin of a shard (prefix)
 	i := -1
 	for v := range b.All() {
 		i++
@@ -325,32 +325,52 @@ func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op
 			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
 		}
 		o := op{w: w, key: key}
-		switch {
-		case origins != nil && origins[i].Seq != "":
-			if o.prefix, o.v, err = originVersion(origins[i]); err != nil {
-				return nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
-			}
+		var from batch.Origin
+		if origins != nil {
+			from = origins[i]
+		}
+		if err := versionOf(&o, from, b.Time(), len(ops), fleet); err != nil {
+			return nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
+		}
+		if o.prefix != "" {
 			// The writes of an item go out in record order: a version of
-			// the same shard that does not grow would be skipped.
-			if n := len(ops); n > 0 && ops[n-1].prefix == o.prefix && ops[n-1].v >= o.v {
+			// a shard that does not grow would be skipped.
+			if last == nil {
+				last = make(map[[2]string]string)
+			}
+			k := [2]string{id, o.prefix}
+			if prev, ok := last[k]; ok && prev >= o.v {
 				return nil, nil, fmt.Errorf("record %d, key %s: origin %s/%s %s (sub-sequence %d, index %d) comes after a later record of its shard in the batch",
-					i, formatKey(key, s.keyAttrs), origins[i].Stream, origins[i].Shard, origins[i].Seq, origins[i].SubSeq, origins[i].Index)
+					i, formatKey(key, s.keyAttrs), from.Stream, from.Shard, from.Seq, from.SubSeq, from.Index)
 			}
-		case fleet:
-			return nil, nil, fmt.Errorf("%w: record %d has no origin, and the pipeline's source shares its shards with other workers (leases): "+
-				"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
-				"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
-				"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
-				ErrInvalidConfig, i)
-		default:
-			if b.Time() < 0 {
-				return nil, nil, errors.New("a batch time before 1970 has no version")
-			}
-			o.v = version(int64(b.Time()), len(ops))
+			last[k] = o.v
 		}
 		byKey[id] = append(ops, o)
 	}
 	return keys, byKey, nil
+}
+
+// versionOf sets the version of o, the write of ordinal n among the
+// writes of its item in the batch at time t, made of a record of origin
+// from: the origin's position if it has one (Seq set), else t and n,
+// which fleet refuses.
+func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error {
+	var err error
+	switch {
+	case from.Seq != "":
+		o.prefix, o.v, err = originVersion(from)
+	case fleet:
+		err = fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
+			"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
+			"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
+			"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
+			ErrInvalidConfig)
+	case t < 0:
+		err = errors.New("a batch time before 1970 has no version")
+	default:
+		o.v = version(int64(t), n)
+	}
+	return err
 }
 
 // maxOrdinal is the most writes of one item a batch may have.

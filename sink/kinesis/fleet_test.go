@@ -2,7 +2,9 @@ package kinesis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +97,33 @@ func TestFleetWritersSameOrigin(t *testing.T) {
 			}
 			checkOnceInOrder(t, want, readDeduplicated(t, env, out, raw))
 		})
+	}
+}
+
+// With Worker set, version 1 tags name Origin/Worker, on one worker too;
+// Worker needs Origin, and the two must fit a tag's writer.
+func TestWorkerNamesTheWriter(t *testing.T) {
+	f := newFake(t, nil)
+	s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Origin: "w", Worker: "host-a", Record: recordOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), batch.New(1000, nil, []rec{{"a", 0}})); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tags) != 1 || f.tags[0].Writer != "w/host-a" {
+		t.Errorf("tags %+v: want the writer w/host-a", f.tags)
+	}
+	for _, tc := range []struct {
+		cfg  kinesis.Config[rec]
+		want string
+	}{
+		{kinesis.Config[rec]{Worker: "a"}, "Worker set without Origin"},
+		{kinesis.Config[rec]{Origin: strings.Repeat("o", 100), Worker: strings.Repeat("w", 28)}, "Origin and Worker of 129 bytes"},
+	} {
+		tc.cfg.Client, tc.cfg.Stream, tc.cfg.Record = f, "out", recordOf
+		if _, err := kinesis.New(tc.cfg); !errors.Is(err, kinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New = %v, want ErrInvalidConfig saying %q", err, tc.want)
+		}
 	}
 }

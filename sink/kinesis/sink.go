@@ -102,9 +102,12 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	writer, err := s.writer(ctx)
-	if err != nil {
-		return err
+	writer := s.cfg.Origin
+	if writer != "" && !allOrigins(b.Origins()) {
+		var err error
+		if writer, err = s.writer(ctx); err != nil {
+			return err
+		}
 	}
 	recs, err := s.prepare(b, writer)
 	if err != nil {
@@ -113,12 +116,26 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	return s.put(ctx, recs)
 }
 
-// writer returns the writer of the version 1 tags of a Write with ctx:
-// Origin on one worker unless Worker is set, Origin and this worker's name
-// (Worker, or a random one) when Worker is set or ctx is that of a
-// pipeline sharing its source's shards with other workers.
+// allOrigins reports whether every record of a batch has an origin, and so
+// a version 2 tag, which names no writer.
+func allOrigins(origins []batch.Origin) bool {
+	if origins == nil {
+		return false
+	}
+	for _, o := range origins {
+		if o.Seq == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// writer returns the writer of the version 1 tags of a Write with ctx
+// (Origin is set): Origin on one worker unless Worker is set, Origin and
+// this worker's name (Worker, or a random one) when Worker is set or ctx
+// is that of a pipeline sharing its source's shards with other workers.
 func (s *Sink[T]) writer(ctx context.Context) (string, error) {
-	if s.cfg.Origin == "" || (s.cfg.Worker == "" && !stream.SharesShards(ctx)) {
+	if s.cfg.Worker == "" && !stream.SharesShards(ctx) {
 		return s.cfg.Origin, nil
 	}
 	if len(s.fleetWriter) > origin.MaxWriterLen {
