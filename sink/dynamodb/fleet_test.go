@@ -3,6 +3,7 @@ package dynamodb_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
@@ -198,5 +202,90 @@ func TestOriginsOutOfOrderRefused(t *testing.T) {
 	}
 	if got := scan(t, c, table); len(got) != 0 {
 		t.Errorf("refused batch wrote %v", got)
+	}
+}
+
+// behind is the wall clock an hour behind: a worker whose batch times run
+// behind another's.
+type behind struct{ clock.Real }
+
+func (behind) Now() time.Time { return time.Now().Add(-time.Hour) }
+
+// TestPipelinesWithOrigins runs, on kinesalite and dynalite, two workers
+// of a fleet one after the other, as when a shard's lease moves: worker A
+// writes the shard's first records to the table; then worker B, whose
+// clock is an hour behind A's, reads the shard from its start (the
+// checkpoint it took the lease at: A's records again, then new ones) and
+// writes them. Each writes with stream.Origins, through a Map: the table
+// must hold every record applied once, in shard order.
+func TestPipelinesWithOrigins(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	c, table, ctx := setup(t)
+	in := localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, in, 1); err != nil {
+		t.Fatal(err)
+	}
+	recs := events(60, 5, true)
+	put := func(from, to int) {
+		data := make([][]byte, 0, to-from)
+		for _, e := range recs[from:to] {
+			data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
+		}
+		if err := env.PutRecords(ctx, in, data, func(i int) string { return recs[from+i].ID }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func(r kinesis.Record) event {
+		var e event
+		var put string
+		parts := strings.Split(string(r.Data), "/")
+		e.ID, put = parts[0], parts[2]
+		e.N, _ = strconv.Atoi(parts[1])
+		e.Put = put == "true"
+		return e
+	}
+	run := func(name string, clk clock.Clock, total int) dynamodb.Stats {
+		awsCfg := env.AWSConfig()
+		recv, err := kinesis.New(kinesis.Config{Stream: in, App: name, InitialPosition: kinesis.TrimHorizon,
+			AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+		seen := 0
+		stream.ForEachBatch(stream.Map(stream.From(p, recv), parse), func(ctx context.Context, b *batch.Batch[event]) error {
+			if err := s.Write(ctx, b); err != nil {
+				return err
+			}
+			if len(b.Origins()) != b.Len() {
+				return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
+			}
+			if seen += b.Len(); seen == total {
+				return p.Drain(ctx)
+			}
+			return nil
+		}, stream.Origins(), stream.Retry(0))
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := p.Run(rctx); err != nil {
+			t.Fatalf("worker %s: %v", name, err)
+		}
+		return s.Stats()
+	}
+	put(0, 30)
+	if st := run("a", nil, 30); st.Written != 30 {
+		t.Errorf("worker a: Stats %+v, want 30 written", st)
+	}
+	put(30, 60)
+	if st := run("b", behind{}, 60); st.Written != 30 || st.Skipped != 30 {
+		t.Errorf("worker b: Stats %+v, want 30 written (the new records), 30 skipped (a's)", st)
+	}
+	if diff := cmp.Diff(apply(nil, recs...), scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
 	}
 }

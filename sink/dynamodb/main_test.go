@@ -15,7 +15,7 @@ import (
 	"github.com/weirstream/weir/sink/dynamodb"
 )
 
-var servers = localaws.NewShared(localaws.Options{DynamoDB: true})
+var servers = localaws.NewShared(localaws.Options{DynamoDB: true, Kinesis: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
