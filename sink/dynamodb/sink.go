@@ -422,15 +422,11 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 // a put of an item too large.
 func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	names := map[string]string{versionName: s.version}
-	cond, values := timeCondition, map[string]types.AttributeValue{
-		versionValue: &types.AttributeValueMemberN{Value: o.v},
-		typeValue:    &types.AttributeValueMemberS{Value: string(types.ScalarAttributeTypeS)},
-	}
+	cond, values := timeCondition, map[string]types.AttributeValue{versionValue: &types.AttributeValueMemberN{Value: o.v}}
 	if o.prefix != "" {
 		cond, values = originCondition, map[string]types.AttributeValue{
 			versionValue: &types.AttributeValueMemberS{Value: o.v},
 			shardValue:   &types.AttributeValueMemberS{Value: o.prefix},
-			typeValue:    &types.AttributeValueMemberS{Value: string(types.ScalarAttributeTypeN)},
 		}
 	}
 	v := values[versionValue]

@@ -56,21 +56,22 @@ const (
 	versionName  = "#weirVersion"
 	versionValue = ":weirVersion"
 	shardValue   = ":weirShard" // an origin version's shard prefix
-	typeValue    = ":weirType"  // the type of the other kind of version
 	// timeCondition is the condition of a write versioned by batch time:
 	// the item has no version yet (it is new, or written by something
-	// else than a Sink), an older one, or a version of origin (a string,
-	// which a number does not compare with: the pipeline changed from one
-	// kind of version to the other, and an item must not stay frozen).
-	timeCondition = "attribute_not_exists(" + versionName + ") OR " + versionName + " < " + versionValue +
-		" OR attribute_type(" + versionName + ", " + typeValue + ")"
+	// else than a Sink), an older one, or a version of origin (a string:
+	// the pipeline changed kind, and the item must not stay frozen). In
+	// DynamoDB an order comparison with a missing attribute, or one of
+	// another type, is false (not an error), so NOT >= says all three; the
+	// OR of three clauses cost some 15% of the sink's writes per second on
+	// dynalite (BenchmarkSinkVsLoop).
+	timeCondition = "NOT " + versionName + " >= " + versionValue
 	// originCondition is the condition of a write versioned by its
 	// record's origin: the item has no version yet, a version by batch
 	// time (a number), a version of another source shard (whose positions
 	// order nothing against this shard's: see originVersion), or an older
-	// position of the same shard.
-	originCondition = "attribute_not_exists(" + versionName + ") OR attribute_type(" + versionName + ", " + typeValue +
-		") OR NOT begins_with(" + versionName + ", " + shardValue + ") OR " + versionName + " < " + versionValue
+	// position of the same shard. begins_with of a missing attribute or a
+	// number is false.
+	originCondition = "NOT (begins_with(" + versionName + ", " + shardValue + ") AND " + versionName + " >= " + versionValue + ")"
 )
 
 // ordinalDigits is the number of decimal digits a version gives the
