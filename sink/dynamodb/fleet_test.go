@@ -92,7 +92,7 @@ func (s sharingSource) SharesShards() bool { return s.shares }
 // returns Run's error.
 func runFleet(t *testing.T, cfg dynamodb.Config, shares bool, recs []event) error {
 	t.Helper()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, AllowSplitState: true})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
