@@ -24,7 +24,9 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
-// refuses; the message names every bad field and its fix.
+// refuses, the message naming every bad field and its fix, and by Write's
+// for a batch without origins on a pipeline sharing its shards with other
+// workers, which the Config does not allow (see Write).
 var ErrInvalidConfig = errors.New("dynamodb: invalid config")
 
 // Defaults of the Config fields left zero.
