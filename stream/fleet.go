@@ -13,7 +13,8 @@ import (
 // reporting true, such as a Kinesis receiver with Config.Leases. An output
 // whose exactly-once rests on one worker's batch times checks it to
 // refuse, or name apart, what a fleet would otherwise lose: sink/dynamodb
-// and sink/kinesis do. It reports false for any other ctx.
+// and sink/kinesis do. It reports false for any other ctx. It is safe for
+// concurrent use.
 func SharesShards(ctx context.Context) bool {
 	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
 	if p == nil {
