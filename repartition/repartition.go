@@ -28,6 +28,15 @@ var ErrInvalidConfig = errors.New("repartition: invalid config")
 // mistake (Kinesis's default account limit is far lower) or a reshard.
 const maxShards = 10000
 
+// writerPrefix is the Origin of the sink writing the stream: the writer of
+// its version 1 tags, with the worker's name (Config.Writer) after a "/"
+// when it has one.
+const writerPrefix = "repartition"
+
+// maxWriter is the longest Config.Writer: the writer of a tag holds 128
+// bytes.
+const maxWriter = 128 - len(writerPrefix) - 1
+
 // activeWait bounds the wait for a stream ByKey created to become ACTIVE.
 const activeWait = 5 * time.Minute
 
@@ -46,15 +55,20 @@ type Config[K comparable, V any] struct {
 	// is used as it is, whatever its shard count. Default 0: the stream
 	// must exist (the receiver's Start fails otherwise).
 	Shards int
-	// Writer names this worker's writes in the origin tags of records
-	// that have no origins (a keyed operator before ByKey, see
-	// stream.Origins): it must be the same across the worker's restarts
-	// and differ between the workers of a fleet, or a reader may drop a
-	// record of one worker as a copy of another's. Records with origins
-	// (only narrow operators between a Kinesis source and ByKey) are
-	// tagged with their origin, the same whichever worker writes them, and
-	// ignore it. At most 128 bytes. Default "repartition"; required with
-	// Leases.
+	// Writer names this worker in the origin tags of records that have no
+	// origins (a keyed operator before ByKey, see stream.Origins), whose
+	// writer is "repartition/" + Writer (sink/kinesis's Config.Worker): it
+	// must differ between the workers of a fleet, or a reader may drop a
+	// record of one worker as a copy of another's, and stay the same
+	// across the worker's restarts, so that the copies a batch run again
+	// after a restart writes are dropped. Records with origins (only
+	// narrow operators between a Kinesis source and ByKey) are tagged with
+	// their origin, the same whichever worker writes them, and ignore it.
+	// At most 116 bytes. Default "": the writer is "repartition" on one
+	// worker, and on a fleet (a source sharing its shards, such as one
+	// with Leases) "repartition/" and a random name of each process, so no
+	// record is lost, but the copies of a batch run again after a restart
+	// are kept.
 	Writer string
 
 	// Leases, when set, shares the intermediate stream's shards among the
@@ -96,11 +110,8 @@ func (c *Config[K, V]) validate() error {
 	if c.Shards < 0 || c.Shards > maxShards {
 		add("Shards %d: must be 0 (the stream must exist) to %d", c.Shards, maxShards)
 	}
-	if c.Writer == "" && c.Leases != nil {
-		add("Writer is empty with Leases set: name each worker of the fleet, the same across its restarts")
-	}
-	if len(c.Writer) > 128 {
-		add("Writer: %d bytes: must be at most 128", len(c.Writer))
+	if len(c.Writer) > maxWriter {
+		add("Writer: %d bytes: must be at most %d", len(c.Writer), maxWriter)
 	}
 	if c.Client != nil && (c.AWS != nil || c.Endpoint != "") {
 		add("Client is set with AWS or Endpoint: set either Client or AWS/Endpoint")
@@ -134,9 +145,6 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Writer == "" {
-		cfg.Writer = "repartition"
-	}
 	c := codec[K, V]{key: cfg.KeyCodec, value: cfg.ValueCodec}
 	if c.key == nil {
 		c.key = stream.JSONCodec[K]()
@@ -168,7 +176,7 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		}
 	}
 
-	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: cfg.Writer, Aggregate: true,
+	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: writerPrefix, Worker: cfg.Writer, Aggregate: true,
 		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
 	if err != nil {
 		return nil, fmt.Errorf("repartition: %w", err)

@@ -332,8 +332,7 @@ func TestByKeyBadConfig(t *testing.T) {
 		{"no stream", Config[string, int]{AWS: &awsCfg}, []string{"Stream \"\""}},
 		{"bad stream", Config[string, int]{Stream: "a/b", AWS: &awsCfg}, []string{"Stream \"a/b\""}},
 		{"shards", Config[string, int]{Stream: "s", Shards: -1, AWS: &awsCfg}, []string{"Shards -1"}},
-		{"writer", Config[string, int]{Stream: "s", Writer: strings.Repeat("w", 129), AWS: &awsCfg}, []string{"Writer: 129 bytes"}},
-		{"leases without writer", Config[string, int]{Stream: "s", AWS: &awsCfg, Leases: &leasetable.Config{}}, []string{"Writer is empty with Leases"}},
+		{"writer", Config[string, int]{Stream: "s", Writer: strings.Repeat("w", 117), AWS: &awsCfg}, []string{"Writer: 117 bytes: must be at most 116"}},
 		{"client and AWS", Config[string, int]{Stream: "s", AWS: &awsCfg, Client: awskinesis.NewFromConfig(awsCfg)}, []string{"Client is set with AWS"}},
 		{"all", Config[string, int]{Shards: 20000, Writer: strings.Repeat("w", 200)}, []string{"Stream", "Shards 20000", "Writer: 200"}},
 	} {

@@ -54,6 +54,9 @@ func addKinesisSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) err
 			return targetKey(r.ShardID, id), r.Data
 		},
 		Origin: kinesisSinkOrigin,
+		// The receiver has leases: the worker's name, the same in every
+		// child (one worker restarted), keeps a replay's tags the same.
+		Worker: "worker-1",
 		Logger: cfg.logger,
 	})
 	if err != nil {

@@ -46,7 +46,10 @@ func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 	num := func(n int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 	}
-	puts, err := dynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: cfg.dynamoEndpoint, Table: cfg.sink, Logger: cfg.logger},
+	// One worker restarted with its log, reading with leases: versions by
+	// batch time are exact for it (the counts' items take records of
+	// every shard, which versions of origin would write at least once).
+	puts, err := dynamodb.New(ctx, dynamodb.Config{AWS: &awsCfg, Endpoint: cfg.dynamoEndpoint, Table: cfg.sink, Logger: cfg.logger, AllowBatchTimeVersions: true},
 		func(r kinesis.Record) (dynamodb.Write, error) {
 			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str(fmt.Sprint("r", id(r))), "n": num(id(r))}}, nil
 		})
@@ -60,7 +63,7 @@ func addSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 	}
 	var slowed atomic.Bool
 	counts, err := dynamodb.New(ctx, dynamodb.Config{Client: &markClient{Client: client, mark: cfg.sinkMarks + ".wrote." + strconv.Itoa(os.Getpid())},
-		Table: cfg.sink, Logger: cfg.logger},
+		Table: cfg.sink, Logger: cfg.logger, AllowBatchTimeVersions: true},
 		func(r kinesis.Record) (dynamodb.Write, error) {
 			if slowIDs[id(r)] && !slowed.Swap(true) {
 				time.Sleep(slowSinkDelay)

@@ -91,7 +91,7 @@ func handLoop(ctx context.Context, c *ddb.Client, table string, t int64, es []ev
 					TableName:                aws.String(table),
 					Key:                      map[string]types.AttributeValue{"id": str(es[i].ID)},
 					UpdateExpression:         aws.String("ADD hits :one SET #last = :n, #v = :v"),
-					ConditionExpression:      aws.String("attribute_not_exists(#v) OR #v < :v"),
+					ConditionExpression:      aws.String("NOT #v >= :v"), // the sink's condition
 					ExpressionAttributeNames: map[string]string{"#last": "last", "#v": "v"},
 					ExpressionAttributeValues: map[string]types.AttributeValue{
 						":one": num(1), ":n": num(es[i].N), ":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(t, 10) + "000000000"},

@@ -2,9 +2,10 @@
 // function the user gives maps each record to a write of one item (a put of
 // the whole item, or an update expression such as "ADD hits :one"), and the
 // Sink makes every write conditional on a version it derives from the
-// record's place in its batch, so that a batch run again after a crash
-// (with a recovery log, see stream.Config.Recovery) applies none of its
-// writes twice and never moves an item backwards:
+// record's position in its source shard or its place in its batch, so that
+// a batch run again after a crash (with a recovery log, see
+// stream.Config.Recovery) applies none of its writes twice and never moves
+// an item backwards:
 //
 //	sink, err := dynamodb.New(ctx, dynamodb.Config{Table: "counts"}, func(w Word) (dynamodb.Write, error) {
 //		return dynamodb.Write{
@@ -15,10 +16,16 @@
 //	})
 //	stream.ForEachBatch(words, sink.Write, stream.Named("counts"))
 //
-// The version of a write is its batch's time and its ordinal among the
-// batch's writes of the same item; the item keeps the version of the last
+// The version of a write is its record's origin when the batch has
+// origins (the output declared with stream.Origins, downstream of a
+// Kinesis source through narrow operators): the record's shard and
+// position, which order a shard's records whichever worker of a fleet
+// writes them. Otherwise it is the batch's time and the write's ordinal
+// among the batch's writes of the same item, which order one worker's
+// batches only: on a pipeline whose source shares its shards with other
+// workers, Write refuses such a batch unless
+// Config.AllowBatchTimeVersions. The item keeps the version of the last
 // write applied, and a write whose version is not greater is skipped and
 // counted (Stats), not an error. The repository's DESIGN.md ("Exactly-once
-// outputs") explains the scheme, the order rule and its limits: versions
-// are batch times, so an item must be written by one worker.
+// outputs") explains the scheme, the order rule and its limits.
 package dynamodb

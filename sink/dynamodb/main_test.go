@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,7 +16,7 @@ import (
 	"github.com/weirstream/weir/sink/dynamodb"
 )
 
-var servers = localaws.NewShared(localaws.Options{DynamoDB: true})
+var servers = localaws.NewShared(localaws.Options{DynamoDB: true, Kinesis: true})
 
 func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
@@ -28,7 +29,9 @@ func setup(t *testing.T) (*ddb.Client, string, context.Context) {
 }
 
 // createTable creates a table of partition key "id" (string) on c and
-// returns its name.
+// returns its name once it is ACTIVE: dynalite answers a write to a table
+// still CREATING (for a moment even with createTableMs 0, longer on a
+// loaded machine) with ResourceNotFoundException.
 func createTable(tb testing.TB, c *ddb.Client) string {
 	tb.Helper()
 	name := localaws.UniqueName(tb)
@@ -39,6 +42,10 @@ func createTable(tb testing.TB, c *ddb.Client) string {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	if err != nil {
+		tb.Fatal(err)
+	}
+	active := ddb.NewTableExistsWaiter(c, func(o *ddb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 5*time.Millisecond, 100*time.Millisecond })
+	if err := active.Wait(tb.Context(), &ddb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
 	return name

@@ -20,10 +20,13 @@ import (
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/streak"
+	"github.com/weirstream/weir/stream"
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
-// refuses; the message names every bad field and its fix.
+// refuses, the message naming every bad field and its fix, and by Write's
+// for a batch without origins on a pipeline sharing its shards with other
+// workers, which the Config does not allow (see Write).
 var ErrInvalidConfig = errors.New("dynamodb: invalid config")
 
 // Defaults of the Config fields left zero.
@@ -75,8 +78,8 @@ type Config struct {
 	// Table is the name of the table written to, which must exist. Required.
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
-	// version of the last write applied to it (a number; see the package
-	// documentation). It must not be a key attribute. Default
+	// version of the last write applied to it (a number, or a string for a
+	// version of origin; see Write). It must not be a key attribute. Default
 	// DefaultVersionAttribute ("weirVersion").
 	VersionAttribute string
 	// Concurrency is the most writes in flight at once. Writes of the
@@ -90,6 +93,15 @@ type Config struct {
 	// (5 s: a call with no answer by then is abandoned and retried).
 	// Default clock.Real{}.
 	Clock clock.Clock
+	// AllowBatchTimeVersions accepts batches without origins on a pipeline
+	// whose source shares its shards with other workers (a fleet, see
+	// stream.SharesShards), which Write otherwise refuses: their writes are
+	// versioned by this worker's batch times, which order nothing across
+	// workers, so when an item is written by two workers (a shard's lease
+	// moved) the writes of the one whose batch times run behind are skipped
+	// as stale, and lost. Set it only when every item is written by one
+	// worker for good. Default false.
+	AllowBatchTimeVersions bool
 }
 
 func (c Config) validate() error {
@@ -124,6 +136,7 @@ type Sink[T any] struct {
 	endpoint string
 	timeout  time.Duration // attemptTimeout; tests shorten it
 	f        func(T) (Write, error)
+	anyTime  bool // Config.AllowBatchTimeVersions
 
 	written, skipped, retried atomic.Int64
 }
@@ -135,8 +148,8 @@ type Stats struct {
 	// Skipped counts the writes DynamoDB did not apply because the item's
 	// version was not older than theirs: already applied by an earlier run
 	// of their batch (a replay after a crash, or a retry of a write whose
-	// answer was lost), or overtaken by a write of a later batch (a second
-	// worker writing the item: see the package documentation).
+	// answer was lost), or overtaken by a later write of the item (see
+	// Write).
 	Skipped int64
 	// Retried counts the attempts that failed and were tried again
 	// (throttling, errors of unknown outcome), beyond the client's own
@@ -173,7 +186,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s := &Sink[T]{
 		client: client, table: cfg.Table, version: cfg.VersionAttribute, par: cfg.Concurrency,
-		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f,
+		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f, anyTime: cfg.AllowBatchTimeVersions,
 	}
 	if s.version == "" {
 		s.version = DefaultVersionAttribute
@@ -210,13 +223,28 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // applied, or on the first error, which fails the batch (a pipeline then
 // stops, and runs the batch again after a restart).
 //
-// Each write is conditional on its version: the batch's time and its
-// ordinal among the batch's writes of the same item, in record order. The
-// version is written to the item with the write, and a write whose item
-// has a version as new or newer is skipped (counted in Stats.Skipped), so
-// running a batch again, or an older batch after a newer one, changes
-// nothing: with a recovery log, a batch run again after a crash has the
-// same time and the same records in the same order (DESIGN.md, G2).
+// Each write is conditional on its version, which is written to the item
+// with it; a write whose item has a version as new or newer is skipped
+// (counted in Stats.Skipped). A record with an origin (b.Origins: the
+// output was declared with stream.Origins, downstream of a Kinesis source
+// through narrow operators) gives its write the version of its position:
+// its source shard, sequence number, sub-sequence number and index, the
+// same whichever worker of a fleet writes it, so a batch run again, on
+// this worker or on the one a shard's lease moved to, or by a zombie,
+// changes nothing, and a later record of the shard is applied whatever
+// the batch times of the worker writing it. Positions order only the
+// records of one shard: a write from another shard than the item's last
+// is applied (a key moved to a child shard in a reshard), so an item
+// whose records come from several shards (a source not partitioned by the
+// item's key) is written at least once. A record without origin gives its
+// write the batch's time and the write's ordinal among the batch's writes
+// of the item: with a recovery log, a batch run again after a crash has
+// the same time and the same records in the same order (DESIGN.md, G2),
+// but batch times order nothing across workers, so on a pipeline whose
+// source shares its shards with other workers (stream.SharesShards) such a
+// record fails the batch with an error wrapping ErrInvalidConfig that
+// names the fixes, unless Config.AllowBatchTimeVersions. An item whose
+// version is of the other kind (the pipeline changed) takes the write.
 //
 // Writes of different items run in parallel, at most Config.Concurrency at
 // a time; the writes of one item run one at a time, in record order.
@@ -231,11 +259,8 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if b.Time() < 0 {
-		return fmt.Errorf("dynamodb: batch %v: a batch time before 1970 has no version", b.Time())
-	}
 	skipped := s.skipped.Load()
-	keys, byKey, err := s.plan(b)
+	keys, byKey, err := s.plan(b, !s.anyTime && stream.SharesShards(ctx))
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -251,7 +276,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 					return
 				}
 				for _, o := range byKey[keys[i]] {
-					if err := s.apply(ctx, int64(b.Time()), o); err != nil {
+					if err := s.apply(ctx, o); err != nil {
 						cancel(err)
 						return
 					}
@@ -272,11 +297,16 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
-// numbered.
-func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
+// each with its version (see versionOf). fleet refuses a record without
+// origin (see Write).
+func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
 	var keys []string
 	byKey := make(map[string][]op)
+	origins := b.Origins()
+	var last map[[2]string]string // an item's (id) last version of origin of a shard (prefix)
+	i := -1
 	for v := range b.All() {
+		i++
 		w, err := s.f(v)
 		if err != nil {
 			return nil, nil, err
@@ -296,18 +326,61 @@ func (s *Sink[T]) plan(b *batch.Batch[T]) ([]string, map[string][]op, error) {
 		if len(ops) == maxOrdinal {
 			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
 		}
-		byKey[id] = append(ops, op{w: w, key: key, n: len(ops)})
+		o := op{w: w, key: key}
+		var from batch.Origin
+		if origins != nil {
+			from = origins[i]
+		}
+		if err := versionOf(&o, from, b.Time(), len(ops), fleet); err != nil {
+			return nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
+		}
+		if o.prefix != "" {
+			// The writes of an item go out in record order: a version of
+			// a shard that does not grow would be skipped.
+			if last == nil {
+				last = make(map[[2]string]string)
+			}
+			k := [2]string{id, o.prefix}
+			if prev, ok := last[k]; ok && prev >= o.v {
+				return nil, nil, fmt.Errorf("record %d, key %s: origin %s/%s %s (sub-sequence %d, index %d) comes after a later record of its shard in the batch",
+					i, formatKey(key, s.keyAttrs), from.Stream, from.Shard, from.Seq, from.SubSeq, from.Index)
+			}
+			last[k] = o.v
+		}
+		byKey[id] = append(ops, o)
 	}
 	return keys, byKey, nil
+}
+
+// versionOf sets the version of o, the write of ordinal n among the
+// writes of its item in the batch at time t, made of a record of origin
+// from: the origin's position if it has one (Seq set), else t and n,
+// which fleet refuses.
+func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error {
+	var err error
+	switch {
+	case from.Seq != "":
+		o.prefix, o.v, err = originVersion(from)
+	case fleet:
+		err = fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
+			"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
+			"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
+			"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
+			ErrInvalidConfig)
+	case t < 0:
+		err = errors.New("a batch time before 1970 has no version")
+	default:
+		o.v = version(int64(t), n)
+	}
+	return err
 }
 
 // maxOrdinal is the most writes of one item a batch may have.
 const maxOrdinal = 1_000_000_000
 
 // apply sends one write, retrying it until DynamoDB answers.
-func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
-	v := &types.AttributeValueMemberN{Value: version(t, o.n)}
-	send, err := s.request(o, v)
+func (s *Sink[T]) apply(ctx context.Context, o op) error {
+	send, err := s.request(o)
 	if err != nil {
 		return err
 	}
@@ -347,10 +420,18 @@ func (s *Sink[T]) apply(ctx context.Context, t int64, o op) error {
 	}
 }
 
-// request returns the call that sends o with version v, or an error for a
-// put of an item too large.
-func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) error, error) {
+// request returns the call that sends o with its version, or an error for
+// a put of an item too large.
+func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	names := map[string]string{versionName: s.version}
+	cond, values := timeCondition, map[string]types.AttributeValue{versionValue: &types.AttributeValueMemberN{Value: o.v}}
+	if o.prefix != "" {
+		cond, values = originCondition, map[string]types.AttributeValue{
+			versionValue: &types.AttributeValueMemberS{Value: o.v},
+			shardValue:   &types.AttributeValueMemberS{Value: o.prefix},
+		}
+	}
+	v := values[versionValue]
 	if o.w.Item != nil {
 		item := make(map[string]types.AttributeValue, len(o.w.Item)+1)
 		for a, x := range o.w.Item {
@@ -362,23 +443,20 @@ func (s *Sink[T]) request(o op, v types.AttributeValue) (func(context.Context) e
 				ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
 		}
 		in := &ddb.PutItemInput{
-			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(condition),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: map[string]types.AttributeValue{versionValue: v},
+			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 		}
 		return func(ctx context.Context) error { _, err := s.client.PutItem(ctx, in); return err }, nil
 	}
-	values := make(map[string]types.AttributeValue, len(o.w.Values)+1)
 	for k, x := range o.w.Values {
 		values[k] = x
 	}
-	values[versionValue] = v
 	for k, x := range o.w.Names {
 		names[k] = x
 	}
 	in := &ddb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: o.key, UpdateExpression: aws.String(withVersion(o.w.Update)),
-		ConditionExpression: aws.String(condition), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	}
 	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
 }

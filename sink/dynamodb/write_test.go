@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/batch"
 )
 
 func TestWithVersion(t *testing.T) {
@@ -123,6 +125,48 @@ func TestConfigValidate(t *testing.T) {
 	for _, want := range []string{"Endpoint", "Table empty", "Concurrency -1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+// Origin versions of one shard order as their positions do (sequence
+// numbers as numbers, then sub-sequence, then index), in DynamoDB's order
+// of strings, and every one starts with its shard's prefix, which no other
+// shard's version starts with.
+func TestOriginVersion(t *testing.T) {
+	ordered := []batch.Origin{
+		{Seq: "0"}, {Seq: "9"}, {Seq: "9", SubSeq: 1}, {Seq: "9", SubSeq: 1, Index: 2}, {Seq: "9", SubSeq: 1, Index: 10},
+		{Seq: "9", SubSeq: 10}, {Seq: "10"}, {Seq: "99"}, {Seq: "49590338271490256608559692538361571095921575989136588898"},
+		{Seq: "1" + strings.Repeat("0", batch.MaxSeqDigits-1)},
+	}
+	prev := ""
+	for i, o := range ordered {
+		o.Stream, o.Shard = "s", "shardId-000000000001"
+		prefix, v, err := originVersion(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(v, prefix) || prefix != "1:s20:shardId-000000000001@" {
+			t.Errorf("%+v: version %q, prefix %q", o, v, prefix)
+		}
+		if i > 0 && v <= prev { // Go compares strings bytewise, as DynamoDB does
+			t.Errorf("%+v: version %q not after %q", o, v, prev)
+		}
+		prev = v
+	}
+	// A shard whose name extends another's, or a stream and shard cut
+	// elsewhere, get other prefixes.
+	p1, _, _ := originVersion(batch.Origin{Stream: "s", Shard: "a", Seq: "1"})
+	_, v2, _ := originVersion(batch.Origin{Stream: "s", Shard: "a1", Seq: "1"})
+	_, v3, _ := originVersion(batch.Origin{Stream: "s1", Shard: "a", Seq: "1"})
+	for _, v := range []string{v2, v3} {
+		if strings.HasPrefix(v, p1) {
+			t.Errorf("version %q starts with the prefix %q of another shard", v, p1)
+		}
+	}
+	for _, o := range []batch.Origin{{Seq: "01"}, {Seq: "x"}, {Seq: "1", SubSeq: -1}, {Seq: "1", Index: -1}} {
+		if _, _, err := originVersion(o); err == nil {
+			t.Errorf("%+v: no error", o)
 		}
 	}
 }

@@ -91,6 +91,23 @@ type Config[T any] struct {
 	// lease moved, or by a zombie worker, are dropped too. DESIGN.md
 	// describes the formats.
 	Origin string
+	// Worker, when set, names this worker among the workers of a fleet in
+	// the origin tags of records without origins (version 1), whose writer
+	// is then Origin + "/" + Worker: it must differ from every other
+	// worker's and stay the same across this worker's restarts (with its
+	// recovery log), such as a StatefulSet pod's name. Two workers
+	// configured alike write batches of the same times (batch times are
+	// multiples of the interval), so a writer named by Origin alone would
+	// give their different records the same tags, and a reader would drop
+	// one as a copy of the other. When Worker is empty and the pipeline's
+	// source shares its shards with other workers (stream.SharesShards: a
+	// Kinesis receiver with leases), the writer is Origin + "/" + a random
+	// name drawn by New, distinct for each Sink: no record is lost, but a
+	// batch a restarted worker runs again is written under a new name, and
+	// its copies are kept (at least once; a warning says so once). Records with
+	// origins (version 2 tags) ignore it. Origin must be set with it; the
+	// two with the "/" at most 128 bytes. Default "".
+	Worker string
 	// Aggregate, when true, packs the records of one partition key that a
 	// call would otherwise have to send one call after another into a KPL
 	// aggregate (the Kinesis Producer Library's format), one Kinesis record
@@ -139,6 +156,12 @@ func (c Config[T]) validate() error {
 	}
 	if len(c.Origin) > origin.MaxWriterLen {
 		problems = append(problems, fmt.Errorf("Origin of %d bytes: must be at most %d", len(c.Origin), origin.MaxWriterLen))
+	}
+	switch {
+	case c.Worker != "" && c.Origin == "":
+		problems = append(problems, errors.New("Worker set without Origin: set Origin to tag the records, or leave Worker empty"))
+	case c.Worker != "" && len(c.Origin)+1+len(c.Worker) > origin.MaxWriterLen:
+		problems = append(problems, fmt.Errorf("Origin and Worker of %d bytes with the \"/\": must be at most %d", len(c.Origin)+1+len(c.Worker), origin.MaxWriterLen))
 	}
 	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > maxRecordBytes {
 		problems = append(problems, fmt.Errorf("MaxRecordBytes %d: must be between 1 and %d (10 MiB), or 0 for 1 MiB", c.MaxRecordBytes, maxRecordBytes))

@@ -22,7 +22,9 @@
 // front of its data, by which a weir pipeline reading the stream drops the
 // copies; the reading side is described in the repository's DESIGN.md
 // ("Writing to Kinesis"). Without it the records are written as they are:
-// at least once.
+// at least once. On a fleet (a source sharing its shards with other
+// workers), the writer in a tag also names the worker (Config.Worker, or a
+// random name), so that two workers' records never share a tag.
 //
 // With Config.Aggregate, the records of one key that would otherwise wait
 // for calls of their own are packed into KPL aggregates (one Kinesis record

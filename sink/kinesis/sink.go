@@ -2,9 +2,11 @@ package kinesis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/internal/streak"
+	"github.com/weirstream/weir/stream"
 )
 
 // Back-off between the rounds of a Write that had failures.
@@ -36,7 +39,16 @@ type Sink[T any] struct {
 	cfg          Config[T]
 	endpoint     string // for the logs
 	requestBytes int    // the most bytes of records a call holds
+	// fleetWriter is the writer of version 1 tags on a fleet: Origin and
+	// Worker, or Origin and a random name when Worker is empty, and
+	// fleetNote says once which.
+	fleetWriter string
+	fleetNote   sync.Once
 }
+
+// randomWorkerLen is the length of the random name New draws for a Sink
+// without Worker: 16 characters of base32, 80 bits.
+const randomWorkerLen = 16
 
 // New returns a Sink configured by cfg, or an error wrapping
 // ErrInvalidConfig that names every bad field.
@@ -45,6 +57,13 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 		return nil, err
 	}
 	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes}
+	if cfg.Origin != "" {
+		worker := cfg.Worker
+		if worker == "" {
+			worker = rand.Text()[:randomWorkerLen]
+		}
+		s.fleetWriter = cfg.Origin + "/" + worker
+	}
 	if s.cfg.MaxRecordBytes > defaultMaxRecordBytes {
 		s.requestBytes = largeRequestBytes
 	}
@@ -83,16 +102,61 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	recs, err := s.prepare(b)
+	writer := s.cfg.Origin
+	if writer != "" && !allOrigins(b.Origins()) {
+		var err error
+		if writer, err = s.writer(ctx); err != nil {
+			return err
+		}
+	}
+	recs, err := s.prepare(b, writer)
 	if err != nil {
 		return err
 	}
 	return s.put(ctx, recs)
 }
 
-// prepare returns the records of b as entries, tagged if Origin is set, or
-// an error for the first record Kinesis would refuse.
-func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
+// allOrigins reports whether every record of a batch has an origin, and so
+// a version 2 tag, which names no writer.
+func allOrigins(origins []batch.Origin) bool {
+	if origins == nil {
+		return false
+	}
+	for _, o := range origins {
+		if o.Seq == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// writer returns the writer of the version 1 tags of a Write with ctx
+// (Origin is set): Origin on one worker unless Worker is set, Origin and
+// this worker's name (Worker, or a random one) when Worker is set or ctx
+// is that of a pipeline sharing its source's shards with other workers.
+func (s *Sink[T]) writer(ctx context.Context) (string, error) {
+	if s.cfg.Worker == "" && !stream.SharesShards(ctx) {
+		return s.cfg.Origin, nil
+	}
+	if len(s.fleetWriter) > origin.MaxWriterLen {
+		return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
+			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-randomWorkerLen)
+	}
+	if s.cfg.Worker == "" {
+		s.fleetNote.Do(func() {
+			s.cfg.Logger.Warn("kinesis sink: the pipeline's source shares its shards with other workers and Worker is empty: "+
+				"records without origins are tagged with a random name of this worker, so a batch it runs again after a restart is written under another name and read twice; "+
+				"set Worker to a name distinct per worker and stable across restarts for exactly once",
+				"stream", s.cfg.Stream, "writer", s.fleetWriter)
+		})
+	}
+	return s.fleetWriter, nil
+}
+
+// prepare returns the records of b as entries, tagged if Origin is set
+// (version 1 tags naming writer), or an error for the first record Kinesis
+// would refuse.
+func (s *Sink[T]) prepare(b *batch.Batch[T], writer string) ([]entry, error) {
 	recs := make([]entry, 0, b.Len())
 	var arena []byte
 	origins := b.Origins()
@@ -101,7 +165,7 @@ func (s *Sink[T]) prepare(b *batch.Batch[T]) ([]entry, error) {
 		i := len(recs)
 		key, data := s.cfg.Record(v)
 		if s.cfg.Origin != "" {
-			tag := origin.Tag{Writer: s.cfg.Origin, Batch: int64(b.Time()), Index: uint64(i)}
+			tag := origin.Tag{Writer: writer, Batch: int64(b.Time()), Index: uint64(i)}
 			if origins != nil && origins[i].Seq != "" {
 				if starts == nil {
 					starts = rangeStarts(b.Ranges())

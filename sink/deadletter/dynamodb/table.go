@@ -79,6 +79,11 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 			cfg.Client = c
 		}
 	}
+	// A letter's item is keyed by its batch time and output, which the
+	// versions by batch time follow, on a fleet too (letters have no
+	// origins). Two workers quarantining in batches of the same time share
+	// keys all the same: see DESIGN.md, Quarantine.
+	cfg.AllowBatchTimeVersions = true
 	s, err := sinkddb.New(ctx, cfg, item)
 	if err != nil {
 		return nil, fmt.Errorf("deadletter table: %w", err)

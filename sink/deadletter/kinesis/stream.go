@@ -24,7 +24,9 @@ const tagRoom = 1 << 10
 // key its ID ("<batch time>-<output>-<index>", as weir deadletters names
 // it), tagged with its origin (see sink/kinesis's Config.Origin) as writer
 // "<Origin>/<output>" (one writer per output, since the letters of two
-// outputs share batch times and indexes), batch time and Index. A letter
+// outputs share batch times and indexes; on a fleet, followed by "/" and
+// the worker's name, see sink/kinesis's Config.Worker), batch time and
+// Index. A letter
 // whose JSON, key and tag would not fit Config.MaxRecordBytes is cut
 // first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so

@@ -1,0 +1,295 @@
+package dynamodb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// seqBase is a sequence number of 56 digits, as Kinesis's are today: more
+// than a DynamoDB number holds.
+const seqBase = "4959000000000000000000000000000000000000000000000000"
+
+// seqOf returns the i-th sequence number after seqBase (i < 10000).
+func seqOf(i int) string {
+	s := strconv.Itoa(i)
+	return seqBase + strings.Repeat("0", 4-len(s)) + s
+}
+
+// fromShard returns the batch at time t of recs[from:to], each with its
+// origin: record i of shard "shardId-000000000000" of stream "src", at
+// seqOf(i).
+func fromShard(t batch.Time, recs []event, from, to int) *batch.Batch[event] {
+	origins := make([]batch.Origin, 0, to-from)
+	for i := from; i < to; i++ {
+		origins = append(origins, batch.Origin{Stream: "src", Shard: "shardId-000000000000", Seq: seqOf(i)})
+	}
+	return batch.New(t, nil, recs[from:to]).WithOrigins(origins)
+}
+
+// TestLeaseMovedToWorkerWithEarlierBatchTimes writes, against dynalite, a
+// shard's records as a fleet does when the shard's lease moves: worker A
+// writes records 0-19 in its batch at 12:00:02, then worker B, which took
+// the lease at A's last checkpoint (after record 14) and whose batch timer
+// runs behind A's, writes records 15-39 in its batch at 12:00:01, and A, a
+// zombie, runs its batch again. The table must be that of applying every
+// record once, in shard order: B's writes are of later records, whatever
+// its batch times, and A's replay changes nothing. Versions by batch time
+// skipped B's writes as stale (a lost update per item).
+func TestLeaseMovedToWorkerWithEarlierBatchTimes(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	recs := events(40, 6, true)
+	a := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 4})
+	b := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 4})
+	const noon = 1_700_000_000_000
+	ba := fromShard(noon+2000, recs, 0, 20)
+	bb := fromShard(noon+1000, recs, 15, 40)
+	for i, w := range []struct {
+		s *dynamodb.Sink[event]
+		b *batch.Batch[event]
+	}{{a, ba}, {b, bb}, {a, ba}} {
+		if err := w.s.Write(ctx, w.b); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if diff := cmp.Diff(apply(nil, recs...), scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := b.Stats(); st.Written != 20 || st.Skipped != 5 {
+		t.Errorf("worker B: Stats %+v: want 20 written (records 20-39), 5 skipped (15-19, which A wrote)", st)
+	}
+	if st := a.Stats(); st.Written != 20 || st.Skipped != 20 {
+		t.Errorf("worker A: Stats %+v: want 20 written, 20 skipped (its replay)", st)
+	}
+}
+
+// sharingSource is a memory source that says, as a Kinesis receiver with
+// leases does, whether other workers share its shards.
+type sharingSource struct {
+	*memory.Source[event]
+	shares bool
+}
+
+func (s sharingSource) SharesShards() bool { return s.shares }
+
+// runFleet runs, to its drained end, a pipeline whose source (sharing its
+// shards if shares) holds recs, writing them with a Sink of cfg; it
+// returns Run's error.
+func runFleet(t *testing.T, cfg dynamodb.Config, shares bool, recs []event) error {
+	t.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := memory.New[event](memory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Push(recs...); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, t.Context(), cfg)
+	stream.ForEachBatch(stream.From(p, sharingSource{Source: src, shares: shares}), s.Write, stream.Retry(0))
+	if err := p.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	return p.Run(ctx)
+}
+
+// A batch without origins on a pipeline whose source shares its shards
+// (a fleet) is refused, naming the fixes, and nothing is written; with
+// AllowBatchTimeVersions, or on a source that shares nothing, it is written.
+func TestFleetWithoutOriginsRefused(t *testing.T) {
+	t.Parallel()
+	c, table, _ := setup(t)
+	recs := events(12, 4, true)
+	err := runFleet(t, dynamodb.Config{Client: c, Table: table}, true, recs)
+	if !errors.Is(err, dynamodb.ErrInvalidConfig) {
+		t.Fatalf("Run: %v; want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"share", "stream.Origins()", "AllowBatchTimeVersions"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run: %v\ndoes not say %q", err, want)
+		}
+	}
+	if got := scan(t, c, table); len(got) != 0 {
+		t.Errorf("refused batch wrote %v", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		shares bool
+		allow  bool
+	}{{"allowed", true, true}, {"one worker", false, false}} {
+		table := createTable(t, c)
+		if err := runFleet(t, dynamodb.Config{Client: c, Table: table, AllowBatchTimeVersions: tc.allow}, tc.shares, recs); err != nil {
+			t.Fatalf("%s: Run: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(apply(nil, recs...), scan(t, c, table)); diff != "" {
+			t.Errorf("%s: table (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// An item's version names the source shard of its last write: a write
+// from another shard (the item's key moved to a child shard in a reshard,
+// or a source not partitioned by the item's key) is applied whatever its
+// position, a write of the same shard only if newer; and an item whose
+// version is of the other kind (by batch time, or by origin: the pipeline
+// changed) takes the write rather than stay frozen.
+func TestOriginVersionsAcrossShardsAndKinds(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	put := func(n int) event { return event{ID: "x", N: n, Put: true} }
+	at := func(shard, seq string, e event) *batch.Batch[event] {
+		return batch.New(1_700_000_000_000, nil, []event{e}).WithOrigins([]batch.Origin{{Stream: "src", Shard: shard, Seq: seq}})
+	}
+	steps := []struct {
+		b    *batch.Batch[event]
+		want string // n after the write
+	}{
+		{batch.New(1_700_000_005_000, nil, []event{put(1)}), "1"}, // by batch time
+		{at("shardId-000000000000", "900", put(2)), "2"},          // by origin over a batch time
+		{at("shardId-000000000000", "800", put(3)), "2"},          // older: skipped
+		{at("shardId-000000000000", "1000", put(4)), "4"},         // newer (more digits)
+		{at("shardId-000000000002", "5", put(5)), "5"},            // the child shard
+		{at("shardId-000000000002", "5", put(6)), "5"},            // a replay
+		{batch.New(1_700_000_000_000, nil, []event{put(7)}), "7"}, // by batch time over an origin
+		{batch.New(1_700_000_000_000, nil, []event{put(8)}), "7"}, // a replay
+		{at("shardId-000000000002", "4", put(9)), "9"},            // by origin over a batch time
+	}
+	for i, st := range steps {
+		if err := s.Write(ctx, st.b); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := scan(t, c, table)["x"]["n"]; got != st.want {
+			t.Fatalf("step %d: n = %s, want %s", i, got, st.want)
+		}
+	}
+}
+
+// A batch whose origins put a record of a shard after a later one of the
+// shard writing the same item (a write of another shard between them or
+// not) fails, naming the record, rather than write the item backwards.
+func TestOriginsOutOfOrderRefused(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	b := batch.New(1_700_000_000_000, nil, []event{{ID: "x", N: 1}, {ID: "x", N: 2}, {ID: "x", N: 3}}).WithOrigins([]batch.Origin{
+		{Stream: "src", Shard: "shardId-000000000000", Seq: "20"},
+		{Stream: "src", Shard: "shardId-000000000001", Seq: "5"},
+		{Stream: "src", Shard: "shardId-000000000000", Seq: "19"}})
+	err := s.Write(ctx, b)
+	if err == nil || !strings.Contains(err.Error(), "record 2") || !strings.Contains(err.Error(), "comes after a later record") {
+		t.Fatalf("Write: %v; want an error naming record 2", err)
+	}
+	if got := scan(t, c, table); len(got) != 0 {
+		t.Errorf("refused batch wrote %v", got)
+	}
+}
+
+// behind is the wall clock an hour behind: a worker whose batch times run
+// behind another's.
+type behind struct{ clock.Real }
+
+func (behind) Now() time.Time { return time.Now().Add(-time.Hour) }
+
+// TestPipelinesWithOrigins runs, on kinesalite and dynalite, two workers
+// of a fleet sharing a stream by leases, one after the other, as when a
+// shard's lease moves: worker A writes the shard's first records to the
+// table and drains (its checkpoint after them, its lease handed back);
+// then worker B, whose clock is an hour behind A's, takes the lease and
+// writes the shard's next records. Each writes with stream.Origins, through
+// a Map, and is accepted on its leased source: the table must hold every
+// record applied once, in shard order. With versions by batch time, B's
+// writes were skipped as stale.
+func TestPipelinesWithOrigins(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	c, table, ctx := setup(t)
+	in := localaws.UniqueName(t)
+	if err := env.CreateStream(ctx, in, 1); err != nil {
+		t.Fatal(err)
+	}
+	recs := events(60, 5, true)
+	put := func(from, to int) {
+		data := make([][]byte, 0, to-from)
+		for _, e := range recs[from:to] {
+			data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
+		}
+		if err := env.PutRecords(ctx, in, data, func(i int) string { return recs[from+i].ID }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func(r kinesis.Record) event {
+		var e event
+		var put string
+		parts := strings.Split(string(r.Data), "/")
+		e.ID, put = parts[0], parts[2]
+		e.N, _ = strconv.Atoi(parts[1])
+		e.Put = put == "true"
+		return e
+	}
+	run := func(name string, clk clock.Clock, total int) dynamodb.Stats {
+		awsCfg := env.AWSConfig()
+		recv, err := kinesis.New(kinesis.Config{Stream: in, App: "fleet", InitialPosition: kinesis.TrimHorizon,
+			AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond,
+			Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: name, StateDir: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+		seen := 0
+		stream.ForEachBatch(stream.Map(stream.From(p, recv), parse), func(ctx context.Context, b *batch.Batch[event]) error {
+			if err := s.Write(ctx, b); err != nil {
+				return err
+			}
+			if len(b.Origins()) != b.Len() {
+				return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
+			}
+			if seen += b.Len(); seen == total {
+				return p.Drain(ctx)
+			}
+			return nil
+		}, stream.Origins(), stream.Retry(0))
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := p.Run(rctx); err != nil {
+			t.Fatalf("worker %s: %v", name, err)
+		}
+		return s.Stats()
+	}
+	put(0, 30)
+	if st := run("a", nil, 30); st.Written != 30 {
+		t.Errorf("worker a: Stats %+v, want 30 written", st)
+	}
+	put(30, 60)
+	if st := run("b", behind{}, 30); st.Written != 30 {
+		t.Errorf("worker b: Stats %+v, want 30 written (the records after a's checkpoint)", st)
+	}
+	if diff := cmp.Diff(apply(nil, recs...), scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}

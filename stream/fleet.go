@@ -1,0 +1,32 @@
+package stream
+
+import (
+	"context"
+	"slices"
+
+	"github.com/weirstream/weir/source"
+)
+
+// SharesShards reports whether ctx is a context a running Pipeline gave
+// (an output's function gets one) and that Pipeline reads a source whose
+// receiver shares its shards with other workers: a source.ShardSharer
+// reporting true, such as a Kinesis receiver with Config.Leases. An output
+// whose exactly-once rests on one worker's batch times checks it to
+// refuse, or name apart, what a fleet would otherwise lose: sink/dynamodb
+// and sink/kinesis do. It reports false for any other ctx. It is safe for
+// concurrent use.
+func SharesShards(ctx context.Context) bool {
+	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	srcs := slices.Clone(p.sources)
+	p.mu.Unlock()
+	for _, s := range srcs {
+		if sh, ok := s.receiver().(source.ShardSharer); ok && sh.SharesShards() {
+			return true
+		}
+	}
+	return false
+}
