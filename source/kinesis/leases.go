@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/internal/lease"
-	"github.com/weirstream/weir/internal/shardstate"
 	"github.com/weirstream/weir/source"
 )
 
@@ -45,6 +43,7 @@ type leaseRun struct {
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)
+	reload  []lease.Lease        // leases whose state failed to load: tried again (shardstate.go)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -205,8 +204,14 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 		lr.finishEnded(ctx)
 		lr.finishHandoffs(ctx)
 		lr.mu.Lock()
-		fatal := lr.fatal
+		fatal, reload := lr.fatal, lr.reload
+		lr.reload = nil
 		lr.mu.Unlock()
+		for _, l := range reload {
+			if lr.coord.Holds(l.Shard) {
+				lr.acquire(ctx, c, l)
+			}
+		}
 		if fatal != nil {
 			return fatal
 		}
@@ -283,14 +288,8 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	if lr.state != nil {
 		at, err := lr.state.load(ctx, lr, l)
 		if err != nil {
-			if errors.Is(err, shardstate.ErrFenced) || ctx.Err() != nil {
-				log.Warn("kinesis: another worker took the state of a newly leased shard; not reading it", "err", err)
-			} else {
-				lr.mu.Lock()
-				lr.fatal = cmp.Or(lr.fatal, err)
-				lr.mu.Unlock()
-			}
 			_ = lr.cp.Remove(ctx, l.Shard, nil)
+			lr.loadFailed(ctx, l, err)
 			return
 		}
 		if at != "" && pos.after(at) {

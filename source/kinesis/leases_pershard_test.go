@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -36,10 +38,15 @@ func newCountFleet(t *testing.T, shards int) *countFleet {
 
 // worker starts a worker and returns its pipeline and Run's result.
 func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
+	return f.workerWith(id, f.env.DynamoDB())
+}
+
+// workerWith starts a worker whose lease table client is db.
+func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.Pipeline, chan error) {
 	t := f.t
 	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
 		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: testLogger(),
-		Leases: &leasetable.Config{TableName: f.table, DynamoDB: f.env.DynamoDB(), WorkerID: id,
+		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
 			LeaseDuration: 2 * time.Second, CheckpointInterval: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -294,4 +301,30 @@ func TestLeasesStatePerShardAcrossMerge(t *testing.T) {
 	f.put()
 	f.waitExact("a counts round 2 on the merged child")
 	f.drain("a", a, aDone)
+}
+
+// A state that fails to load when its lease is taken (DynamoDB answering
+// 500 past the SDK's retries) is loaded again, the shard not read
+// meanwhile: no record is counted without its shard's state.
+func TestLeasesStatePerShardLoadRetried(t *testing.T) {
+	f := newCountFleet(t, 2)
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1")
+	f.drain("a", a, aDone)
+
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "GetItem", Kind: faults.InternalFailure, Times: 12}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awsCfg := f.env.AWSConfig()
+	awsCfg.HTTPClient = tr
+	db := awsdynamodb.NewFromConfig(awsCfg, func(o *awsdynamodb.Options) { o.BaseEndpoint = aws.String(f.env.DynamoDBEndpoint) })
+	b, bDone := f.workerWith("b", db)
+	f.put()
+	f.waitExact("b counts round 2 on the states it loaded")
+	f.drain("b", b, bDone)
+	if n := tr.Injected("GetItem", 0); n != 12 {
+		t.Errorf("%d faults injected into GetItem, want 12", n)
+	}
 }

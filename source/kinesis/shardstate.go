@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ import (
 //     the last checkpoint after it, so the next owner (or a child shard)
 //     starts where this one stopped;
 //   - a lease lost drops the shard's state, storing nothing.
+
+// errStateDecode wraps a snapshot the driver could not load: written by a
+// pipeline of other state types (the fix is the user's).
+var errStateDecode = errors.New("kinesis: the driver could not load a shard's state")
 
 // stateSuffix is appended to the lease table's name to name the table of
 // shard states.
@@ -152,6 +157,9 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", fmt.Errorf("kinesis: the state of shard %s: %w", l.Shard, err)
 	}
 	if err := sr.states.Load(ctx, sh, data...); err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", errStateDecode, err)
+		}
 		return "", err
 	}
 	sr.mu.Lock()
@@ -279,4 +287,31 @@ func (p position) after(seq string) bool {
 		return batch.CompareSeq(seq, p.At) >= 0
 	}
 	return true
+}
+
+// loadFailed handles a shard whose state could not be loaded when its
+// lease was taken: fenced, another worker took it (its loss follows); a
+// state of another pipeline shape, or one that does not decode, stops the
+// receiver (the fix is the user's: the error says it); any other failure
+// (DynamoDB unreachable, throttled past the SDK's retries) is reported
+// and tried again at the next round of the assigner, while the lease is
+// held: the shard is not read meanwhile, and a warning says so.
+func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
+	log := lr.log.With("shard", l.Shard)
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, shardstate.ErrFenced):
+		log.Warn("kinesis: another worker took the state of a newly leased shard; not reading it", "err", err)
+	case errors.Is(err, shardstate.ErrShapeChanged), errors.Is(err, shardstate.ErrCorrupt), errors.Is(err, shardstate.ErrInvalid),
+		errors.Is(err, errStateDecode):
+		lr.mu.Lock()
+		lr.fatal = cmp.Or(lr.fatal, err)
+		lr.mu.Unlock()
+	default:
+		log.Warn("kinesis: loading the state of a newly leased shard failed; not reading it until it loads, trying again", "err", err)
+		lr.report(err)
+		lr.mu.Lock()
+		lr.reload = append(lr.reload, l)
+		lr.mu.Unlock()
+	}
 }
