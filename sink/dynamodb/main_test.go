@@ -44,7 +44,9 @@ func createTable(tb testing.TB, c *ddb.Client) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	active := ddb.NewTableExistsWaiter(c, func(o *ddb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 5*time.Millisecond, 100*time.Millisecond })
+	active := ddb.NewTableExistsWaiter(c, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 5*time.Millisecond, 100*time.Millisecond
+	})
 	if err := active.Wait(tb.Context(), &ddb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
