@@ -43,7 +43,7 @@ type leaseRun struct {
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)
-	reload  []lease.Lease        // leases whose state failed to load: tried again (shardstate.go)
+	reload  []lease.Lease        // leases to acquire again: state not loaded yet (shardstate.go)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -279,6 +279,16 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		if err := c.stopShard(ctx, l.Shard); err != nil {
 			return
 		}
+	}
+	if lr.state != nil && !lr.allAddedCompleted(l.Shard) {
+		// Records of an earlier hold of the lease are still in the
+		// driver: loaded now, the state would count them, and the reader
+		// read them again after the snapshot. They complete first (the
+		// state leaves them out); the assigner tries again then.
+		lr.mu.Lock()
+		lr.reload = append(lr.reload, l)
+		lr.mu.Unlock()
+		return
 	}
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
