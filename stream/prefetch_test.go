@@ -334,3 +334,65 @@ func TestRecomputeAheadBoundedByBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayedBatchesRecomputedConcurrently restarts a stateful pipeline on
+// a log with two batches completed after its snapshot, replayed for the
+// state, and a pending one: the blocks of all three are recomputed at once,
+// and the state the pending batch outputs holds each replayed record once.
+func TestReplayedBatchesRecomputedConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := gatedLog(t, 6, 2, 3)
+		l, err := recoverylog.Open(t.Context(), store, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), recoverylog.BatchCompleted(1000), recoverylog.BatchCompleted(2000)}
+		if err := l.Append(t.Context(), entries...); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{Parallelism: 6, Recovery: store, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newGatedReceiver()
+		pairs := stream.Map(stream.From(p, r), func(string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: "all", Value: 1} })
+		counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+		var (
+			mu  sync.Mutex
+			got = map[batch.Time]int{}
+		)
+		stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, kv := range b.Records() {
+				got[b.Time()] = kv.Value
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		synctest.Wait()
+		r.open(0) // measured: the blocks of the next batches fit
+		synctest.Wait()
+		if _, most := r.startedSoFar(); most != 5 {
+			t.Errorf("%d Recompute calls at once, want 5: blocks 1 to 5, of the 3 batches", most)
+		}
+		for seq := 5; seq >= 1; seq-- {
+			r.open(uint64(seq))
+			synctest.Wait()
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff(map[batch.Time]int{3000: 12}, got); diff != "" {
+			t.Errorf("counts output (-want +got):\n%s", diff)
+		}
+	})
+}
