@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -33,6 +34,7 @@ type gatedReceiver struct {
 	started  []uint64 // blocks whose Recompute started, in order
 	inFlight int
 	most     int // the most Recompute calls at once
+	pad      int // bytes each record holds after its name
 }
 
 func newGatedReceiver() *gatedReceiver {
@@ -99,7 +101,7 @@ func (r *gatedReceiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]
 	}
 	out := make([]string, info.Count)
 	for i := range out {
-		out[i] = fmt.Sprintf("b%d.%d", info.ID.Seq, i)
+		out[i] = fmt.Sprintf("b%d.%d", info.ID.Seq, i) + strings.Repeat(".", r.pad)
 	}
 	return out, nil
 }
@@ -211,16 +213,20 @@ func TestRecoveredBlocksRecomputedConcurrently(t *testing.T) {
 
 // TestRecomputeAheadBounded checks that the blocks of recovered batches are
 // recomputed no further ahead than the batches the runner may queue
-// (maxPendingBatches past the running one).
+// (maxPendingBatches past the running one). Block 0 is recomputed first:
+// until a block is measured, only the first batch's blocks are recomputed
+// (see TestRecomputeAheadBoundedByBytes).
 func TestRecomputeAheadBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGatedReceiver()
 		_, _, stop := gatedRun(t, stream.WithMaxPendingBatches(stream.Config{Parallelism: 10, Recovery: gatedLog(t, 6, 2, 3)}, 1), r)
 		synctest.Wait()
+		r.open(0)
+		synctest.Wait()
 		if started, _ := r.startedSoFar(); len(started) != 4 {
 			t.Errorf("recomputing %v before the first batch ran, want the blocks of 2 batches", started)
 		}
-		r.open(0, 1)
+		r.open(1)
 		synctest.Wait()
 		if started, _ := r.startedSoFar(); len(started) != 6 {
 			t.Errorf("recomputing %v after the first batch ran, want the blocks of 3 batches", started)
@@ -254,6 +260,139 @@ func TestRecomputeErrorFailsItsBatch(t *testing.T) {
 		defer mu.Unlock()
 		if len(out) != 0 {
 			t.Errorf("batches output: %v, want none", out)
+		}
+	})
+}
+
+// TestRecomputeAheadBoundedByBytes checks that the blocks of recovered
+// batches recomputed ahead of the runner hold no more bytes than the
+// source's share of MaxBufferedBytes (1 MiB here; each block holds about
+// 300 KB, 3 fit), and that the blocks of the batch the runner needs are
+// recomputed at once however many bytes they hold: every batch runs, with
+// its records in order.
+func TestRecomputeAheadBoundedByBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGatedReceiver()
+		r.pad = 150 << 10 // 2 records a block: ~300 KB
+		// Batches of 1 block (0 to 5), then one of 4 blocks (6 to 9), ~1.2 MB.
+		store := gatedLog(t, 10, 1, 6)
+		l, err := recoverylog.Open(t.Context(), store, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(t.Context(), recoverylog.BatchAllocated(7000, batch.BlockID{Seq: 6}, batch.BlockID{Seq: 7}, batch.BlockID{Seq: 8}, batch.BlockID{Seq: 9})); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out, mu, stop := gatedRun(t, stream.Config{Parallelism: 10, MaxBufferedBytes: 1 << 20, Recovery: store}, r)
+		steps := []struct {
+			open []uint64
+			want []uint64 // blocks whose recomputation started, sorted
+		}{
+			// The first batch's block; the next waits for a measure.
+			{nil, []uint64{0}},
+			// The first batch ran: 3 blocks fit, not 4.
+			{[]uint64{0}, []uint64{0, 1, 2, 3}},
+			{[]uint64{1}, []uint64{0, 1, 2, 3, 4}},
+			{[]uint64{2}, []uint64{0, 1, 2, 3, 4, 5}},
+			// The first block of the last batch fits beside 4 and 5, then
+			// beside 5 and 6 the second.
+			{[]uint64{3}, []uint64{0, 1, 2, 3, 4, 5, 6}},
+			{[]uint64{4}, []uint64{0, 1, 2, 3, 4, 5, 6, 7}},
+			// The last batch is the one the runner needs: its other blocks
+			// start, beyond the budget.
+			{[]uint64{5}, []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		}
+		for _, st := range steps {
+			r.open(st.open...)
+			synctest.Wait()
+			if started, _ := r.startedSoFar(); !slices.Equal(slices.Sorted(slices.Values(started)), st.want) {
+				t.Errorf("after opening %v: recomputing %v, want %v", st.open, started, st.want)
+			}
+		}
+		r.open(6, 7, 8, 9)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[batch.Time][]string{7000: {"b6.0", "b6.1", "b7.0", "b7.1", "b8.0", "b8.1", "b9.0", "b9.1"}}
+		for b := range 6 {
+			want[batch.Time((b+1)*1000)] = []string{fmt.Sprintf("b%d.0", b), fmt.Sprintf("b%d.1", b)}
+		}
+		got := map[batch.Time][]string{}
+		for bt, recs := range out {
+			for _, rec := range recs {
+				got[bt] = append(got[bt], strings.TrimRight(rec, "."))
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("batches (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestReplayedBatchesRecomputedConcurrently restarts a stateful pipeline on
+// a log with two batches completed after its snapshot, replayed for the
+// state, and a pending one: the blocks of all three are recomputed at once,
+// and the state the pending batch outputs holds each replayed record once.
+func TestReplayedBatchesRecomputedConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := gatedLog(t, 6, 2, 3)
+		l, err := recoverylog.Open(t.Context(), store, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := []recoverylog.Entry{recoverylog.SnapshotTaken(0, ""), recoverylog.BatchCompleted(1000), recoverylog.BatchCompleted(2000)}
+		if err := l.Append(t.Context(), entries...); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{Parallelism: 6, Recovery: store, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newGatedReceiver()
+		pairs := stream.Map(stream.From(p, r), func(string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: "all", Value: 1} })
+		counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+		var (
+			mu  sync.Mutex
+			got = map[batch.Time]int{}
+		)
+		stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, kv := range b.Records() {
+				got[b.Time()] = kv.Value
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		synctest.Wait()
+		r.open(0) // measured: the blocks of the next batches fit
+		synctest.Wait()
+		if _, most := r.startedSoFar(); most != 5 {
+			t.Errorf("%d Recompute calls at once, want 5: blocks 1 to 5, of the 3 batches", most)
+		}
+		for seq := 5; seq >= 1; seq-- {
+			r.open(uint64(seq))
+			synctest.Wait()
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff(map[batch.Time]int{3000: 12}, got); diff != "" {
+			t.Errorf("counts output (-want +got):\n%s", diff)
 		}
 	})
 }

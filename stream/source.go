@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,9 @@ type sourceRunner interface {
 	// source.BatchObservers.
 	observe(ctx context.Context, info BatchInfo)
 	// rebuild recomputes a block the store lost (see recompute), without
-	// telling the listeners: its records are a []T.
-	rebuild(ctx context.Context, info batch.BlockInfo) (any, error)
+	// telling the listeners: its records are a []T, holding about bytes
+	// of memory (recordSizer).
+	rebuild(ctx context.Context, info batch.BlockInfo) (recs any, bytes int64, err error)
 	// graphNode returns the source's stream in the graph.
 	graphNode() *node
 	// receiver returns the source's receiver.
@@ -55,7 +57,7 @@ type sourceRunner interface {
 // from 0; that index is the Source of their block IDs. Named, among opts,
 // names the source in the pipeline's shape (see Describer).
 func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
-	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{})}
+	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{}), size: sizerOf(reflect.TypeFor[T](), 0)}
 	p.mu.Lock()
 	s.idx = len(p.sources)
 	p.sources = append(p.sources, s)
@@ -76,6 +78,7 @@ type sourceState[T any] struct {
 	r     source.Receiver[T]
 	opts  options
 	n     *node // the source's stream
+	size  recordSizer
 	store blockStore[T]
 	e     *engine // set by bind
 
@@ -391,8 +394,9 @@ func (s *sourceState[T]) records(r *run, infos []batch.BlockInfo) ([][]T, error)
 	return recs, nil
 }
 
-func (s *sourceState[T]) rebuild(ctx context.Context, info batch.BlockInfo) (any, error) {
-	return s.recompute(ctx, info)
+func (s *sourceState[T]) rebuild(ctx context.Context, info batch.BlockInfo) (any, int64, error) {
+	recs, err := s.recompute(ctx, info)
+	return recs, bytesOf(recs, s.size), err
 }
 
 // recompute asks the receiver for the records of a block the store lost,

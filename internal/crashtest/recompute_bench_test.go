@@ -46,7 +46,10 @@ const (
 // ratio (par/seq). kinesalite answers on one thread, on the same cores as
 // the pipeline, so the second sub-benchmark adds a round trip of
 // rebuildRTT to every call, as a region's Kinesis endpoint has, which
-// concurrent calls overlap. Run with -benchtime=1x -count=5 and take
+// concurrent calls overlap. On Linux, seq-srv and par-srv are the CPU
+// seconds the local servers used over those seconds: near 1, kinesalite's
+// one thread was busy all along, and no concurrency on the client's side
+// can make it answer sooner. Run with -benchtime=1x -count=5 and take
 // medians: the machine is shared.
 func BenchmarkRestartRecompute(b *testing.B) {
 	env := servers.Env(b)
@@ -55,11 +58,15 @@ func BenchmarkRestartRecompute(b *testing.B) {
 	for _, rtt := range []time.Duration{0, rebuildRTT} {
 		b.Run("rtt="+rtt.String(), func(b *testing.B) {
 			for range b.N {
-				seq := rebuildOnce(b, env, name, entries, 1, true, rtt)
-				par := rebuildOnce(b, env, name, entries, 0, false, rtt)
+				seq, seqSrv := rebuildOnce(b, env, name, entries, 1, true, rtt)
+				par, parSrv := rebuildOnce(b, env, name, entries, 0, false, rtt)
 				b.ReportMetric(seq.Seconds(), "seq-s")
 				b.ReportMetric(par.Seconds(), "par-s")
 				b.ReportMetric(par.Seconds()/seq.Seconds(), "par/seq")
+				if seqSrv >= 0 && parSrv >= 0 {
+					b.ReportMetric(seqSrv, "seq-srv")
+					b.ReportMetric(parSrv, "par-srv")
+				}
 			}
 		})
 	}
@@ -153,8 +160,9 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entr
 // rebuildOnce recovers a log holding entries with a pipeline of the given
 // Parallelism (recomputing each block range by range if sequential) and
 // returns how long its pending batches took, each Kinesis call delayed by
-// rtt.
-func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recoverylog.Entry, parallelism int, sequential bool, rtt time.Duration) time.Duration {
+// rtt, and the CPU time the local servers used meanwhile over it (-1 if
+// unknown: see serverCPU).
+func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recoverylog.Entry, parallelism int, sequential bool, rtt time.Duration) (time.Duration, float64) {
 	ctx := b.Context()
 	quiet := slog.New(slog.DiscardHandler)
 	store := recoverylog.NewMemory()
@@ -183,10 +191,11 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 		b.Fatal(err)
 	}
 	var (
-		mu   sync.Mutex
-		seen int
-		last time.Time
-		done = make(chan struct{})
+		mu      sync.Mutex
+		seen    int
+		last    time.Time
+		lastCPU time.Duration
+		done    = make(chan struct{})
 	)
 	var r source.Receiver[kinesis.Record] = recv
 	if sequential {
@@ -197,14 +206,20 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 		defer mu.Unlock()
 		if seen += bt.Len(); seen == rebuildRecords && bt.Len() > 0 {
 			last = time.Now()
+			lastCPU, _ = serverCPU()
 			close(done)
 		}
 		return nil
 	})
+	startCPU, known := serverCPU()
 	start := runUntil(b, p, done)
 	mu.Lock()
 	defer mu.Unlock()
-	return last.Sub(start)
+	took := last.Sub(start)
+	if !known {
+		return took, -1
+	}
+	return took, (lastCPU - startCPU).Seconds() / took.Seconds()
 }
 
 // rangeByRange is a Kinesis receiver that recomputes a block one range
