@@ -2,9 +2,11 @@ package dynamodb
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -56,11 +58,19 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // leaves the first run's letters of higher Index. A Table is safe for
 // concurrent use and holds no resource to close.
 type Table struct {
-	sink   *sinkddb.Sink[stream.DeadLetter]
+	sink   *sinkddb.Sink[written]
 	client sinkddb.Client
 	table  string
 	logger *slog.Logger
+	// worker names this Table in the keys of letters without a source
+	// range on a fleet: random, as no name of the worker is given.
+	worker    string
+	fleetNote sync.Once
 }
+
+// workerLen is the length of a Table's random worker name: 16 characters
+// of base32, 80 bits, as sink/kinesis draws for a writer without Worker.
+const workerLen = 16
 
 var _ stream.DeadLetters = (*Table)(nil)
 
@@ -79,12 +89,18 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 			cfg.Client = c
 		}
 	}
-	// A letter's item is keyed by its batch time and output, which the
-	// versions by batch time follow, on a fleet too (letters have no
-	// origins). Two workers quarantining in batches of the same time share
-	// keys all the same: see DESIGN.md, Quarantine.
+	// Letters have no origins: their writes are versioned by batch time,
+	// on a fleet too. That is safe because no two workers write the same
+	// key: a letter's is its source record's, or its batch's and this
+	// worker's (see Table).
 	cfg.AllowBatchTimeVersions = true
-	s, err := sinkddb.New(ctx, cfg, item)
+	t := &Table{client: cfg.Client, table: cfg.Table, logger: cfg.Logger, worker: rand.Text()[:workerLen]}
+	if t.logger == nil {
+		t.logger = slog.Default()
+	}
+	s, err := sinkddb.New(ctx, cfg, func(w written) (sinkddb.Write, error) {
+		return sinkddb.Write{Item: lettertable.Item(w.l, w.worker)}, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter table: %w", err)
 	}
@@ -95,10 +111,7 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 	if err := checkSchema(out.Table); err != nil {
 		return nil, fmt.Errorf("deadletter table: table %s: %w", cfg.Table, err)
 	}
-	t := &Table{sink: s, client: cfg.Client, table: cfg.Table, logger: cfg.Logger}
-	if t.logger == nil {
-		t.logger = slog.Default()
-	}
+	t.sink = s
 	return t, nil
 }
 
@@ -133,7 +146,11 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 		return nil
 	}
 	bt, out := ls[0].Time, ls[0].Output
-	fitted := make([]stream.DeadLetter, len(ls))
+	worker := ""
+	if stream.SharesShards(ctx) {
+		worker = t.worker
+	}
+	fitted := make([]written, len(ls))
 	for i, l := range ls {
 		if l.Time != bt || l.Output != out {
 			return fmt.Errorf("deadletter table %s: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t.table, bt, out, l.Time, l.Output)
@@ -146,7 +163,14 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset name the source record)",
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
-		fitted[i] = f
+		fitted[i] = written{f, worker}
+		if worker != "" && l.Range.First == "" {
+			t.fleetNote.Do(func() {
+				t.logger.Warn("dead-letter table: letters without a source range, on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
+					"a batch run again after a restart writes them again, under another name (at least once)",
+					"table", t.table, "worker", t.worker)
+			})
+		}
 	}
 	if err := t.sink.Write(ctx, batch.New(bt, nil, fitted)); err != nil {
 		return fmt.Errorf("deadletter table: %w", err)
@@ -173,7 +197,10 @@ func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
 	return all, nil
 }
 
-// item returns the put of letter l's item.
-func item(l stream.DeadLetter) (sinkddb.Write, error) {
-	return sinkddb.Write{Item: lettertable.Item(l)}, nil
+// written is a letter to write and the name of the worker writing it (""
+// on a pipeline reading its shards alone), which keys it if it has no
+// source range (see lettertable.Key).
+type written struct {
+	l      stream.DeadLetter
+	worker string
 }
