@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/sink/deadletter/dynamodb"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
-	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -49,13 +48,7 @@ func TestFleetSameBatchTime(t *testing.T) {
 	}
 }
 
-// sharing is a memory source that says, as a Kinesis receiver with leases
-// does, that other workers share its shards.
-type sharing struct{ *memory.Source[string] }
-
-func (sharing) SharesShards() bool { return true }
-
-// TestFleetLettersWithoutRange quarantines, from the outputs of a pipeline
+// TestFleetLettersWithoutRange quarantines, from the output of a pipeline
 // sharing its shards with other workers, letters without a source range
 // (as ForEachBatch quarantines) of the same batch time, output and indexes
 // through two Tables, two workers: Letters returns all of them, and each
@@ -73,22 +66,7 @@ func TestFleetLettersWithoutRange(t *testing.T) {
 	}
 	a := []stream.DeadLetter{rangeless(0, "a0"), rangeless(1, "a1")}
 	b := []stream.DeadLetter{rangeless(0, "b0")}
-
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := memory.New[string](memory.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Push("x"); err != nil {
-		t.Fatal(err)
-	}
-	stream.ForEachBatch(stream.From(p, sharing{src}), func(ctx context.Context, bt *batch.Batch[string]) error {
-		if bt.Len() == 0 {
-			return nil
-		}
+	letterstest.OnFleet(t, func(ctx context.Context) error {
 		for _, w := range []struct {
 			tab *dynamodb.Table
 			ls  []stream.DeadLetter
@@ -98,15 +76,7 @@ func TestFleetLettersWithoutRange(t *testing.T) {
 			}
 		}
 		return nil
-	}, stream.Retry(0))
-	if err := p.Drain(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	})
 	got, err := tab.Letters(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -32,20 +32,35 @@ const (
 const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 
 // Table is a DynamoDB table of dead letters: a stream.DeadLetters. Each
-// letter is an item whose partition key "batch" is "<batch time>-<output>"
-// (the batch time in milliseconds, the output's index) and sort key
-// "index" the letter's Index, with the letter's fields as attributes of
-// the names of their JSON (time, output, outputName, index, range as a
-// map of stream, shard, first, last and count, offset, record as a binary,
-// encoding, err, panic, stack; those empty are left out), and the sink's
-// version attribute. A letter whose JSON is over about 399 KiB is cut
+// letter is an item keyed so that no two workers of a fleet write the same
+// key, and a batch recomputed on one worker writes the same keys:
+//
+//   - a letter read from a source's shard (its Range.First is set: a
+//     record isolated by ForEach or a narrow operator) by its source
+//     record, the same whichever worker reads it: partition key "batch"
+//     "<output>:<n>:<stream>/<shard>/<first>" (the output's index, the
+//     length n of the stream's name, the stream, the shard and the range's
+//     first sequence number) and sort key "index" its Offset;
+//   - another letter by its batch: "batch" "<batch time>-<output>" (the
+//     batch time in milliseconds), followed, on a pipeline whose source
+//     shares its shards with other workers (stream.SharesShards), by "/"
+//     and a random name the Table draws in New, and "index" its Index.
+//
+// Its attributes are the letter's fields, of the names of their JSON
+// (time, output, outputName, range as a map of stream, shard, first, last
+// and count, offset, record as a binary, encoding, err, panic, stack;
+// those empty are left out) but for Index, in "batchIndex", and the sink's
+// version attribute. Items of v0.3.0 keyed every letter by its batch,
+// without worker, and had no "batchIndex": Letters and weir deadletters
+// read them as they are. A letter whose JSON is over about 399 KiB is cut
 // first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so
 // that it is not taken for the record (weir deadletters replay refuses
 // it); each cut is logged at WARN. Its Range and Offset still name the
 // source record.
 //
-// weir deadletters replay -table adds to the item of each letter it puts
+// weir deadletters names a letter of a table "<batch>-<index>", its
+// item's key, and replay -table adds to the item of each letter it puts
 // back an attribute "replay", its replay state (see DESIGN.md, Failure
 // model), which Letters ignores.
 //
@@ -55,8 +70,15 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // applied, so the table keeps one item per letter, as the first run wrote
 // it (its stack may differ from the recomputed one's); a recomputation
 // that quarantines fewer records (functions that are not deterministic)
-// leaves the first run's letters of higher Index. A Table is safe for
-// concurrent use and holds no resource to close.
+// leaves the first run's letters. A record that the worker a shard's
+// lease moved to reads again, in a range from the same first record (both
+// read from the last checkpoint), and quarantines again keeps one item
+// too, the letter of the later batch time, which replaces the item and
+// any replay state on it; in a range from another record it is a second
+// letter. A letter without a source range on a fleet is written again
+// under the new random name of a restarted worker, and kept twice (at
+// least once; a warning says so once). A Table is safe for concurrent use
+// and holds no resource to close.
 type Table struct {
 	sink   *sinkddb.Sink[written]
 	client sinkddb.Client
