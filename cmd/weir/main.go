@@ -39,10 +39,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
-	"github.com/weirstream/weir/internal/letters"
-	"github.com/weirstream/weir/sink/deadletter"
-	"github.com/weirstream/weir/stream"
 )
 
 func main() {
@@ -174,7 +170,7 @@ func (f *idFlags) Set(v string) error {
 
 // list prints the letters of dir, one a line, with what replay did.
 func list(dir string, out io.Writer) error {
-	ls, err := deadletter.Read(dir)
+	ls, err := dirLetters(dir)
 	if err != nil {
 		return err
 	}
@@ -186,11 +182,11 @@ func list(dir string, out io.Writer) error {
 }
 
 // printLetters prints letters, one a line, with what replay did (done).
-func printLetters(ls []stream.DeadLetter, done map[string]journalEntry, out io.Writer) error {
+func printLetters(ls []letter, done map[string]journalEntry, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tBATCH\tOUTPUT\tSHARD\tFIRST\tOFFSET\tREPLAYED\tERROR")
 	for _, l := range ls {
-		id := letters.ID(l)
+		id := l.id
 		replayed := "no"
 		if e, ok := done[id]; ok {
 			replayed = e.State

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +13,10 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -139,6 +143,39 @@ type record struct {
 	PartitionKey, ExplicitHashKey string
 }
 
+// letter is a letter of a store and its name there: letters.ID for a
+// directory's, the item's key for a table's (lettertable.ID).
+type letter struct {
+	id  string
+	key map[string]ddbtypes.AttributeValue // a table's letter's item key
+	stream.DeadLetter
+}
+
+// dirLetters returns the letters of dir, named.
+func dirLetters(dir string) ([]letter, error) {
+	ls, err := deadletter.Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	named := make([]letter, len(ls))
+	for i, l := range ls {
+		named[i] = letter{id: letters.ID(l), DeadLetter: l}
+	}
+	return named, nil
+}
+
+// partitionKey returns the partition key of the replayed record of a
+// []byte or string letter named id: id, or, if id is over the 256
+// characters a partition key may have (a table's letter of a long stream
+// name), its SHA-256 in hex.
+func partitionKey(id string) string {
+	if utf8.RuneCountInString(id) <= 256 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
 // recordOf returns the record of letter l, named id, to put.
 func recordOf(l stream.DeadLetter, id string) (record, error) {
 	switch l.Encoding {
@@ -149,7 +186,7 @@ func recordOf(l stream.DeadLetter, id string) (record, error) {
 		}
 		return r, nil
 	case "raw":
-		return record{Data: l.Record, PartitionKey: id}, nil
+		return record{Data: l.Record, PartitionKey: partitionKey(id)}, nil
 	}
 	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: it cannot be replayed", id, l.Encoding)
 }
@@ -159,26 +196,26 @@ func recordOf(l stream.DeadLetter, id string) (record, error) {
 type stateStore interface {
 	// mark records next as the state of letter l, whose state was prev
 	// (zero if none), durably, or returns an error.
-	mark(ctx context.Context, l stream.DeadLetter, prev, next journalEntry) error
+	mark(ctx context.Context, l letter, prev, next journalEntry) error
 }
 
 // mark appends next to the journal.
-func (j *journal) mark(_ context.Context, _ stream.DeadLetter, _, next journalEntry) error {
+func (j *journal) mark(_ context.Context, _ letter, _, next journalEntry) error {
 	return j.add(next)
 }
 
 // choose returns the letters of all named ids, all if none, or an error
 // naming those it does not hold; where names the store for the error
 // ("-dir D", "-table T").
-func choose(all []stream.DeadLetter, ids []string, where string) ([]stream.DeadLetter, error) {
+func choose(all []letter, ids []string, where string) ([]letter, error) {
 	if len(ids) == 0 {
 		return all, nil
 	}
-	byID := make(map[string]stream.DeadLetter, len(all))
+	byID := make(map[string]letter, len(all))
 	for _, l := range all {
-		byID[letters.ID(l)] = l
+		byID[l.id] = l
 	}
-	var chosen []stream.DeadLetter
+	var chosen []letter
 	var unknown []string
 	for _, id := range ids {
 		l, ok := byID[id]
@@ -196,7 +233,7 @@ func choose(all []stream.DeadLetter, ids []string, where string) ([]stream.DeadL
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, and reports each to out.
 func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
-	all, err := deadletter.Read(dir)
+	all, err := dirLetters(dir)
 	if err != nil {
 		return err
 	}
@@ -223,7 +260,7 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 	}
 	defer j.f.Close()
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, j, state[letters.ID(l)], l, streamName, out); err != nil {
+		if err := replayOne(ctx, c, j, state[l.id], l, streamName, out); err != nil {
 			return err
 		}
 	}
@@ -233,13 +270,13 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 // replayOne puts letter l, whose replay state is prev, into streamName
 // unless it was put, or the stream holds it after a put whose end the
 // state did not record; s records its state before and after the put.
-func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journalEntry, l stream.DeadLetter, streamName string, out io.Writer) error {
-	id := letters.ID(l)
+func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
+	id := l.id
 	if prev.State == stateDone {
 		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, prev.Stream, prev.Shard, prev.Seq)
 		return nil
 	}
-	rec, err := recordOf(l, id)
+	rec, err := recordOf(l.DeadLetter, id)
 	if err != nil {
 		return err
 	}

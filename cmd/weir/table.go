@@ -12,9 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/internal/letters/lettertable"
-	"github.com/weirstream/weir/stream"
 )
 
 // replayAttr is the attribute of a letter's item that holds its replay
@@ -46,20 +44,20 @@ func dynamoDB(ctx context.Context, endpoint, region string) (*ddb.Client, error)
 
 // read returns the letters of the table and the replay state of those
 // that have one, by ID.
-func (s tableStore) read(ctx context.Context) ([]stream.DeadLetter, map[string]journalEntry, error) {
+func (s tableStore) read(ctx context.Context) ([]letter, map[string]journalEntry, error) {
 	es, err := lettertable.Scan(ctx, s.c, s.table)
 	if err != nil {
 		return nil, nil, err
 	}
-	ls := make([]stream.DeadLetter, len(es))
+	ls := make([]letter, len(es))
 	state := make(map[string]journalEntry)
 	for i, e := range es {
-		ls[i] = e.Letter
+		ls[i] = letter{id: e.ID, key: e.Key, DeadLetter: e.Letter}
 		m, ok := e.Item[replayAttr].(*types.AttributeValueMemberM)
 		if !ok {
 			continue
 		}
-		id := letters.ID(e.Letter)
+		id := e.ID
 		at, err := time.Parse(time.RFC3339Nano, lettertable.S(m.Value, "at"))
 		if err != nil {
 			return nil, nil, fmt.Errorf("deadletter table %s: letter %s: attribute %s: at: %w", s.table, id, replayAttr, err)
@@ -72,7 +70,7 @@ func (s tableStore) read(ctx context.Context) ([]stream.DeadLetter, map[string]j
 
 // mark sets the replay state of l's item to next if it is still prev
 // (none if prev is zero).
-func (s tableStore) mark(ctx context.Context, l stream.DeadLetter, prev, next journalEntry) error {
+func (s tableStore) mark(ctx context.Context, l letter, prev, next journalEntry) error {
 	v := map[string]types.AttributeValue{
 		"state":  &types.AttributeValueMemberS{Value: next.State},
 		"at":     &types.AttributeValueMemberS{Value: next.At.Format(time.RFC3339Nano)},
@@ -84,7 +82,7 @@ func (s tableStore) mark(ctx context.Context, l stream.DeadLetter, prev, next jo
 	}
 	in := &ddb.UpdateItemInput{
 		TableName:                aws.String(s.table),
-		Key:                      lettertable.Key(l),
+		Key:                      l.key,
 		UpdateExpression:         aws.String("SET #r = :r"),
 		ExpressionAttributeNames: map[string]string{"#r": replayAttr, "#k": lettertable.HashKey, "#s": "state", "#at": "at"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberM{Value: v},
@@ -103,10 +101,10 @@ func (s tableStore) mark(ctx context.Context, l stream.DeadLetter, prev, next jo
 	_, err := s.c.UpdateItem(ctx, in)
 	var changed *types.ConditionalCheckFailedException
 	if errors.As(err, &changed) {
-		return fmt.Errorf("letter %s: its replay state in table %s is no longer %q (another replay, or the letter deleted): run replay again, alone: %w", letters.ID(l), s.table, prev.State, err)
+		return fmt.Errorf("letter %s: its replay state in table %s is no longer %q (another replay, or the letter deleted): run replay again, alone: %w", l.id, s.table, prev.State, err)
 	}
 	if err != nil {
-		return fmt.Errorf("letter %s: marking it %s in table %s: %w", letters.ID(l), next.State, s.table, err)
+		return fmt.Errorf("letter %s: marking it %s in table %s: %w", l.id, next.State, s.table, err)
 	}
 	return nil
 }
@@ -124,7 +122,7 @@ func replayTable(ctx context.Context, c *kinesis.Client, s tableStore, streamNam
 		return err
 	}
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, s, state[letters.ID(l)], l, streamName, out); err != nil {
+		if err := replayOne(ctx, c, s, state[l.id], l, streamName, out); err != nil {
 			return err
 		}
 	}

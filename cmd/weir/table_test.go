@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/letters/letterstest"
+	"github.com/weirstream/weir/internal/letters/lettertable"
 	"github.com/weirstream/weir/internal/localaws"
 	dldynamodb "github.com/weirstream/weir/sink/deadletter/dynamodb"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
@@ -89,6 +92,12 @@ func newTable(t *testing.T, env *localaws.Env, batches [][]stream.DeadLetter) st
 	return name
 }
 
+// tableLetter returns l as a table written by one worker holds it.
+func tableLetter(l stream.DeadLetter) letter {
+	key := lettertable.Key(l, "")
+	return letter{id: lettertable.ID(key), key: key, DeadLetter: l}
+}
+
 // checkDone fails t unless every letter of s is marked done, with the
 // stream, a shard and a sequence number.
 func checkDone(t *testing.T, f *fixture, s tableStore) {
@@ -149,7 +158,7 @@ func TestReplayTableCrashWindows(t *testing.T) {
 		}
 	}
 	for _, l := range f.batches[0] { // 1000-0-0 crashed before its put, 1000-0-1 after
-		if err := s.mark(t.Context(), l, journalEntry{}, journalEntry{State: statePutting, Stream: f.stream, At: time.Now()}); err != nil {
+		if err := s.mark(t.Context(), tableLetter(l), journalEntry{}, journalEntry{State: statePutting, Stream: f.stream, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +187,7 @@ func TestReplayTableCrashWindows(t *testing.T) {
 // answer was lost) is not taken for such a change.
 func TestReplayTableStateChanged(t *testing.T) {
 	f, s := newTableFixture(t)
-	l := f.batches[0][0]
+	l := tableLetter(f.batches[0][0])
 	putting := journalEntry{State: statePutting, Stream: f.stream, At: time.Now()}
 	if err := s.mark(t.Context(), l, journalEntry{}, putting); err != nil {
 		t.Fatal(err)
@@ -200,8 +209,69 @@ func TestReplayTableStateChanged(t *testing.T) {
 	if err := s.mark(t.Context(), l, later, journalEntry{State: stateDone, Stream: f.stream, At: time.Now()}); err == nil {
 		t.Errorf("a mark from a state the item does not hold succeeded")
 	}
-	ghost := stream.DeadLetter{Time: 9000}
+	ghost := tableLetter(stream.DeadLetter{Time: 9000})
 	if err := s.mark(t.Context(), ghost, journalEntry{}, putting); err == nil {
 		t.Errorf("a mark of a letter the table does not hold succeeded (UpdateItem created an item)")
+	}
+}
+
+// TestReplayTableFleet lists and replays a table holding the letters of
+// two workers' batches of the same time, output and indexes (each worker
+// reading its own shard), and an item written before letters read from a
+// shard were keyed by their source record: each is a letter of its own,
+// named by its item's key, and replayed once.
+func TestReplayTableFleet(t *testing.T) {
+	f := newFixture(t)
+	env := servers.Env(t)
+	c := env.DynamoDB()
+	name := letterstest.CreateTable(t, c)
+	var ls []stream.DeadLetter
+	for w, shard := range []string{"shardId-000000000001", "shardId-000000000002"} {
+		tab, err := dldynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := stream.DeadLetter{Time: 5000, Output: 0, Index: 0, Record: []byte{'a' + byte(w)}, Encoding: "raw", Err: "boom",
+			Range: batch.SeqRange{Stream: "in", Shard: shard, First: "100", Last: "200", Count: 3}, Offset: 2}
+		if err := tab.Quarantine(t.Context(), []stream.DeadLetter{l}); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	// An item of the first format: key "<batch time>-<output>" and the
+	// letter's Index, though the letter has a range; no "batchIndex".
+	old := lettertable.Item(stream.DeadLetter{Time: 4000, Output: 0, Index: 3, Record: []byte("o"), Encoding: "raw", Err: "boom"}, "")
+	delete(old, "batchIndex")
+	old["range"] = lettertable.Item(ls[0], "")["range"]
+	if _, err := c.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(name), Item: old}); err != nil {
+		t.Fatal(err)
+	}
+	localCredentials(t)
+	f.store = []string{"-table", name, "-table-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
+	out, err := f.cmd(t, "deadletters", "list", "-table", name, "-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := "0:2:in/shardId-000000000001/100-2", "0:2:in/shardId-000000000002/100-2"
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		ids = append(ids, strings.Fields(line)[0])
+	}
+	if diff := cmp.Diff([]string{"4000-0-3", a, b}, ids); diff != "" {
+		t.Fatalf("listed IDs (-want +got):\n%s\n%s", diff, out)
+	}
+	f.replay(t, b)
+	if diff := cmp.Diff([]string{b + "=b"}, f.records(t)); diff != "" {
+		t.Errorf("after replaying %s (-want +got):\n%s", b, diff)
+	}
+	f.replay(t)
+	out = f.replay(t)
+	for _, id := range []string{"4000-0-3", a, b} {
+		if !strings.Contains(out, id+": already replayed to "+f.stream) {
+			t.Errorf("a third replay says:\n%s\nwant %s already replayed", out, id)
+		}
+	}
+	if diff := cmp.Diff([]string{a + "=a", b + "=b", "4000-0-3=o"}, f.records(t)); diff != "" {
+		t.Errorf("stream after replaying all, twice (-want +got):\n%s", diff)
 	}
 }

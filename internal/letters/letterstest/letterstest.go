@@ -85,3 +85,41 @@ func Check(tb testing.TB, letters []stream.DeadLetter, bad []string) {
 		tb.Errorf("%d bad records not quarantined: %v", len(want), want)
 	}
 }
+
+// sharing is a memory source that says, as a Kinesis receiver with leases
+// does, that other workers share its shards.
+type sharing struct{ *memory.Source[string] }
+
+func (sharing) SharesShards() bool { return true }
+
+// OnFleet calls f once with the context of an output of a pipeline whose
+// source shares its shards with other workers (stream.SharesShards is true
+// there), as the stores' Quarantine is called on a fleet, and fails tb if
+// f or Run fails.
+func OnFleet(tb testing.TB, f func(ctx context.Context) error) {
+	tb.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := src.Push("x"); err != nil {
+		tb.Fatal(err)
+	}
+	calls := 0
+	stream.ForEach(stream.From(p, sharing{src}), func(ctx context.Context, _ string) error {
+		calls++
+		return f(ctx)
+	}, stream.Retry(0))
+	ctx, cancel := context.WithCancel(tb.Context())
+	cancel() // Run drains at once: what was pushed is processed
+	if err := p.Run(ctx); err != nil {
+		tb.Fatalf("Run = %v, want nil", err)
+	}
+	if calls != 1 {
+		tb.Fatalf("f called %d times, want once", calls)
+	}
+}

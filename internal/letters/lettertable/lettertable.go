@@ -26,21 +26,50 @@ const (
 	RangeKey = "index"
 )
 
-// Key returns the key of letter l's item: "batch" is "<batch time>-<output>"
-// (the batch time in milliseconds, the output's index), "index" the
-// letter's Index.
-func Key(l stream.DeadLetter) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d-%d", int64(l.Time), l.Output)},
-		RangeKey: num(l.Index),
+// indexAttr is the attribute of a letter's Index. Items written before it
+// existed have none: their sort key is the Index.
+const indexAttr = "batchIndex"
+
+// Key returns the key of letter l's item, written by the worker named
+// worker ("" on a pipeline that reads its shards alone). A letter read
+// from a source's shard (Range.First set) is keyed by what names its
+// source record whichever worker reads it: "batch" is
+// "<output>:<length of stream>:<stream>/<shard>/<first>" (the output's
+// index, the range's stream, shard and first sequence number) and "index"
+// its Offset. Another letter is keyed by its batch: "batch" is
+// "<batch time>-<output>" (the batch time in milliseconds), followed by
+// "/" and worker if worker is not "", and "index" its Index. The two
+// forms never meet: only the first has a ":". Items written before the
+// first form existed have the second without a worker.
+func Key(l stream.DeadLetter, worker string) map[string]types.AttributeValue {
+	if l.Range.First != "" {
+		r := l.Range
+		return map[string]types.AttributeValue{
+			HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d:%d:%s/%s/%s", l.Output, len(r.Stream), r.Stream, r.Shard, r.First)},
+			RangeKey: num(l.Offset),
+		}
 	}
+	b := fmt.Sprintf("%d-%d", int64(l.Time), l.Output)
+	if worker != "" {
+		b += "/" + worker
+	}
+	return map[string]types.AttributeValue{HashKey: &types.AttributeValueMemberS{Value: b}, RangeKey: num(l.Index)}
 }
 
-// Item returns letter l's item: its key and the letter's fields as
-// attributes of the names of their JSON (see sink/deadletter/dynamodb's
-// Table).
-func Item(l stream.DeadLetter) map[string]types.AttributeValue {
-	it := Key(l)
+// ID names the letter of the item of key: "<batch>-<index>", its key
+// attributes' values. For a letter keyed by its batch on one worker it is
+// letters.ID, as for a directory's letters.
+func ID(key map[string]types.AttributeValue) string {
+	return S(key, HashKey) + "-" + formatN(key[RangeKey])
+}
+
+// Item returns letter l's item, written by worker (see Key): its key and
+// the letter's fields as attributes of the names of their JSON (see
+// sink/deadletter/dynamodb's Table), but for Index, in "batchIndex"
+// ("index" being the sort key's).
+func Item(l stream.DeadLetter, worker string) map[string]types.AttributeValue {
+	it := Key(l, worker)
+	it[indexAttr] = num(l.Index)
 	it["time"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(l.Time), 10)}
 	it["output"] = num(l.Output)
 	it["offset"] = num(l.Offset)
@@ -90,7 +119,11 @@ func Letter(it map[string]types.AttributeValue) (stream.DeadLetter, error) {
 	getN(it, "time", &t)
 	l.Time = batch.Time(t)
 	getN(it, "output", &l.Output)
-	getN(it, RangeKey, &l.Index)
+	if _, ok := it[indexAttr]; ok {
+		getN(it, indexAttr, &l.Index)
+	} else {
+		getN(it, RangeKey, &l.Index)
+	}
 	getN(it, "offset", &l.Offset)
 	if r, ok := it["range"].(*types.AttributeValueMemberM); ok {
 		l.Range = batch.SeqRange{Stream: S(r.Value, "stream"), Shard: S(r.Value, "shard"), First: S(r.Value, "first"), Last: S(r.Value, "last")}
@@ -131,12 +164,16 @@ type Scanner interface {
 
 // Entry is a letter of a table and the item that holds it.
 type Entry struct {
+	// ID names the letter (see ID), Key is its item's key.
+	ID     string
+	Key    map[string]types.AttributeValue
 	Letter stream.DeadLetter
 	Item   map[string]types.AttributeValue
 }
 
 // Scan returns every letter of table, by batch time, then output, then
-// Index, read with a strongly consistent Scan.
+// Index, then ID (two workers' letters may share the first three), read
+// with a strongly consistent Scan.
 func Scan(ctx context.Context, c Scanner, table string) ([]Entry, error) {
 	var all []Entry
 	in := &ddb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}
@@ -150,7 +187,8 @@ func Scan(ctx context.Context, c Scanner, table string) ([]Entry, error) {
 			if err != nil {
 				return nil, fmt.Errorf("deadletter table %s: %w", table, err)
 			}
-			all = append(all, Entry{Letter: l, Item: it})
+			key := map[string]types.AttributeValue{HashKey: it[HashKey], RangeKey: it[RangeKey]}
+			all = append(all, Entry{ID: ID(key), Key: key, Letter: l, Item: it})
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			break
@@ -158,7 +196,7 @@ func Scan(ctx context.Context, c Scanner, table string) ([]Entry, error) {
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 	slices.SortFunc(all, func(a, b Entry) int {
-		return cmp.Or(cmp.Compare(a.Letter.Time, b.Letter.Time), cmp.Compare(a.Letter.Output, b.Letter.Output), cmp.Compare(a.Letter.Index, b.Letter.Index))
+		return cmp.Or(cmp.Compare(a.Letter.Time, b.Letter.Time), cmp.Compare(a.Letter.Output, b.Letter.Output), cmp.Compare(a.Letter.Index, b.Letter.Index), cmp.Compare(a.ID, b.ID))
 	})
 	return all, nil
 }

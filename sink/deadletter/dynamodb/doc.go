@@ -6,6 +6,9 @@
 //	stream.ForEach(events, send, stream.Quarantine(dead))
 //
 // The table, which must exist, has the partition key "batch" (a string)
-// and the sort key "index" (a number); see Table for its items and
-// DESIGN.md's Failure model in the repository for what is quarantined.
+// and the sort key "index" (a number). A letter's item is keyed by its
+// source record (the shard, position and output), or by its batch, output
+// and, on a fleet, worker, so that the workers of a fleet never write each
+// other's letters; see Table for the items and DESIGN.md's Failure model
+// in the repository for what is quarantined.
 package dynamodb

@@ -2,9 +2,11 @@ package dynamodb
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,20 +32,35 @@ const (
 const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 
 // Table is a DynamoDB table of dead letters: a stream.DeadLetters. Each
-// letter is an item whose partition key "batch" is "<batch time>-<output>"
-// (the batch time in milliseconds, the output's index) and sort key
-// "index" the letter's Index, with the letter's fields as attributes of
-// the names of their JSON (time, output, outputName, index, range as a
-// map of stream, shard, first, last and count, offset, record as a binary,
-// encoding, err, panic, stack; those empty are left out), and the sink's
-// version attribute. A letter whose JSON is over about 399 KiB is cut
+// letter is an item keyed so that no two workers of a fleet write the same
+// key, and a batch recomputed on one worker writes the same keys:
+//
+//   - a letter read from a source's shard (its Range.First is set: a
+//     record isolated by ForEach or a narrow operator) by its source
+//     record, the same whichever worker reads it: partition key "batch"
+//     "<output>:<n>:<stream>/<shard>/<first>" (the output's index, the
+//     length n of the stream's name, the stream, the shard and the range's
+//     first sequence number) and sort key "index" its Offset;
+//   - another letter by its batch: "batch" "<batch time>-<output>" (the
+//     batch time in milliseconds), followed, on a pipeline whose source
+//     shares its shards with other workers (stream.SharesShards), by "/"
+//     and a random name the Table draws in New, and "index" its Index.
+//
+// Its attributes are the letter's fields, of the names of their JSON
+// (time, output, outputName, range as a map of stream, shard, first, last
+// and count, offset, record as a binary, encoding, err, panic, stack;
+// those empty are left out) but for Index, in "batchIndex", and the sink's
+// version attribute. Items of v0.3.0 keyed every letter by its batch,
+// without worker, and had no "batchIndex": Letters and weir deadletters
+// read them as they are. A letter whose JSON is over about 399 KiB is cut
 // first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so
 // that it is not taken for the record (weir deadletters replay refuses
 // it); each cut is logged at WARN. Its Range and Offset still name the
 // source record.
 //
-// weir deadletters replay -table adds to the item of each letter it puts
+// weir deadletters names a letter of a table "<batch>-<index>", its
+// item's key, and replay -table adds to the item of each letter it puts
 // back an attribute "replay", its replay state (see DESIGN.md, Failure
 // model), which Letters ignores.
 //
@@ -53,14 +70,29 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // applied, so the table keeps one item per letter, as the first run wrote
 // it (its stack may differ from the recomputed one's); a recomputation
 // that quarantines fewer records (functions that are not deterministic)
-// leaves the first run's letters of higher Index. A Table is safe for
-// concurrent use and holds no resource to close.
+// leaves the first run's letters. A record that the worker a shard's
+// lease moved to reads again, in a range from the same first record (both
+// read from the last checkpoint), and quarantines again keeps one item
+// too, the letter of the later batch time, which replaces the item and
+// any replay state on it; in a range from another record it is a second
+// letter. A letter without a source range on a fleet is written again
+// under the new random name of a restarted worker, and kept twice (at
+// least once; a warning says so once). A Table is safe for concurrent use
+// and holds no resource to close.
 type Table struct {
-	sink   *sinkddb.Sink[stream.DeadLetter]
+	sink   *sinkddb.Sink[written]
 	client sinkddb.Client
 	table  string
 	logger *slog.Logger
+	// worker names this Table in the keys of letters without a source
+	// range on a fleet: random, as no name of the worker is given.
+	worker    string
+	fleetNote sync.Once
 }
+
+// workerLen is the length of a Table's random worker name: 16 characters
+// of base32, 80 bits, as sink/kinesis draws for a writer without Worker.
+const workerLen = 16
 
 var _ stream.DeadLetters = (*Table)(nil)
 
@@ -79,12 +111,18 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 			cfg.Client = c
 		}
 	}
-	// A letter's item is keyed by its batch time and output, which the
-	// versions by batch time follow, on a fleet too (letters have no
-	// origins). Two workers quarantining in batches of the same time share
-	// keys all the same: see DESIGN.md, Quarantine.
+	// Letters have no origins: their writes are versioned by batch time,
+	// on a fleet too. That is safe because no two workers write the same
+	// key: a letter's is its source record's, or its batch's and this
+	// worker's (see Table).
 	cfg.AllowBatchTimeVersions = true
-	s, err := sinkddb.New(ctx, cfg, item)
+	t := &Table{client: cfg.Client, table: cfg.Table, logger: cfg.Logger, worker: rand.Text()[:workerLen]}
+	if t.logger == nil {
+		t.logger = slog.Default()
+	}
+	s, err := sinkddb.New(ctx, cfg, func(w written) (sinkddb.Write, error) {
+		return sinkddb.Write{Item: lettertable.Item(w.l, w.worker)}, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter table: %w", err)
 	}
@@ -95,10 +133,7 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 	if err := checkSchema(out.Table); err != nil {
 		return nil, fmt.Errorf("deadletter table: table %s: %w", cfg.Table, err)
 	}
-	t := &Table{sink: s, client: cfg.Client, table: cfg.Table, logger: cfg.Logger}
-	if t.logger == nil {
-		t.logger = slog.Default()
-	}
+	t.sink = s
 	return t, nil
 }
 
@@ -133,7 +168,11 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 		return nil
 	}
 	bt, out := ls[0].Time, ls[0].Output
-	fitted := make([]stream.DeadLetter, len(ls))
+	worker := ""
+	if stream.SharesShards(ctx) {
+		worker = t.worker
+	}
+	fitted := make([]written, len(ls))
 	for i, l := range ls {
 		if l.Time != bt || l.Output != out {
 			return fmt.Errorf("deadletter table %s: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t.table, bt, out, l.Time, l.Output)
@@ -146,7 +185,14 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset name the source record)",
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
-		fitted[i] = f
+		fitted[i] = written{f, worker}
+		if worker != "" && l.Range.First == "" {
+			t.fleetNote.Do(func() {
+				t.logger.Warn("dead-letter table: letters without a source range, on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
+					"a batch run again after a restart writes them again, under another name (at least once)",
+					"table", t.table, "worker", t.worker)
+			})
+		}
 	}
 	if err := t.sink.Write(ctx, batch.New(bt, nil, fitted)); err != nil {
 		return fmt.Errorf("deadletter table: %w", err)
@@ -173,7 +219,10 @@ func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
 	return all, nil
 }
 
-// item returns the put of letter l's item.
-func item(l stream.DeadLetter) (sinkddb.Write, error) {
-	return sinkddb.Write{Item: lettertable.Item(l)}, nil
+// written is a letter to write and the name of the worker writing it (""
+// on a pipeline reading its shards alone), which keys it if it has no
+// source range (see lettertable.Key).
+type written struct {
+	l      stream.DeadLetter
+	worker string
 }

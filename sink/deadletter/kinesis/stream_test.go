@@ -2,6 +2,7 @@ package kinesis_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -168,5 +169,39 @@ func TestNewRefuses(t *testing.T) {
 	_, err = kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Stream: "s", Origin: "app"})
 	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Client nil") {
 		t.Errorf("New without Client = %v, want ErrInvalidConfig naming Client", err)
+	}
+}
+
+// TestFleetWorkersKept quarantines, from the output of a pipeline sharing
+// its shards with other workers, letters of the same batch time, output
+// and indexes through two Streams of the same Origin, two workers, each
+// twice (a recomputed batch): the origin filter keeps each worker's
+// letters once, as their tags name the worker.
+func TestFleetWorkersKept(t *testing.T) {
+	s, c, name := newStream(t)
+	other, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := []stream.DeadLetter{letter(0, 0, "a0"), letter(0, 1, "a1")}
+	b := []stream.DeadLetter{letter(0, 0, "b0")}
+	letterstest.OnFleet(t, func(ctx context.Context) error {
+		for _, w := range []struct {
+			s  *kinesis.Stream
+			ls []stream.DeadLetter
+		}{{s, a}, {other, b}, {s, a}, {other, b}} {
+			if err := w.s.Quarantine(ctx, w.ls); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got, n := read(t, c, name, false)
+	if n != 6 {
+		t.Errorf("%d records, want 6: a copy per call", n)
+	}
+	want := []stream.DeadLetter{a[0], a[1], b[0]}
+	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters of two workers after the filter (-want +got):\n%s", diff)
 	}
 }
