@@ -12,6 +12,10 @@ type Pair[K comparable, V any] struct {
 	Value V
 }
 
+// anyKey returns p's key, for the operators that place records by their
+// key without knowing its type (a Window kept per shard).
+func (p Pair[K, V]) anyKey() any { return p.Key }
+
 // String formats p as "(key, value)".
 func (p Pair[K, V]) String() string { return fmt.Sprintf("(%v, %v)", p.Key, p.Value) }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/hashkey"
@@ -31,7 +32,8 @@ import (
 // of a source whose producers use a function of the key as partition key.
 // It returns s.
 //
-// A stateful operator keyed by K (UpdateStateByKey, MapWithState) on s, or
+// A stateful operator keyed by K (UpdateStateByKey, MapWithState,
+// ReduceByKeyAndWindow, a Window of the pairs) on s, or
 // on a stream made from s by operators that keep the key (Filter, a Map of
 // the values, PartitionedBy's own result), then keeps its state per shard
 // when its source shares its shards with other workers (a Kinesis receiver
@@ -47,8 +49,24 @@ func PartitionedBy[K comparable, V any](s *Stream[Pair[K, V]], partitionKey func
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	s.n.partitionKey = partitionKey
+	s.n.partitionKeyAny = func(k any) string { return partitionKey(k.(K)) }
 	s.n.partitioned = true
 	return s
+}
+
+// partitionKeyAnyOf returns the untyped partition key function of the
+// nearest PartitionedBy on n or its single-parent ancestors, or nil.
+func partitionKeyAnyOf(n *node) func(any) string {
+	for m := n; m != nil; {
+		if m.partitionKey != nil {
+			return m.partitionKeyAny
+		}
+		if len(m.parents) != 1 {
+			return nil
+		}
+		m = m.parents[0]
+	}
+	return nil
 }
 
 // partitionKeyOf returns the partition key function a PartitionedBy
@@ -433,4 +451,139 @@ func (e *engine) between(ctx context.Context, f func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// filterBatch returns b with only the records keep is true for, part by
+// part.
+func filterBatch[T any](b *batch.Batch[T], keep func(T) bool) *batch.Batch[T] {
+	parts := make([][]T, len(b.Parts()))
+	for i, p := range b.Parts() {
+		for _, r := range p {
+			if keep(r) {
+				parts[i] = append(parts[i], r)
+			}
+		}
+	}
+	return batch.Derive(b, parts...)
+}
+
+// historyView is the shardView of a window's history of batches: in
+// places a record in a shard, loaded holds the shards loaded, and changed
+// is called when the history changed between batches (a windowed reduce
+// then computes its next window from the history).
+type historyView[T any] struct {
+	h       *history[T]
+	rc      recordCodec[T]
+	in      func(rec T, sh shardRange) bool
+	loaded  map[string]hashkey.Range
+	changed func()
+}
+
+// newHistoryView keeps h per shard, placing records by in and keeping
+// the records of loaded shards only.
+func newHistoryView[T any](h *history[T], rc recordCodec[T], in func(T, shardRange) bool, changed func()) historyView[T] {
+	v := historyView[T]{h: h, rc: rc, in: in, loaded: make(map[string]hashkey.Range), changed: changed}
+	h.keep = func(rec T) bool {
+		for id, r := range v.loaded {
+			if in(rec, shardRange{id: id, r: r}) {
+				return true
+			}
+		}
+		return false
+	}
+	return v
+}
+
+// without removes from the kept batches the records of shard sh.
+func (v historyView[T]) without(sh shardRange) {
+	for i, b := range v.h.bs {
+		v.h.bs[i] = filterBatch(b, func(rec T) bool { return !v.in(rec, sh) })
+	}
+	if v.changed != nil {
+		v.changed()
+	}
+}
+
+func (v historyView[T]) encodeShard(sh shardRange) ([]byte, error) {
+	kept := history[T]{bs: make([]*batch.Batch[T], len(v.h.bs))}
+	for i, b := range v.h.bs {
+		kept.bs[i] = batch.New(b.Time(), nil, filterBatch(b, func(rec T) bool { return v.in(rec, sh) }).Parts()...)
+	}
+	var w snapWriter
+	if err := kept.encode(&w, v.rc); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
+}
+
+// loadShard replaces the records of shard sh in the kept batches with
+// those of data, restricted to sh, each in the kept batch of its time (one
+// made if none).
+func (v historyView[T]) loadShard(sh shardRange, data [][]byte) error {
+	v.without(sh)
+	for _, d := range data {
+		var loaded history[T]
+		r := &snapReader{buf: d}
+		if err := loaded.decode(r, v.rc); err != nil {
+			return err
+		}
+		if err := r.done(); err != nil {
+			return err
+		}
+		for _, b := range loaded.bs {
+			v.h.merge(filterBatch(b, func(rec T) bool { return v.in(rec, sh) }))
+		}
+	}
+	v.loaded[sh.id] = sh.r
+	return nil
+}
+
+func (v historyView[T]) dropShard(sh shardRange) {
+	v.without(sh)
+	delete(v.loaded, sh.id)
+}
+
+// merge adds the records of b to the kept batch of b's time, or keeps b
+// in time order if there is none.
+func (h *history[T]) merge(b *batch.Batch[T]) {
+	for i, k := range h.bs {
+		switch {
+		case k.Time() == b.Time():
+			h.bs[i] = batch.New(k.Time(), k.Blocks(), append(slices.Clone(k.Parts()), b.Parts()...)...)
+			return
+		case k.Time() > b.Time():
+			h.bs = slices.Insert(h.bs, i, b)
+			return
+		}
+	}
+	h.bs = append(h.bs, b)
+}
+
+// keyedRecord is a record that has a key (a Pair).
+type keyedRecord interface{ anyKey() any }
+
+// byShard implements shardKeyed: a window of pairs whose keys a
+// PartitionedBy places.
+func (s *windowState[T]) byShard(n *node) shardView {
+	pk := partitionKeyAnyOf(n.parents[0])
+	var zero T
+	if _, ok := any(zero).(keyedRecord); !ok || pk == nil {
+		return nil
+	}
+	in := func(rec T, sh shardRange) bool {
+		return sh.r.Contains(hashkey.Of(pk(any(rec).(keyedRecord).anyKey())))
+	}
+	return newHistoryView(s.h, s.rc, in, nil)
+}
+
+// byShard implements shardKeyed: the per-batch reductions of keys a
+// PartitionedBy places, and the window kept with an inverse, computed
+// again from them when they change.
+func (w *windowReduce[K, V]) byShard(n *node) shardView {
+	x := newShardKeys[K](n)
+	if x == nil {
+		return nil
+	}
+	in := func(p Pair[K, V], sh shardRange) bool { return x.in(p.Key, sh) }
+	return newHistoryView(&w.h, w.rc, in, func() { w.ok = false })
 }

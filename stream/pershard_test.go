@@ -92,61 +92,17 @@ func keyIn(t *testing.T, lo bool) string {
 // its last completed record; Drop forgets them; Load puts them back,
 // restricted to the shard loaded.
 func TestStatePerShard(t *testing.T) {
-	src := newShardedSource()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
-	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
-		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
-	batches := make(chan map[string]int, 1000)
-	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
-		m := map[string]int{}
-		for kv := range b.All() {
-			m[kv.Key] = kv.Value
-		}
-		batches <- m
-		return nil
+	r := startSharded(t, func(_ *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		return stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	ss := <-src.states
-	if ss == nil {
-		t.Fatal("Runtime.ShardState is nil for a keyed count declared PartitionedBy on a source sharing its shards")
-	}
+	ctx, ss := r.ctx, r.ss
 	lo, hi := keyIn(t, true), keyIn(t, false)
-	push := func(shard string, first int, keys ...string) {
-		t.Helper()
-		d := make(chan error, 1)
-		src.push <- shardPush{shard: shard, first: first, keys: keys, done: d}
-		if err := <-d; err != nil {
-			t.Fatal(err)
-		}
-	}
-	// waitFor waits for a batch whose counts are want.
-	waitFor := func(what string, want map[string]int) {
-		t.Helper()
-		for {
-			select {
-			case m := <-batches:
-				if fmt.Sprint(m) == fmt.Sprint(want) {
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("no batch with counts %v: %s", want, what)
-			}
-		}
-	}
-
 	if err := ss.Load(ctx, loShard); err != nil {
 		t.Fatal(err)
 	}
-	push("lo", 1, lo, lo, lo)
-	push("hi", 1, hi, hi) // hi is not loaded: its key gets no state
-	waitFor("lo counted, hi left out", map[string]int{lo: 3})
+	r.push("lo", 1, lo, lo, lo)
+	r.push("hi", 1, hi, hi) // hi is not loaded: its key gets no state
+	r.waitFor("lo counted, hi left out", map[string]int{lo: 3})
 
 	data, upTo, err := ss.Snapshot(ctx, loShard)
 	if err != nil || upTo != "3" {
@@ -155,29 +111,102 @@ func TestStatePerShard(t *testing.T) {
 	if err := ss.Drop(ctx, loShard); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("lo dropped", map[string]int{})
+	r.waitFor("lo dropped", map[string]int{})
 	// Loaded into the other half, lo's key is outside it: left out.
 	if err := ss.Load(ctx, hiShard, data); err != nil {
 		t.Fatal(err)
 	}
-	push("hi", 3, hi)
-	waitFor("hi counted from its load, lo's key not loaded into hi", map[string]int{hi: 1})
+	r.push("hi", 3, hi)
+	r.waitFor("hi counted from its load, lo's key not loaded into hi", map[string]int{hi: 1})
 	if err := ss.Load(ctx, loShard, data); err != nil {
 		t.Fatal(err)
 	}
-	push("lo", 4, lo)
-	waitFor("lo counted on top of its snapshot", map[string]int{hi: 1, lo: 4})
+	r.push("lo", 4, lo)
+	r.waitFor("lo counted on top of its snapshot", map[string]int{hi: 1, lo: 4})
 	if _, upTo, _ := ss.Snapshot(ctx, loShard); upTo != "4" {
 		t.Errorf("Snapshot(lo) after a record at 4: upTo %q, want 4", upTo)
 	}
 	if _, upTo, _ := ss.Snapshot(ctx, hiShard); upTo != "3" {
 		t.Errorf("Snapshot(hi): upTo %q, want 3", upTo)
 	}
-	if err := p.Drain(ctx); err != nil {
+	r.drain()
+}
+
+// shardedRun is a pipeline running on a shardedSource: records keyed by
+// themselves, declared PartitionedBy, counted by the operator under test,
+// each batch's counts sent on batches.
+type shardedRun struct {
+	t       *testing.T
+	p       *stream.Pipeline
+	src     *shardedSource
+	ss      source.ShardState
+	ctx     context.Context
+	batches chan map[string]int
+	done    chan error
+}
+
+// startSharded runs the pipeline count builds and waits for its ShardState.
+func startSharded(t *testing.T, count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]) *shardedRun {
+	t.Helper()
+	r := &shardedRun{t: t, src: newShardedSource(), batches: make(chan map[string]int, 1000), done: make(chan error, 1)}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	r.p = p
+	pairs := stream.Map(stream.From(p, r.src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	stream.ForEachBatch(count(p, stream.PartitionedBy(pairs, func(k string) string { return k })),
+		func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+			m := map[string]int{}
+			for kv := range b.All() {
+				m[kv.Key] = kv.Value
+			}
+			r.batches <- m
+			return nil
+		})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	go func() { r.done <- p.Run(ctx) }()
+	if r.ss = <-r.src.states; r.ss == nil {
+		t.Fatal("Runtime.ShardState is nil for a count declared PartitionedBy on a source sharing its shards")
+	}
+	return r
+}
+
+// push pushes a block of keys read from shard, from sequence number first.
+func (r *shardedRun) push(shard string, first int, keys ...string) {
+	r.t.Helper()
+	d := make(chan error, 1)
+	r.src.push <- shardPush{shard: shard, first: first, keys: keys, done: d}
+	if err := <-d; err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// waitFor waits for a batch whose counts are want.
+func (r *shardedRun) waitFor(what string, want map[string]int) {
+	r.t.Helper()
+	for {
+		select {
+		case m := <-r.batches:
+			if fmt.Sprint(m) == fmt.Sprint(want) {
+				return
+			}
+		case <-r.ctx.Done():
+			r.t.Fatalf("no batch with counts %v: %s", want, what)
+		}
+	}
+}
+
+// drain drains the pipeline and checks Run's result.
+func (r *shardedRun) drain() {
+	r.t.Helper()
+	if err := r.p.Drain(r.ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := <-r.done; err != nil {
+		r.t.Fatal(err)
 	}
 }
 
@@ -257,5 +286,53 @@ func TestStatePerShardMapWithState(t *testing.T) {
 	}
 	if want := []string{lo + "=1", lo + "=2"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("mapped %v, want %v (the key of shard hi, not loaded, left out)", got, want)
+	}
+}
+
+// The windowed operators keep their history per shard too: a
+// ReduceByKeyAndWindow (with and without an inverse) and a Window of pairs
+// declared PartitionedBy leave out the records of shards not loaded, give
+// a shard's records in Snapshot, forget them on Drop and take them back on
+// Load.
+func TestStatePerShardWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
+	}{
+		{"ReduceByKeyAndWindow", func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+			return stream.ReduceByKeyAndWindow(pairs, sum, nil, time.Hour, p.BatchInterval())
+		}},
+		{"ReduceByKeyAndWindow with inverse", func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+			return stream.ReduceByKeyAndWindow(pairs, sum, func(a, b int) int { return a - b }, time.Hour, p.BatchInterval())
+		}},
+		{"Window", func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+			return stream.ReduceByKey(stream.Window(pairs, time.Hour, p.BatchInterval()), sum)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startSharded(t, tc.build)
+			ctx, ss := r.ctx, r.ss
+			lo, hi := keyIn(t, true), keyIn(t, false)
+			if err := ss.Load(ctx, loShard); err != nil {
+				t.Fatal(err)
+			}
+			r.push("lo", 1, lo, lo, lo)
+			r.push("hi", 1, hi, hi)
+			r.waitFor("lo in the window, hi left out", map[string]int{lo: 3})
+			data, upTo, err := ss.Snapshot(ctx, loShard)
+			if err != nil || upTo != "3" {
+				t.Fatalf("Snapshot(lo): upTo %q, %v; want 3", upTo, err)
+			}
+			if err := ss.Drop(ctx, loShard); err != nil {
+				t.Fatal(err)
+			}
+			r.waitFor("lo dropped", map[string]int{})
+			if err := ss.Load(ctx, loShard, data); err != nil {
+				t.Fatal(err)
+			}
+			r.push("lo", 4, lo)
+			r.waitFor("lo's window loaded and one more record", map[string]int{lo: 4})
+			r.drain()
+		})
 	}
 }

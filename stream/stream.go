@@ -66,8 +66,9 @@ type node struct {
 	keyedByShard bool
 	// partitionKey is the func(K) string a PartitionedBy declared, and
 	// shardView the node's state kept per shard, if it is (pershard.go).
-	partitionKey any
-	shardView    shardView
+	partitionKey    any
+	partitionKeyAny func(any) string
+	shardView       shardView
 }
 
 // String names the node in error messages, such as "Window (stream 3)".

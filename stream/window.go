@@ -66,6 +66,9 @@ func checkWindow(p *Pipeline, op string, parent *node, length, slide time.Durati
 // history keeps a parent stream's batches, in time order, for a window.
 type history[T any] struct {
 	bs []*batch.Batch[T]
+	// keep, when the history is kept per shard, leaves out of a batch
+	// entering it the records of shards not loaded (pershard.go).
+	keep func(T) bool
 }
 
 // tick returns a node tick that adds parent's batch, if it has one, and
@@ -77,6 +80,9 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 			return err
 		}
 		if b != nil {
+			if h.keep != nil {
+				b = filterBatch(b, h.keep)
+			}
 			h.bs = append(h.bs, b)
 		}
 		cut := r.job.time.Add(-keep)

@@ -27,6 +27,9 @@ import (
 type countFleet struct {
 	*fleet
 	keys, perRound, round int
+	// count makes the count per key of a worker's records (its keys
+	// declared PartitionedBy): UpdateStateByKey unless set.
+	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
 
 	mu   sync.Mutex
 	best map[string]int
@@ -58,8 +61,13 @@ func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.P
 	pairs := stream.Map(stream.From(p, r), func(rec kinesis.Record) stream.Pair[string, int] {
 		return stream.Pair[string, int]{Key: rec.PartitionKey, Value: 1}
 	})
-	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
-		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	keyed := stream.PartitionedBy(pairs, func(k string) string { return k })
+	var counts *stream.Stream[stream.Pair[string, int]]
+	if f.count != nil {
+		counts = f.count(p, keyed)
+	} else {
+		counts = stream.UpdateStateByKey(keyed, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	}
 	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
 		f.mu.Lock()
 		for kv := range b.All() {
@@ -131,7 +139,23 @@ func (f *countFleet) drain(name string, p *stream.Pipeline, done chan error) {
 // Every key's count, the greatest any worker wrote, is exact: a state
 // split between workers would leave it short, a record counted twice long.
 func TestLeasesStatePerShardMovesWithLease(t *testing.T) {
+	movesWithLease(t, newCountFleet(t, 4))
+}
+
+// A window's history moves with its shard's lease as a keyed state does:
+// a ReduceByKeyAndWindow of an hour counts exactly across the same drain,
+// crash and take-over.
+func TestLeasesStatePerShardWindowMovesWithLease(t *testing.T) {
 	f := newCountFleet(t, 4)
+	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		return stream.ReduceByKeyAndWindow(pairs, func(a, b int) int { return a + b }, nil, time.Hour, p.BatchInterval())
+	}
+	movesWithLease(t, f)
+}
+
+// movesWithLease runs f's workers through a drain, a crash and a
+// take-over, checking every key's count after each.
+func movesWithLease(t *testing.T, f *countFleet) {
 
 	// a counts round 1 and drains: snapshots stored, then the last
 	// checkpoints, then the leases handed back.
