@@ -329,6 +329,18 @@ func (st *mapState[K, V, S, U]) mergeKeys(data []byte, keep func(K) bool) error 
 	return err
 }
 
+func (st *mapState[K, V, S, U]) mergeAs(data []byte, key K) error {
+	_, entries, err := st.decode(data)
+	if err == nil {
+		st.keys = mergeAsKeyed(st.keys, st.vals, entries, key, func(dst, src *keyEntry[S]) *keyEntry[S] {
+			dst.v, dst.last = mergeValue(dst.v, src.v), max(dst.last, src.last)
+			return dst
+		})
+		st.snap = nil
+	}
+	return err
+}
+
 func (st *mapState[K, V, S, U]) removeKeys(drop func(K) bool) {
 	st.keys, st.snap = removeKeyed(st.keys, st.vals, drop), nil
 }

@@ -165,6 +165,9 @@ type keyedState[K comparable] interface {
 	// mergeKeys adds the keys of data for which keep is true, with their
 	// states, after the others (a key it has already is replaced).
 	mergeKeys(data []byte, keep func(K) bool) error
+	// mergeAs adds the states of data's keys, whatever they are, as the
+	// state of key: merged into its state (mergeValue) if it has one.
+	mergeAs(data []byte, key K) error
 	removeKeys(drop func(K) bool)
 }
 
@@ -180,6 +183,34 @@ func mergeKeyed[K comparable, E any](keys []K, vals map[K]E, decoded []K, values
 			keys = append(keys, k)
 		}
 		vals[k] = values[i]
+	}
+	return keys
+}
+
+// merger is a state that takes in another's: sink/kinesis's Deduplicate
+// filter (origin.Filter), so that a merged shard's child drops the copies
+// either parent would have.
+type merger[S any] interface{ MergeFrom(S) }
+
+// mergeValue merges src into dst if dst is a merger, and returns dst: a
+// state that cannot merge keeps the first parent's.
+func mergeValue[S any](dst, src S) S {
+	if m, ok := any(dst).(merger[S]); ok {
+		m.MergeFrom(src)
+	}
+	return dst
+}
+
+// mergeAsKeyed adds values to a keyed state as the value of key to,
+// merged by merge into the one it has, and returns the keys.
+func mergeAsKeyed[K comparable, E any](keys []K, vals map[K]E, values []E, to K, merge func(dst, src E) E) []K {
+	for _, e := range values {
+		if old, ok := vals[to]; ok {
+			vals[to] = merge(old, e)
+			continue
+		}
+		vals[to] = e
+		keys = append(keys, to)
 	}
 	return keys
 }
@@ -219,7 +250,16 @@ func (v keyedView[K]) loadShard(sh shardRange, data [][]byte) error {
 	in := func(k K) bool { return v.x.in(k, sh) }
 	v.st.removeKeys(in)
 	for _, d := range data {
-		if err := v.st.mergeKeys(d, in); err != nil {
+		var err error
+		if v.x.pk == nil {
+			// Keyed by shard ID: a parent's state (a reshard) becomes the
+			// child's, merged if the child has two parents.
+			id, _ := any(sh.id).(K)
+			err = v.st.mergeAs(d, id)
+		} else {
+			err = v.st.mergeKeys(d, in)
+		}
+		if err != nil {
 			return err
 		}
 	}

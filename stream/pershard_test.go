@@ -336,3 +336,95 @@ func TestStatePerShardWindows(t *testing.T) {
 		})
 	}
 }
+
+// tally is a MapWithState state that merges (as sink/kinesis's
+// Deduplicate filter does).
+type tally struct{ N int }
+
+func (t *tally) MergeFrom(o *tally) { t.N += o.N }
+
+// A state kept by shard ID (MapWithState declared PartitionedByKey) passes
+// to a reshard's child under the child's ID, both parents' merged: the
+// child of a merge starts from the tally of both.
+func TestStatePerShardByIDToChild(t *testing.T) {
+	src := newShardedSource()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record is the ID of the shard it is pushed on.
+	byShard := stream.Map(stream.From(p, src), func(id string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: id, Value: 1} })
+	mapped, _ := stream.MapWithState(byShard, func(id string, v int, st *stream.State[*tally]) (string, bool) {
+		if !st.Exists() {
+			st.Update(&tally{})
+		}
+		st.Get().N += v
+		return id + "=" + strconv.Itoa(st.Get().N), true
+	}, stream.PartitionedByKey())
+	seen := make(chan string, 100)
+	stream.ForEach(mapped, func(_ context.Context, s string) error { seen <- s; return nil })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ss := <-src.states
+	if ss == nil {
+		t.Fatal("Runtime.ShardState is nil for a MapWithState keyed by shard ID on a source sharing its shards")
+	}
+	push := func(shard string, n int) {
+		t.Helper()
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = shard
+		}
+		d := make(chan error, 1)
+		src.push <- shardPush{shard: shard, first: 1, keys: keys, done: d}
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case s := <-seen:
+				if s == want {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %s", want)
+			}
+		}
+	}
+	child := source.Shard{Stream: "s", ID: "child", StartingHashKey: "0", EndingHashKey: hiShard.EndingHashKey}
+	var parents [][]byte
+	for _, tc := range []struct {
+		sh source.Shard
+		n  int
+	}{{loShard, 2}, {hiShard, 3}} {
+		if err := ss.Load(ctx, tc.sh); err != nil {
+			t.Fatal(err)
+		}
+		push(tc.sh.ID, tc.n)
+		wait(tc.sh.ID + "=" + strconv.Itoa(tc.n))
+		data, _, err := ss.Snapshot(ctx, tc.sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parents = append(parents, data)
+		if err := ss.Drop(ctx, tc.sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ss.Load(ctx, child, parents...); err != nil {
+		t.Fatal(err)
+	}
+	push("child", 1)
+	wait("child=6")
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -134,6 +134,14 @@ func (st *keyState[K, V, S]) mergeKeys(data []byte, keep func(K) bool) error {
 	return err
 }
 
+func (st *keyState[K, V, S]) mergeAs(data []byte, key K) error {
+	_, states, err := st.decode(data)
+	if err == nil {
+		st.keys = mergeAsKeyed(st.keys, st.vals, states, key, mergeValue[S])
+	}
+	return err
+}
+
 func (st *keyState[K, V, S]) removeKeys(drop func(K) bool) {
 	st.keys = removeKeyed(st.keys, st.vals, drop)
 }

@@ -28,9 +28,9 @@ import (
 // (it is declared stream.PartitionedByKey; the stateful operators after it
 // are checked as any). On a receiver with leases its state is kept per
 // shard and moves with the shard's lease (stream.PartitionedBy, DESIGN.md,
-// "On a fleet: state per shard"), without Config.Recovery. A reshard's
-// children start with empty filters: a copy of a record written to the
-// parent and again to a child is kept (a duplicate, never a loss).
+// "On a fleet: state per shard"), without Config.Recovery; a reshard's
+// child starts from its parents' filters, merged, so a copy of a record
+// written to a parent and again to the child is dropped.
 func Deduplicate(s *stream.Stream[source.Record]) *stream.Stream[source.Record] {
 	byShard := stream.Map(s, func(r source.Record) stream.Pair[string, source.Record] {
 		return stream.Pair[string, source.Record]{Key: r.ShardID, Value: r}
