@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -21,7 +22,8 @@ import (
 // the records of each key of a 4-shard kinesalite stream (20000 records, 37
 // keys) with UpdateStateByKey, on one worker: "direct" on the source's
 // records, "repartition" after ByKey through a new 4-shard stream (created
-// in the timed part). The goal is repartition at 0.5x direct's
+// in the timed part), "repartition+leases" the same with leases on both
+// streams (lease tables on dynalite; the count's state kept per shard). The goal is repartition at 0.5x direct's
 // throughput or better: compare the records/s.
 //
 //	go test -run x -bench ByKey -benchtime 3x ./repartition/
@@ -30,9 +32,9 @@ func BenchmarkByKey(b *testing.B) {
 	const n = 20000
 	in := putInput(b, env, 4, n)
 	for _, tc := range []struct {
-		name        string
-		repartition bool
-	}{{"direct", false}, {"repartition", true}} {
+		name                string
+		repartition, leases bool
+	}{{"direct", false, false}, {"repartition", true, false}, {"repartition+leases", true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
 			defer cancel()
@@ -41,6 +43,12 @@ func BenchmarkByKey(b *testing.B) {
 				var cfg *Config[string, int64]
 				if tc.repartition {
 					cfg = &Config[string, int64]{Stream: localaws.UniqueName(b), Shards: 4}
+				}
+				if tc.leases {
+					// Leases on both streams, as a fleet runs: the count
+					// after ByKey keeps its state per shard.
+					cfg.Writer = "worker-1"
+					cfg.Leases = &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: b.TempDir()}
 				}
 				if got := runCount(ctx, b, env, in, n, cfg); len(got) != 37 {
 					b.Fatalf("%d keys counted, want 37", len(got))
