@@ -57,7 +57,7 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if lr.state != nil {
 			// The snapshot first: the last checkpoint stops at it, and the
 			// new owner loads it.
-			if err := lr.state.save(ctx, lr, shard); err != nil && ctx.Err() == nil {
+			if err := lr.state.save(ctx, lr, shard, true); err != nil && ctx.Err() == nil {
 				lr.stateFailed(shard, err)
 			}
 		}
@@ -91,4 +91,5 @@ func (lr *leaseRun) forget(shard string) {
 	delete(lr.owned, shard)
 	delete(lr.ending, shard)
 	delete(lr.handing, shard)
+	delete(lr.reload, shard)
 }

@@ -43,7 +43,7 @@ type leaseRun struct {
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)
-	reload  []lease.Lease        // leases to acquire again: state not loaded yet (shardstate.go)
+	reload  map[string]bool      // shards to acquire again: state not loaded yet (shardstate.go)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -207,8 +207,13 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 		fatal, reload := lr.fatal, lr.reload
 		lr.reload = nil
 		lr.mu.Unlock()
-		for _, l := range reload {
-			if lr.coord.Holds(l.Shard) {
+		for shard := range reload {
+			lr.mu.Lock()
+			owned := lr.owned[shard]
+			lr.mu.Unlock()
+			// Under the lease held now: an entry of an earlier hold must
+			// not claim the state with an older counter.
+			if l, ok := lr.heldLease(shard); ok && !owned {
 				lr.acquire(ctx, c, l)
 			}
 		}
@@ -280,14 +285,12 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 			return
 		}
 	}
-	if lr.state != nil && !lr.allAddedCompleted(l.Shard) {
-		// Records of an earlier hold of the lease are still in the
-		// driver: loaded now, the state would count them, and the reader
-		// read them again after the snapshot. They complete first (the
+	if lr.state != nil && !lr.settled(l) {
+		// Records of an earlier hold of the lease, or of a parent's, are
+		// still in the driver: loaded now, the state would count them, and
+		// the snapshot loaded holds them already. They complete first (the
 		// state leaves them out); the assigner tries again then.
-		lr.mu.Lock()
-		lr.reload = append(lr.reload, l)
-		lr.mu.Unlock()
+		lr.retryAcquire(l.Shard)
 		return
 	}
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
@@ -383,6 +386,10 @@ func (lr *leaseRun) position(l lease.Lease) position {
 	seq, ok := lr.rn.doneUpTo(l.Shard)
 	switch {
 	case !ok:
+	case lr.state != nil:
+		// With state per shard, what this worker read of an earlier hold
+		// is not in the state it loads (it was dropped): the reader starts
+		// after the checkpoint or the snapshot (acquire), not after it.
 	case pos.After != "" && batch.CompareSeq(seq, pos.After) <= 0:
 	case pos.At != "" && batch.CompareSeq(seq, pos.At) < 0:
 	default:
@@ -421,7 +428,7 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 	for _, shard := range ready {
 		if lr.state != nil {
 			// The shard's last state, which its children start from.
-			if err := lr.state.save(ctx, lr, shard); err != nil {
+			if err := lr.state.save(ctx, lr, shard, true); err != nil {
 				if ctx.Err() == nil {
 					lr.stateFailed(shard, err)
 				}
@@ -472,7 +479,7 @@ func (lr *leaseRun) shutdown(ctx context.Context) {
 	lr.handleEvents(ctx, nil)
 	if lr.state != nil {
 		// The snapshots first: the last checkpoints stop at them.
-		lr.state.saveAll(ctx, lr)
+		lr.state.saveAll(ctx, lr, true)
 	}
 	if err := lr.cp.Close(ctx); err != nil {
 		lr.report(fmt.Errorf("kinesis: final checkpoints: %w", err))

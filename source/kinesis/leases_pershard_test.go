@@ -1,7 +1,9 @@
 package kinesis_test
 
 import (
+	"cmp"
 	"context"
+	"math/big"
 	"os"
 	"strconv"
 	"sync"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -27,6 +30,9 @@ import (
 type countFleet struct {
 	*fleet
 	keys, perRound, round int
+	// checkpoint is the workers' checkpoint interval (and so of their
+	// snapshots); default 100 ms.
+	checkpoint time.Duration
 	// count makes the count per key of a worker's records (its keys
 	// declared PartitionedBy): UpdateStateByKey unless set.
 	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
@@ -50,7 +56,7 @@ func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.P
 	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
 		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: testLogger(),
 		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
-			LeaseDuration: 2 * time.Second, CheckpointInterval: 100 * time.Millisecond}})
+			LeaseDuration: 2 * time.Second, CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +357,99 @@ func TestLeasesStatePerShardLoadRetried(t *testing.T) {
 	if n := tr.Injected("GetItem", 0); n != 12 {
 		t.Errorf("%d faults injected into GetItem, want 12", n)
 	}
+}
+
+// A child that reads no record before it is split again passes on the
+// state it loaded from its parent: the grandchildren find its snapshot
+// (stored at its end even though its state did not move).
+func TestLeasesStatePerShardAcrossTwoSplits(t *testing.T) {
+	f := newCountFleet(t, 1)
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1 on the parent")
+	parent := f.split()
+	var child string
+	for _, s := range f.shards() {
+		if aws.ToString(s.ParentShardId) == parent {
+			child = aws.ToString(s.ShardId)
+			break
+		}
+	}
+	splitShard(t, f.fleet, child)
+	f.put()
+	f.waitExact("a counts round 2 on the grandchildren and the other child")
+	f.drain("a", a, aDone)
+}
+
+// splitShard splits shard at the middle of its hash key range and waits
+// until the stream is active again.
+func splitShard(t *testing.T, f *fleet, shard string) {
+	t.Helper()
+	ctx := t.Context()
+	c := f.env.Kinesis()
+	var lo, hi *big.Int
+	for _, s := range f.shards() {
+		if aws.ToString(s.ShardId) == shard {
+			lo, _ = new(big.Int).SetString(*s.HashKeyRange.StartingHashKey, 10)
+			hi, _ = new(big.Int).SetString(*s.HashKeyRange.EndingHashKey, 10)
+		}
+	}
+	if lo == nil {
+		t.Fatalf("no shard %s", shard)
+	}
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := c.SplitShard(ctx, &awskinesis.SplitShardInput{StreamName: aws.String(f.stream),
+		ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// A server-side state change has nothing to wait on: ask again.
+		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			return
+		}
+	}
+}
+
+// A worker that loses its leases without a hand-over (here: another owner
+// written into the table, which never renews them) and takes them back
+// once they expire reads each shard again from its last snapshot (none
+// here: no checkpoint interval passed), not after what it read before:
+// the state of the earlier hold was dropped with the loss.
+func TestLeasesStatePerShardRetakenBySameWorker(t *testing.T) {
+	f := newCountFleet(t, 2)
+	f.checkpoint = time.Hour
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitExact("a counts round 1")
+	ctx := t.Context()
+	ghosted := map[string]int64{}
+	for shard, l := range f.leases() {
+		ghosted[shard] = l.Counter + 1000
+		if _, err := f.env.DynamoDB().UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
+			TableName:        aws.String(f.table),
+			Key:              map[string]ddbtypes.AttributeValue{"leaseKey": &ddbtypes.AttributeValueMemberS{Value: shard}},
+			UpdateExpression: aws.String("SET leaseOwner = :ghost, leaseCounter = :c"),
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+				":ghost": &ddbtypes.AttributeValueMemberS{Value: "ghost"},
+				":c":     &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(l.Counter+1000, 10)},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitFor("a takes its leases back", func() bool {
+		for shard, l := range f.leases() {
+			if l.Owner != "a" || l.Counter <= ghosted[shard] {
+				return false
+			}
+		}
+		return true
+	})
+	f.put()
+	f.waitExact("a counts rounds 1-2 after taking its leases back")
+	f.drain("a", a, aDone)
 }

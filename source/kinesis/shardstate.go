@@ -73,6 +73,8 @@ type heldState struct {
 	// durable is the position of the last snapshot stored or loaded, ""
 	// if none: the checkpointer commits no further.
 	durable string
+	// stored: the store holds a snapshot of the shard (loaded or put).
+	stored bool
 }
 
 // newStateRun returns the state side of a lease run whose lease table
@@ -126,6 +128,10 @@ func (lr *leaseRun) shardOf(ctx context.Context, id, start, end string) (source.
 // of another pipeline shape is returned as an error that stops the
 // receiver: its fix is the user's.
 func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (string, error) {
+	// No save runs meanwhile: one that took its snapshot before a loss
+	// must not store it over what the take loads.
+	sr.saveMu.Lock()
+	defer sr.saveMu.Unlock()
 	sh, err := lr.shardOf(ctx, l.Shard, l.StartingHashKey, l.EndingHashKey)
 	if err != nil {
 		return "", err
@@ -135,11 +141,11 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", fmt.Errorf("kinesis: claim the state of shard %s: %w", l.Shard, err)
 	}
 	var data [][]byte
-	pos := ""
+	pos, stored := "", false
 	snap, err := sr.store.Get(ctx, key)
 	switch {
 	case err == nil:
-		data, pos = [][]byte{snap.Data}, snap.Position.Sequence
+		data, pos, stored = [][]byte{snap.Data}, snap.Position.Sequence, true
 	case errors.Is(err, shardstate.ErrNoSnapshot):
 		// A shard a reshard made starts from its parents' last states,
 		// restricted to its range (the driver places the keys).
@@ -163,15 +169,18 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	sr.mu.Lock()
-	sr.held[l.Shard] = &heldState{shard: sh, durable: pos}
+	sr.held[l.Shard] = &heldState{shard: sh, durable: pos, stored: stored}
 	sr.mu.Unlock()
 	return pos, nil
 }
 
 // save stores the snapshot of a held shard if its state moved since the
-// last one, under the lease this worker holds now. A worker that no longer
-// holds the lease stores nothing.
-func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string) error {
+// last one, under the lease this worker holds now. A final save (a
+// hand-off, a drain, a shard's end) also stores a state that did not move
+// if the store has none of the shard: a reshard's child loaded from its
+// parents that read no record, whose own children look for it. A worker
+// that no longer holds the lease stores nothing.
+func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final bool) error {
 	sr.saveMu.Lock()
 	defer sr.saveMu.Unlock()
 	sr.mu.Lock()
@@ -181,8 +190,14 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string) error 
 		return nil
 	}
 	data, upTo, err := sr.states.Snapshot(ctx, h.shard)
-	if err != nil || upTo == "" || upTo == h.durable {
+	if err != nil {
 		return err
+	}
+	if upTo == "" || upTo == h.durable {
+		if !final || h.stored {
+			return nil
+		}
+		upTo = h.durable // the position of the state loaded
 	}
 	l, ok := lr.heldLease(shard)
 	if !ok {
@@ -194,18 +209,18 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string) error 
 		return fmt.Errorf("kinesis: store the state of shard %s: %w", shard, err)
 	}
 	sr.mu.Lock()
-	h.durable = upTo
+	h.durable, h.stored = upTo, true
 	sr.mu.Unlock()
 	return nil
 }
 
 // saveAll saves every held shard, reporting failures.
-func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun) {
+func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun, final bool) {
 	sr.mu.Lock()
 	shards := slices.Collect(maps.Keys(sr.held))
 	sr.mu.Unlock()
 	for _, s := range shards {
-		if err := sr.save(ctx, lr, s); err != nil && ctx.Err() == nil {
+		if err := sr.save(ctx, lr, s, final); err != nil && ctx.Err() == nil {
 			lr.stateFailed(s, err)
 		}
 	}
@@ -213,6 +228,8 @@ func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun) {
 
 // drop forgets a shard's state, here and in the driver.
 func (sr *stateRun) drop(ctx context.Context, lr *leaseRun, shard string) {
+	sr.saveMu.Lock()
+	defer sr.saveMu.Unlock()
 	sr.mu.Lock()
 	h := sr.held[shard]
 	delete(sr.held, shard)
@@ -271,7 +288,7 @@ func (sr *stateRun) saveLoop(ctx context.Context, lr *leaseRun) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			sr.saveAll(ctx, lr)
+			sr.saveAll(ctx, lr, false)
 		}
 	}
 }
@@ -310,8 +327,28 @@ func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 	default:
 		log.Warn("kinesis: loading the state of a newly leased shard failed; not reading it until it loads, trying again", "err", err)
 		lr.report(err)
-		lr.mu.Lock()
-		lr.reload = append(lr.reload, l)
-		lr.mu.Unlock()
+		lr.retryAcquire(l.Shard)
 	}
+}
+
+// retryAcquire has the assigner acquire shard again at its next round,
+// under the lease held then.
+func (lr *leaseRun) retryAcquire(shard string) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.reload == nil {
+		lr.reload = make(map[string]bool)
+	}
+	lr.reload[shard] = true
+}
+
+// settled reports whether every record this worker added to a block of
+// the shard of l, or of one of its parents, is completed.
+func (lr *leaseRun) settled(l lease.Lease) bool {
+	for _, s := range append([]string{l.Shard}, l.Parents...) {
+		if !lr.allAddedCompleted(s) {
+			return false
+		}
+	}
+	return true
 }
