@@ -233,17 +233,24 @@ func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
 	}); err != nil {
 		err = d.refused(ctx, key, hp, snap.Lease, "put: switch", err)
 		if errors.Is(err, ErrFenced) {
-			d.deleteGen(ctx, key, gen, int64(len(chunks)))
+			// Unless the switch was applied after all: an attempt whose
+			// answer was lost, retried by the SDK after a successor's
+			// claim, fails its condition though the head names gen.
+			if h, herr := d.getHead(ctx, hp); herr == nil && sAttr(h, attrGen) != gen {
+				d.deleteGen(ctx, key, gen, int64(len(chunks)))
+			}
 		}
 		return err
 	}
 
 	// 4. Delete the generation replaced, and one a crashed Put left.
+	// Never gen itself: a retried step 1, whose first attempt was applied,
+	// returns gen as the pending generation.
 	oldGen, oldN := sAttr(old, attrGen), nAttr(old, attrChunks)
-	if oldGen != "" {
+	if oldGen != "" && oldGen != gen {
 		d.deleteGen(ctx, key, oldGen, oldN)
 	}
-	if p := sAttr(old, attrPending); p != "" && p != oldGen {
+	if p := sAttr(old, attrPending); p != "" && p != oldGen && p != gen {
 		d.deleteGen(ctx, key, p, nAttr(old, attrPendN))
 	}
 	return nil

@@ -240,6 +240,17 @@ type hookClient struct {
 	Client
 	before    func(ctx context.Context, key map[string]types.AttributeValue)
 	beforePut func(ctx context.Context, item map[string]types.AttributeValue)
+	// update and put, if set, make each UpdateItem and PutItem: they are
+	// given the call.
+	update func(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	put    func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+}
+
+func (h hookClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if h.update != nil {
+		return h.update(ctx, in)
+	}
+	return h.Client.UpdateItem(ctx, in, optFns...)
 }
 
 func (h hookClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -252,6 +263,9 @@ func (h hookClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optF
 func (h hookClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if h.beforePut != nil {
 		h.beforePut(ctx, in.Item)
+	}
+	if h.put != nil {
+		return h.put(ctx, in)
 	}
 	return h.Client.PutItem(ctx, in, optFns...)
 }
@@ -336,5 +350,75 @@ func TestDynamoGetFollowsSwitch(t *testing.T) {
 	got, err := reader.Get(t.Context(), k)
 	if err != nil || !bytes.Equal(got.Data, next.Data) || got.Position != next.Position {
 		t.Fatalf("Get across a switch: %d bytes at %v, %v; want the new snapshot, %d bytes at %v", len(got.Data), got.Position, err, len(next.Data), next.Position)
+	}
+}
+
+// TestDynamoRetriedClaimKeepsSnapshot: a Put's first write applied but
+// answered with an error, which the SDK retries (a lost response), returns
+// the Put's own generation as the pending one; the Put must not delete it
+// once it is current, and the next Get reads the snapshot whole.
+func TestDynamoRetriedClaimKeepsSnapshot(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := newTable(t, c)
+	k := Key{Application: "app", Stream: "s", Shard: "shardId-000000000000"}
+	twice := hookClient{Client: c, update: func(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if _, err := c.UpdateItem(ctx, in); err != nil {
+			return nil, err
+		}
+		return c.UpdateItem(ctx, in) // the SDK's retry: the first was applied
+	}}
+	d, err := NewDynamo(DynamoConfig{Table: table, Client: twice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Lease{Counter: 1, Owner: "w"}
+	for i, seq := range []string{"10", "20"} {
+		data := bytes.Repeat([]byte{byte(i + 1)}, 700<<10)
+		if err := d.Put(t.Context(), k, Snapshot{Data: data, Position: Position{Sequence: seq}, Lease: l}); err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+		got, err := d.Get(t.Context(), k)
+		if err != nil {
+			t.Fatalf("Get after Put %d: %v", i, err)
+		}
+		if !bytes.Equal(got.Data, data) || got.Position.Sequence != seq {
+			t.Fatalf("Get after Put %d: %d bytes at %q, want %d at %q", i, len(got.Data), got.Position.Sequence, len(data), seq)
+		}
+	}
+}
+
+// TestDynamoRetriedSwitchKeepsSnapshot: a zombie's head switch applied but
+// answered with an error, retried by the SDK after the successor claimed
+// the shard, fails its condition; the zombie must not delete the
+// generation the head now names, which the successor reads.
+func TestDynamoRetriedSwitchKeepsSnapshot(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := newTable(t, c)
+	k := Key{Application: "app", Stream: "s", Shard: "shardId-000000000000"}
+	successor := newDynamo(t, c, table)
+	zombie, err := NewDynamo(DynamoConfig{Table: table, Client: hookClient{Client: c,
+		put: func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+			if _, isHead := in.Item[attrGen]; !isHead {
+				return c.PutItem(ctx, in)
+			}
+			if _, err := c.PutItem(ctx, in); err != nil { // applied, its answer lost
+				return nil, err
+			}
+			if err := successor.Claim(ctx, k, Lease{Counter: 2, Owner: "successor"}); err != nil {
+				t.Errorf("successor's Claim: %v", err)
+			}
+			return c.PutItem(ctx, in) // the SDK's retry
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{7}, 700<<10)
+	err = zombie.Put(t.Context(), k, Snapshot{Data: data, Position: Position{Sequence: "10"}, Lease: Lease{Counter: 1, Owner: "zombie"}})
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie's Put: %v, want ErrFenced (its retried switch fails)", err)
+	}
+	got, err := successor.Get(t.Context(), k)
+	if err != nil || !bytes.Equal(got.Data, data) {
+		t.Fatalf("successor's Get: %d bytes, %v; want the zombie's applied snapshot whole", len(got.Data), err)
 	}
 }

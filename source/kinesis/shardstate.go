@@ -318,7 +318,16 @@ func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, shardstate.ErrFenced):
-		log.Warn("kinesis: another worker took the state of a newly leased shard; not reading it", "err", err)
+		// Another worker took the lease since (its loss follows, and
+		// drops the retry), or the lease's counter went back below the
+		// state's fence (a lease re-created or edited): then the shard is
+		// not read until the fence is lowered, and the error says so at
+		// every try.
+		log.Warn("kinesis: the state of a newly leased shard is fenced at a higher lease counter; not reading it, trying again", "err", err)
+		lr.report(fmt.Errorf("kinesis: shard %s: %w (if this worker holds the lease, its counter went back below the state's fence: "+
+			"a lease re-created or edited; delete the shard's state head item in the %s table to read it from its checkpoint with empty state)",
+			l.Shard, err, lr.state.table))
+		lr.retryAcquire(l.Shard)
 	case errors.Is(err, shardstate.ErrShapeChanged), errors.Is(err, shardstate.ErrCorrupt), errors.Is(err, shardstate.ErrInvalid),
 		errors.Is(err, errStateDecode):
 		lr.mu.Lock()
