@@ -54,17 +54,16 @@ func PartitionedBy[K comparable, V any](s *Stream[Pair[K, V]], partitionKey func
 	return s
 }
 
-// partitionKeyAnyOf returns the untyped partition key function of the
-// nearest PartitionedBy on n or its single-parent ancestors, or nil.
-func partitionKeyAnyOf(n *node) func(any) string {
-	for m := n; m != nil; {
+// partitionedBy returns the node of the nearest PartitionedBy on n or its
+// single-parent ancestors, or nil.
+func partitionedBy(n *node) *node {
+	for m := n; m != nil; m = m.parents[0] {
 		if m.partitionKey != nil {
-			return m.partitionKeyAny
+			return m
 		}
 		if len(m.parents) != 1 {
 			return nil
 		}
-		m = m.parents[0]
 	}
 	return nil
 }
@@ -72,15 +71,9 @@ func partitionKeyAnyOf(n *node) func(any) string {
 // partitionKeyOf returns the partition key function a PartitionedBy
 // declared for keys of type K on n or its single-parent ancestors, or nil.
 func partitionKeyOf[K comparable](n *node) func(K) string {
-	for m := n; m != nil; {
-		if m.partitionKey != nil {
-			fn, _ := m.partitionKey.(func(K) string)
-			return fn
-		}
-		if len(m.parents) != 1 {
-			return nil
-		}
-		m = m.parents[0]
+	if m := partitionedBy(n); m != nil {
+		fn, _ := m.partitionKey.(func(K) string)
+		return fn
 	}
 	return nil
 }
@@ -507,25 +500,27 @@ func filterBatch[T any](b *batch.Batch[T], keep func(T) bool) *batch.Batch[T] {
 	return batch.Derive(b, parts...)
 }
 
-// historyView is the shardView of a window's history of batches: in
-// places a record in a shard, loaded holds the shards loaded, and changed
-// is called when the history changed between batches (a windowed reduce
-// then computes its next window from the history).
+// historyView is the shardView of a window's history of batches: hashOf
+// places a record (the hash key of its partition key), loaded holds the
+// shards loaded, and changed is called when the history changed between
+// batches (a windowed reduce then computes its next window from the
+// history).
 type historyView[T any] struct {
 	h       *history[T]
 	rc      recordCodec[T]
-	in      func(rec T, sh shardRange) bool
+	hashOf  func(T) hashkey.Key
 	loaded  map[string]hashkey.Range
 	changed func()
 }
 
-// newHistoryView keeps h per shard, placing records by in and keeping
+// newHistoryView keeps h per shard, placing records by hashOf and keeping
 // the records of loaded shards only.
-func newHistoryView[T any](h *history[T], rc recordCodec[T], in func(T, shardRange) bool, changed func()) historyView[T] {
-	v := historyView[T]{h: h, rc: rc, in: in, loaded: make(map[string]hashkey.Range), changed: changed}
+func newHistoryView[T any](h *history[T], rc recordCodec[T], hashOf func(T) hashkey.Key, changed func()) historyView[T] {
+	v := historyView[T]{h: h, rc: rc, hashOf: hashOf, loaded: make(map[string]hashkey.Range), changed: changed}
 	h.keep = func(rec T) bool {
-		for id, r := range v.loaded {
-			if in(rec, shardRange{id: id, r: r}) {
+		k := hashOf(rec)
+		for _, r := range v.loaded {
+			if r.Contains(k) {
 				return true
 			}
 		}
@@ -534,10 +529,16 @@ func newHistoryView[T any](h *history[T], rc recordCodec[T], in func(T, shardRan
 	return v
 }
 
+// of returns the filter of the records in (or, with in false, out of)
+// shard sh.
+func (v historyView[T]) of(sh shardRange, in bool) func(T) bool {
+	return func(rec T) bool { return sh.r.Contains(v.hashOf(rec)) == in }
+}
+
 // without removes from the kept batches the records of shard sh.
 func (v historyView[T]) without(sh shardRange) {
 	for i, b := range v.h.bs {
-		v.h.bs[i] = filterBatch(b, func(rec T) bool { return !v.in(rec, sh) })
+		v.h.bs[i] = filterBatch(b, v.of(sh, false))
 	}
 	if v.changed != nil {
 		v.changed()
@@ -547,7 +548,7 @@ func (v historyView[T]) without(sh shardRange) {
 func (v historyView[T]) encodeShard(sh shardRange) ([]byte, error) {
 	kept := history[T]{bs: make([]*batch.Batch[T], len(v.h.bs))}
 	for i, b := range v.h.bs {
-		kept.bs[i] = batch.New(b.Time(), nil, filterBatch(b, func(rec T) bool { return v.in(rec, sh) }).Parts()...)
+		kept.bs[i] = batch.New(b.Time(), nil, filterBatch(b, v.of(sh, true)).Parts()...)
 	}
 	var w snapWriter
 	if err := kept.encode(&w, v.rc); err != nil {
@@ -571,7 +572,7 @@ func (v historyView[T]) loadShard(sh shardRange, data [][]byte) error {
 			return err
 		}
 		for _, b := range loaded.bs {
-			v.h.merge(filterBatch(b, func(rec T) bool { return v.in(rec, sh) }))
+			v.h.merge(filterBatch(b, v.of(sh, true)))
 		}
 	}
 	v.loaded[sh.id] = sh.r
@@ -605,25 +606,22 @@ type keyedRecord interface{ anyKey() any }
 // byShard implements shardKeyed: a window of pairs whose keys a
 // PartitionedBy places.
 func (s *windowState[T]) byShard(n *node) shardView {
-	pk := partitionKeyAnyOf(n.parents[0])
+	m := partitionedBy(n.parents[0])
 	var zero T
-	if _, ok := any(zero).(keyedRecord); !ok || pk == nil {
+	if _, ok := any(zero).(keyedRecord); !ok || m == nil {
 		return nil
 	}
-	in := func(rec T, sh shardRange) bool {
-		return sh.r.Contains(hashkey.Of(pk(any(rec).(keyedRecord).anyKey())))
-	}
-	return newHistoryView(s.h, s.rc, in, nil)
+	pk := m.partitionKeyAny
+	return newHistoryView(s.h, s.rc, func(rec T) hashkey.Key { return hashkey.Of(pk(any(rec).(keyedRecord).anyKey())) }, nil)
 }
 
 // byShard implements shardKeyed: the per-batch reductions of keys a
 // PartitionedBy places, and the window kept with an inverse, computed
 // again from them when they change.
 func (w *windowReduce[K, V]) byShard(n *node) shardView {
-	x := newShardKeys[K](n)
-	if x == nil {
+	pk := partitionKeyOf[K](n.parents[0])
+	if pk == nil {
 		return nil
 	}
-	in := func(p Pair[K, V], sh shardRange) bool { return x.in(p.Key, sh) }
-	return newHistoryView(&w.h, w.rc, in, func() { w.ok = false })
+	return newHistoryView(&w.h, w.rc, func(p Pair[K, V]) hashkey.Key { return hashkey.Of(pk(p.Key)) }, func() { w.ok = false })
 }

@@ -532,15 +532,22 @@ func (f *fleet) split() string {
 	}); err != nil {
 		f.t.Fatal(err)
 	}
+	f.awaitActive()
+	return *parent.ShardId
+}
+
+// awaitActive waits until the stream is active again after a reshard.
+func (f *fleet) awaitActive() {
+	f.t.Helper()
 	for {
 		// A server-side state change has nothing to wait on: ask again
 		// (each call is a round trip; the test's context bounds the loop).
-		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
+		out, err := f.env.Kinesis().DescribeStreamSummary(f.t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
-			return *parent.ShardId
+			return
 		}
 	}
 }

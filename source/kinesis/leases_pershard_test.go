@@ -14,7 +14,6 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -318,16 +317,7 @@ func TestLeasesStatePerShardAcrossMerge(t *testing.T) {
 		ShardToMerge: shards[0].ShardId, AdjacentShardToMerge: shards[1].ShardId}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		// A server-side state change has nothing to wait on: ask again.
-		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
-			break
-		}
-	}
+	f.awaitActive()
 	f.put()
 	f.waitExact("a counts round 2 on the merged child")
 	f.drain("a", a, aDone)
@@ -402,16 +392,7 @@ func splitShard(t *testing.T, f *fleet, shard string) {
 		ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String())}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		// A server-side state change has nothing to wait on: ask again.
-		out, err := c.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(f.stream)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
-			return
-		}
-	}
+	f.awaitActive()
 }
 
 // A worker that loses its leases without a hand-over (here: another owner
