@@ -93,37 +93,50 @@ func BenchmarkRestartRecompute(b *testing.B) {
 // can take less, so BenchmarkRestartRecompute reports it over the
 // sequential time (floor/seq), the least par/seq can be on bare kinesalite.
 func readAllCPU(b *testing.B, env *localaws.Env, name string) (time.Duration, bool) {
-	ctx := b.Context()
 	client := env.Kinesis()
-	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
+	shards := listShards(b, client, name)
+	start, known := serverCPU()
+	read := 0
+	readPages(b, client, name, shards, 10000, func(_ int, page []types.Record) { read += len(page) })
+	end, _ := serverCPU()
+	if read != rebuildRecords {
+		b.Fatalf("read %d records, want %d", read, rebuildRecords)
+	}
+	return end - start, known
+}
+
+// listShards lists the stream's shards.
+func listShards(b *testing.B, client *awskinesis.Client, name string) []types.Shard {
+	shards, err := client.ListShards(b.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(name)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	start, known := serverCPU()
-	read := 0
-	for _, sh := range shards.Shards {
+	return shards.Shards
+}
+
+// readPages reads every shard from TRIM_HORIZON to its last record, limit
+// records a GetRecords call, and hands each page to f with its shard's
+// index.
+func readPages(b *testing.B, client *awskinesis.Client, name string, shards []types.Shard, limit int32, f func(s int, page []types.Record)) {
+	ctx := b.Context()
+	for s, sh := range shards {
 		it, err := client.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
 			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for iter := it.ShardIterator; iter != nil; {
-			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(limit)})
 			if err != nil {
 				b.Fatal(err)
 			}
 			if len(res.Records) == 0 {
 				break
 			}
-			read += len(res.Records)
+			f(s, res.Records)
 			iter = res.NextShardIterator
 		}
 	}
-	end, _ := serverCPU()
-	if read != rebuildRecords {
-		b.Fatalf("read %d records, want %d", read, rebuildRecords)
-	}
-	return end - start, known
 }
 
 // rebuildRTT is the round trip BenchmarkRestartRecompute's second part adds
@@ -163,32 +176,14 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entr
 	}
 	putNumbered(b, env, name, rebuildRecords)
 	client := env.Kinesis()
-	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	shards := listShards(b, client, name)
 	// pages[s] are shard s's ranges, in order.
-	pages := make([][]batch.SeqRange, len(shards.Shards))
-	for s, sh := range shards.Shards {
-		it, err := client.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
-			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for iter := it.ShardIterator; iter != nil; {
-			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(rebuildPage)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(res.Records) == 0 {
-				break
-			}
-			pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(sh.ShardId),
-				First: aws.ToString(res.Records[0].SequenceNumber), Last: aws.ToString(res.Records[len(res.Records)-1].SequenceNumber),
-				Count: len(res.Records)})
-			iter = res.NextShardIterator
-		}
-	}
+	pages := make([][]batch.SeqRange, len(shards))
+	readPages(b, client, name, shards, rebuildPage, func(s int, page []types.Record) {
+		pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(shards[s].ShardId),
+			First: aws.ToString(page[0].SequenceNumber), Last: aws.ToString(page[len(page)-1].SequenceNumber),
+			Count: len(page)})
+	})
 	var out []recoverylog.Entry
 	var ids []batch.BlockID
 	t := batch.Time(time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000)
