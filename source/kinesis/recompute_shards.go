@@ -123,8 +123,7 @@ const cursorMaxAge = time.Minute
 // recomputes the blocks of a shard one after the other, each range starts
 // where the one before ended, so its read can go on with that iterator
 // rather than call GetShardIterator (whose rate Kinesis limits to 5 a
-// second per shard) and GetRecords for every range. The zero value holds
-// no iterator.
+// second per shard) for every range. The zero value holds no iterator.
 type shardCursor struct {
 	next  *string   // the iterator after the page's last record; nil: none
 	after string    // the sequence number of the page's last record
