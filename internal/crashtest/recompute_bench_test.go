@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,8 +51,13 @@ const (
 // concurrent calls overlap. On Linux, seq-srv and par-srv are the CPU
 // seconds the local servers used over those seconds: near 1, kinesalite's
 // one thread was busy all along, and no concurrency on the client's side
-// can make it answer sooner. Run with -benchtime=1x -count=5 and take
-// medians: the machine is shared.
+// can make it answer sooner; floor/seq is the CPU time they take to serve
+// the same records in the fewest calls (readAllCPU) over the sequential
+// seconds: the least par/seq can be on bare kinesalite. seq-iters and
+// par-iters count the GetShardIterator calls (the sequential path gets
+// one per range; the concurrent one goes on from the iterator of a
+// shard's range before while its next waits, see kinesis.Recompute).
+// Run with -benchtime=1x -count=5 and take medians: the machine is shared.
 func BenchmarkRestartRecompute(b *testing.B) {
 	env := servers.Env(b)
 	name := localaws.UniqueName(b) + strconv.Itoa(int(time.Now().UnixNano()%1e6))
@@ -58,17 +65,77 @@ func BenchmarkRestartRecompute(b *testing.B) {
 	for _, rtt := range []time.Duration{0, rebuildRTT} {
 		b.Run("rtt="+rtt.String(), func(b *testing.B) {
 			for range b.N {
-				seq, seqSrv := rebuildOnce(b, env, name, entries, 1, true, rtt)
-				par, parSrv := rebuildOnce(b, env, name, entries, 0, false, rtt)
-				b.ReportMetric(seq.Seconds(), "seq-s")
-				b.ReportMetric(par.Seconds(), "par-s")
-				b.ReportMetric(par.Seconds()/seq.Seconds(), "par/seq")
-				if seqSrv >= 0 && parSrv >= 0 {
-					b.ReportMetric(seqSrv, "seq-srv")
-					b.ReportMetric(parSrv, "par-srv")
+				seq := rebuildOnce(b, env, name, entries, 1, true, rtt)
+				par := rebuildOnce(b, env, name, entries, 0, false, rtt)
+				b.ReportMetric(seq.took.Seconds(), "seq-s")
+				b.ReportMetric(par.took.Seconds(), "par-s")
+				b.ReportMetric(par.took.Seconds()/seq.took.Seconds(), "par/seq")
+				b.ReportMetric(float64(seq.iterators), "seq-iters")
+				b.ReportMetric(float64(par.iterators), "par-iters")
+				if seq.srv >= 0 && par.srv >= 0 {
+					b.ReportMetric(seq.srv, "seq-srv")
+					b.ReportMetric(par.srv, "par-srv")
+				}
+				if rtt == 0 {
+					if floor, ok := readAllCPU(b, env, name); ok {
+						b.ReportMetric(floor.Seconds()/seq.took.Seconds(), "floor/seq")
+					}
 				}
 			}
 		})
+	}
+}
+
+// readAllCPU reads every record of the stream in as few GetRecords calls as
+// Kinesis allows (10,000 records each) and returns the CPU time the local
+// servers spent meanwhile, and whether it is known (see serverCPU): with
+// kinesalite answering on one thread, no recomputation of the same records
+// can take less, so BenchmarkRestartRecompute reports it over the
+// sequential time (floor/seq), the least par/seq can be on bare kinesalite.
+func readAllCPU(b *testing.B, env *localaws.Env, name string) (time.Duration, bool) {
+	client := env.Kinesis()
+	shards := listShards(b, client, name)
+	start, known := serverCPU()
+	read := 0
+	readPages(b, client, name, shards, 10000, func(_ int, page []types.Record) { read += len(page) })
+	end, _ := serverCPU()
+	if read != rebuildRecords {
+		b.Fatalf("read %d records, want %d", read, rebuildRecords)
+	}
+	return end - start, known
+}
+
+// listShards lists the stream's shards.
+func listShards(b *testing.B, client *awskinesis.Client, name string) []types.Shard {
+	shards, err := client.ListShards(b.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(name)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return shards.Shards
+}
+
+// readPages reads every shard from TRIM_HORIZON to its last record, limit
+// records a GetRecords call, and hands each page to f with its shard's
+// index.
+func readPages(b *testing.B, client *awskinesis.Client, name string, shards []types.Shard, limit int32, f func(s int, page []types.Record)) {
+	ctx := b.Context()
+	for s, sh := range shards {
+		it, err := client.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
+			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(limit)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Records) == 0 {
+				break
+			}
+			f(s, res.Records)
+			iter = res.NextShardIterator
+		}
 	}
 }
 
@@ -76,19 +143,26 @@ func BenchmarkRestartRecompute(b *testing.B) {
 // to every Kinesis call.
 const rebuildRTT = 20 * time.Millisecond
 
-// slowTrip holds every request for a round trip before sending it.
+// slowTrip holds every request for a round trip (if rtt > 0) before
+// sending it, and counts the GetShardIterator calls.
 type slowTrip struct {
-	rtt  time.Duration
-	base http.RoundTripper
+	rtt       time.Duration
+	base      http.RoundTripper
+	iterators *atomic.Int64
 }
 
 func (s slowTrip) RoundTrip(req *http.Request) (*http.Response, error) {
-	t := time.NewTimer(s.rtt)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-req.Context().Done():
-		return nil, req.Context().Err()
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".GetShardIterator") {
+		s.iterators.Add(1)
+	}
+	if s.rtt > 0 {
+		t := time.NewTimer(s.rtt)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
 	}
 	return s.base.RoundTrip(req)
 }
@@ -102,32 +176,14 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entr
 	}
 	putNumbered(b, env, name, rebuildRecords)
 	client := env.Kinesis()
-	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	shards := listShards(b, client, name)
 	// pages[s] are shard s's ranges, in order.
-	pages := make([][]batch.SeqRange, len(shards.Shards))
-	for s, sh := range shards.Shards {
-		it, err := client.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String(name),
-			ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for iter := it.ShardIterator; iter != nil; {
-			res, err := client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(rebuildPage)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(res.Records) == 0 {
-				break
-			}
-			pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(sh.ShardId),
-				First: aws.ToString(res.Records[0].SequenceNumber), Last: aws.ToString(res.Records[len(res.Records)-1].SequenceNumber),
-				Count: len(res.Records)})
-			iter = res.NextShardIterator
-		}
-	}
+	pages := make([][]batch.SeqRange, len(shards))
+	readPages(b, client, name, shards, rebuildPage, func(s int, page []types.Record) {
+		pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(shards[s].ShardId),
+			First: aws.ToString(page[0].SequenceNumber), Last: aws.ToString(page[len(page)-1].SequenceNumber),
+			Count: len(page)})
+	})
 	var out []recoverylog.Entry
 	var ids []batch.BlockID
 	t := batch.Time(time.Now().Add(-time.Hour).UnixMilli() / 1000 * 1000)
@@ -157,12 +213,17 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entr
 	return out
 }
 
+// rebuilt is what rebuildOnce measured.
+type rebuilt struct {
+	took      time.Duration // from Run to the last pending batch's output
+	srv       float64       // the local servers' CPU time over took; -1: unknown (see serverCPU)
+	iterators int64         // GetShardIterator calls, the readers' included
+}
+
 // rebuildOnce recovers a log holding entries with a pipeline of the given
-// Parallelism (recomputing each block range by range if sequential) and
-// returns how long its pending batches took, each Kinesis call delayed by
-// rtt, and the CPU time the local servers used meanwhile over it (-1 if
-// unknown: see serverCPU).
-func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recoverylog.Entry, parallelism int, sequential bool, rtt time.Duration) (time.Duration, float64) {
+// Parallelism (recomputing each block range by range if sequential), each
+// Kinesis call delayed by rtt, and returns what it measured.
+func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recoverylog.Entry, parallelism int, sequential bool, rtt time.Duration) rebuilt {
 	ctx := b.Context()
 	quiet := slog.New(slog.DiscardHandler)
 	store := recoverylog.NewMemory()
@@ -177,9 +238,8 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 		b.Fatal(err)
 	}
 	awsCfg := env.AWSConfig()
-	if rtt > 0 {
-		awsCfg.HTTPClient = &http.Client{Transport: slowTrip{rtt: rtt, base: http.DefaultTransport}}
-	}
+	trip := slowTrip{rtt: rtt, base: http.DefaultTransport, iterators: new(atomic.Int64)}
+	awsCfg.HTTPClient = &http.Client{Transport: trip}
 	recv, err := kinesis.New(kinesis.Config{Stream: name, App: "rebuild", InitialPosition: kinesis.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: pollInterval, Logger: quiet})
 	if err != nil {
@@ -215,11 +275,11 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 	start := runUntil(b, p, done)
 	mu.Lock()
 	defer mu.Unlock()
-	took := last.Sub(start)
-	if !known {
-		return took, -1
+	res := rebuilt{took: last.Sub(start), srv: -1, iterators: trip.iterators.Load()}
+	if known {
+		res.srv = (lastCPU - startCPU).Seconds() / res.took.Seconds()
 	}
-	return took, (lastCPU - startCPU).Seconds() / took.Seconds()
+	return res
 }
 
 // rangeByRange is a Kinesis receiver that recomputes a block one range

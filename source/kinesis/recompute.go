@@ -28,7 +28,13 @@ import (
 // page, until Last is read. An iterator that expires before then is
 // replaced by a GetShardIterator AFTER_SEQUENCE_NUMBER the last record read
 // back (AT_SEQUENCE_NUMBER First again if none was), at most
-// Config.MaxAttempts times per range: nothing is read twice or skipped.
+// Config.MaxAttempts times per range: nothing is read twice or skipped. A
+// range of a shard read right after another one (in the same block, or
+// while this call waited for another's read of the shard, as when a
+// restart recomputes a shard's blocks one after the other) starts instead
+// with the NextShardIterator that read ended with, if it starts after
+// that read's last record; if the first record that iterator gives is not
+// the range's First, the page is dropped and the range read as above.
 // Throttling, server and connection errors are retried with back-off, each
 // call at most Config.MaxAttempts times, the whole call within
 // Config.RecomputeTimeout.
@@ -113,8 +119,9 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 // report hands a skipped range's error to the driver (or the log).
 func (rc *rangeReader) report(err error) { rc.reportError(err) }
 
-// read reads one range back.
-func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, error) {
+// read reads one range back, going on from cur's iterator if rng starts
+// after it (cur may be nil), and leaves in cur where it stopped.
+func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardCursor) ([]Record, error) {
 	if err := checkRange(rng); err != nil {
 		return nil, err
 	}
@@ -128,15 +135,35 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 	if err != nil {
 		return nil, rc.classify(err, unavailable)
 	}
-	it, err := rc.iterator(ctx, stream, rng, "")
-	if err != nil {
-		return nil, rc.classify(err, unavailable)
+	it := cur.take(rng, rc.clock.Now())
+	guessed := it != nil
+	if !guessed {
+		if it, err = rc.iterator(ctx, stream, rng, ""); err != nil {
+			return nil, rc.classify(err, unavailable)
+		}
 	}
 	out := make([]Record, 0, rng.Count)
 	lastRead := ""
 	for expirations := 0; ; {
 		limit := min(max(rng.Count-len(out), 1), maxRecordsPerRead)
 		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.MaxAttempts)
+		if guessed {
+			// The cursor's iterator must start exactly at First, as an
+			// iterator AT_SEQUENCE_NUMBER First does; if it does not (a gap
+			// between the ranges, an empty page, an expired iterator), the
+			// page is dropped and the range read as if there were no cursor.
+			guessed = false
+			if err != nil || len(res.Records) == 0 || batch.CompareSeq(aws.ToString(res.Records[0].SequenceNumber), rng.First) != 0 {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				rc.logger.Debug("kinesis: recompute: the range does not start where the shard's last one ended", "shard", rng.Shard, "seq", rng.First)
+				if it, err = rc.iterator(ctx, stream, rng, ""); err != nil {
+					return nil, rc.classify(err, unavailable)
+				}
+				continue
+			}
+		}
 		var expired *types.ExpiredIteratorException
 		if errors.As(err, &expired) && expirations < rc.cfg.MaxAttempts {
 			expirations++
@@ -164,6 +191,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange) ([]Record, 
 			if err != nil {
 				return nil, unavailable(err)
 			}
+			cur.keep(res.Records, res.NextShardIterator, rc.clock.Now())
 			return fit, nil
 		case res.NextShardIterator == nil:
 			return nil, unavailable(fmt.Errorf("the shard ended at %q, before the range's last record", lastRead))

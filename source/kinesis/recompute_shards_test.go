@@ -2,8 +2,11 @@ package kinesis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,3 +155,102 @@ func mixShards(blocks []pushed) []pushed {
 	}
 	return mixed
 }
+
+// TestRecomputeGoesOnAcrossAdjacentRanges recomputes, on kinesalite, the
+// ranges of one shard's consecutive blocks: as one block, whose ranges
+// after the first must go on with the iterator the range before ended
+// with (one GetShardIterator in all); as one block that skips a range,
+// whose range after the gap must not take the records of the gap (it gets
+// an iterator of its own); and as their own blocks all at once. Every
+// block must come back with exactly its own records, in order.
+func TestRecomputeGoesOnAcrossAdjacentRanges(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	data := payloads("a", 300)
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(env, stream)
+	cfg.RecordsPerRead = 40 // a range per page, several blocks
+	run := startReceiver(t, cfg, len(data))
+	run.wait(t)
+	run.stop(t)
+	var blocks []pushed
+	for _, b := range run.c.snapshot() {
+		if b.info.Count > 0 {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) < 3 {
+		t.Fatalf("%d blocks, want at least 3", len(blocks))
+	}
+	var iterators sync.Map // Recompute's GetShardIterator calls, by block
+	counted := func(id batch.BlockID) *atomic.Int64 {
+		n, _ := iterators.LoadOrStore(id, new(atomic.Int64))
+		return n.(*atomic.Int64)
+	}
+	hook := &hookClient{Client: env.Kinesis()}
+	hook.getShardIterator = func(ctx context.Context, in *awskinesis.GetShardIteratorInput, next Client) (*awskinesis.GetShardIteratorOutput, error) {
+		if id, ok := ctx.Value(blockKey{}).(batch.BlockID); ok {
+			counted(id).Add(1)
+		}
+		return next.GetShardIterator(ctx, in)
+	}
+	rcfg := baseConfig(env, stream)
+	rcfg.Client = hook
+	r, err := New(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(id uint64, parts ...pushed) pushed {
+		j := pushed{info: batch.BlockInfo{ID: batch.BlockID{Seq: id}}}
+		for _, p := range parts {
+			j.info.Ranges = append(j.info.Ranges, p.info.Ranges...)
+			j.info.Count += p.info.Count
+			j.records = append(j.records, p.records...)
+		}
+		return j
+	}
+	recompute := func(b pushed) error {
+		got, err := r.Recompute(context.WithValue(t.Context(), blockKey{}, b.info.ID), b.info)
+		if err != nil {
+			return fmt.Errorf("Recompute(%v): %w", b.info.ID, err)
+		}
+		if diff := cmp.Diff(b.records, got); diff != "" {
+			return fmt.Errorf("Recompute(%v) (-want +got):\n%s", b.info.ID, diff)
+		}
+		return nil
+	}
+
+	all := join(1000, blocks...)
+	if err := recompute(all); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(all.info.ID).Load(); n != 1 {
+		t.Errorf("%d ranges in a row: %d GetShardIterator calls, want 1", len(all.info.Ranges), n)
+	}
+	gap := join(1001, blocks[0], blocks[2])
+	if err := recompute(gap); err != nil {
+		t.Fatal(err)
+	}
+	if n, want := counted(gap.info.ID).Load(), int64(len(gap.info.Ranges)); n != want {
+		t.Errorf("ranges with a gap: %d GetShardIterator calls, want %d", n, want)
+	}
+
+	errs := make([]error, len(blocks))
+	var wg sync.WaitGroup
+	for i, b := range blocks {
+		wg.Go(func() { errs[i] = recompute(b) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.turns.turns); n != 0 {
+		t.Errorf("%d shard turns left after every Recompute returned", n)
+	}
+}
+
+// blockKey is the context key under which the test names the block a
+// Recompute call is for.
+type blockKey struct{}
