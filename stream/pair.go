@@ -63,7 +63,7 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
 	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
 		at := firstAt{pos: -1}
-		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
+		in.transient(part, func(pos int, chunk []Pair[K, V]) bool {
 			at.next(pos)
 			for _, kv := range chunk {
 				if i, added := c.keyPos(kv.Key, at); added {
@@ -87,7 +87,7 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
 		at := firstAt{pos: -1}
-		in.each(part, func(pos int, chunk []T) bool {
+		in.transient(part, func(pos int, chunk []T) bool {
 			at.next(pos)
 			for _, v := range chunk {
 				i, _ := c.keyPos(v, at)
