@@ -262,14 +262,38 @@ func (st *keyState[K, V, S]) mapSide(t *stateTask[K, V], in *parted[Pair[K, V]],
 			t.vals = append(t.vals, kv.Value)
 			at.off++
 		}
-		end := int32(len(t.ids))
-		if k := len(t.runs) - 1; k >= 0 && t.runs[k].pos == int32(pos) {
-			t.runs[k].end = end
-		} else if len(recs) > 0 {
-			t.runs = append(t.runs, stateRun{pos: int32(pos), end: end, task: int32(i)})
-		}
+		t.runs = noteRun(t.runs, i, pos, len(t.ids))
 		return true
 	})
+}
+
+// noteRun returns runs, the runs of map task task so far, with the records
+// before end noted as of position pos.
+func noteRun(runs []stateRun, task, pos, end int) []stateRun {
+	k, last := len(runs)-1, int32(0)
+	if k >= 0 {
+		last = runs[k].end
+	}
+	switch {
+	case k >= 0 && runs[k].pos == int32(pos):
+		runs[k].end = int32(end)
+	case int32(end) > last:
+		runs = append(runs, stateRun{pos: int32(pos), end: int32(end), task: int32(task)})
+	}
+	return runs
+}
+
+// inBatchOrder calls visit with the runs of records of every map task, the
+// tasks' runs together in runs, in position order: the records of the
+// batch as ForEachBatch sees them. Positions are each one partition's.
+// It sorts runs.
+func inBatchOrder(runs []stateRun, tasks int, visit func(task int, from, to int32)) {
+	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
+	start := make([]int32, tasks) // where each task's next run starts
+	for _, rn := range runs {
+		visit(int(rn.task), start[rn.task], rn.end)
+		start[rn.task] = rn.end
+	}
 }
 
 // apply updates the state with the batch in and remembers the resulting
@@ -405,18 +429,14 @@ func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (vals
 		ends[i] = next
 		next += c
 	}
-	// The batch's records are the runs by position, in order.
-	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
 	vals = make([]V, n)
-	start := make([]int32, len(tasks)) // where each task's next run starts
-	for _, rn := range runs {
-		t := tasks[rn.task]
-		for j := start[rn.task]; j < rn.end; j++ {
+	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
+		t := tasks[task]
+		for j := from; j < to; j++ {
 			i := id(t, j)
 			vals[ends[i]] = t.vals[j]
 			ends[i]++
 		}
-		start[rn.task] = rn.end
-	}
+	})
 	return vals, ends
 }
