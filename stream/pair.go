@@ -19,25 +19,40 @@ func (p Pair[K, V]) anyKey() any { return p.Key }
 // String formats p as "(key, value)".
 func (p Pair[K, V]) String() string { return fmt.Sprintf("(%v, %v)", p.Key, p.Value) }
 
-// reducer combines the values of pairs by key, remembering the order in
-// which keys first appeared so its result is deterministic.
+// reducer combines the values of pairs by key, in the order keys first
+// appear, so its result is deterministic, hashing each key once (see
+// combined). Used for window after window, it keeps its index, sized for
+// the last window's keys.
 type reducer[K comparable, V any] struct {
 	reduce func(V, V) V
-	index  map[K]int
-	out    []Pair[K, V]
+	c      combined[K, V]
 }
 
 func newReducer[K comparable, V any](reduce func(V, V) V) *reducer[K, V] {
-	return &reducer[K, V]{reduce: reduce, index: make(map[K]int)}
+	return &reducer[K, V]{reduce: reduce, c: combined[K, V]{seed: maphash.MakeSeed()}}
+}
+
+// start empties r for a new result.
+func (r *reducer[K, V]) start() {
+	c := &r.c
+	c.index.reset(len(c.hashes))
+	c.pairs, c.hashes, c.first = make([]Pair[K, V], 0, len(c.hashes)), c.hashes[:0], c.first[:0]
 }
 
 func (r *reducer[K, V]) add(k K, v V) {
-	if i, ok := r.index[k]; ok {
-		r.out[i].Value = r.reduce(r.out[i].Value, v)
+	i, added := r.c.keyPos(k, firstAt{})
+	if added {
+		r.c.pairs[i].Value = v
 		return
 	}
-	r.index[k] = len(r.out)
-	r.out = append(r.out, Pair[K, V]{Key: k, Value: v})
+	r.c.pairs[i].Value = r.reduce(r.c.pairs[i].Value, v)
+}
+
+// out returns the pairs combined since start, which r no longer holds.
+func (r *reducer[K, V]) out() []Pair[K, V] {
+	out := r.c.pairs
+	r.c.pairs = nil
+	return out
 }
 
 // ReduceByKey returns, for every batch of s, one pair per key with the
