@@ -83,8 +83,10 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 // for parts of different partitions, and in order within one.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
-	return narrow(s, "MapBatch", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
-		return in.iter(transient)(i, func(pos int, c []T) bool {
+	return narrow(s, "MapBatch", func(in *parted[T], i int, _ bool, yield func(int, []U) bool) bool {
+		// f is given the slices themselves, which it may keep: they are
+		// never a buffer used again (parted.transient).
+		return in.each(i, func(pos int, c []T) bool {
 			out := f(c)
 			return len(out) == 0 || yield(pos, out)
 		})
