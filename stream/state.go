@@ -140,12 +140,13 @@ func (st *keyState[K, V, S]) check() error {
 }
 
 // snapshot encodes the keys, in order, then their states.
-func (st *keyState[K, V, S]) snapshot() ([]byte, error) { return st.encodeKeys(st.keyList()) }
+func (st *keyState[K, V, S]) snapshot() ([]byte, error) {
+	keys, states := splitPairs(st.held.pairs)
+	return st.encode(keys, states)
+}
 
 // encodeKeys encodes keys, which have state, in order, then their states.
 func (st *keyState[K, V, S]) encodeKeys(keys []K) ([]byte, error) {
-	var w snapWriter
-	w.uint(uint64(len(keys)))
 	h := st.held
 	states := make([]S, len(keys))
 	for i, k := range keys {
@@ -153,6 +154,13 @@ func (st *keyState[K, V, S]) encodeKeys(keys []K) ([]byte, error) {
 			states[i] = h.pairs[j].Value
 		}
 	}
+	return st.encode(keys, states)
+}
+
+// encode encodes keys, in order, then states.
+func (st *keyState[K, V, S]) encode(keys []K, states []S) ([]byte, error) {
+	var w snapWriter
+	w.uint(uint64(len(keys)))
 	if err := snapValues(&w, st.kc, keys); err != nil {
 		return nil, err
 	}
