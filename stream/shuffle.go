@@ -100,8 +100,15 @@ func (c *combined[K, V]) find(k K, h uint64) (pos int32, slot int) {
 
 // keyPos returns the position in c.pairs of key k, adding the key, with the
 // zero value, first seen at at, if c lacks it; added says it did.
+// The lookup is written out here, not shared with keyPosHashed, so that
+// a record's key costs one call.
 func (c *combined[K, V]) keyPos(k K, at firstAt) (pos int32, added bool) {
-	return c.keyPosHashed(k, maphash.Comparable(c.seed, k), at)
+	h := maphash.Comparable(c.seed, k)
+	pos, slot := c.find(k, h)
+	if pos >= 0 {
+		return pos, false
+	}
+	return c.insert(k, h, slot, at), true
 }
 
 // keyPosHashed is keyPos for a key whose hash, by c.seed, is h.

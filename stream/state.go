@@ -263,7 +263,10 @@ func (st *keyState[K, V, S]) mapSide(t *stateTask[K, V], in *parted[Pair[K, V]],
 			h := maphash.Comparable(held.seed, kv.Key)
 			id, _ := held.find(kv.Key, h)
 			if id < 0 {
-				j, _ := t.news.keyPosHashed(kv.Key, h, at)
+				j, slot := t.news.find(kv.Key, h)
+				if j < 0 {
+					j = t.news.insert(kv.Key, h, slot, at)
+				}
 				id = ^j
 			}
 			t.ids = append(t.ids, id)
