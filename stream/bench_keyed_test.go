@@ -83,6 +83,31 @@ func BenchmarkKeyedPaired(b *testing.B) {
 			}
 		},
 	}, {
+		// The same window without an inverse: each window is reduced
+		// from the counts of its two batches.
+		name: "ReduceByKeyAndWindow/noinverse",
+		build: func(s *Stream[string], sink *int64) {
+			sumPairs(ReduceByKeyAndWindow(Map(s, one), plus, nil, 2*time.Second, time.Second), sink)
+		},
+		loop: func(sink *int64) func() {
+			last, cur := make(map[string]int64), make(map[string]int64)
+			win := make(map[string]int64)
+			return func() {
+				last, cur = cur, last
+				clear(cur)
+				words(func(w string) { cur[w]++ })
+				clear(win)
+				for _, m := range []map[string]int64{last, cur} {
+					for w, c := range m {
+						win[w] += c
+					}
+				}
+				for _, c := range win {
+					*sink += c
+				}
+			}
+		},
+	}, {
 		// Running counts: the state of a key is its count so far.
 		name: "UpdateStateByKey",
 		build: func(s *Stream[string], sink *int64) {

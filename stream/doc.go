@@ -57,9 +57,12 @@
 //     hash-partitioned into Parallelism buckets, the buckets are reduced in
 //     parallel, and the result is ordered by where each key first appears
 //     in the batch, whatever the parallelism.
+//   - UpdateStateByKey and MapWithState look each record's key up in their
+//     state in one task per partition, then call their function from one
+//     goroutine, key by key or record by record, in batch order.
 //   - Operators that need a whole batch (Transform, Window, the windowed
-//     reduces, UpdateStateByKey) get the batch with its partitions
-//     concatenated in order; what follows them runs on slices of their
+//     reduces) get the batch with its partitions concatenated in order;
+//     what follows them and the state operators runs on slices of their
 //     result of about equal size.
 //   - ForEach calls its function concurrently across partitions and in
 //     order within one; ForEachPartition gets a whole partition per call;

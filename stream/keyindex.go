@@ -42,10 +42,16 @@ func (x *keyIndex) reset(n int) {
 func (x *keyIndex) add(h uint64, pos int32, slot int, hashes []uint64) {
 	x.slots[slot] = keySlot{tag: uint32(h >> 32), pos: pos + 1}
 	if n := int(pos) + 1; 2*n > len(x.slots) {
-		x.slots = make([]keySlot, 2*len(x.slots))
-		for p, h := range hashes[:n] {
-			x.slots[x.free(h)] = keySlot{tag: uint32(h >> 32), pos: int32(p) + 1}
-		}
+		x.fill(hashes[:n])
+	}
+}
+
+// fill makes x the index of the keys whose hashes are hashes, by
+// position, at most half full.
+func (x *keyIndex) fill(hashes []uint64) {
+	x.reset(len(hashes))
+	for p, h := range hashes {
+		x.slots[x.free(h)] = keySlot{tag: uint32(h >> 32), pos: int32(p) + 1}
 	}
 }
 

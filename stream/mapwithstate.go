@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -88,11 +89,11 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		kc: codecFor[K](cs), sc: codecFor[S](cs)}
 	cs.unused(s.p, "MapWithState", s.n)
 	tick := func(r *run) error {
-		b, err := s.at(r)
-		if err != nil || b == nil {
+		in, err := s.parts(r)
+		if err != nil || in == nil {
 			return err
 		}
-		return st.apply(b)
+		return st.apply(r.ctx, r.par, in)
 	}
 	mapped = newStatefulStream(s.p, "MapWithState", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
 		if st.out == nil || st.out.Time() != r.job.time {
@@ -116,6 +117,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 type keyEntry[S any] struct {
 	v    S
 	last batch.Time // batch time of the key's last value
+	gone bool       // the key lost this state (it may have another)
 }
 
 // mapState is the state of a MapWithState.
@@ -134,11 +136,24 @@ type mapState[K comparable, V, S, U any] struct {
 	// shards, when the state is kept per shard (pershard.go), places the
 	// keys; the pairs of a new key of a shard not loaded are left out.
 	shards *shardKeys[K]
+	// tasks are the map tasks of apply, kept from batch to batch as a
+	// shuffle's map tasks are.
+	tasks []*mapTask[K, V, S]
 }
 
-// call calls f for key with its state and applies what f did to it.
-func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out *[]U) error {
-	e, has := st.vals[k]
+// mapTask is what a map task of mapState.apply notes of its partition:
+// its records, the entry each record's key had when the batch started
+// (nil if none), and its runs of records by position (see stateRun).
+type mapTask[K comparable, V, S any] struct {
+	recs []Pair[K, V]
+	ents []*keyEntry[S]
+	runs []stateRun
+}
+
+// call calls f for key with its state, e (nil if it has none), and
+// applies what f did to it.
+func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, e *keyEntry[S], timingOut bool, out *[]U) error {
+	has := e != nil
 	// One State for every call: f may not keep it, and given to f, a new
 	// one would be allocated every call.
 	state := &st.state
@@ -157,7 +172,7 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 	case timingOut || !state.exists:
 		if has {
 			delete(st.vals, k)
-			st.removed = true
+			e.gone, st.removed = true, true
 		}
 	case has:
 		e.v, e.last = state.value, t
@@ -168,19 +183,61 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, timingOut bool, out
 	return nil
 }
 
-// apply runs f on batch b and times out the idle keys.
-func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
-	t := b.Time()
-	out := make([]U, 0, b.Len())
-	for kv := range b.All() {
-		if st.shards != nil {
-			if _, ok := st.vals[kv.Key]; !ok && !st.shards.owns(kv.Key) {
+// apply runs f on the batch in and times out the idle keys. One map task
+// per partition of in, fused with the narrow operators before it, looks
+// each record's key up in the state (only read then), in parallel; then f
+// is called record by record, in batch order, with the state found, or
+// looked up again if the key lost it or had none then.
+func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[Pair[K, V]]) error {
+	for len(st.tasks) < len(in.keys) {
+		st.tasks = append(st.tasks, &mapTask[K, V, S]{})
+	}
+	tasks := st.tasks[:len(in.keys)]
+	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
+		t := tasks[i]
+		t.recs, t.ents, t.runs = t.recs[:0], t.ents[:0], t.runs[:0]
+		in.transient(i, func(pos int, recs []Pair[K, V]) bool {
+			for _, kv := range recs {
+				t.recs = append(t.recs, kv)
+				t.ents = append(t.ents, st.vals[kv.Key])
+			}
+			t.runs = noteRun(t.runs, i, pos, len(t.recs))
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var runs []stateRun
+	n := 0
+	for _, tk := range tasks {
+		runs = append(runs, tk.runs...)
+		n += len(tk.recs)
+	}
+	defer func() {
+		for _, tk := range tasks {
+			clear(tk.recs) // let go of the keys, values and states
+			clear(tk.ents)
+		}
+	}()
+	t := in.time
+	out := make([]U, 0, n)
+	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
+		tk := tasks[task]
+		for j := from; j < to && err == nil; j++ {
+			kv, e := tk.recs[j], tk.ents[j]
+			if e == nil || e.gone {
+				e = st.vals[kv.Key]
+			}
+			if e == nil && st.shards != nil && !st.shards.owns(kv.Key) {
 				continue
 			}
+			err = st.call(t, kv.Key, kv.Value, e, false, &out)
 		}
-		if err := st.call(t, kv.Key, kv.Value, false, &out); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	// A key removed and added again within the batch is in keys twice:
 	// compact, keeping each live key's first position. Without removals,
@@ -201,7 +258,7 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 	if st.timeout > 0 {
 		for _, k := range st.keys {
 			if e := st.vals[k]; e != nil && t.Std().Sub(e.last.Std()) >= st.timeout {
-				if err := st.call(t, k, zero, true, &out); err != nil {
+				if err := st.call(t, k, zero, e, true, &out); err != nil {
 					return err
 				}
 			}
@@ -215,7 +272,7 @@ func (st *mapState[K, V, S, U]) apply(b *batch.Batch[Pair[K, V]]) error {
 		clear(st.keys[len(kept):])
 		st.keys, st.removed = kept, false
 	}
-	st.out = batch.Derive(b, out)
+	st.out = batch.New(in.time, in.blocks, out)
 	st.snap = nil
 	return nil
 }

@@ -214,24 +214,19 @@ func TestStateSnapshotRoundTrip(t *testing.T) {
 		Shard string
 		N     int
 	}
-	st := &keyState[key, int, opaque]{vals: map[key]opaque{}, kc: GobCodec[key](), sc: opaqueCodec{}}
+	st := newKeyState[key, int, opaque](nil, GobCodec[key](), opaqueCodec{})
 	for i := range 5 {
-		k := key{"s", 4 - i}
-		st.keys = append(st.keys, k)
-		st.vals[k] = opaque{i}
+		st.hold(key{"s", 4 - i}, opaque{i})
 	}
 	data, err := st.snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	back := &keyState[key, int, opaque]{kc: GobCodec[key](), sc: opaqueCodec{}}
+	back := newKeyState[key, int, opaque](nil, GobCodec[key](), opaqueCodec{})
 	if err := back.restore(data); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(st.keys, back.keys); diff != "" {
-		t.Errorf("keys (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(st.vals, back.vals, cmp.AllowUnexported(opaque{})); diff != "" {
+	if diff := cmp.Diff(st.held.pairs, back.held.pairs, cmp.AllowUnexported(opaque{})); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
 	if err := back.restore(data[:len(data)-1]); err == nil {

@@ -13,9 +13,16 @@ import (
 // documentation), and in order within one.
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 	requireFunc(s.p, "Map", s.n, "f", f == nil)
-	return narrow(s, "Map", func(in *parted[T], i int, yield func(int, []U) bool) bool {
-		return in.each(i, func(pos int, c []T) bool {
-			out := make([]U, len(c))
+	return narrow(s, "Map", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
+		var buf []U // the slice passed on again and again, when transient
+		return in.iter(transient)(i, func(pos int, c []T) bool {
+			var out []U
+			if transient {
+				buf = resize(buf, len(c))
+				out = buf
+			} else {
+				out = make([]U, len(c))
+			}
 			for j, v := range c {
 				out[j] = f(v)
 			}
@@ -28,13 +35,20 @@ func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 // true, in order. keep is called as Map's f is.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 	requireFunc(s.p, "Filter", s.n, "keep", keep == nil)
-	return narrow(s, "Filter", func(in *parted[T], i int, yield func(int, []T) bool) bool {
-		return in.each(i, func(pos int, c []T) bool {
+	return narrow(s, "Filter", func(in *parted[T], i int, transient bool, yield func(int, []T) bool) bool {
+		var buf []T // the slice passed on again and again, when transient
+		return in.iter(transient)(i, func(pos int, c []T) bool {
 			var out []T
+			if transient {
+				out = buf[:0]
+			}
 			for _, v := range c {
 				if keep(v) {
 					out = append(out, v)
 				}
+			}
+			if transient {
+				buf = out
 			}
 			return len(out) == 0 || yield(pos, out)
 		})
@@ -47,11 +61,11 @@ func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 // so f must not reuse a slice it returned. f is called as Map's f is.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 	requireFunc(s.p, "FlatMap", s.n, "f", f == nil)
-	return narrow(s, "FlatMap", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+	return narrow(s, "FlatMap", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
 		// Each non-empty result of f is passed on as it is: the records
 		// are not copied into one slice, which for a word split would cost
 		// as much again as the split itself, in copying and in garbage.
-		return in.each(i, func(pos int, c []T) bool {
+		return in.iter(transient)(i, func(pos int, c []T) bool {
 			for _, v := range c {
 				if out := f(v); len(out) > 0 && !yield(pos, out) {
 					return false
@@ -69,7 +83,9 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 // for parts of different partitions, and in order within one.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
-	return narrow(s, "MapBatch", func(in *parted[T], i int, yield func(int, []U) bool) bool {
+	return narrow(s, "MapBatch", func(in *parted[T], i int, _ bool, yield func(int, []U) bool) bool {
+		// f is given the slices themselves, which it may keep: they are
+		// never a buffer used again (parted.transient).
 		return in.each(i, func(pos int, c []T) bool {
 			out := f(c)
 			return len(out) == 0 || yield(pos, out)
@@ -143,14 +159,17 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 			base[k] = npos
 			npos += in.npos
 		}
-		return &parted[T]{time: r.job.time, blocks: blocks, keys: keys, npos: npos, each: func(i int, yield func(int, []T) bool) bool {
+		each := func(i int, transient bool, yield func(int, []T) bool) bool {
 			for k, in := range ins {
 				if i < len(in.keys) {
-					return in.each(i, func(pos int, c []T) bool { return yield(base[k]+pos, c) })
+					return in.iter(transient)(i, func(pos int, c []T) bool { return yield(base[k]+pos, c) })
 				}
 				i -= len(in.keys)
 			}
 			return true
-		}}, nil
+		}
+		return &parted[T]{time: r.job.time, blocks: blocks, keys: keys, npos: npos,
+			each: func(i int, yield func(int, []T) bool) bool { return each(i, false, yield) },
+			scan: func(i int, yield func(int, []T) bool) bool { return each(i, true, yield) }}, nil
 	})
 }

@@ -245,3 +245,26 @@ func TestUnionBlocks(t *testing.T) {
 		}
 	})
 }
+
+// TestMapBatchKeepsItsArgument checks that the slices MapBatch's function
+// is given stay as they are after the call, even when what consumes the
+// MapBatch keeps no slice (ForEach) and a Map before it could pass one
+// buffer again and again.
+func TestMapBatchKeepsItsArgument(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{})
+		var kept [][]string // only touched by the one partition's task
+		upper := Map(FlatMap(s, strings.Fields), strings.ToUpper)
+		ForEach(MapBatch(upper, func(c []string) []string {
+			kept = append(kept, c)
+			return c
+		}), func(context.Context, string) error { return nil })
+		if err := feed(t, p, r, [][]string{{"a b", "c d", "e"}}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := [][]string{{"A", "B"}, {"C", "D"}, {"E"}}
+		if diff := cmp.Diff(want, kept); diff != "" {
+			t.Errorf("slices kept by MapBatch's function (-want +got):\n%s", diff)
+		}
+	})
+}

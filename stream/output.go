@@ -78,7 +78,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		var err error
-		pt.each(i, func(_ int, c []T) bool {
+		pt.transient(i, func(_ int, c []T) bool {
 			for _, v := range c {
 				if st.calls < st.skip {
 					st.calls++ // done by an earlier try

@@ -19,25 +19,40 @@ func (p Pair[K, V]) anyKey() any { return p.Key }
 // String formats p as "(key, value)".
 func (p Pair[K, V]) String() string { return fmt.Sprintf("(%v, %v)", p.Key, p.Value) }
 
-// reducer combines the values of pairs by key, remembering the order in
-// which keys first appeared so its result is deterministic.
+// reducer combines the values of pairs by key, in the order keys first
+// appear, so its result is deterministic, hashing each key once (see
+// combined). Used for window after window, it keeps its index, sized for
+// the last window's keys.
 type reducer[K comparable, V any] struct {
 	reduce func(V, V) V
-	index  map[K]int
-	out    []Pair[K, V]
+	c      combined[K, V]
 }
 
 func newReducer[K comparable, V any](reduce func(V, V) V) *reducer[K, V] {
-	return &reducer[K, V]{reduce: reduce, index: make(map[K]int)}
+	return &reducer[K, V]{reduce: reduce, c: combined[K, V]{seed: maphash.MakeSeed()}}
+}
+
+// start empties r for a new result.
+func (r *reducer[K, V]) start() {
+	c := &r.c
+	c.index.reset(len(c.hashes))
+	c.pairs, c.hashes, c.first = make([]Pair[K, V], 0, len(c.hashes)), c.hashes[:0], c.first[:0]
 }
 
 func (r *reducer[K, V]) add(k K, v V) {
-	if i, ok := r.index[k]; ok {
-		r.out[i].Value = r.reduce(r.out[i].Value, v)
+	i, added := r.c.keyPos(k, firstAt{})
+	if added {
+		r.c.pairs[i].Value = v
 		return
 	}
-	r.index[k] = len(r.out)
-	r.out = append(r.out, Pair[K, V]{Key: k, Value: v})
+	r.c.pairs[i].Value = r.reduce(r.c.pairs[i].Value, v)
+}
+
+// out returns the pairs combined since start, which r no longer holds.
+func (r *reducer[K, V]) out() []Pair[K, V] {
+	out := r.c.pairs
+	r.c.pairs = nil
+	return out
 }
 
 // ReduceByKey returns, for every batch of s, one pair per key with the
@@ -63,7 +78,7 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
 	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
 		at := firstAt{pos: -1}
-		in.each(part, func(pos int, chunk []Pair[K, V]) bool {
+		in.transient(part, func(pos int, chunk []Pair[K, V]) bool {
 			at.next(pos)
 			for _, kv := range chunk {
 				if i, added := c.keyPos(kv.Key, at); added {
@@ -87,7 +102,7 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
 		at := firstAt{pos: -1}
-		in.each(part, func(pos int, chunk []T) bool {
+		in.transient(part, func(pos int, chunk []T) bool {
 			at.next(pos)
 			for _, v := range chunk {
 				i, _ := c.keyPos(v, at)

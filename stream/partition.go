@@ -100,6 +100,11 @@ type parted[T any] struct {
 	// partition. For a narrow operator it runs the chain of operators from
 	// the last computed stream up, fused: this is where user functions run.
 	each func(i int, yield func(pos int, recs []T) bool) bool
+	// scan, if not nil, is each for a consumer that keeps none of the
+	// slices it is given (see transient): a narrow operator's chain then
+	// fills one buffer again and again instead of making a slice per
+	// chunk. Set by narrow and Union.
+	scan func(i int, yield func(pos int, recs []T) bool) bool
 
 	// data holds the chunks of each partition once they are computed; nil
 	// for a chain not run yet.
@@ -148,9 +153,33 @@ func computed[T any](t batch.Time, blocks []batch.BlockInfo, keys []partKey, npo
 }
 
 // derived returns a parted with pt's time, blocks and partitions, whose
-// partition i is each(i, ...).
-func derived[T, U any](pt *parted[T], each func(i int, yield func(int, []U) bool) bool) *parted[U] {
-	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, npos: pt.npos, each: each, trace: pt.trace}
+// partition i is each(i, false, ...), or each(i, true, ...) for a consumer
+// that keeps no slice (see transient).
+func derived[T, U any](pt *parted[T], each func(i int, transient bool, yield func(int, []U) bool) bool) *parted[U] {
+	return &parted[U]{time: pt.time, blocks: pt.blocks, keys: pt.keys, npos: pt.npos, trace: pt.trace,
+		each: func(i int, yield func(int, []U) bool) bool { return each(i, false, yield) },
+		scan: func(i int, yield func(int, []U) bool) bool { return each(i, true, yield) }}
+}
+
+// transient calls yield with the records of partition i as each does, but
+// the slices it passes are valid only until yield returns: the consumer
+// must copy what it keeps. It is for the consumers that fold records
+// (a keyed operator's map side, ForEach), so that the narrow operators
+// before them allocate no slice per chunk.
+func (pt *parted[T]) transient(i int, yield func(pos int, recs []T) bool) bool {
+	if pt.scan != nil {
+		return pt.scan(i, yield)
+	}
+	return pt.each(i, yield)
+}
+
+// iter returns pt.transient if transient is set, else pt.each: how a narrow
+// operator reads its input, as its own consumer reads it.
+func (pt *parted[T]) iter(transient bool) func(i int, yield func(pos int, recs []T) bool) bool {
+	if transient {
+		return pt.transient
+	}
+	return pt.each
 }
 
 // compute runs pt's partitions as tasks, at most par at a time, and returns

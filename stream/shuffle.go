@@ -100,18 +100,35 @@ func (c *combined[K, V]) find(k K, h uint64) (pos int32, slot int) {
 
 // keyPos returns the position in c.pairs of key k, adding the key, with the
 // zero value, first seen at at, if c lacks it; added says it did.
+// The lookup is written out here, not shared with keyPosHashed, so that
+// a record's key costs one call.
 func (c *combined[K, V]) keyPos(k K, at firstAt) (pos int32, added bool) {
 	h := maphash.Comparable(c.seed, k)
 	pos, slot := c.find(k, h)
 	if pos >= 0 {
 		return pos, false
 	}
-	pos = int32(len(c.pairs))
+	return c.insert(k, h, slot, at), true
+}
+
+// keyPosHashed is keyPos for a key whose hash, by c.seed, is h.
+func (c *combined[K, V]) keyPosHashed(k K, h uint64, at firstAt) (pos int32, added bool) {
+	pos, slot := c.find(k, h)
+	if pos >= 0 {
+		return pos, false
+	}
+	return c.insert(k, h, slot, at), true
+}
+
+// insert adds key k, of hash h, with the zero value, first seen at at, in
+// slot, as find returned it, and returns its position in c.pairs.
+func (c *combined[K, V]) insert(k K, h uint64, slot int, at firstAt) int32 {
+	pos := int32(len(c.pairs))
 	c.pairs = append(c.pairs, Pair[K, V]{Key: k})
 	c.hashes = append(c.hashes, h)
 	c.first = append(c.first, at)
 	c.index.add(h, pos, slot, c.hashes)
-	return pos, true
+	return pos
 }
 
 // bucket returns the indexes of c's pairs in bucket p.

@@ -1,9 +1,12 @@
 package stream
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -31,8 +34,7 @@ import (
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
 	cs := newCodecSet(applyOptions(opts))
-	st := &keyState[K, V, S]{update: update, vals: make(map[K]S), kc: codecFor[K](cs), sc: codecFor[S](cs),
-		groups: &combined[K, int32]{seed: maphash.MakeSeed()}}
+	st := newKeyState[K, V, S](update, codecFor[K](cs), codecFor[S](cs))
 	cs.unused(s.p, "UpdateStateByKey", s.n)
 	var out *Stream[Pair[K, S]]
 	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
@@ -41,51 +43,124 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		}
 		return st.last, nil
 	}, func(r *run) error {
-		b, err := s.at(r)
-		if err != nil || b == nil {
+		in, err := s.parts(r)
+		if err != nil || in == nil {
 			return err
 		}
-		st.apply(b)
-		return nil
+		return st.apply(r.ctx, r.par, in)
 	})
 	out.n.keepState(st)
 	return out
 }
 
 // keyState is the state of an UpdateStateByKey.
+//
+// A batch is applied in two steps. The map side, one task per partition
+// of the input, fused with the narrow operators before it, hashes each
+// record's key once, looks it up in the keys with state (held, only read
+// then) or else adds it to the task's new keys, and notes the record's key
+// and value. The driver then places the values by key, in batch order,
+// and calls update key by key, in the order the operator documents.
 type keyState[K comparable, V, S any] struct {
 	update func(K, []V, S, bool) (S, bool)
-	vals   map[K]S
-	keys   []K // keys of vals, in the order they got state
-	last   *batch.Batch[Pair[K, S]]
-	kc     Codec[K]
-	sc     Codec[S]
-	// groups indexes the keys of a batch, with their numbers of values,
-	// kept from batch to batch as a shuffle's map tasks are.
-	groups *combined[K, int32]
+	// held is the keys with state, in the order they got it, and their
+	// states: held.pairs[i] is (key, state), indexed by key.
+	held *combined[K, S]
+	last *batch.Batch[Pair[K, S]]
+	kc   Codec[K]
+	sc   Codec[S]
+	// tasks are the map tasks, and news the batch's new keys, kept from
+	// batch to batch as a shuffle's map tasks are.
+	tasks []*stateTask[K, V]
+	news  *combined[K, int32]
 	// shards, when the state is kept per shard (pershard.go), places the
 	// keys; a new key of a shard not loaded gets no state.
 	shards *shardKeys[K]
 }
 
+// stateTask is what a map task of keyState.apply notes of its partition.
+type stateTask[K comparable, V any] struct {
+	// ids[j] is the key of the partition's record j: its position in
+	// held, or ^i for the task's new key i (news.pairs[i]); vals[j] is its
+	// value.
+	ids  []int32
+	vals []V
+	// runs are the records of the partition by position, in order: the
+	// records of run k are ids[runs[k-1].end:runs[k].end].
+	runs []stateRun
+	news *combined[K, int32] // the value of a new key is its id in keyState.news
+}
+
+// stateRun is a run of a partition's records of one position.
+type stateRun struct {
+	pos, end int32
+	task     int32
+}
+
+func newKeyState[K comparable, V, S any](update func(K, []V, S, bool) (S, bool), kc Codec[K], sc Codec[S]) *keyState[K, V, S] {
+	st := &keyState[K, V, S]{update: update, kc: kc, sc: sc,
+		held: &combined[K, S]{seed: maphash.MakeSeed()}}
+	st.news = &combined[K, int32]{seed: st.held.seed}
+	st.held.index.reset(0)
+	return st
+}
+
+// hold gives key k state s: a new key after the others, a key with state
+// replaced.
+func (st *keyState[K, V, S]) hold(k K, s S) {
+	h := st.held
+	i, _ := h.keyPosHashed(k, maphash.Comparable(h.seed, k), firstAt{})
+	h.pairs[i].Value = s
+}
+
+// drop removes the keys for which drop(i) is true, i their position in
+// held, keeping the others in order.
+func (st *keyState[K, V, S]) drop(drop func(i int) bool) {
+	h := st.held
+	n := 0
+	for i := range h.pairs {
+		if !drop(i) {
+			h.pairs[n], h.hashes[n] = h.pairs[i], h.hashes[i]
+			n++
+		}
+	}
+	if n == len(h.pairs) {
+		return
+	}
+	clear(h.pairs[n:]) // let go of the keys and states
+	h.pairs, h.hashes, h.first = h.pairs[:n], h.hashes[:n], h.first[:n]
+	h.index.fill(h.hashes)
+}
+
 // quiet: with no key, update is not called for an empty batch.
-func (st *keyState[K, V, S]) quiet(batch.Time, func(*node) bool) bool { return len(st.vals) == 0 }
+func (st *keyState[K, V, S]) quiet(batch.Time, func(*node) bool) bool { return len(st.held.pairs) == 0 }
 
 func (st *keyState[K, V, S]) check() error {
 	return errors.Join(checkCodec(st.kc), checkCodec(st.sc))
 }
 
 // snapshot encodes the keys, in order, then their states.
-func (st *keyState[K, V, S]) snapshot() ([]byte, error) { return st.encodeKeys(st.keys) }
+func (st *keyState[K, V, S]) snapshot() ([]byte, error) {
+	keys, states := splitPairs(st.held.pairs)
+	return st.encode(keys, states)
+}
 
-// encodeKeys encodes keys, in order, then their states.
+// encodeKeys encodes keys, which have state, in order, then their states.
 func (st *keyState[K, V, S]) encodeKeys(keys []K) ([]byte, error) {
-	var w snapWriter
-	w.uint(uint64(len(keys)))
+	h := st.held
 	states := make([]S, len(keys))
 	for i, k := range keys {
-		states[i] = st.vals[k]
+		if j, _ := h.find(k, maphash.Comparable(h.seed, k)); j >= 0 {
+			states[i] = h.pairs[j].Value
+		}
 	}
+	return st.encode(keys, states)
+}
+
+// encode encodes keys, in order, then states.
+func (st *keyState[K, V, S]) encode(keys []K, states []S) ([]byte, error) {
+	var w snapWriter
+	w.uint(uint64(len(keys)))
 	if err := snapValues(&w, st.kc, keys); err != nil {
 		return nil, err
 	}
@@ -109,9 +184,10 @@ func (st *keyState[K, V, S]) restore(data []byte) error {
 	if err != nil {
 		return err
 	}
-	st.keys, st.vals, st.last = keys, make(map[K]S, len(keys)), nil
+	st.drop(func(int) bool { return true })
+	st.last = nil
 	for i, k := range keys {
-		st.vals[k] = states[i]
+		st.hold(k, states[i])
 	}
 	return nil
 }
@@ -124,117 +200,254 @@ func (st *keyState[K, V, S]) byShard(n *node) shardView {
 	return keyedView[K]{x: st.shards, st: st}
 }
 
-func (st *keyState[K, V, S]) keyList() []K { return st.keys }
+func (st *keyState[K, V, S]) keyList() []K {
+	keys := make([]K, len(st.held.pairs))
+	for i, kv := range st.held.pairs {
+		keys[i] = kv.Key
+	}
+	return keys
+}
 
 func (st *keyState[K, V, S]) mergeKeys(data []byte, keep func(K) bool) error {
 	keys, states, err := st.decode(data)
-	if err == nil {
-		st.keys = mergeKeyed(st.keys, st.vals, keys, states, keep)
+	if err != nil {
+		return err
 	}
-	return err
+	for i, k := range keys {
+		if keep(k) {
+			st.hold(k, states[i])
+		}
+	}
+	return nil
 }
 
 func (st *keyState[K, V, S]) mergeAs(data []byte, key K) error {
 	_, states, err := st.decode(data)
-	if err == nil {
-		st.keys = mergeAsKeyed(st.keys, st.vals, states, key, mergeValue[S])
+	if err != nil {
+		return err
 	}
-	return err
+	h := st.held
+	for _, s := range states {
+		if i, _ := h.find(key, maphash.Comparable(h.seed, key)); i >= 0 {
+			h.pairs[i].Value = mergeValue(h.pairs[i].Value, s)
+			continue
+		}
+		st.hold(key, s)
+	}
+	return nil
 }
 
 func (st *keyState[K, V, S]) removeKeys(drop func(K) bool) {
-	st.keys = removeKeyed(st.keys, st.vals, drop)
+	st.drop(func(i int) bool { return drop(st.held.pairs[i].Key) })
 }
 
-// apply updates the state with batch b and remembers the resulting pairs.
-func (st *keyState[K, V, S]) apply(b *batch.Batch[Pair[K, V]]) {
-	g, vals, ends := st.group(b)
-	values := func(i int32) []V {
-		if i < 0 {
+// task returns map task i, emptied, made from that of the previous batch.
+func (st *keyState[K, V, S]) task(i int) *stateTask[K, V] {
+	for len(st.tasks) <= i {
+		st.tasks = append(st.tasks, &stateTask[K, V]{news: &combined[K, int32]{seed: st.held.seed}})
+	}
+	t := st.tasks[i]
+	t.ids, t.vals, t.runs = t.ids[:0], t.vals[:0], t.runs[:0]
+	t.news.index.reset(len(t.news.pairs))
+	t.news.pairs, t.news.hashes, t.news.first = t.news.pairs[:0], t.news.hashes[:0], t.news.first[:0]
+	return t
+}
+
+// mapSide notes the records of partition i of in in map task t.
+func (st *keyState[K, V, S]) mapSide(t *stateTask[K, V], in *parted[Pair[K, V]], i int) {
+	held := st.held
+	at := firstAt{pos: -1}
+	in.transient(i, func(pos int, recs []Pair[K, V]) bool {
+		at.next(pos)
+		for _, kv := range recs {
+			h := maphash.Comparable(held.seed, kv.Key)
+			id, _ := held.find(kv.Key, h)
+			if id < 0 {
+				j, slot := t.news.find(kv.Key, h)
+				if j < 0 {
+					j = t.news.insert(kv.Key, h, slot, at)
+				}
+				id = ^j
+			}
+			t.ids = append(t.ids, id)
+			t.vals = append(t.vals, kv.Value)
+			at.off++
+		}
+		t.runs = noteRun(t.runs, i, pos, len(t.ids))
+		return true
+	})
+}
+
+// noteRun returns runs, the runs of map task task so far, with the records
+// before end noted as of position pos.
+func noteRun(runs []stateRun, task, pos, end int) []stateRun {
+	k, last := len(runs)-1, int32(0)
+	if k >= 0 {
+		last = runs[k].end
+	}
+	switch {
+	case k >= 0 && runs[k].pos == int32(pos):
+		runs[k].end = int32(end)
+	case int32(end) > last:
+		runs = append(runs, stateRun{pos: int32(pos), end: int32(end), task: int32(task)})
+	}
+	return runs
+}
+
+// inBatchOrder calls visit with the runs of records of every map task, the
+// tasks' runs together in runs, in position order: the records of the
+// batch as ForEachBatch sees them. Positions are each one partition's.
+// It sorts runs.
+func inBatchOrder(runs []stateRun, tasks int, visit func(task int, from, to int32)) {
+	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
+	start := make([]int32, tasks) // where each task's next run starts
+	for _, rn := range runs {
+		visit(int(rn.task), start[rn.task], rn.end)
+		start[rn.task] = rn.end
+	}
+}
+
+// apply updates the state with the batch in and remembers the resulting
+// pairs.
+func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair[K, V]]) error {
+	tasks := make([]*stateTask[K, V], len(in.keys))
+	for i := range tasks {
+		tasks[i] = st.task(i)
+	}
+	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
+		st.mapSide(tasks[i], in, i)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	news := st.newKeys(tasks)
+	vals, ends := st.place(tasks, news)
+	held := len(st.held.pairs)
+	values := func(id int) []V {
+		start := int32(0)
+		if id > 0 {
+			start = ends[id-1]
+		}
+		if start == ends[id] {
 			return nil
 		}
-		start := int32(0)
-		if i > 0 {
-			start = ends[i-1]
-		}
-		return vals[start:ends[i]:ends[i]]
+		return vals[start:ends[id]:ends[id]]
 	}
-	// The batch's keys that have state, found before any update: the
-	// others are the new keys.
-	groupOf := make([]int32, len(st.keys))
-	has := make([]bool, len(g.pairs))
-	newKeys := len(g.pairs)
-	for j, k := range st.keys {
-		i, _ := g.find(k, maphash.Comparable(g.seed, k))
-		if groupOf[j] = i; i >= 0 {
-			has[i] = true
-			newKeys--
-		}
-	}
-	out := make([]Pair[K, S], 0, len(st.keys)+newKeys)
-	kept := st.keys[:0]
-	for j, k := range st.keys {
-		if ns, keep := st.update(k, values(groupOf[j]), st.vals[k], true); keep {
-			st.vals[k] = ns
-			kept = append(kept, k)
-			out = append(out, Pair[K, S]{Key: k, Value: ns})
-		} else {
-			delete(st.vals, k)
-		}
-	}
-	clear(st.keys[len(kept):])
-	st.keys = kept
-	var zero S
-	for i := range g.pairs {
-		if has[i] {
+	out := make([]Pair[K, S], 0, held+len(news))
+	var gone []bool // the keys that lose their state, if any
+	for i := range held {
+		kv := &st.held.pairs[i]
+		ns, keep := st.update(kv.Key, values(i), kv.Value, true)
+		if !keep {
+			if gone == nil {
+				gone = make([]bool, held)
+			}
+			gone[i] = true
 			continue
 		}
-		k := g.pairs[i].Key
+		kv.Value = ns
+		out = append(out, Pair[K, S]{Key: kv.Key, Value: ns})
+	}
+	if gone != nil {
+		st.drop(func(i int) bool { return gone[i] })
+	}
+	var zero S
+	for _, id := range news {
+		k, h := st.news.pairs[id].Key, st.news.hashes[id]
 		if !st.shards.owns(k) {
 			continue
 		}
-		if ns, keep := st.update(k, values(int32(i)), zero, false); keep {
-			st.vals[k] = ns
-			st.keys = append(st.keys, k)
+		if ns, keep := st.update(k, values(held+int(id)), zero, false); keep {
+			_, slot := st.held.find(k, h)
+			st.held.pairs[st.held.insert(k, h, slot, firstAt{})].Value = ns
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		}
 	}
-	clear(g.pairs) // let go of the keys
-	g.pairs = g.pairs[:0]
-	st.last = batch.Derive(b, out)
+	for _, t := range tasks {
+		clear(t.vals) // let go of the values
+		clear(t.news.pairs)
+	}
+	clear(st.news.pairs)
+	st.last = batch.New(in.time, in.blocks, out)
+	return nil
 }
 
-// group returns the keys of b's pairs in st.groups, in the order they
-// first appear, and their values: those of the key at i in g.pairs are
-// vals[ends[i-1]:ends[i]] (from 0 for i = 0), in batch order.
-func (st *keyState[K, V, S]) group(b *batch.Batch[Pair[K, V]]) (g *combined[K, int32], vals []V, ends []int32) {
-	g = st.groups
-	g.index.reset(cap(g.pairs)) // the room of the largest batch so far
+// newKeys gathers the new keys of tasks in st.news, each once, with the
+// place it first appears in the batch, sets the value of each task's new
+// key to its position in st.news, and returns those positions in the order
+// the keys first appear.
+func (st *keyState[K, V, S]) newKeys(tasks []*stateTask[K, V]) []int32 {
+	g := st.news
+	g.index.reset(len(g.pairs))
 	g.pairs, g.hashes, g.first = g.pairs[:0], g.hashes[:0], g.first[:0]
-	// Each record's key, then where each key's values go: counted, then
-	// placed.
-	keyOf := make([]int32, b.Len())
-	n := 0
-	for kv := range b.All() {
-		i, _ := g.keyPos(kv.Key, firstAt{})
-		g.pairs[i].Value++
-		keyOf[n] = i
-		n++
+	for _, t := range tasks {
+		for j := range t.news.pairs {
+			kv, at := &t.news.pairs[j], t.news.first[j]
+			id, added := g.keyPosHashed(kv.Key, t.news.hashes[j], at)
+			if !added && at.before(g.first[id]) {
+				g.first[id] = at
+			}
+			kv.Value = id
+		}
 	}
-	ends = make([]int32, len(g.pairs))
+	order := make([]int32, len(g.pairs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	if len(tasks) > 1 {
+		slices.SortFunc(order, func(a, b int32) int { return cmpFirst(g.first[a], g.first[b]) })
+	}
+	return order
+}
+
+// cmpFirst orders two places in a batch.
+func cmpFirst(a, b firstAt) int {
+	switch {
+	case a.before(b):
+		return -1
+	case b.before(a):
+		return 1
+	}
+	return 0
+}
+
+// place returns the values of the batch by key, in batch order: those of
+// the key of id i (a position in held, or len(held) + a position in
+// st.news) are vals[ends[i-1]:ends[i]] (from 0 for i = 0).
+func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (vals []V, ends []int32) {
+	held := int32(len(st.held.pairs))
+	id := func(t *stateTask[K, V], j int32) int32 {
+		if i := t.ids[j]; i >= 0 {
+			return i
+		}
+		return held + t.news.pairs[^t.ids[j]].Value
+	}
+	// Count the values of each key, then turn the counts into where each
+	// key's next value goes.
+	ends = make([]int32, int(held)+len(news))
+	var runs []stateRun
+	n := 0
+	for _, t := range tasks {
+		for j := range t.ids {
+			ends[id(t, int32(j))]++
+		}
+		runs = append(runs, t.runs...)
+		n += len(t.ids)
+	}
 	next := int32(0)
-	for i := range g.pairs {
-		// From here, a key's Value is where its next value goes.
-		next, g.pairs[i].Value = next+g.pairs[i].Value, next
+	for i, c := range ends {
 		ends[i] = next
+		next += c
 	}
 	vals = make([]V, n)
-	n = 0
-	for kv := range b.All() {
-		p := &g.pairs[keyOf[n]]
-		vals[p.Value] = kv.Value
-		p.Value++
-		n++
-	}
-	return g, vals, ends
+	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
+		t := tasks[task]
+		for j := from; j < to; j++ {
+			i := id(t, j)
+			vals[ends[i]] = t.vals[j]
+			ends[i]++
+		}
+	})
+	return vals, ends
 }

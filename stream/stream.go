@@ -222,16 +222,19 @@ func newPlanned[T any](p *Pipeline, op string, slide time.Duration, parents []*n
 // narrow adds a stream computed partition by partition from s by each, which
 // calls yield with the records it makes of partition i of in (the batch of s),
 // chunk by chunk, in order, each with the position of the chunk of in it was
-// made from, and reports whether yield always returned true.
+// made from, and reports whether yield always returned true. With
+// transient set, yield keeps none of the slices it is given (see
+// parted.transient): each may then pass the same buffer again and again,
+// and reads in with in.iter(transient).
 // The partitions run later, fused with the operator or output that consumes
 // the stream.
-func narrow[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, yield func(int, []U) bool) bool) *Stream[U] {
+func narrow[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool) *Stream[U] {
 	return newPlanned(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*parted[U], error) {
 		in, err := s.parts(r)
 		if err != nil || in == nil {
 			return nil, err
 		}
-		return derived(in, func(i int, yield func(int, []U) bool) bool { return each(in, i, yield) }), nil
+		return derived(in, func(i int, transient bool, yield func(int, []U) bool) bool { return each(in, i, transient, yield) }), nil
 	})
 }
 

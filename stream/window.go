@@ -167,6 +167,9 @@ type windowReduce[K comparable, V any] struct {
 	h               history[Pair[K, V]]
 	rc              recordCodec[Pair[K, V]]
 
+	// red reduces each window, without an inverse.
+	red *reducer[K, V]
+
 	// The previous window, kept only with an inverse.
 	vals map[K]*counted[V]
 	keys []K           // keys of vals, in the order they entered
@@ -190,13 +193,16 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 		blocks = append(blocks, b.Blocks()...)
 	}
 	if w.inverse == nil {
-		red := newReducer[K](w.reduce)
+		if w.red == nil {
+			w.red = newReducer[K](w.reduce)
+		}
+		w.red.start()
 		for _, b := range in {
 			for kv := range b.All() {
-				red.add(kv.Key, kv.Value)
+				w.red.add(kv.Key, kv.Value)
 			}
 		}
-		return batch.New(t, blocks, red.out), nil
+		return batch.New(t, blocks, w.red.out()), nil
 	}
 	w.slideTo(t)
 	out := make([]Pair[K, V], len(w.keys))
