@@ -233,6 +233,16 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 			wantStarts: []time.Duration{260 * ms, 460 * ms, 660 * ms, 860 * ms},
 		},
 		{
+			// README's low-latency configuration at harlow/kinesis-consumer's
+			// rate (a read every 250ms): lead 12.5ms + 2*10ms + 5ms -> 40ms,
+			// slots at 85ms in every 125ms. A read every 250ms exactly (4
+			// per second, as asked), each at a slot: the batch interval
+			// divides PollInterval, and MinReadInterval (200ms) below it
+			// leaves the slack a late read needs to keep its phase.
+			name: "low latency, 125ms batches, 250ms poll", poll: 250 * ms, batchIv: 125 * ms, blockIv: 125 * ms,
+			wantStarts: []time.Duration{210 * ms, 460 * ms, 710 * ms, 960 * ms, 1210 * ms, 1460 * ms},
+		},
+		{
 			// 200ms batches with the default 500ms poll: lead 20ms + 2*10ms
 			// + 5ms -> 50ms, slots at 150ms in every 200ms, the latest
 			// within the 500ms wait.
@@ -286,4 +296,55 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReadPacingAfterASlowCall checks, in virtual time, that one slow
+// GetRecords call (or a stall of a busy machine) does not move a reader at
+// the tip out of phase with its batches: the reads after it stay a
+// PollInterval apart, each still starting just before a batch time, the
+// lead one leadStep longer than before. Before, the call counted whole in
+// the reader's moving lateness (a quarter of 400ms), the lead grew by
+// 200ms, past a batch interval, and the reads after it came 270-300ms
+// apart, off their slots, ending up to a batch interval before their
+// batch was cut.
+func TestReadPacingAfterASlowCall(t *testing.T) {
+	ms := time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		script := make([]read, 9)
+		for i := range script {
+			script[i] = read{records: 1, latency: 10 * ms}
+		}
+		script[3].latency = 400 * ms
+		c := &pacedClient{script: script, done: make(chan struct{})}
+		r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
+			PollInterval: 250 * ms, ShardSyncInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+			return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: 125 * ms, BlockInterval: 125 * ms, MaxBufferedBytes: -1})
+		}()
+		<-c.done
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		c.mu.Lock()
+		var got []time.Duration
+		for _, s := range c.starts[1:] {
+			got = append(got, s.Sub(begin))
+		}
+		c.mu.Unlock()
+		want := []time.Duration{210 * ms, 460 * ms, 710 * ms, 1325 * ms, 1575 * ms, 1825 * ms, 2075 * ms, 2325 * ms}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -195,11 +195,16 @@ func (rn *run) alignedWait(now time.Time, lo, hi, late time.Duration) time.Durat
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // movingAverage adds the sample d to the moving average avg (0: none yet),
-// weighing it a quarter.
+// weighing it a quarter. A sample over twice the average (plus leadStep)
+// counts as that much: one slow call or one stall of a busy machine would
+// otherwise move the reads it times far ahead of their batches, out of
+// phase, for many reads after it, while a lateness that lasts still raises
+// the average by a quarter or more at each read.
 func movingAverage(avg, d time.Duration) time.Duration {
 	if avg == 0 {
 		return d
 	}
+	d = min(d, 2*avg+leadStep)
 	return avg + (d-avg)/4
 }
 
