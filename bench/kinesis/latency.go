@@ -136,7 +136,7 @@ type latencyRun struct {
 // latencyRuns are the consumers a latency run compares, on streams of
 // their own, one after the other: weir with its defaults; weir in the
 // low-latency configuration at one GetRecords call every poll per shard
-// (PollInterval and MinReadInterval poll, poll/2 batches); a model of
+// (PollInterval poll, poll/5 batches); a model of
 // harlow/kinesis-consumer with that poll interval (its ScanShard calls
 // GetRecords on a ticker of its scan interval, 250ms by default, and
 // hands each record to its function as the call returns); and a plain
@@ -146,7 +146,7 @@ func latencyRuns(env *localaws.Env, o options, logger *slog.Logger) []latencyRun
 		{"weir, defaults (1s batches, 500ms poll)", func(ctx context.Context, name string, lat *latencies) error {
 			return weirLatency(ctx, env, name, name+"-defaults", weirTiming{}, lat, logger)
 		}},
-		{fmt.Sprintf("weir, low latency (%v batches, %v poll)", o.poll/2, o.poll), func(ctx context.Context, name string, lat *latencies) error {
+		{fmt.Sprintf("weir, low latency (%v batches, %v poll)", lowLatency(o.poll).batch, o.poll), func(ctx context.Context, name string, lat *latencies) error {
 			return weirLatency(ctx, env, name, name+"-low", lowLatency(o.poll), lat, logger)
 		}},
 		{fmt.Sprintf("harlow model (a read every %v)", o.poll), func(ctx context.Context, name string, lat *latencies) error {
@@ -248,12 +248,13 @@ type weirTiming struct {
 
 // lowLatency is README's low-latency configuration at one GetRecords call
 // every poll per shard: a read at the tip every poll (PollInterval), each
-// timed to end just before a batch is cut, and batches twice as often, so
-// that a read that ends late costs half a poll. MinReadInterval keeps its
+// timed to end just before a batch is cut, and five batches per read, so
+// that a read that ends late, or a reader that wakes late and takes the
+// next batch's slot, costs a fifth of a poll. MinReadInterval keeps its
 // default (200ms, the shard's 5 reads/s), below poll: the slack lets a read
 // that started late keep its phase.
 func lowLatency(poll time.Duration) weirTiming {
-	return weirTiming{batch: poll / 2, poll: poll}
+	return weirTiming{batch: poll / 5, poll: poll}
 }
 
 // weirLatency runs weir as application app (its own lease table), with

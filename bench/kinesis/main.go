@@ -27,7 +27,7 @@
 // Latency: a producer puts -rate records/s for -duration; each record
 // carries its put time, and the output takes the difference. Four
 // consumers read the stream at once: weir with its defaults (1s batches);
-// weir in README's low-latency configuration (-poll PollInterval, -poll/2
+// weir in README's low-latency configuration (-poll PollInterval, -poll/5
 // batches); a model of harlow/kinesis-consumer reading every -poll on a
 // ticker (its default scan interval is 250ms: run with -poll 250ms), the
 // same GetRecords rate; and a plain loop reading every 200ms, the most a

@@ -234,12 +234,19 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 		},
 		{
 			// README's low-latency configuration at harlow/kinesis-consumer's
-			// rate (a read every 250ms): lead 12.5ms + 2*10ms + 5ms -> 40ms,
-			// slots at 85ms in every 125ms. A read every 250ms exactly (4
-			// per second, as asked), each at a slot: the batch interval
-			// divides PollInterval, and MinReadInterval (200ms) below it
-			// leaves the slack a late read needs to keep its phase.
-			name: "low latency, 125ms batches, 250ms poll", poll: 250 * ms, batchIv: 125 * ms, blockIv: 125 * ms,
+			// rate (a read every 250ms): lead 5ms + 2*10ms + 5ms -> 30ms,
+			// slots at 20ms in every 50ms, the first at 270ms (within a
+			// step of the 250ms wait after the read at 0-10ms). A read
+			// every 250ms exactly (4 per second, as asked), each at a slot:
+			// the batch interval divides PollInterval, and MinReadInterval
+			// (200ms) below it leaves the slack a late read needs to keep
+			// its phase.
+			name: "low latency, 50ms batches, 250ms poll", poll: 250 * ms, batchIv: 50 * ms, blockIv: 50 * ms,
+			wantStarts: []time.Duration{270 * ms, 520 * ms, 770 * ms, 1020 * ms, 1270 * ms, 1520 * ms},
+		},
+		{
+			// Two batches per read: the same, at 85ms in every 125ms.
+			name: "125ms batches, 250ms poll", poll: 250 * ms, batchIv: 125 * ms, blockIv: 125 * ms,
 			wantStarts: []time.Duration{210 * ms, 460 * ms, 710 * ms, 960 * ms, 1210 * ms, 1460 * ms},
 		},
 		{
@@ -345,6 +352,64 @@ func TestReadPacingAfterASlowCall(t *testing.T) {
 		want := []time.Duration{210 * ms, 460 * ms, 710 * ms, 1325 * ms, 1575 * ms, 1825 * ms, 2075 * ms, 2325 * ms}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestReadPacingKeepsRateAsLeadShrinks checks, in virtual time, that a
+// reader at the tip reads no more often than PollInterval when its calls
+// get faster and the lead of its reads shrinks a step: the slot it aims at
+// moves a step later than PollInterval after the call, and it waits that
+// step. Before, it took the slot a batch earlier (50ms batches and a 250ms
+// poll: a read 210ms after the one before), more reads than PollInterval
+// allows, each time the lead shrank.
+func TestReadPacingKeepsRateAsLeadShrinks(t *testing.T) {
+	ms := time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		script := make([]read, 12)
+		for i := range script {
+			script[i] = read{records: 1, latency: ms}
+		}
+		for i := range 3 {
+			script[i].latency = 30 * ms // the lead grows to 70ms, then shrinks as calls take 1ms
+		}
+		c := &pacedClient{script: script, done: make(chan struct{})}
+		r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
+			PollInterval: 250 * ms, ShardSyncInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+			return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: 50 * ms, BlockInterval: 50 * ms, MaxBufferedBytes: -1})
+		}()
+		<-c.done
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		c.mu.Lock()
+		var got []time.Duration
+		for _, s := range c.starts[1:] {
+			got = append(got, s.Sub(begin))
+		}
+		c.mu.Unlock()
+		// Lead 70ms after 30ms calls: slots at 30ms in every 50ms; then a
+		// step later at each step the lead shrinks.
+		want := []time.Duration{280 * ms, 530 * ms, 780 * ms, 1040 * ms, 1300 * ms, 1560 * ms, 1810 * ms, 2070 * ms, 2320 * ms, 2580 * ms, 2830 * ms}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+		}
+		for i, g := range c.gaps() {
+			if g < 250*ms {
+				t.Errorf("call %d started %v after the one before, want >= PollInterval (250ms)", i+1, g)
+			}
 		}
 	})
 }
