@@ -170,27 +170,7 @@ func TestReadPacing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &pacedClient{script: tt.script, done: make(chan struct{})}
-				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour})
-				if err != nil {
-					t.Fatal(err)
-				}
-				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-				}
-				errc := make(chan error, 1)
-				// No byte budget: this push never completes its blocks, and
-				// the budget (tested on its own) would shrink the pages.
-				go func() {
-					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BlockInterval: 10 * ms, MaxBufferedBytes: -1})
-				}()
-				<-c.done
-				if err := r.Stop(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatalf("Start: %v", err)
-				}
+				r := runPaced(t, c, Config{PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead}, 0, 10*ms)
 				if diff := cmp.Diff(tt.wantGaps, c.gaps()); diff != "" {
 					t.Errorf("time between GetRecords calls (-want +got):\n%s", diff)
 				}
@@ -266,43 +246,65 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				begin := time.Now() // synctest's clock starts on a whole second
 				script := make([]read, len(tt.wantStarts)+1)
 				for i := range script {
 					script[i] = read{records: 1, latency: 10 * ms}
 				}
-				c := &pacedClient{script: script, done: make(chan struct{})}
-				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, ShardSyncInterval: time.Hour})
-				if err != nil {
-					t.Fatal(err)
-				}
-				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-				}
-				errc := make(chan error, 1)
-				go func() {
-					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: tt.batchIv, BlockInterval: tt.blockIv, MaxBufferedBytes: -1})
-				}()
-				<-c.done
-				if err := r.Stop(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatalf("Start: %v", err)
-				}
-				c.mu.Lock()
-				var got []time.Duration
-				for _, s := range c.starts[1:] {
-					got = append(got, s.Sub(begin))
-				}
-				c.mu.Unlock()
+				got, _ := alignedReads(t, script, tt.poll, tt.batchIv, tt.blockIv)
 				if diff := cmp.Diff(tt.wantStarts, got); diff != "" {
 					t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
 				}
 			})
 		})
 	}
+}
+
+// runPaced runs a receiver of cfg (its stream, client and shard sync set
+// here) reading c's one shard, with the driver's batch and block
+// intervals, until c's script ends, and stops it. Its push stores
+// nothing, and there is no byte budget: this push never completes its
+// blocks, and the budget (tested on its own) would shrink the pages. Call
+// it in a synctest bubble.
+func runPaced(t *testing.T, c *pacedClient, cfg Config, batchIv, blockIv time.Duration) *Receiver {
+	t.Helper()
+	cfg.Stream, cfg.App, cfg.InitialPosition, cfg.Client, cfg.ShardSyncInterval = "s", "a", TrimHorizon, c, time.Hour
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+		return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: batchIv, BlockInterval: blockIv, MaxBufferedBytes: -1})
+	}()
+	<-c.done
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return r
+}
+
+// alignedReads runs a reader of one shard answered by script, with the
+// given PollInterval and the driver's batch and block intervals, in
+// synctest's virtual time (the caller's bubble), until the script ends.
+// It returns when each call but the first started, since the start of the
+// bubble (on a whole second), and the time between consecutive calls.
+func alignedReads(t *testing.T, script []read, poll, batchIv, blockIv time.Duration) (starts, gaps []time.Duration) {
+	t.Helper()
+	begin := time.Now()
+	c := &pacedClient{script: script, done: make(chan struct{})}
+	runPaced(t, c, Config{PollInterval: poll}, batchIv, blockIv)
+	c.mu.Lock()
+	for _, s := range c.starts[1:] {
+		starts = append(starts, s.Sub(begin))
+	}
+	c.mu.Unlock()
+	return starts, c.gaps()
 }
 
 // TestReadPacingAfterASlowCall checks, in virtual time, that one slow
@@ -317,38 +319,12 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 func TestReadPacingAfterASlowCall(t *testing.T) {
 	ms := time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
-		begin := time.Now()
 		script := make([]read, 9)
 		for i := range script {
 			script[i] = read{records: 1, latency: 10 * ms}
 		}
 		script[3].latency = 400 * ms
-		c := &pacedClient{script: script, done: make(chan struct{})}
-		r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-			PollInterval: 250 * ms, ShardSyncInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-			return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-		}
-		errc := make(chan error, 1)
-		go func() {
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: 125 * ms, BlockInterval: 125 * ms, MaxBufferedBytes: -1})
-		}()
-		<-c.done
-		if err := r.Stop(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		c.mu.Lock()
-		var got []time.Duration
-		for _, s := range c.starts[1:] {
-			got = append(got, s.Sub(begin))
-		}
-		c.mu.Unlock()
+		got, _ := alignedReads(t, script, 250*ms, 125*ms, 125*ms)
 		want := []time.Duration{210 * ms, 460 * ms, 710 * ms, 1325 * ms, 1575 * ms, 1825 * ms, 2075 * ms, 2325 * ms}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
@@ -366,7 +342,6 @@ func TestReadPacingAfterASlowCall(t *testing.T) {
 func TestReadPacingKeepsRateAsLeadShrinks(t *testing.T) {
 	ms := time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
-		begin := time.Now()
 		script := make([]read, 12)
 		for i := range script {
 			script[i] = read{records: 1, latency: ms}
@@ -374,39 +349,14 @@ func TestReadPacingKeepsRateAsLeadShrinks(t *testing.T) {
 		for i := range 3 {
 			script[i].latency = 30 * ms // the lead grows to 70ms, then shrinks as calls take 1ms
 		}
-		c := &pacedClient{script: script, done: make(chan struct{})}
-		r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-			PollInterval: 250 * ms, ShardSyncInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-			return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-		}
-		errc := make(chan error, 1)
-		go func() {
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: 50 * ms, BlockInterval: 50 * ms, MaxBufferedBytes: -1})
-		}()
-		<-c.done
-		if err := r.Stop(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		c.mu.Lock()
-		var got []time.Duration
-		for _, s := range c.starts[1:] {
-			got = append(got, s.Sub(begin))
-		}
-		c.mu.Unlock()
+		got, gaps := alignedReads(t, script, 250*ms, 50*ms, 50*ms)
 		// Lead 70ms after 30ms calls: slots at 30ms in every 50ms; then a
 		// step later at each step the lead shrinks.
 		want := []time.Duration{280 * ms, 530 * ms, 780 * ms, 1040 * ms, 1300 * ms, 1560 * ms, 1810 * ms, 2070 * ms, 2320 * ms, 2580 * ms, 2830 * ms}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
 		}
-		for i, g := range c.gaps() {
+		for i, g := range gaps {
 			if g < 250*ms {
 				t.Errorf("call %d started %v after the one before, want >= PollInterval (250ms)", i+1, g)
 			}
