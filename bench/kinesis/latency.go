@@ -133,8 +133,8 @@ type latencyRun struct {
 	consume func(ctx context.Context, name string, lat *latencies) error
 }
 
-// latencyRuns are the consumers a latency run compares, on streams of
-// their own, one after the other: weir with its defaults; weir in the
+// latencyRuns are the consumers a latency run compares, all reading one
+// stream at the same time: weir with its defaults; weir in the
 // low-latency configuration at one GetRecords call every poll per shard
 // (PollInterval poll, poll/5 batches); a model of
 // harlow/kinesis-consumer with that poll interval (its ScanShard calls
