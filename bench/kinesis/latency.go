@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,6 +34,7 @@ type latencies struct {
 	mu    sync.Mutex
 	after time.Time // records put before are left out; zero: all are
 	d     []time.Duration
+	reads func() int64 // the consumer's GetRecords calls so far; nil: none yet
 }
 
 func newLatencies() *latencies { return &latencies{ready: make(chan struct{})} }
@@ -60,28 +62,52 @@ func (l *latencies) record(data []byte) {
 	l.d = append(l.d, d)
 }
 
-// start starts counting records put from now on.
-func (l *latencies) start() {
+// start starts counting records put from now on, and returns the
+// consumer's GetRecords calls so far.
+func (l *latencies) start() int64 {
 	l.mu.Lock()
 	l.after = time.Now()
 	l.mu.Unlock()
+	return l.calls()
 }
 
-// awaitReady puts probe records until one is output, or ctx is done.
-func awaitReady(ctx context.Context, env *localaws.Env, name string, l *latencies) error {
+// countReads makes reads the consumer's count of its GetRecords calls.
+func (l *latencies) countReads(reads func() int64) {
+	l.mu.Lock()
+	l.reads = reads
+	l.mu.Unlock()
+}
+
+// calls returns the consumer's GetRecords calls so far.
+func (l *latencies) calls() int64 {
+	l.mu.Lock()
+	reads := l.reads
+	l.mu.Unlock()
+	if reads == nil {
+		return 0
+	}
+	return reads()
+}
+
+// awaitReady puts probe records until each of lats has output one, or
+// ctx is done.
+func awaitReady(ctx context.Context, env *localaws.Env, name string, lats []*latencies) error {
 	client := env.Kinesis()
-	for {
-		if _, err := client.PutRecord(ctx, &awskinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("probe"), Data: probe}); err != nil {
-			return err
-		}
-		select {
-		case <-l.ready:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+	for _, l := range lats {
+		for ready := false; !ready; {
+			if _, err := client.PutRecord(ctx, &awskinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("probe"), Data: probe}); err != nil {
+				return err
+			}
+			select {
+			case <-l.ready:
+				ready = true
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
 	}
+	return nil
 }
 
 func (l *latencies) summary() string {
@@ -96,55 +122,100 @@ func (l *latencies) summary() string {
 	return fmt.Sprintf("p50 %v  p99 %v  max %v  (%d records)", q(0.5), q(0.99), d[len(d)-1].Round(time.Millisecond), len(d))
 }
 
-// latency measures put -> output latency at a low steady rate.
-func latency(ctx context.Context, env *localaws.Env, o options, out io.Writer, logger *slog.Logger) error {
-	runs := []struct {
-		name    string
-		consume func(ctx context.Context, name string, lat *latencies) error
-	}{
-		{"weir, defaults (1s batches)", func(ctx context.Context, name string, lat *latencies) error {
-			return weirLatency(ctx, env, name, 0, 0, lat, logger)
+// readInterval is the least time between two GetRecords calls on one
+// shard that Kinesis allows (5 reads/s per shard): the plain loop reads
+// this often, the fastest any polling consumer may.
+const readInterval = 200 * time.Millisecond
+
+// latencyRun is one consumer of a latency run.
+type latencyRun struct {
+	name    string
+	consume func(ctx context.Context, name string, lat *latencies) error
+}
+
+// latencyRuns are the consumers a latency run compares, all reading one
+// stream at the same time: weir with its defaults; weir in the
+// low-latency configuration at one GetRecords call every poll per shard
+// (PollInterval poll, poll/5 batches); a model of
+// harlow/kinesis-consumer with that poll interval (its ScanShard calls
+// GetRecords on a ticker of its scan interval, 250ms by default, and
+// hands each record to its function as the call returns); and a plain
+// loop reading every readInterval, the most the shard's budget allows.
+func latencyRuns(env *localaws.Env, o options, logger *slog.Logger) []latencyRun {
+	runs := []latencyRun{
+		{"weir, defaults (1s batches, 500ms poll)", func(ctx context.Context, name string, lat *latencies) error {
+			return weirLatency(ctx, env, name, name+"-defaults", weirTiming{}, lat, logger)
 		}},
-		{fmt.Sprintf("weir, %v batches", o.batch), func(ctx context.Context, name string, lat *latencies) error {
-			return weirLatency(ctx, env, name, o.batch, 0, lat, logger)
+		{fmt.Sprintf("weir, low latency (%v batches, %v poll)", lowLatency(o.poll).batch, o.poll), func(ctx context.Context, name string, lat *latencies) error {
+			return weirLatency(ctx, env, name, name+"-low", lowLatency(o.poll), lat, logger)
 		}},
-		{fmt.Sprintf("weir, %v batches, %v poll", o.poll/2, o.poll), func(ctx context.Context, name string, lat *latencies) error {
-			return weirLatency(ctx, env, name, o.poll/2, o.poll, lat, logger)
-		}},
-		{fmt.Sprintf("plain loop, a read every %v", o.poll), func(ctx context.Context, name string, lat *latencies) error {
+		{fmt.Sprintf("harlow model (a read every %v)", o.poll), func(ctx context.Context, name string, lat *latencies) error {
 			return plainLatency(ctx, env, name, o.poll, lat)
 		}},
 	}
-	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, once the consumer output a first record:\n", o.rate, o.duration, o.shards)
-	for _, r := range runs {
-		name := "bench-lat-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		if err := env.CreateStream(ctx, name, o.shards); err != nil {
-			return err
+	if o.poll != readInterval {
+		runs = append(runs, latencyRun{fmt.Sprintf("plain loop (a read every %v)", readInterval), func(ctx context.Context, name string, lat *latencies) error {
+			return plainLatency(ctx, env, name, readInterval, lat)
+		}})
+	}
+	return runs
+}
+
+// latency measures put -> output latency at a low steady rate, of every
+// consumer of latencyRuns reading the same stream at the same time: the
+// same records, and the same load on a shared machine.
+func latency(ctx context.Context, env *localaws.Env, o options, out io.Writer, logger *slog.Logger) error {
+	if o.poll < readInterval {
+		return fmt.Errorf("-poll %v: must be >= %v in latency mode (Kinesis allows 5 GetRecords calls per second per shard)", o.poll, readInterval)
+	}
+	name := "bench-lat-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := env.CreateStream(ctx, name, o.shards); err != nil {
+		return err
+	}
+	runs := latencyRuns(env, o, logger)
+	lats := make([]*latencies, len(runs))
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(cctx)
+	for i, r := range runs {
+		lats[i] = newLatencies()
+		g.Go(func() error {
+			if err := r.consume(gctx, name, lats[i]); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			return nil
+		})
+	}
+	readyCtx, readyCancel := context.WithTimeout(gctx, time.Minute)
+	perr := awaitReady(readyCtx, env, name, lats)
+	readyCancel()
+	reads := make([]float64, len(runs))
+	if perr == nil {
+		calls := make([]int64, len(runs))
+		start := time.Now()
+		for i, l := range lats {
+			calls[i] = l.start()
 		}
-		lat := newLatencies()
-		cctx, cancel := context.WithCancel(ctx)
-		g, gctx := errgroup.WithContext(cctx)
-		g.Go(func() error { return r.consume(gctx, name, lat) })
-		readyCtx, readyCancel := context.WithTimeout(gctx, time.Minute)
-		perr := awaitReady(readyCtx, env, name, lat)
-		readyCancel()
-		if perr == nil {
-			lat.start()
-			perr = produce(gctx, env, name, o.rate, o.duration)
+		perr = produce(gctx, env, name, o.rate, o.duration)
+		for i, l := range lats {
+			reads[i] = float64(l.calls()-calls[i]) / time.Since(start).Seconds() / float64(o.shards)
 		}
-		// Let the last records through, then stop the consumer.
-		select {
-		case <-time.After(3 * time.Second):
-		case <-gctx.Done():
-		}
-		cancel()
-		if err := g.Wait(); err != nil {
-			return fmt.Errorf("%s: %w", r.name, err)
-		}
-		if perr != nil && ctx.Err() == nil {
-			return fmt.Errorf("producer: %w", perr)
-		}
-		fmt.Fprintf(out, "  %-40s %s\n", r.name, lat.summary())
+	}
+	// Let the last records through, then stop the consumers.
+	select {
+	case <-time.After(3 * time.Second):
+	case <-gctx.Done():
+	}
+	cancel()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if perr != nil && ctx.Err() == nil {
+		return fmt.Errorf("producer: %w", perr)
+	}
+	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, the consumers reading at once, from when each output a first record:\n", o.rate, o.duration, o.shards)
+	for i, r := range runs {
+		fmt.Fprintf(out, "  %-46s %s, %.2f reads/s per shard\n", r.name, lats[i].summary(), reads[i])
 	}
 	return nil
 }
@@ -169,19 +240,46 @@ func produce(ctx context.Context, env *localaws.Env, name string, rate int, d ti
 	return nil
 }
 
-// weirLatency runs weir with its defaults (leases on, TRIM_HORIZON) and
-// the given batch and poll intervals (0: the default) until ctx is done.
-func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInterval, poll time.Duration, lat *latencies, logger *slog.Logger) error {
+// weirTiming is weir's timing in a latency run; zero fields take their
+// defaults.
+type weirTiming struct {
+	batch, poll, minRead time.Duration
+}
+
+// lowLatency is README's low-latency configuration at one GetRecords call
+// every poll per shard: a read at the tip every poll (PollInterval), each
+// timed to end just before a batch is cut, and five batches per read, so
+// that a read that ends late, or a reader that wakes late and takes the
+// next batch's slot, costs a fifth of a poll. MinReadInterval keeps its
+// default (200ms, the shard's 5 reads/s), below poll: the slack lets a read
+// that started late keep its phase.
+func lowLatency(poll time.Duration) weirTiming {
+	return weirTiming{batch: poll / 5, poll: poll}
+}
+
+// weirLatency runs weir as application app (its own lease table), with
+// its defaults (leases on, TRIM_HORIZON) and the given timing, until ctx
+// is done.
+func weirLatency(ctx context.Context, env *localaws.Env, name, app string, t weirTiming, lat *latencies, logger *slog.Logger) error {
 	awsCfg := env.AWSConfig()
 	src, err := kinesis.New(kinesis.Config{
-		Stream: name, App: name, InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint, Logger: logger,
-		PollInterval: poll,
-		Leases:       &leasetable.Config{Endpoint: env.DynamoDBEndpoint},
+		Stream: name, App: app, InitialPosition: kinesis.TrimHorizon, AWS: &awsCfg, Endpoint: env.KinesisEndpoint, Logger: logger,
+		PollInterval: t.poll, MinReadInterval: t.minRead,
+		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint},
 	})
 	if err != nil {
 		return err
 	}
-	sc, err := stream.NewPipeline(stream.Config{BatchInterval: batchInterval, Logger: logger})
+	lat.countReads(func() int64 {
+		var n int64
+		for _, sh := range src.Stats().Shards {
+			for _, c := range sh.GetRecordsLatency {
+				n += c
+			}
+		}
+		return n
+	})
+	sc, err := stream.NewPipeline(stream.Config{BatchInterval: t.batch, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -196,10 +294,12 @@ func weirLatency(ctx context.Context, env *localaws.Env, name string, batchInter
 }
 
 // plainLatency reads every shard with a GetRecords loop that calls every
-// poll (200ms: Kinesis's 5 reads/s per shard), as harlow/kinesis-consumer
-// does with its PollInterval, until ctx is done.
+// poll, as harlow/kinesis-consumer does on the ticker of its scan
+// interval, until ctx is done.
 func plainLatency(ctx context.Context, env *localaws.Env, name string, poll time.Duration, lat *latencies) error {
 	client := env.Kinesis()
+	var reads atomic.Int64
+	lat.countReads(reads.Load)
 	shards, err := client.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(name)})
 	if err != nil {
 		return err
@@ -213,8 +313,10 @@ func plainLatency(ctx context.Context, env *localaws.Env, name string, poll time
 			if err != nil {
 				return err
 			}
+			tick := time.NewTicker(poll)
+			defer tick.Stop()
 			for iter := it.ShardIterator; iter != nil; {
-				start := time.Now()
+				reads.Add(1)
 				out, err := client.GetRecords(gctx, &awskinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
 				if err != nil {
 					return nil // stopped
@@ -226,7 +328,7 @@ func plainLatency(ctx context.Context, env *localaws.Env, name string, poll time
 				select {
 				case <-gctx.Done():
 					return nil
-				case <-time.After(poll - time.Since(start)):
+				case <-tick.C:
 				}
 			}
 			return nil

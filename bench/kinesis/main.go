@@ -25,11 +25,14 @@
 // shard loops, weir in a ForEachPartition).
 //
 // Latency: a producer puts -rate records/s for -duration; each record
-// carries its put time, and the output takes the difference. weir runs
-// with its defaults (1s batches), with -batch batches, and with -batch
-// batches and a -poll PollInterval (the low-latency configuration); the
-// plain loop reads every -poll, as harlow/kinesis-consumer does with that
-// PollInterval: the same GetRecords rate. p50, p99 and max are reported.
+// carries its put time, and the output takes the difference. Four
+// consumers read the stream at once: weir with its defaults (1s batches);
+// weir in README's low-latency configuration (-poll PollInterval, -poll/5
+// batches); a model of harlow/kinesis-consumer reading every -poll on a
+// ticker (its default scan interval is 250ms: run with -poll 250ms), the
+// same GetRecords rate; and a plain loop reading every 200ms, the most a
+// shard's 5 reads/s allow. p50, p99, max and each one's GetRecords calls
+// per second per shard are reported.
 //
 // Memory: the records are read by weir whose output sustains a tenth of the
 // rate at which the plain loop read them, for -duration, with the default
@@ -82,8 +85,8 @@ func main() {
 	flag.IntVar(&o.size, "size", 100, "record size in bytes")
 	flag.IntVar(&o.shards, "shards", 4, "number of shards")
 	flag.IntVar(&o.runs, "runs", 5, "runs of each consumer (alternated); medians are reported")
-	flag.DurationVar(&o.batch, "batch", 200*time.Millisecond, "weir's batch interval (throughput; and latency's second weir run)")
-	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read (latency: between reads, and weir's PollInterval in its low-latency run)")
+	flag.DurationVar(&o.batch, "batch", 200*time.Millisecond, "weir's batch interval (throughput, memory)")
+	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the plain loop's wait after an empty read (latency: the harlow model's read interval, and weir's PollInterval in its low-latency run)")
 	flag.IntVar(&o.rate, "rate", 100, "records/s put during the latency run")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of a latency or memory run")
 	flag.StringVar(&o.endpoint, "endpoint", "", "use this Kinesis endpoint (loopback) instead of starting kinesalite")

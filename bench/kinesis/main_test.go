@@ -54,19 +54,24 @@ func TestRunMemory(t *testing.T) {
 	}
 }
 
-// TestRunLatency runs the latency mode briefly. It takes over 20s, so it
+// TestRunLatency runs the latency mode briefly: the four consumers, reading
+// at once, report their latencies and read rates. It takes over 10s, so it
 // runs only with WEIR_BENCH_LATENCY_TEST=1.
 func TestRunLatency(t *testing.T) {
 	if os.Getenv("WEIR_BENCH_LATENCY_TEST") != "1" {
-		t.Skip("takes over 20s: set WEIR_BENCH_LATENCY_TEST=1 to run it")
+		t.Skip("takes over 10s: set WEIR_BENCH_LATENCY_TEST=1 to run it")
 	}
 	var out bytes.Buffer
-	o := options{mode: "latency", records: 1, size: 1, shards: 1, runs: 1, batch: 100 * time.Millisecond, rate: 50, duration: 4 * time.Second}
+	o := options{mode: "latency", records: 1, size: 1, shards: 1, runs: 1, poll: 250 * time.Millisecond, rate: 50, duration: 4 * time.Second}
 	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
-	if got := len(regexp.MustCompile(`p50 \S+  p99 \S+  max \S+  \(\d+ records\)`).FindAll(out.Bytes(), -1)); got != 3 {
-		t.Errorf("%d latency lines in output, want 3:\n%s", got, out.String())
+	if got := len(regexp.MustCompile(`p50 \S+  p99 \S+  max \S+  \(\d+ records\), \d+\.\d+ reads/s per shard`).FindAll(out.Bytes(), -1)); got != 4 {
+		t.Errorf("%d latency lines in output, want 4:\n%s", got, out.String())
+	}
+	o.poll = 100 * time.Millisecond
+	if err := run(t.Context(), o, new(bytes.Buffer)); err == nil {
+		t.Error("latency run with -poll 100ms = nil, want an error (more than 5 reads/s per shard)")
 	}
 }
 

@@ -153,7 +153,11 @@ type Config struct {
 	// divides it), the next call is timed to end just before the block
 	// seal that precedes a batch cut: up to half of this wait sooner, or
 	// once, to get in phase, up to this wait later; never closer than
-	// MinReadInterval. Default 500ms: an idle shard then uses 2 of the 5
+	// MinReadInterval. A batch interval that divides this wait, with
+	// MinReadInterval below it, gives one read per PollInterval exactly,
+	// each in phase (README, "Low latency"); otherwise reads come at the
+	// seals that fit the wait, more often (100ms batches and a 250ms poll:
+	// a read every 200ms). Default 500ms: an idle shard then uses 2 of the 5
 	// GetRecords calls per second Kinesis allows each shard, shared by
 	// every consumer of the stream, and leaves the rest to the others.
 	PollInterval time.Duration

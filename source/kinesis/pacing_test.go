@@ -170,27 +170,7 @@ func TestReadPacing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &pacedClient{script: tt.script, done: make(chan struct{})}
-				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead, ShardSyncInterval: time.Hour})
-				if err != nil {
-					t.Fatal(err)
-				}
-				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-				}
-				errc := make(chan error, 1)
-				// No byte budget: this push never completes its blocks, and
-				// the budget (tested on its own) would shrink the pages.
-				go func() {
-					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BlockInterval: 10 * ms, MaxBufferedBytes: -1})
-				}()
-				<-c.done
-				if err := r.Stop(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatalf("Start: %v", err)
-				}
+				r := runPaced(t, c, Config{PollInterval: tt.poll, MinReadInterval: tt.minRead, RecordsPerRead: tt.perRead}, 0, 10*ms)
 				if diff := cmp.Diff(tt.wantGaps, c.gaps()); diff != "" {
 					t.Errorf("time between GetRecords calls (-want +got):\n%s", diff)
 				}
@@ -233,6 +213,23 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 			wantStarts: []time.Duration{260 * ms, 460 * ms, 660 * ms, 860 * ms},
 		},
 		{
+			// README's low-latency configuration at harlow/kinesis-consumer's
+			// rate (a read every 250ms): lead 5ms + 2*10ms + 5ms -> 30ms,
+			// slots at 20ms in every 50ms, the first at 270ms (within a
+			// step of the 250ms wait after the read at 0-10ms). A read
+			// every 250ms exactly (4 per second, as asked), each at a slot:
+			// the batch interval divides PollInterval, and MinReadInterval
+			// (200ms) below it leaves the slack a late read needs to keep
+			// its phase.
+			name: "low latency, 50ms batches, 250ms poll", poll: 250 * ms, batchIv: 50 * ms, blockIv: 50 * ms,
+			wantStarts: []time.Duration{270 * ms, 520 * ms, 770 * ms, 1020 * ms, 1270 * ms, 1520 * ms},
+		},
+		{
+			// Two batches per read: the same, at 85ms in every 125ms.
+			name: "125ms batches, 250ms poll", poll: 250 * ms, batchIv: 125 * ms, blockIv: 125 * ms,
+			wantStarts: []time.Duration{210 * ms, 460 * ms, 710 * ms, 960 * ms, 1210 * ms, 1460 * ms},
+		},
+		{
 			// 200ms batches with the default 500ms poll: lead 20ms + 2*10ms
 			// + 5ms -> 50ms, slots at 150ms in every 200ms, the latest
 			// within the 500ms wait.
@@ -249,41 +246,120 @@ func TestReadPacingAlignedToBatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				begin := time.Now() // synctest's clock starts on a whole second
 				script := make([]read, len(tt.wantStarts)+1)
 				for i := range script {
 					script[i] = read{records: 1, latency: 10 * ms}
 				}
-				c := &pacedClient{script: script, done: make(chan struct{})}
-				r, err := New(Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, Client: c,
-					PollInterval: tt.poll, ShardSyncInterval: time.Hour})
-				if err != nil {
-					t.Fatal(err)
-				}
-				push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
-					return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
-				}
-				errc := make(chan error, 1)
-				go func() {
-					errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: tt.batchIv, BlockInterval: tt.blockIv, MaxBufferedBytes: -1})
-				}()
-				<-c.done
-				if err := r.Stop(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatalf("Start: %v", err)
-				}
-				c.mu.Lock()
-				var got []time.Duration
-				for _, s := range c.starts[1:] {
-					got = append(got, s.Sub(begin))
-				}
-				c.mu.Unlock()
+				got, _ := alignedReads(t, script, tt.poll, tt.batchIv, tt.blockIv)
 				if diff := cmp.Diff(tt.wantStarts, got); diff != "" {
 					t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
 				}
 			})
 		})
 	}
+}
+
+// runPaced runs a receiver of cfg (its stream, client and shard sync set
+// here) reading c's one shard, with the driver's batch and block
+// intervals, until c's script ends, and stops it. Its push stores
+// nothing, and there is no byte budget: this push never completes its
+// blocks, and the budget (tested on its own) would shrink the pages. Call
+// it in a synctest bubble.
+func runPaced(t *testing.T, c *pacedClient, cfg Config, batchIv, blockIv time.Duration) *Receiver {
+	t.Helper()
+	cfg.Stream, cfg.App, cfg.InitialPosition, cfg.Client, cfg.ShardSyncInterval = "s", "a", TrimHorizon, c, time.Hour
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(_ context.Context, b source.Block[Record]) (batch.BlockInfo, error) {
+		return batch.BlockInfo{Ranges: b.Ranges, Count: len(b.Records)}, nil
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(t.Context(), source.Runtime[Record]{Push: push, BatchInterval: batchIv, BlockInterval: blockIv, MaxBufferedBytes: -1})
+	}()
+	<-c.done
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return r
+}
+
+// alignedReads runs a reader of one shard answered by script, with the
+// given PollInterval and the driver's batch and block intervals, in
+// synctest's virtual time (the caller's bubble), until the script ends.
+// It returns when each call but the first started, since the start of the
+// bubble (on a whole second), and the time between consecutive calls.
+func alignedReads(t *testing.T, script []read, poll, batchIv, blockIv time.Duration) (starts, gaps []time.Duration) {
+	t.Helper()
+	begin := time.Now()
+	c := &pacedClient{script: script, done: make(chan struct{})}
+	runPaced(t, c, Config{PollInterval: poll}, batchIv, blockIv)
+	c.mu.Lock()
+	for _, s := range c.starts[1:] {
+		starts = append(starts, s.Sub(begin))
+	}
+	c.mu.Unlock()
+	return starts, c.gaps()
+}
+
+// TestReadPacingAfterASlowCall checks, in virtual time, that one slow
+// GetRecords call (or a stall of a busy machine) does not move a reader at
+// the tip out of phase with its batches: the reads after it stay a
+// PollInterval apart, each still starting just before a batch time, the
+// lead one leadStep longer than before. Before, the call counted whole in
+// the reader's moving lateness (a quarter of 400ms), the lead grew by
+// 200ms, past a batch interval, and the reads after it came 270-300ms
+// apart, off their slots, ending up to a batch interval before their
+// batch was cut.
+func TestReadPacingAfterASlowCall(t *testing.T) {
+	ms := time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		script := make([]read, 9)
+		for i := range script {
+			script[i] = read{records: 1, latency: 10 * ms}
+		}
+		script[3].latency = 400 * ms
+		got, _ := alignedReads(t, script, 250*ms, 125*ms, 125*ms)
+		want := []time.Duration{210 * ms, 460 * ms, 710 * ms, 1325 * ms, 1575 * ms, 1825 * ms, 2075 * ms, 2325 * ms}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestReadPacingKeepsRateAsLeadShrinks checks, in virtual time, that a
+// reader at the tip reads no more often than PollInterval when its calls
+// get faster and the lead of its reads shrinks a step: the slot it aims at
+// moves a step later than PollInterval after the call, and it waits that
+// step. Before, it took the slot a batch earlier (50ms batches and a 250ms
+// poll: a read 210ms after the one before), more reads than PollInterval
+// allows, each time the lead shrank.
+func TestReadPacingKeepsRateAsLeadShrinks(t *testing.T) {
+	ms := time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		script := make([]read, 12)
+		for i := range script {
+			script[i] = read{records: 1, latency: ms}
+		}
+		for i := range 3 {
+			script[i].latency = 30 * ms // the lead grows to 70ms, then shrinks as calls take 1ms
+		}
+		got, gaps := alignedReads(t, script, 250*ms, 50*ms, 50*ms)
+		// Lead 70ms after 30ms calls: slots at 30ms in every 50ms; then a
+		// step later at each step the lead shrinks.
+		want := []time.Duration{280 * ms, 530 * ms, 780 * ms, 1040 * ms, 1300 * ms, 1560 * ms, 1810 * ms, 2070 * ms, 2320 * ms, 2580 * ms, 2830 * ms}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GetRecords call starts (-want +got):\n%s", diff)
+		}
+		for i, g := range gaps {
+			if g < 250*ms {
+				t.Errorf("call %d started %v after the one before, want >= PollInterval (250ms)", i+1, g)
+			}
+		}
+	})
 }

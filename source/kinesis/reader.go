@@ -149,8 +149,8 @@ const (
 )
 
 // alignedWait returns the wait from now until the latest read slot
-// between now+lo and now+hi, or if there is none the first slot after
-// now+hi (a reader gets in phase once); or hi if the driver did not say
+// between now+lo and now+hi (or up to leadStep after it), or if there is
+// none the first slot after that (a reader gets in phase once); or hi if the driver did not say
 // its batch interval or the block interval does not divide it. A reader
 // at the tip of its shard reads at a slot so that what it reads is in the
 // block sealed just before a batch is cut, not left for the next batch:
@@ -172,7 +172,11 @@ func (rn *run) alignedWait(now time.Time, lo, hi, late time.Duration) time.Durat
 	margin := max(minReadMargin, iv/40)
 	lead := ceilDiv((sealtime.Lead(biv)+2*late+margin).Nanoseconds(), leadStep.Nanoseconds()) * leadStep.Nanoseconds()
 	ivn, at := iv.Nanoseconds(), now.UnixNano()
-	latest := at + hi.Nanoseconds()
+	// A slot up to leadStep after hi counts as within it: when the lead
+	// shrinks a step, the slot a wait of hi aimed at moves that much later,
+	// and the slot before it may be as little as MinReadInterval away, more
+	// reads than PollInterval allows.
+	latest := at + hi.Nanoseconds() + leadStep.Nanoseconds()
 	b := ceilDiv(latest+lead, ivn) * ivn // the first batch time with a slot at or after latest: b - lead
 	var slot int64
 	if k := ceilDiv(b-lead-latest, step); k*step < ivn {
@@ -195,11 +199,16 @@ func (rn *run) alignedWait(now time.Time, lo, hi, late time.Duration) time.Durat
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // movingAverage adds the sample d to the moving average avg (0: none yet),
-// weighing it a quarter.
+// weighing it a quarter. A sample over twice the average (plus leadStep)
+// counts as that much: one slow call or one stall of a busy machine would
+// otherwise move the reads it times far ahead of their batches, out of
+// phase, for many reads after it, while a lateness that lasts still raises
+// the average by a quarter or more at each read.
 func movingAverage(avg, d time.Duration) time.Duration {
 	if avg == 0 {
 		return d
 	}
+	d = min(d, 2*avg+leadStep)
 	return avg + (d-avg)/4
 }
 
