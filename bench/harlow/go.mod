@@ -3,13 +3,13 @@ module github.com/weirstream/weir/bench/harlow
 go 1.26
 
 require (
-	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
 	github.com/harlow/kinesis-consumer v0.3.6
 	github.com/weirstream/weir v0.0.0
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0 // indirect
