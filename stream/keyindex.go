@@ -10,7 +10,7 @@ import "math/bits"
 // takes a lookup, then an insert), the hash gives the key's bucket, and
 // the reduce side looks keys up with the hash their map task computed.
 type keyIndex struct {
-	slots []keySlot // a power of two of them, at most half full
+	slots []keySlot // a power of two of them, at most 3/4 full
 }
 
 // A table of 2^k slots puts a key of hash h in slot h mod 2^k or the
@@ -27,8 +27,12 @@ type keySlot struct {
 }
 
 // reset empties x, with room for at least n keys.
+//
+// At most 3/4 full, not half: the table of a batch's few thousand keys is
+// half the size then, to clear each batch and to keep in cache next to the
+// pairs it points into, for a probe or two more on a miss.
 func (x *keyIndex) reset(n int) {
-	size := 1 << bits.Len(uint(max(2*n, 8)-1)) // at most half full
+	size := 1 << bits.Len(uint(max(4*n/3+1, 8)-1)) // at most 3/4 full
 	if len(x.slots) >= size {
 		clear(x.slots)
 		return
@@ -37,17 +41,17 @@ func (x *keyIndex) reset(n int) {
 }
 
 // add puts the key at position pos, of hash h, in slot, as returned by
-// combined.find, and grows x if it is then more than half full: the keys' hashes
+// combined.find, and grows x if it is then more than 3/4 full: the keys' hashes
 // are in hashes, by position.
 func (x *keyIndex) add(h uint64, pos int32, slot int, hashes []uint64) {
 	x.slots[slot] = keySlot{tag: uint32(h >> 32), pos: pos + 1}
-	if n := int(pos) + 1; 2*n > len(x.slots) {
+	if n := int(pos) + 1; 4*n > 3*len(x.slots) {
 		x.fill(hashes[:n])
 	}
 }
 
 // fill makes x the index of the keys whose hashes are hashes, by
-// position, at most half full.
+// position, at most 3/4 full.
 func (x *keyIndex) fill(hashes []uint64) {
 	x.reset(len(hashes))
 	for p, h := range hashes {
