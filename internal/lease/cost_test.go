@@ -85,12 +85,18 @@ var kclCosts = struct {
 //
 //	go test -run '^$' -bench LeaseCost -benchtime 1x ./checkpoint/leasetable
 func BenchmarkLeaseCost(b *testing.B) {
+	shardCounts := []int{1, 100}
+	if testing.Short() {
+		// scripts/test runs every benchmark once with -short, so that none
+		// rots: a table of 100 shards costs a minute and a half there.
+		shardCounts = []int{1, 8}
+	}
 	for _, m := range costModes {
 		for _, load := range []bool{false, true} {
 			if load && m.name == "weir-every-lease" {
 				continue // the same checkpoints as weir's; only the renewals differ
 			}
-			for _, shards := range []int{1, 100} {
+			for _, shards := range shardCounts {
 				for _, workers := range []int{1, 2} {
 					state := "idle"
 					if load {
