@@ -1,0 +1,167 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// TestStateAfterFusedOperators runs UpdateStateByKey and MapWithState on
+// the records of several shards through Map, Filter and FlatMap, which
+// pass reused buffers to the states' map tasks, with Parallelism 4, and
+// checks every batch of both against one loop over the source's batch as
+// ForEachBatch sees it.
+func TestStateAfterFusedOperators(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = time.Second
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := memory.New[string](memory.Config{Shards: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := stream.From(p, src)
+		type pair = stream.Pair[string, string]
+		split := func(line string) []string { return strings.Fields(line) }
+		toPair := func(w string) pair { k, v, _ := strings.Cut(w, "="); return pair{Key: k, Value: v} }
+		keep := func(kv pair) bool { return kv.Value != "x" }
+		pairs := func() *stream.Stream[pair] {
+			return stream.Filter(stream.Map(stream.FlatMap(s, split), toPair), keep)
+		}
+		// UpdateStateByKey: the state is the values so far; "drop" drops
+		// it, and a key with no value in a batch keeps it.
+		update := func(_ string, vs []string, st string, _ bool) (string, bool) {
+			for _, v := range vs {
+				if v == "drop" {
+					return "", false
+				}
+				st += v
+			}
+			return st, true
+		}
+		// MapWithState: "rm" removes the state, another value appends.
+		f := func(k, v string, st *stream.State[string]) (string, bool) {
+			if v == "rm" {
+				st.Remove()
+			} else {
+				st.Update(st.Get() + v)
+			}
+			return k + ":" + st.Get(), true
+		}
+		var (
+			keys    []string // UpdateStateByKey's keys, in order
+			states  = map[string]string{}
+			mstates = map[string]string{}
+			wantUpd [][]pair
+			wantMap [][]string
+			gotUpd  [][]pair
+			gotMap  [][]string
+		)
+		stream.ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
+			var recs []pair
+			for line := range b.All() {
+				for _, w := range split(line) {
+					if kv := toPair(w); keep(kv) {
+						recs = append(recs, kv)
+					}
+				}
+			}
+			vals := map[string][]string{}
+			var news []string
+			var mapped []string
+			for _, kv := range recs {
+				if _, ok := vals[kv.Key]; !ok {
+					if _, held := states[kv.Key]; !held {
+						news = append(news, kv.Key)
+					}
+				}
+				vals[kv.Key] = append(vals[kv.Key], kv.Value)
+				st := mstates[kv.Key]
+				if kv.Value == "rm" {
+					delete(mstates, kv.Key)
+					st = ""
+				} else {
+					st += kv.Value
+					mstates[kv.Key] = st
+				}
+				mapped = append(mapped, kv.Key+":"+st)
+			}
+			var want []pair
+			kept := keys[:0:0]
+			for _, k := range keys {
+				if ns, ok := update(k, vals[k], states[k], true); ok {
+					states[k] = ns
+					kept = append(kept, k)
+					want = append(want, pair{Key: k, Value: ns})
+				} else {
+					delete(states, k)
+				}
+			}
+			keys = kept
+			for _, k := range news {
+				if ns, ok := update(k, vals[k], "", false); ok {
+					states[k] = ns
+					keys = append(keys, k)
+					want = append(want, pair{Key: k, Value: ns})
+				}
+			}
+			wantUpd, wantMap = append(wantUpd, want), append(wantMap, mapped)
+			return nil
+		})
+		stream.ForEachBatch(stream.UpdateStateByKey(pairs(), update), func(_ context.Context, b *batch.Batch[pair]) error {
+			gotUpd = append(gotUpd, b.Records())
+			return nil
+		})
+		mapped, _ := stream.MapWithState(pairs(), f)
+		stream.ForEachBatch(mapped, func(_ context.Context, b *batch.Batch[string]) error {
+			gotMap = append(gotMap, b.Records())
+			return nil
+		})
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		time.Sleep(iv / 2)
+		for b := range 8 {
+			for i := range 12 {
+				var line []string
+				for j := range 1 + (b*7+i*3)%9 {
+					k := fmt.Sprintf("k%d", (b*5+i*11+j*13)%17)
+					v := []string{"a", "b", "x", "rm", "drop", "c"}[(b+i+j*j)%6]
+					line = append(line, k+"="+v)
+				}
+				if err := src.Push(strings.Join(line, " ")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(iv)
+		}
+		p.Drain(context.Background())
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range wantMap {
+			n += len(m)
+		}
+		if n < 100 {
+			t.Fatalf("%d records in %d batches: the test feeds too few", n, len(wantMap))
+		}
+		if diff := cmp.Diff(wantUpd, gotUpd, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("UpdateStateByKey batches (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantMap, gotMap, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("MapWithState batches (-want +got):\n%s", diff)
+		}
+	})
+}
