@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -164,4 +165,100 @@ func TestStateAfterFusedOperators(t *testing.T) {
 			t.Errorf("MapWithState batches (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestStatePanicsFailTheBatch checks that a panic in a function that runs
+// in the map tasks of UpdateStateByKey and MapWithState (a Map before
+// them), or in their own function, fails the batch with a *BatchError
+// holding the panic, with several partitions run in parallel, and an
+// output with Quarantine: a state operator's failure is not pinned to
+// records, so nothing is quarantined.
+func TestStatePanicsFailTheBatch(t *testing.T) {
+	type pair = stream.Pair[string, int]
+	boom := func(where string) func(w string) {
+		return func(w string) {
+			if w == "boom" {
+				panic(where)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		build func(s *stream.Stream[string], dead stream.DeadLetters)
+	}{{
+		name: "Map before UpdateStateByKey",
+		build: func(s *stream.Stream[string], dead stream.DeadLetters) {
+			pairs := stream.Map(s, func(w string) pair { boom("map")(w); return pair{Key: w, Value: 1} })
+			stream.ForEach(stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) { return st + len(vs), true }),
+				func(context.Context, pair) error { return nil }, stream.Retry(0), stream.Quarantine(dead))
+		},
+	}, {
+		name: "UpdateStateByKey",
+		build: func(s *stream.Stream[string], dead stream.DeadLetters) {
+			pairs := stream.Map(s, func(w string) pair { return pair{Key: w, Value: 1} })
+			stream.ForEach(stream.UpdateStateByKey(pairs, func(k string, vs []int, st int, _ bool) (int, bool) {
+				boom("update")(k)
+				return st + len(vs), true
+			}), func(context.Context, pair) error { return nil }, stream.Retry(0), stream.Quarantine(dead))
+		},
+	}, {
+		name: "Map before MapWithState",
+		build: func(s *stream.Stream[string], dead stream.DeadLetters) {
+			pairs := stream.Map(s, func(w string) pair { boom("map")(w); return pair{Key: w, Value: 1} })
+			mapped, _ := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (int, bool) { return v, true })
+			stream.ForEach(mapped, func(context.Context, int) error { return nil }, stream.Retry(0), stream.Quarantine(dead))
+		},
+	}, {
+		name: "MapWithState",
+		build: func(s *stream.Stream[string], dead stream.DeadLetters) {
+			pairs := stream.Map(s, func(w string) pair { return pair{Key: w, Value: 1} })
+			mapped, _ := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (int, bool) {
+				boom("f")(k)
+				return v, true
+			})
+			stream.ForEach(mapped, func(context.Context, int) error { return nil }, stream.Retry(0), stream.Quarantine(dead))
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const iv = time.Second
+				p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := memory.New[string](memory.Config{Shards: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dead := &deadList{}
+				tc.build(stream.From(p, src), dead)
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				time.Sleep(iv / 2)
+				for _, recs := range [][]string{{"a", "b"}, {"c"}, {"d", "boom", "e"}, {"f"}} {
+					if err := src.Push(recs...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(2 * iv)
+				p.Drain(context.Background())
+				err = <-errc
+				var be *stream.BatchError
+				if !errors.As(err, &be) || be.Panic == nil {
+					t.Fatalf("Run = %v, want a *BatchError holding the panic", err)
+				}
+				if len(dead.letters) != 0 {
+					t.Errorf("%d records quarantined, want none: %+v", len(dead.letters), dead.letters)
+				}
+			})
+		})
+	}
+}
+
+// deadList keeps the letters quarantined.
+type deadList struct{ letters []stream.DeadLetter }
+
+func (d *deadList) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
+	d.letters = append(d.letters, letters...)
+	return nil
 }
