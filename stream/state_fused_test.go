@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
@@ -261,4 +262,71 @@ type deadList struct{ letters []stream.DeadLetter }
 func (d *deadList) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
 	d.letters = append(d.letters, letters...)
 	return nil
+}
+
+// TestStatePanicInReplay checks that a panic in UpdateStateByKey's or
+// MapWithState's function while a restarted pipeline replays the batches
+// after its last state snapshot fails the Run with a *BatchError holding
+// the panic, as in a batch run for the first time, and does not crash the
+// process: the function may have changed since the batch first ran.
+func TestStatePanicInReplay(t *testing.T) {
+	type pair = stream.Pair[string, int]
+	for _, op := range []string{"UpdateStateByKey", "MapWithState"} {
+		t.Run(op, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const iv = time.Second
+				d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
+				pipeline := func(panics bool) (*stream.Pipeline, *replay) {
+					p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, StateSnapshotInterval: time.Hour, Parallelism: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					src := newReplay(t, d)
+					pairs := stream.Map(stream.From(p, src), func(w string) pair { return pair{Key: w, Value: 1} })
+					check := func() {
+						if panics {
+							panic("changed function")
+						}
+					}
+					if op == "UpdateStateByKey" {
+						stream.ForEachBatch(stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) {
+							check()
+							return st + len(vs), true
+						}), func(context.Context, *batch.Batch[pair]) error { return nil })
+					} else {
+						mapped, _ := stream.MapWithState(pairs, func(_ string, v int, st *stream.State[int]) (int, bool) {
+							check()
+							st.Update(st.Get() + v)
+							return v, true
+						})
+						stream.ForEachBatch(mapped, func(context.Context, *batch.Batch[int]) error { return nil })
+					}
+					return p, src
+				}
+				p1, src1 := pipeline(false)
+				errc := make(chan error, 1)
+				go func() { errc <- p1.Run(t.Context()) }()
+				time.Sleep(iv / 2)
+				src1.produce("a", "b")
+				time.Sleep(3 * iv)
+				p1.Stop()
+				if err := <-errc; err != nil {
+					t.Fatalf("first Run: %v", err)
+				}
+				st, err := recoverylog.Recover(d.log.Entries())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Replay) == 0 {
+					t.Fatalf("nothing to replay after the snapshot at %v: the test does not test", st.Snapshot)
+				}
+				p2, _ := pipeline(true)
+				err = p2.Run(t.Context())
+				var be *stream.BatchError
+				if !errors.As(err, &be) || be.Panic == nil {
+					t.Fatalf("Run replaying with a panicking function = %v, want a *BatchError holding the panic", err)
+				}
+			})
+		})
+	}
 }
