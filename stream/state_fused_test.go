@@ -18,6 +18,21 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
+// shardedPipeline returns a Pipeline with batches of iv, Parallelism 4, and
+// a memory source of shards shards.
+func shardedPipeline(t *testing.T, iv time.Duration, shards int) (*stream.Pipeline, *memory.Source[string]) {
+	t.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := memory.New[string](memory.Config{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, src
+}
+
 // TestStateAfterFusedOperators runs UpdateStateByKey and MapWithState on
 // the records of several shards through Map, Filter and FlatMap, which
 // pass reused buffers to the states' map tasks, with Parallelism 4, and
@@ -26,14 +41,7 @@ import (
 func TestStateAfterFusedOperators(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const iv = time.Second
-		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := memory.New[string](memory.Config{Shards: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, src := shardedPipeline(t, iv, 5)
 		s := stream.From(p, src)
 		type pair = stream.Pair[string, string]
 		split := func(line string) []string { return strings.Fields(line) }
@@ -223,14 +231,7 @@ func TestStatePanicsFailTheBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const iv = time.Second
-				p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4})
-				if err != nil {
-					t.Fatal(err)
-				}
-				src, err := memory.New[string](memory.Config{Shards: 4})
-				if err != nil {
-					t.Fatal(err)
-				}
+				p, src := shardedPipeline(t, iv, 4)
 				dead := &deadList{}
 				tc.build(stream.From(p, src), dead)
 				errc := make(chan error, 1)
@@ -243,7 +244,7 @@ func TestStatePanicsFailTheBatch(t *testing.T) {
 				}
 				time.Sleep(2 * iv)
 				p.Drain(context.Background())
-				err = <-errc
+				err := <-errc
 				var be *stream.BatchError
 				if !errors.As(err, &be) || be.Panic == nil {
 					t.Fatalf("Run = %v, want a *BatchError holding the panic", err)
