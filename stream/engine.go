@@ -514,11 +514,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	err := e.process(ctx, j, info.Outputs)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
-		be := &BatchError{Time: j.time, Err: err}
-		if pe, ok := errors.AsType[*panicError](err); ok {
-			be.Panic, be.Stack = pe.value, pe.stack
-		}
-		err = be
+		err = batchError(j.time, err)
 	}
 	info.Err = err
 	info.Unbatched = e.unbatched()
@@ -532,6 +528,16 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		return err // a skipped batch is not in the log: no snapshot after it
 	}
 	return e.afterBatch(ctx, j.time)
+}
+
+// batchError returns the *BatchError of batch t that failed with err,
+// with the panic err holds, if any.
+func batchError(t batch.Time, err error) *BatchError {
+	be := &BatchError{Time: t, Err: err}
+	if pe, ok := errors.AsType[*panicError](err); ok {
+		be.Panic, be.Stack = pe.value, pe.stack
+	}
+	return be
 }
 
 // logEmpty logs the empty batch j of a stateful pipeline before its

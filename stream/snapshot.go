@@ -250,12 +250,13 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 
 // replay recomputes the replayed batch j for its state only: the stateful
 // operators see it as in the run that completed it, its outputs do not run
-// again and nothing is logged.
+// again and nothing is logged. A panic in a state's function fails it as
+// it fails a batch run for the first time (see process).
 func (e *engine) replay(ctx context.Context, j *job) error {
 	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes)}
 	for _, n := range e.ticks {
-		if err := n.tick(r); err != nil {
-			return &BatchError{Time: j.time, Err: fmt.Errorf("replaying the completed batch to rebuild the state: %v: %w", n, err)}
+		if err := safely(func() error { return n.tick(r) }); err != nil {
+			return batchError(j.time, fmt.Errorf("replaying the completed batch to rebuild the state: %v: %w", n, err))
 		}
 	}
 	return nil

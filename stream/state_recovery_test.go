@@ -67,8 +67,11 @@ func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
 // a timeout, windowed sums with and without an inverse, and a Window.
 func statePipeline(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error) (*stream.Pipeline, *replay) {
 	t.Helper()
-	return statePipelineOf(t, d, seen, hook, stateOpts{keepCounts: true, timeout: stateTimeout})
+	return statePipelineOf(t, d, seen, hook, defaultStateOpts)
 }
+
+// defaultStateOpts are statePipeline's.
+var defaultStateOpts = stateOpts{keepCounts: true, timeout: stateTimeout}
 
 // stateOpts vary the state test pipeline.
 type stateOpts struct {
@@ -80,13 +83,21 @@ type stateOpts struct {
 	// MapWithState with keys is quiet until one times out.
 	noSnaps bool
 	timeout time.Duration // MapWithState's
+	// unshared: each stateful operator reads pairs of its own Map, fused
+	// with its map tasks (see parted.transient), with Parallelism 4.
+	unshared bool
 }
 
 // statePipelineOf is statePipeline varied by o.
 func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx context.Context, b *batch.Batch[string]) error, o stateOpts) (*stream.Pipeline, *replay) {
 	t.Helper()
 	keepCounts := o.keepCounts
+	par := 0
+	if o.unshared {
+		par = 4
+	}
 	p, err := stream.NewPipeline(stream.Config{
+		Parallelism:           par,
 		BatchInterval:         time.Second,
 		Recovery:              d.log,
 		CompactEvery:          3,
@@ -111,8 +122,14 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 		}
 		return nil
 	}, stream.Named("records"))
-	pairs := stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: stateKey(r), Value: 1} })
-	counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) {
+	var shared *stream.Stream[stream.Pair[string, int]]
+	pairs := func() *stream.Stream[stream.Pair[string, int]] {
+		if shared == nil || o.unshared {
+			shared = stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: stateKey(r), Value: 1} })
+		}
+		return shared
+	}
+	counts := stream.UpdateStateByKey(pairs(), func(_ string, vs []int, st int, _ bool) (int, bool) {
 		return st + len(vs), keepCounts || len(vs) > 0
 	})
 	put := func(m map[batch.Time]map[string]int) func(context.Context, *batch.Batch[stream.Pair[string, int]]) error {
@@ -124,7 +141,7 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 		}
 	}
 	stream.ForEachBatch(counts, put(seen.counts), stream.Named("counts"))
-	timedOut, snaps := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (string, bool) {
+	timedOut, snaps := stream.MapWithState(pairs(), func(k string, v int, st *stream.State[int]) (string, bool) {
 		if st.IsTimingOut() {
 			return k, true
 		}
@@ -142,8 +159,8 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 	}, stream.Named("timeouts"))
 	sum := func(a, b int) int { return a + b }
 	sub := func(a, b int) int { return a - b }
-	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs, sum, sub, 3*time.Second, time.Second), put(seen.window), stream.Named("window"))
-	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs, sum, nil, 4*time.Second, 2*time.Second), put(seen.windowN), stream.Named("windowN"))
+	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs(), sum, sub, 3*time.Second, time.Second), put(seen.window), stream.Named("window"))
+	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs(), sum, nil, 4*time.Second, 2*time.Second), put(seen.windowN), stream.Named("windowN"))
 	stream.ForEachBatch(stream.Window(s, 2*time.Second, time.Second), func(_ context.Context, b *batch.Batch[string]) error {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
@@ -245,19 +262,33 @@ func TestStateRecovery(t *testing.T) {
 				name += ", then during the replay"
 			}
 			t.Run(name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { testStateRecovery(t, tc, crashReplay) })
+				synctest.Test(t, func(t *testing.T) { testStateRecovery(t, tc, crashReplay, defaultStateOpts) })
 			})
 		}
 	}
 }
 
-func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
+// TestStateRecoveryUnshared is TestStateRecovery with each stateful
+// operator reading records of its own Map, whose chain runs fused with
+// the operator's map tasks, in parallel in a run and in one goroutine in
+// the replay after a restart.
+func TestStateRecoveryUnshared(t *testing.T) {
+	o := defaultStateOpts
+	o.unshared = true
+	for _, tc := range stateCrashes() {
+		t.Run(tc.name+", then during the replay", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testStateRecovery(t, tc, true, o) })
+		})
+	}
+}
+
+func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool, o stateOpts) {
 	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 	seen := newStateSeen()
 
 	var p1 *stream.Pipeline
 	hook := tc.setup(d, func() { p1.Stop() })
-	p1, src1 := statePipeline(t, d, seen, hook)
+	p1, src1 := statePipelineOf(t, d, seen, hook, o)
 	errc := make(chan error, 1)
 	go func() { errc <- p1.Run(t.Context()) }()
 	time.Sleep(300 * time.Millisecond)
@@ -281,7 +312,7 @@ func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
 		// The second run is stopped inside its first recompute: during the
 		// replay of the batches after the snapshot, or of the pending ones.
 		var p2 *stream.Pipeline
-		p2, src2 := statePipeline(t, d, seen, nil)
+		p2, src2 := statePipelineOf(t, d, seen, nil, o)
 		src2.onRecompute = func() { p2.Stop() }
 		errc := make(chan error, 1)
 		go func() { errc <- p2.Run(t.Context()) }()
@@ -300,7 +331,7 @@ func testStateRecovery(t *testing.T, tc stateCrash, crashReplay bool) {
 		}
 	}
 
-	p3, src3 := statePipeline(t, d, seen, nil)
+	p3, src3 := statePipelineOf(t, d, seen, nil, o)
 	errc = make(chan error, 1)
 	go func() { errc <- p3.Run(t.Context()) }()
 	for range 5 {
