@@ -19,10 +19,14 @@ import (
 // the pipeline, because continuing would break the guarantees.
 type metaLog interface {
 	// blockStored records a block before the push that stored it returns, so
-	// a receiver may treat the block's sequence numbers as stored.
-	blockStored(ctx context.Context, info batch.BlockInfo) error
+	// a receiver may treat the block's sequence numbers as stored, and, if
+	// t is not 0, that the block is in the batch at t (see batchTags).
+	blockStored(ctx context.Context, info batch.BlockInfo, t batch.Time) error
 	// batchAllocated records the blocks of a batch before any output runs.
-	batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error
+	// If logged, every one of them was recorded in the batch by
+	// blockStored: nothing is recorded, but an error is returned if a
+	// record failed, which may have left one of them in the log.
+	batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error
 	// batchCompleted records that every output of batch t succeeded, before
 	// receivers are told their blocks are completed.
 	batchCompleted(ctx context.Context, t batch.Time) error
@@ -40,9 +44,9 @@ type metaLog interface {
 // nothing.
 type noLog struct{}
 
-func (noLog) blockStored(context.Context, batch.BlockInfo) error { return nil }
+func (noLog) blockStored(context.Context, batch.BlockInfo, batch.Time) error { return nil }
 
-func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo) error { return nil }
+func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo, bool) error { return nil }
 
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
 
@@ -77,17 +81,21 @@ type recoveryLog struct {
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
-	l.mu.Lock()
-	broken := l.broken
-	l.mu.Unlock()
-	if broken != nil {
-		return broken
+	if err := l.usable(); err != nil {
+		return err
 	}
 	if err := l.log.Append(ctx, entries...); err != nil {
 		l.failed(fmt.Errorf("recovery log: append %v: %w", entries[0], err))
 		return err
 	}
 	return nil
+}
+
+// usable returns the error that broke the log, or nil.
+func (l *recoveryLog) usable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken
 }
 
 // failed latches err and reports it through fail, once.
@@ -103,11 +111,18 @@ func (l *recoveryLog) failed(err error) {
 	}
 }
 
-func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) error {
-	return l.append(ctx, recoverylog.BlockStored(info))
+func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo, t batch.Time) error {
+	return l.append(ctx, recoverylog.BlockStoredIn(info, t))
 }
 
-func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
+// batchAllocated appends the allocation unless the blocks' entries made it.
+// A failed append of one of those (latched, see append) may have left the
+// block in the log, in the batch, although it is not in blocks: the batch
+// must not run, since a restart would run it with the block.
+func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error {
+	if logged {
+		return l.usable()
+	}
 	return l.append(ctx, recoverylog.BatchAllocated(t, blockIDs(blocks)...))
 }
 
@@ -123,7 +138,7 @@ func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) e
 // of the next reserveAhead.
 func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 	if t <= l.reserved {
-		return nil
+		return l.usable() // as batchAllocated's: no block may be logged in it
 	}
 	through := t.Add(reserveAhead)
 	if err := l.append(ctx, recoverylog.BatchesReserved(through)); err != nil {
@@ -163,5 +178,84 @@ func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 		// stops, and a restart recovers from what the log holds.
 		l.failed(fmt.Errorf("recovery log: compact after batch %v: %w", t, err))
 	}
+	return nil
+}
+
+// batchTags gives each pushed block the time of the batch it will be in,
+// which its log entry records (recoverylog.BlockStoredIn), so that a batch
+// of such blocks needs no allocation entry of its own: the log writes one
+// entry per block and one per batch (its completion), not two per batch.
+// The blocks pushed get the time of the next batch to cut; a cut moves them
+// on to the batch after it, then waits for the pushes of its own time
+// still logging, so that a batch holds exactly the blocks logged in it
+// (take). Before the batch timer starts, while the recovered batches
+// queue, blocks get no time, and their batch is allocated by an entry (as
+// are the unallocated blocks a log recovered). It is safe for concurrent
+// use.
+type batchTags struct {
+	mu      sync.Mutex
+	open    batch.Time         // the time pushes get now; 0 before start
+	pushing map[batch.Time]int // pushes under way, by their time
+	left    chan struct{}      // closed, and replaced, when a push ends
+}
+
+// start gives the blocks pushed from now on the time t, the first batch
+// the timer cuts.
+func (g *batchTags) start(t batch.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = t
+}
+
+// enter returns the time of the block a push is about to log, counted as
+// under way until leave.
+func (g *batchTags) enter() batch.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != 0 {
+		if g.pushing == nil {
+			g.pushing = make(map[batch.Time]int)
+		}
+		g.pushing[g.open]++
+	}
+	return g.open
+}
+
+// leave ends a push enter gave t, once its block is logged and waits for
+// a batch, or failed.
+func (g *batchTags) leave(t batch.Time) {
+	if t == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pushing[t]--; g.pushing[t] == 0 {
+		delete(g.pushing, t)
+	}
+	if g.left != nil {
+		close(g.left)
+		g.left = nil
+	}
+}
+
+// cut gives the blocks pushed from now on the time next, then waits until
+// no push given t is under way, or ctx is done.
+func (g *batchTags) cut(ctx context.Context, t, next batch.Time) error {
+	g.mu.Lock()
+	g.open = next
+	for g.pushing[t] > 0 {
+		if g.left == nil {
+			g.left = make(chan struct{})
+		}
+		left := g.left
+		g.mu.Unlock()
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
 	return nil
 }

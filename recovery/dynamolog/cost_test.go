@@ -3,11 +3,15 @@ package dynamolog_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
@@ -64,7 +68,48 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 		b.ReportMetric(total, "writes/worker-h")
 		b.ReportMetric(perHour["PutItem"], "puts/worker-h")
 		b.ReportMetric(perHour["BatchWriteItem"], "batchwrites/worker-h")
+		for _, k := range putKinds {
+			if perHour[k] > 0 {
+				b.ReportMetric(perHour[k], k+"/worker-h")
+			}
+		}
 	})
+}
+
+// putKinds are what the log's puts hold: an entry of a kind (its JSON
+// "kind"), or an item of the log's own (a claim, the base item a
+// compaction ends with).
+var putKinds = []string{"block", "alloc", "complete", "reserved", "snapshot", "shape", "summary", "finished", "claim", "base", "chunk"}
+
+// kindCounter is a dynamolog.Client that counts the puts by what they hold
+// (putKinds).
+type kindCounter struct {
+	dynamolog.Client
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *kindCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	kind := "chunk" // a snapshot's
+	if t, ok := in.Item["type"].(*types.AttributeValueMemberS); ok {
+		kind = t.Value
+	}
+	if e, ok := in.Item["entry"].(*types.AttributeValueMemberS); ok {
+		if _, rest, ok := strings.Cut(e.Value, `"kind":"`); ok {
+			kind, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	c.mu.Lock()
+	c.n[kind]++
+	c.mu.Unlock()
+	return c.Client.PutItem(ctx, in, optFns...)
+}
+
+// counts returns the puts so far by kind.
+func (c *kindCounter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }
 
 // completions signals batches completed: those that find room in c, so
@@ -86,13 +131,13 @@ func (l completions) BatchCompleted(info stream.BatchInfo) {
 // which counts them, and if stateful a MapWithState of the records, keyed
 // by record, whose keys time out after 5 s. Cancel stops the Run, which
 // then returns on runErr.
-func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
-	tr, err := faults.New(faults.Config{})
+func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *counted, src *memory.Source[string], runErr chan error, cancel func()) {
+	ft, err := faults.New(faults.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
-	cfg.Recovery = dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}
+	tr = &counted{Transport: ft, kinds: &kindCounter{Client: env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = ft }), n: map[string]int{}}}
+	cfg.Recovery = dynamolog.Config{Client: tr.kinds, Table: table, Name: localaws.UniqueName(b)}
 	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -208,9 +253,17 @@ func logCostRealTime(b *testing.B, env *localaws.Env, stateful bool, iv time.Dur
 	return stopCost(b, tr, before, took, cancel, runErr, nil)
 }
 
-// logRequests returns the log's write requests so far, by operation.
-func logRequests(tr *faults.Transport) map[string]int {
-	n := map[string]int{}
+// counted counts the requests a log makes, at the transport, and its puts
+// by kind.
+type counted struct {
+	*faults.Transport
+	kinds *kindCounter
+}
+
+// logRequests returns the log's write requests so far, by operation, and
+// its puts by kind.
+func logRequests(tr *counted) map[string]int {
+	n := tr.kinds.counts()
 	for _, op := range logWrites {
 		n[op] = tr.Requests(op)
 	}
@@ -220,7 +273,7 @@ func logRequests(tr *faults.Transport) map[string]int {
 // stopCost stops the pipeline and returns its log's writes per operation
 // since before, over took, scaled to an hour. advance, if not nil, moves a
 // manual clock on while the Run stops: it drains, on that clock.
-func stopCost(b *testing.B, tr *faults.Transport, before map[string]int, took time.Duration, cancel func(), runErr chan error, advance func()) map[string]float64 {
+func stopCost(b *testing.B, tr *counted, before map[string]int, took time.Duration, cancel func(), runErr chan error, advance func()) map[string]float64 {
 	perHour := map[string]float64{}
 	for op, n := range logRequests(tr) {
 		perHour[op] = float64(n-before[op]) * float64(time.Hour) / float64(took)
