@@ -202,3 +202,78 @@ func (l *slowBlockLog) Append(ctx context.Context, records ...[]byte) error {
 	}
 	return l.Log.Append(ctx, records...)
 }
+
+// TestCompactionAfterSnapshot checks that a pipeline with state compacts
+// its log right after a snapshot entry, when no completed batch is kept
+// for a replay: a compaction rewrites only the shape, the snapshot, the
+// pending batches and the progress, not the batches since the snapshot
+// (three entries each).
+func TestCompactionAfterSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = time.Second
+		store := recoverylog.NewMemory()
+		rec := &replaces{store: store}
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: rec, CompactEvery: 10, StateSnapshotInterval: 4 * iv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &durable{log: store, out: t.TempDir()}
+		src := newReplay(t, d)
+		pairs := stream.Map(stream.From(p, src), func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: stateKey(r), Value: 1} })
+		counts := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+		stream.ForEachBatch(counts, func(context.Context, *batch.Batch[stream.Pair[string, int]]) error { return nil })
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		for range 60 {
+			src.produce(d.record())
+			time.Sleep(iv)
+		}
+		p.Drain(context.Background())
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.replaced) < 3 {
+			t.Fatalf("%d compactions: the test does not test", len(rec.replaced))
+		}
+		for i, entries := range rec.replaced {
+			for _, e := range entries {
+				if e.Kind == recoverylog.KindBatchCompleted {
+					t.Errorf("compaction %d rewrote a completed batch, kept for a replay: %v", i, entries)
+					break
+				}
+			}
+		}
+	})
+}
+
+// replaces opens its store's logs, noting the entries of every Replace.
+type replaces struct {
+	store    *recoverylog.MemoryStore
+	mu       sync.Mutex
+	replaced [][]recoverylog.Entry
+}
+
+func (o *replaces) Open(ctx context.Context) (recovery.Log, error) {
+	l, err := o.store.Open(ctx)
+	snaps, _ := l.(recovery.SnapshotStore)
+	return replacesLog{Log: l, SnapshotStore: snaps, o: o}, err
+}
+
+type replacesLog struct {
+	recovery.Log
+	recovery.SnapshotStore
+	o *replaces
+}
+
+func (l replacesLog) Replace(ctx context.Context, records [][]byte) error {
+	entries, err := recoverylog.DecodeEntries(records)
+	if err != nil {
+		return err
+	}
+	l.o.mu.Lock()
+	l.o.replaced = append(l.o.replaced, entries)
+	l.o.mu.Unlock()
+	return l.Log.Replace(ctx, records)
+}

@@ -62,7 +62,12 @@ const reserveAhead = 10 * time.Second
 // recoveryLog is the metaLog of a driver with a recovery log: each call is
 // one Append but batchSkipped's, which appends only once in reserveAhead,
 // and every compactEvery completed batches or reservations the log is
-// compacted.
+// compacted; in a pipeline with state, at the next snapshot entry
+// (snapshotTaken), since the batches completed after the current snapshot
+// are rewritten by a compaction (a restart replays them), and just after a
+// snapshot there are none. A compaction waits for a snapshot up to
+// another compactEvery batches (a snapshot that cannot be stored, an idle
+// pipeline).
 //
 // A failed Append leaves the log in an unknown state (a prefix of the
 // entries may be in it), so it is fatal to this writer: the first failure
@@ -73,6 +78,10 @@ type recoveryLog struct {
 	log          *recoverylog.Log
 	compactEvery int
 	fail         func(error)
+
+	// toSnapshot is set, before the Run's goroutines start, when the
+	// pipeline records state snapshots: compactions wait for one.
+	toSnapshot bool
 
 	mu       sync.Mutex
 	broken   error
@@ -156,21 +165,51 @@ func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
 	return l.counted(ctx, t)
 }
 
+// snapshotTaken logs that the state after the batch at t is the snapshot
+// ref names, then compacts the log if a compaction waits for it.
+func (l *recoveryLog) snapshotTaken(ctx context.Context, t batch.Time, ref string) error {
+	if err := l.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
+		return err
+	}
+	if l.due(l.compactEvery) {
+		l.compact(ctx, t)
+	}
+	return nil
+}
+
 // counted counts an entry that compaction makes redundant (a completion, a
-// reservation) and, every compactEvery of them, compacts the log. A failed
+// reservation) and, every compactEvery of them, compacts the log, or with
+// snapshots leaves it to the next one (see recoveryLog). A failed
 // compaction stops the Run through fail but does not fail the batch at t,
 // whose entry is logged.
 func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 	l.mu.Lock()
 	l.done++
-	due := l.done >= l.compactEvery
-	if due {
-		l.done = 0
-	}
 	l.mu.Unlock()
-	if !due {
-		return nil
+	most := l.compactEvery
+	if l.toSnapshot {
+		most *= 2
 	}
+	if l.due(most) {
+		l.compact(ctx, t)
+	}
+	return nil
+}
+
+// due reports whether most entries or more were counted since the last
+// compaction, and if so starts counting again.
+func (l *recoveryLog) due(most int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done < most {
+		return false
+	}
+	l.done = 0
+	return true
+}
+
+// compact compacts the log after the batch at t.
+func (l *recoveryLog) compact(ctx context.Context, t batch.Time) {
 	if err := l.log.Compact(ctx); err != nil && ctx.Err() == nil {
 		// The batch is complete (its completion is logged), so it is not
 		// failed; but a log whose compaction failed may refuse appends (a
@@ -178,7 +217,6 @@ func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 		// stops, and a restart recovers from what the log holds.
 		l.failed(fmt.Errorf("recovery log: compact after batch %v: %w", t, err))
 	}
-	return nil
 }
 
 // batchTags gives each pushed block the time of the batch it will be in,

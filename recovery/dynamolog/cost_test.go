@@ -28,9 +28,12 @@ var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"
 // BenchmarkLogCost runs a pipeline with a DynamoDB recovery log on
 // dynalite, without state and with a MapWithState (whose keys time out),
 // idle (on a manual clock) and at 100 records a second (for 10 s of real
-// time), and reports the writes the log made, state snapshots included,
-// counted at the HTTP transport (each request the server got), per
-// worker-hour:
+// time, or the time of stream.DefaultCompactEvery batches if longer, so
+// that the compactions are counted at their rate), and reports the writes
+// the log made, state snapshots included, counted at the HTTP transport
+// (each request the server got), per worker-hour, with the puts by what
+// they hold (putKinds). The records of a batch interval are pushed at once,
+// to one shard: one block per batch.
 //
 //	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
 func BenchmarkLogCost(b *testing.B) {
@@ -58,7 +61,9 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 			if rate == 0 {
 				perHour = logCost(b, env, stateful, iv, rate, 10*time.Minute)
 			} else {
-				perHour = logCostRealTime(b, env, stateful, iv, rate, 10*time.Second)
+				// As long as the log takes to compact once, so that the
+				// compactions are counted at their rate.
+				perHour = logCostRealTime(b, env, stateful, iv, rate, max(10*time.Second, stream.DefaultCompactEvery*iv))
 			}
 		}
 		total := 0.0
