@@ -130,7 +130,9 @@ type Config struct {
 
 	// CompactEvery is how many completed batches pass between two
 	// compactions of the recovery log, which drop what completed batches
-	// no longer need. Ignored without Recovery. Default: 100.
+	// no longer need; in a pipeline with state, the compaction then waits
+	// for the next state snapshot (see StateSnapshotInterval), for up to
+	// as many batches again. Ignored without Recovery. Default: 100.
 	CompactEvery int
 
 	// Parallelism is the number of tasks of a batch that run at once: the

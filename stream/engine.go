@@ -36,6 +36,7 @@ type engine struct {
 	used    []bool // by node id: an output depends on it
 	shape   recovery.Shape
 	log     metaLog
+	tags    batchTags // the batch each block pushed is logged in
 	jobs    chan *job
 
 	// Set by resume when a recovery log is open, before any goroutine.
@@ -320,6 +321,7 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 		}
 	}
 	bt := e.newBatchTimer()
+	e.tags.start(bt.next)
 	timer := e.cfg.Clock.NewTimer(bt.wait())
 	defer timer.Stop()
 	draining := false
@@ -436,17 +438,25 @@ func (e *engine) queue(ctx context.Context, j *job) bool {
 }
 
 // cut makes the batch at time t of every source's unbatched blocks and logs
-// the allocation. An empty batch of a pipeline without stateful operators
+// the allocation, unless the blocks' entries made it (batchTags): blocks
+// pushed from now on are for the next batch, and those pushed for t are
+// waited for. An empty batch of a pipeline without stateful operators
 // is not allocated in the log, only its time reserved (batchSkipped): its
 // outputs get an empty batch, which a restart has nothing to recompute of,
 // and no operator's state depends on it. An empty batch of a stateful
 // pipeline is left to the batch runner, which alone may look at the state:
 // see logEmpty.
 func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
+	if err := e.tags.cut(ctx, t, t.Add(e.cfg.BatchInterval)); err != nil {
+		return nil, err
+	}
 	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources))}
 	var all []batch.BlockInfo
+	logged := true
 	for i, s := range e.sources {
-		j.blocks[i] = s.take()
+		var untimed bool
+		j.blocks[i], untimed = s.take(t)
+		logged = logged && !untimed
 		for _, b := range j.blocks[i] {
 			j.records += b.Count
 		}
@@ -464,7 +474,7 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 		}
 		return j, nil
 	}
-	if err := e.log.batchAllocated(ctx, t, all); err != nil {
+	if err := e.log.batchAllocated(ctx, t, all, logged); err != nil {
 		return nil, &BatchError{Time: t, Err: fmt.Errorf("log allocation: %w", err)}
 	}
 	return j, nil
@@ -565,7 +575,7 @@ func (e *engine) logEmpty(ctx context.Context, j *job) error {
 		}
 		return nil
 	}
-	if err := e.log.batchAllocated(ctx, j.time, nil); err != nil {
+	if err := e.log.batchAllocated(ctx, j.time, nil, false); err != nil {
 		return fmt.Errorf("log allocation: %w", err)
 	}
 	return nil

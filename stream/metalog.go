@@ -19,10 +19,14 @@ import (
 // the pipeline, because continuing would break the guarantees.
 type metaLog interface {
 	// blockStored records a block before the push that stored it returns, so
-	// a receiver may treat the block's sequence numbers as stored.
-	blockStored(ctx context.Context, info batch.BlockInfo) error
+	// a receiver may treat the block's sequence numbers as stored, and, if
+	// t is not 0, that the block is in the batch at t (see batchTags).
+	blockStored(ctx context.Context, info batch.BlockInfo, t batch.Time) error
 	// batchAllocated records the blocks of a batch before any output runs.
-	batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error
+	// If logged, every one of them was recorded in the batch by
+	// blockStored: nothing is recorded, but an error is returned if a
+	// record failed, which may have left one of them in the log.
+	batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error
 	// batchCompleted records that every output of batch t succeeded, before
 	// receivers are told their blocks are completed.
 	batchCompleted(ctx context.Context, t batch.Time) error
@@ -40,9 +44,9 @@ type metaLog interface {
 // nothing.
 type noLog struct{}
 
-func (noLog) blockStored(context.Context, batch.BlockInfo) error { return nil }
+func (noLog) blockStored(context.Context, batch.BlockInfo, batch.Time) error { return nil }
 
-func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo) error { return nil }
+func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo, bool) error { return nil }
 
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
 
@@ -58,7 +62,12 @@ const reserveAhead = 10 * time.Second
 // recoveryLog is the metaLog of a driver with a recovery log: each call is
 // one Append but batchSkipped's, which appends only once in reserveAhead,
 // and every compactEvery completed batches or reservations the log is
-// compacted.
+// compacted; in a pipeline with state, at the next snapshot entry
+// (snapshotTaken), since the batches completed after the current snapshot
+// are rewritten by a compaction (a restart replays them), and just after a
+// snapshot there are none. A compaction waits for a snapshot up to
+// another compactEvery batches (a snapshot that cannot be stored, an idle
+// pipeline).
 //
 // A failed Append leaves the log in an unknown state (a prefix of the
 // entries may be in it), so it is fatal to this writer: the first failure
@@ -70,6 +79,10 @@ type recoveryLog struct {
 	compactEvery int
 	fail         func(error)
 
+	// toSnapshot is set, before the Run's goroutines start, when the
+	// pipeline records state snapshots: compactions wait for one.
+	toSnapshot bool
+
 	mu       sync.Mutex
 	broken   error
 	done     int        // batches completed and reservations since the last compaction
@@ -77,17 +90,21 @@ type recoveryLog struct {
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
-	l.mu.Lock()
-	broken := l.broken
-	l.mu.Unlock()
-	if broken != nil {
-		return broken
+	if err := l.usable(); err != nil {
+		return err
 	}
 	if err := l.log.Append(ctx, entries...); err != nil {
 		l.failed(fmt.Errorf("recovery log: append %v: %w", entries[0], err))
 		return err
 	}
 	return nil
+}
+
+// usable returns the error that broke the log, or nil.
+func (l *recoveryLog) usable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken
 }
 
 // failed latches err and reports it through fail, once.
@@ -103,11 +120,18 @@ func (l *recoveryLog) failed(err error) {
 	}
 }
 
-func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo) error {
-	return l.append(ctx, recoverylog.BlockStored(info))
+func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo, t batch.Time) error {
+	return l.append(ctx, recoverylog.BlockStoredIn(info, t))
 }
 
-func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo) error {
+// batchAllocated appends the allocation unless the blocks' entries made it.
+// A failed append of one of those (latched, see append) may have left the
+// block in the log, in the batch, although it is not in blocks: the batch
+// must not run, since a restart would run it with the block.
+func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error {
+	if logged {
+		return l.usable()
+	}
 	return l.append(ctx, recoverylog.BatchAllocated(t, blockIDs(blocks)...))
 }
 
@@ -123,7 +147,7 @@ func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) e
 // of the next reserveAhead.
 func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 	if t <= l.reserved {
-		return nil
+		return l.usable() // as batchAllocated's: no block may be logged in it
 	}
 	through := t.Add(reserveAhead)
 	if err := l.append(ctx, recoverylog.BatchesReserved(through)); err != nil {
@@ -141,21 +165,51 @@ func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
 	return l.counted(ctx, t)
 }
 
+// snapshotTaken logs that the state after the batch at t is the snapshot
+// ref names, then compacts the log if a compaction waits for it.
+func (l *recoveryLog) snapshotTaken(ctx context.Context, t batch.Time, ref string) error {
+	if err := l.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
+		return err
+	}
+	if l.due(l.compactEvery) {
+		l.compact(ctx, t)
+	}
+	return nil
+}
+
 // counted counts an entry that compaction makes redundant (a completion, a
-// reservation) and, every compactEvery of them, compacts the log. A failed
+// reservation) and, every compactEvery of them, compacts the log, or with
+// snapshots leaves it to the next one (see recoveryLog). A failed
 // compaction stops the Run through fail but does not fail the batch at t,
 // whose entry is logged.
 func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 	l.mu.Lock()
 	l.done++
-	due := l.done >= l.compactEvery
-	if due {
-		l.done = 0
-	}
 	l.mu.Unlock()
-	if !due {
-		return nil
+	most := l.compactEvery
+	if l.toSnapshot {
+		most *= 2
 	}
+	if l.due(most) {
+		l.compact(ctx, t)
+	}
+	return nil
+}
+
+// due reports whether most entries or more were counted since the last
+// compaction, and if so starts counting again.
+func (l *recoveryLog) due(most int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done < most {
+		return false
+	}
+	l.done = 0
+	return true
+}
+
+// compact compacts the log after the batch at t.
+func (l *recoveryLog) compact(ctx context.Context, t batch.Time) {
 	if err := l.log.Compact(ctx); err != nil && ctx.Err() == nil {
 		// The batch is complete (its completion is logged), so it is not
 		// failed; but a log whose compaction failed may refuse appends (a
@@ -163,5 +217,83 @@ func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
 		// stops, and a restart recovers from what the log holds.
 		l.failed(fmt.Errorf("recovery log: compact after batch %v: %w", t, err))
 	}
+}
+
+// batchTags gives each pushed block the time of the batch it will be in,
+// which its log entry records (recoverylog.BlockStoredIn), so that a batch
+// of such blocks needs no allocation entry of its own: the log writes one
+// entry per block and one per batch (its completion), not two per batch.
+// The blocks pushed get the time of the next batch to cut; a cut moves them
+// on to the batch after it, then waits for the pushes of its own time
+// still logging, so that a batch holds exactly the blocks logged in it
+// (take). Before the batch timer starts, while the recovered batches
+// queue, blocks get no time, and their batch is allocated by an entry (as
+// are the unallocated blocks a log recovered). It is safe for concurrent
+// use.
+type batchTags struct {
+	mu      sync.Mutex
+	open    batch.Time         // the time pushes get now; 0 before start
+	pushing map[batch.Time]int // pushes under way, by their time
+	left    chan struct{}      // closed, and replaced, when a push ends
+}
+
+// start gives the blocks pushed from now on the time t, the first batch
+// the timer cuts.
+func (g *batchTags) start(t batch.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = t
+}
+
+// enter returns the time of the block a push is about to log, counted as
+// under way until leave.
+func (g *batchTags) enter() batch.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != 0 {
+		if g.pushing == nil {
+			g.pushing = make(map[batch.Time]int)
+		}
+		g.pushing[g.open]++
+	}
+	return g.open
+}
+
+// leave ends a push enter gave t, once its block is logged and waits for
+// a batch, or failed.
+func (g *batchTags) leave(t batch.Time) {
+	if t == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pushing[t]--; g.pushing[t] == 0 {
+		delete(g.pushing, t)
+	}
+	if g.left != nil {
+		close(g.left)
+		g.left = nil
+	}
+}
+
+// cut gives the blocks pushed from now on the time next, then waits until
+// no push given t is under way, or ctx is done.
+func (g *batchTags) cut(ctx context.Context, t, next batch.Time) error {
+	g.mu.Lock()
+	g.open = next
+	for g.pushing[t] > 0 {
+		if g.left == nil {
+			g.left = make(chan struct{})
+		}
+		left := g.left
+		g.mu.Unlock()
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
 	return nil
 }

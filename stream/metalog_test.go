@@ -45,12 +45,12 @@ func (l *traceLog) call(name string, format string, args ...any) error {
 	return nil
 }
 
-func (l *traceLog) blockStored(_ context.Context, info batch.BlockInfo) error {
-	return l.call("stored", "%v", info.ID)
+func (l *traceLog) blockStored(_ context.Context, info batch.BlockInfo, t batch.Time) error {
+	return l.call("stored", "%v in %v", info.ID, t.Sub(l.tr.base))
 }
 
-func (l *traceLog) batchAllocated(_ context.Context, t batch.Time, blocks []batch.BlockInfo) error {
-	return l.call("allocated", "%v %d blocks", t.Sub(l.tr.base), len(blocks))
+func (l *traceLog) batchAllocated(_ context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error {
+	return l.call("allocated", "%v %d blocks logged %t", t.Sub(l.tr.base), len(blocks), logged)
 }
 
 func (l *traceLog) batchCompleted(_ context.Context, t batch.Time) error {
@@ -77,15 +77,15 @@ func TestMetaLogOrder(t *testing.T) {
 		wantErr string
 	}{
 		{"ok", "", []string{
-			"stored block-0-0", "pushed block-0-0",
-			"allocated 1s 1 blocks", "output 1s [a]", "completed 1s", "receiver completed [block-0-0]",
+			"stored block-0-0 in 1s", "pushed block-0-0",
+			"allocated 1s 1 blocks logged true", "output 1s [a]", "completed 1s", "receiver completed [block-0-0]",
 		}, ""},
-		{"store fails", "stored", []string{"stored block-0-0"},
+		{"store fails", "stored", []string{"stored block-0-0 in 1s"},
 			"stream: source 0: log block-0-0: log down"},
-		{"allocation fails", "allocated", []string{"stored block-0-0", "pushed block-0-0", "allocated 1s 1 blocks"},
+		{"allocation fails", "allocated", []string{"stored block-0-0 in 1s", "pushed block-0-0", "allocated 1s 1 blocks logged true"},
 			"stream: batch 946684801000 ms (2000-01-01T00:00:01Z): log allocation: log down"},
 		{"completion fails", "completed", []string{
-			"stored block-0-0", "pushed block-0-0", "allocated 1s 1 blocks", "output 1s [a]", "completed 1s",
+			"stored block-0-0 in 1s", "pushed block-0-0", "allocated 1s 1 blocks logged true", "output 1s [a]", "completed 1s",
 		}, "stream: batch 946684801000 ms (2000-01-01T00:00:01Z): log completion: log down"},
 	}
 	for _, tt := range tests {
@@ -198,7 +198,7 @@ func TestRecoveryLogFailureIsFatal(t *testing.T) {
 				t.Errorf("batchCompleted = %v, want error %t", err, tt.wantCompleteErr)
 			}
 			for range 2 {
-				if err := l.blockStored(t.Context(), batch.BlockInfo{Count: 1}); !errors.Is(err, boom) {
+				if err := l.blockStored(t.Context(), batch.BlockInfo{Count: 1}, 0); !errors.Is(err, boom) {
 					t.Errorf("blockStored after the failure = %v, want it to wrap %v", err, boom)
 				}
 			}

@@ -241,8 +241,8 @@ func crashCases() []crashCase {
 		{name: "crash at completion append", setup: logFault(recoverylog.KindBatchCompleted, 3, 0, true)},
 		{name: "completion append fails", setup: logFault(recoverylog.KindBatchCompleted, 3, 0, false), wantErr: errCrash},
 		{name: "completion appended, reported failed", setup: logFault(recoverylog.KindBatchCompleted, 3, 1, false), wantErr: errCrash, mayLeaveNothing: true},
-		{name: "allocation append fails", setup: logFault(recoverylog.KindBatchAllocated, 4, 0, false), wantErr: errCrash},
-		{name: "allocation appended, reported failed", setup: logFault(recoverylog.KindBatchAllocated, 4, 1, false), wantErr: errCrash},
+		// A batch with records is allocated by its blocks' entries (no
+		// entry of its own): the block cases are its allocation's.
 		{name: "block append fails", setup: logFault(recoverylog.KindBlockStored, 12, 0, false), wantErr: errCrash},
 		{name: "block appended, reported failed", setup: logFault(recoverylog.KindBlockStored, 12, 1, false), wantErr: errCrash},
 		{name: "crash at block append", setup: logFault(recoverylog.KindBlockStored, 7, 0, true), mayLeaveNothing: true},

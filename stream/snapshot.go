@@ -114,6 +114,9 @@ func (e *engine) openState(ctx context.Context, l *recoverylog.Log, st *recovery
 			"use recovery.Dir or recovery/dynamolog", l.Store())
 	}
 	rl, _ := e.log.(*recoveryLog)
+	if rl != nil {
+		rl.toSnapshot = true
+	}
 	k := &stateKeeper{nodes: nodes, store: l, log: rl, every: e.cfg.StateSnapshotInterval}
 	if st.Snapshot == nil {
 		var t batch.Time
@@ -211,7 +214,7 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	if len(k.nodes) == 0 {
 		// No state: an empty snapshot only releases the batches kept for
 		// a replay.
-		if k.log != nil && k.log.append(ctx, recoverylog.SnapshotTaken(t, "")) == nil {
+		if k.log != nil && k.log.snapshotTaken(ctx, t, "") == nil {
 			k.last = t
 		}
 		return nil
@@ -240,7 +243,7 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time) error {
 	if k.log == nil {
 		return nil
 	}
-	if err := k.log.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
+	if err := k.log.snapshotTaken(ctx, t, ref); err != nil {
 		return nil // fatal: the recovery log stops the Run
 	}
 	k.last = t

@@ -22,9 +22,11 @@ type sourceRunner interface {
 	start(ctx context.Context, e *engine) error
 	// stop asks the receiver to stop gracefully and waits for it.
 	stop(ctx context.Context) error
-	// take returns the stored blocks not yet in a batch, in block order, and
-	// marks them batched.
-	take() []batch.BlockInfo
+	// take returns the stored blocks of the batch at t not yet in a batch,
+	// in block order, and marks them batched: those pushed for t or before
+	// (batchTags), and those pushed with no time, which it reports, as their
+	// log entries do not allocate them.
+	take(t batch.Time) (blocks []batch.BlockInfo, untimed bool)
 	// unbatched returns the number of stored blocks not yet in a batch.
 	unbatched() int
 	// stored returns the number of blocks stored and not yet completed, and
@@ -85,6 +87,7 @@ type sourceState[T any] struct {
 	mu       sync.Mutex
 	nextSeq  uint64
 	pending  []batch.BlockInfo // stored, not yet in a batch
+	times    []batch.Time      // by pending's index: the batch its entry logged it in, or 0
 	reserved int               // pushes past the limit check, not yet stored
 	space    chan struct{}     // closed (and replaced) by take
 	// completedRecords is the record count of the blocks the last
@@ -184,6 +187,7 @@ func (s *sourceState[T]) resume(next uint64, blocks []batch.BlockInfo) {
 	defer s.mu.Unlock()
 	s.nextSeq = next
 	s.pending = append(s.pending, blocks...)
+	s.times = append(s.times, make([]batch.Time, len(blocks))...)
 }
 
 func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
@@ -225,8 +229,8 @@ func (e *engine) bufferShare() int64 {
 func (s *sourceState[T]) stop(ctx context.Context) error { return s.r.Stop(ctx) }
 
 // push is the source's source.PushFunc: it waits for room (backpressure),
-// stores the block, logs it, and only then makes it visible to the batch
-// cutter and returns.
+// stores the block, logs it in the batch it will be in (batchTags), and
+// only then makes it visible to the batch cutter and returns.
 func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.BlockInfo, error) {
 	s.stopHolding()
 	if err := s.reserve(ctx); err != nil {
@@ -239,7 +243,9 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 
 	info := batch.BlockInfo{ID: id, Ranges: b.Ranges, Count: len(b.Records)}
 	s.store.Put(id, b.Records)
-	if err := s.e.log.blockStored(ctx, info); err != nil {
+	t := s.e.tags.enter()
+	defer s.e.tags.leave(t)
+	if err := s.e.log.blockStored(ctx, info, t); err != nil {
 		s.store.Delete(id)
 		s.mu.Lock()
 		s.reserved--
@@ -249,6 +255,7 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 	s.mu.Lock()
 	s.reserved--
 	s.pending = append(s.pending, info)
+	s.times = append(s.times, t)
 	s.mu.Unlock()
 	return info, nil
 }
@@ -278,15 +285,25 @@ func (s *sourceState[T]) reserve(ctx context.Context) error {
 	}
 }
 
-func (s *sourceState[T]) take() []batch.BlockInfo {
+func (s *sourceState[T]) take(t batch.Time) (blocks []batch.BlockInfo, untimed bool) {
 	s.mu.Lock()
-	blocks := s.pending
-	s.pending = nil
+	var later []batch.BlockInfo
+	var laterTimes []batch.Time
+	for i, b := range s.pending {
+		switch bt := s.times[i]; {
+		case bt > t: // pushed for a later batch while this one was cut
+			later, laterTimes = append(later, b), append(laterTimes, bt)
+		default:
+			blocks = append(blocks, b)
+			untimed = untimed || bt != t
+		}
+	}
+	s.pending, s.times = later, laterTimes
 	close(s.space)
 	s.space = make(chan struct{})
 	s.mu.Unlock()
 	slices.SortFunc(blocks, func(a, b batch.BlockInfo) int { return a.ID.Compare(b.ID) })
-	return blocks
+	return blocks, untimed
 }
 
 func (s *sourceState[T]) unbatched() int {

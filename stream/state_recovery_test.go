@@ -219,7 +219,22 @@ func stateCrashes() []stateCrash {
 	}
 	return []stateCrash{
 		{"after the snapshot write, before its entry", nth(recoverylog.KindSnapshot, 3, 0)},
-		{"right after a snapshot entry", nth(recoverylog.KindBatchAllocated, 8, 0)},
+		{"right after a snapshot entry", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
+			snaps, crashed := 0, false
+			d.log.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
+				switch {
+				case crashed:
+				case snaps == 2:
+					crashed = true
+					stop()
+					return recoverylog.Fault{Err: errCrash}
+				case entries[0].Kind == recoverylog.KindSnapshot:
+					snaps++
+				}
+				return recoverylog.Fault{}
+			})
+			return nil
+		}},
 		{"at a completion append", nth(recoverylog.KindBatchCompleted, 7, 0)},
 		{"completion appended, crash", nth(recoverylog.KindBatchCompleted, 5, 1)},
 		{"during a snapshot write", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {

@@ -37,7 +37,8 @@ func TestCrashPoints(t *testing.T) {
 	points := []crashPoint{
 		{name: "block logged, not yet checkpointed", at: &appendCrash{kind: recoverylog.KindBlockStored, nth: 4, keep: true}},
 		{name: "block append never written", at: &appendCrash{kind: recoverylog.KindBlockStored, nth: 4}},
-		{name: "batch allocated, outputs not started", at: &appendCrash{kind: recoverylog.KindBatchAllocated, nth: 2, keep: true}},
+		// A batch's blocks are logged in it (recoverylog.BlockStoredIn):
+		// the block points are its allocation's.
 		{name: "outputs done, completion not logged", at: &appendCrash{kind: recoverylog.KindBatchCompleted, nth: 2}, rerun: true},
 		{name: "completion logged, receiver not told", at: &appendCrash{kind: recoverylog.KindBatchCompleted, nth: 2, keep: true}},
 		{name: "checkpoint committed", afterCommit: 3},

@@ -5,6 +5,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -62,8 +63,15 @@ func (m *logModel) apply(entries []recoverylog.Entry) {
 		switch e.Kind {
 		case recoverylog.KindBlockStored:
 			m.blocks[e.Block.ID] = e.Block
+			if e.Batch != 0 && !slices.Contains(m.allocs[e.Batch], e.Block.ID) {
+				m.allocs[e.Batch] = append(m.allocs[e.Batch], e.Block.ID)
+			}
 		case recoverylog.KindBatchAllocated:
-			m.allocs[e.Time] = e.Blocks
+			for _, id := range e.Blocks {
+				if !slices.Contains(m.allocs[e.Time], id) {
+					m.allocs[e.Time] = append(m.allocs[e.Time], id)
+				}
+			}
 		case recoverylog.KindBatchCompleted:
 			for _, id := range m.allocs[e.Time] {
 				for _, r := range m.blocks[id].Ranges {

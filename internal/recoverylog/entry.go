@@ -13,11 +13,13 @@ import (
 // Version is the newest version of the entry encoding this package writes
 // and reads. An entry is written with the oldest version that holds it:
 // version 1 unless it records reserved batch times (KindBatchesReserved, or
-// a summary carrying them), which are version 2. DecodeEntry reads both and
-// refuses any other, so a log written by a newer weir is never misread by an
-// older one: a weir that reads only version 1 refuses a log holding
-// reserved batch times rather than forget them.
-const Version = 2
+// a summary carrying them), which are version 2, or a block allocated to its
+// batch as it is stored (Entry.Batch), which is version 3. DecodeEntry reads
+// them all and refuses any other, so a log written by a newer weir is never
+// misread by an older one: a weir that reads only version 1 refuses a log
+// holding reserved batch times rather than forget them, and one that reads
+// up to version 2 a block whose allocation it would miss.
+const Version = 3
 
 // ErrInvalidEntry is wrapped by the errors of EncodeEntry, DecodeEntry and
 // Log.Append for an entry that is malformed: an unknown kind, a missing field, a
@@ -29,7 +31,9 @@ type Kind string
 
 // The kinds of entries. Their string values are what the encoding stores.
 const (
-	// KindBlockStored records a block in the block store: Entry.Block.
+	// KindBlockStored records a block in the block store: Entry.Block,
+	// and, if Entry.Batch is not 0, that the block is in the batch at that
+	// time (see BlockStoredIn).
 	KindBlockStored Kind = "block"
 	// KindBatchAllocated records the blocks of a batch, before its jobs run:
 	// Entry.Time and Entry.Blocks.
@@ -63,6 +67,9 @@ type Entry struct {
 	Kind Kind
 	// Block is the stored block (KindBlockStored).
 	Block batch.BlockInfo
+	// Batch is, if not 0, the time of the batch the stored block is in
+	// (KindBlockStored; see BlockStoredIn).
+	Batch batch.Time
 	// Time is the batch time (KindBatchAllocated, KindBatchCompleted,
 	// KindSnapshot), or the last reserved one (KindBatchesReserved).
 	Time batch.Time
@@ -84,6 +91,17 @@ type Entry struct {
 // The driver appends it before anything else learns of the block.
 func BlockStored(info batch.BlockInfo) Entry {
 	return Entry{Kind: KindBlockStored, Block: info}
+}
+
+// BlockStoredIn returns the entry recording that a block is in the block
+// store and in the batch at t: the driver's usual entry of a block. It
+// appends it before anything else learns of the block, and before the batch
+// at t is cut: a batch holds every block logged with its time, in ID order
+// (with those of a BatchAllocated of it, if any), so a batch whose blocks
+// were all logged so needs no BatchAllocated, and is pending from its first
+// block's entry on. A t of 0 is BlockStored's entry.
+func BlockStoredIn(info batch.BlockInfo, t batch.Time) Entry {
+	return Entry{Kind: KindBlockStored, Block: info, Batch: t}
 }
 
 // BatchAllocated returns the entry recording that the batch at t holds the
@@ -144,8 +162,12 @@ func ShapeRecorded(s recovery.Shape) Entry {
 func (e Entry) String() string {
 	switch e.Kind {
 	case KindBlockStored:
-		return "block " + e.Block.ID.String() + " (" + strconv.Itoa(len(e.Block.Ranges)) +
+		s := "block " + e.Block.ID.String() + " (" + strconv.Itoa(len(e.Block.Ranges)) +
 			" ranges, " + strconv.Itoa(e.Block.Count) + " records)"
+		if e.Batch != 0 {
+			s += " in batch " + e.Batch.String()
+		}
+		return s
 	case KindBatchAllocated:
 		return fmt.Sprintf("alloc %v %v", e.Time, e.Blocks)
 	case KindBatchCompleted:
@@ -229,6 +251,7 @@ type wireEntry struct {
 	V       int              `json:"v"`
 	Kind    Kind             `json:"kind"`
 	Block   *batch.BlockInfo `json:"block,omitempty"`
+	Batch   *batch.Time      `json:"batch,omitempty"`
 	Time    *batch.Time      `json:"time,omitempty"`
 	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
 	Shape   *recovery.Shape  `json:"shape,omitempty"`
@@ -246,8 +269,8 @@ type wireShard struct {
 // EncodeEntry returns the encoding of e: one line of JSON (without the
 // newline) holding the version, the kind and that kind's fields, for example
 // {"v":1,"kind":"complete","time":1700000000000}: version 1 unless the entry
-// records reserved batch times (see Version). It refuses an entry that does
-// not Validate.
+// records reserved batch times or a block's batch (see Version). It refuses
+// an entry that does not Validate.
 func EncodeEntry(e Entry) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -259,6 +282,9 @@ func EncodeEntry(e Entry) ([]byte, error) {
 	switch e.Kind {
 	case KindBlockStored:
 		w.Block = &e.Block
+		if e.Batch != 0 {
+			w.V, w.Batch = 3, &e.Batch
+		}
 	case KindBatchAllocated:
 		w.Time, w.Blocks = &e.Time, e.Blocks
 	case KindBatchCompleted:
@@ -277,9 +303,10 @@ func EncodeEntry(e Entry) ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// DecodeEntry decodes an entry EncodeEntry encoded, of version 1 or 2. It
-// refuses another version, a version-2 kind in a version-1 entry, an unknown kind, a missing field and an entry that does not
-// Validate, with an error wrapping ErrInvalidEntry. It never panics.
+// DecodeEntry decodes an entry EncodeEntry encoded, of version 1 to 3. It
+// refuses another version, what a later version added in an earlier
+// version's entry, an unknown kind, a missing field and an entry that does
+// not Validate, with an error wrapping ErrInvalidEntry. It never panics.
 func DecodeEntry(b []byte) (Entry, error) {
 	var w wireEntry
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -290,6 +317,9 @@ func DecodeEntry(b []byte) (Entry, error) {
 	}
 	if w.V == 1 && (w.Kind == KindBatchesReserved || (w.Summary != nil && w.Summary.Reserved != nil)) {
 		return Entry{}, fmt.Errorf("%w: kind %q: reserved batch times in a version-1 entry", ErrInvalidEntry, w.Kind)
+	}
+	if w.V < 3 && w.Batch != nil {
+		return Entry{}, fmt.Errorf("%w: kind %q: a block's batch in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
 	}
 	e, err := w.entry()
 	if err != nil {
@@ -310,6 +340,12 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("block")
 		}
 		e.Block = *w.Block
+		if w.Batch != nil {
+			if *w.Batch == 0 {
+				return Entry{}, errors.New(`"batch" 0: a block's batch time is not 0`)
+			}
+			e.Batch = *w.Batch
+		}
 	case KindBatchAllocated:
 		if w.Time == nil {
 			return missing("time")

@@ -53,6 +53,8 @@ func TestEncodeEntry(t *testing.T) {
 		{recoverylog.BatchesReserved(1700000010000), `{"v":2,"kind":"reserved","time":1700000010000}`},
 		{recoverylog.Entry{Kind: recoverylog.KindSummary, Summary: recoverylog.Progress{ReservedThrough: 9}},
 			`{"v":2,"kind":"summary","summary":{"reserved":9}}`},
+		{recoverylog.BlockStoredIn(batch.BlockInfo{ID: batch.BlockID{Seq: 3}, Count: 0}, 1700000000000),
+			`{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":1700000000000}`},
 		{recoverylog.ShardFinished("s", "shardId-000000000007"),
 			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
@@ -74,7 +76,9 @@ func TestDecodeEntryErrors(t *testing.T) {
 		name, in, want string
 	}{
 		{"not JSON", `{"v":1,`, "unexpected end"},
-		{"other version", `{"v":3,"kind":"complete","time":1}`, "version 3, this weir reads versions 1 to 2"},
+		{"other version", `{"v":4,"kind":"complete","time":1}`, "version 4, this weir reads versions 1 to 3"},
+		{"block's batch in version 2", `{"v":2,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":5}`, "a block's batch in a version-2 entry"},
+		{"block's batch 0", `{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":0}`, "batch time is not 0"},
 		{"reserved in version 1", `{"v":1,"kind":"reserved","time":1}`, "reserved batch times in a version-1 entry"},
 		{"reserved summary in version 1", `{"v":1,"kind":"summary","summary":{"reserved":1}}`, "reserved batch times in a version-1 entry"},
 		{"missing reserved time", `{"v":2,"kind":"reserved"}`, `missing "time"`},

@@ -253,7 +253,10 @@ func (r *recoverer) apply(e Entry) error {
 	}
 	switch e.Kind {
 	case KindBlockStored:
-		return r.store(e.Block)
+		if err := r.store(e.Block); err != nil || e.Batch == 0 {
+			return err
+		}
+		return r.join(e.Batch, e.Block.ID)
 	case KindBatchAllocated:
 		return r.allocate(e.Time, e.Blocks)
 	case KindBatchCompleted:
@@ -321,21 +324,72 @@ func sameBlock(a, b batch.BlockInfo) bool {
 	return a.ID == b.ID && a.Count == b.Count && slices.Equal(a.Ranges, b.Ranges)
 }
 
-func (r *recoverer) allocate(t batch.Time, ids []batch.BlockID) error {
-	if old, ok := r.pending[t]; ok {
-		if !slices.Equal(old, ids) {
-			return fmt.Errorf("batch %v allocated twice with different blocks: %v, then %v", t, old, ids)
+// join puts the stored block id in the batch at t (BlockStoredIn): the
+// batch is pending from its first block on, and holds its blocks in ID
+// order.
+func (r *recoverer) join(t batch.Time, id batch.BlockID) error {
+	if r.consumed[id] {
+		// store accepted it: a block of a batch kept for replay, repeated.
+		if slices.ContainsFunc(r.done[t], func(b batch.BlockInfo) bool { return b.ID == id }) {
+			return nil
+		}
+		return fmt.Errorf("block %v logged in batch %v, but it is in a batch that completed", id, t)
+	}
+	if o, ok := r.owner[id]; ok {
+		if o != t {
+			return fmt.Errorf("block %v logged in batch %v, but it is in batch %v", id, t, o)
 		}
 		return nil
+	}
+	ids, ok := r.pending[t]
+	if !ok {
+		if err := r.allocatable(t); err != nil {
+			return err
+		}
+	}
+	i, _ := slices.BinarySearchFunc(ids, id, batch.BlockID.Compare)
+	r.pending[t] = slices.Insert(ids, i, id)
+	r.owner[id] = t
+	return nil
+}
+
+// allocatable reports why a batch at t cannot become pending: its time is
+// not after the last completed batch's.
+func (r *recoverer) allocatable(t batch.Time) error {
+	if _, ok := r.done[t]; ok || (r.prog.HasCompleted && t <= r.prog.LastCompleted) {
+		return fmt.Errorf("batch %v allocated after batch %v completed; batch times must increase",
+			t, r.prog.LastCompleted)
+	}
+	return nil
+}
+
+// allocate records the batch at t with blocks ids. A batch pending already
+// may be allocated again with the same blocks, or with more when the
+// blocks logged in it (join) are among them, in the order ids gives.
+func (r *recoverer) allocate(t batch.Time, ids []batch.BlockID) error {
+	old, pending := r.pending[t]
+	if pending {
+		if slices.Equal(old, ids) {
+			return nil
+		}
+		for _, id := range old {
+			if !slices.Contains(ids, id) {
+				return fmt.Errorf("batch %v allocated twice with different blocks: %v, then %v", t, old, ids)
+			}
+		}
 	}
 	if infos, ok := r.done[t]; ok && slices.Equal(PendingBatch{Blocks: infos}.IDs(), ids) {
 		return nil // a batch kept for replay, allocated again as it was
 	}
-	if r.prog.HasCompleted && t <= r.prog.LastCompleted {
-		return fmt.Errorf("batch %v allocated after batch %v completed; batch times must increase",
-			t, r.prog.LastCompleted)
+	if !pending {
+		if err := r.allocatable(t); err != nil {
+			return err
+		}
 	}
 	for _, id := range ids {
+		if o, ok := r.owner[id]; ok && o == t {
+			continue // logged in this batch (join)
+		}
 		if r.consumed[id] {
 			return fmt.Errorf("block %v is in a batch that already completed", id)
 		}

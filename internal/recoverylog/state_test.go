@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	block = logtest.Block
-	id    = logtest.ID
+	block   = logtest.Block
+	blockIn = logtest.BlockIn
+	id      = logtest.ID
 )
 
 func info(src int, seq uint64) batch.BlockInfo { return block(src, seq).Block }
@@ -108,6 +109,60 @@ func TestRecover(t *testing.T) {
 					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "10"},
 				},
 				Pending: []recoverylog.PendingBatch{{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
+			},
+		},
+		{
+			name: "blocks logged in a batch make it pending, in ID order",
+			entries: []recoverylog.Entry{
+				blockIn(1, 0, 2000), blockIn(0, 1, 2000), blockIn(0, 0, 1000), block(0, 2), blockIn(1, 0, 2000),
+			},
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
+					NextBlockSeq: map[int]uint64{0: 3, 1: 1},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "210", {"s", "shard-1"}: "10"},
+				},
+				Pending: []recoverylog.PendingBatch{
+					{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}},
+					{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1), info(1, 0)}},
+				},
+				Unallocated: []batch.BlockInfo{info(0, 2)},
+			},
+		},
+		{
+			// A compaction writes a pending batch's allocation, and blocks
+			// are logged in it after; a restart's first batch allocates
+			// the unallocated blocks with those logged in it.
+			name: "blocks logged in a batch and its allocations add up",
+			entries: []recoverylog.Entry{
+				blockIn(0, 0, 1000), recoverylog.BatchCompleted(1000),
+				block(0, 1), recoverylog.BatchAllocated(2000, id(0, 1)), blockIn(0, 2, 2000),
+				block(0, 3), blockIn(0, 4, 3000), recoverylog.BatchAllocated(3000, id(0, 3), id(0, 4)), blockIn(0, 4, 3000),
+			},
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
+					LastCompleted: 1000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 5},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "410"},
+				},
+				Pending: []recoverylog.PendingBatch{
+					{Time: 2000, Blocks: []batch.BlockInfo{info(0, 1), info(0, 2)}},
+					{Time: 3000, Blocks: []batch.BlockInfo{info(0, 3), info(0, 4)}},
+				},
+			},
+		},
+		{
+			name: "a batch kept for replay, its blocks logged in it",
+			entries: []recoverylog.Entry{
+				recoverylog.SnapshotTaken(0, ""), blockIn(0, 0, 1000), recoverylog.BatchCompleted(1000), blockIn(0, 0, 1000),
+			},
+			want: &recoverylog.State{
+				Progress: recoverylog.Progress{
+					LastCompleted: 1000, HasCompleted: true,
+					NextBlockSeq: map[int]uint64{0: 1},
+					ShardSeqs:    map[recoverylog.ShardKey]string{{"s", "shard-0"}: "10"},
+				},
+				Snapshot: &recoverylog.SnapshotRef{},
+				Replay:   []recoverylog.PendingBatch{{Time: 1000, Blocks: []batch.BlockInfo{info(0, 0)}}},
 			},
 		},
 		{
@@ -247,6 +302,31 @@ func TestRecoverInconsistent(t *testing.T) {
 			entries: []recoverylog.Entry{recoverylog.BatchAllocated(2000), recoverylog.BatchCompleted(2000),
 				recoverylog.BatchAllocated(2000)},
 			want: "allocated after batch 2000 ms (1970-01-01T00:00:02Z) completed; batch times must increase",
+		},
+		{
+			name:    "block logged in a completed batch",
+			entries: []recoverylog.Entry{blockIn(0, 0, 1000), recoverylog.BatchCompleted(1000), blockIn(0, 1, 1000)},
+			want:    "entries[2] (block block-0-1 (1 ranges, 10 records) in batch 1000 ms (1970-01-01T00:00:01Z)): batch 1000 ms (1970-01-01T00:00:01Z) allocated after batch 1000 ms",
+		},
+		{
+			name:    "block logged in two batches",
+			entries: []recoverylog.Entry{blockIn(0, 0, 1000), blockIn(0, 0, 2000)},
+			want:    "block block-0-0 logged in batch 2000 ms (1970-01-01T00:00:02Z), but it is in batch 1000 ms",
+		},
+		{
+			name:    "block logged in a batch and allocated in another",
+			entries: []recoverylog.Entry{blockIn(0, 0, 1000), recoverylog.BatchAllocated(2000, id(0, 0))},
+			want:    "block block-0-0 is already in batch 1000 ms",
+		},
+		{
+			name:    "batch allocated without a block logged in it",
+			entries: []recoverylog.Entry{blockIn(0, 0, 1000), blockIn(0, 1, 1000), block(0, 2), recoverylog.BatchAllocated(1000, id(0, 0), id(0, 2))},
+			want:    "batch 1000 ms (1970-01-01T00:00:01Z) allocated twice with different blocks",
+		},
+		{
+			name:    "block logged in a batch after it completed",
+			entries: []recoverylog.Entry{blockIn(0, 0, 1000), recoverylog.BatchCompleted(1000), blockIn(0, 0, 1000)},
+			want:    "block block-0-0 stored again after the batch holding it completed",
 		},
 		{
 			name:    "invalid entry",

@@ -3,11 +3,15 @@ package dynamolog_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
@@ -23,10 +27,14 @@ var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"
 
 // BenchmarkLogCost runs a pipeline with a DynamoDB recovery log on
 // dynalite, without state and with a MapWithState (whose keys time out),
-// idle (on a manual clock) and at 100 records a second (for 10 s of real
-// time), and reports the writes the log made, state snapshots included,
-// counted at the HTTP transport (each request the server got), per
-// worker-hour:
+// idle (on a manual clock) and at 100 records a second (in real time, from
+// the first compaction for the time of stream.DefaultCompactEvery batches,
+// at least 10 s, so that the compactions are counted at their rate: the
+// 1 s cases take about 3.5 minutes each), and reports the writes
+// the log made, state snapshots included, counted at the HTTP transport
+// (each request the server got), per worker-hour, with the puts by what
+// they hold (putKinds). The records of a batch interval are pushed at once,
+// to one shard: one block per batch.
 //
 //	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
 func BenchmarkLogCost(b *testing.B) {
@@ -54,7 +62,10 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 			if rate == 0 {
 				perHour = logCost(b, env, stateful, iv, rate, 10*time.Minute)
 			} else {
-				perHour = logCostRealTime(b, env, stateful, iv, rate, 10*time.Second)
+				// After the first compaction, as long as the log takes
+				// to compact once, so that the compactions are counted
+				// at their rate.
+				perHour = logCostRealTime(b, env, stateful, iv, rate, max(10*time.Second, stream.DefaultCompactEvery*iv))
 			}
 		}
 		total := 0.0
@@ -64,7 +75,48 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 		b.ReportMetric(total, "writes/worker-h")
 		b.ReportMetric(perHour["PutItem"], "puts/worker-h")
 		b.ReportMetric(perHour["BatchWriteItem"], "batchwrites/worker-h")
+		for _, k := range putKinds {
+			if perHour[k] > 0 {
+				b.ReportMetric(perHour[k], k+"/worker-h")
+			}
+		}
 	})
+}
+
+// putKinds are what the log's puts hold: an entry of a kind (its JSON
+// "kind"), or an item of the log's own (a claim, the base item a
+// compaction ends with).
+var putKinds = []string{"block", "alloc", "complete", "reserved", "snapshot", "shape", "summary", "finished", "claim", "base", "chunk"}
+
+// kindCounter is a dynamolog.Client that counts the puts by what they hold
+// (putKinds).
+type kindCounter struct {
+	dynamolog.Client
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *kindCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	kind := "chunk" // a snapshot's
+	if t, ok := in.Item["type"].(*types.AttributeValueMemberS); ok {
+		kind = t.Value
+	}
+	if e, ok := in.Item["entry"].(*types.AttributeValueMemberS); ok {
+		if _, rest, ok := strings.Cut(e.Value, `"kind":"`); ok {
+			kind, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	c.mu.Lock()
+	c.n[kind]++
+	c.mu.Unlock()
+	return c.Client.PutItem(ctx, in, optFns...)
+}
+
+// counts returns the puts so far by kind.
+func (c *kindCounter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }
 
 // completions signals batches completed: those that find room in c, so
@@ -86,13 +138,13 @@ func (l completions) BatchCompleted(info stream.BatchInfo) {
 // which counts them, and if stateful a MapWithState of the records, keyed
 // by record, whose keys time out after 5 s. Cancel stops the Run, which
 // then returns on runErr.
-func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *faults.Transport, src *memory.Source[string], runErr chan error, cancel func()) {
-	tr, err := faults.New(faults.Config{})
+func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *counted, src *memory.Source[string], runErr chan error, cancel func()) {
+	ft, err := faults.New(faults.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
-	cfg.Recovery = dynamolog.Config{Client: client, Table: table, Name: localaws.UniqueName(b)}
+	tr = &counted{Transport: ft, kinds: &kindCounter{Client: env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = ft }), n: map[string]int{}}}
+	cfg.Recovery = dynamolog.Config{Client: tr.kinds, Table: table, Name: localaws.UniqueName(b)}
 	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -188,8 +240,8 @@ func logCostRealTime(b *testing.B, env *localaws.Env, stateful bool, iv time.Dur
 	}
 	tick := time.NewTicker(iv)
 	defer tick.Stop()
-	push := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); {
+	push := func(d time.Duration, until func() bool) {
+		for end := time.Now().Add(d); time.Now().Before(end) && !until(); {
 			select {
 			case <-tick.C:
 				if err := src.Push(records...); err != nil {
@@ -200,17 +252,27 @@ func logCostRealTime(b *testing.B, env *localaws.Env, stateful bool, iv time.Dur
 			}
 		}
 	}
-	push(time.Second)
+	// Warm up until the first compaction, so that the span, as long as the
+	// log takes to compact once, holds one in the steady state.
+	push(3*span, func() bool { return tr.kinds.counts()["base"] > 0 })
 	before := logRequests(tr)
 	start := time.Now()
-	push(span)
+	push(span, func() bool { return false })
 	took := time.Since(start)
 	return stopCost(b, tr, before, took, cancel, runErr, nil)
 }
 
-// logRequests returns the log's write requests so far, by operation.
-func logRequests(tr *faults.Transport) map[string]int {
-	n := map[string]int{}
+// counted counts the requests a log makes, at the transport, and its puts
+// by kind.
+type counted struct {
+	*faults.Transport
+	kinds *kindCounter
+}
+
+// logRequests returns the log's write requests so far, by operation, and
+// its puts by kind.
+func logRequests(tr *counted) map[string]int {
+	n := tr.kinds.counts()
 	for _, op := range logWrites {
 		n[op] = tr.Requests(op)
 	}
@@ -220,7 +282,7 @@ func logRequests(tr *faults.Transport) map[string]int {
 // stopCost stops the pipeline and returns its log's writes per operation
 // since before, over took, scaled to an hour. advance, if not nil, moves a
 // manual clock on while the Run stops: it drains, on that clock.
-func stopCost(b *testing.B, tr *faults.Transport, before map[string]int, took time.Duration, cancel func(), runErr chan error, advance func()) map[string]float64 {
+func stopCost(b *testing.B, tr *counted, before map[string]int, took time.Duration, cancel func(), runErr chan error, advance func()) map[string]float64 {
 	perHour := map[string]float64{}
 	for op, n := range logRequests(tr) {
 		perHour[op] = float64(n-before[op]) * float64(time.Hour) / float64(took)

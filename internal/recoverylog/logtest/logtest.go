@@ -51,14 +51,18 @@ func EquateEmpty() cmp.Option { return cmpopts.EquateEmpty() }
 
 // Block returns a stored-block entry of source src and sequence seq with one
 // range on shard "shard-<src>" of stream "s", made up from seq.
-func Block(src int, seq uint64) recoverylog.Entry {
+func Block(src int, seq uint64) recoverylog.Entry { return BlockIn(src, seq, 0) }
+
+// BlockIn returns Block's entry logged in the batch at t
+// (recoverylog.BlockStoredIn).
+func BlockIn(src int, seq uint64, t batch.Time) recoverylog.Entry {
 	first := fmt.Sprint(seq*100 + 1)
 	last := fmt.Sprint(seq*100 + 10)
-	return recoverylog.BlockStored(batch.BlockInfo{
+	return recoverylog.BlockStoredIn(batch.BlockInfo{
 		ID:     batch.BlockID{Source: src, Seq: seq},
 		Ranges: []batch.SeqRange{{Stream: "s", Shard: fmt.Sprint("shard-", src), First: first, Last: last, Count: 10}},
 		Count:  10,
-	})
+	}, t)
 }
 
 // ID returns the block ID of source src and sequence seq.
