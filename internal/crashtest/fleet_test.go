@@ -95,7 +95,11 @@ func (h *harness) awaitOwners(what string, limit time.Duration, ok func(owners m
 		case <-exited:
 			h.t.Fatalf("a worker exited before %s (leases by owner %v): %s", what, owners, why())
 		case <-deadline.C:
-			h.t.Fatalf("not %s within %v: leases by owner %v", what, limit, owners)
+			var tails strings.Builder
+			for _, c := range cs {
+				fmt.Fprintf(&tails, "\nworker %s child %d:\n%s", c.h.tuning.worker, c.n, c.tail())
+			}
+			h.t.Fatalf("not %s within %v: leases by owner %v%s", what, limit, owners, tails.String())
 		}
 	}
 }

@@ -267,11 +267,20 @@ func (c *child) stop(sig os.Signal) {
 	}
 }
 
+// tailBytes is how much of a child's stderr a failure shows: 4000 bytes,
+// or 40000 with WEIR_CRASHTEST_DEBUG set (debug logs).
+func tailBytes() int {
+	if os.Getenv("WEIR_CRASHTEST_DEBUG") != "" {
+		return 40000
+	}
+	return 4000
+}
+
 // tail returns the end of the child's stderr.
 func (c *child) tail() string {
 	b, _ := os.ReadFile(c.stderr)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	if n := tailBytes(); len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return string(b)
 }

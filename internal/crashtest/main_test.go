@@ -95,7 +95,11 @@ func logOpener(env *localaws.Env, shared bool, dir, table, worker string, attemp
 // childMain runs the pipeline until SIGTERM, then drains it: exit status 0
 // if it drained cleanly. SIGKILL is the other way it ends.
 func childMain() int {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("WEIR_CRASHTEST_DEBUG") != "" {
+		level = slog.LevelDebug // every child's debug log, in its stderr file
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := runChild(logger); err != nil {
 		logger.Error("crashtest child failed", "err", err)
 		return 1

@@ -200,3 +200,46 @@ func TestLivenessStealNoticeRetried(t *testing.T) {
 		t.Errorf("w1 lost %v after the notice was written again, want [%s]", lost, victim)
 	}
 }
+
+// TestLivenessResumedWorkerRebalances checks a worker paused (clock
+// stopped) while another took all its leases, whose first act on resuming
+// is a scan (a take cycle's): the scan shows its leases lost, and it must
+// ask for its share back within a few take cycles, not only at its next
+// periodic scan (ScanInterval later): the leases the scan saw go count as
+// held in that scan's plan, so that plan takes nothing.
+func TestLivenessResumedWorkerRebalances(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	shards := shardIDs(4)
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		stepAll(ctx, w1)
+	}
+	if len(w1.held()) != 4 {
+		t.Fatalf("w1 holds %v, want all 4", w1.held())
+	}
+	// w1 pauses, its clock stopped; w2 takes every lease.
+	w2 := newWorker(t, table, "w2", db, nil)
+	for i := 0; len(w2.held()) < 4; i++ {
+		if i == 20 {
+			t.Fatalf("w2 holds %v after %d cycles, want all 4", w2.held(), i)
+		}
+		stepAll(ctx, w2)
+	}
+	// w1 resumes with a scan, which shows every lease lost.
+	w1.c.scanCycle(ctx)
+	w1.c.deliver()
+	if got := w1.held(); len(got) != 0 {
+		t.Fatalf("w1 holds %v after the scan that shows them taken", got)
+	}
+	for range 10 { // 10 renewal periods: far less than ScanInterval
+		stepAll(ctx, w1, w2)
+	}
+	if len(w1.held()) != 2 || len(w2.held()) != 2 {
+		t.Errorf("after 10 periods w1 holds %v and w2 %v, want 2 each; the table says %v", w1.held(), w2.held(), owners(t, w1.c.Table()))
+	}
+}

@@ -204,6 +204,10 @@ func (c *Coordinator) lostInScanLocked(leases []Lease, bad []*leasetable.BadItem
 		delete(c.held, shard)
 		c.queueLocked(leaseEvent{lost: shard})
 		lost = append(lost, shard)
+		// This scan's plan counts it as held; the next take cycle scans
+		// again, so that a worker resumed from a pause takes its share
+		// back then, not at its next periodic scan (ScanInterval).
+		c.needScan = true
 		c.log.Info("leasetable: lease lost", "shard", shard, "err", why)
 	}
 	for _, l := range leases {
