@@ -38,6 +38,16 @@ func (c *Coordinator) requestHandoff(ctx context.Context, l Lease) {
 		return
 	}
 	c.mu.Lock()
+	if c.draining {
+		// Drain gave up the hand-offs it knew of before this one was
+		// answered: give it up too, or it stays with this worker, gone,
+		// until it expires.
+		c.mu.Unlock()
+		if err := c.giveUp(ctx, l.Shard); err != nil {
+			c.log.Warn("leasetable: giving up a hand-off asked for while draining failed", "shard", l.Shard, "err", err)
+		}
+		return
+	}
 	c.pending[l.Shard] = c.cfg.Clock.Now()
 	c.mu.Unlock()
 	c.log.Info("leasetable: asked for a lease's hand-off", "shard", l.Shard, "from", l.Owner)

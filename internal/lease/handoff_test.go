@@ -186,3 +186,31 @@ func askedBy(t *testing.T, w *worker) string {
 	t.Fatalf("%s asked for nothing", w.c.cfg.WorkerID)
 	return ""
 }
+
+// TestHandoffAskedWhileDraining has w2's request for a lease of w1 land
+// after w2's Drain gave up the hand-offs it knew of (a take cycle's
+// request in flight when Drain began), then w1 learn of it and drain: the
+// lease must end up free, not with w2, which is gone, nor with w1, whose
+// release was refused because the request moved the counter. Either way
+// it would stay with a worker that has stopped until it expires.
+func TestHandoffAskedWhileDraining(t *testing.T) {
+	ctx := t.Context()
+	w1, w2 := handoffPair(t, func(string) {})
+	shard := w1.held()[0]
+	l := mustGet(t, w1.c.Table(), shard)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w2.c.requestHandoff(ctx, l) // sent before the Drain, answered after it
+	if o := owners(t, w2.c.Table())[shard]; o != "w1" {
+		t.Errorf("after the asker drained, %s is owned by %q; want it back with w1", shard, o)
+	}
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx)
+	if err := w1.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(t, w1.c.Table())[shard]; o != "" {
+		t.Errorf("after both workers drained, %s is owned by %q; want it free", shard, o)
+	}
+}

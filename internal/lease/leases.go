@@ -580,19 +580,22 @@ func (c *Coordinator) dropPending(ctx context.Context) error {
 	c.mu.Unlock()
 	var errs []error
 	for _, shard := range pending {
-		l, ok, err := c.table.Get(ctx, shard)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !ok || l.Owner != c.cfg.WorkerID {
-			continue
-		}
-		if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, c.giveUp(ctx, shard))
 	}
 	return errors.Join(errs...)
+}
+
+// giveUp gives up the hand-off of shard this worker asked for, if the
+// lease still names it owner (see dropPending).
+func (c *Coordinator) giveUp(ctx context.Context, shard string) error {
+	l, ok, err := c.table.Get(ctx, shard)
+	if err != nil || !ok || l.Owner != c.cfg.WorkerID {
+		return err
+	}
+	if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		return err
+	}
+	return nil
 }
 
 func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) error {
@@ -612,7 +615,23 @@ func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) 
 	if handoff { // to the worker that asked for it
 		release = c.table.handOff
 	}
-	if _, err := release(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+	_, err := release(ctx, l)
+	if errors.Is(err, checkpointer.ErrLeaseLost) {
+		// The counter moved: another worker asked for the lease, or asked
+		// and gave it back (it drained: dropPending). Released or handed
+		// off as it is now, or it stays with this worker, gone, until it
+		// expires.
+		now, ok, gerr := c.table.Get(ctx, shard)
+		switch {
+		case gerr != nil:
+			return gerr
+		case ok && now.Owner == c.cfg.WorkerID && now.CheckpointOwner == "":
+			_, err = c.table.Release(ctx, now)
+		case ok && now.Owner != c.cfg.WorkerID && now.CheckpointOwner == c.cfg.WorkerID:
+			_, err = c.table.handOff(ctx, now)
+		}
+	}
+	if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
 		return err
 	}
 	return nil
