@@ -92,4 +92,5 @@ func (lr *leaseRun) forget(shard string) {
 	delete(lr.ending, shard)
 	delete(lr.handing, shard)
 	delete(lr.reload, shard)
+	delete(lr.waiting, shard)
 }

@@ -43,7 +43,8 @@ type leaseRun struct {
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)
-	reload  map[string]bool      // shards to acquire again: state not loaded yet (shardstate.go)
+	reload  map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
+	waiting map[string]bool      // shards whose load waits for records of an earlier hold to complete (logged once)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -207,7 +208,12 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 		fatal, reload := lr.fatal, lr.reload
 		lr.reload = nil
 		lr.mu.Unlock()
-		for shard := range reload {
+		now := lr.rn.clock.Now()
+		for shard, at := range reload {
+			if now.Before(at) { // a failed load: tried again after a pause
+				lr.retryAcquire(shard, at.Sub(now))
+				continue
+			}
 			lr.mu.Lock()
 			owned := lr.owned[shard]
 			lr.mu.Unlock()
@@ -290,9 +296,22 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		// still in the driver: loaded now, the state would count them, and
 		// the snapshot loaded holds them already. They complete first (the
 		// state leaves them out); the assigner tries again then.
-		lr.retryAcquire(l.Shard)
+		lr.mu.Lock()
+		first := !lr.waiting[l.Shard]
+		if lr.waiting == nil {
+			lr.waiting = make(map[string]bool)
+		}
+		lr.waiting[l.Shard] = true
+		lr.mu.Unlock()
+		if first {
+			log.Info("kinesis: a newly leased shard waits for the records of its earlier hold or of its parents to complete before loading its state")
+		}
+		lr.retryAcquire(l.Shard, 0)
 		return
 	}
+	lr.mu.Lock()
+	delete(lr.waiting, l.Shard)
+	lr.mu.Unlock()
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -327,7 +328,7 @@ func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 		lr.report(fmt.Errorf("kinesis: shard %s: %w (if this worker holds the lease, its counter went back below the state's fence: "+
 			"a lease re-created or edited; delete the shard's state head item in the %s table to read it from its checkpoint with empty state)",
 			l.Shard, err, lr.state.table))
-		lr.retryAcquire(l.Shard)
+		lr.retryAcquire(l.Shard, lr.shardEndRetry())
 	case errors.Is(err, shardstate.ErrShapeChanged), errors.Is(err, shardstate.ErrCorrupt), errors.Is(err, shardstate.ErrInvalid),
 		errors.Is(err, errStateDecode):
 		lr.mu.Lock()
@@ -336,19 +337,25 @@ func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 	default:
 		log.Warn("kinesis: loading the state of a newly leased shard failed; not reading it until it loads, trying again", "err", err)
 		lr.report(err)
-		lr.retryAcquire(l.Shard)
+		lr.retryAcquire(l.Shard, lr.shardEndRetry())
 	}
 }
 
-// retryAcquire has the assigner acquire shard again at its next round,
-// under the lease held then.
-func (lr *leaseRun) retryAcquire(shard string) {
+// retryAcquire has the assigner acquire shard again at its first round
+// after the given time, under the lease held then: a failed load waits a
+// retry period (shardEndRetry; the assigner's ticker wakes it), so that a
+// throttled or unreachable state table is not called again at every
+// completed batch.
+func (lr *leaseRun) retryAcquire(shard string, after time.Duration) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if lr.reload == nil {
-		lr.reload = make(map[string]bool)
+		lr.reload = make(map[string]time.Time)
 	}
-	lr.reload[shard] = true
+	at := lr.rn.clock.Now().Add(after)
+	if old, ok := lr.reload[shard]; !ok || at.Before(old) {
+		lr.reload[shard] = at
+	}
 }
 
 // settled reports whether every record this worker added to a block of
