@@ -42,12 +42,10 @@ func (f *Filter) MergeFrom(g *Filter) {
 	for name, gw := range g.writers {
 		fw := f.writers[name]
 		switch {
-		case fw == nil:
-			fw = f.add(name)
-			used := fw.used
-			*fw = *gw
-			fw.used = used
-		case gw.batch > fw.batch:
+		case fw == nil || gw.batch > fw.batch:
+			if fw == nil {
+				fw = f.add(name)
+			}
 			used := fw.used
 			*fw = *gw
 			fw.used = used

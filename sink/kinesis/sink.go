@@ -2,7 +2,6 @@ package kinesis
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +45,6 @@ type Sink[T any] struct {
 	fleetNote   sync.Once
 }
 
-// randomWorkerLen is the length of the random name New draws for a Sink
-// without Worker: 16 characters of base32, 80 bits.
-const randomWorkerLen = 16
-
 // New returns a Sink configured by cfg, or an error wrapping
 // ErrInvalidConfig that names every bad field.
 func New[T any](cfg Config[T]) (*Sink[T], error) {
@@ -60,7 +55,7 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if cfg.Origin != "" {
 		worker := cfg.Worker
 		if worker == "" {
-			worker = rand.Text()[:randomWorkerLen]
+			worker = origin.RandomWriter()
 		}
 		s.fleetWriter = cfg.Origin + "/" + worker
 	}
@@ -140,7 +135,7 @@ func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 	}
 	if len(s.fleetWriter) > origin.MaxWriterLen {
 		return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
-			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-randomWorkerLen)
+			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-origin.RandomWriterLen)
 	}
 	if s.cfg.Worker == "" {
 		s.fleetNote.Do(func() {

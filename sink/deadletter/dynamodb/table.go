@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/internal/letters/lettertable"
+	"github.com/weirstream/weir/internal/origin"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
 )
@@ -90,10 +90,6 @@ type Table struct {
 	fleetNote sync.Once
 }
 
-// workerLen is the length of a Table's random worker name: 16 characters
-// of base32, 80 bits, as sink/kinesis draws for a writer without Worker.
-const workerLen = 16
-
 var _ stream.DeadLetters = (*Table)(nil)
 
 // New returns a Table writing to cfg.Table, configured as the sink of
@@ -116,7 +112,7 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 	// key: a letter's is its source record's, or its batch's and this
 	// worker's (see Table).
 	cfg.AllowBatchTimeVersions = true
-	t := &Table{client: cfg.Client, table: cfg.Table, logger: cfg.Logger, worker: rand.Text()[:workerLen]}
+	t := &Table{client: cfg.Client, table: cfg.Table, logger: cfg.Logger, worker: origin.RandomWriter()}
 	if t.logger == nil {
 		t.logger = slog.Default()
 	}
