@@ -149,14 +149,13 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardC
 		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.MaxAttempts)
 		if guessed {
 			// The cursor's iterator must start exactly at First, as an
-			// iterator AT_SEQUENCE_NUMBER First does; if it does not (a gap
-			// between the ranges, an empty page, an expired iterator), the
-			// page is dropped and the range read as if there were no cursor.
+			// iterator AT_SEQUENCE_NUMBER First does; if a page it gives
+			// does not (a gap between the ranges, an empty page), the page
+			// is dropped and the range read as if there were no cursor.
+			// An error (an expired iterator included) is handled below, as
+			// for any iterator: it was retried already.
 			guessed = false
-			if err != nil || len(res.Records) == 0 || batch.CompareSeq(aws.ToString(res.Records[0].SequenceNumber), rng.First) != 0 {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
+			if err == nil && (len(res.Records) == 0 || batch.CompareSeq(aws.ToString(res.Records[0].SequenceNumber), rng.First) != 0) {
 				rc.logger.Debug("kinesis: recompute: the range does not start where the shard's last one ended", "shard", rng.Shard, "seq", rng.First)
 				if it, err = rc.iterator(ctx, stream, rng, ""); err != nil {
 					return nil, rc.classify(err, unavailable)
