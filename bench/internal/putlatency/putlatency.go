@@ -98,16 +98,29 @@ func (l *Latencies) calls() int64 {
 	return reads()
 }
 
-func (l *Latencies) summary() string {
+// count returns the number of latencies taken.
+func (l *Latencies) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.d)
+}
+
+// summary returns the latencies' quantiles, and how many of the put
+// records were never output.
+func (l *Latencies) summary(put int) string {
 	l.mu.Lock()
 	d := slices.Clone(l.d)
 	l.mu.Unlock()
 	if len(d) == 0 {
 		return "no records"
 	}
+	missing := ""
+	if len(d) < put {
+		missing = fmt.Sprintf(", %d of %d put never output", put-len(d), put)
+	}
 	slices.Sort(d)
 	q := func(p float64) time.Duration { return d[min(int(p*float64(len(d))), len(d)-1)].Round(time.Millisecond) }
-	return fmt.Sprintf("p50 %v  p99 %v  max %v  (%d records)", q(0.5), q(0.99), d[len(d)-1].Round(time.Millisecond), len(d))
+	return fmt.Sprintf("p50 %v  p99 %v  max %v  (%d records%s)", q(0.5), q(0.99), d[len(d)-1].Round(time.Millisecond), len(d), missing)
 }
 
 // Run creates a stream of shards shards, runs consumers on it at once
@@ -136,21 +149,25 @@ func Run(ctx context.Context, env *localaws.Env, consumers []Consumer, rate int,
 	perr := awaitReady(readyCtx, env, name, lats)
 	readyCancel()
 	reads := make([]float64, len(consumers))
+	put := 0
 	if perr == nil {
 		calls := make([]int64, len(consumers))
 		start := time.Now()
 		for i, l := range lats {
 			calls[i] = l.start()
 		}
-		perr = produce(gctx, env, name, rate, d)
+		put, perr = produce(gctx, env, name, rate, d)
 		for i, l := range lats {
 			reads[i] = float64(l.calls()-calls[i]) / time.Since(start).Seconds() / float64(shards)
 		}
 	}
-	// Let the last records through, then stop the consumers.
-	select {
-	case <-time.After(3 * time.Second):
-	case <-gctx.Done():
+	// Wait for the last records (at most 30 s: a record still missing
+	// then is reported so), then stop the consumers.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, l := range lats {
+		for l.count() < put && time.Now().Before(deadline) && gctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	cancel()
 	if err := g.Wait(); err != nil {
@@ -161,7 +178,7 @@ func Run(ctx context.Context, env *localaws.Env, consumers []Consumer, rate int,
 	}
 	fmt.Fprintf(out, "put -> output latency, %d records/s for %v on %d shards, the consumers reading at once, from when each output a first record:\n", rate, d, shards)
 	for i, c := range consumers {
-		fmt.Fprintf(out, "  %-46s %s, %.2f reads/s per shard\n", c.Name, lats[i].summary(), reads[i])
+		fmt.Fprintf(out, "  %-46s %s, %.2f reads/s per shard\n", c.Name, lats[i].summary(put), reads[i])
 	}
 	return nil
 }
@@ -188,23 +205,24 @@ func awaitReady(ctx context.Context, env *localaws.Env, name string, lats []*Lat
 }
 
 // produce puts rate records/s, each holding its put time, for d.
-func produce(ctx context.Context, env *localaws.Env, name string, rate int, d time.Duration) error {
+func produce(ctx context.Context, env *localaws.Env, name string, rate int, d time.Duration) (int, error) {
 	client := env.Kinesis()
 	t := time.NewTicker(time.Second / time.Duration(rate))
 	defer t.Stop()
 	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end); i++ {
+	i := 0
+	for ; time.Now().Before(end); i++ {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return i, ctx.Err()
 		case <-t.C:
 		}
 		data := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
 		if _, err := client.PutRecord(ctx, &awskinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(strconv.Itoa(i)), Data: data}); err != nil {
-			return err
+			return i, err
 		}
 	}
-	return nil
+	return i, nil
 }
 
 // Timing is weir's timing in a latency run; zero fields take their
