@@ -193,6 +193,12 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 		st.tasks = append(st.tasks, &mapTask[K, V, S]{})
 	}
 	tasks := st.tasks[:len(in.keys)]
+	defer func() { // also when a map task fails
+		for _, tk := range tasks {
+			clear(tk.recs) // let go of the keys, values and states
+			clear(tk.ents)
+		}
+	}()
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
 		t := tasks[i]
 		t.recs, t.ents, t.runs = t.recs[:0], t.ents[:0], t.runs[:0]
@@ -215,12 +221,6 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 		runs = append(runs, tk.runs...)
 		n += len(tk.recs)
 	}
-	defer func() {
-		for _, tk := range tasks {
-			clear(tk.recs) // let go of the keys, values and states
-			clear(tk.ents)
-		}
-	}()
 	t := in.time
 	out := make([]U, 0, n)
 	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {

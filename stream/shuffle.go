@@ -131,6 +131,13 @@ func (c *combined[K, V]) insert(k K, h uint64, slot int, at firstAt) int32 {
 	return pos
 }
 
+// empty removes c's keys, keeping its room: its index is sized for as
+// many keys as it held.
+func (c *combined[K, V]) empty() {
+	c.index.reset(len(c.pairs))
+	c.pairs, c.hashes, c.first = c.pairs[:0], c.hashes[:0], c.first[:0]
+}
+
 // bucket returns the indexes of c's pairs in bucket p.
 func (c *combined[K, V]) bucket(p int) []int32 { return c.order[c.start[p]:c.start[p+1]] }
 

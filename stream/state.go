@@ -108,9 +108,13 @@ func newKeyState[K comparable, V, S any](update func(K, []V, S, bool) (S, bool),
 // hold gives key k state s: a new key after the others, a key with state
 // replaced.
 func (st *keyState[K, V, S]) hold(k K, s S) {
-	h := st.held
-	i, _ := h.keyPosHashed(k, maphash.Comparable(h.seed, k), firstAt{})
-	h.pairs[i].Value = s
+	st.holdHashed(k, maphash.Comparable(st.held.seed, k), s)
+}
+
+// holdHashed is hold for a key whose hash, by the state's seed, is h.
+func (st *keyState[K, V, S]) holdHashed(k K, h uint64, s S) {
+	i, _ := st.held.keyPosHashed(k, h, firstAt{})
+	st.held.pairs[i].Value = s
 }
 
 // drop removes the keys for which drop(i) is true, i their position in
@@ -226,13 +230,13 @@ func (st *keyState[K, V, S]) mergeAs(data []byte, key K) error {
 	if err != nil {
 		return err
 	}
-	h := st.held
+	h, hk := st.held, maphash.Comparable(st.held.seed, key)
 	for _, s := range states {
-		if i, _ := h.find(key, maphash.Comparable(h.seed, key)); i >= 0 {
+		if i, added := h.keyPosHashed(key, hk, firstAt{}); added {
+			h.pairs[i].Value = s
+		} else {
 			h.pairs[i].Value = mergeValue(h.pairs[i].Value, s)
-			continue
 		}
-		st.hold(key, s)
 	}
 	return nil
 }
@@ -248,8 +252,7 @@ func (st *keyState[K, V, S]) task(i int) *stateTask[K, V] {
 	}
 	t := st.tasks[i]
 	t.ids, t.vals, t.runs = t.ids[:0], t.vals[:0], t.runs[:0]
-	t.news.index.reset(len(t.news.pairs))
-	t.news.pairs, t.news.hashes, t.news.first = t.news.pairs[:0], t.news.hashes[:0], t.news.first[:0]
+	t.news.empty()
 	return t
 }
 
@@ -314,6 +317,13 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 	for i := range tasks {
 		tasks[i] = st.task(i)
 	}
+	defer func() { // also when a map task or update fails
+		for _, t := range tasks {
+			clear(t.vals) // let go of the values
+			clear(t.news.pairs)
+		}
+		clear(st.news.pairs)
+	}()
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
 		st.mapSide(tasks[i], in, i)
 		return nil
@@ -359,16 +369,10 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 			continue
 		}
 		if ns, keep := st.update(k, values(held+int(id)), zero, false); keep {
-			_, slot := st.held.find(k, h)
-			st.held.pairs[st.held.insert(k, h, slot, firstAt{})].Value = ns
+			st.holdHashed(k, h, ns)
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		}
 	}
-	for _, t := range tasks {
-		clear(t.vals) // let go of the values
-		clear(t.news.pairs)
-	}
-	clear(st.news.pairs)
 	st.last = batch.New(in.time, in.blocks, out)
 	return nil
 }
@@ -379,8 +383,7 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 // the keys first appear.
 func (st *keyState[K, V, S]) newKeys(tasks []*stateTask[K, V]) []int32 {
 	g := st.news
-	g.index.reset(len(g.pairs))
-	g.pairs, g.hashes, g.first = g.pairs[:0], g.hashes[:0], g.first[:0]
+	g.empty()
 	for _, t := range tasks {
 		for j := range t.news.pairs {
 			kv, at := &t.news.pairs[j], t.news.first[j]
