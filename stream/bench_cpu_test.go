@@ -233,14 +233,22 @@ func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func
 // (cpu-engine/loop, the loop's over the engine's): measured side by side,
 // the two drift together when other processes load the machine. With
 // shards=2 the block holds the lines of two shards, so the count runs as a
-// shuffle of two partitions. The keyed operators other than CountByValue
-// are paired the same way, in BenchmarkKeyedPaired.
+// shuffle of two partitions; shards=2/lines=20000 is that shuffle with ten
+// times the lines in the batch. The keyed operators other than
+// CountByValue are paired the same way, in BenchmarkKeyedPaired.
 //
 //	go test -run '^$' -bench 'WordCountPaired' -count 5 ./stream
 func BenchmarkWordCountPaired(b *testing.B) {
-	for _, shards := range []int{1, 2} {
-		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			lines, block := wordBlock(shards)
+	type size struct {
+		name   string
+		shards int
+		lines  []string
+	}
+	sizes := []size{{"shards=1", 1, benchLines()[0]}, {"shards=2", 2, benchLines()[0]},
+		{fmt.Sprintf("shards=2/lines=%d", bigBatchLines), 2, wordLines(1, 1, bigBatchLines, benchLineWords)[0]}}
+	for _, sz := range sizes {
+		b.Run(sz.name, func(b *testing.B) {
+			lines, block := wordBlockOf(sz.shards, sz.lines)
 			var sink int64
 			counted := make(map[string]int64)
 			runPaired(b, block, func(words *Stream[string]) {
@@ -270,10 +278,16 @@ func BenchmarkWordCountPaired(b *testing.B) {
 	}
 }
 
-// wordBlock returns the lines of a word count batch and a block of them
-// read from shards shards, in halves (no ranges for one shard).
-func wordBlock(shards int) ([]string, source.Block[string]) {
-	lines := benchLines()[0]
+// bigBatchLines is the lines of the paired benchmarks' large batch, ten
+// times the others': the cost of the shuffle per record, with the cost of
+// a batch itself (starting its tasks and waiting for them, which takes
+// 0.1-0.2 ms per stage on a virtual machine, see BenchmarkParallelStart)
+// spread over ten times the records.
+const bigBatchLines = 10 * benchLinesPerBatch
+
+// wordBlockOf returns lines and a block of them read from shards shards,
+// in equal parts (no ranges for one shard).
+func wordBlockOf(shards int, lines []string) ([]string, source.Block[string]) {
 	block := source.Block[string]{Records: lines}
 	if shards > 1 {
 		per := len(lines) / shards

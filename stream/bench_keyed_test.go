@@ -2,17 +2,20 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source"
 )
 
 // BenchmarkKeyedPaired pairs the keyed operators other than CountByValue
 // (BenchmarkWordCountPaired's) with a hand-written loop doing the same
 // aggregation on the same words, as BenchmarkWordCountPaired does, over a
-// block of two shards:
+// block of two shards, of a batch's lines as the other benchmarks have them
+// and of ten times as many (lines=20000):
 //
 //	go test -run '^$' -bench 'KeyedPaired' -count 5 ./stream
 //
@@ -30,7 +33,7 @@ func BenchmarkKeyedPaired(b *testing.B) {
 			return nil
 		})
 	}
-	lines, block := wordBlock(2)
+	var lines []string
 	words := func(yield func(string)) {
 		for _, line := range lines {
 			for _, w := range strings.Fields(line) {
@@ -152,14 +155,23 @@ func BenchmarkKeyedPaired(b *testing.B) {
 			}
 		},
 	}}
+	small, big := benchLines()[0], wordLines(1, 1, bigBatchLines, benchLineWords)[0]
 	for _, bench := range benches {
-		b.Run(bench.name+"/shards=2", func(b *testing.B) {
-			var sinkEngine, sinkLoop int64
-			runPaired(b, block, func(s *Stream[string]) { bench.build(s, &sinkEngine) }, bench.loop(&sinkLoop), func(int) {
-				if sinkEngine != sinkLoop {
-					b.Fatalf("the engine added up to %d, the loop to %d", sinkEngine, sinkLoop)
+		for _, size := range []string{"", fmt.Sprintf("/lines=%d", bigBatchLines)} {
+			b.Run(bench.name+"/shards=2"+size, func(b *testing.B) {
+				lines = small
+				if size != "" {
+					lines = big
 				}
+				var block source.Block[string]
+				lines, block = wordBlockOf(2, lines)
+				var sinkEngine, sinkLoop int64
+				runPaired(b, block, func(s *Stream[string]) { bench.build(s, &sinkEngine) }, bench.loop(&sinkLoop), func(int) {
+					if sinkEngine != sinkLoop {
+						b.Fatalf("the engine added up to %d, the loop to %d", sinkEngine, sinkLoop)
+					}
+				})
 			})
-		})
+		}
 	}
 }
