@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -83,7 +84,13 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 			if h.keep != nil {
 				b = filterBatch(b, h.keep)
 			}
-			h.bs = append(h.bs, b)
+			// In time order: a shard's history loaded from a worker
+			// ahead of this one may hold later batches (pershard.go).
+			i := len(h.bs)
+			for i > 0 && h.bs[i-1].Time() > b.Time() {
+				i--
+			}
+			h.bs = slices.Insert(h.bs, i, b)
 		}
 		cut := r.job.time.Add(-keep)
 		i := 0

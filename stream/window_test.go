@@ -3,6 +3,7 @@ package stream
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/source"
 )
 
 func TestWindow(t *testing.T) {
@@ -267,5 +270,81 @@ func TestReduceByKeyAndWindowSameAfterReplay(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWindowPerShardLoadedAhead loads into a Window kept per shard the
+// history of a shard from a worker a batch ahead of this one, which holds
+// a batch later than this worker's next: the next batch's records must
+// still be in the window. They were left out of it, behind the later
+// batch, when a batch was added to the end of the history whatever its
+// time.
+func TestWindowPerShardLoadedAhead(t *testing.T) {
+	lo, err := parseShard(source.Shard{ID: "lo", StartingHashKey: "0", EndingHashKey: "170141183460469231731687303715884105727"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, err := parseShard(source.Shard{ID: "hi", StartingHashKey: "170141183460469231731687303715884105728", EndingHashKey: "340282366920938463463374607431768211455"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(sh shardRange, n int) string {
+		for i := 0; ; i++ {
+			k := fmt.Sprint("k", i)
+			if sh.r.Contains(hashkey.Of(k)) {
+				if n == 0 {
+					return k
+				}
+				n--
+			}
+		}
+	}
+	p, _, s := newTest[string](t, Config{})
+	pairs := PartitionedBy(wordPairs(s), func(k string) string { return k })
+	w := Window(pairs, 3*time.Second, time.Second)
+	ws := w.n.state.(*windowState[kv])
+	view := ws.byShard(w.n)
+	if err := view.loadShard(lo, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, c, d := key(lo, 0), key(lo, 1), key(lo, 2)
+	b := key(hi, 0)
+	step := func(sec int, recs ...string) []string {
+		tm := batch.Time(sec * 1000)
+		r := &run{ctx: t.Context(), job: &job{time: tm}, memo: make([]any, len(p.nodes)), par: 1}
+		var in []kv
+		for _, k := range recs {
+			in = append(in, kv{k, 1})
+		}
+		r.memo[pairs.n.id] = &result[kv]{b: batch.New(tm, nil, in)}
+		if err := w.n.tick(r); err != nil {
+			t.Fatal(err)
+		}
+		out, err := w.at(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for p := range out.All() {
+			keys = append(keys, p.Key)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	step(1, a)
+	// The hi shard's history, from a worker a batch ahead: a batch at 3s.
+	var sw snapWriter
+	if err := (&history[kv]{bs: []*batch.Batch[kv]{batch.New(3000, nil, []kv{{b, 1}})}}).encode(&sw, ws.rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.loadShard(hi, [][]byte{sw.buf}); err != nil {
+		t.Fatal(err)
+	}
+	sorted := func(ks ...string) []string { slices.Sort(ks); return ks }
+	if diff := gocmp.Diff(sorted(a, c), step(2, c)); diff != "" {
+		t.Errorf("window at 2s (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(sorted(a, b, c, d), step(3, d)); diff != "" {
+		t.Errorf("window at 3s (-want +got):\n%s", diff)
 	}
 }
