@@ -233,10 +233,7 @@ func TestReduceByKeyAndWindowSameAfterReplay(t *testing.T) {
 		if replay {
 			return nil
 		}
-		m := &result[kv]{}
-		r.memo[win.id] = m
-		w := win.state.(*windowReduce[string, int])
-		b, err := w.compute(r)
+		b, err := win.state.(*windowReduce[string, int]).compute(r)
 		if err != nil {
 			t.Fatalf("window at batch %d: %v", i, err)
 		}
