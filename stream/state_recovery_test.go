@@ -40,18 +40,21 @@ type stateSeen struct {
 	counts  map[batch.Time]map[string]int // UpdateStateByKey
 	mws     map[batch.Time]map[string]int // MapWithState snapshots
 	window  map[batch.Time]map[string]int // ReduceByKeyAndWindow with inverse
-	windowN map[batch.Time]map[string]int // ReduceByKeyAndWindow without
-	win     map[batch.Time]int            // Window: records in the window
-	timeout map[batch.Time][]string       // MapWithState: the keys timed out, sorted
-	clash   []string
-	runs    map[batch.Time]int // calls of the records output
+	// windowOrder is the window's pairs as output, in order.
+	windowOrder map[batch.Time][]stream.Pair[string, int]
+	windowN     map[batch.Time]map[string]int // ReduceByKeyAndWindow without
+	win         map[batch.Time]int            // Window: records in the window
+	timeout     map[batch.Time][]string       // MapWithState: the keys timed out, sorted
+	clash       []string
+	runs        map[batch.Time]int // calls of the records output
 }
 
 func newStateSeen() *stateSeen {
 	return &stateSeen{records: map[batch.Time][]string{}, counts: map[batch.Time]map[string]int{},
 		mws: map[batch.Time]map[string]int{}, window: map[batch.Time]map[string]int{},
 		windowN: map[batch.Time]map[string]int{}, win: map[batch.Time]int{}, runs: map[batch.Time]int{},
-		timeout: map[batch.Time][]string{}}
+		windowOrder: map[batch.Time][]stream.Pair[string, int]{},
+		timeout:     map[batch.Time][]string{}}
 }
 
 func pairsMap(b *batch.Batch[stream.Pair[string, int]]) map[string]int {
@@ -159,7 +162,17 @@ func statePipelineOf(t *testing.T, d *durable, seen *stateSeen, hook func(ctx co
 	}, stream.Named("timeouts"))
 	sum := func(a, b int) int { return a + b }
 	sub := func(a, b int) int { return a - b }
-	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs(), sum, sub, 3*time.Second, time.Second), put(seen.window), stream.Named("window"))
+	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs(), sum, sub, 3*time.Second, time.Second), func(ctx context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+		// A window run again must be the one first output, in order (G2).
+		recs := b.Records()
+		seen.mu.Lock()
+		if old, ok := seen.windowOrder[b.Time()]; ok && !slices.Equal(old, recs) {
+			seen.clash = append(seen.clash, "window "+b.Time().String())
+		}
+		seen.windowOrder[b.Time()] = recs
+		seen.mu.Unlock()
+		return put(seen.window)(ctx, b)
+	}, stream.Named("window"))
 	stream.ForEachBatch(stream.ReduceByKeyAndWindow(pairs(), sum, nil, 4*time.Second, 2*time.Second), put(seen.windowN), stream.Named("windowN"))
 	stream.ForEachBatch(stream.Window(s, 2*time.Second, time.Second), func(_ context.Context, b *batch.Batch[string]) error {
 		seen.mu.Lock()

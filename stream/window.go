@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -83,7 +84,13 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 			if h.keep != nil {
 				b = filterBatch(b, h.keep)
 			}
-			h.bs = append(h.bs, b)
+			// In time order: a shard's history loaded from a worker
+			// ahead of this one may hold later batches (pershard.go).
+			i := len(h.bs)
+			for i > 0 && h.bs[i-1].Time() > b.Time() {
+				i--
+			}
+			h.bs = slices.Insert(h.bs, i, b)
 		}
 		cut := r.job.time.Add(-keep)
 		i := 0
@@ -136,7 +143,8 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // that entered are added with reduce. A key is dropped from the window when
 // no batch in the window has it any more, whatever its value: so both ways
 // give the same pairs. Pair order is deterministic but not otherwise
-// specified, and may differ between the two ways.
+// specified, and may differ between the two ways; a window recomputed
+// after a restart has the order it had.
 //
 // Each batch of s is first reduced by key as by ReduceByKey, so reduce is
 // called concurrently, as there.
@@ -155,7 +163,19 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
 	cs.unused(s.p, "ReduceByKeyAndWindow", s.n)
-	out := newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, w.h.tick(perBatch, length+slide))
+	keep := w.h.tick(perBatch, length+slide)
+	out := newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, func(r *run) error {
+		if err := keep(r); err != nil {
+			return err
+		}
+		// The kept window moves in the tick, which the replay after a
+		// restart runs too: so the windows after it are computed from the
+		// one before, as in the run, and list their keys in the same order.
+		if inverse != nil && validAt(r.job.time, slide) {
+			w.slideTo(r.job.time)
+		}
+		return nil
+	})
 	out.n.keepState(w)
 	return out
 }
@@ -204,7 +224,9 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 		}
 		return batch.New(t, blocks, w.red.out()), nil
 	}
-	w.slideTo(t)
+	if !w.ok || w.at != t {
+		w.slideTo(t) // the tick moves it; this is in case it did not
+	}
 	out := make([]Pair[K, V], len(w.keys))
 	for i, k := range w.keys {
 		out[i] = Pair[K, V]{Key: k, Value: w.cs[i].v}

@@ -3,6 +3,7 @@ package stream
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/source"
 )
 
 func TestWindow(t *testing.T) {
@@ -197,5 +200,148 @@ func TestWindowHistoryDropsOldBatches(t *testing.T) {
 	want := []batch.Time{4000, 5000, 6000}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("kept batch times (-want +got):\n%s", diff)
+	}
+}
+
+// TestReduceByKeyAndWindowSameAfterReplay checks that a window with an
+// inverse, recomputed after a restart, is the one the run made, pairs in
+// the same order (G2: sink/kinesis's origin tags know a record by its
+// index in the batch). The restart restores the snapshot taken after an
+// earlier batch and replays the batches completed since as the engine
+// does, with the stateful nodes' ticks only; then the next window is
+// computed as in the run. A key that stays in the window keeps its place
+// incrementally, where a window reduced from its batches lists keys in
+// the order they first appear: b before a in the window of batches 2-3.
+func TestReduceByKeyAndWindowSameAfterReplay(t *testing.T) {
+	perBatch := [][]kv{{{"a", 1}}, {{"a", 1}}, {{"b", 1}, {"a", 1}}, {{"c", 1}}, {{"a", 1}, {"c", 1}}, nil, {{"b", 1}}}
+	// build returns the window's node and its per-batch stream's.
+	build := func() (win, pb *node, nodes int) {
+		p, _, s := newTest[string](t, Config{})
+		w := ReduceByKeyAndWindow(wordPairs(s), sum, sub, 2*time.Second, time.Second)
+		return w.n, w.n.parents[0], len(p.nodes)
+	}
+	// step runs batch i on the window's node as a batch of the engine
+	// does, computing the window unless replay, as the engine's replay
+	// of a completed batch does not.
+	step := func(win, pb *node, nodes, i int, replay bool) []kv {
+		tm := batch.Time((i + 1) * 1000)
+		r := &run{ctx: t.Context(), job: &job{time: tm}, memo: make([]any, nodes), par: 1}
+		r.memo[pb.id] = &result[kv]{b: batch.New(tm, nil, perBatch[i])}
+		if err := win.tick(r); err != nil {
+			t.Fatalf("tick of batch %d: %v", i, err)
+		}
+		if replay {
+			return nil
+		}
+		b, err := win.state.(*windowReduce[string, int]).compute(r)
+		if err != nil {
+			t.Fatalf("window at batch %d: %v", i, err)
+		}
+		return b.Records()
+	}
+	for snapAt := range len(perBatch) - 1 {
+		win, pb, nodes := build()
+		var want [][]kv
+		var snap []byte
+		for i := range perBatch {
+			want = append(want, step(win, pb, nodes, i, false))
+			if i == snapAt {
+				var err error
+				if snap, err = win.state.snapshot(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for crash := snapAt + 1; crash < len(perBatch); crash++ {
+			win, pb, nodes := build()
+			if err := win.state.restore(snap); err != nil {
+				t.Fatal(err)
+			}
+			for i := snapAt + 1; i < crash; i++ {
+				step(win, pb, nodes, i, true)
+			}
+			for i := crash; i < len(perBatch); i++ {
+				if diff := gocmp.Diff(want[i], step(win, pb, nodes, i, false), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("snapshot after batch %d, batches %d-%d replayed: window at batch %d (-run +restarted):\n%s",
+						snapAt, snapAt+1, crash-1, i, diff)
+				}
+			}
+		}
+	}
+}
+
+// TestWindowPerShardLoadedAhead loads into a Window kept per shard the
+// history of a shard from a worker a batch ahead of this one, which holds
+// a batch later than this worker's next: the next batch's records must
+// still be in the window. They were left out of it, behind the later
+// batch, when a batch was added to the end of the history whatever its
+// time.
+func TestWindowPerShardLoadedAhead(t *testing.T) {
+	lo, err := parseShard(source.Shard{ID: "lo", StartingHashKey: "0", EndingHashKey: "170141183460469231731687303715884105727"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, err := parseShard(source.Shard{ID: "hi", StartingHashKey: "170141183460469231731687303715884105728", EndingHashKey: "340282366920938463463374607431768211455"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(sh shardRange, n int) string {
+		for i := 0; ; i++ {
+			k := fmt.Sprint("k", i)
+			if sh.r.Contains(hashkey.Of(k)) {
+				if n == 0 {
+					return k
+				}
+				n--
+			}
+		}
+	}
+	p, _, s := newTest[string](t, Config{})
+	pairs := PartitionedBy(wordPairs(s), func(k string) string { return k })
+	w := Window(pairs, 3*time.Second, time.Second)
+	ws := w.n.state.(*windowState[kv])
+	view := ws.byShard(w.n)
+	if err := view.loadShard(lo, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, c, d := key(lo, 0), key(lo, 1), key(lo, 2)
+	b := key(hi, 0)
+	step := func(sec int, recs ...string) []string {
+		tm := batch.Time(sec * 1000)
+		r := &run{ctx: t.Context(), job: &job{time: tm}, memo: make([]any, len(p.nodes)), par: 1}
+		var in []kv
+		for _, k := range recs {
+			in = append(in, kv{k, 1})
+		}
+		r.memo[pairs.n.id] = &result[kv]{b: batch.New(tm, nil, in)}
+		if err := w.n.tick(r); err != nil {
+			t.Fatal(err)
+		}
+		out, err := w.at(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for p := range out.All() {
+			keys = append(keys, p.Key)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	step(1, a)
+	// The hi shard's history, from a worker a batch ahead: a batch at 3s.
+	var sw snapWriter
+	if err := (&history[kv]{bs: []*batch.Batch[kv]{batch.New(3000, nil, []kv{{b, 1}})}}).encode(&sw, ws.rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.loadShard(hi, [][]byte{sw.buf}); err != nil {
+		t.Fatal(err)
+	}
+	sorted := func(ks ...string) []string { slices.Sort(ks); return ks }
+	if diff := gocmp.Diff(sorted(a, c), step(2, c)); diff != "" {
+		t.Errorf("window at 2s (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(sorted(a, b, c, d), step(3, d)); diff != "" {
+		t.Errorf("window at 3s (-want +got):\n%s", diff)
 	}
 }
