@@ -1,9 +1,12 @@
 package kinesis
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/source"
 )
 
@@ -268,4 +272,67 @@ func TestFanOutFatalErrorStopsTheReceiver(t *testing.T) {
 			t.Fatalf("Start = %v, want the AccessDeniedException", err)
 		}
 	})
+}
+
+// TestFanOutRefusedSubscriptionsWarn has a shard's subscriptions refused
+// again and again (another subscription of the consumer holds the shard):
+// the reader retries them, and says so at WARN as the polling reader's
+// calls do (internal/streak), not only at DEBUG: it reads nothing
+// meanwhile.
+func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		var logs syncBuffer
+		r, err := New(Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			FanOut: &FanOutConfig{subscribe: subs.subscribe},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+		}()
+		inUse := &types.ResourceInUseException{Message: aws.String("another subscription holds the shard")}
+		for range streak.WarnAt {
+			subs.next(t, inUse, types.ShardIteratorTypeTrimHorizon, "")
+		}
+		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s.send(t, "2", 1, 2)
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		got := logs.String()
+		for _, want := range []string{"level=WARN", "op=SubscribeToShard", "shard=shard-0", "cause=resource_in_use", "FanOutConfig.ConsumerName"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the log after %d refused subscriptions has no %q:\n%s", streak.WarnAt, want, got)
+			}
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
