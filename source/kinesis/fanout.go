@@ -117,6 +117,12 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			continue // the subscription ran its course: renew it
 		}
 		cause := subscribeRetryCause(err)
+		if cause == "" && rn.goneFromStream(ctx, s.log, shardID, err) {
+			if ev, ok := rn.r.progress.ended(shardID); ok {
+				rn.shardEnded(ctx, ev)
+			}
+			return nil
+		}
 		if cause == "" {
 			if s.lastRead == "" { // nothing read yet: refused at pos
 				err = rn.notInStream(shardID, pos, err)

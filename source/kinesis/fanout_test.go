@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -335,4 +336,53 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestFanOutShardGoneFromStream has a shard's subscription refused with
+// ResourceNotFoundException once the stream no longer lists the shard (a
+// closed shard past its retention): the reader takes it as read to its
+// end, as the polling reader does (TestLeasesShardGoneFromStream), rather
+// than fail the receiver.
+func TestFanOutShardGoneFromStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
+		r, err := New(Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake, FanOut: &FanOutConfig{subscribe: subs.subscribe}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ended []string
+		r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+		}()
+		<-subs.calls
+		fake.gone.Store(true)
+		subs.refuse <- &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
+			t.Errorf("shards ended (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// goneFake is a shardFake whose shard leaves the shard list once gone is
+// set.
+type goneFake struct {
+	shardFake
+	gone atomic.Bool
+}
+
+func (f *goneFake) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, o ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	if f.gone.Load() {
+		return &awskinesis.ListShardsOutput{}, nil
+	}
+	return f.shardFake.ListShards(ctx, in, o...)
 }

@@ -39,13 +39,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	}
 	// gone reports whether err says the shard is no longer in the stream
 	// (goneFromStream): it is then taken as read to its end.
-	gone := func(err error) bool {
-		if !rn.goneFromStream(ctx, shardID, err) {
-			return false
-		}
-		log.Warn("kinesis: the shard is no longer in the stream (its records passed the retention period); taking it as read to its end, as the KCL does", "err", err)
-		return true
-	}
+	gone := func(err error) bool { return rn.goneFromStream(ctx, log, shardID, err) }
 	it, err := rn.iterator(ctx, shardID, pos, 0)
 	if gone(err) {
 		return ended()
@@ -149,8 +143,8 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 // for a closed shard whose records all passed the retention period. The
 // KCL takes such a shard as read to its end; so does the reader, so that
 // its lease is marked SHARD_END and its children are read, rather than
-// fail at every start.
-func (rn *run) goneFromStream(ctx context.Context, shardID string, err error) bool {
+// fail at every start. It logs the shard's end at WARN on log.
+func (rn *run) goneFromStream(ctx context.Context, log *slog.Logger, shardID string, err error) bool {
 	var notFound *types.ResourceNotFoundException
 	if !errors.As(err, &notFound) {
 		return false
@@ -164,6 +158,7 @@ func (rn *run) goneFromStream(ctx context.Context, shardID string, err error) bo
 			return false
 		}
 	}
+	log.Warn("kinesis: the shard is no longer in the stream (its records passed the retention period); taking it as read to its end, as the KCL does", "err", err)
 	return true
 }
 
