@@ -374,10 +374,19 @@ func TestFanOutShardGoneFromStream(t *testing.T) {
 }
 
 // goneFake is a shardFake whose shard leaves the shard list once gone is
-// set.
+// set; with goneOnRead, the first GetRecords call sets it, and the next
+// ones answer ResourceNotFoundException.
 type goneFake struct {
 	shardFake
-	gone atomic.Bool
+	gone       atomic.Bool
+	goneOnRead bool
+}
+
+func (f *goneFake) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	if f.goneOnRead && f.gone.Swap(true) {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
+	}
+	return f.shardFake.GetRecords(ctx, in, o...)
 }
 
 func (f *goneFake) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, o ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
@@ -385,4 +394,37 @@ func (f *goneFake) ListShards(ctx context.Context, in *awskinesis.ListShardsInpu
 		return &awskinesis.ListShardsOutput{}, nil
 	}
 	return f.shardFake.ListShards(ctx, in, o...)
+}
+
+// TestPollingShardGoneWhileRead has GetRecords answer
+// ResourceNotFoundException once the stream no longer lists the shard
+// being read (a closed shard that passed its retention period while its
+// reader lagged): the reader takes it as read to its end, as the KCL
+// does, rather than fail the receiver.
+func TestPollingShardGoneWhileRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
+		fake.goneOnRead = true
+		r, err := New(Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ended []string
+		r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+		}()
+		time.Sleep(time.Second) // virtual time: the reader reads, and the shard goes
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
+			t.Errorf("shards ended (-want +got):\n%s", diff)
+		}
+	})
 }

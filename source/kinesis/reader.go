@@ -89,6 +89,9 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			planned = time.Time{} // not a planned read: its start is no lateness
 			continue
 		}
+		if gone(err) {
+			return ended()
+		}
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
