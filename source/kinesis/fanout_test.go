@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -284,11 +283,11 @@ func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
 		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
-		var logs syncBuffer
+		logs := &logged{}
 		r, err := New(Config{
 			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
 			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
-			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: slog.New(logs),
 			FanOut: &FanOutConfig{subscribe: subs.subscribe},
 		})
 		if err != nil {
@@ -311,31 +310,17 @@ func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		got := logs.String()
-		for _, want := range []string{"level=WARN", "op=SubscribeToShard", "shard=shard-0", "cause=resource_in_use", "FanOutConfig.ConsumerName"} {
-			if !strings.Contains(got, want) {
-				t.Errorf("the log after %d refused subscriptions has no %q:\n%s", streak.WarnAt, want, got)
+		warned := false
+		for _, rec := range logs.records() {
+			a := rec.attrs
+			if a["op"] == "SubscribeToShard" && a["shard"] == "shard-0" && a["cause"] == "resource_in_use" && strings.Contains(a["fix"], "FanOutConfig.ConsumerName") {
+				warned = true
 			}
 		}
+		if !warned {
+			t.Errorf("no warning of the shard's refused subscriptions (with the fix) after %d of them; logged: %+v", streak.WarnAt, logs.records())
+		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestFanOutShardGoneFromStream has a shard's subscription refused with
@@ -347,30 +332,42 @@ func TestFanOutShardGoneFromStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
 		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
-		r, err := New(Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake, FanOut: &FanOutConfig{subscribe: subs.subscribe}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ended []string
-		r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
-		errc := make(chan error, 1)
-		go func() {
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
-		}()
-		<-subs.calls
-		fake.gone.Store(true)
-		subs.refuse <- &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
-		synctest.Wait()
-		if err := r.Stop(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
-			t.Errorf("shards ended (-want +got):\n%s", diff)
-		}
+		cfg := Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake, FanOut: &FanOutConfig{subscribe: subs.subscribe}}
+		runUntilGone(t, cfg, func() {
+			<-subs.calls
+			fake.gone.Store(true)
+			subs.refuse <- &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
+		})
 	})
+}
+
+// runUntilGone runs a receiver of cfg in a synctest bubble, calls gone,
+// which makes its one shard, shard-0, leave the stream, and checks that
+// the receiver took the shard as read to its end and stopped without an
+// error.
+func runUntilGone(t *testing.T, cfg Config, gone func()) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+	}()
+	gone()
+	synctest.Wait()
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
+		t.Errorf("shards ended (-want +got):\n%s", diff)
+	}
 }
 
 // goneFake is a shardFake whose shard leaves the shard list once gone is
@@ -405,26 +402,8 @@ func TestPollingShardGoneWhileRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
 		fake.goneOnRead = true
-		r, err := New(Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ended []string
-		r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
-		errc := make(chan error, 1)
-		go func() {
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
-		}()
-		time.Sleep(time.Second) // virtual time: the reader reads, and the shard goes
-		synctest.Wait()
-		if err := r.Stop(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
-			t.Errorf("shards ended (-want +got):\n%s", diff)
-		}
+		runUntilGone(t, Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake}, func() {
+			time.Sleep(time.Second) // virtual time: the reader reads, and the shard goes
+		})
 	})
 }
