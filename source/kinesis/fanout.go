@@ -91,7 +91,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		}
 		if failed > 0 && (s.delivered || err == nil) {
 			st.Ended(failed + 1)
-			failed = 0
+			st, failed = rn.retry.newStreak("SubscribeToShard", shardID, 0), 0
 		}
 		switch end {
 		case subEnded:

@@ -303,6 +303,13 @@ func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
 		}
 		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
 		s.send(t, "2", 1, 2)
+		s.end(nil) // the streak is over
+		// One refusal later is no streak to warn about, nor to say over.
+		subs.next(t, inUse, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		s = subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		s.send(t, "4", 3, 4)
+		s.end(nil)
+		subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "4")
 		synctest.Wait()
 		if err := r.Stop(t.Context()); err != nil {
 			t.Fatal(err)
@@ -310,15 +317,20 @@ func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		warned := false
+		warned, over := 0, 0
 		for _, rec := range logs.records() {
 			a := rec.attrs
-			if a["op"] == "SubscribeToShard" && a["shard"] == "shard-0" && a["cause"] == "resource_in_use" && strings.Contains(a["fix"], "FanOutConfig.ConsumerName") {
-				warned = true
+			switch {
+			case a["op"] != "SubscribeToShard" || a["shard"] != "shard-0":
+			case a["cause"] == "resource_in_use" && strings.Contains(a["fix"], "FanOutConfig.ConsumerName"):
+				warned++
+			case a["failed_attempts"] != "":
+				over++
 			}
 		}
-		if !warned {
-			t.Errorf("no warning of the shard's refused subscriptions (with the fix) after %d of them; logged: %+v", streak.WarnAt, logs.records())
+		if warned != 1 || over != 1 {
+			t.Errorf("%d warnings of refused subscriptions (with the fix) and %d of their end, want 1 and 1 (%d refused in a row, then one); logged: %+v",
+				warned, over, streak.WarnAt, logs.records())
 		}
 	})
 }
