@@ -94,8 +94,12 @@ func (c *Coordinator) checkHandoffs(ctx context.Context) {
 				"shard", shard, "holder", holder, "checkpoint", l.Checkpoint)
 		}
 		c.mu.Lock()
-		delete(c.pending, shard)
 		draining := c.draining
+		if !draining {
+			// Draining, it is left to Drain, which gives it up
+			// (dropPending), or did already.
+			delete(c.pending, shard)
+		}
 		_, held := c.held[shard]
 		c.mu.Unlock()
 		if ok && l.CheckpointOwner == c.cfg.WorkerID && !held {

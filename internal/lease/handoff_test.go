@@ -214,3 +214,38 @@ func TestHandoffAskedWhileDraining(t *testing.T) {
 		t.Errorf("after both workers drained, %s is owned by %q; want it free", shard, o)
 	}
 }
+
+// TestHandoffDoneWhileDraining has w1 hand off a lease w2 asked for, and
+// w2's take cycle find it handed off while w2's Drain runs, between Drain
+// starting and giving up the hand-offs it knows of: the lease must end up
+// free, not with w2, which is gone, until it expires.
+func TestHandoffDoneWhileDraining(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	// w2 takes a new shard's lease, so that its Drain has one to release.
+	if err := w2.c.SyncShards(ctx, shardIDs(3)); err != nil {
+		t.Fatal(err)
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.cycle(ctx)
+	if got := w2.held(); len(got) != 1 || got[0] == shard {
+		t.Fatalf("w2 holds %v, want the new shard", got)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	w2.db.pause()
+	drained := make(chan error, 1)
+	go func() { drained <- w2.c.Drain(ctx) }()
+	if op := <-w2.db.blocked; op != "UpdateItem" { // the release of the held lease
+		t.Fatalf("Drain's first held call: %s, want UpdateItem", op)
+	}
+	w2.c.checkHandoffs(ctx) // the take cycle's look at the hand-off, meanwhile
+	w2.db.resume()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(t, w2.c.Table())[shard]; o != "" {
+		t.Errorf("after w2 drained, %s is owned by %q; want it free", shard, o)
+	}
+}

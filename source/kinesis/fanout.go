@@ -67,6 +67,10 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	}
 	s.log.Info("kinesis: shard subscriber starting", "from", pos.String())
 	retry := backoff.Policy{Base: rn.cfg.RetryBaseDelay, Max: rn.cfg.RetryMaxDelay}.Start()
+	// Subscriptions refused or broken in a row are warned about as the
+	// polling reader's calls are: the shard is not read meanwhile.
+	st := rn.retry.newStreak("SubscribeToShard", shardID, 0)
+	failed := 0
 	var lastCall time.Time
 	holding := false
 	for {
@@ -84,6 +88,10 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		}
 		if s.delivered {
 			retry.Reset()
+		}
+		if failed > 0 && (s.delivered || err == nil) {
+			st.Ended(failed + 1)
+			st, failed = rn.retry.newStreak("SubscribeToShard", shardID, 0), 0
 		}
 		switch end {
 		case subEnded:
@@ -109,6 +117,12 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			continue // the subscription ran its course: renew it
 		}
 		cause := subscribeRetryCause(err)
+		if cause == "" && rn.goneFromStream(ctx, s.log, shardID, err) {
+			if ev, ok := rn.r.progress.ended(shardID); ok {
+				rn.shardEnded(ctx, ev)
+			}
+			return nil
+		}
 		if cause == "" {
 			if s.lastRead == "" { // nothing read yet: refused at pos
 				err = rn.notInStream(shardID, pos, err)
@@ -117,6 +131,8 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		}
 		rn.r.stats.retry(cause)
 		delay := retry.Next()
+		failed++
+		st.Failed(failed, string(cause), cause == causeTransport, err)
 		s.log.Debug("kinesis: subscribing again", "cause", string(cause), "attempt", retry.Attempts(), "delay", delay, "err", err)
 		if err := clock.Sleep(ctx, rn.clock, delay); err != nil {
 			return nil

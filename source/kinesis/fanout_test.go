@@ -3,8 +3,11 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/source"
 )
 
@@ -267,5 +271,151 @@ func TestFanOutFatalErrorStopsTheReceiver(t *testing.T) {
 		if err := <-errc; !errors.As(err, &denied) {
 			t.Fatalf("Start = %v, want the AccessDeniedException", err)
 		}
+	})
+}
+
+// TestFanOutRefusedSubscriptionsWarn has a shard's subscriptions refused
+// again and again (another subscription of the consumer holds the shard):
+// the reader retries them, and says so at WARN as the polling reader's
+// calls do (internal/streak), not only at DEBUG: it reads nothing
+// meanwhile.
+func TestFanOutRefusedSubscriptionsWarn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		logs := &logged{}
+		r, err := New(Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			Logger: slog.New(logs),
+			FanOut: &FanOutConfig{subscribe: subs.subscribe},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+		}()
+		inUse := &types.ResourceInUseException{Message: aws.String("another subscription holds the shard")}
+		for range streak.WarnAt {
+			subs.next(t, inUse, types.ShardIteratorTypeTrimHorizon, "")
+		}
+		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s.send(t, "2", 1, 2)
+		s.end(nil) // the streak is over
+		// One refusal later is no streak to warn about, nor to say over.
+		subs.next(t, inUse, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		s = subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		s.send(t, "4", 3, 4)
+		s.end(nil)
+		subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "4")
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		warned, over := 0, 0
+		for _, rec := range logs.records() {
+			a := rec.attrs
+			switch {
+			case a["op"] != "SubscribeToShard" || a["shard"] != "shard-0":
+			case a["cause"] == "resource_in_use" && strings.Contains(a["fix"], "FanOutConfig.ConsumerName"):
+				warned++
+			case a["failed_attempts"] != "":
+				over++
+			}
+		}
+		if warned != 1 || over != 1 {
+			t.Errorf("%d warnings of refused subscriptions (with the fix) and %d of their end, want 1 and 1 (%d refused in a row, then one); logged: %+v",
+				warned, over, streak.WarnAt, logs.records())
+		}
+	})
+}
+
+// TestFanOutShardGoneFromStream has a shard's subscription refused with
+// ResourceNotFoundException once the stream no longer lists the shard (a
+// closed shard past its retention): the reader takes it as read to its
+// end, as the polling reader does (TestLeasesShardGoneFromStream), rather
+// than fail the receiver.
+func TestFanOutShardGoneFromStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
+		cfg := Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake, FanOut: &FanOutConfig{subscribe: subs.subscribe}}
+		runUntilGone(t, cfg, func() {
+			<-subs.calls
+			fake.gone.Store(true)
+			subs.refuse <- &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
+		})
+	})
+}
+
+// runUntilGone runs a receiver of cfg in a synctest bubble, calls gone,
+// which makes its one shard, shard-0, leave the stream, and checks that
+// the receiver took the shard as read to its end and stopped without an
+// error.
+func runUntilGone(t *testing.T, cfg Config, gone func()) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	r.cfg.onShardEnd = func(_ context.Context, shard, _ string) { ended = append(ended, shard) }
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+	}()
+	gone()
+	synctest.Wait()
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if diff := cmp.Diff([]string{"shard-0"}, ended); diff != "" {
+		t.Errorf("shards ended (-want +got):\n%s", diff)
+	}
+}
+
+// goneFake is a shardFake whose shard leaves the shard list once gone is
+// set; with goneOnRead, the first GetRecords call sets it, and the next
+// ones answer ResourceNotFoundException.
+type goneFake struct {
+	shardFake
+	gone       atomic.Bool
+	goneOnRead bool
+}
+
+func (f *goneFake) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	if f.goneOnRead && f.gone.Swap(true) {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("Shard shard-0 does not exist")}
+	}
+	return f.shardFake.GetRecords(ctx, in, o...)
+}
+
+func (f *goneFake) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, o ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	if f.gone.Load() {
+		return &awskinesis.ListShardsOutput{}, nil
+	}
+	return f.shardFake.ListShards(ctx, in, o...)
+}
+
+// TestPollingShardGoneWhileRead has GetRecords answer
+// ResourceNotFoundException once the stream no longer lists the shard
+// being read (a closed shard that passed its retention period while its
+// reader lagged): the reader takes it as read to its end, as the KCL
+// does, rather than fail the receiver.
+func TestPollingShardGoneWhileRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := &goneFake{shardFake: shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}}
+		fake.goneOnRead = true
+		runUntilGone(t, Config{Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake}, func() {
+			time.Sleep(time.Second) // virtual time: the reader reads, and the shard goes
+		})
 	})
 }

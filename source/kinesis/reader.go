@@ -28,11 +28,25 @@ import (
 func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
+	lastRead := pos.After
+	// ended reports that the shard was read to its end (see drained).
+	ended := func() error {
+		log.Info("kinesis: shard ended", "seq", lastRead)
+		if ev, ok := rn.r.progress.ended(shardID); ok {
+			rn.shardEnded(ctx, ev)
+		}
+		return nil
+	}
+	// gone reports whether err says the shard is no longer in the stream
+	// (goneFromStream): it is then taken as read to its end.
+	gone := func(err error) bool { return rn.goneFromStream(ctx, log, shardID, err) }
 	it, err := rn.iterator(ctx, shardID, pos, 0)
+	if gone(err) {
+		return ended()
+	}
 	if err != nil {
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
-	lastRead := pos.After
 	holding := false // in a streak of records held back by guard
 	trim := headTrimAt(pos)
 	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
@@ -67,10 +81,16 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			resume := resumeAt(pos, lastRead)
 			log.Debug("kinesis: iterator expired, getting a new one", "from", resume.String())
 			if it, err = rn.iterator(ctx, shardID, resume, 0); err != nil {
+				if gone(err) {
+					return ended()
+				}
 				return rn.readerExit(ctx, shardID, err)
 			}
 			planned = time.Time{} // not a planned read: its start is no lateness
 			continue
+		}
+		if gone(err) {
+			return ended()
 		}
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
@@ -87,6 +107,9 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 				return nil
 			}
 			if it, err = rn.iterator(ctx, shardID, resumeAt(pos, lastRead), 0); err != nil {
+				if gone(err) {
+					return ended()
+				}
 				return rn.readerExit(ctx, shardID, err)
 			}
 			planned = time.Time{}
@@ -106,11 +129,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			rn.r.progress.behind(shardID, *out.MillisBehindLatest)
 		}
 		if out.NextShardIterator == nil {
-			log.Info("kinesis: shard ended", "seq", lastRead)
-			if ev, ok := rn.r.progress.ended(shardID); ok {
-				rn.shardEnded(ctx, ev)
-			}
-			return nil
+			return ended()
 		}
 		it = out.NextShardIterator
 		wait := rn.pause(started, out, limit, late)
@@ -119,6 +138,31 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			return nil
 		}
 	}
+}
+
+// goneFromStream reports whether err, a call's error for shardID, says
+// the shard is no longer in the stream while the stream is: Kinesis
+// answers ResourceNotFoundException and ListShards leaves the shard out, as
+// for a closed shard whose records all passed the retention period. The
+// KCL takes such a shard as read to its end; so does the reader, so that
+// its lease is marked SHARD_END and its children are read, rather than
+// fail at every start. It logs the shard's end at WARN on log.
+func (rn *run) goneFromStream(ctx context.Context, log *slog.Logger, shardID string, err error) bool {
+	var notFound *types.ResourceNotFoundException
+	if !errors.As(err, &notFound) {
+		return false
+	}
+	shards, lerr := rn.listShards(ctx)
+	if lerr != nil {
+		return false
+	}
+	for _, s := range shards {
+		if s.ID == shardID {
+			return false
+		}
+	}
+	log.Warn("kinesis: the shard is no longer in the stream (its records passed the retention period); taking it as read to its end, as the KCL does", "err", err)
+	return true
 }
 
 // pause returns how long a reader waits before its next GetRecords call,

@@ -31,6 +31,8 @@ func streakFix(cause retryCause, endpoint string) string {
 		return "Kinesis answers with server errors: usually transient; check the AWS Health Dashboard if it lasts"
 	case causeTimeout:
 		return "Kinesis at " + endpoint + " does not answer within Config.AttemptTimeout: check the network, proxies and the endpoint"
+	case causeResourceInUse:
+		return "another subscription of the same consumer keeps taking the shard over: give each application its own consumer (FanOutConfig.ConsumerName, by default Config.App), and share a stream's shards between workers with Config.Leases"
 	case causeExpiredCredentials:
 		return "the AWS credentials expired and refreshing them keeps failing: check the credential source (role, profile, environment)"
 	}
