@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -45,6 +46,10 @@ type engine struct {
 	hasLast     bool
 	resumeAfter func(stream, shard string) (string, bool)
 	uncompleted func(stream, shard string) (string, bool)
+
+	// With a recovery log, the source that reads each shard (readsShard).
+	shardsMu   sync.Mutex
+	shardReads map[recoverylog.ShardKey]int
 
 	state *stateKeeper // set by openState with a recovery log and stateful operators
 	pre   *prefetcher  // set by runGraph when recovered batches have blocks to recompute
