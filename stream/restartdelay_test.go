@@ -24,7 +24,7 @@ type delays struct {
 func (d *delays) BatchStarted(info stream.BatchInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.ahead = max(d.ahead, info.Time.Std().Sub(time.Now()))
+	d.ahead = max(d.ahead, time.Until(info.Time.Std()))
 }
 
 func (d *delays) BatchCompleted(info stream.BatchInfo) {
