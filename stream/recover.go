@@ -167,6 +167,13 @@ func (e *engine) shardFinished() func(ctx context.Context, stream, shard string)
 		if stream == "" || shard == "" {
 			return fmt.Errorf("stream: ShardFinished(%q, %q): empty stream or shard", stream, shard)
 		}
-		return e.log.shardFinished(ctx, stream, shard)
+		if err := e.log.shardFinished(ctx, stream, shard); err != nil {
+			return err
+		}
+		// No reader starts on it again: forget who read it (readsShard).
+		e.shardsMu.Lock()
+		delete(e.shardReads, recoverylog.ShardKey{Stream: stream, Shard: shard})
+		e.shardsMu.Unlock()
+		return nil
 	}
 }
