@@ -182,7 +182,8 @@ type BatchReport struct {
 	// batch.
 	Records int
 	// SchedulingDelay is how late the batch started: from its batch time
-	// to the start of its first output.
+	// (or from when it was due, if that came first) to the start of its
+	// first output.
 	SchedulingDelay time.Duration
 	// ProcessingTime is how long the batch ran.
 	ProcessingTime time.Duration

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -46,6 +47,10 @@ type engine struct {
 	resumeAfter func(stream, shard string) (string, bool)
 	uncompleted func(stream, shard string) (string, bool)
 
+	// With a recovery log, the source that reads each shard (readsShard).
+	shardsMu   sync.Mutex
+	shardReads map[recoverylog.ShardKey]int
+
 	state *stateKeeper // set by openState with a recovery log and stateful operators
 	pre   *prefetcher  // set by runGraph when recovered batches have blocks to recompute
 
@@ -67,6 +72,7 @@ type engine struct {
 // job is a batch cut and waiting to run.
 type job struct {
 	time      batch.Time
+	due       time.Time           // when the timer was due to cut it; zero for a recovered batch
 	blocks    [][]batch.BlockInfo // by source index, in block order
 	records   int
 	nblocks   int
@@ -336,7 +342,7 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 				return nil
 			}
 		case <-timer.C():
-			if err := e.schedule(ctx, bt.next); err != nil {
+			if err := e.schedule(ctx, bt.next, bt.due()); err != nil {
 				return err
 			}
 			if draining && e.unbatched() == 0 {
@@ -391,9 +397,12 @@ func (e *engine) newBatchTimer() *batchTimer {
 // late timer is, so batch times keep following it when it is ahead.
 func (b *batchTimer) wait() time.Duration {
 	now := b.clk.Now()
-	due := b.anchor.Add(b.next.Std().Sub(b.first.Std()))
-	return min(due.Sub(now), b.next.Std().Sub(now), b.iv)
+	return min(b.due().Sub(now), b.next.Std().Sub(now), b.iv)
 }
+
+// due returns the clock's reading at which the next batch is due, an
+// interval after the one before.
+func (b *batchTimer) due() time.Time { return b.anchor.Add(b.next.Std().Sub(b.first.Std())) }
 
 // advance moves on to the batch after the one just cut.
 func (b *batchTimer) advance() { b.next = b.next.Add(b.iv) }
@@ -406,14 +415,15 @@ func (e *engine) unbatched() int {
 	return n
 }
 
-// schedule cuts the batch at time t from every source's unbatched blocks,
-// logs the allocation and queues the batch, waiting while maxPendingBatches
-// batches are queued.
-func (e *engine) schedule(ctx context.Context, t batch.Time) error {
+// schedule cuts the batch at time t, due at the clock's reading due, from
+// every source's unbatched blocks, logs the allocation and queues the batch,
+// waiting while maxPendingBatches batches are queued.
+func (e *engine) schedule(ctx context.Context, t batch.Time, due time.Time) error {
 	j, err := e.cut(ctx, t)
 	if err != nil {
 		return err
 	}
+	j.due = due
 	e.queue(ctx, j)
 	return nil
 }
@@ -513,7 +523,16 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	}
 	info := j.info()
 	start := e.cfg.Clock.Now()
-	info.SchedulingDelay = start.Sub(j.time.Std())
+	// From its time, or from when it was due if that came first: a
+	// restart whose log holds batch times ahead of the clock (reserved
+	// ones) cuts its batches ahead of it, an interval apart (batchTimer),
+	// and they are late when they start after they were due, not after
+	// their time.
+	ref := j.time.Std()
+	if !j.due.IsZero() && j.due.Before(ref) {
+		ref = j.due
+	}
+	info.SchedulingDelay = start.Sub(ref)
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })

@@ -149,15 +149,25 @@ func TestFailureRecoveryIdle(t *testing.T) {
 // returns, and returns Run's error; after 40 bursts, an error saying the
 // crash never came.
 func produceBursts(d *durable, src *replay, errc <-chan error) error {
+	return produceBurstsOf(d, src, 4, 100*time.Millisecond, 25*time.Second, errc)
+}
+
+// produceBurstsOf is produceBursts with bursts of pushes pushes, every
+// apart, each followed by idle.
+func produceBurstsOf(d *durable, src *replay, pushes int, every, idle time.Duration, errc <-chan error) error {
 	for range 40 {
-		for range 4 {
+		for range pushes {
 			src.produce(d.record(), d.record(), d.record())
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case err := <-errc:
+				return err
+			case <-time.After(every):
+			}
 		}
 		select {
 		case err := <-errc:
 			return err
-		case <-time.After(25 * time.Second):
+		case <-time.After(idle):
 		}
 	}
 	return errors.New("no crash after 40 bursts: the test does not test")

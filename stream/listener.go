@@ -53,7 +53,9 @@ type BatchInfo struct {
 	// Records is the number of input records, of all sources.
 	Records int
 	// SchedulingDelay is how late the batch started: from its batch time to
-	// the start of its first output.
+	// the start of its first output, or from when it was due if that came
+	// first (a restart after batch times its log reserved ahead of the
+	// clock cuts its batches ahead of it, an interval apart).
 	SchedulingDelay time.Duration
 	// ProcessingTime is how long the batch ran, outputs and completion.
 	ProcessingTime time.Duration

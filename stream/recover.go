@@ -110,6 +110,53 @@ func uncompletedSeqs(st *recoverylog.State) map[recoverylog.ShardKey]string {
 	return out
 }
 
+// readsShard notes, with a recovery log, that source src reads a shard of
+// stream, and returns an error wrapping ErrInvalidConfig if another source
+// reads it too: the log keeps one resume position per stream and shard
+// (recoverylog.Progress.ShardSeqs), which a restart gives every source's
+// receiver, so one of them would resume after the other's records and skip
+// its own.
+func (e *engine) readsShard(src int, stream, shard string) error {
+	if e.cfg.Recovery == nil {
+		return nil
+	}
+	k := recoverylog.ShardKey{Stream: stream, Shard: shard}
+	e.shardsMu.Lock()
+	defer e.shardsMu.Unlock()
+	o, ok := e.shardReads[k]
+	switch {
+	case !ok:
+		if e.shardReads == nil {
+			e.shardReads = make(map[recoverylog.ShardKey]int)
+		}
+		e.shardReads[k] = src
+		return nil
+	case o == src:
+		return nil
+	}
+	return fmt.Errorf("%w: sources %d and %d both read shard %q of stream %q, but the recovery log keeps one position "+
+		"per stream and shard, where a restart resumes both, so one would skip its records: read the stream with one source "+
+		"and use its stream in both places, or name the streams apart (a Kinesis stream by its ARN, a memory source by Config.Name)",
+		ErrInvalidConfig, min(o, src), max(o, src), shard, stream)
+}
+
+// forSource returns f, the Runtime's ResumeAfter or Uncompleted, for the
+// receiver of source src: a shard it asks about is one it reads
+// (readsShard). For a shard another source reads it fails the Run and
+// answers nothing.
+func (e *engine) forSource(src int, f func(stream, shard string) (string, bool)) func(stream, shard string) (string, bool) {
+	if f == nil {
+		return nil
+	}
+	return func(stream, shard string) (string, bool) {
+		if err := e.readsShard(src, stream, shard); err != nil {
+			e.fail(err)
+			return "", false
+		}
+		return f(stream, shard)
+	}
+}
+
 // shardFinished returns the driver's source.Runtime.ShardFinished: nil
 // without a recovery log.
 func (e *engine) shardFinished() func(ctx context.Context, stream, shard string) error {
@@ -120,6 +167,13 @@ func (e *engine) shardFinished() func(ctx context.Context, stream, shard string)
 		if stream == "" || shard == "" {
 			return fmt.Errorf("stream: ShardFinished(%q, %q): empty stream or shard", stream, shard)
 		}
-		return e.log.shardFinished(ctx, stream, shard)
+		if err := e.log.shardFinished(ctx, stream, shard); err != nil {
+			return err
+		}
+		// No reader starts on it again: forget who read it (readsShard).
+		e.shardsMu.Lock()
+		delete(e.shardReads, recoverylog.ShardKey{Stream: stream, Shard: shard})
+		e.shardsMu.Unlock()
+		return nil
 	}
 }

@@ -107,6 +107,9 @@ func (r *replay) Start(ctx context.Context, rt source.Runtime[string]) error {
 type hooks struct {
 	out   func(ctx context.Context, i, n int, b *batch.Batch[string]) error
 	clock clock.Clock // the pipeline's, if set
+	// maxPending, if not 0, bounds the batches waiting for the running one
+	// (stream.WithMaxPendingBatches).
+	maxPending int
 }
 
 // pipeline builds the test pipeline on d: the replay source and three
@@ -114,13 +117,17 @@ type hooks struct {
 // batch to a file in d.out.
 func pipeline(t *testing.T, d *durable, rl *recoverycheck.Recorder, h hooks) (*stream.Pipeline, *replay) {
 	t.Helper()
-	p, err := stream.NewPipeline(stream.Config{
+	cfg := stream.Config{
 		BatchInterval: time.Second,
 		Recovery:      d.log,
 		CompactEvery:  3,
 		Listeners:     []stream.Listener{rl},
 		Clock:         h.clock,
-	})
+	}
+	if h.maxPending > 0 {
+		cfg = stream.WithMaxPendingBatches(cfg, h.maxPending)
+	}
+	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

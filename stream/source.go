@@ -193,8 +193,8 @@ func (s *sourceState[T]) resume(next uint64, blocks []batch.BlockInfo) {
 func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	logger := e.cfg.Logger.With("source", s.idx)
 	rt := source.Runtime[T]{
-		ResumeAfter:      e.resumeAfter,
-		Uncompleted:      e.uncompleted,
+		ResumeAfter:      e.forSource(s.idx, e.resumeAfter),
+		Uncompleted:      e.forSource(s.idx, e.uncompleted),
 		ShardFinished:    e.shardFinished(),
 		Source:           s.idx,
 		Push:             s.push,
@@ -233,6 +233,12 @@ func (s *sourceState[T]) stop(ctx context.Context) error { return s.r.Stop(ctx) 
 // only then makes it visible to the batch cutter and returns.
 func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.BlockInfo, error) {
 	s.stopHolding()
+	for _, r := range b.Ranges {
+		if err := s.e.readsShard(s.idx, r.Stream, r.Shard); err != nil {
+			s.e.fail(err)
+			return batch.BlockInfo{}, err
+		}
+	}
 	if err := s.reserve(ctx); err != nil {
 		return batch.BlockInfo{}, err
 	}

@@ -146,7 +146,8 @@ func (s *State) LastBatch() (batch.Time, bool) {
 // pending batch's blocks and its allocation, then the unallocated blocks,
 // then a summary of the progress. With a snapshot, the snapshot and the
 // batches to replay after it (blocks, allocation, completion) come after the
-// shape. Compaction replaces a log with these. Each of them repeats an entry
+// shape, and a shard logged finished that their blocks name is logged
+// finished again after the blocks. Compaction replaces a log with these. Each of them repeats an entry
 // in effect, so the log s was recovered from, followed by any prefix of them
 // (what a compaction a crash cut short may leave), still recovers to s.
 func (s *State) Entries() []Entry {
@@ -172,8 +173,31 @@ func (s *State) Entries() []Entry {
 	for _, b := range s.Unallocated {
 		out = append(out, BlockStored(b))
 	}
+	out = append(out, s.finishedIn(out)...)
 	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 || s.ReservedThrough != 0 {
 		out = append(out, s.Progress.summaries()...)
+	}
+	return out
+}
+
+// finishedIn returns the ShardFinished entries of the shards that the block
+// entries of entries name and s.ShardSeqs does not: those logged finished
+// after their blocks, which a batch kept for a replay still holds, so that
+// the log Entries makes forgets them too.
+func (s *State) finishedIn(entries []Entry) []Entry {
+	var out []Entry
+	seen := make(map[ShardKey]bool)
+	for _, e := range entries {
+		if e.Kind != KindBlockStored {
+			continue
+		}
+		for _, r := range e.Block.Ranges {
+			k := ShardKey{Stream: r.Stream, Shard: r.Shard}
+			if _, ok := s.ShardSeqs[k]; !ok && !seen[k] {
+				seen[k] = true
+				out = append(out, ShardFinished(k.Stream, k.Shard))
+			}
+		}
 	}
 	return out
 }

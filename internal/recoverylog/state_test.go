@@ -460,16 +460,30 @@ func shardName(i int) string { return fmt.Sprintf("shardId-%012d", i) }
 
 // TestShardFinishedPrunesProgress checks that a finished shard leaves the
 // progress a log keeps through compaction, and that one logged again comes
-// back.
+// back; also with a snapshot, after which the batch holding the finished
+// shards' blocks is kept for a replay, and compaction rewrites its blocks.
 func TestShardFinishedPrunesProgress(t *testing.T) {
-	entries := []recoverylog.Entry{
+	for _, snap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot %t", snap), func(t *testing.T) { testShardFinishedPrunesProgress(t, snap) })
+	}
+}
+
+func testShardFinishedPrunesProgress(t *testing.T, snap bool) {
+	var entries []recoverylog.Entry
+	if snap {
+		entries = append(entries, recoverylog.SnapshotTaken(0, ""))
+	}
+	entries = append(entries,
 		shardBlock(0, 0, 3),
 		recoverylog.BatchAllocated(10, id(0, 0)), recoverylog.BatchCompleted(10),
 		recoverylog.ShardFinished("s", shardName(0)), recoverylog.ShardFinished("s", shardName(1)),
-	}
+	)
 	st, err := recoverylog.Recover(entries)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if snap && len(st.Replay) != 1 {
+		t.Fatalf("Replay %v, want batch 10: the test does not test", st.Replay)
 	}
 	want := map[recoverylog.ShardKey]string{{Stream: "s", Shard: shardName(2)}: "2"}
 	if diff := cmp.Diff(want, st.ShardSeqs); diff != "" {

@@ -1,0 +1,85 @@
+package stream_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/stream"
+)
+
+// delays notes the scheduling delay of every batch with records that
+// completed, and how far its time was ahead of the clock when it started.
+type delays struct {
+	stream.NopListener
+	mu     sync.Mutex
+	delays []time.Duration
+	ahead  time.Duration
+}
+
+func (d *delays) BatchStarted(info stream.BatchInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ahead = max(d.ahead, time.Until(info.Time.Std()))
+}
+
+func (d *delays) BatchCompleted(info stream.BatchInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if info.Err == nil && info.Records > 0 {
+		d.delays = append(d.delays, info.SchedulingDelay)
+	}
+}
+
+// TestSchedulingDelayAfterRestart restarts an idle pipeline whose log
+// reserved batch times ahead of the clock: the restarted Run's batches
+// follow the reserved times, ahead of the clock, an interval apart. Their
+// scheduling delay (what the listeners, the metrics and the Kinesis
+// receiver's rate estimator see) is still how late each started after it
+// was due, never negative: a negative one would read to the rate
+// estimator as a batch ahead of schedule and raise the read rate of an
+// overloaded pipeline.
+func TestSchedulingDelayAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recoverylog.NewMemory()}
+		var dl *delays
+		run := func(records int) {
+			dl = &delays{}
+			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log, Listeners: []stream.Listener{dl}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := newReplay(t, d)
+			stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
+			errc := make(chan error, 1)
+			go func() { errc <- p.Run(t.Context()) }()
+			time.Sleep(25 * time.Second)
+			for range records {
+				src.produce(d.record())
+				time.Sleep(300 * time.Millisecond)
+			}
+			time.Sleep(2 * time.Second)
+			p.Drain(context.Background())
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(0)
+		run(10)
+		dl.mu.Lock()
+		defer dl.mu.Unlock()
+		if dl.ahead < time.Second || len(dl.delays) < 3 {
+			t.Fatalf("batches at most %v ahead of the clock, %d with records: the test does not test", dl.ahead, len(dl.delays))
+		}
+		for _, delay := range dl.delays {
+			if delay < 0 {
+				t.Errorf("scheduling delays %v of the restarted Run (batch times up to %v ahead of the clock), want none negative", dl.delays, dl.ahead)
+				break
+			}
+		}
+	})
+}
