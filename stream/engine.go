@@ -41,11 +41,14 @@ type engine struct {
 	jobs    chan *job
 
 	// Set by resume when a recovery log is open, before any goroutine.
-	recovered   []*job     // batches allocated and not completed, in time order
-	last        batch.Time // greatest logged batch time, if hasLast
-	hasLast     bool
-	resumeAfter func(stream, shard string) (string, bool)
-	uncompleted func(stream, shard string) (string, bool)
+	recovered []*job     // batches allocated and not completed, in time order
+	last      batch.Time // greatest logged batch time, if hasLast
+	hasLast   bool
+	// lastReserved is set when last is the end of a reservation of batch
+	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
+	lastReserved bool
+	resumeAfter  func(stream, shard string) (string, bool)
+	uncompleted  func(stream, shard string) (string, bool)
 
 	// With a recovery log, the source that reads each shard (readsShard).
 	shardsMu   sync.Mutex
@@ -382,9 +385,17 @@ func (e *engine) newBatchTimer() *batchTimer {
 	next := firstBatchTime(now, iv)
 	due := now.Add(next.Std().Sub(now))
 	if e.hasLast && next <= e.last {
-		e.cfg.Logger.Warn("stream: the clock is behind the last batch in the recovery log; "+
-			"new batches follow the log's times, an interval apart",
-			"now", now, "last", e.last, "behind", e.last.Std().Sub(now))
+		ahead := e.last.Std().Sub(now)
+		if e.lastReserved && ahead <= reserveAhead+iv {
+			// What an idle pipeline reserved, up to reserveAhead past its
+			// last batch: expected after any restart of one.
+			e.cfg.Logger.Info("stream: new batches follow the batch times the recovery log reserved, "+
+				"an interval apart, ahead of the clock", "now", now, "reserved", e.last, "ahead", ahead)
+		} else {
+			e.cfg.Logger.Warn("stream: the clock is behind the last batch in the recovery log; "+
+				"new batches follow the log's times, an interval apart",
+				"now", now, "last", e.last, "behind", ahead)
+		}
 		next = firstBatchTime(e.last.Std(), iv)
 	}
 	return &batchTimer{clk: clk, iv: iv, next: next, anchor: due, first: next}

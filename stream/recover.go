@@ -73,6 +73,7 @@ func (e *engine) resume(st *recoverylog.State) error {
 		s.resume(st.NextBlockSeq[i], unallocated[i])
 	}
 	e.last, e.hasLast = st.LastBatch()
+	e.lastReserved = e.hasLast && st.ReservedThrough == e.last
 	seqs := maps.Clone(st.ShardSeqs)
 	e.resumeAfter = func(stream, shard string) (string, bool) {
 		seq, ok := seqs[recoverylog.ShardKey{Stream: stream, Shard: shard}]

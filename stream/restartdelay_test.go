@@ -2,6 +2,8 @@ package stream_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -49,24 +51,7 @@ func TestSchedulingDelayAfterRestart(t *testing.T) {
 		var dl *delays
 		run := func(records int) {
 			dl = &delays{}
-			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log, Listeners: []stream.Listener{dl}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := newReplay(t, d)
-			stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
-			errc := make(chan error, 1)
-			go func() { errc <- p.Run(t.Context()) }()
-			time.Sleep(25 * time.Second)
-			for range records {
-				src.produce(d.record())
-				time.Sleep(300 * time.Millisecond)
-			}
-			time.Sleep(2 * time.Second)
-			p.Drain(context.Background())
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
+			runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}}, records)
 		}
 		run(0)
 		run(10)
@@ -82,4 +67,77 @@ func TestSchedulingDelayAfterRestart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRestartAfterReservationDoesNotWarn restarts an idle pipeline whose
+// log reserved batch times ahead of the clock (one entry per 10 s): the
+// restarted Run follows the reserved times, at most one reservation and an
+// interval ahead of the clock, and says so at INFO, not with the warning
+// of a clock behind the log, which it is not.
+func TestRestartAfterReservationDoesNotWarn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recoverylog.NewMemory()}
+		var warned, informed []string
+		logger := slog.New(slog.NewTextHandler(lineWriter(func(line string) {
+			switch {
+			case strings.Contains(line, "level=WARN"):
+				warned = append(warned, line)
+			case strings.Contains(line, "reserved"):
+				informed = append(informed, line)
+			}
+		}), nil))
+		var dl *delays
+		for range 2 {
+			dl = &delays{}
+			runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}, Logger: logger}, 0)
+		}
+		dl.mu.Lock()
+		defer dl.mu.Unlock()
+		if dl.ahead <= 0 {
+			t.Fatalf("the restart started %v ahead of the clock: the test does not test", dl.ahead)
+		}
+		if len(informed) == 0 {
+			t.Errorf("the restart did not log that it follows the reserved batch times")
+		}
+		if limit := 10*time.Second + time.Second; dl.ahead > limit {
+			t.Errorf("the restart's batch times %v ahead of the clock, want at most %v (a reservation and an interval)", dl.ahead, limit)
+		}
+		if len(warned) > 0 {
+			t.Errorf("a restart after a reservation warned:\n%s", strings.Join(warned, ""))
+		}
+	})
+}
+
+// lineWriter is an io.Writer calling f with each write, a log line.
+type lineWriter func(line string)
+
+func (f lineWriter) Write(b []byte) (int, error) {
+	f(string(b))
+	return len(b), nil
+}
+
+// runIdleThenDrain runs a pipeline of cfg with d's log, reading d's
+// records: idle for 25 s, then producing records records 300 ms apart,
+// then drained 2 s later.
+func runIdleThenDrain(t *testing.T, d *durable, cfg stream.Config, records int) {
+	t.Helper()
+	cfg.Recovery = d.log
+	p, err := stream.NewPipeline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newReplay(t, d)
+	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(t.Context()) }()
+	time.Sleep(25 * time.Second)
+	for range records {
+		src.produce(d.record())
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	p.Drain(context.Background())
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
