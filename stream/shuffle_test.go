@@ -16,12 +16,18 @@ import (
 // partition and in order within one (the reduce, concatenation, is not
 // commutative, so any other order shows). Batches change their number of
 // partitions and keys, so tasks and indexes kept from a batch are used for
-// one of another shape.
+// one of another shape. Each runs with the reduce side in the last map
+// task (a small one, as these batches are) and as a stage of its own.
 func TestShuffleMatchesOneLoop(t *testing.T) {
-	for _, par := range []int{1, 2, 3, 7} {
-		t.Run(fmt.Sprintf("Parallelism %d", par), func(t *testing.T) {
+	for _, c := range []struct {
+		par   int
+		apart bool
+	}{{1, false}, {2, false}, {3, false}, {7, false}, {2, true}, {3, true}, {7, true}} {
+		t.Run(fmt.Sprintf("Parallelism %d reduce apart %v", c.par, c.apart), func(t *testing.T) {
+			par := c.par
 			rng := rand.New(rand.NewPCG(uint64(par), 1))
 			kd := reduceByKey[string](func(a, b string) string { return a + "," + b })
+			kd.reduceApart = c.apart
 			for b := range 60 {
 				in, want := randomKeyedBatch(rng, b)
 				got, err := kd.shuffle(context.Background(), par, in)
