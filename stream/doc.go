@@ -55,8 +55,10 @@
 //     for each batch before windowing) shuffle in process: each task
 //     combines its partition by key, the combined pairs are
 //     hash-partitioned into Parallelism buckets, the buckets are reduced in
-//     parallel, and the result is ordered by where each key first appears
-//     in the batch, whatever the parallelism.
+//     parallel (by the last task to finish combining when they hold few
+//     keys, which takes less than starting more tasks), and the result is
+//     ordered by where each key first appears in the batch, whatever the
+//     parallelism.
 //   - UpdateStateByKey and MapWithState look each record's key up in their
 //     state in one task per partition, then call their function from one
 //     goroutine, key by key or record by record, in batch order.

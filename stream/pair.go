@@ -63,8 +63,9 @@ func (r *reducer[K, V]) out() []Pair[K, V] {
 //
 // It runs as a shuffle: each partition of s is combined by key in a task of
 // its own, the combined pairs are hash-partitioned by key and each hash
-// partition is reduced in a task of its own (see the Execution section of
-// the package documentation). So reduce is called concurrently, and the
+// partition is reduced in a task of its own, or all of them by the last
+// combining task when they hold few keys (see the Execution section of the
+// package documentation). So reduce is called concurrently, and the
 // values of a key are combined partition by partition, in order within
 // each: a reduce that is not commutative would depend on how the records of
 // shards interleave in blocks.

@@ -18,8 +18,10 @@ import (
 //     appear, in an index that hashes each record's key once (keyIndex);
 //     the hash also puts the key in one of P buckets (P =
 //     Config.Parallelism), and the task lists the keys of each bucket.
-//  2. Reduce side: one task per bucket folds the keys of bucket p of every
-//     map task, map task by map task, so the values of a key are combined
+//  2. Reduce side: one task per bucket (or, when the later map tasks hold
+//     few keys, the last map task to finish, bucket after bucket: see
+//     maxInlineReduce) folds the keys of bucket p of every map task, map
+//     task by map task, so the values of a key are combined
 //     in partition order. Nothing is copied: a key's value is combined in
 //     place in the entry of the map task where the key appears first in
 //     the batch, and its entries in other map tasks are marked dead. The
