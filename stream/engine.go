@@ -47,8 +47,11 @@ type engine struct {
 	// lastReserved is set when last is the end of a reservation of batch
 	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
 	lastReserved bool
-	resumeAfter  func(stream, shard string) (string, bool)
-	uncompleted  func(stream, shard string) (string, bool)
+	// lastCut is the time of the last batch the timer cut, 0 before the
+	// first; the timer loop's, read when the Run's goroutines are done.
+	lastCut     batch.Time
+	resumeAfter func(stream, shard string) (string, bool)
+	uncompleted func(stream, shard string) (string, bool)
 
 	// With a recovery log, the source that reads each shard (readsShard).
 	shardsMu   sync.Mutex
@@ -196,8 +199,18 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
+	if l, ok := e.log.(*recoveryLog); ok && e.lastCut != 0 {
+		// A Run stopped by its context may still give the times back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		l.release(rctx, e.lastCut, e.cfg.Logger)
+		cancel()
+	}
 	return nil
 }
+
+// releaseTimeout bounds the compaction that gives back a stopping Run's
+// reserved batch times (recoveryLog.release).
+const releaseTimeout = 10 * time.Second
 
 // fail stops the Run with err as the cause of its context, unless err is
 // nil or the Run is stopping anyway (the first cause is kept): for the
@@ -348,6 +361,7 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 			if err := e.schedule(ctx, bt.next, bt.due()); err != nil {
 				return err
 			}
+			e.lastCut = bt.next
 			if draining && e.unbatched() == 0 {
 				close(e.jobs)
 				return nil

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -155,6 +156,23 @@ func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 	}
 	l.reserved = through
 	return l.counted(ctx, t)
+}
+
+// release gives back the batch times reserved after t, the last batch the
+// Run cut, when it stops: no batch of it will use them, so a restart may
+// start at the clock instead of after them (each restart of an idle
+// pipeline would otherwise run its batch times up to reserveAhead further
+// ahead of the clock). It compacts the log if this Run reserved past t, and
+// does nothing otherwise. A failure is logged, not returned: the log is as
+// it was, and a restart honours the reservation.
+func (l *recoveryLog) release(ctx context.Context, t batch.Time, logger *slog.Logger) {
+	if l.reserved <= t || l.usable() != nil {
+		return
+	}
+	if err := l.log.CompactReleasing(ctx, t); err != nil {
+		logger.Warn("stream: could not give back the batch times reserved in the recovery log; "+
+			"the next Run's batches follow them, ahead of the clock", "reserved", l.reserved, "last", t, "err", err)
+	}
 }
 
 // batchCompleted logs the completion; see counted.

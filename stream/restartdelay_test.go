@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -49,12 +50,10 @@ func TestSchedulingDelayAfterRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := &durable{log: recoverylog.NewMemory()}
 		var dl *delays
-		run := func(records int) {
-			dl = &delays{}
-			runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}}, records)
-		}
-		run(0)
-		run(10)
+		dl = &delays{}
+		runIdleThenCrash(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}}, 0)
+		dl = &delays{}
+		runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}}, 10)
 		dl.mu.Lock()
 		defer dl.mu.Unlock()
 		if dl.ahead < time.Second || len(dl.delays) < 3 {
@@ -87,10 +86,11 @@ func TestRestartAfterReservationDoesNotWarn(t *testing.T) {
 			}
 		}), nil))
 		var dl *delays
-		for range 2 {
-			dl = &delays{}
-			runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}, Logger: logger}, 0)
-		}
+		dl = &delays{}
+		runIdleThenCrash(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}, Logger: logger}, 0)
+		warned = nil // the crash's own
+		dl = &delays{}
+		runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}, Logger: logger}, 0)
 		dl.mu.Lock()
 		defer dl.mu.Unlock()
 		if dl.ahead <= 0 {
@@ -121,6 +121,19 @@ func (f lineWriter) Write(b []byte) (int, error) {
 // then drained 2 s later.
 func runIdleThenDrain(t *testing.T, d *durable, cfg stream.Config, records int) {
 	t.Helper()
+	runIdle(t, d, cfg, records, false)
+}
+
+// runIdleThenCrash is runIdleThenDrain, but the Run ends as if its process
+// died instead of the drain: its log is frozen (nothing more is written)
+// and the Run stopped.
+func runIdleThenCrash(t *testing.T, d *durable, cfg stream.Config, records int) {
+	t.Helper()
+	runIdle(t, d, cfg, records, true)
+}
+
+func runIdle(t *testing.T, d *durable, cfg stream.Config, records int, crash bool) {
+	t.Helper()
 	cfg.Recovery = d.log
 	p, err := stream.NewPipeline(cfg)
 	if err != nil {
@@ -128,16 +141,47 @@ func runIdleThenDrain(t *testing.T, d *durable, cfg stream.Config, records int) 
 	}
 	src := newReplay(t, d)
 	stream.ForEachBatch(stream.From(p, src), func(context.Context, *batch.Batch[string]) error { return nil })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- p.Run(t.Context()) }()
+	go func() { errc <- p.Run(ctx) }()
 	time.Sleep(25 * time.Second)
 	for range records {
 		src.produce(d.record())
 		time.Sleep(300 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
+	if crash {
+		d.log.Freeze(errors.New("the process died"))
+		cancel()
+		<-errc
+		d.log.Freeze(nil)
+		return
+	}
 	p.Drain(context.Background())
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRestartAfterDrainStartsAtTheClock drains an idle pipeline whose log
+// reserved batch times ahead of the clock, and restarts it, again and
+// again: a drained Run gives back the times it reserved past its last
+// batch, so each restart's batches start at the clock (they used to start
+// after the reservation, up to 10 s further ahead at each restart, for
+// good).
+func TestRestartAfterDrainStartsAtTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recoverylog.NewMemory()}
+		for i := range 4 {
+			dl := &delays{}
+			runIdleThenDrain(t, d, stream.Config{BatchInterval: time.Second, Listeners: []stream.Listener{dl}}, 0)
+			dl.mu.Lock()
+			ahead := dl.ahead
+			dl.mu.Unlock()
+			if ahead > time.Second {
+				t.Fatalf("Run %d: batch times %v ahead of the clock, want at most an interval", i+1, ahead)
+			}
+		}
+	})
 }

@@ -80,7 +80,19 @@ func (l *Log) Read(ctx context.Context) ([]Entry, error) {
 // source, greatest sequence number per shard not finished). It fails,
 // changing nothing, on a log that Recover refuses. It then removes the
 // snapshots older than the current one.
-func (l *Log) Compact(ctx context.Context) error {
+func (l *Log) Compact(ctx context.Context) error { return l.compact(ctx, func(*State) {}) }
+
+// CompactReleasing compacts the log as Compact does, giving back the batch
+// times reserved (BatchesReserved) after t: for a driver that stops having
+// cut its last batch at t, whose reservation no batch will use, so that
+// its restart's batches start at the clock rather than after them.
+func (l *Log) CompactReleasing(ctx context.Context, t batch.Time) error {
+	return l.compact(ctx, func(st *State) { st.ReservedThrough = min(st.ReservedThrough, t) })
+}
+
+// compact replaces the log's entries with those of the state it recovers
+// to, changed by change.
+func (l *Log) compact(ctx context.Context, change func(*State)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	entries, err := l.Read(ctx)
@@ -91,6 +103,7 @@ func (l *Log) Compact(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recovery: compact: %w", err)
 	}
+	change(st)
 	enc, err := EncodeEntries(st.Entries())
 	if err != nil {
 		return err

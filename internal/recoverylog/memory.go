@@ -30,6 +30,17 @@ type MemoryStore struct {
 	hook    AppendHook
 	snaps   map[string][]byte
 	putSnap func(t batch.Time, data []byte) error
+	frozen  error // see Freeze
+}
+
+// Freeze makes every later Append and Replace fail with err, storing
+// nothing, as the writes of a process that died would never happen; nil
+// ends it. A test freezes the store and stops a Run to crash it at any
+// moment, even one at which the Run would write nothing.
+func (m *MemoryStore) Freeze(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.frozen = err
 }
 
 // NewMemory returns an empty MemoryStore.
@@ -149,6 +160,9 @@ func (l *memoryLog) Append(ctx context.Context, records ...[]byte) error {
 		return err
 	}
 	defer unlock()
+	if l.m.frozen != nil {
+		return l.m.frozen
+	}
 	recs := clone(records)
 	l.m.appends++
 	var f Fault
@@ -182,6 +196,9 @@ func (l *memoryLog) Replace(ctx context.Context, records [][]byte) error {
 		return err
 	}
 	defer unlock()
+	if l.m.frozen != nil {
+		return l.m.frozen
+	}
 	l.m.records = clone(records)
 	return nil
 }
