@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +216,33 @@ func TestReplayCrashWindows(t *testing.T) {
 	f.replay(t)
 	if diff := cmp.Diff(want, f.records(t)); diff != "" {
 		t.Errorf("stream after a second replay (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplayRefusedPut checks, for a directory and a table, that a put
+// Kinesis refuses (a stream that does not exist) leaves its letter free to
+// replay: a replay into the right stream then puts it, once, instead of
+// failing for good while looking for it in the stream that does not
+// exist.
+func TestReplayRefusedPut(t *testing.T) {
+	for _, store := range []string{"dir", "table"} {
+		t.Run(store, func(t *testing.T) {
+			f := newFixture(t)
+			if store == "table" {
+				f, _ = newTableFixture(t)
+			}
+			args := append([]string{"deadletters", "replay", "-stream", f.stream + "-missing", "-id", "1000-0-0"}, f.store...)
+			out, err := f.cmd(t, args...)
+			var notFound *types.ResourceNotFoundException
+			if !errors.As(err, &notFound) {
+				t.Fatalf("replay into a stream that does not exist = %v, want ResourceNotFoundException\n%s", err, out)
+			}
+			f.replay(t)
+			want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
+			if diff := cmp.Diff(want, f.records(t)); diff != "" {
+				t.Errorf("stream after replaying all (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
 	"github.com/weirstream/weir/internal/letters"
@@ -36,6 +37,7 @@ const (
 	replayLock    = ".replay.lock"
 	statePutting  = "putting"
 	stateDone     = "done"
+	stateRefused  = "refused"       // the put was refused: nothing was put, as if never tried
 	findMargin    = 5 * time.Minute // how far before a "putting" entry its record is looked for
 	getRecordsMax = 10000
 )
@@ -303,6 +305,17 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	// the record twice. An error leaves the letter "putting", which the
 	// next replay looks for in the stream first.
 	res, err := c.PutRecord(ctx, in, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil && awserr.Refused(err) {
+		// Refused (no such stream, access denied): nothing was put, so
+		// the letter is not left "putting", to be looked for in a stream
+		// that may not exist.
+		err = fmt.Errorf("letter %s: put into %s: %w", id, streamName, err)
+		refused := journalEntry{ID: id, State: stateRefused, At: time.Now(), Stream: streamName}
+		if merr := s.mark(ctx, l, putting, refused); merr != nil {
+			return errors.Join(err, merr)
+		}
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("letter %s: put into %s: %w (run replay again: it looks for the record in the stream before putting it again)", id, streamName, err)
 	}

@@ -128,7 +128,8 @@ type Config[T any] struct {
 	// Logger receives the warnings of retries that keep failing. Default:
 	// slog.Default().
 	Logger *slog.Logger
-	// Clock times the back-off between retries. Default: clock.Real.
+	// Clock times the back-off between retries and the timeout of each
+	// call (30 s). Default: clock.Real.
 	Clock clock.Clock
 }
 

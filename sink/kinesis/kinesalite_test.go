@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -20,6 +21,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/sink/kinesis"
 )
@@ -348,4 +350,36 @@ func TestKinesaliteRecordSize(t *testing.T) {
 	if n != 6 {
 		t.Errorf("%d records in the stream, want 8", n)
 	}
+}
+
+// TestKinesaliteSilentCallRetried checks, against kinesalite behind a
+// fault-injecting HTTP client, that a PutRecords call whose request gets
+// no answer (a connection gone silent) is abandoned after the call
+// timeout and retried, instead of holding Write for good: every record is
+// then written once, in order per key.
+func TestKinesaliteSilentCallRetried(t *testing.T) {
+	env := servers.Env(t)
+	name := newStream(t, env, 2)
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "PutRecords", Kind: faults.Hang, Times: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+	s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinesis.SetCallTimeout(s, 100*time.Millisecond)
+	// A bound for the test only: without a call timeout, Write waits for
+	// the held call until ctx ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	want := records(50, 7, 0)
+	if err := s.Write(ctx, batch.New(1000, nil, want)); err != nil {
+		t.Fatalf("Write with one PutRecords call held silent: %v", err)
+	}
+	if n := tr.Injected("PutRecords", faults.Hang); n != 1 {
+		t.Fatalf("%d PutRecords calls held, want 1", n)
+	}
+	checkOnceInOrder(t, want, recs(t, readAll(t, env.Kinesis(), name)))
 }

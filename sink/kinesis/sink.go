@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/origin"
@@ -27,6 +28,13 @@ const (
 	retryMax  = 5 * time.Second
 )
 
+// callTimeout bounds each PutRecords call, the client's own retries
+// included: a call of 5 MiB answers well within it on a healthy
+// connection, and one with no answer (a connection gone silent) is
+// abandoned and tried again, its records' outcome unknown, rather than
+// holding the batch for good.
+const callTimeout = 30 * time.Second
+
 // arenaSize is the size of the buffers tagged records are built in.
 const arenaSize = 1 << 20
 
@@ -36,8 +44,9 @@ const arenaSize = 1 << 20
 // one batch at a time.
 type Sink[T any] struct {
 	cfg          Config[T]
-	endpoint     string // for the logs
-	requestBytes int    // the most bytes of records a call holds
+	endpoint     string        // for the logs
+	requestBytes int           // the most bytes of records a call holds
+	timeout      time.Duration // callTimeout; tests shorten it
 	// fleetWriter is the writer of version 1 tags on a fleet: Origin and
 	// Worker, or Origin and a random name when Worker is empty, and
 	// fleetNote says once which.
@@ -51,7 +60,7 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes}
+	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes, timeout: callTimeout}
 	if cfg.Origin != "" {
 		worker := cfg.Worker
 		if worker == "" {
@@ -80,8 +89,9 @@ type entry struct {
 // acknowledged, so a PutRecords call holds at most one record per key, and
 // a record that failed (throttled, an internal failure) is sent again
 // before any later record of its key. Records that failed are retried,
-// with back-off, until they are written or ctx is done; whatever a retry
-// cannot fix (the stream does not exist, access denied, an invalid
+// with back-off, until they are written or ctx is done, as is a call with
+// no answer within 30 s (its records may then be written twice); whatever
+// a retry cannot fix (the stream does not exist, access denied, an invalid
 // request) fails Write with the SDK's error. Records are sent from one
 // goroutine, one call at a time, up to 500 records and 5 MiB a call (10
 // MiB with MaxRecordBytes above 1 MiB). The first record not yet written
@@ -264,7 +274,7 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 	acked := make([]bool, len(recs))
 	wait := backoff.Policy{Base: retryBase, Max: retryMax}.Start()
 	st := s.streak()
-	attempt := 0
+	tries := 0
 	for len(pending) > 0 {
 		c.build(recs, pending, int(pending[0])+origin.Window)
 		if len(c.kin) == 0 { // cannot happen: the first pending record always fits
@@ -273,8 +283,11 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 		}
 		reqEntries = c.entries(reqEntries, recs)
 		in.Records = reqEntries
-		attempt++
-		out, err := s.cfg.Client.PutRecords(ctx, in)
+		tries++
+		actx, cancel := attempt.WithTimeout(ctx, s.cfg.Clock, s.timeout)
+		out, err := s.cfg.Client.PutRecords(actx, in)
+		err = attempt.Error(actx, err, s.timeout)
+		cancel()
 		if err == nil && len(out.Records) != len(reqEntries) {
 			return fmt.Errorf("kinesis: PutRecords to stream %q answered %d results for %d records; cannot tell which were written", s.cfg.Stream, len(out.Records), len(reqEntries))
 		}
@@ -285,7 +298,7 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 			if refused(err) {
 				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, err)
 			}
-			st.Failed(attempt, "error", false, err)
+			st.Failed(tries, "error", false, err)
 			if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
@@ -294,18 +307,18 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 		failed, res := c.settle(out, acked)
 		pending = compact(pending, acked)
 		if failed == 0 {
-			if attempt > 1 {
-				st.Ended(attempt)
+			if tries > 1 {
+				st.Ended(tries)
 				st = s.streak()
 			}
-			attempt = 0
+			tries = 0
 			wait.Reset()
 			continue
 		}
 		if failed < len(reqEntries) {
 			wait.Reset() // progress: wait the shortest back-off
 		}
-		st.Failed(attempt, aws.ToString(res.ErrorCode), false, fmt.Errorf("%d of %d records failed, the first with %s: %s",
+		st.Failed(tries, aws.ToString(res.ErrorCode), false, fmt.Errorf("%d of %d records failed, the first with %s: %s",
 			failed, len(reqEntries), aws.ToString(res.ErrorCode), aws.ToString(res.ErrorMessage)))
 		if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
 			return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
