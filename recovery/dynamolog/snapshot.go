@@ -104,10 +104,12 @@ func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error)
 	if err != nil {
 		return nil, corrupt(0, err)
 	}
-	if int64(len(items)-1) != chunks {
+	// Chunks past the head's count are left by a larger snapshot stored
+	// before at the same time, which this one replaced.
+	if chunks < 0 || int64(len(items)-1) < chunks {
 		return nil, corrupt(0, fmt.Errorf("%d chunk items, the head says %d", len(items)-1, chunks))
 	}
-	framed, bad, err := dynamochunk.Join(items[1:], attrSeq, attrData)
+	framed, bad, err := dynamochunk.Join(items[1:1+chunks], attrSeq, attrData)
 	if err != nil {
 		return nil, corrupt(bad, err)
 	}

@@ -94,3 +94,33 @@ func TestDynamoSnapshotOutage(t *testing.T) {
 		t.Fatalf("GetSnapshot: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
 }
+
+// TestDynamoSnapshotPutAgain checks, on dynalite, that storing a snapshot
+// at a time again replaces it (recovery.SnapshotStore), also when the new
+// one needs fewer chunk items than the one it replaces.
+func TestDynamoSnapshotPutAgain(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	cfg := dynamolog.Config{Client: env.DynamoDB(), Table: table, Name: localaws.UniqueName(t)}
+	ctx := t.Context()
+	l, err := cfg.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	store := l.(recovery.SnapshotStore)
+	big := make([]byte, 2*dynamolog.SnapshotChunkSize+5)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	if _, err := store.PutSnapshot(ctx, 7000, big); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := store.PutSnapshot(ctx, 7000, []byte("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.GetSnapshot(ctx, ref)
+	if err != nil || string(got) != "small" {
+		t.Fatalf("GetSnapshot after storing the snapshot at 7000 again: %d bytes, %v; want the 5 put last", len(got), err)
+	}
+}
