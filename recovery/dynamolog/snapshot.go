@@ -87,7 +87,13 @@ func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not a snapshot of log %s", recovery.ErrNoSnapshot, ref, l.where())
 	}
-	items, err := l.queryPartition(ctx, ref)
+	// Read at a restart, as the log is at Open: tried again until
+	// DynamoDB answers.
+	var items []map[string]types.AttributeValue
+	err := l.untilAnswered(ctx, ref, func() (err error) {
+		items, err = l.queryPartition(ctx, ref)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamolog: read snapshot %s: %w", ref, err)
 	}
