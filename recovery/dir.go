@@ -217,6 +217,19 @@ func (l *dirLog) segments() ([]segment, error) {
 			from = i
 		}
 	}
+	// The segments in effect are numbered on from the base segment, or
+	// from 1 without one: a gap is a segment lost (deleted by hand, not
+	// restored), whose records the log would otherwise go on without.
+	for i, s := range segs[from:] {
+		missing := s.num - 1 // the one before the first, which is not 1
+		if i > 0 {
+			missing = segs[from+i-1].num + 1
+		}
+		if (i > 0 && s.num != missing) || (i == 0 && !s.base && s.num != 1) {
+			return nil, &CorruptError{Path: l.d.Join(segmentName(missing, false)),
+				Err: fmt.Errorf("segment missing: the log goes on with %s", s.name)}
+		}
+	}
 	for _, s := range segs[:from] {
 		if err := l.d.Remove(s.name); err != nil {
 			return nil, fmt.Errorf("recovery: remove compacted segment: %w", err)

@@ -253,6 +253,40 @@ func TestDirCorrupt(t *testing.T) {
 		}
 		wantCorrupt(t, dir, path, lastFrameStart(t, path))
 	})
+	t.Run("segment missing", func(t *testing.T) {
+		// A segment deleted by hand (to free disk space, say) or lost in a
+		// partial restore: its records are gone, and the log must say so
+		// rather than open without them.
+		orig, _, _ := writeLog(t, 400)
+		if n := len(segmentFiles(t, orig)); n < 3 {
+			t.Fatalf("%d segments, want 3 or more", n)
+		}
+		for _, i := range []int{0, 1} { // the first, one in the middle
+			dir := copyDir(t, orig)
+			path := segmentFiles(t, dir)[i]
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			wantCorrupt(t, dir, path, 0)
+		}
+		// After a compaction the base segment comes first.
+		dir := copyDir(t, orig)
+		l := openDir(t, recovery.Dir(dir))
+		if err := l.Compact(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, logtest.Block(3, 0))
+		l.Close()
+		segs := segmentFiles(t, dir)
+		if len(segs) != 2 || !strings.HasSuffix(segs[0], ".base.log") {
+			t.Fatalf("segments after a compaction and an append: %v, want a base and one more", segs)
+		}
+		openDir(t, recovery.Dir(dir)).Close() // intact: opens
+		if err := os.Remove(segs[0]); err != nil {
+			t.Fatal(err)
+		}
+		wantCorrupt(t, dir, strings.TrimSuffix(segs[0], ".base.log")+".log", 0)
+	})
 	t.Run("undecodable entry", func(t *testing.T) {
 		// Intact frames whose second record does not decode (written by a
 		// newer weir): the log opens, and the driver's Read refuses it.

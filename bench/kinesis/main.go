@@ -45,6 +45,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -115,6 +116,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		os.Setenv(localaws.EnvKinesisEndpoint, o.endpoint)
 	}
 	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true, Logger: logger})
+	if err != nil && o.endpoint != "" && errors.Is(err, localaws.ErrNotLoopback) {
+		return fmt.Errorf("-endpoint %q: %w", o.endpoint, err)
+	}
 	if err != nil {
 		return err
 	}

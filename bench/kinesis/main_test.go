@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/internal/localaws"
 )
 
 // TestMain lets the test binary serve as the program's consumer children,
@@ -78,5 +82,18 @@ func TestRunLatency(t *testing.T) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	if err := run(context.Background(), options{records: 0, size: 1, shards: 1, runs: 1, rate: 1, duration: 1}, new(bytes.Buffer)); err == nil {
 		t.Error("run with -records 0 = nil, want an error")
+	}
+}
+
+// TestRunNamesBadEndpoint checks that a non-loopback -endpoint is refused
+// with an error naming the flag, not only the environment variable it is
+// passed through.
+func TestRunNamesBadEndpoint(t *testing.T) {
+	t.Setenv(localaws.EnvKinesisEndpoint, "") // run sets it; restored after the test
+	o := options{mode: "throughput", records: 1, size: 1, shards: 1, runs: 1, rate: 1, duration: time.Second,
+		endpoint: "http://example.com:80"}
+	err := run(t.Context(), o, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `-endpoint "http://example.com:80"`) {
+		t.Fatalf("run with -endpoint http://example.com:80: %v, want an error naming -endpoint", err)
 	}
 }

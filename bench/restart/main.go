@@ -90,6 +90,9 @@ func main() {
 // run is the parent: servers, stream, producer, and the kill/restart
 // cycles of both modes.
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.runs < 1 || o.shards < 1 || o.warm < 0 {
+		return fmt.Errorf("-runs %d, -shards %d, -warm %v: -runs and -shards must be >= 1, -warm >= 0", o.runs, o.shards, o.warm)
+	}
 	env, err := localaws.Start(ctx, localaws.Options{Kinesis: true, DynamoDB: true})
 	if err != nil {
 		return err

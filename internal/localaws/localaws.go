@@ -29,6 +29,9 @@ const (
 	Region                 = localaws.Region
 )
 
+// ErrNotLoopback is localaws.ErrNotLoopback.
+var ErrNotLoopback = localaws.ErrNotLoopback
+
 // Start is localaws.Start.
 func Start(ctx context.Context, opts Options) (*Env, error) { return localaws.Start(ctx, opts) }
 

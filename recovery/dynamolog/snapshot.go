@@ -87,7 +87,13 @@ func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not a snapshot of log %s", recovery.ErrNoSnapshot, ref, l.where())
 	}
-	items, err := l.queryPartition(ctx, ref)
+	// Read at a restart, as the log is at Open: tried again until
+	// DynamoDB answers.
+	var items []map[string]types.AttributeValue
+	err := l.untilAnswered(ctx, ref, func() (err error) {
+		items, err = l.queryPartition(ctx, ref)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamolog: read snapshot %s: %w", ref, err)
 	}
@@ -104,10 +110,12 @@ func (l *dynamoLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error)
 	if err != nil {
 		return nil, corrupt(0, err)
 	}
-	if int64(len(items)-1) != chunks {
+	// Chunks past the head's count are left by a larger snapshot stored
+	// before at the same time, which this one replaced.
+	if chunks < 0 || int64(len(items)-1) < chunks {
 		return nil, corrupt(0, fmt.Errorf("%d chunk items, the head says %d", len(items)-1, chunks))
 	}
-	framed, bad, err := dynamochunk.Join(items[1:], attrSeq, attrData)
+	framed, bad, err := dynamochunk.Join(items[1:1+chunks], attrSeq, attrData)
 	if err != nil {
 		return nil, corrupt(bad, err)
 	}

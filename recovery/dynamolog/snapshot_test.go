@@ -94,3 +94,57 @@ func TestDynamoSnapshotOutage(t *testing.T) {
 		t.Fatalf("GetSnapshot: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
 }
+
+// TestDynamoSnapshotPutAgain checks, on dynalite, that storing a snapshot
+// at a time again replaces it (recovery.SnapshotStore), also when the new
+// one needs fewer chunk items than the one it replaces.
+func TestDynamoSnapshotPutAgain(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	cfg := dynamolog.Config{Client: env.DynamoDB(), Table: table, Name: localaws.UniqueName(t)}
+	ctx := t.Context()
+	l, err := cfg.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	store := l.(recovery.SnapshotStore)
+	big := make([]byte, 2*dynamolog.SnapshotChunkSize+5)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	if _, err := store.PutSnapshot(ctx, 7000, big); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := store.PutSnapshot(ctx, 7000, []byte("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.GetSnapshot(ctx, ref)
+	if err != nil || string(got) != "small" {
+		t.Fatalf("GetSnapshot after storing the snapshot at 7000 again: %d bytes, %v; want the 5 put last", len(got), err)
+	}
+}
+
+// TestDynamoSnapshotReadThroughOutage checks, on dynalite, that a restart
+// reading its snapshot while DynamoDB does not answer waits for it, as
+// reading the log at Open does, instead of failing the restart.
+func TestDynamoSnapshotReadThroughOutage(t *testing.T) {
+	_, tr, cfg := faultyLog(t)
+	l := openDynamo(t, cfg)
+	ref, err := l.PutSnapshot(t.Context(), 7000, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, recoverylog.SnapshotTaken(7000, ref))
+	next := openDynamo(t, cfg)
+	if err := tr.SetRules(faults.Rule{Operation: "Query", Kind: faults.DropRequest, Times: 3}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := next.GetSnapshot(t.Context(), recoverylog.SnapshotRef{Time: 7000, Ref: ref})
+	if err != nil || string(got) != "state" {
+		t.Fatalf("GetSnapshot through an outage: %q, %v; want the snapshot put", got, err)
+	}
+	if n := tr.Injected("Query", 0); n != 3 {
+		t.Fatalf("%d faults injected, want 3", n)
+	}
+}
