@@ -178,6 +178,15 @@ func count(ctx context.Context, o options, awsCfg aws.Config, logger *slog.Logge
 			return err
 		}
 	}
+	// Before anything is created for it (the counts table, the
+	// intermediate stream): a mistyped -stream must not leave them behind.
+	if _, err := kc.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(o.stream)}); err != nil {
+		var missing *types.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return fmt.Errorf("stream %q not found: check -stream (and -region), or pass -shards to create it: %w", o.stream, err)
+		}
+		return fmt.Errorf("describe stream %q: %w", o.stream, err)
+	}
 	if o.put > 0 {
 		if err := putDemoRecords(ctx, kc, o.stream, o.put); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/localaws"
@@ -123,6 +127,38 @@ func TestOneWorker(t *testing.T) {
 	name, err := os.ReadFile(filepath.Join(state, "worker"))
 	if err != nil || !strings.Contains(out.String(), "worker "+strings.TrimSpace(string(name))+" counting") {
 		t.Errorf("worker name in %s: %q, %v; want the one the worker printed:\n%s", state, name, err, out.String())
+	}
+}
+
+// TestMissingStreamCreatesNothing runs a worker on a stream that does not
+// exist (a mistyped -stream): it fails naming the stream and the flag,
+// before it creates the counts table or the intermediate stream, which on
+// a real account would be left behind, and paid for.
+func TestMissingStreamCreatesNothing(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	o, err := parseFlags([]string{"-stream", "evnets", "-app", "counter", "-table", "counts",
+		"-kinesis-endpoint", env.KinesisEndpoint, "-dynamodb-endpoint", env.DynamoDBEndpoint,
+		"-state", t.TempDir()}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = count(t.Context(), o, env.AWSConfig(), slog.New(slog.DiscardHandler), io.Discard, false)
+	if err == nil || !strings.Contains(err.Error(), `stream "evnets" not found`) || !strings.Contains(err.Error(), "-stream") {
+		t.Fatalf("count = %v, want an error naming the stream and -stream", err)
+	}
+	streams, err := env.Kinesis().ListStreams(t.Context(), &kinesis.ListStreamsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(streams.StreamNames) > 0 {
+		t.Errorf("streams %v created for a stream that does not exist", streams.StreamNames)
+	}
+	tables, err := env.DynamoDB().ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables.TableNames) > 0 {
+		t.Errorf("tables %v created for a stream that does not exist", tables.TableNames)
 	}
 }
 
