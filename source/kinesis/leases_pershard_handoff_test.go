@@ -46,9 +46,9 @@ func TestLeasesStatePerShardHandedOff(t *testing.T) {
 }
 
 // stateGetFault is a lease table client whose reads of the shard state
-// table fail until the worker has read a lease of the lease table after
-// the test set shard, the lease another worker asked for (what a holder
-// does when it learns of the request), and once more after that. It
+// table fail until the worker has read the lease of shard, once the test
+// set it (what a holder does when it learns that another worker asked for
+// it), and once more after that. It
 // counts the reads of shard's state that succeeded.
 type stateGetFault struct {
 	*awsdynamodb.Client
@@ -76,7 +76,7 @@ func (c *stateGetFault) GetItem(ctx context.Context, in *awsdynamodb.GetItemInpu
 			c.loads++
 		}
 	case c.lease:
-		if c.shard != "" {
+		if k, ok := in.Key["leaseKey"].(*ddbtypes.AttributeValueMemberS); ok && c.shard != "" && k.Value == c.shard {
 			defer func() { c.mu.Lock(); c.seen = true; c.mu.Unlock() }()
 		}
 	}
