@@ -48,6 +48,13 @@ func (lr *leaseRun) startHandoff(ctx context.Context, c *control, shard string) 
 	if err := lr.cp.Remove(ctx, shard, nil); err != nil && ctx.Err() == nil {
 		lr.log.Warn("kinesis: unregistering a shard asked for before it was read", "shard", shard, "err", err)
 	}
+	lr.handOff(ctx, shard)
+	lr.log.Info("kinesis: another worker asked for a shard not read yet; handed it off", "shard", shard)
+}
+
+// handOff hands off shard's lease, after its last checkpoint, and forgets
+// the shard and its state.
+func (lr *leaseRun) handOff(ctx context.Context, shard string) {
 	if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
 		lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
 	}
@@ -55,7 +62,6 @@ func (lr *leaseRun) startHandoff(ctx context.Context, c *control, shard string) 
 		lr.state.drop(ctx, lr, shard)
 	}
 	lr.forget(shard)
-	lr.log.Info("kinesis: another worker asked for a shard not read yet; handed it off", "shard", shard)
 }
 
 // finishHandoffs hands off each shard asked for whose stored records are
@@ -85,13 +91,7 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) && ctx.Err() == nil {
 			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
 		}
-		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
-			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
-		}
-		if lr.state != nil {
-			lr.state.drop(ctx, lr, shard)
-		}
-		lr.forget(shard)
+		lr.handOff(ctx, shard)
 		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)
 	}
 }
