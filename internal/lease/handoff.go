@@ -166,6 +166,15 @@ func (c *Coordinator) handingOff(h *heldLease) bool {
 func (c *Coordinator) HandOff(ctx context.Context, shard string) error {
 	return c.letGo(ctx, shard, "hand off", c.handingOff, nil, func(l Lease) error {
 		if _, err := c.table.handOff(ctx, l); err != nil {
+			if errors.Is(err, checkpointer.ErrLeaseLost) {
+				// The lease changed: maybe given back to this worker (the
+				// asker drained, dropPending), which every other worker
+				// trusts while this one beats. The next take cycle scans
+				// and takes it back, not the next periodic scan.
+				c.mu.Lock()
+				c.needScan = true
+				c.mu.Unlock()
+			}
 			return err
 		}
 		c.log.Info("leasetable: lease handed off", "shard", shard, "to", l.Owner, "checkpoint", l.Checkpoint)

@@ -132,6 +132,33 @@ func TestHandoffAskerDrains(t *testing.T) {
 	}
 }
 
+// TestHandoffAskerDrainsNothingToCommit is TestHandoffAskerDrains with
+// nothing read since w1's last checkpoint: w1 hands the lease off without
+// a last commit, and that write is refused (the counter moved). The lease
+// is named w1's in the table, which every other worker trusts while w1
+// beats: w1 takes it back at its next take cycle, not at its next
+// periodic scan (ScanInterval, 10 minutes by default), which would leave
+// the shard unread until then.
+func TestHandoffAskerDrainsNothingToCommit(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// w1 sees w2's beat go and scans while what it read of the shard
+	// completes; then it hands the lease off.
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.cycle(ctx)
+	if err := w1.c.HandOff(ctx, shard); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Errorf("w1's hand-off after the asker drained: %v, want nil or ErrLeaseLost", err)
+	}
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.cycle(ctx)
+	if got := w1.held(); !slices.Contains(got, shard) {
+		t.Errorf("w1 holds %v; want %s taken back (the table names it w1's: %v)", got, shard, owners(t, w1.c.Table()))
+	}
+}
+
 // TestHandoffAskerDrainsBeforeHolderLearns has w2 ask for a lease of w1
 // and drain before w1 learned of it: a third worker must not take the
 // lease while w1 still trusts it (two owners reading one shard).

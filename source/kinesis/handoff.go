@@ -29,12 +29,39 @@ func (lr *leaseRun) startHandoff(ctx context.Context, c *control, shard string) 
 		}
 	}
 	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	if !lr.owned[shard] {
+	owned := lr.owned[shard]
+	if owned {
+		lr.handing[shard] = lr.rn.clock.Now().Add(lr.cfg.LeaseDuration / 2)
+		lr.log.Info("kinesis: another worker asked for a shard; stopped reading it, handing it off once what was read completes", "shard", shard)
+	}
+	lr.mu.Unlock()
+	if owned || c == nil {
 		return
 	}
-	lr.handing[shard] = lr.rn.clock.Now().Add(lr.cfg.LeaseDuration / 2)
-	lr.log.Info("kinesis: another worker asked for a shard; stopped reading it, handing it off once what was read completes", "shard", shard)
+	if _, held := lr.heldLease(shard); !held {
+		return
+	}
+	// Held but not read yet (its state failed to load, or waits for the
+	// records of an earlier hold): nothing of this hold to complete or
+	// checkpoint, so it is handed off now, not loaded and read later under
+	// the lease as asked for, delivering nothing until it expires.
+	if err := lr.cp.Remove(ctx, shard, nil); err != nil && ctx.Err() == nil {
+		lr.log.Warn("kinesis: unregistering a shard asked for before it was read", "shard", shard, "err", err)
+	}
+	lr.handOff(ctx, shard)
+	lr.log.Info("kinesis: another worker asked for a shard not read yet; handed it off", "shard", shard)
+}
+
+// handOff hands off shard's lease, after its last checkpoint, and forgets
+// the shard and its state.
+func (lr *leaseRun) handOff(ctx context.Context, shard string) {
+	if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
+		lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
+	}
+	if lr.state != nil {
+		lr.state.drop(ctx, lr, shard)
+	}
+	lr.forget(shard)
 }
 
 // finishHandoffs hands off each shard asked for whose stored records are
@@ -64,13 +91,7 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 		if err := lr.cp.Remove(ctx, shard, lr.coord); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) && ctx.Err() == nil {
 			lr.report(fmt.Errorf("kinesis: last checkpoint of shard %s before its hand-off: %w", shard, err))
 		}
-		if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
-			lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
-		}
-		if lr.state != nil {
-			lr.state.drop(ctx, lr, shard)
-		}
-		lr.forget(shard)
+		lr.handOff(ctx, shard)
 		lr.log.Info("kinesis: shard handed off after its last checkpoint", "shard", shard)
 	}
 }
