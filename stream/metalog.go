@@ -189,7 +189,7 @@ func (l *recoveryLog) snapshotTaken(ctx context.Context, t batch.Time, ref strin
 	if err := l.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
 		return err
 	}
-	if l.due(l.compactEvery) {
+	if l.due(0, l.compactEvery) {
 		l.compact(ctx, t)
 	}
 	return nil
@@ -201,24 +201,22 @@ func (l *recoveryLog) snapshotTaken(ctx context.Context, t batch.Time, ref strin
 // compaction stops the Run through fail but does not fail the batch at t,
 // whose entry is logged.
 func (l *recoveryLog) counted(ctx context.Context, t batch.Time) error {
-	l.mu.Lock()
-	l.done++
-	l.mu.Unlock()
 	most := l.compactEvery
 	if l.toSnapshot {
 		most *= 2
 	}
-	if l.due(most) {
+	if l.due(1, most) {
 		l.compact(ctx, t)
 	}
 	return nil
 }
 
-// due reports whether most entries or more were counted since the last
-// compaction, and if so starts counting again.
-func (l *recoveryLog) due(most int) bool {
+// due counts add more entries and reports whether most or more were
+// counted since the last compaction, and if so starts counting again.
+func (l *recoveryLog) due(add, most int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.done += add
 	if l.done < most {
 		return false
 	}
