@@ -120,10 +120,10 @@ type Config struct {
 	// same times and blocks. recovery.Dir("state") keeps it in a local
 	// directory; a DynamoDB log (package recovery/dynamolog) keeps it in a
 	// table, so that the worker can be restarted on any machine with the
-	// same log. Every batch with records appends an allocation and a
-	// completion; an idle pipeline appends one entry per 10 s, unless its
-	// stateful operators hold state that its empty batches move (DESIGN.md,
-	// Recovery). Default: nil, no log: a restart recomputes nothing and
+	// same log. Every batch with records appends its blocks and a
+	// completion; an idle pipeline appends one entry per 10 s, and with
+	// state a snapshot at most once in 10 minutes (DESIGN.md, Recovery).
+	// Default: nil, no log: a restart recomputes nothing and
 	// re-reads from the receivers' checkpoints, which never pass a record
 	// that is not in a completed batch.
 	Recovery recovery.Opener

@@ -86,6 +86,7 @@ type job struct {
 	replay    bool // completed before a restart: recomputed for the state only
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
 	unlogged  bool // empty, of a stateful pipeline: the batch runner logs it (logEmpty)
+	inRun     bool // empty, in a run of empty batches: neither allocated nor completed in the log (emptyRun)
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -581,7 +582,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	if err != nil || j.skipped {
 		return err // a skipped batch is not in the log: no snapshot after it
 	}
-	return e.afterBatch(ctx, j.time)
+	return e.afterBatch(ctx, j.time, j.inRun)
 }
 
 // batchError returns the *BatchError of batch t that failed with err,
@@ -599,11 +600,12 @@ func batchError(t batch.Time, err error) *BatchError {
 // reserved batch time, batchSkipped) if every stateful operator is quiet,
 // so that the batch changes no state and every output gets an empty batch,
 // which a replay may leave out and a restart has nothing to recompute of;
-// otherwise allocated, as any batch, since it moves the state (timeouts,
-// windows) and a replay must repeat it. The allocation may come after that
-// of a later batch the timer cut meanwhile: a crash between the two leaves
-// a log in which j never was, and j had not changed the state nor run an
-// output.
+// otherwise in a run of empty batches (emptyRun), since it moves the state
+// (timeouts, windows, updates) or shows it to an output: a restart replays
+// it for the state, or runs it again if no later entry says it completed.
+// The run may be logged after the allocation of a later batch the timer
+// cut meanwhile: a crash between the two leaves a log in which j never was,
+// and j had not changed the state nor run an output.
 func (e *engine) logEmpty(ctx context.Context, j *job) error {
 	quiet := true
 	for _, n := range e.ticks {
@@ -619,8 +621,9 @@ func (e *engine) logEmpty(ctx context.Context, j *job) error {
 		}
 		return nil
 	}
-	if err := e.log.batchAllocated(ctx, j.time, nil, false); err != nil {
-		return fmt.Errorf("log allocation: %w", err)
+	j.inRun = true
+	if err := e.log.emptyRun(ctx, j.time, e.cfg.BatchInterval); err != nil {
+		return fmt.Errorf("log a run of empty batches: %w", err)
 	}
 	return nil
 }
@@ -648,10 +651,10 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 			return fmt.Errorf("output %d, %v: %w", i, o, err)
 		}
 	}
-	if !j.skipped {
-		if err := e.log.batchCompleted(ctx, j.time); err != nil {
-			return fmt.Errorf("log completion: %w", err)
-		}
+	if j.skipped || j.inRun {
+		e.log.runCompleted(j.time)
+	} else if err := e.log.batchCompleted(ctx, j.time); err != nil {
+		return fmt.Errorf("log completion: %w", err)
 	}
 	for i, s := range e.sources {
 		s.complete(ctx, j.blocks[i])

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -122,17 +124,12 @@ func idleCrashes() []stateCrash {
 				return nil
 			}
 		}},
-		{"crash at an empty batch's allocation", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
-			n := 0
-			d.log.SetAppendHook(func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
-				if e := entries[0]; e.Kind == recoverylog.KindBatchAllocated && len(e.Blocks) == 0 {
-					if n++; n == 9 {
-						stop()
-						return recoverylog.Fault{Err: errCrash}
-					}
-				}
-				return recoverylog.Fault{}
-			})
+		{"crash at a run of empty batches", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
+			d.log.SetAppendHook(nthAppend(recoverylog.KindEmptyRun, 3, 0, stop))
+			return nil
+		}},
+		{"run of empty batches appended, crash", func(d *durable, stop func()) func(context.Context, *batch.Batch[string]) error {
+			d.log.SetAppendHook(nthAppend(recoverylog.KindEmptyRun, 2, 1, stop))
 			return nil
 		}},
 	}
@@ -268,4 +265,259 @@ func idleTruth(records map[batch.Time][]string, timeout time.Duration) map[batch
 		out[t] = o
 	}
 	return out
+}
+
+// ticks is the state of TestStateRecoveryEmptyRuns's UpdateStateByKey: the
+// records of a key so far, and the batches the state was updated in since
+// its first record, empty ones included, so that an empty batch applied
+// twice or missed after a restart shows.
+type ticks struct{ Records, Batches int }
+
+// emptyRunCrash is a crash of TestStateRecoveryEmptyRuns's first run, in
+// its idle time, which starts at the batch time idle holds: out, if set,
+// is called by the output (n counting the empty batches of the idle time
+// the output saw, this one included) and returns its result; appends, if
+// set, is the recovery log's append hook.
+type emptyRunCrash struct {
+	name    string
+	out     func(ctx context.Context, n int, stop func()) error
+	appends func(idle *atomic.Int64, stop func()) recoverylog.AppendHook
+}
+
+func emptyRunCrashes() []emptyRunCrash {
+	crashIn := func(at int) func(context.Context, int, func()) error {
+		return func(ctx context.Context, n int, stop func()) error {
+			if n == at {
+				stop()
+				return ctx.Err()
+			}
+			return nil
+		}
+	}
+	return []emptyRunCrash{
+		{name: "in the output of an empty batch of a run", out: crashIn(37)},
+		{name: "in the output of a run's first empty batch", out: crashIn(51)},
+		{name: "at a run's entry", appends: func(_ *atomic.Int64, stop func()) recoverylog.AppendHook {
+			return nthAppend(recoverylog.KindEmptyRun, 3, 0, stop)
+		}},
+		{name: "run's entry appended, crash", appends: func(_ *atomic.Int64, stop func()) recoverylog.AppendHook {
+			return nthAppend(recoverylog.KindEmptyRun, 2, 1, stop)
+		}},
+		{name: "after an idle snapshot", appends: func(idle *atomic.Int64, stop func()) recoverylog.AppendHook {
+			return func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
+				if e := entries[0]; e.Kind == recoverylog.KindSnapshot && idle.Load() != 0 && int64(e.Time) > idle.Load() {
+					stop()
+					return recoverylog.Fault{Err: errCrash, Keep: 1}
+				}
+				return recoverylog.Fault{}
+			}
+		}},
+	}
+}
+
+// TestStateRecoveryEmptyRuns crashes an idle pipeline whose
+// UpdateStateByKey keeps its keys for ever, and whose state every empty
+// batch moves, where its runs of empty batches are logged (one entry per
+// 10 s, not two per batch), then restarts it, stops it gracefully while
+// idle, and restarts it again: the state the output shows at each batch
+// time must be what a run never interrupted computes from the batches run
+// up to it, each applied once; a batch time shown twice shows the same
+// state; only the batches the crash left pending run their outputs again,
+// the interrupted one among them; and the idle time writes one run entry
+// per 10 s, no allocation nor completion.
+func TestStateRecoveryEmptyRuns(t *testing.T) {
+	for _, tc := range emptyRunCrashes() {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testStateRecoveryEmptyRuns(t, tc) })
+		})
+	}
+}
+
+func testStateRecoveryEmptyRuns(t *testing.T, tc emptyRunCrash) {
+	const iv = 200 * time.Millisecond
+	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
+	var (
+		mu      sync.Mutex
+		shown   = map[batch.Time]map[string]ticks{} // by batch time, the state the output saw
+		records = map[batch.Time][]string{}         // by batch time, its records
+		runs    = map[batch.Time]int{}              // how often the output ran at a batch time
+		clash   []string
+		idle    atomic.Int64 // the batch time from which the first run is idle, once it is
+		empty   int          // the empty batches of the idle time the first run's output saw
+	)
+	build := func(out func(context.Context, int, func()) error, stop func()) (*stream.Pipeline, *replay) {
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, CompactEvery: 20,
+			StateSnapshotInterval: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := newReplay(t, d)
+		recs := stream.From(p, src)
+		stream.ForEachBatch(recs, func(_ context.Context, b *batch.Batch[string]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			records[b.Time()] = slices.Collect(b.All())
+			return nil
+		})
+		pairs := stream.Map(recs, func(r string) stream.Pair[string, int] {
+			return stream.Pair[string, int]{Key: stateKey(r), Value: 1}
+		})
+		st := stream.UpdateStateByKey(pairs, func(_ string, vs []int, st ticks, _ bool) (ticks, bool) {
+			return ticks{Records: st.Records + len(vs), Batches: st.Batches + 1}, true
+		})
+		stream.ForEachBatch(st, func(ctx context.Context, b *batch.Batch[stream.Pair[string, ticks]]) error {
+			m := map[string]ticks{}
+			for kv := range b.All() {
+				m[kv.Key] = kv.Value
+			}
+			mu.Lock()
+			if old, ok := shown[b.Time()]; ok && !cmp.Equal(old, m) {
+				clash = append(clash, fmt.Sprintf("%v: %v, then %v", b.Time(), old, m))
+			}
+			shown[b.Time()] = m
+			runs[b.Time()]++
+			n := 0
+			if from := idle.Load(); from != 0 && int64(b.Time()) >= from {
+				empty++
+				n = empty
+			}
+			mu.Unlock()
+			if out != nil && n > 0 {
+				return out(ctx, n, stop)
+			}
+			return nil
+		})
+		return p, src
+	}
+
+	var p1 *stream.Pipeline
+	crash := func() {
+		d.log.Freeze(errCrash) // the process dies: nothing more is written
+		p1.Stop()
+	}
+	var appended []recoverylog.Entry
+	var hook recoverylog.AppendHook
+	if tc.appends != nil {
+		hook = tc.appends(&idle, func() { p1.Stop() })
+	}
+	d.log.SetAppendHook(func(n int, entries []recoverylog.Entry) recoverylog.Fault {
+		if idle.Load() != 0 {
+			appended = append(appended, entries...)
+		}
+		if hook != nil {
+			return hook(n, entries)
+		}
+		return recoverylog.Fault{}
+	})
+	p1, src1 := build(tc.out, crash)
+	errc := make(chan error, 1)
+	go func() { errc <- p1.Run(t.Context()) }()
+	time.Sleep(iv / 2)
+	for range 3 {
+		src1.produce(d.record(), d.record(), d.record())
+		time.Sleep(iv)
+	}
+	idle.Store(int64(batch.TimeOf(time.Now()).Add(iv)))
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, errCrash) {
+			t.Fatalf("first Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no crash in a minute idle: the test does not test")
+	}
+	d.log.SetAppendHook(nil)
+	d.log.Freeze(nil)
+	st, err := recoverylog.Recover(d.log.Entries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if most := empty*int(iv)/int(10*time.Second) + 2; countKind(appended, recoverylog.KindEmptyRun) > most {
+		t.Errorf("%d idle batches wrote %d runs of empty batches, want at most %d: %v",
+			empty, countKind(appended, recoverylog.KindEmptyRun), most, appended)
+	}
+	if n := countKind(appended, recoverylog.KindBatchCompleted) + countKind(appended, recoverylog.KindBatchAllocated); n > 1 {
+		t.Errorf("%d idle batches wrote %d allocations and completions, want at most one (of a batch cut before): %v", empty, n, appended)
+	}
+	mu.Unlock()
+	pending := map[batch.Time]bool{}
+	for _, p := range st.Pending {
+		pending[p.Time] = true
+	}
+
+	// Restart, idle, stop gracefully while idle, restart, and drain after
+	// more records.
+	for i := range 2 {
+		p, src := build(nil, nil)
+		go func() { errc <- p.Run(t.Context()) }()
+		time.Sleep(13 * time.Second)
+		if i == 1 {
+			src.produce(d.record(), d.record())
+			time.Sleep(3 * iv)
+		}
+		if err := p.Drain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Run %d after the crash: %v", i+1, err)
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(clash) > 0 {
+		t.Errorf("batch times shown again with another state: %v", clash)
+	}
+	again := false
+	for bt, n := range runs {
+		if n > 1 && !pending[bt] {
+			t.Errorf("the output of batch %v ran %d times; it was not pending after the crash", bt, n)
+		}
+		again = again || n > 1
+	}
+	if tc.out != nil && !again {
+		t.Errorf("no batch ran its output again: the one the crash interrupted did not complete")
+	}
+	// The truth: at each batch time, each key's records up to it, and the
+	// batch times from its first record's up to it, each applied once.
+	times := slices.Sorted(maps.Keys(shown))
+	got := map[string]int{}
+	first := map[string]int{} // by key, the index in times of its first record's batch
+	for i, bt := range times {
+		for _, r := range records[bt] {
+			k := stateKey(r)
+			got[k]++
+			if _, ok := first[k]; !ok {
+				first[k] = i
+			}
+		}
+		want := map[string]ticks{}
+		for k, f := range first {
+			want[k] = ticks{Records: got[k], Batches: i - f + 1}
+		}
+		if diff := cmp.Diff(want, shown[bt], cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("state at %v (-truth +shown):\n%s", bt, diff)
+		}
+	}
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	if produced := len(slices.Concat(d.calls...)); total != produced {
+		t.Errorf("the batches hold %d records, %d were produced", total, produced)
+	}
+	if len(times) < 150 {
+		t.Errorf("%d batch times shown: the test does not test", len(times))
+	}
+}
+
+func countKind(entries []recoverylog.Entry, k recoverylog.Kind) int {
+	n := 0
+	for _, e := range entries {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
 }

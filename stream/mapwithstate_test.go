@@ -194,7 +194,9 @@ func TestStateSnapshotEncodeFailureFailsRun(t *testing.T) {
 			return holder{V: unregistered{N: n + len(vs)}}, true
 		})
 		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, holder]]) error { return nil })
-		err := feed(t, p, r, [][]string{{"a b"}, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil})
+		// Records in every batch: the snapshots of an idle pipeline come
+		// once a minute.
+		err := feed(t, p, r, [][]string{{"a b"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}, {"c"}})
 		if err == nil {
 			t.Fatal("Run returned nil: the state went unprotected without an error")
 		}

@@ -36,6 +36,17 @@ type metaLog interface {
 	// pipeline logs its empty batches that change no state only as
 	// reserved batch times, so that a restart never reuses t.
 	batchSkipped(ctx context.Context, t batch.Time) error
+	// emptyRun records, before its stateful operators tick, that the
+	// batch at t, an interval every after the one before, is empty and
+	// will be neither allocated nor completed in the log: a stateful
+	// pipeline logs the empty batches that move its state as runs of
+	// empty batches (recoverylog.EmptyRun), which a restart replays or
+	// runs again. The batch runner calls it, in time order.
+	emptyRun(ctx context.Context, t batch.Time, every time.Duration) error
+	// runCompleted notes that the empty batch at t of a run completed,
+	// which no entry records (a later entry implies it): the batch runner
+	// calls it, and release records it if no later entry did.
+	runCompleted(t batch.Time)
 	// shardFinished records that a shard is finished for good (see
 	// source.Runtime.ShardFinished).
 	shardFinished(ctx context.Context, stream, shard string) error
@@ -52,6 +63,10 @@ func (noLog) batchAllocated(context.Context, batch.Time, []batch.BlockInfo, bool
 func (noLog) batchCompleted(context.Context, batch.Time) error { return nil }
 
 func (noLog) batchSkipped(context.Context, batch.Time) error { return nil }
+
+func (noLog) emptyRun(context.Context, batch.Time, time.Duration) error { return nil }
+
+func (noLog) runCompleted(batch.Time) {}
 
 func (noLog) shardFinished(context.Context, string, string) error { return nil }
 
@@ -88,6 +103,12 @@ type recoveryLog struct {
 	broken   error
 	done     int        // batches completed and reservations since the last compaction
 	reserved batch.Time // batch times up to this one are reserved; batchSkipped only
+
+	// The batch runner's, in a stateful pipeline: the last time of the
+	// current run of empty batches (emptyRun), and the last of its batches
+	// completed with no later entry saying so (runCompleted), or 0.
+	runThrough batch.Time
+	runDone    batch.Time
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
@@ -158,18 +179,47 @@ func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 	return l.counted(ctx, t)
 }
 
+// emptyRun appends a run of empty batches from t through reserveAhead
+// past it (recoverylog.EmptyRun), unless the current run holds t. The run's
+// times are reserved too: batchSkipped writes nothing for a quiet batch in
+// it, which a restart runs as an empty batch of the run.
+func (l *recoveryLog) emptyRun(ctx context.Context, t batch.Time, every time.Duration) error {
+	if t <= l.runThrough {
+		return l.usable() // as batchAllocated's: no block may be logged in it
+	}
+	through := t.Add(reserveAhead)
+	if err := l.append(ctx, recoverylog.EmptyRun(t, through, every)); err != nil {
+		return err
+	}
+	l.runThrough, l.runDone = through, 0 // the run says the batches before t completed
+	l.reserved = max(l.reserved, through)
+	return l.counted(ctx, t)
+}
+
+// runCompleted notes the batch at t completed if the current run holds
+// it: a quiet batch in it too (batchSkipped), which a restart would run
+// again as one of the run's.
+func (l *recoveryLog) runCompleted(t batch.Time) {
+	if t <= l.runThrough {
+		l.runDone = t
+	}
+}
+
 // release gives back the batch times reserved after t, the last batch the
 // Run cut, when it stops: no batch of it will use them, so a restart may
 // start at the clock instead of after them (each restart of an idle
 // pipeline would otherwise run its batch times up to reserveAhead further
-// ahead of the clock). It compacts the log if this Run reserved past t, and
-// does nothing otherwise. A failure is logged, not returned: the log is as
-// it was, and a restart honours the reservation.
+// ahead of the clock). It records too that the empty batches of a run
+// completed up to the last one that did (runCompleted), so that a restart
+// does not run them again. It compacts the log if this Run reserved past t
+// or completed such a batch, and does nothing otherwise. A failure is
+// logged, not returned: the log is as it was, and a restart honours the
+// reservation and runs those batches again.
 func (l *recoveryLog) release(ctx context.Context, t batch.Time, logger *slog.Logger) {
-	if l.reserved <= t || l.usable() != nil {
+	if (l.reserved <= t && l.runDone == 0) || l.usable() != nil {
 		return
 	}
-	if err := l.log.CompactReleasing(ctx, t); err != nil {
+	if err := l.log.CompactReleasing(ctx, t, l.runDone); err != nil {
 		logger.Warn("stream: could not give back the batch times reserved in the recovery log; "+
 			"the next Run's batches follow them, ahead of the clock", "reserved", l.reserved, "last", t, "err", err)
 	}
@@ -180,6 +230,7 @@ func (l *recoveryLog) batchCompleted(ctx context.Context, t batch.Time) error {
 	if err := l.append(ctx, recoverylog.BatchCompleted(t)); err != nil {
 		return err
 	}
+	l.runDone = 0 // the batches before t completed
 	return l.counted(ctx, t)
 }
 
@@ -189,6 +240,7 @@ func (l *recoveryLog) snapshotTaken(ctx context.Context, t batch.Time, ref strin
 	if err := l.append(ctx, recoverylog.SnapshotTaken(t, ref)); err != nil {
 		return err
 	}
+	l.runDone = 0 // the batches up to t completed
 	if l.due(0, l.compactEvery) {
 		l.compact(ctx, t)
 	}

@@ -61,6 +61,12 @@ func (l *traceLog) batchSkipped(_ context.Context, t batch.Time) error {
 	return l.call("skipped", "%v", t.Sub(l.tr.base))
 }
 
+func (l *traceLog) emptyRun(_ context.Context, t batch.Time, every time.Duration) error {
+	return l.call("empty run", "%v every %v", t.Sub(l.tr.base), every)
+}
+
+func (l *traceLog) runCompleted(batch.Time) {}
+
 func (l *traceLog) shardFinished(_ context.Context, stream, shard string) error {
 	return l.call("finished", "%s/%s", stream, shard)
 }

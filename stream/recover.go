@@ -57,7 +57,7 @@ func (e *engine) resume(st *recoverylog.State) error {
 		unallocated[b.ID.Source] = append(unallocated[b.ID.Source], b)
 	}
 	for _, p := range st.Pending {
-		j := &job{time: p.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true}
+		j := &job{time: p.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true, inRun: p.InRun}
 		for _, b := range p.Blocks {
 			if b.ID.Source < 0 || b.ID.Source >= len(e.sources) {
 				return fmt.Errorf("stream: recovery log: batch %v holds block %v of source %d, but the pipeline has %d sources",

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -14,12 +16,14 @@ import (
 // and reads. An entry is written with the oldest version that holds it:
 // version 1 unless it records reserved batch times (KindBatchesReserved, or
 // a summary carrying them), which are version 2, or a block allocated to its
-// batch as it is stored (Entry.Batch), which is version 3. DecodeEntry reads
-// them all and refuses any other, so a log written by a newer weir is never
-// misread by an older one: a weir that reads only version 1 refuses a log
-// holding reserved batch times rather than forget them, and one that reads
-// up to version 2 a block whose allocation it would miss.
-const Version = 3
+// batch as it is stored (Entry.Batch), which is version 3, or a run of empty
+// batches (KindEmptyRun), which is version 4. DecodeEntry reads them all and
+// refuses any other, so a log written by a newer weir is never misread by an
+// older one: a weir that reads only version 1 refuses a log holding reserved
+// batch times rather than forget them, one that reads up to version 2 a
+// block whose allocation it would miss, and one that reads up to version 3
+// empty batches whose state it would not rebuild.
+const Version = 4
 
 // ErrInvalidEntry is wrapped by the errors of EncodeEntry, DecodeEntry and
 // Log.Append for an entry that is malformed: an unknown kind, a missing field, a
@@ -57,6 +61,9 @@ const (
 	// used by batches the log holds no entry of (empty batches, see
 	// BatchesReserved).
 	KindBatchesReserved Kind = "reserved"
+	// KindEmptyRun records a run of empty batches of a stateful pipeline:
+	// Entry.Time, Entry.Through and Entry.Every (see EmptyRun).
+	KindEmptyRun Kind = "empty"
 )
 
 // Entry is one record of the metadata log. Kind tells which of the other
@@ -71,8 +78,15 @@ type Entry struct {
 	// (KindBlockStored; see BlockStoredIn).
 	Batch batch.Time
 	// Time is the batch time (KindBatchAllocated, KindBatchCompleted,
-	// KindSnapshot), or the last reserved one (KindBatchesReserved).
+	// KindSnapshot), the last reserved one (KindBatchesReserved), or the
+	// first of a run (KindEmptyRun).
 	Time batch.Time
+	// Through is the last time a run of empty batches may reach
+	// (KindEmptyRun).
+	Through batch.Time
+	// Every is the interval between the batches of a run (KindEmptyRun): a
+	// positive whole number of milliseconds.
+	Every time.Duration
 	// Blocks are the IDs of the batch's blocks, in batch order
 	// (KindBatchAllocated).
 	Blocks []batch.BlockID
@@ -129,6 +143,24 @@ func BatchesReserved(through batch.Time) Entry {
 	return Entry{Kind: KindBatchesReserved, Time: through}
 }
 
+// EmptyRun returns the entry recording that the batch times from, from+every,
+// ... up to through are batches of a stateful pipeline that hold no block,
+// unless another entry gives one a block, and that every batch before from
+// completed. The driver of a stateful pipeline appends it before the first
+// empty batch past the previous run ticks its stateful operators (which an
+// empty batch may move: a window slides, a key times out, an update runs),
+// reaching some seconds ahead, instead of an allocation and a completion per
+// empty batch. The run's batches are completed when a later entry says so:
+// a completion or snapshot at a later time, or a run starting later. A
+// restart replays those completed after the current snapshot for the state,
+// in time order with the batches holding blocks, and runs the others again,
+// outputs included, as it runs the pending batches (State.Pending): the one
+// a crash interrupted is among them. Its times are reserved, as
+// BatchesReserved's.
+func EmptyRun(from, through batch.Time, every time.Duration) Entry {
+	return Entry{Kind: KindEmptyRun, Time: from, Through: through, Every: every}
+}
+
 // SnapshotTaken returns the entry recording that the state after the batch
 // at t is the snapshot ref names in the log's SnapshotStore, or the empty
 // state if ref is "". From then on, a restart loads that snapshot and
@@ -182,6 +214,8 @@ func (e Entry) String() string {
 		return "finished " + e.Shard.Stream + "/" + e.Shard.Shard
 	case KindBatchesReserved:
 		return "reserved through " + e.Time.String()
+	case KindEmptyRun:
+		return fmt.Sprintf("empty %v through %v every %v", e.Time, e.Through, e.Every)
 	}
 	return "entry of kind " + strconv.Quote(string(e.Kind))
 }
@@ -203,6 +237,8 @@ func (e Entry) Validate() error {
 	case KindSummary:
 		err = e.Summary.validate()
 	case KindSnapshot, KindBatchesReserved:
+	case KindEmptyRun:
+		err = validateRun(e.Time, e.Through, e.Every)
 	case KindShardFinished:
 		if e.Shard.Stream == "" || e.Shard.Shard == "" {
 			err = errors.New("empty stream or shard")
@@ -231,6 +267,27 @@ func validateBlock(b batch.BlockInfo) error {
 	return nil
 }
 
+// maxRunBatches bounds the batches of a run of empty batches: a driver
+// writes runs of some seconds (10,001 batches at most, of 1 ms), so a run
+// of more comes from a damaged log, which is refused rather than made into
+// that many batches.
+const maxRunBatches = 100_000
+
+func validateRun(from, through batch.Time, every time.Duration) error {
+	switch {
+	case from <= 0:
+		return fmt.Errorf("first batch time %d: must be > 0", from)
+	case through < from:
+		return fmt.Errorf("through %v before the first batch %v", through, from)
+	case every < time.Millisecond || every%time.Millisecond != 0:
+		return fmt.Errorf("interval %v: must be a positive whole number of milliseconds", every)
+	case int64(through-from)/every.Milliseconds() >= maxRunBatches:
+		return fmt.Errorf("%d batches from %v through %v every %v: a run holds fewer than %d",
+			int64(through-from)/every.Milliseconds()+1, from, through, every, maxRunBatches)
+	}
+	return nil
+}
+
 func validateAlloc(ids []batch.BlockID) error {
 	seen := make(map[batch.BlockID]bool, len(ids))
 	for _, id := range ids {
@@ -253,6 +310,8 @@ type wireEntry struct {
 	Block   *batch.BlockInfo `json:"block,omitempty"`
 	Batch   *batch.Time      `json:"batch,omitempty"`
 	Time    *batch.Time      `json:"time,omitempty"`
+	Through *batch.Time      `json:"through,omitempty"`
+	Every   *int64           `json:"every,omitempty"` // milliseconds
 	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
 	Shape   *recovery.Shape  `json:"shape,omitempty"`
 	Summary *wireSummary     `json:"summary,omitempty"`
@@ -269,8 +328,8 @@ type wireShard struct {
 // EncodeEntry returns the encoding of e: one line of JSON (without the
 // newline) holding the version, the kind and that kind's fields, for example
 // {"v":1,"kind":"complete","time":1700000000000}: version 1 unless the entry
-// records reserved batch times or a block's batch (see Version). It refuses
-// an entry that does not Validate.
+// records reserved batch times, a block's batch or a run of empty batches
+// (see Version). It refuses an entry that does not Validate.
 func EncodeEntry(e Entry) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -297,13 +356,16 @@ func EncodeEntry(e Entry) ([]byte, error) {
 		w.Time, w.Ref = &e.Time, e.Ref
 	case KindBatchesReserved:
 		w.Time = &e.Time
+	case KindEmptyRun:
+		every := e.Every.Milliseconds()
+		w.V, w.Time, w.Through, w.Every = 4, &e.Time, &e.Through, &every
 	case KindShardFinished:
 		w.Shard = &wireShard{Stream: e.Shard.Stream, Shard: e.Shard.Shard}
 	}
 	return json.Marshal(w)
 }
 
-// DecodeEntry decodes an entry EncodeEntry encoded, of version 1 to 3. It
+// DecodeEntry decodes an entry EncodeEntry encoded, of version 1 to 4. It
 // refuses another version, what a later version added in an earlier
 // version's entry, an unknown kind, a missing field and an entry that does
 // not Validate, with an error wrapping ErrInvalidEntry. It never panics.
@@ -320,6 +382,9 @@ func DecodeEntry(b []byte) (Entry, error) {
 	}
 	if w.V < 3 && w.Batch != nil {
 		return Entry{}, fmt.Errorf("%w: kind %q: a block's batch in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
+	}
+	if w.V < 4 && (w.Kind == KindEmptyRun || w.Through != nil || w.Every != nil) {
+		return Entry{}, fmt.Errorf("%w: kind %q: a run of empty batches in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
 	}
 	e, err := w.entry()
 	if err != nil {
@@ -371,6 +436,18 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("time")
 		}
 		e.Time, e.Ref = *w.Time, w.Ref
+	case KindEmptyRun:
+		switch {
+		case w.Time == nil:
+			return missing("time")
+		case w.Through == nil:
+			return missing("through")
+		case w.Every == nil:
+			return missing("every")
+		case *w.Every <= 0 || *w.Every > int64(math.MaxInt64/time.Millisecond):
+			return Entry{}, fmt.Errorf(`"every" %d: must be a positive number of milliseconds`, *w.Every)
+		}
+		e.Time, e.Through, e.Every = *w.Time, *w.Through, time.Duration(*w.Every)*time.Millisecond
 	case KindShardFinished:
 		if w.Shard == nil {
 			return missing("shard")

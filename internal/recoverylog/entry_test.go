@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -14,7 +15,7 @@ import (
 )
 
 func TestEntryRoundTrip(t *testing.T) {
-	for _, e := range logtest.History() {
+	for _, e := range append(logtest.History(), recoverylog.EmptyRun(15000, 17000, time.Second)) {
 		t.Run(e.String(), func(t *testing.T) {
 			b, err := recoverylog.EncodeEntry(e)
 			if err != nil {
@@ -55,6 +56,8 @@ func TestEncodeEntry(t *testing.T) {
 			`{"v":2,"kind":"summary","summary":{"reserved":9}}`},
 		{recoverylog.BlockStoredIn(batch.BlockInfo{ID: batch.BlockID{Seq: 3}, Count: 0}, 1700000000000),
 			`{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":1700000000000}`},
+		{recoverylog.EmptyRun(1700000000200, 1700000010200, 200*time.Millisecond),
+			`{"v":4,"kind":"empty","time":1700000000200,"through":1700000010200,"every":200}`},
 		{recoverylog.ShardFinished("s", "shardId-000000000007"),
 			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
@@ -76,7 +79,14 @@ func TestDecodeEntryErrors(t *testing.T) {
 		name, in, want string
 	}{
 		{"not JSON", `{"v":1,`, "unexpected end"},
-		{"other version", `{"v":4,"kind":"complete","time":1}`, "version 4, this weir reads versions 1 to 3"},
+		{"other version", `{"v":5,"kind":"complete","time":1}`, "version 5, this weir reads versions 1 to 4"},
+		{"run in version 3", `{"v":3,"kind":"empty","time":1000,"through":2000,"every":200}`, "a run of empty batches in a version-3 entry"},
+		{"run's through in another kind", `{"v":3,"kind":"complete","time":1,"through":2}`, "a run of empty batches in a version-3 entry"},
+		{"missing run through", `{"v":4,"kind":"empty","time":1000,"every":200}`, `missing "through"`},
+		{"missing run interval", `{"v":4,"kind":"empty","time":1000,"through":2000}`, `missing "every"`},
+		{"zero run interval", `{"v":4,"kind":"empty","time":1000,"through":2000,"every":0}`, "positive number of milliseconds"},
+		{"run ending before it starts", `{"v":4,"kind":"empty","time":2000,"through":1000,"every":200}`, "before the first batch"},
+		{"run of too many batches", `{"v":4,"kind":"empty","time":1,"through":100000000,"every":1}`, "a run holds fewer than 100000"},
 		{"block's batch in version 2", `{"v":2,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":5}`, "a block's batch in a version-2 entry"},
 		{"block's batch 0", `{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":0}`, "batch time is not 0"},
 		{"reserved in version 1", `{"v":1,"kind":"reserved","time":1}`, "reserved batch times in a version-1 entry"},
@@ -118,6 +128,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"v":1,"kind":"alloc","time":-1,"blocks":null}`))
+	f.Add([]byte(`{"v":4,"kind":"empty","time":1000,"through":3000,"every":1000}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := recoverylog.DecodeEntry(b)
 		if err != nil {

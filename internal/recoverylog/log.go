@@ -83,11 +83,18 @@ func (l *Log) Read(ctx context.Context) ([]Entry, error) {
 func (l *Log) Compact(ctx context.Context) error { return l.compact(ctx, func(*State) {}) }
 
 // CompactReleasing compacts the log as Compact does, giving back the batch
-// times reserved (BatchesReserved) after t: for a driver that stops having
-// cut its last batch at t, whose reservation no batch will use, so that
-// its restart's batches start at the clock rather than after them.
-func (l *Log) CompactReleasing(ctx context.Context, t batch.Time) error {
-	return l.compact(ctx, func(st *State) { st.ReservedThrough = min(st.ReservedThrough, t) })
+// times reserved (BatchesReserved, EmptyRun) after t: for a driver that
+// stops having cut its last batch at t, whose reservation no batch will
+// use, so that its restart's batches start at the clock rather than after
+// them. If completed is not 0, it records too that every batch up to it
+// completed: the driver's last completed batch, an empty batch of a run
+// (EmptyRun) whose completion no entry records, which a restart would
+// otherwise run again.
+func (l *Log) CompactReleasing(ctx context.Context, t, completed batch.Time) error {
+	return l.compact(ctx, func(st *State) {
+		st.completeThrough(completed)
+		st.release(t)
+	})
 }
 
 // compact replaces the log's entries with those of the state it recovers

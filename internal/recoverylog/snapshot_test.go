@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -76,8 +77,9 @@ func TestRecoverSnapshot(t *testing.T) {
 // entries before them.
 func TestRecoverInterruptedCompaction(t *testing.T) {
 	histories := map[string][]recoverylog.Entry{
-		"without state": logtest.History(),
-		"with state":    logtest.StateHistory("r"),
+		"without state":         logtest.History(),
+		"with state":            logtest.StateHistory("r"),
+		"runs of empty batches": append(runHistory(), recoverylog.EmptyRun(3400, 13400, 5*time.Second), blockIn(0, 2, 8400)),
 		"empty batch kept for replay, a block after the last snapshot": {
 			recoverylog.SnapshotTaken(0, ""),
 			block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)), recoverylog.BatchCompleted(1000),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -23,6 +24,9 @@ type ShardKey struct {
 type PendingBatch struct {
 	Time   batch.Time
 	Blocks []batch.BlockInfo
+	// InRun reports a batch of a run of empty batches (EmptyRun): it holds
+	// no block, and its completion is not logged (a later entry says it).
+	InRun bool
 }
 
 // IDs returns the IDs of the batch's blocks, in order.
@@ -80,6 +84,56 @@ type State struct {
 	// batch, without running their outputs again. It is empty when no
 	// snapshot was recorded: a log without state forgets completed batches.
 	Replay []PendingBatch
+	// Runs are the runs of empty batches (EmptyRun) that hold a batch of
+	// Replay or Pending, in log order: compaction keeps them.
+	Runs []Run
+}
+
+// Run is a run of empty batches (EmptyRun): the batch times From,
+// From+Every, ... up to Through, but those that hold blocks.
+type Run struct {
+	From, Through batch.Time
+	Every         time.Duration
+}
+
+// completeThrough records that every batch up to t completed, if t is not
+// 0: the empty batches of runs up to t are no longer pending, and are kept
+// for a replay if there is a snapshot, as completed batches are.
+func (s *State) completeThrough(t batch.Time) {
+	if t == 0 {
+		return
+	}
+	if !s.HasCompleted || s.LastCompleted < t {
+		s.LastCompleted, s.HasCompleted = t, true
+	}
+	var done []PendingBatch
+	s.Pending = slices.DeleteFunc(s.Pending, func(p PendingBatch) bool {
+		if !p.InRun || p.Time > t {
+			return false
+		}
+		done = append(done, p)
+		return true
+	})
+	if s.Snapshot != nil && len(done) > 0 {
+		s.Replay = append(s.Replay, done...)
+		slices.SortStableFunc(s.Replay, func(a, b PendingBatch) int { return cmp.Compare(a.Time, b.Time) })
+	}
+}
+
+// release gives back the batch times reserved after t (see
+// Log.CompactReleasing): no reservation and no run of empty batches
+// reaches past t, and the batches of runs after t are no longer pending.
+func (s *State) release(t batch.Time) {
+	s.ReservedThrough = min(s.ReservedThrough, t)
+	runs := s.Runs[:0]
+	for _, r := range s.Runs {
+		if r.From <= t {
+			r.Through = min(r.Through, t)
+			runs = append(runs, r)
+		}
+	}
+	s.Runs = runs
+	s.Pending = slices.DeleteFunc(s.Pending, func(p PendingBatch) bool { return p.InRun && p.Time > t })
 }
 
 // SnapshotRef names the snapshot of the state after the batch at Time: Ref
@@ -129,7 +183,7 @@ func Recover(entries []Entry) (*State, error) {
 }
 
 // LastBatch returns the greatest batch time the log knows of, of a batch
-// pending or completed or reserved (BatchesReserved), and whether there is
+// pending or completed or reserved (BatchesReserved, EmptyRun), and whether there is
 // one: a restarting driver cuts its next batch after it.
 func (s *State) LastBatch() (batch.Time, bool) {
 	t, ok := s.LastCompleted, s.HasCompleted
@@ -159,12 +213,21 @@ func (s *State) Entries() []Entry {
 		out = append(out, SnapshotTaken(s.Snapshot.Time, s.Snapshot.Ref))
 	}
 	for _, p := range s.Replay {
+		if p.InRun {
+			continue // in a run below
+		}
 		for _, b := range p.Blocks {
 			out = append(out, BlockStored(b))
 		}
 		out = append(out, BatchAllocated(p.Time, p.IDs()...), BatchCompleted(p.Time))
 	}
+	for _, r := range s.Runs {
+		out = append(out, EmptyRun(r.From, r.Through, r.Every))
+	}
 	for _, p := range s.Pending {
+		if p.InRun {
+			continue
+		}
 		for _, b := range p.Blocks {
 			out = append(out, BlockStored(b))
 		}
@@ -254,6 +317,8 @@ type recoverer struct {
 	snap     *SnapshotRef
 	done     map[batch.Time][]batch.BlockInfo  // completed after snap, to replay
 	kept     map[batch.BlockID]batch.BlockInfo // the blocks of done's batches
+	runs     []Run                             // runs of empty batches, in log order
+	runDone  batch.Time                        // every batch up to it completed: the last run's start, less 1 ms
 }
 
 func newRecoverer() *recoverer {
@@ -294,6 +359,13 @@ func (r *recoverer) apply(e Entry) error {
 		return r.snapshot(e.Time, e.Ref)
 	case KindBatchesReserved:
 		r.fold(Progress{ReservedThrough: e.Time})
+	case KindEmptyRun:
+		run := Run{From: e.Time, Through: e.Through, Every: e.Every}
+		if !slices.Contains(r.runs, run) {
+			r.runs = append(r.runs, run)
+		}
+		r.runDone = max(r.runDone, e.Time-1)
+		r.fold(Progress{ReservedThrough: e.Through})
 	case KindShardFinished:
 		// No reader starts on the shard again (see ShardFinished); a
 		// block of it logged later would bring it back.
@@ -474,6 +546,19 @@ func (r *recoverer) fold(p Progress) {
 	}
 }
 
+// completedThrough returns the time up to which every batch completed, or
+// 0: the last completion, snapshot or run start (less 1 ms) logged.
+func (r *recoverer) completedThrough() batch.Time {
+	t := r.runDone
+	if r.prog.HasCompleted {
+		t = max(t, r.prog.LastCompleted)
+	}
+	if r.snap != nil {
+		t = max(t, r.snap.Time)
+	}
+	return t
+}
+
 func (r *recoverer) state() *State {
 	s := &State{Progress: r.prog, Shape: r.shape}
 	if r.snap != nil {
@@ -490,6 +575,7 @@ func (r *recoverer) state() *State {
 		}
 		s.Pending = append(s.Pending, p)
 	}
+	r.emptyBatches(s)
 	for id, b := range r.blocks {
 		if _, ok := r.owner[id]; !ok {
 			s.Unallocated = append(s.Unallocated, b)
@@ -497,6 +583,49 @@ func (r *recoverer) state() *State {
 	}
 	slices.SortFunc(s.Unallocated, func(a, b batch.BlockInfo) int { return a.ID.Compare(b.ID) })
 	return s
+}
+
+// emptyBatches adds the batches of the runs of empty batches to s: those
+// completed after the snapshot to Replay (none without a snapshot, as for
+// batches with blocks), the others to Pending, each in time order, and the
+// runs that hold one of them to Runs. A time that holds blocks is not
+// empty, and one in two runs is one batch.
+func (r *recoverer) emptyBatches(s *State) {
+	done := r.completedThrough()
+	forgot := done // the batches up to it are needed no more
+	if r.snap != nil {
+		forgot = r.snap.Time
+	}
+	seen := make(map[batch.Time]bool)
+	var replay, pending []PendingBatch
+	for _, run := range r.runs {
+		if run.Through <= forgot {
+			continue
+		}
+		s.Runs = append(s.Runs, run)
+		for t := run.From; t <= run.Through; t = t.Add(run.Every) {
+			_, allocated := r.pending[t]
+			_, completed := r.done[t]
+			if t <= forgot || allocated || completed || seen[t] {
+				continue
+			}
+			seen[t] = true
+			if t <= done {
+				replay = append(replay, PendingBatch{Time: t, InRun: true})
+			} else {
+				pending = append(pending, PendingBatch{Time: t, InRun: true})
+			}
+		}
+	}
+	byTime := func(a, b PendingBatch) int { return cmp.Compare(a.Time, b.Time) }
+	if len(replay) > 0 {
+		s.Replay = append(s.Replay, replay...)
+		slices.SortStableFunc(s.Replay, byTime)
+	}
+	if len(pending) > 0 {
+		s.Pending = append(s.Pending, pending...)
+		slices.SortStableFunc(s.Pending, byTime)
+	}
 }
 
 // wireSummary is the JSON form of a summary entry's Progress, with its maps as sorted lists

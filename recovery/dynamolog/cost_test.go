@@ -26,8 +26,10 @@ import (
 var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
 
 // BenchmarkLogCost runs a pipeline with a DynamoDB recovery log on
-// dynalite, without state and with a MapWithState (whose keys time out),
-// idle (on a manual clock) and at 100 records a second (in real time, from
+// dynalite, without state, with a MapWithState (whose keys time out), and
+// idle with an UpdateStateByKey that keeps its keys for ever, moving its
+// state in every empty batch (after one batch of records), idle (on a
+// manual clock) and at 100 records a second (in real time, from
 // the first compaction for the time of stream.DefaultCompactEvery batches,
 // at least 10 s, so that the compactions are counted at their rate: the
 // 1 s cases take about 3.5 minutes each), and reports the writes
@@ -39,20 +41,20 @@ var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"
 //	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
 func BenchmarkLogCost(b *testing.B) {
 	env := localaws.ForTest(b, localaws.Options{DynamoDB: true})
-	for _, stateful := range []bool{false, true} {
+	for _, kind := range []string{"stateless", "stateful", "keeping"} {
 		for _, iv := range []time.Duration{200 * time.Millisecond, time.Second} {
 			for _, rate := range []int{0, 100} {
-				benchLogCost(b, env, stateful, iv, rate)
+				if kind == "keeping" && rate > 0 {
+					continue // as stateful's: a block and a completion per batch
+				}
+				benchLogCost(b, env, kind, iv, rate)
 			}
 		}
 	}
 }
 
-func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int) {
-	kind, state := "stateless", "idle"
-	if stateful {
-		kind = "stateful"
-	}
+func benchLogCost(b *testing.B, env *localaws.Env, kind string, iv time.Duration, rate int) {
+	state := "idle"
 	if rate > 0 {
 		state = strconv.Itoa(rate) + "rps"
 	}
@@ -60,7 +62,11 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 		var perHour map[string]float64
 		for range b.N {
 			if rate == 0 {
-				perHour = logCost(b, env, stateful, iv, rate, 10*time.Minute)
+				span := 10 * time.Minute
+				if kind == "keeping" && !testing.Short() {
+					span = time.Hour // its snapshots, one in 10 minutes, and a compaction
+				}
+				perHour = logCost(b, env, kind, iv, rate, span)
 			} else {
 				// After the first compaction, as long as the log takes
 				// to compact once, so that the compactions are counted
@@ -71,7 +77,7 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 					// that none rots: 2 s, no compaction awaited.
 					span = 2 * time.Second
 				}
-				perHour = logCostRealTime(b, env, stateful, iv, rate, span)
+				perHour = logCostRealTime(b, env, kind, iv, rate, span)
 			}
 		}
 		total := 0.0
@@ -92,7 +98,7 @@ func benchLogCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Durati
 // putKinds are what the log's puts hold: an entry of a kind (its JSON
 // "kind"), or an item of the log's own (a claim, the base item a
 // compaction ends with).
-var putKinds = []string{"block", "alloc", "complete", "reserved", "snapshot", "shape", "summary", "finished", "claim", "base", "chunk"}
+var putKinds = []string{"block", "alloc", "complete", "reserved", "empty", "snapshot", "shape", "summary", "finished", "claim", "base", "chunk"}
 
 // kindCounter is a dynamolog.Client that counts the puts by what they hold
 // (putKinds).
@@ -141,10 +147,12 @@ func (l completions) BatchCompleted(info stream.BatchInfo) {
 
 // startCost starts a pipeline of cfg on a memory source of 4 shards, with a
 // DynamoDB recovery log whose requests go through the returned transport,
-// which counts them, and if stateful a MapWithState of the records, keyed
-// by record, whose keys time out after 5 s. Cancel stops the Run, which
+// which counts them, and, by kind, a MapWithState of the records, keyed
+// by record, whose keys time out after 5 s ("stateful"), or an
+// UpdateStateByKey that counts the batches since each key's first record
+// and keeps its keys for ever ("keeping"). Cancel stops the Run, which
 // then returns on runErr.
-func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config) (tr *counted, src *memory.Source[string], runErr chan error, cancel func()) {
+func startCost(b *testing.B, env *localaws.Env, kind string, cfg stream.Config) (tr *counted, src *memory.Source[string], runErr chan error, cancel func()) {
 	ft, err := faults.New(faults.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -161,9 +169,15 @@ func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config
 	}
 	s := stream.From(p, src)
 	stream.ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil })
-	if stateful {
-		pairs := stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: r, Value: 1} })
-		counts, _ := stream.MapWithState(pairs, func(_ string, v int, st *stream.State[int]) (int, bool) {
+	pairs := func() *stream.Stream[stream.Pair[string, int]] {
+		return stream.Map(s, func(r string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: r, Value: 1} })
+	}
+	switch kind {
+	case "keeping":
+		ticks := stream.UpdateStateByKey(pairs(), func(_ string, _ []int, n int, _ bool) (int, bool) { return n + 1, true })
+		stream.ForEachBatch(ticks, func(context.Context, *batch.Batch[stream.Pair[string, int]]) error { return nil })
+	case "stateful":
+		counts, _ := stream.MapWithState(pairs(), func(_ string, v int, st *stream.State[int]) (int, bool) {
 			if !st.IsTimingOut() {
 				st.Update(st.Get() + v)
 			}
@@ -179,11 +193,12 @@ func startCost(b *testing.B, env *localaws.Env, stateful bool, cfg stream.Config
 
 // logCost runs the pipeline for span of virtual time after a warm-up of a
 // few batches, rate records a second pushed at the start of each batch
-// interval, and returns the log's writes per operation scaled to an hour.
-func logCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+// interval (and for "keeping" 10 records in the first batch), and returns
+// the log's writes per operation scaled to an hour.
+func logCost(b *testing.B, env *localaws.Env, kind string, iv time.Duration, rate int, span time.Duration) map[string]float64 {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	done := completions{c: make(chan stream.BatchInfo, 1)}
-	tr, src, runErr, cancel := startCost(b, env, stateful, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
+	tr, src, runErr, cancel := startCost(b, env, kind, stream.Config{BatchInterval: iv, Clock: clk, Listeners: []stream.Listener{done}})
 	defer cancel()
 	ctx := b.Context()
 	if err := clk.WaitForWaiters(ctx, 2); err != nil { // the batch timer, the block generator
@@ -222,6 +237,11 @@ func logCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, r
 			}
 		}
 	}
+	if kind == "keeping" {
+		if err := src.Push("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for range 5 {
 		step()
 	}
@@ -237,8 +257,8 @@ func logCost(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, r
 // logCostRealTime runs the pipeline on the real clock for span after a
 // warm-up of a second, rate records a second pushed every batch interval,
 // and returns the log's writes per operation scaled to an hour.
-func logCostRealTime(b *testing.B, env *localaws.Env, stateful bool, iv time.Duration, rate int, span time.Duration) map[string]float64 {
-	tr, src, runErr, cancel := startCost(b, env, stateful, stream.Config{BatchInterval: iv})
+func logCostRealTime(b *testing.B, env *localaws.Env, kind string, iv time.Duration, rate int, span time.Duration) map[string]float64 {
+	tr, src, runErr, cancel := startCost(b, env, kind, stream.Config{BatchInterval: iv})
 	defer cancel()
 	records := make([]string, rate*int(iv/time.Millisecond)/1000)
 	for i := range records {
@@ -294,7 +314,10 @@ func stopCost(b *testing.B, tr *counted, before map[string]int, took time.Durati
 		perHour[op] = float64(n-before[op]) * float64(time.Hour) / float64(took)
 	}
 	cancel()
-	for {
+	// A few intervals are enough for the drain's last batch; more would
+	// pass its timeout while the Run compacts its log at its end, in real
+	// time.
+	for advanced := 0; ; {
 		select {
 		case err := <-runErr:
 			if err != nil {
@@ -302,8 +325,9 @@ func stopCost(b *testing.B, tr *counted, before map[string]int, took time.Durati
 			}
 			return perHour
 		case <-time.After(time.Millisecond):
-			if advance != nil {
+			if advance != nil && advanced < 3 {
 				advance()
+				advanced++
 			}
 		}
 	}
