@@ -1,5 +1,5 @@
 // Package awserr classifies the errors of AWS calls for weir's retry loops:
-// which ones no retry can fix.
+// which ones no retry can fix, and which ones are DynamoDB throttling.
 package awserr
 
 import (
@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -55,3 +56,17 @@ var (
 	sdkRetryables      = retry.IsErrorRetryables(retry.DefaultRetryables)
 	expiredCredentials = map[string]bool{"ExpiredTokenException": true, "ExpiredToken": true, "RequestExpired": true}
 )
+
+// DynamoDBThrottled reports whether err is DynamoDB throttling a request:
+// ProvisionedThroughputExceededException (the table's or an index's
+// capacity), ThrottlingException, or RequestLimitExceeded (the account's
+// throughput quota). DynamoDB answered: the request was not carried out,
+// and a retry after a while can be.
+func DynamoDBThrottled(err error) bool {
+	var (
+		pte *types.ProvisionedThroughputExceededException
+		te  *types.ThrottlingException
+		rle *types.RequestLimitExceeded
+	)
+	return errors.As(err, &pte) || errors.As(err, &te) || errors.As(err, &rle)
+}

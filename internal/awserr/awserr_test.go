@@ -42,3 +42,22 @@ func TestRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestDynamoDBThrottled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"provisioned throughput exceeded", answered(400, &types.ProvisionedThroughputExceededException{}), true},
+		{"throttling", answered(400, &types.ThrottlingException{}), true},
+		{"request limit exceeded", answered(400, &types.RequestLimitExceeded{}), true},
+		{"conditional check failed", answered(400, &types.ConditionalCheckFailedException{}), false},
+		{"server fault", answered(500, &types.InternalServerError{}), false},
+		{"no answer", errors.New("connection refused"), false},
+	} {
+		if got := DynamoDBThrottled(tc.err); got != tc.want {
+			t.Errorf("%s: DynamoDBThrottled = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

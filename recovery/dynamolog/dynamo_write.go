@@ -79,9 +79,10 @@ func (l *dynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 
 // untilAnswered calls try until DynamoDB answers it: until it succeeds, or
 // fails in a way retrying cannot change (refused, or ctx done). Other
-// failures leave the outcome unknown: try is called again with back-off,
-// the first failure of the streak logged as a warning naming the log, table,
-// endpoint and item, and its end as information.
+// failures leave the outcome unknown, or are throttling: try is called
+// again with back-off, the first failure of the streak logged as a warning
+// naming the log, table, endpoint and item (and the fix, for throttling),
+// and its end as information.
 func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() error) error {
 	var streak *outage
 	for {
@@ -94,9 +95,13 @@ func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() erro
 			return err
 		}
 		if streak == nil {
-			streak = &outage{start: l.clock.Now(), wait: putWait.Start()}
-			l.logger.Warn("dynamolog: DynamoDB did not answer the recovery log; retrying until it does "+
-				"(appends wait meanwhile)", "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
+			streak = &outage{start: l.clock.Now(), wait: putWait.Start(), throttled: awserr.DynamoDBThrottled(err)}
+			msg := "dynamolog: DynamoDB did not answer the recovery log; retrying until it does (appends wait meanwhile)"
+			if streak.throttled {
+				msg = "dynamolog: DynamoDB is throttling the recovery log's table; retrying until it accepts (appends wait meanwhile): " +
+					"raise the table's capacity or switch it to on-demand (for RequestLimitExceeded, the account's throughput quota)"
+			}
+			l.logger.Warn(msg, "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
 		}
 		if werr := streak.wait.Wait(ctx, l.clock); werr != nil {
 			return errors.Join(werr, err)
@@ -124,10 +129,12 @@ func (l *dynamoLog) putOrCheck(ctx context.Context, seq int64, attrs map[string]
 	return err == nil, err
 }
 
-// outage is a streak of puts of one item that got no definite answer.
+// outage is a streak of puts of one item that got no definite answer, or
+// were throttled.
 type outage struct {
-	start time.Time
-	wait  *backoff.Backoff
+	start     time.Time
+	wait      *backoff.Backoff
+	throttled bool // the streak's first failure was throttling
 }
 
 // over logs the end of the streak, if there is one.
@@ -135,7 +142,11 @@ func (o *outage) over(l *dynamoLog, item any) {
 	if o == nil {
 		return
 	}
-	l.logger.Info("dynamolog: DynamoDB answers again; the recovery log goes on",
+	msg := "dynamolog: DynamoDB answers again; the recovery log goes on"
+	if o.throttled {
+		msg = "dynamolog: DynamoDB no longer throttles the recovery log; it goes on"
+	}
+	l.logger.Info(msg,
 		"log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item,
 		"retries", o.wait.Attempts(), "outage", l.clock.Now().Sub(o.start))
 }

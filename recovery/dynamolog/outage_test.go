@@ -235,3 +235,52 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestDynamoThrottledLogsThrottling checks, on dynalite, that puts of the
+// log that DynamoDB throttles (ProvisionedThroughputExceededException) are
+// retried until they land, with a warning that DynamoDB throttles the
+// log's table and how to fix it, not that it did not answer: it did. Puts
+// that get no answer still warn so.
+func TestDynamoThrottledLogsThrottling(t *testing.T) {
+	const (
+		noAnswer  = `level=WARN msg="dynamolog: DynamoDB did not answer the recovery log`
+		throttled = `level=WARN msg="dynamolog: DynamoDB is throttling the recovery log's table`
+	)
+	for _, tc := range []struct {
+		name        string
+		kind        faults.Kind
+		want        []string
+		never, over string
+	}{
+		{name: "throttled", kind: faults.Throughput, want: []string{throttled, "on-demand", "table=" + table},
+			never: noAnswer, over: "DynamoDB no longer throttles the recovery log"},
+		{name: "no answer", kind: faults.DropRequest, want: []string{noAnswer, "table=" + table},
+			never: throttled, over: "DynamoDB answers again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, tr, cfg := faultyLog(t)
+			var logs bytes.Buffer
+			var logsMu sync.Mutex
+			cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logsMu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			l := openDynamo(t, cfg)
+			if err := tr.SetRules(faults.Rule{Operation: "PutItem", Kind: tc.kind, Times: 3}); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, l, block(0, 0))
+			if n := tr.Injected("PutItem", tc.kind); n != 3 {
+				t.Fatalf("%d faults injected, want 3", n)
+			}
+			logsMu.Lock()
+			text := logs.String()
+			logsMu.Unlock()
+			for _, want := range append(tc.want, tc.over) {
+				if !strings.Contains(text, want) {
+					t.Errorf("the logs do not contain %q:\n%s", want, text)
+				}
+			}
+			if strings.Contains(text, tc.never) {
+				t.Errorf("the logs contain %q:\n%s", tc.never, text)
+			}
+		})
+	}
+}

@@ -477,11 +477,8 @@ func (s *Sink[T]) streak(ctx context.Context, o op) *streak.Streak {
 
 // cause names the cause of a failed attempt for the logs.
 func cause(err error) string {
-	var pte *types.ProvisionedThroughputExceededException
-	var rle *types.RequestLimitExceeded
-	var te *types.ThrottlingException
 	switch {
-	case errors.As(err, &pte), errors.As(err, &rle), errors.As(err, &te):
+	case awserr.DynamoDBThrottled(err):
 		return "throttled"
 	case errors.Is(err, attempt.ErrTimeout):
 		return "timeout"

@@ -171,6 +171,9 @@ type Sink[T any] struct {
 	// beforeRename, if set, is called with the temporary file's path after
 	// it is written and synced and before the rename: a test hook.
 	beforeRename func(tmp string) error
+	// syncAfterRename, if set, is called in place of the directory sync
+	// after a rename: a test hook.
+	syncAfterRename func() error
 }
 
 // New returns a Sink configured by cfg, or an error wrapping
@@ -287,7 +290,7 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // If a regular file of that name exists, the batch was written before (a
 // recomputed batch has the same records, and only this user can write the
 // directory): Write only syncs the directory, since a crash may have come
-// between the rename and that sync, and returns nil. Anything else of that
+// between the rename and that sync, and applies the retention. Anything else of that
 // name (a symbolic link, a directory) is an error naming it: the batch is
 // not written, and not reported as written.
 // An empty batch writes nothing unless Config.WriteEmpty is set: Write
@@ -302,7 +305,7 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // later one) keeps its file.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
-// then finishes the sync.
+// then finishes the sync and the retention.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -318,20 +321,23 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	case err == nil:
 		// The file's data was synced before its rename; its name may not
 		// be durable yet, and the batch must not complete before it is.
+		// Then retention as after a write: a write whose directory sync
+		// failed after the rename did not index the file, which retention
+		// would otherwise never remove.
 		if err := s.dir.Sync(); err != nil {
 			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 		}
-		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
-	}
-	tmp, err := s.writeTemp(ctx, b)
-	if err != nil {
-		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
-	}
-	if err := s.publish(tmp, final); err != nil {
-		s.dir.Remove(tmp)
-		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+	default:
+		tmp, err := s.writeTemp(ctx, b)
+		if err != nil {
+			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+		}
+		if err := s.publish(tmp, final); err != nil {
+			s.dir.Remove(tmp)
+			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+		}
 	}
 	if err := s.retain(b.Time()); err != nil {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
@@ -396,6 +402,9 @@ func (s *Sink[T]) publish(tmp, final string) error {
 	}
 	if err := s.dir.Rename(tmp, final); err != nil {
 		return err
+	}
+	if s.syncAfterRename != nil {
+		return s.syncAfterRename()
 	}
 	return s.dir.Sync()
 }

@@ -194,3 +194,29 @@ func TestRetentionAfterRestart(t *testing.T) {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
+
+// TestRetentionAfterFailedDirSync checks that a file whose rename was done
+// but whose directory sync failed is removed by retention in its turn: the
+// Write retried after the failure (which only syncs the directory again)
+// records it, so it is not left behind, unknown to retention, until a
+// restart reads the directory again.
+func TestRetentionAfterFailedDirSync(t *testing.T) {
+	dir := t.TempDir()
+	s := newSink(t, Config[string]{Dir: dir, Keep: 1})
+	ctx := t.Context()
+	writeBatches(t, s, 1000)
+	boom := errors.New("injected: directory sync failed")
+	s.syncAfterRename = func() error { return boom }
+	b := batch.New(2000, nil, []string{"x"})
+	if err := s.Write(ctx, b); !errors.Is(err, boom) {
+		t.Fatalf("Write with a failing directory sync = %v, want %v", err, boom)
+	}
+	s.syncAfterRename = nil
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatalf("Write retried: %v", err)
+	}
+	writeBatches(t, s, 3000)
+	if diff := cmp.Diff([]string{"batch-0000000003000.txt"}, dirNames(t, dir)); diff != "" {
+		t.Errorf("files kept with Keep 1 (-want +got):\n%s", diff)
+	}
+}

@@ -55,7 +55,13 @@ func (lr *leaseRun) startHandoff(ctx context.Context, c *control, shard string) 
 // handOff hands off shard's lease, after its last checkpoint, and forgets
 // the shard and its state.
 func (lr *leaseRun) handOff(ctx context.Context, shard string) {
-	if err := lr.coord.HandOff(ctx, shard); err != nil && ctx.Err() == nil {
+	switch err := lr.coord.HandOff(ctx, shard); {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		// Nothing is wrong: the lease is where it goes anyway.
+		lr.log.Info("kinesis: a shard's lease changed before its hand-off was written: the other worker took it already "+
+			"(or gave it back, and this worker takes it again); nothing to do", "shard", shard, "err", err)
+	default:
 		lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
 	}
 	if lr.state != nil {
