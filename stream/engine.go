@@ -191,7 +191,8 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 			return err
 		}
 		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
-			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) }}
+			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
+			inherited: st.ReservedThrough, runThrough: lastRunThrough(st)}
 		if err := e.openState(ctx, l, st); err != nil {
 			return err
 		}
@@ -200,10 +201,12 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
-	if l, ok := e.log.(*recoveryLog); ok && e.lastCut != 0 {
-		// A Run stopped by its context may still give the times back.
+	if l, ok := e.log.(*recoveryLog); ok && (e.lastCut != 0 || l.runDone != 0) {
+		// A Run stopped by its context may still give the times back,
+		// those it reserved itself: not a crashed Run's, whose outputs
+		// may have seen them.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		l.release(rctx, e.lastCut, e.cfg.Logger)
+		l.release(rctx, max(e.lastCut, l.inherited), e.cfg.Logger)
 		cancel()
 	}
 	return nil

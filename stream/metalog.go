@@ -105,10 +105,25 @@ type recoveryLog struct {
 	reserved batch.Time // batch times up to this one are reserved; batchSkipped only
 
 	// The batch runner's, in a stateful pipeline: the last time of the
-	// current run of empty batches (emptyRun), and the last of its batches
-	// completed with no later entry saying so (runCompleted), or 0.
+	// current run of empty batches (emptyRun), at first the last of the
+	// runs the log held at open, whose pending batches the Run runs again;
+	// and the last of a run's batches completed with no later entry saying
+	// so (runCompleted), or 0.
 	runThrough batch.Time
 	runDone    batch.Time
+	// inherited is the last batch time the log reserved at open: a crashed
+	// Run's outputs may have seen the times up to it, which release never
+	// gives back.
+	inherited batch.Time
+}
+
+// lastRunThrough returns the last time of st's runs of empty batches, or 0.
+func lastRunThrough(st *recoverylog.State) batch.Time {
+	var t batch.Time
+	for _, r := range st.Runs {
+		t = max(t, r.Through)
+	}
+	return t
 }
 
 func (l *recoveryLog) append(ctx context.Context, entries ...recoverylog.Entry) error {
