@@ -191,7 +191,7 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 			return err
 		}
 		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
-			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
+			fail:      func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
 			inherited: st.ReservedThrough, runThrough: lastRunThrough(st)}
 		if err := e.openState(ctx, l, st); err != nil {
 			return err
