@@ -513,12 +513,12 @@ func scanRecords(path string, off int64, seen map[int64]bool) (int64, error) {
 // violation, and returns the figures.
 func (h *harness) check(put, maybe map[int64]bool) figures {
 	h.t.Helper()
-	return checkFile(h.t, h.out, put, maybe)
+	return checkFile(h.t, h.out, put, maybe, h.state != "")
 }
 
-// checkFile parses and checks the output file at path, failing t on any
-// violation, and returns the figures.
-func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
+// checkFile parses and checks the output file at path, of a pipeline with
+// state if stateful, failing t on any violation, and returns the figures.
+func checkFile(t *testing.T, path string, put, maybe map[int64]bool, stateful bool) figures {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -528,6 +528,7 @@ func checkFile(t *testing.T, path string, put, maybe map[int64]bool) figures {
 	if err != nil {
 		t.Fatalf("output %s: %v", path, err)
 	}
+	tr.stateful = stateful
 	f, errs := checkOutput(tr, put, maybe)
 	reportViolations(t, errs)
 	return f

@@ -139,7 +139,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, cp crashPoint) {
 		t.Errorf("run 2 drained with %v", err2)
 	}
 
-	f := checkFile(t, r.out, put, maybe)
+	f := checkFile(t, r.out, put, maybe, false)
 	report(t, fmt.Sprintf("crash at %s: %v (run 1 returned %v)", c1.what, f, err1))
 	if cp.rerun && f.Rerun == 0 {
 		t.Errorf("no batch ran twice: the crash point was not between the outputs and the completion")

@@ -19,10 +19,11 @@ func TestCheckOutput(t *testing.T) {
 	)
 	put := map[int64]bool{1: true, 2: true, 3: true, 4: true}
 	tests := []struct {
-		name    string
-		out     string
-		want    figures // Put, Maybe left out
-		wantErr string  // a substring of the first error, "" for none
+		name     string
+		out      string
+		stateful bool
+		want     figures // Put, Maybe left out
+		wantErr  string  // a substring of the first error, "" for none
 	}{{
 		name: "clean",
 		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\n" +
@@ -71,6 +72,18 @@ func TestCheckOutput(t *testing.T) {
 		want:    figures{Procs: 2, Batches: 2, Runs: 3, Done: 3, Rerun: 1, Duplicates: 2},
 		wantErr: "had its completion logged (done at line 6) (G3)",
 	}, {
+		name: "empty batch logged complete runs again, stateful",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nend 200\ndone 200\nbegin 300\nend 300\ndone 300\n" +
+			"start b\nbegin 200\nend 200\ndone 200\nbegin 300\nend 300\ndone 300\nbegin 400\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 400\ndone 400\n",
+		stateful: true,
+		want:     figures{Procs: 2, Batches: 4, Runs: 6, Done: 6, Rerun: 2},
+	}, {
+		name: "empty batch logged complete runs again, stateless",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nend 200\ndone 200\n" +
+			"start b\nbegin 200\nend 200\ndone 200\nbegin 400\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 400\ndone 400\n",
+		want:    figures{Procs: 2, Batches: 3, Runs: 4, Done: 4, Rerun: 1},
+		wantErr: "had its completion logged (done at line 9) (G3)",
+	}, {
 		name: "batch followed by another without a done line",
 		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\n" +
 			"begin 200\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 200\ndone 200\n",
@@ -101,6 +114,7 @@ func TestCheckOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tr.stateful = tt.stateful
 			got, errs := checkOutput(tr, put, nil)
 			got.Put, got.Maybe = 0, 0
 			if diff := cmp.Diff(tt.want, got); diff != "" {
