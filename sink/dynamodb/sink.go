@@ -237,7 +237,11 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records of one shard: a write from another shard than the item's last
 // is applied (a key moved to a child shard in a reshard), so an item
 // whose records come from several shards (a source not partitioned by the
-// item's key) is written at least once. A record without origin gives its
+// item's key) is written at least once; but not a write of a parent of the
+// item's last shard, as the lease held on that shard when it wrote named
+// its parents: a child is read only once all its parents' records are in
+// completed batches, so such a write (a zombie's, or a replay's) was
+// applied already, and is skipped. A record without origin gives its
 // write the batch's time and the write's ordinal among the batch's writes
 // of the item: with a recovery log, a batch run again after a crash has
 // the same time and the same records in the same order (DESIGN.md, G2),
@@ -290,7 +294,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
 	if n := s.skipped.Load() - skipped; n > 0 {
-		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, or an item a later batch wrote)",
+		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or a parent shard's write after its child's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
 	return nil
