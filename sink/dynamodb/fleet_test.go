@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
@@ -260,22 +261,10 @@ func TestParentWriteAfterChildSkipped(t *testing.T) {
 // Without that, the parent's puts came back and its updates counted twice.
 func TestReshardedParentReplaySkipped(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
 	c, table, ctx := setup(t)
-	in := localaws.UniqueName(t)
-	if err := env.CreateStream(ctx, in, 1); err != nil {
-		t.Fatal(err)
-	}
+	env, in := oneShardStream(t)
 	recs := events(60, 6, true)
-	put := func(from, to int) {
-		data := make([][]byte, 0, to-from)
-		for _, e := range recs[from:to] {
-			data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
-		}
-		if err := env.PutRecords(ctx, in, data, func(i int) string { return recs[from+i].ID }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(from, to int) { putEvents(t, env, in, recs[from:to]) }
 	put(0, 30)
 	kc := env.Kinesis()
 	shards, err := kc.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(in)})
@@ -300,24 +289,8 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 	}
 	put(30, 60)
 
-	awsCfg := env.AWSConfig()
-	recv, err := kinesis.New(kinesis.Config{Stream: in, App: "reshard", InitialPosition: kinesis.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
-		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: "a", StateDir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
 	var fromParent []*batch.Batch[event]
-	seen := 0
-	stream.ForEachBatch(stream.Map(stream.From(p, recv), parseEvent), func(ctx context.Context, b *batch.Batch[event]) error {
-		if err := s.Write(ctx, b); err != nil {
-			return err
-		}
+	runWorker(t, env, c, in, table, "a", nil, len(recs), func(b *batch.Batch[event]) error {
 		n := 0
 		for _, o := range b.Origins() {
 			if o.Shard == parent {
@@ -331,16 +304,8 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 		default:
 			return fmt.Errorf("a batch with %d records of the parent and %d of its children", n, b.Len()-n)
 		}
-		if seen += b.Len(); seen == len(recs) {
-			return p.Drain(ctx)
-		}
 		return nil
-	}, stream.Origins(), stream.Retry(0))
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := p.Run(rctx); err != nil {
-		t.Fatal(err)
-	}
+	})
 	want := apply(nil, recs...)
 	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
 		t.Fatalf("table (-want +got):\n%s", diff)
@@ -364,7 +329,78 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 	}
 }
 
-// parseEvent is the event a record of the tests' streams holds.
+// runWorker runs worker name (its clock clk, nil for the wall clock) of a
+// fleet reading stream in with leases, through a Map, until it has written
+// total records to table with stream.Origins, each batch checked to have
+// its origins, then given to written if not nil (an error fails the run).
+// It returns its sink's Stats.
+func runWorker(t *testing.T, env *localaws.Env, c *ddb.Client, in, table, name string, clk clock.Clock, total int,
+	written func(*batch.Batch[event]) error) dynamodb.Stats {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	recv, err := kinesis.New(kinesis.Config{Stream: in, App: in, InitialPosition: kinesis.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
+		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: name, StateDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, t.Context(), dynamodb.Config{Client: c, Table: table})
+	seen := 0
+	stream.ForEachBatch(stream.Map(stream.From(p, recv), parseEvent), func(ctx context.Context, b *batch.Batch[event]) error {
+		if err := s.Write(ctx, b); err != nil {
+			return err
+		}
+		if len(b.Origins()) != b.Len() {
+			return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
+		}
+		if written != nil {
+			if err := written(b); err != nil {
+				return err
+			}
+		}
+		if seen += b.Len(); seen == total {
+			return p.Drain(ctx)
+		}
+		return nil
+	}, stream.Origins(), stream.Retry(0))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("worker %s: %v", name, err)
+	}
+	return s.Stats()
+}
+
+// oneShardStream returns the shared servers and the name of a new stream
+// of one shard on their kinesalite.
+func oneShardStream(t *testing.T) (*localaws.Env, string) {
+	t.Helper()
+	env := servers.Env(t)
+	in := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), in, 1); err != nil {
+		t.Fatal(err)
+	}
+	return env, in
+}
+
+// putEvents puts recs on stream in, each as a record of partition key its
+// item's ID that parseEvent reads back.
+func putEvents(t *testing.T, env *localaws.Env, in string, recs []event) {
+	t.Helper()
+	data := make([][]byte, 0, len(recs))
+	for _, e := range recs {
+		data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
+	}
+	if err := env.PutRecords(t.Context(), in, data, func(i int) string { return recs[i].ID }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parseEvent is the event a record putEvents put holds.
 func parseEvent(r kinesis.Record) event {
 	var e event
 	parts := strings.Split(string(r.Data), "/")
@@ -411,63 +447,12 @@ func (behind) Now() time.Time { return time.Now().Add(-time.Hour) }
 // writes were skipped as stale.
 func TestPipelinesWithOrigins(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	c, table, ctx := setup(t)
-	in := localaws.UniqueName(t)
-	if err := env.CreateStream(ctx, in, 1); err != nil {
-		t.Fatal(err)
-	}
+	c, table, _ := setup(t)
+	env, in := oneShardStream(t)
 	recs := events(60, 5, true)
-	put := func(from, to int) {
-		data := make([][]byte, 0, to-from)
-		for _, e := range recs[from:to] {
-			data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
-		}
-		if err := env.PutRecords(ctx, in, data, func(i int) string { return recs[from+i].ID }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	parse := func(r kinesis.Record) event {
-		var e event
-		var put string
-		parts := strings.Split(string(r.Data), "/")
-		e.ID, put = parts[0], parts[2]
-		e.N, _ = strconv.Atoi(parts[1])
-		e.Put = put == "true"
-		return e
-	}
+	put := func(from, to int) { putEvents(t, env, in, recs[from:to]) }
 	run := func(name string, clk clock.Clock, total int) dynamodb.Stats {
-		awsCfg := env.AWSConfig()
-		recv, err := kinesis.New(kinesis.Config{Stream: in, App: "fleet", InitialPosition: kinesis.TrimHorizon,
-			AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond,
-			Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: name, StateDir: t.TempDir()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
-		seen := 0
-		stream.ForEachBatch(stream.Map(stream.From(p, recv), parse), func(ctx context.Context, b *batch.Batch[event]) error {
-			if err := s.Write(ctx, b); err != nil {
-				return err
-			}
-			if len(b.Origins()) != b.Len() {
-				return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
-			}
-			if seen += b.Len(); seen == total {
-				return p.Drain(ctx)
-			}
-			return nil
-		}, stream.Origins(), stream.Retry(0))
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := p.Run(rctx); err != nil {
-			t.Fatalf("worker %s: %v", name, err)
-		}
-		return s.Stats()
+		return runWorker(t, env, c, in, table, name, clk, total, nil)
 	}
 	put(0, 30)
 	if st := run("a", nil, 30); st.Written != 30 {
