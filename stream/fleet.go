@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/source"
 )
 
@@ -29,4 +30,32 @@ func SharesShards(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// leaseHolder is a receiver that reads its stream's shards under leases,
+// which name each shard's parents: weir's Kinesis receiver.
+type leaseHolder interface {
+	StreamName() string
+	HeldLeases() []leasetable.Lease
+}
+
+// shardParents returns the parents of shard of stream as the lease a
+// source of p holds on it names them, nil if no source holds one. It is
+// the lineage.Func of the contexts p gives its outputs (see Run).
+func (p *Pipeline) shardParents(stream, shard string) []string {
+	p.mu.Lock()
+	srcs := slices.Clone(p.sources)
+	p.mu.Unlock()
+	for _, s := range srcs {
+		h, ok := s.receiver().(leaseHolder)
+		if !ok || h.StreamName() != stream {
+			continue
+		}
+		for _, l := range h.HeldLeases() {
+			if l.Shard == shard {
+				return l.Parents
+			}
+		}
+	}
+	return nil
 }

@@ -4,8 +4,14 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/lineage"
+	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -37,4 +43,55 @@ func TestSharesShards(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leasingSource is a memory source that holds leases as a Kinesis receiver
+// with leases does.
+type leasingSource struct {
+	*memory.Source[string]
+	leases []leasetable.Lease
+}
+
+func (s leasingSource) StreamName() string             { return "src" }
+func (s leasingSource) HeldLeases() []leasetable.Lease { return s.leases }
+
+// The context a pipeline gives its outputs names the parents of a shard its
+// source holds a lease on, as the lease names them (what sink/dynamodb
+// fences a parent's late writes with), and none of a shard it does not
+// hold or of another stream, or outside a pipeline.
+func TestOutputsSeeShardParents(t *testing.T) {
+	if got := lineage.Parents(t.Context(), "src", "c"); got != nil {
+		t.Errorf("Parents outside a pipeline: %q", got)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := memory.New[string](memory.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Push("a"); err != nil {
+			t.Fatal(err)
+		}
+		leases := []leasetable.Lease{{Shard: "a"}, {Shard: "c", Parents: []string{"a", "b"}}}
+		var got [][]string
+		stream.ForEachBatch(stream.From(p, leasingSource{Source: src, leases: leases}), func(ctx context.Context, b *batch.Batch[string]) error {
+			if b.Len() > 0 {
+				got = append(got, lineage.Parents(ctx, "src", "c"), lineage.Parents(ctx, "src", "a"),
+					lineage.Parents(ctx, "src", "d"), lineage.Parents(ctx, "other", "c"))
+			}
+			return nil
+		})
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([][]string{{"a", "b"}, nil, nil, nil}, got); diff != "" {
+			t.Errorf("parents of c, a, d and another stream's c (-want +got):\n%s", diff)
+		}
+	})
 }

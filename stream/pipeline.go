@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/lineage"
 )
 
 // ErrClosed is returned by Run when the Pipeline has already run: a Pipeline
@@ -210,8 +211,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// The Run's own context keeps ctx's values but not its cancellation,
 	// which drains instead; it is cancelled, with a cause, to stop now
 	// (errStopped) or on the first failure (see engine.fail). Outputs and
-	// receivers see it marked as this pipeline's (see Drain).
-	runCtx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p))
+	// receivers see it marked as this pipeline's (see Drain), and carrying
+	// the parents of the shards its sources lease (see shardParents).
+	runCtx, cancel := context.WithCancelCause(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardParents))
 	defer cancel(nil)
 	e := newEngine(p, cancel)
 	p.state, p.cancel, p.eng = running, cancel, e

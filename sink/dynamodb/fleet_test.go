@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/source/kinesis"
@@ -186,6 +192,224 @@ func TestOriginVersionsAcrossShardsAndKinds(t *testing.T) {
 	}
 }
 
+// TestParentWriteAfterChildSkipped writes, against dynalite, an item's
+// records across a reshard as a fleet can: the parent shard's records are
+// written (by the worker that finished the parent), then the child's, and
+// then a zombie that lost the parent's lease while its batch was in
+// flight, or a worker that replays its own batch of the parent after a
+// restart, sends its writes of the parent's records again. A child's lease
+// is taken only once its parents are at SHARD_END, which is marked only
+// once every record of theirs is in a completed batch, so those late
+// writes are replays: they must change nothing, neither bring back the
+// parent's value of a put nor count an update twice. The child's writes,
+// which carry its lease's parents, fence them off. A write of a shard that
+// is no parent of the item's last (a source not partitioned by the item's
+// key) is still applied.
+func TestParentWriteAfterChildSkipped(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	const parent, other, child, unrelated = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002", "shardId-000000000003"
+	// The child merged the two parents, as its lease names them.
+	ctx = lineage.With(ctx, func(stream, shard string) []string {
+		if stream == "src" && shard == child {
+			return []string{parent, other}
+		}
+		return nil
+	})
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	put := func(n int) event { return event{ID: "x", N: n, Put: true} }
+	add := func(n int) event { return event{ID: "y", N: n} }
+	at := func(shard, seq string, es ...event) *batch.Batch[event] {
+		origins := make([]batch.Origin, len(es))
+		for i := range es {
+			origins[i] = batch.Origin{Stream: "src", Shard: shard, Seq: seq, Index: i}
+		}
+		return batch.New(1_700_000_000_000, nil, es).WithOrigins(origins)
+	}
+	steps := []struct {
+		name string
+		b    *batch.Batch[event]
+		want map[string]map[string]string // the table after the write
+	}{
+		{"parent", at(parent, "10", put(1), add(1)), map[string]map[string]string{"x": {"n": "1"}, "y": {"hits": "1", "last": "1"}}},
+		{"child", at(child, "5", put(2), add(2)), map[string]map[string]string{"x": {"n": "2"}, "y": {"hits": "2", "last": "2"}}},
+		{"parent's replay", at(parent, "10", put(1), add(1)), map[string]map[string]string{"x": {"n": "2"}, "y": {"hits": "2", "last": "2"}}},
+		{"other parent's", at(other, "7", put(3), add(3)), map[string]map[string]string{"x": {"n": "2"}, "y": {"hits": "2", "last": "2"}}},
+		{"child's later", at(child, "6", put(4), add(4)), map[string]map[string]string{"x": {"n": "4"}, "y": {"hits": "3", "last": "4"}}},
+		{"unrelated shard", at(unrelated, "1", put(5), add(5)), map[string]map[string]string{"x": {"n": "5"}, "y": {"hits": "4", "last": "5"}}},
+	}
+	for _, st := range steps {
+		if err := s.Write(ctx, st.b); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if diff := cmp.Diff(st.want, scan(t, c, table)); diff != "" {
+			t.Fatalf("after the %s write: table (-want +got):\n%s", st.name, diff)
+		}
+	}
+	if st := s.Stats(); st.Written != 8 || st.Skipped != 4 {
+		t.Errorf("Stats %+v: want 8 written, 4 skipped (the parents' late writes)", st)
+	}
+}
+
+// TestReshardedParentReplaySkipped runs, on kinesalite and dynalite, a
+// worker with leases over a stream whose shard was split after some
+// records: it writes the parent's records, then, once the parent is at
+// SHARD_END, the children's (the same items). Its batches of the parent
+// are then written again, as a zombie that lost the parent's lease with
+// those batches in flight, or a restart replaying them, would: they must
+// change nothing, as the children's writes name their lease's parent.
+// Without that, the parent's puts came back and its updates counted twice.
+func TestReshardedParentReplaySkipped(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	env, in := oneShardStream(t)
+	recs := events(60, 6, true)
+	put := func(from, to int) { putEvents(t, env, in, recs[from:to]) }
+	put(0, 30)
+	kc := env.Kinesis()
+	shards, err := kc.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := aws.ToString(shards.Shards[0].ShardId)
+	if _, err := kc.SplitShard(ctx, &awskinesis.SplitShardInput{StreamName: aws.String(in), ShardToSplit: aws.String(parent),
+		NewStartingHashKey: aws.String(new(big.Int).Lsh(big.NewInt(1), 127).String())}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// kinesalite updates the stream at once; nothing to wait on but
+		// asking again (the test's context bounds the loop).
+		out, err := kc.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			break
+		}
+	}
+	put(30, 60)
+
+	var fromParent []*batch.Batch[event]
+	runWorker(t, env, c, in, table, "a", nil, len(recs), func(b *batch.Batch[event]) error {
+		n := 0
+		for _, o := range b.Origins() {
+			if o.Shard == parent {
+				n++
+			}
+		}
+		switch n {
+		case 0:
+		case b.Len():
+			fromParent = append(fromParent, b)
+		default:
+			return fmt.Errorf("a batch with %d records of the parent and %d of its children", n, b.Len()-n)
+		}
+		return nil
+	})
+	want := apply(nil, recs...)
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Fatalf("table (-want +got):\n%s", diff)
+	}
+	zombie := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	n := 0
+	for _, b := range fromParent {
+		if err := zombie.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		n += b.Len()
+	}
+	if n != 30 {
+		t.Fatalf("%d records written from the parent, want 30", n)
+	}
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Errorf("after the parent's batches again: table (-want +got):\n%s", diff)
+	}
+	if st := zombie.Stats(); st.Written != 0 || st.Skipped != 30 {
+		t.Errorf("parent's batches again: Stats %+v, want 30 skipped", st)
+	}
+}
+
+// runWorker runs worker name (its clock clk, nil for the wall clock) of a
+// fleet reading stream in with leases, through a Map, until it has written
+// total records to table with stream.Origins, each batch checked to have
+// its origins, then given to written if not nil (an error fails the run).
+// It returns its sink's Stats.
+func runWorker(t *testing.T, env *localaws.Env, c *ddb.Client, in, table, name string, clk clock.Clock, total int,
+	written func(*batch.Batch[event]) error) dynamodb.Stats {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	recv, err := kinesis.New(kinesis.Config{Stream: in, App: in, InitialPosition: kinesis.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond, ShardSyncInterval: 50 * time.Millisecond,
+		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: name, StateDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, t.Context(), dynamodb.Config{Client: c, Table: table})
+	seen := 0
+	stream.ForEachBatch(stream.Map(stream.From(p, recv), parseEvent), func(ctx context.Context, b *batch.Batch[event]) error {
+		if err := s.Write(ctx, b); err != nil {
+			return err
+		}
+		if len(b.Origins()) != b.Len() {
+			return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
+		}
+		if written != nil {
+			if err := written(b); err != nil {
+				return err
+			}
+		}
+		if seen += b.Len(); seen == total {
+			return p.Drain(ctx)
+		}
+		return nil
+	}, stream.Origins(), stream.Retry(0))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("worker %s: %v", name, err)
+	}
+	return s.Stats()
+}
+
+// oneShardStream returns the shared servers and the name of a new stream
+// of one shard on their kinesalite.
+func oneShardStream(t *testing.T) (*localaws.Env, string) {
+	t.Helper()
+	env := servers.Env(t)
+	in := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), in, 1); err != nil {
+		t.Fatal(err)
+	}
+	return env, in
+}
+
+// putEvents puts recs on stream in, each as a record of partition key its
+// item's ID that parseEvent reads back.
+func putEvents(t *testing.T, env *localaws.Env, in string, recs []event) {
+	t.Helper()
+	data := make([][]byte, 0, len(recs))
+	for _, e := range recs {
+		data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
+	}
+	if err := env.PutRecords(t.Context(), in, data, func(i int) string { return recs[i].ID }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parseEvent is the event a record putEvents put holds.
+func parseEvent(r kinesis.Record) event {
+	var e event
+	parts := strings.Split(string(r.Data), "/")
+	e.ID = parts[0]
+	e.N, _ = strconv.Atoi(parts[1])
+	e.Put = parts[2] == "true"
+	return e
+}
+
 // A batch whose origins put a record of a shard after a later one of the
 // shard writing the same item (a write of another shard between them or
 // not) fails, naming the record, rather than write the item backwards.
@@ -223,63 +447,12 @@ func (behind) Now() time.Time { return time.Now().Add(-time.Hour) }
 // writes were skipped as stale.
 func TestPipelinesWithOrigins(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	c, table, ctx := setup(t)
-	in := localaws.UniqueName(t)
-	if err := env.CreateStream(ctx, in, 1); err != nil {
-		t.Fatal(err)
-	}
+	c, table, _ := setup(t)
+	env, in := oneShardStream(t)
 	recs := events(60, 5, true)
-	put := func(from, to int) {
-		data := make([][]byte, 0, to-from)
-		for _, e := range recs[from:to] {
-			data = append(data, fmt.Appendf(nil, "%s/%d/%v", e.ID, e.N, e.Put))
-		}
-		if err := env.PutRecords(ctx, in, data, func(i int) string { return recs[from+i].ID }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	parse := func(r kinesis.Record) event {
-		var e event
-		var put string
-		parts := strings.Split(string(r.Data), "/")
-		e.ID, put = parts[0], parts[2]
-		e.N, _ = strconv.Atoi(parts[1])
-		e.Put = put == "true"
-		return e
-	}
+	put := func(from, to int) { putEvents(t, env, in, recs[from:to]) }
 	run := func(name string, clk clock.Clock, total int) dynamodb.Stats {
-		awsCfg := env.AWSConfig()
-		recv, err := kinesis.New(kinesis.Config{Stream: in, App: "fleet", InitialPosition: kinesis.TrimHorizon,
-			AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 10 * time.Millisecond,
-			Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, WorkerID: name, StateDir: t.TempDir()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Clock: clk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
-		seen := 0
-		stream.ForEachBatch(stream.Map(stream.From(p, recv), parse), func(ctx context.Context, b *batch.Batch[event]) error {
-			if err := s.Write(ctx, b); err != nil {
-				return err
-			}
-			if len(b.Origins()) != b.Len() {
-				return fmt.Errorf("batch of %d records with %d origins", b.Len(), len(b.Origins()))
-			}
-			if seen += b.Len(); seen == total {
-				return p.Drain(ctx)
-			}
-			return nil
-		}, stream.Origins(), stream.Retry(0))
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := p.Run(rctx); err != nil {
-			t.Fatalf("worker %s: %v", name, err)
-		}
-		return s.Stats()
+		return runWorker(t, env, c, in, table, name, clk, total, nil)
 	}
 	put(0, 30)
 	if st := run("a", nil, 30); st.Written != 30 {

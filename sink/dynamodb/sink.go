@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -236,7 +237,11 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records of one shard: a write from another shard than the item's last
 // is applied (a key moved to a child shard in a reshard), so an item
 // whose records come from several shards (a source not partitioned by the
-// item's key) is written at least once. A record without origin gives its
+// item's key) is written at least once; but not a write of a parent of the
+// item's last shard, as the lease held on that shard when it wrote named
+// its parents: a child is read only once all its parents' records are in
+// completed batches, so such a write (a zombie's, or a replay's) was
+// applied already, and is skipped. A record without origin gives its
 // write the batch's time and the write's ordinal among the batch's writes
 // of the item: with a recovery log, a batch run again after a crash has
 // the same time and the same records in the same order (DESIGN.md, G2),
@@ -260,7 +265,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return nil
 	}
 	skipped := s.skipped.Load()
-	keys, byKey, err := s.plan(b, !s.anyTime && stream.SharesShards(ctx))
+	keys, byKey, err := s.plan(ctx, b, !s.anyTime && stream.SharesShards(ctx))
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -289,7 +294,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
 	if n := s.skipped.Load() - skipped; n > 0 {
-		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, or an item a later batch wrote)",
+		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or a parent shard's write after its child's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
 	return nil
@@ -297,13 +302,15 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
-// each with its version (see versionOf). fleet refuses a record without
-// origin (see Write).
-func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
+// each with its version (see versionOf) and, for a version of origin, the
+// lineage of its shard, whose parents ctx gives (see lineageOf). fleet
+// refuses a record without origin (see Write).
+func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
 	var keys []string
 	byKey := make(map[string][]op)
 	origins := b.Origins()
-	var last map[[2]string]string // an item's (id) last version of origin of a shard (prefix)
+	var last map[[2]string]string  // an item's (id) last version of origin of a shard (prefix)
+	var lineages map[string]string // a shard prefix's lineage
 	i := -1
 	for v := range b.All() {
 		i++
@@ -346,6 +353,15 @@ func (s *Sink[T]) plan(b *batch.Batch[T], fleet bool) ([]string, map[string][]op
 					i, formatKey(key, s.keyAttrs), from.Stream, from.Shard, from.Seq, from.SubSeq, from.Index)
 			}
 			last[k] = o.v
+			l, ok := lineages[o.prefix]
+			if !ok {
+				l = lineageOf(from.Stream, lineage.Parents(ctx, from.Stream, from.Shard))
+				if lineages == nil {
+					lineages = make(map[string]string)
+				}
+				lineages[o.prefix] = l
+			}
+			o.lineage = l
 		}
 		byKey[id] = append(ops, o)
 	}
@@ -427,12 +443,17 @@ func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	cond, values := timeCondition, map[string]types.AttributeValue{versionValue: &types.AttributeValueMemberN{Value: o.v}}
 	if o.prefix != "" {
 		cond, values = originCondition, map[string]types.AttributeValue{
-			versionValue: &types.AttributeValueMemberS{Value: o.v},
-			shardValue:   &types.AttributeValueMemberS{Value: o.prefix},
+			versionValue:  &types.AttributeValueMemberS{Value: o.v + o.lineage},
+			positionValue: &types.AttributeValueMemberS{Value: o.v},
+			shardValue:    &types.AttributeValueMemberS{Value: o.prefix},
+			fenceValue:    &types.AttributeValueMemberS{Value: lineageMark + o.prefix},
 		}
 	}
 	v := values[versionValue]
 	if o.w.Item != nil {
+		if o.prefix != "" {
+			delete(values, versionValue) // the condition compares positionValue
+		}
 		item := make(map[string]types.AttributeValue, len(o.w.Item)+1)
 		for a, x := range o.w.Item {
 			item[a] = x

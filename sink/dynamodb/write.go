@@ -56,6 +56,12 @@ const (
 	versionName  = "#weirVersion"
 	versionValue = ":weirVersion"
 	shardValue   = ":weirShard" // an origin version's shard prefix
+	fenceValue   = ":weirFence" // lineageMark and the shard prefix of an origin version
+	// positionValue is an origin version without its lineage, which the
+	// condition compares: a write whose version was first written with
+	// another lineage (none: the shard's lease was not held) is still
+	// skipped as applied.
+	positionValue = ":weirPosition"
 	// timeCondition is the condition of a write versioned by batch time:
 	// the item has no version yet (it is new, or written by something
 	// else than a Sink), an older one, or a version of origin (a string:
@@ -69,10 +75,19 @@ const (
 	// record's origin: the item has no version yet, a version by batch
 	// time (a number), a version of another source shard (whose positions
 	// order nothing against this shard's: see originVersion), or an older
-	// position of the same shard. begins_with of a missing attribute or a
-	// number is false.
-	originCondition = "NOT (begins_with(" + versionName + ", " + shardValue + ") AND " + versionName + " >= " + versionValue + ")"
+	// position of the same shard; and the item's version does not name
+	// the write's shard as a parent of its own (see lineageOf): a child
+	// shard's write is never overwritten by a late one of its parent.
+	// begins_with and contains of a missing attribute or a number are
+	// false.
+	originCondition = "NOT (begins_with(" + versionName + ", " + shardValue + ") AND " + versionName + " >= " + positionValue + ")" +
+		" AND NOT contains(" + versionName + ", " + fenceValue + ")"
 )
+
+// lineageMark starts each parent's shard prefix in the lineage a version of
+// origin ends with (see lineageOf). Neither a shard prefix nor a position
+// has it (Kinesis names are letters, digits, "_", "." and "-").
+const lineageMark = "<"
 
 // ordinalDigits is the number of decimal digits a version gives the
 // ordinal of a write among its batch's writes of the same item, after the
@@ -105,17 +120,44 @@ func originVersion(o batch.Origin) (prefix, v string, err error) {
 	if o.SubSeq < 0 || o.Index < 0 {
 		return "", "", fmt.Errorf("origin: sub-sequence %d or index %d negative", o.SubSeq, o.Index)
 	}
-	prefix = strconv.Itoa(len(o.Stream)) + ":" + o.Stream + strconv.Itoa(len(o.Shard)) + ":" + o.Shard + "@"
+	prefix = shardPrefix(o.Stream, o.Shard)
 	sub, idx := strconv.FormatInt(o.SubSeq, 10), strconv.Itoa(o.Index)
 	return prefix, prefix + fmt.Sprintf("%03d", len(o.Seq)) + o.Seq + fmt.Sprintf(".%02d", len(sub)) + sub + fmt.Sprintf(".%02d", len(idx)) + idx, nil
 }
 
+// shardPrefix returns the prefix of the versions of origin of the records
+// of shard of stream: each name length-prefixed, so that no prefix is
+// another's.
+func shardPrefix(stream, shard string) string {
+	return strconv.Itoa(len(stream)) + ":" + stream + strconv.Itoa(len(shard)) + ":" + shard + "@"
+}
+
+// lineageOf returns what a version of origin of a record of shard of stream
+// ends with, given the shard's parents: lineageMark and the shard prefix
+// of each parent, "" if none. A write of a parent whose fence (lineageMark
+// and its own prefix) the item's version contains is refused: a child
+// shard is read only once its parents' records are all in completed
+// batches, so a parent's write that comes after the child's is one
+// applied already (a zombie's, or a batch run again), which would bring
+// back an older value or count an update twice. The lineage follows the
+// position, so it leaves the order of a shard's versions as it is: no
+// position's encoding is a prefix of another's.
+func lineageOf(stream string, parents []string) string {
+	var sb strings.Builder
+	for _, p := range parents {
+		sb.WriteString(lineageMark)
+		sb.WriteString(shardPrefix(stream, p))
+	}
+	return sb.String()
+}
+
 // op is a write ready to send: its key and its version.
 type op struct {
-	w      Write
-	key    map[string]types.AttributeValue
-	v      string // the version: a number (by batch time) or a string (by origin)
-	prefix string // an origin version's shard prefix; "" for a version by batch time
+	w       Write
+	key     map[string]types.AttributeValue
+	v       string // the version: a number (by batch time) or a string (by origin)
+	prefix  string // an origin version's shard prefix; "" for a version by batch time
+	lineage string // what an origin version written ends with (see lineageOf)
 }
 
 // check validates w against the table's key attributes and the version

@@ -170,3 +170,37 @@ func TestOriginVersion(t *testing.T) {
 		}
 	}
 }
+
+// A version's lineage names exactly its shard's parents, and leaves the
+// order of the shard's versions, compared as the condition does (the
+// item's version, lineage included, against a bare position), as it is.
+func TestLineage(t *testing.T) {
+	l := lineageOf("s", []string{"shardId-000000000000", "shardId-000000000001"})
+	for _, tc := range []struct {
+		stream, shard string
+		parent        bool
+	}{
+		{"s", "shardId-000000000000", true}, {"s", "shardId-000000000001", true},
+		{"s", "shardId-00000000000", false}, {"s", "hardId-000000000000", false},
+		{"s1", "shardId-000000000000", false}, {"t", "shardId-000000000001", false},
+	} {
+		_, v, _ := originVersion(batch.Origin{Stream: "s", Shard: "shardId-000000000002", Seq: "5"})
+		if got := strings.Contains(v+l, lineageMark+shardPrefix(tc.stream, tc.shard)); got != tc.parent {
+			t.Errorf("version %q names %s/%s as a parent: %v, want %v", v+l, tc.stream, tc.shard, got, tc.parent)
+		}
+	}
+	if lineageOf("s", nil) != "" {
+		t.Errorf("lineage without parents: %q", lineageOf("s", nil))
+	}
+	o := batch.Origin{Stream: "s", Shard: "c", Seq: "10"}
+	_, v10, _ := originVersion(o)
+	o.Seq, o.Index = "9", 3
+	_, v9, _ := originVersion(o)
+	o.Seq, o.Index = "10", 1
+	_, v10i, _ := originVersion(o)
+	for _, stored := range []string{v10, v10 + l} {
+		if !(stored >= v10) || !(stored >= v9) || stored >= v10i {
+			t.Errorf("stored %q: against %q, %q, %q: the order of positions changed", stored, v9, v10, v10i)
+		}
+	}
+}
