@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"math/big"
 	"os"
 	"strconv"
@@ -34,6 +35,11 @@ type countFleet struct {
 	// checkpoint is the workers' checkpoint interval (and so of their
 	// snapshots); default 100 ms.
 	checkpoint time.Duration
+	// lease is the workers' lease duration; default 2 s.
+	lease time.Duration
+	// logger is the logger of the workers started while it is set;
+	// testLogger() if nil.
+	logger *slog.Logger
 	// count makes the count per key of a worker's records (its keys
 	// declared PartitionedBy): UpdateStateByKey unless set.
 	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
@@ -55,9 +61,9 @@ func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
 func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.Pipeline, chan error) {
 	t := f.t
 	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
-		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: testLogger(),
+		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: cmp.Or(f.logger, testLogger()),
 		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
-			LeaseDuration: 2 * time.Second, CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
+			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}
