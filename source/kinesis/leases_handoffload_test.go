@@ -157,16 +157,7 @@ func TestLeasesStatePerShardHandOffDuringLoad(t *testing.T) {
 	first := gate.loading()[0]
 	reads := &askerReads{Client: f.env.DynamoDB(), lease: f.table}
 	b, bDone := f.workerWith("b", reads)
-	asked := ""
-	f.waitFor("b asks a for a lease", func() bool {
-		for shard, l := range f.leases() {
-			if l.Owner == "b" && l.CheckpointOwner == "a" {
-				asked = shard
-				return true
-			}
-		}
-		return false
-	})
+	asked := f.awaitAsk("b", "a")
 	f.waitFor("a learns of the request", func() bool {
 		return strings.Contains(logs.String(), `msg="leasetable: another worker asked for a lease`)
 	})

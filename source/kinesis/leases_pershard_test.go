@@ -516,16 +516,7 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	a, aDone := f.workerWith("a", db)
 	f.waitFor("a holds both leases", func() bool { return f.holding("a") == 2 })
 	b, bDone := f.worker("b")
-	asked := ""
-	f.waitFor("b asks a for a lease", func() bool {
-		for shard, l := range f.leases() {
-			if l.Owner == "b" && l.CheckpointOwner == "a" {
-				asked = shard
-				return true
-			}
-		}
-		return false
-	})
+	asked := f.awaitAsk("b", "a")
 	db.mu.Lock()
 	db.shard = asked
 	db.mu.Unlock()
@@ -539,6 +530,23 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	if db.loads != 0 {
 		t.Errorf("a loaded the state of %s %d times after b asked for it, want none: it hands it off unread", asked, db.loads)
 	}
+}
+
+// awaitAsk waits until asker asks holder for a lease, and returns its
+// shard.
+func (f *countFleet) awaitAsk(asker, holder string) string {
+	f.t.Helper()
+	asked := ""
+	f.waitFor(asker+" asks "+holder+" for a lease", func() bool {
+		for shard, l := range f.leases() {
+			if l.Owner == asker && l.CheckpointOwner == holder {
+				asked = shard
+				return true
+			}
+		}
+		return false
+	})
+	return asked
 }
 
 // holding returns how many leases the table names worker's, not under a
