@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,8 @@ type leaseRun struct {
 	fatal   error                // stops the receiver (assign returns it)
 	reload  map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
 	waiting map[string]bool      // shards whose load waits for records of an earlier hold to complete (logged once)
+	loading string               // the shard whose state acquire loads, if any
+	abandon context.CancelFunc   // cancels that load (a hand-off asked for it)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -98,7 +101,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		InitialPosition: string(rn.cfg.InitialPosition),
 		OnAcquired:      func(l lease.Lease) { lr.queue(leaseEvent{acquired: &l}) },
 		OnLost:          func(shard string) { lr.queue(leaseEvent{lost: shard}) },
-		OnHandoff:       func(shard string) { lr.queue(leaseEvent{handoff: shard}) },
+		OnHandoff:       lr.asked,
 		OnBadItem:       func(b *leasetable.BadItemError) { lr.report(fmt.Errorf("kinesis: %w", b)) },
 		Clock:           rn.clock, Logger: rn.logger,
 	})
@@ -141,6 +144,28 @@ func (lr *leaseRun) queue(ev leaseEvent) {
 	lr.events = append(lr.events, ev)
 	lr.mu.Unlock()
 	lr.signal()
+}
+
+// asked queues a hand-off another worker asked for, and abandons the load
+// of the shard's state if it is under way: the assigner, busy loading,
+// would otherwise act on the request only after the load, or after every
+// load it has in hand, however long they take (past a lease duration, the
+// lease is lost instead of handed off, and no worker reads the shard
+// meanwhile).
+func (lr *leaseRun) asked(shard string) {
+	lr.queue(leaseEvent{handoff: shard})
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.loading == shard {
+		lr.abandon()
+	}
+}
+
+// handoffQueued reports whether a hand-off of shard is queued.
+func (lr *leaseRun) handoffQueued(shard string) bool {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return slices.ContainsFunc(lr.events, func(ev leaseEvent) bool { return ev.handoff == shard })
 }
 
 // signal wakes whoever waits on lr.wake, without blocking.
@@ -247,15 +272,20 @@ func (lr *leaseRun) shardEndRetry() time.Duration {
 	return retry
 }
 
-// handleEvents handles the queued events in order. With c nil (shutting
-// down, readers stopped) acquired leases are not read: Drain hands them
-// back.
+// handleEvents handles the queued events in order, and those queued
+// meanwhile; those not handled yet stay queued, where acquire sees a
+// hand-off asked for (handoffQueued). With c nil (shutting down, readers
+// stopped) acquired leases are not read: Drain hands them back.
 func (lr *leaseRun) handleEvents(ctx context.Context, c *control) {
-	lr.mu.Lock()
-	evs := lr.events
-	lr.events = nil
-	lr.mu.Unlock()
-	for _, ev := range evs {
+	for {
+		lr.mu.Lock()
+		if len(lr.events) == 0 {
+			lr.mu.Unlock()
+			return
+		}
+		ev := lr.events[0]
+		lr.events = lr.events[1:]
+		lr.mu.Unlock()
 		switch {
 		case ev.acquired != nil && c != nil:
 			lr.acquire(ctx, c, *ev.acquired)
@@ -312,15 +342,24 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	lr.mu.Lock()
 	delete(lr.waiting, l.Shard)
 	lr.mu.Unlock()
+	if lr.state != nil && lr.handoffQueued(l.Shard) {
+		// Asked for already: handed off unread, not loaded first.
+		lr.startHandoff(ctx, c, l.Shard)
+		return
+	}
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
 		return
 	}
 	pos := lr.position(l)
 	if lr.state != nil {
-		at, err := lr.state.load(ctx, lr, l)
+		at, abandoned, err := lr.loadState(ctx, l)
 		if err != nil {
 			_ = lr.cp.Remove(ctx, l.Shard, nil)
+			if abandoned {
+				lr.startHandoff(ctx, c, l.Shard) // handed off unread
+				return
+			}
 			lr.loadFailed(ctx, l, err)
 			return
 		}
@@ -342,6 +381,22 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	lr.owned[l.Shard] = true
 	lr.mu.Unlock()
 	log.Info("kinesis: reading leased shard", "checkpoint", l.Checkpoint, "from", pos.String())
+}
+
+// loadState loads the state of the shard of l (stateRun.load), and
+// reports whether a hand-off asked for meanwhile abandoned the load
+// (asked).
+func (lr *leaseRun) loadState(ctx context.Context, l lease.Lease) (at string, abandoned bool, err error) {
+	loadCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lr.mu.Lock()
+	lr.loading, lr.abandon = l.Shard, cancel
+	lr.mu.Unlock()
+	at, err = lr.state.load(loadCtx, lr, l)
+	lr.mu.Lock()
+	lr.loading, lr.abandon = "", nil
+	lr.mu.Unlock()
+	return at, err != nil && loadCtx.Err() != nil && ctx.Err() == nil, err
 }
 
 // lose stops reading a shard whose lease was lost, at once, and stops

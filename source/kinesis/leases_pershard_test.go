@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"math/big"
 	"os"
 	"strconv"
@@ -34,6 +35,11 @@ type countFleet struct {
 	// checkpoint is the workers' checkpoint interval (and so of their
 	// snapshots); default 100 ms.
 	checkpoint time.Duration
+	// lease is the workers' lease duration; default 2 s.
+	lease time.Duration
+	// logger is the logger of the workers started while it is set;
+	// testLogger() if nil.
+	logger *slog.Logger
 	// count makes the count per key of a worker's records (its keys
 	// declared PartitionedBy): UpdateStateByKey unless set.
 	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
@@ -55,9 +61,9 @@ func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
 func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.Pipeline, chan error) {
 	t := f.t
 	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
-		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: testLogger(),
+		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: cmp.Or(f.logger, testLogger()),
 		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
-			LeaseDuration: 2 * time.Second, CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
+			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,16 +516,7 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	a, aDone := f.workerWith("a", db)
 	f.waitFor("a holds both leases", func() bool { return f.holding("a") == 2 })
 	b, bDone := f.worker("b")
-	asked := ""
-	f.waitFor("b asks a for a lease", func() bool {
-		for shard, l := range f.leases() {
-			if l.Owner == "b" && l.CheckpointOwner == "a" {
-				asked = shard
-				return true
-			}
-		}
-		return false
-	})
+	asked := f.awaitAsk("b", "a")
 	db.mu.Lock()
 	db.shard = asked
 	db.mu.Unlock()
@@ -533,6 +530,23 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	if db.loads != 0 {
 		t.Errorf("a loaded the state of %s %d times after b asked for it, want none: it hands it off unread", asked, db.loads)
 	}
+}
+
+// awaitAsk waits until asker asks holder for a lease, and returns its
+// shard.
+func (f *countFleet) awaitAsk(asker, holder string) string {
+	f.t.Helper()
+	asked := ""
+	f.waitFor(asker+" asks "+holder+" for a lease", func() bool {
+		for shard, l := range f.leases() {
+			if l.Owner == asker && l.CheckpointOwner == holder {
+				asked = shard
+				return true
+			}
+		}
+		return false
+	})
+	return asked
 }
 
 // holding returns how many leases the table names worker's, not under a
