@@ -190,8 +190,16 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		if err := e.resume(st); err != nil {
 			return err
 		}
-		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
+		rl := &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
 			fail: func(err error) { e.fail(fmt.Errorf("stream: %w", err)) }}
+		for _, p := range st.Pending {
+			if p.InRun {
+				// Run again as recovered batches: their completions are
+				// noted (runCompleted) for release to record.
+				rl.runThrough = max(rl.runThrough, p.Time)
+			}
+		}
+		e.log = rl
 		if err := e.openState(ctx, l, st); err != nil {
 			return err
 		}
@@ -200,11 +208,19 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
-	if l, ok := e.log.(*recoveryLog); ok && e.lastCut != 0 {
-		// A Run stopped by its context may still give the times back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		l.release(rctx, e.lastCut, e.cfg.Logger)
-		cancel()
+	if l, ok := e.log.(*recoveryLog); ok {
+		// A Run stopped by its context may still give the times back. One
+		// that cut no batch gives back none (the log's last time), but
+		// records the recovered batches of a run it completed.
+		last := e.lastCut
+		if last == 0 {
+			last = e.last
+		}
+		if last != 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			l.release(rctx, last, e.cfg.Logger)
+			cancel()
+		}
 	}
 	return nil
 }

@@ -105,7 +105,8 @@ type recoveryLog struct {
 	reserved batch.Time // batch times up to this one are reserved; batchSkipped only
 
 	// The batch runner's, in a stateful pipeline: the last time of the
-	// current run of empty batches (emptyRun), and the last of its batches
+	// current run of empty batches (emptyRun), or at open of the last
+	// batch of a run the log left pending, and the last of its batches
 	// completed with no later entry saying so (runCompleted), or 0.
 	runThrough batch.Time
 	runDone    batch.Time
