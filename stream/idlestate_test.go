@@ -282,19 +282,30 @@ type emptyRunCrash struct {
 	name    string
 	out     func(ctx context.Context, n int, stop func()) error
 	appends func(idle *atomic.Int64, stop func()) recoverylog.AppendHook
+	// again, if not 0, crashes the first restart too, in the output of the
+	// again-th batch it runs: one the first crash left pending.
+	again int
+}
+
+// emptyRunCrashIn returns an emptyRunCrash.out that stops the Run in the
+// output of the at-th empty batch of the idle time.
+func emptyRunCrashIn(at int) func(context.Context, int, func()) error {
+	return func(ctx context.Context, n int, stop func()) error {
+		if n == at {
+			stop()
+			return ctx.Err()
+		}
+		return nil
+	}
 }
 
 func emptyRunCrashes() []emptyRunCrash {
-	crashIn := func(at int) func(context.Context, int, func()) error {
-		return func(ctx context.Context, n int, stop func()) error {
-			if n == at {
-				stop()
-				return ctx.Err()
-			}
-			return nil
-		}
-	}
+	crashIn := emptyRunCrashIn
 	return []emptyRunCrash{
+		{name: "in the output of an empty batch of a run, then in its run again", out: crashIn(37), again: 3},
+		{name: "at a run's entry, then in its run again", again: 1, appends: func(_ *atomic.Int64, stop func()) recoverylog.AppendHook {
+			return nthAppend(recoverylog.KindEmptyRun, 3, 0, stop)
+		}},
 		{name: "in the output of an empty batch of a run", out: crashIn(37)},
 		{name: "in the output of a run's first empty batch", out: crashIn(51)},
 		{name: "at a run's entry", appends: func(_ *atomic.Int64, stop func()) recoverylog.AppendHook {
@@ -324,16 +335,19 @@ func emptyRunCrashes() []emptyRunCrash {
 // up to it, each applied once; a batch time shown twice shows the same
 // state; only the batches the crash left pending run their outputs again,
 // the interrupted one among them; and the idle time writes one run entry
-// per 10 s, no allocation nor completion.
+// per 10 s, no allocation nor completion. It does so compacting the log
+// as rarely as a pipeline does by default, and at every run.
 func TestStateRecoveryEmptyRuns(t *testing.T) {
-	for _, tc := range emptyRunCrashes() {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testStateRecoveryEmptyRuns(t, tc) })
-		})
+	for _, compactEvery := range []int{20, 1} {
+		for _, tc := range emptyRunCrashes() {
+			t.Run(fmt.Sprintf("%s, CompactEvery %d", tc.name, compactEvery), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { testStateRecoveryEmptyRuns(t, tc, compactEvery) })
+			})
+		}
 	}
 }
 
-func testStateRecoveryEmptyRuns(t *testing.T, tc emptyRunCrash) {
+func testStateRecoveryEmptyRuns(t *testing.T, tc emptyRunCrash, compactEvery int) {
 	const iv = 200 * time.Millisecond
 	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 	var (
@@ -346,7 +360,7 @@ func testStateRecoveryEmptyRuns(t *testing.T, tc emptyRunCrash) {
 		empty   int          // the empty batches of the idle time the first run's output saw
 	)
 	build := func(out func(context.Context, int, func()) error, stop func()) (*stream.Pipeline, *replay) {
-		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, CompactEvery: 20,
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, CompactEvery: compactEvery,
 			StateSnapshotInterval: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -444,6 +458,28 @@ func testStateRecoveryEmptyRuns(t *testing.T, tc emptyRunCrash) {
 	pending := map[batch.Time]bool{}
 	for _, p := range st.Pending {
 		pending[p.Time] = true
+	}
+
+	if tc.again != 0 {
+		// Crash the restart too, as it runs the pending batches again.
+		mu.Lock()
+		at := empty + tc.again
+		mu.Unlock()
+		var p *stream.Pipeline
+		p, _ = build(emptyRunCrashIn(at), func() {
+			d.log.Freeze(errCrash)
+			p.Stop()
+		})
+		go func() { errc <- p.Run(t.Context()) }()
+		select {
+		case err := <-errc:
+			if err != nil && !errors.Is(err, errCrash) {
+				t.Fatalf("first restart: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the first restart did not crash in a minute: the test does not test")
+		}
+		d.log.Freeze(nil)
 	}
 
 	// Restart, idle, stop gracefully while idle, restart, and drain after
