@@ -19,20 +19,27 @@ import (
 // done) as soon as it has run the run's pending batches again, before it
 // cuts a batch of its own, then restarts it once more: the second restart
 // must not run those batches a third time, since the Run before it
-// completed them and stopped gracefully (G3).
+// completed them and stopped gracefully (G3). The same holds when the
+// restarts run the pipeline without its stateful operator (the log's shape
+// names sources and outputs only).
 func TestEmptyRunRerunThenStop(t *testing.T) {
-	for _, drain := range []bool{true, false} {
-		name := "context done"
-		if drain {
-			name = "drained"
+	for _, stateless := range []bool{false, true} {
+		for _, drain := range []bool{true, false} {
+			name := "context done"
+			if drain {
+				name = "drained"
+			}
+			if stateless {
+				name += ", stateful operator removed"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { testEmptyRunRerunThenStop(t, drain, stateless) })
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testEmptyRunRerunThenStop(t, drain) })
-		})
 	}
 }
 
-func testEmptyRunRerunThenStop(t *testing.T, drain bool) {
+func testEmptyRunRerunThenStop(t *testing.T, drain, stateless bool) {
 	const iv = 200 * time.Millisecond
 	d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 	var (
@@ -47,6 +54,15 @@ func testEmptyRunRerunThenStop(t *testing.T, drain bool) {
 			t.Fatal(err)
 		}
 		src := newReplay(t, d)
+		if stateless && crash == nil {
+			stream.ForEachBatch(stream.From(p, src), func(_ context.Context, b *batch.Batch[string]) error {
+				mu.Lock()
+				defer mu.Unlock()
+				runs[b.Time()]++
+				return nil
+			})
+			return p, src
+		}
 		pairs := stream.Map(stream.From(p, src), func(r string) stream.Pair[string, int] {
 			return stream.Pair[string, int]{Key: stateKey(r), Value: 1}
 		})
