@@ -3,6 +3,7 @@ package dynamolog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,13 +230,14 @@ func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 	// A refusal, which the log does not retry: the compaction stops there,
 	// as a crash would stop it.
 	var boom error = &smithy.GenericAPIError{Code: "ValidationException", Message: "boom", Fault: smithy.FaultClient}
-	tests := []struct {
+	type fault struct {
 		name     string
 		history  []recoverylog.Entry
 		failPut  string // item type whose put fails
 		failSkip int    // puts of that type to let through first
 		failDel  bool
-	}{
+	}
+	tests := []fault{
 		{name: "after some copies", history: logtest.History(), failPut: "entry", failSkip: 2},
 		{name: "before the base item", history: logtest.History(), failPut: "base"},
 		{name: "deletes fail", history: logtest.History(), failDel: true},
@@ -244,6 +246,17 @@ func testDynamoCompactInterrupted(t *testing.T, cfg dynamolog.Config) {
 		{name: "state after a replayed block", history: logtest.StateHistory(""), failPut: "entry", failSkip: 3},
 		{name: "state after a replayed batch", history: logtest.StateHistory(""), failPut: "entry", failSkip: 5},
 		{name: "state before the base item", history: logtest.StateHistory(""), failPut: "base"},
+		{name: "runs of empty batches before the base item", history: logtest.RunHistory(""), failPut: "base"},
+	}
+	// With runs of empty batches, the compaction cut short after each of
+	// its copies.
+	runs, err := recoverylog.Recover(logtest.RunHistory(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(runs.Entries()) {
+		tests = append(tests, fault{name: fmt.Sprintf("runs of empty batches after %d copies", n),
+			history: logtest.RunHistory(""), failPut: "entry", failSkip: n})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -38,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) recovery.Opener) {
 		{"CanceledContext", testCanceledContext},
 		{"Closed", testClosed},
 		{"Snapshots", testSnapshots},
+		{"EmptyRuns", testEmptyRuns},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
@@ -321,6 +323,17 @@ func StateHistory(ref string) []recoverylog.Entry {
 	}
 }
 
+// RunHistory is StateHistory with its batch at 4000 completed, then a
+// stateful pipeline's runs of empty batches (recoverylog.EmptyRun): one
+// from 5000 through 15000 every second, in which a batch with a block
+// completed at 7000, and one from 21000 through 31000 every 5 s, in which
+// a batch with a block is pending at 26000.
+func RunHistory(ref string) []recoverylog.Entry {
+	return append(StateHistory(ref), recoverylog.BatchCompleted(4000),
+		recoverylog.EmptyRun(5000, 15000, time.Second), BlockIn(1, 1, 7000), recoverylog.BatchCompleted(7000),
+		recoverylog.EmptyRun(21000, 31000, 5*time.Second), BlockIn(0, 3, 26000))
+}
+
 // testSnapshots stores snapshots, reads them back after a reopen, checks
 // that compaction keeps the batches to replay after the current snapshot
 // and the snapshot itself, and removes the older ones.
@@ -392,3 +405,72 @@ func testSnapshots(t *testing.T, o recovery.Opener) {
 }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// testEmptyRuns stores runs of empty batches (version-4 entries) among
+// batches with blocks, reads them back after a reopen, compacts the log,
+// then compacts it releasing the times after the batch at 3400 with the
+// empty batches completed through it, as a stopping driver does: each time
+// the log, reopened, recovers to the state of the entries it was given.
+func testEmptyRuns(t *testing.T, o recovery.Opener) {
+	h := RunHistory("r")
+	l := Open(t, o)
+	MustAppend(t, l, h...)
+	closeLog(t, l)
+	l = Open(t, o)
+	Check(t, l, h)
+	check := func(when string, want *recoverylog.State) {
+		t.Helper()
+		got, err := recoverylog.Load(t.Context(), l)
+		if err != nil {
+			t.Fatalf("Load %s: %v", when, err)
+		}
+		if diff := cmp.Diff(want, got, EquateEmpty()); diff != "" {
+			t.Fatalf("State %s (-want +got):\n%s", when, diff)
+		}
+	}
+	before, err := recoverylog.Recover(h)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if len(before.Runs) != 2 || len(before.Pending) != 3 {
+		t.Fatalf("the history recovers to runs %v, pending %v; want 2 runs, and pending the batches at 21000 (empty), 26000 (a block) and 31000 (empty)",
+			before.Runs, before.Pending)
+	}
+	if err := l.Compact(t.Context()); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	closeLog(t, l)
+	l = Open(t, o)
+	Check(t, l, before.Entries())
+	check("after Compact", before)
+
+	// Stopping after the batch at 26000, whose completion is logged, and
+	// the empty one at 31000 left unrun: nothing is left to run but 31000.
+	MustAppend(t, l, recoverylog.BatchCompleted(26000))
+	if err := l.CompactReleasing(t.Context(), 31000, 26000); err != nil {
+		t.Fatalf("CompactReleasing: %v", err)
+	}
+	closeLog(t, l)
+	l = Open(t, o)
+	after, err := recoverylog.Load(t.Context(), l)
+	if err != nil {
+		t.Fatalf("Load after CompactReleasing: %v", err)
+	}
+	var pending []batch.Time
+	for _, p := range after.Pending {
+		pending = append(pending, p.Time)
+	}
+	if diff := cmp.Diff([]batch.Time{31000}, pending); diff != "" {
+		t.Errorf("pending after CompactReleasing (-want +got):\n%s", diff)
+	}
+	if last, ok := after.LastBatch(); !ok || last != 31000 {
+		t.Errorf("LastBatch after CompactReleasing: %v %v, want 31000", last, ok)
+	}
+	again, err := recoverylog.Recover(after.Entries())
+	if err != nil {
+		t.Fatalf("Recover(Entries()) after CompactReleasing: %v", err)
+	}
+	if diff := cmp.Diff(after, again, EquateEmpty()); diff != "" {
+		t.Errorf("State of Entries() after CompactReleasing (-want +got):\n%s", diff)
+	}
+}
