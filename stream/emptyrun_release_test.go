@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,14 +27,7 @@ func TestEmptyRunRerunRecorded(t *testing.T) {
 		runs := map[batch.Time]int{}
 		var stopAt func(n int) bool // called with the number of batches the current Run output
 		build := func() (*stream.Pipeline, *replay) {
-			p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := newReplay(t, d)
-			pairs := stream.Map(stream.From(p, src), func(r string) stream.Pair[string, int] {
-				return stream.Pair[string, int]{Key: stateKey(r), Value: 1}
-			})
+			p, src, pairs := keyedOn(t, d, iv)
 			st := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + 1 + len(vs), true })
 			n := 0
 			stream.ForEachBatch(st, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
@@ -117,4 +111,73 @@ func TestEmptyRunRerunRecorded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEmptyRunOldNotRerun runs a stateful pipeline whose keys leave in the
+// first empty batch after its records (an UpdateStateByKey that keeps no
+// key without values): that batch moves the state and starts a run of
+// empty batches, the later ones are quiet and only reserve times. The
+// process dies a minute later: the restart must not run the old run's
+// batches again, which completed long before (the reservations written
+// after them, in order, say so), nor anything but what the crash
+// interrupted.
+func TestEmptyRunOldNotRerun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 200 * time.Millisecond
+		d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
+		runs := map[batch.Time]int{}
+		var crashAt atomic.Int64 // a batch time
+		build := func() (*stream.Pipeline, *replay) {
+			p, src, pairs := keyedOn(t, d, iv)
+			st := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), len(vs) > 0 })
+			stream.ForEachBatch(st, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+				runs[b.Time()]++
+				if at := crashAt.Load(); at != 0 && int64(b.Time()) >= at {
+					d.log.Freeze(errCrash)
+					p.Stop()
+					return ctx.Err()
+				}
+				return nil
+			})
+			return p, src
+		}
+		p1, src := build()
+		errc := make(chan error, 1)
+		go func() { errc <- p1.Run(t.Context()) }()
+		time.Sleep(iv / 2)
+		src.produce(d.record(), d.record(), d.record())
+		crash := batch.TimeOf(time.Now()).Add(time.Minute)
+		crashAt.Store(int64(crash))
+		if err := <-errc; err != nil && !errors.Is(err, errCrash) {
+			t.Fatal(err)
+		}
+		d.log.Freeze(nil)
+		st, err := recoverylog.Recover(d.log.Entries())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st.Pending {
+			if p.Time < crash {
+				t.Errorf("batch %v pending after the crash at %v: it completed long before", p.Time, crash)
+			}
+		}
+		if len(st.Runs) == 0 && st.ReservedThrough == 0 {
+			t.Fatal("no run and no reservation: the test does not test")
+		}
+	})
+}
+
+// keyedOn returns a pipeline of batch interval iv on d's log, its source,
+// and its records as pairs of their state key and 1.
+func keyedOn(t *testing.T, d *durable, iv time.Duration) (*stream.Pipeline, *replay, *stream.Stream[stream.Pair[string, int]]) {
+	t.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newReplay(t, d)
+	pairs := stream.Map(stream.From(p, src), func(r string) stream.Pair[string, int] {
+		return stream.Pair[string, int]{Key: stateKey(r), Value: 1}
+	})
+	return p, src, pairs
 }

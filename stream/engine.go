@@ -192,7 +192,7 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		}
 		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
 			fail:      func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
-			inherited: st.ReservedThrough, runThrough: lastRunThrough(st)}
+			inherited: st.ReservedThrough, runThrough: lastRunThrough(st), inOrder: len(e.ticks) > 0}
 		if err := e.openState(ctx, l, st); err != nil {
 			return err
 		}

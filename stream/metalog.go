@@ -111,6 +111,10 @@ type recoveryLog struct {
 	// so (runCompleted), or 0.
 	runThrough batch.Time
 	runDone    batch.Time
+	// inOrder is set when the batch runner logs the empty batches (a
+	// stateful pipeline: see logEmpty), each once every batch before it
+	// completed, which its reservations then say (BatchesReservedFrom).
+	inOrder bool
 	// inherited is the last batch time the log reserved at open: a crashed
 	// Run's outputs may have seen the times up to it, which release never
 	// gives back.
@@ -187,8 +191,15 @@ func (l *recoveryLog) batchSkipped(ctx context.Context, t batch.Time) error {
 		return l.usable() // as batchAllocated's: no block may be logged in it
 	}
 	through := t.Add(reserveAhead)
-	if err := l.append(ctx, recoverylog.BatchesReserved(through)); err != nil {
+	e := recoverylog.BatchesReserved(through)
+	if l.inOrder {
+		e = recoverylog.BatchesReservedFrom(t, through)
+	}
+	if err := l.append(ctx, e); err != nil {
 		return err
+	}
+	if l.inOrder {
+		l.runDone = 0 // the entry says the batches before t completed
 	}
 	l.reserved = through
 	return l.counted(ctx, t)

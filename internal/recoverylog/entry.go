@@ -17,7 +17,8 @@ import (
 // version 1 unless it records reserved batch times (KindBatchesReserved, or
 // a summary carrying them), which are version 2, or a block allocated to its
 // batch as it is stored (Entry.Batch), which is version 3, or a run of empty
-// batches (KindEmptyRun), which is version 4. DecodeEntry reads them all and
+// batches (KindEmptyRun) or reserved times that say the batches before them
+// completed (Entry.From), which are version 4. DecodeEntry reads them all and
 // refuses any other, so a log written by a newer weir is never misread by an
 // older one: a weir that reads only version 1 refuses a log holding reserved
 // batch times rather than forget them, one that reads up to version 2 a
@@ -87,6 +88,10 @@ type Entry struct {
 	// Every is the interval between the batches of a run (KindEmptyRun): a
 	// positive whole number of milliseconds.
 	Every time.Duration
+	// From is, if not 0, the batch at which reserved times were logged
+	// (KindBatchesReserved; see BatchesReservedFrom): every batch before it
+	// completed.
+	From batch.Time
 	// Blocks are the IDs of the batch's blocks, in batch order
 	// (KindBatchAllocated).
 	Blocks []batch.BlockID
@@ -141,6 +146,15 @@ func BatchCompleted(t batch.Time) Entry {
 // time (State.LastBatch), never gives an output a batch time it saw before.
 func BatchesReserved(through batch.Time) Entry {
 	return Entry{Kind: KindBatchesReserved, Time: through}
+}
+
+// BatchesReservedFrom is BatchesReserved for the batch runner of a stateful
+// pipeline, which logs the times reserved at the empty batch at from,
+// before it runs, after every batch before from completed: the entry says
+// so, completing the batches of earlier runs of empty batches (EmptyRun),
+// which a restart would otherwise run again however long ago they ran.
+func BatchesReservedFrom(from, through batch.Time) Entry {
+	return Entry{Kind: KindBatchesReserved, Time: through, From: from}
 }
 
 // EmptyRun returns the entry recording that the batch times from, from+every,
@@ -213,6 +227,9 @@ func (e Entry) String() string {
 	case KindShardFinished:
 		return "finished " + e.Shard.Stream + "/" + e.Shard.Shard
 	case KindBatchesReserved:
+		if e.From != 0 {
+			return "reserved from " + e.From.String() + " through " + e.Time.String()
+		}
 		return "reserved through " + e.Time.String()
 	case KindEmptyRun:
 		return fmt.Sprintf("empty %v through %v every %v", e.Time, e.Through, e.Every)
@@ -236,7 +253,11 @@ func (e Entry) Validate() error {
 		err = validateShape(e.Shape)
 	case KindSummary:
 		err = e.Summary.validate()
-	case KindSnapshot, KindBatchesReserved:
+	case KindSnapshot:
+	case KindBatchesReserved:
+		if e.From < 0 || e.From > e.Time {
+			err = fmt.Errorf("from %v: must be 0 or a batch time not after through, %v", e.From, e.Time)
+		}
 	case KindEmptyRun:
 		err = validateRun(e.Time, e.Through, e.Every)
 	case KindShardFinished:
@@ -312,6 +333,7 @@ type wireEntry struct {
 	Time    *batch.Time      `json:"time,omitempty"`
 	Through *batch.Time      `json:"through,omitempty"`
 	Every   *int64           `json:"every,omitempty"` // milliseconds
+	From    *batch.Time      `json:"from,omitempty"`
 	Blocks  []batch.BlockID  `json:"blocks,omitempty"`
 	Shape   *recovery.Shape  `json:"shape,omitempty"`
 	Summary *wireSummary     `json:"summary,omitempty"`
@@ -356,6 +378,9 @@ func EncodeEntry(e Entry) ([]byte, error) {
 		w.Time, w.Ref = &e.Time, e.Ref
 	case KindBatchesReserved:
 		w.Time = &e.Time
+		if e.From != 0 {
+			w.V, w.From = 4, &e.From
+		}
 	case KindEmptyRun:
 		every := e.Every.Milliseconds()
 		w.V, w.Time, w.Through, w.Every = 4, &e.Time, &e.Through, &every
@@ -383,8 +408,8 @@ func DecodeEntry(b []byte) (Entry, error) {
 	if w.V < 3 && w.Batch != nil {
 		return Entry{}, fmt.Errorf("%w: kind %q: a block's batch in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
 	}
-	if w.V < 4 && (w.Kind == KindEmptyRun || w.Through != nil || w.Every != nil) {
-		return Entry{}, fmt.Errorf("%w: kind %q: a run of empty batches in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
+	if w.V < 4 && (w.Kind == KindEmptyRun || w.Through != nil || w.Every != nil || w.From != nil) {
+		return Entry{}, fmt.Errorf("%w: kind %q: a run of empty batches, or reserved times' start, in a version-%d entry", ErrInvalidEntry, w.Kind, w.V)
 	}
 	e, err := w.entry()
 	if err != nil {
@@ -421,6 +446,12 @@ func (w wireEntry) entry() (Entry, error) {
 			return missing("time")
 		}
 		e.Time = *w.Time
+		if w.From != nil {
+			if w.Kind != KindBatchesReserved || *w.From == 0 {
+				return Entry{}, errors.New(`"from" in an entry that is not of reserved times, or 0`)
+			}
+			e.From = *w.From
+		}
 	case KindShape:
 		if w.Shape == nil {
 			return missing("shape")

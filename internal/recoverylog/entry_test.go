@@ -15,7 +15,7 @@ import (
 )
 
 func TestEntryRoundTrip(t *testing.T) {
-	for _, e := range append(logtest.History(), recoverylog.EmptyRun(15000, 17000, time.Second)) {
+	for _, e := range append(logtest.History(), recoverylog.EmptyRun(15000, 17000, time.Second), recoverylog.BatchesReservedFrom(18000, 28000)) {
 		t.Run(e.String(), func(t *testing.T) {
 			b, err := recoverylog.EncodeEntry(e)
 			if err != nil {
@@ -58,6 +58,8 @@ func TestEncodeEntry(t *testing.T) {
 			`{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":1700000000000}`},
 		{recoverylog.EmptyRun(1700000000200, 1700000010200, 200*time.Millisecond),
 			`{"v":4,"kind":"empty","time":1700000000200,"through":1700000010200,"every":200}`},
+		{recoverylog.BatchesReservedFrom(1700000000200, 1700000010200),
+			`{"v":4,"kind":"reserved","time":1700000010200,"from":1700000000200}`},
 		{recoverylog.ShardFinished("s", "shardId-000000000007"),
 			`{"v":1,"kind":"finished","shard":{"stream":"s","shard":"shardId-000000000007"}}`},
 	}
@@ -80,8 +82,11 @@ func TestDecodeEntryErrors(t *testing.T) {
 	}{
 		{"not JSON", `{"v":1,`, "unexpected end"},
 		{"other version", `{"v":5,"kind":"complete","time":1}`, "version 5, this weir reads versions 1 to 4"},
-		{"run in version 3", `{"v":3,"kind":"empty","time":1000,"through":2000,"every":200}`, "a run of empty batches in a version-3 entry"},
-		{"run's through in another kind", `{"v":3,"kind":"complete","time":1,"through":2}`, "a run of empty batches in a version-3 entry"},
+		{"run in version 3", `{"v":3,"kind":"empty","time":1000,"through":2000,"every":200}`, "a run of empty batches, or reserved times' start, in a version-3 entry"},
+		{"run's through in another kind", `{"v":3,"kind":"complete","time":1,"through":2}`, "a run of empty batches, or reserved times' start, in a version-3 entry"},
+		{"reserved from in version 2", `{"v":2,"kind":"reserved","time":3000,"from":1000}`, "reserved times' start, in a version-2 entry"},
+		{"from in a completion", `{"v":4,"kind":"complete","time":3000,"from":1000}`, `"from" in an entry that is not of reserved times`},
+		{"reserved from after through", `{"v":4,"kind":"reserved","time":1000,"from":3000}`, "not after through"},
 		{"missing run through", `{"v":4,"kind":"empty","time":1000,"every":200}`, `missing "through"`},
 		{"missing run interval", `{"v":4,"kind":"empty","time":1000,"through":2000}`, `missing "every"`},
 		{"zero run interval", `{"v":4,"kind":"empty","time":1000,"through":2000,"every":0}`, "positive number of milliseconds"},

@@ -125,6 +125,20 @@ func TestRecoverEmptyRunCompleted(t *testing.T) {
 			runs:   2,
 		},
 		{
+			name:   "reserved times from a later batch",
+			more:   []recoverylog.Entry{recoverylog.BatchesReservedFrom(3400, 13400)},
+			replay: []batch.Time{1200, 1400, 1600, 1800, 2000, 2200, 2400, 2600, 2800, 3000, 3200},
+			runs:   1,
+		},
+		{
+			name: "reserved times said nothing of the batches before them",
+			more: []recoverylog.Entry{recoverylog.BatchesReserved(13400)},
+			// A pipeline without state's: its timer logs them.
+			replay: []batch.Time{1200, 1400, 1600, 1800, 2000},
+			pend:   []batch.Time{2200, 2400, 2600, 2800, 3000, 3200},
+			runs:   1,
+		},
+		{
 			name: "a snapshot past the run",
 			more: []recoverylog.Entry{
 				recoverylog.EmptyRun(3400, 13400, 5*time.Second),

@@ -80,6 +80,7 @@ func TestRecoverInterruptedCompaction(t *testing.T) {
 		"without state":         logtest.History(),
 		"with state":            logtest.StateHistory("r"),
 		"runs of empty batches": append(runHistory(), recoverylog.EmptyRun(3400, 13400, 5*time.Second), blockIn(0, 2, 8400)),
+		"a run completed by reserved times": append(runHistory(), recoverylog.BatchesReservedFrom(3400, 13400)),
 		"empty batch kept for replay, a block after the last snapshot": {
 			recoverylog.SnapshotTaken(0, ""),
 			block(0, 0), recoverylog.BatchAllocated(1000, id(0, 0)), recoverylog.BatchCompleted(1000),

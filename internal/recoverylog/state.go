@@ -318,7 +318,7 @@ type recoverer struct {
 	done     map[batch.Time][]batch.BlockInfo  // completed after snap, to replay
 	kept     map[batch.BlockID]batch.BlockInfo // the blocks of done's batches
 	runs     []Run                             // runs of empty batches, in log order
-	runDone  batch.Time                        // every batch up to it completed: the last run's start, less 1 ms
+	runDone  batch.Time                        // every batch up to it completed: the last run's or reservation's start (From), less 1 ms
 }
 
 func newRecoverer() *recoverer {
@@ -359,6 +359,9 @@ func (r *recoverer) apply(e Entry) error {
 		return r.snapshot(e.Time, e.Ref)
 	case KindBatchesReserved:
 		r.fold(Progress{ReservedThrough: e.Time})
+		if e.From != 0 {
+			r.runDone = max(r.runDone, e.From-1)
+		}
 	case KindEmptyRun:
 		run := Run{From: e.Time, Through: e.Through, Every: e.Every}
 		if !slices.Contains(r.runs, run) {
@@ -547,7 +550,8 @@ func (r *recoverer) fold(p Progress) {
 }
 
 // completedThrough returns the time up to which every batch completed, or
-// 0: the last completion, snapshot or run start (less 1 ms) logged.
+// 0: the last completion, snapshot, or start of a run or of reserved times
+// logged by a stateful pipeline's batch runner (less 1 ms).
 func (r *recoverer) completedThrough() batch.Time {
 	t := r.runDone
 	if r.prog.HasCompleted {
@@ -576,6 +580,11 @@ func (r *recoverer) state() *State {
 		s.Pending = append(s.Pending, p)
 	}
 	r.emptyBatches(s)
+	if r.runDone > 0 && (!s.HasCompleted || s.LastCompleted < r.runDone) {
+		// Every batch up to it completed, as an entry compaction drops
+		// may be all that says so (a reservation's From).
+		s.LastCompleted, s.HasCompleted = r.runDone, true
+	}
 	for id, b := range r.blocks {
 		if _, ok := r.owner[id]; !ok {
 			s.Unallocated = append(s.Unallocated, b)
