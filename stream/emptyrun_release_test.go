@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -26,8 +27,9 @@ func TestEmptyRunRerunRecorded(t *testing.T) {
 		d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
 		runs := map[batch.Time]int{}
 		var stopAt func(n int) bool // called with the number of batches the current Run output
+		dl := &allDelays{}
 		build := func() (*stream.Pipeline, *replay) {
-			p, src, pairs := keyedOn(t, d, iv)
+			p, src, pairs := keyedOn(t, d, iv, dl)
 			st := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + 1 + len(vs), true })
 			n := 0
 			stream.ForEachBatch(st, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
@@ -110,6 +112,13 @@ func TestEmptyRunRerunRecorded(t *testing.T) {
 				t.Errorf("batch %v, pending after the crash, did not run again", p.Time)
 			}
 		}
+		// The pending batches after the crash are ahead of the clock of
+		// the restarts: they are not early.
+		dl.mu.Lock()
+		defer dl.mu.Unlock()
+		if dl.least < 0 {
+			t.Errorf("a scheduling delay of %v, want none negative", dl.least)
+		}
 	})
 }
 
@@ -128,7 +137,7 @@ func TestEmptyRunOldNotRerun(t *testing.T) {
 		runs := map[batch.Time]int{}
 		var crashAt atomic.Int64 // a batch time
 		build := func() (*stream.Pipeline, *replay) {
-			p, src, pairs := keyedOn(t, d, iv)
+			p, src, pairs := keyedOn(t, d, iv, nil)
 			st := stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), len(vs) > 0 })
 			stream.ForEachBatch(st, func(ctx context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
 				runs[b.Time()]++
@@ -167,11 +176,16 @@ func TestEmptyRunOldNotRerun(t *testing.T) {
 	})
 }
 
-// keyedOn returns a pipeline of batch interval iv on d's log, its source,
-// and its records as pairs of their state key and 1.
-func keyedOn(t *testing.T, d *durable, iv time.Duration) (*stream.Pipeline, *replay, *stream.Stream[stream.Pair[string, int]]) {
+// keyedOn returns a pipeline of batch interval iv on d's log, heard by
+// listener l if not nil, its source, and its records as pairs of their
+// state key and 1.
+func keyedOn(t *testing.T, d *durable, iv time.Duration, l stream.Listener) (*stream.Pipeline, *replay, *stream.Stream[stream.Pair[string, int]]) {
 	t.Helper()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
+	cfg := stream.Config{BatchInterval: iv, Recovery: d.log}
+	if l != nil {
+		cfg.Listeners = []stream.Listener{l}
+	}
+	p, err := stream.NewPipeline(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +194,17 @@ func keyedOn(t *testing.T, d *durable, iv time.Duration) (*stream.Pipeline, *rep
 		return stream.Pair[string, int]{Key: stateKey(r), Value: 1}
 	})
 	return p, src, pairs
+}
+
+// allDelays keeps the least scheduling delay of the batches completed.
+type allDelays struct {
+	stream.NopListener
+	mu    sync.Mutex
+	least time.Duration
+}
+
+func (d *allDelays) BatchCompleted(info stream.BatchInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.least = min(d.least, info.SchedulingDelay)
 }

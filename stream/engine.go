@@ -561,7 +561,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	if !j.due.IsZero() && j.due.Before(ref) {
 		ref = j.due
 	}
-	info.SchedulingDelay = start.Sub(ref)
+	// A batch a restart runs again may be ahead of the clock (the empty
+	// batches of a run, reserved ahead): it is not late, nor early.
+	info.SchedulingDelay = max(start.Sub(ref), 0)
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })
