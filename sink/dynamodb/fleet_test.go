@@ -23,6 +23,7 @@ import (
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/sink/dynamodb"
+	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
@@ -100,6 +101,18 @@ func (s sharingSource) SharesShards() bool { return s.shares }
 // returns Run's error.
 func runFleet(t *testing.T, cfg dynamodb.Config, shares bool, recs []event) error {
 	t.Helper()
+	s := newSink(t, t.Context(), cfg)
+	return runSource(t, recs, func(src *memory.Source[event]) source.Receiver[event] {
+		return sharingSource{Source: src, shares: shares}
+	}, s.Write)
+}
+
+// runSource runs, to its drained end, a pipeline whose source is wrap of
+// a memory source holding recs, giving each batch to f; it returns Run's
+// error.
+func runSource(t *testing.T, recs []event, wrap func(*memory.Source[event]) source.Receiver[event],
+	f func(context.Context, *batch.Batch[event]) error) error {
+	t.Helper()
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +124,7 @@ func runFleet(t *testing.T, cfg dynamodb.Config, shares bool, recs []event) erro
 	if err := src.Push(recs...); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(t, t.Context(), cfg)
-	stream.ForEachBatch(stream.From(p, sharingSource{Source: src, shares: shares}), s.Write, stream.Retry(0))
+	stream.ForEachBatch(stream.From(p, wrap(src)), f, stream.Retry(0))
 	if err := p.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -364,20 +376,11 @@ func TestLineageLookedUpOncePerBatch(t *testing.T) {
 		recs = append(recs, event{ID: "item-" + strconv.Itoa(i), N: i, Put: true})
 		origins = append(origins, batch.Origin{Stream: "src", Shard: child, Seq: "1"})
 	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := memory.New[event](memory.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Push(event{ID: "trigger"}); err != nil {
-		t.Fatal(err)
-	}
 	s := newSink(t, t.Context(), dynamodb.Config{Client: c, Table: table})
 	var calls atomic.Int64
-	stream.ForEachBatch(stream.From(p, countingLeases{Source: src, leases: leases, calls: &calls}), func(ctx context.Context, b *batch.Batch[event]) error {
+	err := runSource(t, []event{{ID: "trigger"}}, func(src *memory.Source[event]) source.Receiver[event] {
+		return countingLeases{Source: src, leases: leases, calls: &calls}
+	}, func(ctx context.Context, b *batch.Batch[event]) error {
 		if b.Len() == 0 {
 			return nil
 		}
@@ -389,13 +392,8 @@ func TestLineageLookedUpOncePerBatch(t *testing.T) {
 			return fmt.Errorf("a batch of records of %d shards read the held leases %d times, want 1", n, got)
 		}
 		return nil
-	}, stream.Retry(0))
-	if err := p.Drain(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	vs := versions(t, c, table)
