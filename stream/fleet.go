@@ -39,23 +39,30 @@ type leaseHolder interface {
 	HeldLeases() []leasetable.Lease
 }
 
-// shardParents returns the parents of shard of stream as the lease a
-// source of p holds on it names them, nil if no source holds one. It is
-// the lineage.Func of the contexts p gives its outputs (see Run).
-func (p *Pipeline) shardParents(stream, shard string) []string {
+// shardParents returns the parents of the shards of stream that the
+// sources of p hold leases on, by shard ID, as the leases name them (the
+// first source holding a shard's lease wins), nil if none. It is the
+// lineage.Func of the contexts p gives its outputs (see Run): one call
+// copies every lease held, once per batch.
+func (p *Pipeline) shardParents(stream string) map[string][]string {
 	p.mu.Lock()
 	srcs := slices.Clone(p.sources)
 	p.mu.Unlock()
+	var parents map[string][]string
 	for _, s := range srcs {
 		h, ok := s.receiver().(leaseHolder)
 		if !ok || h.StreamName() != stream {
 			continue
 		}
 		for _, l := range h.HeldLeases() {
-			if l.Shard == shard {
-				return l.Parents
+			if _, seen := parents[l.Shard]; len(l.Parents) == 0 || seen {
+				continue
 			}
+			if parents == nil {
+				parents = make(map[string][]string)
+			}
+			parents[l.Shard] = l.Parents
 		}
 	}
-	return nil
+	return parents
 }

@@ -309,8 +309,9 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 	var keys []string
 	byKey := make(map[string][]op)
 	origins := b.Origins()
-	var last map[[2]string]string  // an item's (id) last version of origin of a shard (prefix)
-	var lineages map[string]string // a shard prefix's lineage
+	var last map[[2]string]string              // an item's (id) last version of origin of a shard (prefix)
+	var lineages map[string]string             // a shard prefix's lineage
+	var parents map[string]map[string][]string // a stream's shards' parents, looked up once
 	i := -1
 	for v := range b.All() {
 		i++
@@ -355,7 +356,15 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 			last[k] = o.v
 			l, ok := lineages[o.prefix]
 			if !ok {
-				l = lineageOf(from.Stream, lineage.Parents(ctx, from.Stream, from.Shard))
+				ps, ok := parents[from.Stream]
+				if !ok {
+					ps = lineage.Parents(ctx, from.Stream)
+					if parents == nil {
+						parents = make(map[string]map[string][]string)
+					}
+					parents[from.Stream] = ps
+				}
+				l = lineageOf(from.Stream, ps[from.Shard])
 				if lineages == nil {
 					lineages = make(map[string]string)
 				}
