@@ -77,9 +77,9 @@ func TestRecoverSnapshot(t *testing.T) {
 // entries before them.
 func TestRecoverInterruptedCompaction(t *testing.T) {
 	histories := map[string][]recoverylog.Entry{
-		"without state":         logtest.History(),
-		"with state":            logtest.StateHistory("r"),
-		"runs of empty batches": append(runHistory(), recoverylog.EmptyRun(3400, 13400, 5*time.Second), blockIn(0, 2, 8400)),
+		"without state":                     logtest.History(),
+		"with state":                        logtest.StateHistory("r"),
+		"runs of empty batches":             append(runHistory(), recoverylog.EmptyRun(3400, 13400, 5*time.Second), blockIn(0, 2, 8400)),
 		"a run completed by reserved times": append(runHistory(), recoverylog.BatchesReservedFrom(3400, 13400)),
 		"empty batch kept for replay, a block after the last snapshot": {
 			recoverylog.SnapshotTaken(0, ""),
