@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/source"
 )
 
@@ -32,36 +31,30 @@ func SharesShards(ctx context.Context) bool {
 	return false
 }
 
-// leaseHolder is a receiver that reads its stream's shards under leases,
-// which name each shard's parents: weir's Kinesis receiver.
-type leaseHolder interface {
-	StreamName() string
-	HeldLeases() []leasetable.Lease
-}
-
 // shardParents returns the parents of the shards of stream that the
-// sources of p hold leases on, by shard ID, as the leases name them (the
-// first source holding a shard's lease wins), nil if none. It is the
-// lineage.Func of the contexts p gives its outputs (see Run): one call
-// copies every lease held, once per batch.
+// sources of p know parents of (source.ShardLineage: a Kinesis receiver,
+// of the shards it holds leases on), by shard ID (the first source that
+// names a shard's wins), nil if none. It is the lineage.Func of the
+// contexts p gives its outputs (see Run): one call may copy every lease
+// held, once per batch.
 func (p *Pipeline) shardParents(stream string) map[string][]string {
 	p.mu.Lock()
 	srcs := slices.Clone(p.sources)
 	p.mu.Unlock()
 	var parents map[string][]string
 	for _, s := range srcs {
-		h, ok := s.receiver().(leaseHolder)
-		if !ok || h.StreamName() != stream {
+		sl, ok := s.receiver().(source.ShardLineage)
+		if !ok {
 			continue
 		}
-		for _, l := range h.HeldLeases() {
-			if _, seen := parents[l.Shard]; len(l.Parents) == 0 || seen {
+		for shard, ps := range sl.ShardParents(stream) {
+			if _, seen := parents[shard]; len(ps) == 0 || seen {
 				continue
 			}
 			if parents == nil {
 				parents = make(map[string][]string)
 			}
-			parents[l.Shard] = l.Parents
+			parents[shard] = ps
 		}
 	}
 	return parents

@@ -52,8 +52,19 @@ type leasingSource struct {
 	leases []leasetable.Lease
 }
 
-func (s leasingSource) StreamName() string             { return "src" }
-func (s leasingSource) HeldLeases() []leasetable.Lease { return s.leases }
+// ShardParents names the parents of the shards of "src" it holds.
+func (s leasingSource) ShardParents(stream string) map[string][]string {
+	if stream != "src" {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, l := range s.leases {
+		if len(l.Parents) > 0 {
+			out[l.Shard] = l.Parents
+		}
+	}
+	return out
+}
 
 // The context a pipeline gives its outputs names the parents of the shards
 // its source holds leases on, as the leases name them (what sink/dynamodb

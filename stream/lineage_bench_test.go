@@ -12,24 +12,33 @@ import (
 )
 
 // heldLeases is a memory source that holds leases as weir's Kinesis
-// receiver does: HeldLeases copies, under a lock, every lease the
+// receiver does: ShardParents copies, under a lock, every lease the
 // coordinator holds and then each one's public attributes, as
-// kinesis.Receiver.HeldLeases does.
+// kinesis.Receiver.ShardParents does through HeldLeases.
 type heldLeases struct {
 	*memory.Source[string]
 	mu   *sync.Mutex
 	held []lease.Lease
 }
 
-func (h heldLeases) StreamName() string { return "src" }
-
-func (h heldLeases) HeldLeases() []leasetable.Lease {
+// ShardParents copies the leases held as kinesis.Receiver.ShardParents
+// does (through HeldLeases), and names the parents of those of "src".
+func (h heldLeases) ShardParents(stream string) map[string][]string {
+	if stream != "src" {
+		return nil
+	}
 	h.mu.Lock()
 	held := slices.Clone(h.held)
 	h.mu.Unlock()
-	out := make([]leasetable.Lease, len(held))
+	leases := make([]leasetable.Lease, len(held))
 	for i, l := range held {
-		out[i] = l.Public()
+		leases[i] = l.Public()
+	}
+	out := map[string][]string{}
+	for _, l := range leases {
+		if len(l.Parents) > 0 {
+			out[l.Shard] = l.Parents
+		}
 	}
 	return out
 }

@@ -343,7 +343,7 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 }
 
 // countingLeases is a memory source that holds leases as a Kinesis
-// receiver with leases does, and counts the calls of HeldLeases (each of
+// receiver with leases does, and counts the calls of ShardParents (each of
 // which copies every lease the worker holds).
 type countingLeases struct {
 	*memory.Source[event]
@@ -351,11 +351,20 @@ type countingLeases struct {
 	calls  *atomic.Int64
 }
 
-func (s countingLeases) StreamName() string { return "src" }
-
-func (s countingLeases) HeldLeases() []leasetable.Lease {
+// ShardParents counts the call, and names the parents of the shards of
+// "src" it holds.
+func (s countingLeases) ShardParents(stream string) map[string][]string {
 	s.calls.Add(1)
-	return s.leases
+	if stream != "src" {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, l := range s.leases {
+		if len(l.Parents) > 0 {
+			out[l.Shard] = l.Parents
+		}
+	}
+	return out
 }
 
 // A batch with records of many shards looks its shards' parents up in the

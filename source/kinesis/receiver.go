@@ -456,6 +456,27 @@ func (r *Receiver) HeldLeases() []leasetable.Lease {
 	return nil
 }
 
+// ShardParents implements source.ShardLineage: the parents of the shards of
+// stream whose leases the receiver holds, as the leases name them; nil
+// without Config.Leases, for another stream, or when no shard held has a
+// parent.
+func (r *Receiver) ShardParents(stream string) map[string][]string {
+	if stream != r.StreamName() {
+		return nil
+	}
+	var out map[string][]string
+	for _, l := range r.HeldLeases() {
+		if len(l.Parents) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make(map[string][]string)
+		}
+		out[l.Shard] = l.Parents
+	}
+	return out
+}
+
 // WorkerID returns this worker's lease owner name (Config.Leases.WorkerID
 // or its default), "" without Config.Leases.
 func (r *Receiver) WorkerID() string {
