@@ -254,12 +254,31 @@ func (c *Coordinator) Holds(shard string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.held[shard]
+	return ok && !h.handoff && c.renewedLocked(h, now)
+}
+
+// HandingOff reports whether this worker hands off shard's lease, which
+// another worker asked for (OnHandoff), and would hold it otherwise (see
+// Holds): Holds is false only because of the hand-off, not because the
+// lease went unrenewed.
+func (c *Coordinator) HandingOff(shard string) bool {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[shard]
+	return ok && h.handoff && c.renewedLocked(h, now)
+}
+
+// renewedLocked reports whether h was renewed, and this worker's last
+// beat succeeded, within LeaseDuration before now on its clock (see
+// Holds). c.mu must be held.
+func (c *Coordinator) renewedLocked(h *heldLease, now time.Time) bool {
 	// Once this worker has beaten, the others judge all its leases by its
 	// beat alone: none is trusted past LeaseDuration after the last beat
 	// that succeeded, whatever wrote the lease since (a take after it held
 	// nothing for a while, a checkpoint while beats fail).
 	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
-	return ok && beatOK && h.retakenAt == 0 && !h.handoff && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	return beatOK && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -159,13 +160,39 @@ func (c *control) initialPosition() position {
 // readerHooks are the lease side's hooks into one shard reader.
 type readerHooks struct {
 	// guard, when not nil, is asked before each delivery: the reader
-	// delivers what it read only while it is true (a lease is held), and
-	// otherwise waits and reads it again.
-	guard func() bool
+	// delivers what it read only while it says leaseTrusted (a lease is
+	// held), and otherwise waits and reads it again.
+	guard func() leaseHold
 	// failed, when not nil, sees the error the reader stopped with and
 	// returns what the reader group gets: nil keeps the other readers
 	// going (a shard refused on its own).
 	failed func(err error) error
+}
+
+// leaseHold is what a reader's lease guard says of its shard's lease.
+type leaseHold int
+
+const (
+	// leaseTrusted: held and renewed; the reader delivers.
+	leaseTrusted leaseHold = iota
+	// leaseUnrenewed: not renewed within its duration (or lost): another
+	// worker may own it by now.
+	leaseUnrenewed
+	// leaseHandingOff: renewed, but another worker asked for it; the
+	// assigner stops the reader and hands the lease off.
+	leaseHandingOff
+)
+
+// logHeldBack logs that a reader holds back the records it read after
+// seq, for the reason h.
+func (h leaseHold) logHeldBack(log *slog.Logger, seq string) {
+	if h == leaseHandingOff {
+		// A graceful hand-off: nothing is wrong, the new owner reads the
+		// records after the last checkpoint.
+		log.Info("kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops", "seq", seq)
+		return
+	}
+	log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", seq)
 }
 
 // startShard starts a reader of shardID at pos, with the lease side's

@@ -1,0 +1,154 @@
+package kinesis_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/weirstream/weir/source/kinesis"
+)
+
+// heldPages is a Kinesis client whose GetRecords answers with records,
+// once armed, wait until the test releases them, whatever the caller's
+// ctx: a reader that read records and checks its lease only after a change
+// of the lease the test brings about meanwhile.
+type heldPages struct {
+	kinesis.Client
+
+	mu       sync.Mutex
+	armed    bool
+	waiting  int
+	released chan struct{}
+}
+
+func newHeldPages(c kinesis.Client) *heldPages {
+	return &heldPages{Client: c, released: make(chan struct{})}
+}
+
+func (c *heldPages) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	out, err := c.Client.GetRecords(ctx, in, o...)
+	if err != nil || len(out.Records) == 0 {
+		return out, err
+	}
+	c.mu.Lock()
+	armed, released := c.armed, c.released
+	if armed {
+		c.waiting++
+	}
+	c.mu.Unlock()
+	if armed {
+		guard := time.NewTimer(deadline)
+		defer guard.Stop()
+		select {
+		case <-released:
+		case <-guard.C:
+		}
+	}
+	return out, err
+}
+
+func (c *heldPages) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = true
+}
+
+// held returns how many answers with records wait.
+func (c *heldPages) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting
+}
+
+// release lets the answers through, and those to come; idempotent.
+func (c *heldPages) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed {
+		c.armed = false
+		close(c.released)
+	}
+}
+
+const (
+	heldNotRenewed = `level=WARN msg="kinesis: lease not renewed within its duration; holding back records"`
+	heldHandOff    = `level=INFO msg="kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops"`
+)
+
+// A reader whose lease another worker asked for (a graceful hand-off) and
+// that reads records before the assigner stops it holds them back, as it
+// must, and says so as information: nothing is wrong, the lease is
+// renewed, and the new owner reads them after the last checkpoint.
+// Before, it warned that the lease was not renewed within its duration.
+func TestLeasesHandOffHoldBackLogsInfo(t *testing.T) {
+	f := newFleet(t, 2)
+	logs := &logBuffer{}
+	var pages *heldPages
+	w1 := f.start("w1", 2*time.Second, func(c *kinesis.Config) {
+		c.Leases.CheckpointInterval = time.Minute
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		pages = newHeldPages(c.Client)
+		c.Client = pages
+	})
+	t.Cleanup(pages.release)
+	f.waitFor("w1 holds both leases", func() bool { return len(w1.held()) == 2 })
+	pages.arm()
+	f.put(payloads("holdback", 200))
+	f.waitFor("both of w1's readers read records", func() bool { return pages.held() == 2 })
+	w2 := f.start("w2", 2*time.Second, nil)
+	f.waitFor("w1 learns that w2 asks for a lease", func() bool {
+		return strings.Contains(logs.String(), `msg="leasetable: another worker asked for a lease`)
+	})
+	pages.release()
+	f.waitFor("w1 holds back the records of the shard asked for", func() bool {
+		return strings.Contains(logs.String(), heldHandOff) || strings.Contains(logs.String(), heldNotRenewed)
+	})
+	f.waitFor("w2 reads a shard", func() bool { return len(w2.held()) == 1 })
+	w2.drain(t)
+	w1.drain(t)
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, heldNotRenewed) {
+			t.Errorf("w1 warned that a lease under a graceful hand-off was not renewed: %s", line)
+		}
+	}
+	if !strings.Contains(logs.String(), heldHandOff) {
+		t.Errorf("w1 did not log %s", heldHandOff)
+	}
+}
+
+// A reader whose lease really went unrenewed (its worker cut off from
+// DynamoDB) still warns when it holds back what it read.
+func TestLeasesNotRenewedHoldBackWarns(t *testing.T) {
+	f := newFleet(t, 1)
+	logs := &logBuffer{}
+	var pages *heldPages
+	w := f.start("w", 2*time.Second, func(c *kinesis.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		pages = newHeldPages(c.Client)
+		c.Client = pages
+	})
+	t.Cleanup(pages.release)
+	f.waitFor("w holds the lease", func() bool { return len(w.held()) == 1 })
+	pages.arm()
+	f.put(payloads("unrenewed", 20))
+	f.waitFor("w's reader read records", func() bool { return pages.held() == 1 })
+	w.ddb.gate.pause()
+	f.waitFor("w counts its lease lost", func() bool { return len(w.held()) == 0 })
+	pages.release()
+	f.waitFor("w holds back what it read", func() bool {
+		return strings.Contains(logs.String(), heldHandOff) || strings.Contains(logs.String(), heldNotRenewed)
+	})
+	w.ddb.gate.resume()
+	w.kill()
+	if !strings.Contains(logs.String(), heldNotRenewed) {
+		t.Errorf("w did not warn that its lease went unrenewed: want %s", heldNotRenewed)
+	}
+	if strings.Contains(logs.String(), heldHandOff) {
+		t.Errorf("w logged a hand-off of a lease it lost: %s", heldHandOff)
+	}
+}
