@@ -80,6 +80,35 @@ const (
 	heldHandOff    = `level=INFO msg="kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops"`
 )
 
+// startReading starts a worker whose logs (INFO and above) are returned
+// and whose Kinesis answers with records are held once it holds all the
+// fleet's shards' leases, and puts records: it returns once each of its
+// readers waits for an answer with records (pages.release lets them go).
+func startReading(f *fleet, id string, shards int) (w *worker, logs *logBuffer, pages *heldPages) {
+	f.t.Helper()
+	logs = &logBuffer{}
+	w = f.start(id, 2*time.Second, func(c *kinesis.Config) {
+		c.Leases.CheckpointInterval = time.Minute
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		pages = newHeldPages(c.Client)
+		c.Client = pages
+	})
+	f.t.Cleanup(pages.release)
+	f.waitFor(id+" holds every lease", func() bool { return len(w.held()) == shards })
+	pages.arm()
+	f.put(payloads("holdback", 100*shards))
+	f.waitFor("each of "+id+"'s readers read records", func() bool { return pages.held() == shards })
+	return w, logs, pages
+}
+
+// waitHeldBack waits until logs say that a reader holds back records.
+func (f *fleet) waitHeldBack(logs *logBuffer) {
+	f.t.Helper()
+	f.waitFor("a reader holds back the records it read", func() bool {
+		return strings.Contains(logs.String(), heldHandOff) || strings.Contains(logs.String(), heldNotRenewed)
+	})
+}
+
 // A reader whose lease another worker asked for (a graceful hand-off) and
 // that reads records before the assigner stops it holds them back, as it
 // must, and says so as information: nothing is wrong, the lease is
@@ -87,27 +116,13 @@ const (
 // Before, it warned that the lease was not renewed within its duration.
 func TestLeasesHandOffHoldBackLogsInfo(t *testing.T) {
 	f := newFleet(t, 2)
-	logs := &logBuffer{}
-	var pages *heldPages
-	w1 := f.start("w1", 2*time.Second, func(c *kinesis.Config) {
-		c.Leases.CheckpointInterval = time.Minute
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		pages = newHeldPages(c.Client)
-		c.Client = pages
-	})
-	t.Cleanup(pages.release)
-	f.waitFor("w1 holds both leases", func() bool { return len(w1.held()) == 2 })
-	pages.arm()
-	f.put(payloads("holdback", 200))
-	f.waitFor("both of w1's readers read records", func() bool { return pages.held() == 2 })
+	w1, logs, pages := startReading(f, "w1", 2)
 	w2 := f.start("w2", 2*time.Second, nil)
 	f.waitFor("w1 learns that w2 asks for a lease", func() bool {
 		return strings.Contains(logs.String(), `msg="leasetable: another worker asked for a lease`)
 	})
 	pages.release()
-	f.waitFor("w1 holds back the records of the shard asked for", func() bool {
-		return strings.Contains(logs.String(), heldHandOff) || strings.Contains(logs.String(), heldNotRenewed)
-	})
+	f.waitHeldBack(logs)
 	f.waitFor("w2 reads a shard", func() bool { return len(w2.held()) == 1 })
 	w2.drain(t)
 	w1.drain(t)
@@ -125,24 +140,11 @@ func TestLeasesHandOffHoldBackLogsInfo(t *testing.T) {
 // DynamoDB) still warns when it holds back what it read.
 func TestLeasesNotRenewedHoldBackWarns(t *testing.T) {
 	f := newFleet(t, 1)
-	logs := &logBuffer{}
-	var pages *heldPages
-	w := f.start("w", 2*time.Second, func(c *kinesis.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		pages = newHeldPages(c.Client)
-		c.Client = pages
-	})
-	t.Cleanup(pages.release)
-	f.waitFor("w holds the lease", func() bool { return len(w.held()) == 1 })
-	pages.arm()
-	f.put(payloads("unrenewed", 20))
-	f.waitFor("w's reader read records", func() bool { return pages.held() == 1 })
+	w, logs, pages := startReading(f, "w", 1)
 	w.ddb.gate.pause()
 	f.waitFor("w counts its lease lost", func() bool { return len(w.held()) == 0 })
 	pages.release()
-	f.waitFor("w holds back what it read", func() bool {
-		return strings.Contains(logs.String(), heldHandOff) || strings.Contains(logs.String(), heldNotRenewed)
-	})
+	f.waitHeldBack(logs)
 	w.ddb.gate.resume()
 	w.kill()
 	if !strings.Contains(logs.String(), heldNotRenewed) {
