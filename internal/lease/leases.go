@@ -248,37 +248,50 @@ func (c *Coordinator) Held() []Lease {
 // succeeded less than LeaseDuration ago. A reader checks it before delivering
 // records: once it is false, another worker may already have taken the
 // lease (a paused process learns of the loss only when its next write
-// fails), so records read now would be read twice.
-func (c *Coordinator) Holds(shard string) bool {
+// fails), so records read now would be read twice. HoldOf says why.
+func (c *Coordinator) Holds(shard string) bool { return c.HoldOf(shard) == Held }
+
+// Hold is what a worker may do with the records it reads of a shard, and
+// why (Coordinator.HoldOf).
+type Hold int
+
+const (
+	// Held: the lease is held and renewed (Holds); records are delivered.
+	Held Hold = iota
+	// Lapsed: the lease is not held, or went unrenewed for LeaseDuration
+	// (or this worker's beat did): another worker may own it by now.
+	Lapsed
+	// HandingOff: renewed, but another worker asked for it (OnHandoff);
+	// it is being handed off.
+	HandingOff
+	// Unvouched: renewed, but taken while the table already named this
+	// worker its owner (taken back after a pause, or handed off to this
+	// worker, which asked for it); trusted once a beat sent after the
+	// take succeeds, within RenewInterval.
+	Unvouched
+)
+
+// HoldOf reports whether this worker holds shard's lease (see Holds) and,
+// if not, why.
+func (c *Coordinator) HoldOf(shard string) Hold {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.held[shard]
-	return ok && !h.handoff && c.renewedLocked(h, now)
-}
-
-// HandingOff reports whether this worker hands off shard's lease, which
-// another worker asked for (OnHandoff), and would hold it otherwise (see
-// Holds): Holds is false only because of the hand-off, not because the
-// lease went unrenewed.
-func (c *Coordinator) HandingOff(shard string) bool {
-	now := c.cfg.Clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.held[shard]
-	return ok && h.handoff && c.renewedLocked(h, now)
-}
-
-// renewedLocked reports whether h was renewed, and this worker's last
-// beat succeeded, within LeaseDuration before now on its clock (see
-// Holds). c.mu must be held.
-func (c *Coordinator) renewedLocked(h *heldLease, now time.Time) bool {
 	// Once this worker has beaten, the others judge all its leases by its
 	// beat alone: none is trusted past LeaseDuration after the last beat
 	// that succeeded, whatever wrote the lease since (a take after it held
 	// nothing for a while, a checkpoint while beats fail).
 	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
-	return beatOK && h.retakenAt == 0 && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	switch {
+	case !ok || !beatOK || now.Sub(h.renewed) >= c.cfg.LeaseDuration:
+		return Lapsed
+	case h.handoff:
+		return HandingOff
+	case h.retakenAt != 0:
+		return Unvouched
+	}
+	return Held
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes

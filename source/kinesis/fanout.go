@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // causeResourceInUse is a ResourceInUseException from SubscribeToShard:
@@ -44,8 +45,8 @@ type shardSub struct {
 	shard string
 	keys  hashRange // the shard's hash key range
 	pos   position
-	guard func() leaseHold
-	held  leaseHold // what guard said when handle returned subHeld
+	guard func() lease.Hold
+	held  lease.Hold // what guard said when handle returned subHeld
 	log   *slog.Logger
 
 	trim      headTrim
@@ -60,7 +61,7 @@ type shardSub struct {
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
 // each delivery, as by readShard.
-func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() leaseHold) error {
+func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
 		log:  rn.logger.With("shard", shardID),
@@ -73,7 +74,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	st := rn.retry.newStreak("SubscribeToShard", shardID, 0)
 	failed := 0
 	var lastCall time.Time
-	holding := leaseTrusted // why the records of a streak held back by guard are
+	holding := lease.Held // why the records of a streak held back by guard are
 	for {
 		// At most one SubscribeToShard call per second per consumer and
 		// shard, Kinesis's limit.
@@ -105,7 +106,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			return rn.readerExit(ctx, shardID, err)
 		case subHeld:
 			if s.held != holding {
-				s.held.logHeldBack(s.log, s.lastRead)
+				logHeldBack(s.log, s.held, s.lastRead)
 				holding = s.held
 			}
 			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
@@ -113,7 +114,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			}
 			continue
 		}
-		holding = leaseTrusted
+		holding = lease.Held
 		if err == nil {
 			continue // the subscription ran its course: renew it
 		}
@@ -202,7 +203,7 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 // reading the subscription.
 func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (subEnd, error) {
 	if s.guard != nil && len(e.Records) > 0 {
-		if s.held = s.guard(); s.held != leaseTrusted {
+		if s.held = s.guard(); s.held != lease.Held {
 			return subHeld, nil
 		}
 	}

@@ -362,7 +362,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		}
 	}
 	hooks := readerHooks{
-		guard:  func() leaseHold { return lr.guard(l.Shard) },
+		guard:  func() lease.Hold { return lr.coord.HoldOf(l.Shard) },
 		failed: func(err error) error { return lr.readerFailed(l, pos, err) },
 	}
 	if err := c.startShard(l.Shard, pos, hooks); err != nil {
@@ -375,17 +375,6 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	lr.owned[l.Shard] = true
 	lr.mu.Unlock()
 	log.Info("kinesis: reading leased shard", "checkpoint", l.Checkpoint, "from", pos.String())
-}
-
-// guard is the lease guard of shard's reader (readerHooks.guard).
-func (lr *leaseRun) guard(shard string) leaseHold {
-	switch {
-	case lr.coord.Holds(shard):
-		return leaseTrusted
-	case lr.coord.HandingOff(shard):
-		return leaseHandingOff
-	}
-	return leaseUnrenewed
 }
 
 // loadState loads the state of the shard of l (stateRun.load), and

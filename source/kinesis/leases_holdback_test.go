@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/source/kinesis"
 )
 
@@ -78,6 +82,7 @@ func (c *heldPages) release() {
 const (
 	heldNotRenewed = `level=WARN msg="kinesis: lease not renewed within its duration; holding back records"`
 	heldHandOff    = `level=INFO msg="kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops"`
+	heldUnvouched  = `level=INFO msg="kinesis: the shard's lease, just taken, is trusted once this worker's next beat succeeds; holding back records until then"`
 )
 
 // startReading starts a worker whose logs (INFO and above) are returned
@@ -152,5 +157,83 @@ func TestLeasesNotRenewedHoldBackWarns(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), heldHandOff) {
 		t.Errorf("w logged a hand-off of a lease it lost: %s", heldHandOff)
+	}
+}
+
+// lateBeats is a lease table client whose beats wait, once its worker
+// took a lease (a take names it the owner), until the test releases them:
+// the worker's first beat after the take is late.
+type lateBeats struct {
+	leasetable.DynamoDBAPI
+	worker string
+
+	mu       sync.Mutex
+	took     bool
+	released chan struct{}
+}
+
+func (c *lateBeats) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	expr := aws.ToString(in.UpdateExpression)
+	c.mu.Lock()
+	took := c.took
+	c.mu.Unlock()
+	if took && strings.HasPrefix(expr, "ADD #a0 :one") { // a beat (lease.Table.beat)
+		select {
+		case <-c.released:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	owner, ok := in.ExpressionAttributeValues[":newowner"].(*ddbtypes.AttributeValueMemberS)
+	if err == nil && ok && owner.Value == c.worker && !strings.Contains(expr, "#ckptowner = :owner") { // a take, not a request
+		c.mu.Lock()
+		c.took = true
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+// The worker a lease is handed off to takes a lease the table names it
+// the owner of already (it asked for it), which it trusts only once its
+// next beat succeeds: its reader holds back what it reads until then, and
+// says so as information. Before, it warned that the lease was not renewed
+// within its duration. Here the new owner's beats after its take wait
+// until its reader held back records.
+func TestLeasesHandedOffToHoldBackLogsInfo(t *testing.T) {
+	f := newFleet(t, 2)
+	aLogs, bLogs := &logBuffer{}, &logBuffer{}
+	infoTo := func(logs *logBuffer) *slog.Logger {
+		return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	a := f.start("a", 2*time.Second, func(c *kinesis.Config) { c.Logger = infoTo(aLogs) })
+	f.waitFor("a holds both leases", func() bool { return len(a.held()) == 2 })
+	beats := &lateBeats{worker: "b", released: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(beats.released) }) }
+	t.Cleanup(release)
+	b := f.start("b", 2*time.Second, func(c *kinesis.Config) {
+		c.Logger = infoTo(bLogs)
+		beats.DynamoDBAPI = c.Leases.DynamoDB
+		c.Leases.DynamoDB = beats
+	})
+	f.waitFor("a learns that b asks for a lease", func() bool {
+		return strings.Contains(aLogs.String(), `msg="leasetable: another worker asked for a lease`)
+	})
+	f.put(payloads("handedto", 200)) // a delivers none of the shard asked for now
+	f.waitFor("b holds back the records of the shard handed off to it", func() bool {
+		return strings.Contains(bLogs.String(), heldUnvouched) || strings.Contains(bLogs.String(), heldNotRenewed)
+	})
+	release()
+	f.waitFor("b reads a shard", func() bool { return len(b.held()) == 1 })
+	b.drain(t)
+	a.drain(t)
+	for line := range strings.Lines(bLogs.String()) {
+		if strings.Contains(line, heldNotRenewed) {
+			t.Errorf("b warned that a lease handed off to it was not renewed: %s", line)
+		}
+	}
+	if !strings.Contains(bLogs.String(), heldUnvouched) {
+		t.Errorf("b did not log %s", heldUnvouched)
 	}
 }

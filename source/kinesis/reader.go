@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/kpl"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/sealtime"
 	"github.com/weirstream/weir/source"
 )
@@ -23,10 +24,10 @@ import (
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
 // A non-nil guard is asked before each delivery; while it says other than
-// leaseTrusted the reader delivers nothing and reads the same records
+// lease.Held the reader delivers nothing and reads the same records
 // again later. keys is
 // the shard's hash key range (see convert).
-func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() leaseHold) error {
+func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	lastRead := pos.After
@@ -48,7 +49,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	if err != nil {
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
-	holding := leaseTrusted // why the records of a streak held back by guard are
+	holding := lease.Held // why the records of a streak held back by guard are
 	trim := headTrimAt(pos)
 	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
 	var planned time.Time  // when the reader meant to call GetRecords next; zero: at once
@@ -72,11 +73,11 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		}
 		// Asked once: its answer decides both what the budget gets back and
 		// whether the records are delivered.
-		hold := leaseTrusted
+		hold := lease.Held
 		if err == nil && guard != nil && len(out.Records) > 0 {
 			hold = guard()
 		}
-		holdBack := hold != leaseTrusted
+		holdBack := hold != lease.Held
 		if err != nil || holdBack {
 			rn.r.budget.release(reserved) // nothing delivered
 		}
@@ -105,7 +106,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			// and read these records again once it is renewed (or stop
 			// when its loss is reported).
 			if hold != holding {
-				hold.logHeldBack(log, lastRead)
+				logHeldBack(log, hold, lastRead)
 				holding = hold
 			}
 			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
@@ -120,7 +121,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			planned = time.Time{}
 			continue
 		}
-		holding = leaseTrusted
+		holding = lease.Held
 		size, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved)
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
