@@ -620,12 +620,19 @@ func (c *Coordinator) dropPending(ctx context.Context) error {
 // giveUp gives up the hand-off of shard this worker asked for, if the
 // lease still names it owner (see dropPending).
 func (c *Coordinator) giveUp(ctx context.Context, shard string) error {
-	l, ok, err := c.table.Get(ctx, shard)
-	if err != nil || !ok || l.Owner != c.cfg.WorkerID {
-		return err
-	}
-	if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
-		return err
+	// A refused write means the lease changed since it was read, most
+	// likely handed off to this worker by its holder meanwhile: read again
+	// and free it, or it stays with this worker, gone, until it expires.
+	// Refused every time, other workers are writing it: left to them.
+	const tries = 3
+	for range tries {
+		l, ok, err := c.table.Get(ctx, shard)
+		if err != nil || !ok || l.Owner != c.cfg.WorkerID {
+			return err
+		}
+		if _, err := c.table.dropAsked(ctx, l); !errors.Is(err, checkpointer.ErrLeaseLost) {
+			return err
+		}
 	}
 	return nil
 }
