@@ -74,7 +74,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	st := rn.retry.newStreak("SubscribeToShard", shardID, 0)
 	failed := 0
 	var lastCall time.Time
-	holding := lease.Held // why the records of a streak held back by guard are
+	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	for {
 		// At most one SubscribeToShard call per second per consumer and
 		// shard, Kinesis's limit.

@@ -24,9 +24,8 @@ import (
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
 // A non-nil guard is asked before each delivery; while it says other than
-// lease.Held the reader delivers nothing and reads the same records
-// again later. keys is
-// the shard's hash key range (see convert).
+// lease.Held the reader delivers nothing and reads the same records again
+// later. keys is the shard's hash key range (see convert).
 func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
@@ -49,7 +48,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	if err != nil {
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
-	holding := lease.Held // why the records of a streak held back by guard are
+	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	trim := headTrimAt(pos)
 	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
 	var planned time.Time  // when the reader meant to call GetRecords next; zero: at once
