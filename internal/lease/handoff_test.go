@@ -276,3 +276,29 @@ func TestHandoffDoneWhileDraining(t *testing.T) {
 		t.Errorf("after w2 drained, %s is owned by %q; want it free", shard, o)
 	}
 }
+
+// TestHandoffDoneWhileAskerGivesUp has w2 ask for a lease of w1 and drain,
+// and w1 hand the lease off between w2's drain reading the lease to give it
+// back and writing it back: the give-back is refused (the counter moved)
+// and the lease, handed off to w2, must end up free, not with w2, which is
+// gone, until it expires.
+func TestHandoffDoneWhileAskerGivesUp(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	w2.db.pause()
+	drained := make(chan error, 1)
+	go func() { drained <- w2.c.Drain(ctx) }()
+	if op := <-w2.db.blocked; op != "UpdateItem" { // the give-back, after its read of the lease
+		t.Fatalf("Drain's first held call: %s, want UpdateItem", op)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	w2.db.resume()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(t, w2.c.Table())[shard]; o != "" {
+		t.Errorf("after w2 drained, %s is owned by %q; want it free", shard, o)
+	}
+}

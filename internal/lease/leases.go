@@ -248,8 +248,32 @@ func (c *Coordinator) Held() []Lease {
 // succeeded less than LeaseDuration ago. A reader checks it before delivering
 // records: once it is false, another worker may already have taken the
 // lease (a paused process learns of the loss only when its next write
-// fails), so records read now would be read twice.
-func (c *Coordinator) Holds(shard string) bool {
+// fails), so records read now would be read twice. HoldOf says why.
+func (c *Coordinator) Holds(shard string) bool { return c.HoldOf(shard) == Held }
+
+// Hold is what a worker may do with the records it reads of a shard, and
+// why (Coordinator.HoldOf).
+type Hold int
+
+const (
+	// Held: the lease is held and renewed (Holds); records are delivered.
+	Held Hold = iota
+	// Lapsed: the lease is not held, or went unrenewed for LeaseDuration
+	// (or this worker's beat did): another worker may own it by now.
+	Lapsed
+	// HandingOff: renewed, but another worker asked for it (OnHandoff);
+	// it is being handed off.
+	HandingOff
+	// Unvouched: renewed, but taken while the table already named this
+	// worker its owner (taken back after a pause, or handed off to this
+	// worker, which asked for it); trusted once a beat sent after the
+	// take succeeds, within RenewInterval.
+	Unvouched
+)
+
+// HoldOf reports whether this worker holds shard's lease (see Holds) and,
+// if not, why.
+func (c *Coordinator) HoldOf(shard string) Hold {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -259,7 +283,15 @@ func (c *Coordinator) Holds(shard string) bool {
 	// that succeeded, whatever wrote the lease since (a take after it held
 	// nothing for a while, a checkpoint while beats fail).
 	beatOK := c.lastBeat.IsZero() || now.Sub(c.lastBeat) < c.cfg.LeaseDuration
-	return ok && beatOK && h.retakenAt == 0 && !h.handoff && now.Sub(h.renewed) < c.cfg.LeaseDuration
+	switch {
+	case !ok || !beatOK || now.Sub(h.renewed) >= c.cfg.LeaseDuration:
+		return Lapsed
+	case h.handoff:
+		return HandingOff
+	case h.retakenAt != 0:
+		return Unvouched
+	}
+	return Held
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes
@@ -588,12 +620,19 @@ func (c *Coordinator) dropPending(ctx context.Context) error {
 // giveUp gives up the hand-off of shard this worker asked for, if the
 // lease still names it owner (see dropPending).
 func (c *Coordinator) giveUp(ctx context.Context, shard string) error {
-	l, ok, err := c.table.Get(ctx, shard)
-	if err != nil || !ok || l.Owner != c.cfg.WorkerID {
-		return err
-	}
-	if _, err := c.table.dropAsked(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
-		return err
+	// A refused write means the lease changed since it was read, most
+	// likely handed off to this worker by its holder meanwhile: read again
+	// and free it, or it stays with this worker, gone, until it expires.
+	// Refused every time, other workers are writing it: left to them.
+	const tries = 3
+	for range tries {
+		l, ok, err := c.table.Get(ctx, shard)
+		if err != nil || !ok || l.Owner != c.cfg.WorkerID {
+			return err
+		}
+		if _, err := c.table.dropAsked(ctx, l); !errors.Is(err, checkpointer.ErrLeaseLost) {
+			return err
+		}
 	}
 	return nil
 }

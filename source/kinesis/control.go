@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/source"
 )
 
@@ -159,13 +161,28 @@ func (c *control) initialPosition() position {
 // readerHooks are the lease side's hooks into one shard reader.
 type readerHooks struct {
 	// guard, when not nil, is asked before each delivery: the reader
-	// delivers what it read only while it is true (a lease is held), and
-	// otherwise waits and reads it again.
-	guard func() bool
+	// delivers what it read only while it says lease.Held, and otherwise
+	// waits and reads it again.
+	guard func() lease.Hold
 	// failed, when not nil, sees the error the reader stopped with and
 	// returns what the reader group gets: nil keeps the other readers
 	// going (a shard refused on its own).
 	failed func(err error) error
+}
+
+// logHeldBack logs that a reader holds back the records it read after
+// seq, for the reason h.
+func logHeldBack(log *slog.Logger, h lease.Hold, seq string) {
+	switch h {
+	case lease.HandingOff:
+		// A graceful hand-off: nothing is wrong, the new owner reads the
+		// records after the last checkpoint.
+		log.Info("kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops", "seq", seq)
+	case lease.Unvouched:
+		log.Info("kinesis: the shard's lease, just taken, is trusted once this worker's next beat succeeds; holding back records until then", "seq", seq)
+	default:
+		log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", seq)
+	}
 }
 
 // startShard starts a reader of shardID at pos, with the lease side's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/lease"
 )
 
 // causeResourceInUse is a ResourceInUseException from SubscribeToShard:
@@ -44,7 +45,8 @@ type shardSub struct {
 	shard string
 	keys  hashRange // the shard's hash key range
 	pos   position
-	guard func() bool
+	guard func() lease.Hold
+	held  lease.Hold // what guard said when handle returned subHeld
 	log   *slog.Logger
 
 	trim      headTrim
@@ -59,7 +61,7 @@ type shardSub struct {
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
 // each delivery, as by readShard.
-func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
+func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
 		log:  rn.logger.With("shard", shardID),
@@ -72,7 +74,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	st := rn.retry.newStreak("SubscribeToShard", shardID, 0)
 	failed := 0
 	var lastCall time.Time
-	holding := false
+	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	for {
 		// At most one SubscribeToShard call per second per consumer and
 		// shard, Kinesis's limit.
@@ -103,16 +105,16 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		case subFailed:
 			return rn.readerExit(ctx, shardID, err)
 		case subHeld:
-			if !holding {
-				s.log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", s.lastRead)
-				holding = true
+			if s.held != holding {
+				logHeldBack(s.log, s.held, s.lastRead)
+				holding = s.held
 			}
 			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
 				return nil
 			}
 			continue
 		}
-		holding = false
+		holding = lease.Held
 		if err == nil {
 			continue // the subscription ran its course: renew it
 		}
@@ -200,8 +202,10 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 // handle delivers one event's records. It returns subRenew to go on
 // reading the subscription.
 func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (subEnd, error) {
-	if s.guard != nil && len(e.Records) > 0 && !s.guard() {
-		return subHeld, nil
+	if s.guard != nil && len(e.Records) > 0 {
+		if s.held = s.guard(); s.held != lease.Held {
+			return subHeld, nil
+		}
 	}
 	// The event is already here: wait for the byte budget to hold it, which
 	// holds back the subscription's next events (source.Runtime.MaxBufferedBytes).

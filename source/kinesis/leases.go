@@ -161,10 +161,9 @@ func (lr *leaseRun) asked(shard string) {
 	}
 }
 
-// handoffQueued reports whether a hand-off of shard is queued.
-func (lr *leaseRun) handoffQueued(shard string) bool {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
+// handoffQueuedLocked reports whether a hand-off of shard is queued;
+// lr.mu is held.
+func (lr *leaseRun) handoffQueuedLocked(shard string) bool {
 	return slices.ContainsFunc(lr.events, func(ev leaseEvent) bool { return ev.handoff == shard })
 }
 
@@ -273,8 +272,8 @@ func (lr *leaseRun) shardEndRetry() time.Duration {
 }
 
 // handleEvents handles the queued events in order, and those queued
-// meanwhile; those not handled yet stay queued, where acquire sees a
-// hand-off asked for (handoffQueued). With c nil (shutting down, readers
+// meanwhile; those not handled yet stay queued, where loadState sees a
+// hand-off asked for (handoffQueuedLocked). With c nil (shutting down, readers
 // stopped) acquired leases are not read: Drain hands them back.
 func (lr *leaseRun) handleEvents(ctx context.Context, c *control) {
 	for {
@@ -342,11 +341,6 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	lr.mu.Lock()
 	delete(lr.waiting, l.Shard)
 	lr.mu.Unlock()
-	if lr.state != nil && lr.handoffQueued(l.Shard) {
-		// Asked for already: handed off unread, not loaded first.
-		lr.startHandoff(ctx, c, l.Shard)
-		return
-	}
 	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
 		return
@@ -368,7 +362,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		}
 	}
 	hooks := readerHooks{
-		guard:  func() bool { return lr.coord.Holds(l.Shard) },
+		guard:  func() lease.Hold { return lr.coord.HoldOf(l.Shard) },
 		failed: func(err error) error { return lr.readerFailed(l, pos, err) },
 	}
 	if err := c.startShard(l.Shard, pos, hooks); err != nil {
@@ -384,12 +378,17 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 }
 
 // loadState loads the state of the shard of l (stateRun.load), and
-// reports whether a hand-off asked for meanwhile abandoned the load
-// (asked).
+// reports whether a hand-off asked for abandoned the load (asked): one
+// asked for before it started (queued, not handled yet) loads nothing.
 func (lr *leaseRun) loadState(ctx context.Context, l lease.Lease) (at string, abandoned bool, err error) {
 	loadCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	lr.mu.Lock()
+	if lr.handoffQueuedLocked(l.Shard) {
+		// Asked for already: handed off unread, not loaded first.
+		lr.mu.Unlock()
+		return "", true, context.Canceled
+	}
 	lr.loading, lr.abandon = l.Shard, cancel
 	lr.mu.Unlock()
 	at, err = lr.state.load(loadCtx, lr, l)

@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/kpl"
+	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/sealtime"
 	"github.com/weirstream/weir/source"
 )
@@ -22,10 +23,10 @@ import (
 // readShard reads shardID from pos into the block generator until the
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
-// A non-nil guard is asked before each delivery; while it says false the
-// reader delivers nothing and reads the same records again later. keys is
-// the shard's hash key range (see convert).
-func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() bool) error {
+// A non-nil guard is asked before each delivery; while it says other than
+// lease.Held the reader delivers nothing and reads the same records again
+// later. keys is the shard's hash key range (see convert).
+func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
 	lastRead := pos.After
@@ -47,7 +48,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	if err != nil {
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
-	holding := false // in a streak of records held back by guard
+	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	trim := headTrimAt(pos)
 	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
 	var planned time.Time  // when the reader meant to call GetRecords next; zero: at once
@@ -71,7 +72,11 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		}
 		// Asked once: its answer decides both what the budget gets back and
 		// whether the records are delivered.
-		holdBack := err == nil && guard != nil && len(out.Records) > 0 && !guard()
+		hold := lease.Held
+		if err == nil && guard != nil && len(out.Records) > 0 {
+			hold = guard()
+		}
+		holdBack := hold != lease.Held
 		if err != nil || holdBack {
 			rn.r.budget.release(reserved) // nothing delivered
 		}
@@ -99,9 +104,9 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			// The lease may be another worker's by now: deliver nothing,
 			// and read these records again once it is renewed (or stop
 			// when its loss is reported).
-			if !holding {
-				log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", lastRead)
-				holding = true
+			if hold != holding {
+				logHeldBack(log, hold, lastRead)
+				holding = hold
 			}
 			if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
 				return nil
@@ -115,7 +120,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			planned = time.Time{}
 			continue
 		}
-		holding = false
+		holding = lease.Held
 		size, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved)
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
