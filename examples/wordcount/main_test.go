@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -85,4 +86,28 @@ func lastInt(t *testing.T, out *bytes.Buffer, re string) int {
 	}
 	n, _ := strconv.Atoi(string(m[len(m)-1][1]))
 	return n
+}
+
+// TestRunMemoryReturnsRunsError checks that when the pipeline cannot start
+// (here its recovery log directory cannot be created), the memory demo
+// returns Run's error at once, rather than only once its producer stops, at
+// Ctrl-C or -duration, or when the unread lines fill the source. In virtual
+// time: the producer sends every 100ms.
+func TestRunMemoryReturnsRunsError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		o := options{source: "memory", app: "wordcount-test", shards: 2, batch: 100 * time.Millisecond,
+			rate: 200, top: 3, state: filepath.Join(file, "state"), out: filepath.Join(file, "..", "out")}
+		start := time.Now()
+		err := run(t.Context(), o, new(bytes.Buffer))
+		if err == nil || !strings.Contains(err.Error(), "recovery log") {
+			t.Errorf("run = %v, want the recovery log's error", err)
+		}
+		if waited := time.Since(start); waited >= 100*time.Millisecond {
+			t.Errorf("run returned Run's error after %v (virtual), want at once", waited)
+		}
+	})
 }
