@@ -264,6 +264,9 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "no-such-stream") || pushed {
 			t.Errorf("Start: %v (pushed %v), want ErrStreamNotFound naming the stream", err, pushed)
 		}
+		if n := strings.Count(err.Error(), "check Config.Stream"); n != 1 {
+			t.Errorf("Start: %v: the fix is said %d times, want once", err, n)
+		}
 		if err := r.Start(t.Context(), source.Runtime[Record]{}); err == nil {
 			t.Error("second Start: nil error")
 		}
