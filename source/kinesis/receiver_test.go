@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/source"
 )
@@ -269,6 +270,32 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 		}
 		if err := r.Start(t.Context(), source.Runtime[Record]{}); err == nil {
 			t.Error("second Start: nil error")
+		}
+	})
+	// No region and no endpoint: the error names the fix, for Kinesis and
+	// for the lease table, rather than the SDK's "Missing Region" (no call
+	// is sent either way: the SDK finds no endpoint to send it to).
+	t.Run("no region", func(t *testing.T) {
+		stream := newStream(t, env, 1)
+		kinesisCfg := baseConfig(env, stream)
+		kinesisCfg.AWS.Region, kinesisCfg.Endpoint = "", ""
+		leasesCfg := baseConfig(env, stream)
+		noRegion := env.AWSConfig()
+		noRegion.Region = ""
+		leasesCfg.App = "no-region"
+		leasesCfg.Leases = &leasetable.Config{AWS: &noRegion}
+		for name, cfg := range map[string]Config{"Kinesis": kinesisCfg, "the lease table": leasesCfg} {
+			r, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+				return batch.BlockInfo{}, nil
+			}})
+			if err == nil || !strings.Contains(err.Error(), "no AWS region for "+name+": set AWS_REGION") {
+				t.Errorf("%s without a region: Start: %v, want the missing region and its fix", name, err)
+			}
+			_ = r.Stop(t.Context())
 		}
 	})
 	t.Run("stop before start", func(t *testing.T) {
