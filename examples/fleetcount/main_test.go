@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,6 +160,35 @@ func TestMissingStreamCreatesNothing(t *testing.T) {
 	}
 	if len(tables.TableNames) > 0 {
 		t.Errorf("tables %v created for a stream that does not exist", tables.TableNames)
+	}
+}
+
+// TestUnreachableEndpointNamesTheFlag runs a worker with an endpoint no
+// server listens on (a closed port on 127.0.0.1), for Kinesis and for
+// DynamoDB: the error names the flag to check, not only the SDK's error.
+func TestUnreachableEndpointNamesTheFlag(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	if err := env.CreateStream(t.Context(), "events", 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	for _, flag := range []string{"-kinesis-endpoint", "-dynamodb-endpoint"} {
+		endpoints := map[string]string{"-kinesis-endpoint": env.KinesisEndpoint, "-dynamodb-endpoint": env.DynamoDBEndpoint}
+		endpoints[flag] = closed
+		o, err := parseFlags([]string{"-stream", "events", "-app", "counter", "-state", t.TempDir(),
+			"-kinesis-endpoint", endpoints["-kinesis-endpoint"], "-dynamodb-endpoint", endpoints["-dynamodb-endpoint"]}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = count(t.Context(), o, env.AWSConfig(), slog.New(slog.DiscardHandler), io.Discard, false)
+		if err == nil || !strings.Contains(err.Error(), "check "+flag) {
+			t.Errorf("count with %s %s = %v, want an error naming %s", flag, closed, err, flag)
+		}
 	}
 }
 
