@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,6 +297,28 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 				t.Errorf("%s without a region: Start: %v, want the missing region and its fix", name, err)
 			}
 			_ = r.Stop(t.Context())
+		}
+	})
+	// An endpoint nothing listens on: once the attempts run out, the error
+	// names the fix, as the warnings did.
+	t.Run("unreachable endpoint", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		cfg := baseConfig(env, "events")
+		cfg.Endpoint, cfg.MaxAttempts = closed, 3
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+			return batch.BlockInfo{}, nil
+		}})
+		if want := "gave up after 3 attempts; fix: cannot connect to Kinesis at " + closed + ": check Config.Endpoint"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Start: %v, want %q", err, want)
 		}
 	})
 	t.Run("stop before start", func(t *testing.T) {
