@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/weirstream/weir/localaws"
 )
 
 // TestRun runs the example in each mode that needs no real AWS account for a
@@ -39,6 +41,30 @@ func TestRun(t *testing.T) {
 				t.Errorf("count files hold %d words, the printed total is %d", got, want)
 			}
 		})
+	}
+}
+
+// TestRunLocalTwiceOnRunningServers runs the local example twice on the
+// same running servers, as it runs with weir-local's WEIR_*_ENDPOINT
+// variables set: each run makes a stream of its own, and must count every
+// line of it, not meet the lease table of the run before, whose
+// checkpoints name another stream's records (it then refused its shards
+// and counted nothing).
+func TestRunLocalTwiceOnRunningServers(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	t.Setenv(localaws.EnvKinesisEndpoint, env.KinesisEndpoint)
+	t.Setenv(localaws.EnvDynamoDBEndpoint, env.DynamoDBEndpoint)
+	for i := range 2 {
+		var out bytes.Buffer
+		o := options{source: "local", app: "wordcount-test", shards: 2, batch: 100 * time.Millisecond,
+			rate: 500, top: 3, duration: 500 * time.Millisecond, state: t.TempDir(), out: t.TempDir()}
+		if err := run(t.Context(), o, &out); err != nil {
+			t.Fatalf("run %d: %v\noutput:\n%s", i+1, err, out.String())
+		}
+		produced := lastInt(t, &out, `produced (\d+) lines`)
+		if counted := lastInt(t, &out, `counted (\d+) lines`); produced == 0 || counted != produced {
+			t.Errorf("run %d: produced %d lines, counted %d\noutput:\n%s", i+1, produced, counted, out.String())
+		}
 	}
 }
 
