@@ -109,10 +109,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if o.table == "" {
-		o.table = o.app + "-counts"
-	}
 	if o.stream != "" {
+		if o.table == "" {
+			o.table = o.app + "-counts"
+		}
 		var opts []func(*config.LoadOptions) error
 		if o.region != "" {
 			opts = append(opts, config.WithRegion(o.region))
@@ -134,6 +134,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer env.Close()
 	o.stream = "fleetcount-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if o.app == defaultApp {
+		// Tables and an intermediate stream of the demo's own: servers
+		// already running (weir-local's WEIR_*_ENDPOINT variables) keep
+		// those of earlier demos, whose checkpoints name another stream's
+		// records and whose counts are not this one's.
+		o.app = o.stream
+	}
+	if o.table == "" {
+		o.table = o.app + "-counts"
+	}
 	o.kinesisEndpoint, o.dynamoEndpoint = env.KinesisEndpoint, env.DynamoDBEndpoint
 	if o.shards == 0 {
 		o.shards = 4

@@ -52,6 +52,30 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// TestDemoTwiceOnRunningServers runs the demo twice on the same running
+// servers, as it runs with weir-local's WEIR_*_ENDPOINT variables set: each
+// run makes a stream of its own and must count its own records, not meet
+// the tables of the run before (whose checkpoints name another stream's
+// records, and whose counts are not this run's).
+func TestDemoTwiceOnRunningServers(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	t.Setenv(localaws.EnvKinesisEndpoint, env.KinesisEndpoint)
+	t.Setenv(localaws.EnvDynamoDBEndpoint, env.DynamoDBEndpoint)
+	for i, put := range []string{"200", "300"} {
+		var out bytes.Buffer
+		o, err := parseFlags([]string{"-batch", "200ms", "-put", put}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(t.Context(), o, &out); err != nil {
+			t.Fatalf("run %d: %v\noutput:\n%s", i+1, err, out.String())
+		}
+		if want := "counted " + put + " of " + put + " records in 16 keys\n"; !strings.Contains(out.String(), want) {
+			t.Errorf("run %d did not count its %s records in 16 keys; output:\n%s", i+1, put, out.String())
+		}
+	}
+}
+
 // TestOneWorker runs one worker on a stream of local servers (started by
 // the test) whose records have keys with and without commas, until the
 // table holds every key's count, then stops it (a drain, as SIGTERM does):
