@@ -22,14 +22,8 @@ func TestRecoveryLogStartIsLogged(t *testing.T) {
 			`level=INFO msg="stream: the recovery log is empty: starting afresh"`,
 			`level=INFO msg="stream: resuming from the recovery log" pending=0 unallocated=0 last="946684801000 ms (2000-01-01T00:00:01Z)"`,
 		} {
-			var out strings.Builder
-			var mu sync.Mutex
-			logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				return out.Write(b)
-			}), nil))
-			p, _, s := newTest[string](t, Config{Recovery: log, Logger: logger})
+			var out lockedLog
+			p, _, s := newTest[string](t, Config{Recovery: log, Logger: slog.New(slog.NewTextHandler(&out, nil))})
 			collect(s)
 			ctx, cancel := context.WithCancel(t.Context())
 			errc := make(chan error, 1)
@@ -39,11 +33,27 @@ func TestRecoveryLogStartIsLogged(t *testing.T) {
 			if err := <-errc; err != nil {
 				t.Fatalf("Run %d = %v", run+1, err)
 			}
-			mu.Lock()
 			if got := out.String(); !strings.Contains(got, want) || strings.Contains(got, "1970") {
 				t.Errorf("Run %d's log:\n%s\nwant %s, and no batch of 1970", run+1, got, want)
 			}
-			mu.Unlock()
 		}
 	})
+}
+
+// lockedLog is a log's output, written and read from any goroutine.
+type lockedLog struct {
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func (l *lockedLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out.Write(b)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out.String()
 }
