@@ -30,10 +30,13 @@ func Load(ctx context.Context, cfg *aws.Config, what string) (aws.Config, error)
 }
 
 // CheckRegion reports, naming what and the fix, an AWS configuration the
-// SDK could send no call with: no region and no endpoint (the SDK's own
-// error, at the first call, says only "Missing Region").
+// SDK could send no call with: no region and no endpoint, neither endpoint
+// nor one of cfg's own (the SDK's error, at the first call, says only
+// "Missing Region").
 func CheckRegion(cfg aws.Config, endpoint, what string) error {
-	if cfg.Region != "" || endpoint != "" {
+	//lint:ignore SA1019 a resolver set there still gives the endpoint
+	resolver := cfg.EndpointResolverWithOptions != nil || cfg.EndpointResolver != nil
+	if cfg.Region != "" || endpoint != "" || cfg.BaseEndpoint != nil || resolver {
 		return nil
 	}
 	return fmt.Errorf("no AWS region for %s: set AWS_REGION (or the region in the shared AWS config file), the Region of the aws.Config given to weir, or an endpoint", what)
