@@ -84,7 +84,7 @@ func awsConfig(ctx context.Context, endpoint, region string) (aws.Config, error)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
 	}
-	if cfg.Region == "" && endpoint == "" {
+	if cfg.Region == "" && endpoint == "" && cfg.BaseEndpoint == nil { // AWS_ENDPOINT_URL sets BaseEndpoint
 		return aws.Config{}, errors.New("no AWS region: pass -region, or set AWS_REGION (or the region in the shared AWS config file)")
 	}
 	return cfg, nil
