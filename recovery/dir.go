@@ -166,7 +166,10 @@ func (l *dirLog) open(ctx context.Context, lockWait time.Duration) error {
 		return fmt.Errorf("recovery: open lock file: %w", err)
 	}
 	l.lock = lock
-	if err := lockFile(ctx, lock, lockWait, l.logger); err != nil {
+	switch err := lockFile(ctx, lock, lockWait, l.logger); {
+	case errors.Is(err, ErrLocked):
+		return fmt.Errorf("recovery: lock log directory %s: %w (another pipeline, in this process or another, runs on it: give each pipeline a directory of its own, or stop the other first)", l.dir, err)
+	case err != nil:
 		return fmt.Errorf("recovery: lock log directory %s: %w", l.dir, err)
 	}
 	if err := l.removeTemps(); err != nil { // torn by a crash

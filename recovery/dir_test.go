@@ -85,8 +85,8 @@ func TestDirLocked(t *testing.T) {
 		l := openDir(t, cfg)
 
 		start := time.Now()
-		if _, err := recovery.OpenDir(t.Context(), cfg); !errors.Is(err, recovery.ErrLocked) {
-			t.Fatalf("second OpenDir: got %v, want ErrLocked", err)
+		if _, err := recovery.OpenDir(t.Context(), cfg); !errors.Is(err, recovery.ErrLocked) || !strings.Contains(err.Error(), "give each pipeline a directory of its own") {
+			t.Fatalf("second OpenDir: got %v, want ErrLocked saying what to do", err)
 		}
 		if waited := time.Since(start); waited != recovery.DefaultLockWait {
 			t.Errorf("second OpenDir failed after %v, want after %v", waited, recovery.DefaultLockWait)

@@ -84,8 +84,16 @@ func (e *engine) resume(st *recoverylog.State) error {
 		seq, ok := open[recoverylog.ShardKey{Stream: stream, Shard: shard}]
 		return seq, ok
 	}
-	e.cfg.Logger.Info("stream: resuming from the recovery log",
-		"pending", len(st.Pending), "unallocated", len(st.Unallocated), "last", e.last)
+	switch {
+	case e.hasLast:
+		e.cfg.Logger.Info("stream: resuming from the recovery log",
+			"pending", len(st.Pending), "unallocated", len(st.Unallocated), "last", e.last)
+	case len(st.Pending)+len(st.Unallocated) > 0: // blocks stored, no batch yet
+		e.cfg.Logger.Info("stream: resuming from the recovery log",
+			"pending", len(st.Pending), "unallocated", len(st.Unallocated))
+	default:
+		e.cfg.Logger.Info("stream: the recovery log is empty: starting afresh")
+	}
 	return nil
 }
 

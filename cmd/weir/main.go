@@ -61,7 +61,7 @@ type clientFunc func(ctx context.Context, endpoint, region string) (*kinesis.Cli
 // awsKinesis is a client configured as the AWS SDK's default chain says,
 // with endpoint and region, if given, instead.
 func awsKinesis(ctx context.Context, endpoint, region string) (*kinesis.Client, error) {
-	cfg, err := awsConfig(ctx, region)
+	cfg, err := awsConfig(ctx, endpoint, region)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +72,10 @@ func awsKinesis(ctx context.Context, endpoint, region string) (*kinesis.Client, 
 	}), nil
 }
 
-// awsConfig is the AWS SDK's default configuration, with region if given.
-func awsConfig(ctx context.Context, region string) (aws.Config, error) {
+// awsConfig is the AWS SDK's default configuration, with region if given;
+// without a region from either, an error naming the fix unless endpoint is
+// set (the SDK's own, at the first call, says only "Missing Region").
+func awsConfig(ctx context.Context, endpoint, region string) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
@@ -81,6 +83,9 @@ func awsConfig(ctx context.Context, region string) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("AWS configuration: %w", err)
+	}
+	if cfg.Region == "" && endpoint == "" && cfg.BaseEndpoint == nil { // AWS_ENDPOINT_URL sets BaseEndpoint
+		return aws.Config{}, errors.New("no AWS region: pass -region, or set AWS_REGION (or the region in the shared AWS config file)")
 	}
 	return cfg, nil
 }

@@ -247,6 +247,21 @@ func TestReplayRefusedPut(t *testing.T) {
 }
 
 // TestUsage checks that a bad command line is refused with the usage.
+// TestNoRegion runs the tool with no region anywhere (flag, environment,
+// shared config) and no endpoint: the error names -region and AWS_REGION
+// rather than the SDK's "Missing Region" (no call is sent either way).
+func TestNoRegion(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	err := run(t.Context(), []string{"deadletters", "list", "-table", "letters"}, &bytes.Buffer{}, awsKinesis)
+	if err == nil || !strings.Contains(err.Error(), "pass -region, or set AWS_REGION") {
+		t.Errorf("list -table without a region = %v, want an error naming -region and AWS_REGION", err)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		nil,

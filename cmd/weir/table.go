@@ -31,7 +31,7 @@ type tableStore struct {
 // dynamoDB is a DynamoDB client configured as the AWS SDK's default chain
 // says, with endpoint and region, if given, instead.
 func dynamoDB(ctx context.Context, endpoint, region string) (*ddb.Client, error) {
-	cfg, err := awsConfig(ctx, region)
+	cfg, err := awsConfig(ctx, endpoint, region)
 	if err != nil {
 		return nil, err
 	}

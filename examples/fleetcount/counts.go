@@ -52,10 +52,10 @@ func openCountTable(ctx context.Context, db *dynamodb.Client, name string, logge
 		})
 		var inUse *types.ResourceInUseException // another worker created it first
 		if err != nil && !errors.As(err, &inUse) {
-			return nil, fmt.Errorf("create table %s: %w", name, err)
+			return nil, fmt.Errorf("create table %s%s: %w", name, unanswered(err, "-dynamodb-endpoint"), err)
 		}
 	case err != nil:
-		return nil, fmt.Errorf("describe table %s: %w", name, err)
+		return nil, fmt.Errorf("describe table %s%s: %w", name, unanswered(err, "-dynamodb-endpoint"), err)
 	default:
 		ks := out.Table.KeySchema
 		if len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "key" {

@@ -14,6 +14,9 @@ import (
 // errInvalidFlags wraps the problems parseFlags found in flags that parsed.
 var errInvalidFlags = errors.New("invalid flags")
 
+// defaultApp is -app's default.
+const defaultApp = "fleetcount"
+
 // names are what both Kinesis and DynamoDB accept in a name: -app names the
 // lease tables and the intermediate stream, so it is kept short enough for
 // "<app>-by-key.leases".
@@ -33,7 +36,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("fleetcount", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.stream, "stream", "", "Kinesis stream to count (default: none, a demo on local servers started for the run)")
-	fs.StringVar(&o.app, "app", "fleetcount", "application name, the same on every worker: it names the lease tables and the intermediate stream <app>-by-key (3 to 100 letters, digits, '_', '-' or '.')")
+	fs.StringVar(&o.app, "app", defaultApp, "application name, the same on every worker: it names the lease tables and the intermediate stream <app>-by-key (3 to 100 letters, digits, '_', '-' or '.'; in the demo, by default, the name of the demo's stream)")
 	fs.StringVar(&o.table, "table", "", "DynamoDB table of the counts, created if missing (default <app>-counts)")
 	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", "", "Kinesis endpoint override, such as http://127.0.0.1:4567 for local servers")
 	fs.StringVar(&o.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint override, such as http://127.0.0.1:4568 for local servers")

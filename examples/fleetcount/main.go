@@ -51,6 +51,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -108,10 +109,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if o.table == "" {
-		o.table = o.app + "-counts"
-	}
 	if o.stream != "" {
+		if o.table == "" {
+			o.table = o.app + "-counts"
+		}
 		var opts []func(*config.LoadOptions) error
 		if o.region != "" {
 			opts = append(opts, config.WithRegion(o.region))
@@ -133,6 +134,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer env.Close()
 	o.stream = "fleetcount-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if o.app == defaultApp {
+		// Tables and an intermediate stream of the demo's own: servers
+		// already running (weir-local's WEIR_*_ENDPOINT variables) keep
+		// those of earlier demos, whose checkpoints name another stream's
+		// records and whose counts are not this one's.
+		o.app = o.stream
+	}
+	if o.table == "" {
+		o.table = o.app + "-counts"
+	}
 	o.kinesisEndpoint, o.dynamoEndpoint = env.KinesisEndpoint, env.DynamoDBEndpoint
 	if o.shards == 0 {
 		o.shards = 4
@@ -185,7 +196,7 @@ func count(ctx context.Context, o options, awsCfg aws.Config, logger *slog.Logge
 		if errors.As(err, &missing) {
 			return fmt.Errorf("stream %q not found: check -stream (and -region), or pass -shards to create it: %w", o.stream, err)
 		}
-		return fmt.Errorf("describe stream %q: %w", o.stream, err)
+		return fmt.Errorf("describe stream %q%s: %w", o.stream, unanswered(err, "-kinesis-endpoint"), err)
 	}
 	if o.put > 0 {
 		if err := putDemoRecords(ctx, kc, o.stream, o.put); err != nil {
@@ -341,4 +352,15 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// unanswered returns, for the error of an AWS call no service answered
+// (a wrong endpoint or region, no network), what to check, the endpoint's
+// flag first; "" for an answer (an API error) or a cancelled call.
+func unanswered(err error, endpointFlag string) string {
+	var api smithy.APIError
+	if errors.As(err, &api) || errors.Is(err, context.Canceled) {
+		return ""
+	}
+	return " (no answer: check " + endpointFlag + ", -region and the network)"
 }

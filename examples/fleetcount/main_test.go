@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,30 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "counted 1000 of 1000 records in 16 keys\n") {
 		t.Errorf("the demo did not count its 1000 records in 16 keys; output:\n%s", out.String())
+	}
+}
+
+// TestDemoTwiceOnRunningServers runs the demo twice on the same running
+// servers, as it runs with weir-local's WEIR_*_ENDPOINT variables set: each
+// run makes a stream of its own and must count its own records, not meet
+// the tables of the run before (whose checkpoints name another stream's
+// records, and whose counts are not this run's).
+func TestDemoTwiceOnRunningServers(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	t.Setenv(localaws.EnvKinesisEndpoint, env.KinesisEndpoint)
+	t.Setenv(localaws.EnvDynamoDBEndpoint, env.DynamoDBEndpoint)
+	for i, put := range []string{"200", "300"} {
+		var out bytes.Buffer
+		o, err := parseFlags([]string{"-batch", "200ms", "-put", put}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(t.Context(), o, &out); err != nil {
+			t.Fatalf("run %d: %v\noutput:\n%s", i+1, err, out.String())
+		}
+		if want := "counted " + put + " of " + put + " records in 16 keys\n"; !strings.Contains(out.String(), want) {
+			t.Errorf("run %d did not count its %s records in 16 keys; output:\n%s", i+1, put, out.String())
+		}
 	}
 }
 
@@ -159,6 +184,35 @@ func TestMissingStreamCreatesNothing(t *testing.T) {
 	}
 	if len(tables.TableNames) > 0 {
 		t.Errorf("tables %v created for a stream that does not exist", tables.TableNames)
+	}
+}
+
+// TestUnreachableEndpointNamesTheFlag runs a worker with an endpoint no
+// server listens on (a closed port on 127.0.0.1), for Kinesis and for
+// DynamoDB: the error names the flag to check, not only the SDK's error.
+func TestUnreachableEndpointNamesTheFlag(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true})
+	if err := env.CreateStream(t.Context(), "events", 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	for _, flag := range []string{"-kinesis-endpoint", "-dynamodb-endpoint"} {
+		endpoints := map[string]string{"-kinesis-endpoint": env.KinesisEndpoint, "-dynamodb-endpoint": env.DynamoDBEndpoint}
+		endpoints[flag] = closed
+		o, err := parseFlags([]string{"-stream", "events", "-app", "counter", "-state", t.TempDir(),
+			"-kinesis-endpoint", endpoints["-kinesis-endpoint"], "-dynamodb-endpoint", endpoints["-dynamodb-endpoint"]}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = count(t.Context(), o, env.AWSConfig(), slog.New(slog.DiscardHandler), io.Discard, false)
+		if err == nil || !strings.Contains(err.Error(), "check "+flag) {
+			t.Errorf("count with %s %s = %v, want an error naming %s", flag, closed, err, flag)
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.leases, "leases", true, "with -stream: hold shards through a DynamoDB lease table named after -app and checkpoint there (false: read every shard, no checkpoints)")
 	fs.StringVar(&o.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint override for the lease table of -stream")
 	fs.StringVar(&o.region, "region", "", "AWS region for -stream (default from the AWS environment)")
-	fs.StringVar(&o.app, "app", "wordcount", "application name; it names the DynamoDB lease table (3 to 255 letters, digits, '_', '-' or '.')")
+	fs.StringVar(&o.app, "app", "wordcount", "application name; with -stream it names the DynamoDB lease table, while a local run's table is named after its own stream (3 to 255 letters, digits, '_', '-' or '.')")
 	fs.IntVar(&o.shards, "shards", 2, "number of shards of the local stream or the memory source (>= 1)")
 	fs.DurationVar(&o.batch, "batch", time.Second, "batch interval (> 0, whole milliseconds)")
 	fs.IntVar(&o.rate, "rate", 200, "generated lines per second (>= 10; sent every 100ms, so rounded down to a multiple of 10)")

@@ -33,9 +33,12 @@ func runLocal(ctx context.Context, o options, logger *slog.Logger, out io.Writer
 	fmt.Fprintf(out, "stream %s (%d shards) at %s\n", name, o.shards, env.KinesisEndpoint)
 
 	awsCfg := env.AWSConfig()
-	// Leases and checkpoints in the local DynamoDB, in a table named after
-	// the application, as on AWS; the status page lists the same table.
-	leases := &leasetable.Config{TableName: o.app, AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint}
+	// Leases and checkpoints in the local DynamoDB, in a table of the run's
+	// own, named after its stream: servers already running (weir-local's
+	// WEIR_*_ENDPOINT variables) keep the tables of earlier runs, whose
+	// checkpoints name records of other streams. The status page lists
+	// the same table.
+	leases := &leasetable.Config{TableName: name, AWS: &awsCfg, Endpoint: env.DynamoDBEndpoint}
 	src, err := kinesis.New(kinesis.Config{
 		Stream:          name,
 		App:             o.app,

@@ -42,6 +42,7 @@ func runMemory(ctx context.Context, o options, logger *slog.Logger, out io.Write
 		produced <- n
 	}()
 	err = p.Run(ctx) // until Ctrl-C or -duration, then drains
+	cancel()         // a Run that failed stops the producer too
 	fmt.Fprintf(out, "produced %d lines\n", <-produced)
 	fmt.Fprintf(out, "counted %d lines\n", counted.Load())
 	return err

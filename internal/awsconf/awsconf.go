@@ -29,11 +29,29 @@ func Load(ctx context.Context, cfg *aws.Config, what string) (aws.Config, error)
 	return loaded, nil
 }
 
+// CheckRegion reports, naming what and the fix, an AWS configuration the
+// SDK could send no call with: no region and no endpoint, neither endpoint
+// nor one of cfg's own (the SDK's error, at the first call, says only
+// "Missing Region").
+func CheckRegion(cfg aws.Config, endpoint, what string) error {
+	//lint:ignore SA1019 a resolver set there still gives the endpoint
+	resolver := cfg.EndpointResolverWithOptions != nil || cfg.EndpointResolver != nil
+	if cfg.Region != "" || endpoint != "" || cfg.BaseEndpoint != nil || resolver {
+		return nil
+	}
+	return fmt.Errorf("no AWS region for %s: set AWS_REGION (or the region in the shared AWS config file), the Region of the aws.Config given to weir, or an endpoint", what)
+}
+
 // DynamoDB returns a DynamoDB client from cfg (see Load) whose endpoint is
-// endpoint when it is not empty.
+// endpoint when it is not empty; without a region and an endpoint, an
+// error (see CheckRegion).
 func DynamoDB(ctx context.Context, cfg *aws.Config, endpoint, what string) (*dynamodb.Client, error) {
 	awsCfg, err := Load(ctx, cfg, what)
 	if err != nil {
+		return nil, err
+	}
+	client, _, _ := strings.Cut(what, " (") // without the hint for Load
+	if err := CheckRegion(awsCfg, endpoint, client); err != nil {
 		return nil, err
 	}
 	return dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {

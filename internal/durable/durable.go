@@ -84,7 +84,7 @@ func OpenDir(path string, perm fs.FileMode) (*Dir, error) {
 	}
 	root, err := os.OpenRoot(path)
 	if err != nil {
-		return nil, fmt.Errorf("open state directory: %w", err)
+		return nil, fmt.Errorf("open directory: %w", err)
 	}
 	fi, err := root.Stat(".")
 	if err == nil {
@@ -101,16 +101,16 @@ func OpenDir(path string, perm fs.FileMode) (*Dir, error) {
 // root) could write.
 func checkDir(path string, fi fs.FileInfo) error {
 	if !fi.IsDir() {
-		return fmt.Errorf("state directory %s: not a directory", path)
+		return fmt.Errorf("%s: not a directory", path)
 	}
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return fmt.Errorf("%w: state directory %s has mode %#o, writable by group or others, who could plant files there: run chmod go-w %s", ErrUnsafe, path, uint32(m), path)
+		return fmt.Errorf("%w: directory %s has mode %#o, writable by group or others, who could plant files there: run chmod go-w %s", ErrUnsafe, path, uint32(m), path)
 	}
 	if uid, ok := fileOwner(fi); ok && uid != 0 && uid != os.Geteuid() {
-		return fmt.Errorf("%w: state directory %s is owned by uid %d, not by this process's uid %d, so that user could plant files there: chown it, or use a directory of your own", ErrUnsafe, path, uid, os.Geteuid())
+		return fmt.Errorf("%w: directory %s is owned by uid %d, not by this process's uid %d, so that user could plant files there: chown it, or use a directory of your own", ErrUnsafe, path, uid, os.Geteuid())
 	}
 	return nil
 }
@@ -330,7 +330,7 @@ func mkdirAllSync(dir string, perm fs.FileMode) error {
 		created = append(created, d)
 	}
 	if err := os.MkdirAll(dir, perm); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
+		return fmt.Errorf("create directory: %w", err)
 	}
 	for _, d := range created {
 		if err := SyncDir(filepath.Dir(d)); err != nil {

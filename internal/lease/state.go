@@ -118,7 +118,8 @@ func (c *Coordinator) openState() *workerState {
 	}
 	st, preds, err := openWorkerState(c.cfg.StateDir, c.cfg.StatePerm, c.table.Name(), c.cfg.WorkerID)
 	if err != nil {
-		c.log.Warn("leasetable: state directory unusable; the leases of an earlier worker will be taken when they expire", "err", err)
+		c.log.Warn("leasetable: state directory unusable; the leases of an earlier worker will be taken when they expire", "err", err,
+			"fix", "give each worker a Leases.StateDir of its own, on a local file system, that this user can create and write and no one else can write")
 		return nil
 	}
 	c.mu.Lock()

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -40,9 +41,18 @@ func TestCoordinatorStateDir(t *testing.T) {
 
 	// While w1 runs, a second worker on the directory cannot use it, and
 	// w1's leases are not free (w2 does not steal, to see that alone).
-	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { withDir(c); c.MaxStealsPerCycle = -1 })
+	// The warning it logs says what to do.
+	var logs syncBuf
+	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) {
+		withDir(c)
+		c.MaxStealsPerCycle = -1
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	if st := w2.c.openState(); st != nil {
 		t.Fatal("w2 got the state directory while w1 holds it")
+	}
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, `fix="give each worker a Leases.StateDir of its own`) {
+		t.Errorf("w2's log, want a warning naming the fix:\n%s", got)
 	}
 	w2.cycle(ctx)
 	if len(w2.held()) != 0 {

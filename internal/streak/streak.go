@@ -92,6 +92,10 @@ func (s *Streak) Ended(attempt int) {
 	s.Logger.Warn(s.Prefix+": "+s.Op+" succeeded again after failed attempts", args...)
 }
 
+// FixFor returns the likely fix of a streak of failures of cause, as the
+// warnings name it: for the error of a call that gave up.
+func (s *Streak) FixFor(cause string) string { return s.Fix(cause, s.endpoint()) }
+
 // args returns the first attributes of every line: the operation and Attr.
 func (s *Streak) args() []any {
 	if s.Attr.Key == "" {

@@ -187,7 +187,7 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	s := &Sink[T]{cfg: cfg.withDefaults()}
 	dir, err := durable.OpenDir(s.cfg.Dir, s.cfg.Perm)
 	if err != nil {
-		return nil, fmt.Errorf("files: %w", err)
+		return nil, fmt.Errorf("files: Config.Dir: %w", err)
 	}
 	lock, err := dirlock.Acquire(dir, lockName)
 	switch {

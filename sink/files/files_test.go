@@ -252,6 +252,23 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestNewNamesDirInErrors checks that a Dir that cannot be created is
+// named as the output directory it is (Config.Dir), not as a state
+// directory: an application such as examples/wordcount has both.
+func TestNewNamesDirInErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config[string]{Dir: filepath.Join(file, "out")})
+	if err == nil {
+		s.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "files: Config.Dir: create directory: ") || strings.Contains(err.Error(), "state") {
+		t.Errorf("New with Dir under a file: %v, want an error naming Config.Dir", err)
+	}
+}
+
 // TestNewCreatesNestedDir checks that New creates Dir with its missing
 // parents, and that the Sink then writes there.
 func TestNewCreatesNestedDir(t *testing.T) {

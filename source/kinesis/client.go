@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/weirstream/weir/internal/awsconf"
 )
 
 // Client is the part of the Kinesis API the receiver calls. *kinesis.Client
@@ -43,6 +45,9 @@ func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
 	awsCfg, err := awsConfig(ctx, cfg, "Kinesis (set Config.AWS or Config.Client to avoid it)")
 	if err != nil {
 		return nil, err
+	}
+	if err := awsconf.CheckRegion(awsCfg, cfg.Endpoint, "Kinesis"); err != nil {
+		return nil, fmt.Errorf("kinesis: %w", err)
 	}
 	return awskinesis.NewFromConfig(awsCfg, func(o *awskinesis.Options) {
 		if cfg.Endpoint != "" {

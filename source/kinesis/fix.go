@@ -45,6 +45,8 @@ func fixFor(op string, err error) string {
 		return "the stream's KMS key is disabled, deleted or unusable: enable the key, or restore it"
 	case errors.As(err, &kmsOptIn):
 		return "the AWS account has no KMS subscription: opt in to AWS KMS"
+	case errors.As(err, &notFound) && op == "DescribeStreamSummary":
+		return "check Config.Stream, the region and the endpoint, or create the stream first: the stream does not exist there"
 	case errors.As(err, &notFound):
 		return "check Config.Stream, the region and the endpoint: the stream or shard does not exist there (deleted?)"
 	case code == "UnrecognizedClientException", code == "InvalidClientTokenId", code == "InvalidSignatureException",

@@ -254,7 +254,7 @@ func (rn *run) checkStream(ctx context.Context) error {
 	var notFound *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &notFound):
-		return fmt.Errorf("%w: %q (check Config.Stream, the region and endpoint, or create the stream first): %w", ErrStreamNotFound, rn.cfg.Stream, err)
+		return fmt.Errorf("%w: %q: %w", ErrStreamNotFound, rn.cfg.Stream, err) // err ends with the fix (withFix)
 	case err != nil:
 		return fmt.Errorf("kinesis: checking stream %q: %w", rn.cfg.Stream, err)
 	}

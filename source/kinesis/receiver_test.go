@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/source"
 )
@@ -264,8 +266,59 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "no-such-stream") || pushed {
 			t.Errorf("Start: %v (pushed %v), want ErrStreamNotFound naming the stream", err, pushed)
 		}
+		if n := strings.Count(err.Error(), "check Config.Stream"); n != 1 {
+			t.Errorf("Start: %v: the fix is said %d times, want once", err, n)
+		}
 		if err := r.Start(t.Context(), source.Runtime[Record]{}); err == nil {
 			t.Error("second Start: nil error")
+		}
+	})
+	// No region and no endpoint: the error names the fix, for Kinesis and
+	// for the lease table, rather than the SDK's "Missing Region" (no call
+	// is sent either way: the SDK finds no endpoint to send it to).
+	t.Run("no region", func(t *testing.T) {
+		stream := newStream(t, env, 1)
+		kinesisCfg := baseConfig(env, stream)
+		kinesisCfg.AWS.Region, kinesisCfg.Endpoint = "", ""
+		leasesCfg := baseConfig(env, stream)
+		noRegion := env.AWSConfig()
+		noRegion.Region = ""
+		leasesCfg.App = "no-region"
+		leasesCfg.Leases = &leasetable.Config{AWS: &noRegion}
+		for name, cfg := range map[string]Config{"Kinesis": kinesisCfg, "the lease table": leasesCfg} {
+			r, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+				return batch.BlockInfo{}, nil
+			}})
+			if err == nil || !strings.Contains(err.Error(), "no AWS region for "+name+": set AWS_REGION") {
+				t.Errorf("%s without a region: Start: %v, want the missing region and its fix", name, err)
+			}
+			_ = r.Stop(t.Context())
+		}
+	})
+	// An endpoint nothing listens on: once the attempts run out, the error
+	// names the fix, as the warnings did.
+	t.Run("unreachable endpoint", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		cfg := baseConfig(env, "events")
+		cfg.Endpoint, cfg.MaxAttempts = closed, 3
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+			return batch.BlockInfo{}, nil
+		}})
+		if want := "gave up after 3 attempts; fix: cannot connect to Kinesis at " + closed + ": check Config.Endpoint"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Start: %v, want %q", err, want)
 		}
 	})
 	t.Run("stop before start", func(t *testing.T) {

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -211,7 +212,7 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			return v, withFix(op, err)
 		}
 		if maxAttempts > 0 && n >= maxAttempts {
-			return v, err
+			return v, fmt.Errorf("%w (gave up after %d attempts; fix: %s)", err, n, st.FixFor(string(cause)))
 		}
 		r.stats.shardRetry(shard, cause)
 		if cause == causeExpiredCredentials && r.refresh != nil {
