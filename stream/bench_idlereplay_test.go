@@ -17,9 +17,9 @@ import (
 
 // BenchmarkRestartIdleReplay measures what an idle stateful pipeline's
 // runs of empty batches cost its restart: an UpdateStateByKey holding
-// keys, whose state every batch moves, restarted after 10 minutes of
+// keys, whose state every batch moves, restarted after 20 minutes of
 // 200 ms batches idle since its last snapshot (the longest its idle
-// snapshots leave, idleSnapshotEvery), so that it replays 3,000 empty
+// snapshots leave, idleSnapshotEvery), so that it replays 6,000 empty
 // batches for the state, against the same restart with no idle time
 // (idle=0), in the same run. It times Run from its call to the first
 // batch it completes (the first of the run a crash interrupted), and
@@ -31,7 +31,7 @@ func BenchmarkRestartIdleReplay(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
 			var took [2]time.Duration
 			for range b.N {
-				for i, idle := range []time.Duration{0, 10 * time.Minute} {
+				for i, idle := range []time.Duration{0, 20 * time.Minute} {
 					took[i] += restartAfterIdle(b, keys, idle)
 				}
 			}

@@ -122,7 +122,7 @@ type Config struct {
 	// table, so that the worker can be restarted on any machine with the
 	// same log. Every batch with records appends its blocks and a
 	// completion; an idle pipeline appends one entry per 10 s, and with
-	// state a snapshot at most once in 10 minutes (DESIGN.md, Recovery).
+	// state a snapshot at most once in 20 minutes (DESIGN.md, Recovery).
 	// Default: nil, no log: a restart recomputes nothing and
 	// re-reads from the receivers' checkpoints, which never pass a record
 	// that is not in a completed batch.

@@ -189,12 +189,13 @@ func (k *stateKeeper) restore(ctx context.Context, ref recoverylog.SnapshotRef) 
 
 // idleSnapshotEvery is how often, at most, the state is snapshotted after
 // the empty batches of a run (emptyRun): an idle pipeline writes one entry
-// per 10 s, its runs, and one snapshot per idleSnapshotEvery, whose entry
-// and items cost no more than another 1/60 of that; a restart replays the
-// empty batches since the snapshot for the state, at most this long of
-// them, which read nothing from the sources (3,000 calls of an
-// UpdateStateByKey's update per key, with 200 ms batches).
-const idleSnapshotEvery = 10 * time.Minute
+// per 10 s and a little more, its runs, and one snapshot per
+// idleSnapshotEvery, so that the two stay within one entry per 10 s; a
+// restart replays the empty batches since the snapshot for the state, at
+// most this long of them, which read nothing from the sources (6,000
+// calls of an UpdateStateByKey's update per key, with 200 ms batches:
+// BenchmarkRestartIdleReplay).
+const idleSnapshotEvery = 20 * time.Minute
 
 // afterBatch snapshots the state after the completed batch at t if the
 // interval has passed since the current snapshot (for an empty batch of a

@@ -64,7 +64,7 @@ func benchLogCost(b *testing.B, env *localaws.Env, kind string, iv time.Duration
 			if rate == 0 {
 				span := 10 * time.Minute
 				if kind == "keeping" && !testing.Short() {
-					span = time.Hour // its snapshots, one in 10 minutes, and a compaction
+					span = time.Hour // its snapshots, one in 20 minutes, and a compaction
 				}
 				perHour = logCost(b, env, kind, iv, rate, span)
 			} else {
