@@ -2,7 +2,8 @@
 // Kinesis maps a partition key to (the MD5 digest of its UTF-8 bytes,
 // big-endian) and of which each shard holds a range. The Kinesis receiver
 // places KPL user records with them; the stream package keeps the state of
-// each shard's keys with them.
+// each shard's keys with them. PartitionKeyLen measures a partition key as
+// Kinesis does against its limit.
 package hashkey
 
 import (
