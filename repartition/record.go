@@ -10,13 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/hashkey"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
-
-// maxKeyChars is the longest partition key Kinesis takes, in Unicode
-// characters (PutRecordsRequestEntry.PartitionKey: 1 to 256).
-const maxKeyChars = 256
 
 // hashedKeyPrefix starts the partition key that stands for an encoded key
 // Kinesis would refuse as one.
@@ -58,9 +55,9 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 
 // partitionKey returns the partition key of a record whose key encodes to
 // k: k itself when Kinesis takes it as one (1 to 256 characters of valid
-// UTF-8), else its SHA-256.
+// UTF-8, counted in UTF-16 code units as Kinesis does), else its SHA-256.
 func partitionKey(k []byte) string {
-	if len(k) > 0 && utf8.Valid(k) && utf8.RuneCount(k) <= maxKeyChars {
+	if len(k) > 0 && utf8.Valid(k) && hashkey.PartitionKeyLen(string(k)) <= hashkey.MaxPartitionKeyLen {
 		return string(k)
 	}
 	sum := sha256.Sum256(k)

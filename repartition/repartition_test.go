@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/hashkey"
 	"github.com/weirstream/weir/internal/kpl"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
@@ -355,20 +356,25 @@ func TestByKeyBadConfig(t *testing.T) {
 }
 
 // TestPartitionKey: an encoded key Kinesis takes is its own partition key;
-// one it refuses (empty, over 256 characters, not UTF-8) is hashed.
+// one it refuses (empty, over 256 characters, not UTF-8) is hashed. Kinesis
+// counts a partition key's characters in UTF-16 code units (kinesalite
+// refuses 256 emoji, TestKinesaliteKeyLengthInUTF16 in sink/kinesis), so a
+// key of 129 emoji is hashed too.
 func TestPartitionKey(t *testing.T) {
 	long := strings.Repeat("é", 256)
+	emoji := strings.Repeat("\U0001F600", 128)
 	for _, tc := range []struct {
 		key    string
 		hashed bool
 	}{
 		{`"a"`, false}, {long, false}, {long + "x", true}, {"", true}, {"\xff", true},
+		{emoji, false}, {emoji + "\U0001F600", true}, {`"` + emoji + `"`, true},
 	} {
 		got := partitionKey([]byte(tc.key))
 		if hashed := strings.HasPrefix(got, hashedKeyPrefix) && got != tc.key; hashed != tc.hashed {
 			t.Errorf("partitionKey(%.20q) = %.20q, hashed %v, want %v", tc.key, got, hashed, tc.hashed)
 		}
-		if len([]rune(got)) > maxKeyChars || got == "" {
+		if hashkey.PartitionKeyLen(got) > hashkey.MaxPartitionKeyLen || got == "" {
 			t.Errorf("partitionKey(%.20q) = %.20q: not a partition key Kinesis takes", tc.key, got)
 		}
 	}

@@ -2,7 +2,8 @@
 // Kinesis maps a partition key to (the MD5 digest of its UTF-8 bytes,
 // big-endian) and of which each shard holds a range. The Kinesis receiver
 // places KPL user records with them; the stream package keeps the state of
-// each shard's keys with them.
+// each shard's keys with them. PartitionKeyLen measures a partition key as
+// Kinesis does against its limit.
 package hashkey
 
 import (
@@ -12,6 +13,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"unicode/utf16"
 )
 
 // Key is a Kinesis hash key: Hi holds the high 64 bits, Lo the low.
@@ -86,4 +88,20 @@ func (k Key) String() string {
 	binary.BigEndian.PutUint64(b[:8], k.Hi)
 	binary.BigEndian.PutUint64(b[8:], k.Lo)
 	return new(big.Int).SetBytes(b[:]).String()
+}
+
+// MaxPartitionKeyLen is the longest partition key Kinesis takes, in the
+// units PartitionKeyLen counts.
+const MaxPartitionKeyLen = 256
+
+// PartitionKeyLen returns the length of a partition key as Kinesis checks
+// it against its 256 characters: in UTF-16 code units, so a character
+// outside the Basic Multilingual Plane (an emoji) counts twice. kinesalite,
+// whose validation mirrors Kinesis's, refuses a key of 256 such characters.
+func PartitionKeyLen(key string) int {
+	n := 0
+	for _, r := range key {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }

@@ -47,8 +47,6 @@ const (
 	// size.
 	requestBytes      = 5 << 20
 	largeRequestBytes = 10 << 20
-	// maxKeyChars is the longest partition key, in Unicode characters.
-	maxKeyChars = 256
 )
 
 // Config configures a Sink of records of type T. Client, Stream and Record
@@ -63,7 +61,8 @@ type Config[T any] struct {
 	// write to. Required.
 	Stream string
 	// Record returns the partition key and the data of one record. The
-	// key must be 1 to 256 Unicode characters of valid UTF-8; the key and
+	// key must be 1 to 256 characters of valid UTF-8, counted in UTF-16
+	// code units as Kinesis does (an emoji counts 2); the key and
 	// the data (with the origin tag, if Origin is set) must not be larger
 	// than MaxRecordBytes. Write keeps the data only until it returns.
 	// Required.

@@ -383,3 +383,30 @@ func TestKinesaliteSilentCallRetried(t *testing.T) {
 	}
 	checkOnceInOrder(t, want, recs(t, readAll(t, env.Kinesis(), name)))
 }
+
+// TestKinesaliteKeyLengthInUTF16 writes a batch whose last record's
+// partition key is 256 characters outside the Basic Multilingual Plane:
+// 512 UTF-16 code units, which Kinesis's validation counts (kinesalite's,
+// modelled on it, refuses the key). Write must refuse the record before
+// anything is sent, as for any invalid record, rather than write the
+// batch's first call and then fail with a ValidationException.
+func TestKinesaliteKeyLengthInUTF16(t *testing.T) {
+	env := servers.Env(t)
+	name := newStream(t, env, 1)
+	s, err := kinesis.New(kinesis.Config[rec]{Client: env.Kinesis(), Stream: name, Record: recordOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []rec
+	for i := range 500 { // a full first call, so the bad record goes in the second
+		b = append(b, rec{Key: fmt.Sprint("k", i), I: i})
+	}
+	b = append(b, rec{Key: strings.Repeat("\U0001F600", 256), I: 500})
+	err = s.Write(t.Context(), batch.New(1000, nil, b))
+	if !errors.Is(err, kinesis.ErrInvalidRecord) || !strings.Contains(err.Error(), "record 500 of batch 1000") {
+		t.Errorf("Write = %v, want ErrInvalidRecord naming record 500", err)
+	}
+	if n := len(recs(t, readAll(t, env.Kinesis(), name))); n != 0 {
+		t.Errorf("%d records written by a batch with an invalid record, want 0", n)
+	}
+}

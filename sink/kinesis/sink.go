@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/hashkey"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
@@ -238,8 +239,9 @@ func (s *Sink[T]) check(key string, data []byte) error {
 		return errors.New("empty: a partition key must be 1 to 256 characters")
 	case !utf8.ValidString(key):
 		return errors.New("not valid UTF-8")
-	case utf8.RuneCountInString(key) > maxKeyChars:
-		return fmt.Errorf("%d characters, more than the 256 a partition key may have", utf8.RuneCountInString(key))
+	case hashkey.PartitionKeyLen(key) > hashkey.MaxPartitionKeyLen:
+		return fmt.Errorf("%d characters (in UTF-16 code units, as Kinesis counts them: one outside the Basic Multilingual Plane, such as an emoji, counts 2), more than the 256 a partition key may have",
+			hashkey.PartitionKeyLen(key))
 	case len(key)+len(data) > s.cfg.MaxRecordBytes:
 		tagged := ""
 		if s.cfg.Origin != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/hashkey"
 )
 
 // The operation names InjectThrottling and Calls take: the Kinesis API
@@ -220,7 +221,7 @@ func (f *Fake) Put(stream, partitionKey string, data []byte) (shardID, seq strin
 // invalid entry fails the call before any is stored.
 func (f *Fake) PutMany(stream string, entries ...Entry) ([]PutResult, error) {
 	for i, e := range entries {
-		if n := len([]rune(e.PartitionKey)); n < 1 || n > 256 {
+		if n := hashkey.PartitionKeyLen(e.PartitionKey); n < 1 || n > hashkey.MaxPartitionKeyLen {
 			return nil, invalidArgument("kinesistest: put on %q: entry %d: partition key %q: want 1 to 256 characters", stream, i, e.PartitionKey)
 		}
 		if len(e.Data) > MaxRecordSize {
