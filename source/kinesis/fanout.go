@@ -21,6 +21,14 @@ import (
 // over). The reader subscribes again after a back-off.
 const causeResourceInUse retryCause = "resource_in_use"
 
+// causeIdleSubscription is a subscription that delivered no event within
+// the idle timeout (FanOutConfig.idleTimeout): the reader subscribes again.
+const causeIdleSubscription retryCause = "idle_subscription"
+
+// errIdleSubscription ends a subscription that delivered no event within
+// the idle timeout.
+var errIdleSubscription = errors.New("kinesis: no SubscribeToShard event within the idle timeout")
+
 // subEnd says how one subscription ended.
 type subEnd int
 
@@ -149,6 +157,9 @@ func subscribeRetryCause(err error) retryCause {
 	if errors.As(err, &inUse) {
 		return causeResourceInUse
 	}
+	if errors.Is(err, errIdleSubscription) {
+		return causeIdleSubscription
+	}
 	return classify(err)
 }
 
@@ -180,8 +191,10 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 			s.log.Debug("kinesis: subscription outlived its lifetime; renewing it")
 			return subRenew, nil
 		case <-idle.C():
-			s.log.Debug("kinesis: no event within the idle timeout; subscribing again", "timeout", s.fo.cfg.idleTimeout)
-			return subRenew, nil
+			// Not a subscription that ran its course: one silent after
+			// another read nothing, so they count as failed attempts
+			// (warned about in a streak, as refusals are).
+			return subRenew, errIdleSubscription
 		case ev, ok := <-events.Events():
 			if !ok {
 				return subRenew, events.Err()

@@ -419,3 +419,64 @@ func TestPollingShardGoneWhileRead(t *testing.T) {
 		})
 	})
 }
+
+// TestFanOutSilentSubscriptionsWarn has every subscription of a shard
+// accepted and then silent (a proxy holding the event stream back): the
+// reader subscribes again after each idle timeout, and reads nothing. That
+// stall must be said at WARN, as refused subscriptions are
+// (TestFanOutRefusedSubscriptionsWarn), not only at DEBUG, and counted in
+// Stats.Retries.
+func TestFanOutSilentSubscriptionsWarn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		logs := &logged{}
+		const idle = 5 * time.Second
+		r, err := New(Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			Logger: slog.New(logs),
+			FanOut: &FanOutConfig{idleTimeout: idle, subscribe: subs.subscribe},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: newCollector(0).push, BlockInterval: 10 * time.Millisecond})
+		}()
+		for range streak.WarnAt {
+			subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "") // never sends an event
+		}
+		// The stall is over once a subscription delivers.
+		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s.send(t, "2", 1, 2)
+		s.end(nil)
+		subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "2")
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		warned, over := 0, 0
+		for _, rec := range logs.records() {
+			a := rec.attrs
+			switch {
+			case a["op"] != "SubscribeToShard" || a["shard"] != "shard-0":
+			case a["cause"] == string(causeIdleSubscription) && strings.Contains(a["fix"], "proxies"):
+				warned++
+			case a["failed_attempts"] != "":
+				over++
+			}
+		}
+		if warned != 1 || over != 1 {
+			t.Errorf("%d warnings of silent subscriptions (with the fix) and %d of their end, want 1 and 1 (%d silent in a row); logged: %+v",
+				warned, over, streak.WarnAt, logs.records())
+		}
+		if got := r.Stats().Retries[string(causeIdleSubscription)]; got != streak.WarnAt {
+			t.Errorf("Retries[%s] = %d, want %d", causeIdleSubscription, got, streak.WarnAt)
+		}
+	})
+}

@@ -31,6 +31,7 @@ type retryCause string
 var retryCauses = []retryCause{
 	causeThrottled, causeLimitExceeded, causeKMSThrottling, causeServerError, causeTimeout,
 	causeTransport, causeExpiredCredentials, causeExpiredIterator, causeResourceInUse,
+	causeIdleSubscription,
 }
 
 // The retry causes.

@@ -21,7 +21,9 @@ type Stats struct {
 	// connection that failed or broke), "expired_credentials" (refreshed
 	// before the retry), "expired_iterator" (a new iterator after the last
 	// record read), "resource_in_use" (SubscribeToShard refused within 5s
-	// of the previous subscription, with Config.FanOut).
+	// of the previous subscription, with Config.FanOut), "idle_subscription"
+	// (a subscription that delivered no event for a minute, with
+	// Config.FanOut).
 	Retries map[string]int64
 	// OutOfRangeRecords counts the user records of KPL aggregates left out
 	// because their hash key is outside the hash key range of the shard

@@ -33,6 +33,8 @@ func streakFix(cause retryCause, endpoint string) string {
 		return "Kinesis at " + endpoint + " does not answer within Config.AttemptTimeout: check the network, proxies and the endpoint"
 	case causeResourceInUse:
 		return "another subscription of the same consumer keeps taking the shard over: give each application its own consumer (FanOutConfig.ConsumerName, by default Config.App), and share a stream's shards between workers with Config.Leases"
+	case causeIdleSubscription:
+		return "subscriptions to Kinesis at " + endpoint + " open but deliver no event within a minute: check proxies between the workers and Kinesis, which must pass HTTP/2 event streams through as they come"
 	case causeExpiredCredentials:
 		return "the AWS credentials expired and refreshing them keeps failing: check the credential source (role, profile, environment)"
 	}
