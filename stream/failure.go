@@ -393,12 +393,16 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 }
 
 // lettersOf returns a letter for each of recs, with the failure err, from
-// range rg.
+// range rg. The letters share the failure's text and stack: made once, not
+// once per record (a failing batch of many records would hold as many
+// copies).
 func lettersOf[T any](recs iter.Seq[T], rg batch.SeqRange, err error) []DeadLetter {
 	var out []DeadLetter
+	failure := failureLetter(err)
+	failure.Range = rg
 	for v := range recs {
-		l := letterOf(v, err)
-		l.Range = rg
+		l := failure
+		l.Record, l.Encoding = encodeRecord(v)
 		out = append(out, l)
 	}
 	return out
@@ -406,11 +410,17 @@ func lettersOf[T any](recs iter.Seq[T], rg batch.SeqRange, err error) []DeadLett
 
 // letterOf returns the letter of record v that failed with err.
 func letterOf(v any, err error) DeadLetter {
+	l := failureLetter(err)
+	l.Record, l.Encoding = encodeRecord(v)
+	return l
+}
+
+// failureLetter returns a letter holding the failure err, without record.
+func failureLetter(err error) DeadLetter {
 	l := DeadLetter{Err: err.Error()}
 	if pe, ok := errors.AsType[*panicError](err); ok {
 		l.Panic, l.Stack = fmt.Sprint(pe.value), string(pe.stack)
 	}
-	l.Record, l.Encoding = encodeRecord(v)
 	return l
 }
 

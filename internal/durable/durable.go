@@ -8,6 +8,7 @@
 package durable
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -279,11 +280,25 @@ func TempOf(name string) (final string, ok bool) {
 // TempOf recognises). It reports whether the rename was done: if so and
 // err is not nil, only the directory's sync failed.
 func (d *Dir) WriteFile(name string, data []byte) (renamed bool, err error) {
+	return d.WriteFileFunc(name, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFileFunc is WriteFile with the data write writes to its writer, a
+// buffered one: for data too large to make in memory first. An error of
+// write leaves the file as it was.
+func (d *Dir) WriteFileFunc(name string, write func(w io.Writer) error) (renamed bool, err error) {
 	f, tmp, err := d.CreateTemp(name)
 	if err != nil {
 		return false, err
 	}
-	_, err = f.Write(data)
+	bw := bufio.NewWriter(f)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -141,17 +142,24 @@ func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error
 		return ErrClosed
 	}
 	t, out := letters[0].Time, letters[0].Output
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
 	for _, l := range letters {
 		if l.Time != t || l.Output != out {
 			return fmt.Errorf("deadletter: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t, out, l.Time, l.Output)
 		}
-		if err := enc.Encode(l); err != nil {
-			return fmt.Errorf("deadletter: batch %v: %w", t, err)
-		}
 	}
-	if _, err := d.dir.WriteFile(fileName(t, out), buf.Bytes()); err != nil {
+	// Written as encoded: when every record of a big batch fails, the
+	// file holds the failure's stack once per record, too much to make
+	// in memory first.
+	_, err := d.dir.WriteFileFunc(fileName(t, out), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, l := range letters {
+			if err := enc.Encode(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("deadletter: batch %v: %w", t, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,5 +100,38 @@ func TestOpenLocks(t *testing.T) {
 	d2.Close()
 	if err := d2.Quarantine(context.Background(), letters(1, 0, "x")); !errors.Is(err, deadletter.ErrClosed) {
 		t.Errorf("Quarantine after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestQuarantineManyLettersStreams checks that Quarantine writes a batch's
+// letters to their file as it encodes them, without first holding the
+// whole file in memory: when every record of a big batch fails, the file
+// holds the failure's stack once per record.
+func TestQuarantineManyLettersStreams(t *testing.T) {
+	const n, stackBytes = 10_000, 8 << 10
+	stack := strings.Repeat("s", stackBytes)
+	ls := make([]stream.DeadLetter, n)
+	for i := range ls {
+		ls[i] = stream.DeadLetter{Time: 1000, Index: i, Record: []byte("r"), Encoding: "raw", Err: "panic: boom", Panic: "boom", Stack: stack}
+	}
+	d, err := deadletter.Open(filepath.Join(t.TempDir(), "dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := d.Quarantine(t.Context(), ls); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	t.Logf("allocated %d bytes", after.TotalAlloc-before.TotalAlloc)
+	if got, most := after.TotalAlloc-before.TotalAlloc, uint64(n*stackBytes/4); got > most {
+		t.Errorf("Quarantine of %d letters of %d bytes allocated %d bytes, want at most %d: the file is made in memory", n, stackBytes, got, most)
+	}
+	got, err := d.Letters()
+	if err != nil || len(got) != n || got[n-1].Stack != stack {
+		t.Fatalf("Letters = %d letters, %v; want %d, with their stack", len(got), err, n)
 	}
 }

@@ -19,6 +19,11 @@ import (
 // is under 64 bytes) and its origin tag.
 const tagRoom = 1 << 10
 
+// minRecordBytes is the least Config.MaxRecordBytes New takes: the tag's
+// room and 3 KiB for a letter, whose stack, record, panic and error Fit
+// can cut but whose other fields (range, output name) it keeps.
+const minRecordBytes = tagRoom + 3<<10
+
 // Stream is a Kinesis stream of dead letters: a stream.DeadLetters. Each
 // letter is one record: its JSON (stream.DeadLetter's fields), partition
 // key its ID ("<batch time>-<output>-<index>", as weir deadletters names
@@ -56,8 +61,9 @@ var _ stream.DeadLetters = (*Stream)(nil)
 // that names every bad field. Record must be nil (the Stream encodes
 // letters), Origin is required: it must stay the same across the
 // pipeline's restarts and differ from every other writer of the stream,
-// and leave room for "/<output>" within the sink's limit. Aggregate may be
-// set (a consumer must then de-aggregate).
+// and leave room for "/<output>" within the sink's limit. MaxRecordBytes,
+// if set, must be at least 4 KiB. Aggregate may be set (a consumer must
+// then de-aggregate).
 func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	var problems []error
 	if cfg.Record != nil {
@@ -65,6 +71,9 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	}
 	if cfg.Origin == "" {
 		problems = append(problems, errors.New("Origin empty: name the pipeline writing the letters, so that their copies can be told apart"))
+	}
+	if cfg.MaxRecordBytes != 0 && cfg.MaxRecordBytes < minRecordBytes {
+		problems = append(problems, fmt.Errorf("MaxRecordBytes %d: a letter needs at least %d bytes (its fields, cut, and its tag): raise it, or leave it 0 for 1 MiB", cfg.MaxRecordBytes, minRecordBytes))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", sinkkinesis.ErrInvalidConfig, errors.Join(problems...))

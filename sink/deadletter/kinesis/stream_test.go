@@ -170,6 +170,12 @@ func TestNewRefuses(t *testing.T) {
 	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Client nil") {
 		t.Errorf("New without Client = %v, want ErrInvalidConfig naming Client", err)
 	}
+	// A limit that leaves no room for a letter once the tag's room is
+	// taken would fail every Quarantine, and so every batch quarantining.
+	_, err = kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: servers.Env(t).Kinesis(), Stream: "s", Origin: "app", MaxRecordBytes: 1000})
+	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxRecordBytes 1000") {
+		t.Errorf("New with MaxRecordBytes 1000 = %v, want ErrInvalidConfig naming MaxRecordBytes", err)
+	}
 }
 
 // TestFleetWorkersKept quarantines, from the output of a pipeline sharing
