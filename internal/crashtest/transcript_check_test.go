@@ -78,6 +78,13 @@ func TestCheckOutput(t *testing.T) {
 		stateful: true,
 		want:     figures{Procs: 2, Batches: 4, Runs: 6, Done: 6, Rerun: 2},
 	}, {
+		name: "more than 10 s of empty batches logged complete run again, stateful",
+		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nend 200\ndone 200\nbegin 10300\nend 10300\ndone 10300\n" +
+			"start b\nbegin 200\nend 200\ndone 200\nbegin 10300\nend 10300\ndone 10300\nbegin 10400\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 10400\ndone 10400\n",
+		stateful: true,
+		want:     figures{Procs: 2, Batches: 4, Runs: 6, Done: 6, Rerun: 2},
+		wantErr:  "batches 200 to 10300: 2 empty batches logged complete ran again",
+	}, {
 		name: "empty batch logged complete runs again, stateless",
 		out: "start a\nbegin 100\nr 1 " + s0 + "\nr 2 " + s1 + "\nend 100\ndone 100\nbegin 200\nend 200\ndone 200\n" +
 			"start b\nbegin 200\nend 200\ndone 200\nbegin 400\nr 3 " + s0 + "\nr 4 " + s1 + "\nend 400\ndone 400\n",

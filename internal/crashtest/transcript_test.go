@@ -3,6 +3,7 @@
 package crashtest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,6 +27,12 @@ type batchRun struct {
 	done     int  // line number of its done line (completion logged), 0 if none
 	torn     bool // a torn line was dropped from it
 }
+
+// maxEmptyRerun is the longest span, in milliseconds, of the empty batches
+// logged complete that a stateful pipeline's restart may run again: those
+// of one run of empty batches, whose entry names the batch times from its
+// first up to 10 s ahead (DESIGN.md, Recovery).
+const maxEmptyRerun = 10_000
 
 // transcript is the parsed output file.
 type transcript struct {
@@ -167,7 +174,8 @@ func (f figures) String() string {
 //   - a time runs again only in a later process, and never after a run
 //     whose completion was logged (a done line) (G3), but, in a stateful
 //     pipeline, an empty batch, empty again (the empty batches of a run,
-//     whose completion no entry logs); a run followed by
+//     whose completion no entry logs), those of one run, at most 10 s of
+//     them; a run followed by
 //     another in its process has a done line (the driver starts a batch
 //     only after the one before completed), or the done lines are not
 //     to be trusted;
@@ -192,6 +200,9 @@ func checkOutput(tr *transcript, put, maybe map[int64]bool) (figures, []error) {
 	}
 	f.Batches = len(byTime)
 	first := map[int64]*batchRun{} // first complete run of each time
+	// emptyReruns are, by process, the empty runs of a stateful pipeline
+	// of times whose run before was logged complete.
+	emptyReruns := map[int][]*batchRun{}
 	for _, tm := range slices.Sorted(maps.Keys(byTime)) {
 		runs := byTime[tm]
 		if len(runs) > 1 {
@@ -228,10 +239,25 @@ func checkOutput(tr *transcript, put, maybe map[int64]bool) (figures, []error) {
 			if prev.proc >= r.proc {
 				fail("batch %d: ran again at line %d in the same process as its run at line %d", tm, r.line, prev.line)
 			}
-			if prev.done != 0 && !(tr.stateful && len(prev.records) == 0 && len(r.records) == 0) {
+			switch {
+			case prev.done == 0:
+			case tr.stateful && len(prev.records) == 0 && len(r.records) == 0:
+				emptyReruns[r.proc] = append(emptyReruns[r.proc], r)
+			default:
 				fail("batch %d: ran again at line %d, but its run at line %d had its completion logged (done at line %d) (G3)",
 					tm, r.line, prev.line, prev.done)
 			}
+		}
+	}
+	// The empty batches run again are those of one run of empty batches,
+	// at most maxEmptyRerun of them.
+	for _, proc := range slices.Sorted(maps.Keys(emptyReruns)) {
+		rs := emptyReruns[proc]
+		lo := slices.MinFunc(rs, func(a, b *batchRun) int { return cmp.Compare(a.time, b.time) })
+		hi := slices.MaxFunc(rs, func(a, b *batchRun) int { return cmp.Compare(a.time, b.time) })
+		if hi.time-lo.time > maxEmptyRerun {
+			fail("batches %d to %d: %d empty batches logged complete ran again (lines %d to %d), over %d ms of them, more than the %d ms of one run of empty batches (G3)",
+				lo.time, hi.time, len(rs), lo.line, hi.line, hi.time-lo.time, maxEmptyRerun)
 		}
 	}
 	errs = append(errs, checkOrder(tr, byTime)...)
