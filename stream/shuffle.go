@@ -141,6 +141,25 @@ func (c *combined[K, V]) empty() {
 	c.pairs, c.hashes, c.first = c.pairs[:0], c.hashes[:0], c.first[:0]
 }
 
+// retain keeps the keys of c for which keep(i) is true, i their position
+// (keep(i) is called before position i is written), in order, and indexes
+// them anew if any was dropped.
+func (c *combined[K, V]) retain(keep func(i int) bool) {
+	n := 0
+	for i := range c.pairs {
+		if keep(i) {
+			c.pairs[n], c.hashes[n], c.first[n] = c.pairs[i], c.hashes[i], c.first[i]
+			n++
+		}
+	}
+	if n == len(c.pairs) {
+		return
+	}
+	clear(c.pairs[n:]) // let go of the keys and values
+	c.pairs, c.hashes, c.first = c.pairs[:n], c.hashes[:n], c.first[:n]
+	c.index.fill(c.hashes)
+}
+
 // bucket returns the indexes of c's pairs in bucket p.
 func (c *combined[K, V]) bucket(p int) []int32 { return c.order[c.start[p]:c.start[p+1]] }
 

@@ -120,20 +120,7 @@ func (st *keyState[K, V, S]) holdHashed(k K, h uint64, s S) {
 // drop removes the keys for which drop(i) is true, i their position in
 // held, keeping the others in order.
 func (st *keyState[K, V, S]) drop(drop func(i int) bool) {
-	h := st.held
-	n := 0
-	for i := range h.pairs {
-		if !drop(i) {
-			h.pairs[n], h.hashes[n] = h.pairs[i], h.hashes[i]
-			n++
-		}
-	}
-	if n == len(h.pairs) {
-		return
-	}
-	clear(h.pairs[n:]) // let go of the keys and states
-	h.pairs, h.hashes, h.first = h.pairs[:n], h.hashes[:n], h.first[:n]
-	h.index.fill(h.hashes)
+	st.held.retain(func(i int) bool { return !drop(i) })
 }
 
 // quiet: with no key, update is not called for an empty batch.

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -190,12 +191,13 @@ type windowReduce[K comparable, V any] struct {
 	// red reduces each window, without an inverse.
 	red *reducer[K, V]
 
-	// The previous window, kept only with an inverse.
-	vals map[K]*counted[V]
-	keys []K           // keys of vals, in the order they entered
-	cs   []*counted[V] // cs[i] is vals[keys[i]], or a key's left (n = 0) until compacted
-	at   batch.Time
-	ok   bool
+	// win is the previous window, kept only with an inverse: its keys in
+	// the order they entered, each with its value and count, indexed by
+	// key as a map task's pairs are (no Go map, no value allocated per
+	// key). A key that left has a count of 0 until slideTo compacts win.
+	win *combined[K, counted[V]]
+	at  batch.Time
+	ok  bool
 }
 
 // counted is a key's value in a window and the number of the window's
@@ -227,9 +229,9 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 	if !w.ok || w.at != t {
 		w.slideTo(t) // the tick moves it; this is in case it did not
 	}
-	out := make([]Pair[K, V], len(w.keys))
-	for i, k := range w.keys {
-		out[i] = Pair[K, V]{Key: k, Value: w.cs[i].v}
+	out := make([]Pair[K, V], len(w.win.pairs))
+	for i, kc := range w.win.pairs {
+		out[i] = Pair[K, V]{Key: kc.Key, Value: kc.Value.v}
 	}
 	return batch.New(t, blocks, out), nil
 }
@@ -239,7 +241,7 @@ func (w *windowReduce[K, V]) compute(r *run) (*batch.Batch[Pair[K, V]], error) {
 func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 	prev := t.Add(-w.slide)
 	if !w.ok || w.at != prev {
-		w.vals, w.keys, w.cs = make(map[K]*counted[V]), nil, nil
+		w.win = newWindowKeys[K, V](0)
 		for _, b := range w.h.between(t.Add(-w.length), t) {
 			w.enter(b)
 		}
@@ -248,18 +250,7 @@ func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 		for _, b := range w.h.between(prev.Add(-w.length), min(prev, t.Add(-w.length))) {
 			w.leave(b)
 		}
-		// A key that left has a count of 0, and its counted is no other
-		// key's: drop them.
-		kept := 0
-		for i, c := range w.cs {
-			if c.n > 0 {
-				w.keys[kept], w.cs[kept] = w.keys[i], c
-				kept++
-			}
-		}
-		clear(w.keys[kept:])
-		clear(w.cs[kept:])
-		w.keys, w.cs = w.keys[:kept], w.cs[:kept]
+		w.compact()
 		// Entered: in (t-length, t] but not before prev.
 		for _, b := range w.h.between(max(prev, t.Add(-w.length)), t) {
 			w.enter(b)
@@ -268,29 +259,48 @@ func (w *windowReduce[K, V]) slideTo(t batch.Time) {
 	w.at, w.ok = t, true
 }
 
+// newWindowKeys returns an empty kept window with room for n keys.
+func newWindowKeys[K comparable, V any](n int) *combined[K, counted[V]] {
+	c := &combined[K, counted[V]]{seed: maphash.MakeSeed()}
+	c.index.reset(n)
+	return c
+}
+
+// enter adds the pairs of b, a batch reduced by key, to the kept window.
 func (w *windowReduce[K, V]) enter(b *batch.Batch[Pair[K, V]]) {
 	for kv := range b.All() {
-		if c, ok := w.vals[kv.Key]; ok {
-			c.v = w.reduce(c.v, kv.Value)
-			c.n++
+		i, added := w.win.keyPos(kv.Key, firstAt{})
+		c := &w.win.pairs[i].Value
+		if added {
+			*c = counted[V]{v: kv.Value, n: 1}
 			continue
 		}
-		c := &counted[V]{v: kv.Value, n: 1}
-		w.vals[kv.Key] = c
-		w.keys, w.cs = append(w.keys, kv.Key), append(w.cs, c)
+		c.v = w.reduce(c.v, kv.Value)
+		c.n++
 	}
 }
 
+// leave takes the pairs of b, a batch reduced by key, out of the kept
+// window. A key no batch of the window has any more keeps a count of 0,
+// and its value is not used, until compact drops it.
 func (w *windowReduce[K, V]) leave(b *batch.Batch[Pair[K, V]]) {
 	for kv := range b.All() {
-		c, ok := w.vals[kv.Key]
-		if !ok {
+		i, _ := w.win.find(kv.Key, maphash.Comparable(w.win.seed, kv.Key))
+		if i < 0 {
 			continue
 		}
-		if c.n--; c.n == 0 {
-			delete(w.vals, kv.Key)
+		c := &w.win.pairs[i].Value
+		if c.n == 0 {
 			continue
 		}
-		c.v = w.inverse(c.v, kv.Value)
+		if c.n--; c.n > 0 {
+			c.v = w.inverse(c.v, kv.Value)
+		}
 	}
+}
+
+// compact drops the keys that left the kept window, keeping the others'
+// order.
+func (w *windowReduce[K, V]) compact() {
+	w.win.retain(func(i int) bool { return w.win.pairs[i].Value.n > 0 })
 }

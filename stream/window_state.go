@@ -160,7 +160,7 @@ func (w *windowReduce[K, V]) check() error { return w.rc.check() }
 // that the next window, computed incrementally or from the history, enters
 // the same batches into an empty window.
 func (w *windowReduce[K, V]) quiet(batch.Time, func(*node) bool) bool {
-	return w.h.empty() && len(w.vals) == 0
+	return w.h.empty() && (w.win == nil || len(w.win.pairs) == 0)
 }
 
 // snapshot encodes the history of per-batch reductions and, with an
@@ -176,11 +176,10 @@ func (w *windowReduce[K, V]) snapshot() ([]byte, error) {
 	}
 	sw.uint(1)
 	sw.int(int64(w.at))
-	pairs := make([]Pair[K, V], len(w.keys))
-	counts := make([]uint64, len(w.keys))
-	for i, k := range w.keys {
-		c := w.vals[k]
-		pairs[i], counts[i] = Pair[K, V]{Key: k, Value: c.v}, uint64(c.n)
+	pairs := make([]Pair[K, V], len(w.win.pairs))
+	counts := make([]uint64, len(w.win.pairs))
+	for i, kc := range w.win.pairs {
+		pairs[i], counts[i] = Pair[K, V]{Key: kc.Key, Value: kc.Value.v}, uint64(kc.Value.n)
 	}
 	sw.uint(uint64(len(pairs)))
 	for _, c := range counts {
@@ -197,7 +196,7 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 	if err := w.h.decode(r, w.rc); err != nil {
 		return err
 	}
-	w.vals, w.keys, w.cs, w.at, w.ok = nil, nil, nil, 0, false
+	w.win, w.at, w.ok = nil, 0, false
 	if r.uint() == 1 {
 		at := batch.Time(r.int())
 		counts := make([]int, r.count())
@@ -206,11 +205,10 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 		}
 		pairs := w.rc.decode(r, len(counts))
 		if r.err == nil {
-			w.vals = make(map[K]*counted[V], len(pairs))
-			w.keys, w.cs = make([]K, len(pairs)), make([]*counted[V], len(pairs))
+			w.win = newWindowKeys[K, V](len(pairs))
 			for i, p := range pairs {
-				w.keys[i], w.cs[i] = p.Key, &counted[V]{v: p.Value, n: counts[i]}
-				w.vals[p.Key] = w.cs[i]
+				j, _ := w.win.keyPos(p.Key, firstAt{})
+				w.win.pairs[j].Value = counted[V]{v: p.Value, n: counts[i]}
 			}
 			w.at, w.ok = at, true
 		}
