@@ -65,7 +65,9 @@ type ShardState interface {
 	// last completed batch, and the greatest sequence number of the
 	// shard's records in completed batches, which the state reflects
 	// ("" if none completed since the shard was loaded: the state is the
-	// one loaded).
+	// one loaded). It returns an error, and no state, once a batch failed
+	// (or the Run stopped in it) after its stateful operators ran: the
+	// state then holds records past the last completed batch.
 	Snapshot(ctx context.Context, shard Shard) (data []byte, upTo string, err error)
 	// Load replaces the state of the shard's keys with the state of those
 	// keys in each of data: the shard's own snapshot, or, for a shard made

@@ -69,6 +69,12 @@ type engine struct {
 	betweenc    chan func()
 	loopDone    chan struct{}
 	afterLoop   sync.Mutex
+	// unfinished: a batch's stateful operators ran and the batch did not
+	// complete (it failed, or the Run stopped in it), so the state holds
+	// records of no completed batch and no snapshot of it is given
+	// (shardStates.Snapshot). Used by the batch loop, and after it under
+	// afterLoop.
+	unfinished bool
 
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
@@ -646,6 +652,7 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 			return err
 		}
 	}
+	e.unfinished = true
 	for _, n := range e.ticks {
 		if err := safely(func() error { return n.tick(r) }); err != nil {
 			return fmt.Errorf("%v: %w", n, err)
@@ -667,5 +674,6 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 			e.shardStates[i].completed(j.blocks[i])
 		}
 	}
+	e.unfinished = false
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -387,6 +388,12 @@ func (s *shardStates) Snapshot(ctx context.Context, sh source.Shard) (data []byt
 		return nil, "", err
 	}
 	err = s.e.between(ctx, func() error {
+		if s.e.unfinished {
+			// Its position would be before records the state holds: the
+			// shard's next owner, reading after it, would count them twice.
+			return errors.New("a batch did not complete after its stateful operators ran, so the state holds records of no completed batch; " +
+				"the shard's next owner starts from its last snapshot")
+		}
 		var w snapWriter
 		w.uint(uint64(len(s.views)))
 		for _, v := range s.views {

@@ -428,3 +428,60 @@ func TestStatePerShardByIDToChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A batch that failed may have moved the state of a shard (its stateful
+// operators ran before its output failed) without completing: Snapshot
+// refuses to give that state, which would hold the batch's records at a
+// position before them, so the shard's next owner, reading after that
+// position, would count them twice.
+func TestStatePerShardNoSnapshotAfterFailedBatch(t *testing.T) {
+	src := newShardedSource()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	counts := stream.UpdateStateByKey(stream.PartitionedBy(pairs, func(k string) string { return k }),
+		func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	seen := make(chan int, 100)
+	errOutput := errors.New("output failed")
+	stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+		for kv := range b.All() {
+			seen <- kv.Value
+			if kv.Value > 3 {
+				return errOutput
+			}
+		}
+		return nil
+	}, stream.Retry(0))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ss := <-src.states
+	if err := ss.Load(ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	lo := keyIn(t, true)
+	push := func(first int, keys ...string) {
+		d := make(chan error, 1)
+		src.push <- shardPush{shard: "lo", first: first, keys: keys, done: d}
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(1, lo, lo, lo)
+	for n := 0; n != 3; {
+		n = <-seen
+	}
+	if _, upTo, err := ss.Snapshot(ctx, loShard); err != nil || upTo != "3" {
+		t.Fatalf("Snapshot(lo) after a completed batch: upTo %q, %v; want 3", upTo, err)
+	}
+	push(4, lo)
+	if err := <-done; !errors.Is(err, errOutput) {
+		t.Fatalf("Run = %v, want the output's error", err)
+	}
+	if data, upTo, err := ss.Snapshot(ctx, loShard); err == nil {
+		t.Errorf("Snapshot(lo) after the failed batch = %d bytes, upTo %q, nil error; want an error: the state counts the failed batch's record at 4", len(data), upTo)
+	}
+}

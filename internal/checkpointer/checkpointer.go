@@ -192,8 +192,12 @@ func (cp *Checkpointer) stateLocked(shard string) *shardState {
 // checkpoint already stored for the shard (the lease's checkpoint when it was
 // acquired): a sequence number there is never written again nor gone below;
 // "", TrimHorizon or LatestPosition mean none; ShardEnd means the shard is
-// finished and nothing more is written for it. Register returns ErrClosed
-// after Close.
+// finished and nothing more is written for it. A shard registered again
+// after Remove or MarkShardEnd (its lease taken again) starts from committed
+// alone, even below what was committed before: the lease's checkpoint may
+// have been set back since (an operator's fix of a refused checkpoint), and
+// a floor kept from the earlier hold would skip every commit until the
+// shard's numbers passed it. Register returns ErrClosed after Close.
 func (cp *Checkpointer) Register(shard string, c Committer, committed string) error {
 	if shard == "" {
 		return errors.New("checkpoint: Register: empty shard id")
@@ -207,6 +211,9 @@ func (cp *Checkpointer) Register(shard string, c Committer, committed string) er
 		return fmt.Errorf("checkpoint: Register %s: %w", shard, ErrClosed)
 	}
 	st := cp.stateLocked(shard)
+	if st.committer == nil {
+		st.last = "" // a new hold: the lease's checkpoint is the one stored
+	}
 	st.committer = c
 	st.stats.Registered = true
 	st.raiseLocked(committed)

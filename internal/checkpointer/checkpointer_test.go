@@ -69,6 +69,18 @@ func (r *recorder) Commit(ctx context.Context, shard, seq string) error {
 	return nil
 }
 
+// lastOf returns the last number committed for shard, "" if none.
+func (r *recorder) lastOf(shard string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.calls) - 1; i >= 0; i-- {
+		if r.calls[i].Shard == shard {
+			return r.calls[i].Seq
+		}
+	}
+	return ""
+}
+
 func (r *recorder) got() []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -404,7 +416,8 @@ func TestCheckpointerConcurrent(t *testing.T) {
 			})
 			wg.Go(func() { // its lease: acquired and lost again and again
 				for n := range rounds / 5 {
-					if err := cp.Register(shard, r, ""); err != nil {
+					// Taken again at the checkpoint the lease holds.
+					if err := cp.Register(shard, r, r.lastOf(shard)); err != nil {
 						t.Error(err)
 					}
 					time.Sleep(testInterval * 2)
@@ -528,6 +541,58 @@ func TestCheckpointerRegisterFloor(t *testing.T) {
 			if err := cp.Register("s", r, tc.committed); err != nil {
 				t.Fatal(err)
 			}
+			for range 2 {
+				if err := cp.fireShard(t.Context(), "s", cp.shards["s"]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			diffCalls(t, tc.want, r)
+		})
+	}
+}
+
+// TestCheckpointerRegisterAgainAfterRemove registers a shard a second time,
+// after a Remove (a lease lost, refused or handed off, then taken again):
+// the lease's checkpoint then is the one stored, even below the number
+// the first hold registered or wrote. An operator who fixes a refused
+// checkpoint (2^128-1, past every record) to TRIM_HORIZON gets checkpoints
+// again, rather than none until the shard's numbers pass the refused one.
+func TestCheckpointerRegisterAgainAfterRemove(t *testing.T) {
+	const maxSeq = "340282366920938463463374607431768211455"
+	tests := []struct {
+		name   string
+		first  string // the checkpoint registered first
+		wrote  bool   // the first hold committed latest's first value
+		second string // the checkpoint registered after the Remove
+		want   []call
+	}{
+		{"refused checkpoint fixed to trim horizon", maxSeq, false, TrimHorizon, []call{{"s", "100"}, {"s", "200"}}},
+		{"refused checkpoint fixed to a lower number", maxSeq, false, "50", []call{{"s", "100"}, {"s", "200"}}},
+		{"checkpoint written, then set back", "", true, TrimHorizon, []call{{"s", "100"}, {"s", "100"}, {"s", "200"}}},
+		{"taken back at the number written", "", true, "100", []call{{"s", "100"}, {"s", "200"}}},
+		{"taken back after another worker's checkpoint", "", true, "150", []call{{"s", "100"}, {"s", "200"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLatestSeq()
+			cp := newTestCheckpointer(t, l)
+			r := &recorder{}
+			if err := cp.Register("s", r, tc.first); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wrote {
+				l.set("s", "100")
+				if err := cp.fireShard(t.Context(), "s", cp.shards["s"]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cp.Remove(t.Context(), "s", nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Register("s", r, tc.second); err != nil {
+				t.Fatal(err)
+			}
+			l.set("s", "100", "200")
 			for range 2 {
 				if err := cp.fireShard(t.Context(), "s", cp.shards["s"]); err != nil {
 					t.Fatal(err)

@@ -158,3 +158,47 @@ func ensureTable(t *testing.T, f *fleet) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeasesRefusedCheckpointFixedIsCheckpointed refuses a shard whose
+// checkpoint is past every record (57 digits; Kinesis's have 56), then
+// fixes it as the report says (TRIM_HORIZON): the shard is read again and
+// checkpointed as it goes, the refused number being no floor for the
+// checkpoints of the new hold (it was one: none was written until the
+// shard's numbers passed it, so a restart read the whole shard again).
+func TestLeasesRefusedCheckpointFixedIsCheckpointed(t *testing.T) {
+	f := newFleet(t, 1)
+	data := payloads("r", 50)
+	f.put(data)
+	shard := ""
+	for s := range f.readAll() {
+		shard = s
+	}
+	ensureTable(t, f)
+	pastAll := strings.Repeat("9", 57)
+	s := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
+	n := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberN{Value: v} }
+	_, err := f.env.DynamoDB().PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: map[string]ddbtypes.AttributeValue{
+		"leaseKey": s(shard), "leaseCounter": n("3"), "checkpoint": s(pastAll),
+		"checkpointSubSequenceNumber": n("0"), "ownerSwitchesSinceCheckpoint": n("0"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := f.start("w", time.Second, nil)
+	f.waitFor("the shard refused", func() bool { return w.r.Stats().RefusedShards == 1 })
+	_, err = f.env.DynamoDB().UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(f.table), Key: map[string]ddbtypes.AttributeValue{"leaseKey": s(shard)},
+		UpdateExpression:          aws.String("SET #c = :c"),
+		ExpressionAttributeNames:  map[string]string{"#c": "checkpoint"},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":c": s("TRIM_HORIZON")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the fixed shard delivered", f.allDelivered(data))
+	last := f.lastSeqs()[shard]
+	f.waitFor("the fixed shard checkpointed at its last record", func() bool {
+		return f.leases()[shard].Checkpoint == last
+	})
+	w.drain(t)
+}
