@@ -468,8 +468,13 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	wctx, cancel := c.untilExpiry(ctx, h)
 	nl, err := c.table.Renew(wctx, l)
 	cancel()
-	if err != nil && c.askedFor(ctx, shard, h, err) {
-		return // handed off, not lost
+	if err != nil {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(l, l.Checkpoint)); r {
+		case refusedLanded:
+			nl, err = now, nil // renewed, its answer lost
+		case refusedAsked:
+			return // handed off, not lost
+		}
 	}
 	switch {
 	case err == nil:
@@ -493,7 +498,9 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 // shard, conditional on this worker still holding the lease with the counter
 // it last wrote; it makes the Coordinator a checkpointer.Committer for a Checkpointer.
 // If the lease is lost it returns an error wrapping checkpointer.ErrLeaseLost, writes
-// nothing, and reports the loss (OnLost). After checkpointer.ShardEnd is written the lease
+// nothing, and reports the loss (OnLost); a write refused only because an
+// earlier attempt of it was applied, its answer lost, is told apart by the
+// lease read back and counts as written (whyRefused). After checkpointer.ShardEnd is written the lease
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
@@ -513,13 +520,19 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := c.commitOnce(ctx, h, l, seq)
-	if err != nil && c.askedFor(ctx, shard, h, err) {
-		// Asked for since this worker last wrote it: the last checkpoint
-		// before the hand-off is written on the lease as it is now.
-		if l, ok = c.current(shard, h); !ok {
-			return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
+	if err != nil {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(l, seq)); r {
+		case refusedLanded:
+			c.log.Info("leasetable: checkpoint written, its answer lost; the lease is kept", "shard", shard, "seq", seq)
+			nl, err = now, nil
+		case refusedAsked:
+			// Asked for since this worker last wrote it: the last checkpoint
+			// before the hand-off is written on the lease as it is now.
+			if l, ok = c.current(shard, h); !ok {
+				return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
+			}
+			nl, err = c.commitOnce(ctx, h, l, seq)
 		}
-		nl, err = c.commitOnce(ctx, h, l, seq)
 	}
 	switch {
 	case errors.Is(err, checkpointer.ErrLeaseLost):
