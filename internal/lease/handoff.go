@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -138,6 +140,8 @@ func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bo
 		return false
 	}
 	h.handoff, h.lease = true, l
+	// Writes without an answer were written on the lease before.
+	h.unsure, h.unsureSince = nil, time.Time{}
 	c.needScan = true // the next take cycle looks at the balance without it
 	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)
 	if c.cfg.OnHandoff == nil {
@@ -268,13 +272,17 @@ func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease
 
 // landedAs returns whether a lease read back is the one a conditional
 // write of l by this worker leaves when it sets the checkpoint to ckpt (l's
-// own, for a renewal): this worker still its owner, the checkpoint owner
-// unchanged, the counter one past l's, and the checkpoint ckpt. Only this
-// worker's own writes of the lease, one at a time, leave it so: any other
-// worker's write changes the owner or the checkpoint owner.
-func (c *Coordinator) landedAs(l Lease, ckpt string) func(now Lease) bool {
+// own, for a renewal), or one that an earlier write of h without an answer
+// (heldLease.unsure) left: this worker still its owner, the checkpoint
+// owner unchanged, the counter one past l's, and the checkpoint written.
+// Only this worker's own writes of the lease, one at a time, leave it so:
+// any other worker's write changes the owner or the checkpoint owner.
+func (c *Coordinator) landedAs(h *heldLease, l Lease, ckpt string) func(now Lease) bool {
+	c.mu.Lock()
+	ckpts := append([]string{ckpt}, h.unsure...)
+	c.mu.Unlock()
 	return func(now Lease) bool {
 		return now.Owner == c.cfg.WorkerID && now.Owner == l.Owner && now.CheckpointOwner == l.CheckpointOwner &&
-			now.Counter == l.Counter+1 && now.Checkpoint == ckpt
+			now.Counter == l.Counter+1 && slices.Contains(ckpts, now.Checkpoint)
 	}
 }

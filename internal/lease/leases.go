@@ -176,6 +176,14 @@ type heldLease struct {
 	// handoff: another worker asked for the lease (HandOff); h.lease
 	// names it the owner, this worker the checkpointOwner.
 	handoff bool
+	// unsure: the checkpoints of this worker's writes of the lease since
+	// the last one known done (h.lease's) that failed without a definite
+	// answer (every attempt timed out or was cut): any one of
+	// them may have been applied. A renewal counts as the checkpoint it
+	// leaves. unsureSince is when the first of them was sent. See
+	// whyRefused.
+	unsure      []string
+	unsureSince time.Time
 	// retakenAt: the beat count when this worker took back a lease the
 	// table still named it the owner of (0: not a retake). Other workers
 	// judge it by its beat, to which such a take is no news, so the lease
@@ -464,17 +472,28 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	if !ok || c.handingOff(h) {
 		return
 	}
+	write := func(l Lease) (Lease, error) {
+		wctx, cancel := c.untilExpiry(ctx, h)
+		defer cancel()
+		return c.table.Renew(wctx, l)
+	}
 	started := c.cfg.Clock.Now()
-	wctx, cancel := c.untilExpiry(ctx, h)
-	nl, err := c.table.Renew(wctx, l)
-	cancel()
+	nl, err := write(l)
 	if err != nil {
-		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(l, l.Checkpoint)); r {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, l.Checkpoint)); r {
 		case refusedLanded:
 			nl, err = now, nil // renewed, its answer lost
+			if c.adoptUnsure(h, now) {
+				// Perhaps by an earlier renewal: renewed again now.
+				l, started = now, c.cfg.Clock.Now()
+				nl, err = write(l)
+			}
 		case refusedAsked:
 			return // handed off, not lost
 		}
+	}
+	if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		c.unanswered(h, l.Checkpoint, started)
 	}
 	switch {
 	case err == nil:
@@ -521,10 +540,16 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	started := c.cfg.Clock.Now()
 	nl, err := c.commitOnce(ctx, h, l, seq)
 	if err != nil {
-		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(l, seq)); r {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, seq)); r {
 		case refusedLanded:
-			c.log.Info("leasetable: checkpoint written, its answer lost; the lease is kept", "shard", shard, "seq", seq)
+			c.log.Info("leasetable: a checkpoint was written, its answer lost; the lease is kept", "shard", shard, "seq", seq, "checkpoint", now.Checkpoint)
 			nl, err = now, nil
+			if c.adoptUnsure(h, now) {
+				// Perhaps an earlier checkpoint: this one is written on
+				// the lease it left.
+				l, started = now, c.cfg.Clock.Now()
+				nl, err = c.commitOnce(ctx, h, l, seq)
+			}
 		case refusedAsked:
 			// Asked for since this worker last wrote it: the last checkpoint
 			// before the hand-off is written on the lease as it is now.
@@ -539,6 +564,7 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		c.lose(shard, h, err)
 		return err
 	case err != nil:
+		c.unanswered(h, seq, started)
 		return err
 	}
 	c.wroteAt(h, nl, started)

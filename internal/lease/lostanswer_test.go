@@ -2,10 +2,12 @@ package lease
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,29 +16,57 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
-// loseAnswers is an SDK HTTP client that sends every request on and, for the
-// next n UpdateItems whose body match accepts, throws the answer away and
-// fails the round trip with "connection reset by peer": the write is
-// applied, its answer lost, and the SDK's retryer sends it again.
+// step is what loseAnswers does to one request.
+type step int
+
+const (
+	sentKept step = iota // sent on and answered, as without the plan
+	sentLost             // sent on, its answer thrown away
+	notSent              // never sent
+)
+
+// loseAnswers is an SDK HTTP client that sends requests on, except that
+// UpdateItems are taken through the steps of its plan one by one while
+// match accepts their body: sentLost applies the write and loses its
+// answer, notSent fails before sending; both fail the round trip with
+// "connection reset by peer", which the SDK's retryer retries. Steps
+// past the SDK's attempts are left over: plan(nil) ends them.
 type loseAnswers struct {
 	next aws.HTTPClient
 
 	mu    sync.Mutex
-	n     int
+	steps []step
 	match func(body string) bool
 	lost  int // answers lost so far
 }
 
-// lose makes the next n UpdateItems whose body match accepts lose their
-// answer.
-func (c *loseAnswers) lose(n int, match func(body string) bool) {
+// plan sets the steps for the next UpdateItems whose body match accepts;
+// plan(nil) ends them.
+func (c *loseAnswers) plan(match func(body string) bool, steps ...step) {
 	c.mu.Lock()
-	c.n, c.match = n, match
+	c.steps, c.match = steps, match
 	c.mu.Unlock()
 }
+
+// lose makes the next UpdateItem whose body match accepts lose its answer.
+func (c *loseAnswers) lose(match func(body string) bool) { c.plan(match, sentLost) }
+
+// unanswered makes the next write whose body match accepts get no answer:
+// its first attempt is applied, its answer lost, and no retry reaches
+// DynamoDB. Call plan(nil) once it failed.
+func (c *loseAnswers) unanswered(match func(body string) bool) {
+	c.plan(match, append([]step{sentLost}, unsent()...)...)
+}
+
+// unsent returns more notSent steps than the SDK makes attempts.
+func unsent() []step { return slices.Repeat([]step{notSent}, 10) }
+
+// errReset is the error of a round trip loseAnswers cut.
+var errReset = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 
 // Do implements aws.HTTPClient.
 func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
@@ -50,13 +80,16 @@ func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	c.mu.Lock()
-	drop := c.n > 0 && c.match(string(body))
-	if drop {
-		c.n--
+	st := sentKept
+	if len(c.steps) > 0 && c.match(string(body)) {
+		st, c.steps = c.steps[0], c.steps[1:]
 	}
 	c.mu.Unlock()
+	if st == notSent {
+		return nil, errReset
+	}
 	resp, err := c.next.Do(req)
-	if err != nil || !drop {
+	if err != nil || st == sentKept {
 		return resp, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -64,7 +97,7 @@ func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
 	c.mu.Lock()
 	c.lost++
 	c.mu.Unlock()
-	return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	return nil, errReset
 }
 
 // answersLost returns how many answers were thrown away.
@@ -89,6 +122,12 @@ func lossyWorker(t *testing.T, tweak func(*CoordinatorConfig)) (*worker, *loseAn
 	return newWorker(t, localaws.UniqueName(t), "w", db, tweak), l
 }
 
+// Matches of the bodies of a checkpoint and a renewal, for loseAnswers.
+func isCheckpointBody(body string) bool { return strings.Contains(body, "#ckpt") }
+func isRenewBody(body string) bool {
+	return strings.Contains(body, `"SET #counter = #counter + :one"`)
+}
+
 // TestCommitAnswerLost checks that a checkpoint write that was applied but
 // whose answer was lost (the SDK's retry then fails its condition, since the
 // counter moved) keeps the lease and the checkpoint: the worker recognises
@@ -104,7 +143,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	if got := w.held(); len(got) != 1 {
 		t.Fatalf("held %v, want %s", got, shard)
 	}
-	l.lose(1, func(body string) bool { return strings.Contains(body, "#ckpt") })
+	l.lose(isCheckpointBody)
 	if err := w.c.Commit(ctx, shard, "100"); err != nil {
 		t.Fatalf("Commit with its answer lost = %v, want nil", err)
 	}
@@ -144,7 +183,7 @@ func TestRenewAnswerLost(t *testing.T) {
 	if before.Owner != "w" {
 		t.Fatalf("lease %+v, want owned by w", before)
 	}
-	l.lose(1, func(body string) bool { return strings.Contains(body, `"SET #counter = #counter + :one"`) })
+	l.lose(isRenewBody)
 	w.clk.Advance(w.c.cfg.RenewInterval)
 	w.c.renewCycle(ctx)
 	w.c.deliver()
@@ -164,5 +203,80 @@ func TestRenewAnswerLost(t *testing.T) {
 	w.c.deliver()
 	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
 		t.Errorf("after the next renewal: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+}
+
+// TestCommitUnansweredThenNext checks that a checkpoint write that got no
+// answer at all (applied, then no retry reached DynamoDB) does not cost the
+// lease at the next checkpoint, which its condition refuses: the worker
+// recognises the earlier write in the item read back and writes the next
+// checkpoint on the lease it left.
+func TestCommitUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.unanswered(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("Commit without an answer = %v, want an error other than ErrLeaseLost", err)
+	}
+	l.plan(nil)
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "100" || l.answersLost() != 1 {
+		t.Fatalf("checkpoint %q after %d answers lost, want 100 after 1 (applied)", got.Checkpoint, l.answersLost())
+	}
+	if err := w.c.Commit(ctx, shard, "200"); err != nil {
+		t.Fatalf("next Commit = %v, want nil", err)
+	}
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after the next checkpoint: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "200" || got.Owner != "w" {
+		t.Errorf("lease after the next commit: %+v, want checkpoint 200 owned by w", got)
+	}
+}
+
+// TestRenewUnansweredThenNext checks that a renewal (RenewEveryLease)
+// that got no answer at all is recognised by the next renewal, which its
+// condition refuses, and that the lease then runs from when the earlier
+// one was sent, not from the later one: which write landed, and when, is
+// not known, and other workers count from when they saw the counter move.
+// The lease is renewed again at once; here that write never arrives either,
+// so the lease lapses a lease duration after the first renewal was sent.
+func TestRenewUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	before := mustGet(t, w.c.Table(), shard)
+
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	first := w.clk.Now()
+	l.unanswered(isRenewBody)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	if got := mustGet(t, w.c.Table(), shard); got.Counter != before.Counter+1 || l.answersLost() != 1 {
+		t.Fatalf("counter %d after %d answers lost, want %d after 1 (applied)", got.Counter, l.answersLost(), before.Counter+1)
+	}
+
+	// The next renewal is refused, recognises the first, and renews again:
+	// that write never arrives.
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	l.plan(isRenewBody, append([]step{sentKept}, unsent()...)...)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after the second renewal: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	w.clk.Set(first.Add(testLease))
+	if w.c.Holds(shard) {
+		t.Errorf("a lease duration after the first renewal was sent, the lease is still trusted: it was counted from a later write")
 	}
 }
