@@ -52,14 +52,14 @@ func (c *Coordinator) unanswered(h *heldLease, ckpt string, started time.Time) {
 // to be what one of this worker's writes left (whyRefused), h's lease, if
 // an earlier write without an answer (heldLease.unsure) may be the one
 // that left it: renewed when the first of those was sent, since which one
-// landed, and when, is not known. It reports whether it did; the caller
-// then writes again on now.
-func (c *Coordinator) adoptUnsure(h *heldLease, now Lease) bool {
+// landed, and when, is not known. It returns that time and whether it
+// did.
+func (c *Coordinator) adoptUnsure(h *heldLease, now Lease) (since time.Time, ok bool) {
 	c.mu.Lock()
-	unsure, since := len(h.unsure) > 0, h.unsureSince
+	ok, since = len(h.unsure) > 0, h.unsureSince
 	c.mu.Unlock()
-	if unsure {
+	if ok {
 		c.wroteAt(h, now, since)
 	}
-	return unsure
+	return since, ok
 }

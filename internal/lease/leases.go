@@ -483,7 +483,7 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, l.Checkpoint)); r {
 		case refusedLanded:
 			nl, err = now, nil // renewed, its answer lost
-			if c.adoptUnsure(h, now) {
+			if _, ok := c.adoptUnsure(h, now); ok {
 				// Perhaps by an earlier renewal: renewed again now.
 				l, started = now, c.cfg.Clock.Now()
 				nl, err = write(l)
@@ -544,11 +544,16 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 		case refusedLanded:
 			c.log.Info("leasetable: a checkpoint was written, its answer lost; the lease is kept", "shard", shard, "seq", seq, "checkpoint", now.Checkpoint)
 			nl, err = now, nil
-			if c.adoptUnsure(h, now) {
-				// Perhaps an earlier checkpoint: this one is written on
-				// the lease it left.
-				l, started = now, c.cfg.Clock.Now()
-				nl, err = c.commitOnce(ctx, h, l, seq)
+			if since, ok := c.adoptUnsure(h, now); ok {
+				// Perhaps an earlier write left it, when the first of them
+				// was sent. If it holds an earlier checkpoint, this one is
+				// written on the lease it left; if this one, it is not
+				// written again (never the same number twice).
+				started = since
+				if now.Checkpoint != seq {
+					l, started = now, c.cfg.Clock.Now()
+					nl, err = c.commitOnce(ctx, h, l, seq)
+				}
 			}
 		case refusedAsked:
 			// Asked for since this worker last wrote it: the last checkpoint

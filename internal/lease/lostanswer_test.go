@@ -41,7 +41,8 @@ type loseAnswers struct {
 	mu    sync.Mutex
 	steps []step
 	match func(body string) bool
-	lost  int // answers lost so far
+	lost  int      // answers lost so far
+	sent  []string // the bodies of the UpdateItems sent on
 }
 
 // plan sets the steps for the next UpdateItems whose body match accepts;
@@ -88,6 +89,9 @@ func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
 	if st == notSent {
 		return nil, errReset
 	}
+	c.mu.Lock()
+	c.sent = append(c.sent, string(body))
+	c.mu.Unlock()
 	resp, err := c.next.Do(req)
 	if err != nil || st == sentKept {
 		return resp, err
@@ -98,6 +102,20 @@ func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
 	c.lost++
 	c.mu.Unlock()
 	return nil, errReset
+}
+
+// sentMatching returns how many UpdateItems whose body match accepts were
+// sent on, applied or not.
+func (c *loseAnswers) sentMatching(match func(body string) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.sent {
+		if match(b) {
+			n++
+		}
+	}
+	return n
 }
 
 // answersLost returns how many answers were thrown away.
@@ -236,6 +254,38 @@ func TestCommitUnansweredThenNext(t *testing.T) {
 	}
 	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "200" || got.Owner != "w" {
 		t.Errorf("lease after the next commit: %+v, want checkpoint 200 owned by w", got)
+	}
+}
+
+// TestCommitUnsentThenAnswerLost checks that a checkpoint write that
+// never reached DynamoDB, followed by one applied whose answer was lost,
+// keeps the lease without writing the second checkpoint again: the lease
+// read back holds the number this very call wrote, and a checkpoint is
+// never written twice.
+func TestCommitUnsentThenAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.plan(isCheckpointBody, unsent()...)
+	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("Commit never sent = %v, want an error other than ErrLeaseLost", err)
+	}
+	l.lose(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "200"); err != nil {
+		t.Fatalf("Commit whose answer was lost = %v, want nil", err)
+	}
+	l.plan(nil)
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	// The write applied, and the SDK's retry of it, refused.
+	if n := l.sentMatching(func(b string) bool { return isCheckpointBody(b) && strings.Contains(b, `"200"`) }); n != 2 {
+		t.Errorf("checkpoint 200 sent %d times, want 2 (applied, then its retry refused): written again", n)
 	}
 }
 
