@@ -31,6 +31,35 @@ func (c *Coordinator) untilExpiry(ctx context.Context, h *heldLease) (context.Co
 func (c *Coordinator) wroteAt(h *heldLease, l Lease, started time.Time) {
 	c.mu.Lock()
 	h.lease, h.renewed, h.unvouched = l, started, false
+	h.unsure, h.unsureSince = nil, time.Time{}
 	c.knowLocked(l)
 	c.mu.Unlock()
+}
+
+// unanswered records a write of h's lease, sent at started and setting
+// the checkpoint to ckpt, that failed without a definite answer: it may
+// have been applied (heldLease.unsure).
+func (c *Coordinator) unanswered(h *heldLease, ckpt string, started time.Time) {
+	c.mu.Lock()
+	if len(h.unsure) == 0 {
+		h.unsureSince = started
+	}
+	h.unsure = append(h.unsure, ckpt)
+	c.mu.Unlock()
+}
+
+// adoptUnsure makes now, read back after a refused write of h and found
+// to be what one of this worker's writes left (whyRefused), h's lease, if
+// an earlier write without an answer (heldLease.unsure) may be the one
+// that left it: renewed when the first of those was sent, since which one
+// landed, and when, is not known. It returns that time and whether it
+// did.
+func (c *Coordinator) adoptUnsure(h *heldLease, now Lease) (since time.Time, ok bool) {
+	c.mu.Lock()
+	ok, since = len(h.unsure) > 0, h.unsureSince
+	c.mu.Unlock()
+	if ok {
+		c.wroteAt(h, now, since)
+	}
+	return since, ok
 }

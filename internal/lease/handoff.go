@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -138,6 +140,8 @@ func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bo
 		return false
 	}
 	h.handoff, h.lease = true, l
+	// Writes without an answer were written on the lease before.
+	h.unsure, h.unsureSince = nil, time.Time{}
 	c.needScan = true // the next take cycle looks at the balance without it
 	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)
 	if c.cfg.OnHandoff == nil {
@@ -216,29 +220,69 @@ func (t *Table) dropAsked(ctx context.Context, l Lease) (Lease, error) {
 		map[string]types.AttributeValue{":holder": str(l.CheckpointOwner)})
 }
 
-// askedFor reads shard's lease after a write of h failed its condition and
-// reports whether another worker asked for it (a hand-off, started now)
-// rather than took it; it also reports the item if it is unreadable
+// refusal is what a write of a held lease that failed its condition met,
+// as the lease read back shows (whyRefused).
+type refusal int
+
+const (
+	// refusedLost: the lease was taken, or could not be read back.
+	refusedLost refusal = iota
+	// refusedAsked: another worker asked for the lease (a hand-off,
+	// started now) rather than took it.
+	refusedAsked
+	// refusedLanded: the write itself had been applied. Its answer was
+	// lost (an attempt timed out, a connection reset), the SDK sent it
+	// again, and the retry failed the condition the first attempt had
+	// moved on (the counter).
+	refusedLanded
+)
+
+// whyRefused reads shard's lease after a write of h failed its condition and
+// reports what happened, with the lease read back. landed reports whether
+// a lease read back is the one the write itself would have left (see
+// landedAs). It also reports the item if it is unreadable
 // (checkWrittenItem).
-func (c *Coordinator) askedFor(ctx context.Context, shard string, h *heldLease, err error) bool {
+func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease, err error, landed func(now Lease) bool) (Lease, refusal) {
 	if !errors.Is(err, checkpointer.ErrLeaseLost) || ctx.Err() != nil {
 		c.checkWrittenItem(err, nil)
-		return false
+		return Lease{}, refusedLost
 	}
 	l, ok, gerr := c.table.Get(ctx, shard)
 	c.checkWrittenItem(err, gerr)
-	if gerr != nil || !ok || l.Owner == c.cfg.WorkerID || l.CheckpointOwner != c.cfg.WorkerID {
-		return false
+	switch {
+	case gerr != nil || !ok:
+		return Lease{}, refusedLost
+	case landed(l):
+		return l, refusedLanded
+	case l.Owner == c.cfg.WorkerID || l.CheckpointOwner != c.cfg.WorkerID:
+		return l, refusedLost
 	}
 	c.mu.Lock()
 	if c.held[shard] != h {
 		c.mu.Unlock()
-		return false
+		return l, refusedLost
 	}
 	now := c.handoffLocked(shard, h, l)
 	c.mu.Unlock()
 	if now {
 		c.handOffNow(ctx, l)
 	}
-	return true
+	return l, refusedAsked
+}
+
+// landedAs returns whether a lease read back is the one a conditional
+// write of l by this worker leaves when it sets the checkpoint to ckpt (l's
+// own, for a renewal), or one that an earlier write of h without an answer
+// (heldLease.unsure) left: this worker still its owner, the checkpoint
+// owner unchanged, the counter one past l's, and the checkpoint written.
+// Only this worker's own writes of the lease, one at a time, leave it so:
+// any other worker's write changes the owner or the checkpoint owner.
+func (c *Coordinator) landedAs(h *heldLease, l Lease, ckpt string) func(now Lease) bool {
+	c.mu.Lock()
+	ckpts := append([]string{ckpt}, h.unsure...)
+	c.mu.Unlock()
+	return func(now Lease) bool {
+		return now.Owner == c.cfg.WorkerID && now.Owner == l.Owner && now.CheckpointOwner == l.CheckpointOwner &&
+			now.Counter == l.Counter+1 && slices.Contains(ckpts, now.Checkpoint)
+	}
 }

@@ -176,6 +176,14 @@ type heldLease struct {
 	// handoff: another worker asked for the lease (HandOff); h.lease
 	// names it the owner, this worker the checkpointOwner.
 	handoff bool
+	// unsure: the checkpoints of this worker's writes of the lease since
+	// the last one known done (h.lease's) that failed without a definite
+	// answer (every attempt timed out or was cut): any one of
+	// them may have been applied. A renewal counts as the checkpoint it
+	// leaves. unsureSince is when the first of them was sent. See
+	// whyRefused.
+	unsure      []string
+	unsureSince time.Time
 	// retakenAt: the beat count when this worker took back a lease the
 	// table still named it the owner of (0: not a retake). Other workers
 	// judge it by its beat, to which such a take is no news, so the lease
@@ -464,12 +472,28 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	if !ok || c.handingOff(h) {
 		return
 	}
+	write := func(l Lease) (Lease, error) {
+		wctx, cancel := c.untilExpiry(ctx, h)
+		defer cancel()
+		return c.table.Renew(wctx, l)
+	}
 	started := c.cfg.Clock.Now()
-	wctx, cancel := c.untilExpiry(ctx, h)
-	nl, err := c.table.Renew(wctx, l)
-	cancel()
-	if err != nil && c.askedFor(ctx, shard, h, err) {
-		return // handed off, not lost
+	nl, err := write(l)
+	if err != nil {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, l.Checkpoint)); r {
+		case refusedLanded:
+			nl, err = now, nil // renewed, its answer lost
+			if _, ok := c.adoptUnsure(h, now); ok {
+				// Perhaps by an earlier renewal: renewed again now.
+				l, started = now, c.cfg.Clock.Now()
+				nl, err = write(l)
+			}
+		case refusedAsked:
+			return // handed off, not lost
+		}
+	}
+	if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+		c.unanswered(h, l.Checkpoint, started)
 	}
 	switch {
 	case err == nil:
@@ -493,7 +517,9 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 // shard, conditional on this worker still holding the lease with the counter
 // it last wrote; it makes the Coordinator a checkpointer.Committer for a Checkpointer.
 // If the lease is lost it returns an error wrapping checkpointer.ErrLeaseLost, writes
-// nothing, and reports the loss (OnLost). After checkpointer.ShardEnd is written the lease
+// nothing, and reports the loss (OnLost); a write refused only because an
+// earlier attempt of it was applied, its answer lost, is told apart by the
+// lease read back and counts as written (whyRefused). After checkpointer.ShardEnd is written the lease
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
@@ -513,19 +539,37 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := c.commitOnce(ctx, h, l, seq)
-	if err != nil && c.askedFor(ctx, shard, h, err) {
-		// Asked for since this worker last wrote it: the last checkpoint
-		// before the hand-off is written on the lease as it is now.
-		if l, ok = c.current(shard, h); !ok {
-			return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
+	if err != nil {
+		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, seq)); r {
+		case refusedLanded:
+			c.log.Info("leasetable: a checkpoint was written, its answer lost; the lease is kept", "shard", shard, "seq", seq, "checkpoint", now.Checkpoint)
+			nl, err = now, nil
+			if since, ok := c.adoptUnsure(h, now); ok {
+				// Perhaps an earlier write left it, when the first of them
+				// was sent. If it holds an earlier checkpoint, this one is
+				// written on the lease it left; if this one, it is not
+				// written again (never the same number twice).
+				started = since
+				if now.Checkpoint != seq {
+					l, started = now, c.cfg.Clock.Now()
+					nl, err = c.commitOnce(ctx, h, l, seq)
+				}
+			}
+		case refusedAsked:
+			// Asked for since this worker last wrote it: the last checkpoint
+			// before the hand-off is written on the lease as it is now.
+			if l, ok = c.current(shard, h); !ok {
+				return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
+			}
+			nl, err = c.commitOnce(ctx, h, l, seq)
 		}
-		nl, err = c.commitOnce(ctx, h, l, seq)
 	}
 	switch {
 	case errors.Is(err, checkpointer.ErrLeaseLost):
 		c.lose(shard, h, err)
 		return err
 	case err != nil:
+		c.unanswered(h, seq, started)
 		return err
 	}
 	c.wroteAt(h, nl, started)

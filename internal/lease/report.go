@@ -71,7 +71,7 @@ func (c *Coordinator) recheckBad(ctx context.Context) bool {
 
 // checkWrittenItem reports shard's item as unreadable when err, from a
 // write of its lease, shows it so, or when the write's condition failed
-// and the item, read again (gerr: the error of askedFor's read), is unreadable (an
+// and the item, read again (gerr: the error of whyRefused's read), is unreadable (an
 // edited leaseCounter or leaseOwner fails every condition): the edit is
 // reported at the write that met it, not only at the next scan.
 func (c *Coordinator) checkWrittenItem(err, gerr error) {

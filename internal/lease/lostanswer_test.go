@@ -1,0 +1,332 @@
+package lease
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/localaws"
+)
+
+// step is what loseAnswers does to one request.
+type step int
+
+const (
+	sentKept step = iota // sent on and answered, as without the plan
+	sentLost             // sent on, its answer thrown away
+	notSent              // never sent
+)
+
+// loseAnswers is an SDK HTTP client that sends requests on, except that
+// UpdateItems are taken through the steps of its plan one by one while
+// match accepts their body: sentLost applies the write and loses its
+// answer, notSent fails before sending; both fail the round trip with
+// "connection reset by peer", which the SDK's retryer retries. Steps
+// past the SDK's attempts are left over: plan(nil) ends them.
+type loseAnswers struct {
+	next aws.HTTPClient
+
+	mu    sync.Mutex
+	steps []step
+	match func(body string) bool
+	lost  int      // answers lost so far
+	sent  []string // the bodies of the UpdateItems sent on
+}
+
+// plan sets the steps for the next UpdateItems whose body match accepts;
+// plan(nil) ends them.
+func (c *loseAnswers) plan(match func(body string) bool, steps ...step) {
+	c.mu.Lock()
+	c.steps, c.match = steps, match
+	c.mu.Unlock()
+}
+
+// lose makes the next UpdateItem whose body match accepts lose its answer.
+func (c *loseAnswers) lose(match func(body string) bool) { c.plan(match, sentLost) }
+
+// unanswered makes the next write whose body match accepts get no answer:
+// its first attempt is applied, its answer lost, and no retry reaches
+// DynamoDB. Call plan(nil) once it failed.
+func (c *loseAnswers) unanswered(match func(body string) bool) {
+	c.plan(match, append([]step{sentLost}, unsent()...)...)
+}
+
+// unsent returns more notSent steps than the SDK makes attempts.
+func unsent() []step { return slices.Repeat([]step{notSent}, 10) }
+
+// errReset is the error of a round trip loseAnswers cut.
+var errReset = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+
+// Do implements aws.HTTPClient.
+func (c *loseAnswers) Do(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".UpdateItem") || req.Body == nil {
+		return c.next.Do(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	c.mu.Lock()
+	st := sentKept
+	if len(c.steps) > 0 && c.match(string(body)) {
+		st, c.steps = c.steps[0], c.steps[1:]
+	}
+	c.mu.Unlock()
+	if st == notSent {
+		return nil, errReset
+	}
+	c.mu.Lock()
+	c.sent = append(c.sent, string(body))
+	c.mu.Unlock()
+	resp, err := c.next.Do(req)
+	if err != nil || st == sentKept {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	c.mu.Lock()
+	c.lost++
+	c.mu.Unlock()
+	return nil, errReset
+}
+
+// sentMatching returns how many UpdateItems whose body match accepts were
+// sent on, applied or not.
+func (c *loseAnswers) sentMatching(match func(body string) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.sent {
+		if match(b) {
+			n++
+		}
+	}
+	return n
+}
+
+// answersLost returns how many answers were thrown away.
+func (c *loseAnswers) answersLost() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
+}
+
+// lossyWorker returns a worker on dynalite whose client's answers l can
+// lose.
+func lossyWorker(t *testing.T, tweak func(*CoordinatorConfig)) (*worker, *loseAnswers) {
+	t.Helper()
+	l := &loseAnswers{}
+	db := servers.Env(t).DynamoDB(func(o *dynamodb.Options) {
+		l.next = o.HTTPClient
+		o.HTTPClient = l
+	})
+	if l.next == nil {
+		t.Fatal("the local DynamoDB client has no HTTP client to wrap")
+	}
+	return newWorker(t, localaws.UniqueName(t), "w", db, tweak), l
+}
+
+// Matches of the bodies of a checkpoint and a renewal, for loseAnswers.
+func isCheckpointBody(body string) bool { return strings.Contains(body, "#ckpt") }
+func isRenewBody(body string) bool {
+	return strings.Contains(body, `"SET #counter = #counter + :one"`)
+}
+
+// TestCommitAnswerLost checks that a checkpoint write that was applied but
+// whose answer was lost (the SDK's retry then fails its condition, since the
+// counter moved) keeps the lease and the checkpoint: the worker recognises
+// its own write in the item read back.
+func TestCommitAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	if got := w.held(); len(got) != 1 {
+		t.Fatalf("held %v, want %s", got, shard)
+	}
+	l.lose(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "100"); err != nil {
+		t.Fatalf("Commit with its answer lost = %v, want nil", err)
+	}
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after a checkpoint whose answer was lost: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	got := mustGet(t, w.c.Table(), shard)
+	if got.Checkpoint != "100" || got.Owner != "w" {
+		t.Fatalf("lease after the commit: %+v, want checkpoint 100 owned by w", got)
+	}
+	// The worker goes on from the counter its write left.
+	if err := w.c.Commit(ctx, shard, "200"); err != nil {
+		t.Fatalf("next Commit = %v, want nil", err)
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "200" {
+		t.Errorf("checkpoint %q after the next commit, want 200", got.Checkpoint)
+	}
+}
+
+// TestRenewAnswerLost checks that a renewal (RenewEveryLease) that was
+// applied but whose answer was lost keeps the lease: the SDK's retry fails
+// its condition, and the worker recognises its own write in the item read
+// back.
+func TestRenewAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	before := mustGet(t, w.c.Table(), shard)
+	if before.Owner != "w" {
+		t.Fatalf("lease %+v, want owned by w", before)
+	}
+	l.lose(isRenewBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after a renewal whose answer was lost: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Counter != before.Counter+1 || got.Owner != "w" {
+		t.Fatalf("lease after the renewal: %+v, want counter %d owned by w", got, before.Counter+1)
+	}
+	// The lease runs from that renewal: past the first LeaseDuration, it
+	// is still held, and the next renewal succeeds on the counter it left.
+	w.clk.Advance(testLease - w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Errorf("after the next renewal: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+}
+
+// TestCommitUnansweredThenNext checks that a checkpoint write that got no
+// answer at all (applied, then no retry reached DynamoDB) does not cost the
+// lease at the next checkpoint, which its condition refuses: the worker
+// recognises the earlier write in the item read back and writes the next
+// checkpoint on the lease it left.
+func TestCommitUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.unanswered(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("Commit without an answer = %v, want an error other than ErrLeaseLost", err)
+	}
+	l.plan(nil)
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "100" || l.answersLost() != 1 {
+		t.Fatalf("checkpoint %q after %d answers lost, want 100 after 1 (applied)", got.Checkpoint, l.answersLost())
+	}
+	if err := w.c.Commit(ctx, shard, "200"); err != nil {
+		t.Fatalf("next Commit = %v, want nil", err)
+	}
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after the next checkpoint: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "200" || got.Owner != "w" {
+		t.Errorf("lease after the next commit: %+v, want checkpoint 200 owned by w", got)
+	}
+}
+
+// TestCommitUnsentThenAnswerLost checks that a checkpoint write that
+// never reached DynamoDB, followed by one applied whose answer was lost,
+// keeps the lease without writing the second checkpoint again: the lease
+// read back holds the number this very call wrote, and a checkpoint is
+// never written twice.
+func TestCommitUnsentThenAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.plan(isCheckpointBody, unsent()...)
+	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("Commit never sent = %v, want an error other than ErrLeaseLost", err)
+	}
+	l.lose(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "200"); err != nil {
+		t.Fatalf("Commit whose answer was lost = %v, want nil", err)
+	}
+	l.plan(nil)
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	// The write applied, and the SDK's retry of it, refused.
+	if n := l.sentMatching(func(b string) bool { return isCheckpointBody(b) && strings.Contains(b, `"200"`) }); n != 2 {
+		t.Errorf("checkpoint 200 sent %d times, want 2 (applied, then its retry refused): written again", n)
+	}
+}
+
+// TestRenewUnansweredThenNext checks that a renewal (RenewEveryLease)
+// that got no answer at all is recognised by the next renewal, which its
+// condition refuses, and that the lease then runs from when the earlier
+// one was sent, not from the later one: which write landed, and when, is
+// not known, and other workers count from when they saw the counter move.
+// The lease is renewed again at once; here that write never arrives either,
+// so the lease lapses a lease duration after the first renewal was sent.
+func TestRenewUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	before := mustGet(t, w.c.Table(), shard)
+
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	first := w.clk.Now()
+	l.unanswered(isRenewBody)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	if got := mustGet(t, w.c.Table(), shard); got.Counter != before.Counter+1 || l.answersLost() != 1 {
+		t.Fatalf("counter %d after %d answers lost, want %d after 1 (applied)", got.Counter, l.answersLost(), before.Counter+1)
+	}
+
+	// The next renewal is refused, recognises the first, and renews again:
+	// that write never arrives.
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	l.plan(isRenewBody, append([]step{sentKept}, unsent()...)...)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 || !w.c.Holds(shard) {
+		t.Fatalf("after the second renewal: lost %v, holds %v; want kept", lost, w.c.Holds(shard))
+	}
+	w.clk.Set(first.Add(testLease))
+	if w.c.Holds(shard) {
+		t.Errorf("a lease duration after the first renewal was sent, the lease is still trusted: it was counted from a later write")
+	}
+}
