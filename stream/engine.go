@@ -571,7 +571,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	for i, o := range e.outputs {
 		info.Outputs[i].Output = o.String()
 	}
-	err := e.process(ctx, j, info.Outputs)
+	err := e.processWatched(ctx, j, start, info.Outputs)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
 		err = batchError(j.time, err)

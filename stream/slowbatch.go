@@ -1,0 +1,73 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// minSlowBatch is the least time a batch runs before the driver warns that
+// it is still running: long enough for outputs' retries (Retry's waits of
+// 1, 2, 4... s) and recomputations after a restart, which say so
+// themselves.
+const minSlowBatch = time.Minute
+
+// slowBatchAfter returns how long a batch runs, with batch interval iv,
+// before the driver first warns that it is still running: 10 intervals,
+// and at least minSlowBatch.
+func slowBatchAfter(iv time.Duration) time.Duration { return max(10*iv, minSlowBatch) }
+
+// watchBatch watches batch t, started at start, while it runs: once it has
+// run slowBatchAfter the interval, and again each time that time doubles,
+// it logs at WARN that the batch is still running, since nothing else
+// would show a hung output or state update (the batch timer waits, and
+// reading stops, in silence). A Run stopping waits for the batch too: an
+// output that ignores its ctx is warned about the same way. The func
+// returned ends the watch and waits for its goroutine; for a batch it
+// warned about, it logs at INFO how long the batch took.
+func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) (end func()) {
+	stopc := make(chan struct{})
+	var wg sync.WaitGroup
+	warned := false // the goroutine's until wg.Wait returns
+	wg.Go(func() {
+		after := slowBatchAfter(e.cfg.BatchInterval)
+		timer := e.cfg.Clock.NewTimer(after)
+		defer timer.Stop()
+		for {
+			select {
+			case <-stopc:
+				return
+			case <-timer.C():
+			}
+			warned = true
+			running := e.cfg.Clock.Now().Sub(start)
+			fix := "an output or a state update does not return: look for a call without a deadline " +
+				"(use the ctx the output is given); batches wait meanwhile and receivers stop reading"
+			if ctx.Err() != nil {
+				fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
+			}
+			e.cfg.Logger.Warn("stream: batch still running", "batch", t,
+				"running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval, "fix", fix)
+			after *= 2
+			timer.Reset(max(after-running, 0))
+		}
+	})
+	return func() {
+		close(stopc)
+		wg.Wait()
+		if warned {
+			e.cfg.Logger.Info("stream: a batch warned about as still running has ended",
+				"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// processWatched runs process for batch j, started at start, while
+// watchBatch watches it. The watch ends however process ends, a
+// runtime.Goexit in a user function included.
+func (e *engine) processWatched(ctx context.Context, j *job, start time.Time, outs []OutputInfo) error {
+	defer e.watchBatch(ctx, j.time, start)()
+	return e.process(ctx, j, outs)
+}
