@@ -73,6 +73,7 @@ type engine struct {
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
+	stopping  atomic.Bool   // the drain is stopping the receivers
 }
 
 // job is a batch cut and waiting to run.
@@ -298,6 +299,14 @@ func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		e.cfg.Logger.Warn("stream: receiver returned an error while stopping", "source", i, "err", err)
 	}
+	if err == nil && ctx.Err() == nil && !e.stopping.Load() {
+		// Not fatal (a memory source stopped by its program ends its
+		// input so), but the source delivers nothing more in this Run.
+		e.cfg.Logger.Warn("stream: a receiver's Start returned without being asked to stop: "+
+			"its source delivers nothing more until a restart", "source", i,
+			"fix", "a receiver's Start returns after its Stop or when its ctx is done (source.Receiver); "+
+				"to end a pipeline's input, call Pipeline.Drain, which stops every receiver")
+	}
 	e.emit(func(l Listener) { l.ReceiverStopped(ReceiverInfo{Source: i}) })
 	return nil
 }
@@ -313,6 +322,7 @@ func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *s
 	case <-drainc:
 	}
 	e.cfg.Logger.Info("stream: draining: stopping receivers")
+	e.stopping.Store(true)
 	var stops sync.WaitGroup
 	for i, s := range e.sources {
 		stops.Go(func() {
