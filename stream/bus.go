@@ -1,14 +1,24 @@
 package stream
 
-import "sync"
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+)
 
 // bus delivers listener events, in the order they were posted, on a
 // goroutine of its own, as Spark's listener bus does: a slow Listener never
 // holds up a batch, and a Listener may call any method of the Pipeline,
 // Drain included, without waiting for itself. The queue is unbounded: an
-// event is a few words, and there are a handful per batch.
+// event is a few words, and there are a handful per batch. A Listener that
+// panics is told nothing more: its panic is logged at ERROR, with its stack,
+// and the pipeline and the other listeners go on (Spark's bus logs a
+// listener's exception and goes on too).
 type bus struct {
 	listeners []Listener
+	logger    *slog.Logger
+	failed    []bool // by listener: it panicked; run's only
 
 	mu     sync.Mutex
 	queue  []func(Listener)
@@ -17,10 +27,11 @@ type bus struct {
 	done   chan struct{} // closed by run once every event is delivered after close
 }
 
-// newBus returns a bus for ls; run must be called (in its own goroutine)
-// unless ls is empty.
-func newBus(ls []Listener) *bus {
-	return &bus{listeners: ls, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newBus returns a bus for ls, which logs to logger; run must be called
+// (in its own goroutine) unless ls is empty.
+func newBus(ls []Listener, logger *slog.Logger) *bus {
+	return &bus{listeners: ls, logger: logger, failed: make([]bool, len(ls)),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // post queues an event for every listener. It never blocks.
@@ -51,8 +62,10 @@ func (b *bus) run() {
 		b.queue = nil
 		b.mu.Unlock()
 		for _, f := range q {
-			for _, l := range b.listeners {
-				f(l)
+			for i, l := range b.listeners {
+				if !b.failed[i] {
+					b.failed[i] = !b.deliver(i, l, f)
+				}
 			}
 		}
 		if closed {
@@ -80,4 +93,18 @@ func (b *bus) close() {
 	b.mu.Unlock()
 	b.signal()
 	<-b.done
+}
+
+// deliver calls f with listener i, l, and reports whether it returned; a
+// panic is recovered and logged.
+func (b *bus) deliver(i int, l Listener, f func(Listener)) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.logger.Error("stream: a listener panicked: it is told nothing more", "listener", i,
+				"type", fmt.Sprintf("%T", l), "panic", v, "stack", string(debug.Stack()),
+				"fix", "a Listener must not panic: fix the bug its stack shows")
+		}
+	}()
+	f(l)
+	return true
 }

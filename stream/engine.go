@@ -116,7 +116,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		shape:   p.shapeLocked(),
 		log:     p.log,
 		jobs:    make(chan *job, p.cfg.maxPendingBatches),
-		bus:     newBus(p.cfg.Listeners),
+		bus:     newBus(p.cfg.Listeners, p.cfg.Logger),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
 		betweenc:  make(chan func()),
