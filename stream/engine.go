@@ -74,6 +74,8 @@ type engine struct {
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
 	stopping  atomic.Bool   // the drain is stopping the receivers
+	inStop    []atomic.Bool // by source: the drain called its Stop, which has not returned
+	running   atomic.Bool   // the batch runner runs a batch's outputs
 }
 
 // job is a batch cut and waiting to run.
@@ -119,6 +121,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		bus:     newBus(p.cfg.Listeners, p.cfg.Logger),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
+		inStop:    make([]atomic.Bool, len(p.sources)),
 		betweenc:  make(chan func()),
 		loopDone:  make(chan struct{}),
 	}
@@ -260,7 +263,12 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 		e.fail(e.runLoop(ctx))
 		returned = true
 	})
+	ended := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() { e.watchStop(ctx, ended) })
 	all.Wait()
+	close(ended)
+	watch.Wait()
 }
 
 // left returns what a drain giving up for why leaves: the batches cut and
@@ -326,6 +334,8 @@ func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *s
 	var stops sync.WaitGroup
 	for i, s := range e.sources {
 		stops.Go(func() {
+			e.inStop[i].Store(true)
+			defer e.inStop[i].Store(false)
 			if err := s.stop(ctx); err != nil && ctx.Err() == nil {
 				err = fmt.Errorf("stream: source %d: stop: %w", i, err)
 				e.cfg.Logger.Warn("stream: receiver stop failed", "source", i, "err", err)
@@ -581,7 +591,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	for i, o := range e.outputs {
 		info.Outputs[i].Output = o.String()
 	}
+	e.running.Store(true)
 	err := e.processWatched(ctx, j, start, info.Outputs)
+	e.running.Store(false)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
 		err = batchError(j.time, err)

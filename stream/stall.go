@@ -71,3 +71,52 @@ func (e *engine) processWatched(ctx context.Context, j *job, start time.Time, ou
 	defer e.watchBatch(ctx, j.time, start)()
 	return e.process(ctx, j, outs)
 }
+
+// stopWarnAfter is how long after its context is done a Run first warns
+// that it still waits for what has not returned.
+const stopWarnAfter = time.Minute
+
+// watchStop waits until ctx, the Run's, is done, then until ended is
+// closed (every goroutine of the Run has returned): once that has taken
+// stopWarnAfter, and again each time the wait doubles, it logs at WARN what
+// Run still waits for, since Run cannot return before a receiver's Start
+// or Stop, or an output, that ignores its ctx does. A batch still running,
+// alone, is left to watchBatch's warnings.
+func (e *engine) watchStop(ctx context.Context, ended <-chan struct{}) {
+	select {
+	case <-ended:
+		return
+	case <-ctx.Done():
+	}
+	since := e.cfg.Clock.Now()
+	after := stopWarnAfter
+	timer := e.cfg.Clock.NewTimer(after)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ended:
+			return
+		case <-timer.C():
+		}
+		var starting, stopping []int
+		for i := range e.sources {
+			if e.receiving[i].Load() {
+				starting = append(starting, i)
+			}
+			if e.inStop[i].Load() {
+				stopping = append(stopping, i)
+			}
+		}
+		waited := e.cfg.Clock.Now().Sub(since)
+		after *= 2
+		timer.Reset(max(after-waited, 0))
+		if len(starting) == 0 && len(stopping) == 0 && e.running.Load() {
+			continue // the batch's own watch warns (watchBatch)
+		}
+		e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for what has not returned",
+			"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
+			"batch_running", e.running.Load(),
+			"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
+				"must return once their ctx is done")
+	}
+}
