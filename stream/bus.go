@@ -5,6 +5,10 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/clock"
 )
 
 // bus delivers listener events, in the order they were posted, on a
@@ -18,7 +22,9 @@ import (
 type bus struct {
 	listeners []Listener
 	logger    *slog.Logger
-	failed    []bool // by listener: it panicked; run's only
+	clk       clock.Clock
+	failed    []bool       // by listener: it panicked; run's only
+	calling   atomic.Int64 // 1 + the index of the listener run is calling; 0 if none
 
 	mu     sync.Mutex
 	queue  []func(Listener)
@@ -27,10 +33,10 @@ type bus struct {
 	done   chan struct{} // closed by run once every event is delivered after close
 }
 
-// newBus returns a bus for ls, which logs to logger; run must be called
-// (in its own goroutine) unless ls is empty.
-func newBus(ls []Listener, logger *slog.Logger) *bus {
-	return &bus{listeners: ls, logger: logger, failed: make([]bool, len(ls)),
+// newBus returns a bus for ls, which logs to logger and times its waits on
+// clk; run must be called (in its own goroutine) unless ls is empty.
+func newBus(ls []Listener, logger *slog.Logger, clk clock.Clock) *bus {
+	return &bus{listeners: ls, logger: logger, clk: clk, failed: make([]bool, len(ls)),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -83,7 +89,8 @@ func (b *bus) run() {
 // close asks run to return once the events posted so far are delivered,
 // and waits for it. Events posted after close are delivered too if run has
 // not returned yet, and dropped otherwise: nothing posts after the engine
-// has ended.
+// has ended. Since Run waits here, a Listener that does not return is
+// warned about at WARN after stopWarnAfter, and again as the wait doubles.
 func (b *bus) close() {
 	if len(b.listeners) == 0 {
 		return
@@ -92,13 +99,34 @@ func (b *bus) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.signal()
-	<-b.done
+	since, after := b.clk.Now(), stopWarnAfter
+	timer := b.clk.NewTimer(after)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-timer.C():
+		}
+		waited := b.clk.Now().Sub(since)
+		after *= 2
+		timer.Reset(max(after-waited, 0))
+		i := int(b.calling.Load()) - 1
+		if i < 0 {
+			continue
+		}
+		b.logger.Warn("stream: Run waits for a listener that has not returned, to deliver the last events",
+			"waited", waited.Round(time.Second), "listener", i, "type", fmt.Sprintf("%T", b.listeners[i]),
+			"fix", "a Listener's methods must return: hand slow work to a goroutine of your own")
+	}
 }
 
 // deliver calls f with listener i, l, and reports whether it returned; a
 // panic is recovered and logged.
 func (b *bus) deliver(i int, l Listener, f func(Listener)) (ok bool) {
+	b.calling.Store(int64(i) + 1)
 	defer func() {
+		b.calling.Store(0)
 		if v := recover(); v != nil {
 			b.logger.Error("stream: a listener panicked: it is told nothing more", "listener", i,
 				"type", fmt.Sprintf("%T", l), "panic", v, "stack", string(debug.Stack()),

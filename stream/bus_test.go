@@ -59,3 +59,32 @@ func TestListenerPanic(t *testing.T) {
 		}
 	})
 }
+
+// TestStopWaitingForListenerWarns stops a pipeline whose Listener does not
+// return: Run waits to deliver the events queued, and the driver warns,
+// naming the listener, after 1, 2 and 4 minutes; Run returns nil once the
+// listener does.
+func TestStopWaitingForListenerWarns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logLines{}
+		l := blockingListener{release: make(chan struct{})}
+		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{l},
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		collect(s)
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		r.push(t, "a")
+		time.Sleep(1500 * time.Millisecond)
+		p.Stop()
+		time.Sleep(5 * time.Minute)
+		warned := logs.matching("level=WARN", "listener", "blockingListener")
+		if len(warned) != 3 {
+			t.Errorf("a Run waiting 5 minutes for a listener logged %d warnings naming it, want 3 (at 1, 2 and 4 minutes); WARN lines:\n%s",
+				len(warned), strings.Join(logs.matching("level=WARN"), ""))
+		}
+		close(l.release)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -118,7 +118,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		shape:   p.shapeLocked(),
 		log:     p.log,
 		jobs:    make(chan *job, p.cfg.maxPendingBatches),
-		bus:     newBus(p.cfg.Listeners, p.cfg.Logger),
+		bus:     newBus(p.cfg.Listeners, p.cfg.Logger, p.cfg.Clock),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
 		inStop:    make([]atomic.Bool, len(p.sources)),
