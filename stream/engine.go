@@ -76,6 +76,7 @@ type engine struct {
 	stopping  atomic.Bool   // the drain is stopping the receivers
 	inStop    []atomic.Bool // by source: the drain called its Stop, which has not returned
 	running   atomic.Bool   // the batch runner runs a batch's outputs
+	late      lateness      // the batch runner's
 }
 
 // job is a batch cut and waiting to run.
@@ -584,6 +585,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	// A batch a restart runs again may be ahead of the clock (the empty
 	// batches of a run, reserved ahead): it is not late, nor early.
 	info.SchedulingDelay = max(start.Sub(ref), 0)
+	if !j.recovered {
+		e.late.check(e.cfg.Logger, j.time, info.SchedulingDelay, e.cfg.BatchInterval)
+	}
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -118,5 +119,32 @@ func (e *engine) watchStop(ctx context.Context, ended <-chan struct{}) {
 			"batch_running", e.running.Load(),
 			"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
 				"must return once their ctx is done")
+	}
+}
+
+// lateness warns when batches start far behind schedule, which no default
+// log showed (the metrics Collector warns earlier, when it is configured):
+// once the scheduling delay of a batch cut in this Run passes
+// slowBatchAfter the interval, again each time it doubles, and at INFO
+// once it is back under half that. Recovered batches are left out: their
+// delay is the time the pipeline was down.
+type lateness struct {
+	level time.Duration // the delay last warned about; 0 when not warned
+}
+
+// check looks at the scheduling delay of batch t.
+func (l *lateness) check(logger *slog.Logger, t batch.Time, delay, iv time.Duration) {
+	limit := slowBatchAfter(iv)
+	switch {
+	case l.level > 0 && delay < limit/2:
+		l.level = 0
+		logger.Info("stream: batches back on schedule", "batch", t, "delay", delay.Round(time.Millisecond))
+	case delay >= limit && (l.level == 0 || delay >= 2*l.level):
+		l.level = delay
+		logger.Warn("stream: batches fall behind schedule", "batch", t, "delay", delay.Round(time.Millisecond),
+			"batch_interval", iv,
+			"fix", "processing is slower than the batch interval: make the outputs faster, raise "+
+				"stream.Config.BatchInterval, or spread the shards over more workers; "+
+				"the metrics Collector shows processing times and warns earlier")
 	}
 }
