@@ -79,6 +79,11 @@ func main() {
 	flag.Var(&o.streams, "stream", "create a stream on kinesalite, NAME or NAME:SHARDS; repeatable")
 	verbose := flag.Bool("v", false, "log the servers' start and stop")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// Flags only: a stream named without -stream would not be made.
+		fmt.Fprintf(os.Stderr, "weir-local: unexpected argument %q: it takes flags only (a stream is -stream NAME:SHARDS); see weir-local -h\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug
