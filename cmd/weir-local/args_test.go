@@ -22,6 +22,8 @@ func TestMainArgs(t *testing.T) {
 	}{
 		// A stream given without -stream: nothing would create it.
 		{"-kinesis=false -dynamodb=false words:2", `unexpected argument "words:2"`},
+		// Nothing to start: the error names the flags, not localaws's fields.
+		{"-kinesis=false -dynamodb=false", "-kinesis, -dynamodb and -kinesis-mock are all false"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMainArgs$")
 		cmd.Env = append(os.Environ(), "WEIR_LOCAL_TEST_ARGS="+tc.args)

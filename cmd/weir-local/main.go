@@ -106,6 +106,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 	}
+	if !o.opts.Kinesis && !o.opts.DynamoDB && !o.opts.KinesisMock {
+		return errors.New("nothing to start: -kinesis, -dynamodb and -kinesis-mock are all false; leave one on")
+	}
 	if len(o.streams) > 0 && !o.opts.Kinesis {
 		return errors.New("-stream needs -kinesis")
 	}
