@@ -6,7 +6,7 @@
 // their endpoints as shell assignments, and runs until Ctrl-C or SIGTERM.
 //
 //	go run github.com/weirstream/weir/cmd/weir-local -stream words:2
-//	# WEIR_KINESIS_ENDPOINT=http://127.0.0.1:41234 ...
+//	# export WEIR_KINESIS_ENDPOINT=http://127.0.0.1:41234 ...
 //
 // Point an application at the endpoints (kinesis.Config.Endpoint,
 // leasetable.Config.Endpoint) with the printed region and static
