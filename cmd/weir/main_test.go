@@ -278,3 +278,24 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayNoLetters replays -all from a directory holding no letters (an
+// empty dead-letter directory, or a mistyped path to another one): the
+// tool says there was nothing to replay, rather than nothing at all, and
+// writes no replay journal into the directory.
+func TestReplayNoLetters(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	client := func(context.Context, string, string) (*kinesis.Client, error) {
+		return kinesis.New(kinesis.Options{Region: "us-east-1"}), nil
+	}
+	if err := run(t.Context(), []string{"deadletters", "replay", "-dir", dir, "-stream", "s", "-all"}, &out, client); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no letters in -dir "+dir) {
+		t.Errorf("replay -all of a directory without letters printed %q, want it to say there are no letters", out.String())
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		t.Errorf("replay of nothing left files in the directory: %v %v", entries, err)
+	}
+}
