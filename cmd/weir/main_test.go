@@ -299,3 +299,28 @@ func TestReplayNoLetters(t *testing.T) {
 		t.Errorf("replay of nothing left files in the directory: %v %v", entries, err)
 	}
 }
+
+// TestHelp asks for help: the usage, with each flag of a subcommand, goes
+// to the output and the tool succeeds, as asking for help is no error.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage:", "deadletters list"}},
+		{[]string{"help"}, []string{"usage:", "deadletters replay"}},
+		{[]string{"deadletters", "list", "-h"}, []string{"usage:", "-table", "-region"}},
+		{[]string{"deadletters", "replay", "-help"}, []string{"usage:", "-stream", "-table-endpoint", "-all"}},
+	} {
+		var out bytes.Buffer
+		err := run(t.Context(), tc.args, &out, nil)
+		if err != nil {
+			t.Errorf("run %q = %v, want nil", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("run %q printed:\n%s\nwant it to hold %q", tc.args, out.String(), w)
+			}
+		}
+	}
+}
