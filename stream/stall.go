@@ -44,8 +44,9 @@ func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) 
 			}
 			warned = true
 			running := e.cfg.Clock.Now().Sub(start)
-			fix := "an output or a state update does not return: look for a call without a deadline " +
-				"(use the ctx the output is given); batches wait meanwhile and receivers stop reading"
+			fix := "an output or a state update is slow or does not return (unless the output's own warnings " +
+				"show it being retried): look for a call without a deadline, and use the ctx the output is given; " +
+				"batches wait meanwhile and receivers stop reading"
 			if ctx.Err() != nil {
 				fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
 			}
