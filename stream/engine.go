@@ -266,7 +266,7 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 	})
 	ended := make(chan struct{})
 	var watch sync.WaitGroup
-	watch.Go(func() { e.watchStop(ctx, ended) })
+	watch.Go(func() { e.watchStop(ctx, drainc, ended) })
 	all.Wait()
 	close(ended)
 	watch.Wait()

@@ -74,21 +74,25 @@ func (e *engine) processWatched(ctx context.Context, j *job, start time.Time, ou
 	return e.process(ctx, j, outs)
 }
 
-// stopWarnAfter is how long after its context is done a Run first warns
-// that it still waits for what has not returned.
+// stopWarnAfter is how long after its context is done, or a drain was
+// requested, a Run first warns that it still waits for what has not
+// returned.
 const stopWarnAfter = time.Minute
 
-// watchStop waits until ctx, the Run's, is done, then until ended is
-// closed (every goroutine of the Run has returned): once that has taken
-// stopWarnAfter, and again each time the wait doubles, it logs at WARN what
-// Run still waits for, since Run cannot return before a receiver's Start
-// or Stop, or an output, that ignores its ctx does. A batch still running,
-// alone, is left to watchBatch's warnings.
-func (e *engine) watchStop(ctx context.Context, ended <-chan struct{}) {
+// watchStop waits until ctx, the Run's, is done or a drain is requested on
+// drainc, then until ended is closed (every goroutine of the Run has
+// returned): once that has taken stopWarnAfter, and again each time the
+// wait doubles, it logs at WARN what Run still waits for, since Run cannot
+// return before a receiver's Start or Stop, or an output, that ignores its
+// ctx does. A batch still running, alone, is left to watchBatch's
+// warnings; while a drain runs batches, only receivers that have not
+// returned are warned about.
+func (e *engine) watchStop(ctx context.Context, drainc <-chan struct{}, ended <-chan struct{}) {
 	select {
 	case <-ended:
 		return
 	case <-ctx.Done():
+	case <-drainc:
 	}
 	since := e.cfg.Clock.Now()
 	after := stopWarnAfter
@@ -112,14 +116,20 @@ func (e *engine) watchStop(ctx context.Context, ended <-chan struct{}) {
 		waited := e.cfg.Clock.Now().Sub(since)
 		after *= 2
 		timer.Reset(max(after-waited, 0))
-		if len(starting) == 0 && len(stopping) == 0 && e.running.Load() {
-			continue // the batch's own watch warns (watchBatch)
+		receivers := len(starting) > 0 || len(stopping) > 0
+		switch {
+		case ctx.Err() == nil && receivers:
+			e.cfg.Logger.Warn("stream: the pipeline is draining and still waits for receivers to stop",
+				"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
+				"fix", "a receiver's Stop must return once it has pushed what it holds, and its Start then; "+
+					"Drain's ctx bounds the wait (Config.DrainTimeout when Run's ctx is done), and Stop stops now")
+		case ctx.Err() != nil && (receivers || !e.running.Load()):
+			e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for what has not returned",
+				"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
+				"batch_running", e.running.Load(),
+				"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
+					"must return once their ctx is done")
 		}
-		e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for what has not returned",
-			"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
-			"batch_running", e.running.Load(),
-			"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
-				"must return once their ctx is done")
 	}
 }
 
