@@ -11,7 +11,8 @@
 // Point an application at the endpoints (kinesis.Config.Endpoint,
 // leasetable.Config.Endpoint) with the printed region and static
 // credentials; weir's tests and localaws.Start use servers named by the
-// WEIR_*_ENDPOINT variables instead of starting their own.
+// WEIR_*_ENDPOINT variables instead of starting their own. weir-local itself
+// ignores those variables (saying so): it always starts its own servers.
 package main
 
 import (
@@ -111,6 +112,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if len(o.streams) > 0 && !o.opts.Kinesis {
 		return errors.New("-stream needs -kinesis")
+	}
+	// localaws.Start uses a server named in the environment instead of
+	// starting one: in a shell holding an earlier run's export lines, this
+	// command would start nothing and print a stale endpoint again.
+	for _, name := range []string{localaws.EnvKinesisEndpoint, localaws.EnvDynamoDBEndpoint, localaws.EnvKinesisMockEndpoint} {
+		if v, ok := os.LookupEnv(name); ok {
+			fmt.Fprintf(out, "# ignoring %s=%s from the environment: weir-local starts servers of its own\n", name, v)
+			if err := os.Unsetenv(name); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintln(out, "# starting local AWS servers on 127.0.0.1 (installing them with npm on first use)...")
 	env, err := localaws.Start(ctx, o.opts)
