@@ -469,7 +469,7 @@ func (e *engine) unbatched() int {
 // every source's unbatched blocks, logs the allocation and queues the batch,
 // waiting while maxPendingBatches batches are queued.
 func (e *engine) schedule(ctx context.Context, t batch.Time, due time.Time) error {
-	j, err := e.cut(ctx, t)
+	j, err := e.cutWatched(ctx, t)
 	if err != nil {
 		return err
 	}

@@ -20,20 +20,15 @@ const minSlowBatch = time.Minute
 // and at least minSlowBatch.
 func slowBatchAfter(iv time.Duration) time.Duration { return max(10*iv, minSlowBatch) }
 
-// watchBatch watches batch t, started at start, while it runs: once it has
-// run slowBatchAfter the interval, and again each time that time doubles,
-// it logs at WARN that the batch is still running, since nothing else
-// would show a hung output or state update (the batch timer waits, and
-// reading stops, in silence). A Run stopping waits for the batch too: an
-// output that ignores its ctx is warned about the same way. The func
-// returned ends the watch and waits for its goroutine; for a batch it
-// warned about, it logs at INFO how long the batch took.
-func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) (end func()) {
+// watch calls warn, with how long it has been since start, once that is
+// after, and again each time it doubles, until the func it returns is
+// called: that func ends the watch, waits for its goroutine, and reports
+// whether warn was called.
+func (e *engine) watch(start time.Time, after time.Duration, warn func(waited time.Duration)) (end func() (warned bool)) {
 	stopc := make(chan struct{})
 	var wg sync.WaitGroup
 	warned := false // the goroutine's until wg.Wait returns
 	wg.Go(func() {
-		after := slowBatchAfter(e.cfg.BatchInterval)
 		timer := e.cfg.Clock.NewTimer(after)
 		defer timer.Stop()
 		for {
@@ -43,27 +38,71 @@ func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) 
 			case <-timer.C():
 			}
 			warned = true
-			running := e.cfg.Clock.Now().Sub(start)
-			fix := "an output or a state update is slow or does not return (unless the output's own warnings " +
-				"show it being retried): look for a call without a deadline, and use the ctx the output is given; " +
-				"batches wait meanwhile and receivers stop reading"
-			if ctx.Err() != nil {
-				fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
-			}
-			e.cfg.Logger.Warn("stream: batch still running", "batch", t,
-				"running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval, "fix", fix)
+			waited := e.cfg.Clock.Now().Sub(start)
+			warn(waited)
 			after *= 2
-			timer.Reset(max(after-running, 0))
+			timer.Reset(max(after-waited, 0))
 		}
 	})
-	return func() {
+	return func() bool {
 		close(stopc)
 		wg.Wait()
-		if warned {
+		return warned
+	}
+}
+
+// watchBatch watches batch t, started at start, while it runs: once it has
+// run slowBatchAfter the interval, and again each time that time doubles,
+// it logs at WARN that the batch is still running, since nothing else
+// would show a hung output or state update (the batch timer waits, and
+// reading stops, in silence). A Run stopping waits for the batch too: an
+// output that ignores its ctx is warned about the same way. The func
+// returned ends the watch and waits for its goroutine; for a batch it
+// warned about, it logs at INFO how long the batch took.
+func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) (end func()) {
+	ended := e.watch(start, slowBatchAfter(e.cfg.BatchInterval), func(running time.Duration) {
+		fix := "an output or a state update is slow or does not return (unless the output's own warnings " +
+			"show it being retried): look for a call without a deadline, and use the ctx the output is given; " +
+			"batches wait meanwhile and receivers stop reading"
+		if ctx.Err() != nil {
+			fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
+		}
+		e.cfg.Logger.Warn("stream: batch still running", "batch", t,
+			"running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval, "fix", fix)
+	})
+	return func() {
+		if ended() {
 			e.cfg.Logger.Info("stream: a batch warned about as still running has ended",
 				"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
 		}
 	}
+}
+
+// cutWatched cuts the batch at time t (cut) while it watches the cut: a cut
+// waits for the recovery log's appends (of the blocks in the batch, then of
+// its allocation), so a log that stops answering (a hung disk under
+// recovery.Dir, a custom recovery.Log) stops every batch and, through the
+// pushes waiting too, all reading, which nothing else would show. Once the
+// cut has waited slowBatchAfter the interval, and each time that doubles,
+// it logs at WARN; at INFO when such a cut is done. Without a recovery log
+// a cut does not wait and is not watched.
+func (e *engine) cutWatched(ctx context.Context, t batch.Time) (*job, error) {
+	if _, ok := e.log.(noLog); ok {
+		return e.cut(ctx, t)
+	}
+	start := e.cfg.Clock.Now()
+	ended := e.watch(start, slowBatchAfter(e.cfg.BatchInterval), func(waited time.Duration) {
+		e.cfg.Logger.Warn("stream: cutting a batch waits for the recovery log: no batch runs and reading stops meanwhile",
+			"batch", t, "waited", waited.Round(time.Second),
+			"fix", "the recovery log's appends do not complete: check the disk or file system of recovery.Dir "+
+				"(or the recovery.Log in Config.Recovery, whose own warnings say more)")
+	})
+	j, err := e.cut(ctx, t)
+	if ended() {
+		e.cfg.Logger.Info("stream: a batch cut warned about as waiting for the recovery log is done",
+			"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
+	}
+	return j, err
 }
 
 // processWatched runs process for batch j, started at start, while
