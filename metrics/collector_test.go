@@ -344,7 +344,10 @@ func TestRunSamplesOnItsInterval(t *testing.T) {
 
 // TestWarnsAboutLastingListingFailures fails the lease table's listing: a
 // table a starting receiver has not created yet fails a listing or two, so
-// only the fifth failure in a row is logged.
+// only the fifth failure in a row is logged at WARN, and the tenth and
+// twentieth (as for every warned condition, again as it doubles); the
+// warning holds (Snapshot.Warnings) until a listing succeeds, which is
+// logged at INFO.
 func TestWarnsAboutLastingListingFailures(t *testing.T) {
 	h := &logs{}
 	table := &fakeTable{err: errors.New("ResourceNotFoundException")}
@@ -352,21 +355,27 @@ func TestWarnsAboutLastingListingFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []int
-	for i := 1; i <= 12; i++ {
-		if i == 7 {
+	var got []string
+	for i := 1; i <= 33; i++ {
+		switch i {
+		case 7:
 			table.err = nil
-		}
-		if i == 8 {
+		case 8:
 			table.err = errors.New("AccessDeniedException")
 		}
 		c.Sample(t.Context())
-		if len(h.take()) > 0 {
-			got = append(got, i)
+		for _, l := range h.take() {
+			got = append(got, fmt.Sprintf("%d %s", i, strings.Fields(l)[0]))
+		}
+		active := c.Snapshot().Warnings
+		warned := len(active) == 1 && active[0].Kind == "lease_listing"
+		if want := (i >= 5 && i < 7) || i >= 12; warned != want || (!warned && len(active) > 0) {
+			t.Errorf("after listing %d, active warnings %+v, want a lease_listing warning: %v", i, active, want)
 		}
 	}
-	if diff := cmp.Diff([]int{5, 12}, got); diff != "" {
-		t.Errorf("samples that logged (-want +got):\n%s", diff)
+	want := []string{"5 WARN", "7 INFO", "12 WARN", "17 WARN", "27 WARN"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("samples that logged, and at which level (-want +got):\n%s", diff)
 	}
 }
 
