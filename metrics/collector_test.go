@@ -228,6 +228,52 @@ func TestWarnsWhenShardLagGrows(t *testing.T) {
 	})
 }
 
+// TestShardLagWarningEndsWithTheShard warns about a shard falling behind,
+// then the shard stops being read here (its lease went to another worker)
+// or leaves the receiver's stats: the warning ends, at INFO, saying why
+// (not that the lag is back under its level, which no one saw), and is no
+// longer active.
+func TestShardLagWarningEndsWithTheShard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  map[string]metrics.ShardStats
+		want string
+	}{
+		{"not read", map[string]metrics.ShardStats{"shard-0": {Behind: 50 * time.Second}}, "INFO metrics: shard no longer read here: its lag warning ends"},
+		{"gone", map[string]metrics.ShardStats{}, "INFO metrics: shard no longer reported: its lag warning ends"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &logs{}
+				r := &fakeReceiver{}
+				c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, LagWarning: 10 * time.Second, Logger: slog.New(h)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, behind := range []time.Duration{11, 12, 13, 14} {
+					r.set(func(f *fakeReceiver) {
+						f.stats.Shards = map[string]metrics.ShardStats{"shard-0": {Reading: true, Behind: behind * time.Second}}
+					})
+					c.Sample(t.Context())
+					time.Sleep(time.Second)
+				}
+				if w := c.Snapshot().Warnings; len(w) != 1 {
+					t.Fatalf("active warnings %+v, want one shard_lag: the test does not test", w)
+				}
+				h.take()
+				r.set(func(f *fakeReceiver) { f.stats.Shards = tc.end })
+				c.Sample(t.Context())
+				if diff := cmp.Diff([]string{tc.want}, h.take()); diff != "" {
+					t.Errorf("logs (-want +got):\n%s", diff)
+				}
+				if w := c.Snapshot().Warnings; len(w) != 0 {
+					t.Errorf("active warnings %+v, want none", w)
+				}
+			})
+		})
+	}
+}
+
 // TestLeaseChanges samples a receiver whose leases change, with the lease
 // table listed at every sample, in virtual time.
 func TestLeaseChanges(t *testing.T) {
