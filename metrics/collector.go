@@ -57,7 +57,8 @@ type Config struct {
 	// kept. Default: DefaultHistory (300).
 	History int
 	// DelayWarning is the scheduling delay above which, if it grows, the
-	// Collector warns that batches fall behind. Default: 3 batch intervals.
+	// Collector warns that batches fall behind; the warning ends once the
+	// delay is under half of it. Default: 3 batch intervals.
 	DelayWarning time.Duration
 	// LagWarning is the MillisBehindLatest of a shard above which, if it
 	// grows, the Collector warns that its reader falls behind. Default: 1m.

@@ -193,6 +193,36 @@ func TestWarnsWhenSchedulingDelayGrows(t *testing.T) {
 	})
 }
 
+// TestSchedulingDelayAroundWarningLevel feeds batches whose scheduling
+// delay swings around its warning level (3 s), 2.5 s and 3.5 s in turn:
+// one warning, not a warning and its end at every other batch; the end is
+// logged once the delay is well under the level (under half of it).
+func TestSchedulingDelayAroundWarningLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logs{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		batchAt := func(d time.Duration) {
+			info := stream.BatchInfo{Time: batch.TimeOf(time.Now()), SchedulingDelay: d, ProcessingTime: time.Second}
+			c.BatchCompleted(info)
+			time.Sleep(time.Second)
+			for _, l := range h.take() {
+				got = append(got, d.String()+": "+strings.Fields(l)[0])
+			}
+		}
+		for i := range 20 {
+			batchAt(2500*time.Millisecond + time.Duration(i%2)*time.Second)
+		}
+		batchAt(1400 * time.Millisecond)
+		if diff := cmp.Diff([]string{"3.5s: WARN", "1.4s: INFO"}, got); diff != "" {
+			t.Errorf("logs (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestWarnsWhenShardLagGrows samples a receiver whose shard falls further
 // behind at every sample, then catches up.
 func TestWarnsWhenShardLagGrows(t *testing.T) {

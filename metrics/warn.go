@@ -15,7 +15,8 @@ const growthWindow = 3
 
 // warnings decides when to warn. A condition is warned about once when it
 // starts, again each time its value doubles, and reported over at INFO when
-// it ends. Its methods are called with the Collector's mu held.
+// it ends (a scheduling delay: once under half its warning level). Its
+// methods are called with the Collector's mu held.
 type warnings struct {
 	batchIv    time.Duration
 	delayLimit time.Duration
@@ -43,6 +44,11 @@ func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
 	growing := len(recent) > growthWindow && d > recent[len(recent)-1-growthWindow].SchedulingDelay
 	key := "scheduling_delay"
 	if d < w.delayLimit {
+		// Ended only well under the level: a delay swinging around it
+		// would otherwise log a warning and its end every other batch.
+		if d >= w.delayLimit/2 {
+			return nil
+		}
 		return w.clear(key, "metrics: scheduling delay back under its warning level", "delay", d, "warning_level", w.delayLimit)
 	}
 	if !growing {
