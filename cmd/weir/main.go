@@ -93,7 +93,8 @@ func awsConfig(ctx context.Context, endpoint, region string) (aws.Config, error)
 // run runs the command line args, writing its report, or the help asked
 // for, to out.
 func run(ctx context.Context, args []string, out io.Writer, client clientFunc) error {
-	if len(args) == 1 && slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]) {
+	help := []string{"-h", "-help", "--help", "help"}
+	if len(args) == 1 && slices.Contains(help, args[0]) || len(args) == 2 && args[0] == "deadletters" && slices.Contains(help, args[1]) {
 		fmt.Fprintln(out, errUsage)
 		return nil
 	}

@@ -309,6 +309,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"-h"}, []string{"usage:", "deadletters list"}},
 		{[]string{"help"}, []string{"usage:", "deadletters replay"}},
+		{[]string{"deadletters", "-h"}, []string{"usage:", "deadletters replay"}},
 		{[]string{"deadletters", "list", "-h"}, []string{"usage:", "-table", "-region"}},
 		{[]string{"deadletters", "replay", "-help"}, []string{"usage:", "-stream", "-table-endpoint", "-all"}},
 	} {
