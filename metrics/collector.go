@@ -23,7 +23,7 @@ var ErrInvalidConfig = errors.New("metrics: invalid config")
 const DefaultHistory = 300
 
 // listFailWarning is the number of consecutive failed listings of the lease
-// table that is logged at WARN.
+// table that is first logged at WARN (then again as the number doubles).
 const listFailWarning = 5
 
 // maxErrLen is the longest error text a Snapshot keeps (BatchSample.Err,
@@ -57,7 +57,8 @@ type Config struct {
 	// kept. Default: DefaultHistory (300).
 	History int
 	// DelayWarning is the scheduling delay above which, if it grows, the
-	// Collector warns that batches fall behind. Default: 3 batch intervals.
+	// Collector warns that batches fall behind; the warning ends once the
+	// delay is under half of it. Default: 3 batch intervals.
 	DelayWarning time.Duration
 	// LagWarning is the MillisBehindLatest of a shard above which, if it
 	// grows, the Collector warns that its reader falls behind. Default: 1m.
@@ -292,7 +293,9 @@ func latest(list []BatchSample, limit int) []BatchSample {
 // Run samples the Receivers and the lease table every SampleInterval, and
 // checks the shards' lag, until ctx is done; it returns nil then. A failed
 // listing of the lease table is never fatal: it is shown in
-// Snapshot.Fleet.Err, and logged at WARN once 5 listings in a row failed.
+// Snapshot.Fleet.Err, and logged at WARN once 5 listings in a row failed
+// (then at 10, 20...), when it becomes a "lease_listing" warning of
+// Snapshot.Warnings until a listing succeeds, which is logged at INFO.
 func (c *Collector) Run(ctx context.Context) error {
 	t := c.cfg.Clock.NewTicker(c.cfg.SampleInterval)
 	defer t.Stop()
@@ -360,11 +363,17 @@ func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logL
 		// A table that a starting receiver has not created yet fails a
 		// listing or two: warn only about a failure that lasts.
 		c.listFails++
-		if c.listFails == listFailWarning {
-			return []logLine{{level: slog.LevelWarn, msg: "metrics: cannot list the lease table; the status page shows the last listing",
-				args: []any{"failed_listings", c.listFails, "err", err, "fix", "check Config.Leases: the table name, its DynamoDB endpoint and the credentials' dynamodb:Scan permission"}}}
+		if c.listFails < listFailWarning {
+			return nil
 		}
-		return nil
+		return c.warn.raise(now, "lease_listing", "lease_listing", "", int64(c.listFails),
+			"metrics: cannot list the lease table; the status page shows the last listing",
+			"failed_listings", c.listFails, "err", err,
+			"fix", "check Config.Leases: the table name, its DynamoDB endpoint and the credentials' dynamodb:Scan permission")
+	}
+	var logs []logLine
+	if c.listFails > 0 {
+		logs = c.warn.clear("lease_listing", "metrics: the lease table is listed again", "failed_listings", c.listFails)
 	}
 	c.listFails = 0
 	slices.SortFunc(table, func(a, b Lease) int { return strings.Compare(a.Shard, b.Shard) })
@@ -389,7 +398,7 @@ func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logL
 		}
 	}
 	c.prevTable, c.lastTable = c.lastTable, byShard
-	return nil
+	return logs
 }
 
 // leaseChangesLocked counts the leases receiver i acquired and lost since

@@ -193,6 +193,36 @@ func TestWarnsWhenSchedulingDelayGrows(t *testing.T) {
 	})
 }
 
+// TestSchedulingDelayAroundWarningLevel feeds batches whose scheduling
+// delay swings around its warning level (3 s), 2.5 s and 3.5 s in turn:
+// one warning, not a warning and its end at every other batch; the end is
+// logged once the delay is well under the level (under half of it).
+func TestSchedulingDelayAroundWarningLevel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logs{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		batchAt := func(d time.Duration) {
+			info := stream.BatchInfo{Time: batch.TimeOf(time.Now()), SchedulingDelay: d, ProcessingTime: time.Second}
+			c.BatchCompleted(info)
+			time.Sleep(time.Second)
+			for _, l := range h.take() {
+				got = append(got, d.String()+": "+strings.Fields(l)[0])
+			}
+		}
+		for i := range 20 {
+			batchAt(2500*time.Millisecond + time.Duration(i%2)*time.Second)
+		}
+		batchAt(1400 * time.Millisecond)
+		if diff := cmp.Diff([]string{"3.5s: WARN", "1.4s: INFO"}, got); diff != "" {
+			t.Errorf("logs (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestWarnsWhenShardLagGrows samples a receiver whose shard falls further
 // behind at every sample, then catches up.
 func TestWarnsWhenShardLagGrows(t *testing.T) {
@@ -226,6 +256,52 @@ func TestWarnsWhenShardLagGrows(t *testing.T) {
 			t.Errorf("logs (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestShardLagWarningEndsWithTheShard warns about a shard falling behind,
+// then the shard stops being read here (its lease went to another worker)
+// or leaves the receiver's stats: the warning ends, at INFO, saying why
+// (not that the lag is back under its level, which no one saw), and is no
+// longer active.
+func TestShardLagWarningEndsWithTheShard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  map[string]metrics.ShardStats
+		want string
+	}{
+		{"not read", map[string]metrics.ShardStats{"shard-0": {Behind: 50 * time.Second}}, "INFO metrics: shard no longer read here: its lag warning ends"},
+		{"gone", map[string]metrics.ShardStats{}, "INFO metrics: shard no longer reported: its lag warning ends"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &logs{}
+				r := &fakeReceiver{}
+				c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, LagWarning: 10 * time.Second, Logger: slog.New(h)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, behind := range []time.Duration{11, 12, 13, 14} {
+					r.set(func(f *fakeReceiver) {
+						f.stats.Shards = map[string]metrics.ShardStats{"shard-0": {Reading: true, Behind: behind * time.Second}}
+					})
+					c.Sample(t.Context())
+					time.Sleep(time.Second)
+				}
+				if w := c.Snapshot().Warnings; len(w) != 1 {
+					t.Fatalf("active warnings %+v, want one shard_lag: the test does not test", w)
+				}
+				h.take()
+				r.set(func(f *fakeReceiver) { f.stats.Shards = tc.end })
+				c.Sample(t.Context())
+				if diff := cmp.Diff([]string{tc.want}, h.take()); diff != "" {
+					t.Errorf("logs (-want +got):\n%s", diff)
+				}
+				if w := c.Snapshot().Warnings; len(w) != 0 {
+					t.Errorf("active warnings %+v, want none", w)
+				}
+			})
+		})
+	}
 }
 
 // TestLeaseChanges samples a receiver whose leases change, with the lease
@@ -344,7 +420,10 @@ func TestRunSamplesOnItsInterval(t *testing.T) {
 
 // TestWarnsAboutLastingListingFailures fails the lease table's listing: a
 // table a starting receiver has not created yet fails a listing or two, so
-// only the fifth failure in a row is logged.
+// only the fifth failure in a row is logged at WARN, and the tenth and
+// twentieth (as for every warned condition, again as it doubles); the
+// warning holds (Snapshot.Warnings) until a listing succeeds, which is
+// logged at INFO.
 func TestWarnsAboutLastingListingFailures(t *testing.T) {
 	h := &logs{}
 	table := &fakeTable{err: errors.New("ResourceNotFoundException")}
@@ -352,21 +431,27 @@ func TestWarnsAboutLastingListingFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []int
-	for i := 1; i <= 12; i++ {
-		if i == 7 {
+	var got []string
+	for i := 1; i <= 33; i++ {
+		switch i {
+		case 7:
 			table.err = nil
-		}
-		if i == 8 {
+		case 8:
 			table.err = errors.New("AccessDeniedException")
 		}
 		c.Sample(t.Context())
-		if len(h.take()) > 0 {
-			got = append(got, i)
+		for _, l := range h.take() {
+			got = append(got, fmt.Sprintf("%d %s", i, strings.Fields(l)[0]))
+		}
+		active := c.Snapshot().Warnings
+		warned := len(active) == 1 && active[0].Kind == "lease_listing"
+		if want := (i >= 5 && i < 7) || i >= 12; warned != want || (!warned && len(active) > 0) {
+			t.Errorf("after listing %d, active warnings %+v, want a lease_listing warning: %v", i, active, want)
 		}
 	}
-	if diff := cmp.Diff([]int{5, 12}, got); diff != "" {
-		t.Errorf("samples that logged (-want +got):\n%s", diff)
+	want := []string{"5 WARN", "7 INFO", "12 WARN", "17 WARN", "27 WARN"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("samples that logged, and at which level (-want +got):\n%s", diff)
 	}
 }
 

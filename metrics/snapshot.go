@@ -151,7 +151,8 @@ type Fleet struct {
 
 // Warning is a condition the Collector warned about that still holds.
 type Warning struct {
-	// Kind is "scheduling_delay" or "shard_lag".
+	// Kind is "scheduling_delay", "shard_lag" or "lease_listing" (the
+	// lease table cannot be listed).
 	Kind string
 	// Subject is what it is about: "" for the pipeline, a shard ID.
 	Subject string

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +15,8 @@ const growthWindow = 3
 
 // warnings decides when to warn. A condition is warned about once when it
 // starts, again each time its value doubles, and reported over at INFO when
-// it ends. Its methods are called with the Collector's mu held.
+// it ends (a scheduling delay: once under half its warning level). Its
+// methods are called with the Collector's mu held.
 type warnings struct {
 	batchIv    time.Duration
 	delayLimit time.Duration
@@ -42,6 +44,11 @@ func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
 	growing := len(recent) > growthWindow && d > recent[len(recent)-1-growthWindow].SchedulingDelay
 	key := "scheduling_delay"
 	if d < w.delayLimit {
+		// Ended only well under the level: a delay swinging around it
+		// would otherwise log a warning and its end every other batch.
+		if d >= w.delayLimit/2 {
+			return nil
+		}
 		return w.clear(key, "metrics: scheduling delay back under its warning level", "delay", d, "warning_level", w.delayLimit)
 	}
 	if !growing {
@@ -63,9 +70,11 @@ func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
 		"batch", last.Time, "delay", d, "batch_interval", w.batchIv, "processing_time", proc, "fix", fix)
 }
 
-// shards checks the lag of every shard in samples.
+// shards checks the lag of every shard in samples. The warning of a shard
+// no longer read here, or no longer in its receiver's stats, ends.
 func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 	var out []logLine
+	seen := make(map[string]bool)
 	for _, s := range samples {
 		ids := make([]string, 0, len(s.Stats.Shards))
 		for id := range s.Stats.Shards {
@@ -75,6 +84,7 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 		for _, id := range ids {
 			st := s.Stats.Shards[id]
 			hkey := fmt.Sprintf("%d/%s", s.Index, id)
+			seen[hkey] = true
 			h := append(w.history[hkey], int64(st.Behind))
 			if len(h) > growthWindow+1 {
 				h = h[len(h)-growthWindow-1:]
@@ -82,7 +92,11 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 			w.history[hkey] = h
 			lag := st.Behind
 			key := "shard_lag/" + hkey
-			if lag < w.lagLimit || !st.Reading {
+			if !st.Reading {
+				out = append(out, w.clear(key, "metrics: shard no longer read here: its lag warning ends", "shard", id)...)
+				continue
+			}
+			if lag < w.lagLimit {
 				out = append(out, w.clear(key, "metrics: shard lag back under its warning level", "shard", id, "behind", lag)...)
 				continue
 			}
@@ -98,6 +112,13 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 				lag.Round(time.Second), growthWindow) // the shard only as an attribute: its ID comes from outside
 			out = append(out, w.raise(now, key, "shard_lag", id, int64(lag), msg,
 				"shard", id, "behind", lag, "records_read", st.RecordsRead, "fix", fix)...)
+		}
+	}
+	for _, hkey := range slices.Sorted(maps.Keys(w.history)) {
+		if !seen[hkey] {
+			delete(w.history, hkey)
+			_, id, _ := strings.Cut(hkey, "/")
+			out = append(out, w.clear("shard_lag/"+hkey, "metrics: shard no longer reported: its lag warning ends", "shard", id)...)
 		}
 	}
 	return out

@@ -1,14 +1,30 @@
 package stream
 
-import "sync"
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/clock"
+)
 
 // bus delivers listener events, in the order they were posted, on a
 // goroutine of its own, as Spark's listener bus does: a slow Listener never
 // holds up a batch, and a Listener may call any method of the Pipeline,
 // Drain included, without waiting for itself. The queue is unbounded: an
-// event is a few words, and there are a handful per batch.
+// event is a few words, and there are a handful per batch. A Listener that
+// panics is told nothing more: its panic is logged at ERROR, with its stack,
+// and the pipeline and the other listeners go on (Spark's bus logs a
+// listener's exception and goes on too).
 type bus struct {
 	listeners []Listener
+	logger    *slog.Logger
+	clk       clock.Clock
+	failed    []bool       // by listener: it panicked; run's only
+	calling   atomic.Int64 // 1 + the index of the listener run is calling; 0 if none
 
 	mu     sync.Mutex
 	queue  []func(Listener)
@@ -17,10 +33,11 @@ type bus struct {
 	done   chan struct{} // closed by run once every event is delivered after close
 }
 
-// newBus returns a bus for ls; run must be called (in its own goroutine)
-// unless ls is empty.
-func newBus(ls []Listener) *bus {
-	return &bus{listeners: ls, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newBus returns a bus for ls, which logs to logger and times its waits on
+// clk; run must be called (in its own goroutine) unless ls is empty.
+func newBus(ls []Listener, logger *slog.Logger, clk clock.Clock) *bus {
+	return &bus{listeners: ls, logger: logger, clk: clk, failed: make([]bool, len(ls)),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // post queues an event for every listener. It never blocks.
@@ -51,8 +68,10 @@ func (b *bus) run() {
 		b.queue = nil
 		b.mu.Unlock()
 		for _, f := range q {
-			for _, l := range b.listeners {
-				f(l)
+			for i, l := range b.listeners {
+				if !b.failed[i] {
+					b.failed[i] = !b.deliver(i, l, f)
+				}
 			}
 		}
 		if closed {
@@ -70,7 +89,8 @@ func (b *bus) run() {
 // close asks run to return once the events posted so far are delivered,
 // and waits for it. Events posted after close are delivered too if run has
 // not returned yet, and dropped otherwise: nothing posts after the engine
-// has ended.
+// has ended. Since Run waits here, a Listener that does not return is
+// warned about at WARN after stopWarnAfter, and again as the wait doubles.
 func (b *bus) close() {
 	if len(b.listeners) == 0 {
 		return
@@ -79,5 +99,40 @@ func (b *bus) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.signal()
-	<-b.done
+	since, after := b.clk.Now(), stopWarnAfter
+	timer := b.clk.NewTimer(after)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-timer.C():
+		}
+		waited := b.clk.Now().Sub(since)
+		after *= 2
+		timer.Reset(max(after-waited, 0))
+		i := int(b.calling.Load()) - 1
+		if i < 0 {
+			continue
+		}
+		b.logger.Warn("stream: Run waits for a listener that has not returned, to deliver the last events",
+			"waited", waited.Round(time.Second), "listener", i, "type", fmt.Sprintf("%T", b.listeners[i]),
+			"fix", "a Listener's methods must return: hand slow work to a goroutine of your own")
+	}
+}
+
+// deliver calls f with listener i, l, and reports whether it returned; a
+// panic is recovered and logged.
+func (b *bus) deliver(i int, l Listener, f func(Listener)) (ok bool) {
+	b.calling.Store(int64(i) + 1)
+	defer func() {
+		b.calling.Store(0)
+		if v := recover(); v != nil {
+			b.logger.Error("stream: a listener panicked: it is told nothing more", "listener", i,
+				"type", fmt.Sprintf("%T", l), "panic", v, "stack", string(debug.Stack()),
+				"fix", "a Listener must not panic: fix the bug its stack shows")
+		}
+	}()
+	f(l)
+	return true
 }

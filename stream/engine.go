@@ -79,6 +79,10 @@ type engine struct {
 	bus       *bus          // delivers listener events
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
+	stopping  atomic.Bool   // the drain is stopping the receivers
+	inStop    []atomic.Bool // by source: the drain called its Stop, which has not returned
+	running   atomic.Bool   // the batch runner runs a batch's outputs
+	late      lateness      // the batch runner's
 }
 
 // job is a batch cut and waiting to run.
@@ -121,9 +125,10 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		shape:   p.shapeLocked(),
 		log:     p.log,
 		jobs:    make(chan *job, p.cfg.maxPendingBatches),
-		bus:     newBus(p.cfg.Listeners),
+		bus:     newBus(p.cfg.Listeners, p.cfg.Logger, p.cfg.Clock),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
+		inStop:    make([]atomic.Bool, len(p.sources)),
 		betweenc:  make(chan func()),
 		loopDone:  make(chan struct{}),
 	}
@@ -265,7 +270,12 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 		e.fail(e.runLoop(ctx))
 		returned = true
 	})
+	ended := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() { e.watchStop(ctx, drainc, ended) })
 	all.Wait()
+	close(ended)
+	watch.Wait()
 }
 
 // left returns what a drain giving up for why leaves: the batches cut and
@@ -304,6 +314,14 @@ func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		e.cfg.Logger.Warn("stream: receiver returned an error while stopping", "source", i, "err", err)
 	}
+	if err == nil && ctx.Err() == nil && !e.stopping.Load() {
+		// Not fatal (a memory source stopped by its program ends its
+		// input so), but the source delivers nothing more in this Run.
+		e.cfg.Logger.Warn("stream: a receiver's Start returned without being asked to stop: "+
+			"its source delivers nothing more until a restart", "source", i,
+			"fix", "a receiver's Start returns after its Stop or when its ctx is done (source.Receiver); "+
+				"to end a pipeline's input, call Pipeline.Drain, which stops every receiver")
+	}
 	e.emit(func(l Listener) { l.ReceiverStopped(ReceiverInfo{Source: i}) })
 	return nil
 }
@@ -319,9 +337,12 @@ func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *s
 	case <-drainc:
 	}
 	e.cfg.Logger.Info("stream: draining: stopping receivers")
+	e.stopping.Store(true)
 	var stops sync.WaitGroup
 	for i, s := range e.sources {
 		stops.Go(func() {
+			e.inStop[i].Store(true)
+			defer e.inStop[i].Store(false)
 			if err := s.stop(ctx); err != nil && ctx.Err() == nil {
 				err = fmt.Errorf("stream: source %d: stop: %w", i, err)
 				e.cfg.Logger.Warn("stream: receiver stop failed", "source", i, "err", err)
@@ -454,7 +475,7 @@ func (e *engine) unbatched() int {
 // every source's unbatched blocks, logs the allocation and queues the batch,
 // waiting while maxPendingBatches batches are queued.
 func (e *engine) schedule(ctx context.Context, t batch.Time, due time.Time) error {
-	j, err := e.cut(ctx, t)
+	j, err := e.cutWatched(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -570,6 +591,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	// A batch a restart runs again may be ahead of the clock (the empty
 	// batches of a run, reserved ahead): it is not late, nor early.
 	info.SchedulingDelay = max(start.Sub(ref), 0)
+	if !j.recovered {
+		e.late.check(e.cfg.Logger, j.time, info.SchedulingDelay, e.cfg.BatchInterval)
+	}
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })
@@ -577,7 +601,9 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	for i, o := range e.outputs {
 		info.Outputs[i].Output = o.String()
 	}
-	err := e.process(ctx, j, info.Outputs)
+	e.running.Store(true)
+	err := e.processWatched(ctx, j, start, info.Outputs)
+	e.running.Store(false)
 	info.ProcessingTime = e.cfg.Clock.Now().Sub(start)
 	if err != nil {
 		err = batchError(j.time, err)

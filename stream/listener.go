@@ -19,7 +19,10 @@ import (
 // (but must not wait on Done: Done waits for the queue). An event may
 // therefore reach the listeners after the outputs it describes have run,
 // and every event of a Run is delivered before Run returns and Done is
-// closed.
+// closed (a Listener that does not return is warned about, at WARN, while
+// Run waits for it). A Listener that panics is told nothing more: the panic
+// is logged at ERROR with its stack, and the pipeline and the other
+// listeners go on.
 //
 // Embed NopListener to implement only the methods you need.
 type Listener interface {

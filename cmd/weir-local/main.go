@@ -6,12 +6,13 @@
 // their endpoints as shell assignments, and runs until Ctrl-C or SIGTERM.
 //
 //	go run github.com/weirstream/weir/cmd/weir-local -stream words:2
-//	# WEIR_KINESIS_ENDPOINT=http://127.0.0.1:41234 ...
+//	# export WEIR_KINESIS_ENDPOINT=http://127.0.0.1:41234 ...
 //
 // Point an application at the endpoints (kinesis.Config.Endpoint,
 // leasetable.Config.Endpoint) with the printed region and static
 // credentials; weir's tests and localaws.Start use servers named by the
-// WEIR_*_ENDPOINT variables instead of starting their own.
+// WEIR_*_ENDPOINT variables instead of starting their own. weir-local itself
+// ignores those variables (saying so): it always starts its own servers.
 package main
 
 import (
@@ -79,6 +80,11 @@ func main() {
 	flag.Var(&o.streams, "stream", "create a stream on kinesalite, NAME or NAME:SHARDS; repeatable")
 	verbose := flag.Bool("v", false, "log the servers' start and stop")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// Flags only: a stream named without -stream would not be made.
+		fmt.Fprintf(os.Stderr, "weir-local: unexpected argument %q: it takes flags only (a stream is -stream NAME:SHARDS); see weir-local -h\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug
@@ -101,8 +107,22 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return err
 		}
 	}
+	if !o.opts.Kinesis && !o.opts.DynamoDB && !o.opts.KinesisMock {
+		return errors.New("nothing to start: -kinesis, -dynamodb and -kinesis-mock are all false; leave one on")
+	}
 	if len(o.streams) > 0 && !o.opts.Kinesis {
 		return errors.New("-stream needs -kinesis")
+	}
+	// localaws.Start uses a server named in the environment instead of
+	// starting one: in a shell holding an earlier run's export lines, this
+	// command would start nothing and print a stale endpoint again.
+	for _, name := range []string{localaws.EnvKinesisEndpoint, localaws.EnvDynamoDBEndpoint, localaws.EnvKinesisMockEndpoint} {
+		if v, ok := os.LookupEnv(name); ok {
+			fmt.Fprintf(out, "# ignoring %s=%s from the environment: weir-local starts servers of its own\n", name, v)
+			if err := os.Unsetenv(name); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintln(out, "# starting local AWS servers on 127.0.0.1 (installing them with npm on first use)...")
 	env, err := localaws.Start(ctx, o.opts)

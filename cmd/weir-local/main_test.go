@@ -99,3 +99,35 @@ func TestRun(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// TestRunIgnoresEndpointsInEnvironment runs the command in a shell that
+// still holds the export lines of an earlier run (whose server is gone):
+// it starts a server of its own and prints its endpoint, rather than
+// printing the stale one again and starting nothing.
+func TestRunIgnoresEndpointsInEnvironment(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stale = "http://127.0.0.1:1"
+	t.Setenv(localaws.EnvKinesisEndpoint, stale)
+	o := options{opts: localaws.Options{Kinesis: true, Dir: root}}
+	out := &notify{line: "# running", ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, out) }()
+	select {
+	case <-out.ready:
+	case err := <-done:
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`export WEIR_KINESIS_ENDPOINT=(\S+)\n`).FindStringSubmatch(out.String())
+	if m == nil || m[1] == stale {
+		t.Errorf("with %s=%s in the environment, weir-local printed:\n%s\nwant the endpoint of a server it started",
+			localaws.EnvKinesisEndpoint, stale, out)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}

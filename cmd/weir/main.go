@@ -90,14 +90,20 @@ func awsConfig(ctx context.Context, endpoint, region string) (aws.Config, error)
 	return cfg, nil
 }
 
-// run runs the command line args, writing its report to out.
+// run runs the command line args, writing its report, or the help asked
+// for, to out.
 func run(ctx context.Context, args []string, out io.Writer, client clientFunc) error {
+	help := []string{"-h", "-help", "--help", "help"}
+	if len(args) == 1 && slices.Contains(help, args[0]) || len(args) == 2 && args[0] == "deadletters" && slices.Contains(help, args[1]) {
+		fmt.Fprintln(out, errUsage)
+		return nil
+	}
 	if len(args) < 2 || args[0] != "deadletters" {
 		return errUsage
 	}
 	fs := flag.NewFlagSet("weir deadletters "+args[1], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dir := fs.String("dir", "", "the dead-letter directory (required)")
+	dir := fs.String("dir", "", "the dead-letter directory (or -table)")
 	var (
 		streamName, endpoint, region, table, tableEndpoint *string
 		ids                                                *idFlags
@@ -120,7 +126,14 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	default:
 		return errUsage
 	}
-	if err := fs.Parse(args[2:]); err != nil {
+	err := fs.Parse(args[2:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(out, errUsage)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("%w\n%w", err, errUsage)
 	}
 	if fs.NArg() > 0 {

@@ -278,3 +278,50 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayNoLetters replays -all from a directory holding no letters (an
+// empty dead-letter directory, or a mistyped path to another one): the
+// tool says there was nothing to replay, rather than nothing at all, and
+// writes no replay journal into the directory.
+func TestReplayNoLetters(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	client := func(context.Context, string, string) (*kinesis.Client, error) {
+		return kinesis.New(kinesis.Options{Region: "us-east-1"}), nil
+	}
+	if err := run(t.Context(), []string{"deadletters", "replay", "-dir", dir, "-stream", "s", "-all"}, &out, client); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no letters in -dir "+dir) {
+		t.Errorf("replay -all of a directory without letters printed %q, want it to say there are no letters", out.String())
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		t.Errorf("replay of nothing left files in the directory: %v %v", entries, err)
+	}
+}
+
+// TestHelp asks for help: the usage, with each flag of a subcommand, goes
+// to the output and the tool succeeds, as asking for help is no error.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage:", "deadletters list"}},
+		{[]string{"help"}, []string{"usage:", "deadletters replay"}},
+		{[]string{"deadletters", "-h"}, []string{"usage:", "deadletters replay"}},
+		{[]string{"deadletters", "list", "-h"}, []string{"usage:", "-table", "-region"}},
+		{[]string{"deadletters", "replay", "-help"}, []string{"usage:", "-stream", "-table-endpoint", "-all"}},
+	} {
+		var out bytes.Buffer
+		err := run(t.Context(), tc.args, &out, nil)
+		if err != nil {
+			t.Errorf("run %q = %v, want nil", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("run %q printed:\n%s\nwant it to hold %q", tc.args, out.String(), w)
+			}
+		}
+	}
+}

@@ -232,6 +232,17 @@ func choose(all []letter, ids []string, where string) ([]letter, error) {
 	return chosen, nil
 }
 
+// noLetters returns err, the error of choosing the letters to replay from
+// the store named where; if nil, there were none, which it says on out: a
+// replay of an empty store, or of a mistyped directory, is not silent.
+func noLetters(err error, where string, out io.Writer) error {
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "no letters in %s: nothing to replay\n", where)
+	return nil
+}
+
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, and reports each to out.
 func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
@@ -240,8 +251,8 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 		return err
 	}
 	chosen, err := choose(all, ids, "-dir "+dir)
-	if err != nil {
-		return err
+	if err != nil || len(chosen) == 0 {
+		return noLetters(err, "-dir "+dir, out)
 	}
 	d, err := durable.OpenDir(dir, 0)
 	if err != nil {

@@ -118,8 +118,8 @@ func replayTable(ctx context.Context, c *kinesis.Client, s tableStore, streamNam
 		return err
 	}
 	chosen, err := choose(all, ids, "-table "+s.table)
-	if err != nil {
-		return err
+	if err != nil || len(chosen) == 0 {
+		return noLetters(err, "-table "+s.table, out)
 	}
 	for _, l := range chosen {
 		if err := replayOne(ctx, c, s, state[l.id], l, streamName, out); err != nil {

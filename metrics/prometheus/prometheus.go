@@ -162,7 +162,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		send(tableWorkers, float64(len(f.Workers)))
 	}
-	kinds := map[string]int{"scheduling_delay": 0, "shard_lag": 0}
+	kinds := map[string]int{"scheduling_delay": 0, "shard_lag": 0, "lease_listing": 0}
 	for _, w := range s.Warnings {
 		kinds[w.Kind]++
 	}

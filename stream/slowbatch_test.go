@@ -1,0 +1,83 @@
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// logLines is a log handler's writer that keeps its lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(b))
+	return len(b), nil
+}
+
+// matching returns the lines that contain every one of subs.
+func (l *logLines) matching(subs ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestHungOutputWarns runs a pipeline whose output hangs for 5 minutes:
+// the driver warns that the batch is still running at 1, 2 and 4 minutes
+// (not once a check, not never), says at INFO when it completes, and
+// warns no more after it.
+func TestHungOutputWarns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logLines{}
+		p, r, s := newTest[string](t, Config{BatchInterval: time.Second,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		release := make(chan struct{})
+		ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
+			if b.Len() > 0 {
+				<-release
+			}
+			return nil
+		})
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		r.push(t, "a")
+		time.Sleep(5 * time.Minute)
+		warned := logs.matching("level=WARN", "still running")
+		if len(warned) != 3 {
+			t.Errorf("a batch hung for 5 minutes logged %d warnings, want 3 (at 1, 2 and 4 minutes):\n%s",
+				len(warned), strings.Join(logs.matching("level=WARN"), ""))
+		}
+		close(release)
+		time.Sleep(10 * time.Minute)
+		if got := logs.matching("level=WARN", "still running"); len(got) != len(warned) {
+			t.Errorf("warnings after the batch completed:\n%s", strings.Join(got[len(warned):], ""))
+		}
+		if len(logs.matching("level=INFO", "has ended")) != 1 {
+			t.Errorf("no INFO line said the batch warned about completed; lines:\n%s", strings.Join(logs.matching(), ""))
+		}
+		p.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,200 @@
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// minSlowBatch is the least time a batch runs before the driver warns that
+// it is still running: long enough for outputs' retries (Retry's waits of
+// 1, 2, 4... s) and recomputations after a restart, which say so
+// themselves.
+const minSlowBatch = time.Minute
+
+// slowBatchAfter returns how long a batch runs, with batch interval iv,
+// before the driver first warns that it is still running: 10 intervals,
+// and at least minSlowBatch.
+func slowBatchAfter(iv time.Duration) time.Duration { return max(10*iv, minSlowBatch) }
+
+// watch calls warn, with how long it has been since start, once that is
+// after, and again each time it doubles, until the func it returns is
+// called: that func ends the watch, waits for its goroutine, and reports
+// whether warn was called.
+func (e *engine) watch(start time.Time, after time.Duration, warn func(waited time.Duration)) (end func() (warned bool)) {
+	stopc := make(chan struct{})
+	var wg sync.WaitGroup
+	warned := false // the goroutine's until wg.Wait returns
+	wg.Go(func() {
+		timer := e.cfg.Clock.NewTimer(after)
+		defer timer.Stop()
+		for {
+			select {
+			case <-stopc:
+				return
+			case <-timer.C():
+			}
+			warned = true
+			waited := e.cfg.Clock.Now().Sub(start)
+			warn(waited)
+			after *= 2
+			timer.Reset(max(after-waited, 0))
+		}
+	})
+	return func() bool {
+		close(stopc)
+		wg.Wait()
+		return warned
+	}
+}
+
+// watchBatch watches batch t, started at start, while it runs: once it has
+// run slowBatchAfter the interval, and again each time that time doubles,
+// it logs at WARN that the batch is still running, since nothing else
+// would show a hung output or state update (the batch timer waits, and
+// reading stops, in silence). A Run stopping waits for the batch too: an
+// output that ignores its ctx is warned about the same way. The func
+// returned ends the watch and waits for its goroutine; for a batch it
+// warned about, it logs at INFO how long the batch took.
+func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) (end func()) {
+	ended := e.watch(start, slowBatchAfter(e.cfg.BatchInterval), func(running time.Duration) {
+		fix := "an output or a state update is slow or does not return (unless the output's own warnings " +
+			"show it being retried): look for a call without a deadline, and use the ctx the output is given; " +
+			"batches wait meanwhile and receivers stop reading"
+		if ctx.Err() != nil {
+			fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
+		}
+		e.cfg.Logger.Warn("stream: batch still running", "batch", t,
+			"running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval, "fix", fix)
+	})
+	return func() {
+		if ended() {
+			e.cfg.Logger.Info("stream: a batch warned about as still running has ended",
+				"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// cutWatched cuts the batch at time t (cut) while it watches the cut: a cut
+// waits for the recovery log's appends (of the blocks in the batch, then of
+// its allocation), so a log that stops answering (a hung disk under
+// recovery.Dir, a custom recovery.Log) stops every batch and, through the
+// pushes waiting too, all reading, which nothing else would show. Once the
+// cut has waited slowBatchAfter the interval, and each time that doubles,
+// it logs at WARN; at INFO when such a cut is done. Without a recovery log
+// a cut does not wait and is not watched.
+func (e *engine) cutWatched(ctx context.Context, t batch.Time) (*job, error) {
+	if _, ok := e.log.(noLog); ok {
+		return e.cut(ctx, t)
+	}
+	start := e.cfg.Clock.Now()
+	ended := e.watch(start, slowBatchAfter(e.cfg.BatchInterval), func(waited time.Duration) {
+		e.cfg.Logger.Warn("stream: cutting a batch waits for the recovery log: no batch runs and reading stops meanwhile",
+			"batch", t, "waited", waited.Round(time.Second),
+			"fix", "the recovery log's appends do not complete: check the disk or file system of recovery.Dir "+
+				"(or the recovery.Log in Config.Recovery, whose own warnings say more)")
+	})
+	j, err := e.cut(ctx, t)
+	if ended() {
+		e.cfg.Logger.Info("stream: a batch cut warned about as waiting for the recovery log is done",
+			"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
+	}
+	return j, err
+}
+
+// processWatched runs process for batch j, started at start, while
+// watchBatch watches it. The watch ends however process ends, a
+// runtime.Goexit in a user function included.
+func (e *engine) processWatched(ctx context.Context, j *job, start time.Time, outs []OutputInfo) error {
+	defer e.watchBatch(ctx, j.time, start)()
+	return e.process(ctx, j, outs)
+}
+
+// stopWarnAfter is how long after its context is done, or a drain was
+// requested, a Run first warns that it still waits for what has not
+// returned.
+const stopWarnAfter = time.Minute
+
+// watchStop waits until ctx, the Run's, is done or a drain is requested on
+// drainc, then until ended is closed (every goroutine of the Run has
+// returned): once that has taken stopWarnAfter, and again each time the
+// wait doubles, it logs at WARN what Run still waits for, since Run cannot
+// return before a receiver's Start or Stop, or an output, that ignores its
+// ctx does. A batch still running, alone, is left to watchBatch's
+// warnings; while a drain runs batches, only receivers that have not
+// returned are warned about.
+func (e *engine) watchStop(ctx context.Context, drainc <-chan struct{}, ended <-chan struct{}) {
+	select {
+	case <-ended:
+		return
+	case <-ctx.Done():
+	case <-drainc:
+	}
+	since := e.cfg.Clock.Now()
+	after := stopWarnAfter
+	timer := e.cfg.Clock.NewTimer(after)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ended:
+			return
+		case <-timer.C():
+		}
+		var starting, stopping []int
+		for i := range e.sources {
+			if e.receiving[i].Load() {
+				starting = append(starting, i)
+			}
+			if e.inStop[i].Load() {
+				stopping = append(stopping, i)
+			}
+		}
+		waited := e.cfg.Clock.Now().Sub(since)
+		after *= 2
+		timer.Reset(max(after-waited, 0))
+		receivers := len(starting) > 0 || len(stopping) > 0
+		switch {
+		case ctx.Err() == nil && receivers:
+			e.cfg.Logger.Warn("stream: the pipeline is draining and still waits for receivers to stop",
+				"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
+				"fix", "a receiver's Stop must return once it has pushed what it holds, and its Start then; "+
+					"Drain's ctx bounds the wait (Config.DrainTimeout when Run's ctx is done), and Stop stops now")
+		case ctx.Err() != nil && (receivers || !e.running.Load()):
+			e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for what has not returned",
+				"waited", waited.Round(time.Second), "sources", starting, "stopping_sources", stopping,
+				"batch_running", e.running.Load(),
+				"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
+					"must return once their ctx is done")
+		}
+	}
+}
+
+// lateness warns when batches start far behind schedule, which no default
+// log showed (the metrics Collector warns earlier, when it is configured):
+// once the scheduling delay of a batch cut in this Run passes
+// slowBatchAfter the interval, again each time it doubles, and at INFO
+// once it is back under half that. Recovered batches are left out: their
+// delay is the time the pipeline was down.
+type lateness struct {
+	level time.Duration // the delay last warned about; 0 when not warned
+}
+
+// check looks at the scheduling delay of batch t.
+func (l *lateness) check(logger *slog.Logger, t batch.Time, delay, iv time.Duration) {
+	limit := slowBatchAfter(iv)
+	switch {
+	case l.level > 0 && delay < limit/2:
+		l.level = 0
+		logger.Info("stream: batches back on schedule", "batch", t, "delay", delay.Round(time.Millisecond))
+	case delay >= limit && (l.level == 0 || delay >= 2*l.level):
+		l.level = delay
+		logger.Warn("stream: batches fall behind schedule", "batch", t, "delay", delay.Round(time.Millisecond),
+			"batch_interval", iv,
+			"fix", "processing is slower than the batch interval: make the outputs faster, raise "+
+				"stream.Config.BatchInterval, or spread the shards over more workers; "+
+				"the metrics Collector shows processing times and warns earlier")
+	}
+}
