@@ -77,6 +77,7 @@ type engine struct {
 	unfinished bool
 
 	bus       *bus          // delivers listener events
+	watcher   *watcher      // warns of batches and cuts that take too long
 	pending   atomic.Int64  // batches queued or running, for DrainError
 	receiving []atomic.Bool // by source: its Start has been called and not returned
 	stopping  atomic.Bool   // the drain is stopping the receivers
@@ -126,6 +127,7 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 		log:     p.log,
 		jobs:    make(chan *job, p.cfg.maxPendingBatches),
 		bus:     newBus(p.cfg.Listeners, p.cfg.Logger, p.cfg.Clock),
+		watcher: newWatcher(p.cfg.Clock),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
 		inStop:    make([]atomic.Bool, len(p.sources)),
@@ -273,6 +275,7 @@ func (e *engine) runGraph(ctx context.Context, drainc <-chan struct{}) {
 	ended := make(chan struct{})
 	var watch sync.WaitGroup
 	watch.Go(func() { e.watchStop(ctx, drainc, ended) })
+	watch.Go(func() { e.watcher.run(ended) })
 	all.Wait()
 	close(ended)
 	watch.Wait()

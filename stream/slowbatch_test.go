@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -9,7 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 )
 
 // logLines is a log handler's writer that keeps its lines.
@@ -78,6 +82,50 @@ func TestHungOutputWarns(t *testing.T) {
 		p.Stop()
 		if err := <-errc; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestWatcherWatches runs two watches at once on one watcher, in virtual
+// time: each warns when its time is up and again each time that doubles,
+// the later one's due before the earlier one's next, and neither after
+// it ended.
+func TestWatcherWatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWatcher(clock.Real{})
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { w.run(stop); close(done) }()
+		var mu sync.Mutex
+		var got []string
+		note := func(name string) func(time.Duration) {
+			return func(waited time.Duration) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s %v", name, waited))
+				mu.Unlock()
+			}
+		}
+		endA := w.watch(time.Now(), time.Minute, note("a"))
+		time.Sleep(30 * time.Second)
+		endB := w.watch(time.Now(), 10*time.Second, note("b"))
+		time.Sleep(100 * time.Second) // a at 60 s; b at 10, 20, 40, 80 s of its own
+		if !endB() {
+			t.Error("b's end says it did not warn")
+		}
+		time.Sleep(200 * time.Second) // a at 120, 240 s
+		if !endA() {
+			t.Error("a's end says it did not warn")
+		}
+		endC := w.watch(time.Now(), time.Minute, note("c"))
+		if endC() {
+			t.Error("c, ended at once, says it warned")
+		}
+		time.Sleep(time.Hour)
+		close(stop)
+		<-done
+		want := []string{"b 10s", "b 20s", "a 1m0s", "b 40s", "b 1m20s", "a 2m0s", "a 4m0s"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("warnings (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -3,10 +3,12 @@ package stream
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 )
 
 // minSlowBatch is the least time a batch runs before the driver warns that
@@ -22,32 +24,93 @@ func slowBatchAfter(iv time.Duration) time.Duration { return max(10*iv, minSlowB
 
 // watch calls warn, with how long it has been since start, once that is
 // after, and again each time it doubles, until the func it returns is
-// called: that func ends the watch, waits for its goroutine, and reports
-// whether warn was called.
+// called: that func ends the watch and reports whether warn was called.
+// The engine's watcher runs every watch, in one goroutine of the Run's:
+// a batch starts no goroutine nor timer of its own.
 func (e *engine) watch(start time.Time, after time.Duration, warn func(waited time.Duration)) (end func() (warned bool)) {
-	stopc := make(chan struct{})
-	var wg sync.WaitGroup
-	warned := false // the goroutine's until wg.Wait returns
-	wg.Go(func() {
-		timer := e.cfg.Clock.NewTimer(after)
-		defer timer.Stop()
-		for {
-			select {
-			case <-stopc:
-				return
-			case <-timer.C():
-			}
-			warned = true
-			waited := e.cfg.Clock.Now().Sub(start)
-			warn(waited)
-			after *= 2
-			timer.Reset(max(after-waited, 0))
+	return e.watcher.watch(start, after, warn)
+}
+
+// watcher runs the watches of a Run (engine.watch): its goroutine, run,
+// waits for the earliest warning due among them. Batches run one at a
+// time and are cut one at a time, so a watch is begun and ended many times
+// a second; each takes a lock and, only when it is due before the timer
+// fires, a timer reset.
+type watcher struct {
+	clock   clock.Clock
+	mu      sync.Mutex
+	watches []*watched
+	timer   clock.Timer // fires at armed, if set
+	armed   time.Time
+	wake    chan struct{} // tells run that armed moved earlier
+}
+
+// watched is one watch: warn is due when it has been after since start.
+type watched struct {
+	start  time.Time
+	after  time.Duration
+	warn   func(waited time.Duration)
+	warned bool
+}
+
+func newWatcher(c clock.Clock) *watcher {
+	return &watcher{clock: c, wake: make(chan struct{}, 1)}
+}
+
+// watch begins a watch: see engine.watch.
+func (w *watcher) watch(start time.Time, after time.Duration, warn func(time.Duration)) func() bool {
+	x := &watched{start: start, after: after, warn: warn}
+	w.mu.Lock()
+	w.watches = append(w.watches, x)
+	if due := start.Add(after); w.armed.IsZero() || due.Before(w.armed) {
+		w.armed = due
+		select { // run resets the timer
+		case w.wake <- struct{}{}:
+		default:
 		}
-	})
+	}
+	w.mu.Unlock()
 	return func() bool {
-		close(stopc)
-		wg.Wait()
-		return warned
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.watches = slices.DeleteFunc(w.watches, func(y *watched) bool { return y == x })
+		return x.warned
+	}
+}
+
+// run calls the warnings as they fall due until stop is closed.
+func (w *watcher) run(stop <-chan struct{}) {
+	w.timer = w.clock.NewTimer(time.Hour)
+	defer w.timer.Stop()
+	w.timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-w.wake:
+		case <-w.timer.C():
+		}
+		w.mu.Lock()
+		now := w.clock.Now()
+		var next time.Time
+		for _, x := range w.watches {
+			if waited := now.Sub(x.start); waited >= x.after {
+				x.warned = true
+				x.warn(waited)
+				for now.Sub(x.start) >= x.after {
+					x.after *= 2
+				}
+			}
+			if due := x.start.Add(x.after); next.IsZero() || due.Before(next) {
+				next = due
+			}
+		}
+		w.armed = next
+		w.timer.Stop()
+		if !next.IsZero() {
+			w.timer.Reset(max(next.Sub(now), 0))
+		}
+		w.mu.Unlock()
 	}
 }
 
@@ -57,7 +120,7 @@ func (e *engine) watch(start time.Time, after time.Duration, warn func(waited ti
 // would show a hung output or state update (the batch timer waits, and
 // reading stops, in silence). A Run stopping waits for the batch too: an
 // output that ignores its ctx is warned about the same way. The func
-// returned ends the watch and waits for its goroutine; for a batch it
+// returned ends the watch; for a batch it
 // warned about, it logs at INFO how long the batch took.
 func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) (end func()) {
 	ended := e.watch(start, slowBatchAfter(e.cfg.BatchInterval), func(running time.Duration) {
