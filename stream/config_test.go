@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"runtime"
@@ -150,6 +151,23 @@ func TestGraphErrors(t *testing.T) {
 			other, _ := NewPipeline(Config{})
 			Print(Union(s, From(other, newTestReceiver[string]())), 1)
 		}, []string{"Union of From(source 0) (stream 0): argument 1 (From(source 0) (stream 0)) belongs to another Pipeline: build every stream from the same Pipeline"}},
+		{"options of other operators", func(p *Pipeline, s *Stream[string]) {
+			keep := func(_ string, _ []int64, st int64, _ bool) (int64, bool) { return st, true }
+			counts := UpdateStateByKey(CountByValue(s), keep, StateTimeout(time.Minute), Named("counts"))
+			Print(Union(counts, Window(counts, time.Second, time.Second, Retry(3))), 1, PartitionedByKey(), StateCodec(GobCodec[int]()))
+			ForEach(From(p, newTestReceiver[Pair[string, int64]](), Retry(3), Quarantine(nil), Origins()),
+				func(context.Context, Pair[string, int64]) error { return nil }, StateTimeout(time.Second))
+		}, []string{
+			"UpdateStateByKey of CountByValue (stream 1): Named is an option of From and the outputs only: remove it",
+			"UpdateStateByKey of CountByValue (stream 1): StateTimeout is an option of MapWithState only: remove it",
+			"Window of UpdateStateByKey (stream 2): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"Print of Union (stream 4): StateCodec is an option of the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow) only: remove it",
+			"Print of Union (stream 4): PartitionedByKey is an option of From and MapWithState only: remove it",
+			"From(source 1): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"From(source 1): Origins is an option of ForEachBatch only: remove it",
+			"ForEach of From(source 1) (stream 5): StateTimeout is an option of MapWithState only: remove it",
+		}},
 		{"nil receiver", func(p *Pipeline, s *Stream[string]) {
 			Print(Union(s, From[string](p, nil)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
