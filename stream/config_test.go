@@ -27,6 +27,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"BatchInterval 1.5ms: must be a whole number of milliseconds, such as 2ms"}},
 		{"negative BlockInterval", Config{BlockInterval: -1},
 			[]string{"BlockInterval -1ns: must be > 0 (or 0 for the default, 200ms)"}},
+		{"BlockInterval in milliseconds by mistake", Config{BlockInterval: 200},
+			[]string{"BlockInterval 200ns: must be at least 1ms (or 0 for the default, 200ms); write a duration in milliseconds as n * time.Millisecond"}},
 		{"BlockInterval above BatchInterval", Config{BatchInterval: time.Second, BlockInterval: 2 * time.Second},
 			[]string{"BlockInterval 2s: must be <= BatchInterval (1s)"}},
 		{"BlockInterval above default BatchInterval", Config{BlockInterval: 3 * time.Second},
