@@ -28,8 +28,9 @@ type Config struct {
 	TableName string
 	// DynamoDB is the client of the table, usually a *dynamodb.Client
 	// configured as the program needs (retries, HTTP client). A client
-	// given here is used as it is. Default: a client built from AWS and
-	// Endpoint.
+	// given here is used as it is, so AWS and Endpoint, which it would
+	// ignore, must then be left unset. Default: a client built from AWS
+	// and Endpoint.
 	DynamoDB DynamoDBAPI
 	// AWS is the AWS configuration of the default client. Default: the
 	// Kinesis receiver's Config.AWS, or else the SDK's default

@@ -70,6 +70,26 @@ func CheckEndpoint(field, endpoint string) error {
 	return nil
 }
 
+// CheckClient reports a client (the field named client, set if given)
+// configured together with settings that only the default client is built
+// from (an AWS configuration, if awsSet, and an endpoint), which would be
+// ignored: calls meant for a local server would go to AWS. It returns nil
+// when there is no such conflict.
+func CheckClient(client string, given, awsSet bool, endpoint string) error {
+	var set []string
+	if awsSet {
+		set = append(set, "AWS")
+	}
+	if endpoint != "" {
+		set = append(set, "Endpoint")
+	}
+	if !given || len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is set with %s, which only configure the default client and would be ignored: configure the client itself (an endpoint is its BaseEndpoint option), or leave %s nil",
+		client, strings.Join(set, " and "), client)
+}
+
 // DynamoDBEndpoint returns, for logs, the endpoint a DynamoDB client sends
 // its calls to: its BaseEndpoint, or the one the SDK resolves for its
 // region. A client that does not show its options (a wrapper without an

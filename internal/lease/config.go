@@ -115,6 +115,13 @@ func Problems(c leasetable.Config) []error {
 	return problems
 }
 
+// CheckClient reports a DynamoDB client given in c, a user's Config, with
+// the AWS or Endpoint it would ignore. It is not part of Problems, which
+// also checks the Config a receiver completes with its own AWS and client.
+func CheckClient(c leasetable.Config) error {
+	return awsconf.CheckClient("DynamoDB", c.DynamoDB != nil, c.AWS != nil, c.Endpoint)
+}
+
 // Client returns DynamoDB, or a client built from AWS and Endpoint when it
 // is nil.
 func Client(ctx context.Context, c leasetable.Config) (leasetable.DynamoDBAPI, error) {
@@ -154,6 +161,9 @@ func OpenTable(ctx context.Context, cfg leasetable.Config) (*Table, error) {
 		problems = append(problems, fmt.Errorf("TableName: %w", err))
 	}
 	if err := awsconf.CheckEndpoint("Endpoint", cfg.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if err := CheckClient(cfg); err != nil {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
