@@ -101,7 +101,8 @@ type Config struct {
 	// from TrimHorizon, so none of its records is missed.
 	InitialPosition InitialPosition
 	// AtTimestamp is the start time for InitialPosition AtTimestamp;
-	// required with it and ignored otherwise.
+	// required with it, and refused with another InitialPosition, which
+	// would not use it.
 	AtTimestamp time.Time
 
 	// KeepOutOfRangeRecords delivers every user record of a KPL aggregate,
@@ -308,6 +309,11 @@ func (c Config) validate() error {
 	}
 	switch c.InitialPosition {
 	case Latest, TrimHorizon:
+		if !c.AtTimestamp.IsZero() {
+			// Most likely InitialPosition was forgotten: reading from
+			// elsewhere than the time given would hide it.
+			add("AtTimestamp is set with InitialPosition %q, which does not use it: set InitialPosition to AT_TIMESTAMP (kinesis.AtTimestamp) to start at that time, or leave AtTimestamp zero", c.InitialPosition)
+		}
 	case AtTimestamp:
 		if c.AtTimestamp.IsZero() {
 			add("AtTimestamp is zero: InitialPosition AT_TIMESTAMP needs the time to start reading at")
