@@ -91,8 +91,8 @@ type Config struct {
 	StatePerm fs.FileMode
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
-	// before taking it. Default 10s, the Kinesis Client Library's failover
-	// time.
+	// before taking it. At least 1s. Default 10s, the Kinesis Client
+	// Library's failover time.
 	LeaseDuration time.Duration
 	// RenewInterval is how often this worker proves it runs: it writes its
 	// beat on the table's beat board (one write, whatever it holds), or

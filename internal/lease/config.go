@@ -21,6 +21,8 @@ import (
 const (
 	// DefaultLeaseDuration is the Kinesis Client Library's failover time.
 	DefaultLeaseDuration = 10 * time.Second
+	// minLeaseDuration is the shortest LeaseDuration accepted.
+	minLeaseDuration = time.Second
 	// DefaultMaxStealsPerCycle is leasetable.Config.MaxStealsPerCycle's default: 0,
 	// no bound but balance (the KCL's maxLeasesToStealAtOneTime is 1).
 	DefaultMaxStealsPerCycle = 0
@@ -97,6 +99,13 @@ func Problems(c leasetable.Config) []error {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
 		}
+	}
+	if c.LeaseDuration > 0 && c.LeaseDuration < minLeaseDuration {
+		// Most likely seconds meant and nanoseconds written: renewals
+		// every few nanoseconds, each call bounded by LeaseDuration/5
+		// (AttemptTimeout's default), could never complete in time.
+		add("LeaseDuration %v: must be at least %v, to outlast the DynamoDB calls that renew it; write a duration in seconds as n * time.Second",
+			c.LeaseDuration, minLeaseDuration)
 	}
 	if c.LeaseDuration > 0 && c.RenewInterval >= c.LeaseDuration {
 		add("RenewInterval %v: must be shorter than LeaseDuration %v, or the lease expires between two renewals (LeaseDuration/3 is usual)",
