@@ -170,17 +170,24 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 			}
 		})
 	}
+	// The writer and the reader are made before the stream or the pipeline
+	// is touched: the reader's New checks Leases, so a bad one is refused
+	// with nothing created and nothing added.
+	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: writerPrefix, Worker: cfg.Writer, Aggregate: true,
+		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
+	if err != nil {
+		return nil, fmt.Errorf("repartition: %w", err)
+	}
+	recv, err := newReceiver(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Shards > 0 {
 		if err := create(ctx, kc, cfg.Stream, cfg.Shards); err != nil {
 			return nil, err
 		}
 	}
 
-	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: writerPrefix, Worker: cfg.Writer, Aggregate: true,
-		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
-	if err != nil {
-		return nil, fmt.Errorf("repartition: %w", err)
-	}
 	name := "repartition " + cfg.Stream
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
 		for e := range b.All() {
@@ -191,6 +198,18 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		return w.Write(ctx, b)
 	}, stream.Named(name), stream.Origins())
 
+	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
+	// The reading side's deduplication: one step, replaced by the
+	// crash-exact Deduplicate of sink/kinesis once it is merged.
+	// Every record of a key is read from the shard its partition key
+	// places it in: the stateful operators after ByKey keep their state
+	// per shard, moving with the shard's lease (stream.PartitionedBy).
+	return stream.PartitionedBy(stream.Transform(sink.Deduplicate(raw), c.decodeBatch), c.partitionKeyOf), nil
+}
+
+// newReceiver returns the receiver reading cfg.Stream back, or an error
+// wrapping ErrInvalidConfig if it refuses cfg (its Leases).
+func newReceiver[K comparable, V any](cfg Config[K, V]) (*source.Receiver, error) {
 	rc := source.Config{Stream: cfg.Stream, App: cfg.Stream, InitialPosition: source.TrimHorizon,
 		AWS: cfg.AWS, Endpoint: cfg.Endpoint}
 	if cfg.Client != nil {
@@ -205,16 +224,13 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		rc.Leases = &l
 	}
 	recv, err := source.New(rc)
+	if errors.Is(err, source.ErrInvalidConfig) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("repartition: %w", err)
 	}
-	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
-	// The reading side's deduplication: one step, replaced by the
-	// crash-exact Deduplicate of sink/kinesis once it is merged.
-	// Every record of a key is read from the shard its partition key
-	// places it in: the stateful operators after ByKey keep their state
-	// per shard, moving with the shard's lease (stream.PartitionedBy).
-	return stream.PartitionedBy(stream.Transform(sink.Deduplicate(raw), c.decodeBatch), c.partitionKeyOf), nil
+	return recv, nil
 }
 
 // create creates the stream name with shards shards unless it exists, and

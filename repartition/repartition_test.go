@@ -335,6 +335,8 @@ func TestByKeyBadConfig(t *testing.T) {
 		{"shards", Config[string, int]{Stream: "s", Shards: -1, AWS: &awsCfg}, []string{"Shards -1"}},
 		{"writer", Config[string, int]{Stream: "s", Writer: strings.Repeat("w", 117), AWS: &awsCfg}, []string{"Writer: 117 bytes: must be at most 116"}},
 		{"client and AWS", Config[string, int]{Stream: "s", AWS: &awsCfg, Client: awskinesis.NewFromConfig(awsCfg)}, []string{"Client is set with AWS"}},
+		{"leases", Config[string, int]{Stream: "s", AWS: &awsCfg, Leases: &leasetable.Config{LeaseDuration: -time.Second}},
+			[]string{"Leases.LeaseDuration -1s: must be > 0"}},
 		{"all", Config[string, int]{Shards: 20000, Writer: strings.Repeat("w", 200)}, []string{"Stream", "Shards 20000", "Writer: 200"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,6 +347,10 @@ func TestByKeyBadConfig(t *testing.T) {
 			_, err = ByKey(t.Context(), stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} }), tc.cfg)
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+			// A refused Config adds nothing to the pipeline.
+			if verr := p.Validate(); verr == nil || !strings.Contains(verr.Error(), "no output") {
+				t.Errorf("after ByKey's error, Validate = %v: want it to say the pipeline has no output", verr)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

@@ -89,7 +89,7 @@ func (jsonCodec[T]) Decode(data []byte) ([]T, error) {
 // given, for different types (such as the key type and the state type); a
 // codec for a type the operator does not keep makes Run refuse to start.
 func StateCodec[T any](c Codec[T]) Option {
-	return func(o *options) { o.codecs = append(o.codecs, c) }
+	return func(o *options) { o.codecs, o.given = append(o.codecs, c), o.given|optStateCodec }
 }
 
 // codecSet picks the codecs of a stateful operator from its options and

@@ -72,8 +72,8 @@ type Config struct {
 	BatchInterval time.Duration
 
 	// BlockInterval is how often a receiver's block generator seals a block
-	// (passed to receivers in source.Runtime). It must be <= BatchInterval.
-	// Default: 200ms, or BatchInterval if that is shorter.
+	// (passed to receivers in source.Runtime). It must be at least 1ms and
+	// <= BatchInterval. Default: 200ms, or BatchInterval if that is shorter.
 	BlockInterval time.Duration
 
 	// Clock is the time source for the batch timer and is handed to
@@ -245,6 +245,12 @@ func (cfg Config) validate() error {
 	switch {
 	case cfg.BlockInterval < 0:
 		add("BlockInterval %v: must be > 0 (or 0 for the default, %v)", cfg.BlockInterval, DefaultBlockInterval)
+	case cfg.BlockInterval > 0 && cfg.BlockInterval < time.Millisecond:
+		// Most likely milliseconds meant and nanoseconds written: a seal
+		// every few hundred nanoseconds spins a core and makes a block (and,
+		// with Recovery, a log entry) of nearly every record.
+		add("BlockInterval %v: must be at least 1ms (or 0 for the default, %v); write a duration in milliseconds as n * time.Millisecond",
+			cfg.BlockInterval, DefaultBlockInterval)
 	case batchIv > 0 && cfg.BlockInterval > batchIv:
 		add("BlockInterval %v: must be <= BatchInterval (%v)", cfg.BlockInterval, batchIv)
 	}

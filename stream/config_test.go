@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"runtime"
@@ -26,6 +27,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"BatchInterval 1.5ms: must be a whole number of milliseconds, such as 2ms"}},
 		{"negative BlockInterval", Config{BlockInterval: -1},
 			[]string{"BlockInterval -1ns: must be > 0 (or 0 for the default, 200ms)"}},
+		{"BlockInterval in milliseconds by mistake", Config{BlockInterval: 200},
+			[]string{"BlockInterval 200ns: must be at least 1ms (or 0 for the default, 200ms); write a duration in milliseconds as n * time.Millisecond"}},
 		{"BlockInterval above BatchInterval", Config{BatchInterval: time.Second, BlockInterval: 2 * time.Second},
 			[]string{"BlockInterval 2s: must be <= BatchInterval (1s)"}},
 		{"BlockInterval above default BatchInterval", Config{BlockInterval: 3 * time.Second},
@@ -150,6 +153,23 @@ func TestGraphErrors(t *testing.T) {
 			other, _ := NewPipeline(Config{})
 			Print(Union(s, From(other, newTestReceiver[string]())), 1)
 		}, []string{"Union of From(source 0) (stream 0): argument 1 (From(source 0) (stream 0)) belongs to another Pipeline: build every stream from the same Pipeline"}},
+		{"options of other operators", func(p *Pipeline, s *Stream[string]) {
+			keep := func(_ string, _ []int64, st int64, _ bool) (int64, bool) { return st, true }
+			counts := UpdateStateByKey(CountByValue(s), keep, StateTimeout(time.Minute), Named("counts"))
+			Print(Union(counts, Window(counts, time.Second, time.Second, Retry(3))), 1, PartitionedByKey(), StateCodec(GobCodec[int]()))
+			ForEach(From(p, newTestReceiver[Pair[string, int64]](), Retry(3), Quarantine(nil), Origins()),
+				func(context.Context, Pair[string, int64]) error { return nil }, StateTimeout(time.Second))
+		}, []string{
+			"UpdateStateByKey of CountByValue (stream 1): Named is an option of From and the outputs only: remove it",
+			"UpdateStateByKey of CountByValue (stream 1): StateTimeout is an option of MapWithState only: remove it",
+			"Window of UpdateStateByKey (stream 2): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"Print of Union (stream 4): StateCodec is an option of the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow) only: remove it",
+			"Print of Union (stream 4): PartitionedByKey is an option of From and MapWithState only: remove it",
+			"From(source 1): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
+			"From(source 1): Origins is an option of ForEachBatch only: remove it",
+			"ForEach of From(source 1) (stream 5): StateTimeout is an option of MapWithState only: remove it",
+		}},
 		{"nil receiver", func(p *Pipeline, s *Stream[string]) {
 			Print(Union(s, From[string](p, nil)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},

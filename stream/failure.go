@@ -35,7 +35,7 @@ var retryBackoff = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
 // and Print the whole batch. n must be >= 0; 0 gives up at the first
 // failure, as weir did before v0.3. Default DefaultRetries (3).
 func Retry(n int) Option {
-	return func(o *options) { o.retries = &n }
+	return func(o *options) { o.retries, o.given = &n, o.given|optRetry }
 }
 
 // Quarantine is an option of an output: once its retries (see Retry) are
@@ -56,7 +56,7 @@ func Retry(n int) Option {
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
 func Quarantine(d DeadLetters) Option {
-	return func(o *options) { o.dead, o.quarantine = d, true }
+	return func(o *options) { o.dead, o.quarantine, o.given = d, true, o.given|optQuarantine }
 }
 
 // DeadLetters receives the records an output quarantines (see

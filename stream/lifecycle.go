@@ -84,8 +84,10 @@ func (p *Pipeline) Stop() {
 // cancelled then, so a receiver stuck in Stop (a hung DynamoDB call) is
 // released too.
 //
-// Called before Run, Drain returns nil at once and Run drains as soon as
-// it has started the receivers; called after Run, it returns nil at once.
+// A nil ctx is refused, with an error wrapping ErrInvalidConfig, and
+// requests nothing. Called before Run, Drain returns nil at once and Run
+// drains as soon as it has started the receivers; called after Run, it
+// returns nil at once.
 //
 // Drain is idempotent and safe to call from any goroutine. Called from
 // inside the pipeline, with a ctx it gave (an output's ctx, or one derived
@@ -94,6 +96,9 @@ func (p *Pipeline) Stop() {
 // is done. A Listener may call Drain with any ctx and wait: listener events
 // are delivered on a goroutine of their own, which the drain does not need.
 func (p *Pipeline) Drain(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Drain: ctx is nil: pass a context bounding the drain, such as one from context.WithTimeout", ErrInvalidConfig)
+	}
 	p.mu.Lock()
 	p.requestDrainLocked()
 	state := p.state

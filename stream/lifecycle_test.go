@@ -358,3 +358,24 @@ type recordingListener struct {
 func (l *recordingListener) BatchCompleted(BatchInfo) { l.mu.Lock(); l.n++; l.mu.Unlock() }
 
 func (l *recordingListener) completed() int { l.mu.Lock(); defer l.mu.Unlock(); return l.n }
+
+// TestNilContext checks that Run and Drain given a nil ctx say so, with an
+// error wrapping ErrInvalidConfig, instead of panicking; the Pipeline stays
+// unstarted, so Run with a context then runs it.
+func TestNilContext(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, _, s := newTest[string](t, Config{})
+		Print(s, 1)
+		var nilCtx context.Context // a nil ctx, as a user's unset variable gives
+		if err := p.Run(nilCtx); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Run: ctx is nil") {
+			t.Errorf("Run(nil) = %v, want an error wrapping ErrInvalidConfig saying ctx is nil", err)
+		}
+		if err := p.Drain(nilCtx); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Drain: ctx is nil") {
+			t.Errorf("Drain(nil) = %v, want an error wrapping ErrInvalidConfig saying ctx is nil", err)
+		}
+		p.Stop()
+		if err := p.Run(t.Context()); err != nil {
+			t.Errorf("Run after Run(nil) = %v, want nil (stopped before it started)", err)
+		}
+	})
+}

@@ -54,7 +54,7 @@ func (s *State[S]) IsTimingOut() bool { return s.timingOut }
 // its last value, and then loses its state. d must be a positive multiple
 // of the batch interval. Default: no timeout.
 func StateTimeout(d time.Duration) Option {
-	return func(o *options) { o.timeout = d }
+	return func(o *options) { o.timeout, o.given = d, o.given|optStateTimeout }
 }
 
 // MapWithState keeps a state per key across batches, as Spark's
@@ -80,6 +80,7 @@ func StateTimeout(d time.Duration) Option {
 func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K, value V, state *State[S]) (out U, emit bool), opts ...Option) (mapped *Stream[U], snapshots *Stream[Pair[K, S]]) {
 	requireFunc(s.p, "MapWithState", s.n, "f", f == nil)
 	o := applyOptions(opts)
+	o.refuseOthers(s.p, "MapWithState of "+s.n.String(), mapWithStateOptions)
 	bi := s.p.cfg.BatchInterval
 	if o.timeout < 0 || o.timeout%bi != 0 {
 		s.p.graphError(fmt.Errorf("MapWithState of %v: StateTimeout %v: must be a positive multiple of the batch interval (%v)", s.n, o.timeout, bi))

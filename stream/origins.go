@@ -22,7 +22,7 @@ import (
 // the operators of a stream it shares with other outputs run once for it
 // and once for them.
 func Origins() Option {
-	return func(o *options) { o.origins = true }
+	return func(o *options) { o.origins, o.given = true, o.given|optOrigins }
 }
 
 // tracer is what a chain of narrow operators run for origins (see

@@ -41,9 +41,11 @@ func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *outp
 	oo := applyOptions(opts)
 	o := &output{op: op, name: oo.name, n: s.n, origins: oo.origins}
 	o.policy = policyOf(s.p, o, oo)
-	if o.origins && op != "ForEachBatch" {
-		s.p.graphError(fmt.Errorf("%v: Origins is an option of ForEachBatch only", o))
+	takes := outputOptions
+	if op == "ForEachBatch" {
+		takes |= optOrigins
 	}
+	oo.refuseOthers(s.p, o.String(), takes)
 	o.run = mk(o)
 	p := s.p
 	p.mu.Lock()

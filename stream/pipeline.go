@@ -188,10 +188,13 @@ func (p *Pipeline) validateLocked() error {
 //
 // In every case, every goroutine the Pipeline started has ended, and Done
 // is closed. Run refuses to start, with an error wrapping ErrInvalidConfig,
-// if the graph is invalid (see Validate) — the Pipeline then stays
-// unstarted, so the graph may be fixed and Run called again — and returns
-// ErrClosed if the Pipeline already ran.
+// if the graph is invalid (see Validate) or ctx is nil — the Pipeline then
+// stays unstarted, so the graph may be fixed and Run called again — and
+// returns ErrClosed if the Pipeline already ran.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Run: ctx is nil: pass a context, such as the one signal.NotifyContext returns", ErrInvalidConfig)
+	}
 	p.mu.Lock()
 	if p.state != idle {
 		p.mu.Unlock()

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"path"
 	"reflect"
 	"time"
@@ -12,10 +13,13 @@ import (
 // ForEachPartition, ForEachBatch, Print) or a stateful operator: Named for
 // the first two, PartitionedByKey for a source (or MapWithState), Retry and
 // Quarantine for outputs, Origins for ForEachBatch, StateCodec and
-// StateTimeout for the last.
+// StateTimeout for the last. An option given to an operator that does not
+// take it would be ignored, so Run and Validate refuse it, with an error
+// wrapping ErrInvalidConfig naming the operator and the option.
 type Option func(*options)
 
 type options struct {
+	given   optionKind // the Options given, so an operator can refuse those it does not take
 	name    string
 	codecs  []any         // StateCodec: Codec[T] values
 	timeout time.Duration // StateTimeout
@@ -39,6 +43,49 @@ func applyOptions(opts []Option) options {
 	return o
 }
 
+// optionKind is a set of Options, one bit per Option function.
+type optionKind uint8
+
+const (
+	optNamed optionKind = 1 << iota
+	optStateCodec
+	optStateTimeout
+	optPartitionedByKey
+	optRetry
+	optQuarantine
+	optOrigins
+)
+
+// The Options each kind of operator takes.
+const (
+	sourceOptions       = optNamed | optPartitionedByKey
+	outputOptions       = optNamed | optRetry | optQuarantine
+	stateOptions        = optStateCodec
+	mapWithStateOptions = optStateCodec | optStateTimeout | optPartitionedByKey
+)
+
+// optionTakers names each Option and the operators that take it, by bit.
+var optionTakers = [...]struct{ name, takers string }{
+	{"Named", "From and the outputs"},
+	{"StateCodec", "the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow)"},
+	{"StateTimeout", "MapWithState"},
+	{"PartitionedByKey", "From and MapWithState"},
+	{"Retry", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
+	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
+	{"Origins", "ForEachBatch"},
+}
+
+// refuseOthers records a graph error for every option of o that what, an
+// operator taking the options takes, would otherwise ignore: an option
+// given to the wrong operator is a mistake to fix, not a setting to drop.
+func (o options) refuseOthers(p *Pipeline, what string, takes optionKind) {
+	for i, t := range optionTakers {
+		if k := optionKind(1) << i; o.given&k != 0 && takes&k == 0 {
+			p.graphError(fmt.Errorf("%s: %s is an option of %s only: remove it", what, t.name, t.takers))
+		}
+	}
+}
+
 // Named names a source or an output in the pipeline's shape, which the
 // recovery log records and checks on every restart (see Config.Recovery):
 // ForEachBatch(counts, write, stream.Named("files")) is recorded as
@@ -46,7 +93,7 @@ func applyOptions(opts []Option) options {
 // pipeline be told precisely what changed, and refused. For a source, the
 // name replaces the one its Describe method gives, if any.
 func Named(name string) Option {
-	return func(o *options) { o.name = name }
+	return func(o *options) { o.name, o.given = name, o.given|optNamed }
 }
 
 // Describer is implemented by a receiver that describes itself in the

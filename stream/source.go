@@ -70,6 +70,7 @@ func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	st := newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)
 	s.n = st.n
 	s.n.partitioned = s.opts.partitioned
+	s.opts.refuseOthers(p, st.n.op, sourceOptions)
 	return st
 }
 

@@ -43,9 +43,10 @@ var ErrSplitState = errors.New("stream: state would be split across workers")
 // shard, as sink/kinesis's Deduplicate keeps its filters by). That
 // operator alone is then accepted on a source sharing its shards; the
 // stateful operators after it are checked as before. Given to anything
-// else, it has no effect.
+// else, it makes Run refuse to start, as any option given to an operator
+// that does not take it does (see Option).
 func PartitionedByKey() Option {
-	return func(o *options) { o.partitioned = true }
+	return func(o *options) { o.partitioned, o.given = true, o.given|optPartitionedByKey }
 }
 
 // keepState makes st the state of n, and records where the user's code

@@ -33,7 +33,9 @@ import (
 // codec for their type; Run refuses to start if they cannot be encoded.
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
-	cs := newCodecSet(applyOptions(opts))
+	o := applyOptions(opts)
+	o.refuseOthers(s.p, "UpdateStateByKey of "+s.n.String(), stateOptions)
+	cs := newCodecSet(o)
 	st := newKeyState[K, V, S](update, codecFor[K](cs), codecFor[S](cs))
 	cs.unused(s.p, "UpdateStateByKey", s.n)
 	var out *Stream[Pair[K, S]]

@@ -31,7 +31,9 @@ import (
 func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
 	h := &history[T]{}
-	cs := newCodecSet(applyOptions(opts))
+	o := applyOptions(opts)
+	o.refuseOthers(s.p, "Window of "+s.n.String(), stateOptions)
+	cs := newCodecSet(o)
 	ws := &windowState[T]{h: h, rc: plainRecords(codecFor[T](cs))}
 	cs.unused(s.p, "Window", s.n)
 	out := newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
@@ -160,7 +162,9 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
 	// Each batch is reduced by key first, in parallel, as by ReduceByKey.
 	perBatch := newPlanned(s.p, "ReduceByKeyAndWindow(per batch)", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
-	cs := newCodecSet(applyOptions(opts))
+	o := applyOptions(opts)
+	o.refuseOthers(s.p, "ReduceByKeyAndWindow of "+s.n.String(), stateOptions)
+	cs := newCodecSet(o)
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
 	cs.unused(s.p, "ReduceByKeyAndWindow", s.n)

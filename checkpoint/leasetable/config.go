@@ -28,8 +28,9 @@ type Config struct {
 	TableName string
 	// DynamoDB is the client of the table, usually a *dynamodb.Client
 	// configured as the program needs (retries, HTTP client). A client
-	// given here is used as it is. Default: a client built from AWS and
-	// Endpoint.
+	// given here is used as it is, so AWS and Endpoint, which it would
+	// ignore, must then be left unset. Default: a client built from AWS
+	// and Endpoint.
 	DynamoDB DynamoDBAPI
 	// AWS is the AWS configuration of the default client. Default: the
 	// Kinesis receiver's Config.AWS, or else the SDK's default
@@ -90,8 +91,8 @@ type Config struct {
 	StatePerm fs.FileMode
 	// LeaseDuration is how long a lease stays this worker's without a
 	// renewal, and how long another worker must see its counter unchanged
-	// before taking it. Default 10s, the Kinesis Client Library's failover
-	// time.
+	// before taking it. At least 1s. Default 10s, the Kinesis Client
+	// Library's failover time.
 	LeaseDuration time.Duration
 	// RenewInterval is how often this worker proves it runs: it writes its
 	// beat on the table's beat board (one write, whatever it holds), or

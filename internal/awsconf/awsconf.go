@@ -70,6 +70,62 @@ func CheckEndpoint(field, endpoint string) error {
 	return nil
 }
 
+// CheckStream reports a Kinesis stream name or ARN that Kinesis would
+// refuse (a name is 1 to 128 of a-z A-Z 0-9 _ . -, an ARN
+// arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME), naming the field Stream,
+// or nil. An empty s is the caller's to report.
+func CheckStream(s string) error {
+	if strings.HasPrefix(s, "arn:") {
+		if _, ok := StreamNameOfARN(s); !ok {
+			return fmt.Errorf("Stream %q: an ARN must look like arn:aws:kinesis:REGION:ACCOUNT:stream/NAME", s)
+		}
+		return nil
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("Stream %q: a stream name has at most 128 characters", s)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return fmt.Errorf("Stream %q: a stream name may hold only letters, digits, '_', '.' and '-'", s)
+		}
+	}
+	return nil
+}
+
+// StreamNameOfARN returns the stream name at the end of a Kinesis stream
+// ARN, and whether arn is one.
+func StreamNameOfARN(arn string) (string, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[2] != "kinesis" {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(parts[5], "stream/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// CheckClient reports a client (the field named client, set if given)
+// configured together with settings that only the default client is built
+// from (an AWS configuration, if awsSet, and an endpoint), which would be
+// ignored: calls meant for a local server would go to AWS. It returns nil
+// when there is no such conflict.
+func CheckClient(client string, given, awsSet bool, endpoint string) error {
+	var set []string
+	if awsSet {
+		set = append(set, "AWS")
+	}
+	if endpoint != "" {
+		set = append(set, "Endpoint")
+	}
+	if !given || len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is set with %s, which only configure the default client and would be ignored: configure the client itself (an endpoint is its BaseEndpoint option), or leave %s nil",
+		client, strings.Join(set, " and "), client)
+}
+
 // DynamoDBEndpoint returns, for logs, the endpoint a DynamoDB client sends
 // its calls to: its BaseEndpoint, or the one the SDK resolves for its
 // region. A client that does not show its options (a wrapper without an

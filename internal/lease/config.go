@@ -21,6 +21,8 @@ import (
 const (
 	// DefaultLeaseDuration is the Kinesis Client Library's failover time.
 	DefaultLeaseDuration = 10 * time.Second
+	// minLeaseDuration is the shortest LeaseDuration accepted.
+	minLeaseDuration = time.Second
 	// DefaultMaxStealsPerCycle is leasetable.Config.MaxStealsPerCycle's default: 0,
 	// no bound but balance (the KCL's maxLeasesToStealAtOneTime is 1).
 	DefaultMaxStealsPerCycle = 0
@@ -98,6 +100,13 @@ func Problems(c leasetable.Config) []error {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
 		}
 	}
+	if c.LeaseDuration > 0 && c.LeaseDuration < minLeaseDuration {
+		// Most likely seconds meant and nanoseconds written: renewals
+		// every few nanoseconds, each call bounded by LeaseDuration/5
+		// (AttemptTimeout's default), could never complete in time.
+		add("LeaseDuration %v: must be at least %v, to outlast the DynamoDB calls that renew it; write a duration in seconds as n * time.Second",
+			c.LeaseDuration, minLeaseDuration)
+	}
 	if c.LeaseDuration > 0 && c.RenewInterval >= c.LeaseDuration {
 		add("RenewInterval %v: must be shorter than LeaseDuration %v, or the lease expires between two renewals (LeaseDuration/3 is usual)",
 			c.RenewInterval, c.LeaseDuration)
@@ -113,6 +122,13 @@ func Problems(c leasetable.Config) []error {
 		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)
 	}
 	return problems
+}
+
+// CheckClient reports a DynamoDB client given in c, a user's Config, with
+// the AWS or Endpoint it would ignore. It is not part of Problems, which
+// also checks the Config a receiver completes with its own AWS and client.
+func CheckClient(c leasetable.Config) error {
+	return awsconf.CheckClient("DynamoDB", c.DynamoDB != nil, c.AWS != nil, c.Endpoint)
 }
 
 // Client returns DynamoDB, or a client built from AWS and Endpoint when it
@@ -154,6 +170,9 @@ func OpenTable(ctx context.Context, cfg leasetable.Config) (*Table, error) {
 		problems = append(problems, fmt.Errorf("TableName: %w", err))
 	}
 	if err := awsconf.CheckEndpoint("Endpoint", cfg.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if err := CheckClient(cfg); err != nil {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {

@@ -24,6 +24,7 @@ func TestOpenTable(t *testing.T) {
 		{"no name", leasetable.Config{DynamoDB: db}, "TableName is empty"},
 		{"bad name", leasetable.Config{TableName: "a b", DynamoDB: db}, "TableName: table name"},
 		{"bad endpoint", leasetable.Config{TableName: "leases", Endpoint: "127.0.0.1:4568"}, "Endpoint"},
+		{"client with an endpoint", leasetable.Config{TableName: "leases", DynamoDB: db, Endpoint: "http://127.0.0.1:4568"}, "DynamoDB is set with Endpoint"},
 		{"ok", leasetable.Config{TableName: "leases", DynamoDB: db}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,8 +18,14 @@ import (
 )
 
 // Receiver returns r as a metrics.Receiver named by its stream
-// (kinesis.Config.Stream as given).
-func Receiver(r *kinesis.Receiver) metrics.Receiver { return receiver{r} }
+// (kinesis.Config.Stream as given). A nil r (kinesis.New's, when its error
+// went unchecked) gives nil, which metrics.New refuses, naming it.
+func Receiver(r *kinesis.Receiver) metrics.Receiver {
+	if r == nil {
+		return nil
+	}
+	return receiver{r}
+}
 
 type receiver struct{ r *kinesis.Receiver }
 

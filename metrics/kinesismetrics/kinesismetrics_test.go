@@ -2,10 +2,12 @@ package kinesismetrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/metrics"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -126,5 +129,16 @@ func TestAdapters(t *testing.T) {
 	want := []string{fmt.Sprintf("%s %s %s", shard, st.WorkerID, stableWorker(st.WorkerID))}
 	if !slices.Equal(owners, want) || stableWorker(st.WorkerID) == st.WorkerID {
 		t.Errorf("leases %q, want %q with the owner's label stripped of its pid and random suffix", owners, want)
+	}
+}
+
+// TestNilReceiver checks that a nil receiver (kinesis.New's, when its error
+// was not checked) is refused by metrics.New, naming it, instead of
+// panicking when the Collector asks for its name.
+func TestNilReceiver(t *testing.T) {
+	var r *kinesis.Receiver
+	_, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{Receiver(r)}})
+	if !errors.Is(err, metrics.ErrInvalidConfig) || !strings.Contains(err.Error(), "Receivers[0] nil") {
+		t.Errorf("metrics.New with Receiver(nil) = %v, want an error wrapping ErrInvalidConfig naming Receivers[0]", err)
 	}
 }

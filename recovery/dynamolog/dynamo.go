@@ -95,8 +95,9 @@ type Client interface {
 // serialises appends.
 type Config struct {
 	// Client is the DynamoDB client, usually a *dynamodb.Client; a client
-	// given here is used as it is. Default: a client built from AWS and
-	// Endpoint, as the lease table's (package leasetable).
+	// given here is used as it is, so AWS and Endpoint, which it would
+	// ignore, must then be left unset. Default: a client built from AWS
+	// and Endpoint, as the lease table's (package leasetable).
 	Client Client
 	// AWS is the AWS configuration of the default client. Default: the
 	// SDK's default configuration (environment, shared files, instance
@@ -145,6 +146,9 @@ func (c Config) Open(ctx context.Context) (recovery.Log, error) {
 func (c Config) validate() error {
 	var problems []error
 	if err := awsconf.CheckEndpoint("Endpoint", c.Endpoint); err != nil {
+		problems = append(problems, err)
+	}
+	if err := awsconf.CheckClient("Client", c.Client != nil, c.AWS != nil, c.Endpoint); err != nil {
 		problems = append(problems, err)
 	}
 	if c.Table == "" {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
@@ -118,11 +120,12 @@ func TestKeyIDNumbers(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{Endpoint: "localhost:8000", Concurrency: -1}.validate()
+	client := ddb.New(ddb.Options{Region: "us-east-1"}) // no call is made
+	err := Config{Endpoint: "localhost:8000", Concurrency: -1, Client: client, AWS: &aws.Config{}}.validate()
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("error %v, want ErrInvalidConfig", err)
 	}
-	for _, want := range []string{"Endpoint", "Table empty", "Concurrency -1"} {
+	for _, want := range []string{"Endpoint", "Table empty", "Concurrency -1", "Client is set with AWS and Endpoint"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

@@ -67,7 +67,8 @@ type Config[T any] struct {
 	// batch's output. Required.
 	Dir string
 	// Format returns the bytes of one record; the Sink writes a newline
-	// after each. Default: fmt's %v of the record. Ignored if Encode is set.
+	// after each. Default: fmt's %v of the record. Not with Encode, which
+	// writes the records itself.
 	Format func(v T) []byte
 	// Encode writes a whole batch, for formats that are not one line per
 	// record (a JSON array, a CSV file with a header). Default: nil, write
@@ -131,6 +132,9 @@ func (c Config[T]) validate() error {
 	var problems []error
 	if c.Dir == "" {
 		problems = append(problems, errors.New("Dir empty: set the directory to write the files to"))
+	}
+	if c.Format != nil && c.Encode != nil {
+		problems = append(problems, errors.New("Format and Encode both set: Encode writes each batch and Format would be ignored; set one of them"))
 	}
 	for _, f := range []struct{ name, v string }{{"Prefix", c.Prefix}, {"Suffix", c.Suffix}} {
 		if strings.ContainsRune(f.v, filepath.Separator) || strings.ContainsRune(f.v, '/') {

@@ -218,12 +218,14 @@ func TestWriteErrors(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	_, err := New(Config[int]{Prefix: ".tmp-x", Suffix: "a/b", Perm: fs.ModeDir | 0o644})
+	_, err := New(Config[int]{Prefix: ".tmp-x", Suffix: "a/b", Perm: fs.ModeDir | 0o644,
+		Format: func(int) []byte { return nil }, Encode: func(io.Writer, *batch.Batch[int]) error { return nil }})
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New = %v, want ErrInvalidConfig", err)
 	}
 	want := []string{
 		"Dir empty: set the directory to write the files to",
+		"Format and Encode both set: Encode writes each batch and Format would be ignored; set one of them",
 		`Suffix "a/b": must not contain a path separator; put directories in Dir`,
 		`Prefix ".tmp-x": must not start with ".tmp-", which names temporary files`,
 		"Perm drw-r--r--: must hold permission bits only, such as 0600",

@@ -10,6 +10,7 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/origin"
 )
 
@@ -150,6 +151,8 @@ func (c Config[T]) validate() error {
 	}
 	if c.Stream == "" {
 		problems = append(problems, errors.New("Stream empty: set the name or ARN of the stream to write to"))
+	} else if err := awsconf.CheckStream(c.Stream); err != nil {
+		problems = append(problems, err)
 	}
 	if c.Record == nil {
 		problems = append(problems, errors.New("Record nil: set the function that gives a record's partition key and data"))

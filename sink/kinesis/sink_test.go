@@ -457,6 +457,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			t.Errorf("error %q does not name %q", err, field)
 		}
 	}
+	// A name or ARN Kinesis refuses is refused before any batch: "events
+	// out" would otherwise fail the first batch with a ValidationException.
+	for stream, want := range map[string]string{
+		"events out":                `Stream "events out": a stream name may hold only letters`,
+		"arn:aws:s3:::bucket":       `Stream "arn:aws:s3:::bucket": an ARN must look like`,
+		strings.Repeat("s", 129):    "a stream name has at most 128 characters",
+		"arn:aws:kinesis:us-east-1": "an ARN must look like",
+	} {
+		_, err := kinesis.New(kinesis.Config[rec]{Client: newFake(t, nil), Stream: stream, Record: recordOf})
+		if !errors.Is(err, kinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with Stream %q = %v, want ErrInvalidConfig saying %q", stream, err, want)
+		}
+	}
 }
 
 // TestWriteEmptyBatch sends nothing.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/lease"
 )
 
@@ -101,7 +102,8 @@ type Config struct {
 	// from TrimHorizon, so none of its records is missed.
 	InitialPosition InitialPosition
 	// AtTimestamp is the start time for InitialPosition AtTimestamp;
-	// required with it and ignored otherwise.
+	// required with it, and refused with another InitialPosition, which
+	// would not use it.
 	AtTimestamp time.Time
 
 	// KeepOutOfRangeRecords delivers every user record of a KPL aggregate,
@@ -308,6 +310,11 @@ func (c Config) validate() error {
 	}
 	switch c.InitialPosition {
 	case Latest, TrimHorizon:
+		if !c.AtTimestamp.IsZero() {
+			// Most likely InitialPosition was forgotten: reading from
+			// elsewhere than the time given would hide it.
+			add("AtTimestamp is set with InitialPosition %q, which does not use it: set InitialPosition to AT_TIMESTAMP (kinesis.AtTimestamp) to start at that time, or leave AtTimestamp zero", c.InitialPosition)
+		}
 	case AtTimestamp:
 		if c.AtTimestamp.IsZero() {
 			add("AtTimestamp is zero: InitialPosition AT_TIMESTAMP needs the time to start reading at")
@@ -365,35 +372,11 @@ func validateStream(s string) error {
 	if s == "" {
 		return errors.New("Stream is empty: set it to the stream's name or ARN")
 	}
-	if isARN(s) {
-		if _, ok := streamNameOfARN(s); !ok {
-			return fmt.Errorf("Stream %q: an ARN must look like arn:aws:kinesis:REGION:ACCOUNT:stream/NAME", s)
-		}
-		return nil
-	}
-	if len(s) > 128 {
-		return fmt.Errorf("Stream %q: a stream name has at most 128 characters", s)
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return fmt.Errorf("Stream %q: a stream name may hold only letters, digits, '_', '.' and '-'", s)
-		}
-	}
-	return nil
+	return awsconf.CheckStream(s)
 }
 
 // isARN reports whether s is given as an ARN rather than a name.
 func isARN(s string) bool { return strings.HasPrefix(s, "arn:") }
 
 // streamNameOfARN returns the stream name at the end of a Kinesis stream ARN.
-func streamNameOfARN(arn string) (string, bool) {
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) != 6 || parts[2] != "kinesis" {
-		return "", false
-	}
-	name, ok := strings.CutPrefix(parts[5], "stream/")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return "", false
-	}
-	return name, true
-}
+func streamNameOfARN(arn string) (string, bool) { return awsconf.StreamNameOfARN(arn) }

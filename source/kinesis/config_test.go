@@ -37,6 +37,10 @@ func TestNewValidatesConfig(t *testing.T) {
 				"RecomputeTimeout -1ns", "MaxAttempts -2",
 			},
 		},
+		{name: "timestamp without its position", cfg: Config{Stream: "s", App: "a", AtTimestamp: time.Unix(1, 0)},
+			want: []string{`AtTimestamp is set with InitialPosition "LATEST"`, "set InitialPosition to AT_TIMESTAMP"}},
+		{name: "timestamp with trim horizon", cfg: Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, AtTimestamp: time.Unix(1, 0)},
+			want: []string{`AtTimestamp is set with InitialPosition "TRIM_HORIZON"`}},
 		{name: "timestamp missing", cfg: Config{Stream: "s", App: "a", InitialPosition: AtTimestamp}, want: []string{"AtTimestamp is zero"}},
 	}
 	for _, tt := range tests {

@@ -94,9 +94,10 @@ type FanOutConfig struct {
 	ConsumerName string
 	// ConsumerARN, when set, is a consumer registered beforehand, for
 	// example by infrastructure code, used as it is: the receiver only
-	// waits until it is ACTIVE, never registers or deregisters it, and
-	// ignores ConsumerName. It looks like
-	// arn:aws:kinesis:REGION:ACCOUNT:stream/NAME/consumer/CONSUMER:TIMESTAMP.
+	// waits until it is ACTIVE and never registers or deregisters it, so
+	// ConsumerName must be left empty. It looks like
+	// arn:aws:kinesis:REGION:ACCOUNT:stream/NAME/consumer/CONSUMER:TIMESTAMP,
+	// NAME being Config.Stream's.
 	// Default: "", find or register ConsumerName.
 	ConsumerARN string
 	// DeregisterOnStop deregisters the consumer when Start returns (after
@@ -157,6 +158,15 @@ func (f FanOutConfig) problems(c Config) []error {
 		if f.DeregisterOnStop {
 			add("FanOut.DeregisterOnStop with FanOut.ConsumerARN: a consumer registered outside the receiver is never deregistered by it; unset one of them")
 		}
+		if f.ConsumerName != "" {
+			add("FanOut.ConsumerName %q with FanOut.ConsumerARN: the receiver uses the consumer of the ARN and would ignore the name; unset one of them", f.ConsumerName)
+		}
+		// A consumer of another stream would serve that stream's shards of
+		// the same IDs, recorded as this stream's ranges: Recompute would
+		// then read other records back.
+		if of, ok := consumerStream(f.ConsumerARN); ok && of != streamName(c.Stream) {
+			add("FanOut.ConsumerARN %q: a consumer of stream %q, not of Config.Stream %q: give the ARN of a consumer registered on %[3]q", f.ConsumerARN, of, c.Stream)
+		}
 	} else if err := validateConsumerName(f.ConsumerName); err != nil {
 		problems = append(problems, err)
 	}
@@ -190,10 +200,25 @@ func validateConsumerName(name string) error {
 
 // isConsumerARN reports whether s looks like a stream consumer's ARN.
 func isConsumerARN(s string) bool {
+	_, ok := consumerStream(s)
+	return ok
+}
+
+// consumerStream returns the name of the stream of consumer ARN s, and
+// whether s is one.
+func consumerStream(s string) (string, bool) {
 	stream, consumer, ok := strings.Cut(s, "/consumer/")
 	if !ok || strings.Count(consumer, ":") != 1 || strings.HasPrefix(consumer, ":") || strings.HasSuffix(consumer, ":") {
-		return false
+		return "", false
 	}
-	_, ok = streamNameOfARN(stream)
-	return ok
+	return streamNameOfARN(stream)
+}
+
+// streamName returns the name of Config.Stream s, given as a name or an
+// ARN.
+func streamName(s string) string {
+	if name, ok := streamNameOfARN(s); isARN(s) && ok {
+		return name
+	}
+	return s
 }

@@ -19,7 +19,12 @@ func TestFanOutConfigValidation(t *testing.T) {
 		want []string // substrings the error must hold; nil for a valid config
 	}{
 		{name: "defaults", cfg: Config{Stream: "s", App: "wordcount", FanOut: &FanOutConfig{}}},
-		{name: "consumer ARN", cfg: Config{Stream: "s", App: "a", FanOut: &FanOutConfig{ConsumerARN: arn}}},
+		{name: "consumer ARN", cfg: Config{Stream: "words", App: "a", FanOut: &FanOutConfig{ConsumerARN: arn}}},
+		{name: "consumer ARN, stream ARN", cfg: Config{Stream: "arn:aws:kinesis:us-east-1:123456789012:stream/words", App: "a", FanOut: &FanOutConfig{ConsumerARN: arn}}},
+		{name: "consumer ARN of another stream", cfg: Config{Stream: "s", App: "a", FanOut: &FanOutConfig{ConsumerARN: arn}},
+			want: []string{`FanOut.ConsumerARN "` + arn + `": a consumer of stream "words", not of Config.Stream "s"`}},
+		{name: "consumer ARN and name", cfg: Config{Stream: "words", App: "a", FanOut: &FanOutConfig{ConsumerARN: arn, ConsumerName: "other"}},
+			want: []string{`FanOut.ConsumerName "other" with FanOut.ConsumerARN`}},
 		{name: "app is no consumer name", cfg: Config{Stream: "s", App: "word count", FanOut: &FanOutConfig{}},
 			want: []string{`FanOut.ConsumerName "word count"`, "set FanOut.ConsumerName"}},
 		{name: "long name", cfg: Config{Stream: "s", App: "a", FanOut: &FanOutConfig{ConsumerName: strings.Repeat("c", 129)}},

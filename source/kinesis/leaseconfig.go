@@ -42,5 +42,8 @@ func leaseProblems(l leasetable.Config, c Config) []error {
 	for _, p := range lease.Problems(l) {
 		problems = append(problems, fmt.Errorf("Leases.%w", p))
 	}
+	if err := lease.CheckClient(l); err != nil {
+		problems = append(problems, fmt.Errorf("Leases.%w", err))
+	}
 	return problems
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -287,6 +288,11 @@ func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 		{"lease shorter than the renew period", func(c *kinesis.Config) {
 			c.Leases.LeaseDuration, c.Leases.RenewInterval = time.Second, 2*time.Second
 		}, []string{"Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s"}},
+		{"lease client with an endpoint", func(c *kinesis.Config) {
+			c.Leases.DynamoDB, c.Leases.Endpoint = dynamodb.New(dynamodb.Options{Region: "us-east-1"}), "http://127.0.0.1:4568"
+		}, []string{"Leases.DynamoDB is set with Endpoint", "would be ignored"}},
+		{"lease duration in seconds by mistake", func(c *kinesis.Config) { c.Leases.LeaseDuration = 10 },
+			[]string{"Leases.LeaseDuration 10ns: must be at least 1s", "n * time.Second"}},
 		{"several at once", func(c *kinesis.Config) {
 			c.Leases.TableName, c.Leases.LeaseDuration, c.Leases.MaxLeases = "a b c", -time.Second, -1
 		}, []string{"Leases.TableName", "Leases.LeaseDuration -1s", "Leases.MaxLeases -1"}},

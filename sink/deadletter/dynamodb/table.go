@@ -104,7 +104,8 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 			if err != nil {
 				return nil, fmt.Errorf("deadletter table: %w", err)
 			}
-			cfg.Client = c
+			// The sink is given the client alone, not what built it.
+			cfg.Client, cfg.AWS, cfg.Endpoint = c, nil, ""
 		}
 	}
 	// Letters have no origins: their writes are versioned by batch time,
