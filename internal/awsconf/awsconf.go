@@ -122,7 +122,7 @@ func CheckClient(client string, given, awsSet bool, endpoint string) error {
 	if !given || len(set) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s is set with %s, which only configure the default client and would be ignored: configure the client itself (an endpoint is its BaseEndpoint option), or leave %s nil",
+	return fmt.Errorf("%s is set with %s, settings only the default client is built from, which would be ignored: configure the client itself (an endpoint is its BaseEndpoint option), or leave %s nil",
 		client, strings.Join(set, " and "), client)
 }
 

@@ -83,6 +83,10 @@ type pipelineConfig struct {
 func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error) {
 	awsCfg := cfg.aws
 	tn := cfg.tuning.withDefaults()
+	leaseEndpoint := cfg.dynamoEndpoint
+	if cfg.dynamo != nil {
+		leaseEndpoint = "" // the client has its endpoint (leasetable refuses both)
+	}
 	recv, err := kinesis.New(kinesis.Config{
 		Stream:          cfg.stream,
 		App:             "crashtest",
@@ -92,7 +96,7 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		PollInterval:    tn.poll,
 		AttemptTimeout:  tn.attempt,
 		Logger:          cfg.logger,
-		Leases:          &leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: cfg.dynamoEndpoint, WorkerID: tn.worker, LeaseDuration: leaseDuration, CheckpointInterval: tn.checkpoint},
+		Leases:          &leasetable.Config{TableName: cfg.table, DynamoDB: cfg.dynamo, Endpoint: leaseEndpoint, WorkerID: tn.worker, LeaseDuration: leaseDuration, CheckpointInterval: tn.checkpoint},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver: %w", err)
