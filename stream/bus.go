@@ -15,10 +15,13 @@ import (
 // goroutine of its own, as Spark's listener bus does: a slow Listener never
 // holds up a batch, and a Listener may call any method of the Pipeline,
 // Drain included, without waiting for itself. The queue is unbounded: an
-// event is a few words, and there are a handful per batch. A Listener that
-// panics is told nothing more: its panic is logged at ERROR, with its stack,
-// and the pipeline and the other listeners go on (Spark's bus logs a
-// listener's exception and goes on too).
+// event is a few words, and there are a handful per batch; but a Listener
+// that does not keep up is warned about at WARN once busBacklogWarn events
+// wait, and again as the backlog doubles, and at INFO once it is
+// delivered, so that it neither blocks the pipeline nor grows unseen. A
+// Listener that panics is told nothing more: its panic is logged at ERROR,
+// with its stack, and the pipeline and the other listeners go on (Spark's
+// bus logs a listener's exception and goes on too).
 type bus struct {
 	listeners []Listener
 	logger    *slog.Logger
@@ -26,19 +29,29 @@ type bus struct {
 	failed    []bool       // by listener: it panicked; run's only
 	calling   atomic.Int64 // 1 + the index of the listener run is calling; 0 if none
 
-	mu     sync.Mutex
-	queue  []func(Listener)
-	wake   chan struct{} // 1 slot: events were posted, or close was called
-	closed bool
-	done   chan struct{} // closed by run once every event is delivered after close
+	mu      sync.Mutex
+	queue   []func(Listener)
+	pending int           // events posted and not yet delivered to every listener
+	warnAt  int           // pending at which post warns next: busBacklogWarn, doubled after each warning
+	slow    int           // the listener named by the last backlog warning; -1: none known
+	wake    chan struct{} // 1 slot: events were posted, or close was called
+	closed  bool
+	done    chan struct{} // closed by run once every event is delivered after close
 }
 
 // newBus returns a bus for ls, which logs to logger and times its waits on
 // clk; run must be called (in its own goroutine) unless ls is empty.
 func newBus(ls []Listener, logger *slog.Logger, clk clock.Clock) *bus {
 	return &bus{listeners: ls, logger: logger, clk: clk, failed: make([]bool, len(ls)),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		warnAt: busBacklogWarn, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
+
+// busBacklogWarn is the number of events waiting for the listeners at which
+// the bus first warns that a Listener does not keep up. There are about
+// three events a batch, so 1000 is minutes of batches at the default batch
+// interval, far more than a Listener that keeps up leaves waiting, and yet
+// only tens of kilobytes.
+const busBacklogWarn = 1000
 
 // post queues an event for every listener. It never blocks.
 func (b *bus) post(f func(Listener)) {
@@ -47,8 +60,44 @@ func (b *bus) post(f func(Listener)) {
 	}
 	b.mu.Lock()
 	b.queue = append(b.queue, f)
+	b.pending++
+	n, warn := b.pending, b.pending >= b.warnAt
+	if warn {
+		b.warnAt *= 2
+		b.slow = int(b.calling.Load()) - 1
+	}
+	slow := b.slow
 	b.mu.Unlock()
 	b.signal()
+	if warn {
+		b.logger.Warn("stream: listener events pile up: a listener does not keep up",
+			append(b.listenerArgs(slow), "queued", n,
+				"fix", "a Listener's methods must return quickly: hand slow work to a goroutine of your own")...)
+	}
+}
+
+// delivered counts one event as delivered to every listener, and says at
+// INFO when a backlog warned about is delivered.
+func (b *bus) delivered() {
+	b.mu.Lock()
+	b.pending--
+	drained := b.pending == 0 && b.warnAt > busBacklogWarn
+	if drained {
+		b.warnAt = busBacklogWarn
+	}
+	slow := b.slow
+	b.mu.Unlock()
+	if drained {
+		b.logger.Info("stream: listener events caught up: every event queued was delivered", b.listenerArgs(slow)...)
+	}
+}
+
+// listenerArgs returns the log attributes naming listener i, none if i < 0.
+func (b *bus) listenerArgs(i int) []any {
+	if i < 0 {
+		return nil
+	}
+	return []any{"listener", i, "type", fmt.Sprintf("%T", b.listeners[i])}
 }
 
 func (b *bus) signal() {
@@ -73,6 +122,7 @@ func (b *bus) run() {
 					b.failed[i] = !b.deliver(i, l, f)
 				}
 			}
+			b.delivered()
 		}
 		if closed {
 			b.mu.Lock()

@@ -88,3 +88,43 @@ func TestStopWaitingForListenerWarns(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowListenerBacklogWarns runs a pipeline whose Listener does not
+// return: the batches go on, the events queued for it are warned about at
+// WARN, naming it, at busBacklogWarn and at twice that, and once it returns
+// and they are delivered, an INFO line says so.
+func TestSlowListenerBacklogWarns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logLines{}
+		l := blockingListener{release: make(chan struct{})}
+		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{l},
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		c := collect(s)
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		r.push(t, "a")
+		// Three or more events a batch: past 2*busBacklogWarn and short of
+		// 4*busBacklogWarn queued.
+		time.Sleep(2 * busBacklogWarn / 3 * time.Second)
+		r.push(t, "b")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := len(c.outs()); got < 2 {
+			t.Errorf("the outputs got %d batches with records while the listener hung, want 2", got)
+		}
+		warned := logs.matching("level=WARN", "pile up", "listener=0", "blockingListener")
+		if len(warned) != 2 {
+			t.Errorf("%d backlog warnings naming the listener, want 2 (at %d and %d events); WARN lines:\n%s",
+				len(warned), busBacklogWarn, 2*busBacklogWarn, strings.Join(logs.matching("level=WARN"), ""))
+		}
+		close(l.release)
+		synctest.Wait()
+		if caught := logs.matching("level=INFO", "caught up", "blockingListener"); len(caught) != 1 {
+			t.Errorf("%d INFO lines saying the listener caught up, want 1; lines:\n%s", len(caught), strings.Join(logs.matching(), ""))
+		}
+		p.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

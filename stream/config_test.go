@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 )
@@ -173,6 +175,13 @@ func TestGraphErrors(t *testing.T) {
 		{"nil receiver", func(p *Pipeline, s *Stream[string]) {
 			Print(Union(s, From[string](p, nil)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
+		{"nil pointer receiver", func(p *Pipeline, s *Stream[string]) {
+			var r *testReceiver[string]
+			Print(Union(s, From(p, r)), 1)
+		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
+		{"nil union argument", func(_ *Pipeline, s *Stream[string]) {
+			Print(Union(s, s, nil), 1)
+		}, []string{"Union of From(source 0) (stream 0): argument 2 is nil: pass a stream made from the same Pipeline"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +200,70 @@ func TestGraphErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNilStreamPanics checks that a nil *Stream or *Pipeline, which leaves
+// no Pipeline to record a graph error on, panics at the call that passed it,
+// naming the operator, the argument and the fix.
+func TestNilStreamPanics(t *testing.T) {
+	var s *Stream[string]
+	var kvs *Stream[Pair[string, int]]
+	noop := func(context.Context, string) error { return nil }
+	sum := func(a, b int) int { return a + b }
+	tests := []struct {
+		op   string
+		call func()
+	}{
+		{"Map", func() { Map(s, strings.ToUpper) }},
+		{"Filter", func() { Filter(s, func(string) bool { return true }) }},
+		{"FlatMap", func() { FlatMap(s, func(v string) []string { return []string{v} }) }},
+		{"MapBatch", func() { MapBatch(s, func(v []string) []string { return v }) }},
+		{"Transform", func() {
+			Transform(s, func(_ context.Context, b *batch.Batch[string]) (*batch.Batch[string], error) { return b, nil })
+		}},
+		{"Union", func() { Union(s) }},
+		{"ForEach", func() { ForEach(s, noop) }},
+		{"ForEachPartition", func() { ForEachPartition(s, func(context.Context, Partition[string]) error { return nil }) }},
+		{"ForEachBatch", func() { ForEachBatch(s, func(context.Context, *batch.Batch[string]) error { return nil }) }},
+		{"Print", func() { Print(s, 1) }},
+		{"ReduceByKey", func() { ReduceByKey(kvs, sum) }},
+		{"CountByValue", func() { CountByValue(s) }},
+		{"PartitionedBy", func() { PartitionedBy(kvs, strings.ToLower) }},
+		{"UpdateStateByKey", func() {
+			UpdateStateByKey(kvs, func(_ string, _ []int, st int, _ bool) (int, bool) { return st, true })
+		}},
+		{"Window", func() { Window(s, time.Second, time.Second) }},
+		{"ReduceByKeyAndWindow", func() { ReduceByKeyAndWindow(kvs, sum, nil, time.Second, time.Second) }},
+		{"MapWithState", func() {
+			MapWithState(kvs, func(_ string, v int, _ *State[int]) (int, bool) { return v, true })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.op, func(t *testing.T) {
+			want := "stream: " + tt.op + ": s is nil: pass a stream made from a Pipeline (by From or an operator)"
+			if got := recoverString(tt.call); got != want {
+				t.Errorf("panic %q, want %q", got, want)
+			}
+		})
+	}
+	t.Run("From", func(t *testing.T) {
+		want := "stream: From: p is nil: pass a Pipeline made by NewPipeline"
+		if got := recoverString(func() { From[string](nil, newTestReceiver[string]()) }); got != want {
+			t.Errorf("panic %q, want %q", got, want)
+		}
+	})
+}
+
+// recoverString calls f and returns what it panicked with, as a string.
+func recoverString(f func()) (msg string) {
+	msg = "no panic"
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return msg
 }
 
 // TestLoggerDefaultsToSlogDefault checks that a Pipeline without a Logger

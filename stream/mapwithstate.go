@@ -78,6 +78,7 @@ func StateTimeout(d time.Duration) Option {
 // options give other codecs; Run refuses to start if they cannot be
 // encoded.
 func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K, value V, state *State[S]) (out U, emit bool), opts ...Option) (mapped *Stream[U], snapshots *Stream[Pair[K, S]]) {
+	mustExist("MapWithState", "s", s)
 	requireFunc(s.p, "MapWithState", s.n, "f", f == nil)
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "MapWithState of "+s.n.String(), mapWithStateOptions)

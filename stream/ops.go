@@ -12,6 +12,7 @@ import (
 // different partitions (see the Execution section of the package
 // documentation), and in order within one.
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
+	mustExist("Map", "s", s)
 	requireFunc(s.p, "Map", s.n, "f", f == nil)
 	return narrow(s, "Map", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
 		var buf []U // the slice passed on again and again, when transient
@@ -34,6 +35,7 @@ func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 // Filter returns the stream of the records of s for which keep returns
 // true, in order. keep is called as Map's f is.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
+	mustExist("Filter", "s", s)
 	requireFunc(s.p, "Filter", s.n, "keep", keep == nil)
 	return narrow(s, "Filter", func(in *parted[T], i int, transient bool, yield func(int, []T) bool) bool {
 		var buf []T // the slice passed on again and again, when transient
@@ -60,6 +62,7 @@ func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
 // slice f returns is kept as it is, as one part of the batch (see MapBatch),
 // so f must not reuse a slice it returned. f is called as Map's f is.
 func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
+	mustExist("FlatMap", "s", s)
 	requireFunc(s.p, "FlatMap", s.n, "f", f == nil)
 	return narrow(s, "FlatMap", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
 		// Each non-empty result of f is passed on as it is: the records
@@ -82,6 +85,7 @@ func FlatMap[T, U any](s *Stream[T], f func(T) []U) *Stream[U] {
 // must not modify its argument and may return it. f is called concurrently
 // for parts of different partitions, and in order within one.
 func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
+	mustExist("MapBatch", "s", s)
 	requireFunc(s.p, "MapBatch", s.n, "f", f == nil)
 	return narrow(s, "MapBatch", func(in *parted[T], i int, _ bool, yield func(int, []U) bool) bool {
 		// f is given the slices themselves, which it may keep: they are
@@ -98,6 +102,7 @@ func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 // result is an empty batch with the time and blocks of the input. ctx is
 // done when the Pipeline stops.
 func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
+	mustExist("Transform", "s", s)
 	requireFunc(s.p, "Transform", s.n, "f", f == nil)
 	var out *Stream[U]
 	out = derive(s, "Transform", func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
@@ -119,10 +124,15 @@ func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 // (Run reports it otherwise). The union's blocks are those of all inputs,
 // each once, in first-seen order.
 func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
-	all := append([]*Stream[T]{s}, others...)
-	parents := make([]*node, len(all))
-	for i, o := range all {
-		parents[i] = o.n
+	mustExist("Union", "s", s)
+	var all []*Stream[T] // s and the others given
+	var parents []*node
+	for i, o := range append([]*Stream[T]{s}, others...) {
+		if o == nil {
+			s.p.graphError(fmt.Errorf("Union of %v: argument %d is nil: pass a stream made from the same Pipeline", s.n, i))
+			continue
+		}
+		all, parents = append(all, o), append(parents, o.n)
 		switch {
 		case o.p != s.p:
 			s.p.graphError(fmt.Errorf("Union of %v: argument %d (%v) belongs to another Pipeline: build every stream from the same Pipeline", s.n, i, o.n))

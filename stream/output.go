@@ -77,6 +77,7 @@ func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *outp
 // then requests the drain without waiting. Named, among opts, names the
 // output in the pipeline's shape.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
+	mustExist("ForEach", "s", s)
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		var err error
@@ -110,6 +111,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 // batch, in order. Errors, ctx and opts are handled as for ForEach, but a
 // partition is tried again whole, and quarantined whole if f fails on it.
 func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partition[T]) error, opts ...Option) {
+	mustExist("ForEachPartition", "s", s)
 	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		part := Partition[T]{Time: pt.time, Index: i, Stream: pt.keys[i].stream, Shard: pt.keys[i].shard}
@@ -157,6 +159,7 @@ func addPartitionOutput[T any](s *Stream[T], op string, opts []Option, f partFun
 // ForEachBatch(s, f, stream.Named("files")); Origins, among opts, gives f
 // each record's origin (see Origins).
 func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error, opts ...Option) {
+	mustExist("ForEachBatch", "s", s)
 	requireFunc(s.p, "ForEachBatch", s.n, "f", f == nil)
 	addOutput(s, "ForEachBatch", opts, f)
 }
@@ -167,6 +170,7 @@ func ForEachBatch[T any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 // debugging and examples. A negative n is treated as 0. Named, among opts,
 // names the output in the pipeline's shape.
 func Print[T any](s *Stream[T], n int, opts ...Option) {
+	mustExist("Print", "s", s)
 	w := s.p.cfg.Stdout
 	addOutput(s, "Print", opts, func(_ context.Context, b *batch.Batch[T]) error {
 		var sb strings.Builder

@@ -70,6 +70,7 @@ func (r *reducer[K, V]) out() []Pair[K, V] {
 // each: a reduce that is not commutative would depend on how the records of
 // shards interleave in blocks.
 func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
+	mustExist("ReduceByKey", "s", s)
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
 	return newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
 }
@@ -100,6 +101,7 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 // first appear (as ForEachBatch sees them); the result's batch has one part.
 // It runs as ReduceByKey does.
 func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
+	mustExist("CountByValue", "s", s)
 	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
 		at := firstAt{pos: -1}

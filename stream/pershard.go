@@ -46,6 +46,7 @@ import (
 // State per shard replaces Config.Recovery for those operators: Run
 // refuses a pipeline with both.
 func PartitionedBy[K comparable, V any](s *Stream[Pair[K, V]], partitionKey func(K) string) *Stream[Pair[K, V]] {
+	mustExist("PartitionedBy", "s", s)
 	requireFunc(s.p, "PartitionedBy", s.n, "partitionKey", partitionKey == nil)
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()

@@ -59,12 +59,13 @@ type sourceRunner interface {
 // from 0; that index is the Source of their block IDs. Named, among opts,
 // names the source in the pipeline's shape (see Describer).
 func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
+	mustExist("From", "p", p)
 	s := &sourceState[T]{r: r, opts: applyOptions(opts), space: make(chan struct{}), size: sizerOf(reflect.TypeFor[T](), 0)}
 	p.mu.Lock()
 	s.idx = len(p.sources)
 	p.sources = append(p.sources, s)
 	p.mu.Unlock()
-	if r == nil {
+	if v := reflect.ValueOf(r); r == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	}
 	st := newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)

@@ -32,6 +32,7 @@ import (
 // states are encoded with GobCodec unless a StateCodec option gives another
 // codec for their type; Run refuses to start if they cannot be encoded.
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
+	mustExist("UpdateStateByKey", "s", s)
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "UpdateStateByKey of "+s.n.String(), stateOptions)

@@ -17,6 +17,8 @@ import (
 //
 // A Stream is a node of the pipeline graph, made by From or by an operator
 // (Map, Window, ...) and consumed by operators and outputs (ForEach, ...).
+// A nil *Stream, which has no Pipeline to report the mistake to, makes the
+// operator or output it is passed to panic at once, naming both.
 // Nothing is computed until Run: then, for every batch, each output computes
 // its stream from the sources up, and a stream used by several outputs is
 // computed once per batch.
@@ -255,6 +257,22 @@ func derive[T, U any](s *Stream[T], op string, fn func(ctx context.Context, b *b
 		}
 		return fn(r.ctx, b)
 	})
+}
+
+// mustExist panics at once when v, the *Stream or *Pipeline argument arg of
+// op, is nil, naming op, arg and the fix. With no stream there is no
+// Pipeline to record a graph error on (see requireFunc), and the nil would
+// otherwise be dereferenced deep inside, with nothing to say which call
+// passed it.
+func mustExist[T any](op, arg string, v *T) {
+	if v != nil {
+		return
+	}
+	fix := "a stream made from a Pipeline (by From or an operator)"
+	if _, ok := any(v).(*Pipeline); ok {
+		fix = "a Pipeline made by NewPipeline"
+	}
+	panic(fmt.Sprintf("stream: %s: %s is nil: pass %s", op, arg, fix))
 }
 
 // requireFunc records a graph error on p if a function argument is nil:

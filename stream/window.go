@@ -29,6 +29,7 @@ import (
 // would have held without it; their records are encoded with GobCodec
 // unless a StateCodec option gives another codec for T.
 func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
+	mustExist("Window", "s", s)
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
 	h := &history[T]{}
 	o := applyOptions(opts)
@@ -158,6 +159,7 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // (see UpdateStateByKey), keys and values encoded with GobCodec unless
 // StateCodec options give other codecs for K or V.
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
+	mustExist("ReduceByKeyAndWindow", "s", s)
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
 	// Each batch is reduced by key first, in parallel, as by ReduceByKey.

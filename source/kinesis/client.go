@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -55,6 +56,35 @@ func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
 		}
 		o.Retryer = aws.NopRetryer{}
 	}), nil
+}
+
+// endpointOf returns, for warnings, the endpoint client sends its calls to:
+// Config.Endpoint for the default client ("" for the AWS configuration's);
+// for a Config.Client, its BaseEndpoint, or the one the SDK resolves for its
+// region, and "the given Client" when it does not show its options (a
+// wrapper), since a Config.Client ignores Config.Endpoint.
+func endpointOf(cfg Config, client Client) string {
+	if cfg.Client == nil {
+		return cfg.Endpoint
+	}
+	c, ok := client.(interface{ Options() awskinesis.Options })
+	if !ok {
+		return "the given Client"
+	}
+	o := c.Options()
+	if o.BaseEndpoint != nil {
+		return *o.BaseEndpoint
+	}
+	r := o.EndpointResolverV2
+	if r == nil {
+		r = awskinesis.NewDefaultEndpointResolverV2()
+	}
+	// Resolving does no I/O: it applies the SDK's rules to the region.
+	ep, err := r.ResolveEndpoint(context.Background(), awskinesis.EndpointParameters{Region: aws.String(o.Region)})
+	if o.Region == "" || err != nil {
+		return "the given Client (no endpoint resolved for region " + strconv.Quote(o.Region) + ")"
+	}
+	return ep.URI.String()
 }
 
 // credentialRefresher returns a function that drops the credentials client

@@ -321,6 +321,31 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 			t.Errorf("Start: %v, want %q", err, want)
 		}
 	})
+	// A given Client ignores Config.Endpoint: the error names the client's
+	// own endpoint and where it is set, not Config.Endpoint.
+	t.Run("unreachable endpoint of a given client", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		cfg := baseConfig(env, "events")
+		cfg.MaxAttempts = 3
+		cfg.Client = awskinesis.NewFromConfig(*cfg.AWS, func(o *awskinesis.Options) {
+			o.BaseEndpoint, o.Retryer = aws.String(closed), aws.NopRetryer{}
+		})
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Start(t.Context(), source.Runtime[Record]{Push: func(context.Context, source.Block[Record]) (batch.BlockInfo, error) {
+			return batch.BlockInfo{}, nil
+		}})
+		if want := "fix: cannot connect to Kinesis at " + closed + ": check the endpoint of Config.Client"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Start: %v, want %q", err, want)
+		}
+	})
 	t.Run("stop before start", func(t *testing.T) {
 		r, err := New(baseConfig(env, "no-such-stream"))
 		if err != nil {

@@ -177,19 +177,23 @@ type retrier struct {
 	// refresh, when set, drops cached credentials after an expired-token
 	// answer, so that the retry signs with new ones.
 	refresh func()
-	// endpoint is the Kinesis endpoint for warnings: Config.Endpoint, ""
-	// for the AWS configuration's.
-	endpoint string
+	// endpoint is the Kinesis endpoint for warnings (see endpointOf), ""
+	// for the AWS configuration's; setting is where it is set, for the fix.
+	endpoint, setting string
 }
 
 // newRetrier returns the retrier of r's calls: back-off and attempt timeout
 // from its Config, credentials refreshed through client when it is the
 // SDK's.
 func (r *Receiver) newRetrier(client Client, clk clock.Clock, logger *slog.Logger) *retrier {
-	return &retrier{
+	rt := &retrier{
 		clock: clk, base: r.cfg.RetryBaseDelay, max: r.cfg.RetryMaxDelay, timeout: r.cfg.AttemptTimeout,
-		stats: &r.stats, logger: logger, refresh: credentialRefresher(client), endpoint: r.cfg.Endpoint,
+		stats: &r.stats, logger: logger, refresh: credentialRefresher(client), endpoint: endpointOf(r.cfg, client), setting: "Config.Endpoint",
 	}
+	if r.cfg.Client != nil {
+		rt.setting = "the endpoint of Config.Client"
+	}
+	return rt
 }
 
 // do calls f until it succeeds, fails with an error that is not worth

@@ -12,15 +12,16 @@ func (r *retrier) newStreak(op, shard string, maxAttempts int) streak.Streak {
 	return streak.Streak{
 		Logger: r.logger, Clock: r.clock, Prefix: "kinesis", Service: "Kinesis",
 		Op: op, Attr: slog.String("shard", shard), Endpoint: r.endpoint, MaxAttempts: maxAttempts,
-		Fix: func(cause, endpoint string) string { return streakFix(retryCause(cause), endpoint) },
+		Fix: func(cause, endpoint string) string { return streakFix(retryCause(cause), endpoint, r.setting) },
 	}
 }
 
-// streakFix returns the likely fix for a streak of retries of cause.
-func streakFix(cause retryCause, endpoint string) string {
+// streakFix returns the likely fix for a streak of retries of cause, sent to
+// endpoint, which setting sets (Config.Endpoint or the given Config.Client).
+func streakFix(cause retryCause, endpoint, setting string) string {
 	switch cause {
 	case causeTransport:
-		return "cannot connect to Kinesis at " + endpoint + ": check Config.Endpoint, the region (AWS_REGION), proxies and the network"
+		return "cannot connect to Kinesis at " + endpoint + ": check " + setting + ", the region (AWS_REGION), proxies and the network"
 	case causeThrottled:
 		return "the shard's read limits (5 calls/s, 2 MB/s) are shared by every consumer of the stream: fewer consumers, a longer Config.PollInterval or MinReadInterval, or more shards"
 	case causeLimitExceeded:

@@ -142,7 +142,8 @@ func TestStartWarnsAtOnceWhenKinesisIsUnreachable(t *testing.T) {
 		if d := recs[0].at.Sub(start); d != 0 {
 			t.Errorf("first warning after %v, want at once", d)
 		}
-		if recs[0].attrs["endpoint"] != "http://127.0.0.1:1" || recs[0].attrs["cause"] != "transport" {
+		// refusingClient ignores Config.Endpoint and shows no options.
+		if recs[0].attrs["endpoint"] != "the given Client" || recs[0].attrs["cause"] != "transport" {
 			t.Errorf("first warning %q: %v, want endpoint and cause transport", recs[0].msg, recs[0].attrs)
 		}
 		if err := <-errc; err == nil {

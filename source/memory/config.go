@@ -12,6 +12,11 @@ const (
 	// DefaultMaxQueued is the Send bound of a Source whose Config.MaxQueued
 	// is zero.
 	DefaultMaxQueued = 10000
+	// MaxShards is the greatest Config.Shards New takes. New builds every
+	// shard at once (its name, its log), so a mistyped count (a byte size,
+	// 1<<40) would have it run out of memory instead of failing; 10000 is far
+	// more than an in-process test or replay needs.
+	MaxShards = 10000
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
@@ -28,7 +33,7 @@ type Config struct {
 	// "shardId-000000000001" and so on. The records of one Push or Send call
 	// go to one shard; successive calls take the shards in turn (round
 	// robin), so with one producer the assignment is deterministic.
-	// Default 1.
+	// Default 1; at most MaxShards (10000).
 	Shards int
 	// MaxQueued is the bound Send waits on: Send waits while more than
 	// MaxQueued records are queued and not yet in a stored block (pushed and
@@ -60,6 +65,9 @@ func (cfg Config) validate() error {
 	var problems []error
 	if cfg.Shards < 0 {
 		problems = append(problems, fmt.Errorf("Shards %d: must be >= 0 (0 means 1)", cfg.Shards))
+	}
+	if cfg.Shards > MaxShards {
+		problems = append(problems, fmt.Errorf("Shards %d: must be <= %d (MaxShards)", cfg.Shards, MaxShards))
 	}
 	if cfg.MaxQueued < 0 {
 		problems = append(problems, fmt.Errorf("MaxQueued %d: must be >= 0 (0 means %d)", cfg.MaxQueued, DefaultMaxQueued))

@@ -390,6 +390,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"zero", memory.Config{}, nil},
 		{"set", memory.Config{Name: "s", Shards: 4, MaxQueued: 1, Retain: 100}, nil},
 		{"negative shards", memory.Config{Shards: -1}, []string{"Shards -1"}},
+		{"most shards", memory.Config{Shards: memory.MaxShards}, nil},
+		{"too many shards", memory.Config{Shards: memory.MaxShards + 1}, []string{"Shards 10001", "<= 10000"}},
+		{"absurd shards", memory.Config{Shards: 1 << 40}, []string{"Shards 1099511627776"}},
 		{"all bad", memory.Config{Shards: -1, MaxQueued: -2, Retain: -3}, []string{"Shards -1", "MaxQueued -2", "Retain -3"}},
 	}
 	for _, tt := range tests {
