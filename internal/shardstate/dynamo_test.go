@@ -78,13 +78,19 @@ func countItems(t *testing.T, c *dynamodb.Client, table string) int {
 // half way (a crash between chunks) leaves the previous snapshot current and
 // whole, and that the next Put deletes what it left, and the generation it
 // replaces: the table holds the head and the current chunks only.
+//
+// The client keeps the SDK's standard retryer, as a real one does: the fault
+// fails every attempt at the third chunk, so the Put fails all the same,
+// while a connection the transport closes under load (a "use of closed
+// network connection" read, which the retryer retries) does not fail the
+// Gets and Puts around it.
 func TestDynamoTornPut(t *testing.T) {
 	env := servers.Env(t)
 	tr, err := faults.New(faults.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+	c := env.DynamoDB(func(o *dynamodb.Options) { o.HTTPClient = tr })
 	table := newTable(t, c)
 	d, err := NewDynamo(DynamoConfig{Client: c, Table: table, Concurrency: 1})
 	if err != nil {
@@ -102,6 +108,9 @@ func TestDynamoTornPut(t *testing.T) {
 	torn := Snapshot{Data: testData(4*dynamochunk.Size, 2), Position: pos("200", 0), Lease: Lease{Counter: 1, Owner: "w"}}
 	if err := d.Put(t.Context(), k, torn); err == nil {
 		t.Fatal("Put with a failing chunk write succeeded")
+	}
+	if n := tr.Injected("PutItem", faults.InternalFailure); n == 0 {
+		t.Fatal("the torn Put failed before its third chunk write")
 	}
 	if err := tr.SetRules(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/sink/dynamodb"
 )
@@ -59,7 +60,9 @@ func TestThrottlingAndLostAnswersRetried(t *testing.T) {
 
 // TestSilentCallRetried checks, against dynalite behind a fault-injecting
 // HTTP client, that a write whose request gets no answer (held silent) is
-// abandoned after the call timeout and retried, and lands once.
+// abandoned after the call timeout and retried, and lands once. The call
+// timeout and the wait before the retry run on a manual clock, advanced once
+// the write is held: a call slowed by a loaded machine never times out.
 func TestSilentCallRetried(t *testing.T) {
 	t.Parallel()
 	env := servers.Env(t)
@@ -71,10 +74,23 @@ func TestSilentCallRetried(t *testing.T) {
 	}
 	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
 	ctx := t.Context()
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
-	dynamodb.SetCallTimeout(s, 100*time.Millisecond)
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	// One write in flight: advancing the clock times out the held one only.
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk})
+	const timeout = 100 * time.Millisecond
+	dynamodb.SetCallTimeout(s, timeout)
 	b := batch.New(1_700_000_000_000, nil, events(5, 5, false))
-	if err := s.Write(ctx, b); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, b) }()
+	if err := tr.WaitInjected(ctx, "UpdateItem", faults.Hang, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(timeout)                               // the held call times out
+	if err := clk.WaitForWaiters(ctx, 1); err != nil { // the wait before its retry
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second) // the longest wait before a retry
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if n := tr.Injected("UpdateItem", faults.Hang); n != 1 {

@@ -123,7 +123,10 @@ func TestLeasesTakeOverAKCLTable(t *testing.T) {
 		t.Logf("%s: shard %s, checkpoint %s/%d", tc.name, shard, ck, tc.sub)
 	}
 
-	w := f.start("heir", time.Second, func(c *kinesis.Config) { c.InitialPosition = kinesis.Latest })
+	// Leases of 5s (each DynamoDB attempt bounded by 1s): with 1s leases a
+	// loaded machine timed out the takes' and renewals' 200ms attempts and
+	// the heir lost what it took, until the deadline passed.
+	w := f.start("heir", 5*time.Second, func(c *kinesis.Config) { c.InitialPosition = kinesis.Latest })
 	f.waitFor("w holds every KCL lease", func() bool { return len(w.held()) == 4 })
 	more := payloads("new", 200)
 	f.put(more)

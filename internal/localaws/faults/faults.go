@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,6 +173,7 @@ type Transport struct {
 	rules    []ruleState
 	injected map[key]int    // guarded by mu
 	requests map[string]int // per operation, guarded by mu
+	changed  chan struct{}  // closed and replaced at every injection, guarded by mu
 }
 
 // New returns a Transport for cfg, or an error wrapping ErrInvalidConfig that
@@ -188,6 +190,7 @@ func New(cfg Config) (*Transport, error) {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		injected: map[key]int{},
 		requests: map[string]int{},
+		changed:  make(chan struct{}),
 	}
 	t.client = &http.Client{Transport: t}
 	if err := t.SetRules(cfg.Rules...); err != nil {
@@ -229,6 +232,26 @@ func (t *Transport) Injected(op string, k Kind) int {
 		}
 	}
 	return n
+}
+
+// WaitInjected waits until at least n faults of kind k were injected into
+// operation op (counted as by Injected), or ctx ends. A Hang counts when the
+// request is held: a test can then end it by ending its context, e.g. by
+// advancing the manual clock that times the call.
+func (t *Transport) WaitInjected(ctx context.Context, op string, k Kind, n int) error {
+	for {
+		t.mu.Lock()
+		ch := t.changed
+		t.mu.Unlock()
+		if t.Injected(op, k) >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("faults: %d %v faults injected into %q, want %d: %w", t.Injected(op, k), k, op, n, context.Cause(ctx))
+		}
+	}
 }
 
 // Requests returns how many requests for operation op (bare name, or "" for
@@ -321,6 +344,8 @@ func (t *Transport) pick(target string) (Kind, time.Duration) {
 		}
 		r.injected++
 		t.injected[key{op, r.Kind}]++
+		close(t.changed)
+		t.changed = make(chan struct{})
 		return r.Kind, r.Delay
 	}
 	return 0, 0

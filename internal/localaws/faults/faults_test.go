@@ -86,11 +86,19 @@ func TestSDKDecodesInjectedErrors(t *testing.T) {
 	t.Run("GetRecords/Hang until the caller gives up", func(t *testing.T) {
 		tr := newTransport(t, faults.Rule{Operation: "GetRecords", Kind: faults.Hang})
 		kc := env.Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
-		hung, cancel := context.WithTimeout(ctx, 20*time.Millisecond) // however long: Hang answers only when it ends
+		hung, cancel := context.WithCancel(ctx)
 		defer cancel()
-		_, err := kc.GetRecords(hung, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("GetRecords held by Hang until its deadline: got %v, want context.DeadlineExceeded", err)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := kc.GetRecords(hung, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+			errc <- err
+		}()
+		if err := tr.WaitInjected(ctx, "GetRecords", faults.Hang, 1); err != nil {
+			t.Fatal(err)
+		}
+		cancel() // the caller gives up once the call is held
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("GetRecords held by Hang until cancelled: got %v, want context.Canceled", err)
 		}
 	})
 
