@@ -149,26 +149,15 @@ func (b *bus) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.signal()
-	since, after := b.clk.Now(), stopWarnAfter
-	timer := b.clk.NewTimer(after)
-	defer timer.Stop()
-	for {
-		select {
-		case <-b.done:
-			return
-		case <-timer.C():
-		}
-		waited := b.clk.Now().Sub(since)
-		after *= 2
-		timer.Reset(max(after-waited, 0))
+	waitWarning(b.clk, b.done, stopWarnAfter, func(waited time.Duration) {
 		i := int(b.calling.Load()) - 1
 		if i < 0 {
-			continue
+			return
 		}
 		b.logger.Warn("stream: Run waits for a listener that has not returned, to deliver the last events",
-			"waited", waited.Round(time.Second), "listener", i, "type", fmt.Sprintf("%T", b.listeners[i]),
-			"fix", "a Listener's methods must return: hand slow work to a goroutine of your own")
-	}
+			append(b.listenerArgs(i), "waited", waited.Round(time.Second),
+				"fix", "a Listener's methods must return: hand slow work to a goroutine of your own")...)
+	})
 }
 
 // deliver calls f with listener i, l, and reports whether it returned; a

@@ -196,16 +196,7 @@ func (e *engine) watchStop(ctx context.Context, drainc <-chan struct{}, ended <-
 	case <-ctx.Done():
 	case <-drainc:
 	}
-	since := e.cfg.Clock.Now()
-	after := stopWarnAfter
-	timer := e.cfg.Clock.NewTimer(after)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ended:
-			return
-		case <-timer.C():
-		}
+	waitWarning(e.cfg.Clock, ended, stopWarnAfter, func(waited time.Duration) {
 		var starting, stopping []int
 		for i := range e.sources {
 			if e.receiving[i].Load() {
@@ -215,9 +206,6 @@ func (e *engine) watchStop(ctx context.Context, drainc <-chan struct{}, ended <-
 				stopping = append(stopping, i)
 			}
 		}
-		waited := e.cfg.Clock.Now().Sub(since)
-		after *= 2
-		timer.Reset(max(after-waited, 0))
 		receivers := len(starting) > 0 || len(stopping) > 0
 		switch {
 		case ctx.Err() == nil && receivers:
@@ -232,6 +220,25 @@ func (e *engine) watchStop(ctx context.Context, drainc <-chan struct{}, ended <-
 				"fix", "a receiver's Start (sources) and Stop (stopping_sources), its Recompute, and an output "+
 					"must return once their ctx is done")
 		}
+	})
+}
+
+// waitWarning waits until done is closed, calling warn with how long it
+// has waited once that is after, and again each time it doubles, on clk.
+func waitWarning(clk clock.Clock, done <-chan struct{}, after time.Duration, warn func(waited time.Duration)) {
+	since := clk.Now()
+	timer := clk.NewTimer(after)
+	defer timer.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-timer.C():
+		}
+		waited := clk.Now().Sub(since)
+		after *= 2
+		timer.Reset(max(after-waited, 0))
+		warn(waited)
 	}
 }
 
