@@ -103,3 +103,36 @@ func TestSilentCallRetried(t *testing.T) {
 		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
 	}
 }
+
+// TestTransactionConflictRetried checks, against dynalite behind a
+// fault-injecting HTTP client, that a write DynamoDB rejects with
+// TransactionConflictException (the item is held by another writer's
+// ongoing TransactWriteItems: nothing was applied, and the transaction
+// ends) is retried until it lands, rather than failing the batch and
+// stopping the pipeline.
+func TestTransactionConflictRetried(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{
+		{Operation: "UpdateItem", Kind: faults.TransactionConflict, Times: 3},
+		{Operation: "PutItem", Kind: faults.TransactionConflict, Times: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient = tr })
+	ctx := t.Context()
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 2})
+	b := batch.New(1_700_000_000_000, nil, events(12, 4, true))
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatalf("Write with writes in conflict with a transaction: %v", err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := s.Stats(); st.Written != int64(b.Len()) || st.Retried != 5 {
+		t.Errorf("Stats %+v: want %d written, 5 retried", st, b.Len())
+	}
+}

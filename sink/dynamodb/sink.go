@@ -257,9 +257,12 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 //
 // Writes of different items run in parallel, at most Config.Concurrency at
 // a time; the writes of one item run one at a time, in record order.
-// Throttling and errors that leave a write's outcome unknown (no answer, a
-// broken connection, a server error) are retried with back-off until
-// DynamoDB answers or ctx is done, logged at WARN as they go on; a write
+// Throttling, conflicts with another writer of the item (an ongoing
+// TransactWriteItems of it, a write in another Region of a global table:
+// nothing was applied) and errors that leave a write's outcome unknown (no
+// answer, a broken connection, a server error) are retried with back-off
+// until DynamoDB applies or skips the write or ctx is done, logged at WARN
+// as they go on; a write
 // refused (a ValidationException, access denied, a missing table) fails
 // the batch with an error naming the table and the item's key, as does a
 // put of an item over MaxItemSize (ErrItemTooLarge) or a Write the
@@ -501,8 +504,12 @@ func (s *Sink[T]) streak(ctx context.Context, o op) *streak.Streak {
 		Logger: s.logger, Clock: s.clock, Prefix: "dynamodb sink", Service: "DynamoDB",
 		Op: "write", Attr: slog.String("table", s.table), Endpoint: s.endpoint,
 		Fix: func(cause, endpoint string) string {
-			if cause == "throttled" {
+			switch cause {
+			case "throttled":
 				return "the table's capacity is too small for the writes: raise it (or use on-demand), or lower Concurrency"
+			case "conflict":
+				return "another writer holds the item (a TransactWriteItems of it, or a write in another Region of a global table): " +
+					"retried until it lets go; if it never does, find that writer"
 			}
 			return "DynamoDB at " + endpoint + " does not answer: check the sink's Endpoint, the region (AWS_REGION), proxies and the network"
 		},
@@ -514,6 +521,8 @@ func cause(err error) string {
 	switch {
 	case awserr.DynamoDBThrottled(err):
 		return "throttled"
+	case awserr.DynamoDBConflict(err):
+		return "conflict"
 	case errors.Is(err, attempt.ErrTimeout):
 		return "timeout"
 	}

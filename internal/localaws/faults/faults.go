@@ -56,13 +56,18 @@ const (
 	// timeout), then fails the round trip with the context's error: a
 	// connection that went silent.
 	Hang
-	lastKind = Hang
+	// TransactionConflict answers 400 TransactionConflictException, as
+	// DynamoDB answers a PutItem or UpdateItem of an item an ongoing
+	// TransactWriteItems holds. The request never reaches the server.
+	TransactionConflict
+	lastKind = TransactionConflict
 )
 
 // String names the kind, as in the constants above.
 func (k Kind) String() string {
 	names := [...]string{"Kind(0)", "Throughput", "LimitExceeded", "ExpiredIterator",
-		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse", "RequestTimeout", "Hang"}
+		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse", "RequestTimeout", "Hang",
+		"TransactionConflict"}
 	if k < 0 || k > lastKind {
 		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
@@ -82,6 +87,8 @@ func (k Kind) apiError() (status int, code, message string) {
 		return 500, "InternalFailure", "Internal failure (injected by faults)"
 	case RequestTimeout:
 		return 408, "", ""
+	case TransactionConflict:
+		return 400, "TransactionConflictException", "Transaction is ongoing for the item (injected by faults)"
 	default:
 		return 503, "ServiceUnavailable", "Service unavailable (injected by faults)"
 	}
@@ -113,7 +120,7 @@ type Rule struct {
 func (r Rule) validate(i int) []error {
 	var problems []error
 	if r.Kind < Throughput || r.Kind > lastKind {
-		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..Hang", i, r.Kind))
+		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..TransactionConflict", i, r.Kind))
 	}
 	if r.Probability < 0 || r.Probability > 1 || r.Probability != r.Probability {
 		problems = append(problems, fmt.Errorf("Rules[%d].Probability %v: must be in [0, 1]", i, r.Probability))
