@@ -206,7 +206,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	s.timeout = attemptTimeout
 	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
+		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, s.withFix("DescribeTable", err))
 	}
 	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
 		for _, e := range out.Table.KeySchema {
@@ -262,11 +262,11 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // nothing was applied) and errors that leave a write's outcome unknown (no
 // answer, a broken connection, a server error) are retried with back-off
 // until DynamoDB applies or skips the write or ctx is done, logged at WARN
-// as they go on; a write
-// refused (a ValidationException, access denied, a missing table) fails
-// the batch with an error naming the table and the item's key, as does a
-// put of an item over MaxItemSize (ErrItemTooLarge) or a Write the
-// function returns that is not valid.
+// as they go on; a write refused (a ValidationException, access denied, a
+// missing table) fails the batch with an error naming the table, the
+// item's key and, when it is known, the fix (the IAM action to allow, the
+// table to create), as does a put of an item over MaxItemSize
+// (ErrItemTooLarge) or a Write the function returns that is not valid.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
@@ -432,7 +432,7 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
 		case awserr.Refused(err):
-			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), err)
+			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), s.withFix(o.op(), err))
 		default:
 			if wait == nil {
 				wait = retryWait.Start()
