@@ -81,8 +81,12 @@ type Config struct {
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
 	// version of the last write applied to it (a number, or a string for a
-	// version of origin; see Write). It must not be a key attribute. Default
-	// DefaultVersionAttribute ("weirVersion").
+	// version of origin; see Write). It must not be a key attribute. Every
+	// Sink writing the same items needs its own: two Sinks (two outputs,
+	// or two pipelines) that write an item in one batch, or from one
+	// source record, give their writes the same versions, so with one
+	// attribute the second Sink's writes are skipped as already applied,
+	// and lost. Default DefaultVersionAttribute ("weirVersion").
 	VersionAttribute string
 	// Concurrency is the most writes in flight at once. Writes of the
 	// same item are never in flight together. Default DefaultConcurrency

@@ -284,3 +284,47 @@ func TestRefusedWriteNamesFix(t *testing.T) {
 		}
 	})
 }
+
+// TestSinksSharingItemsNeedTheirOwnVersionAttribute checks, against
+// dynalite, what Config.VersionAttribute says: two Sinks writing the same
+// items in the same batch (one counts, the other keeps the last value)
+// give their writes the same versions, so with one version attribute the
+// second Sink's writes are skipped as already applied, and lost; each with
+// its own, both apply.
+func TestSinksSharingItemsNeedTheirOwnVersionAttribute(t *testing.T) {
+	t.Parallel()
+	c, ctx := servers.Env(t).DynamoDB(), t.Context()
+	count := func(e event) (dynamodb.Write, error) {
+		return dynamodb.Write{Key: map[string]types.AttributeValue{"id": str(e.ID)}, Update: "ADD hits :one",
+			Values: map[string]types.AttributeValue{":one": num(1)}}, nil
+	}
+	last := func(e event) (dynamodb.Write, error) {
+		return dynamodb.Write{Key: map[string]types.AttributeValue{"id": str(e.ID)}, Update: "SET #last = :n",
+			Names: map[string]string{"#last": "last"}, Values: map[string]types.AttributeValue{":n": num(e.N)}}, nil
+	}
+	b := batch.New(1_700_000_000_000, nil, []event{{ID: "a", N: 1}, {ID: "a", N: 2}})
+	for _, tc := range []struct {
+		name     string
+		versions [2]string
+		want     map[string]map[string]string
+	}{
+		{"one version attribute", [2]string{"", ""}, map[string]map[string]string{"a": {"hits": "2"}}},
+		{"one each", [2]string{"countVersion", "lastVersion"}, map[string]map[string]string{"a": {"hits": "2", "last": "2", "countVersion": "1700000000000000000001", "lastVersion": "1700000000000000000001"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := createTable(t, c)
+			for i, f := range []func(event) (dynamodb.Write, error){count, last} {
+				s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table, VersionAttribute: tc.versions[i]}, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Write(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, scan(t, c, table)); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
