@@ -175,6 +175,10 @@ func (s *Sink[T]) Stats() Stats {
 // cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
 // field. It reads the table's key attributes (DescribeTable): a table that
 // does not exist, or that cfg.VersionAttribute is a key of, is an error.
+// A DescribeTable with no answer within the call timeout (5 s), or that
+// fails for a reason a retry may heal, is tried again after a back-off,
+// with a warning at once, up to 5 calls (about half a minute), then New
+// returns an error naming the fix.
 // f is called from one goroutine, in record order, and must be
 // deterministic: a batch run again after a crash must make the same
 // writes in the same order (see Write).
@@ -208,9 +212,9 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
 	s.timeout = attemptTimeout
-	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+	out, err := s.describe(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, s.withFix("DescribeTable", err))
+		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
 	}
 	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
 		for _, e := range out.Table.KeySchema {
@@ -411,6 +415,51 @@ func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error 
 	return err
 }
 
+// describeAttempts is how many DescribeTable calls in a row New lets fail
+// for a reason a retry may heal (no answer within the call timeout, a cut
+// connection, throttling, a server error) before it gives up: with the
+// call timeout and the back-off, about half a minute of a DynamoDB that
+// does not answer.
+const describeAttempts = 5
+
+// describe reads the table's description, each call bounded by the call
+// timeout and tried again with back-off after a failure a retry may heal,
+// warning at once for a DynamoDB that does not answer, up to
+// describeAttempts calls; an error a retry cannot heal is returned at once.
+// Either error names the fix when it is known.
+func (s *Sink[T]) describe(ctx context.Context) (*ddb.DescribeTableOutput, error) {
+	var wait *backoff.Backoff
+	var st *streak.Streak
+	for n := 1; ; n++ {
+		actx, cancel := attempt.WithTimeout(ctx, s.clock, s.timeout)
+		out, err := s.client.DescribeTable(actx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+		err = attempt.Error(actx, err, s.timeout)
+		cancel()
+		switch {
+		case err == nil:
+			if st != nil {
+				st.Ended(n)
+			}
+			return out, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case awserr.Refused(err):
+			return nil, s.withFix("DescribeTable", err)
+		}
+		if wait == nil {
+			wait, st = retryWait.Start(), s.streak("DescribeTable")
+		}
+		c := cause(err)
+		if n == describeAttempts {
+			return nil, fmt.Errorf("%d calls in a row failed: %w (fix: %s)", n, err, st.FixFor(c))
+		}
+		st.Failed(n, c, c != "throttled", err)
+		if werr := wait.Wait(ctx, s.clock); werr != nil {
+			return nil, errors.Join(werr, err)
+		}
+	}
+}
+
 // maxOrdinal is the most writes of one item a batch may have.
 const maxOrdinal = 1_000_000_000
 
@@ -440,7 +489,7 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		default:
 			if wait == nil {
 				wait = retryWait.Start()
-				st = s.streak(ctx, o)
+				st = s.streak("write")
 			}
 			s.retried.Add(1)
 			st.Failed(n, cause(err), false, err)
@@ -502,11 +551,12 @@ func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
 }
 
-// streak returns the warner of a write that keeps failing.
-func (s *Sink[T]) streak(ctx context.Context, o op) *streak.Streak {
+// streak returns the warner of a call (a write, DescribeTable) that keeps
+// failing.
+func (s *Sink[T]) streak(op string) *streak.Streak {
 	return &streak.Streak{
 		Logger: s.logger, Clock: s.clock, Prefix: "dynamodb sink", Service: "DynamoDB",
-		Op: "write", Attr: slog.String("table", s.table), Endpoint: s.endpoint,
+		Op: op, Attr: slog.String("table", s.table), Endpoint: s.endpoint,
 		Fix: func(cause, endpoint string) string {
 			switch cause {
 			case "throttled":
