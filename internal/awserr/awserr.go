@@ -17,8 +17,9 @@ import (
 // reason no retry fixes (a missing table, a malformed request, access
 // denied): a client fault that is neither throttling nor one the SDK deems
 // retryable (a request timeout), nor expired credentials, which a refresh
-// heals. Anything else (no answer, a refused or broken connection, a server
-// error) is worth trying again.
+// heals, nor a conflict with another writer of the item (see
+// DynamoDBConflict), which ends. Anything else (no answer, a refused or
+// broken connection, a server error) is worth trying again.
 //
 // An error the service's API model does not name (DynamoDB's
 // ValidationException, such as "Item size to update has exceeded the
@@ -43,7 +44,8 @@ func Refused(err error) bool {
 	switch {
 	case sdkThrottles.IsErrorThrottle(err) == aws.TrueTernary,
 		sdkRetryables.IsErrorRetryable(err) == aws.TrueTernary,
-		expiredCredentials[api.ErrorCode()]:
+		expiredCredentials[api.ErrorCode()],
+		DynamoDBConflict(err):
 		return false
 	}
 	return true
@@ -69,4 +71,19 @@ func DynamoDBThrottled(err error) bool {
 		rle *types.RequestLimitExceeded
 	)
 	return errors.As(err, &pte) || errors.As(err, &te) || errors.As(err, &rle)
+}
+
+// DynamoDBConflict reports whether err is DynamoDB rejecting a write of an
+// item another request holds: TransactionConflictException (an ongoing
+// TransactWriteItems of the item, which PutItem and UpdateItem answer
+// with) or ReplicatedWriteConflictException (a write of the item in
+// another Region of a global table). Nothing was applied, and a retry once
+// the other request is done can be; the SDK's retryer does not retry
+// either.
+func DynamoDBConflict(err error) bool {
+	var (
+		tce *types.TransactionConflictException
+		rwc *types.ReplicatedWriteConflictException
+	)
+	return errors.As(err, &tce) || errors.As(err, &rwc)
 }

@@ -32,6 +32,8 @@ func TestRefused(t *testing.T) {
 		{"unmodeled 400 throttling", answered(400, generic("ThrottlingException")), false},
 		{"modeled throttling", answered(400, &types.ProvisionedThroughputExceededException{}), false},
 		{"expired credentials", answered(400, generic("ExpiredTokenException")), false},
+		{"transaction conflict", answered(400, &types.TransactionConflictException{}), false},
+		{"replicated write conflict", answered(400, &types.ReplicatedWriteConflictException{}), false},
 		{"unmodeled 500", answered(500, generic("InternalFailure")), false},
 		{"unmodeled 408", answered(408, generic("RequestTimeout")), false},
 		{"modeled server fault", answered(500, &types.InternalServerError{}), false},

@@ -79,10 +79,11 @@ func (l *dynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 
 // untilAnswered calls try until DynamoDB answers it: until it succeeds, or
 // fails in a way retrying cannot change (refused, or ctx done). Other
-// failures leave the outcome unknown, or are throttling: try is called
-// again with back-off, the first failure of the streak logged as a warning
-// naming the log, table, endpoint and item (and the fix, for throttling),
-// and its end as information.
+// failures leave the outcome unknown, or are throttling or a conflict with
+// another writer of the item: try is called again with back-off, the first
+// failure of the streak logged as a warning naming the log, table,
+// endpoint and item (and the fix, for throttling and conflicts), and its
+// end as information.
 func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() error) error {
 	var streak *outage
 	for {
@@ -95,11 +96,15 @@ func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() erro
 			return err
 		}
 		if streak == nil {
-			streak = &outage{start: l.clock.Now(), wait: putWait.Start(), throttled: awserr.DynamoDBThrottled(err)}
+			streak = &outage{start: l.clock.Now(), wait: putWait.Start(), throttled: awserr.DynamoDBThrottled(err), conflict: awserr.DynamoDBConflict(err)}
 			msg := "dynamolog: DynamoDB did not answer the recovery log; retrying until it does (appends wait meanwhile)"
-			if streak.throttled {
+			switch {
+			case streak.throttled:
 				msg = "dynamolog: DynamoDB is throttling the recovery log's table; retrying until it accepts (appends wait meanwhile): " +
 					"raise the table's capacity or switch it to on-demand (for RequestLimitExceeded, the account's throughput quota)"
+			case streak.conflict:
+				msg = "dynamolog: another writer holds the recovery log's item; retrying until it lets go (appends wait meanwhile): " +
+					"a TransactWriteItems of the log's items, or a write in another Region of a global table, has no business there: find that writer"
 			}
 			l.logger.Warn(msg, "log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item, "err", err)
 		}
@@ -130,11 +135,12 @@ func (l *dynamoLog) putOrCheck(ctx context.Context, seq int64, attrs map[string]
 }
 
 // outage is a streak of puts of one item that got no definite answer, or
-// were throttled.
+// were throttled, or rejected in conflict with another writer of the item.
 type outage struct {
 	start     time.Time
 	wait      *backoff.Backoff
 	throttled bool // the streak's first failure was throttling
+	conflict  bool // or a conflict with another writer of the item
 }
 
 // over logs the end of the streak, if there is one.
@@ -143,8 +149,11 @@ func (o *outage) over(l *dynamoLog, item any) {
 		return
 	}
 	msg := "dynamolog: DynamoDB answers again; the recovery log goes on"
-	if o.throttled {
+	switch {
+	case o.throttled:
 		msg = "dynamolog: DynamoDB no longer throttles the recovery log; it goes on"
+	case o.conflict:
+		msg = "dynamolog: the recovery log's item is free again; the log goes on"
 	}
 	l.logger.Info(msg,
 		"log", l.where(), "table", l.table, "endpoint", l.endpoint, "item", item,

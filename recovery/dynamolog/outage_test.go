@@ -240,11 +240,13 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // log that DynamoDB throttles (ProvisionedThroughputExceededException) are
 // retried until they land, with a warning that DynamoDB throttles the
 // log's table and how to fix it, not that it did not answer: it did. Puts
-// that get no answer still warn so.
+// that get no answer still warn so, and puts DynamoDB rejects because
+// another request holds the item (TransactionConflictException) say that.
 func TestDynamoThrottledLogsThrottling(t *testing.T) {
 	const (
 		noAnswer  = `level=WARN msg="dynamolog: DynamoDB did not answer the recovery log`
 		throttled = `level=WARN msg="dynamolog: DynamoDB is throttling the recovery log's table`
+		conflict  = `level=WARN msg="dynamolog: another writer holds the recovery log's item`
 	)
 	for _, tc := range []struct {
 		name        string
@@ -256,6 +258,8 @@ func TestDynamoThrottledLogsThrottling(t *testing.T) {
 			never: noAnswer, over: "DynamoDB no longer throttles the recovery log"},
 		{name: "no answer", kind: faults.DropRequest, want: []string{noAnswer, "table=" + table},
 			never: throttled, over: "DynamoDB answers again"},
+		{name: "conflict", kind: faults.TransactionConflict, want: []string{conflict, "TransactWriteItems", "table=" + table},
+			never: noAnswer, over: "the recovery log's item is free again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, tr, cfg := faultyLog(t)

@@ -1,6 +1,10 @@
 package dynamodb_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,4 +106,114 @@ func TestSilentCallRetried(t *testing.T) {
 	if st := s.Stats(); st.Retried != 1 || st.Written != 5 {
 		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
 	}
+}
+
+// TestTransactionConflictRetried checks, against dynalite behind a
+// fault-injecting HTTP client, that a write DynamoDB rejects with
+// TransactionConflictException (the item is held by another writer's
+// ongoing TransactWriteItems: nothing was applied, and the transaction
+// ends) is retried until it lands, rather than failing the batch and
+// stopping the pipeline.
+func TestTransactionConflictRetried(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{
+		{Operation: "UpdateItem", Kind: faults.TransactionConflict, Times: 3},
+		{Operation: "PutItem", Kind: faults.TransactionConflict, Times: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient = tr })
+	ctx := t.Context()
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 2})
+	b := batch.New(1_700_000_000_000, nil, events(12, 4, true))
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatalf("Write with writes in conflict with a transaction: %v", err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := s.Stats(); st.Written != int64(b.Len()) || st.Retried != 5 {
+		t.Errorf("Stats %+v: want %d written, 5 retried", st, b.Len())
+	}
+}
+
+// TestNewSilentDescribeTable checks, against dynalite behind a
+// fault-injecting HTTP client, that New does not hang on a DynamoDB that
+// never answers its DescribeTable: each call is abandoned after the call
+// timeout and tried again after a back-off, with a warning naming the
+// endpoint at once, and New gives up after describeAttempts calls with an
+// error naming the fix; a DynamoDB that answers again meanwhile is used.
+// The timeouts and waits run on a manual clock, advanced once a call is
+// held.
+func TestNewSilentDescribeTable(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	table := createTable(t, env.DynamoDB())
+	for _, tc := range []struct {
+		name    string
+		silent  int
+		wantErr bool
+	}{{"silent once", 1, false}, {"silent for good", dynamodb.DescribeAttempts, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "DescribeTable", Kind: faults.Hang, Times: tc.silent}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+			ctx := t.Context()
+			clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+			var logs safeBuffer
+			cfg := dynamodb.Config{Client: c, Table: table, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			done := make(chan error, 1)
+			go func() {
+				_, err := dynamodb.New(ctx, cfg, toWrite)
+				done <- err
+			}()
+			for i := 1; i <= tc.silent; i++ {
+				if err := tr.WaitInjected(ctx, "DescribeTable", faults.Hang, i); err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(5 * time.Second) // the held call times out
+				if i == dynamodb.DescribeAttempts {
+					break // New gives up
+				}
+				if err := clk.WaitForWaiters(ctx, 1); err != nil { // the wait before the next call
+					t.Fatal(err)
+				}
+				clk.Advance(5 * time.Second) // the longest wait before a retry
+			}
+			err = <-done
+			switch {
+			case !tc.wantErr && err != nil:
+				t.Fatalf("New after a silent DescribeTable: %v", err)
+			case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "fix: DynamoDB at ")):
+				t.Fatalf("New with a DescribeTable never answered: error %v, want one naming the fix", err)
+			}
+			if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "DescribeTable") {
+				t.Errorf("no warning naming DescribeTable:\n%s", text)
+			}
+		})
+	}
+}
+
+// safeBuffer is a bytes.Buffer safe for concurrent use, for logs.
+type safeBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

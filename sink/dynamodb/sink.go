@@ -81,8 +81,12 @@ type Config struct {
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
 	// version of the last write applied to it (a number, or a string for a
-	// version of origin; see Write). It must not be a key attribute. Default
-	// DefaultVersionAttribute ("weirVersion").
+	// version of origin; see Write). It must not be a key attribute. Every
+	// Sink writing the same items needs its own: two Sinks (two outputs,
+	// or two pipelines) that write an item in one batch, or from one
+	// source record, give their writes the same versions, so with one
+	// attribute the second Sink's writes are skipped as already applied,
+	// and lost. Default DefaultVersionAttribute ("weirVersion").
 	VersionAttribute string
 	// Concurrency is the most writes in flight at once. Writes of the
 	// same item are never in flight together. Default DefaultConcurrency
@@ -171,6 +175,10 @@ func (s *Sink[T]) Stats() Stats {
 // cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
 // field. It reads the table's key attributes (DescribeTable): a table that
 // does not exist, or that cfg.VersionAttribute is a key of, is an error.
+// A DescribeTable with no answer within the call timeout (5 s), or that
+// fails for a reason a retry may heal, is tried again after a back-off,
+// with a warning at once, up to 5 calls (about half a minute), then New
+// returns an error naming the fix.
 // f is called from one goroutine, in record order, and must be
 // deterministic: a batch run again after a crash must make the same
 // writes in the same order (see Write).
@@ -204,7 +212,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
 	s.timeout = attemptTimeout
-	out, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+	out, err := s.describe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
 	}
@@ -257,13 +265,16 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 //
 // Writes of different items run in parallel, at most Config.Concurrency at
 // a time; the writes of one item run one at a time, in record order.
-// Throttling and errors that leave a write's outcome unknown (no answer, a
-// broken connection, a server error) are retried with back-off until
-// DynamoDB answers or ctx is done, logged at WARN as they go on; a write
-// refused (a ValidationException, access denied, a missing table) fails
-// the batch with an error naming the table and the item's key, as does a
-// put of an item over MaxItemSize (ErrItemTooLarge) or a Write the
-// function returns that is not valid.
+// Throttling, conflicts with another writer of the item (an ongoing
+// TransactWriteItems of it, a write in another Region of a global table:
+// nothing was applied) and errors that leave a write's outcome unknown (no
+// answer, a broken connection, a server error) are retried with back-off
+// until DynamoDB applies or skips the write or ctx is done, logged at WARN
+// as they go on; a write refused (a ValidationException, access denied, a
+// missing table) fails the batch with an error naming the table, the
+// item's key and, when it is known, the fix (the IAM action to allow, the
+// table to create), as does a put of an item over MaxItemSize
+// (ErrItemTooLarge) or a Write the function returns that is not valid.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
@@ -404,6 +415,51 @@ func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error 
 	return err
 }
 
+// describeAttempts is how many DescribeTable calls in a row New lets fail
+// for a reason a retry may heal (no answer within the call timeout, a cut
+// connection, throttling, a server error) before it gives up: with the
+// call timeout and the back-off, about half a minute of a DynamoDB that
+// does not answer.
+const describeAttempts = 5
+
+// describe reads the table's description, each call bounded by the call
+// timeout and tried again with back-off after a failure a retry may heal,
+// warning at once for a DynamoDB that does not answer, up to
+// describeAttempts calls; an error a retry cannot heal is returned at once.
+// Either error names the fix when it is known.
+func (s *Sink[T]) describe(ctx context.Context) (*ddb.DescribeTableOutput, error) {
+	var wait *backoff.Backoff
+	var st *streak.Streak
+	for n := 1; ; n++ {
+		actx, cancel := attempt.WithTimeout(ctx, s.clock, s.timeout)
+		out, err := s.client.DescribeTable(actx, &ddb.DescribeTableInput{TableName: aws.String(s.table)})
+		err = attempt.Error(actx, err, s.timeout)
+		cancel()
+		switch {
+		case err == nil:
+			if st != nil {
+				st.Ended(n)
+			}
+			return out, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case awserr.Refused(err):
+			return nil, s.withFix("DescribeTable", err)
+		}
+		if wait == nil {
+			wait, st = retryWait.Start(), s.streak("DescribeTable")
+		}
+		c := cause(err)
+		if n == describeAttempts {
+			return nil, fmt.Errorf("%d calls in a row failed: %w (fix: %s)", n, err, st.FixFor(c))
+		}
+		st.Failed(n, c, c != "throttled", err)
+		if werr := wait.Wait(ctx, s.clock); werr != nil {
+			return nil, errors.Join(werr, err)
+		}
+	}
+}
+
 // maxOrdinal is the most writes of one item a batch may have.
 const maxOrdinal = 1_000_000_000
 
@@ -429,11 +485,11 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
 		case awserr.Refused(err):
-			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), err)
+			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), s.withFix(o.op(), err))
 		default:
 			if wait == nil {
 				wait = retryWait.Start()
-				st = s.streak(ctx, o)
+				st = s.streak("write")
 			}
 			s.retried.Add(1)
 			st.Failed(n, cause(err), false, err)
@@ -495,14 +551,19 @@ func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 	return func(ctx context.Context) error { _, err := s.client.UpdateItem(ctx, in); return err }, nil
 }
 
-// streak returns the warner of a write that keeps failing.
-func (s *Sink[T]) streak(ctx context.Context, o op) *streak.Streak {
+// streak returns the warner of a call (a write, DescribeTable) that keeps
+// failing.
+func (s *Sink[T]) streak(op string) *streak.Streak {
 	return &streak.Streak{
 		Logger: s.logger, Clock: s.clock, Prefix: "dynamodb sink", Service: "DynamoDB",
-		Op: "write", Attr: slog.String("table", s.table), Endpoint: s.endpoint,
+		Op: op, Attr: slog.String("table", s.table), Endpoint: s.endpoint,
 		Fix: func(cause, endpoint string) string {
-			if cause == "throttled" {
+			switch cause {
+			case "throttled":
 				return "the table's capacity is too small for the writes: raise it (or use on-demand), or lower Concurrency"
+			case "conflict":
+				return "another writer holds the item (a TransactWriteItems of it, or a write in another Region of a global table): " +
+					"retried until it lets go; if it never does, find that writer"
 			}
 			return "DynamoDB at " + endpoint + " does not answer: check the sink's Endpoint, the region (AWS_REGION), proxies and the network"
 		},
@@ -514,6 +575,8 @@ func cause(err error) string {
 	switch {
 	case awserr.DynamoDBThrottled(err):
 		return "throttled"
+	case awserr.DynamoDBConflict(err):
+		return "conflict"
 	case errors.Is(err, attempt.ErrTimeout):
 		return "timeout"
 	}

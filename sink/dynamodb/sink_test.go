@@ -7,12 +7,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/sink/dynamodb"
 )
 
@@ -233,5 +235,96 @@ func TestItemTooLarge(t *testing.T) {
 	err = s.Write(ctx, batch.New(1_700_000_100_000, nil, []int{1000}))
 	if err == nil || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), `id: "big"`) {
 		t.Errorf("update past the limit: error %v, want one naming the table %s and the key", err, table)
+	}
+}
+
+// TestRefusedWriteNamesFix checks, against dynalite, that a write refused
+// for good fails its batch with an error that names the fix as well as the
+// table and the key: for access denied (injected through a fault-injecting
+// HTTP client), the IAM action to allow and where the sink's policy is; for
+// a table deleted after New, or missing at New, to create it or check
+// Table, region and Endpoint.
+func TestRefusedWriteNamesFix(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	ctx := t.Context()
+	b := batch.New(1_700_000_000_000, nil, events(1, 1, false))
+	t.Run("access denied", func(t *testing.T) {
+		table := createTable(t, setup)
+		tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.AccessDenied}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSink(t, ctx, dynamodb.Config{Client: env.DynamoDB(func(o *ddb.Options) { o.HTTPClient = tr }), Table: table})
+		err = s.Write(ctx, b)
+		for _, want := range []string{table, `id: "item-0"`, "AccessDeniedException", "fix: allow dynamodb:UpdateItem on table " + table, "docs/iam/dynamodb-sink.json"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Write denied: error %v, want one containing %q", err, want)
+			}
+		}
+	})
+	t.Run("table deleted", func(t *testing.T) {
+		table := createTable(t, setup)
+		s := newSink(t, ctx, dynamodb.Config{Client: setup, Table: table})
+		if _, err := setup.DeleteTable(ctx, &ddb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Write(ctx, b)
+		for _, want := range []string{`id: "item-0"`, "ResourceNotFoundException", "fix: table " + table + " does not exist"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Write to a deleted table: error %v, want one containing %q", err, want)
+			}
+		}
+	})
+	t.Run("no table at New", func(t *testing.T) {
+		_, err := dynamodb.New(ctx, dynamodb.Config{Client: setup, Table: "missing"}, toWrite)
+		if want := "fix: table missing does not exist at "; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with a missing table: error %v, want one containing %q", err, want)
+		}
+	})
+}
+
+// TestSinksSharingItemsNeedTheirOwnVersionAttribute checks, against
+// dynalite, what Config.VersionAttribute says: two Sinks writing the same
+// items in the same batch (one counts, the other keeps the last value)
+// give their writes the same versions, so with one version attribute the
+// second Sink's writes are skipped as already applied, and lost; each with
+// its own, both apply.
+func TestSinksSharingItemsNeedTheirOwnVersionAttribute(t *testing.T) {
+	t.Parallel()
+	c, ctx := servers.Env(t).DynamoDB(), t.Context()
+	count := func(e event) (dynamodb.Write, error) {
+		return dynamodb.Write{Key: map[string]types.AttributeValue{"id": str(e.ID)}, Update: "ADD hits :one",
+			Values: map[string]types.AttributeValue{":one": num(1)}}, nil
+	}
+	last := func(e event) (dynamodb.Write, error) {
+		return dynamodb.Write{Key: map[string]types.AttributeValue{"id": str(e.ID)}, Update: "SET #last = :n",
+			Names: map[string]string{"#last": "last"}, Values: map[string]types.AttributeValue{":n": num(e.N)}}, nil
+	}
+	b := batch.New(1_700_000_000_000, nil, []event{{ID: "a", N: 1}, {ID: "a", N: 2}})
+	for _, tc := range []struct {
+		name     string
+		versions [2]string
+		want     map[string]map[string]string
+	}{
+		{"one version attribute", [2]string{"", ""}, map[string]map[string]string{"a": {"hits": "2"}}},
+		{"one each", [2]string{"countVersion", "lastVersion"}, map[string]map[string]string{"a": {"hits": "2", "last": "2", "countVersion": "1700000000000000000001", "lastVersion": "1700000000000000000001"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := createTable(t, c)
+			for i, f := range []func(event) (dynamodb.Write, error){count, last} {
+				s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table, VersionAttribute: tc.versions[i]}, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Write(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, scan(t, c, table)); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -160,6 +160,14 @@ type op struct {
 	lineage string // what an origin version written ends with (see lineageOf)
 }
 
+// op names the call that sends o: PutItem or UpdateItem.
+func (o op) op() string {
+	if o.w.Item != nil {
+		return "PutItem"
+	}
+	return "UpdateItem"
+}
+
 // check validates w against the table's key attributes and the version
 // attribute, and returns the write's key.
 func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.AttributeValue, error) {

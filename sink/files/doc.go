@@ -27,7 +27,8 @@
 // last day of batch times are kept (DefaultMaxAge); Config.Keep and
 // Config.MaxAge set another retention, and a negative MaxAge keeps every
 // file. Retention removes only files of batches a restart cannot run
-// again (see Sink.Write).
+// again, so it keeps those of the 10 s before the batch preceding the
+// newest too (see Sink.Write).
 //
 // The package imports nothing of weir's but batch.
 package files

@@ -91,11 +91,12 @@ type Config[T any] struct {
 	WriteEmpty bool
 	// Keep and MaxAge are the retention: after each file it writes, Write
 	// removes the files of the batches they no longer keep, the oldest
-	// first, and only files of batches before the one it writes (see
-	// Write), so never the newest. It counts the batch files that were in
-	// Dir at New and those written since. With both zero, the default,
-	// MaxAge is DefaultMaxAge: a day of batch times, as long as a Kinesis
-	// stream keeps its records by default.
+	// first, and only files of batches a restart cannot run again (see
+	// Write): never the newest, nor those of the 10 s before the batch
+	// preceding it, so more files than Keep may stay. It counts the batch
+	// files that were in Dir at New and those written since. With both
+	// zero, the default, MaxAge is DefaultMaxAge: a day of batch times, as
+	// long as a Kinesis stream keeps its records by default.
 	//
 	// Keep, when > 0, is how many batch files are kept. Default 0: no limit
 	// on the count.
@@ -302,11 +303,16 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // records (G2), so one empty when first run is empty again (given
 // deterministic functions, as its file's content needs anyway).
 // After writing a file, Write removes the old files retention no longer
-// keeps (Config.Keep, Config.MaxAge), only ever of batches before b. A
-// pipeline runs its batches one at a time in time order and logs each
-// completion before the next starts, so those batches are complete and a
-// restart never runs them again; the batch a restart may run again (b, or a
-// later one) keeps its file.
+// keeps (Config.Keep, Config.MaxAge), only ever of batches a restart cannot
+// run again: b and the later ones may run again, and so may, in a stateful
+// pipeline, the empty batches of its last run of empty batches, logged
+// together and completed only by a later entry (up to 10 s of them, and
+// the batch after them: the repository's DESIGN.md, G3). So Write keeps
+// the files of batches from 10 s before the batch preceding b (the newest
+// file before b's) on, whatever the retention: a file removed and then
+// written again would be a batch delivered twice. A pipeline runs its
+// batches one at a time in time order, so the batches before those
+// completed, and a restart never runs them again.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
 // then finishes the sync and the retention.

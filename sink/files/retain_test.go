@@ -97,24 +97,27 @@ func writeBatches(t *testing.T, s *Sink[string], times ...batch.Time) []batch.Ti
 }
 
 func TestRetention(t *testing.T) {
+	// Batches 100 s apart, more than rerunSpan: retention keeps the batch
+	// before the newest (a restart may run it again), and applies Keep and
+	// MaxAge to the others.
 	tests := []struct {
 		name   string
 		keep   int
 		maxAge time.Duration
 		want   []batch.Time
 	}{
-		{"keep all", 0, -1, []batch.Time{1000, 2000, 3000, 4000, 5000}},
-		{"default: a day", 0, 0, []batch.Time{1000, 2000, 3000, 4000, 5000}},
-		{"keep 2", 2, 0, []batch.Time{4000, 5000}},
-		{"keep 1", 1, 0, []batch.Time{5000}},
-		{"max age 2s", 0, 2 * time.Second, []batch.Time{3000, 4000, 5000}},
-		{"max age 0.5s keeps the newest", 0, 500 * time.Millisecond, []batch.Time{5000}},
-		{"both: the stricter wins", 4, 1500 * time.Millisecond, []batch.Time{4000, 5000}},
+		{"keep all", 0, -1, []batch.Time{100_000, 200_000, 300_000, 400_000, 500_000}},
+		{"default: a day", 0, 0, []batch.Time{100_000, 200_000, 300_000, 400_000, 500_000}},
+		{"keep 2", 2, 0, []batch.Time{400_000, 500_000}},
+		{"keep 1 keeps the batch before too", 1, 0, []batch.Time{400_000, 500_000}},
+		{"max age 200s", 0, 200 * time.Second, []batch.Time{300_000, 400_000, 500_000}},
+		{"max age 50s keeps the newest and the batch before", 0, 50 * time.Second, []batch.Time{400_000, 500_000}},
+		{"both: the stricter wins", 4, 150 * time.Second, []batch.Time{400_000, 500_000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSink(t, Config[string]{Keep: tt.keep, MaxAge: tt.maxAge})
-			got := writeBatches(t, s, 1000, 2000, 3000, 4000, 5000)
+			got := writeBatches(t, s, 100_000, 200_000, 300_000, 400_000, 500_000)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("batches kept (-want +got):\n%s", diff)
 			}
@@ -167,8 +170,8 @@ func TestRetentionLeavesOtherFiles(t *testing.T) {
 	if err := os.WriteFile(s.cfg.Dir+"/notes.txt", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeBatches(t, s, 1000, 2000)
-	if diff := cmp.Diff([]string{"batch-0000000002000.txt", "notes.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
+	writeBatches(t, s, 100_000, 200_000, 300_000)
+	if diff := cmp.Diff([]string{"batch-0000000200000.txt", "batch-0000000300000.txt", "notes.txt"}, dirNames(t, s.cfg.Dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
@@ -187,10 +190,10 @@ func TestRetentionConfigErrors(t *testing.T) {
 func TestRetentionAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	s := newSink(t, Config[string]{Dir: dir, MaxAge: -1})
-	writeBatches(t, s, 1000, 2000, 3000)
+	writeBatches(t, s, 100_000, 200_000, 300_000)
 	s.Close()
-	writeBatches(t, newSink(t, Config[string]{Dir: dir, Keep: 2}), 4000)
-	if diff := cmp.Diff([]string{"batch-0000000003000.txt", "batch-0000000004000.txt"}, dirNames(t, dir)); diff != "" {
+	writeBatches(t, newSink(t, Config[string]{Dir: dir, Keep: 2}), 400_000)
+	if diff := cmp.Diff([]string{"batch-0000000300000.txt", "batch-0000000400000.txt"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
@@ -204,10 +207,10 @@ func TestRetentionAfterFailedDirSync(t *testing.T) {
 	dir := t.TempDir()
 	s := newSink(t, Config[string]{Dir: dir, Keep: 1})
 	ctx := t.Context()
-	writeBatches(t, s, 1000)
+	writeBatches(t, s, 100_000)
 	boom := errors.New("injected: directory sync failed")
 	s.syncAfterRename = func() error { return boom }
-	b := batch.New(2000, nil, []string{"x"})
+	b := batch.New(200_000, nil, []string{"x"})
 	if err := s.Write(ctx, b); !errors.Is(err, boom) {
 		t.Fatalf("Write with a failing directory sync = %v, want %v", err, boom)
 	}
@@ -215,8 +218,38 @@ func TestRetentionAfterFailedDirSync(t *testing.T) {
 	if err := s.Write(ctx, b); err != nil {
 		t.Fatalf("Write retried: %v", err)
 	}
-	writeBatches(t, s, 3000)
-	if diff := cmp.Diff([]string{"batch-0000000003000.txt"}, dirNames(t, dir)); diff != "" {
+	// The batch before the newest is kept too (a restart may run it again).
+	writeBatches(t, s, 300_000, 400_000)
+	if diff := cmp.Diff([]string{"batch-0000000300000.txt", "batch-0000000400000.txt"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("files kept with Keep 1 (-want +got):\n%s", diff)
+	}
+}
+
+// TestRetentionKeepsBatchesARestartRunsAgain checks that retention never
+// removes the file of a batch a restart may run again: a stateful pipeline
+// idle for a while logs its empty batches in a run of up to 10 s, whose
+// batches complete only when a later entry says so, and a crash runs all
+// of them again (DESIGN.md, G3), each with its time and output as before,
+// and the batch after the run as well. With Keep 1, a run of 1 s batches
+// from 1 s to 11 s, then the batch at 12 s, a restart that runs them again
+// must find every file and write none: a file removed and written again is
+// a batch delivered twice.
+func TestRetentionKeepsBatchesARestartRunsAgain(t *testing.T) {
+	dir := t.TempDir()
+	var run []batch.Time
+	for ts := batch.Time(1000); ts <= 12000; ts += 1000 {
+		run = append(run, ts)
+	}
+	first := newSink(t, Config[string]{Dir: dir, Keep: 1})
+	writeBatches(t, first, run...)
+	first.Close()
+	again := newSink(t, Config[string]{Dir: dir, Keep: 1})
+	for _, ts := range run {
+		if err := again.Write(t.Context(), batch.New(ts, nil, []string{"again"})); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, again.Path(ts)); got != "x\n" {
+			t.Errorf("batch %v run again after a restart: its file holds %q, want %q, the first run's (removed by retention, then written again)", ts, got, "x\n")
+		}
 	}
 }

@@ -56,13 +56,22 @@ const (
 	// timeout), then fails the round trip with the context's error: a
 	// connection that went silent.
 	Hang
-	lastKind = Hang
+	// TransactionConflict answers 400 TransactionConflictException, as
+	// DynamoDB answers a PutItem or UpdateItem of an item an ongoing
+	// TransactWriteItems holds. The request never reaches the server.
+	TransactionConflict
+	// AccessDenied answers 400 AccessDeniedException, as AWS answers a
+	// call the credentials' IAM policy does not allow. The request never
+	// reaches the server.
+	AccessDenied
+	lastKind = AccessDenied
 )
 
 // String names the kind, as in the constants above.
 func (k Kind) String() string {
 	names := [...]string{"Kind(0)", "Throughput", "LimitExceeded", "ExpiredIterator",
-		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse", "RequestTimeout", "Hang"}
+		"InternalFailure", "ServiceUnavailable", "DropRequest", "DropResponse", "RequestTimeout", "Hang",
+		"TransactionConflict", "AccessDenied"}
 	if k < 0 || k > lastKind {
 		return "Kind(" + strconv.Itoa(int(k)) + ")"
 	}
@@ -82,6 +91,10 @@ func (k Kind) apiError() (status int, code, message string) {
 		return 500, "InternalFailure", "Internal failure (injected by faults)"
 	case RequestTimeout:
 		return 408, "", ""
+	case TransactionConflict:
+		return 400, "TransactionConflictException", "Transaction is ongoing for the item (injected by faults)"
+	case AccessDenied:
+		return 400, "AccessDeniedException", "Not authorized to perform this action (injected by faults)"
 	default:
 		return 503, "ServiceUnavailable", "Service unavailable (injected by faults)"
 	}
@@ -113,7 +126,7 @@ type Rule struct {
 func (r Rule) validate(i int) []error {
 	var problems []error
 	if r.Kind < Throughput || r.Kind > lastKind {
-		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..Hang", i, r.Kind))
+		problems = append(problems, fmt.Errorf("Rules[%d].Kind %d: must be one of Throughput..AccessDenied", i, r.Kind))
 	}
 	if r.Probability < 0 || r.Probability > 1 || r.Probability != r.Probability {
 		problems = append(problems, fmt.Errorf("Rules[%d].Probability %v: must be in [0, 1]", i, r.Probability))
