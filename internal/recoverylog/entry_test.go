@@ -2,6 +2,7 @@ package recoverylog_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,33 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("re-decode mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestDecodeEntriesNewerVersion checks what an older weir says of a log a
+// newer one wrote (a rollback): not that the log is corrupt and should be
+// restored or deleted, which would drop its pending batches, but that a
+// newer weir wrote it and must read it.
+func TestDecodeEntriesNewerVersion(t *testing.T) {
+	complete, err := recoverylog.EncodeEntry(recoverylog.BatchCompleted(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := fmt.Appendf(nil, `{"v":%d,"kind":"complete","time":2000}`, recoverylog.Version+1)
+	_, err = recoverylog.DecodeEntries([][]byte{complete, newer})
+	switch {
+	case err == nil:
+		t.Fatal("DecodeEntries of an entry of a newer version: no error")
+	case errors.Is(err, recovery.ErrCorrupt):
+		t.Errorf("DecodeEntries of an entry of a newer version: %v; want no ErrCorrupt, the log is not damaged", err)
+	case !errors.Is(err, recoverylog.ErrNewerVersion):
+		t.Errorf("DecodeEntries of an entry of a newer version: %v; want ErrNewerVersion", err)
+	}
+	for _, want := range []string{"entries[1]", fmt.Sprintf("version %d", recoverylog.Version+1), "newer weir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "delete") {
+		t.Errorf("error %q advises deleting the log", err)
+	}
 }
