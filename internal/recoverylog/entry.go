@@ -309,6 +309,9 @@ func validateRun(from, through batch.Time, every time.Duration) error {
 		return fmt.Errorf("through %v before the first batch %v", through, from)
 	case every < time.Millisecond || every%time.Millisecond != 0:
 		return fmt.Errorf("interval %v: must be a positive whole number of milliseconds", every)
+	case int64(through) > math.MaxInt64-every.Milliseconds():
+		// Its batch times, an interval apart, would wrap around past it.
+		return fmt.Errorf("through %d: the batch an interval (%v) after it would be past the greatest batch time", through, every)
 	case int64(through-from)/every.Milliseconds() >= maxRunBatches:
 		return fmt.Errorf("%d batches from %v through %v every %v: a run holds fewer than %d",
 			int64(through-from)/every.Milliseconds()+1, from, through, every, maxRunBatches)
