@@ -154,8 +154,9 @@ func Load(ctx context.Context, log *Log) (*State, error) {
 }
 
 // Recover computes the State of a log from its entries, in append order. It
-// returns an error wrapping recovery.ErrInconsistent, naming the entry, if the
-// entries contradict each other:
+// returns an error wrapping recovery.ErrInconsistent, naming the entry and
+// the fix (restore the log, or delete it), if the entries contradict each
+// other:
 //   - a block stored twice with different contents, or stored again after
 //     the batch holding it completed;
 //   - a batch allocated with a block that was never stored, that is in
@@ -176,7 +177,8 @@ func Recover(entries []Entry) (*State, error) {
 	r := newRecoverer()
 	for i, e := range entries {
 		if err := r.apply(e); err != nil {
-			return nil, fmt.Errorf("%w: entries[%d] (%v): %w", recovery.ErrInconsistent, i, e, err)
+			return nil, fmt.Errorf("%w: entries[%d] (%v): %w; the log cannot be replayed: restore it from a backup, "+
+				"or delete it to start fresh (its pending batches will then not be recomputed)", recovery.ErrInconsistent, i, e, err)
 		}
 	}
 	return r.state(), nil

@@ -343,6 +343,10 @@ func TestRecoverInconsistent(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Recover error %q does not contain %q", err, tt.want)
 			}
+			// It says what to do, as a *recovery.CorruptError does.
+			if fix := "restore it from a backup, or delete it to start fresh"; !strings.Contains(err.Error(), fix) {
+				t.Fatalf("Recover error %q does not name the fix %q", err, fix)
+			}
 		})
 	}
 }
