@@ -48,7 +48,12 @@ type DirConfig struct {
 	// missing parents, with mode 0700 (Perm plus search where read is
 	// granted). A directory that group or others can write, or that another
 	// user owns, is refused: they could plant files (or symbolic links,
-	// which weir never follows in it) that the log would trust. Required.
+	// which weir never follows in it) that the log would trust. It must be
+	// on a local file system: the lock is flock(2), which a network file
+	// system may keep to one machine (an NFS mount with nolock or
+	// local_lock does), so that workers on two machines could write the
+	// log at once. A log that a worker restarted on another machine must
+	// find belongs in DynamoDB (package dynamolog). Required.
 	Path string
 	// Perm is the permission of the log's files (segments, snapshots, its
 	// LOCK), filtered by the umask. It must let the owner read and write and
