@@ -124,9 +124,10 @@ type dirLog struct {
 // takes the directory's lock (ErrLocked if another writer still holds it
 // after cfg.LockWait),
 // finishes a compaction a crash interrupted, and reads every segment. A torn
-// last entry (the end of the last segment cut short by a crash) is dropped
-// and the file truncated; any other damage is a *CorruptError naming the
-// file and offset, and the log is not opened.
+// last entry (the end of the last segment cut short by a crash, or damaged
+// with nothing whole after it, as a power loss that kept its end but not its
+// start leaves it) is dropped and the file truncated; any other damage is a
+// *CorruptError naming the file and offset, and the log is not opened.
 func OpenDir(ctx context.Context, cfg DirConfig) (Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -181,6 +181,27 @@ func TestDirTornTail(t *testing.T) {
 		h := logtest.History()
 		checkReopen(t, dir, h[:len(h)-1])
 	})
+	t.Run("start of the last entry lost", func(t *testing.T) {
+		// A power loss may keep the end of the last append (a page of
+		// its own) and the file's new size, but not its start (the tail
+		// of the page before), which reads as zeros: its header is
+		// gone, and nothing whole follows it.
+		orig, start, end := writeLog(t, 0)
+		h := logtest.History()
+		for lost := start + 1; lost < end; lost++ {
+			dir := copyDir(t, orig)
+			seg := segmentFiles(t, dir)[0]
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(data[start:lost])
+			if err := os.WriteFile(seg, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			checkReopen(t, dir, h[:len(h)-1])
+		}
+	})
 	t.Run("last payload damaged", func(t *testing.T) {
 		orig, _, end := writeLog(t, 0)
 		dir := copyDir(t, orig)
