@@ -48,7 +48,12 @@ type DirConfig struct {
 	// missing parents, with mode 0700 (Perm plus search where read is
 	// granted). A directory that group or others can write, or that another
 	// user owns, is refused: they could plant files (or symbolic links,
-	// which weir never follows in it) that the log would trust. Required.
+	// which weir never follows in it) that the log would trust. It must be
+	// on a local file system: the lock is flock(2), which a network file
+	// system may keep to one machine (an NFS mount with nolock or
+	// local_lock does), so that workers on two machines could write the
+	// log at once. A log that a worker restarted on another machine must
+	// find belongs in DynamoDB (package dynamolog). Required.
 	Path string
 	// Perm is the permission of the log's files (segments, snapshots, its
 	// LOCK), filtered by the umask. It must let the owner read and write and
@@ -119,9 +124,10 @@ type dirLog struct {
 // takes the directory's lock (ErrLocked if another writer still holds it
 // after cfg.LockWait),
 // finishes a compaction a crash interrupted, and reads every segment. A torn
-// last entry (the end of the last segment cut short by a crash) is dropped
-// and the file truncated; any other damage is a *CorruptError naming the
-// file and offset, and the log is not opened.
+// last entry (the end of the last segment cut short by a crash, or damaged
+// with nothing whole after it, as a power loss that kept its end but not its
+// start leaves it) is dropped and the file truncated; any other damage is a
+// *CorruptError naming the file and offset, and the log is not opened.
 func OpenDir(ctx context.Context, cfg DirConfig) (Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -181,6 +181,27 @@ func TestDirTornTail(t *testing.T) {
 		h := logtest.History()
 		checkReopen(t, dir, h[:len(h)-1])
 	})
+	t.Run("start of the last entry lost", func(t *testing.T) {
+		// A power loss may keep the end of the last append (a page of
+		// its own) and the file's new size, but not its start (the tail
+		// of the page before), which reads as zeros: its header is
+		// gone, and nothing whole follows it.
+		orig, start, end := writeLog(t, 0)
+		h := logtest.History()
+		for lost := start + 1; lost < end; lost++ {
+			dir := copyDir(t, orig)
+			seg := segmentFiles(t, dir)[0]
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(data[start:lost])
+			if err := os.WriteFile(seg, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			checkReopen(t, dir, h[:len(h)-1])
+		}
+	})
 	t.Run("last payload damaged", func(t *testing.T) {
 		orig, _, end := writeLog(t, 0)
 		dir := copyDir(t, orig)
@@ -288,24 +309,39 @@ func TestDirCorrupt(t *testing.T) {
 		wantCorrupt(t, dir, strings.TrimSuffix(segs[0], ".base.log")+".log", 0)
 	})
 	t.Run("undecodable entry", func(t *testing.T) {
-		// Intact frames whose second record does not decode (written by a
-		// newer weir): the log opens, and the driver's Read refuses it.
-		dir := t.TempDir()
-		path := filepath.Join(dir, "00000000000000000001.log")
-		good, err := recoverylog.EncodeEntry(recoverylog.BatchCompleted(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := recovery.AppendFrameForTest(nil, good)
-		data = recovery.AppendFrameForTest(data, []byte(`{"v":9}`))
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		l := openDir(t, recovery.Dir(dir))
-		_, err = l.Read(t.Context())
-		var ce *recovery.CorruptError
-		if !errors.As(err, &ce) || ce.Offset != 1 || !strings.Contains(err.Error(), "version 9") {
-			t.Errorf("Read: got %v, want a *CorruptError of record 1 saying why", err)
+		// Intact frames whose second record does not decode: the log
+		// opens, and the driver's Read refuses it. One written by a newer
+		// weir is not damage, and is refused as such.
+		for _, tc := range []struct {
+			record, want string
+			corrupt      bool
+		}{
+			{`{"v":1,"kind":"nope"}`, `unknown kind "nope"`, true},
+			{`{"v":9}`, "version 9", false},
+		} {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "00000000000000000001.log")
+			good, err := recoverylog.EncodeEntry(recoverylog.BatchCompleted(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := recovery.AppendFrameForTest(nil, good)
+			data = recovery.AppendFrameForTest(data, []byte(tc.record))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l := openDir(t, recovery.Dir(dir))
+			_, err = l.Read(t.Context())
+			var ce *recovery.CorruptError
+			switch {
+			case err == nil || !strings.Contains(err.Error(), tc.want):
+				t.Errorf("Read of %s: got %v, want an error saying %q", tc.record, err, tc.want)
+			case tc.corrupt && (!errors.As(err, &ce) || ce.Offset != 1):
+				t.Errorf("Read of %s: got %v, want a *CorruptError of record 1", tc.record, err)
+			case !tc.corrupt && (errors.Is(err, recovery.ErrCorrupt) || !errors.Is(err, recoverylog.ErrNewerVersion)):
+				t.Errorf("Read of %s: got %v, want ErrNewerVersion, not ErrCorrupt", tc.record, err)
+			}
+			l.Close()
 		}
 	})
 }

@@ -30,7 +30,8 @@ var (
 	// ErrInconsistent is wrapped by the error of a restart whose log holds
 	// entries that contradict each other: a batch referencing a block
 	// never stored, a batch completed but never allocated, a block stored
-	// twice differently.
+	// twice differently. The message names the entry and, as a
+	// CorruptError's, the fix.
 	ErrInconsistent = errors.New("recovery: inconsistent log")
 	// ErrNoSnapshot is wrapped by the error GetSnapshot returns for a
 	// reference the store does not hold.

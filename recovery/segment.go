@@ -18,6 +18,14 @@ import (
 // from a frame cut short by a crash: only the end of the last segment may be
 // torn, and a length that claims more bytes than the file holds is trusted
 // to mean "torn" only when its checksum is good.
+//
+// Each append is fsynced before the next starts, and the driver appends one
+// frame at a time, so only the last frame of the last segment can be torn:
+// cut short (kill -9 during the write), or, after a power loss, with its
+// start lost and its end kept (the file's new size and a later page made
+// durable, the page holding its start not), which reads as a damaged header
+// with nothing whole after it. Damage that a whole frame follows is not a
+// torn append.
 const (
 	frameHeader = 12
 	// maxFrame is the largest payload a frame may hold; a longer entry is
@@ -56,16 +64,19 @@ type scanned struct {
 	torn     error    // why the bytes after valid were dropped, or nil
 }
 
-// scanSegment reads the frames of a segment file's content. A frame cut
-// short by a crash (header or payload incomplete, payload checksum wrong in
-// the frame that ends the file, or only zero bytes left) ends the scan
-// without error when last is true: torn says why, valid where the tail
-// starts. Any other damage, or a torn frame when last is false, is a
-// *CorruptError naming path and the frame's offset.
+// scanSegment reads the frames of a segment file's content. A frame torn
+// by a crash (header or payload incomplete, payload checksum wrong in the
+// frame that ends the file, only zero bytes left, or damage that no whole
+// frame follows) ends the scan without error when last is true: torn says
+// why, valid where the tail starts. Any other damage, or a torn frame when
+// last is false, is a *CorruptError naming path and the frame's offset.
 func scanSegment(path string, data []byte, last bool) (scanned, error) {
 	var s scanned
 	for off := 0; off < len(data); {
 		payload, next, err := readFrame(data, off)
+		if err != nil && last && !errors.Is(err, errTorn) && !wholeFrameAfter(data, off) {
+			err = fmt.Errorf("%w: %w, and no whole frame after it", errTorn, err)
+		}
 		if errors.Is(err, errTorn) && last {
 			s.valid, s.torn = int64(off), err
 			return s, nil
@@ -112,6 +123,23 @@ func readFrame(data []byte, off int) (payload []byte, next int, err error) {
 		return nil, 0, errors.New("payload checksum mismatch")
 	}
 	return payload, off + end, nil
+}
+
+// wholeFrameAfter reports whether a whole, valid frame starts in data after
+// off: damage at off that one follows is not the torn end of the log.
+func wholeFrameAfter(data []byte, off int) bool {
+	for p := off + 1; p+frameHeader < len(data); p++ {
+		h := data[p : p+frameHeader]
+		n := binary.LittleEndian.Uint32(h[0:4])
+		if n == 0 || n > maxFrame || crc32.Checksum(h[0:4], castagnoli) != binary.LittleEndian.Uint32(h[4:8]) {
+			continue
+		}
+		end := p + frameHeader + int(n)
+		if end <= len(data) && crc32.Checksum(data[p+frameHeader:end], castagnoli) == binary.LittleEndian.Uint32(h[8:12]) {
+			return true
+		}
+	}
+	return false
 }
 
 func allZero(b []byte) bool {

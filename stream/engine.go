@@ -434,12 +434,21 @@ func (e *engine) newBatchTimer() *batchTimer {
 	due := now.Add(next.Std().Sub(now))
 	if e.hasLast && next <= e.last {
 		ahead := e.last.Std().Sub(now)
-		if e.lastReserved && ahead <= reserveAhead+iv {
+		switch {
+		case e.lastReserved && ahead <= reserveAhead+iv:
 			// What an idle pipeline reserved, up to reserveAhead past its
 			// last batch: expected after any restart of one.
 			e.cfg.Logger.Info("stream: new batches follow the batch times the recovery log reserved, "+
 				"an interval apart, ahead of the clock", "now", now, "reserved", e.last, "ahead", ahead)
-		} else {
+		case e.lastReserved:
+			// More than one Run reserves: each Run that crashed reserved
+			// up to reserveAhead past its last batch, which followed the
+			// reservation of the one before.
+			e.cfg.Logger.Warn("stream: new batches follow the batch times the recovery log reserved, an interval apart, "+
+				"further ahead of the clock than one Run reserves: Runs crashed in a row, each reserving up to 10s past "+
+				"its last batch, or this clock runs behind the one that wrote the log; a Run that stops gives its times back",
+				"now", now, "reserved", e.last, "ahead", ahead)
+		default:
 			e.cfg.Logger.Warn("stream: the clock is behind the last batch in the recovery log; "+
 				"new batches follow the log's times, an interval apart",
 				"now", now, "last", e.last, "behind", ahead)

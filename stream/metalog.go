@@ -169,11 +169,25 @@ func (l *recoveryLog) blockStored(ctx context.Context, info batch.BlockInfo, t b
 // A failed append of one of those (latched, see append) may have left the
 // block in the log, in the batch, although it is not in blocks: the batch
 // must not run, since a restart would run it with the block.
+//
+// A batch of more than recoverylog.MaxAllocBlocks blocks, whose allocation
+// entry could outgrow what a DynamoDB log stores in an item, is logged
+// block by block instead (recoverylog.AllocatesByBlock), each entry durable
+// before the next: a crash part way leaves the batch with some of its
+// blocks, and the others unallocated, which is a batch that never ran.
 func (l *recoveryLog) batchAllocated(ctx context.Context, t batch.Time, blocks []batch.BlockInfo, logged bool) error {
 	if logged {
 		return l.usable()
 	}
-	return l.append(ctx, recoverylog.BatchAllocated(t, blockIDs(blocks)...))
+	if !recoverylog.AllocatesByBlock(blocks) {
+		return l.append(ctx, recoverylog.BatchAllocated(t, blockIDs(blocks)...))
+	}
+	for _, b := range blocks {
+		if err := l.append(ctx, recoverylog.BlockStoredIn(b, t)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (l *recoveryLog) shardFinished(ctx context.Context, stream, shard string) error {

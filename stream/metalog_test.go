@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -265,5 +266,52 @@ func TestRunStopsOnFailedCompaction(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestAllocationOfManyBlocks checks that a batch of blocks logged without
+// its time (those pushed while a restart's recovered batches queue) is
+// allocated in entries a DynamoDB log can store, however many blocks it
+// holds: a single allocation entry naming 20,000 blocks takes over 500 KB,
+// more than an item holds, which failed the Run at every restart. The log
+// recovers the batch with every block, in order.
+func TestAllocationOfManyBlocks(t *testing.T) {
+	const n = 20000
+	store := recoverylog.NewMemory()
+	l, err := recoverylog.Open(t.Context(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rl := &recoveryLog{log: l, compactEvery: DefaultCompactEvery}
+	blocks := make([]batch.BlockInfo, n)
+	for i := range blocks {
+		blocks[i] = batch.BlockInfo{ID: batch.BlockID{Seq: uint64(i)}, Count: 1,
+			Ranges: []batch.SeqRange{{Stream: "s", Shard: "shardId-000000000000", First: fmt.Sprint(i + 1), Last: fmt.Sprint(i + 1), Count: 1}}}
+		if err := rl.blockStored(t.Context(), blocks[i], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rl.batchAllocated(t.Context(), 5000, blocks, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range store.Entries() {
+		b, err := recoverylog.EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 380<<10 { // dynamolog.MaxEntrySize
+			t.Fatalf("an entry of kind %s at %v encodes to %d bytes, more than a DynamoDB log stores in an item", e.Kind, e.Time, len(b))
+		}
+	}
+	st, err := recoverylog.Recover(store.Entries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending) != 1 || st.Pending[0].Time != 5000 || len(st.Unallocated) != 0 {
+		t.Fatalf("recovered %d pending batches, %d unallocated blocks; want the batch at 5000 and none", len(st.Pending), len(st.Unallocated))
+	}
+	if !slices.Equal(st.Pending[0].IDs(), recoverylog.PendingBatch{Blocks: blocks}.IDs()) {
+		t.Fatalf("the recovered batch holds %d blocks, not the %d allocated in order", len(st.Pending[0].Blocks), n)
 	}
 }

@@ -185,3 +185,43 @@ func TestRestartAfterDrainStartsAtTheClock(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartAfterCrashesInARowSaysWhy restarts an idle pipeline whose
+// Runs crashed twice in a row: each reserved batch times up to 10 s past
+// its last batch, which followed the reservation before it, so the third
+// Run's batch times are some 20 s ahead of the clock. It warns, but of
+// what happened (the reservations of Runs that crashed), not of a clock
+// behind the log, which it is not.
+func TestRestartAfterCrashesInARowSaysWhy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &durable{log: recoverylog.NewMemory()}
+		var warned []string
+		logger := slog.New(slog.NewTextHandler(lineWriter(func(line string) {
+			if strings.Contains(line, "level=WARN") {
+				warned = append(warned, line)
+			}
+		}), nil))
+		cfg := stream.Config{BatchInterval: time.Second, Logger: logger}
+		runIdleThenCrash(t, d, cfg, 0)
+		runIdleThenCrash(t, d, cfg, 0)
+		warned = nil // the crashes' own
+		dl := &delays{}
+		cfg.Listeners = []stream.Listener{dl}
+		runIdleThenDrain(t, d, cfg, 0)
+		dl.mu.Lock()
+		defer dl.mu.Unlock()
+		if dl.ahead <= 10*time.Second+time.Second {
+			t.Fatalf("the restart started %v ahead of the clock: the test does not test", dl.ahead)
+		}
+		var said bool
+		for _, line := range warned {
+			if strings.Contains(line, "clock is behind") {
+				t.Errorf("the restart blamed the clock for the reservations of crashed Runs:\n%s", line)
+			}
+			said = said || strings.Contains(line, "crashed")
+		}
+		if !said {
+			t.Errorf("the restart %v ahead of the clock did not warn that Runs crashed in a row; warnings:\n%s", dl.ahead, strings.Join(warned, ""))
+		}
+	})
+}

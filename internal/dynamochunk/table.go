@@ -29,7 +29,8 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 
 // EnsureTable creates table, on demand (PAY_PER_REQUEST), with partition
 // key hash (string) and sort key sort (number) if it does not exist,
-// waits until it is ACTIVE (61 checks, backing off on clk), and checks its
+// waits until it is ACTIVE or UPDATING, which serves reads and writes too
+// (61 checks, backing off on clk), and checks its
 // key: a table of another key is an error wrapping ErrTableKey. what names
 // the table's use in errors ("recovery log table").
 func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string) error {
@@ -48,7 +49,9 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 		case errors.As(err, &nf):
 		case err != nil:
 			return fmt.Errorf("describe table %s: %w", table, err)
-		case out.Table.TableStatus == types.TableStatusActive:
+		case out.Table.TableStatus == types.TableStatusActive, out.Table.TableStatus == types.TableStatusUpdating:
+			// An UPDATING table (capacity or billing mode changed, an
+			// index built: minutes to an hour) serves reads and writes.
 			return checkKey(table, out.Table.KeySchema, hash, sort, what)
 		}
 		if attempt == 60 {

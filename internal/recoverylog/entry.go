@@ -31,6 +31,13 @@ const Version = 4
 // bad sequence range.
 var ErrInvalidEntry = errors.New("recovery: invalid entry")
 
+// ErrNewerVersion is wrapped, beside ErrInvalidEntry, by the error of
+// DecodeEntry and DecodeEntries for an entry of a version after Version:
+// the log was written by a newer weir (a rollback), and is not damaged.
+// Only that weir, or a later one, can replay it: deleting it would drop
+// its pending batches.
+var ErrNewerVersion = errors.New("written by a newer weir")
+
 // Kind tells what an Entry records.
 type Kind string
 
@@ -302,6 +309,9 @@ func validateRun(from, through batch.Time, every time.Duration) error {
 		return fmt.Errorf("through %v before the first batch %v", through, from)
 	case every < time.Millisecond || every%time.Millisecond != 0:
 		return fmt.Errorf("interval %v: must be a positive whole number of milliseconds", every)
+	case int64(through) > math.MaxInt64-every.Milliseconds():
+		// Its batch times, an interval apart, would wrap around past it.
+		return fmt.Errorf("through %d: the batch an interval (%v) after it would be past the greatest batch time", through, every)
 	case int64(through-from)/every.Milliseconds() >= maxRunBatches:
 		return fmt.Errorf("%d batches from %v through %v every %v: a run holds fewer than %d",
 			int64(through-from)/every.Milliseconds()+1, from, through, every, maxRunBatches)
@@ -393,13 +403,18 @@ func EncodeEntry(e Entry) ([]byte, error) {
 // DecodeEntry decodes an entry EncodeEntry encoded, of version 1 to 4. It
 // refuses another version, what a later version added in an earlier
 // version's entry, an unknown kind, a missing field and an entry that does
-// not Validate, with an error wrapping ErrInvalidEntry. It never panics.
+// not Validate, with an error wrapping ErrInvalidEntry, and for a version
+// after Version ErrNewerVersion too. It never panics.
 func DecodeEntry(b []byte) (Entry, error) {
 	var w wireEntry
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Entry{}, fmt.Errorf("%w: %w", ErrInvalidEntry, err)
 	}
-	if w.V < 1 || w.V > Version {
+	if w.V > Version {
+		return Entry{}, fmt.Errorf("%w: version %d, this weir reads versions 1 to %d: %w; run that weir, or a later one, on the log",
+			ErrInvalidEntry, w.V, Version, ErrNewerVersion)
+	}
+	if w.V < 1 {
 		return Entry{}, fmt.Errorf("%w: version %d, this weir reads versions 1 to %d", ErrInvalidEntry, w.V, Version)
 	}
 	if w.V == 1 && (w.Kind == KindBatchesReserved || (w.Summary != nil && w.Summary.Reserved != nil)) {
@@ -490,11 +505,16 @@ func (w wireEntry) entry() (Entry, error) {
 
 // DecodeEntries decodes records EncodeEntry encoded. The error of a record
 // that does not decode is a *recovery.CorruptError with Path "recovery log"
-// and Offset its index.
+// and Offset its index, but for a record of a newer version (ErrNewerVersion),
+// which is not damage: its error names the record and says which weir reads
+// it, rather than advise deleting the log.
 func DecodeEntries(records [][]byte) ([]Entry, error) {
 	out := make([]Entry, len(records))
 	for i, p := range records {
 		e, err := DecodeEntry(p)
+		if errors.Is(err, ErrNewerVersion) {
+			return nil, fmt.Errorf("recovery: recovery log entries[%d]: %w (the log is not damaged: keep it)", i, err)
+		}
 		if err != nil {
 			return nil, &recovery.CorruptError{Path: "recovery log", Offset: int64(i), Err: err}
 		}

@@ -2,6 +2,7 @@ package recoverylog_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,7 @@ func TestDecodeEntryErrors(t *testing.T) {
 		{"zero run interval", `{"v":4,"kind":"empty","time":1000,"through":2000,"every":0}`, "positive number of milliseconds"},
 		{"run ending before it starts", `{"v":4,"kind":"empty","time":2000,"through":1000,"every":200}`, "before the first batch"},
 		{"run of too many batches", `{"v":4,"kind":"empty","time":1,"through":100000000,"every":1}`, "a run holds fewer than 100000"},
+		{"run at the greatest time", `{"v":4,"kind":"empty","time":9223372036854775000,"through":9223372036854775807,"every":1000}`, "past the greatest batch time"},
 		{"block's batch in version 2", `{"v":2,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":5}`, "a block's batch in a version-2 entry"},
 		{"block's batch 0", `{"v":3,"kind":"block","block":{"id":{"source":0,"seq":3},"count":0},"batch":0}`, "batch time is not 0"},
 		{"reserved in version 1", `{"v":1,"kind":"reserved","time":1}`, "reserved batch times in a version-1 entry"},
@@ -134,10 +136,22 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	f.Add([]byte(`{"v":1,"kind":"alloc","time":-1,"blocks":null}`))
 	f.Add([]byte(`{"v":4,"kind":"empty","time":1000,"through":3000,"every":1000}`))
+	f.Add([]byte(`{"v":4,"kind":"empty","time":9223372036854775000,"through":9223372036854775807,"every":1000}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := recoverylog.DecodeEntry(b)
 		if err != nil {
 			return
+		}
+		// A restart recovers from it (or refuses it) without panicking or
+		// hanging, and its compacted log recovers to the same State.
+		if st, err := recoverylog.Recover([]recoverylog.Entry{e}); err == nil {
+			again, err := recoverylog.Recover(st.Entries())
+			if err != nil {
+				t.Fatalf("Recover(Entries()) of the State of %v: %v", e, err)
+			}
+			if diff := cmp.Diff(st, again, logtest.EquateEmpty()); diff != "" {
+				t.Fatalf("State of Entries() of %v (-want +got):\n%s", e, diff)
+			}
 		}
 		// Whatever decodes re-encodes, and decodes again to the same entry.
 		b2, err := recoverylog.EncodeEntry(e)
@@ -152,4 +166,33 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("re-decode mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestDecodeEntriesNewerVersion checks what an older weir says of a log a
+// newer one wrote (a rollback): not that the log is corrupt and should be
+// restored or deleted, which would drop its pending batches, but that a
+// newer weir wrote it and must read it.
+func TestDecodeEntriesNewerVersion(t *testing.T) {
+	complete, err := recoverylog.EncodeEntry(recoverylog.BatchCompleted(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := fmt.Appendf(nil, `{"v":%d,"kind":"complete","time":2000}`, recoverylog.Version+1)
+	_, err = recoverylog.DecodeEntries([][]byte{complete, newer})
+	switch {
+	case err == nil:
+		t.Fatal("DecodeEntries of an entry of a newer version: no error")
+	case errors.Is(err, recovery.ErrCorrupt):
+		t.Errorf("DecodeEntries of an entry of a newer version: %v; want no ErrCorrupt, the log is not damaged", err)
+	case !errors.Is(err, recoverylog.ErrNewerVersion):
+		t.Errorf("DecodeEntries of an entry of a newer version: %v; want ErrNewerVersion", err)
+	}
+	for _, want := range []string{"entries[1]", fmt.Sprintf("version %d", recoverylog.Version+1), "newer weir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "delete") {
+		t.Errorf("error %q advises deleting the log", err)
+	}
 }

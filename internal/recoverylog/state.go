@@ -154,8 +154,9 @@ func Load(ctx context.Context, log *Log) (*State, error) {
 }
 
 // Recover computes the State of a log from its entries, in append order. It
-// returns an error wrapping recovery.ErrInconsistent, naming the entry, if the
-// entries contradict each other:
+// returns an error wrapping recovery.ErrInconsistent, naming the entry and
+// the fix (restore the log, or delete it), if the entries contradict each
+// other:
 //   - a block stored twice with different contents, or stored again after
 //     the batch holding it completed;
 //   - a batch allocated with a block that was never stored, that is in
@@ -176,7 +177,8 @@ func Recover(entries []Entry) (*State, error) {
 	r := newRecoverer()
 	for i, e := range entries {
 		if err := r.apply(e); err != nil {
-			return nil, fmt.Errorf("%w: entries[%d] (%v): %w", recovery.ErrInconsistent, i, e, err)
+			return nil, fmt.Errorf("%w: entries[%d] (%v): %w; the log cannot be replayed: restore it from a backup, "+
+				"or delete it to start fresh (its pending batches will then not be recomputed)", recovery.ErrInconsistent, i, e, err)
 		}
 	}
 	return r.state(), nil
@@ -216,10 +218,7 @@ func (s *State) Entries() []Entry {
 		if p.InRun {
 			continue // in a run below
 		}
-		for _, b := range p.Blocks {
-			out = append(out, BlockStored(b))
-		}
-		out = append(out, BatchAllocated(p.Time, p.IDs()...), BatchCompleted(p.Time))
+		out = append(append(out, Allocation(p.Time, p.Blocks)...), BatchCompleted(p.Time))
 	}
 	for _, r := range s.Runs {
 		out = append(out, EmptyRun(r.From, r.Through, r.Every))
@@ -228,10 +227,7 @@ func (s *State) Entries() []Entry {
 		if p.InRun {
 			continue
 		}
-		for _, b := range p.Blocks {
-			out = append(out, BlockStored(b))
-		}
-		out = append(out, BatchAllocated(p.Time, p.IDs()...))
+		out = append(out, Allocation(p.Time, p.Blocks)...)
 	}
 	for _, b := range s.Unallocated {
 		out = append(out, BlockStored(b))
@@ -239,6 +235,43 @@ func (s *State) Entries() []Entry {
 	out = append(out, s.finishedIn(out)...)
 	if s.HasCompleted || len(s.NextBlockSeq) > 0 || len(s.ShardSeqs) > 0 || s.ReservedThrough != 0 {
 		out = append(out, s.Progress.summaries()...)
+	}
+	return out
+}
+
+// MaxAllocBlocks is the most blocks a batch's allocation entry
+// (BatchAllocated) names: a larger batch is logged block by block
+// (Allocation), so that no entry outgrows what a DynamoDB log stores in an
+// item. A block's ID takes about 25 bytes of the entry, at most 42: 4,096
+// take at most 172 KB of its 380 KB.
+const MaxAllocBlocks = 4096
+
+// AllocatesByBlock reports whether a batch of blocks, in this order, is
+// logged block by block (BlockStoredIn) rather than by an allocation entry:
+// if it holds more than MaxAllocBlocks blocks, in ID order (the order the
+// driver gives a batch), which BlockStoredIn keeps.
+func AllocatesByBlock(blocks []batch.BlockInfo) bool {
+	return len(blocks) > MaxAllocBlocks && slices.IsSortedFunc(blocks, func(a, b batch.BlockInfo) int { return a.ID.Compare(b.ID) })
+}
+
+// Allocation returns the entries recording that blocks are stored and that
+// they, in this order, are the batch at t: each block's BlockStored and
+// BatchAllocated, or, if AllocatesByBlock, each block's BlockStoredIn and
+// no allocation entry. Both recover to the same batch, and a log that
+// holds the batch already recovers to the same state after any prefix of
+// either (a compaction a crash cut short).
+func Allocation(t batch.Time, blocks []batch.BlockInfo) []Entry {
+	out := make([]Entry, 0, len(blocks)+1)
+	byID := AllocatesByBlock(blocks)
+	for _, b := range blocks {
+		if byID {
+			out = append(out, BlockStoredIn(b, t))
+		} else {
+			out = append(out, BlockStored(b))
+		}
+	}
+	if !byID {
+		out = append(out, BatchAllocated(t, PendingBatch{Blocks: blocks}.IDs()...))
 	}
 	return out
 }
@@ -317,6 +350,7 @@ type recoverer struct {
 	snap     *SnapshotRef
 	done     map[batch.Time][]batch.BlockInfo  // completed after snap, to replay
 	kept     map[batch.BlockID]batch.BlockInfo // the blocks of done's batches
+	keptIn   map[batch.BlockID]batch.Time      // the batch of each of them
 	runs     []Run                             // runs of empty batches, in log order
 	runDone  batch.Time                        // every batch up to it completed: the last run's or reservation's start (From), less 1 ms
 }
@@ -333,6 +367,7 @@ func newRecoverer() *recoverer {
 		consumed: make(map[batch.BlockID]bool),
 		done:     make(map[batch.Time][]batch.BlockInfo),
 		kept:     make(map[batch.BlockID]batch.BlockInfo),
+		keptIn:   make(map[batch.BlockID]batch.Time),
 	}
 }
 
@@ -388,6 +423,7 @@ func (r *recoverer) snapshot(t batch.Time, ref string) error {
 		if bt <= t {
 			for _, b := range infos {
 				delete(r.kept, b.ID)
+				delete(r.keptIn, b.ID)
 			}
 			delete(r.done, bt)
 		}
@@ -429,7 +465,7 @@ func sameBlock(a, b batch.BlockInfo) bool {
 func (r *recoverer) join(t batch.Time, id batch.BlockID) error {
 	if r.consumed[id] {
 		// store accepted it: a block of a batch kept for replay, repeated.
-		if slices.ContainsFunc(r.done[t], func(b batch.BlockInfo) bool { return b.ID == id }) {
+		if bt, ok := r.keptIn[id]; ok && bt == t {
 			return nil
 		}
 		return fmt.Errorf("block %v logged in batch %v, but it is in a batch that completed", id, t)
@@ -523,6 +559,7 @@ func (r *recoverer) complete(t batch.Time) error {
 		r.done[t] = infos
 		for _, b := range infos {
 			r.kept[b.ID] = b
+			r.keptIn[b.ID] = t
 		}
 	}
 	for _, id := range ids {

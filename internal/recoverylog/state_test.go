@@ -3,6 +3,7 @@ package recoverylog_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -343,6 +344,10 @@ func TestRecoverInconsistent(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Recover error %q does not contain %q", err, tt.want)
 			}
+			// It says what to do, as a *recovery.CorruptError does.
+			if fix := "restore it from a backup, or delete it to start fresh"; !strings.Contains(err.Error(), fix) {
+				t.Fatalf("Recover error %q does not name the fix %q", err, fix)
+			}
 		})
 	}
 }
@@ -547,4 +552,65 @@ func TestEntriesSplitsALargeSummary(t *testing.T) {
 	if diff := cmp.Diff(st, again, logtest.EquateEmpty()); diff != "" {
 		t.Fatalf("compacted state mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// TestEntriesSplitsALargeBatch checks that a batch of many blocks, pending
+// or kept for a replay, is compacted into entries each small enough for a
+// DynamoDB log (an allocation naming 20,000 blocks takes over 500 KB, more
+// than its items hold), that recover to the same state, also after any
+// prefix of them (a compaction a crash cut short).
+func TestEntriesSplitsALargeBatch(t *testing.T) {
+	const n = 20000
+	entries := []recoverylog.Entry{recoverylog.SnapshotTaken(0, "")}
+	ids := make([]batch.BlockID, n)
+	for i := range n {
+		entries = append(entries, block(0, uint64(i)))
+		ids[i] = id(0, uint64(i))
+	}
+	entries = append(entries, recoverylog.BatchAllocated(1000, ids...), recoverylog.BatchCompleted(1000))
+	for i := range n {
+		entries = append(entries, blockIn(0, uint64(n+i), 2000))
+	}
+	st, err := recoverylog.Recover(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Replay) != 1 || len(st.Replay[0].Blocks) != n || len(st.Pending) != 1 || len(st.Pending[0].Blocks) != n {
+		t.Fatalf("Replay %d, Pending %d batches; want one of %d blocks each", len(st.Replay), len(st.Pending), n)
+	}
+	compacted := st.Entries()
+	for _, e := range compacted {
+		b, err := recoverylog.EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 380<<10 { // dynamolog.MaxEntrySize
+			t.Fatalf("an entry of kind %s at %v encodes to %d bytes, more than a DynamoDB log stores in an item", e.Kind, e.Time, len(b))
+		}
+	}
+	again, err := recoverylog.Recover(compacted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := sameState(st, again); diff != "" {
+		t.Fatalf("State of Entries() (-want +got):\n%s", diff)
+	}
+	for cut := 0; cut <= len(compacted); cut += len(compacted)/7 + 1 {
+		torn, err := recoverylog.Recover(append(slices.Clone(entries), compacted[:cut]...))
+		if err != nil {
+			t.Fatalf("the log and %d of its %d compacted entries: %v", cut, len(compacted), err)
+		}
+		if diff := sameState(st, torn); diff != "" {
+			t.Fatalf("the log and %d of its %d compacted entries: State (-want +got):\n%s", cut, len(compacted), diff)
+		}
+	}
+}
+
+// sameState returns the differences of two states, quickly when there are
+// none (cmp.Diff takes seconds on states of many blocks).
+func sameState(want, got *recoverylog.State) string {
+	if reflect.DeepEqual(want, got) {
+		return ""
+	}
+	return cmp.Diff(want, got, logtest.EquateEmpty())
 }

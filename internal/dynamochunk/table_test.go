@@ -1,0 +1,53 @@
+package dynamochunk
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/weirstream/weir/clock"
+)
+
+// statusDB is a DynamoDB whose table of key (log, seq) has status, and
+// counts the DescribeTable calls. Only EnsureTable's reading of the status
+// is tested with it (dynalite updates a table at once); the calls
+// themselves are tested against dynalite.
+type statusDB struct {
+	status    types.TableStatus
+	describes int
+}
+
+func (d *statusDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	panic("CreateTable of a table that exists")
+}
+
+func (d *statusDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.describes++
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: d.status,
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("log"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("seq"), KeyType: types.KeyTypeRange},
+		},
+	}}, nil
+}
+
+// TestEnsureTableUpdating checks, in virtual time, that a table being
+// updated (its capacity or billing mode changed, an index built: minutes
+// to an hour), which serves reads and writes meanwhile, is used at once
+// rather than waited for until EnsureTable gives up on it.
+func TestEnsureTableUpdating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := &statusDB{status: types.TableStatusUpdating}
+		if err := EnsureTable(t.Context(), db, clock.Real{}, "logs", "log", "seq", "recovery log table"); err != nil {
+			t.Fatalf("EnsureTable of an UPDATING table: %v", err)
+		}
+		if db.describes != 1 {
+			t.Errorf("%d DescribeTable calls, want 1", db.describes)
+		}
+	})
+}
