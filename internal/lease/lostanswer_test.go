@@ -330,3 +330,121 @@ func TestRenewUnansweredThenNext(t *testing.T) {
 		t.Errorf("a lease duration after the first renewal was sent, the lease is still trusted: it was counted from a later write")
 	}
 }
+
+// isBeatBody matches the body of a beat on the board.
+func isBeatBody(body string) bool { return strings.Contains(body, `"ADD #a0 :one`) }
+
+// beatingWorker returns a worker on dynalite whose answers l can lose,
+// holding shards leases and past its first beat.
+func beatingWorker(t *testing.T, shards int) (*worker, *loseAnswers) {
+	t.Helper()
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(shards)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	for range 2 {
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		w.cycle(ctx)
+	}
+	if got := w.held(); len(got) != shards || w.c.myBeat == 0 {
+		t.Fatalf("held %v, beat %d; want %d leases and a beat", got, w.c.myBeat, shards)
+	}
+	return w, l
+}
+
+// TestBeatAnswerLost checks that a beat that was applied but whose answer
+// was lost (the SDK's retry then fails its condition, since the beat
+// moved) is recognised as this worker's own: the incarnation goes on, no
+// lease is renewed on its own (a refused beat's cure, one write per
+// lease), and the leases stay held.
+func TestBeatAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := beatingWorker(t, 3)
+	name, before, renewed := w.c.beatName, w.c.myBeat, l.sentMatching(isRenewBody)
+	l.lose(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if n := l.sentMatching(isRenewBody) - renewed; n != 0 {
+		t.Errorf("%d renewals sent after a beat whose answer was lost, want 0", n)
+	}
+	if w.c.beatName != name || w.c.myBeat <= before+1 {
+		t.Errorf("beat %s at %d after %s at %d: want the same incarnation, beaten past %d", w.c.beatName, w.c.myBeat, name, before, before+1)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+	for _, s := range w.held() {
+		if !w.c.Holds(s) {
+			t.Errorf("%s not trusted (%v) after the beat", s, w.c.HoldOf(s))
+		}
+	}
+}
+
+// TestBeatUnansweredThenNext checks that a beat that got no answer at all
+// (applied, then no retry reached DynamoDB) is recognised by the next
+// beat, which its condition refuses: the incarnation goes on and no lease
+// is renewed on its own.
+func TestBeatUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := beatingWorker(t, 3)
+	name, renewed := w.c.beatName, l.sentMatching(isRenewBody)
+	l.unanswered(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if n := l.sentMatching(isRenewBody) - renewed; n != 0 {
+		t.Errorf("%d renewals sent after a beat without an answer, want 0", n)
+	}
+	if w.c.beatName != name {
+		t.Errorf("incarnation %s after %s, want the same", w.c.beatName, name)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+}
+
+// TestFirstBeatAnswerLost checks that the first beat of an incarnation
+// that was applied but whose answer was lost (the SDK's retry then finds
+// the attribute it creates) is not taken for the board's item gone: the
+// board and the incarnation are kept, and each lease is renewed once, as
+// after any first beat, not again at every period until the next scan.
+func TestFirstBeatAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(3)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx) // takes the leases; no beat yet
+	if got := w.held(); len(got) != 3 || w.c.beatName != "" {
+		t.Fatalf("held %v, incarnation %q; want 3 leases, no beat", got, w.c.beatName)
+	}
+	board := w.c.board
+	l.lose(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if w.c.board != board || w.c.beatName == "" {
+		t.Errorf("board %q, incarnation %q after the first beat's answer was lost; want board %q kept, with the incarnation", w.c.board, w.c.beatName, board)
+	}
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if n := l.sentMatching(isRenewBody); n != 3 {
+		t.Errorf("%d renewals sent over two periods, want 3 (each lease once, after the first beat)", n)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+}
