@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/internal/attempt"
@@ -36,16 +37,36 @@ func (c *Coordinator) wroteAt(h *heldLease, l Lease, started time.Time) {
 	c.mu.Unlock()
 }
 
+// maxUnsure bounds heldLease.unsure: the checkpoints of the latest
+// maxUnsure writes of a lease without a definite answer are kept. An
+// earlier one that landed is then not recognised, and the next write,
+// refused, loses the lease (this worker may take it back from the
+// checkpoint it left): never a lease kept wrongly. Failed writes mostly
+// stop when the lease expires, but not while beats keep it and its own
+// writes fail (throttled checkpoints): all of them remembered would grow
+// without bound.
+const maxUnsure = 8
+
 // unanswered records a write of h's lease, sent at started and setting
 // the checkpoint to ckpt, that failed without a definite answer: it may
-// have been applied (heldLease.unsure).
+// have been applied (heldLease.unsure). A checkpoint already recorded (the
+// renewals of one checkpoint) is recorded once; past maxUnsure, the
+// earliest is forgotten. unsureSince stays the time the first was sent:
+// a lease adopted from any of them is counted from then, the earliest it
+// may have landed.
 func (c *Coordinator) unanswered(h *heldLease, ckpt string, started time.Time) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(h.unsure) == 0 {
 		h.unsureSince = started
 	}
+	if i := slices.Index(h.unsure, ckpt); i >= 0 {
+		h.unsure = slices.Delete(h.unsure, i, i+1) // moved to the latest
+	}
 	h.unsure = append(h.unsure, ckpt)
-	c.mu.Unlock()
+	if len(h.unsure) > maxUnsure {
+		h.unsure = slices.Delete(h.unsure, 0, len(h.unsure)-maxUnsure)
+	}
 }
 
 // adoptUnsure makes now, read back after a refused write of h and found

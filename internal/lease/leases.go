@@ -180,8 +180,9 @@ type heldLease struct {
 	// the last one known done (h.lease's) that failed without a definite
 	// answer (every attempt timed out or was cut): any one of
 	// them may have been applied. A renewal counts as the checkpoint it
-	// leaves. unsureSince is when the first of them was sent. See
-	// whyRefused.
+	// leaves; each checkpoint counts once, and only the latest maxUnsure
+	// are kept (unanswered). unsureSince is when the first of them was
+	// sent. See whyRefused.
 	unsure      []string
 	unsureSince time.Time
 	// retakenAt: the beat count when this worker took back a lease the

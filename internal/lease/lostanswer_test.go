@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -446,5 +447,60 @@ func TestFirstBeatAnswerLost(t *testing.T) {
 	}
 	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
 		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+}
+
+// TestUnsureBounded checks that the writes of a lease without a definite
+// answer that the lease keeps (heldLease.unsure) are bounded while its
+// checkpoints keep failing and beats keep it: renewals of one checkpoint
+// count once, and at most maxUnsure checkpoints are kept, the latest,
+// which still recognises its own write once a checkpoint lands.
+func TestUnsureBounded(t *testing.T) {
+	ctx := t.Context()
+	f := &faultDB{DynamoDBAPI: servers.Env(t).DynamoDB()}
+	w := newWorker(t, localaws.UniqueName(t), "w", f, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	h := w.c.held[shard]
+	if h == nil {
+		t.Fatalf("held %v, want %s", w.held(), shard)
+	}
+	isCkpt := func(expr string) bool { return strings.Contains(expr, "#ckpt = :ckpt") }
+	const failed = 5 * maxUnsure
+	f.setRule(times(failed, failBefore, isCkpt))
+	for i := range failed {
+		if err := w.c.Commit(ctx, shard, strconv.Itoa(100+i)); err == nil {
+			t.Fatalf("Commit %d succeeded, want the injected error", i)
+		}
+	}
+	f.setRule(times(failed, failBefore, isRenew))
+	for range failed {
+		w.c.renew(ctx, shard, h)
+	}
+	w.c.mu.Lock()
+	n := len(h.unsure)
+	w.c.mu.Unlock()
+	if n > maxUnsure {
+		t.Errorf("%d unanswered writes kept after %d failed checkpoints and %d failed renewals, want at most %d", n, failed, failed, maxUnsure)
+	}
+	// The latest failed write landed after all, its answer lost: the next
+	// checkpoint, refused, recognises it.
+	f.setRule(times(1, loseAnswer, isCkpt))
+	if err := w.c.Commit(ctx, shard, "1000"); err == nil {
+		t.Fatal("Commit with its answer lost succeeded, want the injected error")
+	}
+	f.setRule(nil)
+	if err := w.c.Commit(ctx, shard, "1001"); err != nil {
+		t.Fatalf("next Commit = %v, want nil", err)
+	}
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 {
+		t.Errorf("lost %v, want the lease kept", lost)
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "1001" || got.Owner != "w" {
+		t.Errorf("lease %+v, want checkpoint 1001 owned by w", got)
 	}
 }
