@@ -599,14 +599,20 @@ func (c *Coordinator) commitOnce(ctx context.Context, h *heldLease, l Lease, seq
 }
 
 // finish stops holding a lease at checkpointer.ShardEnd and releases it (best effort: no
-// worker takes a finished lease either way).
+// worker takes a finished lease either way). A release refused is no
+// failure: the lease changed since, most likely released by this very
+// write, its answer lost (the SDK's retry failed the condition it had moved
+// on), or deleted (a KCL's clean-up).
 func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l Lease) {
 	c.mu.Lock()
 	if c.held[shard] == h {
 		delete(c.held, shard)
 	}
 	c.mu.Unlock()
-	if _, err := c.table.Release(ctx, l); err != nil {
+	switch _, err := c.table.Release(ctx, l); {
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.log.Debug("leasetable: a finished shard's lease changed before its release: released already, or deleted", "shard", shard, "err", err)
+	case err != nil:
 		c.log.Warn("leasetable: releasing a finished shard's lease failed", "shard", shard, "err", err)
 	}
 	c.log.Info("leasetable: shard finished", "shard", shard)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -502,5 +503,35 @@ func TestUnsureBounded(t *testing.T) {
 	}
 	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "1001" || got.Owner != "w" {
 		t.Errorf("lease %+v, want checkpoint 1001 owned by w", got)
+	}
+}
+
+// TestShardEndReleaseAnswerLost checks that the release of a finished
+// shard's lease that was applied but whose answer was lost (the SDK's
+// retry then fails its condition) is not reported as a failure: the lease
+// is released, and nothing warns.
+func TestShardEndReleaseAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	var logs syncBuf
+	w, l := lossyWorker(t, func(c *CoordinatorConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.lose(func(body string) bool { return strings.Contains(body, `REMOVE #owner"`) })
+	if err := w.c.Commit(ctx, shard, checkpointer.ShardEnd); err != nil {
+		t.Fatalf("Commit SHARD_END = %v", err)
+	}
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Owner != "" || got.Checkpoint != checkpointer.ShardEnd {
+		t.Fatalf("lease %+v, want released at SHARD_END", got)
+	}
+	if out := logs.tail(2000); out != "" {
+		t.Errorf("a release whose answer was lost logged:\n%s", out)
 	}
 }
