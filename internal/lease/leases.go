@@ -129,17 +129,18 @@ type Coordinator struct {
 
 	drained chan struct{} // closed by Drain
 
-	mu       sync.Mutex
-	held     map[string]*heldLease
-	seen     map[string]seenLease
-	events   []leaseEvent
-	wake     chan struct{} // 1-slot: events were queued
-	draining bool
-	running  bool
-	dead     map[string]bool   // earlier workers of StateDir, gone: their leases are free
-	bad      map[string]string // unreadable items in the last scan: leaseKey -> problem
-	refused  map[string]string // shards refused (Refuse) -> the checkpoint refused
-	state    *workerState      // StateDir's, while Run runs
+	mu          sync.Mutex
+	held        map[string]*heldLease
+	seen        map[string]seenLease
+	events      []leaseEvent
+	wake        chan struct{} // 1-slot: events were queued
+	draining    bool          // no more takes (StopTaking, Drain)
+	drainCalled bool
+	running     bool
+	dead        map[string]bool   // earlier workers of StateDir, gone: their leases are free
+	bad         map[string]string // unreadable items in the last scan: leaseKey -> problem
+	refused     map[string]string // shards refused (Refuse) -> the checkpoint refused
+	state       *workerState      // StateDir's, while Run runs
 
 	// Liveness without RenewEveryLease (liveness.go).
 	board        string               // the beat board: the smallest leaseKey of the last scan
@@ -618,8 +619,23 @@ func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l 
 	c.log.Info("leasetable: shard finished", "shard", shard)
 }
 
+// StopTaking stops the take cycles from taking leases or asking for them,
+// for a worker about to drain (its readers stopped, its last records
+// completing) and gives up at once the hand-offs it asked for (see
+// dropPending): a lease taken now would only be released at its Drain,
+// while no worker reads the shard. The leases held are still renewed,
+// checkpointed and, when asked for, handed off. It returns the errors of
+// the hand-offs given up. Drain stops the take cycles too; StopTaking is
+// idempotent.
+func (c *Coordinator) StopTaking(ctx context.Context) error {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	return c.dropPending(ctx)
+}
+
 // Drain hands every held lease back, for a clean shutdown after the caller's
-// final checkpoints: (1) take cycles stop taking leases; (2) each held lease
+// final checkpoints: (1) take cycles stop taking leases (StopTaking); (2) each held lease
 // is released (owner cleared) once a write in flight for it is done, so any
 // worker may take it at once, without waiting for it to expire, and this
 // worker's beat is removed from the board, which tells the other workers to
@@ -628,8 +644,8 @@ func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l 
 // LeaseDuration). Drain is idempotent.
 func (c *Coordinator) Drain(ctx context.Context) error {
 	c.mu.Lock()
-	first := !c.draining
-	c.draining = true
+	first := !c.drainCalled
+	c.drainCalled, c.draining = true, true
 	hs := maps.Clone(c.held)
 	c.mu.Unlock()
 	var errs []error
