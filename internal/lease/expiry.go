@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,6 +24,18 @@ func (c *Coordinator) untilExpiry(ctx context.Context, h *heldLease) (context.Co
 		return expired, func() {}
 	}
 	return attempt.WithTimeout(ctx, c.cfg.Clock, left)
+}
+
+// expiredError returns err, or, if wctx (untilExpiry's) ended because the
+// lease expired, an error saying so, wrapping attempt.ErrTimeout and err:
+// the SDK reports the write as cancelled, which reads as if the caller
+// gave up.
+func (c *Coordinator) expiredError(wctx context.Context, err error) error {
+	if err == nil || !attempt.TimedOut(wctx) {
+		return err
+	}
+	return fmt.Errorf("leasetable: the lease expired on this worker's clock (not renewed within LeaseDuration %v: a pause, or writes failing) before the write was answered; other workers may take it (%w): %w",
+		c.cfg.LeaseDuration, attempt.ErrTimeout, err)
 }
 
 // wroteAt records a successful write of h's lease that was sent at

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
@@ -90,5 +91,24 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 		if !strings.Contains(errors.Join(problems...).Error(), tt.want) {
 			t.Errorf("AttemptTimeout %v: problems %v, want one saying %q", tt.d, problems, tt.want)
 		}
+	}
+}
+
+// TestCommitAfterExpirySaysSo checks that a checkpoint of a lease that
+// expired on this worker's clock (a pause past LeaseDuration), which is
+// abandoned unsent, fails with an error saying so, not with a bare
+// "context canceled" that reads as if the caller gave up.
+func TestCommitAfterExpirySaysSo(t *testing.T) {
+	ctx := t.Context()
+	w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	w.clk.Advance(2 * testLease)
+	err := w.c.Commit(ctx, shard, "100")
+	if err == nil || !strings.Contains(err.Error(), "expired on this worker's clock") || !errors.Is(err, attempt.ErrTimeout) {
+		t.Errorf("Commit after a pause past the lease = %v, want an error saying the lease expired on this worker's clock, wrapping attempt.ErrTimeout", err)
 	}
 }

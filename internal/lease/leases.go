@@ -477,7 +477,8 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	write := func(l Lease) (Lease, error) {
 		wctx, cancel := c.untilExpiry(ctx, h)
 		defer cancel()
-		return c.table.Renew(wctx, l)
+		nl, err := c.table.Renew(wctx, l)
+		return nl, c.expiredError(wctx, err)
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := write(l)
@@ -593,10 +594,14 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 func (c *Coordinator) commitOnce(ctx context.Context, h *heldLease, l Lease, seq string) (Lease, error) {
 	wctx, cancel := c.untilExpiry(ctx, h)
 	defer cancel()
+	var nl Lease
+	var err error
 	if seq == checkpointer.ShardEnd {
-		return c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+		nl, err = c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+	} else {
+		nl, err = c.table.Checkpoint(wctx, l, seq, 0)
 	}
-	return c.table.Checkpoint(wctx, l, seq, 0)
+	return nl, c.expiredError(wctx, err)
 }
 
 // finish stops holding a lease at checkpointer.ShardEnd and releases it (best effort: no

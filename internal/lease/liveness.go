@@ -438,6 +438,7 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	sent := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, first)
 	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget, orphans)
+	err = c.expiredError(wctx, err)
 	cancel()
 	if err != nil {
 		return prev, nil, err
