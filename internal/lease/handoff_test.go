@@ -350,3 +350,40 @@ func TestCoordinatorStopTaking(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinatorStoppedTakingScansNot checks that a worker that stopped
+// taking leases (StopTaking) no longer scans the table at its take
+// cycles: a scan there could take nothing, yet the other worker's drain
+// (its beat removed) and the scan never recorded asked for one at every
+// cycle, each reading the whole table, until this worker's own Drain.
+func TestCoordinatorStoppedTakingScansNot(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	count := &countingDB{DynamoDBAPI: db}
+	w1 := newWorker(t, table, "w1", count, nil)
+	w2 := newWorker(t, table, "w2", db, nil)
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		stepAll(ctx, w1, w2)
+	}
+	if err := checkSpread([]*worker{w1, w2}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.StopTaking(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _, _ := count.counts()
+	for range 4 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.cycle(ctx)
+	}
+	if scans, _, _, _ := count.counts(); scans != before {
+		t.Errorf("w1 scanned the table %d times after StopTaking, want 0", scans-before)
+	}
+}
