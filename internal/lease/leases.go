@@ -509,6 +509,9 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 		stale := c.cfg.Clock.Now().Sub(h.renewed) >= c.cfg.LeaseDuration
 		c.mu.Unlock()
 		if stale {
+			// This worker's own failure, not another worker's take (INFO):
+			// it stops reading the shard because DynamoDB fails it.
+			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err)
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}

@@ -358,6 +358,12 @@ func (c *Coordinator) beat(ctx context.Context) {
 			}
 		}
 		c.mu.Unlock()
+		if len(gone) > 0 {
+			// This worker's own failure, not another worker's take (INFO):
+			// it stops reading the shards because DynamoDB fails it.
+			slices.Sort(gone)
+			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them", "board", board, "shards", gone, "err", err)
+		}
 		for _, s := range gone {
 			c.mu.Lock()
 			o := c.held[s]
