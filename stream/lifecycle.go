@@ -63,8 +63,11 @@ func (e *DrainError) Unwrap() error { return e.Err }
 // after a restart. Called before Run, it makes Run return nil at once.
 //
 // Stop is idempotent and safe to call from any goroutine, including from an
-// output or a Listener.
+// output or a Listener. On a nil Pipeline it does nothing.
 func (p *Pipeline) Stop() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
@@ -84,8 +87,8 @@ func (p *Pipeline) Stop() {
 // cancelled then, so a receiver stuck in Stop (a hung DynamoDB call) is
 // released too.
 //
-// A nil ctx is refused, with an error wrapping ErrInvalidConfig, and
-// requests nothing. Called before Run, Drain returns nil at once and Run
+// A nil ctx, or a nil Pipeline, is refused, with an error wrapping
+// ErrInvalidConfig, and requests nothing. Called before Run, Drain returns nil at once and Run
 // drains as soon as it has started the receivers; called after Run, it
 // returns nil at once.
 //
@@ -96,6 +99,9 @@ func (p *Pipeline) Stop() {
 // is done. A Listener may call Drain with any ctx and wait: listener events
 // are delivered on a goroutine of their own, which the drain does not need.
 func (p *Pipeline) Drain(ctx context.Context) error {
+	if p == nil {
+		return errNilPipeline("Drain")
+	}
 	if ctx == nil {
 		return fmt.Errorf("%w: Drain: ctx is nil: pass a context bounding the drain, such as one from context.WithTimeout", ErrInvalidConfig)
 	}
@@ -116,8 +122,13 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 
 // Done returns a channel that Run closes once it is about to return and
 // every goroutine the Pipeline started has ended. It is never closed if Run
-// is never called, or refused to start.
-func (p *Pipeline) Done() <-chan struct{} { return p.done }
+// is never called, or refused to start; a nil Pipeline's is nil.
+func (p *Pipeline) Done() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return p.done
+}
 
 // requestDrainLocked starts the drain, once; p.mu is held.
 func (p *Pipeline) requestDrainLocked() {

@@ -379,3 +379,25 @@ func TestNilContext(t *testing.T) {
 		}
 	})
 }
+
+// TestNilPipeline checks that the methods of a nil *Pipeline (a variable
+// left unset, or NewPipeline's result used despite its error) say so,
+// with an error wrapping ErrInvalidConfig that names the fix, instead of
+// panicking; those without an error do nothing.
+func TestNilPipeline(t *testing.T) {
+	var p *Pipeline
+	for name, call := range map[string]func() error{
+		"Run":      func() error { return p.Run(t.Context()) },
+		"Validate": p.Validate,
+		"Drain":    func() error { return p.Drain(t.Context()) },
+	} {
+		err := call()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), name+": Pipeline is nil") || !strings.Contains(err.Error(), "NewPipeline") {
+			t.Errorf("%s on a nil Pipeline = %v, want an error wrapping ErrInvalidConfig saying it is nil and naming NewPipeline", name, err)
+		}
+	}
+	p.Stop()
+	if p.Done() != nil || p.BatchInterval() != 0 || len(p.Shape().Sources) != 0 {
+		t.Errorf("nil Pipeline: Done %v, BatchInterval %v, Shape %v; want nil, 0, empty", p.Done(), p.BatchInterval(), p.Shape())
+	}
+}

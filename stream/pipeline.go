@@ -91,8 +91,20 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	}, nil
 }
 
-// BatchInterval returns the batch interval, after defaults.
-func (p *Pipeline) BatchInterval() time.Duration { return p.cfg.BatchInterval }
+// BatchInterval returns the batch interval, after defaults; 0 for a nil
+// Pipeline.
+func (p *Pipeline) BatchInterval() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.cfg.BatchInterval
+}
+
+// errNilPipeline is the error of method called on a nil *Pipeline (a
+// variable left unset, or NewPipeline's result used despite its error).
+func errNilPipeline(method string) error {
+	return fmt.Errorf("%w: %s: Pipeline is nil: make it with NewPipeline, and check its error", ErrInvalidConfig, method)
+}
 
 // addNode adds n to the graph and sets its id.
 func (p *Pipeline) addNode(n *node) {
@@ -120,8 +132,12 @@ func (p *Pipeline) graphError(err error) {
 // Validate reports the problems of the graph built so far that Run would
 // refuse to start with, wrapped in ErrInvalidConfig: invalid window lengths
 // and slides, nil functions, streams of another Pipeline, no output, and
-// state that would be split across workers (ErrSplitState).
+// state that would be split across workers (ErrSplitState). A nil
+// Pipeline is refused too.
 func (p *Pipeline) Validate() error {
+	if p == nil {
+		return errNilPipeline("Validate")
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.validateLocked()
@@ -189,9 +205,12 @@ func (p *Pipeline) validateLocked() error {
 // In every case, every goroutine the Pipeline started has ended, and Done
 // is closed. Run refuses to start, with an error wrapping ErrInvalidConfig,
 // if the graph is invalid (see Validate) or ctx is nil — the Pipeline then
-// stays unstarted, so the graph may be fixed and Run called again — and
-// returns ErrClosed if the Pipeline already ran.
+// stays unstarted, so the graph may be fixed and Run called again — or if
+// p is nil. It returns ErrClosed if the Pipeline already ran.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if p == nil {
+		return errNilPipeline("Run")
+	}
 	if ctx == nil {
 		return fmt.Errorf("%w: Run: ctx is nil: pass a context, such as the one signal.NotifyContext returns", ErrInvalidConfig)
 	}

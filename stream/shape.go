@@ -145,8 +145,12 @@ func (p *Pipeline) shapeLocked() recovery.Shape {
 }
 
 // Shape returns the shape of the pipeline built so far: its sources and
-// outputs in declaration order, as the recovery log records it.
+// outputs in declaration order, as the recovery log records it; empty for a
+// nil Pipeline.
 func (p *Pipeline) Shape() recovery.Shape {
+	if p == nil {
+		return recovery.Shape{}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.shapeLocked()

@@ -23,7 +23,9 @@ import (
 // working configuration whose table is named after the receiver's App.
 type Config struct {
 	// TableName is the lease table: 3 to 255 of a-z A-Z 0-9 _ . -; created
-	// (on-demand billing) if missing. Default: the Kinesis receiver's App,
+	// (on-demand billing) if missing. An existing table must be keyed by a
+	// string hash key leaseKey alone, as the KCL's is; another is refused
+	// at start. Default: the Kinesis receiver's App,
 	// as the KCL names its table after the application.
 	TableName string
 	// DynamoDB is the client of the table, usually a *dynamodb.Client

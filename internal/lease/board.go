@@ -263,6 +263,23 @@ func (t *Table) noteSteal(ctx context.Context, board, owner, shard string, count
 	return err
 }
 
+// readBeat returns the beat attribute name on board, read consistently:
+// 0 if it or the item is gone.
+func (t *Table) readBeat(ctx context.Context, board, name string) (int64, error) {
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &t.name, Key: keyOf(board), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#a0"), ExpressionAttributeNames: map[string]string{"#a0": name},
+	}, t.opts...)
+	if err != nil {
+		return 0, fmt.Errorf("leasetable: read beat board %s: %w", board, err)
+	}
+	n, ok := out.Item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil
+	}
+	return strconv.ParseInt(n.Value, 10, 64)
+}
+
 // peekBoard reads the beats on board, eventually consistently (half a read
 // unit): a beat may be older than its last write, which seeBeatsLocked
 // allows for. ok is false if the item is gone.

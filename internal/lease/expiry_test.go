@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
@@ -90,5 +92,77 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 		if !strings.Contains(errors.Join(problems...).Error(), tt.want) {
 			t.Errorf("AttemptTimeout %v: problems %v, want one saying %q", tt.d, problems, tt.want)
 		}
+	}
+}
+
+// TestCommitAfterExpirySaysSo checks that a checkpoint of a lease that
+// expired on this worker's clock (a pause past LeaseDuration), which is
+// abandoned unsent, fails with an error saying so, not with a bare
+// "context canceled" that reads as if the caller gave up.
+func TestCommitAfterExpirySaysSo(t *testing.T) {
+	ctx := t.Context()
+	w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	w.clk.Advance(2 * testLease)
+	err := w.c.Commit(ctx, shard, "100")
+	if err == nil || !strings.Contains(err.Error(), "expired on this worker's clock") || !errors.Is(err, attempt.ErrTimeout) {
+		t.Errorf("Commit after a pause past the lease = %v, want an error saying the lease expired on this worker's clock, wrapping attempt.ErrTimeout", err)
+	}
+}
+
+// TestSilentRenewalLossWarns checks that leases lost because this
+// worker's own renewal (or beat) went unanswered until they expired, its
+// first failure, are reported at WARN, not only at INFO as a lease taken
+// by another worker is: the worker stops reading the shards because its
+// DynamoDB does not answer.
+func TestSilentRenewalLossWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		everyOne bool
+		inFlight int // renewals held
+	}{
+		{"every lease", true, 2},
+		{"beat", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var logs syncBuf
+			w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), func(c *CoordinatorConfig) {
+				c.RenewEveryLease = tc.everyOne
+				c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			})
+			if err := w.c.SyncShards(ctx, shardIDs(2)); err != nil {
+				t.Fatal(err)
+			}
+			w.cycle(ctx)
+			if len(w.held()) != 2 {
+				t.Fatalf("held %v, want both shards", w.held())
+			}
+			w.clk.Advance(w.c.cfg.RenewInterval)
+			w.db.pause() // never resumed: the calls end only when their context does
+			done := make(chan struct{})
+			go func() { defer close(done); w.c.renewCycle(ctx) }()
+			for range tc.inFlight {
+				<-w.db.blocked
+			}
+			w.clk.Advance(testLease - w.c.cfg.RenewInterval)
+			guard := time.NewTimer(waitGuard)
+			defer guard.Stop()
+			select {
+			case <-done:
+			case <-guard.C:
+				t.Fatal("renewals still in flight after their leases expired")
+			}
+			if len(w.c.Held()) != 0 {
+				t.Fatalf("held %v after expiry, want none", w.held())
+			}
+			if out := logs.tail(100); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "lost") {
+				t.Errorf("leases lost to an unanswered renewal logged at WARN:\n%s\nwant a warning of the loss", out)
+			}
+		})
 	}
 }

@@ -302,3 +302,88 @@ func TestHandoffDoneWhileAskerGivesUp(t *testing.T) {
 		t.Errorf("after w2 drained, %s is owned by %q; want it free", shard, o)
 	}
 }
+
+// TestCoordinatorStopTaking checks a worker that stops taking leases
+// (StopTaking: its receiver is shutting down, its readers stopped) while
+// another worker drains: it keeps and renews its own leases until its
+// Drain, but takes none of the released ones, which it would only release
+// again at its Drain while no worker reads their shards.
+func TestCoordinatorStopTaking(t *testing.T) {
+	ctx := t.Context()
+	ws := defaultFleet(t, 2, 4, nil)
+	w1, w2 := ws[0], ws[1]
+	for range 8 {
+		stepAll(ctx, w1, w2)
+	}
+	if err := checkSpread(ws, 4); err != nil {
+		t.Fatal(err)
+	}
+	mine := w1.held()
+	_, lost0 := w1.events()
+	if err := w1.c.StopTaking(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.cycle(ctx)
+	}
+	if got := w1.held(); !slices.Equal(got, mine) {
+		t.Errorf("after StopTaking, w1 holds %v, want its own %v only", got, mine)
+	}
+	for _, s := range mine {
+		if !w1.c.Holds(s) {
+			t.Errorf("after StopTaking, w1 no longer trusts its lease %s (%v)", s, w1.c.HoldOf(s))
+		}
+	}
+	if _, lost := w1.events(); len(lost) != len(lost0) {
+		t.Errorf("w1 lost %v, after %v before StopTaking", lost, lost0)
+	}
+	if err := w1.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for shard, owner := range owners(t, w1.c.Table()) {
+		if owner != "" {
+			t.Errorf("after both drained, %s is owned by %q", shard, owner)
+		}
+	}
+}
+
+// TestCoordinatorStoppedTakingScansNot checks that a worker that stopped
+// taking leases (StopTaking) no longer scans the table at its take
+// cycles: a scan there could take nothing, yet the other worker's drain
+// (its beat removed) and the scan never recorded asked for one at every
+// cycle, each reading the whole table, until this worker's own Drain.
+func TestCoordinatorStoppedTakingScansNot(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	count := &countingDB{DynamoDBAPI: db}
+	w1 := newWorker(t, table, "w1", count, nil)
+	w2 := newWorker(t, table, "w2", db, nil)
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		stepAll(ctx, w1, w2)
+	}
+	if err := checkSpread([]*worker{w1, w2}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.StopTaking(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _, _ := count.counts()
+	for range 4 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.cycle(ctx)
+	}
+	if scans, _, _, _ := count.counts(); scans != before {
+		t.Errorf("w1 scanned the table %d times after StopTaking, want 0", scans-before)
+	}
+}

@@ -129,17 +129,18 @@ type Coordinator struct {
 
 	drained chan struct{} // closed by Drain
 
-	mu       sync.Mutex
-	held     map[string]*heldLease
-	seen     map[string]seenLease
-	events   []leaseEvent
-	wake     chan struct{} // 1-slot: events were queued
-	draining bool
-	running  bool
-	dead     map[string]bool   // earlier workers of StateDir, gone: their leases are free
-	bad      map[string]string // unreadable items in the last scan: leaseKey -> problem
-	refused  map[string]string // shards refused (Refuse) -> the checkpoint refused
-	state    *workerState      // StateDir's, while Run runs
+	mu          sync.Mutex
+	held        map[string]*heldLease
+	seen        map[string]seenLease
+	events      []leaseEvent
+	wake        chan struct{} // 1-slot: events were queued
+	draining    bool          // no more takes (StopTaking, Drain)
+	drainCalled bool
+	running     bool
+	dead        map[string]bool   // earlier workers of StateDir, gone: their leases are free
+	bad         map[string]string // unreadable items in the last scan: leaseKey -> problem
+	refused     map[string]string // shards refused (Refuse) -> the checkpoint refused
+	state       *workerState      // StateDir's, while Run runs
 
 	// Liveness without RenewEveryLease (liveness.go).
 	board        string               // the beat board: the smallest leaseKey of the last scan
@@ -180,8 +181,9 @@ type heldLease struct {
 	// the last one known done (h.lease's) that failed without a definite
 	// answer (every attempt timed out or was cut): any one of
 	// them may have been applied. A renewal counts as the checkpoint it
-	// leaves. unsureSince is when the first of them was sent. See
-	// whyRefused.
+	// leaves; each checkpoint counts once, and only the latest maxUnsure
+	// are kept (unanswered). unsureSince is when the first of them was
+	// sent. See whyRefused.
 	unsure      []string
 	unsureSince time.Time
 	// retakenAt: the beat count when this worker took back a lease the
@@ -475,7 +477,8 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	write := func(l Lease) (Lease, error) {
 		wctx, cancel := c.untilExpiry(ctx, h)
 		defer cancel()
-		return c.table.Renew(wctx, l)
+		nl, err := c.table.Renew(wctx, l)
+		return nl, c.expiredError(wctx, err)
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := write(l)
@@ -506,6 +509,9 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 		stale := c.cfg.Clock.Now().Sub(h.renewed) >= c.cfg.LeaseDuration
 		c.mu.Unlock()
 		if stale {
+			// This worker's own failure, not another worker's take (INFO):
+			// it stops reading the shard because DynamoDB fails it.
+			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err)
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}
@@ -591,28 +597,53 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 func (c *Coordinator) commitOnce(ctx context.Context, h *heldLease, l Lease, seq string) (Lease, error) {
 	wctx, cancel := c.untilExpiry(ctx, h)
 	defer cancel()
+	var nl Lease
+	var err error
 	if seq == checkpointer.ShardEnd {
-		return c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+		nl, err = c.table.checkpointEnd(wctx, l, c.childrenOf(l.Shard))
+	} else {
+		nl, err = c.table.Checkpoint(wctx, l, seq, 0)
 	}
-	return c.table.Checkpoint(wctx, l, seq, 0)
+	return nl, c.expiredError(wctx, err)
 }
 
 // finish stops holding a lease at checkpointer.ShardEnd and releases it (best effort: no
-// worker takes a finished lease either way).
+// worker takes a finished lease either way). A release refused is no
+// failure: the lease changed since, most likely released by this very
+// write, its answer lost (the SDK's retry failed the condition it had moved
+// on), or deleted (a KCL's clean-up).
 func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l Lease) {
 	c.mu.Lock()
 	if c.held[shard] == h {
 		delete(c.held, shard)
 	}
 	c.mu.Unlock()
-	if _, err := c.table.Release(ctx, l); err != nil {
+	switch _, err := c.table.Release(ctx, l); {
+	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.log.Debug("leasetable: a finished shard's lease changed before its release: released already, or deleted", "shard", shard, "err", err)
+	case err != nil:
 		c.log.Warn("leasetable: releasing a finished shard's lease failed", "shard", shard, "err", err)
 	}
 	c.log.Info("leasetable: shard finished", "shard", shard)
 }
 
+// StopTaking stops the take cycles from taking leases or asking for them,
+// for a worker about to drain (its readers stopped, its last records
+// completing) and gives up at once the hand-offs it asked for (see
+// dropPending): a lease taken now would only be released at its Drain,
+// while no worker reads the shard. The leases held are still renewed,
+// checkpointed and, when asked for, handed off. It returns the errors of
+// the hand-offs given up. Drain stops the take cycles too; StopTaking is
+// idempotent.
+func (c *Coordinator) StopTaking(ctx context.Context) error {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	return c.dropPending(ctx)
+}
+
 // Drain hands every held lease back, for a clean shutdown after the caller's
-// final checkpoints: (1) take cycles stop taking leases; (2) each held lease
+// final checkpoints: (1) take cycles stop taking leases (StopTaking); (2) each held lease
 // is released (owner cleared) once a write in flight for it is done, so any
 // worker may take it at once, without waiting for it to expire, and this
 // worker's beat is removed from the board, which tells the other workers to
@@ -621,8 +652,8 @@ func (c *Coordinator) finish(ctx context.Context, shard string, h *heldLease, l 
 // LeaseDuration). Drain is idempotent.
 func (c *Coordinator) Drain(ctx context.Context) error {
 	c.mu.Lock()
-	first := !c.draining
-	c.draining = true
+	first := !c.drainCalled
+	c.drainCalled, c.draining = true, true
 	hs := maps.Clone(c.held)
 	c.mu.Unlock()
 	var errs []error

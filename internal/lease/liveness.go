@@ -252,6 +252,8 @@ func (c *Coordinator) checkLease(ctx context.Context, owner, shard string) bool 
 // last renewal. A held lease past it (a pause) is renewed on its own
 // (renewEach) before it is trusted again, and so is every lease after the
 // first beat of an incarnation or when there is no board to beat on. A beat
+// refused only because one of its own attempts landed, its answer lost,
+// goes on (ownBeatLanded). A beat
 // refused because another worker removed it (errBeatRefused) starts a new
 // incarnation on the same board at once, so that the others see this
 // worker alive without a gap; one refused because the board's item is gone
@@ -285,6 +287,12 @@ func (c *Coordinator) beat(ctx context.Context) {
 	}
 	sent := c.cfg.Clock.Now()
 	prev, notices, err := c.beatOnce(ctx, board)
+	if errors.Is(err, errBeatRefused) && c.ownBeatLanded(ctx, board, prev) {
+		// Refused only because this very beat, or the last one, which
+		// got no answer, was applied: the beat goes on from there. prev
+		// is kept: a first beat still vouches for nothing.
+		_, notices, err = c.beatOnce(ctx, board)
+	}
 	if errors.Is(err, errBeatRefused) && prev > 0 {
 		c.log.Info("leasetable: beat refused (another worker took this one for dead); renewing each lease before trusting it", "board", board)
 		c.mu.Lock()
@@ -350,6 +358,12 @@ func (c *Coordinator) beat(ctx context.Context) {
 			}
 		}
 		c.mu.Unlock()
+		if len(gone) > 0 {
+			// This worker's own failure, not another worker's take (INFO):
+			// it stops reading the shards because DynamoDB fails it.
+			slices.Sort(gone)
+			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them", "board", board, "shards", gone, "err", err)
+		}
 		for _, s := range gone {
 			c.mu.Lock()
 			o := c.held[s]
@@ -362,6 +376,35 @@ func (c *Coordinator) beat(ctx context.Context) {
 			c.log.Warn("leasetable: beat failed; retrying next period", "board", board, "err", err)
 		}
 	}
+}
+
+// ownBeatLanded reports whether a beat of this incarnation on board,
+// conditional on prev and refused, was refused only because a beat of it
+// conditional on prev had been applied, its answer lost (the SDK sent it
+// again, and the retry failed the condition the first attempt had moved
+// on; or an earlier beat got no answer): the beat read back is prev+1.
+// Only this incarnation adds to its attribute, and a worker that takes it
+// for dead removes it, so that value is this worker's own write, and
+// proves that no other worker took it for dead since its previous beat.
+// It then records the beat as prev+1, for the next one to go on from
+// there, rather than starting a new incarnation and renewing every lease.
+// A read that fails reports false: the refusal stands.
+func (c *Coordinator) ownBeatLanded(ctx context.Context, board string, prev int64) bool {
+	c.mu.Lock()
+	name := c.beatName
+	c.mu.Unlock()
+	n, err := c.table.readBeat(ctx, board, name)
+	if err != nil || n != prev+1 {
+		return false
+	}
+	c.log.Debug("leasetable: a beat was written, its answer lost; the beat goes on", "board", board, "beat", n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.beatName != name {
+		return false
+	}
+	c.myBeat = n
+	return true
 }
 
 // unvouchLocked marks every held lease as not to be extended by a beat
@@ -401,6 +444,7 @@ func (c *Coordinator) beatOnce(ctx context.Context, board string) (prev int64, n
 	sent := c.cfg.Clock.Now()
 	wctx, cancel := c.untilExpiry(ctx, first)
 	beats, notices, orphans, err := c.table.beat(wctx, board, name, c.cfg.WorkerID, prev, acks, forget, orphans)
+	err = c.expiredError(wctx, err)
 	cancel()
 	if err != nil {
 		return prev, nil, err

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -328,5 +330,208 @@ func TestRenewUnansweredThenNext(t *testing.T) {
 	w.clk.Set(first.Add(testLease))
 	if w.c.Holds(shard) {
 		t.Errorf("a lease duration after the first renewal was sent, the lease is still trusted: it was counted from a later write")
+	}
+}
+
+// isBeatBody matches the body of a beat on the board.
+func isBeatBody(body string) bool { return strings.Contains(body, `"ADD #a0 :one`) }
+
+// beatingWorker returns a worker on dynalite whose answers l can lose,
+// holding shards leases and past its first beat.
+func beatingWorker(t *testing.T, shards int) (*worker, *loseAnswers) {
+	t.Helper()
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(shards)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	for range 2 {
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		w.cycle(ctx)
+	}
+	if got := w.held(); len(got) != shards || w.c.myBeat == 0 {
+		t.Fatalf("held %v, beat %d; want %d leases and a beat", got, w.c.myBeat, shards)
+	}
+	return w, l
+}
+
+// TestBeatAnswerLost checks that a beat that was applied but whose answer
+// was lost (the SDK's retry then fails its condition, since the beat
+// moved) is recognised as this worker's own: the incarnation goes on, no
+// lease is renewed on its own (a refused beat's cure, one write per
+// lease), and the leases stay held.
+func TestBeatAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := beatingWorker(t, 3)
+	name, before, renewed := w.c.beatName, w.c.myBeat, l.sentMatching(isRenewBody)
+	l.lose(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if n := l.sentMatching(isRenewBody) - renewed; n != 0 {
+		t.Errorf("%d renewals sent after a beat whose answer was lost, want 0", n)
+	}
+	if w.c.beatName != name || w.c.myBeat <= before+1 {
+		t.Errorf("beat %s at %d after %s at %d: want the same incarnation, beaten past %d", w.c.beatName, w.c.myBeat, name, before, before+1)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+	for _, s := range w.held() {
+		if !w.c.Holds(s) {
+			t.Errorf("%s not trusted (%v) after the beat", s, w.c.HoldOf(s))
+		}
+	}
+}
+
+// TestBeatUnansweredThenNext checks that a beat that got no answer at all
+// (applied, then no retry reached DynamoDB) is recognised by the next
+// beat, which its condition refuses: the incarnation goes on and no lease
+// is renewed on its own.
+func TestBeatUnansweredThenNext(t *testing.T) {
+	ctx := t.Context()
+	w, l := beatingWorker(t, 3)
+	name, renewed := w.c.beatName, l.sentMatching(isRenewBody)
+	l.unanswered(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if n := l.sentMatching(isRenewBody) - renewed; n != 0 {
+		t.Errorf("%d renewals sent after a beat without an answer, want 0", n)
+	}
+	if w.c.beatName != name {
+		t.Errorf("incarnation %s after %s, want the same", w.c.beatName, name)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+}
+
+// TestFirstBeatAnswerLost checks that the first beat of an incarnation
+// that was applied but whose answer was lost (the SDK's retry then finds
+// the attribute it creates) is not taken for the board's item gone: the
+// board and the incarnation are kept, and each lease is renewed once, as
+// after any first beat, not again at every period until the next scan.
+func TestFirstBeatAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	w, l := lossyWorker(t, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(3)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx) // takes the leases; no beat yet
+	if got := w.held(); len(got) != 3 || w.c.beatName != "" {
+		t.Fatalf("held %v, incarnation %q; want 3 leases, no beat", got, w.c.beatName)
+	}
+	board := w.c.board
+	l.lose(isBeatBody)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	l.plan(nil)
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if w.c.board != board || w.c.beatName == "" {
+		t.Errorf("board %q, incarnation %q after the first beat's answer was lost; want board %q kept, with the incarnation", w.c.board, w.c.beatName, board)
+	}
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	w.c.deliver()
+	if n := l.sentMatching(isRenewBody); n != 3 {
+		t.Errorf("%d renewals sent over two periods, want 3 (each lease once, after the first beat)", n)
+	}
+	if _, lost := w.events(); len(lost) != 0 || len(w.held()) != 3 {
+		t.Errorf("lost %v, held %v; want all kept", lost, w.held())
+	}
+}
+
+// TestUnsureBounded checks that the writes of a lease without a definite
+// answer that the lease keeps (heldLease.unsure) are bounded while its
+// checkpoints keep failing and beats keep it: renewals of one checkpoint
+// count once, and at most maxUnsure checkpoints are kept, the latest,
+// which still recognises its own write once a checkpoint lands.
+func TestUnsureBounded(t *testing.T) {
+	ctx := t.Context()
+	f := &faultDB{DynamoDBAPI: servers.Env(t).DynamoDB()}
+	w := newWorker(t, localaws.UniqueName(t), "w", f, nil)
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	h := w.c.held[shard]
+	if h == nil {
+		t.Fatalf("held %v, want %s", w.held(), shard)
+	}
+	isCkpt := func(expr string) bool { return strings.Contains(expr, "#ckpt = :ckpt") }
+	const failed = 5 * maxUnsure
+	f.setRule(times(failed, failBefore, isCkpt))
+	for i := range failed {
+		if err := w.c.Commit(ctx, shard, strconv.Itoa(100+i)); err == nil {
+			t.Fatalf("Commit %d succeeded, want the injected error", i)
+		}
+	}
+	f.setRule(times(failed, failBefore, isRenew))
+	for range failed {
+		w.c.renew(ctx, shard, h)
+	}
+	w.c.mu.Lock()
+	n := len(h.unsure)
+	w.c.mu.Unlock()
+	if n > maxUnsure {
+		t.Errorf("%d unanswered writes kept after %d failed checkpoints and %d failed renewals, want at most %d", n, failed, failed, maxUnsure)
+	}
+	// The latest failed write landed after all, its answer lost: the next
+	// checkpoint, refused, recognises it.
+	f.setRule(times(1, loseAnswer, isCkpt))
+	if err := w.c.Commit(ctx, shard, "1000"); err == nil {
+		t.Fatal("Commit with its answer lost succeeded, want the injected error")
+	}
+	f.setRule(nil)
+	if err := w.c.Commit(ctx, shard, "1001"); err != nil {
+		t.Fatalf("next Commit = %v, want nil", err)
+	}
+	w.c.deliver()
+	if _, lost := w.events(); len(lost) != 0 {
+		t.Errorf("lost %v, want the lease kept", lost)
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Checkpoint != "1001" || got.Owner != "w" {
+		t.Errorf("lease %+v, want checkpoint 1001 owned by w", got)
+	}
+}
+
+// TestShardEndReleaseAnswerLost checks that the release of a finished
+// shard's lease that was applied but whose answer was lost (the SDK's
+// retry then fails its condition) is not reported as a failure: the lease
+// is released, and nothing warns.
+func TestShardEndReleaseAnswerLost(t *testing.T) {
+	ctx := t.Context()
+	var logs syncBuf
+	w, l := lossyWorker(t, func(c *CoordinatorConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(ctx)
+	shard := ids(shardIDs(1))[0]
+	l.lose(func(body string) bool { return strings.Contains(body, `REMOVE #owner"`) })
+	if err := w.c.Commit(ctx, shard, checkpointer.ShardEnd); err != nil {
+		t.Fatalf("Commit SHARD_END = %v", err)
+	}
+	if l.answersLost() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.answersLost())
+	}
+	if got := mustGet(t, w.c.Table(), shard); got.Owner != "" || got.Checkpoint != checkpointer.ShardEnd {
+		t.Fatalf("lease %+v, want released at SHARD_END", got)
+	}
+	if out := logs.tail(2000); out != "" {
+		t.Errorf("a release whose answer was lost logged:\n%s", out)
 	}
 }

@@ -190,7 +190,7 @@ func (t *Table) Ensure(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
 		case out.Table.TableStatus == types.TableStatusActive:
-			return checkKeySchema(t.name, out.Table.KeySchema)
+			return checkKeySchema(t.name, out.Table)
 		default:
 			status = string(out.Table.TableStatus)
 		}
@@ -232,9 +232,19 @@ func (t *Table) create(ctx context.Context) error {
 	return nil
 }
 
-func checkKeySchema(name string, ks []types.KeySchemaElement) error {
+// checkKeySchema reports a table whose key is not a lease table's: a hash
+// key leaseKey of type string, and nothing else. Every write of a lease in
+// another table would fail.
+func checkKeySchema(name string, desc *types.TableDescription) error {
+	const fix = "fix: set the lease TableName to a table of weir's own (it is created if missing), or delete this one"
+	ks := desc.KeySchema
 	if len(ks) != 1 || aws.ToString(ks[0].AttributeName) != attrKey || ks[0].KeyType != types.KeyTypeHash {
-		return fmt.Errorf("leasetable: table %s: key schema %v is not a lease table's (hash key %s only)", name, keyNames(ks), attrKey)
+		return fmt.Errorf("leasetable: table %s: key schema %v is not a lease table's (hash key %s only); %s", name, keyNames(ks), attrKey, fix)
+	}
+	for _, d := range desc.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == attrKey && d.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("leasetable: table %s: key schema: hash key %s is of type %s, not a lease table's S (string: the shard ID); %s", name, attrKey, d.AttributeType, fix)
+		}
 	}
 	return nil
 }

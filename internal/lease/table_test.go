@@ -68,6 +68,32 @@ func TestTableEnsure(t *testing.T) {
 	}
 }
 
+// TestTableEnsureKeyType checks that Ensure refuses a table whose hash key
+// is leaseKey but not a string (leases are keyed by shard ID), naming the
+// table, the type and the fix, rather than accepting it and failing every
+// write of a lease.
+func TestTableEnsureKeyType(t *testing.T) {
+	_, db := newDynaliteTable(t)
+	name := localaws.UniqueName(t)
+	_, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            &name,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeN}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := NewTable(TableConfig{Name: name, Client: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wrong.Ensure(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "key schema") || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "fix:") {
+		t.Errorf("Ensure of a table keyed by a number leaseKey = %v, want a key schema error naming the table and the fix", err)
+	}
+}
+
 func TestTableConfig(t *testing.T) {
 	tests := []struct {
 		name string

@@ -20,9 +20,16 @@ import (
 // write failed, then a full cycle (scanCycle) with RenewEveryLease or when
 // one is due, else a look at the unreadable items (recheckBad) and a check
 // of the other workers' liveness (checkOwners), which run a full cycle
-// only when they call for one.
+// only when they call for one. Once taking stopped (StopTaking, Drain) it
+// only writes the notices: a scan could take nothing.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
+	c.mu.Lock()
+	draining := c.draining
+	c.mu.Unlock()
+	if draining {
+		return
+	}
 	c.checkHandoffs(ctx)
 	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) {
 		c.scanCycle(ctx)

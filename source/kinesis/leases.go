@@ -537,7 +537,10 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 }
 
 // shutdown ends a graceful stop, the readers stopped and their blocks
-// pushed: (1) it waits, at most LeaseDuration, for the driver to complete
+// pushed: (0) the Coordinator stops taking leases, which this worker would
+// not read, only hand back at (5), while no worker reads their shards (a
+// worker draining at the same time releases its leases for the others);
+// (1) it waits, at most LeaseDuration, for the driver to complete
 // every block stored for the held shards (the leases are renewed
 // meanwhile), so that the last checkpoints cover them; (2) it marks
 // SHARD_END the shards that can be; (3) losses reported meanwhile unregister their shards; (4) the
@@ -546,6 +549,9 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 // Failures are reported (ReportError), not returned: a checkpoint that
 // failed only means records are read again.
 func (lr *leaseRun) shutdown(ctx context.Context) {
+	if err := lr.coord.StopTaking(ctx); err != nil {
+		lr.report(fmt.Errorf("kinesis: giving up the hand-offs asked for: %w", err))
+	}
 	lr.awaitCompleted(ctx)
 	lr.handleEvents(ctx, nil)
 	lr.finishEnded(ctx)
