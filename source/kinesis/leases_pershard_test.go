@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -563,4 +564,67 @@ func (f *countFleet) holding(worker string) int {
 		}
 	}
 	return n
+}
+
+// A drain stores the state as it is, not only when it read records since
+// its last snapshot: keys a MapWithState timed out after that snapshot
+// (no record moved the shard's position) are gone from the state the next
+// owner loads. Before, the drain stored nothing, and the next worker loaded
+// the keys back: it timed them out a second time, or counted new records
+// on top of a state its function had already closed. The same save serves
+// a hand-off and a shard's end.
+func TestLeasesStatePerShardDrainStoresTimeouts(t *testing.T) {
+	f := newCountFleet(t, 2)
+	// What the function saw, by key, in order: a record's count, or 0
+	// for a timeout.
+	var mu sync.Mutex
+	events := map[string][]int{}
+	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		mapped, _ := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (stream.Pair[string, int], bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if st.IsTimingOut() {
+				events[k] = append(events[k], 0)
+				return stream.Pair[string, int]{}, false
+			}
+			st.Update(st.Get() + v)
+			events[k] = append(events[k], st.Get())
+			return stream.Pair[string, int]{Key: k, Value: st.Get()}, true
+		}, stream.StateTimeout(time.Second)) // 10 snapshots of 100 ms before it
+		return mapped
+	}
+	seen := func(n int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range f.keys {
+			if len(events["k"+strconv.Itoa(k)]) < n {
+				return false
+			}
+		}
+		return true
+	}
+
+	// a counts round 1, times every key out, and drains.
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitFor("a counts round 1 and times every key out", func() bool { return seen(f.perRound + 1) })
+	f.drain("a", a, aDone)
+
+	// b counts round 2 from the state a left: none.
+	b, bDone := f.worker("b")
+	f.waitFor("b holds both leases", func() bool { return f.holding("b") == 2 })
+	f.put()
+	f.waitFor("b counts round 2", func() bool { return seen(2*f.perRound + 1) })
+	b.Stop()
+	<-bDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []int{1, 2, 3, 0, 1, 2, 3}
+	for k := range f.keys {
+		key := "k" + strconv.Itoa(k)
+		if got := events[key][:len(want)]; !slices.Equal(got, want) {
+			t.Errorf("key %s: calls %v, want %v (counts, 0 a timeout): a's timeout was lost in the hand-over", key, got, want)
+		}
+	}
 }

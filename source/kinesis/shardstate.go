@@ -3,6 +3,7 @@ package kinesis
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -76,6 +77,11 @@ type heldState struct {
 	durable string
 	// stored: the store holds a snapshot of the shard (loaded or put).
 	stored bool
+	// sum is the SHA-256 of the data of that snapshot, if stored: a final
+	// save compares it with the state's, which moves without records too
+	// (a MapWithState's timeouts, an UpdateStateByKey's updates of idle
+	// keys).
+	sum [sha256.Size]byte
 }
 
 // newStateRun returns the state side of a lease run whose lease table
@@ -142,11 +148,11 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", fmt.Errorf("kinesis: claim the state of shard %s: %w", l.Shard, err)
 	}
 	var data [][]byte
-	pos, stored := "", false
+	pos, stored, sum := "", false, [sha256.Size]byte{}
 	snap, err := sr.store.Get(ctx, key)
 	switch {
 	case err == nil:
-		data, pos, stored = [][]byte{snap.Data}, snap.Position.Sequence, true
+		data, pos, stored, sum = [][]byte{snap.Data}, snap.Position.Sequence, true, sha256.Sum256(snap.Data)
 	case errors.Is(err, shardstate.ErrNoSnapshot):
 		// A shard a reshard made starts from its parents' last states,
 		// restricted to its range (the driver places the keys).
@@ -170,17 +176,19 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	sr.mu.Lock()
-	sr.held[l.Shard] = &heldState{shard: sh, durable: pos, stored: stored}
+	sr.held[l.Shard] = &heldState{shard: sh, durable: pos, stored: stored, sum: sum}
 	sr.mu.Unlock()
 	return pos, nil
 }
 
-// save stores the snapshot of a held shard if its state moved since the
-// last one, under the lease this worker holds now. A final save (a
-// hand-off, a drain, a shard's end) also stores a state that did not move
-// if the store has none of the shard: a reshard's child loaded from its
-// parents that read no record, whose own children look for it. A worker
-// that no longer holds the lease stores nothing.
+// save stores the snapshot of a held shard if its position moved since
+// the last one, under the lease this worker holds now. A final save (a
+// hand-off, a drain, a shard's end) also stores a state whose position did
+// not move if it differs from the one stored (keys timed out or updated in
+// batches without records of the shard: the next owner must not have them
+// back), or if the store has none of the shard (a reshard's child loaded
+// from its parents that read no record, whose own children look for it).
+// A worker that no longer holds the lease stores nothing.
 func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final bool) error {
 	sr.saveMu.Lock()
 	defer sr.saveMu.Unlock()
@@ -195,10 +203,10 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 		return err
 	}
 	if upTo == "" || upTo == h.durable {
-		if !final || h.stored {
+		if !final || h.stored && sha256.Sum256(data) == h.sum {
 			return nil
 		}
-		upTo = h.durable // the position of the state loaded
+		upTo = h.durable // the position of the state loaded or stored
 	}
 	l, ok := lr.heldLease(shard)
 	if !ok {
@@ -210,7 +218,7 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 		return fmt.Errorf("kinesis: store the state of shard %s: %w", shard, err)
 	}
 	sr.mu.Lock()
-	h.durable, h.stored = upTo, true
+	h.durable, h.stored, h.sum = upTo, true, sha256.Sum256(data)
 	sr.mu.Unlock()
 	return nil
 }
