@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -627,4 +628,127 @@ func TestLeasesStatePerShardDrainStoresTimeouts(t *testing.T) {
 			t.Errorf("key %s: calls %v, want %v (counts, 0 a timeout): a's timeout was lost in the hand-over", key, got, want)
 		}
 	}
+}
+
+// leaseWriteFault is a lease table client whose writes to the lease table
+// fail while on is set: the worker can neither renew nor take a lease.
+type leaseWriteFault struct {
+	*awsdynamodb.Client
+	table string
+	on    atomic.Bool
+}
+
+func (c *leaseWriteFault) UpdateItem(ctx context.Context, in *awsdynamodb.UpdateItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.UpdateItemOutput, error) {
+	if c.on.Load() && aws.ToString(in.TableName) == c.table {
+		return nil, errors.New("leaseWriteFault: injected lease table write failure")
+	}
+	return c.Client.UpdateItem(ctx, in, opts...)
+}
+
+func (c *leaseWriteFault) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error) {
+	if c.on.Load() && aws.ToString(in.TableName) == c.table {
+		return nil, errors.New("leaseWriteFault: injected lease table write failure")
+	}
+	return c.Client.PutItem(ctx, in, opts...)
+}
+
+// logWatch closes hit when the at-th record whose message is msg is
+// logged through a watchHandler.
+type logWatch struct {
+	msg string
+	at  int32
+	n   atomic.Int32
+	hit chan struct{}
+}
+
+// watchHandler passes records at WARN and above to Handler, and every
+// record to its logWatch.
+type watchHandler struct {
+	slog.Handler
+	w *logWatch
+}
+
+func (h watchHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h watchHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.w.msg && h.w.n.Add(1) == h.w.at {
+		close(h.w.hit)
+	}
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h watchHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return watchHandler{h.Handler.WithAttrs(as), h.w}
+}
+
+func (h watchHandler) WithGroup(name string) slog.Handler {
+	return watchHandler{h.Handler.WithGroup(name), h.w}
+}
+
+// A snapshot a worker took under an earlier hold of a lease is not stored
+// under a later one: worker a's periodic save waits for a batch (held in
+// its update function) while a loses the lease (its lease writes fail), b
+// takes it, counts on from a's last snapshot and drains, and a takes the
+// lease back. Released, a's save holds the state of the earlier hold. It is
+// fenced off by b's claim, and a loads what b stored. Before, a stored it
+// under the counter of its new hold, which the fence admitted, over b's
+// snapshot: a then loaded its own stale state and read after b's
+// checkpoint, so the records b counted were lost from the state.
+func TestLeasesStatePerShardStaleSaveAfterRetake(t *testing.T) {
+	f := newCountFleet(t, 1)
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var blockOnce, releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		return stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) {
+			if len(vs) > 0 && armed.Load() {
+				blockOnce.Do(func() { close(blocked) })
+				<-release
+			}
+			return n + len(vs), true
+		})
+	}
+	db := &leaseWriteFault{Client: f.env.DynamoDB(), table: f.table}
+	retaken := &logWatch{msg: "leasetable: took lease", at: 2, hit: make(chan struct{})}
+	f.logger = slog.New(watchHandler{testLogger().Handler(), retaken})
+	f.put()
+	a, aDone := f.workerWith("a", db)
+	f.waitExact("a counts round 1")
+	f.count, f.logger = nil, nil // b counts without a gate, and its takes are not watched
+
+	// a's batch of round 2 is held: the next periodic save waits for it.
+	armed.Store(true)
+	f.put()
+	select {
+	case <-blocked:
+	case <-time.After(deadline):
+		t.Fatal("a's batch of round 2 never ran")
+	}
+
+	// a loses the lease; b takes it, counts rounds 2 and 3 from a's last
+	// snapshot and hands it back.
+	db.on.Store(true)
+	b, bDone := f.worker("b")
+	f.waitFor("b takes the lease", func() bool { return f.holding("b") == 1 })
+	f.waitExact("b counts rounds 1-2")
+	f.put()
+	f.waitExact("b counts rounds 1-3")
+	f.drain("b", b, bDone)
+
+	// a takes the lease back (its coordinator holds it again), then its
+	// save goes on.
+	db.on.Store(false)
+	select {
+	case <-retaken.hit:
+	case <-time.After(deadline):
+		t.Fatal("a did not take the lease back")
+	}
+	releaseOnce.Do(func() { close(release) })
+	f.put()
+	f.waitExact("a counts rounds 1-4 on b's state")
+	f.drain("a", a, aDone)
 }

@@ -72,6 +72,12 @@ type stateRun struct {
 // heldState is a shard whose state is loaded.
 type heldState struct {
 	shard source.Shard
+	// claim is the lease the state was claimed and loaded under: every
+	// snapshot of this hold is stored under it, so that one taken before
+	// the lease was lost, stored after this worker took the lease back,
+	// is fenced off by the claims of the workers that held it meanwhile,
+	// as a later lease counter would not be.
+	claim shardstate.Lease
 	// durable is the position of the last snapshot stored or loaded, ""
 	// if none: the checkpointer commits no further.
 	durable string
@@ -144,7 +150,8 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	key := sr.key(lr, l.Shard)
-	if err := sr.store.Claim(ctx, key, shardstate.Lease{Counter: l.Counter, Owner: l.Owner}); err != nil {
+	claim := shardstate.Lease{Counter: l.Counter, Owner: l.Owner}
+	if err := sr.store.Claim(ctx, key, claim); err != nil {
 		return "", fmt.Errorf("kinesis: claim the state of shard %s: %w", l.Shard, err)
 	}
 	var data [][]byte
@@ -176,13 +183,14 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	sr.mu.Lock()
-	sr.held[l.Shard] = &heldState{shard: sh, durable: pos, stored: stored, sum: sum}
+	sr.held[l.Shard] = &heldState{shard: sh, claim: claim, durable: pos, stored: stored, sum: sum}
 	sr.mu.Unlock()
 	return pos, nil
 }
 
 // save stores the snapshot of a held shard if its position moved since
-// the last one, under the lease this worker holds now. A final save (a
+// the last one, under the lease its state was claimed with, if this
+// worker holds the shard's lease now. A final save (a
 // hand-off, a drain, a shard's end) also stores a state whose position did
 // not move if it differs from the one stored (keys timed out or updated in
 // batches without records of the shard: the next owner must not have them
@@ -208,12 +216,10 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 		}
 		upTo = h.durable // the position of the state loaded or stored
 	}
-	l, ok := lr.heldLease(shard)
-	if !ok {
+	if _, ok := lr.heldLease(shard); !ok {
 		return nil
 	}
-	snap := shardstate.Snapshot{Data: data, Position: shardstate.Position{Sequence: upTo},
-		Lease: shardstate.Lease{Counter: l.Counter, Owner: l.Owner}}
+	snap := shardstate.Snapshot{Data: data, Position: shardstate.Position{Sequence: upTo}, Lease: h.claim}
 	if err := sr.store.Put(ctx, sr.key(lr, shard), snap); err != nil {
 		return fmt.Errorf("kinesis: store the state of shard %s: %w", shard, err)
 	}
