@@ -144,7 +144,9 @@ type Config struct {
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
 	// AttemptTimeout bounds each attempt of every lease-table call (a
-	// renewal, take, checkpoint, scan page, table check): an attempt with
+	// renewal, take, checkpoint, scan page, table check), and of every call
+	// to the shard state table of a pipeline keeping state per shard (the
+	// table's name + "-state": a snapshot's save or load): an attempt with
 	// no answer by then is abandoned, and retried by the client's retryer
 	// (the default client's retries it like any transient error). It must
 	// be shorter than LeaseDuration. Whatever it is, a write that keeps a

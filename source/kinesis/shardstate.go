@@ -102,7 +102,10 @@ func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *lea
 			"give leasetable.Config.DynamoDB a *dynamodb.Client", db)
 	}
 	table := cfgTable + stateSuffix
-	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock})
+	// Each attempt is bounded as the lease table's are: a silent connection
+	// must not hold a save, and the loads, drops and hand-offs behind it.
+	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock,
+		AttemptTimeout: lease.WithDefaults(lr.cfg).AttemptTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: shard state store: %w", err)
 	}
