@@ -23,8 +23,11 @@ import (
 // working configuration whose table is named after the receiver's App.
 type Config struct {
 	// TableName is the lease table: 3 to 255 of a-z A-Z 0-9 _ . -; created
-	// (on-demand billing) if missing. Default: the Kinesis receiver's App,
-	// as the KCL names its table after the application.
+	// (on-demand billing) if missing. A pipeline keeping state per shard
+	// also keeps a table named TableName + "-state", so its TableName has at
+	// most 249 characters (the Kinesis receiver refuses a longer one when it
+	// starts). Default: the Kinesis receiver's App, as the KCL names its
+	// table after the application.
 	TableName string
 	// DynamoDB is the client of the table, usually a *dynamodb.Client
 	// configured as the program needs (retries, HTTP client). A client

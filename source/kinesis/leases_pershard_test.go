@@ -752,3 +752,27 @@ func TestLeasesStatePerShardStaleSaveAfterRetake(t *testing.T) {
 	f.waitExact("a counts rounds 1-4 on b's state")
 	f.drain("a", a, aDone)
 }
+
+// A lease table name too long for its state table (the name + "-state",
+// at most 255 characters, DynamoDB's limit) is refused when Run starts a
+// pipeline keeping state per shard, with an error wrapping
+// ErrInvalidConfig that names Leases.TableName and its bound, before any
+// table is touched. Before, the state table's CreateTable failed with
+// DynamoDB's validation error after the lease table was made.
+func TestLeasesStatePerShardTableNameTooLong(t *testing.T) {
+	f := newCountFleet(t, 1)
+	f.table = strings.Repeat("t", 250)
+	p, done := f.worker("a")
+	select {
+	case err := <-done:
+		if !errors.Is(err, kinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Leases.TableName") {
+			t.Errorf("Run = %v, want an error wrapping kinesis.ErrInvalidConfig naming Leases.TableName", err)
+		}
+	case <-time.After(deadline):
+		p.Stop()
+		t.Fatal("Run did not refuse a lease table name too long for its state table")
+	}
+	if _, err := f.env.DynamoDB().DescribeTable(t.Context(), &awsdynamodb.DescribeTableInput{TableName: aws.String(f.table)}); err == nil {
+		t.Errorf("the lease table %s was created; want nothing touched", f.table)
+	}
+}

@@ -48,6 +48,9 @@ var errStateDecode = errors.New("kinesis: the driver could not load a shard's st
 // shard states.
 const stateSuffix = "-state"
 
+// maxTableName is the longest DynamoDB table name.
+const maxTableName = 255
+
 // stateClient is what the shard state store needs of the lease table's
 // DynamoDB client.
 type stateClient interface {
@@ -102,6 +105,11 @@ func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *lea
 			"give leasetable.Config.DynamoDB a *dynamodb.Client", db)
 	}
 	table := cfgTable + stateSuffix
+	if len(table) > maxTableName {
+		return nil, fmt.Errorf("%w: Leases.TableName of %d characters: must be at most %d with state per shard, whose snapshots "+
+			"are kept in the table named after it with %q appended (at most %d characters): choose a shorter name",
+			ErrInvalidConfig, len(cfgTable), maxTableName-len(stateSuffix), stateSuffix, maxTableName)
+	}
 	// Each attempt is bounded as the lease table's are: a silent connection
 	// must not hold a save, and the loads, drops and hand-offs behind it.
 	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock,
