@@ -78,7 +78,10 @@ type Config[K comparable, V any] struct {
 	// says, since a table holds the leases of one stream; a StateDir gets
 	// a sub-directory of the same name. Default nil: this worker reads every
 	// shard and checkpoints nothing, so each start reads the stream from
-	// its trim horizon again: for tests, or a stream made for one run.
+	// its trim horizon again: for tests, or a stream made for one run. Nil
+	// on a pipeline whose source shares its shards (a Kinesis source with
+	// Leases) is refused: the first write fails Run with an error wrapping
+	// ErrInvalidConfig, since every worker would read every record.
 	Leases *leasetable.Config
 	// AWS is the AWS configuration the default clients are built from.
 	// Default: nil, config.LoadDefaultConfig (environment, shared files,
@@ -190,6 +193,11 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 
 	name := "repartition " + cfg.Stream
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
+		if cfg.Leases == nil && stream.SharesShards(ctx) {
+			return fmt.Errorf("%w: Leases nil on a pipeline whose source shares its shards with other workers (leases): "+
+				"every worker would read every shard of %s and process each record once per worker; "+
+				"set Leases to the source's lease configuration", ErrInvalidConfig, cfg.Stream)
+		}
 		for e := range b.All() {
 			if e.err != nil {
 				return e.err

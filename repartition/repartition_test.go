@@ -385,3 +385,55 @@ func TestPartitionKey(t *testing.T) {
 		}
 	}
 }
+
+// TestByKeyRefusesNoLeasesOnAFleet: ByKey without Leases on a pipeline
+// whose source shares its shards (leases) stops Run at its first write,
+// with an error wrapping ErrInvalidConfig that names Leases. Before, it ran:
+// every worker of the fleet read every shard of the intermediate stream
+// from its trim horizon at each start, so each record was counted once per
+// worker, each worker's outputs holding every key.
+func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
+	env := servers.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const n = 100
+	in := putInput(t, env, 2, n)
+	awsCfg := env.AWSConfig()
+	recv, err := source.New(source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond,
+		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
+		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
+	})
+	shuffled, err := ByKey(ctx, pairs, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, AWS: &awsCfg, Endpoint: env.KinesisEndpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := make(chan struct{})
+	var once sync.Once
+	stream.ForEachBatch(shuffled, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		if b.Len() > 0 {
+			once.Do(func() { close(counted) })
+		}
+		return nil
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Leases") {
+			t.Errorf("Run = %v, want an error wrapping ErrInvalidConfig naming Leases", err)
+		}
+	case <-counted:
+		t.Error("Run read the intermediate stream back without Leases, on a source sharing its shards")
+		p.Stop()
+		<-errc
+	}
+}

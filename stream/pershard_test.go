@@ -485,3 +485,31 @@ func TestStatePerShardNoSnapshotAfterFailedBatch(t *testing.T) {
 		t.Errorf("Snapshot(lo) after the failed batch = %d bytes, upTo %q, nil error; want an error: the state counts the failed batch's record at 4", len(data), upTo)
 	}
 }
+
+// The state is kept per shard through any chain of one-input operators
+// between PartitionedBy and the state, a shuffle (ReduceByKey) and a
+// Transform included: the keys they keep are still placed by the
+// partition key declared (that they keep the key is the declaration's
+// promise, as for a Map). A record of a shard not loaded gets no state.
+func TestStatePerShardThroughOneInputOperators(t *testing.T) {
+	r := startSharded(t, func(_ *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		same := stream.Transform(pairs, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) (*batch.Batch[stream.Pair[string, int]], error) {
+			return b, nil
+		})
+		reduced := stream.ReduceByKey(same, func(a, b int) int { return a + b })
+		return stream.UpdateStateByKey(reduced, func(_ string, vs []int, n int, _ bool) (int, bool) {
+			for _, v := range vs {
+				n += v
+			}
+			return n, true
+		})
+	})
+	lo, hi := keyIn(t, true), keyIn(t, false)
+	if err := r.ss.Load(r.ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	r.push("hi", 1, hi) // hi is not loaded: its key gets no state
+	r.push("lo", 1, lo, lo)
+	r.waitFor("lo counted, hi left out", map[string]int{lo: 2})
+	r.drain()
+}

@@ -25,8 +25,11 @@ type Config struct {
 	// TableName is the lease table: 3 to 255 of a-z A-Z 0-9 _ . -; created
 	// (on-demand billing) if missing. An existing table must be keyed by a
 	// string hash key leaseKey alone, as the KCL's is; another is refused
-	// at start. Default: the Kinesis receiver's App,
-	// as the KCL names its table after the application.
+	// at start. A pipeline keeping state per shard also keeps a table named
+	// TableName + "-state", so its TableName has at most 249 characters
+	// (the Kinesis receiver refuses a longer one when it starts). Default:
+	// the Kinesis receiver's App, as the KCL names its table after the
+	// application.
 	TableName string
 	// DynamoDB is the client of the table, usually a *dynamodb.Client
 	// configured as the program needs (retries, HTTP client). A client
@@ -146,7 +149,9 @@ type Config struct {
 	// MaxLeases caps the leases this worker holds. Default 0: no cap.
 	MaxLeases int
 	// AttemptTimeout bounds each attempt of every lease-table call (a
-	// renewal, take, checkpoint, scan page, table check): an attempt with
+	// renewal, take, checkpoint, scan page, table check), and of every call
+	// to the shard state table of a pipeline keeping state per shard (the
+	// table's name + "-state": a snapshot's save or load): an attempt with
 	// no answer by then is abandoned, and retried by the client's retryer
 	// (the default client's retries it like any transient error). It must
 	// be shorter than LeaseDuration. Whatever it is, a write that keeps a

@@ -14,9 +14,10 @@ import (
 )
 
 // Size is the number of value bytes one chunk item holds. An item holds at
-// most 400 KB, counting its attribute names and values (binary values by
-// their raw length); the rest of a chunk item is its key (a partition key of
-// at most about 1.1 KB for the users of this package) and short names.
+// most 400 KB (DynamoDB's KB is 1024 bytes), counting its attribute names
+// and values (binary values by their raw length); the rest of a chunk item
+// is its key (a partition key of at most 2048 bytes, DynamoDB's limit, which
+// internal/shardstate's generation names come close to) and short names.
 const Size = 300 << 10
 
 // Split cuts data into chunks of Size bytes (the last one shorter), sharing

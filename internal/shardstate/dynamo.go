@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/dynamochunk"
 )
 
@@ -44,8 +46,15 @@ type DynamoConfig struct {
 	// Logger receives warnings (old generations it could not delete).
 	// Default slog.Default().
 	Logger *slog.Logger
-	// Clock paces the retries of batched deletes. Default clock.Real{}.
+	// Clock paces the retries of batched deletes and times the attempt
+	// timeout. Default clock.Real{}.
 	Clock clock.Clock
+	// AttemptTimeout, when > 0, bounds each attempt of every call: one
+	// with no answer by then is abandoned with an error wrapping
+	// attempt.ErrTimeout, and retried by the client's retryer, so a silent
+	// connection cannot hold a Put, Claim or Get for ever. Default 0:
+	// none.
+	AttemptTimeout time.Duration
 }
 
 // Dynamo is a Store in a DynamoDB table.
@@ -70,6 +79,7 @@ type Dynamo struct {
 	limit  int
 	logger *slog.Logger
 	clock  clock.Clock
+	opts   []func(*dynamodb.Options) // of every call: the attempt timeout
 }
 
 var _ Store = (*Dynamo)(nil)
@@ -86,6 +96,9 @@ func NewDynamo(cfg DynamoConfig) (*Dynamo, error) {
 	if cfg.Concurrency < 0 {
 		problems = append(problems, fmt.Errorf("Concurrency %d: must be >= 0 (0 means 16)", cfg.Concurrency))
 	}
+	if cfg.AttemptTimeout < 0 {
+		problems = append(problems, fmt.Errorf("AttemptTimeout %v: must be >= 0 (0 means none)", cfg.AttemptTimeout))
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(problems...))
 	}
@@ -93,6 +106,10 @@ func NewDynamo(cfg DynamoConfig) (*Dynamo, error) {
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if d.logger == nil {
 		d.logger = slog.Default()
+	}
+	if cfg.AttemptTimeout > 0 {
+		mw := attempt.Middleware(d.clock, cfg.AttemptTimeout)
+		d.opts = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
 	}
 	return d, nil
 }
@@ -186,7 +203,7 @@ func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
 		ExpressionAttributeNames:  pnames,
 		ExpressionAttributeValues: pvalues,
 		ReturnValues:              types.ReturnValueAllOld,
-	})
+	}, d.opts...)
 	if err != nil {
 		return d.refused(ctx, key, hp, snap.Lease, "put: claim", err)
 	}
@@ -202,7 +219,7 @@ func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
 		g.Go(func() error {
 			it := chunkKey(gen, i+1)
 			it[attrData] = &types.AttributeValueMemberB{Value: c}
-			if _, err := d.client.PutItem(gctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: it}); err != nil {
+			if _, err := d.client.PutItem(gctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: it}, d.opts...); err != nil {
 				return fmt.Errorf("shardstate: put shard %s: chunk %d of %d: %w", key, i+1, len(chunks), err)
 			}
 			return nil
@@ -230,7 +247,7 @@ func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
 		ConditionExpression:       aws.String(putCond),
 		ExpressionAttributeNames:  map[string]string{"#fc": attrFenceC, "#fo": attrFenceO, "#gen": attrGen, "#sc": attrCounter, "#pos": attrPos},
 		ExpressionAttributeValues: values,
-	}); err != nil {
+	}, d.opts...); err != nil {
 		err = d.refused(ctx, key, hp, snap.Lease, "put: switch", err)
 		if errors.Is(err, ErrFenced) {
 			// Unless the switch was applied after all: an attempt whose
@@ -263,10 +280,17 @@ func (d *Dynamo) deleteGen(ctx context.Context, key Key, gen string, n int64) {
 	for i := range keys {
 		keys[i] = chunkKey(gen, i+1)
 	}
-	if err := dynamochunk.DeleteKeys(ctx, d.client, d.clock, d.table, keys); err != nil {
+	if err := dynamochunk.DeleteKeys(ctx, timedWriter{d}, d.clock, d.table, keys); err != nil {
 		d.logger.Warn("shardstate: could not delete an old snapshot generation; it stays in the table, unread",
 			"table", d.table, "shard", key.String(), "generation", gen, "chunks", n, "err", err)
 	}
+}
+
+// timedWriter is the store's BatchWriteItem with its per-call options.
+type timedWriter struct{ d *Dynamo }
+
+func (w timedWriter) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	return w.d.client.BatchWriteItem(ctx, in, append(opts, w.d.opts...)...)
 }
 
 // refused turns a failed conditional write into ErrFenced, reading the head
@@ -284,7 +308,7 @@ func (d *Dynamo) refused(ctx context.Context, key Key, hp string, l Lease, what 
 }
 
 func (d *Dynamo) getHead(ctx context.Context, hp string) (map[string]types.AttributeValue, error) {
-	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: itemKey(hp, 0), ConsistentRead: aws.Bool(true)})
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: itemKey(hp, 0), ConsistentRead: aws.Bool(true)}, d.opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +359,7 @@ func (d *Dynamo) Claim(ctx context.Context, key Key, lease Lease) error {
 		ConditionExpression:       aws.String("attribute_not_exists(#seq) OR #fc < :c OR (#fc = :c AND #fo = :o)"),
 		ExpressionAttributeNames:  map[string]string{"#seq": attrSeq, "#fc": attrFenceC, "#fo": attrFenceO},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":c": num(lease.Counter), ":o": str(lease.Owner)},
-	})
+	}, d.opts...)
 	if err != nil {
 		return d.refused(ctx, key, hp, lease, "claim", err)
 	}
@@ -396,7 +420,7 @@ func (d *Dynamo) readGen(ctx context.Context, gen string, n int64) (items []map[
 			break // a read failed: start no more
 		}
 		g.Go(func() error {
-			out, err := d.client.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: chunkKey(gen, i+1), ConsistentRead: aws.Bool(true)})
+			out, err := d.client.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: chunkKey(gen, i+1), ConsistentRead: aws.Bool(true)}, d.opts...)
 			if err != nil {
 				return fmt.Errorf("chunk %d of %d: %w", i+1, n, err)
 			}

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -563,4 +565,214 @@ func (f *countFleet) holding(worker string) int {
 		}
 	}
 	return n
+}
+
+// A drain stores the state as it is, not only when it read records since
+// its last snapshot: keys a MapWithState timed out after that snapshot
+// (no record moved the shard's position) are gone from the state the next
+// owner loads. Before, the drain stored nothing, and the next worker loaded
+// the keys back: it timed them out a second time, or counted new records
+// on top of a state its function had already closed. The same save serves
+// a hand-off and a shard's end.
+func TestLeasesStatePerShardDrainStoresTimeouts(t *testing.T) {
+	f := newCountFleet(t, 2)
+	// What the function saw, by key, in order: a record's count, or 0
+	// for a timeout.
+	var mu sync.Mutex
+	events := map[string][]int{}
+	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		mapped, _ := stream.MapWithState(pairs, func(k string, v int, st *stream.State[int]) (stream.Pair[string, int], bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if st.IsTimingOut() {
+				events[k] = append(events[k], 0)
+				return stream.Pair[string, int]{}, false
+			}
+			st.Update(st.Get() + v)
+			events[k] = append(events[k], st.Get())
+			return stream.Pair[string, int]{Key: k, Value: st.Get()}, true
+		}, stream.StateTimeout(time.Second)) // 10 snapshots of 100 ms before it
+		return mapped
+	}
+	seen := func(n int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range f.keys {
+			if len(events["k"+strconv.Itoa(k)]) < n {
+				return false
+			}
+		}
+		return true
+	}
+
+	// a counts round 1, times every key out, and drains.
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitFor("a counts round 1 and times every key out", func() bool { return seen(f.perRound + 1) })
+	f.drain("a", a, aDone)
+
+	// b counts round 2 from the state a left: none.
+	b, bDone := f.worker("b")
+	f.waitFor("b holds both leases", func() bool { return f.holding("b") == 2 })
+	f.put()
+	f.waitFor("b counts round 2", func() bool { return seen(2*f.perRound + 1) })
+	b.Stop()
+	<-bDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []int{1, 2, 3, 0, 1, 2, 3}
+	for k := range f.keys {
+		key := "k" + strconv.Itoa(k)
+		if got := events[key][:len(want)]; !slices.Equal(got, want) {
+			t.Errorf("key %s: calls %v, want %v (counts, 0 a timeout): a's timeout was lost in the hand-over", key, got, want)
+		}
+	}
+}
+
+// leaseWriteFault is a lease table client whose writes to the lease table
+// fail while on is set: the worker can neither renew nor take a lease.
+type leaseWriteFault struct {
+	*awsdynamodb.Client
+	table string
+	on    atomic.Bool
+}
+
+func (c *leaseWriteFault) UpdateItem(ctx context.Context, in *awsdynamodb.UpdateItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.UpdateItemOutput, error) {
+	if c.on.Load() && aws.ToString(in.TableName) == c.table {
+		return nil, errors.New("leaseWriteFault: injected lease table write failure")
+	}
+	return c.Client.UpdateItem(ctx, in, opts...)
+}
+
+func (c *leaseWriteFault) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error) {
+	if c.on.Load() && aws.ToString(in.TableName) == c.table {
+		return nil, errors.New("leaseWriteFault: injected lease table write failure")
+	}
+	return c.Client.PutItem(ctx, in, opts...)
+}
+
+// logWatch closes hit when the at-th record whose message is msg is
+// logged through a watchHandler.
+type logWatch struct {
+	msg string
+	at  int32
+	n   atomic.Int32
+	hit chan struct{}
+}
+
+// watchHandler passes records at WARN and above to Handler, and every
+// record to its logWatch.
+type watchHandler struct {
+	slog.Handler
+	w *logWatch
+}
+
+func (h watchHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h watchHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.w.msg && h.w.n.Add(1) == h.w.at {
+		close(h.w.hit)
+	}
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h watchHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return watchHandler{h.Handler.WithAttrs(as), h.w}
+}
+
+func (h watchHandler) WithGroup(name string) slog.Handler {
+	return watchHandler{h.Handler.WithGroup(name), h.w}
+}
+
+// A snapshot a worker took under an earlier hold of a lease is not stored
+// under a later one: worker a's periodic save waits for a batch (held in
+// its update function) while a loses the lease (its lease writes fail), b
+// takes it, counts on from a's last snapshot and drains, and a takes the
+// lease back. Released, a's save holds the state of the earlier hold. It is
+// fenced off by b's claim, and a loads what b stored. Before, a stored it
+// under the counter of its new hold, which the fence admitted, over b's
+// snapshot: a then loaded its own stale state and read after b's
+// checkpoint, so the records b counted were lost from the state.
+func TestLeasesStatePerShardStaleSaveAfterRetake(t *testing.T) {
+	f := newCountFleet(t, 1)
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var blockOnce, releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		return stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) {
+			if len(vs) > 0 && armed.Load() {
+				blockOnce.Do(func() { close(blocked) })
+				<-release
+			}
+			return n + len(vs), true
+		})
+	}
+	db := &leaseWriteFault{Client: f.env.DynamoDB(), table: f.table}
+	retaken := &logWatch{msg: "leasetable: took lease", at: 2, hit: make(chan struct{})}
+	f.logger = slog.New(watchHandler{testLogger().Handler(), retaken})
+	f.put()
+	a, aDone := f.workerWith("a", db)
+	f.waitExact("a counts round 1")
+	f.count, f.logger = nil, nil // b counts without a gate, and its takes are not watched
+
+	// a's batch of round 2 is held: the next periodic save waits for it.
+	armed.Store(true)
+	f.put()
+	select {
+	case <-blocked:
+	case <-time.After(deadline):
+		t.Fatal("a's batch of round 2 never ran")
+	}
+
+	// a loses the lease; b takes it, counts rounds 2 and 3 from a's last
+	// snapshot and hands it back.
+	db.on.Store(true)
+	b, bDone := f.worker("b")
+	f.waitFor("b takes the lease", func() bool { return f.holding("b") == 1 })
+	f.waitExact("b counts rounds 1-2")
+	f.put()
+	f.waitExact("b counts rounds 1-3")
+	f.drain("b", b, bDone)
+
+	// a takes the lease back (its coordinator holds it again), then its
+	// save goes on.
+	db.on.Store(false)
+	select {
+	case <-retaken.hit:
+	case <-time.After(deadline):
+		t.Fatal("a did not take the lease back")
+	}
+	releaseOnce.Do(func() { close(release) })
+	f.put()
+	f.waitExact("a counts rounds 1-4 on b's state")
+	f.drain("a", a, aDone)
+}
+
+// A lease table name too long for its state table (the name + "-state",
+// at most 255 characters, DynamoDB's limit) is refused when Run starts a
+// pipeline keeping state per shard, with an error wrapping
+// ErrInvalidConfig that names Leases.TableName and its bound, before any
+// table is touched. Before, the state table's CreateTable failed with
+// DynamoDB's validation error after the lease table was made.
+func TestLeasesStatePerShardTableNameTooLong(t *testing.T) {
+	f := newCountFleet(t, 1)
+	f.table = strings.Repeat("t", 250)
+	p, done := f.worker("a")
+	select {
+	case err := <-done:
+		if !errors.Is(err, kinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Leases.TableName") {
+			t.Errorf("Run = %v, want an error wrapping kinesis.ErrInvalidConfig naming Leases.TableName", err)
+		}
+	case <-time.After(deadline):
+		p.Stop()
+		t.Fatal("Run did not refuse a lease table name too long for its state table")
+	}
+	if _, err := f.env.DynamoDB().DescribeTable(t.Context(), &awsdynamodb.DescribeTableInput{TableName: aws.String(f.table)}); err == nil {
+		t.Errorf("the lease table %s was created; want nothing touched", f.table)
+	}
 }

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -47,6 +48,9 @@ var errStateDecode = errors.New("kinesis: the driver could not load a shard's st
 // shard states.
 const stateSuffix = "-state"
 
+// maxTableName is the longest DynamoDB table name.
+const maxTableName = 255
+
 // stateClient is what the shard state store needs of the lease table's
 // DynamoDB client.
 type stateClient interface {
@@ -71,11 +75,22 @@ type stateRun struct {
 // heldState is a shard whose state is loaded.
 type heldState struct {
 	shard source.Shard
+	// claim is the lease the state was claimed and loaded under: every
+	// snapshot of this hold is stored under it, so that one taken before
+	// the lease was lost, stored after this worker took the lease back,
+	// is fenced off by the claims of the workers that held it meanwhile,
+	// as a later lease counter would not be.
+	claim shardstate.Lease
 	// durable is the position of the last snapshot stored or loaded, ""
 	// if none: the checkpointer commits no further.
 	durable string
 	// stored: the store holds a snapshot of the shard (loaded or put).
 	stored bool
+	// sum is the SHA-256 of the data of that snapshot, if stored: a final
+	// save compares it with the state's, which moves without records too
+	// (a MapWithState's timeouts, an UpdateStateByKey's updates of idle
+	// keys).
+	sum [sha256.Size]byte
 }
 
 // newStateRun returns the state side of a lease run whose lease table
@@ -90,7 +105,15 @@ func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *lea
 			"give leasetable.Config.DynamoDB a *dynamodb.Client", db)
 	}
 	table := cfgTable + stateSuffix
-	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock})
+	if len(table) > maxTableName {
+		return nil, fmt.Errorf("%w: Leases.TableName of %d characters: must be at most %d with state per shard, whose snapshots "+
+			"are kept in the table named after it with %q appended (at most %d characters): choose a shorter name",
+			ErrInvalidConfig, len(cfgTable), maxTableName-len(stateSuffix), stateSuffix, maxTableName)
+	}
+	// Each attempt is bounded as the lease table's are: a silent connection
+	// must not hold a save, and the loads, drops and hand-offs behind it.
+	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: c, Table: table, Logger: lr.log, Clock: lr.rn.clock,
+		AttemptTimeout: lease.WithDefaults(lr.cfg).AttemptTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: shard state store: %w", err)
 	}
@@ -138,15 +161,16 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	key := sr.key(lr, l.Shard)
-	if err := sr.store.Claim(ctx, key, shardstate.Lease{Counter: l.Counter, Owner: l.Owner}); err != nil {
+	claim := shardstate.Lease{Counter: l.Counter, Owner: l.Owner}
+	if err := sr.store.Claim(ctx, key, claim); err != nil {
 		return "", fmt.Errorf("kinesis: claim the state of shard %s: %w", l.Shard, err)
 	}
 	var data [][]byte
-	pos, stored := "", false
+	pos, stored, sum := "", false, [sha256.Size]byte{}
 	snap, err := sr.store.Get(ctx, key)
 	switch {
 	case err == nil:
-		data, pos, stored = [][]byte{snap.Data}, snap.Position.Sequence, true
+		data, pos, stored, sum = [][]byte{snap.Data}, snap.Position.Sequence, true, sha256.Sum256(snap.Data)
 	case errors.Is(err, shardstate.ErrNoSnapshot):
 		// A shard a reshard made starts from its parents' last states,
 		// restricted to its range (the driver places the keys).
@@ -170,17 +194,20 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 		return "", err
 	}
 	sr.mu.Lock()
-	sr.held[l.Shard] = &heldState{shard: sh, durable: pos, stored: stored}
+	sr.held[l.Shard] = &heldState{shard: sh, claim: claim, durable: pos, stored: stored, sum: sum}
 	sr.mu.Unlock()
 	return pos, nil
 }
 
-// save stores the snapshot of a held shard if its state moved since the
-// last one, under the lease this worker holds now. A final save (a
-// hand-off, a drain, a shard's end) also stores a state that did not move
-// if the store has none of the shard: a reshard's child loaded from its
-// parents that read no record, whose own children look for it. A worker
-// that no longer holds the lease stores nothing.
+// save stores the snapshot of a held shard if its position moved since
+// the last one, under the lease its state was claimed with, if this
+// worker holds the shard's lease now. A final save (a
+// hand-off, a drain, a shard's end) also stores a state whose position did
+// not move if it differs from the one stored (keys timed out or updated in
+// batches without records of the shard: the next owner must not have them
+// back), or if the store has none of the shard (a reshard's child loaded
+// from its parents that read no record, whose own children look for it).
+// A worker that no longer holds the lease stores nothing.
 func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final bool) error {
 	sr.saveMu.Lock()
 	defer sr.saveMu.Unlock()
@@ -195,22 +222,20 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 		return err
 	}
 	if upTo == "" || upTo == h.durable {
-		if !final || h.stored {
+		if !final || h.stored && sha256.Sum256(data) == h.sum {
 			return nil
 		}
-		upTo = h.durable // the position of the state loaded
+		upTo = h.durable // the position of the state loaded or stored
 	}
-	l, ok := lr.heldLease(shard)
-	if !ok {
+	if _, ok := lr.heldLease(shard); !ok {
 		return nil
 	}
-	snap := shardstate.Snapshot{Data: data, Position: shardstate.Position{Sequence: upTo},
-		Lease: shardstate.Lease{Counter: l.Counter, Owner: l.Owner}}
+	snap := shardstate.Snapshot{Data: data, Position: shardstate.Position{Sequence: upTo}, Lease: h.claim}
 	if err := sr.store.Put(ctx, sr.key(lr, shard), snap); err != nil {
 		return fmt.Errorf("kinesis: store the state of shard %s: %w", shard, err)
 	}
 	sr.mu.Lock()
-	h.durable, h.stored = upTo, true
+	h.durable, h.stored, h.sum = upTo, true, sha256.Sum256(data)
 	sr.mu.Unlock()
 	return nil
 }
