@@ -61,6 +61,9 @@ const (
 	// batch running, of the pending ones, of the one the timer holds, and
 	// the unbatched ones; their bytes are bounded by MaxBufferedBytes.
 	minUnbatchedBlocks = 10
+	// maxParallelism is the most Config.Parallelism accepted: far more
+	// tasks than a machine has cores, or shards a worker reads.
+	maxParallelism = 10000
 )
 
 // Config configures a Pipeline. The zero value of every field means its
@@ -140,7 +143,7 @@ type Config struct {
 	// of a keyed operator, the calls of ForEach and ForEachPartition (see
 	// the Execution section of the package documentation). It is also the
 	// number of hash partitions of a keyed operator. 1 runs every task in
-	// the driver's goroutine, one after the other. Default:
+	// the driver's goroutine, one after the other. At most 10000. Default:
 	// runtime.GOMAXPROCS(0) when NewPipeline is called.
 	Parallelism int
 
@@ -264,8 +267,15 @@ func (cfg Config) validate() error {
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
 	}
-	if cfg.Parallelism < 0 {
+	switch {
+	case cfg.Parallelism < 0:
 		add("Parallelism %d: must be >= 1 (or 0 for the default, GOMAXPROCS)", cfg.Parallelism)
+	case cfg.Parallelism > maxParallelism:
+		// A keyed operator allocates, in every batch, per hash partition
+		// and per task: an absurd count allocates without end in the first batch
+		// instead of failing here.
+		add("Parallelism %d: must be at most %d (or 0 for the default, GOMAXPROCS): it is the number of tasks run at once and of a keyed operator's hash partitions",
+			cfg.Parallelism, maxParallelism)
 	}
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)

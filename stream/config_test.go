@@ -51,6 +51,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"StateSnapshotInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
 		{"negative Parallelism", Config{Parallelism: -1},
 			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
+		{"absurd Parallelism", Config{Parallelism: 1 << 40},
+			[]string{"Parallelism 1099511627776: must be at most 10000 (or 0 for the default, GOMAXPROCS): it is the number of tasks run at once and of a keyed operator's hash partitions"}},
 		{"nil Recovery pointer", Config{Recovery: (*recoverylog.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recoverylog.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxBufferedBytes: 1000},
