@@ -261,8 +261,17 @@ func (cfg Config) validate() error {
 		add("MaxBufferedBytes %d: must be at least %d (1 MiB), or -1 for no limit, or 0 for the default (%d MiB); write a size in MiB as n<<20",
 			b, minBufferedBytes, source.DefaultMaxBufferedBytes>>20)
 	}
-	if v := reflect.ValueOf(cfg.Recovery); v.Kind() == reflect.Pointer && v.IsNil() {
+	// A nil pointer in an interface field is not nil: it would not get the
+	// default, and the first call on it would panic in a goroutine of Run
+	// (a nil *clock.Manual crashed the process).
+	if nilPointer(cfg.Recovery) {
 		add("Recovery is a nil %T: pass an Opener such as recovery.Dir(path), or nil for no log", cfg.Recovery)
+	}
+	if nilPointer(cfg.Clock) {
+		add("Clock is a nil %T: pass a Clock, such as clock.NewManual(start), or nil for the wall clock", cfg.Clock)
+	}
+	if nilPointer(cfg.Stdout) {
+		add("Stdout is a nil %T: pass an io.Writer, or nil for os.Stdout", cfg.Stdout)
 	}
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
@@ -285,12 +294,21 @@ func (cfg Config) validate() error {
 			cfg.StateSnapshotInterval, batchIv, DefaultStateSnapshotBatches)
 	}
 	for i, l := range cfg.Listeners {
-		if l == nil {
+		switch {
+		case l == nil:
 			add("Listeners[%d] nil: remove it or pass a Listener", i)
+		case nilPointer(l):
+			add("Listeners[%d] is a nil %T: remove it or pass a Listener", i, l)
 		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
 	}
 	return nil
+}
+
+// nilPointer reports whether v holds a nil pointer.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

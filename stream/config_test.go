@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 )
@@ -55,6 +57,12 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"Parallelism 1099511627776: must be at most 10000 (or 0 for the default, GOMAXPROCS): it is the number of tasks run at once and of a keyed operator's hash partitions"}},
 		{"nil Recovery pointer", Config{Recovery: (*recoverylog.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recoverylog.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
+		{"nil Clock pointer", Config{Clock: (*clock.Manual)(nil)},
+			[]string{"Clock is a nil *clock.Manual: pass a Clock, such as clock.NewManual(start), or nil for the wall clock"}},
+		{"nil Stdout pointer", Config{Stdout: (*bytes.Buffer)(nil)},
+			[]string{"Stdout is a nil *bytes.Buffer: pass an io.Writer, or nil for os.Stdout"}},
+		{"nil listener pointer", Config{Listeners: []Listener{NopListener{}, (*NopListener)(nil)}},
+			[]string{"Listeners[1] is a nil *stream.NopListener: remove it or pass a Listener"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxBufferedBytes: 1000},
 			[]string{
 				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",
