@@ -151,6 +151,15 @@ func TestGraphErrors(t *testing.T) {
 			"ReduceByKeyAndWindow of CountByValue (stream 1): reduce is nil: pass a function",
 			"ReduceByKeyAndWindow of CountByValue (stream 1): length -1s: must be a positive multiple of the slide of CountByValue (stream 1) (1s), such as 1s",
 		}},
+		{"state timeouts", func(_ *Pipeline, s *Stream[string]) {
+			f := func(_ string, _ int64, _ *State[int]) (int, bool) { return 0, false }
+			a, _ := MapWithState(CountByValue(s), f, StateTimeout(0))
+			b, _ := MapWithState(CountByValue(s), f, StateTimeout(1500*time.Millisecond))
+			Print(Union(a, b), 1)
+		}, []string{
+			"MapWithState of CountByValue (stream 1): StateTimeout 0s: must be a positive multiple of the batch interval (1s), such as 1s; leave StateTimeout out for no timeout",
+			"MapWithState of CountByValue (stream 4): StateTimeout 1.5s: must be a positive multiple of the batch interval (1s), such as 2s; leave StateTimeout out for no timeout",
+		}},
 		{"nil functions", func(_ *Pipeline, s *Stream[string]) {
 			ForEach(Filter(Map[string, int](s, nil), nil), nil)
 		}, []string{
