@@ -91,8 +91,15 @@ func (jsonCodec[T]) Decode(data []byte) ([]T, error) {
 // given, for different types (such as the key type and the state type); a
 // codec for a type the operator does not keep makes Run refuse to start.
 func StateCodec[T any](c Codec[T]) Option {
-	return func(o *options) { o.codecs, o.given = append(o.codecs, c), o.given|optStateCodec }
+	var given any = c
+	if c == nil || nilPointer(c) {
+		given = nilCodec{reflect.TypeFor[T]()} // refused by codecSet.unused
+	}
+	return func(o *options) { o.codecs, o.given = append(o.codecs, given), o.given|optStateCodec }
 }
+
+// nilCodec stands for a nil codec given to StateCodec for type t.
+type nilCodec struct{ t reflect.Type }
 
 // codecSet picks the codecs of a stateful operator from its options and
 // remembers which were used, so that a codec of a type the operator does
@@ -120,6 +127,10 @@ func codecFor[T any](cs *codecSet) Codec[T] {
 // unused records a graph error for every codec given to op and not used.
 func (cs *codecSet) unused(p *Pipeline, op string, parent *node) {
 	for i, c := range cs.given {
+		if nc, ok := c.(nilCodec); ok {
+			p.graphError(fmt.Errorf("%s of %v: StateCodec[%v] is nil: pass a Codec, or leave the option out for GobCodec", op, parent, nc.t))
+			continue
+		}
 		if !cs.used[i] {
 			p.graphError(fmt.Errorf("%s of %v: StateCodec of %v: the operator keeps no value of that type; remove it or give a codec of a type it keeps",
 				op, parent, reflect.TypeOf(c)))

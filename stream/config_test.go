@@ -160,6 +160,10 @@ func TestGraphErrors(t *testing.T) {
 			"MapWithState of CountByValue (stream 1): StateTimeout 0s: must be a positive multiple of the batch interval (1s), such as 1s; leave StateTimeout out for no timeout",
 			"MapWithState of CountByValue (stream 4): StateTimeout 1.5s: must be a positive multiple of the batch interval (1s), such as 2s; leave StateTimeout out for no timeout",
 		}},
+		{"nil state codec", func(_ *Pipeline, s *Stream[string]) {
+			keep := func(_ string, _ []int64, st int64, _ bool) (int64, bool) { return st, true }
+			Print(UpdateStateByKey(CountByValue(s), keep, StateCodec[int64](nil)), 1)
+		}, []string{"UpdateStateByKey of CountByValue (stream 1): StateCodec[int64] is nil: pass a Codec, or leave the option out for GobCodec"}},
 		{"nil functions", func(_ *Pipeline, s *Stream[string]) {
 			ForEach(Filter(Map[string, int](s, nil), nil), nil)
 		}, []string{

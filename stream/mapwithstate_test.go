@@ -209,9 +209,7 @@ func TestStateSnapshotEncodeFailureFailsRun(t *testing.T) {
 	})
 }
 
-// panicky is a user codec with a bug: it panics on a nil receiver (a
-// *panicky declared and not made) and, for any receiver, on a value
-// above limit.
+// panicky is a user codec with a bug: it panics on a value above limit.
 type panicky struct{ limit int }
 
 func (c *panicky) Encode(vs []int) ([]byte, error) {
@@ -223,7 +221,7 @@ func (c *panicky) Encode(vs []int) ([]byte, error) {
 	return GobCodec[int]().Encode(vs)
 }
 
-func (c *panicky) Decode(b []byte) ([]int, error) { _ = c.limit; return GobCodec[int]().Decode(b) }
+func (c *panicky) Decode(b []byte) ([]int, error) { return GobCodec[int]().Decode(b) }
 
 // TestPanickingCodec checks that a user codec that panics is an error,
 // never a crash: at the start-up check (Validate and Run refuse the
@@ -237,8 +235,7 @@ func TestPanickingCodec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var c *panicky
-		st := UpdateStateByKey(wordPairs(From(p, newTestReceiver[string]())), count, StateCodec[int](c))
+		st := UpdateStateByKey(wordPairs(From(p, newTestReceiver[string]())), count, StateCodec[int](&panicky{limit: -1}))
 		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
 		err = p.Validate()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "UpdateStateByKey (stream") ||
