@@ -164,6 +164,10 @@ func TestGraphErrors(t *testing.T) {
 			keep := func(_ string, _ []int64, st int64, _ bool) (int64, bool) { return st, true }
 			Print(UpdateStateByKey(CountByValue(s), keep, StateCodec[int64](nil)), 1)
 		}, []string{"UpdateStateByKey of CountByValue (stream 1): StateCodec[int64] is nil: pass a Codec, or leave the option out for GobCodec"}},
+		{"nil dead letters pointer", func(_ *Pipeline, s *Stream[string]) {
+			var box *letterBox
+			Print(s, 1, Quarantine(box))
+		}, []string{"Print of From(source 0) (stream 0): Quarantine(nil *stream.letterBox): pass the DeadLetters to send failing records to"}},
 		{"nil functions", func(_ *Pipeline, s *Stream[string]) {
 			ForEach(Filter(Map[string, int](s, nil), nil), nil)
 		}, []string{
