@@ -14,7 +14,9 @@ import (
 // encodes a whole slice at once, so that per-snapshot costs (gob's type
 // descriptions, a buffer) are paid once per snapshot, not once per value.
 // Decode must return the values Encode was given, in order. Implementations
-// must be safe for use by one goroutine at a time.
+// must be safe for use by one goroutine at a time. A panic in Encode or
+// Decode is taken as their error: Run refuses to start, or fails at the
+// snapshot or restore, naming the operator; the process goes on.
 type Codec[T any] interface {
 	Encode(values []T) ([]byte, error)
 	Decode(data []byte) ([]T, error)
@@ -89,8 +91,15 @@ func (jsonCodec[T]) Decode(data []byte) ([]T, error) {
 // given, for different types (such as the key type and the state type); a
 // codec for a type the operator does not keep makes Run refuse to start.
 func StateCodec[T any](c Codec[T]) Option {
-	return func(o *options) { o.codecs, o.given = append(o.codecs, c), o.given|optStateCodec }
+	var given any = c
+	if c == nil || nilPointer(c) {
+		given = nilCodec{reflect.TypeFor[T]()} // refused by codecSet.unused
+	}
+	return func(o *options) { o.codecs, o.given = append(o.codecs, given), o.given|optStateCodec }
 }
+
+// nilCodec stands for a nil codec given to StateCodec for type t.
+type nilCodec struct{ t reflect.Type }
 
 // codecSet picks the codecs of a stateful operator from its options and
 // remembers which were used, so that a codec of a type the operator does
@@ -118,6 +127,10 @@ func codecFor[T any](cs *codecSet) Codec[T] {
 // unused records a graph error for every codec given to op and not used.
 func (cs *codecSet) unused(p *Pipeline, op string, parent *node) {
 	for i, c := range cs.given {
+		if nc, ok := c.(nilCodec); ok {
+			p.graphError(fmt.Errorf("%s of %v: StateCodec[%v] is nil: pass a Codec, or leave the option out for GobCodec", op, parent, nc.t))
+			continue
+		}
 		if !cs.used[i] {
 			p.graphError(fmt.Errorf("%s of %v: StateCodec of %v: the operator keeps no value of that type; remove it or give a codec of a type it keeps",
 				op, parent, reflect.TypeOf(c)))
@@ -125,15 +138,36 @@ func (cs *codecSet) unused(p *Pipeline, op string, parent *node) {
 	}
 }
 
+// encode calls c.Encode, a user's codec maybe: a panic is an error, as a
+// panic in an operator's function is, never a crash of the process.
+func encode[T any](c Codec[T], vs []T) (b []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%T panicked in Encode: %v", c, v)
+		}
+	}()
+	return c.Encode(vs)
+}
+
+// decode calls c.Decode, turning a panic into an error as encode does.
+func decode[T any](c Codec[T], b []byte) (vs []T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%T panicked in Decode: %v", c, v)
+		}
+	}()
+	return c.Decode(b)
+}
+
 // checkCodec encodes a slice of one zero T with c and decodes it back: a
 // type the codec cannot encode fails here, when Run starts, rather than at
 // the first snapshot.
 func checkCodec[T any](c Codec[T]) error {
 	var zero T
-	b, err := c.Encode([]T{zero})
+	b, err := encode(c, []T{zero})
 	if err == nil {
 		var back []T
-		back, err = c.Decode(b)
+		back, err = decode(c, b)
 		if err == nil && len(back) != 1 {
 			err = fmt.Errorf("decoded %d values from the encoding of one", len(back))
 		}

@@ -61,6 +61,9 @@ const (
 	// batch running, of the pending ones, of the one the timer holds, and
 	// the unbatched ones; their bytes are bounded by MaxBufferedBytes.
 	minUnbatchedBlocks = 10
+	// maxParallelism is the most Config.Parallelism accepted: far more
+	// tasks than a machine has cores, or shards a worker reads.
+	maxParallelism = 10000
 )
 
 // Config configures a Pipeline. The zero value of every field means its
@@ -140,7 +143,7 @@ type Config struct {
 	// of a keyed operator, the calls of ForEach and ForEachPartition (see
 	// the Execution section of the package documentation). It is also the
 	// number of hash partitions of a keyed operator. 1 runs every task in
-	// the driver's goroutine, one after the other. Default:
+	// the driver's goroutine, one after the other. At most 10000. Default:
 	// runtime.GOMAXPROCS(0) when NewPipeline is called.
 	Parallelism int
 
@@ -258,14 +261,30 @@ func (cfg Config) validate() error {
 		add("MaxBufferedBytes %d: must be at least %d (1 MiB), or -1 for no limit, or 0 for the default (%d MiB); write a size in MiB as n<<20",
 			b, minBufferedBytes, source.DefaultMaxBufferedBytes>>20)
 	}
-	if v := reflect.ValueOf(cfg.Recovery); v.Kind() == reflect.Pointer && v.IsNil() {
+	// A nil pointer in an interface field is not nil: it would not get the
+	// default, and the first call on it would panic in a goroutine of Run
+	// (a nil *clock.Manual crashed the process).
+	if nilPointer(cfg.Recovery) {
 		add("Recovery is a nil %T: pass an Opener such as recovery.Dir(path), or nil for no log", cfg.Recovery)
+	}
+	if nilPointer(cfg.Clock) {
+		add("Clock is a nil %T: pass a Clock, such as clock.NewManual(start), or nil for the wall clock", cfg.Clock)
+	}
+	if nilPointer(cfg.Stdout) {
+		add("Stdout is a nil %T: pass an io.Writer, or nil for os.Stdout", cfg.Stdout)
 	}
 	if cfg.CompactEvery < 0 {
 		add("CompactEvery %d: must be >= 1 (or 0 for the default, %d)", cfg.CompactEvery, DefaultCompactEvery)
 	}
-	if cfg.Parallelism < 0 {
+	switch {
+	case cfg.Parallelism < 0:
 		add("Parallelism %d: must be >= 1 (or 0 for the default, GOMAXPROCS)", cfg.Parallelism)
+	case cfg.Parallelism > maxParallelism:
+		// A keyed operator allocates, in every batch, per hash partition
+		// and per task: an absurd count allocates without end in the first batch
+		// instead of failing here.
+		add("Parallelism %d: must be at most %d (or 0 for the default, GOMAXPROCS): it is the number of tasks run at once and of a keyed operator's hash partitions",
+			cfg.Parallelism, maxParallelism)
 	}
 	if cfg.DrainTimeout < 0 {
 		add("DrainTimeout %v: must be > 0 (or 0 for the default, %v)", cfg.DrainTimeout, DefaultDrainTimeout)
@@ -275,12 +294,21 @@ func (cfg Config) validate() error {
 			cfg.StateSnapshotInterval, batchIv, DefaultStateSnapshotBatches)
 	}
 	for i, l := range cfg.Listeners {
-		if l == nil {
+		switch {
+		case l == nil:
 			add("Listeners[%d] nil: remove it or pass a Listener", i)
+		case nilPointer(l):
+			add("Listeners[%d] is a nil %T: remove it or pass a Listener", i, l)
 		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
 	}
 	return nil
+}
+
+// nilPointer reports whether v holds a nil pointer.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/source"
 )
@@ -51,8 +53,16 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"StateSnapshotInterval -1s: must be >= BatchInterval (1s), or 0 for the default (10 batch intervals)"}},
 		{"negative Parallelism", Config{Parallelism: -1},
 			[]string{"Parallelism -1: must be >= 1 (or 0 for the default, GOMAXPROCS)"}},
+		{"absurd Parallelism", Config{Parallelism: 1 << 40},
+			[]string{"Parallelism 1099511627776: must be at most 10000 (or 0 for the default, GOMAXPROCS): it is the number of tasks run at once and of a keyed operator's hash partitions"}},
 		{"nil Recovery pointer", Config{Recovery: (*recoverylog.MemoryStore)(nil)},
 			[]string{"Recovery is a nil *recoverylog.MemoryStore: pass an Opener such as recovery.Dir(path), or nil for no log"}},
+		{"nil Clock pointer", Config{Clock: (*clock.Manual)(nil)},
+			[]string{"Clock is a nil *clock.Manual: pass a Clock, such as clock.NewManual(start), or nil for the wall clock"}},
+		{"nil Stdout pointer", Config{Stdout: (*bytes.Buffer)(nil)},
+			[]string{"Stdout is a nil *bytes.Buffer: pass an io.Writer, or nil for os.Stdout"}},
+		{"nil listener pointer", Config{Listeners: []Listener{NopListener{}, (*NopListener)(nil)}},
+			[]string{"Listeners[1] is a nil *stream.NopListener: remove it or pass a Listener"}},
 		{"all problems together", Config{BatchInterval: -1, BlockInterval: -1, MaxBufferedBytes: 1000},
 			[]string{
 				"BatchInterval -1ns: must be > 0 (or 0 for the default, 1s)",
@@ -141,6 +151,23 @@ func TestGraphErrors(t *testing.T) {
 			"ReduceByKeyAndWindow of CountByValue (stream 1): reduce is nil: pass a function",
 			"ReduceByKeyAndWindow of CountByValue (stream 1): length -1s: must be a positive multiple of the slide of CountByValue (stream 1) (1s), such as 1s",
 		}},
+		{"state timeouts", func(_ *Pipeline, s *Stream[string]) {
+			f := func(_ string, _ int64, _ *State[int]) (int, bool) { return 0, false }
+			a, _ := MapWithState(CountByValue(s), f, StateTimeout(0))
+			b, _ := MapWithState(CountByValue(s), f, StateTimeout(1500*time.Millisecond))
+			Print(Union(a, b), 1)
+		}, []string{
+			"MapWithState of CountByValue (stream 1): StateTimeout 0s: must be a positive multiple of the batch interval (1s), such as 1s; leave StateTimeout out for no timeout",
+			"MapWithState of CountByValue (stream 4): StateTimeout 1.5s: must be a positive multiple of the batch interval (1s), such as 2s; leave StateTimeout out for no timeout",
+		}},
+		{"nil state codec", func(_ *Pipeline, s *Stream[string]) {
+			keep := func(_ string, _ []int64, st int64, _ bool) (int64, bool) { return st, true }
+			Print(UpdateStateByKey(CountByValue(s), keep, StateCodec[int64](nil)), 1)
+		}, []string{"UpdateStateByKey of CountByValue (stream 1): StateCodec[int64] is nil: pass a Codec, or leave the option out for GobCodec"}},
+		{"nil dead letters pointer", func(_ *Pipeline, s *Stream[string]) {
+			var box *letterBox
+			Print(s, 1, Quarantine(box))
+		}, []string{"Print of From(source 0) (stream 0): Quarantine(nil *stream.letterBox): pass the DeadLetters to send failing records to"}},
 		{"nil functions", func(_ *Pipeline, s *Stream[string]) {
 			ForEach(Filter(Map[string, int](s, nil), nil), nil)
 		}, []string{

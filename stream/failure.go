@@ -129,8 +129,13 @@ func policyOf(p *Pipeline, o *output, opts options) failurePolicy {
 	if pol.retries < 0 {
 		p.graphError(fmt.Errorf("%v: Retry(%d): must be >= 0 (0 gives up at the first failure)", o, pol.retries))
 	}
-	if opts.quarantine && opts.dead == nil {
+	switch {
+	case opts.quarantine && opts.dead == nil:
 		p.graphError(fmt.Errorf("%v: Quarantine(nil): pass the DeadLetters to send failing records to", o))
+	case opts.quarantine && nilPointer(opts.dead):
+		// It would panic when records fail, and stop the pipeline then
+		// instead of quarantining them.
+		p.graphError(fmt.Errorf("%v: Quarantine(nil %T): pass the DeadLetters to send failing records to", o, opts.dead))
 	}
 	return pol
 }

@@ -52,7 +52,8 @@ func (s *State[S]) IsTimingOut() bool { return s.timingOut }
 // for at least d of batch time gets its function called once more, with a
 // timing-out state and the zero value, at the first batch at least d after
 // its last value, and then loses its state. d must be a positive multiple
-// of the batch interval. Default: no timeout.
+// of the batch interval (Run refuses 0, or any other d, naming the fix):
+// leave the option out for no timeout, the default.
 func StateTimeout(d time.Duration) Option {
 	return func(o *options) { o.timeout, o.given = d, o.given|optStateTimeout }
 }
@@ -83,8 +84,11 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "MapWithState of "+s.n.String(), mapWithStateOptions)
 	bi := s.p.cfg.BatchInterval
-	if o.timeout < 0 || o.timeout%bi != 0 {
-		s.p.graphError(fmt.Errorf("MapWithState of %v: StateTimeout %v: must be a positive multiple of the batch interval (%v)", s.n, o.timeout, bi))
+	if d := o.timeout; o.given&optStateTimeout != 0 && (d <= 0 || d%bi != 0) {
+		fix := max(bi, (d+bi-1)/bi*bi)
+		s.p.graphError(fmt.Errorf("MapWithState of %v: StateTimeout %v: must be a positive multiple of the batch interval (%v), such as %v; leave StateTimeout out for no timeout",
+			s.n, d, bi, fix))
+		o.timeout = 0
 	}
 	cs := newCodecSet(o)
 	st := &mapState[K, V, S, U]{f: f, timeout: o.timeout, vals: make(map[K]*keyEntry[S]),

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -205,6 +206,54 @@ func TestStateSnapshotEncodeFailureFailsRun(t *testing.T) {
 				t.Errorf("Run = %v; want it to name %q", err, want)
 			}
 		}
+	})
+}
+
+// panicky is a user codec with a bug: it panics on a value above limit.
+type panicky struct{ limit int }
+
+func (c *panicky) Encode(vs []int) ([]byte, error) {
+	for _, v := range vs {
+		if v > c.limit {
+			panic(fmt.Sprintf("panicky: %d", v))
+		}
+	}
+	return GobCodec[int]().Encode(vs)
+}
+
+func (c *panicky) Decode(b []byte) ([]int, error) { return GobCodec[int]().Decode(b) }
+
+// TestPanickingCodec checks that a user codec that panics is an error,
+// never a crash: at the start-up check (Validate and Run refuse the
+// pipeline, naming the operator and the panic), and at a snapshot (Run
+// fails naming the operator), as a panicking operator function fails its
+// batch. Both crashed the process.
+func TestPanickingCodec(t *testing.T) {
+	count := func(_ string, vs []int, st int, _ bool) (int, bool) { return st + len(vs), true }
+	t.Run("at the start-up check", func(t *testing.T) {
+		p, err := NewPipeline(Config{Recovery: recoverylog.NewMemory()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := UpdateStateByKey(wordPairs(From(p, newTestReceiver[string]())), count, StateCodec[int](&panicky{limit: -1}))
+		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
+		err = p.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "UpdateStateByKey (stream") ||
+			!strings.Contains(err.Error(), "*stream.panicky panicked") {
+			t.Errorf("Validate = %v; want ErrInvalidConfig naming UpdateStateByKey and the codec's panic", err)
+		}
+	})
+	t.Run("at a snapshot", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			p, r, s := newTest[string](t, Config{Recovery: recoverylog.NewMemory(), Logger: slog.New(slog.DiscardHandler),
+				StateSnapshotInterval: time.Second})
+			st := UpdateStateByKey(wordPairs(s), count, StateCodec[int](&panicky{limit: 2}))
+			ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
+			err := feed(t, p, r, [][]string{{"a"}, {"a a"}})
+			if err == nil || !strings.Contains(err.Error(), "UpdateStateByKey") || !strings.Contains(err.Error(), "panicky: 3") {
+				t.Errorf("Run = %v; want an error naming UpdateStateByKey and the codec's panic", err)
+			}
+		})
 	})
 }
 

@@ -99,8 +99,10 @@ func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 
 // Transform returns the stream of f applied to each whole batch of s. f may
 // return an error, which fails the batch; if it returns a nil batch, the
-// result is an empty batch with the time and blocks of the input. ctx is
-// done when the Pipeline stops.
+// result is an empty batch with the time and blocks of the input. The batch
+// f returns must have the input's time, the batch's identity (make it with
+// batch.Derive(b, records), or batch.New(b.Time(), ...)): another time fails
+// the batch. ctx is done when the Pipeline stops.
 func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
 	mustExist("Transform", "s", s)
 	requireFunc(s.p, "Transform", s.n, "f", f == nil)
@@ -112,6 +114,12 @@ func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 		}
 		if nb == nil {
 			nb = batch.Derive[T, U](b)
+		}
+		if nb.Time() != b.Time() {
+			// Outputs key on the time (the files sink skips a time it
+			// wrote) and windows place the batch by it.
+			return nil, fmt.Errorf("%v: f returned a batch of time %v for the batch at %v: return a batch of the same time, such as batch.Derive(b, records)",
+				out.n, nb.Time(), b.Time())
 		}
 		return nb, nil
 	})

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -218,6 +219,27 @@ func TestTransformError(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "Transform (stream 1)") {
 			t.Errorf("error %q does not name the operator", err)
+		}
+	})
+}
+
+// TestTransformKeepsBatchTime checks that a Transform whose function
+// returns a batch of another time fails the batch, naming the operator and
+// the fix: the time is the batch's identity, which outputs key on (the
+// files sink skips a time already written) and windows place it by, so a
+// window of such batches was silently empty.
+func TestTransformKeepsBatchTime(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		p, r, s := newTest[string](t, Config{Logger: slog.New(slog.DiscardHandler)})
+		tr := Transform(s, func(_ context.Context, b *batch.Batch[string]) (*batch.Batch[string], error) {
+			return batch.New(0, nil, b.Records()), nil
+		})
+		c := collect(Window(tr, 2*time.Second, time.Second))
+		err := feed(t, p, r, [][]string{{"a"}})
+		var be *BatchError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), "Transform (stream 1)") ||
+			!strings.Contains(err.Error(), "batch.Derive") {
+			t.Fatalf("Run = %v (windows %v), want a *BatchError naming Transform and batch.Derive", err, c.outs())
 		}
 	})
 }

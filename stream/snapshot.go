@@ -295,7 +295,7 @@ func (w *snapWriter) bytes(b []byte) {
 
 // values appends vs encoded with c.
 func snapValues[T any](w *snapWriter, c Codec[T], vs []T) error {
-	b, err := c.Encode(vs)
+	b, err := encode(c, vs)
 	if err != nil {
 		return fmt.Errorf("values of type %v cannot be encoded with %T: %w", reflect.TypeFor[T](), c, err)
 	}
@@ -368,7 +368,7 @@ func snapRead[T any](r *snapReader, c Codec[T], n int) []T {
 	if r.err != nil {
 		return nil
 	}
-	vs, err := c.Decode(b)
+	vs, err := decode(c, b)
 	if err == nil && len(vs) != n {
 		err = fmt.Errorf("decoded %d values, want %d", len(vs), n)
 	}
