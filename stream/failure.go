@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/source"
 )
 
 // DefaultRetries is how many times an output that fails in a batch is tried
@@ -209,9 +210,11 @@ func (o *output) quarantine(r *run, letters []DeadLetter) error {
 // under its failure policy: f with each try's batch of s.
 func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
 	var withOrigins *batch.Batch[T] // kept across tries: computed once
+	var fFailed bool                // the last try failed in f, not computing s
 	err := o.retry(r, func() error {
 		var b *batch.Batch[T]
 		var err error
+		fFailed = false
 		switch {
 		case !o.origins:
 			b, err = s.at(r)
@@ -224,9 +227,17 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if err != nil || b == nil {
 			return err
 		}
-		return safely(func() error { return f(r.ctx, b) })
+		err = safely(func() error { return f(r.ctx, b) })
+		fFailed = err != nil
+		return err
 	}, func() int { return 1 })
-	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil {
+		return err
+	}
+	if o.policy.dead == nil {
+		if fFailed {
+			return fmt.Errorf("%w (%s)", err, stopFix)
+		}
 		return err
 	}
 	b, berr := s.at(r)
@@ -245,6 +256,10 @@ type partState struct {
 	// iso is set for the quarantine pass: then the partition's records run
 	// one at a time, and those that fail become letters.
 	iso *isolation
+	// inF is set by ForEach while its function runs on, or has failed
+	// on, the record of index calls: so a try that failed with inF set
+	// failed on that record (see where).
+	inF bool
 }
 
 // partFunc runs partition i of pt for an output, one try of it.
@@ -278,7 +293,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		err := parallel(r.ctx, r.par, len(todo), func(ctx context.Context, k int) error {
 			i := todo[k]
 			st := &states[i]
-			st.calls = 0
+			st.calls, st.inF = 0, false
 			errs[i] = safely(func() error { return f(ctx, pt, i, st) })
 			st.skip = max(st.skip, st.calls)
 			return nil
@@ -298,8 +313,14 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 		return nil
 	}, func() int { return max(len(todo), 1) })
-	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil || pt == nil || len(todo) == 0 {
+	if err == nil || r.ctx.Err() != nil || pt == nil || len(todo) == 0 {
 		return err
+	}
+	if o.policy.dead == nil {
+		if at := pt.where(todo[0], &states[todo[0]]); at != "" {
+			return fmt.Errorf("%s: %w (%s)", at, err, stopFix)
+		}
+		return fmt.Errorf("%w (%s)", err, stopFix)
 	}
 	// The quarantine pass: one partition at a time, on this goroutine, so
 	// that the roots of the chains (see parted.isolated) share one
@@ -390,6 +411,68 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 		}
 	}
 	return shard, 0
+}
+
+// stopFix ends the error of an output whose failure stops the pipeline
+// because it has no Quarantine: what the user can do about it.
+const stopFix = "to set the records that fail aside and go on, give the output stream.Quarantine(d); " +
+	"otherwise fix the function or the record: the batch is not completed, so its records are processed again after a restart"
+
+// where names, for the error that stops the pipeline, where partition i
+// of pt failed its output: its shard, "" if it is not one shard's; the
+// record when the output's own function failed on a record of a source's
+// partition (its sequence number if it is a source.Positioned, else its
+// offset in its range); otherwise the sequence numbers of the shard in
+// the batch.
+func (pt *parted[T]) where(i int, st *partState) string {
+	k := pt.keys[i]
+	if k.shard == "" {
+		return ""
+	}
+	at := fmt.Sprintf("shard %s of stream %s", k.shard, k.stream)
+	if st.inF && pt.ranged {
+		if seq, sub, ok := pt.positionAt(i, st.calls); ok {
+			return fmt.Sprintf("%s, record of sequence number %s, sub-sequence %d", at, seq, sub)
+		}
+		if rg, off := pt.origin(i, st.calls); rg.First != "" {
+			return fmt.Sprintf("%s, the record at offset %d of range %s-%s", at, off, rg.First, rg.Last)
+		}
+	}
+	var first, last string
+	for _, b := range pt.blocks {
+		for _, rg := range b.Ranges {
+			if rg.Stream == k.stream && rg.Shard == k.shard {
+				if first == "" {
+					first = rg.First
+				}
+				last = rg.Last
+			}
+		}
+	}
+	if first == "" {
+		return at
+	}
+	return fmt.Sprintf("%s, a record of sequence numbers %s to %s", at, first, last)
+}
+
+// positionAt returns the position of record n of partition i of pt, a
+// computed one, if its records are source.Positioned.
+func (pt *parted[T]) positionAt(i, n int) (seq string, sub int64, ok bool) {
+	if pt.data == nil {
+		return "", 0, false
+	}
+	for _, c := range pt.data[i] {
+		if n < len(c.recs) {
+			p, ok := any(&c.recs[n]).(source.Positioned)
+			if !ok {
+				return "", 0, false
+			}
+			seq, sub = p.Position()
+			return seq, sub, true
+		}
+		n -= len(c.recs)
+	}
+	return "", 0, false
 }
 
 // lettersOf returns a letter for each of recs, with the failure err, from
