@@ -14,7 +14,9 @@ import (
 // encodes a whole slice at once, so that per-snapshot costs (gob's type
 // descriptions, a buffer) are paid once per snapshot, not once per value.
 // Decode must return the values Encode was given, in order. Implementations
-// must be safe for use by one goroutine at a time.
+// must be safe for use by one goroutine at a time. A panic in Encode or
+// Decode is taken as an error, as a panic in any user function is: Run
+// fails with it, the process goes on.
 type Codec[T any] interface {
 	Encode(values []T) ([]byte, error)
 	Decode(data []byte) ([]T, error)
@@ -127,13 +129,14 @@ func (cs *codecSet) unused(p *Pipeline, op string, parent *node) {
 
 // checkCodec encodes a slice of one zero T with c and decodes it back: a
 // type the codec cannot encode fails here, when Run starts, rather than at
-// the first snapshot.
+// the first snapshot. A panic in c, user code, is an error.
 func checkCodec[T any](c Codec[T]) error {
 	var zero T
-	b, err := c.Encode([]T{zero})
+	var b []byte
+	err := safely(func() (err error) { b, err = c.Encode([]T{zero}); return err })
 	if err == nil {
 		var back []T
-		back, err = c.Decode(b)
+		err = safely(func() (err error) { back, err = c.Decode(b); return err })
 		if err == nil && len(back) != 1 {
 			err = fmt.Errorf("decoded %d values from the encoding of one", len(back))
 		}

@@ -293,9 +293,10 @@ func (w *snapWriter) bytes(b []byte) {
 	w.buf = append(w.buf, b...)
 }
 
-// values appends vs encoded with c.
+// values appends vs encoded with c. A panic in c, user code, is an error.
 func snapValues[T any](w *snapWriter, c Codec[T], vs []T) error {
-	b, err := c.Encode(vs)
+	var b []byte
+	err := safely(func() (err error) { b, err = c.Encode(vs); return err })
 	if err != nil {
 		return fmt.Errorf("values of type %v cannot be encoded with %T: %w", reflect.TypeFor[T](), c, err)
 	}
@@ -362,13 +363,15 @@ func (r *snapReader) bytes() []byte {
 	return b
 }
 
-// snapRead reads n values encoded with c.
+// snapRead reads n values encoded with c. A panic in c, user code, is an
+// error.
 func snapRead[T any](r *snapReader, c Codec[T], n int) []T {
 	b := r.bytes()
 	if r.err != nil {
 		return nil
 	}
-	vs, err := c.Decode(b)
+	var vs []T
+	err := safely(func() (err error) { vs, err = c.Decode(b); return err })
 	if err == nil && len(vs) != n {
 		err = fmt.Errorf("decoded %d values, want %d", len(vs), n)
 	}
