@@ -49,10 +49,13 @@ func Retry(n int) Option {
 // record, in order, skipping the records ForEach has already output, and
 // each record whose processing fails is quarantined alone. The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
-// ForEachBatch and Print. A failure the output cannot pin to its records
-// (of a keyed, window, state or Transform operator, or of a stream several
-// outputs share, computed before the output runs) is not quarantined: it
-// stops the pipeline once the retries are spent. Later records of the key
+// ForEachBatch and Print. A narrow operator whose stream several outputs
+// share is computed once, before them; if it fails, the quarantine pass of
+// a ForEach or ForEachPartition runs it again fused into the output, record
+// by record, so each such output quarantines the failing records. A failure
+// the output cannot pin to its records (of a keyed, window, state or
+// Transform operator, or of a source's recomputation) is not quarantined:
+// it stops the pipeline once the retries are spent. Later records of the key
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
@@ -313,7 +316,13 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 		return nil
 	}, func() int { return max(len(todo), 1) })
-	if err == nil || r.ctx.Err() != nil || pt == nil || len(todo) == 0 {
+	if err == nil || r.ctx.Err() != nil {
+		return err
+	}
+	if pt == nil && o.policy.dead != nil {
+		pt, states, todo = fusedAgain(r, s)
+	}
+	if pt == nil || len(todo) == 0 {
 		return err
 	}
 	if o.policy.dead == nil {
@@ -336,6 +345,28 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 	}
 	return o.quarantine(r, iso.letters)
+}
+
+// fusedAgain returns, for the quarantine pass of an output whose stream s
+// failed as a whole, s's partitions planned again fused into the output,
+// with every partition to run: s is a narrow operator's stream several
+// outputs share, computed once before them, so its failure could not be
+// pinned to records; fused, the pass runs its function record by record,
+// as for a stream of one output. It returns nil for any other stream, or
+// if the stream's input fails too.
+func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
+	if s.plan == nil || r.shared == nil || !r.shared[s.n.id] {
+		return nil, nil, nil
+	}
+	pt, err := s.plan(r)
+	if err != nil || pt == nil {
+		return nil, nil, nil
+	}
+	todo := make([]int, len(pt.keys))
+	for i := range todo {
+		todo[i] = i
+	}
+	return pt, make([]partState, len(pt.keys)), todo
 }
 
 // isolation is the quarantine pass of an output's failed partitions. While
