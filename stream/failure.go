@@ -49,7 +49,9 @@ func Retry(n int) Option {
 // record, in order, skipping the records ForEach has already output, and
 // each record whose processing fails is quarantined alone. The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
-// ForEachBatch and Print. A narrow operator whose stream several outputs
+// a ForEachBatch or Print function that fails; when the narrow operators
+// before a ForEachBatch or Print fail, their records are isolated the same
+// way and the function gets the batch of the others. A narrow operator whose stream several outputs
 // share is computed once, before them; if it fails, the quarantine pass of
 // a ForEach or ForEachPartition runs it again fused into the output, record
 // by record, so each such output quarantines the failing records. A failure
@@ -244,10 +246,45 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	b, berr := s.at(r)
-	if berr != nil || b == nil {
-		return err // the stream itself failed: nothing to quarantine
+	if berr == nil && b != nil {
+		return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
 	}
-	return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+	// The stream itself failed: if it is a narrow operator's, its records
+	// are isolated and f gets the batch of those that did not fail.
+	var letters []DeadLetter
+	if berr == nil || o.origins {
+		return err
+	}
+	if b, letters = isolatedBatch(r, s); b == nil {
+		return err
+	}
+	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
+		letters = append(letters, lettersOf(b.All(), batch.SeqRange{}, ferr)...)
+	}
+	return o.quarantine(r, letters)
+}
+
+// isolatedBatch computes again the batch of s, a narrow operator's stream
+// that failed as a whole, with the records of its chains' roots isolated
+// one at a time (see isolation): it returns the batch of the records whose
+// processing did not fail, and a letter for each of the others. It returns
+// a nil batch for another stream, or if the stream's input fails.
+func isolatedBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) {
+	if s.plan == nil {
+		return nil, nil
+	}
+	pt, err := s.plan(r)
+	if err != nil || pt == nil {
+		return nil, nil
+	}
+	iso := &isolation{}
+	r.iso.Store(iso)
+	defer r.iso.Store(nil)
+	c, err := pt.compute(r.ctx, 1) // on this goroutine: one isolation
+	if err != nil {
+		return nil, nil
+	}
+	return c.batch(), iso.letters
 }
 
 // partState is one partition's progress through the tries of an output.

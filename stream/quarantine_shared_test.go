@@ -65,3 +65,47 @@ func TestQuarantineSharedStream(t *testing.T) {
 		}
 	})
 }
+
+// TestQuarantineBeforeForEachBatch checks that a narrow operator before a
+// ForEachBatch that quarantines, whose function panics on one record, does
+// not stop the pipeline: the record is quarantined with its origin and f
+// gets the batch of the others.
+func TestQuarantineBeforeForEachBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards, n = 4, 400
+		bad := shardRec{Shard: 1, Seq: 80}
+		p, src := newMemoryPipeline(t, Config{Parallelism: 4}, shards)
+		m := Map(From(p, src), func(v shardRec) shardRec {
+			if v == bad {
+				panic("kaboom")
+			}
+			return v
+		})
+		seen := map[shardRec]int{}
+		box := &letterBox{}
+		ForEachBatch(m, func(_ context.Context, b *batch.Batch[shardRec]) error {
+			for v := range b.All() {
+				seen[v]++
+			}
+			return nil
+		}, Quarantine(box), Retry(1))
+		if err := runMemory(t, p, src, shards, n); err != nil {
+			t.Fatalf("Run = %v, want nil: the bad record quarantined", err)
+		}
+		for k := range n {
+			v := shardRec{k % shards, k / shards}
+			if w := map[bool]int{true: 0, false: 1}[v == bad]; seen[v] != w {
+				t.Errorf("record %v output %d times, want %d", v, seen[v], w)
+			}
+		}
+		letters := box.all()
+		if len(letters) != 1 {
+			t.Fatalf("%d letters, want 1: %+v", len(letters), letters)
+		}
+		want, _ := json.Marshal(bad)
+		wantRange := batch.SeqRange{Stream: "memory", Shard: "shardId-000000000001", First: "81", Last: "81", Count: 1}
+		if l := letters[0]; string(l.Record) != string(want) || l.Panic != "kaboom" || !cmp.Equal(wantRange, l.Range) {
+			t.Errorf("letter record %s panic %q range %+v, want %s, kaboom, %+v", l.Record, l.Panic, l.Range, want, wantRange)
+		}
+	})
+}
