@@ -51,13 +51,14 @@ func Retry(n int) Option {
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
-// way and the function gets the batch of the others. A narrow operator whose stream several outputs
-// share is computed once, before them; if it fails, the quarantine pass of
-// a ForEach or ForEachPartition runs it again fused into the output, record
-// by record, so each such output quarantines the failing records. A failure
-// the output cannot pin to its records (of a keyed, window, state or
-// Transform operator, or of a source's recomputation) is not quarantined:
-// it stops the pipeline once the retries are spent. Later records of the key
+// way and the function gets the batch of the others. A narrow operator
+// whose stream several outputs share is computed once, before them; if it
+// fails, the quarantine pass of a ForEach or ForEachPartition runs it again
+// fused into the output, record by record, so each such output quarantines
+// the failing records. A failure the output cannot pin to its records (of
+// a keyed, window, state or Transform operator, or of a source's
+// recomputation) is not quarantined: it stops the pipeline once the
+// retries are spent. Later records of the key
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
