@@ -52,10 +52,10 @@ func Retry(n int) Option {
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
 // way and the function gets the batch of the others. A narrow operator
-// whose stream several outputs share is computed once, before them; if it
-// fails, the quarantine pass of a ForEach or ForEachPartition runs it again
-// fused into the output, record by record, so each such output quarantines
-// the failing records. A failure the output cannot pin to its records (of
+// whose stream several consumers share is computed once, before them; if
+// it fails, the quarantine pass of an output runs it again fused into the
+// output, record by record, so each such output quarantines the failing
+// records. A failure the output cannot pin to its records (of
 // a keyed, window, state or Transform operator, or of a source's
 // recomputation) is not quarantined: it stops the pipeline once the
 // retries are spent. Later records of the key
@@ -269,13 +269,10 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 // that failed as a whole, with the records of its chains' roots isolated
 // one at a time (see isolation): it returns the batch of the records whose
 // processing did not fail, and a letter for each of the others. It returns
-// a nil batch for another stream, or if the stream's input fails.
+// a nil batch if s fails again as a whole (see fusedAgain).
 func isolatedBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) {
-	if s.plan == nil {
-		return nil, nil
-	}
-	pt, err := s.plan(r)
-	if err != nil || pt == nil {
+	pt, _, _ := fusedAgain(r, s)
+	if pt == nil {
 		return nil, nil
 	}
 	iso := &isolation{}
@@ -386,17 +383,18 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 }
 
 // fusedAgain returns, for the quarantine pass of an output whose stream s
-// failed as a whole, s's partitions planned again fused into the output,
-// with every partition to run: s is a narrow operator's stream several
-// outputs share, computed once before them, so its failure could not be
+// failed as a whole, s's partitions planned again with the narrow
+// operators that failed fused into the output, and every partition to
+// run: a narrow operator's stream several consumers share (s or one
+// before it) is computed once, before them, so its failure could not be
 // pinned to records; fused, the pass runs its function record by record,
-// as for a stream of one output. It returns nil for any other stream, or
-// if the stream's input fails too.
+// as for a stream of one consumer. It returns nil if s fails again as a
+// whole (a keyed, window, state or Transform operator, a source's
+// recomputation).
 func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
-	if s.plan == nil || r.shared == nil || !r.shared[s.n.id] {
-		return nil, nil, nil
-	}
-	pt, err := s.plan(r)
+	r.isolating = true
+	pt, err := s.parts(r)
+	r.isolating = false
 	if err != nil || pt == nil {
 		return nil, nil, nil
 	}

@@ -13,11 +13,19 @@ import (
 )
 
 // TestQuarantineSharedStream checks that a narrow operator whose stream
-// several outputs share (computed once, before them) and whose function
-// panics on one record does not stop a pipeline whose outputs quarantine:
-// each output quarantines the record, with its origin, and outputs every
-// other record once.
+// several outputs share (computed once, before them), or several chains
+// of narrow operators do, and whose function panics on one record does
+// not stop a pipeline whose outputs quarantine: each output quarantines
+// the record, with its origin, and outputs every other record once.
 func TestQuarantineSharedStream(t *testing.T) {
+	for _, chains := range []bool{false, true} {
+		t.Run(map[bool]string{false: "outputs share", true: "chains share"}[chains], func(t *testing.T) {
+			testQuarantineSharedStream(t, chains)
+		})
+	}
+}
+
+func testQuarantineSharedStream(t *testing.T, chains bool) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards, n = 4, 400
 		bad := shardRec{Shard: 1, Seq: 80}
@@ -32,7 +40,11 @@ func TestQuarantineSharedStream(t *testing.T) {
 		seen := [2]map[shardRec]int{{}, {}}
 		boxes := [2]*letterBox{{}, {}}
 		for i := range 2 {
-			ForEach(m, func(_ context.Context, v shardRec) error {
+			in := m
+			if chains {
+				in = Filter(m, func(shardRec) bool { return true })
+			}
+			ForEach(in, func(_ context.Context, v shardRec) error {
 				mu.Lock()
 				defer mu.Unlock()
 				seen[i][v]++
