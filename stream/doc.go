@@ -77,7 +77,8 @@
 // one shard keep their order through narrow operators. A panic in a user
 // function fails its output as an output's error does, instead of crashing
 // the process: the output is tried again (Retry), then the batch fails with
-// a *BatchError holding the panic value and stack, or, with Quarantine, the
+// a *BatchError holding the panic value and stack, whose message names the
+// shard and, where it can, the record that failed, or, with Quarantine, the
 // failing records go to dead letters and the batch completes.
 //
 // # Recovery

@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/source"
 )
 
 // DefaultRetries is how many times an output that fails in a batch is tried
@@ -48,10 +49,16 @@ func Retry(n int) Option {
 // record, in order, skipping the records ForEach has already output, and
 // each record whose processing fails is quarantined alone. The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
-// ForEachBatch and Print. A failure the output cannot pin to its records
-// (of a keyed, window, state or Transform operator, or of a stream several
-// outputs share, computed before the output runs) is not quarantined: it
-// stops the pipeline once the retries are spent. Later records of the key
+// a ForEachBatch or Print function that fails; when the narrow operators
+// before a ForEachBatch or Print fail, their records are isolated the same
+// way and the function gets the batch of the others. A narrow operator
+// whose stream several consumers share is computed once, before them; if
+// it fails, the quarantine pass of an output runs it again fused into the
+// output, record by record, so each such output quarantines the failing
+// records. A failure the output cannot pin to its records (of
+// a keyed, window, state or Transform operator, or of a source's
+// recomputation) is not quarantined: it stops the pipeline once the
+// retries are spent. Later records of the key
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
@@ -214,9 +221,11 @@ func (o *output) quarantine(r *run, letters []DeadLetter) error {
 // under its failure policy: f with each try's batch of s.
 func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
 	var withOrigins *batch.Batch[T] // kept across tries: computed once
+	var fFailed bool                // the last try failed in f, not computing s
 	err := o.retry(r, func() error {
 		var b *batch.Batch[T]
 		var err error
+		fFailed = false
 		switch {
 		case !o.origins:
 			b, err = s.at(r)
@@ -229,16 +238,56 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if err != nil || b == nil {
 			return err
 		}
-		return safely(func() error { return f(r.ctx, b) })
+		err = safely(func() error { return f(r.ctx, b) })
+		fFailed = err != nil
+		return err
 	}, func() int { return 1 })
-	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil {
+		return err
+	}
+	if o.policy.dead == nil {
+		if fFailed {
+			return fmt.Errorf("%w (%s)", err, stopFix)
+		}
 		return err
 	}
 	b, berr := s.at(r)
-	if berr != nil || b == nil {
-		return err // the stream itself failed: nothing to quarantine
+	if berr == nil && b != nil {
+		return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
 	}
-	return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+	// The stream itself failed: if it is a narrow operator's, its records
+	// are isolated and f gets the batch of those that did not fail.
+	var letters []DeadLetter
+	if berr == nil || o.origins {
+		return err
+	}
+	if b, letters = isolatedBatch(r, s); b == nil {
+		return err
+	}
+	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
+		letters = append(letters, lettersOf(b.All(), batch.SeqRange{}, ferr)...)
+	}
+	return o.quarantine(r, letters)
+}
+
+// isolatedBatch computes again the batch of s, a narrow operator's stream
+// that failed as a whole, with the records of its chains' roots isolated
+// one at a time (see isolation): it returns the batch of the records whose
+// processing did not fail, and a letter for each of the others. It returns
+// a nil batch if s fails again as a whole (see fusedAgain).
+func isolatedBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) {
+	pt, _, _ := fusedAgain(r, s)
+	if pt == nil {
+		return nil, nil
+	}
+	iso := &isolation{}
+	r.iso.Store(iso)
+	defer r.iso.Store(nil)
+	c, err := pt.compute(r.ctx, 1) // on this goroutine: one isolation
+	if err != nil {
+		return nil, nil
+	}
+	return c.batch(), iso.letters
 }
 
 // partState is one partition's progress through the tries of an output.
@@ -250,6 +299,10 @@ type partState struct {
 	// iso is set for the quarantine pass: then the partition's records run
 	// one at a time, and those that fail become letters.
 	iso *isolation
+	// inF is set by ForEach while its function runs on, or has failed
+	// on, the record of index calls: so a try that failed with inF set
+	// failed on that record (see where).
+	inF bool
 }
 
 // partFunc runs partition i of pt for an output, one try of it.
@@ -283,7 +336,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		err := parallel(r.ctx, r.par, len(todo), func(ctx context.Context, k int) error {
 			i := todo[k]
 			st := &states[i]
-			st.calls = 0
+			st.calls, st.inF = 0, false
 			errs[i] = safely(func() error { return f(ctx, pt, i, st) })
 			st.skip = max(st.skip, st.calls)
 			return nil
@@ -303,8 +356,20 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 		return nil
 	}, func() int { return max(len(todo), 1) })
-	if err == nil || o.policy.dead == nil || r.ctx.Err() != nil || pt == nil || len(todo) == 0 {
+	if err == nil || r.ctx.Err() != nil {
 		return err
+	}
+	if pt == nil && o.policy.dead != nil {
+		pt, states, todo = fusedAgain(r, s)
+	}
+	if pt == nil || len(todo) == 0 {
+		return err
+	}
+	if o.policy.dead == nil {
+		if at := pt.where(todo[0], &states[todo[0]]); at != "" {
+			return fmt.Errorf("%s: %w (%s)", at, err, stopFix)
+		}
+		return fmt.Errorf("%w (%s)", err, stopFix)
 	}
 	// The quarantine pass: one partition at a time, on this goroutine, so
 	// that the roots of the chains (see parted.isolated) share one
@@ -320,6 +385,29 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 	}
 	return o.quarantine(r, iso.letters)
+}
+
+// fusedAgain returns, for the quarantine pass of an output whose stream s
+// failed as a whole, s's partitions planned again with the narrow
+// operators that failed fused into the output, and every partition to
+// run: a narrow operator's stream several consumers share (s or one
+// before it) is computed once, before them, so its failure could not be
+// pinned to records; fused, the pass runs its function record by record,
+// as for a stream of one consumer. It returns nil if s fails again as a
+// whole (a keyed, window, state or Transform operator, a source's
+// recomputation).
+func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
+	r.isolating = true
+	pt, err := s.parts(r)
+	r.isolating = false
+	if err != nil || pt == nil {
+		return nil, nil, nil
+	}
+	todo := make([]int, len(pt.keys))
+	for i := range todo {
+		todo[i] = i
+	}
+	return pt, make([]partState, len(pt.keys)), todo
 }
 
 // isolation is the quarantine pass of an output's failed partitions. While
@@ -395,6 +483,68 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 		}
 	}
 	return shard, 0
+}
+
+// stopFix ends the error of an output whose failure stops the pipeline
+// because it has no Quarantine: what the user can do about it.
+const stopFix = "to set the records that fail aside and go on, give the output stream.Quarantine(d); " +
+	"otherwise fix the function or the record: the batch is not completed, so its records are processed again after a restart"
+
+// where names, for the error that stops the pipeline, where partition i
+// of pt failed its output: its shard, "" if it is not one shard's; the
+// record when the output's own function failed on a record of a source's
+// partition (its sequence number if it is a source.Positioned, else its
+// offset in its range); otherwise the sequence numbers of the shard in
+// the batch.
+func (pt *parted[T]) where(i int, st *partState) string {
+	k := pt.keys[i]
+	if k.shard == "" {
+		return ""
+	}
+	at := fmt.Sprintf("shard %s of stream %s", k.shard, k.stream)
+	if st.inF && pt.ranged {
+		if seq, sub, ok := pt.positionAt(i, st.calls); ok {
+			return fmt.Sprintf("%s, record of sequence number %s, sub-sequence %d", at, seq, sub)
+		}
+		if rg, off := pt.origin(i, st.calls); rg.First != "" {
+			return fmt.Sprintf("%s, the record at offset %d of range %s-%s", at, off, rg.First, rg.Last)
+		}
+	}
+	var first, last string
+	for _, b := range pt.blocks {
+		for _, rg := range b.Ranges {
+			if rg.Stream == k.stream && rg.Shard == k.shard {
+				if first == "" {
+					first = rg.First
+				}
+				last = rg.Last
+			}
+		}
+	}
+	if first == "" {
+		return at
+	}
+	return fmt.Sprintf("%s, a record of sequence numbers %s to %s", at, first, last)
+}
+
+// positionAt returns the position of record n of partition i of pt, a
+// computed one, if its records are source.Positioned.
+func (pt *parted[T]) positionAt(i, n int) (seq string, sub int64, ok bool) {
+	if pt.data == nil {
+		return "", 0, false
+	}
+	for _, c := range pt.data[i] {
+		if n < len(c.recs) {
+			p, ok := any(&c.recs[n]).(source.Positioned)
+			if !ok {
+				return "", 0, false
+			}
+			seq, sub = p.Position()
+			return seq, sub, true
+		}
+		n -= len(c.recs)
+	}
+	return "", 0, false
 }
 
 // lettersOf returns a letter for each of recs, with the failure err, from

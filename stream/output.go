@@ -87,6 +87,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 					st.calls++ // done by an earlier try
 					continue
 				}
+				st.inF = true
 				if err = f(ctx, v); err != nil {
 					if st.iso == nil || ctx.Err() != nil {
 						return false
@@ -94,6 +95,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 					st.iso.fail(err) // its record is quarantined
 					err = nil
 				}
+				st.inF = false
 				st.calls++
 			}
 			return true

@@ -476,11 +476,12 @@ func (s *shardStates) completed(blocks []batch.BlockInfo) {
 }
 
 // between runs f on the batch loop between two batches, or at once if the
-// loop has ended, and returns its error.
+// loop has ended, and returns its error. f calls user functions (a
+// partition key function, codecs): a panic in it is returned as an error.
 func (e *engine) between(ctx context.Context, f func() error) error {
 	var err error
 	done := make(chan struct{})
-	call := func() { err = f(); close(done) }
+	call := func() { err = safely(f); close(done) }
 	select {
 	case e.betweenc <- call:
 		<-done
@@ -488,7 +489,7 @@ func (e *engine) between(ctx context.Context, f func() error) error {
 	case <-e.loopDone:
 		e.afterLoop.Lock()
 		defer e.afterLoop.Unlock()
-		return f()
+		return safely(f)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

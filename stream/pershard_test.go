@@ -148,6 +148,12 @@ type shardedRun struct {
 // startSharded runs the pipeline count builds and waits for its ShardState.
 func startSharded(t *testing.T, count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]) *shardedRun {
 	t.Helper()
+	return startShardedBy(t, func(k string) string { return k }, count)
+}
+
+// startShardedBy is startSharded with the partition key function pk.
+func startShardedBy(t *testing.T, pk func(string) string, count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]) *shardedRun {
+	t.Helper()
 	r := &shardedRun{t: t, src: newShardedSource(), batches: make(chan map[string]int, 1000), done: make(chan error, 1)}
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
 	if err != nil {
@@ -155,7 +161,7 @@ func startSharded(t *testing.T, count func(p *stream.Pipeline, pairs *stream.Str
 	}
 	r.p = p
 	pairs := stream.Map(stream.From(p, r.src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
-	stream.ForEachBatch(count(p, stream.PartitionedBy(pairs, func(k string) string { return k })),
+	stream.ForEachBatch(count(p, stream.PartitionedBy(pairs, pk)),
 		func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
 			m := map[string]int{}
 			for kv := range b.All() {
@@ -208,6 +214,40 @@ func (r *shardedRun) drain() {
 	if err := <-r.done; err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// A partition key function that panics on a key of a shard's state, loaded
+// from another worker's snapshot, fails the Load with the panic, and Run
+// with it, instead of crashing the process (every worker that took the
+// shard would crash the same way).
+func TestStatePerShardLoadPanic(t *testing.T) {
+	count := func(_ *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+		return stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true })
+	}
+	poison := keyIn(t, true)
+	r := startSharded(t, count)
+	if err := r.ss.Load(r.ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	r.push("lo", 1, poison)
+	r.waitFor("poison counted", map[string]int{poison: 1})
+	data, _, err := r.ss.Snapshot(r.ctx, loShard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.drain()
+
+	r = startShardedBy(t, func(k string) string {
+		if k == poison {
+			panic("no key for " + k)
+		}
+		return k
+	}, count)
+	err = r.ss.Load(r.ctx, loShard, data)
+	if err == nil || !strings.Contains(err.Error(), "panic: no key for "+poison) {
+		t.Fatalf("Load of a state holding a key the partition key function panics on = %v, want the panic", err)
+	}
+	r.drain()
 }
 
 // State per shard replaces the recovery log: Run refuses both, naming the

@@ -238,7 +238,7 @@ func TestOutputErrorFailsBatch(t *testing.T) {
 		})
 		after := collect(s)
 		err := feed(t, p, r, [][]string{{"ok"}, {"bad"}})
-		want := "stream: batch 946684802000 ms (2000-01-01T00:00:02Z): output 0, ForEach of From(source 0) (stream 0): boom"
+		want := "stream: batch 946684802000 ms (2000-01-01T00:00:02Z): output 0, ForEach of From(source 0) (stream 0): boom (" + stopFix + ")"
 		if err == nil || err.Error() != want {
 			t.Fatalf("Run = %v, want %s", err, want)
 		}

@@ -101,6 +101,12 @@ type run struct {
 	// returns one computed before, so that the chain runs from the
 	// source's partitions, for this output alone.
 	tracing bool
+	// isolating is set while the quarantine pass of an output whose
+	// stream failed as a whole plans that stream again (see fusedAgain):
+	// parts then plans a stream whose failure it memoised again, fused
+	// into its consumer, neither computing it nor keeping the result, so
+	// that the pass runs its functions record by record.
+	isolating bool
 }
 
 // Pipeline returns the Pipeline s belongs to: for a function that builds
@@ -166,6 +172,7 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	m := s.memo(r)
 	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil
+	retrace = retrace || r.isolating && m.err != nil && s.compute == nil
 	if (m.pt != nil || m.err != nil) && !retrace {
 		if m.pt != nil {
 			m.pt.iso = &r.iso
@@ -182,11 +189,13 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 		return m.pt, nil
 	}
 	pt, err := s.plan(r)
-	if err == nil && r.shared != nil && r.shared[s.n.id] && !r.tracing {
+	if err == nil && r.shared != nil && r.shared[s.n.id] && !r.tracing && !r.isolating {
 		pt, err = pt.compute(r.ctx, r.par)
 	}
 	if err != nil {
-		m.err = err
+		if !r.isolating {
+			m.err = err
+		}
 		return nil, err
 	}
 	if pt.data != nil && m.pt == nil {

@@ -58,7 +58,9 @@ type UserRecord struct {
 // UserRecord holding the data unchanged with aggregated false, but with a
 // non-nil error of type [*FormatError] saying what is wrong. The caller is
 // expected to deliver that record as it is and to count the error, as the KCL
-// does.
+// does for a wrong digest or a message it cannot parse (for a table index
+// out of range it drops user records instead; see the package
+// documentation).
 //
 // Otherwise Deaggregate returns the user records in the order of the
 // aggregate, each with its SubSequence set to its index, and aggregated true.

@@ -36,8 +36,12 @@
 // aggregate is passed through unchanged. A record that starts with the magic
 // number but is damaged (wrong digest, malformed protobuf) is also passed
 // through unchanged, together with a [*FormatError], so the caller can
-// deliver it as it is and count it: this is what the KCL does too, and it
-// never loses data. [Aggregate] is the encoder, for the Kinesis sink, tests and
+// deliver it as it is and count it, and no data is lost. The KCL does the
+// same for a wrong digest or a message protobuf cannot parse, but for a
+// table index out of range it logs the aggregate and drops its user records
+// from the bad one on (AggregatorUtil.deaggregate): weir passes that record
+// through whole too.
+// [Aggregate] is the encoder, for the Kinesis sink, tests and
 // benchmarks; [AggregateBase] and [UserRecordSize] size an aggregate before
 // it is encoded.
 //

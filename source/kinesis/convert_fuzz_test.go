@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/allocs"
 	"github.com/weirstream/weir/internal/kpl"
 )
@@ -110,7 +114,8 @@ func kplSeeds(f *testing.F) [][]byte {
 // Recompute do. It checks that convert never panics, allocates within a
 // small multiple of the page's bytes (issue 17, item 1), and returns every
 // record in order: a plain record whole, an aggregate as user records whose
-// data lies within its own.
+// data lies within its own; and that Recompute gives back what a reader
+// started at a KCL checkpoint inside the page's first record delivered.
 func FuzzConvert(f *testing.F) {
 	golden := kpl.Aggregate([]kpl.UserRecord{
 		{PartitionKey: "a", Data: []byte("hi")},
@@ -145,7 +150,35 @@ func FuzzConvert(f *testing.F) {
 				pageBytes(page), len(page), got, limit)
 		}
 		checkConverted(t, page, keys, out, conv)
+		checkRecomputed(t, page, keys, out, in)
 	})
+}
+
+// checkRecomputed checks that Recompute gives back exactly what a reader
+// delivered of page: a reader started at a KCL checkpoint inside the
+// page's first record (its first user records left out, up to a
+// sub-sequence number the input picks) delivers the rest as a range whose
+// Count is theirs; Recompute converts the page again and fits the count.
+func checkRecomputed(t *testing.T, page []types.Record, keys hashRange, out []Record, in []byte) {
+	t.Helper()
+	if len(page) == 0 || len(in) == 0 {
+		return
+	}
+	first := aws.ToString(page[0].SequenceNumber)
+	trim := headTrimAt(position{At: first, AtSubSequence: int64(in[0]%8) - 1, AtCheckpoint: true})
+	delivered := trim.apply(slices.Clone(out))
+	if len(delivered) == 0 {
+		return // nothing delivered: no range to recompute
+	}
+	rng := batch.SeqRange{Shard: "shard-1", First: first, Last: aws.ToString(page[len(page)-1].SequenceNumber), Count: len(delivered)}
+	again, _ := convert("shard-1", page, keys, slog.New(slog.DiscardHandler))
+	got, err := fitCount(rng, again)
+	if err != nil {
+		t.Fatalf("recompute of a range of %d delivered records (trim %+v): %v", len(delivered), trim, err)
+	}
+	if diff := cmp.Diff(delivered, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("recompute (trim %+v) differs from what was delivered (-delivered +recomputed):\n%s", trim, diff)
+	}
 }
 
 // lowerHalf is the hash key range of the first child of a shard holding
