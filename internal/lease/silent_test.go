@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,43 +15,22 @@ import (
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/localaws/faults"
 )
 
-// silentServer listens on loopback, accepts every connection and never
-// answers: a DynamoDB endpoint behind a black hole. It stops at the end of
+// silentServer returns the endpoint of a server on loopback that accepts every
+// connection and never answers: a DynamoDB endpoint behind a black hole (a faults.Proxy in
+// Blackhole mode, which never dials its target). It stops at the end of
 // the test.
 func silentServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faults.NewProxy("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
+	p.Set(faults.Blackhole)
+	t.Cleanup(func() { p.Close() })
+	return p.Endpoint()
 }
 
 // jsonRecords decodes the JSON lines of a slog.JSONHandler written to out.

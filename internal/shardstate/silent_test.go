@@ -3,8 +3,6 @@ package shardstate
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,42 +12,22 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/localaws/faults"
 )
 
-// silentEndpoint listens on loopback, accepts every connection and never
-// answers: a DynamoDB behind a black hole. It stops at the end of the test.
+// silentEndpoint returns the endpoint of a server on loopback that accepts every
+// connection and never answers: a DynamoDB behind a black hole (a faults.Proxy in
+// Blackhole mode, which never dials its target). It stops at the end of
+// the test.
 func silentEndpoint(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faults.NewProxy("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
+	p.Set(faults.Blackhole)
+	t.Cleanup(func() { p.Close() })
+	return p.Endpoint()
 }
 
 // A DynamoDB that never answers fails each call of the store once its
