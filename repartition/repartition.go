@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -133,6 +134,10 @@ func (c *Config[K, V]) validate() error {
 	}
 	if c.Client != nil && (c.AWS != nil || c.Endpoint != "") {
 		add("Client is set with AWS or Endpoint: set either Client or AWS/Endpoint")
+	}
+	if v := reflect.ValueOf(c.DeadLetters); v.Kind() == reflect.Pointer && v.IsNil() {
+		// It would panic when a record fails, stopping Run then.
+		add("DeadLetters is a nil %T: pass the DeadLetters to send the records ByKey cannot carry to, or leave it nil", c.DeadLetters)
 	}
 	if len(problems) == 0 {
 		return nil
