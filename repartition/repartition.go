@@ -231,8 +231,8 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	}, stream.Named(name), stream.Origins())
 
 	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
-	// The reading side's deduplication: one step, replaced by the
-	// crash-exact Deduplicate of sink/kinesis once it is merged.
+	// The reading side's deduplication: sink/kinesis's Deduplicate,
+	// whose filters are state, exact across a crash (DESIGN.md).
 	// Every record of a key is read from the shard its partition key
 	// places it in: the stateful operators after ByKey keep their state
 	// per shard, moving with the shard's lease (stream.PartitionedBy).
