@@ -1,7 +1,6 @@
 package repartition
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -93,20 +92,33 @@ func (c codec[K, V]) decode(data []byte) (stream.Pair[K, V], error) {
 }
 
 // decodeBatch is the reading side's last step: the pairs of b's records
-// (whose tags were stripped), part by part. A record that cannot be decoded
-// fails the batch: it was not written by this package, or with other codecs.
-func (c codec[K, V]) decodeBatch(_ context.Context, b *batch.Batch[source.Record]) (*batch.Batch[stream.Pair[K, V]], error) {
+// (whose tags were stripped), part by part, read from the stream name. A
+// record that cannot be decoded (not written by this package, or with
+// other codecs) fails the batch, unless quarantine is set: it is left out,
+// and an output of its own quarantines it (see ByKey).
+func (c codec[K, V]) decodeBatch(name string, b *batch.Batch[source.Record], quarantine bool) (*batch.Batch[stream.Pair[K, V]], error) {
 	parts := make([][]stream.Pair[K, V], 0, len(b.Parts()))
 	for _, part := range b.Parts() {
-		out := make([]stream.Pair[K, V], len(part))
+		out := make([]stream.Pair[K, V], 0, len(part))
 		for i := range part {
 			p, err := c.decode(part[i].Data)
 			if err != nil {
-				return nil, fmt.Errorf("shard %s, record %s: %w", part[i].ShardID, part[i].SequenceNumber, err)
+				if quarantine {
+					continue
+				}
+				return nil, fmt.Errorf("%w: set repartition.Config.DeadLetters to send the records ByKey cannot read to dead letters and go on, "+
+					"or fix the codecs (the record is read again at every start until its batch completes)", readError(name, part[i], err))
 			}
-			out[i] = p
+			out = append(out, p)
 		}
 		parts = append(parts, out)
 	}
 	return batch.Derive(b, parts...), nil
+}
+
+// readError is the error of record r, read from the stream name, that did
+// not decode with err.
+func readError(name string, r source.Record, err error) error {
+	return fmt.Errorf("repartition: stream %s, shard %s, record of sequence number %s, sub-sequence %d: %w",
+		name, r.ShardID, r.SequenceNumber, r.SubSequenceNumber, err)
 }

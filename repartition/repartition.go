@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -100,6 +101,21 @@ type Config[K comparable, V any] struct {
 	// also the partition key (see ByKey). Default stream.JSONCodec.
 	KeyCodec   stream.Codec[K]
 	ValueCodec stream.Codec[V]
+
+	// DeadLetters, when set, sets aside the records ByKey cannot carry,
+	// as stream.Quarantine does for an output, and the pipeline goes on:
+	// a record whose key KeyCodec or whose value ValueCodec refuses to
+	// encode is not written, and a record read back from the stream that
+	// does not decode (written by another program, or with other codecs)
+	// is not passed on; each is sent to DeadLetters, with the error naming
+	// it (its key; its shard and sequence number), before the batch
+	// completes. It adds two outputs to the pipeline, named "repartition
+	// <Stream> unencodable" and "repartition <Stream> undecodable", which
+	// send them (stream.Quarantine, stream.Retry(0)): a pipeline started
+	// with a recovery log without DeadLetters has another shape, so setting
+	// it later needs a new log (recovery.ErrShapeChanged). Default nil:
+	// such a record stops Run, with an error naming it and this field.
+	DeadLetters stream.DeadLetters
 }
 
 // validate returns an error wrapping ErrInvalidConfig that names every bad
@@ -118,6 +134,10 @@ func (c *Config[K, V]) validate() error {
 	}
 	if c.Client != nil && (c.AWS != nil || c.Endpoint != "") {
 		add("Client is set with AWS or Endpoint: set either Client or AWS/Endpoint")
+	}
+	if v := reflect.ValueOf(c.DeadLetters); v.Kind() == reflect.Pointer && v.IsNil() {
+		// It would panic when a record fails, stopping Run then.
+		add("DeadLetters is a nil %T: pass the DeadLetters to send the records ByKey cannot carry to, or leave it nil", c.DeadLetters)
 	}
 	if len(problems) == 0 {
 		return nil
@@ -142,6 +162,10 @@ func (c *Config[K, V]) validate() error {
 // Config.Writer and DESIGN.md, "Repartition"): a batch that runs again after a crash
 // writes its records again, and the reading side drops the copies. The
 // records come back in later batches, each key's in the order written.
+// A record ByKey cannot carry (its key or value the codecs refuse, or a
+// record read back that does not decode) stops Run, with an error naming
+// it, unless Config.DeadLetters is set: then it is quarantined and the
+// pipeline goes on.
 // ctx bounds the creation of the stream (Config.Shards); ByKey makes no
 // other call. A bad Config returns an error wrapping ErrInvalidConfig.
 func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pair[K, V]], cfg Config[K, V]) (*stream.Stream[stream.Pair[K, V]], error) {
@@ -192,27 +216,94 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	}
 
 	name := "repartition " + cfg.Stream
+	quarantine := cfg.DeadLetters != nil
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
 		if cfg.Leases == nil && stream.SharesShards(ctx) {
 			return fmt.Errorf("%w: Leases nil on a pipeline whose source shares its shards with other workers (leases): "+
 				"every worker would read every shard of %s and process each record once per worker; "+
 				"set Leases to the source's lease configuration", ErrInvalidConfig, cfg.Stream)
 		}
-		for e := range b.All() {
-			if e.err != nil {
-				return e.err
-			}
+		b, err := writable(b, quarantine)
+		if err != nil {
+			return err
 		}
 		return w.Write(ctx, b)
 	}, stream.Named(name), stream.Origins())
 
 	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
-	// The reading side's deduplication: one step, replaced by the
-	// crash-exact Deduplicate of sink/kinesis once it is merged.
+	// The reading side's deduplication: sink/kinesis's Deduplicate,
+	// whose filters are state, exact across a crash (DESIGN.md).
 	// Every record of a key is read from the shard its partition key
 	// places it in: the stateful operators after ByKey keep their state
 	// per shard, moving with the shard's lease (stream.PartitionedBy).
-	return stream.PartitionedBy(stream.Transform(sink.Deduplicate(raw), c.decodeBatch), c.partitionKeyOf), nil
+	deduped := sink.Deduplicate(raw)
+	decode := func(_ context.Context, b *batch.Batch[source.Record]) (*batch.Batch[stream.Pair[K, V]], error) {
+		return c.decodeBatch(cfg.Stream, b, quarantine)
+	}
+	out := stream.PartitionedBy(stream.Transform(deduped, decode), c.partitionKeyOf)
+	if quarantine {
+		// The records the write output leaves out and those the
+		// decoding leaves out, each quarantined alone by an output of
+		// its own (the letters of a batch and output are one call).
+		opts := func(what string) []stream.Option {
+			return []stream.Option{stream.Named(name + " " + what), stream.Retry(0), stream.Quarantine(cfg.DeadLetters)}
+		}
+		stream.ForEach(s, func(_ context.Context, p stream.Pair[K, V]) error { return c.encode(p).err }, opts("unencodable")...)
+		stream.ForEach(deduped, func(_ context.Context, r source.Record) error {
+			if _, err := c.decode(r.Data); err != nil {
+				return readError(cfg.Stream, r, err)
+			}
+			return nil
+		}, opts("undecodable")...)
+	}
+	return out, nil
+}
+
+// writable returns the records of b that were encoded, with their
+// origins. A record that could not be encoded fails it, unless quarantine
+// is set: an output of its own quarantines it (see ByKey).
+func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], error) {
+	origins := b.Origins()
+	bad := 0
+	i := 0
+	for e := range b.All() {
+		if e.err != nil {
+			if !quarantine {
+				at := "a record"
+				if origins != nil && origins[i].Seq != "" {
+					o := origins[i]
+					at = fmt.Sprintf("the record of shard %s of stream %s, sequence number %s, sub-sequence %d", o.Shard, o.Stream, o.Seq, o.SubSeq)
+				}
+				return nil, fmt.Errorf("repartition: ByKey cannot write %s: %w: set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on "+
+					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec", at, e.err)
+			}
+			bad++
+		}
+		i++
+	}
+	if bad == 0 {
+		return b, nil
+	}
+	good := make([]encoded, 0, b.Len()-bad)
+	var kept []batch.Origin
+	if origins != nil {
+		kept = make([]batch.Origin, 0, b.Len()-bad)
+	}
+	i = 0
+	for e := range b.All() {
+		if e.err == nil {
+			good = append(good, e)
+			if origins != nil {
+				kept = append(kept, origins[i])
+			}
+		}
+		i++
+	}
+	nb := batch.New(b.Time(), b.Blocks(), good)
+	if origins != nil {
+		nb = nb.WithOrigins(kept)
+	}
+	return nb, nil
 }
 
 // newReceiver returns the receiver reading cfg.Stream back, or an error

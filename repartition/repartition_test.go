@@ -293,7 +293,7 @@ func readShards(t *testing.T, kc *awskinesis.Client, name string) map[string][][
 // call is made: Validate checks the graph.
 func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 	awsCfg := aws.Config{Region: "us-east-1"}
-	build := func(repartition bool) error {
+	build := func(repartition bool, dead stream.DeadLetters) error {
 		recv, err := source.New(source.Config{Stream: "in", App: "fleet", AWS: &awsCfg, Leases: &leasetable.Config{}})
 		if err != nil {
 			t.Fatal(err)
@@ -306,7 +306,7 @@ func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 			return stream.Pair[string, int]{Key: string(r.Data), Value: 1}
 		})
 		if repartition {
-			if pairs, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid", Writer: "worker-1", AWS: &awsCfg, Leases: &leasetable.Config{}}); err != nil {
+			if pairs, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid", Writer: "worker-1", AWS: &awsCfg, Leases: &leasetable.Config{}, DeadLetters: dead}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -314,11 +314,14 @@ func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 		stream.Print(counts, 1)
 		return p.Validate()
 	}
-	if err := build(false); !errors.Is(err, stream.ErrSplitState) {
+	if err := build(false, nil); !errors.Is(err, stream.ErrSplitState) {
 		t.Errorf("without ByKey: Validate = %v, want ErrSplitState", err)
 	}
-	if err := build(true); err != nil {
+	if err := build(true, nil); err != nil {
 		t.Errorf("with ByKey: Validate = %v, want nil", err)
+	}
+	if err := build(true, &memLetters{}); err != nil {
+		t.Errorf("with ByKey and DeadLetters: Validate = %v, want nil", err)
 	}
 }
 
@@ -337,6 +340,7 @@ func TestByKeyBadConfig(t *testing.T) {
 		{"client and AWS", Config[string, int]{Stream: "s", AWS: &awsCfg, Client: awskinesis.NewFromConfig(awsCfg)}, []string{"Client is set with AWS"}},
 		{"leases", Config[string, int]{Stream: "s", AWS: &awsCfg, Leases: &leasetable.Config{LeaseDuration: -time.Second}},
 			[]string{"Leases.LeaseDuration -1s: must be > 0"}},
+		{"nil dead letters", Config[string, int]{Stream: "s", AWS: &awsCfg, DeadLetters: (*memLetters)(nil)}, []string{"DeadLetters is a nil *repartition.memLetters"}},
 		{"all", Config[string, int]{Shards: 20000, Writer: strings.Repeat("w", 200)}, []string{"Stream", "Shards 20000", "Writer: 200"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
