@@ -588,7 +588,9 @@ func (e *engine) runLoop(ctx context.Context) error {
 			if !ok || ctx.Err() != nil {
 				return nil
 			}
+			begun := e.cfg.Clock.Now()
 			err := e.runJob(ctx, j)
+			e.late.ran(begun, e.cfg.Clock.Now().Sub(begun))
 			if err == nil {
 				e.lastRan = j.time
 			}
@@ -623,7 +625,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	// batches of a run, reserved ahead): it is not late, nor early.
 	info.SchedulingDelay = max(start.Sub(ref), 0)
 	if !j.recovered {
-		e.late.check(e.cfg.Logger, j.time, info.SchedulingDelay, e.cfg.BatchInterval)
+		e.late.check(e.cfg.Logger, j.time, start, info.SchedulingDelay, e.cfg.BatchInterval)
 	}
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
