@@ -180,9 +180,11 @@ type Config struct {
 	// snapshot. A restart loads the last snapshot and recomputes the
 	// batches completed after it from their logged ranges, so the state is
 	// exactly that of a run never interrupted; the log keeps those batches
-	// until the next snapshot. A shorter interval means a shorter replay
-	// and more snapshot writes (each the whole state, written and fsynced
-	// between two batches). Ignored without Recovery or stateful
+	// until the next snapshot. A Run whose drain completes every batch
+	// also snapshots the state after its last one, so that its restart
+	// replays nothing. A shorter interval means a shorter replay after a
+	// crash and more snapshot writes (each the whole state, written and
+	// fsynced between two batches). Ignored without Recovery or stateful
 	// operators. It must be >= BatchInterval. Default: 10 batch intervals.
 	StateSnapshotInterval time.Duration
 }

@@ -49,7 +49,11 @@ type engine struct {
 	lastReserved bool
 	// lastCut is the time of the last batch the timer cut, 0 before the
 	// first; the timer loop's, read when the Run's goroutines are done.
-	lastCut     batch.Time
+	lastCut batch.Time
+	// lastRan is the time of the last batch the batch runner ran to the
+	// end (replayed, skipped or completed), 0 before the first; the batch
+	// runner's, read when the Run's goroutines are done.
+	lastRan     batch.Time
 	resumeAfter func(stream, shard string) (string, bool)
 	uncompleted func(stream, shard string) (string, bool)
 
@@ -214,12 +218,24 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
-	if l, ok := e.log.(*recoveryLog); ok && (e.lastCut != 0 || l.runDone != 0) {
+	l, ok := e.log.(*recoveryLog)
+	if !ok {
+		return nil
+	}
+	snapped := false
+	if ctx.Err() == nil {
+		// Not stopped now nor failed: the drain completed every batch.
+		// Still bounded by the drain's bound, which cancels ctx.
+		var err error
+		snapped, err = e.finalSnapshot(ctx, e.lastRan)
+		e.fail(err)
+	}
+	if e.lastCut != 0 || l.runDone != 0 || snapped {
 		// A Run stopped by its context may still give the times back,
 		// those it reserved itself: not a crashed Run's, whose outputs
 		// may have seen them.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		l.release(rctx, max(e.lastCut, l.inherited), e.cfg.Logger)
+		l.release(rctx, max(e.lastCut, l.inherited), snapped, e.cfg.Logger)
 		cancel()
 	}
 	return nil
@@ -572,7 +588,12 @@ func (e *engine) runLoop(ctx context.Context) error {
 			if !ok || ctx.Err() != nil {
 				return nil
 			}
+			begun := e.cfg.Clock.Now()
 			err := e.runJob(ctx, j)
+			e.late.ran(begun, e.cfg.Clock.Now().Sub(begun))
+			if err == nil {
+				e.lastRan = j.time
+			}
 			e.pending.Add(-1)
 			if j.recovered && e.pre != nil {
 				e.pre.finished(ctx, j)
@@ -604,7 +625,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	// batches of a run, reserved ahead): it is not late, nor early.
 	info.SchedulingDelay = max(start.Sub(ref), 0)
 	if !j.recovered {
-		e.late.check(e.cfg.Logger, j.time, info.SchedulingDelay, e.cfg.BatchInterval)
+		e.late.check(e.cfg.Logger, j.time, start, info.SchedulingDelay, e.cfg.BatchInterval)
 	}
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy

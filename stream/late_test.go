@@ -45,6 +45,9 @@ func TestLateBatchesWarn(t *testing.T) {
 			t.Errorf("batches falling up to 200 s behind logged %d warnings, want 2 (past 60 s, past 120 s); WARN lines:\n%s",
 				len(got), strings.Join(logs.matching("level=WARN"), ""))
 		}
+		if got := logs.matching("level=WARN", "behind schedule", "processing is slower"); len(got) != 2 {
+			t.Errorf("%d warnings of batches behind say processing is slower, want both (the batch runner was busy throughout)", len(got))
+		}
 		if got := logs.matching("level=INFO", "back on schedule"); len(got) != 1 {
 			t.Errorf("%d INFO lines said the batches are back on schedule, want 1", len(got))
 		}

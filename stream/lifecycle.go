@@ -79,8 +79,11 @@ func (p *Pipeline) Stop() {
 // Drain stops the pipeline gracefully and waits for it, bounded by ctx:
 // it asks every receiver to stop (each pushes what it holds and, for
 // Kinesis, hands its shards back), then keeps cutting and running batches,
-// at their usual batch times, until every stored block has been processed.
-// It returns nil once Run has finished (and Done is closed). If ctx is done
+// at their usual batch times, until every stored block has been processed;
+// with Config.Recovery and stateful operators it then snapshots their
+// state, so that a restart replays no batch (see
+// Config.StateSnapshotInterval). It returns nil once Run has finished (and
+// Done is closed). If ctx is done
 // first, Drain stops the pipeline now, as Stop does, and returns at once a
 // *DrainError that says what was left and wraps ctx's cause; Run returns
 // that error too. The receivers' Stop is given the Run's context, which is

@@ -251,12 +251,14 @@ func (l *recoveryLog) runCompleted(t batch.Time) {
 // pipeline would otherwise run its batch times up to reserveAhead further
 // ahead of the clock). It records too that the empty batches of a run
 // completed up to the last one that did (runCompleted), so that a restart
-// does not run them again. It compacts the log if this Run reserved past t
-// or completed such a batch, and does nothing otherwise. A failure is
-// logged, not returned: the log is as it was, and a restart honours the
-// reservation and runs those batches again.
-func (l *recoveryLog) release(ctx context.Context, t batch.Time, logger *slog.Logger) {
-	if (l.reserved <= t && l.runDone == 0) || l.usable() != nil {
+// does not run them again. It compacts the log if this Run reserved past t,
+// completed such a batch or, snapped, ended with a state snapshot (which
+// leaves nothing to replay: the compaction drops the batches completed
+// before it), and does nothing otherwise. A failure is logged, not
+// returned: the log is as it was, and a restart honours the reservation
+// and runs those batches again.
+func (l *recoveryLog) release(ctx context.Context, t batch.Time, snapped bool, logger *slog.Logger) {
+	if (l.reserved <= t && l.runDone == 0 && !snapped) || l.usable() != nil {
 		return
 	}
 	if err := l.log.CompactReleasing(ctx, t, l.runDone); err != nil {

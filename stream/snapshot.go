@@ -59,7 +59,8 @@ type stateKeeper struct {
 	store *recoverylog.Log
 	log   *recoveryLog
 	every time.Duration
-	last  batch.Time // time of the current snapshot
+	last  batch.Time // time of the current snapshot, or of the first batch after the empty state's
+	taken batch.Time // time of the current snapshot, the one a restart loads
 }
 
 func (k *stateKeeper) ops() []string {
@@ -128,11 +129,11 @@ func (e *engine) openState(ctx context.Context, l *recoverylog.Log, st *recovery
 		if err := l.Append(ctx, recoverylog.SnapshotTaken(t, "")); err != nil {
 			return fmt.Errorf("stream: record the empty state in the recovery log: %w", err)
 		}
-		k.last = t
+		k.last, k.taken = t, t
 		e.state = k
 		return nil
 	}
-	k.last = st.Snapshot.Time
+	k.last, k.taken = st.Snapshot.Time, st.Snapshot.Time
 	if st.Snapshot.Ref != "" {
 		if err := k.restore(ctx, *st.Snapshot); err != nil {
 			return err
@@ -226,19 +227,48 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time, inRun bool) error
 	if t.Sub(k.last) < every {
 		return nil
 	}
+	_, err := e.snapshot(ctx, t, "trying again after the next batch")
+	return err
+}
+
+// finalSnapshot snapshots the state after the batch at t, the last a Run
+// ran, when its drain has completed every batch, unless the current
+// snapshot is of that batch already: a restart after a graceful stop then
+// loads the state as the Run left it and replays no batch (without it, a
+// restart replayed every batch since the last snapshot, up to
+// StateSnapshotInterval of them, re-reading their ranges from the source).
+// It is called once the Run's goroutines have ended, so it is alone with
+// the state. It reports whether the snapshot was recorded; one that
+// cannot be stored is logged, and the restart replays as after a crash.
+func (e *engine) finalSnapshot(ctx context.Context, t batch.Time) (bool, error) {
+	k := e.state
+	if k == nil || e.unfinished || t <= k.taken {
+		return false, nil
+	}
+	return e.snapshot(ctx, t, "a restart replays the batches completed since the last one")
+}
+
+// snapshot stores the state after the completed batch at t, then records
+// it in the log, and reports whether it did. A snapshot that cannot be
+// stored is logged at WARN, saying what then happens (then); a failed
+// append stops the Run, as any. A state that cannot be encoded is an
+// error naming the operator, the type and the fix.
+func (e *engine) snapshot(ctx context.Context, t batch.Time, then string) (bool, error) {
+	k := e.state
 	if len(k.nodes) == 0 {
 		// No state: an empty snapshot only releases the batches kept for
 		// a replay.
 		if k.log != nil && k.log.snapshotTaken(ctx, t, "") == nil {
-			k.last = t
+			k.last, k.taken = t, t
+			return true, nil
 		}
-		return nil
+		return false, nil
 	}
 	f := snapshotFile{Version: snapshotVersion, Time: int64(t), Ops: k.ops(), Data: make([][]byte, len(k.nodes))}
 	for i, n := range k.nodes {
 		b, err := n.state.snapshot()
 		if err != nil {
-			return fmt.Errorf("stream: cannot snapshot the state of %v after the batch at %v, so it would not survive a crash: %w; "+
+			return false, fmt.Errorf("stream: cannot snapshot the state of %v after the batch at %v, so it would not survive a crash: %w; "+
 				"fix: register the concrete types stored in interface values with gob.Register, or give the operator a codec for the type with stream.StateCodec",
 				n, t, err)
 		}
@@ -246,24 +276,24 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time, inRun bool) error
 	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(f); err != nil {
-		return fmt.Errorf("stream: cannot encode the state snapshot after the batch at %v: %w", t, err)
+		return false, fmt.Errorf("stream: cannot encode the state snapshot after the batch at %v: %w", t, err)
 	}
 	ref, err := k.store.PutSnapshot(ctx, t, buf.Bytes())
 	if err != nil {
 		if ctx.Err() == nil {
-			e.cfg.Logger.Warn("stream: cannot store the state snapshot; trying again after the next batch", "batch", t, "err", err)
+			e.cfg.Logger.Warn("stream: cannot store the state snapshot; "+then, "batch", t, "err", err)
 		}
-		return nil
+		return false, nil
 	}
 	if k.log == nil {
-		return nil
+		return false, nil
 	}
 	if err := k.log.snapshotTaken(ctx, t, ref); err != nil {
-		return nil // fatal: the recovery log stops the Run
+		return false, nil // fatal: the recovery log stops the Run
 	}
-	k.last = t
+	k.last, k.taken = t, t
 	e.cfg.Logger.Debug("stream: state snapshot taken", "batch", t, "bytes", buf.Len())
-	return nil
+	return true, nil
 }
 
 // replay recomputes the replayed batch j for its state only: the stateful

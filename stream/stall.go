@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -248,12 +249,43 @@ func waitWarning(clk clock.Clock, done <-chan struct{}, after time.Duration, war
 // slowBatchAfter the interval, again each time it doubles, and at INFO
 // once it is back under half that. Recovered batches are left out: their
 // delay is the time the pipeline was down.
+//
+// The warning says why, as far as the clock tells: a batch that starts
+// late because the batches before it ran long (the batch runner was busy)
+// is processing slower than the interval; one whose delay mostly passed
+// while no batch ran was cut late: the wall clock stepped forward (the
+// driver then runs every batch time it skipped, back to back), or the
+// process was paused. The time no batch ran is the wall time since the
+// previous batch started less the time the runner spent on it (its
+// outputs, its state snapshot, its events), measured on the clock's
+// monotonic readings when it has them (clock.Real), so a step of the wall
+// clock during a batch counts as time no batch ran too; on a clock without
+// them, it counts as the batch running long.
 type lateness struct {
 	level time.Duration // the delay last warned about; 0 when not warned
+	// The batch runner's last batch: when it began, 0 before the first,
+	// and how long the runner spent on it.
+	prevStart time.Time
+	prevTook  time.Duration
 }
 
-// check looks at the scheduling delay of batch t.
-func (l *lateness) check(logger *slog.Logger, t batch.Time, delay, iv time.Duration) {
+// ran notes a batch the runner began at start and spent took on.
+func (l *lateness) ran(start time.Time, took time.Duration) {
+	l.prevStart, l.prevTook = start, took
+}
+
+// idle returns how long, of the wall time between the start of the
+// previous batch and start, no batch ran; for the Run's first batch, the
+// longest duration: no batch ran before it.
+func (l *lateness) idle(start time.Time) time.Duration {
+	if l.prevStart.IsZero() {
+		return math.MaxInt64
+	}
+	return start.Round(0).Sub(l.prevStart.Round(0)) - l.prevTook
+}
+
+// check looks at the scheduling delay of batch t, started at start.
+func (l *lateness) check(logger *slog.Logger, t batch.Time, start time.Time, delay, iv time.Duration) {
 	limit := slowBatchAfter(iv)
 	switch {
 	case l.level > 0 && delay < limit/2:
@@ -261,6 +293,14 @@ func (l *lateness) check(logger *slog.Logger, t batch.Time, delay, iv time.Durat
 		logger.Info("stream: batches back on schedule", "batch", t, "delay", delay.Round(time.Millisecond))
 	case delay >= limit && (l.level == 0 || delay >= 2*l.level):
 		l.level = delay
+		if idle := l.idle(start); idle >= delay/2 {
+			logger.Warn("stream: batches fall behind schedule, but not because processing is slow: the batch was cut late, "+
+				"while no batch ran", "batch", t, "delay", delay.Round(time.Millisecond), "batch_interval", iv,
+				"fix", "the wall clock stepped forward (NTP, a virtual machine resumed), and the driver runs every batch time "+
+					"it skipped, back to back, until it has caught up, which needs nothing; or the process was paused or starved "+
+					"of CPU (a cut waiting for the recovery log is warned about on its own)")
+			return
+		}
 		logger.Warn("stream: batches fall behind schedule", "batch", t, "delay", delay.Round(time.Millisecond),
 			"batch_interval", iv,
 			"fix", "processing is slower than the batch interval: make the outputs faster, raise "+
