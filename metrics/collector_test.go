@@ -344,7 +344,7 @@ func TestLeaseChanges(t *testing.T) {
 		if diff := cmp.Diff([]string{"me", "w2"}, s.Fleet.Workers); diff != "" {
 			t.Errorf("workers (-want +got):\n%s", diff)
 		}
-		table.err = errors.New("table gone")
+		table.leases, table.err = nil, errors.New("table gone") // a failed listing: no leases
 		c.Sample(t.Context())
 		if f := c.Snapshot().Fleet; f.Err != "table gone" || len(f.Leases) != 3 {
 			t.Errorf("after a failed listing: Err %q, %d leases; want the error and the last listing", f.Err, len(f.Leases))
@@ -482,5 +482,40 @@ func TestErrorTextsBounded(t *testing.T) {
 			t.Errorf("error text %d: %d bytes, valid UTF-8 %v, ending %q; want at most 4096, valid, ending with the bytes cut",
 				i, len(text), utf8.ValidString(text), text[max(len(text)-30, 0):])
 		}
+	}
+}
+
+// TestPartialListing lists a lease table of which one item cannot be read
+// as a lease: the listing returns the others with an error naming it. The
+// Collector shows those leases (one moved to another worker meanwhile) with
+// the error, and does not warn that the table cannot be listed, however
+// long the item stays bad; a nil listing with an error still fails.
+func TestPartialListing(t *testing.T) {
+	h := &logs{}
+	table := &fakeTable{leases: []metrics.Lease{{Shard: "a", Owner: "w1", Counter: 1}, {Shard: "b", Owner: "w1", Counter: 1}}}
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: table, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	bad := errors.New(`leasetable: table t, item leaseKey="c": leaseCounter is not a number; fix: ...`)
+	table.leases, table.err = []metrics.Lease{{Shard: "a", Owner: "w2", Counter: 2}, {Shard: "b", Owner: "w1", Counter: 1}}, bad
+	for range 10 {
+		c.Sample(t.Context())
+	}
+	s := c.Snapshot()
+	want := &metrics.Fleet{Listed: s.Fleet.Listed, Leases: table.leases, Workers: []string{"w1", "w2"}, Unreadable: bad.Error()}
+	if diff := cmp.Diff(want, s.Fleet); diff != "" {
+		t.Errorf("fleet after partial listings (-want +got):\n%s", diff)
+	}
+	if len(s.Warnings) > 0 || len(h.take()) > 0 {
+		t.Errorf("partial listings warned: %+v", s.Warnings)
+	}
+	table.leases = nil
+	for range 5 {
+		c.Sample(t.Context())
+	}
+	if s := c.Snapshot(); len(s.Warnings) != 1 || len(s.Fleet.Leases) != 2 {
+		t.Errorf("after 5 failed listings: warnings %+v, %d leases; want a lease_listing warning and the last listing", s.Warnings, len(s.Fleet.Leases))
 	}
 }
