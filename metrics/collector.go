@@ -369,7 +369,7 @@ func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logL
 		if c.listFails < listFailWarning {
 			return nil
 		}
-		return c.warn.raise(now, "lease_listing", "lease_listing", "", int64(c.listFails),
+		return c.warn.raise(now, "lease_listing", Warning{Kind: "lease_listing"}, int64(c.listFails),
 			"metrics: cannot list the lease table; the status page shows the last listing",
 			"failed_listings", c.listFails, "err", err,
 			"fix", "check Config.Leases: the table name, its DynamoDB endpoint and the credentials' dynamodb:Scan permission")

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -518,4 +519,42 @@ func TestPartialListing(t *testing.T) {
 	if s := c.Snapshot(); len(s.Warnings) != 1 || len(s.Fleet.Leases) != 2 {
 		t.Errorf("after 5 failed listings: warnings %+v, %d leases; want a lease_listing warning and the last listing", s.Warnings, len(s.Fleet.Leases))
 	}
+}
+
+// TestShardLagWarningNamesTheStream samples two receivers, of two streams
+// whose shards have the same IDs (as every stream's do), one shard of each
+// falling behind: the two warnings, and their log lines, name the stream,
+// so that they can be told apart, and are listed in a stable order.
+func TestShardLagWarningNamesTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		orders, clicks := &fakeReceiver{name: "orders"}, &fakeReceiver{name: "clicks"}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{orders, clicks},
+			LagWarning: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, behind := range []time.Duration{11, 12, 13, 14} {
+			for _, r := range []*fakeReceiver{orders, clicks} {
+				r.set(func(f *fakeReceiver) {
+					f.stats.Shards = map[string]metrics.ShardStats{"shardId-000000000000": {Reading: true, Behind: behind * time.Second}}
+				})
+			}
+			c.Sample(t.Context())
+			time.Sleep(time.Second)
+		}
+		var got []string
+		for _, w := range c.Snapshot().Warnings {
+			got = append(got, w.Kind+" "+w.Stream+" "+w.Subject)
+		}
+		want := []string{"shard_lag clicks shardId-000000000000", "shard_lag orders shardId-000000000000"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("active warnings (-want +got):\n%s", diff)
+		}
+		for _, name := range []string{"orders", "clicks"} {
+			if !strings.Contains(buf.String(), "stream="+name+" shard=shardId-000000000000") {
+				t.Errorf("no log line names stream %s and its shard:\n%s", name, buf.String())
+			}
+		}
+	})
 }

@@ -159,6 +159,10 @@ type Warning struct {
 	// Kind is "scheduling_delay", "shard_lag" or "lease_listing" (the
 	// lease table cannot be listed).
 	Kind string
+	// Stream is the Name of the receiver reading the shard of a
+	// "shard_lag" warning (shard IDs repeat across streams); "" for the
+	// other kinds.
+	Stream string
 	// Subject is what it is about: "" for the pipeline, a shard ID.
 	Subject string
 	// Since is when it was first warned about.

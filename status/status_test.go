@@ -366,3 +366,38 @@ func TestPageShowsUnreadableLeases(t *testing.T) {
 		t.Errorf("page says a listing failed; its text:\n%s", text)
 	}
 }
+
+// lagging is a receiver of stream orders whose shard-0 is read further
+// behind the tip at every sample.
+type lagging struct{ behind *time.Duration }
+
+func (lagging) Name() string { return "orders" }
+
+func (r lagging) Stats() metrics.ReceiverStats {
+	*r.behind += 10 * time.Second
+	return metrics.ReceiverStats{Shards: map[string]metrics.ShardStats{"shard-0": {Reading: true, Behind: *r.behind}}}
+}
+
+// TestPageNamesTheStreamOfAWarning lets a shard fall behind: the page's
+// warning names its stream beside the shard, as shard IDs repeat across
+// streams.
+func TestPageNamesTheStreamOfAWarning(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{lagging{new(time.Duration)}},
+		LagWarning: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c.Sample(t.Context())
+	}
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := request(t, h, http.MethodGet, "/", "")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	text = strings.Join(strings.Fields(text), " ")
+	if want := "shard_lag orders shard-0 since"; !strings.Contains(text, want) {
+		t.Errorf("page lacks %q; its text:\n%s", want, text)
+	}
+}
