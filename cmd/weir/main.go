@@ -160,18 +160,17 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	case len(*ids) == 0 && !*all, len(*ids) > 0 && *all:
 		return fmt.Errorf("choose the letters: -id ID (repeatable) or -all\n%w", errUsage)
 	}
-	c, err := client(ctx, *endpoint, *region)
-	if err != nil {
-		return err
-	}
+	// The Kinesis client is made once there are letters to put: a
+	// mistyped directory, or one without letters, is said so first.
+	kc := func() (*kinesis.Client, error) { return client(ctx, *endpoint, *region) }
 	if hasTable {
 		dc, err := dynamoDB(ctx, *tableEndpoint, *region)
 		if err != nil {
 			return err
 		}
-		return replayTable(ctx, c, tableStore{c: dc, table: *table}, *streamName, *ids, out)
+		return replayTable(ctx, kc, tableStore{c: dc, table: *table}, *streamName, *ids, out)
 	}
-	return replay(ctx, c, *dir, *streamName, *ids, out)
+	return replay(ctx, kc, *dir, *streamName, *ids, out)
 }
 
 // idFlags is a repeatable -id flag.

@@ -325,3 +325,28 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayChecksLettersBeforeAWS replays from a directory that does not
+// exist, and -all from one holding no letters, with no usable AWS
+// configuration: the tool names the directory, or says there is nothing to
+// replay, rather than asking for an AWS region that would not help; the
+// Kinesis client is made only once there are letters to put.
+func TestReplayChecksLettersBeforeAWS(t *testing.T) {
+	noRegion := func(context.Context, string, string) (*kinesis.Client, error) {
+		return nil, errors.New("no AWS region: pass -region")
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"deadletters", "replay", "-dir", missing, "-stream", "s", "-all"}, &out, noRegion)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("replay from a missing directory = %v, want an error naming it", err)
+	}
+	empty := t.TempDir()
+	out.Reset()
+	if err := run(t.Context(), []string{"deadletters", "replay", "-dir", empty, "-stream", "s", "-all"}, &out, noRegion); err != nil {
+		t.Errorf("replay -all of an empty directory = %v, want nil", err)
+	}
+	if !strings.Contains(out.String(), "no letters in -dir "+empty) {
+		t.Errorf("replay -all of an empty directory printed %q, want it to say there are no letters", out.String())
+	}
+}
