@@ -21,6 +21,9 @@
 //
 // AWS credentials and region come from the environment, as for any AWS SDK
 // program; -endpoint and -region override them (for a local server).
+//
+// The exit status is 0 on success (and for -h), 2 for a command line weir
+// does not understand, 1 for any other failure, whose error is printed.
 package main
 
 import (
@@ -46,8 +49,21 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, awsKinesis); err != nil {
 		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the exit status of run's outcome err: 0 for none, 2 for a
+// command line the tool does not understand (wrapping errUsage), as the
+// flag package's, 1 for any other failure.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	return 1
 }
 
 // errUsage is returned for a command line the tool does not understand.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -348,5 +349,28 @@ func TestReplayChecksLettersBeforeAWS(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "no letters in -dir "+empty) {
 		t.Errorf("replay -all of an empty directory printed %q, want it to say there are no letters", out.String())
+	}
+}
+
+// TestExitCodes checks the exit status of each outcome: 0 for success and
+// for help asked for, 2 for a command line the tool does not understand
+// (as the flag package, weir-local and the examples do), 1 for a failure.
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"deadletters", "list", "-dir", t.TempDir()}, 0},
+		{nil, 2},
+		{[]string{"deadletters", "drop"}, 2},
+		{[]string{"deadletters", "list", "-bogus"}, 2},
+		{[]string{"deadletters", "list", "-dir", "d", "-table", "t"}, 2},
+		{[]string{"deadletters", "replay", "-dir", "d", "-all"}, 2},
+		{[]string{"deadletters", "list", "-dir", filepath.Join(t.TempDir(), "none")}, 1},
+	} {
+		if got := exitCode(run(t.Context(), tc.args, io.Discard, nil)); got != tc.want {
+			t.Errorf("run %q: exit status %d, want %d", tc.args, got, tc.want)
+		}
 	}
 }
