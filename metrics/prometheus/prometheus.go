@@ -155,7 +155,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if w == "" {
 				w = l.Owner
 			}
-			byWorker[w]++
+			// Counted by the label value sent: owners that differ only
+			// in bytes that are not UTF-8 share one, which sent twice
+			// would fail the scrape.
+			byWorker[strings.ToValidUTF8(w, "\uFFFD")]++
 		}
 		for _, w := range slices.Sorted(maps.Keys(byWorker)) {
 			send(tableLeases, float64(byWorker[w]), w)

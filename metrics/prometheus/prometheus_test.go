@@ -313,3 +313,27 @@ func TestScrapeNoLagOfShardNotRead(t *testing.T) {
 		}
 	}
 }
+
+// twoBadOwners is a lease table whose two owners differ only in bytes
+// that are not valid UTF-8.
+type twoBadOwners struct{}
+
+func (twoBadOwners) List(context.Context) ([]metrics.Lease, error) {
+	return []metrics.Lease{{Shard: "shard-0", Owner: "w\xff"}, {Shard: "shard-1", Owner: "w\xfe"}}, nil
+}
+
+// TestScrapeOwnersAliasedByUTF8Repair scrapes a lease table whose two
+// owners become the same label value once their bad bytes are replaced:
+// their leases are counted under that value, once, rather than sent twice
+// with the same labels, which fails the whole scrape.
+func TestScrapeOwnersAliasedByUTF8Repair(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: twoBadOwners{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	_, body := scrape(t, c)
+	if line := `weir_lease_table_leases{worker="w` + "\uFFFD" + `"} 2`; !strings.Contains(body, "\n"+line+"\n") {
+		t.Errorf("scrape lacks %q", line)
+	}
+}
