@@ -295,7 +295,10 @@ func latest(list []BatchSample, limit int) []BatchSample {
 // listing of the lease table is never fatal: it is shown in
 // Snapshot.Fleet.Err, and logged at WARN once 5 listings in a row failed
 // (then at 10, 20...), when it becomes a "lease_listing" warning of
-// Snapshot.Warnings until a listing succeeds, which is logged at INFO.
+// Snapshot.Warnings until a listing succeeds, which is logged at INFO. A
+// listing that read some items but not others (see LeaseLister) is not a
+// failed one: its leases are shown, with its error in
+// Snapshot.Fleet.Unreadable.
 func (c *Collector) Run(ctx context.Context) error {
 	t := c.cfg.Clock.NewTicker(c.cfg.SampleInterval)
 	defer t.Stop()
@@ -355,7 +358,7 @@ func (c *Collector) sample(listed bool, table []Lease, listErr error) {
 
 // listedLocked records a listing of the lease table; c.mu is held.
 func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logLine {
-	if err != nil {
+	if err != nil && table == nil {
 		if c.fleet == nil {
 			c.fleet = &Fleet{}
 		}
@@ -366,7 +369,7 @@ func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logL
 		if c.listFails < listFailWarning {
 			return nil
 		}
-		return c.warn.raise(now, "lease_listing", "lease_listing", "", int64(c.listFails),
+		return c.warn.raise(now, "lease_listing", Warning{Kind: "lease_listing"}, int64(c.listFails),
 			"metrics: cannot list the lease table; the status page shows the last listing",
 			"failed_listings", c.listFails, "err", err,
 			"fix", "check Config.Leases: the table name, its DynamoDB endpoint and the credentials' dynamodb:Scan permission")
@@ -378,6 +381,11 @@ func (c *Collector) listedLocked(now time.Time, table []Lease, err error) []logL
 	c.listFails = 0
 	slices.SortFunc(table, func(a, b Lease) int { return strings.Compare(a.Shard, b.Shard) })
 	f := &Fleet{Listed: now, Leases: table}
+	if err != nil {
+		// Some items could not be read as leases: the others are shown
+		// with the error naming them; the table itself was listed.
+		f.Unreadable = clipErr(err.Error())
+	}
 	byShard := make(map[string]Lease, len(table))
 	for _, l := range table {
 		byShard[l.Shard] = l

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -344,7 +345,7 @@ func TestLeaseChanges(t *testing.T) {
 		if diff := cmp.Diff([]string{"me", "w2"}, s.Fleet.Workers); diff != "" {
 			t.Errorf("workers (-want +got):\n%s", diff)
 		}
-		table.err = errors.New("table gone")
+		table.leases, table.err = nil, errors.New("table gone") // a failed listing: no leases
 		c.Sample(t.Context())
 		if f := c.Snapshot().Fleet; f.Err != "table gone" || len(f.Leases) != 3 {
 			t.Errorf("after a failed listing: Err %q, %d leases; want the error and the last listing", f.Err, len(f.Leases))
@@ -483,4 +484,77 @@ func TestErrorTextsBounded(t *testing.T) {
 				i, len(text), utf8.ValidString(text), text[max(len(text)-30, 0):])
 		}
 	}
+}
+
+// TestPartialListing lists a lease table of which one item cannot be read
+// as a lease: the listing returns the others with an error naming it. The
+// Collector shows those leases (one moved to another worker meanwhile) with
+// the error, and does not warn that the table cannot be listed, however
+// long the item stays bad; a nil listing with an error still fails.
+func TestPartialListing(t *testing.T) {
+	h := &logs{}
+	table := &fakeTable{leases: []metrics.Lease{{Shard: "a", Owner: "w1", Counter: 1}, {Shard: "b", Owner: "w1", Counter: 1}}}
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: table, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	bad := errors.New(`leasetable: table t, item leaseKey="c": leaseCounter is not a number; fix: ...`)
+	table.leases, table.err = []metrics.Lease{{Shard: "a", Owner: "w2", Counter: 2}, {Shard: "b", Owner: "w1", Counter: 1}}, bad
+	for range 10 {
+		c.Sample(t.Context())
+	}
+	s := c.Snapshot()
+	want := &metrics.Fleet{Listed: s.Fleet.Listed, Leases: table.leases, Workers: []string{"w1", "w2"}, Unreadable: bad.Error()}
+	if diff := cmp.Diff(want, s.Fleet); diff != "" {
+		t.Errorf("fleet after partial listings (-want +got):\n%s", diff)
+	}
+	if len(s.Warnings) > 0 || len(h.take()) > 0 {
+		t.Errorf("partial listings warned: %+v", s.Warnings)
+	}
+	table.leases = nil
+	for range 5 {
+		c.Sample(t.Context())
+	}
+	if s := c.Snapshot(); len(s.Warnings) != 1 || len(s.Fleet.Leases) != 2 {
+		t.Errorf("after 5 failed listings: warnings %+v, %d leases; want a lease_listing warning and the last listing", s.Warnings, len(s.Fleet.Leases))
+	}
+}
+
+// TestShardLagWarningNamesTheStream samples two receivers, of two streams
+// whose shards have the same IDs (as every stream's do), one shard of each
+// falling behind: the two warnings, and their log lines, name the stream,
+// so that they can be told apart, and are listed in a stable order.
+func TestShardLagWarningNamesTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		orders, clicks := &fakeReceiver{name: "orders"}, &fakeReceiver{name: "clicks"}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{orders, clicks},
+			LagWarning: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, behind := range []time.Duration{11, 12, 13, 14} {
+			for _, r := range []*fakeReceiver{orders, clicks} {
+				r.set(func(f *fakeReceiver) {
+					f.stats.Shards = map[string]metrics.ShardStats{"shardId-000000000000": {Reading: true, Behind: behind * time.Second}}
+				})
+			}
+			c.Sample(t.Context())
+			time.Sleep(time.Second)
+		}
+		var got []string
+		for _, w := range c.Snapshot().Warnings {
+			got = append(got, w.Kind+" "+w.Stream+" "+w.Subject)
+		}
+		want := []string{"shard_lag clicks shardId-000000000000", "shard_lag orders shardId-000000000000"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("active warnings (-want +got):\n%s", diff)
+		}
+		for _, name := range []string{"orders", "clicks"} {
+			if !strings.Contains(buf.String(), "stream="+name+" shard=shardId-000000000000") {
+				t.Errorf("no log line names stream %s and its shard:\n%s", name, buf.String())
+			}
+		}
+	})
 }

@@ -147,6 +147,11 @@ type Fleet struct {
 	// Err is the error of the latest listing, "" if it succeeded; cut to
 	// 4 KiB.
 	Err string
+	// Unreadable is the error of the latest listing that read the table
+	// (at Listed) about its items that could not be read as leases (and
+	// are not in Leases): each named, with what is wrong and the fix; ""
+	// if there were none. Cut to 4 KiB.
+	Unreadable string
 }
 
 // Warning is a condition the Collector warned about that still holds.
@@ -154,6 +159,10 @@ type Warning struct {
 	// Kind is "scheduling_delay", "shard_lag" or "lease_listing" (the
 	// lease table cannot be listed).
 	Kind string
+	// Stream is the Name of the receiver reading the shard of a
+	// "shard_lag" warning (shard IDs repeat across streams); "" for the
+	// other kinds.
+	Stream string
 	// Subject is what it is about: "" for the pipeline, a shard ID.
 	Subject string
 	// Since is when it was first warned about.

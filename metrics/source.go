@@ -138,7 +138,11 @@ var batchBounds = []time.Duration{
 // LeaseLister lists a lease table; kinesismetrics.Leases adapts a
 // DynamoDB lease table.
 type LeaseLister interface {
-	// List returns every lease.
+	// List returns every lease. If it read the table but some items
+	// could not be read as leases, it returns the others, in a non-nil
+	// slice, with an error naming the items: the Collector shows those
+	// leases and the error. A nil slice with an error is a failed
+	// listing: the Collector keeps showing the last listing.
 	List(ctx context.Context) ([]Lease, error)
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -66,7 +67,7 @@ func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
 	}
 	msg := fmt.Sprintf("metrics: batches fall behind: scheduling delay %v (%.1f batch intervals of %v) and growing; processing takes %v per batch on average (last %d)",
 		d.Round(time.Millisecond), float64(d)/float64(w.batchIv), w.batchIv, proc.Round(time.Millisecond), n)
-	return w.raise(now, key, "scheduling_delay", "", int64(d), msg,
+	return w.raise(now, key, Warning{Kind: "scheduling_delay"}, int64(d), msg,
 		"batch", last.Time, "delay", d, "batch_interval", w.batchIv, "processing_time", proc, "fix", fix)
 }
 
@@ -75,7 +76,9 @@ func (w *warnings) batch(now time.Time, recent []BatchSample) []logLine {
 func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 	var out []logLine
 	seen := make(map[string]bool)
+	names := make(map[string]string) // by receiver index, for the warnings of shards gone
 	for _, s := range samples {
+		names[strconv.Itoa(s.Index)] = s.Name
 		ids := make([]string, 0, len(s.Stats.Shards))
 		for id := range s.Stats.Shards {
 			ids = append(ids, id)
@@ -93,11 +96,11 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 			lag := st.Behind
 			key := "shard_lag/" + hkey
 			if !st.Reading {
-				out = append(out, w.clear(key, "metrics: shard no longer read here: its lag warning ends", "shard", id)...)
+				out = append(out, w.clear(key, "metrics: shard no longer read here: its lag warning ends", "stream", s.Name, "shard", id)...)
 				continue
 			}
 			if lag < w.lagLimit {
-				out = append(out, w.clear(key, "metrics: shard lag back under its warning level", "shard", id, "behind", lag)...)
+				out = append(out, w.clear(key, "metrics: shard lag back under its warning level", "stream", s.Name, "shard", id, "behind", lag)...)
 				continue
 			}
 			if len(h) <= growthWindow || !increasing(h) {
@@ -110,15 +113,15 @@ func (w *warnings) shards(now time.Time, samples []ReceiverSample) []logLine {
 			}
 			msg := fmt.Sprintf("metrics: a shard falls behind: %v behind the tip of the stream and growing over the last %d samples",
 				lag.Round(time.Second), growthWindow) // the shard only as an attribute: its ID comes from outside
-			out = append(out, w.raise(now, key, "shard_lag", id, int64(lag), msg,
-				"shard", id, "behind", lag, "records_read", st.RecordsRead, "fix", fix)...)
+			out = append(out, w.raise(now, key, Warning{Kind: "shard_lag", Stream: s.Name, Subject: id}, int64(lag), msg,
+				"stream", s.Name, "shard", id, "behind", lag, "records_read", st.RecordsRead, "fix", fix)...)
 		}
 	}
 	for _, hkey := range slices.Sorted(maps.Keys(w.history)) {
 		if !seen[hkey] {
 			delete(w.history, hkey)
-			_, id, _ := strings.Cut(hkey, "/")
-			out = append(out, w.clear("shard_lag/"+hkey, "metrics: shard no longer reported: its lag warning ends", "shard", id)...)
+			index, id, _ := strings.Cut(hkey, "/")
+			out = append(out, w.clear("shard_lag/"+hkey, "metrics: shard no longer reported: its lag warning ends", "stream", names[index], "shard", id)...)
 		}
 	}
 	return out
@@ -135,8 +138,8 @@ func increasing(h []int64) bool {
 }
 
 // raise warns about key at value, unless it was warned about at more than
-// half of value already.
-func (w *warnings) raise(now time.Time, key, kind, subject string, value int64, msg string, args ...any) []logLine {
+// half of value already; about is the warning's Kind, Stream and Subject.
+func (w *warnings) raise(now time.Time, key string, about Warning, value int64, msg string, args ...any) []logLine {
 	if cur, ok := w.on[key]; ok {
 		if value < 2*cur.level {
 			return nil
@@ -144,7 +147,8 @@ func (w *warnings) raise(now time.Time, key, kind, subject string, value int64, 
 		cur.level, cur.Message = value, pageMessage(msg, args)
 		return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
 	}
-	w.on[key] = &warned{Warning: Warning{Kind: kind, Subject: subject, Since: now, Message: pageMessage(msg, args)}, level: value}
+	about.Since, about.Message = now, pageMessage(msg, args)
+	w.on[key] = &warned{Warning: about, level: value}
 	return []logLine{{level: slog.LevelWarn, msg: msg, args: args}}
 }
 
@@ -157,14 +161,14 @@ func (w *warnings) clear(key, msg string, args ...any) []logLine {
 	return []logLine{{level: slog.LevelInfo, msg: msg, args: args}}
 }
 
-// active returns the warnings that hold, by kind and subject.
+// active returns the warnings that hold, by kind, stream and subject.
 func (w *warnings) active() []Warning {
 	out := make([]Warning, 0, len(w.on))
 	for _, v := range w.on {
 		out = append(out, v.Warning)
 	}
 	slices.SortFunc(out, func(a, b Warning) int {
-		return strings.Compare(a.Kind+"\x00"+a.Subject, b.Kind+"\x00"+b.Subject)
+		return strings.Compare(a.Kind+"\x00"+a.Stream+"\x00"+a.Subject, b.Kind+"\x00"+b.Stream+"\x00"+b.Subject)
 	})
 	return out
 }

@@ -324,3 +324,80 @@ func TestPageBoundedByHugeErrors(t *testing.T) {
 		}
 	}
 }
+
+// partialTable is a lease table with one item that is not a lease: its
+// listing returns the other leases with an error naming the item.
+type partialTable struct{ table }
+
+func (t partialTable) List(ctx context.Context) ([]metrics.Lease, error) {
+	ls, _ := t.table.List(ctx)
+	return ls, errors.New(`item leaseKey="shard-x": leaseCounter not a number`)
+}
+
+// TestPageShowsUnreadableLeases lists a lease table with an item that is
+// not a lease: the page shows the other leases, listed now, and names the
+// item as unreadable, not the listing as failed.
+func TestPageShowsUnreadableLeases(t *testing.T) {
+	c, err := metrics.New(metrics.Config{
+		BatchInterval: time.Second,
+		Leases:        partialTable{table{{Shard: "shard-a", Owner: "w1", Counter: 3}}},
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := request(t, h, http.MethodGet, "/", "")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	text = strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{
+		"w1 1 shard-a",
+		"1 worker holds leases. Items of the table not read as leases (their shards are not processed until fixed): item leaseKey=&#34;shard-x&#34;: leaseCounter not a number",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("page lacks %q; its text:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "listing failed") {
+		t.Errorf("page says a listing failed; its text:\n%s", text)
+	}
+}
+
+// lagging is a receiver of stream orders whose shard-0 is read further
+// behind the tip at every sample.
+type lagging struct{ behind *time.Duration }
+
+func (lagging) Name() string { return "orders" }
+
+func (r lagging) Stats() metrics.ReceiverStats {
+	*r.behind += 10 * time.Second
+	return metrics.ReceiverStats{Shards: map[string]metrics.ShardStats{"shard-0": {Reading: true, Behind: *r.behind}}}
+}
+
+// TestPageNamesTheStreamOfAWarning lets a shard fall behind: the page's
+// warning names its stream beside the shard, as shard IDs repeat across
+// streams.
+func TestPageNamesTheStreamOfAWarning(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{lagging{new(time.Duration)}},
+		LagWarning: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c.Sample(t.Context())
+	}
+	h, err := status.New(status.Config{Collector: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := request(t, h, http.MethodGet, "/", "")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	text = strings.Join(strings.Fields(text), " ")
+	if want := "shard_lag orders shard-0 since"; !strings.Contains(text, want) {
+		t.Errorf("page lacks %q; its text:\n%s", want, text)
+	}
+}

@@ -66,11 +66,12 @@ func newSeq(s string) seq {
 }
 
 type fleetView struct {
-	Listed  string
-	Err     string
-	Owners  []ownerRow
-	Leases  []leaseRow
-	Workers int
+	Listed     string
+	Err        string
+	Unreadable string // items of the latest listing not read as leases
+	Owners     []ownerRow
+	Leases     []leaseRow
+	Workers    int
 }
 
 type ownerRow struct {
@@ -209,7 +210,7 @@ func shardRows(r metrics.ReceiverSample) []shardRow {
 }
 
 func newFleetView(f *metrics.Fleet, me map[string]bool) *fleetView {
-	fv := &fleetView{Err: f.Err, Workers: len(f.Workers)}
+	fv := &fleetView{Err: f.Err, Unreadable: f.Unreadable, Workers: len(f.Workers)}
 	if !f.Listed.IsZero() {
 		fv.Listed = f.Listed.Format(time.TimeOnly)
 	}

@@ -29,6 +29,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/weirstream/weir/localaws"
 )
 
@@ -77,7 +81,7 @@ func main() {
 	flag.BoolVar(&o.opts.KinesisMock, "kinesis-mock", false, "also start kinesis-mock (UpdateShardCount, enhanced fan-out; slower)")
 	flag.StringVar(&o.opts.DataDir, "data", "", "keep the servers' data in this directory across runs (default: in memory)")
 	flag.StringVar(&o.opts.Dir, "dir", "", "folder holding package.json to install the npm packages in (default: the weir checkout around the working directory, else the user cache directory)")
-	flag.Var(&o.streams, "stream", "create a stream on kinesalite, NAME or NAME:SHARDS; repeatable")
+	flag.Var(&o.streams, "stream", "create a stream on kinesalite, NAME or NAME:SHARDS (one kept in -data by an earlier run is used as it is); repeatable")
 	verbose := flag.Bool("v", false, "log the servers' start and stop")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -135,7 +139,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}
 	}()
 	for _, s := range o.streams {
-		if err := env.CreateStream(ctx, s.name, s.shards); err != nil {
+		err := env.CreateStream(ctx, s.name, s.shards)
+		var exists *types.ResourceInUseException
+		if errors.As(err, &exists) && o.opts.DataDir != "" {
+			// Made by an earlier run on the same -data: use it.
+			err = keptStream(ctx, env, s, o.opts.DataDir)
+			if err == nil {
+				fmt.Fprintf(out, "# stream %s: %d shard(s), kept in -data\n", s.name, s.shards)
+				continue
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("creating stream %s: %w", s.name, err)
 		}
 		fmt.Fprintf(out, "# stream %s: %d shard(s)\n", s.name, s.shards)
@@ -143,6 +157,20 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	printEnv(out, env)
 	fmt.Fprintln(out, "# running; Ctrl-C stops the servers")
 	<-ctx.Done()
+	return nil
+}
+
+// keptStream checks that stream s, which an earlier run made in the -data
+// directory data, has the shards asked for.
+func keptStream(ctx context.Context, env *localaws.Env, s streamSpec, data string) error {
+	res, err := env.Kinesis().DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(s.name)})
+	if err != nil {
+		return err
+	}
+	if n := int(aws.ToInt32(res.StreamDescriptionSummary.OpenShardCount)); n != s.shards {
+		return fmt.Errorf("it is kept in -data %s and has %d shard(s), not %d: ask for -stream %s:%d, or another name or -data directory",
+			data, n, s.shards, s.name, n)
+	}
 	return nil
 }
 

@@ -131,3 +131,48 @@ func TestRunIgnoresEndpointsInEnvironment(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// TestRunAgainOnData runs the command twice with the same -data and
+// -stream, as a developer runs it each morning: the second run finds the
+// stream kept in -data and goes on with it, rather than failing because
+// it exists; a stream kept with another number of shards is refused,
+// naming the fix.
+func TestRunAgainOnData(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	start := func(stream string) (string, error) {
+		t.Helper()
+		o := options{opts: localaws.Options{Kinesis: true, DataDir: data, Dir: root}}
+		if err := o.streams.Set(stream); err != nil {
+			t.Fatal(err)
+		}
+		out := &notify{line: "# running", ready: make(chan struct{})}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, o, out) }()
+		select {
+		case <-out.ready:
+		case err := <-done:
+			return out.String(), err
+		}
+		cancel()
+		return out.String(), <-done
+	}
+	if out, err := start("words:2"); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	out, err := start("words:2")
+	if err != nil {
+		t.Fatalf("second run on the same -data: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "# stream words: 2 shard(s), kept in -data") {
+		t.Errorf("second run printed:\n%s\nwant it to say the stream was kept", out)
+	}
+	if out, err := start("words:3"); err == nil || !strings.Contains(err.Error(), "has 2 shard(s), not 3") {
+		t.Errorf("run asking for 3 shards of a kept 2-shard stream: %v\n%s\nwant an error naming both counts", err, out)
+	}
+}

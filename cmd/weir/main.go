@@ -21,6 +21,9 @@
 //
 // AWS credentials and region come from the environment, as for any AWS SDK
 // program; -endpoint and -region override them (for a local server).
+//
+// The exit status is 0 on success (and for -h), 2 for a command line weir
+// does not understand, 1 for any other failure, whose error is printed.
 package main
 
 import (
@@ -46,8 +49,21 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, awsKinesis); err != nil {
 		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the exit status of run's outcome err: 0 for none, 2 for a
+// command line the tool does not understand (wrapping errUsage), as the
+// flag package's, 1 for any other failure.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	return 1
 }
 
 // errUsage is returned for a command line the tool does not understand.
@@ -160,18 +176,17 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	case len(*ids) == 0 && !*all, len(*ids) > 0 && *all:
 		return fmt.Errorf("choose the letters: -id ID (repeatable) or -all\n%w", errUsage)
 	}
-	c, err := client(ctx, *endpoint, *region)
-	if err != nil {
-		return err
-	}
+	// The Kinesis client is made once there are letters to put: a
+	// mistyped directory, or one without letters, is said so first.
+	kc := func() (*kinesis.Client, error) { return client(ctx, *endpoint, *region) }
 	if hasTable {
 		dc, err := dynamoDB(ctx, *tableEndpoint, *region)
 		if err != nil {
 			return err
 		}
-		return replayTable(ctx, c, tableStore{c: dc, table: *table}, *streamName, *ids, out)
+		return replayTable(ctx, kc, tableStore{c: dc, table: *table}, *streamName, *ids, out)
 	}
-	return replay(ctx, c, *dir, *streamName, *ids, out)
+	return replay(ctx, kc, *dir, *streamName, *ids, out)
 }
 
 // idFlags is a repeatable -id flag.

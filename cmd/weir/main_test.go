@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,6 +323,54 @@ func TestHelp(t *testing.T) {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("run %q printed:\n%s\nwant it to hold %q", tc.args, out.String(), w)
 			}
+		}
+	}
+}
+
+// TestReplayChecksLettersBeforeAWS replays from a directory that does not
+// exist, and -all from one holding no letters, with no usable AWS
+// configuration: the tool names the directory, or says there is nothing to
+// replay, rather than asking for an AWS region that would not help; the
+// Kinesis client is made only once there are letters to put.
+func TestReplayChecksLettersBeforeAWS(t *testing.T) {
+	noRegion := func(context.Context, string, string) (*kinesis.Client, error) {
+		return nil, errors.New("no AWS region: pass -region")
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"deadletters", "replay", "-dir", missing, "-stream", "s", "-all"}, &out, noRegion)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("replay from a missing directory = %v, want an error naming it", err)
+	}
+	empty := t.TempDir()
+	out.Reset()
+	if err := run(t.Context(), []string{"deadletters", "replay", "-dir", empty, "-stream", "s", "-all"}, &out, noRegion); err != nil {
+		t.Errorf("replay -all of an empty directory = %v, want nil", err)
+	}
+	if !strings.Contains(out.String(), "no letters in -dir "+empty) {
+		t.Errorf("replay -all of an empty directory printed %q, want it to say there are no letters", out.String())
+	}
+}
+
+// TestExitCodes checks the exit status of each outcome: 0 for success and
+// for help asked for, 2 for a command line the tool does not understand
+// (as the flag package, weir-local and the examples do), 1 for a failure.
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"deadletters", "list", "-dir", t.TempDir()}, 0},
+		{nil, 2},
+		{[]string{"deadletters", "drop"}, 2},
+		{[]string{"deadletters", "list", "-bogus"}, 2},
+		{[]string{"deadletters", "list", "-dir", "d", "-table", "t"}, 2},
+		{[]string{"deadletters", "replay", "-dir", "d", "-all"}, 2},
+		{[]string{"deadletters", "list", "-dir", filepath.Join(t.TempDir(), "none")}, 1},
+	} {
+		if got := exitCode(run(t.Context(), tc.args, io.Discard, nil)); got != tc.want {
+			t.Errorf("run %q: exit status %d, want %d", tc.args, got, tc.want)
 		}
 	}
 }

@@ -244,8 +244,9 @@ func noLetters(err error, where string, out io.Writer) error {
 }
 
 // replay puts the chosen letters of dir (ids, or all if none) into
-// streamName, each at most once over every run, and reports each to out.
-func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids []string, out io.Writer) error {
+// streamName, each at most once over every run, with the client kc makes
+// once there are letters to put, and reports each to out.
+func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, streamName string, ids []string, out io.Writer) error {
 	all, err := dirLetters(dir)
 	if err != nil {
 		return err
@@ -253,6 +254,10 @@ func replay(ctx context.Context, c *kinesis.Client, dir, streamName string, ids 
 	chosen, err := choose(all, ids, "-dir "+dir)
 	if err != nil || len(chosen) == 0 {
 		return noLetters(err, "-dir "+dir, out)
+	}
+	c, err := kc()
+	if err != nil {
+		return err
 	}
 	d, err := durable.OpenDir(dir, 0)
 	if err != nil {

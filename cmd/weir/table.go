@@ -111,8 +111,9 @@ func (s tableStore) mark(ctx context.Context, l letter, prev, next journalEntry)
 
 // replayTable puts the chosen letters of a DynamoDB dead-letter table
 // (ids, or all if none) into streamName, each at most once over every
-// run, and reports each to out.
-func replayTable(ctx context.Context, c *kinesis.Client, s tableStore, streamName string, ids []string, out io.Writer) error {
+// run, with the client kc makes once there are letters to put, and
+// reports each to out.
+func replayTable(ctx context.Context, kc func() (*kinesis.Client, error), s tableStore, streamName string, ids []string, out io.Writer) error {
 	all, state, err := s.read(ctx)
 	if err != nil {
 		return err
@@ -120,6 +121,10 @@ func replayTable(ctx context.Context, c *kinesis.Client, s tableStore, streamNam
 	chosen, err := choose(all, ids, "-table "+s.table)
 	if err != nil || len(chosen) == 0 {
 		return noLetters(err, "-table "+s.table, out)
+	}
+	c, err := kc()
+	if err != nil {
+		return err
 	}
 	for _, l := range chosen {
 		if err := replayOne(ctx, c, s, state[l.id], l, streamName, out); err != nil {

@@ -7,6 +7,7 @@ package kinesismetrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -99,10 +100,14 @@ func Leases(ctx context.Context, cfg leasetable.Config) (metrics.LeaseLister, er
 type leases struct{ t *lease.Table }
 
 // List lists the table's leases in metrics' type. It returns the leases it
-// could read together with an error naming the items it could not (each a
-// *leasetable.BadItemError).
+// could read, in a non-nil slice, together with an error naming the items
+// it could not (each a *leasetable.BadItemError); nil and the error if the
+// table could not be scanned.
 func (a leases) List(ctx context.Context) ([]metrics.Lease, error) {
 	ls, err := a.t.List(ctx)
+	if err != nil && !errors.Is(err, leasetable.ErrBadItem) {
+		return nil, err
+	}
 	out := make([]metrics.Lease, len(ls))
 	for i, l := range ls {
 		out[i] = metrics.Lease{

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/lease"
@@ -140,5 +144,46 @@ func TestNilReceiver(t *testing.T) {
 	_, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{Receiver(r)}})
 	if !errors.Is(err, metrics.ErrInvalidConfig) || !strings.Contains(err.Error(), "Receivers[0] nil") {
 		t.Errorf("metrics.New with Receiver(nil) = %v, want an error wrapping ErrInvalidConfig naming Receivers[0]", err)
+	}
+}
+
+// TestLeasesListing lists a lease table on the local DynamoDB: a table
+// that cannot be scanned gives nil leases and the error (a failed listing,
+// for metrics.Collector); a table holding an item that is not a lease
+// gives the leases it holds, with an error naming the item, and a table
+// of such items only an empty, non-nil slice: listings that show what they
+// read, not failed ones.
+func TestLeasesListing(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	ctx := t.Context()
+	name := localaws.UniqueName(t)
+	lister, err := Leases(ctx, leasetable.Config{TableName: name, DynamoDB: env.DynamoDB()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := lister.List(ctx); err == nil || ls != nil {
+		t.Errorf("List of a table that does not exist: %v, %v; want nil and an error", ls, err)
+	}
+	tbl := lister.(leases).t
+	if err := tbl.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]types.AttributeValue{
+		"leaseKey":     &types.AttributeValueMemberS{Value: "shard-bad"},
+		"leaseCounter": &types.AttributeValueMemberS{Value: "one"},
+		"checkpoint":   &types.AttributeValueMemberS{Value: "TRIM_HORIZON"},
+	}
+	if _, err := env.DynamoDB().PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: bad}); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := lister.List(ctx); !errors.Is(err, leasetable.ErrBadItem) || ls == nil || len(ls) != 0 {
+		t.Errorf("List of a table of one bad item: %v, %v; want an empty slice and an error wrapping ErrBadItem", ls, err)
+	}
+	if _, err := tbl.Create(ctx, lease.Lease{Shard: "shard-good"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := lister.List(ctx)
+	if !errors.Is(err, leasetable.ErrBadItem) || !strings.Contains(err.Error(), "shard-bad") || len(ls) != 1 || ls[0].Shard != "shard-good" {
+		t.Errorf("List of a good and a bad item: %v, %v; want the good lease and an error naming the bad item", ls, err)
 	}
 }

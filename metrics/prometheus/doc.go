@@ -42,7 +42,7 @@
 //	weir_kinesis_records_read_total           counter  user records read (after KPL de-aggregation)
 //	weir_kinesis_read_bytes_total             counter  bytes of Kinesis record data read
 //	weir_kinesis_get_records_duration_seconds histogram GetRecords latency (successful calls)
-//	weir_kinesis_behind_latest_seconds        gauge    MillisBehindLatest of the latest GetRecords
+//	weir_kinesis_behind_latest_seconds        gauge    MillisBehindLatest of the latest GetRecords; sent while the shard is read
 //	weir_kinesis_shard_reading                gauge    1 while a reader runs for the shard
 //
 // Retries (labels stream, cause: every cause, from 0):

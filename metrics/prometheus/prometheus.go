@@ -56,7 +56,7 @@ var (
 	shardRecords = newDesc("weir_kinesis_records_read_total", "User records read from the shard, after KPL de-aggregation.", counter, "stream", "shard")
 	shardBytes   = newDesc("weir_kinesis_read_bytes_total", "Bytes of Kinesis record data read from the shard.", counter, "stream", "shard")
 	shardLatency = newDesc("weir_kinesis_get_records_duration_seconds", "Latency of the shard reader's successful GetRecords calls.", histogram, "stream", "shard")
-	shardBehind  = newDesc("weir_kinesis_behind_latest_seconds", "MillisBehindLatest of the shard's latest GetRecords, in seconds.", gauge, "stream", "shard")
+	shardBehind  = newDesc("weir_kinesis_behind_latest_seconds", "MillisBehindLatest of the shard's latest GetRecords, in seconds; sent while a reader runs for the shard.", gauge, "stream", "shard")
 	retries      = newDesc("weir_kinesis_retries_total", "Retried Kinesis calls by cause, over the shards and the calls on the stream.", counter, "stream", "cause")
 	shardReading = newDesc("weir_kinesis_shard_reading", "1 while a reader runs for the shard.", gauge, "stream", "shard")
 
@@ -155,7 +155,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if w == "" {
 				w = l.Owner
 			}
-			byWorker[w]++
+			// Counted by the label value sent: owners that differ only
+			// in bytes that are not UTF-8 share one, which sent twice
+			// would fail the scrape.
+			byWorker[strings.ToValidUTF8(w, "\uFFFD")]++
 		}
 		for _, w := range slices.Sorted(maps.Keys(byWorker)) {
 			send(tableLeases, float64(byWorker[w]), w)
@@ -179,10 +182,13 @@ func collectShards(send func(desc, float64, ...string), hist func(desc, metrics.
 		send(shardRecords, float64(sh.RecordsRead), src, id)
 		send(shardBytes, float64(sh.BytesRead), src, id)
 		hist(shardLatency, sh.ReadLatency, src, id)
-		send(shardBehind, sh.Behind.Seconds(), src, id)
 		reading := 0.0
 		if sh.Reading {
+			// Only while read here: the lag of a shard whose reader
+			// stopped (its lease moved, or it ended) stays at its last
+			// read, which would show for ever beside the new owner's.
 			reading = 1
+			send(shardBehind, sh.Behind.Seconds(), src, id)
 		}
 		send(shardReading, reading, src, id)
 		if sh.Checkpointed || sh.CheckpointCommits > 0 || sh.CheckpointFailures > 0 {

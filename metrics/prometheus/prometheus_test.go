@@ -279,3 +279,61 @@ func TestScrapeInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// movedAway is a receiver whose lease of shard-0 moved to another worker:
+// its reader stopped, after a last read 90s behind the tip.
+type movedAway struct{ receiver }
+
+func (movedAway) Stats() metrics.ReceiverStats {
+	return metrics.ReceiverStats{WorkerID: "w1", Shards: map[string]metrics.ShardStats{
+		"shard-0": {Reading: false, RecordsRead: 10, Behind: 90 * time.Second},
+	}}
+}
+
+// TestScrapeNoLagOfShardNotRead scrapes a shard whose reader stopped (its
+// lease moved to another worker): its lag, frozen at its last read, is not
+// sent, or a max over the workers would show the old owner's lag for ever
+// and an alert on it would never end; its counters and reading=0 are.
+func TestScrapeNoLagOfShardNotRead(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{movedAway{}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	_, body := scrape(t, c)
+	if strings.Contains(body, "\nweir_kinesis_behind_latest_seconds{") {
+		t.Errorf("scrape sends the lag of a shard no longer read:\n%s", body)
+	}
+	for _, line := range []string{
+		`weir_kinesis_records_read_total{shard="shard-0",stream="orders"} 10`,
+		`weir_kinesis_shard_reading{shard="shard-0",stream="orders"} 0`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
+}
+
+// twoBadOwners is a lease table whose two owners differ only in bytes
+// that are not valid UTF-8.
+type twoBadOwners struct{}
+
+func (twoBadOwners) List(context.Context) ([]metrics.Lease, error) {
+	return []metrics.Lease{{Shard: "shard-0", Owner: "w\xff"}, {Shard: "shard-1", Owner: "w\xfe"}}, nil
+}
+
+// TestScrapeOwnersAliasedByUTF8Repair scrapes a lease table whose two
+// owners become the same label value once their bad bytes are replaced:
+// their leases are counted under that value, once, rather than sent twice
+// with the same labels, which fails the whole scrape.
+func TestScrapeOwnersAliasedByUTF8Repair(t *testing.T) {
+	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Leases: twoBadOwners{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sample(t.Context())
+	_, body := scrape(t, c)
+	if line := `weir_lease_table_leases{worker="w` + "\uFFFD" + `"} 2`; !strings.Contains(body, "\n"+line+"\n") {
+		t.Errorf("scrape lacks %q", line)
+	}
+}
