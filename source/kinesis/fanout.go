@@ -171,9 +171,11 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 	defer cancel()
 	s.delivered = false
 	start := s.startingPosition()
+	asked := s.rn.clock.Now()
 	events, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(s.fo.consumerARN), ShardId: aws.String(s.shard), StartingPosition: start,
 	})
+	s.pos = s.pos.pinned(asked) // LATEST as it was resolved, for any subscription before the first event
 	if err != nil {
 		return subRenew, err
 	}
