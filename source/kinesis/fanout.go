@@ -61,6 +61,7 @@ type shardSub struct {
 	lastRead  string    // sequence number of the last record delivered
 	cont      string    // continuation sequence number of the last event delivered
 	lastProbe time.Time // of the safety-net end-of-shard check
+	firstAt   time.Time // when the first subscription was asked for (see position.pinned); zero before
 	delivered bool      // whether the current subscription delivered an event
 }
 
@@ -175,7 +176,9 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 	events, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(s.fo.consumerARN), ShardId: aws.String(s.shard), StartingPosition: start,
 	})
-	s.pos = s.pos.pinned(asked) // LATEST as it was resolved, for any subscription before the first event
+	if s.firstAt.IsZero() {
+		s.firstAt = asked
+	}
 	if err != nil {
 		return subRenew, err
 	}
@@ -264,7 +267,11 @@ func (s *shardSub) startingPosition() *types.StartingPosition {
 	after := func(seq string) *types.StartingPosition {
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
 	}
-	switch p := s.pos; {
+	p := s.pos
+	if !s.firstAt.IsZero() {
+		p = p.pinned(s.firstAt) // LATEST as the first subscription resolved it
+	}
+	switch {
 	case s.cont != "":
 		return after(s.cont)
 	case s.lastRead != "":
