@@ -213,6 +213,10 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 			if end, err := s.handle(ctx, &e.Value); end != subRenew || err != nil {
 				return end, err
 			}
+			// handle may have waited long for the byte budget (a slow
+			// pipeline): the connection was not silent meanwhile, the
+			// reader was, so the idle timeout counts from now.
+			idle.Reset(s.fo.cfg.idleTimeout)
 		}
 	}
 }
