@@ -224,11 +224,6 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 // handle delivers one event's records. It returns subRenew to go on
 // reading the subscription.
 func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (subEnd, error) {
-	if s.guard != nil && len(e.Records) > 0 {
-		if s.held = s.guard(); s.held != lease.Held {
-			return subHeld, nil
-		}
-	}
 	// The event is already here: wait for the byte budget to hold it, which
 	// holds back the subscription's next events (source.Runtime.MaxBufferedBytes).
 	var size int64
@@ -238,6 +233,14 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	}
 	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
 		return subFailed, err
+	}
+	// Asked after the wait, which may be long (a slow pipeline): the lease
+	// may have gone unrenewed or be handed off meanwhile.
+	if s.guard != nil && len(e.Records) > 0 {
+		if s.held = s.guard(); s.held != lease.Held {
+			s.rn.r.budget.release(size)
+			return subHeld, nil
+		}
 	}
 	if _, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size); err != nil {
 		return subFailed, err
