@@ -58,12 +58,13 @@ const (
 	attrLatestAt = "weirLatestAt"
 )
 
-// latestMargin is how far before the time of its first take a lease at
+// LatestMargin is how far before the time of its first take a lease at
 // LATEST is pinned (Lease.LatestAt): room for a worker's clock running
 // ahead of the clock Kinesis stamps records with
 // (ApproximateArrivalTimestamp), so that the pin is not later than the
-// records the first worker's LATEST iterator returns.
-const latestMargin = 5 * time.Second
+// records the first worker's LATEST iterator returns. A shard reader
+// started at LATEST pins its start by the same margin.
+const LatestMargin = 5 * time.Second
 
 // fixes says how to repair each attribute, for leasetable.BadItemError.Fix.
 var fixes = map[string]string{

@@ -298,7 +298,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	// A lease at LATEST is pinned by its first take to a time before this
 	// worker's reader starts, so that whoever reads the shard next, if this
 	// worker dies before its first checkpoint, starts no later.
-	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, started.Add(-latestMargin))
+	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, started.Add(-LatestMargin))
 	switch {
 	case errors.Is(err, checkpointer.ErrLeaseLost):
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)

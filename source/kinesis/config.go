@@ -74,7 +74,11 @@ const (
 	// Leases, a lease's first take pins "now" in the lease table, and
 	// every owner reads the shard from that time (a few seconds before)
 	// until its first checkpoint, so a worker that dies before its first
-	// checkpoint loses nothing.
+	// checkpoint loses nothing. Likewise, a reader that needs a new
+	// iterator (or subscription) before it read its first record, because
+	// the first one expired unused or failed, starts at the time it first
+	// asked for one, less 5 seconds, not at the shard's new tip past the
+	// records put meanwhile.
 	Latest InitialPosition = "LATEST"
 	// TrimHorizon starts at the oldest record the stream still holds.
 	TrimHorizon InitialPosition = "TRIM_HORIZON"

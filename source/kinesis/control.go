@@ -96,6 +96,22 @@ func (p position) String() string {
 	return string(p.Initial)
 }
 
+// pinned returns p, or, for p at LATEST, the position AT_TIMESTAMP
+// lease.LatestMargin before at, a time just before the reader first asked
+// for an iterator at LATEST (as a lease's first take pins it). A reader
+// that needs a new iterator before it delivered a record (its first one
+// expired unused, 5 minutes after Kinesis returned it, while the reader
+// waited for the byte budget or a throttled call; or it held back what it
+// read) starts there, not at the shard's new tip past the records put
+// meanwhile. A few seconds of records put before the reader started may
+// then be delivered too.
+func (p position) pinned(at time.Time) position {
+	if p.After != "" || p.At != "" || p.Initial != Latest {
+		return p
+	}
+	return position{Initial: AtTimestamp, Timestamp: at.Add(-lease.LatestMargin)}
+}
+
 // iteratorInput returns the GetShardIterator request for shard at p.
 func (p position) iteratorInput(stream streamRef, shard string) *awskinesis.GetShardIteratorInput {
 	in := &awskinesis.GetShardIteratorInput{StreamName: stream.name(), StreamARN: stream.arn(), ShardId: aws.String(shard)}

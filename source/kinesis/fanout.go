@@ -61,6 +61,7 @@ type shardSub struct {
 	lastRead  string    // sequence number of the last record delivered
 	cont      string    // continuation sequence number of the last event delivered
 	lastProbe time.Time // of the safety-net end-of-shard check
+	firstAt   time.Time // when the first subscription was asked for (see position.pinned); zero before
 	delivered bool      // whether the current subscription delivered an event
 }
 
@@ -171,9 +172,13 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 	defer cancel()
 	s.delivered = false
 	start := s.startingPosition()
+	asked := s.rn.clock.Now()
 	events, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(s.fo.consumerARN), ShardId: aws.String(s.shard), StartingPosition: start,
 	})
+	if s.firstAt.IsZero() {
+		s.firstAt = asked
+	}
 	if err != nil {
 		return subRenew, err
 	}
@@ -208,6 +213,10 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 			if end, err := s.handle(ctx, &e.Value); end != subRenew || err != nil {
 				return end, err
 			}
+			// handle may have waited long for the byte budget (a slow
+			// pipeline): the connection was not silent meanwhile, the
+			// reader was, so the idle timeout counts from now.
+			idle.Reset(s.fo.cfg.idleTimeout)
 		}
 	}
 }
@@ -215,11 +224,6 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 // handle delivers one event's records. It returns subRenew to go on
 // reading the subscription.
 func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (subEnd, error) {
-	if s.guard != nil && len(e.Records) > 0 {
-		if s.held = s.guard(); s.held != lease.Held {
-			return subHeld, nil
-		}
-	}
 	// The event is already here: wait for the byte budget to hold it, which
 	// holds back the subscription's next events (source.Runtime.MaxBufferedBytes).
 	var size int64
@@ -229,6 +233,14 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	}
 	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
 		return subFailed, err
+	}
+	// Asked after the wait, which may be long (a slow pipeline): the lease
+	// may have gone unrenewed or be handed off meanwhile.
+	if s.guard != nil && len(e.Records) > 0 {
+		if s.held = s.guard(); s.held != lease.Held {
+			s.rn.r.budget.release(size)
+			return subHeld, nil
+		}
 	}
 	if _, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size); err != nil {
 		return subFailed, err
@@ -262,7 +274,11 @@ func (s *shardSub) startingPosition() *types.StartingPosition {
 	after := func(seq string) *types.StartingPosition {
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
 	}
-	switch p := s.pos; {
+	p := s.pos
+	if !s.firstAt.IsZero() {
+		p = p.pinned(s.firstAt) // LATEST as the first subscription resolved it
+	}
+	switch {
 	case s.cont != "":
 		return after(s.cont)
 	case s.lastRead != "":

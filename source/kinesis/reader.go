@@ -41,6 +41,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	// gone reports whether err says the shard is no longer in the stream
 	// (goneFromStream): it is then taken as read to its end.
 	gone := func(err error) bool { return rn.goneFromStream(ctx, log, shardID, err) }
+	asked := rn.clock.Now()
 	it, err := rn.iterator(ctx, shardID, pos, 0)
 	if gone(err) {
 		return ended()
@@ -48,11 +49,12 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	if err != nil {
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
-	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	trim := headTrimAt(pos)
-	var avg int64          // bytes a Kinesis record of the last page took; 0: unknown
-	var planned time.Time  // when the reader meant to call GetRecords next; zero: at once
-	var late time.Duration // how long after its planned start a call usually returns (moving average); 0: unknown
+	pos = pos.pinned(asked) // LATEST as it was resolved, for any new iterator before the first record
+	holding := lease.Held   // why guard holds back the current streak of records; Held: none held back
+	var avg int64           // bytes a Kinesis record of the last page took; 0: unknown
+	var planned time.Time   // when the reader meant to call GetRecords next; zero: at once
+	var late time.Duration  // how long after its planned start a call usually returns (moving average); 0: unknown
 	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond, time.Second)
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)

@@ -1,0 +1,98 @@
+package kinesis
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/source"
+)
+
+// TestLatestIteratorExpiredBeforeFirstRecord checks that a reader started
+// at LATEST whose iterator expires before it read anything (a wait for the
+// byte budget or a throttled streak longer than an iterator's 5 minutes)
+// reads the records put meanwhile, instead of starting at the new tip past
+// them.
+func TestLatestIteratorExpiredBeforeFirstRecord(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	before := payloads("before", 20) // put while the first iterator is unused
+	after := payloads("after", 5)    // put once the reader has its next iterator
+	var mu sync.Mutex
+	calls := 0
+	cfg := baseConfig(env, stream)
+	cfg.InitialPosition = Latest
+	cfg.Client = &hookClient{
+		Client: env.Kinesis(),
+		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			switch n {
+			case 1:
+				if err := env.PutRecords(ctx, stream, before, nil); err != nil {
+					t.Error(err)
+				}
+				return nil, &types.ExpiredIteratorException{Message: aws.String("Iterator has expired")}
+			case 2:
+				if err := env.PutRecords(ctx, stream, after, nil); err != nil {
+					t.Error(err)
+				}
+			}
+			return next.GetRecords(ctx, in)
+		},
+	}
+	run := startReceiver(t, cfg, len(before)+len(after))
+	run.wait(t)
+	run.stop(t)
+	checkExactlyOnce(t, append(before, after...), run.c.records())
+}
+
+// TestFanOutLatestResubscribesAtItsStart checks that a fan-out reader
+// started at LATEST whose first subscription failed before any event
+// subscribes again at the time it first asked (less the pin's margin),
+// not at the shard's new tip past the records put meanwhile.
+func TestFanOutLatestResubscribesAtItsStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		cfg := Config{
+			Stream: "s", App: "app", InitialPosition: Latest, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			FanOut: &FanOutConfig{subscribe: subs.subscribe},
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+		s1 := subs.next(t, nil, types.ShardIteratorTypeLatest, "")
+		s1.end(&types.InternalFailureException{Message: aws.String("oops")}) // before any event
+		s2 := subs.next(t, nil, types.ShardIteratorTypeAtTimestamp, "")
+		if got, want := aws.ToTime(s2.in.StartingPosition.Timestamp), s1.at.Add(-lease.LatestMargin); !got.Equal(want) {
+			t.Errorf("second subscription at %v, want %v (the first one's start less %v)", got, want, lease.LatestMargin)
+		}
+		s2.send(t, "3", 3)
+		s2.end(nil)
+		s3 := subs.next(t, nil, types.ShardIteratorTypeAfterSequenceNumber, "3")
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s3.end(nil)
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	})
+}
