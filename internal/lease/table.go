@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/streak"
 )
 
@@ -62,7 +63,7 @@ type TableConfig struct {
 
 func (c TableConfig) problems() []error {
 	var problems []error
-	if err := validTableName(c.Name); err != nil {
+	if err := dynamotable.CheckName(c.Name); err != nil {
 		problems = append(problems, err)
 	}
 	if c.Client == nil {
@@ -75,23 +76,6 @@ func (c TableConfig) problems() []error {
 		problems = append(problems, fmt.Errorf("AttemptTimeout %v: must be >= 0 (0 means none)", c.AttemptTimeout))
 	}
 	return problems
-}
-
-// ValidateTableName reports why name cannot name a lease table (DynamoDB's
-// rule: 3 to 255 of a-z A-Z 0-9 _ . -), or nil if it can.
-func ValidateTableName(name string) error { return validTableName(name) }
-
-func validTableName(name string) error {
-	if len(name) < 3 || len(name) > 255 {
-		return fmt.Errorf("table name %q: length %d, must be 3 to 255 characters", name, len(name))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("table name %q: byte %d (%q) not allowed, use only a-z A-Z 0-9 _ . -", name, i, c)
-		}
-	}
-	return nil
 }
 
 // Table is the lease and checkpoint table. Every write is a single-item

@@ -70,6 +70,17 @@ func TestDynamo(t *testing.T) {
 			}
 		}
 	})
+	t.Run("InvalidTableName", func(t *testing.T) {
+		// DynamoDB's rule, checked before any call: 3 to 255 of
+		// a-z A-Z 0-9 _ . - (dynalite would refuse these with a
+		// ValidationException).
+		for _, name := range []string{"ab", "recovery logs", strings.Repeat("t", 256)} {
+			_, err := dynamolog.Config{Client: client, Table: name, Name: localaws.UniqueName(t)}.Open(t.Context())
+			if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), "Table: table name") {
+				t.Errorf("Open with Table %.20q...: %v, want ErrInvalidConfig naming the Table's rule", name, err)
+			}
+		}
+	})
 }
 
 // openDynamo opens a DynamoDB log through the driver's view.
