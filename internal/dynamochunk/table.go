@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 )
 
 // TableClient is the part of *dynamodb.Client EnsureTable uses.
@@ -49,9 +50,9 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 		case errors.As(err, &nf):
 		case err != nil:
 			return fmt.Errorf("describe table %s: %w", table, err)
-		case out.Table.TableStatus == types.TableStatusActive, out.Table.TableStatus == types.TableStatusUpdating:
-			// An UPDATING table (capacity or billing mode changed, an
-			// index built: minutes to an hour) serves reads and writes.
+		case dynamotable.Usable(out.Table.TableStatus):
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: minutes to an hour), which serves reads and writes.
 			return checkKey(table, out.Table.KeySchema, hash, sort, what)
 		}
 		if attempt == 60 {

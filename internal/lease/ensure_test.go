@@ -177,3 +177,41 @@ func TestEnsureRidesOutAnUnreachableDynamoDB(t *testing.T) {
 		})
 	}
 }
+
+// updatingDB is a DynamoDB whose lease table is UPDATING (its capacity or
+// billing mode being changed, an index being built), and counts the
+// DescribeTable calls. dynalite updates a table at once, so only Ensure's
+// reading of the status is tested with it.
+type updatingDB struct {
+	leasetable.DynamoDBAPI // nil: any other call panics
+	describes              int
+}
+
+func (d *updatingDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.describes++
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: types.TableStatusUpdating,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	}}, nil
+}
+
+// TestEnsureTableUpdating checks, in virtual time, that an UPDATING table,
+// which serves reads and writes, is used at once: an update can last an
+// hour, and a worker started meanwhile must not wait for its end.
+func TestEnsureTableUpdating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := &updatingDB{}
+		tbl, err := NewTable(TableConfig{Name: "leases", Client: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+		defer cancel()
+		if err := tbl.Ensure(ctx); err != nil {
+			t.Fatalf("Ensure of an UPDATING table: %v", err)
+		}
+		if db.describes != 1 {
+			t.Errorf("%d DescribeTable calls, want 1", db.describes)
+		}
+	})
+}

@@ -122,8 +122,8 @@ func newTable(cfg TableConfig, log *slog.Logger) *Table {
 func (t *Table) Name() string { return t.name }
 
 // Ensure makes the table usable: it creates it (hash key leaseKey, on-demand
-// billing) if it does not exist, waits until it is ACTIVE, and checks that its
-// key is leaseKey. A DynamoDB that does not answer (every attempt timed
+// billing) if it does not exist, waits until it is ACTIVE or UPDATING (which
+// serves reads and writes too), and checks that its key is leaseKey. A DynamoDB that does not answer (every attempt timed
 // out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
 // the endpoint, and again as the failures go on (5, 10, 20... in a row);
 // Ensure gives up after 10 unanswered calls in a row. The warnings go to
@@ -173,13 +173,15 @@ func (t *Table) Ensure(ctx context.Context) error {
 			status = "unreachable"
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
-		case out.Table.TableStatus == types.TableStatusActive:
+		case dynamotable.Usable(out.Table.TableStatus):
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: up to an hour), which serves reads and writes.
 			return checkKeySchema(t.name, out.Table)
 		default:
 			status = string(out.Table.TableStatus)
 		}
 		if err := wait.Wait(ctx, t.clk); err != nil {
-			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
+			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE or UPDATING: %w", t.name, status, err)
 		}
 	}
 }
