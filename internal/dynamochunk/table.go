@@ -33,16 +33,17 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 // waits until it is ACTIVE or UPDATING, which serves reads and writes too
 // (61 checks, backing off on clk), and checks its
 // key: a table of another key is an error wrapping ErrTableKey. what names
-// the table's use in errors ("recovery log table").
-func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string) error {
+// the table's use in errors ("recovery log table"). opts are the per-call
+// options of each call (an attempt timeout).
+func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string, opts ...func(*dynamodb.Options)) error {
 	created := false
 	wait := tableWait.Start()
 	for attempt := 0; ; attempt++ {
-		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, opts...)
 		var nf *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &nf) && !created:
-			if err := createTable(ctx, c, table, hash, sort); err != nil {
+			if err := createTable(ctx, c, table, hash, sort, opts); err != nil {
 				return err
 			}
 			created = true
@@ -64,7 +65,7 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 	}
 }
 
-func createTable(ctx context.Context, c TableClient, table, hash, sort string) error {
+func createTable(ctx context.Context, c TableClient, table, hash, sort string, opts []func(*dynamodb.Options)) error {
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -76,7 +77,7 @@ func createTable(ctx context.Context, c TableClient, table, hash, sort string) e
 			{AttributeName: aws.String(sort), KeyType: types.KeyTypeRange},
 		},
 		BillingMode: types.BillingModePayPerRequest,
-	})
+	}, opts...)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)
