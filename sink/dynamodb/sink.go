@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
@@ -77,7 +78,9 @@ type Config struct {
 	// Endpoint overrides the DynamoDB endpoint URL of the default client,
 	// for example "http://127.0.0.1:4568" for a local server.
 	Endpoint string
-	// Table is the name of the table written to, which must exist. Required.
+	// Table is the name of the table written to, which must exist: 3 to
+	// 255 of a-z A-Z 0-9 _ . - (DynamoDB's rule, checked by New before any
+	// call). Required.
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
 	// version of the last write applied to it (a number, or a string for a
@@ -120,6 +123,8 @@ func (c Config) validate() error {
 	}
 	if c.Table == "" {
 		problems = append(problems, errors.New("Table empty: set the name of the table to write to"))
+	} else if err := dynamotable.CheckName(c.Table); err != nil {
+		problems = append(problems, fmt.Errorf("Table: %w", err))
 	}
 	if c.Concurrency < 0 {
 		problems = append(problems, fmt.Errorf("Concurrency %d: must be >= 0 (0 means %d)", c.Concurrency, DefaultConcurrency))

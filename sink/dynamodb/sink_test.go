@@ -328,3 +328,17 @@ func TestSinksSharingItemsNeedTheirOwnVersionAttribute(t *testing.T) {
 		})
 	}
 }
+
+// TestNewInvalidTableName checks, on dynalite, that New refuses a Table
+// name DynamoDB does not accept (3 to 255 of a-z A-Z 0-9 _ . -) before
+// any call, as invalid config naming the rule, not with DynamoDB's
+// ValidationException.
+func TestNewInvalidTableName(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	for _, name := range []string{"ab", "my table", strings.Repeat("t", 256)} {
+		_, err := dynamodb.New(t.Context(), dynamodb.Config{Client: c, Table: name}, func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+		if !errors.Is(err, dynamodb.ErrInvalidConfig) || !strings.Contains(err.Error(), "Table: table name") {
+			t.Errorf("New with Table %.20q...: %v, want ErrInvalidConfig naming the Table's rule", name, err)
+		}
+	}
+}
