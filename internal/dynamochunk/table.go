@@ -31,7 +31,8 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 // EnsureTable creates table, on demand (PAY_PER_REQUEST), with partition
 // key hash (string) and sort key sort (number) if it does not exist,
 // waits until it is ACTIVE or UPDATING, which serves reads and writes too
-// (61 checks, backing off on clk), and checks its
+// (61 checks, backing off on clk; a status no wait cures, such as
+// ARCHIVED, fails at once naming the fix), and checks its
 // key: a table of another key is an error wrapping ErrTableKey. what names
 // the table's use in errors ("recovery log table"). opts are the per-call
 // options of each call (an attempt timeout).
@@ -55,6 +56,10 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 			// ACTIVE, or UPDATING (capacity or billing mode changed, an
 			// index built: minutes to an hour), which serves reads and writes.
 			return checkKey(table, out.Table.KeySchema, hash, sort, what)
+		default:
+			if err := dynamotable.Stuck(table, out.Table.TableStatus); err != nil {
+				return err
+			}
 		}
 		if attempt == 60 {
 			return fmt.Errorf("table %s is not active after %d attempts", table, attempt+1)

@@ -123,7 +123,9 @@ func (t *Table) Name() string { return t.name }
 
 // Ensure makes the table usable: it creates it (hash key leaseKey, on-demand
 // billing) if it does not exist, waits until it is ACTIVE or UPDATING (which
-// serves reads and writes too), and checks that its key is leaseKey. A DynamoDB that does not answer (every attempt timed
+// serves reads and writes too), and checks that its key is leaseKey. A
+// table whose status no wait cures (its KMS key inaccessible, or archived
+// for it) fails Ensure at once, naming the fix. A DynamoDB that does not answer (every attempt timed
 // out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
 // the endpoint, and again as the failures go on (5, 10, 20... in a row);
 // Ensure gives up after 10 unanswered calls in a row. The warnings go to
@@ -178,6 +180,9 @@ func (t *Table) Ensure(ctx context.Context) error {
 			// index built: up to an hour), which serves reads and writes.
 			return checkKeySchema(t.name, out.Table)
 		default:
+			if err := dynamotable.Stuck(t.name, out.Table.TableStatus); err != nil {
+				return fmt.Errorf("leasetable: %w", err)
+			}
 			status = string(out.Table.TableStatus)
 		}
 		if err := wait.Wait(ctx, t.clk); err != nil {
