@@ -32,10 +32,10 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 // key hash (string) and sort key sort (number) if it does not exist,
 // waits until it is ACTIVE or UPDATING, which serves reads and writes too
 // (61 checks, backing off on clk; a status no wait cures, such as
-// ARCHIVED, fails at once naming the fix), and checks its
-// key: a table of another key is an error wrapping ErrTableKey. what names
-// the table's use in errors ("recovery log table"). opts are the per-call
-// options of each call (an attempt timeout).
+// ARCHIVED, fails at once naming the fix), and checks its key, names and
+// types: a table of another key is an error wrapping ErrTableKey. what
+// names the table's use in errors ("recovery log table"). opts are the
+// per-call options of each call (an attempt timeout).
 func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string, opts ...func(*dynamodb.Options)) error {
 	created := false
 	wait := tableWait.Start()
@@ -55,7 +55,7 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 		case dynamotable.Usable(out.Table.TableStatus):
 			// ACTIVE, or UPDATING (capacity or billing mode changed, an
 			// index built: minutes to an hour), which serves reads and writes.
-			return checkKey(table, out.Table.KeySchema, hash, sort, what)
+			return checkKey(table, out.Table, hash, sort, what)
 		default:
 			if err := dynamotable.Stuck(table, out.Table.TableStatus); err != nil {
 				return err
@@ -90,10 +90,11 @@ func createTable(ctx context.Context, c TableClient, table, hash, sort string, o
 	return nil
 }
 
-// checkKey refuses a table whose key is not (hash, sort).
-func checkKey(table string, ks []types.KeySchemaElement, hash, sort, what string) error {
+// checkKey refuses a table whose key is not (hash, sort), of types string
+// and number: every write of another would be refused.
+func checkKey(table string, desc *types.TableDescription, hash, sort, what string) error {
 	var h, s string
-	for _, k := range ks {
+	for _, k := range desc.KeySchema {
 		switch k.KeyType {
 		case types.KeyTypeHash:
 			h = aws.ToString(k.AttributeName)
@@ -104,6 +105,18 @@ func checkKey(table string, ks []types.KeySchemaElement, hash, sort, what string
 	if h != hash || s != sort {
 		return fmt.Errorf("%w: table %s has key (%q, %q); a %s needs partition key %q "+
 			"(string) and sort key %q (number): use another table name", ErrTableKey, table, h, s, what, hash, sort)
+	}
+	want := map[string]types.ScalarAttributeType{hash: types.ScalarAttributeTypeS, sort: types.ScalarAttributeTypeN}
+	for _, d := range desc.AttributeDefinitions {
+		name := aws.ToString(d.AttributeName)
+		if w, ok := want[name]; ok && d.AttributeType != w {
+			role := "partition key"
+			if name == sort {
+				role = "sort key"
+			}
+			return fmt.Errorf("%w: table %s has %s %q of type %s; a %s needs partition key %q "+
+				"(string) and sort key %q (number): use another table name", ErrTableKey, table, role, name, d.AttributeType, what, hash, sort)
+		}
 	}
 	return nil
 }

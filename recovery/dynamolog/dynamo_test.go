@@ -430,6 +430,29 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
 		t.Fatalf("Open on a table with another key: got %v", err)
 	}
+
+	// The key's names, but a string sort key: every put would be refused.
+	typed := name + "-typed"
+	_, err = client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName: aws.String(typed),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("log"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("seq"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("log"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("seq"), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Table = typed
+	_, err = cfg.Open(t.Context())
+	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `sort key "seq" of type S`) {
+		t.Fatalf("Open on a table whose sort key is a string: got %v, want ErrInvalidConfig naming the key's type", err)
+	}
 }
 
 // testDynamoManyShards logs blocks of 2,500 distinct shards with long names,
