@@ -179,7 +179,8 @@ func (s *Sink[T]) Stats() Stats {
 // New returns a Sink that writes what f makes of each record to
 // cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
 // field. It reads the table's key attributes (DescribeTable): a table that
-// does not exist, or that cfg.VersionAttribute is a key of, is an error.
+// does not exist, that cfg.VersionAttribute is a key of, or whose status no
+// wait cures (its KMS key inaccessible, or archived), is an error.
 // A DescribeTable with no answer within the call timeout (5 s), or that
 // fails for a reason a retry may heal, is tried again after a back-off,
 // with a warning at once, up to 5 calls (about half a minute), then New
@@ -220,6 +221,9 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	out, err := s.describe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
+	}
+	if err := dynamotable.Stuck(s.table, out.Table.TableStatus); err != nil {
+		return nil, fmt.Errorf("dynamodb: the sink's Table: %w", err)
 	}
 	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
 		for _, e := range out.Table.KeySchema {

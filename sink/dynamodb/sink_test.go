@@ -342,3 +342,35 @@ func TestNewInvalidTableName(t *testing.T) {
 		}
 	}
 }
+
+// statusClient answers DescribeTable with the table's description from
+// DynamoDB, its status replaced by status: dynalite has no KMS keys to
+// lose, so it never archives a table.
+type statusClient struct {
+	dynamodb.Client
+	status types.TableStatus
+}
+
+func (c statusClient) DescribeTable(ctx context.Context, in *ddb.DescribeTableInput, o ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error) {
+	out, err := c.Client.DescribeTable(ctx, in, o...)
+	if err == nil {
+		out.Table.TableStatus = c.status
+	}
+	return out, err
+}
+
+// TestNewStuckTable checks, on dynalite, that New refuses a table whose
+// status no wait cures (its KMS key inaccessible, or archived for it),
+// naming the status and the fix, rather than returning a Sink whose every
+// write fails.
+func TestNewStuckTable(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := createTable(t, c)
+	for _, status := range []types.TableStatus{types.TableStatusInaccessibleEncryptionCredentials, types.TableStatusArchived} {
+		_, err := dynamodb.New(t.Context(), dynamodb.Config{Client: statusClient{Client: c, status: status}, Table: table},
+			func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+		if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") {
+			t.Errorf("New on a %s table: %v, want an error naming the status and the fix", status, err)
+		}
+	}
+}
