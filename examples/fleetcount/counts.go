@@ -37,7 +37,8 @@ type countTable struct {
 }
 
 // openCountTable uses the table name if it exists with the expected key,
-// and creates it (on-demand billing) otherwise, waiting until it is ACTIVE.
+// and creates it (on-demand billing) otherwise, waiting until it is ACTIVE
+// (an existing table UPDATING is used at once: it serves reads and writes).
 func openCountTable(ctx context.Context, db *dynamodb.Client, name string, logger *slog.Logger) (*countTable, error) {
 	t := &countTable{db: db, name: name, logger: logger, written: map[string]int64{}}
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &name})
@@ -60,6 +61,11 @@ func openCountTable(ctx context.Context, db *dynamodb.Client, name string, logge
 		ks := out.Table.KeySchema
 		if len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "key" {
 			return nil, fmt.Errorf("table %s exists with another key: -table must name a table whose only key is the string \"key\", or one that does not exist", name)
+		}
+		// UPDATING (capacity or billing mode changed, an index built: up
+		// to an hour) serves reads and writes as ACTIVE does.
+		if st := out.Table.TableStatus; st == types.TableStatusActive || st == types.TableStatusUpdating {
+			return t, nil
 		}
 	}
 	waiter := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {

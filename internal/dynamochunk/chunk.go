@@ -64,7 +64,9 @@ type BatchWriter interface {
 var unprocessedWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // BatchWrite makes up to 25 writes of table in one BatchWriteItem,
-// retrying the unprocessed ones with back-off on clk, 9 attempts in all.
+// retrying the unprocessed ones with back-off on clk, 9 attempts in all;
+// writes still unprocessed then fail it with an error naming the table's
+// write capacity and the fix.
 func BatchWrite(ctx context.Context, c BatchWriter, clk clock.Clock, table string, reqs []types.WriteRequest) error {
 	items := map[string][]types.WriteRequest{table: reqs}
 	wait := unprocessedWait.Start()
@@ -77,7 +79,11 @@ func BatchWrite(ctx context.Context, c BatchWriter, clk clock.Clock, table strin
 			return nil
 		}
 		if attempt == 8 {
-			return fmt.Errorf("%d items still unprocessed after %d attempts", len(out.UnprocessedItems[table]), attempt+1)
+			// DynamoDB leaves writes unprocessed when they exceed the
+			// table's write capacity (or on an internal failure).
+			return fmt.Errorf("table %s: %d writes still unprocessed after %d BatchWriteItem attempts: the table's write capacity is exceeded; "+
+				"fix: raise its provisioned write capacity (or its auto scaling maximum), or switch it to on-demand billing (%s)",
+				table, len(out.UnprocessedItems[table]), attempt+1, types.BillingModePayPerRequest)
 		}
 		items = out.UnprocessedItems
 		if err := wait.Wait(ctx, clk); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 )
 
 // TableClient is the part of *dynamodb.Client EnsureTable uses.
@@ -30,18 +31,20 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 // EnsureTable creates table, on demand (PAY_PER_REQUEST), with partition
 // key hash (string) and sort key sort (number) if it does not exist,
 // waits until it is ACTIVE or UPDATING, which serves reads and writes too
-// (61 checks, backing off on clk), and checks its
-// key: a table of another key is an error wrapping ErrTableKey. what names
-// the table's use in errors ("recovery log table").
-func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string) error {
+// (61 checks, backing off on clk; a status no wait cures, such as
+// ARCHIVED, fails at once naming the fix), and checks its key, names and
+// types: a table of another key is an error wrapping ErrTableKey. what
+// names the table's use in errors ("recovery log table"). opts are the
+// per-call options of each call (an attempt timeout).
+func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string, opts ...func(*dynamodb.Options)) error {
 	created := false
 	wait := tableWait.Start()
 	for attempt := 0; ; attempt++ {
-		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, opts...)
 		var nf *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &nf) && !created:
-			if err := createTable(ctx, c, table, hash, sort); err != nil {
+			if err := createTable(ctx, c, table, hash, sort, opts); err != nil {
 				return err
 			}
 			created = true
@@ -49,10 +52,14 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 		case errors.As(err, &nf):
 		case err != nil:
 			return fmt.Errorf("describe table %s: %w", table, err)
-		case out.Table.TableStatus == types.TableStatusActive, out.Table.TableStatus == types.TableStatusUpdating:
-			// An UPDATING table (capacity or billing mode changed, an
-			// index built: minutes to an hour) serves reads and writes.
-			return checkKey(table, out.Table.KeySchema, hash, sort, what)
+		case dynamotable.Usable(out.Table.TableStatus):
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: minutes to an hour), which serves reads and writes.
+			return checkKey(table, out.Table, hash, sort, what)
+		default:
+			if err := dynamotable.Stuck(table, out.Table.TableStatus); err != nil {
+				return err
+			}
 		}
 		if attempt == 60 {
 			return fmt.Errorf("table %s is not active after %d attempts", table, attempt+1)
@@ -63,7 +70,7 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 	}
 }
 
-func createTable(ctx context.Context, c TableClient, table, hash, sort string) error {
+func createTable(ctx context.Context, c TableClient, table, hash, sort string, opts []func(*dynamodb.Options)) error {
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -75,7 +82,7 @@ func createTable(ctx context.Context, c TableClient, table, hash, sort string) e
 			{AttributeName: aws.String(sort), KeyType: types.KeyTypeRange},
 		},
 		BillingMode: types.BillingModePayPerRequest,
-	})
+	}, opts...)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)
@@ -83,10 +90,11 @@ func createTable(ctx context.Context, c TableClient, table, hash, sort string) e
 	return nil
 }
 
-// checkKey refuses a table whose key is not (hash, sort).
-func checkKey(table string, ks []types.KeySchemaElement, hash, sort, what string) error {
+// checkKey refuses a table whose key is not (hash, sort), of types string
+// and number: every write of another would be refused.
+func checkKey(table string, desc *types.TableDescription, hash, sort, what string) error {
 	var h, s string
-	for _, k := range ks {
+	for _, k := range desc.KeySchema {
 		switch k.KeyType {
 		case types.KeyTypeHash:
 			h = aws.ToString(k.AttributeName)
@@ -97,6 +105,18 @@ func checkKey(table string, ks []types.KeySchemaElement, hash, sort, what string
 	if h != hash || s != sort {
 		return fmt.Errorf("%w: table %s has key (%q, %q); a %s needs partition key %q "+
 			"(string) and sort key %q (number): use another table name", ErrTableKey, table, h, s, what, hash, sort)
+	}
+	want := map[string]types.ScalarAttributeType{hash: types.ScalarAttributeTypeS, sort: types.ScalarAttributeTypeN}
+	for _, d := range desc.AttributeDefinitions {
+		name := aws.ToString(d.AttributeName)
+		if w, ok := want[name]; ok && d.AttributeType != w {
+			role := "partition key"
+			if name == sort {
+				role = "sort key"
+			}
+			return fmt.Errorf("%w: table %s has %s %q of type %s; a %s needs partition key %q "+
+				"(string) and sort key %q (number): use another table name", ErrTableKey, table, role, name, d.AttributeType, what, hash, sort)
+		}
 	}
 	return nil
 }

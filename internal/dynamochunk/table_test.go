@@ -2,6 +2,7 @@ package dynamochunk
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -50,4 +51,25 @@ func TestEnsureTableUpdating(t *testing.T) {
 			t.Errorf("%d DescribeTable calls, want 1", db.describes)
 		}
 	})
+}
+
+// TestEnsureTableStuck checks, in virtual time, that a table whose status
+// no wait cures (its KMS key inaccessible, or archived for it) fails
+// EnsureTable at once naming the status and the fix, not after two
+// minutes of checks with "not active".
+func TestEnsureTableStuck(t *testing.T) {
+	for _, status := range []types.TableStatus{types.TableStatusInaccessibleEncryptionCredentials, types.TableStatusArchiving} {
+		t.Run(string(status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				db := &statusDB{status: status}
+				err := EnsureTable(t.Context(), db, clock.Real{}, "logs", "log", "seq", "recovery log table")
+				if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") {
+					t.Fatalf("EnsureTable of a %s table: %v, want an error naming the status and the fix", status, err)
+				}
+				if db.describes != 1 {
+					t.Errorf("%d DescribeTable calls, want 1", db.describes)
+				}
+			})
+		})
+	}
 }

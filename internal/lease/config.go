@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/durable"
+	"github.com/weirstream/weir/internal/dynamotable"
 )
 
 // Defaults of leasetable.Config fields left at zero.
@@ -166,7 +167,7 @@ func OpenTable(ctx context.Context, cfg leasetable.Config) (*Table, error) {
 	var problems []error
 	if cfg.TableName == "" {
 		problems = append(problems, errors.New("TableName is empty: set it to the lease table's name (the Kinesis receiver's default is its App)"))
-	} else if err := validTableName(cfg.TableName); err != nil {
+	} else if err := dynamotable.CheckName(cfg.TableName); err != nil {
 		problems = append(problems, fmt.Errorf("TableName: %w", err))
 	}
 	if err := awsconf.CheckEndpoint("Endpoint", cfg.Endpoint); err != nil {

@@ -2,9 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -172,6 +174,73 @@ func TestEnsureRidesOutAnUnreachableDynamoDB(t *testing.T) {
 				}
 				if got := len(jsonRecords(t, &out)); got != tc.warnings {
 					t.Errorf("%d log lines, want %d:\n%s", got, tc.warnings, out.tail(20))
+				}
+			})
+		})
+	}
+}
+
+// updatingDB is a DynamoDB whose lease table has status (UPDATING: its
+// capacity or billing mode being changed, an index being built), and
+// counts the DescribeTable calls. dynalite updates a table at once, and
+// has no KMS keys to lose, so only Ensure's reading of the status is
+// tested with it.
+type updatingDB struct {
+	leasetable.DynamoDBAPI // nil: any other call panics
+	status                 types.TableStatus
+	describes              int
+}
+
+func (d *updatingDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.describes++
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: d.status,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	}}, nil
+}
+
+// TestEnsureTableUpdating checks, in virtual time, that an UPDATING table,
+// which serves reads and writes, is used at once: an update can last an
+// hour, and a worker started meanwhile must not wait for its end.
+func TestEnsureTableUpdating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := &updatingDB{status: types.TableStatusUpdating}
+		tbl, err := NewTable(TableConfig{Name: "leases", Client: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+		defer cancel()
+		if err := tbl.Ensure(ctx); err != nil {
+			t.Fatalf("Ensure of an UPDATING table: %v", err)
+		}
+		if db.describes != 1 {
+			t.Errorf("%d DescribeTable calls, want 1", db.describes)
+		}
+	})
+}
+
+// TestEnsureTableStuck checks, in virtual time, that a table whose status
+// no wait cures (its KMS key inaccessible, or archived for it) fails
+// Ensure at once naming the status and the fix, rather than being waited
+// for, silently, for ever.
+func TestEnsureTableStuck(t *testing.T) {
+	for _, status := range []types.TableStatus{types.TableStatusInaccessibleEncryptionCredentials, types.TableStatusArchived} {
+		t.Run(string(status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				db := &updatingDB{status: status}
+				tbl, err := NewTable(TableConfig{Name: "leases", Client: db})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+				defer cancel()
+				err = tbl.Ensure(ctx)
+				if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") || errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Ensure of a %s table: %v, want an error naming the status and the fix", status, err)
+				}
+				if db.describes != 1 {
+					t.Errorf("%d DescribeTable calls, want 1", db.describes)
 				}
 			})
 		})

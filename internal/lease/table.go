@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/streak"
 )
 
@@ -62,7 +63,7 @@ type TableConfig struct {
 
 func (c TableConfig) problems() []error {
 	var problems []error
-	if err := validTableName(c.Name); err != nil {
+	if err := dynamotable.CheckName(c.Name); err != nil {
 		problems = append(problems, err)
 	}
 	if c.Client == nil {
@@ -75,23 +76,6 @@ func (c TableConfig) problems() []error {
 		problems = append(problems, fmt.Errorf("AttemptTimeout %v: must be >= 0 (0 means none)", c.AttemptTimeout))
 	}
 	return problems
-}
-
-// ValidateTableName reports why name cannot name a lease table (DynamoDB's
-// rule: 3 to 255 of a-z A-Z 0-9 _ . -), or nil if it can.
-func ValidateTableName(name string) error { return validTableName(name) }
-
-func validTableName(name string) error {
-	if len(name) < 3 || len(name) > 255 {
-		return fmt.Errorf("table name %q: length %d, must be 3 to 255 characters", name, len(name))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("table name %q: byte %d (%q) not allowed, use only a-z A-Z 0-9 _ . -", name, i, c)
-		}
-	}
-	return nil
 }
 
 // Table is the lease and checkpoint table. Every write is a single-item
@@ -138,8 +122,10 @@ func newTable(cfg TableConfig, log *slog.Logger) *Table {
 func (t *Table) Name() string { return t.name }
 
 // Ensure makes the table usable: it creates it (hash key leaseKey, on-demand
-// billing) if it does not exist, waits until it is ACTIVE, and checks that its
-// key is leaseKey. A DynamoDB that does not answer (every attempt timed
+// billing) if it does not exist, waits until it is ACTIVE or UPDATING (which
+// serves reads and writes too), and checks that its key is leaseKey. A
+// table whose status no wait cures (its KMS key inaccessible, or archived
+// for it) fails Ensure at once, naming the fix. A DynamoDB that does not answer (every attempt timed
 // out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
 // the endpoint, and again as the failures go on (5, 10, 20... in a row);
 // Ensure gives up after 10 unanswered calls in a row. The warnings go to
@@ -189,13 +175,18 @@ func (t *Table) Ensure(ctx context.Context) error {
 			status = "unreachable"
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
-		case out.Table.TableStatus == types.TableStatusActive:
+		case dynamotable.Usable(out.Table.TableStatus):
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: up to an hour), which serves reads and writes.
 			return checkKeySchema(t.name, out.Table)
 		default:
+			if err := dynamotable.Stuck(t.name, out.Table.TableStatus); err != nil {
+				return fmt.Errorf("leasetable: %w", err)
+			}
 			status = string(out.Table.TableStatus)
 		}
 		if err := wait.Wait(ctx, t.clk); err != nil {
-			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE: %w", t.name, status, err)
+			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE or UPDATING: %w", t.name, status, err)
 		}
 	}
 }

@@ -43,7 +43,8 @@ type DynamoConfig struct {
 	// Concurrency bounds the chunk reads and writes in flight per Get or
 	// Put. Default 16.
 	Concurrency int
-	// Logger receives warnings (old generations it could not delete).
+	// Logger receives the old generations it could not delete: at WARN, or
+	// at INFO when a stop (the Put's context cancelled) is the cause.
 	// Default slog.Default().
 	Logger *slog.Logger
 	// Clock paces the retries of batched deletes and times the attempt
@@ -274,14 +275,20 @@ func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
 }
 
 // deleteGen deletes the n chunks of generation gen, logging a failure: an
-// old generation left behind wastes space but is never read.
+// old generation left behind wastes space but is never read. A failure
+// because ctx was cancelled (the worker stops at once) is expected, so it
+// is logged at INFO; any other at WARN.
 func (d *Dynamo) deleteGen(ctx context.Context, key Key, gen string, n int64) {
 	keys := make([]map[string]types.AttributeValue, n)
 	for i := range keys {
 		keys[i] = chunkKey(gen, i+1)
 	}
 	if err := dynamochunk.DeleteKeys(ctx, timedWriter{d}, d.clock, d.table, keys); err != nil {
-		d.logger.Warn("shardstate: could not delete an old snapshot generation; it stays in the table, unread",
+		level := slog.LevelWarn
+		if errors.Is(ctx.Err(), context.Canceled) {
+			level = slog.LevelInfo
+		}
+		d.logger.Log(context.WithoutCancel(ctx), level, "shardstate: could not delete an old snapshot generation; it stays in the table, unread",
 			"table", d.table, "shard", key.String(), "generation", gen, "chunks", n, "err", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/recovery"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,7 +107,8 @@ type Config struct {
 	// Endpoint overrides the DynamoDB endpoint URL of the default client,
 	// for example "http://127.0.0.1:4568" for a local server.
 	Endpoint string
-	// Table is the table's name. Required.
+	// Table is the table's name: 3 to 255 of a-z A-Z 0-9 _ . - (DynamoDB's
+	// rule, checked by Open before any call). Required.
 	Table string
 	// Name is the log's name, its partition key: unique per application
 	// and writer, for example "wordcount/worker-1". At most 1024 bytes.
@@ -153,6 +155,8 @@ func (c Config) validate() error {
 	}
 	if c.Table == "" {
 		problems = append(problems, errors.New("Table empty: set the name of the table holding recovery logs"))
+	} else if err := dynamotable.CheckName(c.Table); err != nil {
+		problems = append(problems, fmt.Errorf("Table: %w", err))
 	}
 	switch {
 	case c.Name == "":

@@ -70,6 +70,17 @@ func TestDynamo(t *testing.T) {
 			}
 		}
 	})
+	t.Run("InvalidTableName", func(t *testing.T) {
+		// DynamoDB's rule, checked before any call: 3 to 255 of
+		// a-z A-Z 0-9 _ . - (dynalite would refuse these with a
+		// ValidationException).
+		for _, name := range []string{"ab", "recovery logs", strings.Repeat("t", 256)} {
+			_, err := dynamolog.Config{Client: client, Table: name, Name: localaws.UniqueName(t)}.Open(t.Context())
+			if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), "Table: table name") {
+				t.Errorf("Open with Table %.20q...: %v, want ErrInvalidConfig naming the Table's rule", name, err)
+			}
+		}
+	})
 }
 
 // openDynamo opens a DynamoDB log through the driver's view.
@@ -418,6 +429,29 @@ func testDynamoTable(t *testing.T, client *dynamodb.Client) {
 	_, err = cfg.Open(t.Context())
 	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `has key ("leaseKey", "")`) {
 		t.Fatalf("Open on a table with another key: got %v", err)
+	}
+
+	// The key's names, but a string sort key: every put would be refused.
+	typed := name + "-typed"
+	_, err = client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName: aws.String(typed),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("log"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("seq"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("log"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("seq"), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Table = typed
+	_, err = cfg.Open(t.Context())
+	if !errors.Is(err, recovery.ErrInvalidConfig) || !strings.Contains(err.Error(), `sort key "seq" of type S`) {
+		t.Fatalf("Open on a table whose sort key is a string: got %v, want ErrInvalidConfig naming the key's type", err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
@@ -77,7 +78,9 @@ type Config struct {
 	// Endpoint overrides the DynamoDB endpoint URL of the default client,
 	// for example "http://127.0.0.1:4568" for a local server.
 	Endpoint string
-	// Table is the name of the table written to, which must exist. Required.
+	// Table is the name of the table written to, which must exist: 3 to
+	// 255 of a-z A-Z 0-9 _ . - (DynamoDB's rule, checked by New before any
+	// call). Required.
 	Table string
 	// VersionAttribute is the attribute in which each item keeps the
 	// version of the last write applied to it (a number, or a string for a
@@ -120,6 +123,8 @@ func (c Config) validate() error {
 	}
 	if c.Table == "" {
 		problems = append(problems, errors.New("Table empty: set the name of the table to write to"))
+	} else if err := dynamotable.CheckName(c.Table); err != nil {
+		problems = append(problems, fmt.Errorf("Table: %w", err))
 	}
 	if c.Concurrency < 0 {
 		problems = append(problems, fmt.Errorf("Concurrency %d: must be >= 0 (0 means %d)", c.Concurrency, DefaultConcurrency))
@@ -174,7 +179,8 @@ func (s *Sink[T]) Stats() Stats {
 // New returns a Sink that writes what f makes of each record to
 // cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
 // field. It reads the table's key attributes (DescribeTable): a table that
-// does not exist, or that cfg.VersionAttribute is a key of, is an error.
+// does not exist, that cfg.VersionAttribute is a key of, or whose status no
+// wait cures (its KMS key inaccessible, or archived), is an error.
 // A DescribeTable with no answer within the call timeout (5 s), or that
 // fails for a reason a retry may heal, is tried again after a back-off,
 // with a warning at once, up to 5 calls (about half a minute), then New
@@ -215,6 +221,9 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	out, err := s.describe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
+	}
+	if err := dynamotable.Stuck(s.table, out.Table.TableStatus); err != nil {
+		return nil, fmt.Errorf("dynamodb: the sink's Table: %w", err)
 	}
 	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
 		for _, e := range out.Table.KeySchema {

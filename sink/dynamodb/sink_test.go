@@ -328,3 +328,49 @@ func TestSinksSharingItemsNeedTheirOwnVersionAttribute(t *testing.T) {
 		})
 	}
 }
+
+// TestNewInvalidTableName checks, on dynalite, that New refuses a Table
+// name DynamoDB does not accept (3 to 255 of a-z A-Z 0-9 _ . -) before
+// any call, as invalid config naming the rule, not with DynamoDB's
+// ValidationException.
+func TestNewInvalidTableName(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	for _, name := range []string{"ab", "my table", strings.Repeat("t", 256)} {
+		_, err := dynamodb.New(t.Context(), dynamodb.Config{Client: c, Table: name}, func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+		if !errors.Is(err, dynamodb.ErrInvalidConfig) || !strings.Contains(err.Error(), "Table: table name") {
+			t.Errorf("New with Table %.20q...: %v, want ErrInvalidConfig naming the Table's rule", name, err)
+		}
+	}
+}
+
+// statusClient answers DescribeTable with the table's description from
+// DynamoDB, its status replaced by status: dynalite has no KMS keys to
+// lose, so it never archives a table.
+type statusClient struct {
+	dynamodb.Client
+	status types.TableStatus
+}
+
+func (c statusClient) DescribeTable(ctx context.Context, in *ddb.DescribeTableInput, o ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error) {
+	out, err := c.Client.DescribeTable(ctx, in, o...)
+	if err == nil {
+		out.Table.TableStatus = c.status
+	}
+	return out, err
+}
+
+// TestNewStuckTable checks, on dynalite, that New refuses a table whose
+// status no wait cures (its KMS key inaccessible, or archived for it),
+// naming the status and the fix, rather than returning a Sink whose every
+// write fails.
+func TestNewStuckTable(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	table := createTable(t, c)
+	for _, status := range []types.TableStatus{types.TableStatusInaccessibleEncryptionCredentials, types.TableStatusArchived} {
+		_, err := dynamodb.New(t.Context(), dynamodb.Config{Client: statusClient{Client: c, status: status}, Table: table},
+			func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+		if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") {
+			t.Errorf("New on a %s table: %v, want an error naming the status and the fix", status, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/lease"
 )
 
@@ -32,7 +33,7 @@ func leaseTable(l leasetable.Config, app string) string {
 func leaseProblems(l leasetable.Config, c Config) []error {
 	var problems []error
 	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
-	if err := lease.ValidateTableName(leaseTable(l, c.App)); err != nil {
+	if err := dynamotable.CheckName(leaseTable(l, c.App)); err != nil {
 		if l.TableName == "" {
 			add("Leases.TableName is empty, so it defaults to App %q, which is not a valid table name (%v): set Leases.TableName", c.App, err)
 		} else {

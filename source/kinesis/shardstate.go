@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -14,10 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/dynamochunk"
 	"github.com/weirstream/weir/internal/hashkey"
 	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/internal/shardstate"
+	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/source"
 )
 
@@ -122,12 +126,48 @@ func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *lea
 
 var _ stateClient = (*dynamodb.Client)(nil)
 
-// ensureTable creates the store's table if it does not exist.
+// stateEnsureMaxUnanswered is how many calls in a row ensureTable lets
+// DynamoDB leave unanswered (every attempt timed out) before it fails the
+// receiver: as many as the lease table's start-up does.
+const stateEnsureMaxUnanswered = 10
+
+// ensureTable creates the store's table if it does not exist, each attempt
+// of its calls bounded by the lease table's AttemptTimeout, as the store's
+// are. A DynamoDB that does not answer is logged at WARN at once, naming
+// the endpoint and the fix, and again as the calls go unanswered (5 in a
+// row); ensureTable fails after stateEnsureMaxUnanswered of them.
 func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
-	if err := dynamochunk.EnsureTable(ctx, sr.db, lr.rn.clock, sr.table, "log", "seq", "shard state table"); err != nil {
-		return fmt.Errorf("kinesis: shard state table: %w", err)
+	clk := lr.rn.clock
+	mw := attempt.Middleware(clk, lease.WithDefaults(lr.cfg).AttemptTimeout)
+	opts := []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
+	silent := streak.Streak{
+		Logger: lr.log, Clock: clk, Prefix: "kinesis", Service: "DynamoDB", Op: "DescribeTable",
+		Attr: slog.String("table", sr.table), Endpoint: awsconf.DynamoDBEndpoint(ctx, sr.db),
+		MaxAttempts: stateEnsureMaxUnanswered, Fix: stateTableFix,
 	}
-	return nil
+	for call := 1; ; call++ {
+		err := dynamochunk.EnsureTable(ctx, sr.db, clk, sr.table, "log", "seq", "shard state table", opts...)
+		switch {
+		case err == nil:
+			silent.Ended(call)
+			return nil
+		case !errors.Is(err, attempt.ErrTimeout) || ctx.Err() != nil:
+			return fmt.Errorf("kinesis: shard state table: %w", err)
+		case call == stateEnsureMaxUnanswered:
+			return fmt.Errorf("kinesis: shard state table %s: DynamoDB answered none of %d calls in a row: %w; fix: %s",
+				sr.table, call, err, silent.FixFor("timeout"))
+		}
+		// Each unanswered call took its attempts' timeouts: that paces
+		// the next one.
+		silent.Failed(call, "timeout", true, err)
+	}
+}
+
+// stateTableFix is the fix of a DynamoDB that does not answer the shard
+// state table's calls.
+func stateTableFix(_, endpoint string) string {
+	return "DynamoDB at " + endpoint + " does not answer within Leases.AttemptTimeout: check Leases.Endpoint, " +
+		"the region (AWS_REGION), proxies and the network"
 }
 
 func (sr *stateRun) key(lr *leaseRun, shard string) shardstate.Key {

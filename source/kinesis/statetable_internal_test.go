@@ -1,0 +1,90 @@
+package kinesis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/localaws/faults"
+	"github.com/weirstream/weir/source"
+)
+
+// TestStateTableSilentDynamoDB checks, on a manual clock, that the start-up
+// check of the shard state table, on a DynamoDB that accepts connections
+// and never answers (a faults.Proxy in Blackhole mode), times out each
+// attempt after the lease table's AttemptTimeout, warns at once naming the
+// endpoint and the fix, and fails after 10 unanswered calls naming the fix.
+// Before, it waited for an answer for ever, and the receiver with it.
+func TestStateTableSilentDynamoDB(t *testing.T) {
+	p, err := faults.NewProxy("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Set(faults.Blackhole)
+	t.Cleanup(func() { p.Close() })
+	db := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(p.Endpoint()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Retryer:     aws.NopRetryer{}, // one attempt a call
+	})
+	clk := clock.NewManual(time.Unix(0, 0))
+	var logs bytes.Buffer // written by ensureTable only, read once it returned
+	lr := &leaseRun{rn: &run{clock: clk}, log: slog.New(slog.NewJSONHandler(&logs, nil)),
+		cfg: leasetable.Config{TableName: "leases", AttemptTimeout: time.Second}}
+	sr, err := newStateRun(struct{ source.ShardState }{}, db, "leases", "app", lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// advancing ends when ensureTable returns; its deadline is a guard, not
+	// a measure: before the fix, nothing ever waited on the clock.
+	advancing, stopAdvancing := context.WithTimeout(t.Context(), 30*time.Second)
+	defer stopAdvancing()
+	done := make(chan error, 1)
+	go func() {
+		err := sr.ensureTable(ctx, lr)
+		stopAdvancing()
+		done <- err
+	}()
+	for waits := 0; clk.WaitForWaiters(advancing, 1) == nil; waits++ {
+		if waits == 100 {
+			break
+		}
+		clk.Advance(time.Second)
+	}
+	if advancing.Err() != context.Canceled { // not returned
+		cancel()
+		t.Fatalf("ensureTable on a silent DynamoDB still waiting (%v): %v", advancing.Err(), <-done)
+	}
+	got := <-done
+	if got == nil {
+		t.Fatal("ensureTable on a silent DynamoDB succeeded")
+	}
+	if !strings.Contains(got.Error(), "answered none of 10") || !strings.Contains(got.Error(), "fix:") || !strings.Contains(got.Error(), p.Endpoint()) {
+		t.Errorf("ensureTable = %v; want an error saying DynamoDB answered none of 10 calls, naming the endpoint and the fix", got)
+	}
+	var warned bool
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["level"] == "WARN" && m["endpoint"] == p.Endpoint() && m["table"] == "leases-state" && strings.Contains(m["fix"].(string), "Leases.Endpoint") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no WARN naming the endpoint, the table and the fix; logs:\n%s", logs.String())
+	}
+}
