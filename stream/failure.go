@@ -51,7 +51,9 @@ func Retry(n int) Option {
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
-// way and the function gets the batch of the others. A narrow operator
+// way and the function gets the batch of the others (none of a failing
+// record's outputs), with Origins the origins a run without the failure
+// gives them. A narrow operator
 // whose stream several consumers share is computed once, before them; if
 // it fails, the quarantine pass of an output runs it again fused into the
 // output, record by record, so each such output quarantines the failing
@@ -251,17 +253,24 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		}
 		return err
 	}
-	b, berr := s.at(r)
-	if berr == nil && b != nil {
+	if fFailed {
+		b := withOrigins
+		if b == nil {
+			b, _ = s.at(r) // computed by the try
+		}
 		return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
 	}
 	// The stream itself failed: if it is a narrow operator's, its records
-	// are isolated and f gets the batch of those that did not fail.
+	// are isolated and f gets the batch of those that did not fail, with
+	// their origins for an output with Origins.
+	var b *batch.Batch[T]
 	var letters []DeadLetter
-	if berr == nil || o.origins {
-		return err
+	if o.origins {
+		b, letters = isolatedOriginBatch(r, s)
+	} else {
+		b, letters = isolatedBatch(r, s)
 	}
-	if b, letters = isolatedBatch(r, s); b == nil {
+	if b == nil {
 		return err
 	}
 	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
@@ -280,14 +289,38 @@ func isolatedBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) 
 	if pt == nil {
 		return nil, nil
 	}
+	if pt.data != nil {
+		return pt.batch(), nil // computed before: nothing to isolate
+	}
+	// As pt.compute, on this goroutine (one isolation), knowing which
+	// chunks each root record made.
 	iso := &isolation{}
+	data := make([][]chunk[T], len(pt.keys))
+	last, made := 0, 0 // the root record (iso.n) that made the last chunks, and how many
+	iso.drop = func(i int) {
+		if last == iso.n {
+			data[i], made = data[i][:len(data[i])-made], 0
+		}
+	}
 	r.iso.Store(iso)
 	defer r.iso.Store(nil)
-	c, err := pt.compute(r.ctx, 1) // on this goroutine: one isolation
+	err := parallel(r.ctx, 1, len(pt.keys), func(_ context.Context, i int) error {
+		pt.each(i, func(pos int, recs []T) bool {
+			if len(recs) > 0 {
+				if last != iso.n {
+					last, made = iso.n, 0
+				}
+				data[i] = append(data[i], chunk[T]{pos, recs})
+				made++
+			}
+			return true
+		})
+		return nil
+	})
 	if err != nil {
 		return nil, nil
 	}
-	return c.batch(), iso.letters
+	return computed(pt.time, pt.blocks, pt.keys, pt.npos, data).batch(), iso.letters
 }
 
 // partState is one partition's progress through the tries of an output.
@@ -417,6 +450,13 @@ func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
 type isolation struct {
 	failure error // set by fail for the record being processed
 	letters []DeadLetter
+	// n counts the roots' records yielded so far, the one being processed
+	// included; drop, if set, is called when the processing of record n of
+	// partition i failed, so that a consumer that keeps the records it is
+	// given (a batch's) drops those it took of it: none of a failing
+	// record's outputs is output.
+	n    int
+	drop func(i int)
 }
 
 // fail records err as the failure of the record being processed: for an
@@ -436,24 +476,35 @@ func (pt *parted[T]) isolated(iso *isolation, i int, yield func(int, []T) bool) 
 	for _, c := range pt.data[i] {
 		for k := range c.recs {
 			n++
-			one := c.recs[k : k+1 : k+1]
-			iso.failure = nil
-			cont := true
-			err := safely(func() error { cont = yield(c.pos, one); return nil })
-			if err == nil {
-				err = iso.failure
-			}
-			if err != nil {
-				rg, off := pt.origin(i, n)
-				l := letterOf(one[0], err)
-				l.Range, l.Offset = rg, off
-				iso.letters = append(iso.letters, l)
-				continue
-			}
-			if !cont {
+			if !pt.try(iso, i, n, c.pos, c.recs[k:k+1:k+1], yield) {
 				return false
 			}
 		}
+	}
+	return true
+}
+
+// try yields one, record n of partition i, alone, in the quarantine pass,
+// and reports whether to go on: what yield returned, or true if the
+// record's processing failed; then the record's letter is added to iso,
+// and iso.drop, if set, is called to drop what the consumer took of it.
+func (pt *parted[T]) try(iso *isolation, i, n, pos int, one []T, yield func(int, []T) bool) bool {
+	iso.n++
+	iso.failure = nil
+	cont := true
+	err := safely(func() error { cont = yield(pos, one); return nil })
+	if err == nil {
+		err = iso.failure
+	}
+	if err == nil {
+		return cont
+	}
+	rg, off := pt.origin(i, n)
+	l := letterOf(one[0], err)
+	l.Range, l.Offset = rg, off
+	iso.letters = append(iso.letters, l)
+	if iso.drop != nil {
+		iso.drop(i)
 	}
 	return true
 }
