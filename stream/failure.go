@@ -248,7 +248,9 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	if o.policy.dead == nil {
-		if fFailed {
+		if pt, _, _ := fusedAgain(r, s); fFailed || pt != nil {
+			// The function, or a narrow operator's, failed: Quarantine
+			// would isolate its records.
 			return fmt.Errorf("%w (%s)", err, stopFix)
 		}
 		return err
@@ -392,13 +394,17 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 	if err == nil || r.ctx.Err() != nil {
 		return err
 	}
-	if pt == nil && o.policy.dead != nil {
+	whole := pt == nil // s failed as a whole, before f ran
+	if whole {
 		pt, states, todo = fusedAgain(r, s)
 	}
 	if pt == nil || len(todo) == 0 {
 		return err
 	}
 	if o.policy.dead == nil {
+		if whole { // a narrow operator's stream: no partition to name
+			return fmt.Errorf("%w (%s)", err, stopFix)
+		}
 		if at := pt.where(todo[0], &states[todo[0]]); at != "" {
 			return fmt.Errorf("%s: %w (%s)", at, err, stopFix)
 		}
@@ -426,9 +432,10 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 // run: a narrow operator's stream several consumers share (s or one
 // before it) is computed once, before them, so its failure could not be
 // pinned to records; fused, the pass runs its function record by record,
-// as for a stream of one consumer. It returns nil if s fails again as a
-// whole (a keyed, window, state or Transform operator, a source's
-// recomputation).
+// as for a stream of one consumer. It returns nil if s failed as a whole
+// otherwise (a keyed, window, state or Transform operator, a source's
+// recomputation): then the quarantine pass cannot isolate records. It
+// plans only: what the failed try computed is not computed again.
 func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
 	r.isolating = true
 	pt, err := s.parts(r)
@@ -537,7 +544,9 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 }
 
 // stopFix ends the error of an output whose failure stops the pipeline
-// because it has no Quarantine: what the user can do about it.
+// because it has no Quarantine, when Quarantine would have isolated the
+// failing records (the output's function or a narrow operator's failed):
+// what the user can do about it.
 const stopFix = "to set the records that fail aside and go on, give the output stream.Quarantine(d); " +
 	"otherwise fix the function or the record: the batch is not completed, so its records are processed again after a restart"
 
