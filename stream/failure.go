@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -338,6 +339,9 @@ type partState struct {
 	// on, the record of index calls: so a try that failed with inF set
 	// failed on that record (see where).
 	inF bool
+	// running is set while the partition runs, for the still-running
+	// warning (see progress).
+	running atomic.Bool
 }
 
 // partFunc runs partition i of pt for an output, one try of it.
@@ -362,6 +366,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 				return err
 			}
 			pt, states, errs = p, make([]partState, len(p.keys)), make([]error, len(p.keys))
+			r.progress.parts(pt.keys, states)
 			todo = make([]int, len(p.keys))
 			for i := range todo {
 				todo[i] = i
@@ -372,7 +377,9 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 			i := todo[k]
 			st := &states[i]
 			st.calls, st.inF = 0, false
+			st.running.Store(true)
 			errs[i] = safely(func() error { return f(ctx, pt, i, st) })
+			st.running.Store(false)
 			st.skip = max(st.skip, st.calls)
 			return nil
 		})
@@ -416,10 +423,16 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 	iso := &isolation{}
 	r.iso.Store(iso)
 	defer r.iso.Store(nil)
+	if whole {
+		r.progress.parts(pt.keys, states)
+	}
 	for _, i := range todo {
 		st := &states[i]
 		st.calls, st.iso = 0, iso
-		if err := safely(func() error { return f(r.ctx, pt, i, st) }); err != nil {
+		st.running.Store(true)
+		err := safely(func() error { return f(r.ctx, pt, i, st) })
+		st.running.Store(false)
+		if err != nil {
 			return err
 		}
 	}

@@ -104,6 +104,8 @@ type run struct {
 	// returns one computed before, so that the chain runs from the
 	// source's partitions, for this output alone.
 	tracing bool
+	// progress is what the batch runs, for the still-running warning.
+	progress progress
 	// isolating is set while the quarantine pass of an output whose
 	// stream failed as a whole plans that stream again (see fusedAgain):
 	// parts then plans a narrow operator's stream whose failure it
