@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -147,6 +148,53 @@ func testQuarantineBeforeForEachBatch(t *testing.T, withOrigins bool) {
 			if !found {
 				t.Errorf("no letter for %+v: %+v", bad.r, letters)
 			}
+		}
+	})
+}
+
+// TestQuarantinePartitionDropsPartialOutputs checks that the quarantine
+// pass of a ForEachPartition gives f none of the outputs of a record whose
+// processing failed, not even those a FlatMap made of it before the next
+// operator failed on another of them: the record is quarantined alone.
+func TestQuarantinePartitionDropsPartialOutputs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards, n = 2, 100
+		bad := shardRec{Shard: 1, Seq: 20}
+		p, src := newMemoryPipeline(t, Config{Parallelism: 2}, shards)
+		fanned := FlatMap(From(p, src), func(v shardRec) []fanRec {
+			return []fanRec{{posRec(v), 0}, {posRec(v), 1}}
+		})
+		again := FlatMap(fanned, func(r fanRec) []fanRec {
+			if shardRec(r.posRec) == bad && r.K == 1 {
+				panic("kaboom")
+			}
+			return []fanRec{r}
+		})
+		seen := map[fanRec]int{}
+		var mu sync.Mutex
+		box := &letterBox{}
+		ForEachPartition(again, func(_ context.Context, part Partition[fanRec]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for v := range part.All() {
+				seen[v]++
+			}
+			return nil
+		}, Quarantine(box), Retry(0))
+		if err := runMemory(t, p, src, shards, n); err != nil {
+			t.Fatalf("Run = %v, want nil: the bad record quarantined", err)
+		}
+		for k := range n {
+			v := shardRec{k % shards, k / shards}
+			want := map[bool]int{true: 0, false: 1}[v == bad]
+			for i := range 2 {
+				if got := seen[fanRec{posRec(v), i}]; got != want {
+					t.Errorf("output %d of %v given %d times, want %d", i, v, got, want)
+				}
+			}
+		}
+		if letters := box.all(); len(letters) != 1 || letters[0].Panic != "kaboom" {
+			t.Errorf("letters %+v, want the bad record's", letters)
 		}
 	})
 }
