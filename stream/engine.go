@@ -88,6 +88,10 @@ type engine struct {
 	inStop    []atomic.Bool // by source: the drain called its Stop, which has not returned
 	running   atomic.Bool   // the batch runner runs a batch's outputs
 	late      lateness      // the batch runner's
+
+	// current is the batch being processed, whose progress watchBatch's
+	// warnings name.
+	current atomic.Pointer[run]
 }
 
 // job is a batch cut and waiting to run.
@@ -706,6 +710,8 @@ func (e *engine) logEmpty(ctx context.Context, j *job) error {
 func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism, shared: e.shared,
 		clk: e.cfg.Clock, logger: e.cfg.Logger, outs: outs}
+	e.current.Store(r)
+	defer e.current.Store(nil)
 	if j.unlogged {
 		if err := e.logEmpty(ctx, j); err != nil {
 			return err
@@ -718,6 +724,7 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 		}
 	}
 	for i, o := range e.outputs {
+		r.progress.at(i)
 		if err := safely(func() error { return o.run(r) }); err != nil {
 			return fmt.Errorf("output %d, %v: %w", i, o, err)
 		}

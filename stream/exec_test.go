@@ -170,6 +170,11 @@ func TestPanicFailsBatch(t *testing.T) {
 		{"Map", func(s *Stream[string]) {
 			collect(Map(s, func(v string) string { boom(v); return v }))
 		}, "ForEachBatch of Map (stream 1)"},
+		{"shared Map", func(s *Stream[string]) {
+			m := Map(s, func(v string) string { boom(v); return v })
+			ForEach(m, func(context.Context, string) error { return nil })
+			ForEachPartition(m, func(context.Context, Partition[string]) error { return nil })
+		}, "ForEach of Map (stream 1)"},
 		{"Filter", func(s *Stream[string]) {
 			ForEach(Filter(s, func(v string) bool { boom(v); return true }), func(context.Context, string) error { return nil })
 		}, "ForEach of Filter (stream 1)"},
@@ -215,11 +220,12 @@ func TestPanicFailsBatch(t *testing.T) {
 				if want := batch.TimeOf(time.Unix(946684802, 0)); be.Time != want {
 					t.Errorf("BatchError.Time = %v, want %v (the second batch)", be.Time, want)
 				}
-				// A failure of the output's own partitions or function ends
-				// with the fix (Quarantine); one of the stream it reads
-				// (computed whole before it) cannot be quarantined.
+				// A failure of the output's function or of a narrow
+				// operator's, shared or not, ends with the fix
+				// (Quarantine); one of a keyed or state operator cannot be
+				// quarantined.
 				suffix := "panic: kaboom"
-				if own := map[string]bool{"Filter": true, "FlatMap": true, "ForEach": true, "ForEachBatch": true}; own[tt.name] {
+				if own := map[string]bool{"Map": true, "shared Map": true, "Filter": true, "FlatMap": true, "ForEach": true, "ForEachBatch": true}; own[tt.name] {
 					suffix = "panic: kaboom (" + stopFix + ")"
 				}
 				if msg := err.Error(); !strings.Contains(msg, tt.want) || !strings.HasSuffix(msg, suffix) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -51,7 +52,9 @@ func Retry(n int) Option {
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
-// way and the function gets the batch of the others. A narrow operator
+// way and the function gets the batch of the others (none of a failing
+// record's outputs), with Origins the origins a run without the failure
+// gives them. A narrow operator
 // whose stream several consumers share is computed once, before them; if
 // it fails, the quarantine pass of an output runs it again fused into the
 // output, record by record, so each such output quarantines the failing
@@ -246,22 +249,31 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	if o.policy.dead == nil {
-		if fFailed {
+		if pt, _, _ := fusedAgain(r, s); fFailed || pt != nil {
+			// The function, or a narrow operator's, failed: Quarantine
+			// would isolate its records.
 			return fmt.Errorf("%w (%s)", err, stopFix)
 		}
 		return err
 	}
-	b, berr := s.at(r)
-	if berr == nil && b != nil {
+	if fFailed {
+		b := withOrigins
+		if b == nil {
+			b, _ = s.at(r) // computed by the try
+		}
 		return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
 	}
 	// The stream itself failed: if it is a narrow operator's, its records
-	// are isolated and f gets the batch of those that did not fail.
+	// are isolated and f gets the batch of those that did not fail, with
+	// their origins for an output with Origins.
+	var b *batch.Batch[T]
 	var letters []DeadLetter
-	if berr == nil || o.origins {
-		return err
+	if o.origins {
+		b, letters = isolatedOriginBatch(r, s)
+	} else {
+		b, letters = isolatedBatch(r, s)
 	}
-	if b, letters = isolatedBatch(r, s); b == nil {
+	if b == nil {
 		return err
 	}
 	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
@@ -280,14 +292,38 @@ func isolatedBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) 
 	if pt == nil {
 		return nil, nil
 	}
+	if pt.data != nil {
+		return pt.batch(), nil // computed before: nothing to isolate
+	}
+	// As pt.compute, on this goroutine (one isolation), knowing which
+	// chunks each root record made.
 	iso := &isolation{}
+	data := make([][]chunk[T], len(pt.keys))
+	last, made := 0, 0 // the root record (iso.n) that made the last chunks, and how many
+	iso.drop = func(i int) {
+		if last == iso.n {
+			data[i], made = data[i][:len(data[i])-made], 0
+		}
+	}
 	r.iso.Store(iso)
 	defer r.iso.Store(nil)
-	c, err := pt.compute(r.ctx, 1) // on this goroutine: one isolation
+	err := parallel(r.ctx, 1, len(pt.keys), func(_ context.Context, i int) error {
+		pt.each(i, func(pos int, recs []T) bool {
+			if len(recs) > 0 {
+				if last != iso.n {
+					last, made = iso.n, 0
+				}
+				data[i] = append(data[i], chunk[T]{pos, recs})
+				made++
+			}
+			return true
+		})
+		return nil
+	})
 	if err != nil {
 		return nil, nil
 	}
-	return c.batch(), iso.letters
+	return computed(pt.time, pt.blocks, pt.keys, pt.npos, data).batch(), iso.letters
 }
 
 // partState is one partition's progress through the tries of an output.
@@ -303,6 +339,9 @@ type partState struct {
 	// on, the record of index calls: so a try that failed with inF set
 	// failed on that record (see where).
 	inF bool
+	// running is set while the partition runs, for the still-running
+	// warning (see progress).
+	running atomic.Bool
 }
 
 // partFunc runs partition i of pt for an output, one try of it.
@@ -327,6 +366,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 				return err
 			}
 			pt, states, errs = p, make([]partState, len(p.keys)), make([]error, len(p.keys))
+			r.progress.parts(pt.keys, states)
 			todo = make([]int, len(p.keys))
 			for i := range todo {
 				todo[i] = i
@@ -337,7 +377,9 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 			i := todo[k]
 			st := &states[i]
 			st.calls, st.inF = 0, false
+			st.running.Store(true)
 			errs[i] = safely(func() error { return f(ctx, pt, i, st) })
+			st.running.Store(false)
 			st.skip = max(st.skip, st.calls)
 			return nil
 		})
@@ -359,13 +401,17 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 	if err == nil || r.ctx.Err() != nil {
 		return err
 	}
-	if pt == nil && o.policy.dead != nil {
+	whole := pt == nil // s failed as a whole, before f ran
+	if whole {
 		pt, states, todo = fusedAgain(r, s)
 	}
 	if pt == nil || len(todo) == 0 {
 		return err
 	}
 	if o.policy.dead == nil {
+		if whole { // a narrow operator's stream: no partition to name
+			return fmt.Errorf("%w (%s)", err, stopFix)
+		}
 		if at := pt.where(todo[0], &states[todo[0]]); at != "" {
 			return fmt.Errorf("%s: %w (%s)", at, err, stopFix)
 		}
@@ -377,10 +423,16 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 	iso := &isolation{}
 	r.iso.Store(iso)
 	defer r.iso.Store(nil)
+	if whole {
+		r.progress.parts(pt.keys, states)
+	}
 	for _, i := range todo {
 		st := &states[i]
 		st.calls, st.iso = 0, iso
-		if err := safely(func() error { return f(r.ctx, pt, i, st) }); err != nil {
+		st.running.Store(true)
+		err := safely(func() error { return f(r.ctx, pt, i, st) })
+		st.running.Store(false)
+		if err != nil {
 			return err
 		}
 	}
@@ -393,9 +445,10 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 // run: a narrow operator's stream several consumers share (s or one
 // before it) is computed once, before them, so its failure could not be
 // pinned to records; fused, the pass runs its function record by record,
-// as for a stream of one consumer. It returns nil if s fails again as a
-// whole (a keyed, window, state or Transform operator, a source's
-// recomputation).
+// as for a stream of one consumer. It returns nil if s failed as a whole
+// otherwise (a keyed, window, state or Transform operator, a source's
+// recomputation): then the quarantine pass cannot isolate records. It
+// plans only: what the failed try computed is not computed again.
 func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
 	r.isolating = true
 	pt, err := s.parts(r)
@@ -417,6 +470,13 @@ func fusedAgain[T any](r *run, s *Stream[T]) (*parted[T], []partState, []int) {
 type isolation struct {
 	failure error // set by fail for the record being processed
 	letters []DeadLetter
+	// n counts the roots' records yielded so far, the one being processed
+	// included; drop, if set, is called when the processing of record n of
+	// partition i failed, so that a consumer that keeps the records it is
+	// given (a batch's) drops those it took of it: none of a failing
+	// record's outputs is output.
+	n    int
+	drop func(i int)
 }
 
 // fail records err as the failure of the record being processed: for an
@@ -436,24 +496,35 @@ func (pt *parted[T]) isolated(iso *isolation, i int, yield func(int, []T) bool) 
 	for _, c := range pt.data[i] {
 		for k := range c.recs {
 			n++
-			one := c.recs[k : k+1 : k+1]
-			iso.failure = nil
-			cont := true
-			err := safely(func() error { cont = yield(c.pos, one); return nil })
-			if err == nil {
-				err = iso.failure
-			}
-			if err != nil {
-				rg, off := pt.origin(i, n)
-				l := letterOf(one[0], err)
-				l.Range, l.Offset = rg, off
-				iso.letters = append(iso.letters, l)
-				continue
-			}
-			if !cont {
+			if !pt.try(iso, i, n, c.pos, c.recs[k:k+1:k+1], yield) {
 				return false
 			}
 		}
+	}
+	return true
+}
+
+// try yields one, record n of partition i, alone, in the quarantine pass,
+// and reports whether to go on: what yield returned, or true if the
+// record's processing failed; then the record's letter is added to iso,
+// and iso.drop, if set, is called to drop what the consumer took of it.
+func (pt *parted[T]) try(iso *isolation, i, n, pos int, one []T, yield func(int, []T) bool) bool {
+	iso.n++
+	iso.failure = nil
+	cont := true
+	err := safely(func() error { cont = yield(pos, one); return nil })
+	if err == nil {
+		err = iso.failure
+	}
+	if err == nil {
+		return cont
+	}
+	rg, off := pt.origin(i, n)
+	l := letterOf(one[0], err)
+	l.Range, l.Offset = rg, off
+	iso.letters = append(iso.letters, l)
+	if iso.drop != nil {
+		iso.drop(i)
 	}
 	return true
 }
@@ -486,7 +557,9 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 }
 
 // stopFix ends the error of an output whose failure stops the pipeline
-// because it has no Quarantine: what the user can do about it.
+// because it has no Quarantine, when Quarantine would have isolated the
+// failing records (the output's function or a narrow operator's failed):
+// what the user can do about it.
 const stopFix = "to set the records that fail aside and go on, give the output stream.Quarantine(d); " +
 	"otherwise fix the function or the record: the batch is not completed, so its records are processed again after a restart"
 

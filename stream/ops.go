@@ -148,7 +148,7 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 			s.p.graphError(fmt.Errorf("Union of %v: argument %d (%v) has slide %v, not %v: union streams of the same slide", s.n, i, o.n, o.n.slide, s.n.slide))
 		}
 	}
-	return newPlanned(s.p, "Union", s.n.slide, parents, func(r *run) (*parted[T], error) {
+	out := newPlanned(s.p, "Union", s.n.slide, parents, func(r *run) (*parted[T], error) {
 		var ins []*parted[T]
 		var keys []partKey
 		var blocks []batch.BlockInfo
@@ -190,4 +190,6 @@ func Union[T any](s *Stream[T], others ...*Stream[T]) *Stream[T] {
 			each: func(i int, yield func(int, []T) bool) bool { return each(i, false, yield) },
 			scan: func(i int, yield func(int, []T) bool) bool { return each(i, true, yield) }}, nil
 	})
+	out.n.fused = true
+	return out
 }

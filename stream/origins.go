@@ -36,9 +36,14 @@ type tracer struct {
 
 // traced is parted's each while an output collects origins: it yields the
 // source records of partition i one at a time, each after setting its
-// origin in tr.
+// origin in tr. In the quarantine pass (pt.iso holds an isolation) it
+// turns the failure of each into a letter, as isolated does, and goes on.
 func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
 	k := pt.keys[i]
+	var iso *isolation
+	if pt.iso != nil {
+		iso = pt.iso.Load()
+	}
 	for _, c := range pt.data[i] {
 		for j := range c.recs {
 			tr.cur[i] = batch.Origin{}
@@ -47,7 +52,14 @@ func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
 				tr.cur[i] = batch.Origin{Stream: k.stream, Shard: k.shard, Seq: seq, SubSeq: sub}
 			}
 			tr.n[i]++
-			if !yield(c.pos, c.recs[j:j+1:j+1]) {
+			one := c.recs[j : j+1 : j+1]
+			if iso == nil {
+				if !yield(c.pos, one) {
+					return false
+				}
+				continue
+			}
+			if !pt.try(iso, i, tr.n[i]-1, c.pos, one, yield) {
 				return false
 			}
 		}
@@ -60,31 +72,85 @@ func (pt *parted[T]) traced(tr *tracer, i int, yield func(int, []T) bool) bool {
 // (see run.tracing), or s's batch without origins if it has none (see
 // Origins).
 func originBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], error) {
-	pt, err := func() (*parted[T], error) {
-		r.tracing = true
-		defer func() { r.tracing = false }() // planning may call user code
-		return s.parts(r)
-	}()
+	pt, err := tracedParts(r, s, false)
 	if err != nil || pt == nil {
 		return nil, err
 	}
 	if pt.trace == nil {
 		return s.at(r)
 	}
+	return collectOrigins(r, s, pt, nil)
+}
+
+// isolatedOriginBatch is isolatedBatch for an output with Origins: the
+// batch of the records whose processing did not fail, with their origins,
+// which are those a run without failure gives them, and a letter for each
+// of the others.
+func isolatedOriginBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], []DeadLetter) {
+	pt, err := tracedParts(r, s, true)
+	if err != nil || pt == nil {
+		return nil, nil
+	}
+	if pt.trace == nil {
+		return isolatedBatch(r, s)
+	}
+	iso := &isolation{}
+	r.iso.Store(iso)
+	defer r.iso.Store(nil)
+	b, err := collectOrigins(r, s, pt, iso)
+	if err != nil {
+		return nil, nil
+	}
+	return b, iso.letters
+}
+
+// tracedParts plans s for an output with Origins (see run.tracing), and
+// for its quarantine pass if isolating is set (see fusedAgain).
+func tracedParts[T any](r *run, s *Stream[T], isolating bool) (*parted[T], error) {
+	r.tracing, r.isolating = true, isolating
+	defer func() { r.tracing, r.isolating = false, false }() // planning may call user code
+	return s.parts(r)
+}
+
+// collectOrigins runs the partitions of pt, s's planned with origins, and
+// returns their batch with the origin of each record. With iso, the run's
+// isolation (the quarantine pass), the partitions run one at a time, on
+// this goroutine, and the outputs of a source record that fails are
+// dropped: the batch holds the others', numbered as without the failure.
+func collectOrigins[T any](r *run, s *Stream[T], pt *parted[T], iso *isolation) (*batch.Batch[T], error) {
 	n := len(pt.keys)
 	tr := &tracer{cur: make([]batch.Origin, n), n: make([]int, n)}
+	type part struct {
+		chunks  []chunk[T]
+		origins [][]batch.Origin // per chunk
+		// last is the source record (tr.n) whose outputs were taken last,
+		// and fan how many of them: they are the last chunk's last.
+		last, fan int
+	}
+	parts := make([]part, n)
+	par := r.par
+	if iso != nil {
+		par = 1
+		iso.drop = func(i int) {
+			p := &parts[i]
+			if p.last != tr.n[i] || p.fan == 0 {
+				return
+			}
+			k := len(p.chunks) - 1
+			left := len(p.chunks[k].recs) - p.fan
+			p.chunks[k].recs, p.origins[k] = p.chunks[k].recs[:left], p.origins[k][:left]
+			if left == 0 {
+				p.chunks, p.origins = p.chunks[:k], p.origins[:k]
+			}
+			p.fan = 0
+		}
+	}
 	if !pt.trace.CompareAndSwap(nil, tr) {
 		return nil, fmt.Errorf("stream: %v: origins collected twice at once", s.n)
 	}
 	defer pt.trace.Store(nil)
-	type part struct {
-		chunks  []chunk[T]
-		origins [][]batch.Origin // per chunk
-	}
-	parts := make([]part, n)
-	err = parallel(r.ctx, r.par, n, func(_ context.Context, i int) error {
+	err := parallel(r.ctx, par, n, func(_ context.Context, i int) error {
 		p := &parts[i]
-		last, fan := 0, 0
 		pt.each(i, func(pos int, recs []T) bool {
 			if len(recs) == 0 {
 				return true
@@ -96,14 +162,14 @@ func originBatch[T any](r *run, s *Stream[T]) (*batch.Batch[T], error) {
 			k := len(p.chunks) - 1
 			p.chunks[k].recs = append(p.chunks[k].recs, recs...)
 			for range recs {
-				if tr.n[i] != last {
-					last, fan = tr.n[i], 0
+				if tr.n[i] != p.last {
+					p.last, p.fan = tr.n[i], 0
 				}
 				o := tr.cur[i]
 				if o.Seq != "" {
-					o.Index = fan
+					o.Index = p.fan
 				}
-				fan++
+				p.fan++
 				p.origins[k] = append(p.origins[k], o)
 			}
 			return true

@@ -117,20 +117,42 @@ func ForEachPartition[T any](s *Stream[T], f func(ctx context.Context, p Partiti
 	requireFunc(s.p, "ForEachPartition", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEachPartition", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
 		part := Partition[T]{Time: pt.time, Index: i, Stream: pt.keys[i].stream, Shard: pt.keys[i].shard}
-		pt.each(i, func(_ int, c []T) bool {
-			if len(c) > 0 {
-				part.chunks = append(part.chunks, c)
-			}
-			return true
-		})
-		if len(part.chunks) == 0 {
-			return nil
-		}
 		if st.iso == nil {
+			pt.each(i, func(_ int, c []T) bool {
+				if len(c) > 0 {
+					part.chunks = append(part.chunks, c)
+				}
+				return true
+			})
+			if len(part.chunks) == 0 {
+				return nil
+			}
 			return f(ctx, part)
 		}
 		// The quarantine pass: the records the operators before it made
-		// have been isolated; a failure of f is the partition's.
+		// are isolated, and those a failing record made dropped; then a
+		// failure of f is the partition's.
+		iso := st.iso
+		last, made := 0, 0 // the root record (iso.n) that made the last chunks, and how many
+		iso.drop = func(int) {
+			if last == iso.n {
+				part.chunks, made = part.chunks[:len(part.chunks)-made], 0
+			}
+		}
+		pt.each(i, func(_ int, c []T) bool {
+			if len(c) > 0 {
+				if last != iso.n {
+					last, made = iso.n, 0
+				}
+				part.chunks = append(part.chunks, c)
+				made++
+			}
+			return true
+		})
+		iso.drop = nil
+		if len(part.chunks) == 0 {
+			return nil
+		}
 		err := safely(func() error { return f(ctx, part) })
 		if err == nil || ctx.Err() != nil {
 			return err

@@ -129,3 +129,43 @@ func TestWatcherWatches(t *testing.T) {
 		}
 	})
 }
+
+// TestHungForEachWarningNamesShard runs a ForEach whose function hangs on
+// a record of one shard of two: the still-running warning names the
+// output and the shard whose partition it hangs on, not the other.
+func TestHungForEachWarningNamesShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logLines{}
+		p, src := newMemoryPipeline(t, Config{BatchInterval: time.Second, Parallelism: 2,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))}, 2)
+		release := make(chan struct{})
+		ForEach(From(p, src), func(_ context.Context, v shardRec) error {
+			if v.Shard == 1 {
+				<-release
+			}
+			return nil
+		}, Named("mail"))
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		for i := range 4 {
+			if err := src.Push(shardRec{i % 2, i / 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(90 * time.Second)
+		warned := logs.matching("level=WARN", "still running")
+		if len(warned) != 1 {
+			t.Fatalf("%d warnings, want 1:\n%s", len(warned), strings.Join(logs.matching("level=WARN"), ""))
+		}
+		for _, want := range []string{`output="ForEach(\"mail\") of From(source 0) (stream 0)"`, "shards=[memory/shardId-000000000001]"} {
+			if !strings.Contains(warned[0], want) {
+				t.Errorf("warning %q does not name %s", warned[0], want)
+			}
+		}
+		close(release)
+		p.Stop()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -117,9 +118,10 @@ func (w *watcher) run(stop <-chan struct{}) {
 
 // watchBatch watches batch t, started at start, while it runs: once it has
 // run slowBatchAfter the interval, and again each time that time doubles,
-// it logs at WARN that the batch is still running, since nothing else
-// would show a hung output or state update (the batch timer waits, and
-// reading stops, in silence). A Run stopping waits for the batch too: an
+// it logs at WARN that the batch is still running, naming the output
+// running and the shards it runs (see progress), since nothing else would
+// show a hung output or state update (the batch timer waits, and reading
+// stops, in silence). A Run stopping waits for the batch too: an
 // output that ignores its ctx is warned about the same way. The func
 // returned ends the watch; for a batch it
 // warned about, it logs at INFO how long the batch took.
@@ -131,8 +133,11 @@ func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) 
 		if ctx.Err() != nil {
 			fix = "the pipeline is stopping and waits for the batch: an output does not return when its ctx is done"
 		}
-		e.cfg.Logger.Warn("stream: batch still running", "batch", t,
-			"running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval, "fix", fix)
+		args := []any{"batch", t, "running", running.Round(time.Second), "batch_interval", e.cfg.BatchInterval}
+		if r := e.current.Load(); r != nil && r.job.time == t {
+			args = append(args, r.progress.describe(e.outputs)...)
+		}
+		e.cfg.Logger.Warn("stream: batch still running", append(args, "fix", fix)...)
 	})
 	return func() {
 		if ended() {
@@ -140,6 +145,59 @@ func (e *engine) watchBatch(ctx context.Context, t batch.Time, start time.Time) 
 				"batch", t, "took", e.cfg.Clock.Now().Sub(start).Round(time.Millisecond))
 		}
 	}
+}
+
+// progress is what a batch runs, for watchBatch's warnings, which read it
+// from the watcher's goroutine: the output, and, for one run by partitions
+// (ForEach, ForEachPartition), the partitions running. It is set once per
+// output and partition, never per record: naming the record a ForEach
+// function is on would cost a synchronised write per record.
+type progress struct {
+	mu     sync.Mutex
+	output int // index+1 in the engine's outputs; 0 before the first
+	keys   []partKey
+	states []partState // states[i].running tells partition keys[i] runs
+}
+
+// at records that output i runs.
+func (p *progress) at(i int) {
+	p.mu.Lock()
+	p.output, p.keys, p.states = i+1, nil, nil
+	p.mu.Unlock()
+}
+
+// parts records the partitions of the output running, and their states.
+func (p *progress) parts(keys []partKey, states []partState) {
+	p.mu.Lock()
+	p.keys, p.states = keys, states
+	p.mu.Unlock()
+}
+
+// describe returns the log attributes of what runs: the output running,
+// if one is, and the shards (or partitions, by index, for those of no
+// shard) whose partitions it runs.
+func (p *progress) describe(outputs []*output) []any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.output == 0 {
+		return nil
+	}
+	args := []any{"output", outputs[p.output-1].String()}
+	var shards []string
+	for i := range p.states {
+		if !p.states[i].running.Load() {
+			continue
+		}
+		if k := p.keys[i]; k.shard != "" {
+			shards = append(shards, k.stream+"/"+k.shard)
+		} else {
+			shards = append(shards, fmt.Sprintf("partition %d", i))
+		}
+	}
+	if len(shards) > 0 {
+		args = append(args, "shards", shards)
+	}
+	return args
 }
 
 // cutWatched cuts the batch at time t (cut) while it watches the cut: a cut

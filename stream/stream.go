@@ -46,6 +46,9 @@ type node struct {
 	slide time.Duration
 	// parents are the streams this one is computed from.
 	parents []*node
+	// fused tells a narrow operator's or a Union's stream: its plan runs
+	// no user code, its consumers run its functions fused with theirs.
+	fused bool
 	// tick, if set, is called once per batch (before any output, parents
 	// before children) so a stateful operator sees every batch of its
 	// parent, whether or not an output asks for its own batch then.
@@ -101,11 +104,15 @@ type run struct {
 	// returns one computed before, so that the chain runs from the
 	// source's partitions, for this output alone.
 	tracing bool
+	// progress is what the batch runs, for the still-running warning.
+	progress progress
 	// isolating is set while the quarantine pass of an output whose
 	// stream failed as a whole plans that stream again (see fusedAgain):
-	// parts then plans a stream whose failure it memoised again, fused
-	// into its consumer, neither computing it nor keeping the result, so
-	// that the pass runs its functions record by record.
+	// parts then plans a narrow operator's stream whose failure it
+	// memoised again, fused into its consumer, neither computing it nor
+	// keeping the result, so that the pass runs its functions record by
+	// record; another stream's failure (a source's, a keyed operator's)
+	// it returns as it is, running nothing again.
 	isolating bool
 }
 
@@ -172,7 +179,7 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	m := s.memo(r)
 	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil
-	retrace = retrace || r.isolating && m.err != nil && s.compute == nil
+	retrace = retrace || r.isolating && m.err != nil && s.n.fused
 	if (m.pt != nil || m.err != nil) && !retrace {
 		if m.pt != nil {
 			m.pt.iso = &r.iso
@@ -240,13 +247,15 @@ func newPlanned[T any](p *Pipeline, op string, slide time.Duration, parents []*n
 // The partitions run later, fused with the operator or output that consumes
 // the stream.
 func narrow[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool) *Stream[U] {
-	return newPlanned(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*parted[U], error) {
+	out := newPlanned(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*parted[U], error) {
 		in, err := s.parts(r)
 		if err != nil || in == nil {
 			return nil, err
 		}
 		return derived(in, func(i int, transient bool, yield func(int, []U) bool) bool { return each(in, i, transient, yield) }), nil
 	})
+	out.n.fused = true
+	return out
 }
 
 // newStatefulStream adds a stream with a tick (see node.tick) to p's graph.
