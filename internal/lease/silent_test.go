@@ -18,21 +18,6 @@ import (
 	"github.com/weirstream/weir/internal/localaws/faults"
 )
 
-// silentServer returns the endpoint of a server on loopback that accepts every
-// connection and never answers: a DynamoDB endpoint behind a black hole (a faults.Proxy in
-// Blackhole mode, which never dials its target). It stops at the end of
-// the test.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	p, err := faults.NewProxy("127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Set(faults.Blackhole)
-	t.Cleanup(func() { p.Close() })
-	return p.Endpoint()
-}
-
 // jsonRecords decodes the JSON lines of a slog.JSONHandler written to out.
 func jsonRecords(t *testing.T, out *syncBuf) []map[string]any {
 	t.Helper()
@@ -56,7 +41,7 @@ func jsonRecords(t *testing.T, out *syncBuf) []map[string]any {
 // table and the fix, warns again as the streak goes on, and then fails
 // Run instead of retrying silently forever.
 func TestEnsureWarnsAndGivesUpOnASilentDynamoDB(t *testing.T) {
-	endpoint := silentServer(t)
+	endpoint := faults.Silent(t)
 	db := dynamodb.New(dynamodb.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),

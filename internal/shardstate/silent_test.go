@@ -15,21 +15,6 @@ import (
 	"github.com/weirstream/weir/internal/localaws/faults"
 )
 
-// silentEndpoint returns the endpoint of a server on loopback that accepts every
-// connection and never answers: a DynamoDB behind a black hole (a faults.Proxy in
-// Blackhole mode, which never dials its target). It stops at the end of
-// the test.
-func silentEndpoint(t *testing.T) string {
-	t.Helper()
-	p, err := faults.NewProxy("127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Set(faults.Blackhole)
-	t.Cleanup(func() { p.Close() })
-	return p.Endpoint()
-}
-
 // A DynamoDB that never answers fails each call of the store once its
 // attempt timeout passes on the store's clock, with an error wrapping
 // attempt.ErrTimeout. Before, a Put, Claim or Get waited for the silent
@@ -38,7 +23,7 @@ func silentEndpoint(t *testing.T) string {
 // it waited too, and nothing said why.
 func TestDynamoSilentCallsTimeOut(t *testing.T) {
 	db := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(silentEndpoint(t)),
+		Region: "us-east-1", BaseEndpoint: aws.String(faults.Silent(t)),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 		Retryer:     aws.NopRetryer{}, // one attempt a call
 	})

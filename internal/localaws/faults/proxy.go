@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 )
 
 // Mode is what a Proxy does with its connections.
@@ -311,4 +312,18 @@ func resetConn(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
+}
+
+// Silent returns the endpoint ("http://127.0.0.1:port") of a server that
+// accepts every connection and never answers: a Proxy in Blackhole mode,
+// which never dials its target. It is closed at the end of the test.
+func Silent(tb testing.TB) string {
+	tb.Helper()
+	p, err := NewProxy("127.0.0.1:1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.Set(Blackhole)
+	tb.Cleanup(func() { p.Close() })
+	return p.Endpoint()
 }
