@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 )
@@ -138,25 +139,24 @@ func (cs *codecSet) unused(p *Pipeline, op string, parent *node) {
 	}
 }
 
-// encode calls c.Encode, a user's codec maybe: a panic is an error, as a
-// panic in an operator's function is, never a crash of the process.
+// encode calls c.Encode, a user's codec maybe: a panic is an error (see
+// safely), as a panic in an operator's function is, never a crash of the
+// process.
 func encode[T any](c Codec[T], vs []T) (b []byte, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%T panicked in Encode: %v", c, v)
-		}
-	}()
-	return c.Encode(vs)
+	err = safely(func() (err error) { b, err = c.Encode(vs); return err })
+	if _, ok := errors.AsType[*panicError](err); ok {
+		err = fmt.Errorf("%T in Encode: %w", c, err)
+	}
+	return b, err
 }
 
 // decode calls c.Decode, turning a panic into an error as encode does.
 func decode[T any](c Codec[T], b []byte) (vs []T, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%T panicked in Decode: %v", c, v)
-		}
-	}()
-	return c.Decode(b)
+	err = safely(func() (err error) { vs, err = c.Decode(b); return err })
+	if _, ok := errors.AsType[*panicError](err); ok {
+		err = fmt.Errorf("%T in Decode: %w", c, err)
+	}
+	return vs, err
 }
 
 // checkCodec encodes a slice of one zero T with c and decodes it back: a

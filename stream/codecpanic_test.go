@@ -49,7 +49,7 @@ func TestCodecPanicAtRestoreFailsRun(t *testing.T) {
 		t.Fatalf("first Run = %v", err)
 	}
 	err := run(t, dir, panicCodec{dec: true}, nil)
-	if err == nil || !strings.Contains(err.Error(), "panicked in Decode: decode boom") {
+	if err == nil || !strings.Contains(err.Error(), "in Decode: panic: decode boom") {
 		t.Fatalf("second Run = %v, want the codec's panic", err)
 	}
 }

@@ -239,7 +239,7 @@ func TestPanickingCodec(t *testing.T) {
 		ForEachBatch(st, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
 		err = p.Validate()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "UpdateStateByKey (stream") ||
-			!strings.Contains(err.Error(), "*stream.panicky panicked") {
+			!strings.Contains(err.Error(), "*stream.panicky in Encode: panic: ") {
 			t.Errorf("Validate = %v; want ErrInvalidConfig naming UpdateStateByKey and the codec's panic", err)
 		}
 	})
