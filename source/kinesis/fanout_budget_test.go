@@ -29,19 +29,7 @@ func TestFanOutBudgetWaitIsNoIdleSubscription(t *testing.T) {
 			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
 			FanOut: &FanOutConfig{idleTimeout: idle, subscribe: subs.subscribe},
 		}
-		r, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := newCollector(0)
-		errc := make(chan error, 1)
-		go func() {
-			// A budget of one byte: a page waits until the one before is completed.
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond, MaxBufferedBytes: 1})
-		}()
-		s1 := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
-		s1.send(t, "1", 1)
-		s1.send(t, "2", 2) // waits for room in the budget
+		r, c, errc, s1 := startBudgetWait(t, cfg, subs)
 		time.Sleep(3 * idle)
 		synctest.Wait()
 		complete := func() { // the pipeline catches up
@@ -99,19 +87,7 @@ func TestFanOutGuardAskedAfterBudgetWait(t *testing.T) {
 			<-ctx.Done()
 			return nil
 		})
-		r, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := newCollector(0)
-		errc := make(chan error, 1)
-		go func() {
-			// A budget of one byte: a page waits until the one before is completed.
-			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond, MaxBufferedBytes: 1})
-		}()
-		s1 := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
-		s1.send(t, "1", 1)
-		s1.send(t, "2", 2) // waits for room in the budget
+		r, c, errc, s1 := startBudgetWait(t, cfg, subs)
 		time.Sleep(time.Second)
 		hold.Store(int64(lease.Lapsed)) // the lease went unrenewed meanwhile
 		var infos []batch.BlockInfo
@@ -136,4 +112,26 @@ func TestFanOutGuardAskedAfterBudgetWait(t *testing.T) {
 			t.Errorf("records delivered (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// startBudgetWait starts a fan-out receiver of cfg, whose subscriptions are
+// subs, with a budget of one byte, and sends records 1 and 2 on its first
+// subscription: record 2 then waits until the block of record 1 is
+// completed. It returns the receiver, its blocks, Start's error to come,
+// and the subscription.
+func startBudgetWait(t *testing.T, cfg Config, subs *subscriptions) (*Receiver, *collector, chan error, *scriptedSub) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(0)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond, MaxBufferedBytes: 1})
+	}()
+	s1 := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+	s1.send(t, "1", 1)
+	s1.send(t, "2", 2)
+	return r, c, errc, s1
 }
