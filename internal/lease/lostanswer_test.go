@@ -128,8 +128,8 @@ func (c *loseAnswers) answersLost() int {
 }
 
 // lossyWorker returns a worker on dynalite whose client's answers l can
-// lose.
-func lossyWorker(t *testing.T, tweak func(*CoordinatorConfig)) (*worker, *loseAnswers) {
+// lose, after one take cycle over shards new shards.
+func lossyWorker(t *testing.T, shards int, tweak func(*CoordinatorConfig)) (*worker, *loseAnswers) {
 	t.Helper()
 	l := &loseAnswers{}
 	db := servers.Env(t).DynamoDB(func(o *dynamodb.Options) {
@@ -139,7 +139,12 @@ func lossyWorker(t *testing.T, tweak func(*CoordinatorConfig)) (*worker, *loseAn
 	if l.next == nil {
 		t.Fatal("the local DynamoDB client has no HTTP client to wrap")
 	}
-	return newWorker(t, localaws.UniqueName(t), "w", db, tweak), l
+	w := newWorker(t, localaws.UniqueName(t), "w", db, tweak)
+	if err := w.c.SyncShards(t.Context(), shardIDs(shards)); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(t.Context())
+	return w, l
 }
 
 // Matches of the bodies of a checkpoint and a renewal, for loseAnswers.
@@ -154,11 +159,7 @@ func isRenewBody(body string) bool {
 // its own write in the item read back.
 func TestCommitAnswerLost(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, nil)
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, 1, nil)
 	shard := ids(shardIDs(1))[0]
 	if got := w.held(); len(got) != 1 {
 		t.Fatalf("held %v, want %s", got, shard)
@@ -193,11 +194,7 @@ func TestCommitAnswerLost(t *testing.T) {
 // back.
 func TestRenewAnswerLost(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, 1, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
 	shard := ids(shardIDs(1))[0]
 	before := mustGet(t, w.c.Table(), shard)
 	if before.Owner != "w" {
@@ -233,11 +230,7 @@ func TestRenewAnswerLost(t *testing.T) {
 // checkpoint on the lease it left.
 func TestCommitUnansweredThenNext(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, nil)
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, 1, nil)
 	shard := ids(shardIDs(1))[0]
 	l.unanswered(isCheckpointBody)
 	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
@@ -266,11 +259,7 @@ func TestCommitUnansweredThenNext(t *testing.T) {
 // never written twice.
 func TestCommitUnsentThenAnswerLost(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, nil)
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, 1, nil)
 	shard := ids(shardIDs(1))[0]
 	l.plan(isCheckpointBody, unsent()...)
 	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
@@ -300,11 +289,7 @@ func TestCommitUnsentThenAnswerLost(t *testing.T) {
 // so the lease lapses a lease duration after the first renewal was sent.
 func TestRenewUnansweredThenNext(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, 1, func(c *CoordinatorConfig) { c.RenewEveryLease = true })
 	shard := ids(shardIDs(1))[0]
 	before := mustGet(t, w.c.Table(), shard)
 
@@ -341,11 +326,7 @@ func isBeatBody(body string) bool { return strings.Contains(body, `"ADD #a0 :one
 func beatingWorker(t *testing.T, shards int) (*worker, *loseAnswers) {
 	t.Helper()
 	ctx := t.Context()
-	w, l := lossyWorker(t, nil)
-	if err := w.c.SyncShards(ctx, shardIDs(shards)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	w, l := lossyWorker(t, shards, nil)
 	for range 2 {
 		w.clk.Advance(w.c.cfg.RenewInterval)
 		w.cycle(ctx)
@@ -421,11 +402,7 @@ func TestBeatUnansweredThenNext(t *testing.T) {
 // after any first beat, not again at every period until the next scan.
 func TestFirstBeatAnswerLost(t *testing.T) {
 	ctx := t.Context()
-	w, l := lossyWorker(t, nil)
-	if err := w.c.SyncShards(ctx, shardIDs(3)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx) // takes the leases; no beat yet
+	w, l := lossyWorker(t, 3, nil) // takes the leases; no beat yet
 	if got := w.held(); len(got) != 3 || w.c.beatName != "" {
 		t.Fatalf("held %v, incarnation %q; want 3 leases, no beat", got, w.c.beatName)
 	}
@@ -513,13 +490,9 @@ func TestUnsureBounded(t *testing.T) {
 func TestShardEndReleaseAnswerLost(t *testing.T) {
 	ctx := t.Context()
 	var logs syncBuf
-	w, l := lossyWorker(t, func(c *CoordinatorConfig) {
+	w, l := lossyWorker(t, 1, func(c *CoordinatorConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
 	shard := ids(shardIDs(1))[0]
 	l.lose(func(body string) bool { return strings.Contains(body, `REMOVE #owner"`) })
 	if err := w.c.Commit(ctx, shard, checkpointer.ShardEnd); err != nil {
