@@ -87,3 +87,21 @@ func DynamoDBConflict(err error) bool {
 	)
 	return errors.As(err, &tce) || errors.As(err, &rwc)
 }
+
+// BadCredentials reports whether err is AWS refusing a request's
+// credentials or signature (UnrecognizedClientException,
+// InvalidClientTokenId, InvalidSignatureException, SignatureDoesNotMatch,
+// MissingAuthenticationToken, IncompleteSignature): the credentials are not
+// valid for the account and region, which no retry heals.
+func BadCredentials(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException",
+		"SignatureDoesNotMatch", "MissingAuthenticationToken", "IncompleteSignature":
+		return true
+	}
+	return false
+}

@@ -63,3 +63,23 @@ func TestDynamoDBThrottled(t *testing.T) {
 		}
 	}
 }
+
+func TestBadCredentials(t *testing.T) {
+	generic := func(code string) error { return answered(400, &smithy.GenericAPIError{Code: code, Message: "m"}) }
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{generic("UnrecognizedClientException"), true},
+		{generic("InvalidSignatureException"), true},
+		{generic("MissingAuthenticationToken"), true},
+		{generic("ExpiredTokenException"), false}, // refreshed credentials heal it
+		{generic("AccessDeniedException"), false},
+		{answered(400, &types.ResourceNotFoundException{}), false},
+		{errors.New("connection refused"), false},
+	} {
+		if got := BadCredentials(tc.err); got != tc.want {
+			t.Errorf("BadCredentials(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/weirstream/weir/internal/awserr"
 )
 
 // withFix returns err, the error of a call op (PutItem, UpdateItem,
@@ -46,8 +48,7 @@ func (s *Sink[T]) fixFor(op string, err error) string {
 	case code == "ValidationException":
 		return "check the Write the function makes of this record: its update expression, Names and Values, its key's types against the table's key schema, " +
 			"and the item's size (at most 400 KB, attribute names included)"
-	case code == "UnrecognizedClientException", code == "InvalidClientTokenId", code == "InvalidSignatureException",
-		code == "SignatureDoesNotMatch", code == "MissingAuthenticationToken", code == "IncompleteSignature":
+	case awserr.BadCredentials(err):
 		return "the credentials are not valid for this account and region: check the sink's Config.AWS (access key, secret, session token, region)"
 	}
 	return ""

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/weirstream/weir/internal/awserr"
 )
 
 // withFix returns err, a Kinesis call's error retrying cannot heal, with
@@ -49,8 +51,7 @@ func fixFor(op string, err error) string {
 		return "check Config.Stream, the region and the endpoint, or create the stream first: the stream does not exist there"
 	case errors.As(err, &notFound):
 		return "check Config.Stream, the region and the endpoint: the stream or shard does not exist there (deleted?)"
-	case code == "UnrecognizedClientException", code == "InvalidClientTokenId", code == "InvalidSignatureException",
-		code == "SignatureDoesNotMatch", code == "MissingAuthenticationToken", code == "IncompleteSignature":
+	case awserr.BadCredentials(err):
 		return "the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
 	case errors.As(err, &dns) && dns.IsNotFound:
 		return "no such host: check Config.Endpoint and the region"
