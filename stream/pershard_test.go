@@ -287,8 +287,16 @@ func TestStatePerShardMapWithState(t *testing.T) {
 			st.Update(st.Get() + v)
 			return k + "=" + strconv.Itoa(st.Get()), true
 		})
+	// ForEachBatch, not ForEach: ForEach runs slices of MapWithState's
+	// output concurrently, so it promises no order between the key's two
+	// records.
 	seen := make(chan string, 100)
-	stream.ForEach(mapped, func(_ context.Context, s string) error { seen <- s; return nil })
+	stream.ForEachBatch(mapped, func(_ context.Context, b *batch.Batch[string]) error {
+		for s := range b.All() {
+			seen <- s
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
