@@ -368,6 +368,25 @@ func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 	}
 }
 
+// TestByKeyDefaultAWSConfigError: a default AWS configuration that does
+// not load (AWS_PROFILE naming no profile) fails ByKey with an error
+// naming the client it was for and how to avoid loading it, as the Kinesis
+// receiver's does.
+func TestByKeyDefaultAWSConfigError(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_PROFILE", "weir-no-such-profile")
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	_, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid"})
+	if want := "repartition: loading the default AWS configuration for Kinesis (set Config.AWS or Config.Client to avoid it)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ByKey = %v, want an error saying %q", err, want)
+	}
+}
+
 // TestByKeyBadConfig: every bad field is named in the error.
 func TestByKeyBadConfig(t *testing.T) {
 	awsCfg := aws.Config{Region: "us-east-1"}
