@@ -139,31 +139,21 @@ func measureLatency(b *testing.B, env *localaws.Env, repartition bool, n, rate i
 		}
 		return nil
 	})
-	wait := done
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	tick := time.NewTicker(time.Second / 10)
-	defer tick.Stop()
-	for put := 0; put < n; {
-		<-tick.C
-		batch := make([][]byte, 0, rate/10)
-		for range rate / 10 {
-			batch = append(batch, fmt.Appendf(nil, "%s,%d", keyOf(put), time.Now().UnixNano()))
-			put++
+	runUntil(ctx, b, p, done, func() {
+		tick := time.NewTicker(time.Second / 10)
+		defer tick.Stop()
+		for put := 0; put < n; {
+			<-tick.C
+			batch := make([][]byte, 0, rate/10)
+			for range rate / 10 {
+				batch = append(batch, fmt.Appendf(nil, "%s,%d", keyOf(put), time.Now().UnixNano()))
+				put++
+			}
+			if err := env.PutRecords(ctx, in, batch, nil); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := env.PutRecords(ctx, in, batch, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-wait:
-	case err := <-errc:
-		b.Fatalf("Run returned early: %v", err)
-	}
-	p.Drain(context.Background())
-	if err := <-errc; err != nil {
-		b.Fatalf("Run: %v", err)
-	}
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	return lat

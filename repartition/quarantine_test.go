@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -64,32 +63,10 @@ func (c refusingCodec) Encode(ks []string) ([]byte, error) {
 // and returns the error Run stops with.
 func runStop(ctx context.Context, t *testing.T, env *localaws.Env, in string, cfg Config[string, int64]) error {
 	t.Helper()
-	awsCfg := env.AWSConfig()
-	recv, err := source.New(source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
-		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
-	})
-	cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
-	shuffled, err := ByKey(ctx, pairs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
-		for _, v := range vs {
-			s += v
-		}
-		return s, true
-	})
+	p, pairs := readPairs(t, env, in, nil)
+	counts := countByKey(byKey(ctx, t, env, pairs, cfg))
 	stream.ForEachBatch(counts, func(context.Context, *batch.Batch[stream.Pair[string, int64]]) error { return nil })
-	err = p.Run(ctx)
+	err := p.Run(ctx)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("Run = %v (ctx %v), want it to stop with an error", err, ctx.Err())
 	}
@@ -124,8 +101,7 @@ func TestByKeyUndecodableRecord(t *testing.T) {
 	}
 
 	t.Run("stops", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
+		ctx := testContext(t)
 		in := putInput(t, env, 2, n)
 		name, seq := mid(ctx)
 		err := runStop(ctx, t, env, in, Config[string, int64]{Stream: name})
@@ -137,21 +113,12 @@ func TestByKeyUndecodableRecord(t *testing.T) {
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
+		ctx := testContext(t)
 		in := putInput(t, env, 2, n)
 		name, seq := mid(ctx)
 		dead := &memLetters{}
 		got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: name, DeadLetters: dead})
-		want := map[string]int64{}
-		for i := range n {
-			want[keyOf(i)]++
-		}
-		for k, w := range want {
-			if got[k] != w {
-				t.Errorf("key %q: count %d, want %d", k, got[k], w)
-			}
-		}
+		checkCounts(t, inputCounts(n, nil), got)
 		letters := dead.all()
 		if len(letters) != 1 {
 			t.Fatalf("%d letters, want 1: %+v", len(letters), letters)
@@ -185,8 +152,7 @@ func TestByKeyUnencodableKey(t *testing.T) {
 	codec := refusingCodec{Codec: stream.JSONCodec[string](), bad: bad}
 
 	t.Run("stops", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
+		ctx := testContext(t)
 		in := putInput(t, env, 2, n)
 		err := runStop(ctx, t, env, in, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, KeyCodec: codec})
 		for _, want := range []string{`"user-3"`, "shardId-", "sequence number", "Config.DeadLetters"} {
@@ -197,24 +163,16 @@ func TestByKeyUnencodableKey(t *testing.T) {
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
+		ctx := testContext(t)
 		in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
-		want := map[string]int64{}
+		want := inputCounts(n, func(k string) bool { return k == bad })
 		good := 0
-		for i := range n {
-			if k := keyOf(i); k != bad {
-				want[k]++
-				good++
-			}
+		for _, c := range want {
+			good += int(c)
 		}
 		dead := &memLetters{}
 		got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 2, KeyCodec: codec, DeadLetters: dead})
-		for k, w := range want {
-			if got[k] != w {
-				t.Errorf("key %q: count %d, want %d", k, got[k], w)
-			}
-		}
+		checkCounts(t, want, got)
 		if _, ok := got[bad]; ok {
 			t.Errorf("key %q counted: %d", bad, got[bad])
 		}

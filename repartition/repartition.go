@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/awsconf"
 	sink "github.com/weirstream/weir/sink/kinesis"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -181,16 +181,11 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	}
 	kc := cfg.Client
 	if kc == nil {
-		var awsCfg aws.Config
-		if cfg.AWS != nil {
-			awsCfg = *cfg.AWS
-		} else {
-			var err error
-			if awsCfg, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
-				return nil, fmt.Errorf("repartition: load the AWS configuration: %w", err)
-			}
-			cfg.AWS = &awsCfg
+		awsCfg, err := awsconf.Load(ctx, cfg.AWS, "Kinesis (set Config.AWS or Config.Client to avoid it)")
+		if err != nil {
+			return nil, fmt.Errorf("repartition: %w", err)
 		}
+		cfg.AWS = &awsCfg // the reader's too: loaded once
 		kc = awskinesis.NewFromConfig(awsCfg, func(o *awskinesis.Options) {
 			if cfg.Endpoint != "" {
 				o.BaseEndpoint = aws.String(cfg.Endpoint)

@@ -53,6 +53,78 @@ func putInput(t testing.TB, env *localaws.Env, shards, n int) string {
 	return name
 }
 
+// inputCounts returns the count of each key of the first n records of an
+// input (putInput's), leaving out the keys skip reports true for (nil:
+// none).
+func inputCounts(n int, skip func(string) bool) map[string]int64 {
+	want := map[string]int64{}
+	for i := range n {
+		if k := keyOf(i); skip == nil || !skip(k) {
+			want[k]++
+		}
+	}
+	return want
+}
+
+// checkCounts fails t unless got holds every key of want with its count.
+func checkCounts(t *testing.T, want, got map[string]int64) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("key %q: count %d, want %d", k, got[k], w)
+		}
+	}
+}
+
+// testContext returns t's context, ended after 2 minutes.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readPairs returns a pipeline of 200 ms batches reading the stream in,
+// from its trim horizon, with leases if not nil, and the stream of its
+// records as pairs (the record's data, 1).
+func readPairs(t testing.TB, env *localaws.Env, in string, leases *leasetable.Config) (*stream.Pipeline, *stream.Stream[stream.Pair[string, int64]]) {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	recv, err := source.New(source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond, Leases: leases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
+		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
+	})
+}
+
+// byKey is ByKey on pairs with cfg, its AWS and Endpoint set to env's.
+func byKey(ctx context.Context, t testing.TB, env *localaws.Env, pairs *stream.Stream[stream.Pair[string, int64]], cfg Config[string, int64]) *stream.Stream[stream.Pair[string, int64]] {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
+	shuffled, err := ByKey(ctx, pairs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shuffled
+}
+
+// countByKey is the running count of each key of pairs.
+func countByKey(pairs *stream.Stream[stream.Pair[string, int64]]) *stream.Stream[stream.Pair[string, int64]] {
+	return stream.UpdateStateByKey(pairs, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
+		for _, v := range vs {
+			s += v
+		}
+		return s, true
+	})
+}
+
 // TestByKeyCountsEveryKey counts the records of each key of a 4-shard
 // stream, whose keys are spread over every shard, with UpdateStateByKey
 // after ByKey: the counts equal the truth, the intermediate stream was
@@ -60,21 +132,13 @@ func putInput(t testing.TB, env *localaws.Env, shards, n int) string {
 // of its shards.
 func TestByKeyCountsEveryKey(t *testing.T) {
 	env := servers.Env(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	const n = 3000
 	in := putInput(t, env, 4, n)
-	want := map[string]int64{}
-	for i := range n {
-		want[keyOf(i)]++
-	}
+	want := inputCounts(n, nil)
 	mid := localaws.UniqueName(t)
 	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 3})
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("key %q: count %d, want %d", k, got[k], w)
-		}
-	}
+	checkCounts(t, want, got)
 	if len(got) != len(want) {
 		t.Errorf("%d keys counted, want %d", len(got), len(want))
 	}
@@ -109,36 +173,15 @@ func TestByKeyCountsEveryKey(t *testing.T) {
 // returns them. A nil cfg counts without ByKey.
 func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n int, cfg *Config[string, int64]) map[string]int64 {
 	t.Helper()
-	awsCfg := env.AWSConfig()
-	sc := source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond}
+	var leases *leasetable.Config
 	if cfg != nil {
-		sc.Leases = cfg.Leases // the source's and ByKey's: the same Config
+		leases = cfg.Leases // the source's and ByKey's: the same Config
 	}
-	recv, err := source.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
-		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
-	})
-	shuffled := pairs
+	p, pairs := readPairs(t, env, in, leases)
 	if cfg != nil {
-		cfg.AWS, cfg.Endpoint = &awsCfg, env.KinesisEndpoint
-		if shuffled, err = ByKey(ctx, pairs, *cfg); err != nil {
-			t.Fatal(err)
-		}
+		pairs = byKey(ctx, t, env, pairs, *cfg)
 	}
-	counts := stream.UpdateStateByKey(shuffled, func(_ string, vs []int64, s int64, _ bool) (int64, bool) {
-		for _, v := range vs {
-			s += v
-		}
-		return s, true
-	})
+	counts := countByKey(pairs)
 	var (
 		mu   sync.Mutex
 		got  map[string]int64
@@ -159,9 +202,22 @@ func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n
 		}
 		return nil
 	})
-	wait := done
+	runUntil(ctx, t, p, done, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}
+
+// runUntil runs p until wait is closed, calling meanwhile (if not nil)
+// once Run has started, then drains p; it fails t if Run returns before,
+// or with an error.
+func runUntil(ctx context.Context, t testing.TB, p *stream.Pipeline, wait <-chan struct{}, meanwhile func()) {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(ctx) }()
+	if meanwhile != nil {
+		meanwhile()
+	}
 	select {
 	case <-wait:
 	case err := <-errc:
@@ -171,9 +227,6 @@ func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return got
 }
 
 // TestByKeyDropsReplayedCopies: a batch written twice to an existing
@@ -181,8 +234,7 @@ func runCount(ctx context.Context, t testing.TB, env *localaws.Env, in string, n
 // again, with the same tags) is counted once.
 func TestByKeyDropsReplayedCopies(t *testing.T) {
 	env := servers.Env(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	const n, replayed = 500, 300
 	in := putInput(t, env, 2, n)
 	mid := localaws.UniqueName(t)
@@ -219,22 +271,13 @@ func TestByKeyDropsReplayedCopies(t *testing.T) {
 // intermediate stream's leases are in a table of their own, named after it.
 func TestByKeyWithLeases(t *testing.T) {
 	env := servers.Env(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	const n = 1000
 	in := putInput(t, env, 4, n)
 	leases := &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}
 	mid := localaws.UniqueName(t)
 	got := runCount(ctx, t, env, in, n, &Config[string, int64]{Stream: mid, Shards: 2, Writer: "worker-1", Leases: leases})
-	want := map[string]int64{}
-	for i := range n {
-		want[keyOf(i)]++
-	}
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("key %q: count %d, want %d", k, got[k], w)
-		}
-	}
+	checkCounts(t, inputCounts(n, nil), got)
 	out, err := env.DynamoDB().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(mid + ".leases")})
 	if err != nil {
 		t.Fatalf("the intermediate stream's lease table: %v", err)
@@ -325,6 +368,25 @@ func TestByKeyAcceptsStateOnAFleet(t *testing.T) {
 	}
 }
 
+// TestByKeyDefaultAWSConfigError: a default AWS configuration that does
+// not load (AWS_PROFILE naming no profile) fails ByKey with an error
+// naming the client it was for and how to avoid loading it, as the Kinesis
+// receiver's does.
+func TestByKeyDefaultAWSConfigError(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_PROFILE", "weir-no-such-profile")
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	_, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "mid"})
+	if want := "repartition: loading the default AWS configuration for Kinesis (set Config.AWS or Config.Client to avoid it)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ByKey = %v, want an error saying %q", err, want)
+	}
+}
+
 // TestByKeyBadConfig: every bad field is named in the error.
 func TestByKeyBadConfig(t *testing.T) {
 	awsCfg := aws.Config{Region: "us-east-1"}
@@ -398,28 +460,11 @@ func TestPartitionKey(t *testing.T) {
 // worker, each worker's outputs holding every key.
 func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
 	env := servers.Env(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	const n = 100
 	in := putInput(t, env, 2, n)
-	awsCfg := env.AWSConfig()
-	recv, err := source.New(source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
-		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond,
-		Leases: &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := stream.Map(stream.From(p, recv), func(r source.Record) stream.Pair[string, int64] {
-		return stream.Pair[string, int64]{Key: string(r.Data), Value: 1}
-	})
-	shuffled, err := ByKey(ctx, pairs, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, AWS: &awsCfg, Endpoint: env.KinesisEndpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, pairs := readPairs(t, env, in, &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()})
+	shuffled := byKey(ctx, t, env, pairs, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1})
 	counted := make(chan struct{})
 	var once sync.Once
 	stream.ForEachBatch(shuffled, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {

@@ -22,12 +22,39 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-func collector(t *testing.T, batches int) *metrics.Collector {
+// newCollector returns a metrics.Collector of cfg, its BatchInterval 1s
+// and its Logger discarding where unset.
+func newCollector(t *testing.T, cfg metrics.Config) *metrics.Collector {
 	t.Helper()
-	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if cfg.BatchInterval == 0 {
+		cfg.BatchInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := metrics.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// newHandler returns the status handler of cfg.
+func newHandler(t *testing.T, cfg status.Config) *status.Handler {
+	t.Helper()
+	h, err := status.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// collector returns a Collector that saw batches batches, of 10*i records
+// each, batch 2 failed with an error holding HTML, batch i with i output
+// retries and i%2 records quarantined.
+func collector(t *testing.T, batches int) *metrics.Collector {
+	t.Helper()
+	c := newCollector(t, metrics.Config{})
 	for i := range batches {
 		info := stream.BatchInfo{Time: batch.Time(1_700_000_000_000 + int64(i)*1000), Records: 10 * i, Blocks: 1,
 			Ranges: []batch.SeqRange{{Stream: "s", Shard: "shard-0", First: "49590338271490256608559692538361571095921575989136588802", Last: "49590338271490256608559692538361571095921575989136588899", Count: 10 * i}}}
@@ -62,10 +89,7 @@ func TestPage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := status.New(status.Config{Collector: collector(t, tt.batches), Title: "wordcount"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := newHandler(t, status.Config{Collector: collector(t, tt.batches), Title: "wordcount"})
 			resp, body := request(t, h, http.MethodGet, "/", "")
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 				t.Fatalf("GET /: %s %s", resp.Status, resp.Header.Get("Content-Type"))
@@ -99,10 +123,7 @@ func TestPage(t *testing.T) {
 }
 
 func TestSnapshotJSON(t *testing.T) {
-	h, err := status.New(status.Config{Collector: collector(t, 3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, status.Config{Collector: collector(t, 3)})
 	resp, body := request(t, h, http.MethodGet, "/status/snapshot.json", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET snapshot.json: %s", resp.Status)
@@ -133,10 +154,7 @@ func TestSnapshotJSON(t *testing.T) {
 }
 
 func TestOnlyReads(t *testing.T) {
-	h, err := status.New(status.Config{Collector: collector(t, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, status.Config{Collector: collector(t, 0)})
 	if resp, _ := request(t, h, http.MethodPost, "/", ""); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %s, want 405", resp.Status)
 	}
@@ -164,22 +182,10 @@ func (receiver) Stats() metrics.ReceiverStats {
 // TestPageShowsShardsAndFleet checks the shard table and the lease owners
 // across the fleet.
 func TestPageShowsShardsAndFleet(t *testing.T) {
-	c, err := metrics.New(metrics.Config{
-		BatchInterval: time.Second, Receivers: []metrics.Receiver{receiver{}},
-		Leases: table{{Shard: "shard-a", Owner: "me", Counter: 3}, {Shard: "shard-c", Owner: "other", Counter: 9}, {Shard: "shard-d"}},
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCollector(t, metrics.Config{Receivers: []metrics.Receiver{receiver{}},
+		Leases: table{{Shard: "shard-a", Owner: "me", Counter: 3}, {Shard: "shard-c", Owner: "other", Counter: 9}, {Shard: "shard-d"}}})
 	c.Sample(t.Context())
-	h, err := status.New(status.Config{Collector: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body := request(t, h, http.MethodGet, "/", "")
-	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
-	text = strings.Join(strings.Fields(text), " ")
+	text := pageText(t, newHandler(t, status.Config{Collector: c}))
 	for _, want := range []string{
 		"orders shard-a lease reading 42 4.2 kB 1.5s 123 120 TRIM_HORIZON –",
 		"orders shard-b ended 0 0 B 0 99 99 0",
@@ -219,15 +225,26 @@ func request(t *testing.T, h http.Handler, method, path, host string) (*http.Res
 	return resp, string(body)
 }
 
+// pageText returns the text of h's page, its tags and runs of white space
+// each made one space.
+func pageText(t *testing.T, h http.Handler) string {
+	t.Helper()
+	_, body := request(t, h, http.MethodGet, "/", "")
+	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
+	return strings.Join(strings.Fields(text), " ")
+}
+
+// guardMetrics returns a handler answering "metrics" behind h's Guard.
+func guardMetrics(h *status.Handler) http.Handler {
+	return h.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") }))
+}
+
 // TestHostCheck sends requests naming various hosts, to the page and to a
 // handler behind Guard: only localhost, IP addresses and Config.Hosts are
 // answered, which defeats DNS rebinding.
 func TestHostCheck(t *testing.T) {
-	h, err := status.New(status.Config{Collector: collector(t, 3), Hosts: []string{"status.internal"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guarded := h.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") }))
+	h := newHandler(t, status.Config{Collector: collector(t, 3), Hosts: []string{"status.internal"}})
+	guarded := guardMetrics(h)
 	tests := []struct {
 		host string
 		want int
@@ -267,11 +284,8 @@ func TestHostCheck(t *testing.T) {
 // TestSecurityHeaders checks that every response, refusals included,
 // forbids framing and content sniffing.
 func TestSecurityHeaders(t *testing.T) {
-	h, err := status.New(status.Config{Collector: collector(t, 3)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guarded := h.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") }))
+	h := newHandler(t, status.Config{Collector: collector(t, 3)})
+	guarded := guardMetrics(h)
 	for _, tt := range []struct {
 		name, method, path, host string
 		h                        http.Handler
@@ -298,10 +312,7 @@ func TestSecurityHeaders(t *testing.T) {
 // TestPageBoundedByHugeErrors fails every batch of a full history with a
 // 1 MiB error: the page and the snapshot stay small.
 func TestPageBoundedByHugeErrors(t *testing.T) {
-	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCollector(t, metrics.Config{})
 	huge := errors.New(strings.Repeat("e", 1<<20))
 	for i := range 2 * metrics.DefaultHistory {
 		info := stream.BatchInfo{Time: batch.Time(1_700_000_000_000 + int64(i)*1000), Records: 1, Blocks: 1, Err: huge}
@@ -309,10 +320,7 @@ func TestPageBoundedByHugeErrors(t *testing.T) {
 		c.BatchStarted(info)
 		c.BatchCompleted(info)
 	}
-	h, err := status.New(status.Config{Collector: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t, status.Config{Collector: c})
 	for _, tt := range []struct {
 		path  string
 		limit int
@@ -338,22 +346,9 @@ func (t partialTable) List(ctx context.Context) ([]metrics.Lease, error) {
 // not a lease: the page shows the other leases, listed now, and names the
 // item as unreadable, not the listing as failed.
 func TestPageShowsUnreadableLeases(t *testing.T) {
-	c, err := metrics.New(metrics.Config{
-		BatchInterval: time.Second,
-		Leases:        partialTable{table{{Shard: "shard-a", Owner: "w1", Counter: 3}}},
-		Logger:        slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCollector(t, metrics.Config{Leases: partialTable{table{{Shard: "shard-a", Owner: "w1", Counter: 3}}}})
 	c.Sample(t.Context())
-	h, err := status.New(status.Config{Collector: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body := request(t, h, http.MethodGet, "/", "")
-	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
-	text = strings.Join(strings.Fields(text), " ")
+	text := pageText(t, newHandler(t, status.Config{Collector: c}))
 	for _, want := range []string{
 		"w1 1 shard-a",
 		"1 worker holds leases. Items of the table not read as leases (their shards are not processed until fixed): item leaseKey=&#34;shard-x&#34;: leaseCounter not a number",
@@ -382,21 +377,12 @@ func (r lagging) Stats() metrics.ReceiverStats {
 // warning names its stream beside the shard, as shard IDs repeat across
 // streams.
 func TestPageNamesTheStreamOfAWarning(t *testing.T) {
-	c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{lagging{new(time.Duration)}},
-		LagWarning: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCollector(t, metrics.Config{Receivers: []metrics.Receiver{lagging{new(time.Duration)}},
+		LagWarning: 30 * time.Second})
 	for range 5 {
 		c.Sample(t.Context())
 	}
-	h, err := status.New(status.Config{Collector: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body := request(t, h, http.MethodGet, "/", "")
-	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")
-	text = strings.Join(strings.Fields(text), " ")
+	text := pageText(t, newHandler(t, status.Config{Collector: c}))
 	if want := "shard_lag orders shard-0 since"; !strings.Contains(text, want) {
 		t.Errorf("page lacks %q; its text:\n%s", want, text)
 	}

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,10 +36,9 @@ func TestListenerPanic(t *testing.T) {
 		logs := &logLines{}
 		bad, good := &panicListener{}, &countListener{}
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{bad, good},
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		collect(s)
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		r.push(t, "a")
 		time.Sleep(5*time.Second + 500*time.Millisecond)
 		p.Stop()
@@ -69,10 +67,9 @@ func TestStopWaitingForListenerWarns(t *testing.T) {
 		logs := &logLines{}
 		l := blockingListener{release: make(chan struct{})}
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{l},
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		collect(s)
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		r.push(t, "a")
 		time.Sleep(1500 * time.Millisecond)
 		p.Stop()
@@ -98,10 +95,9 @@ func TestSlowListenerBacklogWarns(t *testing.T) {
 		logs := &logLines{}
 		l := blockingListener{release: make(chan struct{})}
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{l},
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		c := collect(s)
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		r.push(t, "a")
 		// Three or more events a batch: past 2*busBacklogWarn and short of
 		// 4*busBacklogWarn queued.

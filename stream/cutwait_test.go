@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,10 +28,9 @@ func TestHungLogWarns(t *testing.T) {
 			return recoverylog.Fault{}
 		})
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Recovery: store,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		c := collect(s)
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		time.Sleep(1500 * time.Millisecond)
 		hang.Store(true)
 		pushed := make(chan error, 1)

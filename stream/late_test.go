@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +22,7 @@ func TestLateBatchesWarn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
 		p, _, s := newTest[string](t, Config{BatchInterval: time.Second,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		var slow atomic.Bool
 		slow.Store(true)
 		ForEachBatch(s, func(ctx context.Context, _ *batch.Batch[string]) error {
@@ -32,8 +31,7 @@ func TestLateBatchesWarn(t *testing.T) {
 			}
 			return nil
 		})
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		time.Sleep(10 * time.Minute) // delays grow to about 200 s
 		slow.Store(false)
 		time.Sleep(10 * time.Minute) // the late batches run at once, and the later ones are on time

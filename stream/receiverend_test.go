@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -29,15 +28,14 @@ func (earlyReceiver) Recompute(context.Context, batch.BlockInfo) ([]string, erro
 func TestReceiverEndingEarlyWarns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
-		p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: logs.logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		discard := func(context.Context, *batch.Batch[string]) error { return nil }
 		ForEachBatch(From[string](p, earlyReceiver{}), discard)
 		ForEachBatch(From(p, newTestReceiver[string]()), discard)
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		time.Sleep(10 * time.Second)
 		if err := p.Drain(t.Context()); err != nil {
 			t.Fatal(err)

@@ -43,6 +43,23 @@ func (e *engine) checkShape(ctx context.Context, l *recoverylog.Log, st *recover
 	return nil
 }
 
+// recoveredJob returns the job of a batch the recovery log holds, at t
+// with blocks, or an error if a block is of a source the pipeline does
+// not have.
+func (e *engine) recoveredJob(t batch.Time, blocks []batch.BlockInfo) (*job, error) {
+	j := &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true}
+	for _, b := range blocks {
+		if b.ID.Source < 0 || b.ID.Source >= len(e.sources) {
+			return nil, fmt.Errorf("stream: recovery log: batch %v holds block %v of source %d, but the pipeline has %d sources",
+				t, b.ID, b.ID.Source, len(e.sources))
+		}
+		j.blocks[b.ID.Source] = append(j.blocks[b.ID.Source], b)
+		j.records += b.Count
+		j.nblocks++
+	}
+	return j, nil
+}
+
 // resume prepares the Run to continue from st: block numbering continues,
 // the stored but unallocated blocks wait for the next batch, the pending
 // batches are queued first, with their times and blocks, and new batch
@@ -57,16 +74,11 @@ func (e *engine) resume(st *recoverylog.State) error {
 		unallocated[b.ID.Source] = append(unallocated[b.ID.Source], b)
 	}
 	for _, p := range st.Pending {
-		j := &job{time: p.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true, inRun: p.InRun}
-		for _, b := range p.Blocks {
-			if b.ID.Source < 0 || b.ID.Source >= len(e.sources) {
-				return fmt.Errorf("stream: recovery log: batch %v holds block %v of source %d, but the pipeline has %d sources",
-					p.Time, b.ID, b.ID.Source, len(e.sources))
-			}
-			j.blocks[b.ID.Source] = append(j.blocks[b.ID.Source], b)
-			j.records += b.Count
-			j.nblocks++
+		j, err := e.recoveredJob(p.Time, p.Blocks)
+		if err != nil {
+			return err
 		}
+		j.inRun = p.InRun
 		e.recovered = append(e.recovered, j)
 	}
 	for i, s := range e.sources {

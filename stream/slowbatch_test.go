@@ -29,6 +29,9 @@ func (l *logLines) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// logger returns a logger writing text lines, at INFO and above, to l.
+func (l *logLines) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
 // matching returns the lines that contain every one of subs.
 func (l *logLines) matching(subs ...string) []string {
 	l.mu.Lock()
@@ -54,7 +57,7 @@ func TestHungOutputWarns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			Logger: logs.logger()})
 		release := make(chan struct{})
 		ForEachBatch(s, func(ctx context.Context, b *batch.Batch[string]) error {
 			if b.Len() > 0 {
@@ -62,8 +65,7 @@ func TestHungOutputWarns(t *testing.T) {
 			}
 			return nil
 		})
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		r.push(t, "a")
 		time.Sleep(5 * time.Minute)
 		warned := logs.matching("level=WARN", "still running")
@@ -137,7 +139,7 @@ func TestHungForEachWarningNamesShard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
 		p, src := newMemoryPipeline(t, Config{BatchInterval: time.Second, Parallelism: 2,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))}, 2)
+			Logger: logs.logger()}, 2)
 		release := make(chan struct{})
 		ForEach(From(p, src), func(_ context.Context, v shardRec) error {
 			if v.Shard == 1 {
@@ -145,8 +147,7 @@ func TestHungForEachWarningNamesShard(t *testing.T) {
 			}
 			return nil
 		}, Named("mail"))
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
+		errc := start(t, p)
 		for i := range 4 {
 			if err := src.Push(shardRec{i % 2, i / 2}); err != nil {
 				t.Fatal(err)

@@ -142,16 +142,11 @@ func (e *engine) openState(ctx context.Context, l *recoverylog.Log, st *recovery
 	replay := make([]*job, 0, len(st.Replay))
 	records := 0
 	for _, b := range st.Replay {
-		j := &job{time: b.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true, replay: true}
-		for _, bl := range b.Blocks {
-			if bl.ID.Source < 0 || bl.ID.Source >= len(e.sources) {
-				return fmt.Errorf("stream: recovery log: batch %v holds block %v of source %d, but the pipeline has %d sources",
-					b.Time, bl.ID, bl.ID.Source, len(e.sources))
-			}
-			j.blocks[bl.ID.Source] = append(j.blocks[bl.ID.Source], bl)
-			j.records += bl.Count
-			j.nblocks++
+		j, err := e.recoveredJob(b.Time, b.Blocks)
+		if err != nil {
+			return err
 		}
+		j.replay = true
 		records += j.records
 		replay = append(replay, j)
 	}

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -25,6 +24,34 @@ func (deafReceiver) Recompute(context.Context, batch.BlockInfo) ([]string, error
 	return nil, errNoBlock
 }
 
+// startDeaf runs, for 3 seconds, a pipeline logging to logs whose one
+// source's receiver is a deafReceiver, and returns the pipeline, the
+// receiver and Run's result.
+func startDeaf(t *testing.T, logs *logLines) (*Pipeline, deafReceiver, <-chan error) {
+	t.Helper()
+	p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := deafReceiver{release: make(chan struct{})}
+	ForEachBatch(From[string](p, r), func(context.Context, *batch.Batch[string]) error { return nil })
+	errc := start(t, p)
+	time.Sleep(3 * time.Second)
+	return p, r, errc
+}
+
+// checkReceiverWaitWarned fails t unless logs holds three warnings that
+// the driver waits for source 0's receiver, as a wait of 5 minutes (what
+// waited) logs: at 1, 2 and 4 minutes.
+func checkReceiverWaitWarned(t *testing.T, logs *logLines, what string) {
+	t.Helper()
+	warned := logs.matching("level=WARN", "waits for", "sources=[0]")
+	if len(warned) != 3 {
+		t.Errorf("%s waiting 5 minutes for a receiver logged %d such warnings, want 3 (at 1, 2 and 4 minutes); WARN lines:\n%s",
+			what, len(warned), strings.Join(logs.matching("level=WARN"), ""))
+	}
+}
+
 // TestStopWaitingForReceiverWarns stops a pipeline whose receiver's Start
 // ignores its ctx: Run cannot return, and the driver warns that it waits
 // for that receiver after 1, 2 and 4 minutes, not never and not once a
@@ -32,22 +59,10 @@ func (deafReceiver) Recompute(context.Context, batch.BlockInfo) ([]string, error
 func TestStopWaitingForReceiverWarns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
-		p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := deafReceiver{release: make(chan struct{})}
-		ForEachBatch(From[string](p, r), func(context.Context, *batch.Batch[string]) error { return nil })
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
-		time.Sleep(3 * time.Second)
+		p, r, errc := startDeaf(t, logs)
 		p.Stop()
 		time.Sleep(5 * time.Minute)
-		warned := logs.matching("level=WARN", "waits for", "sources=[0]")
-		if len(warned) != 3 {
-			t.Errorf("a Run stopped 5 minutes ago and waiting for a receiver logged %d such warnings, want 3 (at 1, 2 and 4 minutes); WARN lines:\n%s",
-				len(warned), strings.Join(logs.matching("level=WARN"), ""))
-		}
+		checkReceiverWaitWarned(t, logs, "a stopped Run")
 		close(r.release)
 		if err := <-errc; err != nil {
 			t.Fatal(err)
@@ -61,23 +76,11 @@ func TestStopWaitingForReceiverWarns(t *testing.T) {
 func TestDrainWaitingForReceiverWarns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
-		p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := deafReceiver{release: make(chan struct{})}
-		ForEachBatch(From[string](p, r), func(context.Context, *batch.Batch[string]) error { return nil })
-		errc := make(chan error, 1)
-		go func() { errc <- p.Run(t.Context()) }()
-		time.Sleep(3 * time.Second)
+		p, r, errc := startDeaf(t, logs)
 		drained := make(chan error, 1)
 		go func() { drained <- p.Drain(context.Background()) }()
 		time.Sleep(5 * time.Minute)
-		warned := logs.matching("level=WARN", "waits for", "sources=[0]")
-		if len(warned) != 3 {
-			t.Errorf("a drain waiting 5 minutes for a receiver logged %d such warnings, want 3 (at 1, 2 and 4 minutes); WARN lines:\n%s",
-				len(warned), strings.Join(logs.matching("level=WARN"), ""))
-		}
+		checkReceiverWaitWarned(t, logs, "a drain")
 		close(r.release)
 		if err := <-drained; err != nil {
 			t.Fatal(err)

@@ -59,43 +59,79 @@ func (n *notify) String() string {
 	return n.buf.String()
 }
 
-// TestRun starts the servers with a stream, checks the printed endpoint
-// serves that stream, and stops them.
-func TestRun(t *testing.T) {
+// repoRoot returns the repository's root, whose package.json pins the
+// local servers.
+func repoRoot(t *testing.T) string {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := options{opts: localaws.Options{Kinesis: true, DynamoDB: true, Dir: root}}
-	if err := o.streams.Set("words:2"); err != nil {
-		t.Fatal(err)
-	}
-	out := &notify{line: "# running", ready: make(chan struct{})}
+	return root
+}
+
+// startRun runs the command with o until it prints that its servers run,
+// and returns what it prints and stop, which ends the run and returns
+// run's error; stop is called at the end of t if not before. If run
+// returns before its servers run, startRun returns run's error and a nil
+// stop.
+func startRun(t *testing.T, o options) (out *notify, stop func() error, err error) {
+	t.Helper()
+	out = &notify{line: "# running", ready: make(chan struct{})}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, o, out) }()
 	select {
 	case <-out.ready:
 	case err := <-done:
+		cancel()
+		return out, nil, err
+	}
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { stop() })
+	return out, stop, nil
+}
+
+// kinesisEndpoint returns the Kinesis endpoint that out's export line
+// names, and whether there is one.
+func kinesisEndpoint(out string) (string, bool) {
+	m := regexp.MustCompile(`export WEIR_KINESIS_ENDPOINT=(\S+)\n`).FindStringSubmatch(out)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// TestRun starts the servers with a stream, checks the printed endpoint
+// serves that stream, and stops them.
+func TestRun(t *testing.T) {
+	o := options{opts: localaws.Options{Kinesis: true, DynamoDB: true, Dir: repoRoot(t)}}
+	if err := o.streams.Set("words:2"); err != nil {
+		t.Fatal(err)
+	}
+	out, stop, err := startRun(t, o)
+	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	m := regexp.MustCompile(`export WEIR_KINESIS_ENDPOINT=(\S+)\n`).FindStringSubmatch(out.String())
-	if m == nil || !strings.Contains(out.String(), "export WEIR_DYNAMODB_ENDPOINT=http://127.0.0.1:") {
+	endpoint, ok := kinesisEndpoint(out.String())
+	if !ok || !strings.Contains(out.String(), "export WEIR_DYNAMODB_ENDPOINT=http://127.0.0.1:") {
 		t.Fatalf("endpoints not printed:\n%s", out)
 	}
 	kc := kinesis.New(kinesis.Options{
-		Region: localaws.Region, BaseEndpoint: aws.String(m[1]),
+		Region: localaws.Region, BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
-	shards, err := kc.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("words")})
+	shards, err := kc.ListShards(t.Context(), &kinesis.ListShardsInput{StreamName: aws.String("words")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(shards.Shards) != 2 {
 		t.Errorf("stream words has %d shards, want 2", len(shards.Shards))
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
@@ -105,29 +141,17 @@ func TestRun(t *testing.T) {
 // it starts a server of its own and prints its endpoint, rather than
 // printing the stale one again and starting nothing.
 func TestRunIgnoresEndpointsInEnvironment(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const stale = "http://127.0.0.1:1"
 	t.Setenv(localaws.EnvKinesisEndpoint, stale)
-	o := options{opts: localaws.Options{Kinesis: true, Dir: root}}
-	out := &notify{line: "# running", ready: make(chan struct{})}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, o, out) }()
-	select {
-	case <-out.ready:
-	case err := <-done:
+	out, stop, err := startRun(t, options{opts: localaws.Options{Kinesis: true, Dir: repoRoot(t)}})
+	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	m := regexp.MustCompile(`export WEIR_KINESIS_ENDPOINT=(\S+)\n`).FindStringSubmatch(out.String())
-	if m == nil || m[1] == stale {
+	if endpoint, ok := kinesisEndpoint(out.String()); !ok || endpoint == stale {
 		t.Errorf("with %s=%s in the environment, weir-local printed:\n%s\nwant the endpoint of a server it started",
 			localaws.EnvKinesisEndpoint, stale, out)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
@@ -138,29 +162,18 @@ func TestRunIgnoresEndpointsInEnvironment(t *testing.T) {
 // it exists; a stream kept with another number of shards is refused,
 // naming the fix.
 func TestRunAgainOnData(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
+	root, data := repoRoot(t), t.TempDir()
 	start := func(stream string) (string, error) {
 		t.Helper()
 		o := options{opts: localaws.Options{Kinesis: true, DataDir: data, Dir: root}}
 		if err := o.streams.Set(stream); err != nil {
 			t.Fatal(err)
 		}
-		out := &notify{line: "# running", ready: make(chan struct{})}
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, o, out) }()
-		select {
-		case <-out.ready:
-		case err := <-done:
-			return out.String(), err
+		out, stop, err := startRun(t, o)
+		if err == nil {
+			err = stop()
 		}
-		cancel()
-		return out.String(), <-done
+		return out.String(), err
 	}
 	if out, err := start("words:2"); err != nil {
 		t.Fatalf("first run: %v\n%s", err, out)

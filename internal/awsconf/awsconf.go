@@ -1,7 +1,8 @@
 // Package awsconf builds the AWS SDK clients weir makes when a user gives
 // an endpoint or an AWS configuration instead of a client: one place for
 // the DynamoDB clients of the lease table, the recovery log and the DynamoDB
-// sink.
+// sink, and for loading the AWS configuration of those and of the Kinesis
+// clients (the receiver's, repartition's).
 package awsconf
 
 import (

@@ -21,45 +21,17 @@ import (
 // per lease (RenewEveryLease) and with the default one beat per worker,
 // which vouches for all its leases.
 func TestCoordinatorSilentRenewalCountsAsLost(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		everyOne bool
-		inFlight int // renewals held
-	}{
-		{"every lease", true, 2},
-		{"beat", false, 1},
-	} {
+	for _, tc := range silentRenewalCases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := t.Context()
-			db := servers.Env(t).DynamoDB()
-			w := newWorker(t, localaws.UniqueName(t), "w", db, func(c *CoordinatorConfig) { c.RenewEveryLease = tc.everyOne })
+			w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), func(c *CoordinatorConfig) { c.RenewEveryLease = tc.everyOne })
 			shards := shardIDs(2)
-			if err := w.c.SyncShards(ctx, shards); err != nil {
-				t.Fatal(err)
-			}
-			w.cycle(ctx)
-			if len(w.held()) != 2 {
-				t.Fatalf("held %v, want both shards", w.held())
-			}
-			w.clk.Advance(w.c.cfg.RenewInterval)
-			w.db.pause() // never resumed: the calls end only when their context does
-			done := make(chan struct{})
-			go func() { defer close(done); w.c.renewCycle(ctx) }()
-			for range tc.inFlight {
-				<-w.db.blocked
-			}
+			done := silenceRenewals(t, w, shards, tc.inFlight)
 			w.clk.Advance(testLease - w.c.cfg.RenewInterval - time.Nanosecond)
 			if n := len(w.c.Held()); n != 2 || !w.c.Holds(shards[0].ID) {
 				t.Fatalf("1ns before expiry: %d held, Holds %v; want both held", n, w.c.Holds(shards[0].ID))
 			}
 			w.clk.Advance(time.Nanosecond)
-			guard := time.NewTimer(waitGuard)
-			defer guard.Stop()
-			select {
-			case <-done:
-			case <-guard.C:
-				t.Fatal("renewals still in flight after their leases expired")
-			}
+			awaitClosed(t, done, "renewals still in flight after their leases expired")
 			w.c.deliver()
 			if _, lost := w.events(); !cmp.Equal(ids(shards), lost) {
 				t.Errorf("lost %v, want %v", lost, ids(shards))
@@ -68,6 +40,63 @@ func TestCoordinatorSilentRenewalCountsAsLost(t *testing.T) {
 				t.Error("Holds is true after the lease expired")
 			}
 		})
+	}
+}
+
+// silentRenewalCases are the two ways a worker renews its leases, each
+// with the number of renewal calls a cycle makes for two leases: one per
+// lease (RenewEveryLease), or the default one beat per worker, which
+// vouches for all its leases.
+var silentRenewalCases = []struct {
+	name     string
+	everyOne bool
+	inFlight int // renewals held
+}{
+	{"every lease", true, 2},
+	{"beat", false, 1},
+}
+
+// takeAll has w take the leases of shards, in one cycle, and fails t
+// unless it then holds them all.
+func takeAll(t *testing.T, w *worker, shards []ShardInfo) {
+	t.Helper()
+	if err := w.c.SyncShards(t.Context(), shards); err != nil {
+		t.Fatal(err)
+	}
+	w.cycle(t.Context())
+	if diff := cmp.Diff(ids(shards), w.held()); diff != "" {
+		t.Fatalf("leases held after a cycle (-want +got):\n%s", diff)
+	}
+}
+
+// silenceRenewals has w take the leases of shards, then, one
+// RenewInterval later on w's clock, starts a renewal cycle with w's
+// DynamoDB gone silent (paused, never resumed: its calls end only when
+// their context does). It returns once inFlight renewal calls are held,
+// with a channel closed when the cycle returns.
+func silenceRenewals(t *testing.T, w *worker, shards []ShardInfo, inFlight int) <-chan struct{} {
+	t.Helper()
+	takeAll(t, w, shards)
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.db.pause()
+	done := make(chan struct{})
+	go func() { defer close(done); w.c.renewCycle(t.Context()) }()
+	for range inFlight {
+		<-w.db.blocked
+	}
+	return done
+}
+
+// awaitClosed waits for done to be closed, and fails t with msg if it is
+// not within waitGuard.
+func awaitClosed(t *testing.T, done <-chan struct{}, msg string) {
+	t.Helper()
+	guard := time.NewTimer(waitGuard)
+	defer guard.Stop()
+	select {
+	case <-done:
+	case <-guard.C:
+		t.Fatal(msg)
 	}
 }
 
@@ -102,10 +131,7 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 func TestCommitAfterExpirySaysSo(t *testing.T) {
 	ctx := t.Context()
 	w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), nil)
-	if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
-		t.Fatal(err)
-	}
-	w.cycle(ctx)
+	takeAll(t, w, shardIDs(1))
 	shard := ids(shardIDs(1))[0]
 	w.clk.Advance(2 * testLease)
 	err := w.c.Commit(ctx, shard, "100")
@@ -120,43 +146,16 @@ func TestCommitAfterExpirySaysSo(t *testing.T) {
 // by another worker is: the worker stops reading the shards because its
 // DynamoDB does not answer.
 func TestSilentRenewalLossWarns(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		everyOne bool
-		inFlight int // renewals held
-	}{
-		{"every lease", true, 2},
-		{"beat", false, 1},
-	} {
+	for _, tc := range silentRenewalCases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := t.Context()
 			var logs syncBuf
 			w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), func(c *CoordinatorConfig) {
 				c.RenewEveryLease = tc.everyOne
 				c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			})
-			if err := w.c.SyncShards(ctx, shardIDs(2)); err != nil {
-				t.Fatal(err)
-			}
-			w.cycle(ctx)
-			if len(w.held()) != 2 {
-				t.Fatalf("held %v, want both shards", w.held())
-			}
-			w.clk.Advance(w.c.cfg.RenewInterval)
-			w.db.pause() // never resumed: the calls end only when their context does
-			done := make(chan struct{})
-			go func() { defer close(done); w.c.renewCycle(ctx) }()
-			for range tc.inFlight {
-				<-w.db.blocked
-			}
+			done := silenceRenewals(t, w, shardIDs(2), tc.inFlight)
 			w.clk.Advance(testLease - w.c.cfg.RenewInterval)
-			guard := time.NewTimer(waitGuard)
-			defer guard.Stop()
-			select {
-			case <-done:
-			case <-guard.C:
-				t.Fatal("renewals still in flight after their leases expired")
-			}
+			awaitClosed(t, done, "renewals still in flight after their leases expired")
 			if len(w.c.Held()) != 0 {
 				t.Fatalf("held %v after expiry, want none", w.held())
 			}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/weirstream/weir/internal/awsconf"
@@ -25,27 +24,13 @@ type Client interface {
 	GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, optFns ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error)
 }
 
-// awsConfig returns a copy of cfg.AWS, or the default AWS configuration
-// (environment, shared files, instance role) when it is nil. what names the
-// client it is for and how to avoid loading it, for the error.
-func awsConfig(ctx context.Context, cfg Config, what string) (aws.Config, error) {
-	if cfg.AWS != nil {
-		return cfg.AWS.Copy(), nil
-	}
-	loaded, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("kinesis: loading the default AWS configuration for %s: %w", what, err)
-	}
-	return loaded, nil
-}
-
 // newDefaultClient builds the SDK client from cfg.AWS (or the default AWS
 // configuration) and cfg.Endpoint, with the SDK's retries off: the receiver
 // does its own, on its clock, and counts them.
 func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
-	awsCfg, err := awsConfig(ctx, cfg, "Kinesis (set Config.AWS or Config.Client to avoid it)")
+	awsCfg, err := awsconf.Load(ctx, cfg.AWS, "Kinesis (set Config.AWS or Config.Client to avoid it)")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kinesis: %w", err)
 	}
 	if err := awsconf.CheckRegion(awsCfg, cfg.Endpoint, "Kinesis"); err != nil {
 		return nil, fmt.Errorf("kinesis: %w", err)
