@@ -50,7 +50,10 @@ type Shard struct {
 // shard's records, and Drop once it stops reading the shard for good
 // (its lease lost or handed off): the driver keeps the state of the keys of
 // the shards loaded, and leaves out of the state the records of any other
-// shard. A receiver that checkpoints a shard must not checkpoint past the
+// shard. A receiver that stores a last snapshot of a shard it stops reading
+// (a hand-off, a drain, a shard's end) takes it with
+// ShardStateHandOver.SnapshotAndDrop if the ShardState implements it, as
+// weir's driver does. A receiver that checkpoints a shard must not checkpoint past the
 // position (upTo) of the last snapshot it stored, so that a successor that
 // loads the snapshot and reads after the checkpoint or the snapshot,
 // whichever is later, sees every record once in the state.
@@ -76,4 +79,21 @@ type ShardState interface {
 	Load(ctx context.Context, shard Shard, data ...[]byte) error
 	// Drop forgets the state of the shard's keys.
 	Drop(ctx context.Context, shard Shard) error
+}
+
+// ShardStateHandOver is implemented by a ShardState that takes a shard's
+// last snapshot and drops the shard's state in one step, as weir's driver
+// does. Between a Snapshot and a Drop the driver's batches still run over
+// the shard's keys: a key a StateTimeout or an update returning keep false
+// removes there, after the snapshot, is in the snapshot the shard's next
+// owner loads, which times it out or closes it again, its function called
+// and its output given twice. A receiver storing the last snapshot of a
+// shard it stops reading for good (a hand-off, a drain, a shard's end)
+// takes it with SnapshotAndDrop instead, and needs no Drop after it.
+type ShardStateHandOver interface {
+	// SnapshotAndDrop returns what Snapshot returns and, with no batch
+	// between, forgets the shard's state as Drop does: the batches after
+	// it leave the shard's keys out, as those of a shard not loaded. On
+	// an error it drops nothing.
+	SnapshotAndDrop(ctx context.Context, shard Shard) (data []byte, upTo string, err error)
 }

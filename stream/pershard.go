@@ -22,9 +22,12 @@ import (
 // given the operators' side (source.Runtime.ShardState, a *shardStates):
 // it loads a shard's state before it reads the shard, snapshots it to a
 // store every worker reads, checkpoints no further than its last snapshot,
-// and drops it when the shard goes. A record of a shard not loaded (one
-// stored before its lease was lost) leaves the state as it is: the shard's
-// next owner counts it.
+// and drops it when the shard goes; the last snapshot of a shard it stops
+// reading for good (source.ShardStateHandOver) drops it in the same step,
+// so that no batch after that snapshot times out or updates the shard's
+// keys a second time. A record of a shard not loaded (one stored before its
+// lease was lost) leaves the state as it is: the shard's next owner counts
+// it.
 
 // PartitionedBy declares that every record of s whose key is k was read
 // from the Kinesis shard whose hash key range holds the MD5 digest of
@@ -281,7 +284,10 @@ type shardStates struct {
 	done map[string]string
 }
 
-var _ source.ShardState = (*shardStates)(nil)
+var (
+	_ source.ShardState         = (*shardStates)(nil)
+	_ source.ShardStateHandOver = (*shardStates)(nil)
+)
 
 // planShards returns, by source index, the operators of the graph that
 // keep state per shard of the source's records (nil for a source with
@@ -384,6 +390,20 @@ func parseShard(sh source.Shard) (shardRange, error) {
 // Snapshot implements source.ShardState: the operators' encodings of the
 // shard's keys, in graph order.
 func (s *shardStates) Snapshot(ctx context.Context, sh source.Shard) (data []byte, upTo string, err error) {
+	return s.snapshot(ctx, sh, false)
+}
+
+// SnapshotAndDrop implements source.ShardStateHandOver: Snapshot, then
+// Drop, in one step between batches, so that no batch after the snapshot
+// times out or updates the shard's keys (the next owner, loading the
+// snapshot, does).
+func (s *shardStates) SnapshotAndDrop(ctx context.Context, sh source.Shard) (data []byte, upTo string, err error) {
+	return s.snapshot(ctx, sh, true)
+}
+
+// snapshot returns the encoded state of shard sh and its position, and,
+// with drop, drops it if it returns no error.
+func (s *shardStates) snapshot(ctx context.Context, sh source.Shard, drop bool) (data []byte, upTo string, err error) {
 	r, err := parseShard(sh)
 	if err != nil {
 		return nil, "", err
@@ -405,6 +425,9 @@ func (s *shardStates) Snapshot(ctx context.Context, sh source.Shard) (data []byt
 			w.bytes(d)
 		}
 		data, upTo = w.buf, s.done[sh.ID]
+		if drop {
+			s.drop(r)
+		}
 		return nil
 	})
 	if err != nil {
@@ -455,12 +478,17 @@ func (s *shardStates) Drop(ctx context.Context, sh source.Shard) error {
 		return err
 	}
 	return s.e.between(ctx, func() error {
-		for _, v := range s.views {
-			v.dropShard(r)
-		}
-		delete(s.done, sh.ID)
+		s.drop(r)
 		return nil
 	})
+}
+
+// drop forgets the state of shard r; called between batches.
+func (s *shardStates) drop(r shardRange) {
+	for _, v := range s.views {
+		v.dropShard(r)
+	}
+	delete(s.done, r.id)
 }
 
 // completed notes the blocks of a completed batch; called by the batch

@@ -41,7 +41,9 @@ import (
 //     misses nor counts twice a record in the state;
 //   - a hand-off, a drain and a shard's end store the snapshot first and
 //     the last checkpoint after it, so the next owner (or a child shard)
-//     starts where this one stopped;
+//     starts where this one stopped; that snapshot drops the shard's state
+//     in the driver in the same step (source.ShardStateHandOver), so no
+//     batch run before the lease goes times out its keys a second time;
 //   - a lease lost drops the shard's state, storing nothing.
 
 // errStateDecode wraps a snapshot the driver could not load: written by a
@@ -95,6 +97,17 @@ type heldState struct {
 	// (a MapWithState's timeouts, an UpdateStateByKey's updates of idle
 	// keys).
 	sum [sha256.Size]byte
+	// last is the final snapshot, taken with the drop of the shard's
+	// state in the driver (source.ShardStateHandOver), nil before: the
+	// saves after it store it if it is not stored yet (a failed store
+	// tried again), the drop has nothing left to drop.
+	last *lastSnapshot
+}
+
+// lastSnapshot is a shard's final snapshot: its data and position.
+type lastSnapshot struct {
+	data []byte
+	upTo string
 }
 
 // newStateRun returns the state side of a lease run whose lease table
@@ -247,7 +260,12 @@ func (sr *stateRun) load(ctx context.Context, lr *leaseRun, l lease.Lease) (stri
 // batches without records of the shard: the next owner must not have them
 // back), or if the store has none of the shard (a reshard's child loaded
 // from its parents that read no record, whose own children look for it).
-// A worker that no longer holds the lease stores nothing.
+// A final save drops the shard's state in the driver with its snapshot, in
+// one step, if the driver can (source.ShardStateHandOver): a batch run
+// between the snapshot and a later drop would time out or close keys the
+// next owner loads and times out again. The saves after it store that
+// snapshot if it is not stored yet. A worker that no longer holds the
+// lease stores nothing.
 func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final bool) error {
 	sr.saveMu.Lock()
 	defer sr.saveMu.Unlock()
@@ -257,7 +275,7 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 	if h == nil {
 		return nil
 	}
-	data, upTo, err := sr.states.Snapshot(ctx, h.shard)
+	data, upTo, err := sr.snapshot(ctx, h, final)
 	if err != nil {
 		return err
 	}
@@ -280,6 +298,25 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 	return nil
 }
 
+// snapshot returns the snapshot of held shard h: its last one if taken,
+// else, with final, its last one taken now with the drop of its state if
+// the driver can, else the state as it is. saveMu is held.
+func (sr *stateRun) snapshot(ctx context.Context, h *heldState, final bool) ([]byte, string, error) {
+	if h.last != nil {
+		return h.last.data, h.last.upTo, nil
+	}
+	ho, ok := sr.states.(source.ShardStateHandOver)
+	if !final || !ok {
+		return sr.states.Snapshot(ctx, h.shard)
+	}
+	data, upTo, err := ho.SnapshotAndDrop(ctx, h.shard)
+	if err != nil {
+		return nil, "", err
+	}
+	h.last = &lastSnapshot{data: data, upTo: upTo}
+	return data, upTo, nil
+}
+
 // saveAll saves every held shard, reporting failures.
 func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun, final bool) {
 	sr.mu.Lock()
@@ -300,7 +337,7 @@ func (sr *stateRun) drop(ctx context.Context, lr *leaseRun, shard string) {
 	h := sr.held[shard]
 	delete(sr.held, shard)
 	sr.mu.Unlock()
-	if h == nil {
+	if h == nil || h.last != nil { // none, or dropped with its last snapshot
 		return
 	}
 	if err := sr.states.Drop(ctx, h.shard); err != nil && ctx.Err() == nil {
