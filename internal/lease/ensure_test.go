@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/dynamotable"
 )
 
 // creatingDB is a DynamoDB that creates a table which stays CREATING for
@@ -241,6 +242,50 @@ func TestEnsureTableStuck(t *testing.T) {
 				}
 				if db.describes != 1 {
 					t.Errorf("%d DescribeTable calls, want 1", db.describes)
+				}
+			})
+		})
+	}
+}
+
+// TestEnsureTableNeverUsable checks, in virtual time, that a lease table
+// that stays CREATING (a restore from a backup), or of a status weir does
+// not know, is not waited for silently for ever: the wait is logged at
+// WARN naming the table, its status and the fix (after
+// dynamotable.WarnAfter for CREATING, at once for an unknown status), and
+// Ensure gives up after dynamotable.MaxWait with an error naming them too.
+func TestEnsureTableNeverUsable(t *testing.T) {
+	for _, tc := range []struct {
+		status    types.TableStatus
+		warnFirst bool // warned at the first check
+	}{
+		{types.TableStatusCreating, false},
+		{"MIGRATING", true},
+	} {
+		t.Run(string(tc.status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &updatingDB{status: tc.status}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+				defer cancel()
+				start := time.Now()
+				err := tbl.Ensure(ctx)
+				if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "leases") ||
+					!strings.Contains(err.Error(), string(tc.status)) || !strings.Contains(err.Error(), "fix:") {
+					t.Fatalf("Ensure of a table that stays %s: %v, want an error naming the table, the status and the fix", tc.status, err)
+				}
+				if took := time.Since(start); took < dynamotable.MaxWait || took > dynamotable.MaxWait+2*DefaultPollInterval {
+					t.Errorf("Ensure gave up after %v, want %v", took, dynamotable.MaxWait)
+				}
+				recs := jsonRecords(t, &out)
+				if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["table"] != "leases" ||
+					recs[0]["status"] != string(tc.status) || recs[0]["fix"] == nil {
+					t.Fatalf("log, want one WARN naming the table, its status and the fix:\n%s", out.tail(20))
+				}
+				warnedAt := time.Duration(recs[0]["waited"].(float64)) // slog's JSON: nanoseconds
+				if tc.warnFirst != (warnedAt == 0) {
+					t.Errorf("warned after %v of waiting, want at once: %v", warnedAt, tc.warnFirst)
 				}
 			})
 		})

@@ -125,7 +125,11 @@ func (t *Table) Name() string { return t.name }
 // billing) if it does not exist, waits until it is ACTIVE or UPDATING (which
 // serves reads and writes too), and checks that its key is leaseKey. A
 // table whose status no wait cures (its KMS key inaccessible, or archived
-// for it) fails Ensure at once, naming the fix. A DynamoDB that does not answer (every attempt timed
+// for it) fails Ensure at once, naming the fix; one that stays CREATING,
+// DELETING or of a status weir does not know is waited for as
+// dynamotable.Wait says: a WARN after 30s (at once for an unknown status),
+// an error after 5 minutes, each naming the status and the fix. A
+// DynamoDB that does not answer (every attempt timed
 // out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
 // the endpoint, and again as the failures go on (5, 10, 20... in a row);
 // Ensure gives up after 10 unanswered calls in a row. The warnings go to
@@ -135,6 +139,7 @@ func (t *Table) Ensure(ctx context.Context) error {
 	created := false
 	wait := backoff.Policy{Base: min(firstPoll, t.poll), Max: t.poll}.Start()
 	silent := t.silence(ctx)
+	tw := dynamotable.Wait{Table: t.name, Prefix: "leasetable", Logger: t.log}
 	unanswered := 0
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
@@ -154,6 +159,9 @@ func (t *Table) Ensure(ctx context.Context) error {
 		case errors.As(err, &notFound):
 			// Created (by us or another worker) but not visible yet: wait,
 			// rather than create again at once, which would spin.
+			if _, err := tw.Check(dynamotable.Missing, t.clk.Now()); err != nil {
+				return fmt.Errorf("leasetable: %w", err)
+			}
 		case errors.Is(err, attempt.ErrTimeout):
 			unanswered++
 			if unanswered >= ensureMaxUnanswered {
@@ -175,13 +183,16 @@ func (t *Table) Ensure(ctx context.Context) error {
 			status = "unreachable"
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
-		case dynamotable.Usable(out.Table.TableStatus):
-			// ACTIVE, or UPDATING (capacity or billing mode changed, an
-			// index built: up to an hour), which serves reads and writes.
-			return checkKeySchema(t.name, out.Table)
 		default:
-			if err := dynamotable.Stuck(t.name, out.Table.TableStatus); err != nil {
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: up to an hour), serves reads and writes; a
+			// status no wait cures, or a wait too long, ends Ensure.
+			usable, err := tw.Check(out.Table.TableStatus, t.clk.Now())
+			switch {
+			case err != nil:
 				return fmt.Errorf("leasetable: %w", err)
+			case usable:
+				return checkKeySchema(t.name, out.Table)
 			}
 			status = string(out.Table.TableStatus)
 		}
