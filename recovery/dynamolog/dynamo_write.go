@@ -317,7 +317,7 @@ func (l *dynamoLog) Close() error {
 // ensureTable creates the table if it does not exist, waits until it is
 // active, and checks its key.
 func (l *dynamoLog) ensureTable(ctx context.Context) error {
-	err := dynamochunk.EnsureTable(ctx, l.client, l.clock, l.table, attrLog, attrSeq, "recovery log table")
+	err := dynamochunk.EnsureTable(ctx, l.client, l.clock, l.logger, l.table, attrLog, attrSeq, "recovery log table")
 	switch {
 	case errors.Is(err, dynamochunk.ErrTableKey):
 		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, err)

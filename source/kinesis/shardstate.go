@@ -146,7 +146,7 @@ func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
 		MaxAttempts: stateEnsureMaxUnanswered, Fix: stateTableFix,
 	}
 	for call := 1; ; call++ {
-		err := dynamochunk.EnsureTable(ctx, sr.db, clk, sr.table, "log", "seq", "shard state table", opts...)
+		err := dynamochunk.EnsureTable(ctx, sr.db, clk, lr.log, sr.table, "log", "seq", "shard state table", opts...)
 		switch {
 		case err == nil:
 			silent.Ended(call)
