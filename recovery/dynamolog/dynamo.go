@@ -133,8 +133,10 @@ type Config struct {
 
 // Open opens the log c names, creating the table if it does not exist,
 // and claims it (see Config). The Log is also a recovery.SnapshotStore.
-// Once the table is found, reading the log and claiming it are tried again
-// until DynamoDB answers, as puts are (and so is reading a snapshot). An item that does not decode is a
+// Checking the table (DescribeTable, and CreateTable), reading the log and
+// claiming it are tried again until DynamoDB answers, as puts are (and so
+// is reading a snapshot); a call DynamoDB refuses for good fails Open,
+// naming the table and the fix. An item that does not decode is a
 // *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its
 // seq. A record is stored as it is, and decoded by the driver.
 func (c Config) Open(ctx context.Context) (recovery.Log, error) {
