@@ -291,3 +291,61 @@ func TestEnsureTableNeverUsable(t *testing.T) {
 		})
 	}
 }
+
+// createFailsDB is a creatingDB whose first `fail` CreateTable calls fail
+// with err, reaching no table.
+type createFailsDB struct {
+	creatingDB
+	fail    int
+	err     error
+	creates int
+}
+
+func (d *createFailsDB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	if d.creates++; d.creates <= d.fail {
+		return nil, d.err
+	}
+	return d.creatingDB.CreateTable(ctx, in, opts...)
+}
+
+// TestEnsureRidesOutAFailedCreateTable checks that a CreateTable of the
+// lease table that fails in a way a retry may heal (a server error after
+// the client's own retries, a cut connection) is warned about and tried
+// again, within the bound of the DescribeTable calls before it, rather
+// than failing the worker's start at once; and that one DynamoDB refuses
+// for good (access denied) still fails Ensure at once.
+func TestEnsureRidesOutAFailedCreateTable(t *testing.T) {
+	serverErr := fmt.Errorf("operation error DynamoDB: CreateTable: %w",
+		&smithy.GenericAPIError{Code: "InternalServerError", Message: "internal failure", Fault: smithy.FaultServer})
+	denied := fmt.Errorf("operation error DynamoDB: CreateTable: %w",
+		&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient})
+	for _, tc := range []struct {
+		name    string
+		err     error
+		fail    int
+		wantErr bool
+		creates int
+	}{
+		{"server error, then created", serverErr, 3, false, 4},
+		{"server error for good", serverErr, 1000, true, ensureMaxUnanswered},
+		{"access denied", denied, 1000, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &createFailsDB{fail: tc.fail, err: tc.err}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				err := tbl.Ensure(t.Context())
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("Ensure: %v, want an error: %v", err, tc.wantErr)
+				}
+				if db.creates != tc.creates {
+					t.Errorf("%d CreateTable calls, want %d", db.creates, tc.creates)
+				}
+				if tc.err == serverErr && !strings.Contains(out.tail(20), "CreateTable") {
+					t.Errorf("no warning naming CreateTable:\n%s", out.tail(20))
+				}
+			})
+		})
+	}
+}

@@ -129,10 +129,12 @@ func (t *Table) Name() string { return t.name }
 // DELETING or of a status weir does not know is waited for as
 // dynamotable.Wait says: a WARN after 30s (at once for an unknown status),
 // an error after 5 minutes, each naming the status and the fix. A
-// DynamoDB that does not answer (every attempt timed
-// out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
-// the endpoint, and again as the failures go on (5, 10, 20... in a row);
-// Ensure gives up after 10 unanswered calls in a row. The warnings go to
+// DynamoDB that does not answer (every attempt timed out: see
+// TableConfig.AttemptTimeout), or fails a DescribeTable or the
+// CreateTable in a way a retry may heal (a cut connection, a server
+// error, throttling), is logged at WARN at once, naming the endpoint, and
+// again as the failures go on (5, 10, 20... in a row); Ensure gives up
+// after 10 such calls in a row. The warnings go to
 // slog.Default() for a Table of NewTable, to the Coordinator's logger for
 // its own.
 func (t *Table) Ensure(ctx context.Context) error {
@@ -144,17 +146,22 @@ func (t *Table) Ensure(ctx context.Context) error {
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
+		silent.Op = "DescribeTable"
+		if errors.As(err, &notFound) && !created {
+			// A failed CreateTable is retried as a failed DescribeTable
+			// is, within the same bound: the streak goes on over both.
+			silent.Op = "CreateTable"
+			if err = t.create(ctx); err == nil {
+				created = true
+			}
+		}
 		status := "not found"
 		if unanswered > 0 && (err == nil || errors.As(err, &notFound)) {
 			silent.Ended(unanswered + 1) // DynamoDB answers again
 			unanswered = 0
 		}
 		switch {
-		case errors.As(err, &notFound) && !created:
-			if err := t.create(ctx); err != nil {
-				return err
-			}
-			created = true
+		case err == nil && out == nil: // created just now
 			continue
 		case errors.As(err, &notFound):
 			// Created (by us or another worker) but not visible yet: wait,
@@ -165,8 +172,8 @@ func (t *Table) Ensure(ctx context.Context) error {
 		case errors.Is(err, attempt.ErrTimeout):
 			unanswered++
 			if unanswered >= ensureMaxUnanswered {
-				return fmt.Errorf("leasetable: table %s: DynamoDB at %s answered none of %d DescribeTable calls in a row: %w; fix: %s",
-					t.name, silent.Endpoint, unanswered, err, silentFix("timeout", silent.Endpoint))
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s answered none of %d calls in a row (the last a %s): %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, silent.Op, err, silentFix("timeout", silent.Endpoint))
 			}
 			silent.Failed(unanswered, "timeout", true, err)
 			status = "no answer" // every attempt timed out: ask again
@@ -176,11 +183,13 @@ func (t *Table) Ensure(ctx context.Context) error {
 			// once and try again, within the same bound as no answer.
 			unanswered++
 			if unanswered >= ensureMaxUnanswered {
-				return fmt.Errorf("leasetable: table %s: DynamoDB at %s failed %d DescribeTable calls in a row: %w; fix: %s",
-					t.name, silent.Endpoint, unanswered, err, silentFix("error", silent.Endpoint))
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s failed %d calls in a row (the last a %s): %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, silent.Op, err, silentFix("error", silent.Endpoint))
 			}
 			silent.Failed(unanswered, "error", true, err)
 			status = "unreachable"
+		case err != nil && silent.Op == "CreateTable":
+			return err // named by create
 		case err != nil:
 			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
 		default:
