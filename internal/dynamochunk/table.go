@@ -55,7 +55,7 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, log *slog.
 		case errors.As(err, &nf):
 			// Created but not visible yet.
 			if _, err := tw.Check(dynamotable.Missing, clk.Now()); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
 		case err != nil:
 			return fmt.Errorf("describe table %s: %w", table, err)
@@ -65,7 +65,7 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, log *slog.
 			usable, err := tw.Check(out.Table.TableStatus, clk.Now())
 			switch {
 			case err != nil:
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			case usable:
 				return checkKey(table, out.Table, hash, sort, what)
 			}
