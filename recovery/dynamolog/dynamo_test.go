@@ -103,6 +103,10 @@ func testDynamoFencing(t *testing.T, cfg dynamolog.Config) {
 	logtest.Check(t, b, []recoverylog.Entry{block(0, 0)})
 	if err := a.Append(t.Context(), block(0, 1)); !errors.Is(err, recovery.ErrFenced) {
 		t.Fatalf("Append by the first writer: got %v, want ErrFenced", err)
+	} else if !strings.Contains(err.Error(), "fix:") || !strings.Contains(err.Error(), "Name") {
+		// Two workers given one Name fence each other in turn at every
+		// restart: the error says so.
+		t.Errorf("Append by the first writer: %v, want an error naming the fix (a Name of each worker's own)", err)
 	}
 	if err := a.Compact(t.Context()); !errors.Is(err, recovery.ErrFenced) {
 		t.Fatalf("Compact by the first writer: got %v, want ErrFenced", err)

@@ -70,7 +70,9 @@ func (l *dynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 	case err != nil:
 		return 0, l.unknown(seq, err)
 	case !mine:
-		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
+		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer, which opened the log after this one; this one must stop: "+
+			"a newer run of this worker took over (this one is a zombie), or another worker was given the same Name; "+
+			"fix: if no newer run of this worker was started, give each worker a Name of its own (the two would fence each other at every restart)",
 			recovery.ErrFenced, l.where(), seq)
 		return 0, l.failed
 	}
