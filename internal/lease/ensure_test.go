@@ -349,3 +349,33 @@ func TestEnsureRidesOutAFailedCreateTable(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureRefusedNamesFix checks that a DescribeTable or CreateTable of
+// the lease table that DynamoDB refuses for good (access denied, bad
+// credentials) fails Ensure with an error naming the table and the fix,
+// not the bare error of the call.
+func TestEnsureRefusedNamesFix(t *testing.T) {
+	refused := func(op, code string) error {
+		return fmt.Errorf("operation error DynamoDB: %s: %w", op,
+			&smithy.GenericAPIError{Code: code, Message: "refused", Fault: smithy.FaultClient})
+	}
+	for _, tc := range []struct {
+		name string
+		db   leasetable.DynamoDBAPI
+		want string
+	}{
+		{"DescribeTable denied", &silentThenActiveDB{silent: 1000, fail: refused("DescribeTable", "AccessDeniedException")}, "dynamodb:DescribeTable"},
+		{"CreateTable denied", &createFailsDB{fail: 1000, err: refused("CreateTable", "AccessDeniedException")}, "dynamodb:CreateTable"},
+		{"bad credentials", &silentThenActiveDB{silent: 1000, fail: refused("DescribeTable", "UnrecognizedClientException")}, "credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tbl := newTable(TableConfig{Name: "leases", Client: tc.db}, slog.New(slog.DiscardHandler))
+				err := tbl.Ensure(t.Context())
+				if err == nil || !strings.Contains(err.Error(), "leases") || !strings.Contains(err.Error(), "fix:") || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Ensure: %v, want an error naming the table and the fix (%s)", err, tc.want)
+				}
+			})
+		})
+	}
+}

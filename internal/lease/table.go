@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
@@ -189,9 +190,9 @@ func (t *Table) Ensure(ctx context.Context) error {
 			silent.Failed(unanswered, "error", true, err)
 			status = "unreachable"
 		case err != nil && silent.Op == "CreateTable":
-			return err // named by create
+			return withRefusedFix(err, t.name, silent.Op) // named by create
 		case err != nil:
-			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
+			return withRefusedFix(fmt.Errorf("leasetable: describe table %s: %w", t.name, err), t.name, silent.Op)
 		default:
 			// ACTIVE, or UPDATING (capacity or billing mode changed, an
 			// index built: up to an hour), serves reads and writes; a
@@ -209,6 +210,21 @@ func (t *Table) Ensure(ctx context.Context) error {
 			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE or UPDATING: %w", t.name, status, err)
 		}
 	}
+}
+
+// withRefusedFix returns err, the error of a call op on table that
+// DynamoDB refused for good, with the fix appended when it is known.
+func withRefusedFix(err error, table, op string) error {
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+		return fmt.Errorf("%w; fix: allow dynamodb:%s on table %s to these credentials (docs/iam/dynamodb-leases.json; "+
+			"CreateTable, to create the table, is in docs/iam/provisioning.json)", err, op, table)
+	case awserr.BadCredentials(err):
+		return fmt.Errorf("%w; fix: the credentials are not valid for this account and region: check Leases.AWS "+
+			"(access key, secret, session token, region) or the client given as Leases.DynamoDB", err)
+	}
+	return err
 }
 
 // silence returns the streak watcher of Ensure's calls that get no answer.
