@@ -242,7 +242,8 @@ func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers", l.where(), attempts)
+	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers opening it at the same time: "+
+		"most likely another worker given the same Name; fix: give each worker a Name of its own", l.where(), attempts)
 }
 
 func (l *dynamoLog) where() string { return "dynamodb:" + l.table + "/" + l.name }
