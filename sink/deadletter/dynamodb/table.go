@@ -122,7 +122,9 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 	// by a DescribeTable of its own without those.
 	// (A config left without a client here is one the sink refuses.)
 	seen := &describeSeen{Client: cfg.Client}
-	if cfg.Client != nil {
+	if o, ok := cfg.Client.(optioned); ok {
+		cfg.Client = describeSeenOptions{seen, o} // the sink names its endpoint
+	} else if cfg.Client != nil {
 		cfg.Client = seen
 	}
 	s, err := sinkddb.New(ctx, cfg, func(w written) (sinkddb.Write, error) {
@@ -160,6 +162,20 @@ func (c *describeSeen) DescribeTable(ctx context.Context, in *ddb.DescribeTableI
 	}
 	return out, err
 }
+
+// optioned is a client that shows its options, as *dynamodb.Client does,
+// from which the sink reads the endpoint it names in its messages.
+type optioned interface{ Options() ddb.Options }
+
+// describeSeenOptions is a describeSeen that shows the options of the
+// client it wraps.
+type describeSeenOptions struct {
+	*describeSeen
+	o optioned
+}
+
+// Options returns the wrapped client's options.
+func (c describeSeenOptions) Options() ddb.Options { return c.o.Options() }
 
 // last returns the last description read.
 func (c *describeSeen) last() *ddb.DescribeTableOutput {

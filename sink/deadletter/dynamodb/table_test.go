@@ -163,3 +163,14 @@ func TestNewDescribesOnce(t *testing.T) {
 		t.Errorf("%d DescribeTable calls, want 1", n)
 	}
 }
+
+// TestNewMissingTableNamesEndpoint checks that New on a table that does
+// not exist fails naming the endpoint the client sends to, as the sink's
+// New does: the client New hands the sink still shows its options.
+func TestNewMissingTableNamesEndpoint(t *testing.T) {
+	env := servers.Env(t)
+	_, err := dynamodb.New(t.Context(), sinkddb.Config{Client: env.DynamoDB(), Table: localaws.UniqueName(t)})
+	if err == nil || !strings.Contains(err.Error(), env.DynamoDBEndpoint) {
+		t.Errorf("New on a missing table: %v, want an error naming the endpoint %s", err, env.DynamoDBEndpoint)
+	}
+}
