@@ -176,7 +176,7 @@ func (c Config) validate() error {
 type dynamoLog struct {
 	client   Client
 	table    string
-	endpoint string // Config.Endpoint, for the logs
+	endpoint string // the client's endpoint, for the logs
 	name     string
 	writer   string
 	logger   *slog.Logger
@@ -207,12 +207,14 @@ func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 		}
 		client = c
 	}
+	// Read before the client is wrapped, which hides its options.
+	endpoint := awsconf.DynamoDBEndpoint(ctx, client)
 	if cfg.AttemptTimeout >= 0 {
 		client = withAttemptTimeout(client, clock.Or(cfg.Clock), cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout))
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &dynamoLog{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+	l := &dynamoLog{client: client, table: cfg.Table, endpoint: endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.Default()

@@ -342,7 +342,7 @@ func (l *dynamoLog) ensureTable(ctx context.Context) error {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("dynamolog: recovery log table %s: %w", l.table, err)
 	case err != nil:
-		return fmt.Errorf("dynamolog: recovery log table %s at %s: %w; fix: %s", l.table, l.endpointName(), err, l.tableFix(err))
+		return fmt.Errorf("dynamolog: recovery log table %s at %s: %w; fix: %s", l.table, l.endpoint, err, l.tableFix(err))
 	}
 	return nil
 }
@@ -358,14 +358,6 @@ func (l *dynamoLog) tableFix(err error) string {
 		return "the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
 	}
 	return "check Config.Table, the region (AWS_REGION) and Endpoint"
-}
-
-// endpointName is the endpoint the log's calls go to, for messages.
-func (l *dynamoLog) endpointName() string {
-	if l.endpoint == "" {
-		return "the AWS default endpoint of the region"
-	}
-	return l.endpoint
 }
 
 // usable returns why the log cannot be used now, or nil; l.mu is held.

@@ -298,7 +298,7 @@ func TestDynamoThrottledLogsThrottling(t *testing.T) {
 // and the fix.
 func TestOpenRidesOutFailedDescribeTable(t *testing.T) {
 	t.Run("transient", func(t *testing.T) {
-		_, tr, cfg := faultyLog(t)
+		env, tr, cfg := faultyLog(t)
 		cfg.Table = localaws.UniqueName(t) // created by Open
 		var logs bytes.Buffer
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -317,8 +317,9 @@ func TestOpenRidesOutFailedDescribeTable(t *testing.T) {
 		if n := tr.Injected("DescribeTable", 0); n != 3 {
 			t.Errorf("%d faults injected, want 3", n)
 		}
-		if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "table="+cfg.Table) {
-			t.Errorf("no warning naming the table:\n%s", text)
+		if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "table="+cfg.Table) ||
+			!strings.Contains(text, "endpoint="+env.DynamoDBEndpoint) {
+			t.Errorf("no warning naming the table and the endpoint of the client given:\n%s", text)
 		}
 	})
 	t.Run("access denied", func(t *testing.T) {
