@@ -148,12 +148,13 @@ func (t *Table) Ensure(ctx context.Context) error {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
 		silent.Op = "DescribeTable"
+		justCreated := false
 		if errors.As(err, &notFound) && !created {
 			// A failed CreateTable is retried as a failed DescribeTable
 			// is, within the same bound: the streak goes on over both.
 			silent.Op = "CreateTable"
 			if err = t.create(ctx); err == nil {
-				created = true
+				created, justCreated = true, true
 			}
 		}
 		status := "not found"
@@ -162,7 +163,7 @@ func (t *Table) Ensure(ctx context.Context) error {
 			unanswered = 0
 		}
 		switch {
-		case err == nil && out == nil: // created just now
+		case justCreated:
 			continue
 		case errors.As(err, &notFound):
 			// Created (by us or another worker) but not visible yet: wait,
