@@ -230,8 +230,12 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 	if ctx.Err() == nil {
 		// Not stopped now nor failed: the drain completed every batch.
 		// Still bounded by the drain's bound, which cancels ctx.
+		// The stop watcher has ended with the Run's goroutines: this
+		// wait is watched on its own.
 		var err error
+		end := e.watchEnd("its final state snapshot to be stored (the recovery log's PutSnapshot, then Append)", "batch", e.lastRan)
 		snapped, err = e.finalSnapshot(ctx, e.lastRan)
+		end()
 		e.fail(err)
 	}
 	if e.lastCut != 0 || l.runDone != 0 || snapped {
@@ -239,10 +243,34 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		// those it reserved itself: not a crashed Run's, whose outputs
 		// may have seen them.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		end := e.watchEnd("the recovery log to give back the batch times it reserved (a compaction: the log's Replace)", "batch", e.lastCut)
 		l.release(rctx, max(e.lastCut, l.inherited), snapped, e.cfg.Logger)
+		end()
 		cancel()
 	}
 	return nil
+}
+
+// watchEnd watches a wait of a stopping Run after its goroutines, and so
+// the stop watcher (watchStop), have ended: once it has taken
+// stopWarnAfter, and again each time that doubles, it logs at WARN that
+// Run still waits for what, with args, since nothing else would show a
+// recovery log that ignores its ctx. The func returned ends the watch.
+func (e *engine) watchEnd(what string, args ...any) (end func()) {
+	done := make(chan struct{})
+	var w sync.WaitGroup
+	w.Go(func() {
+		waitWarning(e.cfg.Clock, done, stopWarnAfter, func(waited time.Duration) {
+			e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for "+what,
+				append(args, "waited", waited.Round(time.Second),
+					"fix", "the recovery log (its Append, Replace, and PutSnapshot as a SnapshotStore) must return once its ctx is done: "+
+						"Drain's ctx bounds the final snapshot (Config.DrainTimeout when Run's ctx is done), and Stop cancels it")...)
+		})
+	})
+	return func() {
+		close(done)
+		w.Wait()
+	}
 }
 
 // releaseTimeout bounds the compaction that gives back a stopping Run's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,15 +32,17 @@ var tableWait = backoff.Policy{Base: 20 * time.Millisecond, Max: 2 * time.Second
 // EnsureTable creates table, on demand (PAY_PER_REQUEST), with partition
 // key hash (string) and sort key sort (number) if it does not exist,
 // waits until it is ACTIVE or UPDATING, which serves reads and writes too
-// (61 checks, backing off on clk; a status no wait cures, such as
-// ARCHIVED, fails at once naming the fix), and checks its key, names and
-// types: a table of another key is an error wrapping ErrTableKey. what
-// names the table's use in errors ("recovery log table"). opts are the
-// per-call options of each call (an attempt timeout).
-func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, hash, sort, what string, opts ...func(*dynamodb.Options)) error {
+// (backing off on clk, as dynamotable.Wait bounds and warns to log: a
+// status no wait cures, such as ARCHIVED, fails at once naming the fix),
+// and checks its key, names and types: a table of another key is an error
+// wrapping ErrTableKey. what names the table's use in warnings and errors
+// ("recovery log table"). opts are the per-call options of each call (an
+// attempt timeout).
+func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, log *slog.Logger, table, hash, sort, what string, opts ...func(*dynamodb.Options)) error {
 	created := false
 	wait := tableWait.Start()
-	for attempt := 0; ; attempt++ {
+	tw := dynamotable.Wait{Table: table, Prefix: what, Logger: log}
+	for {
 		out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, opts...)
 		var nf *types.ResourceNotFoundException
 		switch {
@@ -50,19 +53,22 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, table, has
 			created = true
 			continue
 		case errors.As(err, &nf):
-		case err != nil:
-			return fmt.Errorf("describe table %s: %w", table, err)
-		case dynamotable.Usable(out.Table.TableStatus):
-			// ACTIVE, or UPDATING (capacity or billing mode changed, an
-			// index built: minutes to an hour), which serves reads and writes.
-			return checkKey(table, out.Table, hash, sort, what)
-		default:
-			if err := dynamotable.Stuck(table, out.Table.TableStatus); err != nil {
+			// Created but not visible yet.
+			if _, err := tw.Check(dynamotable.Missing, clk.Now()); err != nil {
 				return err
 			}
-		}
-		if attempt == 60 {
-			return fmt.Errorf("table %s is not active after %d attempts", table, attempt+1)
+		case err != nil:
+			return fmt.Errorf("describe table %s: %w", table, err)
+		default:
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: minutes to an hour), serves reads and writes.
+			usable, err := tw.Check(out.Table.TableStatus, clk.Now())
+			switch {
+			case err != nil:
+				return err
+			case usable:
+				return checkKey(table, out.Table, hash, sort, what)
+			}
 		}
 		if err := wait.Wait(ctx, clk); err != nil {
 			return err

@@ -1,10 +1,14 @@
 package dynamochunk
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -44,7 +48,7 @@ func (d *statusDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableIn
 func TestEnsureTableUpdating(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db := &statusDB{status: types.TableStatusUpdating}
-		if err := EnsureTable(t.Context(), db, clock.Real{}, "logs", "log", "seq", "recovery log table"); err != nil {
+		if err := EnsureTable(t.Context(), db, clock.Real{}, slog.Default(), "logs", "log", "seq", "recovery log table"); err != nil {
 			t.Fatalf("EnsureTable of an UPDATING table: %v", err)
 		}
 		if db.describes != 1 {
@@ -62,7 +66,7 @@ func TestEnsureTableStuck(t *testing.T) {
 		t.Run(string(status), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				db := &statusDB{status: status}
-				err := EnsureTable(t.Context(), db, clock.Real{}, "logs", "log", "seq", "recovery log table")
+				err := EnsureTable(t.Context(), db, clock.Real{}, slog.Default(), "logs", "log", "seq", "recovery log table")
 				if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") {
 					t.Fatalf("EnsureTable of a %s table: %v, want an error naming the status and the fix", status, err)
 				}
@@ -72,4 +76,28 @@ func TestEnsureTableStuck(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestEnsureTableNeverActive checks, in virtual time, that a table that
+// stays CREATING (a restore from a backup) fails EnsureTable after
+// dynamotable.MaxWait with an error naming the table, its status and the
+// fix, not a bare count of attempts, and that the wait is logged at WARN
+// before that, naming them too.
+func TestEnsureTableNeverActive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		db := &statusDB{status: types.TableStatusCreating}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+		defer cancel()
+		err := EnsureTable(ctx, db, clock.Real{}, slog.New(slog.NewTextHandler(&out, nil)), "logs", "log", "seq", "recovery log table")
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "logs") ||
+			!strings.Contains(err.Error(), "CREATING") || !strings.Contains(err.Error(), "fix:") {
+			t.Fatalf("EnsureTable of a table that stays CREATING: %v, want an error naming the table, its status and the fix", err)
+		}
+		warn := out.String()
+		if !strings.Contains(warn, "level=WARN") || !strings.Contains(warn, "table=logs") ||
+			!strings.Contains(warn, "status=CREATING") || !strings.Contains(warn, "fix=") {
+			t.Errorf("log %q, want a WARN naming the table, its status and the fix", warn)
+		}
+	})
 }

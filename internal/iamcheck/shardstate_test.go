@@ -1,6 +1,7 @@
 package iamcheck
 
 import (
+	"log/slog"
 	"testing"
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,7 +26,7 @@ func TestShardStatePolicy(t *testing.T) {
 	awsCfg.HTTPClient = rec
 	db := awsdynamodb.NewFromConfig(awsCfg, func(o *awsdynamodb.Options) { o.BaseEndpoint = &env.DynamoDBEndpoint })
 	table := localaws.UniqueName(t) + "-state"
-	if err := dynamochunk.EnsureTable(ctx, db, clock.Real{}, table, "log", "seq", "shard state table"); err != nil {
+	if err := dynamochunk.EnsureTable(ctx, db, clock.Real{}, slog.Default(), table, "log", "seq", "shard state table"); err != nil {
 		t.Fatal(err)
 	}
 	store, err := shardstate.NewDynamo(shardstate.DynamoConfig{Client: db, Table: table})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/dynamotable"
 )
 
 // creatingDB is a DynamoDB that creates a table which stays CREATING for
@@ -241,6 +242,138 @@ func TestEnsureTableStuck(t *testing.T) {
 				}
 				if db.describes != 1 {
 					t.Errorf("%d DescribeTable calls, want 1", db.describes)
+				}
+			})
+		})
+	}
+}
+
+// TestEnsureTableNeverUsable checks, in virtual time, that a lease table
+// that stays CREATING (a restore from a backup), or of a status weir does
+// not know, is not waited for silently for ever: the wait is logged at
+// WARN naming the table, its status and the fix (after
+// dynamotable.WarnAfter for CREATING, at once for an unknown status), and
+// Ensure gives up after dynamotable.MaxWait with an error naming them too.
+func TestEnsureTableNeverUsable(t *testing.T) {
+	for _, tc := range []struct {
+		status    types.TableStatus
+		warnFirst bool // warned at the first check
+	}{
+		{types.TableStatusCreating, false},
+		{"MIGRATING", true},
+	} {
+		t.Run(string(tc.status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &updatingDB{status: tc.status}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+				defer cancel()
+				start := time.Now()
+				err := tbl.Ensure(ctx)
+				if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "leases") ||
+					!strings.Contains(err.Error(), string(tc.status)) || !strings.Contains(err.Error(), "fix:") {
+					t.Fatalf("Ensure of a table that stays %s: %v, want an error naming the table, the status and the fix", tc.status, err)
+				}
+				if took := time.Since(start); took < dynamotable.MaxWait || took > dynamotable.MaxWait+2*DefaultPollInterval {
+					t.Errorf("Ensure gave up after %v, want %v", took, dynamotable.MaxWait)
+				}
+				recs := jsonRecords(t, &out)
+				if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["table"] != "leases" ||
+					recs[0]["status"] != string(tc.status) || recs[0]["fix"] == nil {
+					t.Fatalf("log, want one WARN naming the table, its status and the fix:\n%s", out.tail(20))
+				}
+				warnedAt := time.Duration(recs[0]["waited"].(float64)) // slog's JSON: nanoseconds
+				if tc.warnFirst != (warnedAt == 0) {
+					t.Errorf("warned after %v of waiting, want at once: %v", warnedAt, tc.warnFirst)
+				}
+			})
+		})
+	}
+}
+
+// createFailsDB is a creatingDB whose first `fail` CreateTable calls fail
+// with err, reaching no table.
+type createFailsDB struct {
+	creatingDB
+	fail    int
+	err     error
+	creates int
+}
+
+func (d *createFailsDB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	if d.creates++; d.creates <= d.fail {
+		return nil, d.err
+	}
+	return d.creatingDB.CreateTable(ctx, in, opts...)
+}
+
+// TestEnsureRidesOutAFailedCreateTable checks that a CreateTable of the
+// lease table that fails in a way a retry may heal (a server error after
+// the client's own retries, a cut connection) is warned about and tried
+// again, within the bound of the DescribeTable calls before it, rather
+// than failing the worker's start at once; and that one DynamoDB refuses
+// for good (access denied) still fails Ensure at once.
+func TestEnsureRidesOutAFailedCreateTable(t *testing.T) {
+	serverErr := fmt.Errorf("operation error DynamoDB: CreateTable: %w",
+		&smithy.GenericAPIError{Code: "InternalServerError", Message: "internal failure", Fault: smithy.FaultServer})
+	denied := fmt.Errorf("operation error DynamoDB: CreateTable: %w",
+		&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient})
+	for _, tc := range []struct {
+		name    string
+		err     error
+		fail    int
+		wantErr bool
+		creates int
+	}{
+		{"server error, then created", serverErr, 3, false, 4},
+		{"server error for good", serverErr, 1000, true, ensureMaxUnanswered},
+		{"access denied", denied, 1000, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var out syncBuf
+				db := &createFailsDB{fail: tc.fail, err: tc.err}
+				tbl := newTable(TableConfig{Name: "leases", Client: db}, slog.New(slog.NewJSONHandler(&out, nil)))
+				err := tbl.Ensure(t.Context())
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("Ensure: %v, want an error: %v", err, tc.wantErr)
+				}
+				if db.creates != tc.creates {
+					t.Errorf("%d CreateTable calls, want %d", db.creates, tc.creates)
+				}
+				if tc.err == serverErr && !strings.Contains(out.tail(20), "CreateTable") {
+					t.Errorf("no warning naming CreateTable:\n%s", out.tail(20))
+				}
+			})
+		})
+	}
+}
+
+// TestEnsureRefusedNamesFix checks that a DescribeTable or CreateTable of
+// the lease table that DynamoDB refuses for good (access denied, bad
+// credentials) fails Ensure with an error naming the table and the fix,
+// not the bare error of the call.
+func TestEnsureRefusedNamesFix(t *testing.T) {
+	refused := func(op, code string) error {
+		return fmt.Errorf("operation error DynamoDB: %s: %w", op,
+			&smithy.GenericAPIError{Code: code, Message: "refused", Fault: smithy.FaultClient})
+	}
+	for _, tc := range []struct {
+		name string
+		db   leasetable.DynamoDBAPI
+		want string
+	}{
+		{"DescribeTable denied", &silentThenActiveDB{silent: 1000, fail: refused("DescribeTable", "AccessDeniedException")}, "dynamodb:DescribeTable"},
+		{"CreateTable denied", &createFailsDB{fail: 1000, err: refused("CreateTable", "AccessDeniedException")}, "dynamodb:CreateTable"},
+		{"bad credentials", &silentThenActiveDB{silent: 1000, fail: refused("DescribeTable", "UnrecognizedClientException")}, "credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tbl := newTable(TableConfig{Name: "leases", Client: tc.db}, slog.New(slog.DiscardHandler))
+				err := tbl.Ensure(t.Context())
+				if err == nil || !strings.Contains(err.Error(), "leases") || !strings.Contains(err.Error(), "fix:") || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Ensure: %v, want an error naming the table and the fix (%s)", err, tc.want)
 				}
 			})
 		})

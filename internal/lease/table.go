@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
@@ -125,40 +126,56 @@ func (t *Table) Name() string { return t.name }
 // billing) if it does not exist, waits until it is ACTIVE or UPDATING (which
 // serves reads and writes too), and checks that its key is leaseKey. A
 // table whose status no wait cures (its KMS key inaccessible, or archived
-// for it) fails Ensure at once, naming the fix. A DynamoDB that does not answer (every attempt timed
-// out: see TableConfig.AttemptTimeout) is logged at WARN at once, naming
-// the endpoint, and again as the failures go on (5, 10, 20... in a row);
-// Ensure gives up after 10 unanswered calls in a row. The warnings go to
+// for it) fails Ensure at once, naming the fix; one that stays CREATING,
+// DELETING or of a status weir does not know is waited for as
+// dynamotable.Wait says: a WARN after 30s (at once for an unknown status),
+// an error after 5 minutes, each naming the status and the fix. A
+// DynamoDB that does not answer (every attempt timed out: see
+// TableConfig.AttemptTimeout), or fails a DescribeTable or the
+// CreateTable in a way a retry may heal (a cut connection, a server
+// error, throttling), is logged at WARN at once, naming the endpoint, and
+// again as the failures go on (5, 10, 20... in a row); Ensure gives up
+// after 10 such calls in a row. The warnings go to
 // slog.Default() for a Table of NewTable, to the Coordinator's logger for
 // its own.
 func (t *Table) Ensure(ctx context.Context) error {
 	created := false
 	wait := backoff.Policy{Base: min(firstPoll, t.poll), Max: t.poll}.Start()
 	silent := t.silence(ctx)
+	tw := dynamotable.Wait{Table: t.name, Prefix: "leasetable", Logger: t.log}
 	unanswered := 0
 	for {
 		out, err := t.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &t.name}, t.opts...)
 		var notFound *types.ResourceNotFoundException
+		silent.Op = "DescribeTable"
+		justCreated := false
+		if errors.As(err, &notFound) && !created {
+			// A failed CreateTable is retried as a failed DescribeTable
+			// is, within the same bound: the streak goes on over both.
+			silent.Op = "CreateTable"
+			if err = t.create(ctx); err == nil {
+				created, justCreated = true, true
+			}
+		}
 		status := "not found"
 		if unanswered > 0 && (err == nil || errors.As(err, &notFound)) {
 			silent.Ended(unanswered + 1) // DynamoDB answers again
 			unanswered = 0
 		}
 		switch {
-		case errors.As(err, &notFound) && !created:
-			if err := t.create(ctx); err != nil {
-				return err
-			}
-			created = true
+		case justCreated:
 			continue
 		case errors.As(err, &notFound):
 			// Created (by us or another worker) but not visible yet: wait,
 			// rather than create again at once, which would spin.
+			if _, err := tw.Check(dynamotable.Missing, t.clk.Now()); err != nil {
+				return fmt.Errorf("leasetable: %w", err)
+			}
 		case errors.Is(err, attempt.ErrTimeout):
 			unanswered++
 			if unanswered >= ensureMaxUnanswered {
-				return fmt.Errorf("leasetable: table %s: DynamoDB at %s answered none of %d DescribeTable calls in a row: %w; fix: %s",
-					t.name, silent.Endpoint, unanswered, err, silentFix("timeout", silent.Endpoint))
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s answered none of %d calls in a row (the last a %s): %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, silent.Op, err, silentFix("timeout", silent.Endpoint))
 			}
 			silent.Failed(unanswered, "timeout", true, err)
 			status = "no answer" // every attempt timed out: ask again
@@ -168,20 +185,25 @@ func (t *Table) Ensure(ctx context.Context) error {
 			// once and try again, within the same bound as no answer.
 			unanswered++
 			if unanswered >= ensureMaxUnanswered {
-				return fmt.Errorf("leasetable: table %s: DynamoDB at %s failed %d DescribeTable calls in a row: %w; fix: %s",
-					t.name, silent.Endpoint, unanswered, err, silentFix("error", silent.Endpoint))
+				return fmt.Errorf("leasetable: table %s: DynamoDB at %s failed %d calls in a row (the last a %s): %w; fix: %s",
+					t.name, silent.Endpoint, unanswered, silent.Op, err, silentFix("error", silent.Endpoint))
 			}
 			silent.Failed(unanswered, "error", true, err)
 			status = "unreachable"
+		case err != nil && silent.Op == "CreateTable":
+			return withRefusedFix(err, t.name, silent.Op) // named by create
 		case err != nil:
-			return fmt.Errorf("leasetable: describe table %s: %w", t.name, err)
-		case dynamotable.Usable(out.Table.TableStatus):
-			// ACTIVE, or UPDATING (capacity or billing mode changed, an
-			// index built: up to an hour), which serves reads and writes.
-			return checkKeySchema(t.name, out.Table)
+			return withRefusedFix(fmt.Errorf("leasetable: describe table %s: %w", t.name, err), t.name, silent.Op)
 		default:
-			if err := dynamotable.Stuck(t.name, out.Table.TableStatus); err != nil {
+			// ACTIVE, or UPDATING (capacity or billing mode changed, an
+			// index built: up to an hour), serves reads and writes; a
+			// status no wait cures, or a wait too long, ends Ensure.
+			usable, err := tw.Check(out.Table.TableStatus, t.clk.Now())
+			switch {
+			case err != nil:
 				return fmt.Errorf("leasetable: %w", err)
+			case usable:
+				return checkKeySchema(t.name, out.Table)
 			}
 			status = string(out.Table.TableStatus)
 		}
@@ -189,6 +211,21 @@ func (t *Table) Ensure(ctx context.Context) error {
 			return fmt.Errorf("leasetable: waiting for table %s (status %s) to be ACTIVE or UPDATING: %w", t.name, status, err)
 		}
 	}
+}
+
+// withRefusedFix returns err, the error of a call op on table that
+// DynamoDB refused for good, with the fix appended when it is known.
+func withRefusedFix(err error, table, op string) error {
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+		return fmt.Errorf("%w; fix: allow dynamodb:%s on table %s to these credentials (docs/iam/dynamodb-leases.json; "+
+			"CreateTable, to create the table, is in docs/iam/provisioning.json)", err, op, table)
+	case awserr.BadCredentials(err):
+		return fmt.Errorf("%w; fix: the credentials are not valid for this account and region: check Leases.AWS "+
+			"(access key, secret, session token, region) or the client given as Leases.DynamoDB", err)
+	}
+	return err
 }
 
 // silence returns the streak watcher of Ensure's calls that get no answer.

@@ -133,8 +133,10 @@ type Config struct {
 
 // Open opens the log c names, creating the table if it does not exist,
 // and claims it (see Config). The Log is also a recovery.SnapshotStore.
-// Once the table is found, reading the log and claiming it are tried again
-// until DynamoDB answers, as puts are (and so is reading a snapshot). An item that does not decode is a
+// Checking the table (DescribeTable, and CreateTable), reading the log and
+// claiming it are tried again until DynamoDB answers, as puts are (and so
+// is reading a snapshot); a call DynamoDB refuses for good fails Open,
+// naming the table and the fix. An item that does not decode is a
 // *recovery.CorruptError with Path "dynamodb:<table>/<name>" and Offset its
 // seq. A record is stored as it is, and decoded by the driver.
 func (c Config) Open(ctx context.Context) (recovery.Log, error) {
@@ -174,7 +176,7 @@ func (c Config) validate() error {
 type dynamoLog struct {
 	client   Client
 	table    string
-	endpoint string // Config.Endpoint, for the logs
+	endpoint string // the client's endpoint, for the logs
 	name     string
 	writer   string
 	logger   *slog.Logger
@@ -205,12 +207,14 @@ func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 		}
 		client = c
 	}
+	// Read before the client is wrapped, which hides its options.
+	endpoint := awsconf.DynamoDBEndpoint(ctx, client)
 	if cfg.AttemptTimeout >= 0 {
 		client = withAttemptTimeout(client, clock.Or(cfg.Clock), cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout))
 	}
 	var id [8]byte
 	rand.Read(id[:])
-	l := &dynamoLog{client: client, table: cfg.Table, endpoint: cfg.Endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
+	l := &dynamoLog{client: client, table: cfg.Table, endpoint: endpoint, name: cfg.Name, writer: hex.EncodeToString(id[:]),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if l.logger == nil {
 		l.logger = slog.Default()
@@ -240,7 +244,8 @@ func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers", l.where(), attempts)
+	return nil, fmt.Errorf("dynamolog: claim log %s: %d attempts lost to other writers opening it at the same time: "+
+		"most likely another worker given the same Name; fix: give each worker a Name of its own", l.where(), attempts)
 }
 
 func (l *dynamoLog) where() string { return "dynamodb:" + l.table + "/" + l.name }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ func TestDynamo(t *testing.T) {
 	t.Run("LargeEntries", func(t *testing.T) { testDynamoLargeEntries(t, cfg(t)) })
 	t.Run("ManyShards", func(t *testing.T) { testDynamoManyShards(t, cfg) })
 	t.Run("CorruptItem", func(t *testing.T) { testDynamoCorruptItem(t, cfg(t)) })
+	t.Run("ClaimRaced", func(t *testing.T) { testDynamoClaimRaced(t, cfg(t)) })
 	t.Run("Table", func(t *testing.T) { testDynamoTable(t, client) })
 	t.Run("Endpoint", func(t *testing.T) {
 		// No client: Open builds one from the AWS configuration and the
@@ -103,6 +105,10 @@ func testDynamoFencing(t *testing.T, cfg dynamolog.Config) {
 	logtest.Check(t, b, []recoverylog.Entry{block(0, 0)})
 	if err := a.Append(t.Context(), block(0, 1)); !errors.Is(err, recovery.ErrFenced) {
 		t.Fatalf("Append by the first writer: got %v, want ErrFenced", err)
+	} else if !strings.Contains(err.Error(), "fix:") || !strings.Contains(err.Error(), "Name") {
+		// Two workers given one Name fence each other in turn at every
+		// restart: the error says so.
+		t.Errorf("Append by the first writer: %v, want an error naming the fix (a Name of each worker's own)", err)
 	}
 	if err := a.Compact(t.Context()); !errors.Is(err, recovery.ErrFenced) {
 		t.Fatalf("Compact by the first writer: got %v, want ErrFenced", err)
@@ -519,5 +525,27 @@ func testDynamoManyShards(t *testing.T, cfg func(t *testing.T) dynamolog.Config)
 				}
 			}
 		})
+	}
+}
+
+// testDynamoClaimRaced opens a log whose every claim another writer takes
+// first, as a second worker given the same Name and opening the log over
+// and over would: Open gives up, with an error naming that cause and the
+// fix.
+func testDynamoClaimRaced(t *testing.T, cfg dynamolog.Config) {
+	real := cfg.Client
+	cfg.Client = &faultyClient{Client: real, put: func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		if itemType(in) == "claim" {
+			other := maps.Clone(in.Item)
+			other["writer"] = &types.AttributeValueMemberS{Value: "another"}
+			if _, err := real.PutItem(ctx, &dynamodb.PutItemInput{TableName: in.TableName, Item: other}); err != nil {
+				return nil, err
+			}
+		}
+		return real.PutItem(ctx, in)
+	}}
+	_, err := cfg.Open(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "fix:") || !strings.Contains(err.Error(), "Name") {
+		t.Fatalf("Open whose every claim another writer takes: %v, want an error naming the fix (a Name of each worker's own)", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // keepClaims is how many of the latest claim items compaction keeps. A
@@ -69,7 +70,9 @@ func (l *dynamoLog) putNext(ctx context.Context, attrs map[string]types.Attribut
 	case err != nil:
 		return 0, l.unknown(seq, err)
 	case !mine:
-		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer; this one must stop",
+		l.failed = fmt.Errorf("%w: %s: item %d was written by another writer, which opened the log after this one; this one must stop: "+
+			"a newer run of this worker took over (this one is a zombie), or another worker was given the same Name; "+
+			"fix: if no newer run of this worker was started, give each worker a Name of its own (the two would fence each other at every restart)",
 			recovery.ErrFenced, l.where(), seq)
 		return 0, l.failed
 	}
@@ -315,16 +318,46 @@ func (l *dynamoLog) Close() error {
 }
 
 // ensureTable creates the table if it does not exist, waits until it is
-// active, and checks its key.
+// active, and checks its key. A call that fails in a way a retry may heal
+// (no answer, a cut connection, a server error, throttling) is tried again
+// until DynamoDB answers, as every other call of the log is (see
+// untilAnswered); one DynamoDB refuses for good fails it, naming the table
+// and the fix.
 func (l *dynamoLog) ensureTable(ctx context.Context) error {
-	err := dynamochunk.EnsureTable(ctx, l.client, l.clock, l.table, attrLog, attrSeq, "recovery log table")
+	var verdict error // on the table itself (its key, its status) or ctx: no retry changes it
+	err := l.untilAnswered(ctx, "table", func() error {
+		err := dynamochunk.EnsureTable(ctx, l.client, l.clock, l.logger, l.table, attrLog, attrSeq, "recovery log table")
+		var call *smithy.OperationError
+		if err != nil && !errors.As(err, &call) {
+			verdict = err
+			return nil
+		}
+		return err
+	})
 	switch {
-	case errors.Is(err, dynamochunk.ErrTableKey):
-		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, err)
+	case errors.Is(verdict, dynamochunk.ErrTableKey):
+		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, verdict)
+	case verdict != nil:
+		return fmt.Errorf("dynamolog: %w", verdict)
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("dynamolog: recovery log table %s: %w", l.table, err)
 	case err != nil:
-		return fmt.Errorf("dynamolog: %w", err)
+		return fmt.Errorf("dynamolog: recovery log table %s at %s: %w; fix: %s", l.table, l.endpoint, err, l.tableFix(err))
 	}
 	return nil
+}
+
+// tableFix names the fix of a call on the table DynamoDB refused for good.
+func (l *dynamoLog) tableFix(err error) string {
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+		return "allow dynamodb:DescribeTable on table " + l.table + " to these credentials (docs/iam/dynamodb-log.json), " +
+			"and dynamodb:CreateTable if weir is to create it (docs/iam/provisioning.json)"
+	case awserr.BadCredentials(err):
+		return "the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
+	}
+	return "check Config.Table, the region (AWS_REGION) and Endpoint"
 }
 
 // usable returns why the log cannot be used now, or nil; l.mu is held.

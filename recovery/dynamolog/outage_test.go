@@ -288,3 +288,52 @@ func TestDynamoThrottledLogsThrottling(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenRidesOutFailedDescribeTable checks, against dynalite behind a
+// fault transport (no SDK retries), that Open's first call, the
+// DescribeTable of its table, is tried again after a failure a retry may
+// heal (a server error, a cut connection, 503), with a warning naming the
+// table, as the log's other calls are; and that one DynamoDB refuses for
+// good (access denied) fails Open at once with an error naming the table
+// and the fix.
+func TestOpenRidesOutFailedDescribeTable(t *testing.T) {
+	t.Run("transient", func(t *testing.T) {
+		env, tr, cfg := faultyLog(t)
+		cfg.Table = localaws.UniqueName(t) // created by Open
+		var logs bytes.Buffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		if err := tr.SetRules(
+			faults.Rule{Operation: "DescribeTable", Kind: faults.InternalFailure, Times: 1},
+			faults.Rule{Operation: "DescribeTable", Kind: faults.DropRequest, Times: 1},
+			faults.Rule{Operation: "DescribeTable", Kind: faults.ServiceUnavailable, Times: 1},
+		); err != nil {
+			t.Fatal(err)
+		}
+		l, err := cfg.Open(t.Context())
+		if err != nil {
+			t.Fatalf("Open after 3 failed DescribeTable calls: %v", err)
+		}
+		defer l.Close()
+		if n := tr.Injected("DescribeTable", 0); n != 3 {
+			t.Errorf("%d faults injected, want 3", n)
+		}
+		if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "table="+cfg.Table) ||
+			!strings.Contains(text, "endpoint="+env.DynamoDBEndpoint) {
+			t.Errorf("no warning naming the table and the endpoint of the client given:\n%s", text)
+		}
+	})
+	t.Run("access denied", func(t *testing.T) {
+		_, tr, cfg := faultyLog(t)
+		if err := tr.SetRules(faults.Rule{Operation: "DescribeTable", Kind: faults.AccessDenied}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := cfg.Open(t.Context())
+		if err == nil || !strings.Contains(err.Error(), cfg.Table) || !strings.Contains(err.Error(), "fix:") ||
+			!strings.Contains(err.Error(), "dynamodb:DescribeTable") {
+			t.Fatalf("Open with DescribeTable denied: %v, want an error naming the table and the fix", err)
+		}
+		if n := tr.Requests("DescribeTable"); n != 1 {
+			t.Errorf("%d DescribeTable calls, want 1", n)
+		}
+	})
+}

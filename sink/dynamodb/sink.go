@@ -180,7 +180,10 @@ func (s *Sink[T]) Stats() Stats {
 // cfg.Table, or an error wrapping ErrInvalidConfig that names every bad
 // field. It reads the table's key attributes (DescribeTable): a table that
 // does not exist, that cfg.VersionAttribute is a key of, or whose status no
-// wait cures (its KMS key inaccessible, or archived), is an error.
+// wait cures (its KMS key inaccessible, or archived), is an error. A table
+// not usable yet (CREATING: created just before) is checked again until it
+// is ACTIVE or UPDATING, with a warning after 30 s, and an error naming its
+// status and the fix after 5 minutes.
 // A DescribeTable with no answer within the call timeout (5 s), or that
 // fails for a reason a retry may heal, is tried again after a back-off,
 // with a warning at once, up to 5 calls (about half a minute), then New
@@ -218,12 +221,9 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
 	s.timeout = attemptTimeout
-	out, err := s.describe(ctx)
+	out, err := s.usableTable(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
-	}
-	if err := dynamotable.Stuck(s.table, out.Table.TableStatus); err != nil {
-		return nil, fmt.Errorf("dynamodb: the sink's Table: %w", err)
+		return nil, err
 	}
 	for _, k := range []types.KeyType{types.KeyTypeHash, types.KeyTypeRange} {
 		for _, e := range out.Table.KeySchema {
@@ -422,6 +422,37 @@ func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error 
 		o.v = version(int64(t), n)
 	}
 	return err
+}
+
+// tableWait paces the checks of a table not usable yet (CREATING).
+var tableWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
+
+// usableTable returns the table's description once it serves reads and
+// writes (ACTIVE or UPDATING), checking again after a back-off while it is
+// not yet usable, for as long as dynamotable.Wait allows; a status no wait
+// cures is an error at once. Each check is a describe.
+func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, error) {
+	tw := dynamotable.Wait{Table: s.table, Prefix: "dynamodb sink", Logger: s.logger}
+	var wait *backoff.Backoff
+	for {
+		out, err := s.describe(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
+		}
+		usable, err := tw.Check(out.Table.TableStatus, s.clock.Now())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("dynamodb: the sink's Table: %w", err)
+		case usable:
+			return out, nil
+		}
+		if wait == nil {
+			wait = tableWait.Start()
+		}
+		if err := wait.Wait(ctx, s.clock); err != nil {
+			return nil, fmt.Errorf("dynamodb: waiting for the sink's Table %s (status %s) to be ACTIVE or UPDATING: %w", s.table, out.Table.TableStatus, err)
+		}
+	}
 }
 
 // describeAttempts is how many DescribeTable calls in a row New lets fail

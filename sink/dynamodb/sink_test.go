@@ -1,11 +1,15 @@
 package dynamodb_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -372,5 +376,69 @@ func TestNewStuckTable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), string(status)) || !strings.Contains(err.Error(), "fix:") {
 			t.Errorf("New on a %s table: %v, want an error naming the status and the fix", status, err)
 		}
+	}
+}
+
+// creatingClient is a DynamoDB whose table "events" (partition key id) is
+// CREATING for the first `creating` DescribeTable calls, then ACTIVE, and
+// counts the calls. Only New's reading of the status is tested with it
+// (dynalite makes a table ACTIVE at once); the calls themselves are
+// tested against dynalite.
+type creatingClient struct {
+	dynamodb.Client // nil: any other call panics
+	creating        int
+	describes       int
+}
+
+func (c *creatingClient) DescribeTable(_ context.Context, in *ddb.DescribeTableInput, _ ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error) {
+	c.describes++
+	status := types.TableStatusActive
+	if c.describes <= c.creating {
+		status = types.TableStatusCreating
+	}
+	return &ddb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: status,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	}}, nil
+}
+
+// TestNewCreatingTable checks, in virtual time, that New waits for a table
+// still CREATING (created just before the pipeline started), whose writes
+// DynamoDB would refuse, until it is ACTIVE; and that a table that stays
+// CREATING fails New after dynamotable's wait (5 minutes), with a WARN
+// and an error naming the table, its status and the fix, as the lease
+// table and the recovery log do.
+func TestNewCreatingTable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		creating int
+		wantErr  bool
+	}{
+		{"then active", 3, false},
+		{"for good", 1 << 30, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				c := &creatingClient{creating: tc.creating}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // virtual: a bound, not a measure
+				defer cancel()
+				_, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: "events", Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+					func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+				if !tc.wantErr {
+					if err != nil || c.describes != tc.creating+1 {
+						t.Fatalf("New: %v after %d DescribeTable calls, want success after %d", err, c.describes, tc.creating+1)
+					}
+					return
+				}
+				if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "events") ||
+					!strings.Contains(err.Error(), "CREATING") || !strings.Contains(err.Error(), "fix:") {
+					t.Fatalf("New on a table that stays CREATING: %v, want an error naming the table, its status and the fix", err)
+				}
+				if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "status=CREATING") {
+					t.Errorf("no WARN naming the status:\n%s", text)
+				}
+			})
+		})
 	}
 }

@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/awserr"
+	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/dynamochunk"
 	"github.com/weirstream/weir/internal/hashkey"
 	"github.com/weirstream/weir/internal/lease"
@@ -140,15 +143,24 @@ func newStateRun(states source.ShardState, db any, cfgTable, app string, lr *lea
 var _ stateClient = (*dynamodb.Client)(nil)
 
 // stateEnsureMaxUnanswered is how many calls in a row ensureTable lets
-// DynamoDB leave unanswered (every attempt timed out) before it fails the
-// receiver: as many as the lease table's start-up does.
+// fail in a way a retry may heal (no answer, every attempt timed out; a
+// refused or cut connection, a server error, throttling) before it fails
+// the receiver: as many as the lease table's start-up does.
 const stateEnsureMaxUnanswered = 10
+
+// stateEnsureWait paces the calls of ensureTable after a failure that
+// came at once (a refused connection, a server error); an unanswered one
+// took its attempts' timeouts, which pace the next.
+var stateEnsureWait = backoff.Policy{Base: 25 * time.Millisecond, Max: time.Second}
 
 // ensureTable creates the store's table if it does not exist, each attempt
 // of its calls bounded by the lease table's AttemptTimeout, as the store's
-// are. A DynamoDB that does not answer is logged at WARN at once, naming
-// the endpoint and the fix, and again as the calls go unanswered (5 in a
-// row); ensureTable fails after stateEnsureMaxUnanswered of them.
+// are. A DynamoDB that does not answer, or fails a call in a way a retry
+// may heal, is logged at WARN at once, naming the endpoint and the fix,
+// and again as the failures go on (5 in a row); ensureTable fails after
+// stateEnsureMaxUnanswered of them. A call DynamoDB refuses for good, or
+// a table it finds of another key or of a status no wait cures, fails it
+// at once.
 func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
 	clk := lr.rn.clock
 	mw := attempt.Middleware(clk, lease.WithDefaults(lr.cfg).AttemptTimeout)
@@ -158,29 +170,45 @@ func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
 		Attr: slog.String("table", sr.table), Endpoint: awsconf.DynamoDBEndpoint(ctx, sr.db),
 		MaxAttempts: stateEnsureMaxUnanswered, Fix: stateTableFix,
 	}
+	wait := stateEnsureWait.Start()
 	for call := 1; ; call++ {
-		err := dynamochunk.EnsureTable(ctx, sr.db, clk, sr.table, "log", "seq", "shard state table", opts...)
+		err := dynamochunk.EnsureTable(ctx, sr.db, clk, lr.log, sr.table, "log", "seq", "shard state table", opts...)
+		var op *smithy.OperationError // a call's error, not one on the table EnsureTable found
+		cause := "timeout"
+		if !errors.Is(err, attempt.ErrTimeout) {
+			cause = "error"
+		}
 		switch {
 		case err == nil:
 			silent.Ended(call)
 			return nil
-		case !errors.Is(err, attempt.ErrTimeout) || ctx.Err() != nil:
+		case ctx.Err() != nil || !errors.As(err, &op) || awserr.Refused(err):
 			return fmt.Errorf("kinesis: shard state table: %w", err)
-		case call == stateEnsureMaxUnanswered:
+		case call == stateEnsureMaxUnanswered && cause == "timeout":
 			return fmt.Errorf("kinesis: shard state table %s: DynamoDB answered none of %d calls in a row: %w; fix: %s",
-				sr.table, call, err, silent.FixFor("timeout"))
+				sr.table, call, err, silent.FixFor(cause))
+		case call == stateEnsureMaxUnanswered:
+			return fmt.Errorf("kinesis: shard state table %s: DynamoDB failed %d calls in a row: %w; fix: %s",
+				sr.table, call, err, silent.FixFor(cause))
 		}
-		// Each unanswered call took its attempts' timeouts: that paces
-		// the next one.
-		silent.Failed(call, "timeout", true, err)
+		silent.Failed(call, cause, true, err)
+		if cause == "timeout" {
+			continue // the attempts' timeouts paced this call
+		}
+		if err := wait.Wait(ctx, clk); err != nil {
+			return fmt.Errorf("kinesis: shard state table: %w", err)
+		}
 	}
 }
 
-// stateTableFix is the fix of a DynamoDB that does not answer the shard
-// state table's calls.
-func stateTableFix(_, endpoint string) string {
-	return "DynamoDB at " + endpoint + " does not answer within Leases.AttemptTimeout: check Leases.Endpoint, " +
-		"the region (AWS_REGION), proxies and the network"
+// stateTableFix is the fix of a DynamoDB that does not answer, or cannot
+// be reached by, the shard state table's calls.
+func stateTableFix(cause, endpoint string) string {
+	what := " does not answer within Leases.AttemptTimeout"
+	if cause != "timeout" {
+		what = " cannot be reached or keeps failing"
+	}
+	return "DynamoDB at " + endpoint + what + ": check Leases.Endpoint, the region (AWS_REGION), proxies and the network"
 }
 
 func (sr *stateRun) key(lr *leaseRun, shard string) shardstate.Key {

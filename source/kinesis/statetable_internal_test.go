@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/clock"
@@ -81,5 +84,77 @@ func TestStateTableSilentDynamoDB(t *testing.T) {
 	}
 	if !warned {
 		t.Errorf("no WARN naming the endpoint, the table and the fix; logs:\n%s", logs.String())
+	}
+}
+
+// failingStateDB is a DynamoDB whose shard state table exists, ACTIVE,
+// and whose first `fail` DescribeTable calls fail with err. Only
+// ensureTable's retries are tested with it; the calls themselves are
+// tested against dynalite.
+type failingStateDB struct {
+	*dynamodb.Client // of no server: any other call fails
+	fail             int
+	err              error
+	calls            int
+}
+
+func (d *failingStateDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	if d.calls++; d.calls <= d.fail {
+		return nil, d.err
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableName: in.TableName, TableStatus: types.TableStatusActive,
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("log"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("seq"), KeyType: types.KeyTypeRange},
+		},
+	}}, nil
+}
+
+// TestStateTableRidesOutFailedCalls checks, in virtual time, that the
+// start-up check of the shard state table tries a DescribeTable again
+// after a failure a retry may heal (a server error past the client's
+// retries, a refused connection), backing off and warning, within the
+// bound of unanswered calls, as the lease table's check does, rather than
+// failing the receiver at once; and that one DynamoDB refuses for good
+// still fails it at once.
+func TestStateTableRidesOutFailedCalls(t *testing.T) {
+	serverErr := &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "DescribeTable",
+		Err: &smithy.GenericAPIError{Code: "InternalServerError", Message: "internal failure", Fault: smithy.FaultServer}}
+	denied := &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "DescribeTable",
+		Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient}}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		fail    int
+		wantErr bool
+		calls   int
+	}{
+		{"server error, then answered", serverErr, 3, false, 4},
+		{"server error for good", serverErr, 1000, true, stateEnsureMaxUnanswered},
+		{"access denied", denied, 1000, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				db := &failingStateDB{Client: dynamodb.New(dynamodb.Options{Region: "us-east-1"}), fail: tc.fail, err: tc.err}
+				lr := &leaseRun{rn: &run{clock: clock.Real{}}, log: slog.New(slog.NewTextHandler(&logs, nil)),
+					cfg: leasetable.Config{TableName: "leases"}}
+				sr, err := newStateRun(struct{ source.ShardState }{}, db, "leases", "app", lr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = sr.ensureTable(t.Context(), lr)
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("ensureTable: %v, want an error: %v", err, tc.wantErr)
+				}
+				if db.calls != tc.calls {
+					t.Errorf("%d DescribeTable calls, want %d", db.calls, tc.calls)
+				}
+				if tc.err == serverErr && !strings.Contains(logs.String(), "level=WARN") {
+					t.Errorf("no warning:\n%s", logs.String())
+				}
+			})
+		})
 	}
 }

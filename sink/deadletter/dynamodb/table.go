@@ -117,21 +117,71 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 	if t.logger == nil {
 		t.logger = slog.Default()
 	}
+	// The key schema is checked on the description the sink's New reads
+	// (bounded by its timeout, retried, waited for while CREATING), not
+	// by a DescribeTable of its own without those.
+	// (A config left without a client here is one the sink refuses.)
+	seen := &describeSeen{Client: cfg.Client}
+	if o, ok := cfg.Client.(optioned); ok {
+		cfg.Client = describeSeenOptions{seen, o} // the sink names its endpoint
+	} else if cfg.Client != nil {
+		cfg.Client = seen
+	}
 	s, err := sinkddb.New(ctx, cfg, func(w written) (sinkddb.Write, error) {
 		return sinkddb.Write{Item: lettertable.Item(w.l, w.worker)}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter table: %w", err)
 	}
-	out, err := cfg.Client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: aws.String(cfg.Table)})
-	if err != nil {
-		return nil, fmt.Errorf("deadletter table: describe table %s: %w", cfg.Table, err)
+	out := seen.last()
+	if out == nil {
+		return nil, fmt.Errorf("deadletter table %s: the sink read no description of it", cfg.Table)
 	}
 	if err := checkSchema(out.Table); err != nil {
 		return nil, fmt.Errorf("deadletter table: table %s: %w", cfg.Table, err)
 	}
 	t.sink = s
 	return t, nil
+}
+
+// describeSeen is a sink client that keeps the last table description it
+// read.
+type describeSeen struct {
+	sinkddb.Client
+	mu  sync.Mutex
+	out *ddb.DescribeTableOutput
+}
+
+// DescribeTable calls the client's, keeping a description read.
+func (c *describeSeen) DescribeTable(ctx context.Context, in *ddb.DescribeTableInput, optFns ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error) {
+	out, err := c.Client.DescribeTable(ctx, in, optFns...)
+	if err == nil {
+		c.mu.Lock()
+		c.out = out
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+// optioned is a client that shows its options, as *dynamodb.Client does,
+// from which the sink reads the endpoint it names in its messages.
+type optioned interface{ Options() ddb.Options }
+
+// describeSeenOptions is a describeSeen that shows the options of the
+// client it wraps.
+type describeSeenOptions struct {
+	*describeSeen
+	o optioned
+}
+
+// Options returns the wrapped client's options.
+func (c describeSeenOptions) Options() ddb.Options { return c.o.Options() }
+
+// last returns the last description read.
+func (c *describeSeen) last() *ddb.DescribeTableOutput {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out
 }
 
 // checkSchema returns an error unless td's key is "batch" (S), "index" (N).

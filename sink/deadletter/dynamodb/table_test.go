@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/sink/deadletter/dynamodb"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
@@ -139,5 +140,37 @@ func TestNewRefusesOtherKey(t *testing.T) {
 	_, err = dynamodb.New(t.Context(), sinkddb.Config{Client: c})
 	if !errors.Is(err, sinkddb.ErrInvalidConfig) {
 		t.Errorf("New without Table = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestNewDescribesOnce checks, against dynalite behind a fault transport
+// (no SDK retries), that New reads the table's description once, through
+// the sink's DescribeTable, which is bounded by a timeout and retried: a
+// second DescribeTable of its own, with neither, failed New on a server
+// error the sink's had ridden out (and hung it on a silent DynamoDB).
+func TestNewDescribesOnce(t *testing.T) {
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "DescribeTable", Kind: faults.InternalFailure, Skip: 1, Times: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := servers.Env(t)
+	name := letterstest.CreateTable(t, env.DynamoDB())
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient = tr; o.Retryer = aws.NopRetryer{} })
+	if _, err := dynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name}); err != nil {
+		t.Fatalf("New with a DescribeTable failing after the sink's: %v", err)
+	}
+	if n := tr.Requests("DescribeTable"); n != 1 {
+		t.Errorf("%d DescribeTable calls, want 1", n)
+	}
+}
+
+// TestNewMissingTableNamesEndpoint checks that New on a table that does
+// not exist fails naming the endpoint the client sends to, as the sink's
+// New does: the client New hands the sink still shows its options.
+func TestNewMissingTableNamesEndpoint(t *testing.T) {
+	env := servers.Env(t)
+	_, err := dynamodb.New(t.Context(), sinkddb.Config{Client: env.DynamoDB(), Table: localaws.UniqueName(t)})
+	if err == nil || !strings.Contains(err.Error(), env.DynamoDBEndpoint) {
+		t.Errorf("New on a missing table: %v, want an error naming the endpoint %s", err, env.DynamoDBEndpoint)
 	}
 }
