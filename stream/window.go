@@ -27,7 +27,9 @@ import (
 // With Config.Recovery, the kept batches are part of the state snapshots
 // (see UpdateStateByKey), so the windows after a restart hold what they
 // would have held without it; their records are encoded with GobCodec
-// unless a StateCodec option gives another codec for T.
+// unless a StateCodec option gives another codec for T. A window whose
+// time is after the last batch of a drained Run is output by a restart
+// only if it runs that time: see Pipeline.Drain.
 func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
 	mustExist("Window", "s", s)
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
@@ -157,7 +159,9 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // per-batch reductions of the last length+slide and, with an inverse, the
 // last window. With Config.Recovery both are part of the state snapshots
 // (see UpdateStateByKey), keys and values encoded with GobCodec unless
-// StateCodec options give other codecs for K or V.
+// StateCodec options give other codecs for K or V. As for Window, a window
+// whose time is after the last batch of a drained Run is output by a
+// restart only if it runs that time: see Pipeline.Drain.
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	mustExist("ReduceByKeyAndWindow", "s", s)
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
