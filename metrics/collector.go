@@ -150,7 +150,7 @@ type Collector struct {
 	mu        sync.Mutex
 	counts    BatchCounts
 	outputs   []OutputCounts
-	scheduled int64 // input records of scheduled batches not recovered
+	scheduled int64 // input records of scheduled batches that this Run's receivers read
 	recent    []BatchSample
 	failed    []BatchSample
 	receivers []ReceiverSample
@@ -200,7 +200,8 @@ func (c *Collector) BatchScheduled(b stream.BatchInfo) {
 	c.counts.Pending++
 	c.counts.UnbatchedBlocks = b.Unbatched
 	if !b.Recovered {
-		c.scheduled += int64(b.Records)
+		// Records an earlier Run read are not in this one's reads.
+		c.scheduled += int64(b.Records - b.RecoveredRecords)
 	}
 }
 

@@ -44,6 +44,10 @@ type engine struct {
 	recovered []*job     // batches allocated and not completed, in time order
 	last      batch.Time // greatest logged batch time, if hasLast
 	hasLast   bool
+	// resumed are the blocks stored and in no batch when the log was
+	// read, which an earlier Run's receivers read; the timer loop's once
+	// it runs, which drops them as it cuts them.
+	resumed map[batch.BlockID]bool
 	// lastReserved is set when last is the end of a reservation of batch
 	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
 	lastReserved bool
@@ -101,6 +105,7 @@ type job struct {
 	blocks    [][]batch.BlockInfo // by source index, in block order
 	records   int
 	nblocks   int
+	resumed   int  // records of an earlier Run's blocks (BatchInfo.RecoveredRecords)
 	recovered bool // allocated before a restart, read from the recovery log
 	replay    bool // completed before a restart: recomputed for the state only
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
@@ -113,7 +118,7 @@ type job struct {
 }
 
 func (j *job) info() BatchInfo {
-	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered, RecoveredRecords: j.resumed}
 	for _, blocks := range j.blocks {
 		for _, b := range blocks {
 			info.Ranges = append(info.Ranges, b.Ranges...)
@@ -557,6 +562,10 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 		logged = logged && !untimed
 		for _, b := range j.blocks[i] {
 			j.records += b.Count
+			if e.resumed[b.ID] {
+				j.resumed += b.Count
+				delete(e.resumed, b.ID)
+			}
 		}
 		j.nblocks += len(j.blocks[i])
 		all = append(all, j.blocks[i]...)

@@ -55,6 +55,10 @@ func (e *engine) resume(st *recoverylog.State) error {
 				b.ID, b.ID.Source, len(e.sources))
 		}
 		unallocated[b.ID.Source] = append(unallocated[b.ID.Source], b)
+		if e.resumed == nil {
+			e.resumed = make(map[batch.BlockID]bool)
+		}
+		e.resumed[b.ID] = true
 	}
 	for _, p := range st.Pending {
 		j := &job{time: p.Time, blocks: make([][]batch.BlockInfo, len(e.sources)), recovered: true, inRun: p.InRun}
@@ -66,6 +70,7 @@ func (e *engine) resume(st *recoverylog.State) error {
 			j.blocks[b.ID.Source] = append(j.blocks[b.ID.Source], b)
 			j.records += b.Count
 			j.nblocks++
+			j.resumed += b.Count
 		}
 		e.recovered = append(e.recovered, j)
 	}
