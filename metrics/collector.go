@@ -433,8 +433,17 @@ func (c *Collector) leaseChangesLocked(now time.Time, i int, s *ReceiverSample) 
 			s.Leases.Stolen++
 		}
 	}
+	var prev map[string]ShardStats // as of the previous sample
+	if i < len(c.receivers) {
+		prev = c.receivers[i].Stats.Shards
+	}
 	for shard := range before {
-		if !held[shard] && !s.Stats.Shards[shard].Ended {
+		now := s.Stats.Shards[shard]
+		switch {
+		case held[shard] || now.Ended:
+		case now.HandedBack > prev[shard].HandedBack:
+			s.Leases.HandedBack++
+		default:
 			s.Leases.Lost++
 		}
 	}
