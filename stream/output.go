@@ -153,6 +153,15 @@ func forEachIsolated[T any](ctx context.Context, pt *parted[T], i int, st *partS
 		}
 		return stop == nil
 	})
+	if stop == nil && len(held) > 0 {
+		// Records no root yielded one at a time (none expected): given
+		// to f all the same, a failure of f the partition's, never lost.
+		for _, v := range held {
+			if err := f(ctx, v); err != nil {
+				return err
+			}
+		}
+	}
 	return stop
 }
 
