@@ -49,7 +49,7 @@ func Retry(n int) Option {
 // in the output's partitions: the failing partitions run again record by
 // record, in order, skipping the records ForEach has already output, and
 // each record whose processing fails is quarantined alone (ForEach may
-// have output some of its outputs: see ForEach). The unit is the
+// have given f some of its outputs: see ForEach). The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same

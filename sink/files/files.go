@@ -399,7 +399,7 @@ func (s *Sink[T]) holds(ctx context.Context, final string, b *batch.Batch[T]) er
 	switch {
 	case c.differs:
 		return fmt.Errorf("%w: %s holds other records than this batch's: the batch time was an earlier batch's, "+
-			"as without a recovery log after the wall clock went back (or Format or Encode is not deterministic); "+
+			"as without a recovery log after the wall clock went back (or Format or Encode changed, or is not deterministic); "+
 			"the batch is not written and the file is kept. Set stream.Config.Recovery, whose batch times never go back, "+
 			"or move the files of this time and later out of %s", ErrTimeReused, s.Path(b.Time()), s.cfg.Dir)
 	case err != nil:
