@@ -2,7 +2,9 @@ package stream_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,9 +29,15 @@ func TestDrainLeavesWindowOpen(t *testing.T) {
 				const iv, length, slide = time.Second, 20 * time.Second, 10 * time.Second
 				d := &durable{log: recoverylog.NewMemory()}
 				windows := map[batch.Time][]string{}
+				var open []string // the drains' lines about a window left open
 				run := func(produce func(*replay), then time.Duration) {
 					t.Helper()
-					p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
+					logger := slog.New(slog.NewTextHandler(lineWriter(func(line string) {
+						if strings.Contains(line, "window open") {
+							open = append(open, line)
+						}
+					}), nil))
+					p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, Logger: logger})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -59,6 +67,11 @@ func TestDrainLeavesWindowOpen(t *testing.T) {
 				if len(windows) != 0 {
 					t.Fatalf("the drained Run output windows %v, want none: its window's time is after its last batch", windows)
 				}
+				if len(open) != 1 || !strings.Contains(open[0], "level=INFO") || !strings.Contains(open[0], "next=\"946684810000 ms") ||
+					!strings.Contains(open[0], "batches=1") {
+					t.Errorf("the drain logged %q, want one INFO line naming the window's time and its 1 batch with records", open)
+				}
+				open = nil
 				if late {
 					time.Sleep(length) // down past the window's time
 				}
@@ -71,6 +84,9 @@ func TestDrainLeavesWindowOpen(t *testing.T) {
 				case late && ok:
 					t.Errorf("window at %v output by a restart after its time: %v", at10, got)
 				}
+				if len(open) != 0 {
+					t.Errorf("the second drain, whose windows were all output, logged %q", open)
+				}
 				for at, recs := range windows {
 					if slices.Contains(recs, "a") && at.Sub(start) > length {
 						t.Errorf("window at %v holds a, of a batch older than its length", at)
@@ -79,4 +95,40 @@ func TestDrainLeavesWindowOpen(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestDrainWithoutLogWarnsOfOpenWindow drains a pipeline without a
+// recovery log while its window holds a batch with records: no restart
+// can output it, which the drain warns about.
+func TestDrainWithoutLogWarnsOfOpenWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = time.Second
+		var warned []string
+		logger := slog.New(slog.NewTextHandler(lineWriter(func(line string) {
+			if strings.Contains(line, "level=WARN") {
+				warned = append(warned, line)
+			}
+		}), nil))
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := newReplay(t, &durable{})
+		stream.ForEachBatch(stream.Window(stream.From(p, src), 10*time.Second, 10*time.Second),
+			func(context.Context, *batch.Batch[string]) error { return nil })
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(context.Background()) }()
+		time.Sleep(iv / 2)
+		src.produce("a")
+		time.Sleep(2 * iv)
+		if err := p.Drain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if len(warned) != 1 || !strings.Contains(warned[0], "window open") || !strings.Contains(warned[0], "Config.Recovery") {
+			t.Errorf("warnings %q, want one of the window left open, naming Config.Recovery", warned)
+		}
+	})
 }

@@ -227,6 +227,9 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
+	if ctx.Err() == nil {
+		e.logOpenWindows()
+	}
 	l, ok := e.log.(*recoveryLog)
 	if !ok {
 		return nil
@@ -248,6 +251,35 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		cancel()
 	}
 	return nil
+}
+
+// logOpenWindows says, at the end of a drain, which windows hold batches
+// with records that no window output yet: the Run ends before their time
+// (see Pipeline.Drain). With a recovery log a restart before that time
+// outputs them (INFO); without one none does (WARN).
+func (e *engine) logOpenWindows() {
+	if e.lastRan == 0 {
+		return
+	}
+	for _, n := range e.ticks {
+		w, ok := n.state.(windowed)
+		if !ok {
+			continue
+		}
+		next, batches := w.unwindowed(e.lastRan)
+		if batches == 0 {
+			continue
+		}
+		if e.cfg.Recovery != nil {
+			e.cfg.Logger.Info("stream: drained with a window open: its time is after the last batch; "+
+				"a restart with the recovery log before that time outputs it whole, one after it does not",
+				"window", n.String(), "next", next, "batches", batches, "last", e.lastRan)
+			continue
+		}
+		e.cfg.Logger.Warn("stream: drained with a window open: its time is after the last batch, and without a recovery log "+
+			"no restart outputs its batches; set Config.Recovery to keep them for a restart",
+			"window", n.String(), "next", next, "batches", batches, "last", e.lastRan)
+	}
 }
 
 // releaseTimeout bounds the compaction that gives back a stopping Run's

@@ -98,6 +98,8 @@ func (p *Pipeline) Stop() {
 // owners run the window's time. Without Config.Recovery a restart's first
 // windows hold only its own batches. This is Spark Streaming's graceful
 // stop: a Kinesis stream has no end of input at which to close a window.
+// The drain logs each window it leaves open with batches of records, with
+// the window's time: at INFO with Config.Recovery, at WARN without.
 //
 // If ctx is done
 // first, Drain stops the pipeline now, as Stop does, and returns at once a

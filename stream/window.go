@@ -37,7 +37,7 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "Window of "+s.n.String(), stateOptions)
 	cs := newCodecSet(o)
-	ws := &windowState[T]{h: h, rc: plainRecords(codecFor[T](cs))}
+	ws := &windowState[T]{h: h, slide: slide, rc: plainRecords(codecFor[T](cs))}
 	cs.unused(s.p, "Window", s.n)
 	out := newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
 		t := r.job.time
@@ -108,6 +108,21 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 		}
 		return nil
 	}
+}
+
+// unwindowed returns the time of the first window after the batch at t,
+// of a window operator of slide, and how many kept batches with records
+// are after the last window at or before t: in no window output yet.
+func (h *history[T]) unwindowed(t batch.Time, slide time.Duration) (batch.Time, int) {
+	ms := slide.Milliseconds()
+	last := batch.Time(int64(t) / ms * ms)
+	n := 0
+	for _, b := range h.bs {
+		if b.Time() > last && b.Len() > 0 {
+			n++
+		}
+	}
+	return last.Add(slide), n
 }
 
 // empty reports whether every kept batch is empty.
