@@ -51,5 +51,6 @@
 //	})
 //	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 //	defer stop()
+//	context.AfterFunc(ctx, stop) // a second Ctrl-C stops at once
 //	return p.Run(ctx) // Ctrl-C drains (leases handed back, stored records processed), then nil
 package weir

@@ -150,7 +150,7 @@ type Collector struct {
 	mu        sync.Mutex
 	counts    BatchCounts
 	outputs   []OutputCounts
-	scheduled int64 // input records of scheduled batches not recovered
+	scheduled int64 // input records of scheduled batches that this Run's receivers read
 	recent    []BatchSample
 	failed    []BatchSample
 	receivers []ReceiverSample
@@ -200,7 +200,8 @@ func (c *Collector) BatchScheduled(b stream.BatchInfo) {
 	c.counts.Pending++
 	c.counts.UnbatchedBlocks = b.Unbatched
 	if !b.Recovered {
-		c.scheduled += int64(b.Records)
+		// Records an earlier Run read are not in this one's reads.
+		c.scheduled += int64(b.Records - b.RecoveredRecords)
 	}
 }
 
@@ -432,8 +433,17 @@ func (c *Collector) leaseChangesLocked(now time.Time, i int, s *ReceiverSample) 
 			s.Leases.Stolen++
 		}
 	}
+	var prev map[string]ShardStats // as of the previous sample
+	if i < len(c.receivers) {
+		prev = c.receivers[i].Stats.Shards
+	}
 	for shard := range before {
-		if !held[shard] && !s.Stats.Shards[shard].Ended {
+		now := s.Stats.Shards[shard]
+		switch {
+		case held[shard] || now.Ended:
+		case now.HandedBack > prev[shard].HandedBack:
+			s.Leases.HandedBack++
+		default:
 			s.Leases.Lost++
 		}
 	}

@@ -342,6 +342,15 @@ func TestLeaseChanges(t *testing.T) {
 		if diff := cmp.Diff(want, s.Receivers[0].Leases); diff != "" {
 			t.Errorf("lease counts (-want +got):\n%s", diff)
 		}
+		// A drain hands a and b back: not lost.
+		r.set(func(f *fakeReceiver) {
+			f.stats.Shards = map[string]metrics.ShardStats{"a": {HandedBack: 1}, "b": {HandedBack: 1}}
+		})
+		step(nil, lease("a", "", 4), lease("b", "", 6), lease("c", "w2", 9))
+		want.HandedBack = 2
+		if diff := cmp.Diff(want, c.Snapshot().Receivers[0].Leases); diff != "" {
+			t.Errorf("lease counts after a drain handed a and b back (-want +got):\n%s", diff)
+		}
 		if diff := cmp.Diff([]string{"me", "w2"}, s.Fleet.Workers); diff != "" {
 			t.Errorf("workers (-want +got):\n%s", diff)
 		}

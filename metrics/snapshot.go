@@ -132,8 +132,13 @@ type LeaseCounts struct {
 	// Stolen counts leases acquired from a live worker, to even the spread.
 	Stolen int64
 	// Lost counts leases no longer held, other than those of shards read to
-	// their end.
+	// their end and those handed back.
 	Lost int64
+	// HandedBack counts leases the worker gave up on purpose: at a drain,
+	// to a worker that asked for them (a steal towards balance), or
+	// refused (see ShardStats.HandedBack). A Receiver that does not report
+	// them counts them as Lost.
+	HandedBack int64
 }
 
 // Fleet is the lease table: which worker reads which shard, how far.

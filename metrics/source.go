@@ -74,6 +74,11 @@ type ShardStats struct {
 	// CheckpointCommits counts the checkpoints the receiver wrote for the
 	// shard; CheckpointFailures those that failed every attempt.
 	CheckpointCommits, CheckpointFailures int64
+	// HandedBack counts the times the receiver gave the shard's lease up
+	// on purpose: handed back at a drain, handed off to a worker that
+	// asked for it, or refused. A lease no longer held whose count grew
+	// since the last sample is not counted as lost (LeaseCounts).
+	HandedBack int64
 }
 
 // Histogram counts durations in buckets.

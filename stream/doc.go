@@ -13,6 +13,7 @@
 //	stream.Print(counts, 10)
 //	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 //	defer stop()
+//	context.AfterFunc(ctx, stop) // a second Ctrl-C stops at once
 //	err = p.Run(ctx) // Ctrl-C drains, then Run returns nil
 //
 // # How a record flows

@@ -44,6 +44,10 @@ type engine struct {
 	recovered []*job     // batches allocated and not completed, in time order
 	last      batch.Time // greatest logged batch time, if hasLast
 	hasLast   bool
+	// resumed are the blocks stored and in no batch when the log was
+	// read, which an earlier Run's receivers read; the timer loop's once
+	// it runs, which drops them as it cuts them.
+	resumed map[batch.BlockID]bool
 	// lastReserved is set when last is the end of a reservation of batch
 	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
 	lastReserved bool
@@ -101,6 +105,7 @@ type job struct {
 	blocks    [][]batch.BlockInfo // by source index, in block order
 	records   int
 	nblocks   int
+	resumed   int  // records of an earlier Run's blocks (BatchInfo.RecoveredRecords)
 	recovered bool // allocated before a restart, read from the recovery log
 	replay    bool // completed before a restart: recomputed for the state only
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
@@ -113,7 +118,7 @@ type job struct {
 }
 
 func (j *job) info() BatchInfo {
-	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered}
+	info := BatchInfo{Time: j.time, Blocks: j.nblocks, Records: j.records, Recovered: j.recovered, RecoveredRecords: j.resumed}
 	for _, blocks := range j.blocks {
 		for _, b := range blocks {
 			info.Ranges = append(info.Ranges, b.Ranges...)
@@ -222,6 +227,9 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = noLog{}
 	}
 	e.runGraph(ctx, drainc)
+	if ctx.Err() == nil {
+		e.logOpenWindows()
+	}
 	l, ok := e.log.(*recoveryLog)
 	if !ok {
 		return nil
@@ -270,6 +278,35 @@ func (e *engine) watchEnd(what string, args ...any) (end func()) {
 	return func() {
 		close(done)
 		w.Wait()
+	}
+}
+
+// logOpenWindows says, at the end of a drain, which windows hold batches
+// with records that no window output yet: the Run ends before their time
+// (see Pipeline.Drain). With a recovery log a restart before that time
+// outputs them (INFO); without one none does (WARN).
+func (e *engine) logOpenWindows() {
+	if e.lastRan == 0 {
+		return
+	}
+	for _, n := range e.ticks {
+		w, ok := n.state.(windowed)
+		if !ok {
+			continue
+		}
+		next, batches := w.unwindowed(e.lastRan)
+		if batches == 0 {
+			continue
+		}
+		if e.cfg.Recovery != nil {
+			e.cfg.Logger.Info("stream: drained with a window open: its time is after the last batch; "+
+				"a restart with the recovery log before that time outputs it whole, one after it does not",
+				"window", n.String(), "next", next, "batches", batches, "last", e.lastRan)
+			continue
+		}
+		e.cfg.Logger.Warn("stream: drained with a window open: its time is after the last batch, and without a recovery log "+
+			"no restart outputs its batches; set Config.Recovery to keep them for a restart",
+			"window", n.String(), "next", next, "batches", batches, "last", e.lastRan)
 	}
 }
 
@@ -585,6 +622,10 @@ func (e *engine) cut(ctx context.Context, t batch.Time) (*job, error) {
 		logged = logged && !untimed
 		for _, b := range j.blocks[i] {
 			j.records += b.Count
+			if e.resumed[b.ID] {
+				j.resumed += b.Count
+				delete(e.resumed, b.ID)
+			}
 		}
 		j.nblocks += len(j.blocks[i])
 		all = append(all, j.blocks[i]...)

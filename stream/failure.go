@@ -48,7 +48,8 @@ func Retry(n int) Option {
 // the narrow operators (Map, Filter, FlatMap, MapBatch) whose functions run
 // in the output's partitions: the failing partitions run again record by
 // record, in order, skipping the records ForEach has already output, and
-// each record whose processing fails is quarantined alone. The unit is the
+// each record whose processing fails is quarantined alone (ForEach may
+// have given f some of its outputs: see ForEach). The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
@@ -477,6 +478,11 @@ type isolation struct {
 	// record's outputs is output.
 	n    int
 	drop func(i int)
+	// done, if set, is called when record n was processed without
+	// failing so far, still as its processing: a consumer that holds a
+	// record's outputs (ForEach's) outputs them then, and a failure of
+	// its function is the record's.
+	done func()
 }
 
 // fail records err as the failure of the record being processed: for an
@@ -512,7 +518,13 @@ func (pt *parted[T]) try(iso *isolation, i, n, pos int, one []T, yield func(int,
 	iso.n++
 	iso.failure = nil
 	cont := true
-	err := safely(func() error { cont = yield(pos, one); return nil })
+	err := safely(func() error {
+		cont = yield(pos, one)
+		if iso.done != nil {
+			iso.done()
+		}
+		return nil
+	})
 	if err == nil {
 		err = iso.failure
 	}

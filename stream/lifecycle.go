@@ -83,7 +83,25 @@ func (p *Pipeline) Stop() {
 // with Config.Recovery and stateful operators it then snapshots their
 // state, so that a restart replays no batch (see
 // Config.StateSnapshotInterval). It returns nil once Run has finished (and
-// Done is closed). If ctx is done
+// Done is closed).
+//
+// A drain ends at the last batch time it needed, not at a window's: a
+// window (Window, ReduceByKeyAndWindow) whose time, a multiple of its
+// slide, is after that batch is not output by the Run, neither early nor
+// by waiting for its time. With Config.Recovery its batches are in the
+// drain's snapshot, so a restart that runs that time (one started before
+// it: a restart's batches start at the clock) outputs the window whole,
+// with the records of both Runs; one started after it does not output it,
+// as no batch runs at a time that passed while the pipeline was down, and
+// the window's records are only in the later windows whose length still
+// covers their batches. With state per shard on a fleet, the shards' new
+// owners run the window's time. Without Config.Recovery a restart's first
+// windows hold only its own batches. This is Spark Streaming's graceful
+// stop: a Kinesis stream has no end of input at which to close a window.
+// The drain logs each window it leaves open with batches of records, with
+// the window's time: at INFO with Config.Recovery, at WARN without.
+//
+// If ctx is done
 // first, Drain stops the pipeline now, as Stop does, and returns at once a
 // *DrainError that says what was left and wraps ctx's cause; Run returns
 // that error too. The receivers' Stop is given the Run's context, which is

@@ -70,6 +70,12 @@ type BatchInfo struct {
 	// Recovered reports a batch allocated before a restart and read back
 	// from the recovery log: it runs again with the same time and blocks.
 	Recovered bool
+	// RecoveredRecords is how many of Records the receivers of an earlier
+	// Run read: all of them in a Recovered batch; in the first batch after
+	// a restart, those of the blocks stored before it and in no batch yet,
+	// recomputed from their ranges. The receivers of this Run read the
+	// others.
+	RecoveredRecords int
 	// Ranges are the Kinesis sequence-number ranges (or other source
 	// ranges) of the input blocks, of all sources, in block order. The
 	// slice is shared by every listener: do not modify it.

@@ -76,10 +76,26 @@ func addOutputRun[T any](s *Stream[T], op string, opts []Option, mk func(o *outp
 // (Stop, a failure, a drain past its bound); f may pass it to Drain, which
 // then requests the drain without waiting. Named, among opts, names the
 // output in the pipeline's shape.
+//
+// ForEach gives f records as the operators before it make them, so a
+// source record quarantined after some of its outputs reached f is output
+// in part. Before the quarantine pass, the outputs f accepted stay output
+// when an operator before ForEach then fails on a later output of the same
+// record (a FlatMap made two, a FlatMap after it fails on the second); the
+// pass skips them as done. In the quarantine pass, a record's outputs are
+// held until the operators before ForEach are done with it, so a record
+// they fail on there has none of its outputs given to f. When f fails on
+// one of a record's outputs, those it accepted before stay output and the
+// later ones are not given to it. The letter holds the whole record:
+// replaying it outputs again those f accepted. ForEachPartition and
+// ForEachBatch give their function none of a quarantined record's outputs.
 func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts ...Option) {
 	mustExist("ForEach", "s", s)
 	requireFunc(s.p, "ForEach", s.n, "f", f == nil)
 	addPartitionOutput(s, "ForEach", opts, func(ctx context.Context, pt *parted[T], i int, st *partState) error {
+		if st.iso != nil {
+			return forEachIsolated(ctx, pt, i, st, f)
+		}
 		var err error
 		pt.transient(i, func(_ int, c []T) bool {
 			for _, v := range c {
@@ -89,11 +105,7 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 				}
 				st.inF = true
 				if err = f(ctx, v); err != nil {
-					if st.iso == nil || ctx.Err() != nil {
-						return false
-					}
-					st.iso.fail(err) // its record is quarantined
-					err = nil
+					return false
 				}
 				st.inF = false
 				st.calls++
@@ -102,6 +114,55 @@ func ForEach[T any](s *Stream[T], f func(ctx context.Context, v T) error, opts .
 		})
 		return err
 	})
+}
+
+// forEachIsolated is ForEach's quarantine pass of partition i: the
+// outputs of each root record are held until its processing is done, then
+// given to f, so that a record that fails, in an operator before ForEach
+// or in f, has none of its outputs given to f after the failure, nor
+// before it when an operator failed. The calls earlier tries made are
+// skipped, as in a try.
+func forEachIsolated[T any](ctx context.Context, pt *parted[T], i int, st *partState, f func(ctx context.Context, v T) error) error {
+	iso := st.iso
+	var held []T
+	var stop error // f failed because the Run stops
+	iso.done = func() {
+		for _, v := range held {
+			if err := f(ctx, v); err != nil {
+				if ctx.Err() != nil {
+					stop = err
+				} else {
+					iso.fail(err) // its record is quarantined
+				}
+				break
+			}
+		}
+		clear(held)
+		held = held[:0]
+	}
+	iso.drop = func(int) { clear(held); held = held[:0] }
+	defer func() { iso.done, iso.drop = nil, nil }()
+	pt.transient(i, func(_ int, c []T) bool {
+		for _, v := range c {
+			if st.calls < st.skip {
+				st.calls++ // done by an earlier try
+				continue
+			}
+			st.calls++
+			held = append(held, v)
+		}
+		return stop == nil
+	})
+	if stop == nil && len(held) > 0 {
+		// Records no root yielded one at a time (none expected): given
+		// to f all the same, a failure of f the partition's, never lost.
+		for _, v := range held {
+			if err := f(ctx, v); err != nil {
+				return err
+			}
+		}
+	}
+	return stop
 }
 
 // ForEachPartition calls f with every partition of every batch of s (see

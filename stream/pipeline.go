@@ -186,9 +186,11 @@ func (p *Pipeline) validateLocked() error {
 //
 //	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 //	defer stop()
+//	context.AfterFunc(ctx, stop) // signals no longer caught once the drain starts
 //	err = p.Run(ctx)
 //
-// drains on Ctrl-C and returns nil.
+// drains on Ctrl-C and returns nil; a second Ctrl-C, no longer caught,
+// stops the program at once.
 //
 // Run returns:
 //   - nil after a requested shutdown: ctx done, Drain or Stop, once the

@@ -198,3 +198,85 @@ func TestQuarantinePartitionDropsPartialOutputs(t *testing.T) {
 		}
 	})
 }
+
+// TestQuarantineForEachWithholdsPartialOutputs checks what a ForEach with
+// Quarantine gives f of a record that is quarantined after it made several
+// outputs (a FlatMap of two): in the quarantine pass, none of them, whether
+// the FlatMap after it or f itself fails on one; before it, the
+// try that first failed in the partition gave f, one by one, the outputs
+// made before the failure, which stay output (ForEach streams).
+func TestQuarantineForEachWithholdsPartialOutputs(t *testing.T) {
+	for _, failIn := range []string{"FlatMap", "ForEach"} {
+		t.Run(failIn, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const shards, n = 2, 100
+				// Both bad records are of shard 1, in one batch: the
+				// first try of its partition fails on bad1, the
+				// quarantine pass isolates bad1 and bad2.
+				bad1, bad2 := posRec{Shard: 1, Seq: 10}, posRec{Shard: 1, Seq: 30}
+				isBad := func(r fanRec) bool { return r.posRec == bad1 || r.posRec == bad2 }
+				p, err := NewPipeline(Config{Parallelism: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := memory.New[posRec](memory.Config{Shards: shards})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fanned := FlatMap(From(p, src), func(v posRec) []fanRec { return []fanRec{{v, 0}, {v, 1}} })
+				// A FlatMap passes each output on alone, so the first
+				// reaches ForEach before the second fails (a Map would
+				// fail on the chunk of both first).
+				mapped := FlatMap(fanned, func(r fanRec) []fanRec {
+					if failIn == "FlatMap" && isBad(r) && r.K == 1 {
+						panic("kaboom")
+					}
+					return []fanRec{r}
+				})
+				var mu sync.Mutex
+				seen := map[fanRec]int{}
+				box := &letterBox{}
+				ForEach(mapped, func(_ context.Context, r fanRec) error {
+					if failIn == "ForEach" && isBad(r) && r.K == 0 {
+						return fmt.Errorf("refused %v", r)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					seen[r]++
+					return nil
+				}, Quarantine(box), Retry(0))
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				for i := range n {
+					if err := src.Push(posRec{i % shards, i / shards}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := p.Drain(context.Background()); err != nil {
+					t.Fatalf("Drain: %v", err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatalf("Run = %v, want nil: the bad records quarantined", err)
+				}
+				for k := range n {
+					v := posRec{k % shards, k / shards}
+					for i := range 2 {
+						want := 1
+						switch {
+						case v == bad1 && i == 0 && failIn == "FlatMap":
+							want = 1 // given by the first try, before its second failed
+						case v == bad1 || v == bad2:
+							want = 0
+						}
+						if got := seen[fanRec{v, i}]; got != want {
+							t.Errorf("output %d of %v given %d times, want %d", i, v, got, want)
+						}
+					}
+				}
+				if letters := box.all(); len(letters) != 2 {
+					t.Errorf("%d letters, want bad1's and bad2's: %+v", len(letters), letters)
+				}
+			})
+		})
+	}
+}

@@ -72,12 +72,17 @@ func (e *engine) resume(st *recoverylog.State) error {
 				b.ID, b.ID.Source, len(e.sources))
 		}
 		unallocated[b.ID.Source] = append(unallocated[b.ID.Source], b)
+		if e.resumed == nil {
+			e.resumed = make(map[batch.BlockID]bool)
+		}
+		e.resumed[b.ID] = true
 	}
 	for _, p := range st.Pending {
 		j, err := e.recoveredJob(p.Time, p.Blocks)
 		if err != nil {
 			return err
 		}
+		j.resumed = j.records // an earlier Run's blocks (BatchInfo.RecoveredRecords)
 		j.inRun = p.InRun
 		e.recovered = append(e.recovered, j)
 	}

@@ -38,6 +38,15 @@ type nodeState interface {
 	quiet(t batch.Time, used func(*node) bool) bool
 }
 
+// windowed is the nodeState of a window operator (Window,
+// ReduceByKeyAndWindow).
+type windowed interface {
+	// unwindowed returns, after the batch at t, the time of the next
+	// window and how many of the kept batches with records are in no
+	// window output yet.
+	unwindowed(t batch.Time) (next batch.Time, batches int)
+}
+
 // snapshotVersion is the version of the snapshot envelope this weir writes
 // and reads.
 const snapshotVersion = 1

@@ -27,7 +27,9 @@ import (
 // With Config.Recovery, the kept batches are part of the state snapshots
 // (see UpdateStateByKey), so the windows after a restart hold what they
 // would have held without it; their records are encoded with GobCodec
-// unless a StateCodec option gives another codec for T.
+// unless a StateCodec option gives another codec for T. A window whose
+// time is after the last batch of a drained Run is output by a restart
+// only if it runs that time: see Pipeline.Drain.
 func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
 	mustExist("Window", "s", s)
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
@@ -35,7 +37,7 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "Window of "+s.n.String(), stateOptions)
 	cs := newCodecSet(o)
-	ws := &windowState[T]{h: h, rc: plainRecords(codecFor[T](cs))}
+	ws := &windowState[T]{h: h, slide: slide, rc: plainRecords(codecFor[T](cs))}
 	cs.unused(s.p, "Window", s.n)
 	out := newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
 		t := r.job.time
@@ -108,6 +110,21 @@ func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) er
 	}
 }
 
+// unwindowed returns the time of the first window after the batch at t,
+// of a window operator of slide, and how many kept batches with records
+// are after the last window at or before t: in no window output yet.
+func (h *history[T]) unwindowed(t batch.Time, slide time.Duration) (batch.Time, int) {
+	ms := slide.Milliseconds()
+	last := batch.Time(int64(t) / ms * ms)
+	n := 0
+	for _, b := range h.bs {
+		if b.Time() > last && b.Len() > 0 {
+			n++
+		}
+	}
+	return last.Add(slide), n
+}
+
 // empty reports whether every kept batch is empty.
 func (h *history[T]) empty() bool {
 	for _, b := range h.bs {
@@ -157,7 +174,9 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // per-batch reductions of the last length+slide and, with an inverse, the
 // last window. With Config.Recovery both are part of the state snapshots
 // (see UpdateStateByKey), keys and values encoded with GobCodec unless
-// StateCodec options give other codecs for K or V.
+// StateCodec options give other codecs for K or V. As for Window, a window
+// whose time is after the last batch of a drained Run is output by a
+// restart only if it runs that time: see Pipeline.Drain.
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	mustExist("ReduceByKeyAndWindow", "s", s)
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)

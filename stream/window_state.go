@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -128,8 +129,17 @@ func (h *history[T]) decode(r *snapReader, rc recordCodec[T]) error {
 
 // windowState is the nodeState of a Window: its history.
 type windowState[T any] struct {
-	h  *history[T]
-	rc recordCodec[T]
+	h     *history[T]
+	slide time.Duration
+	rc    recordCodec[T]
+}
+
+func (s *windowState[T]) unwindowed(t batch.Time) (batch.Time, int) {
+	return s.h.unwindowed(t, s.slide)
+}
+
+func (w *windowReduce[K, V]) unwindowed(t batch.Time) (batch.Time, int) {
+	return w.h.unwindowed(t, w.slide)
 }
 
 func (s *windowState[T]) check() error { return s.rc.check() }

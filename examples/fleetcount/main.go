@@ -25,6 +25,9 @@
 //
 // SIGTERM or Ctrl-C drains: the receivers stop, every record read is
 // counted and written, the leases are handed back, and the program exits 0.
+// A second one stops it at once, with status 143 for SIGTERM (130 for
+// Ctrl-C), as a shell reports a process the signal killed; its leases then
+// expire, as a crashed worker's do.
 // Bad flags exit 2. README.md, "Running a fleet", says what holds.
 package main
 
@@ -91,11 +94,49 @@ func main() {
 	case err != nil:
 		os.Exit(2) // the flag package has printed the error and the usage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupted(os.Stderr, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetcount:", err)
 		os.Exit(1)
+	}
+}
+
+// interrupted returns a context cancelled at the first of sigs, which
+// drains the pipeline, and a function that stops watching for them. At the
+// second, it says so on w and exits at once, with the status a shell gives
+// a process the signal killed (128 + its number: 130 for Ctrl-C), so that
+// a drain waiting for something stuck cannot keep the program running.
+func interrupted(w io.Writer, sigs ...os.Signal) (context.Context, func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, sigs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ch:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(w, "fleetcount: draining; interrupt again to stop at once")
+		cancel()
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(w, "fleetcount: %v again: stopping at once\n", sig)
+			status := 1
+			if n, ok := sig.(syscall.Signal); ok {
+				status = 128 + int(n)
+			}
+			os.Exit(status)
+		case <-done:
+		}
+	})
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		wg.Wait()
+		cancel()
 	}
 }
 

@@ -146,6 +146,7 @@ func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bo
 	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)
 	if c.cfg.OnHandoff == nil {
 		delete(c.held, shard)
+		c.givenLocked(shard)
 		c.queueLocked(leaseEvent{lost: shard})
 		return true
 	}

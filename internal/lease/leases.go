@@ -162,6 +162,7 @@ type Coordinator struct {
 	listed       map[string]bool      // the shards of the last SyncShards
 	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
 	pending      map[string]time.Time // hand-offs this worker asked for -> when
+	given        map[string]int64     // shard -> leases of it given up on purpose (see Given)
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by
@@ -249,6 +250,24 @@ func (c *Coordinator) Held() []Lease {
 		out = append(out, h.lease)
 	}
 	return out
+}
+
+// Given returns, by shard, how many times this worker gave the shard's
+// lease up on purpose: released at a drain, handed off to a worker that
+// asked for it, or refused; not lost, nor released at the shard's end. A
+// metrics sampler tells a lease handed back from a lost one by it.
+func (c *Coordinator) Given() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.given)
+}
+
+// givenLocked counts a lease of shard given up on purpose; c.mu is held.
+func (c *Coordinator) givenLocked(shard string) {
+	if c.given == nil {
+		c.given = make(map[string]int64)
+	}
+	c.given[shard]++
 }
 
 // Holds reports whether this worker holds shard's lease and renewed it (a
@@ -723,6 +742,7 @@ func (c *Coordinator) drainOne(ctx context.Context, shard string, h *heldLease) 
 	}
 	c.mu.Lock()
 	delete(c.held, shard)
+	c.givenLocked(shard)
 	handoff := h.handoff
 	c.mu.Unlock()
 	release := c.table.Release

@@ -644,6 +644,15 @@ func TestCoordinatorRunAndDrain(t *testing.T) {
 			t.Errorf("after Drain, %s is owned by %q", shard, owner)
 		}
 	}
+	// Given up on purpose, each once: a metrics sampler does not count
+	// them as lost.
+	want := map[string]int64{}
+	for _, s := range got {
+		want[s] = 1
+	}
+	if d := cmp.Diff(want, w1.c.Given()); d != "" {
+		t.Errorf("Given after Drain (-want +got):\n%s", d)
+	}
 	if err := w1.c.Commit(ctx, got[0], "78"); !errors.Is(err, checkpointer.ErrLeaseLost) {
 		t.Errorf("Commit after Drain = %v, want ErrLeaseLost", err)
 	}

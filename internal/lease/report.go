@@ -132,6 +132,7 @@ func (c *Coordinator) letGo(ctx context.Context, shard, op string, want func(*he
 	}
 	c.mu.Lock()
 	delete(c.held, shard)
+	c.givenLocked(shard)
 	if drop != nil {
 		drop(l)
 	}

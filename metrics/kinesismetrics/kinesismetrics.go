@@ -59,7 +59,7 @@ func (a receiver) Stats() metrics.ReceiverStats {
 			RecordsRead: s.RecordsRead, BytesRead: s.BytesRead,
 			Behind:    msToDuration(s.MillisBehindLatest),
 			LastAdded: s.LastAdded, LatestCompleted: s.LatestCompleted,
-			ReadLatency: h, Retries: s.Retries,
+			ReadLatency: h, Retries: s.Retries, HandedBack: s.HandedBack,
 		}
 	}
 	for id, c := range cp.Shards {

@@ -59,7 +59,8 @@
 //
 //	weir_leases_held{stream}                  gauge    leases this worker holds
 //	weir_lease_acquisitions_total{stream,how} counter  how: taken (unowned), expired, stolen
-//	weir_leases_lost_total{stream}            counter  leases lost before their shard ended
+//	weir_leases_lost_total{stream}            counter  leases lost before their shard ended, not handed back
+//	weir_leases_handed_back_total{stream}     counter  leases given up on purpose: at a drain, to a worker that asked, refused
 //	weir_lease_table_leases{worker}           gauge    leases in the table by worker ("" unowned)
 //	weir_lease_table_workers                  gauge    distinct owners in the table
 //

@@ -66,7 +66,8 @@ var (
 
 	leasesHeld   = newDesc("weir_leases_held", "Leases this worker holds.", gauge, "stream")
 	leasesAcq    = newDesc("weir_lease_acquisitions_total", "Leases acquired, by how: taken (unowned), expired, stolen.", counter, "stream", "how")
-	leasesLost   = newDesc("weir_leases_lost_total", "Leases lost before their shard ended.", counter, "stream")
+	leasesLost   = newDesc("weir_leases_lost_total", "Leases lost before their shard ended, other than those handed back.", counter, "stream")
+	leasesGiven  = newDesc("weir_leases_handed_back_total", "Leases given up on purpose: at a drain, to a worker that asked for them, or refused.", counter, "stream")
 	tableLeases  = newDesc("weir_lease_table_leases", "Leases in the lease table by worker (its ID without the pid and random suffix of a default ID; empty: unowned).", gauge, "worker")
 	tableWorkers = newDesc("weir_lease_table_workers", "Distinct lease owners in the lease table.", gauge)
 
@@ -85,7 +86,7 @@ var all = []desc{
 	schedDelay, procTime, totalDelay, lastSchedDelay, lastProcTime, lastTotalDelay, unbatchedRecords, unbatchedBlocks,
 	shardRecords, shardBytes, shardLatency, shardBehind, retries, shardReading,
 	cpCommits, cpFailures, cpLag,
-	leasesHeld, leasesAcq, leasesLost, tableLeases, tableWorkers,
+	leasesHeld, leasesAcq, leasesLost, leasesGiven, tableLeases, tableWorkers,
 	recBatches, recRanges, recSkipped, outRetries, outQuarantined, warningsActive,
 }
 
@@ -145,6 +146,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(leasesAcq, float64(r.Leases.Expired), src, "expired")
 		send(leasesAcq, float64(r.Leases.Stolen), src, "stolen")
 		send(leasesLost, float64(r.Leases.Lost), src)
+		send(leasesGiven, float64(r.Leases.HandedBack), src)
 		send(recRanges, float64(r.Stats.RangesRecomputed), src)
 		send(recSkipped, float64(r.Stats.RangesSkipped), src)
 	}

@@ -2,11 +2,13 @@ package files
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,6 +34,12 @@ var ErrLocked = errors.New("files: directory in use by another sink")
 
 // ErrClosed is returned by Write after Close.
 var ErrClosed = errors.New("files: sink closed")
+
+// ErrTimeReused is wrapped by the error Write returns for a batch whose
+// time has a file holding other records: a batch of an earlier Run had
+// that time, which happens without a recovery log when the wall clock
+// went back (see Write). The batch is not written, and the file is kept.
+var ErrTimeReused = errors.New("files: batch time already written with other records")
 
 // Defaults of the Config fields left zero.
 const (
@@ -292,10 +300,17 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 
 // Write writes batch b to its file, Path(b.Time()), atomically: to a
 // temporary file that is synced, then renamed, then the directory synced.
-// If a regular file of that name exists, the batch was written before (a
-// recomputed batch has the same records, and only this user can write the
-// directory): Write only syncs the directory, since a crash may have come
-// between the rename and that sync, and applies the retention. Anything else of that
+// If a regular file of that name exists and holds what Write would write
+// of b (Format and Encode must be deterministic), the batch was written
+// before: a recomputed batch has the same records, and only this user can
+// write the directory. Write then only syncs the directory, since a crash
+// may have come between the rename and that sync, and applies the
+// retention. A file that holds anything else is an earlier batch's of the
+// same time, which a pipeline without a recovery log makes after its wall
+// clock went back (a restart with the clock behind the earlier Run's
+// batches): Write keeps the file, writes nothing and returns an error
+// wrapping ErrTimeReused, so that the batch is not completed as if its
+// records were written. Anything else of that
 // name (a symbolic link, a directory) is an error naming it: the batch is
 // not written, and not reported as written.
 // An empty batch writes nothing unless Config.WriteEmpty is set: Write
@@ -329,6 +344,12 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	final := s.Name(b.Time())
 	switch _, err := s.dir.Lstat(final); {
 	case err == nil:
+		// The batch written before, if the file holds its records: a
+		// batch time alone is no proof, since a Run without a recovery
+		// log whose wall clock went back repeats an earlier Run's.
+		if err := s.holds(ctx, final, b); err != nil {
+			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+		}
 		// The file's data was synced before its rename; its name may not
 		// be durable yet, and the batch must not complete before it is.
 		// Then retention as after a write: a write whose directory sync
@@ -353,6 +374,64 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
 	return nil
+}
+
+// holds returns nil if the file final holds what Write writes of b, and
+// otherwise an error wrapping ErrTimeReused, naming the file and the fix.
+// It encodes b again and compares as it goes, holding no copy of either.
+func (s *Sink[T]) holds(ctx context.Context, final string, b *batch.Batch[T]) error {
+	f, err := s.dir.Open(final, os.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	c := &comparer{r: bufio.NewReader(f)}
+	w := bufio.NewWriter(c)
+	err = s.encode(ctx, w, b)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil && !c.differs {
+		if _, rerr := c.r.ReadByte(); rerr != io.EOF {
+			c.differs = true // the file holds more
+		}
+	}
+	switch {
+	case c.differs:
+		return fmt.Errorf("%w: %s holds other records than this batch's: the batch time was an earlier batch's, "+
+			"as without a recovery log after the wall clock went back (or Format or Encode changed, or is not deterministic); "+
+			"the batch is not written and the file is kept. Set stream.Config.Recovery, whose batch times never go back, "+
+			"or move the files of this time and later out of %s", ErrTimeReused, s.Path(b.Time()), s.cfg.Dir)
+	case err != nil:
+		return fmt.Errorf("compare with %s: %w", s.Path(b.Time()), err)
+	}
+	return nil
+}
+
+// comparer is a Writer that compares what it is given with what r reads,
+// and fails at the first difference.
+type comparer struct {
+	r       *bufio.Reader
+	buf     []byte
+	differs bool
+}
+
+// errDiffers stops an encoding whose bytes differ from the file's.
+var errDiffers = errors.New("differs from the file")
+
+func (c *comparer) Write(p []byte) (int, error) {
+	if c.differs {
+		return 0, errDiffers
+	}
+	if cap(c.buf) < len(p) {
+		c.buf = make([]byte, len(p))
+	}
+	got := c.buf[:len(p)]
+	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, p) {
+		c.differs = true
+		return 0, errDiffers
+	}
+	return len(p), nil
 }
 
 // writeTemp writes b to a new temporary file in Dir, syncs and closes it,

@@ -124,18 +124,25 @@ func TestEmptyBatchesWriteNothing(t *testing.T) {
 	}
 }
 
-// TestRewriteSkipped checks exactly-once: a batch time already written is
-// not written again, whatever the records.
+// TestRewriteSkipped checks exactly-once: a batch already written is not
+// written again; and that a batch of the same time with other records (a
+// time reused) fails with ErrTimeReused, whether it holds other records,
+// fewer or more, the file kept as it was.
 func TestRewriteSkipped(t *testing.T) {
 	s := newSink(t, Config[string]{})
 	ctx := t.Context()
-	if err := s.Write(ctx, batch.New(2000, nil, []string{"first"})); err != nil {
+	if err := s.Write(ctx, batch.New(2000, nil, []string{"first", "line"})); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Write(ctx, batch.New(2000, nil, []string{"second"})); err != nil {
-		t.Fatalf("second Write: %v", err)
+	if err := s.Write(ctx, batch.New(2000, nil, []string{"first"}, []string{"line"})); err != nil {
+		t.Fatalf("second Write of the batch: %v", err)
 	}
-	if got := read(t, s.Path(2000)); got != "first\n" {
+	for _, recs := range [][]string{{"second"}, {"first"}, {"first", "line", "more"}, {"first", "lime"}} {
+		if err := s.Write(ctx, batch.New(2000, nil, recs)); !errors.Is(err, ErrTimeReused) {
+			t.Errorf("Write of %q at a time written with other records = %v, want ErrTimeReused", recs, err)
+		}
+	}
+	if got := read(t, s.Path(2000)); got != "first\nline\n" {
 		t.Errorf("content %q after a rewrite, want the first write's", got)
 	}
 	if err := s.Write(ctx, batch.New(1000, nil, []string{"earlier"})); err != nil {

@@ -494,6 +494,14 @@ func (r *Receiver) Stats() Stats {
 	if lr := r.lease.Load(); lr != nil {
 		s.BadLeaseItems = lr.coord.BadItems()
 		s.RefusedShards = lr.refusedCount()
+		for shard, n := range lr.coord.Given() {
+			if s.Shards == nil {
+				s.Shards = make(map[string]ShardStats)
+			}
+			st := s.Shards[shard]
+			st.HandedBack = n
+			s.Shards[shard] = st
+		}
 	}
 	s.BufferedBytes, s.PeakBufferedBytes = r.budget.usage()
 	return s

@@ -50,7 +50,8 @@ type Stats struct {
 	BufferedBytes int64
 	// PeakBufferedBytes is the most BufferedBytes has been.
 	PeakBufferedBytes int64
-	// Shards holds the state of every shard this receiver has read, by ID.
+	// Shards holds the state of every shard this receiver has read, or
+	// whose lease it handed back, by ID.
 	Shards map[string]ShardStats
 }
 
@@ -92,6 +93,11 @@ type ShardStats struct {
 	// Retries counts the shard's retried calls by cause (readers and
 	// Recompute together), under the names of Stats.Retries; nil if none.
 	Retries map[string]int64
+	// HandedBack counts the times this receiver gave the shard's lease up
+	// on purpose (Config.Leases): released at a drain, handed off to a
+	// worker that asked for it, or refused; not when the lease was lost or
+	// the shard ended.
+	HandedBack int64
 }
 
 // getRecordsBounds are the bounds of ShardStats.GetRecordsLatency: from 5ms
