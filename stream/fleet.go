@@ -31,6 +31,18 @@ func SharesShards(ctx context.Context) bool {
 	return false
 }
 
+// HasRecovery reports whether ctx is a context a running Pipeline gave (an
+// output's function gets one) and that Pipeline has a recovery log
+// (Config.Recovery): its batch times never repeat, across Runs, and a batch
+// run again after a crash has the same time and records. An output that
+// takes a batch time it wrote before for that batch checks it: sink/files
+// does, and without a log compares what it wrote. It reports false for any
+// other ctx. It is safe for concurrent use.
+func HasRecovery(ctx context.Context) bool {
+	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
+	return p != nil && p.cfg.Recovery != nil
+}
+
 // shardParents returns the parents of the shards of stream that the
 // sources of p know parents of (source.ShardLineage: a Kinesis receiver,
 // of the shards it holds leases on), by shard ID (the first source that

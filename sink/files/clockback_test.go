@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/files"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
@@ -94,4 +95,72 @@ func TestClockSteppedBackWithoutLog(t *testing.T) {
 			t.Errorf("the second Run, whose batch reused the time %v of a file, returned %v, want an error wrapping ErrTimeReused: its record was dropped", at, err)
 		}
 	})
+}
+
+// TestRecomputedBatchWithLogSkipped writes each batch of a pipeline with a
+// recovery log twice, the second time with other records, as a batch
+// recomputed after a crash gives a Format or Encode that is not
+// deterministic: with a log a batch time is never reused, so the file is
+// the batch's and the second Write is skipped, not refused with
+// ErrTimeReused (which would stop every restart after a crash). The same
+// pipeline without a log gets ErrTimeReused.
+func TestRecomputedBatchWithLogSkipped(t *testing.T) {
+	for _, withLog := range []bool{true, false} {
+		t.Run(map[bool]string{true: "log", false: "nolog"}[withLog], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const iv = time.Second
+				dir := t.TempDir()
+				sink, err := files.New(files.Config[string]{Dir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sink.Close()
+				cfg := stream.Config{BatchInterval: iv}
+				if withLog {
+					cfg.Recovery = recovery.Dir(t.TempDir())
+				}
+				p, err := stream.NewPipeline(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := memory.New[string](memory.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var again error
+				var at batch.Time
+				stream.ForEachBatch(stream.From(p, src), func(ctx context.Context, b *batch.Batch[string]) error {
+					if err := sink.Write(ctx, b); err != nil || b.Len() == 0 {
+						return err
+					}
+					at, again = b.Time(), sink.Write(ctx, batch.Derive(b, []string{"other"}))
+					return nil
+				})
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				time.Sleep(iv / 4)
+				if err := src.Push("first"); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * iv)
+				p.Drain(context.Background())
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				if at == 0 {
+					t.Fatal("no batch with the record was written")
+				}
+				switch {
+				case withLog && again != nil:
+					t.Errorf("with a recovery log, writing batch %v again with other records returned %v, want nil (skipped)", at, again)
+				case !withLog && !errors.Is(again, files.ErrTimeReused):
+					t.Errorf("without a recovery log, writing batch %v again with other records returned %v, want ErrTimeReused", at, again)
+				}
+				data, err := os.ReadFile(sink.Path(at))
+				if err != nil || string(data) != "first\n" {
+					t.Errorf("file of batch %v holds %q (%v), want the first write's record", at, data, err)
+				}
+			})
+		})
+	}
 }

@@ -1,13 +1,14 @@
 // Package files is an exactly-once file sink for weir pipelines: it writes
 // each batch to its own file, named after the batch time, atomically, and
-// skips a batch whose file already exists with its records (a regular file:
+// skips a batch whose file already exists (a regular file:
 // anything else at its name is an error, and its directory must be one only
 // its owner can write, see Config.Dir).
 //
 // With a recovery log (stream.Config.Recovery), a batch that a crash
 // interrupted runs again after the restart with the same time and the same
 // records (guarantee G2 in the repository's DESIGN.md), so writing it again
-// would only rewrite the same file: Write notices the file and does nothing.
+// would only rewrite the same file: Write notices the file and does nothing
+// (stream.HasRecovery tells it the pipeline has a log).
 // Without a recovery log a batch time is never run again, but a restart
 // whose wall clock is behind the last Run's batches repeats their times: a
 // file of the batch's time holding other records makes Write fail with

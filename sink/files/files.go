@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/stream"
 )
 
 // ErrInvalidConfig is wrapped by the error New returns for a Config it
@@ -300,10 +301,11 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 
 // Write writes batch b to its file, Path(b.Time()), atomically: to a
 // temporary file that is synced, then renamed, then the directory synced.
-// If a regular file of that name exists and holds what Write would write
-// of b (Format and Encode must be deterministic), the batch was written
-// before: a recomputed batch has the same records, and only this user can
-// write the directory. Write then only syncs the directory, since a crash
+// If a regular file of that name exists, and ctx is a pipeline's with a
+// recovery log (stream.HasRecovery) or the file holds what Write would
+// write of b (Format and Encode deterministic), the batch was written
+// before: a recomputed batch has the same time and records, and only this
+// user can write the directory. Write then only syncs the directory, since a crash
 // may have come between the rename and that sync, and applies the
 // retention. A file that holds anything else is an earlier batch's of the
 // same time, which a pipeline without a recovery log makes after its wall
@@ -344,11 +346,15 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	final := s.Name(b.Time())
 	switch _, err := s.dir.Lstat(final); {
 	case err == nil:
-		// The batch written before, if the file holds its records: a
-		// batch time alone is no proof, since a Run without a recovery
-		// log whose wall clock went back repeats an earlier Run's.
-		if err := s.holds(ctx, final, b); err != nil {
-			return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+		// The batch written before: with a recovery log a batch time is
+		// never reused, so the file is this batch's, recomputed after a
+		// crash (whether or not Format and Encode are deterministic).
+		// Without one, only if the file holds its records: a Run whose
+		// wall clock went back repeats an earlier Run's times.
+		if !stream.HasRecovery(ctx) {
+			if err := s.holds(ctx, final, b); err != nil {
+				return fmt.Errorf("files: batch %v: %w", b.Time(), err)
+			}
 		}
 		// The file's data was synced before its rename; its name may not
 		// be durable yet, and the batch must not complete before it is.
