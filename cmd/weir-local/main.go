@@ -97,6 +97,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Once the first signal is caught, the next is no longer: a second
+	// Ctrl-C stops the command at once.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "weir-local:", err)
 		os.Exit(1)

@@ -47,6 +47,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Once the first signal is caught, the next is no longer: a second
+	// Ctrl-C stops the command at once.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, os.Args[1:], os.Stdout, awsKinesis); err != nil {
 		fmt.Fprintln(os.Stderr, "weir:", err)
 		os.Exit(exitCode(err))
