@@ -97,8 +97,13 @@ func (p position) String() string {
 }
 
 // pinned returns p, or, for p at LATEST, the position AT_TIMESTAMP
-// lease.LatestMargin before at, a time just before the reader first asked
-// for an iterator at LATEST (as a lease's first take pins it). A reader
+// lease.LatestMargin before at, the time Kinesis resolved the reader's
+// first iterator at LATEST (as a lease's first take pins it): on Kinesis's
+// clock, the Date of its answer, since a time from a reader's clock
+// running ahead of Kinesis's by more than the margin lies in Kinesis's
+// future, where it refuses an iterator and, once that time has come,
+// skips what was put before it. A fan-out reader, whose subscriptions
+// give no such Date, passes the time it first asked on its own clock. A reader
 // that needs a new iterator before it delivered a record (its first one
 // expired unused, 5 minutes after Kinesis returned it, while the reader
 // waited for the byte budget or a throttled call; or it held back what it

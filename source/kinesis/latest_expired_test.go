@@ -11,6 +11,7 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/lease"
 	"github.com/weirstream/weir/source"
 )
@@ -19,42 +20,61 @@ import (
 // at LATEST whose iterator expires before it read anything (a wait for the
 // byte budget or a throttled streak longer than an iterator's 5 minutes)
 // reads the records put meanwhile, instead of starting at the new tip past
-// them.
+// them; also when its clock runs a minute ahead of Kinesis's, where a time
+// taken from it lies in Kinesis's future (Kinesis refuses the iterator, and
+// after that time has come skips what was put before it): the time it
+// first asked for an iterator is taken from the Date of Kinesis's answer.
 func TestLatestIteratorExpiredBeforeFirstRecord(t *testing.T) {
-	env := servers.Env(t)
-	stream := newStream(t, env, 1)
-	before := payloads("before", 20) // put while the first iterator is unused
-	after := payloads("after", 5)    // put once the reader has its next iterator
-	var mu sync.Mutex
-	calls := 0
-	cfg := baseConfig(env, stream)
-	cfg.InitialPosition = Latest
-	cfg.Client = &hookClient{
-		Client: env.Kinesis(),
-		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
-			mu.Lock()
-			calls++
-			n := calls
-			mu.Unlock()
-			switch n {
-			case 1:
-				if err := env.PutRecords(ctx, stream, before, nil); err != nil {
-					t.Error(err)
-				}
-				return nil, &types.ExpiredIteratorException{Message: aws.String("Iterator has expired")}
-			case 2:
-				if err := env.PutRecords(ctx, stream, after, nil); err != nil {
-					t.Error(err)
-				}
+	for _, ahead := range []time.Duration{0, time.Minute} {
+		t.Run("clock ahead "+ahead.String(), func(t *testing.T) {
+			env := servers.Env(t)
+			stream := newStream(t, env, 1)
+			before := payloads("before", 20) // put while the first iterator is unused
+			after := payloads("after", 5)    // put once the reader has its next iterator
+			var mu sync.Mutex
+			calls := 0
+			cfg := baseConfig(env, stream)
+			cfg.InitialPosition = Latest
+			cfg.Clock = aheadClock{ahead: ahead}
+			cfg.Client = &hookClient{
+				Client: env.Kinesis(),
+				getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+					mu.Lock()
+					calls++
+					n := calls
+					mu.Unlock()
+					switch n {
+					case 1:
+						if err := env.PutRecords(ctx, stream, before, nil); err != nil {
+							t.Error(err)
+						}
+						return nil, &types.ExpiredIteratorException{Message: aws.String("Iterator has expired")}
+					case 2:
+						if err := env.PutRecords(ctx, stream, after, nil); err != nil {
+							t.Error(err)
+						}
+					}
+					return next.GetRecords(ctx, in)
+				},
 			}
-			return next.GetRecords(ctx, in)
-		},
+			run := startReceiver(t, cfg, len(before)+len(after))
+			run.wait(t)
+			run.stop(t)
+			checkExactlyOnce(t, append(before, after...), run.c.records())
+		})
 	}
-	run := startReceiver(t, cfg, len(before)+len(after))
-	run.wait(t)
-	run.stop(t)
-	checkExactlyOnce(t, append(before, after...), run.c.records())
 }
+
+// aheadClock is the wall clock of a machine whose clock runs ahead of
+// Kinesis's (here, of kinesalite's) by ahead: Now is shifted, timers and
+// tickers are the real ones.
+type aheadClock struct {
+	clock.Real
+	ahead time.Duration
+}
+
+// Now returns the wall time plus c.ahead.
+func (c aheadClock) Now() time.Time { return time.Now().Add(c.ahead) }
 
 // TestFanOutLatestResubscribesAtItsStart checks that a fan-out reader
 // started at LATEST whose first subscription failed before any event
