@@ -93,6 +93,9 @@ func isRenew(expr string) bool { return expr == "SET #counter = #counter + :one"
 func isBeat(expr string) bool  { return strings.HasPrefix(expr, "ADD #a0 :one") }
 func isTake(expr string) bool  { return strings.Contains(expr, ":newowner") }
 func isNote(expr string) bool  { return expr == "ADD #a0 :n" }
+func isHandOff(expr string) bool {
+	return expr == "SET #counter = #counter + :one REMOVE #ckptowner"
+}
 
 // heldByBoth returns the shards a holds that b trusts (Holds) too.
 func heldByBoth(a, b *worker) []string {

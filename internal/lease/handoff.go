@@ -167,19 +167,22 @@ func (c *Coordinator) handingOff(h *heldLease) bool {
 // This worker holds it no more; no OnLost is reported. It returns an error
 // wrapping checkpointer.ErrLeaseLost if the other worker took it meanwhile
 // (it waited LeaseDuration), and nil for a shard not held or not being
-// handed off.
+// handed off. A write that failed otherwise is tried again by the next
+// take cycle, whose scan hands the lease off.
 func (c *Coordinator) HandOff(ctx context.Context, shard string) error {
 	return c.letGo(ctx, shard, "hand off", c.handingOff, nil, func(l Lease) error {
 		if _, err := c.table.handOff(ctx, l); err != nil {
-			if errors.Is(err, checkpointer.ErrLeaseLost) {
-				// The lease changed: maybe given back to this worker (the
-				// asker drained, dropPending), which every other worker
-				// trusts while this one beats. The next take cycle scans
-				// and takes it back, not the next periodic scan.
-				c.mu.Lock()
-				c.needScan = true
-				c.mu.Unlock()
-			}
+			// The next take cycle scans, not the next periodic scan. The
+			// lease changed (ErrLeaseLost): maybe given back to this
+			// worker (the asker drained, dropPending), which every other
+			// worker trusts while this one beats: the scan takes it back.
+			// The write failed: the lease still names this worker its
+			// checkpointOwner, and the asker, seeing it alive, waits
+			// ScanInterval + LeaseDuration for it, the shard read by no
+			// one: the scan hands it off again (lostInScanLocked).
+			c.mu.Lock()
+			c.needScan = true
+			c.mu.Unlock()
 			return err
 		}
 		c.log.Info("leasetable: lease handed off", "shard", shard, "to", l.Owner, "checkpoint", l.Checkpoint)
@@ -188,11 +191,20 @@ func (c *Coordinator) HandOff(ctx context.Context, shard string) error {
 }
 
 // handOffNow hands off at once a lease whose hand-off no caller handles
-// (no OnHandoff). Best effort: the other worker takes it after
-// LeaseDuration otherwise.
+// (no OnHandoff), or that a scan shows asked for and not held. A write
+// that failed (not refused: the lease changed since) is tried again by the
+// next take cycle's scan; the other worker takes the lease in time
+// otherwise.
 func (c *Coordinator) handOffNow(ctx context.Context, l Lease) {
-	if _, err := c.table.handOff(ctx, l); err != nil && ctx.Err() == nil {
-		c.log.Debug("leasetable: handing a lease off failed; the other worker takes it in time", "shard", l.Shard, "err", err)
+	_, err := c.table.handOff(ctx, l)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	c.log.Debug("leasetable: handing a lease off failed; trying again at the next take cycle", "shard", l.Shard, "err", err)
+	if !errors.Is(err, checkpointer.ErrLeaseLost) {
+		c.mu.Lock()
+		c.needScan = true
+		c.mu.Unlock()
 	}
 }
 

@@ -387,3 +387,59 @@ func TestCoordinatorStoppedTakingScansNot(t *testing.T) {
 		t.Errorf("w1 scanned the table %d times after StopTaking, want 0", scans-before)
 	}
 }
+
+// TestHandoffWriteFailedRetried has w1's hand-off of a lease w2 asked for
+// fail (a DynamoDB error, after its last checkpoint): w1 holds the lease no
+// more and reads nothing of it, and the lease still names w1 its
+// checkpointOwner, so w2, seeing w1 alive, would wait ScanInterval +
+// LeaseDuration (10 minutes by default) to take it, the shard read by no
+// one. w1's next take cycle must hand it off, and w2 take it at its next.
+func TestHandoffWriteFailedRetried(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	f1 := &faultDB{DynamoDBAPI: db}
+	var mu sync.Mutex
+	var asked []string
+	w1 := newWorker(t, table, "w1", f1, func(c *CoordinatorConfig) {
+		c.OnHandoff = func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() }
+	})
+	w2 := newWorker(t, table, "w2", db, nil)
+	shards := shardIDs(2)
+	if err := w1.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // beats
+	for _, s := range shards {
+		if err := w1.c.Commit(ctx, s.ID, seq1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2.cycle(ctx) // asks for one
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.cycle(ctx) // its beat reads the notice
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("OnHandoff called with %v, want one shard", got)
+	}
+	shard := got[0]
+	f1.setRule(times(1, failBefore, isHandOff))
+	if err := w1.c.HandOff(ctx, shard); !errors.Is(err, errInjected) {
+		t.Fatalf("HandOff = %v, want the injected error", err)
+	}
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.c.takeCycle(ctx)
+	if l := mustGet(t, w1.c.Table(), shard); l.Owner != "w2" || l.CheckpointOwner != "" {
+		t.Fatalf("after w1's next take cycle the lease is %+v, want handed off to w2", l)
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.cycle(ctx)
+	held := w2.c.Held()
+	if len(held) != 1 || held[0].Shard != shard || held[0].Checkpoint != seq1 {
+		t.Fatalf("w2 holds %+v, want %s at w1's last checkpoint %s", held, shard, seq1)
+	}
+}

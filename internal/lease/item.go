@@ -58,12 +58,14 @@ const (
 	attrLatestAt = "weirLatestAt"
 )
 
-// LatestMargin is how far before the time of its first take a lease at
-// LATEST is pinned (Lease.LatestAt): room for a worker's clock running
-// ahead of the clock Kinesis stamps records with
-// (ApproximateArrivalTimestamp), so that the pin is not later than the
-// records the first worker's LATEST iterator returns. A shard reader
-// started at LATEST pins its start by the same margin.
+// LatestMargin is how far before the time of its first take, on the
+// earlier of the taking worker's clock and DynamoDB's, a lease at LATEST is
+// pinned (Lease.LatestAt): room for DynamoDB's clock, which dates its
+// answers, and the clock Kinesis stamps records with
+// (ApproximateArrivalTimestamp) to differ, so that the pin is not later
+// than the records the first worker's LATEST iterator returns.
+// A shard reader started at LATEST pins its start by the same margin, on
+// its own clock.
 const LatestMargin = 5 * time.Second
 
 // fixes says how to repair each attribute, for leasetable.BadItemError.Fix.
@@ -131,8 +133,9 @@ type Lease struct {
 	CheckpointOwner string
 	// LatestAt is, while Checkpoint is checkpointer.LatestPosition, the time
 	// LATEST was resolved to (weirLatestAt, Unix milliseconds): the time a
-	// Coordinator first took the lease, less 5 seconds (room for a worker
-	// clock ahead of Kinesis's); the zero time if none. Every owner reads
+	// Coordinator first took the lease, on the earlier of its clock and
+	// DynamoDB's (the Date of its answers), less LatestMargin; the zero
+	// time if none. Every owner reads
 	// such a shard from this time (AT_TIMESTAMP), so a worker that dies
 	// before its first checkpoint leaves no gap: its successor starts no
 	// later than it did. A checkpoint write removes it.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -128,6 +129,9 @@ type Coordinator struct {
 	log   *slog.Logger
 
 	drained chan struct{} // closed by Drain
+	// skewWarned is set once this worker's clock was said to be off
+	// DynamoDB's (latestPin).
+	skewWarned atomic.Bool
 
 	mu          sync.Mutex
 	held        map[string]*heldLease

@@ -591,7 +591,9 @@ func (c *Coordinator) sendNotice(ctx context.Context, n stealNote) {
 }
 
 // retryNotices writes again the steal notices whose write failed, for the
-// leases this worker still holds.
+// leases this worker still holds or still asks for (a hand-off asked for
+// is pending, not held, until its holder hands it off: the notice is how
+// the holder learns of it before its next scan).
 func (c *Coordinator) retryNotices(ctx context.Context) {
 	c.mu.Lock()
 	notes := c.unsent
@@ -599,9 +601,10 @@ func (c *Coordinator) retryNotices(ctx context.Context) {
 	c.mu.Unlock()
 	for _, n := range notes {
 		c.mu.Lock()
-		h := c.held[n.shard]
+		_, held := c.held[n.shard]
+		_, asked := c.pending[n.shard]
 		c.mu.Unlock()
-		if h != nil {
+		if held || asked {
 			c.sendNotice(ctx, n)
 		}
 	}

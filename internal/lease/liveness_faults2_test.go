@@ -201,6 +201,47 @@ func TestLivenessStealNoticeRetried(t *testing.T) {
 	}
 }
 
+// TestLivenessHandoffNoticeRetried is TestLivenessStealNoticeRetried for a
+// hand-off asked for (a steal from a live worker, the default): its notice,
+// whose first write failed, is written again at the asker's next take
+// cycle, though the asker does not hold the lease yet, so the holder hands
+// it off at its next beat rather than at its next scan (ScanInterval, 10
+// minutes by default) or its next write of the lease (none while it reads
+// nothing of the shard).
+func TestLivenessHandoffNoticeRetried(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 := newWorker(t, table, "w1", db, nil)
+	f2 := &faultDB{DynamoDBAPI: db}
+	f2.setRule(times(1, failBefore, isNote))
+	w2 := newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	for range 2 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.c.renewCycle(ctx)
+	}
+	w2.cycle(ctx) // sees w1's beat
+	victim := w1.held()[2]
+	w2.c.requestHandoff(ctx, mustGet(t, w2.c.Table(), victim)) // its notice fails
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	if w1.c.HoldOf(victim) != Held {
+		t.Fatalf("w1's hold of %s is %v: it learnt of the request though its notice was not written", victim, w1.c.HoldOf(victim))
+	}
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.c.takeCycle(ctx) // writes the notice again
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
+		t.Errorf("w1 handed off %v after the notice was written again, want [%s]", lost, victim)
+	}
+}
+
 // TestLivenessResumedWorkerRebalances checks a worker paused (clock
 // stopped) while another took all its leases, whose first act on resuming
 // is a scan (a take cycle's): the scan shows its leases lost, and it must

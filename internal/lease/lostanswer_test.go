@@ -494,6 +494,9 @@ func TestShardEndReleaseAnswerLost(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	shard := ids(shardIDs(1))[0]
+	// From here: the take's warning that the worker's clock (in 2023) is
+	// off DynamoDB's is not the release's.
+	before := len(logs.String())
 	l.lose(func(body string) bool { return strings.Contains(body, `REMOVE #owner"`) })
 	if err := w.c.Commit(ctx, shard, checkpointer.ShardEnd); err != nil {
 		t.Fatalf("Commit SHARD_END = %v", err)
@@ -504,7 +507,7 @@ func TestShardEndReleaseAnswerLost(t *testing.T) {
 	if got := mustGet(t, w.c.Table(), shard); got.Owner != "" || got.Checkpoint != checkpointer.ShardEnd {
 		t.Fatalf("lease %+v, want released at SHARD_END", got)
 	}
-	if out := logs.tail(2000); out != "" {
+	if out := logs.String()[before:]; out != "" {
 		t.Errorf("a release whose answer was lost logged:\n%s", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
@@ -82,7 +83,8 @@ func (c TableConfig) problems() []error {
 // Table is the lease and checkpoint table. Every write is a single-item
 // conditional write; a write whose condition fails returns an error wrapping
 // checkpointer.ErrLeaseLost. A Table is safe for concurrent use; it keeps no state but its
-// configuration.
+// configuration and the time of DynamoDB's clock its answers tell (see
+// serverTime).
 type Table struct {
 	name string
 	db   leasetable.DynamoDBAPI
@@ -96,8 +98,12 @@ type Table struct {
 	// that missed this worker's own take could make it drop a lease it
 	// holds.
 	eventualScans bool
-	// opts are the per-call options of every call: the attempt timeout.
+	// opts are the per-call options of every call: the attempt timeout,
+	// and the record of each answer's Date in server.
 	opts []func(*dynamodb.Options)
+	// server is the time on DynamoDB's clock, from the Date of its
+	// answers: the pin of a lease at LATEST is taken from it.
+	server *serverTime
 	// log receives Ensure's warnings.
 	log *slog.Logger
 }
@@ -112,10 +118,12 @@ func NewTable(cfg TableConfig) (*Table, error) {
 
 func newTable(cfg TableConfig, log *slog.Logger) *Table {
 	t := &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval), log: log}
+	t.server = &serverTime{clk: t.clk}
+	mws := []func(*middleware.Stack) error{t.server.middleware()}
 	if cfg.AttemptTimeout > 0 {
-		mw := attempt.Middleware(t.clk, cfg.AttemptTimeout)
-		t.opts = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) }}
+		mws = append(mws, attempt.Middleware(t.clk, cfg.AttemptTimeout))
 	}
+	t.opts = []func(*dynamodb.Options){func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mws...) }}
 	return t
 }
 

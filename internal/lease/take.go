@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -295,10 +296,7 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 // take takes l; losing the race to another worker is normal and only logged.
 func (c *Coordinator) take(ctx context.Context, l Lease) {
 	started := c.cfg.Clock.Now() // the lease is this worker's from when the take was sent, no earlier
-	// A lease at LATEST is pinned by its first take to a time before this
-	// worker's reader starts, so that whoever reads the shard next, if this
-	// worker dies before its first checkpoint, starts no later.
-	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, started.Add(-LatestMargin))
+	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, c.latestPin(l))
 	switch {
 	case errors.Is(err, checkpointer.ErrLeaseLost):
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)
@@ -338,6 +336,41 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	}
 	c.log.Info("leasetable: "+verb+" lease", "shard", l.Shard, "from", l.Owner, "checkpoint", nl.Checkpoint)
 	c.noteSteal(ctx, l, nl.Counter)
+}
+
+// latestPin returns the time to pin l at if it is a lease at LATEST without
+// a pin (see Table.take), else the zero time. A lease at LATEST is pinned
+// by its first take to a time before this worker's reader starts, so that
+// whoever reads the shard next, if this worker dies before its first
+// checkpoint, starts no later: LatestMargin before the take, on the earlier
+// of this worker's clock and DynamoDB's (Table.server), which Kinesis's
+// agrees with. A pin from a clock running ahead of Kinesis's by more than
+// LatestMargin would lie in Kinesis's future: it refuses an iterator there,
+// and once that time has come, whoever reads from the pin skips what was
+// put before it. A pin too early only delivers records put before the take
+// (as many as this worker's clock is behind), so the earlier clock is
+// taken: DynamoDB's time is a stand-in for Kinesis's that a test's fake
+// Kinesis on a virtual clock, or a DynamoDB with a wrong clock, would
+// make wrong. The first time this worker's clock is found off by more than
+// LatestMargin, it says so at WARN.
+func (c *Coordinator) latestPin(l Lease) time.Time {
+	if l.Checkpoint != checkpointer.LatestPosition || !l.LatestAt.IsZero() {
+		return time.Time{}
+	}
+	at := c.cfg.Clock.Now()
+	offset, known := c.table.server.offset()
+	if offset < 0 {
+		at = at.Add(offset) // ahead of DynamoDB's clock: DynamoDB's
+	}
+	if known && (offset > LatestMargin || offset < -LatestMargin) && c.skewWarned.CompareAndSwap(false, true) {
+		by := offset.Abs().Round(time.Second).String()
+		what := "ahead of DynamoDB's by about " + by + " (the Date of its answers); leases at LATEST are pinned on DynamoDB's clock instead"
+		if offset > 0 {
+			what = "behind DynamoDB's by about " + by + " (the Date of its answers); a lease at LATEST it pins is read from that long before its take"
+		}
+		c.log.Warn("leasetable: this worker's clock runs "+what+"; fix: synchronise this machine's clock (NTP)", "shard", l.Shard)
+	}
+	return at.Add(-LatestMargin)
 }
 
 // syncListed calls ListShards and SyncShards, logging failures.

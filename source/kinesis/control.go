@@ -97,14 +97,20 @@ func (p position) String() string {
 }
 
 // pinned returns p, or, for p at LATEST, the position AT_TIMESTAMP
-// lease.LatestMargin before at, a time just before the reader first asked
-// for an iterator at LATEST (as a lease's first take pins it). A reader
-// that needs a new iterator before it delivered a record (its first one
-// expired unused, 5 minutes after Kinesis returned it, while the reader
-// waited for the byte budget or a throttled call; or it held back what it
-// read) starts there, not at the shard's new tip past the records put
-// meanwhile. A few seconds of records put before the reader started may
-// then be delivered too.
+// lease.LatestMargin before at, the time Kinesis resolved the reader's
+// first iterator at LATEST (as a lease's first take pins it): on Kinesis's
+// clock, the Date of its answer, since a time from a reader's clock
+// running ahead of Kinesis's by more than the margin lies in Kinesis's
+// future, where it refuses an iterator and, once that time has come,
+// skips what was put before it (a fan-out reader: the Date of the answer
+// to its first subscription, or of its refusal). Without a Date (a fake
+// client, or a first subscription that got no answer), at is when the
+// reader first asked, on its own clock. A reader that needs a new iterator before it delivered a
+// record (its first one expired unused, 5 minutes after Kinesis returned
+// it, while the reader waited for the byte budget or a throttled call; or
+// it held back what it read) starts there, not at the shard's new tip past
+// the records put meanwhile. A few seconds of records put before the
+// reader started may then be delivered too.
 func (p position) pinned(at time.Time) position {
 	if p.After != "" || p.At != "" || p.Initial != Latest {
 		return p

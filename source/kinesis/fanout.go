@@ -61,7 +61,7 @@ type shardSub struct {
 	lastRead  string    // sequence number of the last record delivered
 	cont      string    // continuation sequence number of the last event delivered
 	lastProbe time.Time // of the safety-net end-of-shard check
-	firstAt   time.Time // when the first subscription was asked for (see position.pinned); zero before
+	firstAt   time.Time // when the first subscription was answered, on Kinesis's clock, or asked for, on the reader's (see position.pinned); zero before
 	delivered bool      // whether the current subscription delivered an event
 }
 
@@ -173,11 +173,15 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 	s.delivered = false
 	start := s.startingPosition()
 	asked := s.rn.clock.Now()
-	events, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
+	events, answered, err := s.fo.subscribe(ctx, &awskinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(s.fo.consumerARN), ShardId: aws.String(s.shard), StartingPosition: start,
 	})
 	if s.firstAt.IsZero() {
+		// On Kinesis's clock when its answer says (see position.pinned).
 		s.firstAt = asked
+		if !answered.IsZero() {
+			s.firstAt = answered
+		}
 	}
 	if err != nil {
 		return subRenew, err

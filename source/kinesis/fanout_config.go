@@ -122,8 +122,9 @@ type FanOutConfig struct {
 	// calls of a reader; 0 means minSubscribeInterval. Tests lower it.
 	minSubscribeInterval time.Duration
 	// subscribe, when set, replaces the client's SubscribeToShard: unit
-	// tests script event streams with it.
-	subscribe func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error)
+	// tests script event streams with it. It also returns the Date of
+	// Kinesis's answer, the zero time if none (see subscribeWith).
+	subscribe func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error)
 }
 
 // withDefaults returns a copy of f with its zero fields set; app is

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/weirstream/weir/internal/backoff"
@@ -21,7 +25,7 @@ type fanOut struct {
 	client      FanOutClient
 	consumerARN string
 	// subscribe opens one subscription; tests replace it.
-	subscribe func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error)
+	subscribe func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error)
 }
 
 // eventStream is one subscription's events, as the SDK's
@@ -52,17 +56,22 @@ func ownCodec(o *awskinesis.Options) {
 	}
 }
 
-// subscribeWith returns fanOut.subscribe for client.
-func subscribeWith(client FanOutClient) func(context.Context, *awskinesis.SubscribeToShardInput) (eventStream, error) {
-	return func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error) {
+// subscribeWith returns fanOut.subscribe for client: the subscription,
+// and the Date of Kinesis's answer (its response metadata), a time on
+// Kinesis's clock, whole seconds rounded down, just after it resolved the
+// starting position; for a refused subscription, the Date of the refusal
+// (errorDate); the zero time if the answer has none.
+func subscribeWith(client FanOutClient) func(context.Context, *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error) {
+	return func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error) {
 		out, err := client.SubscribeToShard(ctx, in, ownCodec)
 		if err != nil {
-			return nil, err
+			return nil, errorDate(err), err
 		}
 		if out.GetStream() == nil {
-			return nil, errNoEventStream
+			return nil, time.Time{}, errNoEventStream
 		}
-		return out.GetStream(), nil
+		date, _ := awsmiddleware.GetServerTime(out.ResultMetadata)
+		return out.GetStream(), date, nil
 	}
 }
 
@@ -228,4 +237,19 @@ func (rn *run) stopFanOut(ctx context.Context) {
 	default:
 		rn.logger.Error("kinesis: deregistering the enhanced fan-out consumer failed; it is left registered", "err", err)
 	}
+}
+
+// errorDate returns the Date header of the HTTP answer err carries (a call
+// Kinesis refused), the zero time if there is none (no answer, or none
+// dated).
+func errorDate(err error) time.Time {
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil {
+		return time.Time{}
+	}
+	date, perr := http.ParseTime(re.Response.Header.Get("Date"))
+	if perr != nil {
+		return time.Time{}
+	}
+	return date
 }

@@ -3,7 +3,10 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -188,4 +192,37 @@ func TestFanOutStartStopsOnStop(t *testing.T) {
 			t.Fatalf("startFanOut after Stop = %v, %v; want false, nil", res.ok, res.err)
 		}
 	})
+}
+
+// TestSubscribeRefusalDated checks that a SubscribeToShard Kinesis refused
+// (ResourceInUseException: a call within 5 s of the last successful one for
+// the consumer and shard, as a restarted reader makes) returns the Date of
+// the refusal, through the SDK's real
+// error chain, so that a fan-out reader at LATEST whose first subscription
+// was refused pins its start on Kinesis's clock, not its own (see
+// position.pinned).
+func TestSubscribeRefusalDated(t *testing.T) {
+	date := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) // far from this machine's clock
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", date.Format(http.TimeFormat))
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"__type":"ResourceInUseException","message":"Another active subscription exists for this consumer"}`)
+	}))
+	defer srv.Close()
+	client := awskinesis.New(awskinesis.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("key", "secret", ""),
+	})
+	_, got, err := subscribeWith(client)(t.Context(), &awskinesis.SubscribeToShardInput{
+		ConsumerARN: aws.String(fakeConsumerARN), ShardId: aws.String("shard-0"),
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest},
+	})
+	var inUse *types.ResourceInUseException
+	if !errors.As(err, &inUse) {
+		t.Fatalf("subscribe: %v, want a ResourceInUseException", err)
+	}
+	if !got.Equal(date) {
+		t.Errorf("the refusal dated %v, want its Date header's %v", got, date)
+	}
 }

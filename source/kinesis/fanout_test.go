@@ -69,19 +69,28 @@ func (s *scriptedSub) end(err error) {
 type subscriptions struct {
 	calls  chan *scriptedSub
 	refuse chan error // the answer to each call: nil accepts
+	// dated: an accepted answer carries a Date, its time in whole seconds,
+	// as the SDK's response metadata gives it; else none, as from a fake.
+	dated bool
 }
 
-func (s *subscriptions) subscribe(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, error) {
+func (s *subscriptions) subscribe(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error) {
 	sub := &scriptedSub{in: in, at: time.Now(), events: make(chan types.SubscribeToShardEventStream), closed: make(chan struct{})}
 	select {
 	case s.calls <- sub:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	}
 	if err := <-s.refuse; err != nil {
-		return nil, err
+		if s.dated { // a refusal is an answer too
+			return nil, sub.at.Truncate(time.Second), err
+		}
+		return nil, time.Time{}, err
 	}
-	return sub, nil
+	if s.dated {
+		return sub, sub.at.Truncate(time.Second), nil
+	}
+	return sub, time.Time{}, nil
 }
 
 // next returns the next call, answered with refusal (nil accepts it), and

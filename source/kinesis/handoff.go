@@ -62,7 +62,7 @@ func (lr *leaseRun) handOff(ctx context.Context, shard string) {
 		lr.log.Info("kinesis: a shard's lease changed before its hand-off was written: the other worker took it already "+
 			"(or gave it back, and this worker takes it again); nothing to do", "shard", shard, "err", err)
 	default:
-		lr.log.Warn("kinesis: handing a shard off failed; the other worker takes it in time", "shard", shard, "err", err)
+		lr.log.Warn("kinesis: handing a shard off failed; the lease coordinator tries again at its next take cycle", "shard", shard, "err", err)
 	}
 	if lr.state != nil {
 		lr.state.drop(ctx, lr, shard)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -42,7 +43,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	// (goneFromStream): it is then taken as read to its end.
 	gone := func(err error) bool { return rn.goneFromStream(ctx, log, shardID, err) }
 	asked := rn.clock.Now()
-	it, err := rn.iterator(ctx, shardID, pos, 0)
+	it, answered, err := rn.datedIterator(ctx, shardID, pos)
 	if gone(err) {
 		return ended()
 	}
@@ -50,11 +51,14 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		return rn.readerExit(ctx, shardID, rn.notInStream(shardID, pos, err))
 	}
 	trim := headTrimAt(pos)
-	pos = pos.pinned(asked) // LATEST as it was resolved, for any new iterator before the first record
-	holding := lease.Held   // why guard holds back the current streak of records; Held: none held back
-	var avg int64           // bytes a Kinesis record of the last page took; 0: unknown
-	var planned time.Time   // when the reader meant to call GetRecords next; zero: at once
-	var late time.Duration  // how long after its planned start a call usually returns (moving average); 0: unknown
+	if answered.IsZero() {
+		answered = asked // no Date: this reader's clock must do
+	}
+	pos = pos.pinned(answered) // LATEST as it was resolved, for any new iterator before the first record
+	holding := lease.Held      // why guard holds back the current streak of records; Held: none held back
+	var avg int64              // bytes a Kinesis record of the last page took; 0: unknown
+	var planned time.Time      // when the reader meant to call GetRecords next; zero: at once
+	var late time.Duration     // how long after its planned start a call usually returns (moving average); 0: unknown
 	capped := newLimiter(rn.clock, rn.cfg.MaxRecordsPerSecond, time.Second)
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
@@ -526,9 +530,32 @@ func (rn *run) iterator(ctx context.Context, shardID string, pos position, maxAt
 	return iteratorWith(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, pos, maxAttempts)
 }
 
+// datedIterator is iterator, retried until ctx is done, that also returns
+// the Date of Kinesis's answer: a time on Kinesis's clock (whole seconds,
+// rounded down) just after it resolved pos, whatever this reader's clock
+// says; the zero time if the client's answer has no response metadata (a
+// fake).
+func (rn *run) datedIterator(ctx context.Context, shardID string, pos position) (*string, time.Time, error) {
+	out, err := getIterator(ctx, rn.client, rn.retry, streamRef(rn.cfg.Stream), shardID, pos, 0)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	date, _ := awsmiddleware.GetServerTime(out.ResultMetadata)
+	return out.ShardIterator, date, nil
+}
+
 // iteratorWith is iterator for any client and stream (Recompute uses the
 // range's stream).
 func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos position, maxAttempts int) (*string, error) {
+	out, err := getIterator(ctx, client, r, stream, shardID, pos, maxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	return out.ShardIterator, nil
+}
+
+// getIterator is iteratorWith that returns Kinesis's answer.
+func getIterator(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos position, maxAttempts int) (*awskinesis.GetShardIteratorOutput, error) {
 	in := pos.iteratorInput(stream, shardID)
 	out, err := do(ctx, r, maxAttempts, "GetShardIterator", shardID, func(ctx context.Context) (*awskinesis.GetShardIteratorOutput, error) {
 		return client.GetShardIterator(ctx, in)
@@ -536,7 +563,7 @@ func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamR
 	if err != nil {
 		return nil, fmt.Errorf("getting a shard iterator at %s: %w", pos, err)
 	}
-	return out.ShardIterator, nil
+	return out, nil
 }
 
 // readRecords calls GetRecords for a shard reader (at most limit records,
