@@ -225,6 +225,9 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		err = e.openState(ctx, l, st)
 		end()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while restoring the state: the cause says why
+			}
 			return err
 		}
 	}
