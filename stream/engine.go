@@ -211,7 +211,12 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 			return err
 		}
 		defer func() {
-			if cerr := l.Close(); cerr != nil && err == nil {
+			end := e.watchWait("stream: Run still waits for the recovery log's Close, its last call",
+				"log", fmt.Sprintf("%T", e.cfg.Recovery),
+				"fix", "the recovery log's Close must return: Run closes it once every other call has returned")
+			cerr := l.Close()
+			end()
+			if cerr != nil && err == nil {
 				err = fmt.Errorf("stream: close recovery log: %w", cerr)
 			}
 		}()
