@@ -108,6 +108,12 @@ type dirLog struct {
 	segMax int64
 	logger *slog.Logger
 
+	snapHook func() // tests only (export_test.go): called by PutSnapshot before it writes
+
+	// snapMu is held by PutSnapshot, PruneSnapshots and Close, before mu;
+	// mu guards what follows, and PutSnapshot does not hold it while it
+	// writes.
+	snapMu   sync.Mutex
 	mu       sync.Mutex
 	d        *durable.Dir // open until Close
 	lock     *os.File
@@ -446,6 +452,8 @@ func (l *dirLog) Replace(ctx context.Context, records [][]byte) error {
 // Close closes the active segment and releases the directory lock; see
 // Log.Close.
 func (l *dirLog) Close() error {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

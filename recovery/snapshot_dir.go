@@ -47,11 +47,24 @@ func parseSnapshotName(name string) (batch.Time, bool) {
 //
 // A failed PutSnapshot does not break the log: the snapshot is not
 // referenced by any entry yet, so the previous one stays current.
+//
+// The file is written without l.mu, so that appends (a block, a batch) do
+// not wait for the write of a large state: its name is read by nothing
+// before the driver appends an entry naming it, after PutSnapshot has
+// returned, and segments are listed by their own names. l.snapMu keeps
+// the snapshot calls from running into one another, and Close from
+// closing the directory under the write.
 func (l *dirLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := usable(ctx, l.closed, l.broken); err != nil {
+	err := usable(ctx, l.closed, l.broken)
+	l.mu.Unlock()
+	if err != nil {
 		return "", err
+	}
+	if l.snapHook != nil {
+		l.snapHook()
 	}
 	name := snapshotName(t)
 	if _, err := l.d.WriteFile(name, data); err != nil {
@@ -87,6 +100,8 @@ func (l *dirLog) GetSnapshot(ctx context.Context, ref string) ([]byte, error) {
 // SnapshotStore. A file it cannot remove is logged and left for the next
 // call.
 func (l *dirLog) PruneSnapshots(ctx context.Context, t batch.Time, ref string) error {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := usable(ctx, l.closed, l.broken); err != nil {

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/internal/recoverylog/logtest"
 	"github.com/weirstream/weir/recovery"
 )
 
@@ -65,5 +68,75 @@ func TestDirSnapshotTorn(t *testing.T) {
 	}
 	if _, err := l.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 1000, Ref: "../LOCK"}); !errors.Is(err, recovery.ErrNoSnapshot) {
 		t.Errorf("GetSnapshot of a name that is not a snapshot's: got %v, want ErrNoSnapshot", err)
+	}
+}
+
+// TestDirAppendDuringSnapshot checks that an Append (a block pushed, a
+// batch cut) completes while a state snapshot is being written, held
+// here, rather than waiting for the write of a large state; and that the
+// snapshot, once written and referenced, and the entry are both read back
+// after a restart.
+func TestDirAppendDuringSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	raw, err := recovery.OpenDir(ctx, recovery.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	recovery.HoldSnapshotWritesForTest(raw, func() { close(held); <-release })
+	l := recoverylog.Wrap(raw, nil)
+	data := []byte("state")
+	var ref string
+	put := make(chan error, 1)
+	go func() {
+		var err error
+		ref, err = l.PutSnapshot(ctx, 7000, data)
+		put <- err
+	}()
+	<-held
+	appended := make(chan error, 1)
+	go func() { appended <- l.Append(ctx, logtest.Block(0, 1)) }()
+	bound := time.NewTimer(time.Minute) // a bound on a wait that never ends unless the Append waits for the write, not a measure
+	defer bound.Stop()
+	waited := false
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatalf("Append during a snapshot's write: %v", err)
+		}
+	case <-bound.C:
+		waited = true
+		t.Errorf("an Append waited a minute for a state snapshot's write, held meanwhile: appends must not wait for the write of the state")
+	}
+	close(release)
+	if err := <-put; err != nil {
+		t.Fatalf("PutSnapshot: %v", err)
+	}
+	if waited {
+		if err := <-appended; err != nil {
+			t.Fatalf("Append after the snapshot's write: %v", err)
+		}
+	}
+	mustAppend(t, l, recoverylog.SnapshotTaken(7000, ref))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	next := openDir(t, recovery.Dir(dir))
+	entries, err := next.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []recoverylog.Kind
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind)
+	}
+	if !slices.Equal(kinds, []recoverylog.Kind{recoverylog.KindBlockStored, recoverylog.KindSnapshot}) {
+		t.Errorf("entries read after a restart: %v, want a block then the snapshot", kinds)
+	}
+	got, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 7000, Ref: ref})
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GetSnapshot after a restart: %q, %v; want %q", got, err, data)
 	}
 }

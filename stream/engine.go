@@ -201,7 +201,9 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 // cause of ctx.
 func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 	if e.log == nil && e.cfg.Recovery != nil {
+		end := e.watchOpen()
 		l, st, err := e.openLog(ctx)
+		end()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while opening: the cause says why
@@ -209,7 +211,12 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 			return err
 		}
 		defer func() {
-			if cerr := l.Close(); cerr != nil && err == nil {
+			end := e.watchWait("stream: Run still waits for the recovery log's Close, its last call",
+				"log", fmt.Sprintf("%T", e.cfg.Recovery),
+				"fix", "the recovery log's Close must return: Run closes it once every other call has returned")
+			cerr := l.Close()
+			end()
+			if cerr != nil && err == nil {
 				err = fmt.Errorf("stream: close recovery log: %w", cerr)
 			}
 		}()
@@ -219,7 +226,13 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		e.log = &recoveryLog{log: l, compactEvery: e.cfg.CompactEvery,
 			fail:      func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
 			inherited: st.ReservedThrough, runThrough: lastRunThrough(st), inOrder: len(e.ticks) > 0}
-		if err := e.openState(ctx, l, st); err != nil {
+		end = e.watchOpen()
+		err = e.openState(ctx, l, st)
+		end()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while restoring the state: the cause says why
+			}
 			return err
 		}
 	}
@@ -260,19 +273,37 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 }
 
 // watchEnd watches a wait of a stopping Run after its goroutines, and so
-// the stop watcher (watchStop), have ended: once it has taken
-// stopWarnAfter, and again each time that doubles, it logs at WARN that
-// Run still waits for what, with args, since nothing else would show a
-// recovery log that ignores its ctx. The func returned ends the watch.
+// the stop watcher (watchStop), have ended, with watchWait, since nothing
+// else would show a recovery log that ignores its ctx: it logs that Run
+// still waits for what, with args.
 func (e *engine) watchEnd(what string, args ...any) (end func()) {
+	return e.watchWait("stream: the pipeline is stopping and Run still waits for "+what,
+		slices.Concat(args, []any{"fix", "the recovery log (its Append, Replace, and PutSnapshot as a SnapshotStore) must return once its ctx is done: " +
+			"Drain's ctx bounds the final snapshot (Config.DrainTimeout when Run's ctx is done), and Stop cancels it"})...)
+}
+
+// watchOpen watches, with watchWait, Run opening its recovery log (Open,
+// then reading the log and the state snapshot, and recording the shape),
+// before the stop watcher (watchStop) and the stall watchers start, since
+// nothing else would show an Opener or a recovery log that ignores its ctx
+// and does not return: Run could neither start nor stop.
+func (e *engine) watchOpen() (end func()) {
+	return e.watchWait("stream: Run still waits for the recovery log to open (its Opener's Open, then its Read, GetSnapshot and Append)",
+		"log", fmt.Sprintf("%T", e.cfg.Recovery),
+		"fix", "the recovery log's Open, Read, GetSnapshot and Append must return once their ctx is done: "+
+			"Stop cancels it, and so does Run's ctx once Config.DrainTimeout has passed")
+}
+
+// watchWait watches a wait of Run that no other watcher sees: once it has
+// taken stopWarnAfter, and again each time that doubles, it logs msg at
+// WARN, with args and how long Run has waited. The func returned ends the
+// watch.
+func (e *engine) watchWait(msg string, args ...any) (end func()) {
 	done := make(chan struct{})
 	var w sync.WaitGroup
 	w.Go(func() {
 		waitWarning(e.cfg.Clock, done, stopWarnAfter, func(waited time.Duration) {
-			e.cfg.Logger.Warn("stream: the pipeline is stopping and Run still waits for "+what,
-				append(args, "waited", waited.Round(time.Second),
-					"fix", "the recovery log (its Append, Replace, and PutSnapshot as a SnapshotStore) must return once its ctx is done: "+
-						"Drain's ctx bounds the final snapshot (Config.DrainTimeout when Run's ctx is done), and Stop cancels it")...)
+			e.cfg.Logger.Warn(msg, slices.Concat(args, []any{"waited", waited.Round(time.Second)})...)
 		})
 	})
 	return func() {

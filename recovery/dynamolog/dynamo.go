@@ -93,7 +93,8 @@ type Client interface {
 // refused for good (the table deleted, access denied), or cut short by its
 // ctx, leaves its outcome unknown: every later call returns that error, and
 // the log must be opened again. The log is safe for concurrent use; it
-// serialises appends.
+// serialises appends, and a state snapshot being stored (PutSnapshot, one
+// put per chunk) holds none of them back.
 type Config struct {
 	// Client is the DynamoDB client, usually a *dynamodb.Client; a client
 	// given here is used as it is, so AWS and Endpoint, which it would
@@ -182,6 +183,10 @@ type dynamoLog struct {
 	logger   *slog.Logger
 	clock    clock.Clock
 
+	// snapMu is held by PutSnapshot and PruneSnapshots, before mu; mu
+	// guards what follows, and PutSnapshot does not hold it during its
+	// puts.
+	snapMu   sync.Mutex
 	mu       sync.Mutex
 	next     int64    // seq of the next item
 	payloads [][]byte // encoded entries in effect, in order

@@ -39,10 +39,22 @@ const (
 // recovery.SnapshotStore. Snapshot items are not fenced: they are in a
 // partition of this writer's, and only an entry a fenced append would put
 // makes them current. A failed put leaves the log usable.
+//
+// The puts are made without l.mu, which guards the log's items and seqs
+// only, so that appends (a block, a batch) do not wait for the upload of a
+// large state: the snapshot's items are under a key of their own that no
+// append, read or compaction touches, and that nothing reads before the
+// driver appends an entry naming it, after PutSnapshot has returned.
+// l.snapMu keeps the snapshot calls from running into one another: two
+// puts at one time would mix their chunks, and a prune could delete the
+// items of a put under way.
 func (l *dynamoLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) (string, error) {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.usable(ctx); err != nil {
+	err := l.usable(ctx)
+	l.mu.Unlock()
+	if err != nil {
 		return "", err
 	}
 	ref := l.name + snapMarker + l.writer + "/" + strconv.FormatInt(int64(t), 10)
@@ -56,6 +68,13 @@ func (l *dynamoLog) PutSnapshot(ctx context.Context, t batch.Time, data []byte) 
 	if err := l.putSnapItem(ctx, ref, 0, map[string]types.AttributeValue{
 		attrType: str(itemHead), attrChunks: num(int64(len(chunks)))}); err != nil {
 		return "", err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		// Closed during the puts: the snapshot is left unreferenced, as
+		// a crash between its put and its entry leaves it.
+		return "", recovery.ErrClosed
 	}
 	l.snaps = append(l.snaps, ref)
 	return ref, nil
@@ -179,6 +198,8 @@ func (l *dynamoLog) noteSnapshots(old [][]byte) {
 // referencing it is not known here and stays. A snapshot it cannot delete
 // is tried again by the next call.
 func (l *dynamoLog) PruneSnapshots(ctx context.Context, t batch.Time, ref string) error {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(ctx); err != nil {

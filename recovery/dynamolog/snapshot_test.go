@@ -1,12 +1,16 @@
 package dynamolog_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/localaws/faults"
@@ -146,5 +150,93 @@ func TestDynamoSnapshotReadThroughOutage(t *testing.T) {
 	}
 	if n := tr.Injected("Query", 0); n != 3 {
 		t.Fatalf("%d faults injected, want 3", n)
+	}
+}
+
+// holdChunks is a DynamoDB client that holds the put of the first
+// snapshot chunk item it is given, having closed held, until release is
+// closed or the put's ctx ends.
+type holdChunks struct {
+	dynamolog.Client
+	held, release chan struct{}
+	once          sync.Once
+}
+
+func (c *holdChunks) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if typ, ok := in.Item["type"].(*types.AttributeValueMemberS); ok && typ.Value == "chunk" {
+		c.once.Do(func() {
+			close(c.held)
+			select {
+			case <-c.release:
+			case <-ctx.Done():
+			}
+		})
+	}
+	return c.Client.PutItem(ctx, in, opts...)
+}
+
+// TestDynamoAppendDuringSnapshot checks, on dynalite, that an Append (a
+// block pushed, a batch cut) completes while a state snapshot's chunk
+// puts are under way, held here, rather than waiting for the whole upload
+// of a large state; and that the snapshot, once put and referenced, and
+// the entry are both read by the next writer.
+func TestDynamoAppendDuringSnapshot(t *testing.T) {
+	env := localaws.ForTest(t, localaws.Options{DynamoDB: true})
+	hold := &holdChunks{Client: env.DynamoDB(), held: make(chan struct{}), release: make(chan struct{})}
+	cfg := dynamolog.Config{Client: hold, Table: table, Name: localaws.UniqueName(t), AttemptTimeout: -1}
+	ctx := t.Context()
+	l := openDynamo(t, cfg)
+	data := make([]byte, 2*dynamolog.SnapshotChunkSize+5)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	var ref string
+	put := make(chan error, 1)
+	go func() {
+		var err error
+		ref, err = l.PutSnapshot(ctx, 7000, data)
+		put <- err
+	}()
+	<-hold.held
+	appended := make(chan error, 1)
+	go func() { appended <- l.Append(ctx, block(0, 1)) }()
+	bound := time.NewTimer(time.Minute) // a bound on a wait that never ends unless the Append waits for the puts, not a measure
+	defer bound.Stop()
+	waited := false
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatalf("Append during a snapshot's puts: %v", err)
+		}
+	case <-bound.C:
+		waited = true
+		t.Errorf("an Append waited a minute for a state snapshot's chunk puts, held meanwhile: appends must not wait for the upload of the state")
+	}
+	close(hold.release)
+	if err := <-put; err != nil {
+		t.Fatalf("PutSnapshot: %v", err)
+	}
+	if waited {
+		if err := <-appended; err != nil {
+			t.Fatalf("Append after the snapshot's puts: %v", err)
+		}
+	}
+	mustAppend(t, l, recoverylog.SnapshotTaken(7000, ref))
+
+	next := openDynamo(t, cfg) // a new writer: fences l, reads the log and its snapshot
+	entries, err := next.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []recoverylog.Kind
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind)
+	}
+	if diff := cmp.Diff([]recoverylog.Kind{recoverylog.KindBlockStored, recoverylog.KindSnapshot}, kinds); diff != "" {
+		t.Errorf("entries read by the next writer (-want +got):\n%s", diff)
+	}
+	got, err := next.GetSnapshot(ctx, recoverylog.SnapshotRef{Time: 7000, Ref: ref})
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GetSnapshot by the next writer: %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
 }
