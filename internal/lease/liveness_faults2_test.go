@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -169,33 +170,14 @@ func orphanTrial(t *testing.T) string {
 // than at its next checkpoint of the shard or scan.
 func TestLivenessStealNoticeRetried(t *testing.T) {
 	ctx := t.Context()
-	db := servers.Env(t).DynamoDB()
-	table := localaws.UniqueName(t)
-	w1 := newWorker(t, table, "w1", db, nil)
-	f2 := &faultDB{DynamoDBAPI: db}
-	f2.setRule(times(1, failBefore, isNote))
-	w2 := newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
-	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
-		t.Fatal(err)
-	}
-	w1.cycle(ctx)
-	for range 2 {
-		w1.clk.Advance(w1.c.cfg.RenewInterval)
-		w1.c.renewCycle(ctx)
-	}
-	w2.cycle(ctx) // sees w1's beat
-	victim := w1.held()[2]
+	w1, w2, victim := noticeFails(t)
 	w2.c.take(ctx, mustGet(t, w2.c.Table(), victim)) // a steal; its notice fails
 	w1.clk.Advance(w1.c.cfg.RenewInterval)
 	w1.c.renewCycle(ctx)
 	if !w1.c.Holds(victim) {
 		t.Fatal("w1 learnt of the steal though its notice was not written")
 	}
-	w2.clk.Advance(w2.c.cfg.TakeInterval)
-	w2.c.takeCycle(ctx) // writes the notice again
-	w1.clk.Advance(w1.c.cfg.RenewInterval)
-	w1.c.renewCycle(ctx)
-	w1.c.deliver()
+	noticeAgain(ctx, w1, w2)
 	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
 		t.Errorf("w1 lost %v after the notice was written again, want [%s]", lost, victim)
 	}
@@ -210,33 +192,14 @@ func TestLivenessStealNoticeRetried(t *testing.T) {
 // nothing of the shard).
 func TestLivenessHandoffNoticeRetried(t *testing.T) {
 	ctx := t.Context()
-	db := servers.Env(t).DynamoDB()
-	table := localaws.UniqueName(t)
-	w1 := newWorker(t, table, "w1", db, nil)
-	f2 := &faultDB{DynamoDBAPI: db}
-	f2.setRule(times(1, failBefore, isNote))
-	w2 := newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
-	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
-		t.Fatal(err)
-	}
-	w1.cycle(ctx)
-	for range 2 {
-		w1.clk.Advance(w1.c.cfg.RenewInterval)
-		w1.c.renewCycle(ctx)
-	}
-	w2.cycle(ctx) // sees w1's beat
-	victim := w1.held()[2]
+	w1, w2, victim := noticeFails(t)
 	w2.c.requestHandoff(ctx, mustGet(t, w2.c.Table(), victim)) // its notice fails
 	w1.clk.Advance(w1.c.cfg.RenewInterval)
 	w1.c.renewCycle(ctx)
 	if w1.c.HoldOf(victim) != Held {
 		t.Fatalf("w1's hold of %s is %v: it learnt of the request though its notice was not written", victim, w1.c.HoldOf(victim))
 	}
-	w2.clk.Advance(w2.c.cfg.TakeInterval)
-	w2.c.takeCycle(ctx) // writes the notice again
-	w1.clk.Advance(w1.c.cfg.RenewInterval)
-	w1.c.renewCycle(ctx)
-	w1.c.deliver()
+	noticeAgain(ctx, w1, w2)
 	if _, lost := w1.events(); len(lost) != 1 || lost[0] != victim {
 		t.Errorf("w1 handed off %v after the notice was written again, want [%s]", lost, victim)
 	}
@@ -283,4 +246,40 @@ func TestLivenessResumedWorkerRebalances(t *testing.T) {
 	if len(w1.held()) != 2 || len(w2.held()) != 2 {
 		t.Errorf("after 10 periods w1 holds %v and w2 %v, want 2 each; the table says %v", w1.held(), w2.held(), owners(t, w1.c.Table()))
 	}
+}
+
+// noticeFails returns two workers on a new table of 4 shards: w1 holds
+// them all and has beaten twice, w2 has seen its beat and steals without
+// limit, and w2's first write of a notice fails; and victim, a lease of
+// w1's.
+func noticeFails(t *testing.T) (w1, w2 *worker, victim string) {
+	t.Helper()
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w1 = newWorker(t, table, "w1", db, nil)
+	f2 := &faultDB{DynamoDBAPI: db}
+	f2.setRule(times(1, failBefore, isNote))
+	w2 = newWorker(t, table, "w2", f2, func(c *CoordinatorConfig) { c.MaxStealsPerCycle = -1 })
+	if err := w1.c.SyncShards(ctx, shardIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	w1.cycle(ctx)
+	for range 2 {
+		w1.clk.Advance(w1.c.cfg.RenewInterval)
+		w1.c.renewCycle(ctx)
+	}
+	w2.cycle(ctx) // sees w1's beat
+	return w1, w2, w1.held()[2]
+}
+
+// noticeAgain runs w2's next take cycle, which writes its failed notice
+// again, then w1's next renew cycle, which reads it, and delivers w1's
+// events.
+func noticeAgain(ctx context.Context, w1, w2 *worker) {
+	w2.clk.Advance(w2.c.cfg.TakeInterval)
+	w2.c.takeCycle(ctx) // writes the notice again
+	w1.clk.Advance(w1.c.cfg.RenewInterval)
+	w1.c.renewCycle(ctx)
+	w1.c.deliver()
 }
