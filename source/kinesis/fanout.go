@@ -234,16 +234,16 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
 		return subFailed, err
 	}
-	// Asked after the wait, which may be long (a slow pipeline): the lease
-	// may have gone unrenewed or be handed off meanwhile.
-	if s.guard != nil && len(e.Records) > 0 {
-		if s.held = s.guard(); s.held != lease.Held {
-			s.rn.r.budget.release(size)
-			return subHeld, nil
-		}
-	}
-	if _, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size); err != nil {
+	// The lease is asked after the waits, for the budget and for room in
+	// the block generator (deliver), which may be long (a slow pipeline):
+	// it may have gone unrenewed or be handed off meanwhile.
+	_, hold, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size, s.guard)
+	if err != nil {
 		return subFailed, err
+	}
+	if hold != lease.Held {
+		s.held = hold
+		return subHeld, nil
 	}
 	s.delivered = true
 	if n := len(e.Records); n > 0 {

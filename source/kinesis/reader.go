@@ -23,9 +23,9 @@ import (
 // readShard reads shardID from pos into the block generator until the
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
-// A non-nil guard is asked before each delivery; while it says other than
-// lease.Held the reader delivers nothing and reads the same records again
-// later. keys is the shard's hash key range (see convert).
+// A non-nil guard is asked before each delivery, once the block generator
+// has room for it (see deliver); while it says other than lease.Held the
+// reader delivers nothing and reads the same records again later. keys is the shard's hash key range (see convert).
 func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
@@ -72,14 +72,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			capped.giveBack(limit - len(out.Records))
 			rn.shared.giveBack(limit - len(out.Records))
 		}
-		// Asked once: its answer decides both what the budget gets back and
-		// whether the records are delivered.
-		hold := lease.Held
-		if err == nil && guard != nil && len(out.Records) > 0 {
-			hold = guard()
-		}
-		holdBack := hold != lease.Held
-		if err != nil || holdBack {
+		if err != nil {
 			rn.r.budget.release(reserved) // nothing delivered
 		}
 		var expired *types.ExpiredIteratorException
@@ -102,10 +95,14 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
-		if holdBack {
-			// The lease may be another worker's by now: deliver nothing,
-			// and read these records again once it is renewed (or stop
-			// when its loss is reported).
+		size, hold, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved, guard)
+		if err != nil {
+			return rn.readerExit(ctx, shardID, err)
+		}
+		if hold != lease.Held {
+			// The lease may be another worker's by now: nothing was
+			// delivered; read these records again once it is renewed (or
+			// stop when its loss is reported).
 			if hold != holding {
 				logHeldBack(log, hold, lastRead)
 				holding = hold
@@ -123,10 +120,6 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			continue
 		}
 		holding = lease.Held
-		size, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved)
-		if err != nil {
-			return rn.readerExit(ctx, shardID, err)
-		}
 		if n := len(out.Records); n > 0 {
 			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
 			trim = headTrim{} // only the first record read can be the one at pos.At
@@ -380,10 +373,15 @@ const assumedRecordBytes = 1 << 10
 // than its records: Recompute trims and filters them the same way). It
 // returns the bytes the records hold in memory, which the byte budget
 // holds, in place of the reserved bytes, until their block is completed.
-func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
+//
+// A non-nil guard is asked whether the records may be delivered once the
+// generator has room for them, after its wait (a stalled pipeline), which
+// may outlast the lease: when it says other than lease.Held, deliver adds
+// nothing, gives the reservation back and returns its answer.
+func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krecs []types.Record, trim headTrim, reserved int64, guard func() lease.Hold) (int64, lease.Hold, error) {
 	if len(krecs) == 0 {
 		rn.r.budget.release(reserved)
-		return 0, nil
+		return 0, lease.Held, nil
 	}
 	recs, conv := convert(shardID, krecs, keys, rn.logger)
 	if conv.outside > 0 && rn.r.stats.outOfRange(shardID, conv.outside) {
@@ -394,7 +392,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 	if len(recs) == 0 {
 		rn.r.budget.release(reserved)
 		rn.r.stats.read(len(krecs), 0, conv.bad)
-		return 0, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
+		return 0, lease.Held, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
 		Stream: rn.cfg.Stream,
@@ -407,14 +405,20 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 	for i := range recs {
 		size += recordBytes(&recs[i])
 	}
+	hold := lease.Held
+	var admit func() bool
+	if guard != nil {
+		admit = func() bool { hold = guard(); return hold == lease.Held }
+	}
 	rn.r.budget.take(rng, size, reserved)
-	if err := rn.gen.Add(ctx, recs, rng); err != nil {
+	added, err := rn.gen.AddIf(ctx, admit, recs, rng)
+	if err != nil || !added {
 		rn.r.budget.giveBack([]batch.SeqRange{rng})
-		return 0, err
+		return 0, hold, err
 	}
 	rn.r.stats.read(len(krecs), len(recs), conv.bad)
 	rn.r.progress.added(rng)
-	return size, nil
+	return size, lease.Held, nil
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
