@@ -245,8 +245,23 @@ func (c *control) forget(shardID string, h *readerHandle) {
 		delete(c.readers, shardID)
 	}
 	c.mu.Unlock()
-	c.run.r.progress.stopped(shardID)
+	c.run.r.progress.stopped(shardID, c.run.clock.Now())
 	close(h.done)
+}
+
+// release tells the receiver that the assigner is done with shardID, whose
+// reader stopped for good (its lease lost or handed off, or the shard
+// finished): its state and counters are forgotten forgetShardAfter later
+// (see forgetShards).
+func (c *control) release(shardID string) {
+	c.run.r.progress.release(shardID)
+}
+
+// forgetShards drops the state and counters of the shards released more
+// than forgetShardAfter ago whose records are all completed (see
+// progress.forget). The assigners call it on each round.
+func (c *control) forgetShards() {
+	c.run.r.forgetShards(c.run.clock.Now())
 }
 
 // stopShard stops the reader of shardID at once (a lease was lost) and
@@ -326,6 +341,7 @@ func (allShards) assign(ctx context.Context, c *control) error {
 			}
 			return err
 		}
+		c.forgetShards()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -341,6 +357,7 @@ type shardPlan struct {
 	pos     position
 	skip    bool // never read: counts as drained for its children
 	started bool
+	done    bool // drained and every child started: released (see control.release)
 }
 
 // shardSync holds allShards' state between syncs.
@@ -377,7 +394,40 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		plan.started = true
 		s.known[sh.ID] = plan
 	}
+	s.releaseDone(listed)
 	return nil
+}
+
+// releaseDone releases every shard that drained and whose listed
+// children all started: nothing asks for its state again (see
+// control.release). It forgets the shards no longer listed: their records
+// passed the retention period, and no child waits for them (ready).
+func (s *shardSync) releaseDone(listed map[string]bool) {
+	waiting := make(map[string]bool) // parents of a child not started
+	for id, plan := range s.known {
+		if !listed[id] {
+			delete(s.known, id)
+			continue
+		}
+		if !plan.started && !plan.skip {
+			for _, p := range plan.shard.parents() {
+				waiting[p] = true
+			}
+		}
+	}
+	for id, plan := range s.known {
+		if !plan.started || plan.done || waiting[id] {
+			continue
+		}
+		select {
+		case <-s.c.drained(id):
+		default:
+			continue
+		}
+		plan.done = true
+		s.known[id] = plan
+		s.c.release(id)
+	}
 }
 
 // plan decides where a newly listed shard starts.
@@ -400,7 +450,7 @@ func (s *shardSync) ready(sh shardInfo, listed map[string]bool) bool {
 			continue // trimmed away: its records are gone anyway
 		}
 		plan, ok := s.known[p]
-		if !ok || plan.skip {
+		if !ok || plan.skip || plan.done {
 			continue
 		}
 		if !plan.started {

@@ -50,7 +50,12 @@ type Stats struct {
 	BufferedBytes int64
 	// PeakBufferedBytes is the most BufferedBytes has been.
 	PeakBufferedBytes int64
-	// Shards holds the state of every shard this receiver has read, by ID.
+	// Shards holds the state of every shard this receiver reads, or read
+	// less than 10 minutes ago, by ID: a shard is left out 10 minutes
+	// after its reader stopped for good (its lease lost or handed off, or
+	// read to its end and finished), once every record read from it is
+	// completed, so that a stream resharded often does not grow it without
+	// bound. A shard read again afterwards starts from zero counters.
 	Shards map[string]ShardStats
 }
 
@@ -176,6 +181,15 @@ func (s *statsCollector) getRecords(shard string, took time.Duration, bytes int6
 	i, _ := slices.BinarySearch(getRecordsBounds[:], took) // the first bound >= took
 	sc.latency[i]++
 	sc.bytes += bytes
+}
+
+// forget drops the per-shard counters of shards (their totals stay).
+func (s *statsCollector) forget(shards []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range shards {
+		delete(s.shards, id)
+	}
 }
 
 // addShards adds the per-shard counters to shards, the progress snapshot.
