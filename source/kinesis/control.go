@@ -246,6 +246,7 @@ func (c *control) forget(shardID string, h *readerHandle) {
 	}
 	c.mu.Unlock()
 	c.run.r.progress.stopped(shardID, c.run.clock.Now())
+	c.run.retry.stopThrottling(shardID)
 	close(h.done)
 }
 

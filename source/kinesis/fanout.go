@@ -99,6 +99,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		}
 		if s.delivered {
 			retry.Reset()
+			rn.retry.served(shardID)
 		}
 		if failed > 0 && (s.delivered || err == nil) {
 			st.Ended(failed + 1)
@@ -141,6 +142,9 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			return rn.readerExit(ctx, shardID, err)
 		}
 		rn.r.stats.retry(cause)
+		if isThrottle(cause) {
+			rn.retry.throttled("SubscribeToShard", shardID, cause, err)
+		}
 		delay := retry.Next()
 		failed++
 		st.Failed(failed, string(cause), cause == causeTransport, err)

@@ -1,0 +1,89 @@
+package kinesis
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/source"
+)
+
+// TestThrottlingWarnedOncePerEpisode checks, in virtual time on kinesalite,
+// that a reader whose GetRecords calls are throttled on and off for minutes
+// (six times out of seven, as when it catches up on large records at a
+// shard's 2 MB/s) warns once that its calls are throttled and once, with
+// the count, when they no longer are, instead of twice every few seconds.
+func TestThrottlingWarnedOncePerEpisode(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	synctest.Test(t, func(t *testing.T) {
+		var throttling atomic.Bool
+		var calls, throttled atomic.Int64
+		client := &hookClient{
+			Client: bubbleClient(env),
+			getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+				if n := calls.Add(1); throttling.Load() && n%7 != 0 {
+					throttled.Add(1)
+					return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+				}
+				return next.GetRecords(ctx, in)
+			},
+		}
+		h := &logged{}
+		r, err := New(Config{Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client, Logger: slog.New(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() { errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push}) }()
+		throttling.Store(true)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		throttling.Store(false)
+		if err := localaws.PutRecordsOn(t.Context(), client.Client.(*awskinesis.Client), stream, payloads("r", 10), nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		var warned []loggedRecord
+		for _, rec := range h.records() {
+			if strings.Contains(rec.msg, "throttl") || rec.attrs["cause"] == string(causeThrottled) {
+				warned = append(warned, rec)
+			}
+		}
+		for _, rec := range warned {
+			t.Logf("%s %v", rec.msg, rec.attrs)
+		}
+		n := throttled.Load()
+		if n < 100 {
+			t.Fatalf("%d calls throttled, want a few minutes of them", n)
+		}
+		if len(warned) != 2 {
+			t.Fatalf("%d warnings about throttling for %d throttled calls, want 2: its start and its end", len(warned), n)
+		}
+		if got := warned[1].attrs["throttled"]; got != strconv.FormatInt(n, 10) {
+			t.Errorf("the end of the throttling counts %s throttled calls, want %d", got, n)
+		}
+		if warned[0].attrs["fix"] == "" || warned[0].attrs["shard"] == "" {
+			t.Errorf("the throttling warning names no shard or fix: %v", warned[0].attrs)
+		}
+		checkExactlyOnce(t, payloads("r", 10), c.records())
+	})
+}
