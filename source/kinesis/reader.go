@@ -383,7 +383,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 		rn.r.budget.release(reserved)
 		return 0, lease.Held, nil
 	}
-	recs, conv := convert(shardID, krecs, keys, rn.logger)
+	recs, conv := convert(shardID, krecs, keys)
 	if conv.outside > 0 && rn.r.stats.outOfRange(shardID, conv.outside) {
 		rn.logger.Info("kinesis: leaving out user records of KPL aggregates outside the shard's hash key range, as the KCL does; the KPL puts them again on their shard (logged once per shard)",
 			"shard", shardID, "seq", aws.ToString(krecs[0].SequenceNumber), "records", conv.outside)
@@ -392,6 +392,7 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 	if len(recs) == 0 {
 		rn.r.budget.release(reserved)
 		rn.r.stats.read(len(krecs), 0, conv.bad)
+		rn.malformed(shardID, conv)
 		return 0, lease.Held, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
@@ -417,8 +418,23 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 		return 0, hold, err
 	}
 	rn.r.stats.read(len(krecs), len(recs), conv.bad)
+	rn.malformed(shardID, conv)
 	rn.r.progress.added(rng)
 	return size, lease.Held, nil
+}
+
+// malformed counts the records of shardID that conv found looking like
+// KPL aggregates but not decoding as one, and warns when the shard's count
+// reaches a power of two (1, 2, 4...): a producer that writes such records
+// would otherwise log a line per record.
+func (rn *run) malformed(shardID string, conv conversion) {
+	if conv.bad == 0 {
+		return
+	}
+	if n, warn := rn.r.stats.malformedOf(shardID, conv.bad); warn {
+		rn.logger.Warn("kinesis: records look like KPL aggregates (they start with its magic number) but do not decode as one; delivering each as it is, one user record (logged each time the shard's count doubles)",
+			"shard", shardID, "seq", conv.badSeq, "err", conv.badErr, "malformed", n)
+	}
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
@@ -456,13 +472,13 @@ func (h headTrim) apply(recs []Record) []Record {
 // parent can land on a child, and the KPL puts again on their own shard
 // the user records the child does not hold. Records that are not
 // aggregates are never filtered. It returns how many records looked like
-// aggregates but were not (each is delivered as it is, and logged), and
-// how many user records it left out.
+// aggregates but were not (each is delivered as it is; the caller logs
+// them, see run.malformed), and how many user records it left out.
 //
 // The records are counted before the result is allocated, at its exact
 // size: the counts in a page come from its producer, so no guess sizes any
 // allocation, and what the result holds is what the byte budget counts.
-func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Logger) ([]Record, conversion) {
+func convert(shardID string, krecs []types.Record, keys hashRange) ([]Record, conversion) {
 	n := len(krecs)
 	var conv conversion
 	var split []userRecords // by index in krecs; nil while no record looks like an aggregate
@@ -473,9 +489,10 @@ func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Log
 		}
 		urs, aggregated, err := kpl.Deaggregate(kr.Data, aws.ToString(kr.PartitionKey))
 		if err != nil {
+			if conv.bad == 0 {
+				conv.badSeq, conv.badErr = aws.ToString(kr.SequenceNumber), err
+			}
 			conv.bad++
-			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
-				"shard", shardID, "seq", aws.ToString(kr.SequenceNumber), "err", err)
 		}
 		if aggregated {
 			var outside int
@@ -516,6 +533,10 @@ func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Log
 type conversion struct {
 	bad     int // records that looked like KPL aggregates but were not, delivered as they are
 	outside int // user records left out: outside the shard's hash key range
+	// badSeq and badErr are the sequence number of the first of the bad
+	// records, and why it is not an aggregate.
+	badSeq string
+	badErr error
 }
 
 // userRecords is what kpl.Deaggregate made of one Kinesis record.

@@ -179,7 +179,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardC
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		recs, _ := convert(rng.Shard, page, keys, rc.logger)
+		recs, _ := convert(rng.Shard, page, keys) // its reader logged what it found wrong
 		out = append(out, recs...)
 		if n := len(page); n > 0 {
 			lastRead = aws.ToString(page[n-1].SequenceNumber)
