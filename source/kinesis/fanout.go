@@ -141,7 +141,7 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			}
 			return rn.readerExit(ctx, shardID, err)
 		}
-		rn.r.stats.retry(cause)
+		rn.r.stats.shardRetry(shardID, cause)
 		if isThrottle(cause) {
 			rn.retry.throttled("SubscribeToShard", shardID, cause, err)
 		}
