@@ -52,6 +52,7 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 		return nil, err
 	}
 	rc := r.rangeReader(client)
+	defer rc.retry.stopAllThrottling() // its calls are its own: no later one ends an episode
 	out := make([]Record, 0, info.Count)
 	read, skipped := 0, 0
 	defer func() { r.stats.recomputed(read, skipped) }()

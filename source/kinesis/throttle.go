@@ -2,6 +2,8 @@ package kinesis
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,6 +100,19 @@ func (r *retrier) stopThrottling(shard string) {
 	delete(t.on, shard)
 	t.mu.Unlock()
 	r.logEnd(shard, ep)
+}
+
+// stopAllThrottling ends every episode: the retrier's calls are over
+// (Recompute returns).
+func (r *retrier) stopAllThrottling() {
+	t := &r.throttles
+	t.mu.Lock()
+	on := t.on
+	t.on = nil
+	t.mu.Unlock()
+	for _, shard := range slices.Sorted(maps.Keys(on)) {
+		r.logEnd(shard, on[shard])
+	}
 }
 
 // logEnd logs the end of ep, an episode of shard (nil: none), if its

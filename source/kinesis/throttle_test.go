@@ -87,3 +87,54 @@ func TestThrottlingWarnedOncePerEpisode(t *testing.T) {
 		checkExactlyOnce(t, payloads("r", 10), c.records())
 	})
 }
+
+// TestRecomputeThrottlingEnds checks, on kinesalite, that Recompute whose
+// reads were throttled long enough to warn also logs the end of that
+// throttling, with its count, when it returns: its calls are its own, so
+// no later call of the shard would end the episode.
+func TestRecomputeThrottlingEnds(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	data := payloads("r", 5)
+	cfg := baseConfig(env, stream)
+	run := startReceiver(t, cfg, len(data))
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	run.stop(t)
+	blocks := run.c.snapshot()
+
+	var throttled atomic.Int64
+	h := &logged{}
+	cfg.Logger = slog.New(h)
+	cfg.Client = &hookClient{
+		Client: env.Kinesis(),
+		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+			if throttled.Add(1) <= 6 {
+				return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+			}
+			return next.GetRecords(ctx, in)
+		},
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Recompute(t.Context(), blocks[0].info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != blocks[0].info.Count {
+		t.Errorf("Recompute gave %d records, want %d", len(got), blocks[0].info.Count)
+	}
+	var msgs []string
+	for _, rec := range h.records() {
+		if strings.Contains(rec.msg, "throttled") {
+			msgs = append(msgs, rec.msg+" throttled="+rec.attrs["throttled"])
+		}
+	}
+	if len(msgs) != 2 || !strings.HasSuffix(msgs[1], "throttled=6") {
+		t.Errorf("warnings about throttling: %q, want its start and its end, with 6 throttled calls", msgs)
+	}
+}
