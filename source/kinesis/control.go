@@ -401,13 +401,17 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 
 // releaseDone releases every shard that drained and whose listed
 // children all started: nothing asks for its state again (see
-// control.release). It forgets the shards no longer listed: their records
-// passed the retention period, and no child waits for them (ready).
+// control.release). It forgets, and releases, the shards no longer listed:
+// their records passed the retention period, and no child waits for them
+// (ready).
 func (s *shardSync) releaseDone(listed map[string]bool) {
 	waiting := make(map[string]bool) // parents of a child not started
 	for id, plan := range s.known {
 		if !listed[id] {
 			delete(s.known, id)
+			if plan.started && !plan.done {
+				s.c.release(id)
+			}
 			continue
 		}
 		if !plan.started && !plan.skip {

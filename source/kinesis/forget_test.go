@@ -2,11 +2,14 @@ package kinesis
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
@@ -99,5 +102,75 @@ func TestShardForgottenAfterReshard(t *testing.T) {
 		}
 		cancel()
 		checkExactlyOnce(t, append(payloads("before", 10), payloads("after", 10)...), c.records())
+	})
+}
+
+// TestShardForgottenAfterLeavingTheListing checks, in virtual time on
+// kinesalite, that a shard taken as read to its end because it left the
+// stream (its records passed the retention period: Kinesis answers
+// ResourceNotFoundException and ListShards leaves it out) is forgotten
+// too, as a shard closed by a reshard is.
+func TestShardForgottenAfterLeavingTheListing(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	if err := env.PutRecords(t.Context(), stream, payloads("r", 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var gone atomic.Bool
+		client := &hookClient{
+			Client: bubbleClient(env),
+			listShards: func(ctx context.Context, in *awskinesis.ListShardsInput, next Client) (*awskinesis.ListShardsOutput, error) {
+				if gone.Load() {
+					return &awskinesis.ListShardsOutput{}, nil
+				}
+				return next.ListShards(ctx, in)
+			},
+			getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+				if gone.Load() {
+					return nil, &types.ResourceNotFoundException{Message: aws.String("Shard does not exist")}
+				}
+				return next.GetRecords(ctx, in)
+			},
+		}
+		r, err := New(Config{Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client, PollInterval: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(ctx, source.Runtime[Record]{Push: c.push, BlockInterval: 100 * time.Millisecond})
+		}()
+		go completeAll(ctx, r, c)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		gone.Store(true)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		st := r.Stats().Shards
+		if len(st) != 1 {
+			t.Fatalf("Stats.Shards %v a minute after the shard left the stream, want it, ended", st)
+		}
+		for id, s := range st {
+			if !s.Drained || s.Reading {
+				t.Fatalf("shard %s a minute after it left the stream: %+v, want drained and not read", id, s)
+			}
+		}
+		time.Sleep(forgetShardAfter)
+		synctest.Wait()
+		if st := r.Stats().Shards; len(st) != 0 {
+			t.Errorf("Stats.Shards %v %v after the shard left the stream, want none", st, forgetShardAfter)
+		}
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		cancel()
+		checkExactlyOnce(t, payloads("r", 5), c.records())
 	})
 }
