@@ -358,7 +358,7 @@ type shardPlan struct {
 	pos     position
 	skip    bool // never read: counts as drained for its children
 	started bool
-	done    bool // drained and every child started: released (see control.release)
+	done    bool // drained, and released (see control.release): counts as drained for its children
 }
 
 // shardSync holds allShards' state between syncs.
@@ -395,33 +395,17 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		plan.started = true
 		s.known[sh.ID] = plan
 	}
-	s.releaseDone(listed)
+	s.releaseDone()
 	return nil
 }
 
-// releaseDone releases every shard that drained and whose listed
-// children all started: nothing asks for its state again (see
-// control.release). It forgets, and releases, the shards no longer listed:
-// their records passed the retention period, and no child waits for them
-// (ready).
-func (s *shardSync) releaseDone(listed map[string]bool) {
-	waiting := make(map[string]bool) // parents of a child not started
+// releaseDone releases every shard read that drained, listed or not (a
+// shard whose records passed the retention period leaves the listing):
+// ready counts it done from then on without asking for its state, and
+// nothing else asks for it (see control.release).
+func (s *shardSync) releaseDone() {
 	for id, plan := range s.known {
-		if !listed[id] {
-			delete(s.known, id)
-			if plan.started && !plan.done {
-				s.c.release(id)
-			}
-			continue
-		}
-		if !plan.started && !plan.skip {
-			for _, p := range plan.shard.parents() {
-				waiting[p] = true
-			}
-		}
-	}
-	for id, plan := range s.known {
-		if !plan.started || plan.done || waiting[id] {
+		if !plan.started || plan.done {
 			continue
 		}
 		select {

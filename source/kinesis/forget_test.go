@@ -174,3 +174,60 @@ func TestShardForgottenAfterLeavingTheListing(t *testing.T) {
 		checkExactlyOnce(t, payloads("r", 5), c.records())
 	})
 }
+
+// TestShardLeftOutOfOneListingReadOnce checks, in virtual time on
+// kinesalite, that a shard one listing leaves out (a listing cut short)
+// while its reader runs is neither released nor read again from its start
+// when the next listing shows it: every record is delivered once.
+func TestShardLeftOutOfOneListingReadOnce(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	if err := env.PutRecords(t.Context(), stream, payloads("before", 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var omit atomic.Bool
+		client := &hookClient{
+			Client: bubbleClient(env),
+			listShards: func(ctx context.Context, in *awskinesis.ListShardsInput, next Client) (*awskinesis.ListShardsOutput, error) {
+				if omit.CompareAndSwap(true, false) {
+					return &awskinesis.ListShardsOutput{}, nil
+				}
+				return next.ListShards(ctx, in)
+			},
+		}
+		r, err := New(Config{Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client, PollInterval: 2 * time.Second, ShardSyncInterval: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(ctx, source.Runtime[Record]{Push: c.push, BlockInterval: 100 * time.Millisecond})
+		}()
+		go completeAll(ctx, r, c)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		omit.Store(true)
+		time.Sleep(time.Minute) // the listing without the shard, then those with it
+		synctest.Wait()
+		if err := localaws.PutRecordsOn(t.Context(), client.Client.(*awskinesis.Client), stream, payloads("after", 5), nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(forgetShardAfter + time.Minute)
+		synctest.Wait()
+		if st := r.Stats().Shards; len(st) != 1 {
+			t.Errorf("Stats.Shards %v, want the shard read", st)
+		}
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		cancel()
+		checkExactlyOnce(t, append(payloads("before", 5), payloads("after", 5)...), c.records())
+	})
+}
