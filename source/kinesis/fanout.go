@@ -99,7 +99,6 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 		}
 		if s.delivered {
 			retry.Reset()
-			rn.retry.served(shardID)
 		}
 		if failed > 0 && (s.delivered || err == nil) {
 			st.Ended(failed + 1)
@@ -250,6 +249,7 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 		return subHeld, nil
 	}
 	s.delivered = true
+	s.rn.retry.served(s.shard) // ends a throttling episode a minute old, while subscribed
 	if n := len(e.Records); n > 0 {
 		s.lastRead = aws.ToString(e.Records[n-1].SequenceNumber)
 		s.trim = headTrim{} // only the first record read can be the one at pos.At

@@ -138,3 +138,55 @@ func TestRecomputeThrottlingEnds(t *testing.T) {
 		t.Errorf("warnings about throttling: %q, want its start and its end, with 6 throttled calls", msgs)
 	}
 }
+
+// TestFanOutThrottlingEndsWhileSubscribed checks, in virtual time, that a
+// fan-out reader whose subscriptions were throttled long enough to warn
+// logs the end of that throttling a minute after, while its next
+// subscription delivers events, not only when that subscription ends (up
+// to 5 minutes later).
+func TestFanOutThrottlingEndsWhileSubscribed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		h := &logged{}
+		cfg := Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake, Logger: slog.New(h),
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			FanOut: &FanOutConfig{lifetime: 10 * time.Minute, subscribe: subs.subscribe},
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+		for range 5 {
+			subs.next(t, &types.LimitExceededException{Message: aws.String("rate exceeded")}, types.ShardIteratorTypeTrimHorizon, "")
+		}
+		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		for i := 1; i <= 30; i++ { // 2.5 minutes of events
+			s.send(t, strconv.Itoa(i), i)
+			time.Sleep(5 * time.Second)
+		}
+		synctest.Wait()
+		var msgs []string
+		for _, rec := range h.records() {
+			if strings.Contains(rec.msg, "throttled") {
+				msgs = append(msgs, rec.msg)
+			}
+		}
+		if len(msgs) != 2 || !strings.Contains(msgs[1], "no longer throttled") {
+			t.Errorf("warnings about throttling while subscribed: %q, want its start and its end", msgs)
+		}
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.end(nil)
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	})
+}
