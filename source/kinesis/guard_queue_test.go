@@ -202,3 +202,66 @@ func TestFanOutGuardAskedAfterQueueWait(t *testing.T) {
 		<-sent
 	})
 }
+
+// TestHeldBackReaderDoesNotRead checks, in virtual time on kinesalite,
+// that a polling reader whose lease says no does not call GetRecords
+// until it says yes: pages it would only drop would take the shard's read
+// limits (5 calls/s, 2 MB/s, shared) from the worker that may own the
+// lease by now.
+func TestHeldBackReaderDoesNotRead(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	if err := env.PutRecords(t.Context(), stream, payloads("r", 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int64
+		client := &hookClient{
+			Client: bubbleClient(env),
+			getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+				calls.Add(1)
+				return next.GetRecords(ctx, in)
+			},
+		}
+		shards, err := client.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard := aws.ToString(shards.Shards[0].ShardId)
+		var hold atomic.Int64
+		hold.Store(int64(lease.Lapsed))
+		cfg := Config{Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client}
+		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
+			if err := c.startShard(shard, position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		})
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := calls.Load(); n > 1 {
+			t.Errorf("%d GetRecords calls in a minute while the lease said no, want at most the first", n)
+		}
+		hold.Store(int64(lease.Held))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		checkExactlyOnce(t, payloads("r", 10), c.records())
+	})
+}

@@ -23,9 +23,10 @@ import (
 // readShard reads shardID from pos into the block generator until the
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
-// A non-nil guard is asked before each delivery, once the block generator
-// has room for it (see deliver); while it says other than lease.Held the
-// reader delivers nothing and reads the same records again later. keys is the shard's hash key range (see convert).
+// A non-nil guard is asked before each read, and before each delivery once
+// the block generator has room for it (see deliver); while it says other
+// than lease.Held the reader neither reads nor delivers, and reads the
+// records it held back again later. keys is the shard's hash key range (see convert).
 func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
@@ -59,6 +60,22 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
 	for {
+		if guard != nil {
+			// Asked before reading too: pages read now would only be
+			// dropped, and take the shard's read limits (shared) from the
+			// worker that may own the lease by now.
+			if hold := guard(); hold != lease.Held {
+				if hold != holding {
+					logHeldBack(log, hold, lastRead)
+					holding = hold
+				}
+				if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+					return nil
+				}
+				planned = time.Time{}
+				continue // an iterator that expired meanwhile is renewed as any
+			}
+		}
 		limit, reserved, err := rn.beforeRead(ctx, avg, capped)
 		if err != nil {
 			return nil // ctx is done
