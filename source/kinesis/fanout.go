@@ -69,7 +69,7 @@ type shardSub struct {
 // pos through subscriptions of the run's consumer, one after another, until
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
-// each delivery, as by readShard.
+// each subscription and each delivery, as by readShard.
 func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
@@ -85,6 +85,20 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	var lastCall time.Time
 	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	for {
+		if guard != nil {
+			// Asked before subscribing too, as the polling reader asks
+			// before reading: events held back would only be dropped.
+			if hold := guard(); hold != lease.Held {
+				if hold != holding {
+					logHeldBack(s.log, hold, s.lastRead)
+					holding = hold
+				}
+				if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+					return nil
+				}
+				continue
+			}
+		}
 		// At most one SubscribeToShard call per second per consumer and
 		// shard, Kinesis's limit.
 		if !lastCall.IsZero() {

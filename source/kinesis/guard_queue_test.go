@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -263,5 +264,59 @@ func TestHeldBackReaderDoesNotRead(t *testing.T) {
 			t.Fatalf("Start: %v", err)
 		}
 		checkExactlyOnce(t, payloads("r", 10), c.records())
+	})
+}
+
+// TestHeldBackFanOutReaderDoesNotSubscribe is TestHeldBackReaderDoesNotRead
+// for a fan-out reader: while its lease says no, it does not subscribe.
+func TestHeldBackFanOutReaderDoesNotSubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		var hold atomic.Int64
+		hold.Store(int64(lease.Lapsed))
+		cfg := Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			FanOut: &FanOutConfig{subscribe: subs.subscribe},
+		}
+		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
+			if err := c.startShard("shard-0", position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		})
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case sub := <-subs.calls:
+			t.Errorf("subscribed (%v) while the lease said no", sub.in.StartingPosition.Type)
+			subs.refuse <- errors.New("test: refused")
+		default:
+		}
+		hold.Store(int64(lease.Held))
+		s1 := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s1.send(t, "1", 1)
+		synctest.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s1.end(nil)
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if got := len(c.records()); got != 1 {
+			t.Errorf("%d records delivered, want 1", got)
+		}
 	})
 }
