@@ -1,11 +1,13 @@
 package checkpoint
 
 // Stats is a snapshot of a worker's checkpoint counters, totals and per
-// shard (every shard whose lease it held since it started), as
+// shard (every shard whose lease it held since it started, but those it
+// stopped reading more than 10 minutes ago: kinesis.Stats.Shards), as
 // kinesis.Receiver.CheckpointStats returns them.
 type Stats struct {
 	// Commits, Skips, Retries and Failures are the sums of the shards'
-	// counters of the same names (see ShardStats).
+	// counters of the same names (see ShardStats), the shards no longer in
+	// Shards included: they only grow.
 	Commits, Skips, Retries, Failures int64
 	// Shards holds each shard's counters, keyed by shard ID.
 	Shards map[string]ShardStats

@@ -111,30 +111,56 @@ func NewBlockGenerator[T any](rt Runtime[T], onStored func(ctx context.Context, 
 // has returned, it returns an error wrapping ErrStopped. Safe for concurrent
 // use.
 func (g *BlockGenerator[T]) Add(ctx context.Context, records []T, ranges ...batch.SeqRange) error {
+	_, err := g.AddIf(ctx, nil, records, ranges...)
+	return err
+}
+
+// AddIf is Add for records that may be added only while admit says so (a
+// reader's lease is still held, say): once the queue has room, it calls
+// admit, without holding the generator's lock, and adds the records only
+// if admit returns true. It reports whether it added them. Add's wait for
+// room may be long, so admit is asked after it, and asked again after
+// any wait: the answer that lets records in is never older than the time
+// it takes to lock the generator. A nil admit admits every call; an empty
+// records slice adds nothing and admit is not called.
+func (g *BlockGenerator[T]) AddIf(ctx context.Context, admit func() bool, records []T, ranges ...batch.SeqRange) (bool, error) {
+	admitted := admit == nil
 	g.mu.Lock()
 	for {
 		if err := g.closedLocked(); err != nil {
 			g.mu.Unlock()
-			return err
+			return false, err
 		}
-		if len(records) == 0 || len(g.queue) < g.maxQueued {
-			break
+		if len(records) == 0 {
+			g.mu.Unlock()
+			return false, nil
 		}
+		if len(g.queue) < g.maxQueued {
+			if admitted {
+				break
+			}
+			g.mu.Unlock()
+			if !admit() {
+				return false, nil
+			}
+			admitted = true
+			g.mu.Lock()
+			continue // the queue may have filled meanwhile
+		}
+		admitted = admit == nil // an answer from before a wait is stale
 		changed := g.changed
 		g.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		g.mu.Lock()
 	}
-	if len(records) > 0 {
-		g.cur.Records = append(g.cur.Records, records...)
-		g.cur.Ranges = append(g.cur.Ranges, ranges...)
-	}
+	g.cur.Records = append(g.cur.Records, records...)
+	g.cur.Ranges = append(g.cur.Ranges, ranges...)
 	g.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // closedLocked returns the error Add returns once the generator takes no more

@@ -301,6 +301,80 @@ func TestGeneratorBackpressure(t *testing.T) {
 	})
 }
 
+// TestGeneratorAddIfAsksAfterTheWait checks that AddIf asks admit only
+// once the queue has room, after a wait however long, and adds nothing
+// when admit then says no.
+func TestGeneratorAddIfAsksAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 10 * time.Millisecond
+		st := &fakeStore{}
+		release := make(chan struct{})
+		push := func(ctx context.Context, b Block[rec]) (batch.BlockInfo, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return batch.BlockInfo{}, ctx.Err()
+			}
+			return st.push(ctx, b)
+		}
+		g := NewBlockGenerator(Runtime[rec]{Push: push, BlockInterval: interval}, nil)
+		g.maxQueued = 1
+		ctx := t.Context()
+		runErr := startRun(ctx, g)
+		rs, r := recsOf("s", 1, 1)
+		if err := g.Add(ctx, rs, r); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval) // sealed, its push stuck: the queue is full
+		synctest.Wait()
+
+		var asked atomic.Int64
+		var admit atomic.Bool
+		admit.Store(true) // what a caller asking before the wait is told
+		type result struct {
+			added bool
+			err   error
+		}
+		res := make(chan result, 1)
+		go func() {
+			rs, r := recsOf("s", 2, 1)
+			added, err := g.AddIf(ctx, func() bool { asked.Add(1); return admit.Load() }, rs, r)
+			res <- result{added, err}
+		}()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := asked.Load(); n != 0 {
+			t.Errorf("admit asked %d times while the queue was full, want 0", n)
+		}
+		admit.Store(false) // the answer changed during the wait
+		release <- struct{}{}
+		synctest.Wait()
+		got := <-res
+		if got.added || got.err != nil {
+			t.Errorf("AddIf after the wait = %v, %v; want false, nil", got.added, got.err)
+		}
+		if n := asked.Load(); n != 1 {
+			t.Errorf("admit asked %d times, want once", n)
+		}
+		close(release)
+		if err := g.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-runErr; err != nil {
+			t.Fatal(err)
+		}
+		blocks, _ := st.snapshot()
+		var recs []rec
+		for _, b := range blocks {
+			recs = append(recs, b.Records...)
+		}
+		want, _ := recsOf("s", 1, 1)
+		if diff := cmp.Diff(want, recs); diff != "" {
+			t.Errorf("delivered records (-want +got):\n%s", diff)
+		}
+	})
+}
+
 func TestGeneratorStopFlushesPartialBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, log := &fakeStore{}, &storedLog{}

@@ -136,6 +136,7 @@ type Checkpointer struct {
 
 	mu       sync.Mutex
 	shards   map[string]*shardState
+	gone     checkpoint.Stats // the counters of the shards forgotten (Forget), Shards nil
 	closed   bool
 	runDone  chan struct{} // closed when Run returns; nil before Run
 	closeErr error
@@ -510,11 +511,39 @@ func (cp *Checkpointer) shutdown(ctx context.Context, runDone chan struct{}) err
 	return err
 }
 
+// Forget drops the state and counters of each of shards that is not
+// registered and has no commit in flight, and leaves the others; their
+// counts stay in the totals of Stats. A shard forgotten and registered
+// again starts with zero counters, and a MarkShardEnd after it writes
+// SHARD_END again: forget only shards the caller is done with.
+func (cp *Checkpointer) Forget(shards ...string) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, id := range shards {
+		st, ok := cp.shards[id]
+		if !ok || st.committer != nil {
+			continue
+		}
+		select {
+		case st.sem <- struct{}{}: // no commit in flight
+		default:
+			continue
+		}
+		cp.gone.Commits += st.stats.Commits
+		cp.gone.Skips += st.stats.Skips
+		cp.gone.Retries += st.stats.Retries
+		cp.gone.Failures += st.stats.Failures
+		delete(cp.shards, id)
+		st.release() // a caller that took st before it was deleted works on it alone
+	}
+}
+
 // Stats returns a snapshot of the counters.
 func (cp *Checkpointer) Stats() checkpoint.Stats {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	s := checkpoint.Stats{Shards: make(map[string]checkpoint.ShardStats, len(cp.shards))}
+	s := cp.gone
+	s.Shards = make(map[string]checkpoint.ShardStats, len(cp.shards))
 	for shard, st := range cp.shards {
 		s.Shards[shard] = st.stats
 		s.Commits += st.stats.Commits

@@ -267,6 +267,39 @@ func TestCheckpointerRemove(t *testing.T) {
 	})
 }
 
+// TestCheckpointerForget checks that Forget drops the counters of a shard
+// no longer registered, keeps its counts in the totals, and leaves a
+// registered shard as it is.
+func TestCheckpointerForget(t *testing.T) {
+	l := newLatestSeq()
+	l.set("a", "123")
+	l.set("b", "456")
+	cp := newTestCheckpointer(t, l)
+	r := &recorder{}
+	for _, shard := range []string{"a", "b"} {
+		if err := cp.Register(shard, r, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cp.Remove(t.Context(), "a", r); err != nil { // commits 123
+		t.Fatal(err)
+	}
+	if err := cp.Remove(t.Context(), "b", r); err != nil { // commits 456
+		t.Fatal(err)
+	}
+	if err := cp.Register("b", r, "456"); err != nil {
+		t.Fatal(err)
+	}
+	cp.Forget("a", "b", "unknown")
+	got := cp.Stats()
+	want := checkpoint.Stats{Commits: 2, Shards: map[string]checkpoint.ShardStats{
+		"b": {Registered: true, Committed: "456", Commits: 1},
+	}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Stats after Forget (-want +got):\n%s", d)
+	}
+}
+
 func TestCheckpointerRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLatestSeq()

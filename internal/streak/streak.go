@@ -44,6 +44,11 @@ type Streak struct {
 	// Fix returns the likely fix of a streak of failures of cause, given
 	// the endpoint.
 	Fix func(cause, endpoint string) string
+	// Quiet, when set, names the causes whose failures are never warned
+	// about here, because the caller reports them its own way (throttling,
+	// normal when a reader catches up, over many calls): they count in the
+	// attempts, and a failure of another cause after them warns as usual.
+	Quiet func(cause string) bool
 
 	start  time.Time // of the first failed attempt
 	warned bool
@@ -59,11 +64,14 @@ func (s *Streak) Failed(attempt int, cause string, urgent bool, err error) {
 		s.start = s.Clock.Now()
 		s.next = WarnAt
 	}
+	if s.Quiet != nil && s.Quiet(cause) {
+		return
+	}
 	now := urgent && !s.warned
 	if !now && attempt < s.next {
 		return
 	}
-	if attempt >= s.next {
+	for attempt >= s.next {
 		s.next *= 2
 	}
 	s.warned = true

@@ -45,6 +45,10 @@
 //	weir_kinesis_behind_latest_seconds        gauge    MillisBehindLatest of the latest GetRecords; sent while the shard is read
 //	weir_kinesis_shard_reading                gauge    1 while a reader runs for the shard
 //
+// A Kinesis shard's series, these and its checkpoint series, are sent until
+// 10 minutes after the worker stopped reading it for good (its lease lost or
+// handed off, or the shard finished: kinesis.Stats.Shards).
+//
 // Retries (labels stream, cause: every cause, from 0):
 //
 //	weir_kinesis_retries_total                counter  retried calls, of the shards' readers and on the stream

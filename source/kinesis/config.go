@@ -255,6 +255,8 @@ type Config struct {
 	// (source.Runtime.Uncompleted) if greater ("" if neither). It is called
 	// from the receiver's goroutines, never concurrently for one shard.
 	onShardEnd func(ctx context.Context, shardID, lastSeq string)
+	// forgetAfter, when not zero, replaces forgetShardAfter.
+	forgetAfter time.Duration
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

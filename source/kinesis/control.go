@@ -251,8 +251,24 @@ func (c *control) forget(shardID string, h *readerHandle) {
 		delete(c.readers, shardID)
 	}
 	c.mu.Unlock()
-	c.run.r.progress.stopped(shardID)
+	c.run.r.progress.stopped(shardID, c.run.clock.Now())
+	c.run.retry.stopThrottling(shardID)
 	close(h.done)
+}
+
+// release tells the receiver that the assigner is done with shardID, whose
+// reader stopped for good (its lease lost or handed off, or the shard
+// finished): its state and counters are forgotten forgetShardAfter later
+// (see forgetShards).
+func (c *control) release(shardID string) {
+	c.run.r.progress.release(shardID)
+}
+
+// forgetShards drops the state and counters of the shards released more
+// than forgetShardAfter ago whose records are all completed (see
+// progress.forget). The assigners call it on each round.
+func (c *control) forgetShards() {
+	c.run.r.forgetShards(c.run.clock.Now())
 }
 
 // stopShard stops the reader of shardID at once (a lease was lost) and
@@ -332,6 +348,7 @@ func (allShards) assign(ctx context.Context, c *control) error {
 			}
 			return err
 		}
+		c.forgetShards()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -347,6 +364,7 @@ type shardPlan struct {
 	pos     position
 	skip    bool // never read: counts as drained for its children
 	started bool
+	done    bool // drained, and released (see control.release): counts as drained for its children
 }
 
 // shardSync holds allShards' state between syncs.
@@ -383,7 +401,28 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		plan.started = true
 		s.known[sh.ID] = plan
 	}
+	s.releaseDone()
 	return nil
+}
+
+// releaseDone releases every shard read that drained, listed or not (a
+// shard whose records passed the retention period leaves the listing):
+// ready counts it done from then on without asking for its state, and
+// nothing else asks for it (see control.release).
+func (s *shardSync) releaseDone() {
+	for id, plan := range s.known {
+		if !plan.started || plan.done {
+			continue
+		}
+		select {
+		case <-s.c.drained(id):
+		default:
+			continue
+		}
+		plan.done = true
+		s.known[id] = plan
+		s.c.release(id)
+	}
 }
 
 // plan decides where a newly listed shard starts.
@@ -406,7 +445,7 @@ func (s *shardSync) ready(sh shardInfo, listed map[string]bool) bool {
 			continue // trimmed away: its records are gone anyway
 		}
 		plan, ok := s.known[p]
-		if !ok || plan.skip {
+		if !ok || plan.skip || plan.done {
 			continue
 		}
 		if !plan.started {

@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"log/slog"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -98,11 +97,10 @@ func TestConvertAllocationBoundedByPage(t *testing.T) {
 		}()},
 		{"plain records only", hostilePage(repeat([]byte("x"), 1000, []byte("y"))...)},
 	}
-	log := slog.New(slog.DiscardHandler)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out []Record
-			got := allocs.Bytes(func() { out, _ = convert("shard-1", tt.page, lowerHalf, log) })
+			got := allocs.Bytes(func() { out, _ = convert("shard-1", tt.page, lowerHalf) })
 			t.Logf("%d-byte page of %d records: %d user records, %d bytes allocated (%.1f per page byte)",
 				pageBytes(tt.page), len(tt.page), len(out), got, float64(got)/float64(pageBytes(tt.page)))
 			if limit := maxConvertAlloc(tt.page); got > limit {
@@ -122,7 +120,7 @@ func TestConvertCountsUserRecords(t *testing.T) {
 	page := hostilePage(repeat(denseAggregate(3), 2, []byte("x"))...)
 	page = append(page, krec(4, ""))
 	page[3].Data = denseAggregate(0) // an empty aggregate holds no user record
-	out, conv := convert("shard-1", page, fullHashRange, slog.New(slog.DiscardHandler))
+	out, conv := convert("shard-1", page, fullHashRange)
 	var got []string
 	for _, r := range out {
 		got = append(got, r.SequenceNumber+"/"+strconv.FormatInt(r.SubSequenceNumber, 10))

@@ -4,7 +4,6 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"github.com/weirstream/weir/internal/hashkey"
-	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -133,7 +132,6 @@ func FuzzConvert(f *testing.F) {
 	f.Add(fuzzInput(dense...))
 	f.Add([]byte{})
 
-	log := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		page := pageOf(in)
 		keys := fullHashRange // a shard that was never split, or one half of a split
@@ -144,7 +142,7 @@ func FuzzConvert(f *testing.F) {
 			out  []Record
 			conv conversion
 		)
-		got := allocs.Bytes(func() { out, conv = convert("shard-1", page, keys, log) })
+		got := allocs.Bytes(func() { out, conv = convert("shard-1", page, keys) })
 		if limit := maxConvertAlloc(page); got > limit {
 			t.Fatalf("convert of a %d-byte page of %d records allocated %d bytes, want at most %d",
 				pageBytes(page), len(page), got, limit)
@@ -171,7 +169,7 @@ func checkRecomputed(t *testing.T, page []types.Record, keys hashRange, out []Re
 		return // nothing delivered: no range to recompute
 	}
 	rng := batch.SeqRange{Shard: "shard-1", First: first, Last: aws.ToString(page[len(page)-1].SequenceNumber), Count: len(delivered)}
-	again, _ := convert("shard-1", page, keys, slog.New(slog.DiscardHandler))
+	again, _ := convert("shard-1", page, keys)
 	got, err := fitCount(rng, again)
 	if err != nil {
 		t.Fatalf("recompute of a range of %d delivered records (trim %+v): %v", len(delivered), trim, err)

@@ -1,7 +1,6 @@
 package kinesis
 
 import (
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -73,7 +72,7 @@ func TestConvertDeaggregates(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff // break the digest
 	in := []types.Record{krec(1, "plain"), krec(2, ""), krec(3, "")}
 	in[1].Data, in[2].Data = agg, bad
-	got, conv := convert("shard-1", in, fullHashRange, slog.New(slog.DiscardHandler))
+	got, conv := convert("shard-1", in, fullHashRange)
 	at := func(s int64) time.Time { return time.Unix(s, 0) }
 	want := []Record{
 		{Data: []byte("plain"), PartitionKey: "pk1", SequenceNumber: "1", ApproximateArrivalTimestamp: at(1), ShardID: "shard-1"},
@@ -206,10 +205,9 @@ func BenchmarkConvert(b *testing.B) {
 					recs[i].Data = kpl.Aggregate(users)
 				}
 			}
-			log := slog.New(slog.DiscardHandler)
 			b.ReportAllocs()
 			for b.Loop() {
-				if out, conv := convert("shard-1", recs, bc.keys, log); len(out) == 0 || conv.bad != 0 {
+				if out, conv := convert("shard-1", recs, bc.keys); len(out) == 0 || conv.bad != 0 {
 					b.Fatal("nothing converted")
 				}
 			}

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"context"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 )
@@ -30,3 +31,7 @@ func ReadRate(r *Receiver) float64 { return r.readRate() }
 func BlocksCompleted(r *Receiver, blocks []batch.BlockInfo) {
 	r.blocksCompleted(context.Background(), blocks)
 }
+
+// ForgetShardsAfter makes a receiver built from cfg forget a shard d after
+// it stopped reading it for good, in place of 10 minutes.
+func ForgetShardsAfter(cfg *Config, d time.Duration) { cfg.forgetAfter = d }

@@ -69,7 +69,7 @@ type shardSub struct {
 // pos through subscriptions of the run's consumer, one after another, until
 // the shard ends (reported, returns nil), ctx is done (returns nil), or an
 // error retrying cannot fix (returns it). A non-nil guard is asked before
-// each delivery, as by readShard.
+// each subscription and each delivery, as by readShard.
 func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	s := &shardSub{
 		rn: rn, fo: rn.fanOut, shard: shardID, keys: keys, pos: pos, guard: guard,
@@ -85,6 +85,20 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 	var lastCall time.Time
 	holding := lease.Held // why guard holds back the current streak of records; Held: none held back
 	for {
+		if guard != nil {
+			// Asked before subscribing too, as the polling reader asks
+			// before reading: events held back would only be dropped.
+			if hold := guard(); hold != lease.Held {
+				if hold != holding {
+					logHeldBack(s.log, hold, s.lastRead)
+					holding = hold
+				}
+				if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+					return nil
+				}
+				continue
+			}
+		}
 		// At most one SubscribeToShard call per second per consumer and
 		// shard, Kinesis's limit.
 		if !lastCall.IsZero() {
@@ -140,7 +154,10 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			}
 			return rn.readerExit(ctx, shardID, err)
 		}
-		rn.r.stats.retry(cause)
+		rn.r.stats.shardRetry(shardID, cause)
+		if isThrottle(cause) {
+			rn.retry.throttled("SubscribeToShard", shardID, cause, err)
+		}
 		delay := retry.Next()
 		failed++
 		st.Failed(failed, string(cause), cause == causeTransport, err)
@@ -238,18 +255,19 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 	if err := s.rn.r.budget.reserve(ctx, size); err != nil {
 		return subFailed, err
 	}
-	// Asked after the wait, which may be long (a slow pipeline): the lease
-	// may have gone unrenewed or be handed off meanwhile.
-	if s.guard != nil && len(e.Records) > 0 {
-		if s.held = s.guard(); s.held != lease.Held {
-			s.rn.r.budget.release(size)
-			return subHeld, nil
-		}
-	}
-	if _, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size); err != nil {
+	// The lease is asked after the waits, for the budget and for room in
+	// the block generator (deliver), which may be long (a slow pipeline):
+	// it may have gone unrenewed or be handed off meanwhile.
+	_, hold, err := s.rn.deliver(ctx, s.shard, s.keys, e.Records, s.trim, size, s.guard)
+	if err != nil {
 		return subFailed, err
 	}
+	if hold != lease.Held {
+		s.held = hold
+		return subHeld, nil
+	}
 	s.delivered = true
+	s.rn.retry.served(s.shard) // ends a throttling episode a minute old, while subscribed
 	if n := len(e.Records); n > 0 {
 		s.lastRead = aws.ToString(e.Records[n-1].SequenceNumber)
 		s.trim = headTrim{} // only the first record read can be the one at pos.At

@@ -489,3 +489,45 @@ func TestFanOutSilentSubscriptionsWarn(t *testing.T) {
 		}
 	})
 }
+
+// TestFanOutRetriesCountedPerShard checks that a fan-out reader's refused
+// and silent subscriptions are counted in its shard's Stats, as a polling
+// reader's retried calls are: ShardStats.Retries, and the per-shard
+// throttling a lag warning names, would otherwise hide them.
+func TestFanOutRetriesCountedPerShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		subs := &subscriptions{calls: make(chan *scriptedSub), refuse: make(chan error)}
+		fake := &shardFake{consumerFake: consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}}}
+		cfg := Config{
+			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
+			RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second,
+			FanOut: &FanOutConfig{subscribe: subs.subscribe},
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector(0)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Start(t.Context(), source.Runtime[Record]{Push: c.push, BlockInterval: 10 * time.Millisecond})
+		}()
+		subs.next(t, &types.ResourceInUseException{Message: aws.String("taken over")}, types.ShardIteratorTypeTrimHorizon, "")
+		subs.next(t, &types.LimitExceededException{Message: aws.String("rate exceeded")}, types.ShardIteratorTypeTrimHorizon, "")
+		s := subs.next(t, nil, types.ShardIteratorTypeTrimHorizon, "")
+		s.send(t, "1", 1)
+		synctest.Wait()
+		got := r.Stats().Shards["shard-0"].Retries
+		want := map[string]int64{string(causeResourceInUse): 1, string(causeLimitExceeded): 1}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("shard-0's retries (-want +got):\n%s", diff)
+		}
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.end(nil)
+		if err := <-errc; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	})
+}

@@ -111,7 +111,7 @@ func (lr *leaseRun) allAddedCompleted(shard string) bool {
 }
 
 // forget drops a shard this worker no longer reads from the lease run's
-// records.
+// records, and releases it (see control.release).
 func (lr *leaseRun) forget(shard string) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
@@ -120,4 +120,5 @@ func (lr *leaseRun) forget(shard string) {
 	delete(lr.handing, shard)
 	delete(lr.reload, shard)
 	delete(lr.waiting, shard)
+	lr.rn.r.progress.release(shard)
 }

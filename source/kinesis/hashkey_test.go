@@ -148,7 +148,7 @@ func TestConvertFiltersByHashRange(t *testing.T) {
 	}
 	page := hostilePage(data...)
 	page[0].PartitionKey = aws.String(keyInUpper)
-	out, conv := convert("shard-1", page, lowerHalf, slog.New(slog.DiscardHandler))
+	out, conv := convert("shard-1", page, lowerHalf)
 	var got []string
 	for _, r := range out {
 		got = append(got, r.SequenceNumber+"/"+strconv.FormatInt(r.SubSequenceNumber, 10)+"="+string(r.Data[:min(len(r.Data), 5)]))
@@ -157,8 +157,8 @@ func TestConvertFiltersByHashRange(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("user records (-want +got):\n%s", diff)
 	}
-	if want := (conversion{bad: 1, outside: 3}); conv != want {
-		t.Errorf("convert counted %+v, want %+v", conv, want)
+	if conv.bad != 1 || conv.outside != 3 || conv.badSeq != "5" || conv.badErr == nil {
+		t.Errorf("convert counted %+v, want 1 bad (at 5, with its error) and 3 outside", conv)
 	}
 }
 

@@ -250,6 +250,7 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 		if fatal != nil {
 			return fatal
 		}
+		c.forgetShards()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -519,6 +520,7 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 		delete(lr.ending, shard)
 		delete(lr.owned, shard)
 		lr.mu.Unlock()
+		lr.rn.r.progress.release(shard)
 		if lr.state != nil {
 			lr.state.drop(ctx, lr, shard)
 		}
@@ -650,6 +652,7 @@ func (lr *leaseRun) refuse(ctx context.Context, r refusal) {
 	delete(lr.ending, l.Shard)
 	lr.refused++
 	lr.mu.Unlock()
+	lr.rn.r.progress.release(l.Shard)
 }
 
 // refusedCount returns how many shards were refused.

@@ -320,3 +320,45 @@ func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 		t.Errorf("New with default leases: %v", err)
 	}
 }
+
+// TestLeasesShardForgottenAfterHandOff checks that a worker that handed a
+// shard's lease off to another stops reporting the shard some time after
+// (in its Stats and CheckpointStats), while its checkpoint totals keep
+// what the shard counted: metric series of shards long gone do not pile
+// up on a worker whose leases move.
+func TestLeasesShardForgottenAfterHandOff(t *testing.T) {
+	const leaseDuration = 2 * time.Second
+	f := newFleet(t, 2)
+	data := payloads("d", 100)
+	f.put(data)
+	forget := func(c *kinesis.Config) { kinesis.ForgetShardsAfter(c, 200*time.Millisecond) }
+	w1 := f.start("w1", leaseDuration, forget)
+	f.waitFor("w1 holds 2 leases", func() bool { return len(w1.held()) == 2 })
+	f.waitFor("every record in some output", f.allDelivered(data))
+	f.waitFor("w1 checkpointed", func() bool { return w1.r.CheckpointStats().Commits >= 2 })
+	w2 := f.start("w2", leaseDuration, forget)
+	f.waitFor("w2 holds a lease", func() bool { return len(w2.held()) == 1 })
+	var moved string
+	for shard := range w2.held() {
+		moved = shard
+	}
+	f.waitFor("w1 forgot the shard it handed off", func() bool {
+		_, inStats := w1.r.Stats().Shards[moved]
+		_, inCheckpoints := w1.r.CheckpointStats().Shards[moved]
+		return !inStats && !inCheckpoints
+	})
+	st, cp := w1.r.Stats(), w1.r.CheckpointStats()
+	if len(st.Shards) != 1 || len(cp.Shards) != 1 {
+		t.Errorf("w1 reports %d shards in Stats and %d in CheckpointStats, want the one it holds", len(st.Shards), len(cp.Shards))
+	}
+	var sum int64
+	for _, s := range cp.Shards {
+		sum += s.Commits
+	}
+	if cp.Commits <= sum {
+		t.Errorf("w1's Commits %d, want more than the %d of the shard it holds: the shard forgotten counted too", cp.Commits, sum)
+	}
+	if st.RecordsRead != int64(len(data)) {
+		t.Errorf("w1's RecordsRead %d, want the %d it read, the forgotten shard's included", st.RecordsRead, len(data))
+	}
+}

@@ -1,10 +1,21 @@
 package kinesis
 
 import (
+	"cmp"
 	"sync"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 )
+
+// forgetShardAfter is how long a shard's state and counters are kept after
+// its reader stopped and its assigner released it (a lease lost or handed
+// off, a shard finished), once every record read from it is completed: long
+// enough for metrics to show it not read, and for a lease lost and taken
+// back to resume after what this worker read (run.doneUpTo); short enough
+// that a stream resharded often does not grow the receiver's memory and
+// metric series without bound.
+const forgetShardAfter = 10 * time.Minute
 
 // progress tracks, per shard, what was added to blocks and what was stored,
 // and turns "read to the end" plus "all of it stored" into the drained
@@ -27,6 +38,8 @@ type shardState struct {
 	ended        bool
 	drained      bool
 	drainedCh    chan struct{} // closed when drained becomes true
+	stoppedAt    time.Time     // when its reader stopped; zero while one runs or before the first
+	released     bool          // its assigner is done with it (see release)
 }
 
 // drainEvent says a shard became drained, with its greatest stored
@@ -65,19 +78,55 @@ func (p *progress) started(shard string) {
 	defer p.mu.Unlock()
 	st := p.stateLocked(shard)
 	st.reading = true
+	st.stoppedAt, st.released = time.Time{}, false
 	if st.drained || st.ended {
 		st.ended, st.drained = false, false
 		st.drainedCh = make(chan struct{})
 	}
 }
 
-// stopped marks the reader of shard as gone.
-func (p *progress) stopped(shard string) {
+// stopped marks the reader of shard as gone, at now.
+func (p *progress) stopped(shard string, now time.Time) {
 	p.mu.Lock()
 	st := p.stateLocked(shard)
 	st.reading = false
+	st.stoppedAt = now
 	p.mu.Unlock()
 	p.notify()
+}
+
+// release records that the assigner is done with shard, whose reader
+// stopped or is stopping: nothing will ask for its state again unless a
+// reader of it starts again (started), so forget may drop it once the
+// reader stopped. A shard not tracked is ignored.
+func (p *progress) release(shard string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.shards[shard]; ok {
+		st.released = true
+	}
+}
+
+// forget drops the state of every released shard whose reader stopped at
+// least after before now and whose records added to blocks are all
+// completed (none is on its way, and a shard at its end was drained), and
+// returns their IDs. A completion that comes later for one of them tracks
+// it again, as a new shard.
+func (p *progress) forget(now time.Time, after time.Duration) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for id, st := range p.shards {
+		switch {
+		case !st.released || st.reading || st.stoppedAt.IsZero() || now.Sub(st.stoppedAt) < after,
+			st.ended && !st.drained,
+			st.lastAdded != "" && (st.completed == "" || batch.CompareSeq(st.completed, st.lastAdded) < 0):
+			continue
+		}
+		delete(p.shards, id)
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // added records that a range of shard entered a block.
@@ -209,4 +258,19 @@ func (p *progress) snapshot() map[string]ShardStats {
 		}
 	}
 	return out
+}
+
+// forgetShards drops the state and counters of the shards released at
+// least forgetShardAfter before now whose records are all completed (see
+// progress.forget): in the receiver's progress and stats, and in its
+// Checkpointer's counters.
+func (r *Receiver) forgetShards(now time.Time) {
+	ids := r.progress.forget(now, cmp.Or(r.cfg.forgetAfter, forgetShardAfter))
+	if len(ids) == 0 {
+		return
+	}
+	r.stats.forget(ids)
+	if lr := r.lease.Load(); lr != nil {
+		lr.cp.Forget(ids...)
+	}
 }

@@ -24,9 +24,10 @@ import (
 // readShard reads shardID from pos into the block generator until the
 // shard ends (the reader reports it and returns nil), ctx is done (returns
 // nil), or a call fails in a way retrying cannot fix (returns the error).
-// A non-nil guard is asked before each delivery; while it says other than
-// lease.Held the reader delivers nothing and reads the same records again
-// later. keys is the shard's hash key range (see convert).
+// A non-nil guard is asked before each read, and before each delivery once
+// the block generator has room for it (see deliver); while it says other
+// than lease.Held the reader neither reads nor delivers, and reads the
+// records it held back again later. keys is the shard's hash key range (see convert).
 func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, pos position, guard func() lease.Hold) error {
 	log := rn.logger.With("shard", shardID)
 	log.Info("kinesis: shard reader starting", "from", pos.String())
@@ -63,6 +64,22 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 	rn.readers.Add(1)
 	defer rn.readers.Add(-1)
 	for {
+		if guard != nil {
+			// Asked before reading too: pages read now would only be
+			// dropped, and take the shard's read limits (shared) from the
+			// worker that may own the lease by now.
+			if hold := guard(); hold != lease.Held {
+				if hold != holding {
+					logHeldBack(log, hold, lastRead)
+					holding = hold
+				}
+				if err := clock.Sleep(ctx, rn.clock, rn.cfg.PollInterval); err != nil {
+					return nil
+				}
+				planned = time.Time{}
+				continue // an iterator that expired meanwhile is renewed as any
+			}
+		}
 		limit, reserved, err := rn.beforeRead(ctx, avg, capped)
 		if err != nil {
 			return nil // ctx is done
@@ -76,14 +93,7 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			capped.giveBack(limit - len(out.Records))
 			rn.shared.giveBack(limit - len(out.Records))
 		}
-		// Asked once: its answer decides both what the budget gets back and
-		// whether the records are delivered.
-		hold := lease.Held
-		if err == nil && guard != nil && len(out.Records) > 0 {
-			hold = guard()
-		}
-		holdBack := hold != lease.Held
-		if err != nil || holdBack {
+		if err != nil {
 			rn.r.budget.release(reserved) // nothing delivered
 		}
 		var expired *types.ExpiredIteratorException
@@ -106,10 +116,14 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		if err != nil {
 			return rn.readerExit(ctx, shardID, err)
 		}
-		if holdBack {
-			// The lease may be another worker's by now: deliver nothing,
-			// and read these records again once it is renewed (or stop
-			// when its loss is reported).
+		size, hold, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved, guard)
+		if err != nil {
+			return rn.readerExit(ctx, shardID, err)
+		}
+		if hold != lease.Held {
+			// The lease may be another worker's by now: nothing was
+			// delivered; read these records again once it is renewed (or
+			// stop when its loss is reported).
 			if hold != holding {
 				logHeldBack(log, hold, lastRead)
 				holding = hold
@@ -127,10 +141,6 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 			continue
 		}
 		holding = lease.Held
-		size, err := rn.deliver(ctx, shardID, keys, out.Records, trim, reserved)
-		if err != nil {
-			return rn.readerExit(ctx, shardID, err)
-		}
 		if n := len(out.Records); n > 0 {
 			lastRead = aws.ToString(out.Records[n-1].SequenceNumber)
 			trim = headTrim{} // only the first record read can be the one at pos.At
@@ -384,12 +394,17 @@ const assumedRecordBytes = 1 << 10
 // than its records: Recompute trims and filters them the same way). It
 // returns the bytes the records hold in memory, which the byte budget
 // holds, in place of the reserved bytes, until their block is completed.
-func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krecs []types.Record, trim headTrim, reserved int64) (int64, error) {
+//
+// A non-nil guard is asked whether the records may be delivered once the
+// generator has room for them, after its wait (a stalled pipeline), which
+// may outlast the lease: when it says other than lease.Held, deliver adds
+// nothing, gives the reservation back and returns its answer.
+func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krecs []types.Record, trim headTrim, reserved int64, guard func() lease.Hold) (int64, lease.Hold, error) {
 	if len(krecs) == 0 {
 		rn.r.budget.release(reserved)
-		return 0, nil
+		return 0, lease.Held, nil
 	}
-	recs, conv := convert(shardID, krecs, keys, rn.logger)
+	recs, conv := convert(shardID, krecs, keys)
 	if conv.outside > 0 && rn.r.stats.outOfRange(shardID, conv.outside) {
 		rn.logger.Info("kinesis: leaving out user records of KPL aggregates outside the shard's hash key range, as the KCL does; the KPL puts them again on their shard (logged once per shard)",
 			"shard", shardID, "seq", aws.ToString(krecs[0].SequenceNumber), "records", conv.outside)
@@ -398,7 +413,8 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 	if len(recs) == 0 {
 		rn.r.budget.release(reserved)
 		rn.r.stats.read(len(krecs), 0, conv.bad)
-		return 0, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
+		rn.malformed(shardID, conv)
+		return 0, lease.Held, nil // only empty or filtered-out aggregates: nothing to add, nothing to recompute
 	}
 	rng := batch.SeqRange{
 		Stream: rn.cfg.Stream,
@@ -411,14 +427,35 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 	for i := range recs {
 		size += recordBytes(&recs[i])
 	}
+	hold := lease.Held
+	var admit func() bool
+	if guard != nil {
+		admit = func() bool { hold = guard(); return hold == lease.Held }
+	}
 	rn.r.budget.take(rng, size, reserved)
-	if err := rn.gen.Add(ctx, recs, rng); err != nil {
+	added, err := rn.gen.AddIf(ctx, admit, recs, rng)
+	if err != nil || !added {
 		rn.r.budget.giveBack([]batch.SeqRange{rng})
-		return 0, err
+		return 0, hold, err
 	}
 	rn.r.stats.read(len(krecs), len(recs), conv.bad)
+	rn.malformed(shardID, conv)
 	rn.r.progress.added(rng)
-	return size, nil
+	return size, lease.Held, nil
+}
+
+// malformed counts the records of shardID that conv found looking like
+// KPL aggregates but not decoding as one, and warns when the shard's count
+// reaches a power of two (1, 2, 4...): a producer that writes such records
+// would otherwise log a line per record.
+func (rn *run) malformed(shardID string, conv conversion) {
+	if conv.bad == 0 {
+		return
+	}
+	if n, warn := rn.r.stats.malformedOf(shardID, conv.bad); warn {
+		rn.logger.Warn("kinesis: records look like KPL aggregates (they start with its magic number) but do not decode as one; delivering each as it is, one user record (logged each time the shard's count doubles)",
+			"shard", shardID, "seq", conv.badSeq, "err", conv.badErr, "malformed", n)
+	}
 }
 
 // headTrim leaves out the first user records of the KPL aggregate at a KCL
@@ -456,13 +493,13 @@ func (h headTrim) apply(recs []Record) []Record {
 // parent can land on a child, and the KPL puts again on their own shard
 // the user records the child does not hold. Records that are not
 // aggregates are never filtered. It returns how many records looked like
-// aggregates but were not (each is delivered as it is, and logged), and
-// how many user records it left out.
+// aggregates but were not (each is delivered as it is; the caller logs
+// them, see run.malformed), and how many user records it left out.
 //
 // The records are counted before the result is allocated, at its exact
 // size: the counts in a page come from its producer, so no guess sizes any
 // allocation, and what the result holds is what the byte budget counts.
-func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Logger) ([]Record, conversion) {
+func convert(shardID string, krecs []types.Record, keys hashRange) ([]Record, conversion) {
 	n := len(krecs)
 	var conv conversion
 	var split []userRecords // by index in krecs; nil while no record looks like an aggregate
@@ -473,9 +510,10 @@ func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Log
 		}
 		urs, aggregated, err := kpl.Deaggregate(kr.Data, aws.ToString(kr.PartitionKey))
 		if err != nil {
+			if conv.bad == 0 {
+				conv.badSeq, conv.badErr = aws.ToString(kr.SequenceNumber), err
+			}
 			conv.bad++
-			log.Warn("kinesis: record looks like a KPL aggregate but is not one; delivering it as it is",
-				"shard", shardID, "seq", aws.ToString(kr.SequenceNumber), "err", err)
 		}
 		if aggregated {
 			var outside int
@@ -516,6 +554,10 @@ func convert(shardID string, krecs []types.Record, keys hashRange, log *slog.Log
 type conversion struct {
 	bad     int // records that looked like KPL aggregates but were not, delivered as they are
 	outside int // user records left out: outside the shard's hash key range
+	// badSeq and badErr are the sequence number of the first of the bad
+	// records, and why it is not an aggregate.
+	badSeq string
+	badErr error
 }
 
 // userRecords is what kpl.Deaggregate made of one Kinesis record.

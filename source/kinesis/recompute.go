@@ -52,6 +52,7 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 		return nil, err
 	}
 	rc := r.rangeReader(client)
+	defer rc.retry.stopAllThrottling() // its calls are its own: no later one ends an episode
 	out := make([]Record, 0, info.Count)
 	read, skipped := 0, 0
 	defer func() { r.stats.recomputed(read, skipped) }()
@@ -179,7 +180,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardC
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		recs, _ := convert(rng.Shard, page, keys, rc.logger)
+		recs, _ := convert(rng.Shard, page, keys) // its reader logged what it found wrong
 		out = append(out, recs...)
 		if n := len(page); n > 0 {
 			lastRead = aws.ToString(page[n-1].SequenceNumber)

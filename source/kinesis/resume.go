@@ -48,7 +48,8 @@ func (rn *run) notInStream(shardID string, pos position, err error) error {
 // them rather than after a checkpoint that could not be written meanwhile:
 // the records this worker read since that checkpoint, completed or still on
 // their way (a DynamoDB recovery log stalled by the same outage holds them
-// back), are not delivered again.
+// back), are not delivered again; unless the lease is taken back more than
+// forgetShardAfter after it was lost, when the shard is forgotten.
 func (rn *run) doneUpTo(shardID string) (string, bool) {
 	logged, ok := rn.logged(shardID)
 	added, aok := rn.r.progress.latestAdded(shardID)

@@ -180,6 +180,9 @@ type retrier struct {
 	// endpoint is the Kinesis endpoint for warnings (see endpointOf), ""
 	// for the AWS configuration's; setting is where it is set, for the fix.
 	endpoint, setting string
+	// throttles are the shards' throttling episodes, warned about once
+	// each rather than per call (see throttling).
+	throttles throttling
 }
 
 // newRetrier returns the retrier of r's calls: back-off and attempt timeout
@@ -207,6 +210,7 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 		v, err := once(ctx, r, f)
 		if err == nil {
 			st.Ended(n)
+			r.served(shard)
 			return v, nil
 		}
 		if ctx.Err() != nil {
@@ -220,6 +224,9 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 			return v, fmt.Errorf("%w (gave up after %d attempts; fix: %s)", err, n, st.FixFor(string(cause)))
 		}
 		r.stats.shardRetry(shard, cause)
+		if isThrottle(cause) {
+			r.throttled(op, shard, cause, err)
+		}
 		if cause == causeExpiredCredentials && r.refresh != nil {
 			r.refresh()
 		}

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,12 @@ type Stats struct {
 	// (a subscription that delivered no event for a minute, with
 	// Config.FanOut).
 	Retries map[string]int64
+	// MalformedAggregates counts the Kinesis records that start with the
+	// KPL aggregate's magic number but do not decode as one (a corrupt
+	// aggregate, or data that only starts like one): each is delivered as
+	// it is, one user record, and logged at WARN each time a shard's count
+	// doubles.
+	MalformedAggregates int64
 	// OutOfRangeRecords counts the user records of KPL aggregates left out
 	// because their hash key is outside the hash key range of the shard
 	// they were read from, as the KCL does: after a reshard, the KPL puts
@@ -50,8 +57,13 @@ type Stats struct {
 	BufferedBytes int64
 	// PeakBufferedBytes is the most BufferedBytes has been.
 	PeakBufferedBytes int64
-	// Shards holds the state of every shard this receiver has read, or
-	// whose lease it handed back, by ID.
+	// Shards holds the state of every shard this receiver reads, or read
+	// less than 10 minutes ago, and of the shards whose lease it handed
+	// back, by ID: a shard is left out 10 minutes after its reader stopped
+	// for good (its lease lost or handed off, or read to its end and
+	// finished), once every record read from it is completed, so that a
+	// stream resharded often does not grow it without bound. A shard read
+	// again afterwards starts from zero counters.
 	Shards map[string]ShardStats
 }
 
@@ -125,7 +137,7 @@ type statsCollector struct {
 	records int64
 	kinesis int64 // Kinesis records read, KPL aggregates counted once
 	retries map[retryCause]int64
-	badAgg  int64 // records that looked like KPL aggregates but were not (each logged)
+	badAgg  int64 // records that looked like KPL aggregates but were not (see run.malformed)
 	outside int64
 	recomp  int64
 	skipped int64
@@ -140,6 +152,7 @@ type shardCounters struct {
 	latency [len(getRecordsBounds) + 1]int64
 	retries map[retryCause]int64
 	outside int64 // user records out of the shard's hash key range
+	bad     int64 // records that looked like KPL aggregates but were not
 }
 
 // shardLocked returns the counters of shard, creating them; s.mu is held.
@@ -184,6 +197,15 @@ func (s *statsCollector) getRecords(shard string, took time.Duration, bytes int6
 	sc.bytes += bytes
 }
 
+// forget drops the per-shard counters of shards (their totals stay).
+func (s *statsCollector) forget(shards []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range shards {
+		delete(s.shards, id)
+	}
+}
+
 // addShards adds the per-shard counters to shards, the progress snapshot.
 func (s *statsCollector) addShards(shards map[string]ShardStats) {
 	s.mu.Lock()
@@ -216,6 +238,18 @@ func (s *statsCollector) read(kinesisRecords, userRecords, badAggregates int) {
 	s.badAgg += int64(badAggregates)
 }
 
+// malformedOf counts n records of shard that looked like KPL aggregates
+// but were not, and returns the shard's count and whether it reached a
+// power of two (when the records are logged).
+func (s *statsCollector) malformedOf(shard string, n int) (count int64, warn bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.shardLocked(shard)
+	before := sc.bad
+	sc.bad += int64(n)
+	return sc.bad, bits.Len64(uint64(before)) != bits.Len64(uint64(sc.bad))
+}
+
 // outOfRange counts n user records of shard left out for their hash key,
 // and reports whether they are the shard's first.
 func (s *statsCollector) outOfRange(shard string, n int) (first bool) {
@@ -239,11 +273,12 @@ func (s *statsCollector) snapshot() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{
-		RecordsRead:       s.records,
-		Retries:           causeCounts(s.retries, true),
-		OutOfRangeRecords: s.outside,
-		RangesRecomputed:  s.recomp,
-		RangesSkipped:     s.skipped,
+		RecordsRead:         s.records,
+		Retries:             causeCounts(s.retries, true),
+		OutOfRangeRecords:   s.outside,
+		MalformedAggregates: s.badAgg,
+		RangesRecomputed:    s.recomp,
+		RangesSkipped:       s.skipped,
 	}
 }
 

@@ -8,11 +8,13 @@ import (
 
 // newStreak returns the streak watcher of one call of r (see package
 // streak): a refused or broken connection is warned about at once.
+// Throttling is left to the shard's throttling episode (see throttling).
 func (r *retrier) newStreak(op, shard string, maxAttempts int) streak.Streak {
 	return streak.Streak{
 		Logger: r.logger, Clock: r.clock, Prefix: "kinesis", Service: "Kinesis",
 		Op: op, Attr: slog.String("shard", shard), Endpoint: r.endpoint, MaxAttempts: maxAttempts,
-		Fix: func(cause, endpoint string) string { return streakFix(retryCause(cause), endpoint, r.setting) },
+		Fix:   func(cause, endpoint string) string { return streakFix(retryCause(cause), endpoint, r.setting) },
+		Quiet: func(cause string) bool { return isThrottle(retryCause(cause)) }, // per episode: r.throttled
 	}
 }
 
