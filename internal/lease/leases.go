@@ -266,6 +266,17 @@ func (c *Coordinator) Given() map[string]int64 {
 	return maps.Clone(c.given)
 }
 
+// ForgetGiven drops the counts Given reports for shards: a receiver that
+// forgets the shards it no longer reads forgets their counts too, so that
+// they do not grow with every shard the worker ever held.
+func (c *Coordinator) ForgetGiven(shards ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range shards {
+		delete(c.given, s)
+	}
+}
+
 // givenLocked counts a lease of shard given up on purpose; c.mu is held.
 func (c *Coordinator) givenLocked(shard string) {
 	if c.given == nil {

@@ -263,7 +263,7 @@ func (p *progress) snapshot() map[string]ShardStats {
 // forgetShards drops the state and counters of the shards released at
 // least forgetShardAfter before now whose records are all completed (see
 // progress.forget): in the receiver's progress and stats, and in its
-// Checkpointer's counters.
+// Checkpointer's and lease Coordinator's counters.
 func (r *Receiver) forgetShards(now time.Time) {
 	ids := r.progress.forget(now, cmp.Or(r.cfg.forgetAfter, forgetShardAfter))
 	if len(ids) == 0 {
@@ -272,5 +272,6 @@ func (r *Receiver) forgetShards(now time.Time) {
 	r.stats.forget(ids)
 	if lr := r.lease.Load(); lr != nil {
 		lr.cp.Forget(ids...)
+		lr.coord.ForgetGiven(ids...)
 	}
 }
