@@ -498,6 +498,14 @@ func (c *Collector) checkpointLagLocked(now time.Time, i int, s *ReceiverSample)
 			lag[shard] = now.Sub(q[0].at)
 		}
 	}
+	// A shard the receiver no longer reports (it forgets the shards it
+	// stopped reading) is forgotten here too: its positions would make the
+	// lag of a later read of it start at their time.
+	for shard := range c.completed[i] {
+		if _, ok := s.Stats.Shards[shard]; !ok {
+			delete(c.completed[i], shard)
+		}
+	}
 	return lag
 }
 

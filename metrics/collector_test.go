@@ -400,6 +400,35 @@ func TestCheckpointLag(t *testing.T) {
 	})
 }
 
+// TestCheckpointLagOfShardReadAgain samples a receiver that forgets a
+// shard it stopped reading (as a Kinesis receiver does 10 minutes after)
+// and reads it again 20 minutes later from the same checkpoint: the lag
+// starts from the new read, not from the positions the shard had before.
+func TestCheckpointLagOfShardReadAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeReceiver{}
+		c, err := metrics.New(metrics.Config{BatchInterval: time.Second, Receivers: []metrics.Receiver{r}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := func(shards map[string]metrics.ShardStats) {
+			r.set(func(f *fakeReceiver) { f.stats.Shards = shards })
+			c.Sample(t.Context())
+		}
+		read := func(completed string) map[string]metrics.ShardStats {
+			return map[string]metrics.ShardStats{"s": {LatestCompleted: completed, Checkpointed: true, Checkpoint: "5", CheckpointCommits: 1}}
+		}
+		set(read("9")) // completed past the checkpoint, then the lease lost
+		time.Sleep(10 * time.Minute)
+		set(nil) // forgotten
+		time.Sleep(10 * time.Minute)
+		set(read("6")) // taken back from the checkpoint
+		if lag := c.Snapshot().Receivers[0].CheckpointLag["s"]; lag != 0 {
+			t.Errorf("checkpoint lag of a shard read again just now is %v, want 0s: it counts from positions before it was forgotten", lag)
+		}
+	})
+}
+
 // TestRunSamplesOnItsInterval runs the Collector for 3.5 sample intervals
 // of virtual time and checks the unbatched records it saw.
 func TestRunSamplesOnItsInterval(t *testing.T) {
