@@ -59,6 +59,8 @@ func EnsureTable(ctx context.Context, c TableClient, clk clock.Clock, log *slog.
 			}
 		case err != nil:
 			return fmt.Errorf("describe table %s: %w", table, err)
+		case out.Table == nil:
+			return fmt.Errorf("describe table %s: %w", table, dynamotable.ErrNoDescription)
 		default:
 			// ACTIVE, or UPDATING (capacity or billing mode changed, an
 			// index built: minutes to an hour), serves reads and writes.

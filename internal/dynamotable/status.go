@@ -1,6 +1,7 @@
 package dynamotable
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -31,3 +32,9 @@ func Stuck(table string, status types.TableStatus) error {
 	}
 	return nil
 }
+
+// ErrNoDescription is wrapped by the error of a DescribeTable whose answer
+// holds no table description, which DynamoDB never sends: the client given
+// is not DynamoDB's, or a fake that leaves it out.
+var ErrNoDescription = errors.New("the answer holds no table description (DynamoDB always sends one): " +
+	"check that the client given sends to DynamoDB, or that a fake client returns Table")

@@ -202,6 +202,8 @@ func (t *Table) Ensure(ctx context.Context) error {
 			return withRefusedFix(err, t.name, silent.Op) // named by create
 		case err != nil:
 			return withRefusedFix(fmt.Errorf("leasetable: describe table %s: %w", t.name, err), t.name, silent.Op)
+		case out.Table == nil:
+			return fmt.Errorf("leasetable: describe table %s: %w", t.name, dynamotable.ErrNoDescription)
 		default:
 			// ACTIVE, or UPDATING (capacity or billing mode changed, an
 			// index built: up to an hour), serves reads and writes; a

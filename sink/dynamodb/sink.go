@@ -439,6 +439,9 @@ func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, er
 		if err != nil {
 			return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table, which must exist): %w", s.table, err)
 		}
+		if out.Table == nil {
+			return nil, fmt.Errorf("dynamodb: describe table %s (the sink's Table): %w", s.table, dynamotable.ErrNoDescription)
+		}
 		usable, err := tw.Check(out.Table.TableStatus, s.clock.Now())
 		switch {
 		case err != nil:

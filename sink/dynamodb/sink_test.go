@@ -442,3 +442,24 @@ func TestNewCreatingTable(t *testing.T) {
 		})
 	}
 }
+
+// undescribedClient answers DescribeTable with no table description, as
+// DynamoDB never does and a fake client might.
+type undescribedClient struct {
+	dynamodb.Client // nil: any other call panics
+}
+
+func (undescribedClient) DescribeTable(context.Context, *ddb.DescribeTableInput, ...func(*ddb.Options)) (*ddb.DescribeTableOutput, error) {
+	return &ddb.DescribeTableOutput{}, nil
+}
+
+// TestNewUndescribedTable checks that New, given a client whose
+// DescribeTable answer holds no table description, fails naming the table
+// and the fix instead of panicking.
+func TestNewUndescribedTable(t *testing.T) {
+	_, err := dynamodb.New(t.Context(), dynamodb.Config{Client: undescribedClient{}, Table: "events"},
+		func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
+	if err == nil || !strings.Contains(err.Error(), "events") || !strings.Contains(err.Error(), "no table description") {
+		t.Fatalf("New with a client answering no table description: %v, want an error naming the table and the fix", err)
+	}
+}
