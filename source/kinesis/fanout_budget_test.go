@@ -79,14 +79,7 @@ func TestFanOutGuardAskedAfterBudgetWait(t *testing.T) {
 			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
 			FanOut: &FanOutConfig{subscribe: subs.subscribe},
 		}
-		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
-			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
-			if err := c.startShard("shard-0", position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		})
+		readGuarded(&cfg, "shard-0", &hold)
 		r, c, errc, s1 := startBudgetWait(t, cfg, subs)
 		time.Sleep(time.Second)
 		hold.Store(int64(lease.Lapsed)) // the lease went unrenewed meanwhile

@@ -84,14 +84,7 @@ func TestGuardAskedAfterQueueWait(t *testing.T) {
 			Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client,
 			RecordsPerRead: 1, MinReadInterval: 5 * time.Millisecond, PollInterval: 5 * time.Millisecond,
 		}
-		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
-			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
-			if err := c.startShard(shard, position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		})
+		readGuarded(&cfg, shard, &hold)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -142,14 +135,7 @@ func TestFanOutGuardAskedAfterQueueWait(t *testing.T) {
 			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
 			FanOut: &FanOutConfig{subscribe: subs.subscribe},
 		}
-		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
-			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
-			if err := c.startShard("shard-0", position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		})
+		readGuarded(&cfg, "shard-0", &hold)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -232,14 +218,7 @@ func TestHeldBackReaderDoesNotRead(t *testing.T) {
 		var hold atomic.Int64
 		hold.Store(int64(lease.Lapsed))
 		cfg := Config{Stream: stream, App: "app", InitialPosition: TrimHorizon, Client: client}
-		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
-			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
-			if err := c.startShard(shard, position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		})
+		readGuarded(&cfg, shard, &hold)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -279,14 +258,7 @@ func TestHeldBackFanOutReaderDoesNotSubscribe(t *testing.T) {
 			Stream: "s", App: "app", InitialPosition: TrimHorizon, Client: fake,
 			FanOut: &FanOutConfig{subscribe: subs.subscribe},
 		}
-		cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
-			guard := func() lease.Hold { return lease.Hold(hold.Load()) }
-			if err := c.startShard("shard-0", position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
-				return err
-			}
-			<-ctx.Done()
-			return nil
-		})
+		readGuarded(&cfg, "shard-0", &hold)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -318,5 +290,18 @@ func TestHeldBackFanOutReaderDoesNotSubscribe(t *testing.T) {
 		if got := len(c.records()); got != 1 {
 			t.Errorf("%d records delivered, want 1", got)
 		}
+	})
+}
+
+// readGuarded makes cfg's assigner start one reader of shard, from
+// TRIM_HORIZON, whose lease guard answers what hold holds (a lease.Hold).
+func readGuarded(cfg *Config, shard string, hold *atomic.Int64) {
+	cfg.assigner = assignerFunc(func(ctx context.Context, c *control) error {
+		guard := func() lease.Hold { return lease.Hold(hold.Load()) }
+		if err := c.startShard(shard, position{Initial: TrimHorizon}, readerHooks{guard: guard}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
 	})
 }
