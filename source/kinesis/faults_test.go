@@ -54,9 +54,13 @@ func TestFaultsLoseNoRecordAndAreCounted(t *testing.T) {
 		counted += stats.Retries[string(cause)]
 	}
 	// A fault answered just as Stop cancels a reader is not retried, so
-	// not counted: at most one per reader (3) and the lister.
+	// not counted: at most one per reader (3) and the lister. A dropped
+	// response can make one more call fail, not injected, with "use of
+	// closed network connection" (seen once in CI: 28 retries for 27
+	// faults): one retry more, at most, per response dropped.
 	injected := int64(tr.Injected("", 0))
-	if counted > injected || counted < injected-4 {
+	dropped := int64(tr.Injected("", faults.DropResponse))
+	if counted > injected+dropped || counted < injected-4 {
 		t.Errorf("retries counted %d (%v), faults injected %d", counted, stats.Retries, injected)
 	}
 	t.Logf("%d faults injected over %d requests; retries %v", injected, tr.Requests(""), stats.Retries)
