@@ -250,7 +250,22 @@ func BenchmarkWordCountPaired(b *testing.B) {
 		b.Run(sz.name, func(b *testing.B) {
 			lines, block := wordBlockOf(sz.shards, sz.lines)
 			var sink int64
-			counted := make(map[string]int64)
+			// countAll is the loops' batch: count the words with count,
+			// then add the counts up.
+			countAll := func(count func(map[string]int64)) func() {
+				counted := make(map[string]int64)
+				return func() {
+					clear(counted)
+					count(counted)
+					for _, c := range counted {
+						sink += c
+					}
+				}
+			}
+			var par func()
+			if sz.shards > 1 {
+				par = countAll(newParLoop(sz.shards, lines).count)
+			}
 			runPaired(b, block, func(words *Stream[string]) {
 				counts := CountByValue(words)
 				ForEachBatch(counts, func(_ context.Context, bt *batch.Batch[Pair[string, int64]]) error {
@@ -259,22 +274,28 @@ func BenchmarkWordCountPaired(b *testing.B) {
 					}
 					return nil
 				})
-			}, func() {
-				clear(counted)
-				for _, line := range lines {
-					for _, w := range strings.Fields(line) {
-						counted[w]++
-					}
+			}, countAll(countWords(lines)), par, func(n int) {
+				arms := 2
+				if par != nil {
+					arms = 3
 				}
-				for _, c := range counted {
-					sink += c
-				}
-			}, func(n int) {
-				if want := int64(2 * n * len(lines) * benchLineWords); sink != want {
+				if want := int64(arms * n * len(lines) * benchLineWords); sink != want {
 					b.Fatalf("counted %d words, want %d", sink, want)
 				}
 			})
 		})
+	}
+}
+
+// countWords returns the serial loop's count: add to m the number of times
+// each word of lines occurs.
+func countWords(lines []string) func(m map[string]int64) {
+	return func(m map[string]int64) {
+		for _, line := range lines {
+			for _, w := range strings.Fields(line) {
+				m[w]++
+			}
+		}
 	}
 }
 
@@ -300,34 +321,45 @@ func wordBlockOf(shards int, lines []string) ([]string, source.Block[string]) {
 }
 
 // runPaired runs a paired benchmark: a pipeline of the batch interval
-// that build completes from the words of block's lines, and loop, the same
-// work by hand on the same lines, one batch of each per iteration, timed
+// that build completes from the words of block's lines, loop, the same
+// work by hand on the same lines, and par, if not nil, that work by hand on
+// one goroutine per shard (parLoop), one batch of each per iteration, timed
 // apart. It reports engine/loop (wall time) and cpu-engine/loop (CPU time,
-// the loop's over the engine's), then calls check with the number of
+// the loop's over the engine's); with par, also engine/parloop and
+// cpu-engine/parloop, the engine against par, and parloop/loop, par's
+// speed-up over the loop. Then it calls check with the number of
 // iterations.
-func runPaired(b *testing.B, block source.Block[string], build func(words *Stream[string]), loop func(), check func(n int)) {
+func runPaired(b *testing.B, block source.Block[string], build func(words *Stream[string]), loop, par func(), check func(n int)) {
 	p, err := NewPipeline(Config{BatchInterval: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	build(FlatMap(From(p, newTestReceiver[string]()), strings.Fields))
-	engine := engineStepper(b, p, block)
-	var tookEngine, tookLoop, cpuEngine, cpuLoop time.Duration
+	arms := []func(){engineStepper(b, p, block), loop}
+	if par != nil {
+		arms = append(arms, par)
+	}
+	took, cpu := make([]time.Duration, len(arms)), make([]time.Duration, len(arms))
 	n := 0
 	for b.Loop() {
-		start, startCPU := time.Now(), processCPU()
-		engine()
-		tookEngine += time.Since(start)
-		cpuEngine += processCPU() - startCPU
-		start, startCPU = time.Now(), processCPU()
-		loop()
-		tookLoop += time.Since(start)
-		cpuLoop += processCPU() - startCPU
+		for i, arm := range arms {
+			start, startCPU := time.Now(), processCPU()
+			arm()
+			took[i] += time.Since(start)
+			cpu[i] += processCPU() - startCPU
+		}
 		n++
 	}
-	b.ReportMetric(float64(tookLoop)/float64(tookEngine), "engine/loop")
-	if cpuEngine > 0 {
-		b.ReportMetric(float64(cpuLoop)/float64(cpuEngine), "cpu-engine/loop")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "engine/loop")
+	if cpu[0] > 0 {
+		b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-engine/loop")
+	}
+	if par != nil {
+		b.ReportMetric(float64(took[2])/float64(took[0]), "engine/parloop")
+		if cpu[0] > 0 {
+			b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "cpu-engine/parloop")
+		}
+		b.ReportMetric(float64(took[1])/float64(took[2]), "parloop/loop")
 	}
 	check(n)
 }

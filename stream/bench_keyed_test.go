@@ -41,18 +41,22 @@ func BenchmarkKeyedPaired(b *testing.B) {
 			}
 		}
 	}
+	// loop is a hand-written loop's batch, which counts words with count
+	// (countWords, or the parallel loop's parLoop.count); par, when set, is
+	// the parallel loop's batch, when it is not loop counting in parallel.
 	benches := []struct {
 		name  string
 		build func(words *Stream[string], sink *int64)
-		loop  func(sink *int64) func()
+		loop  func(sink *int64, count func(map[string]int64)) func()
+		par   func(sink *int64, pl *parLoop) func()
 	}{{
 		name:  "ReduceByKey",
 		build: func(s *Stream[string], sink *int64) { sumPairs(ReduceByKey(Map(s, one), plus), sink) },
-		loop: func(sink *int64) func() {
+		loop: func(sink *int64, count func(map[string]int64)) func() {
 			counts := make(map[string]int64)
 			return func() {
 				clear(counts)
-				words(func(w string) { counts[w]++ })
+				count(counts)
 				for _, c := range counts {
 					*sink += c
 				}
@@ -64,7 +68,7 @@ func BenchmarkKeyedPaired(b *testing.B) {
 		build: func(s *Stream[string], sink *int64) {
 			sumPairs(ReduceByKeyAndWindow(Map(s, one), plus, minus, 2*time.Second, time.Second), sink)
 		},
-		loop: func(sink *int64) func() {
+		loop: func(sink *int64, count func(map[string]int64)) func() {
 			win := make(map[string]int64)
 			last, older := make(map[string]int64), make(map[string]int64)
 			return func() {
@@ -75,7 +79,7 @@ func BenchmarkKeyedPaired(b *testing.B) {
 				}
 				cur := older
 				clear(cur)
-				words(func(w string) { cur[w]++ })
+				count(cur)
 				for w, c := range cur {
 					win[w] += c
 				}
@@ -92,13 +96,13 @@ func BenchmarkKeyedPaired(b *testing.B) {
 		build: func(s *Stream[string], sink *int64) {
 			sumPairs(ReduceByKeyAndWindow(Map(s, one), plus, nil, 2*time.Second, time.Second), sink)
 		},
-		loop: func(sink *int64) func() {
+		loop: func(sink *int64, count func(map[string]int64)) func() {
 			last, cur := make(map[string]int64), make(map[string]int64)
 			win := make(map[string]int64)
 			return func() {
 				last, cur = cur, last
 				clear(cur)
-				words(func(w string) { cur[w]++ })
+				count(cur)
 				clear(win)
 				for _, m := range []map[string]int64{last, cur} {
 					for w, c := range m {
@@ -121,10 +125,10 @@ func BenchmarkKeyedPaired(b *testing.B) {
 				return n, true
 			}), sink)
 		},
-		loop: func(sink *int64) func() {
+		loop: func(sink *int64, count func(map[string]int64)) func() {
 			state := make(map[string]int64)
 			return func() {
-				words(func(w string) { state[w]++ })
+				count(state)
 				for _, c := range state {
 					*sink += c
 				}
@@ -145,12 +149,26 @@ func BenchmarkKeyedPaired(b *testing.B) {
 				return nil
 			})
 		},
-		loop: func(sink *int64) func() {
+		loop: func(sink *int64, _ func(map[string]int64)) func() {
 			state := make(map[string]int64)
 			return func() {
 				words(func(w string) {
 					state[w]++
 					*sink += state[w]
+				})
+			}
+		},
+		// Each key's words in batch order, from one goroutine per bucket
+		// of keys.
+		par: func(sink *int64, pl *parLoop) func() {
+			return func() {
+				*sink += pl.byKey(func(state map[string]int64, words []string) int64 {
+					var sum int64
+					for _, w := range words {
+						state[w]++
+						sum += state[w]
+					}
+					return sum
 				})
 			}
 		},
@@ -165,10 +183,15 @@ func BenchmarkKeyedPaired(b *testing.B) {
 				}
 				var block source.Block[string]
 				lines, block = wordBlockOf(2, lines)
-				var sinkEngine, sinkLoop int64
-				runPaired(b, block, func(s *Stream[string]) { bench.build(s, &sinkEngine) }, bench.loop(&sinkLoop), func(int) {
-					if sinkEngine != sinkLoop {
-						b.Fatalf("the engine added up to %d, the loop to %d", sinkEngine, sinkLoop)
+				var sinkEngine, sinkLoop, sinkPar int64
+				pl := newParLoop(2, lines)
+				par := bench.loop(&sinkPar, pl.count)
+				if bench.par != nil {
+					par = bench.par(&sinkPar, pl)
+				}
+				runPaired(b, block, func(s *Stream[string]) { bench.build(s, &sinkEngine) }, bench.loop(&sinkLoop, countWords(lines)), par, func(int) {
+					if sinkEngine != sinkLoop || sinkPar != sinkLoop {
+						b.Fatalf("the engine added up to %d, the loop to %d, the parallel loop to %d", sinkEngine, sinkLoop, sinkPar)
 					}
 				})
 			})
