@@ -10,7 +10,6 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
-	"github.com/weirstream/weir/source/memory"
 )
 
 // TestDrainWaitingForFinalSnapshotWarns drains, with no bound, a stateful
@@ -24,18 +23,7 @@ func TestDrainWaitingForFinalSnapshotWarns(t *testing.T) {
 		const iv = time.Second
 		logs := &logLines{}
 		store := recoverylog.NewMemory()
-		p, err := NewPipeline(Config{BatchInterval: iv, Recovery: store, StateSnapshotInterval: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := memory.New[string](memory.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pairs := Map(From(p, src), func(w string) Pair[string, int] { return Pair[string, int]{Key: w, Value: 1} })
-		counts := UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) { return st + len(vs), true })
-		ForEachBatch(counts, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
+		p, src := stateCountPipeline(t, Config{Recovery: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		errc := make(chan error, 1)
 		go func() { errc <- p.Run(t.Context()) }()
 		time.Sleep(iv / 2)
