@@ -16,10 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
@@ -38,17 +40,34 @@ const (
 	statePutting  = "putting"
 	stateDone     = "done"
 	stateRefused  = "refused"       // the put was refused: nothing was put, as if never tried
-	findMargin    = 5 * time.Minute // how far before a "putting" entry its record is looked for
+	findMargin    = 5 * time.Minute // how far before a "putting" entry's Kinesis time its record is looked for
 	getRecordsMax = 10000
 )
 
 type journalEntry struct {
 	ID     string    `json:"id"`
 	State  string    `json:"state"`
-	At     time.Time `json:"at"`
+	At     time.Time `json:"at"` // on this machine's clock
 	Stream string    `json:"stream"`
 	Shard  string    `json:"shard,omitempty"`
 	Seq    string    `json:"seq,omitempty"`
+	// Kinesis is, for "putting", a time on Kinesis's clock before the put
+	// (the Date of its answer to a call made just before); zero if no
+	// answer had one, and in entries written before weir recorded it.
+	Kinesis time.Time `json:"kinesisAt,omitzero"`
+}
+
+// lookFrom returns the time from which the record of e, a "putting"
+// entry, is looked for in the stream: findMargin before e.Kinesis, or the
+// zero time (the start of the stream's retention) if e has none. Never
+// e.At: Kinesis stamps records on its own clock, and a machine's clock
+// running ahead of it by more than findMargin would start after the record
+// and put it again.
+func (e journalEntry) lookFrom() time.Time {
+	if e.Kinesis.IsZero() {
+		return time.Time{}
+	}
+	return e.Kinesis.Add(-findMargin)
 }
 
 // parseJournal returns the latest entry of each letter in data, and the
@@ -246,7 +265,7 @@ func noLetters(err error, where string, out io.Writer) error {
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, with the client kc makes
 // once there are letters to put, and reports each to out.
-func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, streamName string, ids []string, out io.Writer) error {
+func replay(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.Clock, dir, streamName string, ids []string, out io.Writer) error {
 	all, err := dirLetters(dir)
 	if err != nil {
 		return err
@@ -278,7 +297,7 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, stream
 	}
 	defer j.f.Close()
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, j, state[l.id], l, streamName, out); err != nil {
+		if err := replayOne(ctx, c, clk, j, state[l.id], l, streamName, out); err != nil {
 			return err
 		}
 	}
@@ -288,7 +307,7 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, stream
 // replayOne puts letter l, whose replay state is prev, into streamName
 // unless it was put, or the stream holds it after a put whose end the
 // state did not record; s records its state before and after the put.
-func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
+func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
 	id := l.id
 	if prev.State == stateDone {
 		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, prev.Stream, prev.Shard, prev.Seq)
@@ -300,16 +319,20 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	}
 	if prev.State == statePutting {
 		// A put that a crash (or an error) left unconfirmed: look for it.
-		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.At.Add(-findMargin))
+		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom())
 		if err != nil {
 			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, prev.Stream, err)
 		}
 		if found {
 			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, prev.Stream, shard, seq)
-			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
+			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
 		}
 	}
-	putting := journalEntry{ID: id, State: statePutting, At: time.Now(), Stream: streamName}
+	kt, err := kinesisTime(ctx, c, streamName)
+	if err != nil {
+		return fmt.Errorf("letter %s: asking Kinesis's time before the put into %s: %w", id, streamName, err)
+	}
+	putting := journalEntry{ID: id, State: statePutting, At: clk.Now(), Stream: streamName, Kinesis: kt}
 	if err := s.mark(ctx, l, prev, putting); err != nil {
 		return err
 	}
@@ -326,7 +349,7 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 		// the letter is not left "putting", to be looked for in a stream
 		// that may not exist.
 		err = fmt.Errorf("letter %s: put into %s: %w", id, streamName, err)
-		refused := journalEntry{ID: id, State: stateRefused, At: time.Now(), Stream: streamName}
+		refused := journalEntry{ID: id, State: stateRefused, At: clk.Now(), Stream: streamName}
 		if merr := s.mark(ctx, l, putting, refused); merr != nil {
 			return errors.Join(err, merr)
 		}
@@ -337,11 +360,26 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	}
 	shard, seq := aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
 	fmt.Fprintf(out, "%s: replayed to %s %s %s\n", id, streamName, shard, seq)
-	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: streamName, Shard: shard, Seq: seq})
+	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: streamName, Shard: shard, Seq: seq})
 }
 
-// find looks in every shard of streamName, from since to the end, for a
-// record with rec's partition key and data.
+// kinesisTime returns a time on Kinesis's clock, no later than now: the
+// Date of its answer to a ListShards of streamName (whole seconds, rounded
+// down), as a shard reader of package source/kinesis takes it; the zero
+// time if the answer has none. A record put after it arrives no earlier on
+// Kinesis's clock, whatever this machine's clock says.
+func kinesisTime(ctx context.Context, c *kinesis.Client, streamName string) (time.Time, error) {
+	res, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &streamName, MaxResults: aws.Int32(1)})
+	if err != nil {
+		return time.Time{}, err
+	}
+	date, _ := awsmiddleware.GetServerTime(res.ResultMetadata)
+	return date, nil
+}
+
+// find looks in every shard of streamName, from since (on Kinesis's clock;
+// the zero time: from the start of its retention) to the end, for a record
+// with rec's partition key and data.
 func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time) (shard, seq string, found bool, err error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: &streamName}
@@ -357,8 +395,12 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 		in = &kinesis.ListShardsInput{NextToken: res.NextToken}
 	}
 	for _, sh := range shards {
-		it, err := c.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &streamName, ShardId: sh.ShardId,
-			ShardIteratorType: types.ShardIteratorTypeAtTimestamp, Timestamp: &since})
+		in := &kinesis.GetShardIteratorInput{StreamName: &streamName, ShardId: sh.ShardId,
+			ShardIteratorType: types.ShardIteratorTypeAtTimestamp, Timestamp: &since}
+		if since.IsZero() {
+			in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeTrimHorizon, nil
+		}
+		it, err := c.GetShardIterator(ctx, in)
 		if err != nil {
 			return "", "", false, err
 		}
