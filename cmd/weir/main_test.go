@@ -374,3 +374,28 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayAllPastUnreplayable replays -all from a directory one of whose
+// letters cannot be replayed (its record was cut to fit, "truncated:raw"):
+// the letters after it are put all the same, and the command fails naming
+// it, instead of stopping at it at every run.
+func TestReplayAllPastUnreplayable(t *testing.T) {
+	f := newFixture(t)
+	dead, err := deadletter.Open(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := []stream.DeadLetter{{Time: 1500, Output: 0, Index: 0, Record: []byte("cu"), Encoding: "truncated:raw", Err: "boom"}}
+	if err := dead.Quarantine(t.Context(), cut); err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	out, err := f.cmd(t, append([]string{"deadletters", "replay", "-stream", f.stream, "-all"}, f.store...)...)
+	if err == nil || !strings.Contains(err.Error(), "1500-0-0") || exitCode(err) != 1 {
+		t.Errorf("replay -all with a letter that cannot be replayed = %v (exit status %d), want an error naming it, status 1\n%s", err, exitCode(err), out)
+	}
+	want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
+	if diff := cmp.Diff(want, f.records(t)); diff != "" {
+		t.Errorf("stream after replay -all (-want +got):\n%s", diff)
+	}
+}

@@ -197,19 +197,24 @@ func partitionKey(id string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// recordOf returns the record of letter l, named id, to put.
+// errUnreplayable is wrapped by the error of a letter whose record replay
+// cannot put: replayEach goes on past it.
+var errUnreplayable = errors.New("it cannot be replayed (the other letters chosen are replayed all the same)")
+
+// recordOf returns the record of letter l, named id, to put, or an error
+// wrapping errUnreplayable.
 func recordOf(l stream.DeadLetter, id string) (record, error) {
 	switch l.Encoding {
 	case "json":
 		var r record
 		if err := json.Unmarshal(l.Record, &r); err != nil || r.PartitionKey == "" {
-			return record{}, fmt.Errorf("letter %s: its record is not a kinesis.Record (JSON with Data and PartitionKey): replay puts records a pipeline read from Kinesis", id)
+			return record{}, fmt.Errorf("letter %s: its record is not a kinesis.Record (JSON with Data and PartitionKey), and replay puts records a pipeline read from Kinesis: %w", id, errUnreplayable)
 		}
 		return r, nil
 	case "raw":
 		return record{Data: l.Record, PartitionKey: partitionKey(id)}, nil
 	}
-	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: it cannot be replayed", id, l.Encoding)
+	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: %w", id, l.Encoding, errUnreplayable)
 }
 
 // stateStore keeps the replay state of letters: the journal of a
@@ -296,12 +301,27 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.C
 		return err
 	}
 	defer j.f.Close()
+	return replayEach(ctx, c, clk, j, state, chosen, streamName, out)
+}
+
+// replayEach replays the chosen letters, whose replay states are state,
+// in order (see replayOne). A letter that cannot be replayed
+// (errUnreplayable) is passed over, so that one letter cut to fit its
+// store does not keep every later one from being replayed, and the error
+// returned names it; any other error stops the replay at once.
+func replayEach(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, state map[string]journalEntry, chosen []letter, streamName string, out io.Writer) error {
+	var passed []error
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, clk, j, state[l.id], l, streamName, out); err != nil {
-			return err
+		err := replayOne(ctx, c, clk, s, state[l.id], l, streamName, out)
+		if errors.Is(err, errUnreplayable) {
+			passed = append(passed, err)
+			continue
+		}
+		if err != nil {
+			return errors.Join(append(passed, err)...)
 		}
 	}
-	return nil
+	return errors.Join(passed...)
 }
 
 // replayOne puts letter l, whose replay state is prev, into streamName

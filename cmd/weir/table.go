@@ -137,12 +137,7 @@ func replayTable(ctx context.Context, kc func() (*kinesis.Client, error), clk cl
 	if err != nil {
 		return err
 	}
-	for _, l := range chosen {
-		if err := replayOne(ctx, c, clk, s, state[l.id], l, streamName, out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return replayEach(ctx, c, clk, s, state, chosen, streamName, out)
 }
 
 // listTable prints the letters of a DynamoDB dead-letter table, one a
