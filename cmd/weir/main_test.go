@@ -18,7 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/sink/deadletter"
 	weirkinesis "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -397,5 +399,46 @@ func TestReplayAllPastUnreplayable(t *testing.T) {
 	want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
 	if diff := cmp.Diff(want, f.records(t)); diff != "" {
 		t.Errorf("stream after replay -all (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplayThrottledPut replays a letter whose put Kinesis throttles: it
+// answered that nothing was put, so the next replay puts the letter, once,
+// without first reading the stream for it (as it must after a put with no
+// answer), which on a stream busy enough to throttle puts is slow and
+// throttled too.
+func TestReplayThrottledPut(t *testing.T) {
+	f := newFixture(t)
+	// A record in each shard: kinesalite never answers an AT_TIMESTAMP
+	// GetShardIterator on an empty shard (mhart/kinesalite issue 84).
+	for _, hashKey := range []string{"0", "340282366920938463463374607431768211455"} {
+		if _, err := f.c.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: &f.stream, Data: []byte("x"),
+			PartitionKey: aws.String("filler"), ExplicitHashKey: aws.String(hashKey)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "PutRecord", Kind: faults.Throughput, Times: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servers.Env(t).Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr })
+	replayWith := func() (string, error) {
+		var out bytes.Buffer
+		err := replay(t.Context(), func() (*kinesis.Client, error) { return c, nil }, clock.Real{}, f.dir, f.stream, []string{"1000-0-1"}, &out)
+		return out.String(), err
+	}
+	var throttled *types.ProvisionedThroughputExceededException
+	if out, err := replayWith(); !errors.As(err, &throttled) {
+		t.Fatalf("a replay whose put is throttled = %v, want ProvisionedThroughputExceededException\n%s", err, out)
+	}
+	if out, err := replayWith(); err != nil {
+		t.Fatalf("the replay after the throttled put: %v\n%s", err, out)
+	}
+	if n := tr.Requests("GetShardIterator"); n > 0 {
+		t.Errorf("the replay after the throttled put read the stream for the letter (%d GetShardIterator), want none: nothing was put", n)
+	}
+	want := []string{"filler=x", "filler=x", "k2=b"}
+	if diff := cmp.Diff(want, f.records(t)); diff != "" {
+		t.Errorf("stream after the replays (-want +got):\n%s", diff)
 	}
 }

@@ -364,11 +364,14 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 	// the record twice. An error leaves the letter "putting", which the
 	// next replay looks for in the stream first.
 	res, err := c.PutRecord(ctx, in, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
-	if err != nil && awserr.Refused(err) {
-		// Refused (no such stream, access denied): nothing was put, so
-		// the letter is not left "putting", to be looked for in a stream
-		// that may not exist.
+	if err != nil && (awserr.Refused(err) || throttled(err)) {
+		// Refused (no such stream, access denied) or throttled: nothing
+		// was put, so the letter is not left "putting", to be looked for
+		// in a stream that may not exist, or that is busy.
 		err = fmt.Errorf("letter %s: put into %s: %w", id, streamName, err)
+		if throttled(err) {
+			err = fmt.Errorf("%w (nothing was put: run replay again later)", err)
+		}
 		refused := journalEntry{ID: id, State: stateRefused, At: clk.Now(), Stream: streamName}
 		if merr := s.mark(ctx, l, putting, refused); merr != nil {
 			return errors.Join(err, merr)
@@ -395,6 +398,15 @@ func kinesisTime(ctx context.Context, c *kinesis.Client, streamName string) (tim
 	}
 	date, _ := awsmiddleware.GetServerTime(res.ResultMetadata)
 	return date, nil
+}
+
+// throttled reports whether err is Kinesis throttling a put
+// (ProvisionedThroughputExceededException, or KMSThrottlingException for a
+// stream encrypted with a KMS key): Kinesis answered, and put nothing.
+func throttled(err error) bool {
+	var pte *types.ProvisionedThroughputExceededException
+	var kte *types.KMSThrottlingException
+	return errors.As(err, &pte) || errors.As(err, &kte)
 }
 
 // find looks in every shard of streamName, from since (on Kinesis's clock;
