@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -440,5 +443,67 @@ func TestReplayThrottledPut(t *testing.T) {
 	want := []string{"filler=x", "filler=x", "k2=b"}
 	if diff := cmp.Diff(want, f.records(t)); diff != "" {
 		t.Errorf("stream after the replays (-want +got):\n%s", diff)
+	}
+}
+
+// busyClient is an AWS SDK HTTP client that, before each GetRecords it
+// sends, puts a record into every shard of the fixture's stream, as the
+// producers of a busy stream do, so that no page is ever empty. Past
+// maxGets GetRecords it fails them: a search that follows the tip for ever
+// fails instead of hanging the test.
+type busyClient struct {
+	f    *fixture
+	next *faults.Transport
+	gets atomic.Int32
+}
+
+const maxGets = 50
+
+func (b *busyClient) Do(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".GetRecords") {
+		if b.gets.Add(1) > maxGets {
+			return nil, fmt.Errorf("GetRecords sent %d times: the search follows the tip of a busy stream", maxGets)
+		}
+		for _, hashKey := range []string{"0", "340282366920938463463374607431768211455"} {
+			if _, err := b.f.c.PutRecord(req.Context(), &kinesis.PutRecordInput{StreamName: &b.f.stream, Data: []byte("x"),
+				PartitionKey: aws.String("busy"), ExplicitHashKey: aws.String(hashKey)}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b.next.Do(req)
+}
+
+// TestReplayFindOnBusyStream looks for a letter's unconfirmed put in a
+// stream whose every shard gets records all the time: the search stops at
+// the tip, where every record put before it began has been read, and finds
+// the record, instead of following the tip for ever.
+func TestReplayFindOnBusyStream(t *testing.T) {
+	f := newFixture(t)
+	// Letter 1000-0-0's record, key k1, lies in the second shard: the
+	// first is read to its tip without finding it.
+	if _, err := f.c.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: &f.stream, Data: []byte("a"), PartitionKey: aws.String("k1")}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.OpenFile(filepath.Join(f.dir, journalName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{f: d}
+	if err := j.add(journalEntry{ID: "1000-0-0", State: statePutting, Stream: f.stream, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servers.Env(t).Kinesis(func(o *kinesis.Options) { o.HTTPClient = &busyClient{f: f, next: tr} })
+	var out bytes.Buffer
+	if err := replay(t.Context(), func() (*kinesis.Client, error) { return c, nil }, clock.Real{}, f.dir, f.stream, []string{"1000-0-0"}, &out); err != nil {
+		t.Fatalf("replay: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "1000-0-0: found in "+f.stream) {
+		t.Errorf("replay says:\n%s\nwant the letter found in the stream", out.String())
 	}
 }

@@ -446,9 +446,13 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 					return aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber), true, nil
 				}
 			}
-			// At the tip: nothing returned and nothing behind (an empty
-			// page alone may be a gap in the shard).
-			if len(res.Records) == 0 && aws.ToInt64(res.MillisBehindLatest) == 0 {
+			// At the tip: nothing behind this page (an empty page alone
+			// may be a gap in the shard), which is not a full one
+			// (kinesalite says 0 behind even then). The record was put
+			// before this replay began, so it has been read by now: the
+			// records a busy shard gets meanwhile are not followed, which
+			// would never end.
+			if aws.ToInt64(res.MillisBehindLatest) == 0 && len(res.Records) < getRecordsMax {
 				break
 			}
 			iter = res.NextShardIterator
