@@ -42,6 +42,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/weirstream/weir/clock"
 )
 
 func main() {
@@ -187,9 +189,9 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 		if err != nil {
 			return err
 		}
-		return replayTable(ctx, kc, tableStore{c: dc, table: *table}, *streamName, *ids, out)
+		return replayTable(ctx, kc, clock.Real{}, tableStore{c: dc, table: *table}, *streamName, *ids, out)
 	}
-	return replay(ctx, kc, *dir, *streamName, *ids, out)
+	return replay(ctx, kc, clock.Real{}, *dir, *streamName, *ids, out)
 }
 
 // idFlags is a repeatable -id flag.

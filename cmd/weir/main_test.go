@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/sink/deadletter"
 	weirkinesis "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -372,5 +377,133 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(run(t.Context(), tc.args, io.Discard, nil)); got != tc.want {
 			t.Errorf("run %q: exit status %d, want %d", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestReplayAllPastUnreplayable replays -all from a directory one of whose
+// letters cannot be replayed (its record was cut to fit, "truncated:raw"):
+// the letters after it are put all the same, and the command fails naming
+// it, instead of stopping at it at every run.
+func TestReplayAllPastUnreplayable(t *testing.T) {
+	f := newFixture(t)
+	dead, err := deadletter.Open(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := []stream.DeadLetter{{Time: 1500, Output: 0, Index: 0, Record: []byte("cu"), Encoding: "truncated:raw", Err: "boom"}}
+	if err := dead.Quarantine(t.Context(), cut); err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	out, err := f.cmd(t, append([]string{"deadletters", "replay", "-stream", f.stream, "-all"}, f.store...)...)
+	if err == nil || !strings.Contains(err.Error(), "1500-0-0") || exitCode(err) != 1 {
+		t.Errorf("replay -all with a letter that cannot be replayed = %v (exit status %d), want an error naming it, status 1\n%s", err, exitCode(err), out)
+	}
+	want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
+	if diff := cmp.Diff(want, f.records(t)); diff != "" {
+		t.Errorf("stream after replay -all (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplayThrottledPut replays a letter whose put Kinesis throttles: it
+// answered that nothing was put, so the next replay puts the letter, once,
+// without first reading the stream for it (as it must after a put with no
+// answer), which on a stream busy enough to throttle puts is slow and
+// throttled too.
+func TestReplayThrottledPut(t *testing.T) {
+	f := newFixture(t)
+	// A record in each shard: kinesalite never answers an AT_TIMESTAMP
+	// GetShardIterator on an empty shard (mhart/kinesalite issue 84).
+	for _, hashKey := range []string{"0", "340282366920938463463374607431768211455"} {
+		if _, err := f.c.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: &f.stream, Data: []byte("x"),
+			PartitionKey: aws.String("filler"), ExplicitHashKey: aws.String(hashKey)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "PutRecord", Kind: faults.Throughput, Times: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servers.Env(t).Kinesis(func(o *kinesis.Options) { o.HTTPClient = tr })
+	replayWith := func() (string, error) {
+		var out bytes.Buffer
+		err := replay(t.Context(), func() (*kinesis.Client, error) { return c, nil }, clock.Real{}, f.dir, f.stream, []string{"1000-0-1"}, &out)
+		return out.String(), err
+	}
+	var throttled *types.ProvisionedThroughputExceededException
+	if out, err := replayWith(); !errors.As(err, &throttled) {
+		t.Fatalf("a replay whose put is throttled = %v, want ProvisionedThroughputExceededException\n%s", err, out)
+	}
+	if out, err := replayWith(); err != nil {
+		t.Fatalf("the replay after the throttled put: %v\n%s", err, out)
+	}
+	if n := tr.Requests("GetShardIterator"); n > 0 {
+		t.Errorf("the replay after the throttled put read the stream for the letter (%d GetShardIterator), want none: nothing was put", n)
+	}
+	want := []string{"filler=x", "filler=x", "k2=b"}
+	if diff := cmp.Diff(want, f.records(t)); diff != "" {
+		t.Errorf("stream after the replays (-want +got):\n%s", diff)
+	}
+}
+
+// busyClient is an AWS SDK HTTP client that, before each GetRecords it
+// sends, puts a record into every shard of the fixture's stream, as the
+// producers of a busy stream do, so that no page is ever empty. Past
+// maxGets GetRecords it fails them: a search that follows the tip for ever
+// fails instead of hanging the test.
+type busyClient struct {
+	f    *fixture
+	next *faults.Transport
+	gets atomic.Int32
+}
+
+const maxGets = 50
+
+func (b *busyClient) Do(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".GetRecords") {
+		if b.gets.Add(1) > maxGets {
+			return nil, fmt.Errorf("GetRecords sent %d times: the search follows the tip of a busy stream", maxGets)
+		}
+		for _, hashKey := range []string{"0", "340282366920938463463374607431768211455"} {
+			if _, err := b.f.c.PutRecord(req.Context(), &kinesis.PutRecordInput{StreamName: &b.f.stream, Data: []byte("x"),
+				PartitionKey: aws.String("busy"), ExplicitHashKey: aws.String(hashKey)}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b.next.Do(req)
+}
+
+// TestReplayFindOnBusyStream looks for a letter's unconfirmed put in a
+// stream whose every shard gets records all the time: the search stops at
+// the tip, where every record put before it began has been read, and finds
+// the record, instead of following the tip for ever.
+func TestReplayFindOnBusyStream(t *testing.T) {
+	f := newFixture(t)
+	// Letter 1000-0-0's record, key k1, lies in the second shard: the
+	// first is read to its tip without finding it.
+	if _, err := f.c.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: &f.stream, Data: []byte("a"), PartitionKey: aws.String("k1")}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.OpenFile(filepath.Join(f.dir, journalName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{f: d}
+	if err := j.add(journalEntry{ID: "1000-0-0", State: statePutting, Stream: f.stream, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	tr, err := faults.New(faults.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servers.Env(t).Kinesis(func(o *kinesis.Options) { o.HTTPClient = &busyClient{f: f, next: tr} })
+	var out bytes.Buffer
+	if err := replay(t.Context(), func() (*kinesis.Client, error) { return c, nil }, clock.Real{}, f.dir, f.stream, []string{"1000-0-0"}, &out); err != nil {
+		t.Fatalf("replay: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "1000-0-0: found in "+f.stream) {
+		t.Errorf("replay says:\n%s\nwant the letter found in the stream", out.String())
 	}
 }

@@ -16,10 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
@@ -38,17 +40,34 @@ const (
 	statePutting  = "putting"
 	stateDone     = "done"
 	stateRefused  = "refused"       // the put was refused: nothing was put, as if never tried
-	findMargin    = 5 * time.Minute // how far before a "putting" entry its record is looked for
+	findMargin    = 5 * time.Minute // how far before a "putting" entry's Kinesis time its record is looked for
 	getRecordsMax = 10000
 )
 
 type journalEntry struct {
 	ID     string    `json:"id"`
 	State  string    `json:"state"`
-	At     time.Time `json:"at"`
+	At     time.Time `json:"at"` // on this machine's clock
 	Stream string    `json:"stream"`
 	Shard  string    `json:"shard,omitempty"`
 	Seq    string    `json:"seq,omitempty"`
+	// Kinesis is, for "putting", a time on Kinesis's clock before the put
+	// (the Date of its answer to a call made just before); zero if no
+	// answer had one, and in entries written before weir recorded it.
+	Kinesis time.Time `json:"kinesisAt,omitzero"`
+}
+
+// lookFrom returns the time from which the record of e, a "putting"
+// entry, is looked for in the stream: findMargin before e.Kinesis, or the
+// zero time (the start of the stream's retention) if e has none. Never
+// e.At: Kinesis stamps records on its own clock, and a machine's clock
+// running ahead of it by more than findMargin would start after the record
+// and put it again.
+func (e journalEntry) lookFrom() time.Time {
+	if e.Kinesis.IsZero() {
+		return time.Time{}
+	}
+	return e.Kinesis.Add(-findMargin)
 }
 
 // parseJournal returns the latest entry of each letter in data, and the
@@ -178,19 +197,24 @@ func partitionKey(id string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// recordOf returns the record of letter l, named id, to put.
+// errUnreplayable is wrapped by the error of a letter whose record replay
+// cannot put: replayEach goes on past it.
+var errUnreplayable = errors.New("it cannot be replayed (the other letters chosen are replayed all the same)")
+
+// recordOf returns the record of letter l, named id, to put, or an error
+// wrapping errUnreplayable.
 func recordOf(l stream.DeadLetter, id string) (record, error) {
 	switch l.Encoding {
 	case "json":
 		var r record
 		if err := json.Unmarshal(l.Record, &r); err != nil || r.PartitionKey == "" {
-			return record{}, fmt.Errorf("letter %s: its record is not a kinesis.Record (JSON with Data and PartitionKey): replay puts records a pipeline read from Kinesis", id)
+			return record{}, fmt.Errorf("letter %s: its record is not a kinesis.Record (JSON with Data and PartitionKey), and replay puts records a pipeline read from Kinesis: %w", id, errUnreplayable)
 		}
 		return r, nil
 	case "raw":
 		return record{Data: l.Record, PartitionKey: partitionKey(id)}, nil
 	}
-	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: it cannot be replayed", id, l.Encoding)
+	return record{}, fmt.Errorf("letter %s: its record is encoded as %q, which cannot be decoded: %w", id, l.Encoding, errUnreplayable)
 }
 
 // stateStore keeps the replay state of letters: the journal of a
@@ -246,7 +270,7 @@ func noLetters(err error, where string, out io.Writer) error {
 // replay puts the chosen letters of dir (ids, or all if none) into
 // streamName, each at most once over every run, with the client kc makes
 // once there are letters to put, and reports each to out.
-func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, streamName string, ids []string, out io.Writer) error {
+func replay(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.Clock, dir, streamName string, ids []string, out io.Writer) error {
 	all, err := dirLetters(dir)
 	if err != nil {
 		return err
@@ -277,18 +301,33 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), dir, stream
 		return err
 	}
 	defer j.f.Close()
+	return replayEach(ctx, c, clk, j, state, chosen, streamName, out)
+}
+
+// replayEach replays the chosen letters, whose replay states are state,
+// in order (see replayOne). A letter that cannot be replayed
+// (errUnreplayable) is passed over, so that one letter cut to fit its
+// store does not keep every later one from being replayed, and the error
+// returned names it; any other error stops the replay at once.
+func replayEach(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, state map[string]journalEntry, chosen []letter, streamName string, out io.Writer) error {
+	var passed []error
 	for _, l := range chosen {
-		if err := replayOne(ctx, c, j, state[l.id], l, streamName, out); err != nil {
-			return err
+		err := replayOne(ctx, c, clk, s, state[l.id], l, streamName, out)
+		if errors.Is(err, errUnreplayable) {
+			passed = append(passed, err)
+			continue
+		}
+		if err != nil {
+			return errors.Join(append(passed, err)...)
 		}
 	}
-	return nil
+	return errors.Join(passed...)
 }
 
 // replayOne puts letter l, whose replay state is prev, into streamName
 // unless it was put, or the stream holds it after a put whose end the
 // state did not record; s records its state before and after the put.
-func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
+func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
 	id := l.id
 	if prev.State == stateDone {
 		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, prev.Stream, prev.Shard, prev.Seq)
@@ -300,16 +339,20 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	}
 	if prev.State == statePutting {
 		// A put that a crash (or an error) left unconfirmed: look for it.
-		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.At.Add(-findMargin))
+		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom())
 		if err != nil {
 			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, prev.Stream, err)
 		}
 		if found {
 			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, prev.Stream, shard, seq)
-			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
+			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
 		}
 	}
-	putting := journalEntry{ID: id, State: statePutting, At: time.Now(), Stream: streamName}
+	kt, err := kinesisTime(ctx, c, streamName)
+	if err != nil {
+		return fmt.Errorf("letter %s: asking Kinesis's time before the put into %s: %w", id, streamName, err)
+	}
+	putting := journalEntry{ID: id, State: statePutting, At: clk.Now(), Stream: streamName, Kinesis: kt}
 	if err := s.mark(ctx, l, prev, putting); err != nil {
 		return err
 	}
@@ -321,12 +364,15 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	// the record twice. An error leaves the letter "putting", which the
 	// next replay looks for in the stream first.
 	res, err := c.PutRecord(ctx, in, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
-	if err != nil && awserr.Refused(err) {
-		// Refused (no such stream, access denied): nothing was put, so
-		// the letter is not left "putting", to be looked for in a stream
-		// that may not exist.
+	if err != nil && (awserr.Refused(err) || throttled(err)) {
+		// Refused (no such stream, access denied) or throttled: nothing
+		// was put, so the letter is not left "putting", to be looked for
+		// in a stream that may not exist, or that is busy.
 		err = fmt.Errorf("letter %s: put into %s: %w", id, streamName, err)
-		refused := journalEntry{ID: id, State: stateRefused, At: time.Now(), Stream: streamName}
+		if throttled(err) {
+			err = fmt.Errorf("%w (nothing was put: run replay again later)", err)
+		}
+		refused := journalEntry{ID: id, State: stateRefused, At: clk.Now(), Stream: streamName}
 		if merr := s.mark(ctx, l, putting, refused); merr != nil {
 			return errors.Join(err, merr)
 		}
@@ -337,11 +383,35 @@ func replayOne(ctx context.Context, c *kinesis.Client, s stateStore, prev journa
 	}
 	shard, seq := aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
 	fmt.Fprintf(out, "%s: replayed to %s %s %s\n", id, streamName, shard, seq)
-	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: time.Now(), Stream: streamName, Shard: shard, Seq: seq})
+	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: streamName, Shard: shard, Seq: seq})
 }
 
-// find looks in every shard of streamName, from since to the end, for a
-// record with rec's partition key and data.
+// kinesisTime returns a time on Kinesis's clock, no later than now: the
+// Date of its answer to a ListShards of streamName (whole seconds, rounded
+// down), as a shard reader of package source/kinesis takes it; the zero
+// time if the answer has none. A record put after it arrives no earlier on
+// Kinesis's clock, whatever this machine's clock says.
+func kinesisTime(ctx context.Context, c *kinesis.Client, streamName string) (time.Time, error) {
+	res, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &streamName, MaxResults: aws.Int32(1)})
+	if err != nil {
+		return time.Time{}, err
+	}
+	date, _ := awsmiddleware.GetServerTime(res.ResultMetadata)
+	return date, nil
+}
+
+// throttled reports whether err is Kinesis throttling a put
+// (ProvisionedThroughputExceededException, or KMSThrottlingException for a
+// stream encrypted with a KMS key): Kinesis answered, and put nothing.
+func throttled(err error) bool {
+	var pte *types.ProvisionedThroughputExceededException
+	var kte *types.KMSThrottlingException
+	return errors.As(err, &pte) || errors.As(err, &kte)
+}
+
+// find looks in every shard of streamName, from since (on Kinesis's clock;
+// the zero time: from the start of its retention) to the end, for a record
+// with rec's partition key and data.
 func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time) (shard, seq string, found bool, err error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: &streamName}
@@ -357,8 +427,12 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 		in = &kinesis.ListShardsInput{NextToken: res.NextToken}
 	}
 	for _, sh := range shards {
-		it, err := c.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &streamName, ShardId: sh.ShardId,
-			ShardIteratorType: types.ShardIteratorTypeAtTimestamp, Timestamp: &since})
+		in := &kinesis.GetShardIteratorInput{StreamName: &streamName, ShardId: sh.ShardId,
+			ShardIteratorType: types.ShardIteratorTypeAtTimestamp, Timestamp: &since}
+		if since.IsZero() {
+			in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeTrimHorizon, nil
+		}
+		it, err := c.GetShardIterator(ctx, in)
 		if err != nil {
 			return "", "", false, err
 		}
@@ -372,9 +446,13 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 					return aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber), true, nil
 				}
 			}
-			// At the tip: nothing returned and nothing behind (an empty
-			// page alone may be a gap in the shard).
-			if len(res.Records) == 0 && aws.ToInt64(res.MillisBehindLatest) == 0 {
+			// At the tip: nothing behind this page (an empty page alone
+			// may be a gap in the shard), which is not a full one
+			// (kinesalite says 0 behind even then). The record was put
+			// before this replay began, so it has been read by now: the
+			// records a busy shard gets meanwhile are not followed, which
+			// would never end.
+			if aws.ToInt64(res.MillisBehindLatest) == 0 && len(res.Records) < getRecordsMax {
 				break
 			}
 			iter = res.NextShardIterator

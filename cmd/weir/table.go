@@ -12,12 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/letters/lettertable"
 )
 
 // replayAttr is the attribute of a letter's item that holds its replay
-// state: a map of state ("putting" or "done"), at (RFC 3339), stream, and
-// for "done" shard and seq. Replay sets it with conditional UpdateItems,
+// state: a map of state ("putting", "done" or "refused"), at (RFC 3339),
+// stream, for "putting" kinesisAt (RFC 3339, Kinesis's time before the
+// put, if known) and for "done" shard and seq. Replay sets it with conditional UpdateItems,
 // each only if the state is still the one it read, so that two replays
 // never both put a letter.
 const replayAttr = "replay"
@@ -62,8 +64,14 @@ func (s tableStore) read(ctx context.Context) ([]letter, map[string]journalEntry
 		if err != nil {
 			return nil, nil, fmt.Errorf("deadletter table %s: letter %s: attribute %s: at: %w", s.table, id, replayAttr, err)
 		}
-		state[id] = journalEntry{ID: id, State: lettertable.S(m.Value, "state"), At: at,
+		e := journalEntry{ID: id, State: lettertable.S(m.Value, "state"), At: at,
 			Stream: lettertable.S(m.Value, "stream"), Shard: lettertable.S(m.Value, "shard"), Seq: lettertable.S(m.Value, "seq")}
+		if kt := lettertable.S(m.Value, "kinesisAt"); kt != "" {
+			if e.Kinesis, err = time.Parse(time.RFC3339Nano, kt); err != nil {
+				return nil, nil, fmt.Errorf("deadletter table %s: letter %s: attribute %s: kinesisAt: %w", s.table, id, replayAttr, err)
+			}
+		}
+		state[id] = e
 	}
 	return ls, state, nil
 }
@@ -75,6 +83,9 @@ func (s tableStore) mark(ctx context.Context, l letter, prev, next journalEntry)
 		"state":  &types.AttributeValueMemberS{Value: next.State},
 		"at":     &types.AttributeValueMemberS{Value: next.At.Format(time.RFC3339Nano)},
 		"stream": &types.AttributeValueMemberS{Value: next.Stream},
+	}
+	if !next.Kinesis.IsZero() {
+		v["kinesisAt"] = &types.AttributeValueMemberS{Value: next.Kinesis.Format(time.RFC3339Nano)}
 	}
 	if next.Shard != "" {
 		v["shard"] = &types.AttributeValueMemberS{Value: next.Shard}
@@ -113,7 +124,7 @@ func (s tableStore) mark(ctx context.Context, l letter, prev, next journalEntry)
 // (ids, or all if none) into streamName, each at most once over every
 // run, with the client kc makes once there are letters to put, and
 // reports each to out.
-func replayTable(ctx context.Context, kc func() (*kinesis.Client, error), s tableStore, streamName string, ids []string, out io.Writer) error {
+func replayTable(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.Clock, s tableStore, streamName string, ids []string, out io.Writer) error {
 	all, state, err := s.read(ctx)
 	if err != nil {
 		return err
@@ -126,12 +137,7 @@ func replayTable(ctx context.Context, kc func() (*kinesis.Client, error), s tabl
 	if err != nil {
 		return err
 	}
-	for _, l := range chosen {
-		if err := replayOne(ctx, c, s, state[l.id], l, streamName, out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return replayEach(ctx, c, clk, s, state, chosen, streamName, out)
 }
 
 // listTable prints the letters of a DynamoDB dead-letter table, one a

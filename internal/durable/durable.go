@@ -9,6 +9,7 @@ package durable
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -313,6 +314,62 @@ func (d *Dir) WriteFileFunc(name string, write func(w io.Writer) error) (renamed
 		return false, err
 	}
 	return true, d.Sync()
+}
+
+// HoldsFunc reports whether the regular file name holds exactly the bytes
+// write writes to its writer (a buffered one), comparing as write goes and
+// holding no copy of either: whether a file WriteFileFunc wrote holds what
+// it would write again. A file that cannot be read to the end is taken
+// for one that differs. An error of write other than the one the
+// comparison stops it with is returned, as is one opening the file.
+func (d *Dir) HoldsFunc(name string, write func(w io.Writer) error) (bool, error) {
+	f, err := d.Open(name, os.O_RDONLY)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	c := &comparer{r: bufio.NewReader(f)}
+	bw := bufio.NewWriter(c)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	switch {
+	case c.differs:
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if _, err := c.r.ReadByte(); err != io.EOF {
+		return false, nil // the file holds more
+	}
+	return true, nil
+}
+
+// comparer is a Writer that compares what it is given with what r reads,
+// and fails at the first difference.
+type comparer struct {
+	r       *bufio.Reader
+	buf     []byte
+	differs bool
+}
+
+// errDiffers stops a write whose bytes differ from the file's.
+var errDiffers = errors.New("differs from the file")
+
+func (c *comparer) Write(p []byte) (int, error) {
+	if c.differs {
+		return 0, errDiffers
+	}
+	if cap(c.buf) < len(p) {
+		c.buf = make([]byte, len(p))
+	}
+	got := c.buf[:len(p)]
+	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, p) {
+		c.differs = true
+		return 0, errDiffers
+	}
+	return len(p), nil
 }
 
 // SyncDir fsyncs directory dir, making the creation, renaming and removal

@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -272,5 +273,47 @@ func TestCheckPerm(t *testing.T) {
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("CheckPerm(%v) = %v; want %q", tc.perm, err, tc.want)
 		}
+	}
+}
+
+// TestHoldsFunc checks that HoldsFunc tells a file holding exactly what
+// its write writes from one holding less, more or other bytes, and
+// returns the errors of the file's opening and of the write.
+func TestHoldsFunc(t *testing.T) {
+	d := openDir(t, filepath.Join(t.TempDir(), "state"), 0)
+	if _, err := d.WriteFile("f", []byte("hello\nworld\n")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		writes  []string
+		err     error
+		want    bool
+		wantErr error
+	}{
+		{"same", []string{"hello\n", "world\n"}, nil, true, nil},
+		{"less", []string{"hello\n"}, nil, false, nil},
+		{"more", []string{"hello\n", "world\n", "!"}, nil, false, nil},
+		{"other", []string{"hello\n", "there\n"}, nil, false, nil},
+		{"nothing", nil, nil, false, nil},
+		{"write fails", []string{"hello\n"}, boom, false, boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := d.HoldsFunc("f", func(w io.Writer) error {
+				for _, s := range tc.writes {
+					if _, err := io.WriteString(w, s); err != nil {
+						return err
+					}
+				}
+				return tc.err
+			})
+			if got != tc.want || !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
+				t.Errorf("HoldsFunc = %v, %v; want %v, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	if _, err := d.HoldsFunc("missing", func(io.Writer) error { return nil }); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("HoldsFunc of a missing file = %v, want fs.ErrNotExist", err)
 	}
 }

@@ -27,6 +27,13 @@ var ErrLocked = errors.New("deadletter: directory in use")
 // ErrClosed is returned by Quarantine and Letters after Close.
 var ErrClosed = errors.New("deadletter: closed")
 
+// ErrTimeReused is wrapped by the error Quarantine returns, in a pipeline
+// without a recovery log, for letters whose batch time and output have a
+// file holding other letters: a batch of an earlier Run had that time,
+// which happens when the wall clock went back (see Quarantine). The
+// letters are not written, and the file is kept.
+var ErrTimeReused = errors.New("deadletter: batch time already quarantined with other letters")
+
 // lockName is the lock file held while a Dir is open.
 const lockName = ".lock"
 
@@ -34,7 +41,8 @@ const lockName = ".lock"
 // Quarantine writes the file "letters-<batch time>-<output>.jsonl" (the
 // batch time in milliseconds, 13 digits, and the output's index, 3), one
 // stream.DeadLetter in JSON per line, in Index order, replacing the file a
-// crashed run may have written for the same batch and output. Files are
+// crashed run may have written for the same batch and output (with a
+// recovery log; see Quarantine for a pipeline without one). Files are
 // readable and writable by their owner only (0600), and the directory must
 // be writable by its owner only (see Open). A Dir is safe for concurrent
 // use; it holds the directory's lock until Close.
@@ -131,6 +139,17 @@ func parseName(name string) (batch.Time, int, bool) {
 // atomically and durably: to a temporary file that is synced, renamed over
 // the file, then the directory synced. It returns nil only once all of
 // that is done.
+//
+// A file already there for the batch and output is replaced when ctx is
+// that of a pipeline with a recovery log (stream.HasRecovery): its batch
+// times never repeat, so the file is this batch's, written before a crash,
+// and the batch recomputed may fail other records than the first time.
+// Otherwise (no recovery log, or a ctx of no pipeline) it is replaced only
+// by the same letters: a pipeline without a log takes its batch times
+// from the wall clock, and a Run whose clock went back behind an earlier
+// Run's batches repeats their times. Quarantine then keeps the file,
+// writes nothing and returns an error wrapping ErrTimeReused, which fails
+// the batch rather than lose the earlier letters.
 func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error {
 	if len(letters) == 0 {
 		return nil
@@ -147,10 +166,10 @@ func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error
 			return fmt.Errorf("deadletter: letters of batch %v output %d and batch %v output %d in one call: quarantine each batch and output apart", t, out, l.Time, l.Output)
 		}
 	}
-	// Written as encoded: when every record of a big batch fails, the
-	// file holds the failure's stack once per record, too much to make
-	// in memory first.
-	_, err := d.dir.WriteFileFunc(fileName(t, out), func(w io.Writer) error {
+	// Written (and compared) as encoded: when every record of a big batch
+	// fails, the file holds the failure's stack once per record, too much
+	// to make in memory first.
+	write := func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, l := range letters {
 			if err := enc.Encode(l); err != nil {
@@ -158,7 +177,21 @@ func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error
 			}
 		}
 		return nil
-	})
+	}
+	name := fileName(t, out)
+	if !stream.HasRecovery(ctx) {
+		switch same, err := d.dir.HoldsFunc(name, write); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("deadletter: batch %v: compare with %s: %w", t, d.dir.Join(name), err)
+		case !same:
+			return fmt.Errorf("%w: %s holds other letters than these of batch %v output %d: the batch time was an earlier Run's, "+
+				"as in a pipeline without a recovery log after the wall clock went back; the letters are not written and the file is kept. "+
+				"Set stream.Config.Recovery, whose batch times never go back, or move the files of this time and later out of %s",
+				ErrTimeReused, d.dir.Join(name), t, out, d.dir.Path())
+		}
+	}
+	_, err := d.dir.WriteFileFunc(name, write)
 	if err != nil {
 		return fmt.Errorf("deadletter: batch %v: %w", t, err)
 	}

@@ -2,7 +2,10 @@
 // (stream.Quarantine) in a local directory: one file per batch and output,
 // written atomically and durably before the batch completes, so a batch
 // recomputed after a crash writes the same file again instead of adding
-// letters.
+// letters. Without a recovery log a restart whose wall clock is behind the
+// last Run's batches repeats their times: a file of the batch's time and
+// output holding other letters makes Quarantine fail with ErrTimeReused
+// rather than replace them.
 //
 //	dead, err := deadletter.Open("dead-letters")
 //	defer dead.Close()

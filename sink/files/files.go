@@ -2,13 +2,11 @@ package files
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -386,58 +384,23 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // otherwise an error wrapping ErrTimeReused, naming the file and the fix.
 // It encodes b again and compares as it goes, holding no copy of either.
 func (s *Sink[T]) holds(ctx context.Context, final string, b *batch.Batch[T]) error {
-	f, err := s.dir.Open(final, os.O_RDONLY)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	c := &comparer{r: bufio.NewReader(f)}
-	w := bufio.NewWriter(c)
-	err = s.encode(ctx, w, b)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil && !c.differs {
-		if _, rerr := c.r.ReadByte(); rerr != io.EOF {
-			c.differs = true // the file holds more
+	same, err := s.dir.HoldsFunc(final, func(w io.Writer) error {
+		bw := bufio.NewWriter(w) // w itself, a bufio.Writer
+		if err := s.encode(ctx, bw, b); err != nil {
+			return err
 		}
-	}
+		return bw.Flush()
+	})
 	switch {
-	case c.differs:
+	case err != nil:
+		return fmt.Errorf("compare with %s: %w", s.Path(b.Time()), err)
+	case !same:
 		return fmt.Errorf("%w: %s holds other records than this batch's: the batch time was an earlier batch's, "+
 			"as without a recovery log after the wall clock went back (or Format or Encode changed, or is not deterministic); "+
 			"the batch is not written and the file is kept. Set stream.Config.Recovery, whose batch times never go back, "+
 			"or move the files of this time and later out of %s", ErrTimeReused, s.Path(b.Time()), s.cfg.Dir)
-	case err != nil:
-		return fmt.Errorf("compare with %s: %w", s.Path(b.Time()), err)
 	}
 	return nil
-}
-
-// comparer is a Writer that compares what it is given with what r reads,
-// and fails at the first difference.
-type comparer struct {
-	r       *bufio.Reader
-	buf     []byte
-	differs bool
-}
-
-// errDiffers stops an encoding whose bytes differ from the file's.
-var errDiffers = errors.New("differs from the file")
-
-func (c *comparer) Write(p []byte) (int, error) {
-	if c.differs {
-		return 0, errDiffers
-	}
-	if cap(c.buf) < len(p) {
-		c.buf = make([]byte, len(p))
-	}
-	got := c.buf[:len(p)]
-	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, p) {
-		c.differs = true
-		return 0, errDiffers
-	}
-	return len(p), nil
 }
 
 // writeTemp writes b to a new temporary file in Dir, syncs and closes it,
