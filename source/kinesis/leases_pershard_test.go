@@ -45,9 +45,13 @@ type countFleet struct {
 	// count makes the count per key of a worker's records (its keys
 	// declared PartitionedBy): UpdateStateByKey unless set.
 	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
+	// forget is how long the workers started while it is set keep a shard
+	// they no longer read (kinesis.ForgetShardsAfter); 10 minutes if 0.
+	forget time.Duration
 
-	mu   sync.Mutex
-	best map[string]int
+	mu        sync.Mutex
+	best      map[string]int
+	receivers map[string]*kinesis.Receiver // by worker ID
 }
 
 func newCountFleet(t *testing.T, shards int) *countFleet {
@@ -62,13 +66,23 @@ func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
 // workerWith starts a worker whose lease table client is db.
 func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.Pipeline, chan error) {
 	t := f.t
-	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
+	cfg := kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
 		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: cmp.Or(f.logger, testLogger()),
 		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
-			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
+			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}}
+	if f.forget > 0 {
+		kinesis.ForgetShardsAfter(&cfg, f.forget)
+	}
+	r, err := kinesis.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.mu.Lock()
+	if f.receivers == nil {
+		f.receivers = map[string]*kinesis.Receiver{}
+	}
+	f.receivers[id] = r
+	f.mu.Unlock()
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -532,6 +546,38 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	if db.loads != 0 {
 		t.Errorf("a loaded the state of %s %d times after b asked for it, want none: it hands it off unread", asked, db.loads)
 	}
+}
+
+// A shard whose lease its holder handed off before it read it (its state
+// not loaded yet when another worker asked for it) is forgotten as a shard
+// read is: its entry in the holder's Stats().Shards, zero counters and its
+// count of leases handed back, goes once the holder has not read it for
+// the time shards are kept (kinesis.ForgetShardsAfter; 10 minutes by
+// default). Before, the entry stayed for good, and with it the shard's
+// metric series: on a long-lived fleet whose leases move and whose stream
+// is resharded, one more for every such shard.
+func TestLeasesStatePerShardForgetsShardHandedOffUnread(t *testing.T) {
+	f := newCountFleet(t, 2)
+	f.forget = 200 * time.Millisecond
+	f.put()
+	db := &stateGetFault{Client: f.env.DynamoDB(), lease: f.table, state: f.table + "-state"}
+	a, aDone := f.workerWith("a", db)
+	f.waitFor("a holds both leases", func() bool { return f.holding("a") == 2 })
+	b, bDone := f.worker("b")
+	asked := f.awaitAsk("b", "a")
+	db.mu.Lock()
+	db.shard = asked
+	db.mu.Unlock()
+	f.waitExact("a and b count round 1")
+	f.mu.Lock()
+	ra := f.receivers["a"]
+	f.mu.Unlock()
+	f.waitFor("a forgets the shard it handed off unread", func() bool {
+		_, ok := ra.Stats().Shards[asked]
+		return !ok
+	})
+	f.drain("b", b, bDone)
+	f.drain("a", a, aDone)
 }
 
 // awaitAsk waits until asker asks holder for a lease, and returns its
