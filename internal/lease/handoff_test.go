@@ -443,3 +443,28 @@ func TestHandoffWriteFailedRetried(t *testing.T) {
 		t.Fatalf("w2 holds %+v, want %s at w1's last checkpoint %s", held, shard, seq1)
 	}
 }
+
+// TestHandoffAskerDrainsThenHolderDrains is TestHandoffAskerDrains with
+// w1 draining before its next take cycle, as a fleet that is shut down
+// worker by worker does: the lease w2 gave back, which w1 let go when its
+// hand-off was refused, names w1 its owner though w1 no longer holds it.
+// w1's Drain must free it too, or it stays with w1, which is gone, until it
+// expires, the shard read by no one meanwhile.
+func TestHandoffAskerDrainsThenHolderDrains(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.HandOff(ctx, shard); !errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("w1's hand-off after the asker drained: %v, want ErrLeaseLost", err)
+	}
+	if err := w1.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for s, o := range owners(t, w1.c.Table()) {
+		if o != "" {
+			t.Errorf("after both workers drained, %s is owned by %q; want it free", s, o)
+		}
+	}
+}

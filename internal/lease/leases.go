@@ -679,9 +679,10 @@ func (c *Coordinator) StopTaking(ctx context.Context) error {
 // Drain hands every held lease back, for a clean shutdown after the caller's
 // final checkpoints: (1) take cycles stop taking leases (StopTaking); (2) each held lease
 // is released (owner cleared) once a write in flight for it is done, so any
-// worker may take it at once, without waiting for it to expire, and this
-// worker's beat is removed from the board, which tells the other workers to
-// look; (3) Run returns nil. No OnLost is reported for drained leases. It
+// worker may take it at once, without waiting for it to expire, and so is
+// every lease the table names this worker's that it does not hold (see
+// freeUnheld), and this worker's beat is removed from the board, which
+// tells the other workers to look; (3) Run returns nil. No OnLost is reported for drained leases. It
 // returns the release errors joined (a lease not released expires after
 // LeaseDuration). Drain is idempotent.
 func (c *Coordinator) Drain(ctx context.Context) error {
@@ -696,10 +697,44 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, c.dropPending(ctx))
+	errs = append(errs, c.dropPending(ctx), c.freeUnheld(ctx))
 	if first {
 		c.unbeat(ctx)
 		close(c.drained)
+	}
+	return errors.Join(errs...)
+}
+
+// freeUnheld frees, for Drain, the leases the table names this worker's
+// owner that it does not hold: one given back to it by a worker that asked
+// for it and drained (dropPending) after this worker let it go (its
+// hand-off refused, or lost at a renewal), whose take cycle would have
+// taken it back had it not stopped taking; or one taken by a write whose
+// answer was lost. Left as they are, they stay with a worker that is gone
+// until they expire, their shards read by no one meanwhile. A lease this
+// worker asked for is given up as dropPending does. It scans the table
+// once, after the held leases were released.
+func (c *Coordinator) freeUnheld(ctx context.Context) error {
+	sc, err := c.table.scan(ctx)
+	if err != nil {
+		return fmt.Errorf("leasetable: drain: looking for leases named this worker's that it does not hold: %w", err)
+	}
+	var errs []error
+	for _, l := range sc.leases {
+		c.mu.Lock()
+		_, held := c.held[l.Shard]
+		c.mu.Unlock()
+		if l.Owner != c.cfg.WorkerID || held {
+			continue
+		}
+		if l.CheckpointOwner != "" {
+			errs = append(errs, c.giveUp(ctx, l.Shard))
+			continue
+		}
+		c.log.Info("leasetable: releasing a lease named this worker's that it does not hold", "shard", l.Shard)
+		if _, err := c.table.Release(ctx, l); err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

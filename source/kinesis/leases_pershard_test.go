@@ -45,9 +45,13 @@ type countFleet struct {
 	// count makes the count per key of a worker's records (its keys
 	// declared PartitionedBy): UpdateStateByKey unless set.
 	count func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]]
+	// forget is how long the workers started while it is set keep a shard
+	// they no longer read (kinesis.ForgetShardsAfter); 10 minutes if 0.
+	forget time.Duration
 
-	mu   sync.Mutex
-	best map[string]int
+	mu        sync.Mutex
+	best      map[string]int
+	receivers map[string]*kinesis.Receiver // by worker ID
 }
 
 func newCountFleet(t *testing.T, shards int) *countFleet {
@@ -62,13 +66,23 @@ func (f *countFleet) worker(id string) (*stream.Pipeline, chan error) {
 // workerWith starts a worker whose lease table client is db.
 func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.Pipeline, chan error) {
 	t := f.t
-	r, err := kinesis.New(kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
+	cfg := kinesis.Config{Stream: f.stream, App: "pershard", InitialPosition: kinesis.TrimHorizon,
 		Client: f.env.Kinesis(), PollInterval: 20 * time.Millisecond, ShardSyncInterval: 300 * time.Millisecond, Logger: cmp.Or(f.logger, testLogger()),
 		Leases: &leasetable.Config{TableName: f.table, DynamoDB: db, WorkerID: id,
-			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}})
+			LeaseDuration: cmp.Or(f.lease, 2*time.Second), CheckpointInterval: cmp.Or(f.checkpoint, 100*time.Millisecond)}}
+	if f.forget > 0 {
+		kinesis.ForgetShardsAfter(&cfg, f.forget)
+	}
+	r, err := kinesis.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.mu.Lock()
+	if f.receivers == nil {
+		f.receivers = map[string]*kinesis.Receiver{}
+	}
+	f.receivers[id] = r
+	f.mu.Unlock()
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -466,42 +480,47 @@ func TestLeasesStatePerShardHandedOff(t *testing.T) {
 }
 
 // stateGetFault is a lease table client whose reads of the shard state
-// table fail until the worker has read the lease of shard, once the test
-// set it (what a holder does when it learns that another worker asked for
-// it), and once more after that. It
-// counts the reads of shard's state that succeeded.
+// table fail until the test lets them through (let), as a state load that
+// fails and waits to be tried again does; it counts the reads of the state
+// of the shard let through with them.
 type stateGetFault struct {
 	*awsdynamodb.Client
-	lease, state string
+	state string
 
-	mu     sync.Mutex
-	shard  string // set when the lease is asked for
-	seen   bool
-	failed int // state reads failed after seen
-	loads  int // reads of shard's state that succeeded
+	mu    sync.Mutex
+	open  bool
+	shard string
+	loads int // reads of shard's state since let
 }
 
 func (c *stateGetFault) GetItem(ctx context.Context, in *awsdynamodb.GetItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.GetItemOutput, error) {
-	c.mu.Lock()
-	switch aws.ToString(in.TableName) {
-	case c.state:
-		if !c.seen || c.failed < 1 {
-			if c.seen {
-				c.failed++
-			}
-			c.mu.Unlock()
-			return nil, errors.New("stateGetFault: injected state read failure")
-		}
-		if k, ok := in.Key["log"].(*ddbtypes.AttributeValueMemberS); ok && strings.Contains(k.Value, c.shard) {
+	if aws.ToString(in.TableName) == c.state {
+		c.mu.Lock()
+		open := c.open
+		if k, ok := in.Key["log"].(*ddbtypes.AttributeValueMemberS); ok && open && strings.Contains(k.Value, c.shard) {
 			c.loads++
 		}
-	case c.lease:
-		if k, ok := in.Key["leaseKey"].(*ddbtypes.AttributeValueMemberS); ok && c.shard != "" && k.Value == c.shard {
-			defer func() { c.mu.Lock(); c.seen = true; c.mu.Unlock() }()
+		c.mu.Unlock()
+		if !open {
+			return nil, errors.New("stateGetFault: injected state read failure")
 		}
 	}
-	c.mu.Unlock()
 	return c.Client.GetItem(ctx, in, opts...)
+}
+
+// let lets the state reads through from now on, and counts those of
+// shard's state.
+func (c *stateGetFault) let(shard string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open, c.shard = true, shard
+}
+
+// loaded returns the reads of the state of the shard let through.
+func (c *stateGetFault) loaded() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loads
 }
 
 // A lease asked for (a steal towards balance) while its holder has not
@@ -514,34 +533,71 @@ func (c *stateGetFault) GetItem(ctx context.Context, in *awsdynamodb.GetItemInpu
 func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 	f := newCountFleet(t, 2)
 	f.put()
-	db := &stateGetFault{Client: f.env.DynamoDB(), lease: f.table, state: f.table + "-state"}
+	db := &stateGetFault{Client: f.env.DynamoDB(), state: f.table + "-state"}
 	a, aDone := f.workerWith("a", db)
 	f.waitFor("a holds both leases", func() bool { return f.holding("a") == 2 })
 	b, bDone := f.worker("b")
 	asked := f.awaitAsk("b", "a")
-	db.mu.Lock()
-	db.shard = asked
-	db.mu.Unlock()
+	ra := f.receiver("a")
+	f.waitFor("a hands the lease asked for off", func() bool { return ra.Stats().Shards[asked].HandedBack > 0 })
+	db.let(asked)
 	f.waitExact("a and b count round 1")
 	f.put()
 	f.waitExact("a and b count rounds 1-2")
+	// Counted before the drains: once b drained, a may take the lease.
+	if n := db.loaded(); n != 0 {
+		t.Errorf("a loaded the state of %s %d times after it handed it off, want none: it hands it off unread", asked, n)
+	}
 	f.drain("b", b, bDone)
 	f.drain("a", a, aDone)
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.loads != 0 {
-		t.Errorf("a loaded the state of %s %d times after b asked for it, want none: it hands it off unread", asked, db.loads)
-	}
+}
+
+// A shard whose lease its holder handed off before it read it (its state
+// not loaded yet when another worker asked for it) is forgotten as a shard
+// read is: its entry in the holder's Stats().Shards, zero counters and its
+// count of leases handed back, goes once the holder has not read it for
+// the time shards are kept (kinesis.ForgetShardsAfter; 10 minutes by
+// default). Before, the entry stayed for good, and with it the shard's
+// metric series: on a long-lived fleet whose leases move and whose stream
+// is resharded, one more for every such shard.
+func TestLeasesStatePerShardForgetsShardHandedOffUnread(t *testing.T) {
+	f := newCountFleet(t, 2)
+	f.forget = 200 * time.Millisecond
+	f.put()
+	db := &stateGetFault{Client: f.env.DynamoDB(), state: f.table + "-state"}
+	a, aDone := f.workerWith("a", db)
+	f.waitFor("a holds both leases", func() bool { return f.holding("a") == 2 })
+	b, bDone := f.worker("b")
+	asked := f.awaitAsk("b", "a")
+	// The lease b's, not under a hand-off: a let it go, unread (its state
+	// reads fail until then).
+	f.waitFor("a lets the lease asked for go", func() bool {
+		l := f.leases()[asked]
+		return l.Owner == "b" && l.CheckpointOwner == ""
+	})
+	db.let(asked)
+	f.waitExact("a and b count round 1")
+	ra := f.receiver("a")
+	f.waitFor("a forgets the shard it handed off unread", func() bool {
+		_, ok := ra.Stats().Shards[asked]
+		return !ok
+	})
+	f.drain("b", b, bDone)
+	f.drain("a", a, aDone)
 }
 
 // awaitAsk waits until asker asks holder for a lease, and returns its
-// shard.
+// shard. Every lease must be holder's when asker starts: a lease naming
+// asker its owner is one it asked for, whether holder has handed it off
+// already or not. (The ask itself, asker the owner and holder the
+// checkpoint owner, lasts only until the hand-off, which is at once for a
+// shard holder does not read: a wait for it on a slow machine missed it.)
 func (f *countFleet) awaitAsk(asker, holder string) string {
 	f.t.Helper()
 	asked := ""
 	f.waitFor(asker+" asks "+holder+" for a lease", func() bool {
 		for shard, l := range f.leases() {
-			if l.Owner == asker && l.CheckpointOwner == holder {
+			if l.Owner == asker && (l.CheckpointOwner == holder || l.CheckpointOwner == "") {
 				asked = shard
 				return true
 			}
@@ -549,6 +605,13 @@ func (f *countFleet) awaitAsk(asker, holder string) string {
 		return false
 	})
 	return asked
+}
+
+// receiver returns the receiver of worker id.
+func (f *countFleet) receiver(id string) *kinesis.Receiver {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.receivers[id]
 }
 
 // holding returns how many leases the table names worker's, not under a

@@ -107,6 +107,21 @@ func (p *progress) release(shard string) {
 	}
 }
 
+// handedBack records that the assigner handed shard's lease back at now
+// (see release). A shard no reader read since it was last forgotten, its
+// lease handed back before a reader started, is tracked from now as one
+// whose reader stopped then, so that forget drops it, with its count of
+// leases handed back, as it drops a shard that was read.
+func (p *progress) handedBack(shard string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stateLocked(shard)
+	if !st.reading && st.stoppedAt.IsZero() {
+		st.stoppedAt = now
+	}
+	st.released = true
+}
+
 // forget drops the state of every released shard whose reader stopped at
 // least after before now and whose records added to blocks are all
 // completed (none is on its way, and a shard at its end was drained), and

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -121,5 +122,26 @@ func TestProgressRestartAfterDrain(t *testing.T) {
 	st := p.snapshot()["a"]
 	if diff := cmp.Diff(ShardStats{Reading: true}, st); diff != "" {
 		t.Errorf("snapshot (-want +got):\n%s", diff)
+	}
+}
+
+// TestProgressForgetsShardHandedBackUnread checks, on explicit times, that
+// a shard whose lease was handed back before any reader read it is
+// forgotten forgetShardAfter after the hand-back, as a shard read is after
+// its reader stopped, and not while a reader of it runs again.
+func TestProgressForgetsShardHandedBackUnread(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := newProgress()
+	p.handedBack("unread", t0)
+	if ids := p.forget(t0.Add(forgetShardAfter-time.Second), forgetShardAfter); len(ids) != 0 {
+		t.Errorf("forgot %v before forgetShardAfter, want none", ids)
+	}
+	if diff := cmp.Diff([]string{"unread"}, p.forget(t0.Add(forgetShardAfter), forgetShardAfter)); diff != "" {
+		t.Errorf("forgot (-want +got):\n%s", diff)
+	}
+	p.handedBack("again", t0)
+	p.started("again") // taken back and read
+	if ids := p.forget(t0.Add(2*forgetShardAfter), forgetShardAfter); len(ids) != 0 {
+		t.Errorf("forgot %v while it is read, want none", ids)
 	}
 }

@@ -61,9 +61,11 @@ type Stats struct {
 	// less than 10 minutes ago, and of the shards whose lease it handed
 	// back, by ID: a shard is left out 10 minutes after its reader stopped
 	// for good (its lease lost or handed off, or read to its end and
-	// finished), once every record read from it is completed, so that a
-	// stream resharded often does not grow it without bound. A shard read
-	// again afterwards starts from zero counters.
+	// finished), once every record read from it is completed, and 10
+	// minutes after its lease was handed off if no reader read it (its
+	// state not loaded yet), so that a stream resharded often does not grow
+	// it without bound. A shard read again afterwards starts from zero
+	// counters.
 	Shards map[string]ShardStats
 }
 
