@@ -181,9 +181,13 @@ func (s *Sink[T]) Stats() Stats {
 // field. It reads the table's key attributes (DescribeTable): a table that
 // does not exist, that cfg.VersionAttribute is a key of, or whose status no
 // wait cures (its KMS key inaccessible, or archived), is an error. A table
-// not usable yet (CREATING: created just before) is checked again until it
-// is ACTIVE or UPDATING, with a warning after 30 s, and an error naming its
-// status and the fix after 5 minutes.
+// not usable yet (CREATING: created just before, or being restored from a
+// backup or to a point in time, which takes 20 minutes to hours) is
+// checked again until it is ACTIVE or UPDATING, however long that takes:
+// only ctx bounds the wait, which is logged at WARN after 30 s and again
+// every 5 minutes, naming the table, its status and the fix; when ctx ends
+// first, the error names them too. (Weir's own tables, which it creates,
+// fail the start after 5 minutes instead.)
 // A DescribeTable with no answer within the call timeout (5 s), or that
 // fails for a reason a retry may heal, is tried again after a back-off,
 // with a warning at once, up to 5 calls (about half a minute), then New
@@ -429,10 +433,12 @@ var tableWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second
 
 // usableTable returns the table's description once it serves reads and
 // writes (ACTIVE or UPDATING), checking again after a back-off while it is
-// not yet usable, for as long as dynamotable.Wait allows; a status no wait
-// cures is an error at once. Each check is a describe.
+// not yet usable, for as long as ctx allows (the table is the user's, and
+// may be being restored: see dynamotable.Wait.Unbounded), warning as
+// dynamotable.Wait does; a status no wait cures is an error at once. Each
+// check is a describe.
 func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, error) {
-	tw := dynamotable.Wait{Table: s.table, Prefix: "dynamodb sink", Logger: s.logger}
+	tw := dynamotable.Wait{Table: s.table, Prefix: "dynamodb sink", Logger: s.logger, Unbounded: true}
 	var wait *backoff.Backoff
 	for {
 		out, err := s.describe(ctx)
@@ -453,7 +459,8 @@ func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, er
 			wait = tableWait.Start()
 		}
 		if err := wait.Wait(ctx, s.clock); err != nil {
-			return nil, fmt.Errorf("dynamodb: waiting for the sink's Table %s (status %s) to be ACTIVE or UPDATING: %w", s.table, out.Table.TableStatus, err)
+			return nil, fmt.Errorf("dynamodb: waiting for the sink's Table %s (status %s) to be ACTIVE or UPDATING: %w (fix: %s)",
+				s.table, out.Table.TableStatus, err, dynamotable.Fix(out.Table.TableStatus))
 		}
 	}
 }
