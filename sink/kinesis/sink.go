@@ -93,7 +93,8 @@ type entry struct {
 // with back-off, until they are written or ctx is done, as is a call with
 // no answer within 30 s (its records may then be written twice); whatever
 // a retry cannot fix (the stream does not exist, access denied, an invalid
-// request) fails Write with the SDK's error. Records are sent from one
+// request) fails Write with the SDK's error and, when it is known, the fix
+// (the IAM or KMS action to allow, the stream to create). Records are sent from one
 // goroutine, one call at a time, up to 500 records and 5 MiB a call (10
 // MiB with MaxRecordBytes above 1 MiB). The first record not yet written
 // always fits in a call, so every call holds at least one record.
@@ -298,7 +299,7 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
 			if refused(err) {
-				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, err)
+				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, s.withFix(err))
 			}
 			st.Failed(tries, "error", false, err)
 			if err := wait.Wait(ctx, s.cfg.Clock); err != nil {

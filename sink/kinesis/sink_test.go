@@ -511,3 +511,37 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestWriteRefusedNamesFix checks that a PutRecords call Kinesis refuses
+// for good fails Write naming the stream and the fix: the IAM action to
+// allow and the sink's policy, the KMS key's, or the stream to create.
+func TestWriteRefusedNamesFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"access denied", &types.AccessDeniedException{Message: aws.String("not authorized")},
+			[]string{"fix: allow kinesis:PutRecords on stream out to these credentials", "docs/iam/kinesis-sink.json"}},
+		{"KMS access denied", &types.KMSAccessDeniedException{Message: aws.String("no key")},
+			[]string{"fix: allow kms:GenerateDataKey on the stream's KMS key", "docs/iam/kinesis-sink.json"}},
+		{"KMS key disabled", &types.KMSDisabledException{Message: aws.String("disabled")},
+			[]string{"fix: the stream's KMS key is disabled"}},
+		{"no stream", &types.ResourceNotFoundException{Message: aws.String("no stream")},
+			[]string{"fix: stream out does not exist", "create it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, nil)
+			f.err = func(int) error { return tc.err }
+			err := newSink(t, f, "", false).Write(t.Context(), batch.New(1000, nil, records(3, 3, 0)))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("Write = %v, want it to wrap %v", err, tc.err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Write = %v, want an error naming %q", err, want)
+				}
+			}
+		})
+	}
+}
