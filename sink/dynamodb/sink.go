@@ -503,7 +503,7 @@ func (s *Sink[T]) describe(ctx context.Context) (*ddb.DescribeTableOutput, error
 		if n == describeAttempts {
 			return nil, fmt.Errorf("%d calls in a row failed: %w (fix: %s)", n, err, st.FixFor(c))
 		}
-		st.Failed(n, c, c != "throttled", err)
+		st.Failed(n, c, c != "throttled" && c != "retries timed out", err) // DynamoDB answered those
 		if werr := wait.Wait(ctx, s.clock); werr != nil {
 			return nil, errors.Join(werr, err)
 		}
@@ -611,6 +611,9 @@ func (s *Sink[T]) streak(op string) *streak.Streak {
 			switch cause {
 			case "throttled":
 				return "the table's capacity is too small for the writes: raise it (or use on-demand), or lower Concurrency"
+			case "retries timed out":
+				return "DynamoDB answered with errors its client retries, and the client's retries outlasted the call timeout (" + s.timeout.String() + "): " +
+					"throttling most likely, the table's capacity too small for the writes: raise it (or use on-demand), or lower Concurrency; or server errors"
 			case "conflict":
 				return "another writer holds the item (a TransactWriteItems of it, or a write in another Region of a global table): " +
 					"retried until it lets go; if it never does, find that writer"
@@ -620,13 +623,20 @@ func (s *Sink[T]) streak(op string) *streak.Streak {
 	}
 }
 
-// cause names the cause of a failed attempt for the logs.
+// cause names the cause of a failed attempt for the logs. A call that
+// timed out while the client waited to retry (the SDK's retryer then
+// returns an *aws.RequestCanceledError, without the error it was retrying)
+// got answers: errors the client retries, throttling most often, whose
+// back-off outlasted the call timeout.
 func cause(err error) string {
+	var retrying *aws.RequestCanceledError
 	switch {
 	case awserr.DynamoDBThrottled(err):
 		return "throttled"
 	case awserr.DynamoDBConflict(err):
 		return "conflict"
+	case errors.Is(err, attempt.ErrTimeout) && errors.As(err, &retrying):
+		return "retries timed out"
 	case errors.Is(err, attempt.ErrTimeout):
 		return "timeout"
 	}
