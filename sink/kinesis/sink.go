@@ -301,7 +301,8 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 			if refused(err) {
 				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, s.withFix(err))
 			}
-			st.Failed(tries, "error", false, err)
+			cause := callCause(err)
+			st.Failed(tries, cause, cause == "timeout", err) // a silent call holds Write the whole timeout: warn at once
 			if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
@@ -349,6 +350,18 @@ func refused(err error) bool {
 	return !errors.As(err, &kms) && awserr.Refused(err)
 }
 
+// callCause names the cause of a PutRecords call that failed as a whole,
+// for the logs: "timeout" for a call with no answer within the call
+// timeout, unless the client was waiting to retry an answer (the SDK's
+// retryer then returns an *aws.RequestCanceledError), else "error".
+func callCause(err error) string {
+	var retrying *aws.RequestCanceledError
+	if errors.Is(err, attempt.ErrTimeout) && !errors.As(err, &retrying) {
+		return "timeout"
+	}
+	return "error"
+}
+
 // streak returns the warning of a Write whose calls keep failing.
 func (s *Sink[T]) streak() streak.Streak {
 	return streak.Streak{
@@ -358,6 +371,8 @@ func (s *Sink[T]) streak() streak.Streak {
 			switch cause {
 			case "ProvisionedThroughputExceededException":
 				return "a shard takes 1,000 records or 1 MiB per second: more shards, or partition keys spread over more of them"
+			case "timeout":
+				return "Kinesis at " + endpoint + " gave no answer within the call timeout (" + s.timeout.String() + "): check the network, proxies and the endpoint"
 			case "InternalFailure":
 				return "Kinesis reports internal failures: usually transient; check the AWS Health Dashboard if it lasts"
 			}
