@@ -65,7 +65,8 @@ func TestThrottlingAndLostAnswersRetried(t *testing.T) {
 
 // TestSilentCallRetried checks, against dynalite behind a fault-injecting
 // HTTP client, that a write whose request gets no answer (held silent) is
-// abandoned after the call timeout and retried, and lands once. The call
+// abandoned after the call timeout and retried, and lands once, the call
+// logged at WARN at once, naming the endpoint and the fix. The call
 // timeout and the wait before the retry run on a manual clock, advanced once
 // the write is held: a call slowed by a loaded machine never times out.
 func TestSilentCallRetried(t *testing.T) {
@@ -81,7 +82,8 @@ func TestSilentCallRetried(t *testing.T) {
 	ctx := t.Context()
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	// One write in flight: advancing the clock times out the held one only.
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk})
+	var logs safeBuffer
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const timeout = 100 * time.Millisecond
 	dynamodb.SetCallTimeout(s, timeout)
 	b := batch.New(1_700_000_000_000, nil, events(5, 5, false))
@@ -106,6 +108,9 @@ func TestSilentCallRetried(t *testing.T) {
 	}
 	if st := s.Stats(); st.Retried != 1 || st.Written != 5 {
 		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
+	}
+	if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause=timeout") || !strings.Contains(text, "does not answer") {
+		t.Errorf("want a WARN of the call with no answer, naming the fix:\n%s", text)
 	}
 }
 

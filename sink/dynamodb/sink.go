@@ -542,7 +542,8 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 				st = s.streak("write")
 			}
 			s.retried.Add(1)
-			st.Failed(n, cause(err), false, err)
+			c := cause(err)
+			st.Failed(n, c, c == "timeout", err) // a silent call holds its item the whole timeout: warn at once
 			if werr := wait.Wait(ctx, s.clock); werr != nil {
 				return context.Cause(ctx)
 			}
