@@ -50,8 +50,9 @@ type Wait struct {
 	// and cannot be predicted. Weir's own tables keep MaxWait.
 	Unbounded bool
 
-	start  time.Time
-	warned time.Time // of the last warning; zero before the first
+	start    time.Time
+	warned   bool
+	lastWarn time.Time // of the last warning, if warned
 }
 
 // Check takes the status of one check of the table, made at now, and
@@ -69,7 +70,7 @@ func (w *Wait) Check(status types.TableStatus, now time.Time) (usable bool, err 
 	}
 	waited := now.Sub(w.start)
 	if Usable(status) {
-		if !w.warned.IsZero() {
+		if w.warned {
 			w.Logger.Info(w.Prefix+": table usable after the wait", "table", w.Table, "status", status, "waited", waited)
 		}
 		return true, nil
@@ -81,15 +82,17 @@ func (w *Wait) Check(status types.TableStatus, now time.Time) (usable bool, err 
 		return false, fmt.Errorf("table %s is still %s after %v of checks (weir waits at most %v for a table to be ACTIVE or UPDATING); fix: %s",
 			w.Table, status, waited.Round(time.Second), MaxWait, Fix(status))
 	}
-	first := w.warned.IsZero() && (waited >= WarnAfter || !known(status))
-	if first || w.Unbounded && !w.warned.IsZero() && now.Sub(w.warned) >= RewarnEvery {
-		w.warned = now
-		limit := any(MaxWait)
+	first := !w.warned && (waited >= WarnAfter || !known(status))
+	if first || w.Unbounded && w.warned && now.Sub(w.lastWarn) >= RewarnEvery {
+		w.warned, w.lastWarn = true, now
+		limit, fix := any(MaxWait), Fix(status)
 		if w.Unbounded {
 			limit = "never (only when the caller's ctx ends)"
+			fix = "none needed if the table is being created or restored (a restore from a backup or to a point in time keeps it CREATING until it ends): " +
+				"weir goes on waiting; otherwise look at the table (aws dynamodb describe-table), or use another table name"
 		}
 		w.Logger.Warn(w.Prefix+": waiting for a table to be ACTIVE or UPDATING", "table", w.Table, "status", status,
-			"waited", waited.Round(time.Millisecond), "gives_up_after", limit, "fix", Fix(status))
+			"waited", waited.Round(time.Millisecond), "gives_up_after", limit, "fix", fix)
 	}
 	return false, nil
 }

@@ -71,7 +71,8 @@ func TestWait(t *testing.T) {
 
 // TestWaitUnbounded checks that an Unbounded wait (a user's table, perhaps
 // being restored) never gives up, and warns at WarnAfter and again every
-// RewarnEvery, each time naming the table and its status.
+// RewarnEvery, each time naming the table and its status, and saying it
+// goes on waiting (not to start again).
 func TestWaitUnbounded(t *testing.T) {
 	start := time.Unix(1_000_000, 0)
 	var logs bytes.Buffer
@@ -84,7 +85,8 @@ func TestWaitUnbounded(t *testing.T) {
 	}
 	text := logs.String()
 	want := 1 + int((waited-WarnAfter)/RewarnEvery)
-	if got := strings.Count(text, "level=WARN"); got != want || strings.Count(text, "table=tbl status=CREATING") != want {
+	if got := strings.Count(text, "level=WARN"); got != want || strings.Count(text, "table=tbl status=CREATING") != want ||
+		strings.Count(text, "weir goes on waiting") != want || strings.Contains(text, "start again") {
 		t.Errorf("%d warnings, want %d naming the table and its status:\n%s", got, want, text)
 	}
 }
