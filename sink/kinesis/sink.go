@@ -351,12 +351,22 @@ func refused(err error) bool {
 }
 
 // callCause names the cause of a PutRecords call that failed as a whole,
-// for the logs: "timeout" for a call with no answer within the call
-// timeout, unless the client was waiting to retry an answer (the SDK's
-// retryer then returns an *aws.RequestCanceledError), else "error".
+// for the logs: the throttling error's code (the stream's shards, its KMS
+// key); "timeout" for a call with no answer within the call timeout,
+// unless the client was waiting to retry an answer (the SDK's retryer then
+// returns an *aws.RequestCanceledError); else "error".
 func callCause(err error) string {
-	var retrying *aws.RequestCanceledError
-	if errors.Is(err, attempt.ErrTimeout) && !errors.As(err, &retrying) {
+	var (
+		shards   *types.ProvisionedThroughputExceededException
+		kms      *types.KMSThrottlingException
+		retrying *aws.RequestCanceledError
+	)
+	switch {
+	case errors.As(err, &shards):
+		return shards.ErrorCode()
+	case errors.As(err, &kms):
+		return kms.ErrorCode()
+	case errors.Is(err, attempt.ErrTimeout) && !errors.As(err, &retrying):
 		return "timeout"
 	}
 	return "error"
@@ -373,6 +383,8 @@ func (s *Sink[T]) streak() streak.Streak {
 				return "a shard takes 1,000 records or 1 MiB per second: more shards, or partition keys spread over more of them"
 			case "timeout":
 				return "Kinesis at " + endpoint + " gave no answer within the call timeout (" + s.timeout.String() + "): check the network, proxies and the endpoint"
+			case "KMSThrottlingException":
+				return "the KMS requests of the stream's encryption exceed the account's KMS request quota in the region: retried meanwhile; if it lasts, raise the quota (Service Quotas, AWS KMS)"
 			case "InternalFailure":
 				return "Kinesis reports internal failures: usually transient; check the AWS Health Dashboard if it lasts"
 			}

@@ -545,3 +545,42 @@ func TestWriteRefusedNamesFix(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteThrottledCallsWarnThrottling checks, in virtual time, that
+// PutRecords calls throttled as a whole, by the stream's shards or by its
+// KMS key, are warned of naming that cause and its fix, not the network.
+func TestWriteThrottledCallsWarnThrottling(t *testing.T) {
+	for _, tc := range []struct {
+		name, cause, fix string
+		err              error
+	}{
+		{"shards", "ProvisionedThroughputExceededException", "more shards",
+			&types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}},
+		{"KMS key", "KMSThrottlingException", "KMS",
+			&types.KMSThrottlingException{Message: aws.String("kms")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t, nil)
+				f.err = func(call int) error {
+					if call <= 5 { // streak.WarnAt
+						return tc.err
+					}
+					return nil
+				}
+				var logs bytes.Buffer
+				s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Record: recordOf, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Write(t.Context(), batch.New(1000, nil, records(3, 3, 0))); err != nil {
+					t.Fatal(err)
+				}
+				text := logs.String()
+				if !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause="+tc.cause) || !strings.Contains(text, tc.fix) || strings.Contains(text, "check the network") {
+					t.Errorf("want a WARN naming the cause %s and its fix:\n%s", tc.cause, text)
+				}
+			})
+		})
+	}
+}
