@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/clock"
 )
@@ -100,4 +101,22 @@ func TestEnsureTableNeverActive(t *testing.T) {
 			t.Errorf("log %q, want a WARN naming the table, its status and the fix", warn)
 		}
 	})
+}
+
+// TestAccessFix checks that only an access denied gets a fix, naming the
+// call's action, the table and the policy.
+func TestAccessFix(t *testing.T) {
+	denied := &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem",
+		Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed", Fault: smithy.FaultClient}}
+	err := AccessFix(denied, "tbl", "docs/iam/x.json")
+	if !errors.Is(err, denied) || !strings.Contains(err.Error(), "fix: allow dynamodb:PutItem on table tbl to these credentials (docs/iam/x.json;") {
+		t.Errorf("AccessFix(access denied) = %v, want it wrapped naming the action, the table and the policy", err)
+	}
+	other := &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: &types.ProvisionedThroughputExceededException{}}
+	if err := AccessFix(other, "tbl", "docs/iam/x.json"); err != other {
+		t.Errorf("AccessFix(throttled) = %v, want it as it is", err)
+	}
+	if err := AccessFix(nil, "tbl", "docs/iam/x.json"); err != nil {
+		t.Errorf("AccessFix(nil) = %v", err)
+	}
 }

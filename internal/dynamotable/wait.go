@@ -17,6 +17,11 @@ import (
 // hung.
 const MaxWait = 5 * time.Minute
 
+// RewarnEvery is how often an Unbounded wait is logged at WARN again after
+// its first warning, so that a worker waiting for a user's table being
+// restored (20 minutes to hours) is never silent for long.
+const RewarnEvery = 5 * time.Minute
+
 // WarnAfter is how long a wait for a table goes on before it is logged at
 // WARN. A status weir does not know is logged at once.
 const WarnAfter = 30 * time.Second
@@ -37,19 +42,28 @@ type Wait struct {
 	Prefix string
 	// Logger receives the warnings.
 	Logger *slog.Logger
+	// Unbounded makes the wait end only when the caller's ctx does, not
+	// after MaxWait, warning again every RewarnEvery: for a table the user
+	// gives (a sink's), which may be being restored from a backup or to a
+	// point in time, CREATING until the restore ends, which AWS says takes
+	// at least 20 minutes for a point in time, usually less than an hour,
+	// and cannot be predicted. Weir's own tables keep MaxWait.
+	Unbounded bool
 
-	start  time.Time
-	warned bool
+	start    time.Time
+	warned   bool
+	lastWarn time.Time // of the last warning, if warned
 }
 
 // Check takes the status of one check of the table, made at now, and
 // reports whether the table serves reads and writes (see Usable). A status
 // no wait cures (see Stuck), or a table not usable for MaxWait since the
-// first Check, is an error naming the table, its status and the fix;
-// otherwise the caller checks again after a back-off. The wait is logged
-// at WARN, naming the table, its status and the fix, once it reaches
-// WarnAfter, or at once for a status weir does not know; and at INFO when
-// the table is usable after such a warning.
+// first Check (unless Unbounded), is an error naming the table, its status
+// and the fix; otherwise the caller checks again after a back-off. The
+// wait is logged at WARN, naming the table, its status and the fix, once
+// it reaches WarnAfter, or at once for a status weir does not know (and,
+// if Unbounded, again every RewarnEvery); and at INFO when the table is
+// usable after such a warning.
 func (w *Wait) Check(status types.TableStatus, now time.Time) (usable bool, err error) {
 	if w.start.IsZero() {
 		w.start = now
@@ -64,14 +78,21 @@ func (w *Wait) Check(status types.TableStatus, now time.Time) (usable bool, err 
 	if err := Stuck(w.Table, status); err != nil {
 		return false, err
 	}
-	if waited >= MaxWait {
+	if waited >= MaxWait && !w.Unbounded {
 		return false, fmt.Errorf("table %s is still %s after %v of checks (weir waits at most %v for a table to be ACTIVE or UPDATING); fix: %s",
-			w.Table, status, waited.Round(time.Second), MaxWait, waitFix(status))
+			w.Table, status, waited.Round(time.Second), MaxWait, Fix(status))
 	}
-	if !w.warned && (waited >= WarnAfter || !known(status)) {
-		w.warned = true
+	first := !w.warned && (waited >= WarnAfter || !known(status))
+	if first || w.Unbounded && w.warned && now.Sub(w.lastWarn) >= RewarnEvery {
+		w.warned, w.lastWarn = true, now
+		limit, fix := any(MaxWait), Fix(status)
+		if w.Unbounded {
+			limit = "never (only when the caller's ctx ends)"
+			fix = "none needed if the table is being created or restored (a restore from a backup or to a point in time keeps it CREATING until it ends): " +
+				"weir goes on waiting; otherwise look at the table (aws dynamodb describe-table), or use another table name"
+		}
 		w.Logger.Warn(w.Prefix+": waiting for a table to be ACTIVE or UPDATING", "table", w.Table, "status", status,
-			"waited", waited.Round(time.Millisecond), "gives_up_after", MaxWait, "fix", waitFix(status))
+			"waited", waited.Round(time.Millisecond), "gives_up_after", limit, "fix", fix)
 	}
 	return false, nil
 }
@@ -86,8 +107,8 @@ func known(status types.TableStatus) bool {
 	return status == Missing
 }
 
-// waitFix is the fix of a table that stays of status.
-func waitFix(status types.TableStatus) string {
+// Fix is the fix of a table that stays of status, not usable.
+func Fix(status types.TableStatus) string {
 	switch status {
 	case types.TableStatusCreating:
 		return "wait until DynamoDB shows the table ACTIVE (one being restored from a backup stays CREATING until the restore ends), then start again; or use another table name"

@@ -68,3 +68,25 @@ func TestWait(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitUnbounded checks that an Unbounded wait (a user's table, perhaps
+// being restored) never gives up, and warns at WarnAfter and again every
+// RewarnEvery, each time naming the table and its status, and saying it
+// goes on waiting (not to start again).
+func TestWaitUnbounded(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	var logs bytes.Buffer
+	w := Wait{Table: "tbl", Prefix: "test", Logger: slog.New(slog.NewTextHandler(&logs, nil)), Unbounded: true}
+	const waited = 3 * time.Hour
+	for at := time.Duration(0); at <= waited; at += time.Second {
+		if usable, err := w.Check(types.TableStatusCreating, start.Add(at)); usable || err != nil {
+			t.Fatalf("Check after %v: %v, %v; want a wait that goes on", at, usable, err)
+		}
+	}
+	text := logs.String()
+	want := 1 + int((waited-WarnAfter)/RewarnEvery)
+	if got := strings.Count(text, "level=WARN"); got != want || strings.Count(text, "table=tbl status=CREATING") != want ||
+		strings.Count(text, "weir goes on waiting") != want || strings.Contains(text, "start again") {
+		t.Errorf("%d warnings, want %d naming the table and its status:\n%s", got, want, text)
+	}
+}

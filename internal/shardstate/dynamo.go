@@ -171,8 +171,13 @@ func num(n int64) types.AttributeValue {
 // with :c, :o and :p the writer's lease and position order.
 const putCond = "#fc < :c OR (#fc = :c AND #fo = :o AND (attribute_not_exists(#gen) OR #sc < :c OR #pos <= :p))"
 
-// Put implements Store; see Dynamo for the steps.
+// Put implements Store; see Dynamo for the steps. A call DynamoDB denies
+// for want of an IAM permission fails it naming the action to allow.
 func (d *Dynamo) Put(ctx context.Context, key Key, snap Snapshot) error {
+	return accessFix(d.put(ctx, key, snap), d.table)
+}
+
+func (d *Dynamo) put(ctx context.Context, key Key, snap Snapshot) error {
 	if err := check(key, snap); err != nil {
 		return err
 	}
@@ -289,7 +294,7 @@ func (d *Dynamo) deleteGen(ctx context.Context, key Key, gen string, n int64) {
 			level = slog.LevelInfo
 		}
 		d.logger.Log(context.WithoutCancel(ctx), level, "shardstate: could not delete an old snapshot generation; it stays in the table, unread",
-			"table", d.table, "shard", key.String(), "generation", gen, "chunks", n, "err", err)
+			"table", d.table, "shard", key.String(), "generation", gen, "chunks", n, "err", accessFix(err, d.table))
 	}
 }
 
@@ -347,8 +352,13 @@ func nAttr(it map[string]types.AttributeValue, name string) int64 {
 	return 0
 }
 
-// Claim implements Store.
+// Claim implements Store. A call DynamoDB denies for want of an IAM
+// permission fails it naming the action to allow.
 func (d *Dynamo) Claim(ctx context.Context, key Key, lease Lease) error {
+	return accessFix(d.claim(ctx, key, lease), d.table)
+}
+
+func (d *Dynamo) claim(ctx context.Context, key Key, lease Lease) error {
 	if err := key.validate(); err != nil {
 		return err
 	}
@@ -377,8 +387,14 @@ func (d *Dynamo) Claim(ctx context.Context, key Key, lease Lease) error {
 // a Put that switched the head while the previous one was read.
 const getAttempts = 5
 
-// Get implements Store.
+// Get implements Store. A call DynamoDB denies for want of an IAM
+// permission fails it naming the action to allow.
 func (d *Dynamo) Get(ctx context.Context, key Key) (Snapshot, error) {
+	snap, err := d.get(ctx, key)
+	return snap, accessFix(err, d.table)
+}
+
+func (d *Dynamo) get(ctx context.Context, key Key) (Snapshot, error) {
 	if err := key.validate(); err != nil {
 		return Snapshot{}, err
 	}

@@ -30,4 +30,11 @@
 // write applied, and a write whose version is not greater is skipped and
 // counted (Stats), not an error. The repository's DESIGN.md ("Exactly-once
 // outputs") explains the scheme, the order rule and its limits.
+//
+// New waits for a table not yet ACTIVE or UPDATING for as long as its ctx
+// allows, not for a fixed time as for weir's own tables: the table is the
+// user's, and one being restored from a backup or to a point in time is
+// CREATING for 20 minutes to hours. The wait is logged at WARN after 30 s
+// and again every 5 minutes, naming the table and its status; bound it
+// with New's ctx.
 package dynamodb

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
@@ -64,7 +65,8 @@ func TestThrottlingAndLostAnswersRetried(t *testing.T) {
 
 // TestSilentCallRetried checks, against dynalite behind a fault-injecting
 // HTTP client, that a write whose request gets no answer (held silent) is
-// abandoned after the call timeout and retried, and lands once. The call
+// abandoned after the call timeout and retried, and lands once, the call
+// logged at WARN at once, naming the endpoint and the fix. The call
 // timeout and the wait before the retry run on a manual clock, advanced once
 // the write is held: a call slowed by a loaded machine never times out.
 func TestSilentCallRetried(t *testing.T) {
@@ -80,7 +82,8 @@ func TestSilentCallRetried(t *testing.T) {
 	ctx := t.Context()
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	// One write in flight: advancing the clock times out the held one only.
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk})
+	var logs safeBuffer
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const timeout = 100 * time.Millisecond
 	dynamodb.SetCallTimeout(s, timeout)
 	b := batch.New(1_700_000_000_000, nil, events(5, 5, false))
@@ -105,6 +108,9 @@ func TestSilentCallRetried(t *testing.T) {
 	}
 	if st := s.Stats(); st.Retried != 1 || st.Written != 5 {
 		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
+	}
+	if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause=timeout") || !strings.Contains(text, "does not answer") {
+		t.Errorf("want a WARN of the call with no answer, naming the fix:\n%s", text)
 	}
 }
 
@@ -216,4 +222,62 @@ func (b *safeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestThrottledPastCallTimeoutWarnsThrottling checks, against dynalite
+// behind a fault-injecting HTTP client and with the SDK's own retryer, that
+// a write throttled (ProvisionedThroughputExceededException) until the
+// client's retries outlast the call timeout, as its back-off does under
+// sustained throttling (the SDK then reports only the cancelled wait, not
+// the throttling), is warned of as DynamoDB answering with errors its
+// client retries, naming the capacity as the likely fix, not as a DynamoDB
+// that does not answer; and that it lands once. The SDK's back-off waits
+// an hour, so the call timeout, on a manual clock advanced once the SDK
+// waits, always ends it there.
+func TestThrottledPastCallTimeoutWarnsThrottling(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	const throttled = 5 // streak.WarnAt: the attempt that warns
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Throughput, Times: throttled}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, throttled)
+	retryer := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 3
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+			waiting <- struct{}{}
+			return time.Hour, nil
+		})
+	})
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, retryer })
+	ctx := t.Context()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	var logs safeBuffer
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	const timeout = 100 * time.Millisecond
+	dynamodb.SetCallTimeout(s, timeout)
+	b := batch.New(1_700_000_000_000, nil, events(1, 1, false))
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, b) }()
+	for range throttled {
+		<-waiting            // the SDK waits before its retry
+		clk.Advance(timeout) // the call times out
+		if err := clk.WaitForWaiters(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(5 * time.Second) // the longest wait before the sink's retry
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	text := logs.String()
+	if !strings.Contains(text, "level=WARN") || strings.Contains(text, "does not answer") || !strings.Contains(text, "capacity") {
+		t.Errorf("want a WARN naming the table's capacity, not a DynamoDB that does not answer:\n%s", text)
+	}
 }

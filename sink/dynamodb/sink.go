@@ -181,9 +181,13 @@ func (s *Sink[T]) Stats() Stats {
 // field. It reads the table's key attributes (DescribeTable): a table that
 // does not exist, that cfg.VersionAttribute is a key of, or whose status no
 // wait cures (its KMS key inaccessible, or archived), is an error. A table
-// not usable yet (CREATING: created just before) is checked again until it
-// is ACTIVE or UPDATING, with a warning after 30 s, and an error naming its
-// status and the fix after 5 minutes.
+// not usable yet (CREATING: created just before, or being restored from a
+// backup or to a point in time, which takes 20 minutes to hours) is
+// checked again until it is ACTIVE or UPDATING, however long that takes:
+// only ctx bounds the wait, which is logged at WARN after 30 s and again
+// every 5 minutes, naming the table, its status and the fix; when ctx ends
+// first, the error names them too. (Weir's own tables, which it creates,
+// fail the start after 5 minutes instead.)
 // A DescribeTable with no answer within the call timeout (5 s), or that
 // fails for a reason a retry may heal, is tried again after a back-off,
 // with a warning at once, up to 5 calls (about half a minute), then New
@@ -429,10 +433,12 @@ var tableWait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second
 
 // usableTable returns the table's description once it serves reads and
 // writes (ACTIVE or UPDATING), checking again after a back-off while it is
-// not yet usable, for as long as dynamotable.Wait allows; a status no wait
-// cures is an error at once. Each check is a describe.
+// not yet usable, for as long as ctx allows (the table is the user's, and
+// may be being restored: see dynamotable.Wait.Unbounded), warning as
+// dynamotable.Wait does; a status no wait cures is an error at once. Each
+// check is a describe.
 func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, error) {
-	tw := dynamotable.Wait{Table: s.table, Prefix: "dynamodb sink", Logger: s.logger}
+	tw := dynamotable.Wait{Table: s.table, Prefix: "dynamodb sink", Logger: s.logger, Unbounded: true}
 	var wait *backoff.Backoff
 	for {
 		out, err := s.describe(ctx)
@@ -453,7 +459,8 @@ func (s *Sink[T]) usableTable(ctx context.Context) (*ddb.DescribeTableOutput, er
 			wait = tableWait.Start()
 		}
 		if err := wait.Wait(ctx, s.clock); err != nil {
-			return nil, fmt.Errorf("dynamodb: waiting for the sink's Table %s (status %s) to be ACTIVE or UPDATING: %w", s.table, out.Table.TableStatus, err)
+			return nil, fmt.Errorf("dynamodb: waiting for the sink's Table %s (status %s) to be ACTIVE or UPDATING: %w (fix: %s)",
+				s.table, out.Table.TableStatus, err, dynamotable.Fix(out.Table.TableStatus))
 		}
 	}
 }
@@ -496,7 +503,7 @@ func (s *Sink[T]) describe(ctx context.Context) (*ddb.DescribeTableOutput, error
 		if n == describeAttempts {
 			return nil, fmt.Errorf("%d calls in a row failed: %w (fix: %s)", n, err, st.FixFor(c))
 		}
-		st.Failed(n, c, c != "throttled", err)
+		st.Failed(n, c, c != "throttled" && c != "retries timed out", err) // DynamoDB answered those
 		if werr := wait.Wait(ctx, s.clock); werr != nil {
 			return nil, errors.Join(werr, err)
 		}
@@ -535,7 +542,8 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 				st = s.streak("write")
 			}
 			s.retried.Add(1)
-			st.Failed(n, cause(err), false, err)
+			c := cause(err)
+			st.Failed(n, c, c == "timeout", err) // a silent call holds its item the whole timeout: warn at once
 			if werr := wait.Wait(ctx, s.clock); werr != nil {
 				return context.Cause(ctx)
 			}
@@ -604,6 +612,9 @@ func (s *Sink[T]) streak(op string) *streak.Streak {
 			switch cause {
 			case "throttled":
 				return "the table's capacity is too small for the writes: raise it (or use on-demand), or lower Concurrency"
+			case "retries timed out":
+				return "DynamoDB answered with errors its client retries, and the client's retries outlasted the call timeout (" + s.timeout.String() + "): " +
+					"throttling most likely, the table's capacity too small for the writes: raise it (or use on-demand), or lower Concurrency; or server errors"
 			case "conflict":
 				return "another writer holds the item (a TransactWriteItems of it, or a write in another Region of a global table): " +
 					"retried until it lets go; if it never does, find that writer"
@@ -613,13 +624,20 @@ func (s *Sink[T]) streak(op string) *streak.Streak {
 	}
 }
 
-// cause names the cause of a failed attempt for the logs.
+// cause names the cause of a failed attempt for the logs. A call that
+// timed out while the client waited to retry (the SDK's retryer then
+// returns an *aws.RequestCanceledError, without the error it was retrying)
+// got answers: errors the client retries, throttling most often, whose
+// back-off outlasted the call timeout.
 func cause(err error) string {
+	var retrying *aws.RequestCanceledError
 	switch {
 	case awserr.DynamoDBThrottled(err):
 		return "throttled"
 	case awserr.DynamoDBConflict(err):
 		return "conflict"
+	case errors.Is(err, attempt.ErrTimeout) && errors.As(err, &retrying):
+		return "retries timed out"
 	case errors.Is(err, attempt.ErrTimeout):
 		return "timeout"
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -355,8 +356,10 @@ func TestKinesaliteRecordSize(t *testing.T) {
 // TestKinesaliteSilentCallRetried checks, against kinesalite behind a
 // fault-injecting HTTP client, that a PutRecords call whose request gets
 // no answer (a connection gone silent) is abandoned after the call
-// timeout and retried, instead of holding Write for good: every record is
-// then written once, in order per key.
+// timeout and retried, instead of holding Write for good, and is logged at
+// WARN at once, naming the endpoint (each silent call holds Write 30 s, so
+// waiting for the fifth to warn would leave minutes of silence): every
+// record is then written once, in order per key.
 func TestKinesaliteSilentCallRetried(t *testing.T) {
 	env := servers.Env(t)
 	name := newStream(t, env, 2)
@@ -365,7 +368,8 @@ func TestKinesaliteSilentCallRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
-	s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf})
+	var logs bytes.Buffer
+	s, err := kinesis.New(kinesis.Config[rec]{Client: kc, Stream: name, Record: recordOf, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +386,9 @@ func TestKinesaliteSilentCallRetried(t *testing.T) {
 		t.Fatalf("%d PutRecords calls held, want 1", n)
 	}
 	checkOnceInOrder(t, want, recs(t, readAll(t, env.Kinesis(), name)))
+	if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause=timeout") || !strings.Contains(text, "endpoint=") {
+		t.Errorf("want a WARN of the call with no answer, naming the endpoint:\n%s", text)
+	}
 }
 
 // TestKinesaliteKeyLengthInUTF16 writes a batch whose last record's

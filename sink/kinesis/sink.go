@@ -93,7 +93,8 @@ type entry struct {
 // with back-off, until they are written or ctx is done, as is a call with
 // no answer within 30 s (its records may then be written twice); whatever
 // a retry cannot fix (the stream does not exist, access denied, an invalid
-// request) fails Write with the SDK's error. Records are sent from one
+// request) fails Write with the SDK's error and, when it is known, the fix
+// (the IAM or KMS action to allow, the stream to create). Records are sent from one
 // goroutine, one call at a time, up to 500 records and 5 MiB a call (10
 // MiB with MaxRecordBytes above 1 MiB). The first record not yet written
 // always fits in a call, so every call holds at least one record.
@@ -298,9 +299,10 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
 			if refused(err) {
-				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, err)
+				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, s.withFix(err))
 			}
-			st.Failed(tries, "error", false, err)
+			cause := callCause(err)
+			st.Failed(tries, cause, cause == "timeout", err) // a silent call holds Write the whole timeout: warn at once
 			if err := wait.Wait(ctx, s.cfg.Clock); err != nil {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
@@ -348,6 +350,28 @@ func refused(err error) bool {
 	return !errors.As(err, &kms) && awserr.Refused(err)
 }
 
+// callCause names the cause of a PutRecords call that failed as a whole,
+// for the logs: the throttling error's code (the stream's shards, its KMS
+// key); "timeout" for a call with no answer within the call timeout,
+// unless the client was waiting to retry an answer (the SDK's retryer then
+// returns an *aws.RequestCanceledError); else "error".
+func callCause(err error) string {
+	var (
+		shards   *types.ProvisionedThroughputExceededException
+		kms      *types.KMSThrottlingException
+		retrying *aws.RequestCanceledError
+	)
+	switch {
+	case errors.As(err, &shards):
+		return shards.ErrorCode()
+	case errors.As(err, &kms):
+		return kms.ErrorCode()
+	case errors.Is(err, attempt.ErrTimeout) && !errors.As(err, &retrying):
+		return "timeout"
+	}
+	return "error"
+}
+
 // streak returns the warning of a Write whose calls keep failing.
 func (s *Sink[T]) streak() streak.Streak {
 	return streak.Streak{
@@ -357,6 +381,10 @@ func (s *Sink[T]) streak() streak.Streak {
 			switch cause {
 			case "ProvisionedThroughputExceededException":
 				return "a shard takes 1,000 records or 1 MiB per second: more shards, or partition keys spread over more of them"
+			case "timeout":
+				return "Kinesis at " + endpoint + " gave no answer within the call timeout (" + s.timeout.String() + "): check the network, proxies and the endpoint"
+			case "KMSThrottlingException":
+				return "the KMS requests of the stream's encryption exceed the account's KMS request quota in the region: retried meanwhile; if it lasts, raise the quota (Service Quotas, AWS KMS)"
 			case "InternalFailure":
 				return "Kinesis reports internal failures: usually transient; check the AWS Health Dashboard if it lasts"
 			}

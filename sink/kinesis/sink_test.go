@@ -511,3 +511,76 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestWriteRefusedNamesFix checks that a PutRecords call Kinesis refuses
+// for good fails Write naming the stream and the fix: the IAM action to
+// allow and the sink's policy, the KMS key's, or the stream to create.
+func TestWriteRefusedNamesFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"access denied", &types.AccessDeniedException{Message: aws.String("not authorized")},
+			[]string{"fix: allow kinesis:PutRecords on stream out to these credentials", "docs/iam/kinesis-sink.json"}},
+		{"KMS access denied", &types.KMSAccessDeniedException{Message: aws.String("no key")},
+			[]string{"fix: allow kms:GenerateDataKey on the stream's KMS key", "docs/iam/kinesis-sink.json"}},
+		{"KMS key disabled", &types.KMSDisabledException{Message: aws.String("disabled")},
+			[]string{"fix: the stream's KMS key is disabled"}},
+		{"no stream", &types.ResourceNotFoundException{Message: aws.String("no stream")},
+			[]string{"fix: stream out does not exist", "create it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, nil)
+			f.err = func(int) error { return tc.err }
+			err := newSink(t, f, "", false).Write(t.Context(), batch.New(1000, nil, records(3, 3, 0)))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("Write = %v, want it to wrap %v", err, tc.err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Write = %v, want an error naming %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteThrottledCallsWarnThrottling checks, in virtual time, that
+// PutRecords calls throttled as a whole, by the stream's shards or by its
+// KMS key, are warned of naming that cause and its fix, not the network.
+func TestWriteThrottledCallsWarnThrottling(t *testing.T) {
+	for _, tc := range []struct {
+		name, cause, fix string
+		err              error
+	}{
+		{"shards", "ProvisionedThroughputExceededException", "more shards",
+			&types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}},
+		{"KMS key", "KMSThrottlingException", "KMS",
+			&types.KMSThrottlingException{Message: aws.String("kms")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t, nil)
+				f.err = func(call int) error {
+					if call <= 5 { // streak.WarnAt
+						return tc.err
+					}
+					return nil
+				}
+				var logs bytes.Buffer
+				s, err := kinesis.New(kinesis.Config[rec]{Client: f, Stream: "out", Record: recordOf, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Write(t.Context(), batch.New(1000, nil, records(3, 3, 0))); err != nil {
+					t.Fatal(err)
+				}
+				text := logs.String()
+				if !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause="+tc.cause) || !strings.Contains(text, tc.fix) || strings.Contains(text, "check the network") {
+					t.Errorf("want a WARN naming the cause %s and its fix:\n%s", tc.cause, text)
+				}
+			})
+		})
+	}
+}

@@ -172,7 +172,7 @@ func (sr *stateRun) ensureTable(ctx context.Context, lr *leaseRun) error {
 	}
 	wait := stateEnsureWait.Start()
 	for call := 1; ; call++ {
-		err := dynamochunk.EnsureTable(ctx, sr.db, clk, lr.log, sr.table, "log", "seq", "shard state table", opts...)
+		err := shardstate.EnsureTable(ctx, sr.db, clk, lr.log, sr.table, opts...)
 		var op *smithy.OperationError // a call's error, not one on the table EnsureTable found
 		cause := "timeout"
 		if !errors.Is(err, attempt.ErrTimeout) {

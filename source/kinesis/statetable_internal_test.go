@@ -117,7 +117,7 @@ func (d *failingStateDB) DescribeTable(_ context.Context, in *dynamodb.DescribeT
 // retries, a refused connection), backing off and warning, within the
 // bound of unanswered calls, as the lease table's check does, rather than
 // failing the receiver at once; and that one DynamoDB refuses for good
-// still fails it at once.
+// still fails it at once, an access denied naming the action to allow.
 func TestStateTableRidesOutFailedCalls(t *testing.T) {
 	serverErr := &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "DescribeTable",
 		Err: &smithy.GenericAPIError{Code: "InternalServerError", Message: "internal failure", Fault: smithy.FaultServer}}
@@ -150,6 +150,9 @@ func TestStateTableRidesOutFailedCalls(t *testing.T) {
 				}
 				if db.calls != tc.calls {
 					t.Errorf("%d DescribeTable calls, want %d", db.calls, tc.calls)
+				}
+				if tc.err == denied && (err == nil || !strings.Contains(err.Error(), "fix: allow dynamodb:DescribeTable on table leases-state")) {
+					t.Errorf("ensureTable: %v, want an error naming the action to allow on the table", err)
 				}
 				if tc.err == serverErr && !strings.Contains(logs.String(), "level=WARN") {
 					t.Errorf("no warning:\n%s", logs.String())
