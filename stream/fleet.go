@@ -37,7 +37,8 @@ func SharesShards(ctx context.Context) bool {
 // run again after a crash has the same time and records. An output that
 // takes a batch time it wrote before for that batch checks it: sink/files
 // and sink/deadletter do, and without a log compare what they wrote;
-// sink/deadletter/dynamodb then names its letters by the Run. It reports
+// sink/deadletter/dynamodb and sink/kinesis then name their letters and
+// origin tags by the Run. It reports
 // false for any other ctx. It is safe for concurrent use.
 func HasRecovery(ctx context.Context) bool {
 	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)

@@ -30,7 +30,9 @@ const minRecordBytes = tagRoom + 3<<10
 // it), tagged with its origin (see sink/kinesis's Config.Origin) as writer
 // "<Origin>/<output>" (one writer per output, since the letters of two
 // outputs share batch times and indexes; on a fleet, followed by "/" and
-// the worker's name, see sink/kinesis's Config.Worker), batch time and
+// the worker's name, see sink/kinesis's Config.Worker; without a recovery
+// log, whose batch times may repeat an earlier Run's, by "/" and a random
+// name of the pipeline's Run, see its Config.Origin), batch time and
 // Index. A letter
 // whose JSON, key and tag would not fit Config.MaxRecordBytes is cut
 // first: its stack, then its record, then its panic and error, each to a

@@ -211,3 +211,41 @@ func TestFleetWorkersKept(t *testing.T) {
 		t.Errorf("letters of two workers after the filter (-want +got):\n%s", diff)
 	}
 }
+
+// TestTimeReusedWithoutLog quarantines, from the outputs of two Runs of a
+// pipeline on one worker without a recovery log (two Streams: the process
+// restarted, its wall clock behind the first Run's batches), letters of
+// the same batch time, output and indexes, each Run's twice (an output
+// retried): the origin filter keeps each Run's letters once. Tagged by
+// Origin, batch time and index alone, the second Run's letters had the
+// first's tags and were dropped as copies of them, and lost.
+func TestTimeReusedWithoutLog(t *testing.T) {
+	s, c, name := newStream(t)
+	restarted, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := []stream.DeadLetter{letter(0, 0, "a0"), letter(0, 1, "a1")}
+	b := []stream.DeadLetter{letter(0, 0, "b0")}
+	for _, run := range []struct {
+		s  *kinesis.Stream
+		ls []stream.DeadLetter
+	}{{s, a}, {restarted, b}} {
+		letterstest.OnPipeline(t, nil, func(ctx context.Context) error {
+			for range 2 {
+				if err := run.s.Quarantine(ctx, run.ls); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	got, n := read(t, c, name, false)
+	if n != 6 {
+		t.Errorf("%d records, want 6: a copy per call", n)
+	}
+	want := []stream.DeadLetter{a[0], a[1], b[0]}
+	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters of two Runs after the filter (-want +got):\n%s", diff)
+	}
+}
