@@ -69,7 +69,9 @@ type Config[K comparable, V any] struct {
 	// worker, and on a fleet (a source sharing its shards, such as one
 	// with Leases) "repartition/" and a random name of each process, so no
 	// record is lost, but the copies of a batch run again after a restart
-	// are kept.
+	// are kept. A pipeline without a recovery log ignores it: the writer
+	// is "repartition/" and a random name of the Run, whose batch times
+	// may repeat an earlier Run's (see sink/kinesis's Config.Origin).
 	Writer string
 
 	// Leases, when set, shares the intermediate stream's shards among the

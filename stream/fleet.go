@@ -36,8 +36,10 @@ func SharesShards(ctx context.Context) bool {
 // (Config.Recovery): its batch times never repeat, across Runs, and a batch
 // run again after a crash has the same time and records. An output that
 // takes a batch time it wrote before for that batch checks it: sink/files
-// and sink/deadletter do, and without a log compare what they wrote. It reports false for any
-// other ctx. It is safe for concurrent use.
+// and sink/deadletter do, and without a log compare what they wrote;
+// sink/deadletter/dynamodb and sink/kinesis then name their letters and
+// origin tags by the Run. It reports
+// false for any other ctx. It is safe for concurrent use.
 func HasRecovery(ctx context.Context) bool {
 	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
 	return p != nil && p.cfg.Recovery != nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/lineage"
+	"github.com/weirstream/weir/internal/runname"
 )
 
 // ErrClosed is returned by Run when the Pipeline has already run: a Pipeline
@@ -237,9 +238,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// The Run's own context keeps ctx's values but not its cancellation,
 	// which drains instead; it is cancelled, with a cause, to stop now
 	// (errStopped) or on the first failure (see engine.fail). Outputs and
-	// receivers see it marked as this pipeline's (see Drain), and carrying
-	// the parents of the shards its sources lease (see shardParents).
-	runCtx, cancel := context.WithCancelCause(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardParents))
+	// receivers see it marked as this pipeline's (see Drain), carrying
+	// the parents of the shards its sources lease (see shardParents), and
+	// a random name of this Run, by which outputs without a recovery log
+	// tell its batches from an earlier Run's of the same times (see
+	// HasRecovery).
+	runCtx, cancel := context.WithCancelCause(runname.With(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardParents)))
 	defer cancel(nil)
 	e := newEngine(p, cancel)
 	p.state, p.cancel, p.eng = running, cancel, e

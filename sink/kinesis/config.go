@@ -88,8 +88,15 @@ type Config[T any] struct {
 	// each record's origin instead (version 2): the source record it came
 	// from and the start of the batch's range of its shard, the same
 	// whichever worker of a fleet writes it, so copies written after a
-	// lease moved, or by a zombie worker, are dropped too. DESIGN.md
-	// describes the formats.
+	// lease moved, or by a zombie worker, are dropped too. A pipeline
+	// without a recovery log (stream.HasRecovery) takes its batch times
+	// from the wall clock, and a Run whose clock is behind an earlier Run's
+	// batches gives its batches their times again: the writer of records
+	// without origins is then Origin, "/" and a random name of the Run, so
+	// that a reader does not drop them as copies of the earlier Run's
+	// records of the same tags (such a Run runs no batch of an earlier Run
+	// again: nothing is kept twice); Origin must then be at most 111
+	// bytes. DESIGN.md describes the formats.
 	Origin string
 	// Worker, when set, names this worker among the workers of a fleet in
 	// the origin tags of records without origins (version 1), whose writer
@@ -105,7 +112,8 @@ type Config[T any] struct {
 	// name drawn by New, distinct for each Sink: no record is lost, but a
 	// batch a restarted worker runs again is written under a new name, and
 	// its copies are kept (at least once; a warning says so once). Records with
-	// origins (version 2 tags) ignore it. Origin must be set with it; the
+	// origins (version 2 tags) ignore it, and so does a pipeline without a
+	// recovery log (see Origin). Origin must be set with it; the
 	// two with the "/" at most 128 bytes. Default "".
 	Worker string
 	// Aggregate, when true, packs the records of one partition key that a

@@ -24,7 +24,9 @@
 // ("Writing to Kinesis"). Without it the records are written as they are:
 // at least once. On a fleet (a source sharing its shards with other
 // workers), the writer in a tag also names the worker (Config.Worker, or a
-// random name), so that two workers' records never share a tag.
+// random name), so that two workers' records never share a tag; without a
+// recovery log, whose batch times may repeat an earlier Run's, it names
+// the pipeline's Run.
 //
 // With Config.Aggregate, the records of one key that would otherwise wait
 // for calls of their own are packed into KPL aggregates (one Kinesis record

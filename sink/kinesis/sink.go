@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/hashkey"
 	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -138,10 +139,21 @@ func allOrigins(origins []batch.Origin) bool {
 }
 
 // writer returns the writer of the version 1 tags of a Write with ctx
-// (Origin is set): Origin on one worker unless Worker is set, Origin and
-// this worker's name (Worker, or a random one) when Worker is set or ctx
-// is that of a pipeline sharing its source's shards with other workers.
+// (Origin is set): Origin and the name of the pipeline's Run when ctx is
+// that of a pipeline without a recovery log, whose batch times may repeat
+// an earlier Run's; otherwise Origin on one worker unless Worker is set,
+// Origin and this worker's name (Worker, or a random one) when Worker is
+// set or ctx is that of a pipeline sharing its source's shards with other
+// workers.
 func (s *Sink[T]) writer(ctx context.Context) (string, error) {
+	if run := runname.Of(ctx); run != "" && !stream.HasRecovery(ctx) {
+		w := s.cfg.Origin + "/" + run
+		if len(w) > origin.MaxWriterLen {
+			return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline has no recovery log, so the tags of records without origins name its Run too: "+
+				"Origin must be at most %d bytes, or set stream.Config.Recovery", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-runname.Len)
+		}
+		return w, nil
+	}
 	if s.cfg.Worker == "" && !stream.SharesShards(ctx) {
 		return s.cfg.Origin, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/recovery"
+	"github.com/weirstream/weir/source"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
@@ -92,13 +94,29 @@ type sharing struct{ *memory.Source[string] }
 
 func (sharing) SharesShards() bool { return true }
 
-// OnFleet calls f once with the context of an output of a pipeline whose
-// source shares its shards with other workers (stream.SharesShards is true
-// there), as the stores' Quarantine is called on a fleet, and fails tb if
-// f or Run fails.
+// OnFleet calls f once with the context of an output of a pipeline with a
+// recovery log whose source shares its shards with other workers
+// (stream.SharesShards is true there), as the stores' Quarantine is called
+// on a fleet, and fails tb if f or Run fails.
 func OnFleet(tb testing.TB, f func(ctx context.Context) error) {
 	tb.Helper()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	onPipeline(tb, recovery.Dir(tb.TempDir()), true, f)
+}
+
+// OnPipeline calls f once with the context of an output of a pipeline on
+// one worker, with the recovery log rec (none if nil), as the stores'
+// Quarantine is called there, and fails tb if f or Run fails.
+func OnPipeline(tb testing.TB, rec recovery.Opener, f func(ctx context.Context) error) {
+	tb.Helper()
+	onPipeline(tb, rec, false, f)
+}
+
+// onPipeline calls f once with the context of an output of a pipeline with
+// the recovery log rec (none if nil), whose source shares its shards if
+// fleet is set, and fails tb if f or Run fails.
+func onPipeline(tb testing.TB, rec recovery.Opener, fleet bool, f func(ctx context.Context) error) {
+	tb.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Recovery: rec})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,13 +127,20 @@ func OnFleet(tb testing.TB, f func(ctx context.Context) error) {
 	if err := src.Push("x"); err != nil {
 		tb.Fatal(err)
 	}
+	var from source.Receiver[string] = src
+	if fleet {
+		from = sharing{src}
+	}
 	calls := 0
-	stream.ForEach(stream.From(p, sharing{src}), func(ctx context.Context, _ string) error {
+	stream.ForEach(stream.From(p, from), func(ctx context.Context, _ string) error {
 		calls++
-		return f(ctx)
+		if err := f(ctx); err != nil {
+			return err
+		}
+		return p.Drain(ctx) // the one record is processed
 	}, stream.Retry(0))
-	ctx, cancel := context.WithCancel(tb.Context())
-	cancel() // Run drains at once: what was pushed is processed
+	ctx, cancel := context.WithTimeout(tb.Context(), time.Minute)
+	defer cancel()
 	if err := p.Run(ctx); err != nil {
 		tb.Fatalf("Run = %v, want nil", err)
 	}

@@ -30,8 +30,9 @@ const (
 // existed have none: their sort key is the Index.
 const indexAttr = "batchIndex"
 
-// Key returns the key of letter l's item, written by the worker named
-// worker ("" on a pipeline that reads its shards alone). A letter read
+// Key returns the key of letter l's item, written by the writer named
+// worker: the Run of a pipeline without a recovery log, the worker of a
+// fleet, or "" (a pipeline with a log reading its shards alone). A letter read
 // from a source's shard (Range.First set) is keyed by what names its
 // source record whichever worker reads it: "batch" is
 // "<output>:<length of stream>:<stream>/<shard>/<first>" (the output's

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/internal/letters/lettertable"
 	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/internal/runname"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
 )
@@ -32,8 +33,9 @@ const (
 const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 
 // Table is a DynamoDB table of dead letters: a stream.DeadLetters. Each
-// letter is an item keyed so that no two workers of a fleet write the same
-// key, and a batch recomputed on one worker writes the same keys:
+// letter is an item keyed so that no two workers of a fleet, nor two Runs
+// without a recovery log, write the same key, and a batch recomputed on
+// one worker writes the same keys:
 //
 //   - a letter read from a source's shard (its Range.First is set: a
 //     record isolated by ForEach or a narrow operator) by its source
@@ -42,9 +44,11 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 //     length n of the stream's name, the stream, the shard and the range's
 //     first sequence number) and sort key "index" its Offset;
 //   - another letter by its batch: "batch" "<batch time>-<output>" (the
-//     batch time in milliseconds), followed, on a pipeline whose source
-//     shares its shards with other workers (stream.SharesShards), by "/"
-//     and a random name the Table draws in New, and "index" its Index.
+//     batch time in milliseconds), followed, on a pipeline without a
+//     recovery log (stream.HasRecovery), by "/" and a random name of the
+//     pipeline's Run, or else, on a pipeline whose source shares its
+//     shards with other workers (stream.SharesShards), by "/" and a random
+//     name the Table draws in New, and "index" its Index.
 //
 // Its attributes are the letter's fields, of the names of their JSON
 // (time, output, outputName, range as a map of stream, shard, first, last
@@ -77,7 +81,15 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // any replay state on it; in a range from another record it is a second
 // letter. A letter without a source range on a fleet is written again
 // under the new random name of a restarted worker, and kept twice (at
-// least once; a warning says so once). A Table is safe for concurrent use
+// least once; a warning says so once). A pipeline without a recovery log
+// takes its batch times from the wall clock, and a Run whose clock is
+// behind an earlier Run's batches gives its batches their times again: a
+// letter without a source range keyed by its batch alone would then have
+// the key of the earlier Run's letter of that time and index, and be
+// skipped as already applied, lost; named by its Run, it is an item of its
+// own (such a Run runs no batch of an earlier Run again, so nothing is
+// doubled). Quarantine called with the context of no pipeline keys
+// letters as on one worker with a log. A Table is safe for concurrent use
 // and holds no resource to close.
 type Table struct {
 	sink   *sinkddb.Sink[written]
@@ -109,9 +121,9 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 		}
 	}
 	// Letters have no origins: their writes are versioned by batch time,
-	// on a fleet too. That is safe because no two workers write the same
-	// key: a letter's is its source record's, or its batch's and this
-	// worker's (see Table).
+	// on a fleet too. That is safe because no two workers (nor Runs
+	// without a log) write the same key: a letter's is its source
+	// record's, or its batch's and this worker's or Run's (see Table).
 	cfg.AllowBatchTimeVersions = true
 	t := &Table{client: cfg.Client, table: cfg.Table, logger: cfg.Logger, worker: origin.RandomWriter()}
 	if t.logger == nil {
@@ -215,9 +227,15 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 		return nil
 	}
 	bt, out := ls[0].Time, ls[0].Output
-	worker := ""
-	if stream.SharesShards(ctx) {
-		worker = t.worker
+	// The name that keys letters without a source range apart from the
+	// same batch time's of another writer: another Run's without a
+	// recovery log, another worker's on a fleet (see Table).
+	worker, fleet := "", false
+	switch run := runname.Of(ctx); {
+	case run != "" && !stream.HasRecovery(ctx):
+		worker = run
+	case stream.SharesShards(ctx):
+		worker, fleet = t.worker, true
 	}
 	fitted := make([]written, len(ls))
 	for i, l := range ls {
@@ -233,7 +251,7 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
 		fitted[i] = written{f, worker}
-		if worker != "" && l.Range.First == "" {
+		if fleet && l.Range.First == "" {
 			t.fleetNote.Do(func() {
 				t.logger.Warn("dead-letter table: letters without a source range, on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
 					"a batch run again after a restart writes them again, under another name (at least once)",
@@ -266,9 +284,9 @@ func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
 	return all, nil
 }
 
-// written is a letter to write and the name of the worker writing it (""
-// on a pipeline reading its shards alone), which keys it if it has no
-// source range (see lettertable.Key).
+// written is a letter to write and the name of the Run or worker writing
+// it ("" on a pipeline with a recovery log reading its shards alone),
+// which keys it if it has no source range (see lettertable.Key).
 type written struct {
 	l      stream.DeadLetter
 	worker string

@@ -2,15 +2,20 @@ package kinesis
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/letters"
+	"github.com/weirstream/weir/internal/origin"
 	sinkkinesis "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -28,10 +33,15 @@ const minRecordBytes = tagRoom + 3<<10
 // letter is one record: its JSON (stream.DeadLetter's fields), partition
 // key its ID ("<batch time>-<output>-<index>", as weir deadletters names
 // it), tagged with its origin (see sink/kinesis's Config.Origin) as writer
-// "<Origin>/<output>" (one writer per output, since the letters of two
-// outputs share batch times and indexes; on a fleet, followed by "/" and
-// the worker's name, see sink/kinesis's Config.Worker), batch time and
-// Index. A letter
+// "<Origin>/<output>/<fingerprint>", batch time and Index: one writer per
+// output, since the letters of two outputs share batch times and indexes,
+// and per set of records quarantined, the fingerprint naming them (a hash
+// of each letter's Index, Range, Offset, Encoding and Record, not of its
+// error or stack); on a fleet, followed by "/" and the worker's name
+// (Config.Worker, or a random name the Stream draws in New; a warning
+// says so once); without a recovery log, whose batch times may repeat an
+// earlier Run's, by "/" and a random name of the pipeline's Run (see
+// sink/kinesis's Config.Origin). A letter
 // whose JSON, key and tag would not fit Config.MaxRecordBytes is cut
 // first: its stack, then its record, then its panic and error, each to a
 // prefix with a marker, a cut record's encoding prefixed "truncated:" so
@@ -41,29 +51,40 @@ const minRecordBytes = tagRoom + 3<<10
 //
 // A Kinesis stream cannot replace records: a batch recomputed after a
 // crash, or a Quarantine retried after an error, writes its letters
-// again, with the same tags. The stream then holds a copy per attempt: at
-// least once as records, exactly once for a weir pipeline that reads it
-// with the origin filter (DESIGN.md, "Writing to Kinesis"), which keeps
-// the first copy of each letter. A Stream is safe for concurrent use and
+// again, with the same tags if they name the same records. The stream
+// then holds a copy per attempt: at least once as records, exactly once
+// for a weir pipeline that reads it with the origin filter (DESIGN.md,
+// "Writing to Kinesis"), which keeps the first copy of each letter. A
+// recomputed batch that fails other records than the first time (a flaky
+// downstream) writes its letters under another fingerprint: the filter
+// keeps them, and the first attempt's letters stay too (at least once). A Stream is safe for concurrent use and
 // holds no resource to close (the client is the caller's).
 type Stream struct {
 	cfg    sinkkinesis.Config[stream.DeadLetter]
 	logger *slog.Logger
-
-	mu    sync.Mutex
-	sinks map[int]*sinkkinesis.Sink[stream.DeadLetter] // by output
+	// worker names this Stream in the writer on a fleet when cfg.Worker is
+	// empty: random, as the sink would draw for itself, but drawn once, as
+	// each Quarantine has a sink of its own.
+	worker    string
+	fleetNote sync.Once
 }
 
 var _ stream.DeadLetters = (*Stream)(nil)
+
+// fingerprintLen is the length of the fingerprint of a Quarantine's
+// letters in its writer's name: 16 characters of base32, 80 bits.
+const fingerprintLen = 16
 
 // New returns a Stream writing to cfg.Stream, configured as the sink of
 // package sink/kinesis is, or an error wrapping sinkkinesis.ErrInvalidConfig
 // that names every bad field. Record must be nil (the Stream encodes
 // letters), Origin is required: it must stay the same across the
 // pipeline's restarts and differ from every other writer of the stream,
-// and leave room for "/<output>" within the sink's limit. MaxRecordBytes,
-// if set, must be at least 4 KiB. Aggregate may be set (a consumer must
-// then de-aggregate).
+// and leave room within a writer's 128 bytes for "/<output>/<fingerprint>"
+// (up to 21 bytes), then "/" and Worker or a random name of 16 bytes (see
+// Stream): at most 90 bytes without Worker. MaxRecordBytes, if set, must
+// be at least 4 KiB. Aggregate may be set (a consumer must then
+// de-aggregate).
 func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	var problems []error
 	if cfg.Record != nil {
@@ -72,6 +93,12 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	if cfg.Origin == "" {
 		problems = append(problems, errors.New("Origin empty: name the pipeline writing the letters, so that their copies can be told apart"))
 	}
+	// The longest writer: Origin, an output of 3 digits, a fingerprint,
+	// then a Worker or a random name (on a fleet, or of the Run without a
+	// recovery log).
+	if room := origin.MaxWriterLen - len(writerSuffix(999, strings.Repeat("F", fingerprintLen))) - 1 - max(len(cfg.Worker), origin.RandomWriterLen); len(cfg.Origin) > room {
+		problems = append(problems, fmt.Errorf("Origin of %d bytes: must be at most %d, to leave room for the output, the letters' fingerprint and the worker's or the Run's name", len(cfg.Origin), room))
+	}
 	if cfg.MaxRecordBytes != 0 && cfg.MaxRecordBytes < minRecordBytes {
 		problems = append(problems, fmt.Errorf("MaxRecordBytes %d: a letter needs at least %d bytes (its fields, cut, and its tag): raise it, or leave it 0 for 1 MiB", cfg.MaxRecordBytes, minRecordBytes))
 	}
@@ -79,31 +106,61 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 		return nil, fmt.Errorf("%w: %w", sinkkinesis.ErrInvalidConfig, errors.Join(problems...))
 	}
 	cfg.Record = record
-	s := &Stream{cfg: cfg, logger: cfg.Logger, sinks: map[int]*sinkkinesis.Sink[stream.DeadLetter]{}}
+	s := &Stream{cfg: cfg, logger: cfg.Logger, worker: origin.RandomWriter()}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	if _, err := s.sink(999); err != nil { // the longest writer name of an output index of 3 digits
+	if _, err := s.sink(context.Background(), 999, strings.Repeat("F", fingerprintLen)); err != nil { // the longest writer name
 		return nil, err
 	}
 	return s, nil
 }
 
-// sink returns the sink of the letters of output o.
-func (s *Stream) sink(o int) (*sinkkinesis.Sink[stream.DeadLetter], error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k := s.sinks[o]; k != nil {
-		return k, nil
-	}
+// writerSuffix returns what follows Origin in the writer of the letters of
+// output o whose fingerprint is fp.
+func writerSuffix(o int, fp string) string { return "/" + strconv.Itoa(o) + "/" + fp }
+
+// sink returns a sink of the letters of output o whose fingerprint is fp,
+// called with ctx: its writer is Origin, the output and the fingerprint.
+// The sink is new, so that its writer names them (see Quarantine); on a
+// fleet without Worker, it is given this Stream's name for the worker.
+func (s *Stream) sink(ctx context.Context, o int, fp string) (*sinkkinesis.Sink[stream.DeadLetter], error) {
 	cfg := s.cfg
-	cfg.Origin += "/" + strconv.Itoa(o)
-	k, err := sinkkinesis.New(cfg)
-	if err != nil {
-		return nil, err
+	cfg.Origin += writerSuffix(o, fp)
+	if cfg.Worker == "" && stream.SharesShards(ctx) && stream.HasRecovery(ctx) {
+		cfg.Worker = s.worker
+		s.fleetNote.Do(func() {
+			s.logger.Warn("deadletter stream: the pipeline's source shares its shards with other workers and Worker is empty: "+
+				"letters are tagged with a random name of this worker, so a batch it runs again after a restart writes them again under another name, and they are read twice; "+
+				"set Worker to a name distinct per worker and stable across restarts for exactly once",
+				"stream", s.cfg.Stream, "worker", s.worker)
+		})
 	}
-	s.sinks[o] = k
-	return k, nil
+	return sinkkinesis.New(cfg)
+}
+
+// fingerprint returns a name of which records letters are: a hash of each
+// letter's Index, Range, Offset, Encoding and Record, fingerprintLen
+// characters of base32. Their errors and stacks are left out: the same
+// record failing again after a crash, with another stack or message, is
+// the same letter.
+func fingerprint(letters []stream.DeadLetter) string {
+	h := sha256.New()
+	var buf []byte
+	for _, l := range letters {
+		buf = buf[:0]
+		buf = binary.AppendVarint(buf, int64(l.Index))
+		for _, f := range []string{l.Range.Stream, l.Range.Shard, l.Range.First, l.Range.Last, l.Encoding} {
+			buf = binary.AppendUvarint(buf, uint64(len(f)))
+			buf = append(buf, f...)
+		}
+		buf = binary.AppendVarint(buf, int64(l.Range.Count))
+		buf = binary.AppendVarint(buf, int64(l.Offset))
+		buf = binary.AppendUvarint(buf, uint64(len(l.Record)))
+		h.Write(buf)
+		h.Write(l.Record)
+	}
+	return base32.StdEncoding.EncodeToString(h.Sum(nil))[:fingerprintLen]
 }
 
 // record returns the partition key and data of letter l.
@@ -139,7 +196,7 @@ func (s *Stream) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 		}
 		fitted[i] = f
 	}
-	k, err := s.sink(out)
+	k, err := s.sink(ctx, out, fingerprint(ls))
 	if err != nil {
 		return fmt.Errorf("deadletter stream: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/deadletter/kinesis"
 	sinkkinesis "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -170,6 +171,17 @@ func TestNewRefuses(t *testing.T) {
 	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Client nil") {
 		t.Errorf("New without Client = %v, want ErrInvalidConfig naming Client", err)
 	}
+	// The longest writer (an output of 3 digits, the fingerprint, a
+	// random name of the worker or the Run) must fit a tag's 128 bytes.
+	for _, n := range []int{90, 91} {
+		_, err = kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: servers.Env(t).Kinesis(), Stream: "s", Origin: strings.Repeat("o", n)})
+		if n == 90 && err != nil {
+			t.Errorf("New with an Origin of 90 bytes = %v, want nil", err)
+		}
+		if n == 91 && (!errors.Is(err, sinkkinesis.ErrInvalidConfig) || !strings.Contains(err.Error(), "Origin of 91 bytes")) {
+			t.Errorf("New with an Origin of 91 bytes = %v, want ErrInvalidConfig naming Origin", err)
+		}
+	}
 	// A limit that leaves no room for a letter once the tag's room is
 	// taken would fail every Quarantine, and so every batch quarantining.
 	_, err = kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: servers.Env(t).Kinesis(), Stream: "s", Origin: "app", MaxRecordBytes: 1000})
@@ -209,5 +221,76 @@ func TestFleetWorkersKept(t *testing.T) {
 	want := []stream.DeadLetter{a[0], a[1], b[0]}
 	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
 		t.Errorf("letters of two workers after the filter (-want +got):\n%s", diff)
+	}
+}
+
+// TestTimeReusedWithoutLog quarantines, from the outputs of two Runs of a
+// pipeline on one worker without a recovery log (two Streams: the process
+// restarted, its wall clock behind the first Run's batches), letters of
+// the same batch time, output and indexes, each Run's twice (an output
+// retried): the origin filter keeps each Run's letters once. Tagged by
+// Origin, batch time and index alone, the second Run's letters had the
+// first's tags and were dropped as copies of them, and lost.
+func TestTimeReusedWithoutLog(t *testing.T) {
+	s, c, name := newStream(t)
+	restarted, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := []stream.DeadLetter{letter(0, 0, "a0"), letter(0, 1, "a1")}
+	b := []stream.DeadLetter{letter(0, 0, "b0")}
+	for _, run := range []struct {
+		s  *kinesis.Stream
+		ls []stream.DeadLetter
+	}{{s, a}, {restarted, b}} {
+		letterstest.OnPipeline(t, nil, func(ctx context.Context) error {
+			for range 2 {
+				if err := run.s.Quarantine(ctx, run.ls); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	got, n := read(t, c, name, false)
+	if n != 6 {
+		t.Errorf("%d records, want 6: a copy per call", n)
+	}
+	want := []stream.DeadLetter{a[0], a[1], b[0]}
+	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters of two Runs after the filter (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecomputedOtherLetters quarantines, from the output of a pipeline
+// with a recovery log, a batch's letters, then, through another Stream
+// (the process restarted), the letters of the batch recomputed, which
+// failed another record than the first time (a flaky downstream), twice:
+// the origin filter keeps both letters, each once. Tagged by batch time
+// and index alone, the second letter had the first's tag and was dropped
+// as a copy of it, and lost.
+func TestRecomputedOtherLetters(t *testing.T) {
+	s, c, name := newStream(t)
+	restarted, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := letter(0, 0, "a")
+	other := letter(0, 0, "b")
+	other.Offset = 3
+	for _, run := range []struct {
+		s *kinesis.Stream
+		l stream.DeadLetter
+	}{{s, first}, {restarted, other}, {restarted, other}} {
+		letterstest.OnPipeline(t, recovery.Dir(t.TempDir()), func(ctx context.Context) error {
+			return run.s.Quarantine(ctx, []stream.DeadLetter{run.l})
+		})
+	}
+	got, n := read(t, c, name, false)
+	if n != 3 {
+		t.Errorf("%d records, want 3: a copy per call", n)
+	}
+	if diff := cmp.Diff([]stream.DeadLetter{first, other}, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters after the filter (-want +got):\n%s", diff)
 	}
 }
