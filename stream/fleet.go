@@ -38,8 +38,8 @@ func SharesShards(ctx context.Context) bool {
 // takes a batch time it wrote before for that batch checks it: sink/files
 // and sink/deadletter do, and without a log compare what they wrote;
 // sink/deadletter/dynamodb and sink/kinesis then name their letters and
-// origin tags by the Run. It reports
-// false for any other ctx. It is safe for concurrent use.
+// origin tags by the Run. It reports false for any other ctx. It is safe
+// for concurrent use.
 func HasRecovery(ctx context.Context) bool {
 	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
 	return p != nil && p.cfg.Recovery != nil
