@@ -201,34 +201,14 @@ func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 // cause of ctx.
 func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 	if e.log == nil && e.cfg.Recovery != nil {
-		// A drain requested while the log opens, or the state loads, ends
-		// the opening: nothing has run yet, so there is nothing to finish,
-		// and the drain need not wait out its bound for a table to become
-		// active or a large snapshot to be read. A drain requested before
-		// Run (Drain, then Run) still opens the log and drains at once.
-		octx, ocancel := context.WithCancel(ctx)
-		defer ocancel()
-		opened := func() {}
-		select {
-		case <-drainc:
-		default:
-			opened = onClose(drainc, ocancel)
-			defer opened()
-		}
-		opening := func(err error) error {
-			switch {
-			case ctx.Err() != nil:
-				return nil // stopped while opening: the cause says why
-			case octx.Err() != nil && errors.Is(err, context.Canceled):
-				return nil // drained while opening
-			}
-			return err
-		}
 		end := e.watchOpen()
-		l, st, err := e.openLog(octx)
+		l, st, err := e.openLog(ctx)
 		end()
 		if err != nil {
-			return opening(err)
+			if ctx.Err() != nil {
+				return nil // stopped while opening: the cause says why
+			}
+			return err
 		}
 		defer func() {
 			end := e.watchWait("stream: Run still waits for the recovery log's Close, its last call",
@@ -247,12 +227,14 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 			fail:      func(err error) { e.fail(fmt.Errorf("stream: %w", err)) },
 			inherited: st.ReservedThrough, runThrough: lastRunThrough(st), inOrder: len(e.ticks) > 0}
 		end = e.watchOpen()
-		err = e.openState(octx, l, st)
+		err = e.openState(ctx, l, st)
 		end()
 		if err != nil {
-			return opening(err)
+			if ctx.Err() != nil {
+				return nil // stopped while restoring the state: the cause says why
+			}
+			return err
 		}
-		opened() // a drain from now on drains
 	}
 	if e.log == nil {
 		e.log = noLog{}
@@ -288,25 +270,6 @@ func (e *engine) run(ctx context.Context, drainc <-chan struct{}) (err error) {
 		cancel()
 	}
 	return nil
-}
-
-// onClose calls f once c is closed, unless stop is called first. stop
-// waits for f, if it was called, to return; it may be called more than
-// once.
-func onClose(c <-chan struct{}, f func()) (stop func()) {
-	done, ended := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ended)
-		select {
-		case <-c:
-			f()
-		case <-done:
-		}
-	}()
-	return sync.OnceFunc(func() {
-		close(done)
-		<-ended
-	})
 }
 
 // watchEnd watches a wait of a stopping Run after its goroutines, and so

@@ -181,11 +181,9 @@ func (p *Pipeline) validateLocked() error {
 // When ctx is done, Run drains, as Drain does: the receivers stop
 // gracefully (they push what they hold, hand their shards back and write
 // their last checkpoints) and the stored blocks are processed. The drain is
-// bounded by Config.DrainTimeout: past it, Run stops now, as Stop does. A
-// drain asked for while Run still opens its recovery log or loads its
-// state ends that at once, since nothing has run yet. The values of ctx
-// are kept for the whole Run; only its cancellation starts the drain. So
-// the program
+// bounded by Config.DrainTimeout: past it, Run stops now, as Stop does. The
+// values of ctx are kept for the whole Run; only its cancellation starts
+// the drain. So the program
 //
 //	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 //	defer stop()
