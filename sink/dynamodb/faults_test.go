@@ -114,6 +114,49 @@ func TestSilentCallRetried(t *testing.T) {
 	}
 }
 
+// TestSilentCallsWarnedOnce checks, against dynalite behind a
+// fault-injecting HTTP client, that concurrent writes whose calls all get
+// no answer (DynamoDB unreachable) log one WARN between them, not one
+// each: with the default Concurrency an outage would log 16 lines at once.
+func TestSilentCallsWarnedOnce(t *testing.T) {
+	t.Parallel()
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	const writes = 4
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Hang, Times: writes}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+	ctx := t.Context()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	var logs safeBuffer
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: writes, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	const timeout = 100 * time.Millisecond
+	dynamodb.SetCallTimeout(s, timeout)
+	b := batch.New(1_700_000_000_000, nil, events(writes, writes, false))
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, b) }()
+	if err := tr.WaitInjected(ctx, "UpdateItem", faults.Hang, writes); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(timeout)                                    // every held call times out
+	if err := clk.WaitForWaiters(ctx, writes); err != nil { // the waits before their retries
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Second) // the longest wait before a retry
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(logs.String(), "cause=timeout"); n != 1 {
+		t.Errorf("%d WARN lines of calls with no answer from %d writes at once, want 1:\n%s", n, writes, logs.String())
+	}
+}
+
 // TestTransactionConflictRetried checks, against dynalite behind a
 // fault-injecting HTTP client, that a write DynamoDB rejects with
 // TransactionConflictException (the item is held by another writer's

@@ -153,6 +153,10 @@ type Sink[T any] struct {
 	anyTime  bool // Config.AllowBatchTimeVersions
 
 	written, skipped, retried atomic.Int64
+	// silent is set while a write's streak has warned of a call with no
+	// answer and no write that failed has got through since: the writes
+	// in flight go to one endpoint, so one WARN speaks for them all.
+	silent atomic.Bool
 }
 
 // Stats counts what a Sink did since New.
@@ -542,8 +546,10 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 				st = s.streak("write")
 			}
 			s.retried.Add(1)
+			// A silent call holds its item the whole timeout: warn at once,
+			// once for the writes in flight (see silent).
 			c := cause(err)
-			st.Failed(n, c, c == "timeout", err) // a silent call holds its item the whole timeout: warn at once
+			st.Failed(n, c, c == "timeout" && s.silent.CompareAndSwap(false, true), err)
 			if werr := wait.Wait(ctx, s.clock); werr != nil {
 				return context.Cause(ctx)
 			}
@@ -551,6 +557,7 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		}
 		if st != nil {
 			st.Ended(n)
+			s.silent.Store(false)
 		}
 		return err
 	}
