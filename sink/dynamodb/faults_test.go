@@ -63,97 +63,76 @@ func TestThrottlingAndLostAnswersRetried(t *testing.T) {
 	}
 }
 
-// TestSilentCallRetried checks, against dynalite behind a fault-injecting
-// HTTP client, that a write whose request gets no answer (held silent) is
-// abandoned after the call timeout and retried, and lands once, the call
-// logged at WARN at once, naming the endpoint and the fix. The call
-// timeout and the wait before the retry run on a manual clock, advanced once
-// the write is held: a call slowed by a loaded machine never times out.
-func TestSilentCallRetried(t *testing.T) {
-	t.Parallel()
+// writeHeld writes a batch of items distinct items with a Sink of
+// concurrency writes at once, to dynalite behind a fault-injecting HTTP
+// client that holds the first held UpdateItem calls silent. The call
+// timeout and the waits before retries run on a manual clock, advanced
+// once every held call is in: a call slowed by a loaded machine never
+// times out. It checks that every item landed once, and returns the
+// Sink's Stats and its log.
+func writeHeld(t *testing.T, concurrency, items, held int) (dynamodb.Stats, string) {
+	t.Helper()
 	env := servers.Env(t)
 	setup := env.DynamoDB()
 	table := createTable(t, setup)
-	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Hang, Times: 1}}})
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Hang, Times: held}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
 	ctx := t.Context()
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	// One write in flight: advancing the clock times out the held one only.
 	var logs safeBuffer
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: concurrency, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const timeout = 100 * time.Millisecond
 	dynamodb.SetCallTimeout(s, timeout)
-	b := batch.New(1_700_000_000_000, nil, events(5, 5, false))
+	b := batch.New(1_700_000_000_000, nil, events(items, items, false))
 	done := make(chan error, 1)
 	go func() { done <- s.Write(ctx, b) }()
-	if err := tr.WaitInjected(ctx, "UpdateItem", faults.Hang, 1); err != nil {
+	if err := tr.WaitInjected(ctx, "UpdateItem", faults.Hang, held); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(timeout)                               // the held call times out
-	if err := clk.WaitForWaiters(ctx, 1); err != nil { // the wait before its retry
+	clk.Advance(timeout)                                  // the held calls time out
+	if err := clk.WaitForWaiters(ctx, held); err != nil { // the waits before their retries
 		t.Fatal(err)
 	}
 	clk.Advance(5 * time.Second) // the longest wait before a retry
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := tr.Injected("UpdateItem", faults.Hang); n != 1 {
-		t.Fatalf("%d UpdateItem calls held, want 1", n)
+	if n := tr.Injected("UpdateItem", faults.Hang); n != held {
+		t.Fatalf("%d UpdateItem calls held, want %d", n, held)
 	}
 	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
-	if st := s.Stats(); st.Retried != 1 || st.Written != 5 {
+	return s.Stats(), logs.String()
+}
+
+// TestSilentCallRetried checks that a write whose request gets no answer
+// (held silent) is abandoned after the call timeout and retried, and lands
+// once, the call logged at WARN at once, naming the endpoint and the fix.
+func TestSilentCallRetried(t *testing.T) {
+	t.Parallel()
+	// One write in flight: advancing the clock times out the held one only.
+	st, text := writeHeld(t, 1, 5, 1)
+	if st.Retried != 1 || st.Written != 5 {
 		t.Errorf("Stats %+v, want 5 written, 1 retried", st)
 	}
-	if text := logs.String(); !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause=timeout") || !strings.Contains(text, "does not answer") {
+	if !strings.Contains(text, "level=WARN") || !strings.Contains(text, "cause=timeout") || !strings.Contains(text, "does not answer") {
 		t.Errorf("want a WARN of the call with no answer, naming the fix:\n%s", text)
 	}
 }
 
-// TestSilentCallsWarnedOnce checks, against dynalite behind a
-// fault-injecting HTTP client, that concurrent writes whose calls all get
-// no answer (DynamoDB unreachable) log one WARN between them, not one
+// TestSilentCallsWarnedOnce checks that concurrent writes whose calls all
+// get no answer (DynamoDB unreachable) log one WARN between them, not one
 // each: with the default Concurrency an outage would log 16 lines at once.
 func TestSilentCallsWarnedOnce(t *testing.T) {
 	t.Parallel()
-	env := servers.Env(t)
-	setup := env.DynamoDB()
-	table := createTable(t, setup)
 	const writes = 4
-	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Hang, Times: writes}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
-	ctx := t.Context()
-	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	var logs safeBuffer
-	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: writes, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	const timeout = 100 * time.Millisecond
-	dynamodb.SetCallTimeout(s, timeout)
-	b := batch.New(1_700_000_000_000, nil, events(writes, writes, false))
-	done := make(chan error, 1)
-	go func() { done <- s.Write(ctx, b) }()
-	if err := tr.WaitInjected(ctx, "UpdateItem", faults.Hang, writes); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(timeout)                                    // every held call times out
-	if err := clk.WaitForWaiters(ctx, writes); err != nil { // the waits before their retries
-		t.Fatal(err)
-	}
-	clk.Advance(5 * time.Second) // the longest wait before a retry
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
-		t.Errorf("table (-want +got):\n%s", diff)
-	}
-	if n := strings.Count(logs.String(), "cause=timeout"); n != 1 {
-		t.Errorf("%d WARN lines of calls with no answer from %d writes at once, want 1:\n%s", n, writes, logs.String())
+	_, text := writeHeld(t, writes, writes, writes)
+	if n := strings.Count(text, "cause=timeout"); n != 1 {
+		t.Errorf("%d WARN lines of calls with no answer from %d writes at once, want 1:\n%s", n, writes, text)
 	}
 }
 
