@@ -12,7 +12,12 @@
 // port. Only Node.js 20+ and npm are needed. Close the Env to stop them; if
 // the program dies instead, each server exits with it. Clients from
 // Env.KinesisMock work around kinesis-mock's SubscribeToShard quirk (it omits
-// the initial-response message the SDK waits for). npm runs with
+// the initial-response message the SDK waits for). kinesalite is started
+// with one fix: it never answered GetShardIterator AT_TIMESTAMP on a shard
+// holding no record at or after the time, which weir asks for whenever a
+// lease starts at LATEST (the default), so a reader waited and warned until
+// a record arrived; it now answers, as Kinesis does, with an iterator that
+// reads the records put from then on. npm runs with
 // --ignore-scripts, and npm and the servers see only PATH, HOME, the
 // temporary folder and the locale of your environment (npm also proxies and
 // npm_config_*), never AWS_* credentials. An installed tree is reused only

@@ -32,6 +32,17 @@ process.stdin.resume();
 // client hung up before sending all of it, which kills the server. A client
 // hanging up is normal (a cancelled context does it), so the launcher logs
 // and survives that one error; any other uncaught error still ends it.
+//
+// kinesalite never answers GetShardIterator AT_TIMESTAMP on a shard that
+// holds no record at or after the time: its read of the shard ends without
+// calling back, and the client waits for its timeout. Kinesis returns the
+// iterator of the next record to arrive (the Timestamp parameter: "If a
+// record with this exact time stamp does not exist, the iterator returned
+// is for the next (later) record"), and weir asks for AT_TIMESTAMP on a
+// quiet shard whenever a lease starts at LATEST, the default. The launcher
+// wraps kinesalite's action: such a request gets the iterator LATEST gives,
+// resolved before the shard is read, so that no record put meanwhile is
+// skipped; any other request goes to kinesalite as it is.
 const nodeLauncher = `
 process.on('uncaughtException', (err) => {
   if (err && (err.code === 'ECONNRESET' || err.message === 'aborted')) {
@@ -42,6 +53,38 @@ process.on('uncaughtException', (err) => {
   process.exit(1);
 });
 const [mod, opts, port] = process.argv.slice(1);
+(function answerAtTimestamp() {
+  let file;
+  try { file = require.resolve(mod + '/actions/getShardIterator'); } catch (e) { return; } // not kinesalite
+  const db = require(mod + '/db');
+  const original = require(file);
+  require.cache[file].exports = function getShardIterator(store, data, cb) {
+    let shardIx;
+    try { shardIx = db.resolveShardId(data.ShardId).shardIx; } catch (e) { shardIx = -1; }
+    if (data.ShardIteratorType !== 'AT_TIMESTAMP' || data.Timestamp == null || data.StartingSequenceNumber != null ||
+        data.Timestamp * 1000 > Date.now() || shardIx < 0) {
+      return original(store, data, cb);
+    }
+    const latest = Object.assign({}, data, { ShardIteratorType: 'LATEST' });
+    delete latest.Timestamp;
+    original(store, latest, (err, res) => {
+      if (err) return original(store, data, cb);
+      let done = false;
+      const finish = (later) => {
+        if (done) return;
+        done = true;
+        if (later) original(store, data, cb); else cb(null, res);
+      };
+      const rs = store.getStreamDb(data.StreamName).createReadStream({ gt: db.shardIxToHex(shardIx), lt: db.shardIxToHex(shardIx + 1) });
+      rs.on('data', (item) => {
+        if (item.value.ApproximateArrivalTimestamp >= data.Timestamp) { finish(true); rs.destroy(); }
+      });
+      rs.on('end', () => finish(false));
+      rs.on('close', () => finish(false));
+      rs.on('error', (e) => { if (!done) { done = true; cb(e); } });
+    });
+  };
+})();
 const server = require(mod)(JSON.parse(opts));
 server.on('error', (err) => {
   console.error('localaws launcher: ' + (err.code || '') + ' ' + err.message);
