@@ -12,7 +12,7 @@
 // fleet, worker, so that the workers of a fleet never write each other's
 // letters, nor a Run without a log (whose batch times may repeat) an
 // earlier Run's, nor a recomputed batch that failed other records the
-// first attempt's; see Table for the
-// items and DESIGN.md's Failure model in the repository for what is
-// quarantined.
+// first attempt's. The keys name no pipeline: a table holds one
+// pipeline's letters. See Table for the items and DESIGN.md's Failure
+// model in the repository for what is quarantined.
 package dynamodb

@@ -96,8 +96,17 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // skipped as already applied, lost; named by its Run, it is an item of its
 // own (such a Run runs no batch of an earlier Run again, so nothing is
 // doubled). Quarantine called with the context of no pipeline keys
-// letters as on one worker with a log. A Table is safe for concurrent use
-// and holds no resource to close.
+// letters as on one worker with a log.
+//
+// A table holds the letters of one pipeline (of all its workers): the keys
+// name no pipeline, so another pipeline's letter of the same output index
+// would have the key of this one's, if it names the same source record
+// (both read one stream) or, at the same batch time, holds an equal record
+// without a source range, and its write would be skipped as already
+// applied, or replace this one's letter, which is then lost. Give each
+// pipeline a table of its own, as a directory of letters is locked by one
+// pipeline and a dead-letter stream's Origin names one. A Table is safe
+// for concurrent use and holds no resource to close.
 type Table struct {
 	sink   *sinkddb.Sink[written]
 	client sinkddb.Client
