@@ -44,9 +44,9 @@ func TestReplayClockAhead(t *testing.T) {
 				kc := func() (*kinesis.Client, error) { return c, nil }
 				var err error
 				if store == "table" {
-					err = replayTable(ctx, kc, clk, s, f.stream, []string{"1000-0-1"}, &out)
+					err = replayTable(ctx, kc, clk, s, f.stream, []string{f.ids[1]}, &out)
 				} else {
-					err = replay(ctx, kc, clk, f.dir, f.stream, []string{"1000-0-1"}, &out)
+					err = replay(ctx, kc, clk, f.dir, f.stream, []string{f.ids[1]}, &out)
 				}
 				return out.String(), err
 			}
@@ -72,13 +72,13 @@ func TestReplayClockAhead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				e = state["1000-0-1"]
+				e = state[f.ids[1]]
 			} else {
 				state, err := readJournal(f.dir)
 				if err != nil {
 					t.Fatal(err)
 				}
-				e = state["1000-0-1"]
+				e = state[f.ids[1]]
 			}
 			if e.State != statePutting || e.Kinesis.IsZero() || e.Kinesis.After(time.Now()) {
 				t.Fatalf("the letter's replay state %+v, want putting, with Kinesis's time (the Date of its answer)", e)
@@ -96,7 +96,7 @@ func TestReplayClockAhead(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the replay after the lost answer: %v\n%s", err, out)
 			}
-			if !strings.Contains(out, "1000-0-1: found in "+f.stream) {
+			if !strings.Contains(out, f.ids[1]+": found in "+f.stream) {
 				t.Errorf("the replay after the lost answer says:\n%s\nwant the letter found in the stream", out)
 			}
 			var got []string

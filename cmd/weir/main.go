@@ -10,10 +10,11 @@
 //	weir deadletters replay -dir dead-letters -stream orders -all
 //	weir deadletters replay -table dead-letters -stream orders -all
 //
-// A letter is named <batch time>-<output>-<index>. Replay puts a letter's
-// record as it was read (a kinesis.Record's Data, PartitionKey and
-// ExplicitHashKey; a letter of []byte or string records gets its ID as
-// partition key) and records, in the directory's replays.jsonl (or the
+// A letter of a directory is named <batch time>-<output>-<index>, one of a
+// table by its item's key, <batch>-<index> (see sink/deadletter/dynamodb's
+// Table). Replay puts a letter's record as it was read (a kinesis.Record's
+// Data, PartitionKey and ExplicitHashKey; a letter of []byte or string
+// records gets its ID as partition key) and records, in the directory's replays.jsonl (or the
 // letter's item, attribute "replay", by a conditional UpdateItem), that it
 // is about to put it and then that it did, each durably; a letter done is
 // never put again, and one a crash left between the two is looked for in

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 type fixture struct {
 	dir, stream string
 	c           *kinesis.Client
-	ids         []string
+	ids         []string // the letters' names in the store, by batch
 	store       []string // the flags naming the dead-letter store
 	batches     [][]stream.DeadLetter
 }
@@ -237,14 +237,14 @@ func TestReplayRefusedPut(t *testing.T) {
 			if store == "table" {
 				f, _ = newTableFixture(t)
 			}
-			args := append([]string{"deadletters", "replay", "-stream", f.stream + "-missing", "-id", "1000-0-0"}, f.store...)
+			args := append([]string{"deadletters", "replay", "-stream", f.stream + "-missing", "-id", f.ids[0]}, f.store...)
 			out, err := f.cmd(t, args...)
 			var notFound *types.ResourceNotFoundException
 			if !errors.As(err, &notFound) {
 				t.Fatalf("replay into a stream that does not exist = %v, want ResourceNotFoundException\n%s", err, out)
 			}
 			f.replay(t)
-			want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
+			want := []string{f.ids[2] + "=c", "k1=a", "k2=b", "k4=d"}
 			if diff := cmp.Diff(want, f.records(t)); diff != "" {
 				t.Errorf("stream after replaying all (-want +got):\n%s", diff)
 			}

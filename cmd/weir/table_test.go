@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
@@ -25,11 +26,12 @@ import (
 // and region from the environment, the endpoint from -endpoint).
 func TestListTable(t *testing.T) {
 	env := servers.Env(t)
-	name := newTable(t, env, [][]stream.DeadLetter{
+	batches := [][]stream.DeadLetter{
 		{{Time: 2000, Output: 1, Index: 0, Record: []byte("c"), Encoding: "raw", Err: "boom"}},
 		{{Time: 1000, Output: 0, Index: 0, Record: []byte("a"), Encoding: "raw", Err: "boom"},
 			{Time: 1000, Output: 0, Index: 1, Record: []byte("b"), Encoding: "raw", Err: "panic: kaboom\nmore"}},
-	})
+	}
+	name := newTable(t, env, batches)
 	localCredentials(t)
 	var out bytes.Buffer
 	args := []string{"deadletters", "list", "-table", name, "-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
@@ -44,7 +46,8 @@ func TestListTable(t *testing.T) {
 			t.Errorf("line %q: want REPLAYED no", line)
 		}
 	}
-	if got, want := strings.Join(ids, " "), "1000-0-0 1000-0-1 2000-1-0"; got != want {
+	want := []string{tableLetter(batches[1][0]).id, tableLetter(batches[1][1]).id, tableLetter(batches[0][0]).id}
+	if got, want := strings.Join(ids, " "), strings.Join(want, " "); got != want {
 		t.Errorf("listed %s, want %s:\n%s", got, want, out.String())
 	}
 	if err := run(t.Context(), []string{"deadletters", "list", "-table", name, "-dir", "d"}, &out, nil); err == nil || !strings.Contains(err.Error(), "-dir and -table") {
@@ -71,6 +74,13 @@ func newTableFixture(t *testing.T) (*fixture, tableStore) {
 	name := newTable(t, env, f.batches)
 	localCredentials(t)
 	f.store = []string{"-table", name, "-table-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
+	// The letters have no source range: their IDs name their records.
+	f.ids = f.ids[:0]
+	for _, b := range f.batches {
+		for _, l := range b {
+			f.ids = append(f.ids, tableLetter(l).id)
+		}
+	}
 	return f, tableStore{c: env.DynamoDB(), table: name}
 }
 
@@ -92,9 +102,10 @@ func newTable(t *testing.T, env *localaws.Env, batches [][]stream.DeadLetter) st
 	return name
 }
 
-// tableLetter returns l as a table written by one worker holds it.
+// tableLetter returns l, alone in its Quarantine, as a table written by
+// one worker with a recovery log holds it.
 func tableLetter(l stream.DeadLetter) letter {
-	key := lettertable.Key(l, "")
+	key := lettertable.Keys([]stream.DeadLetter{l}, "")[0]
 	return letter{id: lettertable.ID(key), key: key, DeadLetter: l}
 }
 
@@ -119,16 +130,16 @@ func checkDone(t *testing.T, f *fixture, s tableStore) {
 // done is never put again, and list -table says where each went.
 func TestReplayTableOnce(t *testing.T) {
 	f, s := newTableFixture(t)
-	f.replay(t, "1000-0-1")
+	f.replay(t, f.ids[1])
 	if diff := cmp.Diff([]string{"k2=b"}, f.records(t)); diff != "" {
 		t.Errorf("after replaying one (-want +got):\n%s", diff)
 	}
 	f.replay(t)
 	out := f.replay(t)
-	if !strings.Contains(out, "1000-0-0: already replayed to "+f.stream) {
+	if !strings.Contains(out, f.ids[0]+": already replayed to "+f.stream) {
 		t.Errorf("a third replay says:\n%s\nwant every letter already replayed", out)
 	}
-	want := []string{"2000-1-0=c", "k1=a", "k2=b", "k4=d"}
+	want := []string{f.ids[2] + "=c", "k1=a", "k2=b", "k4=d"}
 	if diff := cmp.Diff(want, f.records(t)); diff != "" {
 		t.Errorf("stream after replaying all, twice (-want +got):\n%s", diff)
 	}
@@ -167,10 +178,10 @@ func TestReplayTableCrashWindows(t *testing.T) {
 	}
 
 	out := f.replay(t)
-	if !strings.Contains(out, "1000-0-1: found in "+f.stream) || !strings.Contains(out, "1000-0-0: replayed to "+f.stream) {
-		t.Errorf("replay says:\n%s\nwant 1000-0-1 found in the stream and 1000-0-0 put", out)
+	if !strings.Contains(out, f.ids[1]+": found in "+f.stream) || !strings.Contains(out, f.ids[0]+": replayed to "+f.stream) {
+		t.Errorf("replay says:\n%s\nwant %s found in the stream and %s put", out, f.ids[1], f.ids[0])
 	}
-	want := []string{"2000-1-0=c", "filler=x", "filler=x", "k1=a", "k2=b", "k4=d"}
+	want := []string{f.ids[2] + "=c", "filler=x", "filler=x", "k1=a", "k2=b", "k4=d"}
 	if diff := cmp.Diff(want, f.records(t)); diff != "" {
 		t.Errorf("stream after the replay (-want +got):\n%s", diff)
 	}
@@ -240,9 +251,10 @@ func TestReplayTableFleet(t *testing.T) {
 	}
 	// An item of the first format: key "<batch time>-<output>" and the
 	// letter's Index, though the letter has a range; no "batchIndex".
-	old := lettertable.Item(stream.DeadLetter{Time: 4000, Output: 0, Index: 3, Record: []byte("o"), Encoding: "raw", Err: "boom"}, "")
+	old := lettertable.Item(stream.DeadLetter{Time: 4000, Output: 0, Index: 3, Record: []byte("o"), Encoding: "raw", Err: "boom"},
+		map[string]types.AttributeValue{lettertable.HashKey: &types.AttributeValueMemberS{Value: "4000-0"}, lettertable.RangeKey: &types.AttributeValueMemberN{Value: "3"}})
 	delete(old, "batchIndex")
-	old["range"] = lettertable.Item(ls[0], "")["range"]
+	old["range"] = lettertable.Item(ls[0], nil)["range"]
 	if _, err := c.PutItem(t.Context(), &ddb.PutItemInput{TableName: aws.String(name), Item: old}); err != nil {
 		t.Fatal(err)
 	}

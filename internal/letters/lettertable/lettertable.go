@@ -7,8 +7,12 @@ package lettertable
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -30,46 +34,87 @@ const (
 // existed have none: their sort key is the Index.
 const indexAttr = "batchIndex"
 
-// Key returns the key of letter l's item, written by the writer named
-// worker: the Run of a pipeline without a recovery log, the worker of a
-// fleet, or "" (a pipeline with a log reading its shards alone). A letter read
-// from a source's shard (Range.First set) is keyed by what names its
-// source record whichever worker reads it: "batch" is
-// "<output>:<length of stream>:<stream>/<shard>/<first>" (the output's
-// index, the range's stream, shard and first sequence number) and "index"
-// its Offset. Another letter is keyed by its batch: "batch" is
-// "<batch time>-<output>" (the batch time in milliseconds), followed by
-// "/" and worker if worker is not "", and "index" its Index. The two
-// forms never meet: only the first has a ":". Items written before the
-// first form existed have the second without a worker.
-func Key(l stream.DeadLetter, worker string) map[string]types.AttributeValue {
-	if l.Range.First != "" {
-		r := l.Range
-		return map[string]types.AttributeValue{
-			HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d:%d:%s/%s/%s", l.Output, len(r.Stream), r.Stream, r.Shard, r.First)},
-			RangeKey: num(l.Offset),
+// Keys returns the keys of the items of ls, the letters of one
+// Quarantine, written by the writer named worker: the Run of a pipeline
+// without a recovery log, the worker of a fleet, or "" (a pipeline with a
+// log reading its shards alone). A letter read from a source's shard
+// (Range.First set) is keyed by what names its source record whichever
+// worker reads it: "batch" is "<output>:<length of stream>:<stream>/<shard>/<first>"
+// (the output's index, the range's stream, shard and first sequence
+// number) and "index" its Offset. Another letter is keyed by its batch
+// and what it holds: "batch" is "<batch time>-<output>/<fingerprint>"
+// (the batch time in milliseconds; the fingerprint a hash of its range,
+// offset, encoding and record, see fingerprint), followed by "/" and
+// worker if worker is not "", and "index" the number of the letters
+// before it in ls with the same "batch" (0 but for letters of equal
+// records). A batch recomputed after a crash that quarantines some of the
+// same records as its first attempt and others (a flaky downstream) thus
+// gives the same records the first attempt's keys and the others keys of
+// their own: keyed by Index, the others had the keys of the first
+// attempt's letters and were skipped as already applied, lost. The two
+// forms never meet: only the first has a ":". Items of v0.4.0 keyed a
+// letter of the second form by "<batch time>-<output>", then its worker,
+// and its Index; those of v0.3.0 keyed every letter so, without worker.
+func Keys(ls []stream.DeadLetter, worker string) []map[string]types.AttributeValue {
+	keys := make([]map[string]types.AttributeValue, len(ls))
+	seen := make(map[string]int)
+	for i, l := range ls {
+		if l.Range.First != "" {
+			r := l.Range
+			keys[i] = map[string]types.AttributeValue{
+				HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d:%d:%s/%s/%s", l.Output, len(r.Stream), r.Stream, r.Shard, r.First)},
+				RangeKey: num(l.Offset),
+			}
+			continue
 		}
+		b := fmt.Sprintf("%d-%d/%s", int64(l.Time), l.Output, fingerprint(l))
+		if worker != "" {
+			b += "/" + worker
+		}
+		keys[i] = map[string]types.AttributeValue{HashKey: &types.AttributeValueMemberS{Value: b}, RangeKey: num(seen[b])}
+		seen[b]++
 	}
-	b := fmt.Sprintf("%d-%d", int64(l.Time), l.Output)
-	if worker != "" {
-		b += "/" + worker
+	return keys
+}
+
+// fingerprintLen is the length of a letter's fingerprint in its key: 16
+// characters of base32, 80 bits.
+const fingerprintLen = 16
+
+// fingerprint returns a name of what letter l holds: a hash of its Range,
+// Offset, Encoding and Record, fingerprintLen characters of base32. Its
+// Index is left out, as a recomputed batch that quarantines fewer or
+// other records numbers them otherwise, and so are its error, panic and
+// stack: the same record failing again after a crash, with another stack
+// or message, is the same letter.
+func fingerprint(l stream.DeadLetter) string {
+	h := sha256.New()
+	var buf []byte
+	for _, f := range []string{l.Range.Stream, l.Range.Shard, l.Range.First, l.Range.Last, l.Encoding} {
+		buf = binary.AppendUvarint(buf, uint64(len(f)))
+		buf = append(buf, f...)
 	}
-	return map[string]types.AttributeValue{HashKey: &types.AttributeValueMemberS{Value: b}, RangeKey: num(l.Index)}
+	buf = binary.AppendVarint(buf, int64(l.Range.Count))
+	buf = binary.AppendVarint(buf, int64(l.Offset))
+	buf = binary.AppendUvarint(buf, uint64(len(l.Record)))
+	h.Write(buf)
+	h.Write(l.Record)
+	return base32.StdEncoding.EncodeToString(h.Sum(nil))[:fingerprintLen]
 }
 
 // ID names the letter of the item of key: "<batch>-<index>", its key
-// attributes' values. For a letter keyed by its batch on one worker it is
-// letters.ID, as for a directory's letters.
+// attributes' values.
 func ID(key map[string]types.AttributeValue) string {
 	return S(key, HashKey) + "-" + formatN(key[RangeKey])
 }
 
-// Item returns letter l's item, written by worker (see Key): its key and
-// the letter's fields as attributes of the names of their JSON (see
+// Item returns letter l's item of key (see Keys): the key and the
+// letter's fields as attributes of the names of their JSON (see
 // sink/deadletter/dynamodb's Table), but for Index, in "batchIndex"
 // ("index" being the sort key's).
-func Item(l stream.DeadLetter, worker string) map[string]types.AttributeValue {
-	it := Key(l, worker)
+func Item(l stream.DeadLetter, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	it := make(map[string]types.AttributeValue, len(key)+14)
+	maps.Copy(it, key)
 	it[indexAttr] = num(l.Index)
 	it["time"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(l.Time), 10)}
 	it["output"] = num(l.Output)

@@ -7,10 +7,12 @@
 //
 // The table, which must exist, has the partition key "batch" (a string)
 // and the sort key "index" (a number). A letter's item is keyed by its
-// source record (the shard, position and output), or by its batch, output
-// and, without a recovery log, Run or, on a fleet, worker, so that the
-// workers of a fleet never write each other's letters, nor a Run without a
-// log (whose batch times may repeat) an earlier Run's; see Table for the
-// items and DESIGN.md's Failure model in the repository for what is
-// quarantined.
+// source record (the shard, position and output), or by its batch, output,
+// a fingerprint of its record and, without a recovery log, Run or, on a
+// fleet, worker, so that the workers of a fleet never write each other's
+// letters, nor a Run without a log (whose batch times may repeat) an
+// earlier Run's, nor a recomputed batch that failed other records the
+// first attempt's. The keys name no pipeline: a table holds one
+// pipeline's letters. See Table for the items and DESIGN.md's Failure
+// model in the repository for what is quarantined.
 package dynamodb

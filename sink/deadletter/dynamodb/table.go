@@ -43,12 +43,16 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 //     "<output>:<n>:<stream>/<shard>/<first>" (the output's index, the
 //     length n of the stream's name, the stream, the shard and the range's
 //     first sequence number) and sort key "index" its Offset;
-//   - another letter by its batch: "batch" "<batch time>-<output>" (the
-//     batch time in milliseconds), followed, on a pipeline without a
-//     recovery log (stream.HasRecovery), by "/" and a random name of the
-//     pipeline's Run, or else, on a pipeline whose source shares its
-//     shards with other workers (stream.SharesShards), by "/" and a random
-//     name the Table draws in New, and "index" its Index.
+//   - another letter by its batch and its record: "batch"
+//     "<batch time>-<output>/<fingerprint>" (the batch time in
+//     milliseconds; the fingerprint 16 characters of base32 hashing the
+//     letter's range, offset, encoding and record, not its Index, error
+//     or stack), followed, on a pipeline without a recovery log
+//     (stream.HasRecovery), by "/" and a random name of the pipeline's
+//     Run, or else, on a pipeline whose source shares its shards with
+//     other workers (stream.SharesShards), by "/" and a random name the
+//     Table draws in New, and "index" 0, or the number of the batch's
+//     earlier letters of an equal record.
 //
 // Its attributes are the letter's fields, of the names of their JSON
 // (time, output, outputName, range as a map of stream, shard, first, last
@@ -73,8 +77,11 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // crash writes the same keys, and its writes are skipped as already
 // applied, so the table keeps one item per letter, as the first run wrote
 // it (its stack may differ from the recomputed one's); a recomputation
-// that quarantines fewer records (functions that are not deterministic)
-// leaves the first run's letters. A record that the worker a shard's
+// that quarantines fewer records or others (functions that are not
+// deterministic, a flaky downstream) leaves the first run's letters and
+// adds those of the records it alone quarantined, under keys of their
+// own (at least once: a record that failed only the first time is also
+// output). A record that the worker a shard's
 // lease moved to reads again, in a range from the same first record (both
 // read from the last checkpoint), and quarantines again keeps one item
 // too, the letter of the later batch time, which replaces the item and
@@ -89,8 +96,17 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // skipped as already applied, lost; named by its Run, it is an item of its
 // own (such a Run runs no batch of an earlier Run again, so nothing is
 // doubled). Quarantine called with the context of no pipeline keys
-// letters as on one worker with a log. A Table is safe for concurrent use
-// and holds no resource to close.
+// letters as on one worker with a log.
+//
+// A table holds the letters of one pipeline (of all its workers): the keys
+// name no pipeline, so another pipeline's letter of the same output index
+// would have the key of this one's, if it names the same source record
+// (both read one stream) or, at the same batch time, holds an equal record
+// without a source range, and its write would be skipped as already
+// applied, or replace this one's letter, which is then lost. Give each
+// pipeline a table of its own, as a directory of letters is locked by one
+// pipeline and a dead-letter stream's Origin names one. A Table is safe
+// for concurrent use and holds no resource to close.
 type Table struct {
 	sink   *sinkddb.Sink[written]
 	client sinkddb.Client
@@ -140,7 +156,7 @@ func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
 		cfg.Client = seen
 	}
 	s, err := sinkddb.New(ctx, cfg, func(w written) (sinkddb.Write, error) {
-		return sinkddb.Write{Item: lettertable.Item(w.l, w.worker)}, nil
+		return sinkddb.Write{Item: lettertable.Item(w.l, w.key)}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter table: %w", err)
@@ -237,6 +253,8 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 	case stream.SharesShards(ctx):
 		worker, fleet = t.worker, true
 	}
+	// Keyed by the letters as quarantined, not as cut to fit.
+	keys := lettertable.Keys(ls, worker)
 	fitted := make([]written, len(ls))
 	for i, l := range ls {
 		if l.Time != bt || l.Output != out {
@@ -250,7 +268,7 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset name the source record)",
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
-		fitted[i] = written{f, worker}
+		fitted[i] = written{f, keys[i]}
 		if fleet && l.Range.First == "" {
 			t.fleetNote.Do(func() {
 				t.logger.Warn("dead-letter table: letters without a source range, on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
@@ -284,10 +302,9 @@ func (t *Table) Letters(ctx context.Context) ([]stream.DeadLetter, error) {
 	return all, nil
 }
 
-// written is a letter to write and the name of the Run or worker writing
-// it ("" on a pipeline with a recovery log reading its shards alone),
-// which keys it if it has no source range (see lettertable.Key).
+// written is a letter to write and the key of its item (see
+// lettertable.Keys).
 type written struct {
-	l      stream.DeadLetter
-	worker string
+	l   stream.DeadLetter
+	key map[string]types.AttributeValue
 }
