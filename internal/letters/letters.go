@@ -3,6 +3,9 @@
 package letters
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -15,6 +18,36 @@ import (
 // milliseconds, as weir deadletters lists and replays it.
 func ID(l stream.DeadLetter) string {
 	return fmt.Sprintf("%d-%d-%d", int64(l.Time), l.Output, l.Index)
+}
+
+// FingerprintLen is the length of a Fingerprint: 16 characters of base32,
+// 80 bits.
+const FingerprintLen = 16
+
+// Fingerprint returns a name of which records letters are: a hash of each
+// letter's Range, Offset, Encoding and Record, and its Index if
+// withIndex, FingerprintLen characters of base32. Their errors, panics and
+// stacks are left out: the same record failing again after a crash, with
+// another stack or message, is the same letter.
+func Fingerprint(withIndex bool, ls ...stream.DeadLetter) string {
+	h := sha256.New()
+	var buf []byte
+	for _, l := range ls {
+		buf = buf[:0]
+		if withIndex {
+			buf = binary.AppendVarint(buf, int64(l.Index))
+		}
+		for _, f := range []string{l.Range.Stream, l.Range.Shard, l.Range.First, l.Range.Last, l.Encoding} {
+			buf = binary.AppendUvarint(buf, uint64(len(f)))
+			buf = append(buf, f...)
+		}
+		buf = binary.AppendVarint(buf, int64(l.Range.Count))
+		buf = binary.AppendVarint(buf, int64(l.Offset))
+		buf = binary.AppendUvarint(buf, uint64(len(l.Record)))
+		h.Write(buf)
+		h.Write(l.Record)
+	}
+	return base32.StdEncoding.EncodeToString(h.Sum(nil))[:FingerprintLen]
 }
 
 // Truncated prefixes the Encoding of a letter whose Record Fit cut: the

@@ -7,9 +7,6 @@ package lettertable
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -77,30 +75,10 @@ func Keys(ls []stream.DeadLetter, worker string) []map[string]types.AttributeVal
 	return keys
 }
 
-// fingerprintLen is the length of a letter's fingerprint in its key: 16
-// characters of base32, 80 bits.
-const fingerprintLen = 16
-
-// fingerprint returns a name of what letter l holds: a hash of its Range,
-// Offset, Encoding and Record, fingerprintLen characters of base32. Its
-// Index is left out, as a recomputed batch that quarantines fewer or
-// other records numbers them otherwise, and so are its error, panic and
-// stack: the same record failing again after a crash, with another stack
-// or message, is the same letter.
-func fingerprint(l stream.DeadLetter) string {
-	h := sha256.New()
-	var buf []byte
-	for _, f := range []string{l.Range.Stream, l.Range.Shard, l.Range.First, l.Range.Last, l.Encoding} {
-		buf = binary.AppendUvarint(buf, uint64(len(f)))
-		buf = append(buf, f...)
-	}
-	buf = binary.AppendVarint(buf, int64(l.Range.Count))
-	buf = binary.AppendVarint(buf, int64(l.Offset))
-	buf = binary.AppendUvarint(buf, uint64(len(l.Record)))
-	h.Write(buf)
-	h.Write(l.Record)
-	return base32.StdEncoding.EncodeToString(h.Sum(nil))[:fingerprintLen]
-}
+// fingerprint returns a name of what letter l holds (letters.Fingerprint).
+// Its Index is left out, as a recomputed batch that quarantines fewer or
+// other records numbers them otherwise.
+func fingerprint(l stream.DeadLetter) string { return letters.Fingerprint(false, l) }
 
 // ID names the letter of the item of key: "<batch>-<index>", its key
 // attributes' values.

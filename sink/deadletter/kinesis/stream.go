@@ -2,9 +2,6 @@ package kinesis
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,10 +68,6 @@ type Stream struct {
 
 var _ stream.DeadLetters = (*Stream)(nil)
 
-// fingerprintLen is the length of the fingerprint of a Quarantine's
-// letters in its writer's name: 16 characters of base32, 80 bits.
-const fingerprintLen = 16
-
 // New returns a Stream writing to cfg.Stream, configured as the sink of
 // package sink/kinesis is, or an error wrapping sinkkinesis.ErrInvalidConfig
 // that names every bad field. Record must be nil (the Stream encodes
@@ -96,7 +89,7 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	// The longest writer: Origin, an output of 3 digits, a fingerprint,
 	// then a Worker or a random name (on a fleet, or of the Run without a
 	// recovery log).
-	if room := origin.MaxWriterLen - len(writerSuffix(999, strings.Repeat("F", fingerprintLen))) - 1 - max(len(cfg.Worker), origin.RandomWriterLen); len(cfg.Origin) > room {
+	if room := origin.MaxWriterLen - len(writerSuffix(999, strings.Repeat("F", letters.FingerprintLen))) - 1 - max(len(cfg.Worker), origin.RandomWriterLen); len(cfg.Origin) > room {
 		problems = append(problems, fmt.Errorf("Origin of %d bytes: must be at most %d, to leave room for the output, the letters' fingerprint and the worker's or the Run's name", len(cfg.Origin), room))
 	}
 	if cfg.MaxRecordBytes != 0 && cfg.MaxRecordBytes < minRecordBytes {
@@ -110,7 +103,7 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	if _, err := s.sink(context.Background(), 999, strings.Repeat("F", fingerprintLen)); err != nil { // the longest writer name
+	if _, err := s.sink(context.Background(), 999, strings.Repeat("F", letters.FingerprintLen)); err != nil { // the longest writer name
 		return nil, err
 	}
 	return s, nil
@@ -139,29 +132,9 @@ func (s *Stream) sink(ctx context.Context, o int, fp string) (*sinkkinesis.Sink[
 	return sinkkinesis.New(cfg)
 }
 
-// fingerprint returns a name of which records letters are: a hash of each
-// letter's Index, Range, Offset, Encoding and Record, fingerprintLen
-// characters of base32. Their errors and stacks are left out: the same
-// record failing again after a crash, with another stack or message, is
-// the same letter.
-func fingerprint(letters []stream.DeadLetter) string {
-	h := sha256.New()
-	var buf []byte
-	for _, l := range letters {
-		buf = buf[:0]
-		buf = binary.AppendVarint(buf, int64(l.Index))
-		for _, f := range []string{l.Range.Stream, l.Range.Shard, l.Range.First, l.Range.Last, l.Encoding} {
-			buf = binary.AppendUvarint(buf, uint64(len(f)))
-			buf = append(buf, f...)
-		}
-		buf = binary.AppendVarint(buf, int64(l.Range.Count))
-		buf = binary.AppendVarint(buf, int64(l.Offset))
-		buf = binary.AppendUvarint(buf, uint64(len(l.Record)))
-		h.Write(buf)
-		h.Write(l.Record)
-	}
-	return base32.StdEncoding.EncodeToString(h.Sum(nil))[:fingerprintLen]
-}
+// fingerprint returns a name of which records letters are, their Index
+// included (letters.Fingerprint).
+func fingerprint(ls []stream.DeadLetter) string { return letters.Fingerprint(true, ls...) }
 
 // record returns the partition key and data of letter l.
 func record(l stream.DeadLetter) (string, []byte) {
