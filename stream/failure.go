@@ -81,9 +81,13 @@ type DeadLetters interface {
 	// records, with all of them, which share Time and Output and are
 	// numbered by Index from 0. A batch recomputed after a crash calls it
 	// again for the same Time and Output, with the same letters if the
-	// functions are deterministic: it must replace what the earlier call
-	// wrote, not add to it. An error fails the batch, as the output's own
-	// failure would without Quarantine.
+	// functions are deterministic, or with others (a flaky downstream
+	// failing other records): it must keep every letter of the last call,
+	// and not keep a letter twice. Letters of the earlier call that the
+	// last one lacks may be replaced (sink/deadletter) or kept
+	// (sink/deadletter/dynamodb and sink/deadletter/kinesis, which tell
+	// letters by their records). An error fails the batch, as the output's
+	// own failure would without Quarantine.
 	Quarantine(ctx context.Context, letters []DeadLetter) error
 }
 
