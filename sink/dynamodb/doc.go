@@ -31,6 +31,12 @@
 // counted (Stats), not an error. The repository's DESIGN.md ("Exactly-once
 // outputs") explains the scheme, the order rule and its limits.
 //
+// Batch-time versions need a recovery log: without one, nothing remembers
+// a Run's batch times, and a restart whose wall clock is behind the last
+// Run's batches gives its batches those times again, so their writes
+// without origins are skipped as already applied, and lost. Keep a
+// recovery log, or write records with origins.
+//
 // New waits for a table not yet ACTIVE or UPDATING for as long as its ctx
 // allows, not for a fixed time as for weir's own tables: the table is the
 // user's, and one being restored from a backup or to a point in time is

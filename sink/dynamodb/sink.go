@@ -36,8 +36,10 @@ const (
 	// DefaultVersionAttribute is Config.VersionAttribute's default.
 	DefaultVersionAttribute = "weirVersion"
 	// DefaultConcurrency is Config.Concurrency's default: enough requests
-	// in flight to keep a table busy from one worker, few enough not to
-	// need a larger HTTP connection pool than the SDK's.
+	// in flight to keep a table busy from one worker. The SDK's HTTP client
+	// keeps at most 10 idle connections per host, so between batches a few
+	// connections are closed and dialled again; a client whose transport
+	// keeps 16 or more (MaxIdleConnsPerHost) avoids that.
 	DefaultConcurrency = 16
 )
 
