@@ -10,6 +10,10 @@
 //	weir deadletters replay -dir dead-letters -stream orders -all
 //	weir deadletters replay -table dead-letters -stream orders -all
 //
+// The table's DynamoDB endpoint is -table-endpoint (list also takes
+// -endpoint for it, as it did first); replay's -endpoint is Kinesis's, and
+// replay says so when it is given alone with -table.
+//
 // A letter of a directory is named <batch time>-<output>-<index>, one of a
 // table by its item's key, <batch>-<index> (see sink/deadletter/dynamodb's
 // Table). Replay puts a letter's record as it was read (a kinesis.Record's
@@ -74,7 +78,7 @@ func exitCode(err error) int {
 
 // errUsage is returned for a command line the tool does not understand.
 var errUsage = errors.New(`usage:
-  weir deadletters list (-dir DIR | -table TABLE [-endpoint URL] [-region REGION])
+  weir deadletters list (-dir DIR | -table TABLE [-table-endpoint URL] [-region REGION])
   weir deadletters replay (-dir DIR | -table TABLE [-table-endpoint URL]) -stream STREAM (-id ID ... | -all) [-endpoint URL] [-region REGION]`)
 
 // clientFunc makes the Kinesis client of a replay.
@@ -134,7 +138,10 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	switch args[1] {
 	case "list":
 		table = fs.String("table", "", "the dead-letter DynamoDB table, instead of -dir")
-		endpoint = fs.String("endpoint", "", "the DynamoDB endpoint of -table (default: the AWS SDK's)")
+		// -table-endpoint as replay names it; -endpoint as earlier
+		// versions did.
+		tableEndpoint = fs.String("table-endpoint", "", "the DynamoDB endpoint of -table (default: the AWS SDK's)")
+		endpoint = fs.String("endpoint", "", "the same as -table-endpoint")
 		region = fs.String("region", "", "the AWS region (default: the AWS SDK's)")
 	case "replay":
 		table = fs.String("table", "", "the dead-letter DynamoDB table, instead of -dir")
@@ -168,7 +175,14 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	case !hasTable && *dir == "":
 		return errUsage
 	case args[1] == "list" && hasTable:
-		c, err := dynamoDB(ctx, *endpoint, *region)
+		e := *tableEndpoint
+		switch {
+		case e == "":
+			e = *endpoint
+		case *endpoint != "" && *endpoint != e:
+			return fmt.Errorf("-endpoint %s and -table-endpoint %s differ: list reads the table only; give one\n%w", *endpoint, e, errUsage)
+		}
+		c, err := dynamoDB(ctx, e, *region)
 		if err != nil {
 			return err
 		}
@@ -186,6 +200,10 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	// mistyped directory, or one without letters, is said so first.
 	kc := func() (*kinesis.Client, error) { return client(ctx, *endpoint, *region) }
 	if hasTable {
+		if *endpoint != "" && *tableEndpoint == "" {
+			// list's -endpoint is the table's: say which one replay uses.
+			fmt.Fprintf(out, "note: -endpoint %s is Kinesis's; the table is read at the AWS SDK's DynamoDB endpoint (set -table-endpoint for another)\n", *endpoint)
+		}
 		dc, err := dynamoDB(ctx, *tableEndpoint, *region)
 		if err != nil {
 			return err

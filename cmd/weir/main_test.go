@@ -252,22 +252,45 @@ func TestReplayRefusedPut(t *testing.T) {
 	}
 }
 
-// TestUsage checks that a bad command line is refused with the usage.
-// TestNoRegion runs the tool with no region anywhere (flag, environment,
-// shared config) and no endpoint: the error names -region and AWS_REGION
-// rather than the SDK's "Missing Region" (no call is sent either way).
-func TestNoRegion(t *testing.T) {
+// noRegion leaves the AWS SDK no region to find: none in the environment
+// nor in a shared config file.
+func noRegion(t *testing.T) {
+	t.Helper()
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+}
+
+// TestNoRegion runs the tool with no region anywhere (flag, environment,
+// shared config) and no endpoint: the error names -region and AWS_REGION
+// rather than the SDK's "Missing Region" (no call is sent either way).
+func TestNoRegion(t *testing.T) {
+	noRegion(t)
 	err := run(t.Context(), []string{"deadletters", "list", "-table", "letters"}, &bytes.Buffer{}, awsKinesis)
 	if err == nil || !strings.Contains(err.Error(), "pass -region, or set AWS_REGION") {
 		t.Errorf("list -table without a region = %v, want an error naming -region and AWS_REGION", err)
 	}
 }
 
+// TestReplayTableEndpointNote: replay -table with -endpoint and no
+// -table-endpoint says that -endpoint is Kinesis's and the table is read
+// at the SDK's endpoint (list's -endpoint is the table's). No call is sent:
+// without a region, the table's client is refused first.
+func TestReplayTableEndpointNote(t *testing.T) {
+	noRegion(t)
+	var out bytes.Buffer
+	args := []string{"deadletters", "replay", "-table", "letters", "-stream", "s", "-all", "-endpoint", "http://127.0.0.1:1"}
+	if err := run(t.Context(), args, &out, awsKinesis); err == nil || !strings.Contains(err.Error(), "no AWS region") {
+		t.Errorf("replay without a region = %v, want refused for it", err)
+	}
+	if !strings.Contains(out.String(), "-endpoint http://127.0.0.1:1 is Kinesis's") || !strings.Contains(out.String(), "-table-endpoint") {
+		t.Errorf("replay -table -endpoint printed %q, want a note that -endpoint is Kinesis's, naming -table-endpoint", out.String())
+	}
+}
+
+// TestUsage checks that a bad command line is refused with the usage.
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		nil,

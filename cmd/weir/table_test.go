@@ -23,7 +23,8 @@ import (
 
 // TestListTable lists the letters of a DynamoDB dead-letter table, by
 // batch time, output and index, through the command line (credentials
-// and region from the environment, the endpoint from -endpoint).
+// and region from the environment, the endpoint from -table-endpoint or
+// -endpoint).
 func TestListTable(t *testing.T) {
 	env := servers.Env(t)
 	batches := [][]stream.DeadLetter{
@@ -34,21 +35,30 @@ func TestListTable(t *testing.T) {
 	name := newTable(t, env, batches)
 	localCredentials(t)
 	var out bytes.Buffer
-	args := []string{"deadletters", "list", "-table", name, "-endpoint", env.DynamoDBEndpoint, "-region", localaws.Region}
-	if err := run(t.Context(), args, &out, nil); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
-		f := strings.Fields(line)
-		ids = append(ids, f[0])
-		if !strings.Contains(line, "  no  ") {
-			t.Errorf("line %q: want REPLAYED no", line)
+	// -table-endpoint, as replay names the table's endpoint, or -endpoint,
+	// as list named it first.
+	for _, flag := range []string{"-table-endpoint", "-endpoint"} {
+		out.Reset()
+		args := []string{"deadletters", "list", "-table", name, flag, env.DynamoDBEndpoint, "-region", localaws.Region}
+		if err := run(t.Context(), args, &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+			f := strings.Fields(line)
+			ids = append(ids, f[0])
+			if !strings.Contains(line, "  no  ") {
+				t.Errorf("line %q: want REPLAYED no", line)
+			}
+		}
+		want := []string{tableLetter(batches[1][0]).id, tableLetter(batches[1][1]).id, tableLetter(batches[0][0]).id}
+		if got, want := strings.Join(ids, " "), strings.Join(want, " "); got != want {
+			t.Errorf("%s: listed %s, want %s:\n%s", flag, got, want, out.String())
 		}
 	}
-	want := []string{tableLetter(batches[1][0]).id, tableLetter(batches[1][1]).id, tableLetter(batches[0][0]).id}
-	if got, want := strings.Join(ids, " "), strings.Join(want, " "); got != want {
-		t.Errorf("listed %s, want %s:\n%s", got, want, out.String())
+	both := []string{"deadletters", "list", "-table", name, "-table-endpoint", env.DynamoDBEndpoint, "-endpoint", "http://127.0.0.1:1"}
+	if err := run(t.Context(), both, &out, nil); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Errorf("list with two table endpoints = %v, want refused", err)
 	}
 	if err := run(t.Context(), []string{"deadletters", "list", "-table", name, "-dir", "d"}, &out, nil); err == nil || !strings.Contains(err.Error(), "-dir and -table") {
 		t.Errorf("list with -dir and -table = %v, want refused", err)
