@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -104,4 +105,27 @@ func BadCredentials(err error) bool {
 		return true
 	}
 	return false
+}
+
+// KinesisKeyFix names the fix of err when it is Kinesis refusing a call
+// for the stream's KMS key, or returns "": access to the key denied (kms:
+// action on the key to these credentials), the key disabled, deleted or
+// unusable, or the account without KMS.
+func KinesisKeyFix(err error, action string) string {
+	var (
+		denied *ktypes.KMSAccessDeniedException
+		off    *ktypes.KMSDisabledException
+		gone   *ktypes.KMSNotFoundException
+		state  *ktypes.KMSInvalidStateException
+		optIn  *ktypes.KMSOptInRequired
+	)
+	switch {
+	case errors.As(err, &denied):
+		return "allow kms:" + action + " on the stream's KMS key to these credentials, in the key's policy or an IAM policy"
+	case errors.As(err, &off), errors.As(err, &gone), errors.As(err, &state):
+		return "the stream's KMS key is disabled, deleted or unusable: enable the key, or restore it"
+	case errors.As(err, &optIn):
+		return "the AWS account has no KMS subscription: opt in to AWS KMS"
+	}
+	return ""
 }

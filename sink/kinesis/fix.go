@@ -24,14 +24,9 @@ func (s *Sink[T]) withFix(err error) error {
 // there is nothing to say beyond the error itself.
 func (s *Sink[T]) fixFor(err error) string {
 	var (
-		denied    *types.AccessDeniedException
-		kmsDenied *types.KMSAccessDeniedException
-		kmsOff    *types.KMSDisabledException
-		kmsGone   *types.KMSNotFoundException
-		kmsState  *types.KMSInvalidStateException
-		kmsOptIn  *types.KMSOptInRequired
-		notFound  *types.ResourceNotFoundException
-		api       smithy.APIError
+		denied   *types.AccessDeniedException
+		notFound *types.ResourceNotFoundException
+		api      smithy.APIError
 	)
 	code := ""
 	if errors.As(err, &api) {
@@ -41,15 +36,12 @@ func (s *Sink[T]) fixFor(err error) string {
 	if endpoint == "" {
 		endpoint = "the client's endpoint"
 	}
+	if fix := awserr.KinesisKeyFix(err, "GenerateDataKey"); fix != "" {
+		return fix + " (docs/iam/kinesis-sink.json)"
+	}
 	switch {
 	case errors.As(err, &denied), code == "AccessDeniedException", code == "AccessDenied":
 		return fmt.Sprintf("allow kinesis:PutRecords on stream %s to these credentials (the sink's IAM policy is docs/iam/kinesis-sink.json)", s.cfg.Stream)
-	case errors.As(err, &kmsDenied):
-		return "allow kms:GenerateDataKey on the stream's KMS key to these credentials, in the key's policy or an IAM policy (docs/iam/kinesis-sink.json)"
-	case errors.As(err, &kmsOff), errors.As(err, &kmsGone), errors.As(err, &kmsState):
-		return "the stream's KMS key is disabled, deleted or unusable: enable the key, or restore it"
-	case errors.As(err, &kmsOptIn):
-		return "the AWS account has no KMS subscription: opt in to AWS KMS"
 	case errors.As(err, &notFound):
 		return fmt.Sprintf("stream %s does not exist at %s: create it, or check the sink's Stream, the region and the endpoint", s.cfg.Stream, endpoint)
 	case awserr.BadCredentials(err):

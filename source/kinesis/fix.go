@@ -24,29 +24,21 @@ func withFix(op string, err error) error {
 // or "" when there is nothing to say beyond the error itself.
 func fixFor(op string, err error) string {
 	var (
-		notFound  *types.ResourceNotFoundException
-		kmsDenied *types.KMSAccessDeniedException
-		kmsOff    *types.KMSDisabledException
-		kmsGone   *types.KMSNotFoundException
-		kmsState  *types.KMSInvalidStateException
-		kmsOptIn  *types.KMSOptInRequired
-		denied    *types.AccessDeniedException
-		dns       *net.DNSError
-		api       smithy.APIError
+		notFound *types.ResourceNotFoundException
+		denied   *types.AccessDeniedException
+		dns      *net.DNSError
+		api      smithy.APIError
 	)
 	code := ""
 	if errors.As(err, &api) {
 		code = api.ErrorCode()
 	}
+	if fix := awserr.KinesisKeyFix(err, "Decrypt"); fix != "" {
+		return fix + " (docs/iam.md)"
+	}
 	switch {
 	case errors.As(err, &denied), code == "AccessDeniedException", code == "AccessDenied":
 		return fmt.Sprintf("allow the action kinesis:%s on the stream to these credentials (the IAM policies weir needs are in docs/iam.md)", op)
-	case errors.As(err, &kmsDenied):
-		return "allow kms:Decrypt on the stream's KMS key to these credentials (docs/iam.md)"
-	case errors.As(err, &kmsOff), errors.As(err, &kmsGone), errors.As(err, &kmsState):
-		return "the stream's KMS key is disabled, deleted or unusable: enable the key, or restore it"
-	case errors.As(err, &kmsOptIn):
-		return "the AWS account has no KMS subscription: opt in to AWS KMS"
 	case errors.As(err, &notFound) && op == "DescribeStreamSummary":
 		return "check Config.Stream, the region and the endpoint, or create the stream first: the stream does not exist there"
 	case errors.As(err, &notFound):
