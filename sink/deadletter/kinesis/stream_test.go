@@ -38,11 +38,7 @@ func newStream(t *testing.T) (*kinesis.Stream, *awskinesis.Client, string) {
 		t.Fatal(err)
 	}
 	c := env.Kinesis()
-	s, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, c, name
+	return streamTo(t, c, name), c, name
 }
 
 // read returns the letters in the one-shard stream name, in order, the
@@ -119,14 +115,7 @@ func TestRecomputedBatchFiltered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, n := read(t, c, name, false)
-	if n != 5 {
-		t.Errorf("%d records, want 5: a copy per call", n)
-	}
-	want := append(append([]stream.DeadLetter{}, out0...), out1...)
-	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
-		t.Errorf("letters after the filter (-want +got):\n%s", diff)
-	}
+	checkFiltered(t, c, name, 5, append(append([]stream.DeadLetter{}, out0...), out1...), "letters after the filter")
 }
 
 // TestOversizedLetter quarantines a letter with a 2 MiB record and a 1 MiB
@@ -190,6 +179,30 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// checkFiltered checks that stream name holds records records (a copy per
+// Quarantine call), and, after the origin filter, the letters want.
+func checkFiltered(t *testing.T, c *awskinesis.Client, name string, records int, want []stream.DeadLetter, what string) {
+	t.Helper()
+	got, n := read(t, c, name, false)
+	if n != records {
+		t.Errorf("%d records, want %d: a copy per call", n, records)
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+// streamTo returns a Stream to stream name of c, of Origin "app": each
+// call's is another worker's, or the same worker's restarted.
+func streamTo(t *testing.T, c *awskinesis.Client, name string) *kinesis.Stream {
+	t.Helper()
+	s, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestFleetWorkersKept quarantines, from the output of a pipeline sharing
 // its shards with other workers, letters of the same batch time, output
 // and indexes through two Streams of the same Origin, two workers, each
@@ -197,10 +210,7 @@ func TestNewRefuses(t *testing.T) {
 // letters once, as their tags name the worker.
 func TestFleetWorkersKept(t *testing.T) {
 	s, c, name := newStream(t)
-	other, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := streamTo(t, c, name)
 	a := []stream.DeadLetter{letter(0, 0, "a0"), letter(0, 1, "a1")}
 	b := []stream.DeadLetter{letter(0, 0, "b0")}
 	letterstest.OnFleet(t, func(ctx context.Context) error {
@@ -214,14 +224,7 @@ func TestFleetWorkersKept(t *testing.T) {
 		}
 		return nil
 	})
-	got, n := read(t, c, name, false)
-	if n != 6 {
-		t.Errorf("%d records, want 6: a copy per call", n)
-	}
-	want := []stream.DeadLetter{a[0], a[1], b[0]}
-	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
-		t.Errorf("letters of two workers after the filter (-want +got):\n%s", diff)
-	}
+	checkFiltered(t, c, name, 6, []stream.DeadLetter{a[0], a[1], b[0]}, "letters of two workers after the filter")
 }
 
 // TestTimeReusedWithoutLog quarantines, from the outputs of two Runs of a
@@ -233,10 +236,7 @@ func TestFleetWorkersKept(t *testing.T) {
 // first's tags and were dropped as copies of them, and lost.
 func TestTimeReusedWithoutLog(t *testing.T) {
 	s, c, name := newStream(t)
-	restarted, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	restarted := streamTo(t, c, name)
 	a := []stream.DeadLetter{letter(0, 0, "a0"), letter(0, 1, "a1")}
 	b := []stream.DeadLetter{letter(0, 0, "b0")}
 	for _, run := range []struct {
@@ -252,14 +252,7 @@ func TestTimeReusedWithoutLog(t *testing.T) {
 			return nil
 		})
 	}
-	got, n := read(t, c, name, false)
-	if n != 6 {
-		t.Errorf("%d records, want 6: a copy per call", n)
-	}
-	want := []stream.DeadLetter{a[0], a[1], b[0]}
-	if diff := cmp.Diff(want, got, cmp.Comparer(bytes.Equal)); diff != "" {
-		t.Errorf("letters of two Runs after the filter (-want +got):\n%s", diff)
-	}
+	checkFiltered(t, c, name, 6, []stream.DeadLetter{a[0], a[1], b[0]}, "letters of two Runs after the filter")
 }
 
 // TestRecomputedOtherLetters quarantines, from the output of a pipeline
@@ -271,10 +264,7 @@ func TestTimeReusedWithoutLog(t *testing.T) {
 // as a copy of it, and lost.
 func TestRecomputedOtherLetters(t *testing.T) {
 	s, c, name := newStream(t)
-	restarted, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	restarted := streamTo(t, c, name)
 	first := letter(0, 0, "a")
 	other := letter(0, 0, "b")
 	other.Offset = 3
@@ -286,11 +276,5 @@ func TestRecomputedOtherLetters(t *testing.T) {
 			return run.s.Quarantine(ctx, []stream.DeadLetter{run.l})
 		})
 	}
-	got, n := read(t, c, name, false)
-	if n != 3 {
-		t.Errorf("%d records, want 3: a copy per call", n)
-	}
-	if diff := cmp.Diff([]stream.DeadLetter{first, other}, got, cmp.Comparer(bytes.Equal)); diff != "" {
-		t.Errorf("letters after the filter (-want +got):\n%s", diff)
-	}
+	checkFiltered(t, c, name, 3, []stream.DeadLetter{first, other}, "letters after the filter")
 }
