@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/sink/deadletter/dynamodb"
 	sinkddb "github.com/weirstream/weir/sink/dynamodb"
@@ -59,11 +58,6 @@ func TestFleetLettersWithoutRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rangeless := func(i int, rec string) stream.DeadLetter {
-		l := letter(i, rec)
-		l.Range, l.Offset = batch.SeqRange{}, 0
-		return l
-	}
 	a := []stream.DeadLetter{rangeless(0, "a0"), rangeless(1, "a1")}
 	b := []stream.DeadLetter{rangeless(0, "b0")}
 	letterstest.OnFleet(t, func(ctx context.Context) error {
@@ -77,16 +71,5 @@ func TestFleetLettersWithoutRange(t *testing.T) {
 		}
 		return nil
 	})
-	got, err := tab.Letters(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Index 0 of both workers, in the order of their (random) names.
-	if len(got) != 3 || got[2].Index != 1 || !bytes.Equal(got[2].Record, []byte("a1")) {
-		t.Fatalf("letters: %d, want 3 (a0 and b0 in any order, then a1):\n%+v", len(got), got)
-	}
-	recs := map[string]bool{string(got[0].Record): true, string(got[1].Record): true}
-	if !recs["a0"] || !recs["b0"] {
-		t.Errorf("letters of index 0: %q and %q, want a0 and b0", got[0].Record, got[1].Record)
-	}
+	checkTwoWriters(t, tab)
 }

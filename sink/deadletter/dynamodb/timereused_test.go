@@ -25,6 +25,25 @@ func rangeless(i int, rec string) stream.DeadLetter {
 	return l
 }
 
+// checkTwoWriters checks that tab holds the letters a0, a1 of one writer
+// (a worker, or a Run) and b0 of another, all of index 0 but a1, once
+// each.
+func checkTwoWriters(t *testing.T, tab *dynamodb.Table) {
+	t.Helper()
+	got, err := tab.Letters(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Index 0 of both writers, in the order of their (random) names.
+	if len(got) != 3 || got[2].Index != 1 || !bytes.Equal(got[2].Record, []byte("a1")) {
+		t.Fatalf("letters: %d, want 3 (a0 and b0 in any order, then a1):\n%+v", len(got), got)
+	}
+	recs := map[string]bool{string(got[0].Record): true, string(got[1].Record): true}
+	if !recs["a0"] || !recs["b0"] {
+		t.Errorf("letters of index 0: %q and %q, want a0 and b0", got[0].Record, got[1].Record)
+	}
+}
+
 // TestTimeReusedWithoutLog quarantines, from the outputs of two Runs of a
 // pipeline on one worker without a recovery log (two Tables: the process
 // restarted, its wall clock behind the first Run's batches), letters
@@ -53,18 +72,7 @@ func TestTimeReusedWithoutLog(t *testing.T) {
 			return nil
 		})
 	}
-	got, err := tab.Letters(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Index 0 of both Runs, in the order of their (random) names.
-	if len(got) != 3 || got[2].Index != 1 || !bytes.Equal(got[2].Record, []byte("a1")) {
-		t.Fatalf("letters: %d, want 3 (a0 and b0 in any order, then a1):\n%+v", len(got), got)
-	}
-	recs := map[string]bool{string(got[0].Record): true, string(got[1].Record): true}
-	if !recs["a0"] || !recs["b0"] {
-		t.Errorf("letters of index 0: %q and %q, want a0 and b0", got[0].Record, got[1].Record)
-	}
+	checkTwoWriters(t, tab)
 }
 
 // TestKeysWithLog quarantines letters without a source range from the
