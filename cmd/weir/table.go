@@ -22,7 +22,7 @@ import (
 // put, if known) and for "done" shard and seq. Replay sets it with conditional UpdateItems,
 // each only if the state is still the one it read, so that two replays
 // never both put a letter.
-const replayAttr = "replay"
+const replayAttr = lettertable.ReplayAttr
 
 // tableStore keeps the replay state of letters on their items of table.
 type tableStore struct {

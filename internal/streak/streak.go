@@ -2,12 +2,14 @@
 // service cannot be reached, and then each time the run of failed attempts
 // doubles, so that a retry loop is never silent and an outage logs a line
 // now and then, not one per retry. The Kinesis receiver's calls and the
-// lease table's start-up use it.
+// lease table's start-up use it; the DynamoDB sink's writes in flight
+// share one (Shared).
 package streak
 
 import (
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir/clock"
@@ -60,16 +62,38 @@ type Streak struct {
 // the service cannot be reached (a refused or silent connection): the
 // first one is logged at once.
 func (s *Streak) Failed(attempt int, cause string, urgent bool, err error) {
+	s.failed(s.Clock.Now(), attempt, cause, urgent, err).log(s.Logger)
+}
+
+// Ended records that the call succeeded at attempt; a streak that was
+// warned about is reported over.
+func (s *Streak) Ended(attempt int) {
+	s.ended(s.Clock.Now(), attempt).log(s.Logger)
+}
+
+// warning is a line to log at WARN, or nothing when nil.
+type warning struct {
+	msg  string
+	args []any
+}
+
+func (w *warning) log(l *slog.Logger) {
+	if w != nil {
+		l.Warn(w.msg, w.args...)
+	}
+}
+
+// failed is Failed at now, returning what to log.
+func (s *Streak) failed(now time.Time, attempt int, cause string, urgent bool, err error) *warning {
 	if attempt == 1 {
-		s.start = s.Clock.Now()
+		s.start = now
 		s.next = WarnAt
 	}
 	if s.Quiet != nil && s.Quiet(cause) {
-		return
+		return nil
 	}
-	now := urgent && !s.warned
-	if !now && attempt < s.next {
-		return
+	if !(urgent && !s.warned) && attempt < s.next {
+		return nil
 	}
 	for attempt >= s.next {
 		s.next *= 2
@@ -84,20 +108,19 @@ func (s *Streak) Failed(attempt int, cause string, urgent bool, err error) {
 		msg = s.Prefix + ": cannot reach " + s.Service + " (" + s.Op + "); retrying " + limit
 	}
 	args := append(s.args(), "endpoint", s.endpoint(), "cause", cause,
-		"attempts", attempt, "for", s.Clock.Now().Sub(s.start).Round(time.Millisecond),
+		"attempts", attempt, "for", now.Sub(s.start).Round(time.Millisecond),
 		"err", err, "fix", s.Fix(cause, s.endpoint()))
-	s.Logger.Warn(msg, args...)
+	return &warning{msg, args}
 }
 
-// Ended records that the call succeeded at attempt; a streak that was
-// warned about is reported over.
-func (s *Streak) Ended(attempt int) {
+// ended is Ended at now, returning what to log.
+func (s *Streak) ended(now time.Time, attempt int) *warning {
 	if !s.warned {
-		return
+		return nil
 	}
 	args := append(s.args(), "endpoint", s.endpoint(), "failed_attempts", attempt-1,
-		"for", s.Clock.Now().Sub(s.start).Round(time.Millisecond))
-	s.Logger.Warn(s.Prefix+": "+s.Op+" succeeded again after failed attempts", args...)
+		"for", now.Sub(s.start).Round(time.Millisecond))
+	return &warning{s.Prefix + ": " + s.Op + " succeeded again after failed attempts", args}
 }
 
 // FixFor returns the likely fix of a streak of failures of cause, as the
@@ -117,4 +140,49 @@ func (s *Streak) endpoint() string {
 		return "AWS default for the region"
 	}
 	return s.Endpoint
+}
+
+// Shared is one Streak for the retry loops of many calls in flight at once
+// through one endpoint, such as a sink's writes: an outage fails them all,
+// and warning once per call would log as many lines at each step as there
+// are calls in flight. A Shared streak counts the failed attempts of all
+// the calls since one last got through, and warns as a Streak does on that
+// count: at once for the first urgent failure, then at WarnAt,
+// 2*WarnAt... failed attempts in all; a call that gets through ends the
+// streak, with one line if it was warned about. It is safe for concurrent
+// use, and logs outside its lock.
+type Shared struct {
+	mu     sync.Mutex
+	s      Streak
+	failed int // attempts failed since a call last got through
+}
+
+// NewShared returns a Shared streak that logs as s, whose fields are set,
+// would.
+func NewShared(s Streak) *Shared { return &Shared{s: s} }
+
+// Failed records that an attempt of one of the calls failed with err of
+// cause and is about to be retried; urgent is as for Streak.Failed.
+func (sh *Shared) Failed(cause string, urgent bool, err error) {
+	now := sh.s.Clock.Now()
+	sh.mu.Lock()
+	sh.failed++
+	w := sh.s.failed(now, sh.failed, cause, urgent, err)
+	sh.mu.Unlock()
+	w.log(sh.s.Logger)
+}
+
+// Succeeded records that a call got through: a streak warned about is
+// reported over, and the next failure starts a new one.
+func (sh *Shared) Succeeded() {
+	now := sh.s.Clock.Now()
+	sh.mu.Lock()
+	if sh.failed == 0 {
+		sh.mu.Unlock()
+		return
+	}
+	w := sh.s.ended(now, sh.failed+1)
+	sh.failed, sh.s.warned = 0, false
+	sh.mu.Unlock()
+	w.log(sh.s.Logger)
 }

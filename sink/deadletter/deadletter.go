@@ -3,6 +3,7 @@ package deadletter
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,7 +41,9 @@ const lockName = ".lock"
 
 // Dir is a directory of dead letters: a stream.DeadLetters. Each call of
 // Quarantine writes the file "letters-<batch time>-<output>.jsonl" (the
-// batch time in milliseconds, 13 digits, and the output's index, 3), one
+// batch time in milliseconds, zero-padded to 13 digits, and the output's
+// index, zero-padded to 3: an output of 1,000 or more has more, so names
+// do not sort by output, and Letters and Read order by number), one
 // stream.DeadLetter in JSON per line, in Index order, replacing the file a
 // crashed run may have written for the same batch and output (with a
 // recovery log; see Quarantine for a pipeline without one). Files are
@@ -223,18 +227,30 @@ func Read(path string) ([]stream.DeadLetter, error) {
 	return readLetters(dir)
 }
 
-// readLetters reads the letter files of dir, in name order.
+// readLetters reads the letter files of dir, by batch time, then output,
+// as numbers: the names do not sort so, as the output's 3 digits of
+// padding do not hold 1,000 and more ("-1000" comes between "-100" and
+// "-101" by name).
 func readLetters(dir *durable.Dir) ([]stream.DeadLetter, error) {
-	entries, err := dir.ReadDir() // sorted by name: by time, then output
+	entries, err := dir.ReadDir()
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
-	var all []stream.DeadLetter
+	type file struct {
+		name string
+		t    batch.Time
+		out  int
+	}
+	var files []file
 	for _, e := range entries {
-		if _, _, ok := parseName(e.Name()); !ok || !e.Type().IsRegular() {
-			continue
+		if t, out, ok := parseName(e.Name()); ok && e.Type().IsRegular() {
+			files = append(files, file{e.Name(), t, out})
 		}
-		data, err := dir.ReadFile(e.Name())
+	}
+	slices.SortFunc(files, func(a, b file) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.out, b.out)) })
+	var all []stream.DeadLetter
+	for _, f := range files {
+		data, err := dir.ReadFile(f.name)
 		if err != nil {
 			return nil, fmt.Errorf("deadletter: %w", err)
 		}
@@ -243,12 +259,12 @@ func readLetters(dir *durable.Dir) ([]stream.DeadLetter, error) {
 		for line := 1; sc.Scan(); line++ {
 			var l stream.DeadLetter
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				return nil, fmt.Errorf("deadletter: %s line %d: %w", dir.Join(e.Name()), line, err)
+				return nil, fmt.Errorf("deadletter: %s line %d: %w", dir.Join(f.name), line, err)
 			}
 			all = append(all, l)
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("deadletter: %s: %w", dir.Join(e.Name()), err)
+			return nil, fmt.Errorf("deadletter: %s: %w", dir.Join(f.name), err)
 		}
 	}
 	return all, nil

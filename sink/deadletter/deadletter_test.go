@@ -143,3 +143,50 @@ func TestQuarantineManyLettersStreams(t *testing.T) {
 		t.Fatalf("Letters = %d letters, %v; want %d, with their stack", len(got), err, n)
 	}
 }
+
+// TestLettersOrderedByOutputNumber checks that Letters and Read return the
+// letters by batch time, then output, compared as numbers, for outputs of
+// 1,000 and more, whose file names have more digits than the 3 the output
+// is padded to ("-1000" sorted by name between "-100" and "-101"), and
+// that a file named as earlier releases named it is read.
+func TestLettersOrderedByOutputNumber(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead")
+	d, err := deadletter.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	outputs := []int{1000, 101, 2, 100, 10000, 999, 1001}
+	for _, out := range outputs {
+		if err := d.Quarantine(t.Context(), letters(5000, out, "r")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Quarantine(t.Context(), letters(4000, 1500, "r")); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier release's name of batch 6000's output 7's letters.
+	if err := os.WriteFile(filepath.Join(path, "letters-0000000006000-007.jsonl"),
+		[]byte(`{"Time":6000,"Output":7,"Index":0,"Record":"cg==","Encoding":"raw"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := letters(4000, 1500, "r")
+	for _, out := range []int{2, 100, 101, 999, 1000, 1001, 10000} {
+		want = append(want, letters(5000, out, "r")...)
+	}
+	want = append(want, stream.DeadLetter{Time: 6000, Output: 7, Record: []byte("r"), Encoding: "raw"})
+	got, err := d.Letters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Letters (-want +got):\n%s", diff)
+	}
+	read, err := deadletter.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, read); diff != "" {
+		t.Errorf("Read (-want +got):\n%s", diff)
+	}
+}

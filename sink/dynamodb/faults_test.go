@@ -303,3 +303,63 @@ func TestThrottledPastCallTimeoutWarnsThrottling(t *testing.T) {
 		t.Errorf("want a WARN naming the table's capacity, not a DynamoDB that does not answer:\n%s", text)
 	}
 }
+
+// TestThrottledWritesWarnedOncePerStep checks, against dynalite behind a
+// fault-injecting HTTP client, that writes in flight together whose calls
+// keep failing (throttled) log one WARN per step of the outage for the
+// whole Sink (5, 10, 20... failed attempts in all, each naming the cause
+// and the fix) and one line when writes get through again, not one line
+// per write in flight at each step: with the default Concurrency an outage
+// logged 16 lines at every step. The call timeout is off and the waits
+// before retries run on a manual clock, advanced once every write waits,
+// so that each round of calls fails together.
+func TestThrottledWritesWarnedOncePerStep(t *testing.T) {
+	t.Parallel()
+	const writes, rounds = 8, 5 // each write fails 5 times: 40 failed attempts
+	env := servers.Env(t)
+	setup := env.DynamoDB()
+	table := createTable(t, setup)
+	tr, err := faults.New(faults.Config{Rules: []faults.Rule{{Operation: "UpdateItem", Kind: faults.Throughput, Times: writes * rounds}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.DynamoDB(func(o *ddb.Options) { o.HTTPClient, o.Retryer = tr, aws.NopRetryer{} })
+	ctx := t.Context()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	var logs safeBuffer
+	s := newSink(t, ctx, dynamodb.Config{Client: c, Table: table, Concurrency: writes, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	dynamodb.SetCallTimeout(s, 0) // the waits before retries are the only timers
+	b := batch.New(1_700_000_000_000, nil, events(writes, writes, false))
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, b) }()
+	for range rounds {
+		if err := clk.WaitForWaiters(ctx, writes); err != nil { // every write failed and waits
+			t.Fatal(err)
+		}
+		clk.Advance(5 * time.Second) // the longest wait before a retry
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(apply(nil, b.Records()...), scan(t, setup, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	text := logs.String()
+	var warned []string
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, "keeps failing") {
+			if !strings.Contains(line, "cause=throttled") || !strings.Contains(line, "capacity") {
+				t.Errorf("a warning without its cause or fix: %s", line)
+			}
+			_, n, _ := strings.Cut(line, " attempts=")
+			n, _, _ = strings.Cut(n, " ")
+			warned = append(warned, n)
+		}
+	}
+	if diff := cmp.Diff([]string{"5", "10", "20", "40"}, warned); diff != "" {
+		t.Errorf("attempts of the warnings (-want +got):\n%s\n%s", diff, text)
+	}
+	if n := strings.Count(text, "succeeded again"); n != 1 {
+		t.Errorf("%d lines of writes getting through again, want 1:\n%s", n, text)
+	}
+}

@@ -155,10 +155,10 @@ type Sink[T any] struct {
 	anyTime  bool // Config.AllowBatchTimeVersions
 
 	written, skipped, retried atomic.Int64
-	// silent is set while a write's streak has warned of a call with no
-	// answer and no write that failed has got through since: the writes
-	// in flight go to one endpoint, so one WARN speaks for them all.
-	silent atomic.Bool
+	// outage warns of the failed attempts of all the writes since one
+	// last got through: the writes in flight go to one endpoint, so an
+	// outage fails them all, and one WARN per step speaks for them all.
+	outage *streak.Shared
 }
 
 // Stats counts what a Sink did since New.
@@ -231,6 +231,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
 	s.timeout = attemptTimeout
+	s.outage = streak.NewShared(*s.streak("write"))
 	out, err := s.usableTable(ctx)
 	if err != nil {
 		return nil, err
@@ -289,7 +290,10 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // nothing was applied) and errors that leave a write's outcome unknown (no
 // answer, a broken connection, a server error) are retried with back-off
 // until DynamoDB applies or skips the write or ctx is done, logged at WARN
-// as they go on; a write refused (a ValidationException, access denied, a
+// as they go on: at once for a call with no answer, then at 5, 10, 20...
+// failed attempts of the Sink's writes in all since one last got through,
+// one line for all the writes in flight, naming the cause and the fix, and
+// one when a write gets through again; a write refused (a ValidationException, access denied, a
 // missing table) fails the batch with an error naming the table, the
 // item's key and, when it is known, the fix (the IAM action to allow, the
 // table to create), as does a put of an item over MaxItemSize
@@ -526,8 +530,7 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		return err
 	}
 	var wait *backoff.Backoff
-	var st *streak.Streak
-	for n := 1; ; n++ {
+	for {
 		actx, cancel := attempt.WithTimeout(ctx, s.clock, s.timeout)
 		err := attempt.Error(actx, send(actx), s.timeout)
 		cancel()
@@ -545,22 +548,18 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		default:
 			if wait == nil {
 				wait = retryWait.Start()
-				st = s.streak("write")
 			}
 			s.retried.Add(1)
-			// A silent call holds its item the whole timeout: warn at once,
-			// once for the writes in flight (see silent).
+			// A silent call holds its item the whole timeout: warn at once
+			// (once for the writes in flight, see outage).
 			c := cause(err)
-			st.Failed(n, c, c == "timeout" && s.silent.CompareAndSwap(false, true), err)
+			s.outage.Failed(c, c == "timeout", err)
 			if werr := wait.Wait(ctx, s.clock); werr != nil {
 				return context.Cause(ctx)
 			}
 			continue
 		}
-		if st != nil {
-			st.Ended(n)
-			s.silent.Store(false)
-		}
+		s.outage.Succeeded()
 		return err
 	}
 }

@@ -32,6 +32,17 @@ const (
 // existed have none: their sort key is the Index.
 const indexAttr = "batchIndex"
 
+// ReplayAttr is the attribute of a letter's item in which weir deadletters
+// replay keeps the letter's replay state.
+const ReplayAttr = "replay"
+
+// Attrs returns the attributes a letter's item may have besides its key
+// (see Item), ReplayAttr included; the version attribute of the sink
+// writing the items must be none of them.
+func Attrs() []string {
+	return []string{indexAttr, "time", "output", "offset", "range", "record", "outputName", "encoding", "err", "panic", "stack", ReplayAttr}
+}
+
 // Keys returns the keys of the items of ls, the letters of one
 // Quarantine, written by the writer named worker: the Run of a pipeline
 // without a recovery log, the worker of a fleet, or "" (a pipeline with a

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -122,10 +124,18 @@ var _ stream.DeadLetters = (*Table)(nil)
 
 // New returns a Table writing to cfg.Table, configured as the sink of
 // package sink/dynamodb is (its client, endpoint, version attribute,
-// concurrency, logger and clock), or an error naming what is wrong. The
+// concurrency, logger and clock), or an error naming what is wrong: a
+// VersionAttribute that names an attribute of a letter's item (see Table)
+// is refused, wrapping sinkddb.ErrInvalidConfig. The
 // table must exist, with the partition key "batch" (string) and the sort
 // key "index" (number); New does not create it.
 func New(ctx context.Context, cfg sinkddb.Config) (*Table, error) {
+	if slices.Contains(lettertable.Attrs(), cfg.VersionAttribute) {
+		// The sink would refuse every item holding it, at the first
+		// letter, failing its batch; replay would overwrite it.
+		return nil, fmt.Errorf("%w: VersionAttribute %q is an attribute of a letter's item (%s): choose another name, or leave it empty for %q",
+			sinkddb.ErrInvalidConfig, cfg.VersionAttribute, strings.Join(lettertable.Attrs(), ", "), sinkddb.DefaultVersionAttribute)
+	}
 	if cfg.Client == nil && cfg.Table != "" {
 		if err := awsconf.CheckEndpoint("Endpoint", cfg.Endpoint); err == nil {
 			c, err := awsconf.DynamoDB(ctx, cfg.AWS, cfg.Endpoint, "the dead-letter table (set Client or AWS to avoid it)")

@@ -174,3 +174,23 @@ func TestNewMissingTableNamesEndpoint(t *testing.T) {
 		t.Errorf("New on a missing table: %v, want an error naming the endpoint %s", err, env.DynamoDBEndpoint)
 	}
 }
+
+// TestNewRefusesLetterAttributeAsVersion checks that New refuses a
+// VersionAttribute that names an attribute of a letter's item, or the
+// replay state weir deadletters keeps on it: it was accepted, and the
+// first Quarantine of a letter with that attribute failed its batch (the
+// sink refuses an item holding its version attribute), or replay
+// overwrote the version.
+func TestNewRefusesLetterAttributeAsVersion(t *testing.T) {
+	c := servers.Env(t).DynamoDB()
+	name := letterstest.CreateTable(t, c)
+	for _, attr := range []string{"time", "err", "stack", "batchIndex", "replay"} {
+		_, err := dynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name, VersionAttribute: attr})
+		if !errors.Is(err, sinkddb.ErrInvalidConfig) || !strings.Contains(err.Error(), "VersionAttribute") {
+			t.Errorf("New with VersionAttribute %q = %v, want ErrInvalidConfig naming VersionAttribute", attr, err)
+		}
+	}
+	if _, err := dynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name, VersionAttribute: "letterVersion"}); err != nil {
+		t.Errorf("New with VersionAttribute letterVersion: %v", err)
+	}
+}
