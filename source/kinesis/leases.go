@@ -40,7 +40,7 @@ type leaseRun struct {
 	mu      sync.Mutex
 	events  []leaseEvent
 	owned   map[string]bool      // shards read under a lease this worker holds
-	ending  map[string]string    // drained shards waiting for completion -> what must complete (run.endSeq)
+	ending  map[string]string    // drained shards waiting for completion -> their greatest stored number (run.completedThrough)
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)

@@ -3,11 +3,16 @@ package kinesis
 import (
 	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/source"
 )
 
 // TestLeasePositionAfterAdded checks that a lease taken (back) starts after
@@ -85,5 +90,69 @@ func TestCompletedThrough(t *testing.T) {
 				t.Errorf("completedThrough = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestShardEndAfterTheRecoveredBlocksOfAForgottenShard checks that a
+// closed shard whose blocks the recovery log held uncompleted at Start can
+// still end when this worker leases it again after it forgot the shard:
+// the driver completed those blocks while another worker held the lease,
+// the shard was forgotten forgetShardAfter after this worker's reader
+// stopped, and the reader of the lease taken back resumes after the
+// recovered blocks and reaches the shard's end having stored nothing.
+// Before, the shard waited for ever for a completion it had already seen
+// (forgotten with the shard), and its children never started.
+func TestShardEndAfterTheRecoveredBlocksOfAForgottenShard(t *testing.T) {
+	const parent = "shardId-000000000000"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made: the lease is not held
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncompleted := func(stream, shard string) (string, bool) { return "100", stream == "s" && shard == parent }
+	rt := source.Runtime[Record]{Uncompleted: uncompleted}.WithDefaults()
+	if err := r.begin(rt); err != nil {
+		t.Fatal(err)
+	}
+	rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler), uncompleted: uncompleted}
+	lr, err := newLeaseRun(t.Context(), rn, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	var checks []bool
+	r.endChecked = func(shard string, ready bool) {
+		if shard == parent {
+			checks = append(checks, ready)
+		}
+	}
+
+	// This worker read the parent, then lost its lease.
+	t0 := time.Unix(0, 0)
+	r.progress.started(parent)
+	r.progress.stopped(parent, t0)
+	lr.forget(parent)
+	// The driver completes the recovered blocks of the parent.
+	r.blocksCompleted(t.Context(), []batch.BlockInfo{{Ranges: []batch.SeqRange{{Stream: "s", Shard: parent, First: "1", Last: "100", Count: 2}}}})
+	r.forgetShards(t0.Add(forgetShardAfter))
+	if _, ok := r.Stats().Shards[parent]; ok {
+		t.Fatalf("the parent is still in Stats.Shards %v after its reader stopped; the test needs it forgotten", forgetShardAfter)
+	}
+
+	// The lease taken back: the reader resumes after the recovered blocks
+	// and reaches the end having stored nothing.
+	r.progress.started(parent)
+	lr.mu.Lock()
+	lr.owned[parent] = true
+	lr.mu.Unlock()
+	ev, ok := r.progress.ended(parent)
+	if !ok {
+		t.Fatal("the parent read to its end, nothing added, is not drained")
+	}
+	rn.shardEnded(t.Context(), ev)
+	lr.handleEvents(t.Context(), nil)
+	lr.finishEnded(t.Context())
+	if diff := cmp.Diff([]bool{true}, checks); diff != "" {
+		t.Errorf("the parent's end judged ready (-want +got):\n%s", diff)
 	}
 }
