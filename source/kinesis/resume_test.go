@@ -1,7 +1,11 @@
 package kinesis
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +158,68 @@ func TestShardEndAfterTheRecoveredBlocksOfAForgottenShard(t *testing.T) {
 	lr.finishEnded(t.Context())
 	if diff := cmp.Diff([]bool{true}, checks); diff != "" {
 		t.Errorf("the parent's end judged ready (-want +got):\n%s", diff)
+	}
+}
+
+// TestShardEndWaitWarned checks, on a manual clock, that a shard read to
+// its end whose records are not completed a checkpoint interval later is
+// logged once at WARN, naming the shard, the number its end waits for and
+// the fix; before, its children waited without a word above INFO.
+func TestShardEndWaitWarned(t *testing.T) {
+	const shard = "shardId-000000000000"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(0, 0))
+	var logs bytes.Buffer // written by finishEnded only, in this goroutine
+	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	r.progress.started(shard)
+	r.progress.added(batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2})
+	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2}})
+	lr.mu.Lock()
+	lr.owned[shard] = true
+	lr.mu.Unlock()
+	ev, ok := r.progress.ended(shard)
+	if !ok {
+		t.Fatal("the shard read to its end, all of it stored, is not drained")
+	}
+	rn.shardEnded(t.Context(), ev)
+	lr.handleEvents(t.Context(), nil)
+	warns := func() []map[string]any {
+		var out []map[string]any
+		for line := range bytes.Lines(logs.Bytes()) {
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["level"] == "WARN" {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	lr.finishEnded(t.Context())
+	clk.Advance(time.Minute - time.Second)
+	lr.finishEnded(t.Context())
+	if w := warns(); len(w) != 0 {
+		t.Fatalf("WARN before a checkpoint interval passed: %v", w)
+	}
+	clk.Advance(time.Second)
+	lr.finishEnded(t.Context())
+	clk.Advance(time.Minute)
+	lr.finishEnded(t.Context())
+	w := warns()
+	if len(w) != 1 {
+		t.Fatalf("%d WARNs a checkpoint interval after the shard ended, its records not completed: %v; want 1", len(w), w)
+	}
+	if w[0]["shard"] != shard || w[0]["waits_for"] != "50" || !strings.Contains(fmt.Sprint(w[0]["fix"]), "output") {
+		t.Errorf("WARN %v; want the shard, waits_for 50 and a fix naming the outputs", w[0])
 	}
 }
