@@ -126,12 +126,20 @@ func (p *progress) handedBack(shard string, now time.Time) {
 // least after before now and whose records added to blocks are all
 // completed (none is on its way, and a shard at its end was drained), and
 // returns their IDs. A completion that comes later for one of them tracks
-// it again, as a new shard.
+// it again, as a new shard. A shard no reader read since it was tracked,
+// and no assigner holds, is known from completions alone (blocks the
+// recovery log recovered for a shard this worker does not read): the first
+// call that sees it takes it as released then, so that it is dropped after
+// too rather than kept for good; a reader that starts on it meanwhile
+// (started) keeps it.
 func (p *progress) forget(now time.Time, after time.Duration) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
 	for id, st := range p.shards {
+		if !st.reading && st.stoppedAt.IsZero() && !st.released {
+			st.stoppedAt, st.released = now, true
+		}
 		switch {
 		case !st.released || st.reading || st.stoppedAt.IsZero() || now.Sub(st.stoppedAt) < after,
 			st.ended && !st.drained,

@@ -223,3 +223,43 @@ func TestShardEndWaitWarned(t *testing.T) {
 		t.Errorf("WARN %v; want the shard, waits_for 50 and a fix naming the outputs", w[0])
 	}
 }
+
+// TestRecoveredOnlyShardForgotten checks that a shard this worker never
+// reads, known only from completions of blocks the recovery log recovered,
+// leaves Stats.Shards (and so the per-shard metrics) forgetShardAfter
+// after the first round that saw it, as a shard read here does after its
+// reader stopped; and that a lease of it taken later still ends the shard
+// once read to its end (run.completedThrough). Before, such a shard stayed
+// for good: one entry per shard per restart.
+func TestRecoveredOnlyShardForgotten(t *testing.T) {
+	const shard = "shardId-000000000007"
+	r, err := New(Config{Stream: "s", App: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncompleted := func(stream, sh string) (string, bool) { return "100", stream == "s" && sh == shard }
+	if err := r.begin(source.Runtime[Record]{Uncompleted: uncompleted}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	r.blocksCompleted(t.Context(), []batch.BlockInfo{{Ranges: []batch.SeqRange{{Stream: "s", Shard: shard, First: "1", Last: "100", Count: 2}}}})
+	t0 := time.Unix(0, 0)
+	r.forgetShards(t0)
+	r.forgetShards(t0.Add(forgetShardAfter - time.Second))
+	if _, ok := r.Stats().Shards[shard]; !ok {
+		t.Fatalf("the shard left Stats.Shards before %v; want it kept until then", forgetShardAfter)
+	}
+	r.forgetShards(t0.Add(forgetShardAfter))
+	if s, ok := r.Stats().Shards[shard]; ok {
+		t.Errorf("the shard, never read here, still in Stats.Shards %v after its completion: %+v", forgetShardAfter, s)
+	}
+
+	rn := &run{r: r, cfg: r.cfg, uncompleted: uncompleted}
+	r.progress.started(shard)
+	ev, ok := r.progress.ended(shard)
+	if !ok {
+		t.Fatal("the shard read to its end, nothing added, is not drained")
+	}
+	if !rn.completedThrough(shard, ev.lastSeq) {
+		t.Error("the shard, leased after it was forgotten and read to its end, waits for the recovered blocks completed before")
+	}
+}
