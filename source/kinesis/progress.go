@@ -152,6 +152,17 @@ func (p *progress) forget(now time.Time, after time.Duration) []string {
 	return ids
 }
 
+// track makes the shard of each range known, if it is not: a shard whose
+// per-shard counters were counted outside its progress (Recompute) is then
+// forgotten with them (see forget).
+func (p *progress) track(ranges []batch.SeqRange) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range ranges {
+		p.stateLocked(r.Shard)
+	}
+}
+
 // added records that a range of shard entered a block.
 func (p *progress) added(r batch.SeqRange) {
 	p.mu.Lock()
