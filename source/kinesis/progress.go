@@ -10,7 +10,8 @@ import (
 
 // forgetShardAfter is how long a shard's state and counters are kept after
 // its reader stopped and its assigner released it (a lease lost or handed
-// off, a shard finished), once every record read from it is completed: long
+// off, a shard finished), once every record read from it is completed, or
+// after a shard no reader reads here first showed (see progress.forget): long
 // enough for metrics to show it not read, and for a lease lost and taken
 // back to resume after what this worker read (run.doneUpTo); short enough
 // that a stream resharded often does not grow the receiver's memory and
