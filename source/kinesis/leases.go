@@ -415,6 +415,7 @@ func (lr *leaseRun) lose(ctx context.Context, c *control, shard string) {
 		lr.state.drop(ctx, lr, shard)
 	}
 	lr.forget(shard)
+	lr.rn.r.progress.letGo(shard, lr.rn.clock.Now())
 	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
 }
 

@@ -108,12 +108,13 @@ func (p *progress) release(shard string) {
 	}
 }
 
-// handedBack records that the assigner handed shard's lease back at now
-// (see release). A shard no reader read since it was last forgotten, its
-// lease handed back before a reader started, is tracked from now as one
-// whose reader stopped then, so that forget drops it, with its count of
-// leases handed back, as it drops a shard that was read.
-func (p *progress) handedBack(shard string, now time.Time) {
+// letGo records that the assigner let shard's lease go at now, handed
+// back or lost (see release). A shard no reader read since it was last
+// forgotten, its lease let go before a reader started, is tracked from now
+// as one whose reader stopped then, so that forget drops it, with its count
+// of leases handed back and its checkpointer entry, as it drops a shard
+// that was read.
+func (p *progress) letGo(shard string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stateLocked(shard)

@@ -263,3 +263,37 @@ func TestRecoveredOnlyShardForgotten(t *testing.T) {
 		t.Error("the shard, leased after it was forgotten and read to its end, waits for the recovered blocks completed before")
 	}
 }
+
+// TestLostUnreadShardForgotten checks that a shard whose lease this worker
+// lost before a reader read it (its state waiting to load) leaves
+// CheckpointStats().Shards (and so the per-shard metrics) forgetShardAfter
+// later, as a shard whose lease was handed back unread does; before,
+// unregistering it at the loss left a checkpointer entry for good.
+func TestLostUnreadShardForgotten(t *testing.T) {
+	const shard = "shardId-000000000003"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(0, 0))
+	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.DiscardHandler)}
+	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	lr.lose(t.Context(), nil, shard)
+	if _, ok := r.CheckpointStats().Shards[shard]; !ok {
+		t.Fatal("no checkpointer entry for the lost shard; the test needs one")
+	}
+	r.forgetShards(clk.Now())
+	clk.Advance(forgetShardAfter)
+	r.forgetShards(clk.Now())
+	if s, ok := r.CheckpointStats().Shards[shard]; ok {
+		t.Errorf("CheckpointStats().Shards[%s] %v after its lease was lost unread: %+v; want it forgotten", shard, forgetShardAfter, s)
+	}
+	if s, ok := r.Stats().Shards[shard]; ok {
+		t.Errorf("Stats().Shards[%s] %v after its lease was lost unread: %+v; want it forgotten", shard, forgetShardAfter, s)
+	}
+}
