@@ -68,7 +68,7 @@ func (lr *leaseRun) handOff(ctx context.Context, shard string) {
 		lr.state.drop(ctx, lr, shard)
 	}
 	lr.forget(shard)
-	lr.rn.r.progress.handedBack(shard, lr.rn.clock.Now())
+	lr.rn.r.progress.letGo(shard, lr.rn.clock.Now())
 }
 
 // finishHandoffs hands off each shard asked for whose stored records are

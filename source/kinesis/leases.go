@@ -40,7 +40,7 @@ type leaseRun struct {
 	mu      sync.Mutex
 	events  []leaseEvent
 	owned   map[string]bool      // shards read under a lease this worker holds
-	ending  map[string]string    // drained shards waiting for completion -> what must complete (run.endSeq)
+	ending  map[string]endWait   // drained shards waiting for completion (run.completedThrough)
 	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
 	refused int64                // shards refused (Stats.RefusedShards)
 	fatal   error                // stops the receiver (assign returns it)
@@ -83,7 +83,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 	lr := &leaseRun{
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
-		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]string),
+		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]endWait),
 		handing: make(map[string]time.Time),
 	}
 	lr.cp, err = checkpointer.New(checkpointer.Config{
@@ -298,7 +298,7 @@ func (lr *leaseRun) handleEvents(ctx context.Context, c *control) {
 		case ev.drained != nil:
 			lr.mu.Lock()
 			if lr.owned[ev.drained.shard] {
-				lr.ending[ev.drained.shard] = ev.drained.lastSeq
+				lr.ending[ev.drained.shard] = endWait{stored: ev.drained.lastSeq, since: lr.rn.clock.Now()}
 			}
 			lr.mu.Unlock()
 		}
@@ -415,6 +415,7 @@ func (lr *leaseRun) lose(ctx context.Context, c *control, shard string) {
 		lr.state.drop(ctx, lr, shard)
 	}
 	lr.forget(shard)
+	lr.rn.r.progress.letGo(shard, lr.rn.clock.Now())
 	lr.log.Info("kinesis: lease lost; stopped reading the shard", "shard", shard)
 }
 
@@ -476,21 +477,45 @@ func (lr *leaseRun) position(l lease.Lease) position {
 // stored.
 func (lr *leaseRun) drained(ev drainEvent) { lr.queue(leaseEvent{drained: &ev}) }
 
+// endWait is a drained shard waiting for its records to complete before
+// it is marked SHARD_END.
+type endWait struct {
+	stored string    // its greatest stored sequence number, "" if none
+	since  time.Time // when it drained
+	warned bool      // the wait was logged at WARN (see finishEnded)
+}
+
 // finishEnded marks SHARD_END every drained shard whose records are all
 // completed, so that its children may start: those it stored and those
 // the recovery log held uncompleted at Start (see run.completedThrough). A
-// failed mark is tried again on the next round.
+// failed mark is tried again on the next round. A shard still waiting a
+// checkpoint interval after it drained is logged once at WARN: its
+// children wait with it, and nothing else says so.
 func (lr *leaseRun) finishEnded(ctx context.Context) {
+	now := lr.rn.clock.Now()
 	lr.mu.Lock()
 	var ready, waiting []string
-	for shard, last := range lr.ending {
-		if lr.rn.completedThrough(shard, last) {
+	late := make(map[string]endWait)
+	for shard, w := range lr.ending {
+		switch {
+		case lr.rn.completedThrough(shard, w.stored):
 			ready = append(ready, shard)
-		} else {
+		default:
 			waiting = append(waiting, shard)
+			if !w.warned && now.Sub(w.since) >= lr.cfg.CheckpointInterval {
+				w.warned = true
+				lr.ending[shard] = w
+				late[shard] = w
+			}
 		}
 	}
 	lr.mu.Unlock()
+	for shard, w := range late {
+		done, _ := lr.rn.r.progress.latestCompleted(shard)
+		lr.log.Warn("kinesis: a shard read to its end waits for its records to complete before it is marked SHARD_END; its children do not start until then",
+			"shard", shard, "waits_for", lr.rn.endSeq(shard, w.stored), "completed", done, "waiting", now.Sub(w.since),
+			"fix", "the driver completes a batch once every output of it succeeds: find the output that fails or hangs (the pipeline's listeners are told of each failed batch)")
+	}
 	if seen := lr.rn.r.endChecked; seen != nil {
 		for _, shard := range waiting {
 			seen(shard, false)

@@ -10,7 +10,8 @@ import (
 
 // forgetShardAfter is how long a shard's state and counters are kept after
 // its reader stopped and its assigner released it (a lease lost or handed
-// off, a shard finished), once every record read from it is completed: long
+// off, a shard finished), once every record read from it is completed, or
+// after a shard no reader reads here first showed (see progress.forget): long
 // enough for metrics to show it not read, and for a lease lost and taken
 // back to resume after what this worker read (run.doneUpTo); short enough
 // that a stream resharded often does not grow the receiver's memory and
@@ -107,12 +108,13 @@ func (p *progress) release(shard string) {
 	}
 }
 
-// handedBack records that the assigner handed shard's lease back at now
-// (see release). A shard no reader read since it was last forgotten, its
-// lease handed back before a reader started, is tracked from now as one
-// whose reader stopped then, so that forget drops it, with its count of
-// leases handed back, as it drops a shard that was read.
-func (p *progress) handedBack(shard string, now time.Time) {
+// letGo records that the assigner let shard's lease go at now, handed
+// back or lost (see release). A shard no reader read since it was last
+// forgotten, its lease let go before a reader started, is tracked from now
+// as one whose reader stopped then, so that forget drops it, with its count
+// of leases handed back and its checkpointer entry, as it drops a shard
+// that was read.
+func (p *progress) letGo(shard string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stateLocked(shard)
@@ -126,12 +128,20 @@ func (p *progress) handedBack(shard string, now time.Time) {
 // least after before now and whose records added to blocks are all
 // completed (none is on its way, and a shard at its end was drained), and
 // returns their IDs. A completion that comes later for one of them tracks
-// it again, as a new shard.
+// it again, as a new shard. A shard no reader read since it was tracked,
+// and no assigner holds, is known from completions alone (blocks the
+// recovery log recovered for a shard this worker does not read): the first
+// call that sees it takes it as released then, so that it is dropped after
+// too rather than kept for good; a reader that starts on it meanwhile
+// (started) keeps it.
 func (p *progress) forget(now time.Time, after time.Duration) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
 	for id, st := range p.shards {
+		if !st.reading && st.stoppedAt.IsZero() && !st.released {
+			st.stoppedAt, st.released = now, true
+		}
 		switch {
 		case !st.released || st.reading || st.stoppedAt.IsZero() || now.Sub(st.stoppedAt) < after,
 			st.ended && !st.drained,
@@ -142,6 +152,17 @@ func (p *progress) forget(now time.Time, after time.Duration) []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// track makes the shard of each range known, if it is not: a shard whose
+// per-shard counters were counted outside its progress (Recompute) is then
+// forgotten with them (see forget).
+func (p *progress) track(ranges []batch.SeqRange) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range ranges {
+		p.stateLocked(r.Shard)
+	}
 }
 
 // added records that a range of shard entered a block.

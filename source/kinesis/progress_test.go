@@ -132,14 +132,14 @@ func TestProgressRestartAfterDrain(t *testing.T) {
 func TestProgressForgetsShardHandedBackUnread(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	p := newProgress()
-	p.handedBack("unread", t0)
+	p.letGo("unread", t0)
 	if ids := p.forget(t0.Add(forgetShardAfter-time.Second), forgetShardAfter); len(ids) != 0 {
 		t.Errorf("forgot %v before forgetShardAfter, want none", ids)
 	}
 	if diff := cmp.Diff([]string{"unread"}, p.forget(t0.Add(forgetShardAfter), forgetShardAfter)); diff != "" {
 		t.Errorf("forgot (-want +got):\n%s", diff)
 	}
-	p.handedBack("again", t0)
+	p.letGo("again", t0)
 	p.started("again") // taken back and read
 	if ids := p.forget(t0.Add(2*forgetShardAfter), forgetShardAfter); len(ids) != 0 {
 		t.Errorf("forgot %v while it is read, want none", ids)

@@ -41,6 +41,10 @@ type Receiver struct {
 
 	lease atomic.Pointer[leaseRun] // set by Start with Config.Leases, kept after
 
+	// recovered holds the shards whose blocks the recovery log held
+	// uncompleted at Start have completed (see run.completedThrough).
+	recovered recoveredShards
+
 	// endChecked, set by tests before Start, is told each time the lease
 	// side judges a drained shard: ready to be marked SHARD_END or not.
 	endChecked func(shard string, ready bool)
@@ -356,16 +360,16 @@ func (rn *run) onStored(ctx context.Context, info batch.BlockInfo) {
 	}
 }
 
-// shardEnded tells the leases (and the tests, through Config.onShardEnd)
-// that a shard drained, with the number the shard's end waits to see
-// completed (see run.endSeq) rather than only what this run stored.
+// shardEnded tells the leases that a shard drained, with what this run
+// stored of it (the lease side adds the recovered blocks: see
+// run.completedThrough), and the tests, through Config.onShardEnd, with the
+// number the shard's end waits to see completed (see run.endSeq).
 func (rn *run) shardEnded(ctx context.Context, ev drainEvent) {
-	ev.lastSeq = rn.endSeq(ev.shard, ev.lastSeq)
 	if lr := rn.r.lease.Load(); lr != nil {
 		lr.drained(ev)
 	}
 	if rn.cfg.onShardEnd != nil {
-		rn.cfg.onShardEnd(ctx, ev.shard, ev.lastSeq)
+		rn.cfg.onShardEnd(ctx, ev.shard, rn.endSeq(ev.shard, ev.lastSeq))
 	}
 }
 
@@ -394,9 +398,14 @@ func (h driverHooks) BatchCompleted(ctx context.Context, b source.BatchReport) {
 // shared recovery log, these are the numbers the checkpoints record
 // (DESIGN.md, guarantee G4). It may be called during or after Start.
 func (r *Receiver) blocksCompleted(_ context.Context, blocks []batch.BlockInfo) {
+	var uncompleted func(stream, shard string) (string, bool)
+	if rt := r.runtime(); rt != nil {
+		uncompleted = rt.Uncompleted
+	}
 	moved := false
 	for _, b := range blocks {
 		r.budget.giveBack(b.Ranges)
+		r.recovered.completed(uncompleted, r.cfg.Stream, b.Ranges)
 		if r.progress.completed(b.Ranges) {
 			moved = true
 		}

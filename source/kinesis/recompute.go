@@ -56,6 +56,11 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 	out := make([]Record, 0, info.Count)
 	read, skipped := 0, 0
 	defer func() { r.stats.recomputed(read, skipped) }()
+	// The per-shard counters its reads leave (retries) are forgotten with
+	// their shards' progress, which a shard no reader reads here (the
+	// blocks a restart recovers, of a shard another worker now reads) may
+	// not have yet: tracked, such a shard is forgotten like the others.
+	defer r.progress.track(info.Ranges)
 	recs, errs, failed := r.readRanges(ctx, rc, info.Ranges)
 	if failed != nil {
 		return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, failed)

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -82,12 +83,54 @@ func (rn *run) endSeq(shardID, stored string) string {
 }
 
 // completedThrough reports whether the records of shardID up to
-// endSeq(shardID, stored) are all completed.
+// endSeq(shardID, stored) are all completed: those stored (progress) and
+// those the recovery log held uncompleted at Start, whose completion is
+// kept apart (recoveredShards) since it must outlive the shard's progress,
+// forgotten forgetShardAfter after this worker stopped reading it: the
+// driver may complete them while another worker holds the lease, and this
+// one take it back and read the shard to its end later.
 func (rn *run) completedThrough(shardID, stored string) bool {
-	need := rn.endSeq(shardID, stored)
-	if need == "" {
-		return true
-	}
 	done, ok := rn.r.progress.latestCompleted(shardID)
-	return ok && batch.CompareSeq(done, need) >= 0
+	if stored != "" && (!ok || batch.CompareSeq(done, stored) < 0) {
+		return false
+	}
+	need := rn.endSeq(shardID, "")
+	return need == "" || ok && batch.CompareSeq(done, need) >= 0 || rn.r.recovered.has(shardID)
+}
+
+// recoveredShards records the shards whose blocks the driver's recovery
+// log held uncompleted at Start (source.Runtime.Uncompleted) are all
+// completed. It holds at most one entry per shard the log knew at Start,
+// and is safe for concurrent use.
+type recoveredShards struct {
+	mu   sync.Mutex
+	done map[string]bool
+}
+
+// completed marks each shard of ranges whose Last reaches the greatest
+// sequence number uncompleted names for it in stream. uncompleted nil
+// (no recovery log) marks nothing.
+func (s *recoveredShards) completed(uncompleted func(stream, shard string) (string, bool), stream string, ranges []batch.SeqRange) {
+	if uncompleted == nil {
+		return
+	}
+	for _, r := range ranges {
+		seq, ok := uncompleted(stream, r.Shard)
+		if !ok || !isSeq(seq) || batch.CompareSeq(r.Last, seq) < 0 {
+			continue
+		}
+		s.mu.Lock()
+		if s.done == nil {
+			s.done = make(map[string]bool)
+		}
+		s.done[r.Shard] = true
+		s.mu.Unlock()
+	}
+}
+
+// has reports whether the recovered blocks of shard are all completed.
+func (s *recoveredShards) has(shard string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[shard]
 }

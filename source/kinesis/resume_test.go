@@ -1,13 +1,22 @@
 package kinesis
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/source"
 )
 
 // TestLeasePositionAfterAdded checks that a lease taken (back) starts after
@@ -85,5 +94,206 @@ func TestCompletedThrough(t *testing.T) {
 				t.Errorf("completedThrough = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestShardEndAfterTheRecoveredBlocksOfAForgottenShard checks that a
+// closed shard whose blocks the recovery log held uncompleted at Start can
+// still end when this worker leases it again after it forgot the shard:
+// the driver completed those blocks while another worker held the lease,
+// the shard was forgotten forgetShardAfter after this worker's reader
+// stopped, and the reader of the lease taken back resumes after the
+// recovered blocks and reaches the shard's end having stored nothing.
+// Before, the shard waited for ever for a completion it had already seen
+// (forgotten with the shard), and its children never started.
+func TestShardEndAfterTheRecoveredBlocksOfAForgottenShard(t *testing.T) {
+	const parent = "shardId-000000000000"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made: the lease is not held
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncompleted := func(stream, shard string) (string, bool) { return "100", stream == "s" && shard == parent }
+	rt := source.Runtime[Record]{Uncompleted: uncompleted}.WithDefaults()
+	if err := r.begin(rt); err != nil {
+		t.Fatal(err)
+	}
+	rn := &run{r: r, cfg: r.cfg, clock: clock.Real{}, logger: slog.New(slog.DiscardHandler), uncompleted: uncompleted}
+	lr, err := newLeaseRun(t.Context(), rn, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	var checks []bool
+	r.endChecked = func(shard string, ready bool) {
+		if shard == parent {
+			checks = append(checks, ready)
+		}
+	}
+
+	// This worker read the parent, then lost its lease.
+	t0 := time.Unix(0, 0)
+	r.progress.started(parent)
+	r.progress.stopped(parent, t0)
+	lr.forget(parent)
+	// The driver completes the recovered blocks of the parent.
+	r.blocksCompleted(t.Context(), []batch.BlockInfo{{Ranges: []batch.SeqRange{{Stream: "s", Shard: parent, First: "1", Last: "100", Count: 2}}}})
+	r.forgetShards(t0.Add(forgetShardAfter))
+	if _, ok := r.Stats().Shards[parent]; ok {
+		t.Fatalf("the parent is still in Stats.Shards %v after its reader stopped; the test needs it forgotten", forgetShardAfter)
+	}
+
+	// The lease taken back: the reader resumes after the recovered blocks
+	// and reaches the end having stored nothing.
+	r.progress.started(parent)
+	lr.mu.Lock()
+	lr.owned[parent] = true
+	lr.mu.Unlock()
+	ev, ok := r.progress.ended(parent)
+	if !ok {
+		t.Fatal("the parent read to its end, nothing added, is not drained")
+	}
+	rn.shardEnded(t.Context(), ev)
+	lr.handleEvents(t.Context(), nil)
+	lr.finishEnded(t.Context())
+	if diff := cmp.Diff([]bool{true}, checks); diff != "" {
+		t.Errorf("the parent's end judged ready (-want +got):\n%s", diff)
+	}
+}
+
+// TestShardEndWaitWarned checks, on a manual clock, that a shard read to
+// its end whose records are not completed a checkpoint interval later is
+// logged once at WARN, naming the shard, the number its end waits for and
+// the fix; before, its children waited without a word above INFO.
+func TestShardEndWaitWarned(t *testing.T) {
+	const shard = "shardId-000000000000"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(0, 0))
+	var logs bytes.Buffer // written by finishEnded only, in this goroutine
+	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	r.progress.started(shard)
+	r.progress.added(batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2})
+	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2}})
+	lr.mu.Lock()
+	lr.owned[shard] = true
+	lr.mu.Unlock()
+	ev, ok := r.progress.ended(shard)
+	if !ok {
+		t.Fatal("the shard read to its end, all of it stored, is not drained")
+	}
+	rn.shardEnded(t.Context(), ev)
+	lr.handleEvents(t.Context(), nil)
+	warns := func() []map[string]any {
+		var out []map[string]any
+		for line := range bytes.Lines(logs.Bytes()) {
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["level"] == "WARN" {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	lr.finishEnded(t.Context())
+	clk.Advance(time.Minute - time.Second)
+	lr.finishEnded(t.Context())
+	if w := warns(); len(w) != 0 {
+		t.Fatalf("WARN before a checkpoint interval passed: %v", w)
+	}
+	clk.Advance(time.Second)
+	lr.finishEnded(t.Context())
+	clk.Advance(time.Minute)
+	lr.finishEnded(t.Context())
+	w := warns()
+	if len(w) != 1 {
+		t.Fatalf("%d WARNs a checkpoint interval after the shard ended, its records not completed: %v; want 1", len(w), w)
+	}
+	if w[0]["shard"] != shard || w[0]["waits_for"] != "50" || !strings.Contains(fmt.Sprint(w[0]["fix"]), "output") {
+		t.Errorf("WARN %v; want the shard, waits_for 50 and a fix naming the outputs", w[0])
+	}
+}
+
+// TestRecoveredOnlyShardForgotten checks that a shard this worker never
+// reads, known only from completions of blocks the recovery log recovered,
+// leaves Stats.Shards (and so the per-shard metrics) forgetShardAfter
+// after the first round that saw it, as a shard read here does after its
+// reader stopped; and that a lease of it taken later still ends the shard
+// once read to its end (run.completedThrough). Before, such a shard stayed
+// for good: one entry per shard per restart.
+func TestRecoveredOnlyShardForgotten(t *testing.T) {
+	const shard = "shardId-000000000007"
+	r, err := New(Config{Stream: "s", App: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncompleted := func(stream, sh string) (string, bool) { return "100", stream == "s" && sh == shard }
+	if err := r.begin(source.Runtime[Record]{Uncompleted: uncompleted}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	r.blocksCompleted(t.Context(), []batch.BlockInfo{{Ranges: []batch.SeqRange{{Stream: "s", Shard: shard, First: "1", Last: "100", Count: 2}}}})
+	t0 := time.Unix(0, 0)
+	r.forgetShards(t0)
+	r.forgetShards(t0.Add(forgetShardAfter - time.Second))
+	if _, ok := r.Stats().Shards[shard]; !ok {
+		t.Fatalf("the shard left Stats.Shards before %v; want it kept until then", forgetShardAfter)
+	}
+	r.forgetShards(t0.Add(forgetShardAfter))
+	if s, ok := r.Stats().Shards[shard]; ok {
+		t.Errorf("the shard, never read here, still in Stats.Shards %v after its completion: %+v", forgetShardAfter, s)
+	}
+
+	rn := &run{r: r, cfg: r.cfg, uncompleted: uncompleted}
+	r.progress.started(shard)
+	ev, ok := r.progress.ended(shard)
+	if !ok {
+		t.Fatal("the shard read to its end, nothing added, is not drained")
+	}
+	if !rn.completedThrough(shard, ev.lastSeq) {
+		t.Error("the shard, leased after it was forgotten and read to its end, waits for the recovered blocks completed before")
+	}
+}
+
+// TestLostUnreadShardForgotten checks that a shard whose lease this worker
+// lost before a reader read it (its state waiting to load) leaves
+// CheckpointStats().Shards (and so the per-shard metrics) forgetShardAfter
+// later, as a shard whose lease was handed back unread does; before,
+// unregistering it at the loss left a checkpointer entry for good.
+func TestLostUnreadShardForgotten(t *testing.T) {
+	const shard = "shardId-000000000003"
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(0, 0))
+	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.DiscardHandler)}
+	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.lease.Store(lr)
+	lr.lose(t.Context(), nil, shard)
+	if _, ok := r.CheckpointStats().Shards[shard]; !ok {
+		t.Fatal("no checkpointer entry for the lost shard; the test needs one")
+	}
+	r.forgetShards(clk.Now())
+	clk.Advance(forgetShardAfter)
+	r.forgetShards(clk.Now())
+	if s, ok := r.CheckpointStats().Shards[shard]; ok {
+		t.Errorf("CheckpointStats().Shards[%s] %v after its lease was lost unread: %+v; want it forgotten", shard, forgetShardAfter, s)
+	}
+	if s, ok := r.Stats().Shards[shard]; ok {
+		t.Errorf("Stats().Shards[%s] %v after its lease was lost unread: %+v; want it forgotten", shard, forgetShardAfter, s)
 	}
 }

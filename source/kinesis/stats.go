@@ -62,10 +62,13 @@ type Stats struct {
 	// back, by ID: a shard is left out 10 minutes after its reader stopped
 	// for good (its lease lost or handed off, or read to its end and
 	// finished), once every record read from it is completed, and 10
-	// minutes after its lease was handed off if no reader read it (its
-	// state not loaded yet), so that a stream resharded often does not grow
-	// it without bound. A shard read again afterwards starts from zero
-	// counters.
+	// minutes after its lease was handed off or lost if no reader read it
+	// (its state not loaded yet); a shard no reader reads here that only the
+	// driver's recovery log made known (the completion of its recovered
+	// blocks, or Recompute reading them back) is left out 10 minutes after
+	// it appeared. So a stream resharded often, or restarted often, does
+	// not grow it without bound. A shard read again afterwards starts from
+	// zero counters.
 	Shards map[string]ShardStats
 }
 

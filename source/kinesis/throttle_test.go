@@ -190,3 +190,51 @@ func TestFanOutThrottlingEndsWhileSubscribed(t *testing.T) {
 		}
 	})
 }
+
+// TestRecomputedShardForgotten checks, on kinesalite, that a shard only
+// Recompute read here (the blocks a restart recovers, of a shard another
+// worker now reads), whose calls were retried, leaves Stats.Shards (and so
+// the per-shard metrics) forgetShardAfter later, as a shard a reader read
+// does; before, its retry counters kept it there for good, one entry per
+// such shard per restart.
+func TestRecomputedShardForgotten(t *testing.T) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	data := payloads("r", 5)
+	cfg := baseConfig(env, stream)
+	run := startReceiver(t, cfg, len(data))
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	run.stop(t)
+	blocks := run.c.snapshot()
+
+	var throttled atomic.Int64
+	cfg.Client = &hookClient{
+		Client: env.Kinesis(),
+		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
+			if throttled.Add(1) <= 1 {
+				return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+			}
+			return next.GetRecords(ctx, in)
+		},
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := blocks[0].info.Ranges[0].Shard
+	if _, err := r.Recompute(t.Context(), blocks[0].info); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Stats().Shards[shard]; s.Retries[string(causeThrottled)] != 1 {
+		t.Fatalf("Stats.Shards[%s] after a throttled Recompute: %+v; want its retry counted", shard, s)
+	}
+	t0 := time.Unix(0, 0)
+	r.forgetShards(t0)
+	r.forgetShards(t0.Add(forgetShardAfter))
+	if s, ok := r.Stats().Shards[shard]; ok {
+		t.Errorf("Stats.Shards[%s] %v after Recompute read it: %+v; want it forgotten", shard, forgetShardAfter, s)
+	}
+}
