@@ -49,7 +49,8 @@ var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 type Config[K comparable, V any] struct {
 	// Stream is the name of the intermediate Kinesis stream: 1 to 128 of
 	// a-z A-Z 0-9 _ . -. It must be this pipeline's alone (no other
-	// program writes or reads it). Required.
+	// program writes or reads it), and one ByKey's: a second ByKey of the
+	// pipeline to it is refused. Required.
 	Stream string
 	// Shards, when > 0, creates the stream with this many shards if it
 	// does not exist (ByKey waits until it is ACTIVE); an existing stream
@@ -174,6 +175,16 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	name := "repartition " + cfg.Stream
+	// Each ByKey adds a reader of its stream, which reads every record of
+	// it: two ByKeys to one stream would each pass on the other's records.
+	for _, src := range s.Pipeline().Shape().Sources {
+		if src.Name == name {
+			return nil, fmt.Errorf("%w: Stream %q: the pipeline already has a source named %q, the reader of a ByKey to that stream, "+
+				"and each ByKey's reader would pass on the records of both: give each ByKey a stream of its own, "+
+				"or join the keyed streams (stream.Union) and repartition them with one ByKey", ErrInvalidConfig, cfg.Stream, name)
+		}
+	}
 	c := codec[K, V]{key: cfg.KeyCodec, value: cfg.ValueCodec}
 	if c.key == nil {
 		c.key = stream.JSONCodec[K]()
@@ -212,7 +223,6 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		}
 	}
 
-	name := "repartition " + cfg.Stream
 	quarantine := cfg.DeadLetters != nil
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
 		if cfg.Leases == nil && stream.SharesShards(ctx) {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -490,5 +491,38 @@ func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
 		t.Error("Run read the intermediate stream back without Leases, on a source sharing its shards")
 		p.Stop()
 		<-errc
+	}
+}
+
+// TestByKeyRefusesAStreamTwice: a second ByKey of a pipeline to the stream
+// a first one writes is refused, with nothing added: each ByKey's reader
+// would read every record of the stream, so each would pass on the other's
+// records too (its keyed state counting both), with no error anywhere.
+func TestByKeyRefusesAStreamTwice(t *testing.T) {
+	awsCfg := aws.Config{Region: "us-east-1"}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	if _, err := ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle", AWS: &awsCfg}); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Shape()
+	_, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle", AWS: &awsCfg})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("second ByKey to stream shuffle: err = %v, want ErrInvalidConfig", err)
+	}
+	for _, w := range []string{`Stream "shuffle"`, "stream.Union"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %v: does not name %q", err, w)
+		}
+	}
+	if diff := cmp.Diff(before, p.Shape()); diff != "" {
+		t.Errorf("the refused ByKey changed the pipeline's shape (-before +after):\n%s", diff)
+	}
+	// Another stream is another shuffle.
+	if _, err := ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle2", AWS: &awsCfg}); err != nil {
+		t.Errorf("ByKey to another stream: %v", err)
 	}
 }
