@@ -53,8 +53,9 @@ type Config[K comparable, V any] struct {
 	// pipeline to it is refused. Required.
 	Stream string
 	// Shards, when > 0, creates the stream with this many shards if it
-	// does not exist (ByKey waits until it is ACTIVE); an existing stream
-	// is used as it is, whatever its shard count. Default 0: the stream
+	// does not exist (ByKey waits until it is ACTIVE, or UPDATING: being
+	// resharded); an existing stream is used as it is, whatever its shard
+	// count. Default 0: the stream
 	// must exist (the receiver's Start fails otherwise).
 	Shards int
 	// Writer names this worker in the origin tags of records that have no
@@ -340,7 +341,10 @@ func newReceiver[K comparable, V any](cfg Config[K, V]) (*source.Receiver, error
 }
 
 // create creates the stream name with shards shards unless it exists, and
-// waits until it is ACTIVE.
+// waits until it is ACTIVE, or UPDATING (being resharded, or its
+// encryption, retention or mode changed), in which Kinesis serves reads
+// and writes as in ACTIVE, for minutes or more: a worker restarted during a
+// reshard of the stream must not wait for its end.
 func create(ctx context.Context, kc *awskinesis.Client, name string, shards int) error {
 	_, err := kc.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
 	var inUse *types.ResourceInUseException
@@ -351,9 +355,22 @@ func create(ctx context.Context, kc *awskinesis.Client, name string, shards int)
 	// become ACTIVE (a few seconds on Kinesis).
 	waiter := awskinesis.NewStreamExistsWaiter(kc, func(o *awskinesis.StreamExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+		o.Retryable = usable
 	})
 	if err := waiter.Wait(ctx, &awskinesis.DescribeStreamInput{StreamName: aws.String(name)}, activeWait); err != nil {
 		return fmt.Errorf("repartition: wait for stream %q to be ACTIVE: %w", name, err)
 	}
 	return nil
+}
+
+// usable is create's waiter's test: done once the stream is ACTIVE or
+// UPDATING, failed on an error, tried again otherwise (CREATING).
+func usable(_ context.Context, _ *awskinesis.DescribeStreamInput, out *awskinesis.DescribeStreamOutput, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if d := out.StreamDescription; d != nil && (d.StreamStatus == types.StreamStatusActive || d.StreamStatus == types.StreamStatusUpdating) {
+		return false, nil
+	}
+	return true, nil
 }

@@ -1,8 +1,11 @@
 package repartition
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 
 	"os"
 	"strconv"
@@ -524,5 +527,59 @@ func TestByKeyRefusesAStreamTwice(t *testing.T) {
 	// Another stream is another shuffle.
 	if _, err := ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle2", AWS: &awsCfg}); err != nil {
 		t.Errorf("ByKey to another stream: %v", err)
+	}
+}
+
+// updatingStream is an HTTP client that answers DescribeStream as Kinesis
+// does while a stream is being resharded (or its encryption, retention or
+// mode changed): with the status UPDATING, which kinesalite, whose updates
+// are instant, never holds.
+type updatingStream struct{ next awskinesis.HTTPClient }
+
+func (u updatingStream) Do(req *http.Request) (*http.Response, error) {
+	resp, err := u.next.Do(req)
+	if err != nil || !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".DescribeStream") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.ReplaceAll(body, []byte(`"StreamStatus":"ACTIVE"`), []byte(`"StreamStatus":"UPDATING"`))
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestByKeyTakesAStreamBeingResharded: ByKey with Shards given, on a stream
+// that exists and is UPDATING (being resharded, which DESIGN.md says the
+// intermediate stream may be, and which keeps serving reads and writes),
+// goes on at once: it waited for ACTIVE, silently, and failed after 5
+// minutes, so a worker restarted during a reshard could not start.
+func TestByKeyTakesAStreamBeingResharded(t *testing.T) {
+	env := servers.Env(t)
+	name := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), name, 2); err != nil {
+		t.Fatal(err)
+	}
+	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient = updatingStream{next: o.HTTPClient} })
+	out, err := kc.DescribeStream(t.Context(), &awskinesis.DescribeStreamInput{StreamName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := out.StreamDescription.StreamStatus; st != types.StreamStatusUpdating {
+		t.Fatalf("the wrapped client describes the stream %s, want UPDATING", st)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	// The bound only ends the test if ByKey waits for ACTIVE.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := ByKey(ctx, pairs, Config[string, int]{Stream: name, Shards: 4, Client: kc}); err != nil {
+		t.Fatalf("ByKey on a stream being resharded: %v", err)
 	}
 }
