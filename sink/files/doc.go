@@ -37,5 +37,6 @@
 // again, so it keeps those of the 10 s before the batch preceding the
 // newest too (see Sink.Write).
 //
-// Of weir's packages it imports batch, clock and stream (for HasRecovery).
+// Of weir's public packages it imports batch, clock and stream (for
+// HasRecovery).
 package files

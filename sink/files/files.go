@@ -71,10 +71,9 @@ type Config[T any] struct {
 	// locks it (a hidden ".lock" file held with flock(2) until Close or the
 	// process ends), fails with ErrLocked if another Sink, in any process,
 	// still has it after LockWait, and removes the temporary files a crash
-	// left in it. New
-	// refuses a directory that group or others can write, or that another
-	// user owns: a file they put at a batch's name would be taken for that
-	// batch's output. Required.
+	// left in it. New refuses a directory that group or others can write,
+	// or that another user owns: a file they put at a batch's name would be
+	// taken for that batch's output. Required.
 	Dir string
 	// Format returns the bytes of one record; the Sink writes a newline
 	// after each. Default: fmt's %v of the record. Not with Encode, which
