@@ -583,3 +583,39 @@ func TestByKeyTakesAStreamBeingResharded(t *testing.T) {
 		t.Fatalf("ByKey on a stream being resharded: %v", err)
 	}
 }
+
+// TestByKeyRefusesItsSourceStream: ByKey given as intermediate stream the
+// stream the pipeline's Kinesis source reads stops Run at its first write,
+// before writing anything, with an error wrapping ErrInvalidConfig that
+// names the stream. Before, it wrote the records into its own input, which
+// read them again, without end; only its reader's failure to decode the
+// source's own records stopped Run, saying to set DeadLetters, which then
+// let the loop run on (as here).
+func TestByKeyRefusesItsSourceStream(t *testing.T) {
+	env := servers.Env(t)
+	ctx := testContext(t)
+	const n = 20
+	in := putInput(t, env, 2, n)
+	p, pairs := readPairs(t, env, in, nil)
+	shuffled := byKey(ctx, t, env, pairs, Config[string, int64]{Stream: in, DeadLetters: &memLetters{}})
+	looped := make(chan struct{})
+	var once sync.Once
+	stream.ForEachBatch(shuffled, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		if b.Len() > 0 { // the source's records are not ByKey's: only one it wrote decodes
+			once.Do(func() { close(looped) })
+		}
+		return nil
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("Run = %v, want an error wrapping ErrInvalidConfig naming stream %q", err, in)
+		}
+	case <-looped:
+		t.Error("ByKey wrote to the stream its pipeline reads, and read its records back")
+		p.Stop()
+		<-errc
+	}
+}
