@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,12 +50,16 @@ var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 type Config[K comparable, V any] struct {
 	// Stream is the name of the intermediate Kinesis stream: 1 to 128 of
 	// a-z A-Z 0-9 _ . -. It must be this pipeline's alone (no other
-	// program writes or reads it). Required.
+	// program writes or reads it), and one ByKey's: a second ByKey of the
+	// pipeline to it is refused, and so is, at the first write (Run then
+	// fails, wrapping ErrInvalidConfig), a stream a Kinesis source of the
+	// pipeline reads. Required.
 	Stream string
 	// Shards, when > 0, creates the stream with this many shards if it
-	// does not exist (ByKey waits until it is ACTIVE); an existing stream
-	// is used as it is, whatever its shard count. Default 0: the stream
-	// must exist (the receiver's Start fails otherwise).
+	// does not exist (ByKey waits until it is ACTIVE, or UPDATING: being
+	// resharded); an existing stream is used as it is, whatever its shard
+	// count. Default 0: the stream must exist (the receiver's Start fails
+	// otherwise).
 	Shards int
 	// Writer names this worker in the origin tags of records that have no
 	// origins (a keyed operator before ByKey, see stream.Origins), whose
@@ -174,6 +179,20 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	name := "repartition " + cfg.Stream
+	// Each ByKey adds a reader of its stream, which reads every record of
+	// it: two ByKeys to one stream would each pass on the other's records.
+	// The sources s derives from are all declared by now: which are
+	// Kinesis receivers, whose streams the write output checks.
+	var kinesisSources []bool
+	for _, src := range s.Pipeline().Shape().Sources {
+		if src.Name == name {
+			return nil, fmt.Errorf("%w: Stream %q: the pipeline already has a source named %q, the reader of a ByKey to that stream, "+
+				"and each ByKey's reader would pass on the records of both: give each ByKey a stream of its own, "+
+				"or join the keyed streams (stream.Union) and repartition them with one ByKey", ErrInvalidConfig, cfg.Stream, name)
+		}
+		kinesisSources = append(kinesisSources, src.Kind == "kinesis")
+	}
 	c := codec[K, V]{key: cfg.KeyCodec, value: cfg.ValueCodec}
 	if c.key == nil {
 		c.key = stream.JSONCodec[K]()
@@ -212,9 +231,11 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		}
 	}
 
-	name := "repartition " + cfg.Stream
 	quarantine := cfg.DeadLetters != nil
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
+		if err := readsItself(b, cfg.Stream, kinesisSources); err != nil {
+			return err
+		}
 		if cfg.Leases == nil && stream.SharesShards(ctx) {
 			return fmt.Errorf("%w: Leases nil on a pipeline whose source shares its shards with other workers (leases): "+
 				"every worker would read every shard of %s and process each record once per worker; "+
@@ -254,6 +275,27 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		}, opts("undecodable")...)
 	}
 	return out, nil
+}
+
+// readsItself returns an error wrapping ErrInvalidConfig if a record of b
+// was read from the stream name, which ByKey writes, by a Kinesis source
+// (kinesis[i] for source i): the pipeline would read what it writes again,
+// without end, and its reader would meet the source's own records.
+func readsItself(b *batch.Batch[encoded], name string, kinesis []bool) error {
+	for _, blk := range b.Blocks() {
+		src := blk.ID.Source
+		if src < 0 || src >= len(kinesis) || !kinesis[src] {
+			continue
+		}
+		for _, r := range blk.Ranges {
+			if r.Stream == name || strings.HasSuffix(r.Stream, ":stream/"+name) {
+				return fmt.Errorf("%w: Stream %q: source %d of the pipeline reads it (shard %s), so ByKey would write the records back into "+
+					"its own input, which reads them again, without end: give ByKey an intermediate stream of its own (nothing was written)",
+					ErrInvalidConfig, name, src, r.Shard)
+			}
+		}
+	}
+	return nil
 }
 
 // writable returns the records of b that were encoded, with their
@@ -330,7 +372,10 @@ func newReceiver[K comparable, V any](cfg Config[K, V]) (*source.Receiver, error
 }
 
 // create creates the stream name with shards shards unless it exists, and
-// waits until it is ACTIVE.
+// waits until it is ACTIVE, or UPDATING (being resharded, or its
+// encryption, retention or mode changed), in which Kinesis serves reads
+// and writes as in ACTIVE, for minutes or more: a worker restarted during a
+// reshard of the stream must not wait for its end.
 func create(ctx context.Context, kc *awskinesis.Client, name string, shards int) error {
 	_, err := kc.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
 	var inUse *types.ResourceInUseException
@@ -341,9 +386,22 @@ func create(ctx context.Context, kc *awskinesis.Client, name string, shards int)
 	// become ACTIVE (a few seconds on Kinesis).
 	waiter := awskinesis.NewStreamExistsWaiter(kc, func(o *awskinesis.StreamExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+		o.Retryable = usable
 	})
 	if err := waiter.Wait(ctx, &awskinesis.DescribeStreamInput{StreamName: aws.String(name)}, activeWait); err != nil {
 		return fmt.Errorf("repartition: wait for stream %q to be ACTIVE: %w", name, err)
 	}
 	return nil
+}
+
+// usable is create's waiter's test: done once the stream is ACTIVE or
+// UPDATING, failed on an error, tried again otherwise (CREATING).
+func usable(_ context.Context, _ *awskinesis.DescribeStreamInput, out *awskinesis.DescribeStreamOutput, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if d := out.StreamDescription; d != nil && (d.StreamStatus == types.StreamStatusActive || d.StreamStatus == types.StreamStatusUpdating) {
+		return false, nil
+	}
+	return true, nil
 }

@@ -1,8 +1,11 @@
 package repartition
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 
 	"os"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -488,6 +492,129 @@ func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
 		}
 	case <-counted:
 		t.Error("Run read the intermediate stream back without Leases, on a source sharing its shards")
+		p.Stop()
+		<-errc
+	}
+}
+
+// TestByKeyRefusesAStreamTwice: a second ByKey of a pipeline to the stream
+// a first one writes is refused, with nothing added: each ByKey's reader
+// would read every record of the stream, so each would pass on the other's
+// records too (its keyed state counting both), with no error anywhere.
+func TestByKeyRefusesAStreamTwice(t *testing.T) {
+	awsCfg := aws.Config{Region: "us-east-1"}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	if _, err := ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle", AWS: &awsCfg}); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Shape()
+	_, err = ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle", AWS: &awsCfg})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("second ByKey to stream shuffle: err = %v, want ErrInvalidConfig", err)
+	}
+	for _, w := range []string{`Stream "shuffle"`, "stream.Union"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %v: does not name %q", err, w)
+		}
+	}
+	if diff := cmp.Diff(before, p.Shape()); diff != "" {
+		t.Errorf("the refused ByKey changed the pipeline's shape (-before +after):\n%s", diff)
+	}
+	// Another stream is another shuffle.
+	if _, err := ByKey(t.Context(), pairs, Config[string, int]{Stream: "shuffle2", AWS: &awsCfg}); err != nil {
+		t.Errorf("ByKey to another stream: %v", err)
+	}
+}
+
+// updatingStream is an HTTP client that answers DescribeStream as Kinesis
+// does while a stream is being resharded (or its encryption, retention or
+// mode changed): with the status UPDATING, which kinesalite, whose updates
+// are instant, never holds.
+type updatingStream struct{ next awskinesis.HTTPClient }
+
+func (u updatingStream) Do(req *http.Request) (*http.Response, error) {
+	resp, err := u.next.Do(req)
+	if err != nil || !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".DescribeStream") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.ReplaceAll(body, []byte(`"StreamStatus":"ACTIVE"`), []byte(`"StreamStatus":"UPDATING"`))
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestByKeyTakesAStreamBeingResharded: ByKey with Shards given, on a stream
+// that exists and is UPDATING (being resharded, which DESIGN.md says the
+// intermediate stream may be, and which keeps serving reads and writes),
+// goes on at once: it waited for ACTIVE, silently, and failed after 5
+// minutes, so a worker restarted during a reshard could not start.
+func TestByKeyTakesAStreamBeingResharded(t *testing.T) {
+	env := servers.Env(t)
+	name := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), name, 2); err != nil {
+		t.Fatal(err)
+	}
+	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient = updatingStream{next: o.HTTPClient} })
+	out, err := kc.DescribeStream(t.Context(), &awskinesis.DescribeStreamInput{StreamName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := out.StreamDescription.StreamStatus; st != types.StreamStatusUpdating {
+		t.Fatalf("the wrapped client describes the stream %s, want UPDATING", st)
+	}
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
+	// The bound only ends the test if ByKey waits for ACTIVE.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := ByKey(ctx, pairs, Config[string, int]{Stream: name, Shards: 4, Client: kc}); err != nil {
+		t.Fatalf("ByKey on a stream being resharded: %v", err)
+	}
+}
+
+// TestByKeyRefusesItsSourceStream: ByKey given as intermediate stream the
+// stream the pipeline's Kinesis source reads stops Run at its first write,
+// before writing anything, with an error wrapping ErrInvalidConfig that
+// names the stream. Before, it wrote the records into its own input, which
+// read them again, without end; only its reader's failure to decode the
+// source's own records stopped Run, saying to set DeadLetters, which then
+// let the loop run on (as here).
+func TestByKeyRefusesItsSourceStream(t *testing.T) {
+	env := servers.Env(t)
+	ctx := testContext(t)
+	const n = 20
+	in := putInput(t, env, 2, n)
+	p, pairs := readPairs(t, env, in, nil)
+	shuffled := byKey(ctx, t, env, pairs, Config[string, int64]{Stream: in, DeadLetters: &memLetters{}})
+	looped := make(chan struct{})
+	var once sync.Once
+	stream.ForEachBatch(shuffled, func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+		if b.Len() > 0 { // the source's records are not ByKey's: only one it wrote decodes
+			once.Do(func() { close(looped) })
+		}
+		return nil
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("Run = %v, want an error wrapping ErrInvalidConfig naming stream %q", err, in)
+		}
+	case <-looped:
+		t.Error("ByKey wrote to the stream its pipeline reads, and read its records back")
 		p.Stop()
 		<-errc
 	}

@@ -38,12 +38,18 @@ type Lock struct {
 // lock without waiting: an error wrapping ErrLocked when another owner
 // holds it.
 func Acquire(dir *durable.Dir, name string) (*Lock, error) {
+	return AcquireWait(context.Background(), dir, name, clock.Real{}, 0, nil)
+}
+
+// AcquireWait is Acquire, waiting as FileWait does, up to d on clk, for
+// another owner to release the lock.
+func AcquireWait(ctx context.Context, dir *durable.Dir, name string, clk clock.Clock, d time.Duration, waiting func()) (*Lock, error) {
 	path := dir.Join(name)
 	f, err := dir.Open(name, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, fmt.Errorf("dirlock: open %s: %w", path, err)
 	}
-	if err := File(f); err != nil {
+	if err := FileWait(ctx, f, clk, d, waiting); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("dirlock: lock %s: %w", path, err)
 	}

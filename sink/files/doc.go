@@ -23,8 +23,10 @@
 //	stream.ForEachBatch(lines, sink.Write, stream.Named("files"))
 //
 // A directory has one Sink at a time: New locks it, as a directory recovery
-// log is locked, so a second process given the same directory fails at
-// once instead of both reporting success.
+// log is locked, so a second process given the same directory fails
+// instead of both reporting success; as the log's open does, New first
+// waits a while (Config.LockWait, 10 s) for a predecessor that is still
+// exiting to release it.
 //
 // An empty batch gets no file unless Config.WriteEmpty is set, so an idle
 // pipeline writes nothing; that is still exactly-once, as a batch empty
@@ -35,5 +37,6 @@
 // again, so it keeps those of the 10 s before the batch preceding the
 // newest too (see Sink.Write).
 //
-// The package imports nothing of weir's but batch.
+// Of weir's public packages it imports batch, clock and stream (for
+// HasRecovery).
 package files

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/durable"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/stream"
 )
@@ -68,10 +70,10 @@ type Config[T any] struct {
 	// it does not exist. A directory belongs to one Sink at a time: New
 	// locks it (a hidden ".lock" file held with flock(2) until Close or the
 	// process ends), fails with ErrLocked if another Sink, in any process,
-	// has it, and removes the temporary files a crash left in it. New
-	// refuses a directory that group or others can write, or that another
-	// user owns: a file they put at a batch's name would be taken for that
-	// batch's output. Required.
+	// still has it after LockWait, and removes the temporary files a crash
+	// left in it. New refuses a directory that group or others can write,
+	// or that another user owns: a file they put at a batch's name would be
+	// taken for that batch's output. Required.
 	Dir string
 	// Format returns the bytes of one record; the Sink writes a newline
 	// after each. Default: fmt's %v of the record. Not with Encode, which
@@ -115,7 +117,20 @@ type Config[T any] struct {
 	// Keep 0 every file is kept. Default 0: DefaultMaxAge if Keep is 0, no
 	// age limit otherwise.
 	MaxAge time.Duration
+	// LockWait is how long New waits for another Sink that has Dir to
+	// release its lock, as a predecessor that is still exiting does when it
+	// dies, before failing with ErrLocked (a directory recovery log's open
+	// waits the same way: recovery.DirConfig.LockWait). New blocks for as
+	// long. Default DefaultLockWait (10s); negative means fail at once.
+	LockWait time.Duration
+	// Logger receives the warning that New is waiting for the lock.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
+
+// DefaultLockWait is Config.LockWait's default: long enough for a process
+// being stopped to exit.
+const DefaultLockWait = 10 * time.Second
 
 func (c Config[T]) withDefaults() Config[T] {
 	if c.Prefix == "" {
@@ -190,8 +205,10 @@ type Sink[T any] struct {
 
 // New returns a Sink configured by cfg, or an error wrapping
 // ErrInvalidConfig that names every bad field. It creates cfg.Dir if
-// needed, locks it (an error wrapping ErrLocked if another Sink has it) and
-// removes the temporary files a crash left in it. Close releases the lock.
+// needed, locks it (waiting up to cfg.LockWait, logged, for another Sink
+// that has it to release it: an error wrapping ErrLocked if it still has it
+// then) and removes the temporary files a crash left in it. Close releases
+// the lock.
 func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -201,7 +218,17 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("files: Config.Dir: %w", err)
 	}
-	lock, err := dirlock.Acquire(dir, lockName)
+	wait := s.cfg.LockWait
+	if wait == 0 {
+		wait = DefaultLockWait
+	}
+	logger := s.cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	lock, err := dirlock.AcquireWait(context.Background(), dir, lockName, clock.Real{}, wait, func() {
+		logger.Warn("files: the directory is locked by another Sink; waiting for it to exit", "dir", s.cfg.Dir, "wait", wait)
+	})
 	switch {
 	case errors.Is(err, dirlock.ErrLocked):
 		dir.Close()

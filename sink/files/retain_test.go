@@ -17,7 +17,7 @@ import (
 func TestSecondSinkOnADirFails(t *testing.T) {
 	dir := t.TempDir()
 	first := newSink(t, Config[string]{Dir: dir})
-	if _, err := New(Config[string]{Dir: dir}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
+	if _, err := New(Config[string]{Dir: dir, LockWait: -1}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("second New on %s: got %v, want ErrLocked naming the directory", dir, err)
 	}
 	if err := first.Close(); err != nil {
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if dir := os.Getenv(lockHelperEnv); dir != "" {
-		_, err := New(Config[string]{Dir: dir})
+		_, err := New(Config[string]{Dir: dir, LockWait: -1})
 		switch {
 		case errors.Is(err, ErrLocked):
 			fmt.Println("locked")
