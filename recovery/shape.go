@@ -29,8 +29,10 @@ type Component struct {
 	// Kind is what the component is, for example "kinesis" or "memory" for
 	// a source, "ForEachBatch" or "Print" for an output. It must not be empty.
 	Kind string `json:"kind"`
-	// Name identifies the component among those of its kind: a stream name
-	// for a Kinesis source, the name given to an output. It may be empty.
+	// Name identifies the component among those of its kind: the name
+	// given with stream.Named, or a receiver's own (stream.Describer). It
+	// may be empty: a Kinesis receiver gives none, since the ranges of its
+	// blocks name their stream.
 	Name string `json:"name,omitempty"`
 }
 
