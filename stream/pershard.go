@@ -111,6 +111,11 @@ type shardView interface {
 type shardKeys[K comparable] struct {
 	pk     func(K) string // nil: the key is the shard's ID
 	loaded map[string]hashkey.Range
+	// known holds, with pk nil, the IDs of every shard ever loaded: a key
+	// among them that is not loaded is a shard no longer read; a key
+	// among none is no shard's ID (a user key of a MapWithState declared
+	// PartitionedByKey), kept per worker.
+	known map[string]bool
 }
 
 // newShardKeys returns the placement of n's keys of type K, or nil if
@@ -123,7 +128,7 @@ func newShardKeys[K comparable](n *node) *shardKeys[K] {
 			return nil
 		}
 	}
-	return &shardKeys[K]{pk: pk, loaded: make(map[string]hashkey.Range)}
+	return &shardKeys[K]{pk: pk, loaded: make(map[string]hashkey.Range), known: make(map[string]bool)}
 }
 
 // in reports whether k is a key of shard sh.
@@ -136,7 +141,11 @@ func (x *shardKeys[K]) in(k K, sh shardRange) bool {
 }
 
 // owns reports whether k is a key of a loaded shard. A nil x owns every
-// key.
+// key. Kept by shard ID, x also owns a key that is the ID of no shard
+// ever loaded: the source loads a shard before it pushes its records, so
+// such a key is no shard's ID but a user's key (each read from one shard,
+// as PartitionedByKey declares), whose state stays with this worker, as
+// without state per shard, rather than never being given any.
 func (x *shardKeys[K]) owns(k K) bool {
 	if x == nil {
 		return true
@@ -144,7 +153,7 @@ func (x *shardKeys[K]) owns(k K) bool {
 	if x.pk == nil {
 		id, _ := any(k).(string)
 		_, ok := x.loaded[id]
-		return ok
+		return ok || !x.known[id]
 	}
 	h := hashkey.Of(x.pk(k))
 	for _, r := range x.loaded {
@@ -262,6 +271,7 @@ func (v keyedView[K]) loadShard(sh shardRange, data [][]byte) error {
 		}
 	}
 	v.x.loaded[sh.id] = sh.r
+	v.x.known[sh.id] = true
 	return nil
 }
 

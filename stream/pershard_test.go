@@ -5,11 +5,14 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/recovery"
@@ -474,6 +477,75 @@ func TestStatePerShardByIDToChild(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatePerShardByKeyNotShardID runs a MapWithState declared
+// PartitionedByKey whose string keys are not shard IDs (a user key, each
+// read from one shard, as the declaration says) on a source sharing its
+// shards: its state is per worker, as before state per shard, and its
+// function is called for every record. Kept by shard ID, a key that was no
+// loaded shard's was taken for a record of a shard no longer read, and
+// left out: the operator gave nothing at all. A key that is the ID of a
+// shard dropped is still left out (its next owner counts it).
+func TestStatePerShardByKeyNotShardID(t *testing.T) {
+	src := newShardedSource()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	mapped, _ := stream.MapWithState(byKey, func(k string, v int, st *stream.State[*tally]) (string, bool) {
+		if !st.Exists() {
+			st.Update(&tally{})
+		}
+		st.Get().N += v
+		return k + "=" + strconv.Itoa(st.Get().N), true
+	}, stream.PartitionedByKey())
+	var mu sync.Mutex
+	var seen []string
+	stream.ForEach(mapped, func(_ context.Context, s string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, s)
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ss := <-src.states
+	push := func(shard string, first int, keys ...string) {
+		t.Helper()
+		d := make(chan error, 1)
+		src.push <- shardPush{shard: shard, first: first, keys: keys, done: d}
+		if err := <-d; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ss.Load(ctx, loShard); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Load(ctx, hiShard); err != nil {
+		t.Fatal(err)
+	}
+	push("lo", 1, "user-a", "user-a")
+	push("hi", 1, "user-b")
+	if err := ss.Drop(ctx, hiShard); err != nil {
+		t.Fatal(err)
+	}
+	push("hi", 2, "hi") // a key that is a dropped shard's ID
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(seen)
+	if diff := cmp.Diff([]string{"user-a=1", "user-a=2", "user-b=1"}, seen); diff != "" {
+		t.Errorf("MapWithState's outputs (-want +got):\n%s", diff)
 	}
 }
 

@@ -42,7 +42,9 @@ var ErrSplitState = errors.New("stream: state would be split across workers")
 // every record of a key comes from one shard (a key that is the record's
 // shard, as sink/kinesis's Deduplicate keeps its filters by). That
 // operator alone is then accepted on a source sharing its shards; the
-// stateful operators after it are checked as before. Given to anything
+// stateful operators after it are checked as before. On a source keeping
+// state per shard, the state of a key that is a shard's ID moves with the
+// shard's lease; that of any other string key stays with its worker. Given to anything
 // else, it makes Run refuse to start, as any option given to an operator
 // that does not take it does (see Option).
 func PartitionedByKey() Option {

@@ -12,7 +12,9 @@
 //
 // The table's DynamoDB endpoint is -table-endpoint (list also takes
 // -endpoint for it, as it did first); replay's -endpoint is Kinesis's, and
-// replay says so when it is given alone with -table.
+// replay says so when it is given alone with -table. With -dir, list takes
+// none of -endpoint, -table-endpoint and -region (it calls no AWS service),
+// and replay no -table-endpoint: given, they are refused.
 //
 // A letter of a directory is named <batch time>-<output>-<index>, one of a
 // table by its item's key, <batch>-<index> (see sink/deadletter/dynamodb's
@@ -169,6 +171,11 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 		return errUsage
 	}
 	hasTable := *table != ""
+	if *dir != "" && !hasTable {
+		if err := tableOnly(fs, args[1]); err != nil {
+			return fmt.Errorf("%w\n%w", err, errUsage)
+		}
+	}
 	switch {
 	case hasTable && *dir != "":
 		return fmt.Errorf("-dir and -table both given: choose one store\n%w", errUsage)
@@ -211,6 +218,24 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 		return replayTable(ctx, kc, clock.Real{}, tableStore{c: dc, table: *table}, *streamName, *ids, out)
 	}
 	return replay(ctx, kc, clock.Real{}, *dir, *streamName, *ids, out)
+}
+
+// tableOnly returns an error naming each flag of fs given with -dir that
+// applies to -table only, for command cmd ("list" or "replay"): a flag that
+// cannot apply is refused rather than ignored, as its user meant it to do
+// something. Nil if there is none.
+func tableOnly(fs *flag.FlagSet, cmd string) error {
+	var problems []error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Value.String() == "": // given empty, as a script may: nothing is ignored
+		case f.Name == "table-endpoint":
+			problems = append(problems, fmt.Errorf("-table-endpoint %s given with -dir: it is the DynamoDB endpoint of -table, and a directory is read as files; drop it", f.Value))
+		case cmd == "list" && (f.Name == "endpoint" || f.Name == "region"):
+			problems = append(problems, fmt.Errorf("-%s %s given with -dir: list -dir reads files and calls no AWS service (-%s applies to -table); drop it", f.Name, f.Value, f.Name))
+		}
+	})
+	return errors.Join(problems...)
 }
 
 // idFlags is a repeatable -id flag.

@@ -308,6 +308,36 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestDirRefusesTableFlags gives -dir with flags that cannot apply to a
+// directory: list's -endpoint, -table-endpoint and -region (list -dir sends
+// no call) and replay's -table-endpoint (a directory has no DynamoDB
+// endpoint). Each is refused as a command line the tool does not
+// understand, naming the flag and the fix, rather than ignored.
+func TestDirRefusesTableFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"deadletters", "list", "-dir", dir, "-endpoint", "http://127.0.0.1:1"}, "-endpoint"},
+		{[]string{"deadletters", "list", "-dir", dir, "-table-endpoint", "http://127.0.0.1:1"}, "-table-endpoint"},
+		{[]string{"deadletters", "list", "-dir", dir, "-region", "eu-west-1"}, "-region"},
+		{[]string{"deadletters", "replay", "-dir", dir, "-stream", "s", "-all", "-table-endpoint", "http://127.0.0.1:1"}, "-table-endpoint"},
+	} {
+		var out bytes.Buffer
+		err := run(t.Context(), tc.args, &out, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" ") || !strings.Contains(err.Error(), "-table") || exitCode(err) != 2 {
+			t.Errorf("run %q = %v (exit %d), want refused with the usage, naming %s", tc.args, err, exitCode(err), tc.flag)
+		}
+	}
+	// Given empty, as a script passing "$AWS_REGION" may, they change
+	// nothing, and are taken.
+	empty := []string{"deadletters", "list", "-dir", dir, "-endpoint", "", "-table-endpoint", "", "-region", ""}
+	if err := run(t.Context(), empty, io.Discard, nil); err != nil {
+		t.Errorf("run %q = %v, want nil", empty, err)
+	}
+}
+
 // TestReplayNoLetters replays -all from a directory holding no letters (an
 // empty dead-letter directory, or a mistyped path to another one): the
 // tool says there was nothing to replay, rather than nothing at all, and

@@ -88,7 +88,14 @@ type Config[T any] struct {
 	// each record's origin instead (version 2): the source record it came
 	// from and the start of the batch's range of its shard, the same
 	// whichever worker of a fleet writes it, so copies written after a
-	// lease moved, or by a zombie worker, are dropped too. A pipeline
+	// lease moved, or by a zombie worker, are dropped too. A Sink with
+	// Origin is one writer: two outputs writing through it give records
+	// of a batch time the same tags, and a reader drops one's as copies
+	// of the other's; give each output a Sink of its own Origin. A version
+	// 2 tag does not name the writer at all, so a stream may have one
+	// writer with origins per source stream: a reader drops, as copies,
+	// the records of a second output or pipeline that writes records of
+	// the same source records with origins, whatever its Origin. A pipeline
 	// without a recovery log (stream.HasRecovery) takes its batch times
 	// from the wall clock, and a Run whose clock is behind an earlier Run's
 	// batches gives its batches their times again: the writer of records

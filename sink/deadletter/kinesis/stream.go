@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/letters"
 	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/internal/runname"
 	sinkkinesis "github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -75,7 +76,11 @@ var _ stream.DeadLetters = (*Stream)(nil)
 // pipeline's restarts and differ from every other writer of the stream,
 // and leave room within a writer's 128 bytes for "/<output>/<fingerprint>"
 // (up to 21 bytes), then "/" and Worker or a random name of 16 bytes (see
-// Stream): at most 90 bytes without Worker. MaxRecordBytes, if set, must
+// Stream): at most 90 bytes without Worker. That limit counts outputs of
+// up to 3 digits: a Quarantine of output 1000 or later, whose writer the
+// longer output would take over 128 bytes, fails with an error wrapping
+// sinkkinesis.ErrInvalidConfig that names Origin and the length it may
+// have. MaxRecordBytes, if set, must
 // be at least 4 KiB. Aggregate may be set (a consumer must then
 // de-aggregate).
 func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
@@ -122,6 +127,11 @@ func (s *Stream) sink(ctx context.Context, o int, fp string) (*sinkkinesis.Sink[
 	cfg.Origin += writerSuffix(o, fp)
 	if cfg.Worker == "" && stream.SharesShards(ctx) && stream.HasRecovery(ctx) {
 		cfg.Worker = s.worker
+	}
+	if err := s.fits(ctx, cfg, o); err != nil {
+		return nil, err
+	}
+	if cfg.Worker != s.cfg.Worker {
 		s.fleetNote.Do(func() {
 			s.logger.Warn("deadletter stream: the pipeline's source shares its shards with other workers and Worker is empty: "+
 				"letters are tagged with a random name of this worker, so a batch it runs again after a restart writes them again under another name, and they are read twice; "+
@@ -130,6 +140,28 @@ func (s *Stream) sink(ctx context.Context, o int, fp string) (*sinkkinesis.Sink[
 		})
 	}
 	return sinkkinesis.New(cfg)
+}
+
+// fits returns nil if the writers the sink of cfg, for output o, names in
+// its tags with ctx fit a tag: cfg.Origin, the writer's start, then "/"
+// and cfg.Worker if set, or the Run's name without a recovery log (see
+// sink/kinesis's Config.Origin). Otherwise an error naming the Origin as
+// the user gave it and the fix: New's limit counts outputs of up to 3
+// digits, and output o may have more, a writer the sink would refuse
+// naming the lengthened Origin.
+func (s *Stream) fits(ctx context.Context, cfg sinkkinesis.Config[stream.DeadLetter], o int) error {
+	n, name := len(cfg.Origin), ""
+	if cfg.Worker != "" {
+		n, name = len(cfg.Origin)+1+len(cfg.Worker), "the worker's name"
+	}
+	if runname.Of(ctx) != "" && !stream.HasRecovery(ctx) && len(cfg.Origin)+1+runname.Len > n {
+		n, name = len(cfg.Origin)+1+runname.Len, "the Run's name (the pipeline has no recovery log)"
+	}
+	if n <= origin.MaxWriterLen {
+		return nil
+	}
+	return fmt.Errorf("%w: Origin of %d bytes: the letters of output %d are tagged as writer Origin, %q, a fingerprint, \"/\" and %s, %d bytes, over a tag's %d: shorten Origin to at most %d bytes",
+		sinkkinesis.ErrInvalidConfig, len(s.cfg.Origin), o, "/"+strconv.Itoa(o)+"/", name, n, origin.MaxWriterLen, len(s.cfg.Origin)-(n-origin.MaxWriterLen))
 }
 
 // fingerprint returns a name of which records letters are, their Index

@@ -179,6 +179,59 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// TestLongOriginLargeOutput quarantines letters of output 1000 through
+// Streams of an Origin of 90 bytes, the most New takes, whose writer is 1
+// byte longer than New's limit counted on: on a fleet, without a recovery
+// log, and with a Worker of 16 bytes, Quarantine fails, and its error
+// names the Origin as the user gave it, its length and the fix, not the
+// Origin lengthened by the output and the fingerprint. On one worker with
+// a recovery log, the writer fits and the letters are written.
+func TestLongOriginLargeOutput(t *testing.T) {
+	env := servers.Env(t)
+	name := localaws.UniqueName(t)
+	if err := env.CreateStream(t.Context(), name, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Kinesis()
+	long := strings.Repeat("o", 90)
+	ls := []stream.DeadLetter{letter(1000, 0, "a")}
+	newStream := func(worker string) *kinesis.Stream {
+		s, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{Client: c, Stream: name, Origin: long, Worker: worker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		what   string
+		worker string
+		on     func(f func(ctx context.Context) error)
+	}{
+		{"on a fleet", "", func(f func(context.Context) error) { letterstest.OnFleet(t, f) }},
+		{"without a recovery log", "", func(f func(context.Context) error) { letterstest.OnPipeline(t, nil, f) }},
+		{"with Worker", strings.Repeat("w", 16), func(f func(context.Context) error) { letterstest.OnPipeline(t, recovery.Dir(t.TempDir()), f) }},
+	} {
+		s := newStream(tc.worker)
+		var err error
+		tc.on(func(ctx context.Context) error {
+			err = s.Quarantine(ctx, ls)
+			return nil
+		})
+		if !errors.Is(err, sinkkinesis.ErrInvalidConfig) {
+			t.Errorf("%s: Quarantine = %v, want ErrInvalidConfig", tc.what, err)
+			continue
+		}
+		for _, want := range []string{"Origin of 90 bytes", "output 1000", "shorten Origin to at most 89 bytes"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: Quarantine = %v, want it to name %q", tc.what, err, want)
+			}
+		}
+	}
+	s := newStream("")
+	letterstest.OnPipeline(t, recovery.Dir(t.TempDir()), func(ctx context.Context) error { return s.Quarantine(ctx, ls) })
+	checkFiltered(t, c, name, 1, ls, "letters of output 1000 on one worker")
+}
+
 // checkFiltered checks that stream name holds records records (a copy per
 // Quarantine call), and, after the origin filter, the letters want.
 func checkFiltered(t *testing.T, c *awskinesis.Client, name string, records int, want []stream.DeadLetter, what string) {
