@@ -63,6 +63,12 @@ const tempPrefix = ".tmp-"
 // lockName is the lock file in Dir, held while a Sink is open.
 const lockName = ".lock"
 
+// maxAffixes is the most bytes Prefix and Suffix may have together: a
+// batch's temporary file name (durable.CreateTemp's) is its final name and
+// 22 bytes more, the final name is Prefix, the 13 digits of the batch time
+// and Suffix, and Linux and macOS limit a file name to 255 bytes.
+const maxAffixes = 255 - 22 - 13
+
 // Config configures a Sink of records of type T. Only Dir is required.
 type Config[T any] struct {
 	// Dir is the directory the files are written to, created (with its
@@ -88,6 +94,9 @@ type Config[T any] struct {
 	// The time is zero-padded to 13 digits so that names sort in time
 	// order. Defaults: DefaultPrefix ("batch-") and DefaultSuffix (".txt").
 	// Prefix must not start with ".tmp-", which names temporary files.
+	// Together they may have at most 220 bytes: with the 13 digits and the
+	// 22 bytes a temporary file's name adds, that is the 255 bytes Linux
+	// and macOS allow a file name.
 	Prefix, Suffix string
 	// Perm is the permission of the files (and the lock file), filtered by
 	// the umask. It must let the owner read and write and must not let group
@@ -163,6 +172,11 @@ func (c Config[T]) validate() error {
 		if strings.ContainsRune(f.v, filepath.Separator) || strings.ContainsRune(f.v, '/') {
 			problems = append(problems, fmt.Errorf("%s %q: must not contain a path separator; put directories in Dir", f.name, f.v))
 		}
+	}
+	if d := c.withDefaults(); len(d.Prefix)+len(d.Suffix) > maxAffixes {
+		problems = append(problems, fmt.Errorf("Prefix and Suffix: %d bytes together, must be at most %d: "+
+			"a file's name adds the 13 digits of its batch time and its temporary name 22 bytes more, "+
+			"and a file name is limited to 255 bytes; shorten them", len(d.Prefix)+len(d.Suffix), maxAffixes))
 	}
 	if strings.HasPrefix(c.Prefix, tempPrefix) {
 		problems = append(problems, fmt.Errorf("Prefix %q: must not start with %q, which names temporary files", c.Prefix, tempPrefix))
