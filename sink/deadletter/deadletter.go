@@ -10,13 +10,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
 	"github.com/weirstream/weir/stream"
@@ -35,6 +38,11 @@ var ErrClosed = errors.New("deadletter: closed")
 // which happens when the wall clock went back (see Quarantine). The
 // letters are not written, and the file is kept.
 var ErrTimeReused = errors.New("deadletter: batch time already quarantined with other letters")
+
+// DefaultLockWait is how long Open waits for another Dir that has the
+// directory to release it: long enough for a process being stopped to
+// exit.
+const DefaultLockWait = 10 * time.Second
 
 // lockName is the lock file held while a Dir is open.
 const lockName = ".lock"
@@ -59,11 +67,13 @@ type Dir struct {
 var _ stream.DeadLetters = (*Dir)(nil)
 
 // Open opens the directory at path as a Dir, creating it (mode 0700) if
-// needed, locks it (an error wrapping ErrLocked if another Dir has it: two
-// writers would replace each other's files), and removes the temporary
-// files a crash left. It refuses a directory that group or others can
-// write, or another user owns: files planted there would be taken for
-// letters. Close releases the lock.
+// needed, locks it (waiting up to DefaultLockWait, logged on
+// slog.Default, for another Dir that has it to release it, as a
+// predecessor that is still exiting does; an error wrapping ErrLocked if
+// it still has it then: two writers would replace each other's files),
+// and removes the temporary files a crash left. It refuses a directory
+// that group or others can write, or another user owns: files planted
+// there would be taken for letters. Close releases the lock.
 func Open(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("deadletter: empty path: name the directory to keep dead letters in")
@@ -72,7 +82,9 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
-	lock, err := dirlock.Acquire(dir, lockName)
+	lock, err := dirlock.AcquireWait(context.Background(), dir, lockName, clock.Real{}, DefaultLockWait, func() {
+		slog.Warn("deadletter: the directory is locked by another Dir; waiting for it to exit", "dir", path, "wait", DefaultLockWait)
+	})
 	switch {
 	case errors.Is(err, dirlock.ErrLocked):
 		dir.Close()
