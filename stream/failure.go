@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/source"
 )
 
@@ -35,7 +36,10 @@ var retryBackoff = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
 // partitions that failed, resuming each after the last record f accepted;
 // for ForEachPartition the partitions that failed, whole; for ForEachBatch
 // and Print the whole batch. n must be >= 0; 0 gives up at the first
-// failure, as weir did before v0.3. Default DefaultRetries (3).
+// failure, as weir did before v0.3. Default DefaultRetries (3). A
+// configuration an output of weir refuses once the pipeline runs (such as
+// repartition.ByKey's, wrapping its ErrInvalidConfig) is the same at every
+// try: it stops the pipeline at once, neither tried again nor quarantined.
 func Retry(n int) Option {
 	return func(o *options) { o.retries, o.given = &n, o.given|optRetry }
 }
@@ -184,6 +188,9 @@ func (o *output) retry(r *run, attempt func() error, units func() int) error {
 		if _, ok := errors.AsType[*recomputeError](err); ok {
 			return err // a source's failure: not the output's to retry
 		}
+		if noretry.Is(err) {
+			return err // a refused configuration: the same at every try
+		}
 		r.outs[o.index].Retries += units()
 		wait := b.Next()
 		r.logger.Warn("stream: output failed; trying again", "output", o.String(), "batch", r.job.time,
@@ -250,7 +257,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		fFailed = err != nil
 		return err
 	}, func() int { return 1 })
-	if err == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil || noretry.Is(err) {
 		return err
 	}
 	if o.policy.dead == nil {
@@ -403,7 +410,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 		return nil
 	}, func() int { return max(len(todo), 1) })
-	if err == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil || noretry.Is(err) {
 		return err
 	}
 	whole := pt == nil // s failed as a whole, before f ran
