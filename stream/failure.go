@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/noretry"
+	"github.com/weirstream/weir/internal/outputid"
 	"github.com/weirstream/weir/source"
 )
 
@@ -232,9 +233,15 @@ func (o *output) quarantine(r *run, letters []DeadLetter) error {
 	return nil
 }
 
+// context returns the context o's function is given in r: r's, which
+// carries the Run's name (internal/runname), and o's index
+// (internal/outputid), so that a sink told two outputs apart.
+func (o *output) context(r *run) context.Context { return outputid.With(r.ctx, o.index) }
+
 // runWhole runs an output whose unit is the batch (ForEachBatch, Print)
 // under its failure policy: f with each try's batch of s.
 func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
+	ctx := o.context(r)
 	var withOrigins *batch.Batch[T] // kept across tries: computed once
 	var fFailed bool                // the last try failed in f, not computing s
 	err := o.retry(r, func() error {
@@ -253,7 +260,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if err != nil || b == nil {
 			return err
 		}
-		err = safely(func() error { return f(r.ctx, b) })
+		err = safely(func() error { return f(ctx, b) })
 		fFailed = err != nil
 		return err
 	}, func() int { return 1 })
@@ -288,7 +295,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 	if b == nil {
 		return err
 	}
-	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
+	if ferr := safely(func() error { return f(ctx, b) }); ferr != nil {
 		letters = append(letters, lettersOf(b.All(), batch.SeqRange{}, ferr)...)
 	}
 	return o.quarantine(r, letters)
@@ -385,7 +392,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 			}
 		}
 		// Each partition's failure is its own: the others go on.
-		err := parallel(r.ctx, r.par, len(todo), func(ctx context.Context, k int) error {
+		err := parallel(o.context(r), r.par, len(todo), func(ctx context.Context, k int) error {
 			i := todo[k]
 			st := &states[i]
 			st.calls, st.inF = 0, false
@@ -442,7 +449,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		st := &states[i]
 		st.calls, st.iso = 0, iso
 		st.running.Store(true)
-		err := safely(func() error { return f(r.ctx, pt, i, st) })
+		err := safely(func() error { return f(o.context(r), pt, i, st) })
 		st.running.Store(false)
 		if err != nil {
 			return err

@@ -21,6 +21,9 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/internal/noretry"
+	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -194,15 +197,22 @@ func (c Config[T]) validate() error {
 }
 
 // Sink writes batches to files, one per batch time, exactly once. Its Write
-// is a stream.ForEachBatch function. A Sink is safe for concurrent use,
-// though a pipeline calls it one batch at a time. It holds its directory's
-// lock until Close.
+// is a stream.ForEachBatch function, of one output of a pipeline (see
+// Write). A Sink is safe for concurrent use, though a pipeline calls it one
+// batch at a time. It holds its directory's lock until Close.
 type Sink[T any] struct {
 	cfg  Config[T]
 	dir  *durable.Dir
 	lock *dirlock.Lock
 
-	mu sync.Mutex // guards times
+	mu sync.Mutex // guards times and writer
+	// writer is the Run (internal/runname) and output (internal/outputid)
+	// of the last pipeline output that wrote with the Sink: another output
+	// of the same Run is refused (see Write).
+	writer struct {
+		run    string
+		output int
+	}
 	// times are the batch times of the files in Dir, sorted: those New
 	// found and those Write wrote since, less those retention removed. An
 	// index, so that retention does not read a directory of a day's files
@@ -369,6 +379,12 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // written again would be a batch delivered twice. A pipeline runs its
 // batches one at a time in time order, so the batches before those
 // completed, and a restart never runs them again.
+// A Sink serves one output of a pipeline's Run: the batches of two outputs
+// of a time would go to one file, and the second output's be taken for the
+// first's, written before. Write called from another output (ctx tells it)
+// than the one that wrote with the Sink before in the Run writes nothing
+// and returns an error saying to give each output a Sink of its own, which
+// stops Run at once, without the output's retries.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
 // then finishes the sync and the retention.
@@ -378,6 +394,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if err := s.oneOutput(ctx); err != nil {
+		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
 	if b.Len() == 0 && !s.cfg.WriteEmpty {
 		return nil
@@ -418,6 +437,28 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := s.retain(b.Time()); err != nil {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
+	return nil
+}
+
+// oneOutput returns an error, marked as no retry fixes (internal/noretry),
+// if ctx is that of another output of the pipeline's Run than the one
+// that wrote with the Sink before: both outputs' batches of a time would
+// go to one file, and the second one's would be taken for written. A
+// later Run (an in-process restart) may write with it from any output.
+func (s *Sink[T]) oneOutput(ctx context.Context) error {
+	run := runname.Of(ctx)
+	out, ok := outputid.Of(ctx)
+	if run == "" || !ok {
+		return nil // not a pipeline's output: nothing to tell apart
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writer.run == run && s.writer.output != out {
+		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with the Sink of %s, and so does output %d: "+
+			"both outputs' batches of a time would go to one file, and the second one's be taken for written before; "+
+			"give each output a Sink of its own, with a Dir of its own", s.writer.output, s.cfg.Dir, out))
+	}
+	s.writer.run, s.writer.output = run, out
 	return nil
 }
 
