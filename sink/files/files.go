@@ -207,11 +207,13 @@ type Sink[T any] struct {
 
 	mu sync.Mutex // guards times and writer
 	// writer is the Run (internal/runname) and output (internal/outputid)
-	// of the last pipeline output that wrote with the Sink: another output
-	// of the same Run is refused (see Write).
+	// of the last pipeline output that wrote with the Sink, and done its
+	// context's Done, closed once that Run ended: another output of the
+	// Run, or of another Run while it runs, is refused (see Write).
 	writer struct {
 		run    string
 		output int
+		done   <-chan struct{}
 	}
 	// times are the batch times of the files in Dir, sorted: those New
 	// found and those Write wrote since, less those retention removed. An
@@ -382,9 +384,10 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // A Sink serves one output of a pipeline's Run: the batches of two outputs
 // of a time would go to one file, and the second output's be taken for the
 // first's, written before. Write called from another output (ctx tells it)
-// than the one that wrote with the Sink before in the Run writes nothing
-// and returns an error saying to give each output a Sink of its own, which
-// stops Run at once, without the output's retries.
+// than the one that wrote with the Sink before in the Run, or from another
+// pipeline's Run while that one still runs, writes nothing and returns an
+// error saying to give each output a Sink of its own, which stops Run at
+// once, without the output's retries.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
 // then finishes the sync and the retention.
@@ -442,9 +445,11 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // oneOutput returns an error, marked as no retry fixes (internal/noretry),
 // if ctx is that of another output of the pipeline's Run than the one
-// that wrote with the Sink before: both outputs' batches of a time would
-// go to one file, and the second one's would be taken for written. A
-// later Run (an in-process restart) may write with it from any output.
+// that wrote with the Sink before, or of another Run while that one still
+// runs (another pipeline): both outputs' batches of a time would go to one
+// file, and the second one's would be taken for written. A Run after the
+// one before ended (an in-process restart) may write with it from any
+// output.
 func (s *Sink[T]) oneOutput(ctx context.Context) error {
 	run := runname.Of(ctx)
 	out, ok := outputid.Of(ctx)
@@ -453,13 +458,29 @@ func (s *Sink[T]) oneOutput(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.writer.run == run && s.writer.output != out {
+	w := &s.writer
+	switch {
+	case w.run == run && w.output != out:
 		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with the Sink of %s, and so does output %d: "+
 			"both outputs' batches of a time would go to one file, and the second one's be taken for written before; "+
-			"give each output a Sink of its own, with a Dir of its own", s.writer.output, s.cfg.Dir, out))
+			"give each output a Sink of its own, with a Dir of its own", w.output, s.cfg.Dir, out))
+	case w.run != "" && w.run != run && !isClosed(w.done):
+		return noretry.Mark(fmt.Errorf("another pipeline, still running, writes with the Sink of %s: "+
+			"both pipelines' batches of a time would go to one file, and the second one's be taken for written before; "+
+			"give each output a Sink of its own, with a Dir of its own", s.cfg.Dir))
 	}
-	s.writer.run, s.writer.output = run, out
+	w.run, w.output, w.done = run, out, ctx.Done()
 	return nil
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // holds returns nil if the file final holds what Write writes of b, and

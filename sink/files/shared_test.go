@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,4 +66,63 @@ func TestSinkSharedByTwoOutputs(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSinkSharedByTwoRunningPipelines runs two pipelines at once, each
+// with a recovery log, writing with one Sink: their batches of a time go
+// to one file, and the second's was taken for one written before a crash
+// and skipped, its records lost with no error. The second pipeline's
+// Write now fails its Run, saying to give each pipeline's output a Sink
+// of its own; a pipeline that runs after the other ended may use it.
+func TestSinkSharedByTwoRunningPipelines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink, err := files.New(files.Config[string]{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sink.Close()
+		build := func(rec string) *stream.Pipeline {
+			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: recovery.Dir(t.TempDir())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := memory.New[string](memory.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream.ForEachBatch(stream.From(p, src), sink.Write)
+			if err := src.Push(rec); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		ps := []*stream.Pipeline{build("one"), build("two")}
+		errs := make([]error, len(ps))
+		var wg sync.WaitGroup
+		for i, p := range ps {
+			wg.Go(func() { errs[i] = p.Run(ctx) })
+		}
+		wg.Wait()
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+				if !strings.Contains(err.Error(), "give each output a Sink of its own") {
+					t.Errorf("Run = %v, want an error saying to give each output a Sink of its own", err)
+				}
+			}
+		}
+		if failed != 1 {
+			t.Errorf("Runs returned %v, want one of them to fail", errs)
+		}
+
+		// Both ended: a third pipeline may use the Sink.
+		ctx3, cancel3 := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel3()
+		if err := build("three").Run(ctx3); err != nil {
+			t.Errorf("a pipeline run after the others ended: Run = %v", err)
+		}
+	})
 }
