@@ -96,7 +96,8 @@ type Config[T any] struct {
 	// time 1700000000000 is written to Dir/<Prefix>1700000000000<Suffix>.
 	// The time is zero-padded to 13 digits so that names sort in time
 	// order. Defaults: DefaultPrefix ("batch-") and DefaultSuffix (".txt").
-	// Prefix must not start with ".tmp-", which names temporary files.
+	// Prefix must not start with ".tmp-", which names temporary files;
+	// neither may hold a path separator or a NUL byte.
 	// Together they may have at most 220 bytes: with the 13 digits and the
 	// 22 bytes a temporary file's name adds, that is the 255 bytes Linux
 	// and macOS allow a file name.
@@ -174,6 +175,9 @@ func (c Config[T]) validate() error {
 	for _, f := range []struct{ name, v string }{{"Prefix", c.Prefix}, {"Suffix", c.Suffix}} {
 		if strings.ContainsRune(f.v, filepath.Separator) || strings.ContainsRune(f.v, '/') {
 			problems = append(problems, fmt.Errorf("%s %q: must not contain a path separator; put directories in Dir", f.name, f.v))
+		}
+		if strings.ContainsRune(f.v, 0) {
+			problems = append(problems, fmt.Errorf("%s %q: must not contain a NUL byte, which no file name holds", f.name, f.v))
 		}
 	}
 	if d := c.withDefaults(); len(d.Prefix)+len(d.Suffix) > maxAffixes {

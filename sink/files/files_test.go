@@ -314,3 +314,19 @@ func TestNewRefusesNamesOverTheLimit(t *testing.T) {
 		t.Errorf("New with Prefix and Suffix of %d bytes: %v, want ErrInvalidConfig saying %q and naming the 255-byte limit", maxAffixes+1, err, want)
 	}
 }
+
+// TestNewRefusesNULInNames checks that New refuses a Prefix or Suffix
+// holding a NUL byte, which no file name can hold: New accepted it, and
+// every Write then failed.
+func TestNewRefusesNULInNames(t *testing.T) {
+	for _, cfg := range []Config[string]{{Prefix: "a\x00"}, {Suffix: "\x00.txt"}} {
+		cfg.Dir = t.TempDir()
+		s, err := New(cfg)
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("New with Prefix %q Suffix %q: %v, want ErrInvalidConfig naming the NUL byte", cfg.Prefix, cfg.Suffix, err)
+		}
+	}
+}
