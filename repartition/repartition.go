@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/noretry"
 	sink "github.com/weirstream/weir/sink/kinesis"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -52,8 +53,8 @@ type Config[K comparable, V any] struct {
 	// a-z A-Z 0-9 _ . -. It must be this pipeline's alone (no other
 	// program writes or reads it), and one ByKey's: a second ByKey of the
 	// pipeline to it is refused, and so is, at the first write (Run then
-	// fails, wrapping ErrInvalidConfig), a stream a Kinesis source of the
-	// pipeline reads. Required.
+	// fails at once, not tried again, wrapping ErrInvalidConfig), a stream
+	// a Kinesis source of the pipeline reads. Required.
 	Stream string
 	// Shards, when > 0, creates the stream with this many shards if it
 	// does not exist (ByKey waits until it is ACTIVE, or UPDATING: being
@@ -88,8 +89,9 @@ type Config[K comparable, V any] struct {
 	// shard and checkpoints nothing, so each start reads the stream from
 	// its trim horizon again: for tests, or a stream made for one run. Nil
 	// on a pipeline whose source shares its shards (a Kinesis source with
-	// Leases) is refused: the first write fails Run with an error wrapping
-	// ErrInvalidConfig, since every worker would read every record.
+	// Leases) is refused: the first write fails Run at once (not tried
+	// again) with an error wrapping ErrInvalidConfig, since every worker
+	// would read every record.
 	Leases *leasetable.Config
 	// AWS is the AWS configuration the default clients are built from.
 	// Default: nil, config.LoadDefaultConfig (environment, shared files,
@@ -233,13 +235,15 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 
 	quarantine := cfg.DeadLetters != nil
 	stream.ForEachBatch(stream.Map(s, c.encode), func(ctx context.Context, b *batch.Batch[encoded]) error {
+		// These refusals are the same at every try: they fail Run at
+		// once, not after the output's retries.
 		if err := readsItself(b, cfg.Stream, kinesisSources); err != nil {
-			return err
+			return noretry.Mark(err)
 		}
 		if cfg.Leases == nil && stream.SharesShards(ctx) {
-			return fmt.Errorf("%w: Leases nil on a pipeline whose source shares its shards with other workers (leases): "+
+			return noretry.Mark(fmt.Errorf("%w: Leases nil on a pipeline whose source shares its shards with other workers (leases): "+
 				"every worker would read every shard of %s and process each record once per worker; "+
-				"set Leases to the source's lease configuration", ErrInvalidConfig, cfg.Stream)
+				"set Leases to the source's lease configuration", ErrInvalidConfig, cfg.Stream))
 		}
 		b, err := writable(b, quarantine)
 		if err != nil {

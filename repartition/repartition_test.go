@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
-
 	"os"
 	"strconv"
 	"strings"
@@ -92,13 +92,20 @@ func testContext(t *testing.T) context.Context {
 // records as pairs (the record's data, 1).
 func readPairs(t testing.TB, env *localaws.Env, in string, leases *leasetable.Config) (*stream.Pipeline, *stream.Stream[stream.Pair[string, int64]]) {
 	t.Helper()
+	return readPairsLogged(t, env, in, leases, nil)
+}
+
+// readPairsLogged is readPairs with the pipeline's logger (nil: the
+// default).
+func readPairsLogged(t testing.TB, env *localaws.Env, in string, leases *leasetable.Config, logger *slog.Logger) (*stream.Pipeline, *stream.Stream[stream.Pair[string, int64]]) {
+	t.Helper()
 	awsCfg := env.AWSConfig()
 	recv, err := source.New(source.Config{Stream: in, App: localaws.UniqueName(t), InitialPosition: source.TrimHorizon,
 		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: 50 * time.Millisecond, Leases: leases})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 200 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,18 +469,49 @@ func TestPartitionKey(t *testing.T) {
 	}
 }
 
+// logBuffer is a bytes.Buffer safe for a logger's concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// checkNotRetried fails t if logs show an output tried again: a refused
+// configuration is the same at every try, and fails Run at once.
+func checkNotRetried(t *testing.T, logs *logBuffer) {
+	t.Helper()
+	if got := logs.String(); strings.Contains(got, "trying again") {
+		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	}
+}
+
 // TestByKeyRefusesNoLeasesOnAFleet: ByKey without Leases on a pipeline
 // whose source shares its shards (leases) stops Run at its first write,
 // with an error wrapping ErrInvalidConfig that names Leases. Before, it ran:
 // every worker of the fleet read every shard of the intermediate stream
 // from its trim horizon at each start, so each record was counted once per
-// worker, each worker's outputs holding every key.
+// worker, each worker's outputs holding every key. It fails at once: it
+// went through the output's retries first (about 7 s of "trying again"
+// warnings).
 func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
 	env := servers.Env(t)
 	ctx := testContext(t)
 	const n = 100
 	in := putInput(t, env, 2, n)
-	p, pairs := readPairs(t, env, in, &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()})
+	var logs logBuffer
+	p, pairs := readPairsLogged(t, env, in, &leasetable.Config{Endpoint: env.DynamoDBEndpoint, StateDir: t.TempDir()},
+		slog.New(slog.NewTextHandler(&logs, nil)))
 	shuffled := byKey(ctx, t, env, pairs, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1})
 	counted := make(chan struct{})
 	var once sync.Once
@@ -490,6 +528,7 @@ func TestByKeyRefusesNoLeasesOnAFleet(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Leases") {
 			t.Errorf("Run = %v, want an error wrapping ErrInvalidConfig naming Leases", err)
 		}
+		checkNotRetried(t, &logs)
 	case <-counted:
 		t.Error("Run read the intermediate stream back without Leases, on a source sharing its shards")
 		p.Stop()
@@ -590,13 +629,15 @@ func TestByKeyTakesAStreamBeingResharded(t *testing.T) {
 // names the stream. Before, it wrote the records into its own input, which
 // read them again, without end; only its reader's failure to decode the
 // source's own records stopped Run, saying to set DeadLetters, which then
-// let the loop run on (as here).
+// let the loop run on (as here). It fails at once: it went through the
+// output's retries first (about 7 s of "trying again" warnings).
 func TestByKeyRefusesItsSourceStream(t *testing.T) {
 	env := servers.Env(t)
 	ctx := testContext(t)
 	const n = 20
 	in := putInput(t, env, 2, n)
-	p, pairs := readPairs(t, env, in, nil)
+	var logs logBuffer
+	p, pairs := readPairsLogged(t, env, in, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	shuffled := byKey(ctx, t, env, pairs, Config[string, int64]{Stream: in, DeadLetters: &memLetters{}})
 	looped := make(chan struct{})
 	var once sync.Once
@@ -613,6 +654,7 @@ func TestByKeyRefusesItsSourceStream(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), strconv.Quote(in)) {
 			t.Errorf("Run = %v, want an error wrapping ErrInvalidConfig naming stream %q", err, in)
 		}
+		checkNotRetried(t, &logs)
 	case <-looped:
 		t.Error("ByKey wrote to the stream its pipeline reads, and read its records back")
 		p.Stop()

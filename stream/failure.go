@@ -12,6 +12,8 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/noretry"
+	"github.com/weirstream/weir/internal/outputid"
 	"github.com/weirstream/weir/source"
 )
 
@@ -35,7 +37,10 @@ var retryBackoff = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
 // partitions that failed, resuming each after the last record f accepted;
 // for ForEachPartition the partitions that failed, whole; for ForEachBatch
 // and Print the whole batch. n must be >= 0; 0 gives up at the first
-// failure, as weir did before v0.3. Default DefaultRetries (3).
+// failure, as weir did before v0.3. Default DefaultRetries (3). A
+// configuration an output of weir refuses once the pipeline runs (such as
+// repartition.ByKey's, wrapping its ErrInvalidConfig) is the same at every
+// try: it stops the pipeline at once, neither tried again nor quarantined.
 func Retry(n int) Option {
 	return func(o *options) { o.retries, o.given = &n, o.given|optRetry }
 }
@@ -184,6 +189,9 @@ func (o *output) retry(r *run, attempt func() error, units func() int) error {
 		if _, ok := errors.AsType[*recomputeError](err); ok {
 			return err // a source's failure: not the output's to retry
 		}
+		if noretry.Is(err) {
+			return err // a refused configuration: the same at every try
+		}
 		r.outs[o.index].Retries += units()
 		wait := b.Next()
 		r.logger.Warn("stream: output failed; trying again", "output", o.String(), "batch", r.job.time,
@@ -225,9 +233,15 @@ func (o *output) quarantine(r *run, letters []DeadLetter) error {
 	return nil
 }
 
+// context returns the context o's function is given in r: r's, which
+// carries the Run's name (internal/runname), and o's index
+// (internal/outputid), so that a sink told two outputs apart.
+func (o *output) context(r *run) context.Context { return outputid.With(r.ctx, o.index) }
+
 // runWhole runs an output whose unit is the batch (ForEachBatch, Print)
 // under its failure policy: f with each try's batch of s.
 func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) error) error {
+	ctx := o.context(r)
 	var withOrigins *batch.Batch[T] // kept across tries: computed once
 	var fFailed bool                // the last try failed in f, not computing s
 	err := o.retry(r, func() error {
@@ -246,11 +260,11 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if err != nil || b == nil {
 			return err
 		}
-		err = safely(func() error { return f(r.ctx, b) })
+		err = safely(func() error { return f(ctx, b) })
 		fFailed = err != nil
 		return err
 	}, func() int { return 1 })
-	if err == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil || noretry.Is(err) {
 		return err
 	}
 	if o.policy.dead == nil {
@@ -281,7 +295,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 	if b == nil {
 		return err
 	}
-	if ferr := safely(func() error { return f(r.ctx, b) }); ferr != nil {
+	if ferr := safely(func() error { return f(ctx, b) }); ferr != nil {
 		letters = append(letters, lettersOf(b.All(), batch.SeqRange{}, ferr)...)
 	}
 	return o.quarantine(r, letters)
@@ -378,7 +392,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 			}
 		}
 		// Each partition's failure is its own: the others go on.
-		err := parallel(r.ctx, r.par, len(todo), func(ctx context.Context, k int) error {
+		err := parallel(o.context(r), r.par, len(todo), func(ctx context.Context, k int) error {
 			i := todo[k]
 			st := &states[i]
 			st.calls, st.inF = 0, false
@@ -403,7 +417,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		}
 		return nil
 	}, func() int { return max(len(todo), 1) })
-	if err == nil || r.ctx.Err() != nil {
+	if err == nil || r.ctx.Err() != nil || noretry.Is(err) {
 		return err
 	}
 	whole := pt == nil // s failed as a whole, before f ran
@@ -435,7 +449,7 @@ func runParts[T any](r *run, o *output, s *Stream[T], f partFunc[T]) error {
 		st := &states[i]
 		st.calls, st.iso = 0, iso
 		st.running.Store(true)
-		err := safely(func() error { return f(r.ctx, pt, i, st) })
+		err := safely(func() error { return f(o.context(r), pt, i, st) })
 		st.running.Store(false)
 		if err != nil {
 			return err

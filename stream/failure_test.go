@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/noretry"
 )
 
 // letterBox is a DeadLetters in memory: the letters of each call, by batch
@@ -331,5 +332,56 @@ func TestQuarantineOptionErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v, want it to say %q", err, want)
 		}
+	}
+}
+
+// TestMarkedErrorStopsAtOnce checks that an output's error marked as one
+// no retry fixes (internal/noretry: a configuration refused at run time,
+// as repartition's) stops Run at the first try, with the error as it is,
+// even with Quarantine: its records are not set aside for a configuration.
+func TestMarkedErrorStopsAtOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		opts      []Option
+		forEachOp bool
+	}{
+		{"ForEach", nil, true},
+		{"ForEachBatch", nil, false},
+		{"ForEach with Quarantine", []Option{Quarantine(&letterBox{})}, true},
+		{"ForEachBatch with Quarantine", []Option{Quarantine(&letterBox{})}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				p, r, s := newTest[string](t, Config{})
+				refused := errors.New("refused")
+				tries := 0
+				fail := func(v string) error {
+					if v != "bad" {
+						return nil
+					}
+					tries++
+					return noretry.Mark(refused)
+				}
+				if tt.forEachOp {
+					ForEach(s, func(_ context.Context, v string) error { return fail(v) }, tt.opts...)
+				} else {
+					ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
+						for v := range b.All() {
+							if err := fail(v); err != nil {
+								return err
+							}
+						}
+						return nil
+					}, tt.opts...)
+				}
+				err := feed(t, p, r, [][]string{{"ok"}, {"bad"}})
+				if _, ok := errors.AsType[*BatchError](err); !ok || !errors.Is(err, refused) || strings.Contains(err.Error(), "Quarantine") {
+					t.Fatalf("Run = %v, want a *BatchError wrapping the refusal, without advice on Quarantine", err)
+				}
+				if tries != 1 {
+					t.Errorf("tried %d times, want 1", tries)
+				}
+			})
+		})
 	}
 }

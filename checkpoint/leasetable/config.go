@@ -74,9 +74,11 @@ type Config struct {
 	// instead of waiting LeaseDuration for them to expire. It must be on a
 	// local file system (flock is not reliable over NFS) and used by one
 	// deployment of one application: a directory shared by two workers
-	// running at once only lets one of them use it (the other logs a
-	// warning and does without). A folder next to the pipeline's recovery
-	// log, or the log's own directory, is a good place.
+	// running at once only lets one of them use it (the other waits up to
+	// LeaseDuration for it, as for a predecessor that is still exiting,
+	// with a warning, then logs another and does without). A folder next
+	// to the pipeline's recovery log, or the log's own directory, is a
+	// good place.
 	//
 	// Default "": no state, so a restarted worker waits about
 	// LeaseDuration for its predecessor's leases to expire before it, or

@@ -354,7 +354,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err := c.table.Ensure(ctx); err != nil {
 		return err
 	}
-	if st := c.openState(); st != nil {
+	if st := c.openState(ctx); st != nil {
 		defer st.close()
 	}
 	loopCtx, stop := context.WithCancel(ctx)

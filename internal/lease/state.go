@@ -2,13 +2,16 @@ package lease
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
 )
@@ -39,7 +42,15 @@ type workerState struct {
 // with the IDs of the earlier workers (never me), after writing me first
 // in the list, so that a successor of this worker learns of it before it
 // takes any lease. Its files get permission perm (0 means 0600).
-func openWorkerState(dir string, perm fs.FileMode, table, me string) (_ *workerState, _ []string, err error) {
+func openWorkerState(dir string, perm fs.FileMode, table, me string) (*workerState, []string, error) {
+	return openWorkerStateWait(context.Background(), dir, perm, table, me, clock.Real{}, 0, nil)
+}
+
+// openWorkerStateWait is openWorkerState, waiting up to wait on clk (as
+// dirlock.FileWait does, calling waiting once) for another worker that
+// holds the lock to release it.
+func openWorkerStateWait(ctx context.Context, dir string, perm fs.FileMode, table, me string,
+	clk clock.Clock, wait time.Duration, waiting func()) (_ *workerState, _ []string, err error) {
 	d, err := durable.OpenDir(dir, perm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("leasetable: state directory: %w", err)
@@ -49,7 +60,7 @@ func openWorkerState(dir string, perm fs.FileMode, table, me string) (_ *workerS
 			d.Close()
 		}
 	}()
-	lock, err := dirlock.Acquire(d, table+".lock")
+	lock, err := dirlock.AcquireWait(ctx, d, table+".lock", clk, wait, waiting)
 	if err != nil {
 		return nil, nil, fmt.Errorf("leasetable: state directory %s: %w", dir, err)
 	}
@@ -109,15 +120,24 @@ func (s *workerState) write(preds []string) error {
 func (s *workerState) close() error { return errors.Join(s.lock.Release(), s.dir.Close()) }
 
 // openState opens StateDir, if set, and records the earlier workers listed
-// there as gone; nil if there is no state to keep. A state directory that
-// cannot be used is logged, and the worker does without it: its
-// predecessors' leases are then taken when they expire.
-func (c *Coordinator) openState() *workerState {
+// there as gone; nil if there is no state to keep. When another worker
+// holds the directory, as a predecessor that is still exiting does, it
+// waits for it (logged) up to LeaseDuration, after which that worker's
+// leases expire anyway. A state directory that cannot be used then is
+// logged, and the worker does without it: its predecessors' leases are
+// then taken when they expire.
+func (c *Coordinator) openState(ctx context.Context) *workerState {
 	if c.cfg.StateDir == "" {
 		return nil
 	}
-	st, preds, err := openWorkerState(c.cfg.StateDir, c.cfg.StatePerm, c.table.Name(), c.cfg.WorkerID)
+	wait := c.cfg.LeaseDuration
+	st, preds, err := openWorkerStateWait(ctx, c.cfg.StateDir, c.cfg.StatePerm, c.table.Name(), c.cfg.WorkerID, c.cfg.Clock, wait, func() {
+		c.log.Warn("leasetable: the state directory is locked by another worker; waiting for it to exit", "dir", c.cfg.StateDir, "wait", wait)
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // Run is stopping: nothing to warn of
+		}
 		c.log.Warn("leasetable: state directory unusable; the leases of an earlier worker will be taken when they expire", "err", err,
 			"fix", "give each worker a Leases.StateDir of its own, on a local file system, that this user can create and write and no one else can write")
 		return nil

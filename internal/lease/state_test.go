@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -27,7 +29,7 @@ func TestCoordinatorStateDir(t *testing.T) {
 	shards := shardIDs(3)
 
 	w1 := newWorker(t, table, "w1", db, withDir)
-	st1 := w1.c.openState()
+	st1 := w1.c.openState(ctx)
 	if st1 == nil {
 		t.Fatal("w1: no state")
 	}
@@ -48,7 +50,9 @@ func TestCoordinatorStateDir(t *testing.T) {
 		c.MaxStealsPerCycle = -1
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	if st := w2.c.openState(); st != nil {
+	res := openStateWaiting(t, w2)
+	w2.clk.Advance(testLease)
+	if st := <-res; st != nil {
 		t.Fatal("w2 got the state directory while w1 holds it")
 	}
 	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, `fix="give each worker a Leases.StateDir of its own`) {
@@ -64,7 +68,7 @@ func TestCoordinatorStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	w3 := newWorker(t, table, "w3", db, withDir)
-	st3 := w3.c.openState()
+	st3 := w3.c.openState(ctx)
 	if st3 == nil {
 		t.Fatal("w3: no state")
 	}
@@ -193,4 +197,80 @@ func TestWorkerStateModes(t *testing.T) {
 			t.Errorf("%s: mode %v, %v; want 0600", name, fi.Mode().Perm(), err)
 		}
 	}
+}
+
+// openStateWaiting calls w's openState, which waits for the state
+// directory's lock, and returns a channel of its result once it waits on
+// w's clock; it fails t if openState returned without waiting.
+func openStateWaiting(t *testing.T, w *worker) <-chan *workerState {
+	t.Helper()
+	res := make(chan *workerState, 1)
+	go func() { res <- w.c.openState(t.Context()) }()
+	waiting := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { waiting <- w.clk.WaitForWaiters(ctx, 1) }()
+	select {
+	case st := <-res:
+		if st != nil {
+			st.close()
+		}
+		t.Fatal("openState returned at once while another worker held the state directory, without waiting for it to exit")
+	case err := <-waiting:
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+// TestStateDirWaitsForAnExitingPredecessor checks, on the manual clock,
+// that a worker whose state directory another worker still holds, as a
+// predecessor that is exiting does, waits for it (logged at WARN) up to
+// LeaseDuration, after which the predecessor's leases would expire anyway:
+// it did without the state at once, so a restart racing its predecessor's
+// exit waited LeaseDuration for the leases it could have taken back.
+func TestStateDirWaitsForAnExitingPredecessor(t *testing.T) {
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	dir := t.TempDir()
+	var logs syncBuf
+	withDir := func(c *CoordinatorConfig) {
+		c.StateDir = dir
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}
+
+	w1 := newWorker(t, table, "w1", db, withDir)
+	st1 := w1.c.openState(t.Context())
+	if st1 == nil {
+		t.Fatal("w1: no state")
+	}
+
+	// w1 exits half a second into w2's wait: w2 gets the state, and
+	// knows w1 is gone.
+	w2 := newWorker(t, table, "w2", db, withDir)
+	res := openStateWaiting(t, w2)
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "waiting for it to exit") {
+		t.Errorf("the wait was not logged at WARN:\n%s", got)
+	}
+	if err := st1.close(); err != nil {
+		t.Fatal(err)
+	}
+	w2.clk.Advance(500 * time.Millisecond)
+	st2 := <-res
+	if st2 == nil {
+		t.Fatal("w2: no state once w1 exited")
+	}
+	if !w2.c.dead["w1"] {
+		t.Errorf("w2 does not know w1 is gone: dead %v", w2.c.dead)
+	}
+
+	// w2 does not exit: w3 gives up after LeaseDuration and does without.
+	w3 := newWorker(t, table, "w3", db, withDir)
+	res = openStateWaiting(t, w3)
+	w3.clk.Advance(testLease)
+	if st3 := <-res; st3 != nil {
+		t.Fatal("w3 got the state directory while w2 holds it")
+	}
+	st2.close()
 }

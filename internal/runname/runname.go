@@ -2,7 +2,9 @@
 // name of the Run drawn at random when it starts, so that an output whose
 // writes are known by their batch time can name apart the Runs of a
 // pipeline without a recovery log, whose batch times may repeat an
-// earlier Run's (see sink/kinesis and sink/deadletter/dynamodb).
+// earlier Run's (see sink/kinesis and sink/deadletter/dynamodb), and a
+// store tell apart two pipelines' Runs sharing it (sink/deadletter), or,
+// with internal/outputid, the outputs of one Run (sink/files).
 package runname
 
 import (

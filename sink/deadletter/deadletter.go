@@ -10,15 +10,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -36,6 +41,11 @@ var ErrClosed = errors.New("deadletter: closed")
 // letters are not written, and the file is kept.
 var ErrTimeReused = errors.New("deadletter: batch time already quarantined with other letters")
 
+// DefaultLockWait is how long Open waits for another Dir that has the
+// directory to release it: long enough for a process being stopped to
+// exit.
+const DefaultLockWait = 10 * time.Second
+
 // lockName is the lock file held while a Dir is open.
 const lockName = ".lock"
 
@@ -48,22 +58,34 @@ const lockName = ".lock"
 // crashed run may have written for the same batch and output (with a
 // recovery log; see Quarantine for a pipeline without one). Files are
 // readable and writable by their owner only (0600), and the directory must
-// be writable by its owner only (see Open). A Dir is safe for concurrent
-// use; it holds the directory's lock until Close.
+// be writable by its owner only (see Open). A Dir serves the outputs of
+// one running pipeline: the letters of another, running at the same time,
+// would replace its own, so Quarantine refuses them (see Quarantine). A
+// Dir is safe for concurrent use; it holds the directory's lock until
+// Close.
 type Dir struct {
 	dir    *durable.Dir
 	lock   *dirlock.Lock
 	closed atomic.Bool
+
+	mu sync.Mutex // guards run and runDone
+	// run is the name (internal/runname) of the pipeline Run that last
+	// quarantined here, and runDone its context's Done, closed once it
+	// ended: another Run while it runs is refused (see Quarantine).
+	run     string
+	runDone <-chan struct{}
 }
 
 var _ stream.DeadLetters = (*Dir)(nil)
 
 // Open opens the directory at path as a Dir, creating it (mode 0700) if
-// needed, locks it (an error wrapping ErrLocked if another Dir has it: two
-// writers would replace each other's files), and removes the temporary
-// files a crash left. It refuses a directory that group or others can
-// write, or another user owns: files planted there would be taken for
-// letters. Close releases the lock.
+// needed, locks it (waiting up to DefaultLockWait, logged on
+// slog.Default, for another Dir that has it to release it, as a
+// predecessor that is still exiting does; an error wrapping ErrLocked if
+// it still has it then: two writers would replace each other's files),
+// and removes the temporary files a crash left. It refuses a directory
+// that group or others can write, or another user owns: files planted
+// there would be taken for letters. Close releases the lock.
 func Open(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("deadletter: empty path: name the directory to keep dead letters in")
@@ -72,7 +94,9 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
-	lock, err := dirlock.Acquire(dir, lockName)
+	lock, err := dirlock.AcquireWait(context.Background(), dir, lockName, clock.Real{}, DefaultLockWait, func() {
+		slog.Warn("deadletter: the directory is locked by another Dir; waiting for it to exit", "dir", path, "wait", DefaultLockWait)
+	})
 	switch {
 	case errors.Is(err, dirlock.ErrLocked):
 		dir.Close()
@@ -154,6 +178,11 @@ func parseName(name string) (batch.Time, int, bool) {
 // Run's batches repeats their times. Quarantine then keeps the file,
 // writes nothing and returns an error wrapping ErrTimeReused, which fails
 // the batch rather than lose the earlier letters.
+//
+// Letters from a pipeline's Run (ctx tells it) while another pipeline's
+// Run that quarantined here still runs are not written: Quarantine returns
+// an error saying to give each pipeline a directory of its own, which
+// fails the batch. A Run after the other ended may use the Dir.
 func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error {
 	if len(letters) == 0 {
 		return nil
@@ -163,6 +192,9 @@ func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error
 	}
 	if d.closed.Load() {
 		return ErrClosed
+	}
+	if err := d.oneRun(ctx); err != nil {
+		return err
 	}
 	t, out := letters[0].Time, letters[0].Output
 	for _, l := range letters {
@@ -199,6 +231,30 @@ func (d *Dir) Quarantine(ctx context.Context, letters []stream.DeadLetter) error
 	if err != nil {
 		return fmt.Errorf("deadletter: batch %v: %w", t, err)
 	}
+	return nil
+}
+
+// oneRun returns an error if ctx is a pipeline Run's other than the one
+// that last quarantined here, while that one still runs: two pipelines'
+// letters of a batch time and output would go to one file, each
+// replacing the other's. A Run after the other ended takes the Dir over.
+func (d *Dir) oneRun(ctx context.Context) error {
+	run := runname.Of(ctx)
+	if run == "" {
+		return nil // not a pipeline's: nothing to tell apart
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.run != "" && d.run != run {
+		select {
+		case <-d.runDone:
+		default:
+			return fmt.Errorf("deadletter: %s: another pipeline, still running, quarantines here too: "+
+				"the letters of both of a batch time and output would go to one file, each replacing the other's; "+
+				"give each pipeline a directory of its own (a Dir serves the outputs of one pipeline)", d.dir.Path())
+		}
+	}
+	d.run, d.runDone = run, ctx.Done()
 	return nil
 }
 

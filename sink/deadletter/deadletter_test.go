@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -82,8 +83,11 @@ func TestQuarantineAndLetters(t *testing.T) {
 	}
 }
 
-// TestOpenLocks checks that a directory has one Dir at a time.
-func TestOpenLocks(t *testing.T) {
+// TestOpenLocks checks that a directory has one Dir at a time (in
+// virtual time, as the second Open waits DefaultLockWait first).
+func TestOpenLocks(t *testing.T) { synctest.Test(t, testOpenLocks) }
+
+func testOpenLocks(t *testing.T) {
 	dir := t.TempDir()
 	d, err := deadletter.Open(dir)
 	if err != nil {

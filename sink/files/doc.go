@@ -26,7 +26,10 @@
 // log is locked, so a second process given the same directory fails
 // instead of both reporting success; as the log's open does, New first
 // waits a while (Config.LockWait, 10 s) for a predecessor that is still
-// exiting to release it.
+// exiting to release it. A Sink serves one output of a pipeline: given to
+// a second one, or to another pipeline running at the same time, whose
+// batches of a time would go to the same files, the second one's Write
+// fails the batch, and Run, saying to give each output its own.
 //
 // An empty batch gets no file unless Config.WriteEmpty is set, so an idle
 // pipeline writes nothing; that is still exactly-once, as a batch empty

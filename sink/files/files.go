@@ -21,6 +21,9 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/dirlock"
+	"github.com/weirstream/weir/internal/noretry"
+	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -63,6 +66,12 @@ const tempPrefix = ".tmp-"
 // lockName is the lock file in Dir, held while a Sink is open.
 const lockName = ".lock"
 
+// maxAffixes is the most bytes Prefix and Suffix may have together: a
+// batch's temporary file name (durable.CreateTemp's) is its final name and
+// 22 bytes more, the final name is Prefix, the 13 digits of the batch time
+// and Suffix, and Linux and macOS limit a file name to 255 bytes.
+const maxAffixes = 255 - 22 - 13
+
 // Config configures a Sink of records of type T. Only Dir is required.
 type Config[T any] struct {
 	// Dir is the directory the files are written to, created (with its
@@ -87,7 +96,11 @@ type Config[T any] struct {
 	// time 1700000000000 is written to Dir/<Prefix>1700000000000<Suffix>.
 	// The time is zero-padded to 13 digits so that names sort in time
 	// order. Defaults: DefaultPrefix ("batch-") and DefaultSuffix (".txt").
-	// Prefix must not start with ".tmp-", which names temporary files.
+	// Prefix must not start with ".tmp-", which names temporary files;
+	// neither may hold a path separator or a NUL byte.
+	// Together they may have at most 220 bytes: with the 13 digits and the
+	// 22 bytes a temporary file's name adds, that is the 255 bytes Linux
+	// and macOS allow a file name.
 	Prefix, Suffix string
 	// Perm is the permission of the files (and the lock file), filtered by
 	// the umask. It must let the owner read and write and must not let group
@@ -163,6 +176,14 @@ func (c Config[T]) validate() error {
 		if strings.ContainsRune(f.v, filepath.Separator) || strings.ContainsRune(f.v, '/') {
 			problems = append(problems, fmt.Errorf("%s %q: must not contain a path separator; put directories in Dir", f.name, f.v))
 		}
+		if strings.ContainsRune(f.v, 0) {
+			problems = append(problems, fmt.Errorf("%s %q: must not contain a NUL byte, which no file name holds", f.name, f.v))
+		}
+	}
+	if d := c.withDefaults(); len(d.Prefix)+len(d.Suffix) > maxAffixes {
+		problems = append(problems, fmt.Errorf("Prefix and Suffix: %d bytes together, must be at most %d: "+
+			"a file's name adds the 13 digits of its batch time and its temporary name 22 bytes more, "+
+			"and a file name is limited to 255 bytes; shorten them", len(d.Prefix)+len(d.Suffix), maxAffixes))
 	}
 	if strings.HasPrefix(c.Prefix, tempPrefix) {
 		problems = append(problems, fmt.Errorf("Prefix %q: must not start with %q, which names temporary files", c.Prefix, tempPrefix))
@@ -180,15 +201,24 @@ func (c Config[T]) validate() error {
 }
 
 // Sink writes batches to files, one per batch time, exactly once. Its Write
-// is a stream.ForEachBatch function. A Sink is safe for concurrent use,
-// though a pipeline calls it one batch at a time. It holds its directory's
-// lock until Close.
+// is a stream.ForEachBatch function, of one output of a pipeline (see
+// Write). A Sink is safe for concurrent use, though a pipeline calls it one
+// batch at a time. It holds its directory's lock until Close.
 type Sink[T any] struct {
 	cfg  Config[T]
 	dir  *durable.Dir
 	lock *dirlock.Lock
 
-	mu sync.Mutex // guards times
+	mu sync.Mutex // guards times and writer
+	// writer is the Run (internal/runname) and output (internal/outputid)
+	// of the last pipeline output that wrote with the Sink, and done its
+	// context's Done, closed once that Run ended: another output of the
+	// Run, or of another Run while it runs, is refused (see Write).
+	writer struct {
+		run    string
+		output int
+		done   <-chan struct{}
+	}
 	// times are the batch times of the files in Dir, sorted: those New
 	// found and those Write wrote since, less those retention removed. An
 	// index, so that retention does not read a directory of a day's files
@@ -355,6 +385,13 @@ func (s *Sink[T]) Batches() ([]batch.Time, error) {
 // written again would be a batch delivered twice. A pipeline runs its
 // batches one at a time in time order, so the batches before those
 // completed, and a restart never runs them again.
+// A Sink serves one output of a pipeline's Run: the batches of two outputs
+// of a time would go to one file, and the second output's be taken for the
+// first's, written before. Write called from another output (ctx tells it)
+// than the one that wrote with the Sink before in the Run, or from another
+// pipeline's Run while that one still runs, writes nothing and returns an
+// error saying to give each output a Sink of its own, which stops Run at
+// once, without the output's retries.
 // On error the temporary file is removed, and no file of that name exists
 // unless the rename was done and only the directory sync failed; a retry
 // then finishes the sync and the retention.
@@ -364,6 +401,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if err := s.oneOutput(ctx); err != nil {
+		return fmt.Errorf("files: batch %v: %w", b.Time(), err)
 	}
 	if b.Len() == 0 && !s.cfg.WriteEmpty {
 		return nil
@@ -405,6 +445,46 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return fmt.Errorf("files: batch %v written; removing old files: %w", b.Time(), err)
 	}
 	return nil
+}
+
+// oneOutput returns an error, marked as no retry fixes (internal/noretry),
+// if ctx is that of another output of the pipeline's Run than the one
+// that wrote with the Sink before, or of another Run while that one still
+// runs (another pipeline): both outputs' batches of a time would go to one
+// file, and the second one's would be taken for written. A Run after the
+// one before ended (an in-process restart) may write with it from any
+// output.
+func (s *Sink[T]) oneOutput(ctx context.Context) error {
+	run := runname.Of(ctx)
+	out, ok := outputid.Of(ctx)
+	if run == "" || !ok {
+		return nil // not a pipeline's output: nothing to tell apart
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := &s.writer
+	switch {
+	case w.run == run && w.output != out:
+		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with the Sink of %s, and so does output %d: "+
+			"both outputs' batches of a time would go to one file, and the second one's be taken for written before; "+
+			"give each output a Sink of its own, with a Dir of its own", w.output, s.cfg.Dir, out))
+	case w.run != "" && w.run != run && !isClosed(w.done):
+		return noretry.Mark(fmt.Errorf("another pipeline, still running, writes with the Sink of %s: "+
+			"both pipelines' batches of a time would go to one file, and the second one's be taken for written before; "+
+			"give each output a Sink of its own, with a Dir of its own", s.cfg.Dir))
+	}
+	w.run, w.output, w.done = run, out, ctx.Done()
+	return nil
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // holds returns nil if the file final holds what Write writes of b, and

@@ -290,3 +290,43 @@ func TestNewCreatesNestedDir(t *testing.T) {
 		t.Errorf("content %q, want %q", got, "x\n")
 	}
 }
+
+// TestNewRefusesNamesOverTheLimit checks that New refuses a Prefix and
+// Suffix so long that a batch's temporary file name would pass the 255-byte
+// file-name limit: New accepted them, and every Write then failed. The
+// longest accepted pair writes a batch, so the limit is not too strict.
+func TestNewRefusesNamesOverTheLimit(t *testing.T) {
+	longest := Config[string]{Prefix: strings.Repeat("p", 200), Suffix: strings.Repeat("s", maxAffixes-200)}
+	s := newSink(t, longest)
+	if err := s.Write(t.Context(), batch.New(1700000000000, nil, []string{"x"})); err != nil {
+		t.Fatalf("Write with Prefix and Suffix of %d bytes together: %v", maxAffixes, err)
+	}
+
+	tooLong := longest
+	tooLong.Dir = t.TempDir()
+	tooLong.Suffix += "s"
+	s, err := New(tooLong)
+	if err == nil {
+		s.Close()
+	}
+	want := fmt.Sprintf("Prefix and Suffix: %d bytes together, must be at most %d", maxAffixes+1, maxAffixes)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "255") {
+		t.Errorf("New with Prefix and Suffix of %d bytes: %v, want ErrInvalidConfig saying %q and naming the 255-byte limit", maxAffixes+1, err, want)
+	}
+}
+
+// TestNewRefusesNULInNames checks that New refuses a Prefix or Suffix
+// holding a NUL byte, which no file name can hold: New accepted it, and
+// every Write then failed.
+func TestNewRefusesNULInNames(t *testing.T) {
+	for _, cfg := range []Config[string]{{Prefix: "a\x00"}, {Suffix: "\x00.txt"}} {
+		cfg.Dir = t.TempDir()
+		s, err := New(cfg)
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("New with Prefix %q Suffix %q: %v, want ErrInvalidConfig naming the NUL byte", cfg.Prefix, cfg.Suffix, err)
+		}
+	}
+}
