@@ -14,6 +14,7 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/source"
 )
@@ -93,23 +94,12 @@ func TestThrottlingWarnedOncePerEpisode(t *testing.T) {
 // throttling, with its count, when it returns: its calls are its own, so
 // no later call of the shard would end the episode.
 func TestRecomputeThrottlingEnds(t *testing.T) {
-	env := servers.Env(t)
-	stream := newStream(t, env, 1)
-	data := payloads("r", 5)
-	cfg := baseConfig(env, stream)
-	run := startReceiver(t, cfg, len(data))
-	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
-		t.Fatal(err)
-	}
-	run.wait(t)
-	run.stop(t)
-	blocks := run.c.snapshot()
-
+	cfg, block := readBlock(t)
 	var throttled atomic.Int64
 	h := &logged{}
 	cfg.Logger = slog.New(h)
 	cfg.Client = &hookClient{
-		Client: env.Kinesis(),
+		Client: cfg.Client,
 		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
 			if throttled.Add(1) <= 6 {
 				return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
@@ -121,12 +111,12 @@ func TestRecomputeThrottlingEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.Recompute(t.Context(), blocks[0].info)
+	got, err := r.Recompute(t.Context(), block)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != blocks[0].info.Count {
-		t.Errorf("Recompute gave %d records, want %d", len(got), blocks[0].info.Count)
+	if len(got) != block.Count {
+		t.Errorf("Recompute gave %d records, want %d", len(got), block.Count)
 	}
 	var msgs []string
 	for _, rec := range h.records() {
@@ -198,21 +188,10 @@ func TestFanOutThrottlingEndsWhileSubscribed(t *testing.T) {
 // does; before, its retry counters kept it there for good, one entry per
 // such shard per restart.
 func TestRecomputedShardForgotten(t *testing.T) {
-	env := servers.Env(t)
-	stream := newStream(t, env, 1)
-	data := payloads("r", 5)
-	cfg := baseConfig(env, stream)
-	run := startReceiver(t, cfg, len(data))
-	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
-		t.Fatal(err)
-	}
-	run.wait(t)
-	run.stop(t)
-	blocks := run.c.snapshot()
-
+	cfg, block := readBlock(t)
 	var throttled atomic.Int64
 	cfg.Client = &hookClient{
-		Client: env.Kinesis(),
+		Client: cfg.Client,
 		getRecords: func(ctx context.Context, in *awskinesis.GetRecordsInput, next Client) (*awskinesis.GetRecordsOutput, error) {
 			if throttled.Add(1) <= 1 {
 				return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
@@ -224,8 +203,8 @@ func TestRecomputedShardForgotten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shard := blocks[0].info.Ranges[0].Shard
-	if _, err := r.Recompute(t.Context(), blocks[0].info); err != nil {
+	shard := block.Ranges[0].Shard
+	if _, err := r.Recompute(t.Context(), block); err != nil {
 		t.Fatal(err)
 	}
 	if s := r.Stats().Shards[shard]; s.Retries[string(causeThrottled)] != 1 {
@@ -237,4 +216,22 @@ func TestRecomputedShardForgotten(t *testing.T) {
 	if s, ok := r.Stats().Shards[shard]; ok {
 		t.Errorf("Stats.Shards[%s] %v after Recompute read it: %+v; want it forgotten", shard, forgetShardAfter, s)
 	}
+}
+
+// readBlock reads 5 records from a new one-shard stream on kinesalite with
+// a receiver of baseConfig, and returns that config and the first block it
+// pushed, for a Recompute to read again.
+func readBlock(t *testing.T) (Config, batch.BlockInfo) {
+	env := servers.Env(t)
+	stream := newStream(t, env, 1)
+	data := payloads("r", 5)
+	cfg := baseConfig(env, stream)
+	run := startReceiver(t, cfg, len(data))
+	if err := env.PutRecords(t.Context(), stream, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	run.stop(t)
+	cfg.Client = env.Kinesis()
+	return cfg, run.c.snapshot()[0].info
 }
