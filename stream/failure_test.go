@@ -204,18 +204,7 @@ func TestRetryThenStop(t *testing.T) {
 					tries = append(tries, time.Now())
 					return boom
 				}
-				if tt.forEachOp {
-					ForEach(s, func(_ context.Context, v string) error { return fail(v) }, tt.opts...)
-				} else {
-					ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
-						for v := range b.All() {
-							if err := fail(v); err != nil {
-								return err
-							}
-						}
-						return nil
-					}, tt.opts...)
-				}
+				addFailing(s, tt.forEachOp, fail, tt.opts...)
 				err := feed(t, p, r, [][]string{{"ok"}, {"bad"}})
 				be, ok := errors.AsType[*BatchError](err)
 				if !ok || !errors.Is(err, boom) {
@@ -362,18 +351,7 @@ func TestMarkedErrorStopsAtOnce(t *testing.T) {
 					tries++
 					return noretry.Mark(refused)
 				}
-				if tt.forEachOp {
-					ForEach(s, func(_ context.Context, v string) error { return fail(v) }, tt.opts...)
-				} else {
-					ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
-						for v := range b.All() {
-							if err := fail(v); err != nil {
-								return err
-							}
-						}
-						return nil
-					}, tt.opts...)
-				}
+				addFailing(s, tt.forEachOp, fail, tt.opts...)
 				err := feed(t, p, r, [][]string{{"ok"}, {"bad"}})
 				if _, ok := errors.AsType[*BatchError](err); !ok || !errors.Is(err, refused) || strings.Contains(err.Error(), "Quarantine") {
 					t.Fatalf("Run = %v, want a *BatchError wrapping the refusal, without advice on Quarantine", err)
@@ -384,4 +362,21 @@ func TestMarkedErrorStopsAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// addFailing adds an output of s that calls fail with each record: a
+// ForEach if forEachOp, else a ForEachBatch that stops at the first error.
+func addFailing(s *Stream[string], forEachOp bool, fail func(string) error, opts ...Option) {
+	if forEachOp {
+		ForEach(s, func(_ context.Context, v string) error { return fail(v) }, opts...)
+		return
+	}
+	ForEachBatch(s, func(_ context.Context, b *batch.Batch[string]) error {
+		for v := range b.All() {
+			if err := fail(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, opts...)
 }

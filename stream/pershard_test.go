@@ -394,24 +394,33 @@ type tally struct{ N int }
 
 func (t *tally) MergeFrom(o *tally) { t.N += o.N }
 
+// tallyByKey returns a pipeline reading src whose MapWithState, declared
+// PartitionedByKey, counts each record by itself as key (a *tally) and
+// emits "<key>=<count>" for each.
+func tallyByKey(t *testing.T, src *shardedSource) (*stream.Pipeline, *stream.Stream[string]) {
+	t.Helper()
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
+	mapped, _ := stream.MapWithState(byKey, func(k string, v int, st *stream.State[*tally]) (string, bool) {
+		if !st.Exists() {
+			st.Update(&tally{})
+		}
+		st.Get().N += v
+		return k + "=" + strconv.Itoa(st.Get().N), true
+	}, stream.PartitionedByKey())
+	return p, mapped
+}
+
 // A state kept by shard ID (MapWithState declared PartitionedByKey) passes
 // to a reshard's child under the child's ID, both parents' merged: the
 // child of a merge starts from the tally of both.
 func TestStatePerShardByIDToChild(t *testing.T) {
 	src := newShardedSource()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A record is the ID of the shard it is pushed on.
-	byShard := stream.Map(stream.From(p, src), func(id string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: id, Value: 1} })
-	mapped, _ := stream.MapWithState(byShard, func(id string, v int, st *stream.State[*tally]) (string, bool) {
-		if !st.Exists() {
-			st.Update(&tally{})
-		}
-		st.Get().N += v
-		return id + "=" + strconv.Itoa(st.Get().N), true
-	}, stream.PartitionedByKey())
+	p, mapped := tallyByKey(t, src)
 	seen := make(chan string, 100)
 	stream.ForEach(mapped, func(_ context.Context, s string) error { seen <- s; return nil })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -490,18 +499,7 @@ func TestStatePerShardByIDToChild(t *testing.T) {
 // shard dropped is still left out (its next owner counts it).
 func TestStatePerShardByKeyNotShardID(t *testing.T) {
 	src := newShardedSource()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byKey := stream.Map(stream.From(p, src), func(k string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: k, Value: 1} })
-	mapped, _ := stream.MapWithState(byKey, func(k string, v int, st *stream.State[*tally]) (string, bool) {
-		if !st.Exists() {
-			st.Update(&tally{})
-		}
-		st.Get().N += v
-		return k + "=" + strconv.Itoa(st.Get().N), true
-	}, stream.PartitionedByKey())
+	p, mapped := tallyByKey(t, src)
 	var mu sync.Mutex
 	var seen []string
 	stream.ForEach(mapped, func(_ context.Context, s string) error {
