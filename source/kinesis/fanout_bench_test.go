@@ -46,7 +46,7 @@ func latencyRecords() int {
 // pushes them as they arrive: its fan-out numbers are the emulator's, not
 // the service's. Polling is not throttled by it either.
 func BenchmarkFanOutLatency(b *testing.B) {
-	env := localaws.ForTest(b, localaws.Options{KinesisMock: true})
+	env := mockServers.Env(b)
 	var polling, fanout []time.Duration
 	for range b.N {
 		p, f := measureLatency(b, env)
