@@ -144,7 +144,6 @@ func checkAtLeastOnceIn(t *testing.T, put, maybe map[int64]bool, members ...*har
 // duration (twice in CI: the zombie never took a lease back within the
 // wait, or a lease was not handed back at its drain).
 func TestZombieWorker(t *testing.T) {
-	t.Parallel()
 	env := servers.Env(t)
 	a := newHarness(t, env, outageShards)
 	a.tuning.worker = "zombie-a"

@@ -63,7 +63,6 @@ func TestFleetCountNoKills(t *testing.T) {
 // fleetNoKills starts the 3 workers, waits until they share the leases if
 // settled, puts the records, and finishes (see fleet.finish).
 func fleetNoKills(t *testing.T, settled bool) {
-	t.Parallel()
 	records := envInt(t, "WEIR_FLEET_RECORDS", fleetRecords)
 	start := time.Now()
 	f := newFleet(t, servers.Env(t))
@@ -99,7 +98,6 @@ func fleetNoKills(t *testing.T, settled bool) {
 // children start from their parent's (DESIGN.md, "On a fleet: state per
 // shard").
 func TestFleetCountTorture(t *testing.T) {
-	t.Parallel()
 	kills, seed, rng := tortureScheduleOf(t, fleetKills)
 	records := envInt(t, "WEIR_FLEET_RECORDS", fleetRecords)
 	start := time.Now()
