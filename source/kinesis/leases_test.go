@@ -17,7 +17,6 @@ import (
 )
 
 func TestLeasesSpreadShardsOverWorkersAndDeliverEverything(t *testing.T) {
-	t.Parallel()
 	// Leases of 6s (renewed every 2s, each DynamoDB attempt bounded by
 	// 1.2s): a loaded machine (-race, parallel test runs) can stall a
 	// renewal past a 2s lease, and the worker then counts the lease lost at
