@@ -29,7 +29,6 @@ import (
 // log. A second child then starts, and Ctrl-C drains it the same way: the
 // first one's leases were free at once, not left to expire.
 func TestInterruptDrainsAndHandsLeasesBack(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, servers.Env(t), 2)
 	prod := newProducer(h.env.Kinesis(), h.stream)
 	c := h.start()
@@ -86,7 +85,6 @@ func (h *hangTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // with a *stream.DrainError naming the receiver that did not stop, and Run
 // must return that error too (not hang, not report a clean stop).
 func TestDrainBoundedDuringDynamoDBHang(t *testing.T) {
-	t.Parallel()
 	env := servers.Env(t)
 	h := newHarness(t, env, 2)
 	out, err := openBatchFile(h.out, "in-process", 0, nil)

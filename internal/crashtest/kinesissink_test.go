@@ -133,7 +133,6 @@ func (c *putMarkClient) PutRecords(ctx context.Context, in *awskinesis.PutRecord
 // logged: the stream holds some whenever a kill landed inside the sink's
 // output, as the kills after a first call nearly always do. The output file is checked as in TestCrashTorture.
 func TestCrashTortureKinesisSink(t *testing.T) {
-	t.Parallel()
 	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})

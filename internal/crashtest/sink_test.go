@@ -209,7 +209,6 @@ func (h *harness) sinkTorture(kills int, rng *rand.Rand, what string) (f figures
 // number of records, every item counted. The output file is checked as in
 // TestCrashTorture.
 func TestCrashTortureDynamoSink(t *testing.T) {
-	t.Parallel()
 	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
@@ -269,7 +268,6 @@ func TestCrashTortureDynamoSink(t *testing.T) {
 // short of the last records (the torture tests' rare failure on a slow
 // machine).
 func TestCrashDrainSlowLastBatch(t *testing.T) {
-	t.Parallel()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
 	h := newHarness(t, env, 2)
 	h.sink, h.slowLast = createSinkTable(t, env), true

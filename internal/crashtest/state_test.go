@@ -213,7 +213,6 @@ func TestCrashTortureState(t *testing.T) { tortureState(t, false) }
 func TestCrashTortureStateDynamoLog(t *testing.T) { tortureState(t, true) }
 
 func tortureState(t *testing.T, shared bool) {
-	t.Parallel()
 	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})

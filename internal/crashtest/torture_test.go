@@ -85,7 +85,6 @@ func tortureScheduleOf(t *testing.T, defKills int) (kills int, seed uint64, rng 
 }
 
 func torture(t *testing.T, shared bool) {
-	t.Parallel()
 	kills, seed, rng := tortureSchedule(t)
 	start := time.Now()
 	env := localaws.ForTest(t, localaws.Options{Kinesis: true, DynamoDB: true, DataDir: t.TempDir()})
@@ -120,7 +119,6 @@ const (
 // kill during a write leaves), and checks that the restarted child drops it
 // and goes on with nothing lost.
 func TestCrashTornLogEntry(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, servers.Env(t), 2)
 	var tornChild int
 	f := h.torture(2, func(i int, c *child) {
