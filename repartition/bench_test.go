@@ -24,12 +24,16 @@ import (
 // records, "repartition" after ByKey through a new 4-shard stream (created
 // in the timed part), "repartition+leases" the same with leases on both
 // streams (lease tables on dynalite; the count's state kept per shard). The goal is repartition at 0.5x direct's
-// throughput or better: compare the records/s.
+// throughput or better: compare the records/s. Under -short (scripts/test's
+// smoke run, which measures nothing) the stream holds 4000 records.
 //
 //	go test -run x -bench ByKey -benchtime 3x ./repartition/
 func BenchmarkByKey(b *testing.B) {
 	env := servers.Env(b)
-	const n = 20000
+	n := 20000
+	if testing.Short() {
+		n = 4000
+	}
 	in := putInput(b, env, 4, n)
 	for _, tc := range []struct {
 		name                string
@@ -66,12 +70,16 @@ func BenchmarkByKey(b *testing.B) {
 // how long after its put each record arrived: "direct" on the source's
 // records, "repartition" after ByKey through a new 4-shard stream. It
 // reports the p50 and p99 in milliseconds. WEIR_LATENCY_SECONDS sets how
-// long the producer runs (default 3).
+// long the producer runs (default 3; 1 under -short, scripts/test's smoke
+// run).
 //
 //	WEIR_LATENCY_SECONDS=30 go test -run x -bench ByKeyLatency -benchtime 1x ./repartition/
 func BenchmarkByKeyLatency(b *testing.B) {
 	env := servers.Env(b)
 	seconds := 3
+	if testing.Short() {
+		seconds = 1
+	}
 	if s, err := strconv.Atoi(os.Getenv("WEIR_LATENCY_SECONDS")); err == nil && s > 0 {
 		seconds = s
 	}

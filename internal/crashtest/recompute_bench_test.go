@@ -25,17 +25,35 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// Shape of BenchmarkRestartRecompute's recovery log: rebuildRecords
-// records on rebuildShards shards, read back in ranges of rebuildPage
+// Shape of BenchmarkRestartRecompute's recovery log: rebuildRecords()
+// records on rebuildShards shards, read back in ranges of rebuildPage()
 // records; each block holds one range of every shard (a receiver reading
 // them all in a block interval), and each pending batch rebuildBlocks
 // blocks (a batch interval of block intervals).
 const (
-	rebuildRecords = 40000
-	rebuildShards  = 4
-	rebuildPage    = 500
-	rebuildBlocks  = 5
+	rebuildShards = 4
+	rebuildBlocks = 5
 )
+
+// rebuildRecords returns the records of BenchmarkRestartRecompute's log:
+// 40,000, or 10,000 under -short (scripts/test's smoke run, which
+// measures nothing).
+func rebuildRecords() int { return shortOr(40000, 10000) }
+
+// rebuildPage returns the records of a range of BenchmarkRestartRecompute's
+// log: 500, or 250 under -short, so that the smaller log still holds two
+// pending batches.
+func rebuildPage() int { return shortOr(500, 250) }
+
+// shortOr returns short under -short, full otherwise: the benchmarks'
+// sizes in scripts/test's smoke run, which runs each once so that none
+// rots.
+func shortOr(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
 
 // BenchmarkRestartRecompute measures a restart that must rebuild the blocks
 // of 4 shards: a recovery log whose pending batches hold every record of a
@@ -111,8 +129,8 @@ func readAllCPU(b *testing.B, env *localaws.Env, name string) (time.Duration, bo
 	read := 0
 	readPages(b, client, name, shards, 10000, func(_ int, page []types.Record) { read += len(page) })
 	end, _ := serverCPU()
-	if read != rebuildRecords {
-		b.Fatalf("read %d records, want %d", read, rebuildRecords)
+	if read != rebuildRecords() {
+		b.Fatalf("read %d records, want %d", read, rebuildRecords())
 	}
 	return end - start, known
 }
@@ -179,19 +197,19 @@ func (s slowTrip) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.base.RoundTrip(req)
 }
 
-// rebuildLog puts rebuildRecords records on a new stream and returns the
+// rebuildLog puts rebuildRecords() records on a new stream and returns the
 // entries of a recovery log whose pending batches hold them all.
 func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entry {
 	ctx := b.Context()
 	if err := env.CreateStream(ctx, name, rebuildShards); err != nil {
 		b.Fatal(err)
 	}
-	putNumbered(b, env, name, rebuildRecords)
+	putNumbered(b, env, name, rebuildRecords())
 	client := env.Kinesis()
 	shards := listShards(b, client, name)
 	// pages[s] are shard s's ranges, in order.
 	pages := make([][]batch.SeqRange, len(shards))
-	readPages(b, client, name, shards, rebuildPage, func(s int, page []types.Record) {
+	readPages(b, client, name, shards, int32(rebuildPage()), func(s int, page []types.Record) {
 		pages[s] = append(pages[s], batch.SeqRange{Stream: name, Shard: aws.ToString(shards[s].ShardId),
 			First: aws.ToString(page[0].SequenceNumber), Last: aws.ToString(page[len(page)-1].SequenceNumber),
 			Count: len(page)})
@@ -219,8 +237,8 @@ func rebuildLog(b *testing.B, env *localaws.Env, name string) []recoverylog.Entr
 		ids = append(ids, info.ID)
 		total += info.Count
 	}
-	if total != rebuildRecords {
-		b.Fatalf("the blocks hold %d records, want %d", total, rebuildRecords)
+	if total != rebuildRecords() {
+		b.Fatalf("the blocks hold %d records, want %d", total, rebuildRecords())
 	}
 	return out
 }
@@ -276,7 +294,7 @@ func rebuildOnce(b *testing.B, env *localaws.Env, name string, entries []recover
 	stream.ForEachBatch(stream.From(p, r), func(_ context.Context, bt *batch.Batch[kinesis.Record]) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if seen += bt.Len(); seen == rebuildRecords && bt.Len() > 0 {
+		if seen += bt.Len(); seen == rebuildRecords() && bt.Len() > 0 {
 			last = time.Now()
 			lastCPU, _ = serverCPU()
 			close(done)

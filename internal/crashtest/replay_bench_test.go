@@ -20,8 +20,9 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// replayRecords is the number of records of BenchmarkStateReplay.
-const replayRecords = 50000
+// replayRecords returns the number of records of BenchmarkStateReplay:
+// 50,000, or 10,000 under -short (see shortOr).
+func replayRecords() int { return shortOr(50000, 10000) }
 
 // timedReceiver is a Kinesis receiver that times its Recompute calls: the
 // replay of a restart.
@@ -42,7 +43,7 @@ func (r *timedReceiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]
 		r.first = start
 	}
 	r.last = time.Now()
-	if r.recomputed += len(recs); r.recomputed == replayRecords {
+	if r.recomputed += len(recs); r.recomputed == replayRecords() {
 		close(r.done)
 	}
 	return recs, err
@@ -50,7 +51,7 @@ func (r *timedReceiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]
 
 // BenchmarkStateReplay measures the replay of a restart with state against
 // the plain read of the same records, on kinesalite: a pipeline with a
-// running count per key (UpdateStateByKey) reads replayRecords records put
+// running count per key (UpdateStateByKey) reads replayRecords() records put
 // beforehand on 4 shards, with no snapshot but the first (so that every
 // batch is replayed), and is stopped; a second run on the same log
 // rebuilds the state by recomputing every batch from its ranges. Reported:
@@ -74,7 +75,7 @@ func replayOnce(b *testing.B, env *localaws.Env) (read, replay float64) {
 	if err := env.CreateStream(ctx, name, 4); err != nil {
 		b.Fatal(err)
 	}
-	putNumbered(b, env, name, replayRecords)
+	putNumbered(b, env, name, replayRecords())
 	dir := b.TempDir()
 	build := func() (*stream.Pipeline, *timedReceiver, *outputClock) {
 		awsCfg := env.AWSConfig()
@@ -104,8 +105,8 @@ func replayOnce(b *testing.B, env *localaws.Env) (read, replay float64) {
 	start1 := runUntil(b, p1, oc.done)
 	p2, tr, _ := build()
 	start2 := runUntil(b, p2, tr.done)
-	read = float64(replayRecords) / oc.last.Sub(start1).Seconds()
-	replay = float64(replayRecords) / tr.last.Sub(start2).Seconds()
+	read = float64(replayRecords()) / oc.last.Sub(start1).Seconds()
+	replay = float64(replayRecords()) / tr.last.Sub(start2).Seconds()
 	return read, replay
 }
 
@@ -164,7 +165,7 @@ func (o *outputClock) see(_ context.Context, b *batch.Batch[kinesis.Record]) err
 		o.first = time.Now()
 	}
 	o.last = time.Now()
-	if o.n += b.Len(); o.n == replayRecords {
+	if o.n += b.Len(); o.n == replayRecords() {
 		close(o.done)
 	}
 	return nil

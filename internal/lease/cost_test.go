@@ -81,7 +81,10 @@ var kclCosts = struct {
 // reads/kcl are ratios to it (kcl-model-* are the KCL's idle rates computed from its
 // periods, which that mode matches). Each run simulates 55 take cycles (at
 // least 5 minutes; 5 for the kcl mode) of balancing first, unmeasured, then
-// 10 minutes; the counts are scaled to an hour. BenchmarkLeaseFailover gives each mode's failover time.
+// 10 minutes; the counts are scaled to an hour. Under -short (scripts/test's
+// smoke run, which measures nothing) the tables have 1 and 8 shards, and
+// each run simulates a minute of balancing and a minute measured.
+// BenchmarkLeaseFailover gives each mode's failover time.
 //
 //	go test -run '^$' -bench LeaseCost -benchtime 1x ./checkpoint/leasetable
 func BenchmarkLeaseCost(b *testing.B) {
@@ -267,9 +270,14 @@ func simulateCost(b *testing.B, k costKey, m costMode) costResult {
 	if !m.kcl {
 		warm = max(warm, 55*s.ws[0].c.cfg.TakeInterval)
 	}
+	sim := 10 * time.Minute // one ScanInterval: the periodic scan is counted once
+	if testing.Short() {
+		// scripts/test's smoke run measures nothing: the 8 shards of
+		// -short balance over 2 workers in 4 take cycles.
+		warm, sim = time.Minute, time.Minute
+	}
 	s.run(warm, nil)
 	c0 := s.counts()
-	const sim = 10 * time.Minute // one ScanInterval: the periodic scan is counted once
 	s.run(sim, nil)
 	c1 := s.counts()
 	perHour := float64(time.Hour) / float64(sim)

@@ -36,7 +36,10 @@ var logWrites = []string{"PutItem", "BatchWriteItem", "UpdateItem", "DeleteItem"
 // the log made, state snapshots included, counted at the HTTP transport
 // (each request the server got), per worker-hour, with the puts by what
 // they hold (putKinds). The records of a batch interval are pushed at once,
-// to one shard: one block per batch.
+// to one shard: one block per batch. With -short (scripts/test's smoke
+// run, which measures nothing) the idle cases run a little over one
+// compaction's worth of batches and the real-time ones 2 s, with no
+// compaction awaited.
 //
 //	go test -run '^$' -bench BenchmarkLogCost -benchtime 1x ./recovery/dynamolog/
 func BenchmarkLogCost(b *testing.B) {
@@ -63,7 +66,13 @@ func benchLogCost(b *testing.B, env *localaws.Env, kind string, iv time.Duration
 		for range b.N {
 			if rate == 0 {
 				span := 10 * time.Minute
-				if kind == "keeping" && !testing.Short() {
+				switch {
+				case testing.Short():
+					// scripts/test runs every benchmark once with -short, so
+					// that none rots: a little over one compaction's worth of
+					// batches, not 10 minutes of them.
+					span = (stream.DefaultCompactEvery + 10) * iv
+				case kind == "keeping":
 					span = time.Hour // its snapshots, one in 20 minutes, and a compaction
 				}
 				perHour = logCost(b, env, kind, iv, rate, span)
@@ -279,8 +288,13 @@ func logCostRealTime(b *testing.B, env *localaws.Env, kind string, iv time.Durat
 		}
 	}
 	// Warm up until the first compaction, so that the span, as long as the
-	// log takes to compact once, holds one in the steady state.
-	push(3*span, func() bool { return tr.kinds.counts()["base"] > 0 })
+	// log takes to compact once, holds one in the steady state. Under
+	// -short (see benchLogCost) no compaction is awaited: the 2 s span
+	// holds none, and its 200ms and 1s batches would not compact within
+	// the 6 s this warm-up allows.
+	if !testing.Short() {
+		push(3*span, func() bool { return tr.kinds.counts()["base"] > 0 })
+	}
 	before := logRequests(tr)
 	start := time.Now()
 	push(span, func() bool { return false })

@@ -206,6 +206,7 @@ func TestByteBudgetWithSlowPipeline(t *testing.T) {
 // reading against kinesalite, and checks the budget holds on the real
 // wire (page sizes, de-serialised records) as on the fake.
 func TestByteBudgetOnKinesalite(t *testing.T) {
+	t.Parallel()
 	const (
 		n, size, perRead, shards = 1200, 3000, 100, 2
 		budget                   = 1 << 20

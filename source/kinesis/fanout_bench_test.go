@@ -19,17 +19,26 @@ import (
 // Settings of BenchmarkFanOutLatency: a low steady rate, kept small for
 // kinesis-mock.
 const (
-	latencyRate    = 50 // records put per second
-	latencyRecords = 500
-	latencyBlock   = 50 * time.Millisecond // both receivers' block interval
+	latencyRate  = 50                    // records put per second
+	latencyBlock = 50 * time.Millisecond // both receivers' block interval
 )
+
+// latencyRecords returns the records BenchmarkFanOutLatency puts: 500 (10
+// s at latencyRate), or 50 under -short (scripts/test's smoke run, which
+// measures nothing).
+func latencyRecords() int {
+	if testing.Short() {
+		return 50
+	}
+	return 500
+}
 
 // BenchmarkFanOutLatency measures put-to-push latency (PutRecords called to
 // the block holding the record stored) of a polling receiver and a
 // fan-out receiver with default settings, reading the same kinesis-mock
 // stream at the same time while records are put at a steady low rate. It
 // reports the p50 and p99 of each and their ratios (fan-out / polling).
-// Run with -benchtime=1x; each iteration is one stream of latencyRecords.
+// Run with -benchtime=1x; each iteration is one stream of latencyRecords().
 //
 //	go test ./source/kinesis -run '^$' -bench FanOutLatency -benchtime=1x -count=3
 //
@@ -37,7 +46,7 @@ const (
 // pushes them as they arrive: its fan-out numbers are the emulator's, not
 // the service's. Polling is not throttled by it either.
 func BenchmarkFanOutLatency(b *testing.B) {
-	env := localaws.ForTest(b, localaws.Options{KinesisMock: true})
+	env := mockServers.Env(b)
 	var polling, fanout []time.Duration
 	for range b.N {
 		p, f := measureLatency(b, env)
@@ -123,7 +132,7 @@ func (l *latencies) waitAll(b *testing.B, n int, names ...string) {
 }
 
 // measureLatency runs a polling and a fan-out receiver on a new stream
-// while putting latencyRecords at latencyRate, and returns their
+// while putting latencyRecords() at latencyRate, and returns their
 // latencies.
 func measureLatency(b *testing.B, env *localaws.Env) (polling, fanout []time.Duration) {
 	ctx := b.Context()
@@ -176,11 +185,11 @@ func measureLatency(b *testing.B, env *localaws.Env) (polling, fanout []time.Dur
 
 	tick := time.NewTicker(time.Second / latencyRate)
 	defer tick.Stop()
-	for i := range latencyRecords {
+	for i := range latencyRecords() {
 		<-tick.C
 		put(fmt.Sprintf("rec-%05d", i))
 	}
-	l.waitAll(b, latencyRecords, "polling", "fanout")
+	l.waitAll(b, latencyRecords(), "polling", "fanout")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.got["polling"], l.got["fanout"]

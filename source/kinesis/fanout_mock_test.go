@@ -266,11 +266,12 @@ func checkFanOutRead(t *testing.T, stream string, want [][]byte, run *running) {
 }
 
 // TestFanOutOnKinesisMock reads with enhanced fan-out from kinesis-mock,
-// the local server that has it. Its subtests share one server; each has
-// streams of its own, kept small (kinesis-mock is slow to put to, and
+// the local server that has it. Its subtests share the package's
+// kinesis-mock (mockServers); each has streams of its own, kept small (kinesis-mock is slow to put to, and
 // pushes one event a second per subscription).
 func TestFanOutOnKinesisMock(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{KinesisMock: true})
+	t.Parallel()
+	env := mockServers.Env(t)
 	m := &mockFanOut{env: env, client: env.KinesisMock()}
 
 	t.Run("ExactlyOnceInShardOrder", func(t *testing.T) {

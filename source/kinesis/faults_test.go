@@ -7,6 +7,7 @@ import (
 )
 
 func TestFaultsLoseNoRecordAndAreCounted(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 3)
 	data := payloads("f", 1500)

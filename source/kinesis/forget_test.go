@@ -42,6 +42,7 @@ func completeAll(ctx context.Context, r *Receiver, c *collector) {
 // children stay: a stream resharded often does not grow Stats.Shards, nor
 // the metric series made of it, without bound.
 func TestShardForgottenAfterReshard(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 1)
 	if err := env.PutRecords(t.Context(), stream, payloads("before", 10), nil); err != nil {
@@ -180,6 +181,7 @@ func TestShardForgottenAfterLeavingTheListing(t *testing.T) {
 // while its reader runs is neither released nor read again from its start
 // when the next listing shows it: every record is delivered once.
 func TestShardLeftOutOfOneListingReadOnce(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 1)
 	if err := env.PutRecords(t.Context(), stream, payloads("before", 5), nil); err != nil {

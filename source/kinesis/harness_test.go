@@ -28,7 +28,22 @@ var servers = localaws.NewShared(localaws.Options{
 	Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 })
 
-func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+// mockServers is one kinesis-mock, for the tests of what kinesalite lacks
+// (enhanced fan-out, UpdateShardCount, ChildShards), started by the first
+// of them: each kinesis-mock takes seconds to start.
+var mockServers = localaws.NewShared(localaws.Options{KinesisMock: true})
+
+// TestMain runs the tests, then stops both sets of shared servers.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, s := range []*localaws.Shared{servers, mockServers} {
+		if err := s.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "source/kinesis: close shared servers: %v\n", err)
+			code = max(code, 1)
+		}
+	}
+	os.Exit(code)
+}
 
 // waitLimit guards every wait for records: a failure guard, not a sleep.
 const waitLimit = 90 * time.Second

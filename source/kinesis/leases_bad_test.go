@@ -23,6 +23,7 @@ import (
 // nor stops; once an operator fixes the checkpoints, those shards are read
 // from where the fix says.
 func TestLeasesBadItemsIsolated(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 4)
 	f.put(payloads("old", 200))
 	recs := f.readAll()
@@ -166,6 +167,7 @@ func ensureTable(t *testing.T, f *fleet) {
 // checkpoints of the new hold (it was one: none was written until the
 // shard's numbers passed it, so a restart read the whole shard again).
 func TestLeasesRefusedCheckpointFixedIsCheckpointed(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 1)
 	data := payloads("r", 50)
 	f.put(data)

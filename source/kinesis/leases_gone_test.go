@@ -16,6 +16,7 @@ import (
 // marked SHARD_END, so that its child is read, rather than failing Run at
 // every start.
 func TestLeasesShardGoneFromStream(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	f := newFleet(t, 1)
 	data := payloads("child", 50)

@@ -23,6 +23,7 @@ import (
 // what it read complete, checkpoints it and hands it off, and the joiner
 // reads after that checkpoint. Every record is delivered exactly once.
 func TestLeasesStealHandsOffWithoutDuplicates(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = 2 * time.Second
 	f := newFleet(t, 2)
 	data := payloads("handoff", 3000)
@@ -111,6 +112,7 @@ func (b *logBuffer) String() string {
 // where it goes. Before, it was a warning that the hand-off failed. A
 // hand-off that fails for another reason still warns.
 func TestLeasesHandOffLostLogsInfo(t *testing.T) {
+	t.Parallel()
 	const (
 		failed = `level=WARN msg="kinesis: handing a shard off failed`
 		lost   = `level=INFO msg="kinesis: a shard's lease changed before its hand-off was written`

@@ -143,6 +143,7 @@ func (c *askerReads) result() (reads int, handed bool) {
 // cycles (lease reads) of the holder learning of the request, where a
 // lease duration is three.
 func TestLeasesStatePerShardHandOffDuringLoad(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	// Take cycles of 2 s, so that two leave time for the hand-off's
 	// writes on a busy machine.

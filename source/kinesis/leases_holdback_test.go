@@ -120,6 +120,7 @@ func (f *fleet) waitHeldBack(logs *logBuffer) {
 // renewed, and the new owner reads them after the last checkpoint.
 // Before, it warned that the lease was not renewed within its duration.
 func TestLeasesHandOffHoldBackLogsInfo(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 2)
 	w1, logs, pages := startReading(f, "w1", 2)
 	w2 := f.start("w2", 2*time.Second, nil)
@@ -151,6 +152,7 @@ func heldBackAsInfo(t *testing.T, worker string, logs *logBuffer, want string) {
 // A reader whose lease really went unrenewed (its worker cut off from
 // DynamoDB) still warns when it holds back what it read.
 func TestLeasesNotRenewedHoldBackWarns(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 1)
 	w, logs, pages := startReading(f, "w", 1)
 	w.ddb.gate.pause()
@@ -208,6 +210,7 @@ func (c *lateBeats) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput
 // within its duration. Here the new owner's beats after its take wait
 // until its reader held back records.
 func TestLeasesHandedOffToHoldBackLogsInfo(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 2)
 	aLogs, bLogs := &logBuffer{}, &logBuffer{}
 	infoTo := func(logs *logBuffer) *slog.Logger {

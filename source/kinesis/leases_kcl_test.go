@@ -53,6 +53,7 @@ type bounds struct{ min, max int }
 // nothing, an aggregate checkpointed at sub-sequence s the user records
 // after s, one of weir's own checkpoints nothing); everything after, once.
 func TestLeasesTakeOverAKCLTable(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 4)
 	var data [][]byte
 	for i := range 240 {

@@ -19,6 +19,7 @@ import (
 // first one started (the time its take pinned, Lease.LatestAt), not from
 // the stream's new tip, or every record the dead worker read is lost.
 func TestLeasesLatestDeathBeforeFirstCheckpoint(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = time.Second
 	f := newFleet(t, 1)
 	latest := func(c *kinesis.Config) {
@@ -79,6 +80,7 @@ func (c aheadClock) Now() time.Time { return time.Now().Add(c.ahead) }
 // stops the worker's Run, and whoever reads the shard once that time has
 // passed skips every record put before it.
 func TestLeasesLatestClockAhead(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = time.Second
 	f := newFleet(t, 1)
 	latest := func(c *kinesis.Config) {

@@ -168,6 +168,7 @@ func (f *countFleet) drain(name string, p *stream.Pipeline, done chan error) {
 // Every key's count, the greatest any worker wrote, is exact: a state
 // split between workers would leave it short, a record counted twice long.
 func TestLeasesStatePerShardMovesWithLease(t *testing.T) {
+	t.Parallel()
 	movesWithLease(t, newCountFleet(t, 4))
 }
 
@@ -175,6 +176,7 @@ func TestLeasesStatePerShardMovesWithLease(t *testing.T) {
 // a ReduceByKeyAndWindow of an hour counts exactly across the same drain,
 // crash and take-over.
 func TestLeasesStatePerShardWindowMovesWithLease(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 4)
 	f.count = func(p *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
 		return stream.ReduceByKeyAndWindow(pairs, func(a, b int) int { return a + b }, nil, time.Hour, p.BatchInterval())
@@ -214,6 +216,7 @@ func movesWithLease(t *testing.T, f *countFleet) {
 // the keys of its half, and a worker that takes them over later goes on
 // from theirs.
 func TestLeasesStatePerShardAcrossSplit(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 1)
 	f.put()
 	a, aDone := f.worker("a")
@@ -327,6 +330,7 @@ func BenchmarkLeaseTakeWithState(b *testing.B) {
 // A merge passes both parents' states on: the child of two shards merged
 // while a worker counts starts with the keys of both.
 func TestLeasesStatePerShardAcrossMerge(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	f.put()
 	a, aDone := f.worker("a")
@@ -351,6 +355,7 @@ func TestLeasesStatePerShardAcrossMerge(t *testing.T) {
 // 500 past the SDK's retries) is loaded again, the shard not read
 // meanwhile: no record is counted without its shard's state.
 func TestLeasesStatePerShardLoadRetried(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	f.put()
 	a, aDone := f.worker("a")
@@ -377,6 +382,7 @@ func TestLeasesStatePerShardLoadRetried(t *testing.T) {
 // state it loaded from its parent: the grandchildren find its snapshot
 // (stored at its end even though its state did not move).
 func TestLeasesStatePerShardAcrossTwoSplits(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 1)
 	f.put()
 	a, aDone := f.worker("a")
@@ -425,6 +431,7 @@ func splitShard(t *testing.T, f *fleet, shard string) {
 // here: no checkpoint interval passed), not after what it read before:
 // the state of the earlier hold was dropped with the loss.
 func TestLeasesStatePerShardRetakenBySameWorker(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	f.checkpoint = time.Hour
 	f.put()
@@ -465,6 +472,7 @@ func TestLeasesStatePerShardRetakenBySameWorker(t *testing.T) {
 // records keep coming, and the holder stores each one's snapshot before
 // its last checkpoint and hands it off. Every key's count is exact after.
 func TestLeasesStatePerShardHandedOff(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 4)
 	f.checkpoint = time.Minute
 	f.put()
@@ -531,6 +539,7 @@ func (c *stateGetFault) loaded() int {
 // lease being handed off) until the lease expired on its clock: the shard
 // went unread for a lease duration.
 func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	f.put()
 	db := &stateGetFault{Client: f.env.DynamoDB(), state: f.table + "-state"}
@@ -561,6 +570,7 @@ func TestLeasesStatePerShardHandOffBeforeLoad(t *testing.T) {
 // metric series: on a long-lived fleet whose leases move and whose stream
 // is resharded, one more for every such shard.
 func TestLeasesStatePerShardForgetsShardHandedOffUnread(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	f.forget = 200 * time.Millisecond
 	f.put()
@@ -638,6 +648,7 @@ func (f *countFleet) holding(worker string) int {
 // on top of a state its function had already closed. The same save serves
 // a hand-off and a shard's end.
 func TestLeasesStatePerShardDrainStoresTimeouts(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 2)
 	// What the function saw, by key, in order: a record's count, or 0
 	// for a timeout.
@@ -761,6 +772,7 @@ func (h watchHandler) WithGroup(name string) slog.Handler {
 // snapshot: a then loaded its own stale state and read after b's
 // checkpoint, so the records b counted were lost from the state.
 func TestLeasesStatePerShardStaleSaveAfterRetake(t *testing.T) {
+	t.Parallel()
 	f := newCountFleet(t, 1)
 	var armed atomic.Bool
 	blocked, release := make(chan struct{}), make(chan struct{})

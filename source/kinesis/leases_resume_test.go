@@ -13,6 +13,7 @@ import (
 // checks that once it takes the leases back it reads after what it
 // completed, not after the stale checkpoint: nothing is delivered twice.
 func TestLeasesRetakenResumeAfterCompletedRecords(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = time.Second
 	f := newFleet(t, 2)
 	before := payloads("before", 400)

@@ -22,6 +22,7 @@ import (
 // log, takes over: in both cases every record of the parent and of the
 // children is delivered.
 func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		restartedDies bool

@@ -66,6 +66,7 @@ func TestLeasesSpreadShardsOverWorkersAndDeliverEverything(t *testing.T) {
 }
 
 func TestLeasesOfAKilledWorkerAreTakenOver(t *testing.T) {
+	t.Parallel()
 	const leaseDuration, takeInterval = 2 * time.Second, 50 * time.Millisecond
 	f := newFleet(t, 4)
 	data := payloads("kill", 2000)
@@ -99,6 +100,7 @@ func TestLeasesOfAKilledWorkerAreTakenOver(t *testing.T) {
 }
 
 func TestLeasesPausedWorkerStopsAndNeverCheckpointsAgain(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = 2 * time.Second
 	f := newFleet(t, 4)
 	before := payloads("before", 800)
@@ -174,6 +176,7 @@ func TestLeasesPausedWorkerStopsAndNeverCheckpointsAgain(t *testing.T) {
 }
 
 func TestLeasesCheckpointReachesTheLatestWithoutNewData(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 2)
 	data := payloads("quiet", 600)
 	w := f.start("w", 2*time.Second, nil)
@@ -212,6 +215,7 @@ func TestLeasesCheckpointReachesTheLatestWithoutNewData(t *testing.T) {
 }
 
 func TestLeasesShardEndThenChildren(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 1)
 	data := payloads("split", 800)
 	w := f.start("w", time.Second, nil)
@@ -253,6 +257,7 @@ func TestLeasesShardEndThenChildren(t *testing.T) {
 }
 
 func TestLeasesUnreachableTableFailsStart(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, 1)
 	cfg := f.config("w", time.Second, nil, &kinesisSpy{next: f.env.Kinesis()})
 	awsCfg := f.env.AWSConfig()
@@ -327,6 +332,7 @@ func TestLeasesBadConfigFailsBeforeAnythingStarts(t *testing.T) {
 // what the shard counted: metric series of shards long gone do not pile
 // up on a worker whose leases move.
 func TestLeasesShardForgottenAfterHandOff(t *testing.T) {
+	t.Parallel()
 	const leaseDuration = 2 * time.Second
 	f := newFleet(t, 2)
 	data := payloads("d", 100)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMalformedAggregatesLoggedWhenCountDoubles checks, on kinesalite,
@@ -26,6 +27,9 @@ func TestMalformedAggregatesLoggedWhenCountDoubles(t *testing.T) {
 	cfg := baseConfig(env, stream)
 	cfg.Logger = slog.New(h)
 	cfg.RecordsPerRead = 3 // pages of a few records: several counts to log
+	// kinesalite has no read limit: 34 pages need not take 34 times the
+	// default 200ms.
+	cfg.MinReadInterval = time.Millisecond
 	run := startReceiver(t, cfg, len(data))
 	run.wait(t)
 	run.stop(t)

@@ -22,6 +22,7 @@ import (
 )
 
 func TestReceiveEveryRecordOnceAndRecompute(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 4)
 	data := payloads("r", 4000)
@@ -91,6 +92,7 @@ func TestListShardsFollowsNextToken(t *testing.T) {
 }
 
 func TestReshardSplitAndMergeKeepParentsFirst(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
 	client := env.Kinesis()
@@ -361,6 +363,7 @@ func TestBadConfigAndMissingStreamFailBeforeAnythingStarts(t *testing.T) {
 }
 
 func TestAssignerAndLatest(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
 	data := payloads("c", 400)
@@ -433,6 +436,7 @@ func TestAssignerAndLatest(t *testing.T) {
 }
 
 func TestUnavailableRange(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 1)
 	data := payloads("t", 60)

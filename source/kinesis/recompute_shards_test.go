@@ -26,6 +26,7 @@ import (
 // two calls on one shard at a time. Every block must come back as it was
 // read.
 func TestRecomputeReadsShardsAtOnce(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 2)
 	data := payloads("s", 600)
@@ -164,6 +165,7 @@ func mixShards(blocks []pushed) []pushed {
 // an iterator of its own); and as their own blocks all at once. Every
 // block must come back with exactly its own records, in order.
 func TestRecomputeGoesOnAcrossAdjacentRanges(t *testing.T) {
+	t.Parallel()
 	env := servers.Env(t)
 	stream := newStream(t, env, 1)
 	data := payloads("a", 300)

@@ -17,7 +17,8 @@ import (
 // TestUpdateShardCountOnKinesisMock reshards with UpdateShardCount, which
 // kinesalite lacks. kinesis-mock is slow to put to: the stream stays small.
 func TestUpdateShardCountOnKinesisMock(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{KinesisMock: true})
+	t.Parallel()
+	env := mockServers.Env(t)
 	client := env.KinesisMock()
 	stream := localaws.UniqueName(t)
 	if err := localaws.CreateStreamOn(t.Context(), client, stream, 2); err != nil {
@@ -61,7 +62,8 @@ func TestUpdateShardCountOnKinesisMock(t *testing.T) {
 // user records in its hash key range (issue 18, item 14), and recomputed
 // blocks hold the same records.
 func TestKPLAggregatesAfterSplitOnKinesisMock(t *testing.T) {
-	env := localaws.ForTest(t, localaws.Options{KinesisMock: true})
+	t.Parallel()
+	env := mockServers.Env(t)
 	client := env.KinesisMock()
 	for _, fanOut := range []bool{false, true} {
 		t.Run(map[bool]string{false: "polling", true: "fan-out"}[fanOut], func(t *testing.T) {
