@@ -256,6 +256,23 @@ func (c *Coordinator) Held() []Lease {
 	return out
 }
 
+// Finished returns the shards finished for good, as far as this worker
+// knows: those whose lease it last saw (in a scan) or wrote at
+// checkpointer.ShardEnd, whichever worker marked it, the lease maybe
+// deleted since (finishedLeases), while the shard is listed or a parent
+// of one. The order is unspecified.
+func (c *Coordinator) Finished() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for shard, ckpt := range c.known {
+		if ckpt == checkpointer.ShardEnd {
+			out = append(out, shard)
+		}
+	}
+	return out
+}
+
 // Given returns, by shard, how many times this worker gave the shard's
 // lease up on purpose: released at a drain, handed off to a worker that
 // asked for it, or refused; not lost, nor released at the shard's end. A
