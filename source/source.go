@@ -106,9 +106,11 @@ type Runtime[T any] struct {
 	// in the lease table), so that no reader starts on it again. The
 	// driver's recovery log then forgets the shard (ResumeAfter no longer
 	// knows it after a restart), so the log does not grow with every shard
-	// a resharded stream ever had. It returns once that is logged; an
-	// error means the Run is failing. Safe for concurrent use. Nil when the
-	// driver keeps no log.
+	// a resharded stream ever had. A receiver sharing a stream with other
+	// workers calls it too for a shard another worker finished, once the
+	// records of it this one holds are completed. It returns once that is
+	// logged; an error means the Run is failing. Safe for concurrent use.
+	// Nil when the driver keeps no log.
 	ShardFinished func(ctx context.Context, stream, shard string) error
 	// ShardState, when not nil, is the driver's state kept per shard of
 	// this receiver's records (see ShardState): a ShardSharer whose

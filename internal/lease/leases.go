@@ -164,7 +164,7 @@ type Coordinator struct {
 	lastScan     time.Time            // of the last full scan
 	children     map[string][]string  // shard -> its children, from the last SyncShards
 	listed       map[string]bool      // the shards of the last SyncShards
-	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint
+	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint (SHARD_END also when its lease was deleted once finished, see SyncShards)
 	pending      map[string]time.Time // hand-offs this worker asked for -> when
 	given        map[string]int64     // shard -> leases of it given up on purpose (see Given)
 }
@@ -252,6 +252,25 @@ func (c *Coordinator) Held() []Lease {
 	out := make([]Lease, 0, len(c.held))
 	for _, h := range c.held {
 		out = append(out, h.lease)
+	}
+	return out
+}
+
+// Finished returns the shards finished for good, as far as this worker
+// knows: those whose lease it last saw (in a scan) or wrote at
+// checkpointer.ShardEnd, whichever worker marked it, the lease maybe
+// deleted since (finishedLeases), and those a shard sync found without a
+// lease but with a descendant whose lease has begun (deleted once
+// finished, maybe before this worker saw it), while the shard is listed
+// or a parent of one. The order is unspecified.
+func (c *Coordinator) Finished() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for shard, ckpt := range c.known {
+		if ckpt == checkpointer.ShardEnd {
+			out = append(out, shard)
+		}
 	}
 	return out
 }

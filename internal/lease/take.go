@@ -441,6 +441,13 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 		}
 	}
 	c.mu.Lock()
+	for id := range descended {
+		if !exists[id] {
+			// Read to its end and its lease deleted, maybe before this
+			// worker saw it at SHARD_END: finished for good (Finished).
+			c.known[id] = checkpointer.ShardEnd
+		}
+	}
 	seen := maps.Clone(c.known)
 	c.mu.Unlock()
 	var (

@@ -35,3 +35,9 @@ func BlocksCompleted(r *Receiver, blocks []batch.BlockInfo) {
 // ForgetShardsAfter makes a receiver built from cfg forget a shard d after
 // it stopped reading it for good, in place of 10 minutes.
 func ForgetShardsAfter(cfg *Config, d time.Duration) { cfg.forgetAfter = d }
+
+// OnForgetCheck makes r call f each time its lease side judges a shard
+// another worker finished, which its recovery log may hold: ready to be
+// logged finished, or still waiting for records to complete. Call it
+// before Start.
+func OnForgetCheck(r *Receiver, f func(shard string, ready bool)) { r.forgetChecked = f }

@@ -37,17 +37,19 @@ type leaseRun struct {
 
 	wake chan struct{} // 1 slot: events queued, or completed numbers moved
 
-	mu      sync.Mutex
-	events  []leaseEvent
-	owned   map[string]bool      // shards read under a lease this worker holds
-	ending  map[string]endWait   // drained shards waiting for completion (run.completedThrough)
-	handing map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
-	refused int64                // shards refused (Stats.RefusedShards)
-	fatal   error                // stops the receiver (assign returns it)
-	reload  map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
-	waiting map[string]bool      // shards whose load waits for records of an earlier hold to complete (logged once)
-	loading string               // the shard whose state acquire loads, if any
-	abandon context.CancelFunc   // cancels that load (a hand-off asked for it)
+	mu        sync.Mutex
+	events    []leaseEvent
+	owned     map[string]bool      // shards read under a lease this worker holds
+	ending    map[string]endWait   // drained shards waiting for completion (run.completedThrough)
+	handing   map[string]time.Time // shards asked for by another worker -> when to hand off at the latest (handoff.go)
+	refused   int64                // shards refused (Stats.RefusedShards)
+	fatal     error                // stops the receiver (assign returns it)
+	reload    map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
+	waiting   map[string]bool      // shards whose load waits for records of an earlier hold to complete (logged once)
+	loading   string               // the shard whose state acquire loads, if any
+	abandon   context.CancelFunc   // cancels that load (a hand-off asked for it)
+	read      map[string]bool      // shards read in this run, not logged finished since: the recovery log may hold their positions
+	forgotten map[string]bool      // finished shards whose position the recovery log no longer holds, or never held (forgetFinished)
 }
 
 // leaseEvent is one queued event; exactly one of its fields is set.
@@ -84,7 +86,7 @@ func newLeaseRun(ctx context.Context, rn *run, rt source.Runtime[Record]) (*leas
 		rn: rn, cfg: cfg, report: rt.WithDefaults().ReportError,
 		log:  rn.logger.With("worker", cfg.WorkerID),
 		wake: make(chan struct{}, 1), owned: make(map[string]bool), ending: make(map[string]endWait),
-		handing: make(map[string]time.Time),
+		handing: make(map[string]time.Time), read: make(map[string]bool), forgotten: make(map[string]bool),
 	}
 	lr.cp, err = checkpointer.New(checkpointer.Config{
 		Interval: cfg.CheckpointInterval, Latest: lr.latest, Clock: rn.clock, Logger: lr.log,
@@ -227,6 +229,7 @@ func (lr *leaseRun) assign(ctx context.Context, c *control) error {
 	for {
 		lr.handleEvents(ctx, c)
 		lr.finishEnded(ctx)
+		lr.forgetFinished(ctx, c)
 		lr.finishHandoffs(ctx)
 		lr.mu.Lock()
 		fatal, reload := lr.fatal, lr.reload
@@ -374,6 +377,8 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	}
 	lr.mu.Lock()
 	lr.owned[l.Shard] = true
+	lr.read[l.Shard] = true
+	delete(lr.forgotten, l.Shard) // read again (its lease reset by hand): its new blocks bring it back to the log
 	lr.mu.Unlock()
 	log.Info("kinesis: reading leased shard", "checkpoint", l.Checkpoint, "from", pos.String())
 }
@@ -555,12 +560,87 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 		lr.log.Info("kinesis: shard finished (SHARD_END); its children may start", "shard", shard)
 		// The end is in the lease table, where a restarted reader finds
 		// it: the recovery log may forget the shard.
-		if fin := lr.rn.finished; fin != nil {
-			if err := fin(ctx, lr.rn.cfg.Stream, shard); err != nil && ctx.Err() == nil {
-				lr.report(fmt.Errorf("kinesis: logging shard %s finished: %w", shard, err))
-			}
+		lr.logFinished(ctx, shard)
+	}
+}
+
+// forgetFinished has the driver's recovery log forget each shard that the
+// lease table shows finished for good (SHARD_END) and that this worker
+// read, or whose position the log held at Start, but did not mark
+// SHARD_END itself (finishEnded does that): another worker finished it,
+// or this one lost its lease on the way. It waits until no reader of the
+// shard runs here and every record of it this worker holds in blocks is
+// completed: those added to blocks in this run and those the log held
+// uncompleted at Start (run.completedThrough), so that a restart still
+// recomputes exactly what a crash interrupted. Without it each worker's
+// log would keep, for good, the position of every shard it once read and
+// another worker finished.
+func (lr *leaseRun) forgetFinished(ctx context.Context, c *control) {
+	if lr.rn.finished == nil {
+		return
+	}
+	finished := lr.coord.Finished()
+	var due []string
+	lr.mu.Lock()
+	// Kept only while the table shows the shard finished (it drops
+	// shards no longer listed), so that the set stays bounded.
+	forgotten := make(map[string]bool, len(lr.forgotten))
+	for _, shard := range finished {
+		switch {
+		case lr.forgotten[shard]:
+			forgotten[shard] = true
+		case !lr.owned[shard]:
+			due = append(due, shard)
 		}
 	}
+	lr.forgotten = forgotten
+	lr.mu.Unlock()
+	for _, shard := range due {
+		if c != nil && c.reading(shard) {
+			continue // a reader still runs here: its records are on their way
+		}
+		lr.mu.Lock()
+		read := lr.read[shard]
+		lr.mu.Unlock()
+		if !read {
+			if _, held := lr.rn.logged(shard); !held {
+				lr.mu.Lock()
+				lr.forgotten[shard] = true // nothing of it in the log
+				lr.mu.Unlock()
+				continue
+			}
+		}
+		// Progress forgets a shard only once all it added is completed.
+		added, _ := lr.rn.r.progress.latestAdded(shard)
+		ready := lr.rn.completedThrough(shard, added)
+		if seen := lr.rn.r.forgetChecked; seen != nil {
+			seen(shard, ready)
+		}
+		if ready {
+			lr.logFinished(ctx, shard)
+		}
+	}
+}
+
+// logFinished tells the driver's recovery log that shard is finished for
+// good (Runtime.ShardFinished), if there is a log, so that it forgets the
+// shard's position; a failure is reported, and tried again by
+// forgetFinished.
+func (lr *leaseRun) logFinished(ctx context.Context, shard string) {
+	fin := lr.rn.finished
+	if fin == nil {
+		return
+	}
+	if err := fin(ctx, lr.rn.cfg.Stream, shard); err != nil {
+		if ctx.Err() == nil {
+			lr.report(fmt.Errorf("kinesis: logging shard %s finished: %w", shard, err))
+		}
+		return
+	}
+	lr.mu.Lock()
+	lr.forgotten[shard] = true
+	delete(lr.read, shard)
+	lr.mu.Unlock()
 }
 
 // shutdown ends a graceful stop, the readers stopped and their blocks

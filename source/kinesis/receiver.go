@@ -48,6 +48,11 @@ type Receiver struct {
 	// endChecked, set by tests before Start, is told each time the lease
 	// side judges a drained shard: ready to be marked SHARD_END or not.
 	endChecked func(shard string, ready bool)
+	// forgetChecked, set by tests before Start, is told each time the
+	// lease side judges a shard another worker finished, read here or held
+	// in the recovery log: ready to be logged finished or not
+	// (leaseRun.forgetFinished).
+	forgetChecked func(shard string, ready bool)
 
 	rateMu sync.Mutex
 	est    estimator // with Config.Backpressure; tests set its tuning before Start
