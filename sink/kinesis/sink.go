@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
@@ -144,13 +145,14 @@ func allOrigins(origins []batch.Origin) bool {
 // an earlier Run's; otherwise Origin on one worker unless Worker is set,
 // Origin and this worker's name (Worker, or a random one) when Worker is
 // set or ctx is that of a pipeline sharing its source's shards with other
-// workers.
+// workers. Its errors, the same at every try, are marked as no retry
+// fixes (internal/noretry): they fail Run at once.
 func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 	if run := runname.Of(ctx); run != "" && !stream.HasRecovery(ctx) {
 		w := s.cfg.Origin + "/" + run
 		if len(w) > origin.MaxWriterLen {
-			return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline has no recovery log, so the tags of records without origins name its Run too: "+
-				"Origin must be at most %d bytes, or set stream.Config.Recovery", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-runname.Len)
+			return "", noretry.Mark(fmt.Errorf("%w: Origin of %d bytes: the pipeline has no recovery log, so the tags of records without origins name its Run too: "+
+				"Origin must be at most %d bytes, or set stream.Config.Recovery", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-runname.Len))
 		}
 		return w, nil
 	}
@@ -158,8 +160,8 @@ func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 		return s.cfg.Origin, nil
 	}
 	if len(s.fleetWriter) > origin.MaxWriterLen {
-		return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
-			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-origin.RandomWriterLen)
+		return "", noretry.Mark(fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
+			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-origin.RandomWriterLen))
 	}
 	if s.cfg.Worker == "" {
 		s.fleetNote.Do(func() {
