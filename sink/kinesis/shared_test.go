@@ -77,6 +77,31 @@ func runOutputs(t *testing.T, fleet bool, logs *logBuffer, outputs func(in *stre
 
 func dataOf(r source.Record) (string, []byte) { return "k", r.Data }
 
+// TestSinkSharedByTwoOutputs runs a pipeline whose two outputs write with
+// one Sink with Origin: both outputs' batches of a time had the same
+// origin tags, so a reader's duplicate filter dropped one output's records
+// as copies of the other's, with no error anywhere. The second output's
+// first Write now fails Run at once (no retries), saying to give each
+// output a Sink of its own; one output per Sink still runs.
+func TestSinkSharedByTwoOutputs(t *testing.T) {
+	f := newFake(t, nil)
+	s, err := kinesis.New(kinesis.Config[source.Record]{Client: f, Stream: "out", Record: dataOf, Origin: "app/out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	err = runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
+		stream.ForEachBatch(in, s.Write)
+		stream.ForEachBatch(stream.Map(in, func(r source.Record) source.Record { return r }), s.Write)
+	})
+	if err == nil || !strings.Contains(err.Error(), "give each output a Sink of its own") || !strings.Contains(err.Error(), "output 1, ") {
+		t.Errorf("Run = %v, want output 1's error saying to give each output a Sink of its own", err)
+	}
+	if got := logs.String(); strings.Contains(got, "trying again") {
+		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	}
+}
+
 // TestOriginRefusalsNotRetried: an Origin too long for a tag's writer
 // once the writer names the Run (no recovery log) or the worker (a source
 // sharing its shards) fails Write with ErrInvalidConfig at every try.
