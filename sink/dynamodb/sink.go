@@ -21,6 +21,7 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/lineage"
+	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -418,18 +419,19 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 // versionOf sets the version of o, the write of ordinal n among the
 // writes of its item in the batch at time t, made of a record of origin
 // from: the origin's position if it has one (Seq set), else t and n,
-// which fleet refuses.
+// which fleet refuses, with an error marked as no retry fixes
+// (internal/noretry): the same at every try, it fails Run at once.
 func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error {
 	var err error
 	switch {
 	case from.Seq != "":
 		o.prefix, o.v, err = originVersion(from)
 	case fleet:
-		err = fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
+		err = noretry.Mark(fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
 			"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
 			"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
 			"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
-			ErrInvalidConfig)
+			ErrInvalidConfig))
 	case t < 0:
 		err = errors.New("a batch time before 1970 has no version")
 	default:
