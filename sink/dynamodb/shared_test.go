@@ -78,3 +78,26 @@ func TestFleetRefusalNotRetried(t *testing.T) {
 		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
 	}
 }
+
+// TestSinkSharedByTwoOutputs runs a pipeline whose two outputs write the
+// same items with one Sink: the second output's writes had the versions
+// of the first's (the batch time and ordinal, or the same origin) and
+// were skipped as already applied, lost with no error. The second
+// output's first Write now fails Run at once, saying to give each output
+// a Sink of its own, and none of its writes is skipped.
+func TestSinkSharedByTwoOutputs(t *testing.T) {
+	t.Parallel()
+	c, table, _ := setup(t)
+	s := newSink(t, t.Context(), dynamodb.Config{Client: c, Table: table})
+	var logs logBuffer
+	err := runOutputs(t, &logs, false, events(12, 4, true), func(in *stream.Stream[event]) {
+		stream.ForEachBatch(in, s.Write)
+		stream.ForEachBatch(stream.Map(in, func(e event) event { e.N += 1000; return e }), s.Write)
+	})
+	if err == nil || !strings.Contains(err.Error(), "give each output a Sink of its own") || !strings.Contains(err.Error(), "output 1, ") {
+		t.Errorf("Run = %v, want output 1's error saying to give each output a Sink of its own (Stats %+v)", err, s.Stats())
+	}
+	if got := logs.String(); strings.Contains(got, "trying again") {
+		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	}
+}
