@@ -21,6 +21,9 @@ import (
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/internal/lineage"
+	"github.com/weirstream/weir/internal/noretry"
+	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -159,6 +162,15 @@ type Sink[T any] struct {
 	// last got through: the writes in flight go to one endpoint, so an
 	// outage fails them all, and one WARN per step speaks for them all.
 	outage *streak.Shared
+
+	mu sync.Mutex // guards output
+	// output is the Run (internal/runname) and output (internal/outputid)
+	// of the last pipeline output that wrote with the Sink: another output
+	// of that Run is refused (see oneOutput).
+	output struct {
+		run   string
+		index int
+	}
 }
 
 // Stats counts what a Sink did since New.
@@ -298,9 +310,17 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // item's key and, when it is known, the fix (the IAM action to allow, the
 // table to create), as does a put of an item over MaxItemSize
 // (ErrItemTooLarge) or a Write the function returns that is not valid.
+//
+// A Sink writes for one output of a pipeline: a Write from another output
+// of the same Run fails it, as no retry fixes, since both outputs' writes
+// of an item would have the same versions and the second one's would be
+// skipped as already applied.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
+	}
+	if err := s.oneOutput(ctx); err != nil {
+		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
 	skipped := s.skipped.Load()
 	keys, byKey, err := s.plan(ctx, b, !s.anyTime && stream.SharesShards(ctx))
@@ -335,6 +355,28 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or a parent shard's write after its child's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
+	return nil
+}
+
+// oneOutput returns an error, marked as no retry fixes (internal/noretry),
+// if ctx is that of another output of the pipeline's Run than the one that
+// wrote with the Sink before: both outputs' writes of an item in a batch
+// would have the same versions (the batch time and ordinal, or the same
+// origin), and the second output's would be skipped as already applied.
+func (s *Sink[T]) oneOutput(ctx context.Context) error {
+	run := runname.Of(ctx)
+	out, ok := outputid.Of(ctx)
+	if run == "" || !ok {
+		return nil // not a pipeline's output: nothing to tell apart
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.output.run == run && s.output.index != out {
+		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with this Sink, and so does output %d: "+
+			"both outputs' writes of an item in a batch would have the same versions, and the second one's be skipped as already applied; "+
+			"give each output a Sink of its own, each writing items no other output writes", s.output.index, out))
+	}
+	s.output.run, s.output.index = run, out
 	return nil
 }
 
@@ -418,18 +460,19 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 // versionOf sets the version of o, the write of ordinal n among the
 // writes of its item in the batch at time t, made of a record of origin
 // from: the origin's position if it has one (Seq set), else t and n,
-// which fleet refuses.
+// which fleet refuses, with an error marked as no retry fixes
+// (internal/noretry): the same at every try, it fails Run at once.
 func versionOf(o *op, from batch.Origin, t batch.Time, n int, fleet bool) error {
 	var err error
 	switch {
 	case from.Seq != "":
 		o.prefix, o.v, err = originVersion(from)
 	case fleet:
-		err = fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
+		err = noretry.Mark(fmt.Errorf("%w: the record has no origin, and the pipeline's source shares its shards with other workers (leases): "+
 			"versioned by this worker's batch times, its write would be skipped as stale by an item another worker wrote under later batch times, and lost; "+
 			"give the output the option stream.Origins(), with only narrow operators (Map, Filter, FlatMap) between a Kinesis source partitioned by the item's key and the sink, "+
 			"so that versions are the records' positions in their shards; or run one worker; or accept versions by batch time with Config.AllowBatchTimeVersions",
-			ErrInvalidConfig)
+			ErrInvalidConfig))
 	case t < 0:
 		err = errors.New("a batch time before 1970 has no version")
 	default:

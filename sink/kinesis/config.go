@@ -91,7 +91,8 @@ type Config[T any] struct {
 	// lease moved, or by a zombie worker, are dropped too. A Sink with
 	// Origin is one writer: two outputs writing through it give records
 	// of a batch time the same tags, and a reader drops one's as copies
-	// of the other's; give each output a Sink of its own Origin. A version
+	// of the other's; give each output a Sink of its own Origin (a Write
+	// from a second output of a pipeline's Run fails it at once). A version
 	// 2 tag does not name the writer at all, so a stream may have one
 	// writer with origins per source stream: a reader drops, as copies,
 	// the records of a second output or pipeline that writes records of

@@ -18,7 +18,9 @@ import (
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/backoff"
 	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/origin"
+	"github.com/weirstream/weir/internal/outputid"
 	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
@@ -54,6 +56,15 @@ type Sink[T any] struct {
 	// fleetNote says once which.
 	fleetWriter string
 	fleetNote   sync.Once
+
+	mu sync.Mutex // guards output
+	// output is the Run (internal/runname) and output (internal/outputid)
+	// of the last pipeline output that wrote with the Sink with Origin set:
+	// another output of that Run is refused (see oneOutput).
+	output struct {
+		run   string
+		index int
+	}
 }
 
 // New returns a Sink configured by cfg, or an error wrapping
@@ -106,11 +117,21 @@ type entry struct {
 // after some records were written leaves them written: a batch that runs
 // again (a retried or recomputed batch) writes them again, and with Origin
 // set a weir reader drops those copies.
+//
+// With Origin set, a Sink writes for one output of a pipeline: a Write
+// from another output of the same Run fails it, as no retry fixes, since
+// both outputs' records would have the same tags and a reader would drop
+// one output's as copies of the other's.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
 	writer := s.cfg.Origin
+	if writer != "" {
+		if err := s.oneOutput(ctx); err != nil {
+			return err
+		}
+	}
 	if writer != "" && !allOrigins(b.Origins()) {
 		var err error
 		if writer, err = s.writer(ctx); err != nil {
@@ -122,6 +143,30 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return err
 	}
 	return s.put(ctx, recs)
+}
+
+// oneOutput returns an error, marked as no retry fixes (internal/noretry),
+// if ctx is that of another output of the pipeline's Run than the one that
+// wrote with the Sink before: both outputs' records of a batch would get
+// the same origin tags (the same writer, batch time and index, or the same
+// origin), and a reader's duplicate filter would drop one output's records
+// as copies of the other's. Called only with Origin set: untagged records
+// are not filtered.
+func (s *Sink[T]) oneOutput(ctx context.Context) error {
+	run := runname.Of(ctx)
+	out, ok := outputid.Of(ctx)
+	if run == "" || !ok {
+		return nil // not a pipeline's output: nothing to tell apart
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.output.run == run && s.output.index != out {
+		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q, and so does output %d: "+
+			"both outputs' records would have the same origin tags, and a reader would drop one output's as copies of the other's; "+
+			"give each output a Sink of its own, each with an Origin of its own", s.output.index, s.cfg.Origin, out))
+	}
+	s.output.run, s.output.index = run, out
+	return nil
 }
 
 // allOrigins reports whether every record of a batch has an origin, and so
@@ -144,13 +189,14 @@ func allOrigins(origins []batch.Origin) bool {
 // an earlier Run's; otherwise Origin on one worker unless Worker is set,
 // Origin and this worker's name (Worker, or a random one) when Worker is
 // set or ctx is that of a pipeline sharing its source's shards with other
-// workers.
+// workers. Its errors, the same at every try, are marked as no retry
+// fixes (internal/noretry): they fail Run at once.
 func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 	if run := runname.Of(ctx); run != "" && !stream.HasRecovery(ctx) {
 		w := s.cfg.Origin + "/" + run
 		if len(w) > origin.MaxWriterLen {
-			return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline has no recovery log, so the tags of records without origins name its Run too: "+
-				"Origin must be at most %d bytes, or set stream.Config.Recovery", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-runname.Len)
+			return "", noretry.Mark(fmt.Errorf("%w: Origin of %d bytes: the pipeline has no recovery log, so the tags of records without origins name its Run too: "+
+				"Origin must be at most %d bytes, or set stream.Config.Recovery", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-runname.Len))
 		}
 		return w, nil
 	}
@@ -158,8 +204,8 @@ func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 		return s.cfg.Origin, nil
 	}
 	if len(s.fleetWriter) > origin.MaxWriterLen {
-		return "", fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
-			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-origin.RandomWriterLen)
+		return "", noretry.Mark(fmt.Errorf("%w: Origin of %d bytes: the pipeline's source shares its shards with other workers, so the tags of records without origins name this worker too: "+
+			"Origin must be at most %d bytes, or set Worker", ErrInvalidConfig, len(s.cfg.Origin), origin.MaxWriterLen-1-origin.RandomWriterLen))
 	}
 	if s.cfg.Worker == "" {
 		s.fleetNote.Do(func() {
