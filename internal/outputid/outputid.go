@@ -1,11 +1,17 @@
 // Package outputid carries, in the contexts a pipeline gives an output's
 // function, the output's index in the pipeline, so that a sink told the
 // Run apart by internal/runname also tells its outputs apart: one sink
-// given to two outputs of a pipeline (see sink/files) would take one's
-// batch for the other's, written before.
+// given to two outputs of a pipeline would take one's writes for the
+// other's, made before. Owner is how sink/files, sink/kinesis and
+// sink/dynamodb refuse the second output.
 package outputid
 
-import "context"
+import (
+	"context"
+	"sync"
+
+	"github.com/weirstream/weir/internal/runname"
+)
 
 type key struct{}
 
@@ -19,4 +25,64 @@ func With(ctx context.Context, i int) context.Context {
 func Of(ctx context.Context) (int, bool) {
 	i, ok := ctx.Value(key{}).(int)
 	return i, ok
+}
+
+// Clash is what Owner.Claim found: the sink is free for the output, or
+// another output holds it.
+type Clash int
+
+const (
+	// None: the output may write with the sink.
+	None Clash = iota
+	// OtherOutput: another output of the same Run wrote with the sink.
+	OtherOutput
+	// OtherRun: an output of another Run, still running (another
+	// pipeline), wrote with the sink; reported only by a claim that asks
+	// for the Run (Claim's exclusive).
+	OtherRun
+)
+
+// Owner remembers which output of which Run (internal/runname) last wrote
+// with a sink, so that the sink can refuse a second output whose writes
+// it would take for the first one's. The zero Owner is free. It is safe
+// for concurrent use.
+type Owner struct {
+	mu     sync.Mutex
+	run    string
+	output int
+	done   <-chan struct{} // closed once that Run ended
+}
+
+// Claim records the output and Run ctx carries as the sink's writer,
+// unless another output holds it: then it returns the clash and that
+// output's index, and records nothing. With exclusive, an output of
+// another Run holds the sink while that Run runs; without, a new Run
+// takes it over. A ctx that is not a pipeline output's (no Run's name or
+// output index) claims nothing and clashes with nothing.
+func (o *Owner) Claim(ctx context.Context, exclusive bool) (Clash, int) {
+	run := runname.Of(ctx)
+	out, ok := Of(ctx)
+	if run == "" || !ok {
+		return None, 0
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.run == run && o.output != out:
+		return OtherOutput, o.output
+	case exclusive && o.run != "" && o.run != run && !closed(o.done):
+		return OtherRun, o.output
+	}
+	o.run, o.output, o.done = run, out, ctx.Done()
+	return None, 0
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

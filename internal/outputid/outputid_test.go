@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 )
 
 // A context carries the index With gave it, a child too, and a context
@@ -17,5 +18,39 @@ func TestWith(t *testing.T) {
 	defer cancel()
 	if i, ok := outputid.Of(ctx); !ok || i != 3 {
 		t.Errorf("Of(a child of With(3)) = %d, %v; want 3, true", i, ok)
+	}
+}
+
+// An Owner is claimed by the first output of a Run; a second output of
+// that Run clashes; a new Run takes it over, unless the claim is exclusive
+// and the first Run still runs; a context of no output claims nothing.
+func TestOwnerClaim(t *testing.T) {
+	runA, endA := context.WithCancel(runname.With(context.Background()))
+	defer endA()
+	runB := runname.With(context.Background())
+	var o outputid.Owner
+	steps := []struct {
+		name      string
+		ctx       context.Context
+		exclusive bool
+		want      outputid.Clash
+		first     int
+	}{
+		{"first output of run A", outputid.With(runA, 1), true, outputid.None, 0},
+		{"same output again", outputid.With(runA, 1), true, outputid.None, 0},
+		{"second output of run A", outputid.With(runA, 2), false, outputid.OtherOutput, 1},
+		{"not an output's context", context.Background(), true, outputid.None, 0},
+		{"run B while A runs, exclusive", outputid.With(runB, 2), true, outputid.OtherRun, 1},
+		{"run B while A runs, not exclusive", outputid.With(runB, 2), false, outputid.None, 0},
+		{"run A's other output, now B's", outputid.With(runA, 1), false, outputid.None, 0},
+	}
+	for _, s := range steps {
+		if got, first := o.Claim(s.ctx, s.exclusive); got != s.want || first != s.first {
+			t.Errorf("%s: Claim = %v, %d; want %v, %d", s.name, got, first, s.want, s.first)
+		}
+	}
+	endA()
+	if got, _ := o.Claim(outputid.With(runB, 3), true); got != outputid.None {
+		t.Errorf("run B, exclusive, once A ended: Claim = %v; want None", got)
 	}
 }

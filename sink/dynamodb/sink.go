@@ -23,7 +23,6 @@ import (
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/outputid"
-	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -163,14 +162,9 @@ type Sink[T any] struct {
 	// outage fails them all, and one WARN per step speaks for them all.
 	outage *streak.Shared
 
-	mu sync.Mutex // guards output
-	// output is the Run (internal/runname) and output (internal/outputid)
-	// of the last pipeline output that wrote with the Sink: another output
-	// of that Run is refused (see oneOutput).
-	output struct {
-		run   string
-		index int
-	}
+	// owner is the output of a pipeline's Run that writes with the Sink:
+	// another output of that Run is refused (see oneOutput).
+	owner outputid.Owner
 }
 
 // Stats counts what a Sink did since New.
@@ -364,19 +358,12 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // would have the same versions (the batch time and ordinal, or the same
 // origin), and the second output's would be skipped as already applied.
 func (s *Sink[T]) oneOutput(ctx context.Context) error {
-	run := runname.Of(ctx)
-	out, ok := outputid.Of(ctx)
-	if run == "" || !ok {
-		return nil // not a pipeline's output: nothing to tell apart
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.output.run == run && s.output.index != out {
+	if clash, first := s.owner.Claim(ctx, false); clash != outputid.None {
+		out, _ := outputid.Of(ctx)
 		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with this Sink, and so does output %d: "+
 			"both outputs' writes of an item in a batch would have the same versions, and the second one's be skipped as already applied; "+
-			"give each output a Sink of its own, each writing items no other output writes", s.output.index, out))
+			"give each output a Sink of its own, each writing items no other output writes", first, out))
 	}
-	s.output.run, s.output.index = run, out
 	return nil
 }
 

@@ -23,7 +23,6 @@ import (
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/outputid"
-	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -209,16 +208,12 @@ type Sink[T any] struct {
 	dir  *durable.Dir
 	lock *dirlock.Lock
 
-	mu sync.Mutex // guards times and writer
-	// writer is the Run (internal/runname) and output (internal/outputid)
-	// of the last pipeline output that wrote with the Sink, and done its
-	// context's Done, closed once that Run ended: another output of the
-	// Run, or of another Run while it runs, is refused (see Write).
-	writer struct {
-		run    string
-		output int
-		done   <-chan struct{}
-	}
+	// owner is the output of a pipeline's Run that writes with the Sink:
+	// another output of the Run, or of another Run while it runs, is
+	// refused (see oneOutput).
+	owner outputid.Owner
+
+	mu sync.Mutex // guards times
 	// times are the batch times of the files in Dir, sorted: those New
 	// found and those Write wrote since, less those retention removed. An
 	// index, so that retention does not read a directory of a day's files
@@ -455,36 +450,19 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // one before ended (an in-process restart) may write with it from any
 // output.
 func (s *Sink[T]) oneOutput(ctx context.Context) error {
-	run := runname.Of(ctx)
-	out, ok := outputid.Of(ctx)
-	if run == "" || !ok {
-		return nil // not a pipeline's output: nothing to tell apart
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := &s.writer
-	switch {
-	case w.run == run && w.output != out:
+	clash, first := s.owner.Claim(ctx, true)
+	switch clash {
+	case outputid.OtherOutput:
+		out, _ := outputid.Of(ctx)
 		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with the Sink of %s, and so does output %d: "+
 			"both outputs' batches of a time would go to one file, and the second one's be taken for written before; "+
-			"give each output a Sink of its own, with a Dir of its own", w.output, s.cfg.Dir, out))
-	case w.run != "" && w.run != run && !isClosed(w.done):
+			"give each output a Sink of its own, with a Dir of its own", first, s.cfg.Dir, out))
+	case outputid.OtherRun:
 		return noretry.Mark(fmt.Errorf("another pipeline, still running, writes with the Sink of %s: "+
 			"both pipelines' batches of a time would go to one file, and the second one's be taken for written before; "+
 			"give each output a Sink of its own, with a Dir of its own", s.cfg.Dir))
 	}
-	w.run, w.output, w.done = run, out, ctx.Done()
 	return nil
-}
-
-// isClosed reports whether c is closed.
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // holds returns nil if the file final holds what Write writes of b, and

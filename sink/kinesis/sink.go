@@ -57,14 +57,10 @@ type Sink[T any] struct {
 	fleetWriter string
 	fleetNote   sync.Once
 
-	mu sync.Mutex // guards output
-	// output is the Run (internal/runname) and output (internal/outputid)
-	// of the last pipeline output that wrote with the Sink with Origin set:
-	// another output of that Run is refused (see oneOutput).
-	output struct {
-		run   string
-		index int
-	}
+	// owner is the output of a pipeline's Run that writes with the Sink
+	// with Origin set: another output of that Run is refused (see
+	// oneOutput).
+	owner outputid.Owner
 }
 
 // New returns a Sink configured by cfg, or an error wrapping
@@ -153,19 +149,12 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // as copies of the other's. Called only with Origin set: untagged records
 // are not filtered.
 func (s *Sink[T]) oneOutput(ctx context.Context) error {
-	run := runname.Of(ctx)
-	out, ok := outputid.Of(ctx)
-	if run == "" || !ok {
-		return nil // not a pipeline's output: nothing to tell apart
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.output.run == run && s.output.index != out {
+	if clash, first := s.owner.Claim(ctx, false); clash != outputid.None {
+		out, _ := outputid.Of(ctx)
 		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q, and so does output %d: "+
 			"both outputs' records would have the same origin tags, and a reader would drop one output's as copies of the other's; "+
-			"give each output a Sink of its own, each with an Origin of its own", s.output.index, s.cfg.Origin, out))
+			"give each output a Sink of its own, each with an Origin of its own", first, s.cfg.Origin, out))
 	}
-	s.output.run, s.output.index = run, out
 	return nil
 }
 
