@@ -103,7 +103,9 @@ type Runtime[T any] struct {
 	// ShardFinished tells the driver that a shard is finished for good:
 	// read to its end, every record of it in a completed batch, and its end
 	// recorded where a restarted receiver finds it (a SHARD_END checkpoint
-	// in the lease table), so that no reader starts on it again. The
+	// in the lease table; without one, Kinesis no longer listing the shard,
+	// or a child of it holding a position in the log), so that no reader
+	// starts on it again. The
 	// driver's recovery log then forgets the shard (ResumeAfter no longer
 	// knows it after a restart), so the log does not grow with every shard
 	// a resharded stream ever had. A receiver sharing a stream with other

@@ -194,7 +194,9 @@ func SnapshotTaken(t batch.Time, ref string) Entry {
 // ShardFinished returns the entry recording that a shard was read to its
 // end, that every record of it is in a completed batch, and that its end is
 // recorded where a restarted reader finds it (a SHARD_END checkpoint in the
-// lease table), so no reader will start on it again. From then on the log
+// lease table; without one, Kinesis no longer listing the shard, or a
+// child of it holding a position in the log), so no reader will start on
+// it again. From then on the log
 // forgets the shard's greatest sequence number (State.ShardSeqs), which
 // only told a restarted reader of the shard where to resume: the summary
 // compaction keeps does not grow with every shard a resharded stream ever

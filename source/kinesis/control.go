@@ -334,6 +334,13 @@ func (c *control) close(cancel context.CancelFunc) error {
 // (made by a reshard while running) at TrimHorizon. With InitialPosition
 // Latest, a closed shard listed at start without a checkpoint is not read
 // (it can get no new records) and does not hold back its children.
+//
+// A closed shard listed at start that the log holds no position of, but
+// one of whose descendants it does (succeeded), is not read either: it was
+// read to its end before, since no shard is read before its listed
+// parents are drained, and the log forgot it (forgetFinished). Reading it
+// again would deliver its records twice, before children already read
+// past them.
 type allShards struct{}
 
 // assign runs the shard sync loop until ctx is done.
@@ -365,6 +372,14 @@ type shardPlan struct {
 	skip    bool // never read: counts as drained for its children
 	started bool
 	done    bool // drained, and released (see control.release): counts as drained for its children
+	// logged: the driver's recovery log may hold a position of the shard
+	// (it held one at Start, or a record of it was added to a block), set
+	// once done.
+	logged bool
+	// forgotten: the recovery log holds no position of the shard, and
+	// will not: it was told the shard finished (forgetFinished), or never
+	// held one.
+	forgotten bool
 }
 
 // shardSync holds allShards' state between syncs.
@@ -382,10 +397,20 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 	listed := make(map[string]bool, len(shards))
 	for _, sh := range shards {
 		listed[sh.ID] = true
+	}
+	children := childrenOf(shards)
+	for _, sh := range shards {
 		if _, ok := s.known[sh.ID]; ok {
 			continue
 		}
-		s.known[sh.ID] = s.plan(sh, first)
+		plan := s.plan(sh, first)
+		if _, ok := s.c.run.logged(sh.ID); first && !ok && sh.EndingSeq != "" && s.succeeded(sh.ID, children, nil) {
+			// Read to its end before the restart, then forgotten by
+			// the log: see allShards.
+			plan.skip, plan.forgotten = true, true
+			s.c.run.logger.Info("kinesis: not reading a closed shard the recovery log forgot: a shard made from it holds a position in the log, so it was read to its end", "shard", sh.ID)
+		}
+		s.known[sh.ID] = plan
 	}
 	for _, sh := range shards {
 		plan := s.known[sh.ID]
@@ -402,6 +427,7 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		s.known[sh.ID] = plan
 	}
 	s.releaseDone()
+	s.forgetFinished(ctx, shards, listed, children)
 	return nil
 }
 
@@ -419,9 +445,119 @@ func (s *shardSync) releaseDone() {
 		default:
 			continue
 		}
-		plan.done = true
+		_, logged := s.c.run.logged(id)
+		_, added := s.c.run.r.progress.latestAdded(id)
+		plan.done, plan.logged = true, logged || added
 		s.known[id] = plan
 		s.c.release(id)
+	}
+}
+
+// childrenOf returns the IDs of the listed children of each listed shard
+// that has some.
+func childrenOf(shards []shardInfo) map[string][]string {
+	out := make(map[string][]string)
+	for _, sh := range shards {
+		for _, p := range sh.parents() {
+			out[p] = append(out[p], sh.ID)
+		}
+	}
+	return out
+}
+
+// succeeded reports whether a listed descendant of shard id (children
+// gives the listed children of each listed shard) has a position in the
+// driver's recovery log: one held at Start (Runtime.ResumeAfter) or a
+// record of it in a completed batch (whose block the log holds), unless the
+// log was told it finished since. No shard is read before its listed
+// parents are drained, so the shard was read to its end (or never needed
+// reading: a closed shard skipped at LATEST), and a restart that finds the
+// descendant there too knows it without the shard's own position (see
+// allShards). A restart lists at least the descendant: a shard closed
+// later leaves the listing later, its records being younger. seen guards
+// the walk; nil starts one.
+func (s *shardSync) succeeded(id string, children map[string][]string, seen map[string]bool) bool {
+	if seen == nil {
+		seen = make(map[string]bool)
+	}
+	for _, c := range children[id] {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		if s.holds(c) || s.succeeded(c, children, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether the driver's recovery log holds a position of
+// shard id, as far as this run knows (see succeeded).
+func (s *shardSync) holds(id string) bool {
+	if s.known[id].forgotten {
+		return false
+	}
+	if _, ok := s.c.run.logged(id); ok {
+		return true
+	}
+	_, ok := s.c.run.r.progress.latestCompleted(id)
+	return ok
+}
+
+// forgetFinished has the driver's recovery log forget each shard that is
+// finished for good (Runtime.ShardFinished), so that the log does not keep
+// every shard a resharded stream ever had: a shard read to its end here,
+// or the unlisted parent of a listed shard that the log held a position of
+// at Start. Its records must all be completed, those added here and those
+// the log held uncompleted at Start (run.completedThrough), so that a
+// restart still recomputes exactly what a crash interrupted; and a restart
+// must not read it again, which without a lease table's SHARD_END means
+// either that Kinesis no longer lists it (its records passed the retention
+// period: a restart does not find it, and its children do not wait for
+// it), or that a listed descendant of it holds a position in the log
+// (succeeded: a restart skips it). A failure is logged and tried again at
+// the next sync.
+func (s *shardSync) forgetFinished(ctx context.Context, shards []shardInfo, listed map[string]bool, children map[string][]string) {
+	rn := s.c.run
+	if rn.finished == nil {
+		return
+	}
+	for _, sh := range shards {
+		for _, p := range sh.parents() {
+			if _, ok := s.known[p]; !ok && !listed[p] {
+				// Trimmed away before this run listed it: never read
+				// here, its position held since an earlier run, if any.
+				_, logged := rn.logged(p)
+				s.known[p] = shardPlan{shard: shardInfo{ID: p}, skip: true, done: true, logged: logged}
+			}
+		}
+	}
+	for id, plan := range s.known {
+		if !plan.done || plan.forgotten {
+			continue
+		}
+		added, _ := rn.r.progress.latestAdded(id) // "" once forgotten, all of it completed (progress.forget)
+		ready := plan.logged && rn.completedThrough(id, added) && (!listed[id] || s.succeeded(id, children, nil))
+		if seen := rn.r.forgetChecked; seen != nil && plan.logged {
+			seen(id, ready)
+		}
+		switch {
+		case !plan.logged:
+			plan.forgotten = true // nothing of it in the log
+		case !ready:
+			continue
+		default:
+			if err := rn.finished(ctx, rn.cfg.Stream, id); err != nil {
+				if ctx.Err() == nil {
+					rn.logger.Warn("kinesis: logging a finished shard in the recovery log failed; trying again at the next shard sync", "shard", id, "err", err)
+				}
+				continue
+			}
+			plan.forgotten = true
+			rn.logger.Info("kinesis: shard finished; the recovery log forgets it", "shard", id)
+		}
+		s.known[id] = plan
 	}
 }
 

@@ -2,9 +2,12 @@ package kinesis
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
 )
 
 // assignerFunc adapts a function to the assigner interface, for tests that
@@ -50,6 +53,57 @@ func TestAllShardsStartAfterTheLog(t *testing.T) {
 			tc.want.shard = tc.shard
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(shardPlan{})); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestShardSucceeded checks how allShards tells, without the shard's own
+// position, that a closed shard was read to its end: a listed descendant
+// of it holds a position in the recovery log (at Start, or a record of it
+// completed since), through any number of closed shards and merges; a
+// descendant the log was told finished holds none.
+func TestShardSucceeded(t *testing.T) {
+	// p splits into a and b; a splits into a1 and a2; p2 and b merge into m.
+	shards := []shardInfo{
+		{ID: "p", EndingSeq: "9"}, {ID: "p2", EndingSeq: "9"},
+		{ID: "a", Parent: "p", EndingSeq: "9"}, {ID: "b", Parent: "p", EndingSeq: "9"},
+		{ID: "a1", Parent: "a"}, {ID: "a2", Parent: "a"},
+		{ID: "m", Parent: "p2", AdjacentParent: "b"},
+	}
+	tests := []struct {
+		name      string
+		logged    []string // positions the log held at Start
+		completed []string // shards with a completed record since
+		forgotten []string // shards the log was told finished
+		want      map[string]bool
+	}{
+		{"nothing logged", nil, nil, nil, map[string]bool{"p": false, "p2": false, "a": false, "b": false}},
+		{"a child logged", []string{"a"}, nil, nil, map[string]bool{"p": true, "p2": false, "a": false, "b": false}},
+		{"a grandchild logged", []string{"a2"}, nil, nil, map[string]bool{"p": true, "p2": false, "a": true, "b": false}},
+		{"the merge's child logged", []string{"m"}, nil, nil, map[string]bool{"p": true, "p2": true, "a": false, "b": true}},
+		{"a child completed since", nil, []string{"b"}, nil, map[string]bool{"p": true, "p2": false, "a": false, "b": false}},
+		{"the child logged was forgotten", []string{"a"}, nil, []string{"a"}, map[string]bool{"p": false, "p2": false, "a": false, "b": false}},
+		{"the child forgotten, its child completed", []string{"a"}, []string{"a1"}, []string{"a"}, map[string]bool{"p": true, "p2": false, "a": true, "b": false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Receiver{progress: newProgress()}
+			for _, id := range tc.completed {
+				r.progress.completed([]batch.SeqRange{{Shard: id, First: "5", Last: "5"}})
+			}
+			rn := &run{r: r, cfg: Config{Stream: "s"}, resumeAfter: func(_, shard string) (string, bool) {
+				return "5", slices.Contains(tc.logged, shard)
+			}}
+			s := &shardSync{c: &control{run: rn}, known: map[string]shardPlan{}}
+			for _, id := range tc.forgotten {
+				s.known[id] = shardPlan{done: true, logged: true, forgotten: true}
+			}
+			children := childrenOf(shards)
+			for id, want := range tc.want {
+				if got := s.succeeded(id, children, nil); got != want {
+					t.Errorf("succeeded(%s) = %v, want %v", id, got, want)
+				}
 			}
 		})
 	}

@@ -37,7 +37,9 @@ func BlocksCompleted(r *Receiver, blocks []batch.BlockInfo) {
 func ForgetShardsAfter(cfg *Config, d time.Duration) { cfg.forgetAfter = d }
 
 // OnForgetCheck makes r call f each time its lease side judges a shard
-// another worker finished, which its recovery log may hold: ready to be
-// logged finished, or still waiting for records to complete. Call it
-// before Start.
+// another worker finished, which its recovery log may hold, or, without
+// leases, each time it judges a finished shard its log may hold: ready to
+// be logged finished, or still waiting (for records to complete, or for
+// the shard to leave the listing or a child of it to hold a position in
+// the log). Call it before Start.
 func OnForgetCheck(r *Receiver, f func(shard string, ready bool)) { r.forgetChecked = f }

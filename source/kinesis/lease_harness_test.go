@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -162,10 +163,25 @@ func (d *ddbSpy) checkpoints() []write {
 }
 
 // kinesisSpy wraps a real Kinesis client and holds every call while its
-// gate is closed.
+// gate is closed; ListShards leaves out the shards hidden (see hide), as
+// Kinesis leaves out a closed shard whose records passed the retention
+// period.
 type kinesisSpy struct {
 	next *awskinesis.Client
 	gate gate
+
+	mu     sync.Mutex
+	hidden map[string]bool
+}
+
+// hide makes ListShards leave out shard from now on.
+func (k *kinesisSpy) hide(shard string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.hidden == nil {
+		k.hidden = make(map[string]bool)
+	}
+	k.hidden[shard] = true
 }
 
 func (k *kinesisSpy) DescribeStreamSummary(ctx context.Context, in *awskinesis.DescribeStreamSummaryInput, o ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamSummaryOutput, error) {
@@ -179,7 +195,18 @@ func (k *kinesisSpy) ListShards(ctx context.Context, in *awskinesis.ListShardsIn
 	if err := k.gate.wait(ctx); err != nil {
 		return nil, err
 	}
-	return k.next.ListShards(ctx, in, o...)
+	out, err := k.next.ListShards(ctx, in, o...)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.hidden) > 0 {
+		shown := *out
+		shown.Shards = slices.DeleteFunc(slices.Clone(out.Shards), func(s kintypes.Shard) bool { return k.hidden[aws.ToString(s.ShardId)] })
+		out = &shown
+	}
+	return out, nil
 }
 
 func (k *kinesisSpy) GetShardIterator(ctx context.Context, in *awskinesis.GetShardIteratorInput, o ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {

@@ -88,22 +88,10 @@ func TestLeasesLogForgetsAShardAnotherWorkerFinished(t *testing.T) {
 				// completes (see finishSpy.notDone).
 				spy = newFinishSpy(recovery.Dir(dir))
 				w1 = f.newWorker("w1-restarted", leaseDuration, nil, spy)
-				checks := make(chan bool, 64)
-				kinesis.OnForgetCheck(w1.r, func(shard string, ready bool) {
-					if shard == parent {
-						select {
-						case checks <- ready:
-						default:
-						}
-					}
-				})
-				w1.hold.pause()
-				f.run(w1)
-				receive(t, w1.heldBatch, "the restarted w1 runs the recovered batch")
-				if ready := receiveValue(t, checks, "the restarted w1 judges the parent, finished by w2"); ready {
-					t.Fatal("the restarted w1 would log the parent finished while the recovered batch holding its records is not completed")
-				}
-				w1.hold.resume()
+				hook, checks := judgments(parent)
+				kinesis.OnForgetCheck(w1.r, hook)
+				f.runHeldNotReady(w1, checks, "the restarted w1 judges the parent, finished by w2",
+					"the restarted w1 would log the parent finished while the recovered batch holding its records is not completed")
 				f.waitFor("the restarted w1 delivers the recovered records", func() bool { return w1.deliveredAll(data) })
 			case tc.restart:
 				spy = newFinishSpy(recovery.Dir(dir))

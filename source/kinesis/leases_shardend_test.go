@@ -61,16 +61,9 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 
 			// w1 restarted on its log: the recovered batch holds the
 			// parent's records, and its reader stores nothing more.
-			checks := make(chan bool, 64)
 			w1b := f.newWorker("w1-restarted", leaseDuration, nil, recovery.Dir(dir))
-			kinesis.OnEndCheck(w1b.r, func(shard string, ready bool) {
-				if shard == parent {
-					select {
-					case checks <- ready:
-					default:
-					}
-				}
-			})
+			hook, checks := judgments(parent)
+			kinesis.OnEndCheck(w1b.r, hook)
 			w1b.hold.pause()
 			f.run(w1b)
 			receive(t, w1b.heldBatch, "the restarted worker runs the recovered batch")
@@ -110,6 +103,38 @@ func TestLeasesShardEndWaitsForTheRecoveredBatch(t *testing.T) {
 			w2.drain(t)
 		})
 	}
+}
+
+// judgments returns a hook for OnEndCheck or OnForgetCheck that passes on
+// each judgment of shard (the first 64 not yet received; later ones are
+// dropped), and the channel it passes them on.
+func judgments(shard string) (func(string, bool), <-chan bool) {
+	ch := make(chan bool, 64)
+	return func(s string, ready bool) {
+		if s == shard {
+			select {
+			case ch <- ready:
+			default:
+			}
+		}
+	}, ch
+}
+
+// runHeldNotReady runs w with its batches of records held until it runs
+// the batch it recovered from its log and judged gets a judgment, which
+// must be "not ready" (the recovered batch holds records of the shard
+// judged): else the test fails, saying why it must not be ready. Then the
+// batches go on.
+func (f *fleet) runHeldNotReady(w *worker, judged <-chan bool, judge, why string) {
+	f.t.Helper()
+	t := f.t.(*testing.T)
+	w.hold.pause()
+	f.run(w)
+	receive(t, w.heldBatch, w.id+" runs the recovered batch")
+	if ready := receiveValue(t, judged, judge); ready {
+		t.Fatal(why)
+	}
+	w.hold.resume()
 }
 
 // receive waits for a value of ch, for at most deadline.

@@ -50,8 +50,10 @@ type Receiver struct {
 	endChecked func(shard string, ready bool)
 	// forgetChecked, set by tests before Start, is told each time the
 	// lease side judges a shard another worker finished, read here or held
-	// in the recovery log: ready to be logged finished or not
-	// (leaseRun.forgetFinished).
+	// in the recovery log, or, without leases, a shard read to its end or
+	// the unlisted parent of a listed one that the log may hold: ready to
+	// be logged finished or not (leaseRun.forgetFinished,
+	// shardSync.forgetFinished).
 	forgetChecked func(shard string, ready bool)
 
 	rateMu sync.Mutex
