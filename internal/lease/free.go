@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
@@ -19,7 +20,16 @@ import (
 // parent it saw unfinished reads that parent's lease every take cycle
 // (checkParents), and a shard sync that read the table asks for a scan
 // when it shows a lease this worker would take (SyncShards). Neither reads
-// anything in a fleet without children waiting.
+// anything in a fleet without children waiting. A takeable lease that
+// this worker's scans show unowned for ScanInterval/2 or more all the same
+// is logged at WARN, once per episode (noteUnownedLocked).
+
+// unownedLease is a lease the scans of this worker show takeable, since
+// when, and whether it was warned about (noteUnownedLocked).
+type unownedLease struct {
+	since  time.Time
+	warned bool
+}
 
 // heldSetLocked returns the shards this worker counts as its own in a
 // take plan: those it holds and those it asked for. c.mu must be held.
@@ -118,4 +128,39 @@ func (c *Coordinator) checkParents(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// noteUnownedLocked records since when each lease the scan's views show
+// takeable (unowned or expired, its parents done) has been so in this
+// worker's scans, forgetting the others (an episode ends when a scan
+// shows the lease owned, or not takeable), and warns once per episode
+// about a lease first seen so ScanInterval/2 or more ago. A worker below
+// its target takes such a lease at its next take cycle, and the others
+// learn of it within a take cycle (checkParents) or a shard sync, so one
+// left that long is left by every worker: each is at MaxLeases (or at its
+// target, MaxLeases capping the fleet below the leases), or its takes
+// fail. A worker that does not scan learns it at its periodic scan
+// (ScanInterval). c.mu must be held.
+func (c *Coordinator) noteUnownedLocked(views []leaseView, held map[string]bool) {
+	now := c.cfg.Clock.Now()
+	parentsDone := parentsDoneIn(views, c.listed)
+	unowned := make(map[string]unownedLease)
+	for _, v := range views {
+		if !takeable(c.cfg.WorkerID, v, held, parentsDone) {
+			continue
+		}
+		u, ok := c.unowned[v.Shard]
+		if !ok {
+			u = unownedLease{since: now}
+		}
+		if d := now.Sub(u.since); !u.warned && d >= c.cfg.ScanInterval/2 {
+			u.warned = true
+			c.log.Warn("leasetable: a lease that can be taken has stayed unowned, its shard unread; "+
+				"fix: if every worker holds MaxLeases (leasetable.Config.MaxLeases), raise it or add workers; "+
+				"else look for failed takes in the workers' logs",
+				"shard", v.Shard, "for", d.Round(time.Second).String(), "owner", v.Owner, "max_leases", c.cfg.MaxLeases)
+		}
+		unowned[v.Shard] = u
+	}
+	c.unowned = unowned
 }

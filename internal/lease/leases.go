@@ -169,7 +169,8 @@ type Coordinator struct {
 	given        map[string]int64     // shard -> leases of it given up on purpose (see Given)
 
 	// Free leases between scans (free.go).
-	parentTurn int // the first of the awaited parents checkParents reads next
+	unowned    map[string]unownedLease // takeable leases in the scans, since when (noteUnownedLocked)
+	parentTurn int                     // the first of the awaited parents checkParents reads next
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by

@@ -1,9 +1,12 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -290,5 +293,68 @@ func TestCoordinatorParentReadsBounded(t *testing.T) {
 	}
 	if got := w2.held(); !slices.Equal(got, []string{children[1].ID, all[8].ID}) {
 		t.Errorf("w2 holds %v two take cycles after the parent %s ended, want its child %s", got, parents[1].ID, children[1].ID)
+	}
+}
+
+// TestCoordinatorUnownedLeaseWarned leaves a lease that can be taken
+// unowned (the only worker at MaxLeases) and checks that one WARN names it
+// and MaxLeases, once, at the first scan that shows it unowned
+// ScanInterval/2 or more after a scan first showed it so (the periodic
+// scan), and again only after it was owned and free again (a new episode).
+func TestCoordinatorUnownedLeaseWarned(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	var logs bytes.Buffer
+	w := newWorker(t, table, "w1", db, func(c *CoordinatorConfig) {
+		c.LeaseDuration = 0 // every period at its default
+		c.MaxLeases = 1
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	f := &fleetClock{ws: []*worker{w}, shards: shardIDs(2)}
+	if err := w.c.SyncShards(ctx, f.shards); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.c.cfg
+	stepFor := func(d time.Duration) {
+		for end := f.elapsed + d; f.elapsed < end; {
+			f.step(ctx, t)
+		}
+	}
+	warned := func() int { return strings.Count(logs.String(), "stayed unowned") }
+	f.step(ctx, t) // the first scan: one lease taken, the other seen unowned
+	free := f.shards[0].ID
+	if w.c.Holds(free) {
+		free = f.shards[1].ID
+	}
+	stepFor(cfg.ScanInterval - 2*cfg.TakeInterval)
+	if n := warned(); n != 0 {
+		t.Fatalf("%d warnings before the next scan:\n%s", n, logs.String())
+	}
+	stepFor(3 * cfg.TakeInterval)
+	if n := warned(); n != 1 || !strings.Contains(logs.String(), free) || !strings.Contains(logs.String(), "MaxLeases") {
+		t.Fatalf("after the periodic scan: %d warnings, want one naming %s and MaxLeases:\n%s", n, free, logs.String())
+	}
+	stepFor(2 * cfg.ScanInterval)
+	if n := warned(); n != 1 {
+		t.Fatalf("%d warnings for one episode, want 1:\n%s", n, logs.String())
+	}
+	// Another worker takes it (a scan of w1 sees it owned), then lets it
+	// go: a new episode.
+	w2 := newWorker(t, table, "w2", db, func(c *CoordinatorConfig) { c.MaxLeases = 1 })
+	w2.c.scanCycle(ctx)
+	w2.c.deliver()
+	held := w2.c.Held()
+	if len(held) != 1 || held[0].Shard != free {
+		t.Fatalf("w2 holds %v, want %s", held, free)
+	}
+	w.c.scanCycle(ctx)
+	if _, err := w2.c.Table().Release(ctx, held[0]); err != nil {
+		t.Fatal(err)
+	}
+	w.c.scanCycle(ctx)
+	stepFor(cfg.ScanInterval + 2*cfg.TakeInterval)
+	if n := warned(); n != 2 {
+		t.Fatalf("%d warnings after a second episode, want 2:\n%s", n, logs.String())
 	}
 }

@@ -72,6 +72,7 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	}
 	views = c.withoutRefusedLocked(views)
 	c.forgetDeadLocked(leases)
+	c.noteUnownedLocked(views, held)
 	plan := takePlan(c.cfg.WorkerID, views, held, c.listed, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
