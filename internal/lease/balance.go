@@ -35,6 +35,33 @@ type leaseView struct {
 // list (nil if none was given). The order of the result is random, so
 // that workers starting together do not all race for the same lease.
 func takePlan(me string, views []leaseView, held map[string]bool, listed map[string]bool, maxSteals, maxLeases int) []Lease {
+	parentsDone := parentsDoneIn(views, listed)
+	workers, active, target := targetOf(me, views, maxLeases)
+	own, needed := ownAndNeeded(me, views, held, parentsDone, target)
+	if needed <= 0 {
+		return own
+	}
+	var free []Lease
+	for _, v := range views {
+		if takeable(me, v, held, parentsDone) {
+			free = append(free, v.Lease)
+		}
+	}
+	if len(free) > 0 {
+		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+		return append(own, free[:min(needed, len(free))]...)
+	}
+	floor := min(active/len(workers), target)
+	return append(own, stealPlan(me, views, held, workers, floor, target, target-needed, maxSteals)...)
+}
+
+// parentsDoneIn returns whether the parents of a lease among views are
+// done, so that it may be taken. A parent is done at SHARD_END. A parent
+// without a lease is done if its lease was deleted as finished (a child
+// has begun) or it is not listed (past retention); a listed parent whose
+// lease is gone while no child began was deleted before it finished: the
+// shard sync creates it again, and its children wait.
+func parentsDoneIn(views []leaseView, listed map[string]bool) func(Lease) bool {
 	byShard := make(map[string]leaseView, len(views))
 	childBegun := make(map[string]bool) // parent -> a lease naming it a parent has begun
 	for _, v := range views {
@@ -45,12 +72,7 @@ func takePlan(me string, views []leaseView, held map[string]bool, listed map[str
 			}
 		}
 	}
-	// A parent is done at SHARD_END. A parent without a lease is done if
-	// its lease was deleted as finished (a child has begun) or it is not
-	// listed (past retention); a listed parent whose lease is gone while
-	// no child began was deleted before it finished: the shard sync
-	// creates it again, and its children wait.
-	parentsDone := func(l Lease) bool {
+	return func(l Lease) bool {
 		for _, p := range l.Parents {
 			pv, ok := byShard[p]
 			switch {
@@ -62,8 +84,14 @@ func takePlan(me string, views []leaseView, held map[string]bool, listed map[str
 		}
 		return true
 	}
-	workers := map[string]int{me: 0} // alive worker -> active leases held
-	active := 0
+}
+
+// targetOf returns the alive workers (me and the owners of unexpired
+// leases) with the active leases (not at SHARD_END) each holds, me's
+// counted as 0, the number of active leases and me's target:
+// ceil(active / workers), capped by maxLeases if > 0.
+func targetOf(me string, views []leaseView, maxLeases int) (workers map[string]int, active, target int) {
+	workers = map[string]int{me: 0}
 	for _, v := range views {
 		if v.Checkpoint == checkpointer.ShardEnd {
 			continue
@@ -73,38 +101,32 @@ func takePlan(me string, views []leaseView, held map[string]bool, listed map[str
 			workers[v.Owner]++
 		}
 	}
-	target := (active + len(workers) - 1) / len(workers)
+	target = (active + len(workers) - 1) / len(workers)
 	if maxLeases > 0 && target > maxLeases {
 		target = maxLeases
 	}
-	// Leases the table names mine but I do not hold (a take whose answer
-	// was lost, a lease lost on my clock only) are taken back whatever the
-	// target: every other worker counts them as mine and never takes them.
-	var own []Lease
+	return workers, active, target
+}
+
+// ownAndNeeded returns the leases the table names me's but me does not
+// hold (taken back whatever the target: every other worker counts them as
+// mine and never takes them; a take whose answer was lost, a lease lost on
+// my clock only) and how many more me takes below target.
+func ownAndNeeded(me string, views []leaseView, held map[string]bool, parentsDone func(Lease) bool, target int) (own []Lease, needed int) {
 	for _, v := range views {
 		if v.Owner == me && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
 			own = append(own, v.Lease)
 		}
 	}
-	needed := target - len(held) - len(own)
-	if needed <= 0 {
-		return own
-	}
-	var free []Lease
-	for _, v := range views {
-		if v.Checkpoint == checkpointer.ShardEnd || held[v.Shard] || !parentsDone(v.Lease) || v.Owner == me {
-			continue
-		}
-		if v.Owner == "" || v.expired {
-			free = append(free, v.Lease)
-		}
-	}
-	if len(free) > 0 {
-		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-		return append(own, free[:min(needed, len(free))]...)
-	}
-	floor := min(active/len(workers), target)
-	return append(own, stealPlan(me, views, held, workers, floor, target, target-needed, maxSteals)...)
+	return own, target - len(held) - len(own)
+}
+
+// takeable reports whether a take cycle of a worker below its target
+// takes v (free): unowned or expired, not at SHARD_END, not held by me,
+// its parents done.
+func takeable(me string, v leaseView, held map[string]bool, parentsDone func(Lease) bool) bool {
+	return v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] && v.Owner != me &&
+		(v.Owner == "" || v.expired) && parentsDone(v.Lease)
 }
 
 // stealPlan picks the leases to steal towards balance, one at a time from

@@ -167,6 +167,10 @@ type Coordinator struct {
 	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint (SHARD_END also when its lease was deleted once finished, see SyncShards)
 	pending      map[string]time.Time // hand-offs this worker asked for -> when
 	given        map[string]int64     // shard -> leases of it given up on purpose (see Given)
+
+	// Free leases between scans (free.go).
+	unowned    map[string]unownedLease // takeable leases in the scans, since when (noteUnownedLocked)
+	parentTurn int                     // the first of the awaited parents checkParents reads next
 }
 
 // heldLease is a lease this worker holds. lease and renewed are guarded by

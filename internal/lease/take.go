@@ -21,7 +21,8 @@ import (
 // write failed, then a full cycle (scanCycle) with RenewEveryLease or when
 // one is due, else a look at the unreadable items (recheckBad) and a check
 // of the other workers' liveness (checkOwners), which run a full cycle
-// only when they call for one. Once taking stopped (StopTaking, Drain) it
+// only when they call for one, and a look at the parents a free child
+// lease waits for (checkParents). Once taking stopped (StopTaking, Drain) it
 // only writes the notices: a scan could take nothing.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
@@ -32,7 +33,7 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		return
 	}
 	c.checkHandoffs(ctx)
-	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) {
+	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) || c.checkParents(ctx) {
 		c.scanCycle(ctx)
 	}
 }
@@ -65,18 +66,13 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	lost, handNow := c.lostInScanLocked(leases, bad)
 	views := c.observeLocked(leases)
 	c.notePendingLocked(views)
-	held := make(map[string]bool, len(c.held)+len(lost)+len(c.pending))
-	for shard := range c.held {
-		held[shard] = true
-	}
-	for shard := range c.pending { // asked for: counted as this worker's
-		held[shard] = true
-	}
+	held := c.heldSetLocked()
 	for _, shard := range lost { // not taken back in the cycle that saw them go
 		held[shard] = true
 	}
 	views = c.withoutRefusedLocked(views)
 	c.forgetDeadLocked(leases)
+	c.noteUnownedLocked(views, held)
 	plan := takePlan(c.cfg.WorkerID, views, held, c.listed, c.cfg.MaxStealsPerCycle, c.cfg.MaxLeases)
 	c.scannedLocked(len(plan) > 0)
 	kills := c.killsLocked(plan)
@@ -392,8 +388,10 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 // else, for a shard with a parent among shards, in the table or seen by
 // this worker, at checkpointer.TrimHorizon, so that nothing written to it
 // while its parent was read is skipped; else at InitialPosition. Leases of
-// shards not listed are left alone. It is safe to call from several
-// workers at once.
+// shards not listed are left alone. When it read the table and the table
+// shows a lease this worker would take (another worker created it, or its
+// parent ended since this worker last scanned), the next take cycle scans.
+// It is safe to call from several workers at once.
 func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error {
 	c.learnChildren(shards)
 	if c.allKnown(shards) { // the table is read only for a shard without a lease
@@ -407,6 +405,11 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 	now := c.cfg.Clock.Now()
 	for _, l := range leases { // a scan is a scan: what it shows counts
 		c.seeLocked(l, now)
+	}
+	if c.wouldTakeLocked(nil) {
+		// A lease this worker would take, which it may not have scanned
+		// yet: another worker's shard sync created it, or its parent ended.
+		c.needScan = true
 	}
 	c.mu.Unlock()
 	known := make(map[string]bool, len(leases)+len(bad)+len(shards))

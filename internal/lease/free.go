@@ -1,0 +1,166 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/checkpointer"
+)
+
+// Free leases between scans. A lease that becomes takeable while no
+// worker scans would wait for the next periodic scan (ScanInterval):
+// after a reshard, the parent's owner scans when it ends the parent but
+// takes the children only up to its own target, and the other workers,
+// whose shard syncs saw the children's leases waiting, read nothing that
+// tells them the parent ended. So a worker that would take a child whose
+// parent it saw unfinished reads that parent's lease every take cycle
+// (checkParents), and a shard sync that read the table asks for a scan
+// when it shows a lease this worker would take (SyncShards). Neither reads
+// anything in a fleet without children waiting. A takeable lease that
+// this worker's scans show unowned for ScanInterval/2 or more all the same
+// is logged at WARN, once per episode (noteUnownedLocked).
+
+// unownedLease is a lease the scans of this worker show takeable, since
+// when, and whether it was warned about (noteUnownedLocked).
+type unownedLease struct {
+	since  time.Time
+	warned bool
+}
+
+// heldSetLocked returns the shards this worker counts as its own in a
+// take plan: those it holds and those it asked for. c.mu must be held.
+func (c *Coordinator) heldSetLocked() map[string]bool {
+	held := make(map[string]bool, len(c.held)+len(c.pending))
+	for shard := range c.held {
+		held[shard] = true
+	}
+	for shard := range c.pending { // asked for: counted as this worker's
+		held[shard] = true
+	}
+	return held
+}
+
+// wouldTakeLocked reports whether a scan would have this worker take a
+// free lease, as far as the leases last seen show, with the leases in
+// ended taken to be at SHARD_END: a lease unowned as seen (an expiry is
+// judged by a scan), its parents done, while this worker is below its
+// target. It counts every owner seen as alive, so it may say no where a
+// scan would take an expired lease, never yes where a scan would take
+// nothing. c.mu must be held.
+func (c *Coordinator) wouldTakeLocked(ended map[string]bool) bool {
+	views := make([]leaseView, 0, len(c.seen))
+	for shard, s := range c.seen {
+		l := s.lease
+		if ended[shard] {
+			l.Checkpoint = checkpointer.ShardEnd
+		}
+		views = append(views, leaseView{Lease: l})
+	}
+	views = c.withoutRefusedLocked(views)
+	me, held := c.cfg.WorkerID, c.heldSetLocked()
+	parentsDone := parentsDoneIn(views, c.listed)
+	_, _, target := targetOf(me, views, c.cfg.MaxLeases)
+	if _, needed := ownAndNeeded(me, views, held, parentsDone, target); needed <= 0 {
+		return false
+	}
+	return slices.ContainsFunc(views, func(v leaseView) bool { return takeable(me, v, held, parentsDone) })
+}
+
+// awaitedLocked returns the parents, as last seen, that a free child lease
+// waits for: not at SHARD_END, and not held by this worker, which scans
+// when it ends one. c.mu must be held.
+func (c *Coordinator) awaitedLocked() map[string]bool {
+	awaited := make(map[string]bool)
+	for _, s := range c.seen {
+		if s.lease.Owner != "" || s.lease.Checkpoint == checkpointer.ShardEnd {
+			continue
+		}
+		for _, p := range s.lease.Parents {
+			ps, seen := c.seen[p]
+			if _, mine := c.held[p]; seen && !mine && ps.lease.Checkpoint != checkpointer.ShardEnd {
+				awaited[p] = true
+			}
+		}
+	}
+	return awaited
+}
+
+// maxParentPeeks bounds the parents checkParents reads in one take cycle.
+const maxParentPeeks = 2
+
+// checkParents reads, eventually consistently, the leases of the parents
+// free children wait for (awaitedLocked), if this worker would take a
+// child once they ended, and reports whether a full scan is needed: one of
+// them is at SHARD_END or gone. It reads at most maxParentPeeks of them
+// per take cycle, in turn (a reshard of many shards ends many parents at
+// about the same time, and one found ended calls for the scan that shows
+// them all), so it costs at most maxParentPeeks eventually consistent
+// reads per take cycle while a child waits and this worker is below its
+// target, and nothing otherwise.
+func (c *Coordinator) checkParents(ctx context.Context) bool {
+	c.mu.Lock()
+	var peek []string
+	if awaited := c.awaitedLocked(); len(awaited) > 0 && c.wouldTakeLocked(awaited) {
+		peek = slices.Sorted(maps.Keys(awaited))
+		if len(peek) > maxParentPeeks {
+			from := c.parentTurn % len(peek)
+			peek = append(peek[from:], peek[:from]...)[:maxParentPeeks]
+			c.parentTurn = from + maxParentPeeks
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range peek {
+		l, ok, err := c.table.peek(ctx, p)
+		var bad *leasetable.BadItemError
+		switch {
+		case errors.As(err, &bad):
+			// Its children wait until it is repaired (recheckBad).
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("leasetable: reading a parent shard's lease failed; retrying next period", "shard", p, "err", err)
+			}
+		case !ok || l.Checkpoint == checkpointer.ShardEnd:
+			return true
+		}
+	}
+	return false
+}
+
+// noteUnownedLocked records since when each lease the scan's views show
+// takeable (unowned or expired, its parents done) has been so in this
+// worker's scans, forgetting the others (an episode ends when a scan
+// shows the lease owned, or not takeable), and warns once per episode
+// about a lease first seen so ScanInterval/2 or more ago. A worker below
+// its target takes such a lease at its next take cycle, and the others
+// learn of it within a take cycle (checkParents) or a shard sync, so one
+// left that long is left by every worker: each is at MaxLeases (or at its
+// target, MaxLeases capping the fleet below the leases), or its takes
+// fail. A worker that does not scan learns it at its periodic scan
+// (ScanInterval). c.mu must be held.
+func (c *Coordinator) noteUnownedLocked(views []leaseView, held map[string]bool) {
+	now := c.cfg.Clock.Now()
+	parentsDone := parentsDoneIn(views, c.listed)
+	unowned := make(map[string]unownedLease)
+	for _, v := range views {
+		if !takeable(c.cfg.WorkerID, v, held, parentsDone) {
+			continue
+		}
+		u, ok := c.unowned[v.Shard]
+		if !ok {
+			u = unownedLease{since: now}
+		}
+		if d := now.Sub(u.since); !u.warned && d >= c.cfg.ScanInterval/2 {
+			u.warned = true
+			c.log.Warn("leasetable: a lease that can be taken has stayed unowned, its shard unread; "+
+				"fix: if every worker holds MaxLeases (leasetable.Config.MaxLeases), raise it or add workers; "+
+				"else look for failed takes in the workers' logs",
+				"shard", v.Shard, "for", d.Round(time.Second).String(), "owner", v.Owner, "max_leases", c.cfg.MaxLeases)
+		}
+		unowned[v.Shard] = u
+	}
+	c.unowned = unowned
+}
