@@ -248,14 +248,19 @@ const (
 	// again, and the retry failed the condition the first attempt had
 	// moved on (the counter).
 	refusedLanded
+	// refusedGivenBack: another worker asked for the lease and gave it
+	// back (it drained: dropPending) before this worker learned of the
+	// request; the lease is this worker's as it left it, at a later
+	// counter, and the write is sent again on it.
+	refusedGivenBack
 )
 
-// whyRefused reads shard's lease after a write of h failed its condition and
-// reports what happened, with the lease read back. landed reports whether
-// a lease read back is the one the write itself would have left (see
-// landedAs). It also reports the item if it is unreadable
-// (checkWrittenItem).
-func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease, err error, landed func(now Lease) bool) (Lease, refusal) {
+// whyRefused reads shard's lease after a write w of h failed its condition
+// and reports what happened, with the lease read back (see ownWrite for
+// refusedLanded and refusedGivenBack; the latter only while h is still
+// shard's held lease and not being handed off). It also reports the item
+// if it is unreadable (checkWrittenItem).
+func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease, err error, w ownWrite) (Lease, refusal) {
 	if !errors.Is(err, checkpointer.ErrLeaseLost) || ctx.Err() != nil {
 		c.checkWrittenItem(err, nil)
 		return Lease{}, refusedLost
@@ -265,8 +270,16 @@ func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease
 	switch {
 	case gerr != nil || !ok:
 		return Lease{}, refusedLost
-	case landed(l):
+	case w.landed(c.cfg.WorkerID, l):
 		return l, refusedLanded
+	case w.givenBack(c.cfg.WorkerID, l):
+		c.mu.Lock()
+		mine := c.held[shard] == h && !h.handoff
+		c.mu.Unlock()
+		if !mine {
+			return l, refusedLost
+		}
+		return l, refusedGivenBack
 	case l.Owner == c.cfg.WorkerID || l.CheckpointOwner != c.cfg.WorkerID:
 		return l, refusedLost
 	}
@@ -283,19 +296,47 @@ func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease
 	return l, refusedAsked
 }
 
-// landedAs returns whether a lease read back is the one a conditional
-// write of l by this worker leaves when it sets the checkpoint to ckpt (l's
-// own, for a renewal), or one that an earlier write of h without an answer
-// (heldLease.unsure) left: this worker still its owner, the checkpoint
-// owner unchanged, the counter one past l's, and the checkpoint written.
-// Only this worker's own writes of the lease, one at a time, leave it so:
-// any other worker's write changes the owner or the checkpoint owner.
-func (c *Coordinator) landedAs(h *heldLease, l Lease, ckpt string) func(now Lease) bool {
+// ownWrite is a conditional write of a held lease by this worker, as
+// whyRefused judges the lease read back after the write was refused.
+type ownWrite struct {
+	// from is the lease written on (the held lease as last written).
+	from Lease
+	// ckpts are the checkpoint the write sets (from's own, for a
+	// renewal), then those of the earlier writes of the lease without an
+	// answer (heldLease.unsure).
+	ckpts []string
+}
+
+// landedAs returns the write of l by this worker that sets the checkpoint
+// to ckpt (l's own, for a renewal), with h's writes without an answer.
+func (c *Coordinator) landedAs(h *heldLease, l Lease, ckpt string) ownWrite {
 	c.mu.Lock()
-	ckpts := append([]string{ckpt}, h.unsure...)
-	c.mu.Unlock()
-	return func(now Lease) bool {
-		return now.Owner == c.cfg.WorkerID && now.Owner == l.Owner && now.CheckpointOwner == l.CheckpointOwner &&
-			now.Counter == l.Counter+1 && slices.Contains(ckpts, now.Checkpoint)
-	}
+	defer c.mu.Unlock()
+	return ownWrite{from: l, ckpts: append([]string{ckpt}, h.unsure...)}
+}
+
+// landed reports whether now, read back, is the lease the write itself, or
+// an earlier one of it without an answer, left: worker still its owner,
+// the checkpoint owner unchanged, the counter one past from's, and the
+// checkpoint written. Only worker's own writes of the lease, one at a
+// time, leave it so: any other worker's write changes the owner or the
+// checkpoint owner.
+func (w ownWrite) landed(worker string, now Lease) bool {
+	return now.Owner == worker && now.Owner == w.from.Owner && now.CheckpointOwner == w.from.CheckpointOwner &&
+		now.Counter == w.from.Counter+1 && slices.Contains(w.ckpts, now.Checkpoint)
+}
+
+// givenBack reports whether now, read back, is the lease as worker left it
+// (from, held by worker, not being handed off), asked for by another
+// worker and given back by it (Table.dropAsked) since: worker its owner
+// again, no checkpoint owner, the counter at least two past from's (the
+// request and the give-back each add one), and the checkpoint from's or
+// one of the write's (it, or an earlier one without an answer, landed
+// before the request). No other worker moves a checkpoint on a lease
+// named worker's, so it is worker's lease still, and the write is sent
+// again on it: refused for a loss instead, the records read since from's
+// checkpoint would be read twice by the next owner.
+func (w ownWrite) givenBack(worker string, now Lease) bool {
+	return now.Owner == worker && w.from.Owner == worker && now.CheckpointOwner == "" && w.from.CheckpointOwner == "" &&
+		now.Counter >= w.from.Counter+2 && (now.Checkpoint == w.from.Checkpoint || slices.Contains(w.ckpts, now.Checkpoint))
 }

@@ -548,6 +548,12 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 				l, started = now, c.cfg.Clock.Now()
 				nl, err = write(l)
 			}
+		case refusedGivenBack:
+			// Asked for and given back since this worker last wrote it:
+			// renewed on the lease as it is now.
+			c.log.Info("leasetable: a lease asked for was given back; renewing it as it is now", "shard", shard, "counter", now.Counter)
+			l, started = now, c.cfg.Clock.Now()
+			nl, err = write(l)
 		case refusedAsked:
 			return // handed off, not lost
 		}
@@ -582,7 +588,9 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 // If the lease is lost it returns an error wrapping checkpointer.ErrLeaseLost, writes
 // nothing, and reports the loss (OnLost); a write refused only because an
 // earlier attempt of it was applied, its answer lost, is told apart by the
-// lease read back and counts as written (whyRefused). After checkpointer.ShardEnd is written the lease
+// lease read back and counts as written, and one refused because another
+// worker asked for the lease and gave it back before this worker learned of
+// it is sent again on the lease given back (whyRefused). After checkpointer.ShardEnd is written the lease
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
@@ -618,6 +626,25 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 					nl, err = c.commitOnce(ctx, h, l, seq)
 				}
 			}
+		case refusedGivenBack:
+			c.log.Info("leasetable: a lease asked for was given back; the checkpoint is written on it as it is now", "shard", shard, "seq", seq, "checkpoint", now.Checkpoint)
+			if now.Checkpoint == seq {
+				// Written, its answer lost, before the request (or the
+				// checkpoint already there): not written again (never the
+				// same number twice). Renewed when a write of it was
+				// sent, if one moved the checkpoint; else not renewed.
+				nl, err = now, nil
+				if since, ok := c.adoptUnsure(h, now); ok {
+					started = since
+				} else if seq == l.Checkpoint {
+					c.mu.Lock()
+					started = h.renewed
+					c.mu.Unlock()
+				}
+				break
+			}
+			l, started = now, c.cfg.Clock.Now()
+			nl, err = c.commitOnce(ctx, h, l, seq)
 		case refusedAsked:
 			// Asked for since this worker last wrote it: the last checkpoint
 			// before the hand-off is written on the lease as it is now.
@@ -769,7 +796,9 @@ func (c *Coordinator) freeUnheld(ctx context.Context) error {
 // the holder (owner again, no checkpointOwner), which may still be reading
 // it and trusting it: freeing it would let a third worker take it while
 // the holder reads on. The holder's next write of it is refused (the
-// counter moved), it takes its own lease back at its next take cycle, and
+// counter moved); one that had not learned of the request sends it again
+// on the lease given back and reads on (whyRefused, refusedGivenBack);
+// one handing it off takes its own lease back at its next take cycle, and
 // reads again after its last checkpoint. A lease already handed off is
 // freed, for any worker to take from that checkpoint.
 func (c *Coordinator) dropPending(ctx context.Context) error {
