@@ -185,6 +185,17 @@ func (c *Coordinator) HandOff(ctx context.Context, shard string) error {
 			c.mu.Unlock()
 			return err
 		}
+		if l.Owner == c.cfg.WorkerID {
+			// The asker gave it back, and the last checkpoint was
+			// written on it (whyRefused, refusedGivenBack): it is this
+			// worker's, unheld, which the next take cycle's scan takes
+			// back from that checkpoint.
+			c.mu.Lock()
+			c.needScan = true
+			c.mu.Unlock()
+			c.log.Info("leasetable: the worker that asked for a lease gave it back; taking it again from its last checkpoint", "shard", shard, "checkpoint", l.Checkpoint)
+			return nil
+		}
 		c.log.Info("leasetable: lease handed off", "shard", shard, "to", l.Owner, "checkpoint", l.Checkpoint)
 		return nil
 	})
@@ -249,16 +260,18 @@ const (
 	// moved on (the counter).
 	refusedLanded
 	// refusedGivenBack: another worker asked for the lease and gave it
-	// back (it drained: dropPending) before this worker learned of the
-	// request; the lease is this worker's as it left it, at a later
-	// counter, and the write is sent again on it.
+	// back (it drained: dropPending), before this worker learned of the
+	// request or while it was handing the lease off; the lease is this
+	// worker's as it left it, at a later counter, and the write is sent
+	// again on it.
 	refusedGivenBack
 )
 
 // whyRefused reads shard's lease after a write w of h failed its condition
 // and reports what happened, with the lease read back (see ownWrite for
 // refusedLanded and refusedGivenBack; the latter only while h is still
-// shard's held lease and not being handed off). It also reports the item
+// shard's held lease, being handed off if the write was on the lease
+// asked for). It also reports the item
 // if it is unreadable (checkWrittenItem).
 func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease, err error, w ownWrite) (Lease, refusal) {
 	if !errors.Is(err, checkpointer.ErrLeaseLost) || ctx.Err() != nil {
@@ -274,7 +287,7 @@ func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease
 		return l, refusedLanded
 	case w.givenBack(c.cfg.WorkerID, l):
 		c.mu.Lock()
-		mine := c.held[shard] == h && !h.handoff
+		mine := c.held[shard] == h && h.handoff == (w.from.Owner != c.cfg.WorkerID)
 		c.mu.Unlock()
 		if !mine {
 			return l, refusedLost
@@ -326,17 +339,25 @@ func (w ownWrite) landed(worker string, now Lease) bool {
 		now.Counter == w.from.Counter+1 && slices.Contains(w.ckpts, now.Checkpoint)
 }
 
-// givenBack reports whether now, read back, is the lease as worker left it
-// (from, held by worker, not being handed off), asked for by another
-// worker and given back by it (Table.dropAsked) since: worker its owner
-// again, no checkpoint owner, the counter at least two past from's (the
-// request and the give-back each add one), and the checkpoint from's or
-// one of the write's (it, or an earlier one without an answer, landed
-// before the request). No other worker moves a checkpoint on a lease
-// named worker's, so it is worker's lease still, and the write is sent
-// again on it: refused for a loss instead, the records read since from's
-// checkpoint would be read twice by the next owner.
+// givenBack reports whether now, read back, is the lease as worker left
+// it, asked for by another worker and given back by it (Table.dropAsked)
+// since: worker its owner again, no checkpoint owner, and the checkpoint
+// from's or one of the write's (it, or an earlier one without an answer,
+// landed before the request). Either from is the lease held by worker,
+// not being handed off, and the counter is at least two past from's (the
+// request and the give-back each add one); or from is the lease being
+// handed off (another worker its owner, worker its checkpoint owner), and
+// the counter at least one past from's (the give-back). No other worker
+// moves a checkpoint on a lease named worker's, so it is worker's lease
+// still, and the write is sent again on it: refused for a loss instead,
+// the records read since from's checkpoint would be read twice by the next
+// owner.
 func (w ownWrite) givenBack(worker string, now Lease) bool {
-	return now.Owner == worker && w.from.Owner == worker && now.CheckpointOwner == "" && w.from.CheckpointOwner == "" &&
-		now.Counter >= w.from.Counter+2 && (now.Checkpoint == w.from.Checkpoint || slices.Contains(w.ckpts, now.Checkpoint))
+	if now.Owner != worker || now.CheckpointOwner != "" || now.Checkpoint != w.from.Checkpoint && !slices.Contains(w.ckpts, now.Checkpoint) {
+		return false
+	}
+	if w.from.Owner == worker {
+		return w.from.CheckpointOwner == "" && now.Counter >= w.from.Counter+2
+	}
+	return w.from.CheckpointOwner == worker && now.Counter >= w.from.Counter+1
 }

@@ -796,10 +796,11 @@ func (c *Coordinator) freeUnheld(ctx context.Context) error {
 // the holder (owner again, no checkpointOwner), which may still be reading
 // it and trusting it: freeing it would let a third worker take it while
 // the holder reads on. The holder's next write of it is refused (the
-// counter moved); one that had not learned of the request sends it again
-// on the lease given back and reads on (whyRefused, refusedGivenBack);
-// one handing it off takes its own lease back at its next take cycle, and
-// reads again after its last checkpoint. A lease already handed off is
+// counter moved) and sent again on the lease given back (whyRefused,
+// refusedGivenBack): one that had not learned of the request reads on;
+// one handing it off writes its last checkpoint, hands the lease off to
+// no one (HandOff), and takes it back at its next take cycle, reading
+// after that checkpoint. A lease already handed off is
 // freed, for any worker to take from that checkpoint.
 func (c *Coordinator) dropPending(ctx context.Context) error {
 	c.mu.Lock()
