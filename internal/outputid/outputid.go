@@ -2,8 +2,8 @@
 // function, the output's index in the pipeline, so that a sink told the
 // Run apart by internal/runname also tells its outputs apart: one sink
 // given to two outputs of a pipeline would take one's writes for the
-// other's, made before. Owner is how sink/files, sink/kinesis and
-// sink/dynamodb refuse the second output.
+// other's, made before. Owner is how sink/files and sink/kinesis refuse
+// the second output; sink/dynamodb refuses an item two outputs write.
 package outputid
 
 import (

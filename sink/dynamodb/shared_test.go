@@ -79,25 +79,52 @@ func TestFleetRefusalNotRetried(t *testing.T) {
 	}
 }
 
-// TestSinkSharedByTwoOutputs runs a pipeline whose two outputs write the
-// same items with one Sink: the second output's writes had the versions
-// of the first's (the batch time and ordinal, or the same origin) and
-// were skipped as already applied, lost with no error. The second
-// output's first Write now fails Run at once, saying to give each output
-// a Sink of its own, and none of its writes is skipped.
-func TestSinkSharedByTwoOutputs(t *testing.T) {
-	t.Parallel()
+// runSharedSink runs, as runOutputs does, a pipeline whose two outputs
+// write with one Sink: the records, then what second makes of them. It
+// returns the Sink, the driver's logs and Run's error.
+func runSharedSink(t *testing.T, second func(event) event) (*dynamodb.Sink[event], string, error) {
+	t.Helper()
 	c, table, _ := setup(t)
 	s := newSink(t, t.Context(), dynamodb.Config{Client: c, Table: table})
 	var logs logBuffer
 	err := runOutputs(t, &logs, false, events(12, 4, true), func(in *stream.Stream[event]) {
 		stream.ForEachBatch(in, s.Write)
-		stream.ForEachBatch(stream.Map(in, func(e event) event { e.N += 1000; return e }), s.Write)
+		stream.ForEachBatch(stream.Map(in, second), s.Write)
 	})
-	if err == nil || !strings.Contains(err.Error(), "give each output a Sink of its own") || !strings.Contains(err.Error(), "output 1, ") {
-		t.Errorf("Run = %v, want output 1's error saying to give each output a Sink of its own (Stats %+v)", err, s.Stats())
+	return s, logs.String(), err
+}
+
+// TestSinkSharedByTwoOutputs runs a pipeline whose two outputs write the
+// same items with one Sink: the second output's writes had the versions
+// of the first's (the batch time and ordinal, or the same origin) and
+// were skipped as already applied, lost with no error. The second
+// output's first Write now fails Run at once, naming an item both write
+// and saying to let one output write each item, and none of its writes
+// is skipped.
+func TestSinkSharedByTwoOutputs(t *testing.T) {
+	t.Parallel()
+	s, logs, err := runSharedSink(t, func(e event) event { e.N += 1000; return e })
+	if err == nil || !strings.Contains(err.Error(), "let one output write each item") || !strings.Contains(err.Error(), "output 1, ") ||
+		!strings.Contains(err.Error(), `{id: "item-0"}`) {
+		t.Errorf("Run = %v, want output 1's error naming item-0 and saying to let one output write each item (Stats %+v)", err, s.Stats())
 	}
-	if got := logs.String(); strings.Contains(got, "trying again") {
-		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	if strings.Contains(logs, "trying again") {
+		t.Errorf("the refusal was tried again before Run failed:\n%s", logs)
+	}
+}
+
+// TestSinkSharedByOutputsWritingOtherItems runs a pipeline whose two
+// outputs write with one Sink items of their own (no item written by
+// both): no write can take another output's version, and Run failed at the
+// second output's first Write all the same, a pipeline that lost nothing
+// refused. It now runs to its end with every write applied.
+func TestSinkSharedByOutputsWritingOtherItems(t *testing.T) {
+	t.Parallel()
+	s, _, err := runSharedSink(t, func(e event) event { e.ID = "other-" + e.ID; return e })
+	if err != nil {
+		t.Errorf("Run = %v, want nil: no item is written by both outputs", err)
+	}
+	if st := s.Stats(); st.Written != 24 || st.Skipped != 0 {
+		t.Errorf("Stats = %+v, want 24 written, 0 skipped", st)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -162,9 +163,20 @@ type Sink[T any] struct {
 	// outage fails them all, and one WARN per step speaks for them all.
 	outage *streak.Shared
 
-	// owner is the output of a pipeline's Run that writes with the Sink:
-	// another output of that Run is refused (see oneOutput).
-	owner outputid.Owner
+	// items are the items the outputs of a pipeline's Run wrote in its
+	// latest batch: another output's write of one of them is refused (see
+	// oneOutput).
+	items batchItems
+}
+
+// batchItems remembers, for the latest batch of a pipeline's Run that
+// wrote with a Sink, which output wrote each item (by its key's id). It
+// holds the items of one batch at most. Safe for concurrent use.
+type batchItems struct {
+	mu  sync.Mutex
+	run string     // internal/runname
+	t   batch.Time // the batch
+	by  map[string]int
 }
 
 // Stats counts what a Sink did since New.
@@ -305,19 +317,20 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // table to create), as does a put of an item over MaxItemSize
 // (ErrItemTooLarge) or a Write the function returns that is not valid.
 //
-// A Sink writes for one output of a pipeline: a Write from another output
-// of the same Run fails it, as no retry fixes, since both outputs' writes
-// of an item would have the same versions and the second one's would be
-// skipped as already applied.
+// Outputs of a pipeline may share a Sink for items of their own: a Write
+// from an output of an item another output of the same Run wrote in the
+// same batch fails, as no retry fixes, since both outputs' writes of the
+// item would have the same versions and the second one's would be skipped
+// as already applied.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := s.oneOutput(ctx); err != nil {
-		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
-	}
 	skipped := s.skipped.Load()
 	keys, byKey, err := s.plan(ctx, b, !s.anyTime && stream.SharesShards(ctx))
+	if err == nil {
+		err = s.oneOutput(ctx, b.Time(), keys, byKey)
+	}
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -353,16 +366,33 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 }
 
 // oneOutput returns an error, marked as no retry fixes (internal/noretry),
-// if ctx is that of another output of the pipeline's Run than the one that
-// wrote with the Sink before: both outputs' writes of an item in a batch
-// would have the same versions (the batch time and ordinal, or the same
-// origin), and the second output's would be skipped as already applied.
-func (s *Sink[T]) oneOutput(ctx context.Context) error {
-	if clash, first := s.owner.Claim(ctx, false); clash != outputid.None {
-		out, _ := outputid.Of(ctx)
-		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes with this Sink, and so does output %d: "+
-			"both outputs' writes of an item in a batch would have the same versions, and the second one's be skipped as already applied; "+
-			"give each output a Sink of its own, each writing items no other output writes", first, out))
+// if ctx is that of an output of a pipeline's Run and another output of
+// that Run wrote an item of keys (the ids of the items of batch t, their
+// writes in byKey) in batch t: both outputs' writes of the item would have the same versions (the
+// batch time and ordinal, or the same origin), and the second one's be
+// skipped as already applied. Outputs writing items of their own share
+// the Sink: their versions never meet. It records keys as the output's.
+func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, byKey map[string][]op) error {
+	run := runname.Of(ctx)
+	out, ok := outputid.Of(ctx)
+	if run == "" || !ok {
+		return nil // not a pipeline output's: nothing to tell apart
+	}
+	it := &s.items
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.run != run || it.t != t || it.by == nil {
+		it.run, it.t, it.by = run, t, make(map[string]int, len(keys))
+	}
+	for _, id := range keys {
+		if first, ok := it.by[id]; ok && first != out {
+			return noretry.Mark(fmt.Errorf("output %d of the pipeline writes the item of key %s with this Sink, and so does output %d in the same batch: "+
+				"both outputs' writes of the item would have the same versions, and the second one's be skipped as already applied; "+
+				"let one output write each item, or give each output a Sink of its own with a VersionAttribute of its own", first, formatKey(byKey[id][0].key, s.keyAttrs), out))
+		}
+	}
+	for _, id := range keys {
+		it.by[id] = out
 	}
 	return nil
 }
