@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,12 +28,17 @@ import (
 // periods (reservations), then lets a third run drain. Across the three
 // runs: a batch run twice has the same blocks, ranges and records (G2); no
 // batch the log holds completed runs again (G3); every record is in
-// exactly one completed batch (G1).
+// exactly one completed batch (G1), and the completed batches, in time
+// order, give each shard's records in the order they were produced.
 func TestFailureRecoveryCrashAgain(t *testing.T) {
 	for _, c := range []struct {
 		kind    recoverylog.Kind
 		n, keep int
 	}{
+		// The first block logged in a batch after blocks logged
+		// without one, before the batch's allocation: the one entry
+		// that puts those blocks in it.
+		{kindTaggedAfterUntagged, 1, 1},
 		{recoverylog.KindBlockStored, 3, 0},
 		{recoverylog.KindBlockStored, 3, 1},
 		{recoverylog.KindBatchAllocated, 1, 0},
@@ -42,6 +50,37 @@ func TestFailureRecoveryCrashAgain(t *testing.T) {
 		t.Run(fmt.Sprintf("%s %d keep %d", c.kind, c.n, c.keep), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { testFailureRecoveryCrashAgain(t, c.kind, c.n, c.keep) })
 		})
+	}
+}
+
+// kindTaggedAfterUntagged names, for TestFailureRecoveryCrashAgain, the
+// crash of taggedAfterUntagged.
+const kindTaggedAfterUntagged recoverylog.Kind = "block stored in a batch after blocks stored without one"
+
+// taggedAfterUntagged returns an append hook that fails the first append of
+// a block stored in a batch (Entry.Batch) that follows, in the run, one of
+// a block stored without a batch, keeping keep of its entries, and stops
+// the run.
+func taggedAfterUntagged(keep int, stop func()) recoverylog.AppendHook {
+	untagged := map[batch.BlockID]bool{} // logged without a batch, in none yet
+	done := false
+	return func(_ int, entries []recoverylog.Entry) recoverylog.Fault {
+		e := entries[0]
+		switch {
+		case done:
+		case e.Kind == recoverylog.KindBatchAllocated:
+			for _, id := range e.Blocks {
+				delete(untagged, id)
+			}
+		case e.Kind != recoverylog.KindBlockStored:
+		case e.Batch == 0:
+			untagged[e.Block.ID] = true
+		case len(untagged) > 0:
+			done = true
+			stop()
+			return recoverylog.Fault{Err: errCrash, Keep: keep}
+		}
+		return recoverylog.Fault{}
 	}
 }
 
@@ -88,13 +127,25 @@ func testFailureRecoveryCrashAgain(t *testing.T, kind recoverylog.Kind, n, keep 
 	rl = recoverycheck.NewRecorder()
 	runs = append(runs, rl)
 	var p2 *stream.Pipeline
-	d.log.SetAppendHook(nthAppend(kind, n, keep, func() { p2.Stop() }))
+	stop2 := func() { p2.Stop() }
+	if kind == kindTaggedAfterUntagged {
+		d.log.SetAppendHook(taggedAfterUntagged(keep, stop2))
+	} else {
+		d.log.SetAppendHook(nthAppend(kind, n, keep, stop2))
+	}
 	p2, src = pipeline(t, d, rl, hooks{maxPending: 2, out: func(context.Context, int, int, *batch.Batch[string]) error {
 		time.Sleep(300 * time.Millisecond)
 		return nil
 	}})
 	go func() { errc <- p2.Run(t.Context()) }()
-	if err := produceBurstsOf(d, src, 12, 150*time.Millisecond, 13*time.Second, errc); err != nil && !errors.Is(err, errCrash) {
+	pushes, every := 12, 150*time.Millisecond
+	if kind == kindTaggedAfterUntagged {
+		// Pushing, within the limit of unbatched blocks, when the last
+		// recovered batch is queued and the first batch cut an interval
+		// later.
+		pushes, every = 40, 450*time.Millisecond
+	}
+	if err := produceBurstsOf(d, src, pushes, every, 13*time.Second, errc); err != nil && !errors.Is(err, errCrash) {
 		p2.Stop()
 		<-errc
 		t.Fatalf("second Run: %v", err)
@@ -121,6 +172,7 @@ func testFailureRecoveryCrashAgain(t *testing.T, kind recoverylog.Kind, n, keep 
 	}
 
 	var got []string
+	completed := map[batch.Time]recoverycheck.Seen{}
 	seen := map[batch.Time]recoverycheck.Seen{}
 	doneIn := map[batch.Time]int{} // run, from 1, after which the log held the batch completed
 	for i, rl := range runs {
@@ -139,6 +191,7 @@ func testFailureRecoveryCrashAgain(t *testing.T, kind recoverylog.Kind, n, keep 
 			if _, ok := doneIn[tm]; !ok && !pending {
 				doneIn[tm] = i + 1
 				got = append(got, s.Records...)
+				completed[tm] = s
 			}
 		}
 	}
@@ -146,9 +199,41 @@ func testFailureRecoveryCrashAgain(t *testing.T, kind recoverylog.Kind, n, keep 
 	for _, c := range d.calls {
 		produced = append(produced, c...)
 	}
+	for _, err := range shardOrder(completed) {
+		t.Error(err)
+	}
 	slices.Sort(got)
 	slices.Sort(produced)
 	if diff := cmp.Diff(produced, got); diff != "" {
 		t.Errorf("records of completed batches (-produced +got):\n%s", diff)
 	}
+}
+
+// shardOrder checks that the completed batches, in time order, give each
+// shard's records in the order they were produced (rN, N increasing), as a
+// source delivers them: a block read before another is in an earlier batch
+// or earlier in the same one. It returns a violation per record out of
+// order.
+func shardOrder(completed map[batch.Time]recoverycheck.Seen) []error {
+	var errs []error
+	last := map[string]int{}
+	for _, tm := range slices.Sorted(maps.Keys(completed)) {
+		s := completed[tm]
+		off := 0
+		for _, rg := range s.Ranges {
+			for _, r := range s.Records[off : off+rg.Count] {
+				n, err := strconv.Atoi(strings.TrimPrefix(r, "r"))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("batch %v: record %q: %w", tm, r, err))
+					continue
+				}
+				if l, ok := last[rg.Shard]; ok && n <= l {
+					errs = append(errs, fmt.Errorf("batch %v: shard %s: record r%d after r%d: out of order", tm, rg.Shard, n, l))
+				}
+				last[rg.Shard] = n
+			}
+			off += rg.Count
+		}
+	}
+	return errs
 }

@@ -253,12 +253,18 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 	s.store.Put(id, b.Records)
 	t := s.e.tags.enter()
 	defer s.e.tags.leave(t)
-	if err := s.e.log.blockStored(ctx, info, t); err != nil {
+	err := s.adopt(ctx, t)
+	if err == nil {
+		if err = s.e.log.blockStored(ctx, info, t); err != nil {
+			err = fmt.Errorf("log %v: %w", id, err)
+		}
+	}
+	if err != nil {
 		s.store.Delete(id)
 		s.mu.Lock()
 		s.reserved--
 		s.mu.Unlock()
-		return batch.BlockInfo{}, fmt.Errorf("log %v: %w", id, err)
+		return batch.BlockInfo{}, err
 	}
 	s.mu.Lock()
 	s.reserved--
@@ -266,6 +272,41 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 	s.times = append(s.times, t)
 	s.mu.Unlock()
 	return info, nil
+}
+
+// adopt logs in the batch at t, the batch a push is about to log its block
+// in, the blocks waiting for a batch that are logged in none: those the
+// recovery log held unallocated (resume) and those pushed before the batch
+// timer gave pushes a time. They were stored before the push's block, and
+// the cut of the batch at t would take them with it, but only its
+// allocation entry would say so: a crash after the push's entry and before
+// that allocation would leave the batch at t, in the log, with the push's
+// block and not them, and a restart would recompute it so and put them in
+// the next batch, after newer records of their shards. Logged in the batch
+// first, they are in it whenever the push's block is. Only the pushes made
+// before the timer started are logged in no batch, and a BlockGenerator
+// pushes one block at a time, so none of its blocks logged in no batch is
+// stored after one logged in a batch (blocks pushed concurrently have no
+// order between them: source.Runtime.Push).
+func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
+	if t == 0 {
+		return nil
+	}
+	var blocks []batch.BlockInfo
+	s.mu.Lock()
+	for i, bt := range s.times {
+		if bt == 0 {
+			s.times[i] = t
+			blocks = append(blocks, s.pending[i])
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range blocks {
+		if err := s.e.log.blockStored(ctx, b, t); err != nil {
+			return fmt.Errorf("log %v, stored before the batch timer started, in batch %v: %w", b.ID, t, err)
+		}
+	}
+	return nil
 }
 
 // reserve waits until the source has fewer than maxUnbatchedBlocks blocks
