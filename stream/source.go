@@ -296,15 +296,23 @@ func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
 	s.mu.Lock()
 	for i, bt := range s.times {
 		if bt == 0 {
-			s.times[i] = t
 			blocks = append(blocks, s.pending[i])
 		}
 	}
 	s.mu.Unlock()
 	for _, b := range blocks {
 		if err := s.e.log.blockStored(ctx, b, t); err != nil {
+			// Those not logged in t keep no time: the cut of t logs
+			// them in its allocation entry, as before.
 			return fmt.Errorf("log %v, stored before the batch timer started, in batch %v: %w", b.ID, t, err)
 		}
+		// Logged in t: its cut need not allocate it. The cut of t waits
+		// for this push (batchTags), so the block is still pending.
+		s.mu.Lock()
+		if i := slices.IndexFunc(s.pending, func(p batch.BlockInfo) bool { return p.ID == b.ID }); i >= 0 && s.times[i] == 0 {
+			s.times[i] = t
+		}
+		s.mu.Unlock()
 	}
 	return nil
 }
