@@ -138,15 +138,16 @@ func TestSinkSharedByOutputsWritingOtherOrigins(t *testing.T) {
 		name    string
 		outputs func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record])
 		want    int // records written
+		v2      int // of them with version 2 tags
 	}{
 		{"origins of other records", func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record]) {
 			stream.ForEachBatch(stream.Filter(in, odd), s.Write, stream.Origins())
 			stream.ForEachBatch(stream.Filter(in, even), s.Write, stream.Origins())
-		}, sharedRecords},
+		}, sharedRecords, sharedRecords},
 		{"without origins and with", func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record]) {
 			stream.ForEachBatch(in, s.Write)
 			stream.ForEachBatch(in, s.Write, stream.Origins())
-		}, 2 * sharedRecords},
+		}, 2 * sharedRecords, sharedRecords},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, s := sharedSink(t)
@@ -157,12 +158,13 @@ func TestSinkSharedByOutputsWritingOtherOrigins(t *testing.T) {
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			tags := make(map[origin.Tag]bool)
+			tags, v2 := make(map[origin.Tag]bool), 0
 			for _, tag := range f.tags {
 				tags[tag] = true
+				v2 += boolInt(tag.Seq != "")
 			}
-			if len(f.written) != tc.want || len(tags) != tc.want {
-				t.Errorf("%d records written, %d distinct tags, want %d of each", len(f.written), len(tags), tc.want)
+			if len(f.written) != tc.want || len(tags) != tc.want || v2 != tc.v2 {
+				t.Errorf("%d records written, %d distinct tags, %d of version 2; want %d, %d, %d", len(f.written), len(tags), v2, tc.want, tc.want, tc.v2)
 			}
 		})
 	}
@@ -171,7 +173,7 @@ func TestSinkSharedByOutputsWritingOtherOrigins(t *testing.T) {
 // TestSinkSharedByOutputsWritingOneOrigin runs a pipeline whose two
 // outputs write with one Sink with Origin, both with their origins, a
 // record of the same source record (one output all of them, the other the
-// odd ones, changed): both records have the same version 2 tag, and a
+// odd ones, through a Map): both records have the same version 2 tag, and a
 // reader drops one. The second output's Write fails Run at once, naming
 // the origin and the fix.
 func TestSinkSharedByOutputsWritingOneOrigin(t *testing.T) {
