@@ -2,8 +2,10 @@
 // function, the output's index in the pipeline, so that a sink told the
 // Run apart by internal/runname also tells its outputs apart: one sink
 // given to two outputs of a pipeline would take one's writes for the
-// other's, made before. Owner is how sink/files and sink/kinesis refuse
-// the second output; sink/dynamodb refuses an item two outputs write.
+// other's, made before. Owner is how sink/files refuses the second output,
+// and sink/kinesis the second output writing records without origins;
+// sink/dynamodb refuses an item two outputs write, and sink/kinesis a
+// record of an origin two outputs write, in one batch.
 package outputid
 
 import (
@@ -25,6 +27,15 @@ func With(ctx context.Context, i int) context.Context {
 func Of(ctx context.Context) (int, bool) {
 	i, ok := ctx.Value(key{}).(int)
 	return i, ok
+}
+
+// InRun returns the name of the pipeline's Run (internal/runname) and the
+// output index ctx carries, and false if it lacks either: it is not the
+// context of a pipeline's output, and a sink has nothing to tell apart.
+func InRun(ctx context.Context) (run string, out int, ok bool) {
+	run = runname.Of(ctx)
+	out, ok = Of(ctx)
+	return run, out, ok && run != ""
 }
 
 // Clash is what Owner.Claim found: the sink is free for the output, or
@@ -60,9 +71,8 @@ type Owner struct {
 // takes it over. A ctx that is not a pipeline output's (no Run's name or
 // output index) claims nothing and clashes with nothing.
 func (o *Owner) Claim(ctx context.Context, exclusive bool) (Clash, int) {
-	run := runname.Of(ctx)
-	out, ok := Of(ctx)
-	if run == "" || !ok {
+	run, out, ok := InRun(ctx)
+	if !ok {
 		return None, 0
 	}
 	o.mu.Lock()

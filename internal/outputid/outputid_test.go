@@ -21,6 +21,26 @@ func TestWith(t *testing.T) {
 	}
 }
 
+// InRun finds a Run's name and an output index only in the context of a
+// Run's output.
+func TestInRun(t *testing.T) {
+	run := runname.With(context.Background())
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"a Run's output", outputid.With(run, 2), true},
+		{"a Run's, no output", run, false},
+		{"an output, no Run", outputid.With(context.Background(), 2), false},
+	} {
+		name, out, ok := outputid.InRun(c.ctx)
+		if ok != c.want || ok && (name != runname.Of(run) || out != 2) {
+			t.Errorf("%s: InRun = %q, %d, %v; want ok %v", c.name, name, out, ok, c.want)
+		}
+	}
+}
+
 // An Owner is claimed by the first output of a Run; a second output of
 // that Run clashes; a new Run takes it over, unless the claim is exclusive
 // and the first Run still runs; a context of no output claims nothing.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/recovery"
 	"github.com/weirstream/weir/sink/kinesis"
 	weirsource "github.com/weirstream/weir/source"
@@ -39,11 +41,16 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
+// sharedRecords is how many records runOutputs pushes.
+const sharedRecords = 4
+
 // runOutputs runs, in a synctest bubble, a pipeline over a memory source
-// holding one record, its outputs those outputs adds, with the driver's
-// logs in logs, and returns Run's error (a deadline's once 5 s of the
-// bubble's time passed). With fleet set the pipeline has a recovery log
-// and its source shares its shards with other workers.
+// holding sharedRecords records ("k/1" to "k/4", their sequence numbers
+// 1 to 4, so that an output with stream.Origins has their origins), its
+// outputs those outputs adds, with the driver's logs in logs, and returns
+// Run's error (a deadline's once 5 s of the bubble's time passed). With
+// fleet set the pipeline has a recovery log and its source shares its
+// shards with other workers.
 func runOutputs(t *testing.T, fleet bool, logs *logBuffer, outputs func(in *stream.Stream[source.Record])) error {
 	t.Helper()
 	var err error
@@ -60,7 +67,12 @@ func runOutputs(t *testing.T, fleet bool, logs *logBuffer, outputs func(in *stre
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		if perr := src.Push(source.Record{Data: []byte("k/1")}); perr != nil {
+		recs := make([]source.Record, sharedRecords)
+		for i := range recs {
+			n := strconv.Itoa(i + 1)
+			recs[i] = source.Record{Data: []byte("k/" + n), SequenceNumber: n}
+		}
+		if perr := src.Push(recs...); perr != nil {
 			t.Fatal(perr)
 		}
 		var from weirsource.Receiver[source.Record] = src
@@ -77,6 +89,18 @@ func runOutputs(t *testing.T, fleet bool, logs *logBuffer, outputs func(in *stre
 
 func dataOf(r source.Record) (string, []byte) { return "k", r.Data }
 
+// sharedSink returns a fake stream and a Sink with Origin writing to it,
+// for outputs to share.
+func sharedSink(t *testing.T) (*fakeStream, *kinesis.Sink[source.Record]) {
+	t.Helper()
+	f := newFake(t, nil)
+	s, err := kinesis.New(kinesis.Config[source.Record]{Client: f, Stream: "out", Record: dataOf, Origin: "app/out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, s
+}
+
 // TestSinkSharedByTwoOutputs runs a pipeline whose two outputs write with
 // one Sink with Origin: both outputs' batches of a time had the same
 // origin tags, so a reader's duplicate filter dropped one output's records
@@ -84,13 +108,9 @@ func dataOf(r source.Record) (string, []byte) { return "k", r.Data }
 // first Write now fails Run at once (no retries), saying to give each
 // output a Sink of its own; one output per Sink still runs.
 func TestSinkSharedByTwoOutputs(t *testing.T) {
-	f := newFake(t, nil)
-	s, err := kinesis.New(kinesis.Config[source.Record]{Client: f, Stream: "out", Record: dataOf, Origin: "app/out"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := sharedSink(t)
 	var logs logBuffer
-	err = runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
+	err := runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
 		stream.ForEachBatch(in, s.Write)
 		stream.ForEachBatch(stream.Map(in, func(r source.Record) source.Record { return r }), s.Write)
 	})
@@ -99,6 +119,87 @@ func TestSinkSharedByTwoOutputs(t *testing.T) {
 	}
 	if got := logs.String(); strings.Contains(got, "trying again") {
 		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	}
+}
+
+// TestSinkSharedByOutputsWritingOtherOrigins runs pipelines whose two
+// outputs write with one Sink with Origin records whose tags cannot meet:
+// records of distinct source records with their origins (version 2 tags,
+// which name the origin alone), one output's as records of the even
+// source records, the other's of the odd ones; and one output's records
+// without origins (version 1 tags, naming the Sink's writer), the
+// other's with theirs. Run failed at the second output's first Write all
+// the same, a pipeline that lost nothing refused. It now runs to its end
+// (its deadline), every record written with a tag of its own.
+func TestSinkSharedByOutputsWritingOtherOrigins(t *testing.T) {
+	odd := func(r source.Record) bool { return parse(t, r.Data).I%2 == 1 }
+	even := func(r source.Record) bool { return !odd(r) }
+	for _, tc := range []struct {
+		name    string
+		outputs func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record])
+		want    int // records written
+		v2      int // of them with version 2 tags
+	}{
+		{"origins of other records", func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record]) {
+			stream.ForEachBatch(stream.Filter(in, odd), s.Write, stream.Origins())
+			stream.ForEachBatch(stream.Filter(in, even), s.Write, stream.Origins())
+		}, sharedRecords, sharedRecords},
+		{"without origins and with", func(s *kinesis.Sink[source.Record], in *stream.Stream[source.Record]) {
+			stream.ForEachBatch(in, s.Write)
+			stream.ForEachBatch(in, s.Write, stream.Origins())
+		}, 2 * sharedRecords, sharedRecords},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, s := sharedSink(t)
+			var logs logBuffer
+			err := runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) { tc.outputs(s, in) })
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Run = %v, want its deadline's error or nil: the outputs' tags cannot meet", err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			tags, v2 := make(map[origin.Tag]bool), 0
+			for _, tag := range f.tags {
+				tags[tag] = true
+				v2 += boolInt(tag.Seq != "")
+			}
+			if len(f.written) != tc.want || len(tags) != tc.want || v2 != tc.v2 {
+				t.Errorf("%d records written, %d distinct tags, %d of version 2; want %d, %d, %d", len(f.written), len(tags), v2, tc.want, tc.want, tc.v2)
+			}
+		})
+	}
+}
+
+// TestSinkSharedByOutputsWritingOneOrigin runs a pipeline whose two
+// outputs write with one Sink with Origin, both with their origins, a
+// record of the same source record (one output all of them, the other the
+// odd ones, through a Map): both records have the same version 2 tag, and a
+// reader drops one. The second output's Write fails Run at once, naming
+// the origin and the fix.
+func TestSinkSharedByOutputsWritingOneOrigin(t *testing.T) {
+	f, s := sharedSink(t)
+	var logs logBuffer
+	err := runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
+		stream.ForEachBatch(in, s.Write, stream.Origins())
+		odd := stream.Filter(in, func(r source.Record) bool { return parse(t, r.Data).I%2 == 1 })
+		stream.ForEachBatch(stream.Map(odd, func(r source.Record) source.Record {
+			r.Data = append([]byte(nil), r.Data...)
+			return r
+		}), s.Write, stream.Origins())
+	})
+	for _, want := range []string{"output 0 of the pipeline", "origin memory/shardId-000000000000 sequence number 1, sub-sequence 0, index 0", "so does output 1 ",
+		"let one output write the records of each source record"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error saying %q", err, want)
+		}
+	}
+	if got := logs.String(); strings.Contains(got, "trying again") {
+		t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.written) != sharedRecords {
+		t.Errorf("%d records written, want output 0's %d alone", len(f.written), sharedRecords)
 	}
 }
 

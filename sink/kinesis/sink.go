@@ -57,10 +57,42 @@ type Sink[T any] struct {
 	fleetWriter string
 	fleetNote   sync.Once
 
-	// owner is the output of a pipeline's Run that writes with the Sink
-	// with Origin set: another output of that Run is refused (see
-	// oneOutput).
-	owner outputid.Owner
+	// v1 is the output of a pipeline's Run that writes batches without
+	// origins (version 1 tags) with the Sink with Origin set: another
+	// output of that Run writing such a batch is refused (see oneWriter).
+	v1 outputid.Owner
+	// v2 is what the outputs of a pipeline's Run wrote with version 2 tags
+	// in its latest batch: another output's record of the same origin is
+	// refused (see oneOrigin).
+	v2 batchOrigins
+}
+
+// batchOrigins remembers, for the latest batch of a pipeline's Run that
+// wrote version 2 tags with a Sink, which output wrote each origin. While
+// one output writes in the batch it keeps that output's origins as they
+// are (the batches' own slices, not copied); once another output writes in
+// it, it indexes them by position. It holds one batch's origins at most.
+// Safe for concurrent use.
+type batchOrigins struct {
+	mu    sync.Mutex
+	run   string     // internal/runname
+	t     batch.Time // the batch
+	first int        // the output that wrote first in the batch
+	kept  [][]batch.Origin
+	by    map[originPos]int // once a second output writes in the batch
+}
+
+// originPos is what a version 2 tag names of a record: its origin shard
+// and position there, the same in every output's record of that position.
+type originPos struct {
+	stream, shard, seq string
+	subSeq             int64
+	index              int
+}
+
+// posOf returns the position a version 2 tag names of a record of origin o.
+func posOf(o batch.Origin) originPos {
+	return originPos{o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index}
 }
 
 // New returns a Sink configured by cfg, or an error wrapping
@@ -114,21 +146,25 @@ type entry struct {
 // again (a retried or recomputed batch) writes them again, and with Origin
 // set a weir reader drops those copies.
 //
-// With Origin set, a Sink writes for one output of a pipeline: a Write
-// from another output of the same Run fails it, as no retry fixes, since
-// both outputs' records would have the same tags and a reader would drop
-// one output's as copies of the other's.
+// With Origin set, outputs of a pipeline share a Sink only as far as
+// their tags cannot meet, as a reader would drop one output's records as
+// copies of the other's: a batch without origins (version 1 tags, naming
+// the Sink's writer, the batch time and the index) from another output of
+// the Run than the one that wrote such batches fails Write, as no retry
+// fixes; so does, in a batch with origins (version 2 tags, naming the
+// origin alone), a record of an origin another output of the Run wrote in
+// the same batch. Outputs writing records of distinct source records with
+// origins, or one without and the others with, share it.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
 	}
 	writer := s.cfg.Origin
-	if writer != "" {
-		if err := s.oneOutput(ctx); err != nil {
+	v2 := writer != "" && allOrigins(b.Origins())
+	if writer != "" && !v2 {
+		if err := s.oneWriter(ctx); err != nil {
 			return err
 		}
-	}
-	if writer != "" && !allOrigins(b.Origins()) {
 		var err error
 		if writer, err = s.writer(ctx); err != nil {
 			return err
@@ -138,22 +174,74 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err != nil {
 		return err
 	}
+	if v2 {
+		if err := s.oneOrigin(ctx, b.Time(), b.Origins()); err != nil {
+			return err
+		}
+	}
 	return s.put(ctx, recs)
 }
 
-// oneOutput returns an error, marked as no retry fixes (internal/noretry),
+// oneWriter returns an error, marked as no retry fixes (internal/noretry),
 // if ctx is that of another output of the pipeline's Run than the one that
-// wrote with the Sink before: both outputs' records of a batch would get
-// the same origin tags (the same writer, batch time and index, or the same
-// origin), and a reader's duplicate filter would drop one output's records
-// as copies of the other's. Called only with Origin set: untagged records
-// are not filtered.
-func (s *Sink[T]) oneOutput(ctx context.Context) error {
-	if clash, first := s.owner.Claim(ctx, false); clash != outputid.None {
+// wrote batches without origins with the Sink before: both outputs'
+// records of a batch would get the same version 1 tags (the same writer,
+// batch time and index), and a reader's duplicate filter would drop one
+// output's records as copies of the other's. Called only with Origin set:
+// untagged records are not filtered.
+func (s *Sink[T]) oneWriter(ctx context.Context) error {
+	if clash, first := s.v1.Claim(ctx, false); clash != outputid.None {
 		out, _ := outputid.Of(ctx)
-		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q, and so does output %d: "+
-			"both outputs' records would have the same origin tags, and a reader would drop one output's as copies of the other's; "+
+		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes batches without origins with the Sink of Origin %q, and so does output %d: "+
+			"both outputs' records of a batch would have the same origin tags (the Sink's writer, the batch time and the record's index), and a reader would drop one output's as copies of the other's; "+
 			"give each output a Sink of its own, each with an Origin of its own", first, s.cfg.Origin, out))
+	}
+	return nil
+}
+
+// oneOrigin returns an error, marked as no retry fixes (internal/noretry),
+// if ctx is that of an output of a pipeline's Run and another output of
+// that Run wrote in batch t a record of an origin among origins (those of
+// the records of the output's batch t): both records would get the same
+// version 2 tag, which names no writer, and a reader's duplicate filter
+// would drop one as a copy of the other. Outputs writing records of
+// distinct origins share the Sink: the tags of a batch's records name its
+// range starts, the same for every output, and its batch runs to its end
+// before the next starts, so a reader drops none of their first copies.
+// It records origins as the output's.
+func (s *Sink[T]) oneOrigin(ctx context.Context, t batch.Time, origins []batch.Origin) error {
+	run, out, ok := outputid.InRun(ctx)
+	if !ok {
+		return nil
+	}
+	w := &s.v2
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.run != run || w.t != t {
+		w.run, w.t, w.first, w.kept, w.by = run, t, out, nil, nil
+	}
+	if w.by == nil {
+		if out == w.first {
+			w.kept = append(w.kept, origins)
+			return nil
+		}
+		w.by = make(map[originPos]int)
+		for _, k := range w.kept {
+			for _, o := range k {
+				w.by[posOf(o)] = w.first
+			}
+		}
+		w.kept = nil
+	}
+	for _, o := range origins {
+		if other, ok := w.by[posOf(o)]; ok && other != out {
+			return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q a record of origin %s/%s sequence number %s, sub-sequence %d, index %d, and so does output %d in the same batch: "+
+				"both records would have the same origin tag, which names no writer, and a reader would drop one as a copy of the other, whatever their Sinks' Origin; "+
+				"let one output write the records of each source record, or give each output a stream of its own", other, s.cfg.Origin, o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index, out))
+		}
+	}
+	for _, o := range origins {
+		w.by[posOf(o)] = out
 	}
 	return nil
 }
