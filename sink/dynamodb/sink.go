@@ -23,7 +23,6 @@ import (
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/outputid"
-	"github.com/weirstream/weir/internal/runname"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -373,9 +372,8 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // skipped as already applied. Outputs writing items of their own share
 // the Sink: their versions never meet. It records keys as the output's.
 func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, byKey map[string][]op) error {
-	run := runname.Of(ctx)
-	out, ok := outputid.Of(ctx)
-	if run == "" || !ok {
+	run, out, ok := outputid.InRun(ctx)
+	if !ok {
 		return nil // not a pipeline output's: nothing to tell apart
 	}
 	it := &s.items
