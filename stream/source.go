@@ -108,11 +108,18 @@ type sourceState[T any] struct {
 	observers  []source.BatchObserver
 	held       [][]batch.BlockInfo
 	holding    bool
+
+	// adopting is held (a token in it) by the push logging the blocks
+	// logged in no batch in its own (adopt), from when it collects them
+	// until their entries are durable: a push of a later batch waits for
+	// it rather than logging them in its own too.
+	adopting chan struct{}
 }
 
 func (s *sourceState[T]) bind(e *engine) {
 	s.e = e
 	s.completers, s.observers, s.held, s.holding = nil, nil, nil, true
+	s.adopting = make(chan struct{}, 1)
 	s.addHook(s.r)
 }
 
@@ -287,11 +294,26 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 // before the timer started are logged in no batch, and a BlockGenerator
 // pushes one block at a time, so none of its blocks logged in no batch is
 // stored after one logged in a batch (blocks pushed concurrently have no
-// order between them: source.Runtime.Push).
+// order between them: source.Runtime.Push). Pushes adopt one at a time
+// (adopting), so that one of a later batch, entered while the cut of an
+// earlier one waits for a push still logging them in it, finds them logged
+// there rather than logging them in its own batch too.
 func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
-	if t == 0 {
+	if t == 0 || !s.untimed() {
 		return nil
 	}
+	// One push adopts at a time. Another one's log entries may still be
+	// on their way for the blocks it found: this push, maybe of a later
+	// batch (the cut of the first one waits for the first push, not for
+	// this one), must not log them in its batch too, which would put them
+	// in two batches in the log (one a restart refuses), nor log its own
+	// block before they are durable in the earlier batch.
+	select {
+	case s.adopting <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.adopting }()
 	var blocks []batch.BlockInfo
 	s.mu.Lock()
 	for i, bt := range s.times {
@@ -315,6 +337,13 @@ func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// untimed reports whether a block waiting for a batch is logged in none.
+func (s *sourceState[T]) untimed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.times, 0)
 }
 
 // reserve waits until the source has fewer than maxUnbatchedBlocks blocks

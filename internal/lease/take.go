@@ -489,14 +489,28 @@ func (c *Coordinator) SyncShards(ctx context.Context, shards []ShardInfo) error 
 }
 
 // allKnown reports whether every shard of shards had a lease item in the
-// last scan.
+// last scan, or has a descendant among shards whose lease it showed begun
+// and is known finished: read to its end, its lease deleted
+// (finishedLeases), and never created again (SyncShards), while Kinesis
+// lists it for the retention period.
 func (c *Coordinator) allKnown(shards []ShardInfo) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var descended map[string]bool
 	for _, s := range shards {
 		_, seen := c.seen[s.ID]
-		if _, bad := c.bad[s.ID]; !seen && !bad {
-			return false
+		if _, bad := c.bad[s.ID]; seen || bad {
+			continue
+		}
+		if descended == nil {
+			begun := make(map[string]bool, len(c.seen))
+			for id, sl := range c.seen {
+				begun[id] = hasBegun(sl.lease)
+			}
+			descended = leasedDescendants(shards, begun)
+		}
+		if !descended[s.ID] || c.known[s.ID] != checkpointer.ShardEnd {
+			return false // else the table is read once: SyncShards records it finished (Finished)
 		}
 	}
 	return true

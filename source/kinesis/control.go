@@ -333,7 +333,14 @@ func (c *control) close(cancel context.CancelFunc) error {
 // at start starts at Config.InitialPosition, and a shard that appears later
 // (made by a reshard while running) at TrimHorizon. With InitialPosition
 // Latest, a closed shard listed at start without a checkpoint is not read
-// (it can get no new records) and does not hold back its children.
+// (it can get no new records) and does not hold back its children. A
+// shard listed at start without a position in the log, made by a reshard
+// of a shard read before the restart (parentRead: one the log holds, or
+// forgot as read to its end), starts at TrimHorizon whatever
+// InitialPosition says, closed or not: it was made while the stream was
+// read, or while the pipeline was down, and its records all come after
+// those read of its parent; from InitialPosition (Latest, or a later
+// AtTimestamp), the records put on it since the reshard would be lost.
 //
 // A closed shard listed at start that the log holds no position of, but
 // one of whose descendants it does (succeeded), is not read either: it was
@@ -399,16 +406,27 @@ func (s *shardSync) sync(ctx context.Context, first bool) error {
 		listed[sh.ID] = true
 	}
 	children := childrenOf(shards)
+	byID := make(map[string]shardInfo, len(shards))
+	for _, sh := range shards {
+		byID[sh.ID] = sh
+	}
 	for _, sh := range shards {
 		if _, ok := s.known[sh.ID]; ok {
 			continue
 		}
 		plan := s.plan(sh, first)
-		if _, ok := s.c.run.logged(sh.ID); first && !ok && sh.EndingSeq != "" && s.succeeded(sh.ID, children, nil) {
+		_, logged := s.c.run.logged(sh.ID)
+		switch {
+		case !first || logged:
+		case sh.EndingSeq != "" && s.succeeded(sh.ID, children, nil):
 			// Read to its end before the restart, then forgotten by
 			// the log: see allShards.
 			plan.skip, plan.forgotten = true, true
 			s.c.run.logger.Info("kinesis: not reading a closed shard the recovery log forgot: a shard made from it holds a position in the log, so it was read to its end", "shard", sh.ID)
+		case plan.pos.Initial != TrimHorizon && s.parentRead(sh, byID, children, nil):
+			// Made by a reshard of a shard read before the restart:
+			// see allShards.
+			plan.pos, plan.skip = position{Initial: TrimHorizon}, false
 		}
 		s.known[sh.ID] = plan
 	}
@@ -486,6 +504,32 @@ func (s *shardSync) succeeded(id string, children map[string][]string, seen map[
 		}
 		seen[c] = true
 		if s.holds(c) || s.succeeded(c, children, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// parentRead reports whether a parent of sh was read before this run, as
+// the driver's recovery log shows at Start: it holds a position of the
+// parent (listed or not), or the parent is listed, closed, and a
+// descendant of it holds one (succeeded), or the parent was made by a
+// reshard of a shard read before (byID and children give the listing). Such a shard's records
+// come after what was read, and a restart reads it from its start (see
+// allShards). seen guards the walk; nil starts one.
+func (s *shardSync) parentRead(sh shardInfo, byID map[string]shardInfo, children map[string][]string, seen map[string]bool) bool {
+	if seen == nil {
+		seen = make(map[string]bool)
+	}
+	for _, p := range sh.parents() {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if _, ok := s.c.run.logged(p); ok {
+			return true // listed or not: trimmed away since
+		}
+		if ps, listed := byID[p]; listed && (ps.EndingSeq != "" && s.succeeded(p, children, nil) || s.parentRead(ps, byID, children, seen)) {
 			return true
 		}
 	}

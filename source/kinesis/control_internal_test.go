@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 
@@ -58,19 +59,22 @@ func TestAllShardsStartAfterTheLog(t *testing.T) {
 	}
 }
 
+// resharded is the listing of a stream resharded: p splits into a and b;
+// a splits into a1 and a2; p2 and b merge into m.
+var resharded = []shardInfo{
+	{ID: "p", EndingSeq: "9"}, {ID: "p2", EndingSeq: "9"},
+	{ID: "a", Parent: "p", EndingSeq: "9"}, {ID: "b", Parent: "p", EndingSeq: "9"},
+	{ID: "a1", Parent: "a"}, {ID: "a2", Parent: "a"},
+	{ID: "m", Parent: "p2", AdjacentParent: "b"},
+}
+
 // TestShardSucceeded checks how allShards tells, without the shard's own
 // position, that a closed shard was read to its end: a listed descendant
 // of it holds a position in the recovery log (at Start, or a record of it
 // completed since), through any number of closed shards and merges; a
 // descendant the log was told finished holds none.
 func TestShardSucceeded(t *testing.T) {
-	// p splits into a and b; a splits into a1 and a2; p2 and b merge into m.
-	shards := []shardInfo{
-		{ID: "p", EndingSeq: "9"}, {ID: "p2", EndingSeq: "9"},
-		{ID: "a", Parent: "p", EndingSeq: "9"}, {ID: "b", Parent: "p", EndingSeq: "9"},
-		{ID: "a1", Parent: "a"}, {ID: "a2", Parent: "a"},
-		{ID: "m", Parent: "p2", AdjacentParent: "b"},
-	}
+	shards := resharded
 	tests := []struct {
 		name      string
 		logged    []string // positions the log held at Start
@@ -103,6 +107,52 @@ func TestShardSucceeded(t *testing.T) {
 			for id, want := range tc.want {
 				if got := s.succeeded(id, children, nil); got != want {
 					t.Errorf("succeeded(%s) = %v, want %v", id, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestShardParentRead: a shard made by a reshard of a shard read before the
+// restart, as the recovery log shows at Start, is read from its start
+// whatever InitialPosition says (parentRead).
+func TestShardParentRead(t *testing.T) {
+	// resharded, and gone (no longer listed) split into g.
+	shards := append(slices.Clone(resharded), shardInfo{ID: "g", Parent: "gone"})
+	none := map[string]bool{"p": false, "p2": false, "a": false, "b": false, "a1": false, "a2": false, "m": false, "g": false}
+	with := func(read ...string) map[string]bool {
+		m := maps.Clone(none)
+		for _, id := range read {
+			m[id] = true
+		}
+		return m
+	}
+	tests := []struct {
+		name   string
+		logged []string // positions the log held at Start
+		want   map[string]bool
+	}{
+		{"nothing logged", nil, none},
+		{"the first parent logged", []string{"p"}, with("a", "b", "a1", "a2", "m")},
+		{"a sibling logged: the parent forgotten", []string{"a1"}, with("a", "b", "a1", "a2", "m")},
+		{"one parent of the merge logged", []string{"p2"}, with("m")},
+		{"an unlisted parent logged", []string{"gone"}, with("g")},
+		{"a leaf logged", []string{"m"}, with("a", "b", "m", "a1", "a2")},
+	}
+	byID := make(map[string]shardInfo, len(shards))
+	for _, sh := range shards {
+		byID[sh.ID] = sh
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rn := &run{r: &Receiver{progress: newProgress()}, cfg: Config{Stream: "s"}, resumeAfter: func(_, shard string) (string, bool) {
+				return "5", slices.Contains(tc.logged, shard)
+			}}
+			s := &shardSync{c: &control{run: rn}, known: map[string]shardPlan{}}
+			children := childrenOf(shards)
+			for id, want := range tc.want {
+				if got := s.parentRead(byID[id], byID, children, nil); got != want {
+					t.Errorf("parentRead(%s) = %v, want %v", id, got, want)
 				}
 			}
 		})

@@ -170,3 +170,40 @@ func checkDeliveredOnly(t *testing.T, w *worker, want [][]byte) {
 		t.Errorf("%s delivered %s (%d times), not expected: read again", w.id, p, n)
 	}
 }
+
+// TestLatestRestartReadsChildrenOfALoggedParent runs a worker without
+// leases at LATEST with a directory recovery log, stops it after it read a
+// shard, and splits the shard while it is down, putting records on the
+// children. The restart resumes the shard from the log (its position is
+// there), so LATEST applies no more to what descends from it: its
+// children must be read from their start, or the records put on them
+// while the worker was down are lost.
+func TestLatestRestartReadsChildrenOfALoggedParent(t *testing.T) {
+	latest := func(c *kinesis.Config) {
+		c.Leases = nil
+		c.InitialPosition = kinesis.Latest
+	}
+	f := newFleet(t, 1)
+	dir := t.TempDir()
+	w1 := f.newWorker("w1", time.Second, latest, newFinishSpy(recovery.Dir(dir)))
+	f.run(w1)
+	f.waitReading(w1) // at LATEST, some time after its Run
+	data := payloads("parent", 20)
+	f.put(data)
+	f.waitFor("w1 delivers the records put after it started", func() bool { return w1.deliveredAll(data) })
+	w1.drain(t)
+
+	parent := f.split()
+	down := payloads("down", 30)
+	f.put(down)
+
+	w2 := f.newWorker("w2", time.Second, latest, newFinishSpy(recovery.Dir(dir)))
+	f.run(w2)
+	f.waitFor("the restarted worker delivers the records put on the children while it was down",
+		func() bool { return w2.deliveredAll(down) })
+	w2.drain(t)
+	checkDeliveredOnly(t, w2, down)
+	if st := loadLog(t, dir); len(st.ShardSeqs) == 0 {
+		t.Errorf("the log holds no shard after the restart (parent %s)", parent)
+	}
+}

@@ -432,6 +432,24 @@ func (f *fleet) put(data [][]byte) {
 	}
 }
 
+// waitReading puts probes until w delivers one: a reader of w that starts
+// at LATEST, some time after w's Run or take, reads the records put after
+// it returns.
+func (f *fleet) waitReading(w *worker) {
+	f.t.Helper()
+	probes := 0
+	f.waitFor(w.id+" reads", func() bool {
+		for _, r := range w.records() {
+			if len(r.Data) > 0 {
+				return true
+			}
+		}
+		f.put([][]byte{fmt.Appendf(nil, "probe-%d", probes)})
+		probes++
+		return false
+	})
+}
+
 // delivered counts each payload over every worker's output.
 func (f *fleet) delivered() map[string]int {
 	f.mu.Lock()

@@ -1,7 +1,6 @@
 package kinesis_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -28,20 +27,9 @@ func TestLeasesLatestDeathBeforeFirstCheckpoint(t *testing.T) {
 	}
 	a := f.start("a", leaseDuration, latest)
 	f.waitFor("a holds the lease", func() bool { return len(a.held()) == 1 })
-	// a's reader starts at LATEST some time after its take: put probes
-	// until it delivers one, so that the records below are put after it
-	// started reading.
-	probes := 0
-	f.waitFor("a reads", func() bool {
-		for _, r := range a.records() {
-			if len(r.Data) > 0 {
-				return true
-			}
-		}
-		f.put([][]byte{fmt.Appendf(nil, "probe-%d", probes)})
-		probes++
-		return false
-	})
+	// a's reader starts at LATEST some time after its take: the records
+	// below are put after it started reading.
+	f.waitReading(a)
 	after := payloads("after", 100)
 	f.put(after)
 	f.waitFor("a delivers the records put after it started", f.allDelivered(after))
