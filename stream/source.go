@@ -294,20 +294,21 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 // before the timer started are logged in no batch, and a BlockGenerator
 // pushes one block at a time, so none of its blocks logged in no batch is
 // stored after one logged in a batch (blocks pushed concurrently have no
-// order between them: source.Runtime.Push). Pushes adopt one at a time
-// (adopting), so that one of a later batch, entered while the cut of an
-// earlier one waits for a push still logging them in it, finds them logged
-// there rather than logging them in its own batch too.
+// order between them: source.Runtime.Push).
+//
+// A push takes its blocks from the cut's reach as it finds them: it gives
+// them its time under the lock the cut takes them with, so each is in the
+// batch of its push's entry or, found first by the cut of an earlier batch,
+// in that batch's allocation entry, never in both (a restart refuses a
+// block in two batches); a failed entry gives them no time again, and the
+// cut of t, which waits for this push, allocates them. Pushes adopt one at
+// a time (adopting), and every push of a time waits for the one adopting:
+// none logs its own block, in t or a later batch, before the blocks it
+// adopted are durable in t.
 func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
-	if t == 0 || !s.untimed() {
+	if t == 0 {
 		return nil
 	}
-	// One push adopts at a time. Another one's log entries may still be
-	// on their way for the blocks it found: this push, maybe of a later
-	// batch (the cut of the first one waits for the first push, not for
-	// this one), must not log them in its batch too, which would put them
-	// in two batches in the log (one a restart refuses), nor log its own
-	// block before they are durable in the earlier batch.
 	select {
 	case s.adopting <- struct{}{}:
 	case <-ctx.Done():
@@ -318,32 +319,24 @@ func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
 	s.mu.Lock()
 	for i, bt := range s.times {
 		if bt == 0 {
+			s.times[i] = t
 			blocks = append(blocks, s.pending[i])
 		}
 	}
 	s.mu.Unlock()
 	for _, b := range blocks {
 		if err := s.e.log.blockStored(ctx, b, t); err != nil {
-			// Those not logged in t keep no time: the cut of t logs
-			// them in its allocation entry, as before.
+			s.mu.Lock()
+			for _, b := range blocks {
+				if i := slices.IndexFunc(s.pending, func(p batch.BlockInfo) bool { return p.ID == b.ID }); i >= 0 && s.times[i] == t {
+					s.times[i] = 0
+				}
+			}
+			s.mu.Unlock()
 			return fmt.Errorf("log %v, stored before the batch timer started, in batch %v: %w", b.ID, t, err)
 		}
-		// Logged in t: its cut need not allocate it. The cut of t waits
-		// for this push (batchTags), so the block is still pending.
-		s.mu.Lock()
-		if i := slices.IndexFunc(s.pending, func(p batch.BlockInfo) bool { return p.ID == b.ID }); i >= 0 && s.times[i] == 0 {
-			s.times[i] = t
-		}
-		s.mu.Unlock()
 	}
 	return nil
-}
-
-// untimed reports whether a block waiting for a batch is logged in none.
-func (s *sourceState[T]) untimed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Contains(s.times, 0)
 }
 
 // reserve waits until the source has fewer than maxUnbatchedBlocks blocks
