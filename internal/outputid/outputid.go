@@ -4,8 +4,8 @@
 // given to two outputs of a pipeline would take one's writes for the
 // other's, made before. Owner is how sink/files refuses the second output,
 // and sink/kinesis the second output writing records without origins;
-// sink/dynamodb refuses an item two outputs write, and sink/kinesis a
-// record of an origin two outputs write, in one batch.
+// Written is how sink/dynamodb refuses an item two outputs write, and
+// sink/kinesis a record of an origin two outputs write, in one batch.
 package outputid
 
 import (

@@ -2,6 +2,7 @@ package outputid_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/weirstream/weir/internal/outputid"
@@ -72,5 +73,36 @@ func TestOwnerClaim(t *testing.T) {
 	endA()
 	if got, _ := o.Claim(outputid.With(runB, 3), true); got != outputid.None {
 		t.Errorf("run B, exclusive, once A ended: Claim = %v; want None", got)
+	}
+}
+
+func TestWrittenClaim(t *testing.T) {
+	runA, runB := runname.With(context.Background()), runname.With(context.Background())
+	w := outputid.Written[string, string]{Key: strings.ToLower}
+	steps := []struct {
+		name       string
+		ctx        context.Context
+		t          int64
+		elems      []string
+		found      bool
+		first, out int
+		clash      string
+	}{
+		{"output 0 writes a and b", outputid.With(runA, 0), 1, []string{"a", "b"}, false, 0, 0, ""},
+		{"output 0 again", outputid.With(runA, 0), 1, []string{"c"}, false, 0, 0, ""},
+		{"output 1 writes its own", outputid.With(runA, 1), 1, []string{"d"}, false, 0, 0, ""},
+		{"output 1 writes output 0's key", outputid.With(runA, 1), 1, []string{"e", "A"}, true, 0, 1, "A"},
+		{"output 2 writes output 1's key", outputid.With(runA, 2), 1, []string{"d"}, true, 1, 2, "d"},
+		{"the refused write recorded nothing", outputid.With(runA, 2), 1, []string{"e"}, false, 0, 0, ""},
+		{"not an output's context", runA, 1, []string{"a"}, false, 0, 0, ""},
+		{"the next batch starts afresh", outputid.With(runA, 1), 2, []string{"a"}, false, 0, 0, ""},
+		{"output 0 in it meets output 1", outputid.With(runA, 0), 2, []string{"a"}, true, 1, 0, "a"},
+		{"another Run starts afresh", outputid.With(runB, 0), 2, []string{"a"}, false, 0, 0, ""},
+	}
+	for _, s := range steps {
+		first, out, clash, found := w.Claim(s.ctx, s.t, s.elems)
+		if found != s.found || first != s.first || out != s.out || clash != s.clash {
+			t.Errorf("%s: Claim = %d, %d, %q, %v; want %d, %d, %q, %v", s.name, first, out, clash, found, s.first, s.out, s.clash, s.found)
+		}
 	}
 }

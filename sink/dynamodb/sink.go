@@ -163,19 +163,9 @@ type Sink[T any] struct {
 	outage *streak.Shared
 
 	// items are the items the outputs of a pipeline's Run wrote in its
-	// latest batch: another output's write of one of them is refused (see
-	// oneOutput).
-	items batchItems
-}
-
-// batchItems remembers, for the latest batch of a pipeline's Run that
-// wrote with a Sink, which output wrote each item (by its key's id). It
-// holds the items of one batch at most. Safe for concurrent use.
-type batchItems struct {
-	mu  sync.Mutex
-	run string     // internal/runname
-	t   batch.Time // the batch
-	by  map[string]int
+	// latest batch, by their keys' ids: another output's write of one of
+	// them is refused (see oneOutput).
+	items outputid.Written[string, string]
 }
 
 // Stats counts what a Sink did since New.
@@ -237,6 +227,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 		client: client, table: cfg.Table, version: cfg.VersionAttribute, par: cfg.Concurrency,
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f, anyTime: cfg.AllowBatchTimeVersions,
 	}
+	s.items.Key = func(id string) string { return id }
 	if s.version == "" {
 		s.version = DefaultVersionAttribute
 	}
@@ -372,25 +363,10 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // skipped as already applied. Outputs writing items of their own share
 // the Sink: their versions never meet. It records keys as the output's.
 func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, byKey map[string][]op) error {
-	run, out, ok := outputid.InRun(ctx)
-	if !ok {
-		return nil // not a pipeline output's: nothing to tell apart
-	}
-	it := &s.items
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	if it.run != run || it.t != t || it.by == nil {
-		it.run, it.t, it.by = run, t, make(map[string]int, len(keys))
-	}
-	for _, id := range keys {
-		if first, ok := it.by[id]; ok && first != out {
-			return noretry.Mark(fmt.Errorf("output %d of the pipeline writes the item of key %s with this Sink, and so does output %d in the same batch: "+
-				"both outputs' writes of the item would have the same versions, and the second one's be skipped as already applied; "+
-				"let one output write each item, or give each output a Sink of its own with a VersionAttribute of its own", first, formatKey(byKey[id][0].key, s.keyAttrs), out))
-		}
-	}
-	for _, id := range keys {
-		it.by[id] = out
+	if first, out, id, clash := s.items.Claim(ctx, int64(t), keys); clash {
+		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes the item of key %s with this Sink, and so does output %d in the same batch: "+
+			"both outputs' writes of the item would have the same versions, and the second one's be skipped as already applied; "+
+			"let one output write each item, or give each output a Sink of its own with a VersionAttribute of its own", first, formatKey(byKey[id][0].key, s.keyAttrs), out))
 	}
 	return nil
 }

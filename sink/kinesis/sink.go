@@ -62,24 +62,9 @@ type Sink[T any] struct {
 	// output of that Run writing such a batch is refused (see oneWriter).
 	v1 outputid.Owner
 	// v2 is what the outputs of a pipeline's Run wrote with version 2 tags
-	// in its latest batch: another output's record of the same origin is
-	// refused (see oneOrigin).
-	v2 batchOrigins
-}
-
-// batchOrigins remembers, for the latest batch of a pipeline's Run that
-// wrote version 2 tags with a Sink, which output wrote each origin. While
-// one output writes in the batch it keeps that output's origins as they
-// are (the batches' own slices, not copied); once another output writes in
-// it, it indexes them by position. It holds one batch's origins at most.
-// Safe for concurrent use.
-type batchOrigins struct {
-	mu    sync.Mutex
-	run   string     // internal/runname
-	t     batch.Time // the batch
-	first int        // the output that wrote first in the batch
-	kept  [][]batch.Origin
-	by    map[originPos]int // once a second output writes in the batch
+	// in its latest batch, by origin: another output's record of the same
+	// origin is refused (see oneOrigin).
+	v2 outputid.Written[batch.Origin, originPos]
 }
 
 // originPos is what a version 2 tag names of a record: its origin shard
@@ -102,6 +87,7 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 		return nil, err
 	}
 	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes, timeout: callTimeout}
+	s.v2.Key = posOf
 	if cfg.Origin != "" {
 		worker := cfg.Worker
 		if worker == "" {
@@ -210,38 +196,10 @@ func (s *Sink[T]) oneWriter(ctx context.Context) error {
 // before the next starts, so a reader drops none of their first copies.
 // It records origins as the output's.
 func (s *Sink[T]) oneOrigin(ctx context.Context, t batch.Time, origins []batch.Origin) error {
-	run, out, ok := outputid.InRun(ctx)
-	if !ok {
-		return nil
-	}
-	w := &s.v2
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.run != run || w.t != t {
-		w.run, w.t, w.first, w.kept, w.by = run, t, out, nil, nil
-	}
-	if w.by == nil {
-		if out == w.first {
-			w.kept = append(w.kept, origins)
-			return nil
-		}
-		w.by = make(map[originPos]int)
-		for _, k := range w.kept {
-			for _, o := range k {
-				w.by[posOf(o)] = w.first
-			}
-		}
-		w.kept = nil
-	}
-	for _, o := range origins {
-		if other, ok := w.by[posOf(o)]; ok && other != out {
-			return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q a record of origin %s/%s sequence number %s, sub-sequence %d, index %d, and so does output %d in the same batch: "+
-				"both records would have the same origin tag, which names no writer, and a reader would drop one as a copy of the other, whatever their Sinks' Origin; "+
-				"let one output write the records of each source record, or give each output a stream of its own", other, s.cfg.Origin, o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index, out))
-		}
-	}
-	for _, o := range origins {
-		w.by[posOf(o)] = out
+	if first, out, o, clash := s.v2.Claim(ctx, int64(t), origins); clash {
+		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q a record of origin %s/%s sequence number %s, sub-sequence %d, index %d, and so does output %d in the same batch: "+
+			"both records would have the same origin tag, which names no writer, and a reader would drop one as a copy of the other, whatever their Sinks' Origin; "+
+			"let one output write the records of each source record, or give each output a stream of its own", first, s.cfg.Origin, o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index, out))
 	}
 	return nil
 }
