@@ -120,8 +120,10 @@ func (c *Coordinator) checkParents(ctx context.Context) bool {
 		case errors.As(err, &bad):
 			// Its children wait until it is repaired (recheckBad).
 		case err != nil:
+			// Read again next cycle. Not a WARN each cycle: a table that
+			// fails reads fails the renewals too, which report it.
 			if ctx.Err() == nil {
-				c.log.Warn("leasetable: reading a parent shard's lease failed; retrying next period", "shard", p, "err", err)
+				c.log.Debug("leasetable: reading a parent shard's lease failed; retrying next take cycle", "shard", p, "err", err)
 			}
 		case !ok || l.Checkpoint == checkpointer.ShardEnd:
 			return true
