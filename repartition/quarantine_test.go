@@ -74,6 +74,32 @@ func runStop(ctx context.Context, t *testing.T, env *localaws.Env, in string, cf
 	return err
 }
 
+// checkStop fails t unless err, the error Run stopped with, names each
+// of wants, and not the driver's advice of stream.Quarantine, which
+// ByKey's output cannot be given.
+func checkStop(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v: does not name %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "stream.Quarantine(d)") {
+		t.Errorf("Run = %v: advises stream.Quarantine, which ByKey's output cannot be given", err)
+	}
+}
+
+// countsWithout returns the counts of the keys of the first n records of
+// an input (putInput's) but bad, and how many records they count.
+func countsWithout(n int, bad string) (map[string]int64, int) {
+	want := inputCounts(n, func(k string) bool { return k == bad })
+	good := 0
+	for _, c := range want {
+		good += int(c)
+	}
+	return want, good
+}
+
 // TestByKeyUndecodableRecord: a record on the intermediate stream that
 // does not decode (put there by another program) stopped Run at every
 // start, with an error that named neither the fix nor the stream. Now,
@@ -105,11 +131,7 @@ func TestByKeyUndecodableRecord(t *testing.T) {
 		in := putInput(t, env, 2, n)
 		name, seq := mid(ctx)
 		err := runStop(ctx, t, env, in, Config[string, int64]{Stream: name})
-		for _, want := range []string{name, "shardId-000000000000", seq, "Config.DeadLetters"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("Run = %v: does not name %q", err, want)
-			}
-		}
+		checkStop(t, err, name, "shardId-000000000000", seq, "Config.DeadLetters")
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
@@ -155,21 +177,13 @@ func TestByKeyUnencodableKey(t *testing.T) {
 		ctx := testContext(t)
 		in := putInput(t, env, 2, n)
 		err := runStop(ctx, t, env, in, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, KeyCodec: codec})
-		for _, want := range []string{`"user-3"`, "shardId-", "sequence number", "Config.DeadLetters"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("Run = %v: does not name %q", err, want)
-			}
-		}
+		checkStop(t, err, `"user-3"`, "shardId-", "sequence number", "Config.DeadLetters")
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
 		ctx := testContext(t)
 		in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
-		want := inputCounts(n, func(k string) bool { return k == bad })
-		good := 0
-		for _, c := range want {
-			good += int(c)
-		}
+		want, good := countsWithout(n, bad)
 		dead := &memLetters{}
 		got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 2, KeyCodec: codec, DeadLetters: dead})
 		checkCounts(t, want, got)
@@ -186,4 +200,121 @@ func TestByKeyUnencodableKey(t *testing.T) {
 			}
 		}
 	})
+}
+
+// panickingCodec is JSON, but panics encoding the key bad and decoding
+// the encoding of the key undecodable: a user's codec with a bug.
+type panickingCodec struct {
+	stream.Codec[string]
+	bad, undecodable string
+}
+
+func (c panickingCodec) Encode(ks []string) ([]byte, error) {
+	for _, k := range ks {
+		if k == c.bad {
+			panic("codec bug encoding " + k)
+		}
+	}
+	return c.Codec.Encode(ks)
+}
+
+func (c panickingCodec) Decode(b []byte) ([]string, error) {
+	if ks, err := c.Codec.Decode(b); err == nil && len(ks) == 1 && ks[0] == c.undecodable {
+		panic("codec bug decoding " + ks[0])
+	}
+	return c.Codec.Decode(b)
+}
+
+// TestByKeyPanickingCodec: a codec that panics on a record, rather than
+// returning an error, failed the batch as a whole, the write output's or
+// the decoding Transform's, which stream.Quarantine cannot isolate: with
+// Config.DeadLetters Run still stopped at every start, with an error
+// advising stream.Quarantine, which cannot be given to ByKey's output.
+// Now such a record is one ByKey cannot carry, as one the codec refuses:
+// without DeadLetters, Run stops naming it and DeadLetters; with it, the
+// record is quarantined, its letter holding the panic, and every other
+// record is counted once.
+func TestByKeyPanickingCodec(t *testing.T) {
+	env := servers.Env(t)
+	const n, bad, undecodable = 300, "user-3", "planted"
+	codec := panickingCodec{Codec: stream.JSONCodec[string](), bad: bad, undecodable: undecodable}
+	// mid returns an intermediate stream of one shard holding a record
+	// written as ByKey writes one, of key undecodable, and its sequence
+	// number.
+	mid := func(ctx context.Context) (string, string) {
+		name := localaws.UniqueName(t)
+		if err := env.CreateStream(ctx, name, 1); err != nil {
+			t.Fatal(err)
+		}
+		e := codec.encodeOf(t, undecodable)
+		out, err := env.Kinesis().PutRecord(ctx, &awskinesis.PutRecordInput{StreamName: aws.String(name),
+			PartitionKey: aws.String(e.partitionKey), Data: e.data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name, aws.ToString(out.SequenceNumber)
+	}
+
+	t.Run("stops", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			cfg  func(ctx context.Context) (Config[string, int64], []string)
+		}{
+			{"encoding", func(context.Context) (Config[string, int64], []string) {
+				return Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, KeyCodec: codec},
+					[]string{"key user-3", "codec bug encoding user-3", "panickingCodec.Encode", "Config.DeadLetters"}
+			}},
+			{"decoding", func(ctx context.Context) (Config[string, int64], []string) {
+				name, seq := mid(ctx)
+				return Config[string, int64]{Stream: name, KeyCodec: codec},
+					[]string{name, seq, "codec bug decoding planted", "panickingCodec.Decode", "Config.DeadLetters"}
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx := testContext(t)
+				in := putInput(t, env, 2, n)
+				cfg, wants := tc.cfg(ctx)
+				checkStop(t, runStop(ctx, t, env, in, cfg), wants...)
+			})
+		}
+	})
+
+	t.Run("quarantines", func(t *testing.T) {
+		ctx := testContext(t)
+		in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
+		want, good := countsWithout(n, bad)
+		name, seq := mid(ctx)
+		dead := &memLetters{}
+		got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: name, KeyCodec: codec, DeadLetters: dead})
+		checkCounts(t, want, got)
+		for _, k := range []string{bad, undecodable} {
+			if _, ok := got[k]; ok {
+				t.Errorf("key %q counted: %d", k, got[k])
+			}
+		}
+		var unencodable, undecoded int
+		for _, l := range dead.all() {
+			switch {
+			case strings.Contains(l.Err, "codec bug encoding user-3") && strings.Contains(string(l.Record), bad):
+				unencodable++
+			case strings.Contains(l.Err, "codec bug decoding planted") && strings.Contains(l.Err, seq):
+				undecoded++
+			default:
+				t.Errorf("letter %+v: want one of a record of key %q or of the record planted", l, bad)
+			}
+		}
+		if unencodable != n-good || undecoded != 1 {
+			t.Errorf("%d letters of key %q, want %d; %d of the record planted, want 1", unencodable, bad, n-good, undecoded)
+		}
+	})
+}
+
+// encodeOf returns the record ByKey writes for key k, of value 1.
+func (c panickingCodec) encodeOf(t *testing.T, k string) encoded {
+	t.Helper()
+	e := codec[string, int64]{key: c, value: stream.JSONCodec[int64]()}.encode(stream.Pair[string, int64]{Key: k, Value: 1})
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	return e
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/batch"
@@ -39,11 +42,11 @@ type encoded struct {
 // encode encodes p; a codec's error is kept in the result, so that the
 // writing output fails its batch with it.
 func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
-	k, err := c.key.Encode([]K{p.Key})
+	k, err := safely(func() ([]byte, error) { return c.key.Encode([]K{p.Key}) })
 	if err != nil {
 		return encoded{err: fmt.Errorf("%w: KeyCodec: key %v: %w", errRecord, p.Key, err)}
 	}
-	v, err := c.value.Encode([]V{p.Value})
+	v, err := safely(func() ([]byte, error) { return c.value.Encode([]V{p.Value}) })
 	if err != nil {
 		return encoded{err: fmt.Errorf("%w: ValueCodec: value of key %v: %w", errRecord, p.Key, err)}
 	}
@@ -66,7 +69,7 @@ func partitionKey(k []byte) string {
 // partitionKeyOf returns the partition key the records of key k are
 // written with ("" if the key cannot be encoded: no record of it is).
 func (c codec[K, V]) partitionKeyOf(k K) string {
-	b, err := c.key.Encode([]K{k})
+	b, err := safely(func() ([]byte, error) { return c.key.Encode([]K{k}) })
 	if err != nil {
 		return ""
 	}
@@ -80,15 +83,53 @@ func (c codec[K, V]) decode(data []byte) (stream.Pair[K, V], error) {
 	if w <= 0 || n > uint64(len(data)-w) {
 		return p, fmt.Errorf("%w: the key's length is cut short or too long", errRecord)
 	}
-	ks, err := c.key.Decode(data[w : w+int(n)])
+	ks, err := safely(func() ([]K, error) { return c.key.Decode(data[w : w+int(n)]) })
 	if err != nil || len(ks) != 1 {
 		return p, fmt.Errorf("%w: KeyCodec: %d keys decoded, want 1: %v", errRecord, len(ks), err)
 	}
-	vs, err := c.value.Decode(data[w+int(n):])
+	vs, err := safely(func() ([]V, error) { return c.value.Decode(data[w+int(n):]) })
 	if err != nil || len(vs) != 1 {
 		return p, fmt.Errorf("%w: ValueCodec: %d values decoded, want 1: %v", errRecord, len(vs), err)
 	}
 	return stream.Pair[K, V]{Key: ks[0], Value: vs[0]}, nil
+}
+
+// safely calls f, a codec's Encode or Decode (a user's), and turns a
+// panic in it into an error naming the panic's value and the function
+// that panicked: a record that makes a codec panic is one ByKey cannot
+// carry, as one the codec refuses, and is quarantined with
+// Config.DeadLetters. Uncaught, the panic failed the batch as a whole,
+// which no quarantine isolates.
+func safely[R any](f func() (R, error)) (r R, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			var zero R
+			r, err = zero, fmt.Errorf("panic: %v%s", v, panicSite())
+		}
+	}()
+	return f()
+}
+
+// panicSite returns, for a deferred function recovering a panic, where
+// the panic was raised: ", in <function> (<file>:<line>)", the first
+// frame below the runtime's panic that is not the runtime's; "" if there
+// is none.
+func panicSite() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(f.Function, "runtime."):
+			return fmt.Sprintf(", in %s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // decodeBatch is the reading side's last step: the pairs of b's records

@@ -114,9 +114,10 @@ type Config[K comparable, V any] struct {
 	// DeadLetters, when set, sets aside the records ByKey cannot carry,
 	// as stream.Quarantine does for an output, and the pipeline goes on:
 	// a record whose key KeyCodec or whose value ValueCodec refuses to
-	// encode is not written, and a record read back from the stream that
-	// does not decode (written by another program, or with other codecs)
-	// is not passed on; each is sent to DeadLetters, with the error naming
+	// encode (returns an error, or panics) is not written, and a record
+	// read back from the stream that does not decode (written by another
+	// program, or with other codecs; a codec that panics decoding it) is
+	// not passed on; each is sent to DeadLetters, with the error naming
 	// it (its key; its shard and sequence number), before the batch
 	// completes. It adds two outputs to the pipeline, named "repartition
 	// <Stream> unencodable" and "repartition <Stream> undecodable", which
@@ -304,7 +305,10 @@ func readsItself(b *batch.Batch[encoded], name string, kinesis []bool) error {
 
 // writable returns the records of b that were encoded, with their
 // origins. A record that could not be encoded fails it, unless quarantine
-// is set: an output of its own quarantines it (see ByKey).
+// is set: an output of its own quarantines it (see ByKey). The failure is
+// marked as no retry fixes (internal/noretry): it stops Run at once, with
+// its own fix, Config.DeadLetters, not the driver's advice of
+// stream.Quarantine, which ByKey's output cannot be given.
 func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], error) {
 	origins := b.Origins()
 	bad := 0
@@ -317,8 +321,10 @@ func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], 
 					o := origins[i]
 					at = fmt.Sprintf("the record of shard %s of stream %s, sequence number %s, sub-sequence %d", o.Shard, o.Stream, o.Seq, o.SubSeq)
 				}
-				return nil, fmt.Errorf("repartition: ByKey cannot write %s: %w: set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on "+
-					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec", at, e.err)
+				// Marked: the codecs are deterministic, so no retry writes
+				// it, and the driver must not advise stream.Quarantine.
+				return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on "+
+					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec", at, e.err))
 			}
 			bad++
 		}

@@ -80,7 +80,10 @@
 // the process: the output is tried again (Retry), then the batch fails with
 // a *BatchError holding the panic value and stack, whose message names the
 // shard and, where it can, the record that failed, or, with Quarantine, the
-// failing records go to dead letters and the batch completes.
+// failing records go to dead letters and the batch completes. A receiver
+// whose Start panics (a source's decoder on a poison record) fails Run, as
+// one whose Start returns an error does, with the panic and its stack in
+// the error; one whose Stop panics is a failed stop, warned about.
 //
 // # Recovery
 //

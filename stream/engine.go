@@ -421,7 +421,7 @@ func (e *engine) emit(f func(Listener)) { e.bus.post(f) }
 func (e *engine) runReceiver(ctx context.Context, i int, s sourceRunner) error {
 	e.emit(func(l Listener) { l.ReceiverStarted(ReceiverInfo{Source: i}) })
 	e.receiving[i].Store(true)
-	err := s.start(ctx, e)
+	err := receiverCall("Start", func() error { return s.start(ctx, e) })
 	e.receiving[i].Store(false)
 	if err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("stream: source %d: %w", i, err)
@@ -462,7 +462,7 @@ func (e *engine) drain(ctx context.Context, drainc <-chan struct{}, receivers *s
 		stops.Go(func() {
 			e.inStop[i].Store(true)
 			defer e.inStop[i].Store(false)
-			if err := s.stop(ctx); err != nil && ctx.Err() == nil {
+			if err := receiverCall("Stop", func() error { return s.stop(ctx) }); err != nil && ctx.Err() == nil {
 				err = fmt.Errorf("stream: source %d: stop: %w", i, err)
 				e.cfg.Logger.Warn("stream: receiver stop failed", "source", i, "err", err)
 				e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: i, Err: err}) })

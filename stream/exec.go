@@ -29,6 +29,19 @@ func safely(f func() error) (err error) {
 	return f()
 }
 
+// receiverCall calls f, a receiver's method (Start or Stop, named what),
+// and turns a panic in it into an error naming the method, the panic's
+// value and its stack: the driver calls them in goroutines of its own,
+// where a panic (a source's decoder on a poison record) crashed the
+// process.
+func receiverCall(what string, f func() error) error {
+	err := safely(f)
+	if pe, ok := err.(*panicError); ok {
+		return fmt.Errorf("the receiver's %s panicked: %v\n%s", what, pe.value, pe.stack)
+	}
+	return err
+}
+
 // parallel runs task(ctx, i) for every i in [0, n), at most par at a time:
 // the calling goroutine runs tasks too, and par-1 goroutines at most help
 // it, all of them waited for before parallel returns. Tasks are started in

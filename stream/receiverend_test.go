@@ -50,3 +50,82 @@ func TestReceiverEndingEarlyWarns(t *testing.T) {
 		}
 	})
 }
+
+// panickingReceiver pushes a block, then panics in Start, as a source
+// whose decoder meets a poison record may, or, with inStop, in Stop.
+type panickingReceiver struct {
+	inStop bool
+	stopc  chan struct{}
+}
+
+func (r *panickingReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
+	if _, err := rt.Push(ctx, source.Block[string]{Records: []string{"a"}}); err != nil {
+		return err
+	}
+	if !r.inStop {
+		panic("decoder bug")
+	}
+	select {
+	case <-r.stopc:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *panickingReceiver) Stop(context.Context) error {
+	close(r.stopc)
+	if r.inStop {
+		panic("stop bug")
+	}
+	return nil
+}
+
+func (r *panickingReceiver) Recompute(context.Context, batch.BlockInfo) ([]string, error) {
+	return nil, errNoBlock
+}
+
+// TestReceiverPanicFailsRun checks that a receiver that panics in Start
+// (a source's decoder on a poison record) fails Run with an error naming
+// the source, the panic and its stack, and that one that panics in Stop
+// is reported as a failed stop, as a Stop's error is: both crashed the
+// process, the receivers' Start and Stop running in goroutines of the
+// driver that recovered nothing.
+func TestReceiverPanicFailsRun(t *testing.T) {
+	t.Run("Start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, err := NewPipeline(Config{BatchInterval: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ForEachBatch(From[string](p, &panickingReceiver{stopc: make(chan struct{})}), func(context.Context, *batch.Batch[string]) error { return nil })
+			err = <-start(t, p)
+			for _, want := range []string{"source 0", "Start panicked: decoder bug", "panickingReceiver).Start"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Run = %v, want an error containing %q", err, want)
+				}
+			}
+		})
+	})
+	t.Run("Stop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			logs := &logLines{}
+			p, err := NewPipeline(Config{BatchInterval: time.Second, Logger: logs.logger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ForEachBatch(From[string](p, &panickingReceiver{inStop: true, stopc: make(chan struct{})}), func(context.Context, *batch.Batch[string]) error { return nil })
+			errc := start(t, p)
+			time.Sleep(3 * time.Second)
+			if err := p.Drain(t.Context()); err != nil {
+				t.Errorf("Drain = %v", err)
+			}
+			if err := <-errc; err != nil {
+				t.Errorf("Run = %v, want nil: a failed stop is warned about", err)
+			}
+			if warned := logs.matching("level=WARN", "receiver stop failed", "Stop panicked: stop bug"); len(warned) != 1 {
+				t.Errorf("want one warning of the stop's panic; WARN lines:\n%s", strings.Join(logs.matching("level=WARN"), ""))
+			}
+		})
+	})
+}

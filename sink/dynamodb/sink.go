@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,7 +306,11 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // missing table) fails the batch with an error naming the table, the
 // item's key and, when it is known, the fix (the IAM action to allow, the
 // table to create), as does a put of an item over MaxItemSize
-// (ErrItemTooLarge) or a Write the function returns that is not valid.
+// (ErrItemTooLarge) or a Write the function returns that is not valid
+// (among others, one holding a nil value, or a nil pointer of an
+// attribute value type, which the AWS SDK cannot send: the batch's Writes
+// are all checked before any is sent). A panic while a write is sent (in
+// a wrapped Client) fails the batch too, with the panic's stack.
 //
 // Outputs of a pipeline may share a Sink for items of their own: a Write
 // from an output of an item another output of the same Run wrote in the
@@ -330,6 +335,13 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	var wg sync.WaitGroup
 	for range min(s.par, len(keys)) {
 		wg.Go(func() {
+			// A panic here (in the Client, a user's wrapper maybe) fails
+			// the batch: nothing above this goroutine could recover it.
+			defer func() {
+				if v := recover(); v != nil {
+					cancel(fmt.Errorf("panic: %v, in a write:\n%s", v, debug.Stack()))
+				}
+			}()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(keys) || ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -466,5 +467,84 @@ func TestNewUndescribedTable(t *testing.T) {
 		func(string) (dynamodb.Write, error) { return dynamodb.Write{}, nil })
 	if err == nil || !strings.Contains(err.Error(), "events") || !strings.Contains(err.Error(), "no table description") {
 		t.Fatalf("New with a client answering no table description: %v, want an error naming the table and the fix", err)
+	}
+}
+
+// TestUnsendableWriteFailsBatch checks, against dynalite, that a Write
+// holding a value the SDK cannot send (a nil pointer of an attribute
+// value type, which panics in its serializer, or a nil value in a map,
+// which it sends as no value) fails its batch with an error naming the
+// table, the item's key and the attribute, before any write of the batch
+// is sent. A nil pointer crashed the process: the SDK's serializer, or
+// the Sink's item size, panicked in a goroutine of Write.
+func TestUnsendableWriteFailsBatch(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	var (
+		nilS = (*types.AttributeValueMemberS)(nil)
+		nilN = (*types.AttributeValueMemberN)(nil)
+	)
+	for _, tc := range []struct {
+		name string
+		w    dynamodb.Write
+		want string
+	}{
+		{"nil pointer in Item", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"), "x": nilS}},
+			`Item["x"]: a nil *types.AttributeValueMemberS`},
+		{"nil pointer in Values", dynamodb.Write{Key: map[string]types.AttributeValue{"id": str("a")}, Update: "SET x = :x",
+			Values: map[string]types.AttributeValue{":x": nilN}}, `Values[":x"]: a nil *types.AttributeValueMemberN`},
+		{"nil pointer in a map", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"),
+			"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"y": nilS}}}}, `Item["m"]["y"]: a nil *types.AttributeValueMemberS`},
+		{"nil pointer in a list", dynamodb.Write{Key: map[string]types.AttributeValue{"id": str("a")}, Update: "SET l = :l",
+			Values: map[string]types.AttributeValue{":l": &types.AttributeValueMemberL{Value: []types.AttributeValue{str("z"), nilN}}}},
+			`Values[":l"][1]: a nil *types.AttributeValueMemberN`},
+		{"nil in Item", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"), "x": nil}}, `Item["x"]: a nil value`},
+		{"nil pointer key", dynamodb.Write{Key: map[string]types.AttributeValue{"id": nilS}, Update: "ADD n :one",
+			Values: map[string]types.AttributeValue{":one": num(1)}}, `Key["id"]: a nil *types.AttributeValueMemberS`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(n int) (dynamodb.Write, error) {
+				if n == 0 {
+					return tc.w, nil
+				}
+				return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("ok-" + strconv.Itoa(n))}}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Write(ctx, batch.New(1_700_000_000_000, nil, []int{1, 2, 0, 3}))
+			for _, want := range []string{table, "invalid Write", tc.want} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Write = %v, want an error containing %q", err, want)
+				}
+			}
+			if st := s.Stats(); st.Written != 0 {
+				t.Errorf("%d writes sent, want none: the batch's Writes are checked before any is sent", st.Written)
+			}
+		})
+	}
+}
+
+// panickingClient panics in UpdateItem, as a user's wrapped Client with a
+// bug may.
+type panickingClient struct{ dynamodb.Client }
+
+func (panickingClient) UpdateItem(context.Context, *ddb.UpdateItemInput, ...func(*ddb.Options)) (*ddb.UpdateItemOutput, error) {
+	panic("wrapped client bug")
+}
+
+// TestPanickingClientFailsBatch checks, against dynalite, that a Client
+// that panics while Write sends a write fails the batch with an error
+// holding the panic and its stack: it crashed the process, the panic
+// being in a goroutine of Write, where no caller recovers it.
+func TestPanickingClientFailsBatch(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	s := newSink(t, ctx, dynamodb.Config{Client: panickingClient{c}, Table: table})
+	err := s.Write(ctx, batch.New(1_700_000_000_000, nil, events(3, 3, false)))
+	for _, want := range []string{table, "panic: wrapped client bug", "panickingClient.UpdateItem"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Write = %v, want an error containing %q", err, want)
+		}
 	}
 }

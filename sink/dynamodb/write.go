@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,15 @@ func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.Att
 	case put && (w.Names != nil || w.Values != nil):
 		return nil, errors.New("Names or Values set on a put: they are Update's")
 	}
+	// The values first: keyID and formatKey read them.
+	for _, m := range [...]struct {
+		what string
+		vs   map[string]types.AttributeValue
+	}{{"Key", w.Key}, {"Item", w.Item}, {"Values", w.Values}} {
+		if bad := checkMap(m.vs); bad != nil {
+			return nil, fmt.Errorf("%s%s: %s", m.what, bad.path, bad.problem)
+		}
+	}
 	key := w.Key
 	var itemKey map[string]types.AttributeValue // Item's key attributes
 	if put {
@@ -227,6 +237,52 @@ func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.Att
 		}
 	}
 	return key, nil
+}
+
+// badValue is a value of a Write that the SDK cannot send: its problem,
+// and its path in the map checked (such as `["m"][2]`), built as the
+// check returns, so that a Write without one costs no formatting.
+type badValue struct{ path, problem string }
+
+// checkMap returns the first value of vs (a Write's Key, Item or Values,
+// or a map in one) that the SDK cannot send: a nil pointer of an
+// attribute value type, on which its serializer panics, or a nil value in
+// a map, which it sends as no value at all and DynamoDB refuses. A nil in
+// a list is left alone: the SDK leaves it out.
+func checkMap(vs map[string]types.AttributeValue) *badValue {
+	for name, v := range vs {
+		if bad := checkValue(v, false); bad != nil {
+			bad.path = fmt.Sprintf("[%q]", name) + bad.path
+			return bad
+		}
+	}
+	return nil
+}
+
+// checkValue is checkMap's check of one value v, an element of a list if
+// inList.
+func checkValue(v types.AttributeValue, inList bool) *badValue {
+	if v == nil {
+		if inList {
+			return nil
+		}
+		return &badValue{problem: "a nil value: give one (&types.AttributeValueMemberNULL{Value: true} for a null), or leave the attribute out"}
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return &badValue{problem: fmt.Sprintf("a nil %T, which the AWS SDK cannot send: give a value, or leave the attribute out", v)}
+	}
+	switch v := v.(type) {
+	case *types.AttributeValueMemberM:
+		return checkMap(v.Value)
+	case *types.AttributeValueMemberL:
+		for i, e := range v.Value {
+			if bad := checkValue(e, true); bad != nil {
+				bad.path = fmt.Sprintf("[%d]", i) + bad.path
+				return bad
+			}
+		}
+	}
+	return nil
 }
 
 // keyID returns the identity of a key: equal for keys DynamoDB takes for

@@ -489,14 +489,16 @@ func (s *Sink[T]) holds(ctx context.Context, final string, b *batch.Batch[T]) er
 }
 
 // writeTemp writes b to a new temporary file in Dir, syncs and closes it,
-// and returns its name. On error it removes the file.
-func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (_ string, err error) {
+// and returns its name. On error, or a panic of Format or Encode, it
+// closes and removes the file.
+func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (string, error) {
 	f, name, err := s.dir.CreateTemp(s.Name(b.Time()))
 	if err != nil {
 		return "", err
 	}
+	written := false
 	defer func() {
-		if err != nil {
+		if !written {
 			f.Close()
 			s.dir.Remove(name)
 		}
@@ -511,7 +513,11 @@ func (s *Sink[T]) writeTemp(ctx context.Context, b *batch.Batch[T]) (_ string, e
 	if err := f.Sync(); err != nil {
 		return "", err
 	}
-	return name, f.Close()
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	written = true
+	return name, nil
 }
 
 // encode writes b's records with Encode or Format.

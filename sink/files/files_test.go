@@ -224,6 +224,45 @@ func TestWriteErrors(t *testing.T) {
 	}
 }
 
+// TestFormatPanicLeavesNoFile checks that a Format that panics on a
+// record (a poison record, which the pipeline's Retry and Quarantine then
+// handle) leaves neither the batch's temporary file nor its descriptor
+// open: each try of the batch left both, so a pipeline quarantining such
+// records ran out of descriptors, and the directory filled with
+// temporary files until the next New.
+func TestFormatPanicLeavesNoFile(t *testing.T) {
+	s := newSink(t, Config[string]{Format: func(v string) []byte {
+		if v == "bad" {
+			panic("format bug")
+		}
+		return []byte(v)
+	}})
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			return -1 // no /proc: descriptors not counted
+		}
+		return len(entries)
+	}
+	before := fds()
+	for range 3 { // as the pipeline tries a batch again
+		func() {
+			defer func() {
+				if v := recover(); v != "format bug" {
+					t.Errorf("Write panicked with %v, want Format's panic", v)
+				}
+			}()
+			s.Write(t.Context(), batch.New(1000, nil, []string{"ok", "bad"}))
+		}()
+	}
+	if names := dirNames(t, s.cfg.Dir); len(names) != 0 {
+		t.Errorf("Format's panics left %v", names)
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after the panics, %d before", after, before)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	_, err := New(Config[int]{Prefix: ".tmp-x", Suffix: "a/b", Perm: fs.ModeDir | 0o644,
 		Format: func(int) []byte { return nil }, Encode: func(io.Writer, *batch.Batch[int]) error { return nil }})

@@ -207,6 +207,10 @@ func (lr *leaseRun) run(ctx context.Context, stop <-chan struct{}) error {
 	err := lr.rn.serve(serveCtx, stop, lr)
 	if err == nil && serveCtx.Err() == nil {
 		lr.shutdown(ctx)
+		// A final snapshot the driver could not take (see stateFailed).
+		lr.mu.Lock()
+		err = lr.fatal
+		lr.mu.Unlock()
 	}
 	cancelLeases()
 	wg.Wait()

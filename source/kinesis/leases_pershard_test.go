@@ -851,3 +851,70 @@ func TestLeasesStatePerShardTableNameTooLong(t *testing.T) {
 		t.Errorf("the lease table %s was created; want nothing touched", f.table)
 	}
 }
+
+// panicsOnThree is a state codec of counts with a bug: it panics encoding
+// a count of 3 or more.
+type panicsOnThree struct{}
+
+func (panicsOnThree) Encode(vs []int) ([]byte, error) {
+	for _, v := range vs {
+		if v >= 3 {
+			panic("codec bug: a count of " + strconv.Itoa(v))
+		}
+	}
+	return stream.GobCodec[int]().Encode(vs)
+}
+
+func (panicsOnThree) Decode(b []byte) ([]int, error) { return stream.GobCodec[int]().Decode(b) }
+
+// A state kept per shard that cannot be snapshotted (its codec panics on a
+// value, a poison record's) stops Run with an error naming the shard and
+// the panic, as DESIGN.md promises and as a state that cannot be encoded
+// for the recovery log does: at the first checkpoint interval, or at a
+// drain, whose final snapshot fails. The receiver only warned, at every
+// checkpoint interval, while its checkpoints stayed at the last snapshot
+// and a shard read to its end was never marked SHARD_END, its children
+// never read; a drain ended as if all was well.
+func TestLeasesStatePerShardSnapshotFailureStopsRun(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		t.Logf("Run = %v", err)
+		for _, want := range []string{"snapshot the state of shard shardId-", "panic: codec bug: a count of 3"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Run = %v, want an error containing %q", err, want)
+			}
+		}
+	}
+	fleet := func(t *testing.T) *countFleet {
+		f := newCountFleet(t, 2)
+		f.count = func(_ *stream.Pipeline, pairs *stream.Stream[stream.Pair[string, int]]) *stream.Stream[stream.Pair[string, int]] {
+			return stream.UpdateStateByKey(pairs, func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true },
+				stream.StateCodec[int](panicsOnThree{}))
+		}
+		f.put() // 3 records of each key: counts of 3
+		return f
+	}
+	t.Run("running", func(t *testing.T) {
+		t.Parallel()
+		a, done := fleet(t).worker("a")
+		defer a.Stop()
+		select {
+		case err := <-done:
+			check(t, err)
+		case <-time.After(deadline):
+			t.Fatalf("Run did not stop within %v: it went on with a state it could not snapshot", deadline)
+		}
+	})
+	t.Run("at a drain", func(t *testing.T) {
+		t.Parallel()
+		f := fleet(t)
+		f.checkpoint = time.Hour // no snapshot before the drain's
+		a, done := f.worker("a")
+		f.waitExact("a counts")
+		if err := a.Drain(t.Context()); err != nil {
+			t.Logf("Drain = %v", err)
+		}
+		check(t, <-done)
+	})
+}

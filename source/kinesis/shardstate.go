@@ -53,6 +53,15 @@ import (
 // pipeline of other state types (the fix is the user's).
 var errStateDecode = errors.New("kinesis: the driver could not load a shard's state")
 
+// errStateEncode wraps a snapshot the driver could not take: a state its
+// codec cannot encode, or a user function that panics while the driver
+// snapshots it (the fix is the user's). It fails the same way at every
+// try, so it stops the receiver: going on, the shard's checkpoints would
+// stay at its last snapshot and a shard read to its end would never be
+// marked SHARD_END, with nothing but a warning at every interval.
+var errStateEncode = errors.New("kinesis: the driver could not snapshot a shard's state " +
+	"(fix the codec or function that failed; a restart reads the shard again after its last snapshot)")
+
 // stateSuffix is appended to the lease table's name to name the table of
 // shard states.
 const stateSuffix = "-state"
@@ -305,6 +314,9 @@ func (sr *stateRun) save(ctx context.Context, lr *leaseRun, shard string, final 
 	}
 	data, upTo, err := sr.snapshot(ctx, h, final)
 	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", errStateEncode, err)
+		}
 		return err
 	}
 	if upTo == "" || upTo == h.durable {
@@ -398,15 +410,22 @@ func (lr *leaseRun) heldLease(shard string) (lease.Lease, bool) {
 	return lease.Lease{}, false
 }
 
-// stateFailed reports a failed snapshot: a fenced one means another worker
-// took the lease (its loss follows); any other is a failure to store, after
-// which the checkpoint stays at the last snapshot stored.
+// stateFailed handles a failed snapshot: a fenced one means another worker
+// took the lease (its loss follows); one the driver could not take stops
+// the receiver (errStateEncode); any other is a failure to store,
+// reported, after which the checkpoint stays at the last snapshot stored.
 func (lr *leaseRun) stateFailed(shard string, err error) {
-	if errors.Is(err, shardstate.ErrFenced) {
+	switch {
+	case errors.Is(err, shardstate.ErrFenced):
 		lr.log.Warn("kinesis: another worker took a shard's state; its loss follows", "shard", shard, "err", err)
-		return
+	case errors.Is(err, errStateEncode):
+		lr.mu.Lock()
+		lr.fatal = cmp.Or(lr.fatal, err)
+		lr.mu.Unlock()
+		lr.signal() // the assigner returns it
+	default:
+		lr.report(err)
 	}
-	lr.report(err)
 }
 
 // saveLoop stores the held shards' snapshots every checkpoint interval
