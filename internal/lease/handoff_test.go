@@ -122,14 +122,7 @@ func TestHandoffAskerDrains(t *testing.T) {
 	if o := owners(t, w2.c.Table())[shard]; o != "w1" {
 		t.Fatalf("after the asker drained, %s is owned by %q; want it back with w1", shard, o)
 	}
-	if err := w1.c.Commit(ctx, shard, seq2); err != nil {
-		t.Errorf("w1's last checkpoint after the asker drained: %v, want it written on the lease given back", err)
-	}
-	if err := w1.c.HandOff(ctx, shard); err != nil {
-		t.Errorf("w1's hand-off after the asker drained: %v, want nil", err)
-	}
-	w1.clk.Advance(w1.c.cfg.TakeInterval)
-	w1.cycle(ctx)
+	handOffGivenBack(t, w1, shard, seq2)
 	if got := w1.held(); !slices.Contains(got, shard) {
 		t.Errorf("w1 holds %v; want %s taken back", got, shard)
 	}
@@ -137,6 +130,25 @@ func TestHandoffAskerDrains(t *testing.T) {
 	if err != nil || !ok || l.Owner != "w1" || l.Checkpoint != seq2 {
 		t.Errorf("%s after w1 took it back: %+v, %v, %v; want owned by w1 at its last checkpoint %s", shard, l, ok, err, seq2)
 	}
+}
+
+// handOffGivenBack has w complete the hand-off of shard's lease it was
+// told of (OnHandoff), the asker having given the lease back since: w
+// writes its last checkpoint seq, which lands on the lease given back,
+// hands the lease off, which finds it w's, and runs its next take cycle,
+// which takes it back.
+func handOffGivenBack(t *testing.T, w *worker, shard, seq string) {
+	t.Helper()
+	ctx := t.Context()
+	id := w.c.cfg.WorkerID
+	if err := w.c.Commit(ctx, shard, seq); err != nil {
+		t.Errorf("%s's last checkpoint after the asker gave the lease back: %v, want it written on the lease given back", id, err)
+	}
+	if err := w.c.HandOff(ctx, shard); err != nil {
+		t.Errorf("%s's hand-off after the asker gave the lease back: %v, want nil", id, err)
+	}
+	w.clk.Advance(w.c.cfg.TakeInterval)
+	w.cycle(ctx)
 }
 
 // TestHandoffAskerDrainsNothingToCommit is TestHandoffAskerDrains with
