@@ -134,13 +134,23 @@ func (c *Coordinator) notePendingLocked(views []leaseView) {
 // handoffLocked starts handing off h, shard's held lease, now l (another
 // worker its owner, this one its checkpointOwner): the caller is told
 // (OnHandoff) or, without OnHandoff, the lease is lost now and handed off
-// by the caller of handoffLocked (it returns true). c.mu must be held.
+// by the caller of handoffLocked (it returns true). A hand-off under way
+// goes on, on l if it is later than h's lease: given back since and asked
+// for again, by the same worker or another, the lease is handed off as
+// asked for now, the caller's last checkpoint written on it. c.mu must be
+// held.
 func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bool) {
 	if h.handoff {
+		if l.Counter > h.lease.Counter {
+			h.lease = l
+			h.unsure, h.unsureSince = nil, time.Time{}
+			c.log.Info("leasetable: a lease being handed off was asked for again; handing it off to the worker that asked", "shard", shard, "to", l.Owner)
+		}
 		return false
 	}
 	h.handoff, h.lease = true, l
-	// Writes without an answer were written on the lease before.
+	// Writes without an answer were written on the lease before: the
+	// request is conditional on the counter they moved.
 	h.unsure, h.unsureSince = nil, time.Time{}
 	c.needScan = true // the next take cycle looks at the balance without it
 	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)

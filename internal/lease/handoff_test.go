@@ -487,3 +487,35 @@ func TestHandoffAskerDrainsThenHolderDrains(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoffGivenBackThenAskedAgain has w2 ask for a lease of w1, w1
+// learn of it (OnHandoff), w2 drain and give the lease back, and a third
+// worker, w3, ask for it before w1 completed the hand-off: w1's last
+// checkpoint is written on the lease as w3 asked for it, not refused as a
+// loss (which had w3 take the lease from the checkpoint before, reading
+// again what w1 had delivered), and the hand-off leaves it to w3 at that
+// checkpoint.
+func TestHandoffGivenBackThenAskedAgain(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl := w1.c.Table()
+	if _, err := tbl.requestHandoff(ctx, mustGet(t, tbl, shard), "w3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.Commit(ctx, shard, seq2); err != nil {
+		t.Errorf("w1's last checkpoint on the lease asked for again: %v, want it written", err)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil {
+		t.Errorf("w1's hand-off to the worker that asked again: %v, want nil", err)
+	}
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 0 {
+		t.Errorf("w1 reported %v lost; a hand-off is no loss", lost)
+	}
+	if l := mustGet(t, tbl, shard); l.Owner != "w3" || l.CheckpointOwner != "" || l.Checkpoint != seq2 {
+		t.Errorf("after the hand-off, %s is %+v; want it w3's at w1's last checkpoint %s", shard, l, seq2)
+	}
+}
