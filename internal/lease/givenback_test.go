@@ -209,14 +209,21 @@ func isCheckpoint(expr string) bool { return strings.Contains(expr, "#ckpt = :ck
 // take the lease back from the checkpoint before, reading again what it had
 // delivered). w1 then completes the hand-off it was told of: its last
 // checkpoint lands, HandOff finds the lease its own and w1 takes it back at
-// its next take cycle from that checkpoint.
+// its next take cycle from that checkpoint. The same when no scan saw the
+// request: the refused checkpoint's read-back starts the hand-off, and the
+// give-back lands while the checkpoint sent again on the lease asked for
+// is in flight.
 func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		renew bool // the write in flight is a renewal, not a checkpoint
+		// resent: the give-back lands while the checkpoint, refused, is
+		// sent again on the lease asked for, not before a scan.
+		resent bool
 	}{
 		{name: "checkpoint"},
 		{name: "renewal", renew: true},
+		{name: "checkpoint sent again", resent: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -250,6 +257,15 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 					during = append(during, fmt.Sprintf("w2's request: %v", err))
 					return
 				}
+				giveBack := func() {
+					if _, err := tbl.dropAsked(ctx, req); err != nil {
+						during = append(during, fmt.Sprintf("w2's give-back: %v", err))
+					}
+				}
+				if tc.resent {
+					db.once(match, giveBack)
+					return
+				}
 				w.c.mu.Lock()
 				w.c.needScan = true
 				w.c.mu.Unlock()
@@ -258,9 +274,7 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 				if got := w.c.HoldOf(shard); got != HandingOff {
 					during = append(during, fmt.Sprintf("w1's hold after its scan saw the request: %v, want HandingOff", got))
 				}
-				if _, err := tbl.dropAsked(ctx, req); err != nil {
-					during = append(during, fmt.Sprintf("w2's give-back: %v", err))
-				}
+				giveBack()
 			})
 			if tc.renew {
 				w.clk.Advance(w.c.cfg.RenewInterval)
@@ -271,13 +285,13 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 			for _, d := range during {
 				t.Error(d)
 			}
+			w.c.deliver()
 			mu.Lock()
 			told := slices.Clone(asked)
 			mu.Unlock()
 			if len(told) != 1 || told[0] != shard {
-				t.Fatalf("OnHandoff called with %v, want [%s] (the scan saw the request while the write was in flight)", told, shard)
+				t.Fatalf("OnHandoff called with %v, want [%s] (the hand-off started while the write was in flight)", told, shard)
 			}
-			w.c.deliver()
 			if _, lost := w.events(); len(lost) != 0 {
 				t.Fatalf("w1 reported %v lost; the lease was given back to it", lost)
 			}
