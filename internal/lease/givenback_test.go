@@ -1,10 +1,20 @@
 package lease
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/localaws"
 )
 
 const seq3 = "49590338271490256608559692538361571095921575989136588900"
@@ -151,5 +161,160 @@ func TestCommitUnansweredThenGivenBack(t *testing.T) {
 		if got := mustGet(t, w.c.Table(), s); got.Checkpoint != "200" || got.Owner != "w" || !w.c.Holds(s) {
 			t.Errorf("lease %+v (held %v), want checkpoint 200 owned and held by w", got, w.c.Holds(s))
 		}
+	}
+}
+
+// beforeWriteDB wraps a DynamoDB client and runs a hook once, before the
+// next UpdateItem whose update expression match accepts is sent on: what
+// the hook does happens while that write is in flight.
+type beforeWriteDB struct {
+	leasetable.DynamoDBAPI
+	mu    sync.Mutex
+	match func(expr string) bool
+	hook  func()
+}
+
+// once sets the hook for the next UpdateItem that match accepts.
+func (d *beforeWriteDB) once(match func(expr string) bool, hook func()) {
+	d.mu.Lock()
+	d.match, d.hook = match, hook
+	d.mu.Unlock()
+}
+
+func (d *beforeWriteDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	d.mu.Lock()
+	hook := d.hook
+	if hook != nil && d.match(aws.ToString(in.UpdateExpression)) {
+		d.hook = nil
+	} else {
+		hook = nil
+	}
+	d.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return d.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// isCheckpoint matches the update expression of a checkpoint write.
+func isCheckpoint(expr string) bool { return strings.Contains(expr, "#ckpt = :ckpt") }
+
+// TestWriteInFlightAsHandoffStartsThenGivenBack has a write of w1's lease
+// (a checkpoint, or a renewal with RenewEveryLease) in flight while
+// another worker, w2, asks for the lease, w1's take cycle scan sees the
+// request and starts the hand-off (OnHandoff), and w2 gives the lease back
+// (it drains). The write, refused by the counter the request and the
+// give-back moved, is on the lease as w1 left it, named w1's again: it is
+// sent again on the lease given back, not taken for a loss (which had w1
+// take the lease back from the checkpoint before, reading again what it had
+// delivered). w1 then completes the hand-off it was told of: its last
+// checkpoint lands, HandOff finds the lease its own and w1 takes it back at
+// its next take cycle from that checkpoint. The same when no scan saw the
+// request: the refused checkpoint's read-back starts the hand-off, and the
+// give-back lands while the checkpoint sent again on the lease asked for
+// is in flight.
+func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		renew bool // the write in flight is a renewal, not a checkpoint
+		// resent: the give-back lands while the checkpoint, refused, is
+		// sent again on the lease asked for, not before a scan.
+		resent bool
+	}{
+		{name: "checkpoint"},
+		{name: "renewal", renew: true},
+		{name: "checkpoint sent again", resent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := &beforeWriteDB{DynamoDBAPI: servers.Env(t).DynamoDB()}
+			var mu sync.Mutex
+			var asked []string
+			w := newWorker(t, localaws.UniqueName(t), "w1", db, func(c *CoordinatorConfig) {
+				c.RenewEveryLease = tc.renew
+				c.OnHandoff = func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() }
+			})
+			tbl := w.c.Table()
+			shard := ids(shardIDs(1))[0]
+			if err := w.c.SyncShards(ctx, shardIDs(1)); err != nil {
+				t.Fatal(err)
+			}
+			w.cycle(ctx)
+			w.clk.Advance(w.c.cfg.RenewInterval)
+			w.cycle(ctx)
+			if err := w.c.Commit(ctx, shard, seq1); err != nil {
+				t.Fatal(err)
+			}
+
+			match, last := isCheckpoint, seq2
+			if tc.renew {
+				match, last = isRenew, seq1
+			}
+			var during []string
+			db.once(match, func() {
+				req, err := tbl.requestHandoff(ctx, mustGet(t, tbl, shard), "w2")
+				if err != nil {
+					during = append(during, fmt.Sprintf("w2's request: %v", err))
+					return
+				}
+				giveBack := func() {
+					if _, err := tbl.dropAsked(ctx, req); err != nil {
+						during = append(during, fmt.Sprintf("w2's give-back: %v", err))
+					}
+				}
+				if tc.resent {
+					db.once(match, giveBack)
+					return
+				}
+				w.c.mu.Lock()
+				w.c.needScan = true
+				w.c.mu.Unlock()
+				w.c.takeCycle(ctx) // its scan sees the request
+				w.c.deliver()
+				if got := w.c.HoldOf(shard); got != HandingOff {
+					during = append(during, fmt.Sprintf("w1's hold after its scan saw the request: %v, want HandingOff", got))
+				}
+				giveBack()
+			})
+			if tc.renew {
+				w.clk.Advance(w.c.cfg.RenewInterval)
+				w.c.renewCycle(ctx)
+			} else if err := w.c.Commit(ctx, shard, seq2); err != nil {
+				t.Errorf("w1's checkpoint in flight as the hand-off started, then given back: %v, want it written", err)
+			}
+			for _, d := range during {
+				t.Error(d)
+			}
+			w.c.deliver()
+			mu.Lock()
+			told := slices.Clone(asked)
+			mu.Unlock()
+			if len(told) != 1 || told[0] != shard {
+				t.Fatalf("OnHandoff called with %v, want [%s] (the hand-off started while the write was in flight)", told, shard)
+			}
+			if _, lost := w.events(); len(lost) != 0 {
+				t.Fatalf("w1 reported %v lost; the lease was given back to it", lost)
+			}
+			if l := mustGet(t, tbl, shard); l.Owner != "w1" || l.CheckpointOwner != "" || l.Checkpoint != last {
+				t.Fatalf("after the write, %s is %+v; want w1's at %s", shard, l, last)
+			}
+
+			// The hand-off w1 was told of, completed.
+			handOffGivenBack(t, w, shard, seq3)
+			w.clk.Advance(w.c.cfg.RenewInterval)
+			w.cycle(ctx)
+			if !w.c.Holds(shard) {
+				t.Errorf("w1 does not hold %s (%v) after its next take cycle and beat; the table says %+v", shard, w.c.HoldOf(shard), mustGet(t, tbl, shard))
+			}
+			w.mu.Lock()
+			got := slices.Clone(w.acquired)
+			w.mu.Unlock()
+			if n := len(got); n != 2 || got[1].Shard != shard || got[1].Checkpoint != seq3 {
+				t.Errorf("w1 acquired %+v; want %s first, then taken back at its last checkpoint %s", got, shard, seq3)
+			}
+			if _, lost := w.events(); len(lost) != 0 {
+				t.Errorf("w1 reported %v lost", lost)
+			}
+		})
 	}
 }

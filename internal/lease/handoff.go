@@ -134,13 +134,23 @@ func (c *Coordinator) notePendingLocked(views []leaseView) {
 // handoffLocked starts handing off h, shard's held lease, now l (another
 // worker its owner, this one its checkpointOwner): the caller is told
 // (OnHandoff) or, without OnHandoff, the lease is lost now and handed off
-// by the caller of handoffLocked (it returns true). c.mu must be held.
+// by the caller of handoffLocked (it returns true). A hand-off under way
+// goes on, on l if it is later than h's lease: given back since and asked
+// for again, by the same worker or another, the lease is handed off as
+// asked for now, the caller's last checkpoint written on it. c.mu must be
+// held.
 func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bool) {
 	if h.handoff {
+		if l.Counter > h.lease.Counter {
+			h.lease = l
+			h.unsure, h.unsureSince = nil, time.Time{}
+			c.log.Info("leasetable: a lease being handed off was asked for again; handing it off to the worker that asked", "shard", shard, "to", l.Owner)
+		}
 		return false
 	}
 	h.handoff, h.lease = true, l
-	// Writes without an answer were written on the lease before.
+	// Writes without an answer were written on the lease before: the
+	// request is conditional on the counter they moved.
 	h.unsure, h.unsureSince = nil, time.Time{}
 	c.needScan = true // the next take cycle looks at the balance without it
 	c.log.Info("leasetable: another worker asked for a lease; handing it off after the last checkpoint", "shard", shard, "to", l.Owner)
@@ -270,9 +280,9 @@ const (
 // whyRefused reads shard's lease after a write w of h failed its condition
 // and reports what happened, with the lease read back (see ownWrite for
 // refusedLanded and refusedGivenBack; the latter only while h is still
-// shard's held lease, being handed off if the write was on the lease
-// asked for). It also reports the item
-// if it is unreadable (checkWrittenItem).
+// shard's held lease, whether or not its hand-off started while w was in
+// flight). It also reports the item if it is unreadable
+// (checkWrittenItem).
 func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease, err error, w ownWrite) (Lease, refusal) {
 	if !errors.Is(err, checkpointer.ErrLeaseLost) || ctx.Err() != nil {
 		c.checkWrittenItem(err, nil)
@@ -286,8 +296,15 @@ func (c *Coordinator) whyRefused(ctx context.Context, shard string, h *heldLease
 	case w.landed(c.cfg.WorkerID, l):
 		return l, refusedLanded
 	case w.givenBack(c.cfg.WorkerID, l):
+		// Whether or not a hand-off started since the write was sent (a
+		// scan saw the request meanwhile: h.handoff, the caller told):
+		// the lease is this worker's as the write left it. A hand-off
+		// started goes on as one the asker gave back while it was under
+		// way: the caller's last checkpoint lands on the lease given
+		// back, HandOff finds the lease this worker's and the next take
+		// cycle takes it back from that checkpoint.
 		c.mu.Lock()
-		mine := c.held[shard] == h && h.handoff == (w.from.Owner != c.cfg.WorkerID)
+		mine := c.held[shard] == h
 		c.mu.Unlock()
 		if !mine {
 			return l, refusedLost
@@ -343,9 +360,10 @@ func (w ownWrite) landed(worker string, now Lease) bool {
 // it, asked for by another worker and given back by it (Table.dropAsked)
 // since: worker its owner again, no checkpoint owner, and the checkpoint
 // from's or one of the write's (it, or an earlier one without an answer,
-// landed before the request). Either from is the lease held by worker,
-// not being handed off, and the counter is at least two past from's (the
-// request and the give-back each add one); or from is the lease being
+// landed before the request). Either from is the lease held by worker as
+// it was before the request (its hand-off maybe started since, by a scan
+// while the write was in flight), and the counter is at least two past
+// from's (the request and the give-back each add one); or from is the lease being
 // handed off (another worker its owner, worker its checkpoint owner), and
 // the counter at least one past from's (the give-back). No other worker
 // moves a checkpoint on a lease named worker's, so it is worker's lease

@@ -122,14 +122,7 @@ func TestHandoffAskerDrains(t *testing.T) {
 	if o := owners(t, w2.c.Table())[shard]; o != "w1" {
 		t.Fatalf("after the asker drained, %s is owned by %q; want it back with w1", shard, o)
 	}
-	if err := w1.c.Commit(ctx, shard, seq2); err != nil {
-		t.Errorf("w1's last checkpoint after the asker drained: %v, want it written on the lease given back", err)
-	}
-	if err := w1.c.HandOff(ctx, shard); err != nil {
-		t.Errorf("w1's hand-off after the asker drained: %v, want nil", err)
-	}
-	w1.clk.Advance(w1.c.cfg.TakeInterval)
-	w1.cycle(ctx)
+	handOffGivenBack(t, w1, shard, seq2)
 	if got := w1.held(); !slices.Contains(got, shard) {
 		t.Errorf("w1 holds %v; want %s taken back", got, shard)
 	}
@@ -137,6 +130,25 @@ func TestHandoffAskerDrains(t *testing.T) {
 	if err != nil || !ok || l.Owner != "w1" || l.Checkpoint != seq2 {
 		t.Errorf("%s after w1 took it back: %+v, %v, %v; want owned by w1 at its last checkpoint %s", shard, l, ok, err, seq2)
 	}
+}
+
+// handOffGivenBack has w complete the hand-off of shard's lease it was
+// told of (OnHandoff), the asker having given the lease back since: w
+// writes its last checkpoint seq, which lands on the lease given back,
+// hands the lease off, which finds it w's, and runs its next take cycle,
+// which takes it back.
+func handOffGivenBack(t *testing.T, w *worker, shard, seq string) {
+	t.Helper()
+	ctx := t.Context()
+	id := w.c.cfg.WorkerID
+	if err := w.c.Commit(ctx, shard, seq); err != nil {
+		t.Errorf("%s's last checkpoint after the asker gave the lease back: %v, want it written on the lease given back", id, err)
+	}
+	if err := w.c.HandOff(ctx, shard); err != nil {
+		t.Errorf("%s's hand-off after the asker gave the lease back: %v, want nil", id, err)
+	}
+	w.clk.Advance(w.c.cfg.TakeInterval)
+	w.cycle(ctx)
 }
 
 // TestHandoffAskerDrainsNothingToCommit is TestHandoffAskerDrains with
@@ -473,5 +485,37 @@ func TestHandoffAskerDrainsThenHolderDrains(t *testing.T) {
 		if o != "" {
 			t.Errorf("after both workers drained, %s is owned by %q; want it free", s, o)
 		}
+	}
+}
+
+// TestHandoffGivenBackThenAskedAgain has w2 ask for a lease of w1, w1
+// learn of it (OnHandoff), w2 drain and give the lease back, and a third
+// worker, w3, ask for it before w1 completed the hand-off: w1's last
+// checkpoint is written on the lease as w3 asked for it, not refused as a
+// loss (which had w3 take the lease from the checkpoint before, reading
+// again what w1 had delivered), and the hand-off leaves it to w3 at that
+// checkpoint.
+func TestHandoffGivenBackThenAskedAgain(t *testing.T) {
+	ctx := t.Context()
+	w1, w2, shard := askedHandoff(t)
+	if err := w2.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl := w1.c.Table()
+	if _, err := tbl.requestHandoff(ctx, mustGet(t, tbl, shard), "w3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.Commit(ctx, shard, seq2); err != nil {
+		t.Errorf("w1's last checkpoint on the lease asked for again: %v, want it written", err)
+	}
+	if err := w1.c.HandOff(ctx, shard); err != nil {
+		t.Errorf("w1's hand-off to the worker that asked again: %v, want nil", err)
+	}
+	w1.c.deliver()
+	if _, lost := w1.events(); len(lost) != 0 {
+		t.Errorf("w1 reported %v lost; a hand-off is no loss", lost)
+	}
+	if l := mustGet(t, tbl, shard); l.Owner != "w3" || l.CheckpointOwner != "" || l.Checkpoint != seq2 {
+		t.Errorf("after the hand-off, %s is %+v; want it w3's at w1's last checkpoint %s", shard, l, seq2)
 	}
 }

@@ -539,7 +539,11 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := write(l)
-	if err != nil {
+judge:
+	for range maxJudged {
+		if err == nil {
+			break
+		}
 		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, l.Checkpoint)); r {
 		case refusedLanded:
 			nl, err = now, nil // renewed, its answer lost
@@ -556,6 +560,8 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 			nl, err = write(l)
 		case refusedAsked:
 			return // handed off, not lost
+		default:
+			break judge
 		}
 	}
 	if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
@@ -582,6 +588,14 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 	}
 }
 
+// maxJudged bounds the rounds of a renewal or checkpoint refused, judged
+// by the lease read back (whyRefused) and sent again on it: a write sent
+// again is refused in turn when the lease moved meanwhile (asked for, then
+// given back before the write sent again on the lease asked for landed),
+// and judged again. Refused every time, other workers are writing the
+// lease: it is lost.
+const maxJudged = 3
+
 // Commit writes seq (a sequence number, or checkpointer.ShardEnd) as the checkpoint of
 // shard, conditional on this worker still holding the lease with the counter
 // it last wrote; it makes the Coordinator a checkpointer.Committer for a Checkpointer.
@@ -590,7 +604,8 @@ func (c *Coordinator) renew(ctx context.Context, shard string, h *heldLease) {
 // earlier attempt of it was applied, its answer lost, is told apart by the
 // lease read back and counts as written, and one refused because another
 // worker asked for the lease and gave it back before this worker learned of
-// it is sent again on the lease given back (whyRefused). After checkpointer.ShardEnd is written the lease
+// it is sent again on the lease given back (whyRefused); a write sent again
+// and refused in turn is judged again (maxJudged). After checkpointer.ShardEnd is written the lease
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
@@ -610,7 +625,11 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 	}
 	started := c.cfg.Clock.Now()
 	nl, err := c.commitOnce(ctx, h, l, seq)
-	if err != nil {
+judge:
+	for range maxJudged {
+		if err == nil {
+			break
+		}
 		switch now, r := c.whyRefused(ctx, shard, h, err, c.landedAs(h, l, seq)); r {
 		case refusedLanded:
 			c.log.Info("leasetable: a checkpoint was written, its answer lost; the lease is kept", "shard", shard, "seq", seq, "checkpoint", now.Checkpoint)
@@ -652,6 +671,8 @@ func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
 				return fmt.Errorf("leasetable: commit shard %s: handed off: %w", shard, checkpointer.ErrLeaseLost)
 			}
 			nl, err = c.commitOnce(ctx, h, l, seq)
+		default:
+			break judge
 		}
 	}
 	switch {
