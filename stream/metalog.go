@@ -369,6 +369,22 @@ func (g *batchTags) enter() batch.Time {
 	return g.open
 }
 
+// enterOldest is enter for the oldest time a push is under way with, at
+// most t: the cut of that batch, which waits for the pushes of its time,
+// has not taken its blocks yet, and waits for this one too, until leave.
+func (g *batchTags) enterOldest(t batch.Time) batch.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for pt := range g.pushing {
+		t = min(t, pt)
+	}
+	if g.pushing == nil {
+		g.pushing = make(map[batch.Time]int)
+	}
+	g.pushing[t]++
+	return t
+}
+
 // leave ends a push enter gave t, once its block is logged and waits for
 // a batch, or failed.
 func (g *batchTags) leave(t batch.Time) {

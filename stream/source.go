@@ -305,6 +305,12 @@ func (s *sourceState[T]) push(ctx context.Context, b source.Block[T]) (batch.Blo
 // a time (adopting), and every push of a time waits for the one adopting:
 // none logs its own block, in t or a later batch, before the blocks it
 // adopted are durable in t.
+//
+// The batch they are logged in is not the push's own but the oldest one a
+// push is still under way for (batchTags.enterOldest), which this push
+// then holds open too: a push of an older batch, given its time before the
+// cut of that batch and not yet adopting, may be of the next block of one
+// of their shards, which must not be in an earlier batch than they are.
 func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
 	if t == 0 {
 		return nil
@@ -315,6 +321,14 @@ func (s *sourceState[T]) adopt(ctx context.Context, t batch.Time) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.adopting }()
+	s.mu.Lock()
+	untimed := slices.Contains(s.times, 0)
+	s.mu.Unlock()
+	if !untimed {
+		return nil
+	}
+	t = s.e.tags.enterOldest(t)
+	defer s.e.tags.leave(t)
 	var blocks []batch.BlockInfo
 	s.mu.Lock()
 	for i, bt := range s.times {
