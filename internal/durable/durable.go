@@ -289,12 +289,22 @@ func (d *Dir) WriteFile(name string, data []byte) (renamed bool, err error) {
 
 // WriteFileFunc is WriteFile with the data write writes to its writer, a
 // buffered one: for data too large to make in memory first. An error of
-// write leaves the file as it was.
+// write leaves the file as it was; so does a panic of write, which goes on
+// to the caller once the temporary file is closed and removed.
 func (d *Dir) WriteFileFunc(name string, write func(w io.Writer) error) (renamed bool, err error) {
 	f, tmp, err := d.CreateTemp(name)
 	if err != nil {
 		return false, err
 	}
+	closed := false
+	defer func() { // also when write panics
+		if !closed {
+			f.Close()
+		}
+		if !renamed {
+			d.Remove(tmp)
+		}
+	}()
 	bw := bufio.NewWriter(f)
 	err = write(bw)
 	if err == nil {
@@ -303,6 +313,7 @@ func (d *Dir) WriteFileFunc(name string, write func(w io.Writer) error) (renamed
 	if err == nil {
 		err = f.Sync()
 	}
+	closed = true
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -310,9 +321,9 @@ func (d *Dir) WriteFileFunc(name string, write func(w io.Writer) error) (renamed
 		err = d.Rename(tmp, name)
 	}
 	if err != nil {
-		d.Remove(tmp)
 		return false, err
 	}
+	renamed = true
 	return true, d.Sync()
 }
 

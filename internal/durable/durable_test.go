@@ -317,3 +317,25 @@ func TestHoldsFunc(t *testing.T) {
 		t.Errorf("HoldsFunc of a missing file = %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestWriteFileFuncPanicLeavesNoFile checks that a write that panics
+// leaves neither a temporary file nor the final one, and lets the panic
+// go on to its caller.
+func TestWriteFileFuncPanicLeavesNoFile(t *testing.T) {
+	d := openDir(t, filepath.Join(t.TempDir(), "state"), 0)
+	func() {
+		defer func() {
+			if v := recover(); v != "encode" {
+				t.Errorf("recovered %v; want the write's panic", v)
+			}
+		}()
+		d.WriteFileFunc("x", func(w io.Writer) error {
+			w.Write([]byte("half"))
+			panic("encode")
+		})
+	}()
+	des, err := d.ReadDir()
+	if err != nil || len(des) != 0 {
+		t.Errorf("after a panicking write the directory holds %v, %v; want nothing", des, err)
+	}
+}
