@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/internal/panics"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
@@ -100,36 +98,16 @@ func (c codec[K, V]) decode(data []byte) (stream.Pair[K, V], error) {
 // carry, as one the codec refuses, and is quarantined with
 // Config.DeadLetters. Uncaught, the panic failed the batch as a whole,
 // which no quarantine isolates.
-func safely[R any](f func() (R, error)) (r R, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			var zero R
-			r, err = zero, fmt.Errorf("panic: %v%s", v, panicSite())
+func safely[R any](f func() (R, error)) (R, error) {
+	r, err := panics.Call1(f)
+	if pe, ok := err.(*panics.Error); ok {
+		site := ""
+		if pe.Site != "" {
+			site = ", in " + pe.Site
 		}
-	}()
-	return f()
-}
-
-// panicSite returns, for a deferred function recovering a panic, where
-// the panic was raised: ", in <function> (<file>:<line>)", the first
-// frame below the runtime's panic that is not the runtime's; "" if there
-// is none.
-func panicSite() string {
-	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
-	panicking := false
-	for {
-		f, more := frames.Next()
-		switch {
-		case f.Function == "runtime.gopanic":
-			panicking = true
-		case panicking && !strings.HasPrefix(f.Function, "runtime."):
-			return fmt.Sprintf(", in %s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
-		}
-		if !more {
-			return ""
-		}
+		err = fmt.Errorf("panic: %v%s", pe.Value, site)
 	}
+	return r, err
 }
 
 // decodeBatch is the reading side's last step: the pairs of b's records

@@ -749,8 +749,12 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info.Unbatched = e.unbatched()
 	e.cfg.Logger.Debug("stream: batch done", "batch", j.time, "records", info.Records,
 		"delay", info.SchedulingDelay, "took", info.ProcessingTime, "err", err)
-	for _, s := range e.sources {
-		s.observe(ctx, info)
+	for i, s := range e.sources {
+		if oerr := s.observe(ctx, info); oerr != nil {
+			err = batchError(j.time, fmt.Errorf("stream: source %d: %w", i, oerr))
+			info.Err = err
+			break
+		}
 	}
 	e.emit(func(l Listener) { l.BatchCompleted(info) })
 	if err != nil || j.skipped {
@@ -764,7 +768,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 func batchError(t batch.Time, err error) *BatchError {
 	be := &BatchError{Time: t, Err: err}
 	if pe, ok := errors.AsType[*panicError](err); ok {
-		be.Panic, be.Stack = pe.value, pe.stack
+		be.Panic, be.Stack = pe.Value, pe.Stack
 	}
 	return be
 }
@@ -835,7 +839,9 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 		return fmt.Errorf("log completion: %w", err)
 	}
 	for i, s := range e.sources {
-		s.complete(ctx, j.blocks[i])
+		if err := s.complete(ctx, j.blocks[i]); err != nil {
+			return fmt.Errorf("stream: source %d: %w", i, err)
+		}
 		if e.shardStates != nil && e.shardStates[i] != nil {
 			e.shardStates[i].completed(j.blocks[i])
 		}

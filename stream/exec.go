@@ -4,30 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/weirstream/weir/internal/panics"
 )
 
 // panicError is a panic of user code, recovered in the goroutine that ran
 // it: it fails the batch instead of the process. runJob copies its value
 // and stack into the *BatchError.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+type panicError = panics.Error
 
 // safely calls f and turns a panic in it into a *panicError.
-func safely(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return f()
-}
+func safely(f func() error) error { return panics.Call(f) }
 
 // receiverCall calls f, a receiver's method (Start or Stop, named what),
 // and turns a panic in it into an error naming the method, the panic's
@@ -37,7 +26,7 @@ func safely(f func() error) (err error) {
 func receiverCall(what string, f func() error) error {
 	err := safely(f)
 	if pe, ok := err.(*panicError); ok {
-		return fmt.Errorf("the receiver's %s panicked: %v\n%s", what, pe.value, pe.stack)
+		return fmt.Errorf("the receiver's %s panicked: %v\n%s", what, pe.Value, pe.Stack)
 	}
 	return err
 }

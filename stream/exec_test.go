@@ -411,7 +411,7 @@ func TestParallel(t *testing.T) {
 			}
 			return nil
 		})
-		if pe, ok := errors.AsType[*panicError](err); !ok || pe.value != 6 || !strings.Contains(string(pe.stack), "TestParallel") {
+		if pe, ok := errors.AsType[*panicError](err); !ok || pe.Value != 6 || !strings.Contains(string(pe.Stack), "TestParallel") {
 			t.Errorf("a task's panic: parallel = %v, want a *panicError of 6 with the stack", err)
 		}
 

@@ -677,7 +677,7 @@ func letterOf(v any, err error) DeadLetter {
 func failureLetter(err error) DeadLetter {
 	l := DeadLetter{Err: err.Error()}
 	if pe, ok := errors.AsType[*panicError](err); ok {
-		l.Panic, l.Stack = fmt.Sprint(pe.value), string(pe.stack)
+		l.Panic, l.Stack = fmt.Sprint(pe.Value), string(pe.Stack)
 	}
 	return l
 }

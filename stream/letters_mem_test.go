@@ -20,13 +20,13 @@ func TestLettersOfShareFailure(t *testing.T) {
 	for i := range recs {
 		recs[i] = []byte("r")
 	}
-	err := &panicError{value: strings.Repeat("v", 1<<10), stack: []byte(strings.Repeat("s", stackBytes))}
+	err := &panicError{Value: strings.Repeat("v", 1<<10), Stack: []byte(strings.Repeat("s", stackBytes))}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	letters := lettersOf(slices.Values(recs), batch.SeqRange{}, err)
 	runtime.ReadMemStats(&after)
-	if len(letters) != n || letters[n-1].Stack != string(err.stack) || letters[n-1].Panic != err.value || letters[n-1].Err != err.Error() {
+	if len(letters) != n || letters[n-1].Stack != string(err.Stack) || letters[n-1].Panic != err.Value || letters[n-1].Err != err.Error() {
 		t.Fatalf("got %d letters, the last %+v", len(letters), letters[n-1])
 	}
 	t.Logf("allocated %d bytes", after.TotalAlloc-before.TotalAlloc)

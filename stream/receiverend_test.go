@@ -129,3 +129,68 @@ func TestReceiverPanicFailsRun(t *testing.T) {
 		})
 	})
 }
+
+// hookPanicReceiver pushes a block, then waits to be stopped; its
+// BlocksCompleted hook panics, or, with observer, its BatchCompleted.
+type hookPanicReceiver struct {
+	panickingReceiver
+	observer bool
+}
+
+func (r *hookPanicReceiver) Start(ctx context.Context, rt source.Runtime[string]) error {
+	r.inStop = true // not in Start: wait for Stop
+	defer func() { r.inStop = false }()
+	return r.panickingReceiver.Start(ctx, rt)
+}
+
+func (r *hookPanicReceiver) Stop(context.Context) error {
+	select {
+	case <-r.stopc:
+	default:
+		close(r.stopc)
+	}
+	return nil
+}
+
+func (r *hookPanicReceiver) BlocksCompleted(context.Context, []batch.BlockInfo) {
+	if !r.observer {
+		panic("completion bug")
+	}
+}
+
+func (r *hookPanicReceiver) BatchCompleted(context.Context, source.BatchReport) {
+	if r.observer {
+		panic("observer bug")
+	}
+}
+
+// TestReceiverHookPanicFailsRun checks that a receiver's completion or
+// batch hook that panics fails Run with an error naming the hook, the
+// panic and its stack: the batch goroutine calls them, and the panic
+// crashed the process.
+func TestReceiverHookPanicFailsRun(t *testing.T) {
+	for _, tc := range []struct {
+		observer bool
+		want     []string
+	}{
+		{false, []string{"source 0", "BlocksCompleted panicked: completion bug", "hookPanicReceiver).BlocksCompleted"}},
+		{true, []string{"source 0", "BatchCompleted panicked: observer bug", "hookPanicReceiver).BatchCompleted"}},
+	} {
+		t.Run(tc.want[1], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, err := NewPipeline(Config{BatchInterval: time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := &hookPanicReceiver{panickingReceiver: panickingReceiver{stopc: make(chan struct{})}, observer: tc.observer}
+				ForEachBatch(From[string](p, r), func(context.Context, *batch.Batch[string]) error { return nil })
+				err = <-start(t, p)
+				for _, want := range tc.want {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("Run = %v, want an error containing %q", err, want)
+					}
+				}
+			})
+		})
+	}
+}

@@ -33,14 +33,14 @@ type sourceRunner interface {
 	// of records in them.
 	stored() (blocks, records int)
 	// complete tells the receiver that blocks are processed and drops
-	// their records from the store.
-	complete(ctx context.Context, blocks []batch.BlockInfo)
+	// their records from the store; an error is a hook's panic.
+	complete(ctx context.Context, blocks []batch.BlockInfo) error
 	// resume continues the block numbering at next and makes blocks, read
 	// from the recovery log, wait for the next batch; called before start.
 	resume(next uint64, blocks []batch.BlockInfo)
 	// observe reports a completed batch to the receiver's
-	// source.BatchObservers.
-	observe(ctx context.Context, info BatchInfo)
+	// source.BatchObservers; an error is a hook's panic.
+	observe(ctx context.Context, info BatchInfo) error
 	// rebuild recomputes a block the store lost (see recompute), without
 	// telling the listeners: its records are a []T, holding about bytes
 	// of memory (recordSizer).
@@ -168,21 +168,25 @@ func (s *sourceState[T]) stopHolding() {
 // observe tells the receiver's source.BatchObservers about a batch that
 // completed: called by the batch runner right after the batch, on its
 // goroutine, so the receiver's rate follows the batches in order.
-func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) {
+func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) error {
 	if info.Err != nil {
-		return
+		return nil
 	}
 	s.hooksMu.Lock()
 	defer s.hooksMu.Unlock()
 	s.mu.Lock()
 	observers := s.observers
 	s.mu.Unlock()
-	for _, o := range observers {
-		o.BatchCompleted(ctx, source.BatchReport{
-			Time: info.Time.Std(), Interval: s.e.cfg.BatchInterval, Records: s.completedRecords,
-			SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
-		})
+	report := source.BatchReport{
+		Time: info.Time.Std(), Interval: s.e.cfg.BatchInterval, Records: s.completedRecords,
+		SchedulingDelay: info.SchedulingDelay, ProcessingTime: info.ProcessingTime,
 	}
+	for _, o := range observers {
+		if err := receiverCall("BatchCompleted", func() error { o.BatchCompleted(ctx, report); return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *sourceState[T]) receiver() any { return s.r }
@@ -407,15 +411,29 @@ func (s *sourceState[T]) unbatched() int {
 
 func (s *sourceState[T]) stored() (blocks, records int) { return s.store.Len() }
 
-func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) {
+// complete reports blocks, those of a completed batch, to the receiver's
+// hooks, and lets go of them. A hook that panics (a bug of the receiver,
+// whose bookkeeping is then in doubt) fails with an error naming it.
+func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo) error {
 	s.completedRecords = 0
 	for _, b := range blocks {
 		s.completedRecords += b.Count
 	}
 	if len(blocks) == 0 {
-		return
+		return nil
 	}
+	if err := s.completed(ctx, blocks); err != nil {
+		return err
+	}
+	s.store.Delete(blockIDs(blocks)...)
+	return nil
+}
+
+// completed calls the receiver's completion hooks with blocks, one hook
+// at a time (hooksMu).
+func (s *sourceState[T]) completed(ctx context.Context, blocks []batch.BlockInfo) error {
 	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
 	s.mu.Lock()
 	completers := s.completers
 	if s.holding {
@@ -423,10 +441,11 @@ func (s *sourceState[T]) complete(ctx context.Context, blocks []batch.BlockInfo)
 	}
 	s.mu.Unlock()
 	for _, c := range completers {
-		c.BlocksCompleted(ctx, blocks)
+		if err := receiverCall("BlocksCompleted", func() error { c.BlocksCompleted(ctx, blocks); return nil }); err != nil {
+			return err
+		}
 	}
-	s.hooksMu.Unlock()
-	s.store.Delete(blockIDs(blocks)...)
+	return nil
 }
 
 // blockIDs returns the IDs of blocks, in order.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/internal/noretry"
 	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/panics"
 	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/stream"
 )
@@ -337,22 +337,24 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		wg.Go(func() {
 			// A panic here (in the Client, a user's wrapper maybe) fails
 			// the batch: nothing above this goroutine could recover it.
-			defer func() {
-				if v := recover(); v != nil {
-					cancel(fmt.Errorf("panic: %v, in a write:\n%s", v, debug.Stack()))
-				}
-			}()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(keys) || ctx.Err() != nil {
-					return
-				}
-				for _, o := range byKey[keys[i]] {
-					if err := s.apply(ctx, o); err != nil {
-						cancel(err)
-						return
+			err := panics.Call(func() error {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(keys) || ctx.Err() != nil {
+						return nil
+					}
+					for _, o := range byKey[keys[i]] {
+						if err := s.apply(ctx, o); err != nil {
+							return err
+						}
 					}
 				}
+			})
+			if pe, ok := err.(*panics.Error); ok {
+				err = fmt.Errorf("%w, in a write:\n%s", pe, pe.Stack)
+			}
+			if err != nil {
+				cancel(err)
 			}
 		})
 	}
