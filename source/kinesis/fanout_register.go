@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/panics"
 )
 
 // fanOut is the enhanced fan-out side of one Start: the consumer every
@@ -63,7 +64,12 @@ func ownCodec(o *awskinesis.Options) {
 // (errorDate); the zero time if the answer has none.
 func subscribeWith(client FanOutClient) func(context.Context, *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error) {
 	return func(ctx context.Context, in *awskinesis.SubscribeToShardInput) (eventStream, time.Time, error) {
-		out, err := client.SubscribeToShard(ctx, in, ownCodec)
+		out, err := panics.Call1(func() (*awskinesis.SubscribeToShardOutput, error) {
+			return client.SubscribeToShard(ctx, in, ownCodec)
+		})
+		if err, ok := clientPanic(err); ok { // as once does for the other calls
+			return nil, time.Time{}, err
+		}
 		if err != nil {
 			return nil, errorDate(err), err
 		}

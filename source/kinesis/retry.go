@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/panics"
 )
 
 // retryCause names why a Kinesis call was retried; Stats.Retries counts
@@ -243,10 +244,26 @@ func do[T any](ctx context.Context, r *retrier, maxAttempts int, op, shard strin
 	}
 }
 
-// once runs f once, bounded by r.timeout.
+// once runs f once, bounded by r.timeout. A panic in f (in Config.Client,
+// a user's wrapper maybe, called from a goroutine of the receiver where
+// nothing above could recover it) is returned as an error naming it, with
+// its stack: not retried, as a bug is the same at every try.
 func once[T any](ctx context.Context, r *retrier, f func(context.Context) (T, error)) (T, error) {
 	actx, cancel := attempt.WithTimeout(ctx, r.clock, r.timeout)
 	defer cancel()
-	v, err := f(actx)
+	v, err := panics.Call1(func() (T, error) { return f(actx) })
+	if err, ok := clientPanic(err); ok {
+		return v, err
+	}
 	return v, attempt.Error(actx, err, r.timeout)
+}
+
+// clientPanic returns, for err a *panics.Error of a Kinesis client's call,
+// the error that names it, and true.
+func clientPanic(err error) (error, bool) {
+	pe, ok := err.(*panics.Error)
+	if !ok {
+		return err, false
+	}
+	return fmt.Errorf("the Kinesis client panicked: %w, in %s\n%s", pe, pe.Site, pe.Stack), true
 }
