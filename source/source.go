@@ -88,6 +88,16 @@ type Runtime[T any] struct {
 	// log, or a driver that does not set it) means none is known, as does
 	// ok false.
 	ResumeAfter func(stream, shard string) (seq string, ok bool)
+	// LoggedUntil is, on a restart, about when the previous Run was last
+	// seen alive, as the driver's recovery log shows when Start is called:
+	// the time of the newest batch it logged (for batch times an idle
+	// pipeline reserved ahead, the time it reserved them). Zero on a first
+	// start, or without a log. A receiver that would start a partition it
+	// knows no position of at "now" (Kinesis's LATEST) starts there
+	// instead, less a margin, so that what was added while the pipeline was
+	// down is not skipped: a partition with no position in the log
+	// delivered nothing before, so nothing is read twice.
+	LoggedUntil time.Time
 	// Uncompleted returns, for a shard of a stream, the greatest sequence
 	// number of any block the driver's recovery log holds that was not in a
 	// completed batch when Start was called: the blocks of the batches

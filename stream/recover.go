@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
@@ -112,6 +113,21 @@ func (e *engine) resume(st *recoverylog.State) error {
 		e.cfg.Logger.Info("stream: the recovery log is empty: starting afresh")
 	}
 	return nil
+}
+
+// loggedUntil is source.Runtime.LoggedUntil: the time of the newest batch
+// the log held at Start, or, when that is the end of a reservation of
+// batch times an idle pipeline made ahead of its batches, the time it made
+// it; zero if the log held none.
+func (e *engine) loggedUntil() time.Time {
+	if !e.hasLast {
+		return time.Time{}
+	}
+	t := e.last.Std()
+	if e.lastReserved {
+		t = t.Add(-reserveAhead)
+	}
+	return t
 }
 
 // uncompletedSeqs returns, per shard, the greatest sequence number of the

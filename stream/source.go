@@ -225,6 +225,7 @@ func (s *sourceState[T]) start(ctx context.Context, e *engine) error {
 	if e.shardStates != nil && e.shardStates[s.idx] != nil {
 		rt.ShardState = e.shardStates[s.idx]
 	}
+	rt.LoggedUntil = e.loggedUntil()
 	defer s.stopHolding()
 	return s.r.Start(ctx, rt)
 }

@@ -78,7 +78,11 @@ const (
 	// iterator (or subscription) before it read its first record, because
 	// the first one expired unused or failed, starts at the time it first
 	// asked for one, less 5 seconds, not at the shard's new tip past the
-	// records put meanwhile.
+	// records put meanwhile. Without Leases, on a restart with a recovery
+	// log (stream.Config.Recovery), a shard the log holds no position of
+	// (it delivered nothing) is read from one minute before the previous
+	// Run was last seen alive, so records put while the pipeline was down
+	// are not skipped.
 	Latest InitialPosition = "LATEST"
 	// TrimHorizon starts at the oldest record the stream still holds.
 	TrimHorizon InitialPosition = "TRIM_HORIZON"

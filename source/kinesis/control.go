@@ -176,9 +176,32 @@ func newControl(ctx context.Context, rn *run) *control {
 
 // initialPosition returns the configured start for shards without a
 // checkpoint.
+//
+// With Latest, on a restart with a recovery log (source.Runtime.LoggedUntil),
+// it is AT_TIMESTAMP restartMargin before the previous Run was last seen
+// alive (or before now, if that is later): a shard the log holds no
+// position of delivered nothing before, and LATEST would skip what was put
+// on it while the pipeline was down, or what its reader had not read yet
+// when it stopped.
 func (c *control) initialPosition() position {
-	return position{Initial: c.run.cfg.InitialPosition, Timestamp: c.run.cfg.AtTimestamp}
+	p := position{Initial: c.run.cfg.InitialPosition, Timestamp: c.run.cfg.AtTimestamp}
+	if until := c.run.loggedUntil; p.Initial == Latest && !until.IsZero() {
+		if now := c.run.clock.Now(); now.Before(until) {
+			until = now
+		}
+		p = position{Initial: AtTimestamp, Timestamp: until.Add(-restartMargin)}
+	}
+	return p
 }
+
+// restartMargin is how long before the previous Run was last seen alive a
+// restart reads a shard at Latest the recovery log holds no position of:
+// it covers the records put then that its reader had not delivered yet (a
+// poll's wait, a read held back by the memory budget), and clocks a little
+// apart. Reading earlier costs nothing but records put before the pipeline
+// first started, if it was stopped within its first minute: a shard with no
+// position in the log delivered none.
+const restartMargin = time.Minute
 
 // readerHooks are the lease side's hooks into one shard reader.
 type readerHooks struct {
@@ -332,8 +355,12 @@ func (c *control) close(cancel context.CancelFunc) error {
 // shard listed
 // at start starts at Config.InitialPosition, and a shard that appears later
 // (made by a reshard while running) at TrimHorizon. With InitialPosition
-// Latest, a closed shard listed at start without a checkpoint is not read
-// (it can get no new records) and does not hold back its children. A
+// Latest, on a first start, a closed shard listed at start without a
+// checkpoint is not read (it can get no new records) and does not hold
+// back its children; on a restart Latest stands for a time before the
+// previous Run was last seen alive (see initialPosition), so such a shard
+// is read, from that time, since it may have closed while the pipeline
+// was down. A
 // shard listed at start without a position in the log, made by a reshard
 // of a shard read before the restart (parentRead: one the log holds, or
 // forgot as read to its end), starts at TrimHorizon whatever

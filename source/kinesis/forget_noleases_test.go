@@ -1,6 +1,7 @@
 package kinesis_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -179,13 +180,9 @@ func checkDeliveredOnly(t *testing.T, w *worker, want [][]byte) {
 // children must be read from their start, or the records put on them
 // while the worker was down are lost.
 func TestLatestRestartReadsChildrenOfALoggedParent(t *testing.T) {
-	latest := func(c *kinesis.Config) {
-		c.Leases = nil
-		c.InitialPosition = kinesis.Latest
-	}
 	f := newFleet(t, 1)
 	dir := t.TempDir()
-	w1 := f.newWorker("w1", time.Second, latest, newFinishSpy(recovery.Dir(dir)))
+	w1 := f.newWorker("w1", time.Second, latestWithoutLeases, newFinishSpy(recovery.Dir(dir)))
 	f.run(w1)
 	f.waitReading(w1) // at LATEST, some time after its Run
 	data := payloads("parent", 20)
@@ -197,7 +194,7 @@ func TestLatestRestartReadsChildrenOfALoggedParent(t *testing.T) {
 	down := payloads("down", 30)
 	f.put(down)
 
-	w2 := f.newWorker("w2", time.Second, latest, newFinishSpy(recovery.Dir(dir)))
+	w2 := f.newWorker("w2", time.Second, latestWithoutLeases, newFinishSpy(recovery.Dir(dir)))
 	f.run(w2)
 	f.waitFor("the restarted worker delivers the records put on the children while it was down",
 		func() bool { return w2.deliveredAll(down) })
@@ -206,4 +203,49 @@ func TestLatestRestartReadsChildrenOfALoggedParent(t *testing.T) {
 	if st := loadLog(t, dir); len(st.ShardSeqs) == 0 {
 		t.Errorf("the log holds no shard after the restart (parent %s)", parent)
 	}
+}
+
+// TestLatestRestartReadsWhatWasPutWhileDown runs a worker without leases
+// at LATEST with a directory recovery log on a stream that gets no record,
+// stops it, then puts records on the shard, splits it and puts records on
+// its children while it is down. The log holds no position of any of them:
+// the shard delivered nothing. The restart must read them all from about
+// when the first Run was last alive, not at LATEST, which skips them.
+func TestLatestRestartReadsWhatWasPutWhileDown(t *testing.T) {
+	f := newFleet(t, 1)
+	dir := t.TempDir()
+	w1 := f.newWorker("w1", time.Second, latestWithoutLeases, newFinishSpy(recovery.Dir(dir)))
+	f.run(w1)
+	f.waitFor("w1 reads the empty shard", func() bool { // no probe: the shard must deliver nothing
+		for _, sh := range w1.r.Stats().Shards {
+			if sh.Reading && slices.ContainsFunc(sh.GetRecordsLatency, func(n int64) bool { return n > 0 }) {
+				return true
+			}
+		}
+		return false
+	})
+	w1.drain(t)
+	if len(w1.records()) != 0 {
+		t.Fatalf("w1 delivered %d records of an empty stream", len(w1.records()))
+	}
+
+	before := payloads("before-split", 10)
+	f.put(before)
+	f.split()
+	after := payloads("after-split", 20)
+	f.put(after)
+	want := append(before, after...)
+
+	w2 := f.newWorker("w2", time.Second, latestWithoutLeases, newFinishSpy(recovery.Dir(dir)))
+	f.run(w2)
+	f.waitFor("the restarted worker delivers the records put while it was down",
+		func() bool { return w2.deliveredAll(want) })
+	w2.drain(t)
+	checkDeliveredOnly(t, w2, want)
+}
+
+// latestWithoutLeases configures a worker without leases at LATEST.
+func latestWithoutLeases(c *kinesis.Config) {
+	c.Leases = nil
+	c.InitialPosition = kinesis.Latest
 }

@@ -115,6 +115,9 @@ type run struct {
 	resumeAfter func(stream, shard string) (string, bool)
 	// uncompleted is the Runtime's Uncompleted (nil: no recovery log).
 	uncompleted func(stream, shard string) (string, bool)
+	// loggedUntil is the Runtime's LoggedUntil (zero: a first start, or no
+	// recovery log).
+	loggedUntil time.Time
 	// finished is the Runtime's ShardFinished (nil: no recovery log),
 	// called once a shard's SHARD_END is in the lease table.
 	finished func(ctx context.Context, stream, shard string) error
@@ -195,7 +198,7 @@ func (r *Receiver) end() {
 func (r *Receiver) prepare(ctx context.Context, rt source.Runtime[Record]) (*run, error) {
 	ctx, cancel := r.untilStop(ctx)
 	defer cancel()
-	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted, finished: rt.ShardFinished,
+	rn := &run{r: r, cfg: r.cfg, clock: r.cfg.Clock, logger: r.cfg.Logger, resumeAfter: rt.ResumeAfter, uncompleted: rt.Uncompleted, loggedUntil: rt.LoggedUntil, finished: rt.ShardFinished,
 		batchInterval: rt.BatchInterval, blockInterval: rt.BlockInterval}
 	if rn.clock == nil {
 		rn.clock = rt.Clock
