@@ -223,10 +223,14 @@ func TestPanicFailsBatch(t *testing.T) {
 				// A failure of the output's function or of a narrow
 				// operator's, shared or not, ends with the fix
 				// (Quarantine); one of a keyed or state operator cannot be
-				// quarantined.
+				// quarantined, and names its fix when it failed before the
+				// operator grouped the records.
 				suffix := "panic: kaboom"
 				if own := map[string]bool{"Map": true, "shared Map": true, "Filter": true, "FlatMap": true, "ForEach": true, "ForEachBatch": true}; own[tt.name] {
 					suffix = "panic: kaboom (" + stopFix + ")"
+				}
+				if tt.name == "reducer" { // in the map side: the records and the fix are named
+					suffix = keyedStopFix
 				}
 				if msg := err.Error(); !strings.Contains(msg, tt.want) || !strings.HasSuffix(msg, suffix) {
 					t.Errorf("Run = %q, want it to name %s and end with %q", msg, tt.want, suffix)

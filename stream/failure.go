@@ -593,6 +593,30 @@ func (pt *parted[T]) origin(i, n int) (batch.SeqRange, int) {
 const stopFix = "to set the records that fail aside and go on, give the output stream.Quarantine(d); " +
 	"otherwise fix the function or the record: the batch is not completed, so its records are processed again after a restart"
 
+// mapTaskError returns err, the failure of map task i of a keyed, window
+// or state operator over pt (a panic: of a narrow operator's function
+// fused into the task, or of the operator's own), naming the records of
+// the partition and the fix: Quarantine cannot isolate records there, so
+// the error is all a user has to find the record by. nil stays nil.
+func (pt *parted[T]) mapTaskError(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	at := pt.where(i, &partState{})
+	if at == "" {
+		at = fmt.Sprintf("partition %d", i)
+	}
+	return fmt.Errorf("%w; on %s: %s", err, at, keyedStopFix)
+}
+
+// keyedStopFix ends mapTaskError's error: what failed, and what the user
+// can do about it.
+const keyedStopFix = "a function run on the records before the operator groups them failed " +
+	"(a Map, Filter, FlatMap or MapBatch fused into it, or its own reduce); " +
+	"stream.Quarantine cannot set aside records before a keyed, window or state operator: " +
+	"fix the function or the record (a function can drop a record it cannot process, with Filter or FlatMap); " +
+	"the batch is not completed, so its records are processed again after a restart"
+
 // where names, for the error that stops the pipeline, where partition i
 // of pt failed its output: its shard, "" if it is not one shard's; the
 // record when the output's own function failed on a record of a source's

@@ -208,15 +208,17 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
 		t := tasks[i]
 		t.recs, t.ents, t.runs = t.recs[:0], t.ents[:0], t.runs[:0]
-		in.transient(i, func(pos int, recs []Pair[K, V]) bool {
-			for _, kv := range recs {
-				t.recs = append(t.recs, kv)
-				t.ents = append(t.ents, st.vals[kv.Key])
-			}
-			t.runs = noteRun(t.runs, i, pos, len(t.recs))
-			return true
-		})
-		return nil
+		return in.mapTaskError(i, safely(func() error {
+			in.transient(i, func(pos int, recs []Pair[K, V]) bool {
+				for _, kv := range recs {
+					t.recs = append(t.recs, kv)
+					t.ents = append(t.ents, st.vals[kv.Key])
+				}
+				t.runs = noteRun(t.runs, i, pos, len(t.recs))
+				return true
+			})
+			return nil
+		}))
 	})
 	if err != nil {
 		return err

@@ -288,8 +288,7 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 	}
 	if n == 1 {
 		err := parallel(ctx, 1, 1, func(context.Context, int) error {
-			kd.combine(tasks[0], in, 0)
-			return nil
+			return in.mapTaskError(0, safely(func() error { kd.combine(tasks[0], in, 0); return nil }))
 		})
 		out := tasks[0].pairs
 		kd.keep(n, true)
@@ -307,7 +306,9 @@ func (kd *keyed[T, K, V]) shuffle(ctx context.Context, par int, in *parted[T]) (
 	reduced := false
 	err := parallel(ctx, par, n, func(_ context.Context, i int) error {
 		c := tasks[i]
-		kd.combine(c, in, i)
+		if err := in.mapTaskError(i, safely(func() error { kd.combine(c, in, i); return nil })); err != nil {
+			return err
+		}
 		c.sortBuckets(par)
 		if i == 0 {
 			c.at = resize(c.at, len(c.pairs))

@@ -315,8 +315,7 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 		clear(st.news.pairs)
 	}()
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
-		st.mapSide(tasks[i], in, i)
-		return nil
+		return in.mapTaskError(i, safely(func() error { st.mapSide(tasks[i], in, i); return nil }))
 	})
 	if err != nil {
 		return err

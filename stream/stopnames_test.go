@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/source/memory"
@@ -124,4 +125,61 @@ func TestStopNamesTheRecord(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestKeyedStopNamesTheRecords checks that a narrow operator's function
+// that panics on a record before a keyed, window or state operator stops
+// the pipeline with an error naming the shard and the sequence numbers of
+// the records it failed among, and the fix, as an output's failure does:
+// it named only the keyed operator.
+func TestKeyedStopNamesTheRecords(t *testing.T) {
+	const shards, n = 4, 400
+	bad := shardRec{Shard: 1, Seq: 80}
+	pairs := func(s *Stream[shardRec]) *Stream[Pair[int, int]] {
+		return Map(s, func(v shardRec) Pair[int, int] {
+			if v == bad {
+				panic("boom")
+			}
+			return Pair[int, int]{v.Shard, 1}
+		})
+	}
+	sum := func(a, b int) int { return a + b }
+	drop := func(context.Context, Pair[int, int]) error { return nil }
+	tests := []struct {
+		name  string
+		build func(s *Stream[shardRec])
+	}{
+		{"ReduceByKey", func(s *Stream[shardRec]) { ForEach(ReduceByKey(pairs(s), sum), drop, Retry(0)) }},
+		{"ReduceByKeyAndWindow", func(s *Stream[shardRec]) {
+			ForEach(ReduceByKeyAndWindow(pairs(s), sum, nil, 2*time.Second, time.Second), drop, Retry(0))
+		}},
+		{"UpdateStateByKey", func(s *Stream[shardRec]) {
+			ForEach(UpdateStateByKey(pairs(s), func(_ int, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true }), drop, Retry(0))
+		}},
+		{"MapWithState", func(s *Stream[shardRec]) {
+			out, _ := MapWithState(pairs(s), func(_ int, v int, st *State[int]) (int, bool) { return v, true })
+			ForEach(out, func(context.Context, int) error { return nil }, Retry(0))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, src := newMemoryPipeline(t, Config{Parallelism: 4}, shards)
+				tt.build(From(p, src))
+				err := runMemory(t, p, src, shards, n)
+				be, ok := errors.AsType[*BatchError](err)
+				if !ok {
+					t.Fatalf("Run = %v, want a *BatchError", err)
+				}
+				if be.Panic != "boom" {
+					t.Errorf("BatchError.Panic = %v, want boom", be.Panic)
+				}
+				for _, w := range []string{"shard shardId-000000000001", "Map, Filter, FlatMap or MapBatch", "fix the function or the record"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("Run = %v\nwant it to name %q", err, w)
+					}
+				}
+			})
+		})
+	}
 }
