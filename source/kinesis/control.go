@@ -179,7 +179,7 @@ func newControl(ctx context.Context, rn *run) *control {
 //
 // With Latest, on a restart with a recovery log (source.Runtime.LoggedUntil),
 // it is AT_TIMESTAMP restartMargin before the previous Run was last seen
-// alive (or before now, if that is later): a shard the log holds no
+// alive (or before now, if that is later), on Kinesis's clock: a shard the log holds no
 // position of delivered nothing before, and LATEST would skip what was put
 // on it while the pipeline was down, or what its reader had not read yet
 // when it stopped.
@@ -189,7 +189,8 @@ func (c *control) initialPosition() position {
 		if now := c.run.clock.Now(); now.Before(until) {
 			until = now
 		}
-		p = position{Initial: AtTimestamp, Timestamp: until.Add(-restartMargin)}
+		// On Kinesis's clock: a time in its future would be refused.
+		p = position{Initial: AtTimestamp, Timestamp: until.Add(-c.run.ahead - restartMargin)}
 	}
 	return p
 }

@@ -5,10 +5,12 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/clock"
 )
 
 // assignerFunc adapts a function to the assigner interface, for tests that
@@ -51,6 +53,42 @@ func TestAllShardsStartAfterTheLog(t *testing.T) {
 			}}
 			s := &shardSync{c: &control{run: rn}, known: map[string]shardPlan{}}
 			got := s.plan(tc.shard, tc.first)
+			tc.want.shard = tc.shard
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(shardPlan{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRestartAtLatest checks where a restart without leases starts a
+// shard at Latest that the recovery log holds no position of: a minute
+// before the previous Run was last seen alive (Runtime.LoggedUntil), or
+// before now if that is earlier, less how far the clock runs ahead of
+// Kinesis's; a closed one is read too, not skipped.
+func TestRestartAtLatest(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	closed := shardInfo{ID: "shard-1", StartingSeq: "1", EndingSeq: "900"}
+	open := shardInfo{ID: "shard-1", StartingSeq: "1"}
+	tests := []struct {
+		name  string
+		shard shardInfo
+		until time.Time
+		ahead time.Duration
+		want  shardPlan
+	}{
+		{"first start", open, time.Time{}, 0, shardPlan{pos: position{Initial: Latest}}},
+		{"restart", open, now.Add(-time.Hour), 0, shardPlan{pos: position{Initial: AtTimestamp, Timestamp: now.Add(-time.Hour - time.Minute)}}},
+		{"logged ahead of now", open, now.Add(10 * time.Second), 0, shardPlan{pos: position{Initial: AtTimestamp, Timestamp: now.Add(-time.Minute)}}},
+		{"clock ahead of Kinesis", open, now.Add(-time.Hour), 2 * time.Minute, shardPlan{pos: position{Initial: AtTimestamp, Timestamp: now.Add(-time.Hour - 3*time.Minute)}}},
+		{"closed shard", closed, now.Add(-time.Hour), 0, shardPlan{pos: position{Initial: AtTimestamp, Timestamp: now.Add(-time.Hour - time.Minute)}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rn := &run{cfg: Config{Stream: "s", InitialPosition: Latest}, clock: clock.NewManual(now), loggedUntil: tc.until, ahead: tc.ahead,
+				resumeAfter: func(string, string) (string, bool) { return "", false }}
+			s := &shardSync{c: &control{run: rn}, known: map[string]shardPlan{}}
+			got := s.plan(tc.shard, true)
 			tc.want.shard = tc.shard
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(shardPlan{})); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -118,6 +119,10 @@ type run struct {
 	// loggedUntil is the Runtime's LoggedUntil (zero: a first start, or no
 	// recovery log).
 	loggedUntil time.Time
+	// ahead is how far the clock ran ahead of Kinesis's at Start, by the
+	// Date of its answer to checkStream (whole seconds, rounded down: an
+	// over-estimate); 0 if it did not, or the answer had no Date.
+	ahead time.Duration
 	// finished is the Runtime's ShardFinished (nil: no recovery log),
 	// called once a shard's SHARD_END is in the lease table.
 	finished func(ctx context.Context, stream, shard string) error
@@ -271,6 +276,9 @@ func (rn *run) checkStream(ctx context.Context) error {
 		return fmt.Errorf("%w: %q: %w", ErrStreamNotFound, rn.cfg.Stream, err) // err ends with the fix (withFix)
 	case err != nil:
 		return fmt.Errorf("kinesis: checking stream %q: %w", rn.cfg.Stream, err)
+	}
+	if date, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
+		rn.ahead = max(rn.clock.Now().Sub(date), 0)
 	}
 	if s := out.StreamDescriptionSummary; s != nil {
 		rn.logger.Info("kinesis: stream found", "status", string(s.StreamStatus), "open_shards", aws.ToInt32(s.OpenShardCount))
