@@ -30,7 +30,7 @@ func TestOpenTable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl, err := OpenTable(t.Context(), tc.cfg)
 			if tc.want == "" {
-				if err != nil || tbl.Name() != tc.cfg.TableName || tbl.db != tc.cfg.DynamoDB {
+				if err != nil || tbl.Name() != tc.cfg.TableName || tbl.given != tc.cfg.DynamoDB {
 					t.Fatalf("OpenTable = %v, %v; want table %s with the given client", tbl, err, tc.cfg.TableName)
 				}
 				return

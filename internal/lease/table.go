@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
+	"github.com/weirstream/weir/internal/dynamosafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -87,9 +88,12 @@ func (c TableConfig) problems() []error {
 // serverTime).
 type Table struct {
 	name string
-	db   leasetable.DynamoDBAPI
-	clk  clock.Clock
-	poll time.Duration
+	db   leasetable.DynamoDBAPI // given, wrapped: a panic in it fails the call (internal/dynamosafe)
+	// given is the client as given, whose options dynamosafe hides (see
+	// silence).
+	given leasetable.DynamoDBAPI
+	clk   clock.Clock
+	poll  time.Duration
 	// pageLimit, when > 0, limits the items of one Scan page (tests).
 	pageLimit int32
 	// eventualScans makes ListAll read eventually consistently, as the
@@ -117,7 +121,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 }
 
 func newTable(cfg TableConfig, log *slog.Logger) *Table {
-	t := &Table{name: cfg.Name, db: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval), log: log}
+	t := &Table{name: cfg.Name, db: dynamosafe.Wrap(cfg.Client), given: cfg.Client, clk: clock.Or(cfg.Clock), poll: cmp.Or(cfg.PollInterval, DefaultPollInterval), log: log}
 	t.server = &serverTime{clk: t.clk}
 	mws := []func(*middleware.Stack) error{t.server.middleware()}
 	if cfg.AttemptTimeout > 0 {
@@ -243,7 +247,7 @@ func (t *Table) silence(ctx context.Context) streak.Streak {
 	return streak.Streak{
 		Logger: t.log, Clock: t.clk, Prefix: "leasetable", Service: "DynamoDB",
 		Op: "DescribeTable", Attr: slog.String("table", t.name),
-		Endpoint: awsconf.DynamoDBEndpoint(ctx, t.db), MaxAttempts: ensureMaxUnanswered, Fix: silentFix,
+		Endpoint: awsconf.DynamoDBEndpoint(ctx, t.given), MaxAttempts: ensureMaxUnanswered, Fix: silentFix,
 	}
 }
 

@@ -82,3 +82,25 @@ func TestDynamoAccessDenied(t *testing.T) {
 		})
 	}
 }
+
+// panickingClient is a client whose GetItem panics, as a user's wrapper
+// with a bug may.
+type panickingClient struct{ deniedClient }
+
+func (panickingClient) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	panic("wrapper bug")
+}
+
+// TestDynamoClientPanic checks that a client that panics fails the call
+// with an error naming it, rather than crashing the process from the
+// store's goroutines.
+func TestDynamoClientPanic(t *testing.T) {
+	d, err := NewDynamo(DynamoConfig{Client: panickingClient{}, Table: "leases-state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Get(t.Context(), Key{Application: "app", Stream: "s", Shard: "shardId-0"})
+	if err == nil || !strings.Contains(err.Error(), "the DynamoDB client panicked in GetItem: panic: wrapper bug") {
+		t.Errorf("Get = %v, want the client's panic as its error", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/dynamochunk"
+	"github.com/weirstream/weir/internal/dynamosafe"
 )
 
 // Client is the part of *dynamodb.Client a Dynamo store uses.
@@ -103,7 +104,7 @@ func NewDynamo(cfg DynamoConfig) (*Dynamo, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(problems...))
 	}
-	d := &Dynamo{client: cfg.Client, table: cfg.Table, limit: cmp.Or(cfg.Concurrency, 16),
+	d := &Dynamo{client: dynamosafe.Wrap(cfg.Client), table: cfg.Table, limit: cmp.Or(cfg.Concurrency, 16),
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock)}
 	if d.logger == nil {
 		d.logger = slog.Default()

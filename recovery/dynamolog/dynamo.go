@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/dynamosafe"
 	"github.com/weirstream/weir/internal/dynamotable"
 	"github.com/weirstream/weir/recovery"
 
@@ -214,6 +215,7 @@ func open(ctx context.Context, cfg Config) (*dynamoLog, error) {
 	}
 	// Read before the client is wrapped, which hides its options.
 	endpoint := awsconf.DynamoDBEndpoint(ctx, client)
+	client = dynamosafe.Wrap(client) // a panic in it fails the call, not the process
 	if cfg.AttemptTimeout >= 0 {
 		client = withAttemptTimeout(client, clock.Or(cfg.Clock), cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout))
 	}
