@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/checkpointer"
 )
 
@@ -119,14 +120,26 @@ func (c *Coordinator) checkParents(ctx context.Context) bool {
 		switch {
 		case errors.As(err, &bad):
 			// Its children wait until it is repaired (recheckBad).
+		case err != nil && ctx.Err() != nil:
+		case err != nil && awserr.Refused(err):
+			// A policy that grants the renewals but not GetItem: they
+			// do not report it, and the children of ended shards wait
+			// for the periodic scan. Said once until a read succeeds.
+			if c.parentReadRefused.CompareAndSwap(false, true) {
+				c.log.Warn("leasetable: reading a parent shard's lease was refused: this worker learns that a parent shard ended "+
+					"only from its periodic scan, so the children of an ended shard wait up to a scan interval for it; "+
+					"fix: allow dynamodb:GetItem on the lease table (docs/iam/dynamodb-leases.json lists the actions weir calls)",
+					"shard", p, "scan_interval", c.cfg.ScanInterval.String(), "err", err)
+			}
 		case err != nil:
 			// Read again next cycle. Not a WARN each cycle: a table that
 			// fails reads fails the renewals too, which report it.
-			if ctx.Err() == nil {
-				c.log.Debug("leasetable: reading a parent shard's lease failed; retrying next take cycle", "shard", p, "err", err)
-			}
+			c.log.Debug("leasetable: reading a parent shard's lease failed; retrying next take cycle", "shard", p, "err", err)
 		case !ok || l.Checkpoint == checkpointer.ShardEnd:
+			c.parentReadRefused.Store(false)
 			return true
+		default:
+			c.parentReadRefused.Store(false)
 		}
 	}
 	return false

@@ -132,6 +132,9 @@ type Coordinator struct {
 	// skewWarned is set once this worker's clock was said to be off
 	// DynamoDB's (latestPin).
 	skewWarned atomic.Bool
+	// parentReadRefused is set while checkParents's reads are refused
+	// (said once, see checkParents).
+	parentReadRefused atomic.Bool
 
 	mu          sync.Mutex
 	held        map[string]*heldLease

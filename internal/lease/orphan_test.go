@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
@@ -196,22 +197,102 @@ func TestCoordinatorChildTakenAfterParentEnds(t *testing.T) {
 	}
 }
 
+// TestCoordinatorParentReadRefusedWarns has the workers waiting for a
+// parent's children read the parent's lease under a policy that refuses
+// GetItem, and checks that each says so once, at WARN, naming the fix,
+// and again only after a read succeeded in between; the children are
+// still taken, by the periodic scan.
+func TestCoordinatorParentReadRefusedWarns(t *testing.T) {
+	ctx := t.Context()
+	f, parent, children := splitFleet(t, true)
+	logs := make([]*bytes.Buffer, len(f.ws))
+	for i, w := range f.ws {
+		logs[i] = &bytes.Buffer{}
+		w.c.log = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	const refused = "reading a parent shard's lease was refused"
+	warnings := func(i int) int { return strings.Count(logs[i].String(), refused) }
+	for _, g := range f.gets {
+		g.setRefuse(true)
+		g.take()
+	}
+	for range 3 {
+		f.step(ctx, t)
+	}
+	for i, g := range f.gets {
+		reads, want := len(g.take()), 1
+		if i == 0 { // it reads the parent: it waits for nothing
+			want = 0
+		}
+		if reads == 0 && want > 0 {
+			t.Fatalf("worker-%d read no parent lease in 3 take cycles; the test needs it to", i)
+		}
+		if got := warnings(i); got != want {
+			t.Errorf("worker-%d warned %d times in 3 refused take cycles, want %d; log:\n%s", i, got, want, logs[i])
+		}
+	}
+	if log := logs[1].String(); !strings.Contains(log, "fix: allow dynamodb:GetItem on the lease table") || !strings.Contains(log, "shard="+parent.ID) {
+		t.Errorf("worker-1's warning names neither the fix nor the parent:\n%s", log)
+	}
+	// A read that succeeds ends the episode: the next refusal is said again.
+	f.gets[1].setRefuse(false)
+	f.step(ctx, t)
+	f.gets[1].setRefuse(true)
+	f.step(ctx, t)
+	if got := warnings(1); got != 2 {
+		t.Errorf("worker-1 warned %d times after a read succeeded between refusals, want 2; log:\n%s", got, logs[1])
+	}
+	// The parent ends; nobody can read that, but the periodic scan shows it.
+	if err := f.ws[0].c.Commit(ctx, parent.ID, checkpointer.ShardEnd); err != nil {
+		t.Fatal(err)
+	}
+	f.ws[0].c.deliver()
+	cfg := f.ws[0].c.cfg
+	taken := func() bool {
+		o := owners(t, f.ws[0].c.Table())
+		return o[children[0].ID] != "" && o[children[1].ID] != ""
+	}
+	for start := f.elapsed; !taken() && f.elapsed-start <= 2*cfg.ScanInterval; {
+		f.step(ctx, t)
+	}
+	if !taken() {
+		t.Fatalf("children not both owned after two scan intervals of refused parent reads: owners %v", owners(t, f.ws[0].c.Table()))
+	}
+}
+
 // getLog logs the keys of the items a DynamoDB client reads one at a time
 // (GetItem).
 type getLog struct {
 	leasetable.DynamoDBAPI
 
-	mu   sync.Mutex
-	keys []string
+	mu     sync.Mutex
+	keys   []string
+	refuse bool // answer every GetItem as a policy without it would
 }
 
+// errGetDenied is how DynamoDB refuses a GetItem the caller's policy does
+// not allow.
+var errGetDenied = &smithy.GenericAPIError{Code: "AccessDeniedException",
+	Message: "User: arn:aws:iam::123456789012:user/weir is not authorized to perform: dynamodb:GetItem", Fault: smithy.FaultClient}
+
 func (g *getLog) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	g.mu.Lock()
 	if k, ok := in.Key["leaseKey"].(*types.AttributeValueMemberS); ok {
-		g.mu.Lock()
 		g.keys = append(g.keys, k.Value)
-		g.mu.Unlock()
+	}
+	refuse := g.refuse
+	g.mu.Unlock()
+	if refuse {
+		return nil, errGetDenied
 	}
 	return g.DynamoDBAPI.GetItem(ctx, in, o...)
+}
+
+// setRefuse sets whether g refuses GetItems.
+func (g *getLog) setRefuse(refuse bool) {
+	g.mu.Lock()
+	g.refuse = refuse
+	g.mu.Unlock()
 }
 
 // take returns the keys read since the last take.
