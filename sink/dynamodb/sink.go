@@ -94,7 +94,9 @@ type Config struct {
 	// or two pipelines) that write an item in one batch, or from one
 	// source record, give their writes the same versions, so with one
 	// attribute the second Sink's writes are skipped as already applied,
-	// and lost. Default DefaultVersionAttribute ("weirVersion").
+	// and lost. Within one Run the second output's Write fails instead,
+	// naming the item (see Write); two pipelines, or two processes, are
+	// not told apart. Default DefaultVersionAttribute ("weirVersion").
 	VersionAttribute string
 	// Concurrency is the most writes in flight at once. Writes of the
 	// same item are never in flight together. Default DefaultConcurrency
@@ -164,9 +166,27 @@ type Sink[T any] struct {
 	outage *streak.Shared
 
 	// items are the items the outputs of a pipeline's Run wrote in its
-	// latest batch, by their keys' ids: another output's write of one of
-	// them is refused (see oneOutput).
-	items outputid.Written[string, string]
+	// latest batch with a Sink of this table and version attribute (this
+	// one, or another of the process: see sharedItems), by their keys'
+	// ids: another output's write of one of them is refused (see
+	// oneOutput).
+	items *outputid.Written[string, string]
+}
+
+// sharedItems is, by endpoint, table and version attribute, the record of
+// the items written that the Sinks of the process share: two Sinks of one
+// table and version attribute given to two outputs collide as one Sink
+// given to both does.
+var sharedItems sync.Map // sinkKey -> *outputid.Written[string, string]
+
+// sinkKey names the items a Sink writes and the attribute of their versions.
+type sinkKey struct{ endpoint, table, version string }
+
+// itemsOf returns the record of the items written shared by the Sinks of
+// key.
+func itemsOf(key sinkKey) *outputid.Written[string, string] {
+	w, _ := sharedItems.LoadOrStore(key, &outputid.Written[string, string]{Key: func(id string) string { return id }})
+	return w.(*outputid.Written[string, string])
 }
 
 // Stats counts what a Sink did since New.
@@ -228,7 +248,6 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 		client: client, table: cfg.Table, version: cfg.VersionAttribute, par: cfg.Concurrency,
 		logger: cfg.Logger, clock: clock.Or(cfg.Clock), f: f, anyTime: cfg.AllowBatchTimeVersions,
 	}
-	s.items.Key = func(id string) string { return id }
 	if s.version == "" {
 		s.version = DefaultVersionAttribute
 	}
@@ -239,6 +258,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 		s.logger = slog.Default()
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
+	s.items = itemsOf(sinkKey{s.endpoint, s.table, s.version})
 	s.timeout = attemptTimeout
 	s.outage = streak.NewShared(*s.streak("write"))
 	out, err := s.usableTable(ctx)
@@ -316,7 +336,8 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // from an output of an item another output of the same Run wrote in the
 // same batch fails, as no retry fixes, since both outputs' writes of the
 // item would have the same versions and the second one's would be skipped
-// as already applied.
+// as already applied. The same holds for two Sinks of the process with
+// the same table, endpoint and VersionAttribute, given to two outputs.
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
@@ -378,9 +399,11 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // the Sink: their versions never meet. It records keys as the output's.
 func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, byKey map[string][]op) error {
 	if first, out, id, clash := s.items.Claim(ctx, int64(t), keys); clash {
-		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes the item of key %s with this Sink, and so does output %d in the same batch: "+
+		return noretry.Mark(fmt.Errorf("output %d of the pipeline writes the item of key %s of table %s, and so does output %d in the same batch, "+
+			"with this Sink or another of the same table and VersionAttribute (%q): "+
 			"both outputs' writes of the item would have the same versions, and the second one's be skipped as already applied; "+
-			"let one output write each item, or give each output a Sink of its own with a VersionAttribute of its own", first, formatKey(byKey[id][0].key, s.keyAttrs), out))
+			"let one output write each item, or give each output a Sink of its own with a VersionAttribute of its own",
+			first, formatKey(byKey[id][0].key, s.keyAttrs), s.table, out, s.version))
 	}
 	return nil
 }
