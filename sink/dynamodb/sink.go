@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,8 +180,27 @@ type Sink[T any] struct {
 // given to both does.
 var sharedItems sync.Map // sinkKey -> *outputid.Written[string, string]
 
-// sinkKey names the items a Sink writes and the attribute of their versions.
-type sinkKey struct{ endpoint, table, version string }
+// sinkKey names the items a Sink writes, by where its client sends
+// requests and the table, and the attribute of their versions. Where the
+// endpoint is not known (a client of another type), the client itself
+// stands for it (a value of a type that cannot be compared, the Sink's
+// own, shared with no other).
+type sinkKey struct {
+	at             any
+	table, version string
+}
+
+// clientAt returns where client, whose endpoint is endpoint
+// (awsconf.DynamoDBEndpoint), sends requests, for a sinkKey.
+func clientAt(client Client, endpoint string) any {
+	if _, ok := client.(interface{ Options() ddb.Options }); ok {
+		return endpoint
+	}
+	if reflect.TypeOf(client).Comparable() {
+		return client
+	}
+	return new(byte)
+}
 
 // itemsOf returns the record of the items written shared by the Sinks of
 // key.
@@ -258,7 +278,7 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 		s.logger = slog.Default()
 	}
 	s.endpoint = awsconf.DynamoDBEndpoint(ctx, client)
-	s.items = itemsOf(sinkKey{s.endpoint, s.table, s.version})
+	s.items = itemsOf(sinkKey{clientAt(client, s.endpoint), s.table, s.version})
 	s.timeout = attemptTimeout
 	s.outage = streak.NewShared(*s.streak("write"))
 	out, err := s.usableTable(ctx)

@@ -90,16 +90,17 @@ type Config[T any] struct {
 	// whichever worker of a fleet writes it, so copies written after a
 	// lease moved, or by a zombie worker, are dropped too. A Sink with
 	// Origin is one writer of records without origins: two outputs writing
-	// batches without origins through it give records of a batch time the
-	// same tags, and a reader drops one's as copies of the other's; give
-	// each output a Sink of its own Origin (such a Write from a second
-	// output of a pipeline's Run fails it at once). A version 2 tag does
-	// not name the writer at all, so a stream may have one writer with
-	// origins per source stream: a reader drops, as copies, the records of
-	// a second output or pipeline that writes records of the same source
-	// records with origins, whatever its Origin (a Write of a record of an
-	// origin another output of the Run wrote through the Sink in the same
-	// batch fails it at once). Outputs of one pipeline writing records of
+	// batches without origins through it, or through two Sinks of the same
+	// Origin and stream, give records of a batch time the same tags, and a
+	// reader drops one's as copies of the other's; give each output a Sink
+	// of its own Origin (such a Write from a second output of a pipeline's
+	// Run fails it at once). A version 2 tag does not name the writer at
+	// all, so a stream may have one writer with origins per source stream:
+	// a reader drops, as copies, the records of a second output or
+	// pipeline that writes records of the same source records with
+	// origins, whatever its Origin (a Write of a record of an origin
+	// another output of the Run wrote to the stream in the same batch, with
+	// this Sink or another of the process, fails it at once). Outputs of one pipeline writing records of
 	// distinct source records with origins, such as a stream split by
 	// Filter, may share the stream and the Sink. A pipeline
 	// without a recovery log (stream.HasRecovery) takes its batch times

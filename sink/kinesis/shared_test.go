@@ -227,3 +227,70 @@ func TestOriginRefusalsNotRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoSinksOfOneStream runs pipelines whose two outputs write to one
+// stream, each with a Sink of its own. Records of distinct outputs with the
+// same tag (the same origin, or the same writer, batch time and index
+// without origins) lost one of them to a reader's duplicate filter with no
+// error, as with one Sink given to both outputs, which was refused: each
+// Sink kept its own record of what the outputs wrote. The record is now
+// shared by the Sinks of a stream (by writer, for records without
+// origins), so the second output's Write fails Run at once; Sinks whose
+// tags cannot meet (two Origins, so two writers) still run.
+func TestTwoSinksOfOneStream(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		origin  [2]string // the Sinks' Origins
+		origins bool      // the outputs write with their records' origins
+		refusal string    // in Run's error; empty: Run reaches its deadline
+	}{
+		{"one origin written by both", [2]string{"app/out", "app/out"}, true, "let one output write the records of each source record"},
+		{"one writer without origins", [2]string{"app/out", "app/out"}, false, "give each output a Sink of its own"},
+		{"two writers without origins", [2]string{"app/out", "app/other"}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, nil)
+			var sinks []*kinesis.Sink[source.Record]
+			for _, o := range tc.origin {
+				s, err := kinesis.New(kinesis.Config[source.Record]{Client: f, Stream: "out", Record: dataOf, Origin: o})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sinks = append(sinks, s)
+			}
+			var opts []stream.Option
+			if tc.origins {
+				opts = append(opts, stream.Origins())
+			}
+			var logs logBuffer
+			err := runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
+				stream.ForEachBatch(in, sinks[0].Write, opts...)
+				stream.ForEachBatch(stream.Map(in, func(r source.Record) source.Record { return r }), sinks[1].Write, opts...)
+			})
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			tags := make(map[origin.Tag]bool)
+			for _, tag := range f.tags {
+				tags[tag] = true
+			}
+			if tc.refusal == "" {
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Run = %v, want its deadline's error or nil: the Sinks' tags cannot meet", err)
+				}
+				if len(f.written) != 2*sharedRecords || len(tags) != 2*sharedRecords {
+					t.Errorf("%d records written with %d distinct tags, want %d of each", len(f.written), len(tags), 2*sharedRecords)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.refusal) || !strings.Contains(err.Error(), "output 1, ") {
+				t.Errorf("Run = %v, want output 1's error saying %q", err, tc.refusal)
+			}
+			if len(tags) != len(f.written) {
+				t.Errorf("%d records written with %d distinct tags: a reader drops the copies", len(f.written), len(tags))
+			}
+			if got := logs.String(); strings.Contains(got, "trying again") {
+				t.Errorf("the refusal was tried again before Run failed:\n%s", got)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -57,14 +58,52 @@ type Sink[T any] struct {
 	fleetWriter string
 	fleetNote   sync.Once
 
-	// v1 is the output of a pipeline's Run that writes batches without
-	// origins (version 1 tags) with the Sink with Origin set: another
-	// output of that Run writing such a batch is refused (see oneWriter).
-	v1 outputid.Owner
+	// at is where the Sink's client sends requests (see streamKey).
+	at any
 	// v2 is what the outputs of a pipeline's Run wrote with version 2 tags
-	// in its latest batch, by origin: another output's record of the same
+	// in its latest batch, by origin, with the Sinks of the process
+	// writing to the same stream: another output's record of the same
 	// origin is refused (see oneOrigin).
-	v2 outputid.Written[batch.Origin, originPos]
+	v2 *outputid.Written[batch.Origin, originPos]
+}
+
+// Records of one stream are tagged alike by every Sink that writes to it
+// (version 2 tags), or by every Sink of the same writer (version 1): so
+// what the outputs of a Run wrote is recorded per stream (and writer) for
+// the Sinks of the process, and two Sinks given to two outputs collide as
+// one Sink given to both does.
+var (
+	// writers is, by stream and writer, the output of a pipeline's Run
+	// that writes batches without origins (version 1 tags) as that
+	// writer: another output of that Run writing such a batch is refused
+	// (see oneWriter).
+	writers sync.Map // streamKey -> *outputid.Owner
+	origins sync.Map // streamKey -> *outputid.Written[batch.Origin, originPos]
+)
+
+// streamKey names a stream written to and, for version 1 tags, the
+// writer. The stream is named by its name and where the Sink's client
+// sends requests: its endpoint or region, or for a client of another type
+// the client itself (a value of a type that cannot be compared, a Sink's
+// own, shared with no other).
+type streamKey struct {
+	at             any
+	stream, writer string
+}
+
+// clientAt returns where client sends requests, for a streamKey.
+func clientAt(client Client) any {
+	if c, ok := client.(*awskinesis.Client); ok {
+		o := c.Options()
+		if o.BaseEndpoint != nil {
+			return "endpoint " + *o.BaseEndpoint
+		}
+		return "region " + o.Region
+	}
+	if reflect.TypeOf(client).Comparable() {
+		return client
+	}
+	return new(byte)
 }
 
 // originPos is what a version 2 tag names of a record: its origin shard
@@ -87,7 +126,6 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 		return nil, err
 	}
 	s := &Sink[T]{cfg: cfg.withDefaults(), requestBytes: requestBytes, timeout: callTimeout}
-	s.v2.Key = posOf
 	if cfg.Origin != "" {
 		worker := cfg.Worker
 		if worker == "" {
@@ -101,6 +139,9 @@ func New[T any](cfg Config[T]) (*Sink[T], error) {
 	if c, ok := cfg.Client.(*awskinesis.Client); ok {
 		s.endpoint = aws.ToString(c.Options().BaseEndpoint)
 	}
+	s.at = clientAt(cfg.Client)
+	v2, _ := origins.LoadOrStore(streamKey{at: s.at, stream: cfg.Stream}, &outputid.Written[batch.Origin, originPos]{Key: posOf})
+	s.v2 = v2.(*outputid.Written[batch.Origin, originPos])
 	return s, nil
 }
 
@@ -140,7 +181,10 @@ type entry struct {
 // fixes; so does, in a batch with origins (version 2 tags, naming the
 // origin alone), a record of an origin another output of the Run wrote in
 // the same batch. Outputs writing records of distinct source records with
-// origins, or one without and the others with, share it.
+// origins, or one without and the others with, share it. Two Sinks of the
+// process writing to the same stream are held to the same rule as one:
+// they share what the outputs of a Run wrote (by writer, for batches
+// without origins).
 func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if b.Len() == 0 {
 		return nil
@@ -148,11 +192,11 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	writer := s.cfg.Origin
 	v2 := writer != "" && allOrigins(b.Origins())
 	if writer != "" && !v2 {
-		if err := s.oneWriter(ctx); err != nil {
-			return err
-		}
 		var err error
 		if writer, err = s.writer(ctx); err != nil {
+			return err
+		}
+		if err := s.oneWriter(ctx, writer); err != nil {
 			return err
 		}
 	}
@@ -170,17 +214,23 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 
 // oneWriter returns an error, marked as no retry fixes (internal/noretry),
 // if ctx is that of another output of the pipeline's Run than the one that
-// wrote batches without origins with the Sink before: both outputs'
-// records of a batch would get the same version 1 tags (the same writer,
-// batch time and index), and a reader's duplicate filter would drop one
-// output's records as copies of the other's. Called only with Origin set:
-// untagged records are not filtered.
-func (s *Sink[T]) oneWriter(ctx context.Context) error {
-	if clash, first := s.v1.Claim(ctx, false); clash != outputid.None {
+// wrote batches without origins as writer to the Sink's stream before,
+// with this Sink or another: both outputs' records of a batch would get
+// the same version 1 tags (the same writer, batch time and index), and a
+// reader's duplicate filter would drop one output's records as copies of
+// the other's. Called only with Origin set: untagged records are not
+// filtered.
+func (s *Sink[T]) oneWriter(ctx context.Context, writer string) error {
+	key := streamKey{s.at, s.cfg.Stream, writer}
+	o, ok := writers.Load(key)
+	if !ok {
+		o, _ = writers.LoadOrStore(key, &outputid.Owner{})
+	}
+	if clash, first := o.(*outputid.Owner).Claim(ctx, false); clash != outputid.None {
 		out, _ := outputid.Of(ctx)
-		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes batches without origins with the Sink of Origin %q, and so does output %d: "+
-			"both outputs' records of a batch would have the same origin tags (the Sink's writer, the batch time and the record's index), and a reader would drop one output's as copies of the other's; "+
-			"give each output a Sink of its own, each with an Origin of its own", first, s.cfg.Origin, out))
+		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes batches without origins to stream %s as writer %q (with this Sink or another), and so does output %d: "+
+			"both outputs' records of a batch would have the same origin tags (the writer, the batch time and the record's index), and a reader would drop one output's as copies of the other's; "+
+			"give each output a Sink of its own, each with an Origin of its own", first, s.cfg.Stream, writer, out))
 	}
 	return nil
 }
@@ -197,9 +247,9 @@ func (s *Sink[T]) oneWriter(ctx context.Context) error {
 // It records origins as the output's.
 func (s *Sink[T]) oneOrigin(ctx context.Context, t batch.Time, origins []batch.Origin) error {
 	if first, out, o, clash := s.v2.Claim(ctx, int64(t), origins); clash {
-		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes with the Sink of Origin %q a record of origin %s/%s sequence number %s, sub-sequence %d, index %d, and so does output %d in the same batch: "+
+		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes to stream %s (with this Sink or another) a record of origin %s/%s sequence number %s, sub-sequence %d, index %d, and so does output %d in the same batch: "+
 			"both records would have the same origin tag, which names no writer, and a reader would drop one as a copy of the other, whatever their Sinks' Origin; "+
-			"let one output write the records of each source record, or give each output a stream of its own", first, s.cfg.Origin, o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index, out))
+			"let one output write the records of each source record, or give each output a stream of its own", first, s.cfg.Stream, o.Stream, o.Shard, o.Seq, o.SubSeq, o.Index, out))
 	}
 	return nil
 }
