@@ -71,6 +71,22 @@ func Retry(n int) Option {
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
+//
+// Quarantine is also an option of the keyed and state operators
+// (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey,
+// MapWithState), whose map side runs the narrow operators before them
+// fused into its tasks: when a task fails there (a panic in a Map,
+// Filter, FlatMap or MapBatch before the operator, or in the reduce of
+// ReduceByKey or a windowed reduce), the map side runs once more with the
+// records isolated one by one, as above; each record whose processing
+// fails is sent to d, and the operator computes the batch from the
+// others, none of a failing record's outputs included. Nothing is retried
+// first: such functions are deterministic. A windowed reduce quarantines a
+// record once, when its batch is reduced, not once per window; a restart
+// that replays completed batches to rebuild the state leaves the same
+// records out without sending their letters again. Failures of
+// UpdateStateByKey's update or MapWithState's f, which see keys rather
+// than records, still stop the pipeline.
 func Quarantine(d DeadLetters) Option {
 	return func(o *options) { o.dead, o.quarantine, o.given = d, true, o.given|optQuarantine }
 }
@@ -103,7 +119,11 @@ type DeadLetter struct {
 	Time batch.Time `json:"time"`
 	// Output is the output's index in declaration order, as in the
 	// pipeline's Shape, and OutputName describes it as errors do:
-	// `ForEach("mail") of Map (stream 1)`.
+	// `ForEach("mail") of Map (stream 1)`. For a keyed or state operator
+	// with Quarantine, Output is the number of the pipeline's outputs plus
+	// the operator's position among such operators, in declaration order
+	// (the first is numbered as an output after the last), and OutputName
+	// names the operator: `ReduceByKey (stream 3)`.
 	Output     int    `json:"output"`
 	OutputName string `json:"outputName"`
 	// Index is the letter's position among those of its batch and output,
@@ -606,15 +626,15 @@ func (pt *parted[T]) mapTaskError(i int, err error) error {
 	if at == "" {
 		at = fmt.Sprintf("partition %d", i)
 	}
-	return fmt.Errorf("%w; on %s: %s", err, at, keyedStopFix)
+	return &mapTaskFailure{err: err, msg: fmt.Sprintf("%v; on %s: %s", err, at, keyedStopFix)}
 }
 
 // keyedStopFix ends mapTaskError's error: what failed, and what the user
 // can do about it.
 const keyedStopFix = "a function run on the records before the operator groups them failed " +
 	"(a Map, Filter, FlatMap or MapBatch fused into it, or its own reduce); " +
-	"stream.Quarantine cannot set aside records before a keyed, window or state operator: " +
-	"fix the function or the record (a function can drop a record it cannot process, with Filter or FlatMap); " +
+	"to set the records that fail aside and go on, give the operator stream.Quarantine(d); " +
+	"otherwise fix the function or the record (a function can drop a record it cannot process, with Filter or FlatMap): " +
 	"the batch is not completed, so its records are processed again after a restart"
 
 // where names, for the error that stops the pipeline, where partition i

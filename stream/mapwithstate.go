@@ -94,12 +94,16 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 	st := &mapState[K, V, S, U]{f: f, timeout: o.timeout, vals: make(map[K]*keyEntry[S]),
 		kc: codecFor[K](cs), sc: codecFor[S](cs)}
 	cs.unused(s.p, "MapWithState", s.n)
+	dead := newKeyedDead(s.p, "MapWithState of "+s.n.String(), o)
 	tick := func(r *run) error {
 		in, err := s.parts(r)
 		if err != nil || in == nil {
 			return err
 		}
-		return st.apply(r.ctx, r.par, in)
+		_, err = isolateMapSide(r, dead, in, struct{}{}, st.apply(r.ctx, r.par, in), func(in *parted[Pair[K, V]]) (struct{}, error) {
+			return struct{}{}, st.apply(r.ctx, 1, in)
+		})
+		return err
 	}
 	mapped = newStatefulStream(s.p, "MapWithState", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
 		if st.out == nil || st.out.Time() != r.job.time {
@@ -109,6 +113,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 	}, tick)
 	mapped.n.keepState(st)
 	mapped.n.keyedByShard = o.partitioned
+	dead.named(mapped.n)
 	snapshots = newStream(s.p, "MapWithState(snapshots)", s.n.slide, []*node{mapped.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if _, err := mapped.at(r); err != nil {
 			return nil, err

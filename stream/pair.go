@@ -69,10 +69,27 @@ func (r *reducer[K, V]) out() []Pair[K, V] {
 // values of a key are combined partition by partition, in order within
 // each: a reduce that is not commutative would depend on how the records of
 // shards interleave in blocks.
-func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V) *Stream[Pair[K, V]] {
+//
+// It takes one Option, Quarantine: a record that a function fused into its
+// tasks fails on (a Map, Filter, FlatMap or MapBatch before it, or reduce)
+// is then set aside and the batch reduced without it, instead of stopping
+// the pipeline (see Quarantine).
+func ReduceByKey[K comparable, V any](s *Stream[Pair[K, V]], reduce func(V, V) V, opts ...Option) *Stream[Pair[K, V]] {
 	mustExist("ReduceByKey", "s", s)
 	requireFunc(s.p, "ReduceByKey", s.n, "reduce", reduce == nil)
-	return newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
+	kd := reduceByKey[K](reduce)
+	kd.dead = keyedQuarantine(s.p, "ReduceByKey of "+s.n.String(), opts)
+	out := newPlanned(s.p, "ReduceByKey", s.n.slide, []*node{s.n}, kd.plan(s))
+	kd.dead.named(out.n)
+	return out
+}
+
+// keyedQuarantine returns the Quarantine opts give the keyed operator
+// what, which takes no other Option, or nil.
+func keyedQuarantine(p *Pipeline, what string, opts []Option) *keyedDead {
+	o := applyOptions(opts)
+	o.refuseOthers(p, what, keyedOptions)
+	return newKeyedDead(p, what, o)
 }
 
 // reduceByKey returns the keyed operator of ReduceByKey.
@@ -99,10 +116,11 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 // CountByValue returns, for every batch of s, one pair per distinct record
 // with the number of times it occurs in the batch, in the order the records
 // first appear (as ForEachBatch sees them); the result's batch has one part.
-// It runs as ReduceByKey does.
-func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
+// It runs as ReduceByKey does, and takes its Option, Quarantine.
+func CountByValue[T comparable](s *Stream[T], opts ...Option) *Stream[Pair[T, int64]] {
 	mustExist("CountByValue", "s", s)
-	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b }}
+	kd := &keyed[T, T, int64]{seed: maphash.MakeSeed(), reduce: func(a, b int64) int64 { return a + b },
+		dead: keyedQuarantine(s.p, "CountByValue of "+s.n.String(), opts)}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
 		at := firstAt{pos: -1}
 		in.transient(part, func(pos int, chunk []T) bool {
@@ -115,5 +133,7 @@ func CountByValue[T comparable](s *Stream[T]) *Stream[Pair[T, int64]] {
 			return true
 		})
 	}
-	return newPlanned(s.p, "CountByValue", s.n.slide, []*node{s.n}, kd.plan(s))
+	out := newPlanned(s.p, "CountByValue", s.n.slide, []*node{s.n}, kd.plan(s))
+	kd.dead.named(out.n)
+	return out
 }

@@ -67,6 +67,7 @@ type Pipeline struct {
 	sources   []sourceRunner
 	outputs   []*output
 	graphErrs []error
+	keyedDead int // the operators with Quarantine so far (keyedDead.k)
 	state     runState
 	stopped   bool                    // Stop was called
 	draining  bool                    // a drain was requested

@@ -60,8 +60,10 @@ const (
 const (
 	sourceOptions       = optNamed | optPartitionedByKey
 	outputOptions       = optNamed | optRetry | optQuarantine
-	stateOptions        = optStateCodec
-	mapWithStateOptions = optStateCodec | optStateTimeout | optPartitionedByKey
+	keyedOptions        = optQuarantine
+	windowOptions       = optStateCodec
+	stateOptions        = optStateCodec | optQuarantine
+	mapWithStateOptions = optStateCodec | optStateTimeout | optPartitionedByKey | optQuarantine
 )
 
 // optionTakers names each Option and the operators that take it, by bit.
@@ -71,7 +73,7 @@ var optionTakers = [...]struct{ name, takers string }{
 	{"StateTimeout", "MapWithState"},
 	{"PartitionedByKey", "From and MapWithState"},
 	{"Retry", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
-	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
+	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed and state operators (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState)"},
 	{"Origins", "ForEachBatch"},
 }
 

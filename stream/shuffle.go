@@ -227,6 +227,8 @@ type keyed[T any, K comparable, V any] struct {
 	// reduceApart, for tests, makes every shuffle start a stage of reduce
 	// tasks, however small its reduce side (see maxInlineReduce).
 	reduceApart bool
+	// dead is the operator's Quarantine, if it has one.
+	dead *keyedDead
 }
 
 // task returns an empty combined for map task i, made from that of the
@@ -268,6 +270,9 @@ func (kd *keyed[T, K, V]) plan(s *Stream[T]) func(r *run) (*parted[Pair[K, V]], 
 			return nil, err
 		}
 		out, err := kd.shuffle(r.ctx, max(r.par, 1), in)
+		out, err = isolateMapSide(r, kd.dead, in, out, err, func(in *parted[T]) ([]Pair[K, V], error) {
+			return kd.shuffle(r.ctx, 1, in)
+		})
 		if err != nil {
 			return nil, err
 		}

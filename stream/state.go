@@ -39,6 +39,7 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 	cs := newCodecSet(o)
 	st := newKeyState[K, V, S](update, codecFor[K](cs), codecFor[S](cs))
 	cs.unused(s.p, "UpdateStateByKey", s.n)
+	dead := newKeyedDead(s.p, "UpdateStateByKey of "+s.n.String(), o)
 	var out *Stream[Pair[K, S]]
 	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if st.last == nil || st.last.Time() != r.job.time {
@@ -50,9 +51,13 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		if err != nil || in == nil {
 			return err
 		}
-		return st.apply(r.ctx, r.par, in)
+		_, err = isolateMapSide(r, dead, in, struct{}{}, st.apply(r.ctx, r.par, in), func(in *parted[Pair[K, V]]) (struct{}, error) {
+			return struct{}{}, st.apply(r.ctx, 1, in)
+		})
+		return err
 	})
 	out.n.keepState(st)
+	dead.named(out.n)
 	return out
 }
 

@@ -114,6 +114,10 @@ type run struct {
 	// record; another stream's failure (a source's, a keyed operator's)
 	// it returns as it is, running nothing again.
 	isolating bool
+	// replaying is set for a completed batch replayed to rebuild the
+	// state (engine.replay): the records an operator's Quarantine leaves
+	// out are those the batch left out, whose letters were sent then.
+	replaying bool
 }
 
 // Pipeline returns the Pipeline s belongs to: for a function that builds

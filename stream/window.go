@@ -35,7 +35,7 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
 	h := &history[T]{}
 	o := applyOptions(opts)
-	o.refuseOthers(s.p, "Window of "+s.n.String(), stateOptions)
+	o.refuseOthers(s.p, "Window of "+s.n.String(), windowOptions)
 	cs := newCodecSet(o)
 	ws := &windowState[T]{h: h, slide: slide, rc: plainRecords(codecFor[T](cs))}
 	cs.unused(s.p, "Window", s.n)
@@ -181,10 +181,14 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 	mustExist("ReduceByKeyAndWindow", "s", s)
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
 	length, slide = checkWindow(s.p, "ReduceByKeyAndWindow", s.n, length, slide)
-	// Each batch is reduced by key first, in parallel, as by ReduceByKey.
-	perBatch := newPlanned(s.p, "ReduceByKeyAndWindow(per batch)", s.n.slide, []*node{s.n}, reduceByKey[K](reduce).plan(s))
 	o := applyOptions(opts)
 	o.refuseOthers(s.p, "ReduceByKeyAndWindow of "+s.n.String(), stateOptions)
+	// Each batch is reduced by key first, in parallel, as by ReduceByKey,
+	// once: its records that fail are quarantined once, not once per
+	// window.
+	kd := reduceByKey[K](reduce)
+	kd.dead = newKeyedDead(s.p, "ReduceByKeyAndWindow of "+s.n.String(), o)
+	perBatch := newPlanned(s.p, "ReduceByKeyAndWindow(per batch)", s.n.slide, []*node{s.n}, kd.plan(s))
 	cs := newCodecSet(o)
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
@@ -203,6 +207,7 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 		return nil
 	})
 	out.n.keepState(w)
+	kd.dead.named(out.n)
 	return out
 }
 

@@ -1,0 +1,67 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/source/memory"
+	"github.com/weirstream/weir/stream"
+)
+
+// printLetters is a stream.DeadLetters that prints the records it is given.
+type printLetters struct{}
+
+func (printLetters) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
+	for _, l := range letters {
+		fmt.Printf("quarantined %q: %s\n", l.Record, l.Err)
+	}
+	return nil
+}
+
+// Sales per item, from lines of an item and a quantity. A line whose
+// quantity is not a number makes the Map before ReduceByKey panic; with
+// Quarantine on ReduceByKey that line is set aside (here printed; in
+// production a sink/deadletter directory, table or stream) and the batch
+// is reduced without it, instead of stopping the pipeline at every start.
+func ExampleReduceByKey_quarantine() {
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Push("apple 3", "pear lots", "apple 2", "pear 1")
+	sales := stream.Map(stream.From(p, src), func(line string) stream.Pair[string, int] {
+		item, qty, _ := strings.Cut(line, " ")
+		n, err := strconv.Atoi(qty)
+		if err != nil {
+			panic(err)
+		}
+		return stream.Pair[string, int]{Key: item, Value: n}
+	})
+	totals := stream.ReduceByKey(sales, func(a, b int) int { return a + b }, stream.Quarantine(printLetters{}))
+	stream.ForEachBatch(totals, func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+		for kv := range b.All() {
+			fmt.Println(kv)
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run drains what the source holds, then returns
+	if err := p.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// quarantined "pear lots": panic: strconv.Atoi: parsing "lots": invalid syntax
+	// (apple, 5)
+	// (pear, 1)
+}

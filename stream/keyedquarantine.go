@@ -1,0 +1,128 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Quarantine before a keyed operator. The map side of a keyed, window or
+// state operator runs the narrow operators before it fused into its tasks
+// (and, for ReduceByKey and the windowed reduces, its reduce), so a
+// function that fails on one record fails the whole map side. With the
+// operator's Quarantine, the map side then runs once more, on the
+// driver's goroutine, with the roots of its chains yielding one record at
+// a time (isolation, as an output's quarantine pass): a record whose
+// processing fails is left out of the operator's input and quarantined,
+// and the operator computes the batch from the others. The records that
+// fail are the same whenever the batch is computed (functions are
+// deterministic), so a batch replayed after a restart, to rebuild state,
+// leaves the same records out; their letters, sent before the batch
+// completed, are not sent again. A batch recomputed because it did not
+// complete sends them again, in the same places (batch time, output,
+// index).
+
+// keyedDead is the Quarantine of a keyed, window or state operator.
+type keyedDead struct {
+	dead DeadLetters
+	// k is the operator's position among the pipeline's operators with
+	// Quarantine: their letters are numbered as outputs after the
+	// pipeline's outputs (see DeadLetter.Output).
+	k    int
+	name string // the operator, as errors name it; set once it is made
+}
+
+// newKeyedDead returns the Quarantine o gives the operator what, or nil
+// without one; a Quarantine of no DeadLetters is a graph error.
+func newKeyedDead(p *Pipeline, what string, o options) *keyedDead {
+	if !o.quarantine {
+		return nil
+	}
+	if o.dead == nil || nilPointer(o.dead) {
+		p.graphError(fmt.Errorf("%s: Quarantine(nil): pass the DeadLetters to send failing records to", what))
+		return nil
+	}
+	kq := &keyedDead{dead: o.dead, k: p.keyedDead, name: what}
+	p.keyedDead++
+	return kq
+}
+
+// named sets the operator's name in letters and logs, once its node is made.
+func (kq *keyedDead) named(n *node) {
+	if kq != nil {
+		kq.name = n.String()
+	}
+}
+
+// mapTaskFailure is the failure of a map task of a keyed, window or state
+// operator (see parted.mapTaskError): what its Quarantine can isolate.
+type mapTaskFailure struct {
+	err error
+	msg string
+}
+
+func (e *mapTaskFailure) Error() string { return e.msg }
+func (e *mapTaskFailure) Unwrap() error { return e.err }
+
+// isolateMapSide is what an operator with Quarantine kq does when its map
+// side, run by redo on in, failed with err: if a map task failed, it runs
+// redo again, one task at a time, on in's records one root record at a
+// time, leaving out (and quarantining) those whose processing fails, and
+// returns what redo returned. Other failures, and any without kq, are
+// returned as they are.
+func isolateMapSide[T, R any](r *run, kq *keyedDead, in *parted[T], out R, err error, redo func(in *parted[T]) (R, error)) (R, error) {
+	if _, ok := errors.AsType[*mapTaskFailure](err); !ok || kq == nil || r.ctx.Err() != nil {
+		return out, err
+	}
+	iso := &isolation{}
+	prev := r.iso.Swap(iso)
+	out, err = redo(isolatedParts(iso, in))
+	r.iso.Store(prev)
+	if err != nil {
+		return out, err
+	}
+	return out, kq.quarantine(r, iso.letters)
+}
+
+// isolatedParts returns in as a map task reads it in the quarantine pass
+// of iso: the outputs of each root record of partition i, once the record
+// was processed without failing, the map task's own processing of them
+// included (iso.done); none of a record whose processing failed.
+func isolatedParts[T any](iso *isolation, in *parted[T]) *parted[T] {
+	each := func(i int, yield func(int, []T) bool) bool {
+		var held []T // the outputs of the root record being processed
+		pos, stop := 0, false
+		iso.done = func() {
+			if len(held) > 0 && !stop {
+				stop = !yield(pos, held)
+			}
+			held = nil // the consumer may keep the slice
+		}
+		iso.drop = func(int) { held = nil }
+		defer func() { iso.done, iso.drop = nil, nil }()
+		in.transient(i, func(p int, recs []T) bool {
+			pos = p
+			held = append(held, recs...)
+			return !stop
+		})
+		return !stop
+	}
+	return &parted[T]{time: in.time, blocks: in.blocks, keys: in.keys, npos: in.npos, each: each}
+}
+
+// quarantine sends letters, the records kq's operator left out of r's
+// batch, to its dead letters, numbered.
+func (kq *keyedDead) quarantine(r *run, letters []DeadLetter) error {
+	if len(letters) == 0 || r.replaying {
+		return nil // a replayed batch's were sent when it completed
+	}
+	out := len(r.outs) + kq.k
+	for i := range letters {
+		letters[i].Time, letters[i].Output, letters[i].OutputName, letters[i].Index = r.job.time, out, kq.name, i
+	}
+	if err := kq.dead.Quarantine(r.ctx, letters); err != nil {
+		return fmt.Errorf("%s: quarantine %d records: %w", kq.name, len(letters), err)
+	}
+	r.logger.Warn("stream: records quarantined before a keyed operator", "operator", kq.name, "batch", r.job.time,
+		"records", len(letters), "err", letters[0].Err)
+	return nil
+}

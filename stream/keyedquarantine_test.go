@@ -1,0 +1,257 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/stream"
+)
+
+// TestQuarantineBeforeKeyedOperators runs each keyed, window and state
+// operator with Quarantine after a FlatMap and a Map, on four shards with
+// Parallelism 4, where the Map panics on the word "boom": once on records
+// holding it, once on the same records without them. Before, the first
+// run stopped for good at the batch holding "boom" (a map task's panic,
+// which no restart cures). Now each record holding "boom" is quarantined
+// once, as read from its shard, with the panic, and none of its words is
+// counted, even those the FlatMap made before it ("g" of "g boom"): the
+// outputs of every batch are those of the run without them, and the Run
+// ends without error.
+func TestQuarantineBeforeKeyedOperators(t *testing.T) {
+	type pair = stream.Pair[string, int64]
+	one := func(w string) pair {
+		if w == "boom" {
+			panic("map: " + w)
+		}
+		return pair{Key: w, Value: 1}
+	}
+	plus := func(a, b int64) int64 { return a + b }
+	minus := func(a, b int64) int64 { return a - b }
+	// Each case builds its operator on the words, with opts, and an
+	// output that appends each batch's records, formatted, to out.
+	pairsOut := func(s *stream.Stream[pair], out *[]string) {
+		stream.ForEachBatch(s, func(_ context.Context, b *batch.Batch[pair]) error {
+			*out = append(*out, fmt.Sprint(b.Time(), b.Records()))
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		build func(words *stream.Stream[string], out *[]string, opts ...stream.Option)
+	}{{
+		"ReduceByKey", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			pairsOut(stream.ReduceByKey(stream.Map(words, one), plus, opts...), out)
+		},
+	}, {
+		"CountByValue", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			keys := stream.Map(words, func(w string) string { return one(w).Key })
+			stream.ForEachBatch(stream.CountByValue(keys, opts...), func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+				*out = append(*out, fmt.Sprint(b.Time(), b.Records()))
+				return nil
+			})
+		},
+	}, {
+		"ReduceByKeyAndWindow", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			pairsOut(stream.ReduceByKeyAndWindow(stream.Map(words, one), plus, minus, 3*time.Second, time.Second, opts...), out)
+		},
+	}, {
+		"ReduceByKeyAndWindow without inverse", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			pairsOut(stream.ReduceByKeyAndWindow(stream.Map(words, one), plus, nil, 3*time.Second, time.Second, opts...), out)
+		},
+	}, {
+		"UpdateStateByKey", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			pairsOut(stream.UpdateStateByKey(stream.Map(words, one), func(_ string, vs []int64, n int64, _ bool) (int64, bool) {
+				return n + int64(len(vs)), true
+			}, opts...), out)
+		},
+	}, {
+		"MapWithState", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			mapped, _ := stream.MapWithState(stream.Map(words, one), func(k string, v int64, st *stream.State[int64]) (string, bool) {
+				st.Update(st.Get() + v)
+				return fmt.Sprintf("%s=%d", k, st.Get()), true
+			}, opts...)
+			stream.ForEachBatch(mapped, func(_ context.Context, b *batch.Batch[string]) error {
+				*out = append(*out, fmt.Sprint(b.Time(), b.Records()))
+				return nil
+			})
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			batches := [][]string{{"a b", "c"}, {"d boom", "e"}, {"f", "g boom", "a"}, {"b c", "boom"}, {"d"}}
+			clean := make([][]string, len(batches))
+			for i, recs := range batches {
+				clean[i] = slices.DeleteFunc(slices.Clone(recs), func(r string) bool { return strings.Contains(r, "boom") })
+			}
+			run := func(batches [][]string, opts ...stream.Option) ([]string, *deadList, error) {
+				var out []string
+				dead := &deadList{}
+				var err error
+				synctest.Test(t, func(t *testing.T) {
+					const iv = time.Second
+					p, src := shardedPipeline(t, iv, 4)
+					if len(opts) > 0 {
+						opts = []stream.Option{stream.Quarantine(dead)}
+					}
+					tc.build(stream.FlatMap(stream.From(p, src), strings.Fields), &out, opts...)
+					errc := make(chan error, 1)
+					go func() { errc <- p.Run(t.Context()) }()
+					time.Sleep(iv / 2)
+					for _, recs := range batches {
+						if err := src.Push(recs...); err != nil {
+							t.Fatal(err)
+						}
+						time.Sleep(iv)
+					}
+					time.Sleep(3 * iv)
+					p.Drain(context.Background())
+					err = <-errc
+				})
+				return out, dead, err
+			}
+			want, _, err := run(clean)
+			if err != nil {
+				t.Fatalf("Run on the records without boom: %v", err)
+			}
+			got, dead, err := run(batches, stream.Quarantine(nil)) // replaced by run's dead
+			if err != nil {
+				t.Fatalf("Run with Quarantine = %v, want nil: the records holding boom quarantined", err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("outputs (-without the records holding boom +with them, quarantined):\n%s", diff)
+			}
+			var recs []string
+			for _, l := range dead.letters {
+				recs = append(recs, string(l.Record))
+				if !strings.Contains(l.Err, "panic: map: boom") || l.Stack == "" || l.Range.Shard == "" || l.Range.First == "" ||
+					!strings.Contains(l.OutputName, tc.name[:strings.IndexByte(tc.name+" ", ' ')]) || l.Output != 1 {
+					t.Errorf("letter %+v: want the panic and its stack, the record's shard and range, the operator named, output 1 (after the pipeline's one output)", l)
+				}
+			}
+			slices.Sort(recs)
+			if diff := cmp.Diff([]string{"boom", "d boom", "g boom"}, recs); diff != "" {
+				t.Errorf("records quarantined (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// letterSet keeps the letters quarantined by their place (batch time,
+// output, index), and counts the calls.
+type letterSet struct {
+	m     map[string]stream.DeadLetter
+	calls int
+}
+
+func (d *letterSet) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
+	d.calls++
+	for _, l := range letters {
+		d.m[fmt.Sprint(l.Time, "/", l.Output, "/", l.Index)] = l
+	}
+	return nil
+}
+
+// TestQuarantineBeforeStateRestored runs UpdateStateByKey and
+// MapWithState with Quarantine after a Map that panics on "boom", stops,
+// and runs the pipeline again with its recovery log: the restart rebuilds
+// the state by replaying the batches after the last snapshot (here every
+// batch), which leaves the record out again without sending its letter
+// again (the batch completed once its letters were sent): the state after
+// the restart is the one of a run never interrupted, and the record was
+// quarantined once. The replay crashed (nil logger) before.
+func TestQuarantineBeforeStateRestored(t *testing.T) {
+	type pair = stream.Pair[string, int]
+	one := func(w string) pair {
+		if w == "boom" {
+			panic("map: boom")
+		}
+		return pair{Key: w, Value: 1}
+	}
+	for _, op := range []string{"UpdateStateByKey", "MapWithState"} {
+		t.Run(op, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const iv = time.Second
+				d := &durable{log: recoverylog.NewMemory(), out: t.TempDir()}
+				dead := &letterSet{m: make(map[string]stream.DeadLetter)}
+				var last []string // the last batch's output, formatted
+				keepLast := func(_ context.Context, b *batch.Batch[pair]) error {
+					last = last[:0]
+					for kv := range b.All() {
+						last = append(last, fmt.Sprintf("%s=%d", kv.Key, kv.Value))
+					}
+					return nil
+				}
+				pipeline := func() (*stream.Pipeline, *replay) {
+					p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log, StateSnapshotInterval: time.Hour, Parallelism: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					src := newReplay(t, d)
+					pairs := stream.Map(stream.From(p, src), one)
+					if op == "UpdateStateByKey" {
+						stream.ForEachBatch(stream.UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) {
+							return st + len(vs), true
+						}, stream.Quarantine(dead)), keepLast)
+					} else {
+						_, snaps := stream.MapWithState(pairs, func(_ string, v int, st *stream.State[int]) (int, bool) {
+							st.Update(st.Get() + v)
+							return v, true
+						}, stream.Quarantine(dead))
+						stream.ForEachBatch(snaps, keepLast)
+					}
+					return p, src
+				}
+				p1, src1 := pipeline()
+				errc := make(chan error, 1)
+				go func() { errc <- p1.Run(t.Context()) }()
+				time.Sleep(iv / 2)
+				src1.produce("a", "boom", "b")
+				time.Sleep(iv)
+				src1.produce("a")
+				time.Sleep(2 * iv)
+				p1.Stop()
+				if err := <-errc; err != nil {
+					t.Fatalf("first Run: %v", err)
+				}
+				if len(dead.m) != 1 || dead.calls != 1 {
+					t.Fatalf("first Run quarantined %d letters in %d calls, want 1 in 1: %v", len(dead.m), dead.calls, dead.m)
+				}
+				st, err := recoverylog.Recover(d.log.Entries())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Replay) == 0 {
+					t.Fatalf("nothing to replay after the snapshot at %v: the test does not test", st.Snapshot)
+				}
+				p2, src2 := pipeline()
+				go func() { errc <- p2.Run(t.Context()) }()
+				time.Sleep(iv / 2)
+				src2.produce("c", "a")
+				time.Sleep(2 * iv)
+				p2.Stop()
+				if err := <-errc; err != nil {
+					t.Fatalf("second Run: %v", err)
+				}
+				if len(dead.m) != 1 || dead.calls != 1 {
+					t.Errorf("after the restart, %d letters in %d calls, want the first Run's 1, not sent again by the replay: %v", len(dead.m), dead.calls, dead.m)
+				}
+				for _, l := range dead.m {
+					if string(l.Record) != "boom" {
+						t.Errorf("letter of record %q, want boom", l.Record)
+					}
+				}
+				if diff := cmp.Diff([]string{"a=3", "b=1", "c=1"}, last); diff != "" {
+					t.Errorf("state after the restart (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
