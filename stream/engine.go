@@ -31,14 +31,17 @@ type engine struct {
 	cancel  context.CancelCauseFunc // cancels ctx; the first cause is kept
 	sources []sourceRunner
 	outputs []*output
-	ticks   []*node // stateful nodes an output depends on, parents first
-	nodes   int
-	shared  []bool // by node id: consumed by more than one node or output
-	used    []bool // by node id: an output depends on it
-	shape   recovery.Shape
-	log     metaLog
-	tags    batchTags // the batch each block pushed is logged in
-	jobs    chan *job
+	// quarantiners are the keyed and state operators with Quarantine,
+	// counted as outputs after the outputs (keyedDead.out).
+	quarantiners []*keyedDead
+	ticks        []*node // stateful nodes an output depends on, parents first
+	nodes        int
+	shared       []bool // by node id: consumed by more than one node or output
+	used         []bool // by node id: an output depends on it
+	shape        recovery.Shape
+	log          metaLog
+	tags         batchTags // the batch each block pushed is logged in
+	jobs         chan *job
 
 	// Set by resume when a recovery log is open, before any goroutine.
 	recovered []*job     // batches allocated and not completed, in time order
@@ -131,21 +134,25 @@ func (j *job) info() BatchInfo {
 // context.
 func newEngine(p *Pipeline, cancel context.CancelCauseFunc) *engine {
 	e := &engine{
-		cfg:     p.cfg,
-		cancel:  cancel,
-		sources: slices.Clone(p.sources),
-		outputs: slices.Clone(p.outputs),
-		nodes:   len(p.nodes),
-		shape:   p.shapeLocked(),
-		log:     p.log,
-		jobs:    make(chan *job, p.cfg.maxPendingBatches),
-		bus:     newBus(p.cfg.Listeners, p.cfg.Logger, p.cfg.Clock),
-		watcher: newWatcher(p.cfg.Clock),
+		cfg:          p.cfg,
+		cancel:       cancel,
+		sources:      slices.Clone(p.sources),
+		outputs:      slices.Clone(p.outputs),
+		quarantiners: slices.Clone(p.quarantiners),
+		nodes:        len(p.nodes),
+		shape:        p.shapeLocked(),
+		log:          p.log,
+		jobs:         make(chan *job, p.cfg.maxPendingBatches),
+		bus:          newBus(p.cfg.Listeners, p.cfg.Logger, p.cfg.Clock),
+		watcher:      newWatcher(p.cfg.Clock),
 
 		receiving: make([]atomic.Bool, len(p.sources)),
 		inStop:    make([]atomic.Bool, len(p.sources)),
 		betweenc:  make(chan func()),
 		loopDone:  make(chan struct{}),
+	}
+	for k, kq := range e.quarantiners {
+		kq.out = len(e.outputs) + k
 	}
 	if plan := p.planShards(); len(plan) > 0 {
 		e.shardStates = make([]*shardStates, len(p.sources))
@@ -734,10 +741,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	info.Unbatched = e.unbatched()
 	started := info // emit delivers later: post a copy
 	e.emit(func(l Listener) { l.BatchStarted(started) })
-	info.Outputs = make([]OutputInfo, len(e.outputs))
-	for i, o := range e.outputs {
-		info.Outputs[i].Output = o.String()
-	}
+	info.Outputs = e.outputInfos()
 	e.running.Store(true)
 	err := e.processWatched(ctx, j, start, info.Outputs)
 	e.running.Store(false)
@@ -848,4 +852,17 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 	}
 	e.unfinished = false
 	return nil
+}
+
+// outputInfos returns the zero OutputInfo of each output, then of each
+// keyed or state operator with Quarantine, named.
+func (e *engine) outputInfos() []OutputInfo {
+	outs := make([]OutputInfo, len(e.outputs)+len(e.quarantiners))
+	for i, o := range e.outputs {
+		outs[i].Output = o.String()
+	}
+	for _, kq := range e.quarantiners {
+		outs[kq.out].Output = kq.name
+	}
+	return outs
 }

@@ -184,8 +184,9 @@ func policyOf(p *Pipeline, o *output, opts options) failurePolicy {
 // batch (see Retry and Quarantine).
 type OutputInfo struct {
 	// Output describes the output as errors do: `ForEach("mail") of Map
-	// (stream 1)`, as a DeadLetter's OutputName does. Its index, which a
-	// DeadLetter's Output holds, is its place in BatchInfo.Outputs.
+	// (stream 1)`, as a DeadLetter's OutputName does, or the keyed or
+	// state operator with Quarantine: `ReduceByKey (stream 3)`. Its index,
+	// which a DeadLetter's Output holds, is its place in BatchInfo.Outputs.
 	Output string
 	// Retries counts the units tried again: partitions for ForEach and
 	// ForEachPartition, the whole output otherwise.

@@ -24,11 +24,11 @@ import (
 // keyedDead is the Quarantine of a keyed, window or state operator.
 type keyedDead struct {
 	dead DeadLetters
-	// k is the operator's position among the pipeline's operators with
-	// Quarantine: their letters are numbered as outputs after the
-	// pipeline's outputs (see DeadLetter.Output).
-	k    int
 	name string // the operator, as errors name it; set once it is made
+	// out is the operator's number as an output: the pipeline's operators
+	// with Quarantine come after its outputs, in order, in the letters
+	// (DeadLetter.Output) and in BatchInfo.Outputs. Set by the engine.
+	out int
 }
 
 // newKeyedDead returns the Quarantine o gives the operator what, or nil
@@ -41,8 +41,8 @@ func newKeyedDead(p *Pipeline, what string, o options) *keyedDead {
 		p.graphError(fmt.Errorf("%s: Quarantine(nil): pass the DeadLetters to send failing records to", what))
 		return nil
 	}
-	kq := &keyedDead{dead: o.dead, k: p.keyedDead, name: what}
-	p.keyedDead++
+	kq := &keyedDead{dead: o.dead, name: what}
+	p.quarantiners = append(p.quarantiners, kq)
 	return kq
 }
 
@@ -115,12 +115,14 @@ func (kq *keyedDead) quarantine(r *run, letters []DeadLetter) error {
 	if len(letters) == 0 || r.replaying {
 		return nil // a replayed batch's were sent when it completed
 	}
-	out := len(r.outs) + kq.k
 	for i := range letters {
-		letters[i].Time, letters[i].Output, letters[i].OutputName, letters[i].Index = r.job.time, out, kq.name, i
+		letters[i].Time, letters[i].Output, letters[i].OutputName, letters[i].Index = r.job.time, kq.out, kq.name, i
 	}
 	if err := kq.dead.Quarantine(r.ctx, letters); err != nil {
 		return fmt.Errorf("%s: quarantine %d records: %w", kq.name, len(letters), err)
+	}
+	if kq.out < len(r.outs) {
+		r.outs[kq.out].Quarantined += len(letters)
 	}
 	r.logger.Warn("stream: records quarantined before a keyed operator", "operator", kq.name, "batch", r.job.time,
 		"records", len(letters), "err", letters[0].Err)

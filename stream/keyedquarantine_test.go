@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
+	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
 
@@ -91,13 +92,35 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 			for i, recs := range batches {
 				clean[i] = slices.DeleteFunc(slices.Clone(recs), func(r string) bool { return strings.Contains(r, "boom") })
 			}
+			var counted []stream.OutputInfo // the Outputs of the batches completed, added up
 			run := func(batches [][]string, opts ...stream.Option) ([]string, *deadList, error) {
 				var out []string
 				dead := &deadList{}
 				var err error
+				counted = nil
 				synctest.Test(t, func(t *testing.T) {
 					const iv = time.Second
-					p, src := shardedPipeline(t, iv, 4)
+					infos := make(chan stream.BatchInfo, 100)
+					p, perr := stream.NewPipeline(stream.Config{BatchInterval: iv, Parallelism: 4, Listeners: []stream.Listener{completed{c: infos}}})
+					if perr != nil {
+						t.Fatal(perr)
+					}
+					src, perr := memory.New[string](memory.Config{Shards: 4})
+					if perr != nil {
+						t.Fatal(perr)
+					}
+					defer func() {
+						for len(infos) > 0 {
+							info := <-infos
+							for len(counted) < len(info.Outputs) {
+								counted = append(counted, stream.OutputInfo{})
+							}
+							for i, o := range info.Outputs {
+								counted[i].Output = o.Output
+								counted[i].Quarantined += o.Quarantined
+							}
+						}
+					}()
 					if len(opts) > 0 {
 						opts = []stream.Option{stream.Quarantine(dead)}
 					}
@@ -139,6 +162,9 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 			slices.Sort(recs)
 			if diff := cmp.Diff([]string{"boom", "d boom", "g boom"}, recs); diff != "" {
 				t.Errorf("records quarantined (-want +got):\n%s", diff)
+			}
+			if len(counted) != 2 || counted[0].Quarantined != 0 || counted[1].Quarantined != 3 || counted[1].Output != dead.letters[0].OutputName {
+				t.Errorf("BatchInfo.Outputs added up: %+v; want the output with none quarantined, then the operator, named as its letters, with 3", counted)
 			}
 		})
 	}

@@ -67,7 +67,7 @@ type Pipeline struct {
 	sources   []sourceRunner
 	outputs   []*output
 	graphErrs []error
-	keyedDead int // the operators with Quarantine so far (keyedDead.k)
+	quarantiners []*keyedDead // the keyed and state operators with Quarantine, in order
 	state     runState
 	stopped   bool                    // Stop was called
 	draining  bool                    // a drain was requested

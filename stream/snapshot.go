@@ -306,7 +306,7 @@ func (e *engine) snapshot(ctx context.Context, t batch.Time, then string) (bool,
 // it fails a batch run for the first time (see process).
 func (e *engine) replay(ctx context.Context, j *job) error {
 	r := &run{ctx: ctx, job: j, memo: make([]any, e.nodes), par: e.cfg.Parallelism,
-		clk: e.cfg.Clock, logger: e.cfg.Logger, outs: make([]OutputInfo, len(e.outputs)), replaying: true}
+		clk: e.cfg.Clock, logger: e.cfg.Logger, outs: e.outputInfos(), replaying: true}
 	for _, n := range e.ticks {
 		if err := safely(func() error { return n.tick(r) }); err != nil {
 			return batchError(j.time, fmt.Errorf("replaying the completed batch to rebuild the state: %v: %w", n, err))
