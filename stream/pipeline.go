@@ -62,21 +62,21 @@ const (
 type Pipeline struct {
 	cfg Config
 
-	mu        sync.Mutex
-	nodes     []*node
-	sources   []sourceRunner
-	outputs   []*output
-	graphErrs []error
+	mu           sync.Mutex
+	nodes        []*node
+	sources      []sourceRunner
+	outputs      []*output
+	graphErrs    []error
 	quarantiners []*keyedDead // the keyed and state operators with Quarantine, in order
-	state     runState
-	stopped   bool                    // Stop was called
-	draining  bool                    // a drain was requested
-	cancel    context.CancelCauseFunc // cancels the Run's context; set while running
-	eng       *engine                 // the Run's engine; set while running
-	drainc    chan struct{}           // closed when the first drain is requested
-	log       metaLog                 // nil: noLog; set by tests until recovery plugs in
-	finished  chan struct{}           // closed by Run once the engine has ended (Drain waits for it)
-	done      chan struct{}           // closed by Run once every goroutine has ended
+	state        runState
+	stopped      bool                    // Stop was called
+	draining     bool                    // a drain was requested
+	cancel       context.CancelCauseFunc // cancels the Run's context; set while running
+	eng          *engine                 // the Run's engine; set while running
+	drainc       chan struct{}           // closed when the first drain is requested
+	log          metaLog                 // nil: noLog; set by tests until recovery plugs in
+	finished     chan struct{}           // closed by Run once the engine has ended (Drain waits for it)
+	done         chan struct{}           // closed by Run once every goroutine has ended
 }
 
 // NewPipeline returns a Pipeline configured by cfg, or an error wrapping

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/sink/deadletter"
 	"github.com/weirstream/weir/stream"
@@ -30,8 +32,19 @@ func (c crashAfterLetters) Quarantine(ctx context.Context, letters []stream.Dead
 // TestQuarantineCrashBeforeCompletion checks that a batch that quarantined
 // records and did not complete (a crash after the letters were durable)
 // writes the same letters again when a restart recomputes it: nothing is
-// added, nothing lost.
+// added, nothing lost. The same for the letters of a keyed operator with
+// Quarantine (CountByValue), numbered as an output after the pipeline's.
 func TestQuarantineCrashBeforeCompletion(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		name := "ForEach"
+		if keyed {
+			name = "CountByValue"
+		}
+		t.Run(name, func(t *testing.T) { testQuarantineCrashBeforeCompletion(t, keyed) })
+	}
+}
+
+func testQuarantineCrashBeforeCompletion(t *testing.T, keyed bool) {
 	synctest.Test(t, func(t *testing.T) {
 		d := &durable{log: recoverylog.NewMemory()}
 		dir := t.TempDir()
@@ -48,8 +61,18 @@ func TestQuarantineCrashBeforeCompletion(t *testing.T) {
 				}
 				return v
 			})
-			stream.ForEach(m, func(_ context.Context, v string) error { out = append(out, v); return nil },
-				stream.Quarantine(dead), stream.Retry(0))
+			if keyed {
+				stream.ForEachBatch(stream.CountByValue(m, stream.Quarantine(dead)), func(_ context.Context, b *batch.Batch[stream.Pair[string, int64]]) error {
+					for kv := range b.All() {
+						out = append(out, kv.Key)
+					}
+					slices.Sort(out)
+					return nil
+				})
+			} else {
+				stream.ForEach(m, func(_ context.Context, v string) error { out = append(out, v); return nil },
+					stream.Quarantine(dead), stream.Retry(0))
+			}
 			return p, src, &out
 		}
 
@@ -72,8 +95,8 @@ func TestQuarantineCrashBeforeCompletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		dead1.Close()
-		if len(first) != 1 || string(first[0].Record) != "r5" {
-			t.Fatalf("letters after the crash: %+v, want r5's", first)
+		if len(first) != 1 || string(first[0].Record) != "r5" || first[0].Output != 0 && !keyed || first[0].Output != 1 && keyed {
+			t.Fatalf("letters after the crash: %+v, want r5's, of output 0 (ForEach) or 1 (CountByValue, after the one output)", first)
 		}
 
 		// Run 2: the batch is recomputed from the log and completes.
