@@ -86,9 +86,10 @@ func Retry(n int) Option {
 // that replays completed batches to rebuild the state leaves the same
 // records out without sending their letters again. Failures of
 // UpdateStateByKey's update or MapWithState's f, which see keys rather
-// than records, still stop the pipeline, as does the failure of a narrow
-// operator whose stream other consumers share too (computed once, before
-// them, not in the operator's tasks): give the operator its own chain.
+// than records, still stop the pipeline. A narrow operator whose stream
+// other consumers share too is computed once, before them; when it fails,
+// the operator plans it again fused into its own tasks and isolates its
+// records as above, as an output does.
 func Quarantine(d DeadLetters) Option {
 	return func(o *options) { o.dead, o.quarantine, o.given = d, true, o.given|optQuarantine }
 }

@@ -63,6 +63,43 @@ type mapTaskFailure struct {
 func (e *mapTaskFailure) Error() string { return e.msg }
 func (e *mapTaskFailure) Unwrap() error { return e.err }
 
+// mapSide runs run, an operator's map side and what follows it in the
+// batch, on the partitions of s, its input, par tasks at a time, with the
+// operator's Quarantine kq (nil for none): see isolateMapSide. It returns
+// a nil in for a batch s has none.
+func mapSide[T, R any](r *run, kq *keyedDead, s *Stream[T], run func(in *parted[T], par int) (R, error)) (in *parted[T], out R, err error) {
+	in, err = s.parts(r)
+	switch {
+	case err != nil:
+		if in, err = partsToIsolate(r, kq, s, err); in == nil {
+			return nil, out, err
+		}
+	case in == nil:
+		return nil, out, nil
+	default:
+		out, err = run(in, max(r.par, 1))
+	}
+	out, err = isolateMapSide(r, kq, in, out, err, func(in *parted[T]) (R, error) { return run(in, 1) })
+	return in, out, err
+}
+
+// partsToIsolate returns, when s's partitions failed with err because a
+// function of a narrow operator whose stream other consumers share too
+// panicked (such a stream is computed once, before them, not in the
+// operator's tasks), s's partitions planned again with that operator
+// fused into the tasks (see fusedAgain), and err as a map task's failure
+// for isolateMapSide. Otherwise, or without kq, it returns nil and err.
+func partsToIsolate[T any](r *run, kq *keyedDead, s *Stream[T], err error) (*parted[T], error) {
+	if _, ok := errors.AsType[*panicError](err); !ok || kq == nil || r.ctx.Err() != nil {
+		return nil, err
+	}
+	pt, _, _ := fusedAgain(r, s)
+	if pt == nil {
+		return nil, err
+	}
+	return pt, &mapTaskFailure{err: err, msg: err.Error()}
+}
+
 // isolateMapSide is what an operator with Quarantine kq does when its map
 // side, run by redo on in, failed with err: if a map task failed, it runs
 // redo again, one task at a time, on in's records one root record at a

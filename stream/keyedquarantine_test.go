@@ -281,3 +281,54 @@ func TestQuarantineBeforeStateRestored(t *testing.T) {
 		})
 	}
 }
+
+// TestQuarantineSharedStreamBeforeKeyedOperator has a Map that panics on
+// "boom" feed both a ForEach and, through another Map, a ReduceByKey, each
+// with Quarantine of its own: the shared Map is computed once, before
+// both, so its failure is no map task's. Both now plan it again fused into
+// their own pass: each quarantines the record, the ReduceByKey counts the
+// others, and the Run ends without error. Before, the ReduceByKey stopped
+// the Run.
+func TestQuarantineSharedStreamBeforeKeyedOperator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = time.Second
+		p, src := shardedPipeline(t, iv, 2)
+		events := stream.Map(stream.From(p, src), func(w string) string {
+			if w == "boom" {
+				panic("parse: boom")
+			}
+			return w
+		})
+		forEach, keyed := &deadList{}, &deadList{}
+		stream.ForEach(events, func(context.Context, string) error { return nil }, stream.Retry(0), stream.Quarantine(forEach))
+		pairs := stream.Map(events, func(w string) stream.Pair[string, int] { return stream.Pair[string, int]{Key: w, Value: 1} })
+		var counts []string
+		stream.ForEachBatch(stream.ReduceByKey(pairs, func(a, b int) int { return a + b }, stream.Quarantine(keyed)),
+			func(_ context.Context, b *batch.Batch[stream.Pair[string, int]]) error {
+				for kv := range b.All() {
+					counts = append(counts, fmt.Sprintf("%s=%d", kv.Key, kv.Value))
+				}
+				return nil
+			})
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		time.Sleep(iv / 2)
+		if err := src.Push("a", "boom", "a", "b"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * iv)
+		p.Drain(context.Background())
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v, want nil: boom quarantined by both consumers", err)
+		}
+		for name, d := range map[string]*deadList{"ForEach": forEach, "ReduceByKey": keyed} {
+			if len(d.letters) != 1 || string(d.letters[0].Record) != "boom" || !strings.Contains(d.letters[0].Err, "parse: boom") {
+				t.Errorf("%s quarantined %+v, want boom's letter", name, d.letters)
+			}
+		}
+		slices.Sort(counts)
+		if diff := cmp.Diff([]string{"a=2", "b=1"}, counts); diff != "" {
+			t.Errorf("counts (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -265,15 +265,10 @@ func (kd *keyed[T, K, V]) keep(n int, out bool) {
 // plan returns the stream's plan: the shuffle of the batch of s.
 func (kd *keyed[T, K, V]) plan(s *Stream[T]) func(r *run) (*parted[Pair[K, V]], error) {
 	return func(r *run) (*parted[Pair[K, V]], error) {
-		in, err := s.parts(r)
-		if err != nil || in == nil {
-			return nil, err
-		}
-		out, err := kd.shuffle(r.ctx, max(r.par, 1), in)
-		out, err = isolateMapSide(r, kd.dead, in, out, err, func(in *parted[T]) ([]Pair[K, V], error) {
-			return kd.shuffle(r.ctx, 1, in)
+		in, out, err := mapSide(r, kd.dead, s, func(in *parted[T], par int) ([]Pair[K, V], error) {
+			return kd.shuffle(r.ctx, par, in)
 		})
-		if err != nil {
+		if err != nil || in == nil {
 			return nil, err
 		}
 		return split(batch.New(in.time, in.blocks, out), r.par), nil

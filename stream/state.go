@@ -47,12 +47,8 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		}
 		return st.last, nil
 	}, func(r *run) error {
-		in, err := s.parts(r)
-		if err != nil || in == nil {
-			return err
-		}
-		_, err = isolateMapSide(r, dead, in, struct{}{}, st.apply(r.ctx, r.par, in), func(in *parted[Pair[K, V]]) (struct{}, error) {
-			return struct{}{}, st.apply(r.ctx, 1, in)
+		_, _, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
+			return struct{}{}, st.apply(r.ctx, par, in)
 		})
 		return err
 	})
