@@ -32,8 +32,8 @@ type Snapshot struct {
 	// Warnings are the conditions warned about that still hold.
 	Warnings []Warning
 	// Outputs count what each output's failure policy did (stream.Retry,
-	// stream.Quarantine), in declaration order, then what each keyed or
-	// state operator with stream.Quarantine set aside (as
+	// stream.Quarantine), in declaration order, then what each keyed,
+	// window or state operator with stream.Quarantine set aside (as
 	// stream.BatchInfo.Outputs); empty before the first completed batch.
 	Outputs []OutputCounts
 }

@@ -195,7 +195,7 @@ func TestGraphErrors(t *testing.T) {
 			"Print of Union (stream 4): StateCodec is an option of the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow) only: remove it",
 			"Print of Union (stream 4): PartitionedByKey is an option of From and MapWithState only: remove it",
 			"From(source 1): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
-			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed and state operators (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) only: remove it",
+			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) only: remove it",
 			"From(source 1): Origins is an option of ForEachBatch only: remove it",
 			"ForEach of From(source 1) (stream 5): StateTimeout is an option of MapWithState only: remove it",
 		}},
@@ -203,11 +203,12 @@ func TestGraphErrors(t *testing.T) {
 			var dead *letterBox
 			plus := func(a, b int64) int64 { return a + b }
 			counts := ReduceByKey(CountByValue(s, StateCodec(GobCodec[string]())), plus, Quarantine(dead))
-			Print(Window(counts, time.Second, time.Second, Quarantine(&letterBox{})), 1)
+			Print(Window(counts, time.Second, time.Second, Quarantine(nil)), 1, PartitionedByKey())
 		}, []string{
 			"CountByValue of From(source 0) (stream 0): StateCodec is an option of the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow) only: remove it",
 			"ReduceByKey of CountByValue (stream 1): Quarantine(nil): pass the DeadLetters to send failing records to",
-			"Window of ReduceByKey (stream 2): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed and state operators (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) only: remove it",
+			"Window of ReduceByKey (stream 2): Quarantine(nil): pass the DeadLetters to send failing records to",
+			"Print of Window (stream 3): PartitionedByKey is an option of From and MapWithState only: remove it",
 		}},
 		{"nil receiver", func(p *Pipeline, s *Stream[string]) {
 			Print(Union(s, From[string](p, nil)), 1)

@@ -31,7 +31,7 @@ type engine struct {
 	cancel  context.CancelCauseFunc // cancels ctx; the first cause is kept
 	sources []sourceRunner
 	outputs []*output
-	// quarantiners are the keyed and state operators with Quarantine,
+	// quarantiners are the keyed, window and state operators with Quarantine,
 	// counted as outputs after the outputs (keyedDead.out).
 	quarantiners []*keyedDead
 	ticks        []*node // stateful nodes an output depends on, parents first
@@ -855,7 +855,7 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 }
 
 // outputInfos returns the zero OutputInfo of each output, then of each
-// keyed or state operator with Quarantine, named.
+// keyed, window or state operator with Quarantine, named.
 func (e *engine) outputInfos() []OutputInfo {
 	outs := make([]OutputInfo, len(e.outputs)+len(e.quarantiners))
 	for i, o := range e.outputs {

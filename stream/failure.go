@@ -80,7 +80,10 @@ func Retry(n int) Option {
 // ReduceByKey or a windowed reduce), the map side runs once more with the
 // records isolated one by one, as above; each record whose processing
 // fails is sent to d, and the operator computes the batch from the
-// others, none of a failing record's outputs included. Nothing is retried
+// others, none of a failing record's outputs included. So is it of Window,
+// which keeps each batch of its stream: a batch the narrow operators
+// before it fail is computed again the same way, without the records they
+// fail on. Nothing is retried
 // first: such functions are deterministic. A windowed reduce quarantines a
 // record once, when its batch is reduced, not once per window; a restart
 // that replays completed batches to rebuild the state leaves the same
@@ -122,8 +125,8 @@ type DeadLetter struct {
 	Time batch.Time `json:"time"`
 	// Output is the output's index in declaration order, as in the
 	// pipeline's Shape, and OutputName describes it as errors do:
-	// `ForEach("mail") of Map (stream 1)`. For a keyed or state operator
-	// with Quarantine, Output is the number of the pipeline's outputs plus
+	// `ForEach("mail") of Map (stream 1)`. For a keyed, window or state
+	// operator with Quarantine, Output is the number of the pipeline's outputs plus
 	// the operator's position among such operators, in declaration order
 	// (the first is numbered as an output after the last), and OutputName
 	// names the operator: `ReduceByKey (stream 3)`.

@@ -3,6 +3,8 @@ package stream
 import (
 	"errors"
 	"fmt"
+
+	"github.com/weirstream/weir/batch"
 )
 
 // Quarantine before a keyed operator. The map side of a keyed, window or
@@ -98,6 +100,22 @@ func partsToIsolate[T any](r *run, kq *keyedDead, s *Stream[T], err error) (*par
 		return nil, err
 	}
 	return pt, &mapTaskFailure{err: err, msg: err.Error()}
+}
+
+// isolatedParent returns, when parent's batch failed with err because a
+// narrow operator's function panicked, the batch computed again with the
+// records of its chains' roots isolated one at a time (isolatedBatch), the
+// records it fails on left out and quarantined to kq: what a Window with
+// Quarantine keeps. Otherwise, or without kq, it returns err.
+func isolatedParent[T any](r *run, kq *keyedDead, parent *Stream[T], err error) (*batch.Batch[T], error) {
+	if _, ok := errors.AsType[*panicError](err); !ok || kq == nil || r.ctx.Err() != nil {
+		return nil, err
+	}
+	b, letters := isolatedBatch(r, parent)
+	if b == nil {
+		return nil, err
+	}
+	return b, kq.quarantine(r, letters)
 }
 
 // isolateMapSide is what an operator with Quarantine kq does when its map

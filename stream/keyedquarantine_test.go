@@ -61,6 +61,16 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 			})
 		},
 	}, {
+		"Window", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
+			win := stream.Window(stream.Map(words, func(w string) string { return one(w).Key }), 3*time.Second, time.Second, opts...)
+			stream.ForEachBatch(win, func(_ context.Context, b *batch.Batch[string]) error {
+				recs := b.Records()
+				slices.Sort(recs) // the order of a window's parts follows blocks
+				*out = append(*out, fmt.Sprint(b.Time(), recs))
+				return nil
+			})
+		},
+	}, {
 		"ReduceByKeyAndWindow", func(words *stream.Stream[string], out *[]string, opts ...stream.Option) {
 			pairsOut(stream.ReduceByKeyAndWindow(stream.Map(words, one), plus, minus, 3*time.Second, time.Second, opts...), out)
 		},

@@ -61,7 +61,7 @@ const (
 	sourceOptions       = optNamed | optPartitionedByKey
 	outputOptions       = optNamed | optRetry | optQuarantine
 	keyedOptions        = optQuarantine
-	windowOptions       = optStateCodec
+	windowOptions       = optStateCodec | optQuarantine
 	stateOptions        = optStateCodec | optQuarantine
 	mapWithStateOptions = optStateCodec | optStateTimeout | optPartitionedByKey | optQuarantine
 )
@@ -73,7 +73,7 @@ var optionTakers = [...]struct{ name, takers string }{
 	{"StateTimeout", "MapWithState"},
 	{"PartitionedByKey", "From and MapWithState"},
 	{"Retry", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
-	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed and state operators (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState)"},
+	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState)"},
 	{"Origins", "ForEachBatch"},
 }
 

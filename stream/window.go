@@ -39,6 +39,7 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 	cs := newCodecSet(o)
 	ws := &windowState[T]{h: h, slide: slide, rc: plainRecords(codecFor[T](cs))}
 	cs.unused(s.p, "Window", s.n)
+	dead := newKeyedDead(s.p, "Window of "+s.n.String(), o)
 	out := newStatefulStream(s.p, "Window", slide, []*node{s.n}, func(r *run) (*batch.Batch[T], error) {
 		t := r.job.time
 		var parts [][]T
@@ -48,8 +49,9 @@ func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *S
 			blocks = append(blocks, b.Blocks()...)
 		}
 		return batch.New(t, blocks, parts...), nil
-	}, h.tick(s, length))
+	}, h.tick(s, length, dead))
 	out.n.keepState(ws)
+	dead.named(out.n)
 	return out
 }
 
@@ -79,12 +81,17 @@ type history[T any] struct {
 }
 
 // tick returns a node tick that adds parent's batch, if it has one, and
-// drops the batches older than keep before the batch time.
-func (h *history[T]) tick(parent *Stream[T], keep time.Duration) func(r *run) error {
+// drops the batches older than keep before the batch time. With dead, the
+// Window's Quarantine, a batch of parent that a narrow operator's function
+// failed is computed again without the records it fails on (see
+// isolatedParent).
+func (h *history[T]) tick(parent *Stream[T], keep time.Duration, dead *keyedDead) func(r *run) error {
 	return func(r *run) error {
 		b, err := parent.at(r)
 		if err != nil {
-			return err
+			if b, err = isolatedParent(r, dead, parent, err); err != nil {
+				return err
+			}
 		}
 		if b != nil {
 			if h.keep != nil {
@@ -193,7 +200,7 @@ func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, in
 	w := &windowReduce[K, V]{reduce: reduce, inverse: inverse, length: length, slide: slide,
 		rc: pairRecords(codecFor[K](cs), codecFor[V](cs))}
 	cs.unused(s.p, "ReduceByKeyAndWindow", s.n)
-	keep := w.h.tick(perBatch, length+slide)
+	keep := w.h.tick(perBatch, length+slide, nil) // perBatch quarantines itself
 	out := newStatefulStream(s.p, "ReduceByKeyAndWindow", slide, []*node{perBatch.n}, w.compute, func(r *run) error {
 		if err := keep(r); err != nil {
 			return err

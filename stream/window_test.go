@@ -186,7 +186,7 @@ func TestReduceByKeyAndWindowInverseEqualsRecompute(t *testing.T) {
 func TestWindowHistoryDropsOldBatches(t *testing.T) {
 	p, _, s := newTest[string](t, Config{})
 	h := &history[string]{}
-	tick := h.tick(s, 3*time.Second)
+	tick := h.tick(s, 3*time.Second, nil)
 	for i := range 6 {
 		r := &run{ctx: t.Context(), job: &job{time: batch.Time((i + 1) * 1000), blocks: make([][]batch.BlockInfo, 1)}, memo: make([]any, len(p.nodes))}
 		if err := tick(r); err != nil {
