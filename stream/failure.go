@@ -87,9 +87,14 @@ func Retry(n int) Option {
 // first: such functions are deterministic. A windowed reduce quarantines a
 // record once, when its batch is reduced, not once per window; a restart
 // that replays completed batches to rebuild the state leaves the same
-// records out without sending their letters again. Failures of
-// UpdateStateByKey's update or MapWithState's f, which see keys rather
-// than records, still stop the pipeline. A narrow operator whose stream
+// records out without sending their letters again. A panic of
+// MapWithState's f on a record quarantines that record, the key's state
+// as it was before the call; a panic of UpdateStateByKey's update
+// quarantines the key's values of the batch (as pairs: they have been
+// grouped), the key keeping the state it had. An update that panics on a
+// key without values in the batch, a timing-out call of f that panics,
+// and an error of State misuse have no record to set aside: they still
+// stop the pipeline. A narrow operator whose stream
 // other consumers share too is computed once, before them; when it fails,
 // the operator plans it again fused into its own tasks and isolates its
 // records as above, as an output does.

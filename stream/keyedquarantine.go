@@ -68,21 +68,22 @@ func (e *mapTaskFailure) Unwrap() error { return e.err }
 // mapSide runs run, an operator's map side and what follows it in the
 // batch, on the partitions of s, its input, par tasks at a time, with the
 // operator's Quarantine kq (nil for none): see isolateMapSide. It returns
-// a nil in for a batch s has none.
-func mapSide[T, R any](r *run, kq *keyedDead, s *Stream[T], run func(in *parted[T], par int) (R, error)) (in *parted[T], out R, err error) {
+// a nil in for a batch s has none, and the letters of the records left
+// out, for kq.quarantine.
+func mapSide[T, R any](r *run, kq *keyedDead, s *Stream[T], run func(in *parted[T], par int) (R, error)) (in *parted[T], out R, letters []DeadLetter, err error) {
 	in, err = s.parts(r)
 	switch {
 	case err != nil:
 		if in, err = partsToIsolate(r, kq, s, err); in == nil {
-			return nil, out, err
+			return nil, out, nil, err
 		}
 	case in == nil:
-		return nil, out, nil
+		return nil, out, nil, nil
 	default:
 		out, err = run(in, max(r.par, 1))
 	}
-	out, err = isolateMapSide(r, kq, in, out, err, func(in *parted[T]) (R, error) { return run(in, 1) })
-	return in, out, err
+	out, letters, err = isolateMapSide(r, kq, in, out, err, func(in *parted[T]) (R, error) { return run(in, 1) })
+	return in, out, letters, err
 }
 
 // partsToIsolate returns, when s's partitions failed with err because a
@@ -121,21 +122,18 @@ func isolatedParent[T any](r *run, kq *keyedDead, parent *Stream[T], err error) 
 // isolateMapSide is what an operator with Quarantine kq does when its map
 // side, run by redo on in, failed with err: if a map task failed, it runs
 // redo again, one task at a time, on in's records one root record at a
-// time, leaving out (and quarantining) those whose processing fails, and
-// returns what redo returned. Other failures, and any without kq, are
+// time, leaving out those whose processing fails, and returns what redo
+// returned and their letters. Other failures, and any without kq, are
 // returned as they are.
-func isolateMapSide[T, R any](r *run, kq *keyedDead, in *parted[T], out R, err error, redo func(in *parted[T]) (R, error)) (R, error) {
+func isolateMapSide[T, R any](r *run, kq *keyedDead, in *parted[T], out R, err error, redo func(in *parted[T]) (R, error)) (R, []DeadLetter, error) {
 	if _, ok := errors.AsType[*mapTaskFailure](err); !ok || kq == nil || r.ctx.Err() != nil {
-		return out, err
+		return out, nil, err
 	}
 	iso := &isolation{}
 	prev := r.iso.Swap(iso)
 	out, err = redo(isolatedParts(iso, in))
 	r.iso.Store(prev)
-	if err != nil {
-		return out, err
-	}
-	return out, kq.quarantine(r, iso.letters)
+	return out, iso.letters, err
 }
 
 // isolatedParts returns in as a map task reads it in the quarantine pass
@@ -167,7 +165,7 @@ func isolatedParts[T any](iso *isolation, in *parted[T]) *parted[T] {
 // quarantine sends letters, the records kq's operator left out of r's
 // batch, to its dead letters, numbered.
 func (kq *keyedDead) quarantine(r *run, letters []DeadLetter) error {
-	if len(letters) == 0 || r.replaying {
+	if kq == nil || len(letters) == 0 || r.replaying {
 		return nil // a replayed batch's were sent when it completed
 	}
 	for i := range letters {

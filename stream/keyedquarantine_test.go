@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -341,4 +342,129 @@ func TestQuarantineSharedStreamBeforeKeyedOperator(t *testing.T) {
 			t.Errorf("counts (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestQuarantineStateFunctions has MapWithState's f and UpdateStateByKey's
+// update, each with Quarantine, panic on the value "bad": f's record is
+// quarantined and the key's state is as if the record never came;
+// update's values of the key in the batch are quarantined and the key
+// keeps the state it had. Before, either stopped Run for good. An update
+// that panics on a key without values in the batch (no record to set
+// aside) still fails the batch.
+func TestQuarantineStateFunctions(t *testing.T) {
+	type pair = stream.Pair[string, string]
+	toPair := func(w string) pair { k, v, _ := strings.Cut(w, "="); return pair{Key: k, Value: v} }
+	for _, tc := range []struct {
+		name    string
+		batches [][]string
+		build   func(pairs *stream.Stream[pair], dead stream.DeadLetters, last *[]string)
+		want    []string // the last batch's output
+		letters []string // the records quarantined
+		fails   bool     // Run fails: the panic has no record
+	}{{
+		name:    "MapWithState",
+		batches: [][]string{{"a=1", "a=bad", "b=1"}, {"a=2", "b=bad"}},
+		build: func(pairs *stream.Stream[pair], dead stream.DeadLetters, last *[]string) {
+			_, snaps := stream.MapWithState(pairs, func(k, v string, st *stream.State[string]) (string, bool) {
+				if v == "bad" {
+					panic("f: bad value")
+				}
+				st.Update(st.Get() + v)
+				return k, true
+			}, stream.Quarantine(dead))
+			stream.ForEachBatch(snaps, func(_ context.Context, b *batch.Batch[pair]) error {
+				*last = (*last)[:0]
+				for kv := range b.All() {
+					*last = append(*last, kv.Key+"="+kv.Value)
+				}
+				return nil
+			})
+		},
+		want:    []string{"a=12", "b=1"},
+		letters: []string{`{"Key":"a","Value":"bad"}`, `{"Key":"b","Value":"bad"}`},
+	}, {
+		name:    "UpdateStateByKey",
+		batches: [][]string{{"a=1", "b=1", "c=1"}, {"a=2", "b=2", "b=bad", "d=bad"}},
+		build: func(pairs *stream.Stream[pair], dead stream.DeadLetters, last *[]string) {
+			counts := stream.UpdateStateByKey(pairs, func(_ string, vs []string, st string, _ bool) (string, bool) {
+				for _, v := range vs {
+					if v == "bad" {
+						panic("update: bad value")
+					}
+					st += v
+				}
+				return st, true
+			}, stream.Quarantine(dead))
+			stream.ForEachBatch(counts, func(_ context.Context, b *batch.Batch[pair]) error {
+				*last = (*last)[:0]
+				for kv := range b.All() {
+					*last = append(*last, kv.Key+"="+kv.Value)
+				}
+				return nil
+			})
+		},
+		want:    []string{"a=12", "b=1", "c=1"},
+		letters: []string{`{"Key":"b","Value":"2"}`, `{"Key":"b","Value":"bad"}`, `{"Key":"d","Value":"bad"}`},
+	}, {
+		name:    "UpdateStateByKey without values",
+		batches: [][]string{{"a=1", "c=bad"}, {"a=2"}},
+		build: func(pairs *stream.Stream[pair], dead stream.DeadLetters, _ *[]string) {
+			stream.ForEachBatch(stream.UpdateStateByKey(pairs, func(k string, vs []string, st string, _ bool) (string, bool) {
+				if k == "a" && len(vs) == 0 {
+					panic("update: no values")
+				}
+				return st + strings.Join(vs, ""), true
+			}, stream.Quarantine(dead)), func(context.Context, *batch.Batch[pair]) error { return nil })
+		},
+		fails: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const iv = time.Second
+				p, src := shardedPipeline(t, iv, 1)
+				dead := &deadList{}
+				var last []string
+				tc.build(stream.Map(stream.From(p, src), toPair), dead, &last)
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				time.Sleep(iv / 2)
+				for _, recs := range tc.batches {
+					if err := src.Push(recs...); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(iv)
+				}
+				if tc.fails {
+					time.Sleep(iv)
+				}
+				p.Drain(context.Background())
+				err := <-errc
+				if tc.fails {
+					var be *stream.BatchError
+					if !errors.As(err, &be) || be.Panic == nil {
+						t.Fatalf("Run = %v, want a *BatchError holding update's panic: no record to set aside", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Run = %v, want nil: the bad values quarantined", err)
+				}
+				slices.Sort(last)
+				if diff := cmp.Diff(tc.want, last); diff != "" {
+					t.Errorf("state after the last batch (-want +got):\n%s", diff)
+				}
+				var recs []string
+				for _, l := range dead.letters {
+					recs = append(recs, string(l.Record))
+					if !strings.Contains(l.Err, "panic: ") || l.Stack == "" || !strings.HasPrefix(l.OutputName, tc.name) || l.Output != 1 {
+						t.Errorf("letter %+v: want the panic and its stack, the operator, output 1", l)
+					}
+				}
+				slices.Sort(recs)
+				if diff := cmp.Diff(tc.letters, recs); diff != "" {
+					t.Errorf("records quarantined (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/panics"
 )
 
 // State is the state of one key in a MapWithState function: whether it
@@ -95,11 +96,15 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 		kc: codecFor[K](cs), sc: codecFor[S](cs)}
 	cs.unused(s.p, "MapWithState", s.n)
 	dead := newKeyedDead(s.p, "MapWithState of "+s.n.String(), o)
+	st.catch = dead != nil
 	tick := func(r *run) error {
-		_, _, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
+		in, _, letters, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
 			return struct{}{}, st.apply(r.ctx, par, in)
 		})
-		return err
+		if err != nil || in == nil {
+			return err
+		}
+		return dead.quarantine(r, append(letters, st.letters...))
 	}
 	mapped = newStatefulStream(s.p, "MapWithState", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
 		if st.out == nil || st.out.Time() != r.job.time {
@@ -146,6 +151,10 @@ type mapState[K comparable, V, S, U any] struct {
 	// tasks are the map tasks of apply, kept from batch to batch as a
 	// shuffle's map tasks are.
 	tasks []*mapTask[K, V, S]
+	// catch is set with the operator's Quarantine: a panic of f on a
+	// record is then the record's letter, in letters (the batch's).
+	catch   bool
+	letters []DeadLetter
 }
 
 // mapTask is what a map task of mapState.apply notes of its partition:
@@ -168,7 +177,16 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, e *keyEntry[S], tim
 	if has {
 		state.value = e.v
 	}
-	u, emit := st.f(k, v, state)
+	var u U
+	var emit bool
+	if st.catch && !timingOut {
+		var failed bool
+		if u, emit, failed = st.catching(k, v, state); failed {
+			return nil // quarantined: the key's state is as it was
+		}
+	} else {
+		u, emit = st.f(k, v, state)
+	}
 	if state.err != nil {
 		return fmt.Errorf("key %v: %w", k, state.err)
 	}
@@ -188,6 +206,21 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, e *keyEntry[S], tim
 		st.keys = append(st.keys, k)
 	}
 	return nil
+}
+
+// catching calls f on a record, for an operator with Quarantine (catch;
+// not a timing-out call, which has no record): a panic of f becomes the
+// record's letter, in st.letters, and failed is true.
+func (st *mapState[K, V, S, U]) catching(k K, v V, state *State[S]) (u U, emit, failed bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			st.letters = append(st.letters, letterOf(Pair[K, V]{Key: k, Value: v}, panics.Recovered(p)))
+			var zero U
+			u, emit, failed = zero, false, true
+		}
+	}()
+	u, emit = st.f(k, v, state)
+	return u, emit, false
 }
 
 // apply runs f on the batch in and times out the idle keys. One map task
@@ -232,6 +265,7 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 	}
 	t := in.time
 	out := make([]U, 0, n)
+	st.letters = nil
 	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
 		tk := tasks[task]
 		for j := from; j < to && err == nil; j++ {
@@ -242,7 +276,12 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 			if e == nil && st.shards != nil && !st.shards.owns(kv.Key) {
 				continue
 			}
+			n := len(st.letters)
 			err = st.call(t, kv.Key, kv.Value, e, false, &out)
+			if len(st.letters) > n { // the record is quarantined: name its shard
+				pk := in.keys[task]
+				st.letters[n].Range = batch.SeqRange{Stream: pk.stream, Shard: pk.shard}
+			}
 		}
 	})
 	if err != nil {

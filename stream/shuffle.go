@@ -265,9 +265,12 @@ func (kd *keyed[T, K, V]) keep(n int, out bool) {
 // plan returns the stream's plan: the shuffle of the batch of s.
 func (kd *keyed[T, K, V]) plan(s *Stream[T]) func(r *run) (*parted[Pair[K, V]], error) {
 	return func(r *run) (*parted[Pair[K, V]], error) {
-		in, out, err := mapSide(r, kd.dead, s, func(in *parted[T], par int) ([]Pair[K, V], error) {
+		in, out, letters, err := mapSide(r, kd.dead, s, func(in *parted[T], par int) ([]Pair[K, V], error) {
 			return kd.shuffle(r.ctx, par, in)
 		})
+		if err == nil {
+			err = kd.dead.quarantine(r, letters)
+		}
 		if err != nil || in == nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/panics"
 )
 
 // UpdateStateByKey returns a stream of per-key state kept across batches:
@@ -40,6 +41,7 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 	st := newKeyState[K, V, S](update, codecFor[K](cs), codecFor[S](cs))
 	cs.unused(s.p, "UpdateStateByKey", s.n)
 	dead := newKeyedDead(s.p, "UpdateStateByKey of "+s.n.String(), o)
+	st.catch = dead != nil
 	var out *Stream[Pair[K, S]]
 	out = newStatefulStream(s.p, "UpdateStateByKey", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[Pair[K, S]], error) {
 		if st.last == nil || st.last.Time() != r.job.time {
@@ -47,10 +49,13 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		}
 		return st.last, nil
 	}, func(r *run) error {
-		_, _, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
+		in, _, letters, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
 			return struct{}{}, st.apply(r.ctx, par, in)
 		})
-		return err
+		if err != nil || in == nil {
+			return err
+		}
+		return dead.quarantine(r, append(letters, st.letters...))
 	})
 	out.n.keepState(st)
 	dead.named(out.n)
@@ -80,6 +85,11 @@ type keyState[K comparable, V, S any] struct {
 	// shards, when the state is kept per shard (pershard.go), places the
 	// keys; a new key of a shard not loaded gets no state.
 	shards *shardKeys[K]
+	// catch is set with the operator's Quarantine: a panic of update on a
+	// key with values is then a letter per value, in letters (the
+	// batch's).
+	catch   bool
+	letters []DeadLetter
 }
 
 // stateTask is what a map task of keyState.apply notes of its partition.
@@ -336,9 +346,10 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 	}
 	out := make([]Pair[K, S], 0, held+len(news))
 	var gone []bool // the keys that lose their state, if any
+	st.letters = nil
 	for i := range held {
 		kv := &st.held.pairs[i]
-		ns, keep := st.update(kv.Key, values(i), kv.Value, true)
+		ns, keep := st.invoke(kv.Key, values(i), kv.Value, true)
 		if !keep {
 			if gone == nil {
 				gone = make([]bool, held)
@@ -358,13 +369,34 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 		if !st.shards.owns(k) {
 			continue
 		}
-		if ns, keep := st.update(k, values(held+int(id)), zero, false); keep {
+		if ns, keep := st.invoke(k, values(held+int(id)), zero, false); keep {
 			st.holdHashed(k, h, ns)
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		}
 	}
 	st.last = batch.New(in.time, in.blocks, out)
 	return nil
+}
+
+// invoke calls update. With the operator's Quarantine (catch), a panic of
+// update on a key with values in the batch becomes a letter per value, in
+// st.letters, and the key keeps the state it had (a new key gets none);
+// without values there is no record to set aside, and the panic fails the
+// batch.
+func (st *keyState[K, V, S]) invoke(k K, vs []V, s S, exists bool) (ns S, keep bool) {
+	if !st.catch || len(vs) == 0 {
+		return st.update(k, vs, s, exists)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err := panics.Recovered(p)
+			for _, v := range vs {
+				st.letters = append(st.letters, letterOf(Pair[K, V]{Key: k, Value: v}, err))
+			}
+			ns, keep = s, exists
+		}
+	}()
+	return st.update(k, vs, s, exists)
 }
 
 // newKeys gathers the new keys of tasks in st.news, each once, with the

@@ -51,8 +51,13 @@ func Call1[R any](f func() (R, error)) (r R, err error) {
 	return f()
 }
 
+// Recovered returns the *Error of v, a panic's value, for a deferred
+// function that recovered it itself: where the closure Call takes would
+// cost an allocation per call on a hot path.
+func Recovered(v any) *Error { return recovered(v) }
+
 // recovered makes the *Error of v, a panic's value, recovered by a
-// deferred function of Call or Call1.
+// deferred function of Call, Call1 or Recovered's caller.
 func recovered(v any) *Error {
 	return &Error{Value: v, Stack: debug.Stack(), Site: site()}
 }
