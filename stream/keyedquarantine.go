@@ -44,7 +44,9 @@ func newKeyedDead(p *Pipeline, what string, o options) *keyedDead {
 		return nil
 	}
 	kq := &keyedDead{dead: o.dead, name: what}
+	p.mu.Lock()
 	p.quarantiners = append(p.quarantiners, kq)
+	p.mu.Unlock()
 	return kq
 }
 
@@ -177,7 +179,7 @@ func (kq *keyedDead) quarantine(r *run, letters []DeadLetter) error {
 	if kq.out < len(r.outs) {
 		r.outs[kq.out].Quarantined += len(letters)
 	}
-	r.logger.Warn("stream: records quarantined before a keyed operator", "operator", kq.name, "batch", r.job.time,
+	r.logger.Warn("stream: records quarantined by a keyed, window or state operator", "operator", kq.name, "batch", r.job.time,
 		"records", len(letters), "err", letters[0].Err)
 	return nil
 }
