@@ -79,6 +79,9 @@ func StateTimeout(d time.Duration) Option {
 // same keys. Keys and states are encoded with GobCodec unless StateCodec
 // options give other codecs; Run refuses to start if they cannot be
 // encoded.
+//
+// With Quarantine, a record that the functions before it, or f, fail on is
+// set aside, its key's state as it was (see Quarantine).
 func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K, value V, state *State[S]) (out U, emit bool), opts ...Option) (mapped *Stream[U], snapshots *Stream[Pair[K, S]]) {
 	mustExist("MapWithState", "s", s)
 	requireFunc(s.p, "MapWithState", s.n, "f", f == nil)

@@ -32,6 +32,10 @@ import (
 // update sees every batch once, as in a run never interrupted. Keys and
 // states are encoded with GobCodec unless a StateCodec option gives another
 // codec for their type; Run refuses to start if they cannot be encoded.
+//
+// With Quarantine, a record that the functions before it fail on is set
+// aside, and so are a key's values of a batch that update panics on, the
+// key keeping its state (see Quarantine).
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	mustExist("UpdateStateByKey", "s", s)
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)

@@ -29,7 +29,9 @@ import (
 // would have held without it; their records are encoded with GobCodec
 // unless a StateCodec option gives another codec for T. A window whose
 // time is after the last batch of a drained Run is output by a restart
-// only if it runs that time: see Pipeline.Drain.
+// only if it runs that time: see Pipeline.Drain. With Quarantine, a
+// record that the functions before it fail on is set aside and the batch
+// kept without it (see Quarantine).
 func Window[T any](s *Stream[T], length, slide time.Duration, opts ...Option) *Stream[T] {
 	mustExist("Window", "s", s)
 	length, slide = checkWindow(s.p, "Window", s.n, length, slide)
@@ -183,7 +185,9 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // (see UpdateStateByKey), keys and values encoded with GobCodec unless
 // StateCodec options give other codecs for K or V. As for Window, a window
 // whose time is after the last batch of a drained Run is output by a
-// restart only if it runs that time: see Pipeline.Drain.
+// restart only if it runs that time: see Pipeline.Drain. It takes
+// Quarantine as ReduceByKey does: a record is set aside once, when its
+// batch is reduced, not once per window.
 func ReduceByKeyAndWindow[K comparable, V any](s *Stream[Pair[K, V]], reduce, inverse func(V, V) V, length, slide time.Duration, opts ...Option) *Stream[Pair[K, V]] {
 	mustExist("ReduceByKeyAndWindow", "s", s)
 	requireFunc(s.p, "ReduceByKeyAndWindow", s.n, "reduce", reduce == nil)
