@@ -80,7 +80,9 @@ func Retry(n int) Option {
 // ReduceByKey or a windowed reduce), the map side runs once more with the
 // records isolated one by one, as above; each record whose processing
 // fails is sent to d, and the operator computes the batch from the
-// others, none of a failing record's outputs included. So is it of Window,
+// others, none of a failing record's outputs included (except, when the
+// reduce itself panics on one of a record's outputs, those it combined
+// before). So is it of Window,
 // which keeps each batch of its stream: a batch the narrow operators
 // before it fail is computed again the same way, without the records they
 // fail on. Nothing is retried
