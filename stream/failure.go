@@ -630,8 +630,10 @@ const stopFix = "to set the records that fail aside and go on, give the output s
 // mapTaskError returns err, the failure of map task i of a keyed, window
 // or state operator over pt (a panic: of a narrow operator's function
 // fused into the task, or of the operator's own), naming the records of
-// the partition and the fix: Quarantine cannot isolate records there, so
-// the error is all a user has to find the record by. nil stays nil.
+// the partition and the fix: the operator's own Quarantine (not an
+// output's) can isolate records there; without it, the error is all a
+// user has to find the record by. nil stays nil. The error is a
+// *mapTaskFailure, which the operator's Quarantine isolates.
 func (pt *parted[T]) mapTaskError(i int, err error) error {
 	if err == nil {
 		return nil
