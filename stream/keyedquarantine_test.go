@@ -468,3 +468,42 @@ func TestQuarantineStateFunctions(t *testing.T) {
 		})
 	}
 }
+
+// failingLetters is a DeadLetters that refuses every letter.
+type failingLetters struct{}
+
+func (failingLetters) Quarantine(context.Context, []stream.DeadLetter) error {
+	return errors.New("dead letters unavailable")
+}
+
+// TestQuarantineBeforeKeyedOperatorFails: when the operator's dead letters
+// refuse its letters, the batch fails and Run stops, naming the operator
+// and the dead letters' error: a record is never dropped without its
+// letter.
+func TestQuarantineBeforeKeyedOperatorFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = time.Second
+		p, src := shardedPipeline(t, iv, 1)
+		pairs := stream.Map(stream.From(p, src), func(w string) stream.Pair[string, int] {
+			if w == "boom" {
+				panic("map: boom")
+			}
+			return stream.Pair[string, int]{Key: w, Value: 1}
+		})
+		stream.ForEachBatch(stream.ReduceByKey(pairs, func(a, b int) int { return a + b }, stream.Quarantine(failingLetters{})),
+			func(context.Context, *batch.Batch[stream.Pair[string, int]]) error { return nil })
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		time.Sleep(iv / 2)
+		if err := src.Push("a", "boom"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * iv)
+		p.Drain(context.Background())
+		err := <-errc
+		var be *stream.BatchError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), "ReduceByKey (stream 2): quarantine 1 records: dead letters unavailable") {
+			t.Fatalf("Run = %v, want a *BatchError naming the operator and the dead letters' error", err)
+		}
+	})
+}
