@@ -266,12 +266,7 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 					db.once(match, giveBack)
 					return
 				}
-				w.c.mu.Lock()
-				w.c.needScan = true
-				w.c.mu.Unlock()
-				w.c.takeCycle(ctx) // its scan sees the request
-				w.c.deliver()
-				if got := w.c.HoldOf(shard); got != HandingOff {
+				if got := w.scanNow(ctx, shard); got != HandingOff { // its scan sees the request
 					during = append(during, fmt.Sprintf("w1's hold after its scan saw the request: %v, want HandingOff", got))
 				}
 				giveBack()
@@ -286,14 +281,8 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 				t.Error(d)
 			}
 			w.c.deliver()
-			mu.Lock()
-			told := slices.Clone(asked)
-			mu.Unlock()
-			if len(told) != 1 || told[0] != shard {
-				t.Fatalf("OnHandoff called with %v, want [%s] (the hand-off started while the write was in flight)", told, shard)
-			}
-			if _, lost := w.events(); len(lost) != 0 {
-				t.Fatalf("w1 reported %v lost; the lease was given back to it", lost)
+			if !toldOnceNotLost(t, w, &mu, &asked, shard) {
+				t.FailNow()
 			}
 			if l := mustGet(t, tbl, shard); l.Owner != "w1" || l.CheckpointOwner != "" || l.Checkpoint != last {
 				t.Fatalf("after the write, %s is %+v; want w1's at %s", shard, l, last)
@@ -317,4 +306,83 @@ func TestWriteInFlightAsHandoffStartsThenGivenBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCommitUnansweredThenHandoffSeenThenGivenBack has a checkpoint write
+// get no answer (applied), then another worker ask for the lease, this
+// worker's scan see the request and start the hand-off (which forgets the
+// writes without an answer: the request was conditional on the counter
+// the applied one moved), and the asker give the lease back. The
+// checkpoint tried again, then a later one, are written on the lease given
+// back; the hand-off the worker was told of completes, and its next take
+// cycle takes the lease back at the last checkpoint: nothing lost, nothing
+// read twice.
+func TestCommitUnansweredThenHandoffSeenThenGivenBack(t *testing.T) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	var asked []string
+	w, l := lossyWorker(t, 1, func(c *CoordinatorConfig) {
+		c.OnHandoff = func(s string) { mu.Lock(); asked = append(asked, s); mu.Unlock() }
+	})
+	shard := ids(shardIDs(1))[0]
+	tbl := w.c.Table()
+	l.unanswered(isCheckpointBody)
+	if err := w.c.Commit(ctx, shard, "100"); err == nil || errors.Is(err, checkpointer.ErrLeaseLost) {
+		t.Fatalf("Commit without an answer = %v, want an error other than ErrLeaseLost", err)
+	}
+	l.plan(nil)
+	if got := mustGet(t, tbl, shard); got.Checkpoint != "100" {
+		t.Fatalf("the unanswered checkpoint did not land: %+v; the test needs it to", got)
+	}
+	req, err := tbl.requestHandoff(ctx, mustGet(t, tbl, shard), "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.scanNow(ctx, shard); got != HandingOff { // its scan sees the request
+		t.Fatalf("hold after the scan saw the request: %v, want HandingOff", got)
+	}
+	if _, err := tbl.dropAsked(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Commit(ctx, shard, "100"); err != nil {
+		t.Errorf("the unanswered checkpoint tried again on the lease given back: %v, want nil", err)
+	}
+	handOffGivenBack(t, w, shard, "200")
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.cycle(ctx)
+	toldOnceNotLost(t, w, &mu, &asked, shard)
+	if got := mustGet(t, tbl, shard); got.Owner != "w" || got.Checkpoint != "200" || !w.c.Holds(shard) {
+		t.Errorf("lease %+v (held %v), want w's, at checkpoint 200, held", got, w.c.HoldOf(shard))
+	}
+}
+
+// toldOnceNotLost reports whether OnHandoff, which appends to asked under
+// mu, was called once, for shard, and w reported no lease lost (the lease
+// was given back to it); it says what was wrong otherwise.
+func toldOnceNotLost(t *testing.T, w *worker, mu *sync.Mutex, asked *[]string, shard string) bool {
+	t.Helper()
+	mu.Lock()
+	told := slices.Clone(*asked)
+	mu.Unlock()
+	ok := true
+	if len(told) != 1 || told[0] != shard {
+		t.Errorf("OnHandoff called with %v, want [%s] (the hand-off started)", told, shard)
+		ok = false
+	}
+	if _, lost := w.events(); len(lost) != 0 {
+		t.Errorf("%s reported %v lost; the lease was given back to it", w.c.WorkerID(), lost)
+		ok = false
+	}
+	return ok
+}
+
+// scanNow runs a take cycle of w that scans the table, as a cycle after a
+// request does, delivers its events and returns shard's hold then.
+func (w *worker) scanNow(ctx context.Context, shard string) Hold {
+	w.c.mu.Lock()
+	w.c.needScan = true
+	w.c.mu.Unlock()
+	w.c.takeCycle(ctx)
+	w.c.deliver()
+	return w.c.HoldOf(shard)
 }
