@@ -183,8 +183,8 @@ var sharedItems sync.Map // sinkKey -> *outputid.Written[string, string]
 // sinkKey names the items a Sink writes, by where its client sends
 // requests and the table, and the attribute of their versions. Where the
 // endpoint is not known (a client of another type), the client itself
-// stands for it (a value of a type that cannot be compared, the Sink's
-// own, shared with no other).
+// stands for it if it is a pointer (another value, the Sink's own, shared
+// with no other).
 type sinkKey struct {
 	at             any
 	table, version string
@@ -196,7 +196,9 @@ func clientAt(client Client, endpoint string) any {
 	if _, ok := client.(interface{ Options() ddb.Options }); ok {
 		return endpoint
 	}
-	if reflect.TypeOf(client).Comparable() {
+	// A pointer only: a comparable type may hold, in an interface field,
+	// a value that cannot be hashed, and a key of it would panic.
+	if reflect.TypeOf(client).Kind() == reflect.Pointer {
 		return client
 	}
 	return new(byte)

@@ -548,3 +548,28 @@ func TestPanickingClientFailsBatch(t *testing.T) {
 		}
 	}
 }
+
+// taggedClient is a client wrapper of a type that cannot be compared, and
+// wrappedClient one that can, holding such a value: hashing it panics.
+type taggedClient struct {
+	dynamodb.Client
+	tags []string
+}
+
+type wrappedClient struct{ dynamodb.Client }
+
+// TestNewWithUnhashableClient: a Config.Client of a comparable type that
+// holds a value that cannot be hashed made New panic (the key of the
+// record of items written that Sinks share); it now gets a record of its
+// own and writes.
+func TestNewWithUnhashableClient(t *testing.T) {
+	c, table, ctx := setup(t)
+	client := wrappedClient{taggedClient{Client: c}}
+	s := newSink(t, ctx, dynamodb.Config{Client: client, Table: table})
+	if err := s.Write(ctx, batch.New(1_700_000_000_000, nil, events(2, 2, false))); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Written != 2 {
+		t.Errorf("Stats = %+v, want 2 written", st)
+	}
+}

@@ -294,3 +294,22 @@ func TestTwoSinksOfOneStream(t *testing.T) {
 		})
 	}
 }
+
+// wrappedClient is a client wrapper of a comparable type holding a value
+// that cannot be hashed (a slice beside the client).
+type wrappedClient struct{ kinesis.Client }
+
+type taggedClient struct {
+	kinesis.Client
+	tags []string
+}
+
+// TestNewWithUnhashableClient: such a Config.Client made New panic (the
+// key of what the Sinks of a stream share); it now gets a record of its
+// own.
+func TestNewWithUnhashableClient(t *testing.T) {
+	f := newFake(t, nil)
+	if _, err := kinesis.New(kinesis.Config[source.Record]{Client: wrappedClient{taggedClient{Client: f}}, Stream: "out", Record: dataOf, Origin: "app/out"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -84,8 +84,8 @@ var (
 // streamKey names a stream written to and, for version 1 tags, the
 // writer. The stream is named by its name and where the Sink's client
 // sends requests: its endpoint or region, or for a client of another type
-// the client itself (a value of a type that cannot be compared, a Sink's
-// own, shared with no other).
+// the client itself if it is a pointer (another value, a Sink's own,
+// shared with no other).
 type streamKey struct {
 	at             any
 	stream, writer string
@@ -100,7 +100,9 @@ func clientAt(client Client) any {
 		}
 		return "region " + o.Region
 	}
-	if reflect.TypeOf(client).Comparable() {
+	// A pointer only: a comparable type may hold, in an interface field,
+	// a value that cannot be hashed, and a key of it would panic.
+	if reflect.TypeOf(client).Kind() == reflect.Pointer {
 		return client
 	}
 	return new(byte)
