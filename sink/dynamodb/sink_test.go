@@ -564,7 +564,7 @@ type wrappedClient struct{ dynamodb.Client }
 // own and writes.
 func TestNewWithUnhashableClient(t *testing.T) {
 	c, table, ctx := setup(t)
-	client := wrappedClient{taggedClient{Client: c}}
+	client := wrappedClient{taggedClient{Client: c, tags: []string{"team"}}}
 	s := newSink(t, ctx, dynamodb.Config{Client: client, Table: table})
 	if err := s.Write(ctx, batch.New(1_700_000_000_000, nil, events(2, 2, false))); err != nil {
 		t.Fatal(err)

@@ -309,7 +309,7 @@ type taggedClient struct {
 // own.
 func TestNewWithUnhashableClient(t *testing.T) {
 	f := newFake(t, nil)
-	if _, err := kinesis.New(kinesis.Config[source.Record]{Client: wrappedClient{taggedClient{Client: f}}, Stream: "out", Record: dataOf, Origin: "app/out"}); err != nil {
+	if _, err := kinesis.New(kinesis.Config[source.Record]{Client: wrappedClient{taggedClient{Client: f, tags: []string{"team"}}}, Stream: "out", Record: dataOf, Origin: "app/out"}); err != nil {
 		t.Fatal(err)
 	}
 }
