@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -69,40 +70,63 @@ func (e *mapTaskFailure) Unwrap() error { return e.err }
 
 // mapSide runs run, an operator's map side and what follows it in the
 // batch, on the partitions of s, its input, par tasks at a time, with the
-// operator's Quarantine kq (nil for none): see isolateMapSide. It returns
-// a nil in for a batch s has none, and the letters of the records left
-// out, for kq.quarantine.
+// operator's Quarantine kq (nil for none): when a map task fails (or a
+// shared narrow operator before it, see partsToIsolate), it runs again
+// isolated. It returns a nil in for a batch s has none, and the letters
+// of the records left out, for kq.quarantine.
 func mapSide[T, R any](r *run, kq *keyedDead, s *Stream[T], run func(in *parted[T], par int) (R, error)) (in *parted[T], out R, letters []DeadLetter, err error) {
+	redo := func(in *parted[T]) (R, error) { return run(in, 1) }
 	in, err = s.parts(r)
 	switch {
 	case err != nil:
-		if in, err = partsToIsolate(r, kq, s, err); in == nil {
-			return nil, out, nil, err
+		if refused := partsToIsolate(r, kq, s, err); refused != nil {
+			out, letters, err = isolated(r, refused, redo)
+			return refused, out, letters, err
 		}
+		return nil, out, nil, err
 	case in == nil:
 		return nil, out, nil, nil
-	default:
-		out, err = run(in, max(r.par, 1))
 	}
-	out, letters, err = isolateMapSide(r, kq, in, out, err, func(in *parted[T]) (R, error) { return run(in, 1) })
+	if out, err = run(in, max(r.par, 1)); err == nil || !isolable(r, kq, err) {
+		return in, out, nil, err
+	}
+	out, letters, err = isolated(r, in, redo)
 	return in, out, letters, err
+}
+
+// stateTick runs a state operator's batch: apply (its map side, then its
+// function) on the partitions of s, with its Quarantine dead, then sends
+// the letters of the records the map side left out and of those the
+// function failed on (taken, apply's).
+func stateTick[T any](r *run, dead *keyedDead, s *Stream[T], apply func(ctx context.Context, par int, in *parted[T]) error, taken func() []DeadLetter) error {
+	in, _, letters, err := mapSide(r, dead, s, func(in *parted[T], par int) (struct{}, error) {
+		return struct{}{}, apply(r.ctx, par, in)
+	})
+	if err != nil || in == nil {
+		return err
+	}
+	return dead.quarantine(r, append(letters, taken()...))
 }
 
 // partsToIsolate returns, when s's partitions failed with err because a
 // function of a narrow operator whose stream other consumers share too
 // panicked (such a stream is computed once, before them, not in the
 // operator's tasks), s's partitions planned again with that operator
-// fused into the tasks (see fusedAgain), and err as a map task's failure
-// for isolateMapSide. Otherwise, or without kq, it returns nil and err.
-func partsToIsolate[T any](r *run, kq *keyedDead, s *Stream[T], err error) (*parted[T], error) {
+// fused into the tasks (see fusedAgain), to run isolated. Otherwise, or
+// without kq, it returns nil.
+func partsToIsolate[T any](r *run, kq *keyedDead, s *Stream[T], err error) *parted[T] {
 	if _, ok := errors.AsType[*panicError](err); !ok || kq == nil || r.ctx.Err() != nil {
-		return nil, err
+		return nil
 	}
 	pt, _, _ := fusedAgain(r, s)
-	if pt == nil {
-		return nil, err
-	}
-	return pt, &mapTaskFailure{err: err, msg: err.Error()}
+	return pt
+}
+
+// isolable reports whether err, the failure of an operator's map side, is
+// one its Quarantine kq isolates: a map task's.
+func isolable(r *run, kq *keyedDead, err error) bool {
+	_, ok := errors.AsType[*mapTaskFailure](err)
+	return ok && kq != nil && r.ctx.Err() == nil
 }
 
 // isolatedParent returns, when parent's batch failed with err because a
@@ -121,19 +145,14 @@ func isolatedParent[T any](r *run, kq *keyedDead, parent *Stream[T], err error) 
 	return b, kq.quarantine(r, letters)
 }
 
-// isolateMapSide is what an operator with Quarantine kq does when its map
-// side, run by redo on in, failed with err: if a map task failed, it runs
-// redo again, one task at a time, on in's records one root record at a
-// time, leaving out those whose processing fails, and returns what redo
-// returned and their letters. Other failures, and any without kq, are
-// returned as they are.
-func isolateMapSide[T, R any](r *run, kq *keyedDead, in *parted[T], out R, err error, redo func(in *parted[T]) (R, error)) (R, []DeadLetter, error) {
-	if _, ok := errors.AsType[*mapTaskFailure](err); !ok || kq == nil || r.ctx.Err() != nil {
-		return out, nil, err
-	}
+// isolated runs redo, an operator's map side and what follows it, one
+// task at a time, on in's records one root record at a time (see
+// isolatedParts), leaving out those whose processing fails, and returns
+// what redo returned and their letters.
+func isolated[T, R any](r *run, in *parted[T], redo func(in *parted[T]) (R, error)) (R, []DeadLetter, error) {
 	iso := &isolation{}
 	prev := r.iso.Swap(iso)
-	out, err = redo(isolatedParts(iso, in))
+	out, err := redo(isolatedParts(iso, in))
 	r.iso.Store(prev)
 	return out, iso.letters, err
 }

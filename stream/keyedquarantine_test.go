@@ -104,7 +104,9 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 				clean[i] = slices.DeleteFunc(slices.Clone(recs), func(r string) bool { return strings.Contains(r, "boom") })
 			}
 			var counted []stream.OutputInfo // the Outputs of the batches completed, added up
-			run := func(batches [][]string, opts ...stream.Option) ([]string, *deadList, error) {
+			// run runs the pipeline on batches, the operator with Quarantine
+			// if quarantine.
+			run := func(batches [][]string, quarantine bool) ([]string, *deadList, error) {
 				var out []string
 				dead := &deadList{}
 				var err error
@@ -132,8 +134,9 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 							}
 						}
 					}()
-					if len(opts) > 0 {
-						opts = []stream.Option{stream.Quarantine(dead)}
+					var opts []stream.Option
+					if quarantine {
+						opts = append(opts, stream.Quarantine(dead))
 					}
 					tc.build(stream.FlatMap(stream.From(p, src), strings.Fields), &out, opts...)
 					errc := make(chan error, 1)
@@ -151,11 +154,11 @@ func TestQuarantineBeforeKeyedOperators(t *testing.T) {
 				})
 				return out, dead, err
 			}
-			want, _, err := run(clean)
+			want, _, err := run(clean, false)
 			if err != nil {
 				t.Fatalf("Run on the records without boom: %v", err)
 			}
-			got, dead, err := run(batches, stream.Quarantine(nil)) // replaced by run's dead
+			got, dead, err := run(batches, true)
 			if err != nil {
 				t.Fatalf("Run with Quarantine = %v, want nil: the records holding boom quarantined", err)
 			}

@@ -101,13 +101,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 	dead := newKeyedDead(s.p, "MapWithState of "+s.n.String(), o)
 	st.catch = dead != nil
 	tick := func(r *run) error {
-		in, _, letters, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
-			return struct{}{}, st.apply(r.ctx, par, in)
-		})
-		if err != nil || in == nil {
-			return err
-		}
-		return dead.quarantine(r, append(letters, st.letters...))
+		return stateTick(r, dead, s, st.apply, func() []DeadLetter { return st.letters })
 	}
 	mapped = newStatefulStream(s.p, "MapWithState", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
 		if st.out == nil || st.out.Time() != r.job.time {

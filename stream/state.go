@@ -53,13 +53,7 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 		}
 		return st.last, nil
 	}, func(r *run) error {
-		in, _, letters, err := mapSide(r, dead, s, func(in *parted[Pair[K, V]], par int) (struct{}, error) {
-			return struct{}{}, st.apply(r.ctx, par, in)
-		})
-		if err != nil || in == nil {
-			return err
-		}
-		return dead.quarantine(r, append(letters, st.letters...))
+		return stateTick(r, dead, s, st.apply, func() []DeadLetter { return st.letters })
 	})
 	out.n.keepState(st)
 	dead.named(out.n)
