@@ -66,40 +66,37 @@ func Retry(n int) Option {
 // output, record by record, so each such output quarantines the failing
 // records. A failure the output cannot pin to its records (of
 // a keyed, window, state or Transform operator, or of a source's
-// recomputation) is not quarantined: it stops the pipeline once the
-// retries are spent. Later records of the key
+// recomputation) is not quarantined by the output (the operator's own
+// Quarantine, below, can): it stops the pipeline once the retries are
+// spent. Later records of the key
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
 //
-// Quarantine is also an option of the keyed and state operators
-// (ReduceByKey, CountByValue, ReduceByKeyAndWindow, UpdateStateByKey,
-// MapWithState), whose map side runs the narrow operators before them
-// fused into its tasks: when a task fails there (a panic in a Map,
-// Filter, FlatMap or MapBatch before the operator, or in the reduce of
-// ReduceByKey or a windowed reduce), the map side runs once more with the
+// Quarantine is also an option of the keyed, window and state operators
+// (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow,
+// UpdateStateByKey, MapWithState), for the functions that run before
+// they group records: the narrow operators fused into their map side (a
+// Map, Filter, FlatMap or MapBatch), and the reduce of ReduceByKey or a
+// windowed reduce. When one panics, the batch is computed again with the
 // records isolated one by one, as above; each record whose processing
 // fails is sent to d, and the operator computes the batch from the
 // others, none of a failing record's outputs included (except, when the
 // reduce itself panics on one of a record's outputs, those it combined
-// before). So is it of Window,
-// which keeps each batch of its stream: a batch the narrow operators
-// before it fail is computed again the same way, without the records they
-// fail on. Nothing is retried
-// first: such functions are deterministic. A windowed reduce quarantines a
-// record once, when its batch is reduced, not once per window; a restart
-// that replays completed batches to rebuild the state leaves the same
-// records out without sending their letters again. A panic of
-// MapWithState's f on a record quarantines that record, the key's state
-// as it was before the call; a panic of UpdateStateByKey's update
-// quarantines the key's values of the batch (as pairs: they have been
-// grouped), the key keeping the state it had. An update that panics on a
-// key without values in the batch, a timing-out call of f that panics,
-// and an error of State misuse have no record to set aside: they still
-// stop the pipeline. A narrow operator whose stream
-// other consumers share too is computed once, before them; when it fails,
-// the operator plans it again fused into its own tasks and isolates its
-// records as above, as an output does.
+// before). A narrow operator whose stream other consumers share too is
+// computed once, before them; it is planned again fused and isolated the
+// same way. Nothing is retried first: such functions are deterministic.
+//
+// A windowed reduce quarantines a record once, when its batch is reduced,
+// not once per window; a restart that replays completed batches to
+// rebuild the state leaves the same records out without sending their
+// letters again. With Quarantine, a panic of MapWithState's f on a record
+// quarantines that record, the key's state as it was before the call; a
+// panic of UpdateStateByKey's update quarantines the key's values of the
+// batch (as pairs: they have been grouped), the key keeping the state it
+// had. An update that panics on a key without values in the batch, a
+// timing-out call of f that panics, and an error of State misuse have no
+// record to set aside: they still stop the pipeline.
 func Quarantine(d DeadLetters) Option {
 	return func(o *options) { o.dead, o.quarantine, o.given = d, true, o.given|optQuarantine }
 }
@@ -133,10 +130,10 @@ type DeadLetter struct {
 	// Output is the output's index in declaration order, as in the
 	// pipeline's Shape, and OutputName describes it as errors do:
 	// `ForEach("mail") of Map (stream 1)`. For a keyed, window or state
-	// operator with Quarantine, Output is the number of the pipeline's outputs plus
-	// the operator's position among such operators, in declaration order
-	// (the first is numbered as an output after the last), and OutputName
-	// names the operator: `ReduceByKey (stream 3)`.
+	// operator with Quarantine, Output is the number of the pipeline's
+	// outputs plus the operator's position among such operators, in
+	// declaration order (the first is numbered as an output after the
+	// last), and OutputName names the operator: `ReduceByKey (stream 3)`.
 	Output     int    `json:"output"`
 	OutputName string `json:"outputName"`
 	// Index is the letter's position among those of its batch and output,
@@ -197,8 +194,8 @@ func policyOf(p *Pipeline, o *output, opts options) failurePolicy {
 // batch (see Retry and Quarantine).
 type OutputInfo struct {
 	// Output describes the output as errors do: `ForEach("mail") of Map
-	// (stream 1)`, as a DeadLetter's OutputName does, or the keyed or
-	// state operator with Quarantine: `ReduceByKey (stream 3)`. Its index,
+	// (stream 1)`, as a DeadLetter's OutputName does, or the keyed, window
+	// or state operator with Quarantine: `ReduceByKey (stream 3)`. Its index,
 	// which a DeadLetter's Output holds, is its place in BatchInfo.Outputs.
 	Output string
 	// Retries counts the units tried again: partitions for ForEach and
