@@ -135,6 +135,28 @@ func BenchmarkKeyedPaired(b *testing.B) {
 			}
 		},
 	}, {
+		// The same running counts, each batch's values of a key reduced
+		// to one first, as UpdateStateByKey's documentation advises when
+		// update only folds its values.
+		name: "UpdateStateByKey/reduced",
+		build: func(s *Stream[string], sink *int64) {
+			sumPairs(UpdateStateByKey(ReduceByKey(Map(s, one), plus), func(_ string, vs []int64, n int64, _ bool) (int64, bool) {
+				for _, v := range vs {
+					n += v
+				}
+				return n, true
+			}), sink)
+		},
+		loop: func(sink *int64, count func(map[string]int64)) func() {
+			state := make(map[string]int64)
+			return func() {
+				count(state)
+				for _, c := range state {
+					*sink += c
+				}
+			}
+		},
+	}, {
 		// Each word emits its running count.
 		name: "MapWithState",
 		build: func(s *Stream[string], sink *int64) {

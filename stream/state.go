@@ -36,6 +36,12 @@ import (
 // With Quarantine, a record that the functions before it fail on is set
 // aside, and so are a key's values of a batch that update panics on, the
 // key keeping its state (see Quarantine).
+//
+// The values are placed by key and update is called from one goroutine,
+// so a batch of many values per key costs more than its map side. When
+// update only folds the values into the state (a running count or sum),
+// reduce them first: UpdateStateByKey(ReduceByKey(s, plus), update) gets
+// one value per key and batch, and most of the work runs in parallel.
 func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func(key K, values []V, state S, exists bool) (newState S, keep bool), opts ...Option) *Stream[Pair[K, S]] {
 	mustExist("UpdateStateByKey", "s", s)
 	requireFunc(s.p, "UpdateStateByKey", s.n, "update", update == nil)
