@@ -195,7 +195,7 @@ func TestGraphErrors(t *testing.T) {
 			"Print of Union (stream 4): StateCodec is an option of the stateful operators (UpdateStateByKey, MapWithState, Window, ReduceByKeyAndWindow) only: remove it",
 			"Print of Union (stream 4): PartitionedByKey is an option of From and MapWithState only: remove it",
 			"From(source 1): Retry is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) only: remove it",
-			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) only: remove it",
+			"From(source 1): Quarantine is an option of the outputs (ForEach, ForEachPartition, ForEachBatch, Print), the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) and Transform only: remove it",
 			"From(source 1): Origins is an option of ForEachBatch only: remove it",
 			"ForEach of From(source 1) (stream 5): StateTimeout is an option of MapWithState only: remove it",
 		}},

@@ -31,8 +31,8 @@ type engine struct {
 	cancel  context.CancelCauseFunc // cancels ctx; the first cause is kept
 	sources []sourceRunner
 	outputs []*output
-	// quarantiners are the keyed, window and state operators with Quarantine,
-	// counted as outputs after the outputs (keyedDead.out).
+	// quarantiners are the keyed, window, state and Transform operators
+	// with Quarantine, counted as outputs after the outputs (keyedDead.out).
 	quarantiners []*keyedDead
 	ticks        []*node // stateful nodes an output depends on, parents first
 	nodes        int
@@ -855,7 +855,7 @@ func (e *engine) process(ctx context.Context, j *job, outs []OutputInfo) error {
 }
 
 // outputInfos returns the zero OutputInfo of each output, then of each
-// keyed, window or state operator with Quarantine, named.
+// keyed, window, state or Transform operator with Quarantine, named.
 func (e *engine) outputInfos() []OutputInfo {
 	outs := make([]OutputInfo, len(e.outputs)+len(e.quarantiners))
 	for i, o := range e.outputs {

@@ -65,3 +65,47 @@ func ExampleReduceByKey_quarantine() {
 	// (apple, 5)
 	// (pear, 1)
 }
+
+// A Transform sees the whole batch: here it ranks the batch's scores, and
+// panics on one it cannot parse. With Quarantine, the batch's records are
+// set aside (here printed) and the Transform's batch is empty, instead of
+// the pipeline stopping at every start.
+func ExampleTransform_quarantine() {
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Push("7", "x", "3")
+	best := stream.Transform(stream.From(p, src), func(_ context.Context, b *batch.Batch[string]) (*batch.Batch[int], error) {
+		top := 0
+		for s := range b.All() {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				panic(err)
+			}
+			top = max(top, n)
+		}
+		return batch.Derive(b, []int{top}), nil
+	}, stream.Quarantine(printLetters{}))
+	stream.ForEachBatch(best, func(_ context.Context, b *batch.Batch[int]) error {
+		fmt.Println("best:", b.Records())
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run drains what the source holds, then returns
+	if err := p.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// quarantined "7": panic: strconv.Atoi: parsing "x": invalid syntax
+	// quarantined "x": panic: strconv.Atoi: parsing "x": invalid syntax
+	// quarantined "3": panic: strconv.Atoi: parsing "x": invalid syntax
+	// best: []
+}

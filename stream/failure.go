@@ -67,8 +67,8 @@ func Retry(n int) Option {
 // records. A failure the output cannot pin to its records (of
 // a keyed, window, state or Transform operator, or of a source's
 // recomputation) is not quarantined by the output (the operator's own
-// Quarantine, below, can): it stops the pipeline once the retries are
-// spent. Later records of the key
+// Quarantine, below, can, but a source's cannot): it stops the pipeline
+// once the retries are spent. Later records of the key
 // of a quarantined record go on: they are not held back, so a record
 // replayed from dead letters arrives after them. See DESIGN.md, Failure
 // model.
@@ -97,6 +97,12 @@ func Retry(n int) Option {
 // had. An update that panics on a key without values in the batch, a
 // timing-out call of f that panics, and an error of State misuse have no
 // record to set aside: they still stop the pipeline.
+//
+// Transform takes Quarantine too. Its f sees a whole batch, so the unit is
+// the batch: when f panics, every record of the batch is sent to d, with
+// the panic, and Transform's batch is empty; a narrow operator before it
+// that fails has its records isolated one by one, as for a Window. An
+// error f returns is not quarantined: the outputs try the batch again.
 func Quarantine(d DeadLetters) Option {
 	return func(o *options) { o.dead, o.quarantine, o.given = d, true, o.given|optQuarantine }
 }
@@ -129,8 +135,8 @@ type DeadLetter struct {
 	Time batch.Time `json:"time"`
 	// Output is the output's index in declaration order, as in the
 	// pipeline's Shape, and OutputName describes it as errors do:
-	// `ForEach("mail") of Map (stream 1)`. For a keyed, window or state
-	// operator with Quarantine, Output is the number of the pipeline's
+	// `ForEach("mail") of Map (stream 1)`. For a keyed, window, state or
+	// Transform operator with Quarantine, Output is the number of the pipeline's
 	// outputs plus the operator's position among such operators, in
 	// declaration order (the first is numbered as an output after the
 	// last), and OutputName names the operator: `ReduceByKey (stream 3)`.
@@ -194,8 +200,8 @@ func policyOf(p *Pipeline, o *output, opts options) failurePolicy {
 // batch (see Retry and Quarantine).
 type OutputInfo struct {
 	// Output describes the output as errors do: `ForEach("mail") of Map
-	// (stream 1)`, as a DeadLetter's OutputName does, or the keyed, window
-	// or state operator with Quarantine: `ReduceByKey (stream 3)`. Its index,
+	// (stream 1)`, as a DeadLetter's OutputName does, or the keyed, window,
+	// state or Transform operator with Quarantine: `ReduceByKey (stream 3)`. Its index,
 	// which a DeadLetter's Output holds, is its place in BatchInfo.Outputs.
 	Output string
 	// Retries counts the units tried again: partitions for ForEach and

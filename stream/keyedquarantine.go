@@ -24,7 +24,8 @@ import (
 // complete sends them again, in the same places (batch time, output,
 // index).
 
-// keyedDead is the Quarantine of a keyed, window or state operator.
+// keyedDead is the Quarantine of a keyed, window, state or Transform
+// operator.
 type keyedDead struct {
 	dead DeadLetters
 	name string // the operator, as errors name it; set once it is made
@@ -198,7 +199,7 @@ func (kq *keyedDead) quarantine(r *run, letters []DeadLetter) error {
 	if kq.out < len(r.outs) {
 		r.outs[kq.out].Quarantined += len(letters)
 	}
-	r.logger.Warn("stream: records quarantined by a keyed, window or state operator", "operator", kq.name, "batch", r.job.time,
+	r.logger.Warn("stream: records quarantined by an operator", "operator", kq.name, "batch", r.job.time,
 		"records", len(letters), "err", letters[0].Err)
 	return nil
 }

@@ -87,8 +87,8 @@ type BatchInfo struct {
 	Unbatched int
 	// Outputs are what the outputs' failure policies did in the batch (see
 	// Retry and Quarantine), one per output in declaration order, zeros
-	// included, then one per keyed, window or state operator with Quarantine, in
-	// declaration order (their letters' DeadLetter.Output); set for
+	// included, then one per keyed, window, state or Transform operator with
+	// Quarantine, in declaration order (their letters' DeadLetter.Output); set for
 	// BatchCompleted only. The slice is shared by every listener: do not
 	// modify it.
 	Outputs []OutputInfo

@@ -103,12 +103,40 @@ func MapBatch[T, U any](s *Stream[T], f func([]T) []U) *Stream[U] {
 // f returns must have the input's time, the batch's identity (make it with
 // batch.Derive(b, records), or batch.New(b.Time(), ...)): another time fails
 // the batch. ctx is done when the Pipeline stops.
-func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
+//
+// Transform takes one Option, Quarantine: when f panics on a batch, every
+// record of the batch is sent to the DeadLetters, with the panic, and the
+// result is the empty batch; the narrow operators before Transform have
+// their records isolated one by one, as before a Window (see Quarantine).
+// An error f returns still fails the batch: the outputs try it again (see
+// Retry), as an error may pass; f sees the whole batch, so it can leave
+// out a record it cannot process itself.
+func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error), opts ...Option) *Stream[U] {
 	mustExist("Transform", "s", s)
 	requireFunc(s.p, "Transform", s.n, "f", f == nil)
+	dead := keyedQuarantine(s.p, "Transform of "+s.n.String(), opts)
 	var out *Stream[U]
-	out = derive(s, "Transform", func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error) {
-		nb, err := f(ctx, b)
+	out = newStream(s.p, "Transform", s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
+		b, err := s.at(r)
+		if err != nil {
+			if b, err = isolatedParent(r, dead, s, err); err != nil {
+				return nil, err
+			}
+		}
+		if b == nil {
+			return nil, nil
+		}
+		var nb *batch.Batch[U]
+		err = safely(func() (err error) {
+			nb, err = f(r.ctx, b)
+			return err
+		})
+		if _, ok := err.(*panicError); ok {
+			if dead == nil {
+				return nil, fmt.Errorf("%v: %w (%s)", out.n, err, transformStopFix)
+			}
+			return batch.Derive[T, U](b), dead.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", out.n, err)
 		}
@@ -123,8 +151,14 @@ func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 		}
 		return nb, nil
 	})
+	dead.named(out.n)
 	return out
 }
+
+// transformStopFix ends the error of a Transform whose f panicked,
+// without Quarantine: what the user can do about it.
+const transformStopFix = "to set the batch's records aside and go on, give Transform stream.Quarantine(d); " +
+	"otherwise fix f or the record: the batch is not completed, so its records are processed again after a restart"
 
 // Union returns the stream of the records of s and of every other stream,
 // batch by batch: the parts of s first, then those of others in order. The

@@ -67,7 +67,7 @@ type Pipeline struct {
 	sources      []sourceRunner
 	outputs      []*output
 	graphErrs    []error
-	quarantiners []*keyedDead // the keyed, window and state operators with Quarantine, in order
+	quarantiners []*keyedDead // the keyed, window, state and Transform operators with Quarantine, in order
 	state        runState
 	stopped      bool                    // Stop was called
 	draining     bool                    // a drain was requested

@@ -73,7 +73,7 @@ var optionTakers = [...]struct{ name, takers string }{
 	{"StateTimeout", "MapWithState"},
 	{"PartitionedByKey", "From and MapWithState"},
 	{"Retry", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print)"},
-	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print) and the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState)"},
+	{"Quarantine", "the outputs (ForEach, ForEachPartition, ForEachBatch, Print), the keyed, window and state operators (ReduceByKey, CountByValue, Window, ReduceByKeyAndWindow, UpdateStateByKey, MapWithState) and Transform"},
 	{"Origins", "ForEachBatch"},
 }
 

@@ -270,17 +270,6 @@ func newStatefulStream[T any](p *Pipeline, op string, slide time.Duration, paren
 	return &Stream[T]{p: p, n: n, compute: compute}
 }
 
-// derive adds a stream computed batch by batch from s by fn, with s's slide.
-func derive[T, U any](s *Stream[T], op string, fn func(ctx context.Context, b *batch.Batch[T]) (*batch.Batch[U], error)) *Stream[U] {
-	return newStream(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*batch.Batch[U], error) {
-		b, err := s.at(r)
-		if err != nil || b == nil {
-			return nil, err
-		}
-		return fn(r.ctx, b)
-	})
-}
-
 // mustExist panics at once when v, the *Stream or *Pipeline argument arg of
 // op, is nil, naming op, arg and the fix. With no stream there is no
 // Pipeline to record a graph error on (see requireFunc), and the nil would
