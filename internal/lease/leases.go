@@ -329,7 +329,9 @@ const (
 	// Held: the lease is held and renewed (Holds); records are delivered.
 	Held Hold = iota
 	// Lapsed: the lease is not held, or went unrenewed for LeaseDuration
-	// (or this worker's beat did): another worker may own it by now.
+	// (or this worker's beat did), or a beat of this worker was refused
+	// and the lease was not written since: another worker may own it by
+	// now.
 	Lapsed
 	// HandingOff: renewed, but another worker asked for it (OnHandoff);
 	// it is being handed off.
@@ -358,6 +360,13 @@ func (c *Coordinator) HoldOf(shard string) Hold {
 		return Lapsed
 	case h.handoff:
 		return HandingOff
+	case h.unvouched:
+		// Not trusted until the lease's own next conditional write (after
+		// a refused beat, a new incarnation): a new incarnation's first
+		// beat proves nothing of the leases others may have taken while
+		// this worker's beats failed, however recent a checkpoint written
+		// then.
+		return Lapsed
 	case h.retakenAt != 0:
 		return Unvouched
 	}
