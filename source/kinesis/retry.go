@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -255,7 +256,18 @@ func once[T any](ctx context.Context, r *retrier, f func(context.Context) (T, er
 	if err, ok := clientPanic(err); ok {
 		return v, err
 	}
+	if err == nil && nilAnswer(v) {
+		// A wrapper's bug: the reader would dereference it, in a
+		// goroutine where nothing recovers.
+		return v, fmt.Errorf("the Kinesis client answered with no output and no error: a Client must return one or the other")
+	}
 	return v, attempt.Error(actx, err, r.timeout)
+}
+
+// nilAnswer reports whether v, a client's answer, is a nil pointer.
+func nilAnswer[T any](v T) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // clientPanic returns, for err a *panics.Error of a Kinesis client's call,
