@@ -329,9 +329,7 @@ const (
 	// Held: the lease is held and renewed (Holds); records are delivered.
 	Held Hold = iota
 	// Lapsed: the lease is not held, or went unrenewed for LeaseDuration
-	// (or this worker's beat did), or a beat of this worker was refused
-	// and the lease was not written since: another worker may own it by
-	// now.
+	// (or this worker's beat did): another worker may own it by now.
 	Lapsed
 	// HandingOff: renewed, but another worker asked for it (OnHandoff);
 	// it is being handed off.
@@ -341,6 +339,13 @@ const (
 	// worker, which asked for it); trusted once a beat sent after the
 	// take succeeds, within RenewInterval.
 	Unvouched
+	// Renewing: renewed, but this worker's beats vouch for it no longer
+	// (a new incarnation of its beat, after a refused beat or at start):
+	// trusted once its own renewal, sent then, succeeds. A new
+	// incarnation's first beat proves nothing of the leases others may
+	// have taken while this worker's beats failed, however recent a
+	// checkpoint written meanwhile.
+	Renewing
 )
 
 // HoldOf reports whether this worker holds shard's lease (see Holds) and,
@@ -361,12 +366,7 @@ func (c *Coordinator) HoldOf(shard string) Hold {
 	case h.handoff:
 		return HandingOff
 	case h.unvouched:
-		// Not trusted until the lease's own next conditional write (after
-		// a refused beat, a new incarnation): a new incarnation's first
-		// beat proves nothing of the leases others may have taken while
-		// this worker's beats failed, however recent a checkpoint written
-		// then.
-		return Lapsed
+		return Renewing
 	case h.retakenAt != 0:
 		return Unvouched
 	}

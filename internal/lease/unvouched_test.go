@@ -9,8 +9,8 @@ import "testing"
 // while the renewal of the lease fails. Before, w0 trusted the lease again
 // (HoldOf Held: the new beat and the recent checkpoint) although w1 held
 // it: both workers delivered the shard until w0's renewal was refused. Now
-// a lease a refused beat left unvouched is Lapsed until its own next
-// conditional write. Found by a review's randomized fleet fuzz (dynalite).
+// a lease a refused beat left unvouched is Renewing, not Held, until its
+// own next conditional write. Found by a review's randomized fleet fuzz (dynalite).
 func TestCheckpointWhileBeatsFailThenNewIncarnation(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -65,5 +65,8 @@ func TestCheckpointWhileBeatsFailThenNewIncarnation(t *testing.T) {
 	if w0.c.Holds(s) && w1.c.Holds(s) {
 		l, _, _ := w0.c.Table().Get(ctx, s)
 		t.Fatalf("both workers trust %s (w0 %v, w1 %v); the table's owner is %s", s, w0.c.HoldOf(s), w1.c.HoldOf(s), l.Owner)
+	}
+	if h := w0.c.HoldOf(s); h != Renewing && h != Lapsed {
+		t.Errorf("w0's HoldOf = %v, want Renewing (its renewal failed) or Lapsed", h)
 	}
 }

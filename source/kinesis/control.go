@@ -226,6 +226,8 @@ func logHeldBack(log *slog.Logger, h lease.Hold, seq string) {
 		log.Info("kinesis: the shard's lease is being handed off to another worker; holding back records until its reader stops", "seq", seq)
 	case lease.Unvouched:
 		log.Info("kinesis: the shard's lease, just taken, is trusted once this worker's next beat succeeds; holding back records until then", "seq", seq)
+	case lease.Renewing:
+		log.Info("kinesis: the shard's lease is trusted once its renewal succeeds (this worker's beat was refused, or it just started); holding back records until then", "seq", seq)
 	default:
 		log.Warn("kinesis: lease not renewed within its duration; holding back records", "seq", seq)
 	}
