@@ -132,10 +132,13 @@ func Transform[T, U any](s *Stream[T], f func(ctx context.Context, b *batch.Batc
 			return err
 		})
 		if _, ok := err.(*panicError); ok {
-			if dead == nil {
+			if dead == nil || r.ctx.Err() != nil {
 				return nil, fmt.Errorf("%v: %w (%s)", out.n, err, transformStopFix)
 			}
-			return batch.Derive[T, U](b), dead.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+			if err := dead.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err)); err != nil {
+				return nil, err
+			}
+			return batch.Derive[T, U](b), nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", out.n, err)
