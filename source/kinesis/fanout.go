@@ -29,6 +29,16 @@ const causeIdleSubscription retryCause = "idle_subscription"
 // the idle timeout.
 var errIdleSubscription = errors.New("kinesis: no SubscribeToShard event within the idle timeout")
 
+// causeEmptySubscription is a subscription that ended cleanly before its
+// first event: Kinesis sends one within seconds, so the event stream was
+// cut (the SDK reads a stream cut short as its clean end). The reader
+// subscribes again.
+const causeEmptySubscription retryCause = "empty_subscription"
+
+// errEmptySubscription ends a subscription that ended before its first
+// event.
+var errEmptySubscription = errors.New("kinesis: the SubscribeToShard event stream ended before its first event")
+
 // subEnd says how one subscription ended.
 type subEnd int
 
@@ -178,6 +188,9 @@ func subscribeRetryCause(err error) retryCause {
 	if errors.Is(err, errIdleSubscription) {
 		return causeIdleSubscription
 	}
+	if errors.Is(err, errEmptySubscription) {
+		return causeEmptySubscription
+	}
 	return classify(err)
 }
 
@@ -209,6 +222,7 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 	defer lifetime.Stop()
 	idle := s.rn.clock.NewTimer(s.fo.cfg.idleTimeout)
 	defer idle.Stop()
+	heard := false // an event came
 	for {
 		select {
 		case <-ctx.Done():
@@ -223,8 +237,14 @@ func (s *shardSub) subscription(ctx context.Context) (subEnd, error) {
 			return subRenew, errIdleSubscription
 		case ev, ok := <-events.Events():
 			if !ok {
-				return subRenew, events.Err()
+				if err := events.Err(); err != nil || heard {
+					return subRenew, err
+				}
+				// Not a subscription that ran its course either: one cut
+				// short after another would read nothing, silently.
+				return subRenew, errEmptySubscription
 			}
+			heard = true
 			idle.Reset(s.fo.cfg.idleTimeout)
 			e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
 			if !isEvent {
@@ -328,6 +348,10 @@ func (s *shardSub) probeEnd(ctx context.Context) bool {
 	}
 	s.lastProbe = now
 	it, err := s.rn.iterator(ctx, s.shard, resumeAt(s.pos, s.lastRead), 1)
+	if errors.Is(err, errClosedEnd) {
+		s.log.Info("kinesis: shard closed and read to its end, though no end-of-shard event came")
+		return true
+	}
 	if err != nil {
 		s.log.Debug("kinesis: end-of-shard check failed", "err", err)
 		return false

@@ -112,6 +112,9 @@ type shardFake struct {
 	consumerFake
 	mu     sync.Mutex
 	probes int
+	// noIterator: GetShardIterator answers no iterator, as for a closed
+	// shard read to its end.
+	noIterator bool
 }
 
 func (f *shardFake) ListShards(context.Context, *awskinesis.ListShardsInput, ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
@@ -119,6 +122,9 @@ func (f *shardFake) ListShards(context.Context, *awskinesis.ListShardsInput, ...
 }
 
 func (f *shardFake) GetShardIterator(context.Context, *awskinesis.GetShardIteratorInput, ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
+	if f.noIterator {
+		return &awskinesis.GetShardIteratorOutput{}, nil
+	}
 	return &awskinesis.GetShardIteratorOutput{ShardIterator: aws.String("it")}, nil
 }
 

@@ -40,9 +40,12 @@ func (rn *run) readShard(ctx context.Context, shardID string, keys hashRange, po
 		}
 		return nil
 	}
-	// gone reports whether err says the shard is no longer in the stream
+	// gone reports whether err says the shard is closed with nothing left
+	// to read (errClosedEnd) or is no longer in the stream
 	// (goneFromStream): it is then taken as read to its end.
-	gone := func(err error) bool { return rn.goneFromStream(ctx, log, shardID, err) }
+	gone := func(err error) bool {
+		return errors.Is(err, errClosedEnd) || rn.goneFromStream(ctx, log, shardID, err)
+	}
 	asked := rn.clock.Now()
 	it, answered, err := rn.datedIterator(ctx, shardID, pos)
 	if gone(err) {
@@ -596,7 +599,13 @@ func iteratorWith(ctx context.Context, client Client, r *retrier, stream streamR
 	return out.ShardIterator, nil
 }
 
-// getIterator is iteratorWith that returns Kinesis's answer.
+// errClosedEnd is getIterator's error when Kinesis answers no iterator: it
+// does for a closed shard with no record at or after the position, so the
+// KCL, and the reader, take the shard as read to its end.
+var errClosedEnd = errors.New("kinesis answered no shard iterator: the shard is closed and has no record from this position on")
+
+// getIterator is iteratorWith that returns Kinesis's answer; its
+// ShardIterator is never nil (errClosedEnd).
 func getIterator(ctx context.Context, client Client, r *retrier, stream streamRef, shardID string, pos position, maxAttempts int) (*awskinesis.GetShardIteratorOutput, error) {
 	in := pos.iteratorInput(stream, shardID)
 	out, err := do(ctx, r, maxAttempts, "GetShardIterator", shardID, func(ctx context.Context) (*awskinesis.GetShardIteratorOutput, error) {
@@ -604,6 +613,9 @@ func getIterator(ctx context.Context, client Client, r *retrier, stream streamRe
 	})
 	if err != nil {
 		return nil, fmt.Errorf("getting a shard iterator at %s: %w", pos, err)
+	}
+	if out.ShardIterator == nil {
+		return nil, fmt.Errorf("getting a shard iterator at %s: %w", pos, errClosedEnd)
 	}
 	return out, nil
 }

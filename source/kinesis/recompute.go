@@ -247,7 +247,7 @@ func (rc *rangeReader) classify(err error, unavailable func(error) error) error 
 		notFound *types.ResourceNotFoundException
 		invalid  *types.InvalidArgumentException
 	)
-	if errors.As(err, &notFound) || errors.As(err, &invalid) {
+	if errors.As(err, &notFound) || errors.As(err, &invalid) || errors.Is(err, errClosedEnd) {
 		return unavailable(err)
 	}
 	return err

@@ -33,7 +33,7 @@ type retryCause string
 var retryCauses = []retryCause{
 	causeThrottled, causeLimitExceeded, causeKMSThrottling, causeServerError, causeTimeout,
 	causeTransport, causeExpiredCredentials, causeExpiredIterator, causeResourceInUse,
-	causeIdleSubscription,
+	causeIdleSubscription, causeEmptySubscription,
 }
 
 // The retry causes.

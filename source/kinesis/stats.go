@@ -24,7 +24,8 @@ type Stats struct {
 	// record read), "resource_in_use" (SubscribeToShard refused within 5s
 	// of the previous subscription, with Config.FanOut), "idle_subscription"
 	// (a subscription that delivered no event for a minute, with
-	// Config.FanOut).
+	// Config.FanOut), "empty_subscription" (a subscription whose event
+	// stream ended before its first event, with Config.FanOut).
 	Retries map[string]int64
 	// MalformedAggregates counts the Kinesis records that start with the
 	// KPL aggregate's magic number but do not decode as one (a corrupt

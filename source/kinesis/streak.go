@@ -38,6 +38,8 @@ func streakFix(cause retryCause, endpoint, setting string) string {
 		return "another subscription of the same consumer keeps taking the shard over: give each application its own consumer (FanOutConfig.ConsumerName, by default Config.App), and share a stream's shards between workers with Config.Leases"
 	case causeIdleSubscription:
 		return "subscriptions to Kinesis at " + endpoint + " open but deliver no event within a minute: check proxies between the workers and Kinesis, which must pass HTTP/2 event streams through as they come"
+	case causeEmptySubscription:
+		return "subscriptions to Kinesis at " + endpoint + " end before their first event: the event streams are cut; check proxies and load balancers between the workers and Kinesis, which must pass HTTP/2 event streams through, and the network"
 	case causeExpiredCredentials:
 		return "the AWS credentials expired and refreshing them keeps failing: check the credential source (role, profile, environment)"
 	}
