@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -160,8 +161,33 @@ type Receiver[T any] interface {
 	// Recompute rebuilds the records of a block from its ranges, in the same
 	// order, for a block the store no longer has (after a crash). It is safe
 	// for concurrent use and may be called whether or not the receiver runs.
+	// A receiver configured to leave out the ranges it can no longer serve
+	// returns the records of the others with a *RangesSkippedError.
 	Recompute(ctx context.Context, info batch.BlockInfo) ([]T, error)
 }
+
+// RangesSkippedError is returned by Recompute, together with the records
+// of the block's other ranges, when the receiver left out on purpose the
+// records of some of its ranges: ranges it can no longer serve (trimmed
+// past the stream's retention), which it was configured to skip and has
+// reported. The driver then runs the block without those ranges, rather
+// than fail its batch. Any other error, or records that do not add up to
+// the other ranges' counts, fails the batch.
+type RangesSkippedError struct {
+	// Ranges are the indexes, in BlockInfo.Ranges, of the ranges left out,
+	// in ascending order.
+	Ranges []int
+	// Err says why they were left out.
+	Err error
+}
+
+// Error names how many ranges were left out, and why.
+func (e *RangesSkippedError) Error() string {
+	return fmt.Sprintf("source: %d ranges left out: %v", len(e.Ranges), e.Err)
+}
+
+// Unwrap returns why the ranges were left out.
+func (e *RangesSkippedError) Unwrap() error { return e.Err }
 
 // CompletionObserver is implemented by receivers, or by the hooks they
 // register with Runtime.Observe, that want to know when blocks they pushed

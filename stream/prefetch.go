@@ -10,7 +10,7 @@ import (
 // done; after that only the batch runner uses recs and err.
 type recomputed struct {
 	done  chan struct{}
-	recs  any // the block's records: a []T of its source
+	recs  any // the block's records: a rebuilt[T] of its source
 	err   error
 	bytes int64 // guarded by prefetcher.mu: the records' bytes, or their estimate while recomputed
 }

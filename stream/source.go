@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -42,8 +43,8 @@ type sourceRunner interface {
 	// source.BatchObservers; an error is a hook's panic.
 	observe(ctx context.Context, info BatchInfo) error
 	// rebuild recomputes a block the store lost (see recompute), without
-	// telling the listeners: its records are a []T, holding about bytes
-	// of memory (recordSizer).
+	// telling the listeners: its records and the block are a rebuilt[T],
+	// the records holding about bytes of memory (recordSizer).
 	rebuild(ctx context.Context, info batch.BlockInfo) (recs any, bytes int64, err error)
 	// graphNode returns the source's stream in the graph.
 	graphNode() *node
@@ -462,8 +463,7 @@ func blockIDs(blocks []batch.BlockInfo) []batch.BlockID {
 // blocks of this source (see records), as partitions (see shardParts). The
 // batch, as ForEachBatch sees it, has one part per block, in block order.
 func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
-	infos := r.job.blocks[s.idx]
-	recs, err := s.records(r, infos)
+	recs, infos, err := s.records(r, r.job.blocks[s.idx])
 	if err != nil {
 		return nil, err
 	}
@@ -482,9 +482,11 @@ func (s *sourceState[T]) partsAt(r *run) (*parted[T], error) {
 // recomputed by the receiver. The blocks of a recovered batch are
 // recomputed ahead by the prefetcher; the others now, at most Parallelism
 // at a time. The first failure, in block order for a recovered batch, fails
-// the batch.
-func (s *sourceState[T]) records(r *run, infos []batch.BlockInfo) ([][]T, error) {
+// the batch. It returns the blocks as their records are: without the
+// ranges a receiver left out of a recomputed block (see recompute).
+func (s *sourceState[T]) records(r *run, infos []batch.BlockInfo) ([][]T, []batch.BlockInfo, error) {
 	recs := make([][]T, len(infos))
+	shown := infos // copied before a block is changed
 	var lost []int
 	for i, info := range infos {
 		if rs, ok := s.store.Get(info.ID); ok {
@@ -500,46 +502,118 @@ func (s *sourceState[T]) records(r *run, infos []batch.BlockInfo) ([][]T, error)
 			select {
 			case <-f.done:
 			case <-r.ctx.Done():
-				return nil, context.Cause(r.ctx)
+				return nil, nil, context.Cause(r.ctx)
 			}
 			if f.err != nil {
-				return nil, s.recomputeFailed(f.err)
+				return nil, nil, s.recomputeFailed(f.err)
 			}
-			recs[i] = f.recs.([]T)
+			rc := f.recs.(rebuilt[T])
+			recs[i] = rc.recs
+			shown = changeBlock(shown, infos, i, rc.info)
+			s.skipped(rc.skipped)
 		}
-		return recs, nil
+		return recs, shown, nil
 	}
+	got := make([]batch.BlockInfo, len(lost))
 	err := parallel(r.ctx, r.par, len(lost), func(ctx context.Context, k int) error {
 		i := lost[k]
-		rs, err := s.recompute(ctx, infos[i])
+		rc, err := s.recompute(ctx, infos[i])
 		if err != nil {
 			return s.recomputeFailed(err)
 		}
-		recs[i] = rs
+		recs[i], got[k] = rc.recs, rc.info
+		s.skipped(rc.skipped)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return recs, nil
+	for k, i := range lost {
+		shown = changeBlock(shown, infos, i, got[k])
+	}
+	return recs, shown, nil
+}
+
+// changeBlock returns shown, a copy of infos once one of its blocks
+// differs, with block i set to info.
+func changeBlock(shown, infos []batch.BlockInfo, i int, info batch.BlockInfo) []batch.BlockInfo {
+	if info.Count == shown[i].Count && len(info.Ranges) == len(shown[i].Ranges) {
+		return shown
+	}
+	if &shown[0] == &infos[0] {
+		shown = slices.Clone(infos)
+	}
+	shown[i] = info
+	return shown
+}
+
+// rebuilt is a block the receiver recomputed: its records, and the
+// block as they are (see recompute).
+type rebuilt[T any] struct {
+	recs []T
+	info batch.BlockInfo
+	// skipped is the receiver's *source.RangesSkippedError, if it left
+	// ranges out; reported (see sourceState.skipped) when the batch uses
+	// the block.
+	skipped error
 }
 
 func (s *sourceState[T]) rebuild(ctx context.Context, info batch.BlockInfo) (any, int64, error) {
-	recs, err := s.recompute(ctx, info)
-	return recs, bytesOf(recs, s.size), err
+	rc, err := s.recompute(ctx, info)
+	return rc, bytesOf(rc.recs, s.size), err
 }
 
 // recompute asks the receiver for the records of a block the store lost,
-// and checks that it gave as many as the block had.
-func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) ([]T, error) {
+// and checks that it gave as many as the block had. A receiver that left
+// out some of the block's ranges on purpose (*source.RangesSkippedError)
+// gives a block without them, if the records it gave add up to the other
+// ranges' counts; it has reported why.
+func (s *sourceState[T]) recompute(ctx context.Context, info batch.BlockInfo) (rebuilt[T], error) {
 	recs, err := s.r.Recompute(ctx, info)
+	var skipped *source.RangesSkippedError
+	var left error
+	if errors.As(err, &skipped) {
+		if without, ok := withoutRanges(info, skipped.Ranges); ok {
+			info, err, left = without, nil, err
+		} else {
+			err = fmt.Errorf("the receiver left out ranges %v, which the block does not have: %w", skipped.Ranges, err)
+		}
+	}
 	if err == nil && len(recs) != info.Count {
 		err = fmt.Errorf("got %d records, the block had %d", len(recs), info.Count)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("source %d: recompute %v: %w", s.idx, info.ID, err)
+		return rebuilt[T]{}, fmt.Errorf("source %d: recompute %v: %w", s.idx, info.ID, err)
 	}
-	return recs, nil
+	return rebuilt[T]{recs, info, left}, nil
+}
+
+// skipped reports a receiver's *source.RangesSkippedError (nil: none) to
+// the listeners and the log: records of a recomputed block were left out.
+func (s *sourceState[T]) skipped(err error) {
+	if err == nil {
+		return
+	}
+	s.e.cfg.Logger.Warn("stream: records left out of a recomputed block: the receiver skipped ranges it can no longer read", "source", s.idx, "err", err)
+	s.e.emit(func(l Listener) { l.ReceiverError(ReceiverInfo{Source: s.idx, Err: err}) })
+}
+
+// withoutRanges returns info without its ranges at the indexes skip
+// (ascending), their records subtracted from its Count. It returns false
+// if skip names a range info does not have, or one twice.
+func withoutRanges(info batch.BlockInfo, skip []int) (batch.BlockInfo, bool) {
+	out := info
+	out.Ranges = make([]batch.SeqRange, 0, len(info.Ranges))
+	next := 0
+	for i, rg := range info.Ranges {
+		if next < len(skip) && skip[next] == i {
+			next++
+			out.Count -= rg.Count
+			continue
+		}
+		out.Ranges = append(out.Ranges, rg)
+	}
+	return out, next == len(skip) && out.Count >= 0
 }
 
 // recomputeFailed tells the listeners that recompute failed with err, when

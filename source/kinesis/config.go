@@ -232,11 +232,14 @@ type Config struct {
 	MaxAttempts int
 	// SkipUnavailableRanges makes Recompute leave out the records of a
 	// range Kinesis can no longer serve (trimmed past the retention period,
-	// or its shard gone), report its *RangeUnavailableError through the
-	// Runtime's ReportError (or the logger when the receiver is not
-	// running), count it in Stats.RangesSkipped, and go on with the next
-	// range. Default false: Recompute returns the *RangeUnavailableError,
-	// and the pipeline stops rather than run a batch with records missing.
+	// or its shard gone), count it in Stats.RangesSkipped, go on with the
+	// next range, and return the records of the others with a
+	// *source.RangesSkippedError wrapping each skipped range's
+	// *RangeUnavailableError. The pipeline then runs the block without
+	// those ranges and reports the error to its listeners
+	// (stream.Listener.ReceiverError) and its log, at WARN. Default false:
+	// Recompute returns the *RangeUnavailableError, and the pipeline stops
+	// rather than run a batch with records missing.
 	SkipUnavailableRanges bool
 
 	// Logger receives the receiver's logs. Default: the Runtime's logger

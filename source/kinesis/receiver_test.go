@@ -501,8 +501,9 @@ func TestUnavailableRange(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("Recompute: %v", err)
+			var skipped *source.RangesSkippedError
+			if !errors.As(err, &skipped) || !cmp.Equal(skipped.Ranges, []int{0}) || !errors.As(err, new(*RangeUnavailableError)) {
+				t.Fatalf("Recompute: %v, want a *source.RangesSkippedError naming range 0, wrapping a *RangeUnavailableError", err)
 			}
 			if diff := cmp.Diff(run.c.records()[ranges[0].Count:], got); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)

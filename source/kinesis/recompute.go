@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source"
 )
 
 // Recompute rebuilds the records of a stored block from its ranges, for a
@@ -41,8 +42,11 @@ import (
 //
 // A range Kinesis can no longer serve (trimmed, or its shard gone) gives a
 // *RangeUnavailableError: returned by default; with
-// Config.SkipUnavailableRanges its records are left out, the error reported
-// and counted, and the next range read. Recompute is safe for concurrent use
+// Config.SkipUnavailableRanges its records are left out, the range counted
+// (Stats.RangesSkipped), and the next range read: Recompute then returns the
+// records of the other ranges with a *source.RangesSkippedError naming the
+// ranges left out and wrapping their errors. The driver runs the block
+// without them, and reports the error to its listeners and its log. Recompute is safe for concurrent use
 // and works whether or not the receiver runs.
 func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.RecomputeTimeout)
@@ -65,36 +69,39 @@ func (r *Receiver) Recompute(ctx context.Context, info batch.BlockInfo) ([]Recor
 	if failed != nil {
 		return nil, fmt.Errorf("kinesis: recomputing block %v: %w", info.ID, failed)
 	}
+	var left []int
+	var why []error
 	for i, err := range errs {
 		if err != nil { // unavailable, with SkipUnavailableRanges
 			skipped++
-			rc.report(fmt.Errorf("kinesis: recomputing block %v: skipping a range (SkipUnavailableRanges is set): %w", info.ID, err))
+			left, why = append(left, i), append(why, err)
 			continue
 		}
 		read++
 		out = append(out, recs[i]...)
+	}
+	if left != nil {
+		err := fmt.Errorf("kinesis: recomputing block %v: left out %d of its %d ranges (SkipUnavailableRanges is set): %w", info.ID, len(left), len(info.Ranges), errors.Join(why...))
+		return out, &source.RangesSkippedError{Ranges: left, Err: err}
 	}
 	return out, nil
 }
 
 // rangeReader reads sequence ranges back for Recompute.
 type rangeReader struct {
-	client      Client
-	retry       *retrier
-	clock       clock.Clock
-	cfg         Config
-	logger      *slog.Logger
-	reportError func(error)
+	client Client
+	retry  *retrier
+	clock  clock.Clock
+	cfg    Config
+	logger *slog.Logger
 	// hashRangeOf is Receiver.hashRangeOf: the ranges the readers used.
 	hashRangeOf func(ctx context.Context, client Client, retry *retrier, stream, shard string, maxAttempts int, log *slog.Logger) (hashRange, error)
 }
 
-// rangeReader builds a rangeReader on the running Start's clock, logger and
-// error reporting when there is one, on the configured or default ones
-// otherwise.
+// rangeReader builds a rangeReader on the running Start's clock and logger
+// when there is one, on the configured or default ones otherwise.
 func (r *Receiver) rangeReader(client Client) *rangeReader {
 	clk, logger := r.cfg.Clock, r.cfg.Logger
-	var report func(error)
 	if rt := r.runtime(); rt != nil {
 		if clk == nil {
 			clk = rt.Clock
@@ -102,14 +109,10 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 		if logger == nil {
 			logger = rt.Logger
 		}
-		report = rt.ReportError
 	}
 	clk = clock.Or(clk)
 	if logger == nil {
 		logger = slog.Default()
-	}
-	if report == nil {
-		report = func(err error) { logger.Error("kinesis: range skipped", "err", err) }
 	}
 	return &rangeReader{
 		client:      client,
@@ -117,13 +120,9 @@ func (r *Receiver) rangeReader(client Client) *rangeReader {
 		clock:       clk,
 		cfg:         r.cfg,
 		logger:      logger,
-		reportError: report,
 		hashRangeOf: r.hashRangeOf,
 	}
 }
-
-// report hands a skipped range's error to the driver (or the log).
-func (rc *rangeReader) report(err error) { rc.reportError(err) }
 
 // read reads one range back, going on from cur's iterator if rng starts
 // after it (cur may be nil), and leaves in cur where it stopped.
