@@ -174,7 +174,9 @@ func (w *windowReduce[K, V]) quiet(batch.Time, func(*node) bool) bool {
 }
 
 // snapshot encodes the history of per-batch reductions and, with an
-// inverse, the window kept: its keys in order, their values and counts.
+// inverse, the window kept: its length, its time, its keys in order, their
+// values and counts. (Snapshots before the length was kept mark the window
+// 1 and lack it; they are still read.)
 func (w *windowReduce[K, V]) snapshot() ([]byte, error) {
 	var sw snapWriter
 	if err := w.h.encode(&sw, w.rc); err != nil {
@@ -184,7 +186,8 @@ func (w *windowReduce[K, V]) snapshot() ([]byte, error) {
 		sw.uint(0)
 		return sw.buf, nil
 	}
-	sw.uint(1)
+	sw.uint(2)
+	sw.int(int64(w.length))
 	sw.int(int64(w.at))
 	pairs := make([]Pair[K, V], len(w.win.pairs))
 	counts := make([]uint64, len(w.win.pairs))
@@ -207,7 +210,11 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 		return err
 	}
 	w.win, w.at, w.ok = nil, 0, false
-	if r.uint() == 1 {
+	if kept := r.uint(); kept == 1 || kept == 2 {
+		length := w.length // a snapshot marked 1 does not say: taken as this one
+		if kept == 2 {
+			length = time.Duration(r.int())
+		}
 		at := batch.Time(r.int())
 		counts := make([]int, r.count())
 		for i := range counts {
@@ -220,7 +227,13 @@ func (w *windowReduce[K, V]) restore(data []byte) error {
 				j, _ := w.win.keyPos(p.Key, firstAt{})
 				w.win.pairs[j].Value = counted[V]{v: p.Value, n: counts[i]}
 			}
-			w.at, w.ok = at, true
+			// A window of another length (the pipeline restarted with a
+			// new one) is not slid from: the next one is made from the
+			// history.
+			w.at, w.ok = at, length == w.length
+			if !w.ok {
+				w.win, w.at = nil, 0
+			}
 		}
 	}
 	return r.done()

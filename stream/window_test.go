@@ -345,3 +345,69 @@ func TestWindowPerShardLoadedAhead(t *testing.T) {
 		t.Errorf("window at 3s (-want +got):\n%s", diff)
 	}
 }
+
+// TestReduceByKeyAndWindowSnapshotLength: the window an inverse keeps is
+// restored to be slid from when its snapshot has the operator's window
+// length, or says none (a snapshot written before the length was
+// recorded); not when it has another length (a restart with a new one).
+func TestReduceByKeyAndWindowSnapshotLength(t *testing.T) {
+	build := func(length time.Duration) (*node, *windowReduce[string, int], int) {
+		p, _, s := newTest[string](t, Config{})
+		w := ReduceByKeyAndWindow(wordPairs(s), sum, sub, length, time.Second)
+		return w.n, w.n.state.(*windowReduce[string, int]), len(p.nodes)
+	}
+	win, w, nodes := build(2 * time.Second)
+	for i, recs := range [][]kv{{{"a", 1}}, {{"b", 2}, {"a", 1}}} {
+		tm := batch.Time((i + 1) * 1000)
+		r := &run{ctx: t.Context(), job: &job{time: tm}, memo: make([]any, nodes), par: 1}
+		r.memo[win.parents[0].id] = &result[kv]{b: batch.New(tm, nil, recs)}
+		if err := win.tick(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.ok {
+		t.Fatal("no window kept after two ticks")
+	}
+	current, err := w.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The format before the length: the history, 1, the time, the keys.
+	var old snapWriter
+	if err := w.h.encode(&old, w.rc); err != nil {
+		t.Fatal(err)
+	}
+	old.uint(1)
+	old.int(int64(w.at))
+	old.uint(uint64(len(w.win.pairs)))
+	pairs := make([]Pair[string, int], len(w.win.pairs))
+	for i, kc := range w.win.pairs {
+		old.uint(uint64(kc.Value.n))
+		pairs[i] = Pair[string, int]{Key: kc.Key, Value: kc.Value.v}
+	}
+	if err := w.rc.encode(&old, pairs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		snap   []byte
+		length time.Duration
+		kept   bool
+	}{
+		{"same length", current, 2 * time.Second, true},
+		{"no length recorded", old.buf, 2 * time.Second, true},
+		{"another length", current, 3 * time.Second, false},
+	} {
+		_, got, _ := build(tt.length)
+		if err := got.restore(tt.snap); err != nil {
+			t.Fatalf("%s: restore: %v", tt.name, err)
+		}
+		keys := -1 // no window
+		if got.win != nil {
+			keys = len(got.win.pairs)
+		}
+		if got.ok != tt.kept || tt.kept && (got.at != w.at || keys != len(w.win.pairs)) {
+			t.Errorf("%s: window kept %v at %v with %d keys; want kept %v (at %v, %d keys)", tt.name, got.ok, got.at, keys, tt.kept, w.at, len(w.win.pairs))
+		}
+	}
+}
