@@ -203,6 +203,12 @@ type heldLease struct {
 	// judge it by its beat, to which such a take is no news, so the lease
 	// is not trusted until a later beat of this worker succeeds.
 	retakenAt int64
+	// taken is the counter the take of this hold wrote: every lease of
+	// the hold (its acquired event's, Held's) has at least this counter,
+	// every lease of an earlier hold a lower one, since each write adds
+	// one and is conditional on the counter before it (see HoldOfLease,
+	// CommitterFor).
+	taken int64
 }
 
 // seenLease is a lease as last scanned, and when its counter or owner last
@@ -371,6 +377,41 @@ func (c *Coordinator) HoldOf(shard string) Hold {
 		return Unvouched
 	}
 	return Held
+}
+
+// HoldOfLease is HoldOf for the hold of l, a lease of this worker's (as
+// OnAcquired or Held gave it): Lapsed if the shard's lease was lost since
+// and this worker took it again (a later hold, whose acquired event its
+// assigner may not have handled yet). A reader started for l must not deliver for a later hold: the
+// records it read may be another worker's by now, read from before that
+// worker's checkpoint.
+func (c *Coordinator) HoldOfLease(l Lease) Hold {
+	c.mu.Lock()
+	h, ok := c.held[l.Shard]
+	later := ok && l.Counter < h.taken
+	c.mu.Unlock()
+	if later {
+		return Lapsed
+	}
+	return c.HoldOf(l.Shard)
+}
+
+// CommitterFor returns a checkpointer.Committer that commits on the hold
+// of l, a lease of this worker's (as OnAcquired or Held gave it), as Commit
+// does, and on no later hold
+// of the shard: if the lease was lost and this worker took it again, its
+// commits return an error wrapping checkpointer.ErrLeaseLost (and report no
+// loss: the later hold is not lost). A checkpointer registered for one hold
+// keeps that hold's progress until its assigner removes it, which the
+// later hold's checkpoint, written meanwhile by another worker, may be
+// past: committed on the later hold, it would set the checkpoint back.
+func (c *Coordinator) CommitterFor(l Lease) checkpointer.Committer {
+	return checkpointer.CommitterFunc(func(ctx context.Context, shard, seq string) error {
+		if shard != l.Shard {
+			return fmt.Errorf("leasetable: commit shard %s with the committer of shard %s", shard, l.Shard)
+		}
+		return c.commit(ctx, shard, seq, l.Counter)
+	})
 }
 
 // Run makes sure the table exists, syncs shards (with ListShards), takes
@@ -621,11 +662,24 @@ const maxJudged = 3
 // is released: no worker takes a finished shard's lease, and its children may
 // start.
 func (c *Coordinator) Commit(ctx context.Context, shard, seq string) error {
+	return c.commit(ctx, shard, seq, anyHold)
+}
+
+// anyHold is commit's taken for the shard's current hold, whichever it is.
+const anyHold = -1
+
+// commit is Commit on the hold a lease with counter counter is of
+// (anyHold: the current one, whichever it is).
+func (c *Coordinator) commit(ctx context.Context, shard, seq string, counter int64) error {
 	c.mu.Lock()
 	h := c.held[shard]
 	c.mu.Unlock()
 	if h == nil {
 		return fmt.Errorf("leasetable: commit shard %s: not held by %s: %w", shard, c.cfg.WorkerID, checkpointer.ErrLeaseLost)
+	}
+	if counter != anyHold && counter < h.taken {
+		return fmt.Errorf("leasetable: commit shard %s: the hold of its lease at counter %d was lost; %s took the lease again at counter %d: %w",
+			shard, counter, c.cfg.WorkerID, h.taken, checkpointer.ErrLeaseLost)
 	}
 	if err := h.sem.Acquire(ctx, 1); err != nil {
 		return fmt.Errorf("leasetable: commit shard %s: %w", shard, err)

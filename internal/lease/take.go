@@ -306,7 +306,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		}
 		return
 	}
-	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started}
+	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started, taken: nl.Counter}
 	c.mu.Lock()
 	if l.Owner == c.cfg.WorkerID && !c.cfg.RenewEveryLease {
 		h.retakenAt = c.beatSeq + 1

@@ -349,7 +349,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 	lr.mu.Lock()
 	delete(lr.waiting, l.Shard)
 	lr.mu.Unlock()
-	if err := lr.cp.Register(l.Shard, lr.coord, l.Checkpoint); err != nil {
+	if err := lr.cp.Register(l.Shard, lr.coord.CommitterFor(l), l.Checkpoint); err != nil {
 		log.Warn("kinesis: registering a shard for checkpoints failed; not reading it", "err", err)
 		return
 	}
@@ -370,7 +370,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		}
 	}
 	hooks := readerHooks{
-		guard:  func() lease.Hold { return lr.coord.HoldOf(l.Shard) },
+		guard:  func() lease.Hold { return lr.coord.HoldOfLease(l) },
 		failed: func(err error) error { return lr.readerFailed(l, pos, err) },
 	}
 	if err := c.startShard(l.Shard, pos, hooks); err != nil {
