@@ -177,3 +177,32 @@ func TestFanOutEndCheckWithoutIterator(t *testing.T) {
 		}
 	})
 }
+
+// TestToRead: the records left to read of a range, in the pages that read
+// it back; the head of a first aggregate a block left out does not count.
+func TestToRead(t *testing.T) {
+	rng := batch.SeqRange{First: "10", Last: "20", Count: 4}
+	recs := func(seqs ...string) []Record {
+		var out []Record
+		for _, s := range seqs {
+			out = append(out, Record{SequenceNumber: s})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		out  []Record
+		want int
+	}{
+		{"nothing read", nil, 4},
+		{"some read", recs("10", "12"), 2},
+		// An aggregate of 6 at First, of which the block holds the last 2:
+		// 2 are left, at most 4 (the records at First not counted).
+		{"a head left out", recs("10", "10", "10", "10", "10", "10"), 4},
+		{"a head left out, then one more", recs("10", "10", "10", "10", "10", "10", "12"), 3},
+	} {
+		if got := toRead(rng, tt.out); got != tt.want {
+			t.Errorf("%s: toRead = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardC
 	out := make([]Record, 0, rng.Count)
 	lastRead := ""
 	for expirations := 0; ; {
-		limit := min(max(rng.Count-len(out), 1), maxRecordsPerRead)
+		limit := min(max(toRead(rng, out), 1), maxRecordsPerRead)
 		res, err := getRecordsWith(ctx, rc.client, rc.retry, stream, rng.Shard, it, limit, rc.cfg.MaxAttempts)
 		if guessed {
 			// The cursor's iterator must start exactly at First, as an
@@ -207,6 +207,24 @@ func (rc *rangeReader) read(ctx context.Context, rng batch.SeqRange, cur *shardC
 			}
 		}
 	}
+}
+
+// toRead returns how many user records of rng are left to read after out:
+// a page of at most that many Kinesis records ends within the range, so
+// that the next range goes on with its iterator (shardCursor). Once out
+// holds rng.Count records or more before the range's end, the first
+// aggregate's head (records fitCount leaves out) is among them, and the
+// count is a bound: the records at First are not counted, so that the
+// reads after them are not of one record each.
+func toRead(rng batch.SeqRange, out []Record) int {
+	if n := rng.Count - len(out); n > 0 {
+		return n
+	}
+	head := 0
+	for head < len(out) && out[head].SequenceNumber == rng.First {
+		head++
+	}
+	return rng.Count - (len(out) - head)
 }
 
 // fitCount returns the records read back for rng, which must be rng.Count.
