@@ -90,8 +90,11 @@ func TestPipelineOriginsAcrossWorkers(t *testing.T) {
 	}
 
 	raw, kept := copyTwice(t, stream.Origins())
-	if raw != 2*len(want) {
-		t.Errorf("%d records in the target stream, want %d: each worker writes every one", raw, 2*len(want))
+	// At least: a PutRecords attempt that timed out after Kinesis applied
+	// it (a loaded machine) is sent again, and its records are in the
+	// stream twice; Deduplicate keeps one.
+	if raw < 2*len(want) {
+		t.Errorf("%d records in the target stream, want at least %d: each worker writes every one", raw, 2*len(want))
 	}
 	checkOnceInOrder(t, want, kept)
 
