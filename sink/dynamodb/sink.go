@@ -502,9 +502,35 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 			}
 			o.lineage = l
 		}
+		if o.w.Item != nil {
+			// Checked before any write is sent, as the Writes are.
+			if err := s.checkSize(o); err != nil {
+				return nil, nil, err
+			}
+		}
 		byKey[id] = append(ops, o)
 	}
 	return keys, byKey, nil
+}
+
+// versionAttrValue returns the value of the version attribute o's write
+// sets.
+func versionAttrValue(o op) types.AttributeValue {
+	if o.prefix != "" {
+		return &types.AttributeValueMemberS{Value: o.v + o.lineage}
+	}
+	return &types.AttributeValueMemberN{Value: o.v}
+}
+
+// checkSize returns an error wrapping ErrItemTooLarge if the item o puts,
+// its version attribute included, is over MaxItemSize.
+func (s *Sink[T]) checkSize(o op) error {
+	size := itemSize(o.w.Item) + len(s.version) + valueSize(versionAttrValue(o)) // check refused an Item with it
+	if size > MaxItemSize {
+		return fmt.Errorf("%w: key %s: %d bytes (attribute names and version included), DynamoDB stores at most %d",
+			ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
+	}
+	return nil
 }
 
 // versionOf sets the version of o, the write of ordinal n among the
@@ -679,11 +705,7 @@ func (s *Sink[T]) request(o op) (func(context.Context) error, error) {
 		for a, x := range o.w.Item {
 			item[a] = x
 		}
-		item[s.version] = v
-		if size := itemSize(item); size > MaxItemSize {
-			return nil, fmt.Errorf("%w: key %s: %d bytes (attribute names and version included), DynamoDB stores at most %d",
-				ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
-		}
+		item[s.version] = v // its size checked by plan (checkSize)
 		in := &ddb.PutItemInput{
 			TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
 			ExpressionAttributeNames: names, ExpressionAttributeValues: values,

@@ -197,8 +197,8 @@ func (c *watchClient) UpdateItem(ctx context.Context, in *ddb.UpdateItemInput, o
 
 // TestItemTooLarge checks that a put of an item over 400 KB, attribute
 // names counted, fails its batch with ErrItemTooLarge naming the table and
-// the key, before sending it; and that an update DynamoDB refuses for the
-// item's size fails the batch naming them too.
+// the key, before sending any write of the batch; and that an update
+// DynamoDB refuses for the item's size fails the batch naming them too.
 func TestItemTooLarge(t *testing.T) {
 	t.Parallel()
 	c, table, ctx := setup(t)
@@ -211,14 +211,19 @@ func TestItemTooLarge(t *testing.T) {
 		size    int
 		wantErr bool
 	}{{fits, false}, {fits + 1, true}} {
-		s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(n int) (dynamodb.Write, error) {
+		s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table, Concurrency: 1}, func(n int) (dynamodb.Write, error) {
+			if n == 0 {
+				return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("small")}}, nil
+			}
 			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("big"), name: str(strings.Repeat("x", n))}}, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = s.Write(ctx, batch.New(1_700_000_000_000, nil, []int{tc.size}))
+		err = s.Write(ctx, batch.New(1_700_000_000_000, nil, []int{0, tc.size}))
 		switch {
+		case tc.wantErr && s.Stats().Written != 0:
+			t.Errorf("put of %d bytes: %d writes of the batch sent before it failed, want none", tc.size, s.Stats().Written)
 		case !tc.wantErr && err != nil:
 			t.Errorf("put of %d bytes: %v", tc.size, err)
 		case tc.wantErr && !errors.Is(err, dynamodb.ErrItemTooLarge):
@@ -476,7 +481,9 @@ func TestNewUndescribedTable(t *testing.T) {
 // which it sends as no value) fails its batch with an error naming the
 // table, the item's key and the attribute, before any write of the batch
 // is sent. A nil pointer crashed the process: the SDK's serializer, or
-// the Sink's item size, panicked in a goroutine of Write.
+// the Sink's item size, panicked in a goroutine of Write. A string that is
+// not valid UTF-8 is refused too (strings.ToValidUTF8 or a binary value is
+// the fix).
 func TestUnsendableWriteFailsBatch(t *testing.T) {
 	t.Parallel()
 	c, table, ctx := setup(t)
@@ -501,6 +508,16 @@ func TestUnsendableWriteFailsBatch(t *testing.T) {
 		{"nil in Item", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"), "x": nil}}, `Item["x"]: a nil value`},
 		{"nil pointer key", dynamodb.Write{Key: map[string]types.AttributeValue{"id": nilS}, Update: "ADD n :one",
 			Values: map[string]types.AttributeValue{":one": num(1)}}, `Key["id"]: a nil *types.AttributeValueMemberS`},
+		// The SDK sends each invalid byte as U+FFFD: keys "a\xff" and
+		// "a\xfe" would be one item, one's update skipped as applied.
+		{"invalid UTF-8 key", dynamodb.Write{Key: map[string]types.AttributeValue{"id": str("a\xff")}, Update: "ADD n :one",
+			Values: map[string]types.AttributeValue{":one": num(1)}}, `Key["id"]: a string that is not valid UTF-8`},
+		{"invalid UTF-8 in a string set", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"),
+			"ss": &types.AttributeValueMemberSS{Value: []string{"ok", "b\xfe"}}}}, `Item["ss"][1]: a string that is not valid UTF-8`},
+		{"invalid UTF-8 attribute name", dynamodb.Write{Item: map[string]types.AttributeValue{"id": str("a"), "x\xff": num(1)}},
+			`a string that is not valid UTF-8`},
+		{"invalid UTF-8 in Names", dynamodb.Write{Key: map[string]types.AttributeValue{"id": str("a")}, Update: "SET #x = :one",
+			Names: map[string]string{"#x": "x\xff"}, Values: map[string]types.AttributeValue{":one": num(1)}}, `Names["#x"]: a string that is not valid UTF-8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(n int) (dynamodb.Write, error) {

@@ -229,6 +229,9 @@ func check(w Write, keyAttrs []string, versionAttr string) (map[string]types.Att
 			if name == versionAttr {
 				return nil, fmt.Errorf("Update names the version attribute %q, which the Sink sets", versionAttr)
 			}
+			if !utf8.ValidString(name) {
+				return nil, fmt.Errorf("Names[%q]: %s", n, invalidUTF8)
+			}
 		}
 		for v := range w.Values {
 			if strings.HasPrefix(v, ":weir") {
@@ -248,9 +251,15 @@ type badValue struct{ path, problem string }
 // or a map in one) that the SDK cannot send: a nil pointer of an
 // attribute value type, on which its serializer panics, or a nil value in
 // a map, which it sends as no value at all and DynamoDB refuses. A nil in
-// a list is left alone: the SDK leaves it out.
+// a list is left alone: the SDK leaves it out. A string that is not valid
+// UTF-8, as a value or a name, is refused too: the SDK sends each invalid
+// byte as U+FFFD, so two keys that differ only there are one item to
+// DynamoDB, and one's write would be skipped as applied.
 func checkMap(vs map[string]types.AttributeValue) *badValue {
 	for name, v := range vs {
+		if !utf8.ValidString(name) {
+			return &badValue{path: fmt.Sprintf("[%q]", name), problem: invalidUTF8}
+		}
 		if bad := checkValue(v, false); bad != nil {
 			bad.path = fmt.Sprintf("[%q]", name) + bad.path
 			return bad
@@ -272,6 +281,16 @@ func checkValue(v types.AttributeValue, inList bool) *badValue {
 		return &badValue{problem: fmt.Sprintf("a nil %T, which the AWS SDK cannot send: give a value, or leave the attribute out", v)}
 	}
 	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		if !utf8.ValidString(v.Value) {
+			return &badValue{problem: invalidUTF8}
+		}
+	case *types.AttributeValueMemberSS:
+		for i, e := range v.Value {
+			if !utf8.ValidString(e) {
+				return &badValue{path: fmt.Sprintf("[%d]", i), problem: invalidUTF8}
+			}
+		}
 	case *types.AttributeValueMemberM:
 		return checkMap(v.Value)
 	case *types.AttributeValueMemberL:
@@ -284,6 +303,11 @@ func checkValue(v types.AttributeValue, inList bool) *badValue {
 	}
 	return nil
 }
+
+// invalidUTF8 is the problem of a string that is not valid UTF-8.
+const invalidUTF8 = "a string that is not valid UTF-8, which the AWS SDK sends with each invalid byte replaced by U+FFFD " +
+	"(so strings that differ only there are one to DynamoDB): send bytes as a binary value (types.AttributeValueMemberB), " +
+	"or make the string valid (strings.ToValidUTF8)"
 
 // keyID returns the identity of a key: equal for keys DynamoDB takes for
 // the same item, numbers compared as numbers ("1" and "1.0" are one key).
