@@ -18,7 +18,10 @@ import (
 // run are partial: they hold only the batches since the start. length and
 // slide must be positive multiples of the slide of s (for a stream that is
 // not windowed, the batch interval); otherwise Run refuses to start with an
-// error wrapping ErrInvalidConfig naming the bad argument.
+// error wrapping ErrInvalidConfig naming the bad argument. A slide longer
+// than length samples s: the batches between two windows are in none, so
+// their records reach no output through this stream (Window logs this at
+// INFO when it is called).
 //
 // The window keeps the batches of s it needs (the last length of them), not
 // the source's stored blocks, which are dropped once their batch completes.
@@ -71,7 +74,13 @@ func checkWindow(p *Pipeline, op string, parent *node, length, slide time.Durati
 			op, parent, name, d, parent, ps, fix))
 		return ps
 	}
-	return check("length", length), check("slide", slide)
+	length, slide = check("length", length), check("slide", slide)
+	if slide > length {
+		p.cfg.Logger.Info("stream: a window slides further than its length: the batches between two windows are in none, "+
+			"so their records reach no output through it; make length at least slide to see every record",
+			"op", op, "of", parent.String(), "length", length, "slide", slide)
+	}
+	return length, slide
 }
 
 // history keeps a parent stream's batches, in time order, for a window.
@@ -179,7 +188,8 @@ func (h *history[T]) between(from, to batch.Time) []*batch.Batch[T] {
 // Each batch of s is first reduced by key as by ReduceByKey, so reduce is
 // called concurrently, as there.
 //
-// length and slide are checked as for Window. The operator keeps the
+// length and slide are checked as for Window, and a slide longer than
+// length samples s as there. The operator keeps the
 // per-batch reductions of the last length+slide and, with an inverse, the
 // last window. With Config.Recovery both are part of the state snapshots
 // (see UpdateStateByKey), keys and values encoded with GobCodec unless

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -408,6 +409,29 @@ func TestReduceByKeyAndWindowSnapshotLength(t *testing.T) {
 		}
 		if got.ok != tt.kept || tt.kept && (got.at != w.at || keys != len(w.win.pairs)) {
 			t.Errorf("%s: window kept %v at %v with %d keys; want kept %v (at %v, %d keys)", tt.name, got.ok, got.at, keys, tt.kept, w.at, len(w.win.pairs))
+		}
+	}
+}
+
+// TestWindowSamplingLogged: a window that slides further than its length
+// leaves the batches between windows out of every window; building one
+// says so at INFO, where a user sees it by default.
+func TestWindowSamplingLogged(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		length, slide time.Duration
+		logged        bool
+	}{
+		{"sampling", time.Second, 2 * time.Second, true},
+		{"tumbling", 2 * time.Second, 2 * time.Second, false},
+		{"sliding", 2 * time.Second, time.Second, false},
+	} {
+		var buf strings.Builder
+		_, _, s := newTest[string](t, Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		Window(s, tt.length, tt.slide)
+		ReduceByKeyAndWindow(wordPairs(s), sum, nil, tt.length, tt.slide)
+		if got := strings.Count(buf.String(), "slides further than its length"); got != map[bool]int{true: 2}[tt.logged] {
+			t.Errorf("%s: logged %d times, want %v: %s", tt.name, got, tt.logged, buf.String())
 		}
 	}
 }
