@@ -100,6 +100,11 @@ func Problems(c leasetable.Config) []error {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
 		}
+		if d.v > 0 && d.v < time.Millisecond && d.name != "LeaseDuration" {
+			// Seconds meant and nanoseconds written: calls to DynamoDB
+			// back to back, or bounded too short to ever answer.
+			add("%s %v: must be at least 1ms (0 means %s); write a duration in seconds as n * time.Second", d.name, d.v, d.def)
+		}
 	}
 	if c.LeaseDuration > 0 && c.LeaseDuration < minLeaseDuration {
 		// Most likely seconds meant and nanoseconds written: renewals
@@ -118,6 +123,10 @@ func Problems(c leasetable.Config) []error {
 	}
 	if c.CheckpointInterval < 0 {
 		add("CheckpointInterval %v: must be > 0 (0 means the default, %v)", c.CheckpointInterval, DefaultCheckpointInterval)
+	}
+	if c.CheckpointInterval > 0 && c.CheckpointInterval < time.Millisecond {
+		add("CheckpointInterval %v: must be at least 1ms (0 means the default, %v); write a duration in seconds as n * time.Second",
+			c.CheckpointInterval, DefaultCheckpointInterval)
 	}
 	if c.MaxLeases < 0 {
 		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)

@@ -168,6 +168,11 @@ func (c Config) validate() error {
 	case len(c.Name) > maxDynamoName || !utf8.ValidString(c.Name):
 		problems = append(problems, fmt.Errorf("Name %.40q...: must be valid UTF-8 of at most %d bytes", c.Name, maxDynamoName))
 	}
+	if c.AttemptTimeout > 0 && c.AttemptTimeout < time.Millisecond {
+		// Seconds meant and nanoseconds written: no attempt could finish.
+		problems = append(problems, fmt.Errorf("AttemptTimeout %v: must be at least 1ms (0 means %v, negative none); write a duration in seconds as n * time.Second",
+			c.AttemptTimeout, DefaultAttemptTimeout))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %w", recovery.ErrInvalidConfig, errors.Join(problems...))
 	}

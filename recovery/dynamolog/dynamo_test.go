@@ -62,11 +62,14 @@ func TestDynamo(t *testing.T) {
 		logtest.Check(t, openDynamo(t, cfg), []recoverylog.Entry{block(0, 0)})
 	})
 	t.Run("InvalidConfig", func(t *testing.T) {
-		_, err := dynamolog.Config{Name: strings.Repeat("n", 1025), Endpoint: "127.0.0.1:1", Client: client}.Open(t.Context())
+		// AttemptTimeout 5: seconds meant, nanoseconds written; no attempt
+		// could finish, and Open retried for ever.
+		_, err := dynamolog.Config{Name: strings.Repeat("n", 1025), Endpoint: "127.0.0.1:1", Client: client, AttemptTimeout: 5}.Open(t.Context())
 		if !errors.Is(err, recovery.ErrInvalidConfig) {
 			t.Fatalf("Open: got %v, want ErrInvalidConfig", err)
 		}
-		for _, want := range []string{`Endpoint "127.0.0.1:1"`, "Table empty", "at most 1024 bytes", "Client is set with Endpoint"} {
+		for _, want := range []string{`Endpoint "127.0.0.1:1"`, "Table empty", "at most 1024 bytes", "Client is set with Endpoint",
+			"AttemptTimeout 5ns: must be at least 1ms", "n * time.Second"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("Open error %q does not contain %q", err, want)
 			}

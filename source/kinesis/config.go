@@ -358,6 +358,11 @@ func (c Config) validate() error {
 		if p.d < 0 {
 			add("%s %v: must be > 0 (0 means %v)", p.name, p.d, p.def)
 		}
+		if p.d > 0 && p.d < time.Millisecond {
+			// Seconds meant and nanoseconds written: calls to Kinesis
+			// back to back, or bounded too short to ever answer.
+			add("%s %v: must be at least 1ms (0 means %v); write a duration in seconds as n * time.Second", p.name, p.d, p.def)
+		}
 	}
 	if c.RetryBaseDelay > 0 && c.RetryMaxDelay > 0 && c.RetryMaxDelay < c.RetryBaseDelay {
 		add("RetryMaxDelay %v: must be >= RetryBaseDelay (%v)", c.RetryMaxDelay, c.RetryBaseDelay)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -37,6 +39,14 @@ func TestNewValidatesConfig(t *testing.T) {
 				"RecomputeTimeout -1ns", "MaxAttempts -2",
 			},
 		},
+		// Seconds meant, nanoseconds written: ListShards back to back,
+		// attempts that can never finish.
+		{name: "nanoseconds", cfg: Config{Stream: "s", App: "a", ShardSyncInterval: 10, AttemptTimeout: 10, PollInterval: 5},
+			want: []string{"ShardSyncInterval 10ns: must be at least 1ms", "AttemptTimeout 10ns: must be at least 1ms",
+				"PollInterval 5ns: must be at least 1ms", "n * time.Second"}},
+		{name: "lease intervals in nanoseconds", cfg: Config{Stream: "s", App: "a",
+			Leases: &leasetable.Config{TableName: "t", RenewInterval: 3, TakeInterval: 3, ScanInterval: 3, CheckpointInterval: 3}},
+			want: []string{"RenewInterval 3ns: must be at least 1ms", "TakeInterval 3ns", "ScanInterval 3ns", "CheckpointInterval 3ns", "n * time.Second"}},
 		{name: "timestamp without its position", cfg: Config{Stream: "s", App: "a", AtTimestamp: time.Unix(1, 0)},
 			want: []string{`AtTimestamp is set with InitialPosition "LATEST"`, "set InitialPosition to AT_TIMESTAMP"}},
 		{name: "timestamp with trim horizon", cfg: Config{Stream: "s", App: "a", InitialPosition: TrimHorizon, AtTimestamp: time.Unix(1, 0)},
