@@ -137,11 +137,15 @@ func (b *bus) run() {
 }
 
 // close asks run to return once the events posted so far are delivered,
-// and waits for it. Events posted after close are delivered too if run has
-// not returned yet, and dropped otherwise: nothing posts after the engine
-// has ended. Since Run waits here, a Listener that does not return is
-// warned about at WARN after stopWarnAfter, and again as the wait doubles.
-func (b *bus) close() {
+// and waits for it, for at most bound. Events posted after close are
+// delivered too if run has not returned yet, and dropped otherwise:
+// nothing posts after the engine has ended. Since Run waits here, a
+// Listener that does not return is warned about at WARN after
+// stopWarnAfter, and again as the wait doubles; past bound (the Run's
+// shutdown bound, Config.DrainTimeout), close logs at ERROR and returns,
+// leaving the listener's goroutine and the events it has not delivered:
+// a stuck listener must not keep a worker from exiting.
+func (b *bus) close(bound time.Duration) {
 	if len(b.listeners) == 0 {
 		return
 	}
@@ -149,16 +153,36 @@ func (b *bus) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.signal()
-	waitWarning(b.clk, b.done, stopWarnAfter, func(waited time.Duration) {
-		i := int(b.calling.Load()) - 1
-		if i < 0 {
-			return
+	ended := make(chan struct{})
+	var gaveUp atomic.Bool
+	timer := b.clk.NewTimer(bound)
+	defer timer.Stop()
+	go func() {
+		defer close(ended)
+		select {
+		case <-b.done:
+		case <-timer.C():
+			gaveUp.Store(true)
 		}
-		b.logger.Warn("stream: Run waits for a listener that has not returned, to deliver the last events",
-			append(b.listenerArgs(i), "waited", waited.Round(time.Second),
-				"fix", "a Listener's methods must return: hand slow work to a goroutine of your own")...)
+	}()
+	waitWarning(b.clk, ended, stopWarnAfter, func(waited time.Duration) {
+		if i := int(b.calling.Load()) - 1; i >= 0 {
+			b.logger.Warn("stream: Run waits for a listener that has not returned, to deliver the last events",
+				append(b.listenerArgs(i), "waited", waited.Round(time.Second), "fix", listenerFix)...)
+		}
 	})
+	if !gaveUp.Load() {
+		return
+	}
+	args := []any{"waited", bound, "fix", listenerFix}
+	if i := int(b.calling.Load()) - 1; i >= 0 {
+		args = append(b.listenerArgs(i), args...)
+	}
+	b.logger.Error("stream: Run returns without delivering the last events: a listener has not returned within the drain timeout (Config.DrainTimeout)", args...)
 }
+
+// listenerFix is the fix for a Listener that does not return.
+const listenerFix = "a Listener's methods must return: hand slow work to a goroutine of your own"
 
 // deliver calls f with listener i, l, and reports whether it returned; a
 // panic is recovered and logged.

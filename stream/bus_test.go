@@ -61,13 +61,14 @@ func TestListenerPanic(t *testing.T) {
 // TestStopWaitingForListenerWarns stops a pipeline whose Listener does not
 // return: Run waits to deliver the events queued, and the driver warns,
 // naming the listener, after 1, 2 and 4 minutes; Run returns nil once the
-// listener does.
+// listener does, within Config.DrainTimeout (see
+// TestStuckListenerDoesNotHoldShutdown for one that never does).
 func TestStopWaitingForListenerWarns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logLines{}
 		l := blockingListener{release: make(chan struct{})}
 		p, r, s := newTest[string](t, Config{BatchInterval: time.Second, Listeners: []Listener{l},
-			Logger: logs.logger()})
+			Logger: logs.logger(), DrainTimeout: 10 * time.Minute})
 		collect(s)
 		errc := start(t, p)
 		r.push(t, "a")

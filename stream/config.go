@@ -153,7 +153,9 @@ type Config struct {
 	// does, and returns a *DrainError wrapping ErrDrainTimeout that says
 	// what was left; the receivers' Stop calls are cancelled, so a hung
 	// call (DynamoDB, Kinesis) cannot hold the shutdown. It does not bound
-	// Drain, which its own ctx bounds. Default: 30s.
+	// Drain, which its own ctx bounds. It also bounds how long Run, once
+	// it has stopped, waits for a Listener to take the last events (see
+	// Listener). Default: 30s.
 	DrainTimeout time.Duration
 
 	// AllowSplitState runs stateful operators (UpdateStateByKey,

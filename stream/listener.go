@@ -20,7 +20,9 @@ import (
 // therefore reach the listeners after the outputs it describes have run,
 // and every event of a Run is delivered before Run returns and Done is
 // closed (a Listener that does not return is warned about, at WARN, while
-// Run waits for it). The events waiting for a listener that does not keep
+// Run waits for it, for at most Config.DrainTimeout: then Run returns
+// without the events left, saying so at ERROR, so that a stuck Listener
+// cannot keep a worker from exiting). The events waiting for a listener that does not keep
 // up are queued without bound, not dropped: once 1000 wait, and again as
 // they double, the Pipeline warns at WARN, naming the listener, and says at
 // INFO once they are delivered. A Listener that panics is told nothing more: the panic

@@ -266,7 +266,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	close(p.finished)
 	// Listener events still queued are delivered before Done: a Listener
 	// that waits for Drain is released by finished, above.
-	e.bus.close()
+	e.bus.close(e.cfg.DrainTimeout)
 	close(p.done)
 
 	if cause != nil && !errors.Is(cause, errStopped) {
