@@ -43,7 +43,7 @@ func TestStuckListenerDoesNotHoldShutdown(t *testing.T) {
 		go func() { errc <- p.Run(ctx) }()
 		src.Push("a")
 		time.Sleep(3 * time.Second)
-		cancel()  // SIGTERM: drain, bounded by DrainTimeout (5s)
+		cancel() // SIGTERM: drain, bounded by DrainTimeout (5s)
 		p.Stop() // and even Stop
 		start := time.Now()
 		select {
