@@ -3,6 +3,7 @@ package kinesis
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
@@ -46,6 +47,20 @@ func (s *Sink[T]) fixFor(err error) string {
 		return fmt.Sprintf("stream %s does not exist at %s: create it, or check the sink's Stream, the region and the endpoint", s.cfg.Stream, endpoint)
 	case awserr.BadCredentials(err):
 		return "the credentials are not valid for this account and region: check the client's credentials and region"
+	case tooLarge(code, err) && s.cfg.MaxRecordBytes > defaultMaxRecordBytes:
+		return fmt.Sprintf("MaxRecordBytes is %d, but stream %s takes records of at most its maximum record size (1 MiB unless raised): "+
+			"raise the stream's (UpdateMaxRecordSize), or set MaxRecordBytes to it", s.cfg.MaxRecordBytes, s.cfg.Stream)
 	}
 	return ""
+}
+
+// tooLarge reports whether err, of error code code, is Kinesis refusing a
+// record's data for its length (a ValidationException on a record's data
+// member).
+func tooLarge(code string, err error) bool {
+	if code != "ValidationException" && code != "InvalidArgumentException" {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, ".data") && strings.Contains(msg, "length less than or equal to")
 }
