@@ -217,6 +217,11 @@ func TestGraphErrors(t *testing.T) {
 			var r *testReceiver[string]
 			Print(Union(s, From(p, r)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
+		{"one receiver given to two Froms", func(p *Pipeline, s *Stream[string]) {
+			r := newTestReceiver[string]()
+			Print(Union(s, From(p, r), From(p, r)), 1)
+		}, []string{"From: source 2: its receiver is source 1's too: a receiver is started once, by one From; " +
+			"use the stream source 1's From returned (several operators may read one stream), or give this From a receiver of its own"}},
 		{"nil union argument", func(_ *Pipeline, s *Stream[string]) {
 			Print(Union(s, s, nil), 1)
 		}, []string{"Union of From(source 0) (stream 0): argument 2 is nil: pass a stream made from the same Pipeline"}},

@@ -68,12 +68,32 @@ func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	p.mu.Unlock()
 	if v := reflect.ValueOf(r); r == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
+	} else if i := p.sourceOf(r, s.idx); i >= 0 {
+		p.graphError(fmt.Errorf("From: source %d: its receiver is source %d's too: a receiver is started once, by one From; "+
+			"use the stream source %d's From returned (several operators may read one stream), or give this From a receiver of its own", s.idx, i, i))
 	}
 	st := newPlanned(p, fmt.Sprintf("From(source %d)", s.idx), p.cfg.BatchInterval, nil, s.partsAt)
 	s.n = st.n
 	s.n.partitioned = s.opts.partitioned
 	s.opts.refuseOthers(p, st.n.op, sourceOptions)
 	return st
+}
+
+// sourceOf returns the index of the source before source idx whose
+// receiver is r, or -1. Receivers of a type that cannot be compared are
+// never found.
+func (p *Pipeline) sourceOf(r any, idx int) int {
+	if !reflect.TypeOf(r).Comparable() {
+		return -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, s := range p.sources[:idx] {
+		if o := s.receiver(); reflect.TypeOf(o) == reflect.TypeOf(r) && o == r {
+			return i
+		}
+	}
+	return -1
 }
 
 // sourceState is one source: its receiver, its block store, and the blocks
