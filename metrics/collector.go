@@ -84,6 +84,11 @@ func (cfg Config) validate() error {
 	if cfg.SampleInterval < 0 {
 		add("SampleInterval %v: must be > 0 (or 0 for the default)", cfg.SampleInterval)
 	}
+	if cfg.SampleInterval > 0 && cfg.SampleInterval < time.Millisecond {
+		// Seconds meant, nanoseconds written: with Leases, lease table
+		// scans back to back.
+		add("SampleInterval %v: must be at least 1ms (or 0 for the default); write a duration in seconds as n * time.Second", cfg.SampleInterval)
+	}
 	if cfg.History < 0 {
 		add("History %d: must be > 0 (or 0 for the default, %d)", cfg.History, DefaultHistory)
 	}

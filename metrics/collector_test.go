@@ -82,11 +82,12 @@ func (f *fakeTable) List(context.Context) ([]metrics.Lease, error) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	_, err := metrics.New(metrics.Config{History: -1, Receivers: []metrics.Receiver{nil, &fakeReceiver{name: "a"}, &fakeReceiver{name: "a"}}})
+	_, err := metrics.New(metrics.Config{History: -1, SampleInterval: 2, Receivers: []metrics.Receiver{nil, &fakeReceiver{name: "a"}, &fakeReceiver{name: "a"}}})
 	if !errors.Is(err, metrics.ErrInvalidConfig) {
 		t.Fatalf("New: %v, want ErrInvalidConfig", err)
 	}
-	for _, field := range []string{"BatchInterval", "History", "Receivers[0]", `Receivers[1] and [2] are both named "a"`} {
+	for _, field := range []string{"BatchInterval", "History", "Receivers[0]", `Receivers[1] and [2] are both named "a"`,
+		"SampleInterval 2ns: must be at least 1ms", "n * time.Second"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
