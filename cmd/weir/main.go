@@ -12,7 +12,7 @@
 //
 // The table's DynamoDB endpoint is -table-endpoint (list also takes
 // -endpoint for it, as it did first); replay's -endpoint is Kinesis's, and
-// replay says so when it is given alone with -table. With -dir, list takes
+// replay refuses it with -table but without -table-endpoint. With -dir, list takes
 // none of -endpoint, -table-endpoint and -region (it calls no AWS service),
 // and replay no -table-endpoint: given, they are refused.
 //
@@ -45,8 +45,10 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -115,8 +117,16 @@ func awsConfig(ctx context.Context, endpoint, region string) (aws.Config, error)
 	if cfg.Region == "" && endpoint == "" && cfg.BaseEndpoint == nil { // AWS_ENDPOINT_URL sets BaseEndpoint
 		return aws.Config{}, errors.New("no AWS region: pass -region, or set AWS_REGION (or the region in the shared AWS config file)")
 	}
+	// The SDK's default HTTP client bounds the dial, not the answer: an
+	// endpoint that takes the connection and never answers would hold
+	// the command for ever. Each attempt is bounded instead (the SDK
+	// retries it as any failed attempt).
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTimeout(attemptTimeout)
 	return cfg, nil
 }
+
+// attemptTimeout bounds each attempt of every AWS call; tests shorten it.
+var attemptTimeout = 30 * time.Second
 
 // run runs the command line args, writing its report, or the help asked
 // for, to out.
@@ -208,8 +218,11 @@ func run(ctx context.Context, args []string, out io.Writer, client clientFunc) e
 	kc := func() (*kinesis.Client, error) { return client(ctx, *endpoint, *region) }
 	if hasTable {
 		if *endpoint != "" && *tableEndpoint == "" {
-			// list's -endpoint is the table's: say which one replay uses.
-			fmt.Fprintf(out, "note: -endpoint %s is Kinesis's; the table is read at the AWS SDK's DynamoDB endpoint (set -table-endpoint for another)\n", *endpoint)
+			// list's -endpoint is the table's: an operator who means it
+			// for the table too would send the table's calls, with the
+			// environment's credentials, to AWS. Refused, not noted.
+			return fmt.Errorf("-endpoint %s is Kinesis's, and the table would be read at the AWS SDK's DynamoDB endpoint: "+
+				"give the table's with -table-endpoint (the AWS one is https://dynamodb.<region>.amazonaws.com)\n%w", *endpoint, errUsage)
 		}
 		dc, err := dynamoDB(ctx, *tableEndpoint, *region)
 		if err != nil {

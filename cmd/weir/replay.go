@@ -21,7 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/awsconf"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/dirlock"
 	"github.com/weirstream/weir/internal/durable"
@@ -162,6 +164,10 @@ func (j *journal) add(e journalEntry) error {
 type record struct {
 	Data                          []byte
 	PartitionKey, ExplicitHashKey string
+	// SequenceNumber and ShardID are where the record was read, if its
+	// letter says (a kinesis.Record's): not put, but not taken for the
+	// replay's put either (see find).
+	SequenceNumber, ShardID string
 }
 
 // letter is a letter of a store and its name there: letters.ID for a
@@ -339,7 +345,11 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 	}
 	if prev.State == statePutting {
 		// A put that a crash (or an error) left unconfirmed: look for it.
-		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom())
+		own := l.Range
+		if own.Shard == "" && rec.ShardID != "" && rec.SequenceNumber != "" {
+			own = batch.SeqRange{Stream: prev.Stream, Shard: rec.ShardID, First: rec.SequenceNumber, Last: rec.SequenceNumber}
+		}
+		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom(), own)
 		if err != nil {
 			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, prev.Stream, err)
 		}
@@ -400,6 +410,24 @@ func kinesisTime(ctx context.Context, c *kinesis.Client, streamName string) (tim
 	return date, nil
 }
 
+// inRange reports whether the record seq of shard of streamName is in rng
+// (its stream named by name or by ARN).
+func inRange(rng batch.SeqRange, streamName, shard, seq string) bool {
+	if rng.Shard != shard || rng.First == "" || rng.Last == "" {
+		return false
+	}
+	name := func(s string) string {
+		if n, ok := awsconf.StreamNameOfARN(s); ok {
+			return n
+		}
+		return s
+	}
+	if name(rng.Stream) != name(streamName) {
+		return false
+	}
+	return batch.CompareSeq(seq, rng.First) >= 0 && batch.CompareSeq(seq, rng.Last) <= 0
+}
+
 // throttled reports whether err is Kinesis throttling a put
 // (ProvisionedThroughputExceededException, or KMSThrottlingException for a
 // stream encrypted with a KMS key): Kinesis answered, and put nothing.
@@ -411,8 +439,11 @@ func throttled(err error) bool {
 
 // find looks in every shard of streamName, from since (on Kinesis's clock;
 // the zero time: from the start of its retention) to the end, for a record
-// with rec's partition key and data.
-func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time) (shard, seq string, found bool, err error) {
+// with rec's partition key and data, other than those of own: the range the
+// letter's record was read from. Replayed into the stream it was read
+// from, the letter's own record is there, with the same key and data, and
+// is not the replay's put, which comes after it in its shard.
+func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time, own batch.SeqRange) (shard, seq string, found bool, err error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: &streamName}
 	for {
@@ -442,9 +473,11 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 				return "", "", false, err
 			}
 			for _, r := range res.Records {
-				if aws.ToString(r.PartitionKey) == rec.PartitionKey && bytes.Equal(r.Data, rec.Data) {
-					return aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber), true, nil
+				if aws.ToString(r.PartitionKey) != rec.PartitionKey || !bytes.Equal(r.Data, rec.Data) ||
+					inRange(own, streamName, aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber)) {
+					continue
 				}
+				return aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber), true, nil
 			}
 			// At the tip: nothing behind this page (an empty page alone
 			// may be a gap in the shard), which is not a full one
