@@ -283,7 +283,7 @@ func printLetters(ls []letter, done map[string]journalEntry, out io.Writer) erro
 	for _, l := range ls {
 		id := l.id
 		replayed := "no"
-		if e, ok := done[id]; ok {
+		if e, ok := stateOf(done, l); ok {
 			replayed = e.State
 			if e.State == stateDone {
 				replayed = "to " + e.Stream + " " + e.Shard + " " + e.Seq

@@ -57,6 +57,25 @@ type journalEntry struct {
 	// (the Date of its answer to a call made just before); zero if no
 	// answer had one, and in entries written before weir recorded it.
 	Kinesis time.Time `json:"kinesisAt,omitzero"`
+	// Letter is the fingerprint of the letter the entry is of
+	// (letterPrint): a letter written later under the same ID (its file
+	// moved out, as ErrTimeReused says to do, or replaced by a batch a
+	// restart recomputed) is another one, with no state yet. Empty in
+	// entries of a table's letters, and in those written before weir
+	// recorded it: they are taken as the letter's.
+	Letter string `json:"letter,omitempty"`
+}
+
+// letterPrint returns the fingerprint a journal entry records of l.
+func letterPrint(l letter) string { return letters.Fingerprint(true, l.DeadLetter) }
+
+// stateOf returns the entry of state that is l's, or none.
+func stateOf(state map[string]journalEntry, l letter) (journalEntry, bool) {
+	e, ok := state[l.id]
+	if !ok || e.Letter != "" && e.Letter != letterPrint(l) {
+		return journalEntry{}, false
+	}
+	return e, true
 }
 
 // lookFrom returns the time from which the record of e, a "putting"
@@ -231,8 +250,9 @@ type stateStore interface {
 	mark(ctx context.Context, l letter, prev, next journalEntry) error
 }
 
-// mark appends next to the journal.
-func (j *journal) mark(_ context.Context, _ letter, _, next journalEntry) error {
+// mark appends next to the journal, with l's fingerprint.
+func (j *journal) mark(_ context.Context, l letter, _, next journalEntry) error {
+	next.Letter = letterPrint(l)
 	return j.add(next)
 }
 
@@ -318,7 +338,8 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.C
 func replayEach(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, state map[string]journalEntry, chosen []letter, streamName string, out io.Writer) error {
 	var passed []error
 	for _, l := range chosen {
-		err := replayOne(ctx, c, clk, s, state[l.id], l, streamName, out)
+		prev, _ := stateOf(state, l)
+		err := replayOne(ctx, c, clk, s, prev, l, streamName, out)
 		if errors.Is(err, errUnreplayable) {
 			passed = append(passed, err)
 			continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -76,4 +78,47 @@ func TestReplayDoesNotTakeTheLettersOwnRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayedIDReusedByANewLetter: the journal was keyed by the letter's
+// ID (<batch time>-<output>-<index>) alone. After the fix ErrTimeReused
+// names (move the files of that time out of the directory), the pipeline
+// writes a new letter with a replayed one's ID: replay -all said it was
+// replayed already and never put it, and list said it went to the stream.
+// Entries now record the letter's fingerprint.
+func TestReplayedIDReusedByANewLetter(t *testing.T) {
+	f := newFixture(t)
+	f.replay(t, "1000-0-0") // k1=a, replayed
+	// The operator follows ErrTimeReused's advice: move the file of time 1000 out.
+	moved := filepath.Join(t.TempDir(), "letters-0000000001000-000.jsonl")
+	if err := os.Rename(filepath.Join(f.dir, "letters-0000000001000-000.jsonl"), moved); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := deadletter.Open(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(weirkinesis.Record{Data: []byte("z"), PartitionKey: "kz"})
+	if err := dead.Quarantine(context.Background(), []stream.DeadLetter{{Time: 1000, Output: 0, Index: 0, Record: rec, Encoding: "json", Err: "new failure"}}); err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	lst, _ := f.cmd(t, "deadletters", "list", "-dir", f.dir)
+	if line := lineOf(lst, "1000-0-0"); !strings.Contains(line, " no ") {
+		t.Errorf("list shows the new letter 1000-0-0 as replayed: %q", line)
+	}
+	out := f.replay(t)
+	if got := f.records(t); !strings.Contains(strings.Join(got, " "), "kz=z") {
+		t.Errorf("new letter 1000-0-0 (kz=z) never put; stream %v\nreplay said:\n%s", got, out)
+	}
+}
+
+// lineOf returns the line of out that starts with prefix.
+func lineOf(out, prefix string) string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
 }
