@@ -1,6 +1,7 @@
 package repartition
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -44,6 +45,9 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 	if err != nil {
 		return encoded{err: fmt.Errorf("%w: KeyCodec: key %v: %w", errRecord, p.Key, err)}
 	}
+	if err := c.sameAfterDecode(k); err != nil {
+		return encoded{err: fmt.Errorf("%w: KeyCodec: key %q: %w", errRecord, fmt.Sprint(p.Key), err)}
+	}
 	v, err := safely(func() ([]byte, error) { return c.value.Encode([]V{p.Value}) })
 	if err != nil {
 		return encoded{err: fmt.Errorf("%w: ValueCodec: value of key %v: %w", errRecord, p.Key, err)}
@@ -51,6 +55,30 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 	data := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(k)+len(v)), uint64(len(k)))
 	data = append(append(data, k...), v...)
 	return encoded{partitionKey: partitionKey(k), data: data}
+}
+
+// sameAfterDecode returns an error unless k, an encoded key, decodes to a
+// key that encodes to k again. The reading side places a record by its
+// decoded key's encoding (partitionKeyOf): a key whose encoding changes
+// after one decode (a string that is not valid UTF-8, which JSONCodec
+// reads back with U+FFFD) would be written to one shard's range and placed
+// in another's, where on a fleet no worker counts it; and two such keys
+// could become one.
+func (c codec[K, V]) sameAfterDecode(k []byte) error {
+	ks, err := safely(func() ([]K, error) { return c.key.Decode(k) })
+	if err != nil || len(ks) != 1 {
+		return fmt.Errorf("its encoding does not decode to one key (%d keys): %v", len(ks), err)
+	}
+	again, err := safely(func() ([]byte, error) { return c.key.Encode(ks) })
+	if err != nil {
+		return fmt.Errorf("its decoded key does not encode: %w", err)
+	}
+	if !bytes.Equal(again, k) {
+		return fmt.Errorf("its codec does not give it back the same: it encodes to %q, and decoded and encoded again to %q, "+
+			"so its records would be placed by another partition key than they are written with (a string key that is not valid UTF-8, "+
+			"with JSONCodec: make keys valid UTF-8, strings.ToValidUTF8, or give a KeyCodec that keeps them)", k, again)
+	}
+	return nil
 }
 
 // partitionKey returns the partition key of a record whose key encodes to

@@ -107,14 +107,18 @@ type Config[K comparable, V any] struct {
 
 	// KeyCodec and ValueCodec encode each record's key and value into its
 	// Kinesis record, and decode them when it is read. The encoded key is
-	// also the partition key (see ByKey). Default stream.JSONCodec.
+	// also the partition key (see ByKey), so a key must decode to one that
+	// encodes the same: a key that does not (a string that is not valid
+	// UTF-8, which stream.JSONCodec reads back with U+FFFD) is one ByKey
+	// cannot carry (see DeadLetters). Default stream.JSONCodec.
 	KeyCodec   stream.Codec[K]
 	ValueCodec stream.Codec[V]
 
 	// DeadLetters, when set, sets aside the records ByKey cannot carry,
 	// as stream.Quarantine does for an output, and the pipeline goes on:
 	// a record whose key KeyCodec or whose value ValueCodec refuses to
-	// encode (returns an error, or panics) is not written, and a record
+	// encode (returns an error, or panics), or whose key does not encode
+	// the same once decoded, is not written, and a record
 	// read back from the stream that does not decode (written by another
 	// program, or with other codecs; a codec that panics decoding it) is
 	// not passed on; each is sent to DeadLetters, with the error naming
