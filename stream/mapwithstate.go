@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/weirstream/weir/batch"
@@ -96,7 +97,7 @@ func MapWithState[K comparable, V, S, U any](s *Stream[Pair[K, V]], f func(key K
 	}
 	cs := newCodecSet(o)
 	st := &mapState[K, V, S, U]{f: f, timeout: o.timeout, vals: make(map[K]*keyEntry[S]),
-		kc: codecFor[K](cs), sc: codecFor[S](cs)}
+		kc: codecFor[K](cs), sc: codecFor[S](cs), vptr: mayHoldPointers(reflect.TypeFor[V]())}
 	cs.unused(s.p, "MapWithState", s.n)
 	dead := newKeyedDead(s.p, "MapWithState of "+s.n.String(), o)
 	st.catch = dead != nil
@@ -148,19 +149,64 @@ type mapState[K comparable, V, S, U any] struct {
 	// tasks are the map tasks of apply, kept from batch to batch as a
 	// shuffle's map tasks are.
 	tasks []*mapTask[K, V, S]
+	// pos and dense index the keys of vals for the map tasks, which note a
+	// record's key as an int32, so that what they keep holds no pointer
+	// (for a V without any) for the garbage collector to scan: dense[i] is
+	// a key and its entry, pos[k] the position in dense of key k, which
+	// has state. An entry that loses its state stays in dense, one of its
+	// holes, until dense is made anew, when holes are more than half of
+	// it; a key that gets state is added. dirty says they must be made
+	// anew from vals and keys, which changed otherwise.
+	pos   map[K]int32
+	dense []denseEntry[K, S]
+	holes int
+	dirty bool
+	// vptr says V may hold pointers: the map tasks' values are then
+	// cleared after each batch, to let go of what they point to.
+	vptr bool
 	// catch is set with the operator's Quarantine: a panic of f on a
 	// record is then the record's letter, in letters (the batch's).
 	catch   bool
 	letters []DeadLetter
 }
 
+// denseEntry is a key of a MapWithState and its entry (see mapState.dense).
+type denseEntry[K comparable, S any] struct {
+	key K
+	e   *keyEntry[S]
+}
+
 // mapTask is what a map task of mapState.apply notes of its partition:
-// its records, the entry each record's key had when the batch started
-// (nil if none), and its runs of records by position (see stateRun).
+// for record j, its value, vals[j], and its key, ids[j]: a position in
+// mapState.dense for a key that had state when the batch started, or ^i
+// for the key missed[i]; and its runs of records by position (see
+// stateRun).
 type mapTask[K comparable, V, S any] struct {
-	recs []Pair[K, V]
-	ents []*keyEntry[S]
-	runs []stateRun
+	ids    []int32
+	vals   []V
+	missed []K
+	runs   []stateRun
+}
+
+// index makes pos and dense anew from keys and vals, if they are not
+// up to date.
+func (st *mapState[K, V, S, U]) index() {
+	if !st.dirty && st.pos != nil && len(st.dense)-st.holes == len(st.vals) && st.holes <= len(st.dense)/2 {
+		return
+	}
+	if st.pos == nil {
+		st.pos = make(map[K]int32, len(st.keys))
+	}
+	clear(st.pos)
+	clear(st.dense)
+	st.dense = st.dense[:0]
+	for _, k := range st.keys {
+		if e := st.vals[k]; e != nil {
+			st.pos[k] = int32(len(st.dense))
+			st.dense = append(st.dense, denseEntry[K, S]{k, e})
+		}
+	}
+	st.holes, st.dirty = 0, false
 }
 
 // call calls f for key with its state, e (nil if it has none), and
@@ -193,16 +239,30 @@ func (st *mapState[K, V, S, U]) call(t batch.Time, k K, v V, e *keyEntry[S], tim
 	switch {
 	case timingOut || !state.exists:
 		if has {
-			delete(st.vals, k)
-			e.gone, st.removed = true, true
+			st.remove(k, e)
 		}
 	case has:
 		e.v, e.last = state.value, t
 	default:
-		st.vals[k] = &keyEntry[S]{v: state.value, last: t}
+		e := &keyEntry[S]{v: state.value, last: t}
+		st.vals[k] = e
 		st.keys = append(st.keys, k)
+		if st.pos != nil && !st.dirty {
+			st.pos[k] = int32(len(st.dense))
+			st.dense = append(st.dense, denseEntry[K, S]{k, e})
+		}
 	}
 	return nil
+}
+
+// remove removes key k's state, e.
+func (st *mapState[K, V, S, U]) remove(k K, e *keyEntry[S]) {
+	delete(st.vals, k)
+	e.gone, st.removed = true, true
+	if st.pos != nil && !st.dirty {
+		delete(st.pos, k)
+		st.holes++
+	}
 }
 
 // catching calls f on a record, for an operator with Quarantine (catch;
@@ -230,22 +290,31 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 		st.tasks = append(st.tasks, &mapTask[K, V, S]{})
 	}
 	tasks := st.tasks[:len(in.keys)]
+	st.index()
 	defer func() { // also when a map task fails
 		for _, tk := range tasks {
-			clear(tk.recs) // let go of the keys, values and states
-			clear(tk.ents)
+			clear(tk.missed) // let go of the keys and values
+			if st.vptr {
+				clear(tk.vals)
+			}
 		}
 	}()
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
 		t := tasks[i]
-		t.recs, t.ents, t.runs = t.recs[:0], t.ents[:0], t.runs[:0]
+		t.ids, t.vals, t.missed, t.runs = t.ids[:0], t.vals[:0], t.missed[:0], t.runs[:0]
 		return in.mapTaskError(i, safely(func() error {
-			in.transient(i, func(pos int, recs []Pair[K, V]) bool {
+			pos := st.pos
+			in.transient(i, func(p int, recs []Pair[K, V]) bool {
 				for _, kv := range recs {
-					t.recs = append(t.recs, kv)
-					t.ents = append(t.ents, st.vals[kv.Key])
+					id, ok := pos[kv.Key]
+					if !ok {
+						id = ^int32(len(t.missed))
+						t.missed = append(t.missed, kv.Key)
+					}
+					t.ids = append(t.ids, id)
+					t.vals = append(t.vals, kv.Value)
 				}
-				t.runs = noteRun(t.runs, i, pos, len(t.recs))
+				t.runs = noteRun(t.runs, i, p, len(t.ids))
 				return true
 			})
 			return nil
@@ -258,26 +327,58 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 	n := 0
 	for _, tk := range tasks {
 		runs = append(runs, tk.runs...)
-		n += len(tk.recs)
+		n += len(tk.ids)
 	}
 	t := in.time
 	out := make([]U, 0, n)
 	st.letters = nil
 	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
 		tk := tasks[task]
-		for j := from; j < to && err == nil; j++ {
-			kv, e := tk.recs[j], tk.ents[j]
-			if e == nil || e.gone {
-				e = st.vals[kv.Key]
+		vals := tk.vals[from:to]
+		o := out // in a register, not the closure's variable
+		defer func() { out = o }()
+		for j, id := range tk.ids[from:to] {
+			if err != nil {
+				return
 			}
-			if e == nil && st.shards != nil && !st.shards.owns(kv.Key) {
+			var k K
+			var e *keyEntry[S]
+			if id >= 0 {
+				d := &st.dense[id]
+				k, e = d.key, d.e
+			} else {
+				k = tk.missed[^id]
+			}
+			if e == nil || e.gone {
+				e = st.vals[k]
+			}
+			if e == nil || st.catch {
+				if e == nil && st.shards != nil && !st.shards.owns(k) {
+					continue
+				}
+				n := len(st.letters)
+				err = st.call(t, k, vals[j], e, false, &o)
+				if len(st.letters) > n { // the record is quarantined: name its shard
+					pk := in.keys[task]
+					st.letters[n].Range = batch.SeqRange{Stream: pk.stream, Shard: pk.shard}
+				}
 				continue
 			}
-			n := len(st.letters)
-			err = st.call(t, kv.Key, kv.Value, e, false, &out)
-			if len(st.letters) > n { // the record is quarantined: name its shard
-				pk := in.keys[task]
-				st.letters[n].Range = batch.SeqRange{Stream: pk.stream, Shard: pk.shard}
+			// call, for a key with state and no Quarantine.
+			state := &st.state
+			*state = State[S]{value: e.v, exists: true}
+			u, emit := st.f(k, vals[j], state)
+			if state.err != nil {
+				err = fmt.Errorf("key %v: %w", k, state.err)
+				return
+			}
+			if emit {
+				o = append(o, u)
+			}
+			if state.exists {
+				e.v, e.last = state.value, t
+			} else {
+				st.remove(k, e)
 			}
 		}
 	})
@@ -405,6 +506,7 @@ func (st *mapState[K, V, S, U]) restore(data []byte) error {
 		return err
 	}
 	st.keys, st.vals, st.out, st.snap = keys, make(map[K]*keyEntry[S], len(keys)), nil, nil
+	st.dirty = true
 	for i, k := range keys {
 		st.vals[k] = entries[i]
 	}
@@ -427,6 +529,7 @@ func (st *mapState[K, V, S, U]) mergeKeys(data []byte, keep func(K) bool) error 
 	keys, entries, err := st.decode(data)
 	if err == nil {
 		st.keys, st.snap = mergeKeyed(st.keys, st.vals, keys, entries, keep), nil
+		st.dirty = true
 	}
 	return err
 }
@@ -439,10 +542,12 @@ func (st *mapState[K, V, S, U]) mergeAs(data []byte, key K) error {
 			return dst
 		})
 		st.snap = nil
+		st.dirty = true
 	}
 	return err
 }
 
 func (st *mapState[K, V, S, U]) removeKeys(drop func(K) bool) {
 	st.keys, st.snap = removeKeyed(st.keys, st.vals, drop), nil
+	st.dirty = true
 }

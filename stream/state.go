@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"reflect"
 	"slices"
 
 	"github.com/weirstream/weir/batch"
@@ -69,16 +70,22 @@ func UpdateStateByKey[K comparable, V, S any](s *Stream[Pair[K, V]], update func
 // keyState is the state of an UpdateStateByKey.
 //
 // A batch is applied in two steps. The map side, one task per partition
-// of the input, fused with the narrow operators before it, hashes each
-// record's key once, looks it up in the keys with state (held, only read
-// then) or else adds it to the task's new keys, and notes the record's key
-// and value. The driver then places the values by key, in batch order,
+// of the input, fused with the narrow operators before it, looks each
+// record's key up in the keys with state (pos, only read then) or else
+// adds it to the task's new keys, notes the record's key and value, and
+// then sorts its values by key (a counting sort, in the task's own
+// buffers). The driver then gathers each key's values, in batch order,
 // and calls update key by key, in the order the operator documents.
 type keyState[K comparable, V, S any] struct {
 	update func(K, []V, S, bool) (S, bool)
 	// held is the keys with state, in the order they got it, and their
 	// states: held.pairs[i] is (key, state), indexed by key.
 	held *combined[K, S]
+	// pos is the position in held of each key with state: the map side
+	// looks a record's key up in it, which takes one probe of a Go map
+	// rather than held's index and then its pairs (the key's hash is
+	// needed only for a key without state).
+	pos  map[K]int32
 	last *batch.Batch[Pair[K, S]]
 	kc   Codec[K]
 	sc   Codec[S]
@@ -94,6 +101,9 @@ type keyState[K comparable, V, S any] struct {
 	// batch's).
 	catch   bool
 	letters []DeadLetter
+	// vptr says V may hold pointers: the map tasks' values are then
+	// cleared after each batch, to let go of what they point to.
+	vptr bool
 }
 
 // stateTask is what a map task of keyState.apply notes of its partition.
@@ -107,6 +117,47 @@ type stateTask[K comparable, V any] struct {
 	// records of run k are ids[runs[k-1].end:runs[k].end].
 	runs []stateRun
 	news *combined[K, int32] // the value of a new key is its id in keyState.news
+	// sorted is vals by key, in order within each key, sorted by the task
+	// itself: the values of its key x (a position in held, or len(held) +
+	// i for its new key i) are sorted[off[x]:off[x+1]]. Both are the
+	// task's own, used again batch after batch: the driver copies each
+	// key's values out of them (see keyState.place).
+	sorted []V
+	off    []int32
+	// inv numbers the batch's new keys as sortByKey does (see place).
+	inv []int32
+}
+
+// sortByKey fills t.sorted and t.off from t.ids and t.vals, held the
+// number of keys with state: a counting sort, stable.
+func (t *stateTask[K, V]) sortByKey(held int) {
+	keys := held + len(t.news.pairs)
+	off := resize(t.off, keys+1)
+	clear(off)
+	for _, id := range t.ids {
+		x := int(id)
+		if id < 0 {
+			x = held + int(^id)
+		}
+		off[x+1]++
+	}
+	for x := 1; x <= keys; x++ {
+		off[x] += off[x-1]
+	}
+	// off[x] is where key x's next value goes, then where key x+1 starts:
+	// shifted back after the placing.
+	sorted := resize(t.sorted, len(t.vals))
+	for j, id := range t.ids {
+		x := int(id)
+		if id < 0 {
+			x = held + int(^id)
+		}
+		sorted[off[x]] = t.vals[j]
+		off[x]++
+	}
+	copy(off[1:], off[:keys])
+	off[0] = 0
+	t.sorted, t.off = sorted, off
 }
 
 // stateRun is a run of a partition's records of one position.
@@ -117,8 +168,9 @@ type stateRun struct {
 
 func newKeyState[K comparable, V, S any](update func(K, []V, S, bool) (S, bool), kc Codec[K], sc Codec[S]) *keyState[K, V, S] {
 	st := &keyState[K, V, S]{update: update, kc: kc, sc: sc,
-		held: &combined[K, S]{seed: maphash.MakeSeed()}}
+		held: &combined[K, S]{seed: maphash.MakeSeed()}, pos: make(map[K]int32)}
 	st.news = &combined[K, int32]{seed: st.held.seed}
+	st.vptr = mayHoldPointers(reflect.TypeFor[V]())
 	st.held.index.reset(0)
 	return st
 }
@@ -131,14 +183,24 @@ func (st *keyState[K, V, S]) hold(k K, s S) {
 
 // holdHashed is hold for a key whose hash, by the state's seed, is h.
 func (st *keyState[K, V, S]) holdHashed(k K, h uint64, s S) {
-	i, _ := st.held.keyPosHashed(k, h, firstAt{})
+	i, added := st.held.keyPosHashed(k, h, firstAt{})
 	st.held.pairs[i].Value = s
+	if added {
+		st.pos[k] = i
+	}
 }
 
 // drop removes the keys for which drop(i) is true, i their position in
 // held, keeping the others in order.
 func (st *keyState[K, V, S]) drop(drop func(i int) bool) {
+	n := len(st.held.pairs)
 	st.held.retain(func(i int) bool { return !drop(i) })
+	if len(st.held.pairs) < n {
+		clear(st.pos)
+		for i, kv := range st.held.pairs {
+			st.pos[kv.Key] = int32(i)
+		}
+	}
 }
 
 // quiet: with no key, update is not called for an empty batch.
@@ -239,6 +301,7 @@ func (st *keyState[K, V, S]) mergeAs(data []byte, key K) error {
 	for _, s := range states {
 		if i, added := h.keyPosHashed(key, hk, firstAt{}); added {
 			h.pairs[i].Value = s
+			st.pos[key] = i
 		} else {
 			h.pairs[i].Value = mergeValue(h.pairs[i].Value, s)
 		}
@@ -263,14 +326,14 @@ func (st *keyState[K, V, S]) task(i int) *stateTask[K, V] {
 
 // mapSide notes the records of partition i of in in map task t.
 func (st *keyState[K, V, S]) mapSide(t *stateTask[K, V], in *parted[Pair[K, V]], i int) {
-	held := st.held
+	held := st.pos
 	at := firstAt{pos: -1}
 	in.transient(i, func(pos int, recs []Pair[K, V]) bool {
 		at.next(pos)
 		for _, kv := range recs {
-			h := maphash.Comparable(held.seed, kv.Key)
-			id, _ := held.find(kv.Key, h)
-			if id < 0 {
+			id, ok := held[kv.Key]
+			if !ok {
+				h := maphash.Comparable(t.news.seed, kv.Key)
 				j, slot := t.news.find(kv.Key, h)
 				if j < 0 {
 					j = t.news.insert(kv.Key, h, slot, at)
@@ -324,30 +387,27 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 	}
 	defer func() { // also when a map task or update fails
 		for _, t := range tasks {
-			clear(t.vals) // let go of the values
+			if st.vptr {
+				clear(t.vals) // let go of the values
+				clear(t.sorted)
+			}
 			clear(t.news.pairs)
 		}
 		clear(st.news.pairs)
 	}()
+	held := len(st.held.pairs)
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
-		return in.mapTaskError(i, safely(func() error { st.mapSide(tasks[i], in, i); return nil }))
+		return in.mapTaskError(i, safely(func() error {
+			st.mapSide(tasks[i], in, i)
+			tasks[i].sortByKey(held)
+			return nil
+		}))
 	})
 	if err != nil {
 		return err
 	}
 	news := st.newKeys(tasks)
-	vals, ends := st.place(tasks, news)
-	held := len(st.held.pairs)
-	values := func(id int) []V {
-		start := int32(0)
-		if id > 0 {
-			start = ends[id-1]
-		}
-		if start == ends[id] {
-			return nil
-		}
-		return vals[start:ends[id]:ends[id]]
-	}
+	values := st.place(tasks, news)
 	out := make([]Pair[K, S], 0, held+len(news))
 	var gone []bool // the keys that lose their state, if any
 	st.letters = nil
@@ -441,35 +501,75 @@ func cmpFirst(a, b firstAt) int {
 	return 0
 }
 
-// place returns the values of the batch by key, in batch order: those of
-// the key of id i (a position in held, or len(held) + a position in
-// st.news) are vals[ends[i-1]:ends[i]] (from 0 for i = 0).
-func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (vals []V, ends []int32) {
+// place returns the values of the batch by key, in batch order: values(i)
+// are those of the key of id i, a position in held, or len(held) + a
+// position in st.news. values is called once per id, at most.
+//
+// When the runs of records of each task are together in the batch (one
+// run per task, as a block of one range per shard has), a key's values
+// are its values in each task, which the task sorted by key, copied task
+// after task in the order of their runs, when values asks for them: update
+// then reads them at once, from the cache. Otherwise they are placed
+// record by record, in batch order, first.
+func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (values func(id int) []V) {
 	held := int32(len(st.held.pairs))
+	var runs []stateRun
+	n := 0
+	for _, t := range tasks {
+		runs = append(runs, t.runs...)
+		n += len(t.ids)
+	}
+	vals := make([]V, n)
+	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
+	if order, together := tasksInOrder(runs, len(tasks)); together {
+		// t.inv[i] is the number, in task t, of the key of id held + i
+		// (see sortByKey), or -1.
+		for _, t := range tasks {
+			t.inv = resize(t.inv, len(news))
+			for i := range t.inv {
+				t.inv[i] = -1
+			}
+			for j := range t.news.pairs {
+				t.inv[t.news.pairs[j].Value] = held + int32(j)
+			}
+		}
+		next := 0
+		return func(id int) []V {
+			start := next
+			for _, task := range order {
+				t, x := tasks[task], int32(id)
+				if x >= held {
+					if x = t.inv[x-held]; x < 0 {
+						continue
+					}
+				}
+				next += copy(vals[next:], t.sorted[t.off[x]:t.off[x+1]])
+			}
+			if start == next {
+				return nil
+			}
+			return vals[start:next:next]
+		}
+	}
+	// Count the values of each key, then turn the counts into where each
+	// key's next value goes.
+	ends := make([]int32, int(held)+len(news))
 	id := func(t *stateTask[K, V], j int32) int32 {
 		if i := t.ids[j]; i >= 0 {
 			return i
 		}
 		return held + t.news.pairs[^t.ids[j]].Value
 	}
-	// Count the values of each key, then turn the counts into where each
-	// key's next value goes.
-	ends = make([]int32, int(held)+len(news))
-	var runs []stateRun
-	n := 0
 	for _, t := range tasks {
-		for j := range t.ids {
-			ends[id(t, int32(j))]++
+		for j := range int32(len(t.ids)) {
+			ends[id(t, j)]++
 		}
-		runs = append(runs, t.runs...)
-		n += len(t.ids)
 	}
 	next := int32(0)
 	for i, c := range ends {
 		ends[i] = next
 		next += c
 	}
-	vals = make([]V, n)
 	inBatchOrder(runs, len(tasks), func(task int, from, to int32) {
 		t := tasks[task]
 		for j := from; j < to; j++ {
@@ -478,5 +578,53 @@ func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (vals
 			ends[i]++
 		}
 	})
-	return vals, ends
+	return func(id int) []V {
+		start := int32(0)
+		if id > 0 {
+			start = ends[id-1]
+		}
+		if start == ends[id] {
+			return nil
+		}
+		return vals[start:ends[id]:ends[id]]
+	}
+}
+
+// tasksInOrder returns the tasks of runs, sorted by position, in the order
+// of their first run, and whether each task's runs are together, with no
+// other task's between them.
+func tasksInOrder(runs []stateRun, tasks int) (order []int32, together bool) {
+	seen := make([]bool, tasks)
+	together = true
+	for k, rn := range runs {
+		if k > 0 && runs[k-1].task == rn.task {
+			continue
+		}
+		if seen[rn.task] {
+			together = false
+		}
+		seen[rn.task] = true
+		order = append(order, rn.task)
+	}
+	return order, together
+}
+
+// mayHoldPointers reports whether a value of type t may hold a pointer.
+func mayHoldPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	case reflect.Array:
+		return t.Len() > 0 && mayHoldPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if mayHoldPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
