@@ -513,19 +513,17 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 	return keys, byKey, nil
 }
 
-// versionAttrValue returns the value of the version attribute o's write
-// sets.
-func versionAttrValue(o op) types.AttributeValue {
-	if o.prefix != "" {
-		return &types.AttributeValueMemberS{Value: o.v + o.lineage}
-	}
-	return &types.AttributeValueMemberN{Value: o.v}
-}
-
 // checkSize returns an error wrapping ErrItemTooLarge if the item o puts,
-// its version attribute included, is over MaxItemSize.
+// its version attribute included (check refused an Item that has it), is
+// over MaxItemSize. The version's value is request's: the string
+// o.v+o.lineage for a version of origin, else the number o.v.
 func (s *Sink[T]) checkSize(o op) error {
-	size := itemSize(o.w.Item) + len(s.version) + valueSize(versionAttrValue(o)) // check refused an Item with it
+	size := itemSize(o.w.Item) + len(s.version)
+	if o.prefix != "" {
+		size += len(o.v) + len(o.lineage)
+	} else {
+		size += numberSize(o.v)
+	}
 	if size > MaxItemSize {
 		return fmt.Errorf("%w: key %s: %d bytes (attribute names and version included), DynamoDB stores at most %d",
 			ErrItemTooLarge, formatKey(o.key, s.keyAttrs), size, MaxItemSize)
