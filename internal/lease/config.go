@@ -96,6 +96,7 @@ func Problems(c leasetable.Config) []error {
 		{"TakeInterval", c.TakeInterval, "LeaseDuration/3"},
 		{"AttemptTimeout", c.AttemptTimeout, "LeaseDuration/5"},
 		{"ScanInterval", c.ScanInterval, DefaultScanInterval.String()},
+		{"CheckpointInterval", c.CheckpointInterval, "the default, " + DefaultCheckpointInterval.String()},
 	} {
 		if d.v < 0 {
 			add("%s %v: must be > 0 (0 means %s)", d.name, d.v, d.def)
@@ -120,13 +121,6 @@ func Problems(c leasetable.Config) []error {
 	if c.LeaseDuration > 0 && c.AttemptTimeout >= c.LeaseDuration {
 		add("AttemptTimeout %v: must be shorter than LeaseDuration %v, or a renewal could outlast its lease (LeaseDuration/5 is usual)",
 			c.AttemptTimeout, c.LeaseDuration)
-	}
-	if c.CheckpointInterval < 0 {
-		add("CheckpointInterval %v: must be > 0 (0 means the default, %v)", c.CheckpointInterval, DefaultCheckpointInterval)
-	}
-	if c.CheckpointInterval > 0 && c.CheckpointInterval < time.Millisecond {
-		add("CheckpointInterval %v: must be at least 1ms (0 means the default, %v); write a duration in seconds as n * time.Second",
-			c.CheckpointInterval, DefaultCheckpointInterval)
 	}
 	if c.MaxLeases < 0 {
 		add("MaxLeases %d: must be >= 0 (0 means no cap)", c.MaxLeases)

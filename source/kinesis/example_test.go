@@ -32,7 +32,7 @@ func Example_leases() {
 	fmt.Println(r.WorkerID(), err)
 	// Output:
 	// kinesis: invalid config: Leases.TableName is empty, so it defaults to App "word count", which is not a valid table name (table name "word count": byte 4 (' ') not allowed, use only a-z A-Z 0-9 _ . -): set Leases.TableName
-	// Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s, or the lease expires between two renewals (LeaseDuration/3 is usual)
 	// Leases.CheckpointInterval -1s: must be > 0 (0 means the default, 1m0s)
+	// Leases.RenewInterval 2s: must be shorter than LeaseDuration 1s, or the lease expires between two renewals (LeaseDuration/3 is usual)
 	// host-a <nil>
 }
