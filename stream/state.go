@@ -126,6 +126,12 @@ type stateTask[K comparable, V any] struct {
 	off    []int32
 	// inv numbers the batch's new keys as sortByKey does (see place).
 	inv []int32
+	// byKey says sorted and off are this batch's: the task sorts its
+	// values only when it has at least as many records as keys to place
+	// (held and its new ones), so that sorting, and place copying a key's
+	// values task by task, cost no more than the records do, however
+	// many keys and partitions there are.
+	byKey bool
 }
 
 // sortByKey fills t.sorted and t.off from t.ids and t.vals, held the
@@ -398,8 +404,11 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 	held := len(st.held.pairs)
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
 		return in.mapTaskError(i, safely(func() error {
-			st.mapSide(tasks[i], in, i)
-			tasks[i].sortByKey(held)
+			t := tasks[i]
+			st.mapSide(t, in, i)
+			if t.byKey = held+len(t.news.pairs) <= len(t.ids); t.byKey {
+				t.sortByKey(held)
+			}
 			return nil
 		}))
 	})
@@ -506,8 +515,8 @@ func cmpFirst(a, b firstAt) int {
 // position in st.news. values is called once per id, at most.
 //
 // When the runs of records of each task are together in the batch (one
-// run per task, as a block of one range per shard has), a key's values
-// are its values in each task, which the task sorted by key, copied task
+// run per task, as a block of one range per shard has) and every task
+// sorted its values (byKey), a key's values are its values in each task, copied task
 // after task in the order of their runs, when values asks for them: update
 // then reads them at once, from the cache. Otherwise they are placed
 // record by record, in batch order, first.
@@ -521,7 +530,8 @@ func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (valu
 	}
 	vals := make([]V, n)
 	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
-	if order, together := tasksInOrder(runs, len(tasks)); together {
+	sorted := !slices.ContainsFunc(tasks, func(t *stateTask[K, V]) bool { return !t.byKey })
+	if order, together := tasksInOrder(runs, len(tasks)); together && sorted {
 		// t.inv[i] is the number, in task t, of the key of id held + i
 		// (see sortByKey), or -1.
 		for _, t := range tasks {
