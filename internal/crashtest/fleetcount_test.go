@@ -127,6 +127,44 @@ func TestFleetCountTorture(t *testing.T) {
 		records, kills, seed, right, len(f.truth), time.Since(start).Round(time.Millisecond)))
 }
 
+// TestFleetCountPauses is TestFleetCountTorture with pauses for kills:
+// WEIR_FLEET_PAUSES (default 2) times, a random worker holding leases is
+// stopped with SIGSTOP (a GC pause, a frozen VM) until the others hold
+// every lease it held, then let go on with SIGCONT, a zombie that wakes
+// with state, batches in flight and leases it no longer holds, while
+// records are put between the pauses. Then every worker gets SIGTERM and
+// must drain and exit 0, and the count table must equal the count of each
+// key put, exactly: the zombie's writes of batches of shards it lost must
+// not count.
+func TestFleetCountPauses(t *testing.T) {
+	pauses := envInt(t, "WEIR_FLEET_PAUSES", 2)
+	seed, rng := tortureSeed(t)
+	records := envInt(t, "WEIR_FLEET_RECORDS", fleetRecords)
+	start := time.Now()
+	f := newFleet(t, servers.Env(t))
+	f.startAll()
+	parts := pauses + 2
+	f.put(records / parts)
+	for i := range pauses {
+		w := f.victim(minKillDelay+time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))), rng)
+		pid := w.c.cmd.Process.Pid
+		held := len(f.heldBy(pid))
+		if err := w.c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("pause %d: worker %s (pid %d) stopped holding %d leases", i+1, w.h.tuning.worker, pid, held)
+		f.put(records / parts)
+		f.awaitLeasesLeft(pid)
+		if err := w.c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.put(records - (parts-1)*(records/parts))
+	right := f.finish()
+	report(t, fmt.Sprintf("fleetcount pauses: %d records, %d pauses, seed %d: %d of %d keys right; took %v",
+		records, pauses, seed, right, len(f.truth), time.Since(start).Round(time.Millisecond)))
+}
+
 // fleet is a fleet of examples/fleetcount workers on one stream.
 type fleet struct {
 	t       *testing.T
@@ -350,10 +388,10 @@ func (f *fleet) heldBy(pid int) []string {
 }
 
 // awaitLeasesLeft waits until no lease of either stream names an owner of
-// the process pid.
+// the process pid (killed or stopped).
 func (f *fleet) awaitLeasesLeft(pid int) {
 	f.t.Helper()
-	f.await(fmt.Sprintf("the leases of the killed pid %d taken by others", pid), func() (bool, string) {
+	f.await(fmt.Sprintf("the leases of pid %d taken by others", pid), func() (bool, string) {
 		held := f.heldBy(pid)
 		return len(held) == 0, fmt.Sprintf("still held: %v", held)
 	})

@@ -72,6 +72,15 @@ func tortureSchedule(t *testing.T) (kills int, seed uint64, rng *rand.Rand) {
 func tortureScheduleOf(t *testing.T, defKills int) (kills int, seed uint64, rng *rand.Rand) {
 	t.Helper()
 	kills = envInt(t, "WEIR_TORTURE_KILLS", defKills)
+	t.Logf("kills %d", kills)
+	seed, rng = tortureSeed(t)
+	return kills, seed, rng
+}
+
+// tortureSeed returns the seed of a torture's moments, WEIR_TORTURE_SEED
+// or the time, and a generator seeded with it.
+func tortureSeed(t *testing.T) (seed uint64, rng *rand.Rand) {
+	t.Helper()
 	seed = uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_TORTURE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -80,8 +89,8 @@ func tortureScheduleOf(t *testing.T, defKills int) (kills int, seed uint64, rng 
 		}
 		seed = n
 	}
-	t.Logf("kills %d, seed %d (WEIR_TORTURE_SEED=%d replays the kill moments)", kills, seed, seed)
-	return kills, seed, rand.New(rand.NewPCG(seed, 0))
+	t.Logf("seed %d (WEIR_TORTURE_SEED=%d replays the moments)", seed, seed)
+	return seed, rand.New(rand.NewPCG(seed, 0))
 }
 
 func torture(t *testing.T, shared bool) {
