@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/recovery"
+	deadletter "github.com/weirstream/weir/sink/deadletter/kinesis"
 	"github.com/weirstream/weir/sink/kinesis"
 	weirsource "github.com/weirstream/weir/source"
 	source "github.com/weirstream/weir/source/kinesis"
@@ -311,5 +313,103 @@ func TestNewWithUnhashableClient(t *testing.T) {
 	f := newFake(t, nil)
 	if _, err := kinesis.New(kinesis.Config[source.Record]{Client: wrappedClient{taggedClient{Client: f, tags: []string{"team"}}}, Stream: "out", Record: dataOf, Origin: "app/out"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQuarantinedBatchesLeaveNoWriters quarantines the record of each of
+// 20 batches into a dead-letter stream, whose letters of each batch a Sink
+// of their own writes as a writer naming their fingerprint. The record of
+// the writers of batches without origins kept an entry for each of those
+// writers, though the driver quarantines with a context that names no
+// output (there is nothing to claim), and dropped none for the life of the
+// process; it now holds none, during the Run and after it.
+func TestQuarantinedBatchesLeaveNoWriters(t *testing.T) {
+	const batches = 20
+	name := "letters-" + t.Name()
+	synctest.Test(t, func(t *testing.T) {
+		dead, err := deadletter.New(kinesis.Config[stream.DeadLetter]{Client: &nopKinesis{}, Stream: name, Origin: "app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := memory.New[string](memory.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Push("0"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		// Each batch's record is refused, and quarantined; the output,
+		// called first with the latest record pushed, pushes the next
+		// batch's, and at the last one counts the entries the earlier
+		// batches' letters left and stops the Run, which drains.
+		seen, during := 1, -1
+		stream.ForEach(stream.From(p, src), func(_ context.Context, r string) error {
+			if r != strconv.Itoa(seen-1) {
+				return fmt.Errorf("record %s refused again", r)
+			}
+			switch {
+			case seen < batches:
+				if err := src.Push(strconv.Itoa(seen)); err != nil {
+					t.Error(err)
+				}
+				seen++
+			case during < 0:
+				during = kinesis.Writers(name)
+				cancel()
+			}
+			return fmt.Errorf("record %s refused", r)
+		}, stream.Retry(0), stream.Quarantine(dead))
+		if err := p.Run(ctx); err != nil {
+			t.Fatalf("Run = %v, want nil: every record quarantined", err)
+		}
+		if seen != batches || during < 0 {
+			t.Fatalf("%d records seen, the last one counted: %t; want %d, true", seen, during >= 0, batches)
+		}
+		if during != 0 {
+			t.Errorf("%d entries for the dead-letter stream after %d quarantined batches, want 0", during, batches-1)
+		}
+		if got := kinesis.Writers(name); got != 0 {
+			t.Errorf("%d entries for the dead-letter stream after the Run, want 0", got)
+		}
+	})
+}
+
+// TestEndedRunsLeaveNoWriters runs, one after the other, three pipelines
+// without a recovery log whose output writes batches without origins with
+// a Sink with Origin, so that each Run writes as a writer of its own
+// (Origin and the Run's name). The record of the writers kept each Run's
+// entry once the Run had ended, when nothing can clash with it any more;
+// it now drops it when the Run ends, and keeps it while the Run runs.
+func TestEndedRunsLeaveNoWriters(t *testing.T) {
+	name := "out-" + t.Name()
+	for run := range 3 {
+		s, err := kinesis.New(kinesis.Config[source.Record]{Client: newFake(t, nil), Stream: name, Record: dataOf, Origin: "app/out"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs logBuffer
+		during := -1
+		err = runOutputs(t, false, &logs, func(in *stream.Stream[source.Record]) {
+			stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[source.Record]) error {
+				err := s.Write(ctx, b)
+				during = kinesis.Writers(name)
+				return err
+			})
+		})
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run %d = %v, want its deadline's error or nil", run, err)
+		}
+		if during != 1 {
+			t.Errorf("%d entries for the stream while Run %d wrote, want 1 (its writer's)", during, run)
+		}
+		if got := kinesis.Writers(name); got != 0 {
+			t.Errorf("%d entries for the stream after Run %d ended, want 0", got, run)
+		}
 	}
 }

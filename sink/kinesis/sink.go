@@ -76,10 +76,23 @@ var (
 	// writers is, by stream and writer, the output of a pipeline's Run
 	// that writes batches without origins (version 1 tags) as that
 	// writer: another output of that Run writing such a batch is refused
-	// (see oneWriter).
-	writers sync.Map // streamKey -> *outputid.Owner
-	origins sync.Map // streamKey -> *outputid.Written[batch.Origin, originPos]
+	// (see oneWriter). An entry is dropped when the Run that claimed it
+	// last ends, and made only for a pipeline output's Write, so it holds
+	// the writers of the Runs still running, not every writer the process
+	// ever had (a dead-letter stream's, one per set of records
+	// quarantined; a Run's own without a recovery log).
+	writers   = make(map[streamKey]*runWriter)
+	writersMu sync.Mutex // guards writers and its entries' run and stop
+	origins   sync.Map   // streamKey -> *outputid.Written[batch.Origin, originPos]
 )
+
+// runWriter is an entry of writers: the output that writes as the writer,
+// the Run it belongs to, and what drops the entry when that Run ends.
+type runWriter struct {
+	owner outputid.Owner
+	run   string      // the Run that claimed owner last
+	stop  func() bool // stops the drop at the end of run
+}
 
 // streamKey names a stream written to and, for version 1 tags, the
 // writer. The stream is named by its name and where the Sink's client
@@ -221,20 +234,50 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // the same version 1 tags (the same writer, batch time and index), and a
 // reader's duplicate filter would drop one output's records as copies of
 // the other's. Called only with Origin set: untagged records are not
-// filtered.
+// filtered. A ctx that is not a pipeline output's (a dead-letter stream's
+// Quarantine) claims nothing, and leaves no entry in writers; the entry
+// an output's claim made is dropped once the Run that claimed it last
+// ends, as no output of that Run writes again and a later Run would take
+// the writer over.
 func (s *Sink[T]) oneWriter(ctx context.Context, writer string) error {
-	key := streamKey{s.at, s.cfg.Stream, writer}
-	o, ok := writers.Load(key)
+	run, _, ok := outputid.InRun(ctx)
 	if !ok {
-		o, _ = writers.LoadOrStore(key, &outputid.Owner{})
+		return nil
 	}
-	if clash, first := o.(*outputid.Owner).Claim(ctx, false); clash != outputid.None {
+	key := streamKey{s.at, s.cfg.Stream, writer}
+	writersMu.Lock()
+	w := writers[key]
+	if w == nil {
+		w = new(runWriter)
+		writers[key] = w
+	}
+	clash, first := w.owner.Claim(ctx, false)
+	if clash == outputid.None && w.run != run {
+		// This Run took the writer over: its end, not the earlier Run's,
+		// drops the entry.
+		if w.stop != nil {
+			w.stop()
+		}
+		w.run, w.stop = run, context.AfterFunc(ctx, func() { dropWriter(key, w, run) })
+	}
+	writersMu.Unlock()
+	if clash != outputid.None {
 		out, _ := outputid.Of(ctx)
 		return noretry.Mark(fmt.Errorf("kinesis: output %d of the pipeline writes batches without origins to stream %s as writer %q (with this Sink or another), and so does output %d: "+
 			"both outputs' records of a batch would have the same origin tags (the writer, the batch time and the record's index), and a reader would drop one output's as copies of the other's; "+
 			"give each output a Sink of its own, each with an Origin of its own", first, s.cfg.Stream, writer, out))
 	}
 	return nil
+}
+
+// dropWriter removes w, the entry of key, from writers once Run run has
+// ended, unless another Run claimed it since.
+func dropWriter(key streamKey, w *runWriter, run string) {
+	writersMu.Lock()
+	defer writersMu.Unlock()
+	if writers[key] == w && w.run == run {
+		delete(writers, key)
+	}
 }
 
 // oneOrigin returns an error, marked as no retry fixes (internal/noretry),
