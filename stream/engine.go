@@ -54,6 +54,10 @@ type engine struct {
 	// lastReserved is set when last is the end of a reservation of batch
 	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
 	lastReserved bool
+	// lastHeld is the greatest time of a batch the log holds, pending or
+	// completed, if hasHeld: before the reservation, if lastReserved.
+	lastHeld batch.Time
+	hasHeld  bool
 	// lastCut is the time of the last batch the timer cut, 0 before the
 	// first; the timer loop's, read when the Run's goroutines are done.
 	lastCut batch.Time
@@ -494,7 +498,7 @@ func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
 // unbatched. It is the only closer of e.jobs, which it closes when a drain
 // is done.
 func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
-	for _, j := range e.recovered {
+	for _, j := range slices.Concat(e.recovered, e.reservedJobs()) {
 		if !e.queue(ctx, j) {
 			return nil
 		}
@@ -527,6 +531,39 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 			timer.Reset(bt.wait())
 		}
 	}
+}
+
+// reservedJobs returns the empty batches a restart of a pipeline with
+// stateful operators runs at the batch times its log reserved (an idle
+// stretch's, see reserveAhead) that are after the clock and after every
+// batch the log holds, before it cuts new batches after the reservation.
+// Those times come before any of the restart's records, which go to the
+// batches after the reservation, since an output may have seen them empty
+// (DESIGN.md, "Empty batches"); but a window's time among them, a
+// timeout or any other empty batch that moves or shows the state must
+// still run, as it would have in the crashed Run: a window holding
+// records of batches before the crash would otherwise be output by no
+// batch, and those records reach no output through it. The batch runner
+// decides, as for any empty batch, whether each moves or shows the state
+// (logEmpty): those that do not are left out. The crashed Run ran none of
+// the times that do, since it would have logged them (as a run of empty
+// batches), so none runs twice; a time the crashed Run ran quiet is quiet
+// again, the state being what it was then. A time that passed while the
+// pipeline was down does not run, as no batch does (see Pipeline.Drain).
+func (e *engine) reservedJobs() []*job {
+	if len(e.ticks) == 0 || !e.lastReserved {
+		return nil
+	}
+	iv := e.cfg.BatchInterval
+	t := firstBatchTime(e.cfg.Clock.Now(), iv)
+	if e.hasHeld {
+		t = max(t, firstBatchTime(e.lastHeld.Std(), iv))
+	}
+	var jobs []*job
+	for ; t <= e.last; t = t.Add(iv) {
+		jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true})
+	}
+	return jobs
 }
 
 // batchTimer paces the batches of a Run. Batch times are multiples of the
