@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/checkpointer"
 )
 
@@ -104,11 +103,13 @@ func (lr *leaseRun) finishHandoffs(ctx context.Context) {
 }
 
 // allAddedCompleted reports whether every record of shard added to a block
-// is completed: the blocks its stopped reader left are stored only a moment
-// later, so what is stored is not enough.
+// is completed, by this hold of its lease or an earlier one: the blocks its
+// stopped reader left are stored only a moment later, so what is stored is
+// not enough; and a hold that read again from a snapshot adds records at or
+// below what an earlier hold completed, so the greatest numbers are not
+// either (progress.allCompleted counts the ranges).
 func (lr *leaseRun) allAddedCompleted(shard string) bool {
-	st := lr.rn.r.progress.snapshot()[shard]
-	return st.LastAdded == "" || st.LatestCompleted != "" && batch.CompareSeq(st.LatestCompleted, st.LastAdded) >= 0
+	return lr.rn.r.progress.allCompleted(shard)
 }
 
 // forget drops a shard this worker no longer reads from the lease run's

@@ -496,8 +496,11 @@ type endWait struct {
 
 // finishEnded marks SHARD_END every drained shard whose records are all
 // completed, so that its children may start: those it stored and those
-// the recovery log held uncompleted at Start (see run.completedThrough). A
-// failed mark is tried again on the next round. A shard still waiting a
+// the recovery log held uncompleted at Start (see run.completedThrough),
+// and those a hold of its lease read again from a snapshot behind what an
+// earlier hold completed, which the greatest numbers hide
+// (allAddedCompleted): the last snapshot, which the children load, must
+// count them. A failed mark is tried again on the next round. A shard still waiting a
 // checkpoint interval after it drained is logged once at WARN: its
 // children wait with it, and nothing else says so.
 func (lr *leaseRun) finishEnded(ctx context.Context) {
@@ -507,7 +510,7 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 	late := make(map[string]endWait)
 	for shard, w := range lr.ending {
 		switch {
-		case lr.rn.completedThrough(shard, w.stored):
+		case lr.rn.completedThrough(shard, w.stored) && lr.allAddedCompleted(shard):
 			ready = append(ready, shard)
 		default:
 			waiting = append(waiting, shard)

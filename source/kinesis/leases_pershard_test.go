@@ -22,6 +22,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/localaws/faults"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -48,6 +49,14 @@ type countFleet struct {
 	// forget is how long the workers started while it is set keep a shard
 	// they no longer read (kinesis.ForgetShardsAfter); 10 minutes if 0.
 	forget time.Duration
+	// pipeClock is the clock of the pipelines started while it is set (it
+	// seals their blocks and cuts their batches); their receivers keep the
+	// wall clock for their leases. The wall clock if nil.
+	pipeClock clock.Clock
+	// endCheck, if set, is told by the receivers of the workers started
+	// while it is set each time they judge a shard read to its end
+	// (kinesis.OnEndCheck).
+	endCheck func(shard string, ready bool)
 
 	mu        sync.Mutex
 	best      map[string]int
@@ -73,9 +82,15 @@ func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.P
 	if f.forget > 0 {
 		kinesis.ForgetShardsAfter(&cfg, f.forget)
 	}
+	if f.pipeClock != nil {
+		cfg.Clock = clock.Real{}
+	}
 	r, err := kinesis.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.endCheck != nil {
+		kinesis.OnEndCheck(r, f.endCheck)
 	}
 	f.mu.Lock()
 	if f.receivers == nil {
@@ -83,7 +98,8 @@ func (f *countFleet) workerWith(id string, db leasetable.DynamoDBAPI) (*stream.P
 	}
 	f.receivers[id] = r
 	f.mu.Unlock()
-	p, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger()})
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 100 * time.Millisecond, BlockInterval: 20 * time.Millisecond, Logger: testLogger(),
+		Clock: f.pipeClock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,13 @@ type shardState struct {
 	drainedCh    chan struct{} // closed when drained becomes true
 	stoppedAt    time.Time     // when its reader stopped; zero while one runs or before the first
 	released     bool          // its assigner is done with it (see release)
+
+	// pending counts the ranges added to blocks whose blocks are not
+	// completed yet, over every reader of the shard. The greatest numbers
+	// above cannot tell: a later hold of the shard's lease that reads from
+	// a snapshot behind what an earlier hold read adds ranges at or below
+	// them, which the earlier hold's completions seem to cover.
+	pending int
 }
 
 // drainEvent says a shard became drained, with its greatest stored
@@ -145,7 +152,7 @@ func (p *progress) forget(now time.Time, after time.Duration) []string {
 		switch {
 		case !st.released || st.reading || st.stoppedAt.IsZero() || now.Sub(st.stoppedAt) < after,
 			st.ended && !st.drained,
-			st.lastAdded != "" && (st.completed == "" || batch.CompareSeq(st.completed, st.lastAdded) < 0):
+			!st.allCompleted():
 			continue
 		}
 		delete(p.shards, id)
@@ -172,6 +179,7 @@ func (p *progress) added(r batch.SeqRange) {
 	st := p.stateLocked(r.Shard)
 	st.lastAdded = batch.MaxSeq(st.lastAdded, r.Last)
 	st.recordsRead += int64(r.Count)
+	st.pending++
 }
 
 // behind records the MillisBehindLatest of shard's latest read.
@@ -201,19 +209,40 @@ func (p *progress) stored(ranges []batch.SeqRange) []drainEvent {
 }
 
 // completed advances each range's shard's completed number to the range's
-// Last: it only ever moves forward. It reports whether any moved.
+// Last: it only ever moves forward. It reports whether any moved. A range
+// of a block the recovery log held uncompleted at Start was never added:
+// its shard's pending count stays at zero rather than go below, and the
+// greatest numbers, which this run's ranges all exceed, keep the shard
+// from looking completed too early (see allCompleted).
 func (p *progress) completed(ranges []batch.SeqRange) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	moved := false
 	for _, r := range ranges {
 		st := p.stateLocked(r.Shard)
+		st.pending = max(st.pending-1, 0)
 		if st.completed == "" || batch.CompareSeq(r.Last, st.completed) > 0 {
 			st.completed = r.Last
 			moved = true
 		}
 	}
 	return moved
+}
+
+// allCompleted reports whether every range added to a block of st's shard
+// is completed: none is pending, and the greatest completed number reaches
+// the greatest added.
+func (st *shardState) allCompleted() bool {
+	return st.lastAdded == "" || st.pending == 0 && st.completed != "" && batch.CompareSeq(st.completed, st.lastAdded) >= 0
+}
+
+// allCompleted reports whether every range of shard added to a block is
+// completed, over every reader of the shard (every hold of its lease).
+func (p *progress) allCompleted(shard string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.shards[shard]
+	return !ok || st.allCompleted()
 }
 
 // seq returns field of shard's state, and whether it is set.
