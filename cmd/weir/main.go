@@ -24,7 +24,11 @@
 // letter's item, attribute "replay", by a conditional UpdateItem), that it
 // is about to put it and then that it did, each durably; a letter done is
 // never put again, and one a crash left between the two is looked for in
-// the stream before it is put again. See DESIGN.md, Failure model.
+// the stream before it is put again. A table's letter being put is claimed
+// by the run putting it, for a few minutes at a time that the run renews:
+// another run at the same time leaves it to that run, and says so (its
+// exit status is then 1), and takes it over only once the claim ran out.
+// See DESIGN.md, Failure model.
 //
 // AWS credentials and region come from the environment, as for any AWS SDK
 // program; -endpoint and -region override them (for a local server).
@@ -285,8 +289,13 @@ func printLetters(ls []letter, done map[string]journalEntry, out io.Writer) erro
 		replayed := "no"
 		if e, ok := stateOf(done, l); ok {
 			replayed = e.State
-			if e.State == stateDone {
+			switch {
+			case e.State == stateDone:
 				replayed = "to " + e.Stream + " " + e.Shard + " " + e.Seq
+			case e.State == statePutting && e.Owner != "" && !e.Until.IsZero():
+				// A claim: the run and the end of its claim (which
+				// list cannot tell ran out or not).
+				replayed = "putting (run " + e.Owner + ", claim until " + e.Until.UTC().Format(time.RFC3339) + ")"
 			}
 		}
 		errText, _, _ := strings.Cut(l.Err, "\n")

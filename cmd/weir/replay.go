@@ -37,14 +37,31 @@ import (
 // before its PutRecord and "done" (with the shard and sequence number)
 // after; the latest entry of a letter is its state.
 const (
-	journalName   = "replays.jsonl"
-	replayLock    = ".replay.lock"
-	statePutting  = "putting"
-	stateDone     = "done"
-	stateRefused  = "refused"       // the put was refused: nothing was put, as if never tried
-	findMargin    = 5 * time.Minute // how far before a "putting" entry's Kinesis time its record is looked for
-	getRecordsMax = 10000
+	journalName  = "replays.jsonl"
+	replayLock   = ".replay.lock"
+	statePutting = "putting"
+	stateDone    = "done"
+	stateRefused = "refused"       // the put was refused: nothing was put, as if never tried
+	findMargin   = 5 * time.Minute // how far before a "putting" entry's Kinesis time its record is looked for
+	// readPause is the pause between two GetRecords of one shard in the
+	// search for an unconfirmed put: Kinesis serves a shard five
+	// GetRecords a second, and throttles the calls past that.
+	readPause = 200 * time.Millisecond
+	// claimFor is how long a run's claim on a letter of a table (a
+	// "putting" state naming the run) lasts past its latest write: the
+	// run renews it while it holds it, and another run takes it over
+	// only once it has run out.
+	claimFor = 5 * time.Minute
+	// putWindow is the time a run's claim must have left when it sends
+	// the letter's put: more than the put's one attempt takes
+	// (attemptTimeout), so that the put has ended, answered or not,
+	// before another run can take the letter over and look for it.
+	putWindow = time.Minute
 )
+
+// getRecordsLimit is the most records the search for an unconfirmed put
+// asks of each GetRecords, Kinesis's most; tests lower it.
+var getRecordsLimit int32 = 10000
 
 type journalEntry struct {
 	ID     string    `json:"id"`
@@ -64,6 +81,16 @@ type journalEntry struct {
 	// entries of a table's letters, and in those written before weir
 	// recorded it: they are taken as the letter's.
 	Letter string `json:"letter,omitempty"`
+	// Owner is, for "putting" in a table, the run that claims the letter
+	// (a random name each run draws), and Until the end of its claim, on
+	// DynamoDB's clock: until then no other run puts the letter or takes
+	// it over. An entry without Owner, written before weir named owners,
+	// and one whose Until is zero (its run released it, having put
+	// nothing, or ended with the put unconfirmed) claim nothing: the
+	// next run takes the letter over at once. A directory's entries have
+	// neither: one replay at a time holds the directory's lock.
+	Owner string    `json:"owner,omitempty"`
+	Until time.Time `json:"until,omitzero"`
 }
 
 // letterPrint returns the fingerprint a journal entry records of l.
@@ -246,14 +273,50 @@ func recordOf(l stream.DeadLetter, id string) (record, error) {
 // directory, or the items of a table.
 type stateStore interface {
 	// mark records next as the state of letter l, whose state was prev
-	// (zero if none), durably, or returns an error.
+	// (zero if none), durably, or returns an error: one wrapping
+	// errStateChanged if l's state is no longer prev.
 	mark(ctx context.Context, l letter, prev, next journalEntry) error
+	// claim returns e, a "putting" entry of this run, with the owner and
+	// the deadline of the store's claims: none for a directory, which
+	// one replay at a time holds.
+	claim(e journalEntry) journalEntry
+	// held reports whether e, a "putting" state read from the store, is
+	// a claim another run may still hold, and act on: false for one
+	// that ran out or was released, and for a directory's.
+	held(e journalEntry) bool
+	// lasts reports whether e, a claim of this run, lasts at least d
+	// more.
+	lasts(e journalEntry, d time.Duration) bool
+	// reset says how an operator has replay put letter l, whose state
+	// is e, again as if it had never been tried.
+	reset(l letter, e journalEntry) string
 }
+
+// errStateChanged is wrapped by the error of a mark refused because the
+// letter's state is no longer the one the run read: another run changed
+// it.
+var errStateChanged = errors.New("its replay state changed")
 
 // mark appends next to the journal, with l's fingerprint.
 func (j *journal) mark(_ context.Context, l letter, _, next journalEntry) error {
 	next.Letter = letterPrint(l)
 	return j.add(next)
+}
+
+// claim returns e as it is: the directory's lock keeps other runs out.
+func (j *journal) claim(e journalEntry) journalEntry { return e }
+
+// held reports false: a "putting" entry of the journal is a run's that
+// ended, since this run holds the directory's lock.
+func (j *journal) held(journalEntry) bool { return false }
+
+// lasts reports true: the directory's lock lasts as long as the run.
+func (j *journal) lasts(journalEntry, time.Duration) bool { return true }
+
+// reset names the line to append to the journal, a "refused" entry of l.
+func (j *journal) reset(l letter, e journalEntry) string {
+	line, _ := json.Marshal(journalEntry{ID: l.id, State: stateRefused, At: time.Now().UTC(), Stream: e.Stream, Letter: letterPrint(l)})
+	return fmt.Sprintf("append this line to %s while no replay runs: %s", j.f.Name(), line)
 }
 
 // choose returns the letters of all named ids, all if none, or an error
@@ -332,15 +395,16 @@ func replay(ctx context.Context, kc func() (*kinesis.Client, error), clk clock.C
 
 // replayEach replays the chosen letters, whose replay states are state,
 // in order (see replayOne). A letter that cannot be replayed
-// (errUnreplayable) is passed over, so that one letter cut to fit its
-// store does not keep every later one from being replayed, and the error
-// returned names it; any other error stops the replay at once.
+// (errUnreplayable), or that another run is replaying (errClaimed), is
+// passed over, so that one letter does not keep every later one from
+// being replayed, and the error returned names it; any other error stops
+// the replay at once.
 func replayEach(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, state map[string]journalEntry, chosen []letter, streamName string, out io.Writer) error {
 	var passed []error
 	for _, l := range chosen {
 		prev, _ := stateOf(state, l)
 		err := replayOne(ctx, c, clk, s, prev, l, streamName, out)
-		if errors.Is(err, errUnreplayable) {
+		if errors.Is(err, errUnreplayable) || errors.Is(err, errClaimed) {
 			passed = append(passed, err)
 			continue
 		}
@@ -351,10 +415,26 @@ func replayEach(ctx context.Context, c *kinesis.Client, clk clock.Clock, s state
 	return errors.Join(passed...)
 }
 
+// errClaimed is wrapped by the error of a letter another run is
+// replaying: replayEach goes on past it.
+var errClaimed = errors.New("run replay again once the other run ended, to confirm it was replayed (the other letters chosen are replayed all the same)")
+
+// leftToOther reports, on out and in the error it returns, that letter id
+// is left to another run, which why describes.
+func leftToOther(out io.Writer, id, why string) error {
+	fmt.Fprintf(out, "%s: being replayed by another run (%s): left to it\n", id, why)
+	return fmt.Errorf("letter %s: being replayed by another run (%s): %w", id, why, errClaimed)
+}
+
+// errStreamGone is wrapped by the error of a search for an unconfirmed
+// put into a stream that no longer exists.
+var errStreamGone = errors.New("the stream does not exist")
+
 // replayOne puts letter l, whose replay state is prev, into streamName
 // unless it was put, or the stream holds it after a put whose end the
-// state did not record; s records its state before and after the put.
-func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) error {
+// state did not record, or another run holds it (its claim has not run
+// out); s records its state before and after the put.
+func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateStore, prev journalEntry, l letter, streamName string, out io.Writer) (err error) {
 	id := l.id
 	if prev.State == stateDone {
 		fmt.Fprintf(out, "%s: already replayed to %s %s %s\n", id, prev.Stream, prev.Shard, prev.Seq)
@@ -364,27 +444,45 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 	if err != nil {
 		return err
 	}
+	if prev.State == statePutting && s.held(prev) {
+		return leftToOther(out, id, fmt.Sprintf("run %s, whose claim lasts until %s on DynamoDB's clock unless it renews it",
+			prev.Owner, prev.Until.UTC().Format(time.RFC3339)))
+	}
+	h := &holder{ctx: ctx, clk: clk, s: s, l: l, out: out, state: prev}
+	defer func() { err = h.end(err) }()
 	if prev.State == statePutting {
-		// A put that a crash (or an error) left unconfirmed: look for it.
+		// A put that a crash (or an error) left unconfirmed, or whose
+		// run's claim ran out: claimed first, so that no other run
+		// takes the letter meanwhile, then looked for.
+		if err := h.take(journalEntry{Stream: prev.Stream, Kinesis: prev.Kinesis}); err != nil {
+			return err
+		}
 		own := l.Range
 		if own.Shard == "" && rec.ShardID != "" && rec.SequenceNumber != "" {
 			own = batch.SeqRange{Stream: prev.Stream, Shard: rec.ShardID, First: rec.SequenceNumber, Last: rec.SequenceNumber}
 		}
-		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom(), own)
+		shard, seq, found, err := find(ctx, c, prev.Stream, rec, prev.lookFrom(), own, h.pause)
+		if errors.Is(err, errStreamGone) {
+			return fmt.Errorf("letter %s: an earlier replay's put of it into %s was left unconfirmed (a crash, or no answer), and %s no longer exists, "+
+				"so whether the record reached it (and its readers) cannot be found out: if it must be put again, "+
+				"%s, then run replay again: %w", id, prev.Stream, prev.Stream, s.reset(l, prev), err)
+		}
 		if err != nil {
 			return fmt.Errorf("letter %s: looking for an unconfirmed put in %s: %w", id, prev.Stream, err)
 		}
 		if found {
 			fmt.Fprintf(out, "%s: found in %s %s %s, put by an earlier replay\n", id, prev.Stream, shard, seq)
-			return s.mark(ctx, l, prev, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: prev.Stream, Shard: shard, Seq: seq})
+			return h.finish(journalEntry{State: stateDone, Stream: prev.Stream, Shard: shard, Seq: seq})
 		}
 	}
 	kt, err := kinesisTime(ctx, c, streamName)
 	if err != nil {
 		return fmt.Errorf("letter %s: asking Kinesis's time before the put into %s: %w", id, streamName, err)
 	}
-	putting := journalEntry{ID: id, State: statePutting, At: clk.Now(), Stream: streamName, Kinesis: kt}
-	if err := s.mark(ctx, l, prev, putting); err != nil {
+	if err := h.take(journalEntry{Stream: streamName, Kinesis: kt}); err != nil {
+		return err
+	}
+	if err := h.keep(putWindow); err != nil {
 		return err
 	}
 	in := &kinesis.PutRecordInput{StreamName: &streamName, Data: rec.Data, PartitionKey: &rec.PartitionKey}
@@ -403,8 +501,7 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 		if throttled(err) {
 			err = fmt.Errorf("%w (nothing was put: run replay again later)", err)
 		}
-		refused := journalEntry{ID: id, State: stateRefused, At: clk.Now(), Stream: streamName}
-		if merr := s.mark(ctx, l, putting, refused); merr != nil {
+		if merr := h.finish(journalEntry{State: stateRefused, Stream: streamName}); merr != nil {
 			return errors.Join(err, merr)
 		}
 		return err
@@ -414,7 +511,101 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 	}
 	shard, seq := aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
 	fmt.Fprintf(out, "%s: replayed to %s %s %s\n", id, streamName, shard, seq)
-	return s.mark(ctx, l, putting, journalEntry{ID: id, State: stateDone, At: clk.Now(), Stream: streamName, Shard: shard, Seq: seq})
+	return h.finish(journalEntry{State: stateDone, Stream: streamName, Shard: shard, Seq: seq})
+}
+
+// holder keeps a letter's replay state through one run's replay of it:
+// the state it last read or wrote, and whether that is the run's claim.
+type holder struct {
+	ctx   context.Context
+	clk   clock.Clock
+	s     stateStore
+	l     letter
+	out   io.Writer
+	state journalEntry // the letter's state as the run last read or wrote it
+	held  bool         // state is the run's claim
+	lost  bool         // another run took the claim over
+}
+
+// take marks the letter putting (into next.Stream, with next.Kinesis),
+// claimed by the run. Refused because another run changed the state
+// since the run read it, the letter is left to that run (errClaimed); a
+// claim of the run's own that another run took over is an error.
+func (h *holder) take(next journalEntry) error {
+	next.ID, next.State, next.At = h.l.id, statePutting, h.clk.Now()
+	next = h.s.claim(next)
+	if err := h.s.mark(h.ctx, h.l, h.state, next); err != nil {
+		return h.refused(err, "claiming it")
+	}
+	h.state, h.held = next, true
+	return nil
+}
+
+// refused returns the error of a mark refused with err while doing what.
+func (h *holder) refused(err error, what string) error {
+	switch {
+	case !errors.Is(err, errStateChanged):
+		return err
+	case h.held:
+		h.lost = true
+		return fmt.Errorf("letter %s: %s: another run took over this run's claim, which had run out (the run was held up for longer than %v), or the letter was deleted: "+
+			"that run looks for any put of this run's in the stream before it puts the letter; run replay again once it ended, to confirm: %w", h.l.id, what, claimFor, err)
+	}
+	return leftToOther(h.out, h.l.id, "its replay state changed since this run read it, unless the letter was deleted")
+}
+
+// keep renews the run's claim once half of it has passed, and returns an
+// error, having put nothing, if it then lasts less than d more.
+func (h *holder) keep(d time.Duration) error {
+	if !h.held || h.s.lasts(h.state, claimFor/2) {
+		return nil
+	}
+	if err := h.take(journalEntry{Stream: h.state.Stream, Kinesis: h.state.Kinesis}); err != nil {
+		return err
+	}
+	if !h.s.lasts(h.state, d) {
+		return fmt.Errorf("letter %s: its claim, renewed, lasts less than %v (the table answers slowly): not put; run replay again", h.l.id, d)
+	}
+	return nil
+}
+
+// pause waits between two reads of the search for an unconfirmed put,
+// and keeps the run's claim meanwhile.
+func (h *holder) pause(ctx context.Context) error {
+	if err := clock.Sleep(ctx, h.clk, readPause); err != nil {
+		return err
+	}
+	return h.keep(0)
+}
+
+// finish marks the letter next.State ("done" or "refused"), which ends
+// the run's claim.
+func (h *holder) finish(next journalEntry) error {
+	next.ID, next.At = h.l.id, h.clk.Now()
+	if err := h.s.mark(h.ctx, h.l, h.state, next); err != nil {
+		return h.refused(err, "marking it "+next.State)
+	}
+	h.state, h.held = next, false
+	return nil
+}
+
+// end returns err, the outcome of the replay of the letter; if it is an
+// error and the run still holds its claim, it releases it first, so that
+// the next run takes the letter over at once instead of waiting for the
+// claim to run out: the run is putting nothing (a put it sent has
+// ended, answered or not), and the next run looks for it in the stream.
+func (h *holder) end(err error) error {
+	if err == nil || !h.held || h.lost || h.state.Owner == "" {
+		return err
+	}
+	released := h.state
+	released.At, released.Until = h.clk.Now(), time.Time{}
+	// Released even when the run was interrupted: the call is bounded by
+	// attemptTimeout.
+	if merr := h.s.mark(context.WithoutCancel(h.ctx), h.l, h.state, released); merr != nil {
+		return errors.Join(err, fmt.Errorf("letter %s: releasing this run's claim (it runs out by itself at %s): %w", h.l.id, h.state.Until.UTC().Format(time.RFC3339), merr))
+	}
+	return err
 }
 
 // kinesisTime returns a time on Kinesis's clock, no later than now: the
@@ -464,11 +655,19 @@ func throttled(err error) bool {
 // letter's record was read from. Replayed into the stream it was read
 // from, the letter's own record is there, with the same key and data, and
 // is not the replay's put, which comes after it in its shard.
-func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time, own batch.SeqRange) (shard, seq string, found bool, err error) {
+//
+// Before each GetRecords of a shard but the first, it calls wait, which
+// pauses (Kinesis serves a shard five GetRecords a second) and may fail.
+// A stream that does not exist is an error wrapping errStreamGone.
+func find(ctx context.Context, c *kinesis.Client, streamName string, rec record, since time.Time, own batch.SeqRange, wait func(context.Context) error) (shard, seq string, found bool, err error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: &streamName}
 	for {
 		res, err := c.ListShards(ctx, in)
+		var notFound *types.ResourceNotFoundException
+		if errors.As(err, &notFound) && in.NextToken == nil {
+			return "", "", false, fmt.Errorf("%w: %w", errStreamGone, err)
+		}
 		if err != nil {
 			return "", "", false, err
 		}
@@ -488,8 +687,13 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 		if err != nil {
 			return "", "", false, err
 		}
-		for iter := it.ShardIterator; iter != nil; {
-			res, err := c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(getRecordsMax)})
+		for iter, first := it.ShardIterator, true; iter != nil; first = false {
+			if !first {
+				if err := wait(ctx); err != nil {
+					return "", "", false, err
+				}
+			}
+			res, err := c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(getRecordsLimit)})
 			if err != nil {
 				return "", "", false, err
 			}
@@ -506,7 +710,7 @@ func find(ctx context.Context, c *kinesis.Client, streamName string, rec record,
 			// before this replay began, so it has been read by now: the
 			// records a busy shard gets meanwhile are not followed, which
 			// would never end.
-			if aws.ToInt64(res.MillisBehindLatest) == 0 && len(res.Records) < getRecordsMax {
+			if aws.ToInt64(res.MillisBehindLatest) == 0 && len(res.Records) < int(getRecordsLimit) {
 				break
 			}
 			iter = res.NextShardIterator

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -218,7 +219,7 @@ func TestReplayTableStateChanged(t *testing.T) {
 	}
 	later := journalEntry{State: statePutting, Stream: f.stream, At: putting.At.Add(time.Second)}
 	err := s.mark(t.Context(), l, journalEntry{}, later)
-	if err == nil || !strings.Contains(err.Error(), "run replay again, alone") {
+	if !errors.Is(err, errStateChanged) || !strings.Contains(err.Error(), "another replay") {
 		t.Errorf("a second replay's mark from no state = %v, want refused", err)
 	}
 	done := journalEntry{State: stateDone, Stream: f.stream, At: time.Now(), Shard: "shardId-000000000000", Seq: "1"}
