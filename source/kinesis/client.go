@@ -44,12 +44,17 @@ func newDefaultClient(ctx context.Context, cfg Config) (Client, error) {
 }
 
 // endpointOf returns, for warnings, the endpoint client sends its calls to:
-// Config.Endpoint for the default client ("" for the AWS configuration's);
-// for a Config.Client, its BaseEndpoint, or the one the SDK resolves for its
+// for the default client, Config.Endpoint, or the one the AWS
+// configuration gives (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_KINESIS, or a
+// profile's endpoint_url), "" if none does (AWS's for the region); for a
+// Config.Client, its BaseEndpoint, or the one the SDK resolves for its
 // region, and "the given Client" when it does not show its options (a
 // wrapper), since a Config.Client ignores Config.Endpoint.
 func endpointOf(cfg Config, client Client) string {
 	if cfg.Client == nil {
+		if c, ok := client.(interface{ Options() awskinesis.Options }); ok && cfg.Endpoint == "" {
+			return aws.ToString(c.Options().BaseEndpoint)
+		}
 		return cfg.Endpoint
 	}
 	c, ok := client.(interface{ Options() awskinesis.Options })

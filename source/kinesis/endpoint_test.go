@@ -39,3 +39,30 @@ func TestEndpointOf(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointOfEnvironment checks that the default client's endpoint is
+// the one the AWS configuration gives when Config.Endpoint is not set (as
+// for LocalStack): warnings and errors named "AWS default for the region"
+// while the calls went there.
+func TestEndpointOfEnvironment(t *testing.T) {
+	for _, env := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KINESIS"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "http://127.0.0.1:9")
+			t.Setenv("AWS_REGION", "us-east-1")
+			t.Setenv("AWS_ACCESS_KEY_ID", "x")
+			t.Setenv("AWS_SECRET_ACCESS_KEY", "y")
+			t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+			t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+			client, err := newDefaultClient(t.Context(), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := endpointOf(Config{}, client), "http://127.0.0.1:9"; got != want {
+				t.Errorf("endpointOf: got %q, want %q", got, want)
+			}
+			if got, want := endpointOf(Config{Endpoint: "http://cfg:4567"}, client), "http://cfg:4567"; got != want {
+				t.Errorf("endpointOf with Config.Endpoint: got %q, want %q", got, want)
+			}
+		})
+	}
+}
