@@ -217,6 +217,14 @@ func TestGraphErrors(t *testing.T) {
 			var r *testReceiver[string]
 			Print(Union(s, From(p, r)), 1)
 		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
+		{"nil pointer receiver sharing shards", func(p *Pipeline, s *Stream[string]) {
+			// A receiver whose methods dereference it, as the Kinesis
+			// receiver's do: asked whether it shares its shards, a nil
+			// one panicked in Run.
+			var r *sharingReceiver
+			Print(UpdateStateByKey(Map(From(p, r), func(v string) Pair[string, int] { return Pair[string, int]{v, 1} }),
+				func(_ string, vs []int, n int, _ bool) (int, bool) { return n + len(vs), true }), 1)
+		}, []string{"From: source 1: receiver is nil: pass a source.Receiver"}},
 		{"one receiver given to two Froms", func(p *Pipeline, s *Stream[string]) {
 			r := newTestReceiver[string]()
 			Print(Union(s, From(p, r), From(p, r)), 1)
@@ -324,3 +332,13 @@ func TestLoggerDefaultsToSlogDefault(t *testing.T) {
 		t.Errorf("source.Runtime's Logger defaults to %v, want slog.Default()", rt.Logger)
 	}
 }
+
+// sharingReceiver is a receiver whose shards other workers share, like the
+// Kinesis receiver with leases.
+type sharingReceiver struct {
+	*testReceiver[string]
+	shares bool
+}
+
+// SharesShards implements source.ShardSharer.
+func (r *sharingReceiver) SharesShards() bool { return r.shares }

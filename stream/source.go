@@ -66,7 +66,7 @@ func From[T any](p *Pipeline, r source.Receiver[T], opts ...Option) *Stream[T] {
 	s.idx = len(p.sources)
 	p.sources = append(p.sources, s)
 	p.mu.Unlock()
-	if v := reflect.ValueOf(r); r == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+	if nilReceiver(r) {
 		p.graphError(fmt.Errorf("From: source %d: receiver is nil: pass a source.Receiver", s.idx))
 	} else if i := p.sourceOf(r, s.idx); i >= 0 {
 		p.graphError(fmt.Errorf("From: source %d: its receiver is source %d's too: a receiver is started once, by one From; "+
@@ -210,7 +210,19 @@ func (s *sourceState[T]) observe(ctx context.Context, info BatchInfo) error {
 	return nil
 }
 
-func (s *sourceState[T]) receiver() any { return s.r }
+func (s *sourceState[T]) receiver() any {
+	if nilReceiver(s.r) {
+		return nil // a graph error (From): not asked anything
+	}
+	return s.r
+}
+
+// nilReceiver reports whether r is nil, or a nil pointer (what a program
+// that dropped the error of a receiver's constructor passes).
+func nilReceiver(r any) bool {
+	v := reflect.ValueOf(r)
+	return r == nil || v.Kind() == reflect.Pointer && v.IsNil()
+}
 
 func (s *sourceState[T]) graphNode() *node { return s.n }
 
