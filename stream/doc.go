@@ -108,12 +108,15 @@
 // recomputes the batches completed after it from their ranges, for the
 // state only (their outputs do not run again). Values are encoded with
 // GobCodec unless StateCodec gives a codec; Run refuses to start if one
-// cannot encode its type. State is per worker: on a fleet, a shard whose
-// lease moves arrives without its history, and Run refuses a stateful
-// operator on a source whose shards other workers share (ErrSplitState)
-// unless the source is declared PartitionedByKey or Config.AllowSplitState
-// accepts per-worker state. DESIGN.md, "State: snapshot and lineage", has
-// the details.
+// cannot encode its type. On a fleet, Run refuses a stateful operator on a
+// source whose shards other workers share (ErrSplitState): each worker
+// would hold part of a key's state. Records repartitioned by key
+// (repartition.ByKey), or declared PartitionedBy, have their state kept per
+// shard, which moves with the shard's lease: one state per key across the
+// fleet. PartitionedByKey and Config.AllowSplitState accept per-worker
+// state instead, which a key loses when its shard's lease moves.
+// DESIGN.md, "State: snapshot and lineage" and "On a fleet: state per
+// shard", has the details.
 //
 // # Stopping
 //

@@ -18,7 +18,9 @@ import (
 // (PartitionedByKey): each worker would keep the state of only the records
 // it read, so a key read on several workers would get a partial state on
 // each. The message names the operator, where it was declared, the source,
-// and the fixes. Config.AllowSplitState accepts such a pipeline.
+// and the fixes: repartition.ByKey, or PartitionedBy, keep the state per
+// shard, one state per key across the fleet; PartitionedByKey and
+// Config.AllowSplitState accept per-worker state.
 var ErrSplitState = errors.New("stream: state would be split across workers")
 
 // PartitionedByKey is an option of From: it declares that the source's
@@ -94,8 +96,10 @@ func (p *Pipeline) splitProblemsLocked() []error {
 		}
 		problems = append(problems, fmt.Errorf("%v%s keeps state across batches of %s, whose shards other workers share (leases): %w: "+
 			"each worker would keep the state of the records it read, so a key read on several workers would get a partial state on each; "+
-			"make every record of a key come from one shard (repartition by key: put the records on a stream with the key as their partition key) "+
-			"and declare it with stream.PartitionedByKey() on that source's From, or accept per-worker state with Config.AllowSplitState",
+			"for one state per key, exact when leases move, repartition the records by key first (repartition.ByKey), "+
+			"or, if the source's producers put each record with a function of its key as partition key, declare it with stream.PartitionedBy(pairs, partitionKey) before the operator: "+
+			"the state is then kept per shard and moves with the shard's lease; "+
+			"per-worker state, which a key loses when its shard's lease moves, is accepted with stream.PartitionedByKey() on the source's From or Config.AllowSplitState",
 			n, at, strings.Join(srcs, " and "), ErrSplitState))
 	}
 	return problems

@@ -117,7 +117,7 @@ func TestSplitStateRefused(t *testing.T) {
 					t.Fatalf("Run: %v; want ErrSplitState and ErrInvalidConfig", err)
 				}
 				for _, want := range []string{g.op + " (stream ", "declared at split_test.go:", "source 0 (stream_test)",
-					"stream.PartitionedByKey()", "Config.AllowSplitState", "repartition by key"} {
+					"repartition.ByKey", "stream.PartitionedBy(pairs, partitionKey)", "stream.PartitionedByKey()", "Config.AllowSplitState"} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("Run: %v\ndoes not say %q", err, want)
 					}
