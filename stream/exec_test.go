@@ -224,13 +224,17 @@ func TestPanicFailsBatch(t *testing.T) {
 				// operator's, shared or not, ends with the fix
 				// (Quarantine); one of a keyed or state operator cannot be
 				// quarantined, and names its fix when it failed before the
-				// operator grouped the records.
+				// operator grouped the records; a state operator's function
+				// names the key and the fix.
 				suffix := "panic: kaboom"
 				if own := map[string]bool{"Map": true, "shared Map": true, "Filter": true, "FlatMap": true, "ForEach": true, "ForEachBatch": true}; own[tt.name] {
 					suffix = "panic: kaboom (" + stopFix + ")"
 				}
-				if tt.name == "reducer" { // in the map side: the records and the fix are named
+				switch tt.name {
+				case "reducer": // in the map side: the records and the fix are named
 					suffix = keyedStopFix
+				case "UpdateStateByKey":
+					suffix = `panic: kaboom; on key "boom": ` + updateFix(true)
 				}
 				if msg := err.Error(); !strings.Contains(msg, tt.want) || !strings.HasSuffix(msg, suffix) {
 					t.Errorf("Run = %q, want it to name %s and end with %q", msg, tt.want, suffix)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -761,3 +762,45 @@ func encodeRecord(v any) ([]byte, string) {
 	}
 	return fmt.Appendf(nil, "%v", v), "fmt"
 }
+
+// keyPanic returns the error that fails a batch when a state operator's
+// function, called on the driver for key k (of shard, if known), panicked
+// with pe and nothing set the call aside: pe, the key, and fix. It wraps
+// pe, so the BatchError has the panic's value and stack.
+func keyPanic[K any](k K, shard string, pe *panicError, fix string) error {
+	key := fmt.Sprint(k)
+	if len(key) > maxKeyText {
+		key = strings.ToValidUTF8(key[:maxKeyText], "") + "…"
+	}
+	at := fmt.Sprintf("key %q", key)
+	if shard != "" {
+		at += " (a record of shard " + shard + ")"
+	}
+	return fmt.Errorf("%w; on %s: %s", pe, at, fix)
+}
+
+// maxKeyText is the most of a key keyPanic writes.
+const maxKeyText = 200
+
+// updateFix ends the error of an UpdateStateByKey whose update panicked on
+// a key with values in the batch (withValues) or without.
+func updateFix(withValues bool) string {
+	if !withValues {
+		return "update panicked on the key, which had state and no values in the batch: Quarantine cannot set it aside, as no record is to blame; " +
+			"fix update: the batch is not completed, so it runs again after a restart"
+	}
+	return "update panicked on the key's values of the batch; to set them aside and go on (the key keeps its state), " +
+		"give UpdateStateByKey stream.Quarantine(d); otherwise fix update or the records: " +
+		"the batch is not completed, so its records are processed again after a restart"
+}
+
+// mapWithStateFix ends the error of a MapWithState whose f panicked on a
+// record.
+const mapWithStateFix = "f panicked on a record of the key; to set the records f panics on aside and go on " +
+	"(the key's state as before the call), give MapWithState stream.Quarantine(d); otherwise fix f or the record: " +
+	"the batch is not completed, so its records are processed again after a restart"
+
+// timeoutFix ends the error of a MapWithState whose f panicked on a key
+// timing out.
+const timeoutFix = "f panicked on the key timing out (StateTimeout): Quarantine cannot set it aside, as no record is to blame; " +
+	"fix f: the batch is not completed, so it runs again after a restart"

@@ -336,12 +336,17 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 		tk := tasks[task]
 		vals := tk.vals[from:to]
 		o := out // in a register, not the closure's variable
-		defer func() { out = o }()
+		var k K  // the key of the record f is called on
+		defer func() {
+			out = o
+			if p := recover(); p != nil { // f panicked, not set aside (call)
+				err = keyPanic(k, in.keys[task].shard, panics.Recovered(p), mapWithStateFix)
+			}
+		}()
 		for j, id := range tk.ids[from:to] {
 			if err != nil {
 				return
 			}
-			var k K
 			var e *keyEntry[S]
 			if id >= 0 {
 				d := &st.dense[id]
@@ -404,7 +409,11 @@ func (st *mapState[K, V, S, U]) apply(ctx context.Context, par int, in *parted[P
 	if st.timeout > 0 {
 		for _, k := range st.keys {
 			if e := st.vals[k]; e != nil && t.Std().Sub(e.last.Std()) >= st.timeout {
-				if err := st.call(t, k, zero, e, true, &out); err != nil {
+				err := panics.Call(func() error { return st.call(t, k, zero, e, true, &out) })
+				if pe, ok := err.(*panicError); ok {
+					return keyPanic(k, "", pe, timeoutFix)
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -386,7 +386,7 @@ func inBatchOrder(runs []stateRun, tasks int, visit func(task int, from, to int3
 
 // apply updates the state with the batch in and remembers the resulting
 // pairs.
-func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair[K, V]]) error {
+func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair[K, V]]) (rerr error) {
 	tasks := make([]*stateTask[K, V], len(in.keys))
 	for i := range tasks {
 		tasks[i] = st.task(i)
@@ -420,9 +420,19 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 	out := make([]Pair[K, S], 0, held+len(news))
 	var gone []bool // the keys that lose their state, if any
 	st.letters = nil
+	// A panic of update not set aside (invoke) fails the batch naming the
+	// key update was called on.
+	var calling K
+	var with []V
+	defer func() {
+		if p := recover(); p != nil {
+			rerr = keyPanic(calling, "", panics.Recovered(p), updateFix(len(with) > 0))
+		}
+	}()
 	for i := range held {
 		kv := &st.held.pairs[i]
-		ns, keep := st.invoke(kv.Key, values(i), kv.Value, true)
+		calling, with = kv.Key, values(i)
+		ns, keep := st.invoke(kv.Key, with, kv.Value, true)
 		if !keep {
 			if gone == nil {
 				gone = make([]bool, held)
@@ -442,7 +452,8 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 		if !st.shards.owns(k) {
 			continue
 		}
-		if ns, keep := st.invoke(k, values(held+int(id)), zero, false); keep {
+		calling, with = k, values(held+int(id))
+		if ns, keep := st.invoke(k, with, zero, false); keep {
 			st.holdHashed(k, h, ns)
 			out = append(out, Pair[K, S]{Key: k, Value: ns})
 		}
