@@ -111,14 +111,24 @@ func targetOf(me string, views []leaseView, maxLeases int) (workers map[string]i
 // ownAndNeeded returns the leases the table names me's but me does not
 // hold (taken back whatever the target: every other worker counts them as
 // mine and never takes them; a take whose answer was lost, a lease lost on
-// my clock only) and how many more me takes below target.
+// my clock only) and how many more me takes below target. A held lease
+// that another worker asked me for (its owner, me its checkpointOwner: a
+// hand-off under way) counts as the asker's, as every worker counts it
+// (targetOf), not as mine too: counted twice, it kept me at my target
+// while the asker counted it as well, and a lease freed then (the drain of
+// a third worker) was taken by neither of us until a periodic scan, since
+// nothing calls for a scan when the hand-off ends.
 func ownAndNeeded(me string, views []leaseView, held map[string]bool, parentsDone func(Lease) bool, target int) (own []Lease, needed int) {
+	mine := len(held)
 	for _, v := range views {
 		if v.Owner == me && v.CheckpointOwner == "" && v.Checkpoint != checkpointer.ShardEnd && !held[v.Shard] && parentsDone(v.Lease) {
 			own = append(own, v.Lease)
 		}
+		if held[v.Shard] && v.Owner != "" && v.Owner != me && v.CheckpointOwner == me {
+			mine-- // being handed off: the asker's
+		}
 	}
-	return own, target - len(held) - len(own)
+	return own, target - mine - len(own)
 }
 
 // takeable reports whether a take cycle of a worker below its target

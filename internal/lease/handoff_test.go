@@ -519,3 +519,81 @@ func TestHandoffGivenBackThenAskedAgain(t *testing.T) {
 		t.Errorf("after the hand-off, %s is %+v; want it w3's at w1's last checkpoint %s", shard, l, seq2)
 	}
 }
+
+// TestHandoffAskerDrainsAfterHandOff has three workers on four shards, w0
+// holding them all: w1 asks w0 for two leases, w2 for one (balance). w0
+// hands the first off, which w1 takes, then the second, and w1 drains
+// before its take cycle took it: its drain frees both (the one handed to
+// it but not taken yet included), and then w0 hands the third off to w2.
+// Every shard must be held by w0 or w2 within a lease duration (three
+// take cycles), not at a periodic scan (ScanInterval). It failed so: w0
+// counted the lease it was handing off to w2 as its own, and w2 counted it
+// too (a hand-off under way counts as the asker's), so the scan that w1's
+// drain called for found both at their target; w2 took one freed lease,
+// and w0, below its target once the hand-off ended, did not scan again:
+// the other stayed unowned for about ScanInterval (150 to 185 take
+// cycles), its shard read by no one, and nothing was logged meanwhile.
+// Seen first in a three-process fleet whose one worker was stopped with
+// SIGTERM while it asked for leases.
+func TestHandoffAskerDrainsAfterHandOff(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	w0 := newWorker(t, table, "w0", db, func(c *CoordinatorConfig) { c.OnHandoff = func(string) {} })
+	w1 := newWorker(t, table, "w1", db, nil)
+	w2 := newWorker(t, table, "w2", db, nil)
+	shards := shardIDs(4)
+	if err := w0.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w0.cycle(ctx)
+	w0.clk.Advance(w0.c.cfg.RenewInterval)
+	w0.cycle(ctx) // beats
+	for _, s := range shards {
+		if err := w0.c.Commit(ctx, s.ID, seq1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s0, s2, s3 := shards[0].ID, shards[2].ID, shards[3].ID
+	w1.c.requestHandoff(ctx, mustGet(t, w0.c.Table(), s0))
+	w1.c.requestHandoff(ctx, mustGet(t, w0.c.Table(), s3))
+	w2.c.requestHandoff(ctx, mustGet(t, w0.c.Table(), s2))
+	for _, w := range []*worker{w0, w1, w2} { // each beats; w0 learns of the requests
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		w.cycle(ctx)
+	}
+	w0.scanNow(ctx, s0)
+	if err := w0.c.HandOff(ctx, s0); err != nil {
+		t.Fatal(err)
+	}
+	w1.clk.Advance(w1.c.cfg.TakeInterval)
+	w1.cycle(ctx)
+	if !slices.Contains(w1.held(), s0) {
+		t.Fatalf("w1 holds %v, want %s", w1.held(), s0)
+	}
+	if err := w0.c.HandOff(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 3 // a lease duration
+	for i := range cycles {
+		for _, w := range []*worker{w0, w2} {
+			w.clk.Advance(w.c.cfg.TakeInterval)
+			w.cycle(ctx)
+		}
+		if i == 0 { // the caller of w0 commits and hands s2 off
+			if err := w0.c.HandOff(ctx, s2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := append(w0.held(), w2.held()...)
+	for _, s := range shards {
+		if !slices.Contains(held, s.ID) {
+			t.Errorf("%s is held by no live worker %d take cycles after w1 drained: w0 holds %v, w2 %v, the table's owners %v",
+				s.ID, cycles, w0.held(), w2.held(), owners(t, w0.c.Table()))
+		}
+	}
+}
