@@ -22,14 +22,32 @@ import (
 // (checkParents), and a shard sync that read the table asks for a scan
 // when it shows a lease this worker would take (SyncShards). Neither reads
 // anything in a fleet without children waiting. A takeable lease that
-// this worker's scans show unowned for ScanInterval/2 or more all the same
-// is logged at WARN, once per episode (noteUnownedLocked).
+// stays so for unownedWarnAfter all the same is logged at WARN, once per
+// episode (noteUnownedLocked), by every worker whose scan showed it and
+// left it to others: it reads the lease again then (checkUnowned), and
+// scans if it is unchanged, rather than waiting for its periodic scan.
+
+// unownedWarnAfter is how long a takeable lease may stay so before it is
+// logged at WARN: two lease durations, or a shard sync and a take cycle if
+// longer (20 s with the Kinesis receiver's defaults). A free lease is
+// taken at the next take cycle of a worker below its target, which learns
+// of it within a beat and a take cycle (a drain removes its beat, an owner
+// that dies stops it, checkParents) or a shard sync (a lease another
+// worker created); an expired one within a take cycle of this worker's
+// finding it expired, as every worker judges the dead owner at about the
+// same time.
+func (c *Coordinator) unownedWarnAfter() time.Duration {
+	return max(2*c.cfg.LeaseDuration, c.cfg.ShardSyncInterval+c.cfg.TakeInterval)
+}
 
 // unownedLease is a lease the scans of this worker show takeable, since
-// when, and whether it was warned about (noteUnownedLocked).
+// when, whether it was warned about (noteUnownedLocked), and its owner and
+// counter in the last scan (checkUnowned tells by them whether it moved).
 type unownedLease struct {
-	since  time.Time
-	warned bool
+	since   time.Time
+	warned  bool
+	owner   string
+	counter int64
 }
 
 // heldSetLocked returns the shards this worker counts as its own in a
@@ -148,14 +166,15 @@ func (c *Coordinator) checkParents(ctx context.Context) bool {
 // noteUnownedLocked records since when each lease the scan's views show
 // takeable (unowned or expired, its parents done) has been so in this
 // worker's scans, forgetting the others (an episode ends when a scan
-// shows the lease owned, or not takeable), and warns once per episode
-// about a lease first seen so ScanInterval/2 or more ago. A worker below
-// its target takes such a lease at its next take cycle, and the others
-// learn of it within a take cycle (checkParents) or a shard sync, so one
-// left that long is left by every worker: each is at MaxLeases (or at its
-// target, MaxLeases capping the fleet below the leases), or its takes
-// fail. A worker that does not scan learns it at its periodic scan
-// (ScanInterval). c.mu must be held.
+// shows the lease owned, or not takeable, or checkUnowned reads it
+// moved), and warns once per episode about a lease first seen so
+// unownedWarnAfter or more ago. A worker below its target takes such a
+// lease at its next take cycle, and the others learn of it within a take
+// cycle or a shard sync, so one left that long is left by every worker:
+// each is at MaxLeases (or at its target, MaxLeases capping the fleet
+// below the leases), its takes fail, or one below its target missed what
+// should have had it scan (it takes the lease at its periodic scan,
+// ScanInterval). c.mu must be held.
 func (c *Coordinator) noteUnownedLocked(views []leaseView, held map[string]bool) {
 	now := c.cfg.Clock.Now()
 	parentsDone := parentsDoneIn(views, c.listed)
@@ -168,14 +187,65 @@ func (c *Coordinator) noteUnownedLocked(views []leaseView, held map[string]bool)
 		if !ok {
 			u = unownedLease{since: now}
 		}
-		if d := now.Sub(u.since); !u.warned && d >= c.cfg.ScanInterval/2 {
+		u.owner, u.counter = v.Owner, v.Counter
+		if d := now.Sub(u.since); !u.warned && d >= c.unownedWarnAfter() {
 			u.warned = true
 			c.log.Warn("leasetable: a lease that can be taken has stayed unowned, its shard unread; "+
 				"fix: if every worker holds MaxLeases (leasetable.Config.MaxLeases), raise it or add workers; "+
-				"else look for failed takes in the workers' logs",
+				"else look for failed takes in the workers' logs (a worker below its target that missed it "+
+				"takes it at its periodic scan, ScanInterval)",
 				"shard", v.Shard, "for", d.Round(time.Second).String(), "owner", v.Owner, "max_leases", c.cfg.MaxLeases)
 		}
 		unowned[v.Shard] = u
 	}
 	c.unowned = unowned
+}
+
+// checkUnowned reads again, eventually consistently, the leases this
+// worker's last scan showed takeable and did not take (noteUnownedLocked),
+// once one has been so for unownedWarnAfter without a warning, at most
+// maxParentPeeks per take cycle, and reports whether a full scan is
+// needed: one is as the scan showed it (no worker took it), and the scan
+// warns about it and takes it if this worker is below its target now. A
+// lease read moved (taken, or deleted) ends its episode. Without it, a
+// worker at its target that saw a lease free would say so only at its
+// periodic scan (ScanInterval), if at all: the worker that missed the
+// lease takes it at its own. It costs one read per lease left free that
+// long, per episode, and nothing in a fleet that takes what is freed.
+func (c *Coordinator) checkUnowned(ctx context.Context) bool {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	var due []string
+	for shard, u := range c.unowned {
+		_, held := c.held[shard]
+		_, asked := c.pending[shard]
+		if !u.warned && !held && !asked && now.Sub(u.since) >= c.unownedWarnAfter() {
+			due = append(due, shard)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(due)
+	for _, shard := range due[:min(len(due), maxParentPeeks)] {
+		l, ok, err := c.table.peek(ctx, shard)
+		if err != nil {
+			// Read again next cycle; an unreadable item is recheckBad's.
+			if ctx.Err() == nil {
+				c.log.Debug("leasetable: reading a lease left unowned failed; retrying next take cycle", "shard", shard, "err", err)
+			}
+			continue
+		}
+		c.mu.Lock()
+		u, known := c.unowned[shard]
+		switch {
+		case !known:
+		case !ok || l.Counter > u.counter || l.Owner != u.owner && l.Counter == u.counter:
+			delete(c.unowned, shard) // taken, or deleted: the episode is over
+		case l.Counter == u.counter:
+			c.mu.Unlock()
+			return true
+		}
+		// Else an eventually consistent read older than the scan: no news.
+		c.mu.Unlock()
+	}
+	return false
 }

@@ -379,9 +379,10 @@ func TestCoordinatorParentReadsBounded(t *testing.T) {
 
 // TestCoordinatorUnownedLeaseWarned leaves a lease that can be taken
 // unowned (the only worker at MaxLeases) and checks that one WARN names it
-// and MaxLeases, once, at the first scan that shows it unowned
-// ScanInterval/2 or more after a scan first showed it so (the periodic
-// scan), and again only after it was owned and free again (a new episode).
+// and MaxLeases, once, at the take cycle that reads it still unowned
+// unownedWarnAfter (two lease durations) after a scan first showed it so,
+// without waiting for the periodic scan, and again only after it was
+// owned and free again (a new episode).
 func TestCoordinatorUnownedLeaseWarned(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
@@ -408,13 +409,13 @@ func TestCoordinatorUnownedLeaseWarned(t *testing.T) {
 	if w.c.Holds(free) {
 		free = f.shards[1].ID
 	}
-	stepFor(cfg.ScanInterval - 2*cfg.TakeInterval)
+	stepFor(w.c.unownedWarnAfter() - 2*cfg.TakeInterval)
 	if n := warned(); n != 0 {
-		t.Fatalf("%d warnings before the next scan:\n%s", n, logs.String())
+		t.Fatalf("%d warnings before the lease was free for %v:\n%s", n, w.c.unownedWarnAfter(), logs.String())
 	}
 	stepFor(3 * cfg.TakeInterval)
 	if n := warned(); n != 1 || !strings.Contains(logs.String(), free) || !strings.Contains(logs.String(), "MaxLeases") {
-		t.Fatalf("after the periodic scan: %d warnings, want one naming %s and MaxLeases:\n%s", n, free, logs.String())
+		t.Fatalf("%v after the lease was first seen free: %d warnings, want one naming %s and MaxLeases:\n%s", w.c.unownedWarnAfter()+cfg.TakeInterval, n, free, logs.String())
 	}
 	stepFor(2 * cfg.ScanInterval)
 	if n := warned(); n != 1 {
@@ -434,8 +435,62 @@ func TestCoordinatorUnownedLeaseWarned(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.c.scanCycle(ctx)
-	stepFor(cfg.ScanInterval + 2*cfg.TakeInterval)
+	stepFor(w.c.unownedWarnAfter() + 2*cfg.TakeInterval)
 	if n := warned(); n != 2 {
 		t.Fatalf("%d warnings after a second episode, want 2:\n%s", n, logs.String())
+	}
+}
+
+// TestCoordinatorLeaseLeftFreeWarned has w0, at its target with the
+// default settings, scan a free lease that w1, below its target, never
+// takes: w1 beats but runs no take cycle, as a worker that missed what
+// should have had it scan. w0 must say so at WARN within a take cycle of
+// unownedWarnAfter, reading the lease again rather than waiting for its
+// periodic scan (ScanInterval, 10 minutes), and not before.
+func TestCoordinatorLeaseLeftFreeWarned(t *testing.T) {
+	ctx := t.Context()
+	db := servers.Env(t).DynamoDB()
+	table := localaws.UniqueName(t)
+	var logs bytes.Buffer
+	w0 := newWorker(t, table, "w0", db, func(c *CoordinatorConfig) {
+		c.LeaseDuration = 0 // every setting at its default
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	w1 := newWorker(t, table, "w1", db, func(c *CoordinatorConfig) { c.LeaseDuration = 0 })
+	shards := shardIDs(4)
+	if err := w0.c.SyncShards(ctx, shards[:3]); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w0.c.cfg
+	w0.cycle(ctx) // takes all three
+	w1.cycle(ctx) // asks for one
+	w0.clk.Advance(cfg.RenewInterval)
+	w0.cycle(ctx) // hands it off (no OnHandoff)
+	w1.clk.Advance(cfg.TakeInterval)
+	w1.cycle(ctx) // takes it
+	if len(w0.held()) != 2 || len(w1.held()) != 1 {
+		t.Fatalf("w0 holds %v, w1 %v; want two and one", w0.held(), w1.held())
+	}
+	free := shards[3].ID
+	if _, err := w0.c.Table().Create(ctx, Lease{Shard: free}); err != nil { // another worker's shard sync
+		t.Fatal(err)
+	}
+	w0.scanNow(ctx, free) // at its target (two of four): leaves it to w1
+	if slices.Contains(w0.held(), free) {
+		t.Fatalf("w0 took %s; the test wants it left to w1", free)
+	}
+	warned := func() bool { return strings.Contains(logs.String(), "stayed unowned") }
+	for elapsed := time.Duration(0); elapsed < w0.c.unownedWarnAfter()+cfg.TakeInterval && !warned(); {
+		elapsed += cfg.TakeInterval
+		w0.clk.Advance(cfg.TakeInterval)
+		w0.cycle(ctx)
+		w1.clk.Advance(cfg.TakeInterval)
+		w1.c.renewCycle(ctx) // alive, never taking
+		if warned() && elapsed < w0.c.unownedWarnAfter() {
+			t.Fatalf("warned %v after the lease was first seen free, before %v:\n%s", elapsed, w0.c.unownedWarnAfter(), logs.String())
+		}
+	}
+	if !warned() || !strings.Contains(logs.String(), free) {
+		t.Errorf("no WARN naming %s, free for %v:\n%s", free, w0.c.unownedWarnAfter()+cfg.TakeInterval, logs.String())
 	}
 }

@@ -21,8 +21,9 @@ import (
 // write failed, then a full cycle (scanCycle) with RenewEveryLease or when
 // one is due, else a look at the unreadable items (recheckBad) and a check
 // of the other workers' liveness (checkOwners), which run a full cycle
-// only when they call for one, and a look at the parents a free child
-// lease waits for (checkParents). Once taking stopped (StopTaking, Drain) it
+// only when they call for one, a look at the parents a free child lease
+// waits for (checkParents) and at the leases left free for longer than
+// expected (checkUnowned). Once taking stopped (StopTaking, Drain) it
 // only writes the notices: a scan could take nothing.
 func (c *Coordinator) takeCycle(ctx context.Context) {
 	c.retryNotices(ctx)
@@ -33,7 +34,7 @@ func (c *Coordinator) takeCycle(ctx context.Context) {
 		return
 	}
 	c.checkHandoffs(ctx)
-	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) || c.checkParents(ctx) {
+	if c.cfg.RenewEveryLease || c.scanDue() || c.recheckBad(ctx) || c.checkOwners(ctx) || c.checkParents(ctx) || c.checkUnowned(ctx) {
 		c.scanCycle(ctx)
 	}
 }
