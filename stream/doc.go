@@ -8,7 +8,7 @@
 // operators are package functions:
 //
 //	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
-//	lines := stream.From(p, src)
+//	lines := stream.From(p, src) // src: a source.Receiver[string], such as a source/memory.Source
 //	counts := stream.CountByValue(stream.FlatMap(lines, strings.Fields))
 //	stream.Print(counts, 10)
 //	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
