@@ -172,14 +172,32 @@ func (p *progress) track(ranges []batch.SeqRange) {
 	}
 }
 
-// added records that a range of shard entered a block.
+// added records that a range of shard entered a block; adding counted it
+// pending before, since the block may complete before added runs.
 func (p *progress) added(r batch.SeqRange) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stateLocked(r.Shard)
 	st.lastAdded = batch.MaxSeq(st.lastAdded, r.Last)
 	st.recordsRead += int64(r.Count)
-	st.pending++
+}
+
+// adding counts a range of shard about to enter a block as pending: before
+// the block is added, since it may be sealed, pushed and completed before
+// the reader records it added (a completion found nothing pending then,
+// and the range stayed pending for good).
+func (p *progress) adding(shard string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stateLocked(shard).pending++
+}
+
+// notAdded undoes adding for a range that did not enter a block.
+func (p *progress) notAdded(shard string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stateLocked(shard)
+	st.pending = max(st.pending-1, 0)
 }
 
 // behind records the MillisBehindLatest of shard's latest read.

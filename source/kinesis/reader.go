@@ -436,8 +436,10 @@ func (rn *run) deliver(ctx context.Context, shardID string, keys hashRange, krec
 		admit = func() bool { hold = guard(); return hold == lease.Held }
 	}
 	rn.r.budget.take(rng, size, reserved)
+	rn.r.progress.adding(rng.Shard) // before the block can complete
 	added, err := rn.gen.AddIf(ctx, admit, recs, rng)
 	if err != nil || !added {
+		rn.r.progress.notAdded(rng.Shard)
 		rn.r.budget.giveBack([]batch.SeqRange{rng})
 		return 0, hold, err
 	}

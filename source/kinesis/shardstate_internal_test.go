@@ -137,6 +137,7 @@ func TestSettledAcrossHolds(t *testing.T) {
 			for i, s := range tt.steps {
 				what := fmt.Sprintf("added %v", s.added)
 				if s.added.Shard != "" {
+					p.adding(s.added.Shard)
 					p.added(s.added)
 				} else {
 					p.completed([]batch.SeqRange{s.completed})
