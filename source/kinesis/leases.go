@@ -525,7 +525,8 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 	for shard, w := range late {
 		done, _ := lr.rn.r.progress.latestCompleted(shard)
 		lr.log.Warn("kinesis: a shard read to its end waits for its records to complete before it is marked SHARD_END; its children do not start until then",
-			"shard", shard, "waits_for", lr.rn.endSeq(shard, w.stored), "completed", done, "waiting", now.Sub(w.since),
+			"shard", shard, "waits_for", lr.rn.endSeq(shard, w.stored), "completed", done,
+			"ranges_pending", lr.rn.r.progress.pendingRanges(shard), "waiting", now.Sub(w.since),
 			"fix", "the driver completes a batch once every output of it succeeds: find the output that fails or hangs (the pipeline's listeners are told of each failed batch)")
 	}
 	if seen := lr.rn.r.endChecked; seen != nil {

@@ -254,6 +254,17 @@ func (st *shardState) allCompleted() bool {
 	return st.lastAdded == "" || st.pending == 0 && st.completed != "" && batch.CompareSeq(st.completed, st.lastAdded) >= 0
 }
 
+// pendingRanges returns how many ranges of shard were added to blocks not
+// completed yet, for the warning of a shard that waits for them.
+func (p *progress) pendingRanges(shard string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.shards[shard]; ok {
+		return st.pending
+	}
+	return 0
+}
+
 // allCompleted reports whether every range of shard added to a block is
 // completed, over every reader of the shard (every hold of its lease).
 func (p *progress) allCompleted(shard string) bool {
