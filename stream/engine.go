@@ -118,6 +118,7 @@ type job struct {
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
 	unlogged  bool // empty, of a stateful pipeline: the batch runner logs it (logEmpty)
 	inRun     bool // empty, in a run of empty batches: neither allocated nor completed in the log (emptyRun)
+	reserved  bool // empty, at a time a crashed Run reserved (reservedJobs): run only if not quiet
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -498,12 +499,20 @@ func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
 // unbatched. It is the only closer of e.jobs, which it closes when a drain
 // is done.
 func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
-	for _, j := range slices.Concat(e.recovered, e.reservedJobs()) {
+	for _, j := range e.recovered {
 		if !e.queue(ctx, j) {
 			return nil
 		}
 	}
+	// The timer before the reserved times: queueing them waits while the
+	// queue is full, and a timer made after that would skip the batch
+	// times after them that passed meanwhile.
 	bt := e.newBatchTimer()
+	for _, j := range e.reservedJobs() {
+		if !e.queue(ctx, j) {
+			return nil
+		}
+	}
 	e.tags.start(bt.next)
 	timer := e.cfg.Clock.NewTimer(bt.wait())
 	defer timer.Stop()
@@ -545,11 +554,14 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 // records of batches before the crash would otherwise be output by no
 // batch, and those records reach no output through it. The batch runner
 // decides, as for any empty batch, whether each moves or shows the state
-// (logEmpty): those that do not are left out. The crashed Run ran none of
-// the times that do, since it would have logged them (as a run of empty
-// batches), so none runs twice; a time the crashed Run ran quiet is quiet
-// again, the state being what it was then. A time that passed while the
-// pipeline was down does not run, as no batch does (see Pipeline.Drain).
+// (quietAt); one that does not is left out (runJob): no operator, output
+// or listener sees it. The crashed Run ran none of the times that do, since
+// it would have logged them (as a run of empty batches, which a restart
+// runs again if a crash interrupts it), so none runs twice; a time the
+// crashed Run ran quiet is quiet again, the state being what it was then.
+// A time that passed while the pipeline was down does not run, as no batch
+// does (see Pipeline.Drain), nor does a time before a batch the log holds
+// (a crashed Run whose timer cut batches ahead of its runner).
 func (e *engine) reservedJobs() []*job {
 	if len(e.ticks) == 0 || !e.lastReserved {
 		return nil
@@ -561,7 +573,7 @@ func (e *engine) reservedJobs() []*job {
 	}
 	var jobs []*job
 	for ; t <= e.last; t = t.Add(iv) {
-		jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true})
+		jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true, reserved: true})
 	}
 	return jobs
 }
@@ -758,6 +770,13 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	if j.replay {
 		return e.replay(ctx, j)
 	}
+	if j.reserved && e.quietAt(j.time) {
+		// A reserved time a restart runs (reservedJobs) that would move
+		// and show nothing, which the crashed Run may have run: left out,
+		// no operator, output or listener sees it.
+		e.log.runCompleted(j.time)
+		return nil
+	}
 	info := j.info()
 	start := e.cfg.Clock.Now()
 	// From its time, or from when it was due if that came first: a
@@ -826,14 +845,7 @@ func batchError(t batch.Time, err error) *BatchError {
 // cut meanwhile: a crash between the two leaves a log in which j never was,
 // and j had not changed the state nor run an output.
 func (e *engine) logEmpty(ctx context.Context, j *job) error {
-	quiet := true
-	for _, n := range e.ticks {
-		if n.state == nil || !n.state.quiet(j.time, func(m *node) bool { return e.used[m.id] }) {
-			quiet = false
-			break
-		}
-	}
-	if quiet {
+	if e.quietAt(j.time) {
 		j.skipped = true
 		if err := e.log.batchSkipped(ctx, j.time); err != nil {
 			return fmt.Errorf("log reserved batch times: %w", err)
@@ -845,6 +857,17 @@ func (e *engine) logEmpty(ctx context.Context, j *job) error {
 		return fmt.Errorf("log a run of empty batches: %w", err)
 	}
 	return nil
+}
+
+// quietAt reports whether every stateful operator is quiet at an empty
+// batch at t: it would move no state and show none (see logEmpty).
+func (e *engine) quietAt(t batch.Time) bool {
+	for _, n := range e.ticks {
+		if n.state == nil || !n.state.quiet(t, func(m *node) bool { return e.used[m.id] }) {
+			return false
+		}
+	}
+	return true
 }
 
 // process computes the stateful nodes, runs the outputs in declaration

@@ -3,6 +3,9 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -111,4 +114,178 @@ func testTumblingWindowRestart(t *testing.T, crash bool) {
 			t.Errorf("the windows' outputs hold %d records, want all %d produced (windows output at %v)", windowed, d.n, times)
 		}
 	})
+}
+
+// completions counts, by batch time, the batches that completed.
+type completions struct {
+	stream.NopListener
+	mu   sync.Mutex
+	done map[batch.Time]int
+	run  int
+	by   map[batch.Time][]int // the Runs in which it completed
+}
+
+// BatchCompleted implements stream.Listener.
+func (c *completions) BatchCompleted(b stream.BatchInfo) {
+	if b.Err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done[b.Time]++
+	c.by[b.Time] = append(c.by[b.Time], c.run)
+}
+
+// TestQuietReservedBatchesLeftOut: the reserved times a restart runs
+// (see TestTumblingWindowSurvivesCrashRestartBeforeItsTime) that are quiet
+// are left out, no output or listener seeing them: an empty batch a crash
+// interrupts does not run again, and a second restart, after the first
+// crashed, would otherwise run them all again (found by a review).
+func TestQuietReservedBatchesLeftOut(t *testing.T) {
+	// A Stop instead of the second crash snapshots the state at the last
+	// batch, so the third Run runs none of them again.
+	for _, how := range []string{"crash"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				d := &durable{log: recoverylog.NewMemory()}
+				c := &completions{done: map[batch.Time]int{}, by: map[batch.Time][]int{}}
+				base := batch.Time(time.Now().UnixMilli())
+				run := func(i int, crash bool) {
+					c.mu.Lock()
+					c.run = i
+					c.mu.Unlock()
+					p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log, Listeners: []stream.Listener{c}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					w := stream.Window(stream.From(p, newReplay(t, d)), 10*time.Second, 10*time.Second)
+					stream.ForEachBatch(w, func(context.Context, *batch.Batch[string]) error { return nil })
+					ctx, cancel := context.WithCancel(t.Context())
+					errc := make(chan error, 1)
+					go func() { errc <- p.Run(ctx) }()
+					time.Sleep(time.Second)
+					if crash {
+						d.log.Freeze(errors.New("the process died"))
+					}
+					cancel()
+					<-errc
+					d.log.Freeze(nil)
+				}
+				time.Sleep(500 * time.Millisecond)
+				run(1, true)           // wall 0.5-1.5 s: batch 1, reserves up to 11 s
+				run(2, how == "crash") // wall 1.5-2.5 s: runs 2..11 at once, and 12
+				run(3, false)          // wall 2.5 s: runs 3..12 again
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				var twice []string
+				for _, bt := range slices.Sorted(maps.Keys(c.done)) {
+					if c.done[bt] > 1 {
+						twice = append(twice, fmt.Sprintf("%v (runs %v)", bt.Std().Sub(base.Std()), c.by[bt]))
+					}
+				}
+				if len(twice) > 0 {
+					t.Errorf("completed empty batches ran their outputs again: %v", twice)
+				}
+			})
+		})
+	}
+}
+
+// TestReservedTimesDoNotDelayTheBatchTimer: a restart queues the reserved
+// times it runs into a queue of maxPendingBatches (10). With 100 ms
+// batches a restart 2 s before the end of the reservation has 20 of them,
+// and waits for the runner, which first recomputes the batch the crash
+// left pending (a slow Kinesis read, 3 s). A batch timer made after that
+// started at the clock, past the reservation: the batch times in between
+// were never cut, and the tumbling window among them (15 s) was output by
+// no batch. The timer is now made before the reserved times are queued
+// (found by a review).
+func TestReservedTimesDoNotDelayTheBatchTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 100 * time.Millisecond
+		d := &durable{log: recoverylog.NewMemory()}
+		var mu sync.Mutex
+		windowed := map[string]batch.Time{}
+		var ran []batch.Time
+		start := time.Now()
+		base := batch.Time(start.UnixMilli())
+		begin := func(slowRecompute time.Duration, dieInFull bool) (*replay, func(crash bool)) {
+			p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := newReplay(t, d)
+			if slowRecompute > 0 {
+				src.onRecompute = func() { time.Sleep(slowRecompute) }
+			}
+			in := stream.From(p, src)
+			ctx, cancel := context.WithCancel(t.Context())
+			die := func() {
+				d.log.Freeze(errors.New("the process died"))
+				cancel()
+			}
+			stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[string]) error {
+				if dieInFull && b.Len() > 0 {
+					die()
+					return ctx.Err()
+				}
+				return nil
+			}, stream.Named("records"))
+			w := stream.Window(in, 5*time.Second, 5*time.Second)
+			stream.ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ran = append(ran, b.Time())
+				for r := range b.All() {
+					windowed[r] = b.Time()
+				}
+				return nil
+			}, stream.Named("window"))
+			errc := make(chan error, 1)
+			go func() { errc <- p.Run(ctx) }()
+			return src, func(crash bool) {
+				if crash {
+					die()
+					<-errc
+					d.log.Freeze(nil)
+					return
+				}
+				p.Drain(context.Background())
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+			}
+		}
+		// Run 1 starts at 4.05 s: batch 4.1 s is empty and reserves up to
+		// 14.1 s; r1 is in batch 12.1 s, in whose output the process dies.
+		time.Sleep(4050 * time.Millisecond)
+		src, end := begin(0, true)
+		time.Sleep(8 * time.Second)
+		src.produce(d.record())
+		time.Sleep(200 * time.Millisecond)
+		end(true)
+		// Run 2 starts at once (12.25 s), before the window at 15 s, and
+		// recomputes batch 12.1 s for 3 s; it runs 20 s, then drains.
+		_, end = begin(3*time.Second, false)
+		time.Sleep(20 * time.Second)
+		end(false)
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 1; i <= d.n; i++ {
+			r := fmt.Sprintf("r%d", i)
+			if _, ok := windowed[r]; !ok {
+				t.Errorf("%s reached no window output (windows output at %v, relative to 0 s)", r, relTimes(ran, base))
+			}
+		}
+	})
+}
+
+// relTimes returns ts, without repeats, as durations after base.
+func relTimes(ts []batch.Time, base batch.Time) []time.Duration {
+	var out []time.Duration
+	for _, t := range slices.Compact(slices.Clone(ts)) {
+		out = append(out, t.Std().Sub(base.Std()))
+	}
+	return out
 }
