@@ -54,10 +54,10 @@ type engine struct {
 	// lastReserved is set when last is the end of a reservation of batch
 	// times (an idle pipeline's, see reserveAhead) rather than a batch's.
 	lastReserved bool
-	// lastHeld is the greatest time of a batch the log holds, pending or
-	// completed, if hasHeld: before the reservation, if lastReserved.
-	lastHeld batch.Time
-	hasHeld  bool
+	// lastDone is the greatest time of a batch the log holds completed,
+	// or in its snapshot, if hasDone.
+	lastDone batch.Time
+	hasDone  bool
 	// lastCut is the time of the last batch the timer cut, 0 before the
 	// first; the timer loop's, read when the Run's goroutines are done.
 	lastCut batch.Time
@@ -118,7 +118,7 @@ type job struct {
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
 	unlogged  bool // empty, of a stateful pipeline: the batch runner logs it (logEmpty)
 	inRun     bool // empty, in a run of empty batches: neither allocated nor completed in the log (emptyRun)
-	reserved  bool // empty, at a time a crashed Run reserved (reservedJobs): run only if not quiet
+	reserved  bool // empty, at a time the log holds no batch at, before the last it holds (emptyJobs): run only if not quiet
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -499,19 +499,21 @@ func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
 // unbatched. It is the only closer of e.jobs, which it closes when a drain
 // is done.
 func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
-	for _, j := range e.recovered {
+	empty := e.emptyJobs()
+	var bt *batchTimer
+	if len(empty) > 0 {
+		// The timer first: queueing the batches waits while the queue
+		// is full, and a timer made after that would skip the batch
+		// times after them that passed meanwhile.
+		bt = e.newBatchTimer()
+	}
+	for _, j := range byTime(e.recovered, empty) {
 		if !e.queue(ctx, j) {
 			return nil
 		}
 	}
-	// The timer before the reserved times: queueing them waits while the
-	// queue is full, and a timer made after that would skip the batch
-	// times after them that passed meanwhile.
-	bt := e.newBatchTimer()
-	for _, j := range e.reservedJobs() {
-		if !e.queue(ctx, j) {
-			return nil
-		}
+	if bt == nil {
+		bt = e.newBatchTimer()
 	}
 	e.tags.start(bt.next)
 	timer := e.cfg.Clock.NewTimer(bt.wait())
@@ -542,40 +544,64 @@ func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) e
 	}
 }
 
-// reservedJobs returns the empty batches a restart of a pipeline with
-// stateful operators runs at the batch times its log reserved (an idle
-// stretch's, see reserveAhead) that are after the clock and after every
-// batch the log holds, before it cuts new batches after the reservation.
-// Those times come before any of the restart's records, which go to the
-// batches after the reservation, since an output may have seen them empty
-// (DESIGN.md, "Empty batches"); but a window's time among them, a
-// timeout or any other empty batch that moves or shows the state must
-// still run, as it would have in the crashed Run: a window holding
-// records of batches before the crash would otherwise be output by no
-// batch, and those records reach no output through it. The batch runner
-// decides, as for any empty batch, whether each moves or shows the state
-// (quietAt); one that does not is left out (runJob): no operator, output
-// or listener sees it. The crashed Run ran none of the times that do, since
-// it would have logged them (as a run of empty batches, which a restart
-// runs again if a crash interrupts it), so none runs twice; a time the
-// crashed Run ran quiet is quiet again, the state being what it was then.
-// A time that passed while the pipeline was down does not run, as no batch
-// does (see Pipeline.Drain), nor does a time before a batch the log holds
-// (a crashed Run whose timer cut batches ahead of its runner).
-func (e *engine) reservedJobs() []*job {
-	if len(e.ticks) == 0 || !e.lastReserved {
+// emptyJobs returns the empty batches a restart of a pipeline with
+// stateful operators runs, in time order: one at every batch time after
+// the clock and after the batches its log holds completed (or in its
+// snapshot), up to the last time the log holds (a pending batch's, or the
+// end of the times an idle stretch reserved, see reserveAhead), at which
+// the log holds no batch. The pending batches run among them, in time
+// order, and the restart's records go to the batches after them. Those
+// times hold no record, since an output may have seen them empty (DESIGN.md,
+// "Empty batches"); but a window's time among them, a timeout or any
+// other empty batch that moves or shows the state must still run, as it
+// would have in the crashed Run: a window holding records of batches
+// before the crash would otherwise be output by no batch, and those
+// records reach no output through it. That happens when the log reserved
+// the times while the pipeline was idle, or when the crashed Run's timer
+// cut batches ahead of its runner (a slow output, a restart that crashed
+// again while recomputing). The batch runner decides, as for any empty
+// batch, whether each moves or shows the state (quietAt); one that does
+// not is left out (runJob): no operator, output or listener sees it. The
+// crashed Run ran none of the times that do, since it would have logged
+// them (as a run of empty batches, which a restart runs again if a crash
+// interrupts it, and whose times the log then holds), so none runs twice;
+// a time the crashed Run ran quiet is quiet again, the state being what it
+// was then. A time that passed while the pipeline was down does not run,
+// as no batch does (see Pipeline.Drain).
+func (e *engine) emptyJobs() []*job {
+	if len(e.ticks) == 0 || !e.hasLast {
 		return nil
 	}
 	iv := e.cfg.BatchInterval
 	t := firstBatchTime(e.cfg.Clock.Now(), iv)
-	if e.hasHeld {
-		t = max(t, firstBatchTime(e.lastHeld.Std(), iv))
+	if e.hasDone {
+		t = max(t, firstBatchTime(e.lastDone.Std(), iv))
+	}
+	held := make(map[batch.Time]bool, len(e.recovered))
+	for _, j := range e.recovered {
+		held[j.time] = true
 	}
 	var jobs []*job
 	for ; t <= e.last; t = t.Add(iv) {
-		jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true, reserved: true})
+		if !held[t] {
+			jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true, reserved: true})
+		}
 	}
 	return jobs
+}
+
+// byTime merges recovered and empty, each in time order, into one list in
+// time order.
+func byTime(recovered, empty []*job) []*job {
+	out := make([]*job, 0, len(recovered)+len(empty))
+	for len(recovered) > 0 || len(empty) > 0 {
+		if len(empty) == 0 || len(recovered) > 0 && recovered[0].time < empty[0].time {
+			out, recovered = append(out, recovered[0]), recovered[1:]
+			continue
+		}
+		out, empty = append(out, empty[0]), empty[1:]
+	}
+	return out
 }
 
 // batchTimer paces the batches of a Run. Batch times are multiples of the
@@ -771,7 +797,7 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 		return e.replay(ctx, j)
 	}
 	if j.reserved && e.quietAt(j.time) {
-		// A reserved time a restart runs (reservedJobs) that would move
+		// An empty time a restart runs (emptyJobs) that would move
 		// and show nothing, which the crashed Run may have run: left out,
 		// no operator, output or listener sees it.
 		e.log.runCompleted(j.time)

@@ -92,12 +92,9 @@ func (e *engine) resume(st *recoverylog.State) error {
 	}
 	e.last, e.hasLast = st.LastBatch()
 	e.lastReserved = e.hasLast && st.ReservedThrough == e.last
-	e.lastHeld, e.hasHeld = st.LastCompleted, st.HasCompleted
-	if n := len(st.Pending); n > 0 {
-		e.lastHeld, e.hasHeld = max(e.lastHeld, st.Pending[n-1].Time), true
-	}
+	e.lastDone, e.hasDone = st.LastCompleted, st.HasCompleted
 	if st.Snapshot != nil && st.Snapshot.Time != 0 { // the state after every batch up to its time
-		e.lastHeld, e.hasHeld = max(e.lastHeld, st.Snapshot.Time), true
+		e.lastDone, e.hasDone = max(e.lastDone, st.Snapshot.Time), true
 	}
 	seqs := maps.Clone(st.ShardSeqs)
 	e.resumeAfter = func(stream, shard string) (string, bool) {
