@@ -501,10 +501,13 @@ func firstBatchTime(now time.Time, iv time.Duration) batch.Time {
 func (e *engine) timerLoop(ctx context.Context, receiversDone <-chan struct{}) error {
 	empty := e.emptyJobs()
 	var bt *batchTimer
-	if len(empty) > 0 {
-		// The timer first: queueing the batches waits while the queue
-		// is full, and a timer made after that would skip the batch
-		// times after them that passed meanwhile.
+	if len(e.ticks) > 0 {
+		// With state, the timer first: queueing the batches waits while
+		// the queue is full (behind a slow recomputation), and a timer
+		// made after that would skip the batch times that passed
+		// meanwhile, a window's among them. (A pipeline without state
+		// has nothing at a time without records, and starts at the
+		// clock once its recovered batches are queued.)
 		bt = e.newBatchTimer()
 	}
 	for _, j := range byTime(e.recovered, empty) {
