@@ -202,82 +202,22 @@ func TestQuietReservedBatchesLeftOut(t *testing.T) {
 // (found by a review).
 func TestReservedTimesDoNotDelayTheBatchTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const iv = 100 * time.Millisecond
-		d := &durable{log: recoverylog.NewMemory()}
-		var mu sync.Mutex
-		windowed := map[string]batch.Time{}
-		var ran []batch.Time
-		start := time.Now()
-		base := batch.Time(start.UnixMilli())
-		begin := func(slowRecompute time.Duration, dieInFull bool) (*replay, func(crash bool)) {
-			p, err := stream.NewPipeline(stream.Config{BatchInterval: iv, Recovery: d.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := newReplay(t, d)
-			if slowRecompute > 0 {
-				src.onRecompute = func() { time.Sleep(slowRecompute) }
-			}
-			in := stream.From(p, src)
-			ctx, cancel := context.WithCancel(t.Context())
-			die := func() {
-				d.log.Freeze(errors.New("the process died"))
-				cancel()
-			}
-			stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[string]) error {
-				if dieInFull && b.Len() > 0 {
-					die()
-					return ctx.Err()
-				}
-				return nil
-			}, stream.Named("records"))
-			w := stream.Window(in, 5*time.Second, 5*time.Second)
-			stream.ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
-				mu.Lock()
-				defer mu.Unlock()
-				ran = append(ran, b.Time())
-				for r := range b.All() {
-					windowed[r] = b.Time()
-				}
-				return nil
-			}, stream.Named("window"))
-			errc := make(chan error, 1)
-			go func() { errc <- p.Run(ctx) }()
-			return src, func(crash bool) {
-				if crash {
-					die()
-					<-errc
-					d.log.Freeze(nil)
-					return
-				}
-				p.Drain(context.Background())
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
-				cancel()
-			}
-		}
+		w := newWindowRuns(t, 100*time.Millisecond, 5*time.Second)
+		base := batch.Time(time.Now().UnixMilli())
 		// Run 1 starts at 4.05 s: batch 4.1 s is empty and reserves up to
 		// 14.1 s; r1 is in batch 12.1 s, in whose output the process dies.
 		time.Sleep(4050 * time.Millisecond)
-		src, end := begin(0, true)
+		src, end := w.begin(windowRun{dieInFull: true})
 		time.Sleep(8 * time.Second)
-		src.produce(d.record())
+		src.produce(w.d.record())
 		time.Sleep(200 * time.Millisecond)
 		end(true)
 		// Run 2 starts at once (12.25 s), before the window at 15 s, and
 		// recomputes batch 12.1 s for 3 s; it runs 20 s, then drains.
-		_, end = begin(3*time.Second, false)
+		_, end = w.begin(windowRun{slowRecompute: 3 * time.Second})
 		time.Sleep(20 * time.Second)
 		end(false)
-		mu.Lock()
-		defer mu.Unlock()
-		for i := 1; i <= d.n; i++ {
-			r := fmt.Sprintf("r%d", i)
-			if _, ok := windowed[r]; !ok {
-				t.Errorf("%s reached no window output (windows output at %v, relative to 0 s)", r, relTimes(ran, base))
-			}
-		}
+		w.check(base)
 	})
 }
 
@@ -300,66 +240,16 @@ func relTimes(ts []batch.Time, base batch.Time) []time.Duration {
 // review).
 func TestWindowBehindAHeldBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &durable{log: recoverylog.NewMemory()}
-		var mu sync.Mutex
-		windowed := map[string]batch.Time{}
-		var ran []batch.Time
-		start := time.Now()
-		at := func() time.Duration { return time.Since(start) }
-		type runOpts struct {
-			slowAt batch.Time // the batch whose record output sleeps
-			slow   time.Duration
-		}
-		begin := func(o runOpts) (*replay, func(crash bool)) {
-			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := newReplay(t, d)
-			in := stream.From(p, src)
-			stream.ForEachBatch(in, func(_ context.Context, b *batch.Batch[string]) error {
-				if b.Time() == o.slowAt {
-					time.Sleep(o.slow)
-				}
-				return nil
-			}, stream.Named("slow"))
-			w := stream.Window(in, 10*time.Second, 10*time.Second)
-			stream.ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
-				mu.Lock()
-				defer mu.Unlock()
-				ran = append(ran, b.Time())
-				for r := range b.All() {
-					windowed[r] = b.Time()
-				}
-				return nil
-			}, stream.Named("window"))
-			ctx, cancel := context.WithCancel(t.Context())
-			errc := make(chan error, 1)
-			go func() { errc <- p.Run(ctx) }()
-			return src, func(crash bool) {
-				if crash {
-					d.log.Freeze(errors.New("the process died"))
-					cancel()
-					<-errc
-					d.log.Freeze(nil)
-					return
-				}
-				p.Drain(context.Background())
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
-				cancel()
-			}
-		}
+		w := newWindowRuns(t, time.Second, 10*time.Second)
 		base := batch.Time(time.Now().UnixMilli()) // a multiple of 10 s
 		bt := func(s int) batch.Time { return base.Add(time.Duration(s) * time.Second) }
 
 		// Run 1 (wall 0.5 s - 2.5 s): batch 1 empty (reserves up to 11 s),
 		// a record in batch 2, then the process dies.
 		time.Sleep(500 * time.Millisecond)
-		src, end := begin(runOpts{})
+		src, end := w.begin(windowRun{})
 		time.Sleep(time.Second)
-		src.produce(d.record()) // batch 2
+		src.produce(w.d.record()) // batch 2
 		time.Sleep(time.Second)
 		end(true)
 
@@ -368,35 +258,20 @@ func TestWindowBehindAHeldBatch(t *testing.T) {
 		// k at wall k-9 s). r2 goes into batch 13, whose output takes 9 s;
 		// meanwhile the timer cuts 14..20 (empty) and 21 with r3; the
 		// process dies at wall 12.5 s, before the runner leaves batch 13.
-		src, end = begin(runOpts{slowAt: bt(13), slow: 9 * time.Second})
+		src, end = w.begin(windowRun{slowAt: bt(13), slow: 9 * time.Second})
 		time.Sleep(time.Second) // wall 3.5: cut 13 due at 4
-		t.Logf("wall %v: r2", at())
-		src.produce(d.record())
+		src.produce(w.d.record())
 		time.Sleep(8 * time.Second) // wall 11.5: batch 21 is cut at 12
-		t.Logf("wall %v: r3", at())
-		src.produce(d.record())
+		src.produce(w.d.record())
 		time.Sleep(time.Second)
-		t.Logf("wall %v: crash", at())
 		end(true)
 
 		// Run 3 starts at wall 13.5 s, before the window at 20 s by the
 		// clock; it runs 30 s and drains.
-		for _, e := range d.log.Entries() {
-			t.Logf("entry %v", e)
-		}
-		t.Logf("wall %v: restart (window time is %v)", at(), bt(20).Std().Sub(start))
-		_, end = begin(runOpts{})
+		_, end = w.begin(windowRun{})
 		time.Sleep(30 * time.Second)
 		end(false)
-
-		mu.Lock()
-		defer mu.Unlock()
-		for i := 1; i <= d.n; i++ {
-			r := fmt.Sprintf("r%d", i)
-			if _, ok := windowed[r]; !ok {
-				t.Errorf("%s reached no window output (windows output at %v, relative to base)", r, relTimes(ran, base))
-			}
-		}
+		w.check(base)
 	})
 }
 
@@ -410,92 +285,122 @@ func TestWindowBehindAHeldBatch(t *testing.T) {
 // or r1 reaches no window output (found by a review).
 func TestWindowSecondCrashDuringRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &durable{log: recoverylog.NewMemory()}
-		var mu sync.Mutex
-		windowed := map[string]batch.Time{}
-		var ran []batch.Time
-		start := time.Now()
-		base := batch.Time(start.UnixMilli())
-		at := func() time.Duration { return time.Since(start) }
-		begin := func(slowRecompute time.Duration, dieInFull bool) (*replay, func(crash bool)) {
-			p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second, Recovery: d.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := newReplay(t, d)
-			if slowRecompute > 0 {
-				src.onRecompute = func() { time.Sleep(slowRecompute) }
-			}
-			in := stream.From(p, src)
-			ctx, cancel := context.WithCancel(t.Context())
-			die := func() {
-				d.log.Freeze(errors.New("the process died"))
-				cancel()
-			}
-			stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[string]) error {
-				if dieInFull && b.Len() > 0 {
-					die()
-					return ctx.Err()
-				}
-				return nil
-			}, stream.Named("records"))
-			w := stream.Window(in, 10*time.Second, 10*time.Second)
-			stream.ForEachBatch(w, func(_ context.Context, b *batch.Batch[string]) error {
-				mu.Lock()
-				defer mu.Unlock()
-				ran = append(ran, b.Time())
-				for r := range b.All() {
-					windowed[r] = b.Time()
-				}
-				return nil
-			}, stream.Named("window"))
-			errc := make(chan error, 1)
-			go func() { errc <- p.Run(ctx) }()
-			return src, func(crash bool) {
-				if crash {
-					die()
-					<-errc
-					d.log.Freeze(nil)
-					return
-				}
-				p.Drain(context.Background())
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
-				cancel()
-			}
-		}
+		w := newWindowRuns(t, time.Second, 10*time.Second)
+		base := batch.Time(time.Now().UnixMilli())
 		// Run 1 (wall 0.5 s): batch 1 empty reserves up to 11 s; r1 is in
 		// batch 2, in whose output the process dies: batch 2 is pending.
 		time.Sleep(500 * time.Millisecond)
-		src, end := begin(0, true)
+		src, end := w.begin(windowRun{dieInFull: true})
 		time.Sleep(time.Second)
-		src.produce(d.record())
+		src.produce(w.d.record())
 		time.Sleep(time.Second)
 		end(true)
-		t.Logf("wall %v: run 2 recomputes batch 2 for 3 s", at())
 		// Run 2 (wall 2.5 s): recomputes batch 2 slowly; r2 goes into its
 		// first new batch (12 s, cut at wall 3 s); it dies at wall 4.5 s.
-		src, end = begin(3*time.Second, false)
+		src, end = w.begin(windowRun{slowRecompute: 3 * time.Second})
 		time.Sleep(200 * time.Millisecond)
-		src.produce(d.record())
+		src.produce(w.d.record())
 		time.Sleep(1800 * time.Millisecond)
 		end(true)
-		for _, e := range d.log.Entries() {
-			t.Logf("entry %v", e)
-		}
 		// Run 3 starts before the window's time (10 s) and runs 30 s.
-		t.Logf("wall %v: run 3 starts", at())
-		_, end = begin(0, false)
+		_, end = w.begin(windowRun{})
 		time.Sleep(30 * time.Second)
 		end(false)
-		mu.Lock()
-		defer mu.Unlock()
-		for i := 1; i <= d.n; i++ {
-			r := fmt.Sprintf("r%d", i)
-			if _, ok := windowed[r]; !ok {
-				t.Errorf("%s reached no window output (windows output at %v, relative to 0 s)", r, relTimes(ran, base))
-			}
-		}
+		w.check(base)
 	})
+}
+
+// windowRuns runs, one after the other, Runs of a pipeline with a
+// recovery log and a tumbling window, for the tests of restarts before a
+// window's time, and notes what the window's outputs held.
+type windowRuns struct {
+	t          *testing.T
+	d          *durable
+	iv, window time.Duration
+
+	mu       sync.Mutex
+	windowed map[string]batch.Time // by record, the window that output it
+	ran      []batch.Time          // the windows output
+}
+
+// newWindowRuns returns the Runs of a pipeline with batches of iv and a
+// tumbling window of window.
+func newWindowRuns(t *testing.T, iv, window time.Duration) *windowRuns {
+	return &windowRuns{t: t, d: &durable{log: recoverylog.NewMemory()}, iv: iv, window: window,
+		windowed: map[string]batch.Time{}}
+}
+
+// windowRun says how a Run of windowRuns behaves.
+type windowRun struct {
+	slowRecompute time.Duration // its first Recompute takes that long
+	dieInFull     bool          // the process dies in the output of its first batch with records
+	slowAt        batch.Time    // the batch whose records' output takes slow
+	slow          time.Duration
+}
+
+// begin starts a Run as o says; end stops it, by a crash (the log frozen,
+// as when the process dies) or a drain.
+func (w *windowRuns) begin(o windowRun) (src *replay, end func(crash bool)) {
+	t, d := w.t, w.d
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: w.iv, Recovery: d.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = newReplay(t, d)
+	if o.slowRecompute > 0 {
+		src.onRecompute = func() { time.Sleep(o.slowRecompute) }
+	}
+	in := stream.From(p, src)
+	ctx, cancel := context.WithCancel(t.Context())
+	die := func() {
+		d.log.Freeze(errors.New("the process died"))
+		cancel()
+	}
+	stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[string]) error {
+		switch {
+		case o.dieInFull && b.Len() > 0:
+			die()
+			return ctx.Err()
+		case b.Time() == o.slowAt:
+			time.Sleep(o.slow)
+		}
+		return nil
+	}, stream.Named("records"))
+	stream.ForEachBatch(stream.Window(in, w.window, w.window), func(_ context.Context, b *batch.Batch[string]) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.ran = append(w.ran, b.Time())
+		for r := range b.All() {
+			w.windowed[r] = b.Time()
+		}
+		return nil
+	}, stream.Named("window"))
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	return src, func(crash bool) {
+		if crash {
+			die()
+			<-errc
+			d.log.Freeze(nil)
+			return
+		}
+		p.Drain(context.Background())
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+}
+
+// check fails the test for each record produced that no window output
+// held, naming the windows output, as durations after base.
+func (w *windowRuns) check(base batch.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := 1; i <= w.d.n; i++ {
+		r := fmt.Sprintf("r%d", i)
+		if _, ok := w.windowed[r]; !ok {
+			w.t.Errorf("%s reached no window output (windows output at %v, after the test's start)", r, relTimes(w.ran, base))
+		}
+	}
 }
