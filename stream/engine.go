@@ -118,7 +118,7 @@ type job struct {
 	skipped   bool // empty, and neither allocated nor completed in the log (batchSkipped)
 	unlogged  bool // empty, of a stateful pipeline: the batch runner logs it (logEmpty)
 	inRun     bool // empty, in a run of empty batches: neither allocated nor completed in the log (emptyRun)
-	reserved  bool // empty, at a time the log holds no batch at, before the last it holds (emptyJobs): run only if not quiet
+	fill      bool // empty, at a time the log holds no batch at, before the last it holds (emptyJobs): run only if not quiet
 	// ahead holds, by source and as blocks, the recomputations the
 	// prefetcher makes of a recovered batch's blocks (nil for a source the
 	// batch does not read, or a batch cut in this Run).
@@ -587,7 +587,7 @@ func (e *engine) emptyJobs() []*job {
 	var jobs []*job
 	for ; t <= e.last; t = t.Add(iv) {
 		if !held[t] {
-			jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true, reserved: true})
+			jobs = append(jobs, &job{time: t, blocks: make([][]batch.BlockInfo, len(e.sources)), unlogged: true, fill: true})
 		}
 	}
 	return jobs
@@ -697,15 +697,20 @@ func (e *engine) schedule(ctx context.Context, t batch.Time, due time.Time) erro
 	return nil
 }
 
+// scheduled tells the listeners that j is scheduled.
+func (e *engine) scheduled(j *job) {
+	info := j.info()
+	info.Unbatched = e.unbatched()
+	e.emit(func(l Listener) { l.BatchScheduled(info) })
+}
+
 // queue tells the listeners that j is scheduled and queues it, waiting
 // while maxPendingBatches batches are queued. It reports false if ctx was
 // done first.
 func (e *engine) queue(ctx context.Context, j *job) bool {
 	e.pending.Add(1)
-	if !j.replay {
-		scheduled := j.info()
-		scheduled.Unbatched = e.unbatched()
-		e.emit(func(l Listener) { l.BatchScheduled(scheduled) })
+	if !j.replay && !j.fill { // a fill job, if it runs (runJob)
+		e.scheduled(j)
 	}
 	select {
 	case e.jobs <- j:
@@ -799,12 +804,16 @@ func (e *engine) runJob(ctx context.Context, j *job) error {
 	if j.replay {
 		return e.replay(ctx, j)
 	}
-	if j.reserved && e.quietAt(j.time) {
-		// An empty time a restart runs (emptyJobs) that would move
-		// and show nothing, which the crashed Run may have run: left out,
-		// no operator, output or listener sees it.
-		e.log.runCompleted(j.time)
-		return nil
+	if j.fill {
+		// An empty time a restart runs (emptyJobs): one that would move
+		// and show nothing, which the crashed Run may have run, is left
+		// out, no operator, output or listener seeing it; the others are
+		// scheduled now, as far as listeners know (queue).
+		if e.quietAt(j.time) {
+			e.log.runCompleted(j.time)
+			return nil
+		}
+		e.scheduled(j)
 	}
 	info := j.info()
 	start := e.cfg.Clock.Now()

@@ -116,13 +116,29 @@ func testTumblingWindowRestart(t *testing.T, crash bool) {
 	})
 }
 
-// completions counts, by batch time, the batches that completed.
+// completions counts, by batch time, the batches that completed, and by
+// Run the batches scheduled and started.
 type completions struct {
 	stream.NopListener
-	mu   sync.Mutex
-	done map[batch.Time]int
-	run  int
-	by   map[batch.Time][]int // the Runs in which it completed
+	mu             sync.Mutex
+	done           map[batch.Time]int
+	run            int
+	by             map[batch.Time][]int // the Runs in which it completed
+	sched, started map[int]int          // by Run: BatchScheduled, BatchStarted
+}
+
+// BatchScheduled implements stream.Listener.
+func (c *completions) BatchScheduled(stream.BatchInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sched[c.run]++
+}
+
+// BatchStarted implements stream.Listener.
+func (c *completions) BatchStarted(stream.BatchInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.started[c.run]++
 }
 
 // BatchCompleted implements stream.Listener.
@@ -148,7 +164,7 @@ func TestQuietReservedBatchesLeftOut(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				d := &durable{log: recoverylog.NewMemory()}
-				c := &completions{done: map[batch.Time]int{}, by: map[batch.Time][]int{}}
+				c := &completions{done: map[batch.Time]int{}, by: map[batch.Time][]int{}, sched: map[int]int{}, started: map[int]int{}}
 				base := batch.Time(time.Now().UnixMilli())
 				run := func(i int, crash bool) {
 					c.mu.Lock()
@@ -185,6 +201,11 @@ func TestQuietReservedBatchesLeftOut(t *testing.T) {
 				}
 				if len(twice) > 0 {
 					t.Errorf("completed empty batches ran their outputs again: %v", twice)
+				}
+				// Listeners (the metrics' pending gauge) see no batch
+				// scheduled that never starts: the last Run drained.
+				if c.sched[3] != c.started[3] {
+					t.Errorf("the last Run told listeners of %d batches scheduled and %d started", c.sched[3], c.started[3])
 				}
 			})
 		})
