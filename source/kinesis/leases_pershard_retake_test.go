@@ -16,43 +16,24 @@ import (
 )
 
 // msgCount counts the log records of each message passed through a
-// countHandler.
+// hookHandler (see count).
 type msgCount struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
+// count is a hookHandler's on for c.
+func (c *msgCount) count(r slog.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[r.Message]++
+}
+
+// of returns the number of records of message msg.
 func (c *msgCount) of(msg string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[msg]
-}
-
-// countHandler passes records at WARN and above to Handler, and counts
-// every record by message.
-type countHandler struct {
-	slog.Handler
-	c *msgCount
-}
-
-func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h countHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.c.mu.Lock()
-	h.c.n[r.Message]++
-	h.c.mu.Unlock()
-	if r.Level < slog.LevelWarn {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h countHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return countHandler{h.Handler.WithAttrs(as), h.c}
-}
-
-func (h countHandler) WithGroup(name string) slog.Handler {
-	return countHandler{h.Handler.WithGroup(name), h.c}
 }
 
 // steal names owner the owner of shard's lease, as a worker stealing it
@@ -137,7 +118,7 @@ func TestLeasesStatePerShardRetakenWithRecordsPending(t *testing.T) {
 	f.checkpoint = time.Hour // no snapshot: every hold reads from TRIM_HORIZON
 	batches := f.stepBatches()
 	logs := &msgCount{n: map[string]int{}}
-	f.logger = slog.New(countHandler{testLogger().Handler(), logs})
+	f.logger = slog.New(hookHandler{testLogger().Handler(), logs.count})
 	const reading = "kinesis: reading leased shard"
 	const waits = "kinesis: a newly leased shard waits for the records of its earlier hold or of its parents to complete before loading its state"
 

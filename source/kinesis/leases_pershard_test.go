@@ -743,7 +743,7 @@ func (c *leaseWriteFault) PutItem(ctx context.Context, in *awsdynamodb.PutItemIn
 }
 
 // logWatch closes hit when the at-th record whose message is msg is
-// logged through a watchHandler.
+// logged through a hookHandler (see watch).
 type logWatch struct {
 	msg string
 	at  int32
@@ -751,31 +751,36 @@ type logWatch struct {
 	hit chan struct{}
 }
 
-// watchHandler passes records at WARN and above to Handler, and every
-// record to its logWatch.
-type watchHandler struct {
-	slog.Handler
-	w *logWatch
+// watch is a hookHandler's on for w.
+func (w *logWatch) watch(r slog.Record) {
+	if r.Message == w.msg && w.n.Add(1) == w.at {
+		close(w.hit)
+	}
 }
 
-func (h watchHandler) Enabled(context.Context, slog.Level) bool { return true }
+// hookHandler passes records at WARN and above to Handler, and every
+// record to on.
+type hookHandler struct {
+	slog.Handler
+	on func(slog.Record)
+}
 
-func (h watchHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == h.w.msg && h.w.n.Add(1) == h.w.at {
-		close(h.w.hit)
-	}
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h hookHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.on(r)
 	if r.Level < slog.LevelWarn {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h watchHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return watchHandler{h.Handler.WithAttrs(as), h.w}
+func (h hookHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return hookHandler{h.Handler.WithAttrs(as), h.on}
 }
 
-func (h watchHandler) WithGroup(name string) slog.Handler {
-	return watchHandler{h.Handler.WithGroup(name), h.w}
+func (h hookHandler) WithGroup(name string) slog.Handler {
+	return hookHandler{h.Handler.WithGroup(name), h.on}
 }
 
 // A snapshot a worker took under an earlier hold of a lease is not stored
@@ -805,7 +810,7 @@ func TestLeasesStatePerShardStaleSaveAfterRetake(t *testing.T) {
 	}
 	db := &leaseWriteFault{Client: f.env.DynamoDB(), table: f.table}
 	retaken := &logWatch{msg: "leasetable: took lease", at: 2, hit: make(chan struct{})}
-	f.logger = slog.New(watchHandler{testLogger().Handler(), retaken})
+	f.logger = slog.New(hookHandler{testLogger().Handler(), retaken.watch})
 	f.put()
 	a, aDone := f.workerWith("a", db)
 	f.waitExact("a counts round 1")
