@@ -45,7 +45,7 @@ type leaseRun struct {
 	refused   int64                // shards refused (Stats.RefusedShards)
 	fatal     error                // stops the receiver (assign returns it)
 	reload    map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
-	waiting   map[string]bool      // shards whose load waits for records of an earlier hold to complete (logged once)
+	waiting   map[string]loadWait  // shards whose load waits for records of an earlier hold to complete (see acquire)
 	loading   string               // the shard whose state acquire loads, if any
 	abandon   context.CancelFunc   // cancels that load (a hand-off asked for it)
 	read      map[string]bool      // shards read in this run, not logged finished since: the recovery log may hold their positions
@@ -333,16 +333,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 		// still in the driver: loaded now, the state would count them, and
 		// the snapshot loaded holds them already. They complete first (the
 		// state leaves them out); the assigner tries again then.
-		lr.mu.Lock()
-		first := !lr.waiting[l.Shard]
-		if lr.waiting == nil {
-			lr.waiting = make(map[string]bool)
-		}
-		lr.waiting[l.Shard] = true
-		lr.mu.Unlock()
-		if first {
-			log.Info("kinesis: a newly leased shard waits for the records of its earlier hold or of its parents to complete before loading its state")
-		}
+		lr.waitToLoad(log, l)
 		lr.retryAcquire(l.Shard, 0)
 		return
 	}
@@ -485,6 +476,45 @@ func (lr *leaseRun) position(l lease.Lease) position {
 // drained is called when a shard was read to its end and all of it is
 // stored.
 func (lr *leaseRun) drained(ev drainEvent) { lr.queue(leaseEvent{drained: &ev}) }
+
+// loadWait is a newly leased shard whose state waits for records of an
+// earlier hold, or of its parents, to complete before it is loaded.
+type loadWait struct {
+	since  time.Time // when it started waiting
+	warned bool      // the wait was logged at WARN (see waitToLoad)
+}
+
+// waitToLoad notes that the shard of l waits to load its state (see
+// acquire): logged at INFO when the wait starts, and once at WARN if it
+// lasts a checkpoint interval, as a drained shard's is (finishEnded): the
+// shard is not read meanwhile, and nothing else says so.
+func (lr *leaseRun) waitToLoad(log *slog.Logger, l lease.Lease) {
+	now := lr.rn.clock.Now()
+	lr.mu.Lock()
+	if lr.waiting == nil {
+		lr.waiting = make(map[string]loadWait)
+	}
+	w, ok := lr.waiting[l.Shard]
+	if !ok {
+		w.since = now
+	}
+	late := !w.warned && now.Sub(w.since) >= lr.cfg.CheckpointInterval
+	w.warned = w.warned || late
+	lr.waiting[l.Shard] = w
+	lr.mu.Unlock()
+	switch {
+	case !ok:
+		log.Info("kinesis: a newly leased shard waits for the records of its earlier hold or of its parents to complete before loading its state")
+	case late:
+		pending := 0
+		for _, s := range append([]string{l.Shard}, l.Parents...) {
+			pending += lr.rn.r.progress.pendingRanges(s)
+		}
+		log.Warn("kinesis: a newly leased shard still waits for the records of its earlier hold or of its parents to complete; it is not read until then",
+			"parents", l.Parents, "ranges_pending", pending, "waiting", now.Sub(w.since),
+			"fix", "the driver completes a batch once every output of it succeeds: find the output that fails or hangs (the pipeline's listeners are told of each failed batch)")
+	}
+}
 
 // endWait is a drained shard waiting for its records to complete before
 // it is marked SHARD_END.
