@@ -686,8 +686,9 @@ func (lr *leaseRun) logFinished(ctx context.Context, shard string) {
 // not read, only hand back at (5), while no worker reads their shards (a
 // worker draining at the same time releases its leases for the others);
 // (1) it waits, at most LeaseDuration, for the driver to complete
-// every block stored for the held shards (the leases are renewed
-// meanwhile), so that the last checkpoints cover them; (2) it marks
+// every block stored for the held shards, by any hold of their leases
+// (the leases are renewed meanwhile), so that the last snapshots and
+// checkpoints cover them; (2) it marks
 // SHARD_END the shards that can be; (3) losses reported meanwhile unregister their shards; (4) the
 // Checkpointer makes the last checkpoint of every held shard; (5) the
 // Coordinator hands every lease back, so other workers take them at once.
@@ -714,9 +715,9 @@ func (lr *leaseRun) shutdown(ctx context.Context) {
 	lr.log.Info("kinesis: leases handed back after the final checkpoints")
 }
 
-// awaitCompleted waits until every owned shard's stored records, and those
-// the recovery log held uncompleted at Start, are completed, for at most
-// LeaseDuration or until ctx is done.
+// awaitCompleted waits until every owned shard's records added to blocks,
+// by any hold of its lease, and those the recovery log held uncompleted at
+// Start, are completed, for at most LeaseDuration or until ctx is done.
 func (lr *leaseRun) awaitCompleted(ctx context.Context) {
 	timer := lr.rn.clock.NewTimer(lr.cfg.LeaseDuration)
 	defer timer.Stop()
@@ -732,8 +733,9 @@ func (lr *leaseRun) awaitCompleted(ctx context.Context) {
 	}
 }
 
-// allCompleted reports whether every owned shard's stored records, and
-// those the recovery log held uncompleted at Start, are completed.
+// allCompleted reports whether every owned shard's records added to
+// blocks, and those the recovery log held uncompleted at Start, are
+// completed (see completed).
 func (lr *leaseRun) allCompleted() bool {
 	lr.mu.Lock()
 	shards := make([]string, 0, len(lr.owned))
@@ -751,10 +753,14 @@ func (lr *leaseRun) allCompleted() bool {
 
 // completed reports whether every record stored of shard is completed,
 // and every record the recovery log held uncompleted at Start
-// (run.completedThrough).
+// (run.completedThrough), and every range of it added to a block by any
+// hold of its lease (allAddedCompleted): a hold that read again from a
+// snapshot behind what an earlier hold completed stores ranges the greatest
+// numbers already cover, and a drain that did not wait for them would hand
+// the lease back with a last snapshot and checkpoint short of them.
 func (lr *leaseRun) completed(shard string) bool {
 	stored, _ := lr.rn.r.progress.latestStored(shard)
-	return lr.rn.completedThrough(shard, stored)
+	return lr.rn.completedThrough(shard, stored) && lr.allAddedCompleted(shard)
 }
 
 // readerFailed is the failure hook of a leased shard's reader. A reader

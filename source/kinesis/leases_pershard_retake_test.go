@@ -246,3 +246,90 @@ func TestLeasesStatePerShardRetakenParentEndsAfterRecordsReadAgain(t *testing.T)
 		t.Errorf("counts %v, want %d each: the parent's last snapshot left out the records its last hold read again", bad, f.perRound*f.round)
 	}
 }
+
+// A worker that drains while records it read again under a later hold of
+// a shard's lease (from a snapshot behind what an earlier hold completed)
+// are still on their way through its pipeline waits for them before the
+// shard's last snapshot, its last checkpoint and the hand-back, as it does
+// for any record it stored: handed back before them, the next owner reads
+// them again while this worker's outputs still get them, the same records
+// delivered by two workers after a graceful stop.
+//
+// The pipeline's clock stands still during the drain's wait, so the
+// records read again cannot complete: a drain that waits for them gives
+// up after a lease duration with its warning, before the hand-back. Before,
+// the wait compared the greatest sequence numbers stored and completed,
+// which the earlier hold's completions covered: it ended at once and the
+// lease was handed back without the warning.
+func TestLeasesStatePerShardDrainWaitsForRecordsReadAgain(t *testing.T) {
+	t.Parallel()
+	f := newCountFleet(t, 1)
+	f.checkpoint = time.Hour // no snapshot: every hold reads from TRIM_HORIZON
+	batches := f.stepBatches()
+	const (
+		reading    = "kinesis: reading leased shard"
+		shortOf    = "kinesis: stored records not completed within the lease duration; the last checkpoints stop short of them"
+		handedBack = "kinesis: leases handed back after the final checkpoints"
+	)
+	logs := &msgCount{n: map[string]int{}}
+	var orderMu sync.Mutex
+	var order []string // shortOf and handedBack, as logged
+	f.logger = slog.New(hookHandler{testLogger().Handler(), func(r slog.Record) {
+		logs.count(r)
+		if r.Message == shortOf || r.Message == handedBack {
+			orderMu.Lock()
+			order = append(order, r.Message)
+			orderMu.Unlock()
+		}
+	}})
+
+	perRound := int64(f.keys * f.perRound)
+	f.put()
+	a, aDone := f.worker("a")
+	f.waitFor("a counts round 1", batches(func() bool { return len(f.wrong()) == 0 }))
+	shard := ""
+	for s := range f.leases() {
+		shard = s
+	}
+	ra := f.receiver("a")
+	read := func() int64 { return ra.Stats().Shards[shard].RecordsRead }
+	f.waitFor("a completes round 1", batches(func() bool {
+		st := ra.Stats().Shards[shard]
+		return st.LatestCompleted != "" && st.LatestCompleted == st.LastAdded
+	}))
+
+	// Second hold: a reads round 1 again from TRIM_HORIZON; the records
+	// stay in the open block.
+	f.steal(shard, "thief")
+	f.waitFor("a takes the lease back and reads round 1 again", func() bool {
+		return logs.of(reading) == 2 && read() == 2*perRound
+	})
+
+	drained := make(chan error, 1)
+	go func() { drained <- a.Drain(t.Context()) }()
+	f.waitFor("a hands its lease back", func() bool { return logs.of(handedBack) > 0 })
+	orderMu.Lock()
+	if len(order) == 0 || order[0] != shortOf {
+		t.Errorf("a's drain logged %q: it handed the lease back without waiting for the records it read again, "+
+			"whose batch could not complete (want the wait's warning first)", order)
+	}
+	orderMu.Unlock()
+
+	f.waitFor("a's drain ends", batches(func() bool {
+		select {
+		case err := <-drained:
+			if err != nil {
+				t.Errorf("Drain: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	}))
+	if err := <-aDone; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if bad := f.wrong(); len(bad) > 0 {
+		t.Errorf("counts %v, want %d each", bad, f.perRound*f.round)
+	}
+}

@@ -150,3 +150,53 @@ func TestSettledAcrossHolds(t *testing.T) {
 		})
 	}
 }
+
+// A drain waits (awaitCompleted) until every range of an owned shard added
+// to a block is completed, whichever hold of its lease added it, before
+// the last snapshots, checkpoints and the hand-back: a hold that reads again
+// from a snapshot behind what an earlier hold completed stores ranges the
+// greatest completed number already covers, which a wait on the greatest
+// numbers alone does not see. Handed back before them, the shard's last
+// snapshot leaves them out and its next owner reads them again, while this
+// worker's outputs still get them: the same records delivered by two
+// workers after a graceful stop.
+func TestDrainWaitsForRangesReadAgain(t *testing.T) {
+	type step struct {
+		added     batch.SeqRange // added and stored, or
+		completed batch.SeqRange
+		want      bool
+	}
+	steps := []step{
+		// The first hold reads 1-10 and completes it.
+		{added: rng("a", "1", "5", 5), want: false},
+		{added: rng("a", "6", "10", 5), want: false},
+		{completed: rng("a", "1", "5", 5), want: false},
+		{completed: rng("a", "6", "10", 5), want: true},
+		// A later hold reads 1-8 again from a snapshot at 0.
+		{added: rng("a", "1", "5", 5), want: false},
+		{added: rng("a", "6", "8", 3), want: false},
+		{completed: rng("a", "1", "5", 5), want: false},
+		{completed: rng("a", "6", "8", 3), want: true},
+	}
+	p := newProgress()
+	lr := &leaseRun{rn: &run{r: &Receiver{progress: p}}, owned: map[string]bool{"a": true}}
+	if !lr.allCompleted() {
+		t.Fatal("a shard with nothing read is not completed")
+	}
+	for i, s := range steps {
+		what := fmt.Sprintf("added %v", s.added)
+		if s.added.Shard != "" {
+			p.adding(s.added.Shard)
+			p.added(s.added)
+			p.stored([]batch.SeqRange{s.added})
+		} else {
+			p.completed([]batch.SeqRange{s.completed})
+			what = fmt.Sprintf("completed %v", s.completed)
+		}
+		if got := lr.allCompleted(); got != s.want {
+			st := p.shards["a"]
+			t.Errorf("step %d (%s): the drain's wait is over = %v, want %v (pending %d, completed %q, stored %q)",
+				i, what, got, s.want, st.pending, st.completed, st.latestStored)
+		}
+	}
+}
