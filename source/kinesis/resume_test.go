@@ -161,6 +161,70 @@ func TestShardEndAfterTheRecoveredBlocksOfAForgottenShard(t *testing.T) {
 	}
 }
 
+// TestRecoveredCompletionOnAFreshCount pins why a completion of a block
+// the recovery log held uncompleted at Start, which no reader counted
+// pending, cannot make a shard look completed too early, even when it
+// comes after the shard's progress was forgotten (its lease lost) and
+// taken back, on the new hold's fresh count, which it takes below the
+// ranges that hold has pending (the count stays at zero): every reader
+// starts after the log's number (run.doneUpTo, position), so its ranges
+// lie above every recovered one, and the driver completes a shard's blocks
+// in order, so the greatest numbers keep the shard's end, the drain and
+// the checkpoint waiting for them. The pending count matters only where a
+// hold reads again below what was completed, with state per shard, which
+// the driver runs without a recovery log (stream refuses both).
+func TestRecoveredCompletionOnAFreshCount(t *testing.T) {
+	const shard = "shard-1"
+	logged := func(stream, s string) (string, bool) { return "20", stream == "s" && s == shard }
+	p := newProgress()
+	rn := &run{r: &Receiver{progress: p}, cfg: Config{Stream: "s", InitialPosition: TrimHorizon}, resumeAfter: logged, uncompleted: logged}
+	lr := &leaseRun{rn: rn, log: slog.New(slog.DiscardHandler), owned: map[string]bool{}}
+	l := lease.Lease{Shard: shard, Checkpoint: "5", WeirCheckpoint: "5"}
+	read := func() batch.SeqRange {
+		if got, want := lr.position(l), (position{After: "20"}); got != want {
+			t.Fatalf("position %+v, want %+v: a reader starts after the recovered blocks", got, want)
+		}
+		r := rng(shard, "21", "30", 10)
+		p.started(shard)
+		lr.owned[shard] = true
+		p.adding(shard)
+		p.added(r)
+		p.stored([]batch.SeqRange{r})
+		return r
+	}
+
+	// The first hold reads 21-30 and completes it; the recovered block
+	// 11-20 is not completed yet. The lease is lost, and the shard is
+	// forgotten forgetShardAfter later.
+	p.completed([]batch.SeqRange{read()})
+	t0 := time.Unix(0, 0)
+	p.stopped(shard, t0)
+	lr.forget(shard)
+	p.letGo(shard, t0)
+	if diff := cmp.Diff([]string{shard}, p.forget(t0.Add(forgetShardAfter), forgetShardAfter)); diff != "" {
+		t.Fatalf("forgot (-want +got):\n%s", diff)
+	}
+
+	// Taken back: the new hold reads 21-30 again; then the recovered block
+	// completes, on the new hold's count.
+	again := read()
+	recovered := []batch.SeqRange{rng(shard, "11", "20", 10)}
+	rn.r.recovered.completed(logged, "s", recovered)
+	p.completed(recovered)
+	t.Logf("ranges pending after the recovered completion: %d (one is)", p.pendingRanges(shard))
+	if lr.allAddedCompleted(shard) || lr.allCompleted() || rn.completedThrough(shard, again.Last) {
+		t.Error("the new hold's range is pending, yet the shard looks completed (hand-off, drain or shard end would not wait)")
+	}
+	if seq, _ := lr.latest(shard); seq != "20" {
+		t.Errorf("checkpoint %q, want 20: nothing past the completed blocks", seq)
+	}
+
+	p.completed([]batch.SeqRange{again})
+	if !lr.allAddedCompleted(shard) || !lr.allCompleted() || !rn.completedThrough(shard, again.Last) {
+		t.Error("everything read is completed, yet the shard does not look so")
+	}
+}
+
 // TestShardEndWaitWarned checks, on a manual clock, that a shard read to
 // its end whose records are not completed a checkpoint interval later is
 // logged once at WARN, naming the shard, the number its end waits for and
