@@ -149,6 +149,10 @@ type Coordinator struct {
 	refused     map[string]string // shards refused (Refuse) -> the checkpoint refused
 	state       *workerState      // StateDir's, while Run runs
 
+	// Periodic calls that fail (periodic.go): kind of call -> its
+	// failures in a row (callFailed).
+	failing map[string]*failStreak
+
 	// Liveness without RenewEveryLease (liveness.go).
 	board        string               // the beat board: the smallest leaseKey of the last scan
 	beats        map[string]beatSeen  // beat attribute of another incarnation -> its beat as seen
@@ -249,6 +253,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		refused:      make(map[string]string),
 		known:        make(map[string]string),
 		pending:      make(map[string]time.Time),
+		failing:      make(map[string]*failStreak),
 	}, nil
 }
 
@@ -622,8 +627,10 @@ judge:
 	}
 	switch {
 	case err == nil:
+		c.callSucceeded(callRenew)
 		c.wroteAt(h, nl, started)
 	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.callSucceeded(callRenew) // DynamoDB answered
 		c.lose(shard, h, err)
 	case ctx.Err() != nil:
 	default:
@@ -633,11 +640,12 @@ judge:
 		if stale {
 			// This worker's own failure, not another worker's take (INFO):
 			// it stops reading the shard because DynamoDB fails it.
-			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err)
+			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err, "fix", c.callFix(ctx, err))
+			c.countFailure(callRenew) // warned just now
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}
-		c.log.Warn("leasetable: lease renewal failed; retrying next period", "shard", shard, "err", err)
+		c.callFailed(ctx, callRenew, "leasetable: lease renewal failed; retrying next period: the lease is lost if it fails for a lease duration", err, "shard", shard)
 	}
 }
 

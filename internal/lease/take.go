@@ -48,14 +48,13 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	c.mu.Unlock()
 	sc, err := c.table.scan(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("leasetable: lease scan failed; retrying next period", "err", err)
-		}
+		c.callFailed(ctx, callScan, "leasetable: lease scan failed; retrying every take cycle: no lease is taken, nor taken over from a dead worker, until it succeeds", err)
 		c.mu.Lock()
 		c.needScan = true
 		c.mu.Unlock()
 		return
 	}
+	c.callSucceeded(callScan)
 	leases, bad := sc.leases, sc.bad
 	c.mu.Lock()
 	if c.draining {
@@ -302,11 +301,10 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		c.mu.Unlock()
 		return
 	case err != nil:
-		if ctx.Err() == nil {
-			c.log.Warn("leasetable: taking a lease failed", "shard", l.Shard, "err", err)
-		}
+		c.callFailed(ctx, callTake, "leasetable: taking a lease failed; trying again at the next take cycle", err, "shard", l.Shard)
 		return
 	}
+	c.callSucceeded(callTake)
 	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started, taken: nl.Counter}
 	c.mu.Lock()
 	if l.Owner == c.cfg.WorkerID && !c.cfg.RenewEveryLease {
@@ -376,9 +374,11 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 	if err == nil {
 		err = c.SyncShards(ctx, shards)
 	}
-	if err != nil && ctx.Err() == nil {
-		c.log.Warn("leasetable: shard sync failed; retrying next period", "err", err)
+	if err != nil {
+		c.callFailed(ctx, callSync, "leasetable: shard sync failed; retrying every ShardSyncInterval: a new shard (after a reshard) gets no lease, and is not read, until it succeeds", err)
+		return
 	}
+	c.callSucceeded(callSync)
 }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has

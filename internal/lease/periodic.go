@@ -1,0 +1,95 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weirstream/weir/internal/attempt"
+	"github.com/weirstream/weir/internal/awsconf"
+	"github.com/weirstream/weir/internal/awserr"
+)
+
+// Kinds of the Coordinator's periodic calls whose failures are tracked
+// (callFailed): each is tried again at its next period, so an outage of
+// the lease table fails each of them once per period.
+const (
+	callBeat  = "beat"
+	callRenew = "lease renewal"
+	callScan  = "lease scan"
+	callBoard = "read of the beat board"
+	callPeek  = "read of another worker's lease"
+	callTake  = "lease take"
+	callSync  = "shard sync"
+)
+
+// failStreak is a run of failures in a row of one kind of periodic call.
+type failStreak struct {
+	n     int       // failures in a row
+	since time.Time // of the first
+}
+
+// callFailed logs a failure of a periodic call of kind what, tried again
+// at its next period: at WARN, with msg, args, err and the likely fix, for
+// the first failure since the kind last succeeded, and at DEBUG for the
+// later ones, so that an outage of the lease table (DynamoDB throttled or
+// unreachable) logs one warning per kind of call, not one every period
+// for as long as it lasts; callSucceeded says when it ends. It logs
+// nothing once ctx is done (the worker stops).
+func (c *Coordinator) callFailed(ctx context.Context, what, msg string, err error, args ...any) {
+	if ctx.Err() != nil {
+		return
+	}
+	n, since := c.countFailure(what)
+	args = append(args, "err", err)
+	if n > 1 {
+		c.log.Debug(msg, append(args, "failures", n, "for", c.cfg.Clock.Now().Sub(since).Round(time.Millisecond))...)
+		return
+	}
+	c.log.Warn(msg+" (logged once until it succeeds again)", append(args, "fix", c.callFix(ctx, err))...)
+}
+
+// countFailure counts a failure of a periodic call of kind what, without
+// logging it (the caller logs it its own way), and returns the failures in
+// a row of the kind and when the first one was.
+func (c *Coordinator) countFailure(what string) (n int, since time.Time) {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.failing[what]
+	if s == nil {
+		s = &failStreak{since: now}
+		c.failing[what] = s
+	}
+	s.n++
+	return s.n, s.since
+}
+
+// callSucceeded records that a periodic call of kind what succeeded: a
+// failure streak of the kind ends, said at INFO with how many calls failed
+// and for how long.
+func (c *Coordinator) callSucceeded(what string) {
+	c.mu.Lock()
+	s := c.failing[what]
+	delete(c.failing, what)
+	c.mu.Unlock()
+	if s != nil {
+		c.log.Info("leasetable: "+what+" succeeds again after failing", "failures", s.n,
+			"for", c.cfg.Clock.Now().Sub(s.since).Round(time.Millisecond))
+	}
+}
+
+// callFix returns the likely fix of a lease-table call that failed with err.
+func (c *Coordinator) callFix(ctx context.Context, err error) string {
+	switch {
+	case awserr.DynamoDBThrottled(err):
+		return "DynamoDB throttles the lease table " + c.table.name + ": switch it to on-demand capacity (PAY_PER_REQUEST, as weir creates it) or raise its provisioned capacity"
+	case awserr.BadCredentials(err):
+		return "the credentials are not valid for this account and region: check Leases.AWS (access key, secret, session token, region) or the client given as Leases.DynamoDB"
+	case awserr.Refused(err):
+		return "allow the actions of docs/iam/dynamodb-leases.json on table " + c.table.name + " to these credentials (and kinesis:ListShards on the stream, for a shard sync)"
+	case errors.Is(err, attempt.ErrTimeout):
+		return silentFix("timeout", awsconf.DynamoDBEndpoint(ctx, c.table.given))
+	}
+	return silentFix("error", awsconf.DynamoDBEndpoint(ctx, c.table.given))
+}
