@@ -70,6 +70,10 @@ type stateKeeper struct {
 	every time.Duration
 	last  batch.Time // time of the current snapshot, or of the first batch after the empty state's
 	taken batch.Time // time of the current snapshot, the one a restart loads
+	// failed counts the snapshots in a row that could not be stored,
+	// tried again after each batch; failedAt is the batch of the first.
+	failed   int
+	failedAt batch.Time
 }
 
 func (k *stateKeeper) ops() []string {
@@ -231,9 +235,13 @@ func (e *engine) afterBatch(ctx context.Context, t batch.Time, inRun bool) error
 	if t.Sub(k.last) < every {
 		return nil
 	}
-	_, err := e.snapshot(ctx, t, "trying again after the next batch")
+	_, err := e.snapshot(ctx, t, snapshotAgain)
 	return err
 }
+
+// snapshotAgain is what follows a snapshot that afterBatch could not
+// store.
+const snapshotAgain = "trying again after the next batch"
 
 // finalSnapshot snapshots the state after the batch at t, the last a Run
 // ran, when its drain has completed every batch, unless the current
@@ -254,8 +262,10 @@ func (e *engine) finalSnapshot(ctx context.Context, t batch.Time) (bool, error) 
 
 // snapshot stores the state after the completed batch at t, then records
 // it in the log, and reports whether it did. A snapshot that cannot be
-// stored is logged at WARN, saying what then happens (then); a failed
-// append stops the Run, as any. A state that cannot be encoded is an
+// stored is logged at WARN, saying what then happens (then), and the fix;
+// afterBatch's, tried again after every batch, only the first of a
+// streak (the later ones at DEBUG), and the first stored after them at
+// INFO. A failed append stops the Run, as any. A state that cannot be encoded is an
 // error naming the operator, the type and the fix.
 func (e *engine) snapshot(ctx context.Context, t batch.Time, then string) (bool, error) {
 	k := e.state
@@ -284,10 +294,25 @@ func (e *engine) snapshot(ctx context.Context, t batch.Time, then string) (bool,
 	}
 	ref, err := k.store.PutSnapshot(ctx, t, buf.Bytes())
 	if err != nil {
-		if ctx.Err() == nil {
-			e.cfg.Logger.Warn("stream: cannot store the state snapshot; "+then, "batch", t, "err", err)
+		if ctx.Err() != nil {
+			return false, nil
 		}
+		k.failed++
+		if k.failed == 1 {
+			k.failedAt = t
+		}
+		if k.failed > 1 && then == snapshotAgain {
+			e.cfg.Logger.Debug("stream: cannot store the state snapshot; "+then, "batch", t, "failures", k.failed, "err", err)
+			return false, nil
+		}
+		e.cfg.Logger.Warn("stream: cannot store the state snapshot; "+then+" (logged once until one is stored)", "batch", t, "err", err,
+			"fix", "the error says why the recovery log's store refused it: free disk space (a directory log), raise the DynamoDB table's write capacity or make it on-demand (recovery/dynamolog); "+
+				"meanwhile the log keeps every batch since the last snapshot, which a restart replays")
 		return false, nil
+	}
+	if k.failed > 0 {
+		e.cfg.Logger.Info("stream: state snapshot stored again after failing", "batch", t, "failures", k.failed, "since", k.failedAt)
+		k.failed = 0
 	}
 	if k.log == nil {
 		return false, nil
