@@ -132,7 +132,7 @@ func (rn *run) consumer(ctx context.Context, fo *fanOut) (string, error) {
 	if what == "" {
 		what = fo.cfg.ConsumerName
 	}
-	arn, err := rn.awaitConsumer(ctx, fo.client, in)
+	arn, err := rn.awaitConsumer(ctx, fo.client, in, fo.cfg.RegisterTimeout)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("not ACTIVE within FanOut.RegisterTimeout (%v): %w", fo.cfg.RegisterTimeout, err)
@@ -142,11 +142,20 @@ func (rn *run) consumer(ctx context.Context, fo *fanOut) (string, error) {
 	return arn, nil
 }
 
+// consumerWarnAfter is how long the consumer may be seen not ACTIVE
+// (CREATING, DELETING) before the wait is logged at WARN, once: a
+// consumer is registered in seconds, and no shard is read meanwhile.
+const consumerWarnAfter = 30 * time.Second
+
 // awaitConsumer describes the consumer in names until it is ACTIVE,
 // registering it whenever it does not exist (when in names it by stream and
-// name), and waits between looks with back-off.
-func (rn *run) awaitConsumer(ctx context.Context, client FanOutClient, in *awskinesis.DescribeStreamConsumerInput) (string, error) {
+// name), and waits between looks with back-off. A wait that lasts
+// consumerWarnAfter is logged at WARN, with the status, the time left
+// before timeout (RegisterTimeout) ends it and the fix.
+func (rn *run) awaitConsumer(ctx context.Context, client FanOutClient, in *awskinesis.DescribeStreamConsumerInput, timeout time.Duration) (string, error) {
 	wait := backoff.Policy{Base: rn.cfg.RetryBaseDelay, Max: rn.cfg.RetryMaxDelay}.Start()
+	var since time.Time // when the consumer was first seen not ACTIVE
+	warned := false
 	for {
 		out, err := do(ctx, rn.retry, rn.cfg.MaxAttempts, "DescribeStreamConsumer", "", func(ctx context.Context) (*awskinesis.DescribeStreamConsumerOutput, error) {
 			return client.DescribeStreamConsumer(ctx, in)
@@ -165,12 +174,27 @@ func (rn *run) awaitConsumer(ctx context.Context, client FanOutClient, in *awski
 		}
 		d := out.ConsumerDescription
 		if d.ConsumerStatus == types.ConsumerStatusActive {
-			rn.logger.Info("kinesis: enhanced fan-out consumer active", "consumer", aws.ToString(d.ConsumerARN), "name", aws.ToString(d.ConsumerName))
+			args := []any{"consumer", aws.ToString(d.ConsumerARN), "name", aws.ToString(d.ConsumerName)}
+			if warned {
+				args = append(args, "waited", rn.clock.Now().Sub(since).Round(time.Second))
+			}
+			rn.logger.Info("kinesis: enhanced fan-out consumer active", args...)
 			return aws.ToString(d.ConsumerARN), nil
 		}
 		// CREATING: registered, not ready yet. DELETING: being removed;
 		// once it is gone, the next look registers it again.
 		rn.logger.Debug("kinesis: waiting for the enhanced fan-out consumer", "consumer", aws.ToString(d.ConsumerARN), "status", string(d.ConsumerStatus))
+		if since.IsZero() {
+			since = rn.clock.Now()
+		}
+		if waited := rn.clock.Now().Sub(since); !warned && waited >= consumerWarnAfter {
+			warned = true
+			rn.logger.Warn("kinesis: the enhanced fan-out consumer is still not ACTIVE; no shard is read until it is",
+				"consumer", aws.ToString(d.ConsumerARN), "status", string(d.ConsumerStatus), "waited", waited.Round(time.Second),
+				"register_timeout", timeout,
+				"fix", "a consumer being created is ACTIVE within seconds, one being deleted (an earlier run's FanOut.DeregisterOnStop, or by hand) is registered again once it is gone: "+
+					"check its status with aws kinesis describe-stream-consumer; Start fails once FanOut.RegisterTimeout has passed, raise it if that is too soon")
+		}
 		if err := wait.Wait(ctx, rn.clock); err != nil {
 			return "", fmt.Errorf("waiting for status %s to become ACTIVE: %w", d.ConsumerStatus, err)
 		}

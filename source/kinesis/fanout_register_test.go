@@ -226,3 +226,69 @@ func TestSubscribeRefusalDated(t *testing.T) {
 		t.Errorf("the refusal dated %v, want its Date header's %v", got, date)
 	}
 }
+
+// recordFunc is a slog.Handler that hands every record, of any level, to
+// the func.
+type recordFunc func(slog.Record)
+
+func (f recordFunc) Enabled(context.Context, slog.Level) bool      { return true }
+func (f recordFunc) Handle(_ context.Context, r slog.Record) error { f(r); return nil }
+func (f recordFunc) WithAttrs([]slog.Attr) slog.Handler            { return f }
+func (f recordFunc) WithGroup(string) slog.Handler                 { return f }
+
+// slowConsumerFake is a consumerFake whose consumer is CREATING until
+// activeAt (virtual time, under synctest), then ACTIVE.
+type slowConsumerFake struct {
+	*consumerFake
+	activeAt time.Time
+}
+
+func (f *slowConsumerFake) DescribeStreamConsumer(ctx context.Context, in *awskinesis.DescribeStreamConsumerInput, o ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamConsumerOutput, error) {
+	out, err := f.consumerFake.DescribeStreamConsumer(ctx, in, o...)
+	if err == nil && time.Now().Before(f.activeAt) {
+		out.ConsumerDescription.ConsumerStatus = types.ConsumerStatusCreating
+	}
+	return out, err
+}
+
+// TestFanOutSlowConsumerWarns waits 90 s for a consumer to become ACTIVE,
+// with the default RegisterTimeout (2 minutes): no shard is read
+// meanwhile, and the wait is logged at WARN once, after 30 s, with the
+// fix, then its end at INFO. Before, the wait logged nothing above DEBUG
+// until RegisterTimeout failed Start.
+func TestFanOutSlowConsumerWarns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := &slowConsumerFake{consumerFake: &consumerFake{describes: []types.ConsumerStatus{types.ConsumerStatusActive}},
+			activeAt: time.Now().Add(90 * time.Second)}
+		rn := fanOutRun(t, fake.consumerFake, FanOutConfig{})
+		rn.client = fake
+		var mu sync.Mutex
+		var warns, actives []slog.Record
+		rn.logger = slog.New(recordFunc(func(r slog.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Level >= slog.LevelWarn:
+				warns = append(warns, r)
+			case strings.Contains(r.Message, "consumer active"):
+				actives = append(actives, r)
+			}
+		}))
+		if ok, err := rn.startFanOut(t.Context()); !ok || err != nil {
+			t.Fatalf("startFanOut = %v, %v", ok, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(warns) != 1 || !strings.Contains(warns[0].Message, "still not ACTIVE") {
+			t.Fatalf("warnings of a consumer CREATING for 90 s: %v, want one saying it is still not ACTIVE", warns)
+		}
+		attrs := map[string]string{}
+		warns[0].Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if waited, err := time.ParseDuration(attrs["waited"]); attrs["status"] != "CREATING" || attrs["fix"] == "" || err != nil || waited < 30*time.Second || waited > 32*time.Second {
+			t.Errorf("the warning's attributes %v, want status CREATING, waited about 30s and a fix", attrs)
+		}
+		if len(actives) != 1 {
+			t.Errorf("%d lines say the consumer is active, want 1", len(actives))
+		}
+	})
+}
