@@ -281,17 +281,24 @@ func (f *fleet) intermediate() (stream, table string) {
 // leasesOf returns the leases of table, none if it does not exist yet.
 func (f *fleet) leasesOf(table string) []lease.Lease {
 	f.t.Helper()
-	lt, err := lease.NewTable(lease.TableConfig{Name: table, Client: f.env.DynamoDB()})
+	return leasesIn(f.t, f.env, table)
+}
+
+// leasesIn returns the leases of table on env's DynamoDB, none if it does
+// not exist yet.
+func leasesIn(t *testing.T, env *localaws.Env, table string) []lease.Lease {
+	t.Helper()
+	lt, err := lease.NewTable(lease.TableConfig{Name: table, Client: env.DynamoDB()})
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	leases, err := lt.List(f.t.Context())
+	leases, err := lt.List(t.Context())
 	var notYet *ddbtypes.ResourceNotFoundException
 	if errors.As(err, &notYet) {
 		return nil
 	}
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return leases
 }
@@ -300,8 +307,16 @@ func (f *fleet) leasesOf(table string) []lease.Lease {
 // f.leaseBound (a failure guard) or if a worker exits.
 func (f *fleet) await(what string, ok func() (bool, string)) {
 	f.t.Helper()
-	exited, why := anyExited(f.running()...)
-	deadline := time.NewTimer(f.leaseBound)
+	awaitFleet(f.t, what, f.leaseBound, f.running(), f.tails, ok)
+}
+
+// awaitFleet polls ok every 100ms until it holds, failing t after limit (a
+// failure guard), with the state ok last gave and tails (the workers'
+// output), or once one of the workers' children cs exits.
+func awaitFleet(t *testing.T, what string, limit time.Duration, cs []*child, tails func() string, ok func() (bool, string)) {
+	t.Helper()
+	exited, why := anyExited(cs...)
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -313,9 +328,9 @@ func (f *fleet) await(what string, ok func() (bool, string)) {
 		select {
 		case <-tick.C:
 		case <-exited:
-			f.t.Fatalf("a worker exited before %s (%s): %s", what, state, why())
+			t.Fatalf("a worker exited before %s (%s): %s", what, state, why())
 		case <-deadline.C:
-			f.t.Fatalf("not %s within %v: %s%s", what, f.leaseBound, state, f.tails())
+			t.Fatalf("not %s within %v: %s%s", what, limit, state, tails())
 		}
 	}
 }
@@ -403,16 +418,24 @@ func (f *fleet) awaitLeasesLeft(pid int) {
 func (f *fleet) split(rng *rand.Rand) {
 	f.t.Helper()
 	mid, _ := f.intermediate()
-	kc := f.env.Kinesis()
+	splitShard(f.t, f.env, mid, rng, f.await)
+}
+
+// splitShard splits an open shard of stream name, picked by rng, at the
+// middle of its hash key range, once the stream exists, and waits until
+// the stream is ACTIVE again; await is the fleet's wait for a condition.
+func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, await func(what string, ok func() (bool, string))) {
+	t.Helper()
+	kc := env.Kinesis()
 	var open []types.Shard
-	f.await("the intermediate stream created", func() (bool, string) {
-		out, err := kc.ListShards(f.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(mid)})
+	await("stream "+name+" created", func() (bool, string) {
+		out, err := kc.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(name)})
 		var notYet *types.ResourceNotFoundException
 		if errors.As(err, &notYet) {
 			return false, err.Error()
 		}
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		open = slices.DeleteFunc(out.Shards, func(s types.Shard) bool { return s.SequenceNumberRange.EndingSequenceNumber != nil })
 		return len(open) > 0, "no open shard"
@@ -422,39 +445,46 @@ func (f *fleet) split(rng *rand.Rand) {
 	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
 	middle := new(big.Int).Add(lo, hi)
 	middle.Add(middle, big.NewInt(1)).Rsh(middle, 1) // above lo, as Kinesis requires
-	if _, err := kc.SplitShard(f.t.Context(), &awskinesis.SplitShardInput{StreamName: aws.String(mid),
+	if _, err := kc.SplitShard(t.Context(), &awskinesis.SplitShardInput{StreamName: aws.String(name),
 		ShardToSplit: s.ShardId, NewStartingHashKey: aws.String(middle.String())}); err != nil {
-		f.t.Fatalf("split %s of %s: %v", aws.ToString(s.ShardId), mid, err)
+		t.Fatalf("split %s of %s: %v", aws.ToString(s.ShardId), name, err)
 	}
-	f.await("the intermediate stream ACTIVE after the split", func() (bool, string) {
-		out, err := kc.DescribeStreamSummary(f.t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(mid)})
+	await("stream "+name+" ACTIVE after the split", func() (bool, string) {
+		out, err := kc.DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		st := out.StreamDescriptionSummary.StreamStatus
 		return st == types.StreamStatusActive, string(st)
 	})
-	f.t.Logf("split %s of %s at hash key %s", aws.ToString(s.ShardId), mid, middle)
+	t.Logf("split %s of %s at hash key %s", aws.ToString(s.ShardId), name, middle)
 }
 
 // drained reports whether every shard of stream has a lease in table
-// checkpointed at its end (SHARD_END, or with no record after the
-// checkpoint), or is a closed shard whose lease was deleted once its
-// children's had begun: the fleet then completed every batch holding its
-// records.
+// checkpointed at its end (see streamDrained).
 func (f *fleet) drained(stream, table string) (bool, string) {
 	f.t.Helper()
-	kc := f.env.Kinesis()
-	out, err := kc.ListShards(f.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(stream)})
+	return streamDrained(f.t, f.env, stream, table)
+}
+
+// streamDrained reports whether every shard of stream (on env) has a lease
+// in table checkpointed at its end (SHARD_END, or with no record after the
+// checkpoint), or is a closed shard whose lease was deleted once its
+// children's had begun: the workers reading it with leases then completed
+// every batch holding its records. If not, it says which shard is not.
+func streamDrained(t *testing.T, env *localaws.Env, stream, table string) (bool, string) {
+	t.Helper()
+	kc := env.Kinesis()
+	out, err := kc.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(stream)})
 	var notYet *types.ResourceNotFoundException
 	if errors.As(err, &notYet) {
 		return false, stream + " not created yet"
 	}
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	leases := map[string]lease.Lease{}
-	for _, l := range f.leasesOf(table) {
+	for _, l := range leasesIn(t, env, table) {
 		leases[l.Shard] = l
 	}
 	childLeased := map[string]bool{} // a closed shard whose child has a lease
@@ -484,13 +514,13 @@ func (f *fleet) drained(stream, table string) (bool, string) {
 			}
 			in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(l.Checkpoint)
 		}
-		it, err := kc.GetShardIterator(f.t.Context(), in)
+		it, err := kc.GetShardIterator(t.Context(), in)
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
-		recs, err := kc.GetRecords(f.t.Context(), &awskinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+		recs, err := kc.GetRecords(t.Context(), &awskinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		if len(recs.Records) > 0 {
 			return false, fmt.Sprintf("%s/%s has records after its checkpoint %s (owner %q)", stream, shard, l.Checkpoint, l.Owner)
@@ -512,25 +542,37 @@ func (f *fleet) finish() int {
 		}
 		return f.drained(mid, midTable)
 	})
-	for _, w := range f.workers {
-		w.c.alive()
-		if err := w.c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			f.t.Fatal(err)
-		}
+	cs := make([]*child, len(f.workers))
+	for i, w := range f.workers {
+		cs[i] = w.c
 	}
-	for _, w := range f.workers {
-		t := time.NewTimer(waitLimit)
-		select {
-		case <-w.c.exited:
-		case <-t.C:
-			f.t.Fatalf("worker %s did not drain within %v after SIGTERM\n%s", w.h.tuning.worker, waitLimit, w.c.tail())
-		}
-		t.Stop()
-		if w.c.err != nil {
-			f.t.Errorf("worker %s exited after SIGTERM with %v, want exit status 0\n%s", w.h.tuning.worker, w.c.err, w.c.tail())
-		}
-	}
+	termAll(f.t, cs...)
 	return f.checkTable()
+}
+
+// termAll sends SIGTERM to every child of a fleet at once (so that none
+// takes the leases the others hand back) and waits for each to drain and
+// exit 0, failing t if one does not.
+func termAll(t *testing.T, cs ...*child) {
+	t.Helper()
+	for _, c := range cs {
+		c.alive()
+		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cs {
+		timer := time.NewTimer(waitLimit)
+		select {
+		case <-c.exited:
+		case <-timer.C:
+			t.Fatalf("worker %s did not drain within %v after SIGTERM\n%s", c.h.tuning.worker, waitLimit, c.tail())
+		}
+		timer.Stop()
+		if c.err != nil {
+			t.Errorf("worker %s exited after SIGTERM with %v, want exit status 0\n%s", c.h.tuning.worker, c.err, c.tail())
+		}
+	}
 }
 
 // checkTable compares the count table with the truth, printing each key

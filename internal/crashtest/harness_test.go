@@ -229,6 +229,17 @@ func (c *child) alive() {
 // condition.
 func (c *child) kill(delay time.Duration) {
 	c.h.t.Helper()
+	c.after(delay)
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.h.t.Fatal(err)
+	}
+	<-c.exited
+}
+
+// after waits delay, the test's input (a crash or pause moment), and
+// fails the test if the child exited meanwhile.
+func (c *child) after(delay time.Duration) {
+	c.h.t.Helper()
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
@@ -236,10 +247,6 @@ func (c *child) kill(delay time.Duration) {
 	case <-c.exited:
 	}
 	c.alive()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		c.h.t.Fatal(err)
-	}
-	<-c.exited
 }
 
 // term sends SIGTERM and waits for the child to drain and exit 0.
