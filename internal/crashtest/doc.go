@@ -97,6 +97,11 @@
 //     it) at moments drawn from WEIR_TORTURE_SEED.
 //   - WEIR_FLEET_RECORDS: the records the fleet tests put (default 5000;
 //     WEIR_FLEET_RECORDS=50000 for a long run).
+//   - TestFleetKinesisSinkTorture's kills are WEIR_TORTURE_KILLS (default 2
+//     for it) and its pauses WEIR_FLEET_PAUSES (default 1; 2 for
+//     TestFleetCountPauses), their order and moments drawn from
+//     WEIR_TORTURE_SEED (WEIR_TORTURE_KILLS=8 WEIR_FLEET_PAUSES=6 for a
+//     long run, about a minute).
 //
 // # The fleet tests
 //
@@ -116,6 +121,22 @@
 // lease; no lease moves while there are records). The first two are exact
 // because each shard's state moves with its lease (state per shard); with
 // state per worker they fail.
+//
+// TestFleetKinesisSinkTorture runs 3 workers of the crash test's child
+// pipeline (processes with their own worker IDs, recovery logs and output
+// files) on a 4-shard stream, copying every record to a 3-shard stream
+// with sink/kinesis and stream.Origins() (version 2 origin tags), some of
+// the sink's records failing on purpose, while a producer puts records:
+// kill -9s of a worker holding leases, each restarted with its log once
+// the others hold every lease it held, pauses (SIGSTOP until the others
+// hold its leases, then SIGCONT: a zombie), every other one inside a
+// batch's sink output, and a split of a source shard. Once every source
+// shard is checkpointed at its end, every worker gets SIGTERM and must
+// exit 0; then a pipeline reads the target stream through
+// sink/kinesis.Deduplicate and must get every source record exactly once,
+// each partition key's in source order (the records missing and those
+// more than once are listed on a failure). With version 1 tags (no
+// origins) it fails: the records a new lease owner writes again are kept.
 //
 // # Crash points
 //

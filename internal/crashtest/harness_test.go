@@ -137,6 +137,9 @@ type harness struct {
 	// kinesisSink is the Kinesis sink's stream: a pipeline with that sink
 	// (see envKinesisSink).
 	kinesisSink string
+	// kinesisSinkOrigins gives that sink's output stream.Origins() (see
+	// envKinesisSinkOrigins).
+	kinesisSinkOrigins bool
 	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
 	// servers' by default, a faults.Proxy's in the outage tests.
 	kinesisEndpoint, dynamoEndpoint string
@@ -184,7 +187,8 @@ func (h *harness) start() *child {
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
-		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink)
+		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink,
+		envKinesisSinkOrigins+"="+map[bool]string{true: "1"}[h.kinesisSinkOrigins])
 	cmd.Env = append(cmd.Env, h.tuning.env()...)
 	return launch(h, h.runs, filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", h.runs)), cmd)
 }

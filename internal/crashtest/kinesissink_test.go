@@ -33,6 +33,12 @@ import (
 // partly written.
 const envKinesisSink = "WEIR_CRASHTEST_KINESIS_SINK"
 
+// envKinesisSinkOrigins, "1" in a child with envKinesisSink, gives the
+// Kinesis sink's output stream.Origins(): the sink writes version 2 tags,
+// which name each record's source position, the same whichever worker of
+// a fleet writes it (DESIGN.md, "Tag v2: origins, for a fleet").
+const envKinesisSinkOrigins = "WEIR_CRASHTEST_KINESIS_SINK_ORIGINS"
+
 // kinesisSinkOrigin is the Kinesis sink's writer name, the same in every
 // child.
 const kinesisSinkOrigin = "crashtest/out"
@@ -54,15 +60,20 @@ func addKinesisSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) err
 			return targetKey(r.ShardID, id), r.Data
 		},
 		Origin: kinesisSinkOrigin,
-		// The receiver has leases: the worker's name, the same in every
-		// child (one worker restarted), keeps a replay's tags the same.
-		Worker: "worker-1",
+		// The receiver has leases: the worker's name, the lease owner's,
+		// the same in every child of one worker, keeps a replay's version
+		// 1 tags the same, and tells a fleet's workers apart.
+		Worker: cfg.tuning.withDefaults().worker,
 		Logger: cfg.logger,
 	})
 	if err != nil {
 		return err
 	}
-	stream.ForEachBatch(recs, sink.Write, stream.Named("kinesis-sink"))
+	opts := []stream.Option{stream.Named("kinesis-sink")}
+	if cfg.kinesisSinkOrigins {
+		opts = append(opts, stream.Origins())
+	}
+	stream.ForEachBatch(recs, sink.Write, opts...)
 	return nil
 }
 

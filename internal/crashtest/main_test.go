@@ -152,20 +152,21 @@ func runChild(logger *slog.Logger) error {
 		opener = stateOpener{inner: opener.(modelOpener), prefix: state}
 	}
 	p, _, err := newPipeline(pipelineConfig{
-		aws:             env.AWSConfig(),
-		kinesisEndpoint: env.KinesisEndpoint,
-		dynamoEndpoint:  env.DynamoDBEndpoint,
-		stream:          os.Getenv(envStream),
-		table:           os.Getenv(envTable),
-		tuning:          tuning,
-		recovery:        opener,
-		state:           state,
-		sink:            os.Getenv(envSink),
-		sinkMarks:       sinkMarks(os.Getenv(envOut)),
-		kinesisSink:     os.Getenv(envKinesisSink),
-		out:             out,
-		logger:          logger,
-		dynamo:          spy,
+		aws:                env.AWSConfig(),
+		kinesisEndpoint:    env.KinesisEndpoint,
+		dynamoEndpoint:     env.DynamoDBEndpoint,
+		stream:             os.Getenv(envStream),
+		table:              os.Getenv(envTable),
+		tuning:             tuning,
+		recovery:           opener,
+		state:              state,
+		sink:               os.Getenv(envSink),
+		sinkMarks:          sinkMarks(os.Getenv(envOut)),
+		kinesisSink:        os.Getenv(envKinesisSink),
+		kinesisSinkOrigins: os.Getenv(envKinesisSinkOrigins) == "1",
+		out:                out,
+		logger:             logger,
+		dynamo:             spy,
 	})
 	if err != nil {
 		return err

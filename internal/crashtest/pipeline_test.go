@@ -75,6 +75,9 @@ type pipelineConfig struct {
 	// kinesisSink, if set, adds the Kinesis sink's output to this stream,
 	// which marks its first call at sinkMarks (see envKinesisSink).
 	kinesisSink string
+	// kinesisSinkOrigins gives that output stream.Origins() (see
+	// envKinesisSinkOrigins).
+	kinesisSinkOrigins bool
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and

@@ -1,0 +1,364 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/localaws"
+	"github.com/weirstream/weir/internal/origin"
+	kinesissink "github.com/weirstream/weir/sink/kinesis"
+	"github.com/weirstream/weir/source/kinesis"
+	"github.com/weirstream/weir/stream"
+)
+
+// Defaults of TestFleetKinesisSinkTorture, sized for CI: each event waits
+// for the victim's leases to move (a lease duration, 3 s, and a take).
+const (
+	// fleetSinkKills is the default of WEIR_TORTURE_KILLS for it.
+	fleetSinkKills = 2
+	// fleetSinkPauses is the default of WEIR_FLEET_PAUSES for it.
+	fleetSinkPauses = 1
+	// fleetSinkTargetShards is the target stream's shard count: not the
+	// source's, so that a source shard's records spread over target shards.
+	fleetSinkTargetShards = 3
+)
+
+// TestFleetKinesisSinkTorture is the fleet torture test of sink/kinesis
+// with origins (DESIGN.md, "Tag v2: origins, for a fleet"): 3 worker
+// processes (the crash test's child pipeline, each with its own worker ID,
+// recovery log and output file) share a 4-shard source stream through the
+// lease table and copy every record to a 3-shard target stream with
+// ForEachBatch(recs, sink.Write, stream.Origins()), some of the sink's
+// records failing on purpose (putMarkClient), while a producer keeps
+// putting records. WEIR_TORTURE_KILLS times (default 2) a worker holding
+// leases is killed with SIGKILL and restarted with its log once the others
+// hold every lease it held; WEIR_FLEET_PAUSES times (default 1) one is
+// stopped with SIGSTOP until the others hold its leases, then let go on
+// with SIGCONT (a zombie with batches in flight). The events come in an
+// order drawn from the seed; every other one lands inside a batch's sink
+// output (awaitInSink), the others at random moments. Then the producer
+// stops, the fleet checkpoints every source shard at its end, and every
+// worker gets SIGTERM and must drain and exit 0.
+//
+// The check is the documented promise: the target stream read by a
+// pipeline through kinesissink.Deduplicate yields every record of the
+// source stream exactly once, each partition key's (a source shard's key)
+// in source order. The output files must hold every record (G1), and no
+// checkpoint may pass its worker's completed records or be written by a
+// worker that lost its lease.
+func TestFleetKinesisSinkTorture(t *testing.T) {
+	kills, seed, rng := tortureScheduleOf(t, fleetSinkKills)
+	pauses := envInt(t, "WEIR_FLEET_PAUSES", fleetSinkPauses)
+	start := time.Now()
+	env := servers.Env(t)
+	h := newHarness(t, env, fleetShards)
+	h.kinesisSink, h.kinesisSinkOrigins = h.stream+"-out", true
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	if err := env.CreateStream(ctx, h.kinesisSink, fleetSinkTargetShards); err != nil {
+		t.Fatal(err)
+	}
+	fl := &sinkFleet{h: h}
+	for i := range fleetWorkers {
+		fl.members = append(fl.members, h.member(fmt.Sprintf("sink-w%d", i+1)))
+	}
+	prod, stopProducer := startProducer(t, h)
+	defer stopProducer()
+	for _, m := range fl.members {
+		fl.cs = append(fl.cs, m.start())
+	}
+
+	events := slices.Repeat([]string{"kill"}, kills)
+	events = append(events, slices.Repeat([]string{"pause"}, pauses)...)
+	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+	inSink := 0
+	splitAt := len(events) / 2
+	for i, event := range events {
+		if i == splitAt {
+			fl.split(rng)
+		}
+		w, held := fl.victim(rng)
+		m, c := fl.members[w], fl.cs[w]
+		moment := "at random"
+		if i%2 == 0 {
+			m.awaitInSink(c)
+			moment, inSink = "inside the sink's output", inSink+1
+		} else {
+			c.after(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+		}
+		switch event {
+		case "kill":
+			c.kill(0)
+			fl.awaitLeasesLeft(w)
+			fl.cs[w] = m.start()
+		case "pause":
+			if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			fl.awaitLeasesLeft(w)
+			if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s %d: worker %s (pid %d) holding %d leases, %s; its leases taken by the others", event, i+1, m.tuning.worker, c.cmd.Process.Pid, held, moment)
+	}
+	if len(events) == 0 {
+		fl.split(rng)
+	}
+	stopProducer()
+	put, maybe, _ := prod.snapshot()
+	awaitFleet(t, "every source shard checkpointed at its end", waitLimit, fl.cs, fl.tails, func() (bool, string) {
+		return streamDrained(t, env, h.stream, h.table)
+	})
+	termAll(t, fl.cs...)
+
+	f := checkAtLeastOnceIn(t, put, maybe, fl.members...)
+	for _, m := range fl.members {
+		m.checkLog()
+		m.checkJournalOf(false) // a worker may lose its leases before its first checkpoint
+	}
+	// want is every record of the source stream, per target key, in
+	// source order.
+	want := map[string][]int64{}
+	source := 0
+	for shard, recs := range readStream(t, env.Kinesis(), h.stream) {
+		for _, r := range recs {
+			id, err := strconv.ParseInt(string(r.Data), 10, 64)
+			if err != nil {
+				t.Fatalf("source record %q: %v", r.Data, err)
+			}
+			want[targetKey(shard, id)] = append(want[targetKey(shard, id)], id)
+			source++
+		}
+	}
+	raw := 0
+	for shard, recs := range readStream(t, env.Kinesis(), h.kinesisSink) {
+		for _, r := range recs {
+			raw++
+			if tag, _, ok, err := origin.Decode(r.Data); err != nil || !ok || tag.Seq == "" {
+				t.Fatalf("target shard %s, record %s: want a version 2 origin tag, got %+v (tagged %v, %v)", shard, aws.ToString(r.SequenceNumber), tag, ok, err)
+			}
+		}
+	}
+	got, kept := readDeduplicated(t, env, h.kinesisSink, raw)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("target stream through Deduplicate, records per partition key in stream order (-want source order +got):\n%s", diff)
+		reportOnce(t, want, got)
+	}
+	f.Rerun = fl.rerun() // checkAtLeastOnce counts none: batch times are not one worker's
+	report(t, fmt.Sprintf("fleet Kinesis sink torture: %d workers, %d kills, %d pauses (%d inside the sink's output), 1 split of the source, seed %d: %v; source %d records, target %d, %d through Deduplicate (%d copies dropped); took %v",
+		fleetWorkers, kills, pauses, inSink, seed, f, source, raw, kept, raw-kept, time.Since(start).Round(time.Millisecond)))
+}
+
+// sinkFleet is the fleet of TestFleetKinesisSinkTorture: members (one
+// harness per worker: its ID, log and output) and their current children.
+type sinkFleet struct {
+	h       *harness // the stream, lease table and servers
+	members []*harness
+	cs      []*child
+}
+
+// victim returns the index of a worker picked by rng among those holding
+// leases (waiting for one if none does), and the number it holds.
+func (fl *sinkFleet) victim(rng *rand.Rand) (int, int) {
+	fl.h.t.Helper()
+	var owners map[string]int
+	fl.h.awaitOwners("a worker holding leases", waitLimit, func(o map[string]int) bool {
+		owners = o
+		for _, m := range fl.members {
+			if o[m.tuning.worker] > 0 {
+				return true
+			}
+		}
+		return false
+	}, fl.cs...)
+	var holding []int
+	for i, m := range fl.members {
+		if owners[m.tuning.worker] > 0 {
+			holding = append(holding, i)
+		}
+	}
+	w := holding[rng.IntN(len(holding))]
+	return w, owners[fl.members[w].tuning.worker]
+}
+
+// awaitLeasesLeft waits until worker w (killed or stopped) holds no lease:
+// the others took every lease it held. It watches the other workers'
+// children only.
+func (fl *sinkFleet) awaitLeasesLeft(w int) {
+	fl.h.t.Helper()
+	others := slices.Delete(slices.Clone(fl.cs), w, w+1)
+	worker := fl.members[w].tuning.worker
+	fl.h.awaitOwners(fmt.Sprintf("the leases of %s taken by the others", worker), waitLimit,
+		func(o map[string]int) bool { return o[worker] == 0 }, others...)
+}
+
+// split splits a shard of the source stream (see splitShard) while the
+// fleet reads it.
+func (fl *sinkFleet) split(rng *rand.Rand) {
+	fl.h.t.Helper()
+	splitShard(fl.h.t, fl.h.env, fl.h.stream, rng, func(what string, ok func() (bool, string)) {
+		awaitFleet(fl.h.t, what, waitLimit, fl.cs, fl.tails, ok)
+	})
+}
+
+// rerun returns the number of batches a worker ran again after a restart:
+// batch times of one worker's output file begun by two of its processes.
+func (fl *sinkFleet) rerun() int {
+	fl.h.t.Helper()
+	n := 0
+	for _, m := range fl.members {
+		data, err := os.ReadFile(m.out)
+		if err != nil {
+			fl.h.t.Fatal(err)
+		}
+		tr, err := parseOutput(string(data))
+		if err != nil {
+			fl.h.t.Fatalf("output of %s: %v", m.tuning.worker, err)
+		}
+		procs := map[int64]map[int]bool{}
+		for _, r := range tr.runs {
+			if procs[r.time] == nil {
+				procs[r.time] = map[int]bool{}
+			}
+			procs[r.time][r.proc] = true
+		}
+		for _, ps := range procs {
+			if len(ps) > 1 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// tails returns the end of each worker's current child's stderr.
+func (fl *sinkFleet) tails() string {
+	var sb strings.Builder
+	for _, c := range fl.cs {
+		fmt.Fprintf(&sb, "\n--- worker %s, child %d:\n%s", c.h.tuning.worker, c.n, c.tail())
+	}
+	return sb.String()
+}
+
+// awaitInSink polls c's output file, often, until c is inside the sink
+// output of a batch holding records: the crash file's output of the batch
+// (declared first) ended and its done line, written once the driver logged
+// the batch's completion after the later outputs, has not come yet. A kill
+// or a stop right after it lands, most often, inside the batch's
+// PutRecords calls or between them and its completion.
+func (h *harness) awaitInSink(c *child) {
+	h.t.Helper()
+	h.awaitOwn(c, "an end line of a batch with records and no done line", 2*time.Millisecond, func(mine string) bool {
+		end := strings.LastIndex(mine, "\n"+lineEnd+" ")
+		if end < 0 {
+			return false
+		}
+		begin := strings.LastIndex(mine[:end], "\n"+lineBegin+" ")
+		tm, _, _ := strings.Cut(mine[end+len("\n"+lineEnd+" "):], "\n")
+		return begin >= 0 && strings.Contains(mine[begin:end], "\n"+lineRec+" ") &&
+			!strings.Contains(mine[end:], "\n"+lineDone+" "+tm+"\n")
+	})
+}
+
+// readDeduplicated reads the whole stream name (raw records) with a
+// pipeline through kinesissink.Deduplicate, the documented reader of a
+// stream written with origin tags, and returns the IDs it yields per
+// partition key, in stream order, and their number.
+func readDeduplicated(t *testing.T, env *localaws.Env, name string, raw int) (map[string][]int64, int) {
+	t.Helper()
+	awsCfg := env.AWSConfig()
+	recv, err := kinesis.New(kinesis.Config{Stream: name, App: "crashtest-reader", InitialPosition: kinesis.TrimHorizon,
+		AWS: &awsCfg, Endpoint: env.KinesisEndpoint, PollInterval: pollInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warnings only (the driver hands its logger to the receiver): the
+	// reader's start and drain are no news.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: batchInterval, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := stream.From(p, recv)
+	var mu sync.Mutex // the outputs run on the driver's goroutines; the test reads after Run
+	got, kept := map[string][]int64{}, 0
+	stream.ForEachBatch(kinesissink.Deduplicate(in), func(_ context.Context, b *batch.Batch[kinesis.Record]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for r := range b.All() {
+			id, err := strconv.ParseInt(string(r.Data), 10, 64)
+			if err != nil {
+				return fmt.Errorf("record %s of shard %s out of Deduplicate: %q: %w", r.SequenceNumber, r.ShardID, r.Data, err)
+			}
+			got[r.PartitionKey] = append(got[r.PartitionKey], id)
+			kept++
+		}
+		return nil
+	})
+	read := 0 // declared after Deduplicate's output: runs after it, on the same batch
+	stream.ForEachBatch(in, func(ctx context.Context, b *batch.Batch[kinesis.Record]) error {
+		if read += b.Len(); read >= raw {
+			return p.Drain(ctx)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("reading %s through Deduplicate (%d of %d records read): %v", name, read, raw, err)
+	}
+	if read < raw {
+		t.Fatalf("reading %s through Deduplicate: %d of %d records read", name, read, raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got, kept
+}
+
+// reportOnce logs the records missing from got and those in it more than
+// once, with their counts, against want (each once): the failure's
+// evidence in a few lines.
+func reportOnce(t *testing.T, want, got map[string][]int64) {
+	t.Helper()
+	n := map[int64]int{}
+	for _, ids := range got {
+		for _, id := range ids {
+			n[id]++
+		}
+	}
+	var missing, twice []int64
+	for _, ids := range want {
+		for _, id := range ids {
+			switch {
+			case n[id] == 0:
+				missing = append(missing, id)
+			case n[id] > 1:
+				twice = append(twice, id)
+			}
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(twice)
+	counts := make([]string, len(twice))
+	for i, id := range twice {
+		counts[i] = fmt.Sprintf("%d (x%d)", id, n[id])
+	}
+	t.Errorf("%d records missing: %v; %d more than once: %v", len(missing), missing, len(twice), counts)
+}
