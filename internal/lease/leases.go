@@ -627,10 +627,10 @@ judge:
 	}
 	switch {
 	case err == nil:
-		c.callSucceeded(callRenew)
+		c.callSucceeded(callRenew, shard)
 		c.wroteAt(h, nl, started)
 	case errors.Is(err, checkpointer.ErrLeaseLost):
-		c.callSucceeded(callRenew) // DynamoDB answered
+		c.callSucceeded(callRenew, shard) // DynamoDB answered
 		c.lose(shard, h, err)
 	case ctx.Err() != nil:
 	default:
@@ -641,11 +641,11 @@ judge:
 			// This worker's own failure, not another worker's take (INFO):
 			// it stops reading the shard because DynamoDB fails it.
 			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err, "fix", c.callFix(ctx, err))
-			c.countFailure(callRenew) // warned just now
+			c.countFailure(callRenew, shard) // warned just now
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}
-		c.callFailed(ctx, callRenew, "leasetable: lease renewal failed; retrying next period: the lease is lost if it fails for a lease duration", err, "shard", shard)
+		c.callFailed(ctx, callRenew, shard, "leasetable: lease renewal failed; retrying next period: the lease is lost if it fails for a lease duration", err, "shard", shard)
 	}
 }
 

@@ -185,14 +185,14 @@ func (c *Coordinator) checkOwners(ctx context.Context) bool {
 		beats, ok, err := c.table.peekBoard(ctx, board)
 		switch {
 		case err != nil:
-			c.callFailed(ctx, callBoard, "leasetable: reading the beat board failed; retrying next period: other workers' liveness is not judged, nor their leases taken over if they die, until it succeeds", err, "board", board)
+			c.callFailed(ctx, callBoard, "", "leasetable: reading the beat board failed; retrying next period: other workers' liveness is not judged, nor their leases taken over if they die, until it succeeds", err, "board", board)
 		case !ok:
-			c.callSucceeded(callBoard)
+			c.callSucceeded(callBoard, "")
 			c.mu.Lock()
 			c.board, c.needScan = "", true
 			c.mu.Unlock()
 		default:
-			c.callSucceeded(callBoard)
+			c.callSucceeded(callBoard, "")
 			c.mu.Lock()
 			c.seeBeatsLocked(beats, board, nil, false, c.cfg.Clock.Now())
 			c.mu.Unlock()
@@ -228,10 +228,10 @@ func (c *Coordinator) checkLease(ctx context.Context, owner, shard string) bool 
 		if errors.As(err, &bad) {
 			return true
 		}
-		c.callFailed(ctx, callPeek, "leasetable: reading another worker's lease failed; retrying next period: that worker's liveness is not judged until it succeeds", err, "shard", shard)
+		c.callFailed(ctx, callPeek, shard, "leasetable: reading another worker's lease failed; retrying next period: that worker's liveness is not judged until it succeeds", err, "shard", shard)
 		return false
 	}
-	c.callSucceeded(callPeek)
+	c.callSucceeded(callPeek, shard)
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -302,7 +302,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 	}
 	now := c.cfg.Clock.Now()
 	if err == nil || errors.Is(err, errBeatRefused) {
-		c.callSucceeded(callBeat) // DynamoDB answered
+		c.callSucceeded(callBeat, "") // DynamoDB answered
 	}
 	switch {
 	case err == nil:
@@ -365,7 +365,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 			// it stops reading the shards because DynamoDB fails it.
 			slices.Sort(gone)
 			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them", "board", board, "shards", gone, "err", err, "fix", c.callFix(ctx, err))
-			c.countFailure(callBeat) // warned just now
+			c.countFailure(callBeat, "") // warned just now
 		}
 		for _, s := range gone {
 			c.mu.Lock()
@@ -376,7 +376,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 			}
 		}
 		if len(gone) == 0 {
-			c.callFailed(ctx, callBeat, "leasetable: beat failed; retrying next period: the leases are lost if it fails for a lease duration", err, "board", board)
+			c.callFailed(ctx, callBeat, "", "leasetable: beat failed; retrying next period: the leases are lost if it fails for a lease duration", err, "board", board)
 		}
 	}
 }

@@ -24,23 +24,56 @@ const (
 )
 
 // failStreak is a run of failures in a row of one kind of periodic call.
+// A kind made for several leases at once (a renewal, a take, a read of
+// another worker's lease) keeps which of them fail: another lease's call
+// that succeeds meanwhile does not end the streak, only those that failed
+// succeeding again do.
 type failStreak struct {
-	n     int       // failures in a row
-	since time.Time // of the first
+	n       int                  // failures in a row
+	since   time.Time            // of the first
+	failing map[string]time.Time // the subjects failing (a shard, or "" for one call per period) -> their last failure
 }
 
-// callFailed logs a failure of a periodic call of kind what, tried again
-// at its next period: at WARN, with msg, args, err and the likely fix, for
-// the first failure since the kind last succeeded, and at DEBUG for the
-// later ones, so that an outage of the lease table (DynamoDB throttled or
-// unreachable) logs one warning per kind of call, not one every period
-// for as long as it lasts; callSucceeded says when it ends. It logs
-// nothing once ctx is done (the worker stops).
-func (c *Coordinator) callFailed(ctx context.Context, what, msg string, err error, args ...any) {
+// dropStale forgets the subjects of s whose last failure is older than
+// stale at now: their call is no longer made (a lease lost or taken by
+// another worker, a board this worker reads no more), so no success of it
+// will come to end the streak.
+func (s *failStreak) dropStale(now time.Time, stale time.Duration) {
+	for subject, at := range s.failing {
+		if now.Sub(at) > stale {
+			delete(s.failing, subject)
+		}
+	}
+}
+
+// staleFailure is how long after its last failure a subject of a failure
+// streak of kind what is no longer waited for to succeed (see dropStale):
+// longer than a few periods of the kind's calls, and than a lease
+// duration, so that a call failing at every period keeps its streak.
+func (c *Coordinator) staleFailure(what string) time.Duration {
+	period := c.cfg.TakeInterval
+	switch what {
+	case callBeat, callRenew:
+		period = c.cfg.RenewInterval
+	case callSync:
+		period = c.cfg.ShardSyncInterval
+	}
+	return max(3*period, c.cfg.LeaseDuration)
+}
+
+// callFailed logs a failure of a periodic call of kind what, for subject
+// (the shard of a per-lease call, "" for one made once per period), tried
+// again at its next period: at WARN, with msg, args, err and the likely
+// fix, for the first failure since the kind last succeeded, and at DEBUG
+// for the later ones, so that an outage of the lease table (DynamoDB
+// throttled or unreachable) logs one warning per kind of call, not one
+// every period for as long as it lasts; callSucceeded says when it ends.
+// It logs nothing once ctx is done (the worker stops).
+func (c *Coordinator) callFailed(ctx context.Context, what, subject, msg string, err error, args ...any) {
 	if ctx.Err() != nil {
 		return
 	}
-	n, since := c.countFailure(what)
+	n, since := c.countFailure(what, subject)
 	args = append(args, "err", err)
 	if n > 1 {
 		c.log.Debug(msg, append(args, "failures", n, "for", c.cfg.Clock.Now().Sub(since).Round(time.Millisecond))...)
@@ -49,33 +82,52 @@ func (c *Coordinator) callFailed(ctx context.Context, what, msg string, err erro
 	c.log.Warn(msg+" (logged once until it succeeds again)", append(args, "fix", c.callFix(ctx, err))...)
 }
 
-// countFailure counts a failure of a periodic call of kind what, without
-// logging it (the caller logs it its own way), and returns the failures in
-// a row of the kind and when the first one was.
-func (c *Coordinator) countFailure(what string) (n int, since time.Time) {
+// countFailure counts a failure of a periodic call of kind what for
+// subject (see callFailed), without logging it (the caller logs it its own
+// way), and returns the failures in a row of the kind and when the first
+// one was. A streak whose subjects all went stale (dropStale) is over: the
+// failure starts a new one.
+func (c *Coordinator) countFailure(what, subject string) (n int, since time.Time) {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.failing[what]
+	if s != nil {
+		s.dropStale(now, c.staleFailure(what))
+		if len(s.failing) == 0 {
+			s = nil
+		}
+	}
 	if s == nil {
-		s = &failStreak{since: now}
+		s = &failStreak{since: now, failing: make(map[string]time.Time)}
 		c.failing[what] = s
 	}
 	s.n++
+	s.failing[subject] = now
 	return s.n, s.since
 }
 
-// callSucceeded records that a periodic call of kind what succeeded: a
-// failure streak of the kind ends, said at INFO with how many calls failed
-// and for how long.
-func (c *Coordinator) callSucceeded(what string) {
+// callSucceeded records that a periodic call of kind what for subject
+// (see callFailed) succeeded: a failure streak of the kind ends once none
+// of the subjects that failed still does, said at INFO with how many calls
+// failed and for how long.
+func (c *Coordinator) callSucceeded(what, subject string) {
+	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	s := c.failing[what]
-	delete(c.failing, what)
+	if s != nil {
+		delete(s.failing, subject)
+		s.dropStale(now, c.staleFailure(what))
+		if len(s.failing) > 0 {
+			s = nil // others still fail
+		} else {
+			delete(c.failing, what)
+		}
+	}
 	c.mu.Unlock()
 	if s != nil {
 		c.log.Info("leasetable: "+what+" succeeds again after failing", "failures", s.n,
-			"for", c.cfg.Clock.Now().Sub(s.since).Round(time.Millisecond))
+			"for", now.Sub(s.since).Round(time.Millisecond))
 	}
 }
 

@@ -7,6 +7,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/localaws"
 )
 
@@ -113,5 +119,138 @@ func TestLeaseTableOutageWarnsOncePerCall(t *testing.T) {
 	}
 	if !again {
 		t.Error("no line saying the lease scan succeeds again")
+	}
+}
+
+// keyFaultDB fails, before sending them, the UpdateItems of the leases
+// whose leaseKey and update expression fail accepts.
+type keyFaultDB struct {
+	leasetable.DynamoDBAPI
+	fail func(shard, expr string) bool
+}
+
+func (f *keyFaultDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if k, ok := in.Key[attrKey].(*types.AttributeValueMemberS); ok && f.fail(k.Value, aws.ToString(in.UpdateExpression)) {
+		return nil, errInjected
+	}
+	return f.DynamoDBAPI.UpdateItem(ctx, in, o...)
+}
+
+// TestOneLeaseRenewalFailingWarnsOnce checks, with RenewEveryLease, that
+// the renewal of one lease failing every period while the others' succeed
+// is warned about once, not said to succeed again: the streak of a kind
+// of call is that of the calls that failed, and another lease's renewal
+// succeeding ends nothing. Before, each other lease's success ended it
+// ("lease renewal succeeds again"), and the failing lease's next failure
+// was warned about again, at every period.
+func TestOneLeaseRenewalFailingWarnsOnce(t *testing.T) {
+	ctx := t.Context()
+	logs := &recordLog{}
+	shards := shardIDs(3)
+	bad := shards[0].ID
+	db := &keyFaultDB{DynamoDBAPI: servers.Env(t).DynamoDB(), fail: func(string, string) bool { return false }}
+	w := newWorker(t, localaws.UniqueName(t), "w", db, func(c *CoordinatorConfig) {
+		c.Logger = slog.New(logs)
+		c.RenewEveryLease = true
+		c.RenewInterval = testLease / 10 // nine failed renewals before the lease is lost
+	})
+	takeAll(t, w, shards)
+	from := logs.count()
+	db.fail = func(shard, expr string) bool { return shard == bad && isRenew(expr) }
+	const periods = 8 // fewer than a lease duration: the lease stays held
+	for range periods {
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		w.c.renewCycle(ctx)
+	}
+	if diff := cmp.Diff(ids(shards), w.held()); diff != "" {
+		t.Fatalf("leases held (-want +got):\n%s", diff)
+	}
+	warned := 0
+	for _, l := range logs.after(from, slog.LevelInfo) {
+		switch {
+		case strings.HasPrefix(l.msg, "leasetable: lease renewal failed; retrying next period"):
+			if l.level >= slog.LevelWarn {
+				warned++
+			}
+		case l.msg == "leasetable: lease renewal succeeds again after failing":
+			t.Errorf("logged %q while the renewal of %s failed at every period", l.msg, bad)
+		}
+	}
+	if warned != 1 {
+		t.Errorf("the renewal of %s failing for %d periods was warned about %d times; want once", bad, periods, warned)
+	}
+
+	db.fail = func(string, string) bool { return false }
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	w.c.renewCycle(ctx)
+	again := 0
+	for _, l := range logs.after(from, slog.LevelInfo) {
+		if l.msg == "leasetable: lease renewal succeeds again after failing" {
+			again++
+		}
+	}
+	if again != 1 {
+		t.Errorf("said %d times that the renewals succeed again once %s's did; want once", again, bad)
+	}
+}
+
+// TestTakeFailingAgainLaterWarns checks that a take that failed, then was
+// not made again (another worker took the lease), does not leave its
+// kind's streak open for good: a take failing much later, in a new outage,
+// is warned about again. Before, the streak only ended at a take that
+// succeeded, and a worker holding its share took nothing for as long as
+// the fleet stayed as it was, so every later take failure was at DEBUG.
+func TestTakeFailingAgainLaterWarns(t *testing.T) {
+	ctx := t.Context()
+	logs := &recordLog{}
+	table := localaws.UniqueName(t)
+	env := servers.Env(t)
+	failTakes := false
+	db := &keyFaultDB{DynamoDBAPI: env.DynamoDB(), fail: func(_, expr string) bool { return failTakes && isTake(expr) }}
+	w := newWorker(t, table, "w", db, func(c *CoordinatorConfig) { c.Logger = slog.New(logs) })
+	o := newWorker(t, table, "o", env.DynamoDB(), func(c *CoordinatorConfig) { c.Clock = w.clk })
+	o.clk = w.clk
+	shards := shardIDs(2)
+	if err := w.c.SyncShards(ctx, shards[:1]); err != nil {
+		t.Fatal(err)
+	}
+	warnings := func() int {
+		n := 0
+		for _, l := range logs.after(0, slog.LevelWarn) {
+			if strings.HasPrefix(l.msg, "leasetable: taking a lease failed") {
+				n++
+			}
+		}
+		return n
+	}
+
+	failTakes = true // a blip: w's take fails, o takes the lease
+	w.cycle(ctx)
+	failTakes = false
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d warnings of the failed take, want 1", n)
+	}
+	o.cycle(ctx)
+	if got := o.held(); len(got) != 1 {
+		t.Fatalf("o holds %v, want the lease", got)
+	}
+	for range 30 { // 100 s: w takes nothing, o holds the lease
+		w.clk.Advance(w.c.cfg.RenewInterval)
+		o.cycle(ctx)
+		w.cycle(ctx)
+	}
+	if got := w.held(); len(got) != 0 {
+		t.Fatalf("w holds %v, want none", got)
+	}
+
+	failTakes = true // a new outage of w's takes, of a new shard
+	if err := w.c.SyncShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(w.c.cfg.RenewInterval)
+	o.cycle(ctx)
+	w.cycle(ctx)
+	if n := warnings(); n != 2 {
+		t.Errorf("%d warnings of failed takes after a new one failed, want 2: the first streak never ended", n)
 	}
 }

@@ -48,13 +48,13 @@ func (c *Coordinator) scanCycle(ctx context.Context) {
 	c.mu.Unlock()
 	sc, err := c.table.scan(ctx)
 	if err != nil {
-		c.callFailed(ctx, callScan, "leasetable: lease scan failed; retrying every take cycle: no lease is taken, nor taken over from a dead worker, until it succeeds", err)
+		c.callFailed(ctx, callScan, "", "leasetable: lease scan failed; retrying every take cycle: no lease is taken, nor taken over from a dead worker, until it succeeds", err)
 		c.mu.Lock()
 		c.needScan = true
 		c.mu.Unlock()
 		return
 	}
-	c.callSucceeded(callScan)
+	c.callSucceeded(callScan, "")
 	leases, bad := sc.leases, sc.bad
 	c.mu.Lock()
 	if c.draining {
@@ -295,16 +295,17 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 	nl, err := c.table.take(ctx, l, c.cfg.WorkerID, c.latestPin(l))
 	switch {
 	case errors.Is(err, checkpointer.ErrLeaseLost):
+		c.callSucceeded(callTake, l.Shard) // DynamoDB answered
 		c.log.Debug("leasetable: another worker took the lease first", "shard", l.Shard)
 		c.mu.Lock()
 		c.needScan = true // or asked for it: the next scan tells
 		c.mu.Unlock()
 		return
 	case err != nil:
-		c.callFailed(ctx, callTake, "leasetable: taking a lease failed; trying again at the next take cycle", err, "shard", l.Shard)
+		c.callFailed(ctx, callTake, l.Shard, "leasetable: taking a lease failed; trying again at the next take cycle", err, "shard", l.Shard)
 		return
 	}
-	c.callSucceeded(callTake)
+	c.callSucceeded(callTake, l.Shard)
 	h := &heldLease{sem: semaphore.NewWeighted(1), lease: nl, renewed: started, taken: nl.Counter}
 	c.mu.Lock()
 	if l.Owner == c.cfg.WorkerID && !c.cfg.RenewEveryLease {
@@ -375,10 +376,10 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 		err = c.SyncShards(ctx, shards)
 	}
 	if err != nil {
-		c.callFailed(ctx, callSync, "leasetable: shard sync failed; retrying every ShardSyncInterval: a new shard (after a reshard) gets no lease, and is not read, until it succeeds", err)
+		c.callFailed(ctx, callSync, "", "leasetable: shard sync failed; retrying every ShardSyncInterval: a new shard (after a reshard) gets no lease, and is not read, until it succeeds", err)
 		return
 	}
-	c.callSucceeded(callSync)
+	c.callSucceeded(callSync, "")
 }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has
