@@ -150,8 +150,8 @@ const consumerWarnAfter = 30 * time.Second
 // awaitConsumer describes the consumer in names until it is ACTIVE,
 // registering it whenever it does not exist (when in names it by stream and
 // name), and waits between looks with back-off. A wait that lasts
-// consumerWarnAfter is logged at WARN, with the status, the time left
-// before timeout (RegisterTimeout) ends it and the fix.
+// consumerWarnAfter is logged at WARN, with the status, the timeout
+// (RegisterTimeout) that ends the wait and the fix.
 func (rn *run) awaitConsumer(ctx context.Context, client FanOutClient, in *awskinesis.DescribeStreamConsumerInput, timeout time.Duration) (string, error) {
 	wait := backoff.Policy{Base: rn.cfg.RetryBaseDelay, Max: rn.cfg.RetryMaxDelay}.Start()
 	var since time.Time // when the consumer was first seen not ACTIVE
