@@ -1,21 +1,13 @@
 package kinesis
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/weirstream/weir/batch"
-	"github.com/weirstream/weir/checkpoint/leasetable"
-	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/lease"
-	"github.com/weirstream/weir/source"
 )
 
 // TestStateLoadWaitWarned checks, on a manual clock, that a newly leased
@@ -26,36 +18,15 @@ import (
 // went unread.
 func TestStateLoadWaitWarned(t *testing.T) {
 	const shard = "shardId-000000000000"
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Unix(0, 0))
-	var logs bytes.Buffer // written by acquire only, in this goroutine
-	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr, clk, logs := manualLeaseRun(t) // logs written by acquire only, in this goroutine
+	r := lr.rn.r
 	lr.state = &stateRun{} // state per shard: a load waits for the shard to settle
 	r.progress.started(shard)
 	r.progress.adding(shard)
 	r.progress.added(batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2})
-	c := newControl(t.Context(), rn)
+	c := newControl(t.Context(), lr.rn)
 	l := lease.Lease{Shard: shard, Owner: "w"}
-	byLevel := func() map[string][]map[string]any {
-		out := make(map[string][]map[string]any)
-		for line := range bytes.Lines(logs.Bytes()) {
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Fatal(err)
-			}
-			level := fmt.Sprint(m["level"])
-			out[level] = append(out[level], m)
-		}
-		return out
-	}
+	byLevel := func() map[string][]map[string]any { return logLevels(t, logs) }
 	lr.acquire(t.Context(), c, l)
 	clk.Advance(time.Minute - time.Second)
 	lr.acquire(t.Context(), c, l)

@@ -225,24 +225,47 @@ func TestRecoveredCompletionOnAFreshCount(t *testing.T) {
 	}
 }
 
+// manualLeaseRun returns a lease run of a receiver with leases, a
+// checkpoint interval of a minute and no DynamoDB call made, on a manual
+// clock, logging JSON into logs.
+func manualLeaseRun(t *testing.T) (lr *leaseRun, clk *clock.Manual, logs *bytes.Buffer) {
+	t.Helper()
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
+	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk, logs = clock.NewManual(time.Unix(0, 0)), new(bytes.Buffer)
+	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	if lr, err = newLeaseRun(t.Context(), rn, source.Runtime[Record]{}); err != nil {
+		t.Fatal(err)
+	}
+	return lr, clk, logs
+}
+
+// logLevels returns the JSON log records in logs by level.
+func logLevels(t *testing.T, logs *bytes.Buffer) map[string][]map[string]any {
+	t.Helper()
+	out := make(map[string][]map[string]any)
+	for line := range bytes.Lines(logs.Bytes()) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		level := fmt.Sprint(m["level"])
+		out[level] = append(out[level], m)
+	}
+	return out
+}
+
 // TestShardEndWaitWarned checks, on a manual clock, that a shard read to
 // its end whose records are not completed a checkpoint interval later is
 // logged once at WARN, naming the shard, the number its end waits for and
 // the fix; before, its children waited without a word above INFO.
 func TestShardEndWaitWarned(t *testing.T) {
 	const shard = "shardId-000000000000"
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1"}) // no call is made
-	r, err := New(Config{Stream: "s", App: "app", Leases: &leasetable.Config{DynamoDB: db, CheckpointInterval: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Unix(0, 0))
-	var logs bytes.Buffer // written by finishEnded only, in this goroutine
-	rn := &run{r: r, cfg: r.cfg, clock: clk, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	lr, err := newLeaseRun(t.Context(), rn, source.Runtime[Record]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr, clk, logs := manualLeaseRun(t) // logs written by finishEnded only, in this goroutine
+	r := lr.rn.r
 	r.lease.Store(lr)
 	r.progress.started(shard)
 	r.progress.added(batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2})
@@ -254,21 +277,9 @@ func TestShardEndWaitWarned(t *testing.T) {
 	if !ok {
 		t.Fatal("the shard read to its end, all of it stored, is not drained")
 	}
-	rn.shardEnded(t.Context(), ev)
+	lr.rn.shardEnded(t.Context(), ev)
 	lr.handleEvents(t.Context(), nil)
-	warns := func() []map[string]any {
-		var out []map[string]any
-		for line := range bytes.Lines(logs.Bytes()) {
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Fatal(err)
-			}
-			if m["level"] == "WARN" {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
+	warns := func() []map[string]any { return logLevels(t, logs)["WARN"] }
 	lr.finishEnded(t.Context())
 	clk.Advance(time.Minute - time.Second)
 	lr.finishEnded(t.Context())
