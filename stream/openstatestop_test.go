@@ -43,10 +43,14 @@ func (l *snapshotWaitsLog) GetSnapshot(ctx context.Context, _ string) ([]byte, e
 }
 
 // stateCountPipeline builds a pipeline of cfg, with 1 s batches and
-// hourly state snapshots, counting its words by key with UpdateStateByKey.
+// hourly state snapshots unless cfg gives an interval, counting its words
+// by key with UpdateStateByKey.
 func stateCountPipeline(t *testing.T, cfg Config) (*Pipeline, *memory.Source[string]) {
 	t.Helper()
-	cfg.BatchInterval, cfg.StateSnapshotInterval = time.Second, time.Hour
+	cfg.BatchInterval = time.Second
+	if cfg.StateSnapshotInterval == 0 {
+		cfg.StateSnapshotInterval = time.Hour
+	}
 	p, err := NewPipeline(cfg)
 	if err != nil {
 		t.Fatal(err)

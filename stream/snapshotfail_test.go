@@ -12,7 +12,6 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/recoverylog"
 	"github.com/weirstream/weir/recovery"
-	"github.com/weirstream/weir/source/memory"
 )
 
 // snapshotFailsOpener opens store's log as a log whose PutSnapshot fails
@@ -53,18 +52,8 @@ func TestSnapshotFailuresWarnOnce(t *testing.T) {
 		logs := &logLines{}
 		failing := &atomic.Bool{}
 		failing.Store(true)
-		p, err := NewPipeline(Config{BatchInterval: time.Second, StateSnapshotInterval: 2 * time.Second,
+		p, src := stateCountPipeline(t, Config{StateSnapshotInterval: 2 * time.Second,
 			Recovery: &snapshotFailsOpener{store: recoverylog.NewMemory(), failing: failing}, Logger: logs.logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := memory.New[string](memory.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pairs := Map(From(p, src), func(w string) Pair[string, int] { return Pair[string, int]{Key: w, Value: 1} })
-		counts := UpdateStateByKey(pairs, func(_ string, vs []int, st int, _ bool) (int, bool) { return st + len(vs), true })
-		ForEachBatch(counts, func(context.Context, *batch.Batch[Pair[string, int]]) error { return nil })
 		errc := start(t, p)
 		time.Sleep(time.Second / 2)
 		for range 60 {

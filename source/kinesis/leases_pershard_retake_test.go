@@ -13,6 +13,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/source/kinesis"
 )
 
 // msgCount counts the log records of each message passed through a
@@ -100,6 +101,34 @@ func (f *countFleet) stepBatches() func(cond func() bool) func() bool {
 	}
 }
 
+// readAgain waits, on a fleet of one worker "a" whose one shard's round 1
+// was put, for a to count and complete round 1; then thief steals the
+// lease, and readAgain waits for a to take it back and read round 1 again
+// from TRIM_HORIZON (f.checkpoint long), its records held in the open block
+// by the batches' clock (stepBatches). logs counts the fleet's log
+// messages. It returns the shard, a's receiver and how many records a read
+// of the shard.
+func (f *countFleet) readAgain(batches func(func() bool) func() bool, logs *msgCount, thief string) (shard string, ra *kinesis.Receiver, read func() int64) {
+	f.t.Helper()
+	const reading = "kinesis: reading leased shard"
+	f.waitFor("a counts round 1", batches(func() bool { return len(f.wrong()) == 0 }))
+	for s := range f.leases() {
+		shard = s
+	}
+	ra = f.receiver("a")
+	read = func() int64 { return ra.Stats().Shards[shard].RecordsRead }
+	f.waitFor("a completes round 1", batches(func() bool {
+		st := ra.Stats().Shards[shard]
+		return st.LatestCompleted != "" && st.LatestCompleted == st.LastAdded
+	}))
+	f.steal(shard, thief)
+	perRound := int64(f.keys * f.perRound)
+	f.waitFor("a takes the lease back and reads round 1 again", func() bool {
+		return logs.of(reading) == 2 && read() == 2*perRound
+	})
+	return shard, ra, read
+}
+
 // A worker that loses a lease twice, the second time while the records it
 // read again under the first retake are still on their way through its
 // pipeline, loads the shard's state at its second retake only once those
@@ -119,7 +148,6 @@ func TestLeasesStatePerShardRetakenWithRecordsPending(t *testing.T) {
 	batches := f.stepBatches()
 	logs := &msgCount{n: map[string]int{}}
 	f.logger = slog.New(hookHandler{testLogger().Handler(), logs.count})
-	const reading = "kinesis: reading leased shard"
 	const waits = "kinesis: a newly leased shard waits for the records of its earlier hold or of its parents to complete before loading its state"
 
 	perRound := int64(f.keys * f.perRound)
@@ -129,24 +157,7 @@ func TestLeasesStatePerShardRetakenWithRecordsPending(t *testing.T) {
 		a.Stop()
 		<-aDone
 	}()
-	f.waitFor("a counts round 1", batches(func() bool { return len(f.wrong()) == 0 }))
-	shard := ""
-	for s := range f.leases() {
-		shard = s
-	}
-	ra := f.receiver("a")
-	read := func() int64 { return ra.Stats().Shards[shard].RecordsRead }
-	f.waitFor("a completes round 1", batches(func() bool {
-		st := ra.Stats().Shards[shard]
-		return st.LatestCompleted != "" && st.LatestCompleted == st.LastAdded
-	}))
-
-	// Second hold: a reads round 1 again from TRIM_HORIZON; the records
-	// stay in the open block.
-	f.steal(shard, "thief-1")
-	f.waitFor("a takes the lease back and reads round 1 again", func() bool {
-		return logs.of(reading) == 2 && read() == 2*perRound
-	})
+	shard, ra, read := f.readAgain(batches, logs, "thief-1")
 
 	// Third hold, while the second hold's records are not completed.
 	stolen := f.steal(shard, "thief-2")
@@ -267,7 +278,6 @@ func TestLeasesStatePerShardDrainWaitsForRecordsReadAgain(t *testing.T) {
 	f.checkpoint = time.Hour // no snapshot: every hold reads from TRIM_HORIZON
 	batches := f.stepBatches()
 	const (
-		reading    = "kinesis: reading leased shard"
 		shortOf    = "kinesis: stored records not completed within the lease duration; the last checkpoints stop short of them"
 		handedBack = "kinesis: leases handed back after the final checkpoints"
 	)
@@ -283,27 +293,9 @@ func TestLeasesStatePerShardDrainWaitsForRecordsReadAgain(t *testing.T) {
 		}
 	}})
 
-	perRound := int64(f.keys * f.perRound)
 	f.put()
 	a, aDone := f.worker("a")
-	f.waitFor("a counts round 1", batches(func() bool { return len(f.wrong()) == 0 }))
-	shard := ""
-	for s := range f.leases() {
-		shard = s
-	}
-	ra := f.receiver("a")
-	read := func() int64 { return ra.Stats().Shards[shard].RecordsRead }
-	f.waitFor("a completes round 1", batches(func() bool {
-		st := ra.Stats().Shards[shard]
-		return st.LatestCompleted != "" && st.LatestCompleted == st.LastAdded
-	}))
-
-	// Second hold: a reads round 1 again from TRIM_HORIZON; the records
-	// stay in the open block.
-	f.steal(shard, "thief")
-	f.waitFor("a takes the lease back and reads round 1 again", func() bool {
-		return logs.of(reading) == 2 && read() == 2*perRound
-	})
+	f.readAgain(batches, logs, "thief")
 
 	drained := make(chan error, 1)
 	go func() { drained <- a.Drain(t.Context()) }()
