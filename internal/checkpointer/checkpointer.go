@@ -356,7 +356,17 @@ func (cp *Checkpointer) commit(ctx context.Context, shard string, st *shardState
 }
 
 // recordFailure counts a failed commit and logs it when it starts a streak.
+// A commit refused because the lease was lost is logged at INFO and starts
+// none: another worker took the shard (a fleet balancing), which the lease
+// coordinator reports, and this worker commits it no more.
 func (cp *Checkpointer) recordFailure(shard string, st *shardState, err error) {
+	if errors.Is(err, ErrLeaseLost) {
+		cp.mu.Lock()
+		st.stats.Failures++
+		cp.mu.Unlock()
+		cp.log.Info("checkpoint: commit refused: another worker holds the shard's lease now, and reads it from its last checkpoint", "shard", shard, "err", err)
+		return
+	}
 	cp.mu.Lock()
 	st.stats.Failures++
 	first := !st.failing

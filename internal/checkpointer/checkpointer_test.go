@@ -341,6 +341,41 @@ func TestCheckpointerLeaseLostNotRetried(t *testing.T) {
 	diffCalls(t, []call{{"s", "7"}}, r)
 }
 
+// TestCheckpointerLeaseLostNotWarned checks that a commit refused
+// because another worker took the lease is logged at INFO, not as a
+// failing commit at WARN: a lease moving to balance a fleet is no fault,
+// and the lease coordinator says it lost the lease. The failure still
+// counts in the shard's stats.
+func TestCheckpointerLeaseLostNotWarned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLatestSeq()
+		l.set("s", "7")
+		logs := &syncBuffer{}
+		cp, err := New(Config{Interval: testInterval, Latest: l.get, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &recorder{hook: func(context.Context, int, string, string) error {
+			return fmt.Errorf("shard s: %w", ErrLeaseLost)
+		}}
+		if err := cp.Register("s", r, ""); err != nil {
+			t.Fatal(err)
+		}
+		stop := startRun(t, cp)
+		time.Sleep(testInterval + time.Millisecond)
+		synctest.Wait()
+		if got := cp.Stats().Shards["s"].Failures; got != 1 {
+			t.Errorf("failures = %d, want 1", got)
+		}
+		if strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "level=INFO") {
+			t.Errorf("a commit refused for a lost lease logged:\n%s\nwant INFO, no WARN", logs)
+		}
+		if err := stop(); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
 func TestCheckpointerPermanentFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLatestSeq()
