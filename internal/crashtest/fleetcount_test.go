@@ -422,9 +422,10 @@ func (f *fleet) split(rng *rand.Rand) {
 }
 
 // splitShard splits an open shard of stream name, picked by rng, at the
-// middle of its hash key range, once the stream exists, and waits until
-// the stream is ACTIVE again; await is the fleet's wait for a condition.
-func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, await func(what string, ok func() (bool, string))) {
+// middle of its hash key range, once the stream exists, waits until the
+// stream is ACTIVE again, and returns the shard's ID; await is the fleet's
+// wait for a condition.
+func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, await func(what string, ok func() (bool, string))) string {
 	t.Helper()
 	kc := env.Kinesis()
 	var open []types.Shard
@@ -449,15 +450,51 @@ func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, aw
 		ShardToSplit: s.ShardId, NewStartingHashKey: aws.String(middle.String())}); err != nil {
 		t.Fatalf("split %s of %s: %v", aws.ToString(s.ShardId), name, err)
 	}
-	await("stream "+name+" ACTIVE after the split", func() (bool, string) {
-		out, err := kc.DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+	awaitActive(t, env, name, "the split", await)
+	t.Logf("split %s of %s at hash key %s", aws.ToString(s.ShardId), name, middle)
+	return aws.ToString(s.ShardId)
+}
+
+// mergeChildren merges the two children of shard parent of stream name (a
+// split's, both open), and waits until the stream is ACTIVE again; await
+// is the fleet's wait for a condition.
+func mergeChildren(t *testing.T, env *localaws.Env, name, parent string, await func(what string, ok func() (bool, string))) {
+	t.Helper()
+	kc := env.Kinesis()
+	out, err := kc.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := slices.DeleteFunc(out.Shards, func(s types.Shard) bool {
+		return aws.ToString(s.ParentShardId) != parent || s.SequenceNumberRange.EndingSequenceNumber != nil
+	})
+	if len(children) != 2 {
+		t.Fatalf("shard %s of %s has %d open children, want 2", parent, name, len(children))
+	}
+	slices.SortFunc(children, func(a, b types.Shard) int {
+		x, _ := new(big.Int).SetString(aws.ToString(a.HashKeyRange.StartingHashKey), 10)
+		y, _ := new(big.Int).SetString(aws.ToString(b.HashKeyRange.StartingHashKey), 10)
+		return x.Cmp(y)
+	})
+	if _, err := kc.MergeShards(t.Context(), &awskinesis.MergeShardsInput{StreamName: aws.String(name),
+		ShardToMerge: children[0].ShardId, AdjacentShardToMerge: children[1].ShardId}); err != nil {
+		t.Fatalf("merge %s and %s of %s: %v", aws.ToString(children[0].ShardId), aws.ToString(children[1].ShardId), name, err)
+	}
+	awaitActive(t, env, name, "the merge", await)
+	t.Logf("merged %s and %s of %s", aws.ToString(children[0].ShardId), aws.ToString(children[1].ShardId), name)
+}
+
+// awaitActive waits until stream name is ACTIVE after a reshard (what).
+func awaitActive(t *testing.T, env *localaws.Env, name, what string, await func(what string, ok func() (bool, string))) {
+	t.Helper()
+	await("stream "+name+" ACTIVE after "+what, func() (bool, string) {
+		out, err := env.Kinesis().DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := out.StreamDescriptionSummary.StreamStatus
 		return st == types.StreamStatusActive, string(st)
 	})
-	t.Logf("split %s of %s at hash key %s", aws.ToString(s.ShardId), name, middle)
 }
 
 // drained reports whether every shard of stream has a lease in table
@@ -470,8 +507,10 @@ func (f *fleet) drained(stream, table string) (bool, string) {
 // streamDrained reports whether every shard of stream (on env) has a lease
 // in table checkpointed at its end (SHARD_END, or with no record after the
 // checkpoint), or is a closed shard whose lease was deleted once its
-// children's had begun: the workers reading it with leases then completed
-// every batch holding its records. If not, it says which shard is not.
+// children's had begun (or, after a reshard of its children, whose
+// descendant has a lease): the workers reading it with leases then
+// completed every batch holding its records. If not, it says which shard
+// is not.
 func streamDrained(t *testing.T, env *localaws.Env, stream, table string) (bool, string) {
 	t.Helper()
 	kc := env.Kinesis()
@@ -487,17 +526,28 @@ func streamDrained(t *testing.T, env *localaws.Env, stream, table string) (bool,
 	for _, l := range leasesIn(t, env, table) {
 		leases[l.Shard] = l
 	}
-	childLeased := map[string]bool{} // a closed shard whose child has a lease
+	children := map[string][]string{}
 	for _, s := range out.Shards {
-		if _, ok := leases[aws.ToString(s.ShardId)]; ok && s.ParentShardId != nil {
-			childLeased[aws.ToString(s.ParentShardId)] = true
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p != nil {
+				children[*p] = append(children[*p], aws.ToString(s.ShardId))
+			}
 		}
+	}
+	var descendantLeased func(shard string) bool // a closed shard whose child, or its child's, has a lease
+	descendantLeased = func(shard string) bool {
+		for _, c := range children[shard] {
+			if _, ok := leases[c]; ok || descendantLeased(c) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, s := range out.Shards {
 		shard := aws.ToString(s.ShardId)
 		l, ok := leases[shard]
 		switch {
-		case !ok && s.SequenceNumberRange.EndingSequenceNumber != nil && childLeased[shard]:
+		case !ok && s.SequenceNumberRange.EndingSequenceNumber != nil && descendantLeased(shard):
 			continue // finished: its lease was deleted once its children's began
 		case !ok:
 			return false, fmt.Sprintf("%s/%s has no lease yet", stream, shard)

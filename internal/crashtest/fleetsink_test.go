@@ -84,43 +84,7 @@ func TestFleetKinesisSinkTorture(t *testing.T) {
 		fl.cs = append(fl.cs, m.start())
 	}
 
-	events := slices.Repeat([]string{"kill"}, kills)
-	events = append(events, slices.Repeat([]string{"pause"}, pauses)...)
-	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
-	inSink := 0
-	splitAt := len(events) / 2
-	for i, event := range events {
-		if i == splitAt {
-			fl.split(rng)
-		}
-		w, held := fl.victim(rng)
-		m, c := fl.members[w], fl.cs[w]
-		moment := "at random"
-		if i%2 == 0 {
-			m.awaitInSink(c)
-			moment, inSink = "inside the sink's output", inSink+1
-		} else {
-			c.after(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
-		}
-		switch event {
-		case "kill":
-			c.kill(0)
-			fl.awaitLeasesLeft(w)
-			fl.cs[w] = m.start()
-		case "pause":
-			if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			fl.awaitLeasesLeft(w)
-			if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Logf("%s %d: worker %s (pid %d) holding %d leases, %s; its leases taken by the others", event, i+1, m.tuning.worker, c.cmd.Process.Pid, held, moment)
-	}
-	if len(events) == 0 {
-		fl.split(rng)
-	}
+	inSink := fl.torture(kills, pauses, rng)
 	stopProducer()
 	put, maybe, _ := prod.snapshot()
 	awaitFleet(t, "every source shard checkpointed at its end", waitLimit, fl.cs, fl.tails, func() (bool, string) {
@@ -172,6 +136,65 @@ type sinkFleet struct {
 	h       *harness // the stream, lease table and servers
 	members []*harness
 	cs      []*child
+	// merge makes torture merge the split's children again, before its
+	// last event.
+	merge bool
+}
+
+// torture kills (and restarts) kills times, and pauses pauses times, a
+// worker holding leases, in an order drawn by rng, each time waiting
+// until the others hold every lease it held; it splits a shard of the
+// fleet's stream midway (or at once, without events) and, with fl.merge,
+// merges its children before the last event (or at once). Every other
+// event lands inside a batch's later outputs (awaitInSink), the others at
+// random moments. It returns the number of the former.
+func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
+	t := fl.h.t
+	t.Helper()
+	events := slices.Repeat([]string{"kill"}, kills)
+	events = append(events, slices.Repeat([]string{"pause"}, pauses)...)
+	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+	splitAt, mergeAt := len(events)/2, len(events)-1
+	split := ""
+	for i, event := range events {
+		if i == splitAt {
+			split = fl.split(rng)
+		}
+		if i == mergeAt && fl.merge {
+			fl.mergeChildren(split)
+		}
+		w, held := fl.victim(rng)
+		m, c := fl.members[w], fl.cs[w]
+		moment := "at random"
+		if i%2 == 0 {
+			m.awaitInSink(c)
+			moment, inSink = "inside the sink's output", inSink+1
+		} else {
+			c.after(minKillDelay + time.Duration(rng.Int64N(int64(maxKillDelay-minKillDelay))))
+		}
+		switch event {
+		case "kill":
+			c.kill(0)
+			fl.awaitLeasesLeft(w)
+			fl.cs[w] = m.start()
+		case "pause":
+			if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			fl.awaitLeasesLeft(w)
+			if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s %d: worker %s (pid %d) holding %d leases, %s; its leases taken by the others", event, i+1, m.tuning.worker, c.cmd.Process.Pid, held, moment)
+	}
+	if len(events) == 0 {
+		split = fl.split(rng)
+		if fl.merge {
+			fl.mergeChildren(split)
+		}
+	}
+	return inSink
 }
 
 // victim returns the index of a worker picked by rng among those holding
@@ -209,13 +232,24 @@ func (fl *sinkFleet) awaitLeasesLeft(w int) {
 		func(o map[string]int) bool { return o[worker] == 0 }, others...)
 }
 
-// split splits a shard of the source stream (see splitShard) while the
-// fleet reads it.
-func (fl *sinkFleet) split(rng *rand.Rand) {
+// split splits a shard of the fleet's stream (see splitShard) while the
+// fleet reads it, and returns the shard's ID.
+func (fl *sinkFleet) split(rng *rand.Rand) string {
 	fl.h.t.Helper()
-	splitShard(fl.h.t, fl.h.env, fl.h.stream, rng, func(what string, ok func() (bool, string)) {
-		awaitFleet(fl.h.t, what, waitLimit, fl.cs, fl.tails, ok)
-	})
+	return splitShard(fl.h.t, fl.h.env, fl.h.stream, rng, fl.await)
+}
+
+// mergeChildren merges the two children of the split shard parent of the
+// fleet's stream (see mergeChildren) while the fleet reads it.
+func (fl *sinkFleet) mergeChildren(parent string) {
+	fl.h.t.Helper()
+	mergeChildren(fl.h.t, fl.h.env, fl.h.stream, parent, fl.await)
+}
+
+// await waits for a condition as awaitFleet does, watching the fleet.
+func (fl *sinkFleet) await(what string, ok func() (bool, string)) {
+	fl.h.t.Helper()
+	awaitFleet(fl.h.t, what, waitLimit, fl.cs, fl.tails, ok)
 }
 
 // rerun returns the number of batches a worker ran again after a restart:
