@@ -102,6 +102,8 @@
 //     TestFleetCountPauses), their order and moments drawn from
 //     WEIR_TORTURE_SEED (WEIR_TORTURE_KILLS=8 WEIR_FLEET_PAUSES=6 for a
 //     long run, about a minute).
+//   - TestFleetDeduplicateTorture's kills and pauses of reader workers are
+//     the same variables, with the same defaults (2 and 1).
 //
 // # The fleet tests
 //
@@ -137,6 +139,27 @@
 // each partition key's in source order (the records missing and those
 // more than once are listed on a failure). With version 1 tags (no
 // origins) it fails: the records a new lease owner writes again are kept.
+//
+// TestFleetDeduplicateTorture is the reading side on a fleet: one writer
+// (the child pipeline, not killed) copies a 4-shard stream to a 3-shard
+// one with origins, and puts the records of one PutRecords call in three
+// again up to two lease durations later (copies landing late, across a
+// reader's lease move or a reshard); 3 reader workers (child processes
+// without a recovery log) share the target stream through a lease table
+// and read it through sink/kinesis.Deduplicate, whose filters are state
+// per shard, into a MapWithState keeping each partition key's list of IDs
+// (state per shard too), written after every batch to a DynamoDB table,
+// the longest list per key kept. Readers are killed and paused as in
+// TestFleetKinesisSinkTorture, a target shard is split midway, and its
+// children are merged again before the last event (a child of two
+// parents, whose filter is both parents' merged). After
+// the drains the table must hold every source record exactly once, each
+// key's in source order (the records missing and those more than once are
+// listed on a failure), and the readers' output files every record at
+// least once. With the filters' snapshots loaded empty, or a merge's
+// child given one parent's filter, it fails (in one run of three for the
+// latter): copies of records read before a lease moved or a reshard are
+// kept.
 //
 // # Crash points
 //

@@ -140,6 +140,13 @@ type harness struct {
 	// kinesisSinkOrigins gives that sink's output stream.Origins() (see
 	// envKinesisSinkOrigins).
 	kinesisSinkOrigins bool
+	// kinesisSinkCopies makes that sink's client put some of its calls'
+	// records again later (see envKinesisSinkCopies).
+	kinesisSinkCopies bool
+	// dedupe is the count table of a reader of h.stream through
+	// kinesissink.Deduplicate instead of the test pipeline (see
+	// envDedupe).
+	dedupe string
 	// kinesisEndpoint and dynamoEndpoint are the children's endpoints: the
 	// servers' by default, a faults.Proxy's in the outage tests.
 	kinesisEndpoint, dynamoEndpoint string
@@ -188,7 +195,8 @@ func (h *harness) start() *child {
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
 		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink,
-		envKinesisSinkOrigins+"="+map[bool]string{true: "1"}[h.kinesisSinkOrigins])
+		envKinesisSinkOrigins+"="+map[bool]string{true: "1"}[h.kinesisSinkOrigins],
+		envKinesisSinkCopies+"="+map[bool]string{true: "1"}[h.kinesisSinkCopies], envDedupe+"="+h.dedupe)
 	cmd.Env = append(cmd.Env, h.tuning.env()...)
 	return launch(h, h.runs, filepath.Join(h.dir, fmt.Sprintf("child-%d.stderr", h.runs)), cmd)
 }

@@ -3,11 +3,13 @@
 package crashtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +41,22 @@ const envKinesisSink = "WEIR_CRASHTEST_KINESIS_SINK"
 // a fleet writes it (DESIGN.md, "Tag v2: origins, for a fleet").
 const envKinesisSinkOrigins = "WEIR_CRASHTEST_KINESIS_SINK_ORIGINS"
 
+// envKinesisSinkCopies, "1" in a child with envKinesisSink, makes the
+// sink's client put again, copyMinDelay to copyMaxDelay later, the records
+// one call in copyOneIn wrote: a request that went silent and landed late
+// (see putMarkClient.copyLater).
+const envKinesisSinkCopies = "WEIR_CRASHTEST_KINESIS_SINK_COPIES"
+
+// The late copies of envKinesisSinkCopies: one call in copyOneIn, put
+// again after a delay drawn between the two, around the readers' lease
+// duration, so that a reader's lease often moves between a record and its
+// copy.
+const (
+	copyOneIn    = 3
+	copyMinDelay = 200 * time.Millisecond
+	copyMaxDelay = 2 * leaseDuration
+)
+
 // kinesisSinkOrigin is the Kinesis sink's writer name, the same in every
 // child.
 const kinesisSinkOrigin = "crashtest/out"
@@ -53,7 +71,7 @@ func targetKey(shard string, id int64) string { return shard + "/" + stateKey(id
 func addKinesisSink(recs *stream.Stream[kinesis.Record], cfg pipelineConfig) error {
 	client := awskinesis.NewFromConfig(cfg.aws, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(cfg.kinesisEndpoint) })
 	sink, err := kinesissink.New(kinesissink.Config[kinesis.Record]{
-		Client: &putMarkClient{Client: client, mark: cfg.sinkMarks + ".put." + strconv.Itoa(os.Getpid())},
+		Client: &putMarkClient{Client: client, mark: cfg.sinkMarks + ".put." + strconv.Itoa(os.Getpid()), copies: cfg.kinesisSinkCopies},
 		Stream: cfg.kinesisSink,
 		Record: func(r kinesis.Record) (string, []byte) {
 			id, _ := strconv.ParseInt(string(r.Data), 10, 64)
@@ -89,6 +107,9 @@ type putMarkClient struct {
 	*awskinesis.Client
 	mark   string
 	marked atomic.Bool
+	// copies: with envKinesisSinkCopies, put the records of some calls
+	// again, later (copyLater).
+	copies bool
 }
 
 // failOneIn is how rare a call with failed records is, after the first.
@@ -123,10 +144,48 @@ func (c *putMarkClient) PutRecords(ctx context.Context, in *awskinesis.PutRecord
 		res, out.Records = append(res, out.Records[0]), out.Records[1:]
 	}
 	out.Records, out.FailedRecordCount = res, aws.Int32(failed)
+	if c.copies && rand.IntN(copyOneIn) == 0 {
+		// Copied now: the sink may reuse the call's input, and its
+		// records' buffers, once the call returned.
+		again := &awskinesis.PutRecordsInput{StreamName: cloneString(in.StreamName), StreamARN: cloneString(in.StreamARN)}
+		for i, r := range res {
+			if r.ErrorCode == nil {
+				e := in.Records[i]
+				again.Records = append(again.Records, types.PutRecordsRequestEntry{Data: bytes.Clone(e.Data),
+					PartitionKey: cloneString(e.PartitionKey), ExplicitHashKey: cloneString(e.ExplicitHashKey)})
+			}
+		}
+		go c.copyLater(again) // ends with its call; a kill of the child ends it too
+	}
 	if err := markFirst(&c.marked, c.mark); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// copyLater puts again, after a delay drawn between copyMinDelay and
+// copyMaxDelay, the records a call wrote (again, a copy of them): a copy
+// of each that a request which went silent, and which the sink retried,
+// leaves when it lands late. The records were acknowledged, so a reader
+// through Deduplicate must drop every copy, whichever shard of a reshard
+// or which worker of a fleet reads it. A failed copy is no loss: the
+// first one is in the stream.
+func (c *putMarkClient) copyLater(again *awskinesis.PutRecordsInput) {
+	if len(again.Records) == 0 {
+		return
+	}
+	time.Sleep(copyMinDelay + rand.N(copyMaxDelay-copyMinDelay))
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	_, _ = c.Client.PutRecords(ctx, again)
+}
+
+// cloneString returns a pointer to a copy of *s, or nil.
+func cloneString(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	return aws.String(strings.Clone(*s))
 }
 
 // TestCrashTortureKinesisSink is the torture test of the Kinesis sink with

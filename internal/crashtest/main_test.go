@@ -151,6 +151,12 @@ func runChild(logger *slog.Logger) error {
 	if state != "" {
 		opener = stateOpener{inner: opener.(modelOpener), prefix: state}
 	}
+	dedupe := os.Getenv(envDedupe)
+	if dedupe != "" {
+		// State per shard replaces the recovery log: no log, so no model
+		// of its completions for the spy to check checkpoints against.
+		opener, spy.model = nil, nil
+	}
 	p, _, err := newPipeline(pipelineConfig{
 		aws:                env.AWSConfig(),
 		kinesisEndpoint:    env.KinesisEndpoint,
@@ -164,6 +170,8 @@ func runChild(logger *slog.Logger) error {
 		sinkMarks:          sinkMarks(os.Getenv(envOut)),
 		kinesisSink:        os.Getenv(envKinesisSink),
 		kinesisSinkOrigins: os.Getenv(envKinesisSinkOrigins) == "1",
+		kinesisSinkCopies:  os.Getenv(envKinesisSinkCopies) == "1",
+		dedupe:             dedupe,
 		out:                out,
 		logger:             logger,
 		dynamo:             spy,

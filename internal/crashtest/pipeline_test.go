@@ -78,6 +78,13 @@ type pipelineConfig struct {
 	// kinesisSinkOrigins gives that output stream.Origins() (see
 	// envKinesisSinkOrigins).
 	kinesisSinkOrigins bool
+	// kinesisSinkCopies makes that output's client put some records again
+	// later (see envKinesisSinkCopies).
+	kinesisSinkCopies bool
+	// dedupe, if set, makes the pipeline a reader of the stream through
+	// kinesissink.Deduplicate, counting into this table (see envDedupe),
+	// instead of the test pipeline; recovery must then be nil.
+	dedupe string
 }
 
 // newPipeline builds the pipeline: the Kinesis receiver with leases and
@@ -124,6 +131,15 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		return nil, nil, fmt.Errorf("context: %w", err)
 	}
 	recs := stream.From(p, recv, stream.Named(cfg.stream))
+	if cfg.dedupe != "" {
+		if err := addDedupe(recs, cfg); err != nil {
+			return nil, nil, err
+		}
+		if err := p.Validate(); err != nil {
+			return nil, nil, err
+		}
+		return p, recv, nil
+	}
 	stream.ForEachBatch(recs, cfg.out.Write, stream.Named("crashfile"))
 	if cfg.state != "" {
 		addState(recs, cfg.state)
