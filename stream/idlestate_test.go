@@ -176,34 +176,7 @@ func testStateRecoveryIdle(t *testing.T, tc stateCrash, o stateOpts) {
 	if len(seen.clash) > 0 {
 		t.Errorf("batches run again with other records: %v", seen.clash)
 	}
-	checked := 0
-	for at, want := range idleTruth(seen.records, o.timeout) {
-		for _, c := range []struct {
-			name string
-			got  map[batch.Time]map[string]int
-			want map[string]int
-		}{
-			{"UpdateStateByKey", seen.counts, want.counts},
-			{"MapWithState", seen.mws, want.mws},
-			{"ReduceByKeyAndWindow with inverse", seen.window, want.window},
-			{"ReduceByKeyAndWindow without inverse", seen.windowN, want.windowN},
-		} {
-			got, ok := c.got[at]
-			if !ok {
-				continue // not a slide, or the batch's outputs stopped before this one
-			}
-			checked++
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("%s at %v (-truth +got):\n%s", c.name, at, diff)
-			}
-		}
-		if got, ok := seen.win[at]; ok && got != want.win {
-			t.Errorf("Window at %v: %d records, truth %d", at, got, want.win)
-		}
-		if got, ok := seen.timeout[at]; ok && !slices.Equal(got, want.timeout) {
-			t.Errorf("MapWithState timed out %v at %v, truth %v", got, at, want.timeout)
-		}
-	}
+	checked := seen.checkTruth(o.timeout, func(_ batch.Time, format string, args ...any) { t.Errorf(format, args...) })
 	if checked < 100 {
 		t.Errorf("%d outputs checked: the test does not test", checked)
 	}
@@ -215,6 +188,41 @@ type idleOutputs struct {
 	counts, mws, window, windowN map[string]int
 	win                          int
 	timeout                      []string // sorted
+}
+
+// checkTruth compares the outputs seen, at every batch time they were
+// seen at, with idleTruth's for a MapWithState timeout of timeout, calls
+// report for each difference found at a time, and returns how many outputs
+// it compared. The caller holds s.mu.
+func (s *stateSeen) checkTruth(timeout time.Duration, report func(at batch.Time, format string, args ...any)) (checked int) {
+	for at, want := range idleTruth(s.records, timeout) {
+		for _, c := range []struct {
+			name string
+			got  map[batch.Time]map[string]int
+			want map[string]int
+		}{
+			{"UpdateStateByKey", s.counts, want.counts},
+			{"MapWithState", s.mws, want.mws},
+			{"ReduceByKeyAndWindow with inverse", s.window, want.window},
+			{"ReduceByKeyAndWindow without inverse", s.windowN, want.windowN},
+		} {
+			got, ok := c.got[at]
+			if !ok {
+				continue // not a slide, or the batch's outputs stopped before this one
+			}
+			checked++
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
+				report(at, "%s at %v (-truth +got):\n%s", c.name, at, diff)
+			}
+		}
+		if got, ok := s.win[at]; ok && got != want.win {
+			report(at, "Window at %v: %d records, truth %d", at, got, want.win)
+		}
+		if got, ok := s.timeout[at]; ok && !slices.Equal(got, want.timeout) {
+			report(at, "MapWithState timed out %v at %v, truth %v", got, at, want.timeout)
+		}
+	}
+	return checked
 }
 
 // idleTruth computes, for every batch time of records, what the state

@@ -15,9 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/recoverylog"
@@ -380,32 +377,9 @@ func fuzzReserved(t *testing.T, seed uint64) {
 	for _, c := range seen.order {
 		report("order: %s", c)
 	}
-	for at, want := range idleTruth(seen.records, o.timeout) {
-		for _, c := range []struct {
-			name string
-			got  map[batch.Time]map[string]int
-			want map[string]int
-		}{
-			{"UpdateStateByKey", seen.counts, want.counts},
-			{"MapWithState", seen.mws, want.mws},
-			{"ReduceByKeyAndWindow with inverse", seen.window, want.window},
-			{"ReduceByKeyAndWindow without inverse", seen.windowN, want.windowN},
-		} {
-			got, ok := c.got[at]
-			if !ok {
-				continue
-			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
-				report("%s at %v (runs %v) (-truth +got):\n%s", c.name, at, seen.outRun[at], diff)
-			}
-		}
-		if got, ok := seen.win[at]; ok && got != want.win {
-			report("Window at %v: %d records, truth %d", at, got, want.win)
-		}
-		if got, ok := seen.timeout[at]; ok && !slices.Equal(got, want.timeout) {
-			report("MapWithState timed out %v at %v, truth %v", got, at, want.timeout)
-		}
-	}
+	seen.checkTruth(o.timeout, func(at batch.Time, format string, args ...any) {
+		report(format+" (runs %v)", append(args, seen.outRun[at])...)
+	})
 	// Records lost from the 10 s window whose time a Run was up for.
 	for _, bt := range slices.Sorted(maps.Keys(seen.records)) {
 		ms := int64(bt)
