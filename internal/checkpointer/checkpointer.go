@@ -360,19 +360,16 @@ func (cp *Checkpointer) commit(ctx context.Context, shard string, st *shardState
 // none: another worker took the shard (a fleet balancing), which the lease
 // coordinator reports, and this worker commits it no more.
 func (cp *Checkpointer) recordFailure(shard string, st *shardState, err error) {
-	if errors.Is(err, ErrLeaseLost) {
-		cp.mu.Lock()
-		st.stats.Failures++
-		cp.mu.Unlock()
-		cp.log.Info("checkpoint: commit refused: another worker holds the shard's lease now, and reads it from its last checkpoint", "shard", shard, "err", err)
-		return
-	}
+	lost := errors.Is(err, ErrLeaseLost)
 	cp.mu.Lock()
 	st.stats.Failures++
-	first := !st.failing
-	st.failing = true
+	first := !lost && !st.failing
+	st.failing = st.failing || !lost
 	cp.mu.Unlock()
-	if first {
+	switch {
+	case lost:
+		cp.log.Info("checkpoint: commit refused: another worker holds the shard's lease now, and reads it from its last checkpoint", "shard", shard, "err", err)
+	case first:
 		cp.log.Warn("checkpoint: commit failed; records after the last checkpoint may be read again after a restart",
 			"shard", shard, "err", err)
 	}
