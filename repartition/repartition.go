@@ -58,8 +58,8 @@ type Config[K comparable, V any] struct {
 	Stream string
 	// Shards, when > 0, creates the stream with this many shards if it
 	// does not exist (ByKey waits until it is ACTIVE, or UPDATING: being
-	// resharded); an existing stream is used as it is, whatever its shard
-	// count. Default 0: the stream must exist (the receiver's Start fails
+	// resharded, and fails at once on one being deleted); an existing
+	// stream is used as it is, whatever its shard count. Default 0: the stream must exist (the receiver's Start fails
 	// otherwise).
 	Shards int
 	// Writer names this worker in the origin tags of records that have no
@@ -409,13 +409,21 @@ func create(ctx context.Context, kc *awskinesis.Client, name string, shards int)
 }
 
 // usable is create's waiter's test: done once the stream is ACTIVE or
-// UPDATING, failed on an error, tried again otherwise (CREATING).
-func usable(_ context.Context, _ *awskinesis.DescribeStreamInput, out *awskinesis.DescribeStreamOutput, err error) (bool, error) {
+// UPDATING, failed on an error or a stream being deleted (which would
+// never become ACTIVE), tried again otherwise (CREATING).
+func usable(_ context.Context, in *awskinesis.DescribeStreamInput, out *awskinesis.DescribeStreamOutput, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if d := out.StreamDescription; d != nil && (d.StreamStatus == types.StreamStatusActive || d.StreamStatus == types.StreamStatusUpdating) {
+	d := out.StreamDescription
+	switch {
+	case d == nil:
+		return true, nil
+	case d.StreamStatus == types.StreamStatusActive || d.StreamStatus == types.StreamStatusUpdating:
 		return false, nil
+	case d.StreamStatus == types.StreamStatusDeleting:
+		return false, fmt.Errorf("stream %q is being deleted (DELETING): ByKey cannot use it; "+
+			"start again once the deletion has ended, and ByKey creates it anew", aws.ToString(in.StreamName))
 	}
 	return true, nil
 }

@@ -569,13 +569,16 @@ func TestByKeyRefusesAStreamTwice(t *testing.T) {
 	}
 }
 
-// updatingStream is an HTTP client that answers DescribeStream as Kinesis
-// does while a stream is being resharded (or its encryption, retention or
-// mode changed): with the status UPDATING, which kinesalite, whose updates
-// are instant, never holds.
-type updatingStream struct{ next awskinesis.HTTPClient }
+// streamStatus is an HTTP client that answers DescribeStream with the
+// status status instead of ACTIVE, as Kinesis does while a stream is
+// being resharded (UPDATING) or deleted (DELETING): kinesalite, whose
+// updates are instant, never holds either long.
+type streamStatus struct {
+	next   awskinesis.HTTPClient
+	status types.StreamStatus
+}
 
-func (u updatingStream) Do(req *http.Request) (*http.Response, error) {
+func (u streamStatus) Do(req *http.Request) (*http.Response, error) {
 	resp, err := u.next.Do(req)
 	if err != nil || !strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".DescribeStream") {
 		return resp, err
@@ -585,7 +588,7 @@ func (u updatingStream) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	body = bytes.ReplaceAll(body, []byte(`"StreamStatus":"ACTIVE"`), []byte(`"StreamStatus":"UPDATING"`))
+	body = bytes.ReplaceAll(body, []byte(`"StreamStatus":"ACTIVE"`), []byte(`"StreamStatus":"`+u.status+`"`))
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	resp.Header.Del("Content-Length")
 	return resp, nil
@@ -597,30 +600,54 @@ func (u updatingStream) Do(req *http.Request) (*http.Response, error) {
 // goes on at once: it waited for ACTIVE, silently, and failed after 5
 // minutes, so a worker restarted during a reshard could not start.
 func TestByKeyTakesAStreamBeingResharded(t *testing.T) {
+	if err := byKeyOnAStream(t, types.StreamStatusUpdating); err != nil {
+		t.Fatalf("ByKey on a stream being resharded: %v", err)
+	}
+}
+
+// TestByKeyRefusesAStreamBeingDeleted: ByKey with Shards given, on a
+// stream that exists and is DELETING, fails at once with an error naming
+// the stream, its status and what to do: it waited for ACTIVE, silently,
+// and failed after 5 minutes with the waiter's "exceeded max wait time".
+func TestByKeyRefusesAStreamBeingDeleted(t *testing.T) {
+	err := byKeyOnAStream(t, types.StreamStatusDeleting)
+	if err == nil {
+		t.Fatal("ByKey on a stream being deleted: no error")
+	}
+	for _, w := range []string{"DELETING", "being deleted", "start again"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %v: does not say %q", err, w)
+		}
+	}
+}
+
+// byKeyOnAStream creates a stream, which a client describes with status
+// status, and returns what ByKey with Shards given says of it, with 30 s
+// to say it (the bound only ends the test if ByKey waits for ACTIVE).
+func byKeyOnAStream(t *testing.T, status types.StreamStatus) error {
+	t.Helper()
 	env := servers.Env(t)
 	name := localaws.UniqueName(t)
 	if err := env.CreateStream(t.Context(), name, 2); err != nil {
 		t.Fatal(err)
 	}
-	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient = updatingStream{next: o.HTTPClient} })
+	kc := env.Kinesis(func(o *awskinesis.Options) { o.HTTPClient = streamStatus{next: o.HTTPClient, status: status} })
 	out, err := kc.DescribeStream(t.Context(), &awskinesis.DescribeStreamInput{StreamName: aws.String(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := out.StreamDescription.StreamStatus; st != types.StreamStatusUpdating {
-		t.Fatalf("the wrapped client describes the stream %s, want UPDATING", st)
+	if st := out.StreamDescription.StreamStatus; st != status {
+		t.Fatalf("the wrapped client describes the stream %s, want %s", st, status)
 	}
 	p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pairs := stream.Map(stream.From[int](p, nil), func(int) stream.Pair[string, int] { return stream.Pair[string, int]{} })
-	// The bound only ends the test if ByKey waits for ACTIVE.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := ByKey(ctx, pairs, Config[string, int]{Stream: name, Shards: 4, Client: kc}); err != nil {
-		t.Fatalf("ByKey on a stream being resharded: %v", err)
-	}
+	_, err = ByKey(ctx, pairs, Config[string, int]{Stream: name, Shards: 4, Client: kc})
+	return err
 }
 
 // TestByKeyRefusesItsSourceStream: ByKey given as intermediate stream the
