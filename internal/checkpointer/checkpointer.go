@@ -134,9 +134,14 @@ type Checkpointer struct {
 	stop      chan struct{} // closed by the first Close
 	closeDone chan struct{} // closed when the first Close returns
 
-	mu       sync.Mutex
-	shards   map[string]*shardState
-	gone     checkpoint.Stats // the counters of the shards forgotten (Forget), Shards nil
+	mu     sync.Mutex
+	shards map[string]*shardState
+	gone   checkpoint.Stats // the counters of the shards forgotten (Forget), Shards nil
+	// failing is the number of shards in a failure streak: a streak is
+	// logged at WARN when it starts on one shard and at INFO when it ends
+	// on all, so that an outage of DynamoDB on many shards is one line,
+	// not one per shard (the others are logged at DEBUG).
+	failing  int
 	closed   bool
 	runDone  chan struct{} // closed when Run returns; nil before Run
 	closeErr error
@@ -150,7 +155,7 @@ type shardState struct {
 	sem
 	committer Committer // nil when the shard is not registered
 	last      string    // last committed (or registered) checkpoint
-	failing   bool      // in a failure streak: logged once already
+	failing   bool      // in a failure streak (counted in Checkpointer.failing)
 	stats     checkpoint.ShardStats
 }
 
@@ -273,6 +278,9 @@ func (cp *Checkpointer) Remove(ctx context.Context, shard string, final Committe
 	cp.mu.Lock()
 	st.committer = nil
 	st.stats.Registered = false
+	if final == nil {
+		cp.endStreakLocked(st) // it commits no more
+	}
 	cp.mu.Unlock()
 	if final == nil {
 		cp.log.Debug("checkpoint: shard removed without a final checkpoint", "shard", shard)
@@ -347,31 +355,53 @@ func (cp *Checkpointer) commit(ctx context.Context, shard string, st *shardState
 	st.raiseLocked(seq)
 	st.stats.Commits++
 	recovered := st.failing
-	st.failing = false
+	all := cp.endStreakLocked(st)
 	cp.mu.Unlock()
-	if recovered {
+	switch {
+	case all:
 		cp.log.Info("checkpoint: commits succeed again", "shard", shard, "seq", seq)
+	case recovered:
+		cp.log.Debug("checkpoint: commits succeed again on this shard, not yet on others", "shard", shard, "seq", seq)
 	}
 	return nil
 }
 
-// recordFailure counts a failed commit and logs it when it starts a streak.
-// A commit refused because the lease was lost is logged at INFO and starts
-// none: another worker took the shard (a fleet balancing), which the lease
+// endStreakLocked ends st's failure streak, if it is in one, and reports
+// whether it was the last shard's. The caller holds cp.mu.
+func (cp *Checkpointer) endStreakLocked(st *shardState) (last bool) {
+	if !st.failing {
+		return false
+	}
+	st.failing = false
+	cp.failing--
+	return cp.failing == 0
+}
+
+// recordFailure counts a failed commit and logs it when it starts a streak:
+// at WARN when no other shard is in one, at DEBUG otherwise. A commit
+// refused because the lease was lost is logged at INFO and starts none:
+// another worker took the shard (a fleet balancing), which the lease
 // coordinator reports, and this worker commits it no more.
 func (cp *Checkpointer) recordFailure(shard string, st *shardState, err error) {
 	lost := errors.Is(err, ErrLeaseLost)
 	cp.mu.Lock()
 	st.stats.Failures++
-	first := !lost && !st.failing
-	st.failing = st.failing || !lost
+	starts := !lost && !st.failing
+	if starts {
+		st.failing = true
+		cp.failing++
+	}
+	first := starts && cp.failing == 1
 	cp.mu.Unlock()
+	const failed = "checkpoint: commit failed; records after the last checkpoint may be read again after a restart"
 	switch {
 	case lost:
 		cp.log.Info("checkpoint: commit refused: another worker holds the shard's lease now, and reads it from its last checkpoint", "shard", shard, "err", err)
 	case first:
-		cp.log.Warn("checkpoint: commit failed; records after the last checkpoint may be read again after a restart",
+		cp.log.Warn(failed+" (other shards whose commits fail before every shard commits again are logged at DEBUG)",
 			"shard", shard, "err", err)
+	case starts:
+		cp.log.Debug(failed, "shard", shard, "err", err)
 	}
 }
 
@@ -540,6 +570,7 @@ func (cp *Checkpointer) Forget(shards ...string) {
 		cp.gone.Skips += st.stats.Skips
 		cp.gone.Retries += st.stats.Retries
 		cp.gone.Failures += st.stats.Failures
+		cp.endStreakLocked(st)
 		delete(cp.shards, id)
 		st.release() // a caller that took st before it was deleted works on it alone
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -432,6 +433,117 @@ func TestCheckpointerPermanentFailure(t *testing.T) {
 		}
 		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Run = %v; a failing commit must not stop it", err)
+		}
+	})
+}
+
+// TestCheckpointerOutageWarnsOnce: commits failing on every shard (an
+// outage of DynamoDB) are logged at WARN once, not once per shard (100
+// WARNs for 100 shards before), and their end once at INFO, when every
+// shard commits again; a shard removed while failing, which commits no
+// more, does not hold the streak open, so the next outage warns again.
+func TestCheckpointerOutageWarnsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100
+		l := newLatestSeq()
+		logs := &syncBuffer{}
+		cp, err := New(Config{
+			Interval:      testInterval,
+			Latest:        l.get,
+			CommitBackoff: time.Millisecond,
+			Logger:        slog.New(slog.NewTextHandler(logs, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		down := true
+		r := &recorder{hook: func(context.Context, int, string, string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if down {
+				return errors.New("service unavailable")
+			}
+			return nil
+		}}
+		shard := func(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+		// setDown starts (d) or ends an outage; one starts with new
+		// records on every shard, so each has a commit to make.
+		seq := 100
+		setDown := func(d bool) {
+			mu.Lock()
+			down = d
+			mu.Unlock()
+			if d {
+				seq++
+				for i := range n {
+					l.set(shard(i), strconv.Itoa(seq))
+				}
+			}
+		}
+		for i := range n {
+			l.set(shard(i), "100")
+			if err := cp.Register(shard(i), r, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := startRun(t, cp)
+		defer func() {
+			setDown(false)
+			_ = stop()
+		}()
+		// count returns how many lines of level level say what.
+		count := func(level, what string) int {
+			c := 0
+			for line := range strings.Lines(logs.String()) {
+				if strings.Contains(line, "level="+level) && strings.Contains(line, what) {
+					c++
+				}
+			}
+			return c
+		}
+		// until sleeps rounds until every shard registered failed (down)
+		// or committed (up) since the last call, at most 100 of them.
+		var failures, commits int64
+		until := func(up bool) {
+			for range 100 {
+				time.Sleep(testInterval)
+				synctest.Wait()
+				st := cp.Stats()
+				f, c := st.Failures-failures, st.Commits-commits
+				if (!up && f >= int64(len(st.Shards)-1)) || (up && c >= int64(len(st.Shards)-1)) {
+					failures, commits = st.Failures, st.Commits
+					return
+				}
+			}
+			t.Errorf("the shards did not all %s in 100 rounds", map[bool]string{false: "fail", true: "commit"}[up])
+		}
+		until(false)
+		until(false) // a second round of failures
+		if w := count("WARN", "commit failed"); w != 1 {
+			t.Errorf("an outage on %d shards logged %d WARNs, want 1:\n%s", n, w, logs)
+		}
+		setDown(false)
+		until(true)
+		if c := count("INFO", "commits succeed again"); c != 1 {
+			t.Errorf("the outage's end logged %d INFO lines, want 1:\n%s", c, logs)
+		}
+		// A second outage, during which shard 0 is removed without a last
+		// commit: the streak ends when the others commit again.
+		setDown(true)
+		until(false)
+		if err := cp.Remove(t.Context(), shard(0), nil); err != nil {
+			t.Fatal(err)
+		}
+		setDown(false)
+		until(true)
+		setDown(true)
+		until(false)
+		if w := count("WARN", "commit failed"); w != 3 {
+			t.Errorf("three outages logged %d WARNs, want 3:\n%s", w, logs)
+		}
+		if c := count("INFO", "commits succeed again"); c != 2 {
+			t.Errorf("two outages' ends logged %d INFO lines, want 2:\n%s", c, logs)
 		}
 	})
 }
