@@ -46,6 +46,8 @@ type leaseRun struct {
 	fatal     error                // stops the receiver (assign returns it)
 	reload    map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
 	waiting   map[string]loadWait  // shards whose load waits for records of an earlier hold to complete (see acquire)
+	unloaded  shardFailures        // shards whose state load failed and is tried again (loadFailed)
+	unsaved   shardFailures        // shards whose last snapshot failed to store (stateFailed)
 	loading   string               // the shard whose state acquire loads, if any
 	abandon   context.CancelFunc   // cancels that load (a hand-off asked for it)
 	read      map[string]bool      // shards read in this run, not logged finished since: the recovery log may hold their positions
@@ -356,6 +358,7 @@ func (lr *leaseRun) acquire(ctx context.Context, c *control, l lease.Lease) {
 			lr.loadFailed(ctx, l, err)
 			return
 		}
+		lr.stateCallOK(&lr.unloaded, l.Shard, "kinesis: shard states load again")
 		if at != "" && pos.after(at) {
 			pos = position{After: at}
 		}

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -47,5 +48,65 @@ func TestStateLoadWaitWarned(t *testing.T) {
 	}
 	if c.reading(shard) {
 		t.Error("the shard is read before the records of its earlier hold completed")
+	}
+}
+
+// TestStateFailuresWarnOnce checks that loads of shards' states, and
+// stores of their snapshots, failing on many shards (the state table
+// unreachable or throttled) are warned about and reported once each, with
+// the fix, and their end logged once at INFO when the last shard that
+// failed succeeds; before, each shard's failure was a WARN (a load) and a
+// reported error (the driver's WARN) at every try. A shard let go while
+// it fails ends its part: the next failure warns again.
+func TestStateFailuresWarnOnce(t *testing.T) {
+	down := errors.New("service unavailable")
+	// calls returns, for a lease run, a failed call of the kind tested on
+	// a shard, and a call that succeeds.
+	type calls func(lr *leaseRun) (fail, ok func(shard string))
+	loads := func(lr *leaseRun) (fail, ok func(shard string)) {
+		fail = func(shard string) { lr.loadFailed(t.Context(), lease.Lease{Shard: shard, Owner: "w"}, down) }
+		return fail, func(shard string) { lr.stateCallOK(&lr.unloaded, shard, "loaded") }
+	}
+	stores := func(lr *leaseRun) (fail, ok func(shard string)) {
+		fail = func(shard string) { lr.stateFailed(shard, down) }
+		return fail, func(shard string) { lr.stateCallOK(&lr.unsaved, shard, "stored") }
+	}
+	for name, calls := range map[string]calls{"loads": loads, "stores": stores} {
+		t.Run(name, func(t *testing.T) {
+			lr, clk, logs := manualLeaseRun(t)
+			lr.state = &stateRun{table: "app.leases-state"}
+			reported := 0
+			lr.report = func(error) { reported++ }
+			fail, ok := calls(lr)
+			shard := func(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+			const n = 10
+			for range 2 { // two tries of every shard
+				for i := range n {
+					fail(shard(i))
+				}
+				clk.Advance(time.Minute)
+			}
+			for i := range n - 1 {
+				ok(shard(i))
+			}
+			got := logLevels(t, logs)
+			if len(got["WARN"]) != 1 || reported != 1 || len(got["INFO"]) != 0 {
+				t.Fatalf("%d shards failing twice, then all but one succeeding: %d WARN, %d reported, %d INFO; want 1, 1, 0: %v",
+					n, len(got["WARN"]), reported, len(got["INFO"]), got)
+			}
+			if w := got["WARN"][0]; !strings.Contains(fmt.Sprint(w["fix"]), "app.leases-state") {
+				t.Errorf("WARN %v: its fix does not name the state table", w)
+			}
+			ok(shard(n - 1))
+			if got := logLevels(t, logs); len(got["INFO"]) != 1 || got["INFO"][0]["failing_for"] != float64(2*time.Minute) {
+				t.Fatalf("the last shard succeeded: INFO %v, want one, failing_for 2m0s", got["INFO"])
+			}
+			fail(shard(0)) // a second outage
+			lr.forget(shard(0))
+			fail(shard(1)) // a third: shard 0, let go, no longer holds the second open
+			if got := logLevels(t, logs); len(got["WARN"]) != 3 || reported != 3 {
+				t.Errorf("three outages: %d WARN, %d reported; want 3 and 3", len(got["WARN"]), reported)
+			}
+		})
 	}
 }

@@ -363,7 +363,10 @@ func (sr *stateRun) saveAll(ctx context.Context, lr *leaseRun, final bool) {
 	shards := slices.Collect(maps.Keys(sr.held))
 	sr.mu.Unlock()
 	for _, s := range shards {
-		if err := sr.save(ctx, lr, s, final); err != nil && ctx.Err() == nil {
+		switch err := sr.save(ctx, lr, s, final); {
+		case err == nil:
+			lr.stateCallOK(&lr.unsaved, s, "kinesis: shard states are stored again")
+		case ctx.Err() == nil:
 			lr.stateFailed(s, err)
 		}
 	}
@@ -412,8 +415,12 @@ func (lr *leaseRun) heldLease(shard string) (lease.Lease, bool) {
 
 // stateFailed handles a failed snapshot: a fenced one means another worker
 // took the lease (its loss follows); one the driver could not take stops
-// the receiver (errStateEncode); any other is a failure to store,
-// reported, after which the checkpoint stays at the last snapshot stored.
+// the receiver (errStateEncode); any other is a failure to store, after
+// which the checkpoint stays at the last snapshot stored: warned about and
+// reported once until the snapshots of every shard that failed are stored
+// (saveAll says so), logged at DEBUG meanwhile, so that an outage of the
+// state table is one warning, not one per shard at every checkpoint
+// interval.
 func (lr *leaseRun) stateFailed(shard string, err error) {
 	switch {
 	case errors.Is(err, shardstate.ErrFenced):
@@ -424,7 +431,37 @@ func (lr *leaseRun) stateFailed(shard string, err error) {
 		lr.mu.Unlock()
 		lr.signal() // the assigner returns it
 	default:
-		lr.report(err)
+		lr.stateCallFailed(&lr.unsaved, shard, err,
+			"kinesis: storing a shard's state failed; its checkpoint stays at its last snapshot stored, and the next checkpoint interval tries again "+
+				"(logged once until the state of every shard that failed is stored)")
+	}
+}
+
+// stateCallFailed records that a call of the state table for shard failed
+// with err, in the run of failures f (loads, or stores): the first of the
+// run is logged at WARN with msg and the fix, and reported; the others at
+// DEBUG.
+func (lr *leaseRun) stateCallFailed(f *shardFailures, shard string, err error, msg string) {
+	lr.mu.Lock()
+	first, failing := f.failed(shard, lr.rn.clock.Now())
+	lr.mu.Unlock()
+	if !first {
+		lr.log.Debug(msg, "shard", shard, "err", err, "shards_failing", failing)
+		return
+	}
+	lr.log.Warn(msg, "shard", shard, "err", err,
+		"fix", "check that the state table "+lr.state.table+" exists, that these credentials may read and write it, and its capacity")
+	lr.report(err)
+}
+
+// stateCallOK records that a call of the state table for shard succeeded,
+// in the run of failures f: when it ends the run, msg says so at INFO.
+func (lr *leaseRun) stateCallOK(f *shardFailures, shard, msg string) {
+	lr.mu.Lock()
+	over, since := f.ended(shard)
+	lr.mu.Unlock()
+	if over {
+		lr.log.Info(msg, "shard", shard, "failing_for", lr.rn.clock.Now().Sub(since).Round(time.Millisecond))
 	}
 }
 
@@ -460,9 +497,12 @@ func (p position) after(seq string) bool {
 // lease was taken: fenced, another worker took it (its loss follows); a
 // state of another pipeline shape, or one that does not decode, stops the
 // receiver (the fix is the user's: the error says it); any other failure
-// (DynamoDB unreachable, throttled past the SDK's retries) is reported
-// and tried again at the next round of the assigner, while the lease is
-// held: the shard is not read meanwhile, and a warning says so.
+// (DynamoDB unreachable, throttled past the SDK's retries) is tried again
+// at the next round of the assigner, while the lease is held: the shard is
+// not read meanwhile. Such failures are warned about and reported once
+// until every shard that failed loads (or is let go), then logged at
+// DEBUG: an outage of DynamoDB on many shards is one warning, not two per
+// shard at every try.
 func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 	log := lr.log.With("shard", l.Shard)
 	switch {
@@ -484,8 +524,9 @@ func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 		lr.fatal = cmp.Or(lr.fatal, err)
 		lr.mu.Unlock()
 	default:
-		log.Warn("kinesis: loading the state of a newly leased shard failed; not reading it until it loads, trying again", "err", err)
-		lr.report(err)
+		lr.stateCallFailed(&lr.unloaded, l.Shard, err,
+			"kinesis: loading the state of a newly leased shard failed; not reading it until it loads, trying again "+
+				"(logged once until the state of every shard that failed loads)")
 		lr.retryAcquire(l.Shard, lr.shardEndRetry())
 	}
 }
@@ -516,4 +557,31 @@ func (lr *leaseRun) settled(l lease.Lease) bool {
 		}
 	}
 	return true
+}
+
+// shardFailures is a run of failures of one kind of state call (loads, or
+// stores of snapshots) on any of a worker's shards: it starts with the
+// first shard that fails and ends when the last of those that failed
+// succeeds, or is let go. Guarded by leaseRun.mu.
+type shardFailures struct {
+	failing map[string]bool
+	since   time.Time // of the first failure
+}
+
+// failed records a failure on shard at now, and returns whether it starts
+// the run and how many shards fail in it.
+func (f *shardFailures) failed(shard string, now time.Time) (first bool, failing int) {
+	if len(f.failing) == 0 {
+		f.failing, f.since, first = make(map[string]bool), now, true
+	}
+	f.failing[shard] = true
+	return first, len(f.failing)
+}
+
+// ended records that shard's call succeeded, or that it is let go, and
+// returns whether that ends the run, and when the run started.
+func (f *shardFailures) ended(shard string) (over bool, since time.Time) {
+	over = f.failing[shard] && len(f.failing) == 1
+	delete(f.failing, shard)
+	return over, f.since
 }
