@@ -59,8 +59,8 @@ type Config[K comparable, V any] struct {
 	// Shards, when > 0, creates the stream with this many shards if it
 	// does not exist (ByKey waits until it is ACTIVE, or UPDATING: being
 	// resharded, and fails at once on one being deleted); an existing
-	// stream is used as it is, whatever its shard count. Default 0: the stream must exist (the receiver's Start fails
-	// otherwise).
+	// stream is used as it is, whatever its shard count. Default 0: the
+	// stream must exist (the receiver's Start fails otherwise).
 	Shards int
 	// Writer names this worker in the origin tags of records that have no
 	// origins (a keyed operator before ByKey, see stream.Origins), whose
