@@ -417,3 +417,42 @@ func TestKinesaliteKeyLengthInUTF16(t *testing.T) {
 		t.Errorf("%d records written by a batch with an invalid record, want 0", n)
 	}
 }
+
+// TestKinesaliteEmptyData writes a batch one of whose records has no data
+// (Record returned a nil slice), which Kinesis takes: a data blob of 0 to
+// MaxRecordBytes bytes. The AWS SDK refused the call before sending it
+// (a nil Data is a missing required field), and the Sink took that for a
+// failure a retry heals: Write retried it until its ctx ended, warning
+// "check the network". The record is now written, with empty data, as the
+// one whose data is an empty non-nil slice.
+func TestKinesaliteEmptyData(t *testing.T) {
+	env := servers.Env(t)
+	name := newStream(t, env, 1)
+	s, err := kinesis.New(kinesis.Config[string]{Client: env.Kinesis(), Stream: name,
+		Record: func(v string) (string, []byte) {
+			if v == "" {
+				return "k", nil
+			}
+			return "k", []byte(v)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bound for the test only: without the fix, Write retries until
+	// ctx ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.Write(ctx, batch.New(1000, nil, []string{"a", "", "b"})); err != nil {
+		t.Fatalf("Write of a record with nil data: %v", err)
+	}
+	got := readAll(t, env.Kinesis(), name)
+	var data []string
+	for _, d := range got {
+		for _, x := range d {
+			data = append(data, string(x))
+		}
+	}
+	if fmt.Sprint(data) != "[a  b]" {
+		t.Errorf("records written %q, want [a  b]", data)
+	}
+}
