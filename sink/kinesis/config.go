@@ -65,8 +65,8 @@ type Config[T any] struct {
 	// key must be 1 to 256 characters of valid UTF-8, counted in UTF-16
 	// code units as Kinesis does (an emoji counts 2); the key and
 	// the data (with the origin tag, if Origin is set) must not be larger
-	// than MaxRecordBytes. Write keeps the data only until it returns.
-	// Required.
+	// than MaxRecordBytes. Data may be empty or nil (a record of no
+	// data). Write keeps the data only until it returns. Required.
 	Record func(v T) (partitionKey string, data []byte)
 	// Origin, when set, names this writer in an origin tag prepended to
 	// every record's data, so that a weir pipeline reading the stream can

@@ -43,6 +43,9 @@ const callTimeout = 30 * time.Second
 // arenaSize is the size of the buffers tagged records are built in.
 const arenaSize = 1 << 20
 
+// noData is the data of a record with none: empty, not nil.
+var noData = []byte{}
+
 // Sink writes batches to a Kinesis stream. Its Write is a
 // stream.ForEachBatch function. A Sink holds no resources (the client is
 // the caller's) and is safe for concurrent use, though a pipeline calls it
@@ -378,6 +381,11 @@ func (s *Sink[T]) prepare(b *batch.Batch[T], writer string) ([]entry, error) {
 			start := len(arena)
 			arena = origin.Append(arena, tag, data)
 			data = arena[start:len(arena):len(arena)]
+		}
+		if data == nil {
+			// Kinesis takes a record of no data, but the AWS SDK refuses a
+			// nil Data as a missing field, before sending the call.
+			data = noData
 		}
 		if err := s.check(key, data); err != nil {
 			return nil, fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
