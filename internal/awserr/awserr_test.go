@@ -19,6 +19,15 @@ func answered(status int, apiErr error) error {
 	}}
 }
 
+// sdkValidation returns the error of a call the SDK refuses to send, as
+// its parameter validation does (a required field missing: a nil Data of
+// a Kinesis record).
+func sdkValidation() error {
+	invalid := smithy.InvalidParamsError{Context: "PutRecordsInput"}
+	invalid.Add(smithy.NewErrParamRequired("Records[0].Data"))
+	return &smithy.OperationError{ServiceID: "Kinesis", OperationName: "PutRecords", Err: invalid}
+}
+
 func TestRefused(t *testing.T) {
 	generic := func(code string) error { return &smithy.GenericAPIError{Code: code, Message: "m"} }
 	for _, tc := range []struct {
@@ -38,6 +47,7 @@ func TestRefused(t *testing.T) {
 		{"unmodeled 408", answered(408, generic("RequestTimeout")), false},
 		{"modeled server fault", answered(500, &types.InternalServerError{}), false},
 		{"no answer", errors.New("connection refused"), false},
+		{"the SDK's own validation", sdkValidation(), true},
 	} {
 		if got := Refused(tc.err); got != tc.want {
 			t.Errorf("%s: Refused = %v, want %v", tc.name, got, tc.want)
