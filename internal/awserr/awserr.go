@@ -26,8 +26,13 @@ import (
 // ValidationException, such as "Item size to update has exceeded the
 // maximum allowed size") comes with no fault: it is a client fault when
 // its HTTP status is 400, the status of the AWS JSON protocols' client
-// errors.
+// errors. A call the SDK refused to send (its parameter validation: a
+// required field missing, such as a nil Data of a Kinesis record) is
+// refused too: no try sends it.
 func Refused(err error) bool {
+	if invalidParams(err) {
+		return true
+	}
 	var api smithy.APIError
 	if !errors.As(err, &api) {
 		return false
@@ -50,6 +55,15 @@ func Refused(err error) bool {
 		return false
 	}
 	return true
+}
+
+// invalidParams reports whether err is the SDK refusing to send a call
+// whose parameters its own validation refuses (a required field missing):
+// the same call is refused at every try.
+func invalidParams(err error) bool {
+	var v smithy.InvalidParamsError
+	var p *smithy.InvalidParamsError
+	return errors.As(err, &v) || errors.As(err, &p)
 }
 
 // The SDK's own checks of throttling and transient errors, and the codes of
