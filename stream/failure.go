@@ -57,7 +57,10 @@ func Retry(n int) Option {
 // each record whose processing fails is quarantined alone (ForEach may
 // have given f some of its outputs: see ForEach). The unit is the
 // partition for a ForEachPartition function that fails, and the batch for
-// a ForEachBatch or Print function that fails; when the narrow operators
+// a ForEachBatch or Print function that fails, unless a ForEachBatch
+// function names the records it cannot output with a RecordErrors (as
+// sink/kinesis and sink/dynamodb do): those records are quarantined, each
+// with its own error, and it is called again with the others; when the narrow operators
 // before a ForEachBatch or Print fail, their records are isolated the same
 // way and the function gets the batch of the others (none of a failing
 // record's outputs), with Origins the origins a run without the failure
@@ -318,7 +321,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if b == nil {
 			b, _ = s.at(r) // computed by the try
 		}
-		return o.quarantine(r, lettersOf(b.All(), batch.SeqRange{}, err))
+		return o.quarantine(r, refusedLetters(ctx, b, err, f))
 	}
 	// The stream itself failed: if it is a narrow operator's, its records
 	// are isolated and f gets the batch of those that did not fail, with
@@ -334,7 +337,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	if ferr := safely(func() error { return f(ctx, b) }); ferr != nil {
-		letters = append(letters, lettersOf(b.All(), batch.SeqRange{}, ferr)...)
+		letters = append(letters, refusedLetters(ctx, b, ferr, f)...)
 	}
 	return o.quarantine(r, letters)
 }

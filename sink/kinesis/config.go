@@ -22,7 +22,9 @@ var ErrInvalidConfig = errors.New("kinesis: invalid config")
 // Kinesis would refuse (an empty or too long partition key, a record too
 // large); the message names the record's index in the batch and its key.
 // Write checks every record before it sends any, so such a batch writes
-// nothing.
+// nothing, and returns a *stream.RecordErrors holding an error for each
+// such record: with stream.Quarantine, those records are set aside and
+// the others written.
 var ErrInvalidRecord = errors.New("kinesis: invalid record")
 
 // Client is the part of the Kinesis API the sink calls. *kinesis.Client of

@@ -13,7 +13,8 @@
 // holds at most one record per key, and a record that failed (throttled,
 // an internal failure) is written before any later record of its key.
 // Failed records are retried with back-off until written; a record Kinesis
-// would refuse fails the batch before anything is sent.
+// would refuse fails the batch before anything is sent, or, with
+// stream.Quarantine, is set aside while the others are written.
 //
 // A batch that a crash interrupted runs again after the restart (with a
 // recovery log: same time, same records, same order), so the records it

@@ -184,9 +184,12 @@ type entry struct {
 // MiB with MaxRecordBytes above 1 MiB). The first record not yet written
 // always fits in a call, so every call holds at least one record.
 //
-// Every record is checked before any is sent: a record Kinesis would
-// refuse fails Write with an error wrapping ErrInvalidRecord, naming its
-// index and partition key, and nothing of the batch is written. An error
+// Every record is checked before any is sent: records Kinesis would
+// refuse fail Write with a *stream.RecordErrors holding, for each, an
+// error wrapping ErrInvalidRecord that names its index and partition key,
+// and nothing of the batch is written. Given to stream.ForEachBatch with
+// stream.Quarantine, those records are set aside, each with its error,
+// and Write is called again with the others. An error
 // after some records were written leaves them written: a batch that runs
 // again (a retried or recomputed batch) writes them again, and with Origin
 // set a weir reader drops those copies.
@@ -352,10 +355,11 @@ func (s *Sink[T]) writer(ctx context.Context) (string, error) {
 }
 
 // prepare returns the records of b as entries, tagged if Origin is set
-// (version 1 tags naming writer), or an error for the first record Kinesis
-// would refuse.
+// (version 1 tags naming writer), or a *stream.RecordErrors naming every
+// record Kinesis would refuse.
 func (s *Sink[T]) prepare(b *batch.Batch[T], writer string) ([]entry, error) {
 	recs := make([]entry, 0, b.Len())
+	var invalid *stream.RecordErrors
 	var arena []byte
 	origins := b.Origins()
 	var starts map[[2]string]string
@@ -388,9 +392,15 @@ func (s *Sink[T]) prepare(b *batch.Batch[T], writer string) ([]entry, error) {
 			data = noData
 		}
 		if err := s.check(key, data); err != nil {
-			return nil, fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
+			if invalid == nil {
+				invalid = &stream.RecordErrors{Errs: make(map[int]error)}
+			}
+			invalid.Errs[i] = fmt.Errorf("%w: record %d of batch %d, partition key %q: %w", ErrInvalidRecord, i, int64(b.Time()), key, err)
 		}
 		recs = append(recs, entry{key: key, data: data})
+	}
+	if invalid != nil {
+		return nil, invalid
 	}
 	return recs, nil
 }

@@ -1,0 +1,128 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/weirstream/weir/batch"
+)
+
+// RecordErrors is the error a ForEachBatch function returns to say that
+// some records of its batch can never be output, such as records a sink
+// refuses (too large, a key the store does not take), and why: Errs maps
+// the index of each such record in the batch, in the order of All, to its
+// error. Returning it, the function says that, called again with the
+// batch of the other records (in the same order, with their Origins), it
+// outputs them: it may have output some of them already, and must
+// tolerate that, as every output tolerates a retry.
+//
+// With Quarantine, once the output's retries are spent, each of those
+// records is sent to the dead letters with its own error, and the
+// function is called again with the batch of the others, which then
+// completes. Without RecordErrors the unit of a ForEachBatch function's
+// failure is the whole batch: every record would be quarantined. A second
+// call that returns RecordErrors again sets those records aside too;
+// another error quarantines the records left, as a whole. Without
+// Quarantine it fails the batch as any error does. sink/kinesis and
+// sink/dynamodb return it for the records they refuse.
+type RecordErrors struct {
+	Errs map[int]error
+}
+
+// Error describes the first record's error, by index, and how many more
+// records failed.
+func (e *RecordErrors) Error() string {
+	idx := e.indexes()
+	switch len(idx) {
+	case 0:
+		return "no record failed"
+	case 1:
+		return e.Errs[idx[0]].Error()
+	}
+	return fmt.Sprintf("%d records refused, the first: %v", len(idx), e.Errs[idx[0]])
+}
+
+// Unwrap returns the records' errors, in the order of their indexes, so
+// that errors.Is and errors.As see each.
+func (e *RecordErrors) Unwrap() []error {
+	var errs []error
+	for _, i := range e.indexes() {
+		errs = append(errs, e.Errs[i])
+	}
+	return errs
+}
+
+// indexes returns the indexes of e's records, ascending.
+func (e *RecordErrors) indexes() []int {
+	idx := make([]int, 0, len(e.Errs))
+	for i := range e.Errs {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	return idx
+}
+
+// refusedLetters returns the letters of b's records, f having failed on b
+// with err: those err names, if it is a RecordErrors naming records of b,
+// each with its own error, and then, f called again with the batch of the
+// others, the letters of those it names in turn, until f outputs the
+// batch left (or it is empty); any other error of f quarantines the batch
+// left as a whole, with that error, as it does the first batch.
+func refusedLetters[T any](ctx context.Context, b *batch.Batch[T], err error, f func(context.Context, *batch.Batch[T]) error) []DeadLetter {
+	var letters []DeadLetter
+	for {
+		re, ok := errors.AsType[*RecordErrors](err)
+		if !ok || len(re.Errs) == 0 || len(re.Errs) > b.Len() || slices.ContainsFunc(re.indexes(), func(i int) bool { return i < 0 || i >= b.Len() }) {
+			return append(letters, lettersOf(b.All(), batch.SeqRange{}, err)...)
+		}
+		i := 0
+		for v := range b.All() {
+			if rerr, ok := re.Errs[i]; ok {
+				if rerr == nil {
+					rerr = errors.New("refused, with no error given")
+				}
+				letters = append(letters, letterOf(v, rerr))
+			}
+			i++
+		}
+		b = without(b, re.Errs)
+		if b.Len() == 0 {
+			return letters
+		}
+		if err = safely(func() error { return f(ctx, b) }); err == nil {
+			return letters
+		}
+	}
+}
+
+// without returns b less the records of the indexes in drop (in the order
+// of All), with the others' origins, its parts kept apart.
+func without[T any](b *batch.Batch[T], drop map[int]error) *batch.Batch[T] {
+	origins := b.Origins()
+	var kept []batch.Origin
+	if origins != nil {
+		kept = make([]batch.Origin, 0, b.Len()-len(drop))
+	}
+	parts := make([][]T, 0, len(b.Parts()))
+	i := 0
+	for _, p := range b.Parts() {
+		var part []T
+		for _, v := range p {
+			if _, ok := drop[i]; !ok {
+				part = append(part, v)
+				if origins != nil {
+					kept = append(kept, origins[i])
+				}
+			}
+			i++
+		}
+		parts = append(parts, part)
+	}
+	nb := batch.New(b.Time(), b.Blocks(), parts...)
+	if origins != nil {
+		nb = nb.WithOrigins(kept)
+	}
+	return nb
+}
