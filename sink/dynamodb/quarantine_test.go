@@ -2,10 +2,15 @@ package dynamodb_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -96,5 +101,86 @@ func TestQuarantineWithOrigins(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
 		t.Errorf("table after the replay (-want +got):\n%s", diff)
+	}
+}
+
+// TestQuarantineRefusedWrites runs, against dynalite, a pipeline whose
+// output writes 40 records with a Sink, with stream.Quarantine, some of
+// which cannot be written: one whose function fails, one a put of an item
+// over 400 KB, one with an empty key, which DynamoDB refuses. The Sink
+// failed the batch as a whole, so the pass quarantined every record; with
+// the empty key alone, the writes sent before DynamoDB refused it were
+// applied and quarantined too, so a replay of the letters would apply them
+// again. Now the bad records are quarantined, each with its own error, and
+// the others are applied once.
+func TestQuarantineRefusedWrites(t *testing.T) {
+	const noWrite, tooLarge, emptyKey = 7, 12, 21
+	for name, bad := range map[string][]int{"all": {noWrite, tooLarge, emptyKey}, "refused by DynamoDB": {emptyKey}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			quarantineRefused(t, bad)
+		})
+	}
+}
+
+// quarantineRefused is TestQuarantineRefusedWrites with the bad records
+// bad, of 7 (no Write), 12 (too large) and 21 (empty key).
+func quarantineRefused(t *testing.T, bad []int) {
+	c, table, ctx := setup(t)
+	recs := events(40, 5, false)
+	const noWrite, tooLarge, emptyKey = 7, 12, 21
+	isBad := func(i int) bool { return slices.Contains(bad, i) }
+	if isBad(emptyKey) {
+		recs[emptyKey].ID = ""
+	}
+	if isBad(tooLarge) {
+		recs[tooLarge].Put = true
+	}
+	s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(e event) (dynamodb.Write, error) {
+		switch {
+		case e.N == noWrite && isBad(noWrite):
+			return dynamodb.Write{}, errors.New("no write for this record")
+		case e.N == tooLarge && isBad(tooLarge):
+			return dynamodb.Write{Item: map[string]types.AttributeValue{"id": str(e.ID), "blob": str(strings.Repeat("x", 401<<10))}}, nil
+		}
+		return toWrite(e)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := &letterBox{}
+	err = runOutputs(t, &logBuffer{}, false, recs, func(in *stream.Stream[event]) {
+		stream.ForEachBatch(in, s.Write, stream.Quarantine(box), stream.Retry(0))
+	})
+	if err != nil {
+		t.Fatalf("Run = %v, want nil: the refused records quarantined", err)
+	}
+	var good []event
+	for i, e := range recs {
+		if !isBad(i) {
+			good = append(good, e)
+		}
+	}
+	if diff := cmp.Diff(apply(nil, good...), scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := s.Stats(); st.Written != int64(len(good)) {
+		t.Errorf("Stats %+v, want %d written", st, len(good))
+	}
+	got := map[int]string{}
+	for _, l := range box.letters {
+		var e event
+		if err := json.Unmarshal(l.Record, &e); err != nil {
+			t.Fatalf("letter %+v: %v", l, err)
+		}
+		got[e.N] = l.Err
+	}
+	for n, problem := range map[int]string{noWrite: "no write for this record", tooLarge: "400 KB", emptyKey: "empty string"} {
+		if isBad(n) && !strings.Contains(got[n], problem) {
+			t.Errorf("letter of record %d: %q, want its own error (%s)", n, got[n], problem)
+		}
+	}
+	if len(box.letters) != len(bad) {
+		t.Errorf("%d letters, want %d: %v", len(box.letters), len(bad), got)
 	}
 }
