@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/clock"
@@ -354,6 +355,18 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // are all checked before any is sent). A panic while a write is sent (in
 // a wrapped Client) fails the batch too, with the panic's stack.
 //
+// The records that cannot be written are named: the function's error, an
+// invalid Write and an item over MaxItemSize (found before anything is
+// sent, so nothing is), or a write DynamoDB refuses with a
+// ValidationException (a key attribute empty or of the wrong type, a
+// number out of range, an update making the item too large: the item's
+// later writes of the batch are then not sent, the other items' are) fail
+// Write with a *stream.RecordErrors holding each one's error, by its index
+// in the batch. Given to stream.ForEachBatch with stream.Quarantine, those
+// records are set aside, each with its error, and Write is called again
+// with the others: the writes applied already are skipped as such, and
+// the others applied once.
+//
 // Outputs of a pipeline may share a Sink for items of their own: a Write
 // from an output of an item another output of the same Run wrote in the
 // same batch fails, as no retry fixes, since both outputs' writes of the
@@ -365,17 +378,21 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return nil
 	}
 	skipped := s.skipped.Load()
-	keys, byKey, err := s.plan(ctx, b, !s.anyTime && stream.SharesShards(ctx))
+	keys, byKey, bad, err := s.plan(ctx, b, !s.anyTime && stream.SharesShards(ctx))
 	if err == nil {
 		err = s.oneOutput(ctx, b.Time(), keys, byKey)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
+	if len(bad) > 0 {
+		return s.refused(b.Time(), bad) // nothing sent
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var badMu sync.Mutex
 	for range min(s.par, len(keys)) {
 		wg.Go(func() {
 			// A panic here (in the Client, a user's wrapper maybe) fails
@@ -387,7 +404,16 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 						return nil
 					}
 					for _, o := range byKey[keys[i]] {
-						if err := s.apply(ctx, o); err != nil {
+						err := s.apply(ctx, o)
+						if err != nil && recordRefused(err) {
+							// This record's alone: the item's later
+							// writes wait for a Write without it.
+							badMu.Lock()
+							bad[o.rec] = err
+							badMu.Unlock()
+							break
+						}
+						if err != nil {
 							return err
 						}
 					}
@@ -405,11 +431,32 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if err := context.Cause(ctx); err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
+	if len(bad) > 0 {
+		return s.refused(b.Time(), bad)
+	}
 	if n := s.skipped.Load() - skipped; n > 0 {
 		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or a parent shard's write after its child's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
 	return nil
+}
+
+// refused returns the error of a Write of the batch at time t whose
+// records bad (by index, with their errors) cannot be written.
+func (s *Sink[T]) refused(t batch.Time, bad map[int]error) error {
+	for i, err := range bad {
+		bad[i] = fmt.Errorf("dynamodb: table %s, batch %v: record %d: %w", s.table, t, i, err)
+	}
+	return &stream.RecordErrors{Errs: bad}
+}
+
+// recordRefused reports whether err, the error of a write, is DynamoDB
+// refusing that write alone (a ValidationException: a key of the wrong
+// type or empty, a number out of range, an update making the item too
+// large), which no retry and no other write changes.
+func recordRefused(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
 // oneOutput returns an error, marked as no retry fixes (internal/noretry),
@@ -433,11 +480,15 @@ func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, by
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
 // each with its version (see versionOf) and, for a version of origin, the
-// lineage of its shard, whose parents ctx gives (see lineageOf). fleet
-// refuses a record without origin (see Write).
-func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]string, map[string][]op, error) {
+// lineage of its shard, whose parents ctx gives (see lineageOf); and, by
+// index, the errors of the records that make no valid write (the function
+// failed, an invalid Write, an item too large), which are left out, their
+// items' later writes taking their ordinals. fleet refuses a record
+// without origin (see Write).
+func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]string, map[string][]op, map[int]error, error) {
 	var keys []string
 	byKey := make(map[string][]op)
+	bad := make(map[int]error)
 	origins := b.Origins()
 	var last map[[2]string]string              // an item's (id) last version of origin of a shard (prefix)
 	var lineages map[string]string             // a shard prefix's lineage
@@ -447,30 +498,30 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 		i++
 		w, err := s.f(v)
 		if err != nil {
-			return nil, nil, err
+			bad[i] = err
+			continue
 		}
 		key, err := check(w, s.keyAttrs, s.version)
 		if err != nil {
-			return nil, nil, fmt.Errorf("invalid Write: %w", err)
+			bad[i] = fmt.Errorf("invalid Write: %w", err)
+			continue
 		}
 		id, err := keyID(key, s.keyAttrs)
 		if err != nil {
-			return nil, nil, fmt.Errorf("invalid Write: key %s: %w", formatKey(key, s.keyAttrs), err)
+			bad[i] = fmt.Errorf("invalid Write: key %s: %w", formatKey(key, s.keyAttrs), err)
+			continue
 		}
-		ops, seen := byKey[id]
-		if !seen {
-			keys = append(keys, id)
-		}
+		o := op{w: w, key: key, rec: i}
+		ops := byKey[id]
 		if len(ops) == maxOrdinal {
-			return nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
+			return nil, nil, nil, fmt.Errorf("key %s: more than %d writes of one item in a batch: shorten the batch interval or combine them", formatKey(key, s.keyAttrs), maxOrdinal)
 		}
-		o := op{w: w, key: key}
 		var from batch.Origin
 		if origins != nil {
 			from = origins[i]
 		}
 		if err := versionOf(&o, from, b.Time(), len(ops), fleet); err != nil {
-			return nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
+			return nil, nil, nil, fmt.Errorf("record %d, key %s: %w", i, formatKey(key, s.keyAttrs), err)
 		}
 		if o.prefix != "" {
 			// The writes of an item go out in record order: a version of
@@ -480,7 +531,7 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 			}
 			k := [2]string{id, o.prefix}
 			if prev, ok := last[k]; ok && prev >= o.v {
-				return nil, nil, fmt.Errorf("record %d, key %s: origin %s/%s %s (sub-sequence %d, index %d) comes after a later record of its shard in the batch",
+				return nil, nil, nil, fmt.Errorf("record %d, key %s: origin %s/%s %s (sub-sequence %d, index %d) comes after a later record of its shard in the batch",
 					i, formatKey(key, s.keyAttrs), from.Stream, from.Shard, from.Seq, from.SubSeq, from.Index)
 			}
 			last[k] = o.v
@@ -505,12 +556,16 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 		if o.w.Item != nil {
 			// Checked before any write is sent, as the Writes are.
 			if err := s.checkSize(o); err != nil {
-				return nil, nil, err
+				bad[i] = err
+				continue
 			}
+		}
+		if len(ops) == 0 {
+			keys = append(keys, id)
 		}
 		byKey[id] = append(ops, o)
 	}
-	return keys, byKey, nil
+	return keys, byKey, bad, nil
 }
 
 // checkSize returns an error wrapping ErrItemTooLarge if the item o puts,

@@ -159,6 +159,7 @@ type op struct {
 	v       string // the version: a number (by batch time) or a string (by origin)
 	prefix  string // an origin version's shard prefix; "" for a version by batch time
 	lineage string // what an origin version written ends with (see lineageOf)
+	rec     int    // the index of its record in the batch
 }
 
 // op names the call that sends o: PutItem or UpdateItem.
