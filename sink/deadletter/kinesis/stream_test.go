@@ -331,3 +331,22 @@ func TestRecomputedOtherLetters(t *testing.T) {
 	}
 	checkFiltered(t, c, name, 3, []stream.DeadLetter{first, other}, "letters after the filter")
 }
+
+// TestNewNamesEveryBadField: a Config with its own fields wrong (Origin
+// empty) and the sink's too (no Client, no Stream) was refused naming
+// Origin alone, and once that was fixed, the sink's fields: every bad
+// field is now named at once.
+func TestNewNamesEveryBadField(t *testing.T) {
+	_, err := kinesis.New(sinkkinesis.Config[stream.DeadLetter]{MaxRecordBytes: -1})
+	if !errors.Is(err, sinkkinesis.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"Origin empty", "Client nil", "Stream empty", "MaxRecordBytes -1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New = %v, want it to name %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "Record nil") {
+		t.Errorf("New = %v: Record is the Stream's to set, not a problem of the Config", err)
+	}
+}
