@@ -101,6 +101,16 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 		problems = append(problems, fmt.Errorf("MaxRecordBytes %d: a letter needs at least %d bytes (its fields, cut, and its tag): raise it, or leave it 0 for 1 MiB", cfg.MaxRecordBytes, minRecordBytes))
 	}
 	if len(problems) > 0 {
+		// The sink's own fields too, so that one error names every bad
+		// field (MaxRecordBytes once).
+		probe := cfg
+		probe.Record, probe.Origin = record, "o"
+		if probe.MaxRecordBytes < minRecordBytes {
+			probe.MaxRecordBytes = 0
+		}
+		if _, err := sinkkinesis.New(probe); err != nil {
+			problems = append(problems, sinkProblems(err))
+		}
 		return nil, fmt.Errorf("%w: %w", sinkkinesis.ErrInvalidConfig, errors.Join(problems...))
 	}
 	cfg.Record = record
@@ -112,6 +122,17 @@ func New(cfg sinkkinesis.Config[stream.DeadLetter]) (*Stream, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// sinkProblems returns the problems err, the error of sinkkinesis.New
+// refusing a Config, names, without ErrInvalidConfig's text.
+func sinkProblems(err error) error {
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := u.Unwrap(); len(errs) == 2 && errs[0] == sinkkinesis.ErrInvalidConfig {
+			return errs[1]
+		}
+	}
+	return err
 }
 
 // writerSuffix returns what follows Origin in the writer of the letters of
