@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +14,11 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
 )
-
-// letterBox keeps the letters a pipeline quarantines.
-type letterBox struct {
-	mu      sync.Mutex
-	letters []stream.DeadLetter
-}
-
-func (b *letterBox) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.letters = append(b.letters, letters...)
-	return nil
-}
 
 // TestQuarantineWithOrigins runs, against kinesalite and dynalite, a
 // leased worker whose Map panics on one record before the sink, written
@@ -67,7 +54,7 @@ func TestQuarantineWithOrigins(t *testing.T) {
 			}
 			return e
 		})
-		box := &letterBox{}
+		box := &letterstest.Box{}
 		seen := 0
 		stream.ForEachBatch(parsed, func(ctx context.Context, b *batch.Batch[event]) error {
 			if err := s.Write(ctx, b); err != nil {
@@ -83,7 +70,7 @@ func TestQuarantineWithOrigins(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatalf("%s: Run = %v, want nil: the bad record quarantined", app, err)
 		}
-		return s.Stats(), box.letters
+		return s.Stats(), box.Letters()
 	}
 	st, letters := run(in)
 	if st.Written != int64(len(recs)-1) {
@@ -148,7 +135,7 @@ func quarantineRefused(t *testing.T, bad []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	box := &letterBox{}
+	box := &letterstest.Box{}
 	err = runOutputs(t, &logBuffer{}, false, recs, func(in *stream.Stream[event]) {
 		stream.ForEachBatch(in, s.Write, stream.Quarantine(box), stream.Retry(0))
 	})
@@ -168,7 +155,7 @@ func quarantineRefused(t *testing.T, bad []int) {
 		t.Errorf("Stats %+v, want %d written", st, len(good))
 	}
 	got := map[int]string{}
-	for _, l := range box.letters {
+	for _, l := range box.Letters() {
 		var e event
 		if err := json.Unmarshal(l.Record, &e); err != nil {
 			t.Fatalf("letter %+v: %v", l, err)
@@ -180,7 +167,7 @@ func quarantineRefused(t *testing.T, bad []int) {
 			t.Errorf("letter of record %d: %q, want its own error (%s)", n, got[n], problem)
 		}
 	}
-	if len(box.letters) != len(bad) {
-		t.Errorf("%d letters, want %d: %v", len(box.letters), len(bad), got)
+	if len(box.Letters()) != len(bad) {
+		t.Errorf("%d letters, want %d: %v", len(box.Letters()), len(bad), got)
 	}
 }

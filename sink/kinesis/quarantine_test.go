@@ -1,31 +1,17 @@
 package kinesis_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/sink/kinesis"
 	"github.com/weirstream/weir/source/memory"
 	"github.com/weirstream/weir/stream"
 )
-
-// letterBox keeps the letters a pipeline quarantines.
-type letterBox struct {
-	mu      sync.Mutex
-	letters []stream.DeadLetter
-}
-
-func (b *letterBox) Quarantine(_ context.Context, letters []stream.DeadLetter) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.letters = append(b.letters, letters...)
-	return nil
-}
 
 // TestQuarantineInvalidRecords runs a pipeline whose output writes with a
 // Sink, with stream.Quarantine, a batch of ten records two of which
@@ -65,7 +51,7 @@ func TestQuarantineInvalidRecords(t *testing.T) {
 		if err := src.Push(in...); err != nil {
 			t.Fatal(err)
 		}
-		box := &letterBox{}
+		box := &letterstest.Box{}
 		stream.ForEachBatch(stream.From(p, src), s.Write, stream.Quarantine(box))
 		if err := p.Drain(t.Context()); err != nil {
 			t.Fatal(err)
@@ -73,11 +59,11 @@ func TestQuarantineInvalidRecords(t *testing.T) {
 		if err := p.Run(t.Context()); err != nil {
 			t.Fatalf("Run = %v, want nil: the invalid records quarantined", err)
 		}
-		if len(box.letters) != 2 {
-			t.Fatalf("%d letters, want 2 (the invalid records'):\n%v", len(box.letters), box.letters)
+		if len(box.Letters()) != 2 {
+			t.Fatalf("%d letters, want 2 (the invalid records'):\n%v", len(box.Letters()), box.Letters())
 		}
 		for i, problem := range []string{"empty", "300 characters"} {
-			l := box.letters[i]
+			l := box.Letters()[i]
 			if !strings.Contains(l.Err, "partition key") || !strings.Contains(l.Err, problem) {
 				t.Errorf("letter %d: error %q, want one naming the partition key's problem (%s)", i, l.Err, problem)
 			}
