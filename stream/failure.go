@@ -59,12 +59,12 @@ func Retry(n int) Option {
 // partition for a ForEachPartition function that fails, and the batch for
 // a ForEachBatch or Print function that fails, unless a ForEachBatch
 // function names the records it cannot output with a RecordErrors (as
-// sink/kinesis and sink/dynamodb do): those records are quarantined, each
-// with its own error, and it is called again with the others; when the narrow operators
-// before a ForEachBatch or Print fail, their records are isolated the same
-// way and the function gets the batch of the others (none of a failing
-// record's outputs), with Origins the origins a run without the failure
-// gives them. A narrow operator
+// sink/kinesis and sink/dynamodb do): those records are quarantined at
+// once, each with its own error, and it is called again with the others.
+// When the narrow operators before a ForEachBatch or Print fail, their
+// records are isolated the same way and the function gets the batch of
+// the others (none of a failing record's outputs), with Origins the
+// origins a run without the failure gives them. A narrow operator
 // whose stream several consumers share is computed once, before them; if
 // it fails, the quarantine pass of an output runs it again fused into the
 // output, record by record, so each such output quarantines the failing
@@ -233,6 +233,9 @@ func (o *output) retry(r *run, attempt func() error, units func() int) error {
 		if noretry.Is(err) {
 			return err // a refused configuration: the same at every try
 		}
+		if _, ok := errors.AsType[*RecordErrors](err); ok {
+			return err // records that can never be output: the same at every try
+		}
 		r.outs[o.index].Retries += units()
 		wait := b.Next()
 		r.logger.Warn("stream: output failed; trying again", "output", o.String(), "batch", r.job.time,
@@ -321,7 +324,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if b == nil {
 			b, _ = s.at(r) // computed by the try
 		}
-		return o.quarantine(r, refusedLetters(ctx, b, err, f))
+		return o.quarantine(r, refusedLetters(b, err, callAgain(ctx, r, o, f)))
 	}
 	// The stream itself failed: if it is a narrow operator's, its records
 	// are isolated and f gets the batch of those that did not fail, with
@@ -337,7 +340,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	if ferr := safely(func() error { return f(ctx, b) }); ferr != nil {
-		letters = append(letters, refusedLetters(ctx, b, ferr, f)...)
+		letters = append(letters, refusedLetters(b, ferr, callAgain(ctx, r, o, f))...)
 	}
 	return o.quarantine(r, letters)
 }

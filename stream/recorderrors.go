@@ -18,15 +18,17 @@ import (
 // outputs them: it may have output some of them already, and must
 // tolerate that, as every output tolerates a retry.
 //
-// With Quarantine, once the output's retries are spent, each of those
-// records is sent to the dead letters with its own error, and the
-// function is called again with the batch of the others, which then
-// completes. Without RecordErrors the unit of a ForEachBatch function's
-// failure is the whole batch: every record would be quarantined. A second
-// call that returns RecordErrors again sets those records aside too;
-// another error quarantines the records left, as a whole. Without
-// Quarantine it fails the batch as any error does. sink/kinesis and
-// sink/dynamodb return it for the records they refuse.
+// The output does not try a batch again for it (Retry): a record that can
+// never be output is refused at every try. With Quarantine, each of those
+// records is sent to the dead letters with its own error, at once, and the
+// function is called again with the batch of the others (tried again as
+// the output's Retry says), which then completes. Without RecordErrors the
+// unit of a ForEachBatch function's failure is the whole batch: every
+// record would be quarantined. A later call that returns RecordErrors sets
+// those records aside too; another error, once the retries are spent,
+// quarantines the records left, as a whole. Without Quarantine it fails
+// the batch at once. sink/kinesis and sink/dynamodb return it for the
+// records they refuse.
 type RecordErrors struct {
 	Errs map[int]error
 }
@@ -64,13 +66,14 @@ func (e *RecordErrors) indexes() []int {
 	return idx
 }
 
-// refusedLetters returns the letters of b's records, f having failed on b
-// with err: those err names, if it is a RecordErrors naming records of b,
-// each with its own error, and then, f called again with the batch of the
-// others, the letters of those it names in turn, until f outputs the
-// batch left (or it is empty); any other error of f quarantines the batch
-// left as a whole, with that error, as it does the first batch.
-func refusedLetters[T any](ctx context.Context, b *batch.Batch[T], err error, f func(context.Context, *batch.Batch[T]) error) []DeadLetter {
+// refusedLetters returns the letters of b's records, the output's
+// function having failed on b with err: those err names, if it is a
+// RecordErrors naming records of b, each with its own error, and then,
+// the function called again with the batch of the others (again), the
+// letters of those it names in turn, until it outputs the batch left (or
+// it is empty); any other error quarantines the batch left as a whole,
+// with that error, as it does the first batch.
+func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch[T]) error) []DeadLetter {
 	var letters []DeadLetter
 	for {
 		re, ok := errors.AsType[*RecordErrors](err)
@@ -91,9 +94,17 @@ func refusedLetters[T any](ctx context.Context, b *batch.Batch[T], err error, f 
 		if b.Len() == 0 {
 			return letters
 		}
-		if err = safely(func() error { return f(ctx, b) }); err == nil {
+		if err = again(b); err == nil {
 			return letters
 		}
+	}
+}
+
+// callAgain returns a call of output o's function f, with ctx, on a batch
+// of r's time, tried again as o's Retry says (see refusedLetters).
+func callAgain[T any](ctx context.Context, r *run, o *output, f func(context.Context, *batch.Batch[T]) error) func(*batch.Batch[T]) error {
+	return func(b *batch.Batch[T]) error {
+		return o.retry(r, func() error { return safely(func() error { return f(ctx, b) }) }, func() int { return 1 })
 	}
 }
 

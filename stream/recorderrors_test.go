@@ -130,3 +130,76 @@ func TestRecordErrorsMessage(t *testing.T) {
 		t.Errorf("errors.Is misses a record's error")
 	}
 }
+
+// TestRecordErrorsNotRetried: a batch whose function returns RecordErrors
+// is not tried again (the records it names are refused at every try): with
+// Quarantine they are set aside at once, and the call on the others is
+// tried again as Retry says, so that a failure a retry heals (here, once)
+// does not quarantine them; without Quarantine Run fails after one call.
+// Before, the whole batch went through the output's retries first (3
+// calls refused the same way, a WARN and a wait each), and the call on the
+// others was made once: its failure quarantined every good record.
+func TestRecordErrorsNotRetried(t *testing.T) {
+	bad := shardRec{0, 0}
+	errFlaky := errors.New("timeout")
+	// run runs 5 records through an output whose function refuses bad and
+	// fails its first call without bad, and returns the calls with bad,
+	// the records output and Run's error.
+	run := func(t *testing.T, opts ...Option) (withBad int, seen map[shardRec]int, err error) {
+		p, src := newMemoryPipeline(t, Config{}, 1)
+		seen = map[shardRec]int{}
+		flaked := false
+		ForEachBatch(From(p, src), func(_ context.Context, b *batch.Batch[shardRec]) error {
+			i := 0
+			for v := range b.All() {
+				if v == bad {
+					withBad++
+					return &RecordErrors{Errs: map[int]error{i: errRefused}}
+				}
+				i++
+			}
+			if !flaked && b.Len() > 0 {
+				flaked = true
+				return errFlaky
+			}
+			for v := range b.All() {
+				seen[v]++
+			}
+			return nil
+		}, opts...)
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		for i := range 5 { // one batch
+			if err := src.Push(shardRec{0, i}); err != nil {
+				t.Fatalf("Push: %v", err)
+			}
+		}
+		if err := p.Drain(context.Background()); err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+		err = <-errc
+		return withBad, seen, err
+	}
+	synctest.Test(t, func(t *testing.T) {
+		box := &letterBox{}
+		withBad, seen, err := run(t, Quarantine(box), Retry(3))
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+		if withBad != 1 {
+			t.Errorf("the batch with the refused record was called %d times, want 1", withBad)
+		}
+		if diff := cmp.Diff(map[shardRec]int{{0, 1}: 1, {0, 2}: 1, {0, 3}: 1, {0, 4}: 1}, seen); diff != "" {
+			t.Errorf("records output (-want +got):\n%s", diff)
+		}
+		if l := box.all(); len(l) != 1 || l[0].Err != errRefused.Error() {
+			t.Errorf("letters %v, want one, of the refused record", l)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		withBad, _, err := run(t, Retry(3))
+		if !errors.Is(err, errRefused) || withBad != 1 {
+			t.Errorf("without Quarantine: Run = %v after %d calls with the refused record, want it refused after 1", err, withBad)
+		}
+	})
+}
