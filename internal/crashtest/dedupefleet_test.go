@@ -217,10 +217,8 @@ func TestFleetDeduplicateTorture(t *testing.T) {
 	r := *w
 	r.stream, r.table, r.dedupe = target, target, createSinkTable(t, env)
 	r.kinesisSink, r.kinesisSinkOrigins, r.kinesisSinkCopies = "", false, false
-	fl := &sinkFleet{h: &r, merge: true}
-	for i := range fleetWorkers {
-		fl.members = append(fl.members, r.member(fmt.Sprintf("dedupe-r%d", i+1)))
-	}
+	fl := newSinkFleet(&r, "dedupe-r")
+	fl.merge = true
 	prod, stopProducer := startProducer(t, w)
 	defer stopProducer()
 	wc := w.start()

@@ -74,29 +74,7 @@ func TestFleetKinesisSinkTorture(t *testing.T) {
 	if err := env.CreateStream(ctx, h.kinesisSink, fleetSinkTargetShards); err != nil {
 		t.Fatal(err)
 	}
-	fl := &sinkFleet{h: h}
-	for i := range fleetWorkers {
-		fl.members = append(fl.members, h.member(fmt.Sprintf("sink-w%d", i+1)))
-	}
-	prod, stopProducer := startProducer(t, h)
-	defer stopProducer()
-	for _, m := range fl.members {
-		fl.cs = append(fl.cs, m.start())
-	}
-
-	inSink := fl.torture(kills, pauses, rng)
-	stopProducer()
-	put, maybe, _ := prod.snapshot()
-	awaitFleet(t, "every source shard checkpointed at its end", waitLimit, fl.cs, fl.tails, func() (bool, string) {
-		return streamDrained(t, env, h.stream, h.table)
-	})
-	termAll(t, fl.cs...)
-
-	f := checkAtLeastOnceIn(t, put, maybe, fl.members...)
-	for _, m := range fl.members {
-		m.checkLog()
-		m.checkJournalOf(false) // a worker may lose its leases before its first checkpoint
-	}
+	f, inSink := newSinkFleet(h, "sink-w").runOnSource(kills, pauses, rng)
 	// want is every record of the source stream, per target key, in
 	// source order.
 	want := map[string][]int64{}
@@ -125,13 +103,13 @@ func TestFleetKinesisSinkTorture(t *testing.T) {
 		t.Errorf("target stream through Deduplicate, records per partition key in stream order (-want source order +got):\n%s", diff)
 		reportOnce(t, want, got)
 	}
-	f.Rerun = fl.rerun() // checkAtLeastOnce counts none: batch times are not one worker's
 	report(t, fmt.Sprintf("fleet Kinesis sink torture: %d workers, %d kills, %d pauses (%d inside the sink's output), 1 split of the source, seed %d: %v; source %d records, target %d, %d through Deduplicate (%d copies dropped); took %v",
 		fleetWorkers, kills, pauses, inSink, seed, f, source, raw, kept, raw-kept, time.Since(start).Round(time.Millisecond)))
 }
 
-// sinkFleet is the fleet of TestFleetKinesisSinkTorture: members (one
-// harness per worker: its ID, log and output) and their current children.
+// sinkFleet is the fleet of the fleet torture tests of the sinks and of
+// Deduplicate: members (one harness per worker: its ID, log and output)
+// and their current children.
 type sinkFleet struct {
 	h       *harness // the stream, lease table and servers
 	members []*harness
@@ -139,6 +117,50 @@ type sinkFleet struct {
 	// merge makes torture merge the split's children again, before its
 	// last event.
 	merge bool
+}
+
+// newSinkFleet returns a fleet of fleetWorkers members of h, the workers
+// prefix1, prefix2..., none started.
+func newSinkFleet(h *harness, prefix string) *sinkFleet {
+	fl := &sinkFleet{h: h}
+	for i := range fleetWorkers {
+		fl.members = append(fl.members, h.member(fmt.Sprintf("%s%d", prefix, i+1)))
+	}
+	return fl
+}
+
+// runOnSource runs the fleet on its stream, the source, while a producer
+// puts records: it starts every member, tortures them (see torture), stops
+// the producer, waits until every source shard is checkpointed at its
+// end, stops every worker with SIGTERM (each must drain and exit 0), and
+// checks their outputs (every record at least once), recovery logs and
+// checkpoint journals. It returns the outputs' figures, their re-run
+// batches counted per worker (see rerun), and the number of events inside
+// a batch's sink output.
+func (fl *sinkFleet) runOnSource(kills, pauses int, rng *rand.Rand) (f figures, inSink int) {
+	h, t := fl.h, fl.h.t
+	t.Helper()
+	prod, stopProducer := startProducer(t, h)
+	defer stopProducer()
+	for _, m := range fl.members {
+		fl.cs = append(fl.cs, m.start())
+	}
+
+	inSink = fl.torture(kills, pauses, rng)
+	stopProducer()
+	put, maybe, _ := prod.snapshot()
+	awaitFleet(t, "every source shard checkpointed at its end", waitLimit, fl.cs, fl.tails, func() (bool, string) {
+		return streamDrained(t, h.env, h.stream, h.table)
+	})
+	termAll(t, fl.cs...)
+
+	f = checkAtLeastOnceIn(t, put, maybe, fl.members...)
+	for _, m := range fl.members {
+		m.checkLog()
+		m.checkJournalOf(false) // a worker may lose its leases before its first checkpoint
+	}
+	f.Rerun = fl.rerun() // checkAtLeastOnce counts none: batch times are not one worker's
+	return f, inSink
 }
 
 // torture kills (and restarts) kills times, and pauses pauses times, a
