@@ -144,25 +144,18 @@ func writeLists(ctx context.Context, client *awsdynamodb.Client, table string, b
 func readLists(t *testing.T, client *awsdynamodb.Client, table string) map[string][]int64 {
 	t.Helper()
 	got := map[string][]int64{}
-	p := awsdynamodb.NewScanPaginator(client, &awsdynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(t.Context())
-		if err != nil {
-			t.Fatal(err)
+	for _, item := range scanTable(t, client, table) {
+		k, _ := item["id"].(*ddbtypes.AttributeValueMemberS)
+		l, _ := item["ids"].(*ddbtypes.AttributeValueMemberS)
+		if k == nil || l == nil {
+			t.Fatalf("item %v: want a string id and ids", item)
 		}
-		for _, item := range page.Items {
-			k, _ := item["id"].(*ddbtypes.AttributeValueMemberS)
-			l, _ := item["ids"].(*ddbtypes.AttributeValueMemberS)
-			if k == nil || l == nil {
-				t.Fatalf("item %v: want a string id and ids", item)
+		for f := range strings.SplitSeq(l.Value, ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("key %s: list %q: %v", k.Value, l.Value, err)
 			}
-			for f := range strings.SplitSeq(l.Value, ",") {
-				id, err := strconv.ParseInt(f, 10, 64)
-				if err != nil {
-					t.Fatalf("key %s: list %q: %v", k.Value, l.Value, err)
-				}
-				got[k.Value] = append(got[k.Value], id)
-			}
+			got[k.Value] = append(got[k.Value], id)
 		}
 	}
 	return got

@@ -3,6 +3,7 @@
 package crashtest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -186,13 +187,14 @@ func TestZombieWorker(t *testing.T) {
 		resumed.Sub(stoppedAt).Round(time.Millisecond), took.Round(time.Millisecond), back.Round(time.Millisecond), f, a.checkpoints, b.checkpoints))
 }
 
-// startProducer runs a producer on h's stream until the returned stop is
-// called (idempotent; the test's failure if the producer failed).
+// startProducer runs a producer on h's stream, putting h.puts records
+// every 20ms, until the returned stop is called (idempotent; the test's
+// failure if the producer failed).
 func startProducer(t *testing.T, h *harness) (*producer, func()) {
 	prod := newProducer(h.env.Kinesis(), h.stream)
 	stop := make(chan struct{})
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(t.Context(), stop) }()
+	go func() { prodErr <- prod.run(t.Context(), cmp.Or(h.puts, defaultPuts), stop) }()
 	return prod, func() {
 		if stop != nil {
 			close(stop)

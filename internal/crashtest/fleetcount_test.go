@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -418,14 +417,16 @@ func (f *fleet) awaitLeasesLeft(pid int) {
 func (f *fleet) split(rng *rand.Rand) {
 	f.t.Helper()
 	mid, _ := f.intermediate()
-	splitShard(f.t, f.env, mid, rng, f.await)
+	splitShard(f.t, f.env, mid, rng, nil, f.await)
 }
 
-// splitShard splits an open shard of stream name, picked by rng, at the
-// middle of its hash key range, once the stream exists, waits until the
-// stream is ACTIVE again, and returns the shard's ID; await is the fleet's
-// wait for a condition.
-func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, await func(what string, ok func() (bool, string))) string {
+// splitShard splits an open shard of stream name, picked by rng among
+// those prefer accepts (any open shard if it accepts none, or is nil), at
+// the middle of its hash key range, once the stream exists, waits until
+// the stream is ACTIVE again, and returns the shard's ID; await is the
+// fleet's wait for a condition.
+func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, prefer func(shard string) bool,
+	await func(what string, ok func() (bool, string))) string {
 	t.Helper()
 	kc := env.Kinesis()
 	var open []types.Shard
@@ -441,6 +442,11 @@ func splitShard(t *testing.T, env *localaws.Env, name string, rng *rand.Rand, aw
 		open = slices.DeleteFunc(out.Shards, func(s types.Shard) bool { return s.SequenceNumberRange.EndingSequenceNumber != nil })
 		return len(open) > 0, "no open shard"
 	})
+	if prefer != nil {
+		if preferred := slices.DeleteFunc(slices.Clone(open), func(s types.Shard) bool { return !prefer(aws.ToString(s.ShardId)) }); len(preferred) > 0 {
+			open = preferred
+		}
+	}
 	s := open[rng.IntN(len(open))]
 	lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
 	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
@@ -631,24 +637,17 @@ func termAll(t *testing.T, cs ...*child) {
 func (f *fleet) checkTable() int {
 	f.t.Helper()
 	got := map[string]int64{}
-	p := dynamodb.NewScanPaginator(f.env.DynamoDB(), &dynamodb.ScanInput{TableName: aws.String(f.table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(f.t.Context())
+	for _, item := range scanTable(f.t, f.env.DynamoDB(), f.table) {
+		k, _ := item["key"].(*ddbtypes.AttributeValueMemberS)
+		c, _ := item["count"].(*ddbtypes.AttributeValueMemberN)
+		if k == nil || c == nil {
+			f.t.Fatalf("item %v: want a string key and a number count", item)
+		}
+		n, err := strconv.ParseInt(c.Value, 10, 64)
 		if err != nil {
-			f.t.Fatal(err)
+			f.t.Fatalf("key %s: count %q: %v", k.Value, c.Value, err)
 		}
-		for _, item := range page.Items {
-			k, _ := item["key"].(*ddbtypes.AttributeValueMemberS)
-			c, _ := item["count"].(*ddbtypes.AttributeValueMemberN)
-			if k == nil || c == nil {
-				f.t.Fatalf("item %v: want a string key and a number count", item)
-			}
-			n, err := strconv.ParseInt(c.Value, 10, 64)
-			if err != nil {
-				f.t.Fatalf("key %s: count %q: %v", k.Value, c.Value, err)
-			}
-			got[k.Value] = n
-		}
+		got[k.Value] = n
 	}
 	keys := slices.Sorted(maps.Keys(f.truth))
 	for k := range got {

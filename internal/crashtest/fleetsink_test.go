@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/internal/localaws"
 	"github.com/weirstream/weir/internal/origin"
 	kinesissink "github.com/weirstream/weir/sink/kinesis"
@@ -63,8 +66,7 @@ const (
 // checkpoint may pass its worker's completed records or be written by a
 // worker that lost its lease.
 func TestFleetKinesisSinkTorture(t *testing.T) {
-	kills, seed, rng := tortureScheduleOf(t, fleetSinkKills)
-	pauses := envInt(t, "WEIR_FLEET_PAUSES", fleetSinkPauses)
+	kills, pauses, seed, rng := sinkFleetSchedule(t)
 	start := time.Now()
 	env := servers.Env(t)
 	h := newHarness(t, env, fleetShards)
@@ -107,6 +109,16 @@ func TestFleetKinesisSinkTorture(t *testing.T) {
 		fleetWorkers, kills, pauses, inSink, seed, f, source, raw, kept, raw-kept, time.Since(start).Round(time.Millisecond)))
 }
 
+// sinkFleetSchedule returns the events of a sink's fleet torture: its
+// kills (WEIR_TORTURE_KILLS, default fleetSinkKills) and pauses
+// (WEIR_FLEET_PAUSES, default fleetSinkPauses), and the seed of their
+// order and moments and a generator from it (see tortureSeed).
+func sinkFleetSchedule(t *testing.T) (kills, pauses int, seed uint64, rng *rand.Rand) {
+	t.Helper()
+	kills, seed, rng = tortureScheduleOf(t, fleetSinkKills)
+	return kills, envInt(t, "WEIR_FLEET_PAUSES", fleetSinkPauses), seed, rng
+}
+
 // sinkFleet is the fleet of the fleet torture tests of the sinks and of
 // Deduplicate: members (one harness per worker: its ID, log and output)
 // and their current children.
@@ -117,6 +129,13 @@ type sinkFleet struct {
 	// merge makes torture merge the split's children again, before its
 	// last event.
 	merge bool
+	// pauseAcrossSplit makes torture's first pause, if it has one, the
+	// moment of the split: the victim, stopped inside a batch's sink
+	// output, is let go on only once a shard it held was split and the
+	// others completed batches of both children (see splitDuringPause), a
+	// zombie whose batch in flight then writes records of a parent after
+	// its children's.
+	pauseAcrossSplit bool
 }
 
 // newSinkFleet returns a fleet of fleetWorkers members of h, the workers
@@ -166,10 +185,12 @@ func (fl *sinkFleet) runOnSource(kills, pauses int, rng *rand.Rand) (f figures, 
 // torture kills (and restarts) kills times, and pauses pauses times, a
 // worker holding leases, in an order drawn by rng, each time waiting
 // until the others hold every lease it held; it splits a shard of the
-// fleet's stream midway (or at once, without events) and, with fl.merge,
-// merges its children before the last event (or at once). Every other
-// event lands inside a batch's later outputs (awaitInSink), the others at
-// random moments. It returns the number of the former.
+// fleet's stream midway (or at once, without events; or, with
+// fl.pauseAcrossSplit, during the first pause) and, with fl.merge, merges
+// its children before the last event (or after it, or at once). Every
+// other event (and a pause across the split) lands inside a batch's later
+// outputs (awaitInSink), the others at random moments. It returns the
+// number of the former.
 func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 	t := fl.h.t
 	t.Helper()
@@ -177,18 +198,24 @@ func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 	events = append(events, slices.Repeat([]string{"pause"}, pauses)...)
 	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	splitAt, mergeAt := len(events)/2, len(events)-1
-	split := ""
+	pauseSplit := fl.pauseAcrossSplit && slices.Contains(events, "pause")
+	if pauseSplit {
+		splitAt = slices.Index(events, "pause")
+	}
+	split, merged := "", false
 	for i, event := range events {
-		if i == splitAt {
+		across := pauseSplit && i == splitAt
+		if i == splitAt && !across {
 			split = fl.split(rng)
 		}
-		if i == mergeAt && fl.merge {
+		if i == mergeAt && fl.merge && split != "" {
 			fl.mergeChildren(split)
+			merged = true
 		}
 		w, held := fl.victim(rng)
 		m, c := fl.members[w], fl.cs[w]
 		moment := "at random"
-		if i%2 == 0 {
+		if i%2 == 0 || across {
 			m.awaitInSink(c)
 			moment, inSink = "inside the sink's output", inSink+1
 		} else {
@@ -203,20 +230,74 @@ func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 			if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			fl.awaitLeasesLeft(w)
+			if across {
+				split = fl.splitDuringPause(w, rng)
+				moment += ", across the split of " + split
+			} else {
+				fl.awaitLeasesLeft(w)
+			}
 			if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 		}
 		t.Logf("%s %d: worker %s (pid %d) holding %d leases, %s; its leases taken by the others", event, i+1, m.tuning.worker, c.cmd.Process.Pid, held, moment)
 	}
-	if len(events) == 0 {
+	if split == "" {
 		split = fl.split(rng)
-		if fl.merge {
-			fl.mergeChildren(split)
-		}
+	}
+	if fl.merge && !merged {
+		fl.mergeChildren(split)
 	}
 	return inSink
+}
+
+// splitDuringPause splits a shard that worker w, stopped, holds (any
+// open shard if it holds none now), and waits until the others hold every
+// lease w held and have checkpointed both of the split's children past
+// their start: they completed batches of the children's records after
+// every record of the parent, so the writes w's batch in flight still
+// makes of the parent's records come after the children's. It returns
+// the split shard's ID.
+func (fl *sinkFleet) splitDuringPause(w int, rng *rand.Rand) string {
+	h := fl.h
+	h.t.Helper()
+	worker := fl.members[w].tuning.worker
+	leases, err := h.leases()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, l := range leases {
+		held[l.Shard] = l.Owner == worker
+	}
+	split := splitShard(h.t, h.env, h.stream, rng, func(shard string) bool { return held[shard] }, fl.await)
+	fl.awaitLeasesLeft(w)
+	fl.await(fmt.Sprintf("both children of %s checkpointed past their start", split), func() (bool, string) {
+		out, err := h.env.Kinesis().ListShards(h.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(h.stream)})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		leases, err := h.leases()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		at := map[string]string{}
+		for _, l := range leases {
+			at[l.Shard] = l.Checkpoint
+		}
+		var state []string
+		for _, s := range out.Shards {
+			if aws.ToString(s.ParentShardId) != split {
+				continue
+			}
+			cp := at[aws.ToString(s.ShardId)]
+			if _, isSeq := new(big.Int).SetString(cp, 10); !isSeq && cp != checkpointer.ShardEnd {
+				state = append(state, fmt.Sprintf("%s at %q", aws.ToString(s.ShardId), cp))
+			}
+		}
+		return len(state) == 0, "children " + strings.Join(state, ", ")
+	})
+	return split
 }
 
 // victim returns the index of a worker picked by rng among those holding
@@ -258,7 +339,7 @@ func (fl *sinkFleet) awaitLeasesLeft(w int) {
 // fleet reads it, and returns the shard's ID.
 func (fl *sinkFleet) split(rng *rand.Rand) string {
 	fl.h.t.Helper()
-	return splitShard(fl.h.t, fl.h.env, fl.h.stream, rng, fl.await)
+	return splitShard(fl.h.t, fl.h.env, fl.h.stream, rng, nil, fl.await)
 }
 
 // mergeChildren merges the two children of the split shard parent of the

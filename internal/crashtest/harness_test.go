@@ -84,13 +84,13 @@ func (p *producer) putOnce(ctx context.Context, n int) error {
 	return nil
 }
 
-// run puts 10 records every 20ms until stop is closed (it finishes the
+// run puts each records every 20ms until stop is closed (it finishes the
 // put in flight) or ctx is done.
-func (p *producer) run(ctx context.Context, stop <-chan struct{}) error {
+func (p *producer) run(ctx context.Context, each int, stop <-chan struct{}) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := p.putOnce(ctx, 10); err != nil {
+		if err := p.putOnce(ctx, each); err != nil {
 			return err
 		}
 		select {
@@ -116,6 +116,10 @@ func (p *producer) lastIDs() map[string]int64 {
 	defer p.mu.Unlock()
 	return maps.Clone(p.last)
 }
+
+// defaultPuts is the number of records a test's producer puts every 20ms
+// by default (see harness.puts): 500 a second.
+const defaultPuts = 10
 
 // harness runs the pipeline in child processes on one stream, lease table,
 // recovery log and output file.
@@ -152,7 +156,10 @@ type harness struct {
 	kinesisEndpoint, dynamoEndpoint string
 	// tuning is the children's worker ID and timing (see childTuning).
 	tuning childTuning
-	runs   int
+	// puts is the number of records the producer of startProducer puts
+	// every 20ms: defaultPuts if 0.
+	puts int
+	runs int
 	// checkpoints is the number of checkpoint writes the children made,
 	// once checkJournal ran.
 	checkpoints int

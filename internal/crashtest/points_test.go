@@ -99,7 +99,7 @@ func runCrashPoint(t *testing.T, env *localaws.Env, cp crashPoint) {
 	prod := newProducer(env.Kinesis(), r.name)
 	stopProd := make(chan struct{})
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(ctx, stopProd) }()
+	go func() { prodErr <- prod.run(ctx, defaultPuts, stopProd) }()
 
 	// Run 1, until the crash.
 	c1 := newCrash()

@@ -295,3 +295,18 @@ func createSinkTable(t *testing.T, env *localaws.Env) string {
 	}
 	return name
 }
+
+// scanTable returns every item of table, read consistently.
+func scanTable(t *testing.T, client *awsdynamodb.Client, table string) []map[string]types.AttributeValue {
+	t.Helper()
+	var items []map[string]types.AttributeValue
+	p := awsdynamodb.NewScanPaginator(client, &awsdynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatalf("scan table %s: %v", table, err)
+		}
+		items = append(items, page.Items...)
+	}
+	return items
+}

@@ -44,7 +44,7 @@ func TestCrashTakeOverByAnotherWorker(t *testing.T) {
 	prod := newProducer(env.Kinesis(), name)
 	stopProd := make(chan struct{})
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- prod.run(ctx, stopProd) }()
+	go func() { prodErr <- prod.run(ctx, defaultPuts, stopProd) }()
 
 	// Worker A, until it dies with a block logged after two checkpoints.
 	ca := newCrash()
