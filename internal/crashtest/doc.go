@@ -103,7 +103,8 @@
 //     WEIR_TORTURE_SEED (WEIR_TORTURE_KILLS=8 WEIR_FLEET_PAUSES=6 for a
 //     long run, about a minute).
 //   - TestFleetDeduplicateTorture's kills and pauses of reader workers are
-//     the same variables, with the same defaults (2 and 1).
+//     the same variables, with the same defaults (2 and 1), and so are
+//     TestFleetDynamoSinkTorture's.
 //
 // # The fleet tests
 //
@@ -160,6 +161,24 @@
 // child given one parent's filter, it fails (in one run of three for the
 // latter): copies of records read before a lease moved or a reshard are
 // kept.
+//
+// TestFleetDynamoSinkTorture is the DynamoDB sink's on a fleet: 3 workers
+// of the child pipeline share a 4-shard stream, put at 150 records a
+// second, and write each record with sink/dynamodb and stream.Origins()
+// as an update of the item of its bucket (64 buckets of the partition
+// key's hash, each in one shard and then in one of its split's children):
+// a count, the last ID and the list of IDs, one update in ten losing its
+// answer after it was applied. Workers are killed and paused as in
+// TestFleetKinesisSinkTorture, and the first pause is the moment of the
+// split: the paused worker held the shard split, and goes on only once
+// the others completed batches of both children, so that its batch in
+// flight writes the parent's records after the children's. After the
+// drain every item must hold exactly its bucket's records, each once, in
+// shard order, the output files every record. With the lineage fence of
+// the children's versions disabled it fails (a parent's records counted
+// twice), as it does with versions compared by > instead of >=, with
+// batch-time versions on the fleet, or with one item's writes sent
+// together.
 //
 // # Crash points
 //

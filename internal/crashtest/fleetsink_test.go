@@ -30,12 +30,13 @@ import (
 	"github.com/weirstream/weir/stream"
 )
 
-// Defaults of TestFleetKinesisSinkTorture, sized for CI: each event waits
-// for the victim's leases to move (a lease duration, 3 s, and a take).
+// Defaults of TestFleetKinesisSinkTorture (and of
+// TestFleetDynamoSinkTorture), sized for CI: each event waits for the
+// victim's leases to move (a lease duration, 3 s, and a take).
 const (
-	// fleetSinkKills is the default of WEIR_TORTURE_KILLS for it.
+	// fleetSinkKills is the default of WEIR_TORTURE_KILLS for them.
 	fleetSinkKills = 2
-	// fleetSinkPauses is the default of WEIR_FLEET_PAUSES for it.
+	// fleetSinkPauses is the default of WEIR_FLEET_PAUSES for them.
 	fleetSinkPauses = 1
 	// fleetSinkTargetShards is the target stream's shard count: not the
 	// source's, so that a source shard's records spread over target shards.

@@ -135,6 +135,9 @@ type harness struct {
 	shared bool   // a DynamoDB recovery log instead of a directory
 	state  string // the state files' prefix: a pipeline with state (see envState)
 	sink   string // the DynamoDB sink's table: a pipeline with the sink (see envSink)
+	// sinkOrigins makes that sink's output the fleet's, with origins (see
+	// envSinkOrigins).
+	sinkOrigins bool
 	// slowLast, with sink, makes the last child's counting sink slow on
 	// the batch holding the shards' last records (see slowSinkIDs).
 	slowLast bool
@@ -201,7 +204,8 @@ func (h *harness) start() *child {
 		localaws.EnvDynamoDBEndpoint+"="+h.dynamoEndpoint,
 		envStream+"="+h.stream, envTable+"="+h.table, envLog+"="+h.logDir, envOut+"="+h.out,
 		envSlow+"="+h.slow.String(), envShared+"="+map[bool]string{true: "1"}[h.shared],
-		envState+"="+h.state, envSink+"="+h.sink, envKinesisSink+"="+h.kinesisSink,
+		envState+"="+h.state, envSink+"="+h.sink, envSinkOrigins+"="+map[bool]string{true: "1"}[h.sinkOrigins],
+		envKinesisSink+"="+h.kinesisSink,
 		envKinesisSinkOrigins+"="+map[bool]string{true: "1"}[h.kinesisSinkOrigins],
 		envKinesisSinkCopies+"="+map[bool]string{true: "1"}[h.kinesisSinkCopies], envDedupe+"="+h.dedupe)
 	cmd.Env = append(cmd.Env, h.tuning.env()...)

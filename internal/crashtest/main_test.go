@@ -168,6 +168,7 @@ func runChild(logger *slog.Logger) error {
 		state:              state,
 		sink:               os.Getenv(envSink),
 		sinkMarks:          sinkMarks(os.Getenv(envOut)),
+		sinkOrigins:        os.Getenv(envSinkOrigins) == "1",
 		kinesisSink:        os.Getenv(envKinesisSink),
 		kinesisSinkOrigins: os.Getenv(envKinesisSinkOrigins) == "1",
 		kinesisSinkCopies:  os.Getenv(envKinesisSinkCopies) == "1",

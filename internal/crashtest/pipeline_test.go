@@ -72,6 +72,9 @@ type pipelineConfig struct {
 	// sink, if set, adds the DynamoDB sink's outputs to this table, which
 	// mark their first write at sinkMarks (see envSink).
 	sink, sinkMarks string
+	// sinkOrigins makes that sink's output the fleet's instead, with
+	// stream.Origins() (see envSinkOrigins).
+	sinkOrigins bool
 	// kinesisSink, if set, adds the Kinesis sink's output to this stream,
 	// which marks its first call at sinkMarks (see envKinesisSink).
 	kinesisSink string
@@ -145,7 +148,11 @@ func newPipeline(cfg pipelineConfig) (*stream.Pipeline, *kinesis.Receiver, error
 		addState(recs, cfg.state)
 	}
 	if cfg.sink != "" {
-		if err := addSink(recs, cfg); err != nil {
+		add := addSink
+		if cfg.sinkOrigins {
+			add = addFleetSink
+		}
+		if err := add(recs, cfg); err != nil {
 			return nil, nil, err
 		}
 	}
