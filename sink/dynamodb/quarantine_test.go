@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +171,76 @@ func quarantineRefused(t *testing.T, bad []int) {
 	if len(box.Letters()) != len(bad) {
 		t.Errorf("%d letters, want %d: %v", len(box.Letters()), len(bad), got)
 	}
+}
+
+// TestQuarantineRerunAfterRefusedUpdate writes, against dynalite, with
+// versions by batch time, a batch of three writes of one item, the second
+// an update DynamoDB refuses for the item's state (it adds to an attribute
+// the item lacks): Write names it, and is called again without it, as
+// stream.Quarantine does. A crash before the batch's checkpoint runs the
+// whole batch again: Write must apply nothing more. The call without the
+// refused write gave the third write the second's ordinal, so the rerun
+// skipped the second as applied and applied the third twice; now Write
+// names the third too, held back, and the rerun applies nothing.
+// (Each write not named is to be applied once, whatever Write names.)
+func TestQuarantineRerunAfterRefusedUpdate(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	type step struct{ update string }
+	s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(st step) (dynamodb.Write, error) {
+		return dynamodb.Write{
+			Key:    map[string]types.AttributeValue{"id": str("a")},
+			Update: st.update,
+			Values: map[string]types.AttributeValue{":one": num(1)},
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := batch.New(batch.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()), nil,
+		[]step{{"ADD hits :one"}, {"SET tally = absent + :one"}, {"ADD hits :one"}})
+	err = s.Write(ctx, full)
+	re, ok := errors.AsType[*stream.RecordErrors](err)
+	if !ok {
+		t.Fatalf("first Write = %v, want a *stream.RecordErrors", err)
+	}
+	if _, bad := re.Errs[1]; !bad {
+		t.Fatalf("first Write names %v, want record 1", re.Errs)
+	}
+	kept := withoutNamed(full, re)
+	if err := s.Write(ctx, kept); err != nil {
+		t.Fatalf("Write without the refused records = %v, want nil", err)
+	}
+	// Each write not named (the first, and the third unless named too)
+	// adds a hit, once.
+	want := map[string]map[string]string{"a": {"hits": strconv.Itoa(kept.Len())}}
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Fatalf("table after the quarantine (-want +got):\n%s", diff)
+	}
+	// The worker crashes before the batch's checkpoint: the batch runs
+	// again, the quarantine pass with it.
+	err = s.Write(ctx, full)
+	if re, ok := errors.AsType[*stream.RecordErrors](err); ok {
+		err = s.Write(ctx, withoutNamed(full, re))
+	}
+	if err != nil {
+		t.Fatalf("rerun: Write = %v, want nil", err)
+	}
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Errorf("table after the rerun (-want +got):\n%s", diff)
+	}
+}
+
+// withoutNamed returns b less the records re names, as stream.Quarantine
+// calls a ForEachBatch function again.
+func withoutNamed[T any](b *batch.Batch[T], re *stream.RecordErrors) *batch.Batch[T] {
+	var kept []T
+	i := 0
+	for v := range b.All() {
+		if _, bad := re.Errs[i]; !bad {
+			kept = append(kept, v)
+		}
+		i++
+	}
+	return batch.New(b.Time(), nil, kept)
 }
