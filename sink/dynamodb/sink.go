@@ -360,7 +360,9 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // sent, so nothing is), or a write DynamoDB refuses with a
 // ValidationException (a key attribute empty or of the wrong type, a
 // number out of range, an update making the item too large: the item's
-// later writes of the batch are then not sent, the other items' are) fail
+// later writes of the batch are then not sent, the other items' are; those
+// later writes versioned by batch time are named too, as they cannot be
+// applied exactly once without it) fail
 // Write with a *stream.RecordErrors holding each one's error, by its index
 // in the batch. Given to stream.ForEachBatch with stream.Quarantine, those
 // records are set aside, each with its error, and Write is called again
@@ -403,13 +405,17 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 					if i >= len(keys) || ctx.Err() != nil {
 						return nil
 					}
-					for _, o := range byKey[keys[i]] {
+					ops := byKey[keys[i]]
+					for j, o := range ops {
 						err := s.apply(ctx, o)
 						if err != nil && recordRefused(err) {
 							// This record's alone: the item's later
-							// writes wait for a Write without it.
+							// writes wait for a Write without it, but
+							// those versioned by batch time (see
+							// heldBack).
 							badMu.Lock()
 							bad[o.rec] = err
+							heldBack(bad, o.rec, ops[j+1:])
 							badMu.Unlock()
 							break
 						}
@@ -448,6 +454,23 @@ func (s *Sink[T]) refused(t batch.Time, bad map[int]error) error {
 		bad[i] = fmt.Errorf("dynamodb: table %s, batch %v: record %d: %w", s.table, t, i, err)
 	}
 	return &stream.RecordErrors{Errs: bad}
+}
+
+// heldBack adds to bad the writes of later, the writes of an item after
+// that of record rec, which DynamoDB refused, that are versioned by batch
+// time. Their version is their ordinal among the item's writes in the
+// batch: written in a Write without rec, each would take the version of
+// the write before it, and a rerun of the whole batch (a crash before its
+// checkpoint) would skip rec's write as applied (its version is the item's
+// now) and apply the last of them again. Each is named with an error of
+// its own, so that the Write without them sends none of the item's writes
+// after those applied, and a rerun refuses rec's again.
+func heldBack(bad map[int]error, rec int, later []op) {
+	for _, o := range later {
+		if o.prefix == "" {
+			bad[o.rec] = fmt.Errorf("not written: DynamoDB refused record %d, an earlier write of its item in the batch, and this write, versioned by batch time, would take that write's version in a Write without it", rec)
+		}
+	}
 }
 
 // recordRefused reports whether err, the error of a write, is DynamoDB
