@@ -485,7 +485,13 @@ func replayOne(ctx context.Context, c *kinesis.Client, clk clock.Clock, s stateS
 	if err := h.keep(putWindow); err != nil {
 		return err
 	}
-	in := &kinesis.PutRecordInput{StreamName: &streamName, Data: rec.Data, PartitionKey: &rec.PartitionKey}
+	data := rec.Data
+	if data == nil {
+		// Kinesis takes a record of no data, but the AWS SDK refuses a nil
+		// Data as a missing field, before sending the put.
+		data = []byte{}
+	}
+	in := &kinesis.PutRecordInput{StreamName: &streamName, Data: data, PartitionKey: &rec.PartitionKey}
 	if rec.ExplicitHashKey != "" {
 		in.ExplicitHashKey = &rec.ExplicitHashKey
 	}
