@@ -203,3 +203,45 @@ func TestRecordErrorsNotRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordErrorsCallAgainStopped: a Run stopped while the function is
+// called again without the record it refused quarantines that record
+// alone: the others, which no call failed on, are not set aside with the
+// Run's context error (a DeadLetters that does not check its context
+// takes what it is given).
+func TestRecordErrorsCallAgainStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := shardRec{0, 0}
+		p, src := newMemoryPipeline(t, Config{}, 1)
+		box := &letterBox{}
+		again := make(chan struct{})
+		ForEachBatch(From(p, src), func(ctx context.Context, b *batch.Batch[shardRec]) error {
+			i := 0
+			for v := range b.All() {
+				if v == bad {
+					return &RecordErrors{Errs: map[int]error{i: errRefused}}
+				}
+				i++
+			}
+			close(again)
+			<-ctx.Done()
+			return ctx.Err()
+		}, Quarantine(box), Retry(3))
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		for i := range 5 { // one batch
+			if err := src.Push(shardRec{0, i}); err != nil {
+				t.Fatalf("Push: %v", err)
+			}
+		}
+		<-again
+		cancel()
+		<-errc
+		for _, l := range box.all() {
+			if l.Err != errRefused.Error() {
+				t.Errorf("letter %s (%s): want only the refused record's", l.Record, l.Err)
+			}
+		}
+	})
+}
