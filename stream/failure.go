@@ -324,7 +324,11 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if b == nil {
 			b, _ = s.at(r) // computed by the try
 		}
-		return o.quarantine(r, refusedLetters(b, err, callAgain(ctx, r, o, f)))
+		letters, err := refusedLetters(b, err, callAgain(ctx, r, o, f), stopsOutput(r))
+		if err != nil {
+			return err
+		}
+		return o.quarantine(r, letters)
 	}
 	// The stream itself failed: if it is a narrow operator's, its records
 	// are isolated and f gets the batch of those that did not fail, with
@@ -340,7 +344,11 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		return err
 	}
 	if ferr := safely(func() error { return f(ctx, b) }); ferr != nil {
-		letters = append(letters, refusedLetters(b, ferr, callAgain(ctx, r, o, f))...)
+		refused, err := refusedLetters(b, ferr, callAgain(ctx, r, o, f), stopsOutput(r))
+		if err != nil {
+			return err
+		}
+		letters = append(letters, refused...)
 	}
 	return o.quarantine(r, letters)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/noretry"
 )
 
 // RecordErrors is the error a ForEachBatch function returns to say that
@@ -26,7 +27,9 @@ import (
 // unit of a ForEachBatch function's failure is the whole batch: every
 // record would be quarantined. A later call that returns RecordErrors sets
 // those records aside too; another error, once the retries are spent,
-// quarantines the records left, as a whole. Without Quarantine it fails
+// quarantines the records left, as a whole, unless the Run stops
+// meanwhile: then nothing of the batch is quarantined, and the batch is
+// not done. Without Quarantine it fails
 // the batch at once. sink/kinesis and sink/dynamodb return it for the
 // records they refuse.
 type RecordErrors struct {
@@ -72,13 +75,19 @@ func (e *RecordErrors) indexes() []int {
 // the function called again with the batch of the others (again), the
 // letters of those it names in turn, until it outputs the batch left (or
 // it is empty); any other error quarantines the batch left as a whole,
-// with that error, as it does the first batch.
-func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch[T]) error) []DeadLetter {
+// with that error, as it does the first batch. A call that fails for a
+// reason of no record's (the Run stopping, a refused configuration: an
+// error for which stop reports true) quarantines nothing: refusedLetters
+// returns that error.
+func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch[T]) error, stop func(error) bool) ([]DeadLetter, error) {
 	var letters []DeadLetter
 	for {
+		if stop(err) {
+			return nil, err
+		}
 		re, ok := errors.AsType[*RecordErrors](err)
 		if !ok || len(re.Errs) == 0 || len(re.Errs) > b.Len() || slices.ContainsFunc(re.indexes(), func(i int) bool { return i < 0 || i >= b.Len() }) {
-			return append(letters, lettersOf(b.All(), batch.SeqRange{}, err)...)
+			return append(letters, lettersOf(b.All(), batch.SeqRange{}, err)...), nil
 		}
 		i := 0
 		for v := range b.All() {
@@ -92,12 +101,19 @@ func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch
 		}
 		b = without(b, re.Errs)
 		if b.Len() == 0 {
-			return letters
+			return letters, nil
 		}
 		if err = again(b); err == nil {
-			return letters
+			return letters, nil
 		}
 	}
+}
+
+// stopsOutput reports whether err, the error of output's function in r,
+// is no record's: the Run stops, or a refused configuration (the same at
+// every try), which fails the output rather than quarantine its records.
+func stopsOutput(r *run) func(error) bool {
+	return func(err error) bool { return r.ctx.Err() != nil || noretry.Is(err) }
 }
 
 // callAgain returns a call of output o's function f, with ctx, on a batch
