@@ -245,3 +245,32 @@ func TestRecordErrorsCallAgainStopped(t *testing.T) {
 		}
 	})
 }
+
+// TestTransformRecordErrorsRetried: an error of a Transform's function is
+// the batch's, which the outputs try again (Retry), whatever it wraps: a
+// RecordErrors names records of the Transform's batch, not of the output's,
+// and the output's function did not return it. It failed Run at once.
+func TestTransformRecordErrorsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := newMemoryPipeline(t, Config{}, 1)
+		failed := false
+		tr := Transform(From(p, src), func(_ context.Context, b *batch.Batch[shardRec]) (*batch.Batch[shardRec], error) {
+			if !failed && b.Len() > 0 {
+				failed = true
+				return nil, fmt.Errorf("enrich: %w", &RecordErrors{Errs: map[int]error{0: errRefused}})
+			}
+			return b, nil
+		})
+		seen := 0
+		ForEachBatch(tr, func(_ context.Context, b *batch.Batch[shardRec]) error {
+			seen += b.Len()
+			return nil
+		}, Retry(2))
+		if err := runMemory(t, p, src, 1, 5); err != nil {
+			t.Fatalf("Run = %v, want nil: the Transform's failure tried again", err)
+		}
+		if seen != 5 {
+			t.Errorf("%d records output, want 5", seen)
+		}
+	})
+}
