@@ -233,7 +233,7 @@ func (o *output) retry(r *run, attempt func() error, units func() int) error {
 		if noretry.Is(err) {
 			return err // a refused configuration: the same at every try
 		}
-		if _, ok := errors.AsType[*RecordErrors](err); ok {
+		if _, ok := errors.AsType[*refusal](err); ok {
 			return err // records that can never be output: the same at every try
 		}
 		r.outs[o.index].Retries += units()
@@ -304,7 +304,7 @@ func runWhole[T any](r *run, o *output, s *Stream[T], f func(ctx context.Context
 		if err != nil || b == nil {
 			return err
 		}
-		err = safely(func() error { return f(ctx, b) })
+		err = refusing(safely(func() error { return f(ctx, b) }))
 		fFailed = err != nil
 		return err
 	}, func() int { return 1 })

@@ -120,7 +120,7 @@ func stopsOutput(r *run) func(error) bool {
 // of r's time, tried again as o's Retry says (see refusedLetters).
 func callAgain[T any](ctx context.Context, r *run, o *output, f func(context.Context, *batch.Batch[T]) error) func(*batch.Batch[T]) error {
 	return func(b *batch.Batch[T]) error {
-		return o.retry(r, func() error { return safely(func() error { return f(ctx, b) }) }, func() int { return 1 })
+		return o.retry(r, func() error { return refusing(safely(func() error { return f(ctx, b) })) }, func() int { return 1 })
 	}
 }
 
@@ -152,4 +152,23 @@ func without[T any](b *batch.Batch[T], drop map[int]error) *batch.Batch[T] {
 		nb = nb.WithOrigins(kept)
 	}
 	return nb
+}
+
+// refusal is the error of a ForEachBatch function that names records it
+// refuses with a RecordErrors: the output does not try it again (retry).
+// Only the function's own error is one: a RecordErrors that computing its
+// stream failed with (a Transform's function's) names records of another
+// batch, and is that of the batch, which the output tries again.
+type refusal struct{ err error }
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// refusing returns err, the error of an output's function, as a refusal
+// if it is a RecordErrors.
+func refusing(err error) error {
+	if _, ok := errors.AsType[*RecordErrors](err); ok {
+		return &refusal{err}
+	}
+	return err
 }
