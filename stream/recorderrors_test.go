@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -271,6 +272,26 @@ func TestTransformRecordErrorsRetried(t *testing.T) {
 		}
 		if seen != 5 {
 			t.Errorf("%d records output, want 5", seen)
+		}
+	})
+}
+
+// TestRecordErrorsNilError: a RecordErrors whose record's error is nil
+// still says which record it refuses, and fails Run without Quarantine
+// with an error that can be printed. Its Error panicked.
+func TestRecordErrorsNilError(t *testing.T) {
+	e := &RecordErrors{Errs: map[int]error{3: nil}}
+	if msg := e.Error(); !strings.Contains(msg, "3") {
+		t.Errorf("Error() = %q, want record 3 named", msg)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		p, src := newMemoryPipeline(t, Config{}, 1)
+		ForEachBatch(From(p, src), func(_ context.Context, b *batch.Batch[shardRec]) error {
+			return &RecordErrors{Errs: map[int]error{0: nil}}
+		}, Retry(0))
+		err := runMemory(t, p, src, 1, 5)
+		if err == nil || !strings.Contains(err.Error(), "record 0") {
+			t.Errorf("Run = %v, want the refusal of record 0", err)
 		}
 	})
 }
