@@ -44,9 +44,9 @@ func (e *RecordErrors) Error() string {
 	case 0:
 		return "no record failed"
 	case 1:
-		return e.Errs[idx[0]].Error()
+		return e.errOf(idx[0]).Error()
 	}
-	return fmt.Sprintf("%d records refused, the first: %v", len(idx), e.Errs[idx[0]])
+	return fmt.Sprintf("%d records refused, the first: %v", len(idx), e.errOf(idx[0]))
 }
 
 // Unwrap returns the records' errors, in the order of their indexes, so
@@ -54,9 +54,20 @@ func (e *RecordErrors) Error() string {
 func (e *RecordErrors) Unwrap() []error {
 	var errs []error
 	for _, i := range e.indexes() {
-		errs = append(errs, e.Errs[i])
+		if err := e.Errs[i]; err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
+}
+
+// errOf returns the error of the record of index i, one saying so if Errs
+// holds none (nil).
+func (e *RecordErrors) errOf(i int) error {
+	if err := e.Errs[i]; err != nil {
+		return err
+	}
+	return fmt.Errorf("record %d refused, with no error given", i)
 }
 
 // indexes returns the indexes of e's records, ascending.
@@ -91,11 +102,8 @@ func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch
 		}
 		i := 0
 		for v := range b.All() {
-			if rerr, ok := re.Errs[i]; ok {
-				if rerr == nil {
-					rerr = errors.New("refused, with no error given")
-				}
-				letters = append(letters, letterOf(v, rerr))
+			if _, ok := re.Errs[i]; ok {
+				letters = append(letters, letterOf(v, re.errOf(i)))
 			}
 			i++
 		}
