@@ -258,18 +258,19 @@ func logLevels(t *testing.T, logs *bytes.Buffer) map[string][]map[string]any {
 	return out
 }
 
-// TestShardEndWaitWarned checks, on a manual clock, that a shard read to
-// its end whose records are not completed a checkpoint interval later is
-// logged once at WARN, naming the shard, the number its end waits for and
-// the fix; before, its children waited without a word above INFO.
-func TestShardEndWaitWarned(t *testing.T) {
-	const shard = "shardId-000000000000"
-	lr, clk, logs := manualLeaseRun(t) // logs written by finishEnded only, in this goroutine
+// drainShard has shard, owned by lr, read to its end: records 1 to 50
+// added and stored, and completed if completed; its end handled, so that
+// finishEnded finishes it once they are.
+func drainShard(t *testing.T, lr *leaseRun, shard string, completed bool) {
+	t.Helper()
 	r := lr.rn.r
-	r.lease.Store(lr)
+	rng := batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2}
 	r.progress.started(shard)
-	r.progress.added(batch.SeqRange{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2})
-	r.progress.stored([]batch.SeqRange{{Stream: "s", Shard: shard, First: "1", Last: "50", Count: 2}})
+	r.progress.added(rng)
+	r.progress.stored([]batch.SeqRange{rng})
+	if completed {
+		r.blocksCompleted(t.Context(), []batch.BlockInfo{{Ranges: []batch.SeqRange{rng}}})
+	}
 	lr.mu.Lock()
 	lr.owned[shard] = true
 	lr.mu.Unlock()
@@ -279,6 +280,17 @@ func TestShardEndWaitWarned(t *testing.T) {
 	}
 	lr.rn.shardEnded(t.Context(), ev)
 	lr.handleEvents(t.Context(), nil)
+}
+
+// TestShardEndWaitWarned checks, on a manual clock, that a shard read to
+// its end whose records are not completed a checkpoint interval later is
+// logged once at WARN, naming the shard, the number its end waits for and
+// the fix; before, its children waited without a word above INFO.
+func TestShardEndWaitWarned(t *testing.T) {
+	const shard = "shardId-000000000000"
+	lr, clk, logs := manualLeaseRun(t) // logs written by finishEnded only, in this goroutine
+	lr.rn.r.lease.Store(lr)
+	drainShard(t, lr, shard, false)
 	warns := func() []map[string]any { return logLevels(t, logs)["WARN"] }
 	lr.finishEnded(t.Context())
 	clk.Advance(time.Minute - time.Second)
