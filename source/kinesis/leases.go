@@ -579,6 +579,10 @@ func (lr *leaseRun) finishEnded(ctx context.Context) {
 				}
 				continue
 			}
+			// Stored: its part of a run of failed stores ends (saveAll,
+			// which ends the others', no longer sees the shard once it
+			// is finished).
+			lr.stateCallOK(&lr.unsaved, shard, "kinesis: shard states are stored again")
 		}
 		err := lr.cp.MarkShardEnd(ctx, shard, lr.coord)
 		if err != nil && !errors.Is(err, checkpointer.ErrLeaseLost) {
