@@ -456,24 +456,13 @@ func TestCheckpointerOutageWarnsOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		down := true
-		r := &recorder{hook: func(context.Context, int, string, string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if down {
-				return errors.New("service unavailable")
-			}
-			return nil
-		}}
+		r, outage := downRecorder()
 		shard := func(i int) string { return fmt.Sprintf("shardId-%012d", i) }
 		// setDown starts (d) or ends an outage; one starts with new
 		// records on every shard, so each has a commit to make.
 		seq := 100
 		setDown := func(d bool) {
-			mu.Lock()
-			down = d
-			mu.Unlock()
+			outage(d)
 			if d {
 				seq++
 				for i := range n {
@@ -546,6 +535,26 @@ func TestCheckpointerOutageWarnsOnce(t *testing.T) {
 			t.Errorf("two outages' ends logged %d INFO lines, want 2:\n%s", c, logs)
 		}
 	})
+}
+
+// downRecorder returns a recorder whose commits fail while DynamoDB is
+// down, as it is at first, and the function that sets whether it is.
+func downRecorder() (*recorder, func(down bool)) {
+	var mu sync.Mutex
+	isDown := true
+	r := &recorder{hook: func(context.Context, int, string, string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if isDown {
+			return errors.New("service unavailable")
+		}
+		return nil
+	}}
+	return r, func(down bool) {
+		mu.Lock()
+		isDown = down
+		mu.Unlock()
+	}
 }
 
 func TestCheckpointerManyShards(t *testing.T) {
