@@ -286,7 +286,16 @@ func (cp *Checkpointer) Remove(ctx context.Context, shard string, final Committe
 		cp.log.Debug("checkpoint: shard removed without a final checkpoint", "shard", shard)
 		return nil
 	}
-	return cp.commitLatest(ctx, shard, st, final)
+	err := cp.commitLatest(ctx, shard, st, final)
+	if err != nil {
+		// It commits no more: its failure, returned, ends its streak, so
+		// that the other shards' end of an outage is logged, and the next
+		// outage warned about.
+		cp.mu.Lock()
+		cp.endStreakLocked(st)
+		cp.mu.Unlock()
+	}
+	return err
 }
 
 // MarkShardEnd records that shard is finished: it stops checkpointing the
