@@ -109,3 +109,49 @@ func ExampleTransform_quarantine() {
 	// quarantined "3": panic: strconv.Atoi: parsing "x": invalid syntax
 	// best: []
 }
+
+// A ForEachBatch function writing to a store of its own names the records
+// the store refuses with a RecordErrors: with Quarantine, those alone are
+// set aside (here printed), and the function is called again with the
+// others, instead of the whole batch going to the dead letters.
+func ExampleRecordErrors() {
+	p, err := stream.NewPipeline(stream.Config{BatchInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := memory.New[string](memory.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Push("apple", "", "pear", "")
+	stream.ForEachBatch(stream.From(p, src), func(_ context.Context, b *batch.Batch[string]) error {
+		refused := &stream.RecordErrors{Errs: map[int]error{}}
+		i := 0
+		for name := range b.All() {
+			if name == "" { // the store takes no empty key
+				refused.Errs[i] = fmt.Errorf("record %d: empty name", i)
+			}
+			i++
+		}
+		if len(refused.Errs) > 0 {
+			return refused // nothing written: called again without them
+		}
+		for name := range b.All() {
+			fmt.Println("stored", name)
+		}
+		return nil
+	}, stream.Quarantine(printLetters{}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run drains what the source holds, then returns
+	if err := p.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// stored apple
+	// stored pear
+	// quarantined "": record 1: empty name
+	// quarantined "": record 3: empty name
+}

@@ -20,18 +20,17 @@ import (
 // tolerate that, as every output tolerates a retry.
 //
 // The output does not try a batch again for it (Retry): a record that can
-// never be output is refused at every try. With Quarantine, each of those
-// records is sent to the dead letters with its own error, at once, and the
-// function is called again with the batch of the others (tried again as
-// the output's Retry says), which then completes. Without RecordErrors the
+// never be output is refused at every try. With Quarantine, the function
+// is called again at once with the batch of the others (tried again as
+// the output's Retry says), and each of those records is sent to the dead
+// letters with its own error; the batch then completes. Without RecordErrors the
 // unit of a ForEachBatch function's failure is the whole batch: every
 // record would be quarantined. A later call that returns RecordErrors sets
 // those records aside too; another error, once the retries are spent,
 // quarantines the records left, as a whole, unless the Run stops
 // meanwhile: then nothing of the batch is quarantined, and the batch is
-// not done. Without Quarantine it fails
-// the batch at once. sink/kinesis and sink/dynamodb return it for the
-// records they refuse.
+// not done. Without Quarantine it fails the batch at once. sink/kinesis
+// and sink/dynamodb return it for the records they refuse.
 type RecordErrors struct {
 	Errs map[int]error
 }
