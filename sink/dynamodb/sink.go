@@ -355,16 +355,16 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // are all checked before any is sent). A panic while a write is sent (in
 // a wrapped Client) fails the batch too, with the panic's stack.
 //
-// The records that cannot be written are named: the function's error, an
-// invalid Write and an item over MaxItemSize (found before anything is
-// sent, so nothing is), or a write DynamoDB refuses with a
-// ValidationException (a key attribute empty or of the wrong type, a
-// number out of range, an update making the item too large: the item's
-// later writes of the batch are then not sent, the other items' are; those
-// later writes versioned by batch time are named too, as they cannot be
-// applied exactly once without it) fail
-// Write with a *stream.RecordErrors holding each one's error, by its index
-// in the batch. Given to stream.ForEachBatch with stream.Quarantine, those
+// The records that cannot be written fail Write with a
+// *stream.RecordErrors holding each one's error, by its index in the
+// batch: those whose function fails, whose Write is invalid or whose item
+// is over MaxItemSize (found before anything is sent, so nothing is), and
+// those whose write DynamoDB refuses with a ValidationException (a key
+// attribute empty or of the wrong type, a number out of range, an update
+// making the item too large). The item's later writes of the batch are
+// then not sent (the other items' are), and those of them versioned by
+// batch time are named too, as they cannot be applied exactly once
+// without it. Given to stream.ForEachBatch with stream.Quarantine, those
 // records are set aside, each with its error, and Write is called again
 // with the others: the writes applied already are skipped as such, and
 // the others applied once.
