@@ -129,6 +129,10 @@ type Coordinator struct {
 	log   *slog.Logger
 
 	drained chan struct{} // closed by Drain
+	// gone is closed, and goneErr set, once a periodic call found the
+	// lease table deleted (tableGone): Run returns goneErr.
+	gone    chan struct{}
+	goneErr error
 	// skewWarned is set once this worker's clock was said to be off
 	// DynamoDB's (latestPin).
 	skewWarned atomic.Bool
@@ -242,6 +246,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		table:   newTable(TableConfig{Name: cfg.TableName, Client: cfg.DynamoDB, Clock: cfg.Clock, AttemptTimeout: cfg.AttemptTimeout}, cfg.Logger.With("worker", cfg.WorkerID)),
 		log:     cfg.Logger.With("worker", cfg.WorkerID),
 		drained: make(chan struct{}),
+		gone:    make(chan struct{}),
 		held:    make(map[string]*heldLease),
 		seen:    make(map[string]seenLease),
 		wake:    make(chan struct{}, 1),
@@ -422,8 +427,11 @@ func (c *Coordinator) CommitterFor(l Lease) checkpointer.Committer {
 // Run makes sure the table exists, syncs shards (with ListShards), takes
 // leases at once, then renews, takes and syncs on their periods and
 // delivers lease events, until ctx is done (it returns ctx.Err(); held leases
-// are left to expire, or are kept by a restart with the same WorkerID) or
-// Drain is called (it returns nil). Calling Run more than once is an error.
+// are left to expire, or are kept by a restart with the same WorkerID),
+// Drain is called (it returns nil), or a periodic call finds the table
+// deleted (it returns an error naming the table and the fix: no lease can
+// be renewed, taken or checkpointed again). Calling Run more than once is
+// an error.
 func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
@@ -460,10 +468,16 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-c.drained:
+	case <-c.gone:
 	}
 	stop()
 	_ = g.Wait() // the goroutines return nil
 	c.deliver()  // what was queued before the stop
+	select {
+	case <-c.gone:
+		return c.goneErr
+	default:
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

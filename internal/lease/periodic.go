@@ -3,7 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awsconf"
@@ -73,6 +76,10 @@ func (c *Coordinator) callFailed(ctx context.Context, what, subject, msg string,
 	if ctx.Err() != nil {
 		return
 	}
+	if tableGone(err) {
+		c.tableDeleted(ctx, err)
+		return
+	}
 	n, since := c.countFailure(what, subject)
 	args = append(args, "err", err)
 	if n > 1 {
@@ -80,6 +87,35 @@ func (c *Coordinator) callFailed(ctx context.Context, what, subject, msg string,
 		return
 	}
 	c.log.Warn(msg+" (logged once until it succeeds again)", append(args, "fix", c.callFix(ctx, err))...)
+}
+
+// tableGone reports whether err is DynamoDB answering that the lease
+// table does not exist (ResourceNotFoundException; also while a table of
+// that name is being created again, or restored). The table was there when
+// Run started (Ensure), so it was deleted since.
+func tableGone(err error) bool {
+	var notFound *types.ResourceNotFoundException
+	return errors.As(err, &notFound)
+}
+
+// tableDeleted ends Run with an error naming the lease table, gone since
+// Run started (err says so), and the fix: nothing this worker does brings
+// it back, and a table created again under its name holds none of the
+// checkpoints.
+func (c *Coordinator) tableDeleted(ctx context.Context, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.gone:
+		return
+	default:
+	}
+	c.goneErr = fmt.Errorf("leasetable: the lease table %s no longer exists at %s (deleted while this worker ran): "+
+		"no lease can be renewed, taken or checkpointed, and its checkpoints are gone; "+
+		"fix: restore the table from a backup under the same name before starting again, "+
+		"or start again without it: a new table is created and the shards have no checkpoint (Config.InitialPosition): %w",
+		c.table.name, awsconf.DynamoDBEndpoint(ctx, c.table.given), err)
+	close(c.gone)
 }
 
 // countFailure counts a failure of a periodic call of kind what for
