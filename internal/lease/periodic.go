@@ -169,6 +169,10 @@ func (c *Coordinator) callSucceeded(what, subject string) {
 
 // callFix returns the likely fix of a lease-table call that failed with err.
 func (c *Coordinator) callFix(ctx context.Context, err error) string {
+	if errors.As(err, new(listError)) {
+		return "the listing of the stream's shards (Kinesis ListShards) failed, not the lease table: the error names its fix " +
+			"(a stream deleted or misnamed, kinesis:ListShards not allowed, Kinesis unreachable)"
+	}
 	switch {
 	case awserr.DynamoDBThrottled(err):
 		return "DynamoDB throttles the lease table " + c.table.name + ": switch it to on-demand capacity (PAY_PER_REQUEST, as weir creates it) or raise its provisioned capacity"

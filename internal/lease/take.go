@@ -372,7 +372,9 @@ func (c *Coordinator) latestPin(l Lease) time.Time {
 // syncListed calls ListShards and SyncShards, logging failures.
 func (c *Coordinator) syncListed(ctx context.Context) {
 	shards, err := c.cfg.ListShards(ctx)
-	if err == nil {
+	if err != nil {
+		err = listError{err}
+	} else {
 		err = c.SyncShards(ctx, shards)
 	}
 	if err != nil {
@@ -381,6 +383,13 @@ func (c *Coordinator) syncListed(ctx context.Context) {
 	}
 	c.callSucceeded(callSync, "")
 }
+
+// listError is ListShards's error: the stream's (Kinesis), not the lease
+// table's, and its fix is not the lease table's (see callFix).
+type listError struct{ err error }
+
+func (e listError) Error() string { return e.err.Error() }
+func (e listError) Unwrap() error { return e.err }
 
 // SyncShards creates a lease, unowned, for every shard of shards that has
 // none, unless a descendant of it among shards has a lease (it was read
