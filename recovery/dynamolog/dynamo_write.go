@@ -118,11 +118,35 @@ func (l *dynamoLog) untilAnswered(ctx context.Context, item any, try func() erro
 }
 
 // unknown makes the log unusable after a put of item seq whose outcome
-// stays unknown, and returns why.
+// stays unknown, or that DynamoDB refused for good, and returns why.
 func (l *dynamoLog) unknown(seq int64, err error) error {
+	if awserr.Refused(err) {
+		l.failed = fmt.Errorf("dynamolog: log %s: put of item %d refused by DynamoDB at %s: %w%s",
+			l.where(), seq, l.endpoint, err, l.putFix(err))
+		return l.failed
+	}
 	l.failed = fmt.Errorf("dynamolog: log %s: put of item %d failed and may or may not have "+
 		"taken effect; close and reopen the log: %w", l.where(), seq, err)
 	return l.failed
+}
+
+// putFix names, after "; fix: ", the fix of a put DynamoDB refused for
+// good, or returns "" when there is nothing to say beyond the error.
+func (l *dynamoLog) putFix(err error) string {
+	var (
+		notFound *types.ResourceNotFoundException
+		api      smithy.APIError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return "; fix: the table " + l.table + " no longer exists (deleted while the log was open): restore it from a backup under the same name " +
+			"before starting again, or start again without it: a new table is created, and the log starts empty (the pipeline starts afresh)"
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+		return "; fix: allow dynamodb:PutItem and dynamodb:GetItem on table " + l.table + " to these credentials (docs/iam/dynamodb-log.json)"
+	case awserr.BadCredentials(err):
+		return "; fix: the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
+	}
+	return ""
 }
 
 // putOrCheck puts attrs at seq on condition that the seq is free, and
