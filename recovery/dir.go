@@ -42,7 +42,10 @@ const (
 // compacting regularly bounds both memory and disk use. Records are at
 // most 16 MiB. If a write or fsync fails, the log's state on disk is
 // unknown: every later call returns that error, and the log must be closed
-// and opened again, which recovers the state the disk holds.
+// and opened again, which recovers the state the disk holds. So it is when
+// Append finds its segment file removed (the directory deleted, a cleaner of
+// old temporary files): writes to the open file would still succeed, into a
+// file no restart reads.
 type DirConfig struct {
 	// Path is the directory. It is created if it does not exist, with its
 	// missing parents, with mode 0700 (Perm plus search where read is
@@ -118,6 +121,7 @@ type dirLog struct {
 	d        *durable.Dir // open until Close
 	lock     *os.File
 	f        *os.File // active segment, nil before the first append
+	fname    string   // the active segment's name in the directory
 	seg      uint64   // number of the active (or last) segment
 	size     int64    // bytes in the active segment
 	payloads [][]byte // encoded entries, in order
@@ -311,7 +315,7 @@ func (l *dirLog) readSegment(seg segment, last bool) error {
 	if err != nil {
 		return fmt.Errorf("recovery: open segment: %w", err)
 	}
-	l.f, l.size = f, s.valid
+	l.f, l.fname, l.size = f, seg.name, s.valid
 	if s.torn == nil {
 		return nil
 	}
@@ -351,6 +355,10 @@ func (l *dirLog) Append(ctx context.Context, records ...[]byte) error {
 	if err := l.f.Sync(); err != nil {
 		return l.fail(err)
 	}
+	if err := l.inPlace(); err != nil {
+		l.broken = err
+		return err
+	}
 	l.size += int64(len(buf))
 	l.payloads = append(l.payloads, clone(records)...)
 	return nil
@@ -386,9 +394,28 @@ func (l *dirLog) fail(err error) error {
 	return l.broken
 }
 
+// inPlace returns an error naming the fix when the active segment is no
+// longer the file of its name in the log's directory: removed, with the
+// directory or alone (rm -rf, a cleaner of old temporary files), what was
+// appended to it is in no file a restart reads, though every write and
+// fsync of the open file succeeds.
+func (l *dirLog) inPlace() error {
+	open, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("recovery: log %s: %w", l.dir, err)
+	}
+	if now, err := l.d.Lstat(l.fname); err == nil && os.SameFile(open, now) {
+		return nil
+	}
+	return fmt.Errorf("recovery: log %s: its segment %s was removed while the log was open (the directory deleted, or cleaned by a remover of old "+
+		"temporary files such as systemd-tmpfiles or tmpwatch): what it logs would be lost by a restart; "+
+		"fix: keep the log's directory where nothing removes its files (not under /tmp), and start again", l.dir, l.fname)
+}
+
 // roll starts the next segment file.
 func (l *dirLog) roll() error {
-	f, err := l.d.Create(segmentName(l.seg+1, false), os.O_WRONLY|os.O_APPEND)
+	name := segmentName(l.seg+1, false)
+	f, err := l.d.Create(name, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
@@ -399,7 +426,7 @@ func (l *dirLog) roll() error {
 	if l.f != nil {
 		l.f.Close()
 	}
-	l.f, l.seg, l.size = f, l.seg+1, 0
+	l.f, l.fname, l.seg, l.size = f, name, l.seg+1, 0
 	return nil
 }
 
