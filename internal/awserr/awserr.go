@@ -121,6 +121,26 @@ func BadCredentials(err error) bool {
 	return false
 }
 
+// TargetRefused reports whether err is AWS refusing a call for its target
+// as a whole rather than for what the call carried: the table or stream
+// does not exist (ResourceNotFoundException: deleted, or never there), the
+// credentials may not use it (AccessDeniedException, AccessDenied) or are
+// not valid (BadCredentials), or the stream's KMS key refuses (see
+// KinesisKeyFix). Every later call to the target is refused alike, whatever
+// it carries: a sink's write so refused is no record's fault, and setting
+// its records aside would set aside every record.
+func TargetRefused(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ResourceNotFoundException", "AccessDeniedException", "AccessDenied":
+		return true
+	}
+	return BadCredentials(err) || KinesisKeyFix(err, "") != ""
+}
+
 // KinesisKeyFix names the fix of err when it is Kinesis refusing a call
 // for the stream's KMS key, or returns "": access to the key denied (kms:
 // action on the key to these credentials), the key disabled, deleted or

@@ -7,6 +7,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -90,6 +91,33 @@ func TestBadCredentials(t *testing.T) {
 	} {
 		if got := BadCredentials(tc.err); got != tc.want {
 			t.Errorf("BadCredentials(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestTargetRefused(t *testing.T) {
+	generic := func(code string) error {
+		return &smithy.GenericAPIError{Code: code, Message: "m", Fault: smithy.FaultClient}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"table gone", answered(400, &types.ResourceNotFoundException{}), true},
+		{"stream gone", answered(400, &ktypes.ResourceNotFoundException{}), true},
+		{"access denied", answered(400, generic("AccessDeniedException")), true},
+		{"access denied (query protocols)", answered(403, generic("AccessDenied")), true},
+		{"bad credentials", answered(400, generic("UnrecognizedClientException")), true},
+		{"KMS key disabled", answered(400, &ktypes.KMSDisabledException{}), true},
+		{"KMS throttling", answered(400, &ktypes.KMSThrottlingException{}), false},
+		{"a record's validation", answered(400, generic("ValidationException")), false},
+		{"conditional check failed", answered(400, &types.ConditionalCheckFailedException{}), false},
+		{"throttling", answered(400, &types.ProvisionedThroughputExceededException{}), false},
+		{"no answer", errors.New("connection refused"), false},
+	} {
+		if got := TargetRefused(tc.err); got != tc.want {
+			t.Errorf("%s: TargetRefused = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

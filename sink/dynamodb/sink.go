@@ -348,8 +348,11 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // one when a write gets through again; a write refused (a ValidationException, access denied, a
 // missing table) fails the batch with an error naming the table, the
 // item's key and, when it is known, the fix (the IAM action to allow, the
-// table to create), as does a put of an item over MaxItemSize
-// (ErrItemTooLarge) or a Write the function returns that is not valid
+// table to create); a refusal of the whole table (missing, access denied,
+// credentials not valid) fails it as no retry fixes: the pipeline neither
+// tries the output again nor quarantines its records, since every record
+// would be refused alike. A put of an item over MaxItemSize
+// (ErrItemTooLarge) fails the batch too, as does a Write the function returns that is not valid
 // (among others, one holding a nil value, or a nil pointer of an
 // attribute value type, which the AWS SDK cannot send: the batch's Writes
 // are all checked before any is sent). A panic while a write is sent (in
@@ -739,7 +742,13 @@ func (s *Sink[T]) apply(ctx context.Context, o op) error {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
 		case awserr.Refused(err):
-			return fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), s.withFix(o.op(), err))
+			err = fmt.Errorf("key %s: %w", formatKey(o.key, s.keyAttrs), s.withFix(o.op(), err))
+			if awserr.TargetRefused(err) {
+				// The table's refusal, not the record's: every write
+				// is refused alike (see internal/noretry).
+				err = noretry.Mark(err)
+			}
+			return err
 		default:
 			if wait == nil {
 				wait = retryWait.Start()

@@ -179,7 +179,11 @@ type entry struct {
 // no answer within 30 s (its records may then be written twice); whatever
 // a retry cannot fix (the stream does not exist, access denied, an invalid
 // request) fails Write with the SDK's error and, when it is known, the fix
-// (the IAM or KMS action to allow, the stream to create). Records are sent from one
+// (the IAM or KMS action to allow, the stream to create); a refusal of
+// the whole stream (missing, access denied, credentials not valid, its
+// KMS key) fails it as no retry fixes: the pipeline neither tries the
+// output again nor quarantines its records, since every record would be
+// refused alike. Records are sent from one
 // goroutine, one call at a time, up to 500 records and 5 MiB a call (10
 // MiB with MaxRecordBytes above 1 MiB). The first record not yet written
 // always fits in a call, so every call holds at least one record.
@@ -505,7 +509,13 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 				return fmt.Errorf("kinesis: writing to stream %q: %w", s.cfg.Stream, context.Cause(ctx))
 			}
 			if refused(err) {
-				return fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, s.withFix(err))
+				err = fmt.Errorf("kinesis: PutRecords to stream %q: %w", s.cfg.Stream, s.withFix(err))
+				if awserr.TargetRefused(err) {
+					// The stream's refusal, not the records': every call
+					// is refused alike (see internal/noretry).
+					err = noretry.Mark(err)
+				}
+				return err
 			}
 			cause := callCause(err)
 			st.Failed(tries, cause, cause == "timeout", err) // a silent call holds Write the whole timeout: warn at once
