@@ -77,6 +77,31 @@ func endpointOf(cfg Config, client Client) string {
 	return ep.URI.String()
 }
 
+// placeOf names, for the error of a stream not found, where client looked
+// for it: the endpoint (see endpointOf; for the default client with none
+// set, the one the SDK resolves for its region) and the region, when the
+// client shows its options.
+func placeOf(cfg Config, client Client) string {
+	ep := endpointOf(cfg, client)
+	c, ok := client.(interface{ Options() awskinesis.Options })
+	if !ok {
+		return ep
+	}
+	o := c.Options()
+	if ep == "" {
+		ep = "the AWS endpoint of the region"
+		r := o.EndpointResolverV2
+		if r == nil {
+			r = awskinesis.NewDefaultEndpointResolverV2()
+		}
+		// Resolving does no I/O: it applies the SDK's rules to the region.
+		if e, err := r.ResolveEndpoint(context.Background(), awskinesis.EndpointParameters{Region: aws.String(o.Region)}); err == nil {
+			ep = e.URI.String()
+		}
+	}
+	return ep + " (region " + strconv.Quote(o.Region) + ")"
+}
+
 // credentialRefresher returns a function that drops the credentials client
 // caches, so that its next request signs with fresh ones (after an
 // expired-token answer), or nil when client is not the SDK's or its

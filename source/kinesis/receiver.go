@@ -273,7 +273,7 @@ func (rn *run) checkStream(ctx context.Context) error {
 	var notFound *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &notFound):
-		return fmt.Errorf("%w: %q: %w", ErrStreamNotFound, rn.cfg.Stream, err) // err ends with the fix (withFix)
+		return fmt.Errorf("%w: %q at %s: %w", ErrStreamNotFound, rn.cfg.Stream, placeOf(rn.cfg, rn.client), err) // err ends with the fix (withFix)
 	case err != nil:
 		return fmt.Errorf("kinesis: checking stream %q: %w", rn.cfg.Stream, err)
 	}
