@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +21,7 @@ func TestLeaseTableDeletedStopsRun(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	acquired := make(chan string, 16)
-	w := newWorker(t, table, "w", db, func(c *CoordinatorConfig) {
-		c.OnAcquired = func(l Lease) { acquired <- l.Shard }
-		c.ListShards = func(context.Context) ([]ShardInfo, error) { return shardIDs(2), nil }
-	})
-	runErr := make(chan error, 1)
-	go func() { runErr <- w.c.Run(ctx) }()
+	w, acquired, runErr := runWorker(t, db, table, "w", 2)
 	guard := time.NewTimer(time.Minute) // a bound on condition waits, not a timing assertion
 	defer guard.Stop()
 	for range 2 {

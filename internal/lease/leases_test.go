@@ -607,17 +607,26 @@ func TestCoordinatorParentsFirst(t *testing.T) {
 	}
 }
 
+// runWorker starts Run of a new worker id on table, whose ListShards
+// lists shards shards, and returns it, a channel of the shards it
+// acquires, and one of Run's error.
+func runWorker(t *testing.T, db leasetable.DynamoDBAPI, table, id string, shards int) (*worker, <-chan string, <-chan error) {
+	t.Helper()
+	acquired := make(chan string, 16)
+	w := newWorker(t, table, id, db, func(c *CoordinatorConfig) {
+		c.OnAcquired = func(l Lease) { acquired <- l.Shard }
+		c.ListShards = func(context.Context) ([]ShardInfo, error) { return shardIDs(shards), nil }
+	})
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.c.Run(t.Context()) }()
+	return w, acquired, runErr
+}
+
 func TestCoordinatorRunAndDrain(t *testing.T) {
 	ctx := t.Context()
 	db := servers.Env(t).DynamoDB()
 	table := localaws.UniqueName(t)
-	acquired := make(chan string, 16)
-	w1 := newWorker(t, table, "w1", db, func(c *CoordinatorConfig) {
-		c.OnAcquired = func(l Lease) { acquired <- l.Shard }
-		c.ListShards = func(context.Context) ([]ShardInfo, error) { return shardIDs(3), nil }
-	})
-	runErr := make(chan error, 1)
-	go func() { runErr <- w1.c.Run(ctx) }()
+	w1, acquired, runErr := runWorker(t, db, table, "w1", 3)
 	var got []string
 	deadline := time.After(time.Minute) // a bound on a condition wait, not a timing assertion
 	for len(got) < 3 {
