@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,32 +13,6 @@ import (
 	"github.com/weirstream/weir/internal/localaws"
 )
 
-// fixLog keeps the fix attribute of every WARN, by message.
-type fixLog struct {
-	mu    sync.Mutex
-	fixes map[string][]string
-}
-
-func (h *fixLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *fixLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *fixLog) WithGroup(string) slog.Handler            { return h }
-func (h *fixLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Level < slog.LevelWarn {
-		return nil
-	}
-	fix := ""
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "fix" {
-			fix = a.Value.String()
-		}
-		return true
-	})
-	h.mu.Lock()
-	h.fixes[r.Message] = append(h.fixes[r.Message], fix)
-	h.mu.Unlock()
-	return nil
-}
-
 // TestShardSyncListingRefusedNamesKinesis: a shard sync whose listing of
 // the stream's shards Kinesis refuses (the stream deleted: a fleet worker
 // that holds no lease of it reads nothing, and learns it from its shard
@@ -47,7 +20,7 @@ func (h *fixLog) Handle(_ context.Context, r slog.Record) error {
 // said to allow the lease table's IAM actions on the table, for an error
 // of Kinesis about the stream.
 func TestShardSyncListingRefusedNamesKinesis(t *testing.T) {
-	logs := &fixLog{fixes: make(map[string][]string)}
+	logs := &recordLog{}
 	gone := &ktypes.ResourceNotFoundException{Message: aws.String("Stream s under account 1 not found.")}
 	w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), func(c *CoordinatorConfig) {
 		c.Logger = slog.New(logs)
@@ -59,9 +32,9 @@ func TestShardSyncListingRefusedNamesKinesis(t *testing.T) {
 		w.c.syncListed(t.Context())
 	}
 	var fixes []string
-	for msg, f := range logs.fixes {
-		if strings.Contains(msg, "shard sync failed") {
-			fixes = append(fixes, f...)
+	for _, l := range logs.after(0, slog.LevelWarn) {
+		if strings.Contains(l.msg, "shard sync failed") {
+			fixes = append(fixes, l.fix)
 		}
 	}
 	if len(fixes) != 1 {
