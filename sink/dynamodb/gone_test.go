@@ -10,6 +10,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 
+	"github.com/weirstream/weir/internal/letters/letterstest"
 	"github.com/weirstream/weir/sink/dynamodb"
 	"github.com/weirstream/weir/stream"
 )
@@ -82,7 +83,7 @@ func TestTableRefusalStopsAtOnce(t *testing.T) {
 				sw.set(client)
 				s := newSink(t, t.Context(), dynamodb.Config{Client: sw, Table: table})
 				sw.set(c.refuse(t, client, table))
-				box := &letterBox{}
+				box := &letterstest.Box{}
 				var opts []stream.Option
 				if quarantine {
 					opts = append(opts, stream.Quarantine(box))
@@ -92,7 +93,7 @@ func TestTableRefusalStopsAtOnce(t *testing.T) {
 					stream.ForEachBatch(in, s.Write, opts...)
 				})
 				if err == nil {
-					t.Fatalf("Run = nil, want the refusal; %d records quarantined", len(box.letters))
+					t.Fatalf("Run = nil, want the refusal; %d records quarantined", len(box.Letters()))
 				}
 				for _, w := range []string{table, c.want, "fix:"} {
 					if !strings.Contains(err.Error(), w) {
@@ -102,7 +103,7 @@ func TestTableRefusalStopsAtOnce(t *testing.T) {
 				if strings.Contains(err.Error(), "stream.Quarantine") {
 					t.Errorf("Run = %v\nadvises Quarantine for a refusal of the whole table", err)
 				}
-				if n := len(box.letters); n > 0 {
+				if n := len(box.Letters()); n > 0 {
 					t.Errorf("%d records quarantined for a refusal of the whole table, want none", n)
 				}
 				if got := logs.String(); strings.Contains(got, "trying again") {

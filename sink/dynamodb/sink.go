@@ -345,18 +345,19 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // as they go on: at once for a call with no answer, then at 5, 10, 20...
 // failed attempts of the Sink's writes in all since one last got through,
 // one line for all the writes in flight, naming the cause and the fix, and
-// one when a write gets through again; a write refused (a ValidationException, access denied, a
-// missing table) fails the batch with an error naming the table, the
-// item's key and, when it is known, the fix (the IAM action to allow, the
-// table to create); a refusal of the whole table (missing, access denied,
-// credentials not valid) fails it as no retry fixes: the pipeline neither
-// tries the output again nor quarantines its records, since every record
-// would be refused alike. A put of an item over MaxItemSize
-// (ErrItemTooLarge) fails the batch too, as does a Write the function returns that is not valid
-// (among others, one holding a nil value, or a nil pointer of an
-// attribute value type, which the AWS SDK cannot send: the batch's Writes
-// are all checked before any is sent). A panic while a write is sent (in
-// a wrapped Client) fails the batch too, with the panic's stack.
+// one when a write gets through again. A write refused fails the batch
+// with an error naming the table, the item's key and, when it is known,
+// the fix (the IAM action to allow, the table to create): a refusal of the
+// whole table (missing, access denied, credentials not valid) as no retry
+// fixes, so that the pipeline neither tries the output again nor
+// quarantines its records, since every record would be refused alike; a
+// ValidationException, the record's own, names it (see below). A Write
+// the function returns that is not valid (among others, one holding a nil
+// value, or a nil pointer of an attribute value type, which the AWS SDK
+// cannot send), or a put of an item over MaxItemSize (ErrItemTooLarge),
+// is found before anything of the batch is sent and named the same way.
+// A panic while a write is sent (in a wrapped Client) fails the batch
+// too, with the panic's stack.
 //
 // The records that cannot be written fail Write with a
 // *stream.RecordErrors holding each one's error, by its index in the

@@ -183,9 +183,9 @@ type entry struct {
 // the whole stream (missing, access denied, credentials not valid, its
 // KMS key) fails it as no retry fixes: the pipeline neither tries the
 // output again nor quarantines its records, since every record would be
-// refused alike. Records are sent from one
-// goroutine, one call at a time, up to 500 records and 5 MiB a call (10
-// MiB with MaxRecordBytes above 1 MiB). The first record not yet written
+// refused alike. Records are sent from one goroutine, one call at a time,
+// up to 500 records and 5 MiB a call (10 MiB with MaxRecordBytes above 1
+// MiB). The first record not yet written
 // always fits in a call, so every call holds at least one record.
 //
 // Every record is checked before any is sent: records Kinesis would
