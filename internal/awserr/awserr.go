@@ -103,6 +103,18 @@ func DynamoDBConflict(err error) bool {
 	return errors.As(err, &tce) || errors.As(err, &rwc)
 }
 
+// AccessDenied reports whether err is AWS denying a call for want of an
+// IAM permission (AccessDeniedException, or AccessDenied as some services
+// spell it), which no retry heals until a policy allows the action.
+func AccessDenied(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	code := api.ErrorCode()
+	return code == "AccessDeniedException" || code == "AccessDenied"
+}
+
 // BadCredentials reports whether err is AWS refusing a request's
 // credentials or signature (UnrecognizedClientException,
 // InvalidClientTokenId, InvalidSignatureException, SignatureDoesNotMatch,
@@ -134,11 +146,7 @@ func TargetRefused(err error) bool {
 	if !errors.As(err, &api) {
 		return false
 	}
-	switch api.ErrorCode() {
-	case "ResourceNotFoundException", "AccessDeniedException", "AccessDenied":
-		return true
-	}
-	return BadCredentials(err) || KinesisKeyFix(err, "") != ""
+	return api.ErrorCode() == "ResourceNotFoundException" || AccessDenied(err) || BadCredentials(err) || KinesisKeyFix(err, "") != ""
 }
 
 // KinesisKeyFix names the fix of err when it is Kinesis refusing a call

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/aws/smithy-go"
+
+	"github.com/weirstream/weir/internal/awserr"
 )
 
 // AccessFix returns err, the error of a call on table, with its fix
@@ -14,8 +16,7 @@ import (
 // policy (a file under docs/iam) lists with the table's other actions.
 // Any other err is returned as it is.
 func AccessFix(err error, table, policy string) error {
-	var api smithy.APIError
-	if !errors.As(err, &api) || (api.ErrorCode() != "AccessDeniedException" && api.ErrorCode() != "AccessDenied") {
+	if !awserr.AccessDenied(err) {
 		return err
 	}
 	action := "the actions it lists"

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/weirstream/weir/clock"
@@ -230,9 +229,8 @@ func (t *Table) Ensure(ctx context.Context) error {
 // withRefusedFix returns err, the error of a call op on table that
 // DynamoDB refused for good, with the fix appended when it is known.
 func withRefusedFix(err error, table, op string) error {
-	var api smithy.APIError
 	switch {
-	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+	case awserr.AccessDenied(err):
 		return fmt.Errorf("%w; fix: allow dynamodb:%s on table %s to these credentials (docs/iam/dynamodb-leases.json; "+
 			"CreateTable, to create the table, is in docs/iam/provisioning.json)", err, op, table)
 	case awserr.BadCredentials(err):

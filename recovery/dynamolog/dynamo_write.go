@@ -133,15 +133,12 @@ func (l *dynamoLog) unknown(seq int64, err error) error {
 // putFix names, after "; fix: ", the fix of a put DynamoDB refused for
 // good, or returns "" when there is nothing to say beyond the error.
 func (l *dynamoLog) putFix(err error) string {
-	var (
-		notFound *types.ResourceNotFoundException
-		api      smithy.APIError
-	)
+	var notFound *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &notFound):
 		return "; fix: the table " + l.table + " no longer exists (deleted while the log was open): restore it from a backup under the same name " +
 			"before starting again, or start again without it: a new table is created, and the log starts empty (the pipeline starts afresh)"
-	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+	case awserr.AccessDenied(err):
 		return "; fix: allow dynamodb:PutItem and dynamodb:GetItem on table " + l.table + " to these credentials (docs/iam/dynamodb-log.json)"
 	case awserr.BadCredentials(err):
 		return "; fix: the credentials are not valid for this account and region: check Config.AWS (access key, secret, session token, region)"
@@ -373,9 +370,8 @@ func (l *dynamoLog) ensureTable(ctx context.Context) error {
 
 // tableFix names the fix of a call on the table DynamoDB refused for good.
 func (l *dynamoLog) tableFix(err error) string {
-	var api smithy.APIError
 	switch {
-	case errors.As(err, &api) && (api.ErrorCode() == "AccessDeniedException" || api.ErrorCode() == "AccessDenied"):
+	case awserr.AccessDenied(err):
 		return "allow dynamodb:DescribeTable on table " + l.table + " to these credentials (docs/iam/dynamodb-log.json), " +
 			"and dynamodb:CreateTable if weir is to create it (docs/iam/provisioning.json)"
 	case awserr.BadCredentials(err):

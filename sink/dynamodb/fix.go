@@ -37,7 +37,7 @@ func (s *Sink[T]) fixFor(op string, err error) string {
 		endpoint = "the AWS default endpoint of the region"
 	}
 	switch {
-	case code == "AccessDeniedException", code == "AccessDenied":
+	case awserr.AccessDenied(err):
 		return fmt.Sprintf("allow dynamodb:%s on table %s to these credentials (the sink's IAM policy is docs/iam/dynamodb-sink.json)", op, s.table)
 	case errors.As(err, &notFound) && op == "DescribeTable":
 		return fmt.Sprintf("table %s does not exist at %s: create it first, or check the sink's Table, the region and Endpoint", s.table, endpoint)

@@ -41,7 +41,7 @@ func (s *Sink[T]) fixFor(err error) string {
 		return fix + " (docs/iam/kinesis-sink.json)"
 	}
 	switch {
-	case errors.As(err, &denied), code == "AccessDeniedException", code == "AccessDenied":
+	case errors.As(err, &denied), awserr.AccessDenied(err):
 		return fmt.Sprintf("allow kinesis:PutRecords on stream %s to these credentials (the sink's IAM policy is docs/iam/kinesis-sink.json)", s.cfg.Stream)
 	case errors.As(err, &notFound):
 		return fmt.Sprintf("stream %s does not exist at %s: create it, or check the sink's Stream, the region and the endpoint", s.cfg.Stream, endpoint)

@@ -6,7 +6,6 @@ import (
 	"net"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/internal/awserr"
 )
@@ -27,17 +26,12 @@ func fixFor(op string, err error) string {
 		notFound *types.ResourceNotFoundException
 		denied   *types.AccessDeniedException
 		dns      *net.DNSError
-		api      smithy.APIError
 	)
-	code := ""
-	if errors.As(err, &api) {
-		code = api.ErrorCode()
-	}
 	if fix := awserr.KinesisKeyFix(err, "Decrypt"); fix != "" {
 		return fix + " (docs/iam.md)"
 	}
 	switch {
-	case errors.As(err, &denied), code == "AccessDeniedException", code == "AccessDenied":
+	case errors.As(err, &denied), awserr.AccessDenied(err):
 		return fmt.Sprintf("allow the action kinesis:%s on the stream to these credentials (the IAM policies weir needs are in docs/iam.md)", op)
 	case errors.As(err, &notFound) && op == "DescribeStreamSummary":
 		return "check Config.Stream, the region and the endpoint, or create the stream first: the stream does not exist there"
