@@ -22,6 +22,9 @@ import (
 // its state, and whether it had one (false for a new key, with the zero
 // state). It returns the new state and whether to keep it: a key whose
 // update returns keep false loses its state and is not in the output.
+// update may keep its values in the state it returns, but nowhere else:
+// when the state's type holds no pointer, the memory of the values is
+// used again for the next batch.
 //
 // Keys with state are updated first, in the order they got their state,
 // then new keys in the order they first appear in the batch; the output
@@ -104,6 +107,12 @@ type keyState[K comparable, V, S any] struct {
 	// vptr says V may hold pointers: the map tasks' values are then
 	// cleared after each batch, to let go of what they point to.
 	vptr bool
+	// vals, when S holds no pointer, is the memory of the values update
+	// is given, used again batch after batch: update may keep its values
+	// only in the state it returns, and such a state cannot keep them.
+	// With a state that may hold pointers, each batch's values are fresh.
+	vals  []V
+	reuse bool
 }
 
 // stateTask is what a map task of keyState.apply notes of its partition.
@@ -177,6 +186,7 @@ func newKeyState[K comparable, V, S any](update func(K, []V, S, bool) (S, bool),
 		held: &combined[K, S]{seed: maphash.MakeSeed()}, pos: make(map[K]int32)}
 	st.news = &combined[K, int32]{seed: st.held.seed}
 	st.vptr = mayHoldPointers(reflect.TypeFor[V]())
+	st.reuse = !mayHoldPointers(reflect.TypeFor[S]())
 	st.held.index.reset(0)
 	return st
 }
@@ -400,6 +410,9 @@ func (st *keyState[K, V, S]) apply(ctx context.Context, par int, in *parted[Pair
 			clear(t.news.pairs)
 		}
 		clear(st.news.pairs)
+		if st.vptr {
+			clear(st.vals)
+		}
 	}()
 	held := len(st.held.pairs)
 	err := parallel(ctx, par, len(tasks), func(_ context.Context, i int) error {
@@ -539,7 +552,13 @@ func (st *keyState[K, V, S]) place(tasks []*stateTask[K, V], news []int32) (valu
 		runs = append(runs, t.runs...)
 		n += len(t.ids)
 	}
-	vals := make([]V, n)
+	var vals []V
+	if st.reuse {
+		st.vals = resize(st.vals, n)
+		vals = st.vals
+	} else {
+		vals = make([]V, n)
+	}
 	slices.SortFunc(runs, func(a, b stateRun) int { return cmp.Compare(a.pos, b.pos) })
 	sorted := !slices.ContainsFunc(tasks, func(t *stateTask[K, V]) bool { return !t.byKey })
 	if order, together := tasksInOrder(runs, len(tasks)); together && sorted {

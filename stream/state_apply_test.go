@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"hash/maphash"
 	"math/rand/v2"
 	"slices"
@@ -80,6 +81,99 @@ func TestUpdateStateByKeyMatchesOneLoop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpdateStateByKeyValuesMemory checks the memory of update's values:
+// used again batch after batch when the state holds no pointer (a hash of
+// the values here, checked against one loop's), fresh when the state may
+// hold one, so that a state keeping its values stays as it was (each key's
+// values of its last batch with values here).
+func TestUpdateStateByKeyValuesMemory(t *testing.T) {
+	// byKey is the batch's values of each key, in batch order.
+	byKey := func(in *parted[Pair[string, string]]) map[string][]string {
+		vals := make(map[string][]string)
+		for kv := range in.batch().All() {
+			vals[kv.Key] = append(vals[kv.Key], kv.Value)
+		}
+		return vals
+	}
+	t.Run("state without pointers", func(t *testing.T) {
+		hash := func(vs []string, s uint64) uint64 {
+			h := fnv.New64a()
+			fmt.Fprint(h, s, vs)
+			return h.Sum64()
+		}
+		var first, last *string // where the batch's first values are, and the last batch's
+		reused := 0
+		update := func(_ string, vs []string, s uint64, _ bool) (uint64, bool) {
+			if len(vs) > 0 && first == nil {
+				first = &vs[0]
+			}
+			return hash(vs, s), true
+		}
+		rng := rand.New(rand.NewPCG(4, 2))
+		st := newKeyState[string, string, uint64](update, GobCodec[string](), GobCodec[uint64]())
+		states := make(map[string]uint64)
+		for b := range 60 {
+			in, _ := randomKeyedBatch(rng, b)
+			vals := byKey(in)
+			for k, s := range states {
+				if _, ok := vals[k]; !ok {
+					states[k] = hash(nil, s)
+				}
+			}
+			for k, vs := range vals {
+				states[k] = hash(vs, states[k])
+			}
+			first = nil
+			if err := st.apply(context.Background(), 2, in); err != nil {
+				t.Fatalf("batch %d: %v", b, err)
+			}
+			got := make(map[string]uint64)
+			for kv := range st.last.All() {
+				got[kv.Key] = kv.Value
+			}
+			if diff := cmp.Diff(states, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("batch %d: states (-want +got):\n%s", b, diff)
+			}
+			if first != nil {
+				if first == last {
+					reused++
+				}
+				last = first
+			}
+		}
+		if reused == 0 {
+			t.Error("no batch's values were in the memory of the batch before")
+		}
+	})
+	t.Run("state that keeps its values", func(t *testing.T) {
+		update := func(_ string, vs []string, s []string, _ bool) ([]string, bool) {
+			if len(vs) == 0 {
+				return s, true
+			}
+			return vs, true
+		}
+		rng := rand.New(rand.NewPCG(4, 3))
+		st := newKeyState[string, string, []string](update, GobCodec[string](), GobCodec[[]string]())
+		states := make(map[string][]string)
+		for b := range 60 {
+			in, _ := randomKeyedBatch(rng, b)
+			for k, vs := range byKey(in) {
+				states[k] = vs
+			}
+			if err := st.apply(context.Background(), 2, in); err != nil {
+				t.Fatalf("batch %d: %v", b, err)
+			}
+			got := make(map[string][]string)
+			for kv := range st.last.All() {
+				got[kv.Key] = kv.Value
+			}
+			if diff := cmp.Diff(states, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("batch %d: states (-want +got):\n%s", b, diff)
+			}
+		}
+	})
 }
 
 // TestMapWithStateMatchesOneLoop is TestUpdateStateByKeyMatchesOneLoop for
