@@ -23,6 +23,19 @@ const MaxWriterLen = 128
 // holds, in bytes (Kinesis allows 128 characters for both).
 const MaxNameLen = 256
 
+// MaxOverhead is the most bytes Append adds to a payload, whatever the
+// tag: a version 2 tag of the longest stream name and shard ID, the longest
+// sequence numbers, sharing no digit, and the largest sub-sequence and
+// index (a version 1 tag, of at most MaxWriterLen bytes of writer, adds
+// less). A writer that must know a record fits before its tag is known
+// counts this much for it.
+const MaxOverhead = len(magic) + 1 +
+	2 + MaxNameLen + // the stream name and its length (a uvarint of 2 bytes)
+	2 + MaxNameLen + // the shard ID and its length plus 1
+	2 + (batch.MaxSeqDigits+1)/2 + // the sequence number, two digits a byte
+	2*binary.MaxVarintLen64 + // the sub-sequence number and the index
+	1 + 2 + (batch.MaxSeqDigits+1)/2 // the range start: no common prefix, all its digits
+
 // Tag is the origin of one record a weir sink wrote. A version 1 tag (Seq
 // empty) names the writer, the batch and the record's index in the batch:
 // the same for one writer replaying its own batches, but not for a fleet,

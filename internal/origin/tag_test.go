@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/weirstream/weir/batch"
 )
 
 func TestTagRoundTrip(t *testing.T) {
@@ -111,4 +113,28 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMaxOverhead: no tag's overhead is more than MaxOverhead, and the
+// longest version 2 tag's is MaxOverhead.
+func TestMaxOverhead(t *testing.T) {
+	name := string(bytes.Repeat([]byte("s"), MaxNameLen))
+	nines := string(bytes.Repeat([]byte("9"), batch.MaxSeqDigits))
+	longest := Tag{Stream: name, Shard: name, Seq: nines, SubSeq: math.MaxUint64, Index: math.MaxUint64,
+		RangeStart: "1" + nines[1:]}
+	if got := Overhead(longest); got != MaxOverhead {
+		t.Errorf("Overhead of the longest version 2 tag = %d, MaxOverhead %d", got, MaxOverhead)
+	}
+	if got := len(Append(nil, longest, nil)); got != MaxOverhead {
+		t.Errorf("Append of the longest version 2 tag adds %d bytes, MaxOverhead %d", got, MaxOverhead)
+	}
+	for _, tag := range []Tag{
+		{Writer: string(bytes.Repeat([]byte("w"), MaxWriterLen)), Batch: math.MinInt64, Index: math.MaxUint64},
+		{Stream: name, Shard: "shardId-999999999999", Seq: nines, SubSeq: math.MaxUint64, Index: math.MaxUint64, RangeStart: nines[:128]},
+		{Stream: name, Shard: name, Seq: nines, SubSeq: math.MaxUint64, Index: math.MaxUint64, RangeStart: nines},
+	} {
+		if got := Overhead(tag); got > MaxOverhead {
+			t.Errorf("Overhead(%.80v) = %d, more than MaxOverhead %d", tag, got, MaxOverhead)
+		}
+	}
 }
