@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/hashkey"
+	"github.com/weirstream/weir/internal/origin"
 	"github.com/weirstream/weir/internal/panics"
 	source "github.com/weirstream/weir/source/kinesis"
 	"github.com/weirstream/weir/stream"
@@ -19,6 +20,18 @@ import (
 // hashedKeyPrefix starts the partition key that stands for an encoded key
 // Kinesis would refuse as one.
 const hashedKeyPrefix = "sha256:"
+
+// maxRecordBytes is the largest record Kinesis takes, data and partition
+// key together: 1 MiB, every stream's maximum record size unless raised.
+// ByKey's sink writes records of at most this.
+const maxRecordBytes = 1 << 20
+
+// recordLimit is the most bytes encode lets a record's data and partition
+// key take: maxRecordBytes less the most an origin tag adds (the tag is
+// known only as the batch is written, and encode must refuse the same
+// records whatever their tags). A variable only so that a test can raise
+// it, to meet sink/kinesis's own refusal.
+var recordLimit = maxRecordBytes - origin.MaxOverhead
 
 // errRecord is wrapped by the error that fails a batch whose record cannot
 // be encoded, or read back.
@@ -54,7 +67,29 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 	}
 	data := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(k)+len(v)), uint64(len(k)))
 	data = append(append(data, k...), v...)
-	return encoded{partitionKey: partitionKey(k), data: data}
+	pk := partitionKey(k)
+	if size := len(pk) + len(data); size > recordLimit {
+		// Refused here, not by the sink: so it is a record ByKey cannot
+		// carry, which Config.DeadLetters catches (the unencodable output
+		// finds it again with encode), and the same at every try.
+		return encoded{err: fmt.Errorf("%w: key %s: its record is %d bytes (key %d and value %d encoded, %d of framing, partition key %d), "+
+			"more than the %d ByKey can write: Kinesis takes records of at most %d bytes (1 MiB), data and partition key, "+
+			"and ByKey's origin tag takes up to %d of them; make the value or key smaller (split it into several records), or drop such records before ByKey",
+			errRecord, shortKey(p.Key), size, len(k), len(v), len(data)-len(k)-len(v), len(pk), recordLimit, maxRecordBytes, origin.MaxOverhead)}
+	}
+	return encoded{partitionKey: pk, data: data}
+}
+
+// shortKey returns k as an error names it: its first 64 bytes, and its
+// length when it is longer, since a key may be what makes a record too
+// large to write.
+func shortKey[K any](k K) string {
+	const most = 64
+	s := fmt.Sprintf("%q", fmt.Sprint(k))
+	if len(s) <= most {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:most], len(fmt.Sprint(k)))
 }
 
 // sameAfterDecode returns an error unless k, an encoded key, decodes to a

@@ -117,8 +117,9 @@ type Config[K comparable, V any] struct {
 	// DeadLetters, when set, sets aside the records ByKey cannot carry,
 	// as stream.Quarantine does for an output, and the pipeline goes on:
 	// a record whose key KeyCodec or whose value ValueCodec refuses to
-	// encode (returns an error, or panics), or whose key does not encode
-	// the same once decoded, is not written, and a record
+	// encode (returns an error, or panics), whose key does not encode
+	// the same once decoded, or whose Kinesis record would be too large
+	// (see ByKey), is not written, and a record
 	// read back from the stream that does not decode (written by another
 	// program, or with other codecs; a codec that panics decoding it) is
 	// not passed on; each is sent to DeadLetters, with the error naming
@@ -168,7 +169,11 @@ func (c *Config[K, V]) validate() error {
 // Kinesis picks a record's shard by the MD5 hash of its partition key; an
 // encoded key that is not 1 to 256 characters of valid UTF-8, the partition
 // keys Kinesis takes, is replaced by its SHA-256 in hexadecimal (with a
-// prefix), the same for every record of the key.
+// prefix), the same for every record of the key. A record's partition key
+// and data (the encoded key's length, the key and the value) must be at
+// most 1 MiB (1048576 bytes, Kinesis's maximum record size) less 677
+// bytes, the most the origin tag before the data takes; a larger one is a
+// record ByKey cannot carry.
 //
 // Each batch of s is written by an output of the pipeline (named
 // "repartition <Stream>"), the records of one key packed into KPL
@@ -176,10 +181,10 @@ func (c *Config[K, V]) validate() error {
 // Config.Writer and DESIGN.md, "Repartition"): a batch that runs again after a crash
 // writes its records again, and the reading side drops the copies. The
 // records come back in later batches, each key's in the order written.
-// A record ByKey cannot carry (its key or value the codecs refuse, or a
-// record read back that does not decode) stops Run, with an error naming
-// it, unless Config.DeadLetters is set: then it is quarantined and the
-// pipeline goes on.
+// A record ByKey cannot carry (its key or value the codecs refuse, its
+// record too large, or a record read back that does not decode) stops
+// Run, with an error naming it, unless Config.DeadLetters is set: then it
+// is quarantined and the pipeline goes on.
 // ctx bounds the creation of the stream (Config.Shards); ByKey makes no
 // other call. A bad Config returns an error wrapping ErrInvalidConfig.
 func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pair[K, V]], cfg Config[K, V]) (*stream.Stream[stream.Pair[K, V]], error) {
@@ -224,7 +229,7 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 	// is touched: the reader's New checks Leases, so a bad one is refused
 	// with nothing created and nothing added.
 	w, err := sink.New(sink.Config[encoded]{Client: kc, Stream: cfg.Stream, Origin: writerPrefix, Worker: cfg.Writer, Aggregate: true,
-		Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
+		MaxRecordBytes: maxRecordBytes, Record: func(e encoded) (string, []byte) { return e.partitionKey, e.data }})
 	if err != nil {
 		return nil, fmt.Errorf("repartition: %w", err)
 	}
@@ -328,7 +333,7 @@ func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], 
 				// Marked: the codecs are deterministic, so no retry writes
 				// it, and the driver must not advise stream.Quarantine.
 				return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on "+
-					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec", at, e.err))
+					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec or the record", at, e.err))
 			}
 			bad++
 		}
