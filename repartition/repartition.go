@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -259,7 +261,7 @@ func ByKey[K comparable, V any](ctx context.Context, s *stream.Stream[stream.Pai
 		if err != nil {
 			return err
 		}
-		return w.Write(ctx, b)
+		return refused(b, w.Write(ctx, b), quarantine)
 	}, stream.Named(name), stream.Origins())
 
 	raw := stream.From(s.Pipeline(), recv, stream.PartitionedByKey(), stream.Named(name))
@@ -325,15 +327,9 @@ func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], 
 	for e := range b.All() {
 		if e.err != nil {
 			if !quarantine {
-				at := "a record"
-				if origins != nil && origins[i].Seq != "" {
-					o := origins[i]
-					at = fmt.Sprintf("the record of shard %s of stream %s, sequence number %s, sub-sequence %d", o.Shard, o.Stream, o.Seq, o.SubSeq)
-				}
 				// Marked: the codecs are deterministic, so no retry writes
 				// it, and the driver must not advise stream.Quarantine.
-				return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on "+
-					"(stream.Quarantine cannot be given to ByKey's output), or fix the codec or the record", at, e.err))
+				return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: %s", recordAt(origins, i), e.err, deadLettersFix))
 			}
 			bad++
 		}
@@ -362,6 +358,42 @@ func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], 
 		nb = nb.WithOrigins(kept)
 	}
 	return nb, nil
+}
+
+// deadLettersFix ends the error of a record ByKey cannot write, without
+// Config.DeadLetters.
+const deadLettersFix = "set repartition.Config.DeadLetters to send the records ByKey cannot write to dead letters and go on " +
+	"(stream.Quarantine cannot be given to ByKey's output), or fix the codec or the record"
+
+// recordAt names record i of a batch whose origins are origins (nil: none)
+// for an error: its source record when it has one.
+func recordAt(origins []batch.Origin, i int) string {
+	if origins == nil || origins[i].Seq == "" {
+		return "a record"
+	}
+	o := origins[i]
+	return fmt.Sprintf("the record of shard %s of stream %s, sequence number %s, sub-sequence %d", o.Shard, o.Stream, o.Seq, o.SubSeq)
+}
+
+// refused returns err, the error of writing b, marked as no retry fixes
+// and naming ByKey's fix, Config.DeadLetters, if it is sink/kinesis's
+// stream.RecordErrors for records Kinesis would refuse: the driver would
+// otherwise advise stream.Quarantine, which ByKey's output cannot be
+// given. encode refuses first the records Kinesis would refuse (too
+// large), which Config.DeadLetters catches; a record it lets through stops
+// Run even with quarantine set. Any other error is returned as it is.
+func refused(b *batch.Batch[encoded], err error, quarantine bool) error {
+	re, ok := errors.AsType[*stream.RecordErrors](err)
+	if !ok || len(re.Errs) == 0 {
+		return err
+	}
+	first := slices.Min(slices.Collect(maps.Keys(re.Errs)))
+	fix := deadLettersFix
+	if quarantine {
+		fix = "ByKey's own checks let it through, so Config.DeadLetters does not catch it: a bug of ByKey's, to be reported"
+	}
+	// The error wrapped names each record sink/kinesis refuses, and why.
+	return noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s (record %d of its batch) to Kinesis: %w: %s", recordAt(b.Origins(), first), first, err, fix))
 }
 
 // newReceiver returns the receiver reading cfg.Stream back, or an error

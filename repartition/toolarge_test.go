@@ -70,6 +70,25 @@ func TestByKeyRecordTooLarge(t *testing.T) {
 	})
 }
 
+// TestByKeyRefusedRecordNamesDeadLetters: a record sink/kinesis refuses
+// (a stream.RecordErrors) stopped Run with the driver's advice,
+// stream.Quarantine, which ByKey's output cannot be given. Now the error
+// names the record (shard, sequence number), sink/kinesis's reason and
+// Config.DeadLetters, and Run stops at once, not after retries. ByKey's own
+// size check (raised here) refuses such a record first.
+func TestByKeyRefusedRecordNamesDeadLetters(t *testing.T) {
+	env := servers.Env(t)
+	saved := recordLimit
+	recordLimit = 10 << 20
+	t.Cleanup(func() { recordLimit = saved })
+	const n, bad = 300, "user-3"
+	codec := paddingCodec{Codec: stream.JSONCodec[string](), bad: bad, pad: 1 << 20}
+	ctx := testContext(t)
+	in := putInput(t, env, 2, n)
+	err := runStop(ctx, t, env, in, Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 1, KeyCodec: codec})
+	checkStop(t, err, "shardId-", "sequence number", "MaxRecordBytes", "Config.DeadLetters")
+}
+
 // TestEncodeRecordLimit: encode takes a record of recordLimit bytes, data
 // and partition key, and refuses one a byte longer, naming its size.
 func TestEncodeRecordLimit(t *testing.T) {
