@@ -126,6 +126,58 @@ func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
 	return &c
 }
 
+// Keep returns the batch of b's records for which keep reports true: b's
+// time and blocks, the records in the order of All with their parts kept
+// apart (a part may be left empty), and, if b has Origins, the kept
+// records' origins. keep is called once for each record, in the order of
+// All, with its index there. It returns b itself when keep keeps every
+// record: a ForEachBatch function that leaves some records out (the ones
+// it cannot output) and writes the others with their origins.
+func (b *Batch[T]) Keep(keep func(i int, v T) bool) *Batch[T] {
+	var (
+		cut     bool     // a record was left out
+		parts   [][]T    // the parts, once cut
+		origins []Origin // the kept records' origins, once cut, if b has some
+	)
+	i := 0
+	for pi, p := range b.parts {
+		part, partCut := p, false
+		for j, v := range p {
+			if keep(i, v) {
+				if partCut {
+					part = append(part, v)
+				}
+				if cut && b.origins != nil {
+					origins = append(origins, b.origins[i])
+				}
+				i++
+				continue
+			}
+			if !cut {
+				cut = true
+				parts = append(make([][]T, 0, len(b.parts)), b.parts[:pi]...)
+				if b.origins != nil {
+					origins = append(make([]Origin, 0, b.n-1), b.origins[:i]...)
+				}
+			}
+			if !partCut {
+				partCut = true
+				part = append(make([]T, 0, len(p)-1), p[:j]...)
+			}
+			i++
+		}
+		if cut {
+			parts = append(parts, part)
+		}
+	}
+	if !cut {
+		return b
+	}
+	nb := New(b.time, b.blocks, parts...)
+	nb.origins = origins
+	return nb
+}
+
 // Records returns all records of the batch in one new slice.
 func (b *Batch[T]) Records() []T {
 	if len(b.parts) == 1 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestBatchAccessors(t *testing.T) {
@@ -94,5 +95,60 @@ func TestBlockID(t *testing.T) {
 	}
 	if got := a.String(); got != "block-0-2" {
 		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestKeep: the batch of the records keep keeps has b's time and blocks,
+// its parts apart, and the kept records' origins in order; keeping every
+// record returns b itself.
+func TestKeep(t *testing.T) {
+	blocks := []BlockInfo{{ID: BlockID{Seq: 1}, Count: 5}}
+	origins := []Origin{{Seq: "10"}, {Seq: "11"}, {Seq: "12"}, {Seq: "13"}, {Seq: "14"}}
+	for _, tc := range []struct {
+		name    string
+		drop    []int
+		origins bool
+		parts   [][]int
+		kept    []Origin
+	}{
+		{"none", nil, true, [][]int{{0, 1, 2}, {3, 4}}, origins},
+		{"some", []int{1, 3}, true, [][]int{{0, 2}, {4}}, []Origin{{Seq: "10"}, {Seq: "12"}, {Seq: "14"}}},
+		{"first", []int{0}, true, [][]int{{1, 2}, {3, 4}}, origins[1:]},
+		{"a part", []int{3, 4}, true, [][]int{{0, 1, 2}, nil}, origins[:3]},
+		{"all", []int{0, 1, 2, 3, 4}, true, [][]int{nil, nil}, []Origin{}},
+		{"no origins", []int{2}, false, [][]int{{0, 1}, {3, 4}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(Time(7), blocks, []int{0, 1, 2}, []int{3, 4})
+			if tc.origins {
+				b = b.WithOrigins(origins)
+			}
+			var seen []int
+			got := b.Keep(func(i, v int) bool {
+				if i != v {
+					t.Errorf("keep(%d, %d): index and record differ", i, v)
+				}
+				seen = append(seen, i)
+				return !slices.Contains(tc.drop, i)
+			})
+			if diff := cmp.Diff([]int{0, 1, 2, 3, 4}, seen); diff != "" {
+				t.Errorf("keep's calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.parts, got.Parts(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("parts (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.kept, got.Origins()); diff != "" {
+				t.Errorf("origins (-want +got):\n%s", diff)
+			}
+			if tc.origins != (got.Origins() != nil) {
+				t.Errorf("Origins() = %v: want origins %v", got.Origins(), tc.origins)
+			}
+			if got.Time() != 7 || !cmp.Equal(blocks, got.Blocks()) || got.Len() != 5-len(tc.drop) {
+				t.Errorf("time %v, blocks %v, Len %d: want b's time and blocks, %d records", got.Time(), got.Blocks(), got.Len(), 5-len(tc.drop))
+			}
+			if len(tc.drop) == 0 && got != b {
+				t.Errorf("keeping every record: a new batch, want b")
+			}
+		})
 	}
 }

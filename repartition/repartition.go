@@ -321,43 +321,19 @@ func readsItself(b *batch.Batch[encoded], name string, kinesis []bool) error {
 // its own fix, Config.DeadLetters, not the driver's advice of
 // stream.Quarantine, which ByKey's output cannot be given.
 func writable(b *batch.Batch[encoded], quarantine bool) (*batch.Batch[encoded], error) {
-	origins := b.Origins()
-	bad := 0
+	if quarantine {
+		return b.Keep(func(_ int, e encoded) bool { return e.err == nil }), nil
+	}
 	i := 0
 	for e := range b.All() {
 		if e.err != nil {
-			if !quarantine {
-				// Marked: the codecs are deterministic, so no retry writes
-				// it, and the driver must not advise stream.Quarantine.
-				return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: %s", recordAt(origins, i), e.err, deadLettersFix))
-			}
-			bad++
+			// Marked: the codecs are deterministic, so no retry writes it,
+			// and the driver must not advise stream.Quarantine.
+			return nil, noretry.Mark(fmt.Errorf("repartition: ByKey cannot write %s: %w: %s", recordAt(b.Origins(), i), e.err, deadLettersFix))
 		}
 		i++
 	}
-	if bad == 0 {
-		return b, nil
-	}
-	good := make([]encoded, 0, b.Len()-bad)
-	var kept []batch.Origin
-	if origins != nil {
-		kept = make([]batch.Origin, 0, b.Len()-bad)
-	}
-	i = 0
-	for e := range b.All() {
-		if e.err == nil {
-			good = append(good, e)
-			if origins != nil {
-				kept = append(kept, origins[i])
-			}
-		}
-		i++
-	}
-	nb := batch.New(b.Time(), b.Blocks(), good)
-	if origins != nil {
-		nb = nb.WithOrigins(kept)
-	}
-	return nb, nil
+	return b, nil
 }
 
 // deadLettersFix ends the error of a record ByKey cannot write, without

@@ -106,7 +106,7 @@ func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch
 			}
 			i++
 		}
-		b = without(b, re.Errs)
+		b = b.Keep(func(i int, _ T) bool { _, refused := re.Errs[i]; return !refused })
 		if b.Len() == 0 {
 			return letters, nil
 		}
@@ -129,36 +129,6 @@ func callAgain[T any](ctx context.Context, r *run, o *output, f func(context.Con
 	return func(b *batch.Batch[T]) error {
 		return o.retry(r, func() error { return refusing(safely(func() error { return f(ctx, b) })) }, func() int { return 1 })
 	}
-}
-
-// without returns b less the records of the indexes in drop (in the order
-// of All), with the others' origins, its parts kept apart.
-func without[T any](b *batch.Batch[T], drop map[int]error) *batch.Batch[T] {
-	origins := b.Origins()
-	var kept []batch.Origin
-	if origins != nil {
-		kept = make([]batch.Origin, 0, b.Len()-len(drop))
-	}
-	parts := make([][]T, 0, len(b.Parts()))
-	i := 0
-	for _, p := range b.Parts() {
-		var part []T
-		for _, v := range p {
-			if _, ok := drop[i]; !ok {
-				part = append(part, v)
-				if origins != nil {
-					kept = append(kept, origins[i])
-				}
-			}
-			i++
-		}
-		parts = append(parts, part)
-	}
-	nb := batch.New(b.Time(), b.Blocks(), parts...)
-	if origins != nil {
-		nb = nb.WithOrigins(kept)
-	}
-	return nb
 }
 
 // refusal is the error of a ForEachBatch function that names records it

@@ -98,23 +98,6 @@ func TestQuarantineRecordErrorsOutOfRange(t *testing.T) {
 	})
 }
 
-// TestWithoutKeepsOrigins: the batch without some records keeps the
-// others' origins, in order, and their parts apart.
-func TestWithoutKeepsOrigins(t *testing.T) {
-	b := batch.New(7, nil, []int{0, 1, 2}, []int{3, 4}).WithOrigins([]batch.Origin{
-		{Seq: "10"}, {Seq: "11"}, {Seq: "12"}, {Seq: "13"}, {Seq: "14"}})
-	got := without(b, map[int]error{1: errRefused, 3: errRefused})
-	if diff := cmp.Diff([][]int{{0, 2}, {4}}, got.Parts()); diff != "" {
-		t.Errorf("parts (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]batch.Origin{{Seq: "10"}, {Seq: "12"}, {Seq: "14"}}, got.Origins()); diff != "" {
-		t.Errorf("origins (-want +got):\n%s", diff)
-	}
-	if got.Time() != 7 {
-		t.Errorf("time %v, want 7", got.Time())
-	}
-}
-
 // TestRecordErrorsMessage: one record's error is the error's message; for
 // several, the count and the first by index; errors.Is sees each.
 func TestRecordErrorsMessage(t *testing.T) {
