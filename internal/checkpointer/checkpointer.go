@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/clock"
 	"github.com/weirstream/weir/internal/backoff"
+	"github.com/weirstream/weir/internal/streak"
 )
 
 // Special checkpoint values, spelled as the Kinesis Client Library writes them
@@ -137,11 +138,13 @@ type Checkpointer struct {
 	mu     sync.Mutex
 	shards map[string]*shardState
 	gone   checkpoint.Stats // the counters of the shards forgotten (Forget), Shards nil
-	// failing is the number of shards in a failure streak: a streak is
-	// logged at WARN when it starts on one shard and at INFO when it ends
-	// on all, so that an outage of DynamoDB on many shards is one line,
-	// not one per shard (the others are logged at DEBUG).
-	failing  int
+	// failing holds the shards in a failure streak, grouped by kind of
+	// failure (its error code): a streak of a kind is logged at WARN when
+	// it starts on one shard and at INFO when it ends on all, so that an
+	// outage of DynamoDB on many shards is one line, not one per shard
+	// (the others are logged at DEBUG), and one shard failing for a
+	// reason of its own does not hide an outage of the others.
+	failing  streak.Kinds
 	closed   bool
 	runDone  chan struct{} // closed when Run returns; nil before Run
 	closeErr error
@@ -155,7 +158,6 @@ type shardState struct {
 	sem
 	committer Committer // nil when the shard is not registered
 	last      string    // last committed (or registered) checkpoint
-	failing   bool      // in a failure streak (counted in Checkpointer.failing)
 	stats     checkpoint.ShardStats
 }
 
@@ -279,7 +281,7 @@ func (cp *Checkpointer) Remove(ctx context.Context, shard string, final Committe
 	st.committer = nil
 	st.stats.Registered = false
 	if final == nil {
-		cp.endStreakLocked(st) // it commits no more
+		cp.failing.Ended(shard) // it commits no more
 	}
 	cp.mu.Unlock()
 	if final == nil {
@@ -292,7 +294,7 @@ func (cp *Checkpointer) Remove(ctx context.Context, shard string, final Committe
 		// that the other shards' end of an outage is logged, and the next
 		// outage warned about.
 		cp.mu.Lock()
-		cp.endStreakLocked(st)
+		cp.failing.Ended(shard)
 		cp.mu.Unlock()
 	}
 	return err
@@ -363,54 +365,45 @@ func (cp *Checkpointer) commit(ctx context.Context, shard string, st *shardState
 	cp.mu.Lock()
 	st.raiseLocked(seq)
 	st.stats.Commits++
-	recovered := st.failing
-	all := cp.endStreakLocked(st)
+	over, recovered := cp.failing.Ended(shard)
+	now := cp.clk.Now()
 	cp.mu.Unlock()
-	switch {
-	case all:
-		cp.log.Info("checkpoint: commits succeed again", "shard", shard, "seq", seq)
-	case recovered:
+	for kind, since := range over {
+		cp.log.Info("checkpoint: commits succeed again", "shard", shard, "seq", seq, "kind", kind, "failing_for", now.Sub(since).Round(time.Millisecond))
+	}
+	if recovered && len(over) == 0 {
 		cp.log.Debug("checkpoint: commits succeed again on this shard, not yet on others", "shard", shard, "seq", seq)
 	}
 	return nil
 }
 
-// endStreakLocked ends st's failure streak, if it is in one, and reports
-// whether it was the last shard's. The caller holds cp.mu.
-func (cp *Checkpointer) endStreakLocked(st *shardState) (last bool) {
-	if !st.failing {
-		return false
-	}
-	st.failing = false
-	cp.failing--
-	return cp.failing == 0
-}
-
-// recordFailure counts a failed commit and logs it when it starts a streak:
-// at WARN when no other shard is in one, at DEBUG otherwise. A commit
-// refused because the lease was lost is logged at INFO and starts none:
-// another worker took the shard (a fleet balancing), which the lease
-// coordinator reports, and this worker commits it no more.
+// recordFailure counts a failed commit and logs it: at WARN when it starts
+// a streak of its kind (streak.Kind: no other shard fails so), at DEBUG
+// otherwise. A commit refused because the lease was lost is logged at
+// INFO and starts none: another worker took the shard (a fleet balancing),
+// which the lease coordinator reports, and this worker commits it no more.
 func (cp *Checkpointer) recordFailure(shard string, st *shardState, err error) {
 	lost := errors.Is(err, ErrLeaseLost)
 	cp.mu.Lock()
 	st.stats.Failures++
-	starts := !lost && !st.failing
-	if starts {
-		st.failing = true
-		cp.failing++
+	var (
+		kind    string
+		first   bool
+		failing int
+	)
+	if !lost {
+		kind, first, failing = cp.failing.Failed(shard, err, cp.clk.Now())
 	}
-	first := starts && cp.failing == 1
 	cp.mu.Unlock()
 	const failed = "checkpoint: commit failed; records after the last checkpoint may be read again after a restart"
 	switch {
 	case lost:
 		cp.log.Info("checkpoint: commit refused: another worker holds the shard's lease now, and reads it from its last checkpoint", "shard", shard, "err", err)
 	case first:
-		cp.log.Warn(failed+" (other shards whose commits fail before every shard commits again are logged at DEBUG)",
-			"shard", shard, "err", err)
-	case starts:
-		cp.log.Debug(failed, "shard", shard, "err", err)
+		cp.log.Warn(failed+" (other shards whose commits fail so, of this kind, before they all commit again are logged at DEBUG; a failure of another kind is warned about)",
+			"shard", shard, "kind", kind, "err", err)
+	default:
+		cp.log.Debug(failed, "shard", shard, "kind", kind, "shards_failing", failing, "err", err)
 	}
 }
 
@@ -579,7 +572,7 @@ func (cp *Checkpointer) Forget(shards ...string) {
 		cp.gone.Skips += st.stats.Skips
 		cp.gone.Retries += st.stats.Retries
 		cp.gone.Failures += st.stats.Failures
-		cp.endStreakLocked(st)
+		cp.failing.Ended(id)
 		delete(cp.shards, id)
 		st.release() // a caller that took st before it was deleted works on it alone
 	}

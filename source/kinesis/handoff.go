@@ -122,7 +122,7 @@ func (lr *leaseRun) forget(shard string) {
 	delete(lr.handing, shard)
 	delete(lr.reload, shard)
 	delete(lr.waiting, shard)
-	lr.unloaded.ended(shard)
-	lr.unsaved.ended(shard)
+	lr.unloaded.Ended(shard)
+	lr.unsaved.Ended(shard)
 	lr.rn.r.progress.release(shard)
 }

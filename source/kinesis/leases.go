@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/checkpoint/leasetable"
 	"github.com/weirstream/weir/internal/checkpointer"
 	"github.com/weirstream/weir/internal/lease"
+	"github.com/weirstream/weir/internal/streak"
 	"github.com/weirstream/weir/source"
 )
 
@@ -46,8 +47,8 @@ type leaseRun struct {
 	fatal     error                // stops the receiver (assign returns it)
 	reload    map[string]time.Time // shards to acquire again, not before the time: state not loaded yet (shardstate.go)
 	waiting   map[string]loadWait  // shards whose load waits for records of an earlier hold to complete (see acquire)
-	unloaded  shardFailures        // shards whose state load failed and is tried again (loadFailed)
-	unsaved   shardFailures        // shards whose last snapshot failed to store (stateFailed)
+	unloaded  streak.Kinds         // shards whose state load failed and is tried again (loadFailed)
+	unsaved   streak.Kinds         // shards whose last snapshot failed to store (stateFailed)
 	loading   string               // the shard whose state acquire loads, if any
 	abandon   context.CancelFunc   // cancels that load (a hand-off asked for it)
 	read      map[string]bool      // shards read in this run, not logged finished since: the recovery log may hold their positions

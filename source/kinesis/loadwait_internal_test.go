@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/lease"
 )
@@ -108,5 +110,44 @@ func TestStateFailuresWarnOnce(t *testing.T) {
 				t.Errorf("three outages: %d WARN, %d reported; want 3 and 3", len(got["WARN"]), reported)
 			}
 		})
+	}
+}
+
+// TestStateFailureOfOneShardDoesNotHideOutage checks that a shard whose
+// state calls fail for a reason of its own does not hide an outage of the
+// state table on the other shards: failures are grouped by kind (their
+// error code), so the outage is warned about and reported once, and its
+// end logged at INFO, while the shard's own failures go on. Before, the
+// outage stayed at DEBUG until that shard's call succeeded.
+func TestStateFailureOfOneShardDoesNotHideOutage(t *testing.T) {
+	own := &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size"}
+	down := &smithy.GenericAPIError{Code: "ServiceUnavailable", Message: "down", Fault: smithy.FaultServer}
+	lr, clk, logs := manualLeaseRun(t)
+	lr.state = &stateRun{table: "app.leases-state"}
+	reported := 0
+	lr.report = func(error) { reported++ }
+	shard := func(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+	lr.stateFailed(shard(0), own)
+	clk.Advance(time.Minute)
+	for range 2 {
+		lr.stateFailed(shard(0), own)
+		for i := 1; i < 5; i++ {
+			lr.stateFailed(shard(i), down)
+		}
+		clk.Advance(time.Minute)
+	}
+	got := logLevels(t, logs)
+	if len(got["WARN"]) != 2 || reported != 2 {
+		t.Fatalf("one shard failing on its own, then an outage of the others: %d WARN, %d reported; want 2 and 2: %v",
+			len(got["WARN"]), reported, got)
+	}
+	if w := got["WARN"][1]; w["kind"] != "ServiceUnavailable" {
+		t.Errorf("the outage's WARN %v: want kind ServiceUnavailable", w)
+	}
+	for i := 1; i < 5; i++ {
+		lr.stateCallOK(&lr.unsaved, shard(i), "stored")
+	}
+	if got := logLevels(t, logs); len(got["INFO"]) != 1 || got["INFO"][0]["failing_for"] != float64(2*time.Minute) {
+		t.Fatalf("the outage ended, shard 0 failing on: INFO %v, want one, failing_for 2m0s", got["INFO"])
 	}
 }

@@ -417,8 +417,8 @@ func (lr *leaseRun) heldLease(shard string) (lease.Lease, bool) {
 // took the lease (its loss follows); one the driver could not take stops
 // the receiver (errStateEncode); any other is a failure to store, after
 // which the checkpoint stays at the last snapshot stored: warned about and
-// reported once until the snapshots of every shard that failed are stored
-// (saveAll says so), logged at DEBUG meanwhile, so that an outage of the
+// reported once per kind of failure until the snapshots of every shard
+// that failed so are stored (saveAll says so), logged at DEBUG meanwhile, so that an outage of the
 // state table is one warning, not one per shard at every checkpoint
 // interval.
 func (lr *leaseRun) stateFailed(shard string, err error) {
@@ -438,30 +438,33 @@ func (lr *leaseRun) stateFailed(shard string, err error) {
 }
 
 // stateCallFailed records that a call of the state table for shard failed
-// with err, in the run of failures f (loads, or stores): the first of the
-// run is logged at WARN with msg and the fix, and reported; the others at
-// DEBUG.
-func (lr *leaseRun) stateCallFailed(f *shardFailures, shard string, err error, msg string) {
+// with err, in the runs of failures f (of loads, or of stores), grouped by
+// kind of failure (streak.Kind): the first of a run of its kind is logged
+// at WARN with msg and the fix, and reported; the others at DEBUG. So one
+// shard failing for a reason of its own does not hide an outage of the
+// table on the others.
+func (lr *leaseRun) stateCallFailed(f *streak.Kinds, shard string, err error, msg string) {
 	lr.mu.Lock()
-	first, failing := f.failed(shard, lr.rn.clock.Now())
+	kind, first, failing := f.Failed(shard, err, lr.rn.clock.Now())
 	lr.mu.Unlock()
 	if !first {
-		lr.log.Debug(msg, "shard", shard, "err", err, "shards_failing", failing)
+		lr.log.Debug(msg, "shard", shard, "kind", kind, "err", err, "shards_failing", failing)
 		return
 	}
-	lr.log.Warn(msg, "shard", shard, "err", err,
+	lr.log.Warn(msg, "shard", shard, "kind", kind, "err", err,
 		"fix", "check that the state table "+lr.state.table+" exists, that these credentials may read and write it, and its capacity")
 	lr.report(err)
 }
 
 // stateCallOK records that a call of the state table for shard succeeded,
-// in the run of failures f: when it ends the run, msg says so at INFO.
-func (lr *leaseRun) stateCallOK(f *shardFailures, shard, msg string) {
+// in the runs of failures f: for each run of a kind it ends, msg says so
+// at INFO.
+func (lr *leaseRun) stateCallOK(f *streak.Kinds, shard, msg string) {
 	lr.mu.Lock()
-	over, since := f.ended(shard)
+	over, _ := f.Ended(shard)
 	lr.mu.Unlock()
-	if over {
-		lr.log.Info(msg, "shard", shard, "failing_for", lr.rn.clock.Now().Sub(since).Round(time.Millisecond))
+	for kind, since := range over {
+		lr.log.Info(msg, "shard", shard, "kind", kind, "failing_for", lr.rn.clock.Now().Sub(since).Round(time.Millisecond))
 	}
 }
 
@@ -500,8 +503,8 @@ func (p position) after(seq string) bool {
 // (DynamoDB unreachable, throttled past the SDK's retries) is tried again
 // at the next round of the assigner, while the lease is held: the shard is
 // not read meanwhile. Such failures are warned about and reported once
-// until every shard that failed loads (or is let go), then logged at
-// DEBUG: an outage of DynamoDB on many shards is one warning, not two per
+// per kind of failure until every shard that failed so loads (or is let
+// go), and logged at DEBUG meanwhile: an outage of DynamoDB on many shards is one warning, not two per
 // shard at every try.
 func (lr *leaseRun) loadFailed(ctx context.Context, l lease.Lease, err error) {
 	log := lr.log.With("shard", l.Shard)
@@ -557,31 +560,4 @@ func (lr *leaseRun) settled(l lease.Lease) bool {
 		}
 	}
 	return true
-}
-
-// shardFailures is a run of failures of one kind of state call (loads, or
-// stores of snapshots) on any of a worker's shards: it starts with the
-// first shard that fails and ends when the last of those that failed
-// succeeds, or is let go. Guarded by leaseRun.mu.
-type shardFailures struct {
-	failing map[string]bool
-	since   time.Time // of the first failure
-}
-
-// failed records a failure on shard at now, and returns whether it starts
-// the run and how many shards fail in it.
-func (f *shardFailures) failed(shard string, now time.Time) (first bool, failing int) {
-	if len(f.failing) == 0 {
-		f.failing, f.since, first = make(map[string]bool), now, true
-	}
-	f.failing[shard] = true
-	return first, len(f.failing)
-}
-
-// ended records that shard's call succeeded, or that it is let go, and
-// returns whether that ends the run, and when the run started.
-func (f *shardFailures) ended(shard string) (over bool, since time.Time) {
-	over = f.failing[shard] && len(f.failing) == 1
-	delete(f.failing, shard)
-	return over, f.since
 }
