@@ -654,8 +654,9 @@ judge:
 		if stale {
 			// This worker's own failure, not another worker's take (INFO):
 			// it stops reading the shard because DynamoDB fails it.
-			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it", "shard", shard, "err", err, "fix", c.callFix(ctx, err))
-			c.countFailure(callRenew, shard) // warned just now
+			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it",
+				append([]any{"shard", shard}, c.lossFix(ctx, callRenew, err)...)...)
+			c.countFailure(callRenew, shard, err) // warned just now
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return
 		}

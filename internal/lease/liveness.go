@@ -364,8 +364,9 @@ func (c *Coordinator) beat(ctx context.Context) {
 			// This worker's own failure, not another worker's take (INFO):
 			// it stops reading the shards because DynamoDB fails it.
 			slices.Sort(gone)
-			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them", "board", board, "shards", gone, "err", err, "fix", c.callFix(ctx, err))
-			c.countFailure(callBeat, "") // warned just now
+			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them",
+				append([]any{"board", board, "shards", gone}, c.lossFix(ctx, callBeat, err)...)...)
+			c.countFailure(callBeat, "", err) // warned just now
 		}
 		for _, s := range gone {
 			c.mu.Lock()

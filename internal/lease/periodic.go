@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awsconf"
@@ -34,6 +35,7 @@ const (
 type failStreak struct {
 	n       int                  // failures in a row
 	since   time.Time            // of the first
+	cause   error                // the last failure DynamoDB answered, else the first (see lossFix)
 	failing map[string]time.Time // the subjects failing (a shard, or "" for one call per period) -> their last failure
 }
 
@@ -80,7 +82,7 @@ func (c *Coordinator) callFailed(ctx context.Context, what, subject, msg string,
 		c.tableDeleted(ctx, err)
 		return
 	}
-	n, since := c.countFailure(what, subject)
+	n, since := c.countFailure(what, subject, err)
 	args = append(args, "err", err)
 	if n > 1 {
 		c.log.Debug(msg, append(args, "failures", n, "for", c.cfg.Clock.Now().Sub(since).Round(time.Millisecond))...)
@@ -118,12 +120,12 @@ func (c *Coordinator) tableDeleted(ctx context.Context, err error) {
 	close(c.gone)
 }
 
-// countFailure counts a failure of a periodic call of kind what for
-// subject (see callFailed), without logging it (the caller logs it its own
-// way), and returns the failures in a row of the kind and when the first
-// one was. A streak whose subjects all went stale (dropStale) is over: the
-// failure starts a new one.
-func (c *Coordinator) countFailure(what, subject string) (n int, since time.Time) {
+// countFailure counts a failure with err of a periodic call of kind what
+// for subject (see callFailed), without logging it (the caller logs it its
+// own way), and returns the failures in a row of the kind and when the
+// first one was. A streak whose subjects all went stale (dropStale) is
+// over: the failure starts a new one.
+func (c *Coordinator) countFailure(what, subject string, err error) (n int, since time.Time) {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,7 +142,32 @@ func (c *Coordinator) countFailure(what, subject string) (n int, since time.Time
 	}
 	s.n++
 	s.failing[subject] = now
+	if api := smithy.APIError(nil); s.cause == nil || errors.As(err, &api) {
+		s.cause = err
+	}
 	return s.n, s.since
+}
+
+// lossFix returns the attributes of the warning of a lease lost because
+// its calls of kind what failed for a lease duration, the last with err:
+// err, the cause of the stall when it is not err, and the fix. A call made as the lease expires is
+// cut short by the expiry (attempt.ErrTimeout) before DynamoDB answers it,
+// whatever stalled the lease: the fix is then that of the streak's cause
+// (the last failure DynamoDB answered, such as an IAM refusal), which its
+// first warning named, not the timeout's.
+func (c *Coordinator) lossFix(ctx context.Context, what string, err error) []any {
+	var cause error
+	if errors.Is(err, attempt.ErrTimeout) {
+		c.mu.Lock()
+		if s := c.failing[what]; s != nil && !errors.Is(s.cause, attempt.ErrTimeout) {
+			cause = s.cause
+		}
+		c.mu.Unlock()
+	}
+	if cause != nil {
+		return []any{"err", err, "cause", cause, "fix", c.callFix(ctx, cause)}
+	}
+	return []any{"err", err, "fix", c.callFix(ctx, err)}
 }
 
 // callSucceeded records that a periodic call of kind what for subject
