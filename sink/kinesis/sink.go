@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/attempt"
@@ -174,9 +175,13 @@ type entry struct {
 // record is sent only after every earlier record of its key was
 // acknowledged, so a PutRecords call holds at most one record per key, and
 // a record that failed (throttled, an internal failure) is sent again
-// before any later record of its key. Records that failed are retried,
-// with back-off, until they are written or ctx is done, as is a call with
-// no answer within 30 s (its records may then be written twice); whatever
+// before any later record of its key. Records that failed with a code
+// time heals (ProvisionedThroughputExceededException, InternalFailure,
+// KMSThrottlingException) are retried, with back-off, until they are
+// written or ctx is done, as is a call with no answer within 30 s (its
+// records may then be written twice); a record failing with another code
+// fails Write at once (marked as no retry fixes when it is the stream's
+// refusal: its KMS key's, IAM's, the stream gone); whatever
 // a retry cannot fix (the stream does not exist, access denied, an invalid
 // request) fails Write with the SDK's error and, when it is known, the fix
 // (the IAM or KMS action to allow, the stream to create); a refusal of
@@ -535,6 +540,9 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 			wait.Reset()
 			continue
 		}
+		if code := aws.ToString(res.ErrorCode); !retriedCode[code] {
+			return s.recordsRefused(code, aws.ToString(res.ErrorMessage), failed, len(reqEntries))
+		}
 		if failed < len(reqEntries) {
 			wait.Reset() // progress: wait the shortest back-off
 		}
@@ -545,6 +553,58 @@ func (s *Sink[T]) put(ctx context.Context, recs []entry) error {
 		}
 	}
 	return nil
+}
+
+// retriedCode holds the per-record error codes of a PutRecords result that
+// time heals, retried with back-off for as long as Kinesis answers them:
+// the two the API reference documents for a record (its shard's
+// throughput exceeded, an internal failure) and the throttling of the
+// stream's KMS key. Any other code fails the Write (recordsRefused).
+var retriedCode = map[string]bool{
+	"ProvisionedThroughputExceededException": true,
+	"InternalFailure":                        true,
+	"KMSThrottlingException":                 true,
+}
+
+// recordsRefused returns the error of a PutRecords call whose failed
+// records (failed of sent), the first with code and msg, failed with a
+// code no retry with back-off is known to heal. A code of the stream's
+// refusal (its KMS key's, IAM's, the stream gone: every record is refused
+// alike) is marked as no retry fixes, with its fix, so that Run stops at
+// once; another code weir does not know is returned unmarked, for the
+// output's retries, bounded, to try again: the Write is not retried for
+// as long as Kinesis answers it.
+func (s *Sink[T]) recordsRefused(code, msg string, failed, sent int) error {
+	cause := recordError(code, msg)
+	err := fmt.Errorf("kinesis: PutRecords to stream %q: %d of %d records failed, the first with %w", s.cfg.Stream, failed, sent, s.withFix(cause))
+	if awserr.TargetRefused(cause) {
+		return noretry.Mark(err)
+	}
+	return fmt.Errorf("%w (an error code of a record weir does not know to heal with time: not retried in this write)", err)
+}
+
+// recordError returns a per-record error code of a PutRecords result, and
+// its message, as the error of the same code a whole call gets, so that
+// the refusals of the stream and their fixes are told apart as for a call.
+func recordError(code, msg string) error {
+	m := aws.String(msg)
+	switch code {
+	case "KMSAccessDeniedException":
+		return &types.KMSAccessDeniedException{Message: m}
+	case "KMSDisabledException":
+		return &types.KMSDisabledException{Message: m}
+	case "KMSNotFoundException":
+		return &types.KMSNotFoundException{Message: m}
+	case "KMSInvalidStateException":
+		return &types.KMSInvalidStateException{Message: m}
+	case "KMSOptInRequired":
+		return &types.KMSOptInRequired{Message: m}
+	case "AccessDeniedException":
+		return &types.AccessDeniedException{Message: m}
+	case "ResourceNotFoundException":
+		return &types.ResourceNotFoundException{Message: m}
+	}
+	return &smithy.GenericAPIError{Code: code, Message: msg}
 }
 
 // compact removes the acknowledged indexes from pending, keeping the order.
