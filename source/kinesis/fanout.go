@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -159,6 +160,9 @@ func (rn *run) subscribeShard(ctx context.Context, shardID string, keys hashRang
 			return nil
 		}
 		if cause == "" {
+			if gone := s.refusedFor(ctx, err, true); gone != nil {
+				return rn.readerExit(ctx, shardID, gone)
+			}
 			if s.lastRead == "" { // nothing read yet: refused at pos
 				err = rn.notInStream(shardID, pos, err)
 			}
@@ -304,10 +308,45 @@ func (s *shardSub) handle(ctx context.Context, e *types.SubscribeToShardEvent) (
 		return subEnded, nil
 	}
 	s.cont = *e.ContinuationSequenceNumber
-	if len(e.Records) == 0 && aws.ToInt64(e.MillisBehindLatest) == 0 && s.probeEnd(ctx) {
-		return subEnded, nil
+	if len(e.Records) == 0 && aws.ToInt64(e.MillisBehindLatest) == 0 {
+		switch ended, err := s.probeEnd(ctx); {
+		case err != nil:
+			return subFailed, err
+		case ended:
+			return subEnded, nil
+		}
 	}
 	return subRenew, nil
+}
+
+// refusedFor returns, for err, a call of the reader answered
+// ResourceNotFoundException, the error that names what is gone and the
+// fix: the stream (ListShards answers so too: deleted while the receiver
+// ran), or, when subscribing, only the consumer (its subscription refused
+// while the stream and the shard are listed: deregistered by hand, or by
+// another run's FanOut.DeregisterOnStop). It returns nil for any other
+// error, and for a shard no longer listed (past retention; see
+// goneFromStream).
+func (s *shardSub) refusedFor(ctx context.Context, err error, subscribing bool) error {
+	var notFound *types.ResourceNotFoundException
+	if !errors.As(err, &notFound) {
+		return nil
+	}
+	shards, lerr := s.rn.listShards(ctx)
+	switch {
+	case errors.As(lerr, &notFound):
+		// lerr names the stream and ends with the fix (withFix).
+		return fmt.Errorf("the stream no longer exists (deleted while this receiver ran): %w; %w", err, lerr)
+	case lerr != nil, !subscribing:
+		return nil
+	}
+	for _, sh := range shards {
+		if sh.ID == s.shard {
+			return fmt.Errorf("%w (fix: the enhanced fan-out consumer %s was deregistered while this receiver ran, by hand or by another run's FanOut.DeregisterOnStop: start again, which registers it again)",
+				err, s.fo.cfg.ConsumerName)
+		}
+	}
+	return nil
 }
 
 // startingPosition is where the next subscription starts: after the last
@@ -337,35 +376,45 @@ func (s *shardSub) startingPosition() *types.StartingPosition {
 	return &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
 }
 
-// probeEnd is the safety net for an end-of-shard event that never comes:
-// at most once per ShardSyncInterval, a caught-up reader asks GetRecords,
+// probeEnd is the safety net for an end-of-shard event that never comes,
+// and for a stream deleted under a subscription that goes on (as
+// kinesis-mock's does, sending empty events until its lifetime ends): at
+// most once per ShardSyncInterval, a caught-up reader asks GetRecords,
 // after the last record it delivered, whether the shard is closed and
-// fully read (no records, no next iterator). Any error means no.
-func (s *shardSub) probeEnd(ctx context.Context) bool {
+// fully read (no records, no next iterator). Any error means no, but one
+// that says the stream is gone, which it returns, with the fix
+// (refusedFor).
+func (s *shardSub) probeEnd(ctx context.Context) (bool, error) {
 	now := s.rn.clock.Now()
 	if !s.lastProbe.IsZero() && now.Sub(s.lastProbe) < s.rn.cfg.ShardSyncInterval {
-		return false
+		return false, nil
 	}
 	s.lastProbe = now
 	it, err := s.rn.iterator(ctx, s.shard, resumeAt(s.pos, s.lastRead), 1)
 	if errors.Is(err, errClosedEnd) {
 		s.log.Info("kinesis: shard closed and read to its end, though no end-of-shard event came")
-		return true
+		return true, nil
+	}
+	if gone := s.refusedFor(ctx, err, false); gone != nil {
+		return false, gone
 	}
 	if err != nil {
 		s.log.Debug("kinesis: end-of-shard check failed", "err", err)
-		return false
+		return false, nil
 	}
 	out, err := getRecordsWith(ctx, s.rn.client, s.rn.retry, streamRef(s.rn.cfg.Stream), s.shard, it, 1, 1)
 	if err != nil {
+		if gone := s.refusedFor(ctx, err, false); gone != nil {
+			return false, gone
+		}
 		s.log.Debug("kinesis: end-of-shard check failed", "err", err)
-		return false
+		return false, nil
 	}
 	if len(out.Records) == 0 && out.NextShardIterator == nil {
 		s.log.Info("kinesis: shard closed and read to its end, though no end-of-shard event came")
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // typeName names an event's type for logs.
