@@ -16,17 +16,19 @@ type ShardSharer interface {
 	SharesShards() bool
 }
 
-// ShardLineage is implemented by a receiver that knows the parents of the
-// shards it reads (the shards a reshard split or merged into them), such as
-// weir's Kinesis receiver with leases, whose leases name them. The driver
-// gives its outputs the means to ask, through the context of their calls:
-// sink/dynamodb skips a parent shard's late write over an item its child
-// wrote.
+// ShardLineage is implemented by a receiver that knows the ancestors of the
+// shards it reads (the shards a reshard split or merged into them, and
+// theirs), such as weir's Kinesis receiver with leases, whose leases and
+// shard list name them. The driver gives its outputs the means to ask,
+// through the context of their calls: sink/dynamodb skips an ancestor
+// shard's late write over an item a descendant wrote.
 type ShardLineage interface {
-	// ShardParents returns, by shard ID, the parent shard IDs of the shards
-	// of stream the receiver reads now and knows parents of, or nil. The
-	// driver asks once per stream and batch; the result is the caller's.
-	ShardParents(stream string) map[string][]string
+	// ShardAncestors returns, by shard ID, the ancestor shard IDs of the
+	// shards of stream the receiver reads now and knows parents of, each
+	// shard's nearest first (its parents, then theirs, and so on), or nil.
+	// The driver asks once per stream and batch; the result is the
+	// caller's.
+	ShardAncestors(stream string) map[string][]string
 }
 
 // Shard names one shard of a stream and its hash key range, as Kinesis's

@@ -45,31 +45,31 @@ func HasRecovery(ctx context.Context) bool {
 	return p != nil && p.cfg.Recovery != nil
 }
 
-// shardParents returns the parents of the shards of stream that the
-// sources of p know parents of (source.ShardLineage: a Kinesis receiver,
-// of the shards it holds leases on), by shard ID (the first source that
-// names a shard's wins), nil if none. It is the lineage.Func of the
-// contexts p gives its outputs (see Run): one call may copy every lease
-// held, once per batch.
-func (p *Pipeline) shardParents(stream string) map[string][]string {
+// shardAncestors returns the ancestors of the shards of stream that the
+// sources of p know ancestors of (source.ShardLineage: a Kinesis receiver,
+// of the shards it holds leases on), by shard ID, each shard's nearest
+// first (the first source that names a shard's wins), nil if none. It is
+// the lineage.Func of the contexts p gives its outputs (see Run): one call
+// may walk every lease held, once per batch.
+func (p *Pipeline) shardAncestors(stream string) map[string][]string {
 	p.mu.Lock()
 	srcs := slices.Clone(p.sources)
 	p.mu.Unlock()
-	var parents map[string][]string
+	var ancestors map[string][]string
 	for _, s := range srcs {
 		sl, ok := s.receiver().(source.ShardLineage)
 		if !ok {
 			continue
 		}
-		for shard, ps := range sl.ShardParents(stream) {
-			if _, seen := parents[shard]; len(ps) == 0 || seen {
+		for shard, as := range sl.ShardAncestors(stream) {
+			if _, seen := ancestors[shard]; len(as) == 0 || seen {
 				continue
 			}
-			if parents == nil {
-				parents = make(map[string][]string)
+			if ancestors == nil {
+				ancestors = make(map[string][]string)
 			}
-			parents[shard] = ps
+			ancestors[shard] = as
 		}
 	}
-	return parents
+	return ancestors
 }

@@ -52,8 +52,9 @@ type leasingSource struct {
 	leases []leasetable.Lease
 }
 
-// ShardParents names the parents of the shards of "src" it holds.
-func (s leasingSource) ShardParents(stream string) map[string][]string {
+// ShardAncestors names the parents of the shards of "src" it holds, as
+// their ancestors.
+func (s leasingSource) ShardAncestors(stream string) map[string][]string {
 	if stream != "src" {
 		return nil
 	}
@@ -66,13 +67,13 @@ func (s leasingSource) ShardParents(stream string) map[string][]string {
 	return out
 }
 
-// The context a pipeline gives its outputs names the parents of the shards
-// its source holds leases on, as the leases name them (what sink/dynamodb
-// fences a parent's late writes with), and none of a shard without parents
-// or of another stream, or outside a pipeline.
-func TestOutputsSeeShardParents(t *testing.T) {
-	if got := lineage.Parents(t.Context(), "src"); got != nil {
-		t.Errorf("Parents outside a pipeline: %q", got)
+// The context a pipeline gives its outputs names the ancestors of the
+// shards its source holds leases on, as the source names them (what
+// sink/dynamodb fences an ancestor's late writes with), and none of a
+// shard without parents or of another stream, or outside a pipeline.
+func TestOutputsSeeShardAncestors(t *testing.T) {
+	if got := lineage.Ancestors(t.Context(), "src"); got != nil {
+		t.Errorf("Ancestors outside a pipeline: %q", got)
 	}
 	synctest.Test(t, func(t *testing.T) {
 		p, err := stream.NewPipeline(stream.Config{BatchInterval: time.Second})
@@ -90,7 +91,7 @@ func TestOutputsSeeShardParents(t *testing.T) {
 		var got []map[string][]string
 		stream.ForEachBatch(stream.From(p, leasingSource{Source: src, leases: leases}), func(ctx context.Context, b *batch.Batch[string]) error {
 			if b.Len() > 0 {
-				got = append(got, lineage.Parents(ctx, "src"), lineage.Parents(ctx, "other"))
+				got = append(got, lineage.Ancestors(ctx, "src"), lineage.Ancestors(ctx, "other"))
 			}
 			return nil
 		})
@@ -101,7 +102,7 @@ func TestOutputsSeeShardParents(t *testing.T) {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]map[string][]string{{"c": {"a", "b"}}, nil}, got); diff != "" {
-			t.Errorf("parents of src's and another stream's shards (-want +got):\n%s", diff)
+			t.Errorf("ancestors of src's and another stream's shards (-want +got):\n%s", diff)
 		}
 	})
 }

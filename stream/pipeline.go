@@ -238,11 +238,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// which drains instead; it is cancelled, with a cause, to stop now
 	// (errStopped) or on the first failure (see engine.fail). Outputs and
 	// receivers see it marked as this pipeline's (see Drain), carrying
-	// the parents of the shards its sources lease (see shardParents), and
+	// the ancestors of the shards its sources lease (see shardAncestors), and
 	// a random name of this Run, by which outputs without a recovery log
 	// tell its batches from an earlier Run's of the same times (see
 	// HasRecovery).
-	runCtx, cancel := context.WithCancelCause(runname.With(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardParents)))
+	runCtx, cancel := context.WithCancelCause(runname.With(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardAncestors)))
 	defer cancel(nil)
 	e := newEngine(p, cancel)
 	p.state, p.cancel, p.eng = running, cancel, e

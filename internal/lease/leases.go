@@ -174,6 +174,7 @@ type Coordinator struct {
 	needScan     bool                 // the next take cycle scans the table
 	lastScan     time.Time            // of the last full scan
 	children     map[string][]string  // shard -> its children, from the last SyncShards
+	parents      map[string][]string  // shard -> its parents, from the last SyncShards (see Ancestors)
 	listed       map[string]bool      // the shards of the last SyncShards
 	known        map[string]string    // shard -> the last sequence number or SHARD_END seen or written as its checkpoint (SHARD_END also when its lease was deleted once finished, see SyncShards)
 	pending      map[string]time.Time // hand-offs this worker asked for -> when

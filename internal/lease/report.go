@@ -160,18 +160,23 @@ func (c *Coordinator) withoutRefusedLocked(views []leaseView) []leaseView {
 	})
 }
 
-// learnChildren records the children of each shard of a shard list.
+// learnChildren records the children and the parents of each shard of a
+// shard list.
 func (c *Coordinator) learnChildren(shards []ShardInfo) {
 	children := make(map[string][]string)
+	parents := make(map[string][]string)
 	listed := make(map[string]bool, len(shards))
 	for _, s := range shards {
 		listed[s.ID] = true
+		if len(s.ParentIDs) > 0 {
+			parents[s.ID] = s.ParentIDs
+		}
 		for _, p := range s.ParentIDs {
 			children[p] = append(children[p], s.ID)
 		}
 	}
 	c.mu.Lock()
-	c.children, c.listed = children, listed
+	c.children, c.parents, c.listed = children, parents, listed
 	c.forgetUnlistedLocked(shards)
 	c.mu.Unlock()
 }

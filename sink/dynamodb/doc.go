@@ -20,8 +20,9 @@
 // origins (the output declared with stream.Origins, downstream of a
 // Kinesis source through narrow operators): the record's shard and
 // position, which order a shard's records whichever worker of a fleet
-// writes them, and the shard's parents, as its lease names them, so that a
-// parent's write after a reshard's child wrote the item is skipped.
+// writes them, and the shard's ancestors (parents, grandparents, ...), as
+// its lease and the shard list name them, so that an ancestor's write
+// after a reshard's descendant wrote the item is skipped.
 // Otherwise it is the batch's time and the write's ordinal
 // among the batch's writes of the same item, which order one worker's
 // batches only: on a pipeline whose source shares its shards with other

@@ -285,21 +285,7 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	parent := aws.ToString(shards.Shards[0].ShardId)
-	if _, err := kc.SplitShard(ctx, &awskinesis.SplitShardInput{StreamName: aws.String(in), ShardToSplit: aws.String(parent),
-		NewStartingHashKey: aws.String(new(big.Int).Lsh(big.NewInt(1), 127).String())}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		// kinesalite updates the stream at once; nothing to wait on but
-		// asking again (the test's context bounds the loop).
-		out, err := kc.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(in)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
-			break
-		}
-	}
+	splitShard(t, env, in, parent)
 	put(30, 60)
 
 	var fromParent []*batch.Batch[event]
@@ -342,18 +328,156 @@ func TestReshardedParentReplaySkipped(t *testing.T) {
 	}
 }
 
+// TestReshardedGrandparentReplaySkipped runs, on kinesalite and dynalite, a
+// worker with leases over a stream whose one shard was split, and whose two
+// children were merged again, records put before each reshard and after the
+// merge: the worker writes the grandparent's records, the children's, then
+// the merged shard's (the same items, the merged shard writing each last).
+// Its batches of the grandparent are then written again, as a worker killed
+// with those batches pending and restarted with its recovery log runs them:
+// they must change nothing and be counted as skipped, as the merged shard's
+// writes name its every ancestor, not only its lease's parents. Without
+// that, the grandparent's puts came back and its updates counted twice.
+func TestReshardedGrandparentReplaySkipped(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	env, in := oneShardStream(t)
+	recs := events(90, 6, true)
+	put := func(from, to int) { putEvents(t, env, in, recs[from:to]) }
+	put(0, 30)
+	shards, err := env.Kinesis().ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandparent := aws.ToString(shards.Shards[0].ShardId)
+	left, right := splitShard(t, env, in, grandparent)
+	put(30, 60)
+	merged := mergeShards(t, env, in, left, right)
+	put(60, 90)
+
+	var fromGrandparent []*batch.Batch[event]
+	runWorker(t, env, c, in, table, "a", nil, len(recs), func(b *batch.Batch[event]) error {
+		n := 0
+		for _, o := range b.Origins() {
+			if o.Shard == grandparent {
+				n++
+			}
+		}
+		switch n {
+		case 0:
+		case b.Len():
+			fromGrandparent = append(fromGrandparent, b)
+		default:
+			return fmt.Errorf("a batch with %d records of the grandparent and %d of its descendants", n, b.Len()-n)
+		}
+		return nil
+	})
+	want := apply(nil, recs...)
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Fatalf("table (-want +got):\n%s", diff)
+	}
+	for id, v := range versions(t, c, table) {
+		if !strings.HasPrefix(v, fmt.Sprintf("%d:%s%d:%s@", len(in), in, len(merged), merged)) {
+			t.Fatalf("item %s: version %q, want one of the merged shard %s (it writes every item last)", id, v, merged)
+		}
+	}
+	restarted := newSink(t, ctx, dynamodb.Config{Client: c, Table: table})
+	n := 0
+	for _, b := range fromGrandparent {
+		if err := restarted.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		n += b.Len()
+	}
+	if n != 30 {
+		t.Fatalf("%d records written from the grandparent, want 30", n)
+	}
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Errorf("after the grandparent's batches again: table (-want +got):\n%s", diff)
+	}
+	if st := restarted.Stats(); st.Written != 0 || st.Skipped != 30 {
+		t.Errorf("grandparent's batches again: Stats %+v, want 30 skipped", st)
+	}
+}
+
+// splitShard splits shard of stream in at the middle of the hash key space
+// (the shard must hold it) and returns its children, the lower hash keys'
+// first, once the stream is ACTIVE again.
+func splitShard(t *testing.T, env *localaws.Env, in, shard string) (left, right string) {
+	t.Helper()
+	if _, err := env.Kinesis().SplitShard(t.Context(), &awskinesis.SplitShardInput{StreamName: aws.String(in), ShardToSplit: aws.String(shard),
+		NewStartingHashKey: aws.String(new(big.Int).Lsh(big.NewInt(1), 127).String())}); err != nil {
+		t.Fatal(err)
+	}
+	var kids []kintypes.Shard
+	for _, s := range awaitActive(t, env, in) {
+		if aws.ToString(s.ParentShardId) == shard {
+			kids = append(kids, s)
+		}
+	}
+	if len(kids) != 2 {
+		t.Fatalf("shard %s has %d children after its split, want 2", shard, len(kids))
+	}
+	lo, _ := new(big.Int).SetString(aws.ToString(kids[0].HashKeyRange.StartingHashKey), 10)
+	hi, _ := new(big.Int).SetString(aws.ToString(kids[1].HashKeyRange.StartingHashKey), 10)
+	if lo.Cmp(hi) > 0 {
+		kids[0], kids[1] = kids[1], kids[0]
+	}
+	return aws.ToString(kids[0].ShardId), aws.ToString(kids[1].ShardId)
+}
+
+// mergeShards merges the adjacent shards a and b of stream in and returns
+// their child, once the stream is ACTIVE again.
+func mergeShards(t *testing.T, env *localaws.Env, in, a, b string) string {
+	t.Helper()
+	if _, err := env.Kinesis().MergeShards(t.Context(), &awskinesis.MergeShardsInput{StreamName: aws.String(in),
+		ShardToMerge: aws.String(a), AdjacentShardToMerge: aws.String(b)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range awaitActive(t, env, in) {
+		if aws.ToString(s.ParentShardId) == a && aws.ToString(s.AdjacentParentShardId) == b {
+			return aws.ToString(s.ShardId)
+		}
+	}
+	t.Fatalf("no shard lists %s and %s as its parents after their merge", a, b)
+	return ""
+}
+
+// awaitActive waits until stream in is ACTIVE after a reshard, and returns
+// its shards.
+func awaitActive(t *testing.T, env *localaws.Env, in string) []kintypes.Shard {
+	t.Helper()
+	kc := env.Kinesis()
+	for {
+		// kinesalite updates the stream at once; nothing to wait on but
+		// asking again (the test's context bounds the loop).
+		out, err := kc.DescribeStreamSummary(t.Context(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == kintypes.StreamStatusActive {
+			break
+		}
+	}
+	shards, err := kc.ListShards(t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards.Shards
+}
+
 // countingLeases is a memory source that holds leases as a Kinesis
-// receiver with leases does, and counts the calls of ShardParents (each of
-// which copies every lease the worker holds).
+// receiver with leases does, and counts the calls of ShardAncestors (each
+// of which walks every lease the worker holds).
 type countingLeases struct {
 	*memory.Source[event]
 	leases []leasetable.Lease
 	calls  *atomic.Int64
 }
 
-// ShardParents counts the call, and names the parents of the shards of
-// "src" it holds.
-func (s countingLeases) ShardParents(stream string) map[string][]string {
+// ShardAncestors counts the call, and names the parents of the shards of
+// "src" it holds, as their ancestors.
+func (s countingLeases) ShardAncestors(stream string) map[string][]string {
 	s.calls.Add(1)
 	if stream != "src" {
 		return nil

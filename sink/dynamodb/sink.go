@@ -445,7 +445,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return s.refused(b.Time(), bad)
 	}
 	if n := s.skipped.Load() - skipped; n > 0 {
-		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or a parent shard's write after its child's)",
+		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or an ancestor shard's write after its descendant's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
 	return nil
@@ -507,7 +507,7 @@ func (s *Sink[T]) oneOutput(ctx context.Context, t batch.Time, keys []string, by
 // plan maps b's records to writes and groups them by item: the keys' ids
 // in order of first appearance, and each item's writes in record order,
 // each with its version (see versionOf) and, for a version of origin, the
-// lineage of its shard, whose parents ctx gives (see lineageOf); and, by
+// lineage of its shard, whose ancestors ctx gives (see lineageOf); and, by
 // index, the errors of the records that make no valid write (the function
 // failed, an invalid Write, an item too large), which are left out, their
 // items' later writes taking their ordinals. fleet refuses a record
@@ -517,9 +517,9 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 	byKey := make(map[string][]op)
 	bad := make(map[int]error)
 	origins := b.Origins()
-	var last map[[2]string]string              // an item's (id) last version of origin of a shard (prefix)
-	var lineages map[string]string             // a shard prefix's lineage
-	var parents map[string]map[string][]string // a stream's shards' parents, looked up once
+	var last map[[2]string]string                // an item's (id) last version of origin of a shard (prefix)
+	var lineages map[string]string               // a shard prefix's lineage
+	var ancestors map[string]map[string][]string // a stream's shards' ancestors, looked up once
 	i := -1
 	for v := range b.All() {
 		i++
@@ -564,15 +564,15 @@ func (s *Sink[T]) plan(ctx context.Context, b *batch.Batch[T], fleet bool) ([]st
 			last[k] = o.v
 			l, ok := lineages[o.prefix]
 			if !ok {
-				ps, ok := parents[from.Stream]
+				as, ok := ancestors[from.Stream]
 				if !ok {
-					ps = lineage.Parents(ctx, from.Stream)
-					if parents == nil {
-						parents = make(map[string]map[string][]string)
+					as = lineage.Ancestors(ctx, from.Stream)
+					if ancestors == nil {
+						ancestors = make(map[string]map[string][]string)
 					}
-					parents[from.Stream] = ps
+					ancestors[from.Stream] = as
 				}
-				l = lineageOf(from.Stream, ps[from.Shard])
+				l = lineageOf(from.Stream, as[from.Shard])
 				if lineages == nil {
 					lineages = make(map[string]string)
 				}

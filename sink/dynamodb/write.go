@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/lineage"
 )
 
 // MaxItemSize is the largest item DynamoDB stores, in bytes: 400 KB, where a
@@ -77,15 +78,16 @@ const (
 	// time (a number), a version of another source shard (whose positions
 	// order nothing against this shard's: see originVersion), or an older
 	// position of the same shard; and the item's version does not name
-	// the write's shard as a parent of its own (see lineageOf): a child
-	// shard's write is never overwritten by a late one of its parent.
+	// the write's shard as an ancestor of its own (see lineageOf): a
+	// descendant shard's write is never overwritten by a late one of its
+	// parent, grandparent, and so on.
 	// begins_with and contains of a missing attribute or a number are
 	// false.
 	originCondition = "NOT (begins_with(" + versionName + ", " + shardValue + ") AND " + versionName + " >= " + positionValue + ")" +
 		" AND NOT contains(" + versionName + ", " + fenceValue + ")"
 )
 
-// lineageMark starts each parent's shard prefix in the lineage a version of
+// lineageMark starts each ancestor's shard prefix in the lineage a version of
 // origin ends with (see lineageOf). Neither a shard prefix nor a position
 // has it (Kinesis names are letters, digits, "_", "." and "-").
 const lineageMark = "<"
@@ -134,20 +136,22 @@ func shardPrefix(stream, shard string) string {
 }
 
 // lineageOf returns what a version of origin of a record of shard of stream
-// ends with, given the shard's parents: lineageMark and the shard prefix
-// of each parent, "" if none. A write of a parent whose fence (lineageMark
-// and its own prefix) the item's version contains is refused: a child
-// shard is read only once its parents' records are all in completed
-// batches, so a parent's write that comes after the child's is one
-// applied already (a zombie's, or a batch run again), which would bring
-// back an older value or count an update twice. The lineage follows the
-// position, so it leaves the order of a shard's versions as it is: no
-// position's encoding is a prefix of another's.
-func lineageOf(stream string, parents []string) string {
+// ends with, given the shard's ancestors, nearest first: lineageMark and
+// the shard prefix of each, at most lineage.MaxAncestors (the nearest), ""
+// if none. A write of an ancestor whose fence (lineageMark and its own
+// prefix) the item's version contains is refused: a child shard is read
+// only once its parents' records are all in completed batches, so an
+// ancestor's write that comes after a descendant's is one applied already
+// (a zombie's, or a batch run again), which would bring back an older
+// value or count an update twice. The lineage follows the position, so it
+// leaves the order of a shard's versions as it is: no position's encoding
+// is a prefix of another's. A version written before lineages named more
+// than parents has the same form, and is read the same way.
+func lineageOf(stream string, ancestors []string) string {
 	var sb strings.Builder
-	for _, p := range parents {
+	for _, a := range ancestors[:min(len(ancestors), lineage.MaxAncestors)] {
 		sb.WriteString(lineageMark)
-		sb.WriteString(shardPrefix(stream, p))
+		sb.WriteString(shardPrefix(stream, a))
 	}
 	return sb.String()
 }

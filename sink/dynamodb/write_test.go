@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/weirstream/weir/batch"
+	"github.com/weirstream/weir/internal/lineage"
 )
 
 func TestWithVersion(t *testing.T) {
@@ -194,6 +196,16 @@ func TestLineage(t *testing.T) {
 	}
 	if lineageOf("s", nil) != "" {
 		t.Errorf("lineage without parents: %q", lineageOf("s", nil))
+	}
+	many := make([]string, lineage.MaxAncestors+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("shardId-%012d", i)
+	}
+	if got, want := strings.Count(lineageOf("s", many), lineageMark), lineage.MaxAncestors; got != want {
+		t.Errorf("lineage of %d ancestors names %d, want the nearest %d", len(many), got, want)
+	}
+	if strings.Contains(lineageOf("s", many), lineageMark+shardPrefix("s", many[lineage.MaxAncestors])) {
+		t.Errorf("lineage of %d ancestors names the farthest", len(many))
 	}
 	o := batch.Origin{Stream: "s", Shard: "c", Seq: "10"}
 	_, v10, _ := originVersion(o)

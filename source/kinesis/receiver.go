@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/checkpoint"
 	"github.com/weirstream/weir/clock"
+	"github.com/weirstream/weir/internal/lineage"
 	"github.com/weirstream/weir/source"
 )
 
@@ -483,25 +484,21 @@ func (r *Receiver) HeldLeases() []leasetable.Lease {
 	return nil
 }
 
-// ShardParents implements source.ShardLineage: the parents of the shards of
-// stream whose leases the receiver holds, as the leases name them; nil
-// without Config.Leases, for another stream, or when no shard held has a
-// parent.
-func (r *Receiver) ShardParents(stream string) map[string][]string {
+// ShardAncestors implements source.ShardLineage: the ancestors of the
+// shards of stream whose leases the receiver holds, nearest first, at most
+// lineage.MaxAncestors of a shard: the parents its lease names, then
+// theirs as the last shard list (ListShards, every ShardSyncInterval:
+// the shards within the stream's retention) or the last scan of the lease
+// table names them. It makes no call. It returns nil without
+// Config.Leases, for another stream, or when no shard held has a parent.
+func (r *Receiver) ShardAncestors(stream string) map[string][]string {
 	if stream != r.StreamName() {
 		return nil
 	}
-	var out map[string][]string
-	for _, l := range r.HeldLeases() {
-		if len(l.Parents) == 0 {
-			continue
-		}
-		if out == nil {
-			out = make(map[string][]string)
-		}
-		out[l.Shard] = l.Parents
+	if lr := r.lease.Load(); lr != nil {
+		return lr.coord.Ancestors(lineage.MaxAncestors)
 	}
-	return out
+	return nil
 }
 
 // WorkerID returns this worker's lease owner name (Config.Leases.WorkerID
