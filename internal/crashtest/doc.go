@@ -105,6 +105,10 @@
 //   - TestFleetDeduplicateTorture's kills and pauses of reader workers are
 //     the same variables, with the same defaults (2 and 1), and so are
 //     TestFleetDynamoSinkTorture's.
+//   - WEIR_FLEET_MERGE=1: TestFleetDynamoSinkTorture kills its paused
+//     worker across the split, merges the split's children, and restarts
+//     the worker after the merged shard's writes, whose lineage must fence
+//     its replayed batches of the split shard off (some 35 s instead of 20).
 //
 // # The fleet tests
 //

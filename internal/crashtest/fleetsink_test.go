@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/weirstream/weir/batch"
@@ -128,14 +129,19 @@ type sinkFleet struct {
 	members []*harness
 	cs      []*child
 	// merge makes torture merge the split's children again, before its
-	// last event.
+	// last event (with pauseAcrossSplit, during the pause).
 	merge bool
 	// pauseAcrossSplit makes torture's first pause, if it has one, the
 	// moment of the split: the victim, stopped inside a batch's sink
 	// output, is let go on only once a shard it held was split and the
 	// others completed batches of both children (see splitDuringPause), a
 	// zombie whose batch in flight then writes records of a parent after
-	// its children's.
+	// its children's. With merge, the pause is torture's first event, and
+	// the victim is killed instead of let go on, the children merged, and
+	// the victim restarted once the others completed batches of the merged
+	// shard (see mergeWhileDead): its recovery runs its batches of the
+	// parent again after the merged shard's writes, a grandparent's after
+	// a grandchild's.
 	pauseAcrossSplit bool
 }
 
@@ -188,7 +194,9 @@ func (fl *sinkFleet) runOnSource(kills, pauses int, rng *rand.Rand) (f figures, 
 // until the others hold every lease it held; it splits a shard of the
 // fleet's stream midway (or at once, without events; or, with
 // fl.pauseAcrossSplit, during the first pause) and, with fl.merge, merges
-// its children before the last event (or after it, or at once). Every
+// its children before the last event (or after it, or at once; with both,
+// the pause is the first event, and the merge is made while its victim is
+// dead: see pauseAcrossSplit). Every
 // other event (and a pause across the split) lands inside a batch's later
 // outputs (awaitInSink), the others at random moments. It returns the
 // number of the former.
@@ -200,6 +208,12 @@ func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 	rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 	splitAt, mergeAt := len(events)/2, len(events)-1
 	pauseSplit := fl.pauseAcrossSplit && slices.Contains(events, "pause")
+	if pauseSplit && fl.merge {
+		// The split and the merge first, so that every other event
+		// comes after both reshards.
+		p := slices.Index(events, "pause")
+		events[0], events[p] = events[p], events[0]
+	}
 	if pauseSplit {
 		splitAt = slices.Index(events, "pause")
 	}
@@ -209,7 +223,7 @@ func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 		if i == splitAt && !across {
 			split = fl.split(rng)
 		}
-		if i == mergeAt && fl.merge && split != "" {
+		if i == mergeAt && fl.merge && split != "" && !merged {
 			fl.mergeChildren(split)
 			merged = true
 		}
@@ -234,6 +248,14 @@ func (fl *sinkFleet) torture(kills, pauses int, rng *rand.Rand) (inSink int) {
 			if across {
 				split = fl.splitDuringPause(w, rng)
 				moment += ", across the split of " + split
+				if fl.merge {
+					c.kill(0)
+					fl.mergeWhileDead(w, split)
+					merged = true
+					fl.cs[w] = m.start()
+					moment += ", killed and restarted after the merge of its children"
+					break
+				}
 			} else {
 				fl.awaitLeasesLeft(w)
 			}
@@ -273,7 +295,46 @@ func (fl *sinkFleet) splitDuringPause(w int, rng *rand.Rand) string {
 	}
 	split := splitShard(h.t, h.env, h.stream, rng, func(shard string) bool { return held[shard] }, fl.await)
 	fl.awaitLeasesLeft(w)
-	fl.await(fmt.Sprintf("both children of %s checkpointed past their start", split), func() (bool, string) {
+	fl.awaitBegun(fl.await, fmt.Sprintf("both children of %s", split), func(s types.Shard) bool { return aws.ToString(s.ParentShardId) == split })
+	return split
+}
+
+// mergeWhileDead merges the children of the split shard parent while the
+// worker that held parent is dead, and waits until the others have
+// checkpointed the merged shard past its start: they completed batches of
+// its records after every record of both children, so that the writes the
+// dead worker's recovery runs again of parent's records, once it is
+// restarted, come after the merged shard's: a grandparent's after its
+// grandchild's.
+func (fl *sinkFleet) mergeWhileDead(w int, parent string) {
+	fl.h.t.Helper()
+	others := slices.Delete(slices.Clone(fl.cs), w, w+1)
+	await := func(what string, ok func() (bool, string)) {
+		fl.h.t.Helper()
+		awaitFleet(fl.h.t, what, waitLimit, others, fl.tails, ok)
+	}
+	out, err := fl.h.env.Kinesis().ListShards(fl.h.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(fl.h.stream)})
+	if err != nil {
+		fl.h.t.Fatal(err)
+	}
+	children := map[string]bool{}
+	for _, s := range out.Shards {
+		if aws.ToString(s.ParentShardId) == parent {
+			children[aws.ToString(s.ShardId)] = true
+		}
+	}
+	mergeChildren(fl.h.t, fl.h.env, fl.h.stream, parent, await)
+	fl.awaitBegun(await, fmt.Sprintf("the merge of the children of %s", parent), func(s types.Shard) bool { return children[aws.ToString(s.ParentShardId)] })
+}
+
+// awaitBegun waits, with await (the fleet's wait, or one watching some of
+// its workers), until every shard of the fleet's stream that isChild
+// picks has a lease checkpointed past its start (a sequence number or
+// SHARD_END): a worker completed a batch of its records. what names them.
+func (fl *sinkFleet) awaitBegun(await func(string, func() (bool, string)), what string, isChild func(types.Shard) bool) {
+	h := fl.h
+	h.t.Helper()
+	await(what+" checkpointed past their start", func() (bool, string) {
 		out, err := h.env.Kinesis().ListShards(h.t.Context(), &awskinesis.ListShardsInput{StreamName: aws.String(h.stream)})
 		if err != nil {
 			h.t.Fatal(err)
@@ -288,7 +349,7 @@ func (fl *sinkFleet) splitDuringPause(w int, rng *rand.Rand) string {
 		}
 		var state []string
 		for _, s := range out.Shards {
-			if aws.ToString(s.ParentShardId) != split {
+			if !isChild(s) {
 				continue
 			}
 			cp := at[aws.ToString(s.ShardId)]
@@ -296,9 +357,8 @@ func (fl *sinkFleet) splitDuringPause(w int, rng *rand.Rand) string {
 				state = append(state, fmt.Sprintf("%s at %q", aws.ToString(s.ShardId), cp))
 			}
 		}
-		return len(state) == 0, "children " + strings.Join(state, ", ")
+		return len(state) == 0, "shards " + strings.Join(state, ", ")
 	})
-	return split
 }
 
 // victim returns the index of a worker picked by rng among those holding
