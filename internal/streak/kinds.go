@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/weirstream/weir/internal/attempt"
 )
 
 // Kinds is the runs of failures of one kind of call (a checkpoint commit,
@@ -79,15 +81,16 @@ func (k *Kinds) Failing(key string) bool { return len(k.keys[key]) > 0 }
 // failures: the error code the service answered with (an AWS API error's
 // ErrorCode, such as ConditionalCheckFailedException or
 // ServiceUnavailable); "no answer" for a call that got none (a connection
-// refused or broken, a timeout); else "other". Errors of the same kind on
-// many keys are one outage.
+// refused or broken, a timeout: the SDK's, or an attempt abandoned by
+// internal/attempt, whose error keeps only the SDK's text); else "other".
+// Errors of the same kind on many keys are one outage.
 func Kind(err error) string {
 	var coded interface{ ErrorCode() string }
 	var netErr net.Error
 	switch {
 	case errors.As(err, &coded) && coded.ErrorCode() != "":
 		return coded.ErrorCode()
-	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded), errors.Is(err, attempt.ErrTimeout):
 		return "no answer"
 	}
 	return "other"
