@@ -12,9 +12,14 @@
 // partition key are written in the order of the batch: a PutRecords call
 // holds at most one record per key, and a record that failed (throttled,
 // an internal failure) is written before any later record of its key.
-// Failed records are retried with back-off until written; a record Kinesis
-// would refuse fails the batch before anything is sent, or, with
-// stream.Quarantine, is set aside while the others are written.
+// Records a PutRecords result says failed with a code time heals
+// (ProvisionedThroughputExceededException, InternalFailure,
+// KMSThrottlingException) are retried with back-off until written; one
+// failed with the stream's refusal (its KMS key's, IAM's, the stream gone)
+// fails Write at once, marked as no retry fixes, and one of any other code
+// fails it for the output's retries. A record Kinesis would refuse fails
+// the batch before anything is sent, or, with stream.Quarantine, is set
+// aside while the others are written.
 //
 // A batch that a crash interrupted runs again after the restart (with a
 // recovery log: same time, same records, same order), so the records it

@@ -196,8 +196,11 @@ func record(l stream.DeadLetter) (string, []byte) {
 }
 
 // Quarantine writes letters, all of one batch and output, one record each,
-// and returns nil once Kinesis has acknowledged every one. Failed records
-// are retried until ctx is done (see sink/kinesis's Write).
+// and returns nil once Kinesis has acknowledged every one. Records that
+// failed with a code time heals (throttling, an internal failure) are
+// retried until ctx is done; one failed with any other code fails
+// Quarantine, and so the batch, at once: a dead-letter write is not tried
+// again by an output's retries (see sink/kinesis's Write).
 func (s *Stream) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 	if len(ls) == 0 {
 		return nil
