@@ -321,13 +321,15 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records of one shard: a write from another shard than the item's last
 // is applied (a key moved to a child shard in a reshard), so an item
 // whose records come from several shards (a source not partitioned by the
-// item's key) is written at least once; but not a write of a parent of the
-// item's last shard, as the lease held on that shard when it wrote named
-// its parents: a child is read only once all its parents' records are in
-// completed batches, so such a write (a zombie's, or a replay's) was
-// applied already, and is skipped. A record without origin gives its
-// write the batch's time and the write's ordinal among the batch's writes
-// of the item: with a recovery log, a batch run again after a crash has
+// item's key) is written at least once; but not a write of an ancestor of
+// the item's last shard (a parent, a grandparent, and so on, at most 32,
+// the nearest first), as the worker that wrote it knew them while it held
+// that shard's lease (the lease's parents, then theirs as its last shard
+// list or lease scan names them): a child is read only once all its
+// parents' records are in completed batches, so such a write (a zombie's,
+// or a replay's) was applied already, and is skipped. A record without
+// origin gives its write the batch's time and the write's ordinal among
+// the batch's writes of the item: with a recovery log, a batch run again after a crash has
 // the same time and the same records in the same order (DESIGN.md, G2),
 // but batch times order nothing across workers, so on a pipeline whose
 // source shares its shards with other workers (stream.SharesShards) such a
