@@ -1,14 +1,17 @@
 package lease
 
 // Ancestors returns, by shard ID, the ancestors of the shards whose leases
-// this worker holds: each shard's parents as its lease names them, then
-// their parents, and so on, breadth first (nearest first), each once, at
-// most max of a shard (max <= 0: none). A parent's parents are those the
-// last shard list (SyncShards) gives it, else those its lease names in the
-// last scan: the shard list names every shard within the stream's
-// retention, closed ones too, with their parents, whereas a finished
-// shard's lease is deleted once its children's have begun. A shard
-// without parents is left out. It copies no lease, and reads nothing: one
+// this worker holds: each shard's parents, then their parents, and so on,
+// breadth first (nearest first), each once, at most max of a shard (max <=
+// 0: none). A shard's parents are those the last shard list (SyncShards)
+// gives it, else, for a shard it does not list, those its lease names (the
+// held lease, or one in the last scan): the shard list names every shard
+// within the stream's retention, closed ones too, with their parents,
+// whereas a finished shard's lease is deleted once its children's have
+// begun, and a lease left from a stream deleted and created again with
+// the same name names the old stream's parents, which would fence the new
+// stream's writes of a shard that is no ancestor. A shard without parents
+// is left out. It copies no lease, and reads nothing: one
 // call costs at most max steps per lease held.
 func (c *Coordinator) Ancestors(max int) map[string][]string {
 	if max <= 0 {
@@ -18,13 +21,14 @@ func (c *Coordinator) Ancestors(max int) map[string][]string {
 	defer c.mu.Unlock()
 	var out map[string][]string
 	for shard, h := range c.held {
-		if len(h.lease.Parents) == 0 {
+		parents := c.parentsLocked(shard, h.lease.Parents)
+		if len(parents) == 0 {
 			continue
 		}
 		if out == nil {
 			out = make(map[string][]string)
 		}
-		out[shard] = c.ancestorsLocked(shard, h.lease.Parents, max)
+		out[shard] = c.ancestorsLocked(shard, parents, max)
 	}
 	return out
 }
@@ -50,8 +54,16 @@ func (c *Coordinator) ancestorsLocked(shard string, parents []string, max int) [
 		if i == len(out) {
 			return out
 		}
-		if next = c.parents[out[i]]; next == nil {
-			next = c.seen[out[i]].lease.Parents
-		}
+		next = c.parentsLocked(out[i], c.seen[out[i]].lease.Parents)
 	}
+}
+
+// parentsLocked returns the parents of shard: those the last shard list
+// gives it if it lists shard (none for a shard it lists without), else
+// leased, those its lease names. c.mu must be held.
+func (c *Coordinator) parentsLocked(shard string, leased []string) []string {
+	if c.listed[shard] {
+		return c.parents[shard]
+	}
+	return leased
 }

@@ -51,6 +51,17 @@ func TestAncestors(t *testing.T) {
 			want: map[string][]string{"c": {"p", "q"}},
 		},
 		{
+			// A lease table kept across a stream deleted and created again
+			// with the same name: the leases name the old stream's
+			// parents, the shard list the new one's.
+			name:    "the shard list's parents over a lease's",
+			list:    []ShardInfo{{ID: "c", ParentIDs: []string{"p"}}, {ID: "p"}, {ID: "r"}},
+			scanned: []Lease{{Shard: "p", Parents: []string{"g"}}},
+			held:    []Lease{{Shard: "c", Parents: []string{"old"}}, {Shard: "r", Parents: []string{"old"}}},
+			max:     32,
+			want:    map[string][]string{"c": {"p"}},
+		},
+		{
 			name: "nearest first, at most max",
 			list: chain,
 			held: []Lease{{Shard: "s39", Parents: []string{"s38"}}},

@@ -324,8 +324,8 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // item's key) is written at least once; but not a write of an ancestor of
 // the item's last shard (a parent, a grandparent, and so on, at most 32,
 // the nearest first), as the worker that wrote it knew them while it held
-// that shard's lease (the lease's parents, then theirs as its last shard
-// list or lease scan names them): a child is read only once all its
+// that shard's lease (as its last shard list names them, else, for a
+// shard the list does not name, its lease): a child is read only once all its
 // parents' records are in completed batches, so such a write (a zombie's,
 // or a replay's) was applied already, and is skipped. A record without
 // origin gives its write the batch's time and the write's ordinal among
