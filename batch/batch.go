@@ -131,8 +131,8 @@ func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
 // apart (a part may be left empty), and, if b has Origins, the kept
 // records' origins. keep is called once for each record, in the order of
 // All, with its index there. It returns b itself when keep keeps every
-// record: a ForEachBatch function that leaves some records out (the ones
-// it cannot output) and writes the others with their origins.
+// record. It is for a ForEachBatch function that leaves some records out
+// (the ones it cannot output) and writes the others with their origins.
 func (b *Batch[T]) Keep(keep func(i int, v T) bool) *Batch[T] {
 	var (
 		cut     bool     // a record was left out
