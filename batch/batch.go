@@ -131,8 +131,15 @@ func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
 // apart (a part may be left empty), and, if b has Origins, the kept
 // records' origins. keep is called once for each record, in the order of
 // All, with its index there. It returns b itself when keep keeps every
-// record. It is for a ForEachBatch function that leaves some records out
-// (the ones it cannot output) and writes the others with their origins.
+// record.
+//
+// It is for a ForEachBatch function that leaves out records it cannot
+// output, deals with them itself (counts them, logs them), writes the
+// others with their origins and returns nil. A function that hands the
+// records it cannot output to the dead letters returns
+// stream.RecordErrors instead, and before writing anything: the output
+// then calls it again with the batch of the others, made as Keep makes
+// it, so that any record written before it returned is written again.
 func (b *Batch[T]) Keep(keep func(i int, v T) bool) *Batch[T] {
 	var (
 		cut     bool     // a record was left out

@@ -89,7 +89,10 @@ func Retry(n int) Option {
 // reduce itself panics on one of a record's outputs, those it combined
 // before). A narrow operator whose stream other consumers share too is
 // computed once, before them; it is planned again fused and isolated the
-// same way. Nothing is retried first: such functions are deterministic.
+// same way. An operator's Quarantine sends them to d at once, without a
+// try again first, as such functions are deterministic; a narrow
+// operator fused into an output is the output's, tried again first as
+// its Retry says (above).
 //
 // A windowed reduce quarantines a record once, when its batch is reduced,
 // not once per window; a restart that replays completed batches to

@@ -15,9 +15,15 @@ import (
 // refuses (too large, a key the store does not take), and why: Errs maps
 // the index of each such record in the batch, in the order of All, to its
 // error. Returning it, the function says that, called again with the
-// batch of the other records (in the same order, with their Origins), it
-// outputs them: it may have output some of them already, and must
-// tolerate that, as every output tolerates a retry.
+// batch of the other records (in the same order, with their Origins; the
+// batch batch.Batch.Keep makes), it outputs them. Every record it wrote
+// before returning RecordErrors is written again by that call, as by a
+// retry: a function that can tell a record will be refused before writing
+// it returns RecordErrors before writing anything (ExampleRecordErrors);
+// one that learns it only from its target's answer (sink/kinesis,
+// sink/dynamodb) writes the others twice, which its target must tolerate
+// as it tolerates a retry. A function that writes the records it can and
+// deals with the others itself returns nil (see batch.Batch.Keep).
 //
 // The output does not try a batch again for it (Retry): a record that can
 // never be output is refused at every try. With Quarantine, the function

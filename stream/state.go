@@ -22,9 +22,11 @@ import (
 // its state, and whether it had one (false for a new key, with the zero
 // state). It returns the new state and whether to keep it: a key whose
 // update returns keep false loses its state and is not in the output.
-// update may keep its values in the state it returns, but nowhere else:
-// when the state's type holds no pointer, the memory of the values is
-// used again for the next batch.
+// The values slice is valid only during the call: when the state's type
+// holds no pointer, its memory is used again for the next batch. To keep
+// values elsewhere (a global, a channel, a goroutine), copy the elements;
+// returning the slice inside the new state is the one safe way to keep
+// it as it is (the memory is then not used again).
 //
 // Keys with state are updated first, in the order they got their state,
 // then new keys in the order they first appear in the batch; the output
