@@ -244,3 +244,50 @@ func withoutNamed[T any](b *batch.Batch[T], re *stream.RecordErrors) *batch.Batc
 	}
 	return batch.New(b.Time(), nil, kept)
 }
+
+// TestRecallAfterRefusalFromSeveralShards writes, against dynalite, with
+// versions of origin, a batch of five updates of one item whose records
+// come from two shards, interleaved; DynamoDB refuses the third. Write
+// names it, and is called again with the batch of the others, as
+// stream.Quarantine does. The writes of the first call were applied
+// under versions of two shards, so the item's version stopped none of
+// them in the second call: the first two were applied again (six hits
+// for four writes). Now the Sink remembers the writes it applied for the
+// batch until a Write of it succeeds, and skips them in the call again.
+func TestRecallAfterRefusalFromSeveralShards(t *testing.T) {
+	t.Parallel()
+	c, table, ctx := setup(t)
+	s, err := dynamodb.New(ctx, dynamodb.Config{Client: c, Table: table}, func(update string) (dynamodb.Write, error) {
+		return dynamodb.Write{
+			Key:    map[string]types.AttributeValue{"id": str("a")},
+			Update: update,
+			Values: map[string]types.AttributeValue{":one": num(1)},
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, refused := "ADD hits :one", "SET tally = absent + :one"
+	at := func(shard, seq string) batch.Origin {
+		return batch.Origin{Stream: "s", Shard: shard, Seq: seq}
+	}
+	full := batch.New(batch.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()), nil,
+		[]string{add, add, refused, add, add}).
+		WithOrigins([]batch.Origin{at("shardId-0", "11"), at("shardId-1", "21"), at("shardId-0", "12"), at("shardId-1", "22"), at("shardId-0", "13")})
+	err = s.Write(ctx, full)
+	re, ok := errors.AsType[*stream.RecordErrors](err)
+	if !ok || len(re.Errs) != 1 || re.Errs[2] == nil {
+		t.Fatalf("first Write = %v, want a *stream.RecordErrors naming record 2", err)
+	}
+	others := full.Keep(func(i int, _ string) bool { return re.Errs[i] == nil })
+	if err := s.Write(ctx, others); err != nil {
+		t.Fatalf("Write of the others = %v, want nil", err)
+	}
+	want := map[string]map[string]string{"a": {"hits": "4"}}
+	if diff := cmp.Diff(want, scan(t, c, table)); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if st := s.Stats(); st.Written != 4 || st.Skipped != 2 {
+		t.Errorf("Stats %+v, want 4 written and 2 skipped", st)
+	}
+}

@@ -173,6 +173,10 @@ type Sink[T any] struct {
 	// ids: another output's write of one of them is refused (see
 	// oneOutput).
 	items *outputid.Written[string, string]
+
+	// applied are the writes of origin applied in a batch whose Write
+	// failed, skipped by the Write of the batch called next.
+	applied applied
 }
 
 // sharedItems is, by endpoint, table and version attribute, the record of
@@ -321,7 +325,8 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records of one shard: a write from another shard than the item's last
 // is applied (a key moved to a child shard in a reshard), so an item
 // whose records come from several shards (a source not partitioned by the
-// item's key) is written at least once; but not a write of an ancestor of
+// item's key) is written at least once across a crash (see below for a
+// Write called again without one); but not a write of an ancestor of
 // the item's last shard (a parent, a grandparent, and so on, at most 32,
 // the nearest first), as the worker that wrote it knew them while it held
 // that shard's lease (as its last shard list names them, else, for a
@@ -373,7 +378,14 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // without it. Given to stream.ForEachBatch with stream.Quarantine, those
 // records are set aside, each with its error, and Write is called again
 // with the others: the writes applied already are skipped as such, and
-// the others applied once.
+// the others applied once. For writes with versions of origin the Sink
+// remembers which it applied in a batch whose Write failed, until a Write
+// of that batch succeeds, and skips them in the call again (after
+// stream.RecordErrors, or the output's retry after another error): an item
+// whose records come from several shards would take them again by its
+// version alone. A crash forgets them, so such an item's writes applied
+// before the crash are applied again when the batch runs again (at least
+// once, as said above).
 //
 // Outputs of a pipeline may share a Sink for items of their own: a Write
 // from an output of an item another output of the same Run wrote in the
@@ -396,6 +408,30 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	if len(bad) > 0 {
 		return s.refused(b.Time(), bad) // nothing sent
 	}
+	done := s.applied.begin(ctx, b.Time())
+	err = s.send(ctx, keys, byKey, bad, done)
+	s.applied.end(ctx, done, err != nil || len(bad) > 0)
+	if err != nil {
+		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
+	}
+	if len(bad) > 0 {
+		return s.refused(b.Time(), bad)
+	}
+	if n := s.skipped.Load() - skipped; n > 0 {
+		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or an ancestor shard's write after its descendant's)",
+			"table", s.table, "batch", b.Time(), "skipped", n)
+	}
+	return nil
+}
+
+// send sends the writes of the items of keys (their writes in byKey), in
+// parallel, at most s.par at a time, the writes of one item one at a time
+// in record order, and returns on the first error. A write DynamoDB
+// refuses for its record alone is added to bad, with the item's later
+// writes versioned by batch time (see heldBack); the item's later writes
+// are then not sent. A write with a version of origin in done is skipped
+// as applied; one applied, or found applied, is added to it.
+func (s *Sink[T]) send(ctx context.Context, keys []string, byKey map[string][]op, bad map[int]error, done *appliedBatch) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -411,9 +447,17 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 					if i >= len(keys) || ctx.Err() != nil {
 						return nil
 					}
-					ops := byKey[keys[i]]
+					id := keys[i]
+					ops := byKey[id]
 					for j, o := range ops {
+						if o.prefix != "" && done.has(id, o.v) {
+							s.skipped.Add(1)
+							continue
+						}
 						err := s.apply(ctx, o)
+						if err == nil && o.prefix != "" {
+							done.add(id, o.v)
+						}
 						if err != nil && recordRefused(err) {
 							// This record's alone: the item's later
 							// writes wait for a Write without it, but
@@ -440,17 +484,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
-	}
-	if len(bad) > 0 {
-		return s.refused(b.Time(), bad)
-	}
-	if n := s.skipped.Load() - skipped; n > 0 {
-		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or an ancestor shard's write after its descendant's)",
-			"table", s.table, "batch", b.Time(), "skipped", n)
-	}
-	return nil
+	return context.Cause(ctx)
 }
 
 // refused returns the error of a Write of the batch at time t whose
