@@ -80,16 +80,22 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 	return encoded{partitionKey: pk, data: data}
 }
 
-// shortKey returns k as an error names it: its first 64 bytes, and its
-// length when it is longer, since a key may be what makes a record too
-// large to write.
+// shortKey returns k as an error names it: its first 64 bytes, quoted
+// (less the part of a character cut there), and its length when it is
+// longer, since a key may be what makes a record too large to write.
 func shortKey[K any](k K) string {
 	const most = 64
 	s := fmt.Sprintf("%q", fmt.Sprint(k))
 	if len(s) <= most {
 		return s
 	}
-	return fmt.Sprintf("%s... (%d bytes)", s[:most], len(fmt.Sprint(k)))
+	// Cut at a character's start: a key's text is valid UTF-8 (%q
+	// escapes the bytes that are not).
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(fmt.Sprint(k)))
 }
 
 // sameAfterDecode returns an error unless k, an encoded key, decodes to a
