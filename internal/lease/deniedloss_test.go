@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/weirstream/weir/checkpoint/leasetable"
+	"github.com/weirstream/weir/internal/attempt"
 	"github.com/weirstream/weir/internal/awserr"
 	"github.com/weirstream/weir/internal/localaws"
 )
@@ -98,5 +100,37 @@ func TestDeniedLeasesLostWarnNamesIAM(t *testing.T) {
 	}
 	if !awserr.AccessDenied(db.refuse(ctx, "UpdateItem")) {
 		t.Error("deniedDB's refusal is not an AccessDenied")
+	}
+}
+
+// TestLossFixIsTheShardsOwn checks that a lease lost as its renewal timed
+// out is warned about with the fix of that lease's own last answered
+// failure: refused for IAM (a policy on some items, dynamodb:LeadingKeys),
+// while another lease's renewals are throttled. Before, the fix was that
+// of the last answered failure of any lease's renewal: the throttling.
+func TestLossFixIsTheShardsOwn(t *testing.T) {
+	w := newWorker(t, localaws.UniqueName(t), "w", servers.Env(t).DynamoDB(), nil)
+	apiErr := func(code string) error {
+		return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "UpdateItem",
+			Err: &smithy.GenericAPIError{Code: code, Message: code, Fault: smithy.FaultClient}}
+	}
+	denied, throttled := apiErr("AccessDeniedException"), apiErr("ThrottlingException")
+	w.c.countFailure(callRenew, "shard-a", denied)
+	w.c.countFailure(callRenew, "shard-b", throttled)
+	attrs := w.c.lossFix(t.Context(), callRenew, "shard-a", fmt.Errorf("renew: %w", attempt.ErrTimeout))
+	got := map[string]any{}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		got[attrs[i].(string)] = attrs[i+1]
+	}
+	if got["cause"] != denied {
+		t.Errorf("cause %v, want shard-a's own refusal %v", got["cause"], denied)
+	}
+	if fix, _ := got["fix"].(string); !strings.Contains(fix, "docs/iam/dynamodb-leases.json") {
+		t.Errorf("fix %q, want the IAM fix", fix)
+	}
+	// A lease whose own calls DynamoDB never answered gets the kind's.
+	attrs = w.c.lossFix(t.Context(), callRenew, "shard-c", fmt.Errorf("renew: %w", attempt.ErrTimeout))
+	if len(attrs) < 4 || attrs[3] != throttled {
+		t.Errorf("a lease without failures of its own: %v, want the last answered failure of the kind as cause", attrs)
 	}
 }

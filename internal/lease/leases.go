@@ -656,7 +656,7 @@ judge:
 			// This worker's own failure, not another worker's take (INFO):
 			// it stops reading the shard because DynamoDB fails it.
 			c.log.Warn("leasetable: lease renewal failed for a lease duration; the lease is lost, other workers may take it",
-				append([]any{"shard", shard}, c.lossFix(ctx, callRenew, err)...)...)
+				append([]any{"shard", shard}, c.lossFix(ctx, callRenew, shard, err)...)...)
 			c.countFailure(callRenew, shard, err) // warned just now
 			c.lose(shard, h, fmt.Errorf("not renewed for %v, other workers may take it: %w", c.cfg.LeaseDuration, err))
 			return

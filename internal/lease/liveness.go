@@ -365,7 +365,7 @@ func (c *Coordinator) beat(ctx context.Context) {
 			// it stops reading the shards because DynamoDB fails it.
 			slices.Sort(gone)
 			c.log.Warn("leasetable: beat failed for a lease duration; the leases it vouched for are lost, other workers may take them",
-				append([]any{"board", board, "shards", gone}, c.lossFix(ctx, callBeat, err)...)...)
+				append([]any{"board", board, "shards", gone}, c.lossFix(ctx, callBeat, "", err)...)...)
 			c.countFailure(callBeat, "", err) // warned just now
 		}
 		for _, s := range gone {

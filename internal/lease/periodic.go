@@ -33,10 +33,17 @@ const (
 // that succeeds meanwhile does not end the streak, only those that failed
 // succeeding again do.
 type failStreak struct {
-	n       int                  // failures in a row
-	since   time.Time            // of the first
-	cause   error                // the last failure DynamoDB answered, else the first (see lossFix)
-	failing map[string]time.Time // the subjects failing (a shard, or "" for one call per period) -> their last failure
+	n       int                       // failures in a row
+	since   time.Time                 // of the first
+	cause   error                     // the last failure DynamoDB answered, else the first (see lossFix)
+	failing map[string]subjectFailure // the subjects failing (a shard, or "" for one call per period)
+}
+
+// subjectFailure is the last failure of a subject of a failStreak, and its
+// cause as failStreak.cause is the streak's.
+type subjectFailure struct {
+	at    time.Time
+	cause error
 }
 
 // dropStale forgets the subjects of s whose last failure is older than
@@ -44,8 +51,8 @@ type failStreak struct {
 // another worker, a board this worker reads no more), so no success of it
 // will come to end the streak.
 func (s *failStreak) dropStale(now time.Time, stale time.Duration) {
-	for subject, at := range s.failing {
-		if now.Sub(at) > stale {
+	for subject, f := range s.failing {
+		if now.Sub(f.at) > stale {
 			delete(s.failing, subject)
 		}
 	}
@@ -137,30 +144,42 @@ func (c *Coordinator) countFailure(what, subject string, err error) (n int, sinc
 		}
 	}
 	if s == nil {
-		s = &failStreak{since: now, failing: make(map[string]time.Time)}
+		s = &failStreak{since: now, failing: make(map[string]subjectFailure)}
 		c.failing[what] = s
 	}
 	s.n++
-	s.failing[subject] = now
-	if api := smithy.APIError(nil); s.cause == nil || errors.As(err, &api) {
+	answered := errors.As(err, new(smithy.APIError))
+	if s.cause == nil || answered {
 		s.cause = err
 	}
+	f := s.failing[subject]
+	f.at = now
+	if f.cause == nil || answered {
+		f.cause = err
+	}
+	s.failing[subject] = f
 	return s.n, s.since
 }
 
 // lossFix returns the attributes of the warning of a lease lost because
-// its calls of kind what failed for a lease duration, the last with err:
-// err, the cause of the stall when it is not err, and the fix. A call made as the lease expires is
-// cut short by the expiry (attempt.ErrTimeout) before DynamoDB answers it,
-// whatever stalled the lease: the fix is then that of the streak's cause
-// (the last failure DynamoDB answered, such as an IAM refusal), which its
-// first warning named, not the timeout's.
-func (c *Coordinator) lossFix(ctx context.Context, what string, err error) []any {
+// the calls of kind what for subject (see callFailed) failed for a lease
+// duration, the last with err: err, the cause of the stall when it is not
+// err, and the fix. A call made as the lease expires is cut short by the
+// expiry (attempt.ErrTimeout) before DynamoDB answers it, whatever stalled
+// the lease: the fix is then that of the cause, the last failure DynamoDB
+// answered of the subject's calls (such as an IAM refusal), else of the
+// kind's (another shard's), not the timeout's.
+func (c *Coordinator) lossFix(ctx context.Context, what, subject string, err error) []any {
 	var cause error
 	if errors.Is(err, attempt.ErrTimeout) {
 		c.mu.Lock()
-		if s := c.failing[what]; s != nil && !errors.Is(s.cause, attempt.ErrTimeout) {
-			cause = s.cause
+		if s := c.failing[what]; s != nil {
+			for _, e := range []error{s.failing[subject].cause, s.cause} {
+				if e != nil && !errors.Is(e, attempt.ErrTimeout) {
+					cause = e
+					break
+				}
+			}
 		}
 		c.mu.Unlock()
 	}
