@@ -44,7 +44,8 @@ func (c *Coordinator) expiredError(wctx context.Context, err error) error {
 // sent, so this worker's view of its lease never outlasts theirs.
 func (c *Coordinator) wroteAt(h *heldLease, l Lease, started time.Time) {
 	c.mu.Lock()
-	h.lease, h.renewed, h.unvouched = l, started, false
+	c.setHeldLeaseLocked(h, l)
+	h.renewed, h.unvouched = started, false
 	h.unsure, h.unsureSince = nil, time.Time{}
 	c.knowLocked(l)
 	c.mu.Unlock()

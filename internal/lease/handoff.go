@@ -142,13 +142,14 @@ func (c *Coordinator) notePendingLocked(views []leaseView) {
 func (c *Coordinator) handoffLocked(shard string, h *heldLease, l Lease) (now bool) {
 	if h.handoff {
 		if l.Counter > h.lease.Counter {
-			h.lease = l
+			c.setHeldLeaseLocked(h, l)
 			h.unsure, h.unsureSince = nil, time.Time{}
 			c.log.Info("leasetable: a lease being handed off was asked for again; handing it off to the worker that asked", "shard", shard, "to", l.Owner)
 		}
 		return false
 	}
-	h.handoff, h.lease = true, l
+	h.handoff = true
+	c.setHeldLeaseLocked(h, l)
 	// Writes without an answer were written on the lease before: the
 	// request is conditional on the counter they moved.
 	h.unsure, h.unsureSince = nil, time.Time{}

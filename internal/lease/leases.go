@@ -180,6 +180,12 @@ type Coordinator struct {
 	pending      map[string]time.Time // hand-offs this worker asked for -> when
 	given        map[string]int64     // shard -> leases of it given up on purpose (see Given)
 
+	// Ancestors' walks (ancestors.go): held shard -> its ancestors, at
+	// most ancestryMax (nil: a shard without parents); nil since the
+	// shard tree last changed (treeChangedLocked).
+	ancestry    map[string][]string
+	ancestryMax int
+
 	// Free leases between scans (free.go).
 	unowned    map[string]unownedLease // takeable leases in the scans, since when (noteUnownedLocked)
 	parentTurn int                     // the first of the awaited parents checkParents reads next

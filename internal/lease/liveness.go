@@ -77,6 +77,9 @@ func (c *Coordinator) seeLocked(l Lease, now time.Time) {
 			c.ownerChanged[l.Owner] = now
 		}
 	}
+	if !slices.Equal(s.lease.Parents, l.Parents) {
+		c.treeChangedLocked() // an ancestor not listed: its parents are its lease's
+	}
 	s.lease = l
 	c.seen[l.Shard] = s
 	c.knowLocked(l)

@@ -177,6 +177,7 @@ func (c *Coordinator) learnChildren(shards []ShardInfo) {
 	}
 	c.mu.Lock()
 	c.children, c.parents, c.listed = children, parents, listed
+	c.treeChangedLocked()
 	c.forgetUnlistedLocked(shards)
 	c.mu.Unlock()
 }

@@ -261,6 +261,12 @@ func (c *Coordinator) observeLocked(leases []Lease) []leaseView {
 		c.seeLocked(l, now)
 		seen[l.Shard] = c.seen[l.Shard]
 	}
+	for shard, s := range c.seen {
+		if _, ok := seen[shard]; !ok && len(s.lease.Parents) > 0 {
+			c.treeChangedLocked() // its lease is gone: its parents with it
+			break
+		}
+	}
 	c.seen = seen
 	c.watchLocked()
 	views := make([]leaseView, 0, len(leases))
@@ -324,6 +330,7 @@ func (c *Coordinator) take(ctx context.Context, l Lease) {
 		c.queueLocked(leaseEvent{lost: l.Shard})
 	}
 	c.held[l.Shard] = h
+	c.forgetWalkLocked(l.Shard)
 	c.queueLocked(leaseEvent{acquired: &nl})
 	c.mu.Unlock()
 	verb := "took"

@@ -494,7 +494,7 @@ func (s countingLeases) ShardAncestors(stream string) map[string][]string {
 // A batch with records of many shards looks its shards' parents up in the
 // held leases once, not once per shard: a worker holding hundreds of
 // leases copied them all for each shard of each batch (75 ms and 86 MB a
-// batch at 500 leases, BenchmarkBatchLineage in stream). Each write still
+// batch at 500 leases, BenchmarkBatchLineage in internal/lease). Each write still
 // names its shard's parent.
 func TestLineageLookedUpOncePerBatch(t *testing.T) {
 	t.Parallel()
