@@ -89,6 +89,37 @@ func checkStop(t *testing.T, err error, wants ...string) {
 	}
 }
 
+// checkKeyQuarantined counts n records of an input of one shard
+// (putInput's) through ByKey with codec and Config.DeadLetters, and fails
+// t unless every record of the key bad is a dead letter holding the
+// record, its error naming each of wants, and the others are counted once.
+func checkKeyQuarantined(t *testing.T, env *localaws.Env, n int, bad string, codec stream.Codec[string], wants ...string) {
+	t.Helper()
+	ctx := testContext(t)
+	in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
+	want, good := countsWithout(n, bad)
+	dead := &memLetters{}
+	got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 2, KeyCodec: codec, DeadLetters: dead})
+	checkCounts(t, want, got)
+	if _, ok := got[bad]; ok {
+		t.Errorf("key %q counted: %d", bad, got[bad])
+	}
+	letters := dead.all()
+	if len(letters) != n-good {
+		t.Errorf("%d letters, want %d (a record of key %q each)", len(letters), n-good, bad)
+	}
+	for _, l := range letters {
+		if !strings.Contains(string(l.Record), bad) {
+			t.Errorf("letter's record %.300q: want the record of key %q", l.Record, bad)
+		}
+		for _, w := range wants {
+			if !strings.Contains(l.Err, w) {
+				t.Errorf("letter's error %.300q does not name %q", l.Err, w)
+			}
+		}
+	}
+}
+
 // countsWithout returns the counts of the keys of the first n records of
 // an input (putInput's) but bad, and how many records they count.
 func countsWithout(n int, bad string) (map[string]int64, int) {
@@ -181,24 +212,7 @@ func TestByKeyUnencodableKey(t *testing.T) {
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
-		ctx := testContext(t)
-		in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
-		want, good := countsWithout(n, bad)
-		dead := &memLetters{}
-		got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 2, KeyCodec: codec, DeadLetters: dead})
-		checkCounts(t, want, got)
-		if _, ok := got[bad]; ok {
-			t.Errorf("key %q counted: %d", bad, got[bad])
-		}
-		letters := dead.all()
-		if len(letters) != n-good {
-			t.Errorf("%d letters, want %d (a record of key %q each)", len(letters), n-good, bad)
-		}
-		for _, l := range letters {
-			if !strings.Contains(l.Err, `"user-3"`) || !strings.Contains(string(l.Record), bad) {
-				t.Errorf("letter %+v: want the record of key %q and an error naming it", l, bad)
-			}
-		}
+		checkKeyQuarantined(t, env, n, bad, codec, `"user-3"`)
 	})
 }
 

@@ -49,24 +49,7 @@ func TestByKeyRecordTooLarge(t *testing.T) {
 	})
 
 	t.Run("quarantines", func(t *testing.T) {
-		ctx := testContext(t)
-		in := putInput(t, env, 1, n) // one shard: the last record counted is read after every record of the key
-		want, good := countsWithout(n, bad)
-		dead := &memLetters{}
-		got := runCount(ctx, t, env, in, good, &Config[string, int64]{Stream: localaws.UniqueName(t), Shards: 2, KeyCodec: codec, DeadLetters: dead})
-		checkCounts(t, want, got)
-		if _, ok := got[bad]; ok {
-			t.Errorf("key %q counted: %d", bad, got[bad])
-		}
-		letters := dead.all()
-		if len(letters) != n-good {
-			t.Errorf("%d letters, want %d (a record of key %q each)", len(letters), n-good, bad)
-		}
-		for _, l := range letters {
-			if !strings.Contains(l.Err, `"user-3"`) || !strings.Contains(l.Err, limit) || !strings.Contains(string(l.Record), bad) {
-				t.Errorf("letter %.300q: want the record of key %q and an error naming it and the limit %s", l.Err, bad, limit)
-			}
-		}
+		checkKeyQuarantined(t, env, n, bad, codec, `"user-3"`, limit)
 	})
 }
 
