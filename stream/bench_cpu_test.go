@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,8 +228,8 @@ func engineStepper[T any](b *testing.B, p *Pipeline, block source.Block[T]) func
 	}
 }
 
-// BenchmarkWordCountPaired is BenchmarkWordCountEngine and its loop, one
-// batch of each per iteration, reporting the ratio of their total times
+// BenchmarkWordCountPaired is BenchmarkWordCountEngine and its loop,
+// pairedRuns batches of each per iteration (see runPaired), reporting the ratio of their total times
 // (engine/loop, > 1 when the engine is faster) and of their CPU times
 // (cpu-engine/loop, the loop's over the engine's): measured side by side,
 // the two drift together when other processes load the machine. With
@@ -299,6 +300,23 @@ func countWords(lines []string) func(m map[string]int64) {
 	}
 }
 
+// pairedRuns is how many batches of each arm runPaired runs in a row,
+// timed as one. The arms share the collector: a collection that one arm's
+// garbage starts runs, in part, in the time of the arm that is running,
+// the next one if that arm ran one batch. Where collections fell then
+// depended on the heap's size: with one batch of each arm per iteration,
+// a build of the same code that only imported one package more (holding
+// more memory from its start) moved the ratios by up to 0.25 at 20,000
+// lines. With 8 in a row each arm pays for most of its own collections.
+// WEIR_PAIRED_RUNS sets another number, 1 to see the effect.
+var pairedRuns = 8
+
+func init() {
+	if n, err := strconv.Atoi(os.Getenv("WEIR_PAIRED_RUNS")); err == nil && n > 0 {
+		pairedRuns = n
+	}
+}
+
 // bigBatchLines is the lines of the paired benchmarks' large batch, ten
 // times the others': the cost of the shuffle per record, with the cost of
 // a batch itself (starting its tasks and waiting for them, which takes
@@ -323,12 +341,12 @@ func wordBlockOf(shards int, lines []string) ([]string, source.Block[string]) {
 // runPaired runs a paired benchmark: a pipeline of the batch interval
 // that build completes from the words of block's lines, loop, the same
 // work by hand on the same lines, and par, if not nil, that work by hand on
-// one goroutine per shard (parLoop), one batch of each per iteration, timed
-// apart. It reports engine/loop (wall time) and cpu-engine/loop (CPU time,
+// one goroutine per shard (parLoop), pairedRuns batches of each per
+// iteration, timed apart. It reports engine/loop (wall time) and cpu-engine/loop (CPU time,
 // the loop's over the engine's); with par, also engine/parloop and
 // cpu-engine/parloop, the engine against par, and parloop/loop, par's
 // speed-up over the loop. Then it calls check with the number of
-// iterations.
+// batches each arm ran.
 func runPaired(b *testing.B, block source.Block[string], build func(words *Stream[string]), loop, par func(), check func(n int)) {
 	p, err := NewPipeline(Config{BatchInterval: time.Second})
 	if err != nil {
@@ -344,11 +362,13 @@ func runPaired(b *testing.B, block source.Block[string], build func(words *Strea
 	for b.Loop() {
 		for i, arm := range arms {
 			start, startCPU := time.Now(), processCPU()
-			arm()
+			for range pairedRuns {
+				arm()
+			}
 			took[i] += time.Since(start)
 			cpu[i] += processCPU() - startCPU
 		}
-		n++
+		n += pairedRuns
 	}
 	b.ReportMetric(float64(took[1])/float64(took[0]), "engine/loop")
 	if cpu[0] > 0 {
