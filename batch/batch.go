@@ -139,7 +139,7 @@ func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
 // records it cannot output to the dead letters returns
 // stream.RecordErrors instead, and before writing anything: the output
 // then calls it again with the batch of the others, made as Keep makes
-// it, so that any record written before it returned is written again.
+// it, and a record it wrote before returning would be written again.
 func (b *Batch[T]) Keep(keep func(i int, v T) bool) *Batch[T] {
 	var (
 		cut     bool     // a record was left out

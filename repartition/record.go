@@ -80,9 +80,9 @@ func (c codec[K, V]) encode(p stream.Pair[K, V]) encoded {
 	return encoded{partitionKey: pk, data: data}
 }
 
-// shortKey returns k as an error names it: its first 64 bytes, quoted
-// (less the part of a character cut there), and its length when it is
-// longer, since a key may be what makes a record too large to write.
+// shortKey returns k as an error names it: the first 64 bytes of it
+// quoted (less the part of a character cut there), and its length when it
+// is longer, since a key may be what makes a record too large to write.
 func shortKey[K any](k K) string {
 	const most = 64
 	s := fmt.Sprintf("%q", fmt.Sprint(k))

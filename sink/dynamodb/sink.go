@@ -379,13 +379,15 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records are set aside, each with its error, and Write is called again
 // with the others: the writes applied already are skipped as such, and
 // the others applied once. For writes with versions of origin the Sink
-// remembers which it applied in a batch whose Write failed, until a Write
-// of that batch succeeds, and skips them in the call again (after
-// stream.RecordErrors, or the output's retry after another error): an item
+// remembers which a failed Write applied, and skips them in the next
+// Write of the same batch by the same output of the same Run (after
+// stream.RecordErrors, or the output's retry after another error; outside
+// a Run, the next Write of the batch time), until one succeeds: an item
 // whose records come from several shards would take them again by its
-// version alone. A crash forgets them, so such an item's writes applied
-// before the crash are applied again when the batch runs again (at least
-// once, as said above).
+// version alone. A crash or a new Run forgets them, and so does a Write
+// that succeeded, as when a ForEachBatch function calls Write and then
+// fails for another reason: such an item's writes applied before are then
+// applied again when the batch runs again (at least once, as said above).
 //
 // Outputs of a pipeline may share a Sink for items of their own: a Write
 // from an output of an item another output of the same Run wrote in the
@@ -410,7 +412,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 	}
 	done := s.applied.begin(ctx, b.Time())
 	err = s.send(ctx, keys, byKey, bad, done)
-	s.applied.end(ctx, done, err != nil || len(bad) > 0)
+	s.applied.end(done, err != nil || len(bad) > 0)
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -418,7 +420,7 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return s.refused(b.Time(), bad)
 	}
 	if n := s.skipped.Load() - skipped; n > 0 {
-		s.logger.Info("dynamodb sink: writes already applied were skipped (a batch run again, an item a later batch wrote, or an ancestor shard's write after its descendant's)",
+		s.logger.Info("dynamodb sink: writes already applied were skipped (applied by a failed Write of the batch just before, a batch run again, an item a later batch wrote, or an ancestor shard's write after its descendant's)",
 			"table", s.table, "batch", b.Time(), "skipped", n)
 	}
 	return nil
