@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -50,7 +51,10 @@ func Attrs() []string {
 // (Range.First set) is keyed by what names its source record whichever
 // worker reads it: "batch" is "<output>:<length of stream>:<stream>/<shard>/<first>"
 // (the output's index, the range's stream, shard and first sequence
-// number) and "index" its Offset. Another letter is keyed by its batch
+// number) and "index" its Offset, unless another letter of ls names the
+// same source record (the records a FlatMap made of one, quarantined by a
+// ForEachBatch with origins): those are keyed as letters without a range,
+// so that each is kept. Another letter is keyed by its batch
 // and what it holds: "batch" is "<batch time>-<output>/<fingerprint>"
 // (the batch time in milliseconds; the fingerprint a hash of its range,
 // offset, encoding and record, see fingerprint), followed by "/" and
@@ -65,14 +69,25 @@ func Attrs() []string {
 // letter of the second form by "<batch time>-<output>", then its worker,
 // and its Index; those of v0.3.0 keyed every letter so, without worker.
 func Keys(ls []stream.DeadLetter, worker string) []map[string]types.AttributeValue {
+	type source struct {
+		batch  string
+		offset int
+	}
+	sources := make([]source, len(ls))
+	named := make(map[source]int) // letters of ls naming each source record
+	for i, l := range ls {
+		if r := l.Range; r.First != "" {
+			sources[i] = source{fmt.Sprintf("%d:%d:%s/%s/%s", l.Output, len(r.Stream), r.Stream, r.Shard, r.First), l.Offset}
+			named[sources[i]]++
+		}
+	}
 	keys := make([]map[string]types.AttributeValue, len(ls))
 	seen := make(map[string]int)
 	for i, l := range ls {
-		if l.Range.First != "" {
-			r := l.Range
+		if src := sources[i]; src.batch != "" && named[src] == 1 {
 			keys[i] = map[string]types.AttributeValue{
-				HashKey:  &types.AttributeValueMemberS{Value: fmt.Sprintf("%d:%d:%s/%s/%s", l.Output, len(r.Stream), r.Stream, r.Shard, r.First)},
-				RangeKey: num(l.Offset),
+				HashKey:  &types.AttributeValueMemberS{Value: src.batch},
+				RangeKey: num(src.offset),
 			}
 			continue
 		}
@@ -84,6 +99,13 @@ func Keys(ls []stream.DeadLetter, worker string) []map[string]types.AttributeVal
 		seen[b]++
 	}
 	return keys
+}
+
+// BySource reports whether key, one Keys returned, names its letter's
+// source record, the same whichever worker writes it, rather than its
+// batch and record.
+func BySource(key map[string]types.AttributeValue) bool {
+	return strings.Contains(S(key, HashKey), ":")
 }
 
 // fingerprint returns a name of what letter l holds (letters.Fingerprint).

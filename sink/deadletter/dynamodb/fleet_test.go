@@ -49,9 +49,10 @@ func TestFleetSameBatchTime(t *testing.T) {
 
 // TestFleetLettersWithoutRange quarantines, from the output of a pipeline
 // sharing its shards with other workers, letters without a source range
-// (as ForEachBatch quarantines) of the same batch time, output and indexes
-// through two Tables, two workers: Letters returns all of them, and each
-// worker's letters quarantined again (a batch recomputed) are not doubled.
+// (as ForEachBatch without origins quarantines) of the same batch time,
+// output and indexes through two Tables, two workers: Letters returns all
+// of them, and each worker's letters quarantined again (a batch
+// recomputed) are not doubled.
 func TestFleetLettersWithoutRange(t *testing.T) {
 	tab, c, name := newTable(t)
 	other, err := dynamodb.New(t.Context(), sinkddb.Config{Client: c, Table: name})

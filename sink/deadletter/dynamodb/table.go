@@ -40,12 +40,15 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // one worker writes the same keys:
 //
 //   - a letter read from a source's shard (its Range.First is set: a
-//     record isolated by ForEach or a narrow operator) by its source
-//     record, the same whichever worker reads it: partition key "batch"
-//     "<output>:<n>:<stream>/<shard>/<first>" (the output's index, the
-//     length n of the stream's name, the stream, the shard and the range's
-//     first sequence number) and sort key "index" its Offset;
-//   - another letter by its batch and its record: "batch"
+//     record isolated by ForEach or a narrow operator, or a record of a
+//     ForEachBatch with stream.Origins, which names its origin) by its
+//     source record, the same whichever worker reads it: partition key
+//     "batch" "<output>:<n>:<stream>/<shard>/<first>" (the output's index,
+//     the length n of the stream's name, the stream, the shard and the
+//     range's first sequence number) and sort key "index" its Offset;
+//   - another letter, and letters of one Quarantine call that name the
+//     same source record (the records a FlatMap made of one, refused by a
+//     ForEachBatch), by its batch and its record: "batch"
 //     "<batch time>-<output>/<fingerprint>" (the batch time in
 //     milliseconds; the fingerprint 16 characters of base32 hashing the
 //     letter's range, offset, encoding and record, not its Index, error
@@ -88,9 +91,11 @@ const maxLetterBytes = sinkddb.MaxItemSize - 1<<10
 // read from the last checkpoint), and quarantines again keeps one item
 // too, the letter of the later batch time, which replaces the item and
 // any replay state on it; in a range from another record it is a second
-// letter. A letter without a source range on a fleet is written again
-// under the new random name of a restarted worker, and kept twice (at
-// least once; a warning says so once). A pipeline without a recovery log
+// letter. A letter keyed by its batch on a fleet is written again under
+// the new random name of a restarted worker, and kept twice (at least
+// once; a warning says so once); so is one of several letters of one
+// source record that a recomputation quarantines alone, keyed then by its
+// source record. A pipeline without a recovery log
 // takes its batch times from the wall clock, and a Run whose clock is
 // behind an earlier Run's batches gives its batches their times again: a
 // letter without a source range keyed by its batch alone would then have
@@ -279,9 +284,9 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
 		fitted[i] = written{f, keys[i]}
-		if fleet && l.Range.First == "" {
+		if fleet && !lettertable.BySource(keys[i]) {
 			t.fleetNote.Do(func() {
-				t.logger.Warn("dead-letter table: letters without a source range, on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
+				t.logger.Warn("dead-letter table: letters without a source range (or several of one source record), on a pipeline sharing its shards with other workers, are keyed by a random name of this worker: "+
 					"a batch run again after a restart writes them again, under another name (at least once)",
 					"table", t.table, "worker", t.worker)
 			})

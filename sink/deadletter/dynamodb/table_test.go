@@ -64,24 +64,46 @@ func letter(i int, rec string) stream.DeadLetter {
 // as a batch recomputed after a crash does (with other stacks): the table
 // holds the same items, one per letter, as the first call wrote them.
 func TestRecomputedBatchSameItems(t *testing.T) {
-	tab, _, _ := newTable(t)
 	first := []stream.DeadLetter{letter(0, "a"), letter(1, "b"), letter(2, "")}
-	if err := tab.Quarantine(t.Context(), first); err != nil {
-		t.Fatal(err)
-	}
 	again := []stream.DeadLetter{letter(0, "a"), letter(1, "b"), letter(2, "")}
 	for i := range again {
 		again[i].Stack = "goroutine 99 [running]:"
 	}
-	if err := tab.Quarantine(t.Context(), again); err != nil {
-		t.Fatal(err)
+	if diff := cmp.Diff(first, quarantineTwice(t, first, again), cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters after a recomputed batch (-want +got):\n%s", diff)
+	}
+}
+
+// quarantineTwice quarantines first into a new table, then again, as a
+// batch recomputed after a crash does, and returns the table's letters.
+func quarantineTwice(t *testing.T, first, again []stream.DeadLetter) []stream.DeadLetter {
+	t.Helper()
+	tab, _, _ := newTable(t)
+	for _, ls := range [][]stream.DeadLetter{first, again} {
+		if err := tab.Quarantine(t.Context(), ls); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := tab.Letters(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(first, got, cmp.Comparer(bytes.Equal)); diff != "" {
-		t.Errorf("letters after a recomputed batch (-want +got):\n%s", diff)
+	return got
+}
+
+// TestLettersOfOneSourceRecord quarantines letters of equal Range and
+// Offset and other records, as a ForEachBatch with Origins quarantines
+// the records a FlatMap made of one source record, and one of another
+// record: the table holds each, also once the batch is quarantined again
+// (recomputed). Keyed by their source record alone, the first was
+// replaced by the second, and lost.
+func TestLettersOfOneSourceRecord(t *testing.T) {
+	one := batch.SeqRange{Stream: "in", Shard: "shardId-000000000001", First: "150", Last: "150", Count: 1}
+	ls := []stream.DeadLetter{letter(0, "a"), letter(1, "b"), letter(2, "c")}
+	ls[0].Range, ls[0].Offset = one, 0
+	ls[1].Range, ls[1].Offset = one, 0
+	if diff := cmp.Diff(ls, quarantineTwice(t, ls, ls), cmp.Comparer(bytes.Equal)); diff != "" {
+		t.Errorf("letters of one source record (-want +got):\n%s", diff)
 	}
 }
 

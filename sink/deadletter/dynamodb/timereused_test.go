@@ -18,7 +18,7 @@ import (
 )
 
 // rangeless returns letter(i, rec) without a source range, as
-// ForEachBatch quarantines it.
+// ForEachBatch without origins quarantines it.
 func rangeless(i int, rec string) stream.DeadLetter {
 	l := letter(i, rec)
 	l.Range, l.Offset = batch.SeqRange{}, 0
@@ -107,10 +107,10 @@ func TestKeysWithLog(t *testing.T) {
 
 // TestRecomputedOtherLetters quarantines, from the output of a pipeline
 // with a recovery log, a batch's letters without a source range (records
-// A and B, as ForEachBatch quarantines them), then, through another Table
-// (the process restarted), the letters of the batch recomputed, which
-// failed A and C (a flaky downstream): the table holds the letters of A,
-// B and C, A once. Keyed by batch time and Index, C's letter had B's key
+// A and B, as ForEachBatch without origins quarantines them), then,
+// through another Table (the process restarted), the letters of the
+// batch recomputed, which failed A and C (a flaky downstream): the table
+// holds the letters of A, B and C, A once. Keyed by batch time and Index, C's letter had B's key
 // and was skipped as already applied, and lost. Two letters of equal
 // records (D) in a batch are two items, in each attempt the same two.
 func TestRecomputedOtherLetters(t *testing.T) {
