@@ -26,16 +26,17 @@ type shardRec struct {
 }
 
 // runMemory runs p, in a synctest bubble, with src as a source: it pushes
-// n records {i % shards, i / shards}, one Push each, so that record i goes
+// n records R{i % shards, i / shards} (R a shardRec, or a posRec for
+// records that know their position), one Push each, so that record i goes
 // to shard i % shards (the memory source deals Push calls round-robin),
 // sleeping now and then so that the records spread over several blocks and
 // batches; then it drains p and returns what Run returned.
-func runMemory(t *testing.T, p *Pipeline, src *memory.Source[shardRec], shards, n int) error {
+func runMemory[R ~struct{ Shard, Seq int }](t *testing.T, p *Pipeline, src *memory.Source[R], shards, n int) error {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(t.Context()) }()
 	for i := range n {
-		if err := src.Push(shardRec{i % shards, i / shards}); err != nil {
+		if err := src.Push(R{i % shards, i / shards}); err != nil {
 			t.Fatalf("Push: %v", err)
 		}
 		if i%37 == 0 {
@@ -50,11 +51,17 @@ func runMemory(t *testing.T, p *Pipeline, src *memory.Source[shardRec], shards, 
 
 func newMemoryPipeline(t *testing.T, cfg Config, shards int) (*Pipeline, *memory.Source[shardRec]) {
 	t.Helper()
+	return newMemoryPipelineOf[shardRec](t, cfg, shards)
+}
+
+// newMemoryPipelineOf is newMemoryPipeline for records of type R.
+func newMemoryPipelineOf[R any](t *testing.T, cfg Config, shards int) (*Pipeline, *memory.Source[R]) {
+	t.Helper()
 	p, err := NewPipeline(cfg)
 	if err != nil {
 		t.Fatalf("NewPipeline: %v", err)
 	}
-	src, err := memory.New[shardRec](memory.Config{Shards: shards})
+	src, err := memory.New[R](memory.Config{Shards: shards})
 	if err != nil {
 		t.Fatalf("memory.New: %v", err)
 	}

@@ -49,7 +49,9 @@ func Retry(n int) Option {
 // Quarantine is an option of an output: once its retries (see Retry) are
 // spent, the records that still fail are sent to d, each as a DeadLetter
 // with the error, the panic's stack, the batch time and where the record
-// was read, and the batch goes on and completes; without it, the failure
+// was read, as far as the output knows it (see DeadLetter's Range: a
+// record of a ForEachBatch with Origins names its origin), and the batch
+// goes on and completes; without it, the failure
 // stops the pipeline. Records are isolated one by one for ForEach and for
 // the narrow operators (Map, Filter, FlatMap, MapBatch) whose functions run
 // in the output's partitions: the failing partitions run again record by
@@ -152,13 +154,23 @@ type DeadLetter struct {
 	// Index is the letter's position among those of its batch and output,
 	// from 0, in partition order and, within a partition, in record order.
 	Index int `json:"index"`
-	// Range is the source range the record was read in, and Offset its
-	// position in it, from 0: for a record isolated by ForEach or a narrow
-	// operator, Record is then the source's record, as read. When the
-	// record is not a source's (quarantined by ForEachPartition or
-	// ForEachBatch, or downstream of an operator that is not narrow),
-	// Record is the output's and Range names at most the partition's
-	// Stream and Shard; Range.First is then "".
+	// Range and Offset say where the record was read. For a record
+	// isolated by ForEach or a narrow operator, Record is the source's
+	// record, as read, Range the source range it was read in and Offset
+	// its position in it, from 0. For a record of a ForEachBatch output's
+	// batch with origins (see Origins) that its function failed on (a
+	// RecordErrors naming it, or an error or panic quarantining the batch),
+	// Record is the output's and they name its origin, the source record
+	// it was made of, as a range of that record's sequence number: Range
+	// has the origin's Stream and Shard, First and Last its Seq and Count
+	// its SubSeq plus 1, and Offset is its SubSeq (0 for a plain Kinesis
+	// record, the sub-record's place in a KPL aggregate, whose records
+	// share the sequence number). The records a FlatMap made of one source
+	// record have the same. Otherwise the record is not a source's
+	// (quarantined by ForEachPartition, or by ForEachBatch without
+	// origins, or downstream of an operator that is not narrow): Record is
+	// the output's, Range names at most the partition's Stream and Shard,
+	// Range.First is "" and Offset 0.
 	Range  batch.SeqRange `json:"range"`
 	Offset int            `json:"offset"`
 	// Record is the record's encoding, as Encoding says: "raw" for a

@@ -20,7 +20,11 @@ import (
 // origins. The cost: the output's chain of operators runs record by
 // record, so MapBatch sees parts of one record, and for this output alone:
 // the operators of a stream it shares with other outputs run once for it
-// and once for them.
+// and once for them. With Quarantine, the letter of a record of such a
+// batch that the function fails on (see RecordErrors) names the record's
+// origin: its stream, shard, sequence and sub-sequence numbers (see
+// DeadLetter's Range); a record without origin names none, as without
+// Origins.
 func Origins() Option {
 	return func(o *options) { o.origins, o.given = true, o.given|optOrigins }
 }

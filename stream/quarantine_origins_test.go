@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/source/memory"
 )
@@ -275,6 +277,78 @@ func TestQuarantineForEachWithholdsPartialOutputs(t *testing.T) {
 				}
 				if letters := box.all(); len(letters) != 2 {
 					t.Errorf("%d letters, want bad1's and bad2's: %+v", len(letters), letters)
+				}
+			})
+		})
+	}
+}
+
+// TestForEachBatchLettersNameOrigins checks that the letters of a
+// ForEachBatch with Origins and Quarantine say where each record was
+// read: those of the records its function refuses with RecordErrors (the
+// two a FlatMap made of one source record included), and those of the
+// batch it panics on, quarantined whole, each name the record's origin,
+// Range.First and Last its sequence number, Count its sub-sequence number
+// plus 1 and Offset its sub-sequence number. Without Origins the batch has
+// none, and a letter no range.
+func TestForEachBatchLettersNameOrigins(t *testing.T) {
+	for _, withOrigins := range []bool{true, false} {
+		t.Run(map[bool]string{true: "origins", false: "no origins"}[withOrigins], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const shards, n = 3, 300
+				panicOn := posRec{Shard: 2, Seq: 95}
+				refused := func(r fanRec) bool { return r.Seq%10 == 3 }
+				p, src := newMemoryPipelineOf[posRec](t, Config{Parallelism: 2, BatchInterval: 50 * time.Millisecond, BlockInterval: 10 * time.Millisecond}, shards)
+				fanned := FlatMap(From(p, src), func(r posRec) []fanRec { return []fanRec{{r, 0}, {r, 1}} })
+				box := &letterBox{}
+				ForEachBatch(fanned, func(_ context.Context, b *batch.Batch[fanRec]) error {
+					re := &RecordErrors{Errs: map[int]error{}}
+					i := 0
+					for v := range b.All() {
+						if v.posRec == panicOn {
+							panic("kaboom")
+						}
+						if refused(v) {
+							re.Errs[i] = errRefused
+						}
+						i++
+					}
+					if len(re.Errs) > 0 {
+						return re
+					}
+					return nil
+				}, append([]Option{Quarantine(box), Retry(0)}, map[bool][]Option{true: {Origins()}}[withOrigins]...)...)
+				if err := runMemory(t, p, src, shards, n); err != nil {
+					t.Fatalf("Run = %v, want nil: the failing records quarantined", err)
+				}
+				letters := map[fanRec]int{}
+				for _, l := range box.all() {
+					var r fanRec
+					if err := json.Unmarshal(l.Record, &r); err != nil {
+						t.Fatalf("letter record %q: %v", l.Record, err)
+					}
+					letters[r]++
+					var want batch.SeqRange
+					wantOffset := 0
+					if withOrigins {
+						seq, sub := r.Position()
+						want = batch.SeqRange{Stream: "memory", Shard: memory.ShardName(r.Shard), First: seq, Last: seq, Count: int(sub) + 1}
+						wantOffset = int(sub)
+					}
+					if diff := cmp.Diff(want, l.Range); diff != "" || l.Offset != wantOffset {
+						t.Errorf("letter of %+v (%s): offset %d, want %d; range (-want +got):\n%s", r, l.Err, l.Offset, wantOffset, diff)
+					}
+					if l.Panic != "kaboom" && (!refused(r) || l.Err != errRefused.Error()) {
+						t.Errorf("letter of %+v: err %q panic %q, want a refusal or the panic", r, l.Err, l.Panic)
+					}
+				}
+				for i := range n {
+					for k := range 2 {
+						r := fanRec{posRec{i % shards, i / shards}, k}
+						if want := map[bool]int{true: 1, false: letters[r]}[refused(r) || r.posRec == panicOn]; letters[r] != want || want > 1 {
+							t.Errorf("%d letters of %+v, want %d", letters[r], r, max(want, 1))
+						}
+					}
 				}
 			})
 		})

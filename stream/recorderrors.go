@@ -29,7 +29,8 @@ import (
 // never be output is refused at every try. With Quarantine, the function
 // is called again at once with the batch of the others (tried again as
 // the output's Retry says), and each of those records is sent to the dead
-// letters with its own error; the batch then completes. Without RecordErrors the
+// letters with its own error (and its origin, if the batch has Origins:
+// see DeadLetter's Range); the batch then completes. Without RecordErrors the
 // unit of a ForEachBatch function's failure is the whole batch: every
 // record would be quarantined. A later call that returns RecordErrors sets
 // those records aside too; another error, once the retries are spent,
@@ -91,7 +92,8 @@ func (e *RecordErrors) indexes() []int {
 // the function called again with the batch of the others (again), the
 // letters of those it names in turn, until it outputs the batch left (or
 // it is empty); any other error quarantines the batch left as a whole,
-// with that error, as it does the first batch. A call that fails for a
+// with that error, as it does the first batch. A letter of a record with
+// an origin (b's Origins) names it (see originRange). A call that fails for a
 // reason of no record's (the Run stopping, a refused configuration: an
 // error for which stop reports true) quarantines nothing: refusedLetters
 // returns that error.
@@ -102,13 +104,22 @@ func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch
 			return nil, err
 		}
 		re, ok := errors.AsType[*RecordErrors](err)
+		origins := b.Origins()
 		if !ok || len(re.Errs) == 0 || len(re.Errs) > b.Len() || slices.ContainsFunc(re.indexes(), func(i int) bool { return i < 0 || i >= b.Len() }) {
-			return append(letters, lettersOf(b.All(), batch.SeqRange{}, err)...), nil
+			whole := lettersOf(b.All(), batch.SeqRange{}, err)
+			for i, o := range origins {
+				whole[i].Range, whole[i].Offset = originRange(o)
+			}
+			return append(letters, whole...), nil
 		}
 		i := 0
 		for v := range b.All() {
 			if _, ok := re.Errs[i]; ok {
-				letters = append(letters, letterOf(v, re.errOf(i)))
+				l := letterOf(v, re.errOf(i))
+				if origins != nil {
+					l.Range, l.Offset = originRange(origins[i])
+				}
+				letters = append(letters, l)
 			}
 			i++
 		}
@@ -120,6 +131,16 @@ func refusedLetters[T any](b *batch.Batch[T], err error, again func(*batch.Batch
 			return letters, nil
 		}
 	}
+}
+
+// originRange returns the Range and Offset of the letter of a record of
+// origin o (see DeadLetter): the records of o's sequence number, up to o's
+// sub-record, and its place among them; none for a record without origin.
+func originRange(o batch.Origin) (batch.SeqRange, int) {
+	if o.Seq == "" {
+		return batch.SeqRange{}, 0
+	}
+	return batch.SeqRange{Stream: o.Stream, Shard: o.Shard, First: o.Seq, Last: o.Seq, Count: int(o.SubSeq) + 1}, int(o.SubSeq)
 }
 
 // stopsOutput reports whether err, the error of output's function in r,
