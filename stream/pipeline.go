@@ -244,6 +244,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// HasRecovery).
 	runCtx, cancel := context.WithCancelCause(runname.With(lineage.With(context.WithValue(context.WithoutCancel(ctx), pipelineKey{}, p), p.shardAncestors)))
 	defer cancel(nil)
+	runCtx = runname.WithEnd(runCtx) // its end, for outputs given a shorter context
 	e := newEngine(p, cancel)
 	p.state, p.cancel, p.eng = running, cancel, e
 	p.mu.Unlock()

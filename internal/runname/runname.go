@@ -4,7 +4,8 @@
 // pipeline without a recovery log, whose batch times may repeat an
 // earlier Run's (see sink/kinesis and sink/deadletter/dynamodb), and a
 // store tell apart two pipelines' Runs sharing it (sink/deadletter), or,
-// with internal/outputid, the outputs of one Run (sink/files).
+// with internal/outputid, the outputs of one Run (sink/files); and the
+// Run's end (WithEnd, Ended).
 package runname
 
 import (
@@ -28,4 +29,21 @@ func With(ctx context.Context) context.Context {
 func Of(ctx context.Context) string {
 	n, _ := ctx.Value(key{}).(string)
 	return n
+}
+
+type endKey struct{}
+
+// WithEnd returns a copy of ctx, the context of a Run, that carries the
+// channel ctx.Done(), closed once the Run ended: an output told it by
+// Ended knows when the Run ended even from a context derived from ctx
+// that ends sooner (a call's timeout).
+func WithEnd(ctx context.Context) context.Context {
+	return context.WithValue(ctx, endKey{}, ctx.Done())
+}
+
+// Ended returns the channel WithEnd put in ctx, closed once the Run
+// ended; nil if it carries none.
+func Ended(ctx context.Context) <-chan struct{} {
+	c, _ := ctx.Value(endKey{}).(<-chan struct{})
+	return c
 }

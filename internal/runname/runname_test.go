@@ -24,3 +24,23 @@ func TestWith(t *testing.T) {
 		t.Errorf("Of(a child of a) = %q, want %q", n, na)
 	}
 }
+
+// TestWithEnd checks that Ended gives the Run's end from a context derived
+// from it that ends sooner.
+func TestWithEnd(t *testing.T) {
+	if c := runname.Ended(context.Background()); c != nil {
+		t.Error("Ended(Background) is not nil")
+	}
+	run, end := context.WithCancel(runname.With(context.Background()))
+	run = runname.WithEnd(run)
+	call, cancel := context.WithCancel(run)
+	cancel()
+	ended := runname.Ended(call)
+	select {
+	case <-ended:
+		t.Fatal("the Run's end is closed when a call's context ended")
+	default:
+	}
+	end()
+	<-ended
+}

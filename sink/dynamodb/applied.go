@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirstream/weir/batch"
 	"github.com/weirstream/weir/internal/outputid"
+	"github.com/weirstream/weir/internal/runname"
 )
 
 // applied remembers the writes with versions of origin that a failed
@@ -14,10 +15,13 @@ import (
 // stream.RecordErrors), which skips them. Their versions alone cannot: an
 // item whose records come from several shards takes a write of another
 // shard than its last, so every write of such an item applied before the
-// failure would be applied again. A Write that succeeds forgets its
-// batch's writes. The memory holds at most one batch for each output of a
-// Run, dropped when the Run ends, and maxOutside batches of the Writes
-// called outside a Run.
+// failure would be applied again. The failed Writes of one batch by one
+// output (its partitions', at once) add up. The memory holds, for each
+// output of a Run, the writes of its latest batch that had a failed
+// Write, forgotten once the output writes another batch or the Run ends;
+// and, for the Writes called outside a Run, those of the latest maxOutside
+// batches. Skipping a write applied is never wrong: keeping them longer
+// costs only memory.
 type applied struct {
 	mu sync.Mutex
 	by map[appliedKey]*appliedBatch
@@ -39,9 +43,9 @@ const maxOutside = 16
 // Writes before (prev, never changed once kept) and those of the Write
 // under way (cur), each as its item's id, a 0 byte and its version.
 type appliedBatch struct {
-	key  appliedKey
-	t    batch.Time
-	done <-chan struct{} // closed once the Run ended; nil outside a Run
+	key   appliedKey
+	t     batch.Time
+	ended <-chan struct{} // closed once the Run ended; nil outside a Run
 
 	prev map[string]struct{}
 	mu   sync.Mutex
@@ -49,20 +53,21 @@ type appliedBatch struct {
 }
 
 // keyOf returns the key of the Writes of ctx in batch t, and what is
-// closed once their Run ended.
+// closed once their Run ended (the Run's, not ctx's own end: a function
+// may give Write a context of its own, such as a call's timeout).
 func keyOf(ctx context.Context, t batch.Time) (appliedKey, <-chan struct{}) {
 	if run, out, ok := outputid.InRun(ctx); ok {
-		return appliedKey{run: run, out: out}, ctx.Done()
+		return appliedKey{run: run, out: out}, runname.Ended(ctx)
 	}
 	return appliedKey{t: t}, nil
 }
 
 // begin returns, for a Write of ctx in batch t, the writes the failed
-// Writes of the batch before it applied, if the last Write of its output
-// (or, outside a Run, of the batch) failed.
+// Writes of the batch by its output (outside a Run, of the batch)
+// applied.
 func (a *applied) begin(ctx context.Context, t batch.Time) *appliedBatch {
-	key, done := keyOf(ctx, t)
-	ab := &appliedBatch{key: key, t: t, done: done}
+	key, ended := keyOf(ctx, t)
+	ab := &appliedBatch{key: key, t: t, ended: ended}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if kept := a.by[key]; kept != nil && kept.t == t {
@@ -71,9 +76,9 @@ func (a *applied) begin(ctx context.Context, t batch.Time) *appliedBatch {
 	return ab
 }
 
-// end keeps ab's writes, those before it and its own, for the next Write
-// of its output or batch if the Write failed, and forgets them if it
-// succeeded. It drops the writes kept of Runs that ended.
+// end adds ab's own writes to those kept of its batch if the Write
+// failed, and forgets those kept of another batch of its output. It drops
+// the writes kept of Runs that ended.
 func (a *applied) end(ab *appliedBatch, failed bool) {
 	ab.mu.Lock()
 	cur := ab.cur
@@ -81,16 +86,28 @@ func (a *applied) end(ab *appliedBatch, failed bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, kept := range a.by {
-		if kept.done != nil && closed(kept.done) {
+		select {
+		case <-kept.ended: // nil outside a Run: never
 			delete(a.by, k)
+		default:
 		}
 	}
-	if !failed || len(ab.prev)+len(cur) == 0 {
-		delete(a.by, ab.key)
+	kept := a.by[ab.key]
+	if kept != nil && kept.t != ab.t {
+		delete(a.by, ab.key) // the output writes another batch
+		kept = nil
+	}
+	if !failed || len(cur) == 0 {
 		return
 	}
-	all := make(map[string]struct{}, len(ab.prev)+len(cur))
-	for w := range ab.prev {
+	// Those kept now, not ab.prev: another Write of the batch (another
+	// partition's) may have failed since ab began.
+	var prev map[string]struct{}
+	if kept != nil {
+		prev = kept.prev
+	}
+	all := make(map[string]struct{}, len(prev)+len(cur))
+	for w := range prev {
 		all[w] = struct{}{}
 	}
 	for w := range cur {
@@ -102,7 +119,7 @@ func (a *applied) end(ab *appliedBatch, failed bool) {
 	if ab.key.run == "" {
 		a.dropOutside(ab.key)
 	}
-	a.by[ab.key] = &appliedBatch{key: ab.key, t: ab.t, done: ab.done, prev: all}
+	a.by[ab.key] = &appliedBatch{key: ab.key, t: ab.t, ended: ab.ended, prev: all}
 }
 
 // dropOutside makes room for key among the batches kept outside a Run,
@@ -120,16 +137,6 @@ func (a *applied) dropOutside(key appliedKey) {
 	}
 	if n >= maxOutside {
 		delete(a.by, oldest)
-	}
-}
-
-// closed reports whether c is closed.
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }
 

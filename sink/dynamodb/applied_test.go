@@ -19,23 +19,29 @@ func failedWrite(a *applied, ctx context.Context, t batch.Time, v string) {
 	a.end(ab, true)
 }
 
-// TestApplied checks which Write gets the writes applied by the last
-// failed Write of an output: the next of the same output, Run and batch
-// time only (outside a Run, of the same batch time), whatever other
-// Writes succeed meanwhile; and none after a Write of the batch that
-// succeeded, or once the Run ended.
+// TestApplied checks which Write gets the writes applied by the failed
+// Writes of an output: those of the same output, Run and batch time only
+// (outside a Run, of the same batch time), whatever other Writes succeed
+// meanwhile, until the output writes another batch or the Run ends, even
+// when the Writes were given contexts that ended sooner.
 func TestApplied(t *testing.T) {
 	runA, endA := context.WithCancel(runname.With(context.Background()))
 	defer endA()
-	runB := runname.With(context.Background())
+	runA = runname.WithEnd(runA)
+	runB := runname.WithEnd(runname.With(context.Background()))
 	out1, out2 := outputid.With(runA, 1), outputid.With(runA, 2)
+	// The failed Write's own context ends with it (a call's timeout).
+	call, cancelCall := context.WithCancel(out1)
 	var a applied
-	failedWrite(&a, out1, 10, "v1")
+	failedWrite(&a, call, 10, "v1")
+	cancelCall()
 	failedWrite(&a, context.Background(), 10, "outside")
 	// Other Writes that succeed: another Run's output 1, another batch
-	// outside a Run. Neither forgets what the failed ones applied.
+	// outside a Run, and the same output's Write of the batch (another
+	// partition's). None forgets what the failed ones applied.
 	a.end(a.begin(outputid.With(runB, 1), 10), false)
 	a.end(a.begin(context.Background(), 11), false)
+	a.end(a.begin(out1, 10), false)
 	for _, c := range []struct {
 		name    string
 		ctx     context.Context
@@ -55,14 +61,20 @@ func TestApplied(t *testing.T) {
 			t.Errorf("%s: applied write seen %v, want %v", c.name, got, c.applied)
 		}
 	}
-	// Failing again keeps the writes of both failed Writes.
-	failedWrite(&a, out1, 10, "v2")
-	if ab := a.begin(out1, 10); !ab.has("item", "v1") || !ab.has("item", "v2") {
-		t.Error("after a second failed Write, the first's applied writes are forgotten")
+	// Two Writes of the batch by the output that fail at once (two
+	// partitions') keep the writes of both.
+	p1, p2 := a.begin(out1, 10), a.begin(out1, 10)
+	p1.add("item", "p1")
+	p2.add("item", "p2")
+	a.end(p1, true)
+	a.end(p2, true)
+	if ab := a.begin(out1, 10); !ab.has("item", "v1") || !ab.has("item", "p1") || !ab.has("item", "p2") {
+		t.Error("after two failed Writes of the batch at once, one's applied writes are forgotten")
 	}
-	a.end(a.begin(out1, 10), false)
+	// The output's Write of the next batch forgets them.
+	a.end(a.begin(out1, 11), false)
 	if a.begin(out1, 10).has("item", "v1") {
-		t.Error("after a Write that succeeded, its batch's applied writes are still remembered")
+		t.Error("after a Write of the next batch, the last batch's applied writes are still kept")
 	}
 	failedWrite(&a, out1, 20, "v3")
 	endA()

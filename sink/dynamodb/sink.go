@@ -379,15 +379,16 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // records are set aside, each with its error, and Write is called again
 // with the others: the writes applied already are skipped as such, and
 // the others applied once. For writes with versions of origin the Sink
-// remembers which a failed Write applied, and skips them in the next
-// Write of the same batch by the same output of the same Run (after
-// stream.RecordErrors, or the output's retry after another error; outside
-// a Run, the next Write of the batch time), until one succeeds: an item
-// whose records come from several shards would take them again by its
-// version alone. A crash or a new Run forgets them, and so does a Write
-// that succeeded, as when a ForEachBatch function calls Write and then
-// fails for another reason: such an item's writes applied before are then
-// applied again when the batch runs again (at least once, as said above).
+// remembers which the failed Writes of a batch applied, and skips them in
+// the Writes of that batch by the same output of the same Run that follow
+// (after stream.RecordErrors, or the output's retry after another error;
+// outside a Run, the Writes of the same batch time), until the output
+// writes another batch or the Run ends: an item whose records come from
+// several shards would take them again by its version alone. A crash or a
+// new Run forgets them, and a Write that succeeded adds nothing to them:
+// when a ForEachBatch function calls Write and then fails for another
+// reason, such an item takes that Write's writes again when the function
+// is called again (at least once, as said above).
 //
 // Outputs of a pipeline may share a Sink for items of their own: a Write
 // from an output of an item another output of the same Run wrote in the
