@@ -52,8 +52,10 @@ func Fingerprint(withIndex bool, ls ...stream.DeadLetter) string {
 
 // Truncated prefixes the Encoding of a letter whose Record Fit cut: the
 // record kept is a prefix of the one quarantined, which cannot be decoded
-// or replayed as it is; the letter's Range and Offset still name the
-// source record.
+// or replayed as it is; the letter's Range and Offset still say where it
+// was read (stream.DeadLetter): the source record itself for a letter of
+// ForEach or a narrow operator, the one it was made of for a
+// ForEachBatch's with origins.
 const Truncated = "truncated:"
 
 // minCut is the length of a field at or below which Fit leaves it whole:
@@ -62,8 +64,8 @@ const minCut = 64
 
 // Fit returns l cut to at most limit bytes of JSON (encoding/json's), and
 // whether it cut anything. It cuts, in this order and only as much as
-// needed, the Stack, the Record (which its Range and Offset still name in
-// the source), the Panic and last the Err, each longer than 64 bytes to
+// needed, the Stack, the Record (whose place in the source its Range and
+// Offset still name: see Truncated), the Panic and last the Err, each longer than 64 bytes to
 // its longest prefix that fits (at a UTF-8 boundary for the strings) followed
 // by a marker that says how many bytes of how many were kept; a cut
 // record's Encoding gets the prefix Truncated. The JSON size bounds both a

@@ -280,7 +280,7 @@ func (t *Table) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 			return fmt.Errorf("deadletter table %s: %w", t.table, err)
 		}
 		if cut {
-			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset name the source record)",
+			t.logger.Warn("dead letter cut to fit a DynamoDB item (its Range and Offset say where its record was read)",
 				"table", t.table, "batch", bt, "letter", letters.ID(l), "limit", maxLetterBytes)
 		}
 		fitted[i] = written{f, keys[i]}

@@ -220,7 +220,7 @@ func (s *Stream) Quarantine(ctx context.Context, ls []stream.DeadLetter) error {
 			return fmt.Errorf("deadletter stream %s: %w", s.cfg.Stream, err)
 		}
 		if cut {
-			s.logger.Warn("dead letter cut to fit a Kinesis record (its Range and Offset name the source record)",
+			s.logger.Warn("dead letter cut to fit a Kinesis record (its Range and Offset say where its record was read)",
 				"stream", s.cfg.Stream, "batch", bt, "letter", letters.ID(l), "limit", limit-tagRoom)
 		}
 		fitted[i] = f
