@@ -139,7 +139,9 @@ func (b *Batch[T]) WithOrigins(origins []Origin) *Batch[T] {
 // records it cannot output to the dead letters returns
 // stream.RecordErrors instead, and before writing anything: the output
 // then calls it again with the batch of the others, made as Keep makes
-// it, and a record it wrote before returning would be written again.
+// it, and a record it wrote before returning would be written again
+// (unless its target tolerates that, as the sinks that return
+// RecordErrors themselves do: see stream.RecordErrors).
 func (b *Batch[T]) Keep(keep func(i int, v T) bool) *Batch[T] {
 	var (
 		cut     bool     // a record was left out

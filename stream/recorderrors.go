@@ -20,10 +20,15 @@ import (
 // before returning RecordErrors is written again by that call, as by a
 // retry: a function that can tell a record will be refused before writing
 // it returns RecordErrors before writing anything (ExampleRecordErrors);
-// one that learns it only from its target's answer (sink/kinesis,
-// sink/dynamodb) writes the others twice, which its target must tolerate
-// as it tolerates a retry. A function that writes the records it can and
-// deals with the others itself returns nil (see batch.Batch.Keep).
+// one that learns it only from its target's answer sends the others
+// again, which its target must tolerate as it tolerates a retry
+// (sink/dynamodb, which returns RecordErrors so, skips what it applied;
+// sink/kinesis writes it again, with origin tags by which a reader drops
+// the copies). The indexes are those of the batch the
+// function was given: a function returning a sink's RecordErrors gives
+// the sink that batch, whole, in one Write, or maps the indexes back. A
+// function that writes the records it can and deals with the others
+// itself returns nil (see batch.Batch.Keep).
 //
 // The output does not try a batch again for it (Retry): a record that can
 // never be output is refused at every try. With Quarantine, the function

@@ -310,7 +310,10 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // Write writes the records of batch b, each through the function given to
 // New, and returns when every write is applied or skipped as already
 // applied, or on the first error, which fails the batch (a pipeline then
-// stops, and runs the batch again after a restart).
+// stops, and runs the batch again after a restart). Give it the context a
+// pipeline's output passed, or one derived from it: the ancestors of the
+// shards, the fleet check and the memory of a failed Write (below) travel
+// in it, and a fresh context loses them.
 //
 // Each write is conditional on its version, which is written to the item
 // with it; a write whose item has a version as new or newer is skipped
@@ -373,9 +376,10 @@ func New[T any](ctx context.Context, cfg Config, f func(T) (Write, error)) (*Sin
 // those whose write DynamoDB refuses with a ValidationException (a key
 // attribute empty or of the wrong type, a number out of range, an update
 // making the item too large). The item's later writes of the batch are
-// then not sent (the other items' are), and those of them versioned by
-// batch time are named too, as they cannot be applied exactly once
-// without it. Given to stream.ForEachBatch with stream.Quarantine, those
+// then not sent (the other items' are), and, of a write DynamoDB refused,
+// those of them versioned by batch time are named too, as they cannot be
+// applied exactly once without it (a record refused before anything is
+// sent is named alone: the later writes take its place in the order). Given to stream.ForEachBatch with stream.Quarantine, those
 // records are set aside, each with its error, and Write is called again
 // with the others: the writes applied already are skipped as such, and
 // the others applied once. For writes with versions of origin the Sink
