@@ -39,17 +39,14 @@ type appliedKey struct {
 // Writes called outside a Run.
 const maxOutside = 16
 
-// appliedBatch is the writes applied in a batch: those of the failed
-// Writes before (prev, never changed once kept) and those of the Write
-// under way (cur), each as its item's id, a 0 byte and its version.
+// appliedBatch is the writes the failed Writes of a batch applied (prev,
+// never changed once kept), each as its item's id, a 0 byte and its
+// version (appliedID).
 type appliedBatch struct {
 	key   appliedKey
 	t     batch.Time
 	ended <-chan struct{} // closed once the Run ended; nil outside a Run
-
-	prev map[string]struct{}
-	mu   sync.Mutex
-	cur  map[string]struct{}
+	prev  map[string]struct{}
 }
 
 // keyOf returns the key of the Writes of ctx in batch t, and what is
@@ -76,13 +73,11 @@ func (a *applied) begin(ctx context.Context, t batch.Time) *appliedBatch {
 	return ab
 }
 
-// end adds ab's own writes to those kept of its batch if the Write
-// failed, and forgets those kept of another batch of its output. It drops
-// the writes kept of Runs that ended.
-func (a *applied) end(ab *appliedBatch, failed bool) {
-	ab.mu.Lock()
-	cur := ab.cur
-	ab.mu.Unlock()
+// end adds cur, the writes of a Write that failed (appliedID of each; nil
+// for a Write that succeeded), to those kept of its batch, and forgets
+// those kept of another batch of its output. It drops the writes kept of
+// Runs that ended.
+func (a *applied) end(ab *appliedBatch, cur []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, kept := range a.by {
@@ -97,7 +92,7 @@ func (a *applied) end(ab *appliedBatch, failed bool) {
 		delete(a.by, ab.key) // the output writes another batch
 		kept = nil
 	}
-	if !failed || len(cur) == 0 {
+	if len(cur) == 0 {
 		return
 	}
 	// Those kept now, not ab.prev: another Write of the batch (another
@@ -110,7 +105,7 @@ func (a *applied) end(ab *appliedBatch, failed bool) {
 	for w := range prev {
 		all[w] = struct{}{}
 	}
-	for w := range cur {
+	for _, w := range cur {
 		all[w] = struct{}{}
 	}
 	if a.by == nil {
@@ -143,17 +138,13 @@ func (a *applied) dropOutside(key appliedKey) {
 // has reports whether a failed Write before applied the write of the item
 // of id with version v.
 func (ab *appliedBatch) has(id, v string) bool {
-	_, ok := ab.prev[id+"\x00"+v]
+	if ab.prev == nil {
+		return false // the usual case: no string made
+	}
+	_, ok := ab.prev[appliedID(id, v)]
 	return ok
 }
 
-// add records that the write of the item of id with version v was
+// appliedID names the write of the item of id with version v among those
 // applied.
-func (ab *appliedBatch) add(id, v string) {
-	ab.mu.Lock()
-	defer ab.mu.Unlock()
-	if ab.cur == nil {
-		ab.cur = make(map[string]struct{})
-	}
-	ab.cur[id+"\x00"+v] = struct{}{}
-}
+func appliedID(id, v string) string { return id + "\x00" + v }

@@ -416,8 +416,19 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 		return s.refused(b.Time(), bad) // nothing sent
 	}
 	done := s.applied.begin(ctx, b.Time())
-	err = s.send(ctx, keys, byKey, bad, done)
-	s.applied.end(done, err != nil || len(bad) > 0)
+	ok := make([]bool, b.Len()) // by record: its write applied, or found applied
+	err = s.send(ctx, keys, byKey, bad, done, ok)
+	var failed []string // the writes of origin applied, if Write fails
+	if err != nil || len(bad) > 0 {
+		for _, id := range keys {
+			for _, o := range byKey[id] {
+				if ok[o.rec] && o.prefix != "" {
+					failed = append(failed, appliedID(id, o.v))
+				}
+			}
+		}
+	}
+	s.applied.end(done, failed)
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s, batch %v: %w", s.table, b.Time(), err)
 	}
@@ -437,8 +448,9 @@ func (s *Sink[T]) Write(ctx context.Context, b *batch.Batch[T]) error {
 // refuses for its record alone is added to bad, with the item's later
 // writes versioned by batch time (see heldBack); the item's later writes
 // are then not sent. A write with a version of origin in done is skipped
-// as applied; one applied, or found applied, is added to it.
-func (s *Sink[T]) send(ctx context.Context, keys []string, byKey map[string][]op, bad map[int]error, done *appliedBatch) error {
+// as applied; ok is set, by record, for the writes applied or found
+// applied (each goroutine sets its own records').
+func (s *Sink[T]) send(ctx context.Context, keys []string, byKey map[string][]op, bad map[int]error, done *appliedBatch, ok []bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -462,8 +474,8 @@ func (s *Sink[T]) send(ctx context.Context, keys []string, byKey map[string][]op
 							continue
 						}
 						err := s.apply(ctx, o)
-						if err == nil && o.prefix != "" {
-							done.add(id, o.v)
+						if err == nil {
+							ok[o.rec] = true
 						}
 						if err != nil && recordRefused(err) {
 							// This record's alone: the item's later
