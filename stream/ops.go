@@ -14,7 +14,7 @@ import (
 func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 	mustExist("Map", "s", s)
 	requireFunc(s.p, "Map", s.n, "f", f == nil)
-	return narrow(s, "Map", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
+	return narrowFold(s, "Map", func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool {
 		var buf []U // the slice passed on again and again, when transient
 		return in.iter(transient)(i, func(pos int, c []T) bool {
 			var out []U
@@ -28,6 +28,13 @@ func Map[T, U any](s *Stream[T], f func(T) U) *Stream[U] {
 				out[j] = f(v)
 			}
 			return yield(pos, out)
+		})
+	}, func(in *parted[T], i int, yield func(int, U)) {
+		in.transient(i, func(pos int, c []T) bool {
+			for _, v := range c {
+				yield(pos, f(v))
+			}
+			return true
 		})
 	})
 }

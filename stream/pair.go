@@ -97,6 +97,21 @@ func reduceByKey[K comparable, V any](reduce func(V, V) V) *keyed[Pair[K, V], K,
 	kd := &keyed[Pair[K, V], K, V]{seed: maphash.MakeSeed(), reduce: reduce}
 	kd.combine = func(c *combined[K, V], in *parted[Pair[K, V]], part int) {
 		at := firstAt{pos: -1}
+		// The record's steps are written out in both ways of reading
+		// in: a call of a shared closure a record costs more than the
+		// lines.
+		if in.fold != nil {
+			in.fold(part, func(pos int, kv Pair[K, V]) {
+				at.next(pos)
+				if i, added := c.keyPos(kv.Key, at); added {
+					c.pairs[i].Value = kv.Value
+				} else {
+					c.pairs[i].Value = reduce(c.pairs[i].Value, kv.Value)
+				}
+				at.off++
+			})
+			return
+		}
 		in.transient(part, func(pos int, chunk []Pair[K, V]) bool {
 			at.next(pos)
 			for _, kv := range chunk {
@@ -123,6 +138,15 @@ func CountByValue[T comparable](s *Stream[T], opts ...Option) *Stream[Pair[T, in
 		dead: keyedQuarantine(s.p, "CountByValue of "+s.n.String(), opts)}
 	kd.combine = func(c *combined[T, int64], in *parted[T], part int) {
 		at := firstAt{pos: -1}
+		if in.fold != nil { // see reduceByKey
+			in.fold(part, func(pos int, v T) {
+				at.next(pos)
+				i, _ := c.keyPos(v, at)
+				c.pairs[i].Value++
+				at.off++
+			})
+			return
+		}
 		in.transient(part, func(pos int, chunk []T) bool {
 			at.next(pos)
 			for _, v := range chunk {

@@ -126,6 +126,15 @@ type parted[T any] struct {
 	// operators run on them: while an output collects origins it holds a
 	// tracer, and each yields the records one at a time (see traced).
 	trace *atomic.Pointer[tracer]
+
+	// fold, if not nil, calls yield with each record of partition i, one
+	// at a time, in order, with its position, for a consumer that folds
+	// records and keeps none (ReduceByKey's and CountByValue's map side,
+	// which ReduceByKeyAndWindow's uses too). Map sets it:
+	// a record passed as it is made is not written to a buffer and read
+	// back, which for a keyed operator after a Map costs more than the
+	// extra call (see BenchmarkKeyedPaired).
+	fold func(i int, yield func(pos int, v T))
 }
 
 // computed returns a parted whose partitions are data.

@@ -35,10 +35,21 @@ func shardedPipeline(t *testing.T, iv time.Duration, shards int) (*stream.Pipeli
 
 // TestStateAfterFusedOperators runs UpdateStateByKey and MapWithState on
 // the records of several shards through Map, Filter and FlatMap, which
-// pass reused buffers to the states' map tasks, with Parallelism 4, and
+// pass reused buffers to the states' map tasks, the Filter last or the
+// Map last, with Parallelism 4, and
 // checks every batch of both against one loop over the source's batch as
 // ForEachBatch sees it.
 func TestStateAfterFusedOperators(t *testing.T) {
+	for _, mapLast := range []bool{false, true} {
+		name := "Filter last"
+		if mapLast {
+			name = "Map last"
+		}
+		t.Run(name, func(t *testing.T) { testStateAfterFusedOperators(t, mapLast) })
+	}
+}
+
+func testStateAfterFusedOperators(t *testing.T, mapLast bool) {
 	synctest.Test(t, func(t *testing.T) {
 		const iv = time.Second
 		p, src := shardedPipeline(t, iv, 5)
@@ -48,6 +59,9 @@ func TestStateAfterFusedOperators(t *testing.T) {
 		toPair := func(w string) pair { k, v, _ := strings.Cut(w, "="); return pair{Key: k, Value: v} }
 		keep := func(kv pair) bool { return kv.Value != "x" }
 		pairs := func() *stream.Stream[pair] {
+			if mapLast {
+				return stream.Map(stream.Filter(stream.FlatMap(s, split), func(w string) bool { return keep(toPair(w)) }), toPair)
+			}
 			return stream.Filter(stream.Map(stream.FlatMap(s, split), toPair), keep)
 		}
 		// UpdateStateByKey: the state is the values so far; "drop" drops

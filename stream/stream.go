@@ -251,12 +251,24 @@ func newPlanned[T any](p *Pipeline, op string, slide time.Duration, parents []*n
 // The partitions run later, fused with the operator or output that consumes
 // the stream.
 func narrow[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool) *Stream[U] {
+	return narrowFold(s, op, each, nil)
+}
+
+// narrowFold is narrow with, if not nil, the fold of the stream's
+// partitions (see parted.fold): fold calls yield with each record it makes
+// of partition i of in, with the position of its chunk of in.
+func narrowFold[T, U any](s *Stream[T], op string, each func(in *parted[T], i int, transient bool, yield func(int, []U) bool) bool,
+	fold func(in *parted[T], i int, yield func(int, U))) *Stream[U] {
 	out := newPlanned(s.p, op, s.n.slide, []*node{s.n}, func(r *run) (*parted[U], error) {
 		in, err := s.parts(r)
 		if err != nil || in == nil {
 			return nil, err
 		}
-		return derived(in, func(i int, transient bool, yield func(int, []U) bool) bool { return each(in, i, transient, yield) }), nil
+		pt := derived(in, func(i int, transient bool, yield func(int, []U) bool) bool { return each(in, i, transient, yield) })
+		if fold != nil {
+			pt.fold = func(i int, yield func(int, U)) { fold(in, i, yield) }
+		}
+		return pt, nil
 	})
 	out.n.fused = true
 	return out
