@@ -182,7 +182,11 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 		return nil, nil
 	}
 	m := s.memo(r)
-	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil
+	// Planned again for origins: a chain of narrow operators (or a Union)
+	// whose kept partitions carry no tracer. Not a keyed operator's kept
+	// result: its records have no origin, and planning it again would run
+	// its map side, and the user's functions in it, a second time.
+	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil && s.n.fused
 	retrace = retrace || r.isolating && m.err != nil && s.n.fused
 	if (m.pt != nil || m.err != nil) && !retrace {
 		if m.pt != nil {
