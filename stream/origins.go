@@ -19,8 +19,9 @@ import (
 // makes records of many source records, and a batch after one has no
 // origins. The cost: the output's chain of operators runs record by
 // record, so MapBatch sees parts of one record, and for this output alone:
-// the operators of a stream it shares with other outputs run once for it
-// and once for them. With Quarantine, the letter of a record of such a
+// the narrow operators of a stream it shares with other outputs run once
+// for it and once for them (a keyed operator's result, which has no
+// origins, is computed once). With Quarantine, the letter of a record of such a
 // batch that the function fails on (see RecordErrors) names the record's
 // origin: its stream, shard, sequence and sub-sequence numbers (see
 // DeadLetter's Range); a record without origin names none, as without

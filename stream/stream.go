@@ -183,10 +183,11 @@ func (s *Stream[T]) parts(r *run) (*parted[T], error) {
 	}
 	m := s.memo(r)
 	// Planned again for origins: a chain of narrow operators (or a Union)
-	// whose kept partitions carry no tracer. Not a keyed operator's kept
-	// result: its records have no origin, and planning it again would run
-	// its map side, and the user's functions in it, a second time.
-	retrace := r.tracing && m.pt != nil && m.pt.trace == nil && !m.pt.ranged && s.compute == nil && s.n.fused
+	// whose kept partitions carry no tracer. Not a source's (its kept
+	// partitions are the ones traced) nor a keyed operator's kept result:
+	// its records have no origin, and planning it again would run its map
+	// side, and the user's functions in it, a second time.
+	retrace := r.tracing && s.n.fused && m.pt != nil && m.pt.trace == nil
 	retrace = retrace || r.isolating && m.err != nil && s.n.fused
 	if (m.pt != nil || m.err != nil) && !retrace {
 		if m.pt != nil {
